@@ -1,0 +1,3 @@
+"""prism.coding.security: not built yet; its issue will fill this facade."""
+
+__all__: list[str] = []

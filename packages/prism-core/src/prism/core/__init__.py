@@ -1,0 +1,160 @@
+"""prism.core: contracts, registry, the gated dispatcher, policies, events and ledger.
+
+Every tool call goes through one fixed lifecycle: middleware, lookup and
+filters, permission, validation, execution, result middleware, then events
+and the ledger. A refused call never reaches the tool; it gets an error
+result the model can read.
+
+Example::
+
+    import trio
+    from prism.core import (
+        DispatchOptions, RunLedger, ToolCall, ToolDefinition, ToolResult,
+        create_rule_permission_policy, create_tool_registry, dispatch_tool_call,
+    )
+
+    async def add(args, ctx):
+        return ToolResult.text(str(args["a"] + args["b"]))
+
+    registry = create_tool_registry([ToolDefinition(name="add", execute=add)])
+    options = DispatchOptions(
+        registry=registry,
+        permission=create_rule_permission_policy(allow=["tool:add:execute"]),
+        ledger=RunLedger(),
+    )
+    call = ToolCall(id="1", name="add", arguments={"a": 1, "b": 2})
+    result = trio.run(dispatch_tool_call, call, options)
+    assert result.joined_text == "3"
+"""
+
+from ._abort import AbortController as AbortController
+from ._abort import AbortSignal as AbortSignal
+from ._content import AssistantMessage as AssistantMessage
+from ._content import Content as Content
+from ._content import ImageContent as ImageContent
+from ._content import Message as Message
+from ._content import ResourceContent as ResourceContent
+from ._content import ResourceLink as ResourceLink
+from ._content import TextContent as TextContent
+from ._content import ToolCall as ToolCall
+from ._content import ToolResult as ToolResult
+from ._content import ToolResultMessage as ToolResultMessage
+from ._content import UserMessage as UserMessage
+from ._dispatch import BlockedReason as BlockedReason
+from ._dispatch import DispatchOptions as DispatchOptions
+from ._dispatch import dispatch_tool_call as dispatch_tool_call
+from ._errors import ConfigurationError as ConfigurationError
+from ._errors import DuplicateToolError as DuplicateToolError
+from ._errors import ExecutionDeniedError as ExecutionDeniedError
+from ._errors import PermissionDeniedError as PermissionDeniedError
+from ._errors import PrismError as PrismError
+from ._events import AgentEvent as AgentEvent
+from ._events import EventSink as EventSink
+from ._events import RunFinished as RunFinished
+from ._events import ToolEvent as ToolEvent
+from ._events import ToolExecutionBlocked as ToolExecutionBlocked
+from ._events import ToolExecutionError as ToolExecutionError
+from ._events import ToolExecutionFinished as ToolExecutionFinished
+from ._events import ToolExecutionProgress as ToolExecutionProgress
+from ._events import ToolExecutionStarted as ToolExecutionStarted
+from ._events import TurnFinished as TurnFinished
+from ._events import TurnStarted as TurnStarted
+from ._json import JsonObject as JsonObject
+from ._json import JsonValue as JsonValue
+from ._ledger import LEDGER_SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
+from ._ledger import LedgerFormatError as LedgerFormatError
+from ._ledger import Redactor as Redactor
+from ._ledger import RunLedger as RunLedger
+from ._ledger import ToolCallRecord as ToolCallRecord
+from ._ledger import default_redactor as default_redactor
+from ._middleware import MiddlewareRegistry as MiddlewareRegistry
+from ._policy import ExecutionAction as ExecutionAction
+from ._policy import ExecutionDecision as ExecutionDecision
+from ._policy import ExecutionPolicy as ExecutionPolicy
+from ._policy import PermissionDecision as PermissionDecision
+from ._policy import PermissionPolicy as PermissionPolicy
+from ._policy import PermissionRequest as PermissionRequest
+from ._policy import assert_execution_allowed as assert_execution_allowed
+from ._policy import assert_permission as assert_permission
+from ._policy import create_rule_permission_policy as create_rule_permission_policy
+from ._tools import ToolDefinition as ToolDefinition
+from ._tools import ToolExecutionContext as ToolExecutionContext
+from ._tools import ToolFilter as ToolFilter
+from ._tools import ToolHandler as ToolHandler
+from ._tools import ToolRegistry as ToolRegistry
+from ._tools import create_tool_registry as create_tool_registry
+from ._tools import filter_tools as filter_tools
+from ._tools import is_tool_allowed as is_tool_allowed
+from ._validation import ErrorInfo as ErrorInfo
+from ._validation import ToolArgumentValidationError as ToolArgumentValidationError
+from ._validation import ToolArgumentValidationResult as ToolArgumentValidationResult
+from ._validation import ToolArgumentValidator as ToolArgumentValidator
+from ._validation import ToolValidator as ToolValidator
+from ._validation import create_tool_parameter_validator as create_tool_parameter_validator
+
+__all__ = [
+    "LEDGER_SCHEMA_VERSION",
+    "AbortController",
+    "AbortSignal",
+    "AgentEvent",
+    "AssistantMessage",
+    "BlockedReason",
+    "ConfigurationError",
+    "Content",
+    "DispatchOptions",
+    "DuplicateToolError",
+    "ErrorInfo",
+    "EventSink",
+    "ExecutionAction",
+    "ExecutionDecision",
+    "ExecutionDeniedError",
+    "ExecutionPolicy",
+    "ImageContent",
+    "JsonObject",
+    "JsonValue",
+    "LedgerFormatError",
+    "Message",
+    "MiddlewareRegistry",
+    "PermissionDecision",
+    "PermissionDeniedError",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "PrismError",
+    "Redactor",
+    "ResourceContent",
+    "ResourceLink",
+    "RunFinished",
+    "RunLedger",
+    "TextContent",
+    "ToolArgumentValidationError",
+    "ToolArgumentValidationResult",
+    "ToolArgumentValidator",
+    "ToolCall",
+    "ToolCallRecord",
+    "ToolDefinition",
+    "ToolEvent",
+    "ToolExecutionBlocked",
+    "ToolExecutionContext",
+    "ToolExecutionError",
+    "ToolExecutionFinished",
+    "ToolExecutionProgress",
+    "ToolExecutionStarted",
+    "ToolFilter",
+    "ToolHandler",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolResultMessage",
+    "ToolValidator",
+    "TurnFinished",
+    "TurnStarted",
+    "UserMessage",
+    "assert_execution_allowed",
+    "assert_permission",
+    "create_rule_permission_policy",
+    "create_tool_parameter_validator",
+    "create_tool_registry",
+    "default_redactor",
+    "dispatch_tool_call",
+    "filter_tools",
+    "is_tool_allowed",
+]

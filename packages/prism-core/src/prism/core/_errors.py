@@ -1,0 +1,65 @@
+"""The error tree of ``prism.core``.
+
+::
+
+    PrismError
+    ├── ConfigurationError (ValueError)       bad options, raised at construction
+    ├── DuplicateToolError (ValueError)       a second tool under a registered name
+    ├── PermissionDeniedError                 a permission policy refused a request
+    └── ExecutionDeniedError                  an execution policy refused an action
+
+Other packages derive their own errors from :class:`PrismError`, so one
+``except PrismError`` catches everything Prism raises on purpose.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DuplicateToolError",
+    "ExecutionDeniedError",
+    "PermissionDeniedError",
+    "PrismError",
+]
+
+
+class PrismError(Exception):
+    """Base of every error Prism raises on purpose."""
+
+
+class ConfigurationError(PrismError, ValueError):
+    """An option was given a value Prism cannot use; the message names both."""
+
+
+class DuplicateToolError(PrismError, ValueError):
+    """A tool was registered under a name the registry already holds."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a tool named {name!r} is already registered")
+        self.name = name
+
+
+class PermissionDeniedError(PrismError):
+    """A :class:`~prism.core.PermissionPolicy` refused a request."""
+
+    def __init__(self, key: str, reason: str | None = None) -> None:
+        message = f"permission denied for {key}"
+        if reason:
+            message = f"{message}: {reason}"
+        super().__init__(message)
+        self.key = key
+        self.reason = reason
+
+
+class ExecutionDeniedError(PrismError):
+    """An :class:`~prism.core.ExecutionPolicy` refused an action.
+
+    Attributes:
+        reason: the policy's reason, shown to the model.
+        details: structured facts about the decision (for events and the ledger).
+    """
+
+    def __init__(self, reason: str, *, details: dict[str, object] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.details: dict[str, object] = dict(details or {})

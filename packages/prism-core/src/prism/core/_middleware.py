@@ -1,0 +1,51 @@
+"""Middleware: hooks that may rewrite or short-circuit calls, and rewrite results."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias
+
+import attrs
+
+from ._content import ToolCall, ToolResult
+from ._tools import ToolExecutionContext
+
+__all__ = ["MiddlewareRegistry", "ToolCallHook", "ToolResultHook"]
+
+ToolCallHook: TypeAlias = Callable[
+    [ToolCall, ToolExecutionContext],
+    "ToolCall | ToolResult | Awaitable[ToolCall | ToolResult | None] | None",
+]
+"""Return a :class:`ToolCall` to rewrite the call, a :class:`ToolResult` to block it
+(blocked reason ``tool_denied``, that result answers the model), or ``None`` to pass."""
+
+ToolResultHook: TypeAlias = Callable[
+    [ToolCall, ToolResult, ToolExecutionContext],
+    "ToolResult | Awaitable[ToolResult | None] | None",
+]
+"""Return a :class:`ToolResult` to replace the result, or ``None`` to keep it."""
+
+
+@attrs.define(eq=False)
+class MiddlewareRegistry:
+    """Ordered ``on_tool_call`` and ``on_tool_result`` hooks; each may be sync or async.
+
+    Both methods return the hook, so they work as decorators.
+    """
+
+    call_hooks: list[ToolCallHook] = attrs.field(factory=list, init=False)
+    result_hooks: list[ToolResultHook] = attrs.field(factory=list, init=False)
+
+    def on_tool_call(self, fn: ToolCallHook) -> ToolCallHook:
+        """Run ``fn`` before every call's gates, in registration order."""
+        if not callable(fn):
+            raise TypeError(f"on_tool_call takes a callable, got {fn!r}")
+        self.call_hooks.append(fn)
+        return fn
+
+    def on_tool_result(self, fn: ToolResultHook) -> ToolResultHook:
+        """Run ``fn`` on every executed call's result, in registration order."""
+        if not callable(fn):
+            raise TypeError(f"on_tool_result takes a callable, got {fn!r}")
+        self.result_hooks.append(fn)
+        return fn

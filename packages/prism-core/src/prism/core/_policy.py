@@ -1,0 +1,224 @@
+"""Permission policies (name based) and execution policies (structured actions)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Iterable, Mapping
+from fnmatch import translate
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+
+import attrs
+
+from ._errors import ConfigurationError, ExecutionDeniedError, PermissionDeniedError
+
+__all__ = [
+    "ExecutionAction",
+    "ExecutionDecision",
+    "ExecutionPolicy",
+    "PermissionDecision",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "assert_execution_allowed",
+    "assert_permission",
+    "create_rule_permission_policy",
+    "resolve_decision",
+]
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRequest:
+    """Asks whether ``kind:target:action`` is allowed (for example ``tool:read:execute``)."""
+
+    kind: str
+    target: str
+    action: str
+
+    @property
+    def key(self) -> str:
+        """The ``kind:target:action`` string rules are matched against."""
+        return f"{self.kind}:{self.target}:{self.action}"
+
+
+@attrs.frozen(kw_only=True)
+class PermissionDecision:
+    """A permission policy's answer."""
+
+    allowed: bool
+    reason: str | None = None
+
+
+@runtime_checkable
+class PermissionPolicy(Protocol):
+    """Decides name-based permission requests; ``check`` may be sync or async."""
+
+    def check(
+        self, request: PermissionRequest
+    ) -> PermissionDecision | Awaitable[PermissionDecision]:
+        """Decide ``request``."""
+        ...
+
+
+_T = TypeVar("_T")
+
+
+async def resolve_decision(value: _T | Awaitable[_T]) -> _T:
+    """Await ``value`` when it is awaitable; return it as it is otherwise."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _compile_globs(name: str, patterns: Iterable[str]) -> re.Pattern[str] | None:
+    items = list(patterns)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ConfigurationError(f"{name} rules must be non-empty strings, got {item!r}")
+    if not items:
+        return None
+    return re.compile("|".join(f"(?:{translate(item)})" for item in items))
+
+
+@attrs.define(eq=False)
+class _RulePermissionPolicy:
+    _allow: re.Pattern[str] | None
+    _deny: re.Pattern[str] | None
+    _default: bool
+    _cache: dict[str, PermissionDecision] = attrs.field(factory=dict)
+
+    def check(self, request: PermissionRequest) -> PermissionDecision:
+        key = request.key
+        decision = self._cache.get(key)
+        if decision is None:
+            decision = self._decide(key)
+            if len(self._cache) >= 4096:
+                self._cache.clear()
+            self._cache[key] = decision
+        return decision
+
+    def _decide(self, key: str) -> PermissionDecision:
+        if self._deny is not None and self._deny.match(key):
+            return PermissionDecision(allowed=False, reason=f"{key} matches a deny rule")
+        if self._allow is not None and self._allow.match(key):
+            return PermissionDecision(allowed=True)
+        if self._default:
+            return PermissionDecision(allowed=True)
+        return PermissionDecision(allowed=False, reason=f"{key} matches no allow rule")
+
+
+def create_rule_permission_policy(
+    *,
+    allow: Iterable[str] = (),
+    deny: Iterable[str] = (),
+    default: Literal["allow", "deny"] = "deny",
+) -> PermissionPolicy:
+    """A policy of glob rules over ``kind:target:action`` keys.
+
+    Deny rules win over allow rules; a key that matches neither gets ``default``.
+    ``*`` matches any run of characters, colons included, so
+    ``"tool:mcp:*:execute"`` covers every MCP tool.
+
+    Raises:
+        ConfigurationError: a rule is not a non-empty string or ``default`` is unknown.
+    """
+    if default not in ("allow", "deny"):
+        raise ConfigurationError(f"default must be 'allow' or 'deny', got {default!r}")
+    if isinstance(allow, str) or isinstance(deny, str):
+        raise ConfigurationError("allow and deny take an iterable of patterns, not one string")
+    return _RulePermissionPolicy(
+        _compile_globs("allow", allow), _compile_globs("deny", deny), default == "allow"
+    )
+
+
+async def assert_permission(policy: PermissionPolicy | None, request: PermissionRequest) -> None:
+    """Raise :class:`PermissionDeniedError` unless ``policy`` allows ``request``.
+
+    ``None`` allows everything. Checkpoints only when the policy's ``check`` is async.
+    """
+    if policy is None:
+        return
+    decision = await resolve_decision(policy.check(request))
+    if not decision.allowed:
+        raise PermissionDeniedError(request.key, decision.reason)
+
+
+@attrs.frozen(kw_only=True)
+class ExecutionAction:
+    """A side effect a tool is about to perform, described for an execution policy.
+
+    Attributes:
+        kind: what sort of action (``shell``, ``read``, ``write``, ``edit``, ...).
+        operation: the specific operation (often the tool name).
+        paths: the paths the action touches, as the tool resolved them.
+        command: the command line, for shell actions.
+        risk: the tool's own estimate.
+        metadata: anything else the policy may use.
+    """
+
+    kind: str
+    operation: str
+    paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    command: str | None = None
+    risk: Literal["low", "medium", "high"] | None = None
+    metadata: Mapping[str, object] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ExecutionDecision:
+    """An execution policy's answer.
+
+    Attributes:
+        allowed: whether the action may run.
+        reason: why not (or why, for the record).
+        modified: fields of :class:`ExecutionAction` to replace before running.
+        exclusive: the action must not run beside others.
+        details: structured facts about the decision (for events and the ledger).
+    """
+
+    allowed: bool
+    reason: str | None = None
+    modified: Mapping[str, object] | None = None
+    exclusive: bool = False
+    details: Mapping[str, object] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class ExecutionPolicy(Protocol):
+    """Decides structured actions; ``check`` may be sync or async."""
+
+    def check(self, action: ExecutionAction) -> ExecutionDecision | Awaitable[ExecutionDecision]:
+        """Decide ``action``."""
+        ...
+
+
+_ACTION_FIELDS = frozenset(field.name for field in attrs.fields(ExecutionAction))
+
+
+async def assert_execution_allowed(
+    policy: ExecutionPolicy | None, action: ExecutionAction
+) -> ExecutionAction:
+    """Check ``action`` against ``policy`` and return it with ``modified`` applied.
+
+    ``None`` allows everything. Checkpoints only when the policy's ``check`` is
+    async; cancelling the caller cancels that check.
+
+    Raises:
+        ExecutionDeniedError: the policy refused; ``reason`` and ``details`` say why.
+        ConfigurationError: the policy's ``modified`` names a field actions do not have.
+    """
+    if policy is None:
+        return action
+    decision = await resolve_decision(policy.check(action))
+    if not decision.allowed:
+        raise ExecutionDeniedError(
+            decision.reason or f"{action.kind} action denied by the execution policy",
+            details=dict(decision.details),
+        )
+    if decision.modified:
+        unknown = set(decision.modified) - _ACTION_FIELDS
+        if unknown:
+            raise ConfigurationError(
+                f"execution policy modified unknown action fields: {sorted(unknown)}"
+            )
+        return attrs.evolve(action, **decision.modified)  # type: ignore[arg-type]
+    return action

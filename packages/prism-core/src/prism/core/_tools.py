@@ -1,0 +1,208 @@
+"""Tool definitions, the execution context, the registry and name filters."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._abort import AbortSignal
+from ._content import ToolCall, ToolResult
+from ._errors import ConfigurationError, DuplicateToolError
+from ._events import EventSink, ToolExecutionProgress
+from ._json import JsonObject
+
+__all__ = [
+    "ToolDefinition",
+    "ToolExecutionContext",
+    "ToolFilter",
+    "ToolHandler",
+    "ToolRegistry",
+    "create_tool_registry",
+    "filter_tools",
+    "is_tool_allowed",
+]
+
+_log = logging.getLogger("prism.core")
+
+_NEVER = AbortSignal()
+
+
+@attrs.define(eq=False, slots=True)
+class ToolExecutionContext:
+    """What a tool's ``execute`` gets beside its arguments.
+
+    Attributes:
+        call: the call being executed (after middleware rewrites).
+        signal: aborts when the run is aborted; the tool is also cancelled.
+        metadata: host-supplied facts (read-only by convention).
+    """
+
+    call: ToolCall
+    signal: AbortSignal = attrs.field(default=_NEVER)
+    metadata: Mapping[str, object] = attrs.field(factory=dict)
+    _events: EventSink | None = attrs.field(default=None, alias="events")
+
+    def report_progress(
+        self,
+        message: str | None = None,
+        *,
+        progress: float | None = None,
+        total: float | None = None,
+    ) -> None:
+        """Emit a :class:`ToolExecutionProgress` event for this call. Never raises."""
+        sink = self._events
+        if sink is None:
+            return
+        emit_event(
+            sink,
+            ToolExecutionProgress(
+                call_id=self.call.id,
+                tool_name=self.call.name,
+                message=message,
+                progress=progress,
+                total=total,
+            ),
+        )
+
+
+def emit_event(sink: EventSink, event: object) -> None:
+    """Deliver ``event``; a sink that raises is logged, never allowed to break a call."""
+    try:
+        sink(event)  # type: ignore[arg-type]
+    except Exception:
+        _log.exception("an event sink raised on %s", type(event).__name__)
+
+
+ToolHandler: TypeAlias = Callable[[JsonObject, ToolExecutionContext], Awaitable[ToolResult]]
+
+
+def _check_name(_instance: object, _attribute: object, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"tool name must be a non-empty string, got {value!r}")
+
+
+def _check_execute(_instance: object, _attribute: object, value: Any) -> None:
+    if not callable(value):
+        raise ConfigurationError(f"tool execute must be callable, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ToolDefinition:
+    """A tool: a name, a handler, and what the model is told about it.
+
+    Attributes:
+        name: the registry name (``mcp:docs:search`` is fine; providers see a safe alias).
+        execute: ``async (arguments, context) -> ToolResult``.
+        description: shown to the model.
+        parameters: JSON Schema of the arguments, if any.
+        exclusive: the tool never runs beside another call of its turn.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    execute: ToolHandler = attrs.field(validator=_check_execute, eq=False)
+    description: str | None = None
+    parameters: JsonObject | None = attrs.field(default=None, eq=False, hash=False)
+    exclusive: bool = False
+
+
+@attrs.define(eq=False)
+class ToolRegistry:
+    """A mutable, insertion-ordered set of tools keyed by name.
+
+    Build one with :func:`create_tool_registry`.
+    """
+
+    _tools: dict[str, ToolDefinition] = attrs.field(factory=dict, alias="tools")
+    duplicate: Literal["replace", "error"] = "error"
+
+    def register(self, tool: ToolDefinition) -> None:
+        """Add ``tool``; a replaced tool keeps its place in the order.
+
+        Raises:
+            DuplicateToolError: the name is taken and ``duplicate`` is ``"error"``.
+            TypeError: ``tool`` is not a :class:`ToolDefinition`.
+        """
+        if not isinstance(tool, ToolDefinition):
+            raise TypeError(f"register() takes a ToolDefinition, got {type(tool).__name__}")
+        if self.duplicate == "error" and tool.name in self._tools:
+            raise DuplicateToolError(tool.name)
+        self._tools[tool.name] = tool
+
+    def unregister(self, name: str) -> ToolDefinition | None:
+        """Remove and return the tool called ``name`` (``None`` if there was none)."""
+        return self._tools.pop(name, None)
+
+    def get(self, name: str) -> ToolDefinition | None:
+        """The tool called ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def list(self) -> list[ToolDefinition]:
+        """The tools in registration order."""
+        return list(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[ToolDefinition]:
+        return iter(list(self._tools.values()))
+
+
+def create_tool_registry(
+    tools: Iterable[ToolDefinition] = (),
+    *,
+    duplicate: Literal["replace", "error"] = "error",
+) -> ToolRegistry:
+    """A registry holding ``tools`` in order.
+
+    Raises:
+        ConfigurationError: ``duplicate`` is not ``"replace"`` or ``"error"``.
+        DuplicateToolError: two of ``tools`` share a name and ``duplicate`` is ``"error"``.
+    """
+    if duplicate not in ("replace", "error"):
+        raise ConfigurationError(f"duplicate must be 'replace' or 'error', got {duplicate!r}")
+    registry = ToolRegistry(duplicate=duplicate)
+    for tool in tools:
+        registry.register(tool)
+    return registry
+
+
+def _names(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):
+        raise ConfigurationError(f"ToolFilter takes a set of names, not the string {value!r}")
+    names = frozenset(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise ConfigurationError(f"ToolFilter names must be strings, got {name!r}")
+    return names
+
+
+@attrs.frozen(kw_only=True)
+class ToolFilter:
+    """Exact-name allow and deny sets. Empty ``allow`` allows every name."""
+
+    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+
+
+def is_tool_allowed(name: str, *filters: ToolFilter) -> bool:
+    """Whether every filter lets ``name`` through.
+
+    Deny wins, and every filter with a non-empty allow set must allow the name.
+    """
+    for f in filters:
+        if name in f.deny:
+            return False
+        if f.allow and name not in f.allow:
+            return False
+    return True
+
+
+def filter_tools(tools: Iterable[ToolDefinition], *filters: ToolFilter) -> list[ToolDefinition]:
+    """The tools whose names pass :func:`is_tool_allowed`, in their original order."""
+    return [tool for tool in tools if is_tool_allowed(tool.name, *filters)]

@@ -1,0 +1,94 @@
+import inspect
+
+import prism.core
+import prism.core.testing
+
+DOCUMENTED = {
+    "LEDGER_SCHEMA_VERSION",
+    "AbortController",
+    "AbortSignal",
+    "AgentEvent",
+    "AssistantMessage",
+    "BlockedReason",
+    "ConfigurationError",
+    "Content",
+    "DispatchOptions",
+    "DuplicateToolError",
+    "ErrorInfo",
+    "EventSink",
+    "ExecutionAction",
+    "ExecutionDecision",
+    "ExecutionDeniedError",
+    "ExecutionPolicy",
+    "ImageContent",
+    "JsonObject",
+    "JsonValue",
+    "LedgerFormatError",
+    "Message",
+    "MiddlewareRegistry",
+    "PermissionDecision",
+    "PermissionDeniedError",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "PrismError",
+    "Redactor",
+    "ResourceContent",
+    "ResourceLink",
+    "RunFinished",
+    "RunLedger",
+    "TextContent",
+    "ToolArgumentValidationError",
+    "ToolArgumentValidationResult",
+    "ToolArgumentValidator",
+    "ToolCall",
+    "ToolCallRecord",
+    "ToolDefinition",
+    "ToolEvent",
+    "ToolExecutionBlocked",
+    "ToolExecutionContext",
+    "ToolExecutionError",
+    "ToolExecutionFinished",
+    "ToolExecutionProgress",
+    "ToolExecutionStarted",
+    "ToolFilter",
+    "ToolHandler",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolResultMessage",
+    "ToolValidator",
+    "TurnFinished",
+    "TurnStarted",
+    "UserMessage",
+    "assert_execution_allowed",
+    "assert_permission",
+    "create_rule_permission_policy",
+    "create_tool_parameter_validator",
+    "create_tool_registry",
+    "default_redactor",
+    "dispatch_tool_call",
+    "filter_tools",
+    "is_tool_allowed",
+}
+
+
+def test_all_matches_documented_names() -> None:
+    assert set(prism.core.__all__) == DOCUMENTED
+    assert prism.core.__all__ == sorted(prism.core.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_every_export_exists() -> None:
+    for name in prism.core.__all__:
+        assert hasattr(prism.core, name), name
+
+
+def test_every_class_and_function_export_has_a_docstring() -> None:
+    for name in prism.core.__all__:
+        obj = getattr(prism.core, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"{name} has no docstring"
+
+
+def test_namespace_package_has_no_init() -> None:
+    import prism
+
+    assert getattr(prism, "__file__", None) is None

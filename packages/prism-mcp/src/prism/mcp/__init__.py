@@ -1,0 +1,3 @@
+"""prism.mcp: not built yet; its issue will fill this facade."""
+
+__all__: list[str] = []
