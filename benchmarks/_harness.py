@@ -13,10 +13,13 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 
 @dataclass
@@ -99,16 +102,16 @@ def _fmt_us(value: float) -> str:
 
 def format_table(rows: list[Row]) -> str:
     """An aligned text table of ``rows``."""
-    header = ["bench", "case", "median", "min–max", "vs baseline", "target", "note"]
+    header = ["bench", "case", "median", "min-max", "vs baseline", "target", "note"]
     lines = [header]
     for r in rows:
-        ratio = f"{r.ratio:.2f}× {r.baseline}" if r.ratio is not None else ""
+        ratio = f"{r.ratio:.2f}x {r.baseline}" if r.ratio is not None else ""
         lines.append(
             [
                 r.bench,
                 r.name,
                 _fmt_us(r.median_us),
-                f"{_fmt_us(r.min_us)}–{_fmt_us(r.max_us)}",
+                f"{_fmt_us(r.min_us)}-{_fmt_us(r.max_us)}",
                 ratio,
                 r.target or "",
                 r.note,
