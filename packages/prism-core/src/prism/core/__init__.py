@@ -29,6 +29,13 @@ Example::
 
 from ._abort import AbortController as AbortController
 from ._abort import AbortSignal as AbortSignal
+from ._agent import Agent as Agent
+from ._agent import AgentSession as AgentSession
+from ._agent import Limits as Limits
+from ._agent import RunOptions as RunOptions
+from ._agent import RunResult as RunResult
+from ._agent import SingleShotLoop as SingleShotLoop
+from ._agent import create_agent as create_agent
 from ._content import AssistantMessage as AssistantMessage
 from ._content import Content as Content
 from ._content import ImageContent as ImageContent
@@ -46,8 +53,12 @@ from ._dispatch import dispatch_tool_call as dispatch_tool_call
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateToolError as DuplicateToolError
 from ._errors import ExecutionDeniedError as ExecutionDeniedError
+from ._errors import ExtensionError as ExtensionError
+from ._errors import ModelProviderError as ModelProviderError
 from ._errors import PermissionDeniedError as PermissionDeniedError
 from ._errors import PrismError as PrismError
+from ._errors import ScriptExhaustedError as ScriptExhaustedError
+from ._errors import SessionBusyError as SessionBusyError
 from ._events import AgentEvent as AgentEvent
 from ._events import EventSink as EventSink
 from ._events import RunFinished as RunFinished
@@ -68,6 +79,11 @@ from ._ledger import RunLedger as RunLedger
 from ._ledger import ToolCallRecord as ToolCallRecord
 from ._ledger import default_redactor as default_redactor
 from ._middleware import MiddlewareRegistry as MiddlewareRegistry
+from ._names import ToolNameMap as ToolNameMap
+from ._names import create_tool_name_map as create_tool_name_map
+from ._names import provider_safe_name as provider_safe_name
+from ._parallel import dispatch_tool_calls_in_order as dispatch_tool_calls_in_order
+from ._parallel import resolve_tool_concurrency as resolve_tool_concurrency
 from ._policy import ExecutionAction as ExecutionAction
 from ._policy import ExecutionDecision as ExecutionDecision
 from ._policy import ExecutionPolicy as ExecutionPolicy
@@ -77,6 +93,11 @@ from ._policy import PermissionRequest as PermissionRequest
 from ._policy import assert_execution_allowed as assert_execution_allowed
 from ._policy import assert_permission as assert_permission
 from ._policy import create_rule_permission_policy as create_rule_permission_policy
+from ._provider import ModelProvider as ModelProvider
+from ._provider import ModelRequest as ModelRequest
+from ._provider import ScriptedProvider as ScriptedProvider
+from ._provider import ScriptedTurn as ScriptedTurn
+from ._provider import ToolSpec as ToolSpec
 from ._tools import ToolDefinition as ToolDefinition
 from ._tools import ToolExecutionContext as ToolExecutionContext
 from ._tools import ToolFilter as ToolFilter
@@ -96,7 +117,9 @@ __all__ = [
     "LEDGER_SCHEMA_VERSION",
     "AbortController",
     "AbortSignal",
+    "Agent",
     "AgentEvent",
+    "AgentSession",
     "AssistantMessage",
     "BlockedReason",
     "ConfigurationError",
@@ -109,12 +132,17 @@ __all__ = [
     "ExecutionDecision",
     "ExecutionDeniedError",
     "ExecutionPolicy",
+    "ExtensionError",
     "ImageContent",
     "JsonObject",
     "JsonValue",
     "LedgerFormatError",
+    "Limits",
     "Message",
     "MiddlewareRegistry",
+    "ModelProvider",
+    "ModelProviderError",
+    "ModelRequest",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",
@@ -125,6 +153,13 @@ __all__ = [
     "ResourceLink",
     "RunFinished",
     "RunLedger",
+    "RunOptions",
+    "RunResult",
+    "ScriptExhaustedError",
+    "ScriptedProvider",
+    "ScriptedTurn",
+    "SessionBusyError",
+    "SingleShotLoop",
     "TextContent",
     "ToolArgumentValidationError",
     "ToolArgumentValidationResult",
@@ -141,20 +176,27 @@ __all__ = [
     "ToolExecutionStarted",
     "ToolFilter",
     "ToolHandler",
+    "ToolNameMap",
     "ToolRegistry",
     "ToolResult",
     "ToolResultMessage",
+    "ToolSpec",
     "ToolValidator",
     "TurnFinished",
     "TurnStarted",
     "UserMessage",
     "assert_execution_allowed",
     "assert_permission",
+    "create_agent",
     "create_rule_permission_policy",
+    "create_tool_name_map",
     "create_tool_parameter_validator",
     "create_tool_registry",
     "default_redactor",
     "dispatch_tool_call",
+    "dispatch_tool_calls_in_order",
     "filter_tools",
     "is_tool_allowed",
+    "provider_safe_name",
+    "resolve_tool_concurrency",
 ]

@@ -6,7 +6,11 @@
     ├── ConfigurationError (ValueError)       bad options, raised at construction
     ├── DuplicateToolError (ValueError)       a second tool under a registered name
     ├── PermissionDeniedError                 a permission policy refused a request
-    └── ExecutionDeniedError                  an execution policy refused an action
+    ├── ExecutionDeniedError                  an execution policy refused an action
+    ├── ModelProviderError (RuntimeError)     a model provider failed or answered nonsense
+    │   └── ScriptExhaustedError              a ScriptedProvider ran out of turns
+    ├── SessionBusyError (RuntimeError)       a second run started on a busy AgentSession
+    └── ExtensionError                        an extension's setup failed or misused its API
 
 Other packages derive their own errors from :class:`PrismError`, so one
 ``except PrismError`` catches everything Prism raises on purpose.
@@ -18,8 +22,12 @@ __all__ = [
     "ConfigurationError",
     "DuplicateToolError",
     "ExecutionDeniedError",
+    "ExtensionError",
+    "ModelProviderError",
     "PermissionDeniedError",
     "PrismError",
+    "ScriptExhaustedError",
+    "SessionBusyError",
 ]
 
 
@@ -63,3 +71,19 @@ class ExecutionDeniedError(PrismError):
         super().__init__(reason)
         self.reason = reason
         self.details: dict[str, object] = dict(details or {})
+
+
+class ModelProviderError(PrismError, RuntimeError):
+    """A model provider raised, or answered with something that is not an assistant message."""
+
+
+class ScriptExhaustedError(ModelProviderError):
+    """A :class:`~prism.core.ScriptedProvider` was asked for more turns than it holds."""
+
+
+class SessionBusyError(PrismError, RuntimeError):
+    """A run was started on an :class:`~prism.core.AgentSession` that is already running."""
+
+
+class ExtensionError(PrismError):
+    """An extension's ``setup`` failed, or it used its :class:`~prism.core.ExtensionAPI` wrongly."""

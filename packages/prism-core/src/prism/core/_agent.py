@@ -1,0 +1,571 @@
+"""The agent runtime: provider turns, bounded tool rounds, abort-safe transcripts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._abort import AbortSignal, cancel_on_abort
+from ._content import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+)
+from ._dispatch import DispatchOptions, cancelled_result
+from ._errors import ConfigurationError, ModelProviderError, PrismError, SessionBusyError
+from ._events import EventSink, RunFinished, TurnFinished, TurnStarted
+from ._ledger import RunLedger, ToolCallRecord
+from ._middleware import MiddlewareRegistry
+from ._names import ToolNameMap, create_tool_name_map
+from ._parallel import dispatch_tool_calls_in_order, record_refused, resolve_tool_concurrency
+from ._policy import PermissionPolicy
+from ._provider import ModelProvider, ModelRequest, ToolSpec, tool_calls_of
+from ._tools import (
+    ToolDefinition,
+    ToolFilter,
+    ToolRegistry,
+    create_tool_registry,
+    emit_event,
+    filter_tools,
+)
+from ._validation import ToolValidator
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from ._events import BlockedReason
+    from ._ledger import ToolCallStatus
+
+__all__ = [
+    "Agent",
+    "AgentSession",
+    "Limits",
+    "RunOptions",
+    "RunResult",
+    "SingleShotLoop",
+    "create_agent",
+]
+
+_NO_TOOLS_LEFT = (
+    "tool call {name} was refused: the tool-round limit ({limit}) was reached and no tools "
+    "were offered for the final answer"
+)
+
+
+def _positive_int(minimum: int) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[object], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigurationError(
+                f"{type(instance).__name__}.{attribute.name} must be an integer >= {minimum}, "
+                f"got {value!r}"
+            )
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class SingleShotLoop:
+    """The loop strategy: ask the provider, run its calls, repeat.
+
+    Attributes:
+        tool_concurrency: the most calls of one turn in flight at once (default 1,
+            sequential). A turn that names an ``exclusive`` tool runs one at a time.
+
+    Raises:
+        ConfigurationError: ``tool_concurrency`` is not an integer >= 1.
+    """
+
+    tool_concurrency: int = attrs.field(default=1, validator=_positive_int(1))
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """Bounds on one run.
+
+    Attributes:
+        max_tool_rounds: how many provider turns may have their tool calls run
+            (default 1). After that the provider is asked once more with no tools
+            offered, for a final answer. ``0`` offers no tools at all.
+
+    Raises:
+        ConfigurationError: ``max_tool_rounds`` is not an integer >= 0.
+    """
+
+    max_tool_rounds: int = attrs.field(default=1, validator=_positive_int(0))
+
+
+def _optional(kind: type[object], option: str) -> Any:
+    def check(_instance: object, _attribute: object, value: object) -> None:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigurationError(
+                f"RunOptions.{option} must be a {kind.__name__} or None, got {value!r}"
+            )
+
+    return check
+
+
+def _optional_callable(option: str) -> Any:
+    def check(_instance: object, _attribute: object, value: object) -> None:
+        if value is not None and not callable(value):
+            raise ConfigurationError(f"RunOptions.{option} must be callable or None, got {value!r}")
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class RunOptions:
+    """Per-run overrides; every ``None`` falls back to the agent's setting.
+
+    Attributes:
+        signal: aborting it ends the run (see :meth:`AgentSession.run`).
+        limits: replaces the agent's :class:`Limits`.
+        loop: replaces the agent's :class:`SingleShotLoop`.
+        validate: replaces the agent's argument validator.
+        on_event: receives every event of the run: tool events and
+            :class:`TurnStarted`, :class:`TurnFinished`, :class:`RunFinished`.
+            A sink that raises is logged and ignored.
+    """
+
+    signal: AbortSignal | None = attrs.field(
+        default=None, validator=_optional(AbortSignal, "signal")
+    )
+    limits: Limits | None = attrs.field(default=None, validator=_optional(Limits, "limits"))
+    loop: SingleShotLoop | None = attrs.field(
+        default=None, validator=_optional(SingleShotLoop, "loop")
+    )
+    validate: ToolValidator | None = attrs.field(
+        default=None, validator=_optional_callable("validate")
+    )
+    on_event: EventSink | None = attrs.field(default=None, validator=_optional_callable("on_event"))
+
+
+@attrs.frozen(kw_only=True)
+class RunResult:
+    """What a run produced.
+
+    Attributes:
+        messages: the session's whole transcript after the run; every tool call in
+            it has exactly one tool-result message, so it can be sent to a
+            provider as it is (also after an abort).
+        final: the provider's last answer (after an abort, the last answer that
+            arrived; an empty message if none did).
+        rounds: tool rounds executed (0 when the provider answered without calls).
+        aborted: the run's signal aborted it.
+        records: the ledger records of this run's calls, in the order they ended.
+    """
+
+    messages: tuple[Message, ...]
+    final: AssistantMessage
+    rounds: int
+    aborted: bool
+    records: tuple[ToolCallRecord, ...] = ()
+
+
+@attrs.define(eq=False)
+class _RunLedger(RunLedger):
+    """Forwards every record to the agent's ledger and remembers this run's own."""
+
+    parent: RunLedger | None = None
+
+    def record(
+        self,
+        *,
+        call_id: str,
+        tool_name: str,
+        arguments: object,
+        status: ToolCallStatus,
+        blocked_reason: BlockedReason | None,
+        started_at: float,
+        finished_at: float,
+        duration_s: float,
+        result: ToolResult | None,
+    ) -> ToolCallRecord:
+        """Record in the agent's ledger; keep the entry for :attr:`RunResult.records`."""
+        parent: RunLedger = self.parent if self.parent is not None else RunLedger(redact=None)
+        entry = parent.record(
+            call_id=call_id,
+            tool_name=tool_name,
+            arguments=arguments,
+            status=status,
+            blocked_reason=blocked_reason,
+            started_at=started_at,
+            finished_at=finished_at,
+            duration_s=duration_s,
+            result=result,
+        )
+        self._records.append(entry)
+        return entry
+
+
+@attrs.define(eq=False)
+class Agent:
+    """A model, a provider and the tools it may call, with every gate configured.
+
+    Build one with :func:`create_agent`; start conversations with :meth:`session`.
+    The registry is live: tools added to it later are offered on the next run.
+
+    Attributes:
+        model: the model name sent in every :class:`ModelRequest`.
+        provider: answers the requests.
+        registry: the tools (registry names).
+        ledger: receives a record for every call of every run.
+    """
+
+    model: str
+    provider: ModelProvider
+    registry: ToolRegistry
+    validator: ToolValidator | None
+    permission: PermissionPolicy | None
+    middleware: MiddlewareRegistry | None
+    filters: tuple[ToolFilter, ...]
+    loop: SingleShotLoop
+    limits: Limits
+    ledger: RunLedger
+    _names: ToolNameMap = attrs.field(alias="names")
+    _names_key: tuple[str, ...] = attrs.field(alias="names_key")
+
+    def session(self, messages: Iterable[Message] = ()) -> AgentSession:
+        """A new conversation, optionally continuing ``messages``."""
+        return AgentSession(agent=self, messages=list(messages))
+
+    def name_map(self) -> ToolNameMap:
+        """The registry-name/provider-alias map for the registry as it is now.
+
+        Raises:
+            ConfigurationError: two tools would be offered under the same alias.
+        """
+        key = tuple(tool.name for tool in self.registry.list())
+        if key != self._names_key:
+            self._names = create_tool_name_map(key)
+            self._names_key = key
+        return self._names
+
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """The tools offered to the provider: filtered, under provider-safe names."""
+        names = self.name_map()
+        return tuple(
+            ToolSpec(
+                name=names.alias(tool.name),
+                description=tool.description,
+                parameters=tool.parameters,
+            )
+            for tool in filter_tools(self.registry.list(), *self.filters)
+        )
+
+
+def _user_message(prompt: str | UserMessage) -> UserMessage:
+    if isinstance(prompt, UserMessage):
+        return prompt
+    if isinstance(prompt, str):
+        return UserMessage(content=(TextContent(text=prompt),))
+    raise TypeError(f"run() takes a str or a UserMessage prompt, got {type(prompt).__name__}")
+
+
+@attrs.define(eq=False)
+class AgentSession:
+    """One conversation with an :class:`Agent`; its transcript grows run by run.
+
+    Runs on one session are sequential: starting a second run while one is in
+    progress raises :class:`SessionBusyError`.
+    """
+
+    agent: Agent
+    _messages: list[Message] = attrs.field(factory=list, alias="messages")
+    _running: bool = attrs.field(default=False, init=False)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The transcript so far."""
+        return tuple(self._messages)
+
+    async def run(self, prompt: str | UserMessage, options: RunOptions | None = None) -> RunResult:
+        """Send ``prompt``, run the tool rounds, and return the provider's final answer.
+
+        Each provider turn's calls are mapped back to registry names and
+        dispatched through every gate with :func:`dispatch_tool_calls_in_order`
+        (bounded by the loop's ``tool_concurrency``, one at a time when a call
+        names an exclusive tool). Tool-result messages are appended in call
+        order. The loop ends when the provider answers without calls; after
+        ``max_tool_rounds`` rounds it is asked once more with no tools offered.
+        Calls it still makes then are refused (``blocked``, ``tool_denied``)
+        and answered with an error result, never run.
+
+        Abort (``options.signal``): a provider request in progress is cancelled;
+        calls in flight are cancelled, calls not started never start, and every
+        call of the turn still gets a tool-result message, so the transcript
+        stays valid. The run then returns with ``aborted=True``; it does not raise.
+
+        Cancellation of the caller's scope propagates as :class:`trio.Cancelled`;
+        the session's transcript is still left valid (unanswered calls get
+        cancellation results) and the ledger still covers every call.
+
+        Raises:
+            SessionBusyError: another run of this session is in progress.
+            ModelProviderError: the provider raised (chained) or answered with
+                something that is not an :class:`AssistantMessage`.
+            ConfigurationError: two tools of the registry now share an alias.
+            TypeError: ``prompt`` is neither a ``str`` nor a :class:`UserMessage`.
+        """
+        if self._running:
+            raise SessionBusyError("this AgentSession is already running; runs are sequential")
+        if options is None:
+            options = RunOptions()
+        elif not isinstance(options, RunOptions):
+            raise TypeError(f"run() takes RunOptions, got {type(options).__name__}")
+        user = _user_message(prompt)
+        agent = self.agent
+        names = agent.name_map()
+        specs = agent.tool_specs()
+        self._running = True
+        try:
+            return await self._run(user, options, names, specs)
+        finally:
+            self._running = False
+
+    async def _run(
+        self,
+        user: UserMessage,
+        options: RunOptions,
+        names: ToolNameMap,
+        specs: tuple[ToolSpec, ...],
+    ) -> RunResult:
+        agent = self.agent
+        loop = options.loop or agent.loop
+        limits = options.limits or agent.limits
+        signal = options.signal
+        sink = options.on_event
+        run_ledger = _RunLedger(redact=None, parent=agent.ledger)
+        dispatch = DispatchOptions(
+            registry=agent.registry,
+            filters=agent.filters,
+            permission=agent.permission,
+            validate=options.validate if options.validate is not None else agent.validator,
+            middleware=agent.middleware,
+            events=sink,
+            ledger=run_ledger,
+            signal=signal,
+        )
+        messages = self._messages
+        messages.append(user)
+        rounds = 0
+        turn = 0
+        aborted = False
+        final = AssistantMessage()
+        while True:
+            if signal is not None and signal.aborted:
+                aborted = True
+                break
+            offer = rounds < limits.max_tool_rounds
+            turn += 1
+            if sink is not None:
+                emit_event(sink, TurnStarted(turn=turn))
+            request = ModelRequest(
+                model=agent.model, messages=tuple(messages), tools=specs if offer else ()
+            )
+            reply: AssistantMessage | None = None
+            with cancel_on_abort(signal):
+                reply = await _complete(agent.provider, request)
+            if reply is None:
+                aborted = True
+                if sink is not None:
+                    emit_event(sink, TurnFinished(turn=turn, tool_calls=0))
+                break
+            calls = tool_calls_of(reply)
+            messages.append(reply)
+            final = reply
+            if calls:
+                if offer:
+                    await _run_round(messages, calls, names, dispatch, loop, agent.registry)
+                    rounds += 1
+                else:
+                    _refuse_all(messages, calls, names, dispatch, limits.max_tool_rounds)
+            if sink is not None:
+                emit_event(sink, TurnFinished(turn=turn, tool_calls=len(calls)))
+            if not calls or not offer:
+                aborted = signal is not None and signal.aborted
+                break
+        if sink is not None:
+            emit_event(sink, RunFinished(rounds=rounds, aborted=aborted))
+        return RunResult(
+            messages=tuple(messages),
+            final=final,
+            rounds=rounds,
+            aborted=aborted,
+            records=tuple(run_ledger.records),
+        )
+
+
+def _registry_call(call: ToolCall, names: ToolNameMap) -> ToolCall:
+    name = names.registry_name(call.name)
+    if name is None or name == call.name:
+        # An unknown alias is dispatched as the model sent it: the dispatcher
+        # blocks it as unknown_tool under the name the model used.
+        return call
+    return ToolCall(id=call.id, name=name, arguments=call.arguments)
+
+
+async def _run_round(
+    messages: list[Message],
+    calls: tuple[ToolCall, ...],
+    names: ToolNameMap,
+    dispatch: DispatchOptions,
+    loop: SingleShotLoop,
+    registry: ToolRegistry,
+) -> None:
+    mapped = [_registry_call(call, names) for call in calls]
+    concurrency = resolve_tool_concurrency(loop.tool_concurrency, mapped, registry)
+    answered = 0
+
+    def append(index: int, _call: ToolCall, result: ToolResult) -> None:
+        nonlocal answered
+        original = calls[index]
+        messages.append(
+            ToolResultMessage(call_id=original.id, tool_name=original.name, result=result)
+        )
+        answered = index + 1
+
+    try:
+        await dispatch_tool_calls_in_order(
+            mapped, dispatch, concurrency=concurrency, on_result=append
+        )
+    finally:
+        # The caller's scope was cancelled mid-turn: answer the rest so the
+        # transcript stays valid (their ledger records were already written).
+        signal = dispatch.signal
+        reason = signal.reason if signal is not None else "the run was cancelled"
+        for index in range(answered, len(calls)):
+            original = calls[index]
+            messages.append(
+                ToolResultMessage(
+                    call_id=original.id,
+                    tool_name=original.name,
+                    result=cancelled_result(original, reason),
+                )
+            )
+
+
+def _refuse_all(
+    messages: list[Message],
+    calls: tuple[ToolCall, ...],
+    names: ToolNameMap,
+    dispatch: DispatchOptions,
+    limit: int,
+) -> None:
+    for call in calls:
+        message = _NO_TOOLS_LEFT.format(name=call.name, limit=limit)
+        result = record_refused(dispatch, _registry_call(call, names), "tool_denied", message)
+        messages.append(ToolResultMessage(call_id=call.id, tool_name=call.name, result=result))
+
+
+async def _complete(provider: ModelProvider, request: ModelRequest) -> AssistantMessage:
+    try:
+        reply = await provider.complete(request)
+    except trio.Cancelled:
+        raise
+    except PrismError:
+        raise
+    except Exception as exc:
+        raise ModelProviderError(
+            f"the model provider {type(provider).__name__} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(reply, AssistantMessage):
+        raise ModelProviderError(
+            f"the model provider {type(provider).__name__} returned {type(reply).__name__}, "
+            "not an AssistantMessage"
+        )
+    return reply
+
+
+def _as_registry(tools: Iterable[ToolDefinition] | ToolRegistry) -> ToolRegistry:
+    if isinstance(tools, ToolRegistry):
+        return tools
+    if isinstance(tools, (str, bytes)):
+        raise ConfigurationError(f"tools must be ToolDefinition values, got {tools!r}")
+    return create_tool_registry(tools)
+
+
+def create_agent(
+    *,
+    model: str,
+    provider: ModelProvider,
+    tools: Iterable[ToolDefinition] | ToolRegistry = (),
+    validator: ToolValidator | None = None,
+    permission: PermissionPolicy | None = None,
+    middleware: MiddlewareRegistry | None = None,
+    filters: Sequence[ToolFilter] = (),
+    loop: SingleShotLoop | None = None,
+    limits: Limits | None = None,
+    ledger: RunLedger | None = None,
+) -> Agent:
+    """An :class:`Agent` over ``tools``, checked now rather than at the first run.
+
+    Args:
+        model: the model name put in every request.
+        provider: the :class:`ModelProvider` that answers.
+        tools: tool definitions, or a live :class:`ToolRegistry` to use as it is.
+        validator: argument validator for every call (``RunOptions.validate`` overrides).
+        permission: checked as ``tool:<name>:execute`` for every call.
+        middleware: call and result hooks.
+        filters: name filters; filtered-out tools are neither offered nor run.
+        loop: the loop strategy (default ``SingleShotLoop(tool_concurrency=1)``).
+        limits: run bounds (default ``Limits(max_tool_rounds=1)``).
+        ledger: receives every call's record (default: a new :class:`RunLedger`).
+
+    Raises:
+        ConfigurationError: an option has the wrong type or value, or two tools
+            would be offered to the provider under the same alias (the message
+            names both).
+        DuplicateToolError: two of ``tools`` share a name.
+    """
+    if not isinstance(model, str) or not model:
+        raise ConfigurationError(f"create_agent model must be a non-empty string, got {model!r}")
+    if not callable(getattr(provider, "complete", None)):
+        raise ConfigurationError(
+            f"create_agent provider must have an async complete(request) method, got {provider!r}"
+        )
+    registry = _as_registry(tools)
+    checks: tuple[tuple[str, object, type[object]], ...] = (
+        ("loop", loop, SingleShotLoop),
+        ("limits", limits, Limits),
+        ("ledger", ledger, RunLedger),
+        ("middleware", middleware, MiddlewareRegistry),
+    )
+    for option, value, kind in checks:
+        if value is not None and not isinstance(value, kind):
+            raise ConfigurationError(
+                f"create_agent {option} must be a {kind.__name__} or None, got {value!r}"
+            )
+    if validator is not None and not callable(validator):
+        raise ConfigurationError(f"create_agent validator must be callable, got {validator!r}")
+    if permission is not None and not callable(getattr(permission, "check", None)):
+        raise ConfigurationError(
+            f"create_agent permission must have a check(request) method, got {permission!r}"
+        )
+    if isinstance(filters, ToolFilter):
+        filters = (filters,)
+    filter_tuple = tuple(filters)
+    for item in filter_tuple:
+        if not isinstance(item, ToolFilter):
+            raise ConfigurationError(f"create_agent filters takes ToolFilter values, got {item!r}")
+    key = tuple(tool.name for tool in registry.list())
+    names = create_tool_name_map(key)
+    return Agent(
+        model=model,
+        provider=provider,
+        registry=registry,
+        validator=validator,
+        permission=permission,
+        middleware=middleware,
+        filters=filter_tuple,
+        loop=loop if loop is not None else SingleShotLoop(),
+        limits=limits if limits is not None else Limits(),
+        ledger=ledger if ledger is not None else RunLedger(),
+        names=names,
+        names_key=key,
+    )

@@ -1,0 +1,273 @@
+"""Bounded parallel dispatch of one turn's tool calls, results kept in call order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._abort import cancel_on_abort
+from ._content import ToolCall, ToolResult
+from ._dispatch import DispatchOptions, cancelled_result, dispatch_tool_call
+from ._errors import ConfigurationError
+from ._events import ToolExecutionBlocked, ToolExecutionError
+from ._tools import ToolRegistry, emit_event
+
+if TYPE_CHECKING:
+    from ._events import BlockedReason
+
+__all__ = [
+    "ResultCallback",
+    "dispatch_tool_calls_in_order",
+    "record_refused",
+    "resolve_tool_concurrency",
+]
+
+ResultCallback = Callable[[int, ToolCall, ToolResult], None]
+"""``on_result(index, call, result)``: called in call order as results become final."""
+
+
+def _check_concurrency(option: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{option} must be an integer >= 1, got {value!r}")
+    if value < 1:
+        raise ConfigurationError(f"{option} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _has_exclusive(calls: Sequence[ToolCall], registry: ToolRegistry) -> bool:
+    for call in calls:
+        tool = registry.get(call.name)
+        if tool is not None and tool.exclusive:
+            return True
+    return False
+
+
+def resolve_tool_concurrency(
+    requested: int | None, calls: Sequence[ToolCall], registry: ToolRegistry
+) -> int:
+    """How many of ``calls`` may run at once.
+
+    1 when any call names an ``exclusive`` tool of ``registry``; otherwise
+    ``min(requested or 1, len(calls))`` (and at least 1, so an empty turn gives 1).
+
+    Raises:
+        ConfigurationError: ``requested`` is 0, negative, or not an integer
+            (``None`` means 1).
+    """
+    wanted = 1 if requested is None else _check_concurrency("tool_concurrency", requested)
+    if _has_exclusive(calls, registry):
+        return 1
+    return max(1, min(wanted, len(calls)))
+
+
+def not_started_result(call: ToolCall, reason: str | None) -> ToolResult:
+    """The result of a call that was never started because the run was aborted."""
+    why = f": {reason}" if reason else ""
+    return ToolResult.error(
+        f"tool call {call.name} was cancelled before it started{why}",
+        cancelled=True,
+        started=False,
+    )
+
+
+def record_not_started(options: DispatchOptions, call: ToolCall, result: ToolResult) -> None:
+    """Give a call that never started its terminal event and its ``cancelled`` record."""
+    now = time.time()
+    if options.events is not None:
+        emit_event(
+            options.events,
+            ToolExecutionError(
+                call_id=call.id,
+                tool_name=call.name,
+                error=result.joined_text,
+                duration_s=0.0,
+                cancelled=True,
+            ),
+        )
+    if options.ledger is not None:
+        options.ledger.record(
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            status="cancelled",
+            blocked_reason=None,
+            started_at=now,
+            finished_at=now,
+            duration_s=0.0,
+            result=result,
+        )
+
+
+def record_refused(
+    options: DispatchOptions, call: ToolCall, reason: BlockedReason, message: str
+) -> ToolResult:
+    """Refuse ``call`` without dispatching it: one blocked event, one ``blocked`` record."""
+    result = ToolResult.error(message, blocked_reason=reason)
+    now = time.time()
+    if options.events is not None:
+        emit_event(
+            options.events,
+            ToolExecutionBlocked(
+                call_id=call.id, tool_name=call.name, reason=reason, message=message
+            ),
+        )
+    if options.ledger is not None:
+        options.ledger.record(
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            status="blocked",
+            blocked_reason=reason,
+            started_at=now,
+            finished_at=now,
+            duration_s=0.0,
+            result=result,
+        )
+    return result
+
+
+class _Turn:
+    """The shared state of one ``dispatch_tool_calls_in_order`` call."""
+
+    __slots__ = ("calls", "claimed", "emitted", "on_result", "options", "slots")
+
+    def __init__(
+        self,
+        calls: Sequence[ToolCall],
+        options: DispatchOptions,
+        on_result: ResultCallback | None,
+    ) -> None:
+        self.calls = calls
+        self.options = options
+        self.on_result = on_result
+        self.slots: list[ToolResult | None] = [None] * len(calls)
+        self.claimed = 0
+        self.emitted = 0
+
+    def fill(self, index: int, result: ToolResult) -> None:
+        self.slots[index] = result
+        if index != self.emitted:
+            return
+        slots = self.slots
+        calls = self.calls
+        on_result = self.on_result
+        emitted = index
+        total = len(slots)
+        while emitted < total:
+            ready = slots[emitted]
+            if ready is None:
+                break
+            emitted += 1
+            self.emitted = emitted
+            if on_result is not None:
+                on_result(emitted - 1, calls[emitted - 1], ready)
+
+    async def worker(self) -> None:
+        calls = self.calls
+        options = self.options
+        signal = options.signal
+        total = len(calls)
+        while self.claimed < total:
+            if signal is not None and signal.aborted:
+                return
+            index = self.claimed
+            self.claimed = index + 1
+            call = calls[index]
+            if signal is None:
+                result = await dispatch_tool_call(call, options)
+            else:
+                # Also cancels a call still waiting in a gate (an approval, a slow
+                # permission check), not only one inside execute.
+                done: ToolResult | None = None
+                with cancel_on_abort(signal):
+                    done = await dispatch_tool_call(call, options)
+                result = done if done is not None else cancelled_result(call, signal.reason)
+            self.fill(index, result)
+
+
+async def dispatch_tool_calls_in_order(
+    calls: Sequence[ToolCall],
+    options: DispatchOptions,
+    *,
+    concurrency: int = 1,
+    on_result: ResultCallback | None = None,
+) -> list[ToolResult]:
+    """Dispatch ``calls`` with at most ``concurrency`` in flight; results in call order.
+
+    Each call goes through :func:`dispatch_tool_call` (every gate, event and
+    ledger record). A fixed pool of ``min(concurrency, len(calls))`` workers in
+    one nursery claims calls by index, so the bound is enforced, not advisory;
+    a turn naming an ``exclusive`` tool runs one call at a time whatever
+    ``concurrency`` says. A failing, raising or blocked call fills its own slot
+    with its error result and never disturbs its siblings. Events fire in
+    completion order; ``on_result(index, call, result)`` fires in call order,
+    each as soon as that call and every earlier one are done.
+
+    Abort (``options.signal``): calls in flight are cancelled (they see
+    :class:`trio.Cancelled` and ``ctx.signal.aborted``) and get a cancellation
+    result; calls not yet started never start (no hook, gate or tool sees them)
+    and get a ``cancelled before it started`` result, a
+    :class:`ToolExecutionError` event with ``cancelled=True`` and a
+    ``cancelled`` ledger record with zero duration. So every slot gets a result
+    and the ledger covers every call.
+
+    Cancellation of the caller's scope (not the signal) propagates as
+    :class:`trio.Cancelled` after the same bookkeeping: calls in flight and calls
+    never started still get their ``cancelled`` events and records. No task
+    outlives this function.
+
+    Args:
+        calls: the turn's calls, in the order the provider gave them.
+        options: how each call is dispatched.
+        concurrency: the most calls in flight at once (an integer >= 1).
+        on_result: called synchronously in call order; it must not raise (an
+            exception from it cancels the turn and propagates).
+
+    Returns:
+        One result per call, in call order.
+
+    Raises:
+        ConfigurationError: ``concurrency`` is not an integer >= 1.
+        TypeError: an item of ``calls`` is not a :class:`ToolCall`.
+    """
+    limit = _check_concurrency("concurrency", concurrency)
+    calls = tuple(calls)
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise TypeError(
+                f"dispatch_tool_calls_in_order takes ToolCall values, got {type(call).__name__}"
+            )
+    if _has_exclusive(calls, options.registry):
+        limit = 1
+    turn = _Turn(calls, options, on_result)
+    signal = options.signal
+    try:
+        if calls:
+            workers = min(limit, len(calls))
+            async with trio.open_nursery() as nursery:
+                for _ in range(workers - 1):
+                    nursery.start_soon(turn.worker)
+                await turn.worker()
+        else:
+            await trio.lowlevel.checkpoint()
+    finally:
+        # Whatever ended the turn (abort, caller cancellation, an on_result
+        # error), calls that were never claimed still get a result and a record.
+        reason = signal.reason if signal is not None else None
+        for index in range(turn.claimed, len(calls)):
+            call = calls[index]
+            result = not_started_result(call, reason)
+            record_not_started(options, call, result)
+            turn.claimed = index + 1
+            turn.slots[index] = result
+    results = [
+        slot if slot is not None else cancelled_result(calls[index], reason)
+        for index, slot in enumerate(turn.slots)
+    ]
+    if on_result is not None:
+        for index in range(turn.emitted, len(calls)):
+            on_result(index, calls[index], results[index])
+    return results
