@@ -1,0 +1,243 @@
+"""The two seams the coding tools run through: file access and shell spawning.
+
+The tools never touch the filesystem or spawn a process themselves; they go
+through a :class:`FileOperations` and a :class:`ShellOperations`. The plain
+implementations (:class:`~prism.coding.tools.LocalFileOperations`,
+:class:`~prism.coding.tools.LocalShellOperations`) are **not contained**: they
+reach any path and run any command the execution policy lets through.
+``prism.coding.security`` supplies contained and sandboxed ones.
+
+Error contract shared by every method here:
+
+* filesystem conditions raise the builtin :class:`OSError` subclass that fits
+  (``FileNotFoundError``, ``IsADirectoryError``, ``NotADirectoryError``,
+  ``PermissionError``, ...); the tools turn them into error results;
+* a refusal by the implementation itself (a path outside the allowed roots, a
+  symlink swapped in after the check, a sandbox that cannot start) raises a
+  :class:`~prism.core.PrismError` subclass whose message says why; the tools
+  turn those into error results too;
+* ``trio.Cancelled`` always passes through, after the cleanup each method
+  documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Literal, Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "FileKind",
+    "FileOperations",
+    "FileStat",
+    "OutputSink",
+    "ShellExit",
+    "ShellOperations",
+    "ShellSpawnRequest",
+]
+
+FileKind = Literal["file", "directory", "other"]
+"""What a path is: a regular file, a directory, or anything else (device, fifo, socket)."""
+
+OutputSink = Callable[[bytes], Awaitable[None]]
+"""Receives a process's merged stdout/stderr, chunk by chunk, in the order it was written.
+
+The runner awaits each call before reading more, so a slow sink slows the
+process down (through the pipe) instead of piling up memory.
+"""
+
+
+def _env(value: Mapping[str, str]) -> Mapping[str, str]:
+    env = dict(value)
+    for key, item in env.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise TypeError(f"env must map str to str, got {key!r}: {item!r}")
+    return env
+
+
+@attrs.frozen(kw_only=True)
+class FileStat:
+    """What :meth:`FileOperations.stat` reports about a path (symlinks followed).
+
+    Attributes:
+        path: the path that was stat'ed, as given.
+        kind: ``"file"``, ``"directory"`` or ``"other"``.
+        size: size in bytes (the apparent size: a sparse file reports its full length).
+        mode: the permission bits (``st_mode & 0o7777``).
+        mtime_ns: last modification time, nanoseconds since the epoch.
+    """
+
+    path: str
+    kind: FileKind
+    size: int
+    mode: int
+    mtime_ns: int
+
+
+@runtime_checkable
+class FileOperations(Protocol):
+    """How the read, write and edit tools resolve, stat, read and write files.
+
+    Every path the tools pass to :meth:`stat`, :meth:`read` and :meth:`write`
+    was first returned by :meth:`resolve`. The tools hand the resolved path to
+    the execution policy and key their per-path write queue on it, so
+    ``resolve`` must return one canonical string per file (a real path:
+    absolute, normalised, symlinks resolved as far as the path exists).
+
+    Implementations must be safe to call from several trio tasks at once; the
+    tools serialise writes to one path themselves.
+    """
+
+    async def resolve(self, path: str, *, cwd: str) -> str:
+        """The canonical absolute path for ``path`` (relative paths are taken from ``cwd``).
+
+        The target need not exist (``write`` creates files); existing leading
+        components are resolved through their symlinks, the rest is appended
+        normalised. ``~`` is expanded to the home directory.
+
+        Checkpoints. Cancellation leaves nothing behind.
+
+        Raises:
+            OSError: resolution needed the filesystem and it failed.
+            PrismError: the implementation refuses the path (for example it
+                escapes the allowed roots).
+        """
+        ...
+
+    async def stat(self, path: str) -> FileStat:
+        """Stat ``path``, following symlinks.
+
+        Checkpoints. Cancellation leaves nothing behind.
+
+        Raises:
+            FileNotFoundError: nothing is there.
+            OSError: any other filesystem failure.
+            PrismError: the implementation refuses the path.
+        """
+        ...
+
+    async def read(self, path: str, *, offset: int = 0, length: int) -> bytes:
+        """Read at most ``length`` bytes of the file at ``path``, starting at byte ``offset``.
+
+        Never reads more than ``length`` bytes whatever the file's size, so
+        callers bound memory by choosing ``length``; a 1 GB file costs only
+        what is asked for. Returns fewer than ``length`` bytes only at end of
+        file (an empty result means ``offset`` is at or past the end).
+
+        Checkpoints. Cancelling the caller waits for the current bounded read
+        to finish, then raises; nothing is left open.
+
+        Raises:
+            ValueError: ``offset`` or ``length`` is negative.
+            FileNotFoundError: nothing is there.
+            IsADirectoryError: ``path`` is a directory.
+            OSError: any other filesystem failure.
+            PrismError: the implementation refuses the path.
+        """
+        ...
+
+    async def write(self, path: str, data: bytes, *, create_parents: bool = False) -> None:
+        """Replace the file at ``path`` with ``data``, atomically.
+
+        Writes a temporary file in the same directory, flushes it to disk
+        (``fsync``), then renames it over ``path``: a reader sees either the
+        old content or the new, never a mix, and a crash leaves one of the
+        two. An existing file keeps its permission bits; a new one gets the
+        usual ``0o666 & ~umask``. With ``create_parents`` missing parent
+        directories are created first.
+
+        Checkpoints. A write that has started runs to completion (old or new
+        content, never a torn file) before a cancellation is delivered; the
+        temporary file never survives a failure.
+
+        Raises:
+            IsADirectoryError: ``path`` is a directory.
+            FileNotFoundError: the parent directory is missing and ``create_parents`` is false.
+            PermissionError: the directory or file is not writable.
+            OSError: any other filesystem failure.
+            PrismError: the implementation refuses the path.
+        """
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class ShellSpawnRequest:
+    """One command for :meth:`ShellOperations.run`, after prefix and spawn hook.
+
+    Attributes:
+        command: the command text handed to the shell (already including any
+            ``command_prefix``).
+        shell_path: the shell to run it with (``bash`` by default).
+        cwd: the working directory, absolute.
+        env: the complete environment of the process (nothing is inherited
+            beyond what is here).
+    """
+
+    command: str
+    shell_path: str
+    cwd: str
+    env: Mapping[str, str] = attrs.field(converter=_env)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The plain argument vector: ``(shell_path, "-c", command)``."""
+        return (self.shell_path, "-c", self.command)
+
+
+@attrs.frozen(kw_only=True)
+class ShellExit:
+    """How a process ended.
+
+    Attributes:
+        exit_code: the exit status, or ``None`` when a signal ended it.
+        signal: the number of the signal that ended it, or ``None``.
+        pid: the process id the command ran under (the shell, or the sandbox wrapper).
+    """
+
+    exit_code: int | None
+    signal: int | None = None
+    pid: int | None = None
+
+
+@runtime_checkable
+class ShellOperations(Protocol):
+    """How the shell tool spawns a command and streams its output.
+
+    The timeout is not a parameter: the tool runs :meth:`run` inside a
+    ``trio.move_on_after`` scope, so a timeout is a cancellation, and both
+    must be handled the same way (terminate the whole tree).
+
+    A sandbox implementation typically wraps ``request.argv`` in its own
+    launcher and delegates to :func:`~prism.coding.tools.run_process_tree`,
+    which implements the streaming and tree-termination contract below.
+    """
+
+    async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
+        """Run ``request`` to completion, feeding its merged output to ``on_output``.
+
+        The process gets ``/dev/null`` as stdin, stdout and stderr merged into
+        one stream (in the order written) and is started in a new session.
+        ``on_output`` is awaited with each chunk as it arrives, before the
+        next read; the implementation itself holds no more than one chunk (a
+        few tens of kilobytes) at a time, so memory stays bounded whatever the
+        command prints. Returns when the process has exited and its output is
+        drained; anything it left running in the background (a daemon, a
+        ``cmd &`` still holding the pipe) is terminated as below before
+        returning, so a call never leaves processes behind.
+
+        Checkpoints. On cancellation (including the tool's timeout) the whole
+        process tree is terminated: every descendant found by walking
+        ``/proc``, including grandchildren that called ``setsid``, gets
+        SIGTERM, then after a short grace SIGKILL; this cleanup is shielded
+        and time-bounded, then ``trio.Cancelled`` propagates. No process
+        started for the request outlives the call. If ``on_output`` raises,
+        the tree is terminated the same way and the exception propagates.
+
+        Raises:
+            OSError: the process could not be started (for example the shell
+                or ``cwd`` does not exist).
+            PrismError: the implementation refuses or cannot set up the run
+                (for example a sandbox that is not available).
+        """
+        ...
