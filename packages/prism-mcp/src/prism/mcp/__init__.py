@@ -1,3 +1,47 @@
-"""prism.mcp: not built yet; its issue will fill this facade."""
+"""prism.mcp: an MCP client bridge whose tools go through Prism's gates.
 
-__all__: list[str] = []
+Connect to an MCP server (a subprocess over stdio, or Streamable HTTP) and get
+its tools as :class:`~prism.core.ToolDefinition` values named
+``mcp:<server_id>:<name>``, with the server's ``inputSchema`` as parameters.
+Every call is bounded in time and bytes; a failing server gives error results,
+never a hung or crashed host.
+
+Example::
+
+    import sys
+    import trio
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+    from prism.mcp import StdioTransport, open_mcp_tools
+
+    async def main() -> None:
+        transport = StdioTransport(sys.executable, ["-m", "mcp_server_time"])
+        async with open_mcp_tools(server_id="time", transport=transport) as bridge:
+            options = DispatchOptions(registry=create_tool_registry(bridge.tools))
+            call = ToolCall(
+                id="1", name="mcp:time:get_current_time", arguments={"timezone": "UTC"}
+            )
+            result = await dispatch_tool_call(call, options)
+            print(result.joined_text)
+
+    trio.run(main)
+"""
+
+from ._bridge import McpServerInfo as McpServerInfo
+from ._bridge import McpToolBridge as McpToolBridge
+from ._bridge import open_mcp_tools as open_mcp_tools
+from ._content import AUDIO_URI_PREFIX as AUDIO_URI_PREFIX
+from ._errors import McpBridgeError as McpBridgeError
+from ._transports import McpTransport as McpTransport
+from ._transports import StdioTransport as StdioTransport
+from ._transports import StreamableHttpTransport as StreamableHttpTransport
+
+__all__ = [
+    "AUDIO_URI_PREFIX",
+    "McpBridgeError",
+    "McpServerInfo",
+    "McpToolBridge",
+    "McpTransport",
+    "StdioTransport",
+    "StreamableHttpTransport",
+    "open_mcp_tools",
+]

@@ -1,0 +1,647 @@
+"""The MCP tool bridge: one server's tools as gated Prism tools."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import mcp_types
+import trio
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from prism.core import ConfigurationError, JsonObject, JsonValue, ToolDefinition, ToolResult
+
+from ._content import map_call_result, to_json_value
+from ._errors import McpBridgeError
+from ._transports import StdioTransport, StreamableHttpTransport
+from ._wire import WireState, open_http_streams, open_stdio_streams
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from mcp.client._transport import TransportStreams
+    from mcp.client.session import MessageHandlerFnT
+    from prism.core import ToolExecutionContext
+
+__all__ = ["McpServerInfo", "McpToolBridge", "open_mcp_tools"]
+
+_log = logging.getLogger("prism.mcp")
+
+_SERVER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_PREFIX = re.compile(r"[A-Za-z0-9_.:/-]{0,128}")
+_MAX_TOOLS = 4096
+_MAX_LIST_PAGES = 100
+_MAX_DESCRIPTION_CHARS = 8192
+_MAX_ERROR_CHARS = 2000
+_MAX_INFO_CHARS = 256
+_MAX_RESULT_BYTES_CAP = 1 << 30
+_CLOSE_TIMEOUT_S = 10.0
+_LIST_CHANGED = "notifications/tools/list_changed"
+
+Protocol = Literal["auto", "legacy"]
+
+
+def _clip(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _positive_seconds(option: str, value: object, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(
+            f"{option} must be a positive, finite number of seconds, got {value!r}"
+        )
+    return float(value)
+
+
+@attrs.frozen(kw_only=True)
+class McpServerInfo:
+    """What the server said about itself (clipped; servers are untrusted).
+
+    Attributes:
+        name: the server's implementation name.
+        version: its version string.
+        title: its display title, if any.
+    """
+
+    name: str
+    version: str
+    title: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class _Options:
+    server_id: str
+    transport: StdioTransport | StreamableHttpTransport
+    name_prefix: str
+    list_cache_ttl_s: float
+    call_timeout_s: float
+    connect_timeout_s: float
+    max_call_s: float | None
+    max_result_bytes: int
+    protocol: Protocol
+
+
+def _options(
+    *,
+    server_id: object,
+    transport: object,
+    name_prefix: object,
+    list_cache_ttl_s: object,
+    call_timeout_s: object,
+    connect_timeout_s: object,
+    max_call_s: object,
+    max_result_bytes: object,
+    protocol: object,
+) -> _Options:
+    if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
+        raise ConfigurationError(
+            f"server_id must be 1-64 characters of A-Z a-z 0-9 _ . -, got {server_id!r}"
+        )
+    if not isinstance(transport, (StdioTransport, StreamableHttpTransport)):
+        raise ConfigurationError(
+            f"transport must be a StdioTransport or StreamableHttpTransport, got {transport!r}"
+        )
+    prefix = f"mcp:{server_id}:" if name_prefix is None else name_prefix
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise ConfigurationError(
+            f"name_prefix must be up to 128 characters of A-Z a-z 0-9 _ . : / -, "
+            f"got {name_prefix!r}"
+        )
+    if (
+        isinstance(max_result_bytes, bool)
+        or not isinstance(max_result_bytes, int)
+        or not 1024 <= max_result_bytes <= _MAX_RESULT_BYTES_CAP
+    ):
+        raise ConfigurationError(
+            f"max_result_bytes must be an int from 1024 to {_MAX_RESULT_BYTES_CAP}, "
+            f"got {max_result_bytes!r}"
+        )
+    if protocol not in ("auto", "legacy"):
+        raise ConfigurationError(f"protocol must be 'auto' or 'legacy', got {protocol!r}")
+    ttl = _positive_seconds("list_cache_ttl_s", list_cache_ttl_s)
+    call = _positive_seconds("call_timeout_s", call_timeout_s)
+    connect = _positive_seconds("connect_timeout_s", connect_timeout_s)
+    assert ttl is not None
+    assert call is not None
+    assert connect is not None
+    return _Options(
+        server_id=server_id,
+        transport=transport,
+        name_prefix=prefix,
+        list_cache_ttl_s=ttl,
+        call_timeout_s=call,
+        connect_timeout_s=connect,
+        max_call_s=_positive_seconds("max_call_s", max_call_s, allow_none=True),
+        max_result_bytes=max_result_bytes,
+        protocol=protocol,
+    )
+
+
+@attrs.define(eq=False)
+class _Connection:
+    """One live session: owned by a task in the bridge's nursery until ``stop`` is set."""
+
+    state: WireState = attrs.field(factory=WireState)
+    client: Client | None = None
+    error: McpBridgeError | None = None
+    stop: trio.Event = attrs.field(factory=trio.Event)
+    done: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and not self.stop.is_set() and not self.done.is_set()
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[BaseException] = []
+        for inner in exc.exceptions:
+            found.extend(_leaves(inner))
+        return found
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    leaves = _leaves(exc)
+    # The most telling leaf: an MCP error, then an OS error, then whatever came first.
+    leaf: BaseException | None = next((e for e in leaves if isinstance(e, MCPError)), None)
+    leaf = leaf or next((e for e in leaves if isinstance(e, OSError)), None) or leaves[0]
+    text = str(leaf)
+    return _clip(f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__)
+
+
+@attrs.define(eq=False)
+class McpToolBridge:
+    """One MCP server's tools, ready to register and dispatch like local tools.
+
+    Get one from :func:`open_mcp_tools`; it is valid inside that ``async with``.
+    Each tool in :attr:`tools` forwards its call to the server with the
+    bridge's deadlines and byte limit; failures become error results.
+    """
+
+    _options: _Options = attrs.field(alias="options")
+    _nursery: trio.Nursery = attrs.field(alias="nursery")
+    _tools: tuple[ToolDefinition, ...] = ()
+    _listing: tuple[tuple[str, str | None, str], ...] = ()
+    _listed_at: float = -math.inf
+    _stale: bool = False
+    _closed: bool = False
+    _conn: _Connection | None = None
+    _connections: list[_Connection] = attrs.field(factory=list)
+    _lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    @property
+    def server_id(self) -> str:
+        """The ``server_id`` this bridge was opened with."""
+        return self._options.server_id
+
+    @property
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        """The server's tools as of the last listing; ``parameters`` is each ``inputSchema``."""
+        return self._tools
+
+    @property
+    def stale(self) -> bool:
+        """Whether the listing may be out of date; :meth:`refresh` re-lists and clears it.
+
+        True once the server said its tool list changed (on either protocol era),
+        or once the listing is older than ``list_cache_ttl_s``.
+        """
+        expired = time.monotonic() - self._listed_at > self._options.list_cache_ttl_s
+        return self._stale or expired
+
+    @property
+    def server_info(self) -> McpServerInfo | None:
+        """The server's name and version, if it gave them."""
+        client = self._conn.client if self._conn is not None else None
+        info = client.server_info if client is not None else None
+        if info is None:
+            return None
+        title = getattr(info, "title", None)
+        return McpServerInfo(
+            name=_clip(str(info.name), _MAX_INFO_CHARS),
+            version=_clip(str(info.version), _MAX_INFO_CHARS),
+            title=_clip(str(title), _MAX_INFO_CHARS) if title is not None else None,
+        )
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP protocol version of the current session (``None`` when disconnected)."""
+        client = self._conn.client if self._conn is not None else None
+        return client.protocol_version if client is not None else None
+
+    @property
+    def server_pid(self) -> int | None:
+        """The stdio server's process id while a session is live (``None`` over HTTP)."""
+        conn = self._conn
+        return conn.state.pid if conn is not None and conn.alive else None
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session is live now (a call reconnects when it is not)."""
+        return self._conn is not None and self._conn.alive
+
+    async def refresh(self) -> None:
+        """Re-list the server's tools, replace :attr:`tools` and clear :attr:`stale`.
+
+        Reconnects first if the session was closed. Calls already running keep
+        the tool they started with. Checkpoints. Cancellation leaves the old
+        listing in place.
+
+        Raises:
+            McpBridgeError: the bridge is closed, or the server could not be
+                reached or listed within ``connect_timeout_s`` / ``call_timeout_s``.
+        """
+        conn = await self._connection()
+        await self._relist(conn, self._options.call_timeout_s)
+
+    async def aclose(self) -> None:
+        """Close the session and stop the server; idempotent.
+
+        Shielded and bounded: a stdio server gets its stdin closed, then
+        SIGTERM, then SIGKILL for its whole process group. Calls still running
+        get an error result.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            for conn in self._connections:
+                conn.stop.set()
+            with trio.move_on_after(_CLOSE_TIMEOUT_S):
+                for conn in list(self._connections):
+                    await conn.done.wait()
+        self._nursery.cancel_scope.cancel()
+
+    # -- connection -------------------------------------------------------
+
+    def _transport_cm(self, state: WireState) -> AbstractAsyncContextManager[TransportStreams]:
+        options = self._options
+        if isinstance(options.transport, StdioTransport):
+            return open_stdio_streams(
+                options.transport, max_message_bytes=options.max_result_bytes, state=state
+            )
+        return open_http_streams(
+            options.transport,
+            max_message_bytes=options.max_result_bytes,
+            connect_timeout_s=options.connect_timeout_s,
+            state=state,
+        )
+
+    def _fault_reason(self, conn: _Connection, exc: BaseException | None) -> str:
+        state = conn.state
+        reason = state.fault or (_describe(exc) if exc is not None else "the session ended")
+        if state.returncode is not None:
+            reason = f"{reason}; exit status {state.returncode}"
+        tail = state.stderr_tail()
+        if tail:
+            reason = f"{reason}; stderr: {tail}"
+        return _clip(reason)
+
+    async def _run_connection(
+        self, conn: _Connection, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        options = self._options
+        started = False
+        failure: BaseException | None = None
+        try:
+            with trio.CancelScope() as connecting:
+                connecting.deadline = trio.current_time() + options.connect_timeout_s
+                client = Client(
+                    self._transport_cm(conn.state),
+                    mode=options.protocol,
+                    message_handler=self._message_handler(conn),
+                    cache=None,
+                    client_info=mcp_types.Implementation(name="prism-mcp", version="0.1.0"),
+                )
+                async with client:
+                    connecting.deadline = math.inf
+                    conn.client = client
+                    started = True
+                    task_status.started()
+                    async with trio.open_nursery() as inner:
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            inner.start_soon(self._listen, conn, client)
+                        await conn.stop.wait()
+                        inner.cancel_scope.cancel()
+            if connecting.cancelled_caught and not started:
+                failure = TimeoutError()
+                conn.error = McpBridgeError(
+                    options.server_id,
+                    f"no session within connect_timeout_s={options.connect_timeout_s:g}s"
+                    + (f" ({self._fault_reason(conn, None)})" if conn.state.fault else ""),
+                )
+        except Exception as exc:
+            failure = exc
+            if not started:
+                conn.error = McpBridgeError(
+                    options.server_id, f"could not connect: {self._fault_reason(conn, exc)}"
+                )
+                conn.error.__cause__ = exc
+            else:
+                _log.debug("MCP session for %s ended: %r", options.server_id, exc)
+        finally:
+            conn.client = None if not started else conn.client
+            conn.done.set()
+        if not started:
+            if conn.error is None:
+                conn.error = McpBridgeError(options.server_id, "the session ended during connect")
+                conn.error.__cause__ = failure
+            task_status.started()
+
+    def _message_handler(self, conn: _Connection) -> MessageHandlerFnT:
+        async def handle(message: object) -> None:
+            root = getattr(message, "root", message)
+            if getattr(root, "method", None) == _LIST_CHANGED and conn is self._conn:
+                self._stale = True
+            await trio.lowlevel.checkpoint()
+
+        return handle
+
+    async def _listen(self, conn: _Connection, client: Client) -> None:
+        """Follow tools/list_changed on a 2026-07-28 session; a server without it is fine."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    if conn is self._conn:
+                        self._stale = True
+        except Exception:
+            _log.debug("no list-changed subscription on %s", self._options.server_id, exc_info=True)
+
+    async def _connection(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and conn.alive:
+            return conn
+        async with self._lock:
+            if self._closed:
+                raise McpBridgeError(self._options.server_id, "the bridge is closed")
+            conn = self._conn
+            if conn is not None and conn.alive:
+                return conn
+            if conn is not None:
+                conn.stop.set()
+            fresh = _Connection()
+            self._connections.append(fresh)
+            self._connections = [c for c in self._connections if not c.done.is_set() or c is fresh]
+            await self._nursery.start(self._run_connection, fresh)
+            if fresh.error is not None:
+                raise fresh.error
+            self._conn = fresh
+            if conn is not None:
+                # A new session: compare its listing with ours (and let the SDK learn the
+                # tools). Tools never change under the caller; a difference marks stale.
+                try:
+                    await self._relist(fresh, self._options.call_timeout_s, replace=False)
+                except McpBridgeError:
+                    _log.debug("relisting after reconnect failed", exc_info=True)
+            return fresh
+
+    def _drop(self, conn: _Connection) -> None:
+        conn.stop.set()
+
+    # -- listing ----------------------------------------------------------
+
+    async def _relist(self, conn: _Connection, limit_s: float, *, replace: bool = True) -> None:
+        client = conn.client
+        if client is None or not conn.alive:
+            raise McpBridgeError(self._options.server_id, "the session closed while listing")
+        stale_before = self._stale
+        self._stale = False
+        try:
+            listed = await self._list(conn, client, limit_s)
+        except BaseException:
+            self._stale = self._stale or stale_before
+            raise
+        listing = tuple((tool.name, tool.description, repr(tool.input_schema)) for tool in listed)
+        if not replace:
+            self._stale = stale_before or self._stale or listing != self._listing
+            return
+        self._tools = tuple(t for t in (self._make_tool(tool) for tool in listed) if t is not None)
+        self._listing = listing
+        self._listed_at = time.monotonic()
+
+    async def _list(self, conn: _Connection, client: Client, limit_s: float) -> list[Any]:
+        tools: list[Any] = []
+        cursor: str | None = None
+        try:
+            with trio.fail_after(limit_s):
+                for _ in range(_MAX_LIST_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None or len(tools) >= _MAX_TOOLS:
+                        break
+        except trio.TooSlowError as exc:
+            raise McpBridgeError(
+                self._options.server_id, f"tools/list took longer than {limit_s:g}s"
+            ) from exc
+        except Exception as exc:
+            if conn.state.fault is not None:
+                self._drop(conn)
+            raise McpBridgeError(
+                self._options.server_id, f"tools/list failed: {self._fault_reason(conn, exc)}"
+            ) from exc
+        return tools[:_MAX_TOOLS]
+
+    def _make_tool(self, tool: Any) -> ToolDefinition | None:
+        name = tool.name
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            _log.warning(
+                "skipping MCP tool with an unusable name from %s: %r",
+                self._options.server_id,
+                _clip(repr(name), 200),
+            )
+            return None
+        try:
+            schema = to_json_value(tool.input_schema)
+        except ValueError:
+            schema = None
+        if not isinstance(schema, dict):
+            _log.warning("skipping MCP tool %s: inputSchema is not a JSON object", name)
+            return None
+        description = tool.description if isinstance(tool.description, str) else None
+        if description is not None:
+            description = _clip(description, _MAX_DESCRIPTION_CHARS)
+        full_name = f"{self._options.name_prefix}{name}"
+
+        async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+            return await self._call(name, arguments, ctx)
+
+        return ToolDefinition(
+            name=full_name, execute=execute, description=description, parameters=schema
+        )
+
+    # -- calls ------------------------------------------------------------
+
+    async def _call(
+        self, remote: str, arguments: JsonObject, ctx: ToolExecutionContext
+    ) -> ToolResult:
+        options = self._options
+        details: dict[str, JsonValue] = {"mcp_server": options.server_id, "mcp_tool": remote}
+        if self._closed:
+            return ToolResult.error(
+                f"MCP server {options.server_id} is closed", mcp_error="closed", **details
+            )
+        try:
+            conn = await self._connection()
+        except McpBridgeError as exc:
+            return ToolResult.error(
+                f"MCP tool {remote} could not run: {exc.reason}", mcp_error="connect", **details
+            )
+        client = conn.client
+        if client is None:
+            return ToolResult.error(
+                f"MCP tool {remote} could not run: the session closed", **details
+            )
+        now = trio.current_time()
+        hard = now + options.max_call_s if options.max_call_s is not None else math.inf
+        failure: Exception | None = None
+        result: mcp_types.CallToolResult | None = None
+        with trio.CancelScope(deadline=min(now + options.call_timeout_s, hard)) as scope:
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                scope.deadline = min(trio.current_time() + options.call_timeout_s, hard)
+                ctx.report_progress(
+                    _clip(message, 500) if isinstance(message, str) else None,
+                    progress=progress,
+                    total=total,
+                )
+
+            try:
+                result = await client.call_tool(remote, arguments, progress_callback=on_progress)
+            except Exception as exc:
+                failure = exc
+        if scope.cancelled_caught:
+            if trio.current_time() >= hard:
+                text = f"MCP tool {remote} ran longer than max_call_s={options.max_call_s:g}s"
+                limit = "max_call_s"
+            else:
+                text = (
+                    f"MCP tool {remote} timed out: no result or progress within "
+                    f"call_timeout_s={options.call_timeout_s:g}s"
+                )
+                limit = "call_timeout_s"
+            return ToolResult.error(
+                f"{text}; the server was sent a cancellation",
+                mcp_error="timeout",
+                limit=limit,
+                **details,
+            )
+        if failure is not None or result is None:
+            return self._call_failed(conn, remote, failure, details)
+        return map_call_result(result, details)
+
+    def _call_failed(
+        self,
+        conn: _Connection,
+        remote: str,
+        failure: BaseException | None,
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
+        state = conn.state
+        if state.fault is not None:
+            # The transport refused the session (too large, garbage, server gone):
+            # close it; the next call starts a fresh one.
+            self._drop(conn)
+            if state.oversize:
+                return ToolResult.error(
+                    f"MCP tool {remote} result refused: {state.fault}; the session was closed "
+                    "and the next call reconnects",
+                    mcp_error="result_too_large",
+                    limit="max_result_bytes",
+                    **details,
+                )
+            return ToolResult.error(
+                f"MCP tool {remote} failed: {self._fault_reason(conn, failure)}; the session "
+                "was closed and the next call reconnects",
+                mcp_error="connection_lost",
+                **details,
+            )
+        if isinstance(failure, MCPError) and failure.code == mcp_types.CONNECTION_CLOSED:
+            self._drop(conn)
+            return ToolResult.error(
+                f"MCP tool {remote} failed: the connection to the server closed; "
+                "the next call reconnects",
+                mcp_error="connection_lost",
+                **details,
+            )
+        text = _describe(failure) if failure is not None else "no result"
+        return ToolResult.error(
+            f"MCP tool {remote} failed: {text}", mcp_error="server_error", **details
+        )
+
+
+@asynccontextmanager
+async def open_mcp_tools(
+    *,
+    server_id: str,
+    transport: StdioTransport | StreamableHttpTransport,
+    name_prefix: str | None = None,
+    list_cache_ttl_s: float = 60.0,
+    call_timeout_s: float = 60.0,
+    connect_timeout_s: float = 30.0,
+    max_call_s: float | None = None,
+    max_result_bytes: int = 1_000_000,
+    protocol: Protocol = "auto",
+) -> AsyncIterator[McpToolBridge]:
+    """Connect to an MCP server and yield its tools as a :class:`McpToolBridge`.
+
+    Nothing launches before this is entered; a stdio server is stopped (its
+    whole process group) when the block exits, shielded and bounded.
+
+    Args:
+        server_id: names the server in tool names and errors (``[A-Za-z0-9_.-]{1,64}``).
+        transport: a :class:`StdioTransport` or :class:`StreamableHttpTransport`.
+        name_prefix: tool names are ``<name_prefix><name>``; default ``mcp:<server_id>:``.
+        list_cache_ttl_s: how long a listing counts as fresh (see :attr:`McpToolBridge.stale`).
+        call_timeout_s: a call fails when the server sends neither a result nor a
+            progress notification for this long.
+        connect_timeout_s: bound on starting, connecting and the first listing.
+        max_call_s: hard ceiling on one call, progress or not (``None``: no ceiling).
+        max_result_bytes: largest message accepted from the server; a larger one
+            is refused while it arrives, the call fails and the session is closed.
+        protocol: ``"auto"`` (2026-07-28 when the server speaks it, otherwise the
+            2025-11-25 handshake) or ``"legacy"`` (always the handshake).
+
+    Raises:
+        ConfigurationError: an option is invalid (raised before anything starts).
+        McpBridgeError: the server could not be started, reached or listed in time.
+
+    Cancellation: cancelling while connecting stops the server and propagates.
+    """
+    options = _options(
+        server_id=server_id,
+        transport=transport,
+        name_prefix=name_prefix,
+        list_cache_ttl_s=list_cache_ttl_s,
+        call_timeout_s=call_timeout_s,
+        connect_timeout_s=connect_timeout_s,
+        max_call_s=max_call_s,
+        max_result_bytes=max_result_bytes,
+        protocol=protocol,
+    )
+    async with trio.open_nursery() as nursery:
+        bridge = McpToolBridge(options=options, nursery=nursery)
+        try:
+            conn = await bridge._connection()
+            await bridge._relist(conn, options.connect_timeout_s)
+            yield bridge
+        finally:
+            await bridge.aclose()

@@ -1,0 +1,87 @@
+"""Mapping MCP tool results onto Prism content blocks and results."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import mcp_types
+
+from prism.core import (
+    Content,
+    ImageContent,
+    JsonValue,
+    ResourceContent,
+    ResourceLink,
+    TextContent,
+    ToolResult,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["AUDIO_URI_PREFIX", "map_call_result", "to_json_value"]
+
+AUDIO_URI_PREFIX = "mcp-audio:"
+"""Audio blocks become a :class:`ResourceContent` whose URI starts with this."""
+
+
+def to_json_value(value: object) -> JsonValue:
+    """``value`` as plain JSON (dicts, lists, str, numbers, bool, None); odd types become text."""
+    # A round trip through the json module gives fresh containers the server cannot alias,
+    # and turns anything exotic (a pydantic-preserved tuple, a Decimal) into plain JSON.
+    result: JsonValue = json.loads(json.dumps(value, default=str, allow_nan=False))
+    return result
+
+
+def _block(block: object, index: int) -> Content:
+    if isinstance(block, mcp_types.TextContent):
+        return TextContent(text=block.text)
+    if isinstance(block, mcp_types.ImageContent):
+        return ImageContent(data=block.data, mime_type=block.mime_type)
+    if isinstance(block, mcp_types.AudioContent):
+        return ResourceContent(
+            uri=f"{AUDIO_URI_PREFIX}{index}", mime_type=block.mime_type, blob=block.data
+        )
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            return ResourceContent(
+                uri=str(resource.uri), mime_type=resource.mime_type, text=resource.text
+            )
+        return ResourceContent(
+            uri=str(resource.uri), mime_type=resource.mime_type, blob=resource.blob
+        )
+    if isinstance(block, mcp_types.ResourceLink):
+        return ResourceLink(
+            uri=str(block.uri),
+            name=block.name,
+            mime_type=block.mime_type,
+            description=block.description,
+        )
+    return TextContent(text=f"[unsupported MCP content block: {type(block).__name__}]")
+
+
+def map_call_result(
+    result: mcp_types.CallToolResult, details: Mapping[str, JsonValue]
+) -> ToolResult:
+    """A Prism result for an MCP ``CallToolResult``.
+
+    text → TextContent, image → ImageContent, audio → ResourceContent
+    (``uri="mcp-audio:<index>"``, base64 in ``blob``), embedded resource →
+    ResourceContent, resource link → ResourceLink; ``structured_content`` →
+    ``structured``; ``is_error`` → ``is_error``.
+    """
+    blocks = tuple(_block(block, index) for index, block in enumerate(result.content))
+    structured: JsonValue = None
+    if result.structured_content is not None:
+        try:
+            structured = to_json_value(result.structured_content)
+        except ValueError:
+            structured = None
+    return ToolResult(
+        content=blocks,
+        is_error=bool(result.is_error),
+        structured=structured,
+        details=dict(details),
+    )

@@ -1,0 +1,117 @@
+"""How to reach an MCP server: a subprocess over stdio, or Streamable HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+from urllib.parse import urlsplit
+
+import attrs
+
+from prism.core import ConfigurationError
+
+__all__ = ["McpTransport", "StdioTransport", "StreamableHttpTransport"]
+
+
+def _command(_instance: object, _attribute: object, value: Any) -> None:
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise ConfigurationError(
+            f"StdioTransport.command must be a non-empty string without NUL, got {value!r}"
+        )
+
+
+def _args(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(
+            f"StdioTransport.args must be a sequence of strings, not the string {value!r}"
+        )
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str) or "\x00" in item:
+            raise ConfigurationError(
+                f"StdioTransport.args must hold strings without NUL, got {item!r}"
+            )
+    return items
+
+
+def _str_map(owner: str, value: Mapping[str, str] | None) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{owner} must be a mapping of strings, got {value!r}")
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str) or not key:
+            raise ConfigurationError(
+                f"{owner} must map non-empty strings to strings, got {key!r}: {item!r}"
+            )
+        if "\x00" in key or "\x00" in item or "\n" in key or "\r" in key:
+            raise ConfigurationError(f"{owner} has a control character in {key!r}")
+        out[key] = item
+    return out
+
+
+def _env(value: Mapping[str, str] | None) -> dict[str, str] | None:
+    return _str_map("StdioTransport.env", value)
+
+
+def _cwd(_instance: object, _attribute: object, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigurationError(f"StdioTransport.cwd must be a non-empty string, got {value!r}")
+
+
+@attrs.frozen
+class StdioTransport:
+    """Launch an MCP server as a subprocess and talk to it over stdin/stdout.
+
+    The server gets only the MCP SDK's safe default environment (``HOME``,
+    ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``) plus ``env``; the
+    host's other variables (tokens, keys) are never passed on. It runs in its
+    own process group, which the bridge kills when it closes.
+
+    Attributes:
+        command: the executable (looked up on ``PATH`` when not a path).
+        args: its arguments.
+        env: extra environment variables for the server.
+        cwd: its working directory (the host's when ``None``).
+    """
+
+    command: str = attrs.field(validator=_command)
+    args: tuple[str, ...] = attrs.field(default=(), converter=_args)
+    env: Mapping[str, str] | None = attrs.field(default=None, converter=_env)
+    cwd: str | None = attrs.field(default=None, validator=_cwd)
+
+
+def _url(_instance: object, _attribute: object, value: Any) -> None:
+    if not isinstance(value, str):
+        raise ConfigurationError(f"StreamableHttpTransport.url must be a string, got {value!r}")
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"StreamableHttpTransport.url is not a URL: {value!r}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"StreamableHttpTransport.url must be an http:// or https:// URL, got {value!r}"
+        )
+
+
+def _headers(value: Mapping[str, str]) -> dict[str, str]:
+    converted = _str_map("StreamableHttpTransport.headers", value)
+    return {} if converted is None else converted
+
+
+@attrs.frozen
+class StreamableHttpTransport:
+    """Reach an MCP server over Streamable HTTP (the server's ``/mcp`` endpoint).
+
+    Attributes:
+        url: the endpoint, e.g. ``http://127.0.0.1:8000/mcp``.
+        headers: sent with every request (for example an ``Authorization``
+            header); never logged.
+    """
+
+    url: str = attrs.field(validator=_url)
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+
+
+McpTransport: TypeAlias = StdioTransport | StreamableHttpTransport

@@ -1,0 +1,318 @@
+"""Bounded transports in front of the MCP SDK.
+
+The SDK's own stdio reader holds a whole message in memory before parsing and
+its HTTP client reads JSON bodies whole, so a hostile server could make the
+host allocate without bound. These transports refuse a message as soon as it
+grows past ``max_message_bytes`` and record why in a :class:`WireState`,
+which the bridge reads to turn the resulting closed connection into a clear
+error result.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING
+
+import anyio
+import attrs
+import httpx2
+import mcp_types
+
+from mcp.client.stdio import get_default_environment
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from anyio.abc import Process
+
+    from mcp.client._transport import TransportStreams
+
+    from ._transports import StdioTransport, StreamableHttpTransport
+
+__all__ = ["WireState", "open_http_streams", "open_stdio_streams"]
+
+_READ_CHUNK = 65536
+_STDERR_TAIL_BYTES = 4096
+_STDIN_GRACE_S = 1.0
+_TERM_GRACE_S = 1.0
+_KILL_WAIT_S = 2.0
+
+
+@attrs.define(eq=False)
+class WireState:
+    """What one connection's transport saw; written by the transport, read by the bridge.
+
+    Attributes:
+        fault: why the transport closed the connection (first reason wins), or ``None``.
+        oversize: the fault was a message over the byte limit.
+        pid: the server process id (stdio only).
+        returncode: the server's exit status once known (stdio only).
+    """
+
+    fault: str | None = None
+    oversize: bool = False
+    pid: int | None = None
+    returncode: int | None = None
+    _stderr: bytearray = attrs.field(factory=bytearray)
+
+    def set_fault(self, reason: str, *, oversize: bool = False) -> None:
+        """Record ``reason`` unless an earlier fault is already recorded."""
+        if self.fault is None:
+            self.fault = reason
+            self.oversize = oversize
+
+    def add_stderr(self, chunk: bytes) -> None:
+        """Keep the last few KiB of the server's stderr."""
+        self._stderr += chunk
+        if len(self._stderr) > _STDERR_TAIL_BYTES:
+            del self._stderr[: len(self._stderr) - _STDERR_TAIL_BYTES]
+
+    def stderr_tail(self, limit: int = 800) -> str:
+        """The end of the server's stderr, decoded leniently and stripped."""
+        text = bytes(self._stderr[-limit:]).decode("utf-8", "replace").strip()
+        return text
+
+
+def _parse(line: bytes) -> SessionMessage | None:
+    try:
+        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError:
+        return None
+    return SessionMessage(message)
+
+
+@asynccontextmanager
+async def open_stdio_streams(
+    transport: StdioTransport, *, max_message_bytes: int, state: WireState
+) -> AsyncIterator[TransportStreams]:
+    """Spawn the server and yield the SDK's (read, write) streams over its stdio.
+
+    The server runs in a new session (its own process group). On exit, shielded
+    and bounded by a few seconds: stdin is closed, then the group gets SIGTERM,
+    then SIGKILL, so no process of that group outlives the block.
+    """
+    env = get_default_environment() | dict(transport.env or {})
+    process: Process = await anyio.open_process(
+        [transport.command, *transport.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=transport.cwd,
+        start_new_session=True,
+    )
+    state.pid = process.pid
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    closing = False
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        try:
+            async with read_send:
+                while True:
+                    try:
+                        chunk = await process.stdout.receive(_READ_CHUNK)
+                    except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                        if not closing:
+                            state.set_fault("the server closed its stdout (it exited or crashed)")
+                        return
+                    start = 0
+                    while True:
+                        newline = chunk.find(b"\n", start)
+                        end = len(chunk) if newline < 0 else newline
+                        if len(buffer) + end - start > max_message_bytes:
+                            state.set_fault(
+                                f"the server sent a message larger than max_result_bytes "
+                                f"({max_message_bytes} bytes)",
+                                oversize=True,
+                            )
+                            return
+                        buffer += chunk[start:end]
+                        if newline < 0:
+                            break
+                        start = newline + 1
+                        line = bytes(buffer).strip()
+                        buffer.clear()
+                        if not line:
+                            continue
+                        message = _parse(line)
+                        if message is None:
+                            state.set_fault("the server wrote a stdout line that is not JSON-RPC")
+                            return
+                        await read_send.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_recv:
+                async for item in write_recv:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send(data.encode("utf-8") + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            if not closing:
+                state.set_fault("the server stopped reading its stdin (it exited or crashed)")
+            read_send.close()
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        with suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+            while True:
+                state.add_stderr(await process.stderr.receive(_READ_CHUNK))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(read_stdout)
+        tasks.start_soon(write_stdin)
+        tasks.start_soon(read_stderr)
+        try:
+            yield read_recv, write_send
+        finally:
+            closing = True
+            with anyio.CancelScope(shield=True):
+                await _stop(process, state)
+                for stream in (read_recv, write_send, read_send, write_recv):
+                    stream.close()
+            tasks.cancel_scope.cancel()
+
+
+async def _wait_exit(process: Process, seconds: float) -> bool:
+    with anyio.move_on_after(seconds):
+        await process.wait()
+        return True
+    return process.returncode is not None
+
+
+def _kill_group(pid: int, signum: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+async def _stop(process: Process, state: WireState) -> None:
+    """Close stdin, then SIGTERM and SIGKILL the server's process group; each wait is bounded."""
+    if process.stdin is not None:
+        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            with anyio.move_on_after(_STDIN_GRACE_S):
+                await process.stdin.aclose()
+    if not await _wait_exit(process, _STDIN_GRACE_S):
+        _kill_group(process.pid, signal.SIGTERM)
+        if not await _wait_exit(process, _TERM_GRACE_S):
+            _kill_group(process.pid, signal.SIGKILL)
+            await _wait_exit(process, _KILL_WAIT_S)
+    # Children the server left behind in its group go too, even when it exited on its own.
+    _kill_group(process.pid, signal.SIGKILL)
+    state.returncode = process.returncode
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.aclose()
+
+
+class _MessageTooLarge(httpx2.StreamError):
+    """Raised inside the SDK's response reading; the SDK turns it into an error reply."""
+
+
+class _LimitedStream(httpx2.AsyncByteStream):
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, *, limit: int, events: bool, state: WireState
+    ) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._events = events
+        self._state = state
+
+    def _refuse(self) -> _MessageTooLarge:
+        reason = f"the server sent a message larger than max_result_bytes ({self._limit} bytes)"
+        self._state.set_fault(reason, oversize=True)
+        return _MessageTooLarge(reason)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        tail = b""
+        async for chunk in self._inner:
+            if self._events:
+                # Count bytes since the last blank line: one server-sent event at a time.
+                data = tail + chunk
+                cut = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, 0)
+                size = len(data) - cut if cut > 0 else size + len(chunk)
+                tail = data[-3:]
+            else:
+                size += len(chunk)
+            if size > self._limit:
+                raise self._refuse()
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _EmptyRefusal(httpx2.AsyncByteStream):
+    def __init__(self, error: _MessageTooLarge) -> None:
+        self._error = error
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise self._error
+        yield b""  # pragma: no cover
+
+
+class _LimitedTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, *, limit: int, state: WireState) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._limit = limit
+        self._state = state
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        content_type = response.headers.get("content-type", "").lower()
+        events = content_type.startswith("text/event-stream")
+        declared = response.headers.get("content-length", "")
+        inner = response.stream
+        assert isinstance(inner, httpx2.AsyncByteStream)
+        stream: httpx2.AsyncByteStream
+        if not events and declared.isdigit() and int(declared) > self._limit:
+            await inner.aclose()
+            stream = _EmptyRefusal(
+                _LimitedStream(inner, limit=self._limit, events=False, state=self._state)._refuse()
+            )
+        else:
+            stream = _LimitedStream(inner, limit=self._limit, events=events, state=self._state)
+        return httpx2.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=stream,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@asynccontextmanager
+async def open_http_streams(
+    transport: StreamableHttpTransport,
+    *,
+    max_message_bytes: int,
+    connect_timeout_s: float,
+    state: WireState,
+) -> AsyncIterator[TransportStreams]:
+    """Yield the SDK's (read, write) streams over Streamable HTTP, with bounded bodies."""
+    client = httpx2.AsyncClient(
+        transport=_LimitedTransport(limit=max_message_bytes, state=state),
+        headers=dict(transport.headers),
+        timeout=httpx2.Timeout(connect_timeout_s, read=None),
+        follow_redirects=False,
+    )
+    async with (
+        client,
+        streamable_http_client(
+            transport.url, http_client=client, max_sse_event_size=max_message_bytes
+        ) as streams,
+    ):
+        yield streams
