@@ -1,0 +1,149 @@
+"""How much the gated dispatcher adds to a tool call, and how long ``import prism.core`` takes.
+
+Rows (medians over repetitions, measured in one run):
+
+- ``bare await``: ``await handler(args, ctx)``, the baseline.
+- ``dispatch, no options``: ``dispatch_tool_call`` with only a registry.
+- ``dispatch, fully gated``: filters + rule permission + a trivial validator + an
+  event sink + a ledger (no schema validation). Target: <= 10 µs median.
+- ``import prism.core`` / ``import trio``: fresh interpreters, the baseline is trio alone.
+
+Run: ``uv run python benchmarks/bench_dispatch.py [--json] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+from _harness import Row, row, run, time_async
+
+from prism.core import (
+    DispatchOptions,
+    JsonObject,
+    RunLedger,
+    ToolCall,
+    ToolDefinition,
+    ToolEvent,
+    ToolExecutionContext,
+    ToolFilter,
+    ToolResult,
+    create_rule_permission_policy,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+
+BENCH = "dispatch"
+QUICK = "--quick" in sys.argv[1:]
+INNER = 2_000 if QUICK else 5_000
+REPEAT = 7 if QUICK else 15
+IMPORT_REPEAT = 5 if QUICK else 11
+
+_RESULT = ToolResult.text("ok")
+
+
+async def echo(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    return _RESULT
+
+
+def trivial_validator(
+    tool: ToolDefinition, args: JsonObject, ctx: ToolExecutionContext
+) -> str | None:
+    return None if "q" in args else "q is required"
+
+
+def import_time_us(module: str) -> list[float]:
+    """Wall time of ``python -c 'import <module>'`` minus a bare interpreter start."""
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    samples = []
+    for _ in range(IMPORT_REPEAT):
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        ).stdout
+        samples.append(float(out) * 1e6)
+    return samples
+
+
+async def main() -> list[Row]:
+    call = ToolCall(id="c1", name="echo", arguments={"q": "prism", "limit": 5})
+    tool = ToolDefinition(name="echo", execute=echo, description="echo")
+    registry = create_tool_registry([tool, ToolDefinition(name="other", execute=echo)])
+    ctx = ToolExecutionContext(call=call)
+    args: JsonObject = {"q": "prism", "limit": 5}
+
+    async def bare() -> ToolResult:
+        return await echo(args, ctx)
+
+    plain = DispatchOptions(registry=registry)
+
+    async def no_options() -> ToolResult:
+        return await dispatch_tool_call(call, plain)
+
+    seen: list[ToolEvent] = []
+
+    def sink(event: object) -> None:
+        if len(seen) > 1000:
+            seen.clear()
+        seen.append(event)  # type: ignore[arg-type]
+
+    ledger = RunLedger()
+    gated = DispatchOptions(
+        registry=registry,
+        filters=(ToolFilter(allow=frozenset({"echo", "other"})), ToolFilter(deny={"shell"})),
+        permission=create_rule_permission_policy(allow=["tool:*:execute"], deny=["tool:shell:*"]),
+        validate=trivial_validator,
+        events=sink,
+        ledger=ledger,
+    )
+
+    async def fully_gated() -> ToolResult:
+        if len(ledger._records) > 1000:
+            ledger._records.clear()
+        return await dispatch_tool_call(call, gated)
+
+    # Warm up every path once (regex caches, attrs classes, branch predictors of the mind).
+    for fn in (bare, no_options, fully_gated):
+        for _ in range(500):
+            await fn()
+    assert (await fully_gated()).joined_text == "ok"
+
+    base = row(BENCH, "bare await", await time_async(bare, inner=INNER, repeat=REPEAT))
+    rows = [base]
+    rows.append(
+        row(
+            BENCH,
+            "dispatch, no options",
+            await time_async(no_options, inner=INNER, repeat=REPEAT),
+            baseline=base,
+        )
+    )
+    gated_row = row(
+        BENCH,
+        "dispatch, fully gated",
+        await time_async(fully_gated, inner=INNER, repeat=REPEAT),
+        baseline=base,
+        target="<= 10 µs",
+    )
+    gated_row.note = "meets target" if gated_row.median_us <= 10 else "MISSES target"
+    rows.append(gated_row)
+
+    trio_row = row(BENCH, "import trio", import_time_us("trio"), note="fresh interpreter")
+    core_row = row(
+        BENCH,
+        "import prism.core",
+        import_time_us("prism.core"),
+        baseline=trio_row,
+        target="<= 150 ms",
+    )
+    core_row.note = "meets target" if core_row.median_us <= 150_000 else "MISSES target"
+    rows += [trio_row, core_row]
+    return rows
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    run(main)
+    if "--json" not in sys.argv[1:]:
+        sys.stdout.write(f"(took {statistics.fmean([time.perf_counter() - t0]):.1f} s)\n")
