@@ -1,0 +1,196 @@
+"""A small MCP server the prism-mcp tests launch as a script (stdio or Streamable HTTP).
+
+Usage: ``python mcp_fixture_server.py stdio`` or ``python mcp_fixture_server.py http``
+(binds 127.0.0.1 on a free port and prints ``PORT <n>`` on stdout first).
+Some tools misbehave on purpose (crash, flood, garbage, sleep forever).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types
+from mcp.server.mcpserver import Context, MCPServer
+
+# An MCPServer moves fd 1 away from the protocol pipe once it runs; keep the original
+# so the raw_* tools can write bytes straight onto the protocol stream.
+RAW_STDOUT = os.dup(1)
+
+server = MCPServer("prism-fixture", version="1.2.3")
+
+PNG_1X1 = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def fail(message: str = "boom") -> str:
+    """Raise, so the server answers with is_error."""
+    raise ValueError(message)
+
+
+@server.tool()
+def env(name: str) -> str:
+    """The value of an environment variable in the server, or <unset>."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+def spawn_child() -> int:
+    """Start a long-lived child process in the server's process group; return its pid."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return child.pid
+
+
+@server.tool()
+async def sleep(seconds: float, marker: str = "") -> str:
+    """Sleep; if cancelled (the client sent notifications/cancelled), touch ``marker``."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if marker:
+            Path(marker).write_text("cancelled")
+        raise
+    return f"slept {seconds}"
+
+
+@server.tool()
+async def progress(steps: int, interval: float, ctx: Context) -> str:
+    """Report progress ``steps`` times, ``interval`` seconds apart, then answer."""
+    for step in range(1, steps + 1):
+        await anyio.sleep(interval)
+        await ctx.report_progress(step, steps, f"step {step}")
+    return f"done after {steps} steps"
+
+
+@server.tool()
+def rich() -> mcp_types.CallToolResult:
+    """One of every content block, plus structured content."""
+    return mcp_types.CallToolResult(
+        content=[
+            mcp_types.TextContent(text="hello"),
+            mcp_types.ImageContent(data=PNG_1X1, mime_type="image/png"),
+            mcp_types.AudioContent(data="UklGRg==", mime_type="audio/wav"),
+            mcp_types.EmbeddedResource(
+                resource=mcp_types.TextResourceContents(
+                    uri="file:///notes.txt", mime_type="text/plain", text="notes"
+                )
+            ),
+            mcp_types.EmbeddedResource(
+                resource=mcp_types.BlobResourceContents(
+                    uri="file:///blob.bin", mime_type="application/octet-stream", blob="AAE="
+                )
+            ),
+            mcp_types.ResourceLink(
+                uri="file:///linked.txt",
+                name="linked",
+                mime_type="text/plain",
+                description="a link",
+            ),
+        ],
+        structured_content={"answer": 42, "items": [1, 2]},
+    )
+
+
+@server.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Register a new tool and announce the change on both protocol eras."""
+
+    def added() -> str:
+        return "added"
+
+    server.add_tool(added, name=name, description="added at run time")
+    try:
+        await ctx.session.send_tool_list_changed()
+    except Exception as exc:
+        print(f"legacy list_changed not sent: {exc!r}", file=sys.stderr)
+    await ctx.notify_tools_changed()
+    return f"added {name}"
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A text result of ``size`` bytes."""
+    return "x" * size
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool()
+async def raw_flood(size: int) -> str:
+    """Write one unterminated message line of ``size`` bytes onto the protocol stream."""
+    head = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"'
+    chunk = b"y" * 65536
+    written = 0
+    with os.fdopen(os.dup(RAW_STDOUT), "wb", buffering=0) as raw:
+        raw.write(head)
+        while written < size:
+            raw.write(chunk)
+            written += len(chunk)
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@server.tool()
+async def raw_garbage() -> str:
+    """Write a line that is not JSON onto the protocol stream, then never answer."""
+    os.write(RAW_STDOUT, b"this is not JSON-RPC\n")
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+def _serve_http() -> None:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    os.write(RAW_STDOUT, f"PORT {sock.getsockname()[1]}\n".encode())
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn_server = uvicorn.Server(config)
+    anyio.run(lambda: uvicorn_server.serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["http"]:
+        _serve_http()
+    else:
+        server.run()
