@@ -1,0 +1,113 @@
+"""Realpath containment of paths within roots."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import attrs
+
+from prism.core import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["MAX_COMPONENT_BYTES", "MAX_PATH_BYTES", "PathVerdict", "Roots", "normalize_roots"]
+
+MAX_PATH_BYTES = 4096
+MAX_COMPONENT_BYTES = 255
+
+
+@attrs.frozen(kw_only=True)
+class PathVerdict:
+    """Where a path really leads and whether that is inside a root."""
+
+    path: str
+    inside: bool
+    real: str | None = None
+    root: str | None = None
+    reason: str | None = None
+
+
+def _is_within(real: str, root: str) -> bool:
+    return real == root or real.startswith(root if root.endswith("/") else root + "/")
+
+
+def normalize_roots(roots: Sequence[str], *, option: str = "roots") -> tuple[str, ...]:
+    """Realpath every root; each must be an existing directory.
+
+    Raises:
+        ConfigurationError: ``roots`` is a string, empty, or names something that is
+            not an existing directory.
+    """
+    if isinstance(roots, (str, bytes)):
+        raise ConfigurationError(f"{option} must be a sequence of directories, got {roots!r}")
+    items = list(roots)
+    if not items:
+        raise ConfigurationError(f"{option} must name at least one directory, got {roots!r}")
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ConfigurationError(f"{option} entries must be paths, got {item!r}")
+        text = os.fspath(item)
+        if not isinstance(text, str) or not text or "\x00" in text:
+            raise ConfigurationError(f"{option} entries must be non-empty paths, got {item!r}")
+        real = os.path.realpath(text)
+        if not os.path.isdir(real):
+            raise ConfigurationError(f"{option} entry {text!r} is not an existing directory")
+        if real not in out:
+            out.append(real)
+    return tuple(out)
+
+
+@attrs.frozen
+class Roots:
+    """A fixed set of real root directories."""
+
+    paths: tuple[str, ...]
+
+    def resolve(self, path: str, *, base: str | None = None) -> PathVerdict:
+        """Resolve ``path`` (relative to ``base``, else the first root) and check containment.
+
+        Every existing component is resolved with realpath (symlinks followed,
+        ``..`` applied physically); a path that does not exist yet is judged by
+        where its nearest existing parent really is. Never raises for a hostile path.
+        """
+        if not isinstance(path, str):
+            return PathVerdict(path=repr(path), inside=False, reason="the path is not a string")
+        if "\x00" in path:
+            return PathVerdict(path=path, inside=False, reason="the path contains a NUL byte")
+        try:
+            encoded = os.fsencode(path)
+        except UnicodeError:
+            return PathVerdict(path=path, inside=False, reason="the path cannot be encoded")
+        if len(encoded) > MAX_PATH_BYTES:
+            return PathVerdict(
+                path=path, inside=False, reason=f"the path is longer than {MAX_PATH_BYTES} bytes"
+            )
+        if any(len(part) > MAX_COMPONENT_BYTES for part in encoded.split(b"/")):
+            return PathVerdict(
+                path=path,
+                inside=False,
+                reason=f"a path component is longer than {MAX_COMPONENT_BYTES} bytes",
+            )
+        if not path:
+            return PathVerdict(path=path, inside=False, reason="the path is empty")
+        joined = os.path.join(base if base is not None else self.paths[0], path)
+        try:
+            real = os.path.realpath(joined)
+        except (OSError, ValueError, RuntimeError) as exc:
+            return PathVerdict(path=path, inside=False, reason=f"cannot resolve the path ({exc})")
+        for root in self.paths:
+            if _is_within(real, root):
+                return PathVerdict(path=path, inside=True, real=real, root=root)
+        return PathVerdict(
+            path=path,
+            inside=False,
+            real=real,
+            reason=f"it resolves to {real!r}, outside the roots",
+        )
+
+    def contains_real(self, real: str) -> bool:
+        """Whether an already-resolved path lies within a root."""
+        return any(_is_within(real, root) for root in self.paths)
