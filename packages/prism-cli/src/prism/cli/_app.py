@@ -1,0 +1,551 @@
+"""The ``prism`` command line (click), and :func:`main`, its entry point.
+
+Exit codes: 0 done; 1 the command ran but what it ran failed (an MCP call
+returned an error result, a run was aborted); 2 bad usage, a bad config or
+session file, or a server that would not start.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import attrs
+import click
+from rich.console import Console
+
+from prism.core import PrismError
+
+from ._errors import CliError
+from ._trio import run_trio as _run_trio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from prism.core import RunLedger
+
+    from ._config import McpServerConfig
+
+__all__ = ["cli", "main"]
+
+_T = TypeVar("_T")
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _console(*, json_mode: bool = False) -> Console:
+    # Under --json, stdout carries one JSON document; anything human goes to stderr.
+    return Console(stderr=json_mode, highlight=False, soft_wrap=False)
+
+
+def _emit_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prism-cli")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@click.group(context_settings=_CONTEXT)
+@click.version_option(_version(), "--version", prog_name="prism", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Prism: run tool calls through validated, permission-checked, bounded gates.
+
+    Start with `prism demo`: a scripted agent session, no model and no network.
+    """
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+@cli.group(context_settings=_CONTEXT)
+def ledger() -> None:
+    """Read run ledgers (the JSONL files `prism run` and `prism demo` write)."""
+
+
+@ledger.command("show", context_settings=_CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "json_mode", is_flag=True, help="Print the records as a JSON document.")
+def ledger_show(file: Path, json_mode: bool) -> None:
+    """Pretty-print the ledger FILE: one row per call, with status and blocked reason."""
+    from prism.core import LedgerFormatError, RunLedger
+
+    from ._render import ledger_table, record_to_json
+
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{file}: cannot read it ({exc})") from exc
+    try:
+        records = RunLedger.from_jsonl(text).records
+    except LedgerFormatError as exc:
+        raise CliError(f"{file}: {exc}") from exc
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.status] = counts.get(record.status, 0) + 1
+    if json_mode:
+        _emit_json(
+            {
+                "file": str(file),
+                "counts": counts,
+                "records": [record_to_json(r) for r in records],
+            }
+        )
+        return
+    console = _console()
+    console.print(ledger_table(records, title=f"ledger {file}"))
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no records"
+    console.print(f"{len(records)} calls: {summary}")
+
+
+# --------------------------------------------------------------------------- config
+
+
+@cli.group(context_settings=_CONTEXT)
+def config() -> None:
+    """Check prism.toml files."""
+
+
+@config.command("check", context_settings=_CONTEXT)
+@click.argument(
+    "file", type=click.Path(dir_okay=False, path_type=Path), default="prism.toml", required=False
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print the resolved config as JSON.")
+def config_check(file: Path, json_mode: bool) -> None:
+    """Validate FILE (default ./prism.toml) and show what it resolves to."""
+    from ._config import load_config
+
+    loaded = load_config(file)
+    data = attrs.asdict(loaded, recurse=True)
+    if json_mode:
+        _emit_json(data)
+        return
+    console = _console()
+    console.print(f"[green]ok[/]: {file}")
+    console.print(f"  roots: {', '.join(loaded.workspace.roots)}")
+    servers = ", ".join(s.server_id for s in loaded.mcp_servers) or "none"
+    console.print(f"  mcp servers: {servers}")
+    console.print(
+        f"  concurrency {loaded.agent.tool_concurrency}, "
+        f"at most {loaded.agent.max_tool_rounds} tool rounds"
+    )
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _write_ledger(ledger: RunLedger, path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(ledger.to_jsonl(), encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write the ledger to {path}: {exc}") from exc
+
+
+@cli.command("run", context_settings=_CONTEXT)
+@click.argument("session_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="prism.toml",
+    show_default=True,
+    help="Tools, roots, rules and limits.",
+)
+@click.option(
+    "--ledger",
+    "ledger_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSONL ledger here (default: [ledger] path, else prism-ledger.jsonl).",
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON report instead of tables.")
+@click.option("--live/--no-live", default=None, help="Force the live display on or off.")
+def run_command(
+    session_file: Path,
+    config_file: Path,
+    ledger_file: Path | None,
+    json_mode: bool,
+    live: bool | None,
+) -> int:
+    """Replay SESSION_FILE (scripted assistant turns, JSON) against the tools in prism.toml.
+
+    Every call goes through the full gates: permission rules, JSON Schema
+    validation, the coding execution policy, bounded parallelism per turn.
+    """
+    from prism.core import RunLedger
+
+    from ._config import load_config
+    from ._render import EventView, summary_table, untrusted
+    from ._runner import open_toolset, run_scripted_session
+    from ._session import load_session
+
+    loaded = load_config(config_file)
+    session = load_session(session_file)
+    target = ledger_file or Path(loaded.ledger or Path.cwd() / "prism-ledger.jsonl")
+    console = _console(json_mode=json_mode)
+    run_ledger = RunLedger()
+
+    async def go() -> object:
+        async with open_toolset(loaded) as toolset:
+            with EventView(console, quiet=json_mode, live=live) as view:
+                return await run_scripted_session(
+                    session, toolset, config=loaded, ledger=run_ledger, on_event=view
+                )
+
+    try:
+        report = _run_trio(go)
+    finally:
+        _write_ledger(run_ledger, target)
+    from ._runner import RunReport
+
+    assert isinstance(report, RunReport)
+    if json_mode:
+        _emit_json({**report.to_json(), "ledger": str(target)})
+    else:
+        console.print(summary_table(report.rows, title="calls"))
+        if report.final_text:
+            console.print(f"final answer: {untrusted(report.final_text)}")
+        console.print(f"ledger: {target}")
+    return 1 if report.aborted else 0
+
+
+# --------------------------------------------------------------------------- demo
+
+
+@cli.command("demo", context_settings=_CONTEXT)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Use (and seed) this folder instead of a fresh scratch folder.",
+)
+@click.option(
+    "--ledger",
+    "ledger_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSONL ledger here.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 16),
+    default=3,
+    show_default=True,
+    help="Calls of one turn allowed in flight at once.",
+)
+@click.option(
+    "--step-seconds",
+    type=click.FloatRange(0, 2),
+    default=0.15,
+    show_default=True,
+    help="Pause per step of the demo server's slow tool.",
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON report instead of tables.")
+@click.option("--live/--no-live", default=None, help="Force the live display on or off.")
+def demo_command(
+    workspace: Path | None,
+    ledger_file: Path | None,
+    concurrency: int,
+    step_seconds: float,
+    json_mode: bool,
+    live: bool | None,
+) -> int:
+    """Run a scripted agent session through every Prism gate: no model, no network.
+
+    It seeds a scratch workspace, starts the MCP server that ships with
+    prism-cli over stdio, and replays turns that show parallel calls under a
+    bound, a serialised shell turn, an edit, a blocked path escape, a denied
+    command, a validation failure, a permission denial and a slow call with
+    progress. Ends with a summary table and the ledger path.
+    """
+    from ._demo import DemoOptions, run_demo
+
+    options = DemoOptions(
+        workspace=workspace,
+        ledger=ledger_file,
+        concurrency=concurrency,
+        step_seconds=step_seconds,
+        json_mode=json_mode,
+        live=live,
+    )
+    return run_demo(options, _console(json_mode=json_mode))
+
+
+# --------------------------------------------------------------------------- mcp
+
+
+@cli.group(context_settings=_CONTEXT)
+def mcp() -> None:
+    """List and call the tools of one MCP server, through Prism's gates."""
+
+
+def _server_options(fn: Callable[..., _T]) -> Callable[..., _T]:
+    fn = click.option(
+        "--timeout",
+        type=click.FloatRange(0.1, 3600),
+        default=30.0,
+        show_default=True,
+        help="Seconds to connect, and of silence allowed per call.",
+    )(fn)
+    fn = click.option(
+        "--header",
+        "headers",
+        multiple=True,
+        metavar="NAME:VALUE",
+        help="HTTP header for --http (repeatable).",
+    )(fn)
+    fn = click.option("--http", "url", metavar="URL", help="A Streamable HTTP endpoint.")(fn)
+    fn = click.option(
+        "--stdio",
+        "command",
+        metavar='"CMD ARGS"',
+        help="Launch this command; speak MCP over its stdio (split like a shell, no shell runs).",
+    )(fn)
+    fn = click.option(
+        "--server-id",
+        default="server",
+        show_default=True,
+        help="Id used in tool names (mcp:<id>:<tool>).",
+    )(fn)
+    return fn
+
+
+def _server_config(
+    server_id: str, command: str | None, url: str | None, headers: Sequence[str], timeout: float
+) -> McpServerConfig:
+    from ._config import McpServerConfig
+    from ._runner import split_command
+
+    if (command is None) == (url is None):
+        raise click.UsageError("give exactly one of --stdio or --http")
+    parsed: dict[str, str] = {}
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME:VALUE, got {header!r}", param_hint="--header")
+        parsed[name.strip()] = value.strip()
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise click.BadParameter(f"expected an http(s) URL, got {url!r}", param_hint="--http")
+        return McpServerConfig(
+            server_id=server_id,
+            url=url,
+            headers=parsed,
+            call_timeout_s=timeout,
+            connect_timeout_s=timeout,
+        )
+    if parsed:
+        raise click.BadParameter("only --http takes headers", param_hint="--header")
+    assert command is not None
+    program, args = split_command(command)
+    return McpServerConfig(
+        server_id=server_id,
+        command=program,
+        args=args,
+        call_timeout_s=timeout,
+        connect_timeout_s=timeout,
+    )
+
+
+def _schema_summary(schema: object) -> str:
+    if not isinstance(schema, dict):
+        return ""
+    props = schema.get("properties")
+    required = set(schema.get("required") or [])
+    if not isinstance(props, dict) or not props:
+        return "(no arguments)"
+    parts = []
+    for name, spec in props.items():
+        kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
+        mark = "" if name in required else "?"
+        parts.append(f"{name}{mark}: {kind}")
+    return ", ".join(parts)
+
+
+@mcp.command("tools", context_settings=_CONTEXT)
+@_server_options
+@click.option("--json", "json_mode", is_flag=True, help="Print the tools as JSON.")
+def mcp_tools(
+    server_id: str,
+    command: str | None,
+    url: str | None,
+    headers: tuple[str, ...],
+    timeout: float,
+    json_mode: bool,
+) -> None:
+    """List a server's tools: name, description and a summary of the argument schema."""
+    from rich.table import Table
+
+    from prism.core import ToolDefinition
+
+    from ._render import untrusted
+    from ._runner import open_mcp_server
+
+    server = _server_config(server_id, command, url, headers, timeout)
+
+    async def go() -> tuple[tuple[ToolDefinition, ...], object, object]:
+        async with open_mcp_server(server) as bridge:
+            return (tuple(bridge.tools), bridge.server_info, bridge.protocol_version)
+
+    tools, info, protocol = _run_trio(go)
+    if json_mode:
+        _emit_json(
+            {
+                "server": str(info) if info is not None else None,
+                "protocol_version": protocol,
+                "tools": [
+                    {"name": t.name, "description": t.description, "parameters": t.parameters}
+                    for t in tools
+                ],
+            }
+        )
+        return
+    table = Table(title=f"{len(tools)} tools (protocol {protocol})", title_justify="left")
+    table.add_column("tool")
+    table.add_column("description", overflow="fold", max_width=50)
+    table.add_column("arguments", overflow="fold", max_width=40)
+    for tool in tools:
+        table.add_row(
+            untrusted(tool.name),
+            untrusted(tool.description or ""),
+            untrusted(_schema_summary(tool.parameters)),
+        )
+    _console().print(table)
+
+
+@mcp.command("call", context_settings=_CONTEXT)
+@_server_options
+@click.argument("name")
+@click.option(
+    "--args", "args_json", default="{}", show_default=True, help="The arguments, as JSON."
+)
+@click.option(
+    "--ledger",
+    "ledger_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the call's ledger record here.",
+)
+@click.option(
+    "--allow",
+    "allow",
+    multiple=True,
+    metavar="PATTERN",
+    help="Permission rule to allow (default: only the named tool).",
+)
+@click.option("--deny", "deny", multiple=True, metavar="PATTERN", help="Permission rule to deny.")
+@click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
+def mcp_call(
+    server_id: str,
+    command: str | None,
+    url: str | None,
+    headers: tuple[str, ...],
+    timeout: float,
+    name: str,
+    args_json: str,
+    ledger_file: Path | None,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    json_mode: bool,
+) -> int:
+    """Call tool NAME once through the full gates and print its result.
+
+    NAME is the server's own tool name (`search`) or the namespaced one
+    (`mcp:server:search`). Arguments are checked against the tool's schema
+    before anything is sent. Exit code 1 when the result is an error.
+    """
+    try:
+        arguments = json.loads(args_json)
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc})", param_hint="--args") from exc
+    server = _server_config(server_id, command, url, headers, timeout)
+
+    from prism.core import (
+        DispatchOptions,
+        RunLedger,
+        ToolCall,
+        create_rule_permission_policy,
+        create_tool_registry,
+        dispatch_tool_call,
+    )
+    from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+
+    from ._render import safe_text
+    from ._runner import open_mcp_server
+
+    prefix = f"mcp:{server_id}:"
+    full_name = name if name.startswith(prefix) else prefix + name
+    policy = create_rule_permission_policy(allow=allow or (f"tool:{full_name}:execute",), deny=deny)
+    run_ledger = RunLedger()
+
+    async def go() -> object:
+        async with open_mcp_server(server) as bridge:
+            options = DispatchOptions(
+                registry=create_tool_registry(bridge.tools),
+                permission=policy,
+                validate=create_json_schema_tool_argument_validator(),
+                ledger=run_ledger,
+            )
+            call = ToolCall(id="cli-1", name=full_name, arguments=arguments)
+            return await dispatch_tool_call(call, options)
+
+    from prism.core import ToolResult
+
+    result = _run_trio(go)
+    assert isinstance(result, ToolResult)
+    if ledger_file is not None:
+        _write_ledger(run_ledger, ledger_file)
+    record = run_ledger.records[-1] if run_ledger.records else None
+    if json_mode:
+        from ._render import record_to_json
+
+        _emit_json(
+            {
+                "tool": full_name,
+                "is_error": result.is_error,
+                "text": result.joined_text,
+                "structured": result.structured,
+                "record": record_to_json(record) if record is not None else None,
+            }
+        )
+    else:
+        console = _console()
+        if record is not None and record.status == "blocked":
+            console.print(f"[yellow]blocked[/] ({record.blocked_reason})")
+        elif result.is_error:
+            console.print("[red]error[/]")
+        console.print(safe_text(result.joined_text), markup=False)
+    return 1 if result.is_error else 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``prism`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    Usage errors and the command's own errors (bad config, bad session file, a
+    server that will not start) print one line to stderr and return 2.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        outcome = cli.main(args=args, prog_name="prism", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        sys.stderr.write("prism: aborted\n")
+        return 130
+    except CliError as exc:
+        sys.stderr.write(f"prism: error: {exc}\n")
+        return 2
+    except PrismError as exc:
+        sys.stderr.write(f"prism: error: {type(exc).__name__}: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("prism: interrupted\n")
+        return 130
+    return outcome if isinstance(outcome, int) else 0

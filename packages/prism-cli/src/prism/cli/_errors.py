@@ -1,0 +1,57 @@
+"""The error tree of ``prism.cli``.
+
+::
+
+    PrismError
+    └── CliError                          the command could not do what was asked
+        ├── ConfigError (ValueError)      prism.toml is wrong; names the file and the key
+        └── SessionFormatError (ValueError)  a session file is wrong; names the JSON path
+
+The ``prism`` command turns these into a one-line message on stderr and exit
+code 2; library users catch them like any other :class:`~prism.core.PrismError`.
+"""
+
+from __future__ import annotations
+
+from prism.core import PrismError
+
+__all__ = ["CliError", "ConfigError", "SessionFormatError"]
+
+
+class CliError(PrismError):
+    """The ``prism`` command could not do what was asked (bad input, unreachable server)."""
+
+
+class ConfigError(CliError, ValueError):
+    """A ``prism.toml`` value is missing, unknown or of the wrong kind.
+
+    Attributes:
+        source: the file (or label) the configuration came from.
+        key: the dotted key that is wrong, for example ``mcp.servers.docs.call_timeout_s``;
+            empty when the whole file is wrong (for example, not TOML at all).
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        where = f"{source}: {key}" if key else source
+        super().__init__(f"{where}: {problem}")
+        self.source = source
+        self.key = key
+        self.problem = problem
+
+
+class SessionFormatError(CliError, ValueError):
+    """A session file is not the JSON shape ``prism run`` reads.
+
+    Attributes:
+        source: the file (or label) the session came from.
+        path: where in the document, for example ``turns[2].tool_calls[0].name``.
+        problem: what is wrong there.
+    """
+
+    def __init__(self, source: str, path: str, problem: str) -> None:
+        where = f"{source}: {path}" if path else source
+        super().__init__(f"{where}: {problem}")
+        self.source = source
+        self.path = path
+        self.problem = problem

@@ -1,0 +1,277 @@
+"""Terminal output: live call progress, summary tables, ledgers.
+
+Everything that draws goes through one :class:`rich.console.Console`. On a
+terminal, running calls get a spinner (and a bar once they report a total);
+anywhere else (pipes, CI logs, tests) each event is one plain line, so output
+stays greppable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+import attrs
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from prism.core import (
+    ToolCallRecord,
+    ToolExecutionBlocked,
+    ToolExecutionError,
+    ToolExecutionFinished,
+    ToolExecutionProgress,
+    ToolExecutionStarted,
+    TurnStarted,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from prism.core import AgentEvent
+
+__all__ = [
+    "CallRow",
+    "EventView",
+    "ledger_table",
+    "record_to_json",
+    "safe_text",
+    "summary_table",
+    "untrusted",
+]
+
+_STATUS_STYLE = {
+    "ok": "green",
+    "error": "red",
+    "blocked": "yellow",
+    "cancelled": "magenta",
+}
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with terminal control characters shown as visible escapes, never sent.
+
+    Tool results, ledger records and MCP descriptions are untrusted: an escape
+    sequence in them must not be able to clear the screen, move the cursor,
+    retitle the terminal or reorder text (bidi controls). Newlines and tabs stay.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def untrusted(text: str) -> str:
+    """``text`` made safe to print through rich: no control characters, no markup."""
+    return escape(safe_text(text))
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(safe_text(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _args_preview(arguments: object, limit: int = 48) -> str:
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(arguments)
+    return _clip(text, limit)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1000:.1f} ms"
+
+
+@attrs.frozen(kw_only=True)
+class CallRow:
+    """One line of a summary table: what happened to one call of a run."""
+
+    index: int
+    turn: int
+    call_id: str
+    tool_name: str
+    status: str
+    blocked_reason: str | None
+    duration_s: float
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        """The row as a JSON object (for ``--json`` output)."""
+        return attrs.asdict(self)
+
+
+def summary_table(rows: Sequence[CallRow], *, title: str | None = None) -> Table:
+    """The end-of-run table: call, tool, status, blocked reason, duration, detail."""
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("#", justify="right")
+    table.add_column("turn", justify="right")
+    table.add_column("call")
+    table.add_column("tool")
+    table.add_column("status")
+    table.add_column("blocked reason")
+    table.add_column("duration", justify="right")
+    table.add_column("detail", overflow="fold", max_width=60)
+    for row in rows:
+        style = _STATUS_STYLE.get(row.status, "")
+        table.add_row(
+            str(row.index),
+            str(row.turn),
+            untrusted(row.call_id),
+            untrusted(row.tool_name),
+            f"[{style}]{row.status}[/]" if style else row.status,
+            row.blocked_reason or "",
+            _duration(row.duration_s),
+            escape(_clip(row.detail, 120)),
+        )
+    return table
+
+
+def record_to_json(record: ToolCallRecord) -> dict[str, object]:
+    """A ledger record as a JSON object."""
+    return attrs.asdict(record)
+
+
+def ledger_table(records: Iterable[ToolCallRecord], *, title: str | None = None) -> Table:
+    """A ledger as a table, one row per record in file order."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("call")
+    table.add_column("tool")
+    table.add_column("status")
+    table.add_column("blocked reason")
+    table.add_column("duration", justify="right")
+    table.add_column("arguments", overflow="fold", max_width=40)
+    table.add_column("result", overflow="fold", max_width=50)
+    for number, record in enumerate(records, start=1):
+        style = _STATUS_STYLE.get(record.status, "")
+        table.add_row(
+            str(number),
+            untrusted(record.call_id),
+            untrusted(record.tool_name),
+            f"[{style}]{record.status}[/]" if style else record.status,
+            record.blocked_reason or "",
+            _duration(record.duration_s),
+            escape(_args_preview(record.arguments, 80)),
+            escape(_clip(record.result_preview or "", 100)),
+        )
+    return table
+
+
+@attrs.define(eq=False)
+class EventView:
+    """An event sink that draws calls as they run.
+
+    On a terminal each running call gets a spinner line (a bar once it reports a
+    total); otherwise each event prints one plain line. ``quiet`` draws nothing
+    (``--json`` mode). Also counts how many calls were in flight at once.
+
+    Use it as a context manager around the run so the live display is torn down.
+    """
+
+    console: Console
+    quiet: bool = False
+    live: bool | None = None
+    max_in_flight: int = attrs.field(default=0, init=False)
+    _in_flight: int = attrs.field(default=0, init=False)
+    _progress: Progress | None = attrs.field(default=None, init=False)
+    _tasks: dict[str, TaskID] = attrs.field(factory=dict, init=False)
+
+    def __enter__(self) -> EventView:
+        use_live = self.console.is_terminal if self.live is None else self.live
+        if use_live and not self.quiet:
+            self._progress = Progress(
+                SpinnerColumn(finished_text=" "),
+                TextColumn("{task.description}"),
+                BarColumn(bar_width=20),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _line(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self._progress is not None:
+            self._progress.console.print(text, highlight=False)
+        else:
+            self.console.print(text, highlight=False, soft_wrap=True)
+
+    def __call__(self, event: AgentEvent) -> None:
+        """Receive one event (the agent's ``on_event``)."""
+        if isinstance(event, TurnStarted):
+            self._line(f"[bold]turn {event.turn}[/]")
+        elif isinstance(event, ToolExecutionStarted):
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            self._start(event)
+        elif isinstance(event, ToolExecutionProgress):
+            self._on_progress(event)
+        elif isinstance(event, ToolExecutionFinished):
+            self._in_flight = max(0, self._in_flight - 1)
+            status = "error" if event.result.is_error else "ok"
+            detail = _clip(event.result.joined_text, 70)
+            self._done(event.call_id, event.tool_name, status, event.duration_s, detail)
+        elif isinstance(event, ToolExecutionError):
+            self._in_flight = max(0, self._in_flight - 1)
+            status = "cancelled" if event.cancelled else "error"
+            self._done(
+                event.call_id, event.tool_name, status, event.duration_s, _clip(event.error, 70)
+            )
+        elif isinstance(event, ToolExecutionBlocked):
+            self._done(
+                event.call_id,
+                event.tool_name,
+                "blocked",
+                None,
+                f"{event.reason}: {_clip(event.message, 70)}",
+            )
+
+    def _label(self, call_id: str, tool_name: str) -> str:
+        return f"{untrusted(call_id):<6} {untrusted(tool_name)}"
+
+    def _start(self, event: ToolExecutionStarted) -> None:
+        args = escape(_args_preview(event.arguments))
+        label = f"{self._label(event.call_id, event.tool_name)} {args}"
+        if self._progress is not None:
+            self._tasks[event.call_id] = self._progress.add_task(label, total=None)
+        else:
+            self._line(f"  start    {label}")
+
+    def _on_progress(self, event: ToolExecutionProgress) -> None:
+        message = untrusted(_clip(event.message or "", 70))
+        if self._progress is not None:
+            task = self._tasks.get(event.call_id)
+            if task is not None:
+                label = f"{self._label(event.call_id, event.tool_name)} {message}"
+                self._progress.update(
+                    task, description=label, completed=event.progress or 0, total=event.total
+                )
+            return
+        amount = ""
+        if event.progress is not None:
+            amount = f"{event.progress:g}" + (f"/{event.total:g}" if event.total else "")
+        self._line(f"  progress {self._label(event.call_id, event.tool_name)} {amount} {message}")
+
+    def _done(
+        self, call_id: str, tool_name: str, status: str, duration_s: float | None, detail: str
+    ) -> None:
+        style = _STATUS_STYLE.get(status, "")
+        took = f" ({_duration(duration_s)})" if duration_s is not None else ""
+        text = f"  [{style}]{status:<8}[/] {self._label(call_id, tool_name)}{took} {escape(detail)}"
+        task = self._tasks.pop(call_id, None)
+        if self._progress is not None and task is not None:
+            self._progress.remove_task(task)
+        self._line(text)

@@ -1,0 +1,335 @@
+"""Wiring: a :class:`PrismConfig` becomes gated tools; a scripted session runs through them.
+
+Everything the CLI runs goes through the same public pieces a library user
+would wire by hand: MCP bridges from ``prism.mcp``, the coding tools from
+``prism.coding.tools`` under ``create_coding_approval_policy`` and the
+contained file operations, the JSON Schema validator and a rule permission
+policy, all driven by ``prism.core``'s agent runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from typing import TYPE_CHECKING
+
+import attrs
+
+from prism.core import (
+    AssistantMessage,
+    Limits,
+    ModelRequest,
+    PermissionPolicy,
+    RunLedger,
+    RunOptions,
+    ScriptedProvider,
+    SingleShotLoop,
+    TextContent,
+    ToolDefinition,
+    ToolValidator,
+    create_agent,
+    create_rule_permission_policy,
+)
+from prism.mcp import McpToolBridge
+
+from ._errors import CliError
+from ._render import CallRow
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from prism.core import EventSink, ToolCallRecord
+
+    from ._config import McpServerConfig, PrismConfig
+    from ._session import ScriptedSession
+
+__all__ = [
+    "RunReport",
+    "Toolset",
+    "open_mcp_server",
+    "open_toolset",
+    "rows_from_ledger",
+    "run_scripted_session",
+    "transport_for",
+]
+
+
+@attrs.define(eq=False)
+class Toolset:
+    """The tools and gates a configuration produced (alive while its block is open)."""
+
+    tools: list[ToolDefinition]
+    permission: PermissionPolicy
+    validator: ToolValidator | None
+    bridges: list[McpToolBridge] = attrs.field(factory=list)
+
+
+@attrs.frozen(kw_only=True)
+class RunReport:
+    """What a scripted run did.
+
+    Attributes:
+        rows: one row per scripted call, in script order.
+        rounds: tool rounds the agent executed.
+        aborted: whether the run was aborted.
+        final_text: the last assistant message's text.
+        max_in_flight: the most calls that ran at once.
+    """
+
+    rows: tuple[CallRow, ...]
+    rounds: int
+    aborted: bool
+    final_text: str
+    max_in_flight: int
+
+    def to_json(self) -> dict[str, object]:
+        """The report as a JSON object."""
+        return {
+            "rounds": self.rounds,
+            "aborted": self.aborted,
+            "final": self.final_text,
+            "max_in_flight": self.max_in_flight,
+            "calls": [row.to_json() for row in self.rows],
+        }
+
+
+def transport_for(server: McpServerConfig) -> object:
+    """The ``prism.mcp`` transport for one configured server."""
+    from prism.mcp import StdioTransport, StreamableHttpTransport
+
+    if server.url is not None:
+        return StreamableHttpTransport(url=server.url, headers=dict(server.headers))
+    assert server.command is not None
+    return StdioTransport(
+        command=server.command, args=tuple(server.args), env=server.env, cwd=server.cwd
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridge]:
+    """Connect one configured MCP server (closed when the block exits).
+
+    Cancellation: the server is shut down on the way out, whatever happened.
+
+    Raises:
+        CliError: the server could not be started or did not complete the handshake.
+    """
+    from prism.core import PrismError
+    from prism.mcp import open_mcp_tools
+
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            bridge = await stack.enter_async_context(
+                open_mcp_tools(
+                    server_id=server.server_id,
+                    transport=transport_for(server),  # type: ignore[arg-type]
+                    list_cache_ttl_s=server.list_cache_ttl_s,
+                    call_timeout_s=server.call_timeout_s,
+                    connect_timeout_s=server.connect_timeout_s,
+                    max_call_s=server.max_call_s,
+                    max_result_bytes=server.max_result_bytes,
+                )
+            )
+        except (PrismError, OSError, ValueError, TypeError) as exc:
+            raise CliError(f"MCP server {server.server_id!r} did not start: {exc}") from exc
+        yield bridge
+
+
+def _coding_tools(config: PrismConfig) -> list[ToolDefinition]:
+    from prism.coding.security import (
+        CommandRules,
+        create_coding_approval_policy,
+        create_contained_file_operations,
+    )
+    from prism.coding.tools import create_coding_tools
+
+    roots = list(config.workspace.roots)
+    rules = CommandRules(
+        allow=config.commands.allow,
+        deny=config.commands.deny,
+        ask=config.commands.ask,
+        use_default_deny=config.commands.use_default_deny,
+    )
+    # No approval callback: a scripted run has nobody to ask, so anything that
+    # would need approval is refused (and the model is told why).
+    policy = create_coding_approval_policy(
+        roots=roots, read_only=config.workspace.read_only, command_rules=rules
+    )
+    return list(
+        create_coding_tools(
+            roots[0],
+            execution_policy=policy,
+            file_operations=create_contained_file_operations(roots),
+        )
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_toolset(config: PrismConfig) -> AsyncIterator[Toolset]:
+    """Start every configured MCP server and build the tools and gates.
+
+    Cancellation: servers are closed on the way out, whatever happened.
+
+    Raises:
+        CliError: a server did not start, or the coding tools could not be built.
+    """
+    from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+
+    permission = create_rule_permission_policy(
+        allow=config.permissions.allow,
+        deny=config.permissions.deny,
+        default=config.permissions.default,
+    )
+    validator = (
+        create_json_schema_tool_argument_validator(missing_schema=config.validation.missing_schema)
+        if config.validation.enabled
+        else None
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        tools: list[ToolDefinition] = []
+        bridges: list[McpToolBridge] = []
+        if config.workspace.coding_tools:
+            try:
+                tools.extend(_coding_tools(config))
+            except (ValueError, TypeError, OSError) as exc:
+                raise CliError(f"cannot build the coding tools: {exc}") from exc
+        for server in config.mcp_servers:
+            bridge = await stack.enter_async_context(open_mcp_server(server))
+            bridges.append(bridge)
+            tools.extend(bridge.tools)
+        yield Toolset(tools=tools, permission=permission, validator=validator, bridges=bridges)
+
+
+def _script(
+    turns: Sequence[AssistantMessage], registry_names: Sequence[str]
+) -> list[AssistantMessage | object]:
+    """Scripted turns whose calls may name tools by registry name or by provider alias.
+
+    A real model only sees provider-safe aliases (``mcp__docs__search``); a
+    session written by hand naturally uses registry names (``mcp:docs:search``).
+    Each turn is replayed as the model would send it: under the alias offered
+    in that request, when the written name is a registry name.
+    """
+    from prism.core import provider_safe_name
+
+    aliases = {name: provider_safe_name(name) for name in registry_names}
+
+    def replay(turn: AssistantMessage) -> object:
+        def answer(request: ModelRequest) -> AssistantMessage:
+            offered = {spec.name for spec in request.tools}
+            calls = tuple(
+                attrs.evolve(call, name=aliases[call.name])
+                if call.name not in offered and aliases.get(call.name) in offered
+                else call
+                for call in turn.tool_calls
+            )
+            return attrs.evolve(turn, tool_calls=calls)
+
+        return answer
+
+    return [replay(turn) if turn.tool_calls else turn for turn in turns]
+
+
+def rows_from_ledger(
+    turns: Sequence[AssistantMessage], records: Sequence[ToolCallRecord]
+) -> tuple[CallRow, ...]:
+    """One summary row per scripted call, in script order, from the ledger's records."""
+    by_id = {record.call_id: record for record in records}
+    rows: list[CallRow] = []
+    index = 0
+    for turn_number, turn in enumerate(turns, start=1):
+        for call in turn.tool_calls:
+            index += 1
+            record = by_id.get(call.id)
+            if record is None:
+                rows.append(
+                    CallRow(
+                        index=index,
+                        turn=turn_number,
+                        call_id=call.id,
+                        tool_name=call.name,
+                        status="cancelled",
+                        blocked_reason=None,
+                        duration_s=0.0,
+                        detail="never started",
+                    )
+                )
+                continue
+            rows.append(
+                CallRow(
+                    index=index,
+                    turn=turn_number,
+                    call_id=call.id,
+                    tool_name=record.tool_name,
+                    status=record.status,
+                    blocked_reason=record.blocked_reason,
+                    duration_s=record.duration_s,
+                    detail=record.result_preview or "",
+                )
+            )
+    return tuple(rows)
+
+
+async def run_scripted_session(
+    session: ScriptedSession,
+    toolset: Toolset,
+    *,
+    config: PrismConfig,
+    ledger: RunLedger,
+    on_event: EventSink | None = None,
+    signal: object | None = None,
+) -> RunReport:
+    """Replay ``session`` through the agent runtime with every gate on.
+
+    Cancellation: cancelling the caller cancels the run (the ledger keeps what
+    finished); aborting ``signal`` ends the run with a valid transcript.
+
+    Raises:
+        CliError: the agent runtime refused the session (for example, it ran out of turns).
+    """
+    from prism.core import AbortSignal, PrismError
+
+    names = [tool.name for tool in toolset.tools]
+    provider = ScriptedProvider(_script(session.turns, names))  # type: ignore[arg-type]
+    agent = create_agent(
+        model=config.agent.model,
+        provider=provider,
+        tools=toolset.tools,
+        validator=toolset.validator,
+        permission=toolset.permission,
+        loop=SingleShotLoop(tool_concurrency=config.agent.tool_concurrency),
+        limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
+        ledger=ledger,
+    )
+    options = RunOptions(
+        on_event=on_event,
+        signal=signal if isinstance(signal, AbortSignal) else None,
+    )
+    try:
+        result = await agent.session().run(session.prompt, options)
+    except PrismError as exc:
+        raise CliError(f"the session could not run: {exc}") from exc
+    final = "\n".join(b.text for b in result.final.content if isinstance(b, TextContent))
+    max_in_flight = getattr(on_event, "max_in_flight", 0)
+    return RunReport(
+        rows=rows_from_ledger(session.turns, ledger.records),
+        rounds=result.rounds,
+        aborted=result.aborted,
+        final_text=final,
+        max_in_flight=int(max_in_flight),
+    )
+
+
+def split_command(command: str) -> tuple[str, tuple[str, ...]]:
+    """``"python -m server --flag"`` as a program and its arguments (no shell involved).
+
+    Raises:
+        CliError: the command is empty or its quoting is broken.
+    """
+    try:
+        parts = shlex.split(command)
+    except ValueError as exc:
+        raise CliError(f"--stdio {command!r}: {exc}") from exc
+    if not parts:
+        raise CliError("--stdio needs a command, got an empty string")
+    return parts[0], tuple(parts[1:])

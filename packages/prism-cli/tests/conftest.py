@@ -1,0 +1,40 @@
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("FORCE_COLOR", None)
+    env["NO_COLOR"] = "1"
+    env["COLUMNS"] = "160"
+    env["PYTHONUTF8"] = "1"
+    return env
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path) -> CliRunner:
+    """Run ``python -m prism.cli ARGS`` in a real subprocess (cwd = tmp_path)."""
+
+    def run(
+        *args: str, cwd: Path | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        argv: Sequence[str] = [sys.executable, "-m", "prism.cli", *args]
+        return subprocess.run(
+            argv,
+            cwd=cwd or tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run

@@ -1,0 +1,73 @@
+import sys
+
+import trio
+from mcp import Client, StdioServerParameters
+
+from prism.cli.demo_server import PAGES
+
+
+def _params(step: str = "0.01") -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "prism.cli.demo_server", "--step-seconds", step]
+    )
+
+
+async def test_demo_server_lists_its_tools_with_schemas_over_stdio() -> None:
+    with trio.fail_after(30):
+        async with Client(_params()) as client:
+            listed = await client.list_tools()
+    names = {tool.name: tool for tool in listed.tools}
+    assert set(names) == {"search_docs", "get_page", "build_index", "delete_index"}
+    schema = names["search_docs"].input_schema
+    assert schema["properties"]["query"]["type"] == "string"
+    assert schema["required"] == ["query"]
+
+
+async def test_search_ranks_the_matching_page_first() -> None:
+    with trio.fail_after(30):
+        async with Client(_params()) as client:
+            result = await client.call_tool("search_docs", {"query": "timeout retrying"})
+    assert not result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("retries")
+
+
+async def test_unknown_page_is_an_error_result_naming_the_known_pages() -> None:
+    with trio.fail_after(30):
+        async with Client(_params()) as client:
+            result = await client.call_tool("get_page", {"slug": "nope"})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "no page 'nope'" in text
+    assert all(slug in text for slug in PAGES)
+
+
+async def test_slow_tool_reports_progress_for_every_page() -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with trio.fail_after(30):
+        async with Client(_params()) as client:
+            result = await client.call_tool(
+                "build_index", {"pages": 3}, progress_callback=on_progress
+            )
+    assert not result.is_error
+    assert [p for p, _, _ in seen] == [1.0, 2.0, 3.0]
+    assert all(total == 3.0 for _, total, _ in seen)
+
+
+def test_demo_server_refuses_a_silly_step_option() -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "prism.cli.demo_server", "--step-seconds", "99"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert "--step-seconds" in proc.stderr

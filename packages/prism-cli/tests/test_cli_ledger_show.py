@@ -1,0 +1,110 @@
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from prism.core import (
+    DispatchOptions,
+    JsonObject,
+    RunLedger,
+    ToolCall,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+    create_rule_permission_policy,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+async def _echo(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text(f"echo {args.get('text')}")
+
+
+def _real_ledger(path: Path) -> None:
+    ledger = RunLedger()
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="echo", execute=_echo)]),
+        permission=create_rule_permission_policy(allow=["tool:echo:execute"]),
+        ledger=ledger,
+    )
+
+    async def go() -> None:
+        await dispatch_tool_call(ToolCall(id="c1", name="echo", arguments={"text": "hi"}), options)
+        await dispatch_tool_call(ToolCall(id="c2", name="nope", arguments={}), options)
+        await dispatch_tool_call(
+            ToolCall(id="c3", name="echo", arguments={"password": "hunter2"}), options
+        )
+
+    trio.run(go)
+    path.write_text(ledger.to_jsonl(), encoding="utf-8")
+
+
+def test_ledger_show_prints_each_call_with_status_and_blocked_reason(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    _real_ledger(path)
+    proc = run_cli("ledger", "show", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "echo hi" in proc.stdout
+    assert "unknown_tool" in proc.stdout
+    assert "3 calls: 1 blocked, 2 ok" in proc.stdout
+    assert "hunter2" not in proc.stdout  # the ledger was redacted when written
+
+
+def test_ledger_show_json_is_one_document_with_counts(run_cli: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    _real_ledger(path)
+    proc = run_cli("ledger", "show", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["counts"] == {"ok": 2, "blocked": 1}
+    assert [r["call_id"] for r in data["records"]] == ["c1", "c2", "c3"]
+    assert data["records"][1]["blocked_reason"] == "unknown_tool"
+
+
+def test_ledger_show_refuses_a_file_that_is_not_a_ledger(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    path.write_text('{"type": "something_else"}\n', encoding="utf-8")
+    proc = run_cli("ledger", "show", str(path))
+    assert proc.returncode == 2
+    assert "unknown record type" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ledger_show_on_a_missing_file_fails_cleanly(run_cli: CliRunner, tmp_path: Path) -> None:
+    proc = run_cli("ledger", "show", str(tmp_path / "absent.jsonl"))
+    assert proc.returncode == 2
+    assert "cannot read it" in proc.stderr
+
+
+def test_ledger_show_escapes_markup_from_hostile_records(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    record = {
+        "type": "tool_call",
+        "schema_version": 1,
+        "call_id": "[red]x[/red]",
+        "tool_name": "[bold]evil",
+        "arguments": {},
+        "status": "ok",
+        "blocked_reason": None,
+        "started_at": 0.0,
+        "finished_at": 1.0,
+        "duration_s": 1.0,
+        "result_preview": "\x1b[2J[link=file:///etc]click[/link]",
+    }
+    path = tmp_path / "ledger.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    proc = run_cli("ledger", "show", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "[bold]evil" in proc.stdout
+    assert "[red]x[/red]" in proc.stdout
+    assert "\x1b[2J" not in proc.stdout
