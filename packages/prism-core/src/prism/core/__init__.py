@@ -70,6 +70,13 @@ from ._events import ToolExecutionProgress as ToolExecutionProgress
 from ._events import ToolExecutionStarted as ToolExecutionStarted
 from ._events import TurnFinished as TurnFinished
 from ._events import TurnStarted as TurnStarted
+from ._extensions import ContributionRegistries as ContributionRegistries
+from ._extensions import DiscoveredContribution as DiscoveredContribution
+from ._extensions import Extension as Extension
+from ._extensions import ExtensionAPI as ExtensionAPI
+from ._extensions import ExtensionKernel as ExtensionKernel
+from ._extensions import create_extension_kernel as create_extension_kernel
+from ._extensions import discover_contributions as discover_contributions
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
 from ._ledger import LEDGER_SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
@@ -124,6 +131,8 @@ __all__ = [
     "BlockedReason",
     "ConfigurationError",
     "Content",
+    "ContributionRegistries",
+    "DiscoveredContribution",
     "DispatchOptions",
     "DuplicateToolError",
     "ErrorInfo",
@@ -132,7 +141,10 @@ __all__ = [
     "ExecutionDecision",
     "ExecutionDeniedError",
     "ExecutionPolicy",
+    "Extension",
+    "ExtensionAPI",
     "ExtensionError",
+    "ExtensionKernel",
     "ImageContent",
     "JsonObject",
     "JsonValue",
@@ -188,11 +200,13 @@ __all__ = [
     "assert_execution_allowed",
     "assert_permission",
     "create_agent",
+    "create_extension_kernel",
     "create_rule_permission_policy",
     "create_tool_name_map",
     "create_tool_parameter_validator",
     "create_tool_registry",
     "default_redactor",
+    "discover_contributions",
     "dispatch_tool_call",
     "dispatch_tool_calls_in_order",
     "filter_tools",
