@@ -70,7 +70,16 @@ async def resolve_decision(value: _T | Awaitable[_T]) -> _T:
 
 
 def _compile_globs(name: str, patterns: Iterable[str]) -> re.Pattern[str] | None:
-    items = list(patterns)
+    if isinstance(patterns, (str, bytes)):
+        raise ConfigurationError(
+            f"{name} takes an iterable of glob patterns, not the single string {patterns!r}"
+        )
+    try:
+        items = list(patterns)
+    except TypeError:
+        raise ConfigurationError(
+            f"{name} takes an iterable of glob patterns, got {patterns!r}"
+        ) from None
     for item in items:
         if not isinstance(item, str) or not item:
             raise ConfigurationError(f"{name} rules must be non-empty strings, got {item!r}")
@@ -118,13 +127,15 @@ def create_rule_permission_policy(
     ``*`` matches any run of characters, colons included, so
     ``"tool:mcp:*:execute"`` covers every MCP tool.
 
+    Decisions are cached per key (the policy is immutable), so checking is a
+    dictionary lookup after the first call. ``check`` is synchronous.
+
     Raises:
-        ConfigurationError: a rule is not a non-empty string or ``default`` is unknown.
+        ConfigurationError: ``allow`` or ``deny`` is not an iterable of non-empty
+            strings, or ``default`` is not ``"allow"``/``"deny"``.
     """
-    if default not in ("allow", "deny"):
+    if not isinstance(default, str) or default not in ("allow", "deny"):
         raise ConfigurationError(f"default must be 'allow' or 'deny', got {default!r}")
-    if isinstance(allow, str) or isinstance(deny, str):
-        raise ConfigurationError("allow and deny take an iterable of patterns, not one string")
     return _RulePermissionPolicy(
         _compile_globs("allow", allow), _compile_globs("deny", deny), default == "allow"
     )
@@ -133,13 +144,36 @@ def create_rule_permission_policy(
 async def assert_permission(policy: PermissionPolicy | None, request: PermissionRequest) -> None:
     """Raise :class:`PermissionDeniedError` unless ``policy`` allows ``request``.
 
-    ``None`` allows everything. Checkpoints only when the policy's ``check`` is async.
+    ``None`` allows everything. Checkpoints only when the policy's ``check`` is
+    async; cancelling the caller cancels that check (:class:`trio.Cancelled`
+    propagates). Exceptions raised by the policy propagate unchanged.
+
+    Raises:
+        PermissionDeniedError: the policy refused, or answered with something
+            that is not a :class:`PermissionDecision` (fail closed).
     """
     if policy is None:
         return
     decision = await resolve_decision(policy.check(request))
+    if not isinstance(decision, PermissionDecision):
+        # Fail closed: an answer we cannot read is not a yes.
+        raise PermissionDeniedError(
+            request.key,
+            f"the policy returned {type(decision).__name__}, not a PermissionDecision",
+        )
     if not decision.allowed:
         raise PermissionDeniedError(request.key, decision.reason)
+
+
+def _paths(value: Iterable[str]) -> tuple[str, ...]:
+    # A lone string would otherwise become a tuple of one-character "paths".
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"ExecutionAction paths must be a sequence of paths, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"ExecutionAction paths must be strings, got {item!r}")
+    return items
 
 
 @attrs.frozen(kw_only=True)
@@ -157,7 +191,7 @@ class ExecutionAction:
 
     kind: str
     operation: str
-    paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    paths: tuple[str, ...] = attrs.field(default=(), converter=_paths)
     command: str | None = None
     risk: Literal["low", "medium", "high"] | None = None
     metadata: Mapping[str, object] = attrs.field(factory=dict)
@@ -200,15 +234,24 @@ async def assert_execution_allowed(
     """Check ``action`` against ``policy`` and return it with ``modified`` applied.
 
     ``None`` allows everything. Checkpoints only when the policy's ``check`` is
-    async; cancelling the caller cancels that check.
+    async; cancelling the caller cancels that check (:class:`trio.Cancelled`
+    propagates). Exceptions raised by the policy propagate unchanged.
 
     Raises:
-        ExecutionDeniedError: the policy refused; ``reason`` and ``details`` say why.
-        ConfigurationError: the policy's ``modified`` names a field actions do not have.
+        ExecutionDeniedError: the policy refused (``reason`` and ``details`` say
+            why), or answered with something that is not an
+            :class:`ExecutionDecision` (fail closed).
+        ConfigurationError: the policy's ``modified`` names a field actions do
+            not have, or gives a field a value it cannot take.
     """
     if policy is None:
         return action
     decision = await resolve_decision(policy.check(action))
+    if not isinstance(decision, ExecutionDecision):
+        # Fail closed: an answer we cannot read is not a yes.
+        raise ExecutionDeniedError(
+            f"the execution policy returned {type(decision).__name__}, not an ExecutionDecision"
+        )
     if not decision.allowed:
         raise ExecutionDeniedError(
             decision.reason or f"{action.kind} action denied by the execution policy",
@@ -220,5 +263,10 @@ async def assert_execution_allowed(
             raise ConfigurationError(
                 f"execution policy modified unknown action fields: {sorted(unknown)}"
             )
-        return attrs.evolve(action, **decision.modified)  # type: ignore[arg-type]
+        try:
+            return attrs.evolve(action, **decision.modified)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"execution policy modified the action with a bad value: {exc}"
+            ) from exc
     return action

@@ -115,8 +115,13 @@ class ToolRegistry:
     Build one with :func:`create_tool_registry`.
     """
 
-    _tools: dict[str, ToolDefinition] = attrs.field(factory=dict, alias="tools")
-    duplicate: Literal["replace", "error"] = "error"
+    _tools: dict[str, ToolDefinition] = attrs.field(factory=dict, alias="tools", repr=False)
+    duplicate: Literal["replace", "error"] = attrs.field(default="error")
+
+    @duplicate.validator
+    def _check_duplicate(self, _attribute: object, value: object) -> None:
+        if not isinstance(value, str) or value not in ("replace", "error"):
+            raise ConfigurationError(f"duplicate must be 'replace' or 'error', got {value!r}")
 
     def register(self, tool: ToolDefinition) -> None:
         """Add ``tool``; a replaced tool keeps its place in the order.
