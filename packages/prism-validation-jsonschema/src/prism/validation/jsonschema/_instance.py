@@ -1,0 +1,110 @@
+"""Bounding an instance (the model's arguments) before any schema code runs on it."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ._screen import POLLUTION_KEYS
+
+if TYPE_CHECKING:
+    from ._limits import SchemaLimits
+
+__all__ = ["InstanceProblem", "check_instance"]
+
+# The total characters of every string in an instance may be this many times
+# max_string_length; it only matters for Python callers that share one large
+# string many times (parsed JSON cannot).
+_TOTAL_STRING_FACTOR = 8
+
+InstanceProblem = tuple[str, str]
+"""(path, message) of the first limit an instance breaks."""
+
+
+def _path(parts: tuple[str | int, ...]) -> str:
+    text = "data" + "".join(f"[{p}]" if type(p) is int else f".{p}" for p in parts)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | None:
+    """The first way ``value`` breaks the instance limits, or ``None``.
+
+    Checks nesting depth, total object members, total array items, string
+    length (keys too), pollution keys, JSON types and finite numbers. Iterative,
+    so no instance can exhaust the stack; every container is counted, so shared
+    sub-objects cannot multiply the work.
+    """
+    max_depth = limits.max_instance_depth
+    max_string = limits.max_string_length
+    members_left = limits.max_instance_properties
+    items_left = limits.max_array_length
+    chars_left = max_string * _TOTAL_STRING_FACTOR
+    stack: list[tuple[object, int, tuple[str | int, ...]]] = [(value, 1, ())]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        node, depth, path = pop()
+        kind = type(node)
+        if kind is dict:
+            if depth > max_depth:
+                return _path(path), f"nests deeper than max_instance_depth={max_depth}"
+            members_left -= len(node)  # type: ignore[arg-type]
+            if members_left < 0:
+                return _path(path), (
+                    "has more object members than "
+                    f"max_instance_properties={limits.max_instance_properties}"
+                )
+            if not POLLUTION_KEYS.isdisjoint(node):  # type: ignore[arg-type]
+                bad = sorted(POLLUTION_KEYS.intersection(node))  # type: ignore[arg-type]
+                return _path(path), f"has the forbidden key {bad[0]!r}"
+            for key, item in node.items():  # type: ignore[attr-defined]
+                if type(key) is not str:
+                    return _path(path), f"has a non-string key {key!r}"[:200]
+                if len(key) > max_string:
+                    return _path(path), f"has a key longer than max_string_length={max_string}"
+                t = type(item)
+                if t is str:
+                    chars_left -= len(item)
+                    if len(item) > max_string or chars_left < 0:
+                        return _path((*path, key)), (
+                            f"is longer than max_string_length={max_string}"
+                        )
+                elif t is dict or t is list:
+                    push((item, depth + 1, (*path, key)))
+                elif t is float:
+                    if not math.isfinite(item):
+                        return _path((*path, key)), "is not a finite number"
+                elif t is not int and t is not bool and item is not None:
+                    return _path((*path, key)), f"is a {t.__name__}, not a JSON value"
+        elif kind is list:
+            if depth > max_depth:
+                return _path(path), f"nests deeper than max_instance_depth={max_depth}"
+            items_left -= len(node)  # type: ignore[arg-type]
+            if items_left < 0:
+                return _path(path), (
+                    f"has more array items than max_array_length={limits.max_array_length}"
+                )
+            for index, item in enumerate(node):  # type: ignore[arg-type]
+                t = type(item)
+                if t is str:
+                    chars_left -= len(item)
+                    if len(item) > max_string or chars_left < 0:
+                        return _path((*path, index)), (
+                            f"is longer than max_string_length={max_string}"
+                        )
+                elif t is dict or t is list:
+                    push((item, depth + 1, (*path, index)))
+                elif t is float:
+                    if not math.isfinite(item):
+                        return _path((*path, index)), "is not a finite number"
+                elif t is not int and t is not bool and item is not None:
+                    return _path((*path, index)), f"is a {t.__name__}, not a JSON value"
+        elif kind is str:
+            if len(node) > max_string:  # type: ignore[arg-type]
+                return _path(path), f"is longer than max_string_length={max_string}"
+        elif kind is float:
+            if not math.isfinite(node):  # type: ignore[arg-type]
+                return _path(path), "is not a finite number"
+        elif kind is not int and kind is not bool and node is not None:
+            return _path(path), f"is a {kind.__name__}, not a JSON value"
+    return None

@@ -1,0 +1,97 @@
+"""Limits on schemas and instances, and the compile cache's statistics."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from prism.core import ConfigurationError
+
+__all__ = ["HARD_CACHE_SIZE", "HARD_LIMITS", "CacheInfo", "SchemaLimits", "check_cache_size"]
+
+HARD_CACHE_SIZE = 1_024
+
+# The most any limit may be raised to: past these, compile time, memory or
+# recursion depth stop being bounded in a way Prism can stand behind.
+HARD_LIMITS: dict[str, int] = {
+    "max_schema_bytes": 1024 * 1024,
+    "max_depth": 128,
+    "max_keywords": 100_000,
+    "max_refs": 1_024,
+    "max_instance_depth": 128,
+    "max_instance_properties": 1_000_000,
+    "max_string_length": 100_000_000,
+    "max_array_length": 10_000_000,
+}
+
+
+def _check_limit(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    name = attribute.name
+    _check_positive_int(f"SchemaLimits.{name}", value, HARD_LIMITS[name])
+
+
+def _check_positive_int(label: str, value: object, hard: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{label} must be an integer, got {value!r}")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError(f"{label} must be finite, got {value!r}")
+        raise ConfigurationError(f"{label} must be an integer, got {value!r}")
+    if value <= 0:
+        raise ConfigurationError(f"{label} must be at least 1, got {value!r}")
+    if value > hard:
+        raise ConfigurationError(f"{label} must be at most {hard}, got {value!r}")
+
+
+def check_cache_size(value: object) -> int:
+    """Return ``value`` if it is a usable cache size; raise ``ConfigurationError`` otherwise."""
+    _check_positive_int("cache_size", value, HARD_CACHE_SIZE)
+    return value  # type: ignore[return-value]
+
+
+@attrs.frozen(kw_only=True)
+class SchemaLimits:
+    """Bounds on what a schema and an instance may cost.
+
+    Every limit must be a positive integer no larger than its hard cap
+    (``HARD_LIMITS``); anything else raises :class:`prism.core.ConfigurationError`
+    (a ``ValueError``) naming the limit.
+
+    Attributes:
+        max_schema_bytes: size of the schema as canonical UTF-8 JSON (hard cap 1 MiB).
+        max_depth: nesting of objects and arrays in the schema (hard cap 128).
+        max_keywords: object members in the whole schema (hard cap 100,000).
+        max_refs: ``$ref`` occurrences in the schema (hard cap 1,024).
+        max_instance_depth: nesting of objects and arrays in the arguments.
+        max_instance_properties: object members in the whole of the arguments.
+        max_string_length: characters in any one string (keys included).
+        max_array_length: array items in the whole of the arguments.
+    """
+
+    max_schema_bytes: int = attrs.field(default=256 * 1024, validator=_check_limit)
+    max_depth: int = attrs.field(default=64, validator=_check_limit)
+    max_keywords: int = attrs.field(default=10_000, validator=_check_limit)
+    max_refs: int = attrs.field(default=128, validator=_check_limit)
+    max_instance_depth: int = attrs.field(default=64, validator=_check_limit)
+    max_instance_properties: int = attrs.field(default=10_000, validator=_check_limit)
+    max_string_length: int = attrs.field(default=1_000_000, validator=_check_limit)
+    max_array_length: int = attrs.field(default=100_000, validator=_check_limit)
+
+
+@attrs.frozen(kw_only=True)
+class CacheInfo:
+    """Statistics of a validator's compile cache.
+
+    Attributes:
+        hits: lookups answered from the cache (no compile).
+        misses: lookups that had to screen and compile a schema.
+        maxsize: how many compiled schemas the cache keeps.
+        currsize: how many it holds now.
+    """
+
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int

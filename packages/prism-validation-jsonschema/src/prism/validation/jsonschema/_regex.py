@@ -1,0 +1,166 @@
+"""Linear-time regular expressions for ``pattern``, ``patternProperties`` and ``format``.
+
+Python's ``re`` backtracks: ``^(a+)+$`` against ``"a" * 28 + "!"`` runs for
+seconds while holding the GIL, and no worker thread or timeout can take the
+event loop back. RE2 runs in time linear in the input. Every regular
+expression that a schema supplies, and every built-in format check, runs on
+RE2 here; a pattern RE2 cannot compile (backreferences, lookaround) refuses
+the schema instead of falling back to a backtracking engine.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["PatternError", "compile_linear", "format_checker"]
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is an answer, not a log line
+_OPTIONS.max_mem = 8 << 20
+
+_UNANCHORED: Any = getattr(re2, "_Anchor", None)
+_UNANCHORED = getattr(_UNANCHORED, "UNANCHORED", None)
+
+# Short regexes for the ``format: regex`` fallback to ``re.compile`` (which only
+# parses, never matches, so it cannot backtrack; the cap bounds parse time).
+_MAX_PY_REGEX_CHARS = 1_000
+
+
+class PatternError(ValueError):
+    """RE2 cannot compile a pattern (unsupported syntax or too large)."""
+
+
+def compile_linear(pattern: str) -> Callable[[str], bool]:
+    r"""A ``search`` predicate for ``pattern`` that runs in linear time.
+
+    ECMA-262 semantics are what JSON Schema asks for; RE2's defaults match them
+    where it matters for safety: ``$`` is the end of the input (no trailing
+    newline allowance), ``\d`` and ``\w`` are ASCII.
+
+    Raises:
+        PatternError: RE2 refuses the pattern.
+    """
+    try:
+        compiled = re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise PatternError(str(detail)) from exc
+    except (TypeError, UnicodeError) as exc:
+        raise PatternError(str(exc)) from exc
+    raw = getattr(compiled, "_regexp", None)
+    match = getattr(raw, "Match", None)
+    if match is None or _UNANCHORED is None:  # pragma: no cover - other binding versions
+        public = compiled.search
+
+        def search_public(text: str) -> bool:
+            return public(text) is not None
+
+        return search_public
+
+    anchor = _UNANCHORED
+
+    def search(text: str) -> bool:
+        # surrogatepass: a lone surrogate (legal in parsed JSON) must not raise.
+        data = text.encode("utf-8", "surrogatepass")
+        return bool(match(anchor, data, 0, len(data))[0][0] != -1)
+
+    return search
+
+
+def _linear_from(regex: str) -> Callable[[str], bool]:
+    # fastjsonschema's format regexes are used with ``match`` and spell the end
+    # as Python's ``\Z``; RE2 spells it ``\z``.
+    return compile_linear("^(?:" + regex.replace("\\Z", "\\z") + ")")
+
+
+_EMAIL_DOMAIN = compile_linear(r"^[^@]+\.[^@]+\z")
+
+
+def _is_email(value: str) -> bool:
+    # local@domain with one "@", no leading/trailing dot and no ".." in the local part.
+    if value.count("@") != 1:
+        return False
+    local, domain = value.split("@")
+    if not local or local[0] == "." or local[-1] == "." or ".." in local:
+        return False
+    return _EMAIL_DOMAIN(domain)
+
+
+_IDN_HOSTNAME = compile_linear(
+    r"^(xn--)?[a-zA-Z0-9][a-zA-Z0-9-_]{0,61}[a-zA-Z0-9]{0,1}\."
+    r"(xn--)?([a-zA-Z0-9\-]{1,50}|[a-zA-Z0-9-]{1,30}\.[a-zA-Z]{2,})\z"
+)
+
+
+def _is_idn_hostname(value: str) -> bool:
+    if not _IDN_HOSTNAME(value):
+        return False
+    dot = value.find(".")
+    return value[dot + 1 : dot + 2] != "-"
+
+
+_DURATION = compile_linear(
+    r"^P(?:[0-9]+W|(?:[0-9]+Y)?(?:[0-9]+M)?(?:[0-9]+D)?"
+    r"(?:T(?:[0-9]+H)?(?:[0-9]+M)?(?:[0-9]+S)?)?)\z"
+)
+
+
+def _is_duration(value: str) -> bool:
+    if len(value) < 2 or not _DURATION(value):
+        return False
+    t = value.find("T")
+    return t == -1 or value[t + 1 : t + 2].isdigit()
+
+
+def _is_regex(value: str) -> bool:
+    try:
+        compile_linear(value)
+    except PatternError:
+        pass
+    else:
+        return True
+    # Valid ECMA-262 but beyond RE2 (lookaround, backreferences): parse only.
+    if len(value) > _MAX_PY_REGEX_CHARS:
+        return False
+    try:
+        re.compile(value)
+    except (re.error, OverflowError, RecursionError, ValueError):
+        return False
+    return True
+
+
+_SPECIAL: dict[str, Callable[[str], bool]] = {
+    "email": _is_email,
+    "idn-hostname": _is_idn_hostname,
+    "duration": _is_duration,
+    "regex": _is_regex,
+}
+_CHECKERS: dict[str, Callable[[str], bool]] = {}
+
+
+def format_checker(name: str, regexes: dict[str, str]) -> Callable[[str], bool] | None:
+    """A linear-time checker for the built-in format ``name`` (``None`` if unknown).
+
+    ``regexes`` is the generator's own table, so each draft keeps its set of
+    formats; the ones RE2 cannot express (lookarounds) are written out in Python.
+    """
+    regex = regexes.get(name)
+    if regex is None and name != "regex":
+        return None
+    if name in _SPECIAL:
+        return _SPECIAL[name]
+    if regex is None:  # pragma: no cover - "regex" is always special
+        return None
+    key = name + "\x00" + regex
+    checker = _CHECKERS.get(key)
+    if checker is None:
+        checker = _CHECKERS[key] = _linear_from(regex)
+    return checker

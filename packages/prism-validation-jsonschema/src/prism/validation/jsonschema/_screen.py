@@ -1,0 +1,307 @@
+"""Screening an untrusted schema before anything compiles it.
+
+One bounded walk checks size, depth, member count, ``$ref`` count and shape;
+refuses pollution keys, cycles, non-finite numbers, non-JSON values, remote or
+relative references and relative ``$id``s. Only then is the schema serialised
+(the canonical JSON is the cache key) and re-parsed into a private copy, which
+is checked for keywords fastjsonschema would silently ignore and, for drafts
+where keywords beside ``$ref`` apply, rewritten so that they do.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from ._errors import SchemaRejectedError
+
+if TYPE_CHECKING:
+    from ._limits import SchemaLimits
+
+__all__ = [
+    "POLLUTION_KEYS",
+    "UNSUPPORTED_KEYWORDS",
+    "Screened",
+    "canonical_key",
+    "prepare",
+    "screen",
+]
+
+POLLUTION_KEYS = frozenset({"__proto__", "constructor", "prototype"})
+
+# 2019-09 / 2020-12 keywords fastjsonschema does not implement; it would
+# silently accept anything they forbid.
+UNSUPPORTED_KEYWORDS = frozenset(
+    {
+        "prefixItems",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "dependentRequired",
+        "dependentSchemas",
+        "minContains",
+        "maxContains",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+    }
+)
+
+_DRAFTS = {
+    "json-schema.org/draft-04/schema": "draft4",
+    "json-schema.org/draft-06/schema": "draft6",
+    "json-schema.org/draft-07/schema": "draft7",
+    "json-schema.org/draft/2019-09/schema": "modern",
+    "json-schema.org/draft/2020-12/schema": "modern",
+}
+
+# Keywords whose values are data, never sub-schemas.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples", "required"})
+# Keywords whose values map names to sub-schemas.
+_MAP_KEYWORDS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
+# Keywords that may sit beside ``$ref`` without asserting anything.
+_ANNOTATIONS = frozenset(
+    {
+        "$comment",
+        "$defs",
+        "$id",
+        "$schema",
+        "$anchor",
+        "definitions",
+        "description",
+        "title",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
+
+_SCALARS = (type(None), bool, int, str)
+
+
+def _pointer(path: tuple[str | int, ...]) -> str:
+    parts = (str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    text = "#/" + "/".join(parts) if path else "#"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _short(value: str, limit: int = 80) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
+@attrs.frozen
+class Screened:
+    """A schema that passed screening: its cache key and draft."""
+
+    key: str
+    draft: str
+
+
+class _Walk:
+    def __init__(self, limits: SchemaLimits, *, draft4: bool) -> None:
+        self.limits = limits
+        self.draft4 = draft4
+        self.members = 0
+        self.refs = 0
+        self.size = 0  # a lower bound of the serialised size, to stop DAG blow-ups early
+        self.active: set[int] = set()
+
+    def fail(self, reason: str, path: tuple[str | int, ...]) -> SchemaRejectedError:
+        return SchemaRejectedError(reason, _pointer(path))
+
+    def grow(self, amount: int, path: tuple[str | int, ...]) -> None:
+        self.size += amount
+        if self.size > self.limits.max_schema_bytes:
+            raise self.fail(
+                f"schema is larger than max_schema_bytes={self.limits.max_schema_bytes}", path
+            )
+
+    def visit(self, node: object, depth: int, path: tuple[str | int, ...]) -> None:
+        kind = type(node)
+        if kind is dict or kind is list:
+            if depth > self.limits.max_depth:
+                raise self.fail(f"schema nests deeper than max_depth={self.limits.max_depth}", path)
+            ident = id(node)
+            if ident in self.active:
+                raise self.fail("schema contains a cycle", path)
+            self.active.add(ident)
+            try:
+                if kind is dict:
+                    self.visit_object(node, depth, path)  # type: ignore[arg-type]
+                else:
+                    self.grow(2, path)
+                    for index, item in enumerate(node):  # type: ignore[var-annotated,arg-type]
+                        self.grow(1, path)
+                        self.visit(item, depth + 1, (*path, index))
+            finally:
+                self.active.discard(ident)
+        elif kind is str:
+            self.grow(len(node) + 2, path)  # type: ignore[arg-type]
+        elif kind is float:
+            if not math.isfinite(node):  # type: ignore[arg-type]
+                raise self.fail(f"schema contains a non-finite number ({node!r})", path)
+            self.grow(1, path)
+        elif kind in _SCALARS:
+            self.grow(1, path)
+        else:
+            raise self.fail(f"schema contains a {kind.__name__}, which is not a JSON value", path)
+
+    def visit_object(self, node: dict[Any, Any], depth: int, path: tuple[str | int, ...]) -> None:
+        self.members += len(node)
+        if self.members > self.limits.max_keywords:
+            raise self.fail(
+                f"schema has more than max_keywords={self.limits.max_keywords} members", path
+            )
+        self.grow(2, path)
+        for key, value in node.items():
+            if type(key) is not str:
+                raise self.fail(f"schema has a non-string key {key!r}"[:200], path)
+            if key in POLLUTION_KEYS:
+                raise self.fail(f"schema has the forbidden key {key!r}", (*path, key))
+            self.grow(len(key) + 3, path)
+            if type(value) is str:
+                if key == "$ref":
+                    self.check_ref(value, (*path, key))
+                elif key == "$id" or (key == "id" and self.draft4):
+                    self.check_id(value, (*path, key))
+            self.visit(value, depth + 1, (*path, key))
+
+    def check_ref(self, ref: str, path: tuple[str | int, ...]) -> None:
+        self.refs += 1
+        if self.refs > self.limits.max_refs:
+            raise self.fail(f"schema has more than max_refs={self.limits.max_refs} $refs", path)
+        if not ref.startswith("#"):
+            raise self.fail(
+                f"$ref {_short(ref)} is not fragment-local; only '#...' references are "
+                "allowed and nothing is ever fetched",
+                path,
+            )
+
+    def check_id(self, value: str, path: tuple[str | int, ...]) -> None:
+        if value == "" or value.startswith("#"):
+            return
+        try:
+            parts = urlsplit(value)
+        except ValueError as exc:
+            raise self.fail(f"$id {_short(value)} is not a valid URI", path) from exc
+        if not parts.scheme:
+            raise self.fail(
+                f"$id {_short(value)} is relative; relative identifiers would resolve "
+                "references against a location Prism never reads",
+                path,
+            )
+
+
+def _draft_of(schema: object, unsupported: Literal["reject", "ignore"]) -> str:
+    if type(schema) is not dict:
+        return "modern"
+    declared = schema.get("$schema")
+    if declared is None:
+        return "modern"
+    if type(declared) is not str:
+        raise SchemaRejectedError("$schema must be a string", "#/$schema")
+    stem = declared.split("://", 1)[-1].rstrip("#")
+    draft = _DRAFTS.get(stem)
+    if draft is None:
+        if unsupported == "reject":
+            raise SchemaRejectedError(
+                f"$schema {_short(declared)} is not a draft this adapter supports "
+                "(draft-04, -06, -07, 2019-09, 2020-12)",
+                "#/$schema",
+            )
+        return "modern"
+    return draft
+
+
+def screen(
+    schema: object, limits: SchemaLimits, unsupported: Literal["reject", "ignore"]
+) -> Screened:
+    """Check ``schema`` against every static rule and return its cache key.
+
+    Raises:
+        SchemaRejectedError: the schema breaks a rule; the message says which.
+    """
+    if type(schema) is not dict and type(schema) is not bool:
+        raise SchemaRejectedError(
+            f"a schema must be a JSON object or a boolean, got {type(schema).__name__}"
+        )
+    draft = _draft_of(schema, unsupported)
+    _Walk(limits, draft4=draft == "draft4").visit(schema, 1, ())
+    key = canonical_key(schema)
+    if len(key) > limits.max_schema_bytes or len(key.encode("utf-8", "surrogatepass")) > (
+        limits.max_schema_bytes
+    ):
+        raise SchemaRejectedError(
+            f"schema is larger than max_schema_bytes={limits.max_schema_bytes}"
+        )
+    return Screened(key=key, draft=draft)
+
+
+def canonical_key(schema: object) -> str:
+    """Canonical JSON of a screened schema: equal schemas give equal keys."""
+    return json.dumps(
+        schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def prepare(screened: Screened, unsupported: Literal["reject", "ignore"]) -> Any:
+    """A private copy of the schema, ready for fastjsonschema.
+
+    Raises:
+        SchemaRejectedError: the schema uses a keyword fastjsonschema would ignore
+            (unless ``unsupported`` is ``"ignore"``).
+    """
+    copy = json.loads(screened.key)
+    if screened.draft == "modern":
+        _modernise(copy, (), reject=unsupported == "reject")
+    return copy
+
+
+def _modernise(node: object, path: tuple[str | int, ...], *, reject: bool) -> None:
+    """Reject ignored keywords and make keywords beside ``$ref`` apply.
+
+    Values of unknown keywords are treated as sub-schemas too: a ``$ref`` can
+    point anywhere, so anything reachable must be safe to compile.
+    """
+    if type(node) is list:
+        for index, item in enumerate(node):
+            _modernise(item, (*path, index), reject=reject)
+        return
+    if type(node) is not dict:
+        return
+    if reject:
+        for key in node:
+            if key in UNSUPPORTED_KEYWORDS:
+                raise SchemaRejectedError(
+                    f"keyword {key!r} is not enforced by this adapter; refusing the schema "
+                    "rather than leaving a constraint unchecked "
+                    "(unsupported_keywords='ignore' accepts it unenforced)",
+                    _pointer((*path, key)),
+                )
+    for key, value in node.items():
+        if key in _DATA_KEYWORDS:
+            continue
+        if key in _MAP_KEYWORDS and type(value) is dict:
+            for name, sub in value.items():
+                _modernise(sub, (*path, key, name), reject=reject)
+        else:
+            _modernise(value, (*path, key), reject=reject)
+    ref = node.get("$ref")
+    if type(ref) is str and any(k not in _ANNOTATIONS and k != "$ref" for k in node):
+        # 2019-09 and later apply keywords beside $ref; fastjsonschema would skip them.
+        del node["$ref"]
+        all_of = node.get("allOf")
+        if type(all_of) is list:
+            all_of.append({"$ref": ref})
+        elif all_of is None:
+            node["allOf"] = [{"$ref": ref}]
+        else:  # a malformed allOf stays in, so compiling still refuses it
+            node["allOf"] = [{"$ref": ref}, {"allOf": all_of}]

@@ -1,0 +1,425 @@
+"""The validator: screening, the compile-once cache, instance bounds, error text."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastjsonschema.exceptions import JsonSchemaDefinitionException, JsonSchemaException
+
+from prism.core import (
+    ConfigurationError,
+    ErrorInfo,
+    ToolArgumentValidationError,
+    ToolArgumentValidationResult,
+)
+
+from ._compiler import compile_schema
+from ._errors import SchemaRejectedError
+from ._instance import check_instance
+from ._limits import CacheInfo, SchemaLimits, check_cache_size
+from ._screen import Screened, prepare, screen
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from prism.core import JsonObject, ToolDefinition, ToolExecutionContext
+
+__all__ = [
+    "JsonSchemaArgumentValidator",
+    "JsonSchemaToolValidator",
+    "create_json_schema_tool_argument_validator",
+]
+
+_OK = ToolArgumentValidationResult(ok=True)
+_MAX_MESSAGE = 300
+_MAX_TOOL_MESSAGE = 2000
+
+
+def _clip(text: str, limit: int = _MAX_MESSAGE) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _failure(path: str | None, message: str) -> ToolArgumentValidationResult:
+    return ToolArgumentValidationResult(
+        ok=False,
+        errors=(ToolArgumentValidationError(message=_clip(message), path=path),),  # type: ignore[arg-type]
+    )
+
+
+def _describe_compile_error(exc: Exception) -> str:
+    if isinstance(exc, JsonSchemaDefinitionException):
+        return f"invalid schema: {exc}"
+    if isinstance(exc, SyntaxError | RecursionError | MemoryError):
+        # IndentationError and "too many statically nested blocks" are SyntaxErrors.
+        return (
+            "schema is too deeply nested to compile "
+            f"({type(exc).__name__}: {getattr(exc, 'msg', None) or exc})"
+        )
+    return f"schema cannot be compiled ({type(exc).__name__}: {exc})"
+
+
+class _Entry:
+    """One screened schema: its compiled function, or why it was refused."""
+
+    __slots__ = ("alive", "function", "key", "refusal", "rejected")
+
+    def __init__(
+        self,
+        key: str | None,
+        function: Callable[[Any], Any] | None,
+        rejected: SchemaRejectedError | None,
+    ) -> None:
+        self.key = key
+        self.function = function
+        self.rejected = rejected
+        self.alive = True
+        self.refusal: ToolArgumentValidationResult | None = None
+        if rejected is not None:
+            self.refusal = _failure(rejected.path, f"schema rejected: {rejected.reason}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        allowed = " or ".join(repr(c) for c in choices)
+        raise ConfigurationError(f"{name} must be {allowed}, got {value!r}")
+
+
+class JsonSchemaArgumentValidator:
+    """A hardened :class:`~prism.core.ToolArgumentValidator` on fastjsonschema.
+
+    Schemas are untrusted: each is screened (limits, fragment-local ``$ref``
+    only, no pollution keys, cycles or non-finite numbers, no silently ignored
+    keywords) and compiled once into an LRU cache keyed by its canonical JSON.
+    Instances are bounded before any schema code runs on them. Every regular
+    expression runs on RE2, so no pattern can stall the event loop.
+
+    :meth:`validate` never raises for a bad schema or value; it answers with
+    ``ok=False`` and a reason that names the path and the rule. The caller's
+    schema and value are never mutated.
+
+    Args:
+        limits: bounds on schemas and instances (:class:`SchemaLimits` defaults).
+        cache_size: compiled schemas kept, 1 to 1,024.
+        unsupported_keywords: ``"reject"`` refuses a schema whose keywords would
+            go unenforced; ``"ignore"`` accepts it and leaves them unchecked.
+
+    Raises:
+        ConfigurationError: an option has an unusable value (the message names it).
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: SchemaLimits | None = None,
+        cache_size: int = 256,
+        unsupported_keywords: Literal["reject", "ignore"] = "reject",
+    ) -> None:
+        if limits is None:
+            limits = SchemaLimits()
+        elif not isinstance(limits, SchemaLimits):
+            raise ConfigurationError(f"limits must be a SchemaLimits, got {limits!r}")
+        _check_choice("unsupported_keywords", unsupported_keywords, ("reject", "ignore"))
+        self._limits = limits
+        self._maxsize = check_cache_size(cache_size)
+        self._unsupported: Literal["reject", "ignore"] = unsupported_keywords
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    @property
+    def limits(self) -> SchemaLimits:
+        """The limits in force."""
+        return self._limits
+
+    def validate(self, schema: JsonObject, value: object) -> ToolArgumentValidationResult:
+        """Validate ``value`` against ``schema``; never raises for bad input.
+
+        Each call screens and serialises ``schema`` to find it in the cache; a
+        host validating the same tools again and again should use
+        :func:`create_json_schema_tool_argument_validator`, whose hot path skips that.
+        """
+        return self.run(self.entry(schema), value)
+
+    def check_schema(self, schema: JsonObject) -> None:
+        """Screen and compile ``schema`` (caching the result) or say why it is refused.
+
+        Raises:
+            SchemaRejectedError: the schema is refused; ``reason`` and ``path`` say why.
+        """
+        entry = self.entry(schema)
+        if entry.rejected is not None:
+            raise entry.rejected
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses, capacity and current size of the compile cache."""
+        with self._lock:
+            return CacheInfo(
+                hits=self._hits,
+                misses=self._misses,
+                maxsize=self._maxsize,
+                currsize=len(self._cache),
+            )
+
+    def cache_clear(self) -> None:
+        """Drop every compiled schema and reset the statistics."""
+        with self._lock:
+            for entry in self._cache.values():
+                entry.alive = False
+                entry.function = None
+            self._cache.clear()
+            self._hits = self._misses = 0
+
+    # -- internals shared with JsonSchemaToolValidator ------------------------
+
+    def entry(self, schema: object) -> _Entry:
+        """The cache entry for ``schema`` (screening it first)."""
+        try:
+            screened = screen(schema, self._limits, self._unsupported)
+        except SchemaRejectedError as exc:
+            return _Entry(None, None, exc)
+        except RecursionError as exc:  # pragma: no cover - depth is bounded before this
+            return _Entry(None, None, SchemaRejectedError(f"schema is too deep ({exc})"))
+        return self.lookup(screened)
+
+    def lookup(self, screened: Screened) -> _Entry:
+        """The cached entry for a screened schema, compiling it on a miss."""
+        key = screened.key
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+                return entry
+            self._misses += 1
+        entry = self._build(screened)
+        with self._lock:
+            existing = self._cache.get(key)
+            if existing is not None:  # another thread compiled it meanwhile
+                self._cache.move_to_end(key)
+                return existing
+            self._cache[key] = entry
+            while len(self._cache) > self._maxsize:
+                _, evicted = self._cache.popitem(last=False)
+                evicted.alive = False
+                evicted.function = None
+        return entry
+
+    def touch(self, entry: _Entry) -> bool:
+        """Count a hit on ``entry`` and refresh its recency; False if it was evicted."""
+        with self._lock:
+            if not entry.alive:
+                return False
+            self._cache.move_to_end(entry.key)  # type: ignore[arg-type]
+            self._hits += 1
+            return True
+
+    def _build(self, screened: Screened) -> _Entry:
+        try:
+            copy = prepare(screened, self._unsupported)
+            function = compile_schema(copy, screened.draft)
+        except SchemaRejectedError as exc:
+            return _Entry(screened.key, None, exc)
+        except Exception as exc:
+            reason = _clip(_describe_compile_error(exc))
+            return _Entry(screened.key, None, SchemaRejectedError(reason))
+        return _Entry(screened.key, function, None)
+
+    def run(self, entry: _Entry, value: object) -> ToolArgumentValidationResult:
+        """Validate ``value`` with a cache entry."""
+        function = entry.function
+        if function is None:
+            if entry.refusal is not None:
+                return entry.refusal
+            # Evicted between lookup and use: compile again.
+            entry = self.entry_again(entry)
+            function = entry.function
+            if function is None:
+                return entry.refusal or _failure(None, "schema could not be compiled")
+        problem = check_instance(value, self._limits)
+        if problem is not None:
+            return _failure(problem[0], problem[1])
+        try:
+            function(value)
+        except JsonSchemaException as exc:
+            return _value_failure(exc)
+        except RecursionError:
+            return _failure(
+                "data",
+                "validation recursed too deeply: the schema's $ref recursion does not "
+                "terminate on this value",
+            )
+        except Exception as exc:
+            return _failure("data", f"validation failed with {type(exc).__name__}: {exc}")
+        return _OK
+
+    def entry_again(self, entry: _Entry) -> _Entry:
+        """Re-screen an evicted entry by its key."""
+        import json
+
+        return self.entry(json.loads(entry.key)) if entry.key is not None else entry
+
+
+def _value_failure(exc: JsonSchemaException) -> ToolArgumentValidationResult:
+    name = getattr(exc, "name", None)
+    message = getattr(exc, "message", None) or str(exc)
+    if isinstance(name, str) and message.startswith(name + " "):
+        message = message[len(name) + 1 :]
+    rule = getattr(exc, "rule", None)
+    if isinstance(rule, str):
+        message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
+    path = _clip(name, 200) if isinstance(name, str) else None
+    return _failure(path, message)
+
+
+class _Slot:
+    __slots__ = ("entry", "ref", "screened")
+
+    def __init__(
+        self,
+        ref: weakref.ref[ToolDefinition],
+        screened: Screened | None,
+        entry: _Entry,
+    ) -> None:
+        self.ref = ref
+        self.screened = screened
+        self.entry = entry
+
+
+class JsonSchemaToolValidator:
+    """The dispatch ``ToolValidator`` built by :func:`create_json_schema_tool_argument_validator`.
+
+    Call it as ``validator(tool, arguments, context)``: it returns ``None`` when
+    the arguments pass and an :class:`~prism.core.ErrorInfo` when they do not
+    (code ``invalid_arguments``), when the tool's schema is refused (code
+    ``schema_rejected``) or when a schema is required and missing (code
+    ``missing_schema``). It never raises for bad schemas or arguments.
+
+    The hot path is keyed by the :class:`~prism.core.ToolDefinition`'s identity:
+    a tool seen before is not screened or serialised again. A tool's
+    ``parameters`` dict must therefore not be mutated in place after its first
+    call; register a new ``ToolDefinition`` instead (``attrs.evolve``).
+    """
+
+    def __init__(
+        self,
+        validator: JsonSchemaArgumentValidator,
+        *,
+        missing_schema: Literal["allow", "reject"] = "allow",
+    ) -> None:
+        _check_choice("missing_schema", missing_schema, ("allow", "reject"))
+        self._validator = validator
+        self._reject_missing = missing_schema == "reject"
+        self._slots: dict[int, _Slot] = {}
+
+    @property
+    def validator(self) -> JsonSchemaArgumentValidator:
+        """The underlying :class:`JsonSchemaArgumentValidator`."""
+        return self._validator
+
+    def cache_info(self) -> CacheInfo:
+        """Statistics of the compile cache (see :meth:`JsonSchemaArgumentValidator.cache_info`)."""
+        return self._validator.cache_info()
+
+    def __call__(
+        self, tool: ToolDefinition, arguments: JsonObject, context: ToolExecutionContext
+    ) -> ErrorInfo | None:
+        slot = self._slots.get(id(tool))
+        if slot is None or slot.ref() is not tool:
+            if tool.parameters is None:
+                return self._missing(tool)
+            slot = self._new_slot(tool)
+            entry = slot.entry
+        else:
+            entry = slot.entry
+            if entry.refusal is None and not self._validator.touch(entry):
+                # Evicted from the cache: look it up (and compile it) again.
+                entry = slot.entry = self._validator.lookup(slot.screened)  # type: ignore[arg-type]
+        result = self._validator.run(entry, arguments)
+        if result.ok:
+            return None
+        return _error_info(tool, result, schema_rejected=entry.refusal is not None)
+
+    def _missing(self, tool: ToolDefinition) -> ErrorInfo | None:
+        if not self._reject_missing:
+            return None
+        return ErrorInfo(
+            message=f"tool {tool.name} declares no parameter schema, and schemas are required",
+            code="missing_schema",
+        )
+
+    def _new_slot(self, tool: ToolDefinition) -> _Slot:
+        validator = self._validator
+        screened: Screened | None
+        try:
+            screened = screen(tool.parameters, validator.limits, validator._unsupported)
+        except SchemaRejectedError as exc:
+            screened = None
+            entry = _Entry(None, None, exc)
+        else:
+            entry = validator.lookup(screened)
+        slots = self._slots
+        ident = id(tool)
+
+        def forget(_ref: object) -> None:
+            if slots.get(ident) is slot:
+                del slots[ident]
+
+        try:
+            ref = weakref.ref(tool, forget)
+        except TypeError:  # not weak-referenceable: validate without the fast path
+            return _Slot(lambda: None, screened, entry)  # type: ignore[arg-type]
+        slot = _Slot(ref, screened, entry)
+        slots[ident] = slot
+        return slot
+
+
+def _error_info(
+    tool: ToolDefinition, result: ToolArgumentValidationResult, *, schema_rejected: bool
+) -> ErrorInfo:
+    errors = result.errors
+    first = errors[0] if errors else ToolArgumentValidationError(message="refused")
+    where = f"{first.path}: " if first.path else ""
+    if schema_rejected:
+        message = f"tool {tool.name} has a parameter schema Prism refuses: {where}{first.message}"
+        code = "schema_rejected"
+    else:
+        message = f"invalid arguments for {tool.name}: {where}{first.message}"
+        code = "invalid_arguments"
+    return ErrorInfo(
+        message=_clip(message, _MAX_TOOL_MESSAGE),
+        code=code,
+        details={"errors": [{"path": e.path, "message": e.message} for e in errors[:8]]},
+    )
+
+
+def create_json_schema_tool_argument_validator(
+    *,
+    missing_schema: Literal["allow", "reject"] = "allow",
+    limits: SchemaLimits | None = None,
+    cache_size: int = 256,
+    unsupported_keywords: Literal["reject", "ignore"] = "reject",
+) -> JsonSchemaToolValidator:
+    """A dispatch ``ToolValidator`` that checks arguments against each tool's JSON Schema.
+
+    Plug it into ``DispatchOptions(validate=...)`` or ``create_agent(validator=...)``.
+    A refused call is blocked as ``validation_failed`` with a message naming the
+    failing path and rule; it never reaches ``execute``.
+
+    Args:
+        missing_schema: ``"allow"`` passes a tool without ``parameters``; ``"reject"`` blocks it.
+        limits: bounds on schemas and instances.
+        cache_size: compiled schemas kept (LRU), 1 to 1,024.
+        unsupported_keywords: ``"reject"`` (default) or ``"ignore"``; see
+            :class:`JsonSchemaArgumentValidator`.
+
+    Raises:
+        ConfigurationError: an option has an unusable value.
+    """
+    validator = JsonSchemaArgumentValidator(
+        limits=limits, cache_size=cache_size, unsupported_keywords=unsupported_keywords
+    )
+    return JsonSchemaToolValidator(validator, missing_schema=missing_schema)
