@@ -117,7 +117,7 @@ class BubblewrapSandbox:
         if path is None or not os.access(path, os.X_OK):
             raise SandboxUnavailableError(
                 f"bubblewrap is not installed ({self.bwrap_path or 'bwrap'} not found or not "
-                "executable); install the 'bubblewrap' package. Refusing to run unsandboxed."
+                "executable); install the 'bubblewrap' package; refusing to run unsandboxed"
             )
         return path
 

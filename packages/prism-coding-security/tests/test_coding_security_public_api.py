@@ -1,0 +1,53 @@
+import inspect
+
+import prism.coding.security
+
+DOCUMENTED = {
+    "DEFAULT_DENY_PATTERNS",
+    "READ_ONLY_COMMANDS",
+    "ApprovalCallback",
+    "ApprovalDecision",
+    "BubblewrapSandbox",
+    "CommandRules",
+    "PathEscapeError",
+    "SandboxBackend",
+    "SandboxUnavailableError",
+    "create_coding_approval_policy",
+    "create_contained_file_operations",
+    "create_sandbox_shell_operations",
+}
+
+
+def test_all_matches_documented_names() -> None:
+    assert set(prism.coding.security.__all__) == DOCUMENTED
+    assert prism.coding.security.__all__ == sorted(
+        prism.coding.security.__all__, key=lambda n: (not n.isupper(), n)
+    )
+
+
+def test_every_export_exists() -> None:
+    for name in prism.coding.security.__all__:
+        assert hasattr(prism.coding.security, name), name
+
+
+def test_every_class_and_function_export_has_a_docstring() -> None:
+    for name in prism.coding.security.__all__:
+        obj = getattr(prism.coding.security, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"{name} has no docstring"
+
+
+def test_errors_derive_from_prism_error() -> None:
+    from prism.core import PrismError
+
+    assert issubclass(prism.coding.security.PathEscapeError, PrismError)
+    assert issubclass(prism.coding.security.SandboxUnavailableError, PrismError)
+    assert not issubclass(prism.coding.security.PathEscapeError, PermissionError)
+
+
+def test_namespace_packages_have_no_init() -> None:
+    import prism
+    import prism.coding
+
+    assert getattr(prism, "__file__", None) is None
+    assert getattr(prism.coding, "__file__", None) is None

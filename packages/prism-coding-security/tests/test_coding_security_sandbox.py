@@ -1,0 +1,223 @@
+"""BubblewrapSandbox: real isolation, really run (skipped only where bwrap cannot run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    SandboxBackend,
+    SandboxUnavailableError,
+    create_sandbox_shell_operations,
+)
+from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.core import ConfigurationError
+
+
+def _bwrap_works() -> str | None:
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+         "--die-with-parent", "true"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
+    return None
+
+
+_SKIP = _bwrap_works()
+needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+
+async def run(
+    ops: ShellOperations, command: str, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[ShellExit, str]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command=command,
+        shell_path="/bin/sh",
+        cwd=str(cwd),
+        env=env if env is not None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with trio.fail_after(30):
+        result = await ops.run(request, sink)
+    return result, b"".join(chunks).decode(errors="replace")
+
+
+@needs_bwrap
+async def test_can_write_inside_a_writable_root(root: Path) -> None:
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, _ = await run(ops, "echo inside > made.txt", root)
+    assert result.exit_code == 0
+    assert (root / "made.txt").read_text() == "inside\n"
+
+
+@needs_bwrap
+async def test_cannot_write_outside_the_writable_roots(root: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    home_target = Path("/var/tmp") / f"prism-sandbox-test-{os.getpid()}"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    script = f"echo x > {elsewhere}/f; echo x > {home_target}; echo x > /usr/prism-test; echo done"
+    _, output = await run(ops, script, root)
+    assert "done" in output
+    assert not await trio.Path(elsewhere / "f").exists()
+    assert not await trio.Path(home_target).exists()
+    assert not await trio.Path("/usr/prism-test").exists()
+    assert "Read-only file system" in output or "No such file" in output
+
+
+@needs_bwrap
+async def test_tmp_is_private(root: Path) -> None:
+    marker = Path("/tmp") / f"prism-sandbox-private-{os.getpid()}"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, _ = await run(ops, f"echo x > {marker} && test -f {marker}", root)
+    assert result.exit_code == 0
+    assert not marker.exists()
+
+
+@needs_bwrap
+async def test_sees_its_working_directory(root: Path) -> None:
+    (root / "sub").mkdir()
+    (root / "sub" / "here.txt").write_text("present")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, output = await run(ops, "pwd; cat here.txt", root / "sub")
+    assert result.exit_code == 0
+    assert output.splitlines() == [str(root / "sub"), "present"]
+
+
+@needs_bwrap
+async def test_no_network_by_default(root: Path) -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    code = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+        "    print('connected')\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc)\n"
+    )
+    (root / "probe.py").write_text(code)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    with listener:
+        _, output = await run(ops, f"{sys.executable} probe.py", root)
+    assert "refused" in output, output
+    assert "connected" not in output
+
+
+@needs_bwrap
+async def test_network_true_shares_the_host_network(root: Path) -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('ok')"
+    (root / "probe.py").write_text(code)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], network=True))
+    with listener:
+        _, output = await run(ops, f"{sys.executable} probe.py", root)
+    assert output.strip() == "ok"
+
+
+@needs_bwrap
+async def test_runs_in_its_own_pid_namespace(root: Path) -> None:
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, "ls /proc | grep -c '^[0-9]'", root)
+    assert int(output.strip()) < 10
+
+
+@needs_bwrap
+async def test_cancellation_kills_the_sandboxed_tree(root: Path) -> None:
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    started = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        started.set()
+
+    request = ShellSpawnRequest(
+        command="echo up; sleep 600", shell_path="/bin/sh", cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )  # fmt: skip
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+
+            async def go() -> None:
+                await ops.run(request, sink)
+
+            nursery.start_soon(go)
+            await started.wait()
+            nursery.cancel_scope.cancel()
+    leftover = await trio.run_process(
+        ["pgrep", "-f", "sleep 600"], capture_stdout=True, check=False
+    )
+    assert leftover.stdout.split() == []
+
+
+async def test_missing_bwrap_refuses_to_run(root: Path) -> None:
+    backend = BubblewrapSandbox([str(root)], bwrap_path=str(root / "no-bwrap-here"))
+    ops = create_sandbox_shell_operations(backend)
+    (root / "flag").write_text("")
+    with pytest.raises(SandboxUnavailableError, match="refusing to run unsandboxed"):
+        await run(ops, "rm flag", root)
+    assert (root / "flag").exists()
+
+
+async def test_bwrap_that_cannot_create_namespaces_refuses_to_run(root: Path) -> None:
+    fake = root / "fake-bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\n"
+                    "exit 1\n")  # fmt: skip
+    fake.chmod(0o755)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], bwrap_path=str(fake)))
+    with pytest.raises(SandboxUnavailableError, match="No permissions"):
+        await run(ops, "true", root)
+
+
+def test_backend_satisfies_the_protocol(root: Path) -> None:
+    assert isinstance(BubblewrapSandbox([str(root)]), SandboxBackend)
+    assert isinstance(create_sandbox_shell_operations(BubblewrapSandbox([])), ShellOperations)
+
+
+def test_wrap_builds_the_documented_isolation(root: Path) -> None:
+    argv = BubblewrapSandbox([str(root)], bwrap_path="/bin/true").wrap(["sh", "-c", "x"], cwd="/")
+    for flag in ("--die-with-parent", "--unshare-all", "--new-session"):
+        assert flag in argv
+    assert "--share-net" not in argv
+    assert argv[argv.index("--bind") + 1 : argv.index("--bind") + 3] == [str(root), str(root)]
+    assert argv[-4:] == ["--", "sh", "-c", "x"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [({"writable_roots": "/tmp"}, "writable_roots"),
+     ({"writable_roots": ["/no/such/dir"]}, "writable_roots"),
+     ({"writable_roots": [], "network": "yes"}, "network"),
+     ({"writable_roots": [], "bwrap_path": ""}, "bwrap_path"),
+     ({"writable_roots": [], "extra_args": "--x"}, "extra_args")],
+)  # fmt: skip
+def test_bad_sandbox_options_raise_naming_the_option(
+    kwargs: dict[str, object], option: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=option):
+        BubblewrapSandbox(**kwargs)  # type: ignore[arg-type]
+
+
+def test_bad_backend_raises() -> None:
+    with pytest.raises(ConfigurationError, match="backend"):
+        create_sandbox_shell_operations(object())  # type: ignore[arg-type]
