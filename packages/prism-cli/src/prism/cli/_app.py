@@ -517,7 +517,7 @@ def mcp_call(
             console.print(f"[yellow]blocked[/] ({record.blocked_reason})")
         elif result.is_error:
             console.print("[red]error[/]")
-        console.print(safe_text(result.joined_text), markup=False)
+        console.print(safe_text(result.joined_text), markup=False, soft_wrap=True)
     return 1 if result.is_error else 0
 
 

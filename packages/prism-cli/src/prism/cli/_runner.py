@@ -34,6 +34,7 @@ from prism.mcp import McpToolBridge
 
 from ._errors import CliError
 from ._render import CallRow
+from ._trio import only_leaf
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -130,8 +131,12 @@ async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridg
                     max_result_bytes=server.max_result_bytes,
                 )
             )
-        except (PrismError, OSError, ValueError, TypeError) as exc:
-            raise CliError(f"MCP server {server.server_id!r} did not start: {exc}") from exc
+        except Exception as exc:
+            # A nursery inside the bridge may wrap the failure in a group: judge its leaf.
+            leaf = only_leaf(exc) if isinstance(exc, ExceptionGroup) else exc
+            if not isinstance(leaf, (PrismError, OSError, ValueError, TypeError)):
+                raise
+            raise CliError(f"MCP server {server.server_id!r} did not start: {leaf}") from exc
         yield bridge
 
 

@@ -9,12 +9,13 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-__all__ = ["run_trio"]
+__all__ = ["only_leaf", "run_trio"]
 
 _T = TypeVar("_T")
 
 
-def _only_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+def only_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside ``group`` (however nested), or ``None`` if there are several."""
     leaves: list[BaseException] = []
     stack: list[BaseException] = [group]
     while stack:
@@ -31,7 +32,7 @@ def run_trio(fn: Callable[[], Awaitable[_T]]) -> _T:
     try:
         return trio.run(fn)
     except BaseExceptionGroup as group:
-        leaf = _only_leaf(group)
+        leaf = only_leaf(group)
         if leaf is None:
             raise
         raise leaf from group
