@@ -74,6 +74,10 @@ def spawn_child() -> int:
     return child.pid
 
 
+def _touch(marker: str) -> None:
+    Path(marker).write_text("cancelled")
+
+
 @server.tool()
 async def sleep(seconds: float, marker: str = "") -> str:
     """Sleep; if cancelled (the client sent notifications/cancelled), touch ``marker``."""
@@ -81,7 +85,7 @@ async def sleep(seconds: float, marker: str = "") -> str:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
         if marker:
-            Path(marker).write_text("cancelled")
+            _touch(marker)
         raise
     return f"slept {seconds}"
 

@@ -200,6 +200,7 @@ class McpToolBridge:
     _listing: tuple[tuple[str, str | None, str], ...] = ()
     _listed_at: float = -math.inf
     _stale: bool = False
+    _changed: trio.Event = attrs.field(factory=trio.Event)
     _closed: bool = False
     _conn: _Connection | None = None
     _connections: list[_Connection] = attrs.field(factory=list)
@@ -256,6 +257,25 @@ class McpToolBridge:
         """Whether a session is live now (a call reconnects when it is not)."""
         return self._conn is not None and self._conn.alive
 
+    async def wait_stale(self) -> None:
+        """Wait until the server announces that its tool list changed.
+
+        Returns at once if a change was announced since the last listing. The
+        age limit (``list_cache_ttl_s``) does not wake it. Checkpoints;
+        cancellation just stops the wait.
+        """
+        await self._changed.wait()
+
+    def _mark_changed(self, conn: _Connection) -> None:
+        if conn is self._conn:
+            self._stale = True
+            self._changed.set()
+
+    def _clear_changed(self) -> None:
+        self._stale = False
+        if self._changed.is_set():
+            self._changed = trio.Event()
+
     async def refresh(self) -> None:
         """Re-list the server's tools, replace :attr:`tools` and clear :attr:`stale`.
 
@@ -303,12 +323,14 @@ class McpToolBridge:
             state=state,
         )
 
-    def _fault_reason(self, conn: _Connection, exc: BaseException | None) -> str:
+    def _fault_reason(
+        self, conn: _Connection, exc: BaseException | None, *, stderr: bool = True
+    ) -> str:
         state = conn.state
         reason = state.fault or (_describe(exc) if exc is not None else "the session ended")
         if state.returncode is not None:
             reason = f"{reason}; exit status {state.returncode}"
-        tail = state.stderr_tail()
+        tail = state.stderr_tail() if stderr else ""
         if tail:
             reason = f"{reason}; stderr: {tail}"
         return _clip(reason)
@@ -367,8 +389,8 @@ class McpToolBridge:
     def _message_handler(self, conn: _Connection) -> MessageHandlerFnT:
         async def handle(message: object) -> None:
             root = getattr(message, "root", message)
-            if getattr(root, "method", None) == _LIST_CHANGED and conn is self._conn:
-                self._stale = True
+            if getattr(root, "method", None) == _LIST_CHANGED:
+                self._mark_changed(conn)
             await trio.lowlevel.checkpoint()
 
         return handle
@@ -378,8 +400,7 @@ class McpToolBridge:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _event in subscription:
-                    if conn is self._conn:
-                        self._stale = True
+                    self._mark_changed(conn)
         except Exception:
             _log.debug("no list-changed subscription on %s", self._options.server_id, exc_info=True)
 
@@ -420,20 +441,29 @@ class McpToolBridge:
         client = conn.client
         if client is None or not conn.alive:
             raise McpBridgeError(self._options.server_id, "the session closed while listing")
-        stale_before = self._stale
-        self._stale = False
+        if not replace:
+            # After a reconnect: the SDK learns the tools; ours stay, marked stale if different.
+            listed = await self._list(conn, client, limit_s)
+            if self._listing_of(listed) != self._listing:
+                self._mark_changed(conn)
+            return
+        changed_before = self._stale
+        # Cleared before listing, so a change announced while the list is in flight counts.
+        self._clear_changed()
         try:
             listed = await self._list(conn, client, limit_s)
         except BaseException:
-            self._stale = self._stale or stale_before
+            if changed_before:
+                self._mark_changed(conn)
             raise
-        listing = tuple((tool.name, tool.description, repr(tool.input_schema)) for tool in listed)
-        if not replace:
-            self._stale = stale_before or self._stale or listing != self._listing
-            return
+        listing = self._listing_of(listed)
         self._tools = tuple(t for t in (self._make_tool(tool) for tool in listed) if t is not None)
         self._listing = listing
         self._listed_at = time.monotonic()
+
+    @staticmethod
+    def _listing_of(listed: list[Any]) -> tuple[tuple[str, str | None, str], ...]:
+        return tuple((tool.name, tool.description, repr(tool.input_schema)) for tool in listed)
 
     async def _list(self, conn: _Connection, client: Client, limit_s: float) -> list[Any]:
         tools: list[Any] = []
@@ -568,9 +598,12 @@ class McpToolBridge:
                     limit="max_result_bytes",
                     **details,
                 )
+            tail = state.stderr_tail()
+            if tail:
+                details["stderr_tail"] = tail
             return ToolResult.error(
-                f"MCP tool {remote} failed: {self._fault_reason(conn, failure)}; the session "
-                "was closed and the next call reconnects",
+                f"MCP tool {remote} failed: {self._fault_reason(conn, failure, stderr=False)}; "
+                "the session was closed and the next call reconnects",
                 mcp_error="connection_lost",
                 **details,
             )

@@ -276,7 +276,15 @@ class _LimitedTransport(httpx2.AsyncBaseTransport):
         inner = response.stream
         assert isinstance(inner, httpx2.AsyncByteStream)
         stream: httpx2.AsyncByteStream
-        if not events and declared.isdigit() and int(declared) > self._limit:
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            # Decompression happens after this byte count, so a small compressed body
+            # could still expand without bound: refuse it (we asked for identity).
+            await inner.aclose()
+            reason = f"the server sent a {encoding!r}-encoded body; only identity is accepted"
+            self._state.set_fault(reason)
+            stream = _EmptyRefusal(_MessageTooLarge(reason))
+        elif not events and declared.isdigit() and int(declared) > self._limit:
             await inner.aclose()
             stream = _EmptyRefusal(
                 _LimitedStream(inner, limit=self._limit, events=False, state=self._state)._refuse()
@@ -305,7 +313,7 @@ async def open_http_streams(
     """Yield the SDK's (read, write) streams over Streamable HTTP, with bounded bodies."""
     client = httpx2.AsyncClient(
         transport=_LimitedTransport(limit=max_message_bytes, state=state),
-        headers=dict(transport.headers),
+        headers={**dict(transport.headers), "accept-encoding": "identity"},
         timeout=httpx2.Timeout(connect_timeout_s, read=None),
         follow_redirects=False,
     )
