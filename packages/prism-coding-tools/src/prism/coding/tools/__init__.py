@@ -12,15 +12,24 @@ Example::
     result = trio.run(dispatch_tool_call, call, options)
     assert result.joined_text.strip() == "hello"
 
-The tools reach files and processes only through :class:`FileOperations` and
-:class:`ShellOperations`; the plain :class:`LocalFileOperations` and
-:class:`LocalShellOperations` are not contained (``prism.coding.security``
-supplies contained ones).
+Every tool checks its execution policy inside ``execute``, before any side
+effect. The tools reach files and processes only through
+:class:`FileOperations` and :class:`ShellOperations`; the plain
+:class:`LocalFileOperations` and :class:`LocalShellOperations` are **not
+contained** (``prism.coding.security`` supplies contained ones).
 """
 
+from ._coding import EditToolOptions as EditToolOptions
+from ._coding import ReadToolOptions as ReadToolOptions
+from ._coding import ShellToolOptions as ShellToolOptions
+from ._coding import create_coding_tools as create_coding_tools
+from ._edit import DEFAULT_MAX_EDIT_BYTES as DEFAULT_MAX_EDIT_BYTES
+from ._edit import create_edit_tool as create_edit_tool
 from ._errors import CodingToolsError as CodingToolsError
 from ._errors import InvalidToolOptionError as InvalidToolOptionError
 from ._files import LocalFileOperations as LocalFileOperations
+from ._mutation import FileMutationQueue as FileMutationQueue
+from ._mutation import default_mutation_queue as default_mutation_queue
 from ._process import DEFAULT_KILL_GRACE_S as DEFAULT_KILL_GRACE_S
 from ._process import PROCESS_TREE_ENV_VAR as PROCESS_TREE_ENV_VAR
 from ._process import LocalShellOperations as LocalShellOperations
@@ -34,22 +43,50 @@ from ._protocols import OutputSink as OutputSink
 from ._protocols import ShellExit as ShellExit
 from ._protocols import ShellOperations as ShellOperations
 from ._protocols import ShellSpawnRequest as ShellSpawnRequest
+from ._read import DEFAULT_MAX_IMAGE_BYTES as DEFAULT_MAX_IMAGE_BYTES
+from ._read import TransformImage as TransformImage
+from ._read import TransformImageInput as TransformImageInput
+from ._read import create_read_tool as create_read_tool
+from ._read import detect_image_mime_type as detect_image_mime_type
+from ._shell import DEFAULT_MAX_SPILL_BYTES as DEFAULT_MAX_SPILL_BYTES
+from ._shell import DEFAULT_SHELL_TIMEOUT_S as DEFAULT_SHELL_TIMEOUT_S
+from ._shell import SpawnHook as SpawnHook
+from ._shell import create_shell_tool as create_shell_tool
+from ._write import create_write_tool as create_write_tool
 
 __all__ = [
     "DEFAULT_KILL_GRACE_S",
+    "DEFAULT_MAX_EDIT_BYTES",
+    "DEFAULT_MAX_IMAGE_BYTES",
+    "DEFAULT_MAX_SPILL_BYTES",
+    "DEFAULT_SHELL_TIMEOUT_S",
     "PROCESS_TREE_ENV_VAR",
     "CodingToolsError",
+    "EditToolOptions",
     "FileKind",
+    "FileMutationQueue",
     "FileOperations",
     "FileStat",
     "InvalidToolOptionError",
     "LocalFileOperations",
     "LocalShellOperations",
     "OutputSink",
+    "ReadToolOptions",
     "ShellExit",
     "ShellOperations",
     "ShellSpawnRequest",
+    "ShellToolOptions",
+    "SpawnHook",
+    "TransformImage",
+    "TransformImageInput",
+    "create_coding_tools",
+    "create_edit_tool",
+    "create_read_tool",
+    "create_shell_tool",
+    "create_write_tool",
+    "default_mutation_queue",
     "default_shell_path",
+    "detect_image_mime_type",
     "run_process_tree",
     "terminate_process_tree",
 ]

@@ -1,0 +1,194 @@
+"""Helpers the four tools share: argument checks, policy checks, error results."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+from typing import TYPE_CHECKING
+
+from prism.core import (
+    ExecutionAction,
+    ExecutionDeniedError,
+    ExecutionPolicy,
+    JsonObject,
+    JsonValue,
+    PrismError,
+    ToolResult,
+    assert_execution_allowed,
+)
+
+from ._errors import InvalidToolOptionError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "ArgumentError",
+    "check_cwd",
+    "check_positive_int",
+    "check_timeout",
+    "denied_result",
+    "file_error_result",
+    "json_safe",
+    "optional_int",
+    "optional_number",
+    "policy_check",
+    "required_path",
+    "required_str",
+]
+
+_MAX_PATH_CHARS = 4096
+
+
+class ArgumentError(Exception):
+    """The model's arguments are malformed; becomes an ``invalid arguments`` error result."""
+
+    def result(self, tool: str) -> ToolResult:
+        """The error result the model sees."""
+        return ToolResult.error(f"{tool}: invalid arguments: {self}", invalid_arguments=str(self))
+
+
+def required_str(args: JsonObject, key: str, *, allow_empty: bool = True) -> str:
+    """``args[key]`` as a string, or :class:`ArgumentError`."""
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise ArgumentError(f"{key!r} must be a string, got {_kind(value)}")
+    if not allow_empty and not value:
+        raise ArgumentError(f"{key!r} must not be empty")
+    return value
+
+
+def required_path(args: JsonObject, key: str = "path") -> str:
+    """A non-empty path without NUL characters."""
+    value = required_str(args, key, allow_empty=False)
+    if "\0" in value:
+        raise ArgumentError(f"{key!r} must not contain NUL characters")
+    if len(value) > _MAX_PATH_CHARS:
+        raise ArgumentError(f"{key!r} is longer than {_MAX_PATH_CHARS} characters")
+    return value
+
+
+def optional_int(args: JsonObject, key: str, *, minimum: int) -> int | None:
+    """``args[key]`` as an int >= ``minimum`` when present (``None`` counts as absent)."""
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(f"{key!r} must be an integer, got {_kind(value)}")
+    if value < minimum:
+        raise ArgumentError(f"{key!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def optional_number(args: JsonObject, key: str) -> float | None:
+    """``args[key]`` as a finite number > 0 when present."""
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentError(f"{key!r} must be a number, got {_kind(value)}")
+    if not math.isfinite(value) or value <= 0:
+        raise ArgumentError(f"{key!r} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "nothing"
+    return type(value).__name__
+
+
+def check_positive_int(name: str, value: object, *, maximum: int | None = None) -> int:
+    """Validate an integer option at construction time."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidToolOptionError(f"{name} must be an integer >= 1, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise InvalidToolOptionError(f"{name} must be <= {maximum}, got {value!r}")
+    return value
+
+
+def check_timeout(name: str, value: object, *, allow_inf: bool) -> float:
+    """Validate a seconds option at construction time."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InvalidToolOptionError(f"{name} must be a number of seconds, got {value!r}")
+    if value <= 0 or (math.isinf(value) and not allow_inf):
+        raise InvalidToolOptionError(f"{name} must be > 0 and finite, got {value!r}")
+    return float(value)
+
+
+def check_cwd(cwd: object) -> str:
+    """Validate the ``cwd`` every tool factory takes; it is made absolute."""
+    if not isinstance(cwd, (str, os.PathLike)):
+        raise InvalidToolOptionError(f"cwd must be a path string, got {cwd!r}")
+    text = os.fspath(cwd)
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise InvalidToolOptionError(f"cwd must be a non-empty path without NUL, got {cwd!r}")
+    return os.path.abspath(text)
+
+
+def json_safe(value: object, depth: int = 0) -> JsonValue:
+    """A JSON copy of a policy's ``details`` (non-JSON values shown by ``repr``)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth >= 8:
+        return repr(value)[:200]
+    if isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in list(value.items())[:100]}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, depth + 1) for v in list(value)[:100]]
+    return repr(value)[:200]
+
+
+def denied_result(tool: str, exc: ExecutionDeniedError, action: ExecutionAction) -> ToolResult:
+    """The error result for an action the execution policy refused."""
+    return ToolResult.error(
+        f"{tool}: denied by the execution policy: {exc.reason}",
+        execution_denied=True,
+        reason=exc.reason,
+        decision=json_safe(exc.details),
+        action={
+            "kind": action.kind,
+            "operation": action.operation,
+            "paths": list(action.paths),
+            "command": action.command,
+        },
+    )
+
+
+async def policy_check(
+    tool: str, policy: ExecutionPolicy | None, action: ExecutionAction
+) -> ExecutionAction | ToolResult:
+    """The (possibly modified) action, or the error result when the policy refuses it."""
+    try:
+        return await assert_execution_allowed(policy, action)
+    except ExecutionDeniedError as exc:
+        return denied_result(tool, exc, action)
+
+
+_MESSAGES: Mapping[int, str] = {
+    errno.ENOENT: "file not found",
+    errno.EISDIR: "is a directory",
+    errno.ENOTDIR: "a parent of the path is not a directory",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOSPC: "no space left on device",
+    errno.ELOOP: "too many levels of symbolic links",
+    errno.ENAMETOOLONG: "file name too long",
+}
+
+
+def file_error_result(tool: str, path: str, exc: OSError | PrismError | ValueError) -> ToolResult:
+    """The error result for a failed file operation on ``path``."""
+    if isinstance(exc, OSError):
+        code = exc.errno
+        reason = _MESSAGES.get(code or 0) or exc.strerror or str(exc)
+        return ToolResult.error(
+            f"{tool}: {path}: {reason}", path=path, errno=code, error=type(exc).__name__
+        )
+    return ToolResult.error(f"{tool}: {path}: {exc}", path=path, error=type(exc).__name__)
