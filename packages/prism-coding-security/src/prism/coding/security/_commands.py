@@ -520,8 +520,29 @@ def _inner_command_index(name: str, words: Sequence[str]) -> int | None:
     return _skip_options(words, 1, options)
 
 
+_CACHE_MAX_ENTRIES = 1024
+_CACHE_MAX_CHARS = 4096
+_cache: dict[str, ParsedCommand] = {}
+
+
 def parse_command(source: str) -> ParsedCommand:
-    """Split ``source`` into simple commands and report what could not be trusted."""
+    """Split ``source`` into simple commands and report what could not be trusted.
+
+    Results for short commands are memoised (parsing is pure), because agents
+    repeat the same commands and bashlex is the expensive part of a decision.
+    """
+    if isinstance(source, str) and len(source) <= _CACHE_MAX_CHARS:
+        cached = _cache.get(source)
+        if cached is None:
+            cached = _parse(source)
+            if len(_cache) >= _CACHE_MAX_ENTRIES:
+                del _cache[next(iter(_cache))]
+            _cache[source] = cached
+        return cached
+    return _parse(source)
+
+
+def _parse(source: str) -> ParsedCommand:
     walker = _Walker()
     if not isinstance(source, str):
         walker.flag("the command is not a string")

@@ -1,0 +1,179 @@
+"""prism.coding.security costs: the sync allow-rule fast path, path checks, contained I/O.
+
+Run: uv run python benchmarks/bench_security.py [--json]
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import trio
+
+from _harness import Row, row, run, time_async
+from prism.coding.security import (
+    ApprovalDecision,
+    BubblewrapSandbox,
+    CommandRules,
+    create_coding_approval_policy,
+    create_contained_file_operations,
+    create_sandbox_shell_operations,
+)
+from prism.coding.tools import LocalFileOperations, LocalShellOperations, ShellSpawnRequest
+from prism.core import ExecutionAction, ExecutionDecision, assert_execution_allowed
+
+BENCH = "security"
+
+
+class _BarePolicy:
+    def check(self, action: ExecutionAction) -> ExecutionDecision:
+        return ExecutionDecision(allowed=True)
+
+
+async def main() -> list[Row]:
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        (root / "src").mkdir()
+        (root / "src" / "a.py").write_text("x = 1\n" * 100)
+        shell = ExecutionAction(
+            kind="shell", operation="shell", command="git status --short", paths=(directory,)
+        )
+        bare = _BarePolicy()
+        base = row(
+            BENCH,
+            "bare sync policy (baseline)",
+            await time_async(lambda: assert_execution_allowed(bare, shell), inner=2000, repeat=7),
+        )
+        rows.append(base)
+        rules = CommandRules(allow=["git status *", "ls *", "grep *", "wc *"])
+        policy = create_coding_approval_policy(roots=[directory], command_rules=rules)
+        rows.append(
+            row(
+                BENCH,
+                "allow rule: git status --short",
+                await time_async(
+                    lambda: assert_execution_allowed(policy, shell), inner=500, repeat=7
+                ),
+                baseline=base,
+                note="sync decision, parse memoised",
+            )
+        )
+        counter = iter(range(10**9))
+
+        def unique() -> ExecutionAction:
+            return ExecutionAction(
+                kind="shell",
+                operation="shell",
+                command=f"git status --short src/{next(counter)}",
+                paths=(directory,),
+            )
+
+        rows.append(
+            row(
+                BENCH,
+                "allow rule: first sight (bashlex parse)",
+                await time_async(
+                    lambda: assert_execution_allowed(policy, unique()), inner=200, repeat=5
+                ),
+                baseline=base,
+                note="uncached parse",
+            )
+        )
+        pipeline = ExecutionAction(
+            kind="shell",
+            operation="shell",
+            command="ls -la src | grep py | wc -l",
+            paths=(directory,),
+        )
+        rows.append(
+            row(
+                BENCH,
+                "allow rules: 3-command pipeline",
+                await time_async(
+                    lambda: assert_execution_allowed(policy, pipeline), inner=500, repeat=7
+                ),
+                baseline=base,
+            )
+        )
+        read = ExecutionAction(kind="read", operation="read", paths=(str(root / "src" / "a.py"),))
+        rows.append(
+            row(
+                BENCH,
+                "path containment: read",
+                await time_async(
+                    lambda: assert_execution_allowed(policy, read), inner=2000, repeat=7
+                ),
+                baseline=base,
+            )
+        )
+
+        async def approve(action: ExecutionAction) -> ApprovalDecision:
+            return ApprovalDecision(approved=True)
+
+        asking = create_coding_approval_policy(roots=[directory], approve=approve)
+        chained = ExecutionAction(
+            kind="shell", operation="shell", command="make && make test", paths=(directory,)
+        )
+        await assert_execution_allowed(asking, chained)
+        rows.append(
+            row(
+                BENCH,
+                "cached approval: make && make test",
+                await time_async(
+                    lambda: assert_execution_allowed(asking, chained), inner=500, repeat=7
+                ),
+                baseline=base,
+            )
+        )
+
+        plain_ops = LocalFileOperations()
+        contained_ops = create_contained_file_operations([directory])
+        target = str(root / "src" / "a.py")
+        plain_read = row(
+            BENCH,
+            "read 600 B: LocalFileOperations",
+            await time_async(lambda: plain_ops.read(target, length=4096), inner=200, repeat=5),
+        )
+        rows.append(plain_read)
+        rows.append(
+            row(
+                BENCH,
+                "read 600 B: contained (O_NOFOLLOW walk)",
+                await time_async(
+                    lambda: contained_ops.read(target, length=4096), inner=200, repeat=5
+                ),
+                baseline=plain_read,
+            )
+        )
+
+        async def sink(chunk: bytes) -> None:
+            pass
+
+        request = ShellSpawnRequest(
+            command="true", shell_path="/bin/sh", cwd=directory, env={"PATH": "/usr/bin:/bin"}
+        )
+        local = LocalShellOperations()
+        plain_spawn = row(
+            BENCH,
+            "spawn `true`: LocalShellOperations",
+            await time_async(lambda: local.run(request, sink), inner=5, repeat=5),
+        )
+        rows.append(plain_spawn)
+        if shutil.which("bwrap"):
+            sandboxed = create_sandbox_shell_operations(BubblewrapSandbox([directory]))
+            await sandboxed.run(request, sink)
+            rows.append(
+                row(
+                    BENCH,
+                    "spawn `true`: bubblewrap sandbox",
+                    await time_async(lambda: sandboxed.run(request, sink), inner=5, repeat=5),
+                    baseline=plain_spawn,
+                )
+            )
+    return rows
+
+
+if __name__ == "__main__":
+    run(main)
