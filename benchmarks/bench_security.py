@@ -9,9 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import trio
-
 from _harness import Row, row, run, time_async
+
 from prism.coding.security import (
     ApprovalDecision,
     BubblewrapSandbox,
