@@ -1,0 +1,271 @@
+"""What the agent runtime adds per tool call, and how close bounded parallel dispatch gets to ideal.
+
+Rows (medians over repetitions, measured in one run):
+
+1. Per-call cost of an agent run. A ``ScriptedProvider`` answers either at once
+   (0 calls: one provider turn) or with one turn of 100 trivial calls followed by
+   a final answer. Per-call cost = (t100 - t0) / 100, from paired samples; the
+   100-call run also pays for its extra provider turn, so the figure is slightly
+   pessimistic. Both the default agent (ledger on, no gates) and a fully gated
+   one (rule permission, validator, event sink, ledger) are measured.
+   Target: <= 25 µs per call. Reference lines give figures published for other
+   toolkits for the same measurement; they were not measured here.
+2. 50 calls that each ``trio.sleep(0.02)`` through an agent run: unbounded
+   (``tool_concurrency=50``) against the ideal 20 ms (target <= 1.10x), and at
+   ``tool_concurrency=4`` against the ideal 13 x 20 ms = 260 ms (target <= 1.03x).
+   The largest number of calls seen in flight is printed. "trio floor" rows run
+   the same sleeps as bare trio tasks (no Prism), interleaved with the measured
+   runs, to show what trio's timers cost on this machine.
+
+Run: ``uv run python benchmarks/bench_agent.py [--json] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import trio
+from _harness import Row, row, run
+
+from prism.core import (
+    AgentEvent,
+    AssistantMessage,
+    JsonObject,
+    Limits,
+    RunOptions,
+    ScriptedProvider,
+    SingleShotLoop,
+    TextContent,
+    ToolCall,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+    create_agent,
+    create_rule_permission_policy,
+)
+
+BENCH = "agent"
+QUICK = "--quick" in sys.argv[1:]
+INNER = 10 if QUICK else 20
+REPEAT = 9 if QUICK else 21
+SLEEP_REPEAT = 7 if QUICK else 15
+CALLS = 100
+SLEEP_CALLS = 50
+SLEEP_S = 0.02
+
+_RESULT = ToolResult.text("ok")
+_FINAL = AssistantMessage(content=(TextContent(text="done"),))
+_TURN = AssistantMessage(
+    tool_calls=tuple(
+        ToolCall(id=f"call_{i}", name="echo", arguments={"q": "prism", "n": i})
+        for i in range(CALLS)
+    )
+)
+
+PUBLISHED = (
+    ("pydantic-ai", 155.0),
+    ("LangGraph ToolNode", 245.0),
+    ("OpenAI Agents SDK", 600.0),
+)
+
+
+async def echo(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    return _RESULT
+
+
+def trivial_validator(
+    tool: ToolDefinition, args: JsonObject, ctx: ToolExecutionContext
+) -> str | None:
+    return None if "q" in args else "q is required"
+
+
+TOOLS = [ToolDefinition(name="echo", execute=echo, description="echo")]
+POLICY = create_rule_permission_policy(allow=["tool:*:execute"], deny=["tool:shell:*"])
+
+
+def sink(event: AgentEvent) -> None:
+    return None
+
+
+async def agent_run(with_calls: bool, *, gated: bool) -> None:
+    turns = [_TURN, _FINAL] if with_calls else [_FINAL]
+    if gated:
+        agent = create_agent(
+            model="bench",
+            provider=ScriptedProvider(turns),
+            tools=TOOLS,
+            permission=POLICY,
+            validator=trivial_validator,
+        )
+        result = await agent.session().run("go", RunOptions(on_event=sink))
+    else:
+        agent = create_agent(model="bench", provider=ScriptedProvider(turns), tools=TOOLS)
+        result = await agent.session().run("go")
+    assert len(result.records) == (CALLS if with_calls else 0)
+
+
+async def paired_samples(*, gated: bool) -> tuple[list[float], list[float], list[float]]:
+    """Per-run µs for 0 and 100 calls, and the per-call difference, sample by sample."""
+    zero: list[float] = []
+    hundred: list[float] = []
+    per_call: list[float] = []
+    for _ in range(REPEAT):
+        t = time.perf_counter()
+        for _ in range(INNER):
+            await agent_run(False, gated=gated)
+        t0 = (time.perf_counter() - t) / INNER * 1e6
+        t = time.perf_counter()
+        for _ in range(INNER):
+            await agent_run(True, gated=gated)
+        t100 = (time.perf_counter() - t) / INNER * 1e6
+        zero.append(t0)
+        hundred.append(t100)
+        per_call.append((t100 - t0) / CALLS)
+    return zero, hundred, per_call
+
+
+def fixed_row(name: str, micros: float, note: str) -> Row:
+    return Row(bench=BENCH, name=name, median_us=micros, min_us=micros, max_us=micros, note=note)
+
+
+def judged(r: Row, limit_ratio: float | None = None, limit_us: float | None = None) -> Row:
+    ok = True
+    if limit_ratio is not None and (r.ratio is None or r.ratio > limit_ratio):
+        ok = False
+    if limit_us is not None and r.median_us > limit_us:
+        ok = False
+    r.note = f"{r.note}; meets target" if ok else f"{r.note}; MISSES target"
+    r.note = r.note.lstrip("; ")
+    return r
+
+
+async def per_call_rows() -> list[Row]:
+    for gated in (False, True):
+        for _ in range(30):
+            await agent_run(True, gated=gated)
+            await agent_run(False, gated=gated)
+    rows: list[Row] = []
+    for gated, label in ((False, "default agent"), (True, "fully gated agent")):
+        zero, hundred, per_call = await paired_samples(gated=gated)
+        base = row(BENCH, f"{label}: run, 0 calls", zero)
+        rows.append(base)
+        rows.append(row(BENCH, f"{label}: run, 100 calls", hundred, baseline=base))
+        rows.append(
+            judged(
+                row(BENCH, f"{label}: per call (t100-t0)/100", per_call, target="<= 25 µs"),
+                limit_us=25.0,
+            )
+        )
+    for name, micros in PUBLISHED:
+        rows.append(
+            fixed_row(
+                f"reference: {name} per call", micros, "published elsewhere, not measured here"
+            )
+        )
+    return rows
+
+
+class InFlight:
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+
+
+async def sleep_run(concurrency: int, counter: InFlight) -> None:
+    async def nap(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        counter.now += 1
+        counter.peak = max(counter.peak, counter.now)
+        try:
+            await trio.sleep(SLEEP_S)
+        finally:
+            counter.now -= 1
+        return _RESULT
+
+    turn = AssistantMessage(
+        tool_calls=tuple(
+            ToolCall(id=f"nap_{i}", name="nap", arguments={}) for i in range(SLEEP_CALLS)
+        )
+    )
+    agent = create_agent(
+        model="bench",
+        provider=ScriptedProvider([turn, _FINAL]),
+        tools=[ToolDefinition(name="nap", execute=nap)],
+        loop=SingleShotLoop(tool_concurrency=concurrency),
+        limits=Limits(max_tool_rounds=1),
+    )
+    await agent.session().run("go")
+
+
+async def timed(fn: object, repeat: int) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        await fn()  # type: ignore[operator]
+        samples.append((time.perf_counter() - t) * 1e6)
+    return samples
+
+
+async def sleep_rows() -> list[Row]:
+    rows: list[Row] = []
+    waves = math.ceil(SLEEP_CALLS / 4)
+
+    async def bare_tasks() -> None:
+        # trio's own floor: the same number of tasks, each just sleeping.
+        async with trio.open_nursery() as nursery:
+            for _ in range(SLEEP_CALLS):
+                nursery.start_soon(trio.sleep, SLEEP_S)
+
+    async def bare_sequential() -> None:
+        for _ in range(waves):
+            await trio.sleep(SLEEP_S)
+
+    for concurrency, ideal_s, limit, floor_name, floor in (
+        (SLEEP_CALLS, SLEEP_S, 1.10, f"trio floor: {SLEEP_CALLS} tasks x sleep", bare_tasks),
+        (4, waves * SLEEP_S, 1.03, f"trio floor: {waves} sequential sleeps", bare_sequential),
+    ):
+        ideal = fixed_row(
+            f"ideal, concurrency {concurrency}",
+            ideal_s * 1e6,
+            f"theoretical: {math.ceil(SLEEP_CALLS / concurrency)} wave(s) x 20 ms",
+        )
+        counter = InFlight()
+
+        async def go(concurrency: int = concurrency, counter: InFlight = counter) -> None:
+            await sleep_run(concurrency, counter)
+
+        await go()
+        await floor()
+        # Interleave the two so that machine noise hits both alike.
+        samples: list[float] = []
+        floor_samples: list[float] = []
+        for _ in range(SLEEP_REPEAT):
+            samples += await timed(go, 1)
+            floor_samples += await timed(floor, 1)
+        label = "unbounded" if concurrency == SLEEP_CALLS else f"concurrency {concurrency}"
+        measured = row(
+            BENCH,
+            f"50 x sleep 20 ms, {label}",
+            samples,
+            baseline=ideal,
+            target=f"<= {limit:.2f}x ideal",
+            note=f"max in flight {counter.peak}",
+        )
+        rows += [
+            ideal,
+            judged(measured, limit_ratio=limit),
+            row(BENCH, floor_name, floor_samples, baseline=ideal, note="no Prism involved"),
+        ]
+    return rows
+
+
+async def main() -> list[Row]:
+    return [*(await per_call_rows()), *(await sleep_rows())]
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    run(main)
+    if "--json" not in sys.argv[1:]:
+        sys.stdout.write(f"(took {time.perf_counter() - started:.1f} s)\n")
