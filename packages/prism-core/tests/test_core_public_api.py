@@ -120,3 +120,27 @@ def test_namespace_package_has_no_init() -> None:
     import prism
 
     assert getattr(prism, "__file__", None) is None
+
+
+TESTING_DOCUMENTED = {
+    "AllowAllExecutionPolicy",
+    "AllowAllPermissionPolicy",
+    "BlockingTool",
+    "DenyAllExecutionPolicy",
+    "DenyAllPermissionPolicy",
+    "Dispatcher",
+    "FailingTool",
+    "RecordingSink",
+    "RecordingTool",
+    "assert_tool_dispatch_conforms",
+    "echo_tool",
+}
+
+
+def test_testing_module_exports_the_documented_names_with_docstrings() -> None:
+    assert set(prism.core.testing.__all__) == TESTING_DOCUMENTED
+    assert prism.core.testing.__all__ == sorted(prism.core.testing.__all__)
+    for name in prism.core.testing.__all__:
+        obj = getattr(prism.core.testing, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"prism.core.testing.{name} has no docstring"

@@ -93,7 +93,8 @@ _SECRET_KEY = re.compile(
 # Keys that contain "token" but count tokens instead of holding one.
 _COUNT_KEY = re.compile(
     r"(?i)^(?:(?:max|min|num|n|total|prompt|completion|input|output|cached|reasoning)"
-    r"[_-]?tokens?|tokens?(?:[_-]?(?:count|limit|used|budget))?|max[_-]?new[_-]?tokens)$"
+    r"[_-]?tokens?|tokens(?:[_-]?(?:count|limit|used|budget))?"
+    r"|token[_-]?(?:count|limit|used|budget)|max[_-]?new[_-]?tokens)$"
 )
 # Secret-looking text. Each rule runs only when one of its cheap substring
 # triggers occurs in the lowercased text: a single combined case-insensitive
@@ -403,7 +404,8 @@ class RunLedger:
             data = converter.unstructure(entry)
             line = {"type": _TAGS[type(entry)], "schema_version": LEDGER_SCHEMA_VERSION, **data}
             try:
-                lines.append(json.dumps(line, ensure_ascii=False, allow_nan=False))
+                # ASCII only: no reader can split a line on U+2028 or NEL.
+                lines.append(json.dumps(line, allow_nan=False))
             except (TypeError, ValueError) as exc:
                 raise LedgerFormatError(f"record {entry.call_id!r}: {exc}") from exc
         return "".join(f"{line}\n" for line in lines)
@@ -420,7 +422,9 @@ class RunLedger:
         """
         converter = _get_converter()
         ledger = cls(redact=None)
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Only "\n" ends a record; str.splitlines() would also split inside
+        # strings on U+2028, NEL and friends.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:

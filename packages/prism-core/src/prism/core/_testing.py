@@ -435,15 +435,16 @@ async def assert_tool_dispatch_conforms(
     (registry, filters, policies, middleware, ...) afresh for each row; its
     registry should hold ``tool`` (the kit adds it when it does not). The kit
     wraps the registered tool to count executions, records events (forwarding
-    them to the host's sink) and reads the host's ledger (or its own). Rows:
+    them to the host's sink) and reads the host's ledger (or its own). Rows,
+    in order:
 
+    - ``success``: ``valid_arguments`` through the host's own options;
     - ``unknown_tool``: a name the registry does not hold;
     - ``tool_denied``: the host's filters plus one that denies ``tool``;
     - ``invalid_arguments``: a list, a string, and an object with a non-string key;
     - ``permission_denied``: the host's options with a deny-all permission policy;
     - ``validation_failed``: the host's options with a refusing validator;
-    - ``aborted``: a pre-aborted signal (the tool must not run);
-    - ``success``: ``valid_arguments`` through the host's own options.
+    - ``aborted``: a pre-aborted signal (the tool must not run).
 
     Each blocked row requires: the tool never ran, an error result with text,
     exactly one :class:`~prism.core.ToolExecutionBlocked` event with the right
@@ -464,6 +465,9 @@ async def assert_tool_dispatch_conforms(
         AssertionError: a row failed; the message names the row and the problem.
     """
     run = dispatch_tool_call if dispatch is None else dispatch
+    # Success first: if the host's own gates refuse valid_arguments, every later
+    # row would fail for that reason, so say so plainly.
+    await _success_row(make_options, tool, run, valid_arguments)
     unknown = f"{tool.name}.prism-conformance-missing"
     await _blocked_row("unknown_tool", make_options, tool, run, "unknown_tool", name=unknown)
     await _blocked_row(
@@ -503,7 +507,6 @@ async def assert_tool_dispatch_conforms(
         adjust=_refuse_validation,
     )
     await _aborted_row(make_options, tool, run, valid_arguments)
-    await _success_row(make_options, tool, run, valid_arguments)
 
 
 async def _aborted_row(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -49,12 +49,18 @@ class ToolArgumentValidationError:
     path: str | None = None
 
 
+def _errors(
+    value: Iterable[ToolArgumentValidationError],
+) -> tuple[ToolArgumentValidationError, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class ToolArgumentValidationResult:
     """The outcome of validating arguments against a schema."""
 
     ok: bool
-    errors: tuple[ToolArgumentValidationError, ...] = attrs.field(default=(), converter=tuple)
+    errors: tuple[ToolArgumentValidationError, ...] = attrs.field(default=(), converter=_errors)
 
 
 @runtime_checkable
