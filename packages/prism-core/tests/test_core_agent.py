@@ -499,3 +499,33 @@ async def test_live_registry_offers_tools_added_later() -> None:
     registry.register(echo_tool("mcp:late:tool"))
     await agent.session().run("go")
     assert [t.name for t in provider.requests[1].tools] == ["echo", "mcp__late__tool"]
+
+
+async def test_calls_beyond_the_per_turn_cap_are_refused_not_run() -> None:
+    ran: list[str] = []
+
+    async def tool(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        ran.append(ctx.call.id)
+        return ToolResult.text("ran")
+
+    flood = calling(*[(f"c{i}", "t", {}) for i in range(5)])
+    provider = ScriptedProvider([flood, answer("done")])
+    agent = create_agent(
+        model="m",
+        provider=provider,
+        tools=[ToolDefinition(name="t", execute=tool)],
+        limits=Limits(max_tool_calls_per_turn=2),
+    )
+    result = await agent.session().run("go")
+    assert ran == ["c0", "c1"]
+    answers = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert [m.call_id for m in answers] == [f"c{i}" for i in range(5)]
+    assert all("at most 2 are run per turn" in m.result.joined_text for m in answers[2:])
+    assert [r.status for r in result.records] == ["ok", "ok", "blocked", "blocked", "blocked"]
+    assert_transcript_valid(result.messages)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, None])
+def test_limits_refuse_a_bad_per_turn_cap(value: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"Limits\.max_tool_calls_per_turn"):
+        Limits(max_tool_calls_per_turn=value)  # type: ignore[arg-type]

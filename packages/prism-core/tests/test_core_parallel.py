@@ -419,3 +419,23 @@ def test_resolve_tool_concurrency(requested: int | None, names: list[str], expec
 def test_resolve_rejects_bad_requests(bad: object) -> None:
     with pytest.raises(ConfigurationError, match=r"tool_concurrency must be an integer >= 1"):
         resolve(bad, ["a"], make_tools())  # type: ignore[arg-type]
+
+
+async def test_a_raising_on_result_propagates_after_full_bookkeeping(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    probe = Probe()
+    ledger = RunLedger()
+
+    def explode(index: int, call: ToolCall, result: ToolResult) -> None:
+        raise LookupError("host bug")
+
+    with pytest.raises(LookupError, match="host bug"):
+        await dispatch_tool_calls_in_order(
+            calls_of(0.1, 5, 5, 5),
+            options_for(sleeper(probe), ledger=ledger),
+            concurrency=2,
+            on_result=explode,
+        )
+    assert sorted(r.call_id for r in ledger.records) == ["c0", "c1", "c2", "c3"]
+    assert probe.cancelled == ["c1"]

@@ -53,8 +53,11 @@ __all__ = [
 ]
 
 _NO_TOOLS_LEFT = (
-    "tool call {name} was refused: the tool-round limit ({limit}) was reached and no tools "
+    "tool call refused: the tool-round limit ({limit}) was reached and no tools "
     "were offered for the final answer"
+)
+_TOO_MANY = (
+    "tool call refused: the turn asked for {count} calls and at most {limit} are run per turn"
 )
 
 
@@ -92,12 +95,18 @@ class Limits:
         max_tool_rounds: how many provider turns may have their tool calls run
             (default 1). After that the provider is asked once more with no tools
             offered, for a final answer. ``0`` offers no tools at all.
+        max_tool_calls_per_turn: the most calls of one provider turn that are
+            dispatched (default 128). Calls beyond it are refused (``blocked``,
+            ``tool_denied``) and answered with an error result, never run, so a
+            runaway or hostile model cannot queue unbounded work.
 
     Raises:
-        ConfigurationError: ``max_tool_rounds`` is not an integer >= 0.
+        ConfigurationError: ``max_tool_rounds`` is not an integer >= 0, or
+            ``max_tool_calls_per_turn`` is not an integer >= 1.
     """
 
     max_tool_rounds: int = attrs.field(default=1, validator=_positive_int(0))
+    max_tool_calls_per_turn: int = attrs.field(default=128, validator=_positive_int(1))
 
 
 def _optional(kind: type[object], option: str) -> Any:
@@ -381,10 +390,17 @@ class AgentSession:
             final = reply
             if calls:
                 if offer:
-                    await _run_round(messages, calls, names, dispatch, loop, agent.registry)
+                    allowed = limits.max_tool_calls_per_turn
+                    await _run_round(
+                        messages, calls[:allowed], names, dispatch, loop, agent.registry
+                    )
+                    if len(calls) > allowed:
+                        message = _TOO_MANY.format(count=len(calls), limit=allowed)
+                        _refuse_all(messages, calls[allowed:], names, dispatch, message)
                     rounds += 1
                 else:
-                    _refuse_all(messages, calls, names, dispatch, limits.max_tool_rounds)
+                    message = _NO_TOOLS_LEFT.format(limit=limits.max_tool_rounds)
+                    _refuse_all(messages, calls, names, dispatch, message)
             if sink is not None:
                 emit_event(sink, TurnFinished(turn=turn, tool_calls=len(calls)))
             if not calls or not offer:
@@ -455,10 +471,9 @@ def _refuse_all(
     calls: tuple[ToolCall, ...],
     names: ToolNameMap,
     dispatch: DispatchOptions,
-    limit: int,
+    message: str,
 ) -> None:
     for call in calls:
-        message = _NO_TOOLS_LEFT.format(name=call.name, limit=limit)
         result = record_refused(dispatch, _registry_call(call, names), "tool_denied", message)
         messages.append(ToolResultMessage(call_id=call.id, tool_name=call.name, result=result))
 

@@ -132,7 +132,7 @@ def record_refused(
 class _Turn:
     """The shared state of one ``dispatch_tool_calls_in_order`` call."""
 
-    __slots__ = ("calls", "claimed", "emitted", "on_result", "options", "slots")
+    __slots__ = ("calls", "claimed", "emitted", "error", "on_result", "options", "scope", "slots")
 
     def __init__(
         self,
@@ -146,6 +146,8 @@ class _Turn:
         self.slots: list[ToolResult | None] = [None] * len(calls)
         self.claimed = 0
         self.emitted = 0
+        self.error: Exception | None = None
+        self.scope: trio.CancelScope | None = None
 
     def fill(self, index: int, result: ToolResult) -> None:
         self.slots[index] = result
@@ -163,7 +165,15 @@ class _Turn:
             emitted += 1
             self.emitted = emitted
             if on_result is not None:
-                on_result(emitted - 1, calls[emitted - 1], ready)
+                try:
+                    on_result(emitted - 1, calls[emitted - 1], ready)
+                except Exception as exc:
+                    # A broken callback ends the turn; it is re-raised as it is
+                    # (not wrapped in an exception group) once the nursery is closed.
+                    self.error = exc
+                    self.on_result = on_result = None
+                    if self.scope is not None:
+                        self.scope.cancel()
 
     async def worker(self) -> None:
         calls = self.calls
@@ -171,7 +181,7 @@ class _Turn:
         signal = options.signal
         total = len(calls)
         while self.claimed < total:
-            if signal is not None and signal.aborted:
+            if (signal is not None and signal.aborted) or self.error is not None:
                 return
             index = self.claimed
             self.claimed = index + 1
@@ -223,8 +233,9 @@ async def dispatch_tool_calls_in_order(
         calls: the turn's calls, in the order the provider gave them.
         options: how each call is dispatched.
         concurrency: the most calls in flight at once (an integer >= 1).
-        on_result: called synchronously in call order; it must not raise (an
-            exception from it cancels the turn and propagates).
+        on_result: called synchronously in call order. If it raises, the turn
+            is cancelled (with the same bookkeeping as a caller cancellation)
+            and that exception propagates as it is.
 
     Returns:
         One result per call, in call order.
@@ -248,6 +259,7 @@ async def dispatch_tool_calls_in_order(
         if calls:
             workers = min(limit, len(calls))
             async with trio.open_nursery() as nursery:
+                turn.scope = nursery.cancel_scope
                 for _ in range(workers - 1):
                     nursery.start_soon(turn.worker)
                 await turn.worker()
@@ -263,6 +275,8 @@ async def dispatch_tool_calls_in_order(
             record_not_started(options, call, result)
             turn.claimed = index + 1
             turn.slots[index] = result
+    if turn.error is not None:
+        raise turn.error
     results = [
         slot if slot is not None else cancelled_result(calls[index], reason)
         for index, slot in enumerate(turn.slots)
