@@ -670,11 +670,19 @@ async def open_mcp_tools(
         max_result_bytes=max_result_bytes,
         protocol=protocol,
     )
-    async with trio.open_nursery() as nursery:
-        bridge = McpToolBridge(options=options, nursery=nursery)
-        try:
-            conn = await bridge._connection()
-            await bridge._relist(conn, options.connect_timeout_s)
-            yield bridge
-        finally:
-            await bridge.aclose()
+    try:
+        async with trio.open_nursery() as nursery:
+            bridge = McpToolBridge(options=options, nursery=nursery)
+            try:
+                conn = await bridge._connection()
+                await bridge._relist(conn, options.connect_timeout_s)
+                yield bridge
+            finally:
+                await bridge.aclose()
+    except BaseExceptionGroup as group:
+        # The bridge's own tasks never raise, so a group here holds what the caller's
+        # block (or the connect) raised: hand back that exception itself, unwrapped.
+        if len(group.exceptions) == 1:
+            only = group.exceptions[0]
+            raise only from only.__cause__
+        raise

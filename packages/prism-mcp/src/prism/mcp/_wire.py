@@ -41,6 +41,8 @@ _STDERR_TAIL_BYTES = 4096
 _STDIN_GRACE_S = 1.0
 _TERM_GRACE_S = 1.0
 _KILL_WAIT_S = 2.0
+_REAP_POLL_S = 0.005
+_REAP_POLLS = 400
 
 
 @attrs.define(eq=False)
@@ -195,6 +197,29 @@ def _kill_group(pid: int, signum: int) -> None:
         os.killpg(pid, signum)
 
 
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies count as gone)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
+
+
 async def _stop(process: Process, state: WireState) -> None:
     """Close stdin, then SIGTERM and SIGKILL the server's process group; each wait is bounded."""
     if process.stdin is not None:
@@ -206,8 +231,13 @@ async def _stop(process: Process, state: WireState) -> None:
         if not await _wait_exit(process, _TERM_GRACE_S):
             _kill_group(process.pid, signal.SIGKILL)
             await _wait_exit(process, _KILL_WAIT_S)
-    # Children the server left behind in its group go too, even when it exited on its own.
+    # Children the server left behind in its group go too, even when it exited on its own;
+    # a SIGKILL lands within moments, so wait (bounded) until none of them is running.
     _kill_group(process.pid, signal.SIGKILL)
+    for _ in range(_REAP_POLLS):
+        if not _group_running(process.pid):
+            break
+        await anyio.sleep(_REAP_POLL_S)
     state.returncode = process.returncode
     for stream in (process.stdout, process.stderr):
         if stream is not None:

@@ -1,0 +1,247 @@
+"""Hostile and broken servers: each fault is bounded, nothing hangs, nothing outlives the block."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.core import ToolCall, ToolExecutionContext, ToolResult
+from prism.mcp import McpBridgeError, StdioTransport, StreamableHttpTransport, open_mcp_tools
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from prism.mcp import McpToolBridge
+
+TESTS = Path(__file__).resolve().parent
+
+
+def py(code: str) -> StdioTransport:
+    return StdioTransport(sys.executable, ["-c", code])
+
+
+async def run_tool(bridge: McpToolBridge, name: str, arguments: dict[str, object]) -> ToolResult:
+    tool = next(tool for tool in bridge.tools if tool.name == f"mcp:fx:{name}")
+    ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments=arguments))
+    return await tool.execute(arguments, ctx)  # type: ignore[arg-type]
+
+
+async def test_server_that_exits_at_start_fails_open_with_its_status_and_stderr() -> None:
+    with trio.fail_after(10), pytest.raises(McpBridgeError) as info:
+        async with open_mcp_tools(
+            server_id="fx",
+            transport=py("import sys; sys.stderr.write('cannot start: no config'); sys.exit(3)"),
+        ):
+            pass
+    assert "exit status 3" in str(info.value)
+    assert "cannot start: no config" in str(info.value)
+    assert info.value.server_id == "fx"
+    assert info.value.__cause__ is not None
+
+
+async def test_missing_command_fails_open() -> None:
+    with trio.fail_after(10), pytest.raises(McpBridgeError, match="could not connect"):
+        async with open_mcp_tools(
+            server_id="fx", transport=StdioTransport("/nonexistent/prism-no-such-server")
+        ):
+            pass
+
+
+async def test_garbage_before_the_handshake_fails_open() -> None:
+    code = "import sys; print('Welcome to my server!', flush=True); sys.stdin.read()"
+    with trio.fail_after(10), pytest.raises(McpBridgeError, match="not JSON-RPC"):
+        async with open_mcp_tools(server_id="fx", transport=py(code), connect_timeout_s=5):
+            pass
+
+
+async def test_server_that_never_answers_initialize_times_out_and_is_killed(
+    tmp_path: Path, process_alive: Callable[[int], bool]
+) -> None:
+    pid_file = tmp_path / "pid"
+    # Ignores SIGTERM and stdin EOF too: only SIGKILL of its group ends it.
+    code = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+        "[time.sleep(1) for _ in range(600)]"
+    )
+    with trio.fail_after(15), pytest.raises(McpBridgeError, match=r"connect_timeout_s=1s"):
+        async with open_mcp_tools(server_id="fx", transport=py(code), connect_timeout_s=1):
+            pass
+    assert not process_alive(int(pid_file.read_text()))
+
+
+async def test_nothing_listening_on_the_http_url_fails_open() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
+    with trio.fail_after(10), pytest.raises(McpBridgeError) as info:
+        async with open_mcp_tools(server_id="fx", transport=transport, connect_timeout_s=3):
+            pass
+    assert "connect" in str(info.value).lower()
+
+
+async def test_http_server_that_accepts_but_never_answers_times_out() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        transport = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
+        with trio.fail_after(10), pytest.raises(McpBridgeError, match=r"connect_timeout_s=1s"):
+            async with open_mcp_tools(server_id="fx", transport=transport, connect_timeout_s=1):
+                pass
+
+
+async def test_crash_mid_call_is_an_error_result_and_the_next_call_reconnects(
+    fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
+) -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            first_pid = bridge.server_pid
+            assert first_pid is not None
+            crashed = await run_tool(bridge, "crash", {})
+            assert crashed.is_error
+            assert crashed.details["mcp_error"] == "connection_lost"
+            assert "reconnects" in crashed.joined_text
+            again = await run_tool(bridge, "echo", {"text": "back"})
+            assert again.joined_text == "back"
+            assert bridge.server_pid not in (None, first_pid)
+            second_pid = bridge.server_pid
+        assert second_pid is not None
+        assert not process_alive(first_pid)
+        assert not process_alive(second_pid)
+
+
+async def test_garbage_mid_call_is_an_error_result_not_a_hang(
+    fixture_stdio: StdioTransport,
+) -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, call_timeout_s=10
+        ) as bridge:
+            started = trio.current_time()
+            result = await run_tool(bridge, "raw_garbage", {})
+            assert trio.current_time() - started < 5
+            assert result.is_error
+            assert "not JSON-RPC" in result.joined_text
+            again = await run_tool(bridge, "echo", {"text": "fresh session"})
+            assert again.joined_text == "fresh session"
+
+
+async def test_server_that_sleeps_forever_gets_a_timeout_result(
+    fixture_stdio: StdioTransport,
+) -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, call_timeout_s=0.5
+        ) as bridge:
+            result = await run_tool(bridge, "sleep", {"seconds": 3600})
+    assert result.is_error
+    assert result.details["limit"] == "call_timeout_s"
+
+
+async def test_no_server_process_or_child_outlives_the_block(
+    fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
+) -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            server_pid = bridge.server_pid
+            child = await run_tool(bridge, "spawn_child", {})
+            child_pid = int(child.joined_text)
+            assert server_pid is not None
+            assert process_alive(server_pid)
+            assert process_alive(child_pid)
+    assert not process_alive(server_pid)
+    assert not process_alive(child_pid)
+
+
+async def test_cancelling_the_host_mid_call_still_stops_the_server(
+    fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
+) -> None:
+    pids: list[int] = []
+    with trio.fail_after(20):
+        with trio.move_on_after(1) as scope:
+            async with open_mcp_tools(
+                server_id="fx", transport=fixture_stdio, call_timeout_s=60
+            ) as bridge:
+                assert bridge.server_pid is not None
+                pids.append(bridge.server_pid)
+                await run_tool(bridge, "sleep", {"seconds": 3600})
+        assert scope.cancelled_caught
+    assert pids
+    assert not process_alive(pids[0])
+
+
+async def test_server_env_holds_only_safe_defaults_and_the_given_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PRISM_TEST_SECRET_TOKEN", "hunter2")
+    transport = StdioTransport(
+        sys.executable, [str(TESTS / "mcp_fixture_server.py"), "stdio"], env={"GIVEN": "yes"}
+    )
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
+            secret = await run_tool(bridge, "env", {"name": "PRISM_TEST_SECRET_TOKEN"})
+            given = await run_tool(bridge, "env", {"name": "GIVEN"})
+    assert secret.joined_text == "<unset>"
+    assert given.joined_text == "yes"
+
+
+async def test_hostile_tool_names_and_schemas_are_skipped(tmp_path: Path) -> None:
+    # A hand-rolled server listing names that would confuse permission globs, and a bad schema.
+    script = tmp_path / "names_server.py"
+    script.write_text(
+        "import json, sys\n"
+        "tools = [\n"
+        "  {'name': 'ok_tool', 'inputSchema': {'type': 'object'}},\n"
+        "  {'name': 'x:*:execute', 'inputSchema': {'type': 'object'}},\n"
+        "  {'name': 'a' * 500, 'inputSchema': {'type': 'object'}},\n"
+        "  {'name': 'new\\nline', 'inputSchema': {'type': 'object'}},\n"
+        "]\n"
+        "for line in sys.stdin:\n"
+        "    msg = json.loads(line)\n"
+        "    if 'id' not in msg: continue\n"
+        "    if msg['method'] == 'initialize':\n"
+        "        result = {'protocolVersion': '2025-11-25', 'capabilities': {'tools': {}},\n"
+        "                  'serverInfo': {'name': 'names', 'version': '1'}}\n"
+        "    elif msg['method'] == 'tools/list':\n"
+        "        result = {'tools': tools}\n"
+        "    else:\n"
+        "        out = {'jsonrpc': '2.0', 'id': msg['id'],\n"
+        "               'error': {'code': -32601, 'message': 'no'}}\n"
+        "        print(json.dumps(out), flush=True); continue\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': msg['id'], 'result': result}), flush=True)\n"
+    )
+    transport = StdioTransport(sys.executable, [str(script)])
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
+            names = [tool.name for tool in bridge.tools]
+            assert bridge.protocol_version == "2025-11-25"
+    assert names == ["mcp:fx:ok_tool"]
+
+
+@pytest.mark.slow
+async def test_a_50_mb_flood_does_not_raise_host_peak_memory(tmp_path: Path) -> None:
+    limit = 1_000_000
+    probe = TESTS / "mcp_memory_probe.py"
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, str(probe), str(limit), str(50_000_000)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    report = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert report["refused"] is True
+    assert report["recovered"] is True
+    # The flood is 50x the limit; the host's peak grows by at most a few times the limit.
+    assert report["peak_growth_bytes"] < 4 * limit, report
