@@ -1,0 +1,111 @@
+"""Contracts: content blocks, calls, results and messages are frozen values."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+import pytest
+
+import prism.core
+from prism.core import (
+    AssistantMessage,
+    ImageContent,
+    ResourceContent,
+    ResourceLink,
+    TextContent,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+)
+
+
+def test_text_result_holds_one_block() -> None:
+    result = ToolResult.text("hello")
+    assert result.content == (TextContent(text="hello"),)
+    assert not result.is_error
+    assert result.joined_text == "hello"
+
+
+def test_error_result_keeps_details_for_hosts() -> None:
+    result = ToolResult.error("went wrong", code="E1", retry=False)
+    assert result.is_error
+    assert result.joined_text == "went wrong"
+    assert result.details == {"code": "E1", "retry": False}
+
+
+def test_joined_text_skips_non_text_blocks() -> None:
+    result = ToolResult(
+        content=(
+            TextContent(text="a"),
+            ImageContent(data="AAAA", mime_type="image/png"),
+            ResourceLink(uri="file:///x"),
+            TextContent(text="b"),
+        )
+    )
+    assert result.joined_text == "a\nb"
+
+
+def test_content_sequences_become_tuples() -> None:
+    result = ToolResult(content=[TextContent(text="a")])
+    assert result.content == (TextContent(text="a"),)
+    message = AssistantMessage(tool_calls=[ToolCall(id="1", name="t", arguments={})])
+    assert isinstance(message.tool_calls, tuple)
+
+
+@pytest.mark.parametrize("bad", ["text", b"bytes", 5])
+def test_content_must_be_a_sequence_of_blocks(bad: object) -> None:
+    with pytest.raises(TypeError, match="sequence"):
+        ToolResult(content=bad)
+    with pytest.raises(TypeError, match="sequence"):
+        UserMessage(content=bad)
+
+
+def test_values_are_frozen() -> None:
+    call = ToolCall(id="1", name="t", arguments={})
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        call.name = "other"  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        ToolResult.text("x").is_error = True  # type: ignore[misc]
+
+
+def test_values_compare_by_value() -> None:
+    assert ToolResult.text("x") == ToolResult.text("x")
+    assert ToolCall(id="1", name="t", arguments={"a": 1}) == ToolCall(
+        id="1", name="t", arguments={"a": 1}
+    )
+    assert ResourceContent(uri="u", text="t") != ResourceContent(uri="u", blob="t")
+
+
+def test_messages_hold_their_parts() -> None:
+    result = ToolResult.text("r")
+    message = ToolResultMessage(call_id="1", tool_name="t", result=result)
+    assert (message.call_id, message.tool_name, message.result) == ("1", "t", result)
+    assert AssistantMessage().content == ()
+
+
+def test_keyword_only_construction() -> None:
+    with pytest.raises(TypeError):
+        ToolCall("1", "t", {})  # type: ignore[call-arg]
+
+
+def _examples(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_package_docstring_example_runs() -> None:
+    doc = prism.core.__doc__
+    assert doc is not None
+    example = doc.split("Example::", 1)[1]
+    code = "\n".join(line[4:] for line in example.splitlines())
+    exec(compile(code, "prism.core docstring", "exec"), {})
+
+
+def test_readme_examples_run() -> None:
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    examples = _examples(readme.read_text(encoding="utf-8"))
+    assert examples
+    for index, code in enumerate(examples):
+        exec(compile(code, f"README example {index}", "exec"), {"__name__": "readme_example"})
