@@ -6,6 +6,7 @@ Rows (medians over repetitions, measured in one run):
 - ``dispatch, no options``: ``dispatch_tool_call`` with only a registry.
 - ``dispatch, fully gated``: filters + rule permission + a trivial validator + an
   event sink + a ledger (no schema validation). Target: <= 10 µs median.
+- ``fully gated + abort signal``: the same with an ``AbortSignal`` (one cancel scope per call).
 - ``import prism.core`` / ``import trio``: fresh interpreters, the baseline is trio alone.
 
 Run: ``uv run python benchmarks/bench_dispatch.py [--json] [--quick]``.
@@ -13,14 +14,15 @@ Run: ``uv run python benchmarks/bench_dispatch.py [--json] [--quick]``.
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 import time
 
+import attrs
 from _harness import Row, row, run, time_async
 
 from prism.core import (
+    AbortController,
     DispatchOptions,
     JsonObject,
     RunLedger,
@@ -103,8 +105,15 @@ async def main() -> list[Row]:
             ledger._records.clear()
         return await dispatch_tool_call(call, gated)
 
+    with_signal = attrs.evolve(gated, signal=AbortController().signal)
+
+    async def gated_with_signal() -> ToolResult:
+        if len(ledger._records) > 1000:
+            ledger._records.clear()
+        return await dispatch_tool_call(call, with_signal)
+
     # Warm up every path once (regex caches, attrs classes, branch predictors of the mind).
-    for fn in (bare, no_options, fully_gated):
+    for fn in (bare, no_options, fully_gated, gated_with_signal):
         for _ in range(500):
             await fn()
     assert (await fully_gated()).joined_text == "ok"
@@ -128,6 +137,15 @@ async def main() -> list[Row]:
     )
     gated_row.note = "meets target" if gated_row.median_us <= 10 else "MISSES target"
     rows.append(gated_row)
+    rows.append(
+        row(
+            BENCH,
+            "fully gated + abort signal",
+            await time_async(gated_with_signal, inner=INNER, repeat=REPEAT),
+            baseline=base,
+            note="adds a cancel scope per call",
+        )
+    )
 
     trio_row = row(BENCH, "import trio", import_time_us("trio"), note="fresh interpreter")
     core_row = row(
@@ -146,4 +164,4 @@ if __name__ == "__main__":
     t0 = time.perf_counter()
     run(main)
     if "--json" not in sys.argv[1:]:
-        sys.stdout.write(f"(took {statistics.fmean([time.perf_counter() - t0]):.1f} s)\n")
+        sys.stdout.write(f"(took {time.perf_counter() - t0:.1f} s)\n")
