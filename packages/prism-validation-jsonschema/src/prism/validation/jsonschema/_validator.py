@@ -45,7 +45,7 @@ def _clip(text: str, limit: int = _MAX_MESSAGE) -> str:
 def _failure(path: str | None, message: str) -> ToolArgumentValidationResult:
     return ToolArgumentValidationResult(
         ok=False,
-        errors=(ToolArgumentValidationError(message=_clip(message), path=path),),  # type: ignore[arg-type]
+        errors=(ToolArgumentValidationError(message=_clip(message), path=path),),
     )
 
 
@@ -135,8 +135,11 @@ class JsonSchemaArgumentValidator:
         """The limits in force."""
         return self._limits
 
-    def validate(self, schema: JsonObject, value: object) -> ToolArgumentValidationResult:
+    def validate(self, schema: object, value: object) -> ToolArgumentValidationResult:
         """Validate ``value`` against ``schema``; never raises for bad input.
+
+        ``schema`` is typed ``object`` on purpose: anything may arrive from an
+        untrusted source, and anything that is not a usable schema is refused.
 
         Each call screens and serialises ``schema`` to find it in the cache; a
         host validating the same tools again and again should use
@@ -144,7 +147,7 @@ class JsonSchemaArgumentValidator:
         """
         return self.run(self.entry(schema), value)
 
-    def check_schema(self, schema: JsonObject) -> None:
+    def check_schema(self, schema: object) -> None:
         """Screen and compile ``schema`` (caching the result) or say why it is refused.
 
         Raises:

@@ -1,0 +1,214 @@
+"""The compile-once cache, options and limits."""
+
+from __future__ import annotations
+
+import gc
+import math
+import weakref
+from typing import Any
+
+import attrs
+import pytest
+
+from prism.core import (
+    ConfigurationError,
+    ToolCall,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+)
+from prism.validation.jsonschema import (
+    HARD_LIMITS,
+    CacheInfo,
+    JsonSchemaArgumentValidator,
+    SchemaLimits,
+    create_json_schema_tool_argument_validator,
+)
+
+
+async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text("ok")
+
+
+def _context() -> ToolExecutionContext:
+    return ToolExecutionContext(ToolCall(id="1", name="t", arguments={}))
+
+
+def test_equal_schemas_compile_once_whatever_the_key_order() -> None:
+    validator = JsonSchemaArgumentValidator()
+    first = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 1}}}
+    second = {"properties": {"a": {"minimum": 1, "type": "integer"}}, "type": "object"}
+    assert validator.validate(first, {"a": 1}).ok
+    assert not validator.validate(second, {"a": 0}).ok
+    assert validator.cache_info() == CacheInfo(hits=1, misses=1, maxsize=256, currsize=1)
+
+
+def test_eviction_drops_the_least_recently_used_schema() -> None:
+    validator = JsonSchemaArgumentValidator(cache_size=2)
+    a, b, c = ({"const": n} for n in range(3))
+    validator.validate(a, 0)
+    validator.validate(b, 1)
+    validator.validate(a, 0)  # a is now the most recent
+    validator.validate(c, 2)  # evicts b
+    assert validator.cache_info().currsize == 2
+    misses = validator.cache_info().misses
+    validator.validate(a, 0)
+    assert validator.cache_info().misses == misses
+    validator.validate(b, 1)
+    assert validator.cache_info().misses == misses + 1
+
+
+def test_an_evicted_compiled_function_is_released() -> None:
+    validator = JsonSchemaArgumentValidator(cache_size=1)
+    validator.validate({"const": 1}, 1)
+    entry = validator.entry({"const": 1})
+    assert entry.function is not None
+    compiled = weakref.ref(entry.function)
+    validator.validate({"const": 2}, 2)
+    assert not entry.alive
+    assert entry.function is None
+    gc.collect()
+    assert compiled() is None
+
+
+def test_refused_schemas_are_cached_too() -> None:
+    validator = JsonSchemaArgumentValidator()
+    bad = {"pattern": "(a)\\1"}
+    validator.validate(bad, "a")
+    validator.validate(bad, "a")
+    assert validator.cache_info().misses == 1
+    assert validator.cache_info().hits == 1
+
+
+def test_tool_hot_path_does_not_reserialise_a_known_tool() -> None:
+    check = create_json_schema_tool_argument_validator()
+    tool = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
+    for _ in range(5):
+        assert check(tool, {}, _context()) is None
+    info = check.cache_info()
+    assert (info.misses, info.hits) == (1, 4)
+
+
+def test_a_new_tool_definition_with_the_same_schema_reuses_the_compiled_function() -> None:
+    check = create_json_schema_tool_argument_validator()
+    one = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
+    two = attrs.evolve(one, description="changed")
+    check(one, {}, _context())
+    check(two, {}, _context())
+    assert check.cache_info().misses == 1
+
+
+def test_a_tool_whose_schema_was_evicted_recompiles() -> None:
+    check = create_json_schema_tool_argument_validator(cache_size=1)
+    one = ToolDefinition(name="one", execute=_noop, parameters={"type": "object"})
+    two = ToolDefinition(name="two", execute=_noop, parameters={"type": "array"})
+    assert check(one, {}, _context()) is None
+    assert check(two, [], _context()) is None  # type: ignore[arg-type]
+    assert check(one, {}, _context()) is None
+    assert check.cache_info().misses == 3
+
+
+def test_dead_tools_leave_the_identity_table() -> None:
+    check = create_json_schema_tool_argument_validator()
+    tool = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
+    check(tool, {}, _context())
+    assert len(check._slots) == 1
+    del tool
+    gc.collect()
+    assert len(check._slots) == 0
+
+
+def test_missing_schema_allow_and_reject() -> None:
+    tool = ToolDefinition(name="t", execute=_noop)
+    assert create_json_schema_tool_argument_validator()(tool, {}, _context()) is None
+    refused = create_json_schema_tool_argument_validator(missing_schema="reject")(
+        tool, {}, _context()
+    )
+    assert refused is not None
+    assert refused.code == "missing_schema"
+
+
+def test_refusals_carry_codes_and_details() -> None:
+    check = create_json_schema_tool_argument_validator()
+    tool = ToolDefinition(
+        name="t",
+        execute=_noop,
+        parameters={"type": "object", "properties": {"a": {"type": "integer"}}},
+    )
+    info = check(tool, {"a": "x"}, _context())
+    assert info is not None
+    assert info.code == "invalid_arguments"
+    assert info.message == "invalid arguments for t: data.a: must be integer (rule: type)"
+    assert info.details["errors"] == [{"path": "data.a", "message": "must be integer (rule: type)"}]
+    evil = ToolDefinition(name="e", execute=_noop, parameters={"$ref": "http://127.0.0.1/x"})
+    info = check(evil, {}, _context())
+    assert info is not None
+    assert info.code == "schema_rejected"
+    assert "not fragment-local" in info.message
+
+
+def test_defaults_and_hard_caps() -> None:
+    limits = SchemaLimits()
+    assert attrs.asdict(limits) == {
+        "max_schema_bytes": 256 * 1024,
+        "max_depth": 64,
+        "max_keywords": 10_000,
+        "max_refs": 128,
+        "max_instance_depth": 64,
+        "max_instance_properties": 10_000,
+        "max_string_length": 1_000_000,
+        "max_array_length": 100_000,
+    }
+    assert HARD_LIMITS["max_schema_bytes"] == 1024 * 1024
+    assert HARD_LIMITS["max_depth"] == 128
+    assert HARD_LIMITS["max_keywords"] == 100_000
+    assert HARD_LIMITS["max_refs"] == 1_024
+    assert SchemaLimits(**HARD_LIMITS) is not None
+
+
+@pytest.mark.parametrize("name", sorted(HARD_LIMITS))
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (0, "at least 1"),
+        (-1, "at least 1"),
+        (math.inf, "finite"),
+        (math.nan, "finite"),
+        (2.5, "integer"),
+        (1.0, "integer"),
+        ("10", "integer"),
+        (True, "integer"),
+        (None, "integer"),
+        ("hard", "at most"),
+    ],
+)
+def test_bad_limits_raise_naming_the_limit(name: str, value: object, words: str) -> None:
+    if value == "hard":
+        value = HARD_LIMITS[name] + 1
+    with pytest.raises(ValueError, match=words) as raised:
+        SchemaLimits(**{name: value})  # type: ignore[arg-type]
+    assert name in str(raised.value)
+    assert isinstance(raised.value, ConfigurationError)
+
+
+@pytest.mark.parametrize("size", [0, -1, 1_025, 2.0, math.inf, "8", True])
+def test_bad_cache_sizes_raise(size: object) -> None:
+    with pytest.raises(ValueError, match="cache_size"):
+        JsonSchemaArgumentValidator(cache_size=size)  # type: ignore[arg-type]
+    assert JsonSchemaArgumentValidator(cache_size=1_024).cache_info().maxsize == 1_024
+
+
+def test_bad_choices_raise_naming_the_option() -> None:
+    with pytest.raises(ValueError, match="unsupported_keywords"):
+        JsonSchemaArgumentValidator(unsupported_keywords="warn")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="missing_schema"):
+        create_json_schema_tool_argument_validator(missing_schema="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="limits"):
+        JsonSchemaArgumentValidator(limits={"max_depth": 3})  # type: ignore[arg-type]
+
+
+def test_cache_clear_resets() -> None:
+    validator = JsonSchemaArgumentValidator()
+    validator.validate({"type": "string"}, "x")
+    validator.cache_clear()
+    assert validator.cache_info() == CacheInfo(hits=0, misses=0, maxsize=256, currsize=0)

@@ -1,0 +1,96 @@
+"""The adapter plugged into the real dispatcher."""
+
+from __future__ import annotations
+
+from prism.core import (
+    DispatchOptions,
+    JsonObject,
+    RunLedger,
+    ToolCall,
+    ToolExecutionBlocked,
+    create_rule_permission_policy,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+from prism.core.testing import RecordingSink, RecordingTool, assert_tool_dispatch_conforms
+from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+
+SCHEMA: JsonObject = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 1},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+def _options(tool: RecordingTool, sink: RecordingSink | None = None) -> DispatchOptions:
+    return DispatchOptions(
+        registry=create_tool_registry([tool.definition]),
+        permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+        validate=create_json_schema_tool_argument_validator(),
+        events=sink,
+        ledger=RunLedger(),
+    )
+
+
+async def test_wiring_passes_the_core_conformance_kit() -> None:
+    tool = RecordingTool(name="forecast", parameters=SCHEMA)
+    validate = create_json_schema_tool_argument_validator()
+    definition = tool.definition
+
+    def make_options() -> DispatchOptions:
+        return DispatchOptions(
+            registry=create_tool_registry([definition]),
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            validate=validate,
+        )
+
+    await assert_tool_dispatch_conforms(make_options, definition, valid_arguments={"city": "Oslo"})
+
+
+async def test_invalid_arguments_are_blocked_as_validation_failed_before_execute() -> None:
+    tool = RecordingTool(name="forecast", parameters=SCHEMA)
+    sink = RecordingSink()
+    options = _options(tool, sink)
+    call = ToolCall(id="c1", name="forecast", arguments={"city": "Oslo", "days": 30})
+    result = await dispatch_tool_call(call, options)
+    assert result.is_error
+    assert result.joined_text == (
+        "invalid arguments for forecast: data.days: must be smaller than or equal to 14 "
+        "(rule: maximum)"
+    )
+    assert tool.calls == []
+    [blocked] = sink.of_type(ToolExecutionBlocked)
+    assert blocked.reason == "validation_failed"
+    assert options.ledger is not None
+    assert options.ledger.records[0].status == "blocked"
+
+
+async def test_valid_arguments_reach_the_tool_unchanged() -> None:
+    tool = RecordingTool(name="forecast", parameters=SCHEMA)
+    arguments = {"city": "Oslo", "days": 3}
+    result = await dispatch_tool_call(
+        ToolCall(id="c1", name="forecast", arguments=arguments), _options(tool)
+    )
+    assert not result.is_error
+    assert [args for args, _ctx in tool.calls] == [{"city": "Oslo", "days": 3}]
+
+
+async def test_a_tool_with_a_hostile_schema_is_blocked_not_crashed() -> None:
+    tool = RecordingTool(name="evil", parameters={"$ref": "file:///etc/passwd"})
+    result = await dispatch_tool_call(ToolCall(id="c", name="evil", arguments={}), _options(tool))
+    assert result.is_error
+    assert "parameter schema Prism refuses" in result.joined_text
+    assert tool.calls == []
+
+
+async def test_pollution_in_arguments_is_blocked_before_execute() -> None:
+    tool = RecordingTool(name="open", parameters={"type": "object"})
+    call = ToolCall(id="c", name="open", arguments={"a": {"__proto__": {"admin": True}}})
+    result = await dispatch_tool_call(call, _options(tool))
+    assert result.is_error
+    assert "__proto__" in result.joined_text
+    assert tool.calls == []

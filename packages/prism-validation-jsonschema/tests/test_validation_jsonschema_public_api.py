@@ -1,0 +1,54 @@
+import inspect
+
+import prism.validation.jsonschema as api
+from prism.core import PrismError, ToolArgumentValidator
+
+DOCUMENTED = {
+    "HARD_CACHE_SIZE",
+    "HARD_LIMITS",
+    "CacheInfo",
+    "JsonSchemaArgumentValidator",
+    "JsonSchemaToolValidator",
+    "SchemaLimits",
+    "SchemaRejectedError",
+    "create_json_schema_tool_argument_validator",
+}
+
+
+def test_all_matches_documented_names() -> None:
+    assert set(api.__all__) == DOCUMENTED
+    assert api.__all__ == sorted(api.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_every_export_exists_and_is_documented() -> None:
+    for name in api.__all__:
+        obj = getattr(api, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"{name} has no docstring"
+    assert inspect.getdoc(api)
+
+
+def test_validator_satisfies_the_core_protocol() -> None:
+    assert isinstance(api.JsonSchemaArgumentValidator(), ToolArgumentValidator)
+
+
+def test_schema_rejected_error_is_a_prism_error_and_a_value_error() -> None:
+    error = api.SchemaRejectedError("bad", "#/a")
+    assert isinstance(error, PrismError)
+    assert isinstance(error, ValueError)
+    assert (error.reason, error.path) == ("bad", "#/a")
+
+
+def test_namespace_packages_have_no_init() -> None:
+    import prism
+    import prism.validation
+
+    assert getattr(prism, "__file__", None) is None
+    assert getattr(prism.validation, "__file__", None) is None
+
+
+def test_the_docstring_example_runs() -> None:
+    source = inspect.getdoc(api) or ""
+    example = source.split("Example::", 1)[1]
+    code = inspect.cleandoc(example)
+    exec(compile(code, "<example>", "exec"), {})
