@@ -8,6 +8,7 @@ session file, or a server that would not start.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -36,7 +37,11 @@ _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 def _console(*, json_mode: bool = False) -> Console:
     # Under --json, stdout carries one JSON document; anything human goes to stderr.
-    return Console(stderr=json_mode, highlight=False, soft_wrap=False)
+    console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Pipes and CI logs have no width; 80 columns would fold every table.
+        console.width = 140
+    return console
 
 
 def _emit_json(value: object) -> None:

@@ -286,7 +286,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         f"most calls in flight at once: {report.max_in_flight} (bound {options.concurrency})"
     )
     if report.final_text:
-        console.print(f"final answer: {untrusted(report.final_text)}")
-    console.print(f"ledger: {ledger_path}")
-    console.print(f"show it again with: prism ledger show {os.fspath(ledger_path)}")
+        console.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
+    console.print(f"ledger: {ledger_path}", soft_wrap=True)
+    console.print(f"show it again with: prism ledger show {os.fspath(ledger_path)}", soft_wrap=True)
     return 1 if report.aborted else 0

@@ -29,7 +29,7 @@ from prism.core import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from prism.core import AgentEvent
 
@@ -38,6 +38,7 @@ __all__ = [
     "EventView",
     "ledger_table",
     "record_to_json",
+    "refusal_of",
     "safe_text",
     "summary_table",
     "untrusted",
@@ -88,9 +89,22 @@ def _duration(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
+def refusal_of(details: Mapping[str, object]) -> str | None:
+    """Which policy refused a call that reached ``execute``, from its result's details."""
+    if details.get("execution_denied"):
+        return "execution_denied"
+    if details.get("error") == "PathEscapeError":
+        return "path_escape"
+    return None
+
+
 @attrs.frozen(kw_only=True)
 class CallRow:
-    """One line of a summary table: what happened to one call of a run."""
+    """One line of a summary table: what happened to one call of a run.
+
+    ``blocked_reason`` is the dispatcher gate that refused the call; ``refused_by``
+    names the policy that refused it inside ``execute`` (status ``error``), if any.
+    """
 
     index: int
     turn: int
@@ -100,6 +114,7 @@ class CallRow:
     blocked_reason: str | None
     duration_s: float
     detail: str
+    refused_by: str | None = None
 
     def to_json(self) -> dict[str, object]:
         """The row as a JSON object (for ``--json`` output)."""
@@ -109,14 +124,14 @@ class CallRow:
 def summary_table(rows: Sequence[CallRow], *, title: str | None = None) -> Table:
     """The end-of-run table: call, tool, status, blocked reason, duration, detail."""
     table = Table(title=title, title_justify="left", expand=False)
-    table.add_column("#", justify="right")
-    table.add_column("turn", justify="right")
-    table.add_column("call")
-    table.add_column("tool")
-    table.add_column("status")
-    table.add_column("blocked reason")
-    table.add_column("duration", justify="right")
-    table.add_column("detail", overflow="fold", max_width=60)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("turn", justify="right", no_wrap=True)
+    table.add_column("call", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("blocked reason", no_wrap=True)
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("detail", max_width=50)
     for row in rows:
         style = _STATUS_STYLE.get(row.status, "")
         table.add_row(
@@ -125,9 +140,9 @@ def summary_table(rows: Sequence[CallRow], *, title: str | None = None) -> Table
             untrusted(row.call_id),
             untrusted(row.tool_name),
             f"[{style}]{row.status}[/]" if style else row.status,
-            row.blocked_reason or "",
+            row.blocked_reason or (f"[dim]{row.refused_by}[/]" if row.refused_by else ""),
             _duration(row.duration_s),
-            escape(_clip(row.detail, 120)),
+            escape(_clip(row.detail, 48)),
         )
     return table
 
@@ -140,14 +155,14 @@ def record_to_json(record: ToolCallRecord) -> dict[str, object]:
 def ledger_table(records: Iterable[ToolCallRecord], *, title: str | None = None) -> Table:
     """A ledger as a table, one row per record in file order."""
     table = Table(title=title, title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("call")
-    table.add_column("tool")
-    table.add_column("status")
-    table.add_column("blocked reason")
-    table.add_column("duration", justify="right")
-    table.add_column("arguments", overflow="fold", max_width=40)
-    table.add_column("result", overflow="fold", max_width=50)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("call", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("blocked reason", no_wrap=True)
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("arguments", max_width=40)
+    table.add_column("result", max_width=50)
     for number, record in enumerate(records, start=1):
         style = _STATUS_STYLE.get(record.status, "")
         table.add_row(
@@ -157,8 +172,8 @@ def ledger_table(records: Iterable[ToolCallRecord], *, title: str | None = None)
             f"[{style}]{record.status}[/]" if style else record.status,
             record.blocked_reason or "",
             _duration(record.duration_s),
-            escape(_args_preview(record.arguments, 80)),
-            escape(_clip(record.result_preview or "", 100)),
+            escape(_args_preview(record.arguments, 40)),
+            escape(_clip(record.result_preview or "", 50)),
         )
     return table
 
@@ -178,6 +193,7 @@ class EventView:
     quiet: bool = False
     live: bool | None = None
     max_in_flight: int = attrs.field(default=0, init=False)
+    refusals: dict[str, str] = attrs.field(factory=dict, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _progress: Progress | None = attrs.field(default=None, init=False)
     _tasks: dict[str, TaskID] = attrs.field(factory=dict, init=False)
@@ -222,6 +238,9 @@ class EventView:
         elif isinstance(event, ToolExecutionFinished):
             self._in_flight = max(0, self._in_flight - 1)
             status = "error" if event.result.is_error else "ok"
+            refusal = refusal_of(event.result.details) if event.result.is_error else None
+            if refusal is not None:
+                self.refusals[event.call_id] = refusal
             detail = _clip(event.result.joined_text, 70)
             self._done(event.call_id, event.tool_name, status, event.duration_s, detail)
         elif isinstance(event, ToolExecutionError):

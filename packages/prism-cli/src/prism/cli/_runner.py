@@ -37,7 +37,7 @@ from ._render import CallRow
 from ._trio import only_leaf
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from prism.core import EventSink, ToolCallRecord
 
@@ -236,9 +236,15 @@ def _script(
 
 
 def rows_from_ledger(
-    turns: Sequence[AssistantMessage], records: Sequence[ToolCallRecord]
+    turns: Sequence[AssistantMessage],
+    records: Sequence[ToolCallRecord],
+    refusals: Mapping[str, str] | None = None,
 ) -> tuple[CallRow, ...]:
-    """One summary row per scripted call, in script order, from the ledger's records."""
+    """One summary row per scripted call, in script order, from the ledger's records.
+
+    ``refusals`` maps call ids to the policy that refused them inside ``execute``.
+    """
+    refusals = refusals or {}
     by_id = {record.call_id: record for record in records}
     rows: list[CallRow] = []
     index = 0
@@ -270,6 +276,7 @@ def rows_from_ledger(
                     blocked_reason=record.blocked_reason,
                     duration_s=record.duration_s,
                     detail=record.result_preview or "",
+                    refused_by=refusals.get(call.id),
                 )
             )
     return tuple(rows)
@@ -316,8 +323,11 @@ async def run_scripted_session(
         raise CliError(f"the session could not run: {exc}") from exc
     final = "\n".join(b.text for b in result.final.content if isinstance(b, TextContent))
     max_in_flight = getattr(on_event, "max_in_flight", 0)
+    refusals = getattr(on_event, "refusals", None)
     return RunReport(
-        rows=rows_from_ledger(session.turns, ledger.records),
+        rows=rows_from_ledger(
+            session.turns, ledger.records, refusals if isinstance(refusals, dict) else None
+        ),
         rounds=result.rounds,
         aborted=result.aborted,
         final_text=final,
