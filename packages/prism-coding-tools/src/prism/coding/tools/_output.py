@@ -101,10 +101,10 @@ def tail_window(data: bytes | bytearray, *, max_bytes: int, max_lines: int) -> b
     return window
 
 
-def _decode(data: bytes) -> str:
-    # Do not split a multi-byte character at the start of a window.
+def _decode(data: bytes, *, mid_line: bool = False) -> str:
+    # A window that starts inside a line may start inside a character: drop its tail bytes.
     start = 0
-    while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
+    while mid_line and start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
         start += 1
     return data[start:].decode("utf-8", errors="replace")
 
@@ -195,7 +195,8 @@ class OutputCollector:
             await self._spill_add(chunk)
             self._append_display(chunk)
         if len(self._buffer) > 2 * self.max_bytes + self.max_line_bytes:
-            del self._buffer[: len(self._buffer) - self.max_bytes]
+            # One byte more than the window, so finish() can tell whether it starts a line.
+            del self._buffer[: len(self._buffer) - self.max_bytes - 1]
 
     def _lines(self) -> int:
         return self._newlines + (0 if self._last == 0x0A else 1)
@@ -277,7 +278,9 @@ class OutputCollector:
             truncated = False
         else:
             window = tail_window(self._buffer, max_bytes=self.max_bytes, max_lines=self.max_lines)
-            text = _decode(window)
+            start = len(self._buffer) - len(window)
+            mid_line = start > 0 and self._buffer[start - 1] != 0x0A
+            text = _decode(window, mid_line=mid_line)
             shown = window.count(b"\n") + (0 if window.endswith(b"\n") or not window else 1)
             truncated = shown < self._lines()
         return CollectedOutput(

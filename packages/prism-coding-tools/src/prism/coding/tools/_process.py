@@ -271,6 +271,7 @@ async def run_process_tree(
         await terminate_process_tree(process.pid, marker=marker, grace_s=kill_grace_s)
         swept = True
 
+    sink_error: Exception | None = None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reap_leftovers)
@@ -281,7 +282,13 @@ async def run_process_tree(
                     break
                 if not chunk:
                     break
-                await on_output(chunk if isinstance(chunk, bytes) else bytes(chunk))
+                try:
+                    await on_output(chunk if isinstance(chunk, bytes) else bytes(chunk))
+                except Exception as exc:
+                    # Re-raised below as it is, not wrapped in the nursery's ExceptionGroup.
+                    sink_error = exc
+                    nursery.cancel_scope.cancel()
+                    break
             eof.set()
     finally:
         if not swept:
@@ -290,6 +297,8 @@ async def run_process_tree(
             with trio.move_on_after(_KILL_WAIT_S):
                 await process.wait()
             await stdout.aclose()
+    if sink_error is not None:
+        raise sink_error
     returncode = process.returncode
     if returncode is None:  # pragma: no cover - the root ignored SIGKILL for two seconds
         raise OSError(errno.ETIMEDOUT, f"process {process.pid} did not exit after SIGKILL")

@@ -1,0 +1,372 @@
+"""The shell tool: output bounds, spill file, exit codes, policy and hooks."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prism.coding.tools import ShellSpawnRequest, create_shell_tool
+from prism.core import (
+    ExecutionAction,
+    ExecutionDecision,
+    JsonObject,
+    ToolCall,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+)
+
+RunTool = Callable[[ToolDefinition, JsonObject], Awaitable[ToolResult]]
+
+
+class RecordingPolicy:
+    """A real execution policy: records each action and answers with a fixed decision."""
+
+    def __init__(self, decision: ExecutionDecision | None = None) -> None:
+        self.actions: list[ExecutionAction] = []
+        self.decision = decision or ExecutionDecision(allowed=True)
+
+    def check(self, action: ExecutionAction) -> ExecutionDecision:
+        self.actions.append(action)
+        return self.decision
+
+
+async def test_stdout_and_stderr_are_merged_in_order(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path))
+    result = await run_tool(tool, {"command": "echo one; echo two >&2; echo three"})
+    assert not result.is_error
+    assert result.joined_text == "one\ntwo\nthree\n"
+    assert result.details["exit_code"] == 0
+
+
+async def test_command_runs_in_cwd(tmp_path: Path, run_tool: RunTool) -> None:
+    result = await run_tool(create_shell_tool(str(tmp_path)), {"command": "pwd"})
+    assert result.joined_text.strip() == str(tmp_path)
+
+
+async def test_nonzero_exit_is_an_error_that_keeps_the_output(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    result = await run_tool(create_shell_tool(str(tmp_path)), {"command": "echo oops; exit 7"})
+    assert result.is_error
+    assert result.joined_text.startswith("oops\n")
+    assert "exited with code 7" in result.joined_text
+    assert result.details["exit_code"] == 7
+    assert result.details["signal"] is None
+
+
+async def test_signal_is_reported_in_details(tmp_path: Path, run_tool: RunTool) -> None:
+    result = await run_tool(create_shell_tool(str(tmp_path)), {"command": "kill -TERM $$"})
+    assert result.is_error
+    assert result.details["signal"] == 15
+    assert result.details["exit_code"] is None
+
+
+async def test_tail_is_kept_and_whole_output_spilled_to_private_file(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    tool = create_shell_tool(str(tmp_path), max_lines=10, spill_dir=str(tmp_path))
+    result = await run_tool(tool, {"command": "seq 1 1000"})
+    assert not result.is_error
+    shown = result.joined_text.split("\n\n[")[0]
+    assert shown.split("\n") == [str(n) for n in range(991, 1001)]
+    spill = result.details["full_output_path"]
+    assert isinstance(spill, str)
+    assert spill in result.joined_text
+    assert await trio.Path(spill).read_text() == "".join(f"{n}\n" for n in range(1, 1001))
+    assert stat.S_IMODE((await trio.Path(spill).stat()).st_mode) == 0o600
+    assert result.details["truncated"] is True
+    assert result.details["total_lines"] == 1000
+
+
+async def test_byte_bound_keeps_whole_lines_of_the_tail(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path), max_bytes=100, spill_dir=str(tmp_path))
+    result = await run_tool(tool, {"command": "seq 1 1000"})
+    shown = result.joined_text.split("\n\n[")[0]
+    assert len(shown.encode()) <= 100
+    assert shown.endswith("1000")
+    assert shown.split("\n")[0] == str(1000 - len(shown.split("\n")) + 1)
+
+
+async def test_output_within_bounds_is_not_spilled(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path), spill_dir=str(tmp_path))
+    result = await run_tool(tool, {"command": "seq 1 10"})
+    assert result.details["full_output_path"] is None
+    assert list(await trio.Path(tmp_path).iterdir()) == []
+
+
+async def test_long_lines_are_clipped_and_spilled(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path), max_line_bytes=50, spill_dir=str(tmp_path))
+    command = "head -c 5000 /dev/zero | tr '\\0' x; echo; echo end"
+    result = await run_tool(tool, {"command": command})
+    first, second = result.joined_text.split("\n")[:2]
+    assert first == "x" * 50 + " [... line clipped]"
+    assert second == "end"
+    assert result.details["clipped"] is True
+    spill = result.details["full_output_path"]
+    assert isinstance(spill, str)
+    assert await trio.Path(spill).read_text() == "x" * 5000 + "\nend\n"
+
+
+async def test_spill_file_is_bounded(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(
+        str(tmp_path), max_bytes=1000, max_spill_bytes=10_000, spill_dir=str(tmp_path)
+    )
+    result = await run_tool(tool, {"command": "seq 1 100000"})
+    spill = result.details["full_output_path"]
+    assert isinstance(spill, str)
+    assert (await trio.Path(spill).stat()).st_size == 10_000
+    assert result.details["spill_truncated"] is True
+    assert "The first part of the output saved to" in result.joined_text
+
+
+async def test_spill_failure_is_reported_and_the_call_completes(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    missing = tmp_path / "no-such-dir"
+    tool = create_shell_tool(str(tmp_path), max_lines=5, spill_dir=str(missing))
+    result = await run_tool(tool, {"command": "seq 1 100"})
+    assert not result.is_error
+    assert result.joined_text.startswith("96\n97\n98\n99\n100")
+    assert result.details["full_output_path"] is None
+    assert "could not create the spill file" in str(result.details["spill_error"])
+    assert "The full output was not saved" in result.joined_text
+
+
+async def test_invalid_utf8_output_is_replaced_not_fatal(tmp_path: Path, run_tool: RunTool) -> None:
+    result = await run_tool(create_shell_tool(str(tmp_path)), {"command": "printf 'a\\377b\\n'"})
+    assert result.joined_text == "a\ufffdb\n"
+
+
+async def test_policy_sees_shell_action_and_denial_prevents_spawn(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    policy = RecordingPolicy(
+        ExecutionDecision(allowed=False, reason="no touching", details={"rule": "deny-touch"})
+    )
+    tool = create_shell_tool(str(tmp_path), execution_policy=policy)
+    result = await run_tool(tool, {"command": "touch marker"})
+    assert result.is_error
+    assert "no touching" in result.joined_text
+    assert result.details["execution_denied"] is True
+    assert result.details["decision"] == {"rule": "deny-touch"}
+    assert not (tmp_path / "marker").exists()
+    [action] = policy.actions
+    assert (action.kind, action.operation, action.command) == ("shell", "shell", "touch marker")
+    assert action.paths == (str(tmp_path),)
+    assert action.risk == "high"
+
+
+async def test_policy_modified_command_and_cwd_are_what_runs(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    policy = RecordingPolicy(
+        ExecutionDecision(
+            allowed=True, modified={"command": "echo rewritten; pwd", "paths": (str(other),)}
+        )
+    )
+    tool = create_shell_tool(str(tmp_path), execution_policy=policy)
+    result = await run_tool(tool, {"command": "echo original"})
+    assert result.joined_text == f"rewritten\n{other}\n"
+
+
+async def test_async_policy_is_awaited(tmp_path: Path, run_tool: RunTool) -> None:
+    class SlowDeny:
+        async def check(self, action: ExecutionAction) -> ExecutionDecision:
+            await trio.lowlevel.checkpoint()
+            return ExecutionDecision(allowed=False, reason="later, no")
+
+    tool = create_shell_tool(str(tmp_path), execution_policy=SlowDeny())
+    result = await run_tool(tool, {"command": "touch marker"})
+    assert result.is_error
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_command_prefix_runs_before_the_command(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path), command_prefix="export GREETING=hi")
+    result = await run_tool(tool, {"command": "echo $GREETING"})
+    assert result.joined_text == "hi\n"
+
+
+async def test_spawn_hook_may_rewrite_command_cwd_and_env(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    seen: list[ShellSpawnRequest] = []
+
+    async def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request)
+        return ShellSpawnRequest(
+            command=request.command + "; echo $HOOKED",
+            shell_path=request.shell_path,
+            cwd="/",
+            env={**request.env, "HOOKED": "yes"},
+        )
+
+    tool = create_shell_tool(str(tmp_path), spawn_hook=hook, env={"PATH": os.environ["PATH"]})
+    result = await run_tool(tool, {"command": "pwd"})
+    assert result.joined_text == "/\nyes\n"
+    assert seen[0].cwd == str(tmp_path)
+    assert dict(seen[0].env) == {"PATH": os.environ["PATH"]}
+
+
+async def test_env_option_replaces_the_environment(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path), env={"ONLY": "this", "PATH": "/usr/bin:/bin"})
+    result = await run_tool(tool, {"command": "echo ${ONLY}-${HOME:-unset}"})
+    assert result.joined_text == "this-unset\n"
+
+
+async def test_missing_cwd_is_an_error_result(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path / "gone"))
+    result = await run_tool(tool, {"command": "true"})
+    assert result.is_error
+    assert "could not run the command" in result.joined_text
+
+
+async def test_per_call_timeout_is_capped_by_max_timeout(tmp_path: Path, run_tool: RunTool) -> None:
+    tool = create_shell_tool(str(tmp_path), max_timeout_s=0.5)
+    with trio.fail_after(10):
+        result = await run_tool(tool, {"command": "sleep 30", "timeout": 10_000})
+    assert result.details["timed_out"] is True
+    assert result.details["timeout_s"] == 0.5
+
+
+async def test_default_timeout_applies_without_a_timeout_argument(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    tool = create_shell_tool(str(tmp_path), timeout_s=0.3)
+    with trio.fail_after(10):
+        result = await run_tool(tool, {"command": "sleep 30"})
+    assert result.details["timed_out"] is True
+
+
+async def test_bad_arguments_are_rejected_without_spawning(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    policy = RecordingPolicy()
+    tool = create_shell_tool(str(tmp_path), execution_policy=policy)
+    bad: list[JsonObject] = [
+        {},
+        {"command": ""},
+        {"command": 5},
+        {"command": "true", "timeout": -1},
+        {"command": "true", "timeout": "soon"},
+        {"command": "true", "timeout": True},
+        {"command": "a\0b"},
+    ]
+    for arguments in bad:
+        result = await run_tool(tool, arguments)
+        assert result.is_error, arguments
+        assert "invalid arguments" in result.joined_text
+    assert policy.actions == []
+
+
+async def test_shell_tool_is_exclusive_and_named_shell(tmp_path: Path) -> None:
+    tool = create_shell_tool(str(tmp_path))
+    assert tool.name == "shell"
+    assert tool.exclusive is True
+    assert tool.parameters is not None
+    assert tool.parameters["required"] == ["command"]
+
+
+async def test_dispatch_through_core_gates(tmp_path: Path) -> None:
+    from prism.core import (
+        DispatchOptions,
+        create_rule_permission_policy,
+        create_tool_registry,
+        dispatch_tool_call,
+    )
+
+    options = DispatchOptions(
+        registry=create_tool_registry([create_shell_tool(str(tmp_path))]),
+        permission=create_rule_permission_policy(allow=["tool:shell:execute"]),
+    )
+    call = ToolCall(id="1", name="shell", arguments={"command": "echo via dispatch"})
+    result = await dispatch_tool_call(call, options)
+    assert result.joined_text == "via dispatch\n"
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(st.text(alphabet="ab €", max_size=40), max_size=60),
+    max_lines=st.integers(1, 20),
+    max_bytes=st.integers(20, 400),
+)
+def test_tail_is_a_suffix_of_the_output_within_bounds(
+    tmp_path: Path, lines: list[str], max_lines: int, max_bytes: int
+) -> None:
+    payload = tmp_path / "payload.txt"
+    payload.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    tool = create_shell_tool(
+        str(tmp_path), max_lines=max_lines, max_bytes=max_bytes, max_line_bytes=1000
+    )
+
+    async def main() -> ToolResult:
+        ctx = ToolExecutionContext(call=ToolCall(id="h", name="shell", arguments={}))
+        return await tool.execute({"command": "cat payload.txt"}, ctx)
+
+    result = trio.run(main)
+    full = payload.read_text(encoding="utf-8")
+    shown = result.joined_text.split("\n\n[Output cut")[0]
+    spill = result.details["full_output_path"]
+    if isinstance(spill, str):
+        assert Path(spill).read_text(encoding="utf-8") == full
+        os.unlink(spill)
+        kept = shown.rstrip("\n").split("\n") if shown.strip("\n") else []
+        assert len(kept) <= max_lines
+        assert len(shown.rstrip("\n").encode()) <= max_bytes
+        assert full.rstrip("\n").endswith(shown.rstrip("\n"))
+    else:
+        assert shown == (full or "(no output)")
+
+
+def test_memory_stays_bounded_on_200_mb_of_output(tmp_path: Path) -> None:
+    # A fresh interpreter, so ru_maxrss measures this run alone.
+    script = textwrap.dedent(
+        """
+        import json, resource, sys, trio
+        from prism.core import ToolCall, ToolExecutionContext
+        from prism.coding.tools import create_shell_tool
+
+        async def main():
+            tool = create_shell_tool(sys.argv[1], spill_dir=sys.argv[1])
+            ctx = ToolExecutionContext(call=ToolCall(id="m", name="shell", arguments={}))
+            # Warm up, so imports and the first spawn are in the baseline.
+            await tool.execute({"command": "echo warm"}, ctx)
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            result = await tool.execute({"command": "yes | head -c 200000000"}, ctx)
+            after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            print(json.dumps({"growth_kb": after - before, "details": dict(result.details)}))
+
+        trio.run(main)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    import json
+
+    report = json.loads(proc.stdout)
+    details = report["details"]
+    assert details["total_bytes"] == 200_000_000
+    assert details["exit_code"] == 0
+    assert details["shown_lines"] == 2000
+    # Bounded: 2 x max_bytes (50 kB) + 20 MB, whatever the command printed.
+    assert report["growth_kb"] * 1024 <= 2 * 50_000 + 20_000_000
+    assert os.path.getsize(details["full_output_path"]) == 64 * 1024 * 1024
