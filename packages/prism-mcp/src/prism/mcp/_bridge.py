@@ -267,9 +267,13 @@ class McpToolBridge:
         await self._changed.wait()
 
     def _mark_changed(self, conn: _Connection) -> None:
-        if conn is self._conn:
-            self._stale = True
-            self._changed.set()
+        # A retired session's news is old; the current one's (or the one still
+        # connecting, whose listing is yet to come) counts.
+        if conn.stop.is_set():
+            return
+        _log.debug("MCP server %s announced a tool list change", self._options.server_id)
+        self._stale = True
+        self._changed.set()
 
     def _clear_changed(self) -> None:
         self._stale = False
