@@ -79,6 +79,14 @@ def test_values_compare_by_value() -> None:
     assert ResourceContent(uri="u", text="t") != ResourceContent(uri="u", blob="t")
 
 
+def test_calls_and_results_are_hashable_even_with_dict_payloads() -> None:
+    call = ToolCall(id="1", name="t", arguments={"a": [1]})
+    result = ToolResult.error("x", code="E")
+    assert hash(call) == hash(ToolCall(id="1", name="t", arguments={"a": [1]}))
+    assert hash(result) == hash(ToolResult.error("x", code="E"))
+    assert len({result, ToolResult.error("x", code="E")}) == 1
+
+
 def test_messages_hold_their_parts() -> None:
     result = ToolResult.text("r")
     message = ToolResultMessage(call_id="1", tool_name="t", result=result)

@@ -80,7 +80,8 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: object
+    # Compared, but left out of the hash: parsed arguments are usually a dict.
+    arguments: object = attrs.field(hash=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -96,8 +97,9 @@ class ToolResult:
 
     content: tuple[Content, ...] = attrs.field(default=(), converter=_tuple)
     is_error: bool = False
-    structured: JsonValue = None
-    details: Mapping[str, JsonValue] = attrs.field(factory=dict)
+    # Compared, but left out of the hash (JSON objects are dicts).
+    structured: JsonValue = attrs.field(default=None, hash=False)
+    details: Mapping[str, JsonValue] = attrs.field(factory=dict, hash=False)
 
     @classmethod
     def text(cls, text: str, *, is_error: bool = False) -> ToolResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 import attrs
@@ -144,6 +144,9 @@ def _keep_name(match: re.Match[str]) -> str:
 def _redact_text(text: str) -> str:
     if len(text) < 5:  # shorter than anything the rules match ("pwd=x")
         return text
+    if len(text) < 20 and text.isalnum():
+        # Every rule needs punctuation, whitespace or (AWS key ids) 20 characters.
+        return text
     low = text.lower()
     for triggers, pattern in _SECRET_RULES:
         for trigger in triggers:
@@ -218,10 +221,12 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
         return "[too deep]"
     if isinstance(value, dict):
         out: dict[str, JsonValue] = {}
-        for index, (key, item) in enumerate(value.items()):
-            if index >= _MAX_ITEMS:
-                out["..."] = f"[{len(value) - _MAX_ITEMS} more keys]"
-                break
+        pairs: Iterable[tuple[object, object]] = value.items()
+        out_note: str | None = None
+        if len(value) > _MAX_ITEMS:
+            pairs = list(pairs)[:_MAX_ITEMS]
+            out_note = f"[{len(value) - _MAX_ITEMS} more keys]"
+        for key, item in pairs:
             name = key if type(key) is str else str(key)
             if len(name) > _MAX_STRING:
                 name = _clip(name, _MAX_STRING)
@@ -229,6 +234,8 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
                 out[name] = _REDACTED
             else:
                 out[name] = _bounded(item, depth + 1, redact)
+        if out_note is not None:
+            out["..."] = out_note
         return out
     if isinstance(value, (list, tuple)):
         items: list[JsonValue] = [_bounded(item, depth + 1, redact) for item in value[:_MAX_ITEMS]]
