@@ -1,0 +1,128 @@
+"""End to end: ``prism demo`` in a real subprocess, with its real MCP server and tools."""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from prism.core import RunLedger, ToolCallRecord
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+DemoRun = tuple[subprocess.CompletedProcess[str], Path]
+
+
+def _demo(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "prism.cli", "demo", "--step-seconds", "0.05", *extra]
+    return subprocess.run(
+        argv,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture(scope="module")
+def demo_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("demo")
+    workspace = tmp / "ws"
+    proc = _demo(tmp, "--workspace", str(workspace), "--ledger", str(tmp / "ledger.jsonl"))
+    return proc, tmp
+
+
+def _records(tmp: Path) -> dict[str, ToolCallRecord]:
+    ledger = RunLedger.from_jsonl((tmp / "ledger.jsonl").read_text(encoding="utf-8"))
+    return {record.call_id: record for record in ledger.records}
+
+
+def test_demo_exits_zero_and_ends_with_a_summary_and_the_ledger_path(
+    demo_run: DemoRun,
+) -> None:
+    proc, tmp = demo_run
+    assert proc.returncode == 0, proc.stderr
+    assert "summary" in proc.stdout
+    assert f"ledger: {tmp / 'ledger.jsonl'}" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_demo_ledger_records_every_scripted_call_with_the_right_outcome(
+    demo_run: DemoRun,
+) -> None:
+    _, tmp = demo_run
+    records = _records(tmp)
+    assert len(records) == 13
+    assert records["bad-args"].blocked_reason == "validation_failed"
+    assert records["denied-1"].blocked_reason == "permission_denied"
+    for call in ("escape-1", "escape-2", "danger-1"):
+        assert records[call].status == "error", call
+    for call in ("read-1", "read-2", "docs-1", "docs-2", "sh-1", "sh-2", "edit-1", "slow-1"):
+        assert records[call].status == "ok", call
+
+
+def test_demo_never_leaks_the_secret_outside_the_workspace(
+    demo_run: DemoRun,
+) -> None:
+    proc, tmp = demo_run
+    assert "a secret the agent must never read" not in proc.stdout
+    assert "a secret the agent must never read" not in (tmp / "ledger.jsonl").read_text(
+        encoding="utf-8"
+    )
+
+
+def test_demo_edit_really_changed_the_file_and_shows_the_diff(
+    demo_run: DemoRun,
+) -> None:
+    proc, tmp = demo_run
+    source = (tmp / "ws" / "src" / "inventory.py").read_text(encoding="utf-8")
+    assert "return stock + count" in source
+    assert "+    return stock + count" in proc.stdout
+
+
+def test_demo_runs_the_first_turn_in_parallel_under_the_bound(
+    demo_run: DemoRun,
+) -> None:
+    proc, _ = demo_run
+    assert "most calls in flight at once: 3 (bound 3)" in proc.stdout
+
+
+def test_demo_serialises_the_shell_turn(
+    demo_run: DemoRun,
+) -> None:
+    _, tmp = demo_run
+    records = _records(tmp)
+    assert records["sh-1"].finished_at <= records["sh-2"].started_at
+
+
+def test_demo_shows_progress_of_the_slow_call_as_plain_lines(
+    demo_run: DemoRun,
+) -> None:
+    proc, _ = demo_run
+    progress = [line for line in proc.stdout.splitlines() if line.strip().startswith("progress")]
+    assert len(progress) == 5
+    assert "5/5" in progress[-1]
+
+
+def test_demo_json_is_one_document(tmp_path: Path) -> None:
+    proc = _demo(tmp_path, "--json", "--concurrency", "2")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["concurrency"] == 2
+    assert data["max_in_flight"] == 2
+    assert Path(data["ledger"]).is_file()
+    assert [c["call_id"] for c in data["calls"]][:2] == ["read-1", "read-2"]
+    refused = {c["call_id"]: c["refused_by"] for c in data["calls"] if c["refused_by"]}
+    assert refused == {
+        "escape-1": "path_escape",
+        "escape-2": "path_escape",
+        "danger-1": "execution_denied",
+    }
+    assert data["diff"].startswith("--- a/src/inventory.py")

@@ -1,0 +1,193 @@
+"""End to end: ``prism run SESSION.json`` against a ``prism.toml``, in real subprocesses."""
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from prism.core import RunLedger
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _setup(tmp_path: Path, config: str, session: object) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    (tmp_path / "prism.toml").write_text(config, encoding="utf-8")
+    (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
+
+
+CODING_ONLY = """
+[agent]
+tool_concurrency = 2
+max_tool_rounds = 4
+
+[workspace]
+roots = ["repo"]
+
+[ledger]
+path = "out/ledger.jsonl"
+"""
+
+
+def test_run_replays_the_session_and_writes_the_configured_ledger(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    _setup(
+        tmp_path,
+        CODING_ONLY,
+        {
+            "prompt": "add a line",
+            "turns": [
+                {"tool_calls": [{"id": "r", "name": "read", "arguments": {"path": "notes.txt"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "id": "w",
+                            "name": "write",
+                            "arguments": {"path": "new.txt", "content": "gamma\n"},
+                        }
+                    ]
+                },
+                {"text": "done"},
+            ],
+        },
+    )
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "final answer: done" in proc.stdout
+    ledger = tmp_path / "out" / "ledger.jsonl"
+    assert f"ledger: {ledger}" in proc.stdout
+    records = RunLedger.from_jsonl(ledger.read_text(encoding="utf-8")).records
+    assert [(r.call_id, r.status) for r in records] == [("r", "ok"), ("w", "ok")]
+    assert (tmp_path / "repo" / "new.txt").read_text(encoding="utf-8") == "gamma\n"
+
+
+def test_run_json_reports_blocked_and_refused_calls(run_cli: CliRunner, tmp_path: Path) -> None:
+    config = CODING_ONLY + '\n[permissions]\ndeny = ["tool:write:execute"]\n'
+    _setup(
+        tmp_path,
+        config,
+        [
+            {
+                "tool_calls": [
+                    {"id": "u", "name": "no_such_tool", "arguments": {}},
+                    {"id": "w", "name": "write", "arguments": {"path": "x", "content": "y"}},
+                    {"id": "e", "name": "read", "arguments": {"path": "/etc/passwd"}},
+                    {"id": "a", "name": "read", "arguments": "not an object"},
+                ]
+            }
+        ],
+    )
+    proc = run_cli("run", "session.json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    calls = {c["call_id"]: c for c in data["calls"]}
+    assert calls["u"]["blocked_reason"] == "unknown_tool"
+    assert calls["w"]["blocked_reason"] == "permission_denied"
+    assert calls["a"]["blocked_reason"] == "invalid_arguments"
+    assert calls["e"]["status"] == "error"
+    assert calls["e"]["refused_by"] in {"path_escape", "execution_denied"}
+    assert "root:" not in proc.stdout  # /etc/passwd was never read
+    assert not (tmp_path / "repo" / "x").exists()
+
+
+def test_run_in_read_only_workspace_refuses_writes(run_cli: CliRunner, tmp_path: Path) -> None:
+    config = CODING_ONLY.replace('roots = ["repo"]', 'roots = ["repo"]\nread_only = true')
+    _setup(
+        tmp_path,
+        config,
+        [{"tool_calls": [{"name": "write", "arguments": {"path": "x", "content": "y"}}]}],
+    )
+    proc = run_cli("run", "session.json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    call = json.loads(proc.stdout)["calls"][0]
+    assert call["status"] == "error"
+    assert call["refused_by"] == "execution_denied"
+    assert not (tmp_path / "repo" / "x").exists()
+
+
+def test_run_with_an_mcp_server_from_the_config(run_cli: CliRunner, tmp_path: Path) -> None:
+    config = f"""
+[workspace]
+coding_tools = false
+
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.01"]
+call_timeout_s = 10
+
+[permissions]
+deny = ["tool:mcp:docs:delete_*:execute"]
+"""
+    _setup(
+        tmp_path,
+        config,
+        [
+            {
+                "tool_calls": [
+                    {"id": "s", "name": "mcp:docs:search_docs", "arguments": {"query": "ledger"}},
+                    {"id": "p", "name": "mcp__docs__build_index", "arguments": {"pages": 2}},
+                    {"id": "d", "name": "mcp:docs:delete_index", "arguments": {}},
+                ]
+            }
+        ],
+    )
+    proc = run_cli("run", "session.json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    calls = {c["call_id"]: c for c in json.loads(proc.stdout)["calls"]}
+    assert calls["s"]["status"] == "ok"
+    assert calls["s"]["tool_name"] == "mcp:docs:search_docs"
+    assert calls["p"]["status"] == "ok"  # a provider alias maps back to the registry name
+    assert calls["p"]["tool_name"] == "mcp:docs:build_index"
+    assert calls["d"]["blocked_reason"] == "permission_denied"
+
+
+def test_run_with_a_bad_config_names_the_key_and_runs_nothing(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    _setup(tmp_path, "[agent]\ntool_concurrency = 0\n", ["hi"])
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 2
+    assert "prism.toml: agent.tool_concurrency: expected a number from 1 to 64, got 0" in (
+        proc.stderr
+    )
+    assert not (tmp_path / "prism-ledger.jsonl").exists()
+
+
+def test_run_with_a_bad_session_names_the_json_path(run_cli: CliRunner, tmp_path: Path) -> None:
+    _setup(tmp_path, CODING_ONLY, {"turns": [{"tool_calls": [{"arguments": {}}]}]})
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 2
+    assert "session.json: turns[0].tool_calls[0].name: expected a non-empty string" in proc.stderr
+
+
+def test_run_with_a_server_that_will_not_start_fails_cleanly(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    config = '[mcp.servers.broken]\ncommand = "/nonexistent/server"\nconnect_timeout_s = 5\n'
+    _setup(tmp_path, config, ["hi"])
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 2
+    assert "MCP server 'broken' did not start" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_shell_metacharacters_need_approval_and_are_refused(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    marker = tmp_path / "repo" / "pwned"
+    command = f"echo hi > {shlex.quote(str(marker))}"
+    _setup(
+        tmp_path,
+        CODING_ONLY,
+        [{"tool_calls": [{"id": "s", "name": "shell", "arguments": {"command": command}}]}],
+    )
+    proc = run_cli("run", "session.json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    call = json.loads(proc.stdout)["calls"][0]
+    assert call["status"] == "error"
+    assert call["refused_by"] == "execution_denied"
+    assert not marker.exists()
