@@ -439,3 +439,24 @@ async def test_a_raising_on_result_propagates_after_full_bookkeeping(
         )
     assert sorted(r.call_id for r in ledger.records) == ["c0", "c1", "c2", "c3"]
     assert probe.cancelled == ["c1"]
+
+
+async def test_a_cancelled_turn_starts_no_further_call() -> None:
+    started: list[str] = []
+
+    async def execute(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        # Side effect before the first checkpoint: must never happen once cancelled.
+        started.append(ctx.call.id)
+        if ctx.call.id == "c0":
+            outer.cancel()
+        await trio.sleep(1)
+        return ToolResult.text("late")
+
+    ledger = RunLedger()
+    options = options_for(ToolDefinition(name="sleep", execute=execute), ledger=ledger)
+    with trio.CancelScope() as outer:
+        await dispatch_tool_calls_in_order(calls_of(0, 0, 0, 0), options, concurrency=3)
+    assert started == ["c0"]
+    assert sorted((r.call_id, r.status) for r in ledger.records) == [
+        (f"c{i}", "cancelled") for i in range(4)
+    ]

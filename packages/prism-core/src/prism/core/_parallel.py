@@ -183,6 +183,9 @@ class _Turn:
         while self.claimed < total:
             if (signal is not None and signal.aborted) or self.error is not None:
                 return
+            # A cancelled turn must not start another call, not even the sync
+            # part of a hook or a tool that runs before its first checkpoint.
+            await trio.lowlevel.checkpoint_if_cancelled()
             index = self.claimed
             self.claimed = index + 1
             call = calls[index]
