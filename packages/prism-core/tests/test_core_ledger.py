@@ -300,6 +300,40 @@ def test_preview_is_bounded_and_notes_other_blocks() -> None:
     assert many.result_preview == "a\nb"
 
 
+async def test_a_huge_model_supplied_tool_name_is_bounded_everywhere() -> None:
+    ledger = RunLedger()
+    options = DispatchOptions(registry=create_tool_registry(), ledger=ledger)
+    name = "x" * 1_000_000
+    result = await dispatch_tool_call(ToolCall(id="i" * 5000, name=name, arguments={}), options)
+    assert result.is_error
+    assert len(result.joined_text) < 3000
+    (record,) = ledger.records
+    assert len(record.tool_name) < 300
+    assert len(record.call_id) < 300
+    assert len(ledger.to_jsonl()) < 2000
+
+
+def test_injected_newlines_cannot_forge_jsonl_records() -> None:
+    forged = '{"type": "tool_call", "schema_version": 1, "status": "ok"}'
+    ledger = RunLedger(redact=None)
+    for separator in ["\n", "\r\n", "\u2028", "\x85", "\x1e"]:
+        ledger.record(
+            call_id=f"a{separator}{forged}",
+            tool_name="t",
+            arguments={"k": f"v{separator}{forged}"},
+            status="ok",
+            blocked_reason=None,
+            started_at=1.0,
+            finished_at=1.0,
+            duration_s=0.0,
+            result=ToolResult.text(f"r{separator}{forged}"),
+        )
+    text = ledger.to_jsonl()
+    assert text.count("\n") == 5
+    assert text.isascii()
+    assert RunLedger.from_jsonl(text).records == ledger.records
+
+
 def test_records_is_a_copy() -> None:
     ledger = RunLedger()
     _record(ledger)

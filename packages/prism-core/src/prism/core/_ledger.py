@@ -40,6 +40,7 @@ LEDGER_SCHEMA_VERSION = 1
 _REDACTED = "[REDACTED]"
 _MAX_STRING = 1000
 _MAX_PREVIEW = 500
+_MAX_NAME = 256
 # Text past a clip point is still scanned this far, so a secret that straddles
 # the cut is redacted whole instead of leaking its first characters.
 _SCAN_WINDOW = 256
@@ -384,6 +385,11 @@ class RunLedger:
                 if preview is not None:
                     redacted = redact(preview)
                     preview = redacted if isinstance(redacted, str) else _REDACTED
+        # Both may come straight from the model (an unknown tool's name): bound them.
+        if len(call_id) > _MAX_NAME:
+            call_id = _clip(call_id, _MAX_NAME)
+        if len(tool_name) > _MAX_NAME:
+            tool_name = _clip(tool_name, _MAX_NAME)
         entry = ToolCallRecord(
             call_id=call_id,
             tool_name=tool_name,

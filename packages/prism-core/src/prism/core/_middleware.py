@@ -37,14 +37,29 @@ class MiddlewareRegistry:
     result_hooks: list[ToolResultHook] = attrs.field(factory=list, init=False)
 
     def on_tool_call(self, fn: ToolCallHook) -> ToolCallHook:
-        """Run ``fn`` before every call's gates, in registration order."""
+        """Run ``fn`` before every call's gates, in registration order.
+
+        ``fn(call, ctx)`` returns a :class:`ToolCall` to rewrite the call (lookup,
+        filters and the JSON-object check then run on the rewrite), a
+        :class:`ToolResult` to block it (reason ``tool_denied``), or ``None``.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
         if not callable(fn):
             raise TypeError(f"on_tool_call takes a callable, got {fn!r}")
         self.call_hooks.append(fn)
         return fn
 
     def on_tool_result(self, fn: ToolResultHook) -> ToolResultHook:
-        """Run ``fn`` on every executed call's result, in registration order."""
+        """Run ``fn`` on every executed call's result, in registration order.
+
+        ``fn(call, result, ctx)`` returns a replacement :class:`ToolResult` or
+        ``None`` to keep the result. Blocked calls never reach these hooks.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+        """
         if not callable(fn):
             raise TypeError(f"on_tool_result takes a callable, got {fn!r}")
         self.result_hooks.append(fn)
