@@ -30,6 +30,7 @@ from prism.core import (
     ToolExecutionBlocked,
     ToolExecutionContext,
     ToolExecutionFinished,
+    ToolExecutionProgress,
     ToolExecutionStarted,
     ToolFilter,
     ToolResult,
@@ -529,3 +530,45 @@ async def test_calls_beyond_the_per_turn_cap_are_refused_not_run() -> None:
 def test_limits_refuse_a_bad_per_turn_cap(value: object) -> None:
     with pytest.raises(ConfigurationError, match=r"Limits\.max_tool_calls_per_turn"):
         Limits(max_tool_calls_per_turn=value)  # type: ignore[arg-type]
+
+
+async def test_tool_progress_reaches_the_run_event_sink() -> None:
+    async def working(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        ctx.report_progress("halfway", progress=1, total=2)
+        return ToolResult.text("done")
+
+    provider = ScriptedProvider([calling(("1", "w", {})), answer("ok")])
+    agent = create_agent(
+        model="m", provider=provider, tools=[ToolDefinition(name="w", execute=working)]
+    )
+    events: list[AgentEvent] = []
+    await agent.session().run("go", RunOptions(on_event=events.append))
+    progress = [e for e in events if isinstance(e, ToolExecutionProgress)]
+    assert [(e.call_id, e.message, e.progress, e.total) for e in progress] == [
+        ("1", "halfway", 1, 2)
+    ]
+
+
+async def test_sessions_of_one_agent_run_concurrently() -> None:
+    both_waiting = trio.Event()
+    arrived = 0
+
+    async def rendezvous(request: ModelRequest) -> AssistantMessage:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 2:
+            both_waiting.set()
+        await both_waiting.wait()
+        return answer("together")
+
+    agent = create_agent(model="m", provider=ScriptedProvider([rendezvous, rendezvous]))
+    results: list[AssistantMessage] = []
+
+    async def one() -> None:
+        results.append((await agent.session().run("go")).final)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one)
+            nursery.start_soon(one)
+    assert results == [answer("together"), answer("together")]

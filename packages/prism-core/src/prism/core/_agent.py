@@ -312,7 +312,8 @@ class AgentSession:
 
         Cancellation of the caller's scope propagates as :class:`trio.Cancelled`;
         the session's transcript is still left valid (unanswered calls get
-        cancellation results) and the ledger still covers every call.
+        cancellation results) and the ledger still covers every call. Always
+        checkpoints.
 
         Raises:
             SessionBusyError: another run of this session is in progress.
@@ -406,6 +407,9 @@ class AgentSession:
             if not calls or not offer:
                 aborted = signal is not None and signal.aborted
                 break
+        if turn == 0:
+            # Aborted before the first request: still a checkpoint, as promised.
+            await trio.lowlevel.checkpoint()
         if sink is not None:
             emit_event(sink, RunFinished(rounds=rounds, aborted=aborted))
         return RunResult(

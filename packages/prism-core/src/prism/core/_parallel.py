@@ -230,7 +230,7 @@ async def dispatch_tool_calls_in_order(
     Cancellation of the caller's scope (not the signal) propagates as
     :class:`trio.Cancelled` after the same bookkeeping: calls in flight and calls
     never started still get their ``cancelled`` events and records. No task
-    outlives this function.
+    outlives this function. Always checkpoints.
 
     Args:
         calls: the turn's calls, in the order the provider gave them.
