@@ -30,8 +30,16 @@ def _reference_clip(data: bytes, limit: int) -> bytes:
     )
 
 
-def _collect(chunks: list[bytes], **bounds: int) -> tuple[bytes, str | None, bool, bool]:
-    collector = OutputCollector(spill_prefix="prism-test-", **bounds)
+def _collect(
+    chunks: list[bytes], *, max_lines: int, max_bytes: int, max_line_bytes: int
+) -> tuple[bytes, str | None, bool, bool]:
+    collector = OutputCollector(
+        max_lines=max_lines,
+        max_bytes=max_bytes,
+        max_line_bytes=max_line_bytes,
+        max_spill_bytes=1 << 20,
+        spill_prefix="prism-test-",
+    )
 
     async def main() -> tuple[bytes, str | None, bool, bool]:
         try:
@@ -70,7 +78,6 @@ def test_streaming_view_equals_the_view_of_the_whole(
         max_lines=max_lines,
         max_bytes=max_bytes,
         max_line_bytes=max_line_bytes,
-        max_spill_bytes=1 << 20,
     )
     display = _reference_clip(full, max_line_bytes)
     lines_in_full = full.count(b"\n") + (0 if full.endswith(b"\n") or not full else 1)

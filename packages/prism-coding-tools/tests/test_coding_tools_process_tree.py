@@ -84,7 +84,8 @@ async def test_cancellation_kills_the_whole_tree_before_propagating(
     tool = create_shell_tool(str(tmp_path), operations=shell)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_tool, tool, {"command": TREE})
+            arguments: JsonObject = {"command": TREE}
+            nursery.start_soon(run_tool, tool, arguments)
             await shell.ready.wait()
             nursery.cancel_scope.cancel()
     pids = _pids(shell.seen.decode())
