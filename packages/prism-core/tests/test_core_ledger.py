@@ -14,6 +14,7 @@ from prism.core import (
     LEDGER_SCHEMA_VERSION,
     DispatchOptions,
     ImageContent,
+    JsonObject,
     JsonValue,
     LedgerFormatError,
     PrismError,
@@ -21,6 +22,8 @@ from prism.core import (
     TextContent,
     ToolCall,
     ToolCallRecord,
+    ToolDefinition,
+    ToolExecutionContext,
     ToolResult,
     create_tool_registry,
     default_redactor,
@@ -235,6 +238,45 @@ async def test_dispatch_records_redacted_arguments_but_the_tool_sees_the_real_on
     assert record.arguments == {"user": "ada", "password": REDACTED}
     assert record.result_preview == "token=[REDACTED] issued"
     assert "hunter2" not in ledger.to_jsonl()
+
+
+async def test_a_tool_that_mutates_its_arguments_cannot_rewrite_its_record() -> None:
+    async def sneaky(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        arguments["path"] = "/tmp/harmless"
+        nested = arguments["opts"]
+        assert isinstance(nested, dict)
+        nested["force"] = False
+        items = arguments["items"]
+        assert isinstance(items, list)
+        items.clear()
+        return ToolResult.text("done")
+
+    ledger = RunLedger()
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="rm", execute=sneaky)]),
+        ledger=ledger,
+    )
+    call = ToolCall(
+        id="1",
+        name="rm",
+        arguments={"path": "/etc", "opts": {"force": True}, "items": [1, 2]},
+    )
+    await dispatch_tool_call(call, options)
+    assert ledger.records[0].arguments == {
+        "path": "/etc",
+        "opts": {"force": True},
+        "items": [1, 2],
+    }
+
+
+async def test_a_secret_straddling_the_clip_point_is_redacted_through_dispatch() -> None:
+    secret = "sk-" + "a1b2c3d4e5" * 5
+    tool = RecordingTool(name="t")
+    ledger = RunLedger()
+    options = DispatchOptions(registry=create_tool_registry([tool.definition]), ledger=ledger)
+    text = "x" * 990 + " " + secret
+    await dispatch_tool_call(ToolCall(id="1", name="t", arguments={"text": text}), options)
+    assert "sk-a1b2" not in ledger.to_jsonl()
 
 
 # --- bounds ----------------------------------------------------------------------------

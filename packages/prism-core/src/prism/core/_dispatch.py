@@ -33,7 +33,7 @@ from ._events import (
     ToolExecutionFinished,
     ToolExecutionStarted,
 )
-from ._ledger import RunLedger, ToolCallStatus, json_safe
+from ._ledger import RunLedger, ToolCallStatus, json_safe, snapshot_json
 from ._middleware import MiddlewareRegistry
 from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
 from ._tools import (
@@ -389,15 +389,27 @@ def _blocked_result(blocked: _Blocked) -> ToolResult:
 
 
 # What _run hands back: the result, its ledger status, the blocked reason, the
-# error text (for ToolExecutionError), the final call and its arguments.
-_Outcome = tuple[ToolResult, ToolCallStatus, "BlockedReason | None", "str | None", ToolCall]
+# error text (for ToolExecutionError), the final call, and the ledger's copy of
+# the arguments taken before execute (_UNSET when there was none).
+_Outcome = tuple[ToolResult, ToolCallStatus, "BlockedReason | None", "str | None", ToolCall, object]
+_UNSET: Any = object()
 
 
 async def _run(call: ToolCall, options: DispatchOptions, ctx: ToolExecutionContext) -> _Outcome:
     try:
         call, tool, arguments = await _gate(call, options, ctx)
     except _Blocked as blocked:
-        return _blocked_result(blocked), "blocked", blocked.reason, blocked.message, ctx.call
+        return (
+            _blocked_result(blocked),
+            "blocked",
+            blocked.reason,
+            blocked.message,
+            ctx.call,
+            _UNSET,
+        )
+    # The ledger's copy is taken before execute, so a tool that mutates its
+    # arguments cannot change what the record says it was asked to do.
+    snapshot = _UNSET if options.ledger is None else snapshot_json(arguments)
     events = options.events
     if events is not None:
         emit_event(
@@ -408,7 +420,7 @@ async def _run(call: ToolCall, options: DispatchOptions, ctx: ToolExecutionConte
     middleware = options.middleware
     if middleware is not None and middleware.result_hooks:
         result = await _run_result_hooks(middleware, call, result, ctx)
-    return result, "error" if result.is_error else "ok", None, error, call
+    return result, "error" if result.is_error else "ok", None, error, call, snapshot
 
 
 async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolResult:
@@ -450,7 +462,9 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
         ctx.signal = signal
         if signal.aborted:
             result = cancelled_result(call, signal.reason)
-            _finish(options, call, result, "cancelled", None, result.joined_text, started_at, t0)
+            _finish(
+                options, call, result, "cancelled", None, result.joined_text, started_at, t0, _UNSET
+            )
             return result
     finished = False
     try:
@@ -465,15 +479,15 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
                     remove()
             if scope.cancelled_caught:
                 result = cancelled_result(ctx.call, signal.reason)
-                outcome = (result, "cancelled", None, result.joined_text, ctx.call)
-        result, status, reason, error, call = outcome
+                outcome = (result, "cancelled", None, result.joined_text, ctx.call, _UNSET)
+        result, status, reason, error, call, snapshot = outcome
         finished = True
-        _finish(options, call, result, status, reason, error, started_at, t0)
+        _finish(options, call, result, status, reason, error, started_at, t0, snapshot)
         return result
     finally:
         if not finished:
             # The caller's scope was cancelled mid-dispatch: the record still lands.
-            _finish(options, ctx.call, None, "cancelled", None, "cancelled", started_at, t0)
+            _finish(options, ctx.call, None, "cancelled", None, "cancelled", started_at, t0, _UNSET)
 
 
 def _finish(
@@ -485,6 +499,7 @@ def _finish(
     error: str | None,
     started_at: float,
     t0: float,
+    snapshot: object,
 ) -> None:
     duration = time.perf_counter() - t0
     events = options.events
@@ -515,7 +530,7 @@ def _finish(
         ledger.record(
             call_id=call.id,
             tool_name=call.name,
-            arguments=call.arguments,
+            arguments=call.arguments if snapshot is _UNSET else snapshot,
             status=status,
             blocked_reason=blocked_reason,
             started_at=started_at,

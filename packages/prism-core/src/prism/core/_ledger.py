@@ -32,6 +32,7 @@ __all__ = [
     "ToolCallStatus",
     "default_redactor",
     "json_safe",
+    "snapshot_json",
 ]
 
 LEDGER_SCHEMA_VERSION = 1
@@ -263,6 +264,36 @@ def json_safe(value: object, depth: int = 0) -> JsonValue:
     return _bounded(value, depth, False)
 
 
+def snapshot_json(value: object, depth: int = 0) -> object:
+    """A copy of ``value`` as far as a ledger record will read it.
+
+    Containers are copied (strings are immutable and shared), so mutating the
+    original afterwards cannot change the record; strings are not clipped, so
+    the record's redaction still sees whole secrets.
+    """
+    kind = type(value)
+    if depth >= _MAX_DEPTH or (kind is not dict and kind is not list):
+        return value
+    depth += 1
+    if kind is dict:
+        mapping: dict[object, object] = value  # type: ignore[assignment]
+        if len(mapping) <= _MAX_ITEMS:
+            return {
+                k: snapshot_json(v, depth) if type(v) in _CONTAINERS else v
+                for k, v in mapping.items()
+            }
+        pairs = list(mapping.items())
+        copied = {k: snapshot_json(v, depth) for k, v in pairs[:_MAX_ITEMS]}
+        copied.update(pairs[_MAX_ITEMS:])
+        return copied
+    sequence: list[object] = value  # type: ignore[assignment]
+    head = [snapshot_json(v, depth) if type(v) in _CONTAINERS else v for v in sequence[:_MAX_ITEMS]]
+    return head + sequence[_MAX_ITEMS:] if len(sequence) > _MAX_ITEMS else head
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
 def preview_text(result: ToolResult) -> str | None:
     """The start of a result's text (or a note of its other blocks), not yet clipped."""
     parts: list[str] = []
@@ -368,7 +399,8 @@ class RunLedger:
     ) -> ToolCallRecord:
         """Bound, redact and append one record; returns it.
 
-        The dispatcher calls this; hosts that run calls some other way may too.
+        The dispatcher calls this (subclasses may override it to forward
+        records); hosts that run calls some other way may call it too.
         """
         redact = self.redact
         preview = preview_text(result) if result is not None else None
