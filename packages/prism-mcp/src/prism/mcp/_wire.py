@@ -136,12 +136,16 @@ async def open_stdio_streams(
                                 oversize=True,
                             )
                             return
-                        buffer += chunk[start:end]
                         if newline < 0:
+                            buffer += chunk[start:end]
                             break
+                        if buffer:
+                            buffer += chunk[start:end]
+                            line = bytes(buffer).strip()
+                            buffer.clear()
+                        else:
+                            line = chunk[start:end].strip()
                         start = newline + 1
-                        line = bytes(buffer).strip()
-                        buffer.clear()
                         if not line:
                             continue
                         message = _parse(line)
