@@ -56,15 +56,20 @@ def trivial_validator(
     return None if "q" in args else "q is required"
 
 
-def import_time_us(module: str) -> list[float]:
-    """Wall time of ``python -c 'import <module>'`` minus a bare interpreter start."""
+def _import_us(module: str) -> float:
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    samples = []
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    return float(out) * 1e6
+
+
+def import_times_us(*modules: str) -> list[list[float]]:
+    """Import time of each module in fresh interpreters, interleaved so load hits all alike."""
+    samples: list[list[float]] = [[] for _ in modules]
     for _ in range(IMPORT_REPEAT):
-        out = subprocess.run(
-            [sys.executable, "-c", code], check=True, capture_output=True, text=True
-        ).stdout
-        samples.append(float(out) * 1e6)
+        for index, module in enumerate(modules):
+            samples[index].append(_import_us(module))
     return samples
 
 
@@ -147,11 +152,12 @@ async def main() -> list[Row]:
         )
     )
 
-    trio_row = row(BENCH, "import trio", import_time_us("trio"), note="fresh interpreter")
+    trio_samples, core_samples = import_times_us("trio", "prism.core")
+    trio_row = row(BENCH, "import trio", trio_samples, note="fresh interpreter")
     core_row = row(
         BENCH,
         "import prism.core",
-        import_time_us("prism.core"),
+        core_samples,
         baseline=trio_row,
         target="<= 150 ms",
     )
