@@ -178,3 +178,15 @@ async def test_exit_reports_signal_of_a_killed_shell(tmp_path: Path) -> None:
         )
     assert result.exit_code is None
     assert result.signal == 9
+
+
+async def test_a_reaped_roots_reused_pid_is_never_signalled() -> None:
+    # A stranger that now holds the PID (and leads its own session, as a reused PID may).
+    stranger = await trio.lowlevel.open_process(["sleep", "30"], start_new_session=True)
+    try:
+        with trio.fail_after(5):
+            await terminate_process_tree(stranger.pid, grace_s=0.1, root_reaped=True)
+        assert _alive(stranger.pid)
+    finally:
+        stranger.kill()
+        await stranger.wait()

@@ -110,27 +110,34 @@ def _has_marker(pid: int, marker: bytes) -> bool:
         return False
 
 
-def _collect(root: int, marker: bytes | None) -> dict[int, int]:
-    """Live members of ``root``'s tree, as ``{pid: start time}`` (zombies left out)."""
+def _collect(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
+    """Live members of ``root``'s tree, as ``{pid: start time}`` (zombies left out).
+
+    Once the root has been reaped its PID may belong to a stranger: then the
+    PID and its children are never taken, and the session and group IDs only
+    while no live process holds that PID (the kernel does not hand out a PID
+    still used as a session or group ID, so a holder means reuse).
+    """
     procs = _all_procs()
     protected = {0, 1, os.getpid(), os.getppid()}
+    reused = root_reaped and any(proc.pid == root for proc in procs)
     children: dict[int, list[_Proc]] = {}
     for proc in procs:
         children.setdefault(proc.ppid, []).append(proc)
     found: dict[int, _Proc] = {}
-    stack = [root]
+    stack = [] if root_reaped else [root]
     while stack:
         for child in children.get(stack.pop(), ()):
             if child.pid not in found:
                 found[child.pid] = child
                 stack.append(child.pid)
     for proc in procs:
-        if proc.pid in found:
+        if proc.pid in found or proc.pid in protected:
             continue
-        in_session = root in (proc.pid, proc.session, proc.pgrp)
-        if in_session or (
-            marker is not None and proc.pid not in protected and _has_marker(proc.pid, marker)
-        ):
+        if root_reaped and proc.pid == root:
+            continue
+        in_session = not reused and root in (proc.pid, proc.session, proc.pgrp)
+        if in_session or (marker is not None and _has_marker(proc.pid, marker)):
             found[proc.pid] = proc
     return {
         pid: proc.start for pid, proc in found.items() if pid not in protected and proc.state != "Z"
@@ -152,11 +159,11 @@ def _signal_all(members: Iterable[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
-def _freeze_and_collect(root: int, marker: bytes | None) -> dict[int, int]:
+def _freeze_and_collect(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
     """Stop every member so none can fork past us, re-walking until the set is stable."""
     members: dict[int, int] = {}
     for _ in range(8):
-        found = _collect(root, marker)
+        found = _collect(root, marker, root_reaped)
         new = {pid: start for pid, start in found.items() if pid not in members}
         if not new:
             break
@@ -176,7 +183,11 @@ async def _wait_gone(members: dict[int, int], limit_s: float) -> dict[int, int]:
 
 
 async def terminate_process_tree(
-    root: int, *, marker: str | None = None, grace_s: float = DEFAULT_KILL_GRACE_S
+    root: int,
+    *,
+    marker: str | None = None,
+    grace_s: float = DEFAULT_KILL_GRACE_S,
+    root_reaped: bool = False,
 ) -> None:
     """Terminate ``root`` and all its descendants: SIGTERM, ``grace_s`` of grace, SIGKILL.
 
@@ -186,7 +197,9 @@ async def terminate_process_tree(
     catches grandchildren that called ``setsid`` and were re-parented. Every
     member is stopped (SIGSTOP) before it is signalled so it cannot fork new
     ones in between; the caller's own process and its parent are never
-    signalled.
+    signalled. Pass ``root_reaped=True`` once the root's exit status has
+    been collected: its PID may then be reused, and only what is provably
+    ours (session members while the PID is unused, marked processes) is taken.
 
     Checkpoints. The work is shielded from cancellation and bounded in time
     (about ``grace_s`` plus two seconds); it returns when every member found
@@ -194,13 +207,13 @@ async def terminate_process_tree(
     """
     needle = f"{PROCESS_TREE_ENV_VAR}={marker}".encode() if marker else None
     with trio.CancelScope(shield=True), trio.move_on_after(grace_s + 2 * _KILL_WAIT_S):
-        members = await trio.to_thread.run_sync(_freeze_and_collect, root, needle)
+        members = await trio.to_thread.run_sync(_freeze_and_collect, root, needle, root_reaped)
         if not members:
             return
         _signal_all(members, signal.SIGTERM)
         _signal_all(members, signal.SIGCONT)
         remaining = await _wait_gone(members, grace_s)
-        late = await trio.to_thread.run_sync(_freeze_and_collect, root, needle)
+        late = await trio.to_thread.run_sync(_freeze_and_collect, root, needle, root_reaped)
         remaining.update(late)
         if remaining:
             _signal_all(remaining, signal.SIGKILL)
@@ -268,7 +281,9 @@ async def run_process_tree(
         await process.wait()
         with trio.move_on_after(_DRAIN_AFTER_EXIT_S):
             await eof.wait()
-        await terminate_process_tree(process.pid, marker=marker, grace_s=kill_grace_s)
+        await terminate_process_tree(
+            process.pid, marker=marker, grace_s=kill_grace_s, root_reaped=True
+        )
         swept = True
 
     sink_error: Exception | None = None
@@ -292,7 +307,12 @@ async def run_process_tree(
             eof.set()
     finally:
         if not swept:
-            await terminate_process_tree(process.pid, marker=marker, grace_s=kill_grace_s)
+            await terminate_process_tree(
+                process.pid,
+                marker=marker,
+                grace_s=kill_grace_s,
+                root_reaped=process.returncode is not None,
+            )
         with trio.CancelScope(shield=True):
             with trio.move_on_after(_KILL_WAIT_S):
                 await process.wait()
