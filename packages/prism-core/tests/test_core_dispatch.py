@@ -8,6 +8,8 @@ from typing import ClassVar
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prism.core import (
     BlockedReason,
@@ -849,3 +851,59 @@ async def test_tool_result_content_types_pass_through_untouched() -> None:
     tool = RecordingTool(result=result)
     got = await dispatch_tool_call(_call(), _options(tool.definition))
     assert got is result
+
+
+# --- the JSON-object check over many shapes --------------------------------------------
+
+_json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5)
+)
+_json = st.recursive(
+    _json_leaves,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+_bad_leaves = st.sampled_from(
+    [float("nan"), float("inf"), (1,), {1}, b"x", object(), frozenset(), 1j]
+)
+
+
+def _dispatch_sync(arguments: object) -> tuple[ToolResult, RecordingTool]:
+    tool = RecordingTool()
+    result = trio.run(dispatch_tool_call, _call(arguments=arguments), _options(tool.definition))
+    return result, tool
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), _json, max_size=5))
+def test_any_json_object_reaches_the_tool_unchanged(arguments: dict[str, object]) -> None:
+    result, tool = _dispatch_sync(arguments)
+    assert not result.is_error
+    assert [args for args, _ in tool.calls] == [arguments]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=6), _json, max_size=4),
+    st.lists(st.text(max_size=3), min_size=1, max_size=4),
+    _bad_leaves,
+)
+def test_one_non_json_leaf_anywhere_blocks_the_call(
+    arguments: dict[str, object], path: list[str], bad: object
+) -> None:
+    target: dict[str, object] = arguments
+    for key in path[:-1]:
+        child: dict[str, object] = {}
+        target[key] = [child]
+        target = child
+    target[path[-1]] = bad
+    result, tool = _dispatch_sync(arguments)
+    assert result.is_error
+    assert result.details["blocked_reason"] == "invalid_arguments"
+    assert tool.calls == []

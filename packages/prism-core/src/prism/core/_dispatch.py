@@ -171,7 +171,20 @@ def _arguments_error(arguments: object) -> str | None:
     Walks the whole value without recursion (hostile nesting cannot blow the
     stack): keys must be strings, leaves must be JSON scalars, floats finite.
     """
-    if not isinstance(arguments, dict):
+    if type(arguments) is dict:
+        # Fast path for the usual flat object of scalars.
+        for key, item in arguments.items():
+            if type(key) is not str:
+                break
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is float and item - item == 0:  # finite: inf - inf and nan are nan
+                continue
+            break
+        else:
+            return None
+    elif not isinstance(arguments, dict):
         return f"arguments must be a JSON object, got {type(arguments).__name__}"
     stack: list[object] = [arguments]
     pop = stack.pop

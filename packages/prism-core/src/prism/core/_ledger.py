@@ -214,6 +214,8 @@ def _bounded_str(text: str, limit: int, redact: bool) -> str:
 def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
     kind = type(value)
     if kind is str:
+        if len(value) <= _MAX_STRING:  # type: ignore[arg-type]
+            return _redact_text(value) if redact else value  # type: ignore[arg-type,return-value]
         return _bounded_str(value, _MAX_STRING, redact)  # type: ignore[arg-type]
     if value is None or kind is bool or kind is int:
         return value  # type: ignore[return-value]

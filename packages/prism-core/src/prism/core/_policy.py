@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Awaitable, Iterable, Mapping
@@ -34,7 +35,7 @@ class PermissionRequest:
     target: str
     action: str
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """The ``kind:target:action`` string rules are matched against."""
         return f"{self.kind}:{self.target}:{self.action}"
