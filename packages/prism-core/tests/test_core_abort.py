@@ -306,3 +306,38 @@ async def test_abort_after_the_call_finished_changes_nothing() -> None:
     controller.abort()
     assert not result.is_error
     assert [r.status for r in ledger.records] == ["ok"]
+
+
+async def test_a_tool_whose_tasks_fail_during_the_abort_still_gives_a_cancellation_result() -> None:
+    started = trio.Event()
+
+    async def child() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            raise ValueError("cleanup failed")
+
+    async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(child)
+            started.set()
+            await trio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    controller = AbortController()
+    ledger = RunLedger()
+    options = _options(
+        ToolDefinition(name="t", execute=execute), ledger=ledger, signal=controller.signal
+    )
+    results: list[ToolResult] = []
+
+    async def run() -> None:
+        results.append(await dispatch_tool_call(_call("t"), options))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await started.wait()
+        controller.abort("stop")
+    assert results[0].is_error
+    assert results[0].details["cancelled"] is True
+    assert [r.status for r in ledger.records] == ["cancelled"]

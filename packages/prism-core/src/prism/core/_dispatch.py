@@ -484,15 +484,32 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
         if signal is None:
             outcome = await _run(call, options, ctx)
         else:
-            with trio.CancelScope() as scope:
-                remove = signal.add_callback(scope.cancel)
-                try:
-                    outcome = await _run(call, options, ctx)
-                finally:
-                    remove()
-            if scope.cancelled_caught:
+            try:
+                with trio.CancelScope() as scope:
+                    remove = signal.add_callback(scope.cancel)
+                    try:
+                        outcome = await _run(call, options, ctx)
+                    finally:
+                        remove()
+            except Exception as exc:
+                # A tool whose tasks failed while being aborted raises a group of
+                # Cancelled and errors; the scope strips the Cancelled and the
+                # errors are left. The call was still aborted.
+                if not scope.cancel_called:
+                    raise
                 result = cancelled_result(ctx.call, signal.reason)
-                outcome = (result, "cancelled", None, result.joined_text, ctx.call, _UNSET)
+                outcome = (
+                    result,
+                    "cancelled",
+                    None,
+                    f"{result.joined_text} ({_describe(exc)})",
+                    ctx.call,
+                    _UNSET,
+                )
+            else:
+                if scope.cancelled_caught:
+                    result = cancelled_result(ctx.call, signal.reason)
+                    outcome = (result, "cancelled", None, result.joined_text, ctx.call, _UNSET)
         result, status, reason, error, call, snapshot = outcome
         finished = True
         _finish(options, call, result, status, reason, error, started_at, t0, snapshot)
