@@ -103,10 +103,15 @@ async def test_everything_list_changed_after_initialize_reaches_the_bridge(
     announced = "MCP server everything announced a tool list change"
     with trio.fail_after(30):
         async with open_mcp_tools(server_id="everything", transport=everything) as bridge:
-            with trio.move_on_after(5):
-                while announced not in caplog.messages:
-                    await bridge.wait_stale()
-            assert announced in caplog.messages
+            if isinstance(everything, StdioTransport):
+                with trio.move_on_after(5):
+                    while announced not in caplog.messages:
+                        await bridge.wait_stale()
+                assert announced in caplog.messages
+            # Over HTTP the server sends this notification while handling the client's
+            # notifications/initialized POST, to the standalone GET stream; when that
+            # stream is not open yet the TypeScript server drops it, so its arrival is a
+            # race on the server's side. The fixture server covers list-changed over HTTP.
             await bridge.refresh()
             assert not bridge.stale
             names = {tool.name for tool in bridge.tools}
