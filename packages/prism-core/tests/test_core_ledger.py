@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -220,6 +221,22 @@ def test_redact_none_keeps_values_but_still_bounds_them() -> None:
     assert isinstance(record.arguments, dict)
     assert record.arguments["password"] == "x"
     assert len(str(record.arguments["long"])) < 1100
+
+
+async def test_a_raising_redactor_is_logged_and_does_not_break_dispatch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(value: JsonValue) -> JsonValue:
+        raise RuntimeError("redactor bug")
+
+    tool = RecordingTool(name="t")
+    options = DispatchOptions(
+        registry=create_tool_registry([tool.definition]), ledger=RunLedger(redact=broken)
+    )
+    with caplog.at_level(logging.ERROR, logger="prism.core"):
+        result = await dispatch_tool_call(ToolCall(id="1", name="t", arguments={}), options)
+    assert not result.is_error
+    assert "the ledger failed to record" in caplog.text
 
 
 def test_ledger_rejects_a_non_callable_redactor() -> None:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import time
 from collections.abc import Mapping
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from ._json import JsonObject, JsonValue
 
 __all__ = ["BlockedReason", "DispatchOptions", "cancelled_result", "dispatch_tool_call"]
+
+_log = logging.getLogger("prism.core")
 
 
 _MAX_ERROR_CHARS = 2000
@@ -557,14 +560,19 @@ def _finish(
         emit_event(events, event)
     ledger = options.ledger
     if ledger is not None:
-        ledger.record(
-            call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments if snapshot is _UNSET else snapshot,
-            status=status,
-            blocked_reason=blocked_reason,
-            started_at=started_at,
-            finished_at=started_at + duration,
-            duration_s=duration,
-            result=result,
-        )
+        try:
+            ledger.record(
+                call_id=call.id,
+                tool_name=call.name,
+                arguments=call.arguments if snapshot is _UNSET else snapshot,
+                status=status,
+                blocked_reason=blocked_reason,
+                started_at=started_at,
+                finished_at=started_at + duration,
+                duration_s=duration,
+                result=result,
+            )
+        except Exception:
+            # A host's redactor or ledger subclass must not turn a finished call
+            # into an exception (or replace a propagating Cancelled).
+            _log.exception("the ledger failed to record call %r", call.id)
