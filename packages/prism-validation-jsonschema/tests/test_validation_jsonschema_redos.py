@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from typing import TYPE_CHECKING
 
 import trio
 import trio.lowlevel
+from fastjsonschema.draft2019 import CodeGeneratorDraft2019
 
 from prism.core import (
     DispatchOptions,
@@ -19,6 +23,10 @@ from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     create_json_schema_tool_argument_validator,
 )
+from prism.validation.jsonschema._regex import _linear_from
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 EVIL = "^(a+)+$"
 EVIL_INPUT = "a" * 28 + "!"  # seconds of backtracking in Python's re
@@ -173,3 +181,23 @@ def test_builtin_formats_still_check() -> None:
     for name, (good, bad) in cases.items():
         assert validator.validate({"format": name}, good).ok, name
         assert not validator.validate({"format": name}, bad).ok, name
+
+
+def test_format_engines_agree_and_short_inputs_stay_cheap(json_schema_test_suite: Path) -> None:
+    # Built-in formats use Python's re on short strings and RE2 on long ones:
+    # both must give the same verdict, and the short path must stay cheap.
+    samples: set[str] = {"1::", "1:2::3", "::ffff:10.0.0.1", "a" * 255 + "!", "a@" + "b." * 127}
+    for path in json_schema_test_suite.glob("draft*/optional/format/*.json"):
+        for group in json.loads(path.read_text(encoding="utf-8")):
+            samples.update(t["data"] for t in group["tests"] if isinstance(t["data"], str))
+    for name, regex in CodeGeneratorDraft2019.FORMAT_REGEXS.items():
+        if name in {"email", "idn-hostname", "duration"}:
+            continue  # written out in Python, no regex
+        python = re.compile(regex, re.ASCII)
+        linear = _linear_from(regex)
+        for sample in samples:
+            assert (python.match(sample) is not None) == linear(sample), (name, sample)
+        for sample in ("a@" + "b." * 127, "/" + "a" * 254 + "~", "1:" * 127 + "x", "{" + "a" * 254):
+            started = time.perf_counter()
+            python.match(sample)
+            assert time.perf_counter() - started < 0.005, (name, sample)

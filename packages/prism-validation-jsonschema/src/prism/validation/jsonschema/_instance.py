@@ -34,6 +34,87 @@ def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | Non
     so no instance can exhaust the stack; every container is counted, so shared
     sub-objects cannot multiply the work.
     """
+    if _within_limits(value, limits):
+        return None
+    return _first_problem(value, limits) or ("data", "breaks an instance limit")
+
+
+def _within_limits(value: object, limits: SchemaLimits) -> bool:
+    """The hot path: the same rules as :func:`_first_problem`, without building paths.
+
+    Walks level by level, so no per-node tuple is allocated.
+    """
+    max_depth = limits.max_instance_depth
+    max_string = limits.max_string_length
+    members_left = limits.max_instance_properties
+    items_left = limits.max_array_length
+    chars_left = max_string * _TOTAL_STRING_FACTOR
+    pollution = POLLUTION_KEYS
+    level: list[object] = [value]
+    depth = 0
+    while level:
+        depth += 1
+        below: list[object] = []
+        for node in level:
+            kind = type(node)
+            if kind is dict:
+                if depth > max_depth:
+                    return False
+                members_left -= len(node)  # type: ignore[arg-type]
+                if members_left < 0 or not pollution.isdisjoint(node):  # type: ignore[arg-type]
+                    return False
+                for key, item in node.items():  # type: ignore[attr-defined]
+                    if type(key) is not str or len(key) > max_string:
+                        return False
+                    t = type(item)
+                    if t is str:
+                        if len(item) > max_string:
+                            return False
+                        chars_left -= len(item)
+                    elif t is int or t is bool or item is None:
+                        continue
+                    elif t is dict or t is list:
+                        below.append(item)
+                    elif t is float:
+                        if item - item:  # nan or +-inf: x - x is nan, which is truthy
+                            return False
+                    else:
+                        return False
+            elif kind is list:
+                if depth > max_depth:
+                    return False
+                items_left -= len(node)  # type: ignore[arg-type]
+                if items_left < 0:
+                    return False
+                for item in node:  # type: ignore[attr-defined]
+                    t = type(item)
+                    if t is str:
+                        if len(item) > max_string:
+                            return False
+                        chars_left -= len(item)
+                    elif t is int or t is bool or item is None:
+                        continue
+                    elif t is dict or t is list:
+                        below.append(item)
+                    elif t is float:
+                        if item - item:
+                            return False
+                    else:
+                        return False
+            elif kind is str:
+                if len(node) > max_string:  # type: ignore[arg-type]
+                    return False
+            elif kind is float:
+                if node - node:  # type: ignore[operator]
+                    return False
+            elif kind is not int and kind is not bool and node is not None:
+                return False
+        level = below
+    return chars_left >= 0
+
+
+def _first_problem(value: object, limits: SchemaLimits) -> InstanceProblem | None:
+    """The slow path: find the first problem and the path to it, for the error text."""
     max_depth = limits.max_instance_depth
     max_string = limits.max_string_length
     members_left = limits.max_instance_properties

@@ -33,6 +33,7 @@ _UNANCHORED = getattr(_UNANCHORED, "UNANCHORED", None)
 # matching, so no backtracking) is the fallback for short ECMA-only syntax.
 _MAX_REGEX_FORMAT_CHARS = 16_384
 _MAX_PY_REGEX_CHARS = 1_000
+_SHORT_FORMAT_CHARS = 256
 
 
 class PatternError(ValueError):
@@ -78,13 +79,35 @@ def compile_linear(pattern: str) -> Callable[[str], bool]:
     return search
 
 
+_OPEN_LOWER_BOUND = re.compile(r"\{,(\d+)\}")
+
+
 def _linear_from(regex: str) -> Callable[[str], bool]:
-    # fastjsonschema's format regexes are used with ``match`` and spell the end
-    # as Python's ``\Z``; RE2 spells it ``\z``.
-    return compile_linear("^(?:" + regex.replace("\\Z", "\\z") + ")")
+    # fastjsonschema's format regexes are Python syntax used with ``match``:
+    # RE2 spells the end ``\z`` (not ``\Z``) and reads ``{,n}`` as literal text.
+    translated = _OPEN_LOWER_BOUND.sub(r"{0,\1}", regex.replace("\\Z", "\\z"))
+    return compile_linear("^(?:" + translated + ")")
 
 
-_EMAIL_DOMAIN = compile_linear(r"^[^@]+\.[^@]+\z")
+def _hybrid(regex: str) -> Callable[[str], bool]:
+    r"""A built-in format check: Python's ``re`` on short strings, RE2 on long ones.
+
+    The built-in format regexes are fixed (fastjsonschema's own, never from a
+    schema) and none nests unbounded quantifiers, so their worst case on
+    Python's backtracking engine is polynomial; on strings of at most
+    ``_SHORT_FORMAT_CHARS`` characters that is bounded to well under a
+    millisecond, and Python's engine has the lower call overhead. Longer
+    strings go to RE2. ``re.ASCII`` makes ``\d``/``\w`` agree with RE2.
+    """
+    short = re.compile(regex, re.ASCII).match
+    linear = _linear_from(regex)
+
+    def check(value: str) -> bool:
+        if len(value) <= _SHORT_FORMAT_CHARS:
+            return short(value) is not None
+        return linear(value)
+
+    return check
 
 
 def _is_email(value: str) -> bool:
@@ -94,7 +117,8 @@ def _is_email(value: str) -> bool:
     local, domain = value.split("@")
     if not local or local[0] == "." or local[-1] == "." or ".." in local:
         return False
-    return _EMAIL_DOMAIN(domain)
+    # domain: no "@" and a dot with at least one character on each side
+    return "." in domain[1:-1]
 
 
 _IDN_HOSTNAME = compile_linear(
@@ -167,5 +191,5 @@ def format_checker(name: str, regexes: dict[str, str]) -> Callable[[str], bool] 
     key = name + "\x00" + regex
     checker = _CHECKERS.get(key)
     if checker is None:
-        checker = _CHECKERS[key] = _linear_from(regex)
+        checker = _CHECKERS[key] = _hybrid(regex)
     return checker

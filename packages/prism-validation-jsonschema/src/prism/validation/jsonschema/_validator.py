@@ -212,13 +212,20 @@ class JsonSchemaArgumentValidator:
         return entry
 
     def touch(self, entry: _Entry) -> bool:
-        """Count a hit on ``entry`` and refresh its recency; False if it was evicted."""
-        with self._lock:
-            if not entry.alive:
-                return False
+        """Count a hit on ``entry`` and refresh its recency; False if it was evicted.
+
+        Lock-free: ``move_to_end`` is atomic under the GIL, and a concurrent
+        eviction shows up as ``KeyError``. The hit counter may miss a count
+        under thread races; it is a statistic.
+        """
+        if not entry.alive:
+            return False
+        try:
             self._cache.move_to_end(entry.key)  # type: ignore[arg-type]
-            self._hits += 1
-            return True
+        except KeyError:
+            return False
+        self._hits += 1
+        return True
 
     def _build(self, screened: Screened) -> _Entry:
         try:
@@ -242,6 +249,10 @@ class JsonSchemaArgumentValidator:
             function = entry.function
             if function is None:
                 return entry.refusal or _failure(None, "schema could not be compiled")
+        return self.check(function, value)
+
+    def check(self, function: Callable[[Any], Any], value: object) -> ToolArgumentValidationResult:
+        """Bound ``value``, then run a compiled schema on it."""
         problem = check_instance(value, self._limits)
         if problem is not None:
             return _failure(problem[0], problem[1])
@@ -330,6 +341,7 @@ class JsonSchemaToolValidator:
     def __call__(
         self, tool: ToolDefinition, arguments: JsonObject, context: ToolExecutionContext
     ) -> ErrorInfo | None:
+        validator = self._validator
         slot = self._slots.get(id(tool))
         if slot is None or slot.ref() is not tool:
             if tool.parameters is None:
@@ -338,11 +350,15 @@ class JsonSchemaToolValidator:
             entry = slot.entry
         else:
             entry = slot.entry
-            if entry.refusal is None and not self._validator.touch(entry):
+            if entry.refusal is None and not validator.touch(entry):
                 # Evicted from the cache: look it up (and compile it) again.
-                entry = slot.entry = self._validator.lookup(slot.screened)  # type: ignore[arg-type]
-        result = self._validator.run(entry, arguments)
-        if result.ok:
+                entry = slot.entry = validator.lookup(slot.screened)  # type: ignore[arg-type]
+        function = entry.function
+        if function is not None:
+            result = validator.check(function, arguments)
+        else:
+            result = validator.run(entry, arguments)
+        if result is _OK:
             return None
         return _error_info(tool, result, schema_rejected=entry.refusal is not None)
 

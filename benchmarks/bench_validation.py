@@ -1,0 +1,216 @@
+"""What the hardened JSON Schema adapter costs next to raw fastjsonschema.
+
+Rows (medians over repetitions, measured in one run):
+
+- ``raw fastjsonschema, valid`` / ``invalid``: a function from ``fastjsonschema.compile``
+  on a realistic 8-property tool schema (the baselines).
+- ``adapter hot path, valid`` / ``invalid``: the ``ToolValidator`` from
+  ``create_json_schema_tool_argument_validator`` on a tool it has seen before
+  (identity fast path, instance bounds, RE2 patterns, error text). Target: <= 1.3x raw.
+- ``..., no regex``: the same pair on the schema without ``pattern``/``format``,
+  to separate the RE2 call cost from the rest of the adapter's work.
+- ``adapter .validate(schema, value)``: the protocol method, which screens and
+  serialises the schema on every call to find it in the cache.
+- ``compile, raw`` / ``compile + screen, adapter``: a cache miss.
+- ``cache hit by canonical JSON``: screening + serialising + LRU lookup, no compile.
+- ``ReDoS``: ``^(a+)+$`` on ``"a" * 20 + "!"`` with raw fastjsonschema (Python ``re``)
+  vs the adapter on ``"a" * 100_000 + "!"`` (RE2).
+
+Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+import fastjsonschema
+from _harness import Row, row, run, time_sync
+
+from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    create_json_schema_tool_argument_validator,
+)
+
+BENCH = "validation"
+QUICK = "--quick" in sys.argv[1:]
+INNER = 2_000 if QUICK else 10_000
+REPEAT = 7 if QUICK else 15
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": 500},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+        "offset": {"type": "integer", "minimum": 0},
+        "sort": {"type": "string", "enum": ["relevance", "date", "title"]},
+        "include_archived": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 32}, "maxItems": 10},
+        "language": {"type": "string", "pattern": "^[a-z]{2}(-[A-Z]{2})?$"},
+        "since": {"type": "string", "format": "date"},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+VALID: dict[str, Any] = {
+    "query": "structured concurrency in trio",
+    "limit": 20,
+    "offset": 40,
+    "sort": "date",
+    "include_archived": False,
+    "tags": ["python", "async", "trio"],
+    "language": "en-GB",
+    "since": "2024-01-31",
+}
+INVALID: dict[str, Any] = {**VALID, "since": "last tuesday"}  # fails at the last check
+
+# The same tool without "pattern"/"format": what the adapter adds besides RE2.
+PLAIN_SCHEMA: dict[str, Any] = copy.deepcopy(SCHEMA)
+del PLAIN_SCHEMA["properties"]["language"]["pattern"]
+PLAIN_SCHEMA["properties"]["language"]["maxLength"] = 5
+del PLAIN_SCHEMA["properties"]["since"]["format"]
+PLAIN_SCHEMA["properties"]["since"]["maxLength"] = 10
+
+
+async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text("ok")
+
+
+def _raw_call(function: Any, value: Any) -> None:
+    # A bare try/except: contextlib.suppress would slow the baseline down.
+    try:  # noqa: SIM105
+        function(value)
+    except fastjsonschema.JsonSchemaException:
+        pass
+
+
+async def main() -> list[Row]:
+    rows: list[Row] = []
+    raw = fastjsonschema.compile(copy.deepcopy(SCHEMA))
+    check = create_json_schema_tool_argument_validator()
+    tool = ToolDefinition(name="search", execute=_noop, parameters=SCHEMA)
+    ctx = ToolExecutionContext(ToolCall(id="1", name="search", arguments=VALID))
+    assert check(tool, VALID, ctx) is None
+    assert check(tool, INVALID, ctx) is not None
+    validator = check.validator
+
+    raw_valid = row(
+        BENCH,
+        "raw fastjsonschema, valid",
+        time_sync(lambda: raw(VALID), inner=INNER, repeat=REPEAT),
+    )
+    rows.append(raw_valid)
+    rows.append(
+        row(
+            BENCH,
+            "adapter hot path, valid",
+            time_sync(lambda: check(tool, VALID, ctx), inner=INNER, repeat=REPEAT),
+            baseline=raw_valid,
+            target="<= 1.3x",
+        )
+    )
+    raw_plain = fastjsonschema.compile(copy.deepcopy(PLAIN_SCHEMA))
+    plain_tool = ToolDefinition(name="plain", execute=_noop, parameters=PLAIN_SCHEMA)
+    assert check(plain_tool, VALID, ctx) is None
+    raw_plain_row = row(
+        BENCH,
+        "raw fastjsonschema, valid, no regex",
+        time_sync(lambda: raw_plain(VALID), inner=INNER, repeat=REPEAT),
+    )
+    rows.append(raw_plain_row)
+    rows.append(
+        row(
+            BENCH,
+            "adapter hot path, valid, no regex",
+            time_sync(lambda: check(plain_tool, VALID, ctx), inner=INNER, repeat=REPEAT),
+            baseline=raw_plain_row,
+            target="<= 1.3x",
+            note="no pattern/format in the schema",
+        )
+    )
+    raw_invalid = row(
+        BENCH,
+        "raw fastjsonschema, invalid",
+        time_sync(lambda: _raw_call(raw, INVALID), inner=INNER, repeat=REPEAT),
+    )
+    rows.append(raw_invalid)
+    rows.append(
+        row(
+            BENCH,
+            "adapter hot path, invalid",
+            time_sync(lambda: check(tool, INVALID, ctx), inner=INNER, repeat=REPEAT),
+            baseline=raw_invalid,
+            target="<= 1.3x",
+            note="includes the error text",
+        )
+    )
+    rows.append(
+        row(
+            BENCH,
+            "adapter .validate(schema, value)",
+            time_sync(lambda: validator.validate(SCHEMA, VALID), inner=INNER // 4, repeat=REPEAT),
+            baseline=raw_valid,
+            note="screens + serialises the schema per call",
+        )
+    )
+
+    compile_inner = 20 if QUICK else 50
+    raw_compile = row(
+        BENCH,
+        "compile, raw",
+        time_sync(
+            lambda: fastjsonschema.compile(copy.deepcopy(SCHEMA)),
+            inner=compile_inner,
+            repeat=REPEAT,
+        ),
+    )
+    rows.append(raw_compile)
+
+    def adapter_compile() -> None:
+        fresh = JsonSchemaArgumentValidator()
+        fresh.check_schema(SCHEMA)
+
+    rows.append(
+        row(
+            BENCH,
+            "compile + screen, adapter",
+            time_sync(adapter_compile, inner=compile_inner, repeat=REPEAT),
+            baseline=raw_compile,
+        )
+    )
+    rows.append(
+        row(
+            BENCH,
+            "cache hit by canonical JSON",
+            time_sync(lambda: validator.check_schema(SCHEMA), inner=INNER // 4, repeat=REPEAT),
+            baseline=raw_compile,
+            note="no compile",
+        )
+    )
+
+    evil = {"type": "string", "pattern": "^(a+)+$"}
+    raw_evil = fastjsonschema.compile(copy.deepcopy(evil))
+    raw_redos = row(
+        BENCH,
+        "ReDoS, raw fastjsonschema (n=20)",
+        time_sync(lambda: _raw_call(raw_evil, "a" * 20 + "!"), inner=1, repeat=3 if QUICK else 5),
+    )
+    rows.append(raw_redos)
+    long_input = "a" * 100_000 + "!"
+    assert not validator.validate(evil, long_input).ok
+    rows.append(
+        row(
+            BENCH,
+            "ReDoS, adapter (n=100,000)",
+            time_sync(lambda: validator.validate(evil, long_input), inner=20, repeat=REPEAT),
+            baseline=raw_redos,
+            note="RE2, linear",
+        )
+    )
+    return rows
+
+
+if __name__ == "__main__":
+    run(main)
