@@ -29,6 +29,7 @@ __all__ = [
     "check_positive_int",
     "check_timeout",
     "denied_result",
+    "encodable",
     "file_error_result",
     "json_safe",
     "optional_int",
@@ -59,9 +60,18 @@ def required_str(args: JsonObject, key: str, *, allow_empty: bool = True) -> str
     return value
 
 
+def encodable(value: str, key: str) -> str:
+    """``value`` if it can be encoded as UTF-8 (JSON allows lone surrogates; the OS does not)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ArgumentError(f"{key!r} is not valid Unicode text ({exc.reason})") from None
+    return value
+
+
 def required_path(args: JsonObject, key: str = "path") -> str:
     """A non-empty path without NUL characters."""
-    value = required_str(args, key, allow_empty=False)
+    value = encodable(required_str(args, key, allow_empty=False), key)
     if "\0" in value:
         raise ArgumentError(f"{key!r} must not contain NUL characters")
     if len(value) > _MAX_PATH_CHARS:

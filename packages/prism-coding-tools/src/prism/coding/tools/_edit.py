@@ -135,7 +135,10 @@ def _apply(raw: bytes, edits: list[tuple[str, str]]) -> _Outcome:
         at = work.find(old)
         work = work[:at] + new + work[at + len(old) :]
     out = work.replace("\n", "\r\n") if crlf else work
-    data = (_BOM if bom else b"") + out.encode("utf-8")
+    try:
+        data = (_BOM if bom else b"") + out.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _EditFailed(f"new_text is not valid Unicode text ({exc.reason})") from None
     return _Outcome(data=data, new_text=work, old_text=original)
 
 

@@ -267,11 +267,11 @@ class OutputCollector:
 
     async def finish(self) -> CollectedOutput:
         """The bounded result; flushes and closes the spill file. Checkpoints."""
-        self._finished = True
         await self._spill_flush()
         spill = self._spill
-        if spill is not None:
-            await trio.to_thread.run_sync(os.close, spill.fd)
+        if spill is not None and spill.fd >= 0:
+            fd, spill.fd = spill.fd, -1  # never closed twice: the number may be reused
+            await trio.to_thread.run_sync(_close, fd)
         if not self._cut:
             text = _decode(bytes(self._buffer))
             shown = self._lines()
@@ -283,7 +283,7 @@ class OutputCollector:
             text = _decode(window, mid_line=mid_line)
             shown = window.count(b"\n") + (0 if window.endswith(b"\n") or not window else 1)
             truncated = shown < self._lines()
-        return CollectedOutput(
+        result = CollectedOutput(
             text=text,
             truncated=truncated,
             clipped=self._clipped,
@@ -294,6 +294,8 @@ class OutputCollector:
             spill_error=self._spill_error,
             spill_truncated=spill.truncated if spill is not None else False,
         )
+        self._finished = True
+        return result
 
     async def aclose(self) -> None:
         """Remove the spill file unless :meth:`finish` handed it out. Shielded, checkpoints."""
@@ -305,8 +307,14 @@ class OutputCollector:
             await trio.to_thread.run_sync(_discard, spill.fd, spill.path)
 
 
-def _discard(fd: int, path: str) -> None:
+def _close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+def _discard(fd: int, path: str) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(path)

@@ -155,9 +155,9 @@ class _ReadTool:
         if isinstance(checked, ToolResult):
             return checked
         target = resolved
-        if checked.paths and checked.paths[0] != resolved:
-            target = checked.paths[0]
         try:
+            if checked.paths and checked.paths[0] != resolved:
+                target = await self.files.resolve(checked.paths[0], cwd=self.cwd)
             st = await self.files.stat(target)
             if st.kind == "directory":
                 return ToolResult.error(f"read: {target}: is a directory", path=target)

@@ -29,6 +29,7 @@ from ._common import (
     check_cwd,
     check_positive_int,
     check_timeout,
+    encodable,
     optional_number,
     policy_check,
     required_str,
@@ -95,7 +96,7 @@ class _ShellTool:
 
     async def execute(self, args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
         try:
-            command = required_str(args, "command", allow_empty=False)
+            command = encodable(required_str(args, "command", allow_empty=False), "command")
             if len(command) > _MAX_COMMAND_CHARS:
                 raise ArgumentError(f"'command' is longer than {_MAX_COMMAND_CHARS} characters")
             if "\0" in command:
