@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from prism.core import (
+    AssistantMessage,
     DispatchOptions,
     JsonObject,
     RunLedger,
+    ScriptedProvider,
+    TextContent,
     ToolCall,
     ToolExecutionBlocked,
+    ToolResultMessage,
+    create_agent,
     create_rule_permission_policy,
     create_tool_registry,
     dispatch_tool_call,
@@ -94,3 +99,32 @@ async def test_pollution_in_arguments_is_blocked_before_execute() -> None:
     assert result.is_error
     assert "__proto__" in result.joined_text
     assert tool.calls == []
+
+
+async def test_the_agent_runtime_blocks_invalid_model_calls() -> None:
+    tool = RecordingTool(name="forecast", parameters=SCHEMA)
+    provider = ScriptedProvider(
+        [
+            AssistantMessage(
+                tool_calls=(
+                    ToolCall(id="a", name="forecast", arguments={"city": "Oslo"}),
+                    ToolCall(id="b", name="forecast", arguments={"city": ""}),
+                )
+            ),
+            AssistantMessage(content=(TextContent(text="done"),)),
+        ]
+    )
+    agent = create_agent(
+        model="scripted",
+        provider=provider,
+        tools=[tool.definition],
+        validator=create_json_schema_tool_argument_validator(),
+        permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+    )
+    run = await agent.session().run("forecast please")
+    results = [m for m in run.messages if isinstance(m, ToolResultMessage)]
+    assert [r.result.is_error for r in results] == [False, True]
+    assert (
+        "data.city: must be longer than or equal to 1 characters" in results[1].result.joined_text
+    )
+    assert [args for args, _ctx in tool.calls] == [{"city": "Oslo"}]
