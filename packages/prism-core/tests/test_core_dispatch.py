@@ -164,6 +164,21 @@ async def test_error_result_from_a_tool_is_recorded_as_error_with_a_finished_eve
     assert ledger.records[0].status == "error"
 
 
+async def test_metadata_is_a_read_only_copy_tools_cannot_change() -> None:
+    source = {"user": "ada"}
+
+    async def meddle(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        ctx.metadata["user"] = "mallory"  # type: ignore[index]
+        return ToolResult.text("unreachable")  # pragma: no cover
+
+    options = _options(ToolDefinition(name="t", execute=meddle), metadata=source)
+    source["user"] = "changed later"
+    result = await dispatch_tool_call(_call("t"), options)
+    assert result.is_error
+    assert "TypeError" in result.joined_text
+    assert options.metadata == {"user": "ada"}
+
+
 async def test_context_carries_call_signal_and_metadata() -> None:
     tool = RecordingTool()
     call = _call()
@@ -831,6 +846,7 @@ async def test_dispatch_rejects_a_non_call() -> None:
         ("events", 3),
         ("ledger", []),
         ("signal", True),
+        ("metadata", ["not", "a", "mapping"]),
     ],
 )
 def test_dispatch_options_reject_bad_values_naming_the_option(option: str, value: object) -> None:

@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -100,6 +101,15 @@ def _filters(value: Sequence[ToolFilter]) -> tuple[ToolFilter, ...]:
     return items
 
 
+def _read_only(value: Mapping[str, object]) -> Mapping[str, object]:
+    # Every call's tools share it: a tool must not be able to change what the next one sees.
+    if isinstance(value, MappingProxyType):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(f"DispatchOptions.metadata must be a mapping, got {value!r}")
+    return MappingProxyType(dict(value))
+
+
 @attrs.frozen(kw_only=True)
 class DispatchOptions:
     """Everything a dispatch needs besides the call.
@@ -115,7 +125,7 @@ class DispatchOptions:
         events: receives every event; a sink that raises is logged, never fatal.
         ledger: receives one record per call.
         signal: aborting it cancels the running call; a pre-aborted signal runs nothing.
-        metadata: handed to tools as ``context.metadata``.
+        metadata: handed to tools as ``context.metadata`` (a read-only copy).
 
     Raises:
         TypeError: an option has the wrong type (the message names the option).
@@ -137,7 +147,7 @@ class DispatchOptions:
     signal: AbortSignal | None = attrs.field(
         default=None, validator=_check_instance("signal", AbortSignal)
     )
-    metadata: Mapping[str, object] = attrs.field(factory=dict)
+    metadata: Mapping[str, object] = attrs.field(factory=dict, converter=_read_only)
 
 
 class _Blocked(Exception):
