@@ -428,3 +428,10 @@ def test_arbitrary_schemas_never_raise_and_never_change(schema: dict[str, Any], 
     assert (repr(schema), repr(value)) == before
     for error in result.errors:
         assert len(error.message) <= 300
+
+
+def test_generated_code_is_bounded() -> None:
+    schema = {"properties": {f"p{i}": {"type": "string", "maxLength": i} for i in range(50)}}
+    with pytest.raises(Exception, match="characters of code"):
+        compile_schema(schema, "draft7", max_code_chars=1_000)
+    assert compile_schema(schema, "draft7")({"p1": "x"}) == {"p1": "x"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections import OrderedDict
@@ -16,7 +17,7 @@ from prism.core import (
     ToolArgumentValidationResult,
 )
 
-from ._compiler import compile_schema
+from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
 from ._instance import check_instance
 from ._limits import CacheInfo, SchemaLimits, check_cache_size
@@ -135,6 +136,11 @@ class JsonSchemaArgumentValidator:
         """The limits in force."""
         return self._limits
 
+    @property
+    def unsupported_keywords(self) -> Literal["reject", "ignore"]:
+        """What happens to keywords fastjsonschema would ignore."""
+        return self._unsupported
+
     def validate(self, schema: object, value: object) -> ToolArgumentValidationResult:
         """Validate ``value`` against ``schema``; never raises for bad input.
 
@@ -230,7 +236,11 @@ class JsonSchemaArgumentValidator:
     def _build(self, screened: Screened) -> _Entry:
         try:
             copy = prepare(screened, self._unsupported)
-            function = compile_schema(copy, screened.draft)
+            function = compile_schema(
+                copy,
+                screened.draft,
+                max_code_chars=CODE_CHARS_PER_SCHEMA_BYTE * self._limits.max_schema_bytes,
+            )
         except SchemaRejectedError as exc:
             return _Entry(screened.key, None, exc)
         except Exception as exc:
@@ -272,8 +282,6 @@ class JsonSchemaArgumentValidator:
 
     def entry_again(self, entry: _Entry) -> _Entry:
         """Re-screen an evicted entry by its key."""
-        import json
-
         return self.entry(json.loads(entry.key)) if entry.key is not None else entry
 
 
@@ -374,7 +382,7 @@ class JsonSchemaToolValidator:
         validator = self._validator
         screened: Screened | None
         try:
-            screened = screen(tool.parameters, validator.limits, validator._unsupported)
+            screened = screen(tool.parameters, validator.limits, validator.unsupported_keywords)
         except SchemaRejectedError as exc:
             screened = None
             entry = _Entry(None, None, exc)
