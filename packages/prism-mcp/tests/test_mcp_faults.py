@@ -194,13 +194,17 @@ async def test_server_env_holds_only_safe_defaults_and_the_given_env(
     assert given.joined_text == "yes"
 
 
-async def test_hostile_tool_names_and_schemas_are_skipped(tmp_path: Path) -> None:
-    # A hand-rolled server listing names that would confuse permission globs, and a bad schema.
+async def test_hostile_tool_names_duplicates_and_huge_descriptions_are_contained(
+    tmp_path: Path,
+) -> None:
+    # A hand-rolled server listing names that would confuse permission globs, a duplicate
+    # name and a 100 kB description.
     script = tmp_path / "names_server.py"
     script.write_text(
         "import json, sys\n"
         "tools = [\n"
-        "  {'name': 'ok_tool', 'inputSchema': {'type': 'object'}},\n"
+        "  {'name': 'ok_tool', 'description': 'd' * 100000, 'inputSchema': {'type': 'object'}},\n"
+        "  {'name': 'ok_tool', 'description': 'shadow', 'inputSchema': {'type': 'object'}},\n"
         "  {'name': 'x:*:execute', 'inputSchema': {'type': 'object'}},\n"
         "  {'name': 'a' * 500, 'inputSchema': {'type': 'object'}},\n"
         "  {'name': 'new\\nline', 'inputSchema': {'type': 'object'}},\n"
@@ -223,8 +227,12 @@ async def test_hostile_tool_names_and_schemas_are_skipped(tmp_path: Path) -> Non
     with trio.fail_after(20):
         async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
             names = [tool.name for tool in bridge.tools]
+            description = bridge.tools[0].description
             assert bridge.protocol_version == "2025-11-25"
     assert names == ["mcp:fx:ok_tool"]
+    assert description is not None
+    assert description.startswith("ddd")
+    assert len(description) <= 8192
 
 
 @pytest.mark.slow

@@ -461,7 +461,16 @@ class McpToolBridge:
                 self._mark_changed(conn)
             raise
         listing = self._listing_of(listed)
-        self._tools = tuple(t for t in (self._make_tool(tool) for tool in listed) if t is not None)
+        tools: dict[str, ToolDefinition] = {}
+        for tool in listed:
+            made = self._make_tool(tool)
+            if made is None:
+                continue
+            if made.name in tools:
+                _log.warning("skipping a second MCP tool named %s", made.name)
+                continue
+            tools[made.name] = made
+        self._tools = tuple(tools.values())
         self._listing = listing
         self._listed_at = time.monotonic()
 

@@ -34,7 +34,13 @@ if TYPE_CHECKING:
 
     from ._transports import StdioTransport, StreamableHttpTransport
 
-__all__ = ["WireState", "open_http_streams", "open_stdio_streams"]
+__all__ = [
+    "LineSplitter",
+    "LineTooLong",
+    "WireState",
+    "open_http_streams",
+    "open_stdio_streams",
+]
 
 _READ_CHUNK = 65536
 _STDERR_TAIL_BYTES = 4096
@@ -80,6 +86,43 @@ class WireState:
         return text
 
 
+class LineTooLong(Exception):
+    """A line grew past the limit before its newline arrived."""
+
+
+class LineSplitter:
+    """Split a byte stream into lines, never holding more than ``limit`` bytes of one line.
+
+    Blank lines are dropped and surrounding whitespace (a carriage return too) is stripped.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes; raises :class:`LineTooLong` past the limit."""
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            if len(self._partial) + end - start > self._limit:
+                raise LineTooLong
+            if newline < 0:
+                self._partial += chunk[start:end]
+                return lines
+            if self._partial:
+                self._partial += chunk[start:end]
+                line = bytes(self._partial).strip()
+                self._partial.clear()
+            else:
+                line = chunk[start:end].strip()
+            start = newline + 1
+            if line:
+                lines.append(line)
+
+
 def _parse(line: bytes) -> SessionMessage | None:
     try:
         message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -115,7 +158,7 @@ async def open_stdio_streams(
 
     async def read_stdout() -> None:
         assert process.stdout is not None
-        buffer = bytearray()
+        lines = LineSplitter(max_message_bytes)
         try:
             async with read_send:
                 while True:
@@ -125,29 +168,16 @@ async def open_stdio_streams(
                         if not closing:
                             state.set_fault("the server closed its stdout (it exited or crashed)")
                         return
-                    start = 0
-                    while True:
-                        newline = chunk.find(b"\n", start)
-                        end = len(chunk) if newline < 0 else newline
-                        if len(buffer) + end - start > max_message_bytes:
-                            state.set_fault(
-                                f"the server sent a message larger than max_result_bytes "
-                                f"({max_message_bytes} bytes)",
-                                oversize=True,
-                            )
-                            return
-                        if newline < 0:
-                            buffer += chunk[start:end]
-                            break
-                        if buffer:
-                            buffer += chunk[start:end]
-                            line = bytes(buffer).strip()
-                            buffer.clear()
-                        else:
-                            line = chunk[start:end].strip()
-                        start = newline + 1
-                        if not line:
-                            continue
+                    try:
+                        complete = lines.feed(chunk)
+                    except LineTooLong:
+                        state.set_fault(
+                            f"the server sent a message larger than max_result_bytes "
+                            f"({max_message_bytes} bytes)",
+                            oversize=True,
+                        )
+                        return
+                    for line in complete:
                         message = _parse(line)
                         if message is None:
                             state.set_fault("the server wrote a stdout line that is not JSON-RPC")
