@@ -29,7 +29,7 @@ TREE = (
     "sleep 300 & echo child=$!; "
     "( setsid sleep 300 & echo grandchild=$!; wait ) & "
     "setsid -f sh -c 'echo daemon=$$; exec sleep 300'; "
-    "sleep 0.2; echo ready; wait"
+    "wait"
 )
 
 
@@ -46,7 +46,7 @@ def _pids(text: str) -> dict[str, int]:
 
 
 class WatchingShell:
-    """The real local shell operations, plus an event set once the output shows ``ready``."""
+    """The real local shell operations, plus an event set once every PID of TREE is printed."""
 
     def __init__(self, kill_grace_s: float = 1.0) -> None:
         self.inner = LocalShellOperations(kill_grace_s=kill_grace_s)
@@ -56,7 +56,8 @@ class WatchingShell:
     async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
         async def sink(chunk: bytes) -> None:
             self.seen += chunk
-            if b"ready" in self.seen:
+            complete = self.seen.endswith(b"\n")
+            if complete and set(_pids(self.seen.decode())) == {"child", "grandchild", "daemon"}:
                 self.ready.set()
             await on_output(chunk)
 

@@ -77,3 +77,16 @@ def test_package_docstring_example_runs(tmp_path: object) -> None:
     example = doc.split("Example::", 1)[1].split("\n\n", 2)[1]
     code = "\n".join(line[4:] for line in example.splitlines())
     exec(compile(code, "<docstring>", "exec"), {})
+
+
+def test_testing_module_exports_documented_doubles_and_checks() -> None:
+    import prism.coding.tools.testing as kit
+
+    assert kit.__all__ == [
+        "RecordingFileOperations",
+        "ScriptedShellOperations",
+        "assert_file_operations_conform",
+        "assert_shell_operations_conform",
+    ]
+    for name in kit.__all__:
+        assert inspect.getdoc(getattr(kit, name)), f"{name} has no docstring"
