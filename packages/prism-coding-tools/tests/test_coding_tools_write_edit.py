@@ -122,6 +122,19 @@ async def test_write_to_a_read_only_file_is_a_clear_error(
     assert await _read(target) == b"keep"
 
 
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs sysfs")
+async def test_write_where_files_cannot_be_created_is_a_clear_error(run_tool: RunTool) -> None:
+    # sysfs refuses new files even to root, so this holds whoever runs the tests.
+    tool = create_write_tool("/sys/kernel")
+    result = await run_tool(tool, {"path": ".prism-probe.txt", "content": "x"})
+    assert result.is_error
+    assert "/sys/kernel/.prism-probe.txt" in result.joined_text
+    assert any(
+        reason in result.joined_text
+        for reason in ("permission denied", "operation not permitted", "read-only file system")
+    )
+
+
 async def test_write_denied_by_policy_creates_nothing(tmp_path: Path, run_tool: RunTool) -> None:
     policy = RecordingPolicy(ExecutionDecision(allowed=False, reason="read-only workspace"))
     tool = create_write_tool(str(tmp_path), execution_policy=policy)
