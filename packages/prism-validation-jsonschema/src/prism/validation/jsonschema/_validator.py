@@ -411,7 +411,8 @@ def _error_info(
     first = errors[0] if errors else ToolArgumentValidationError(message="refused")
     where = f"{first.path}: " if first.path else ""
     if schema_rejected:
-        message = f"tool {tool.name} has a parameter schema Prism refuses: {where}{first.message}"
+        reason = first.message.removeprefix("schema rejected: ")
+        message = f"tool {tool.name} has a parameter schema Prism refuses: {where}{reason}"
         code = "schema_rejected"
     else:
         message = f"invalid arguments for {tool.name}: {where}{first.message}"
