@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -148,6 +149,13 @@ async def add_tool(name: str, ctx: Context) -> str:
 def big(size: int) -> str:
     """A text result of ``size`` bytes."""
     return "x" * size
+
+
+@server.tool()
+def exit_soon() -> str:
+    """Answer, then exit the server a moment later (it dies while the client is idle)."""
+    threading.Timer(0.1, os._exit, (0,)).start()
+    return "bye"
 
 
 @server.tool()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.testing
 
 from prism.core import ToolCall, ToolExecutionContext, ToolResult
 from prism.mcp import McpBridgeError, StdioTransport, StreamableHttpTransport, open_mcp_tools
@@ -117,6 +118,27 @@ async def test_crash_mid_call_is_an_error_result_and_the_next_call_reconnects(
         assert second_pid is not None
         assert not process_alive(first_pid)
         assert not process_alive(second_pid)
+
+
+async def test_server_that_died_while_idle_is_replaced_before_the_next_call(
+    fixture_stdio: StdioTransport,
+) -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            first_pid = bridge.server_pid
+            assert first_pid is not None
+            pidfd = os.pidfd_open(first_pid)
+            try:
+                bye = await run_tool(bridge, "exit_soon", {})
+                await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+            await trio.testing.wait_all_tasks_blocked()
+            result = await run_tool(bridge, "echo", {"text": "new server"})
+            assert bridge.server_pid not in (None, first_pid)
+    assert bye.joined_text == "bye"
+    assert not result.is_error
+    assert result.joined_text == "new server"
 
 
 async def test_garbage_mid_call_is_an_error_result_not_a_hang(

@@ -44,6 +44,7 @@ _MAX_ERROR_CHARS = 2000
 _MAX_INFO_CHARS = 256
 _MAX_RESULT_BYTES_CAP = 1 << 30
 _CLOSE_TIMEOUT_S = 10.0
+_CLOSE_GRACE_S = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
 
 Protocol = Literal["auto", "legacy"]
@@ -164,7 +165,14 @@ class _Connection:
 
     @property
     def alive(self) -> bool:
-        return self.client is not None and not self.stop.is_set() and not self.done.is_set()
+        # A transport fault (the server exited while idle, say) retires the session:
+        # the next call starts a fresh one instead of failing on the dead one.
+        return (
+            self.client is not None
+            and self.state.fault is None
+            and not self.stop.is_set()
+            and not self.done.is_set()
+        )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -365,6 +373,9 @@ class McpToolBridge:
                             inner.start_soon(self._listen, conn, client)
                         await conn.stop.wait()
                         inner.cancel_scope.cancel()
+                    # Closing is bounded too (an HTTP server may never answer the DELETE);
+                    # the stdio shutdown inside is shielded, so the kill sequence still runs.
+                    connecting.deadline = trio.current_time() + _CLOSE_GRACE_S
             if connecting.cancelled_caught and not started:
                 failure = TimeoutError()
                 conn.error = McpBridgeError(
@@ -599,6 +610,13 @@ class McpToolBridge:
         details: dict[str, JsonValue],
     ) -> ToolResult:
         state = conn.state
+        if self._closed:
+            return ToolResult.error(
+                f"MCP tool {remote} was interrupted: the bridge to {self._options.server_id} "
+                "closed",
+                mcp_error="closed",
+                **details,
+            )
         if state.fault is not None:
             # The transport refused the session (too large, garbage, server gone):
             # close it; the next call starts a fresh one.
