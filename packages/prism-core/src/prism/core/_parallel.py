@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._abort import cancel_on_abort
 from ._content import ToolCall, ToolResult
 from ._dispatch import DispatchOptions, cancelled_result, dispatch_tool_call
 from ._errors import ConfigurationError
@@ -195,8 +194,12 @@ class _Turn:
                 # Also cancels a call still waiting in a gate (an approval, a slow
                 # permission check), not only one inside execute.
                 done: ToolResult | None = None
-                with cancel_on_abort(signal):
-                    done = await dispatch_tool_call(call, options)
+                with trio.CancelScope() as scope:
+                    remove = signal.add_callback(scope.cancel)
+                    try:
+                        done = await dispatch_tool_call(call, options)
+                    finally:
+                        remove()
                 result = done if done is not None else cancelled_result(call, signal.reason)
             self.fill(index, result)
 
