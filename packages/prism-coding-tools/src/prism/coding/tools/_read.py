@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Never, TypeAlias
 
 import attrs
+import trio
 
 from prism.core import (
     ExecutionAction,
@@ -82,6 +83,10 @@ def detect_image_mime_type(header: bytes) -> str | None:
     if len(header) >= 12 and header.startswith(b"RIFF") and header[8:12] == b"WEBP":
         return "image/webp"
     return None
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def reject_removed_options(function: str, removed: Mapping[str, object]) -> None:
@@ -230,7 +235,7 @@ class _ReadTool:
                     **base,
                 )
             mime = new_mime
-        encoded = base64.b64encode(data).decode("ascii")
+        encoded = await trio.to_thread.run_sync(_base64, data)
         return ToolResult(
             content=(
                 TextContent(text=f"Read image {target} [{mime}, {len(data)} bytes]"),
