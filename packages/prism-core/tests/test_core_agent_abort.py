@@ -12,6 +12,7 @@ from prism.core import (
     AgentEvent,
     AssistantMessage,
     JsonObject,
+    Limits,
     Message,
     ModelRequest,
     RunFinished,
@@ -195,3 +196,29 @@ async def test_caller_cancellation_still_leaves_the_session_valid(
     # The session is usable again.
     result = await session.run("again")
     assert_transcript_valid(result.messages)
+
+
+async def test_caller_cancellation_with_a_capped_turn_answers_every_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ran: list[str] = []
+    cancelled: list[str] = []
+    provider = ScriptedProvider([five_calls(), AssistantMessage()])
+    agent = create_agent(
+        model="m",
+        provider=provider,
+        tools=[worker(ran, cancelled)],
+        limits=Limits(max_tool_calls_per_turn=2),
+    )
+    session = agent.session()
+    with trio.move_on_after(1):
+        await session.run("go")
+    assert cancelled == ["c1"]
+    assert_transcript_valid(session.messages)
+    assert sorted((r.call_id, r.status) for r in agent.ledger.records) == [
+        ("c0", "ok"),
+        ("c1", "cancelled"),
+        ("c2", "blocked"),
+        ("c3", "blocked"),
+        ("c4", "blocked"),
+    ]

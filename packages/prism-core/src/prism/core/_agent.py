@@ -392,12 +392,16 @@ class AgentSession:
             if calls:
                 if offer:
                     allowed = limits.max_tool_calls_per_turn
-                    await _run_round(
-                        messages, calls[:allowed], names, dispatch, loop, agent.registry
-                    )
-                    if len(calls) > allowed:
-                        message = _TOO_MANY.format(count=len(calls), limit=allowed)
-                        _refuse_all(messages, calls[allowed:], names, dispatch, message)
+                    try:
+                        await _run_round(
+                            messages, calls[:allowed], names, dispatch, loop, agent.registry
+                        )
+                    finally:
+                        # Even when the caller cancels the round, the refused
+                        # tail is answered so that the transcript stays valid.
+                        if len(calls) > allowed:
+                            message = _TOO_MANY.format(count=len(calls), limit=allowed)
+                            _refuse_all(messages, calls[allowed:], names, dispatch, message)
                     rounds += 1
                 else:
                     message = _NO_TOOLS_LEFT.format(limit=limits.max_tool_rounds)
