@@ -370,3 +370,36 @@ def test_memory_stays_bounded_on_200_mb_of_output(tmp_path: Path) -> None:
     # Bounded: 2 x max_bytes (50 kB) + 20 MB, whatever the command printed.
     assert report["growth_kb"] * 1024 <= 2 * 50_000 + 20_000_000
     assert os.path.getsize(details["full_output_path"]) == 64 * 1024 * 1024
+
+
+async def test_cancelled_call_removes_its_unfinished_spill_file(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    from prism.coding.tools import LocalShellOperations, OutputSink, ShellExit
+
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    seen = bytearray()
+    done_printing = trio.Event()
+
+    class Watching:
+        async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
+            async def sink(chunk: bytes) -> None:
+                seen.extend(chunk)
+                await on_output(chunk)
+                if seen.endswith(b"20000\n"):
+                    done_printing.set()
+
+            return await LocalShellOperations().run(request, sink)
+
+    tool = create_shell_tool(
+        str(tmp_path), operations=Watching(), max_lines=5, spill_dir=str(spill_dir)
+    )
+    arguments: JsonObject = {"command": "seq 1 20000; sleep 300"}
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_tool, tool, arguments)
+            await done_printing.wait()
+            assert len(list(await trio.Path(spill_dir).iterdir())) == 1
+            nursery.cancel_scope.cancel()
+    assert list(await trio.Path(spill_dir).iterdir()) == []
