@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["cli", "main"]
 
 _T = TypeVar("_T")
+_RICH_TABLE_ROWS = 200
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
@@ -81,7 +82,7 @@ def ledger_show(file: Path, json_mode: bool) -> None:
     """Pretty-print the ledger FILE: one row per call, with status and blocked reason."""
     from prism.core import LedgerFormatError, RunLedger
 
-    from ._render import ledger_table, record_to_json
+    from ._render import ledger_table, ledger_text, record_to_json, untrusted
 
     try:
         text = file.read_text(encoding="utf-8")
@@ -104,7 +105,12 @@ def ledger_show(file: Path, json_mode: bool) -> None:
         )
         return
     console = _console()
-    console.print(ledger_table(records, title=f"ledger {file}"))
+    if console.is_terminal and len(records) <= _RICH_TABLE_ROWS:
+        console.print(ledger_table(records, title=f"ledger {file}"))
+    else:
+        # Drawing a rich table costs about 2 ms a row; big ledgers and pipes get plain text.
+        console.print(f"ledger {untrusted(str(file))}", soft_wrap=True)
+        console.file.write(ledger_text(records) + "\n")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no records"
     console.print(f"{len(records)} calls: {summary}")
 

@@ -37,6 +37,7 @@ __all__ = [
     "CallRow",
     "EventView",
     "ledger_table",
+    "ledger_text",
     "record_to_json",
     "refusal_of",
     "safe_text",
@@ -150,6 +151,48 @@ def summary_table(rows: Sequence[CallRow], *, title: str | None = None) -> Table
 def record_to_json(record: ToolCallRecord) -> dict[str, object]:
     """A ledger record as a JSON object."""
     return attrs.asdict(record)
+
+
+def _ledger_cells(number: int, record: ToolCallRecord) -> list[str]:
+    return [
+        str(number),
+        _clip(record.call_id, 24),
+        _clip(record.tool_name, 40),
+        record.status,
+        record.blocked_reason or "",
+        _duration(record.duration_s),
+        _args_preview(record.arguments, 40),
+        _clip(record.result_preview or "", 50),
+    ]
+
+
+_LEDGER_HEADER = [
+    "#",
+    "call",
+    "tool",
+    "status",
+    "blocked reason",
+    "duration",
+    "arguments",
+    "result",
+]
+
+
+def ledger_text(records: Sequence[ToolCallRecord]) -> str:
+    """A ledger as a plain aligned text table (fast for big ledgers, and for pipes)."""
+    rows = [_LEDGER_HEADER] + [_ledger_cells(n, r) for n, r in enumerate(records, start=1)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_LEDGER_HEADER))]
+    right = {0, 5}
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def ledger_table(records: Iterable[ToolCallRecord], *, title: str | None = None) -> Table:
