@@ -9,6 +9,8 @@ Rows (medians over repetitions, measured in one run):
   (identity fast path, instance bounds, RE2 patterns, error text). Target: <= 1.3x raw.
 - ``..., no regex``: the same pair on the schema without ``pattern``/``format``,
   to separate the RE2 call cost from the rest of the adapter's work.
+- ``..., open``: the schema with two strings left unbounded (no ``maxLength``), so it
+  is not "closed" and each call first walks the arguments to enforce the limits.
 - ``adapter .validate(schema, value)``: the protocol method, which screens and
   serialises the schema on every call to find it in the cache.
 - ``compile, raw`` / ``compile + screen, adapter``: a cache miss.
@@ -48,8 +50,8 @@ SCHEMA: dict[str, Any] = {
         "sort": {"type": "string", "enum": ["relevance", "date", "title"]},
         "include_archived": {"type": "boolean"},
         "tags": {"type": "array", "items": {"type": "string", "maxLength": 32}, "maxItems": 10},
-        "language": {"type": "string", "pattern": "^[a-z]{2}(-[A-Z]{2})?$"},
-        "since": {"type": "string", "format": "date"},
+        "language": {"type": "string", "maxLength": 5, "pattern": "^[a-z]{2}(-[A-Z]{2})?$"},
+        "since": {"type": "string", "maxLength": 10, "format": "date"},
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -69,9 +71,13 @@ INVALID: dict[str, Any] = {**VALID, "since": "last tuesday"}  # fails at the las
 # The same tool without "pattern"/"format": what the adapter adds besides RE2.
 PLAIN_SCHEMA: dict[str, Any] = copy.deepcopy(SCHEMA)
 del PLAIN_SCHEMA["properties"]["language"]["pattern"]
-PLAIN_SCHEMA["properties"]["language"]["maxLength"] = 5
 del PLAIN_SCHEMA["properties"]["since"]["format"]
-PLAIN_SCHEMA["properties"]["since"]["maxLength"] = 10
+
+# The same tool with unbounded strings: not "closed", so every call walks the
+# arguments to enforce the instance limits before the schema code runs.
+OPEN_SCHEMA: dict[str, Any] = copy.deepcopy(SCHEMA)
+del OPEN_SCHEMA["properties"]["language"]["maxLength"]
+del OPEN_SCHEMA["properties"]["since"]["maxLength"]
 
 
 async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
@@ -128,6 +134,24 @@ async def main() -> list[Row]:
             baseline=raw_plain_row,
             target="<= 1.3x",
             note="no pattern/format in the schema",
+        )
+    )
+    raw_open = fastjsonschema.compile(copy.deepcopy(OPEN_SCHEMA))
+    open_tool = ToolDefinition(name="open", execute=_noop, parameters=OPEN_SCHEMA)
+    assert check(open_tool, VALID, ctx) is None
+    raw_open_row = row(
+        BENCH,
+        "raw fastjsonschema, valid, open",
+        time_sync(lambda: raw_open(VALID), inner=INNER, repeat=REPEAT),
+    )
+    rows.append(raw_open_row)
+    rows.append(
+        row(
+            BENCH,
+            "adapter hot path, valid, open",
+            time_sync(lambda: check(open_tool, VALID, ctx), inner=INNER, repeat=REPEAT),
+            baseline=raw_open_row,
+            note="strings without maxLength: instance walk",
         )
     )
     raw_invalid = row(

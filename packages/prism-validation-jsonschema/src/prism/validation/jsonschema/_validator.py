@@ -17,6 +17,7 @@ from prism.core import (
     ToolArgumentValidationResult,
 )
 
+from ._closed import closed_property_count
 from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
 from ._instance import check_instance
@@ -65,16 +66,19 @@ def _describe_compile_error(exc: Exception) -> str:
 class _Entry:
     """One screened schema: its compiled function, or why it was refused."""
 
-    __slots__ = ("alive", "function", "key", "refusal", "rejected")
+    __slots__ = ("alive", "closed", "function", "key", "refusal", "rejected")
 
     def __init__(
         self,
         key: str | None,
         function: Callable[[Any], Any] | None,
         rejected: SchemaRejectedError | None,
+        closed: int | None = None,
     ) -> None:
         self.key = key
         self.function = function
+        # Declared property count of a closed schema (see _closed), else None.
+        self.closed = closed
         self.rejected = rejected
         self.alive = True
         self.refusal: ToolArgumentValidationResult | None = None
@@ -236,6 +240,7 @@ class JsonSchemaArgumentValidator:
     def _build(self, screened: Screened) -> _Entry:
         try:
             copy = prepare(screened, self._unsupported)
+            closed = closed_property_count(copy, self._limits)
             function = compile_schema(
                 copy,
                 screened.draft,
@@ -246,7 +251,7 @@ class JsonSchemaArgumentValidator:
         except Exception as exc:
             reason = _clip(_describe_compile_error(exc))
             return _Entry(screened.key, None, SchemaRejectedError(reason))
-        return _Entry(screened.key, function, None)
+        return _Entry(screened.key, function, None, closed)
 
     def run(self, entry: _Entry, value: object) -> ToolArgumentValidationResult:
         """Validate ``value`` with a cache entry."""
@@ -256,33 +261,54 @@ class JsonSchemaArgumentValidator:
                 return entry.refusal
             # Evicted between lookup and use: compile again.
             entry = self.entry_again(entry)
-            function = entry.function
-            if function is None:
+            if entry.function is None:
                 return entry.refusal or _failure(None, "schema could not be compiled")
-        return self.check(function, value)
+        return self.check(entry, value)
 
-    def check(self, function: Callable[[Any], Any], value: object) -> ToolArgumentValidationResult:
-        """Bound ``value``, then run a compiled schema on it."""
+    def check(self, entry: _Entry, value: object) -> ToolArgumentValidationResult:
+        """Bound ``value``, then run the entry's compiled schema on it.
+
+        For a closed schema (one whose checks imply the instance limits) the
+        compiled function runs first and the instance walk only runs when it
+        fails, so the reported error is the same either way.
+        """
+        function = entry.function
+        if function is None:
+            return self.run(entry, value)
+        closed = entry.closed
+        if closed is not None and type(value) is dict and len(value) <= closed:
+            try:
+                function(value)
+            except Exception as exc:
+                problem = check_instance(value, self._limits)
+                if problem is not None:
+                    return _failure(problem[0], problem[1])
+                return _translate(exc)
+            return _OK
         problem = check_instance(value, self._limits)
         if problem is not None:
             return _failure(problem[0], problem[1])
         try:
             function(value)
-        except JsonSchemaException as exc:
-            return _value_failure(exc)
-        except RecursionError:
-            return _failure(
-                "data",
-                "validation recursed too deeply: the schema's $ref recursion does not "
-                "terminate on this value",
-            )
         except Exception as exc:
-            return _failure("data", f"validation failed with {type(exc).__name__}: {exc}")
+            return _translate(exc)
         return _OK
 
     def entry_again(self, entry: _Entry) -> _Entry:
         """Re-screen an evicted entry by its key."""
         return self.entry(json.loads(entry.key)) if entry.key is not None else entry
+
+
+def _translate(exc: Exception) -> ToolArgumentValidationResult:
+    if isinstance(exc, JsonSchemaException):
+        return _value_failure(exc)
+    if isinstance(exc, RecursionError):
+        return _failure(
+            "data",
+            "validation recursed too deeply: the schema's $ref recursion does not "
+            "terminate on this value",
+        )
+    return _failure("data", f"validation failed with {type(exc).__name__}: {exc}")
 
 
 def _value_failure(exc: JsonSchemaException) -> ToolArgumentValidationResult:
@@ -361,11 +387,7 @@ class JsonSchemaToolValidator:
             if entry.refusal is None and not validator.touch(entry):
                 # Evicted from the cache: look it up (and compile it) again.
                 entry = slot.entry = validator.lookup(slot.screened)  # type: ignore[arg-type]
-        function = entry.function
-        if function is not None:
-            result = validator.check(function, arguments)
-        else:
-            result = validator.run(entry, arguments)
+        result = validator.check(entry, arguments)
         if result is _OK:
             return None
         return _error_info(tool, result, schema_rejected=entry.refusal is not None)

@@ -1,0 +1,148 @@
+"""Closed schemas: when a schema's own checks already imply the instance limits.
+
+A tool schema like ``{"type": "object", "additionalProperties": false,
+"properties": {...}}`` whose every property is a bounded scalar (an integer, a
+boolean, null, a string with ``maxLength``, an ``enum``/``const`` of scalars) or
+an array with ``maxItems`` of such scalars accepts only instances that are
+already within the limits: no key but the declared ones (none a pollution key,
+screening saw to that), depth at most 2, at most ``maxLength`` characters per
+string, at most ``maxItems`` items per array, no NaN or infinity (``integer``
+refuses them and the other types cannot hold them). Without ``$ref`` nothing
+recurses. For such a schema the hot path runs the compiled function directly
+and walks the instance only when it fails, to report the same error the full
+path would.
+
+The analysis is conservative: anything it does not recognise is "not closed"
+and takes the full path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._limits import SchemaLimits
+
+__all__ = ["closed_property_count"]
+
+_TOTAL_STRING_FACTOR = 8  # as in _instance
+_REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+
+# Only these keywords may appear, so that the compiled code's work before it
+# accepts or refuses a value is bounded by the declared shape (no combinators,
+# no nested sub-schemas beyond array items).
+_ANNOTATIONS = frozenset(
+    {
+        "description",
+        "title",
+        "default",
+        "examples",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
+_ROOT_KEYWORDS = _ANNOTATIONS | {
+    "type",
+    "properties",
+    "additionalProperties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "$schema",
+    "$id",
+}
+_SCALAR_KEYWORDS = _ANNOTATIONS | {
+    "type",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "format",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+}
+_ARRAY_KEYWORDS = _ANNOTATIONS | {"type", "maxItems", "minItems", "uniqueItems", "items"}
+
+
+def _has_ref(node: object) -> bool:
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            if not _REF_KEYWORDS.isdisjoint(item):
+                return True
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
+
+
+def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
+    """The most characters a valid value can hold, if it must be a bounded scalar."""
+    if type(schema) is not dict or not _SCALAR_KEYWORDS.issuperset(schema):
+        return None
+    kind = schema.get("type")
+    if kind in ("integer", "boolean", "null"):
+        return 0
+    if kind == "string":
+        most = schema.get("maxLength")
+        if type(most) is int and 0 <= most <= limits.max_string_length:
+            return most
+    for values in (schema.get("enum"), [schema["const"]] if "const" in schema else None):
+        if type(values) is not list or not values:
+            continue
+        longest = 0
+        for value in values:
+            if type(value) is str:
+                if len(value) > limits.max_string_length:
+                    break
+                longest = max(longest, len(value))
+            elif type(value) not in (int, bool, float) and value is not None:
+                break
+        else:
+            return longest
+    return None
+
+
+def closed_property_count(schema: Any, limits: SchemaLimits) -> int | None:
+    """How many properties a closed schema declares, or ``None`` if it is not closed."""
+    if type(schema) is not dict or not _ROOT_KEYWORDS.issuperset(schema):
+        return None
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return None
+    properties = schema.get("properties")
+    if type(properties) is not dict:
+        return None
+    if len(properties) > limits.max_instance_properties or limits.max_instance_depth < 2:
+        return None
+    if _has_ref(schema):
+        return None
+    chars = 0
+    items = 0
+    for name, sub in properties.items():
+        if len(name) > limits.max_string_length:
+            return None
+        cost = _scalar_chars(sub, limits)
+        if cost is None:
+            if type(sub) is not dict or sub.get("type") != "array":
+                return None
+            if not _ARRAY_KEYWORDS.issuperset(sub):
+                return None
+            most = sub.get("maxItems")
+            cost = _scalar_chars(sub.get("items"), limits)
+            if type(most) is not int or most < 0 or cost is None:
+                return None
+            items += most
+            cost *= most
+        chars += cost
+    if items > limits.max_array_length:
+        return None
+    if chars > limits.max_string_length * _TOTAL_STRING_FACTOR:
+        return None
+    return len(properties)
