@@ -1,10 +1,8 @@
-import subprocess
-from collections.abc import Callable
+"""``--help`` everywhere, usage errors, version: in-process through ``prism.cli.main``."""
 
 import pytest
 
-CliRunner = Callable[..., subprocess.CompletedProcess[str]]
-
+from prism.cli import main
 
 COMMANDS = [
     [],
@@ -21,31 +19,51 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "prism")
-def test_every_command_has_help(run_cli: CliRunner, command: list[str]) -> None:
-    proc = run_cli(*command, "--help")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("Usage: prism")
+def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Usage: prism")
+    assert "-h, --help" in out
 
 
-def test_version_is_printed(run_cli: CliRunner) -> None:
-    proc = run_cli("--version")
+def test_version_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("prism ")
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explode"]) == 2
+    assert "No such command" in capsys.readouterr().err
+
+
+def test_mcp_commands_need_exactly_one_server(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mcp", "tools"]) == 2
+    assert "exactly one of --stdio or --http" in capsys.readouterr().err
+
+
+def test_mcp_call_rejects_arguments_that_are_not_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["mcp", "call", "--stdio", "true", "x", "--args", "{nope"]) == 2
+    assert "--args" in capsys.readouterr().err
+
+
+def test_broken_stdio_quoting_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mcp", "tools", "--stdio", 'python "unclosed']) == 2
+    assert "No closing quotation" in capsys.readouterr().err
+
+
+def test_the_console_script_entry_point_works_as_a_subprocess() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "prism.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0
-    assert proc.stdout.startswith("prism ")
-
-
-def test_unknown_command_is_a_usage_error(run_cli: CliRunner) -> None:
-    proc = run_cli("explode")
-    assert proc.returncode == 2
-    assert "No such command" in proc.stderr
-
-
-def test_mcp_commands_need_exactly_one_server(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "tools")
-    assert proc.returncode == 2
-    assert "exactly one of --stdio or --http" in proc.stderr
-
-
-def test_mcp_call_rejects_arguments_that_are_not_json(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "call", "--stdio", "true", "x", "--args", "{nope")
-    assert proc.returncode == 2
-    assert "--args" in proc.stderr
+    assert "prism demo" in proc.stdout

@@ -1,0 +1,80 @@
+"""Ctrl-C during ``prism run``: the run stops promptly, exit 130, the ledger is still written."""
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from prism.core import RunLedger
+
+
+def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
+    assert proc.stdout is not None
+    seen: list[str] = []
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            continue
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"never saw {needle!r}; output so far: {''.join(seen)}")
+
+
+def test_interrupting_a_run_stops_it_and_still_writes_the_ledger(tmp_path: Path) -> None:
+    config = f"""
+[workspace]
+coding_tools = false
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.2"]
+[ledger]
+path = "ledger.jsonl"
+"""
+    (tmp_path / "prism.toml").write_text(config, encoding="utf-8")
+    session = [
+        {
+            "tool_calls": [
+                {"id": "quick", "name": "mcp:docs:get_page", "arguments": {"slug": "ledger"}},
+                {"id": "slow", "name": "mcp:docs:build_index", "arguments": {"pages": 50}},
+            ]
+        }
+    ]
+    (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prism.cli", "run", "session.json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    try:
+        _wait_for_line(proc, "progress", timeout=60)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        stopped_after = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert stopped_after < 10  # not the 10 s the slow call would still have taken
+    assert "Traceback" not in stderr
+    records = {
+        r.call_id: r
+        for r in RunLedger.from_jsonl((tmp_path / "ledger.jsonl").read_text("utf-8")).records
+    }
+    assert records["quick"].status == "ok"
+    assert records["slow"].status == "cancelled"
