@@ -3,9 +3,10 @@
 Python's ``re`` backtracks: ``^(a+)+$`` against ``"a" * 28 + "!"`` runs for
 seconds while holding the GIL, and no worker thread or timeout can take the
 event loop back. RE2 runs in time linear in the input. Every regular
-expression that a schema supplies, and every built-in format check, runs on
-RE2 here; a pattern RE2 cannot compile (backreferences, lookaround) refuses
-the schema instead of falling back to a backtracking engine.
+expression that a schema supplies runs on RE2 here; a pattern RE2 cannot
+compile (backreferences, lookaround) refuses the schema instead of falling
+back to a backtracking engine. Built-in formats (fixed regexes, not from any
+schema) use Python's ``re`` on short strings only, and RE2 beyond.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is an answer, not a log line
 _OPTIONS.max_mem = 8 << 20
 
-_UNANCHORED: Any = getattr(re2, "_Anchor", None)
-_UNANCHORED = getattr(_UNANCHORED, "UNANCHORED", None)
+# The binding's own search() builds a match object per call; the raw RE2
+# object's Match() is several times cheaper. Both are looked up defensively.
+_UNANCHORED: Any = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+# re2.compile() keeps the last 128 patterns in a module-wide cache; schema
+# patterns are built directly so that an evicted schema releases them.
+_REGEXP: Any = getattr(re2, "_Regexp", None)
 
 # ``format: regex`` compiles the instance itself. Compiling costs time linear in
 # its length but with a large constant (0.4 s for 800 kB on RE2), so longer
@@ -51,7 +56,10 @@ def compile_linear(pattern: str) -> Callable[[str], bool]:
         PatternError: RE2 refuses the pattern.
     """
     try:
-        compiled = re2.compile(pattern, _OPTIONS)
+        if _REGEXP is not None and isinstance(pattern, str):
+            compiled = _REGEXP(pattern, _OPTIONS)
+        else:  # pragma: no cover - other binding versions
+            compiled = re2.compile(pattern, _OPTIONS)
     except re2.error as exc:
         detail = exc.args[0] if exc.args else exc
         if isinstance(detail, bytes):
