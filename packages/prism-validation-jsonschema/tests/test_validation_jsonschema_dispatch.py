@@ -14,11 +14,15 @@ from prism.core import (
     ToolResultMessage,
     create_agent,
     create_rule_permission_policy,
+    create_tool_parameter_validator,
     create_tool_registry,
     dispatch_tool_call,
 )
 from prism.core.testing import RecordingSink, RecordingTool, assert_tool_dispatch_conforms
-from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    create_json_schema_tool_argument_validator,
+)
 
 SCHEMA: JsonObject = {
     "type": "object",
@@ -128,3 +132,16 @@ async def test_the_agent_runtime_blocks_invalid_model_calls() -> None:
         "data.city: must be longer than or equal to 1 characters" in results[1].result.joined_text
     )
     assert [args for args, _ctx in tool.calls] == [{"city": "Oslo"}]
+
+
+async def test_the_protocol_validator_also_plugs_into_the_core_seam() -> None:
+    tool = RecordingTool(name="forecast", parameters=SCHEMA)
+    options = DispatchOptions(
+        registry=create_tool_registry([tool.definition]),
+        validate=create_tool_parameter_validator(JsonSchemaArgumentValidator()),
+    )
+    bad = ToolCall(id="c", name="forecast", arguments={"city": "Oslo", "extra": 1})
+    result = await dispatch_tool_call(bad, options)
+    assert result.is_error
+    assert "data: must not contain {'extra'} properties" in result.joined_text
+    assert tool.calls == []
