@@ -218,10 +218,10 @@ async def test_call_timeout_restarts_on_every_progress_notification(
 ) -> None:
     with trio.fail_after(20):
         async with open_mcp_tools(
-            server_id="fx", transport=transport, call_timeout_s=0.8
+            server_id="fx", transport=transport, call_timeout_s=1.0
         ) as bridge:
-            # 4 x 0.4 s = 1.6 s in all, twice call_timeout_s, but never 0.8 s without progress.
-            result = await call(bridge, "mcp:fx:progress", {"steps": 4, "interval": 0.4})
+            # 5 x 0.3 s = 1.5 s in all, more than call_timeout_s, but never 1 s without progress.
+            result = await call(bridge, "mcp:fx:progress", {"steps": 5, "interval": 0.3})
     assert not result.is_error, result.joined_text
 
 

@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from prism.core import ToolCall, ToolExecutionContext, ToolResult
+from prism.core import ToolCall, ToolExecutionContext, ToolExecutionProgress, ToolResult
 from prism.mcp import McpBridgeError, StdioTransport, StreamableHttpTransport, open_mcp_tools
 
 if TYPE_CHECKING:
@@ -188,14 +188,24 @@ async def test_cancelling_the_host_mid_call_still_stops_the_server(
     fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
 ) -> None:
     pids: list[int] = []
-    with trio.fail_after(20):
-        with trio.move_on_after(1) as scope:
+    with trio.fail_after(30):
+        with trio.CancelScope() as scope:
             async with open_mcp_tools(
                 server_id="fx", transport=fixture_stdio, call_timeout_s=60
             ) as bridge:
                 assert bridge.server_pid is not None
                 pids.append(bridge.server_pid)
-                await run_tool(bridge, "sleep", {"seconds": 3600})
+                tool = next(t for t in bridge.tools if t.name == "mcp:fx:progress")
+
+                def on_event(event: object) -> None:
+                    # The first progress notification proves the call is running on the
+                    # server: cancel the host's whole block right then.
+                    if isinstance(event, ToolExecutionProgress):
+                        scope.cancel()
+
+                call = ToolCall(id="p", name=tool.name, arguments={})
+                ctx = ToolExecutionContext(call, events=on_event)
+                await tool.execute({"steps": 10_000, "interval": 0.05}, ctx)
         assert scope.cancelled_caught
     assert pids
     assert not process_alive(pids[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING
 
 import mcp_types
@@ -26,15 +27,55 @@ AUDIO_URI_PREFIX = "mcp-audio:"
 """Audio blocks become a :class:`ResourceContent` whose URI starts with this."""
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_MAX_FAST_DEPTH = 32
+
+
+def _plain(value: object, depth: int) -> JsonValue:
+    """A fresh plain-JSON copy of ``value``; raises ``TypeError`` for anything else."""
+    kind = type(value)
+    if kind is dict:
+        if depth > _MAX_FAST_DEPTH:
+            raise TypeError("deep")
+        out: dict[str, JsonValue] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise TypeError("key")
+            out[key] = _plain(item, depth + 1)
+        return out
+    if kind is list:
+        if depth > _MAX_FAST_DEPTH:
+            raise TypeError("deep")
+        return [_plain(item, depth + 1) for item in value]  # type: ignore[attr-defined]
+    if kind in _SCALARS:
+        if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
+            raise ValueError("non-finite number")
+        return value  # type: ignore[return-value]
+    raise TypeError(kind.__name__)
+
+
 def to_json_value(value: object) -> JsonValue:
-    """``value`` as plain JSON (dicts, lists, str, numbers, bool, None); odd types become text."""
-    # A round trip through the json module gives fresh containers the server cannot alias,
-    # and turns anything exotic (a pydantic-preserved tuple, a Decimal) into plain JSON.
+    """``value`` as plain JSON (dicts, lists, str, numbers, bool, None); odd types become text.
+
+    Raises:
+        ValueError: the value holds a non-finite number or cannot be made JSON.
+    """
+    # Fresh containers the server cannot alias; the json module handles anything exotic
+    # (a pydantic-preserved tuple, a Decimal) and very deep values.
+    try:
+        return _plain(value, 0)
+    except TypeError:
+        pass
     result: JsonValue = json.loads(json.dumps(value, default=str, allow_nan=False))
     return result
 
 
+_MCP_TEXT = mcp_types.TextContent
+
+
 def _block(block: object, index: int) -> Content:
+    if type(block) is _MCP_TEXT:
+        return TextContent(text=block.text)
     if isinstance(block, mcp_types.TextContent):
         return TextContent(text=block.text)
     if isinstance(block, mcp_types.ImageContent):
