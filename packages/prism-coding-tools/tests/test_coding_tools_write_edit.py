@@ -463,3 +463,19 @@ async def test_writes_and_edits_share_one_queue_per_real_path(
             nursery.start_soon(run_tool, write, replace)
             nursery.start_soon(run_tool, edit, change)
     assert order == ["enter", "leave"] * (len(order) // 2)
+
+
+async def test_cancelled_write_leaves_old_or_new_content_and_no_temp_file(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    target = tmp_path / "f.txt"
+    old, new = b"o" * 1_000_000, "n" * 5_000_000
+    for _ in range(5):
+        await _write(target, old)
+        async with trio.open_nursery() as nursery:
+            arguments: JsonObject = {"path": "f.txt", "content": new}
+            nursery.start_soon(run_tool, create_write_tool(str(tmp_path)), arguments)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert await _read(target) in (old, new.encode())
+        assert _leftover_temp_files(tmp_path) == []
