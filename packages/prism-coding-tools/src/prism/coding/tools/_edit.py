@@ -26,7 +26,7 @@ from ._common import (
 from ._diff import unified_diff
 from ._errors import InvalidToolOptionError
 from ._files import LocalFileOperations
-from ._mutation import FileMutationQueue, default_mutation_queue, run_checked_mutation
+from ._mutation import FileMutationQueue, run_checked_mutation
 from ._protocols import FileOperations
 
 __all__ = ["DEFAULT_MAX_EDIT_BYTES", "create_edit_tool"]
@@ -147,7 +147,7 @@ class _EditTool:
     cwd: str
     policy: ExecutionPolicy | None
     files: FileOperations
-    queue: FileMutationQueue
+    queue: FileMutationQueue | None
     max_file_bytes: int
 
     async def execute(self, args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
@@ -279,7 +279,7 @@ def create_edit_tool(
         cwd=cwd,
         policy=execution_policy,
         files=file_operations,
-        queue=default_mutation_queue(),
+        queue=None,
         max_file_bytes=check_positive_int(
             "max_file_bytes", max_file_bytes, maximum=1024 * 1024 * 1024
         ),

@@ -30,9 +30,9 @@ class _Slot:
 class FileMutationQueue:
     """One FIFO lock per resolved path; a path's entry lives only while someone holds or waits.
 
-    Every write and edit tool of a process shares :func:`default_mutation_queue`,
-    so a ``write`` and an ``edit`` of the same file never interleave. Use it
-    from one trio run at a time.
+    Every write and edit tool running in one trio run shares
+    :func:`default_mutation_queue`, so a ``write`` and an ``edit`` of the same
+    file never interleave. A queue belongs to one trio run.
     """
 
     _slots: dict[str, _Slot] = attrs.field(factory=dict, init=False)
@@ -59,18 +59,30 @@ class FileMutationQueue:
         return len(self._slots)
 
 
-_DEFAULT = FileMutationQueue()
+_QUEUE: trio.lowlevel.RunVar[FileMutationQueue] = trio.lowlevel.RunVar("prism_mutation_queue")
 
 
 def default_mutation_queue() -> FileMutationQueue:
-    """The queue shared by every write and edit tool in this process."""
-    return _DEFAULT
+    """The queue shared by every write and edit tool in the current trio run.
+
+    Each ``trio.run`` gets its own (trio locks belong to one run); call this
+    from inside a run.
+
+    Raises:
+        RuntimeError: called outside a trio run.
+    """
+    try:
+        return _QUEUE.get()
+    except LookupError:
+        queue = FileMutationQueue()
+        _QUEUE.set(queue)
+        return queue
 
 
 async def run_checked_mutation(
     *,
     tool: str,
-    queue: FileMutationQueue,
+    queue: FileMutationQueue | None,
     policy: ExecutionPolicy | None,
     files: FileOperations,
     cwd: str,
@@ -83,8 +95,11 @@ async def run_checked_mutation(
     The check happens under the lock, so nothing can change the file between
     the decision and the mutation. A policy that redirects the action to
     another path is honoured: that path is locked and checked in turn; a
-    second redirect is refused.
+    second redirect is refused. ``queue=None`` means the current run's
+    :func:`default_mutation_queue`.
     """
+    if queue is None:
+        queue = default_mutation_queue()
     key = resolved
     for _ in range(2):
         async with queue.hold(key):

@@ -18,7 +18,7 @@ from prism.core import (
 from ._common import ArgumentError, check_cwd, file_error_result, required_path, required_str
 from ._errors import InvalidToolOptionError
 from ._files import LocalFileOperations
-from ._mutation import FileMutationQueue, default_mutation_queue, run_checked_mutation
+from ._mutation import FileMutationQueue, run_checked_mutation
 from ._protocols import FileOperations
 
 __all__ = ["create_write_tool"]
@@ -39,7 +39,7 @@ class _WriteTool:
     cwd: str
     policy: ExecutionPolicy | None
     files: FileOperations
-    queue: FileMutationQueue
+    queue: FileMutationQueue | None
 
     async def execute(self, args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
         try:
@@ -111,7 +111,7 @@ def create_write_tool(
     Missing parent directories are created. The write goes to a temporary
     file beside the target, is flushed, then renamed over it, keeping an
     existing file's mode. Writes and edits of one real path are serialised
-    (a process-wide queue keyed by the resolved path), and the execution
+    (a queue keyed by the resolved path, shared within the trio run), and the execution
     policy (``ExecutionAction(kind="write", paths=(resolved,), risk="medium")``)
     is checked inside that critical section. A path that is a directory or
     cannot be written gives an error result.
@@ -132,9 +132,7 @@ def create_write_tool(
         raise InvalidToolOptionError(
             f"file_operations must be a FileOperations, got {file_operations!r}"
         )
-    tool = _WriteTool(
-        cwd=cwd, policy=execution_policy, files=file_operations, queue=default_mutation_queue()
-    )
+    tool = _WriteTool(cwd=cwd, policy=execution_policy, files=file_operations, queue=None)
     return ToolDefinition(
         name="write",
         execute=tool.execute,
