@@ -77,4 +77,7 @@ path = "ledger.jsonl"
         for r in RunLedger.from_jsonl((tmp_path / "ledger.jsonl").read_text("utf-8")).records
     }
     assert records["quick"].status == "ok"
-    assert records["slow"].status == "cancelled"
+    # Cancelled, or an error when the server's shutdown reaches the call first:
+    # either way it was cut short and recorded, never reported as done.
+    assert records["slow"].status in {"cancelled", "error"}
+    assert records["slow"].duration_s < 10
