@@ -280,10 +280,7 @@ class JsonSchemaArgumentValidator:
             try:
                 function(value)
             except Exception as exc:
-                problem = check_instance(value, self._limits)
-                if problem is not None:
-                    return _failure(problem[0], problem[1])
-                return _translate(exc)
+                return self.closed_failure(value, exc)
             return _OK
         problem = check_instance(value, self._limits)
         if problem is not None:
@@ -293,6 +290,13 @@ class JsonSchemaArgumentValidator:
         except Exception as exc:
             return _translate(exc)
         return _OK
+
+    def closed_failure(self, value: object, exc: Exception) -> ToolArgumentValidationResult:
+        """The error for a value a closed schema refused: an instance limit first, as usual."""
+        problem = check_instance(value, self._limits)
+        if problem is not None:
+            return _failure(problem[0], problem[1])
+        return _translate(exc)
 
     def entry_again(self, entry: _Entry) -> _Entry:
         """Re-screen an evicted entry by its key."""
@@ -384,6 +388,22 @@ class JsonSchemaToolValidator:
             entry = slot.entry
         else:
             entry = slot.entry
+            function = entry.function
+            closed = entry.closed
+            if (
+                closed is not None
+                and function is not None
+                and type(arguments) is dict
+                and len(arguments) <= closed
+                and validator.touch(entry)
+            ):
+                # The hot path, inlined: a known closed schema (see _closed).
+                try:
+                    function(arguments)
+                except Exception as exc:
+                    result = validator.closed_failure(arguments, exc)
+                    return _error_info(tool, result, schema_rejected=False)
+                return None
             if entry.refusal is None and not validator.touch(entry):
                 # Evicted from the cache: look it up (and compile it) again.
                 entry = slot.entry = validator.lookup(slot.screened)  # type: ignore[arg-type]
