@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaLimits
+from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    SchemaLimits,
+    create_json_schema_tool_argument_validator,
+)
 from prism.validation.jsonschema._closed import closed_property_count
 from prism.validation.jsonschema._validator import _Entry
 
@@ -120,3 +126,29 @@ _FULL = _Entry(_FAST.key, _FAST.function, None, closed=None)
 def test_the_fast_path_agrees_with_the_full_path(value: Any) -> None:
     assert _FAST.closed == 7
     assert _VALIDATOR.check(_FAST, value) == _VALIDATOR.check(_FULL, value)
+
+
+async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text("ok")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"query": "abc", "limit": math.nan}, "data.limit: is not a finite number"),
+        ({"query": "abc", "__proto__": {}}, "data: has the forbidden key '__proto__'"),
+        ({"query": "abc", "limit": 0}, "data.limit: must be bigger than or equal to 1"),
+        ({"query": "ABC"}, "data.query: must match pattern ^[a-z ]+$"),
+    ],
+)
+def test_the_tool_validator_hot_path_reports_like_the_full_path(
+    arguments: dict[str, Any], expected: str
+) -> None:
+    check = create_json_schema_tool_argument_validator()
+    tool = ToolDefinition(name="t", execute=_noop, parameters=CLOSED)
+    context = ToolExecutionContext(ToolCall(id="1", name="t", arguments={}))
+    assert check(tool, {"query": "warm up"}, context) is None
+    info = check(tool, arguments, context)
+    assert info is not None
+    assert expected in info.message
+    assert check.cache_info().misses == 1
