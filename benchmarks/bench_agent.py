@@ -10,9 +10,11 @@ Rows (medians over repetitions, measured in one run):
    one (rule permission, validator, event sink, ledger) are measured.
    Target: <= 25 µs per call. Reference lines give figures published for other
    toolkits for the same measurement; they were not measured here.
-2. 50 calls that each ``trio.sleep(0.02)`` through an agent run: unbounded
-   (``tool_concurrency=50``) against the ideal 20 ms (target <= 1.10x), and at
-   ``tool_concurrency=4`` against the ideal 13 x 20 ms = 260 ms (target <= 1.03x).
+2. 50 calls that each ``trio.sleep(0.02)``, unbounded (concurrency 50) against the
+   ideal 20 ms (target <= 1.10x), and at concurrency 4 against the ideal
+   13 x 20 ms = 260 ms (target <= 1.03x); measured both through
+   ``dispatch_tool_calls_in_order`` alone (with a ledger) and through a whole
+   agent run (which adds two provider turns and the transcript).
    The largest number of calls seen in flight is printed. "trio floor" rows run
    the same sleeps as bare trio tasks (no Prism), interleaved with the measured
    runs, to show what trio's timers cost on this machine.
@@ -22,9 +24,11 @@ Run: ``uv run python benchmarks/bench_agent.py [--json] [--quick]``.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import trio
 from _harness import Row, row, run
@@ -32,8 +36,10 @@ from _harness import Row, row, run
 from prism.core import (
     AgentEvent,
     AssistantMessage,
+    DispatchOptions,
     JsonObject,
     Limits,
+    RunLedger,
     RunOptions,
     ScriptedProvider,
     SingleShotLoop,
@@ -44,7 +50,12 @@ from prism.core import (
     ToolResult,
     create_agent,
     create_rule_permission_policy,
+    create_tool_registry,
+    dispatch_tool_calls_in_order,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 BENCH = "agent"
 QUICK = "--quick" in sys.argv[1:]
@@ -173,7 +184,7 @@ class InFlight:
         self.peak = 0
 
 
-async def sleep_run(concurrency: int, counter: InFlight) -> None:
+def nap_tool(counter: InFlight) -> ToolDefinition:
     async def nap(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
         counter.now += 1
         counter.peak = max(counter.peak, counter.now)
@@ -183,28 +194,36 @@ async def sleep_run(concurrency: int, counter: InFlight) -> None:
             counter.now -= 1
         return _RESULT
 
-    turn = AssistantMessage(
-        tool_calls=tuple(
-            ToolCall(id=f"nap_{i}", name="nap", arguments={}) for i in range(SLEEP_CALLS)
-        )
-    )
+    return ToolDefinition(name="nap", execute=nap)
+
+
+_NAPS = tuple(ToolCall(id=f"nap_{i}", name="nap", arguments={}) for i in range(SLEEP_CALLS))
+
+
+async def agent_naps(concurrency: int, counter: InFlight) -> None:
+    """A whole agent run: provider turn, 50 sleeping calls, final provider turn."""
     agent = create_agent(
         model="bench",
-        provider=ScriptedProvider([turn, _FINAL]),
-        tools=[ToolDefinition(name="nap", execute=nap)],
+        provider=ScriptedProvider([AssistantMessage(tool_calls=_NAPS), _FINAL]),
+        tools=[nap_tool(counter)],
         loop=SingleShotLoop(tool_concurrency=concurrency),
         limits=Limits(max_tool_rounds=1),
     )
     await agent.session().run("go")
 
 
-async def timed(fn: object, repeat: int) -> list[float]:
-    samples = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        await fn()  # type: ignore[operator]
-        samples.append((time.perf_counter() - t) * 1e6)
-    return samples
+async def dispatch_naps(concurrency: int, counter: InFlight) -> None:
+    """The parallel dispatch primitive alone, every call recorded in a ledger."""
+    options = DispatchOptions(
+        registry=create_tool_registry([nap_tool(counter)]), ledger=RunLedger()
+    )
+    await dispatch_tool_calls_in_order(_NAPS, options, concurrency=concurrency)
+
+
+async def timed(fn: Callable[[], Awaitable[None]]) -> float:
+    t = time.perf_counter()
+    await fn()
+    return (time.perf_counter() - t) * 1e6
 
 
 async def sleep_rows() -> list[Row]:
@@ -239,33 +258,36 @@ async def sleep_rows() -> list[Row]:
             ideal_s * 1e6,
             f"theoretical: {math.ceil(SLEEP_CALLS / concurrency)} wave(s) x 20 ms",
         )
-        counter = InFlight()
-
-        async def go(concurrency: int = concurrency, counter: InFlight = counter) -> None:
-            await sleep_run(concurrency, counter)
-
-        await go()
-        await floor()
-        # Interleave the two so that machine noise hits both alike.
-        samples: list[float] = []
-        floor_samples: list[float] = []
-        for _ in range(SLEEP_REPEAT):
-            samples += await timed(go, 1)
-            floor_samples += await timed(floor, 1)
         label = "unbounded" if concurrency == SLEEP_CALLS else f"concurrency {concurrency}"
-        measured = row(
-            BENCH,
-            f"50 x sleep 20 ms, {label}",
-            samples,
-            baseline=ideal,
-            target=f"<= {limit:.2f}x ideal",
-            note=f"max in flight {counter.peak}",
+        variants = (
+            (f"50 x sleep 20 ms, {label}, dispatch_tool_calls_in_order", dispatch_naps),
+            (f"50 x sleep 20 ms, {label}, agent run", agent_naps),
         )
-        rows += [
-            ideal,
-            judged(measured, limit_ratio=limit),
-            row(BENCH, floor_name, floor_samples, baseline=ideal, note="no Prism involved"),
+        counters = [InFlight() for _ in variants]
+        runs: list[Callable[[], Awaitable[None]]] = [
+            functools.partial(fn, concurrency, counter)
+            for (_, fn), counter in zip(variants, counters, strict=True)
         ]
+        runs.append(floor)
+        for fn in runs:
+            await fn()
+        # Interleave the variants so that machine noise hits them alike.
+        samples: list[list[float]] = [[] for _ in runs]
+        for _ in range(SLEEP_REPEAT):
+            for index, fn in enumerate(runs):
+                samples[index].append(await timed(fn))
+        rows.append(ideal)
+        for (name, _), counter, measured in zip(variants, counters, samples[:-1], strict=True):
+            measured_row = row(
+                BENCH,
+                name,
+                measured,
+                baseline=ideal,
+                target=f"<= {limit:.2f}x ideal",
+                note=f"max in flight {counter.peak}",
+            )
+            rows.append(judged(measured_row, limit_ratio=limit))
+        rows.append(row(BENCH, floor_name, samples[-1], baseline=ideal, note="no Prism involved"))
     return rows
 
 
