@@ -190,3 +190,18 @@ def test_cli_doc_example_runs_end_to_end_with_prism_run(tmp_path: Path) -> None:
     assert report["final"] == "Noted."
     assert (tmp_path / "prism-ledger.jsonl").is_file()
     assert "ledger" in (tmp_path / "notes.md").read_text(encoding="utf-8")
+
+
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("page", _doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_in_the_docs_resolve(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    broken = [
+        target
+        for target in LINK.findall(text)
+        if not target.startswith(("http://", "https://", "mailto:"))
+        and not (page.parent / target).exists()
+    ]
+    assert broken == [], f"{page.relative_to(ROOT)} links to missing files: {broken}"
