@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaLimits
+from prism.validation.jsonschema._instance import _first_problem, _within_limits
 
 OPEN = {"type": "object"}
 
@@ -172,3 +173,36 @@ def test_arbitrary_arguments_never_raise_or_mutate(value: Any) -> None:
     assert repr(value) == repr(before)
     if result.ok:
         assert isinstance(value, dict)
+
+
+_SMALL = SchemaLimits(
+    max_instance_depth=3,
+    max_instance_properties=6,
+    max_string_length=6,
+    max_array_length=6,
+)
+_wild = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=8)
+    | st.sampled_from([b"x", (1,), {1}, 1j]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=7) | st.sampled_from(["__proto__", "prototype", 1, None]),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=_wild)
+def test_the_fast_instance_walk_agrees_with_the_reporting_walk(value: Any) -> None:
+    fast = _within_limits(value, _SMALL)
+    slow = _first_problem(value, _SMALL)
+    assert fast == (slow is None), slow

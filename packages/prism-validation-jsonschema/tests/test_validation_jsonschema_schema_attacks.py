@@ -435,3 +435,19 @@ def test_generated_code_is_bounded() -> None:
     with pytest.raises(Exception, match="characters of code"):
         compile_schema(schema, "draft7", max_code_chars=1_000)
     assert compile_schema(schema, "draft7")({"p1": "x"}) == {"p1": "x"}
+
+
+@pytest.mark.parametrize(
+    "ident",
+    ["file:///etc/passwd", "data:application/json,%7B%7D", "http://127.0.0.1:9/root.json"],
+)
+def test_an_absolute_id_with_local_refs_never_fetches(ident: str) -> None:
+    # Any fetch would be denied and refuse the schema; validating proves none happened.
+    schema = {
+        "$id": ident,
+        "definitions": {"n": {"type": "integer"}},
+        "properties": {"a": {"$ref": "#/definitions/n"}},
+    }
+    validator = JsonSchemaArgumentValidator()
+    assert validator.validate(schema, {"a": 1}).ok
+    assert not validator.validate(schema, {"a": "x"}).ok
