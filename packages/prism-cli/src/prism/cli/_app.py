@@ -193,7 +193,7 @@ def run_command(
 
     from ._config import load_config
     from ._render import EventView, summary_table, untrusted
-    from ._runner import open_toolset, run_scripted_session
+    from ._runner import RunReport, open_toolset, run_scripted_session
     from ._session import load_session
 
     loaded = load_config(config_file)
@@ -202,27 +202,24 @@ def run_command(
     console = _console(json_mode=json_mode)
     run_ledger = RunLedger()
 
-    async def go() -> object:
+    async def go() -> RunReport:
         async with open_toolset(loaded) as toolset:
             with EventView(console, quiet=json_mode, live=live) as view:
                 return await run_scripted_session(
-                    session, toolset, config=loaded, ledger=run_ledger, on_event=view
+                    session, toolset, config=loaded, ledger=run_ledger, view=view
                 )
 
     try:
         report = _run_trio(go)
     finally:
         _write_ledger(run_ledger, target)
-    from ._runner import RunReport
-
-    assert isinstance(report, RunReport)
     if json_mode:
         _emit_json({**report.to_json(), "ledger": str(target)})
     else:
         console.print(summary_table(report.rows, title="calls"))
         if report.final_text:
-            console.print(f"final answer: {untrusted(report.final_text)}")
-        console.print(f"ledger: {target}")
+            console.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
+        console.print(f"ledger: {target}", soft_wrap=True)
     return 1 if report.aborted else 0
 
 
@@ -478,6 +475,7 @@ def mcp_call(
         DispatchOptions,
         RunLedger,
         ToolCall,
+        ToolResult,
         create_rule_permission_policy,
         create_tool_registry,
         dispatch_tool_call,
@@ -492,7 +490,7 @@ def mcp_call(
     policy = create_rule_permission_policy(allow=allow or (f"tool:{full_name}:execute",), deny=deny)
     run_ledger = RunLedger()
 
-    async def go() -> object:
+    async def go() -> ToolResult:
         async with open_mcp_server(server) as bridge:
             options = DispatchOptions(
                 registry=create_tool_registry(bridge.tools),
@@ -503,10 +501,7 @@ def mcp_call(
             call = ToolCall(id="cli-1", name=full_name, arguments=arguments)
             return await dispatch_tool_call(call, options)
 
-    from prism.core import ToolResult
-
     result = _run_trio(go)
-    assert isinstance(result, ToolResult)
     if ledger_file is not None:
         _write_ledger(run_ledger, ledger_file)
     record = run_ledger.records[-1] if run_ledger.records else None

@@ -253,7 +253,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         async with open_toolset(config) as toolset:
             with EventView(console, quiet=quiet, live=options.live) as view:
                 return await run_scripted_session(
-                    session, toolset, config=config, ledger=ledger, on_event=view
+                    session, toolset, config=config, ledger=ledger, view=view
                 )
 
     try:

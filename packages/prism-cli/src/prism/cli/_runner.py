@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from prism.core import (
+    AbortSignal,
     AssistantMessage,
     Limits,
     ModelRequest,
@@ -23,6 +24,7 @@ from prism.core import (
     RunLedger,
     RunOptions,
     ScriptedProvider,
+    ScriptedTurn,
     SingleShotLoop,
     TextContent,
     ToolDefinition,
@@ -30,16 +32,16 @@ from prism.core import (
     create_agent,
     create_rule_permission_policy,
 )
-from prism.mcp import McpToolBridge
+from prism.mcp import McpToolBridge, StdioTransport, StreamableHttpTransport
 
 from ._errors import CliError
-from ._render import CallRow
+from ._render import CallRow, EventView
 from ._trio import only_leaf
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
-    from prism.core import EventSink, ToolCallRecord
+    from prism.core import ToolCallRecord
 
     from ._config import McpServerConfig, PrismConfig
     from ._session import ScriptedSession
@@ -94,10 +96,8 @@ class RunReport:
         }
 
 
-def transport_for(server: McpServerConfig) -> object:
+def transport_for(server: McpServerConfig) -> StdioTransport | StreamableHttpTransport:
     """The ``prism.mcp`` transport for one configured server."""
-    from prism.mcp import StdioTransport, StreamableHttpTransport
-
     if server.url is not None:
         return StreamableHttpTransport(url=server.url, headers=dict(server.headers))
     assert server.command is not None
@@ -123,7 +123,7 @@ async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridg
             bridge = await stack.enter_async_context(
                 open_mcp_tools(
                     server_id=server.server_id,
-                    transport=transport_for(server),  # type: ignore[arg-type]
+                    transport=transport_for(server),
                     list_cache_ttl_s=server.list_cache_ttl_s,
                     call_timeout_s=server.call_timeout_s,
                     connect_timeout_s=server.connect_timeout_s,
@@ -205,9 +205,7 @@ async def open_toolset(config: PrismConfig) -> AsyncIterator[Toolset]:
         yield Toolset(tools=tools, permission=permission, validator=validator, bridges=bridges)
 
 
-def _script(
-    turns: Sequence[AssistantMessage], registry_names: Sequence[str]
-) -> list[AssistantMessage | object]:
+def _script(turns: Sequence[AssistantMessage], registry_names: Sequence[str]) -> list[ScriptedTurn]:
     """Scripted turns whose calls may name tools by registry name or by provider alias.
 
     A real model only sees provider-safe aliases (``mcp__docs__search``); a
@@ -219,7 +217,7 @@ def _script(
 
     aliases = {name: provider_safe_name(name) for name in registry_names}
 
-    def replay(turn: AssistantMessage) -> object:
+    def replay(turn: AssistantMessage) -> ScriptedTurn:
         def answer(request: ModelRequest) -> AssistantMessage:
             offered = {spec.name for spec in request.tools}
             calls = tuple(
@@ -288,21 +286,23 @@ async def run_scripted_session(
     *,
     config: PrismConfig,
     ledger: RunLedger,
-    on_event: EventSink | None = None,
-    signal: object | None = None,
+    view: EventView | None = None,
+    signal: AbortSignal | None = None,
 ) -> RunReport:
     """Replay ``session`` through the agent runtime with every gate on.
 
-    Cancellation: cancelling the caller cancels the run (the ledger keeps what
-    finished); aborting ``signal`` ends the run with a valid transcript.
+    ``view`` receives every event (and counts calls in flight and policy refusals
+    for the report). Cancellation: cancelling the caller cancels the run (the
+    ledger keeps what finished); aborting ``signal`` ends the run with a valid
+    transcript.
 
     Raises:
         CliError: the agent runtime refused the session (for example, it ran out of turns).
     """
-    from prism.core import AbortSignal, PrismError
+    from prism.core import PrismError
 
     names = [tool.name for tool in toolset.tools]
-    provider = ScriptedProvider(_script(session.turns, names))  # type: ignore[arg-type]
+    provider = ScriptedProvider(_script(session.turns, names))
     agent = create_agent(
         model=config.agent.model,
         provider=provider,
@@ -313,25 +313,18 @@ async def run_scripted_session(
         limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
         ledger=ledger,
     )
-    options = RunOptions(
-        on_event=on_event,
-        signal=signal if isinstance(signal, AbortSignal) else None,
-    )
+    options = RunOptions(on_event=view, signal=signal)
     try:
         result = await agent.session().run(session.prompt, options)
     except PrismError as exc:
         raise CliError(f"the session could not run: {exc}") from exc
     final = "\n".join(b.text for b in result.final.content if isinstance(b, TextContent))
-    max_in_flight = getattr(on_event, "max_in_flight", 0)
-    refusals = getattr(on_event, "refusals", None)
     return RunReport(
-        rows=rows_from_ledger(
-            session.turns, ledger.records, refusals if isinstance(refusals, dict) else None
-        ),
+        rows=rows_from_ledger(session.turns, ledger.records, view.refusals if view else None),
         rounds=result.rounds,
         aborted=result.aborted,
         final_text=final,
-        max_in_flight=int(max_in_flight),
+        max_in_flight=view.max_in_flight if view else 0,
     )
 
 
