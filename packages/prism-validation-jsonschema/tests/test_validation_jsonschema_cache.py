@@ -212,3 +212,8 @@ def test_cache_clear_resets() -> None:
     validator.validate({"type": "string"}, "x")
     validator.cache_clear()
     assert validator.cache_info() == CacheInfo(hits=0, misses=0, maxsize=256, currsize=0)
+
+
+def test_hard_limits_cannot_be_raised_at_run_time() -> None:
+    with pytest.raises(TypeError):
+        HARD_LIMITS["max_depth"] = 10_000  # type: ignore[index]

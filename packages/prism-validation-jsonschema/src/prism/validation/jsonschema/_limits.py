@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from prism.core import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["HARD_CACHE_SIZE", "HARD_LIMITS", "CacheInfo", "SchemaLimits", "check_cache_size"]
 
@@ -15,16 +19,18 @@ HARD_CACHE_SIZE = 1_024
 
 # The most any limit may be raised to: past these, compile time, memory or
 # recursion depth stop being bounded in a way Prism can stand behind.
-HARD_LIMITS: dict[str, int] = {
-    "max_schema_bytes": 1024 * 1024,
-    "max_depth": 128,
-    "max_keywords": 100_000,
-    "max_refs": 1_024,
-    "max_instance_depth": 128,
-    "max_instance_properties": 1_000_000,
-    "max_string_length": 100_000_000,
-    "max_array_length": 10_000_000,
-}
+HARD_LIMITS: Mapping[str, int] = MappingProxyType(
+    {
+        "max_schema_bytes": 1024 * 1024,
+        "max_depth": 128,
+        "max_keywords": 100_000,
+        "max_refs": 1_024,
+        "max_instance_depth": 128,
+        "max_instance_properties": 1_000_000,
+        "max_string_length": 100_000_000,
+        "max_array_length": 10_000_000,
+    }
+)
 
 
 def _check_limit(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
