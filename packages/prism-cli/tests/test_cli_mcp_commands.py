@@ -113,3 +113,70 @@ def test_an_unreachable_http_server_is_a_clean_error(run_cli: CliRunner) -> None
     assert proc.returncode == 2
     assert "did not start" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_until_listening(port: int, server: subprocess.Popen[bytes], timeout: float) -> None:
+    import socket
+    import time
+
+    # The SDK's HTTP runner gives no readiness signal: try to connect, and between
+    # tries wait (bounded) on the server process itself, so an early exit fails fast.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            pass
+        try:
+            code = server.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"the HTTP demo server exited with {code}")
+    raise AssertionError(f"nothing listened on 127.0.0.1:{port} within {timeout} s")
+
+
+def test_mcp_tools_and_call_over_streamable_http_on_loopback(run_cli: CliRunner) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prism.cli.demo_server", "--http", str(port), "--step-seconds", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_until_listening(port, server, timeout=30)
+        url = f"http://127.0.0.1:{port}/mcp"
+        listed = run_cli("mcp", "tools", "--http", url, "--server-id", "web", "--json")
+        assert listed.returncode == 0, listed.stderr
+        names = {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
+        assert "mcp:web:build_index" in names
+        called = run_cli(
+            "mcp",
+            "call",
+            "--http",
+            url,
+            "--server-id",
+            "web",
+            "build_index",
+            "--args",
+            '{"pages": 2}',
+        )
+        assert called.returncode == 0, called.stderr
+        assert "indexed 2 pages" in called.stdout
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

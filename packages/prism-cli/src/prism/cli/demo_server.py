@@ -10,14 +10,18 @@ network and no setup:
 - ``build_index(pages=5)``: a slow tool that reports progress once per page.
 - ``delete_index()``: a destructive tool the demo's permission rules refuse.
 
-Options: ``--step-seconds S`` sets ``build_index``'s pause per page (default 0.2).
-The server only reads its embedded pages; it touches no files and no network.
+Options: ``--step-seconds S`` sets ``build_index``'s pause per page (default 0.2);
+``--http PORT`` serves Streamable HTTP on ``http://127.0.0.1:PORT/mcp`` instead of
+stdio (loopback only; the SDK's HTTP server runs on uvicorn, so that mode uses the
+SDK's own runner rather than trio). The server only reads its embedded pages; it
+touches no files and makes no outgoing connections.
 """
 
 import argparse
 import sys
 from typing import Annotated
 
+import anyio
 import trio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -105,7 +109,8 @@ def build_server(*, step_seconds: float = 0.2) -> MCPServer:
     ) -> str:
         slugs = list(PAGES)
         for done in range(1, pages + 1):
-            await trio.sleep(step_seconds)
+            # anyio, not trio: the tool must also run under the SDK's HTTP runner.
+            await anyio.sleep(step_seconds)
             slug = slugs[(done - 1) % len(slugs)]
             await ctx.report_progress(done, pages, f"indexed {slug}")
         return f"indexed {pages} pages"
@@ -121,11 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     """Serve the demo tools over stdio until stdin closes."""
     parser = argparse.ArgumentParser(prog="python -m prism.cli.demo_server", description=__doc__)
     parser.add_argument("--step-seconds", type=float, default=0.2)
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
     options = parser.parse_args(argv)
     if not 0 <= options.step_seconds <= 10:
         parser.error(f"--step-seconds must be from 0 to 10, got {options.step_seconds}")
+    if options.http is not None and not 1 <= options.http <= 65535:
+        parser.error(f"--http must be a port from 1 to 65535, got {options.http}")
     server = build_server(step_seconds=options.step_seconds)
-    trio.run(server.run_stdio_async)
+    if options.http is not None:
+        server.run("streamable-http", host="127.0.0.1", port=options.http)
+    else:
+        trio.run(server.run_stdio_async)
     return 0
 
 
