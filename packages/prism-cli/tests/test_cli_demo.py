@@ -68,6 +68,12 @@ def test_demo_ledger_records_every_scripted_call_with_the_right_outcome(
         assert records[call].status == "ok", call
 
 
+def test_demo_writes_nothing_outside_its_folder(demo_run: DemoRun) -> None:
+    _, tmp = demo_run
+    assert sorted(p.name for p in tmp.iterdir()) == ["ledger.jsonl", "ws"]
+    assert (tmp / "ws" / "outside-secret.txt").is_file()
+
+
 def test_demo_never_leaks_the_secret_outside_the_workspace(
     demo_run: DemoRun,
 ) -> None:
@@ -82,7 +88,7 @@ def test_demo_edit_really_changed_the_file_and_shows_the_diff(
     demo_run: DemoRun,
 ) -> None:
     proc, tmp = demo_run
-    source = (tmp / "ws" / "src" / "inventory.py").read_text(encoding="utf-8")
+    source = (tmp / "ws" / "workspace" / "src" / "inventory.py").read_text(encoding="utf-8")
     assert "return stock + count" in source
     assert "+    return stock + count" in proc.stdout
 

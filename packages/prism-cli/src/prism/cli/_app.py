@@ -230,7 +230,8 @@ def run_command(
 @click.option(
     "--workspace",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Use (and seed) this folder instead of a fresh scratch folder.",
+    help="Demo folder to use instead of a fresh temporary one (the agent's root is its "
+    "workspace/ subfolder; nothing is written outside it).",
 )
 @click.option(
     "--ledger",

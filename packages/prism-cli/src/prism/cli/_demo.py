@@ -214,21 +214,19 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     from ._render import EventView, summary_table, untrusted
     from ._runner import open_toolset, run_scripted_session
 
-    if options.workspace is not None:
-        workspace = options.workspace.resolve()
-        scratch = workspace.parent
-    else:
-        scratch = Path(tempfile.mkdtemp(prefix="prism-demo-"))
-        workspace = scratch / "workspace"
+    # Everything the demo writes stays inside one folder: the agent's root is its
+    # "workspace" subfolder, and the secret the escapes aim at sits beside that.
     try:
+        if options.workspace is not None:
+            scratch = options.workspace.resolve()
+            scratch.mkdir(parents=True, exist_ok=True)
+        else:
+            scratch = Path(tempfile.mkdtemp(prefix="prism-demo-"))
+        workspace = scratch / "workspace"
         seed_workspace(workspace)
     except OSError as exc:
-        raise CliError(f"cannot prepare the demo workspace {workspace}: {exc}") from exc
-    ledger_path = options.ledger or (
-        scratch / "prism-demo-ledger.jsonl"
-        if options.workspace is None
-        else workspace / ".prism-demo-ledger.jsonl"
-    )
+        raise CliError(f"cannot prepare the demo folder: {exc}") from exc
+    ledger_path = options.ledger or scratch / "prism-demo-ledger.jsonl"
     config = demo_config(
         workspace, concurrency=options.concurrency, step_seconds=options.step_seconds
     )
