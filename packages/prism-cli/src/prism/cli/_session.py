@@ -19,7 +19,7 @@ so the run ends with an answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -161,17 +161,3 @@ def load_session(path: str | os.PathLike[str]) -> ScriptedSession:
     except (ValueError, RecursionError) as exc:
         raise SessionFormatError(source, "", f"not valid JSON ({exc})") from exc
     return parse_session(data, source=source)
-
-
-def turns_as_json(turns: Sequence[AssistantMessage]) -> list[dict[str, object]]:
-    """The turns back in the session file's shape (for ``--json`` output and docs)."""
-    out: list[dict[str, object]] = []
-    for turn in turns:
-        text = "\n".join(b.text for b in turn.content if isinstance(b, TextContent))
-        item: dict[str, object] = {"text": text}
-        if turn.tool_calls:
-            item["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls
-            ]
-        out.append(item)
-    return out
