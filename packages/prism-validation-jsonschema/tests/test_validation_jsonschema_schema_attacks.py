@@ -451,3 +451,39 @@ def test_an_absolute_id_with_local_refs_never_fetches(ident: str) -> None:
     validator = JsonSchemaArgumentValidator()
     assert validator.validate(schema, {"a": 1}).ok
     assert not validator.validate(schema, {"a": "x"}).ok
+
+
+async def test_compiling_the_largest_schema_holds_the_event_loop_briefly() -> None:
+    # Generated code is capped (1 MiB at the default limits), which bounds the
+    # time Python's compile() holds the GIL on a cache miss.
+    limits = SchemaLimits(max_keywords=100_000)
+    schemas = [
+        {
+            "type": "object",
+            "properties": {
+                f"p{i}": {"type": "integer", "minimum": 0, "maximum": 9} for i in range(n)
+            },
+        }
+        for n in (800, 5_000)
+    ]
+    gaps: list[float] = []
+    done = trio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await trio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)
+            await trio.sleep(0.05)
+            outcomes = [JsonSchemaArgumentValidator(limits=limits).validate(s, {}) for s in schemas]
+            await trio.sleep(0.05)
+            done.set()
+    assert outcomes[0].ok
+    _refused(outcomes[1])
+    assert max(gaps) < 1.0, f"the event loop stalled for {max(gaps):.3f} s"

@@ -35,10 +35,12 @@ __all__ = ["CODE_CHARS_PER_SCHEMA_BYTE", "Draft", "compile_schema"]
 
 Draft = str  # "draft4" | "draft6" | "draft7" | "modern"
 
-# Generated source may be this many times max_schema_bytes (4 MiB at the default
-# 256 KiB); past that the schema is refused. Python's compiler holds the GIL for
-# the whole of ``compile()`` (about 0.3 s for 1.7 MB of generated code here).
-CODE_CHARS_PER_SCHEMA_BYTE = 16
+# Generated source may be this many times max_schema_bytes (1 MiB at the default
+# 256 KiB); past that the schema is refused, as soon as generation gets there.
+# Python's compiler holds the GIL for the whole of ``compile()``: about 0.2 s
+# for 1 MiB of generated code here, so this bounds how long a cache miss can
+# hold the event loop. Dense schemas generate about 20 characters per byte.
+CODE_CHARS_PER_SCHEMA_BYTE = 4
 
 
 def _deny(uri: str) -> Any:
@@ -72,11 +74,23 @@ class _Resolver(RefResolver):
 class _Hardened(CodeGeneratorDraft04):
     """Overrides shared by every draft (mixed in ahead of the fastjsonschema class)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_code_chars: int, **kwargs: Any) -> None:
         # Predicates the generated code calls as PRISM_PATTERNS[i](value).
         self._prism_patterns: list[Callable[[str], bool]] = []
         self._prism_pattern_index: dict[str, int] = {}
+        self._prism_max_code = max_code_chars
+        self._prism_code_left = max_code_chars
         super().__init__(*args, **kwargs)
+
+    def l(self, line: str, *args: Any, **kwds: Any) -> Any:  # noqa: E743 - fastjsonschema's name
+        emitted = super().l(line, *args, **kwds)
+        # Stop as soon as the code outgrows its budget, not after generating it all.
+        self._prism_code_left -= len(self._code[-1]) + 1
+        if self._prism_code_left < 0:
+            raise JsonSchemaDefinitionException(
+                f"the schema generates more than {self._prism_max_code} characters of code"
+            )
+        return emitted
 
     def _prism_pattern(self, pattern: object) -> int:
         if not isinstance(pattern, str):
@@ -215,7 +229,7 @@ class _DraftModern(_Hardened, CodeGeneratorDraft2019):
     pass
 
 
-_GENERATORS: dict[str, type[CodeGeneratorDraft04]] = {
+_GENERATORS: dict[str, type[_Hardened]] = {
     "draft4": _Draft04,
     "draft6": _Draft06,
     "draft7": _Draft07,
@@ -224,7 +238,7 @@ _GENERATORS: dict[str, type[CodeGeneratorDraft04]] = {
 
 
 def compile_schema(
-    schema: dict[str, Any] | bool, draft: Draft, *, max_code_chars: int = 4 * 1024 * 1024
+    schema: dict[str, Any] | bool, draft: Draft, *, max_code_chars: int = 1024 * 1024
 ) -> Callable[[Any], Any]:
     """Compile a private copy of a screened schema into a validation function.
 
@@ -243,12 +257,9 @@ def compile_schema(
         use_formats=True,
         detailed_exceptions=True,
         fast_fail=True,
+        max_code_chars=max_code_chars,
     )
     code = generator.func_code
-    if len(code) > max_code_chars:
-        raise JsonSchemaDefinitionException(
-            f"the schema generates {len(code)} characters of code (limit {max_code_chars})"
-        )
     state = generator.global_state
     exec(compile(code, "<prism.validation.jsonschema>", "exec"), state)
     function: Callable[[Any], Any] = state[resolver.get_scope_name()]
