@@ -6,7 +6,13 @@ Rows (medians over repetitions, measured in one run, samples interleaved):
    mcp_fixture_server.py), over stdio and over Streamable HTTP on 127.0.0.1: the raw
    SDK ``Client.call_tool`` (baseline) against the same call through
    ``dispatch_tool_call`` on the bridge's tool (registry, gates, events, deadlines,
-   bounded transport, result mapping). Target: <= 1.05x the raw SDK.
+   bounded transport, result mapping). Both clients list the tools first, so the SDK
+   validates each result against the tool's ``outputSchema`` on both sides.
+   Target: <= 1.05x the raw SDK. A third row calls the bridge's own SDK session
+   directly (same server process, no Prism layers) to tell Prism's cost apart from
+   the difference between two server processes. Because wall time on a shared
+   2-core machine swings with other load, the host's own CPU time per call
+   (``time.process_time``) is reported too, raw SDK against the bridge.
 2. Connect time: ``async with Client(...)`` + ``list_tools()`` (baseline) against
    ``async with open_mcp_tools(...)`` (which connects and lists), each to a fresh
    stdio server process or to the running HTTP server, closed again each time.
@@ -35,6 +41,8 @@ INNER = 20 if QUICK else 50
 # A Streamable HTTP round trip costs ~45 ms here (both clients alike), so fewer per sample.
 HTTP_INNER = 5 if QUICK else 10
 REPEAT = 7 if QUICK else 15
+# stdio samples are cheap: take more of them, the medians steady on a busy machine.
+STDIO_REPEAT = 11 if QUICK else 41
 CONNECT_REPEAT = 3 if QUICK else 7
 SERVER = Path(__file__).resolve().parents[1] / "packages/prism-mcp/tests/mcp_fixture_server.py"
 ARGS = {"text": "ping"}
@@ -60,19 +68,35 @@ async def round_trips(
     raw_server: StdioServerParameters | str,
     transport: StdioTransport | StreamableHttpTransport,
     inner: int,
+    repeat: int,
 ) -> list[Row]:
     raw_samples: list[float] = []
     bridge_samples: list[float] = []
+    session_samples: list[float] = []
+    cpu: dict[str, list[float]] = {"raw": [], "session": [], "bridge": []}
     async with (
         Client(raw_server) as client,
         open_mcp_tools(server_id="bench", transport=transport) as bridge,
     ):
+        # Like any client (and the bridge), list first: the SDK then validates each
+        # result against the tool's outputSchema, on both sides alike.
+        await client.list_tools()
         options = DispatchOptions(registry=create_tool_registry(bridge.tools))
         call = ToolCall(id="b", name="mcp:bench:echo", arguments=ARGS)
 
         async def raw_once() -> None:
             for _ in range(inner):
                 await client.call_tool("echo", ARGS)
+
+        # The bridge's own SDK session, called directly: same server process and transport
+        # as the bridge row, none of Prism's layers. Separates Prism's cost from the
+        # difference between two server processes on a busy machine.
+        session = bridge._conn.client if bridge._conn is not None else None
+        assert session is not None
+
+        async def session_once() -> None:
+            for _ in range(inner):
+                await session.call_tool("echo", ARGS)
 
         async def bridge_once() -> None:
             for _ in range(inner):
@@ -81,20 +105,48 @@ async def round_trips(
 
         await raw_once()
         await bridge_once()
-        for _ in range(REPEAT):
-            for target, samples in ((raw_once, raw_samples), (bridge_once, bridge_samples)):
+        order = [
+            (raw_once, raw_samples, "raw"),
+            (session_once, session_samples, "session"),
+            (bridge_once, bridge_samples, "bridge"),
+        ]
+        for repetition in range(repeat):
+            # Rotate who goes first, so no case always follows the same one.
+            shift = repetition % len(order)
+            for target, samples, kind in order[shift:] + order[:shift]:
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 await target()
                 samples.append((time.perf_counter() - t0) / inner * 1e6)
+                cpu[kind].append((time.process_time() - c0) / inner * 1e6)
     base = row(BENCH, f"{label}: raw SDK call_tool", raw_samples, note="baseline")
+    same = row(
+        BENCH,
+        f"{label}: bridge session call_tool",
+        session_samples,
+        baseline=base,
+        note="same server as the bridge, no Prism layers",
+    )
+    versus_same = row(BENCH, "", bridge_samples, baseline=same).ratio or 0.0
     return [
         base,
+        same,
         row(
             BENCH,
             f"{label}: dispatch_tool_call on bridge",
             bridge_samples,
             baseline=base,
             target="<= 1.05x",
+            note=f"{versus_same:.2f}x bridge session",
+        ),
+        # Host CPU per call (this process only): insensitive to other load on the machine.
+        cpu_base := row(BENCH, f"{label}: raw SDK, host CPU/call", cpu["raw"], note="baseline"),
+        row(
+            BENCH,
+            f"{label}: bridge dispatch, host CPU/call",
+            cpu["bridge"],
+            baseline=cpu_base,
+            note="process_time of the host, not wall time",
         ),
     ]
 
@@ -126,10 +178,10 @@ async def main() -> list[Row]:
     rows: list[Row] = []
     stdio_raw = StdioServerParameters(command=sys.executable, args=[str(SERVER), "stdio"])
     stdio = StdioTransport(sys.executable, [str(SERVER), "stdio"])
-    rows += await round_trips("stdio", stdio_raw, stdio, INNER)
+    rows += await round_trips("stdio", stdio_raw, stdio, INNER, STDIO_REPEAT)
     process, url = await start_http_server()
     try:
-        rows += await round_trips("http", url, StreamableHttpTransport(url), HTTP_INNER)
+        rows += await round_trips("http", url, StreamableHttpTransport(url), HTTP_INNER, REPEAT)
         rows += await connects("stdio", stdio_raw, stdio)
         rows += await connects("http", url, StreamableHttpTransport(url))
     finally:
