@@ -367,6 +367,11 @@ async def test_calls_after_close_are_error_results(fixture_stdio: StdioTransport
             echo = next(tool for tool in bridge.tools if tool.name == "mcp:fx:echo")
             await bridge.aclose()
             await bridge.aclose()
+            # What the server said stays readable after the session is gone.
+            assert bridge.server_info is not None
+            assert bridge.server_info.version == "1.2.3"
+            assert bridge.protocol_version == "2026-07-28"
+            assert not bridge.connected
             ctx = ToolExecutionContext(ToolCall(id="x", name=echo.name, arguments={}))
             result = await echo.execute({"text": "late"}, ctx)
     assert result.is_error

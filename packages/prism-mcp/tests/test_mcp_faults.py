@@ -111,6 +111,8 @@ async def test_crash_mid_call_is_an_error_result_and_the_next_call_reconnects(
             assert crashed.is_error
             assert crashed.details["mcp_error"] == "connection_lost"
             assert "reconnects" in crashed.joined_text
+            assert bridge.server_info is not None
+            assert bridge.protocol_version == "2026-07-28"
             again = await run_tool(bridge, "echo", {"text": "back"})
             assert again.joined_text == "back"
             assert bridge.server_pid not in (None, first_pid)

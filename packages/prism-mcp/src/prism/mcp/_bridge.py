@@ -84,6 +84,18 @@ class McpServerInfo:
     title: str | None = None
 
 
+def _server_info(client: Client) -> McpServerInfo | None:
+    info = client.server_info
+    if info is None:
+        return None
+    title = getattr(info, "title", None)
+    return McpServerInfo(
+        name=_clip(str(info.name), _MAX_INFO_CHARS),
+        version=_clip(str(info.version), _MAX_INFO_CHARS),
+        title=_clip(str(title), _MAX_INFO_CHARS) if title is not None else None,
+    )
+
+
 @attrs.frozen(kw_only=True)
 class _Options:
     server_id: str
@@ -159,6 +171,8 @@ class _Connection:
 
     state: WireState = attrs.field(factory=WireState)
     client: Client | None = None
+    server_info: McpServerInfo | None = None
+    protocol_version: str | None = None
     error: McpBridgeError | None = None
     stop: trio.Event = attrs.field(factory=trio.Event)
     done: trio.Event = attrs.field(factory=trio.Event)
@@ -236,23 +250,13 @@ class McpToolBridge:
 
     @property
     def server_info(self) -> McpServerInfo | None:
-        """The server's name and version, if it gave them."""
-        client = self._conn.client if self._conn is not None else None
-        info = client.server_info if client is not None else None
-        if info is None:
-            return None
-        title = getattr(info, "title", None)
-        return McpServerInfo(
-            name=_clip(str(info.name), _MAX_INFO_CHARS),
-            version=_clip(str(info.version), _MAX_INFO_CHARS),
-            title=_clip(str(title), _MAX_INFO_CHARS) if title is not None else None,
-        )
+        """The server's name and version as of the latest session, if it gave them."""
+        return self._conn.server_info if self._conn is not None else None
 
     @property
     def protocol_version(self) -> str | None:
-        """The MCP protocol version of the current session (``None`` when disconnected)."""
-        client = self._conn.client if self._conn is not None else None
-        return client.protocol_version if client is not None else None
+        """The MCP protocol version negotiated by the latest session."""
+        return self._conn.protocol_version if self._conn is not None else None
 
     @property
     def server_pid(self) -> int | None:
@@ -365,6 +369,8 @@ class McpToolBridge:
                 )
                 async with client:
                     connecting.deadline = math.inf
+                    conn.protocol_version = client.protocol_version
+                    conn.server_info = _server_info(client)
                     conn.client = client
                     started = True
                     task_status.started()
