@@ -62,6 +62,7 @@ QUICK = "--quick" in sys.argv[1:]
 INNER = 10 if QUICK else 20
 REPEAT = 9 if QUICK else 21
 SLEEP_REPEAT = 7 if QUICK else 15
+SHORT_SLEEP_REPEAT = 11 if QUICK else 41  # the unbounded runs are short: take more
 CALLS = 100
 SLEEP_CALLS = 50
 SLEEP_S = 0.02
@@ -273,7 +274,8 @@ async def sleep_rows() -> list[Row]:
             await fn()
         # Interleave the variants so that machine noise hits them alike.
         samples: list[list[float]] = [[] for _ in runs]
-        for _ in range(SLEEP_REPEAT):
+        repeat = SHORT_SLEEP_REPEAT if concurrency == SLEEP_CALLS else SLEEP_REPEAT
+        for _ in range(repeat):
             for index, fn in enumerate(runs):
                 samples[index].append(await timed(fn))
         rows.append(ideal)
