@@ -1,0 +1,35 @@
+"""A hostile MCP server cannot drive the terminal through ``prism mcp``'s output."""
+
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+SERVER = shlex.join([sys.executable, str(Path(__file__).with_name("hostile_mcp_server.py"))])
+FORBIDDEN = ["\x1b", "\x07", "\u202e"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["mcp", "tools", "--stdio", SERVER], ["mcp", "call", "--stdio", SERVER, "lure"]],
+    ids=["tools", "call"],
+)
+def test_control_characters_from_a_server_are_shown_escaped(
+    run_cli: CliRunner, args: list[str]
+) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    for char in FORBIDDEN:
+        assert char not in proc.stdout, repr(char)
+    assert "\\x1b" in proc.stdout  # visible, not executed
+
+
+def test_markup_from_a_server_is_printed_literally(run_cli: CliRunner) -> None:
+    proc = run_cli("mcp", "call", "--stdio", SERVER, "lure")
+    assert proc.returncode == 0, proc.stderr
+    assert "[link=file:///etc/passwd]click[/link]" in proc.stdout
