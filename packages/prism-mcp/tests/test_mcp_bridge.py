@@ -376,3 +376,18 @@ async def test_calls_after_close_are_error_results(fixture_stdio: StdioTransport
             result = await echo.execute({"text": "late"}, ctx)
     assert result.is_error
     assert "closed" in result.joined_text
+
+
+async def test_a_listing_older_than_list_cache_ttl_s_reports_stale(
+    fixture_stdio: StdioTransport,
+) -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, list_cache_ttl_s=0.2
+        ) as bridge:
+            assert not bridge.stale
+            # The age limit is wall-clock time: let it pass.
+            await trio.sleep(0.3)
+            assert bridge.stale
+            await bridge.refresh()
+            assert not bridge.stale
