@@ -287,3 +287,24 @@ async def test_a_50_mb_flood_does_not_raise_host_peak_memory(tmp_path: Path) -> 
     assert report["recovered"] is True
     # The flood is 50x the limit; the host's peak grows by at most a few times the limit.
     assert report["peak_growth_bytes"] < 4 * limit, report
+
+
+async def test_concurrent_calls_after_a_crash_share_one_reconnect(
+    fixture_stdio: StdioTransport,
+) -> None:
+    pids: list[str] = []
+    with trio.fail_after(30):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            crashed = await run_tool(bridge, "crash", {})
+            assert crashed.is_error
+
+            async def ask_pid() -> None:
+                result = await run_tool(bridge, "pid", {})
+                assert not result.is_error, result.joined_text
+                pids.append(result.joined_text)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(6):
+                    nursery.start_soon(ask_pid)
+    assert len(pids) == 6
+    assert len(set(pids)) == 1
