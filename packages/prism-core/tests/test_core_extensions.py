@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import pytest
+import trio
 
 from prism.core import (
     AssistantMessage,
@@ -16,7 +17,9 @@ from prism.core import (
     ExtensionAPI,
     ExtensionError,
     JsonObject,
+    PermissionDecision,
     PermissionDeniedError,
+    PermissionRequest,
     ScriptedProvider,
     ToolCall,
     ToolDefinition,
@@ -254,3 +257,41 @@ def test_default_group_is_prism_extensions(tmp_path: Path, monkeypatch: pytest.M
 def test_discovery_refuses_a_bad_group(group: object) -> None:
     with pytest.raises(ConfigurationError, match="group"):
         discover_contributions(group)  # type: ignore[arg-type]
+
+
+async def test_concurrent_loads_of_one_name_cannot_both_succeed() -> None:
+    release = trio.Event()
+    entered = trio.Event()
+
+    class Slow:
+        name = "racer"
+
+        async def setup(self, api: ExtensionAPI) -> None:
+            entered.set()
+            await release.wait()
+            api.register_tool(tool("raced"))
+
+    kernel = create_extension_kernel()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(kernel.load, Slow())
+        await entered.wait()
+        with pytest.raises(ExtensionError, match="already loaded"):
+            await kernel.load(Slow())
+        release.set()
+    assert kernel.extensions == ("racer",)
+    assert [t.name for t in kernel.contributions.tools] == ["raced"]
+
+
+async def test_a_refused_load_can_be_retried_once_allowed() -> None:
+    allowed: set[str] = set()
+
+    class Toggle:
+        def check(self, request: PermissionRequest) -> PermissionDecision:
+            return PermissionDecision(allowed=request.target in allowed)
+
+    kernel = create_extension_kernel(permission=Toggle())
+    with pytest.raises(PermissionDeniedError):
+        await kernel.load(Ext("later"))
+    allowed.add("later")
+    await kernel.load(Ext("later"))
+    assert kernel.extensions == ("later",)

@@ -111,6 +111,7 @@ class ExtensionKernel:
     permission: PermissionPolicy | None = None
     contributions: ContributionRegistries = attrs.field(factory=ContributionRegistries)
     _loaded: list[str] = attrs.field(factory=list, init=False)
+    _loading: set[str] = attrs.field(factory=set, init=False)
 
     @property
     def extensions(self) -> tuple[str, ...]:
@@ -141,26 +142,34 @@ class ExtensionKernel:
         setup = getattr(extension, "setup", None)
         if not callable(setup):
             raise ExtensionError(f"extension {name!r} has no callable setup(api)")
-        if name in self._loaded:
+        if name in self._loaded or name in self._loading:
             raise ExtensionError(f"extension {name!r} is already loaded")
-        await assert_permission(
-            self.permission, PermissionRequest(kind="extension", target=name, action="setup")
-        )
-        api = ExtensionAPI(extension_name=name)
+        # Reserved for the whole load, so two concurrent loads of one name cannot both win.
+        self._loading.add(name)
         try:
-            outcome = setup(api)
-            if inspect.isawaitable(outcome):
-                await outcome
-        except trio.Cancelled:
-            raise
-        except ExtensionError:
-            raise
-        except Exception as exc:
-            raise ExtensionError(
-                f"extension {name!r} setup failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            await assert_permission(
+                self.permission, PermissionRequest(kind="extension", target=name, action="setup")
+            )
+            api = ExtensionAPI(extension_name=name)
+            try:
+                outcome = setup(api)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except trio.Cancelled:
+                raise
+            except ExtensionError:
+                raise
+            except Exception as exc:
+                raise ExtensionError(
+                    f"extension {name!r} setup failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            finally:
+                api._closed = True
+            self._commit(name, api)
         finally:
-            api._closed = True
+            self._loading.discard(name)
+
+    def _commit(self, name: str, api: ExtensionAPI) -> None:
         sources = self.contributions.sources
         for tool in api._staged:
             owner = sources.get(tool.name)
