@@ -14,8 +14,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
-from prism.coding.tools import create_coding_tools
+from prism.coding.security import (
+    BubblewrapSandbox,
+    SandboxUnavailableError,
+    create_coding_approval_policy,
+    create_contained_file_operations,
+    create_sandbox_shell_operations,
+)
+from prism.coding.tools import LocalShellOperations, ShellOperations, create_coding_tools
 from prism.core import (
     AbortController,
     AgentEvent,
@@ -77,8 +83,9 @@ async def test_one_agent_run_through_every_package_then_an_abort_mid_turn(
             ("x1", "read", {"path": "../secret.txt"}),
             ("p1", "mcp:docs:delete_index", {}),
         ),
-        # Turn 2: a write and an edit of what was written.
+        # Turn 2: a write and an edit of what was written; a shell turn (serialised).
         _turn(("w1", "write", {"path": "notes.md", "content": "draft\n"})),
+        _turn(("sh1", "shell", {"command": "ls"}), ("sh2", "shell", {"command": "wc -l notes.md"})),
         _turn(
             (
                 "e1",
@@ -96,6 +103,14 @@ async def test_one_agent_run_through_every_package_then_an_abort_mid_turn(
         AssistantMessage(),
     ]
     provider = ScriptedProvider(script)
+    # The shell runs under bubblewrap where it works here, as the security docs advise.
+    sandbox = BubblewrapSandbox(writable_roots=roots)
+    shell_operations: ShellOperations
+    try:
+        await sandbox.ensure_available()
+        shell_operations = create_sandbox_shell_operations(sandbox)
+    except SandboxUnavailableError:
+        shell_operations = LocalShellOperations()
     ledger = RunLedger()
     with trio.fail_after(60):
         async with open_mcp_tools(
@@ -106,6 +121,7 @@ async def test_one_agent_run_through_every_package_then_an_abort_mid_turn(
                     str(workspace),
                     execution_policy=create_coding_approval_policy(roots=roots),
                     file_operations=create_contained_file_operations(roots),
+                    shell_operations=shell_operations,
                 ),
                 *bridge.tools,
             ]
@@ -138,6 +154,9 @@ async def test_one_agent_run_through_every_package_then_an_abort_mid_turn(
             assert records["p1"].blocked_reason == "permission_denied"
             assert records["w1"].status == "ok"
             assert records["e1"].status == "ok"
+            assert records["sh1"].status == "ok"
+            assert "notes.md" in (records["sh1"].result_preview or "")
+            assert records["sh1"].finished_at <= records["sh2"].started_at  # exclusive shell
             assert records["slow"].status == "cancelled"
             assert "slow" in progress
             assert (workspace / "notes.md").read_text(encoding="utf-8") == "final\n"
