@@ -194,3 +194,14 @@ def test_concurrency_outside_its_range_is_always_refused(value: int) -> None:
     else:
         with pytest.raises(ConfigError):
             parse_config({"agent": {"tool_concurrency": value}})
+
+
+@pytest.mark.parametrize("mode", ["none", "bubblewrap", "auto"])
+def test_sandbox_modes_are_accepted(mode: str) -> None:
+    assert parse_config({"workspace": {"sandbox": mode}}).workspace.sandbox == mode
+
+
+def test_an_unknown_sandbox_is_refused_with_the_choices() -> None:
+    error = _problem({"workspace": {"sandbox": "docker"}})
+    assert error.key == "workspace.sandbox"
+    assert "'none' or 'bubblewrap' or 'auto'" in error.problem

@@ -202,8 +202,12 @@ def run_command(
     console = _console(json_mode=json_mode)
     run_ledger = RunLedger()
 
+    started = False
+
     async def go() -> RunReport:
+        nonlocal started
         async with open_toolset(loaded) as toolset:
+            started = True
             with EventView(console, quiet=json_mode, live=live) as view:
                 return await run_scripted_session(
                     session, toolset, config=loaded, ledger=run_ledger, view=view
@@ -212,7 +216,8 @@ def run_command(
     try:
         report = _run_trio(go)
     finally:
-        _write_ledger(run_ledger, target)
+        if started:  # a run that never started leaves no (empty) ledger behind
+            _write_ledger(run_ledger, target)
     if json_mode:
         _emit_json({**report.to_json(), "ledger": str(target)})
     else:

@@ -92,11 +92,16 @@ class WorkspaceConfig:
         roots: absolute folders the coding tools are contained in; the first is the cwd.
         coding_tools: whether ``shell``, ``read``, ``write`` and ``edit`` are offered.
         read_only: refuse every write, edit and non-read-only command.
+        sandbox: where shell commands run: ``"none"`` (the host, contained only by
+            the policy), ``"bubblewrap"`` (OS isolation; refuses to start when
+            bubblewrap cannot work here) or ``"auto"`` (bubblewrap when it works,
+            else the host, and the run says which).
     """
 
     roots: tuple[str, ...] = ()
     coding_tools: bool = True
     read_only: bool = False
+    sandbox: Literal["none", "bubblewrap", "auto"] = "none"
 
 
 @attrs.frozen(kw_only=True)
@@ -366,6 +371,10 @@ def parse_config(
         roots=roots,
         coding_tools=ws_t.boolean("coding_tools", True),
         read_only=ws_t.boolean("read_only", False),
+        sandbox=cast(
+            "Literal['none', 'bubblewrap', 'auto']",
+            ws_t.choice("sandbox", "none", ("none", "bubblewrap", "auto")),
+        ),
     )
     ws_t.finish()
 

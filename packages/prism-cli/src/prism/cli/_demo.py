@@ -116,7 +116,7 @@ def demo_config(workspace: Path, *, concurrency: int, step_seconds: float) -> Pr
         source="prism demo",
         base_dir=str(workspace),
         agent=AgentConfig(model="scripted-demo", tool_concurrency=concurrency, max_tool_rounds=8),
-        workspace=WorkspaceConfig(roots=(str(workspace),)),
+        workspace=WorkspaceConfig(roots=(str(workspace),), sandbox="auto"),
         permissions=PermissionsConfig(
             allow=("tool:*:execute",), deny=("tool:mcp:docs:delete_*:execute",)
         ),
@@ -234,21 +234,32 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     before = (workspace / _EDITED).read_text(encoding="utf-8")
     ledger = RunLedger()
     quiet = options.json_mode
-    if not quiet:
-        console.print(
-            Panel.fit(
-                f"workspace  {workspace}\n"
-                f"mcp server {config.mcp_servers[0].command} "
-                f"{' '.join(config.mcp_servers[0].args)}\n"
-                f"gates      rule permissions, JSON Schema validation, coding approval "
-                f"policy (roots = workspace), contained file operations\n"
-                f"bound      at most {options.concurrency} calls of a turn in flight",
-                title="prism demo: a scripted agent session, no model, no network",
-            )
+
+    def header(sandbox: str) -> Panel:
+        server = config.mcp_servers[0]
+        isolation = (
+            "bubblewrap: shell commands run isolated (read-only /, no network)"
+            if sandbox == "bubblewrap"
+            else f"{sandbox}: shell commands run on this host, contained only by the policy"
+        )
+        return Panel.fit(
+            f"workspace  {workspace}\n"
+            f"mcp server {server.command} {' '.join(server.args)}\n"
+            f"gates      rule permissions, JSON Schema validation, coding approval "
+            f"policy (roots = workspace), contained file operations\n"
+            f"sandbox    {isolation}\n"
+            f"bound      at most {options.concurrency} calls of a turn in flight",
+            title="prism demo: a scripted agent session, no model, no network",
         )
 
+    started = False
+
     async def go() -> RunReport:
+        nonlocal started
         async with open_toolset(config) as toolset:
+            started = True
+            if not quiet:
+                console.print(header(toolset.sandbox))
             with EventView(console, quiet=quiet, live=options.live) as view:
                 return await run_scripted_session(
                     session, toolset, config=config, ledger=ledger, view=view
@@ -257,11 +268,12 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     try:
         report = run_trio(go)
     finally:
-        try:
-            ledger_path.parent.mkdir(parents=True, exist_ok=True)
-            ledger_path.write_text(ledger.to_jsonl(), encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"cannot write the ledger to {ledger_path}: {exc}") from exc
+        if started:
+            try:
+                ledger_path.parent.mkdir(parents=True, exist_ok=True)
+                ledger_path.write_text(ledger.to_jsonl(), encoding="utf-8")
+            except OSError as exc:
+                raise CliError(f"cannot write the ledger to {ledger_path}: {exc}") from exc
     after = (workspace / _EDITED).read_text(encoding="utf-8")
     diff = _diff(before, after, _EDITED)
     if options.json_mode:

@@ -41,6 +41,7 @@ from ._trio import only_leaf
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
+    from prism.coding.tools import ShellOperations
     from prism.core import ToolCallRecord
 
     from ._config import McpServerConfig, PrismConfig
@@ -59,12 +60,16 @@ __all__ = [
 
 @attrs.define(eq=False)
 class Toolset:
-    """The tools and gates a configuration produced (alive while its block is open)."""
+    """The tools and gates a configuration produced (alive while its block is open).
+
+    ``sandbox`` says where shell commands run: ``"bubblewrap"`` or ``"none"``.
+    """
 
     tools: list[ToolDefinition]
     permission: PermissionPolicy
     validator: ToolValidator | None
     bridges: list[McpToolBridge] = attrs.field(factory=list)
+    sandbox: str = "none"
 
 
 @attrs.frozen(kw_only=True)
@@ -77,6 +82,7 @@ class RunReport:
         aborted: whether the run was aborted.
         final_text: the last assistant message's text.
         max_in_flight: the most calls that ran at once.
+        sandbox: where shell commands ran (``"bubblewrap"`` or ``"none"``).
     """
 
     rows: tuple[CallRow, ...]
@@ -84,6 +90,7 @@ class RunReport:
     aborted: bool
     final_text: str
     max_in_flight: int
+    sandbox: str = "none"
 
     def to_json(self) -> dict[str, object]:
         """The report as a JSON object."""
@@ -92,6 +99,7 @@ class RunReport:
             "aborted": self.aborted,
             "final": self.final_text,
             "max_in_flight": self.max_in_flight,
+            "sandbox": self.sandbox,
             "calls": [row.to_json() for row in self.rows],
         }
 
@@ -140,7 +148,31 @@ async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridg
         yield bridge
 
 
-def _coding_tools(config: PrismConfig) -> list[ToolDefinition]:
+async def _shell_operations(config: PrismConfig) -> tuple[ShellOperations | None, str]:
+    """The shell operations the configured sandbox asks for, and a word saying which."""
+    from prism.coding.security import (
+        BubblewrapSandbox,
+        SandboxUnavailableError,
+        create_sandbox_shell_operations,
+    )
+
+    mode = config.workspace.sandbox
+    if mode == "none":
+        return None, "none"
+    sandbox = BubblewrapSandbox(writable_roots=list(config.workspace.roots))
+    try:
+        await sandbox.ensure_available()
+    except SandboxUnavailableError as exc:
+        if mode == "bubblewrap":
+            raise CliError(
+                f"{config.source}: workspace.sandbox: bubblewrap cannot isolate commands "
+                f'here ({exc}); set sandbox = "none" to run them on the host'
+            ) from exc
+        return None, "none (bubblewrap unavailable)"
+    return create_sandbox_shell_operations(sandbox), "bubblewrap"
+
+
+async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]:
     from prism.coding.security import (
         CommandRules,
         create_coding_approval_policy,
@@ -160,13 +192,14 @@ def _coding_tools(config: PrismConfig) -> list[ToolDefinition]:
     policy = create_coding_approval_policy(
         roots=roots, read_only=config.workspace.read_only, command_rules=rules
     )
-    return list(
-        create_coding_tools(
-            roots[0],
-            execution_policy=policy,
-            file_operations=create_contained_file_operations(roots),
-        )
+    shell_operations, sandbox = await _shell_operations(config)
+    tools = create_coding_tools(
+        roots[0],
+        execution_policy=policy,
+        file_operations=create_contained_file_operations(roots),
+        shell_operations=shell_operations,
     )
+    return list(tools), sandbox
 
 
 @contextlib.asynccontextmanager
@@ -193,16 +226,24 @@ async def open_toolset(config: PrismConfig) -> AsyncIterator[Toolset]:
     async with contextlib.AsyncExitStack() as stack:
         tools: list[ToolDefinition] = []
         bridges: list[McpToolBridge] = []
+        sandbox = "none"
         if config.workspace.coding_tools:
             try:
-                tools.extend(_coding_tools(config))
+                coding, sandbox = await _coding_tools(config)
             except (ValueError, TypeError, OSError) as exc:
                 raise CliError(f"cannot build the coding tools: {exc}") from exc
+            tools.extend(coding)
         for server in config.mcp_servers:
             bridge = await stack.enter_async_context(open_mcp_server(server))
             bridges.append(bridge)
             tools.extend(bridge.tools)
-        yield Toolset(tools=tools, permission=permission, validator=validator, bridges=bridges)
+        yield Toolset(
+            tools=tools,
+            permission=permission,
+            validator=validator,
+            bridges=bridges,
+            sandbox=sandbox,
+        )
 
 
 def _script(turns: Sequence[AssistantMessage], registry_names: Sequence[str]) -> list[ScriptedTurn]:
@@ -325,6 +366,7 @@ async def run_scripted_session(
         aborted=result.aborted,
         final_text=final,
         max_in_flight=view.max_in_flight if view else 0,
+        sandbox=toolset.sandbox,
     )
 
 
