@@ -188,20 +188,9 @@ class _Turn:
             index = self.claimed
             self.claimed = index + 1
             call = calls[index]
-            if signal is None:
-                result = await dispatch_tool_call(call, options)
-            else:
-                # Also cancels a call still waiting in a gate (an approval, a slow
-                # permission check), not only one inside execute.
-                done: ToolResult | None = None
-                with trio.CancelScope() as scope:
-                    remove = signal.add_callback(scope.cancel)
-                    try:
-                        done = await dispatch_tool_call(call, options)
-                    finally:
-                        remove()
-                result = done if done is not None else cancelled_result(call, signal.reason)
-            self.fill(index, result)
+            # dispatch_tool_call's own abort scope covers the gates and execute, and
+            # turns an abort into a cancellation result for this slot.
+            self.fill(index, await dispatch_tool_call(call, options))
 
 
 async def dispatch_tool_calls_in_order(
