@@ -72,7 +72,8 @@ def _blocks(language: str, files: list[Path] | None = None) -> list[tuple[str, s
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
+    hidden = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     # The docs say `python` and `prism`: make them this interpreter's.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["NO_COLOR"] = "1"

@@ -10,8 +10,9 @@ CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("FORCE_COLOR", None)
+    # Nothing that makes rich treat a pipe as a terminal (CI sets some of these).
+    hidden = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     env["NO_COLOR"] = "1"
     env["COLUMNS"] = "160"
     env["PYTHONUTF8"] = "1"

@@ -11,6 +11,15 @@ import pytest
 
 from prism.core import RunLedger, ToolCallRecord
 
+# Variables that make rich treat a pipe as a terminal (CI sets some of them); the
+# tests read the plain, one-line-per-event output.
+_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+
+
+def _plain_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
+
+
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 DemoRun = tuple[subprocess.CompletedProcess[str], Path]
 
@@ -25,7 +34,7 @@ def _demo(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+        env={**_plain_environ(), "NO_COLOR": "1", "COLUMNS": "200"},
     )
 
 

@@ -11,6 +11,14 @@ from pathlib import Path
 
 from prism.core import RunLedger
 
+# Variables that make rich treat a pipe as a terminal (CI sets some of them); the
+# tests read the plain, one-line-per-event output.
+_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+
+
+def _plain_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
+
 
 def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
     assert proc.stdout is not None
@@ -57,7 +65,7 @@ path = "ledger.jsonl"
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "NO_COLOR": "1"},
+        env={**_plain_environ(), "NO_COLOR": "1"},
     )
     try:
         _wait_for_line(proc, "progress", timeout=60)

@@ -1,6 +1,7 @@
 """End to end: ``prism run SESSION.json`` against a ``prism.toml``, in real subprocesses."""
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -10,6 +11,15 @@ from pathlib import Path
 import pytest
 
 from prism.core import RunLedger
+
+# Variables that make rich treat a pipe as a terminal (CI sets some of them); the
+# tests read the plain, one-line-per-event output.
+_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+
+
+def _plain_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
+
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -196,7 +206,6 @@ def test_run_shell_metacharacters_need_approval_and_are_refused(
 
 
 def _no_bwrap_env(tmp_path: Path) -> dict[str, str]:
-    import os
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -206,7 +215,7 @@ def _no_bwrap_env(tmp_path: Path) -> dict[str, str]:
             if Path(folder, tool).exists():
                 (bin_dir / tool).symlink_to(Path(folder, tool))
                 break
-    return {**os.environ, "PATH": str(bin_dir), "NO_COLOR": "1"}
+    return {**_plain_environ(), "PATH": str(bin_dir), "NO_COLOR": "1"}
 
 
 def _run_in(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
