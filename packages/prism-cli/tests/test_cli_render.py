@@ -14,6 +14,7 @@ from prism.core import (
     ToolExecutionProgress,
     ToolExecutionStarted,
     ToolResult,
+    TurnFinished,
     TurnStarted,
 )
 
@@ -126,3 +127,14 @@ def test_untrusted_text_cannot_smuggle_markup() -> None:
     assert "[red]x[/red]" in out
     assert "\x1b]0;" not in out
     assert "\u202e" not in out
+
+
+def test_a_turn_without_calls_prints_no_header() -> None:
+    console, buffer = _console(terminal=False)
+    with EventView(console) as view:
+        view(TurnStarted(turn=1))
+        view(ToolExecutionStarted(call_id="a", tool_name="read", arguments={}))
+        view(TurnStarted(turn=2))
+        view(TurnFinished(turn=2, tool_calls=0))
+    assert "turn 1" in buffer.getvalue()
+    assert "turn 2" not in buffer.getvalue()

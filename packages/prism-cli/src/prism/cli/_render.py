@@ -237,6 +237,7 @@ class EventView:
     live: bool | None = None
     max_in_flight: int = attrs.field(default=0, init=False)
     refusals: dict[str, str] = attrs.field(factory=dict, init=False)
+    _pending_turn: int | None = attrs.field(default=None, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _progress: Progress | None = attrs.field(default=None, init=False)
     _tasks: dict[str, TaskID] = attrs.field(factory=dict, init=False)
@@ -271,8 +272,20 @@ class EventView:
     def __call__(self, event: AgentEvent) -> None:
         """Receive one event (the agent's ``on_event``)."""
         if isinstance(event, TurnStarted):
-            self._line(f"[bold]turn {event.turn}[/]")
-        elif isinstance(event, ToolExecutionStarted):
+            # Shown with the turn's first call: a turn that only answers prints nothing.
+            self._pending_turn = event.turn
+            return
+        tool_event = (
+            ToolExecutionStarted,
+            ToolExecutionProgress,
+            ToolExecutionFinished,
+            ToolExecutionError,
+            ToolExecutionBlocked,
+        )
+        if self._pending_turn is not None and isinstance(event, tool_event):
+            self._line(f"[bold]turn {self._pending_turn}[/]")
+            self._pending_turn = None
+        if isinstance(event, ToolExecutionStarted):
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             self._start(event)
