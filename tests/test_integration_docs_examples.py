@@ -45,8 +45,8 @@ STRICT = {
 # checkout, a test suite): correct as documentation, not runnable here. Matched by
 # a distinctive piece of the block, so edits elsewhere in the page do not matter.
 NEEDS_THE_OUTSIDE_WORLD = {
-    ("packages/prism-coding-tools/README.md", '"/work/repo"'),
-    ("docs/coding-tools.md", '"/work/repo"'),
+    ("packages/prism-coding-tools/README.md", 'shell_options={"timeout_s": 60'),
+    ("docs/coding-tools.md", 'shell_options={"timeout_s": 60'),
 }
 
 
@@ -159,8 +159,8 @@ def _cli_example(language: str) -> str:
     return blocks[0][1]
 
 
-def test_cli_doc_prism_toml_example_is_valid() -> None:
-    config = parse_config(tomllib.loads(_cli_example("toml")), base_dir="/tmp/x")
+def test_cli_doc_prism_toml_example_is_valid(tmp_path: Path) -> None:
+    config = parse_config(tomllib.loads(_cli_example("toml")), base_dir=str(tmp_path))
     assert [s.server_id for s in config.mcp_servers] == ["docs"]
     assert config.permissions.deny == ("tool:mcp:docs:delete_*:execute",)
 
