@@ -1,4 +1,8 @@
-"""Timeouts and cancellation terminate the whole process tree, checked by PID."""
+"""Timeouts and cancellation terminate the whole process tree, checked by PID.
+
+The terminator itself (prism.core.terminate_process_tree) is tested in prism-core;
+these tests prove the shell tool and run_process_tree use it on every path.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +15,13 @@ import pytest
 import trio
 
 from prism.coding.tools import (
+    InvalidToolOptionError,
     LocalShellOperations,
     OutputSink,
     ShellExit,
     ShellSpawnRequest,
     create_shell_tool,
     run_process_tree,
-    terminate_process_tree,
 )
 from prism.core import JsonObject, ToolDefinition, ToolResult
 
@@ -160,13 +164,6 @@ async def test_missing_program_raises_oserror(tmp_path: Path) -> None:
         )
 
 
-async def test_terminate_never_signals_the_caller() -> None:
-    # Our own PID as the root: the walk must skip this process and its parent.
-    with trio.fail_after(5):
-        await terminate_process_tree(os.getpid(), grace_s=0.1)
-    assert _alive(os.getpid())
-
-
 async def test_exit_reports_signal_of_a_killed_shell(tmp_path: Path) -> None:
     chunks: list[bytes] = []
 
@@ -181,13 +178,20 @@ async def test_exit_reports_signal_of_a_killed_shell(tmp_path: Path) -> None:
     assert result.signal == 9
 
 
-async def test_a_reaped_roots_reused_pid_is_never_signalled() -> None:
-    # A stranger that now holds the PID (and leads its own session, as a reused PID may).
-    stranger = await trio.lowlevel.open_process(["sleep", "30"], start_new_session=True)
-    try:
-        with trio.fail_after(5):
-            await terminate_process_tree(stranger.pid, grace_s=0.1, root_reaped=True)
-        assert _alive(stranger.pid)
-    finally:
-        stranger.kill()
-        await stranger.wait()
+def test_process_tree_names_are_prism_cores() -> None:
+    import prism.coding.tools as tools
+    import prism.core as core
+
+    assert tools.terminate_process_tree is core.terminate_process_tree
+    assert tools.PROCESS_TREE_ENV_VAR == core.PROCESS_TREE_ENV_VAR == "PRISM_PROCESS_TREE"
+    assert tools.DEFAULT_KILL_GRACE_S == core.DEFAULT_KILL_GRACE_S
+
+
+async def test_boolean_kill_grace_is_refused_before_spawning(tmp_path: Path) -> None:
+    async def sink(chunk: bytes) -> None:
+        raise AssertionError("nothing may run")
+
+    with pytest.raises(InvalidToolOptionError, match="kill_grace_s"):
+        await run_process_tree(
+            ["sh", "-c", "echo ran"], cwd=str(tmp_path), env={}, on_output=sink, kill_grace_s=True
+        )

@@ -4,7 +4,9 @@ import prism.core
 import prism.core.testing
 
 DOCUMENTED = {
+    "DEFAULT_KILL_GRACE_S",
     "LEDGER_SCHEMA_VERSION",
+    "PROCESS_TREE_ENV_VAR",
     "AbortController",
     "AbortSignal",
     "Agent",
@@ -96,6 +98,7 @@ DOCUMENTED = {
     "is_tool_allowed",
     "provider_safe_name",
     "resolve_tool_concurrency",
+    "terminate_process_tree",
 }
 
 

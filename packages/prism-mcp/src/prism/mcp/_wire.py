@@ -10,8 +10,7 @@ error result.
 
 from __future__ import annotations
 
-import os
-import signal
+import secrets
 import subprocess
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ import mcp_types
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
+from prism.core import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -47,8 +47,6 @@ _STDERR_TAIL_BYTES = 4096
 _STDIN_GRACE_S = 1.0
 _TERM_GRACE_S = 1.0
 _KILL_WAIT_S = 2.0
-_REAP_POLL_S = 0.005
-_REAP_POLLS = 400
 
 
 @attrs.define(eq=False)
@@ -137,11 +135,14 @@ async def open_stdio_streams(
 ) -> AsyncIterator[TransportStreams]:
     """Spawn the server and yield the SDK's (read, write) streams over its stdio.
 
-    The server runs in a new session (its own process group). On exit, shielded
-    and bounded by a few seconds: stdin is closed, then the group gets SIGTERM,
-    then SIGKILL, so no process of that group outlives the block.
+    The server runs in a new session with the SDK's safe default environment,
+    the transport's ``env`` and a fresh random :data:`PROCESS_TREE_ENV_VAR`
+    marker. On exit, shielded and bounded by a few seconds: stdin is closed,
+    then the server's whole process tree (descendants, session, marked
+    processes) is terminated, so none of it outlives the block.
     """
-    env = get_default_environment() | dict(transport.env or {})
+    marker = secrets.token_hex(16)
+    env = get_default_environment() | dict(transport.env or {}) | {PROCESS_TREE_ENV_VAR: marker}
     process: Process = await anyio.open_process(
         [transport.command, *transport.args],
         stdin=subprocess.PIPE,
@@ -213,7 +214,7 @@ async def open_stdio_streams(
         finally:
             closing = True
             with anyio.CancelScope(shield=True):
-                await _stop(process, state)
+                await _stop(process, state, marker)
                 for stream in (read_recv, write_send, read_send, write_recv):
                     stream.close()
             tasks.cancel_scope.cancel()
@@ -226,52 +227,22 @@ async def _wait_exit(process: Process, seconds: float) -> bool:
     return process.returncode is not None
 
 
-def _kill_group(pid: int, signum: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
-
-
-def _group_running(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` is still running (zombies count as gone)."""
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return False
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
-            return True
-    return False
-
-
-async def _stop(process: Process, state: WireState) -> None:
-    """Close stdin, then SIGTERM and SIGKILL the server's process group; each wait is bounded."""
+async def _stop(process: Process, state: WireState, marker: str) -> None:
+    """Close stdin, then terminate the server's tree (SIGTERM, SIGKILL); each wait is bounded."""
     if process.stdin is not None:
         with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             with anyio.move_on_after(_STDIN_GRACE_S):
                 await process.stdin.aclose()
-    if not await _wait_exit(process, _STDIN_GRACE_S):
-        _kill_group(process.pid, signal.SIGTERM)
-        if not await _wait_exit(process, _TERM_GRACE_S):
-            _kill_group(process.pid, signal.SIGKILL)
-            await _wait_exit(process, _KILL_WAIT_S)
-    # Children the server left behind in its group go too, even when it exited on its own;
-    # a SIGKILL lands within moments, so wait (bounded) until none of them is running.
-    _kill_group(process.pid, signal.SIGKILL)
-    for _ in range(_REAP_POLLS):
-        if not _group_running(process.pid):
-            break
-        await anyio.sleep(_REAP_POLL_S)
+    await _wait_exit(process, _STDIN_GRACE_S)
+    # Whatever the server left behind goes too, even when it exited on its own: children
+    # in its session, and (by the marker) grandchildren that called setsid and were orphaned.
+    await terminate_process_tree(
+        process.pid,
+        marker=marker,
+        grace_s=_TERM_GRACE_S,
+        root_reaped=process.returncode is not None,
+    )
+    await _wait_exit(process, _KILL_WAIT_S)
     state.returncode = process.returncode
     for stream in (process.stdout, process.stderr):
         if stream is not None:

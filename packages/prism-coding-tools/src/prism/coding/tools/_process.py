@@ -1,34 +1,33 @@
 """Spawning a command, streaming its merged output, and terminating its whole tree.
 
-A process tree is found three ways at once, because each alone misses
-something: the descendants of the root (by walking ``/proc`` parent links),
-every process still in the root's session or process group (descendants that
-were re-parented to init after their parent exited), and every process whose
-environment carries the run's random marker (descendants that called
-``setsid`` *and* lost their parent). Only a process that both escaped the
-session and cleared its environment can get away; a PID-namespace sandbox
-closes that gap.
+The tree is terminated with :func:`prism.core.terminate_process_tree`, which
+finds it three ways at once: the descendants of the root (by walking ``/proc``
+parent links), every process still in the root's session or process group,
+and every process whose environment carries the run's random marker
+(:data:`~prism.core.PROCESS_TREE_ENV_VAR`). Only a process that both escaped
+the session and cleared its environment can get away; a PID-namespace sandbox
+closes that gap. The three names are re-exported here unchanged.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
+import math
 import secrets
 import shutil
-import signal
 import subprocess
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from prism.core import DEFAULT_KILL_GRACE_S, PROCESS_TREE_ENV_VAR, terminate_process_tree
+
 from ._errors import InvalidToolOptionError
 from ._protocols import OutputSink, ShellExit, ShellSpawnRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "DEFAULT_KILL_GRACE_S",
@@ -39,185 +38,14 @@ __all__ = [
     "terminate_process_tree",
 ]
 
-PROCESS_TREE_ENV_VAR = "PRISM_PROCESS_TREE"
-"""Environment variable carrying each run's random marker, used to find escaped descendants."""
-
-DEFAULT_KILL_GRACE_S = 1.0
-"""Seconds between SIGTERM and SIGKILL when a tree is terminated."""
-
 _READ_SIZE = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 0.25
 _KILL_WAIT_S = 2.0
-_POLL_S = 0.01
 
 
 def default_shell_path() -> str:
     """The shell the tools use when none is configured: ``bash`` on ``PATH``, else ``/bin/sh``."""
     return shutil.which("bash") or "/bin/sh"
-
-
-@attrs.frozen
-class _Proc:
-    pid: int
-    ppid: int
-    pgrp: int
-    session: int
-    start: int
-    state: str
-
-
-def _read_proc(pid: int) -> _Proc | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    # The command name sits in parentheses and may itself contain spaces and ')'.
-    end = raw.rfind(b")")
-    fields = raw[end + 2 :].split()
-    try:
-        return _Proc(
-            pid=pid,
-            state=fields[0].decode("ascii", "replace"),
-            ppid=int(fields[1]),
-            pgrp=int(fields[2]),
-            session=int(fields[3]),
-            start=int(fields[19]),
-        )
-    except (IndexError, ValueError):
-        return None
-
-
-def _all_procs() -> list[_Proc]:
-    procs = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if name.isdigit():
-            proc = _read_proc(int(name))
-            if proc is not None:
-                procs.append(proc)
-    return procs
-
-
-def _has_marker(pid: int, marker: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return marker in f.read()
-    except OSError:
-        return False
-
-
-def _collect(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
-    """Live members of ``root``'s tree, as ``{pid: start time}`` (zombies left out).
-
-    Once the root has been reaped its PID may belong to a stranger: then the
-    PID and its children are never taken, and the session and group IDs only
-    while no live process holds that PID (the kernel does not hand out a PID
-    still used as a session or group ID, so a holder means reuse).
-    """
-    procs = _all_procs()
-    protected = {0, 1, os.getpid(), os.getppid()}
-    reused = root_reaped and any(proc.pid == root for proc in procs)
-    children: dict[int, list[_Proc]] = {}
-    for proc in procs:
-        children.setdefault(proc.ppid, []).append(proc)
-    found: dict[int, _Proc] = {}
-    stack = [] if root_reaped else [root]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child.pid not in found:
-                found[child.pid] = child
-                stack.append(child.pid)
-    for proc in procs:
-        if proc.pid in found or proc.pid in protected:
-            continue
-        if root_reaped and proc.pid == root:
-            continue
-        in_session = not reused and root in (proc.pid, proc.session, proc.pgrp)
-        if in_session or (marker is not None and _has_marker(proc.pid, marker)):
-            found[proc.pid] = proc
-    return {
-        pid: proc.start for pid, proc in found.items() if pid not in protected and proc.state != "Z"
-    }
-
-
-def _alive(members: Mapping[int, int]) -> dict[int, int]:
-    alive = {}
-    for pid, start in members.items():
-        proc = _read_proc(pid)
-        if proc is not None and proc.start == start and proc.state != "Z":
-            alive[pid] = start
-    return alive
-
-
-def _signal_all(members: Iterable[int], signum: int) -> None:
-    for pid in members:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
-
-
-def _freeze_and_collect(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
-    """Stop every member so none can fork past us, re-walking until the set is stable."""
-    members: dict[int, int] = {}
-    for _ in range(8):
-        found = _collect(root, marker, root_reaped)
-        new = {pid: start for pid, start in found.items() if pid not in members}
-        if not new:
-            break
-        _signal_all(_alive(new), signal.SIGSTOP)
-        members.update(new)
-    return members
-
-
-async def _wait_gone(members: dict[int, int], limit_s: float) -> dict[int, int]:
-    with trio.move_on_after(limit_s):
-        while True:
-            members = _alive(members)
-            if not members:
-                return members
-            await trio.sleep(_POLL_S)
-    return _alive(members)
-
-
-async def terminate_process_tree(
-    root: int,
-    *,
-    marker: str | None = None,
-    grace_s: float = DEFAULT_KILL_GRACE_S,
-    root_reaped: bool = False,
-) -> None:
-    """Terminate ``root`` and all its descendants: SIGTERM, ``grace_s`` of grace, SIGKILL.
-
-    Members are found by walking ``/proc`` (children of children), by the
-    root's session and process group, and, when ``marker`` is given, by the
-    ``PRISM_PROCESS_TREE=<marker>`` entry in a process's environment, which
-    catches grandchildren that called ``setsid`` and were re-parented. Every
-    member is stopped (SIGSTOP) before it is signalled so it cannot fork new
-    ones in between; the caller's own process and its parent are never
-    signalled. Pass ``root_reaped=True`` once the root's exit status has
-    been collected: its PID may then be reused, and only what is provably
-    ours (session members while the PID is unused, marked processes) is taken.
-
-    Checkpoints. The work is shielded from cancellation and bounded in time
-    (about ``grace_s`` plus two seconds); it returns when every member found
-    is gone or that bound has passed.
-    """
-    needle = f"{PROCESS_TREE_ENV_VAR}={marker}".encode() if marker else None
-    with trio.CancelScope(shield=True), trio.move_on_after(grace_s + 2 * _KILL_WAIT_S):
-        members = await trio.to_thread.run_sync(_freeze_and_collect, root, needle, root_reaped)
-        if not members:
-            return
-        _signal_all(members, signal.SIGTERM)
-        _signal_all(members, signal.SIGCONT)
-        remaining = await _wait_gone(members, grace_s)
-        late = await trio.to_thread.run_sync(_freeze_and_collect, root, needle, root_reaped)
-        remaining.update(late)
-        if remaining:
-            _signal_all(remaining, signal.SIGKILL)
-            await _wait_gone(remaining, _KILL_WAIT_S)
 
 
 def _exit_of(returncode: int, pid: int) -> ShellExit:
@@ -258,7 +86,8 @@ async def run_process_tree(
     argv = list(argv)
     if not argv:
         raise InvalidToolOptionError("argv must not be empty")
-    if not isinstance(kill_grace_s, (int, float)) or not 0 <= kill_grace_s < float("inf"):
+    grace = kill_grace_s
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf:
         raise InvalidToolOptionError(f"kill_grace_s must be a number >= 0, got {kill_grace_s!r}")
     marker = secrets.token_hex(16)
     full_env = {**env, PROCESS_TREE_ENV_VAR: marker}
