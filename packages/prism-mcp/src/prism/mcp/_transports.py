@@ -66,8 +66,10 @@ class StdioTransport:
 
     The server gets only the MCP SDK's safe default environment (``HOME``,
     ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``) plus ``env``; the
-    host's other variables (tokens, keys) are never passed on. It runs in its
-    own process group, which the bridge kills when it closes.
+    host's other variables (tokens, keys) are never passed on; Prism adds only
+    ``PRISM_PROCESS_TREE`` (a random marker). It runs in its own session, and
+    the bridge terminates its whole process tree when it closes (see
+    :func:`prism.core.terminate_process_tree`).
 
     Attributes:
         command: the executable (looked up on ``PATH`` when not a path).
