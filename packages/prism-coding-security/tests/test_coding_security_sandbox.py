@@ -100,6 +100,12 @@ async def test_sees_its_working_directory(root: Path) -> None:
     assert output.splitlines() == [str(root / "sub"), "present"]
 
 
+# The sandbox's /tmp is private, so a virtualenv that lives under /tmp (a CI clone
+# there, say) is invisible inside it. The probes need only the standard library,
+# so they run on the real interpreter the virtualenv's python links to.
+_PYTHON = os.path.realpath(sys.executable)
+
+
 @needs_bwrap
 async def test_no_network_by_default(root: Path) -> None:
     listener = trio.socket.socket()
@@ -117,7 +123,7 @@ async def test_no_network_by_default(root: Path) -> None:
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     with listener:
-        _, output = await run(ops, f"{sys.executable} probe.py", root)
+        _, output = await run(ops, f"{_PYTHON} probe.py", root)
     assert "refused" in output, output
     assert "connected" not in output
 
@@ -132,7 +138,7 @@ async def test_network_true_shares_the_host_network(root: Path) -> None:
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], network=True))
     with listener:
-        _, output = await run(ops, f"{sys.executable} probe.py", root)
+        _, output = await run(ops, f"{_PYTHON} probe.py", root)
     assert output.strip() == "ok"
 
 
