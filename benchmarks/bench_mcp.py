@@ -10,7 +10,8 @@ Rows (medians over repetitions, measured in one run, samples interleaved):
    validates each result against the tool's ``outputSchema`` on both sides.
    Target: <= 1.05x the raw SDK. A third row calls the bridge's own SDK session
    directly (same server process, no Prism layers) to tell Prism's cost apart from
-   the difference between two server processes. Because wall time on a shared
+   the difference between two server processes; a fourth gives, in absolute time,
+   what dispatch adds per call over that session (paired samples). Because wall time on a shared
    2-core machine swings with other load, the host's own CPU time per call
    (``time.process_time``) is reported too, raw SDK against the bridge.
 2. Connect time: ``async with Client(...)`` + ``list_tools()`` (baseline) against
@@ -38,8 +39,10 @@ from prism.mcp import StdioTransport, StreamableHttpTransport, open_mcp_tools
 BENCH = "mcp"
 QUICK = "--quick" in sys.argv[1:]
 INNER = 20 if QUICK else 50
-# A Streamable HTTP round trip costs ~45 ms here (both clients alike), so fewer per sample.
-HTTP_INNER = 5 if QUICK else 10
+# A Streamable HTTP round trip costs ~2-3 ms here (both clients alike). It cost ~43 ms
+# while the fixture server's sockets had Nagle on (see mcp_fixture_server.py): every
+# response, written as headers then body, waited for the client's delayed ACK.
+HTTP_INNER = 10 if QUICK else 25
 REPEAT = 7 if QUICK else 15
 # stdio samples are cheap: take more of them, the medians steady on a busy machine.
 STDIO_REPEAT = 11 if QUICK else 41
@@ -128,6 +131,9 @@ async def round_trips(
         note="same server as the bridge, no Prism layers",
     )
     versus_same = row(BENCH, "", bridge_samples, baseline=same).ratio or 0.0
+    # Paired per repetition (same rotation slot, same load): what Prism's layers add to
+    # one call in absolute time, on top of the bridge's own SDK session.
+    added = [b - s for b, s in zip(bridge_samples, session_samples, strict=True)]
     return [
         base,
         same,
@@ -138,6 +144,12 @@ async def round_trips(
             baseline=base,
             target="<= 1.05x",
             note=f"{versus_same:.2f}x bridge session",
+        ),
+        row(
+            BENCH,
+            f"{label}: dispatch minus bridge session",
+            added,
+            note="absolute latency Prism adds per call (paired samples)",
         ),
         # Host CPU per call (this process only): insensitive to other load on the machine.
         cpu_base := row(BENCH, f"{label}: raw SDK, host CPU/call", cpu["raw"], note="baseline"),

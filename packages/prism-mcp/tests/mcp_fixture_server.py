@@ -190,7 +190,11 @@ async def raw_garbage() -> str:
 def _serve_http() -> None:
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Name the protocol: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto is
+    # IPPROTO_TCP, and an accepted socket copies the listener's proto. With proto 0 every
+    # response uvicorn writes as two sends (headers, then body) waits ~40 ms for the
+    # client's delayed ACK. uvicorn's own bind (getaddrinfo) names the protocol too.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

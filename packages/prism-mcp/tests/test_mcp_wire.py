@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
+from contextlib import suppress
 from functools import partial
 
+import httpx2
 import pytest
 import trio
 from hypothesis import given, settings
@@ -13,7 +16,7 @@ from hypothesis import strategies as st
 
 from prism.core import ToolCall, ToolExecutionContext
 from prism.mcp import StreamableHttpTransport, open_mcp_tools
-from prism.mcp._wire import LineSplitter, LineTooLong
+from prism.mcp._wire import LineSplitter, LineTooLong, WireState, _LimitedTransport
 
 LIMIT = 64
 
@@ -199,4 +202,36 @@ async def test_hostile_http_bodies_are_refused_while_they_arrive(mode: str, expe
                 if mode == "gzip":
                     assert "gzip" in result.joined_text
                 assert not bridge.connected
+        nursery.cancel_scope.cancel()
+
+
+async def _answer_once(stream: trio.SocketStream) -> None:
+    data = b""
+    with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        while b"\r\n\r\n" not in data:
+            more = await stream.receive_some(65536)
+            if not more:
+                return
+            data += more
+        await _respond(
+            stream, "200 OK", {"Content-Type": "application/json", "Content-Length": "2"}, b"{}"
+        )
+    await stream.aclose()
+
+
+async def test_the_bridge_http_client_socket_has_nagle_off() -> None:
+    # The SDK writes each request as two sends (headers, then body); with Nagle on, the
+    # body would wait for the server's delayed ACK, ~40 ms per call on 127.0.0.1.
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, _answer_once, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        transport = _LimitedTransport(limit=1000, state=WireState())
+        with trio.fail_after(10):
+            request = httpx2.Request("POST", f"http://127.0.0.1:{port}/mcp", content=b"{}")
+            response = await transport.handle_async_request(request)
+            sock = response.extensions["network_stream"].get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            assert await response.aread() == b"{}"
+            await response.aclose()
+            await transport.aclose()
         nursery.cancel_scope.cancel()
