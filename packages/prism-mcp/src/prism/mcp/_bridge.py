@@ -368,15 +368,19 @@ class McpToolBridge:
                     client_info=mcp_types.Implementation(name="prism-mcp", version="0.1.0"),
                 )
                 async with client:
-                    connecting.deadline = math.inf
                     conn.protocol_version = client.protocol_version
                     conn.server_info = _server_info(client)
                     conn.client = client
-                    started = True
-                    task_status.started()
                     async with trio.open_nursery() as inner:
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                            inner.start_soon(self._listen, conn, client)
+                            # Subscribe (and wait for the server's answer, within
+                            # connect_timeout_s) before the session is handed out, so a
+                            # change right after open is not missed and the server's
+                            # acknowledgement never races the first call.
+                            await inner.start(self._listen, conn, client)
+                        connecting.deadline = math.inf
+                        started = True
+                        task_status.started()
                         await conn.stop.wait()
                         inner.cancel_scope.cancel()
                     # Closing is bounded too (an HTTP server may never answer the DELETE);
@@ -416,14 +420,28 @@ class McpToolBridge:
 
         return handle
 
-    async def _listen(self, conn: _Connection, client: Client) -> None:
-        """Follow tools/list_changed on a 2026-07-28 session; a server without it is fine."""
+    async def _listen(
+        self,
+        conn: _Connection,
+        client: Client,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Follow tools/list_changed on a 2026-07-28 session; a server without it is fine.
+
+        Reports started once the server acknowledged the subscription, or refused it.
+        """
+        subscribed = False
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                subscribed = True
+                task_status.started()
                 async for _event in subscription:
                     self._mark_changed(conn)
         except Exception:
             _log.debug("no list-changed subscription on %s", self._options.server_id, exc_info=True)
+        if not subscribed:
+            task_status.started()
 
     async def _connection(self) -> _Connection:
         conn = self._conn
