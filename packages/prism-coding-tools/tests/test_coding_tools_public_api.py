@@ -35,6 +35,7 @@ DOCUMENTED = {
     "default_mutation_queue",
     "default_shell_path",
     "detect_image_mime_type",
+    "read_file_range",
     "run_process_tree",
     "terminate_process_tree",
 }

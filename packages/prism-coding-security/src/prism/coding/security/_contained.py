@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from prism.coding.tools import FileKind, FileOperations, FileStat
+from prism.coding.tools import FileOperations, FileStat, read_file_range
 
 from ._errors import PathEscapeError
 from ._paths import MAX_PATH_BYTES, Roots, normalize_roots
@@ -25,14 +25,6 @@ __all__ = ["create_contained_file_operations"]
 
 _MAX_SYMLINK_HOPS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _kind(mode: int) -> FileKind:
-    if stat_module.S_ISREG(mode):
-        return "file"
-    if stat_module.S_ISDIR(mode):
-        return "directory"
-    return "other"
 
 
 class _Walk:
@@ -170,13 +162,7 @@ def _stat(roots: Roots, path: str) -> FileStat:
             st = found
     finally:
         walk.close()
-    return FileStat(
-        path=path,
-        kind=_kind(st.st_mode),
-        size=st.st_size,
-        mode=stat_module.S_IMODE(st.st_mode),
-        mtime_ns=st.st_mtime_ns,
-    )
+    return FileStat.from_stat_result(path, st)
 
 
 def _read(roots: Roots, path: str, offset: int, length: int) -> bytes:
@@ -201,22 +187,7 @@ def _read(roots: Roots, path: str, offset: int, length: int) -> bytes:
     finally:
         walk.close()
     try:
-        mode = os.fstat(fd).st_mode
-        if stat_module.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if not stat_module.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        chunks: list[bytes] = []
-        remaining = length
-        position = offset
-        while remaining > 0:
-            piece = os.pread(fd, min(remaining, 1 << 20), position)
-            if not piece:
-                break
-            chunks.append(piece)
-            remaining -= len(piece)
-            position += len(piece)
-        return b"".join(chunks)
+        return read_file_range(fd, offset=offset, length=length, path=path)
     finally:
         os.close(fd)
 

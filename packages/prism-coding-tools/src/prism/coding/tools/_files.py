@@ -11,17 +11,9 @@ import stat as stat_module
 import attrs
 import trio
 
-from ._protocols import FileKind, FileStat
+from ._protocols import FileStat, read_file_range
 
 __all__ = ["LocalFileOperations"]
-
-
-def _kind(mode: int) -> FileKind:
-    if stat_module.S_ISREG(mode):
-        return "file"
-    if stat_module.S_ISDIR(mode):
-        return "directory"
-    return "other"
 
 
 def _resolve(path: str, cwd: str) -> str:
@@ -32,36 +24,14 @@ def _resolve(path: str, cwd: str) -> str:
 
 
 def _stat(path: str) -> FileStat:
-    st = os.stat(path)
-    return FileStat(
-        path=path,
-        kind=_kind(st.st_mode),
-        size=st.st_size,
-        mode=stat_module.S_IMODE(st.st_mode),
-        mtime_ns=st.st_mtime_ns,
-    )
+    return FileStat.from_stat_result(path, os.stat(path))
 
 
 def _read(path: str, offset: int, length: int) -> bytes:
     # O_NONBLOCK keeps a FIFO from hanging the open; it is refused just below.
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat_module.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if not stat_module.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        parts: list[bytes] = []
-        remaining = length
-        position = offset
-        while remaining > 0:
-            piece = os.pread(fd, min(remaining, 1 << 20), position)
-            if not piece:
-                break
-            parts.append(piece)
-            remaining -= len(piece)
-            position += len(piece)
-        return b"".join(parts)
+        return read_file_range(fd, offset=offset, length=length, path=path)
     finally:
         os.close(fd)
 

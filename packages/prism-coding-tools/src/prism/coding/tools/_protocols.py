@@ -22,6 +22,9 @@ Error contract shared by every method here:
 
 from __future__ import annotations
 
+import errno
+import os
+import stat as stat_module
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal, Protocol, runtime_checkable
 
@@ -35,6 +38,7 @@ __all__ = [
     "ShellExit",
     "ShellOperations",
     "ShellSpawnRequest",
+    "read_file_range",
 ]
 
 FileKind = Literal["file", "directory", "other"]
@@ -73,6 +77,25 @@ class FileStat:
     size: int
     mode: int
     mtime_ns: int
+
+    @classmethod
+    def from_stat_result(cls, path: str, st: os.stat_result) -> FileStat:
+        """The :class:`FileStat` of an ``os.stat``/``os.fstat`` result for ``path``."""
+        mode = st.st_mode
+        kind: FileKind = (
+            "file"
+            if stat_module.S_ISREG(mode)
+            else "directory"
+            if stat_module.S_ISDIR(mode)
+            else "other"
+        )
+        return cls(
+            path=path,
+            kind=kind,
+            size=st.st_size,
+            mode=stat_module.S_IMODE(mode),
+            mtime_ns=st.st_mtime_ns,
+        )
 
 
 @runtime_checkable
@@ -241,3 +264,32 @@ class ShellOperations(Protocol):
                 (for example a sandbox that is not available).
         """
         ...
+
+
+def read_file_range(fd: int, *, offset: int, length: int, path: str) -> bytes:
+    """At most ``length`` bytes from byte ``offset`` of the open file ``fd`` (``pread``).
+
+    A building block for :class:`FileOperations` implementations: it never reads
+    more than asked, whatever the file's size, and refuses what is not a regular
+    file. Blocking: call it from a worker thread. ``fd`` is left open.
+
+    Raises:
+        IsADirectoryError: ``fd`` is a directory.
+        OSError: ``fd`` is not a regular file (``EINVAL``), or reading failed.
+    """
+    mode = os.fstat(fd).st_mode
+    if stat_module.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat_module.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    chunks: list[bytes] = []
+    remaining = length
+    position = offset
+    while remaining > 0:
+        piece = os.pread(fd, min(remaining, 1 << 20), position)
+        if not piece:
+            break
+        chunks.append(piece)
+        remaining -= len(piece)
+        position += len(piece)
+    return b"".join(chunks)
