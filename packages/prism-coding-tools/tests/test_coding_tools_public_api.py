@@ -36,6 +36,7 @@ DOCUMENTED = {
     "default_shell_path",
     "detect_image_mime_type",
     "read_file_range",
+    "replace_file_in_directory",
     "run_process_tree",
     "terminate_process_tree",
 }

@@ -6,14 +6,18 @@ import contextlib
 import errno
 import os
 import posixpath
-import secrets
 import stat as stat_module
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from prism.coding.tools import FileOperations, FileStat, read_file_range
+from prism.coding.tools import (
+    FileOperations,
+    FileStat,
+    read_file_range,
+    replace_file_in_directory,
+)
 
 from ._errors import PathEscapeError
 from ._paths import MAX_PATH_BYTES, Roots, normalize_roots
@@ -202,32 +206,7 @@ def _write(roots: Roots, path: str, data: bytes, create_parents: bool) -> None:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if existing is not None and not os.access(name, os.W_OK, dir_fd=walk.fd):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
-        dir_fd = walk.fd
-        temp = f".{name[:200]}.{secrets.token_hex(6)}.prism-tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temp, flags, 0o666, dir_fd=dir_fd)
-        renamed = False
-        try:
-            try:
-                if existing is not None:
-                    os.fchmod(fd, stat_module.S_IMODE(existing.st_mode))
-                    if os.geteuid() == 0:
-                        with contextlib.suppress(OSError):
-                            os.fchown(fd, existing.st_uid, existing.st_gid)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            renamed = True
-        finally:
-            if not renamed:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=dir_fd)
-        with contextlib.suppress(OSError):
-            os.fsync(dir_fd)
+        replace_file_in_directory(walk.fd, name, data, existing=existing)
     finally:
         walk.close()
 

@@ -44,6 +44,7 @@ from ._protocols import ShellExit as ShellExit
 from ._protocols import ShellOperations as ShellOperations
 from ._protocols import ShellSpawnRequest as ShellSpawnRequest
 from ._protocols import read_file_range as read_file_range
+from ._protocols import replace_file_in_directory as replace_file_in_directory
 from ._read import DEFAULT_MAX_IMAGE_BYTES as DEFAULT_MAX_IMAGE_BYTES
 from ._read import TransformImage as TransformImage
 from ._read import TransformImageInput as TransformImageInput
@@ -89,6 +90,7 @@ __all__ = [
     "default_shell_path",
     "detect_image_mime_type",
     "read_file_range",
+    "replace_file_in_directory",
     "run_process_tree",
     "terminate_process_tree",
 ]

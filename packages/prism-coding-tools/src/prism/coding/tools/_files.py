@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import secrets
 import stat as stat_module
 
 import attrs
 import trio
 
-from ._protocols import FileStat, read_file_range
+from ._protocols import FileStat, read_file_range, replace_file_in_directory
 
 __all__ = ["LocalFileOperations"]
 
@@ -48,36 +46,11 @@ def _write(path: str, data: bytes, create_parents: bool) -> None:
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if existing is not None and not os.access(path, os.W_OK):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
-    temp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.prism-tmp")
-    # A new file gets 0o666 & ~umask from the kernel; an existing one keeps its bits.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    renamed = False
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        try:
-            if existing is not None:
-                os.fchmod(fd, stat_module.S_IMODE(existing.st_mode))
-                if os.geteuid() == 0:
-                    with contextlib.suppress(OSError):
-                        os.fchown(fd, existing.st_uid, existing.st_gid)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-        renamed = True
+        replace_file_in_directory(dir_fd, name, data, existing=existing)
     finally:
-        if not renamed:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        os.close(dir_fd)
 
 
 @attrs.frozen

@@ -22,8 +22,10 @@ Error contract shared by every method here:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import stat as stat_module
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal, Protocol, runtime_checkable
@@ -39,6 +41,7 @@ __all__ = [
     "ShellOperations",
     "ShellSpawnRequest",
     "read_file_range",
+    "replace_file_in_directory",
 ]
 
 FileKind = Literal["file", "directory", "other"]
@@ -293,3 +296,46 @@ def read_file_range(fd: int, *, offset: int, length: int, path: str) -> bytes:
         remaining -= len(piece)
         position += len(piece)
     return b"".join(chunks)
+
+
+def replace_file_in_directory(
+    dir_fd: int, name: str, data: bytes, *, existing: os.stat_result | None
+) -> None:
+    """Atomically replace (or create) ``name`` in the open directory ``dir_fd`` with ``data``.
+
+    A building block for :class:`FileOperations` implementations. The data goes
+    to a fresh temp file beside the target (``O_EXCL | O_NOFOLLOW``), which takes
+    the mode of the file it replaces (``existing``; and its owner, when running as
+    root; a new file gets ``0o666 & ~umask``), is fsynced and renamed over
+    ``name``; then the directory is fsynced. On any failure the temp file is
+    removed and ``name`` is left as it was. Blocking: call it from a worker
+    thread. ``dir_fd`` is left open.
+
+    Raises:
+        OSError: creating, writing or renaming failed.
+    """
+    temp = f".{name[:200]}.{secrets.token_hex(6)}.prism-tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, 0o666, dir_fd=dir_fd)
+    renamed = False
+    try:
+        try:
+            if existing is not None:
+                os.fchmod(fd, stat_module.S_IMODE(existing.st_mode))
+                if os.geteuid() == 0:
+                    with contextlib.suppress(OSError):
+                        os.fchown(fd, existing.st_uid, existing.st_gid)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        renamed = True
+    finally:
+        if not renamed:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+    with contextlib.suppress(OSError):
+        os.fsync(dir_fd)
