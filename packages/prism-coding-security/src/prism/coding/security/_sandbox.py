@@ -22,7 +22,11 @@ from prism.coding.tools import (
 from prism.core import ConfigurationError
 
 from ._errors import SandboxUnavailableError
+from ._limits import check_limit, prlimit_args
+from ._mounts import PlaceholderLease, protected_mount_args
 from ._paths import normalize_roots
+from ._protected import normalize_protected_paths
+from ._seccomp import filter_path
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,6 +34,13 @@ if TYPE_CHECKING:
 __all__ = ["BubblewrapSandbox", "SandboxBackend", "create_sandbox_shell_operations"]
 
 _PROBE_TIMEOUT_S = 15.0
+
+# Host directories that hold other programs' sockets and runtime state; each is
+# replaced by an empty tmpfs (the writable roots are bound back on top).
+_HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
+# Opens the filter named by $0 on fd 3, where ``--seccomp 3`` reads it, then
+# becomes bwrap (no extra process stays between the caller and bwrap).
+_SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
 
 
 @runtime_checkable
@@ -74,15 +85,42 @@ def _extra(value: Sequence[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _protected(value: Sequence[str] | None) -> tuple[str, ...]:
+    return normalize_protected_paths(value, option="protected_paths")
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
 @attrs.define(eq=False)
 class BubblewrapSandbox:
     """A :class:`SandboxBackend` built on bubblewrap (``bwrap``), with real isolation.
 
     The sandboxed process sees ``/`` read-only, ``writable_roots`` bound
-    read-write, a private empty ``/tmp``, a fresh ``/dev`` and ``/proc``, and
-    new PID, IPC, UTS, cgroup and network namespaces (no network but its own
-    loopback unless ``network=True``). It runs in a new session and dies with
-    its parent (``--die-with-parent``).
+    read-write, a fresh ``/dev`` and ``/proc``, empty private ``/tmp``,
+    ``/run`` and ``$XDG_RUNTIME_DIR``, and new PID, IPC, UTS, cgroup and
+    network namespaces (no network but its own loopback unless
+    ``network=True``). It runs in a new session and dies with its parent
+    (``--die-with-parent``).
+
+    A seccomp filter makes ``socket(AF_UNIX, ...)`` fail with EPERM (no host
+    unix socket can be reached: not a docker, ssh-agent or D-Bus socket, in a
+    writable root or anywhere else) and refuses io_uring, which could open
+    sockets around the filter; ``socketpair`` still works.
+
+    Inside each writable root the protected paths (``.git/config``,
+    ``.git/hooks``, ``.envrc``, ``.mcp.json`` and the rest of
+    :data:`~prism.coding.security._protected.PROTECTED_PATHS`, plus
+    ``protected_paths``) are read-only, and those that do not exist cannot be
+    created: while a command runs, an empty mode-000 placeholder file stands
+    at each missing one on the host; it is removed afterwards (see
+    ``docs/sandbox.md``).
+
+    ``cpu_time_s``, ``memory_bytes`` and ``max_processes`` set the
+    ``RLIMIT_CPU``, ``RLIMIT_AS`` and ``RLIMIT_NPROC`` limits of the command
+    through ``prlimit`` (util-linux); when a limit is asked for and
+    ``prlimit`` is missing, the sandbox is unavailable.
 
     bubblewrap is probed once, on first use, by running ``true`` with the same
     flags. When ``bwrap`` is missing or cannot create namespaces,
@@ -95,12 +133,22 @@ class BubblewrapSandbox:
         bwrap_path: the ``bwrap`` executable (default: found on ``PATH``).
         extra_args: more bwrap arguments, placed before the command (for example
             ``("--ro-bind", "/opt/data", "/data")``).
+        protected_paths: more protected entries (relative, matched under each
+            writable root), added to the default list.
+        cpu_time_s: CPU seconds each process may use (``RLIMIT_CPU``), or None.
+        memory_bytes: address space of each process (``RLIMIT_AS``), or None.
+        max_processes: processes the sandbox's user may have (``RLIMIT_NPROC``;
+            the kernel does not apply it to root), or None.
     """
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
     network: bool = attrs.field(default=False, validator=_check_bool, kw_only=True)
     bwrap_path: str | None = attrs.field(default=None, kw_only=True)
     extra_args: tuple[str, ...] = attrs.field(default=(), converter=_extra, kw_only=True)
+    protected_paths: tuple[str, ...] = attrs.field(default=None, converter=_protected, kw_only=True)
+    cpu_time_s: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    memory_bytes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    max_processes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
 
@@ -121,9 +169,35 @@ class BubblewrapSandbox:
             )
         return path
 
+    def _hidden_dirs(self) -> list[str]:
+        candidates = list(_HIDDEN_DIRS)
+        runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+        if runtime.startswith("/"):
+            candidates.append(runtime)
+        hidden: list[str] = []
+        for candidate in candidates:
+            real = os.path.realpath(candidate)
+            if real != "/" and os.path.isdir(real) and not any(_within(real, h) for h in hidden):
+                hidden.append(real)
+        return hidden
+
     def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
-        """``bwrap <isolation flags> --chdir cwd -- argv``."""
+        """``sh -c <open the seccomp filter> bwrap <isolation flags> --chdir cwd -- argv``.
+
+        Raises:
+            SandboxUnavailableError: ``bwrap`` (or ``prlimit``, when a limit is
+                set) is missing, or a protected path is a dangling link.
+        """
+        limits = prlimit_args(
+            cpu_time_s=self.cpu_time_s,
+            memory_bytes=self.memory_bytes,
+            max_processes=self.max_processes,
+        )
         args = [
+            "/bin/sh",
+            "-c",
+            _SECCOMP_LAUNCHER,
+            filter_path(),
             self._executable(),
             "--die-with-parent",
             "--new-session",
@@ -131,20 +205,36 @@ class BubblewrapSandbox:
         ]
         if self.network:
             args.append("--share-net")
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        hidden = self._hidden_dirs()
+        for directory in hidden:
+            args += ["--tmpfs", directory]
+        resolv = os.path.realpath("/etc/resolv.conf")
+        if self.network and os.path.isfile(resolv) and any(_within(resolv, h) for h in hidden):
+            # systemd-resolved keeps it under /run; name lookups need it back.
+            args += ["--ro-bind", resolv, resolv]
         for root in self.writable_roots:
             args += ["--bind", root, root]
+        for root in self.writable_roots:
+            args += protected_mount_args(root, self.protected_paths)
         real_cwd = os.path.realpath(cwd)
-        under_tmp = real_cwd == "/tmp" or real_cwd.startswith("/tmp/")
-        covered = any(
-            real_cwd == root or real_cwd.startswith(root.rstrip("/") + "/")
-            for root in self.writable_roots
-        )
-        if under_tmp and not covered:
-            # The private /tmp hides the working directory; show it, read-only.
+        covered = any(_within(real_cwd, root) for root in self.writable_roots)
+        if not covered and any(_within(real_cwd, h) for h in hidden):
+            # A private tmpfs hides the working directory; show it, read-only.
             args += ["--ro-bind", real_cwd, real_cwd]
-        args += [*self.extra_args, "--chdir", real_cwd, "--", *argv]
+        args += ["--seccomp", "3", *self.extra_args, "--chdir", real_cwd, "--", *limits, *argv]
         return args
+
+    def placeholder_lease(self) -> PlaceholderLease:
+        """Placeholders for the missing protected paths, for the duration of a run.
+
+        :func:`create_sandbox_shell_operations` acquires one around every
+        command (in a thread); call :meth:`PlaceholderLease.acquire` before
+        :meth:`wrap` and :meth:`PlaceholderLease.release` after the command when
+        running ``wrap``'s argument vector yourself. Without it bwrap creates
+        the missing mount points itself, as empty ``0444`` files it leaves.
+        """
+        return PlaceholderLease(self.writable_roots, self.protected_paths)
 
     async def ensure_available(self) -> None:
         """Probe bubblewrap once (``true`` under the same flags); remember success.
@@ -161,32 +251,46 @@ class BubblewrapSandbox:
         async with self._lock:
             if self._ready:
                 return
-            argv = self.wrap(["true"], cwd="/")
+            lease = self.placeholder_lease()
+            await trio.to_thread.run_sync(lease.acquire)
             try:
-                with trio.fail_after(_PROBE_TIMEOUT_S):
-                    result = await trio.run_process(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        capture_stdout=True,
-                        capture_stderr=True,
-                        check=False,
-                    )
-            except trio.TooSlowError as exc:
-                raise SandboxUnavailableError(
-                    f"bubblewrap did not start within {_PROBE_TIMEOUT_S:g}s; refusing to run "
-                    "unsandboxed"
-                ) from exc
-            except OSError as exc:
-                raise SandboxUnavailableError(
-                    f"bubblewrap could not be started ({exc}); refusing to run unsandboxed"
-                ) from exc
-            if result.returncode != 0:
-                stderr = result.stderr.decode("utf-8", "replace").strip()[:500]
-                raise SandboxUnavailableError(
-                    f"bubblewrap cannot create its sandbox here (exit {result.returncode}: "
-                    f"{stderr or 'no output'}); refusing to run unsandboxed"
-                )
+                await self._probe()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(lease.release)
             self._ready = True
+
+    async def _probe(self) -> None:
+        try:
+            argv = self.wrap(["true"], cwd="/")
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"the seccomp filter could not be prepared ({exc}); refusing to run unsandboxed"
+            ) from exc
+        try:
+            with trio.fail_after(_PROBE_TIMEOUT_S):
+                result = await trio.run_process(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )
+        except trio.TooSlowError as exc:
+            raise SandboxUnavailableError(
+                f"bubblewrap did not start within {_PROBE_TIMEOUT_S:g}s; refusing to run "
+                "unsandboxed"
+            ) from exc
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"bubblewrap could not be started ({exc}); refusing to run unsandboxed"
+            ) from exc
+        if result.returncode != 0:
+            stderr = result.stderr.decode("utf-8", "replace").strip()[:500]
+            raise SandboxUnavailableError(
+                f"bubblewrap cannot create its sandbox here (exit {result.returncode}: "
+                f"{stderr or 'no output'}); refusing to run unsandboxed"
+            )
 
 
 @attrs.frozen
@@ -196,7 +300,21 @@ class _SandboxShellOperations:
 
     async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
         await self.backend.ensure_available()
-        argv = self.backend.wrap(request.argv, cwd=request.cwd)
+        if not isinstance(self.backend, BubblewrapSandbox):
+            argv = self.backend.wrap(request.argv, cwd=request.cwd)
+            return await self._run(argv, request, on_output)
+        lease = self.backend.placeholder_lease()
+        await trio.to_thread.run_sync(lease.acquire)
+        try:
+            argv = self.backend.wrap(request.argv, cwd=request.cwd)
+            return await self._run(argv, request, on_output)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(lease.release)
+
+    async def _run(
+        self, argv: Sequence[str], request: ShellSpawnRequest, on_output: OutputSink
+    ) -> ShellExit:
         return await run_process_tree(
             argv,
             cwd=request.cwd,
@@ -217,7 +335,9 @@ def create_sandbox_shell_operations(
     wrapped command is run with :func:`~prism.coding.tools.run_process_tree`,
     so output streaming, timeouts and cancellation behave exactly as for
     the plain shell operations: the whole process tree is terminated
-    (shielded, time-bounded) before ``trio.Cancelled`` propagates.
+    (shielded, time-bounded) before ``trio.Cancelled`` propagates. For a
+    :class:`BubblewrapSandbox`, the placeholders of missing protected paths
+    exist exactly while a command runs (:meth:`BubblewrapSandbox.placeholder_lease`).
 
     Raises:
         ConfigurationError: ``backend`` is not a :class:`SandboxBackend` or

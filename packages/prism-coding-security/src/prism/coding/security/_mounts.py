@@ -1,0 +1,201 @@
+"""Protected paths inside writable roots, as bubblewrap mounts and host placeholders.
+
+For each writable root, each protected entry (``_protected.py``) is walked one
+component at a time from the root:
+
+* an existing directory on the way is bound onto itself read-write ("pinned"):
+  a mount point cannot be renamed, so ``mv .git elsewhere && mkdir .git`` fails
+  with EBUSY instead of swapping in a fresh ``.git/config``;
+* the entry itself, or the first component that is a file where a directory was
+  expected (a worktree's ``.git`` file), is bound onto itself read-only;
+* a symbolic link: its target is bound read-only; the link itself can still be
+  replaced (a mount cannot sit on a link), so a dangling link refuses the run;
+* the first missing component gets a placeholder: ``/dev/null`` bound
+  read-only, so nothing can be created there.
+
+A bind mount needs its mount point to exist on the host. bwrap would create a
+missing one itself (an empty ``0444`` file) and leave it behind, so
+:class:`PlaceholderLease` creates them first (empty files with mode ``000``,
+which is how they are recognised), holds a shared ``flock`` on the root while
+commands run, and removes them afterwards when no other run holds the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import os
+import stat
+from typing import TYPE_CHECKING
+
+from ._errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+__all__ = ["PlaceholderLease", "is_placeholder", "protected_mount_args", "protected_plan"]
+
+_PIN, _RO, _PLACEHOLDER = "pin", "ro", "placeholder"
+
+
+def _concrete(root: str, entries: Sequence[str]) -> Iterator[list[str]]:
+    """Each entry as components under ``root``; glob entries only where they match."""
+    for entry in entries:
+        if any(ch in entry for ch in "*?["):
+            pattern = os.path.join(glob.escape(root), entry)
+            for match in sorted(glob.glob(pattern, include_hidden=True)):
+                yield os.path.relpath(match, root).split("/")
+        else:
+            yield entry.split("/")
+
+
+def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
+    """``(kind, path)`` mounts protecting ``entries`` under ``root``, parents first.
+
+    ``kind`` is ``"pin"`` (bind onto itself read-write), ``"ro"`` (bind the
+    path, or a link's target, read-only) or ``"placeholder"`` (missing: bind
+    ``/dev/null`` read-only).
+
+    Raises:
+        SandboxUnavailableError: a protected path is a dangling symbolic link.
+    """
+    plan: dict[str, str] = {}
+    for parts in _concrete(root, entries):
+        current = root
+        for index, part in enumerate(parts):
+            path = os.path.join(current, part)
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                plan[path] = _PLACEHOLDER
+                break
+            if stat.S_ISLNK(info.st_mode):
+                target = os.path.realpath(path)
+                if not os.path.exists(target):
+                    raise SandboxUnavailableError(
+                        f"protected path {path} is a dangling symbolic link; the sandbox "
+                        "cannot keep a file from being created through it; remove it or "
+                        "point it at an existing file"
+                    )
+                plan[target] = _RO
+                break
+            if index == len(parts) - 1 or not stat.S_ISDIR(info.st_mode):
+                plan[path] = _RO
+                break
+            plan.setdefault(path, _PIN)
+            current = path
+    ordered = sorted(plan.items(), key=lambda item: (item[0].count("/"), item[0]))
+    sealed: list[str] = []
+    out: list[tuple[str, str]] = []
+    for path, kind in ordered:
+        # below a read-only bind or a placeholder everything is covered already
+        if any(path.startswith(s.rstrip("/") + "/") for s in sealed):
+            continue
+        if kind != _PIN:
+            sealed.append(path)
+        out.append((kind, path))
+    return out
+
+
+def protected_mount_args(root: str, entries: Sequence[str]) -> list[str]:
+    """The bwrap arguments for :func:`protected_plan` (after ``--bind root root``)."""
+    args: list[str] = []
+    for kind, path in protected_plan(root, entries):
+        if kind == _PIN:
+            args += ["--bind", path, path]
+        elif kind == _RO:
+            args += ["--ro-bind", path, path]
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+def is_placeholder(path: str) -> bool:
+    """Whether ``path`` is one of our placeholders (empty regular file, mode ``000``)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0 and stat.S_IMODE(info.st_mode) == 0
+
+
+class PlaceholderLease:
+    """Placeholders for missing protected paths, held while sandboxed commands run.
+
+    :meth:`acquire` takes a shared ``flock`` on each root and creates the
+    placeholders; :meth:`release` removes every placeholder under a root (also
+    ones a crashed run left) if it can take the lock exclusively, that is when
+    no other run, in this process or another, is using that root. A
+    placeholder removed while another sandbox had it mounted would be detached
+    from that sandbox (Linux unmounts a mount point unlinked from another
+    namespace), hence the lock. Both methods block briefly; call them from a
+    thread.
+    """
+
+    def __init__(self, roots: Sequence[str], entries: Sequence[str]) -> None:
+        """Lease placeholders for ``entries`` under each of ``roots`` (not yet acquired)."""
+        self._roots = tuple(roots)
+        self._entries = tuple(entries)
+        self._fds: list[tuple[int, str]] = []
+
+    def acquire(self) -> None:
+        """Lock the roots (shared) and create the missing placeholders.
+
+        Raises:
+            SandboxUnavailableError: a root cannot be locked or a placeholder
+                cannot be created (the run would leave bwrap's own behind).
+        """
+        try:
+            for root in self._roots:
+                fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self._fds.append((fd, root))
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                for kind, path in protected_plan(root, self._entries):
+                    if kind == _PLACEHOLDER:
+                        _create_placeholder(path)
+        except OSError as exc:
+            self.release()
+            raise SandboxUnavailableError(
+                f"cannot prepare the protected paths under the writable roots ({exc}); "
+                "refusing to run unsandboxed"
+            ) from exc
+
+    def release(self) -> None:
+        """Remove the placeholders of each root no other run holds; unlock."""
+        fds, self._fds = self._fds, []
+        for fd, root in fds:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            try:
+                _remove_placeholders(root, self._entries)
+            finally:
+                os.close(fd)
+
+
+def _create_placeholder(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _remove_placeholders(root: str, entries: Sequence[str]) -> None:
+    for parts in _concrete(root, entries):
+        current = root
+        for part in parts:
+            path = os.path.join(current, part)
+            if is_placeholder(path):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                break
+            if not os.path.isdir(path) or os.path.islink(path):
+                break
+            current = path

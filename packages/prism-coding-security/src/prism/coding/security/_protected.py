@@ -1,0 +1,135 @@
+"""Protected (persistence) paths: files that later run outside any gate.
+
+One definition serves the command policy (a write to one of these always
+asks, even inside a root) and the sandbox (they are bound read-only over the
+writable roots, and those that do not exist cannot be created).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Sequence
+
+from prism.core import ConfigurationError
+
+__all__ = [
+    "PROTECTED_PATHS",
+    "ProtectedPaths",
+    "normalize_protected_paths",
+]
+
+PROTECTED_PATHS: tuple[str, ...] = (
+    # git runs these (hooks, and config keys such as core.fsmonitor, core.pager,
+    # core.sshCommand, alias.*, diff/filter drivers) on the host's next git command
+    ".git/config",
+    ".git/hooks",
+    ".git/info/attributes",
+    ".git/modules/*/config",
+    ".git/modules/*/hooks",
+    ".gitmodules",
+    # shell and tool start-up files
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".inputrc",
+    ".config/fish",
+    ".envrc",
+    ".gitconfig",
+    ".config/git",
+    ".ssh",
+    ".npmrc",
+    ".pypirc",
+    ".config/pip",
+    ".pip",
+    # agents' and editors' configuration that starts programs
+    ".mcp.json",
+    "prism.toml",
+    ".vscode/settings.json",
+    ".vscode/tasks.json",
+    ".claude",
+    ".codex",
+    ".cursor",
+)
+"""Paths (relative, glob per component) that a write always asks about.
+
+Each entry matches at any depth: ``.git/config`` protects ``<root>/.git/config``
+and ``<root>/vendor/lib/.git/config``. An entry names a file or a directory;
+everything below a protected directory is protected, and so is every ancestor
+that ends in the entry's leading components (replacing ``.git`` whole would
+replace ``.git/config``). Extend it with ``protected_paths=`` on the policy and
+the sandbox.
+"""
+
+
+def normalize_protected_paths(
+    value: Iterable[str] | None, *, option: str = "protected_paths"
+) -> tuple[str, ...]:
+    """The default list plus ``value``, each entry checked.
+
+    Raises:
+        ConfigurationError: ``value`` is a string, or an entry is empty, absolute,
+            holds a NUL byte or a ``..`` component.
+    """
+    if value is None:
+        return PROTECTED_PATHS
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ConfigurationError(f"{option} must be a sequence of relative paths, got {value!r}")
+    out = list(PROTECTED_PATHS)
+    for item in value:
+        if not isinstance(item, str) or not item.strip("/") or "\x00" in item:
+            raise ConfigurationError(f"{option} entries must be non-empty paths, got {item!r}")
+        if item.startswith("/"):
+            raise ConfigurationError(
+                f"{option} entries are relative (they match at any depth), got {item!r}"
+            )
+        parts = [p for p in item.split("/") if p and p != "."]
+        if ".." in parts:
+            raise ConfigurationError(f"{option} entries cannot contain '..', got {item!r}")
+        text = "/".join(parts)
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+class ProtectedPaths:
+    """Matches real paths against protected-path entries."""
+
+    __slots__ = ("entries", "_split")
+
+    def __init__(self, entries: Sequence[str]) -> None:
+        """Compile ``entries`` (already normalised)."""
+        self.entries = tuple(entries)
+        self._split = tuple((entry, tuple(entry.split("/"))) for entry in self.entries)
+
+    def match(self, path: str) -> str | None:
+        """The entry that protects ``path`` (an absolute, normalised path), else None."""
+        parts = [p for p in path.split("/") if p]
+        for entry, pattern in self._split:
+            n = len(pattern)
+            for start in range(len(parts)):
+                window = parts[start : start + n]
+                # the path is the entry, lies below it, or is an ancestor that ends
+                # inside the entry (``.git`` for ``.git/config``)
+                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
+                    return entry
+        return None
+
+    def under(self, root: str) -> list[str]:
+        """Concrete paths under ``root`` for entries without globs (for bind mounts)."""
+        return [
+            os.path.join(root, entry)
+            for entry, pattern in self._split
+            if not any(ch in entry for ch in "*?[")
+            and len(pattern) > 0
+        ]

@@ -1,0 +1,190 @@
+"""BubblewrapSandbox: no host unix sockets (seccomp filter), hidden runtime dirs; real bwrap."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from prism.coding.security import BubblewrapSandbox, create_sandbox_shell_operations
+from prism.coding.security._seccomp import SECCOMP_FILTER, assemble
+from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+
+
+def _bwrap_works() -> str | None:
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+         "--die-with-parent", "true"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
+    return None
+
+
+_SKIP = _bwrap_works()
+needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+# The sandbox's /tmp is private, so a virtualenv under /tmp is invisible inside
+# it; the probes need only the standard library and run on the system python.
+_PYTHON = "/usr/bin/python3"
+needs_python = pytest.mark.skipif(
+    not os.access(_PYTHON, os.X_OK), reason="the probes run on /usr/bin/python3"
+)
+
+
+async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command=command,
+        shell_path="/bin/sh",
+        cwd=str(cwd),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with trio.fail_after(30):
+        result = await ops.run(request, sink)
+    return result, b"".join(chunks).decode(errors="replace")
+
+
+_CONNECT_PROBE = """\
+import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1].replace("@", "\\0"))
+    print("connected")
+except OSError as exc:
+    print("refused", exc)
+"""
+
+
+def _listener(address: str) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(8)
+    listener.setblocking(False)
+    return listener
+
+
+def _nothing_arrived(listener: socket.socket) -> bool:
+    # The probe has exited: a connection it made would already sit in the backlog.
+    try:
+        conn, _ = listener.accept()
+    except BlockingIOError:
+        return True
+    conn.close()
+    return False
+
+
+@needs_python
+async def test_the_probe_reaches_a_unix_listener_without_a_sandbox(root: Path) -> None:
+    (root / "probe.py").write_text(_CONNECT_PROBE)
+    with _listener(str(root / "agent.sock")) as listener:
+        result = await trio.run_process(
+            [_PYTHON, str(root / "probe.py"), str(root / "agent.sock")], capture_stdout=True
+        )
+        assert result.stdout.decode().strip() == "connected"
+        assert not _nothing_arrived(listener)
+
+
+@needs_bwrap
+@needs_python
+async def test_host_unix_socket_in_a_writable_root_cannot_be_reached(root: Path) -> None:
+    (root / "probe.py").write_text(_CONNECT_PROBE)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    with _listener(str(root / "agent.sock")) as listener:
+        _, output = await run(ops, f"{_PYTHON} probe.py {root / 'agent.sock'}", root)
+        assert "Operation not permitted" in output, output
+        assert _nothing_arrived(listener)
+
+
+@needs_bwrap
+@needs_python
+async def test_abstract_unix_socket_cannot_be_reached_even_with_host_network(root: Path) -> None:
+    (root / "probe.py").write_text(_CONNECT_PROBE)
+    name = f"@prism-test-{os.getpid()}-{id(root)}"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], network=True))
+    with _listener(name.replace("@", "\0")) as listener:
+        _, output = await run(ops, f"{_PYTHON} probe.py {name}", root)
+        assert "Operation not permitted" in output, output
+        assert _nothing_arrived(listener)
+
+
+@needs_bwrap
+@needs_python
+async def test_inet_sockets_and_socketpair_still_work(root: Path) -> None:
+    code = (
+        "import socket\n"
+        "socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()\n"
+        "a, b = socket.socketpair()\n"
+        "a.sendall(b'x'); print('pair', b.recv(1).decode())\n"
+    )
+    (root / "probe.py").write_text(code)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, output = await run(ops, f"{_PYTHON} probe.py", root)
+    assert (result.exit_code, output.strip()) == (0, "pair x")
+
+
+@needs_bwrap
+@needs_python
+async def test_io_uring_is_refused(root: Path) -> None:
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "params = ctypes.create_string_buffer(120)\n"
+        "fd = libc.syscall(425, 8, params)\n"  # io_uring_setup, same number on both arches
+        "print(fd, os.strerror(ctypes.get_errno()))\n"
+    )
+    (root / "probe.py").write_text(code)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, f"{_PYTHON} probe.py", root)
+    assert output.strip() == "-1 Operation not permitted"
+
+
+@needs_bwrap
+async def test_run_is_an_empty_private_directory(root: Path) -> None:
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, output = await run(ops, "ls -A /run /var/run; echo end", root)
+    assert result.exit_code == 0
+    assert [line for line in output.splitlines() if line and not line.endswith(":")] == ["end"]
+
+
+def test_xdg_runtime_dir_is_hidden(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = root / "runtime"
+    runtime.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    argv = BubblewrapSandbox([], bwrap_path="/bin/true").wrap(["true"], cwd="/")
+    tmpfs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--tmpfs"]
+    assert str(runtime) in tmpfs or any(str(runtime).startswith(t + "/") for t in tmpfs)
+    assert "/run" in tmpfs
+
+
+def test_filter_is_whole_instructions_and_short() -> None:
+    assert len(SECCOMP_FILTER) % 8 == 0
+    assert len(SECCOMP_FILTER) // 8 < 64
+    # the first instruction loads the architecture (offset 4 of seccomp_data)
+    assert struct.unpack("=HBBI", SECCOMP_FILTER[:8]) == (0x20, 0, 0, 4)
+
+
+def test_assembler_refuses_backward_jumps() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        assemble(["top", (0x06, 0, None, None), (0x15, 1, "top", None)])
+
+
+def test_wrap_passes_the_filter_on_fd_3(root: Path) -> None:
+    argv = BubblewrapSandbox([str(root)], bwrap_path="/bin/true").wrap(["true"], cwd="/")
+    assert argv[argv.index("--seccomp") + 1] == "3"
+    assert argv[:3] == ["/bin/sh", "-c", 'exec "$@" 3<"$0"']
+    assert Path(argv[3]).read_bytes() == SECCOMP_FILTER
