@@ -154,6 +154,9 @@ class PlaceholderLease:
                 for kind, path in protected_plan(root, self._entries):
                     if kind == _PLACEHOLDER:
                         _create_placeholder(path)
+        except SandboxUnavailableError:
+            self.release()
+            raise
         except OSError as exc:
             self.release()
             raise SandboxUnavailableError(

