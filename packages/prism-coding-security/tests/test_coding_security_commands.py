@@ -164,24 +164,36 @@ def test_hidden_sudo_is_denied_outright_even_with_an_approver(root: Path, attack
 def test_deny_reason_names_the_simple_command_and_rule(root: Path) -> None:
     policy = create_coding_approval_policy(roots=[str(root)])
     decision = shell(policy, root, "ls && /usr/bin/sudo rm x")
-    assert decision.reason == "command '/usr/bin/sudo rm x' matches the deny rule 'sudo *'"
-    assert decision.details["simple_command"] == "/usr/bin/sudo rm x"
-    assert decision.details["rule"] == "sudo *"
+    assert "'/usr/bin/sudo rm x'" in (decision.reason or "")
+    assert "'sudo *'" in (decision.reason or "")
+    assert decision.details["rule"] == "deny:sudo *"
     assert decision.details["command"] == "ls && /usr/bin/sudo rm x"
+    verdicts = {" ".join(c["argv"]): c["verdict"] for c in decision.details["commands"]}  # type: ignore[attr-defined]
+    assert verdicts == {"ls": "allow", "/usr/bin/sudo rm x": "deny"}
 
 
-@pytest.mark.parametrize(
-    "command", ["ls -la", "git status", "pytest -q tests", "cat README.md", "rm -rf build"]
-)
-def test_plain_commands_run_without_asking(root: Path, command: str) -> None:
+@pytest.mark.parametrize("command", ["ls -la", "git status", "cat README.md", "ls | wc -l"])
+def test_proved_safe_commands_run_without_asking(root: Path, command: str) -> None:
+    (root / "README.md").write_text("hi\n")
     policy = create_coding_approval_policy(roots=[str(root)])
     decision = shell(policy, root, command)
-    assert decision.allowed
+    assert decision.allowed, decision.reason
     assert decision.exclusive
 
 
-@pytest.mark.parametrize("command", ["ls | wc -l", "make && make test", "echo $(date)", "ls > out"])
-def test_metacharacters_need_approval_unless_every_command_is_allowed(
+@pytest.mark.parametrize("command", ["pytest -q tests", "rm -rf build", "make", "shutdown -h now"])
+def test_programs_outside_the_safe_set_ask(root: Path, command: str) -> None:
+    policy = create_coding_approval_policy(
+        roots=[str(root)], command_rules=CommandRules(use_default_deny=False)
+    )
+    decision = shell(policy, root, command)
+    assert not decision.allowed
+    assert decision.details["needs_approval"] is True
+    assert "not in the safe set" in (decision.reason or "")
+
+
+@pytest.mark.parametrize("command", ["make && make test", "echo $(date)", "make > out"])
+def test_unproved_commands_need_approval_unless_every_command_is_allowed(
     root: Path, command: str
 ) -> None:
     asked = create_coding_approval_policy(roots=[str(root)])
@@ -206,7 +218,7 @@ def test_ask_wins_over_allow(root: Path) -> None:
     policy = create_coding_approval_policy(roots=[str(root)], command_rules=rules)
     decision = shell(policy, root, "git commit -m x")
     assert not decision.allowed
-    assert decision.details["rule"] == "git commit *"
+    assert decision.details["rule"] == "ask:git commit *"
 
 
 def test_allow_rules_match_the_command_as_written(root: Path) -> None:
@@ -216,11 +228,25 @@ def test_allow_rules_match_the_command_as_written(root: Path) -> None:
     assert not shell(policy, root, "/tmp/evil/ls | ls").allowed
 
 
-def test_default_denies_can_be_turned_off(root: Path) -> None:
-    policy = create_coding_approval_policy(
-        roots=[str(root)], command_rules=CommandRules(use_default_deny=False)
+async def test_default_denies_can_be_turned_off(root: Path) -> None:
+    async def approve(action: ExecutionAction) -> bool:
+        return True
+
+    on = create_coding_approval_policy(roots=[str(root)], approve=approve)
+    off = create_coding_approval_policy(
+        roots=[str(root)], approve=approve, command_rules=CommandRules(use_default_deny=False)
     )
-    assert shell(policy, root, "shutdown -h now").allowed
+    assert isinstance(on.check(_action(root, "shutdown -h now")), ExecutionDecision)
+    # with the defaults off it is only "not proved safe": it goes to the approver
+    pending = off.check(_action(root, "shutdown -h now"))
+    assert not isinstance(pending, ExecutionDecision)
+    decision = await pending
+    assert decision.allowed
+    assert decision.details["approval"] == "approved"
+
+
+def _action(root: Path, command: str) -> ExecutionAction:
+    return ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(root),))
 
 
 def test_default_deny_patterns_are_documented_strings() -> None:

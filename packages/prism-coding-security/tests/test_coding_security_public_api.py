@@ -4,10 +4,14 @@ import prism.coding.security
 
 DOCUMENTED = {
     "DEFAULT_DENY_PATTERNS",
-    "READ_ONLY_COMMANDS",
+    "PROTECTED_PATHS",
+    "SAFE_PROGRAMS",
     "ApprovalCallback",
     "ApprovalDecision",
     "BubblewrapSandbox",
+    "CommandCheck",
+    "CommandExplanation",
+    "CommandRule",
     "CommandRules",
     "PathEscapeError",
     "SandboxBackend",
@@ -15,6 +19,7 @@ DOCUMENTED = {
     "create_coding_approval_policy",
     "create_contained_file_operations",
     "create_sandbox_shell_operations",
+    "explain_command",
 }
 
 

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
 
 import attrs
 import trio
 
 from prism.core import ConfigurationError, ExecutionAction, ExecutionDecision, ExecutionPolicy
 
-from ._commands import parse_command
+from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots
-from ._rules import CommandRules, CommandVerdict, CompiledRules, evaluate_command
+from ._protected import ProtectedPaths, normalize_protected_paths
+from ._rules import CommandRules, CompiledRules
 
 __all__ = [
     "ApprovalCallback",
     "ApprovalDecision",
+    "CommandVerdict",
     "create_coding_approval_policy",
+    "explain_command",
 ]
 
 READ_KINDS = frozenset({"read", "list", "ls", "glob", "grep", "search", "find", "stat"})
@@ -29,21 +35,44 @@ _MAX_CACHED_APPROVALS = 1024
 class ApprovalDecision:
     """An approver's answer.
 
+    Build it with keywords: ``ApprovalDecision(approved=True, remember=False)``.
+    An approver may also return a plain ``bool``, which means
+    ``ApprovalDecision(approved=<bool>)``.
+
     Attributes:
-        approved: whether the action may run.
-        remember: cache this approval for the exact same action (when the policy caches).
-        reason: shown to the model with a refusal.
+        approved: whether the action may run (required). Deny rules still win: an
+            approval cannot let a denied command run.
+        remember: when approved, cache the approval for this exact action (kind,
+            operation, command, paths) so it is not asked again; ignored when the
+            policy was built with ``cache_approvals=False``. Default True.
+        reason: shown to the model with a refusal, and recorded in the decision's
+            details as ``approver_reason``.
     """
 
-    approved: bool
-    remember: bool = True
+    approved: bool = attrs.field(validator=attrs.validators.instance_of(bool))
+    remember: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     reason: str | None = None
 
 
-ApprovalCallback = Callable[[ExecutionAction], Awaitable["bool | ApprovalDecision"]]
-"""``async def approve(action) -> bool | ApprovalDecision``; a bool means ``remember=True``."""
+ApprovalCallback = Callable[
+    [ExecutionAction], "bool | ApprovalDecision | Awaitable[bool | ApprovalDecision]"
+]
+"""``approve(action) -> bool | ApprovalDecision``, sync or async.
+
+A sync callable runs on the event loop (keep it quick; use an async one to
+wait for a person). A bool means ``ApprovalDecision(approved=<bool>)``.
+"""
 
 _CacheKey = tuple[str, str, str | None, tuple[str, ...]]
+
+
+@attrs.frozen(kw_only=True)
+class CommandVerdict:
+    """The policy's answer before approval: allow, ask or deny, with details."""
+
+    outcome: Literal["allow", "ask", "deny"]
+    reason: str
+    details: dict[str, object] = attrs.field(factory=dict)
 
 
 def _decision(
@@ -62,6 +91,9 @@ class _CodingApprovalPolicy:
     read_only: bool
     timeout_s: float
     cache_approvals: bool
+    readable: tuple[str, ...]
+    protected: ProtectedPaths
+    path_hazard: str | None
     _approved: dict[_CacheKey, None] = attrs.field(factory=dict)
 
     def check(self, action: ExecutionAction) -> ExecutionDecision | Awaitable[ExecutionDecision]:
@@ -103,7 +135,11 @@ class _CodingApprovalPolicy:
         answer: object = None
         with trio.move_on_after(self.timeout_s) as scope:
             try:
-                answer = await self.approve(action)
+                answer = self.approve(action)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+                else:
+                    await trio.lowlevel.checkpoint()
             except Exception as exc:
                 return _decision(
                     False,
@@ -160,29 +196,15 @@ class _CodingApprovalPolicy:
                 return CommandVerdict(
                     outcome="deny",
                     reason=f"{kind} of {verdict.path!r} denied: {verdict.reason}",
-                    details={"kind": kind, "path": verdict.path, "real": verdict.real,
-                             "check": "path"},
-                )  # fmt: skip
+                    details={
+                        "kind": kind,
+                        "path": verdict.path,
+                        "real": verdict.real,
+                        "check": "path",
+                    },
+                )
         if kind == "shell":
-            if not action.paths:
-                return CommandVerdict(
-                    outcome="deny",
-                    reason="shell action denied: it names no working directory",
-                    details={"kind": kind},
-                )
-            cwd = self.roots.resolve(action.paths[0], base=base).real or self.roots.paths[0]
-            command = action.command
-            if not isinstance(command, str):
-                return CommandVerdict(
-                    outcome="deny",
-                    reason=f"shell action denied: the command is {command!r}, not a string",
-                    details={"kind": kind},
-                )
-            judged = evaluate_command(
-                parse_command(command), self.rules, roots=self.roots, cwd=cwd,
-                read_only=self.read_only,
-            )  # fmt: skip
-            return attrs.evolve(judged, details={"kind": kind, **judged.details})
+            return self._judge_shell(action, base)
         paths = list(action.paths)
         if kind in WRITE_KINDS:
             if self.read_only:
@@ -192,6 +214,22 @@ class _CodingApprovalPolicy:
                     "read-only",
                     details={"kind": kind, "paths": paths, "read_only": True},
                 )
+            for path in paths:
+                resolved = self.roots.resolve(path, base=base)
+                relative = (resolved.real or "")[len(resolved.root or "") :].lstrip("/")
+                entry = self.protected.match("/" + relative) if relative else None
+                if entry is not None:
+                    return CommandVerdict(
+                        outcome="ask",
+                        reason=f"{kind} of {path!r}: a protected path ({entry}) that can run "
+                        "commands later, outside any gate",
+                        details={
+                            "kind": kind,
+                            "paths": paths,
+                            "protected": entry,
+                            "check": "protected",
+                        },
+                    )
             return CommandVerdict(
                 outcome="allow",
                 reason=f"{kind} inside the roots",
@@ -209,51 +247,96 @@ class _CodingApprovalPolicy:
             details={"kind": kind, "paths": paths},
         )
 
+    def _judge_shell(self, action: ExecutionAction, base: str | None) -> CommandVerdict:
+        if not action.paths:
+            return CommandVerdict(
+                outcome="deny",
+                reason="shell action denied: it names no working directory",
+                details={"kind": "shell"},
+            )
+        cwd = self.roots.resolve(action.paths[0], base=base).real or self.roots.paths[0]
+        command = action.command
+        if not isinstance(command, str):
+            return CommandVerdict(
+                outcome="deny",
+                reason=f"shell action denied: the command is {command!r}, not a string",
+                details={"kind": "shell"},
+            )
+        explanation = self.explain(command, cwd)
+        details: dict[str, object] = {
+            "kind": "shell",
+            "command": command,
+            "rule": explanation.rule,
+            "commands": [c.to_json() for c in explanation.commands],
+        }
+        outcome = explanation.outcome
+        reason = f"command {command!r}: {explanation.reason}"
+        if outcome == "allow" and self.path_hazard is not None:
+            outcome = "ask"
+            reason = f"command {command!r}: {self.path_hazard}"
+            details["rule"] = "path_hazard"
+        return CommandVerdict(outcome=outcome, reason=reason, details=details)
+
+    def explain(self, command: str, cwd: str) -> CommandExplanation:
+        """Judge ``command`` run in ``cwd`` (a real directory)."""
+        return judge_command(
+            command,
+            roots=self.roots,
+            rules=self.rules,
+            protected=self.protected,
+            cwd=cwd,
+            read_only=self.read_only,
+            readable=self.readable,
+        )
+
 
 def _cache_key(action: ExecutionAction) -> _CacheKey:
     return (action.kind, action.operation, action.command, tuple(action.paths))
 
 
-def create_coding_approval_policy(
-    *,
+def _path_hazard(roots: Roots) -> str | None:
+    """Why a program name on PATH may not be the system's program, or None."""
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not entry.startswith("/"):
+            return (
+                f"PATH holds the relative entry {entry or '(empty)'!r}, so a program name "
+                "may run a file from the working directory; nothing is proved safe"
+            )
+        if roots.contains_real(os.path.realpath(entry)):
+            return (
+                f"PATH holds {entry!r}, inside a writable root, so a program name may run "
+                "a file written there; nothing is proved safe"
+            )
+    return None
+
+
+def _readable(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(f"readable must be a sequence of paths, got {value!r}")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, (str, os.PathLike)) or not os.fspath(item) or "\x00" in str(item):
+            raise ConfigurationError(f"readable entries must be non-empty paths, got {item!r}")
+        text = os.fspath(item)
+        if not isinstance(text, str) or not os.path.isabs(text):
+            raise ConfigurationError(f"readable entries must be absolute paths, got {item!r}")
+        out.append(os.path.realpath(text))
+    return tuple(out)
+
+
+def _build(
     roots: Sequence[str],
-    approve: ApprovalCallback | None = None,
-    read_only: bool = False,
-    command_rules: CommandRules | None = None,
-    approval_timeout_s: float = 300.0,
-    cache_approvals: bool = True,
-) -> ExecutionPolicy:
-    """The execution policy that makes the coding tools safe to hand to a model.
-
-    Every path of an action must resolve (realpath) inside one of ``roots``.
-    Shell commands are parsed into simple commands and judged by
-    ``command_rules`` (deny wins, then ask, then allow); a plain command with
-    no shell metacharacters that matches no deny or ask rule runs; anything
-    with chaining, substitution, redirection or newlines needs approval unless
-    every simple command matches an allow rule; a command that cannot be
-    parsed with confidence always needs approval. ``read_only=True`` denies
-    writes and edits and lets only known read-only commands run unasked.
-
-    Needing approval means awaiting ``approve(action)`` for at most
-    ``approval_timeout_s`` seconds: a timeout denies (reason and
-    ``details["approval"]`` say ``timed_out``), an exception from the approver
-    denies, and cancelling the caller cancels the wait. With ``approve=None``
-    anything that needs approval is denied. Approvals are cached per exact
-    action (kind, operation, command, paths) unless ``cache_approvals=False``
-    or the approver answers ``ApprovalDecision(approved=True, remember=False)``.
-
-    Decisions that need no approval are returned synchronously (no await).
-    Relative paths resolve against ``action.metadata["cwd"]`` when it is a
-    string, else against the first root.
-
-    Raises:
-        ConfigurationError: a root is not an existing directory, ``approve`` is not
-            callable, ``command_rules`` is not :class:`CommandRules`, or
-            ``approval_timeout_s`` is not a positive finite number.
-    """
+    approve: ApprovalCallback | None,
+    read_only: bool,
+    command_rules: CommandRules | None,
+    approval_timeout_s: float,
+    cache_approvals: bool,
+    readable: Sequence[str],
+    protected_paths: Sequence[str] | None,
+) -> _CodingApprovalPolicy:
     real_roots = normalize_roots(roots)
     if approve is not None and not callable(approve):
-        raise ConfigurationError(f"approve must be an async callable or None, got {approve!r}")
+        raise ConfigurationError(f"approve must be a callable or None, got {approve!r}")
     if command_rules is None:
         command_rules = CommandRules()
     if not isinstance(command_rules, CommandRules):
@@ -272,11 +355,109 @@ def create_coding_approval_policy(
     for name, flag in (("read_only", read_only), ("cache_approvals", cache_approvals)):
         if not isinstance(flag, bool):
             raise ConfigurationError(f"{name} must be a bool, got {flag!r}")
+    root_set = Roots(real_roots)
     return _CodingApprovalPolicy(
-        roots=Roots(real_roots),
+        roots=root_set,
         rules=CompiledRules.build(command_rules),
         approve=approve,
         read_only=read_only,
         timeout_s=float(approval_timeout_s),
         cache_approvals=cache_approvals,
+        readable=_readable(readable),
+        protected=ProtectedPaths(normalize_protected_paths(protected_paths)),
+        path_hazard=_path_hazard(root_set),
     )
+
+
+def create_coding_approval_policy(
+    *,
+    roots: Sequence[str],
+    approve: ApprovalCallback | None = None,
+    read_only: bool = False,
+    command_rules: CommandRules | None = None,
+    approval_timeout_s: float = 300.0,
+    cache_approvals: bool = True,
+    readable: Sequence[str] = (),
+    protected_paths: Sequence[str] | None = None,
+) -> ExecutionPolicy:
+    """The execution policy that makes the coding tools safe to hand to a model.
+
+    Every path of an action must resolve (realpath) inside one of ``roots``.
+    A shell command runs without approval only when it is *proved safe*:
+    parsed into every simple command it would run (pipelines, lists, ``{ }``,
+    ``( )``, loops, ``$( )``, backticks, ``<( )``), each word expanded the way
+    bash would (quotes, braces, ``~``/``~user``, globs against the real file
+    system), wrappers (``env``, ``timeout``, ``nice``, ``sh -c``...) unwrapped
+    through their grammar, and every resulting command either a program of the
+    safe set whose options and operands its model accepts, or matched by an
+    allow rule; every path it reads inside the roots or ``readable``; every
+    path it or a redirect writes inside the roots, not protected, and not in
+    read-only mode. Anything else asks. Deny rules (``command_rules`` and the
+    defaults) win over everything, an approver's yes included. Writes (by tool
+    or shell) to a protected path (:data:`PROTECTED_PATHS` plus
+    ``protected_paths``) always ask. ``read_only=True`` denies the write and
+    edit tools and makes every shell write ask.
+
+    Needing approval means calling ``approve(action)`` (sync or async) and
+    waiting at most ``approval_timeout_s`` seconds: a timeout denies (reason and
+    ``details["approval"]`` say ``timed_out``), an exception from the approver
+    denies, and cancelling the caller cancels the wait. With ``approve=None``
+    anything that needs approval is denied. Approvals are cached per exact
+    action (kind, operation, command, paths) unless ``cache_approvals=False``
+    or the approver answers ``ApprovalDecision(approved=True, remember=False)``.
+
+    Decisions that need no approval are returned synchronously (no await).
+    Relative paths resolve against ``action.metadata["cwd"]`` when it is a
+    string, else against the first root. A shell decision's ``details`` carry
+    ``commands``: each simple command with its verdict, reason and rule.
+
+    Raises:
+        ConfigurationError: a root is not an existing directory, ``approve`` is not
+            callable, ``command_rules`` is not :class:`CommandRules` (or a rule's
+            example contradicts it), ``approval_timeout_s`` is not a positive
+            finite number, or a ``readable``/``protected_paths`` entry is unusable.
+    """
+    return _build(
+        roots,
+        approve,
+        read_only,
+        command_rules,
+        approval_timeout_s,
+        cache_approvals,
+        readable,
+        protected_paths,
+    )
+
+
+def explain_command(
+    command: str,
+    *,
+    roots: Sequence[str],
+    cwd: str | None = None,
+    read_only: bool = False,
+    command_rules: CommandRules | None = None,
+    readable: Sequence[str] = (),
+    protected_paths: Sequence[str] | None = None,
+) -> CommandExplanation:
+    """Why the coding policy built with the same options would allow, ask about or deny ``command``.
+
+    ``cwd`` defaults to the first root. The result lists every simple command
+    (and every layer a wrapper or ``sh -c`` runs) with its verdict, reason and
+    the rule or model that decided it; ``prism policy check`` prints it.
+
+    Raises:
+        ConfigurationError: as :func:`create_coding_approval_policy`, or ``cwd``
+            is not inside a root.
+    """
+    policy = _build(roots, None, read_only, command_rules, 300.0, True, readable, protected_paths)
+    if not isinstance(command, str):
+        raise ConfigurationError(f"command must be a string, got {command!r}")
+    where = policy.roots.paths[0] if cwd is None else os.path.realpath(os.fspath(cwd))
+    if not policy.roots.contains_real(where):
+        raise ConfigurationError(f"cwd {cwd!r} is not inside a root")
+    explanation = policy.explain(command, where)
+    if explanation.outcome == "allow" and policy.path_hazard is not None:
+        return attrs.evolve(
+            explanation, outcome="ask", reason=policy.path_hazard, rule="path_hazard"
+        )
+    return explanation

@@ -105,7 +105,7 @@ def normalize_protected_paths(
 class ProtectedPaths:
     """Matches real paths against protected-path entries."""
 
-    __slots__ = ("entries", "_split")
+    __slots__ = ("_split", "entries")
 
     def __init__(self, entries: Sequence[str]) -> None:
         """Compile ``entries`` (already normalised)."""
@@ -130,6 +130,5 @@ class ProtectedPaths:
         return [
             os.path.join(root, entry)
             for entry, pattern in self._split
-            if not any(ch in entry for ch in "*?[")
-            and len(pattern) > 0
+            if not any(ch in entry for ch in "*?[") and len(pattern) > 0
         ]

@@ -1,0 +1,562 @@
+"""Judge a command line: every simple command proved safe, or it asks (or is denied)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Literal
+
+import attrs
+
+from ._commands import MAX_NESTING, Script, SimpleCommand, Word, parse_script, rough_segments
+from ._paths import Roots
+from ._programs import Inner, Use, describe, harmless_assignment
+from ._protected import ProtectedPaths
+from ._rules import (
+    CompiledRules,
+    NormalizedArgv,
+    block_device,
+    destructive_target,
+    normalize_argv,
+)
+from ._words import WordError, expand_word
+
+__all__ = ["CommandCheck", "CommandExplanation", "example_argvs", "judge_command"]
+
+Verdict = Literal["allow", "ask", "deny"]
+_RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
+_HARMLESS_WRITES = frozenset(
+    {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2", "/dev/tty"}
+)
+_DESTRUCTIVE = frozenset({"rm", "chmod", "chown", "chgrp"})
+_DEVICE_WRITERS = frozenset(
+    {
+        "dd",
+        "tee",
+        "cp",
+        "mv",
+        "install",
+        "shred",
+        "truncate",
+        "cat",
+        "pv",
+        "ln",
+        "mkswap",
+        "badblocks",
+        "hdparm",
+        "wipefs",
+        "mkfs",
+        "mke2fs",
+    }
+)
+
+
+@attrs.frozen(kw_only=True)
+class CommandCheck:
+    """The verdict on one simple command (or one layer of a wrapped command).
+
+    Attributes:
+        argv: the words as they would run (a word computed at run time is shown as written).
+        program: the program's name as rules see it (basename).
+        verdict: ``allow``, ``ask`` or ``deny``.
+        reason: why.
+        rule: what decided it: ``model:<program>``, ``deny:<rule>``, ``allow:<rule>``,
+            ``default:<check>``, ``path``, ``redirect``, ``parse``...
+        depth: 0 for a command on the line, 1+ for one run by a wrapper or ``sh -c``.
+    """
+
+    argv: tuple[str, ...]
+    program: str
+    verdict: Verdict
+    reason: str
+    rule: str
+    depth: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {
+            "argv": list(self.argv),
+            "program": self.program,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "rule": self.rule,
+            "depth": self.depth,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class CommandExplanation:
+    """Why a command line is allowed, asks, or is denied.
+
+    Attributes:
+        command: the command line.
+        outcome: ``allow`` (every part proved safe or explicitly allowed), ``ask``
+            or ``deny`` (a deny rule or default check matched).
+        reason: the deciding part's reason.
+        rule: the deciding part's rule.
+        commands: every simple command and wrapper layer with its own verdict.
+    """
+
+    command: str
+    outcome: Verdict
+    reason: str
+    rule: str
+    commands: tuple[CommandCheck, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {
+            "command": self.command,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "rule": self.rule,
+            "commands": [c.to_json() for c in self.commands],
+        }
+
+
+@attrs.define
+class _Judge:
+    roots: Roots
+    rules: CompiledRules
+    protected: ProtectedPaths
+    read_only: bool
+    readable: tuple[str, ...]
+    cwds: list[str]
+    checks: list[CommandCheck] = attrs.field(factory=list)
+
+    def add(
+        self, argv: tuple[str, ...], verdict: Verdict, reason: str, rule: str, depth: int
+    ) -> Verdict:
+        program = posixpath.basename(argv[0]) if argv else ""
+        self.checks.append(
+            CommandCheck(
+                argv=argv, program=program, verdict=verdict, reason=reason, rule=rule, depth=depth
+            )
+        )
+        return verdict
+
+    # -- scripts -------------------------------------------------------------------------
+
+    def script(self, script: Script, depth: int, *, bash: bool = True) -> None:
+        shown = (script.source,)
+        if depth > MAX_NESTING:
+            self.add(shown, "ask", "commands are nested too deeply to inspect", "parse", depth)
+            return
+        if self.rules.defaults:
+            for hazard in script.hazards:
+                self.add(shown, "deny", f"denied: {hazard}", "default:structure", depth)
+        if script.uncertain:
+            for tokens in rough_segments(script.source):
+                rule = CompiledRules.first(self.rules.deny, normalize_argv(tokens))
+                if rule is not None:
+                    self.add(
+                        tokens,
+                        "deny",
+                        f"{' '.join(tokens)!r} (in a part that could not be "
+                        f"parsed with confidence) matches the deny rule {rule.text!r}",
+                        f"deny:{rule.text}",
+                        depth,
+                    )
+                    break
+            self.add(
+                shown,
+                "ask",
+                f"cannot be parsed with confidence: {script.uncertain[0]}",
+                "parse",
+                depth,
+            )
+        if not bash:
+            self.add(
+                shown,
+                "ask",
+                "the script is not in bash syntax, so it is not proved",
+                "parse",
+                depth,
+            )
+        for name in script.functions:
+            self.add(
+                shown,
+                "ask",
+                f"defines the function {name!r}, which could shadow a program",
+                "function",
+                depth,
+            )
+        if script.background:
+            self.add(shown, "ask", "runs a command in the background", "background", depth)
+        for command in script.commands:
+            self.simple(command, depth)
+
+    # -- simple commands -----------------------------------------------------------------
+
+    def expand(self, word: Word) -> tuple[list[str | None], str | None]:
+        if word.dynamic:
+            return [None], f"{word.raw!r} is computed at run time"
+        try:
+            expanded = expand_word(word.raw, cwd=self.cwds[-1])
+        except WordError as exc:
+            return [None], str(exc)
+        return list(expanded.values), None
+
+    def simple(self, command: SimpleCommand, depth: int) -> None:
+        argv: list[str | None] = []
+        shown: list[str] = []
+        dynamic_reason: str | None = None
+        for word in command.words:
+            values, why = self.expand(word)
+            argv.extend(values)
+            shown.extend(v if v is not None else word.raw for v in values)
+            dynamic_reason = dynamic_reason or why
+        display = tuple(shown) or tuple(w.raw for w in command.assignments) or ("(redirect)",)
+        for assignment in command.assignments:
+            if assignment.dynamic or not harmless_assignment(assignment.raw):
+                what = "assigns" if not command.words else "sets"
+                self.add(
+                    display,
+                    "ask",
+                    f"{what} {assignment.raw!r}, which can change what later commands run",
+                    "assignment",
+                    depth,
+                )
+        for redirect in command.redirects:
+            self.redirect(redirect.op, redirect.target, display, depth)
+        if not argv:
+            return
+        self.argv(tuple(argv), tuple(shown), depth, dynamic_reason)
+
+    def redirect(self, op: str, target: Word | None, display: tuple[str, ...], depth: int) -> None:
+        if target is None:
+            return
+        values, why = self.expand(target)
+        if why is not None or len(values) != 1 or values[0] is None:
+            reason = why or f"the redirect target {target.raw!r} is ambiguous"
+            self.add(display, "ask", f"redirect {op} {target.raw}: {reason}", "redirect", depth)
+            return
+        path = values[0]
+        if op in (">&", "<&") and (path.isdigit() or path == "-"):
+            return
+        if op in _WRITE_OPS or op in (">&", "<>"):
+            self.write(path, display, depth, f"redirect {op}")
+        if op in ("<", "<&", "<>"):
+            self.read(path, display, depth, f"redirect {op}")
+
+    # -- paths -----------------------------------------------------------------------------
+
+    def _readable(self, real: str) -> bool:
+        return any(real == r or real.startswith(r.rstrip("/") + "/") for r in self.readable)
+
+    def read(self, path: str, display: tuple[str, ...], depth: int, what: str) -> bool:
+        if path in _HARMLESS_WRITES or path in (
+            "/dev/stdin",
+            "/dev/fd/0",
+            "/dev/zero",
+            "/dev/urandom",
+            "/dev/random",
+        ):
+            return True
+        for base in self.cwds:
+            verdict = self.roots.resolve(path, base=base)
+            if verdict.inside or (verdict.real is not None and self._readable(verdict.real)):
+                continue
+            self.add(
+                display,
+                "ask",
+                f"{what} reads {path!r} outside the roots"
+                f"{' (' + verdict.reason + ')' if verdict.reason else ''}",
+                "path",
+                depth,
+            )
+            return False
+        return True
+
+    def write(self, path: str, display: tuple[str, ...], depth: int, what: str) -> bool:
+        if path in _HARMLESS_WRITES:
+            return True
+        for base in self.cwds:
+            verdict = self.roots.resolve(path, base=base)
+            real = verdict.real or ""
+            if self.rules.defaults and block_device(real):
+                self.add(
+                    display,
+                    "deny",
+                    f"{what} writes to the block device {path!r}",
+                    "default:block_device",
+                    depth,
+                )
+                return False
+            if not verdict.inside:
+                self.add(
+                    display,
+                    "ask",
+                    f"{what} writes {path!r} outside the roots"
+                    f"{' (' + verdict.reason + ')' if verdict.reason else ''}",
+                    "path",
+                    depth,
+                )
+                return False
+            relative = real[len(verdict.root or "") :].lstrip("/")
+            entry = self.protected.match("/" + relative) if relative else None
+            if entry is not None:
+                self.add(
+                    display,
+                    "ask",
+                    f"{what} writes {path!r}, a protected path ({entry}) "
+                    "that can run commands later, outside any gate",
+                    "protected",
+                    depth,
+                )
+                return False
+            if self.read_only:
+                self.add(
+                    display,
+                    "ask",
+                    f"{what} writes {path!r} and the policy is read-only",
+                    "read_only",
+                    depth,
+                )
+                return False
+        return True
+
+    def resolve_all(self, path: str) -> list[str]:
+        out = []
+        for base in self.cwds:
+            verdict = self.roots.resolve(path, base=base)
+            out.append(verdict.real or os.path.normpath(os.path.join(base, path)))
+        return out
+
+    # -- argv ------------------------------------------------------------------------------
+
+    def structural(
+        self, argv: tuple[str | None, ...], norm: NormalizedArgv, depth: int, shown: tuple[str, ...]
+    ) -> bool:
+        """Apply the default structural denies; True when one matched."""
+        program = norm.program
+        if program in _DESTRUCTIVE:
+            recursive = any(n in ("--recursive", "-r", "-R") for n, _ in norm.options)
+            if recursive:
+                operands = list(norm.operands)
+                if program != "rm" and not any(n == "--reference" for n, _ in norm.options):
+                    operands = operands[1:]  # the mode or owner
+                for operand in operands:
+                    if operand is None:
+                        continue
+                    for real in self.resolve_all(operand):
+                        why = destructive_target(real, self.roots.paths)
+                        if why is not None:
+                            self.add(
+                                shown,
+                                "deny",
+                                f"{program} recursively changes {operand!r}, {why}",
+                                f"default:{program}",
+                                depth,
+                            )
+                            return True
+                    if operand.endswith("/*") or operand == "*":
+                        base = operand[:-1] or "."
+                        for real in self.resolve_all(base):
+                            why = destructive_target(real, self.roots.paths)
+                            if why is not None:
+                                self.add(
+                                    shown,
+                                    "deny",
+                                    f"{program} recursively changes everything in {why}",
+                                    f"default:{program}",
+                                    depth,
+                                )
+                                return True
+        if program in _DEVICE_WRITERS or program.startswith("mkfs"):
+            for operand in norm.operands:
+                if operand is None:
+                    continue
+                target = operand[3:] if program == "dd" and operand.startswith("of=") else operand
+                if program == "dd" and not operand.startswith("of="):
+                    continue
+                for real in self.resolve_all(target):
+                    if block_device(real):
+                        self.add(
+                            shown,
+                            "deny",
+                            f"{program} writes to the block device {target!r}",
+                            "default:block_device",
+                            depth,
+                        )
+                        return True
+        return False
+
+    def argv(
+        self,
+        argv: tuple[str | None, ...],
+        shown: tuple[str, ...],
+        depth: int,
+        dynamic_reason: str | None,
+    ) -> Verdict:
+        if depth > MAX_NESTING:
+            return self.add(
+                shown, "ask", "commands are nested too deeply to inspect", "parse", depth
+            )
+        if argv[0] is None:
+            return self.add(
+                shown,
+                "ask",
+                f"the command name is computed at run time ({dynamic_reason})",
+                "dynamic",
+                depth,
+            )
+        norm = normalize_argv(argv)
+        deny = CompiledRules.first(self.rules.deny, norm)
+        if deny is not None:
+            return self.add(
+                shown, "deny", f"matches the deny rule {deny.text!r}", f"deny:{deny.text}", depth
+            )
+        if self.rules.defaults and self.structural(argv, norm, depth, shown):
+            return "deny"
+        use = describe(argv)
+        # commands this one runs are judged whatever its own verdict, so deny rules reach
+        # them; each adds its own check, and the line's outcome is the worst of all checks
+        for inner in use.inner:
+            self.inner(inner, depth + 1)
+        ask = CompiledRules.first(self.rules.ask, norm)
+        if ask is not None:
+            return self.add(
+                shown, "ask", f"matches the ask rule {ask.text!r}", f"ask:{ask.text}", depth
+            )
+        allow = CompiledRules.first(self.rules.allow, norm)
+        if allow is not None:
+            self.paths(use, shown, depth, reads=False)
+            return self.add(
+                shown,
+                "allow",
+                f"matches the allow rule {allow.text!r}",
+                f"allow:{allow.text}",
+                depth,
+            )
+        if use.verdict == "ask":
+            return self.add(shown, "ask", use.reason, use.rule, depth)
+        if dynamic_reason is not None:
+            return self.add(shown, "ask", dynamic_reason, "dynamic", depth)
+        if use.writer and self.read_only:
+            return self.add(
+                shown,
+                "ask",
+                f"{norm.program} writes files and the policy is read-only",
+                "read_only",
+                depth,
+            )
+        if not self.paths(use, shown, depth, reads=True):
+            return "ask"
+        if use.cwd is not None:
+            for real in self.resolve_all(use.cwd):
+                if real not in self.cwds:
+                    self.cwds.append(real)
+        return self.add(shown, "allow", use.reason, use.rule, depth)
+
+    def paths(self, use: Use, shown: tuple[str, ...], depth: int, *, reads: bool) -> bool:
+        ok = True
+        if reads:
+            for path in use.reads:
+                ok = self.read(path, shown, depth, use.rule.removeprefix("model:")) and ok
+        for path in use.writes:
+            ok = self.write(path, shown, depth, use.rule.removeprefix("model:")) and ok
+        for path in use.files_only:
+            for real in self.resolve_all(path):
+                if os.path.isdir(real):
+                    self.add(
+                        shown,
+                        "ask",
+                        f"{path!r} is a directory; copying or moving a tree is not proved safe",
+                        use.rule,
+                        depth,
+                    )
+                    return False
+        return ok
+
+    def inner(self, inner: Inner, depth: int) -> Verdict:
+        before = len(self.checks)
+        if inner.script is not None:
+            self.script(parse_script(inner.script), depth, bash=inner.bash_syntax)
+        elif inner.argv:
+            shown = tuple(a if a is not None else "<computed>" for a in inner.argv)
+            dynamic = "an argument is computed at run time" if None in inner.argv else None
+            self.argv(inner.argv, shown, depth, dynamic)
+        worst: Verdict = "allow"
+        for check in self.checks[before:]:
+            if _RANK[check.verdict] > _RANK[worst]:
+                worst = check.verdict
+        return worst
+
+
+def judge_command(
+    command: str,
+    *,
+    roots: Roots,
+    rules: CompiledRules,
+    protected: ProtectedPaths,
+    cwd: str,
+    read_only: bool,
+    readable: tuple[str, ...] = (),
+) -> CommandExplanation:
+    """Judge ``command`` run by bash in ``cwd``."""
+    judge = _Judge(
+        roots=roots,
+        rules=rules,
+        protected=protected,
+        read_only=read_only,
+        readable=readable,
+        cwds=[cwd],
+    )
+    judge.script(parse_script(command), 0)
+    checks = tuple(judge.checks)
+    if not checks:
+        return CommandExplanation(
+            command=command, outcome="ask", reason="nothing to run", rule="parse"
+        )
+    worst = max(checks, key=lambda c: _RANK[c.verdict])
+    if worst.verdict == "allow":
+        reason = (
+            f"{checks[0].reason}"
+            if len(checks) == 1
+            else f"all {len(checks)} commands are proved safe or allowed"
+        )
+        return CommandExplanation(
+            command=command,
+            outcome="allow",
+            reason=reason,
+            rule=checks[0].rule if len(checks) == 1 else "all",
+            commands=checks,
+        )
+    what = " ".join(worst.argv)
+    return CommandExplanation(
+        command=command,
+        outcome=worst.verdict,
+        reason=f"{what!r}: {worst.reason}" if what != command else worst.reason,
+        rule=worst.rule,
+        commands=checks,
+    )
+
+
+def example_argvs(example: str) -> list[tuple[str | None, ...]]:
+    """Every argv (wrapper layers included) an example command line would run."""
+    out: list[tuple[str | None, ...]] = []
+
+    def walk(argv: tuple[str | None, ...], depth: int) -> None:
+        if not argv or argv[0] is None or depth > MAX_NESTING:
+            return
+        out.append(argv)
+        for inner in describe(argv).inner:
+            if inner.argv:
+                walk(inner.argv, depth + 1)
+            elif inner.script is not None:
+                scripts(inner.script, depth + 1)
+
+    def scripts(source: str, depth: int) -> None:
+        for command in parse_script(source).commands:
+            argv: list[str | None] = []
+            for word in command.words:
+                try:
+                    argv.extend(expand_word(word.raw, cwd="/nonexistent").values)
+                except WordError:
+                    argv.append(None)
+            walk(tuple(argv), depth)
+
+    scripts(example, 0)
+    return out

@@ -1,0 +1,212 @@
+"""Expand a static shell word the way bash would: quotes, braces, tilde, globs.
+
+Only words with no parameter, command, process or arithmetic substitution
+reach this module (the parser marks those *dynamic*, and dynamic words are
+never proved safe). What bash would do with the rest is computed here, against
+the real file system for globs, so the policy judges the argv that will run.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import re
+
+import attrs
+
+__all__ = ["MAX_EXPANSIONS", "ExpandedWord", "WordError", "expand_word"]
+
+MAX_EXPANSIONS = 1024
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+class WordError(ValueError):
+    """The word cannot be expanded with confidence (the message says why)."""
+
+
+@attrs.frozen
+class ExpandedWord:
+    """A word after expansion.
+
+    Attributes:
+        values: the words bash would produce (one, or several after braces or a glob).
+        literal: the word after quote removal, before globbing (``./*`` stays ``./*``).
+        globbed: whether an unquoted glob character was present.
+    """
+
+    values: tuple[str, ...]
+    literal: str
+    globbed: bool = False
+
+
+def _chars(raw: str) -> list[tuple[str, bool]]:
+    """Quote removal: (character, quoted) pairs."""
+    out: list[tuple[str, bool]] = []
+    i = 0
+    n = len(raw)
+    while i < n:
+        ch = raw[i]
+        if ch == "\\":
+            if i + 1 < n:
+                if raw[i + 1] != "\n":
+                    out.append((raw[i + 1], True))
+                i += 2
+                continue
+            out.append(("\\", True))
+            i += 1
+        elif ch == "'":
+            end = raw.find("'", i + 1)
+            if end < 0:
+                raise WordError(f"unterminated quote in {raw!r}")
+            out.extend((c, True) for c in raw[i + 1 : end])
+            i = end + 1
+        elif ch == '"':
+            i += 1
+            while i < n and raw[i] != '"':
+                c = raw[i]
+                if c == "\\" and i + 1 < n and raw[i + 1] in '$`"\\\n':
+                    if raw[i + 1] != "\n":
+                        out.append((raw[i + 1], True))
+                    i += 2
+                    continue
+                if c in "$`":
+                    raise WordError(f"an expansion inside double quotes in {raw!r}")
+                out.append((c, True))
+                i += 1
+            if i >= n:
+                raise WordError(f"unterminated quote in {raw!r}")
+            i += 1
+        elif ch in "$`":
+            raise WordError(f"an expansion in {raw!r}")
+        else:
+            out.append((ch, False))
+            i += 1
+    return out
+
+
+def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
+    """Brace expansion of unquoted ``{a,b}`` and ``{1..3}`` (left to right, nested)."""
+    depth = 0
+    start = -1
+    commas: list[int] = []
+    for index, (ch, quoted) in enumerate(chars):
+        if quoted:
+            continue
+        if ch == "{":
+            if depth == 0:
+                start = index
+                commas = []
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                inner = chars[start + 1 : index]
+                prefix, suffix = chars[:start], chars[index + 1 :]
+                alternatives: list[list[tuple[str, bool]]] = []
+                if commas:
+                    bounds = [start, *commas, index]
+                    alternatives = [chars[a + 1 : b] for a, b in itertools.pairwise(bounds)]
+                else:
+                    text = "".join(c for c, _ in inner)
+                    seq = re.fullmatch(
+                        r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([a-zA-Z])\.\.([a-zA-Z])", text
+                    )
+                    if seq is None:
+                        rest = _brace(suffix)
+                        return [prefix + chars[start : index + 1] + r for r in rest]
+                    if seq.group(4):
+                        lo, hi = ord(seq.group(4)), ord(seq.group(5))
+                        step = 1 if hi >= lo else -1
+                        items = [chr(c) for c in range(lo, hi + step, step)]
+                    else:
+                        lo, hi = int(seq.group(1)), int(seq.group(2))
+                        step = abs(int(seq.group(3) or 1)) or 1
+                        step = step if hi >= lo else -step
+                        if abs(hi - lo) // abs(step) > MAX_EXPANSIONS:
+                            raise WordError("a brace sequence expands to too many words")
+                        items = [str(c) for c in range(lo, hi + (1 if step > 0 else -1), step)]
+                    alternatives = [[(c, True) for c in item] for item in items]
+                out: list[list[tuple[str, bool]]] = []
+                tails = _brace(suffix)
+                for alt in alternatives:
+                    for expanded in _brace(alt):
+                        for tail in tails:
+                            out.append(prefix + expanded + tail)
+                            if len(out) > MAX_EXPANSIONS:
+                                raise WordError("brace expansion produces too many words")
+                return out
+        elif ch == "," and depth == 1:
+            commas.append(index)
+    return [chars]
+
+
+def _tilde(chars: list[tuple[str, bool]], assignment: bool) -> list[tuple[str, bool]]:
+    """Expand an unquoted leading ``~`` / ``~user`` (and after ``=``/``:`` in assignments)."""
+    starts = [0]
+    if assignment:
+        text = "".join(c for c, _ in chars)
+        eq = text.find("=")
+        starts = [eq + 1] + [
+            i + 1 for i, (c, q) in enumerate(chars) if c == ":" and not q and i > eq
+        ]
+    for start in sorted(starts, reverse=True):
+        if start >= len(chars) or chars[start] != ("~", False):
+            continue
+        end = start + 1
+        while end < len(chars) and chars[end][0] != "/" and not chars[end][1]:
+            end += 1
+        if end < len(chars) and chars[end][1] and chars[end][0] != "/":
+            continue  # a quoted character in the login name: bash leaves it alone
+        user = "".join(c for c, _ in chars[start + 1 : end])
+        if user in ("+", "-") or user.startswith(("+", "-")):
+            raise WordError(f"~{user} depends on the shell's directory stack")
+        if user == "":
+            home = os.environ.get("HOME") or os.path.expanduser("~")
+        else:
+            try:
+                home = pwd.getpwnam(user).pw_dir
+            except KeyError:
+                continue  # no such user: bash keeps the word as written
+        chars = chars[:start] + [(c, True) for c in home] + chars[end:]
+    return chars
+
+
+def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
+    if not any(c in "*?[" and not q for c, q in chars):
+        return ["".join(c for c, _ in chars)], False
+    pattern = "".join(glob.escape(c) if q else c for c, q in chars)
+    absolute = pattern.startswith("/")
+    try:
+        found = sorted(glob.glob(pattern, root_dir=None if absolute else cwd))
+    except (OSError, ValueError, re.error) as exc:
+        raise WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
+    if len(found) > MAX_EXPANSIONS:
+        raise WordError(f"the glob {pattern!r} matches more than {MAX_EXPANSIONS} paths")
+    if not found:
+        return ["".join(c for c, _ in chars)], True  # bash keeps an unmatched pattern
+    return found, True
+
+
+def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
+    """Expand ``raw`` (the word as written) relative to ``cwd``.
+
+    Raises:
+        WordError: the word holds an expansion, an unterminated quote, or grows too large.
+    """
+    chars = _chars(raw)
+    literal = "".join(c for c, _ in chars)
+    assignment = _ASSIGNMENT.match(literal) is not None and not any(
+        q for _, q in chars[: literal.find("=")]
+    )
+    values: list[str] = []
+    globbed = False
+    for variant in _brace(chars):
+        expanded = _tilde(variant, assignment)
+        words, hit = _glob(expanded, cwd)
+        globbed = globbed or hit
+        values.extend(words)
+        if len(values) > MAX_EXPANSIONS:
+            raise WordError(f"{raw!r} expands to more than {MAX_EXPANSIONS} words")
+    return ExpandedWord(values=tuple(values), literal=literal, globbed=globbed)
