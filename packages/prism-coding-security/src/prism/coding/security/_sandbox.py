@@ -113,9 +113,11 @@ class BubblewrapSandbox:
     ``.git/hooks``, ``.envrc``, ``.mcp.json`` and the rest of
     :data:`~prism.coding.security._protected.PROTECTED_PATHS`, plus
     ``protected_paths``) are read-only, and those that do not exist cannot be
-    created: while a command runs, an empty mode-000 placeholder file stands
-    at each missing one on the host; it is removed afterwards (see
-    ``docs/sandbox.md``).
+    created: while a command run by :func:`create_sandbox_shell_operations`
+    runs, an empty mode-000 placeholder file stands at each missing one on the
+    host; it is removed afterwards (see ``docs/sandbox.md``). Running
+    :meth:`wrap`'s argument vector yourself leaves bwrap's own placeholders
+    (empty ``0444`` files) behind.
 
     ``cpu_time_s``, ``memory_bytes`` and ``max_processes`` set the
     ``RLIMIT_CPU``, ``RLIMIT_AS`` and ``RLIMIT_NPROC`` limits of the command
@@ -225,16 +227,20 @@ class BubblewrapSandbox:
         args += ["--seccomp", "3", *self.extra_args, "--chdir", real_cwd, "--", *limits, *argv]
         return args
 
-    def placeholder_lease(self) -> PlaceholderLease:
-        """Placeholders for the missing protected paths, for the duration of a run.
-
-        :func:`create_sandbox_shell_operations` acquires one around every
-        command (in a thread); call :meth:`PlaceholderLease.acquire` before
-        :meth:`wrap` and :meth:`PlaceholderLease.release` after the command when
-        running ``wrap``'s argument vector yourself. Without it bwrap creates
-        the missing mount points itself, as empty ``0444`` files it leaves.
-        """
+    def _placeholder_lease(self) -> PlaceholderLease:
+        # Without a lease bwrap creates missing mount points itself and leaves
+        # them behind (empty 0444 files); see _mounts.py.
         return PlaceholderLease(self.writable_roots, self.protected_paths)
+
+    def _prepare(self, lease: PlaceholderLease, argv: Sequence[str], cwd: str) -> list[str]:
+        # Runs in a thread: the lock, the placeholders and wrap()'s walk of the
+        # protected paths all touch the filesystem.
+        lease.acquire()
+        try:
+            return self.wrap(argv, cwd=cwd)
+        except Exception:
+            lease.release()
+            raise
 
     async def ensure_available(self) -> None:
         """Probe bubblewrap once (``true`` under the same flags); remember success.
@@ -251,22 +257,22 @@ class BubblewrapSandbox:
         async with self._lock:
             if self._ready:
                 return
-            lease = self.placeholder_lease()
-            await trio.to_thread.run_sync(lease.acquire)
+            lease = self._placeholder_lease()
             try:
-                await self._probe()
+                try:
+                    argv = await trio.to_thread.run_sync(self._prepare, lease, ["true"], "/")
+                except OSError as exc:
+                    raise SandboxUnavailableError(
+                        f"the seccomp filter could not be prepared ({exc}); refusing to run "
+                        "unsandboxed"
+                    ) from exc
+                await self._probe(argv)
             finally:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(lease.release)
             self._ready = True
 
-    async def _probe(self) -> None:
-        try:
-            argv = self.wrap(["true"], cwd="/")
-        except OSError as exc:
-            raise SandboxUnavailableError(
-                f"the seccomp filter could not be prepared ({exc}); refusing to run unsandboxed"
-            ) from exc
+    async def _probe(self, argv: list[str]) -> None:
         try:
             with trio.fail_after(_PROBE_TIMEOUT_S):
                 result = await trio.run_process(
@@ -303,10 +309,13 @@ class _SandboxShellOperations:
         if not isinstance(self.backend, BubblewrapSandbox):
             argv = self.backend.wrap(request.argv, cwd=request.cwd)
             return await self._run(argv, request, on_output)
-        lease = self.backend.placeholder_lease()
-        await trio.to_thread.run_sync(lease.acquire)
+        lease = self.backend._placeholder_lease()
         try:
-            argv = self.backend.wrap(request.argv, cwd=request.cwd)
+            # release() is idempotent; it also covers a cancellation that
+            # arrives just as the thread finishes acquiring
+            argv = await trio.to_thread.run_sync(
+                self.backend._prepare, lease, request.argv, request.cwd
+            )
             return await self._run(argv, request, on_output)
         finally:
             with trio.CancelScope(shield=True):
@@ -337,7 +346,7 @@ def create_sandbox_shell_operations(
     the plain shell operations: the whole process tree is terminated
     (shielded, time-bounded) before ``trio.Cancelled`` propagates. For a
     :class:`BubblewrapSandbox`, the placeholders of missing protected paths
-    exist exactly while a command runs (:meth:`BubblewrapSandbox.placeholder_lease`).
+    exist exactly while a command runs.
 
     Raises:
         ConfigurationError: ``backend`` is not a :class:`SandboxBackend` or
