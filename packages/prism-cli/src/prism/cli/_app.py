@@ -148,6 +148,103 @@ def config_check(file: Path, json_mode: bool) -> None:
     )
 
 
+# --------------------------------------------------------------------------- policy
+
+
+@cli.group(context_settings=_CONTEXT)
+def policy() -> None:
+    """Ask the coding policy what it would decide, and why."""
+
+
+_VERDICT_STYLE = {"allow": "green", "ask": "yellow", "deny": "red"}
+
+
+@policy.command("check", context_settings=_CONTEXT)
+@click.argument("command")
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A workspace root (repeatable; default: the config's roots, else the current directory).",
+)
+@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), help="Run it here.")
+@click.option("--read-only", is_flag=True, help="Judge as the read-only policy would.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Take roots, read_only and [commands] rules from this prism.toml.",
+)
+@click.option("--allow", multiple=True, metavar="RULE", help="An allow rule (repeatable).")
+@click.option("--deny", multiple=True, metavar="RULE", help="A deny rule (repeatable).")
+@click.option("--ask", multiple=True, metavar="RULE", help="An ask rule (repeatable).")
+@click.option(
+    "--readable", multiple=True, metavar="PATH", help="A path outside the roots that may be read."
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print the decision as JSON.")
+def policy_check(
+    command: str,
+    roots: tuple[Path, ...],
+    cwd: Path | None,
+    read_only: bool,
+    config_file: Path | None,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    ask: tuple[str, ...],
+    readable: tuple[str, ...],
+    json_mode: bool,
+) -> int:
+    """Print whether COMMAND would run unasked (allow), need approval (ask) or be denied.
+
+    Each simple command, and each command a wrapper or `sh -c` runs, is listed
+    with its verdict and the rule or program model that decided it. Exit code:
+    0 allow, 1 ask or deny, 2 bad usage.
+    """
+    from prism.coding.security import CommandRules, explain_command
+
+    root_list = [str(r) for r in roots]
+    rules = CommandRules(allow=allow, deny=deny, ask=ask)
+    if config_file is not None:
+        from ._config import load_config
+
+        loaded = load_config(config_file)
+        root_list = root_list or list(loaded.workspace.roots)
+        read_only = read_only or loaded.workspace.read_only
+        rules = CommandRules(
+            allow=(*loaded.commands.allow, *allow),
+            deny=(*loaded.commands.deny, *deny),
+            ask=(*loaded.commands.ask, *ask),
+            use_default_deny=loaded.commands.use_default_deny,
+        )
+    if not root_list:
+        root_list = [os.getcwd()]
+    explanation = explain_command(
+        command,
+        roots=root_list,
+        cwd=str(cwd) if cwd is not None else None,
+        read_only=read_only,
+        command_rules=rules,
+        readable=[os.path.abspath(p) for p in readable],
+    )
+    if json_mode:
+        _emit_json(explanation.to_json())
+        return 0 if explanation.outcome == "allow" else 1
+    from ._render import untrusted
+
+    console = _console()
+    style = _VERDICT_STYLE[explanation.outcome]
+    console.print(f"[bold {style}]{explanation.outcome}[/]: {untrusted(explanation.reason)}")
+    for check in explanation.commands:
+        indent = "  " * (check.depth + 1)
+        shown = untrusted(" ".join(check.argv))
+        console.print(
+            f"{indent}[{_VERDICT_STYLE[check.verdict]}]{check.verdict:<5}[/] {shown}  "
+            f"[dim]{untrusted(check.rule)}[/]: {untrusted(check.reason)}"
+        )
+    return 0 if explanation.outcome == "allow" else 1
+
+
 # --------------------------------------------------------------------------- run
 
 

@@ -315,7 +315,18 @@ class _Judge:
                     depth,
                 )
                 return False
-        return True
+        # Inside the roots and not protected, but still a write: the shell runs
+        # unasked only what is proved read-only (the write and edit tools write
+        # files without asking, through contained, race-free file operations).
+        self.add(
+            display,
+            "ask",
+            f"{what} writes {path!r}; only read-only shell commands run without approval "
+            "(use the write or edit tool)",
+            "write",
+            depth,
+        )
+        return False
 
     def resolve_all(self, path: str) -> list[str]:
         out = []
@@ -411,10 +422,22 @@ class _Judge:
         if self.rules.defaults and self.structural(argv, norm, depth, shown):
             return "deny"
         use = describe(argv)
-        # commands this one runs are judged whatever its own verdict, so deny rules reach
-        # them; each adds its own check, and the line's outcome is the worst of all checks
-        for inner in use.inner:
-            self.inner(inner, depth + 1)
+        try:
+            return self.layer(use, norm, shown, depth, dynamic_reason)
+        finally:
+            # commands this one runs are judged whatever its own verdict, so deny rules
+            # reach them; each adds its own check, and the line's outcome is the worst
+            for inner in use.inner:
+                self.inner(inner, depth + 1)
+
+    def layer(
+        self,
+        use: Use,
+        norm: NormalizedArgv,
+        shown: tuple[str, ...],
+        depth: int,
+        dynamic_reason: str | None,
+    ) -> Verdict:
         ask = CompiledRules.first(self.rules.ask, norm)
         if ask is not None:
             return self.add(
