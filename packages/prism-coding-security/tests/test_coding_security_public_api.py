@@ -13,6 +13,7 @@ DOCUMENTED = {
     "CommandExplanation",
     "CommandRule",
     "CommandRules",
+    "LandlockSandbox",
     "PathEscapeError",
     "SandboxBackend",
     "SandboxUnavailableError",

@@ -35,6 +35,7 @@ from ._errors import PathEscapeError as PathEscapeError
 from ._errors import SandboxUnavailableError as SandboxUnavailableError
 from ._judge import CommandCheck as CommandCheck
 from ._judge import CommandExplanation as CommandExplanation
+from ._landlock import LandlockSandbox as LandlockSandbox
 from ._policy import ApprovalCallback as ApprovalCallback
 from ._policy import ApprovalDecision as ApprovalDecision
 from ._policy import create_coding_approval_policy as create_coding_approval_policy
@@ -59,6 +60,7 @@ __all__ = [
     "CommandExplanation",
     "CommandRule",
     "CommandRules",
+    "LandlockSandbox",
     "PathEscapeError",
     "SandboxBackend",
     "SandboxUnavailableError",

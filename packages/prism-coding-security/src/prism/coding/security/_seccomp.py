@@ -7,7 +7,9 @@ needs no library and can be read in full::
     arch == aarch64 -> aarch64 table
     any other arch  -> kill the process  (i386 or arm32 compat entry points)
 
-    socket(AF_UNIX, ...)                  -> EPERM   (no host unix sockets)
+    socket(AF_UNIX, ...)                  -> EPERM   (no host unix sockets;
+                                                      NO_SOCKETS_FILTER: any
+                                                      domain)
     io_uring_setup/enter/register         -> EPERM   (io_uring can open and
                                                       connect sockets without
                                                       the socket syscall)
@@ -34,7 +36,7 @@ import struct
 import sys
 import threading
 
-__all__ = ["SECCOMP_FILTER", "assemble", "filter_path"]
+__all__ = ["NO_SOCKETS_FILTER", "SECCOMP_FILTER", "assemble", "filter_path"]
 
 # classic BPF opcodes (linux/filter.h)
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -80,25 +82,25 @@ _SYSCALLS: dict[str, dict[str, int]] = {
 _Insn = tuple[int, int, str | None, str | None]
 
 
-def _arch_block(arch: str) -> list[_Insn | str]:
+def _arch_block(arch: str, *, no_sockets: bool) -> list[_Insn | str]:
     numbers = _SYSCALLS[arch]
     block: list[_Insn | str] = [arch, (_LD_W_ABS, _OFF_NR, None, None)]
     if arch == "x86_64":
         block.append((_JGE_K, _X32_SYSCALL_BIT, "kill", None))
-    block.append((_JEQ_K, numbers["socket"], "socket", None))
+    block.append((_JEQ_K, numbers["socket"], "deny" if no_sockets else "socket", None))
     for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):
         block.append((_JEQ_K, numbers[name], "deny", None))
     block.append((_RET_K, _RET_ALLOW, None, None))
     return block
 
 
-def _program() -> list[_Insn | str]:
+def _program(*, no_sockets: bool = False) -> list[_Insn | str]:
     return [
         (_LD_W_ABS, _OFF_ARCH, None, None),
         (_JEQ_K, AUDIT_ARCH_X86_64, "x86_64", None),
         (_JEQ_K, AUDIT_ARCH_AARCH64, "aarch64", "kill"),
-        *_arch_block("x86_64"),
-        *_arch_block("aarch64"),
+        *_arch_block("x86_64", no_sockets=no_sockets),
+        *_arch_block("aarch64", no_sockets=no_sockets),
         "socket",
         (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
         (_JEQ_K, AF_UNIX, "deny", None),
@@ -142,6 +144,9 @@ def assemble(program: list[_Insn | str]) -> bytes:
 
 SECCOMP_FILTER: bytes = assemble(_program())
 """The compiled filter, as bwrap's ``--seccomp`` expects it."""
+
+NO_SOCKETS_FILTER: bytes = assemble(_program(no_sockets=True))
+"""The same filter, but ``socket()`` fails for every domain (Landlock without network)."""
 
 _lock = threading.Lock()
 _memfd: int | None = None

@@ -1,0 +1,146 @@
+"""A :class:`SandboxBackend` built on Landlock and seccomp, for where bwrap cannot run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from prism.core import ConfigurationError
+
+from . import _landlock_exec
+from ._errors import SandboxUnavailableError
+from ._limits import check_limit
+from ._paths import normalize_roots
+from ._seccomp import NO_SOCKETS_FILTER, SECCOMP_FILTER
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["LandlockSandbox"]
+
+_PROBE_TIMEOUT_S = 15.0
+_HELPER = _landlock_exec.__file__
+
+
+def _roots(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(f"writable_roots must be a sequence of directories, got {value!r}")
+    if not list(value):
+        return ()
+    return normalize_roots(value, option="writable_roots")
+
+
+def _check_bool(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{attribute.name} must be a bool, got {value!r}")
+
+
+@attrs.define(eq=False)
+class LandlockSandbox:
+    """A :class:`SandboxBackend` built on Landlock, for machines where bwrap cannot run.
+
+    A small helper (``python -I -S``, standard library only) restricts itself
+    and then ``exec``s the command, so the restriction holds for the command
+    and everything it starts, and cannot be lifted:
+
+    * files: read and execute anywhere, write only below ``writable_roots``
+      (and ``/dev/null``);
+    * seccomp: ``socket(AF_UNIX, ...)`` and io_uring fail with EPERM; without
+      ``network``, ``socket()`` fails for every address family;
+    * Landlock ABI >= 4, without ``network``: TCP bind and connect are refused
+      as well; ABI >= 6: no abstract unix socket or signal outside the sandbox.
+
+    It is weaker than :class:`BubblewrapSandbox`: no private ``/tmp`` (set
+    ``TMPDIR`` to a writable root), no PID namespace, and the protected paths
+    inside a writable root are *not* read-only (Landlock rules only add
+    access, so a writable root is writable all the way down). See
+    ``docs/sandbox.md``.
+
+    :meth:`ensure_available` checks the kernel's Landlock ABI and runs
+    ``true`` through the helper once; where Landlock is missing it raises
+    :class:`SandboxUnavailableError`. Nothing is ever run unrestricted.
+
+    Attributes:
+        writable_roots: directories the command may write (realpath'd, must exist).
+        network: allow sockets (and TCP) as on the host.
+        cpu_time_s: ``RLIMIT_CPU`` of each process, or None.
+        memory_bytes: ``RLIMIT_AS`` of each process, or None.
+        max_processes: ``RLIMIT_NPROC`` of the user (not applied to root), or None.
+    """
+
+    writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
+    network: bool = attrs.field(default=False, validator=_check_bool, kw_only=True)
+    cpu_time_s: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    memory_bytes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    max_processes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    _ready: bool = attrs.field(default=False, init=False)
+    _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+
+    def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
+        """``python -I -S <helper> CONFIG -- argv`` (``cwd`` is the caller's to set)."""
+        limits = {
+            key: value
+            for key, value in (
+                ("cpu", self.cpu_time_s),
+                ("as", self.memory_bytes),
+                ("nproc", self.max_processes),
+            )
+            if value is not None
+        }
+        config = {
+            "write": list(self.writable_roots),
+            "network": self.network,
+            "filter": (SECCOMP_FILTER if self.network else NO_SOCKETS_FILTER).hex(),
+            "limits": limits,
+        }
+        return [sys.executable, "-I", "-S", _HELPER, json.dumps(config), "--", *argv]
+
+    async def ensure_available(self) -> None:
+        """Check the Landlock ABI and run ``true`` through the helper, once.
+
+        Checkpoints. Cancellation stops the probe (its process is killed).
+
+        Raises:
+            SandboxUnavailableError: the kernel has no Landlock (or it is
+                disabled), or the helper fails here (its message is included).
+        """
+        if self._ready:
+            await trio.lowlevel.checkpoint()
+            return
+        async with self._lock:
+            if self._ready:
+                return
+            abi = _landlock_exec.abi_version()
+            if abi < 1:
+                raise SandboxUnavailableError(
+                    "Landlock is not available in this kernel (not built in, or not in the "
+                    "lsm= boot list); refusing to run unsandboxed"
+                )
+            try:
+                with trio.fail_after(_PROBE_TIMEOUT_S):
+                    result = await trio.run_process(
+                        self.wrap(["true"], cwd="/"),
+                        stdin=subprocess.DEVNULL,
+                        capture_stdout=True,
+                        capture_stderr=True,
+                        check=False,
+                        cwd="/",
+                        env={"PATH": os.defpath},
+                    )
+            except (trio.TooSlowError, OSError) as exc:
+                raise SandboxUnavailableError(
+                    f"the Landlock helper could not run ({exc!r}); refusing to run unsandboxed"
+                ) from exc
+            if result.returncode != 0:
+                stderr = result.stderr.decode("utf-8", "replace").strip()[:500]
+                raise SandboxUnavailableError(
+                    f"the Landlock helper failed (exit {result.returncode}: "
+                    f"{stderr or 'no output'}); refusing to run unsandboxed"
+                )
+            self._ready = True
