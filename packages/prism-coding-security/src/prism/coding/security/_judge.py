@@ -148,7 +148,7 @@ class _Judge:
                 self.add(shown, "deny", f"denied: {hazard}", "default:structure", depth)
         if script.uncertain:
             for tokens in rough_segments(script.source):
-                rule = CompiledRules.first(self.rules.deny, normalize_argv(tokens))
+                rule = self.rules.first("deny", normalize_argv(tokens))
                 if rule is not None:
                     self.add(
                         tokens,
@@ -414,7 +414,7 @@ class _Judge:
                 depth,
             )
         norm = normalize_argv(argv)
-        deny = CompiledRules.first(self.rules.deny, norm)
+        deny = self.rules.first("deny", norm)
         if deny is not None:
             return self.add(
                 shown, "deny", f"matches the deny rule {deny.text!r}", f"deny:{deny.text}", depth
@@ -438,12 +438,12 @@ class _Judge:
         depth: int,
         dynamic_reason: str | None,
     ) -> Verdict:
-        ask = CompiledRules.first(self.rules.ask, norm)
+        ask = self.rules.first("ask", norm)
         if ask is not None:
             return self.add(
                 shown, "ask", f"matches the ask rule {ask.text!r}", f"ask:{ask.text}", depth
             )
-        allow = CompiledRules.first(self.rules.allow, norm)
+        allow = self.rules.first("allow", norm)
         if allow is not None:
             self.paths(use, shown, depth, reads=False)
             return self.add(

@@ -664,9 +664,13 @@ def _generic(name: str, args: Argv) -> Use:
     elif name == "tr":
         pass
     elif name == "jq":
-        if not parsed.has("--null-input") or operands:
-            operands = operands[1:] if not parsed.has("--args", "--jsonargs") else []
-        reads += operands
+        if parsed.has("--args", "--jsonargs"):
+            return _ask(name, "jq --args/--jsonargs: which words are files depends on their order")
+        if not operands:
+            return _ask(name, "jq without a filter")
+        if _JQ_DANGER.search(operands[0]):
+            return _ask(name, f"jq filter {operands[0]!r} reads the environment or loads modules")
+        reads += operands[1:]
     elif name in ("mkdir", "touch", "tee"):
         writes += operands
         writer = True
@@ -784,9 +788,8 @@ def _sed(args: Argv) -> Use:
     return _allow("sed", reads=tuple(files))
 
 
-_AWK_DANGER = re.compile(
-    r"system|getline|[|>]|@|close|fflush|ENVIRON|PROCINFO|printf?\s*>|\bsubsep"
-)
+_JQ_DANGER = re.compile(r"\benv\b|\$ENV|\bimport\b|\binclude\b|\bmodulemeta\b|\bget_search_list\b")
+_AWK_DANGER = re.compile(r"system|getline|[|>]|@|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC|\bsubsep")
 
 
 def _awk(name: str, args: Argv) -> Use:
@@ -977,6 +980,11 @@ def _git(args: Argv) -> Use:
         reading = sub_parsed.has("--get", "--get-all", "--get-regexp", "--list", "--get-urlmatch")
         if words and words[0] in ("get", "list"):
             reading = True
+        if not sub_parsed.error:
+            refused, config_reads, _, _ = _options_use("git config", sub_parsed)
+            if refused is not None:
+                return attrs.evolve(refused, rule=rule)
+            reads += config_reads
         if sub_parsed.error or words is None or not reading:
             return Use(
                 verdict="ask",
@@ -1500,6 +1508,9 @@ def _eval(name: str, args: Argv) -> Use:
 def _builtin_text(name: str, args: Argv) -> Use:
     if any(a is None for a in args):
         return _ask(name, f"{name}: an argument is computed at run time")
+    if name in ("test", "[") and any("$" in a or "`" in a for a in args if a is not None):
+        # bash evaluates an array subscript (test -v 'a[$(cmd)]'), running what is inside
+        return _ask(name, f"{name}: an operand holds '$' or '`', which bash may evaluate")
     return _allow(name)
 
 

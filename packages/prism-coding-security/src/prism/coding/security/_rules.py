@@ -291,6 +291,8 @@ class CompiledRules:
     deny: tuple[CompiledRule, ...]
     ask: tuple[CompiledRule, ...]
     defaults: bool
+    # rules by literal program name; "" holds the rules whose program is a glob
+    _index: dict[str, dict[str, tuple[int, ...]]] = attrs.field(factory=dict, init=False)
 
     @classmethod
     def build(cls, rules: CommandRules) -> CompiledRules:
@@ -330,13 +332,25 @@ class CompiledRules:
             defaults=rules.use_default_deny,
         )
 
-    @staticmethod
-    def first(rules: tuple[CompiledRule, ...], argv: NormalizedArgv) -> CompiledRule | None:
-        """The first rule of ``rules`` that covers ``argv``."""
-        for rule in rules:
-            if rule.matches(argv):
-                return rule
+    def first(
+        self, kind: Literal["allow", "deny", "ask"], argv: NormalizedArgv
+    ) -> CompiledRule | None:
+        """The first ``kind`` rule that covers ``argv``."""
+        rules: tuple[CompiledRule, ...] = getattr(self, kind)
+        index = self._index[kind]
+        candidates = index.get(argv.program, ()) + index.get("", ())
+        for position in sorted(candidates):
+            if rules[position].matches(argv):
+                return rules[position]
         return None
+
+    def __attrs_post_init__(self) -> None:
+        for kind in ("allow", "deny", "ask"):
+            grouped: dict[str, list[int]] = {}
+            for position, rule in enumerate(getattr(self, kind)):
+                literal = not any(ch in rule.program for ch in "*?[")
+                grouped.setdefault(rule.program if literal else "", []).append(position)
+            self._index[kind] = {name: tuple(found) for name, found in grouped.items()}
 
 
 # -- structural defaults ----------------------------------------------------------------------

@@ -20,6 +20,8 @@ __all__ = ["MAX_EXPANSIONS", "ExpandedWord", "WordError", "expand_word"]
 
 MAX_EXPANSIONS = 1024
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# nothing bash would change: no quotes, escapes, expansions, braces, tilde or globs
+_PLAIN = re.compile(r"[A-Za-z0-9_./:,=+@%^-]+\Z")
 
 
 class WordError(ValueError):
@@ -195,6 +197,8 @@ def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
     Raises:
         WordError: the word holds an expansion, an unterminated quote, or grows too large.
     """
+    if _PLAIN.match(raw):
+        return ExpandedWord(values=(raw,), literal=raw)
     chars = _chars(raw)
     literal = "".join(c for c, _ in chars)
     assignment = _ASSIGNMENT.match(literal) is not None and not any(
