@@ -1,13 +1,13 @@
 """Everyday read-only commands a coding agent runs in its repository: allowed unasked.
 
-A policy that denies everything is safe and useless. Each entry below only
-reads inside the root (a small real git repository), or writes ``out.txt``
-inside it (a write inside the root is allowed when the policy is not
-read-only). The default policy must allow every one without asking; in
-read-only mode the pure reads must still be allowed.
+A policy that denies everything is safe and useless. Each everyday entry
+below only reads inside the root (a small real git repository); the default
+policy must allow every one without asking, and so must read-only mode. A
+separate test holds the brief's rule that a shell write inside the root
+(``echo x > out.txt``) is allowed unasked when the policy is not read-only.
 
-The entries are also run for real in a copy of the repository, to show that
-they are what they claim: read-only (``echo x > out.txt`` aside).
+The pure reads are also run for real in a fresh copy of the repository, to
+show that they are what they claim: nothing in the tree changes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prism.coding.security import create_coding_approval_policy
 from prism.core import ExecutionAction, ExecutionDecision, ExecutionPolicy
@@ -168,8 +170,8 @@ PURE_READS: tuple[str, ...] = (
     "git --version",
 )
 
-# A write inside the root: allowed by the default policy (not in read-only mode).
-WRITES_INSIDE: tuple[str, ...] = ("echo x > out.txt",)
+# A write inside the root by redirect: the brief says allowed unasked when not read-only.
+WRITES_INSIDE: tuple[str, ...] = ("echo x > out.txt", "printf 'x\\n' > out.txt")
 
 APP = '''"""A tiny app."""
 
@@ -244,11 +246,11 @@ def _allowed_rate(policy: ExecutionPolicy, cwd: Path, commands: tuple[str, ...])
 
 def test_corpus_is_large_and_without_duplicates() -> None:
     everyday = PURE_READS + WRITES_INSIDE
-    assert len(everyday) >= 90
+    assert len(PURE_READS) >= 90
     assert len(set(everyday)) == len(everyday)
 
 
-@pytest.mark.parametrize("command", PURE_READS + WRITES_INSIDE)
+@pytest.mark.parametrize("command", PURE_READS)
 def test_everyday_command_is_allowed_unasked(repository: Path, command: str) -> None:
     policy = create_coding_approval_policy(roots=[str(repository)])
     decision = _decide(policy, repository, command)
@@ -262,8 +264,15 @@ def test_pure_read_is_allowed_unasked_in_read_only_mode(repository: Path, comman
     assert decision.allowed, f"needs approval in read-only mode: {command!r} ({decision.reason})"
 
 
+@pytest.mark.parametrize("command", WRITES_INSIDE)
+def test_shell_write_inside_the_root_is_allowed_unasked(repository: Path, command: str) -> None:
+    policy = create_coding_approval_policy(roots=[str(repository)])
+    decision = _decide(policy, repository, command)
+    assert decision.allowed, f"needs approval: {command!r} ({decision.reason})"
+
+
 def test_everyday_commands_allowed_rate_is_all_of_them(repository: Path) -> None:
-    everyday = PURE_READS + WRITES_INSIDE
+    everyday = PURE_READS
     policy = create_coding_approval_policy(roots=[str(repository)])
     refused = _allowed_rate(policy, repository, everyday)
     print(f"{len(everyday) - len(refused)} of {len(everyday)} everyday commands allowed")
@@ -289,6 +298,22 @@ def test_reads_of_a_readable_path_outside_the_roots_are_allowed(
     policy = create_coding_approval_policy(roots=[str(root)], readable=[str(outside)])
     decision = _decide(policy, root, command.replace("@OUT@", str(outside)))
     assert decision.allowed, decision.reason
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    parts=st.lists(st.sampled_from(PURE_READS), min_size=2, max_size=5),
+    joins=st.lists(st.sampled_from([" ; ", " && ", " || ", " | "]), min_size=4, max_size=4),
+)
+def test_everyday_commands_joined_by_pipes_and_lists_are_allowed(
+    repository: Path, parts: list[str], joins: list[str]
+) -> None:
+    command = parts[0]
+    for join, part in zip(joins, parts[1:], strict=False):
+        command += join + part
+    policy = create_coding_approval_policy(roots=[str(repository)])
+    decision = _decide(policy, repository, command)
+    assert decision.allowed, f"needs approval: {command!r} ({decision.reason})"
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[int, int, bytes]]:
