@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
