@@ -106,6 +106,28 @@ async def test_sandboxed_command_cannot_plant_an_fsmonitor_for_the_host_git(
 
 @needs_bwrap
 @needs_git
+async def test_sandboxed_command_cannot_point_git_at_another_config(
+    root: Path, tmp_path: Path
+) -> None:
+    # git reads the repository config from $GIT_DIR/commondir when that file exists
+    _git_repo(root)
+    marker = tmp_path / "pwned"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    command = (
+        "cp -r .git evil && "
+        f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> evil/config; "
+        "echo ../evil > .git/commondir; echo attempted"
+    )
+    _, output = await run(ops, command, root)
+    assert "attempted" in output
+    assert (root / "evil" / "config").exists()
+    assert not (root / ".git" / "commondir").exists()
+    await _host_git_status(root)
+    assert not marker.exists()
+
+
+@needs_bwrap
+@needs_git
 async def test_sandboxed_command_cannot_create_a_git_hook(root: Path) -> None:
     _git_repo(root)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
@@ -139,6 +161,22 @@ async def test_git_still_commits_inside_the_sandbox(root: Path) -> None:
     result, output = await run(ops, command, root)
     assert result.exit_code == 0, output
     assert "one" in output
+
+
+@needs_bwrap
+@needs_git
+async def test_git_of_a_parent_repository_works_but_no_nested_repository_appears(
+    root: Path, tmp_path: Path
+) -> None:
+    # root is not a repository itself: its missing .git gets a placeholder, which
+    # git's discovery must skip on its way up to tmp_path's repository (also a
+    # root here, since the sandbox hides tmp_path's /tmp otherwise)
+    _git_repo(tmp_path)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(tmp_path), str(root)]))
+    _, output = await run(ops, "git rev-parse --show-toplevel; git init -q .; echo end", root)
+    assert output.splitlines()[0] == str(tmp_path), output
+    assert output.splitlines()[-1] == "end"
+    assert not (root / ".git").exists()
 
 
 @needs_bwrap
@@ -228,6 +266,12 @@ def test_plan_pins_directories_and_seals_the_entry(root: Path) -> None:
         ("ro", f"{git}/hooks"),
         ("placeholder", f"{git}/info"),
     ]
+
+
+def test_plan_expands_globs_over_existing_directories_only(root: Path) -> None:
+    (root / ".git" / "modules" / "lib").mkdir(parents=True)
+    plan = protected_plan(str(root), [".git/modules/*/commondir"])
+    assert plan[-1] == ("placeholder", str(root / ".git" / "modules" / "lib" / "commondir"))
 
 
 def test_plan_binds_a_worktree_git_file_whole(root: Path) -> None:

@@ -11,13 +11,17 @@ component at a time from the root:
 * a symbolic link: its target is bound read-only; the link itself can still be
   replaced (a mount cannot sit on a link), so a dangling link refuses the run;
 * the first missing component gets a placeholder: ``/dev/null`` bound
-  read-only, so nothing can be created there.
+  read-only (a device on a nodev mount: it can be neither read nor written, and
+  git's repository discovery skips it), so nothing can be created there. A
+  missing ``commondir`` is the exception: git dies on one it cannot read, so it
+  is a ``0444`` file holding ``.`` (the git directory itself), bound as it is.
 
 A bind mount needs its mount point to exist on the host. bwrap would create a
 missing one itself (an empty ``0444`` file) and leave it behind, so
 :class:`PlaceholderLease` creates them first (empty files with mode ``000``,
-which is how they are recognised), holds a shared ``flock`` on the root while
-commands run, and removes them afterwards when no other run holds the root.
+or the ``commondir`` above: that is how they are recognised), holds a shared
+``flock`` on the root while commands run, and removes them afterwards when no
+other run holds the root.
 """
 
 from __future__ import annotations
@@ -38,16 +42,35 @@ __all__ = ["PlaceholderLease", "is_placeholder", "protected_mount_args", "protec
 
 _PIN, _RO, _PLACEHOLDER = "pin", "ro", "placeholder"
 
+# A placeholder that git reads must hold something git accepts: an empty
+# commondir makes every git command die, "." names the git directory itself.
+# These are readable (0444) and bound as they are; all others are empty, mode
+# 000, and have /dev/null bound over them (a device on a nodev mount: not
+# readable, not writable, and git's repository discovery skips it).
+_CONTENT = {"commondir": b".\n"}
+
 
 def _concrete(root: str, entries: Sequence[str]) -> Iterator[list[str]]:
-    """Each entry as components under ``root``; glob entries only where they match."""
+    """Each entry as components under ``root``.
+
+    A glob component expands to the existing directory entries it matches; the
+    literal components after it are kept even when missing, so
+    ``.git/modules/*/commondir`` names a placeholder in every existing module.
+    """
     for entry in entries:
-        if any(ch in entry for ch in "*?["):
-            pattern = os.path.join(glob.escape(root), entry)
-            for match in sorted(glob.glob(pattern, include_hidden=True)):
-                yield os.path.relpath(match, root).split("/")
-        else:
-            yield entry.split("/")
+        prefixes: list[list[str]] = [[]]
+        for part in entry.split("/"):
+            if not any(ch in part for ch in "*?["):
+                prefixes = [[*prefix, part] for prefix in prefixes]
+                continue
+            expanded: list[list[str]] = []
+            for prefix in prefixes:
+                base = os.path.join(root, *prefix)
+                pattern = os.path.join(glob.escape(base), part)
+                for match in sorted(glob.glob(pattern, include_hidden=True)):
+                    expanded.append([*prefix, os.path.basename(match)])
+            prefixes = expanded
+        yield from prefixes
 
 
 def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
@@ -69,6 +92,9 @@ def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
                 info = os.lstat(path)
             except FileNotFoundError:
                 plan[path] = _PLACEHOLDER
+                break
+            if is_placeholder(path):
+                plan[path] = _RO if part in _CONTENT else _PLACEHOLDER
                 break
             if stat.S_ISLNK(info.st_mode):
                 target = os.path.realpath(path)
@@ -112,12 +138,28 @@ def protected_mount_args(root: str, entries: Sequence[str]) -> list[str]:
 
 
 def is_placeholder(path: str) -> bool:
-    """Whether ``path`` is one of our placeholders (empty regular file, mode ``000``)."""
+    """Whether ``path`` is one of our placeholders.
+
+    An empty regular file with mode ``000``, or, for a name in ``_CONTENT``, a
+    ``0444`` regular file holding exactly that content.
+    """
     try:
         info = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISREG(info.st_mode) and info.st_size == 0 and stat.S_IMODE(info.st_mode) == 0
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_size == 0 and mode == 0:
+        return True
+    content = _CONTENT.get(os.path.basename(path))
+    if content is None or mode != 0o444 or info.st_size != len(content):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(content) + 1) == content
+    except OSError:
+        return False
 
 
 class PlaceholderLease:
@@ -152,7 +194,7 @@ class PlaceholderLease:
                 self._fds.append((fd, root))
                 fcntl.flock(fd, fcntl.LOCK_SH)
                 for kind, path in protected_plan(root, self._entries):
-                    if kind == _PLACEHOLDER:
+                    if kind == _PLACEHOLDER and not os.path.lexists(path):
                         _create_placeholder(path)
         except SandboxUnavailableError:
             self.release()
@@ -185,7 +227,12 @@ def _create_placeholder(path: str) -> None:
     except FileExistsError:
         return
     try:
-        os.fchmod(fd, 0)
+        content = _CONTENT.get(os.path.basename(path))
+        if content is not None:
+            os.write(fd, content)
+            os.fchmod(fd, 0o444)
+        else:
+            os.fchmod(fd, 0)
     finally:
         os.close(fd)
 

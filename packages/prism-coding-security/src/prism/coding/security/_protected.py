@@ -25,8 +25,13 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".git/config",
     ".git/hooks",
     ".git/info/attributes",
+    # git reads the repository config from the directory named in commondir, and a
+    # linked worktree's gitdir (and its commondir) lives under .git/worktrees
+    ".git/commondir",
+    ".git/worktrees",
     ".git/modules/*/config",
     ".git/modules/*/hooks",
+    ".git/modules/*/commondir",
     ".gitmodules",
     # shell and tool start-up files
     ".bashrc",
