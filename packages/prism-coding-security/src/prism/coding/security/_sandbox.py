@@ -111,7 +111,7 @@ class BubblewrapSandbox:
 
     Inside each writable root the protected paths (``.git/config``,
     ``.git/hooks``, ``.envrc``, ``.mcp.json`` and the rest of
-    :data:`~prism.coding.security._protected.PROTECTED_PATHS`, plus
+    :data:`~prism.coding.security.PROTECTED_PATHS`, plus
     ``protected_paths``) are read-only, and those that do not exist cannot be
     created: while a command run by :func:`create_sandbox_shell_operations`
     runs, an empty mode-000 placeholder file stands at each missing one on the
