@@ -582,14 +582,9 @@ _BUILTIN_TEXT = frozenset({":", "test", "[", "type"})
 
 def model_args(name: str, args: tuple[str | None, ...]) -> ParsedArgs | None:
     """Parse ``args`` with ``name``'s grammar, for rule normalisation (None: no grammar)."""
-    found = _G.get(name)
+    found = _G.get(name) or _SIMPLE_WRAPPERS.get(name) or _RULE_GRAMMARS.get(name)
     if found is None:
-        if name == "rm":
-            found = _RM
-        elif name in ("chmod", "chown", "chgrp"):
-            found = _CHMOD
-        else:
-            return None
+        return None
     parsed = parse_args(found, args)
     return None if parsed.error else parsed
 
@@ -602,6 +597,9 @@ _CHMOD = grammar(
     "-c|--changes -f|--silent|--quiet -v|--verbose --no-preserve-root --preserve-root"
     " --reference= -R|--recursive -h|--no-dereference --dereference -H -L -P --from="
 )
+
+
+_RULE_GRAMMARS: dict[str, Grammar] = {}
 
 
 def _options_use(
@@ -1189,6 +1187,9 @@ _OPAQUE_WRAPPERS = frozenset(
         "with-contenv",
         "s6-setuidgid",
     }
+)
+_RULE_GRAMMARS.update(
+    {"rm": _RM, "chmod": _CHMOD, "chown": _CHMOD, "chgrp": _CHMOD, "env": _ENV, "git": _GIT_GLOBAL}
 )
 WRAPPERS = frozenset(_SIMPLE_WRAPPERS) | _OPAQUE_WRAPPERS | {"env"} | SHELLS
 

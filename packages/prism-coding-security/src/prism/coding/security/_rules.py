@@ -130,6 +130,15 @@ def _operands_match(patterns: tuple[str, ...], operands: tuple[str | None, ...])
     return fnmatch.fnmatchcase(operands[0], head) and _operands_match(rest, operands[1:])
 
 
+def _examples(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ConfigurationError(f"CommandRule examples take a sequence of commands, got {value!r}")
+    items = tuple(value)
+    if not all(isinstance(item, str) for item in items):
+        raise ConfigurationError(f"CommandRule examples must be strings, got {items!r}")
+    return items
+
+
 @attrs.frozen(kw_only=True)
 class CommandRule:
     """A rule with examples that are checked when the rules are built.
@@ -141,8 +150,8 @@ class CommandRule:
     """
 
     pattern: str
-    match: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    not_match: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    match: tuple[str, ...] = attrs.field(default=(), converter=_examples)
+    not_match: tuple[str, ...] = attrs.field(default=(), converter=_examples)
 
 
 def _rules(name: str, value: object) -> tuple[str | CommandRule, ...]:

@@ -1,0 +1,242 @@
+"""Rules on normalised argv, rule examples, protected paths, readable paths, approvers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    PROTECTED_PATHS,
+    SAFE_PROGRAMS,
+    ApprovalDecision,
+    CommandRule,
+    CommandRules,
+    create_coding_approval_policy,
+    explain_command,
+)
+from prism.core import ConfigurationError, ExecutionAction, ExecutionDecision
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _shell(command: str, root: Path) -> ExecutionAction:
+    return ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(root),))
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["rm -rf /tmp/x", "rm -fr /tmp/x", "rm -r -f /tmp/x", "rm --recursive --force /tmp/x",
+     "rm --recur --force /tmp/x", "rm -R --forc /tmp/x", "/bin/rm -rf /tmp/x", "\\rm -rf /tmp/x",
+     "command rm -rf /tmp/x", "env rm -rf /tmp/x", "rm -v -rf -- /tmp/x", "rm /tmp/x -rf",
+     "timeout 5 rm -rf /tmp/x", "bash -c 'rm -rf /tmp/x'", "nice -n 1 rm -fr /tmp/x"],
+)  # fmt: skip
+def test_a_deny_rule_matches_every_spelling_of_its_options(root: Path, spelling: str) -> None:
+    rules = CommandRules(deny=["rm -rf /tmp/x"])
+    explanation = explain_command(spelling, roots=[str(root)], command_rules=rules)
+    assert explanation.outcome == "deny", explanation
+    assert explanation.rule == "deny:rm -rf /tmp/x"
+
+
+@pytest.mark.parametrize("command", ["rm -r /tmp/x", "rm -rf /tmp/y", "rm -f /tmp/x"])
+def test_a_deny_rule_needs_all_its_options_and_operands(root: Path, command: str) -> None:
+    rules = CommandRules(deny=["rm -rf /tmp/x"])
+    assert explain_command(command, roots=[str(root)], command_rules=rules).outcome == "ask"
+
+
+def test_a_lone_star_matches_any_words_options_included(root: Path) -> None:
+    rules = CommandRules(deny=["git push *"])
+    for command in ("git push", "git push -f origin main", "git push --force-with-lease",
+                    "git -C . push", "git --no-pager push origin"):  # fmt: skip
+        assert explain_command(command, roots=[str(root)], command_rules=rules).outcome == "deny"
+    assert explain_command("git pull", roots=[str(root)], command_rules=rules).outcome == "ask"
+
+
+def test_an_option_value_in_a_rule_must_match(root: Path) -> None:
+    rules = CommandRules(deny=["timeout --signal=KILL *"])
+    deny = explain_command("timeout -s KILL 5 ls", roots=[str(root)], command_rules=rules)
+    assert deny.outcome == "deny"
+    other = explain_command("timeout -s TERM 5 ls", roots=[str(root)], command_rules=rules)
+    assert other.outcome == "allow"
+    rules = CommandRules(deny=["sort --output=* *"])
+    assert explain_command("sort -o f x", roots=[str(root)], command_rules=rules).outcome == "deny"
+
+
+def test_allow_rules_need_the_program_named_as_in_the_rule(root: Path) -> None:
+    rules = CommandRules(allow=["make *"])
+    assert explain_command("make test", roots=[str(root)], command_rules=rules).outcome == "allow"
+    assert explain_command("./make test", roots=[str(root)], command_rules=rules).outcome == "ask"
+    absolute = CommandRules(allow=["/usr/bin/make *"])
+    assert (
+        explain_command("/usr/bin/make", roots=[str(root)], command_rules=absolute).outcome
+        == "allow"
+    )
+
+
+def test_an_allowed_command_still_cannot_write_outside_the_roots(root: Path) -> None:
+    rules = CommandRules(allow=["make *"])
+    explanation = explain_command("make > /tmp/out", roots=[str(root)], command_rules=rules)
+    assert explanation.outcome == "ask"
+    assert "outside the roots" in explanation.reason
+
+
+def test_rule_examples_are_checked_when_the_rules_are_built(root: Path) -> None:
+    good = CommandRule(
+        pattern="rm -rf /srv/*",
+        match=["rm --recursive --force /srv/data", "sh -c 'rm -fr /srv/x'"],
+        not_match=["rm -r /srv/data", "ls /srv"],
+    )
+    create_coding_approval_policy(roots=[str(root)], command_rules=CommandRules(deny=[good]))
+    wrong = CommandRule(pattern="rm -rf /srv/*", match=["rm -r /srv/data"])
+    with pytest.raises(ConfigurationError, match=r"'rm -rf /srv/\*'.*should match") as info:
+        create_coding_approval_policy(roots=[str(root)], command_rules=CommandRules(deny=[wrong]))
+    assert isinstance(info.value, ValueError)
+    backwards = CommandRule(pattern="git push *", not_match=["env git push"])
+    with pytest.raises(ConfigurationError, match="should not match"):
+        create_coding_approval_policy(
+            roots=[str(root)], command_rules=CommandRules(allow=[backwards])
+        )
+
+
+def test_an_unsplittable_rule_is_a_configuration_error(root: Path) -> None:
+    with pytest.raises(ConfigurationError, match="cannot be split"):
+        create_coding_approval_policy(
+            roots=[str(root)], command_rules=CommandRules(deny=["rm 'unterminated"])
+        )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".git/config", ".git/hooks/pre-commit", "sub/.git/config", ".envrc", ".mcp.json",
+     "prism.toml", ".bashrc", ".git", ".vscode/tasks.json"],
+)  # fmt: skip
+def test_the_write_tool_asks_before_writing_a_protected_path(root: Path, path: str) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert decision.details["check"] == "protected"
+    assert decision.details["needs_approval"] is True
+
+
+def test_ordinary_files_next_to_protected_ones_are_writable(root: Path) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in ("src/config", ".github/workflows/ci.yml", ".gitignore", "git/config"):
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed, path
+
+
+def test_protected_paths_can_be_extended(root: Path) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)], protected_paths=["Makefile"])
+    decision = policy.check(ExecutionAction(kind="edit", operation="edit", paths=("Makefile",)))
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert ".git/config" in PROTECTED_PATHS
+
+
+@pytest.mark.parametrize("entry", ["/abs", "../up", "", "a/../b"])
+def test_bad_protected_paths_are_refused(root: Path, entry: str) -> None:
+    with pytest.raises(ConfigurationError, match="protected_paths"):
+        create_coding_approval_policy(roots=[str(root)], protected_paths=[entry])
+
+
+def test_readable_paths_may_be_read_but_not_written(root: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.txt").write_text("hello\n")
+    command = f"cat {docs / 'guide.txt'}"
+    assert explain_command(command, roots=[str(root)]).outcome == "ask"
+    assert explain_command(command, roots=[str(root)], readable=[str(docs)]).outcome == "allow"
+    write = f"echo x > {docs / 'guide.txt'}"
+    assert explain_command(write, roots=[str(root)], readable=[str(docs)]).outcome == "ask"
+    with pytest.raises(ConfigurationError, match="absolute"):
+        create_coding_approval_policy(roots=[str(root)], readable=["relative/dir"])
+
+
+def test_the_safe_set_is_read_only_programs() -> None:
+    assert {"ls", "cat", "grep", "git", "find", "sed", "awk"} <= SAFE_PROGRAMS
+    assert not {"rm", "make", "python3", "bash", "env", "printenv", "tee", "cp"} & SAFE_PROGRAMS
+
+
+def test_details_list_every_part_with_its_verdict(root: Path) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(_shell("ls | grep x && make", root))
+    assert isinstance(decision, ExecutionDecision)
+    parts = decision.details["commands"]
+    assert isinstance(parts, list)
+    assert [(p["argv"][0], p["verdict"], p["rule"]) for p in parts] == [
+        ("ls", "allow", "model:ls"),
+        ("grep", "allow", "model:grep"),
+        ("make", "ask", "unknown-program"),
+    ]
+
+
+def test_path_on_a_root_proves_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{root}:/usr/bin:/bin")
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(_shell("ls", root))
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert "PATH" in (decision.reason or "")
+
+
+class TestApprovers:
+    async def test_a_sync_approver_is_accepted(self, root: Path) -> None:
+        seen: list[str | None] = []
+
+        def approve(action: ExecutionAction) -> bool:
+            seen.append(action.command)
+            return True
+
+        policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
+        pending = policy.check(_shell("make test", root))
+        assert not isinstance(pending, ExecutionDecision)
+        decision = await pending
+        assert decision.allowed
+        assert seen == ["make test"]
+
+    async def test_a_sync_approver_returning_a_decision_is_honoured(self, root: Path) -> None:
+        def approve(action: ExecutionAction) -> ApprovalDecision:
+            return ApprovalDecision(approved=False, reason="not on Fridays")
+
+        policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
+        pending = policy.check(_shell("make test", root))
+        assert not isinstance(pending, ExecutionDecision)
+        decision = await pending
+        assert not decision.allowed
+        assert "not on Fridays" in (decision.reason or "")
+
+    async def test_remember_false_asks_again(self, root: Path) -> None:
+        calls = 0
+
+        async def approve(action: ExecutionAction) -> ApprovalDecision:
+            nonlocal calls
+            calls += 1
+            await trio.lowlevel.checkpoint()
+            return ApprovalDecision(approved=True, remember=False)
+
+        policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
+        for _ in range(2):
+            pending = policy.check(_shell("make", root))
+            assert not isinstance(pending, ExecutionDecision)
+            assert (await pending).allowed
+        assert calls == 2
+
+    async def test_an_approval_cannot_override_a_deny_rule(self, root: Path) -> None:
+        def approve(action: ExecutionAction) -> bool:
+            raise AssertionError("never asked")
+
+        policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
+        decision = policy.check(_shell("timeout 5 env -S 'sudo id'", root))
+        assert isinstance(decision, ExecutionDecision)
+        assert not decision.allowed
+
+    def test_approval_decision_needs_a_bool_approved(self) -> None:
+        assert ApprovalDecision(approved=True, remember=False).remember is False
+        with pytest.raises(TypeError):
+            ApprovalDecision(approved="yes")  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            ApprovalDecision(True)  # type: ignore[call-arg]
