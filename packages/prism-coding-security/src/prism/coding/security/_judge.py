@@ -263,7 +263,7 @@ class _Judge:
                 "ask",
                 f"{what} reads {path!r} outside the roots"
                 f"{' (' + verdict.reason + ')' if verdict.reason else ''}",
-                "path",
+                "path:read",
                 depth,
             )
             return False
@@ -290,7 +290,7 @@ class _Judge:
                     "ask",
                     f"{what} writes {path!r} outside the roots"
                     f"{' (' + verdict.reason + ')' if verdict.reason else ''}",
-                    "path",
+                    "path:write",
                     depth,
                 )
                 return False

@@ -17,6 +17,7 @@ from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots
 from ._protected import ProtectedPaths, normalize_protected_paths
 from ._rules import CommandRules, CompiledRules
+from ._sandbox import SandboxBackend
 
 __all__ = [
     "ApprovalCallback",
@@ -94,6 +95,8 @@ class _CodingApprovalPolicy:
     readable: tuple[str, ...]
     protected: ProtectedPaths
     path_hazard: str | None
+    sandbox: SandboxBackend | None = None
+    sandbox_name: str = ""
     _approved: dict[_CacheKey, None] = attrs.field(factory=dict)
 
     def check(self, action: ExecutionAction) -> ExecutionDecision | Awaitable[ExecutionDecision]:
@@ -271,6 +274,26 @@ class _CodingApprovalPolicy:
         }
         outcome = explanation.outcome
         reason = f"command {command!r}: {explanation.reason}"
+        if self.sandbox is not None:
+            details["sandbox"] = self.sandbox_name
+            if outcome == "ask":
+                blocking = [c for c in explanation.commands
+                            if c.verdict == "ask" and not _confinable(c.rule)]  # fmt: skip
+                if not blocking:
+                    details["confined"] = True
+                    return CommandVerdict(
+                        outcome="allow",
+                        reason=f"command {command!r} runs confined in the {self.sandbox_name} "
+                        f"sandbox (not proved safe: {explanation.reason})",
+                        details=details,
+                    )
+                details["escalation"] = True
+                reason = (
+                    f"command {command!r} needs more than the sandbox allows: "
+                    f"{' '.join(blocking[0].argv)!r}: {blocking[0].reason}"
+                )
+                details["rule"] = blocking[0].rule
+            return CommandVerdict(outcome=outcome, reason=reason, details=details)
         if outcome == "allow" and self.path_hazard is not None:
             outcome = "ask"
             reason = f"command {command!r}: {self.path_hazard}"
@@ -288,6 +311,19 @@ class _CodingApprovalPolicy:
             read_only=self.read_only,
             readable=self.readable,
         )
+
+
+# What a sandbox confines: a part that asks only for one of these runs confined unasked.
+# Not confinable: an uncertain parse (deny rules may not have seen everything), writes
+# outside the roots or to protected paths, read-only mode, the host's own ask rules.
+_CONFINABLE_RULES = frozenset(
+    {"unknown-program", "path-qualified", "dynamic", "assignment", "function", "background",
+     "path:read", "write"}
+)  # fmt: skip
+
+
+def _confinable(rule: str) -> bool:
+    return rule in _CONFINABLE_RULES or rule.startswith("model:")
 
 
 def _cache_key(action: ExecutionAction) -> _CacheKey:
@@ -333,8 +369,11 @@ def _build(
     cache_approvals: bool,
     readable: Sequence[str],
     protected_paths: Sequence[str] | None,
+    sandbox: SandboxBackend | None = None,
 ) -> _CodingApprovalPolicy:
     real_roots = normalize_roots(roots)
+    if sandbox is not None and not isinstance(sandbox, SandboxBackend):
+        raise ConfigurationError(f"sandbox must be a SandboxBackend or None, got {sandbox!r}")
     if approve is not None and not callable(approve):
         raise ConfigurationError(f"approve must be a callable or None, got {approve!r}")
     if command_rules is None:
@@ -366,6 +405,8 @@ def _build(
         readable=_readable(readable),
         protected=ProtectedPaths(normalize_protected_paths(protected_paths)),
         path_hazard=_path_hazard(root_set),
+        sandbox=sandbox,
+        sandbox_name="" if sandbox is None else type(sandbox).__name__,
     )
 
 
@@ -379,6 +420,7 @@ def create_coding_approval_policy(
     cache_approvals: bool = True,
     readable: Sequence[str] = (),
     protected_paths: Sequence[str] | None = None,
+    sandbox: SandboxBackend | None = None,
 ) -> ExecutionPolicy:
     """The execution policy that makes the coding tools safe to hand to a model.
 
@@ -397,6 +439,17 @@ def create_coding_approval_policy(
     or shell) to a protected path (:data:`PROTECTED_PATHS` plus
     ``protected_paths``) always ask. ``read_only=True`` denies the write and
     edit tools and makes every shell write ask.
+
+    **Confined mode.** With ``sandbox=backend`` (the same backend the shell
+    tool runs its commands in, e.g. through
+    :func:`create_sandbox_shell_operations`), a command that is not proved
+    safe still runs without asking when everything it asks for is something
+    the sandbox confines: an unknown program, a code-running option, a
+    write inside the roots, a read anywhere. It still asks (and an approved
+    one is recorded with ``details["escalation"]``) when it writes outside
+    the roots or to a protected path, when the line cannot be parsed with
+    confidence, in read-only mode, or when an ask rule matches; deny rules
+    still deny. ``details["confined"]`` marks a decision made this way.
 
     Needing approval means calling ``approve(action)`` (sync or async) and
     waiting at most ``approval_timeout_s`` seconds: a timeout denies (reason and
@@ -426,6 +479,7 @@ def create_coding_approval_policy(
         cache_approvals,
         readable,
         protected_paths,
+        sandbox,
     )
 
 

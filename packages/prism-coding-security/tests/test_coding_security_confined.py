@@ -1,0 +1,113 @@
+"""Confined mode: with a sandbox, commands the sandbox confines run without asking."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    create_coding_approval_policy,
+    create_sandbox_shell_operations,
+)
+from prism.coding.tools import create_shell_tool
+from prism.core import (
+    ConfigurationError,
+    DispatchOptions,
+    ExecutionAction,
+    ExecutionDecision,
+    ToolCall,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _decide(root: Path, command: str, **options: object) -> ExecutionDecision:
+    policy = create_coding_approval_policy(
+        roots=[str(root)],
+        sandbox=BubblewrapSandbox([str(root)]),
+        **options,  # type: ignore[arg-type]
+    )
+    decision = policy.check(
+        ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(root),))
+    )
+    assert isinstance(decision, ExecutionDecision)
+    return decision
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["make test", "pytest -q", "python3 -c 'print(1)'", "echo x > out.txt", "npm test",
+     "cat /etc/hostname", "X=1 make", "./build.sh", "awk 'BEGIN{system(\"id\")}'"],
+)  # fmt: skip
+def test_commands_the_sandbox_confines_run_unasked(root: Path, command: str) -> None:
+    decision = _decide(root, command)
+    assert decision.allowed, decision.reason
+    assert decision.details["confined"] is True
+    assert decision.details["sandbox"] == "BubblewrapSandbox"
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [("echo x > /tmp/outside-prism", "path:write"), ("make > ../x", "path:write"),
+     ("echo x > .git/config", "protected"), ("touch .envrc", "protected"),
+     ("case x in x) make;; esac", "parse")],
+)  # fmt: skip
+def test_what_the_sandbox_cannot_confine_still_asks(root: Path, command: str, rule: str) -> None:
+    decision = _decide(root, command)
+    assert not decision.allowed
+    assert decision.details["escalation"] is True
+    assert decision.details["rule"] == rule
+    assert decision.details["needs_approval"] is True
+
+
+def test_deny_rules_still_deny_in_confined_mode(root: Path) -> None:
+    decision = _decide(root, "make && sudo id")
+    assert not decision.allowed
+    assert decision.details["rule"] == "deny:sudo *"
+    assert "needs_approval" not in decision.details
+
+
+def test_read_only_mode_is_not_relaxed_by_a_sandbox(root: Path) -> None:
+    decision = _decide(root, "echo x > out.txt", read_only=True)
+    assert not decision.allowed
+
+
+def test_a_sandbox_that_is_not_a_backend_is_refused(root: Path) -> None:
+    with pytest.raises(ConfigurationError, match="sandbox"):
+        create_coding_approval_policy(roots=[str(root)], sandbox="bubblewrap")  # type: ignore[arg-type]
+
+
+def _bwrap_works() -> bool:
+    path = shutil.which("bwrap")
+    if path is None:
+        return False
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+         "true"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="bwrap cannot create namespaces here")
+async def test_a_confined_command_really_runs_in_the_sandbox(root: Path) -> None:
+    sandbox = BubblewrapSandbox([str(root)])
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=sandbox)
+    shell = create_shell_tool(
+        str(root), execution_policy=policy, operations=create_sandbox_shell_operations(sandbox)
+    )
+    options = DispatchOptions(registry=create_tool_registry([shell]))
+    # not proved safe (awk runs a command), confined, so it runs unasked: in its own PID
+    # namespace, where the sandbox's first process is PID 1
+    call = ToolCall(id="1", name="shell",
+                    arguments={"command": "awk 'BEGIN{system(\"echo $$\")}'"})  # fmt: skip
+    result = await dispatch_tool_call(call, options)
+    assert not result.is_error, result.joined_text
+    assert int(result.joined_text.split()[0]) < 10
