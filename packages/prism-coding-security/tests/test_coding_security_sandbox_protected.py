@@ -138,6 +138,24 @@ async def test_sandboxed_command_cannot_create_a_git_hook(root: Path) -> None:
 
 @needs_bwrap
 @needs_git
+@pytest.mark.parametrize("exists", [True, False])
+async def test_hooks_directory_named_by_core_hooks_path_is_protected(
+    root: Path, exists: bool
+) -> None:
+    _git_repo(root)
+    await trio.run_process(["git", "-C", str(root), "config", "core.hooksPath", ".githooks"])
+    if exists:
+        (root / ".githooks").mkdir()
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    command = "mkdir -p .githooks; echo 'touch x' > .githooks/pre-commit; echo attempted"
+    _, output = await run(ops, command, root)
+    assert "attempted" in output
+    assert not (root / ".githooks" / "pre-commit").exists()
+    assert (root / ".githooks").exists() == exists
+
+
+@needs_bwrap
+@needs_git
 async def test_missing_hooks_directory_cannot_be_created(root: Path) -> None:
     _git_repo(root)
     shutil.rmtree(root / ".git" / "hooks")

@@ -30,7 +30,9 @@ import contextlib
 import fcntl
 import glob
 import os
+import shutil
 import stat
+import subprocess
 from typing import TYPE_CHECKING
 
 from ._errors import SandboxUnavailableError
@@ -73,6 +75,40 @@ def _concrete(root: str, entries: Sequence[str]) -> Iterator[list[str]]:
         yield from prefixes
 
 
+def hooks_entries(root: str) -> list[str]:
+    """The hooks directory the host's git uses for ``root``, as an entry, if inside it.
+
+    ``core.hooksPath`` may name a directory in the work tree (``.githooks``,
+    ``.husky/_``): the next ``git commit`` on the host runs what is there. Asks
+    git itself (all config scopes, includes followed); no git, no repository or
+    hooks outside ``root``: no entry.
+
+    Raises:
+        SandboxUnavailableError: git did not answer within 10 seconds.
+    """
+    git = shutil.which("git")
+    if git is None:
+        return []
+    try:
+        result = subprocess.run(
+            [git, "-C", root, "rev-parse", "--path-format=absolute", "--git-path", "hooks"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            check=False,
+            timeout=10,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SandboxUnavailableError(
+            f"git did not say where the hooks of {root} are within 10s; refusing to run"
+        ) from exc
+    if result.returncode != 0:
+        return []
+    hooks = os.path.realpath(result.stdout.decode("utf-8", "surrogateescape").strip())
+    if not hooks.startswith(root.rstrip("/") + "/"):
+        return []
+    return [glob.escape(os.path.relpath(hooks, root))]
+
+
 def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
     """``(kind, path)`` mounts protecting ``entries`` under ``root``, parents first.
 
@@ -80,11 +116,14 @@ def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
     path, or a link's target, read-only) or ``"placeholder"`` (missing: bind
     ``/dev/null`` read-only).
 
+    Also protects the hooks directory git uses for ``root``
+    (:func:`hooks_entries`).
+
     Raises:
         SandboxUnavailableError: a protected path is a dangling symbolic link.
     """
     plan: dict[str, str] = {}
-    for parts in _concrete(root, entries):
+    for parts in _concrete(root, [*entries, *hooks_entries(root)]):
         current = root
         for index, part in enumerate(parts):
             path = os.path.join(current, part)
@@ -238,7 +277,7 @@ def _create_placeholder(path: str) -> None:
 
 
 def _remove_placeholders(root: str, entries: Sequence[str]) -> None:
-    for parts in _concrete(root, entries):
+    for parts in _concrete(root, [*entries, *hooks_entries(root)]):
         current = root
         for part in parts:
             path = os.path.join(current, part)

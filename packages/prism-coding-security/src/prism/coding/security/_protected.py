@@ -33,6 +33,11 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".git/modules/*/hooks",
     ".git/modules/*/commondir",
     ".gitmodules",
+    # hook managers: the host's next git commit runs what these name
+    ".husky",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
     # shell and tool start-up files
     ".bashrc",
     ".bash_profile",
