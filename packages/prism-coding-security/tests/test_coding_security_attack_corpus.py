@@ -18,6 +18,7 @@ leave a marker when run: the call must be refused and no marker may appear.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import tarfile
@@ -323,6 +324,23 @@ INLINE_CODE: tuple[str, ...] = (
     "git -c alias.st='!sudo id' st",
     "rg --pre=sudo x",
     "rg --search-zip --pre 'sudo id' x",
+    "git ls-remote --upload-pack='sudo id' .",
+    "git ls-remote --upload-pack 'sudo id' .",
+    "git archive --remote=. --exec='sudo id' HEAD",
+    "git fetch --upload-pack='sudo id' .",
+    "git clone -u 'sudo id' . @OUT@/c",
+    "git push --receive-pack='sudo id' . HEAD:refs/heads/zz",
+    "git -c protocol.ext.allow=always ls-remote 'ext::sh -c sudo% id'",
+    "git instaweb",
+    "git daemon --base-path=. --export-all",
+    "git send-email --to=x@example.invalid HEAD^",
+    "sed 'se.*esudo idee' f",
+    "sed 'sx.*xsudo idxe' f",
+    "sed -n 'p\ne sudo id' f",
+    "sed -n 'p;e sudo id' f",
+    "sed -e p -e 'e sudo id' f",
+    "awk -W exec evil.awk",
+    "awk -Wexec evil.awk",
 )
 
 # Re-spelled flags and the documented default denies.
@@ -573,6 +591,14 @@ COMPOUND: tuple[str, ...] = (
     "for ((i=0;i<1;i++)); do sudo id; done",
     "function f { :; }; sudo id",
     'ls -- "$(sudo id)"',
+    "echo x#; sudo id",
+    "echo 'a\\'; sudo id",
+    'echo "a\\\\"; sudo id',
+    'echo "a\n"; sudo id',
+    "cat <<EOF\nEOF \n$(sudo id)\nEOF",
+    "cat <<A <<B\nx\nA\n$(sudo id)\nB",
+    "cat < <(sudo id)",
+    "a=([$(sudo id)]=1)",
 )
 
 # Writes outside the roots: every redirect operator, every way of naming the target.
@@ -984,11 +1010,16 @@ READS_OUTSIDE: tuple[str, ...] = (
     "awk 'BEGIN{getline l < \"/etc/shadow\"; print l}'",
     "awk 'BEGIN{for (k in ENVIRON) print k, ENVIRON[k]}'",
     "git blame --contents=/etc/passwd f",
-    "git config --file=/etc/gitconfig --list",
-    "git config -f ~/.gitconfig --list",
+    "git config --file=@OUT@/creds.ini --list",
+    "git config -f ~/.aws/credentials --list",
     "git -C @OUT@ status",
     "git -C .. status",
     "git --work-tree=@OUT@ status",
+    "git blame -S @OUT@/f f",
+    "git grep -f @OUT@/f",
+    "sha256sum -c sums",
+    "md5sum --check sums",
+    "git credential fill",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1072,6 +1103,17 @@ INDIRECTION: tuple[str, ...] = (
     "echo() { sudo id; }; echo hi",
     "cd() { sudo id; }; cd src",
     "trap 'sudo id' ERR; false",
+    "x='$(sudo id)'; echo \"${x@P}\"",
+    "x='`sudo id`'; echo ${x@P}",
+    "printf -v x '%s' '$(sudo id)'; echo \"${x@P}\"",
+    "x='a[$(sudo id)]'; echo $((x))",
+    "x='a[$(sudo id)]'; [[ $x -eq 0 ]]",
+    "x='a[$(sudo id)]'; echo ${y[x]}",
+    "x='a[$(sudo id)]'; test -v \"$x\"",
+    "x=1; echo ${x:'a[$(sudo id)]'}",
+    "[ -v 'a[$(sudo id)]' ]",
+    "[[ 'a[$(sudo id)]' -eq 0 ]]",
+    "declare -i x='a[$(sudo id)]'",
 )
 
 PLAIN_POLICY_CORPUS: dict[str, tuple[str, ...]] = {
@@ -1195,6 +1237,19 @@ RUN_FOR_REAL: tuple[str, ...] = (
     'echo x > "${PWD}/../outside/f"',
     "git config core.fsmonitor id",
     "echo x > .git//config",
+    "git ls-remote --upload-pack='sudo id' .",
+    "git archive --remote=. --exec='sudo id' HEAD",
+    "sed 'se.*esudo idee' f",
+    "awk -W exec evil.awk",
+    "sed -n 'p\ne sudo id' f",
+    "echo x#; sudo id",
+    "echo 'a\\'; sudo id",
+    "x='$(sudo id)'; echo \"${x@P}\"",
+    "x='a[$(sudo id)]'; echo $((x))",
+    "[ -v 'a[$(sudo id)]' ]",
+    "declare -i x='a[$(sudo id)]'",
+    "cat <<EOF\nEOF \n$(sudo id)\nEOF",
+    "a=([$(sudo id)]=1)",
 )
 
 # Run for real too: each prints something from outside (a file's text or name) if it runs.
@@ -1221,6 +1276,9 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "du -L -a .",
     "diff -r . @OUT@",
     "tar -chf - . | cat",
+    "git blame -S @OUT@/f f",
+    "git config --file=@OUT@/creds.ini --list",
+    "sha256sum -c sums",
 )
 
 STAND_INS = ("sudo", "su", "doas", "pkexec", "id", "reboot", "shutdown", "python3", "perl", "make")
@@ -1309,6 +1367,7 @@ def _make_workspace(base: Path) -> Workspace:
     (outside / "d").mkdir(parents=True)
     _write(outside / "f", "outside-secret x\n")
     _write(outside / "secret-name.txt", "")
+    _write(outside / "creds.ini", "[default]\n\tkey = outside-secret\n")
     for name in ("f", "in", "x", "a", "README.md"):
         _write(root / name, "x\nsudo id\n")
     _write(root / "evil", "sudo id\n")
@@ -1323,6 +1382,11 @@ def _make_workspace(base: Path) -> Workspace:
     _write(root / "p", "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-x\n+y\n sudo id\n")
     _write(root / ".mcp.json", '{"mcpServers": {}}\n')
     _write(root / "src" / "app.py", "print('hello')\n")
+    sums = "".join(
+        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path}\n"
+        for path in (outside / "f", outside / "secret-name.txt")
+    )
+    _write(root / "sums", sums)
     _write(root / "package.json", '{"scripts": {"test": "sudo id", "build": "sudo id"}}\n')
     with tarfile.open(root / "a.tar", "w") as archive:
         archive.add(root / "f", arcname="f")
