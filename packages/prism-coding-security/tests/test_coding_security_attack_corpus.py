@@ -730,6 +730,10 @@ WRITES_OUTSIDE: tuple[str, ...] = (
     "mktemp -p @OUT@",
     "tar -xf a.tar -C link",
     'awk \'{printf "x" >> "@OUT@/f"}\' f',
+    "git whatchanged --output=@OUT@/x",
+    "git reflog --output=@OUT@/x",
+    "git stash show --output=@OUT@/x",
+    "git diff-index --output=@OUT@/x HEAD",
 )
 
 # Writes inside the root that are not writes in read-only mode (checked with read_only=True).
@@ -1020,6 +1024,10 @@ READS_OUTSIDE: tuple[str, ...] = (
     "sha256sum -c sums",
     "md5sum --check sums",
     "git credential fill",
+    'jq -n \'import "data" as $d {search: "@OUT@"}; $d\'',
+    "jq -n 'import \"../outside/data\" as $d; $d'",
+    'jq -n \'include "m" {search: "@OUT@"}; s\'',
+    "jq -n 'import \"../outside/m\" as m; m::s'",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1279,6 +1287,8 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "git blame -S @OUT@/f f",
     "git config --file=@OUT@/creds.ini --list",
     "sha256sum -c sums",
+    "jq -n 'import \"../outside/data\" as $d; $d'",
+    'jq -n \'include "m" {search: "@OUT@"}; s\'',
 )
 
 STAND_INS = ("sudo", "su", "doas", "pkexec", "id", "reboot", "shutdown", "python3", "perl", "make")
@@ -1368,6 +1378,8 @@ def _make_workspace(base: Path) -> Workspace:
     _write(outside / "f", "outside-secret x\n")
     _write(outside / "secret-name.txt", "")
     _write(outside / "creds.ini", "[default]\n\tkey = outside-secret\n")
+    _write(outside / "data.json", '{"key": "outside-secret"}\n')
+    _write(outside / "m.jq", 'def s: "outside-secret";\n')
     for name in ("f", "in", "x", "a", "README.md"):
         _write(root / name, "x\nsudo id\n")
     _write(root / "evil", "sudo id\n")
