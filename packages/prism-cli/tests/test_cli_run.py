@@ -194,7 +194,7 @@ def test_run_shell_metacharacters_need_approval_and_are_refused(
     command = f"echo hi > {shlex.quote(str(marker))}"
     _setup(
         tmp_path,
-        CODING_ONLY,
+        _with_sandbox("none"),  # on the host only proved-safe (read-only) commands run
         [{"tool_calls": [{"id": "s", "name": "shell", "arguments": {"command": command}}]}],
     )
     proc = run_cli("run", "session.json", "--json")

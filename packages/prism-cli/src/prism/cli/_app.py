@@ -140,6 +140,10 @@ def config_check(file: Path, json_mode: bool) -> None:
     console = _console()
     console.print(f"[green]ok[/]: {file}")
     console.print(f"  roots: {', '.join(loaded.workspace.roots)}")
+    console.print(
+        f"  sandbox: {loaded.workspace.sandbox}"
+        + (", read-only" if loaded.workspace.read_only else "")
+    )
     servers = ", ".join(s.server_id for s in loaded.mcp_servers) or "none"
     console.print(f"  mcp servers: {servers}")
     console.print(

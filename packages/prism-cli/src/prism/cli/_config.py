@@ -101,7 +101,7 @@ class WorkspaceConfig:
     roots: tuple[str, ...] = ()
     coding_tools: bool = True
     read_only: bool = False
-    sandbox: Literal["none", "bubblewrap", "auto"] = "none"
+    sandbox: Literal["none", "bubblewrap", "auto"] = "auto"
 
 
 @attrs.frozen(kw_only=True)
@@ -373,7 +373,7 @@ def parse_config(
         read_only=ws_t.boolean("read_only", False),
         sandbox=cast(
             "Literal['none', 'bubblewrap', 'auto']",
-            ws_t.choice("sandbox", "none", ("none", "bubblewrap", "auto")),
+            ws_t.choice("sandbox", "auto", ("none", "bubblewrap", "auto")),
         ),
     )
     ws_t.finish()

@@ -41,7 +41,7 @@ from ._trio import only_leaf
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
-    from prism.coding.tools import ShellOperations
+    from prism.coding.security import SandboxBackend
     from prism.core import ToolCallRecord
 
     from ._config import McpServerConfig, PrismConfig
@@ -148,13 +148,9 @@ async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridg
         yield bridge
 
 
-async def _shell_operations(config: PrismConfig) -> tuple[ShellOperations | None, str]:
-    """The shell operations the configured sandbox asks for, and a word saying which."""
-    from prism.coding.security import (
-        BubblewrapSandbox,
-        SandboxUnavailableError,
-        create_sandbox_shell_operations,
-    )
+async def _sandbox(config: PrismConfig) -> tuple[SandboxBackend | None, str]:
+    """The sandbox the configuration asks for (None: run on the host), and a word saying which."""
+    from prism.coding.security import BubblewrapSandbox, SandboxUnavailableError
 
     mode = config.workspace.sandbox
     if mode == "none":
@@ -169,7 +165,7 @@ async def _shell_operations(config: PrismConfig) -> tuple[ShellOperations | None
                 f'here ({exc}); set sandbox = "none" to run them on the host'
             ) from exc
         return None, "none (bubblewrap unavailable)"
-    return create_sandbox_shell_operations(sandbox), "bubblewrap"
+    return sandbox, "bubblewrap"
 
 
 async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]:
@@ -177,6 +173,7 @@ async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]
         CommandRules,
         create_coding_approval_policy,
         create_contained_file_operations,
+        create_sandbox_shell_operations,
     )
     from prism.coding.tools import create_coding_tools
 
@@ -187,19 +184,20 @@ async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]
         ask=config.commands.ask,
         use_default_deny=config.commands.use_default_deny,
     )
+    sandbox, label = await _sandbox(config)
     # No approval callback: a scripted run has nobody to ask, so anything that
-    # would need approval is refused (and the model is told why).
+    # would need approval is refused (and the model is told why). With a working
+    # sandbox the policy runs in confined mode: what the sandbox confines runs.
     policy = create_coding_approval_policy(
-        roots=roots, read_only=config.workspace.read_only, command_rules=rules
+        roots=roots, read_only=config.workspace.read_only, command_rules=rules, sandbox=sandbox
     )
-    shell_operations, sandbox = await _shell_operations(config)
     tools = create_coding_tools(
         roots[0],
         execution_policy=policy,
         file_operations=create_contained_file_operations(roots),
-        shell_operations=shell_operations,
+        shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
     )
-    return list(tools), sandbox
+    return list(tools), label
 
 
 @contextlib.asynccontextmanager
