@@ -212,7 +212,7 @@ _G: dict[str, Grammar] = {
         " -d -s|-seek= -u -R="
     ),
     "sum": grammar(
-        "-b|--binary -c|--check -t|--text --tag --untagged -z|--zero --ignore-missing --quiet"
+        "-b|--binary x:-c|--check -t|--text --tag --untagged -z|--zero --ignore-missing --quiet"
         " --status --strict -w|--warn -l|--length= -a|--algorithm= --base64 --raw"
     ),
     "basename": grammar("-a|--multiple -s|--suffix= -z|--zero"),
@@ -433,7 +433,7 @@ _GIT: dict[str, Grammar] = {
         " --abbrev=? --format="
     ),
     "blame": grammar(
-        "-b --root --show-stats -L= -l -t -S= --reverse= --first-parent -p|--porcelain"
+        "-b --root --show-stats -L= -l -t r:-S= --reverse= --first-parent -p|--porcelain"
         " --line-porcelain --incremental --encoding= r:--contents= --date= --progress"
         " --no-progress -M=? -C=? --ignore-rev= r:--ignore-revs-file= --color-lines"
         " --color-by-age --minimal -s -e|--show-email -w -f|--show-name -n|--show-number -c"
