@@ -734,6 +734,13 @@ WRITES_OUTSIDE: tuple[str, ...] = (
     "git reflog --output=@OUT@/x",
     "git stash show --output=@OUT@/x",
     "git diff-index --output=@OUT@/x HEAD",
+    "echo x >/dev/nul",
+    "ls >/dev/null.txt",
+    "ls 2>/dev/null2",
+    "echo x {fd}>@OUT@/f",
+    "echo x 10>@OUT@/f",
+    "echo x 3>@OUT@/f >&3",
+    "echo x >/dev/null >@OUT@/f",
 )
 
 # Writes inside the root that are not writes in read-only mode (checked with read_only=True).
@@ -1028,6 +1035,24 @@ READS_OUTSIDE: tuple[str, ...] = (
     "jq -n 'import \"../outside/data\" as $d; $d'",
     'jq -n \'include "m" {search: "@OUT@"}; s\'',
     "jq -n 'import \"../outside/m\" as m; m::s'",
+    "cat f /etc/passwd",
+    "grep x f /etc/passwd",
+    "find . ../outside -name f",
+    "ls . ..",
+    "cat .{.,}/outside/f",
+    "cat {..,x}/outside/f",
+    "cat /e{t,}c/passwd",
+    "cat .git/../../outside/f",
+    "cat ../out*/f",
+    "cat \\../outside/f",
+    "cd src; cat ../../outside/f",
+    "cd src; cd ..; cd ..; cat outside/f",
+    "(cd ..; cat outside/f)",
+    "cd -P .. && ls",
+    "pushd src; pushd ..; pushd ..; ls",
+    "tail -n1 ~/.bash_history",
+    "grep -r x ~",
+    "cat f @OUT@/f",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1258,6 +1283,8 @@ RUN_FOR_REAL: tuple[str, ...] = (
     "declare -i x='a[$(sudo id)]'",
     "cat <<EOF\nEOF \n$(sudo id)\nEOF",
     "a=([$(sudo id)]=1)",
+    "echo x 3>@OUT@/f >&3",
+    "echo x >/dev/null >@OUT@/f",
 )
 
 # Run for real too: each prints something from outside (a file's text or name) if it runs.
@@ -1289,6 +1316,12 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "sha256sum -c sums",
     "jq -n 'import \"../outside/data\" as $d; $d'",
     'jq -n \'include "m" {search: "@OUT@"}; s\'',
+    "cat f @OUT@/f",
+    "cat .{.,}/outside/f",
+    "cat ../out*/f",
+    "cd src; cd ..; cd ..; cat outside/f",
+    "(cd ..; cat outside/f)",
+    "pushd src; pushd ..; pushd ..; ls",
 )
 
 STAND_INS = ("sudo", "su", "doas", "pkexec", "id", "reboot", "shutdown", "python3", "perl", "make")
