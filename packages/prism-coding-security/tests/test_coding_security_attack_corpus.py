@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -1716,6 +1717,41 @@ def _compositions(draw: st.DrawFn) -> str:
 )
 @given(template=_compositions())
 def test_composition_with_an_unsafe_part_is_never_allowed(
+    workspace: Workspace, template: str
+) -> None:
+    policy = create_coding_approval_policy(roots=[str(workspace.root)])
+    command = workspace.command(template)
+    decision = _decide(policy, workspace.root, command)
+    assert not decision.allowed, f"allowed unasked: {command!r}"
+
+
+# Entries whose hostility survives being put inside a list, subshell or substitution:
+# not aliases (expanded when a whole compound is read) and not here-documents (a
+# following separator would change their delimiter line).
+COMPOSABLE: tuple[str, ...] = tuple(
+    command
+    for commands in PLAIN_POLICY_CORPUS.values()
+    for command in commands
+    if "alias ls" not in command and not re.search(r"<<-?['\"]?[A-Z]", command)
+)
+
+
+@st.composite
+def _corpus_compositions(draw: st.DrawFn) -> str:
+    parts = [
+        *draw(st.lists(st.sampled_from(SAFE_SIMPLE), max_size=3)),
+        draw(st.sampled_from(COMPOSABLE)),
+    ]
+    parts = draw(st.permutations(parts))
+    command = _wrap(draw(_WRAPS), parts[0])
+    for part in parts[1:]:
+        command = _wrap(draw(_WRAPS), command + draw(_JOINS) + _wrap(draw(_WRAPS), part))
+    return command
+
+
+@settings(deadline=None, max_examples=300)
+@given(template=_corpus_compositions())
+def test_corpus_entry_inside_a_composition_is_never_allowed(
     workspace: Workspace, template: str
 ) -> None:
     policy = create_coding_approval_policy(roots=[str(workspace.root)])
