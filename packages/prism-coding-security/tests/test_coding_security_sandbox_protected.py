@@ -257,20 +257,32 @@ def test_a_run_leaves_placeholders_that_another_run_still_holds(root: Path) -> N
 
 
 def test_release_removes_placeholders_a_crashed_run_left(root: Path) -> None:
-    (root / ".envrc").touch(mode=0)
-    (root / ".envrc").chmod(0)
+    (root / ".envrc").touch()
+    (root / ".envrc").chmod(0o1444)
     lease = PlaceholderLease([str(root)], [".envrc"])
     lease.acquire()
     lease.release()
     assert not (root / ".envrc").exists()
 
 
-def test_release_keeps_a_real_empty_file(root: Path) -> None:
+@pytest.mark.parametrize("mode", [0o644, 0o444, 0o000])
+def test_release_keeps_a_real_empty_file(root: Path, mode: int) -> None:
     (root / ".envrc").touch()
+    (root / ".envrc").chmod(mode)
     lease = PlaceholderLease([str(root)], [".envrc"])
     lease.acquire()
     lease.release()
     assert (root / ".envrc").exists()
+
+
+@needs_bwrap
+async def test_recursive_grep_inside_the_sandbox_is_not_disturbed_by_placeholders(
+    root: Path,
+) -> None:
+    (root / "a.txt").write_text("needle\n")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, output = await run(ops, "grep -r needle .; cat .envrc prism.toml", root)
+    assert (result.exit_code, output) == (0, "./a.txt:needle\n")
 
 
 def test_plan_pins_directories_and_seals_the_entry(root: Path) -> None:
@@ -282,7 +294,7 @@ def test_plan_pins_directories_and_seals_the_entry(root: Path) -> None:
         ("pin", git),
         ("ro", f"{git}/config"),
         ("ro", f"{git}/hooks"),
-        ("placeholder", f"{git}/info"),
+        ("placeholder-dir", f"{git}/info"),
     ]
 
 

@@ -10,18 +10,15 @@ component at a time from the root:
   expected (a worktree's ``.git`` file), is bound onto itself read-only;
 * a symbolic link: its target is bound read-only; the link itself can still be
   replaced (a mount cannot sit on a link), so a dangling link refuses the run;
-* the first missing component gets a placeholder: ``/dev/null`` bound
-  read-only (a device on a nodev mount: it can be neither read nor written, and
-  git's repository discovery skips it), so nothing can be created there. A
-  missing ``commondir`` is the exception: git dies on one it cannot read, so it
-  is a ``0444`` file holding ``.`` (the git directory itself), bound as it is.
+* the first missing component gets a placeholder bound read-only, so nothing
+  can be created there (see ``_MODE`` below for what it looks like).
 
 A bind mount needs its mount point to exist on the host. bwrap would create a
 missing one itself (an empty ``0444`` file) and leave it behind, so
-:class:`PlaceholderLease` creates them first (empty files with mode ``000``,
-or the ``commondir`` above: that is how they are recognised), holds a shared
-``flock`` on the root while commands run, and removes them afterwards when no
-other run holds the root.
+:class:`PlaceholderLease` creates them first, holds a shared ``flock`` on the
+root while commands run, and removes them afterwards when no other run holds
+the root. Without a lease (``wrap()`` alone) ``/dev/null`` is bound at each
+missing path and bwrap's own mount points stay behind.
 """
 
 from __future__ import annotations
@@ -42,13 +39,18 @@ if TYPE_CHECKING:
 
 __all__ = ["PlaceholderLease", "is_placeholder", "protected_mount_args", "protected_plan"]
 
-_PIN, _RO, _PLACEHOLDER = "pin", "ro", "placeholder"
+_PIN, _RO = "pin", "ro"
+_PLACEHOLDER, _PLACEHOLDER_DIR = "placeholder", "placeholder-dir"
 
-# A placeholder that git reads must hold something git accepts: an empty
-# commondir makes every git command die, "." names the git directory itself.
-# These are readable (0444) and bound as they are; all others are empty, mode
-# 000, and have /dev/null bound over them (a device on a nodev mount: not
-# readable, not writable, and git's repository discovery skips it).
+# Placeholders are empty regular files with mode 1444, or empty directories
+# with mode 1555 (for .git, and for a missing parent such as .vscode): readable,
+# so `grep -r .` and `cp -r` inside the sandbox pass them by, and marked by the
+# sticky bit, which no one sets on a file or a private directory, so only ours
+# are ever removed. Inside the sandbox each is bound read-only onto itself. git
+# dies on a .git *file* it cannot parse but skips an empty .git directory (on
+# the host too). A placeholder git reads must hold something git accepts: an
+# empty commondir makes every git command die; "." names the git directory.
+_MODE, _DIR_MODE = 0o1444, 0o1555
 _CONTENT = {"commondir": b".\n"}
 
 
@@ -113,8 +115,9 @@ def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
     """``(kind, path)`` mounts protecting ``entries`` under ``root``, parents first.
 
     ``kind`` is ``"pin"`` (bind onto itself read-write), ``"ro"`` (bind the
-    path, or a link's target, read-only) or ``"placeholder"`` (missing: bind
-    ``/dev/null`` read-only).
+    path, a link's target, or an existing placeholder read-only), or
+    ``"placeholder"`` / ``"placeholder-dir"`` (missing: a placeholder file or
+    directory is due; without one bwrap gets ``/dev/null``).
 
     Also protects the hooks directory git uses for ``root``
     (:func:`hooks_entries`).
@@ -130,10 +133,12 @@ def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
             try:
                 info = os.lstat(path)
             except FileNotFoundError:
-                plan[path] = _PLACEHOLDER
+                as_dir = part == ".git" or index < len(parts) - 1
+                if as_dir or plan.get(path) != _PLACEHOLDER_DIR:
+                    plan[path] = _PLACEHOLDER_DIR if as_dir else _PLACEHOLDER
                 break
             if is_placeholder(path):
-                plan[path] = _RO if part in _CONTENT else _PLACEHOLDER
+                plan[path] = _RO
                 break
             if stat.S_ISLNK(info.st_mode):
                 target = os.path.realpath(path)
@@ -179,21 +184,26 @@ def protected_mount_args(root: str, entries: Sequence[str]) -> list[str]:
 def is_placeholder(path: str) -> bool:
     """Whether ``path`` is one of our placeholders.
 
-    An empty regular file with mode ``000``, or, for a name in ``_CONTENT``, a
-    ``0444`` regular file holding exactly that content.
+    An empty directory with mode ``1555``, or a regular file with mode ``1444``
+    holding exactly the placeholder content for its name (empty, or ``.`` for
+    a ``commondir``).
     """
     try:
         info = os.lstat(path)
     except OSError:
         return False
-    if not stat.S_ISREG(info.st_mode):
+    if stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == _DIR_MODE:
+        try:
+            return not os.listdir(path)
+        except OSError:
+            return False
+    if not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != _MODE:
         return False
-    mode = stat.S_IMODE(info.st_mode)
-    if info.st_size == 0 and mode == 0:
+    content = _CONTENT.get(os.path.basename(path), b"")
+    if info.st_size != len(content):
+        return False
+    if not content:
         return True
-    content = _CONTENT.get(os.path.basename(path))
-    if content is None or mode != 0o444 or info.st_size != len(content):
-        return False
     try:
         with open(path, "rb") as handle:
             return handle.read(len(content) + 1) == content
@@ -233,8 +243,8 @@ class PlaceholderLease:
                 self._fds.append((fd, root))
                 fcntl.flock(fd, fcntl.LOCK_SH)
                 for kind, path in protected_plan(root, self._entries):
-                    if kind == _PLACEHOLDER and not os.path.lexists(path):
-                        _create_placeholder(path)
+                    if kind in (_PLACEHOLDER, _PLACEHOLDER_DIR) and not os.path.lexists(path):
+                        _create_placeholder(path, directory=kind == _PLACEHOLDER_DIR)
         except SandboxUnavailableError:
             self.release()
             raise
@@ -260,7 +270,14 @@ class PlaceholderLease:
                 os.close(fd)
 
 
-def _create_placeholder(path: str) -> None:
+def _create_placeholder(path: str, *, directory: bool) -> None:
+    if directory:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            return
+        os.chmod(path, _DIR_MODE)
+        return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0)
     except FileExistsError:
@@ -269,9 +286,7 @@ def _create_placeholder(path: str) -> None:
         content = _CONTENT.get(os.path.basename(path))
         if content is not None:
             os.write(fd, content)
-            os.fchmod(fd, 0o444)
-        else:
-            os.fchmod(fd, 0)
+        os.fchmod(fd, _MODE)
     finally:
         os.close(fd)
 
@@ -283,7 +298,10 @@ def _remove_placeholders(root: str, entries: Sequence[str]) -> None:
             path = os.path.join(current, part)
             if is_placeholder(path):
                 with contextlib.suppress(OSError):
-                    os.unlink(path)
+                    if os.path.isdir(path):
+                        os.rmdir(path)
+                    else:
+                        os.unlink(path)
                 break
             if not os.path.isdir(path) or os.path.islink(path):
                 break
