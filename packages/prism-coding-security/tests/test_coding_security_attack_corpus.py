@@ -1627,6 +1627,22 @@ async def test_stand_ins_leave_a_marker_when_nothing_gates_them(harness: Harness
     assert (harness.markers / "sudo").exists()
 
 
+async def test_reads_through_the_symlink_show_the_secret_when_nothing_gates_them(
+    harness: Harness,
+) -> None:
+    # Likewise for reads: ungated, the read tests' commands do reach the outside text.
+    tools = create_coding_tools(
+        str(harness.workspace.root),
+        shell_operations=RecordingShell(),
+        shell_options={"env": harness.env, "timeout_s": 20},
+    )
+    options = DispatchOptions(registry=create_tool_registry(tools))
+    call = ToolCall(id="1", name="shell", arguments={"command": "cat link_f; ls link/"})
+    result = await dispatch_tool_call(call, options)
+    assert "outside-secret" in result.joined_text
+    assert "secret-name" in result.joined_text
+
+
 @pytest.mark.parametrize("template", [pytest.param(c, id=c) for c in RUN_FOR_REAL])
 async def test_hostile_command_run_through_the_shell_tool_is_refused_and_harmless(
     harness: Harness, template: str
