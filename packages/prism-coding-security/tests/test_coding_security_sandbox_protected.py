@@ -313,3 +313,21 @@ def test_plan_binds_a_worktree_git_file_whole(root: Path) -> None:
 def test_bad_protected_paths_raise_naming_the_option(value: object) -> None:
     with pytest.raises(ConfigurationError, match="protected_paths"):
         BubblewrapSandbox([], protected_paths=value)  # type: ignore[arg-type]
+
+
+@needs_bwrap
+async def test_sandboxed_root_cannot_undo_the_read_only_mounts(root: Path) -> None:
+    # As root, bwrap used to keep every capability in its user namespace: the
+    # command could remount / read-write and unmount a protected path.
+    (root / ".envrc").write_text("safe\n")
+    target = f"/var/tmp/prism-remount-test-{os.getpid()}"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    command = (
+        f"umount {root / '.envrc'}; echo evil >> .envrc; "
+        f"mount -o remount,bind,rw /; echo x > {target}; "
+        "grep CapEff /proc/self/status"
+    )
+    _, output = await run(ops, command, root)
+    assert "CapEff:\t0000000000000000" in output
+    assert (root / ".envrc").read_text() == "safe\n"
+    assert not await trio.Path(target).exists()

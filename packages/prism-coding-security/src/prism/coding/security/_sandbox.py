@@ -102,7 +102,9 @@ class BubblewrapSandbox:
     ``/run`` and ``$XDG_RUNTIME_DIR``, and new PID, IPC, UTS, cgroup and
     network namespaces (no network but its own loopback unless
     ``network=True``). It runs in a new session and dies with its parent
-    (``--die-with-parent``).
+    (``--die-with-parent``), with no capabilities (``--cap-drop ALL``, which
+    matters when Prism runs as root: with them a command could remount ``/``
+    read-write or unmount the protected paths).
 
     A seccomp filter makes ``socket(AF_UNIX, ...)`` fail with EPERM (no host
     unix socket can be reached: not a docker, ssh-agent or D-Bus socket, in a
@@ -204,6 +206,11 @@ class BubblewrapSandbox:
             "--die-with-parent",
             "--new-session",
             "--unshare-all",
+            # Run as root, bwrap keeps the capabilities in its user namespace, and
+            # with them 'mount -o remount,bind,rw /' or 'umount .git/config' undo
+            # every read-only mount (reproduced). Unprivileged, this changes nothing.
+            "--cap-drop",
+            "ALL",
         ]
         if self.network:
             args.append("--share-net")
