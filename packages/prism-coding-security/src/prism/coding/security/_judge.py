@@ -192,11 +192,18 @@ class _Judge:
     def expand(self, word: Word) -> tuple[list[str | None], str | None]:
         if word.dynamic:
             return [None], f"{word.raw!r} is computed at run time"
+        values: list[str | None] = []
         try:
-            expanded = expand_word(word.raw, cwd=self.cwds[-1])
+            # after a `cd` the line may run in any of several directories (a `cd` in a
+            # subshell does not move the rest): expand globs against each of them
+            for cwd in self.cwds:
+                expanded = expand_word(word.raw, cwd=cwd)
+                values.extend(v for v in expanded.values if v not in values)
+                if not expanded.globbed:
+                    break
         except WordError as exc:
             return [None], str(exc)
-        return list(expanded.values), None
+        return values, None
 
     def simple(self, command: SimpleCommand, depth: int) -> None:
         argv: list[str | None] = []
@@ -454,7 +461,8 @@ class _Judge:
                 depth,
             )
         if use.verdict == "ask":
-            return self.add(shown, "ask", use.reason, use.rule, depth)
+            why = use.reason if dynamic_reason is None else f"{use.reason} ({dynamic_reason})"
+            return self.add(shown, "ask", why, use.rule, depth)
         if dynamic_reason is not None:
             return self.add(shown, "ask", dynamic_reason, "dynamic", depth)
         if use.writer and self.read_only:

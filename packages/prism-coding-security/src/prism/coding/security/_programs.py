@@ -102,7 +102,7 @@ _G: dict[str, Grammar] = {
         numeric=True,
     ),
     "wc": grammar(
-        "-c|--bytes -m|--chars -l|--lines -L|--max-line-length -w|--words --total= r:--files0-from="
+        "-c|--bytes -m|--chars -l|--lines -L|--max-line-length -w|--words --total= x:--files0-from="
     ),
     "grep": grammar(
         "-E|--extended-regexp -F|--fixed-strings -G|--basic-regexp -P|--perl-regexp"
@@ -153,7 +153,7 @@ _G: dict[str, Grammar] = {
         " -D|--dereference-args -d|--max-depth= -H -h|--human-readable --inodes -k -l|--count-links"
         " -m -P|--no-dereference -S|--separate-dirs --si -s|--summarize -t|--threshold="
         " --time=? --time-style= -x|--one-file-system --exclude= r:-X|--exclude-from="
-        " r:--files0-from= x:-L|--dereference"
+        " x:--files0-from= x:-L|--dereference"
     ),
     "df": grammar(
         "-a|--all -B|--block-size= -h|--human-readable -H|--si -i|--inodes -k -l|--local"
@@ -184,7 +184,7 @@ _G: dict[str, Grammar] = {
         " -R|--random-sort r:--random-source= -r|--reverse --sort= -V|--version-sort"
         " --batch-size= -c|--check=? -C -k|--key= -m|--merge -s|--stable -S|--buffer-size="
         " -t|--field-separator= -u|--unique -z|--zero-terminated --parallel= --debug"
-        " r:--files0-from= w:-o|--output= x:-T|--temporary-directory= x:--compress-program="
+        " x:--files0-from= w:-o|--output= x:-T|--temporary-directory= x:--compress-program="
     ),
     "uniq": grammar(
         "-c|--count -d|--repeated -D --all-repeated=? -f|--skip-fields= --group=?"
@@ -858,7 +858,6 @@ _FIND_TESTS_WITH_VALUE = frozenset(
         "-newerct",
         "-neweraa",
         "-newermm",
-        "-files0-from",
     }
 )
 _FIND_FLAGS = frozenset(
@@ -898,7 +897,7 @@ _FIND_FLAGS = frozenset(
     }
 )
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_FIND_READ_VALUES = frozenset({"-newer", "-anewer", "-cnewer", "-samefile", "-files0-from"})
+_FIND_READ_VALUES = frozenset({"-newer", "-anewer", "-cnewer", "-samefile"})
 
 
 def _find(args: Argv) -> Use:

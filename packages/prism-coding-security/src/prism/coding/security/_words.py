@@ -19,6 +19,7 @@ import attrs
 __all__ = ["MAX_EXPANSIONS", "ExpandedWord", "WordError", "expand_word"]
 
 MAX_EXPANSIONS = 1024
+MAX_GLOB_LEVELS = 3
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # nothing bash would change: no quotes, escapes, expansions, braces, tilde or globs
 _PLAIN = re.compile(r"[A-Za-z0-9_./:,=+@%^-]+\Z")
@@ -180,12 +181,23 @@ def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
         return ["".join(c for c, _ in chars)], False
     pattern = "".join(glob.escape(c) if q else c for c, q in chars)
     absolute = pattern.startswith("/")
-    try:
-        found = sorted(glob.glob(pattern, root_dir=None if absolute else cwd))
-    except (OSError, ValueError, re.error) as exc:
-        raise WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
+    wild = sum(1 for part in pattern.split("/") if glob.has_magic(part))
+    if wild > MAX_GLOB_LEVELS:
+        # each wildcard level multiplies the directories listed: bound the work up front
+        raise WordError(f"the glob {pattern!r} has more than {MAX_GLOB_LEVELS} wildcard levels")
+    found: list[str] = []
+    matches = glob.iglob(pattern, root_dir=None if absolute else cwd)
+    while len(found) <= MAX_EXPANSIONS:
+        try:
+            match = next(matches, None)
+        except (OSError, ValueError, re.error) as exc:
+            raise WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
+        if match is None:
+            break
+        found.append(match)
     if len(found) > MAX_EXPANSIONS:
         raise WordError(f"the glob {pattern!r} matches more than {MAX_EXPANSIONS} paths")
+    found.sort()
     if not found:
         return ["".join(c for c, _ in chars)], True  # bash keeps an unmatched pattern
     return found, True
