@@ -1561,6 +1561,30 @@ def test_readable_paths_grant_reads_there_and_nothing_else(
     assert not decision.allowed, f"allowed unasked with readable=[outside]: {command!r}"
 
 
+# A judge that gives up on size or depth must give up closed, not open.
+LARGE: dict[str, str] = {
+    "5000 safe commands then sudo": "ls; " * 5000 + "sudo id",
+    "sudo then 5000 safe commands": "sudo id" + "; ls" * 5000,
+    "3000-stage pipeline into sudo": "cat f | " * 3000 + "sudo id",
+    "sudo in 300 nested subshells": "( " * 300 + "sudo id" + " )" * 300,
+    "sudo in 300 nested groups": "{ " * 300 + "sudo id; " + "}; " * 300,
+    "sudo in 300 nested substitutions": "echo " + "$(echo " * 300 + "$(sudo id)" + ")" * 300,
+    "sudo in 200 nested ifs": "if true; then " * 200 + "sudo id" + "; fi" * 200,
+    "sudo after a megabyte argument": "ls " + "a" * 1_000_000 + "; sudo id",
+    "sudo after 100000 arguments": "ls" + " x" * 100_000 + "; sudo id",
+    "sudo after 2000 line continuations": "ls \\\n" * 2000 + "; sudo id",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LARGE))
+def test_hostile_command_in_a_huge_or_deep_command_is_never_allowed(
+    workspace: Workspace, name: str
+) -> None:
+    policy = create_coding_approval_policy(roots=[str(workspace.root)])
+    decision = _decide(policy, workspace.root, LARGE[name])
+    assert not decision.allowed, f"allowed unasked: {name}"
+
+
 def test_decision_details_name_the_hostile_simple_command(workspace: Workspace) -> None:
     policy = create_coding_approval_policy(roots=[str(workspace.root)])
     decision = _decide(policy, workspace.root, "ls && sudo id")
