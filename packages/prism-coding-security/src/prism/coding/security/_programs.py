@@ -164,7 +164,7 @@ _G: dict[str, Grammar] = {
         "--normal -q|--brief -s|--report-identical-files -c -C|--context=? -u -U|--unified=?"
         " -e|--ed -n|--rcs -y|--side-by-side -W|--width= --left-column --suppress-common-lines"
         " -p|--show-c-function -F|--show-function-line= --label= -t|--expand-tabs -T|--initial-tab"
-        " --tabsize= --suppress-blank-empty -l|--paginate -r|--recursive --no-dereference"
+        " --tabsize= --suppress-blank-empty -l|--paginate x:-r|--recursive --no-dereference"
         " -N|--new-file --unidirectional-new-file --ignore-file-name-case"
         " --no-ignore-file-name-case -x|--exclude= r:-X|--exclude-from= -S|--starting-file="
         " r:--from-file= r:--to-file= -i|--ignore-case -E|--ignore-tab-expansion"
@@ -272,7 +272,7 @@ _G: dict[str, Grammar] = {
         "-n|--null-input -R|--raw-input -s|--slurp -c|--compact-output -r|--raw-output"
         " -j|--join-output -a|--ascii-output -S|--sort-keys -C|--color-output"
         " -M|--monochrome-output --tab --indent= --unbuffered --stream --stream-errors --seq"
-        " -e|--exit-status --arg= --argjson= --args --jsonargs -0|--nul-output --raw-output0"
+        " -e|--exit-status x:--arg= x:--argjson= --args --jsonargs -0|--nul-output --raw-output0"
         " x:-f|--from-file= x:-L= x:--slurpfile= x:--rawfile="
     ),
     "sed": grammar(
