@@ -331,3 +331,13 @@ async def test_sandboxed_root_cannot_undo_the_read_only_mounts(root: Path) -> No
     assert "CapEff:\t0000000000000000" in output
     assert (root / ".envrc").read_text() == "safe\n"
     assert not await trio.Path(target).exists()
+
+
+@needs_bwrap
+async def test_sandboxed_root_cannot_open_a_global_sysctl_for_writing(root: Path) -> None:
+    # Opening without writing changes nothing, whatever the outcome.
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    command = "(exec 3>>/proc/sys/vm/swappiness) && echo OPENED; echo end"
+    _, output = await run(ops, command, root)
+    assert "OPENED" not in output
+    assert output.strip().endswith("end")

@@ -215,6 +215,9 @@ class BubblewrapSandbox:
         if self.network:
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # The fresh /proc has a writable /proc/sys for host root: as root the command
+        # could set global sysctls (vm.swappiness, reproduced). Cover it read-only.
+        args += ["--ro-bind", "/proc/sys", "/proc/sys"]
         hidden = self._hidden_dirs()
         for directory in hidden:
             args += ["--tmpfs", directory]
