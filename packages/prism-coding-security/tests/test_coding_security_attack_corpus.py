@@ -1444,6 +1444,7 @@ def _make_workspace(base: Path) -> Workspace:
     _write(outside / "creds.ini", "[default]\n\tkey = outside-secret\n")
     _write(outside / "data.json", '{"key": "outside-secret"}\n')
     _write(outside / "m.jq", 'def s: "outside-secret";\n')
+    (outside / "escape").symlink_to("/etc/passwd")
     for name in ("f", "in", "x", "a", "README.md"):
         _write(root / name, "x\nsudo id\n")
     _write(root / "evil", "sudo id\n")
@@ -1548,6 +1549,14 @@ def test_writer_is_never_allowed_unasked_in_read_only_mode(
         "rm @OUT@/f",
         "cat @OUT@/f | sudo tee /etc/x",
         "cat @OUT@/f; sudo id",
+        "cat @OUT@/escape",
+        "grep -R x @OUT@",
+        "find -L @OUT@ -name passwd",
+        "ls @OUT@/..",
+        "cat @OUT@/../project/../../etc/passwd",
+        "cd @OUT@ && cat ../../etc/passwd",
+        "git -C @OUT@ init",
+        "tree -o @OUT@/x",
     ],
 )
 def test_readable_paths_grant_reads_there_and_nothing_else(
