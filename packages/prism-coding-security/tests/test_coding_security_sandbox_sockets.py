@@ -154,6 +154,22 @@ async def test_io_uring_is_refused(root: Path) -> None:
 
 
 @needs_bwrap
+@needs_python
+async def test_kernel_keyrings_are_refused(root: Path) -> None:
+    code = (
+        "import ctypes, os, platform\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {'x86_64': 250, 'aarch64': 219}[platform.machine()]\n"
+        "r = libc.syscall(nr, 0, -4, 0)\n"  # keyctl(KEYCTL_GET_KEYRING_ID, user keyring)
+        "print(r, os.strerror(ctypes.get_errno()))\n"
+    )
+    (root / "probe.py").write_text(code)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, f"{_PYTHON} probe.py", root)
+    assert output.strip() == "-1 Operation not permitted"
+
+
+@needs_bwrap
 async def test_run_is_an_empty_private_directory(root: Path) -> None:
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     result, output = await run(ops, "ls -A /run /var/run; echo end", root)

@@ -13,6 +13,9 @@ needs no library and can be read in full::
     io_uring_setup/enter/register         -> EPERM   (io_uring can open and
                                                       connect sockets without
                                                       the socket syscall)
+    add_key, request_key, keyctl          -> EPERM   (the kernel keyrings of the
+                                                      user are shared with the
+                                                      host: secrets live there)
     everything else                       -> allow
 
 ``socketpair`` stays allowed: it makes an unnamed, already connected pair that
@@ -68,14 +71,29 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "io_uring_setup": 425,
         "io_uring_enter": 426,
         "io_uring_register": 427,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
     },
     "aarch64": {
         "socket": 198,
         "io_uring_setup": 425,
         "io_uring_enter": 426,
         "io_uring_register": 427,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
     },
 }
+
+_DENIED = (
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "add_key",
+    "request_key",
+    "keyctl",
+)
 
 # One instruction: (opcode, k, jump-if-true label, jump-if-false label); a label
 # line is a bare string. Jumps are forward only and name a label.
@@ -88,7 +106,7 @@ def _arch_block(arch: str, *, no_sockets: bool) -> list[_Insn | str]:
     if arch == "x86_64":
         block.append((_JGE_K, _X32_SYSCALL_BIT, "kill", None))
     block.append((_JEQ_K, numbers["socket"], "deny" if no_sockets else "socket", None))
-    for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):
+    for name in _DENIED:
         block.append((_JEQ_K, numbers[name], "deny", None))
     block.append((_RET_K, _RET_ALLOW, None, None))
     return block
