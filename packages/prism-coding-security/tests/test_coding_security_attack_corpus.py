@@ -1084,6 +1084,16 @@ READS_OUTSIDE: tuple[str, ...] = (
     "tail -n1 ~/.bash_history",
     "grep -r x ~",
     "cat f @OUT@/f",
+    "ls link",
+    "ls -1 link",
+    "ls -R link",
+    "ls link link_f",
+    "grep x link_f",
+    "cd ./link && ls",
+    "find link/. -type f",
+    "ls link/.",
+    "cat link//f",
+    "cat link/./f",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1353,6 +1363,9 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "cd src; cd ..; cd ..; cat outside/f",
     "(cd ..; cat outside/f)",
     "pushd src; pushd ..; pushd ..; ls",
+    "ls link",
+    "grep x link_f",
+    "find link/. -type f",
 )
 
 STAND_INS = ("sudo", "su", "doas", "pkexec", "id", "reboot", "shutdown", "python3", "perl", "make")
