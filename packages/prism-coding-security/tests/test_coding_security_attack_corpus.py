@@ -1094,6 +1094,12 @@ READS_OUTSIDE: tuple[str, ...] = (
     "ls link/.",
     "cat link//f",
     "cat link/./f",
+    "cat .*/outside/f",
+    "cat .?/outside/f",
+    "cat .[.]/outside/f",
+    "ls .*/outside",
+    "ls .*",
+    "grep -r x .*",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1368,6 +1374,16 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "find link/. -type f",
 )
 
+# Globs that match ".." in POSIX sh, bash before 5.2 and bash without globskipdots; run
+# for real under /bin/sh, the shell tool's fallback when bash is not on PATH.
+DOT_GLOB_READS: tuple[str, ...] = (
+    "cat .*/outside/f",
+    "cat .?/outside/f",
+    "cat .[.]/outside/f",
+    "ls .*/outside",
+    "grep -r x .*",
+)
+
 STAND_INS = ("sudo", "su", "doas", "pkexec", "id", "reboot", "shutdown", "python3", "perl", "make")
 
 # Hypothesis material: harmless simple commands (from the everyday corpus) and hostile ones.
@@ -1528,6 +1544,7 @@ def test_corpus_is_large_and_without_duplicates() -> None:
     assert all(len(commands) >= 20 for commands in PLAIN_POLICY_CORPUS.values())
     assert set(RUN_FOR_REAL) <= set(entries)
     assert set(READS_RUN_FOR_REAL) <= set(entries)
+    assert set(DOT_GLOB_READS) <= set(entries)
     assert len(RUN_FOR_REAL) >= 40
 
 
@@ -1755,6 +1772,28 @@ async def test_hostile_read_run_through_the_shell_tool_shows_nothing_from_outsid
         execution_policy=policy,
         shell_operations=shell,
         shell_options={"env": harness.env, "timeout_s": 20},
+    )
+    options = DispatchOptions(registry=create_tool_registry(tools))
+    call = ToolCall(id="1", name="shell", arguments={"command": workspace.command(template)})
+    result = await dispatch_tool_call(call, options)
+    assert result.is_error, result.joined_text
+    assert shell.spawned == []
+    assert "outside-secret" not in result.joined_text
+    assert "secret-name" not in result.joined_text
+
+
+@pytest.mark.parametrize("template", [pytest.param(c, id=c) for c in DOT_GLOB_READS])
+async def test_dot_glob_read_run_under_sh_shows_nothing_from_outside(
+    harness: Harness, template: str
+) -> None:
+    workspace = harness.workspace
+    policy = create_coding_approval_policy(roots=[str(workspace.root)])
+    shell = RecordingShell()
+    tools = create_coding_tools(
+        str(workspace.root),
+        execution_policy=policy,
+        shell_operations=shell,
+        shell_options={"env": harness.env, "timeout_s": 20, "shell_path": "/bin/sh"},
     )
     options = DispatchOptions(registry=create_tool_registry(tools))
     call = ToolCall(id="1", name="shell", arguments={"command": workspace.command(template)})
