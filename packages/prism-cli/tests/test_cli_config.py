@@ -205,3 +205,21 @@ def test_an_unknown_sandbox_is_refused_with_the_choices() -> None:
     error = _problem({"workspace": {"sandbox": "docker"}})
     assert error.key == "workspace.sandbox"
     assert "'none' or 'bubblewrap' or 'auto'" in error.problem
+
+
+def test_sandbox_defaults_to_auto() -> None:
+    assert parse_config({}).workspace.sandbox == "auto"
+
+
+def test_readable_folders_resolve_against_the_file_and_protected_paths_are_kept() -> None:
+    config = parse_config(
+        {"workspace": {"readable": ["docs", "/opt/ref"], "protected_paths": ["Makefile"]}},
+        base_dir="/srv/app",
+    )
+    assert config.workspace.readable == ("/srv/app/docs", "/opt/ref")
+    assert config.workspace.protected_paths == ("Makefile",)
+
+
+def test_a_readable_entry_that_is_not_a_string_names_the_key() -> None:
+    error = _problem({"workspace": {"readable": [3]}})
+    assert error.key.startswith("workspace.readable")

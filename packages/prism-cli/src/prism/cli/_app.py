@@ -178,7 +178,7 @@ _VERDICT_STYLE = {"allow": "green", "ask": "yellow", "deny": "red"}
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Take roots, read_only and [commands] rules from this prism.toml.",
+    help="Take roots, read_only, readable, protected_paths and [commands] from this prism.toml.",
 )
 @click.option("--allow", multiple=True, metavar="RULE", help="An allow rule (repeatable).")
 @click.option("--deny", multiple=True, metavar="RULE", help="A deny rule (repeatable).")
@@ -209,6 +209,8 @@ def policy_check(
 
     root_list = [str(r) for r in roots]
     rules = CommandRules(allow=allow, deny=deny, ask=ask)
+    readable_list = [os.path.abspath(p) for p in readable]
+    protected: tuple[str, ...] = ()
     if config_file is not None:
         from ._config import load_config
 
@@ -221,6 +223,8 @@ def policy_check(
             ask=(*loaded.commands.ask, *ask),
             use_default_deny=loaded.commands.use_default_deny,
         )
+        readable_list += loaded.workspace.readable
+        protected = loaded.workspace.protected_paths
     if not root_list:
         root_list = [os.getcwd()]
     explanation = explain_command(
@@ -229,7 +233,8 @@ def policy_check(
         cwd=str(cwd) if cwd is not None else None,
         read_only=read_only,
         command_rules=rules,
-        readable=[os.path.abspath(p) for p in readable],
+        readable=readable_list,
+        protected_paths=protected,
     )
     if json_mode:
         _emit_json(explanation.to_json())

@@ -96,12 +96,16 @@ class WorkspaceConfig:
             the policy), ``"bubblewrap"`` (OS isolation; refuses to start when
             bubblewrap cannot work here) or ``"auto"`` (bubblewrap when it works,
             else the host, and the run says which).
+        readable: absolute folders outside the roots that shell commands may read.
+        protected_paths: more paths (relative, any depth) whose writes always ask.
     """
 
     roots: tuple[str, ...] = ()
     coding_tools: bool = True
     read_only: bool = False
     sandbox: Literal["none", "bubblewrap", "auto"] = "auto"
+    readable: tuple[str, ...] = ()
+    protected_paths: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -375,6 +379,8 @@ def parse_config(
             "Literal['none', 'bubblewrap', 'auto']",
             ws_t.choice("sandbox", "auto", ("none", "bubblewrap", "auto")),
         ),
+        readable=tuple(_resolve(base, r) for r in ws_t.strings("readable", ())),
+        protected_paths=ws_t.strings("protected_paths", ()),
     )
     ws_t.finish()
 

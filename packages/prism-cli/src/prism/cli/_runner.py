@@ -189,7 +189,12 @@ async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]
     # would need approval is refused (and the model is told why). With a working
     # sandbox the policy runs in confined mode: what the sandbox confines runs.
     policy = create_coding_approval_policy(
-        roots=roots, read_only=config.workspace.read_only, command_rules=rules, sandbox=sandbox
+        roots=roots,
+        read_only=config.workspace.read_only,
+        command_rules=rules,
+        sandbox=sandbox,
+        readable=config.workspace.readable,
+        protected_paths=config.workspace.protected_paths,
     )
     tools = create_coding_tools(
         roots[0],
