@@ -742,6 +742,7 @@ WRITES_OUTSIDE: tuple[str, ...] = (
     "echo x 10>@OUT@/f",
     "echo x 3>@OUT@/f >&3",
     "echo x >/dev/null >@OUT@/f",
+    "echo x > ~0/../outside/f",
 )
 
 # Writes inside the root that are not writes in read-only mode (checked with read_only=True).
@@ -1100,6 +1101,19 @@ READS_OUTSIDE: tuple[str, ...] = (
     "ls .*/outside",
     "ls .*",
     "grep -r x .*",
+    "shopt -u globskipdots; cat .*/outside/f",
+    "cat ~0/../outside/f",
+    "cat ~-0/../outside/f",
+    "cat ~0/../../etc/passwd",
+    "ls ~0/..",
+    "ls ~0/../outside",
+    "grep -r x ~0/..",
+    "find ~0/.. -name f",
+    "head ~0/../outside/f",
+    "cd ~0/.. && cat outside/f",
+    "git -C ~0/.. status",
+    "diff -r . ~0/../outside",
+    "ls ~-",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1332,6 +1346,7 @@ RUN_FOR_REAL: tuple[str, ...] = (
     "a=([$(sudo id)]=1)",
     "echo x 3>@OUT@/f >&3",
     "echo x >/dev/null >@OUT@/f",
+    "echo x > ~0/../outside/f",
 )
 
 # Run for real too: each prints something from outside (a file's text or name) if it runs.
@@ -1372,6 +1387,12 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "ls link",
     "grep x link_f",
     "find link/. -type f",
+    "shopt -u globskipdots; cat .*/outside/f",
+    "cat ~0/../outside/f",
+    "ls ~0/../outside",
+    "grep -r x ~0/..",
+    "cd ~0/.. && cat outside/f",
+    "head ~0/../outside/f",
 )
 
 # Globs that match ".." in POSIX sh, bash before 5.2 and bash without globskipdots; run
