@@ -62,6 +62,9 @@ def test_server_id_accepts_only_the_safe_alphabet(server_id: str) -> None:
             max_call_s=None,
             max_result_bytes=4096,
             protocol="auto",
+            max_list_bytes=4096,
+            max_list_pages=1,
+            max_server_requests=1,
         )
     except ConfigurationError:
         assert not safe

@@ -4,12 +4,17 @@ import prism.mcp
 
 DOCUMENTED = {
     "AUDIO_URI_PREFIX",
+    "DEFAULT_ENV_PASSTHROUGH",
+    "McpApprovalCallback",
     "McpBridgeError",
     "McpServerInfo",
+    "McpToolAnnotations",
     "McpToolBridge",
+    "McpToolInfo",
     "McpTransport",
     "StdioTransport",
     "StreamableHttpTransport",
+    "create_mcp_permission_policy",
     "open_mcp_tools",
 }
 

@@ -26,6 +26,10 @@ Example::
     trio.run(main)
 """
 
+from ._annotations import McpApprovalCallback as McpApprovalCallback
+from ._annotations import McpToolAnnotations as McpToolAnnotations
+from ._annotations import McpToolInfo as McpToolInfo
+from ._annotations import create_mcp_permission_policy as create_mcp_permission_policy
 from ._bridge import McpServerInfo as McpServerInfo
 from ._bridge import McpToolBridge as McpToolBridge
 from ._bridge import open_mcp_tools as open_mcp_tools
@@ -34,14 +38,20 @@ from ._errors import McpBridgeError as McpBridgeError
 from ._transports import McpTransport as McpTransport
 from ._transports import StdioTransport as StdioTransport
 from ._transports import StreamableHttpTransport as StreamableHttpTransport
+from ._wire import DEFAULT_ENV_PASSTHROUGH as DEFAULT_ENV_PASSTHROUGH
 
 __all__ = [
     "AUDIO_URI_PREFIX",
+    "DEFAULT_ENV_PASSTHROUGH",
+    "McpApprovalCallback",
     "McpBridgeError",
     "McpServerInfo",
+    "McpToolAnnotations",
     "McpToolBridge",
+    "McpToolInfo",
     "McpTransport",
     "StdioTransport",
     "StreamableHttpTransport",
+    "create_mcp_permission_policy",
     "open_mcp_tools",
 ]

@@ -18,13 +18,15 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from prism.core import ConfigurationError, JsonObject, JsonValue, ToolDefinition, ToolResult
 
+from ._annotations import McpToolAnnotations, McpToolInfo, definition_hash
 from ._content import map_call_result, to_json_value
 from ._errors import McpBridgeError
+from ._output import OutputChecker
 from ._transports import StdioTransport, StreamableHttpTransport
 from ._wire import WireState, open_http_streams, open_stdio_streams
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
 
     from mcp.client._transport import TransportStreams
     from mcp.client.session import MessageHandlerFnT
@@ -38,7 +40,10 @@ _SERVER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _PREFIX = re.compile(r"[A-Za-z0-9_.:/-]{0,128}")
 _MAX_TOOLS = 4096
-_MAX_LIST_PAGES = 100
+_MAX_LIST_PAGES_CAP = 1000
+_MAX_LIST_BYTES_CAP = 1 << 30
+_MAX_SERVER_REQUESTS_CAP = 1024
+_RELIST_ROUNDS = 3
 _MAX_DESCRIPTION_CHARS = 8192
 _MAX_ERROR_CHARS = 2000
 _MAX_INFO_CHARS = 256
@@ -107,6 +112,9 @@ class _Options:
     max_call_s: float | None
     max_result_bytes: int
     protocol: Protocol
+    max_list_bytes: int
+    max_list_pages: int
+    max_server_requests: int
 
 
 def _options(
@@ -120,6 +128,9 @@ def _options(
     max_call_s: object,
     max_result_bytes: object,
     protocol: object,
+    max_list_bytes: object,
+    max_list_pages: object,
+    max_server_requests: object,
 ) -> _Options:
     if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
         raise ConfigurationError(
@@ -144,6 +155,13 @@ def _options(
             f"max_result_bytes must be an int from 1024 to {_MAX_RESULT_BYTES_CAP}, "
             f"got {max_result_bytes!r}"
         )
+    for option, value, low, high in (
+        ("max_list_bytes", max_list_bytes, 1024, _MAX_LIST_BYTES_CAP),
+        ("max_list_pages", max_list_pages, 1, _MAX_LIST_PAGES_CAP),
+        ("max_server_requests", max_server_requests, 1, _MAX_SERVER_REQUESTS_CAP),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigurationError(f"{option} must be an int from {low} to {high}, got {value!r}")
     if protocol not in ("auto", "legacy"):
         raise ConfigurationError(f"protocol must be 'auto' or 'legacy', got {protocol!r}")
     ttl = _positive_seconds("list_cache_ttl_s", list_cache_ttl_s)
@@ -162,6 +180,9 @@ def _options(
         max_call_s=_positive_seconds("max_call_s", max_call_s, allow_none=True),
         max_result_bytes=max_result_bytes,
         protocol=protocol,
+        max_list_bytes=max_list_bytes,  # type: ignore[arg-type]
+        max_list_pages=max_list_pages,  # type: ignore[arg-type]
+        max_server_requests=max_server_requests,  # type: ignore[arg-type]
     )
 
 
@@ -187,6 +208,10 @@ class _Connection:
             and not self.stop.is_set()
             and not self.done.is_set()
         )
+
+
+async def _skip_sdk_validation(_name: str, _result: mcp_types.CallToolResult) -> None:
+    return None
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -219,6 +244,8 @@ class McpToolBridge:
     _options: _Options = attrs.field(alias="options")
     _nursery: trio.Nursery = attrs.field(alias="nursery")
     _tools: tuple[ToolDefinition, ...] = ()
+    _info: dict[str, McpToolInfo] = attrs.field(factory=dict)
+    _checker: OutputChecker = attrs.field(factory=OutputChecker)
     _listing: tuple[tuple[str, str | None, str], ...] = ()
     _listed_at: float = -math.inf
     _stale: bool = False
@@ -237,6 +264,15 @@ class McpToolBridge:
     def tools(self) -> tuple[ToolDefinition, ...]:
         """The server's tools as of the last listing; ``parameters`` is each ``inputSchema``."""
         return self._tools
+
+    @property
+    def tool_info(self) -> Mapping[str, McpToolInfo]:
+        """What the server said about each tool in :attr:`tools`, by Prism tool name.
+
+        Titles, annotations (untrusted hints), output schemas and the hash of each
+        definition; :func:`create_mcp_permission_policy` reads it.
+        """
+        return self._info
 
     @property
     def stale(self) -> bool:
@@ -330,13 +366,18 @@ class McpToolBridge:
         options = self._options
         if isinstance(options.transport, StdioTransport):
             return open_stdio_streams(
-                options.transport, max_message_bytes=options.max_result_bytes, state=state
+                options.transport,
+                max_message_bytes=options.max_result_bytes,
+                state=state,
+                write_stall_s=max(options.call_timeout_s, options.connect_timeout_s),
+                max_server_requests=options.max_server_requests,
             )
         return open_http_streams(
             options.transport,
             max_message_bytes=options.max_result_bytes,
             connect_timeout_s=options.connect_timeout_s,
             state=state,
+            max_server_requests=options.max_server_requests,
         )
 
     def _fault_reason(
@@ -368,6 +409,10 @@ class McpToolBridge:
                     client_info=mcp_types.Implementation(name="prism-mcp", version="0.1.0"),
                 )
                 async with client:
+                    # The bridge checks structuredContent itself (see _check_output); the
+                    # SDK's own check would re-list tools unbounded for an unlisted name
+                    # and raise the whole result away on a mismatch.
+                    client.session.validate_tool_result = _skip_sdk_validation  # type: ignore[method-assign,assignment]
                     conn.protocol_version = client.protocol_version
                     conn.server_info = _server_info(client)
                     conn.client = client
@@ -487,25 +532,35 @@ class McpToolBridge:
                 self._mark_changed(conn)
             return
         changed_before = self._stale
-        # Cleared before listing, so a change announced while the list is in flight counts.
-        self._clear_changed()
-        try:
-            listed = await self._list(conn, client, limit_s)
-        except BaseException:
-            if changed_before:
-                self._mark_changed(conn)
-            raise
+        deadline = trio.current_time() + limit_s
+        for _ in range(_RELIST_ROUNDS):
+            # Cleared before listing, so a change announced while the list is in flight
+            # counts. A change announced during the listing (server-everything announces
+            # one right after initialize) is followed by listing again, a bounded number
+            # of times, so a fresh bridge is not stale from the start.
+            self._clear_changed()
+            try:
+                listed = await self._list(conn, client, max(deadline - trio.current_time(), 0.001))
+            except BaseException:
+                if changed_before:
+                    self._mark_changed(conn)
+                raise
+            if not self._stale:
+                break
         listing = self._listing_of(listed)
         tools: dict[str, ToolDefinition] = {}
+        infos: dict[str, McpToolInfo] = {}
         for tool in listed:
             made = self._make_tool(tool)
             if made is None:
                 continue
-            if made.name in tools:
-                _log.warning("skipping a second MCP tool named %s", made.name)
+            if made[0].name in tools:
+                _log.warning("skipping a second MCP tool named %s", made[0].name)
                 continue
-            tools[made.name] = made
+            tools[made[0].name] = made[0]
+            infos[made[0].name] = made[1]
         self._tools = tuple(tools.values())
+        self._info = infos
         self._listing = listing
         self._listed_at = time.monotonic()
 
@@ -514,13 +569,37 @@ class McpToolBridge:
         return tuple((tool.name, tool.description, repr(tool.input_schema)) for tool in listed)
 
     async def _list(self, conn: _Connection, client: Client, limit_s: float) -> list[Any]:
+        options = self._options
         tools: list[Any] = []
         cursor: str | None = None
+        total = 0
         try:
             with trio.fail_after(limit_s):
-                for _ in range(_MAX_LIST_PAGES):
+                for page_number in range(options.max_list_pages + 1):
+                    if page_number == options.max_list_pages:
+                        _log.warning(
+                            "MCP server %s: tools/list has more than max_list_pages=%d pages; "
+                            "the rest is ignored",
+                            options.server_id,
+                            options.max_list_pages,
+                        )
+                        break
                     page = await client.list_tools(cursor=cursor)
-                    tools.extend(page.tools)
+                    for tool in page.tools:
+                        # Count what is kept, not what was sent: a listing of many pages
+                        # (each within max_result_bytes) must not add up without bound.
+                        total += len(tool.model_dump_json(by_alias=True, exclude_none=True))
+                        if total > options.max_list_bytes:
+                            break
+                        tools.append(tool)
+                    if total > options.max_list_bytes:
+                        _log.warning(
+                            "MCP server %s: tools/list is larger than max_list_bytes=%d; "
+                            "the rest is ignored",
+                            options.server_id,
+                            options.max_list_bytes,
+                        )
+                        break
                     cursor = page.next_cursor
                     if cursor is None or len(tools) >= _MAX_TOOLS:
                         break
@@ -536,7 +615,7 @@ class McpToolBridge:
             ) from exc
         return tools[:_MAX_TOOLS]
 
-    def _make_tool(self, tool: Any) -> ToolDefinition | None:
+    def _make_tool(self, tool: Any) -> tuple[ToolDefinition, McpToolInfo] | None:
         name = tool.name
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             _log.warning(
@@ -556,21 +635,66 @@ class McpToolBridge:
         if description is not None:
             description = _clip(description, _MAX_DESCRIPTION_CHARS)
         full_name = f"{self._options.name_prefix}{name}"
+        annotations = McpToolAnnotations.from_mcp(tool.annotations)
+        title = tool.title if isinstance(tool.title, str) else annotations.title
+        title = _clip(title, _MAX_INFO_CHARS) if title is not None else None
+        output_schema: JsonValue = None
+        if tool.output_schema is not None:
+            try:
+                output_schema = to_json_value(tool.output_schema)
+            except ValueError:
+                output_schema = None
+        checked: JsonObject | None = None
+        if isinstance(output_schema, dict):
+            refused = self._checker.refusal(output_schema)
+            if refused is None:
+                checked = output_schema
+            else:
+                _log.warning(
+                    "MCP tool %s: outputSchema cannot be used (%s); its structuredContent "
+                    "is not checked",
+                    full_name,
+                    _clip(refused, 300),
+                )
+        execution = getattr(tool, "execution", None)
+        task_support = getattr(execution, "task_support", None)
+        info = McpToolInfo(
+            server_id=self._options.server_id,
+            name=name,
+            tool_name=full_name,
+            title=title,
+            annotations=annotations,
+            output_schema=output_schema if isinstance(output_schema, dict) else None,
+            task_support=task_support if isinstance(task_support, str) else "forbidden",
+            definition_hash=definition_hash(description, schema, output_schema, annotations, title),
+        )
 
         async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
-            return await self._call(name, arguments, ctx)
+            return await self._call(name, arguments, ctx, checked, info)
 
-        return ToolDefinition(
-            name=full_name, execute=execute, description=description, parameters=schema
+        return (
+            ToolDefinition(
+                name=full_name, execute=execute, description=description, parameters=schema
+            ),
+            info,
         )
 
     # -- calls ------------------------------------------------------------
 
     async def _call(
-        self, remote: str, arguments: JsonObject, ctx: ToolExecutionContext
+        self,
+        remote: str,
+        arguments: JsonObject,
+        ctx: ToolExecutionContext,
+        output_schema: JsonObject | None,
+        info: McpToolInfo,
     ) -> ToolResult:
         options = self._options
-        details: dict[str, JsonValue] = {"mcp_server": options.server_id, "mcp_tool": remote}
+        details: dict[str, JsonValue] = {
+            "mcp_server": options.server_id,
+            "mcp_tool": remote,
+            "mcp_definition_hash": info.definition_hash,
+        }
         if self._closed:
             return ToolResult.error(
                 f"MCP server {options.server_id} is closed", mcp_error="closed", **details
@@ -624,7 +748,38 @@ class McpToolBridge:
             )
         if failure is not None or result is None:
             return self._call_failed(conn, remote, failure, details)
-        return map_call_result(result, details)
+        mapped = map_call_result(result, details)
+        if output_schema is not None and not mapped.is_error:
+            return self._check_output(remote, output_schema, result, mapped, details)
+        return mapped
+
+    def _check_output(
+        self,
+        remote: str,
+        schema: JsonObject,
+        result: mcp_types.CallToolResult,
+        mapped: ToolResult,
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
+        if result.structured_content is None and "structured_content" not in (
+            result.model_fields_set
+        ):
+            return ToolResult.error(
+                f"MCP tool {remote} declares an outputSchema but returned no structuredContent",
+                mcp_error="output_invalid",
+                **details,
+            )
+        mismatch = self._checker.check(schema, mapped.structured)
+        if mismatch is None:
+            return mapped
+        where = mismatch.path or "$"
+        return ToolResult.error(
+            f"MCP tool {remote} returned structuredContent that does not match its "
+            f"outputSchema at {where}: {_clip(mismatch.message, 500)}",
+            mcp_error="output_invalid",
+            path=where,
+            **details,
+        )
 
     def _call_failed(
         self,
@@ -685,9 +840,12 @@ async def open_mcp_tools(
     list_cache_ttl_s: float = 60.0,
     call_timeout_s: float = 60.0,
     connect_timeout_s: float = 30.0,
-    max_call_s: float | None = None,
+    max_call_s: float | None = 600.0,
     max_result_bytes: int = 1_000_000,
     protocol: Protocol = "auto",
+    max_list_bytes: int = 4_000_000,
+    max_list_pages: int = 32,
+    max_server_requests: int = 16,
 ) -> AsyncIterator[McpToolBridge]:
     """Connect to an MCP server and yield its tools as a :class:`McpToolBridge`.
 
@@ -702,11 +860,19 @@ async def open_mcp_tools(
         call_timeout_s: a call fails when the server sends neither a result nor a
             progress notification for this long.
         connect_timeout_s: bound on starting, connecting and the first listing.
-        max_call_s: hard ceiling on one call, progress or not (``None``: no ceiling).
+        max_call_s: hard ceiling on one call, progress or not (default 600 s;
+            ``None`` removes it, which lets a server that sends progress forever
+            keep a call alive).
         max_result_bytes: largest message accepted from the server; a larger one
             is refused while it arrives, the call fails and the session is closed.
         protocol: ``"auto"`` (2026-07-28 when the server speaks it, otherwise the
             2025-11-25 handshake) or ``"legacy"`` (always the handshake).
+        max_list_bytes: bound on the tools kept from one listing, summed over its
+            pages (each tool counted as its JSON); the rest is ignored with a warning.
+        max_list_pages: bound on the pages of one listing; the rest is ignored.
+        max_server_requests: server-to-client requests (``ping``, sampling,
+            elicitation, roots) handled at once; more are answered with an error
+            when the server reads its input, dropped when it does not.
 
     Raises:
         ConfigurationError: an option is invalid (raised before anything starts).
@@ -724,6 +890,9 @@ async def open_mcp_tools(
         max_call_s=max_call_s,
         max_result_bytes=max_result_bytes,
         protocol=protocol,
+        max_list_bytes=max_list_bytes,
+        max_list_pages=max_list_pages,
+        max_server_requests=max_server_requests,
     )
     try:
         async with trio.open_nursery() as nursery:

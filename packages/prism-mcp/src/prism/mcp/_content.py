@@ -111,18 +111,56 @@ def map_call_result(
     text → TextContent, image → ImageContent, audio → ResourceContent
     (``uri="mcp-audio:<index>"``, base64 in ``blob``), embedded resource →
     ResourceContent, resource link → ResourceLink; ``structured_content`` →
-    ``structured``; ``is_error`` → ``is_error``.
+    ``structured``; ``is_error`` → ``is_error``. Content annotations (untrusted
+    hints) go to ``details["mcp_content_annotations"]`` as
+    ``[{"index", "audience", "priority", "lastModified"}]``, one per annotated block.
     """
     blocks = tuple(_block(block, index) for index, block in enumerate(result.content))
+    marks: list[JsonValue] = []
+    for index, block in enumerate(result.content):
+        hints = getattr(block, "annotations", None)
+        if hints is not None:
+            mark = _content_annotations(hints, index)
+            if mark is not None:
+                marks.append(mark)
     structured: JsonValue = None
     if result.structured_content is not None:
         try:
             structured = to_json_value(result.structured_content)
         except ValueError:
             structured = None
+    out = dict(details)
+    if marks:
+        out["mcp_content_annotations"] = marks
     return ToolResult(
         content=blocks,
         is_error=bool(result.is_error),
         structured=structured,
-        details=dict(details),
+        details=out,
     )
+
+
+_AUDIENCES = frozenset({"user", "assistant"})
+
+
+def _content_annotations(hints: object, index: int) -> JsonValue:
+    """``{"index", "audience", "priority", "lastModified"}`` for one block, or ``None``."""
+    mark: dict[str, JsonValue] = {"index": index}
+    audience = getattr(hints, "audience", None)
+    if isinstance(audience, list):
+        roles: list[JsonValue] = []
+        for role in audience[:2]:
+            if str(role) in _AUDIENCES:
+                roles.append(str(role))
+        mark["audience"] = roles
+    priority = getattr(hints, "priority", None)
+    if (
+        isinstance(priority, (int, float))
+        and not isinstance(priority, bool)
+        and math.isfinite(priority)
+    ):
+        mark["priority"] = float(priority)
+    modified = getattr(hints, "last_modified", None)
+    if isinstance(modified, str):
+        mark["lastModified"] = modified[:64]
+    return mark if len(mark) > 1 else None

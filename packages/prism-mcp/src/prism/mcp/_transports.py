@@ -55,6 +55,22 @@ def _env(value: Mapping[str, str] | None) -> dict[str, str] | None:
     return _str_map("StdioTransport.env", value)
 
 
+def _passthrough(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(
+            f"StdioTransport.env_passthrough must be a sequence of names or patterns, "
+            f"not the string {value!r}"
+        )
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str) or not item or "\x00" in item or "=" in item:
+            raise ConfigurationError(
+                "StdioTransport.env_passthrough must hold non-empty names or patterns "
+                f"without NUL or '=', got {item!r}"
+            )
+    return items
+
+
 def _cwd(_instance: object, _attribute: object, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not value):
         raise ConfigurationError(f"StdioTransport.cwd must be a non-empty string, got {value!r}")
@@ -65,8 +81,10 @@ class StdioTransport:
     """Launch an MCP server as a subprocess and talk to it over stdin/stdout.
 
     The server gets only the MCP SDK's safe default environment (``HOME``,
-    ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``) plus ``env``; the
-    host's other variables (tokens, keys) are never passed on; Prism adds only
+    ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``), the host's TLS
+    variables (``SSL_CERT_FILE``, ``SSL_CERT_DIR``, ``REQUESTS_CA_BUNDLE``)
+    and the host variables ``env_passthrough`` names, plus ``env``; the host's
+    other variables (tokens, keys) are never passed on; Prism adds only
     ``PRISM_PROCESS_TREE`` (a random marker). It runs in its own session, and
     the bridge terminates its whole process tree when it closes (see
     :func:`prism.core.terminate_process_tree`).
@@ -76,12 +94,16 @@ class StdioTransport:
         args: its arguments.
         env: extra environment variables for the server.
         cwd: its working directory (the host's when ``None``).
+        env_passthrough: host variables to pass on when set: exact names
+            (``"HTTPS_PROXY"``) or ``fnmatch`` patterns (``"AWS_*"``),
+            case-sensitive. ``env`` wins over a passed-through value.
     """
 
     command: str = attrs.field(validator=_command)
     args: tuple[str, ...] = attrs.field(default=(), converter=_args)
     env: Mapping[str, str] | None = attrs.field(default=None, converter=_env)
     cwd: str | None = attrs.field(default=None, validator=_cwd)
+    env_passthrough: tuple[str, ...] = attrs.field(default=(), converter=_passthrough)
 
 
 def _url(_instance: object, _attribute: object, value: Any) -> None:

@@ -10,11 +10,13 @@ error result.
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import secrets
 import socket
 import subprocess
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -27,7 +29,9 @@ from mcp.shared.message import SessionMessage
 from prism.core import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterable, Mapping
+    from types import TracebackType
+    from typing import Self
 
     from anyio.abc import Process
 
@@ -36,12 +40,18 @@ if TYPE_CHECKING:
     from ._transports import StdioTransport, StreamableHttpTransport
 
 __all__ = [
+    "DEFAULT_ENV_PASSTHROUGH",
     "LineSplitter",
     "LineTooLong",
     "WireState",
+    "gate_server_requests",
     "open_http_streams",
     "open_stdio_streams",
+    "server_environment",
 ]
+
+DEFAULT_ENV_PASSTHROUGH = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+"""Host variables a stdio server always gets when set: where to find CA certificates."""
 
 _READ_CHUNK = 65536
 _STDERR_TAIL_BYTES = 4096
@@ -65,6 +75,7 @@ class WireState:
     oversize: bool = False
     pid: int | None = None
     returncode: int | None = None
+    refused_requests: int = 0
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:
@@ -130,20 +141,47 @@ def _parse(line: bytes) -> SessionMessage | None:
     return SessionMessage(message)
 
 
+def server_environment(
+    passthrough: Iterable[str], extra: Mapping[str, str] | None, host: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment a stdio server starts with.
+
+    The SDK's safe default (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
+    ``USER``), then the host variables named by :data:`DEFAULT_ENV_PASSTHROUGH`
+    and ``passthrough`` (names or ``fnmatch`` patterns, matched case-sensitively),
+    then ``extra``.
+    """
+    patterns = (*DEFAULT_ENV_PASSTHROUGH, *passthrough)
+    env = get_default_environment()
+    for name, value in host.items():
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            env[name] = value
+    return env | dict(extra or {})
+
+
 @asynccontextmanager
 async def open_stdio_streams(
-    transport: StdioTransport, *, max_message_bytes: int, state: WireState
+    transport: StdioTransport,
+    *,
+    max_message_bytes: int,
+    state: WireState,
+    write_stall_s: float,
+    max_server_requests: int,
 ) -> AsyncIterator[TransportStreams]:
     """Spawn the server and yield the SDK's (read, write) streams over its stdio.
 
-    The server runs in a new session with the SDK's safe default environment,
-    the transport's ``env`` and a fresh random :data:`PROCESS_TREE_ENV_VAR`
-    marker. On exit, shielded and bounded by a few seconds: stdin is closed,
-    then the server's whole process tree (descendants, session, marked
-    processes) is terminated, so none of it outlives the block.
+    The server runs in a new session with :func:`server_environment` and a
+    fresh random :data:`PROCESS_TREE_ENV_VAR` marker. A write to its stdin
+    that makes no progress for ``write_stall_s`` (a server that stopped
+    reading) closes the session, so no writer waits forever. On exit, shielded
+    and bounded by a few seconds: stdin is closed, then the server's whole
+    process tree (descendants, session, marked processes) is terminated, so
+    none of it outlives the block.
     """
     marker = secrets.token_hex(16)
-    env = get_default_environment() | dict(transport.env or {}) | {PROCESS_TREE_ENV_VAR: marker}
+    env = server_environment(transport.env_passthrough, transport.env, os.environ) | {
+        PROCESS_TREE_ENV_VAR: marker
+    }
     process: Process = await anyio.open_process(
         [transport.command, *transport.args],
         stdin=subprocess.PIPE,
@@ -194,7 +232,15 @@ async def open_stdio_streams(
             async with write_recv:
                 async for item in write_recv:
                     data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode("utf-8") + b"\n")
+                    with anyio.move_on_after(write_stall_s) as stalled:
+                        await process.stdin.send(data.encode("utf-8") + b"\n")
+                    if stalled.cancelled_caught:
+                        state.set_fault(
+                            f"the server stopped reading its stdin (a write made no progress "
+                            f"for {write_stall_s:g}s)"
+                        )
+                        read_send.close()
+                        return
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             if not closing:
                 state.set_fault("the server stopped reading its stdin (it exited or crashed)")
@@ -211,7 +257,9 @@ async def open_stdio_streams(
         tasks.start_soon(write_stdin)
         tasks.start_soon(read_stderr)
         try:
-            yield read_recv, write_send
+            yield gate_server_requests(
+                (read_recv, write_send), limit=max_server_requests, state=state
+            )
         finally:
             closing = True
             with anyio.CancelScope(shield=True):
@@ -350,6 +398,7 @@ async def open_http_streams(
     max_message_bytes: int,
     connect_timeout_s: float,
     state: WireState,
+    max_server_requests: int,
 ) -> AsyncIterator[TransportStreams]:
     """Yield the SDK's (read, write) streams over Streamable HTTP, with bounded bodies."""
     client = httpx2.AsyncClient(
@@ -364,4 +413,128 @@ async def open_http_streams(
             transport.url, http_client=client, max_sse_event_size=max_message_bytes
         ) as streams,
     ):
-        yield streams
+        yield gate_server_requests(streams, limit=max_server_requests, state=state)
+
+
+_TOO_MANY_REQUESTS = -32000
+
+
+class _GatedRead:
+    """The SDK's read stream, admitting at most ``limit`` server requests at a time.
+
+    The SDK starts a task for every request a server sends and keeps it until its
+    answer is written; a server that floods requests (and never reads the answers)
+    would grow those without bound. Past the limit a request is answered with an
+    error when the writer can take it at once, and dropped otherwise.
+    """
+
+    def __init__(self, inner: Any, gate: _Gate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    @property
+    def last_context(self) -> object:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item: SessionMessage | Exception = await self._inner.receive()
+            if isinstance(item, SessionMessage):
+                message = item.message
+                if isinstance(message, mcp_types.JSONRPCRequest) and not self._gate.admit(
+                    message.id
+                ):
+                    continue
+            return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _GatedWrite:
+    """The SDK's write stream; an answer to an admitted server request frees its slot."""
+
+    def __init__(self, inner: Any, gate: _Gate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        if self._gate.inflight and isinstance(
+            message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
+        ):
+            self._gate.inflight.discard(message.id)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+@attrs.define(eq=False)
+class _Gate:
+    limit: int
+    state: WireState
+    write: Any
+    inflight: set[int | str] = attrs.field(factory=set)
+
+    def admit(self, request_id: int | str) -> bool:
+        if request_id in self.inflight or len(self.inflight) < self.limit:
+            self.inflight.add(request_id)
+            return True
+        self.state.refused_requests += 1
+        refusal = SessionMessage(
+            mcp_types.JSONRPCError(
+                jsonrpc="2.0",
+                id=request_id,
+                error=mcp_types.ErrorData(
+                    code=_TOO_MANY_REQUESTS,
+                    message=f"too many concurrent requests (at most {self.limit})",
+                ),
+            )
+        )
+        send_nowait = getattr(self.write, "send_nowait", None)
+        if send_nowait is not None:
+            # Never wait: a server that does not read its answers just loses this one.
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send_nowait(refusal)
+        return False
+
+
+def gate_server_requests(
+    streams: TransportStreams, *, limit: int, state: WireState
+) -> TransportStreams:
+    """Wrap ``streams`` so at most ``limit`` server-to-client requests are handled at once."""
+    read, write = streams
+    gate = _Gate(limit=limit, state=state, write=write)
+    return _GatedRead(read, gate), _GatedWrite(write, gate)

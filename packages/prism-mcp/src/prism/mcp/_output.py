@@ -1,0 +1,100 @@
+"""Checking ``structuredContent`` against a tool's ``outputSchema``."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from prism.core import JsonValue
+
+__all__ = ["OutputChecker", "create_output_checker"]
+
+_log = logging.getLogger("prism.mcp")
+_MAX_REASON_CHARS = 500
+
+
+@attrs.frozen(kw_only=True)
+class Mismatch:
+    """Why a value does not match its schema."""
+
+    path: str
+    message: str
+
+
+class OutputChecker:
+    """Validates values against untrusted output schemas.
+
+    Uses prism-validation-jsonschema's hardened validator when it is installed
+    (bounded schemas and values, RE2 patterns, no remote ``$ref``); otherwise the
+    ``jsonschema`` package the MCP SDK depends on, with an empty registry so no
+    ``$ref`` leaves the schema.
+    """
+
+    def __init__(self) -> None:
+        self._hardened: Any = None
+        self._compiled: dict[int, Any] = {}
+        try:
+            module = importlib.import_module("prism.validation.jsonschema")
+        except ImportError:
+            module = None
+        if module is not None:
+            self._hardened = module.JsonSchemaArgumentValidator()
+
+    @property
+    def engine(self) -> str:
+        """``"prism-validation-jsonschema"`` or ``"jsonschema"``."""
+        return "prism-validation-jsonschema" if self._hardened is not None else "jsonschema"
+
+    def refusal(self, schema: JsonValue) -> str | None:
+        """Why ``schema`` cannot be used, or ``None`` (compiles and caches it)."""
+        if self._hardened is not None:
+            try:
+                self._hardened.check_schema(schema)
+            except Exception as exc:
+                return str(exc)[:_MAX_REASON_CHARS]
+            return None
+        try:
+            from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+            from referencing import Registry
+
+            cls = validator_for(schema)
+            cls.check_schema(schema)
+            self._compiled[id(schema)] = cls(schema, registry=Registry())
+        except Exception as exc:
+            return str(exc)[:_MAX_REASON_CHARS]
+        return None
+
+    def check(self, schema: JsonValue, value: JsonValue) -> Mismatch | None:
+        """The first way ``value`` fails ``schema``, or ``None`` when it matches."""
+        if self._hardened is not None:
+            result = self._hardened.validate(schema, value)
+            if result.ok:
+                return None
+            first = result.errors[0] if result.errors else None
+            if first is None:
+                return Mismatch(path="", message="does not match the output schema")
+            return Mismatch(path=first.path or "", message=str(first.message)[:_MAX_REASON_CHARS])
+        validator = self._compiled.get(id(schema))
+        if validator is None:
+            return None
+        try:
+            from jsonschema import exceptions  # type: ignore[import-untyped]
+
+            error = exceptions.best_match(validator.iter_errors(value))
+        except Exception as exc:
+            return Mismatch(path="", message=f"could not be checked: {exc}"[:_MAX_REASON_CHARS])
+        if error is None:
+            return None
+        path = "".join(
+            f"[{part!r}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
+        )
+        return Mismatch(path=f"${path}", message=str(error.message)[:_MAX_REASON_CHARS])
+
+
+def create_output_checker() -> OutputChecker:
+    """One checker per bridge."""
+    return OutputChecker()
