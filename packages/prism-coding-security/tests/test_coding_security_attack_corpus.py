@@ -27,10 +27,14 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prism.coding.security import create_coding_approval_policy
+from prism.coding.security import (
+    create_coding_approval_policy,
+    create_contained_file_operations,
+)
 from prism.coding.tools import (
     LocalShellOperations,
     OutputSink,
@@ -929,6 +933,9 @@ PERSISTENCE: tuple[str, ...] = (
     "cat evil > .envrc",
     "sed -i s/x/y/ .mcp.json",
     "echo x > ./prism.toml",
+    "echo /x > .git/objects/info/alternates",
+    "echo '{}' > .vscode/tasks.json",
+    "echo x > .husky/pre-commit",
 )
 
 # Reads outside the roots.
@@ -1114,6 +1121,7 @@ READS_OUTSIDE: tuple[str, ...] = (
     "git -C ~0/.. status",
     "diff -r . ~0/../outside",
     "ls ~-",
+    "cat .[[:punct:]]/outside/f",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1401,6 +1409,7 @@ DOT_GLOB_READS: tuple[str, ...] = (
     "cat .*/outside/f",
     "cat .?/outside/f",
     "cat .[.]/outside/f",
+    "cat .[[:punct:]]/outside/f",
     "ls .*/outside",
     "grep -r x .*",
 )
@@ -1621,6 +1630,54 @@ def test_readable_paths_grant_reads_there_and_nothing_else(
     assert not decision.allowed, f"allowed unasked with readable=[outside]: {command!r}"
 
 
+# Files that something runs (or trusts) later: the write and edit tools must not touch
+# them unasked either. alternates makes later "read-only" git commands read object
+# stores outside the roots.
+PROTECTED_FILES: tuple[str, ...] = (
+    ".git/hooks/pre-commit",
+    ".git/hooks/post-checkout",
+    ".git/config",
+    ".git//config",
+    "src/../.git/hooks/post-checkout",
+    ".git/commondir",
+    ".git/objects/info/alternates",
+    "sub/.git/config",
+    "sub/.git/hooks/pre-commit",
+    ".envrc",
+    ".bashrc",
+    ".mcp.json",
+    "prism.toml",
+    ".husky/pre-commit",
+    ".pre-commit-config.yaml",
+    ".vscode/tasks.json",
+    ".claude/settings.json",
+)
+
+
+@pytest.mark.parametrize("kind", ["write", "edit"])
+@pytest.mark.parametrize("relative", PROTECTED_FILES)
+def test_file_tool_never_writes_a_file_that_runs_later_unasked(
+    workspace: Workspace, kind: str, relative: str
+) -> None:
+    policy = create_coding_approval_policy(roots=[str(workspace.root)])
+    path = str(workspace.root / relative)
+    decision = policy.check(ExecutionAction(kind=kind, operation=kind, paths=(path,)))
+    assert isinstance(decision, ExecutionDecision), "approve=None answers synchronously"
+    assert not decision.allowed, f"{kind} allowed unasked: {relative}"
+
+
+def test_git_config_in_another_case_is_protected_where_names_ignore_case(
+    workspace: Workspace,
+) -> None:
+    if not (workspace.root / ".GIT" / "config").exists():
+        pytest.skip("case-sensitive file system: .GIT/config is not git's config here")
+    policy = create_coding_approval_policy(roots=[str(workspace.root)])
+    path = str(workspace.root / ".GIT" / "config")
+    decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+    assert isinstance(decision, ExecutionDecision), "approve=None answers synchronously"
+    assert not decision.allowed
+
+
 # A judge that gives up on size or depth must give up closed, not open.
 LARGE: dict[str, str] = {
     "5000 safe commands then sudo": "ls; " * 5000 + "sudo id",
@@ -1755,6 +1812,42 @@ async def test_reads_through_the_symlink_show_the_secret_when_nothing_gates_them
     result = await dispatch_tool_call(call, options)
     assert "outside-secret" in result.joined_text
     assert "secret-name" in result.joined_text
+
+
+async def test_alternates_written_by_the_write_tool_never_let_git_read_another_repository(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # Chain: write .git/objects/info/alternates unasked, then "read-only" git reads
+    # a private repository's objects outside the roots.
+    private = tmp_path / "private"
+    env = {**harness.env}
+    await trio.run_process(["git", "init", "-q", str(private)], env=env)
+    await trio.Path(private / "secret.txt").write_text("outside-secret\n")
+    hashed = await trio.run_process(
+        ["git", "-C", str(private), "hash-object", "-w", "secret.txt"],
+        env=env,
+        capture_stdout=True,
+    )
+    blob = hashed.stdout.decode().strip()
+    root = harness.workspace.root
+    policy = create_coding_approval_policy(roots=[str(root)])
+    tools = create_coding_tools(
+        str(root),
+        execution_policy=policy,
+        file_operations=create_contained_file_operations([str(root)]),
+        shell_operations=RecordingShell(),
+        shell_options={"env": harness.env, "timeout_s": 20},
+    )
+    options = DispatchOptions(registry=create_tool_registry(tools))
+    alternates = {"path": ".git/objects/info/alternates", "content": f"{private}/.git/objects\n"}
+    written = await dispatch_tool_call(
+        ToolCall(id="1", name="write", arguments=alternates), options
+    )
+    shown = await dispatch_tool_call(
+        ToolCall(id="2", name="shell", arguments={"command": f"git cat-file -p {blob}"}), options
+    )
+    assert "outside-secret" not in shown.joined_text, (written.joined_text, shown.joined_text)
+    assert written.is_error, written.joined_text
 
 
 @pytest.mark.parametrize("template", [pytest.param(c, id=c) for c in RUN_FOR_REAL])
