@@ -429,6 +429,8 @@ def test_jsonl_lines_carry_the_tag_and_schema_version() -> None:
         "finished_at": 2.0,
         "duration_s": 1.0,
         "result_preview": "ok",
+        "decision": None,
+        "run_id": ledger.run_id,
     }
     assert ledger.to_jsonl().endswith("\n")
 
@@ -482,7 +484,7 @@ def test_the_reference_line_parses() -> None:
         ("[1, 2]", "expected an object"),
         (_line(type="event"), "unknown record type"),
         (_line(type=_DROP), "unknown record type"),
-        (_line(schema_version=2), "schema_version"),
+        (_line(schema_version=3), "schema_version"),
         (_line(schema_version="1"), "schema_version"),
         (_line(schema_version=True), "schema_version"),
         (_line(schema_version=_DROP), "schema_version"),

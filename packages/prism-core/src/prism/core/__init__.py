@@ -80,11 +80,28 @@ from ._extensions import discover_contributions as discover_contributions
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
 from ._ledger import LEDGER_SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
+from ._ledger import LedgerEntry as LedgerEntry
 from ._ledger import LedgerFormatError as LedgerFormatError
+from ._ledger import LedgerSink as LedgerSink
+from ._ledger import LedgerWriteFailed as LedgerWriteFailed
 from ._ledger import Redactor as Redactor
+from ._ledger import RunEndRecord as RunEndRecord
 from ._ledger import RunLedger as RunLedger
+from ._ledger import RunOutcome as RunOutcome
+from ._ledger import RunStartRecord as RunStartRecord
 from ._ledger import ToolCallRecord as ToolCallRecord
 from ._ledger import default_redactor as default_redactor
+from ._ledger_decision import ApprovalAnswer as ApprovalAnswer
+from ._ledger_decision import DecisionGate as DecisionGate
+from ._ledger_decision import ToolCallDecision as ToolCallDecision
+from ._ledger_query import LedgerQuery as LedgerQuery
+from ._ledger_sinks import FsyncPolicy as FsyncPolicy
+from ._ledger_sinks import JsonlLedgerSink as JsonlLedgerSink
+from ._ledger_sinks import LedgerContents as LedgerContents
+from ._ledger_sinks import LedgerRun as LedgerRun
+from ._ledger_sinks import read_ledger as read_ledger
+from ._ledger_sinks import read_ledger_text as read_ledger_text
+from ._ledger_sqlite import SqliteLedgerSink as SqliteLedgerSink
 from ._middleware import MiddlewareRegistry as MiddlewareRegistry
 from ._names import ToolNameMap as ToolNameMap
 from ._names import create_tool_name_map as create_tool_name_map
@@ -132,11 +149,13 @@ __all__ = [
     "Agent",
     "AgentEvent",
     "AgentSession",
+    "ApprovalAnswer",
     "AssistantMessage",
     "BlockedReason",
     "ConfigurationError",
     "Content",
     "ContributionRegistries",
+    "DecisionGate",
     "DiscoveredContribution",
     "DispatchOptions",
     "DuplicateToolError",
@@ -150,10 +169,18 @@ __all__ = [
     "ExtensionAPI",
     "ExtensionError",
     "ExtensionKernel",
+    "FsyncPolicy",
     "ImageContent",
     "JsonObject",
     "JsonValue",
+    "JsonlLedgerSink",
+    "LedgerContents",
+    "LedgerEntry",
     "LedgerFormatError",
+    "LedgerQuery",
+    "LedgerRun",
+    "LedgerSink",
+    "LedgerWriteFailed",
     "Limits",
     "Message",
     "MiddlewareRegistry",
@@ -168,20 +195,25 @@ __all__ = [
     "Redactor",
     "ResourceContent",
     "ResourceLink",
+    "RunEndRecord",
     "RunFinished",
     "RunLedger",
     "RunOptions",
+    "RunOutcome",
     "RunResult",
+    "RunStartRecord",
     "ScriptExhaustedError",
     "ScriptedProvider",
     "ScriptedTurn",
     "SessionBusyError",
     "SingleShotLoop",
+    "SqliteLedgerSink",
     "TextContent",
     "ToolArgumentValidationError",
     "ToolArgumentValidationResult",
     "ToolArgumentValidator",
     "ToolCall",
+    "ToolCallDecision",
     "ToolCallRecord",
     "ToolDefinition",
     "ToolEvent",
@@ -217,6 +249,8 @@ __all__ = [
     "filter_tools",
     "is_tool_allowed",
     "provider_safe_name",
+    "read_ledger",
+    "read_ledger_text",
     "resolve_tool_concurrency",
     "terminate_process_tree",
 ]

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from ._events import BlockedReason
     from ._ledger import ToolCallStatus
+    from ._ledger_decision import ToolCallDecision
 
 __all__ = [
     "Agent",
@@ -194,6 +195,7 @@ class _RunLedger(RunLedger):
         finished_at: float,
         duration_s: float,
         result: ToolResult | None,
+        decision: ToolCallDecision | None = None,
     ) -> ToolCallRecord:
         """Record in the agent's ledger; keep the entry for :attr:`RunResult.records`."""
         parent: RunLedger = self.parent if self.parent is not None else RunLedger(redact=None)
@@ -207,6 +209,7 @@ class _RunLedger(RunLedger):
             finished_at=finished_at,
             duration_s=duration_s,
             result=result,
+            **({} if decision is None else {"decision": decision}),
         )
         self._records.append(entry)
         return entry

@@ -36,6 +36,13 @@ from ._events import (
     ToolExecutionStarted,
 )
 from ._ledger import RunLedger, ToolCallStatus, json_safe, snapshot_json
+from ._ledger_decision import (
+    DecisionGate,
+    DecisionNote,
+    blocked_decision,
+    current_note,
+    decision_from_result,
+)
 from ._middleware import MiddlewareRegistry
 from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
 from ._tools import (
@@ -159,11 +166,13 @@ class _Blocked(Exception):
         message: str,
         result: ToolResult | None = None,
         info: ErrorInfo | None = None,
+        gate: DecisionGate | None = None,
     ) -> None:
         self.reason = reason
         self.message = message
         self.result = result
         self.info = info
+        self.gate = gate
 
 
 def _describe(exc: BaseException) -> str:
@@ -290,7 +299,7 @@ async def _gate(
         raise _Blocked("unknown_tool", f"unknown tool: {_clip(repr(name))}")
     filters = options.filters
     if filters and not is_tool_allowed(name, *filters):
-        raise _Blocked("tool_denied", f"tool {name} is not allowed here")
+        raise _Blocked("tool_denied", f"tool {name} is not allowed here", gate="filter")
     problem = _arguments_error(call.arguments)
     if problem is not None:
         raise _Blocked("invalid_arguments", f"invalid arguments for {name}: {problem}")
@@ -425,6 +434,9 @@ async def _run(call: ToolCall, options: DispatchOptions, ctx: ToolExecutionConte
     try:
         call, tool, arguments = await _gate(call, options, ctx)
     except _Blocked as blocked:
+        note = current_note.get()
+        if note is not None:
+            note.decision = blocked_decision(blocked.reason, blocked.message, blocked.gate)
         return (
             _blocked_result(blocked),
             "blocked",
@@ -493,6 +505,11 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
             )
             return result
     finished = False
+    # Gates and the execution policy note what decided the call here, for the ledger.
+    note = token = None
+    if options.ledger is not None:
+        note = DecisionNote()
+        token = current_note.set(note)
     try:
         if signal is None:
             outcome = await _run(call, options, ctx)
@@ -525,12 +542,25 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
                     outcome = (result, "cancelled", None, result.joined_text, ctx.call, _UNSET)
         result, status, reason, error, call, snapshot = outcome
         finished = True
-        _finish(options, call, result, status, reason, error, started_at, t0, snapshot)
+        _finish(options, call, result, status, reason, error, started_at, t0, snapshot, note)
         return result
     finally:
+        if token is not None:
+            current_note.reset(token)
         if not finished:
             # The caller's scope was cancelled mid-dispatch: the record still lands.
-            _finish(options, ctx.call, None, "cancelled", None, "cancelled", started_at, t0, _UNSET)
+            _finish(
+                options,
+                ctx.call,
+                None,
+                "cancelled",
+                None,
+                "cancelled",
+                started_at,
+                t0,
+                _UNSET,
+                note,
+            )
 
 
 def _finish(
@@ -543,6 +573,7 @@ def _finish(
     started_at: float,
     t0: float,
     snapshot: object,
+    note: DecisionNote | None = None,
 ) -> None:
     duration = time.perf_counter() - t0
     events = options.events
@@ -571,6 +602,11 @@ def _finish(
     ledger = options.ledger
     if ledger is not None:
         try:
+            decision = note.decision if note is not None else None
+            if decision is None or decision.allowed:
+                # A tool may report a policy's denial only in its result.
+                decision = decision_from_result(result) or decision
+            extra = {} if decision is None else {"decision": decision}
             ledger.record(
                 call_id=call.id,
                 tool_name=call.name,
@@ -581,6 +617,7 @@ def _finish(
                 finished_at=started_at + duration,
                 duration_s=duration,
                 result=result,
+                **extra,
             )
         except Exception:
             # A host's redactor or ledger subclass must not turn a finished call

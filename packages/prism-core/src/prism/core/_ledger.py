@@ -2,32 +2,57 @@
 
 Serialization lives here at the edge, in one cattrs converter that is built on
 first use (so ``import prism.core`` does not pay for cattrs). Each JSONL line
-is an object tagged with a stable ``type`` name and the ``schema_version``.
+is an object tagged with a stable ``type`` name and the ``schema_version``:
+``tool_call`` for a call, ``run_start`` and ``run_end`` for the markers that
+tell a finished run from an interrupted one. A ledger hands every entry to its
+sinks (:mod:`._ledger_sinks`) as it is made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
+import os
 import re
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    TypeAlias,
+    get_args,
+    runtime_checkable,
+)
 
 import attrs
+import trio
 
 from ._content import TextContent, ToolResult
 from ._errors import PrismError
 from ._events import BlockedReason
 from ._json import JsonValue
+from ._ledger_decision import ToolCallDecision
 
 if TYPE_CHECKING:
     import cattrs
 
 __all__ = [
     "LEDGER_SCHEMA_VERSION",
+    "LedgerEntry",
     "LedgerFormatError",
+    "LedgerSink",
+    "LedgerWriteFailed",
     "Redactor",
+    "RunEndRecord",
     "RunLedger",
+    "RunOutcome",
+    "RunStartRecord",
     "ToolCallRecord",
     "ToolCallStatus",
     "default_redactor",
@@ -35,13 +60,19 @@ __all__ = [
     "snapshot_json",
 ]
 
-LEDGER_SCHEMA_VERSION = 1
-"""The version written into every JSONL line; readers refuse other versions."""
+LEDGER_SCHEMA_VERSION = 2
+"""The version written into every JSONL line. Readers also read version 1
+(records without ``decision`` and ``run_id``, no run markers) and refuse others."""
+
+READABLE_VERSIONS = frozenset({1, 2})
+
+_log = logging.getLogger("prism.core")
 
 _REDACTED = "[REDACTED]"
 _MAX_STRING = 1000
 _MAX_PREVIEW = 500
 _MAX_NAME = 256
+_MAX_REASON = 300
 # Text past a clip point is still scanned this far, so a secret that straddles
 # the cut is redacted whole instead of leaking its first characters.
 _SCAN_WINDOW = 256
@@ -49,6 +80,8 @@ _MAX_ITEMS = 200
 _MAX_DEPTH = 32
 
 ToolCallStatus: TypeAlias = Literal["ok", "error", "blocked", "cancelled"]
+RunOutcome: TypeAlias = Literal["finished", "aborted", "failed"]
+"""How a run ended: normally, interrupted (abort, SIGINT, cancellation), or by an error."""
 Redactor: TypeAlias = Callable[[JsonValue], JsonValue]
 """Returns a copy of a JSON value with secrets replaced; must not mutate its input."""
 
@@ -72,6 +105,11 @@ class ToolCallRecord:
         finished_at: wall-clock seconds when the result was final.
         duration_s: monotonic duration of the whole dispatch.
         result_preview: the start of the result's text, redacted.
+        decision: which gate or policy decided, and how (approval, rule,
+            sandbox); ``None`` when nothing ruled on the call (no execution
+            policy ran and no gate refused it). Its text is redacted.
+        run_id: the run the call belongs to (see :meth:`RunLedger.start_run`);
+            ``None`` in version-1 ledgers.
     """
 
     call_id: str
@@ -83,6 +121,83 @@ class ToolCallRecord:
     finished_at: float
     duration_s: float
     result_preview: str | None = None
+    decision: ToolCallDecision | None = None
+    run_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunStartRecord:
+    """The marker a ledger writes when a run starts.
+
+    Attributes:
+        run_id: identifies the run; every record of the run carries it.
+        started_at: wall-clock seconds.
+        label: what the run is (``prism run session.toml``), redacted.
+        pid: the process that wrote the run.
+    """
+
+    run_id: str
+    started_at: float
+    label: str | None = None
+    pid: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunEndRecord:
+    """The marker a ledger writes when a run ends; a run without one was interrupted.
+
+    Attributes:
+        run_id: the run that ended.
+        finished_at: wall-clock seconds.
+        outcome: ``finished``, ``aborted`` or ``failed``.
+        calls: how many call records the run wrote.
+    """
+
+    run_id: str
+    finished_at: float
+    outcome: RunOutcome
+    calls: int
+
+
+LedgerEntry: TypeAlias = ToolCallRecord | RunStartRecord | RunEndRecord
+"""What a ledger hands its sinks: a call record or a run marker."""
+
+
+@runtime_checkable
+class LedgerSink(Protocol):
+    """Receives every ledger entry as it is made (a file, a database, a tracer).
+
+    ``write`` runs on the caller's thread, inside the dispatch that made the
+    record: it must be quick and must not checkpoint. An exception from it is
+    reported through :attr:`RunLedger.on_error` and never reaches the run.
+    """
+
+    def write(self, entry: LedgerEntry) -> None:
+        """Store one entry (a whole record, or nothing)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release what the sink holds; later writes may fail."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class LedgerWriteFailed:
+    """A sink could not store an entry; the run goes on.
+
+    Attributes:
+        sink: the sink's ``repr``.
+        error: what went wrong (``OSError: [Errno 28] No space left on device``).
+        entry_type: the tag of the entry that was lost (``tool_call``, ``run_end``).
+        call_id: the lost call's id, for a ``tool_call``.
+    """
+
+    type: ClassVar[str] = "ledger_write_failed"
+    sink: str
+    error: str
+    entry_type: str
+    call_id: str | None = None
+    timestamp: float = attrs.field(factory=time.time)
 
 
 # --- redaction -------------------------------------------------------------------------
@@ -319,7 +434,11 @@ def preview_text(result: ToolResult) -> str | None:
 # --- JSONL through one cattrs converter, built on first use ----------------------------
 
 # Stable tag names: the class an on-disk "type" stands for never changes meaning.
-_TAGS: dict[type, str] = {ToolCallRecord: "tool_call"}
+_TAGS: dict[type, str] = {
+    ToolCallRecord: "tool_call",
+    RunStartRecord: "run_start",
+    RunEndRecord: "run_end",
+}
 _CLASSES: dict[str, type] = {tag: cls for cls, tag in _TAGS.items()}
 _STATUSES = frozenset(get_args(ToolCallStatus))
 _converter: cattrs.Converter | None = None
@@ -337,6 +456,18 @@ def _strict_float(value: object, _type: object) -> float:
     return float(value)
 
 
+def _strict_int(value: object, _type: object) -> int:
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strict_bool(value: object, _type: object) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
 def _json_passthrough(value: Any, _type: object = None) -> Any:
     return value
 
@@ -345,33 +476,157 @@ def _get_converter() -> cattrs.Converter:
     global _converter
     if _converter is None:
         import cattrs
+        from cattrs.gen import make_dict_unstructure_fn
 
         converter = cattrs.Converter(forbid_extra_keys=True)
         converter.register_structure_hook(str, _strict_str)
         converter.register_structure_hook(float, _strict_float)
+        converter.register_structure_hook(int, _strict_int)
+        converter.register_structure_hook(bool, _strict_bool)
         # Arguments are already bounded JSON: pass them through both ways.
         json_type = attrs.fields(attrs.resolve_types(ToolCallRecord)).arguments.type
+        attrs.resolve_types(ToolCallDecision)
+        attrs.resolve_types(RunStartRecord)
+        attrs.resolve_types(RunEndRecord)
         converter.register_structure_hook_func(lambda t: t == json_type, _json_passthrough)
         converter.register_unstructure_hook_func(lambda t: t == json_type, _json_passthrough)
+        # Decisions are written compactly: fields at their defaults are left out.
+        converter.register_unstructure_hook(
+            ToolCallDecision,
+            make_dict_unstructure_fn(ToolCallDecision, converter, _cattrs_omit_if_default=True),
+        )
         _converter = converter
     return _converter
+
+
+def encode_entry(entry: LedgerEntry) -> str:
+    """One JSONL line (with its newline) for ``entry``.
+
+    Raises:
+        LedgerFormatError: the entry holds a value JSON cannot carry.
+    """
+    data = _get_converter().unstructure(entry)
+    line = {"type": _TAGS[type(entry)], "schema_version": LEDGER_SCHEMA_VERSION, **data}
+    try:
+        # ASCII only: no reader can split a line on U+2028 or NEL.
+        return json.dumps(line, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as exc:
+        name = getattr(entry, "call_id", None) or getattr(entry, "run_id", "")
+        raise LedgerFormatError(f"record {name!r}: {exc}") from exc
+
+
+def decode_entry(line: str, number: int) -> LedgerEntry:
+    """Read one JSONL line written by any readable schema version.
+
+    Raises:
+        LedgerFormatError: the line is not an entry this version can read; the
+            message gives the line number.
+    """
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise LedgerFormatError(f"line {number}: not JSON ({exc})") from exc
+    return decode_object(data, f"line {number}")
+
+
+def decode_object(data: object, where: str) -> LedgerEntry:
+    """Structure one tagged, versioned JSON object (from a line or a database row).
+
+    Raises:
+        LedgerFormatError: it is not an entry this version can read; the
+            message starts with ``where``.
+    """
+    number = where  # messages read "line 3: ..." or "row 3: ..."
+    if not isinstance(data, dict):
+        raise LedgerFormatError(f"{number}: expected an object")
+    tag = data.pop("type", None)
+    version = data.pop("schema_version", None)
+    entry_type = _CLASSES.get(tag) if isinstance(tag, str) else None
+    if entry_type is None:
+        raise LedgerFormatError(f"{number}: unknown record type {tag!r}")
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        raise LedgerFormatError(
+            f"{number}: schema_version {version!r} is not one of {sorted(READABLE_VERSIONS)}"
+        )
+    if version == 1:
+        if entry_type is not ToolCallRecord:
+            raise LedgerFormatError(f"{number}: {tag!r} records need schema_version 2")
+        if "decision" in data or "run_id" in data:
+            raise LedgerFormatError(f"{number}: schema_version 1 has no decision or run_id")
+    if entry_type is ToolCallRecord:
+        status = data.get("status")
+        if not isinstance(status, str) or status not in _STATUSES:
+            raise LedgerFormatError(f"{number}: unknown status {status!r}")
+    try:
+        entry: LedgerEntry = _get_converter().structure(data, entry_type)
+    except Exception as exc:
+        raise LedgerFormatError(f"{number}: {_describe_cattrs(exc)}") from exc
+    return entry
+
+
+def _redact_decision(decision: ToolCallDecision, redact: Redactor | None) -> ToolCallDecision:
+    """The decision with its text fields bounded and redacted."""
+    texts = {
+        name: value
+        for name in ("policy", "rule", "model", "reason", "sandbox")
+        if (value := getattr(decision, name)) is not None
+    }
+    if not texts:
+        return decision
+    changed: dict[str, str] = {}
+    if redact is _DEFAULT or redact is None:
+        for name, value in texts.items():
+            changed[name] = _bounded_str(value, _MAX_REASON, redact is not None)
+    else:
+        bounded: dict[str, JsonValue] = {
+            name: _bounded_str(value, _MAX_REASON, False) for name, value in texts.items()
+        }
+        redacted = redact(bounded)
+        for name in texts:
+            value = redacted.get(name) if isinstance(redacted, dict) else None
+            changed[name] = value if isinstance(value, str) else _REDACTED
+    return attrs.evolve(decision, **changed)  # type: ignore[arg-type]
+
+
+def _new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _sinks(value: Iterable[LedgerSink]) -> tuple[LedgerSink, ...]:
+    items = tuple(value)
+    for item in items:
+        if not callable(getattr(item, "write", None)) or not callable(getattr(item, "close", None)):
+            raise TypeError(f"RunLedger sinks must have write() and close(), got {item!r}")
+    return items
 
 
 @attrs.define(eq=False)
 class RunLedger:
     """Collects a :class:`ToolCallRecord` for every dispatched call.
 
+    Every record (and every run marker) is also handed to each sink as it is
+    made, so a file sink holds every finished call even if the process dies.
+
     Args:
-        redact: applied to arguments and result previews before they are stored;
-            ``None`` stores them as they are (still bounded in size). Defaults to
-            :func:`default_redactor`.
+        redact: applied to arguments, result previews, decisions and run labels
+            before they are stored; ``None`` stores them as they are (still
+            bounded in size). Defaults to :func:`default_redactor`.
+        sinks: receive every entry as it is made (see :class:`LedgerSink`).
+        on_error: told when a sink fails to store an entry; by default the
+            failure is logged (``prism.core``). The run never sees the error.
+        run_id: stamped on every record; a fresh random id by default.
 
     Raises:
-        TypeError: ``redact`` is neither callable nor ``None``.
+        TypeError: ``redact`` is neither callable nor ``None``, or a sink lacks
+            ``write``/``close``.
     """
 
     redact: Redactor | None = attrs.field(factory=default_redactor)
+    sinks: tuple[LedgerSink, ...] = attrs.field(default=(), converter=_sinks, kw_only=True)
+    on_error: Callable[[LedgerWriteFailed], None] | None = attrs.field(default=None, kw_only=True)
+    run_id: str = attrs.field(factory=_new_run_id, kw_only=True)
     _records: list[ToolCallRecord] = attrs.field(factory=list, init=False)
+    _run_calls: int = attrs.field(default=0, init=False)
 
     @redact.validator
     def _check_redact(self, _attribute: object, value: object) -> None:
@@ -398,8 +653,9 @@ class RunLedger:
         finished_at: float,
         duration_s: float,
         result: ToolResult | None,
+        decision: ToolCallDecision | None = None,
     ) -> ToolCallRecord:
-        """Bound, redact and append one record; returns it.
+        """Bound, redact and append one record, hand it to the sinks; returns it.
 
         The dispatcher calls this (subclasses may override it to forward
         records); hosts that run calls some other way may call it too.
@@ -419,6 +675,8 @@ class RunLedger:
                 if preview is not None:
                     redacted = redact(preview)
                     preview = redacted if isinstance(redacted, str) else _REDACTED
+        if decision is not None:
+            decision = _redact_decision(decision, redact)
         # Both may come straight from the model (an unknown tool's name): bound them.
         if len(call_id) > _MAX_NAME:
             call_id = _clip(call_id, _MAX_NAME)
@@ -434,9 +692,98 @@ class RunLedger:
             finished_at=finished_at,
             duration_s=duration_s,
             result_preview=preview,
+            decision=decision,
+            run_id=self.run_id,
         )
         self._records.append(entry)
+        self._run_calls += 1
+        if self.sinks:
+            self._emit(entry)
         return entry
+
+    def start_run(self, *, label: str | None = None) -> RunStartRecord:
+        """Write the ``run_start`` marker to the sinks; returns it.
+
+        ``label`` says what the run is; it is bounded and redacted.
+        """
+        if label is not None:
+            label = _bounded_str(label, _MAX_PREVIEW, self.redact is _DEFAULT)
+            if self.redact is not None and self.redact is not _DEFAULT:
+                redacted = self.redact(label)
+                label = redacted if isinstance(redacted, str) else _REDACTED
+        self._run_calls = 0
+        entry = RunStartRecord(
+            run_id=self.run_id, started_at=time.time(), label=label, pid=os.getpid()
+        )
+        self._emit(entry)
+        return entry
+
+    def end_run(self, outcome: RunOutcome = "finished") -> RunEndRecord:
+        """Write the ``run_end`` marker to the sinks; returns it.
+
+        Raises:
+            ValueError: ``outcome`` is not ``finished``, ``aborted`` or ``failed``.
+        """
+        if outcome not in ("finished", "aborted", "failed"):
+            raise ValueError(f"run outcome must be finished, aborted or failed, got {outcome!r}")
+        entry = RunEndRecord(
+            run_id=self.run_id, finished_at=time.time(), outcome=outcome, calls=self._run_calls
+        )
+        self._emit(entry)
+        return entry
+
+    @contextlib.contextmanager
+    def run(self, *, label: str | None = None) -> Iterator[RunStartRecord]:
+        """Bracket a run with its markers, then close the sinks.
+
+        The end marker says ``finished`` when the block ends normally,
+        ``aborted`` on :class:`KeyboardInterrupt` or :class:`trio.Cancelled`,
+        and ``failed`` on any other exception (which propagates).
+        """
+        start = self.start_run(label=label)
+        outcome: RunOutcome = "aborted"
+        try:
+            yield start
+            outcome = "finished"
+        except (KeyboardInterrupt, trio.Cancelled):
+            raise
+        except Exception:
+            outcome = "failed"
+            raise
+        finally:
+            try:
+                self.end_run(outcome)
+            finally:
+                self.close()
+
+    def close(self) -> None:
+        """Close every sink (failures are reported like failed writes)."""
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:
+                self._failed(sink, exc, "close", None)
+
+    def _emit(self, entry: LedgerEntry) -> None:
+        for sink in self.sinks:
+            try:
+                sink.write(entry)
+            except Exception as exc:
+                self._failed(sink, exc, _TAGS[type(entry)], getattr(entry, "call_id", None))
+
+    def _failed(self, sink: LedgerSink, exc: Exception, kind: str, call_id: str | None) -> None:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        failure = LedgerWriteFailed(sink=repr(sink), error=text, entry_type=kind, call_id=call_id)
+        on_error = self.on_error
+        if on_error is None:
+            _log.warning(
+                "the ledger sink %s failed to store a %s entry: %s", failure.sink, kind, text
+            )
+            return
+        try:
+            on_error(failure)
+        except Exception:
+            _log.exception("the ledger's on_error callback failed")
 
     def to_jsonl(self) -> str:
         """One JSON object per line, each tagged ``"type": "tool_call"`` with ``schema_version``.
@@ -445,58 +792,28 @@ class RunLedger:
             LedgerFormatError: a record holds a value JSON cannot carry (a
                 non-finite float, say; records made by :meth:`record` never do).
         """
-        converter = _get_converter()
-        lines = []
-        for entry in self._records:
-            data = converter.unstructure(entry)
-            line = {"type": _TAGS[type(entry)], "schema_version": LEDGER_SCHEMA_VERSION, **data}
-            try:
-                # ASCII only: no reader can split a line on U+2028 or NEL.
-                lines.append(json.dumps(line, allow_nan=False))
-            except (TypeError, ValueError) as exc:
-                raise LedgerFormatError(f"record {entry.call_id!r}: {exc}") from exc
-        return "".join(f"{line}\n" for line in lines)
+        return "".join(encode_entry(entry) for entry in self._records)
 
     @classmethod
     def from_jsonl(cls, text: str) -> RunLedger:
-        """Read records written by :meth:`to_jsonl` (no redaction is applied again).
+        """Read records written by :meth:`to_jsonl` or a JSONL sink (no redaction is applied again).
 
-        Blank lines are skipped.
+        Blank lines and run markers are skipped; version 1 and 2 lines are read.
+        Use :func:`read_ledger` to also see runs and tolerate a torn last line.
 
         Raises:
             LedgerFormatError: a line is not a record this version can read; the
                 message gives the line number.
         """
-        converter = _get_converter()
         ledger = cls(redact=None)
         # Only "\n" ends a record; str.splitlines() would also split inside
         # strings on U+2028, NEL and friends.
         for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except ValueError as exc:
-                raise LedgerFormatError(f"line {number}: not JSON ({exc})") from exc
-            if not isinstance(data, dict):
-                raise LedgerFormatError(f"line {number}: expected an object")
-            tag = data.pop("type", None)
-            version = data.pop("schema_version", None)
-            record_type = _CLASSES.get(tag) if isinstance(tag, str) else None
-            if record_type is None:
-                raise LedgerFormatError(f"line {number}: unknown record type {tag!r}")
-            if type(version) is not int or version != LEDGER_SCHEMA_VERSION:
-                raise LedgerFormatError(
-                    f"line {number}: schema_version {version!r} is not {LEDGER_SCHEMA_VERSION}"
-                )
-            status = data.get("status")
-            if not isinstance(status, str) or status not in _STATUSES:
-                raise LedgerFormatError(f"line {number}: unknown status {status!r}")
-            try:
-                entry: ToolCallRecord = converter.structure(data, record_type)
-            except Exception as exc:
-                raise LedgerFormatError(f"line {number}: {_describe_cattrs(exc)}") from exc
-            ledger._records.append(entry)
+            entry = decode_entry(line, number)
+            if type(entry) is ToolCallRecord:
+                ledger._records.append(entry)
         return ledger
 
 

@@ -12,6 +12,7 @@ from ._content import ToolCall, ToolResult
 from ._dispatch import DispatchOptions, cancelled_result, dispatch_tool_call
 from ._errors import ConfigurationError
 from ._events import ToolExecutionBlocked, ToolExecutionError
+from ._ledger_decision import blocked_decision
 from ._tools import ToolRegistry, emit_event
 
 if TYPE_CHECKING:
@@ -124,6 +125,7 @@ def record_refused(
             finished_at=now,
             duration_s=0.0,
             result=result,
+            decision=blocked_decision(reason, message),
         )
     return result
 

@@ -12,6 +12,7 @@ from typing import Literal, Protocol, TypeVar, runtime_checkable
 import attrs
 
 from ._errors import ConfigurationError, ExecutionDeniedError, PermissionDeniedError
+from ._ledger_decision import note_execution_decision
 
 __all__ = [
     "ExecutionAction",
@@ -250,9 +251,11 @@ async def assert_execution_allowed(
     decision = await resolve_decision(policy.check(action))
     if not isinstance(decision, ExecutionDecision):
         # Fail closed: an answer we cannot read is not a yes.
-        raise ExecutionDeniedError(
-            f"the execution policy returned {type(decision).__name__}, not an ExecutionDecision"
-        )
+        why = f"the execution policy returned {type(decision).__name__}, not an ExecutionDecision"
+        note_execution_decision(False, why, {})
+        raise ExecutionDeniedError(why)
+    # The ledger records what decided the call, approvals included.
+    note_execution_decision(decision.allowed, decision.reason, decision.details)
     if not decision.allowed:
         raise ExecutionDeniedError(
             decision.reason or f"{action.kind} action denied by the execution policy",

@@ -1,0 +1,258 @@
+"""An embedded SQLite ledger: stdlib ``sqlite3``, WAL mode, one table per entry kind.
+
+Tables ``tool_call``, ``run_start`` and ``run_end`` hold one row per entry;
+``tool_call`` is indexed on run, tool, status and start time so
+:class:`LedgerQuery` filters run in SQL. JSON values (arguments, the
+decision) are stored as JSON text beside the columns a query filters on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._ledger import (
+    LEDGER_SCHEMA_VERSION,
+    LedgerFormatError,
+    RunEndRecord,
+    RunStartRecord,
+    ToolCallRecord,
+    decode_object,
+)
+from ._ledger_sinks import FsyncPolicy, LedgerContents, contents_from
+
+if TYPE_CHECKING:
+    from ._ledger import LedgerEntry
+    from ._ledger_query import LedgerQuery
+
+__all__ = ["SqliteLedgerSink", "read_sqlite_ledger"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tool_call (
+    id INTEGER PRIMARY KEY,
+    schema_version INTEGER NOT NULL,
+    run_id TEXT,
+    call_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    blocked_reason TEXT,
+    started_at REAL NOT NULL,
+    finished_at REAL NOT NULL,
+    duration_s REAL NOT NULL,
+    arguments TEXT NOT NULL,
+    result_preview TEXT,
+    decision TEXT,
+    decision_gate TEXT,
+    decision_allowed INTEGER,
+    approval TEXT
+);
+CREATE INDEX IF NOT EXISTS tool_call_run ON tool_call (run_id);
+CREATE INDEX IF NOT EXISTS tool_call_tool ON tool_call (tool_name);
+CREATE INDEX IF NOT EXISTS tool_call_status ON tool_call (status);
+CREATE INDEX IF NOT EXISTS tool_call_started ON tool_call (started_at);
+CREATE TABLE IF NOT EXISTS run_start (
+    id INTEGER PRIMARY KEY,
+    schema_version INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    label TEXT,
+    pid INTEGER
+);
+CREATE INDEX IF NOT EXISTS run_start_run ON run_start (run_id);
+CREATE TABLE IF NOT EXISTS run_end (
+    id INTEGER PRIMARY KEY,
+    schema_version INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    finished_at REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    calls INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_end_run ON run_end (run_id);
+"""
+
+_INSERT_CALL = (
+    "INSERT INTO tool_call (schema_version, run_id, call_id, tool_name, status, blocked_reason,"
+    " started_at, finished_at, duration_s, arguments, result_preview, decision, decision_gate,"
+    " decision_allowed, approval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_CALL_COLUMNS = (
+    "schema_version, run_id, call_id, tool_name, status, blocked_reason, started_at,"
+    " finished_at, duration_s, arguments, result_preview, decision"
+)
+_SYNCHRONOUS = {"never": "OFF", "run": "NORMAL", "always": "FULL"}
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    # Autocommit: each insert is its own transaction, on disk when the call ends.
+    return sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+
+
+@attrs.define(eq=False)
+class SqliteLedgerSink:
+    """Inserts every ledger entry into an SQLite database, one transaction each.
+
+    The database is created if missing and put in WAL mode, so readers
+    (``prism ledger query``) never block the writer and several runs may write
+    one database (a busy writer waits up to ``busy_timeout_s``). With WAL a
+    killed process loses at most the entry being inserted.
+
+    Args:
+        path: the database file.
+        fsync: ``never`` (``synchronous=OFF``), ``run`` (``NORMAL``: survives
+            a process crash) or ``always`` (``FULL``: survives a power cut).
+        busy_timeout_s: how long an insert waits for another writer.
+
+    Raises:
+        sqlite3.Error: the database cannot be opened or is not a ledger.
+    """
+
+    path: str = attrs.field(converter=os.fspath)
+    fsync: FsyncPolicy = "run"
+    busy_timeout_s: float = 5.0
+    _db: sqlite3.Connection | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.fsync not in _SYNCHRONOUS:
+            raise ValueError(f"fsync must be never, run or always, got {self.fsync!r}")
+        db = _connect(self.path)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.fsync]}")
+            db.executescript(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+
+    def __repr__(self) -> str:
+        return f"SqliteLedgerSink({self.path!r})"
+
+    def write(self, entry: LedgerEntry) -> None:
+        """Insert ``entry`` as one row of its table.
+
+        Raises:
+            sqlite3.Error: the insert failed (full disk, closed sink).
+        """
+        db = self._db
+        if db is None:
+            raise sqlite3.ProgrammingError(f"the ledger sink for {self.path} is closed")
+        kind = type(entry)
+        if kind is ToolCallRecord:
+            record: ToolCallRecord = entry  # type: ignore[assignment]
+            decision = record.decision
+            db.execute(
+                _INSERT_CALL,
+                (
+                    LEDGER_SCHEMA_VERSION,
+                    record.run_id,
+                    record.call_id,
+                    record.tool_name,
+                    record.status,
+                    record.blocked_reason,
+                    record.started_at,
+                    record.finished_at,
+                    record.duration_s,
+                    json.dumps(record.arguments, allow_nan=False),
+                    record.result_preview,
+                    None if decision is None else json.dumps(attrs.asdict(decision)),
+                    None if decision is None else decision.gate,
+                    None if decision is None else int(decision.allowed),
+                    None if decision is None else decision.approval,
+                ),
+            )
+        elif kind is RunStartRecord:
+            start: RunStartRecord = entry  # type: ignore[assignment]
+            db.execute(
+                "INSERT INTO run_start (schema_version, run_id, started_at, label, pid)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (LEDGER_SCHEMA_VERSION, start.run_id, start.started_at, start.label, start.pid),
+            )
+        else:
+            end: RunEndRecord = entry  # type: ignore[assignment]
+            db.execute(
+                "INSERT INTO run_end (schema_version, run_id, finished_at, outcome, calls)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (LEDGER_SCHEMA_VERSION, end.run_id, end.finished_at, end.outcome, end.calls),
+            )
+
+    def close(self) -> None:
+        """Close the database; idempotent."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+
+def _call_object(row: tuple[object, ...], number: int) -> object:
+    (version, run_id, call_id, tool, status, blocked, started, finished, duration) = row[:9]
+    arguments, preview, decision = row[9:]
+    try:
+        data: dict[str, object] = {
+            "type": "tool_call",
+            "schema_version": version,
+            "call_id": call_id,
+            "tool_name": tool,
+            "arguments": json.loads(arguments) if isinstance(arguments, str) else arguments,
+            "status": status,
+            "blocked_reason": blocked,
+            "started_at": started,
+            "finished_at": finished,
+            "duration_s": duration,
+            "result_preview": preview,
+            "run_id": run_id,
+            "decision": json.loads(decision) if isinstance(decision, str) else decision,
+        }
+    except ValueError as exc:
+        raise LedgerFormatError(f"tool_call row {number}: not JSON ({exc})") from exc
+    return data
+
+
+def read_sqlite_ledger(
+    path: str | os.PathLike[str], query: LedgerQuery | None = None
+) -> LedgerContents:
+    """Read an SQLite ledger, with ``query``'s filters run in SQL.
+
+    Blocks on file I/O: from trio, call it through ``trio.to_thread.run_sync``.
+
+    Raises:
+        LedgerFormatError: the database is not a ledger this version can read.
+    """
+    where, params = ("", []) if query is None else query.sql()
+    uri = f"file:{os.path.abspath(os.fspath(path))}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise LedgerFormatError(f"cannot open the SQLite ledger ({exc})") from exc
+    try:
+        calls = db.execute(
+            f"SELECT id, {_CALL_COLUMNS} FROM tool_call{where} ORDER BY id", params
+        ).fetchall()
+        starts = db.execute(
+            "SELECT id, schema_version, run_id, started_at, label, pid FROM run_start ORDER BY id"
+        ).fetchall()
+        ends = db.execute(
+            "SELECT id, schema_version, run_id, finished_at, outcome, calls FROM run_end"
+            " ORDER BY id"
+        ).fetchall()
+    except sqlite3.Error as exc:
+        raise LedgerFormatError(f"not an SQLite ledger ({exc})") from exc
+    finally:
+        db.close()
+    entries: list[LedgerEntry] = []
+    for row in starts:
+        number, version, run_id, started_at, label, pid = row
+        start = {"type": "run_start", "schema_version": version, "run_id": run_id}
+        start |= {"started_at": started_at, "label": label, "pid": pid}
+        entries.append(decode_object(start, f"run_start row {number}"))
+    for row in calls:
+        entries.append(decode_object(_call_object(row[1:], row[0]), f"tool_call row {row[0]}"))
+    for row in ends:
+        number, version, run_id, finished_at, outcome, count = row
+        end = {"type": "run_end", "schema_version": version, "run_id": run_id}
+        end |= {"finished_at": finished_at, "outcome": outcome, "calls": count}
+        entries.append(decode_object(end, f"run_end row {number}"))
+    return contents_from(entries)
