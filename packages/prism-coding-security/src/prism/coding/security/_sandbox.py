@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import shutil
 import subprocess
+import sys
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
@@ -21,15 +23,22 @@ from prism.coding.tools import (
 )
 from prism.core import ConfigurationError
 
+from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._limits import check_limit, prlimit_args
 from ._mounts import PlaceholderLease, protected_mount_args
 from ._paths import normalize_roots
 from ._protected import normalize_protected_paths
-from ._seccomp import filter_path
+from ._proxy import (
+    PROXY_SOCKET_NAME,
+    HostAllowlist,
+    normalize_allowed_hosts,
+    serve_connect_proxy,
+)
+from ._seccomp import SECCOMP_FILTER, filter_path
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
 __all__ = ["BubblewrapSandbox", "SandboxBackend", "create_sandbox_shell_operations"]
 
@@ -41,6 +50,16 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 # Opens the filter named by $0 on fd 3, where ``--seccomp 3`` reads it, then
 # becomes bwrap (no extra process stays between the caller and bwrap).
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
+# Where the allowlist proxy's directory appears inside the sandbox (in its /run).
+_PROXY_DIR_INSIDE = "/run/prism-proxy"
+_NETWORK_MODES = ("none", "allowlist", "host")
+
+
+@functools.cache
+def _bridge_source() -> str:
+    # passed with -c: the package itself may lie under a directory the sandbox hides
+    with open(_bridge.__file__, encoding="utf-8") as handle:
+        return handle.read()
 
 
 @runtime_checkable
@@ -66,11 +85,6 @@ class SandboxBackend(Protocol):
         ...
 
 
-def _check_bool(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{attribute.name} must be a bool, got {value!r}")
-
-
 def _roots(value: Sequence[str]) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)):
         raise ConfigurationError(f"writable_roots must be a sequence of directories, got {value!r}")
@@ -83,6 +97,18 @@ def _extra(value: Sequence[str]) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):
         raise ConfigurationError(f"extra_args must be a sequence of strings, got {value!r}")
     return tuple(value)
+
+
+def _network(value: bool | str) -> str:
+    if value is True:
+        return "host"
+    if value is False:
+        return "none"
+    if not isinstance(value, str) or value not in _NETWORK_MODES:
+        raise ConfigurationError(
+            f"network must be a bool or one of {', '.join(_NETWORK_MODES)}, got {value!r}"
+        )
+    return value
 
 
 def _protected(value: Sequence[str] | None) -> tuple[str, ...]:
@@ -100,8 +126,7 @@ class BubblewrapSandbox:
     The sandboxed process sees ``/`` read-only, ``writable_roots`` bound
     read-write, a fresh ``/dev`` and ``/proc``, empty private ``/tmp``,
     ``/run`` and ``$XDG_RUNTIME_DIR``, and new PID, IPC, UTS, cgroup and
-    network namespaces (no network but its own loopback unless
-    ``network=True``). It runs in a new session and dies with its parent
+    network namespaces. It runs in a new session and dies with its parent
     (``--die-with-parent``), with no capabilities (``--cap-drop ALL``, which
     matters when Prism runs as root: with them a command could remount ``/``
     read-write or unmount the protected paths).
@@ -126,6 +151,12 @@ class BubblewrapSandbox:
     through ``prlimit`` (util-linux); when a limit is asked for and
     ``prlimit`` is missing, the sandbox is unavailable.
 
+    ``network`` is ``"none"`` (or ``False``, the default: only the sandbox's
+    own loopback), ``"host"`` (or ``True``: the host's network namespace) or
+    ``"allowlist"``: no network but an HTTP CONNECT proxy, run by
+    :func:`create_sandbox_shell_operations` for each command, that reaches
+    only ``allowed_hosts``; inside, ``HTTPS_PROXY`` and friends point at it.
+
     bubblewrap is probed once, on first use, by running ``true`` with the same
     flags. When ``bwrap`` is missing or cannot create namespaces,
     :meth:`ensure_available` raises :class:`SandboxUnavailableError`; the
@@ -133,7 +164,10 @@ class BubblewrapSandbox:
 
     Attributes:
         writable_roots: directories the command may write (realpath'd, must exist).
-        network: share the host's network namespace.
+        network: ``"none"``, ``"allowlist"`` or ``"host"`` (``False`` and
+            ``True`` mean ``"none"`` and ``"host"``).
+        allowed_hosts: for ``"allowlist"``: ``host``, ``*.domain``,
+            ``host:port`` or ``[v6]:port`` entries (no port: 80 and 443).
         bwrap_path: the ``bwrap`` executable (default: found on ``PATH``).
         extra_args: more bwrap arguments, placed before the command (for example
             ``("--ro-bind", "/opt/data", "/data")``).
@@ -146,7 +180,10 @@ class BubblewrapSandbox:
     """
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
-    network: bool = attrs.field(default=False, validator=_check_bool, kw_only=True)
+    network: str = attrs.field(default="none", converter=_network, kw_only=True)
+    allowed_hosts: tuple[str, ...] = attrs.field(
+        default=(), converter=normalize_allowed_hosts, kw_only=True
+    )
     bwrap_path: str | None = attrs.field(default=None, kw_only=True)
     extra_args: tuple[str, ...] = attrs.field(default=(), converter=_extra, kw_only=True)
     protected_paths: tuple[str, ...] = attrs.field(default=None, converter=_protected, kw_only=True)
@@ -157,6 +194,11 @@ class BubblewrapSandbox:
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
+        if (self.network == "allowlist") != bool(self.allowed_hosts):
+            raise ConfigurationError(
+                "allowed_hosts goes with network='allowlist' and it needs at least one "
+                f"entry; got network={self.network!r}, allowed_hosts={self.allowed_hosts!r}"
+            )
         if self.bwrap_path is not None and (
             not isinstance(self.bwrap_path, str) or not self.bwrap_path
         ):
@@ -190,18 +232,26 @@ class BubblewrapSandbox:
 
         Raises:
             SandboxUnavailableError: ``bwrap`` (or ``prlimit``, when a limit is
-                set) is missing, or a protected path is a dangling link.
+                set) is missing, a protected path is a dangling link, or
+                ``network`` is ``"allowlist"`` (its proxy runs only inside
+                :func:`create_sandbox_shell_operations`).
         """
+        if self.network == "allowlist":
+            raise SandboxUnavailableError(
+                "network='allowlist' needs its proxy, which create_sandbox_shell_operations "
+                "runs for each command; wrap() alone cannot provide it"
+            )
+        return self._wrap(argv, cwd, None)
+
+    def _wrap(self, argv: Sequence[str], cwd: str, proxy_dir: str | None) -> list[str]:
         limits = prlimit_args(
             cpu_time_s=self.cpu_time_s,
             memory_bytes=self.memory_bytes,
             max_processes=self.max_processes,
         )
+        launcher = [] if proxy_dir else ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()]
         args = [
-            "/bin/sh",
-            "-c",
-            _SECCOMP_LAUNCHER,
-            filter_path(),
+            *launcher,
             self._executable(),
             "--die-with-parent",
             "--new-session",
@@ -212,7 +262,7 @@ class BubblewrapSandbox:
             "--cap-drop",
             "ALL",
         ]
-        if self.network:
+        if self.network == "host":
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # The fresh /proc has a writable /proc/sys for host root: as root the command
@@ -222,7 +272,11 @@ class BubblewrapSandbox:
         for directory in hidden:
             args += ["--tmpfs", directory]
         resolv = os.path.realpath("/etc/resolv.conf")
-        if self.network and os.path.isfile(resolv) and any(_within(resolv, h) for h in hidden):
+        if (
+            self.network == "host"
+            and os.path.isfile(resolv)
+            and any(_within(resolv, h) for h in hidden)
+        ):
             # systemd-resolved keeps it under /run; name lookups need it back.
             args += ["--ro-bind", resolv, resolv]
         for root in self.writable_roots:
@@ -234,23 +288,75 @@ class BubblewrapSandbox:
         if not covered and any(_within(real_cwd, h) for h in hidden):
             # A private tmpfs hides the working directory; show it, read-only.
             args += ["--ro-bind", real_cwd, real_cwd]
-        args += ["--seccomp", "3", *self.extra_args, "--chdir", real_cwd, "--", *limits, *argv]
-        return args
+        if proxy_dir is None:
+            args += ["--seccomp", "3", *self.extra_args, "--chdir", real_cwd, "--"]
+            return [*args, *limits, *argv]
+        # The bridge applies the same filter to the command itself (it needs unix
+        # sockets to reach the proxy); it runs on this interpreter, made visible.
+        python = os.path.realpath(sys.executable)
+        prefix = os.path.realpath(sys.base_prefix)
+        for path in (prefix, python):
+            if any(_within(path, h) for h in hidden):
+                args += ["--ro-bind", path, path]
+        args += ["--ro-bind", proxy_dir, _PROXY_DIR_INSIDE]
+        args += [*self.extra_args, "--chdir", real_cwd, "--"]
+        socket_inside = f"{_PROXY_DIR_INSIDE}/{PROXY_SOCKET_NAME}"
+        bridge = [python, "-I", "-S", "-c", _bridge_source(), socket_inside, SECCOMP_FILTER.hex()]
+        return [*args, *bridge, "--", *limits, *argv]
 
     def _placeholder_lease(self) -> PlaceholderLease:
         # Without a lease bwrap creates missing mount points itself and leaves
         # them behind (empty 0444 files); see _mounts.py.
         return PlaceholderLease(self.writable_roots, self.protected_paths)
 
-    def _prepare(self, lease: PlaceholderLease, argv: Sequence[str], cwd: str) -> list[str]:
+    def _prepare(
+        self, lease: PlaceholderLease, argv: Sequence[str], cwd: str, proxy_dir: str | None
+    ) -> list[str]:
         # Runs in a thread: the lock, the placeholders and wrap()'s walk of the
         # protected paths all touch the filesystem.
         lease.acquire()
         try:
-            return self.wrap(argv, cwd=cwd)
+            return self._wrap(argv, cwd, proxy_dir)
         except Exception:
             lease.release()
             raise
+
+    async def _with_proxy(self, body: Callable[[str | None], Awaitable[ShellExit]]) -> ShellExit:
+        # Runs body(proxy directory or None); the proxy, when there is one, lives
+        # exactly as long. Errors are carried out of the nursery unwrapped.
+        if self.network != "allowlist":
+            return await body(None)
+        allowlist = HostAllowlist(self.allowed_hosts)
+        results: list[ShellExit] = []
+        raised: list[BaseException] = []
+        async with trio.open_nursery() as nursery:
+            try:
+                directory: str = await nursery.start(serve_connect_proxy, allowlist)
+                results.append(await body(directory))
+            except BaseException as exc:
+                # Carried out and re-raised below, so that it is not wrapped in the
+                # nursery's ExceptionGroup (callers catch Cancelled and our errors).
+                raised.append(exc)
+            nursery.cancel_scope.cancel()
+        if raised:
+            raise raised[0]
+        return results[0]
+
+    async def _run_leased(
+        self, argv: Sequence[str], cwd: str, run: Callable[[list[str]], Awaitable[ShellExit]]
+    ) -> ShellExit:
+        async def body(proxy_dir: str | None) -> ShellExit:
+            lease = self._placeholder_lease()
+            try:
+                # release() is idempotent; it also covers a cancellation that
+                # arrives just as the thread finishes acquiring
+                wrapped = await trio.to_thread.run_sync(self._prepare, lease, argv, cwd, proxy_dir)
+                return await run(wrapped)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(lease.release)
+
+        return await self._with_proxy(body)
 
     async def ensure_available(self) -> None:
         """Probe bubblewrap once (``true`` under the same flags); remember success.
@@ -267,22 +373,15 @@ class BubblewrapSandbox:
         async with self._lock:
             if self._ready:
                 return
-            lease = self._placeholder_lease()
             try:
-                try:
-                    argv = await trio.to_thread.run_sync(self._prepare, lease, ["true"], "/")
-                except OSError as exc:
-                    raise SandboxUnavailableError(
-                        f"the seccomp filter could not be prepared ({exc}); refusing to run "
-                        "unsandboxed"
-                    ) from exc
-                await self._probe(argv)
-            finally:
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(lease.release)
+                await self._run_leased(["true"], "/", self._probe)
+            except OSError as exc:
+                raise SandboxUnavailableError(
+                    f"the sandbox could not be prepared ({exc}); refusing to run unsandboxed"
+                ) from exc
             self._ready = True
 
-    async def _probe(self, argv: list[str]) -> None:
+    async def _probe(self, argv: list[str]) -> ShellExit:
         try:
             with trio.fail_after(_PROBE_TIMEOUT_S):
                 result = await trio.run_process(
@@ -307,6 +406,7 @@ class BubblewrapSandbox:
                 f"bubblewrap cannot create its sandbox here (exit {result.returncode}: "
                 f"{stderr or 'no output'}); refusing to run unsandboxed"
             )
+        return ShellExit(exit_code=0)
 
 
 @attrs.frozen
@@ -319,17 +419,11 @@ class _SandboxShellOperations:
         if not isinstance(self.backend, BubblewrapSandbox):
             argv = self.backend.wrap(request.argv, cwd=request.cwd)
             return await self._run(argv, request, on_output)
-        lease = self.backend._placeholder_lease()
-        try:
-            # release() is idempotent; it also covers a cancellation that
-            # arrives just as the thread finishes acquiring
-            argv = await trio.to_thread.run_sync(
-                self.backend._prepare, lease, request.argv, request.cwd
-            )
+
+        async def run(argv: list[str]) -> ShellExit:
             return await self._run(argv, request, on_output)
-        finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(lease.release)
+
+        return await self.backend._run_leased(request.argv, request.cwd, run)
 
     async def _run(
         self, argv: Sequence[str], request: ShellSpawnRequest, on_output: OutputSink

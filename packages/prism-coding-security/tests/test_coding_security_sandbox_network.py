@@ -1,0 +1,265 @@
+"""BubblewrapSandbox network modes: "none", "host", and "allowlist" through a CONNECT proxy."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    SandboxUnavailableError,
+    create_sandbox_shell_operations,
+)
+from prism.coding.security._proxy import HostAllowlist, serve_connect_proxy
+from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.core import ConfigurationError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _bwrap_works() -> str | None:
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(
+        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+         "--die-with-parent", "true"],
+        capture_output=True, check=False, timeout=30,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
+    return None
+
+
+_SKIP = _bwrap_works()
+needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+_PYTHON = "/usr/bin/python3"
+needs_python = pytest.mark.skipif(
+    not os.access(_PYTHON, os.X_OK), reason="the probes run on /usr/bin/python3"
+)
+
+
+async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command=command,
+        shell_path="/bin/sh",
+        cwd=str(cwd),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with trio.fail_after(30):
+        result = await ops.run(request, sink)
+    return result, b"".join(chunks).decode(errors="replace")
+
+
+# Asks the proxy named in HTTPS_PROXY for each target, prints the status line,
+# and for a tunnel sends "ping" and prints what comes back.
+_CONNECT_PROBE = """\
+import os, socket, sys
+port = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
+for target in sys.argv[1:]:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n".encode())
+    status = s.recv(4096).decode(errors="replace").split("\\r\\n")[0]
+    if " 200 " in status:
+        s.sendall(b"ping")
+        status += " " + s.recv(100).decode()
+    print(target, status)
+"""
+
+
+class _Echo:
+    """A TCP echo server on 127.0.0.1 that counts its connections."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.port = 0
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async def echo(stream: trio.SocketStream) -> None:
+            self.connections += 1
+            async with stream:
+                async for chunk in stream:
+                    await stream.send_all(chunk)
+
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, echo, listeners)
+            task_status.started()
+
+
+@needs_bwrap
+@needs_python
+async def test_allowlisted_host_is_reached_through_the_proxy_and_others_are_refused(
+    root: Path,
+) -> None:
+    allowed, refused = _Echo(), _Echo()
+    (root / "probe.py").write_text(_CONNECT_PROBE)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(allowed.serve)
+        await nursery.start(refused.serve)
+        sandbox = BubblewrapSandbox(
+            [str(root)], network="allowlist", allowed_hosts=[f"127.0.0.1:{allowed.port}"]
+        )
+        ops = create_sandbox_shell_operations(sandbox)
+        targets = f"127.0.0.1:{allowed.port} 127.0.0.1:{refused.port} example.com:443"
+        _, output = await run(ops, f"{_PYTHON} probe.py {targets}", root)
+        nursery.cancel_scope.cancel()
+    assert output.splitlines() == [
+        f"127.0.0.1:{allowed.port} HTTP/1.1 200 Connection established ping",
+        f"127.0.0.1:{refused.port} HTTP/1.1 403 Forbidden",
+        "example.com:443 HTTP/1.1 403 Forbidden",
+    ]
+    assert (allowed.connections, refused.connections) == (1, 0)
+
+
+@needs_bwrap
+@needs_python
+async def test_allowlist_mode_has_no_direct_network_and_no_unix_sockets(root: Path) -> None:
+    target = _Echo()
+    code = (
+        "import socket, sys\n"
+        "for family, address in ((socket.AF_INET, ('127.0.0.1', int(sys.argv[1]))),\n"
+        "                        (socket.AF_UNIX, sys.argv[2])):\n"
+        "    try:\n"
+        "        socket.socket(family).connect(address); print('connected')\n"
+        "    except OSError as exc:\n"
+        "        print(exc.strerror)\n"
+    )
+    (root / "probe.py").write_text(code)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(target.serve)
+        sandbox = BubblewrapSandbox(
+            [str(root)], network="allowlist", allowed_hosts=[f"127.0.0.1:{target.port}"]
+        )
+        ops = create_sandbox_shell_operations(sandbox)
+        inside = "/run/prism-proxy/proxy.sock"
+        _, output = await run(ops, f"{_PYTHON} probe.py {target.port} {inside}", root)
+        nursery.cancel_scope.cancel()
+    assert output.splitlines() == ["Connection refused", "Operation not permitted"]
+    assert target.connections == 0
+
+
+@needs_bwrap
+async def test_the_command_cannot_read_the_bridge(root: Path) -> None:
+    # The bridge may open unix sockets; the command must not borrow that.
+    sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
+    ops = create_sandbox_shell_operations(sandbox)
+    _, output = await run(ops, "cat /proc/$PPID/environ >/dev/null && echo READ; echo end", root)
+    assert "READ" not in output
+    assert output.strip().endswith("end")
+
+
+@needs_bwrap
+async def test_exit_status_passes_through_the_bridge(root: Path) -> None:
+    sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
+    ops = create_sandbox_shell_operations(sandbox)
+    result, _ = await run(ops, "exit 3", root)
+    assert result.exit_code == 3
+
+
+@needs_bwrap
+async def test_proxy_directory_is_removed_after_the_run(root: Path) -> None:
+    before = set(os.listdir(tempfile.gettempdir()))
+    sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
+    ops = create_sandbox_shell_operations(sandbox)
+    await run(ops, "ls /run/prism-proxy", root)
+    after = set(os.listdir(tempfile.gettempdir()))
+    assert [name for name in after - before if name.startswith("prism-proxy-")] == []
+
+
+@needs_bwrap
+async def test_cancelled_allowlist_run_leaves_no_process(root: Path) -> None:
+    marker = f"prism-allowlist-{os.getpid()}-{id(root)}"
+    sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
+    ops = create_sandbox_shell_operations(sandbox)
+    started = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        started.set()
+
+    request = ShellSpawnRequest(
+        command=f"sh -c 'sleep 600; : {marker}' & echo up; wait", shell_path="/bin/sh",
+        cwd=str(root), env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )  # fmt: skip
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.run, request, sink)
+            await started.wait()
+            nursery.cancel_scope.cancel()
+    leftover = await trio.run_process(["pgrep", "-f", marker], capture_stdout=True, check=False)
+    assert leftover.stdout.split() == []
+
+
+def test_allowlist_mode_cannot_be_wrapped_alone(root: Path) -> None:
+    sandbox = BubblewrapSandbox(
+        [str(root)], bwrap_path="/bin/true", network="allowlist", allowed_hosts=["pypi.org"]
+    )
+    with pytest.raises(SandboxUnavailableError, match="proxy"):
+        sandbox.wrap(["true"], cwd="/")
+
+
+@pytest.mark.parametrize(
+    ("network", "expected"), [(False, "none"), (True, "host"), ("none", "none"), ("host", "host")]
+)
+def test_network_bool_is_still_accepted(network: bool | str, expected: str) -> None:
+    assert BubblewrapSandbox([], network=network).network == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"network": "allowlist"},
+     {"network": "none", "allowed_hosts": ["pypi.org"]},
+     {"network": "allowlist", "allowed_hosts": "pypi.org"},
+     {"network": "allowlist", "allowed_hosts": ["*"]},
+     {"network": "allowlist", "allowed_hosts": ["py*.org"]},
+     {"network": "allowlist", "allowed_hosts": ["pypi.org:0"]},
+     {"network": "allowlist", "allowed_hosts": ["http://pypi.org"]}],
+)  # fmt: skip
+def test_bad_network_options_raise_naming_the_option(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError, match="allowed_hosts"):
+        BubblewrapSandbox([], **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "allowed"),
+    [("pypi.org", 443, True), ("PyPI.org.", 80, True), ("pypi.org", 8443, False),
+     ("files.pythonhosted.org", 443, True), ("pythonhosted.org", 443, False),
+     ("evil-pypi.org", 443, False), ("127.0.0.1", 9000, True), ("127.0.0.1", 443, False),
+     ("::1", 8080, True), ("0:0::1", 8080, True)],
+)  # fmt: skip
+def test_allowlist_matching(host: str, port: int, allowed: bool) -> None:
+    allowlist = HostAllowlist(("pypi.org", "*.pythonhosted.org", "127.0.0.1:9000", "[::1]:8080"))
+    assert allowlist.allows(host, port) is allowed
+
+
+@pytest.mark.parametrize(
+    ("request_head", "status"),
+    [(b"GET http://pypi.org/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n", b"405"),
+     (b"CONNECT pypi.org HTTP/1.1\r\n\r\n", b"400"),
+     (b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n", b"403")],
+)  # fmt: skip
+async def test_proxy_answers_what_it_will_not_tunnel(request_head: bytes, status: bytes) -> None:
+    async with trio.open_nursery() as nursery:
+        directory = await nursery.start(serve_connect_proxy, HostAllowlist(("pypi.org",)))
+        stream = await trio.open_unix_socket(os.path.join(directory, "proxy.sock"))
+        async with stream:
+            await stream.send_all(request_head)
+            answer = b""
+            while chunk := await stream.receive_some(4096):
+                answer += chunk
+        nursery.cancel_scope.cancel()
+    assert answer.split(b" ")[1] == status
+    assert not await trio.Path(directory).exists()
