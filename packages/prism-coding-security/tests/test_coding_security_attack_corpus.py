@@ -1678,6 +1678,54 @@ def test_git_config_in_another_case_is_protected_where_names_ignore_case(
     assert not decision.allowed
 
 
+# File names that a glob turns into options ("--pre=sudo", "-ooutfile", ...): the
+# write tool may create them unasked, so a glob must never smuggle them in.
+OPTION_NAMED_FILES: tuple[str, ...] = (
+    "--pre=sudo",
+    "-ooutfile",
+    "--output=pwned",
+    "-delete",
+    "-i",
+    "-R",
+    "--files0-from=f",
+)
+GLOB_INJECTIONS: tuple[str, ...] = (
+    "rg x *",
+    "grep x *",
+    "sort *",
+    "uniq *",
+    "xxd *",
+    "sed -n p *",
+    "git diff *",
+    "git log *",
+    "find *",
+    "wc *",
+    "du *",
+    "tree *",
+)
+
+
+def _add_option_named_files(root: Path) -> None:
+    for name in OPTION_NAMED_FILES:
+        _write(root / name, "x\n")
+
+
+@pytest.fixture(scope="module")
+def option_workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    workspace = _make_workspace(tmp_path_factory.mktemp("options"))
+    _add_option_named_files(workspace.root)
+    return workspace
+
+
+@pytest.mark.parametrize("command", GLOB_INJECTIONS)
+def test_glob_over_option_named_files_is_never_allowed_unasked(
+    option_workspace: Workspace, command: str
+) -> None:
+    policy = create_coding_approval_policy(roots=[str(option_workspace.root)])
+    decision = _decide(policy, option_workspace.root, command)
+    assert not decision.allowed, f"allowed unasked: {command!r} ({decision.reason})"
+
+
 # A judge that gives up on size or depth must give up closed, not open.
 LARGE: dict[str, str] = {
     "5000 safe commands then sudo": "ls; " * 5000 + "sudo id",
@@ -1848,6 +1896,48 @@ async def test_alternates_written_by_the_write_tool_never_let_git_read_another_r
     )
     assert "outside-secret" not in shown.joined_text, (written.joined_text, shown.joined_text)
     assert written.is_error, written.joined_text
+
+
+# Each case alone in a directory, so that the injected option really takes effect.
+GLOB_INJECTIONS_RUN_FOR_REAL: dict[str, tuple[str, str]] = {
+    "sort * writes outfile": ("sort *", "-ooutfile"),
+    "sed -n p * edits in place": ("sed -n p *", "-i"),
+    "git diff * writes pwned": ("git diff *", "--output=pwned"),
+    "find * deletes": ("find *", "-delete"),
+    "grep x * follows the link out": ("grep x *", "-R"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GLOB_INJECTIONS_RUN_FOR_REAL))
+async def test_glob_over_option_named_files_run_through_the_shell_tool_is_harmless(
+    harness: Harness, case: str
+) -> None:
+    command, option_file = GLOB_INJECTIONS_RUN_FOR_REAL[case]
+    root = harness.workspace.root
+    directory = root / "inj"
+    await trio.Path(directory).mkdir()
+    await trio.Path(directory / option_file).write_text("x\n")
+    if option_file == "-R":
+        await trio.Path(directory / "l").symlink_to(harness.workspace.outside)
+    elif option_file != "-delete":
+        await trio.Path(directory / "data.txt").write_text("x\n")
+    policy = create_coding_approval_policy(roots=[str(root)])
+    shell = RecordingShell()
+    tools = create_coding_tools(
+        str(directory),
+        execution_policy=policy,
+        shell_operations=shell,
+        shell_options={"env": harness.env, "timeout_s": 20},
+    )
+    options = DispatchOptions(registry=create_tool_registry(tools))
+    before = await trio.to_thread.run_sync(_snapshot, root)
+    result = await dispatch_tool_call(
+        ToolCall(id="1", name="shell", arguments={"command": command}), options
+    )
+    assert result.is_error, result.joined_text
+    assert shell.spawned == []
+    assert "outside-secret" not in result.joined_text
+    assert await trio.to_thread.run_sync(_snapshot, root) == before
 
 
 @pytest.mark.parametrize("template", [pytest.param(c, id=c) for c in RUN_FOR_REAL])
