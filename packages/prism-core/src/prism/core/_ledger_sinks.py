@@ -48,6 +48,14 @@ after every entry (each record survives a power cut; costs a disk flush per call
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def fspath(value: str | os.PathLike[str]) -> str:
+    """``os.fspath`` for ``str`` paths (typed for attrs converters)."""
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(f"a ledger path must be a str or str path, got {value!r}")
+    return path
+
+
 @attrs.define(eq=False)
 class JsonlLedgerSink:
     """Appends every ledger entry to a JSONL file as one whole line.
@@ -77,7 +85,7 @@ class JsonlLedgerSink:
         ValueError: ``max_bytes`` or ``backups`` is out of range, or ``fsync`` unknown.
     """
 
-    path: str = attrs.field(converter=os.fspath)
+    path: str = attrs.field(converter=fspath)
     fsync: FsyncPolicy = "never"
     max_bytes: int | None = None
     backups: int = 3

@@ -23,7 +23,7 @@ from ._ledger import (
     ToolCallRecord,
     decode_object,
 )
-from ._ledger_sinks import FsyncPolicy, LedgerContents, contents_from
+from ._ledger_sinks import FsyncPolicy, LedgerContents, contents_from, fspath
 
 if TYPE_CHECKING:
     from ._ledger import LedgerEntry
@@ -110,7 +110,7 @@ class SqliteLedgerSink:
         sqlite3.Error: the database cannot be opened or is not a ledger.
     """
 
-    path: str = attrs.field(converter=os.fspath)
+    path: str = attrs.field(converter=fspath)
     fsync: FsyncPolicy = "run"
     busy_timeout_s: float = 5.0
     _db: sqlite3.Connection | None = attrs.field(default=None, init=False)
