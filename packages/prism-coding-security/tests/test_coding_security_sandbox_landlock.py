@@ -174,3 +174,13 @@ def test_bad_landlock_options_raise_naming_the_option(
 ) -> None:
     with pytest.raises(ConfigurationError, match=option):
         LandlockSandbox(**kwargs)  # type: ignore[arg-type]
+
+
+@needs_landlock
+async def test_the_command_has_no_capabilities(root: Path) -> None:
+    # As root, Landlock alone would leave reboot, module loading and the rest.
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    _, output = await run(ops, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", root)
+    values = [line.split()[1] for line in output.splitlines()]
+    assert len(values) == 5
+    assert set(values) == {"0000000000000000"}

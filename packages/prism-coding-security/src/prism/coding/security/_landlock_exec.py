@@ -5,7 +5,9 @@ environment is imported)::
 
     python -I -S _landlock_exec.py CONFIG_JSON -- PROGRAM ARGS...
 
-CONFIG_JSON holds ``write`` (directories made writable), ``network`` (false:
+Before the restriction every capability is dropped (see
+:func:`drop_capabilities`). CONFIG_JSON holds ``write`` (directories made
+writable), ``network`` (false:
 TCP bind/connect handled with no rule, ABI >= 4), ``filter`` (hex of the
 seccomp program) and ``limits`` (``{"cpu": s, "as": bytes, "nproc": n}``).
 
@@ -44,6 +46,10 @@ SYS_RESTRICT_SELF = 446
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -60,6 +66,18 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
 
 
 class _SockFprog(ctypes.Structure):
@@ -138,6 +156,28 @@ def restrict(write: list[str], *, network: bool) -> int:
     return abi
 
 
+def drop_capabilities() -> None:
+    """Drop every capability: bounding set, ambient, effective, permitted, inheritable.
+
+    Landlock does not stop a root process from using its capabilities
+    (``reboot``, loading a kernel module, netlink with the network on), so
+    root gives them all up; with ``PR_SET_NO_NEW_PRIVS`` an ``exec`` cannot
+    bring them back. A process without ``CAP_SETPCAP`` cannot shrink its
+    bounding set, and has nothing there to use anyway.
+    """
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
+            last = int(handle.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: fine
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
 def install_filter(program: bytes) -> None:
     """Install the classic-BPF seccomp ``program`` (NO_NEW_PRIVS must be set)."""
     buffer = ctypes.create_string_buffer(program, len(program))
@@ -162,6 +202,7 @@ def main(args: list[str]) -> int:
         config = json.loads(args[0])
         program = args[2:]
         _limits(config["limits"])
+        drop_capabilities()
         restrict(config["write"], network=config["network"])
         install_filter(bytes.fromhex(config["filter"]))
         os.execvp(program[0], program)
