@@ -11,9 +11,16 @@ stands for a real directory beside the root (``tmp_path / "outside"``); the
 root holds real files (``f``, ``in``, ``evil.sh``, a symlink ``link`` that
 points outside, ...), so that the entries are hostile as written.
 
+Beyond the corpus: read-only-mode writers, ``readable=`` paths, the decision's
+``details["commands"]``, huge and deeply nested commands, file names that a
+glob turns into options, files the write and edit tools must not touch, and
+random compositions (hypothesis) of safe commands with a hostile one.
+
 A representative subset is also run for real through the shell tool, with
 stand-in ``sudo``, ``su``, ``reboot``, ... programs first on ``PATH`` that
-leave a marker when run: the call must be refused and no marker may appear.
+leave a marker when run: the call must be refused, nothing may be spawned, no
+marker may appear, the trees must not change and no text from outside may
+come back.
 """
 
 from __future__ import annotations
