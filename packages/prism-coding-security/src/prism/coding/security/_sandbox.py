@@ -296,7 +296,9 @@ class BubblewrapSandbox:
         python = os.path.realpath(sys.executable)
         prefix = os.path.realpath(sys.base_prefix)
         for path in (prefix, python):
-            if any(_within(path, h) for h in hidden):
+            if any(_within(path, h) for h in hidden) and not any(
+                _within(path, root) for root in self.writable_roots
+            ):
                 args += ["--ro-bind", path, path]
         args += ["--ro-bind", proxy_dir, _PROXY_DIR_INSIDE]
         args += [*self.extra_args, "--chdir", real_cwd, "--"]
