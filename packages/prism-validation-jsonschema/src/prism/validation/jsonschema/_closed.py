@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
-__all__ = ["closed_property_count"]
+__all__ = ["ClosedBounds", "closed_bounds", "closed_property_count"]
 
 _TOTAL_STRING_FACTOR = 8  # as in _instance
 _REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
@@ -110,8 +110,18 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
     return None
 
 
+ClosedBounds = tuple[int, int, int]
+"""(declared properties, most instance nodes, most characters in strings and keys)."""
+
+
 def closed_property_count(schema: Any, limits: SchemaLimits) -> int | None:
     """How many properties a closed schema declares, or ``None`` if it is not closed."""
+    bounds = closed_bounds(schema, limits)
+    return None if bounds is None else bounds[0]
+
+
+def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
+    """What any instance a closed schema accepts can hold, or ``None`` if it is not closed."""
     if type(schema) is not dict or not _ROOT_KEYWORDS.issuperset(schema):
         return None
     if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
@@ -125,9 +135,11 @@ def closed_property_count(schema: Any, limits: SchemaLimits) -> int | None:
         return None
     chars = 0
     items = 0
+    keys = 0
     for name, sub in properties.items():
         if len(name) > limits.max_string_length:
             return None
+        keys += len(name)
         cost = _scalar_chars(sub, limits)
         if cost is None:
             if type(sub) is not dict or sub.get("type") != "array":
@@ -145,4 +157,4 @@ def closed_property_count(schema: Any, limits: SchemaLimits) -> int | None:
         return None
     if chars > limits.max_string_length * _TOTAL_STRING_FACTOR:
         return None
-    return len(properties)
+    return len(properties), 1 + len(properties) + items, chars + keys

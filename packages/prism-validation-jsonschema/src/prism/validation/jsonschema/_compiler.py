@@ -25,7 +25,6 @@ from typing import Any
 from fastjsonschema.draft04 import CodeGeneratorDraft04
 from fastjsonschema.draft06 import CodeGeneratorDraft06
 from fastjsonschema.draft07 import CodeGeneratorDraft07
-from fastjsonschema.draft2019 import CodeGeneratorDraft2019
 from fastjsonschema.exceptions import JsonSchemaDefinitionException
 from fastjsonschema.ref_resolver import RefResolver
 
@@ -33,7 +32,7 @@ from ._regex import PatternError, compile_linear, format_checker
 
 __all__ = ["CODE_CHARS_PER_SCHEMA_BYTE", "Draft", "compile_schema"]
 
-Draft = str  # "draft4" | "draft6" | "draft7" | "modern"
+Draft = str  # "draft4" | "draft6" | "draft7" (2019-09 and 2020-12 run on jsonschema-rs)
 
 # Generated source may be this many times max_schema_bytes (1 MiB at the default
 # 256 KiB); past that the schema is refused, as soon as generation gets there.
@@ -225,15 +224,10 @@ class _Draft07(_Hardened, CodeGeneratorDraft07):
     pass
 
 
-class _DraftModern(_Hardened, CodeGeneratorDraft2019):
-    pass
-
-
 _GENERATORS: dict[str, type[_Hardened]] = {
     "draft4": _Draft04,
     "draft6": _Draft06,
     "draft7": _Draft07,
-    "modern": _DraftModern,
 }
 
 

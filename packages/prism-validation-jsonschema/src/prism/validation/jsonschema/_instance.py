@@ -10,7 +10,7 @@ from ._screen import POLLUTION_KEYS
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
-__all__ = ["InstanceProblem", "check_instance"]
+__all__ = ["InstanceProblem", "check_instance", "instance_cost"]
 
 # The total characters of every string in an instance may be this many times
 # max_string_length; it only matters for Python callers that share one large
@@ -189,3 +189,41 @@ def _first_problem(value: object, limits: SchemaLimits) -> InstanceProblem | Non
         elif kind is not int and kind is not bool and node is not None:
             return _path(path), f"is a {kind.__name__}, not a JSON value"
     return None
+
+
+def instance_cost(value: object, work: tuple[int, ...], regex: tuple[int, ...]) -> tuple[int, int]:
+    """The work and regex work bounds of validating ``value`` (already within the limits).
+
+    ``work[k]`` / ``regex[k]`` are the schema's per-node and per-character costs
+    at depth ``k`` (see ``_graph``). A value at depth ``k`` counts once in the
+    work; each string at depth ``k``, and each key of a member at depth ``k``,
+    counts its length times ``regex[k]``. Depths past the vectors cost nothing
+    (no sub-schema reaches them).
+    """
+    total_work = 0
+    total_regex = 0
+    level: list[object] = [value]
+    key_chars = 0
+    depth = 0
+    deepest = max(len(work), len(regex))
+    while level and depth < deepest:
+        w = work[depth] if depth < len(work) else 0
+        r = regex[depth] if depth < len(regex) else 0
+        below: list[object] = []
+        chars = key_chars
+        key_chars = 0
+        for node in level:
+            kind = type(node)
+            if kind is str:
+                chars += len(node)  # type: ignore[arg-type]
+            elif kind is dict:
+                for key, item in node.items():  # type: ignore[attr-defined]
+                    key_chars += len(key)
+                    below.append(item)
+            elif kind is list:
+                below.extend(node)  # type: ignore[arg-type]
+        total_work += w * len(level)
+        total_regex += r * chars
+        level = below
+        depth += 1
+    return total_work, total_regex

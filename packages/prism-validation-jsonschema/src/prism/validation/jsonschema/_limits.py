@@ -29,6 +29,9 @@ HARD_LIMITS: Mapping[str, int] = MappingProxyType(
         "max_instance_properties": 1_000_000,
         "max_string_length": 100_000_000,
         "max_array_length": 10_000_000,
+        "max_schema_work": 1_000_000,
+        "max_validation_work": 100_000_000,
+        "max_regex_work": 1_000_000_000,
     }
 )
 
@@ -74,6 +77,18 @@ class SchemaLimits:
         max_instance_properties: object members in the whole of the arguments.
         max_string_length: characters in any one string (keys included).
         max_array_length: array items in the whole of the arguments.
+        max_schema_work: the expanded schema, checked when it is admitted: the
+            weighted sub-schema evaluations (1 + keywords + enum/required entries
+            per sub-schema) one instance node can meet, summed over the depths
+            ``0..max_instance_depth``, each ``$ref`` counted at every place it is
+            reached (hard cap 1,000,000).
+        max_validation_work: per call, the sum over the instance's nodes of the
+            weighted evaluations each can meet (hard cap 100,000,000); a call
+            over it fails validation before any schema code runs.
+        max_regex_work: per call, the sum over the instance's strings and keys
+            of length times the cost (RE2 program size) of every ``pattern``,
+            ``patternProperties`` and asserted ``format`` that can reach them
+            (hard cap 1,000,000,000); a call over it fails validation.
     """
 
     max_schema_bytes: int = attrs.field(default=256 * 1024, validator=_check_limit)
@@ -84,6 +99,9 @@ class SchemaLimits:
     max_instance_properties: int = attrs.field(default=10_000, validator=_check_limit)
     max_string_length: int = attrs.field(default=1_000_000, validator=_check_limit)
     max_array_length: int = attrs.field(default=100_000, validator=_check_limit)
+    max_schema_work: int = attrs.field(default=50_000, validator=_check_limit)
+    max_validation_work: int = attrs.field(default=2_000_000, validator=_check_limit)
+    max_regex_work: int = attrs.field(default=20_000_000, validator=_check_limit)
 
 
 @attrs.frozen(kw_only=True)

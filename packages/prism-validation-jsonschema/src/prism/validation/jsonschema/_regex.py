@@ -19,7 +19,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["PatternError", "compile_linear", "format_checker"]
+__all__ = ["PatternError", "compile_linear", "format_checker", "is_regex", "pattern_cost"]
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is an answer, not a log line
@@ -85,6 +85,38 @@ def compile_linear(pattern: str) -> Callable[[str], bool]:
         return bool(match(anchor, data, 0, len(data))[0][0] != -1)
 
     return search
+
+
+_COSTS: dict[str, int] = {}
+
+
+def pattern_cost(pattern: str) -> int:
+    """The work per input character of matching ``pattern``: RE2's program size.
+
+    RE2's worst case is linear in the input with a factor that grows with the
+    compiled program (the NFA simulation steps through every instruction for
+    every character); this is the unit of ``SchemaLimits.max_regex_work``.
+
+    Raises:
+        PatternError: RE2 refuses the pattern.
+    """
+    cost = _COSTS.get(pattern)
+    if cost is not None:
+        return cost
+    try:
+        compiled = _REGEXP(pattern, _OPTIONS) if _REGEXP is not None else re2.compile(pattern)
+        cost = max(1, int(compiled.programsize))
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise PatternError(str(detail)) from exc
+    except (TypeError, UnicodeError) as exc:
+        raise PatternError(str(exc)) from exc
+    if len(_COSTS) > 4096:
+        _COSTS.clear()
+    _COSTS[pattern] = cost
+    return cost
 
 
 _OPEN_LOWER_BOUND = re.compile(r"\{,(\d+)\}")
@@ -153,6 +185,11 @@ def _is_duration(value: str) -> bool:
         return False
     t = value.find("T")
     return t == -1 or value[t + 1 : t + 2].isdigit()
+
+
+def is_regex(value: str) -> bool:
+    """``format: regex``: whether ``value`` is a regular expression (bounded work)."""
+    return _is_regex(value)
 
 
 def _is_regex(value: str) -> bool:

@@ -4,8 +4,8 @@ One bounded walk checks size, depth, member count, ``$ref`` count and shape;
 refuses pollution keys, cycles, non-finite numbers, non-JSON values, remote or
 relative references and relative ``$id``s. Only then is the schema serialised
 (the canonical JSON is the cache key) and re-parsed into a private copy, which
-is checked for keywords fastjsonschema would silently ignore and, for drafts
-where keywords beside ``$ref`` apply, rewritten so that they do.
+``_graph`` then checks for references outside schema locations, ignored
+keywords and the cost of the expanded graph.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
 __all__ = [
+    "FASTJSONSCHEMA_DRAFTS",
     "POLLUTION_KEYS",
-    "UNSUPPORTED_KEYWORDS",
     "Screened",
     "canonical_key",
     "prepare",
@@ -33,58 +33,18 @@ __all__ = [
 
 POLLUTION_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 
-# 2019-09 / 2020-12 keywords fastjsonschema does not implement; it would
-# silently accept anything they forbid.
-UNSUPPORTED_KEYWORDS = frozenset(
-    {
-        "prefixItems",
-        "unevaluatedProperties",
-        "unevaluatedItems",
-        "dependentRequired",
-        "dependentSchemas",
-        "minContains",
-        "maxContains",
-        "$dynamicRef",
-        "$dynamicAnchor",
-        "$recursiveRef",
-        "$recursiveAnchor",
-    }
-)
-
 _DRAFTS = {
     "json-schema.org/draft-04/schema": "draft4",
     "json-schema.org/draft-06/schema": "draft6",
     "json-schema.org/draft-07/schema": "draft7",
-    "json-schema.org/draft/2019-09/schema": "modern",
-    "json-schema.org/draft/2020-12/schema": "modern",
+    "json-schema.org/draft/2019-09/schema": "draft2019",
+    "json-schema.org/draft/2020-12/schema": "draft2020",
 }
-
-# Keywords whose values are data, never sub-schemas.
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples", "required"})
-# Keywords whose values map names to sub-schemas.
-_MAP_KEYWORDS = frozenset(
-    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
-)
-# Keywords that may sit beside ``$ref`` without asserting anything.
-_ANNOTATIONS = frozenset(
-    {
-        "$comment",
-        "$defs",
-        "$id",
-        "$schema",
-        "$anchor",
-        "definitions",
-        "description",
-        "title",
-        "default",
-        "examples",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-    }
-)
+# fastjsonschema runs these drafts; jsonschema-rs runs 2019-09 and 2020-12.
+FASTJSONSCHEMA_DRAFTS = frozenset({"draft4", "draft6", "draft7"})
 
 _SCALARS = (type(None), bool, int, str)
+_REF_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
 
 def _pointer(path: tuple[str | int, ...]) -> str:
@@ -168,7 +128,7 @@ class _Walk:
                 raise self.fail(f"schema has the forbidden key {key!r}", (*path, key))
             self.grow(len(key) + 3, path)
             if type(value) is str:
-                if key == "$ref":
+                if key in _REF_KEYS:
                     self.check_ref(value, (*path, key))
                 elif key == "$id" or (key == "id" and self.draft4):
                     self.check_id(value, (*path, key))
@@ -202,10 +162,10 @@ class _Walk:
 
 def _draft_of(schema: object, unsupported: Literal["reject", "ignore"]) -> str:
     if type(schema) is not dict:
-        return "modern"
+        return "draft2020"
     declared = schema.get("$schema")
     if declared is None:
-        return "modern"
+        return "draft2020"  # MCP's default dialect
     if type(declared) is not str:
         raise SchemaRejectedError("$schema must be a string", "#/$schema")
     stem = declared.split("://", 1)[-1].rstrip("#")
@@ -217,7 +177,7 @@ def _draft_of(schema: object, unsupported: Literal["reject", "ignore"]) -> str:
                 "(draft-04, -06, -07, 2019-09, 2020-12)",
                 "#/$schema",
             )
-        return "modern"
+        return "draft2020"
     return draft
 
 
@@ -252,56 +212,6 @@ def canonical_key(schema: object) -> str:
     )
 
 
-def prepare(screened: Screened, unsupported: Literal["reject", "ignore"]) -> Any:
-    """A private copy of the schema, ready for fastjsonschema.
-
-    Raises:
-        SchemaRejectedError: the schema uses a keyword fastjsonschema would ignore
-            (unless ``unsupported`` is ``"ignore"``).
-    """
-    copy = json.loads(screened.key)
-    if screened.draft == "modern":
-        _modernise(copy, (), reject=unsupported == "reject")
-    return copy
-
-
-def _modernise(node: object, path: tuple[str | int, ...], *, reject: bool) -> None:
-    """Reject ignored keywords and make keywords beside ``$ref`` apply.
-
-    Values of unknown keywords are treated as sub-schemas too: a ``$ref`` can
-    point anywhere, so anything reachable must be safe to compile.
-    """
-    if type(node) is list:
-        for index, item in enumerate(node):
-            _modernise(item, (*path, index), reject=reject)
-        return
-    if type(node) is not dict:
-        return
-    if reject:
-        for key in node:
-            if key in UNSUPPORTED_KEYWORDS:
-                raise SchemaRejectedError(
-                    f"keyword {key!r} is not enforced by this adapter; refusing the schema "
-                    "rather than leaving a constraint unchecked "
-                    "(unsupported_keywords='ignore' accepts it unenforced)",
-                    _pointer((*path, key)),
-                )
-    for key, value in node.items():
-        if key in _DATA_KEYWORDS:
-            continue
-        if key in _MAP_KEYWORDS and type(value) is dict:
-            for name, sub in value.items():
-                _modernise(sub, (*path, key, name), reject=reject)
-        else:
-            _modernise(value, (*path, key), reject=reject)
-    ref = node.get("$ref")
-    if type(ref) is str and any(k not in _ANNOTATIONS and k != "$ref" for k in node):
-        # 2019-09 and later apply keywords beside $ref; fastjsonschema would skip them.
-        del node["$ref"]
-        all_of = node.get("allOf")
-        if type(all_of) is list:
-            all_of.append({"$ref": ref})
-        elif all_of is None:
-            node["allOf"] = [{"$ref": ref}]
-        else:  # a malformed allOf stays in, so compiling still refuses it
-            node["allOf"] = [{"$ref": ref}, {"allOf": all_of}]
+def prepare(screened: Screened) -> Any:
+    """A private copy of the schema (parsed back from its canonical JSON)."""
+    return json.loads(screened.key)

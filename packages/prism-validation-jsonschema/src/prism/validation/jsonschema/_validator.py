@@ -17,12 +17,14 @@ from prism.core import (
     ToolArgumentValidationResult,
 )
 
-from ._closed import closed_property_count
+from ._closed import closed_bounds
 from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
-from ._instance import check_instance
+from ._graph import analyse
+from ._instance import check_instance, instance_cost
 from ._limits import CacheInfo, SchemaLimits, check_cache_size
-from ._screen import Screened, prepare, screen
+from ._rs import RsValidationError, compile_rs
+from ._screen import FASTJSONSCHEMA_DRAFTS, Screened, prepare, screen
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,7 +68,7 @@ def _describe_compile_error(exc: Exception) -> str:
 class _Entry:
     """One screened schema: its compiled function, or why it was refused."""
 
-    __slots__ = ("alive", "closed", "function", "key", "refusal", "rejected")
+    __slots__ = ("alive", "closed", "function", "key", "refusal", "regex", "rejected", "work")
 
     def __init__(
         self,
@@ -74,11 +76,17 @@ class _Entry:
         function: Callable[[Any], Any] | None,
         rejected: SchemaRejectedError | None,
         closed: int | None = None,
+        work: tuple[int, ...] | None = None,
+        regex: tuple[int, ...] | None = None,
     ) -> None:
         self.key = key
         self.function = function
         # Declared property count of a closed schema (see _closed), else None.
         self.closed = closed
+        # Per-depth cost vectors (see _graph) when a call's cost must be checked
+        # against the per-call budgets; None when no admitted instance can exceed them.
+        self.work = work
+        self.regex = regex
         self.rejected = rejected
         self.alive = True
         self.refusal: ToolArgumentValidationResult | None = None
@@ -110,6 +118,9 @@ class JsonSchemaArgumentValidator:
         cache_size: compiled schemas kept, 1 to 1,024.
         unsupported_keywords: ``"reject"`` refuses a schema whose keywords would
             go unenforced; ``"ignore"`` accepts it and leaves them unchecked.
+        assert_formats: also assert ``format`` in 2019-09 and 2020-12 schemas
+            (where the dialect makes it an annotation); draft-04/06/07 schemas
+            always assert it.
 
     Raises:
         ConfigurationError: an option has an unusable value (the message names it).
@@ -121,6 +132,7 @@ class JsonSchemaArgumentValidator:
         limits: SchemaLimits | None = None,
         cache_size: int = 256,
         unsupported_keywords: Literal["reject", "ignore"] = "reject",
+        assert_formats: bool = False,
     ) -> None:
         if limits is None:
             limits = SchemaLimits()
@@ -130,6 +142,9 @@ class JsonSchemaArgumentValidator:
         self._limits = limits
         self._maxsize = check_cache_size(cache_size)
         self._unsupported: Literal["reject", "ignore"] = unsupported_keywords
+        if type(assert_formats) is not bool:
+            raise ConfigurationError(f"assert_formats must be a bool, got {assert_formats!r}")
+        self._assert_formats = assert_formats
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = 0
@@ -156,6 +171,18 @@ class JsonSchemaArgumentValidator:
         :func:`create_json_schema_tool_argument_validator`, whose hot path skips that.
         """
         return self.run(self.entry(schema), value)
+
+    def validate_output(
+        self, schema: object, structured_content: object
+    ) -> ToolArgumentValidationResult:
+        """Validate a tool result's ``structuredContent`` against its ``outputSchema``.
+
+        The same screening, limits and budgets as :meth:`validate`: an MCP
+        server's output schema is as untrusted as its input schema, and the
+        content it returns is as untrusted as a model's arguments. Never raises
+        for bad input; error paths start at ``data`` (the structured content).
+        """
+        return self.run(self.entry(schema), structured_content)
 
     def check_schema(self, schema: object) -> None:
         """Screen and compile ``schema`` (caching the result) or say why it is refused.
@@ -238,20 +265,42 @@ class JsonSchemaArgumentValidator:
         return True
 
     def _build(self, screened: Screened) -> _Entry:
+        limits = self._limits
+        draft = screened.draft
+        legacy = draft in FASTJSONSCHEMA_DRAFTS
         try:
-            copy = prepare(screened, self._unsupported)
-            closed = closed_property_count(copy, self._limits)
-            function = compile_schema(
+            copy = prepare(screened)
+            analysis = analyse(
                 copy,
-                screened.draft,
-                max_code_chars=CODE_CHARS_PER_SCHEMA_BYTE * self._limits.max_schema_bytes,
+                draft,
+                limits,
+                reject=self._unsupported == "reject",
+                assert_formats=legacy or self._assert_formats,
             )
+            bounds = closed_bounds(copy, limits)
+            if legacy:
+                function = compile_schema(
+                    copy,
+                    draft,
+                    max_code_chars=CODE_CHARS_PER_SCHEMA_BYTE * limits.max_schema_bytes,
+                )
+            else:
+                function = compile_rs(copy, draft, assert_formats=self._assert_formats)
         except SchemaRejectedError as exc:
             return _Entry(screened.key, None, exc)
         except Exception as exc:
             reason = _clip(_describe_compile_error(exc))
             return _Entry(screened.key, None, SchemaRejectedError(reason))
-        return _Entry(screened.key, function, None, closed)
+        closed: int | None = None
+        if bounds is not None and (
+            bounds[1] * analysis.max_work <= limits.max_validation_work
+            and bounds[2] * analysis.max_regex <= limits.max_regex_work
+        ):
+            closed = bounds[0]
+        nodes = 1 + limits.max_instance_properties + limits.max_array_length
+        if analysis.max_work * nodes <= limits.max_validation_work and not analysis.max_regex:
+            return _Entry(screened.key, function, None, closed)
+        return _Entry(screened.key, function, None, closed, analysis.work, analysis.regex)
 
     def run(self, entry: _Entry, value: object) -> ToolArgumentValidationResult:
         """Validate ``value`` with a cache entry."""
@@ -285,11 +334,34 @@ class JsonSchemaArgumentValidator:
         problem = check_instance(value, self._limits)
         if problem is not None:
             return _failure(problem[0], problem[1])
+        if entry.work is not None:
+            over = self.over_budget(entry, value)
+            if over is not None:
+                return over
         try:
             function(value)
         except Exception as exc:
             return _translate(exc)
         return _OK
+
+    def over_budget(self, entry: _Entry, value: object) -> ToolArgumentValidationResult | None:
+        """A failure if validating ``value`` could cost more than the per-call budgets."""
+        limits = self._limits
+        work, regex = instance_cost(value, entry.work or (), entry.regex or ())
+        if work > limits.max_validation_work:
+            return _failure(
+                "data",
+                f"validating these arguments could cost {work} schema evaluations, more than "
+                f"max_validation_work={limits.max_validation_work}; send less data",
+            )
+        if regex > limits.max_regex_work:
+            return _failure(
+                "data",
+                f"the strings in these arguments would cost {regex} units of pattern "
+                f"matching, more than max_regex_work={limits.max_regex_work}; send shorter "
+                "strings",
+            )
+        return None
 
     def closed_failure(self, value: object, exc: Exception) -> ToolArgumentValidationResult:
         """The error for a value a closed schema refused: an instance limit first, as usual."""
@@ -306,6 +378,15 @@ class JsonSchemaArgumentValidator:
 def _translate(exc: Exception) -> ToolArgumentValidationResult:
     if isinstance(exc, JsonSchemaException):
         return _value_failure(exc)
+    if isinstance(exc, RsValidationError):
+        return _rs_failure(exc)
+    if isinstance(exc, UnicodeEncodeError):
+        # jsonschema-rs works on Rust strings, which cannot hold a lone surrogate.
+        return _failure(
+            "data",
+            "contains a lone surrogate (U+D800 to U+DFFF), which is not valid Unicode "
+            "and cannot be checked against a 2019-09/2020-12 schema",
+        )
     if isinstance(exc, RecursionError):
         return _failure(
             "data",
@@ -325,6 +406,75 @@ def _value_failure(exc: JsonSchemaException) -> ToolArgumentValidationResult:
         message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
     path = _clip(name, 200) if isinstance(name, str) else None
     return _failure(path, message)
+
+
+def _rs_failure(exc: Any) -> ToolArgumentValidationResult:
+    parts = getattr(exc, "instance_path", None) or []
+    path = "data" + "".join(f"[{p}]" if type(p) is int else f".{p}" for p in parts)
+    kind = getattr(exc, "kind", None)
+    rule = getattr(kind, "name", None)
+    message = _rs_message(kind, rule) or getattr(exc, "message", None) or str(exc)
+    if isinstance(rule, str):
+        message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
+    return _failure(_clip(path, 200), message)
+
+
+def _short_json(value: object) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # pragma: no cover - engine values are JSON
+        text = repr(value)
+    return _clip(text, 120)
+
+
+def _rs_message(kind: object, rule: object) -> str | None:
+    """The error in the words fastjsonschema uses, so both engines read alike."""
+    limit = getattr(kind, "limit", None)
+    match rule:
+        case "type":
+            types = getattr(kind, "types", None) or []
+            return "must be " + " or ".join(str(t) for t in types)
+        case "required":
+            return f"must contain {_clip(repr([getattr(kind, 'property', None)]), 120)} properties"
+        case "maximum":
+            return f"must be smaller than or equal to {limit}"
+        case "minimum":
+            return f"must be bigger than or equal to {limit}"
+        case "exclusiveMaximum":
+            return f"must be smaller than {limit}"
+        case "exclusiveMinimum":
+            return f"must be bigger than {limit}"
+        case "maxLength":
+            return f"must be shorter than or equal to {limit} characters"
+        case "minLength":
+            return f"must be longer than or equal to {limit} characters"
+        case "maxItems":
+            return f"must contain less than or equal to {limit} items"
+        case "minItems":
+            return f"must contain at least {limit} items"
+        case "maxProperties":
+            return f"must contain less than or equal to {limit} properties"
+        case "minProperties":
+            return f"must contain at least {limit} properties"
+        case "pattern":
+            return f"must match pattern {_clip(str(getattr(kind, 'pattern', None)), 120)}"
+        case "enum":
+            return f"must be one of {_short_json(getattr(kind, 'options', None))}"
+        case "const":
+            expected = _short_json(getattr(kind, "expected_value", None))
+            return f"must be same as const definition: {expected}"
+        case "additionalProperties":
+            unexpected = getattr(kind, "unexpected", None) or []
+            names = "{" + ", ".join(repr(name) for name in unexpected) + "}"
+            return f"must not contain {_clip(names, 120)} properties"
+        case "unevaluatedProperties":
+            unexpected = getattr(kind, "unexpected", None)
+            return f"must not contain unevaluated properties {_short_json(unexpected)}"
+        case "format":
+            return f"must be {getattr(kind, 'format', None)}"
+        case "falseSchema":
+            return "must not be present (the schema is false)"
+    return None
 
 
 class _Slot:
@@ -472,6 +622,7 @@ def create_json_schema_tool_argument_validator(
     limits: SchemaLimits | None = None,
     cache_size: int = 256,
     unsupported_keywords: Literal["reject", "ignore"] = "reject",
+    assert_formats: bool = False,
 ) -> JsonSchemaToolValidator:
     """A dispatch ``ToolValidator`` that checks arguments against each tool's JSON Schema.
 
@@ -485,11 +636,15 @@ def create_json_schema_tool_argument_validator(
         cache_size: compiled schemas kept (LRU), 1 to 1,024.
         unsupported_keywords: ``"reject"`` (default) or ``"ignore"``; see
             :class:`JsonSchemaArgumentValidator`.
+        assert_formats: assert ``format`` in 2019-09/2020-12 schemas too.
 
     Raises:
         ConfigurationError: an option has an unusable value.
     """
     validator = JsonSchemaArgumentValidator(
-        limits=limits, cache_size=cache_size, unsupported_keywords=unsupported_keywords
+        limits=limits,
+        cache_size=cache_size,
+        unsupported_keywords=unsupported_keywords,
+        assert_formats=assert_formats,
     )
     return JsonSchemaToolValidator(validator, missing_schema=missing_schema)

@@ -1,0 +1,543 @@
+"""What a schema can make validation cost, decided before anything compiles it.
+
+One walk over the schema's *schema locations* (the places the dialect reads a
+sub-schema from: ``properties`` values, ``allOf`` items, ``$defs`` entries...)
+collects resources (``$id``), anchors and references. Then:
+
+* every ``$ref``, ``$dynamicRef`` and ``$recursiveRef`` must resolve to a schema
+  location of the same document. A reference into ``default``, ``examples``,
+  ``const``, ``enum``, ``required`` or an unknown keyword's value would make the
+  engine apply keywords the screen never looked at, so it refuses the schema;
+* keywords the engine ignores in this dialect but that look like constraints
+  (``additionalItems`` or ``$recursiveRef`` in 2020-12, ``prefixItems`` or
+  ``$dynamicRef`` in 2019-09, array-form ``items`` in 2020-12) refuse the schema;
+* the *expanded* validation graph is measured: each reference is counted at
+  every place it is reached. For an instance node at depth ``k`` below the root,
+  ``work[k]`` bounds the weighted number of sub-schema evaluations it can meet
+  and ``regex[k]`` bounds the regular-expression cost per character of its
+  strings (and keys). In-place applicators (``allOf``, ``anyOf``, ``oneOf``,
+  ``not``, ``if``/``then``/``else``, ``dependentSchemas``, references) add up at
+  the same depth; ``properties``, ``items`` and friends move one level down
+  (the largest single ``properties``/``prefixItems`` entry counts, because one
+  member meets one of them; ``patternProperties`` entries all count). A cycle of
+  references that never descends into the instance is refused; recursion that
+  does descend is unrolled to ``max_instance_depth`` levels.
+
+The per-call check multiplies these vectors by the instance's node and
+character counts per depth (see ``_instance.profile``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import attrs
+
+from ._errors import SchemaRejectedError
+from ._regex import PatternError, pattern_cost
+
+if TYPE_CHECKING:
+    from ._limits import SchemaLimits
+
+__all__ = ["Analysis", "analyse"]
+
+Path = tuple[str | int, ...]
+
+# Cost of ``format`` checks per character of the checked string, in the same
+# unit as a pattern's RE2 program size. ``format: regex`` compiles the string as
+# a regex (RE2 compiles about 27,000 characters per second here), the others are
+# fixed linear-time checks.
+FORMAT_COST = 100
+REGEX_FORMAT_COST = 10_000
+
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_SINGLES = ("not", "if", "then", "else")
+_COMMON = frozenset(
+    {
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "items",
+        "definitions",
+        "$defs",
+    }
+)
+# Applicator keywords each dialect reads sub-schemas from.
+_VOCAB: dict[str, frozenset[str]] = {
+    "draft4": _COMMON | {"additionalItems", "dependencies"},
+    "draft6": _COMMON | {"additionalItems", "dependencies", "contains", "propertyNames"},
+    "draft7": _COMMON
+    | {"additionalItems", "dependencies", "contains", "propertyNames", "if", "then", "else"},
+    "draft2019": _COMMON
+    | {
+        "additionalItems",
+        "dependencies",
+        "dependentSchemas",
+        "contains",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    },
+    "draft2020": _COMMON
+    | {
+        "prefixItems",
+        "dependencies",
+        "dependentSchemas",
+        "contains",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    },
+}
+# Keywords the engine would silently ignore in a dialect although they read as
+# constraints: refused (unless unsupported_keywords="ignore").
+_IGNORED: dict[str, frozenset[str]] = {
+    "draft4": frozenset(),
+    "draft6": frozenset(),
+    "draft7": frozenset(),
+    "draft2019": frozenset({"prefixItems", "$dynamicRef", "$dynamicAnchor"}),
+    "draft2020": frozenset({"additionalItems", "$recursiveRef", "$recursiveAnchor"}),
+}
+_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas"})
+_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SATURATE = 1 << 62
+
+
+@attrs.frozen
+class Analysis:
+    """The cost vectors of an admitted schema.
+
+    Attributes:
+        work: ``work[k]`` bounds the weighted sub-schema evaluations one instance
+            node at depth ``k`` can cost.
+        regex: ``regex[k]`` bounds the regex cost per character of a string (or
+            key) at depth ``k``.
+    """
+
+    work: tuple[int, ...]
+    regex: tuple[int, ...]
+
+    @property
+    def max_work(self) -> int:
+        """The largest entry of ``work``."""
+        return max(self.work, default=0)
+
+    @property
+    def max_regex(self) -> int:
+        """The largest entry of ``regex``."""
+        return max(self.regex, default=0)
+
+
+def _pointer(path: Path) -> str:
+    parts = (str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    text = "#/" + "/".join(parts) if path else "#"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _short(value: str, limit: int = 80) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
+class _Node:
+    __slots__ = (
+        "array",
+        "base",
+        "in_place",
+        "key_regex",
+        "obj",
+        "path",
+        "regex",
+        "value",
+        "weight",
+    )
+
+    def __init__(self, path: Path, value: object, base: str) -> None:
+        self.path = path
+        self.value = value
+        self.base = base
+        self.weight = 1
+        self.regex = 0  # per character of the instance string this node checks
+        self.key_regex = 0  # per character of the keys of the object it checks
+        self.in_place: list[Path] = []
+        # Groups of children one level down: (members, pick_one). For a member
+        # or item, "pick_one" groups contribute their largest entry only.
+        self.obj: list[tuple[list[Path], bool]] = []
+        self.array: list[tuple[list[Path], bool]] = []
+
+
+class _Collector:
+    def __init__(self, draft: str, *, reject: bool, assert_formats: bool) -> None:
+        self.draft = draft
+        self.vocab = _VOCAB[draft]
+        self.ignored = _IGNORED[draft] if reject else frozenset()
+        self.assert_formats = assert_formats
+        self.nodes: dict[Path, _Node] = {}
+        self.resources: dict[str, Path] = {}
+        self.anchors: dict[tuple[str, str], Path] = {}
+        self.dynamic: dict[str, list[Path]] = {}
+        self.recursive: list[Path] = []
+        self.refs: list[tuple[Path, str, str]] = []  # (node path, keyword, reference)
+
+    def fail(self, reason: str, path: Path) -> SchemaRejectedError:
+        return SchemaRejectedError(reason, _pointer(path))
+
+    def walk(self, root: object) -> None:
+        stack: list[tuple[object, Path, str]] = [(root, (), "")]
+        self.resources[""] = ()
+        while stack:
+            value, path, base = stack.pop()
+            node = _Node(path, value, base)
+            self.nodes[path] = node
+            if type(value) is not dict:
+                continue
+            base = self.identify(value, path, base)
+            node.base = base
+            self.describe(node, value, path)
+            for key, sub in value.items():
+                if key not in self.vocab:
+                    continue
+                if key in _MAPS or (key == "dependencies" and type(sub) is dict):
+                    if type(sub) is dict:
+                        for name, item in sub.items():
+                            if type(item) in (dict, bool):
+                                stack.append((item, (*path, key, name), base))
+                elif key in _LISTS or (key == "items" and type(sub) is list):
+                    if type(sub) is list:
+                        for index, item in enumerate(sub):
+                            stack.append((item, (*path, key, index), base))
+                elif type(sub) in (dict, bool):
+                    stack.append((sub, (*path, key), base))
+
+    def identify(self, value: dict[str, Any], path: Path, base: str) -> str:
+        id_key = "id" if self.draft == "draft4" else "$id"
+        ident = value.get(id_key)
+        legacy = self.draft in ("draft4", "draft6", "draft7")
+        if legacy and "$ref" in value:
+            ident = None  # beside $ref, $id is ignored in these drafts
+        if type(ident) is str and ident:
+            uri, _, fragment = ident.partition("#")
+            if uri:
+                base = uri
+                if base in self.resources and self.resources[base] != path:
+                    raise self.fail(f"$id {_short(ident)} is declared twice", (*path, id_key))
+                self.resources[base] = path
+            if fragment and legacy:
+                self.anchors[(base, fragment)] = path
+        for key in ("$anchor", "$dynamicAnchor"):
+            anchor = value.get(key)
+            if type(anchor) is str and key in ("$anchor", "$dynamicAnchor"):
+                if self.draft == "draft2019" and key == "$dynamicAnchor":
+                    continue
+                if legacy:
+                    continue
+                self.anchors.setdefault((base, anchor), path)
+                if key == "$dynamicAnchor":
+                    self.dynamic.setdefault(anchor, []).append(path)
+        if self.draft == "draft2019" and value.get("$recursiveAnchor") is True:
+            self.recursive.append(path)
+        return base
+
+    def describe(self, node: _Node, value: dict[str, Any], path: Path) -> None:
+        for key in value:
+            if key in self.ignored:
+                raise self.fail(
+                    f"keyword {key!r} is ignored in this dialect ({self.draft}); refusing the "
+                    "schema rather than leaving a constraint unchecked "
+                    "(unsupported_keywords='ignore' accepts it unenforced)",
+                    (*path, key),
+                )
+        if self.draft == "draft2020" and type(value.get("items")) is list and self.ignored:
+            raise self.fail(
+                "array-form 'items' is not 2020-12 (use 'prefixItems'); refusing the schema "
+                "rather than leaving a constraint unchecked",
+                (*path, "items"),
+            )
+        weight = 1 + len(value)
+        for key in ("enum", "required"):
+            if type(value.get(key)) is list:
+                weight += len(value[key])
+        dependent = value.get("dependentRequired")
+        if type(dependent) is dict:
+            weight += sum(len(v) for v in dependent.values() if type(v) is list)
+        node.weight = weight
+        pattern = value.get("pattern")
+        if type(pattern) is str:
+            node.regex += self.cost(pattern, (*path, "pattern"))
+        fmt = value.get("format")
+        if type(fmt) is str and self.assert_formats:
+            node.regex += REGEX_FORMAT_COST if fmt == "regex" else FORMAT_COST
+        patterns = value.get("patternProperties")
+        if type(patterns) is dict and "patternProperties" in self.vocab:
+            for name in patterns:
+                node.key_regex += self.cost(name, (*path, "patternProperties", name))
+        for key, ref in value.items():
+            if key in ("$ref", "$dynamicRef", "$recursiveRef") and type(ref) is str:
+                if key == "$dynamicRef" and self.draft != "draft2020":
+                    continue
+                if key == "$recursiveRef" and self.draft != "draft2019":
+                    continue
+                self.refs.append((path, key, ref))
+        # In-place children.
+        for key in _IN_PLACE_LISTS:
+            if key in self.vocab and type(value.get(key)) is list:
+                node.in_place.extend((*path, key, i) for i in range(len(value[key])))
+        for key in _IN_PLACE_SINGLES:
+            if key in self.vocab and type(value.get(key)) in (dict, bool):
+                node.in_place.append((*path, key))
+        for key in ("dependentSchemas", "dependencies"):
+            deps = value.get(key)
+            if key in self.vocab and type(deps) is dict:
+                node.in_place.extend(
+                    (*path, key, name) for name, sub in deps.items() if type(sub) in (dict, bool)
+                )
+        # One level down: object members.
+        props = value.get("properties")
+        if type(props) is dict:
+            node.obj.append(([(*path, "properties", name) for name in props], True))
+        if type(patterns) is dict and "patternProperties" in self.vocab:
+            node.obj.append(([(*path, "patternProperties", name) for name in patterns], False))
+        singles = [
+            (*path, key)
+            for key in ("additionalProperties", "unevaluatedProperties", "propertyNames")
+            if key in self.vocab and type(value.get(key)) in (dict, bool)
+        ]
+        if singles:
+            node.obj.append((singles, False))
+        if "unevaluatedProperties" in value or "unevaluatedItems" in value:
+            # Deciding what was evaluated re-runs the in-place applicators.
+            node.weight += len(node.in_place) * 2
+        # One level down: array items.
+        items = value.get("items")
+        positional = value.get("prefixItems") if "prefixItems" in self.vocab else None
+        if type(items) is list and "items" in self.vocab:
+            positional = items
+            items = None
+            key_pos = "items"
+        else:
+            key_pos = "prefixItems"
+        if type(positional) is list and positional:
+            node.array.append(([(*path, key_pos, i) for i in range(len(positional))], True))
+        rest = [
+            (*path, key)
+            for key in ("additionalItems", "contains", "unevaluatedItems")
+            if key in self.vocab and type(value.get(key)) in (dict, bool)
+        ]
+        if type(items) in (dict, bool):
+            rest.append((*path, "items"))
+        if rest:
+            node.array.append((rest, False))
+
+    def cost(self, pattern: str, path: Path) -> int:
+        try:
+            return pattern_cost(pattern)
+        except PatternError as exc:
+            raise self.fail(
+                f"pattern {_short(pattern)} is not supported by the linear-time engine "
+                f"(no backreferences or lookaround): {exc}",
+                path,
+            ) from exc
+
+    def resolve(self, root: object) -> None:
+        for path, keyword, ref in self.refs:
+            node = self.nodes[path]
+            targets = [self.target(root, node.base, ref, (*path, keyword))]
+            if keyword == "$dynamicRef":
+                name = ref.partition("#")[2]
+                targets.extend(self.dynamic.get(name, ()))
+            elif keyword == "$recursiveRef":
+                targets.extend(self.recursive)
+            node.in_place.extend(targets)
+
+    def target(self, root: object, base: str, ref: str, where: Path) -> Path:
+        if not ref.startswith("#"):
+            raise self.fail(f"{where[-1]} {_short(ref)} is not fragment-local", where)
+        fragment = unquote(ref[1:])
+        resource = self.resources.get(base, ())
+        if fragment == "":
+            found: Path = resource
+        elif fragment.startswith("/"):
+            found = self.walk_pointer(root, resource, fragment, ref, where)
+        else:
+            anchored = self.anchors.get((base, fragment))
+            if anchored is None:
+                raise self.fail(f"{where[-1]} {_short(ref)} names no anchor here", where)
+            found = anchored
+        if found not in self.nodes:
+            raise self.fail(
+                f"{where[-1]} {_short(ref)} points into {_pointer(found)}, which is not a schema "
+                "location (for example inside default, examples, const, enum, required or an "
+                "unknown keyword); the engine would apply keywords there that the screen "
+                "never checked",
+                where,
+            )
+        return found
+
+    def walk_pointer(
+        self, root: object, resource: Path, fragment: str, ref: str, where: Path
+    ) -> Path:
+        current: object = root
+        for step in resource:
+            current = current[step]  # type: ignore[index]
+        path: list[str | int] = list(resource)
+        for raw in fragment[1:].split("/"):
+            token = raw.replace("~1", "/").replace("~0", "~")
+            if type(current) is dict and token in current:
+                current = current[token]
+                path.append(token)
+            elif (
+                type(current) is list
+                and token.isdigit()
+                and (token == "0" or not token.startswith("0"))
+                and int(token) < len(current)
+            ):
+                current = current[int(token)]
+                path.append(int(token))
+            else:
+                raise self.fail(f"{where[-1]} {_short(ref)} does not resolve", where)
+        return tuple(path)
+
+
+def analyse(
+    schema: object,
+    draft: str,
+    limits: SchemaLimits,
+    *,
+    reject: bool = True,
+    assert_formats: bool = True,
+) -> Analysis:
+    """Check references and ignored keywords, and measure the expanded graph.
+
+    Raises:
+        SchemaRejectedError: a reference leaves the schema locations, a keyword
+            would be ignored, a reference cycle never descends into the instance,
+            or the expanded graph exceeds ``limits.max_schema_work``.
+    """
+    collector = _Collector(draft, reject=reject, assert_formats=assert_formats)
+    collector.walk(schema)
+    collector.resolve(schema)
+    nodes = collector.nodes
+    order = _in_place_order(nodes)
+    cap = limits.max_schema_work
+    depth = limits.max_instance_depth
+    work_prev: dict[Path, int] = {}
+    regex_prev: dict[Path, int] = {}
+    work_vector: list[int] = []
+    regex_vector: list[int] = []
+    total = 0
+    for level in range(depth + 1):
+        work_now: dict[Path, int] = {}
+        regex_now: dict[Path, int] = {}
+        for path in order:
+            node = nodes[path]
+            if level == 0:
+                w, r = node.weight, node.regex
+            else:
+                w, r = _below(node, work_prev, regex_prev)
+            for child in node.in_place:
+                w += work_now[child]
+                r += regex_now[child]
+            if w > cap:
+                raise SchemaRejectedError(
+                    f"the expanded schema (each $ref counted at every place it is reached) "
+                    f"exceeds max_schema_work={cap} at instance depth {level}",
+                    _pointer(path),
+                )
+            work_now[path] = w
+            regex_now[path] = min(r, _SATURATE)
+        work_vector.append(work_now[()])
+        regex_vector.append(regex_now[()])
+        total += work_now[()]
+        if total > cap:
+            raise SchemaRejectedError(
+                f"the expanded schema (each $ref counted at every place it is reached, "
+                f"recursion unrolled to max_instance_depth={depth}) exceeds "
+                f"max_schema_work={cap}",
+                "#",
+            )
+        if work_now == work_prev and regex_now == regex_prev:
+            # A fixed point: every deeper level costs the same.
+            work_vector.extend([work_vector[-1]] * (depth - level))
+            regex_vector.extend([regex_vector[-1]] * (depth - level))
+            total += work_vector[-1] * (depth - level)
+            if total > cap:
+                raise SchemaRejectedError(
+                    f"the expanded schema (recursion unrolled to max_instance_depth={depth}) "
+                    f"exceeds max_schema_work={cap}",
+                    "#",
+                )
+            break
+        if not any(work_now.values()):
+            break
+        work_prev, regex_prev = work_now, regex_now
+    while work_vector and work_vector[-1] == 0 and regex_vector[-1] == 0:
+        work_vector.pop()
+        regex_vector.pop()
+    return Analysis(work=tuple(work_vector), regex=tuple(regex_vector))
+
+
+def _below(node: _Node, work: dict[Path, int], regex: dict[Path, int]) -> tuple[int, int]:
+    """Cost one level down (a member or item of the instance node ``node`` checks)."""
+    best_w = best_r = 0
+    for groups, key_regex in ((node.obj, node.key_regex), (node.array, 0)):
+        w = 0
+        r = key_regex
+        for members, pick_one in groups:
+            if pick_one:
+                w += max((work.get(m, 0) for m in members), default=0)
+                r += max((regex.get(m, 0) for m in members), default=0)
+            else:
+                w += sum(work.get(m, 0) for m in members)
+                r += sum(regex.get(m, 0) for m in members)
+        best_w = max(best_w, w)
+        best_r = max(best_r, r)
+    return best_w, best_r
+
+
+def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
+    """Nodes ordered so that in-place children come before their parents.
+
+    Raises:
+        SchemaRejectedError: in-place references form a cycle (validation would
+            recurse forever without consuming the instance).
+    """
+    order: list[Path] = []
+    state: dict[Path, int] = {}  # 1 = on the stack, 2 = done
+    for start in nodes:
+        if start in state:
+            continue
+        stack: list[tuple[Path, int]] = [(start, 0)]
+        state[start] = 1
+        while stack:
+            path, index = stack[-1]
+            children = nodes[path].in_place
+            if index < len(children):
+                stack[-1] = (path, index + 1)
+                child = children[index]
+                seen = state.get(child)
+                if seen == 1:
+                    raise SchemaRejectedError(
+                        "a cycle of references and in-place applicators never descends into "
+                        "the instance, so validation could not terminate",
+                        _pointer(child),
+                    )
+                if seen is None:
+                    state[child] = 1
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                state[path] = 2
+                order.append(path)
+    return order
