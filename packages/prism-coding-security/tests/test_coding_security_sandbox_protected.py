@@ -341,3 +341,33 @@ async def test_sandboxed_root_cannot_open_a_global_sysctl_for_writing(root: Path
     _, output = await run(ops, command, root)
     assert "OPENED" not in output
     assert output.strip().endswith("end")
+
+
+@needs_bwrap
+@needs_git
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (docs/sandbox.md): the index and the work tree are writable, so a "
+    "command can register a submodule whose .git file points at a git directory it made; "
+    "the host's git status recurses into it and runs that directory's core.fsmonitor",
+)
+async def test_sandboxed_command_cannot_plant_a_submodule_with_an_fsmonitor(
+    root: Path, tmp_path: Path
+) -> None:
+    _git_repo(root)
+    ident = "-c user.name=t -c user.email=t@example.invalid"
+    await trio.run_process(
+        ["git", *ident.split(), "commit", "-q", "--allow-empty", "-m", "0"], cwd=root
+    )
+    marker = tmp_path / "pwned"
+    command = (
+        f"git init -q sub && git -C sub {ident} commit -q --allow-empty -m x && "
+        "mv sub/.git evil && echo 'gitdir: ../evil' > sub/.git && "
+        f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> evil/config && "
+        "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub"
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    result, output = await run(ops, command, root)
+    assert result.exit_code == 0, output
+    await _host_git_status(root)
+    assert not marker.exists()
