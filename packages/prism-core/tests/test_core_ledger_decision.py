@@ -333,3 +333,13 @@ def test_a_bad_decision_is_refused_with_the_line_number(decision: object) -> Non
     line.update(schema_version=2, decision=decision, run_id="r")
     with pytest.raises(LedgerFormatError, match="line 1"):
         RunLedger.from_jsonl(json.dumps(line))
+
+
+async def test_a_path_escape_is_refused_by_containment() -> None:
+    async def escapes(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.error("read: ../x: outside the roots", error="PathEscapeError")
+
+    record = await _dispatch(ToolDefinition(name="read", execute=escapes), RunLedger())
+    assert record.decision is not None
+    assert (record.decision.gate, record.decision.allowed) == ("containment", False)
+    assert record.decision.label == "containment:denied"

@@ -7,6 +7,7 @@ session file, or a server that would not start.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -25,7 +26,7 @@ from ._trio import run_trio as _run_trio
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from prism.core import RunLedger
+    from prism.core import LedgerContents, RunLedger
 
     from ._config import McpServerConfig
 
@@ -72,26 +73,99 @@ def cli() -> None:
 
 @cli.group(context_settings=_CONTEXT)
 def ledger() -> None:
-    """Read run ledgers (the JSONL files `prism run` and `prism demo` write)."""
+    """Read run ledgers (the JSONL or SQLite files `prism run` and `prism demo` write)."""
+
+
+def _ledger_filters(fn: Callable[..., _T]) -> Callable[..., _T]:
+    fn = click.option(
+        "--blocked", is_flag=True, help="Only refused calls: blocked ones and policy denials."
+    )(fn)
+    fn = click.option(
+        "--since",
+        metavar="WHEN",
+        help="Only calls started since WHEN: an ISO time, epoch seconds, or an age (30m, 2h, 1d).",
+    )(fn)
+    fn = click.option("--run", "run_id", metavar="ID", help="Only the run whose id starts so.")(fn)
+    fn = click.option(
+        "--tool", "tools", multiple=True, metavar="GLOB", help="Only these tools (repeatable)."
+    )(fn)
+    fn = click.option(
+        "--status",
+        "statuses",
+        multiple=True,
+        type=click.Choice(["ok", "error", "blocked", "cancelled"]),
+        help="Only calls with this status (repeatable).",
+    )(fn)
+    fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(fn)
+    return fn
+
+
+def _read_ledger_file(
+    file: Path,
+    statuses: tuple[str, ...],
+    tools: tuple[str, ...],
+    run_id: str | None,
+    since: str | None,
+    blocked: bool,
+) -> LedgerContents:
+    from prism.core import LedgerFormatError, LedgerQuery, read_ledger
+
+    from ._ledgerfile import parse_since
+
+    try:
+        when = None if since is None else parse_since(since)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from exc
+    query = LedgerQuery(
+        status=statuses,
+        tool=tools,
+        run=run_id,
+        since=when,
+        blocked=blocked,
+    )
+    try:
+        contents = read_ledger(file, strict=False, query=query)
+    except OSError as exc:
+        raise CliError(f"{file}: cannot read it ({exc})") from exc
+    except LedgerFormatError as exc:
+        raise CliError(f"{file}: {exc}") from exc
+    if not contents.records and not contents.runs and contents.problems:
+        # Nothing in it reads as a ledger.
+        raise CliError(f"{file}: {contents.problems[0]}")
+    for problem in contents.problems[:5]:
+        sys.stderr.write(f"prism: warning: {file}: skipped {problem}\n")
+    if len(contents.problems) > 5:
+        sys.stderr.write(f"prism: warning: {file}: {len(contents.problems)} lines skipped\n")
+    if contents.torn_line is not None:
+        sys.stderr.write(
+            f"prism: warning: {file}: line {contents.torn_line} is torn (a write cut short, "
+            "probably by a killed run); it is skipped\n"
+        )
+    return contents
 
 
 @ledger.command("show", context_settings=_CONTEXT)
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@_ledger_filters
 @click.option("--json", "json_mode", is_flag=True, help="Print the records as a JSON document.")
-def ledger_show(file: Path, json_mode: bool) -> None:
-    """Pretty-print the ledger FILE: one row per call, with status and blocked reason."""
-    from prism.core import LedgerFormatError, RunLedger
+def ledger_show(
+    file: Path,
+    statuses: tuple[str, ...],
+    tools: tuple[str, ...],
+    run_id: str | None,
+    since: str | None,
+    blocked: bool,
+    json_mode: bool,
+) -> None:
+    """Pretty-print the ledger FILE (JSONL or SQLite): one row per call, with its decision.
 
-    from ._render import ledger_table, ledger_text, record_to_json, untrusted
+    Shows status, blocked reason and the decision (which gate or policy
+    decided, the rule, the approval, the sandbox), then each run and whether
+    it finished or was interrupted.
+    """
+    from ._render import ledger_table, ledger_text, record_to_json, run_lines, untrusted
 
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"{file}: cannot read it ({exc})") from exc
-    try:
-        records = RunLedger.from_jsonl(text).records
-    except LedgerFormatError as exc:
-        raise CliError(f"{file}: {exc}") from exc
+    contents = _read_ledger_file(file, statuses, tools, run_id, since, blocked)
+    records = contents.records
     counts: dict[str, int] = {}
     for record in records:
         counts[record.status] = counts.get(record.status, 0) + 1
@@ -101,6 +175,8 @@ def ledger_show(file: Path, json_mode: bool) -> None:
                 "file": str(file),
                 "counts": counts,
                 "records": [record_to_json(r) for r in records],
+                "runs": [attrs.asdict(run) for run in contents.runs],
+                "torn_line": contents.torn_line,
             }
         )
         return
@@ -113,6 +189,32 @@ def ledger_show(file: Path, json_mode: bool) -> None:
         console.file.write(ledger_text(records) + "\n")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no records"
     console.print(f"{len(records)} calls: {summary}")
+    for line in run_lines(contents.runs):
+        console.print(line, soft_wrap=True)
+
+
+@ledger.command("query", context_settings=_CONTEXT)
+@_ledger_filters
+def ledger_query(
+    file: Path,
+    statuses: tuple[str, ...],
+    tools: tuple[str, ...],
+    run_id: str | None,
+    since: str | None,
+    blocked: bool,
+) -> int:
+    """Print the records of the ledger FILE that match the filters, one JSON object a line.
+
+    Reads JSONL or SQLite (filters run in SQL there). Exit code 1 when nothing
+    matches, so scripts can test for "any denials since 1h".
+    """
+    from ._render import record_to_json
+
+    contents = _read_ledger_file(file, statuses, tools, run_id, since, blocked)
+    out = sys.stdout
+    for record in contents.records:
+        out.write(json.dumps(record_to_json(record), ensure_ascii=False) + "\n")
+    return 0 if contents.records else 1
 
 
 # --------------------------------------------------------------------------- config
@@ -257,14 +359,6 @@ def policy_check(
 # --------------------------------------------------------------------------- run
 
 
-def _write_ledger(ledger: RunLedger, path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(ledger.to_jsonl(), encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write the ledger to {path}: {exc}") from exc
-
-
 @cli.command("run", context_settings=_CONTEXT)
 @click.argument("session_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -279,7 +373,8 @@ def _write_ledger(ledger: RunLedger, path: Path) -> None:
     "--ledger",
     "ledger_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the JSONL ledger here (default: [ledger] path, else prism-ledger.jsonl).",
+    help="Append the ledger here as calls end (default: [ledger] path, else "
+    "prism-ledger.jsonl; a .db/.sqlite path gets an SQLite ledger).",
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON report instead of tables.")
 @click.option("--live/--no-live", default=None, help="Force the live display on or off.")
@@ -295,9 +390,8 @@ def run_command(
     Every call goes through the full gates: permission rules, JSON Schema
     validation, the coding execution policy, bounded parallelism per turn.
     """
-    from prism.core import RunLedger
-
     from ._config import load_config
+    from ._ledgerfile import LedgerFailures, recording_ledger
     from ._render import EventView, summary_table, untrusted
     from ._runner import RunReport, open_toolset, run_scripted_session
     from ._session import load_session
@@ -306,31 +400,39 @@ def run_command(
     session = load_session(session_file)
     target = ledger_file or Path(loaded.ledger or Path.cwd() / "prism-ledger.jsonl")
     console = _console(json_mode=json_mode)
-    run_ledger = RunLedger()
-
-    started = False
+    failures = LedgerFailures()
+    run_id = ""
 
     async def go() -> RunReport:
-        nonlocal started
+        nonlocal run_id
         async with open_toolset(loaded) as toolset:
-            started = True
-            with EventView(console, quiet=json_mode, live=live) as view:
-                return await run_scripted_session(
-                    session, toolset, config=loaded, ledger=run_ledger, view=view
-                )
+            # Opened once the tools are up: a run that never started leaves no ledger.
+            label = f"prism run {session_file}"
+            with recording_ledger(target, label=label, failures=failures) as run_ledger:
+                run_id = run_ledger.run_id
+                with EventView(console, quiet=json_mode, live=live) as view:
+                    return await run_scripted_session(
+                        session, toolset, config=loaded, ledger=run_ledger, view=view
+                    )
 
     try:
         report = _run_trio(go)
     finally:
-        if started:  # a run that never started leaves no (empty) ledger behind
-            _write_ledger(run_ledger, target)
+        failures.report()
     if json_mode:
-        _emit_json({**report.to_json(), "ledger": str(target)})
+        _emit_json(
+            {
+                **report.to_json(),
+                "ledger": str(target),
+                "run_id": run_id,
+                "ledger_errors": failures.count,
+            }
+        )
     else:
         console.print(summary_table(report.rows, title="calls"))
         if report.final_text:
             console.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
-        console.print(f"ledger: {target}", soft_wrap=True)
+        console.print(f"ledger: {target} (run {run_id})", soft_wrap=True)
     return 1 if report.aborted else 0
 
 
@@ -547,7 +649,7 @@ def mcp_tools(
     "--ledger",
     "ledger_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the call's ledger record here.",
+    help="Also append the call's ledger record here (JSONL, or SQLite for .db/.sqlite).",
 )
 @click.option(
     "--allow",
@@ -587,6 +689,7 @@ def mcp_call(
         DispatchOptions,
         RunLedger,
         ToolCall,
+        ToolCallRecord,
         ToolResult,
         create_rule_permission_policy,
         create_tool_registry,
@@ -594,29 +697,44 @@ def mcp_call(
     )
     from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 
+    from ._ledgerfile import LedgerFailures, recording_ledger
     from ._render import safe_text
     from ._runner import open_mcp_server
 
     prefix = f"mcp:{server_id}:"
     full_name = name if name.startswith(prefix) else prefix + name
     policy = create_rule_permission_policy(allow=allow or (f"tool:{full_name}:execute",), deny=deny)
-    run_ledger = RunLedger()
+    failures = LedgerFailures()
+    records: list[ToolCallRecord] = []
 
     async def go() -> ToolResult:
         async with open_mcp_server(server) as bridge:
-            options = DispatchOptions(
-                registry=create_tool_registry(bridge.tools),
-                permission=policy,
-                validate=create_json_schema_tool_argument_validator(),
-                ledger=run_ledger,
+            recording: contextlib.AbstractContextManager[RunLedger] = (
+                contextlib.nullcontext(RunLedger())
+                if ledger_file is None
+                else recording_ledger(
+                    ledger_file, label=f"prism mcp call {full_name}", failures=failures
+                )
             )
-            call = ToolCall(id="cli-1", name=full_name, arguments=arguments)
-            return await dispatch_tool_call(call, options)
+            # The record reaches the file when the call ends, even if Ctrl-C follows.
+            with recording as run_ledger:
+                options = DispatchOptions(
+                    registry=create_tool_registry(bridge.tools),
+                    permission=policy,
+                    validate=create_json_schema_tool_argument_validator(),
+                    ledger=run_ledger,
+                )
+                call = ToolCall(id="cli-1", name=full_name, arguments=arguments)
+                try:
+                    return await dispatch_tool_call(call, options)
+                finally:
+                    records.extend(run_ledger.records)
 
-    result = _run_trio(go)
-    if ledger_file is not None:
-        _write_ledger(run_ledger, ledger_file)
-    record = run_ledger.records[-1] if run_ledger.records else None
+    try:
+        result = _run_trio(go)
+    finally:
+        failures.report()
+    record = records[-1] if records else None
     if json_mode:
         from ._render import record_to_json
 

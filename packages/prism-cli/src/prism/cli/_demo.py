@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from prism.core import AssistantMessage, RunLedger, TextContent, ToolCall
+from prism.core import AssistantMessage, TextContent, ToolCall
 
 from ._config import (
     AgentConfig,
@@ -211,6 +211,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     from rich.panel import Panel
     from rich.syntax import Syntax
 
+    from ._ledgerfile import LedgerFailures, recording_ledger
     from ._render import EventView, summary_table, untrusted
     from ._runner import open_toolset, run_scripted_session
 
@@ -232,7 +233,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     )
     session = demo_session()
     before = (workspace / _EDITED).read_text(encoding="utf-8")
-    ledger = RunLedger()
+    failures = LedgerFailures()
     quiet = options.json_mode
 
     def header(sandbox: str) -> Panel:
@@ -252,15 +253,15 @@ def run_demo(options: DemoOptions, console: Console) -> int:
             title="prism demo: a scripted agent session, no model, no network",
         )
 
-    started = False
-
     async def go() -> RunReport:
-        nonlocal started
         async with open_toolset(config) as toolset:
-            started = True
             if not quiet:
                 console.print(header(toolset.sandbox))
-            with EventView(console, quiet=quiet, live=options.live) as view:
+            # Each record is appended as its call ends (see prism ledger show).
+            with (
+                recording_ledger(ledger_path, label="prism demo", failures=failures) as ledger,
+                EventView(console, quiet=quiet, live=options.live) as view,
+            ):
                 return await run_scripted_session(
                     session, toolset, config=config, ledger=ledger, view=view
                 )
@@ -268,12 +269,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     try:
         report = run_trio(go)
     finally:
-        if started:
-            try:
-                ledger_path.parent.mkdir(parents=True, exist_ok=True)
-                ledger_path.write_text(ledger.to_jsonl(), encoding="utf-8")
-            except OSError as exc:
-                raise CliError(f"cannot write the ledger to {ledger_path}: {exc}") from exc
+        failures.report()
     after = (workspace / _EDITED).read_text(encoding="utf-8")
     diff = _diff(before, after, _EDITED)
     if options.json_mode:

@@ -31,15 +31,17 @@ from prism.core import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from prism.core import AgentEvent
+    from prism.core import AgentEvent, LedgerRun
 
 __all__ = [
     "CallRow",
     "EventView",
+    "decision_text",
     "ledger_table",
     "ledger_text",
     "record_to_json",
     "refusal_of",
+    "run_lines",
     "safe_text",
     "summary_table",
     "untrusted",
@@ -131,6 +133,7 @@ def summary_table(rows: Sequence[CallRow], *, title: str | None = None) -> Table
     table.add_column("tool", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("blocked reason", no_wrap=True)
+    table.add_column("decision", max_width=40)
     table.add_column("duration", justify="right", no_wrap=True)
     table.add_column("detail", max_width=50)
     for row in rows:
@@ -153,6 +156,12 @@ def record_to_json(record: ToolCallRecord) -> dict[str, object]:
     return attrs.asdict(record)
 
 
+def decision_text(record: ToolCallRecord) -> str:
+    """The record's decision in a few words (``execution_policy:denied rule=...``), or ``""``."""
+    decision = record.decision
+    return "" if decision is None else decision.label
+
+
 def _ledger_cells(number: int, record: ToolCallRecord) -> list[str]:
     return [
         str(number),
@@ -160,6 +169,7 @@ def _ledger_cells(number: int, record: ToolCallRecord) -> list[str]:
         _clip(record.tool_name, 40),
         record.status,
         record.blocked_reason or "",
+        _clip(decision_text(record), 60),
         _duration(record.duration_s),
         _args_preview(record.arguments, 40),
         _clip(record.result_preview or "", 50),
@@ -172,17 +182,28 @@ _LEDGER_HEADER = [
     "tool",
     "status",
     "blocked reason",
+    "decision",
     "duration",
     "arguments",
     "result",
 ]
 
 
+def run_lines(runs: Iterable[LedgerRun]) -> list[str]:
+    """One line per run: its id, label, call count and how it ended (escaped for rich)."""
+    lines = []
+    for run in runs:
+        ended = "interrupted (no end marker)" if run.outcome is None else run.outcome
+        label = f" {untrusted(run.label)}" if run.label else ""
+        lines.append(f"run {untrusted(run.run_id)}{label}: {run.calls} calls, {ended}")
+    return lines
+
+
 def ledger_text(records: Sequence[ToolCallRecord]) -> str:
     """A ledger as a plain aligned text table (fast for big ledgers, and for pipes)."""
     rows = [_LEDGER_HEADER] + [_ledger_cells(n, r) for n, r in enumerate(records, start=1)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_LEDGER_HEADER))]
-    right = {0, 5}
+    right = {0, 6}
     lines = []
     for index, row in enumerate(rows):
         cells = [
@@ -203,6 +224,7 @@ def ledger_table(records: Iterable[ToolCallRecord], *, title: str | None = None)
     table.add_column("tool", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("blocked reason", no_wrap=True)
+    table.add_column("decision", max_width=40)
     table.add_column("duration", justify="right", no_wrap=True)
     table.add_column("arguments", max_width=40)
     table.add_column("result", max_width=50)
@@ -214,6 +236,7 @@ def ledger_table(records: Iterable[ToolCallRecord], *, title: str | None = None)
             untrusted(record.tool_name),
             f"[{style}]{record.status}[/]" if style else record.status,
             record.blocked_reason or "",
+            escape(decision_text(record)),
             _duration(record.duration_s),
             escape(_args_preview(record.arguments, 40)),
             escape(_clip(record.result_preview or "", 50)),

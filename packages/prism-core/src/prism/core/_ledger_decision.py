@@ -37,8 +37,10 @@ DecisionGate: TypeAlias = Literal[
     "permission",
     "validator",
     "execution_policy",
+    "containment",
 ]
-"""The gate that decided a call: the five dispatch gates, or the execution policy."""
+"""The gate that decided a call: the five dispatch gates, the execution policy, or
+path containment (a tool refused a path that resolves outside every root)."""
 
 ApprovalAnswer: TypeAlias = Literal[
     "approved", "denied", "timed_out", "cached", "unavailable", "error"
@@ -64,8 +66,9 @@ class ToolCallDecision:
     """Why a call was allowed or refused, as the ledger records it.
 
     Attributes:
-        gate: the gate that decided: a dispatch gate for a blocked call, or
-            ``execution_policy`` when the tool's execution policy ruled.
+        gate: the gate that decided: a dispatch gate for a blocked call,
+            ``execution_policy`` when the tool's execution policy ruled, or
+            ``containment`` when a tool refused a path outside its roots.
         allowed: whether the gate let the call (or its action) through.
         policy: the policy's name, when it gave one (``coding_approval``).
         rule: the rule that decided, when the policy names one.
@@ -177,7 +180,14 @@ def decision_from_result(result: ToolResult | None) -> ToolCallDecision | None:
     if result is None or not result.is_error:
         return None
     details = result.details
-    if not details or details.get("execution_denied") is not True:
+    if not details:
+        return None
+    if details.get("error") == "PathEscapeError":
+        # Coding tools refuse a path outside the roots when they open it.
+        return ToolCallDecision(
+            gate="containment", allowed=False, reason=result.joined_text or None
+        )
+    if details.get("execution_denied") is not True:
         return None
     nested = details.get("decision")
     facts: Mapping[str, object] = nested if isinstance(nested, Mapping) else details
