@@ -133,7 +133,6 @@ def summary_table(rows: Sequence[CallRow], *, title: str | None = None) -> Table
     table.add_column("tool", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("blocked reason", no_wrap=True)
-    table.add_column("decision", max_width=40)
     table.add_column("duration", justify="right", no_wrap=True)
     table.add_column("detail", max_width=50)
     for row in rows:
