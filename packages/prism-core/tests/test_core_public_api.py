@@ -116,6 +116,12 @@ DOCUMENTED = {
     "provider_safe_name",
     "resolve_tool_concurrency",
     "terminate_process_tree",
+    # asyncio hosts (issue 15)
+    "AsyncioHost",
+    "AsyncioHostClosedError",
+    "TrioRequiredError",
+    "open_asyncio_host",
+    "require_trio",
 }
 
 

@@ -36,6 +36,9 @@ from ._agent import RunOptions as RunOptions
 from ._agent import RunResult as RunResult
 from ._agent import SingleShotLoop as SingleShotLoop
 from ._agent import create_agent as create_agent
+from ._asyncio_host import AsyncioHost as AsyncioHost
+from ._asyncio_host import open_asyncio_host as open_asyncio_host
+from ._asyncio_host import require_trio as require_trio
 from ._content import AssistantMessage as AssistantMessage
 from ._content import Content as Content
 from ._content import ImageContent as ImageContent
@@ -50,6 +53,7 @@ from ._content import UserMessage as UserMessage
 from ._dispatch import BlockedReason as BlockedReason
 from ._dispatch import DispatchOptions as DispatchOptions
 from ._dispatch import dispatch_tool_call as dispatch_tool_call
+from ._errors import AsyncioHostClosedError as AsyncioHostClosedError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateToolError as DuplicateToolError
 from ._errors import ExecutionDeniedError as ExecutionDeniedError
@@ -59,6 +63,7 @@ from ._errors import PermissionDeniedError as PermissionDeniedError
 from ._errors import PrismError as PrismError
 from ._errors import ScriptExhaustedError as ScriptExhaustedError
 from ._errors import SessionBusyError as SessionBusyError
+from ._errors import TrioRequiredError as TrioRequiredError
 from ._events import AgentEvent as AgentEvent
 from ._events import EventSink as EventSink
 from ._events import RunFinished as RunFinished
@@ -151,6 +156,8 @@ __all__ = [
     "AgentSession",
     "ApprovalAnswer",
     "AssistantMessage",
+    "AsyncioHost",
+    "AsyncioHostClosedError",
     "BlockedReason",
     "ConfigurationError",
     "Content",
@@ -231,6 +238,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolSpec",
     "ToolValidator",
+    "TrioRequiredError",
     "TurnFinished",
     "TurnStarted",
     "UserMessage",
@@ -248,9 +256,11 @@ __all__ = [
     "dispatch_tool_calls_in_order",
     "filter_tools",
     "is_tool_allowed",
+    "open_asyncio_host",
     "provider_safe_name",
     "read_ledger",
     "read_ledger_text",
+    "require_trio",
     "resolve_tool_concurrency",
     "terminate_process_tree",
 ]

@@ -8,6 +8,7 @@ import attrs
 import trio
 
 from ._abort import AbortSignal, cancel_on_abort
+from ._asyncio_host import require_trio
 from ._content import (
     AssistantMessage,
     Message,
@@ -324,7 +325,10 @@ class AgentSession:
                 something that is not an :class:`AssistantMessage`.
             ConfigurationError: two tools of the registry now share an alias.
             TypeError: ``prompt`` is neither a ``str`` nor a :class:`UserMessage`.
+            TrioRequiredError: awaited outside a trio task (from asyncio, use
+                :meth:`AsyncioHost.run_agent`).
         """
+        require_trio("AgentSession.run()")
         if self._running:
             raise SessionBusyError("this AgentSession is already running; runs are sequential")
         if options is None:

@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from ._abort import AbortSignal
+from ._asyncio_host import require_trio
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import (
@@ -488,10 +489,13 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
 
     Raises:
         TypeError: ``call`` is not a :class:`ToolCall`.
+        TrioRequiredError: awaited outside a trio task (from asyncio, go
+            through :func:`open_asyncio_host`).
         trio.Cancelled: the caller's own scope was cancelled.
     """
     if type(call) is not ToolCall and not isinstance(call, ToolCall):
         raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
+    require_trio("dispatch_tool_call()")
     started_at = time.time()
     t0 = time.perf_counter()
     signal = options.signal

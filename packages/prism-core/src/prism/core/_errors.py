@@ -10,7 +10,9 @@
     ├── ModelProviderError (RuntimeError)     a model provider failed or answered nonsense
     │   └── ScriptExhaustedError              a ScriptedProvider ran out of turns
     ├── SessionBusyError (RuntimeError)       a second run started on a busy AgentSession
-    └── ExtensionError                        an extension's setup failed or misused its API
+    ├── ExtensionError                        an extension's setup failed or misused its API
+    ├── TrioRequiredError (RuntimeError)      a Prism coroutine awaited outside trio
+    └── AsyncioHostClosedError (RuntimeError) an AsyncioHost used after (or closed during) its block
 
 Other packages derive their own errors from :class:`PrismError`, so one
 ``except PrismError`` catches everything Prism raises on purpose.
@@ -19,6 +21,7 @@ Other packages derive their own errors from :class:`PrismError`, so one
 from __future__ import annotations
 
 __all__ = [
+    "AsyncioHostClosedError",
     "ConfigurationError",
     "DuplicateToolError",
     "ExecutionDeniedError",
@@ -28,6 +31,7 @@ __all__ = [
     "PrismError",
     "ScriptExhaustedError",
     "SessionBusyError",
+    "TrioRequiredError",
 ]
 
 
@@ -87,3 +91,11 @@ class SessionBusyError(PrismError, RuntimeError):
 
 class ExtensionError(PrismError):
     """An extension's ``setup`` failed, or it used its :class:`~prism.core.ExtensionAPI` wrongly."""
+
+
+class TrioRequiredError(PrismError, RuntimeError):
+    """A Prism coroutine was awaited outside a trio task (on asyncio, use the asyncio host)."""
+
+
+class AsyncioHostClosedError(PrismError, RuntimeError):
+    """An :class:`~prism.core.AsyncioHost` was used after its block, or closed during a call."""

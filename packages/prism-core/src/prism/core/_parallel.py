@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ._asyncio_host import require_trio
 from ._content import ToolCall, ToolResult
 from ._dispatch import DispatchOptions, cancelled_result, dispatch_tool_call
 from ._errors import ConfigurationError
@@ -240,6 +241,8 @@ async def dispatch_tool_calls_in_order(
     Raises:
         ConfigurationError: ``concurrency`` is not an integer >= 1.
         TypeError: an item of ``calls`` is not a :class:`ToolCall`.
+        TrioRequiredError: awaited outside a trio task (from asyncio, go
+            through :func:`open_asyncio_host`).
     """
     limit = _check_concurrency("concurrency", concurrency)
     calls = tuple(calls)
@@ -248,6 +251,7 @@ async def dispatch_tool_calls_in_order(
             raise TypeError(
                 f"dispatch_tool_calls_in_order takes ToolCall values, got {type(call).__name__}"
             )
+    require_trio("dispatch_tool_calls_in_order()")
     if _has_exclusive(calls, options.registry):
         limit = 1
     turn = _Turn(calls, options, on_result)

@@ -1,0 +1,408 @@
+"""The asyncio host: one long-lived trio runtime in guest mode on a running asyncio loop.
+
+This is the only module of ``prism.core`` that imports :mod:`asyncio` (the ruff
+ban has a per-file exemption for it). Everything Prism does still runs on trio:
+the host starts trio with :func:`trio.lowlevel.start_guest_run` on the asyncio
+loop's thread, and each awaitable wrapper starts one trio task in the host's
+nursery and waits for it from asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import attrs
+import trio
+
+from ._errors import AsyncioHostClosedError, TrioRequiredError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from contextlib import AbstractAsyncContextManager
+
+    import outcome
+
+    from ._agent import AgentSession, RunOptions, RunResult
+    from ._content import ToolCall, ToolResult, UserMessage
+    from ._dispatch import DispatchOptions
+
+__all__ = ["AsyncioHost", "open_asyncio_host", "require_trio"]
+
+T = TypeVar("T")
+
+_HOW_TO = (
+    "Prism runs on trio; from asyncio, open one host and go through it: "
+    "`async with prism.core.open_asyncio_host() as host: await host.run(fn, *args)` "
+    "(or host.dispatch_tool_call / host.run_agent / host.enter). See docs/agent-runtime.md, "
+    "'asyncio hosts'."
+)
+
+
+def require_trio(what: str) -> None:
+    """Raise a clear error unless the caller runs inside a trio task.
+
+    Called first by Prism's async entry points, so that awaiting one on asyncio
+    (or any other loop) fails at once with an error that says what to do,
+    rather than with a trio-internal error further down.
+
+    Args:
+        what: the entry point, as the user would name it (for the message).
+
+    Raises:
+        TrioRequiredError: the current thread is not running a trio task.
+    """
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        pass
+    else:
+        return
+    library = "no async library"
+    if "asyncio" in sys.modules:
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop()
+            library = "asyncio"
+    raise TrioRequiredError(f"{what} was awaited on {library}, not in a trio task. {_HOW_TO}")
+
+
+# After a call ends, its task stays runnable for this many trio ticks (unless
+# another call is in flight), so an asyncio caller's next call finds trio
+# ticking on the loop instead of parked in its I/O thread: that thread
+# round trip is most of the cost of a call. Bounded, so an idle host sleeps.
+_LINGER_TICKS = 4
+
+
+@attrs.define(eq=False)
+class _Call(Generic[T]):
+    """One trio task started for an asyncio caller, and its completion."""
+
+    future: asyncio.Future[T]
+    scope: trio.CancelScope | None = None
+    cancel_requested: bool = False
+    ended: bool = False
+    error: Exception | None = None
+    ended_waiter: asyncio.Future[None] | None = None
+
+    def cancel(self) -> None:
+        # Runs in the trio runtime (through the token).
+        self.cancel_requested = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+    def end(self) -> None:
+        self.ended = True
+        waiter = self.ended_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+@attrs.define(eq=False)
+class AsyncioHost:
+    """A trio runtime living on an asyncio loop, and awaitable doors into it.
+
+    Obtain one from :func:`open_asyncio_host`. Every method is awaited from
+    asyncio tasks of the loop that opened the host (not from trio, and not from
+    another thread). Many asyncio tasks may use one host at once; each call is
+    its own trio task in the host's nursery, and sees the calling asyncio
+    task's context variables (a copy).
+
+    Cancellation crosses the boundary both ways: cancelling the asyncio task
+    that awaits a method cancels the trio task (the method returns only once
+    the trio side has finished its cleanup, then raises
+    :class:`asyncio.CancelledError`); an exception raised on the trio side is
+    raised to the asyncio caller as the same exception object.
+    """
+
+    _loop: asyncio.AbstractEventLoop
+    _token: trio.lowlevel.TrioToken
+    _nursery: trio.Nursery
+    _closed: bool = attrs.field(default=False, init=False)
+    _active: int = attrs.field(default=0, init=False)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the host's ``async with`` block has been left."""
+        return self._closed
+
+    def _start(self, fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) -> _Call[T]:
+        if self._closed:
+            raise AsyncioHostClosedError("this AsyncioHost is closed; open a new one")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self._loop:
+            raise TrioRequiredError(
+                "AsyncioHost methods are awaited from asyncio tasks of the loop that opened "
+                "the host; inside trio, call Prism directly"
+            )
+        call: _Call[T] = _Call(future=self._loop.create_future())
+        try:
+            # The guest run's runner is this thread's trio run for the host's
+            # whole life, so the task is spawned right here (no round trip
+            # through the token's wakeup socket and system task).
+            self._nursery.start_soon(self._run_call, call, fn, args)
+        except (RuntimeError, AttributeError):
+            raise AsyncioHostClosedError("this AsyncioHost's trio runtime has ended") from None
+        self._active += 1
+        return call
+
+    async def _run_call(
+        self, call: _Call[T], fn: Callable[..., Awaitable[T]], args: tuple[object, ...]
+    ) -> None:
+        finished = False
+        try:
+            with trio.CancelScope() as scope:
+                call.scope = scope
+                if call.cancel_requested:
+                    scope.cancel()
+                value = await fn(*args)
+                finished = True
+                if not call.future.done():
+                    call.future.set_result(value)
+        except Exception as exc:
+            finished = True
+            call.error = exc
+            if not call.future.done():
+                call.future.set_exception(exc)
+        finally:
+            self._active -= 1
+            if not finished and not call.future.done():
+                # Cancelled: by the asyncio caller (it raises CancelledError
+                # itself) or by the host closing under it.
+                call.future.set_exception(
+                    AsyncioHostClosedError("the call was cancelled because its AsyncioHost closed")
+                )
+            call.end()
+        for _ in range(_LINGER_TICKS):
+            if self._active:
+                break
+            await trio.lowlevel.checkpoint()
+
+    async def _wait(self, call: _Call[T]) -> T:
+        try:
+            return await call.future
+        except asyncio.CancelledError:
+            if not call.future.cancelled():
+                raise
+        # This task was cancelled (asyncio cancelled the future it awaited):
+        # cancel the trio side and wait for it to end, so nothing outlives the call.
+        with contextlib.suppress(trio.RunFinishedError):
+            self._token.run_sync_soon(call.cancel)
+        while not call.ended:
+            call.ended_waiter = self._loop.create_future()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call.ended_waiter
+        if call.error is not None:
+            raise call.error
+        raise asyncio.CancelledError
+
+    async def run(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
+        """Run ``await fn(*args)`` as a trio task in the host and return its result.
+
+        ``fn`` may be any trio async function: a Prism entry point, a tool's
+        ``execute``, or your own code using trio.
+
+        Cancellation: cancelling the awaiting asyncio task cancels the trio
+        task; this returns once the trio task has ended, then raises
+        :class:`asyncio.CancelledError`.
+
+        Raises:
+            AsyncioHostClosedError: the host is closed, or closed during the call.
+            TrioRequiredError: awaited from another loop or thread.
+            Exception: whatever ``fn`` raised, the same object.
+        """
+        return await self._wait(self._start(fn, args))
+
+    async def dispatch_tool_call(self, call: ToolCall, options: DispatchOptions) -> ToolResult:
+        """:func:`dispatch_tool_call` through the host.
+
+        Cancellation: as :meth:`run`; the call's trio task sees
+        :class:`trio.Cancelled` and the call is recorded as cancelled.
+        """
+        from ._dispatch import dispatch_tool_call
+
+        return await self.run(dispatch_tool_call, call, options)
+
+    async def dispatch_tool_calls_in_order(
+        self,
+        calls: Sequence[ToolCall],
+        options: DispatchOptions,
+        *,
+        concurrency: int = 1,
+        on_result: Callable[[int, ToolCall, ToolResult], None] | None = None,
+    ) -> list[ToolResult]:
+        """:func:`dispatch_tool_calls_in_order` through the host.
+
+        ``on_result`` runs in the host's trio task, on the loop's thread.
+
+        Cancellation: as :meth:`run`; calls in flight are cancelled and calls
+        not started never start.
+        """
+        from ._parallel import dispatch_tool_calls_in_order
+
+        async def dispatch() -> list[ToolResult]:
+            return await dispatch_tool_calls_in_order(
+                calls, options, concurrency=concurrency, on_result=on_result
+            )
+
+        return await self.run(dispatch)
+
+    async def run_agent(
+        self,
+        session: AgentSession,
+        prompt: str | UserMessage,
+        options: RunOptions | None = None,
+    ) -> RunResult:
+        """:meth:`AgentSession.run` through the host.
+
+        Event sinks (``options.on_event``) run in the host's trio task, on the
+        loop's thread. To abort the run and still get a result, abort
+        ``options.signal``'s controller (from asyncio, that is a plain
+        synchronous call).
+
+        Cancellation: as :meth:`run`; the session's transcript is left valid
+        (every call answered) and the ledger covers every call.
+        """
+        return await self.run(session.run, prompt, options)
+
+    @contextlib.asynccontextmanager
+    async def enter(self, context: AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
+        """Enter a trio async context manager inside the host, for an asyncio ``async with``.
+
+        For resources that own trio tasks, such as ``open_mcp_tools(...)``: the
+        context manager is entered and exited by one trio task that lives as
+        long as the asyncio block, so its nursery stays valid::
+
+            async with host.enter(open_mcp_tools(server_id="docs", transport=t)) as bridge:
+                result = await host.dispatch_tool_call(call, options)
+
+        An exception raised in the asyncio block is not passed to the trio
+        context manager: it is exited normally, then the exception continues.
+
+        Cancellation: cancelling the asyncio task while entering cancels the
+        entry; leaving the block (for any reason) exits the context manager and
+        waits for that exit to finish.
+
+        Raises:
+            AsyncioHostClosedError: the host is closed, or closed meanwhile.
+            Exception: whatever entering or exiting the context manager raised.
+        """
+        entered: asyncio.Future[T] = self._loop.create_future()
+        release = trio.Event()
+
+        async def hold() -> None:
+            async with context as value:
+                if not entered.done():
+                    entered.set_result(value)
+                await release.wait()
+
+        holder = self._start(hold, ())
+        try:
+            await asyncio.wait((entered, holder.future), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(holder.cancel)
+            await self._drain(holder)
+            raise
+        if not entered.done():
+            # The holder ended without entering: raise its exception.
+            await self._wait(holder)
+            raise AsyncioHostClosedError("the context manager ended before it was entered")
+        try:
+            yield entered.result()
+        finally:
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(release.set)
+            await self._wait(holder)
+
+    async def _drain(self, call: _Call[T]) -> None:
+        with contextlib.suppress(BaseException):
+            await self._wait(call)
+
+
+@contextlib.asynccontextmanager
+async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
+    """Start one Prism (trio) runtime on the running asyncio loop, for the block's duration.
+
+    Trio runs in guest mode on the loop's thread; open one host for the
+    application's lifetime and share it between tasks::
+
+        async def main() -> None:
+            async with open_asyncio_host() as host:
+                result = await host.dispatch_tool_call(call, options)
+
+        asyncio.run(main())
+
+    Leaving the block cancels trio tasks still running (their asyncio callers
+    get :class:`AsyncioHostClosedError`) and waits for the runtime to end.
+
+    Cancellation: cancelling the task while the block exits still waits for the
+    trio runtime to finish (it is already cancelled), then re-raises.
+
+    Raises:
+        TrioRequiredError: not called from a running asyncio loop, or a trio
+            run is already active on this thread.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise TrioRequiredError(
+            "open_asyncio_host() must be used inside a running asyncio loop"
+        ) from None
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        pass
+    else:
+        raise TrioRequiredError(
+            "a trio run is already active on this thread: inside trio, call Prism directly; "
+            "an asyncio loop needs only one AsyncioHost"
+        )
+    started: asyncio.Future[tuple[trio.lowlevel.TrioToken, trio.Nursery, trio.Event]] = (
+        loop.create_future()
+    )
+    finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+
+    async def main() -> None:
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            started.set_result((trio.lowlevel.current_trio_token(), nursery, stop))
+            await stop.wait()
+            nursery.cancel_scope.cancel()
+
+    def done(result: outcome.Outcome[None]) -> None:
+        if not finished.done():
+            finished.set_result(result)
+
+    trio.lowlevel.start_guest_run(
+        main,
+        run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        run_sync_soon_not_threadsafe=loop.call_soon,
+        done_callback=done,
+        host_uses_signal_set_wakeup_fd=True,
+    )
+    await asyncio.wait((started, finished), return_when=asyncio.FIRST_COMPLETED)
+    if not started.done():
+        finished.result().unwrap()
+        raise AsyncioHostClosedError("the trio runtime ended before it started")
+    token, nursery, stop = started.result()
+    host = AsyncioHost(loop=loop, token=token, nursery=nursery)
+    try:
+        yield host
+    finally:
+        host._closed = True
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(stop.set)
+        cancelled = False
+        while not finished.done():
+            try:
+                await asyncio.wait((finished,))
+            except asyncio.CancelledError:
+                cancelled = True
+        finished.result().unwrap()
+        if cancelled:
+            raise asyncio.CancelledError
