@@ -760,6 +760,164 @@ def mcp_call(
 # --------------------------------------------------------------------------- main
 
 
+# --------------------------------------------------------------------------- serve
+
+if TYPE_CHECKING:
+    from prism.gateway import HttpOptions
+
+    from ._config import PrismConfig
+
+
+@cli.command("serve", context_settings=_CONTEXT)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="prism.toml",
+    show_default=True,
+    help="Tools, roots, rules and limits.",
+)
+@click.option(
+    "--http",
+    "http",
+    metavar="HOST:PORT",
+    help="Serve MCP Streamable HTTP here (e.g. 127.0.0.1:8765) instead of stdio.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="HTTP bearer tokens, one per line (else $PRISM_GATEWAY_TOKEN).",
+)
+@click.option(
+    "--allow-origin",
+    "origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="An HTTP Origin accepted besides loopback ones (repeatable).",
+)
+@click.option("--stateless", is_flag=True, help="HTTP without sessions (for load balancing).")
+@click.option(
+    "--ledger",
+    "ledger_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append a JSONL record per call here as calls end (default: [ledger] path).",
+)
+def serve_command(
+    config_file: Path,
+    http: str | None,
+    token_file: Path | None,
+    origins: tuple[str, ...],
+    stateless: bool,
+    ledger_file: Path | None,
+) -> None:
+    """Serve the configured tools to MCP hosts; every call passes Prism's gates.
+
+    Over stdio by default (point a host at `prism serve --config prism.toml`);
+    with --http, over Streamable HTTP, on loopback unless bearer tokens are
+    set. Actions that need approval are asked of the host by elicitation
+    when it can answer, else denied. See docs/gateway.md.
+    """
+    from prism.gateway import BearerAuth, HttpOptions
+
+    from ._config import load_config
+
+    loaded = load_config(config_file)
+    options = None
+    if http is not None:
+        host, sep, port = http.rpartition(":")
+        if not sep or not port.isdigit():
+            raise CliError(f"--http expects HOST:PORT, got {http!r}")
+        if token_file is not None:
+            try:
+                lines = token_file.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise CliError(f"--token-file {token_file}: {exc.strerror or exc}") from exc
+        else:
+            lines = [os.environ.get("PRISM_GATEWAY_TOKEN", "")]
+        tokens = tuple(line.strip() for line in lines if line.strip())
+        options = HttpOptions(
+            host=host or "127.0.0.1",
+            port=int(port),
+            auth=BearerAuth(tokens=tokens) if tokens else None,
+            allowed_origins=origins,
+            stateless=stateless,
+        )
+    ledger_path = ledger_file if ledger_file is not None else loaded.ledger
+    _run_trio(lambda: _serve(loaded, options, ledger_path))
+
+
+async def _serve(
+    loaded: PrismConfig, options: HttpOptions | None, ledger: Path | str | None
+) -> None:
+    import trio
+
+    from prism.coding.security import (
+        CommandRules,
+        create_coding_approval_policy,
+        create_contained_file_operations,
+        create_sandbox_shell_operations,
+    )
+    from prism.coding.tools import create_coding_tools
+    from prism.core import JsonlLedgerSink, RunLedger, ToolDefinition
+    from prism.gateway import (
+        CODING_TOOL_HINTS,
+        create_gateway_approver,
+        open_gateway,
+        serve_http,
+        serve_stdio,
+    )
+
+    from ._runner import _sandbox, open_toolset
+
+    # The bridges, permission and validator come from the usual wiring; the
+    # coding tools are built here so their approver can ask the MCP client.
+    bridged = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, coding_tools=False))
+    tools: list[ToolDefinition] = []
+    if loaded.workspace.coding_tools:
+        roots = list(loaded.workspace.roots)
+        sandbox, _label = await _sandbox(loaded)
+        policy = create_coding_approval_policy(
+            roots=roots,
+            approve=create_gateway_approver(),
+            read_only=loaded.workspace.read_only,
+            command_rules=CommandRules(
+                allow=loaded.commands.allow,
+                deny=loaded.commands.deny,
+                ask=loaded.commands.ask,
+                use_default_deny=loaded.commands.use_default_deny,
+            ),
+            sandbox=sandbox,
+            readable=loaded.workspace.readable,
+            protected_paths=loaded.workspace.protected_paths,
+            cache_approvals=False,
+        )
+        tools = create_coding_tools(
+            roots[0],
+            execution_policy=policy,
+            file_operations=create_contained_file_operations(roots),
+            shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
+        )
+    sinks = () if ledger is None else (JsonlLedgerSink(os.fspath(ledger)),)
+    async with (
+        open_toolset(bridged) as toolset,
+        open_gateway(
+            tools=tools,
+            bridges=toolset.bridges,
+            permission=toolset.permission,
+            validator=toolset.validator,
+            hints=CODING_TOOL_HINTS,
+            ledger=RunLedger(sinks=sinks),
+        ) as gateway,
+    ):
+        if options is None:
+            await serve_stdio(gateway)
+            return
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve_http, gateway, options)
+            sys.stderr.write(f"prism serve: MCP endpoint {url}\n")
+            sys.stderr.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``prism`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 

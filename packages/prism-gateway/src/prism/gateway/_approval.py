@@ -1,0 +1,215 @@
+"""Approval asked of the connected MCP client (elicitation), else of a configured approver."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from prism.coding.security import ApprovalDecision
+from prism.core import ExecutionAction
+
+from ._errors import GatewayConfigurationError
+
+__all__ = [
+    "APPROVAL_INPUT_KEY",
+    "CallScope",
+    "GatewayApprover",
+    "approval_request",
+    "create_gateway_approver",
+    "current_call",
+]
+
+APPROVAL_INPUT_KEY = "prism-approval"
+
+_MAX_MESSAGE_CHARS = 2_000
+
+GatewayApprover = Callable[
+    ["ExecutionAction"], "bool | ApprovalDecision | Awaitable[bool | ApprovalDecision]"
+]
+"""``approve(action) -> bool | ApprovalDecision``, sync or async: the fallback approver."""
+
+
+@attrs.define(kw_only=True, eq=False)
+class CallScope:
+    """The MCP request a gated call is serving (what the approver may ask through).
+
+    On a 2026-07-28 connection a server cannot send the client a request in
+    the middle of a call; it answers ``input_required`` instead and the client
+    retries with its answers. ``responses`` and ``state`` are that retry's;
+    ``pending`` collects the question to ask (an action and its signed state).
+    """
+
+    session: Any
+    request_id: Any
+    client: str
+    tool_name: str
+    modern: bool = False
+    call_key: str = ""
+    secret: bytes = b""
+    responses: Any = None
+    state: str | None = None
+    pending: list[tuple[ExecutionAction, str]] = attrs.field(factory=list)
+
+    def state_for(self, action: ExecutionAction) -> str:
+        """The request state that binds an answer to this client, call and action."""
+        payload = json.dumps(
+            [
+                self.client,
+                self.call_key,
+                action.kind,
+                action.operation,
+                action.command,
+                list(action.paths),
+            ],
+            separators=(",", ":"),
+        )
+        return hmac.new(self.secret, payload.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+current_call: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(
+    "prism_gateway_call", default=None
+)
+
+
+def _describe(action: ExecutionAction, scope: CallScope) -> str:
+    parts = [f"Prism asks whether the tool {scope.tool_name!r} may {action.operation}"]
+    if action.command is not None:
+        parts.append(f"the command: {action.command}")
+    if action.paths:
+        parts.append("paths: " + ", ".join(action.paths))
+    if action.risk is not None:
+        parts.append(f"risk: {action.risk}")
+    text = "; ".join(parts)
+    if len(text) > _MAX_MESSAGE_CHARS:
+        text = text[: _MAX_MESSAGE_CHARS - 1] + "…"
+    return text
+
+
+def _declared_elicitation(scope: CallScope) -> bool:
+    try:
+        caps = scope.session.client_capabilities
+        return caps is not None and caps.elicitation is not None
+    except Exception:
+        return False
+
+
+def _can_elicit(scope: CallScope) -> bool:
+    try:
+        return _declared_elicitation(scope) and bool(scope.session.can_send_request)
+    except Exception:
+        return False
+
+
+def approval_request(action: ExecutionAction, scope: CallScope) -> dict[str, Any]:
+    """The ``elicitation/create`` request (wire form) asking about ``action``."""
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": _describe(action, scope), "requestedSchema": _SCHEMA},
+    }
+
+
+def _answer(response: Any) -> ApprovalDecision:
+    action = getattr(response, "action", None)
+    if action is None and isinstance(response, dict):
+        action = response.get("action")
+    content = getattr(response, "content", None)
+    if content is None and isinstance(response, dict):
+        content = response.get("content")
+    if action == "accept" and isinstance(content, dict) and content.get("approve") is True:
+        return ApprovalDecision(approved=True, remember=False, reason="approved by the client")
+    why = "cancelled" if action == "cancel" else "declined"
+    return ApprovalDecision(approved=False, remember=False, reason=f"{why} by the client")
+
+
+def _from_retry(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
+    expected = scope.state_for(action)
+    responses = scope.responses if isinstance(scope.responses, dict) else {}
+    if (
+        scope.state is not None
+        and hmac.compare_digest(scope.state, expected)
+        and APPROVAL_INPUT_KEY in responses
+    ):
+        return _answer(responses[APPROVAL_INPUT_KEY])
+    scope.pending.append((action, expected))
+    return ApprovalDecision(
+        approved=False, remember=False, reason="approval was requested from the client"
+    )
+
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve",
+            "description": "Let this one action run (it is not remembered).",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+async def _elicit(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
+    try:
+        result = await scope.session.elicit_form(
+            _describe(action, scope), _SCHEMA, related_request_id=scope.request_id
+        )
+    except Exception as exc:  # the client failed to answer: that is a no
+        return ApprovalDecision(
+            approved=False, remember=False, reason=f"the client did not answer: {exc}"
+        )
+    return _answer(result)
+
+
+def create_gateway_approver(
+    *, fallback: GatewayApprover | None = None, elicit: bool = True
+) -> Callable[[ExecutionAction], Awaitable[ApprovalDecision]]:
+    """An ``approve=`` callback for ``create_coding_approval_policy`` behind the gateway.
+
+    During a call served by the gateway, an action that needs approval is put
+    to the calling client as a form elicitation (one boolean, ``approve``)
+    when that client declared the elicitation capability: as a server request
+    where the connection can carry one (the 2025-11-25 era), else (2026-07-28)
+    as an ``input_required`` answer that the client retries with its reply,
+    bound to the client, the call and the action by an HMAC'd request state.
+    Otherwise ``fallback`` decides (sync or
+    async); with no fallback the action is denied. Decisions asked of a
+    client are never remembered (``remember=False``), so one client's yes
+    never lets another client's call through.
+
+    Cancellation: cancelling the call cancels the pending question.
+
+    Raises:
+        GatewayConfigurationError: ``fallback`` is given and is not callable.
+    """
+    if fallback is not None and not callable(fallback):
+        raise GatewayConfigurationError(f"fallback must be callable, got {fallback!r}")
+
+    async def approve(action: ExecutionAction) -> ApprovalDecision:
+        scope = current_call.get()
+        if elicit and scope is not None and _can_elicit(scope):
+            return await _elicit(action, scope)
+        if elicit and scope is not None and scope.modern and _declared_elicitation(scope):
+            return _from_retry(action, scope)
+        if fallback is None:
+            return ApprovalDecision(
+                approved=False,
+                remember=False,
+                reason="approval needed: the client cannot be asked (no elicitation) "
+                "and no approver is configured",
+            )
+        answer = fallback(action)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, ApprovalDecision):
+            return answer
+        return ApprovalDecision(approved=answer is True, remember=False)
+
+    return approve

@@ -1,0 +1,369 @@
+"""The gateway: Prism's gated tools offered as an MCP server (the SDK's low-level ``Server``)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import logging
+import re
+import secrets
+import weakref
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import mcp_types as types
+import trio
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from prism.core import (
+    DispatchOptions,
+    EventSink,
+    MiddlewareRegistry,
+    PermissionPolicy,
+    RunLedger,
+    ToolCall,
+    ToolDefinition,
+    ToolExecutionProgress,
+    ToolFilter,
+    ToolNameMap,
+    ToolValidator,
+    create_tool_name_map,
+    create_tool_registry,
+    dispatch_tool_call,
+    filter_tools,
+)
+from prism.mcp import McpToolBridge
+
+from ._approval import APPROVAL_INPUT_KEY, CallScope, approval_request, current_call
+from ._content import to_call_tool_result
+from ._errors import GatewayConfigurationError
+from ._hints import ToolHints
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.models import InitializationOptions
+
+    from prism.core import AgentEvent
+
+__all__ = ["Gateway", "open_gateway"]
+
+_log = logging.getLogger("prism.gateway")
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+-]")
+_PROGRESS_BACKLOG = 64
+
+
+def _label(text: str, limit: int = 48) -> str:
+    return _LABEL_UNSAFE.sub("_", text)[:limit] or "-"
+
+
+def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Who is calling: ``<identity>/<client name>/<session>`` (recorded with each call)."""
+    scope = getattr(ctx.request, "scope", None)
+    identity = "stdio"
+    session_id = "-"
+    if isinstance(scope, Mapping):
+        identity = str(scope.get("prism.identity", "http"))
+        for key, value in scope.get("headers", ()):
+            if key == b"mcp-session-id":
+                session_id = value.decode("latin-1")
+    name = "client"
+    params = ctx.session.client_params
+    if params is not None and params.client_info is not None:
+        name = params.client_info.name
+    return f"{_label(identity)}/{_label(name)}/{_label(session_id, 16)}"
+
+
+def _bridge_hints(bridge: McpToolBridge) -> dict[str, ToolHints]:
+    hints: dict[str, ToolHints] = {}
+    for tool_name, info in bridge.tool_info.items():
+        a = info.annotations
+        hints[tool_name] = ToolHints(
+            title=info.title,
+            read_only=a.read_only_hint,
+            destructive=a.destructive_hint,
+            idempotent=a.idempotent_hint,
+            open_world=a.open_world_hint,
+            output_schema=info.output_schema,
+        )
+    return hints
+
+
+def _wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> types.Tool:
+    schema: dict[str, Any] = dict(tool.parameters) if tool.parameters else {"type": "object"}
+    annotations = None
+    output_schema = None
+    title = None
+    if hints is not None:
+        stated = hints.annotations_json()
+        if stated:
+            annotations = types.ToolAnnotations.model_validate(stated)
+        output_schema = hints.output_schema
+        title = hints.title
+    return types.Tool(
+        name=alias,
+        title=title,
+        description=tool.description,
+        input_schema=schema,
+        output_schema=output_schema,
+        annotations=annotations,
+    )
+
+
+@attrs.define(eq=False)
+class Gateway:
+    """Prism's gated tools, served to MCP clients; build one with :func:`open_gateway`.
+
+    Every ``tools/call`` goes through ``prism.core.dispatch_tool_call`` with the
+    gateway's gates (filters, permission, validator, middleware, ledger); a
+    blocked or denied call is an error result the model can read. Tools are
+    offered under provider-safe names (``mcp:docs:search`` as
+    ``mcp__docs__search``).
+    """
+
+    _local: tuple[ToolDefinition, ...]
+    _bridges: tuple[McpToolBridge, ...]
+    _filters: tuple[ToolFilter, ...]
+    _options: DispatchOptions
+    _hints: Mapping[str, ToolHints]
+    _events: EventSink | None
+    _limiter: trio.CapacityLimiter
+    _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
+    _names: ToolNameMap = attrs.field(init=False)
+    _wire: list[types.Tool] = attrs.field(init=False)
+    _sessions: weakref.WeakValueDictionary[int, Any] = attrs.field(
+        factory=weakref.WeakValueDictionary
+    )
+    server: Server[Any] = attrs.field(init=False)
+    _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
+
+    def __attrs_post_init__(self) -> None:
+        self.server = Server(
+            "prism-gateway",
+            version="0.1.0",
+            instructions="Prism: every tool call passes Prism's gates (permission, "
+            "validation, execution policy, sandbox) before it runs.",
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+        )
+        self._rebuild()
+
+    @property
+    def tools(self) -> tuple[ToolDefinition, ...]:
+        """The tools offered now (local ones, then each bridge's), under registry names."""
+        return tuple(self._options.registry.list())
+
+    @property
+    def offered_names(self) -> Mapping[str, str]:
+        """Each offered tool's MCP name (its provider-safe alias) by registry name."""
+        return {tool.name: self._names.alias(tool.name) for tool in self.tools}
+
+    @property
+    def ledger(self) -> RunLedger | None:
+        """The ledger every call is recorded in, if one was given."""
+        return self._options.ledger
+
+    def initialization_options(self) -> InitializationOptions:
+        """What the server announces at the handshake (tools, with ``listChanged``)."""
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    def _rebuild(self) -> None:
+        tools = list(self._local)
+        hints = dict(self._hints)
+        for bridge in self._bridges:
+            tools.extend(bridge.tools)
+            hints.update(_bridge_hints(bridge))
+        offered = filter_tools(tools, *self._filters)
+        registry = create_tool_registry(offered, duplicate="error")
+        try:
+            names = create_tool_name_map(tool.name for tool in offered)
+        except ValueError as exc:
+            raise GatewayConfigurationError(str(exc)) from exc
+        self._options = attrs.evolve(self._options, registry=registry)
+        self._names = names
+        self._wire = [
+            _wire_tool(names.alias(tool.name), tool, hints.get(tool.name)) for tool in offered
+        ]
+
+    def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None:
+            with contextlib.suppress(TypeError):
+                self._sessions[id(connection)] = ctx.session
+
+    async def _on_list_tools(
+        self, ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._remember(ctx)
+        return types.ListToolsResult(tools=list(self._wire))
+
+    async def _on_call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        self._remember(ctx)
+        name = self._names.registry_name(params.name)
+        if name is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
+        client = client_label(ctx)
+        call = ToolCall(
+            id=f"{client}#{next(self._seq)}",
+            name=name,
+            arguments=params.arguments if params.arguments is not None else {},
+        )
+        send, receive = trio.open_memory_channel[ToolExecutionProgress](_PROGRESS_BACKLOG)
+        user_events = self._events
+
+        def sink(event: AgentEvent) -> None:
+            if isinstance(event, ToolExecutionProgress):
+                with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError):
+                    send.send_nowait(event)
+            if user_events is not None:
+                user_events(event)
+
+        options = attrs.evolve(self._options, events=sink, metadata={"client": client})
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        call_key = hashlib.sha256(
+            json.dumps([name, call.arguments], sort_keys=True, default=str).encode("utf-8")
+        ).hexdigest()
+        scope = CallScope(
+            session=ctx.session,
+            request_id=ctx.request_id,
+            client=client,
+            tool_name=name,
+            modern=modern,
+            call_key=call_key,
+            secret=self._secret,
+            responses=params.input_responses,
+            state=params.request_state,
+        )
+        token = current_call.set(scope)
+        try:
+            async with self._limiter, trio.open_nursery() as nursery:
+                nursery.start_soon(_forward_progress, ctx, receive)
+                with send:
+                    result = await dispatch_tool_call(call, options)
+        finally:
+            current_call.reset(token)
+        if scope.pending:
+            # Nothing ran (the policy refused before any side effect): ask, and
+            # let the client retry the same call with its answer.
+            action, state = scope.pending[0]
+            return types.InputRequiredResult.model_validate(
+                {
+                    "resultType": "input_required",
+                    "inputRequests": {APPROVAL_INPUT_KEY: approval_request(action, scope)},
+                    "requestState": state,
+                }
+            )
+        return to_call_tool_result(result, any_structured=modern)
+
+    async def _watch(self, bridge: McpToolBridge) -> None:
+        while True:
+            await bridge.wait_stale()
+            try:
+                await bridge.refresh()
+            except Exception as exc:  # a server that cannot be listed keeps its old tools
+                _log.warning("cannot refresh MCP server %s: %s", bridge.server_id, exc)
+                await trio.sleep(1.0)
+                continue
+            self._rebuild()
+            await self.notify_tools_changed()
+
+    async def notify_tools_changed(self) -> None:
+        """Tell every connected client that the tool list changed.
+
+        Clients of the 2025-11-25 era get ``notifications/tools/list_changed``
+        on their standalone channel. Checkpoints; a client that cannot be
+        reached is skipped. Cancellation stops the round.
+        """
+        for session in list(self._sessions.values()):
+            with contextlib.suppress(Exception):
+                await session.send_tool_list_changed()
+
+
+async def _forward_progress(
+    ctx: ServerRequestContext[Any, Any],
+    receive: trio.MemoryReceiveChannel[ToolExecutionProgress],
+) -> None:
+    last = 0.0
+    async with receive:
+        async for event in receive:
+            progress = event.progress
+            if progress is None or progress <= last:
+                progress = last + 1.0
+            last = progress
+            with contextlib.suppress(Exception):
+                await ctx.session.report_progress(progress, event.total, event.message)
+
+
+def _positive_int(option: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GatewayConfigurationError(f"{option} must be a positive int, got {value!r}")
+    return value
+
+
+@contextlib.asynccontextmanager
+async def open_gateway(
+    *,
+    tools: Iterable[ToolDefinition] = (),
+    bridges: Sequence[McpToolBridge] = (),
+    permission: PermissionPolicy | None = None,
+    validator: ToolValidator | None = None,
+    filters: Sequence[ToolFilter] = (),
+    middleware: MiddlewareRegistry | None = None,
+    events: EventSink | None = None,
+    ledger: RunLedger | None = None,
+    hints: Mapping[str, ToolHints] | None = None,
+    max_concurrent_calls: int = 32,
+) -> AsyncIterator[Gateway]:
+    """Build a gateway over ``tools`` and the tools of ``bridges``, with the given gates.
+
+    ``hints`` gives annotations for local tools by registry name (for the
+    coding tools, :data:`CODING_TOOL_HINTS`); bridged tools carry their
+    server's hints and output schemas. While the block is open, a bridge that
+    announces a tool-list change is re-listed and connected clients are told.
+    Serve the gateway with :func:`serve_stdio` or :func:`serve_http`.
+
+    Cancellation: leaving the block stops watching the bridges; the bridges
+    themselves belong to the caller.
+
+    Raises:
+        GatewayConfigurationError: two tools share a name or a provider-safe
+            alias, or ``max_concurrent_calls`` is not a positive int.
+        TypeError: a gate has the wrong type (from ``DispatchOptions``).
+    """
+    limit = _positive_int("max_concurrent_calls", max_concurrent_calls)
+    local = tuple(tools)
+    try:
+        options = DispatchOptions(
+            registry=create_tool_registry(),
+            permission=permission,
+            validate=validator,
+            middleware=middleware,
+            ledger=ledger,
+        )
+    except ValueError as exc:
+        raise GatewayConfigurationError(str(exc)) from exc
+    try:
+        gateway = Gateway(
+            local=local,
+            bridges=tuple(bridges),
+            filters=tuple(filters),
+            options=options,
+            hints=dict(hints or {}),
+            events=events,
+            limiter=trio.CapacityLimiter(limit),
+        )
+    except ValueError as exc:
+        raise GatewayConfigurationError(str(exc)) from exc
+    async with trio.open_nursery() as nursery:
+        for bridge in gateway._bridges:
+            nursery.start_soon(gateway._watch, bridge)
+        try:
+            yield gateway
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,53 @@
+"""A small MCP server for the gateway tests (stdio): echo, a tool with progress, a list change."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import anyio.lowlevel
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+
+
+def build() -> MCPServer:
+    server = MCPServer("gateway-fixture", version="1.0.0", log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        return text
+
+    @server.tool()
+    async def count(steps: int, ctx: Context) -> int:
+        """Count to steps, reporting progress at each."""
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step}")
+            await anyio.lowlevel.checkpoint()
+        return steps
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Add a tool named 'extra' and announce the change."""
+
+        def extra() -> str:
+            """A tool that appeared later."""
+            return "extra"
+
+        server.add_tool(extra, name="extra")
+        await ctx.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()
+        return "grown"
+
+    @server.tool()
+    async def hang() -> str:
+        """Never returns (until cancelled)."""
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    return server
+
+
+if __name__ == "__main__":
+    build().run()
+    sys.exit(0)
