@@ -353,6 +353,8 @@ INLINE_CODE: tuple[str, ...] = (
     "sed -e p -e 'e sudo id' f",
     "awk -W exec evil.awk",
     "awk -Wexec evil.awk",
+    "git diff -O/etc/passwd",
+    "git log -p --orderfile=@OUT@/f",
 )
 
 # Re-spelled flags and the documented default denies.
@@ -611,6 +613,16 @@ COMPOUND: tuple[str, ...] = (
     "cat <<A <<B\nx\nA\n$(sudo id)\nB",
     "cat < <(sudo id)",
     "a=([$(sudo id)]=1)",
+    "\tsudo id",
+    " sudo id",
+    "sudo\tid",
+    "ls;\tsudo id",
+    "ls\r;sudo id",
+    "\nsudo id",
+    "ls &&\nsudo id",
+    "ls|\nsudo id",
+    "ls&\nsudo id",
+    "ls \\\n&& sudo id",
 )
 
 # Writes outside the roots: every redirect operator, every way of naming the target.
