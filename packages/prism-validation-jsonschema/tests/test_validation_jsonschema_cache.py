@@ -159,8 +159,8 @@ def test_defaults_and_hard_caps() -> None:
         "max_string_length": 1_000_000,
         "max_array_length": 100_000,
         "max_schema_work": 50_000,
-        "max_validation_work": 2_000_000,
-        "max_regex_work": 20_000_000,
+        "max_validation_work": 1_000_000,
+        "max_regex_work": 8_000_000,
     }
     assert HARD_LIMITS["max_schema_bytes"] == 1024 * 1024
     assert HARD_LIMITS["max_depth"] == 128

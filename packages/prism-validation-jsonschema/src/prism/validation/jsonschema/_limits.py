@@ -100,8 +100,8 @@ class SchemaLimits:
     max_string_length: int = attrs.field(default=1_000_000, validator=_check_limit)
     max_array_length: int = attrs.field(default=100_000, validator=_check_limit)
     max_schema_work: int = attrs.field(default=50_000, validator=_check_limit)
-    max_validation_work: int = attrs.field(default=2_000_000, validator=_check_limit)
-    max_regex_work: int = attrs.field(default=20_000_000, validator=_check_limit)
+    max_validation_work: int = attrs.field(default=1_000_000, validator=_check_limit)
+    max_regex_work: int = attrs.field(default=8_000_000, validator=_check_limit)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,338 @@
+"""Bounded work: the expanded schema is capped at admission, each call's cost before it runs.
+
+Every hostile class from issue 13 is here, against both engines (draft-07 on
+fastjsonschema, 2020-12 on jsonschema-rs): exponential ``$ref`` fan-out,
+expensive patterns on huge strings, ``format: regex`` on a huge argument, huge
+enums times big arrays, and a ticker that checks no admitted validation holds
+the event loop. Stalls are measured as CPU time of the event loop's thread
+between two ticks (``time.thread_time``), which a busy machine cannot inflate.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaLimits
+
+if TYPE_CHECKING:
+    from prism.core import ToolArgumentValidationResult
+
+D7 = "http://json-schema.org/draft-07/schema#"
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+DIALECTS = [D7, D2020]
+
+
+def _with(dialect: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"$schema": dialect, **schema}
+
+
+def _defs(dialect: str) -> str:
+    return "definitions" if dialect == D7 else "$defs"
+
+
+def _refused(result: ToolArgumentValidationResult, *words: str) -> str:
+    assert not result.ok
+    message = result.errors[0].message
+    assert message.startswith("schema rejected"), message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def _over_budget(result: ToolArgumentValidationResult, word: str) -> None:
+    assert not result.ok
+    message = result.errors[0].message
+    assert not message.startswith("schema rejected"), message
+    assert word in message, message
+
+
+def _fan_out(dialect: str, levels: int) -> dict[str, Any]:
+    # Each level references the next twice (allOf + anyOf): 2**levels evaluations.
+    defs = _defs(dialect)
+    table: dict[str, Any] = {
+        f"l{i}": {
+            "allOf": [{"$ref": f"#/{defs}/l{i + 1}"}],
+            "anyOf": [{"$ref": f"#/{defs}/l{i + 1}"}],
+        }
+        for i in range(levels)
+    }
+    table[f"l{levels}"] = {"type": "string"}
+    return _with(dialect, {defs: table, "allOf": [{"$ref": f"#/{defs}/l0"}]})
+
+
+# -- the expanded graph, at admission ----------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_exponential_ref_fan_out_is_refused_at_admission_naming_the_path(dialect: str) -> None:
+    schema = _fan_out(dialect, 22)
+    assert len(json.dumps(schema)) < 3_000
+    message = _refused(JsonSchemaArgumentValidator().validate(schema, "x"), "max_schema_work")
+    assert "each $ref counted at every place it is reached" in message
+    path = JsonSchemaArgumentValidator().validate(schema, "x").errors[0].path
+    assert path is not None
+    assert path.startswith(f"#/{_defs(dialect)}/l")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_small_fan_out_is_admitted_and_validates(dialect: str) -> None:
+    schema = _fan_out(dialect, 6)
+    validator = JsonSchemaArgumentValidator()
+    assert validator.validate(schema, "x").ok
+    assert not validator.validate(schema, 1).ok
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_recursion_that_doubles_per_instance_level_is_refused(dialect: str) -> None:
+    twice = {"properties": {"a": {"$ref": "#"}}}
+    schema = _with(dialect, {"allOf": [twice, twice]})
+    _refused(JsonSchemaArgumentValidator().validate(schema, {}), "max_schema_work")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_binary_tree_schema_is_admitted_and_checks_deep_values(dialect: str) -> None:
+    schema = _with(
+        dialect,
+        {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "left": {"$ref": "#"},
+                "right": {"$ref": "#"},
+            },
+        },
+    )
+    tree: dict[str, Any] = {"value": 1}
+    for _ in range(30):
+        tree = {"value": 0, "left": tree, "right": {"value": 2}}
+    validator = JsonSchemaArgumentValidator()
+    assert validator.validate(schema, tree).ok
+    leaf = tree
+    while "left" in leaf:
+        leaf = leaf["left"]
+    leaf["value"] = "x"
+    assert not validator.validate(schema, tree).ok
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_reference_cycle_that_never_descends_is_refused(dialect: str) -> None:
+    defs = _defs(dialect)
+    schema = _with(
+        dialect,
+        {defs: {"a": {"anyOf": [{"$ref": f"#/{defs}/b"}]}, "b": {"not": {"$ref": f"#/{defs}/a"}}}},
+    )
+    schema["allOf"] = [{"$ref": f"#/{defs}/a"}]
+    _refused(JsonSchemaArgumentValidator().validate(schema, 1), "never descends")
+
+
+def test_max_schema_work_is_the_cap_that_decides() -> None:
+    schema = _fan_out(D2020, 10)  # about 2**11 evaluations at the root
+    assert JsonSchemaArgumentValidator().validate(schema, "x").ok
+    tight = JsonSchemaArgumentValidator(limits=SchemaLimits(max_schema_work=1_000))
+    _refused(tight.validate(schema, "x"), "max_schema_work=1000")
+
+
+# -- per-call budgets ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_an_expensive_pattern_on_a_huge_string_fails_the_call(dialect: str) -> None:
+    schema = _with(dialect, {"type": "string", "pattern": "(.*a){20}"})
+    validator = JsonSchemaArgumentValidator()
+    _over_budget(validator.validate(schema, "a" * 1_000_000), "max_regex_work")
+    assert validator.validate(schema, "a" * 20).ok  # short strings still match
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_eight_huge_strings_add_up_against_the_regex_budget(dialect: str) -> None:
+    schema = _with(dialect, {"type": "array", "items": {"type": "string", "pattern": "(.*a){20}"}})
+    validator = JsonSchemaArgumentValidator()
+    _over_budget(validator.validate(schema, ["a" * 125_000] * 8), "max_regex_work")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_cheap_pattern_on_a_huge_string_is_still_checked(dialect: str) -> None:
+    schema = _with(dialect, {"type": "string", "pattern": "^[a-z]+$"})
+    validator = JsonSchemaArgumentValidator()
+    assert validator.validate(schema, "a" * 1_000_000).ok
+    assert not validator.validate(schema, "a" * 999_999 + "!").ok
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_pattern_properties_keys_count_against_the_regex_budget(dialect: str) -> None:
+    schema = _with(dialect, {"type": "object", "patternProperties": {"(.*a){20}": {}}})
+    value = {"a" * 1_000 + str(i): 1 for i in range(1_000)}
+    _over_budget(JsonSchemaArgumentValidator().validate(schema, value), "max_regex_work")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_format_regex_on_a_huge_argument_fails_the_call(dialect: str) -> None:
+    schema = _with(dialect, {"type": "string", "format": "regex"})
+    validator = JsonSchemaArgumentValidator(assert_formats=True)
+    _over_budget(validator.validate(schema, "(a|b)" * 3_200), "max_regex_work")
+    assert validator.validate(schema, "^(a|b)+$").ok
+    assert not validator.validate(schema, "(unclosed").ok
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_huge_enum_times_a_big_array_fails_the_call(dialect: str) -> None:
+    schema = _with(dialect, {"type": "array", "items": {"enum": list(range(10_000))}})
+    validator = JsonSchemaArgumentValidator()
+    _over_budget(validator.validate(schema, [1] * 100_000), "max_validation_work")
+    assert validator.validate(schema, [1] * 100).ok
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_many_branches_times_a_big_array_fails_the_call(dialect: str) -> None:
+    branches = [
+        {"type": "object", "properties": {"a": {"minimum": i}}, "required": ["a"]}
+        for i in range(30)
+    ]
+    schema = _with(dialect, {"type": "array", "items": {"anyOf": branches}})
+    validator = JsonSchemaArgumentValidator()
+    _over_budget(validator.validate(schema, [{"a": -1}] * 9_000), "max_validation_work")
+    assert not validator.validate(schema, [{"a": -1}] * 10).ok
+    assert validator.validate(schema, [{"a": 20}] * 10).ok
+
+
+def test_budgets_are_limits_a_caller_can_raise() -> None:
+    schema = {"type": "string", "pattern": "(.*a){20}"}
+    generous = JsonSchemaArgumentValidator(limits=SchemaLimits(max_regex_work=300_000_000))
+    assert generous.validate(schema, "a" * 100_000).ok
+
+
+# -- the event loop -----------------------------------------------------------
+
+_EVIL_PATTERNS = ["(.*a){20}", "^(a+)+$", "[a-q][^u-z]{13}x", "(\\w+\\s?)*$", "^[a-z]+$"]
+
+_leaf_schemas = st.one_of(
+    st.just({"type": "string"}),
+    st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(_EVIL_PATTERNS)),
+    st.just({"type": "integer", "minimum": 0}),
+    st.builds(lambda n: {"enum": list(range(n))}, st.sampled_from([1, 100, 10_000])),
+    st.just({"format": "regex"}),
+    st.just({"format": "email"}),
+    st.just({"uniqueItems": True}),
+)
+
+
+def _extend(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.one_of(
+        st.builds(lambda c: {"type": "array", "items": c}, children),
+        st.builds(lambda cs: {"anyOf": cs}, st.lists(children, min_size=1, max_size=6)),
+        st.builds(lambda cs: {"allOf": cs}, st.lists(children, min_size=1, max_size=6)),
+        st.builds(lambda c: {"not": c}, children),
+        st.builds(
+            lambda c: {"type": "object", "additionalProperties": c, "patternProperties": {"a": c}},
+            children,
+        ),
+        st.builds(lambda c: {"$defs": {"d": c}, "$ref": "#/$defs/d"}, children),
+        st.builds(
+            lambda c: {
+                "$defs": {"r": {"anyOf": [c, {"items": {"$ref": "#/$defs/r"}}]}},
+                "$ref": "#/$defs/r",
+            },
+            children,
+        ),
+    )
+
+
+_schemas = st.recursive(_leaf_schemas, _extend, max_leaves=12)
+
+
+def _instance(kind: str, size: int) -> object:
+    text = ("ab " * (size // 3 + 1))[:size] + "a"
+    leaf: object = {
+        "string": text,
+        "int": 7,
+        "array": [text[:50]] * size,
+        "objects": [{"a": "a" * 10, "b": 1}] * min(size, 5_000),
+        "object": {f"a{i}": "xa" for i in range(min(size, 10_000))},
+        "nested": json.loads("[" * 60 + "1" + "]" * 60),
+    }[kind]
+    return leaf
+
+
+async def _cpu_stall(call: Any) -> float:
+    """Run ``call`` beside a 10 ms ticker; the most event-loop CPU time between two ticks."""
+    gaps: list[float] = []
+    done = trio.Event()
+
+    async def ticker() -> None:
+        last = time.thread_time()
+        while not done.is_set():
+            await trio.sleep(0.01)
+            now = time.thread_time()
+            gaps.append(now - last)
+            last = now
+
+    async def worker() -> None:
+        await trio.sleep(0.03)
+        try:
+            call()
+        finally:
+            done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        nursery.start_soon(worker)
+    return max(gaps)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    schema=_schemas,
+    dialect=st.sampled_from(DIALECTS),
+    kind=st.sampled_from(["string", "int", "array", "objects", "object", "nested"]),
+    size=st.sampled_from([10, 10_000, 100_000, 1_000_000]),
+    assert_formats=st.booleans(),
+)
+def test_no_admitted_validation_holds_the_event_loop(
+    schema: dict[str, Any], dialect: str, kind: str, size: int, assert_formats: bool
+) -> None:
+    if dialect == D7:
+        schema = json.loads(json.dumps(schema).replace('"$defs"', '"definitions"'))
+        schema = json.loads(json.dumps(schema).replace("#/$defs/", "#/definitions/"))
+    schema = {"$schema": dialect, **schema}
+    validator = JsonSchemaArgumentValidator(assert_formats=assert_formats)
+    value = _instance(kind, size)
+    validator.validate(schema, None)  # compile outside the measurement
+    stall = trio.run(_cpu_stall, lambda: validator.validate(schema, value))
+    assert stall < 0.1, f"the event loop was held for {stall:.3f} s of CPU"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        (_fan_out(D2020, 22), "x"),
+        ({"type": "string", "pattern": "(.*a){20}"}, "a" * 1_000_000),
+        ({"type": "array", "items": {"pattern": "(.*a){20}"}}, ["a" * 1_000_000] * 8),
+        ({"type": "string", "format": "regex"}, "(a|b)" * 3_200),
+        ({"type": "array", "items": {"enum": list(range(10_000))}}, [1] * 100_000),
+        ({"type": "array", "uniqueItems": True}, [{"a": i} for i in range(10_000)]),
+    ],
+)
+async def test_the_hostile_classes_never_hold_the_event_loop(
+    dialect: str, schema: dict[str, Any], value: object
+) -> None:
+    schema = json.loads(json.dumps(schema).replace("#/$defs/", f"#/{_defs(dialect)}/"))
+    schema = json.loads(json.dumps(schema).replace('"$defs"', f'"{_defs(dialect)}"'))
+    schema = {"$schema": dialect, **schema}
+    validator = JsonSchemaArgumentValidator(assert_formats=True)
+    validator.validate(schema, None)
+    results: list[bool] = []
+    stall = await _cpu_stall(lambda: results.append(validator.validate(schema, value).ok))
+    assert stall < 0.1, f"the event loop was held for {stall:.3f} s of CPU"
+    assert results == [False]
