@@ -43,7 +43,7 @@ _MAX_TOOLS = 4096
 _MAX_LIST_PAGES_CAP = 1000
 _MAX_LIST_BYTES_CAP = 1 << 30
 _MAX_SERVER_REQUESTS_CAP = 1024
-_RELIST_ROUNDS = 3
+_MAX_RECHECKS = 3
 _MAX_DESCRIPTION_CHARS = 8192
 _MAX_ERROR_CHARS = 2000
 _MAX_INFO_CHARS = 256
@@ -246,10 +246,13 @@ class McpToolBridge:
     _tools: tuple[ToolDefinition, ...] = ()
     _info: dict[str, McpToolInfo] = attrs.field(factory=dict)
     _checker: OutputChecker = attrs.field(factory=OutputChecker)
-    _listing: tuple[tuple[str, str | None, str], ...] = ()
+    _listing: tuple[tuple[object, ...], ...] = ()
     _listed_at: float = -math.inf
     _stale: bool = False
     _changed: trio.Event = attrs.field(factory=trio.Event)
+    _listing_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    _verifying: bool = False
+    _recheck: bool = False
     _closed: bool = False
     _conn: _Connection | None = None
     _connections: list[_Connection] = attrs.field(factory=list)
@@ -306,20 +309,60 @@ class McpToolBridge:
         return self._conn is not None and self._conn.alive
 
     async def wait_stale(self) -> None:
-        """Wait until the server announces that its tool list changed.
+        """Wait until the server's tool list is known to differ from :attr:`tools`.
 
-        Returns at once if a change was announced since the last listing. The
-        age limit (``list_cache_ttl_s``) does not wake it. Checkpoints;
-        cancellation just stops the wait.
+        Returns at once if that happened since the last listing. The age limit
+        (``list_cache_ttl_s``) does not wake it. Checkpoints; cancellation just
+        stops the wait.
         """
         await self._changed.wait()
 
-    def _mark_changed(self, conn: _Connection) -> None:
+    def _announced(self, conn: _Connection) -> None:
         # A retired session's news is old; the current one's (or the one still
         # connecting, whose listing is yet to come) counts.
-        if conn.stop.is_set():
+        if conn.stop.is_set() or self._closed:
             return
         _log.debug("MCP server %s announced a tool list change", self._options.server_id)
+        # An announcement is checked against our listing before it marks us stale:
+        # server-everything announces a change right after initialize, which the
+        # bridge's first listing may already include.
+        if self._verifying:
+            self._recheck = True
+            return
+        self._verifying = True
+        self._nursery.start_soon(self._verify_change, conn)
+
+    async def _verify_change(self, conn: _Connection) -> None:
+        try:
+            for _ in range(_MAX_RECHECKS):
+                self._recheck = False
+                async with self._listing_lock:
+                    client = conn.client
+                    if conn.stop.is_set() or client is None or not conn.alive:
+                        return
+                    try:
+                        listed = await self._list(conn, client, self._options.call_timeout_s)
+                    except McpBridgeError:
+                        _log.debug("listing after an announcement failed", exc_info=True)
+                        self._mark_changed(conn)
+                        return
+                    if self._listing_of(listed) != self._listing:
+                        self._mark_changed(conn)
+                        return
+                if not self._recheck:
+                    _log.debug(
+                        "MCP server %s: the announced change is already in the listing",
+                        self._options.server_id,
+                    )
+                    return
+            # Announcements keep coming: say stale rather than list forever.
+            self._mark_changed(conn)
+        finally:
+            self._verifying = False
+
+    def _mark_changed(self, conn: _Connection) -> None:
+        if conn.stop.is_set():
+            return
         self._stale = True
         self._changed.set()
 
@@ -369,7 +412,7 @@ class McpToolBridge:
                 options.transport,
                 max_message_bytes=options.max_result_bytes,
                 state=state,
-                write_stall_s=max(options.call_timeout_s, options.connect_timeout_s),
+                write_stall_s=options.connect_timeout_s,
                 max_server_requests=options.max_server_requests,
             )
         return open_http_streams(
@@ -460,7 +503,7 @@ class McpToolBridge:
         async def handle(message: object) -> None:
             root = getattr(message, "root", message)
             if getattr(root, "method", None) == _LIST_CHANGED:
-                self._mark_changed(conn)
+                self._announced(conn)
             await trio.lowlevel.checkpoint()
 
         return handle
@@ -482,7 +525,7 @@ class McpToolBridge:
                 subscribed = True
                 task_status.started()
                 async for _event in subscription:
-                    self._mark_changed(conn)
+                    self._announced(conn)
         except Exception:
             _log.debug("no list-changed subscription on %s", self._options.server_id, exc_info=True)
         if not subscribed:
@@ -531,22 +574,20 @@ class McpToolBridge:
             if self._listing_of(listed) != self._listing:
                 self._mark_changed(conn)
             return
+        async with self._listing_lock:
+            await self._replace_listing(conn, client, limit_s)
+
+    async def _replace_listing(self, conn: _Connection, client: Client, limit_s: float) -> None:
         changed_before = self._stale
-        deadline = trio.current_time() + limit_s
-        for _ in range(_RELIST_ROUNDS):
-            # Cleared before listing, so a change announced while the list is in flight
-            # counts. A change announced during the listing (server-everything announces
-            # one right after initialize) is followed by listing again, a bounded number
-            # of times, so a fresh bridge is not stale from the start.
-            self._clear_changed()
-            try:
-                listed = await self._list(conn, client, max(deadline - trio.current_time(), 0.001))
-            except BaseException:
-                if changed_before:
-                    self._mark_changed(conn)
-                raise
-            if not self._stale:
-                break
+        # Cleared before listing; a change announced while the list is in flight is
+        # checked against this listing once it is in place (the lock orders them).
+        self._clear_changed()
+        try:
+            listed = await self._list(conn, client, limit_s)
+        except BaseException:
+            if changed_before:
+                self._mark_changed(conn)
+            raise
         listing = self._listing_of(listed)
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
@@ -565,8 +606,18 @@ class McpToolBridge:
         self._listed_at = time.monotonic()
 
     @staticmethod
-    def _listing_of(listed: list[Any]) -> tuple[tuple[str, str | None, str], ...]:
-        return tuple((tool.name, tool.description, repr(tool.input_schema)) for tool in listed)
+    def _listing_of(listed: list[Any]) -> tuple[tuple[object, ...], ...]:
+        return tuple(
+            (
+                tool.name,
+                tool.title,
+                tool.description,
+                repr(tool.input_schema),
+                repr(tool.output_schema),
+                repr(tool.annotations),
+            )
+            for tool in listed
+        )
 
     async def _list(self, conn: _Connection, client: Client, limit_s: float) -> list[Any]:
         options = self._options

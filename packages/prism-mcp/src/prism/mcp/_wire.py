@@ -480,11 +480,17 @@ class _GatedWrite:
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        if self._gate.inflight and isinstance(
+        if not self._gate.inflight or not isinstance(
             message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
         ):
+            await self._inner.send(item)
+            return
+        try:
+            await self._inner.send(item)
+        finally:
+            # The slot frees only once the answer is handed on: a task still waiting
+            # to write is a task the flood made.
             self._gate.inflight.discard(message.id)
-        await self._inner.send(item)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -509,7 +515,7 @@ class _Gate:
     inflight: set[int | str] = attrs.field(factory=set)
 
     def admit(self, request_id: int | str) -> bool:
-        if request_id in self.inflight or len(self.inflight) < self.limit:
+        if request_id not in self.inflight and len(self.inflight) < self.limit:
             self.inflight.add(request_id)
             return True
         self.state.refused_requests += 1

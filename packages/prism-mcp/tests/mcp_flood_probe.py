@@ -1,0 +1,77 @@
+"""Run by test_mcp_floods in a fresh process: how much does a flood raise peak RSS?
+
+Usage: ``python mcp_flood_probe.py <mode> <count> [option=value ...]``; prints one
+JSON line. ``mode`` is one of mcp_flood_server.py's modes; options are passed to
+``open_mcp_tools`` as integers or floats (``none`` for ``None``).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+
+import trio
+
+from prism.core import ToolCall, ToolExecutionContext
+from prism.mcp import StdioTransport, open_mcp_tools
+
+SERVER = Path(__file__).resolve().parent / "mcp_flood_server.py"
+
+
+def peak_rss_bytes() -> int:
+    # Linux reports ru_maxrss in KiB.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _value(text: str) -> object:
+    if text == "none":
+        return None
+    return float(text) if "." in text else int(text)
+
+
+async def main(mode: str, count: int, options: dict[str, object]) -> None:
+    transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
+    report: dict[str, object] = {"mode": mode, "count": count}
+    if mode == "pages":
+        # The listing is the flood: measure around a second bridge's whole open.
+        async with open_mcp_tools(
+            server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])
+        ):
+            pass
+        before = peak_rss_bytes()
+        async with open_mcp_tools(
+            server_id="fl",
+            transport=transport,
+            protocol="legacy",
+            connect_timeout_s=60,
+            **options,  # type: ignore[arg-type]
+        ) as bridge:
+            report["tools"] = len(bridge.tools)
+        after = peak_rss_bytes()
+    else:
+        async with open_mcp_tools(
+            server_id="fl",
+            transport=transport,
+            protocol="legacy",
+            **options,  # type: ignore[arg-type]
+        ) as bridge:
+            tool = bridge.tools[0]
+            ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments={}))
+            before = peak_rss_bytes()
+            result = await tool.execute({}, ctx)
+            after = peak_rss_bytes()
+            report["is_error"] = result.is_error
+            report["mcp_error"] = result.details.get("mcp_error")
+            report["limit"] = result.details.get("limit")
+            report["text"] = result.joined_text[:300]
+    report["peak_before"] = before
+    report["peak_after"] = after
+    report["peak_growth_bytes"] = after - before
+    sys.stdout.write(json.dumps(report) + "\n")
+
+
+if __name__ == "__main__":
+    extra = dict(arg.split("=", 1) for arg in sys.argv[3:])
+    trio.run(main, sys.argv[1], int(sys.argv[2]), {k: _value(v) for k, v in extra.items()})

@@ -1,0 +1,89 @@
+"""Hostile floods: each one raises the host's memory by a bounded amount.
+
+Each test runs ``mcp_flood_probe.py`` in a fresh process against
+``mcp_flood_server.py`` (a hand-written server whose flood stops by itself) and
+reads the growth of the probe's peak RSS. Without the bounds, the same floods
+raised it by about 100 MB (100 listing pages) and 165 MB (200 000 pings in
+5 s, growing for as long as the call lasts).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+
+from prism.mcp import open_mcp_tools
+
+TESTS = Path(__file__).resolve().parent
+PROBE = TESTS / "mcp_flood_probe.py"
+MB = 1_000_000
+
+
+async def probe(mode: str, count: int, *options: str) -> dict[str, object]:
+    done = await trio.run_process(
+        [sys.executable, str(PROBE), mode, str(count), *options],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    report: dict[str, object] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return report
+
+
+def growth(report: dict[str, object]) -> int:
+    value = report["peak_growth_bytes"]
+    assert isinstance(value, int)
+    return value
+
+
+async def test_a_listing_of_a_hundred_large_pages_is_cut_at_max_list_bytes() -> None:
+    with trio.fail_after(120):
+        report = await probe("pages", 100)
+    # 100 pages of about 900 kB, each under max_result_bytes; the default
+    # max_list_bytes (4 MB) keeps about 39 tools of 100 kB.
+    tools = report["tools"]
+    assert isinstance(tools, int)
+    assert 0 < tools < 50
+    assert growth(report) < 30 * MB
+
+
+async def test_a_listing_stops_at_max_list_pages() -> None:
+    with trio.fail_after(120):
+        report = await probe("pages", 100, "max_list_pages=2", "max_list_bytes=100000000")
+    assert report["tools"] == 18
+
+
+async def test_a_ping_flood_from_a_server_that_never_reads_is_bounded() -> None:
+    with trio.fail_after(120):
+        report = await probe(
+            "ping", 200_000, "call_timeout_s=30", "connect_timeout_s=2", "max_call_s=60"
+        )
+    # The answers fill the pipe; a write that makes no progress for
+    # connect_timeout_s closes the session instead of waiting forever.
+    assert report["mcp_error"] == "connection_lost"
+    assert "stopped reading its stdin" in str(report["text"])
+    assert growth(report) < 20 * MB
+
+
+async def test_endless_progress_ends_at_max_call_s() -> None:
+    with trio.fail_after(120):
+        report = await probe("progress", 200_000, "max_call_s=2", "call_timeout_s=30")
+    assert report["mcp_error"] == "timeout"
+    assert report["limit"] == "max_call_s"
+    assert growth(report) < 20 * MB
+
+
+async def test_a_log_flood_is_bounded_and_the_call_still_answers() -> None:
+    with trio.fail_after(120):
+        report = await probe("log", 50_000)
+    assert report["text"] == "done"
+    assert growth(report) < 20 * MB
+
+
+def test_every_call_has_a_ceiling_by_default() -> None:
+    defaults = open_mcp_tools.__wrapped__.__kwdefaults__  # type: ignore[attr-defined]
+    assert defaults["max_call_s"] == 600.0
