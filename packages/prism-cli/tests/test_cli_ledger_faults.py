@@ -1,0 +1,161 @@
+"""The ledger the CLI writes survives Ctrl-C: twice under ``uv run``, and in ``mcp call``."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from prism.core import read_ledger
+
+_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+SLOW_SERVER = Path(__file__).with_name("slow_mcp_server.py")
+
+
+def _environ() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def _wait_for(stream: IO[str], needle: str, timeout: float) -> None:
+    """Read ``stream`` until a line holds ``needle`` (the deadline only bounds a hang)."""
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            continue
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return
+    raise AssertionError(f"never saw {needle!r}; output so far: {''.join(seen)}")
+
+
+def _session(tmp_path: Path, ledger: str) -> None:
+    config = f"""
+[workspace]
+coding_tools = false
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.2"]
+[ledger]
+path = "{ledger}"
+"""
+    (tmp_path / "prism.toml").write_text(config, encoding="utf-8")
+    session = [
+        {
+            "tool_calls": [
+                {"id": "quick", "name": "mcp:docs:get_page", "arguments": {"slug": "ledger"}},
+                {"id": "slow", "name": "mcp:docs:build_index", "arguments": {"pages": 50}},
+            ]
+        }
+    ]
+    (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
+
+
+@pytest.mark.parametrize("ledger", ["ledger.jsonl", "ledger.db"])
+def test_two_sigints_under_uv_run_keep_the_ledger(tmp_path: Path, ledger: str) -> None:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    _session(tmp_path, ledger)
+    argv = [uv, "run", "--no-project", "--", sys.executable, "-m", "prism.cli", "run"]
+    with subprocess.Popen(
+        [*argv, "session.json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=_environ(),
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C sees it
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            _wait_for(proc.stdout, "progress", timeout=60)
+            # Ctrl-C twice in a row: the whole group (uv and prism) gets both.
+            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode != 0
+    contents = read_ledger(tmp_path / ledger)  # strict: every whole line parses
+    records = {r.call_id: r for r in contents.records}
+    assert records["quick"].status == "ok"
+    # Cut short (the server got the Ctrl-C too), and recorded.
+    assert records["slow"].status != "ok"
+    assert len(contents.runs) == 1
+
+
+def test_mcp_call_ledger_keeps_the_call_after_sigint(tmp_path: Path) -> None:
+    path = tmp_path / "call.jsonl"
+    fifo = tmp_path / "called.fifo"
+    os.mkfifo(fifo)
+    # Opened before the server can write, without waiting for a writer.
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    server = shlex.join([sys.executable, str(SLOW_SERVER), str(fifo)])
+    argv = [sys.executable, "-m", "prism.cli", "mcp", "call", "--stdio", server, "hang"]
+    with (
+        open(reader, encoding="utf-8") as called,
+        subprocess.Popen(
+            [*argv, "--ledger", str(path)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=_environ(),
+        ) as proc,
+    ):
+        try:
+            _wait_for(called, "hang called", timeout=60)
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130
+    contents = read_ledger(path)
+    (record,) = contents.records
+    assert (record.call_id, record.status) == ("cli-1", "cancelled")
+    (run,) = contents.runs
+    assert run.outcome == "aborted"
+
+
+def test_run_writes_an_sqlite_ledger_that_show_reads(tmp_path: Path) -> None:
+    _session(tmp_path, "ledger.db")
+    session = [{"tool_calls": [{"id": "q", "name": "mcp:docs:get_page", "arguments": {}}]}]
+    (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
+    run = [sys.executable, "-m", "prism.cli", "run", "session.json", "--json"]
+    proc = subprocess.run(
+        run, cwd=tmp_path, capture_output=True, text=True, env=_environ(), timeout=60
+    )
+    report = json.loads(proc.stdout)
+    assert report["ledger_errors"] == 0
+    show = [sys.executable, "-m", "prism.cli", "ledger", "show", "ledger.db", "--json"]
+    shown = subprocess.run(
+        show, cwd=tmp_path, capture_output=True, text=True, env=_environ(), timeout=60
+    )
+    data = json.loads(shown.stdout)
+    assert [r["call_id"] for r in data["records"]] == ["q"]
+    assert data["runs"][0]["run_id"] == report["run_id"]
+    assert data["runs"][0]["outcome"] == "finished"
