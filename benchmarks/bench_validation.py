@@ -4,9 +4,14 @@ Rows (medians over repetitions, measured in one run):
 
 - ``raw fastjsonschema, valid`` / ``invalid``: a function from ``fastjsonschema.compile``
   on a realistic 8-property tool schema (the baselines).
+- ``raw jsonschema-rs, valid``: ``jsonschema_rs.validator_for(...).validate`` on the same schema.
 - ``adapter hot path, valid`` / ``invalid``: the ``ToolValidator`` from
   ``create_json_schema_tool_argument_validator`` on a tool it has seen before
-  (identity fast path, instance bounds, RE2 patterns, error text). Target: <= 1.3x raw.
+  (identity fast path, instance bounds, budgets, error text). The schema has no
+  ``$schema``, so it is 2020-12 (MCP's default) and runs on jsonschema-rs.
+  Target: <= 1.3x raw fastjsonschema.
+- ``..., draft-07``: the same schema declared draft-07, which runs on fastjsonschema
+  with every pattern on RE2.
 - ``..., no regex``: the same pair on the schema without ``pattern``/``format``,
   to separate the RE2 call cost from the rest of the adapter's work.
 - ``..., open``: the schema with two strings left unbounded (no ``maxLength``), so it
@@ -17,6 +22,10 @@ Rows (medians over repetitions, measured in one run):
 - ``cache hit by canonical JSON``: screening + serialising + LRU lookup, no compile.
 - ``ReDoS``: ``^(a+)+$`` on ``"a" * 20 + "!"`` with raw fastjsonschema (Python ``re``)
   vs the adapter on ``"a" * 100_000 + "!"`` (RE2).
+- ``$ref fan-out``: each of 14 levels references the next twice; raw fastjsonschema
+  validates 2**15 sub-schemas per call, the adapter refuses the schema at
+  admission (22 levels, issue 13's 1.8 KB schema, would take raw fastjsonschema
+  about 1.6 s per call).
 
 Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
 """
@@ -28,6 +37,7 @@ import sys
 from typing import Any
 
 import fastjsonschema
+import jsonschema_rs
 from _harness import Row, row, run, time_sync
 
 from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
@@ -66,7 +76,9 @@ VALID: dict[str, Any] = {
     "language": "en-GB",
     "since": "2024-01-31",
 }
-INVALID: dict[str, Any] = {**VALID, "since": "last tuesday"}  # fails at the last check
+# Fails at the pattern (format is an annotation in 2020-12 unless asserted).
+INVALID: dict[str, Any] = {**VALID, "language": "EN-gb"}
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
 # The same tool without "pattern"/"format": what the adapter adds besides RE2.
 PLAIN_SCHEMA: dict[str, Any] = copy.deepcopy(SCHEMA)
@@ -88,8 +100,20 @@ def _raw_call(function: Any, value: Any) -> None:
     # A bare try/except: contextlib.suppress would slow the baseline down.
     try:  # noqa: SIM105
         function(value)
-    except fastjsonschema.JsonSchemaException:
+    except (fastjsonschema.JsonSchemaException, jsonschema_rs.ValidationError):
         pass
+
+
+def _fan_out(levels: int) -> dict[str, Any]:
+    table: dict[str, Any] = {
+        f"l{i}": {
+            "allOf": [{"$ref": f"#/definitions/l{i + 1}"}],
+            "anyOf": [{"$ref": f"#/definitions/l{i + 1}"}],
+        }
+        for i in range(levels)
+    }
+    table[f"l{levels}"] = {"type": "string"}
+    return {"$schema": DRAFT7, "definitions": table, "allOf": [{"$ref": "#/definitions/l0"}]}
 
 
 async def main() -> list[Row]:
@@ -108,6 +132,15 @@ async def main() -> list[Row]:
         time_sync(lambda: raw(VALID), inner=INNER, repeat=REPEAT),
     )
     rows.append(raw_valid)
+    raw_rs = jsonschema_rs.validator_for(SCHEMA)
+    rows.append(
+        row(
+            BENCH,
+            "raw jsonschema-rs, valid",
+            time_sync(lambda: raw_rs.validate(VALID), inner=INNER, repeat=REPEAT),
+            baseline=raw_valid,
+        )
+    )
     rows.append(
         row(
             BENCH,
@@ -115,6 +148,19 @@ async def main() -> list[Row]:
             time_sync(lambda: check(tool, VALID, ctx), inner=INNER, repeat=REPEAT),
             baseline=raw_valid,
             target="<= 1.3x",
+            note="2020-12: jsonschema-rs",
+        )
+    )
+    tool7 = ToolDefinition(name="search7", execute=_noop, parameters={"$schema": DRAFT7, **SCHEMA})
+    assert check(tool7, VALID, ctx) is None
+    assert check(tool7, INVALID, ctx) is not None
+    rows.append(
+        row(
+            BENCH,
+            "adapter hot path, valid, draft-07",
+            time_sync(lambda: check(tool7, VALID, ctx), inner=INNER, repeat=REPEAT),
+            baseline=raw_valid,
+            note="fastjsonschema + RE2",
         )
     )
     raw_plain = fastjsonschema.compile(copy.deepcopy(PLAIN_SCHEMA))
@@ -151,7 +197,8 @@ async def main() -> list[Row]:
             "adapter hot path, valid, open",
             time_sync(lambda: check(open_tool, VALID, ctx), inner=INNER, repeat=REPEAT),
             baseline=raw_open_row,
-            note="strings without maxLength: instance walk",
+            target="<= 1.3x",
+            note="not closed: instance walk + budget",
         )
     )
     raw_invalid = row(
@@ -167,6 +214,15 @@ async def main() -> list[Row]:
             time_sync(lambda: check(tool, INVALID, ctx), inner=INNER, repeat=REPEAT),
             baseline=raw_invalid,
             target="<= 1.3x",
+            note="includes the error text",
+        )
+    )
+    rows.append(
+        row(
+            BENCH,
+            "adapter hot path, invalid, draft-07",
+            time_sync(lambda: check(tool7, INVALID, ctx), inner=INNER, repeat=REPEAT),
+            baseline=raw_invalid,
             note="includes the error text",
         )
     )
@@ -204,6 +260,19 @@ async def main() -> list[Row]:
             baseline=raw_compile,
         )
     )
+
+    def adapter_compile7() -> None:
+        fresh = JsonSchemaArgumentValidator()
+        fresh.check_schema({"$schema": DRAFT7, **SCHEMA})
+
+    rows.append(
+        row(
+            BENCH,
+            "compile + screen, adapter, draft-07",
+            time_sync(adapter_compile7, inner=compile_inner, repeat=REPEAT),
+            baseline=raw_compile,
+        )
+    )
     rows.append(
         row(
             BENCH,
@@ -231,6 +300,38 @@ async def main() -> list[Row]:
             time_sync(lambda: validator.validate(evil, long_input), inner=20, repeat=REPEAT),
             baseline=raw_redos,
             note="RE2, linear",
+        )
+    )
+
+    raw_fan = fastjsonschema.compile(copy.deepcopy(_fan_out(14)))
+    raw_fan_row = row(
+        BENCH,
+        "$ref fan-out, raw fastjsonschema (14 levels)",
+        time_sync(lambda: raw_fan("x"), inner=3, repeat=3 if QUICK else 5),
+    )
+    rows.append(raw_fan_row)
+    hostile = _fan_out(22)
+    assert not validator.validate(hostile, "x").ok
+    rows.append(
+        row(
+            BENCH,
+            "$ref fan-out, adapter (22 levels)",
+            time_sync(lambda: validator.validate(hostile, "x"), inner=200, repeat=REPEAT),
+            baseline=raw_fan_row,
+            note="refused at admission (cached refusal)",
+        )
+    )
+
+    def fresh_refusal() -> None:
+        JsonSchemaArgumentValidator().validate(hostile, "x")
+
+    rows.append(
+        row(
+            BENCH,
+            "$ref fan-out, adapter admission",
+            time_sync(fresh_refusal, inner=20, repeat=REPEAT),
+            baseline=raw_fan_row,
+            note="screen + expanded-graph measure",
         )
     )
     return rows

@@ -10,7 +10,7 @@ from ._screen import POLLUTION_KEYS
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
-__all__ = ["InstanceProblem", "check_instance", "instance_cost"]
+__all__ = ["InstanceProblem", "check_instance", "instance_cost", "instance_size"]
 
 # The total characters of every string in an instance may be this many times
 # max_string_length; it only matters for Python callers that share one large
@@ -39,7 +39,20 @@ def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | Non
     return _first_problem(value, limits) or ("data", "breaks an instance limit")
 
 
-def _within_limits(value: object, limits: SchemaLimits) -> bool:
+def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int] | None:
+    """(values, characters in strings and keys) of ``value``, or ``None`` past a limit.
+
+    The same walk as :func:`check_instance`'s fast path; the totals let the
+    caller skip the per-depth cost walk when even the worst depth cannot
+    exceed a budget.
+    """
+    counts = _within_limits(value, limits, measure=True)
+    return counts if type(counts) is tuple else None
+
+
+def _within_limits(
+    value: object, limits: SchemaLimits, *, measure: bool = False
+) -> bool | tuple[int, int]:
     """The hot path: the same rules as :func:`_first_problem`, without building paths.
 
     Walks level by level, so no per-node tuple is allocated.
@@ -51,6 +64,7 @@ def _within_limits(value: object, limits: SchemaLimits) -> bool:
     chars_left = max_string * _TOTAL_STRING_FACTOR
     pollution = POLLUTION_KEYS
     level: list[object] = [value]
+    key_chars = 0
     depth = 0
     while level:
         depth += 1
@@ -66,6 +80,7 @@ def _within_limits(value: object, limits: SchemaLimits) -> bool:
                 for key, item in node.items():  # type: ignore[attr-defined]
                     if type(key) is not str or len(key) > max_string:
                         return False
+                    key_chars += len(key)
                     t = type(item)
                     if t is str:
                         if len(item) > max_string:
@@ -104,13 +119,19 @@ def _within_limits(value: object, limits: SchemaLimits) -> bool:
             elif kind is str:
                 if len(node) > max_string:  # type: ignore[arg-type]
                     return False
+                chars_left -= len(node)  # type: ignore[arg-type]
             elif kind is float:
                 if node - node:  # type: ignore[operator]
                     return False
             elif kind is not int and kind is not bool and node is not None:
                 return False
         level = below
-    return chars_left >= 0
+    if chars_left < 0:
+        return False
+    if not measure:
+        return True
+    nodes = 1 + limits.max_instance_properties - members_left + limits.max_array_length - items_left
+    return nodes, max_string * _TOTAL_STRING_FACTOR - chars_left + key_chars
 
 
 def _first_problem(value: object, limits: SchemaLimits) -> InstanceProblem | None:

@@ -22,7 +22,7 @@ from ._closed import closed_bounds
 from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
 from ._graph import analyse
-from ._instance import check_instance, instance_cost
+from ._instance import check_instance, instance_cost, instance_size
 from ._limits import CacheInfo, SchemaLimits, check_cache_size
 from ._rs import REGEX_COST_DIVISOR, RsValidationError, compile_rs
 from ._screen import FASTJSONSCHEMA_DRAFTS, Screened, prepare, screen
@@ -69,7 +69,18 @@ def _describe_compile_error(exc: Exception) -> str:
 class _Entry:
     """One screened schema: its compiled function, or why it was refused."""
 
-    __slots__ = ("alive", "closed", "function", "key", "refusal", "regex", "rejected", "work")
+    __slots__ = (
+        "alive",
+        "closed",
+        "function",
+        "key",
+        "max_regex",
+        "max_work",
+        "refusal",
+        "regex",
+        "rejected",
+        "work",
+    )
 
     def __init__(
         self,
@@ -88,6 +99,8 @@ class _Entry:
         # against the per-call budgets; None when no admitted instance can exceed them.
         self.work = work
         self.regex = regex
+        self.max_work = max(work or (0,))
+        self.max_regex = max(regex or (0,))
         self.rejected = rejected
         self.alive = True
         self.refusal: ToolArgumentValidationResult | None = None
@@ -337,13 +350,25 @@ class JsonSchemaArgumentValidator:
             except Exception as exc:
                 return self.closed_failure(value, exc)
             return _OK
-        problem = check_instance(value, self._limits)
-        if problem is not None:
-            return _failure(problem[0], problem[1])
-        if entry.work is not None:
-            over = self.over_budget(entry, value)
-            if over is not None:
-                return over
+        work = entry.work
+        if work is None:
+            problem = check_instance(value, self._limits)
+            if problem is not None:
+                return _failure(problem[0], problem[1])
+        else:
+            size = instance_size(value, self._limits)
+            if size is None:
+                problem = check_instance(value, self._limits)
+                return _failure(*(problem or ("data", "breaks an instance limit")))
+            limits = self._limits
+            if (
+                size[0] * entry.max_work > limits.max_validation_work
+                or size[1] * entry.max_regex > limits.max_regex_work
+            ):
+                # Only then is the per-depth bound worth its walk.
+                over = self.over_budget(entry, value)
+                if over is not None:
+                    return over
         try:
             function(value)
         except Exception as exc:
