@@ -135,9 +135,8 @@ class Gateway:
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _names: ToolNameMap = attrs.field(init=False)
     _wire: list[types.Tool] = attrs.field(init=False)
-    _sessions: weakref.WeakValueDictionary[int, Any] = attrs.field(
-        factory=weakref.WeakValueDictionary
-    )
+    # The SDK's per-client Connection objects (kept weakly: a closed client goes).
+    _connections: weakref.WeakSet[Any] = attrs.field(factory=weakref.WeakSet)
     server: Server[Any] = attrs.field(init=False)
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
 
@@ -190,10 +189,12 @@ class Gateway:
         ]
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        # ServerSession is made per request; the connection behind it lasts (mcp<3 keeps
+        # it as ``_connection``; there is no public handle on the low-level context).
         connection = getattr(ctx.session, "_connection", None)
         if connection is not None:
             with contextlib.suppress(TypeError):
-                self._sessions[id(connection)] = ctx.session
+                self._connections.add(connection)
 
     async def _on_list_tools(
         self, ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
@@ -280,9 +281,9 @@ class Gateway:
         on their standalone channel. Checkpoints; a client that cannot be
         reached is skipped. Cancellation stops the round.
         """
-        for session in list(self._sessions.values()):
+        for connection in list(self._connections):
             with contextlib.suppress(Exception):
-                await session.send_tool_list_changed()
+                await connection.send_tool_list_changed()
 
 
 async def _forward_progress(

@@ -1,0 +1,263 @@
+"""The gateway over Streamable HTTP on 127.0.0.1, driven by the official MCP SDK client."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from prism.gateway import BearerAuth, GatewayConfigurationError, HttpOptions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    ServeFactory = Callable[..., AbstractAsyncContextManager[Any]]
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+def approve_all(answer: bool = True) -> Any:
+    """An elicitation callback that answers every question with ``approve=answer``."""
+
+    async def callback(_ctx: object, _params: object) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": answer})
+
+    return callback
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+async def test_lists_tools_under_safe_names_with_truthful_hints(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert {"read", "write", "edit", "shell", "mcp__fx__echo"} <= set(tools)
+    read = tools["read"].annotations
+    shell = tools["shell"].annotations
+    assert read is not None
+    assert read.read_only_hint is True
+    assert read.destructive_hint is False
+    assert shell is not None
+    assert shell.read_only_hint is False
+    assert shell.destructive_hint is True
+
+
+async def test_bridged_tool_annotations_pass_through(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    echo = tools["mcp__fx__echo"].annotations
+    assert echo is not None
+    assert echo.read_only_hint is True
+    assert echo.open_world_hint is False
+
+
+async def test_reads_a_file_in_the_workspace(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        result = await client.call_tool("read", {"path": "notes.txt"})
+    assert not result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "hello from the workspace" in result.content[0].text
+
+
+async def test_calls_a_bridged_servers_tool(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        result = await client.call_tool("mcp__fx__echo", {"text": "through the gates"})
+    assert not result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text == "through the gates"
+
+
+async def test_every_call_is_recorded_with_the_client(serve: ServeFactory) -> None:
+    async with serve() as served:
+        async with Client(served.url) as client:
+            await client.call_tool("mcp__fx__echo", {"text": "x"})
+        ledger = served.gateway.ledger
+        assert ledger is not None
+        records = ledger.records
+    assert [r.tool_name for r in records] == ["mcp:fx:echo"]
+    assert records[0].status == "ok"
+    assert records[0].call_id.startswith("anonymous/")
+
+
+async def test_denied_command_is_an_error_the_model_can_read(serve: ServeFactory) -> None:
+    async with serve() as served:
+        async with Client(served.url, elicitation_callback=approve_all()) as client:
+            result = await client.call_tool("shell", {"command": "sudo id"})
+        ledger = served.gateway.ledger
+        assert ledger is not None
+        status = ledger.records[-1].status
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "denied" in result.content[0].text
+    assert "sudo" in result.content[0].text
+    assert status == "error"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_approval_by_elicitation_lets_the_command_run(serve: ServeFactory, mode: str) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with (
+        serve() as served,
+        Client(served.url, elicitation_callback=elicit, mode=mode) as client,
+    ):
+        result = await client.call_tool("shell", {"command": "touch made.txt && echo made"})
+    assert not result.is_error, result.content
+    assert (served.root / "made.txt").exists()
+    assert len(asked) == 1
+    assert "touch made.txt" in asked[0]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_declined_elicitation_denies_and_nothing_runs(serve: ServeFactory, mode: str) -> None:
+    async with (
+        serve() as served,
+        Client(served.url, elicitation_callback=approve_all(False), mode=mode) as client,
+    ):
+        result = await client.call_tool("shell", {"command": "touch no.txt"})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "declined by the client" in result.content[0].text
+    assert not (served.root / "no.txt").exists()
+
+
+async def test_client_without_elicitation_gets_the_default_denial(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        result = await client.call_tool("shell", {"command": "touch no.txt"})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "no approver is configured" in result.content[0].text
+    assert not (served.root / "no.txt").exists()
+
+
+async def test_progress_of_a_bridged_call_reaches_the_client(serve: ServeFactory) -> None:
+    seen: list[tuple[float, float | None]] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    async with serve() as served, Client(served.url) as client:
+        result = await client.call_tool("mcp__fx__count", {"steps": 3}, progress_callback=progress)
+    assert not result.is_error
+    assert seen == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)]
+
+
+async def test_list_changed_from_a_bridge_reaches_the_client(serve: ServeFactory) -> None:
+    changed = trio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with (
+        serve() as served,
+        Client(served.url, message_handler=on_message, mode="legacy") as client,
+    ):
+        await client.list_tools()
+        await client.call_tool("mcp__fx__grow", {})
+        with trio.fail_after(30):
+            await changed.wait()
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert "mcp__fx__extra" in names
+
+
+async def test_unknown_tool_is_a_protocol_error(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("no_such_tool", {})
+
+
+async def test_bad_arguments_are_an_error_naming_the_problem(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        result = await client.call_tool("read", {"path": 5})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "path" in result.content[0].text
+
+
+async def test_missing_bearer_token_is_refused(serve: ServeFactory) -> None:
+    async with (
+        serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
+        httpx2.AsyncClient() as http,
+    ):
+        response = await http.post(served.url, json=INIT, headers=ACCEPT)
+    assert response.status_code == 401
+    assert "bearer" in response.json()["error"]["message"]
+
+
+async def test_wrong_bearer_token_is_refused(serve: ServeFactory) -> None:
+    async with (
+        serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
+        httpx2.AsyncClient() as http,
+    ):
+        headers = {**ACCEPT, "authorization": "Bearer " + "x" * len(TOKEN)}
+        response = await http.post(served.url, json=INIT, headers=headers)
+    assert response.status_code == 401
+
+
+async def test_right_bearer_token_is_let_in(serve: ServeFactory) -> None:
+    async with (
+        serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}) as http,
+        Client(streamable_http_client(served.url, http_client=http)) as client,
+    ):
+        result = await client.call_tool("mcp__fx__echo", {"text": "in"})
+    assert not result.is_error
+
+
+async def test_foreign_origin_is_refused(serve: ServeFactory) -> None:
+    async with serve() as served, httpx2.AsyncClient() as http:
+        headers = {**ACCEPT, "origin": "http://evil.example"}
+        response = await http.post(served.url, json=INIT, headers=headers)
+    assert response.status_code == 403
+    assert "evil.example" in response.json()["error"]["message"]
+
+
+async def test_loopback_origin_is_accepted(serve: ServeFactory) -> None:
+    async with serve() as served, httpx2.AsyncClient() as http:
+        headers = {**ACCEPT, "origin": "http://localhost:3000"}
+        response = await http.post(served.url, json=INIT, headers=headers)
+    assert response.status_code == 200
+
+
+async def test_oversized_request_is_refused(serve: ServeFactory) -> None:
+    async with serve(max_request_bytes=4096) as served, httpx2.AsyncClient() as http:
+        big = {**INIT, "params": {**INIT["params"], "padding": "x" * 10_000}}  # type: ignore[dict-item]
+        response = await http.post(served.url, json=big, headers=ACCEPT)
+    assert response.status_code == 413
+
+
+def test_non_loopback_bind_without_auth_is_refused() -> None:
+    with pytest.raises(GatewayConfigurationError, match="without auth"):
+        HttpOptions(host="0.0.0.0", port=0)
+
+
+def test_short_tokens_are_refused() -> None:
+    with pytest.raises(GatewayConfigurationError, match="16"):
+        BearerAuth(tokens=("short",))
+
+
+def test_non_loopback_bind_with_auth_is_accepted() -> None:
+    options = HttpOptions(host="0.0.0.0", port=0, auth=BearerAuth(tokens=(TOKEN,)))
+    assert options.auth is not None
