@@ -1141,6 +1141,17 @@ READS_OUTSIDE: tuple[str, ...] = (
     "diff -r . ~0/../outside",
     "ls ~-",
     "cat .[[:punct:]]/outside/f",
+    "cat .[!a]/outside/f",
+    "cat ..*/outside/f",
+    "cat .[.-.]/outside/f",
+    "cat .[!-]/outside/f",
+    "cat .*[.]/outside/f",
+    "cat .[a.]/outside/f",
+    "ls ..*",
+    "cat ~00/../outside/f",
+    "cat ~+00/../outside/f",
+    "cat ~+0/../outside/f",
+    "ls ~000/..",
 )
 
 # Aliases, functions, variables and assignments that change what a word runs.
@@ -1420,6 +1431,8 @@ READS_RUN_FOR_REAL: tuple[str, ...] = (
     "grep -r x ~0/..",
     "cd ~0/.. && cat outside/f",
     "head ~0/../outside/f",
+    "cat ~00/../outside/f",
+    "cat ~+0/../outside/f",
 )
 
 # Globs that match ".." in POSIX sh, bash before 5.2 and bash without globskipdots; run
@@ -1431,6 +1444,9 @@ DOT_GLOB_READS: tuple[str, ...] = (
     "cat .[[:punct:]]/outside/f",
     "ls .*/outside",
     "grep -r x .*",
+    "cat .[!a]/outside/f",
+    "cat ..*/outside/f",
+    "cat .[a.]/outside/f",
 )
 
 STAND_INS = ("sudo", "su", "doas", "pkexec", "id", "reboot", "shutdown", "python3", "perl", "make")
