@@ -343,3 +343,47 @@ async def test_a_path_escape_is_refused_by_containment() -> None:
     assert record.decision is not None
     assert (record.decision.gate, record.decision.allowed) == ("containment", False)
     assert record.decision.label == "containment:denied"
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        None,
+        ToolCallDecision(gate="permission", allowed=False, reason="no"),
+        ToolCallDecision(
+            gate="execution_policy",
+            allowed=True,
+            policy="p",
+            rule="r",
+            model="m",
+            reason="why",
+            approval_needed=True,
+            approval_asked=True,
+            approval="approved",
+            remembered=True,
+            sandbox="bwrap",
+            confined=True,
+            escalation=True,
+        ),
+    ],
+)
+def test_the_fast_line_encoder_writes_what_the_converter_would(
+    decision: ToolCallDecision | None,
+) -> None:
+    from prism.core._ledger import _get_converter, encode_entry
+
+    ledger = RunLedger()
+    record = ledger.record(
+        call_id="c",
+        tool_name="t",
+        arguments={"a": [1, 2.5, None]},
+        status="error",
+        blocked_reason=None,
+        started_at=1.25,
+        finished_at=2.5,
+        duration_s=1.25,
+        result=ToolResult.text("x"),
+        decision=decision,
+    )
+    expected = {"type": "tool_call", "schema_version": 2, **_get_converter().unstructure(record)}
+    assert json.loads(encode_entry(record)) == expected

@@ -499,17 +499,60 @@ def _get_converter() -> cattrs.Converter:
     return _converter
 
 
+# One encoder, built once: json.dumps(allow_nan=False) would build a new one per call.
+# ASCII only: no reader can split a line on U+2028 or NEL.
+_ENCODER = json.JSONEncoder(allow_nan=False)
+_DECISION_DEFAULTS: tuple[tuple[str, object], ...] = ()
+
+
+def _decision_json(decision: ToolCallDecision) -> dict[str, object]:
+    """The decision as the converter writes it (fields at their defaults left out)."""
+    global _DECISION_DEFAULTS
+    if not _DECISION_DEFAULTS:
+        _DECISION_DEFAULTS = tuple(
+            (field.name, field.default)
+            for field in attrs.fields(ToolCallDecision)
+            if field.default is not attrs.NOTHING
+        )
+    out: dict[str, object] = {"gate": decision.gate, "allowed": decision.allowed}
+    for name, default in _DECISION_DEFAULTS:
+        value = getattr(decision, name)
+        if value != default:
+            out[name] = value
+    return out
+
+
+def _entry_json(entry: LedgerEntry) -> dict[str, object]:
+    if type(entry) is ToolCallRecord:
+        # The per-call path, by hand: the same object the converter would build.
+        decision = entry.decision
+        return {
+            "type": "tool_call",
+            "schema_version": LEDGER_SCHEMA_VERSION,
+            "call_id": entry.call_id,
+            "tool_name": entry.tool_name,
+            "arguments": entry.arguments,
+            "status": entry.status,
+            "blocked_reason": entry.blocked_reason,
+            "started_at": entry.started_at,
+            "finished_at": entry.finished_at,
+            "duration_s": entry.duration_s,
+            "result_preview": entry.result_preview,
+            "decision": None if decision is None else _decision_json(decision),
+            "run_id": entry.run_id,
+        }
+    data = _get_converter().unstructure(entry)
+    return {"type": _TAGS[type(entry)], "schema_version": LEDGER_SCHEMA_VERSION, **data}
+
+
 def encode_entry(entry: LedgerEntry) -> str:
     """One JSONL line (with its newline) for ``entry``.
 
     Raises:
         LedgerFormatError: the entry holds a value JSON cannot carry.
     """
-    data = _get_converter().unstructure(entry)
-    line = {"type": _TAGS[type(entry)], "schema_version": LEDGER_SCHEMA_VERSION, **data}
     try:
-        # ASCII only: no reader can split a line on U+2028 or NEL.
-        return json.dumps(line, allow_nan=False) + "\n"
+        return _ENCODER.encode(_entry_json(entry)) + "\n"
     except (TypeError, ValueError) as exc:
         name = getattr(entry, "call_id", None) or getattr(entry, "run_id", "")
         raise LedgerFormatError(f"record {name!r}: {exc}") from exc
