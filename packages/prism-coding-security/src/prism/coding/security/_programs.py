@@ -395,14 +395,14 @@ _GIT: dict[str, Grammar] = {
         " --ahead-behind --no-ahead-behind --renames --no-renames --find-renames=?"
     ),
     "diff": grammar(_DIFF_OPTS),
-    "log": grammar(_DIFF_OPTS + _LOG_OPTS),
-    "show": grammar(_DIFF_OPTS + _LOG_OPTS),
+    "log": grammar(_DIFF_OPTS + _LOG_OPTS, numeric=True),
+    "show": grammar(_DIFF_OPTS + _LOG_OPTS, numeric=True),
     "shortlog": grammar(
         "-n|--numbered -s|--summary -e|--email --format=? --date= --group= -c|--committer"
         " -w=? " + _LOG_OPTS
     ),
-    "whatchanged": grammar(_DIFF_OPTS + _LOG_OPTS),
-    "rev-list": grammar(_LOG_OPTS + " --quiet --disk-usage=? --header --abbrev=?"),
+    "whatchanged": grammar(_DIFF_OPTS + _LOG_OPTS, numeric=True),
+    "rev-list": grammar(_LOG_OPTS + " --quiet --disk-usage=? --header --abbrev=?", numeric=True),
     "branch": grammar(
         "-a|--all -r|--remotes -v|-vv|--verbose -l|--list --show-current --contains=?"
         " --no-contains=? --merged=? --no-merged=? --sort= --format= " + _COLOR + " --no-color"

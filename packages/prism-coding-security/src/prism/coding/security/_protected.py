@@ -29,6 +29,9 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # linked worktree's gitdir (and its commondir) lives under .git/worktrees
     ".git/commondir",
     ".git/worktrees",
+    # alternates make git read objects from another repository, outside the roots
+    ".git/objects/info/alternates",
+    ".git/objects/info/http-alternates",
     ".git/modules/*/config",
     ".git/modules/*/hooks",
     ".git/modules/*/commondir",

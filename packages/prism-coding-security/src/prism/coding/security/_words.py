@@ -163,7 +163,8 @@ def _tilde(chars: list[tuple[str, bool]], assignment: bool) -> list[tuple[str, b
         if end < len(chars) and chars[end][1] and chars[end][0] != "/":
             continue  # a quoted character in the login name: bash leaves it alone
         user = "".join(c for c, _ in chars[start + 1 : end])
-        if user in ("+", "-") or user.startswith(("+", "-")):
+        if user[:1] in ("+", "-") or user[:1].isdigit():
+            # ~+, ~-, ~N, ~+N, ~-N: bash takes them from the directory stack
             raise WordError(f"~{user} depends on the shell's directory stack")
         if user == "":
             home = os.environ.get("HOME") or os.path.expanduser("~")
@@ -176,12 +177,31 @@ def _tilde(chars: list[tuple[str, bool]], assignment: bool) -> list[tuple[str, b
     return chars
 
 
+def _may_match_dots(part: str) -> bool:
+    """Whether a pattern component could match a leading dot in some shell."""
+    if part.startswith("."):
+        return True
+    if part.startswith("["):
+        end = part.find("]", 2)
+        if end < 0:
+            return False  # not a bracket expression: a literal '['
+        inside = part[1:end]
+        return any(x in inside for x in (".", "!", "^", "[:", "-"))
+    return False
+
+
 def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
     if not any(c in "*?[" and not q for c, q in chars):
         return ["".join(c for c, _ in chars)], False
     pattern = "".join(glob.escape(c) if q else c for c, q in chars)
     absolute = pattern.startswith("/")
-    wild = sum(1 for part in pattern.split("/") if glob.has_magic(part))
+    parts = pattern.split("/")
+    for part in parts:
+        if glob.has_magic(part) and _may_match_dots(part):
+            # whether `.*`, `.?` or `[.]*` match `.` and `..` differs between shells
+            # (dash, bash before 5.2, globskipdots): never guess
+            raise WordError(f"the glob {pattern!r} may match '.' or '..' in some shells")
+    wild = sum(1 for part in parts if glob.has_magic(part))
     if wild > MAX_GLOB_LEVELS:
         # each wildcard level multiplies the directories listed: bound the work up front
         raise WordError(f"the glob {pattern!r} has more than {MAX_GLOB_LEVELS} wildcard levels")
