@@ -109,6 +109,15 @@ def test_a_relative_pointer_resolves_inside_its_embedded_resource() -> None:
     assert not validator.validate(schema, {"inner": {"v": "1"}}).ok
 
 
+@pytest.mark.parametrize(("root", "inner"), [(D7, D2020), (D2020, D7), (D2020, D2020)])
+def test_an_embedded_dialect_is_refused(root: str, inner: str) -> None:
+    schema = {
+        "$schema": root,
+        "properties": {"a": {"$schema": inner, "prefixItems": [{"type": "string"}]}},
+    }
+    _refused(JsonSchemaArgumentValidator().validate(schema, {"a": [1]}), "embedded $schema")
+
+
 # -- 2020-12 keywords are enforced --------------------------------------------
 
 _CASES: list[tuple[str, dict[str, Any], object, object]] = [

@@ -192,6 +192,7 @@ class _Collector:
     def __init__(self, draft: str, *, reject: bool, assert_formats: bool) -> None:
         self.draft = draft
         self.vocab = _VOCAB[draft]
+        self.reject = reject
         self.ignored = _IGNORED[draft] if reject else frozenset()
         self.assert_formats = assert_formats
         self.nodes: dict[Path, _Node] = {}
@@ -261,6 +262,15 @@ class _Collector:
         return base
 
     def describe(self, node: _Node, value: dict[str, Any], path: Path) -> None:
+        if path and "$schema" in value and self.reject:
+            # An embedded resource in another dialect: the engine would read it
+            # with the root's vocabulary (fastjsonschema) or switch vocabularies
+            # the screen did not analyse. Neither is checked here: refused.
+            raise self.fail(
+                "an embedded $schema (a sub-schema in another dialect) is not supported; "
+                "refusing the schema rather than reading it with the wrong keywords",
+                (*path, "$schema"),
+            )
         for key in value:
             if key in self.ignored:
                 raise self.fail(
@@ -459,21 +469,26 @@ def analyse(
     work_vector: list[int] = []
     regex_vector: list[int] = []
     total = 0
+    # Below the instance's root only nodes with children can cost anything;
+    # the dicts keep non-zero entries only.
+    inner = [p for p in order if (n := nodes[p]).in_place or n.choices or n.obj or n.array]
     for level in range(depth + 1):
         work_now: dict[Path, int] = {}
         regex_now: dict[Path, int] = {}
-        for path in order:
+        for path in order if level == 0 else inner:
             node = nodes[path]
             if level == 0:
                 w, r = node.weight, node.regex
             else:
                 w, r = _below(node, work_prev, regex_prev)
             for child in node.in_place:
-                w += work_now[child]
-                r += regex_now[child]
+                w += work_now.get(child, 0)
+                r += regex_now.get(child, 0)
             for group in node.choices:
-                w += max(work_now[child] for child in group)
-                r += max(regex_now[child] for child in group)
+                w += max(work_now.get(child, 0) for child in group)
+                r += max(regex_now.get(child, 0) for child in group)
+            if not w and not r:
+                continue
             if w > cap:
                 raise SchemaRejectedError(
                     f"the expanded schema (each $ref counted at every place it is reached) "
@@ -482,9 +497,9 @@ def analyse(
                 )
             work_now[path] = w
             regex_now[path] = min(r, _SATURATE)
-        work_vector.append(work_now[()])
-        regex_vector.append(regex_now[()])
-        total += work_now[()]
+        work_vector.append(work_now.get((), 0))
+        regex_vector.append(regex_now.get((), 0))
+        total += work_vector[-1]
         if total > cap:
             raise SchemaRejectedError(
                 f"the expanded schema (each $ref counted at every place it is reached, "
@@ -504,7 +519,7 @@ def analyse(
                     "#",
                 )
             break
-        if not any(work_now.values()):
+        if not work_now:
             break
         work_prev, regex_prev = work_now, regex_now
     while work_vector and work_vector[-1] == 0 and regex_vector[-1] == 0:
