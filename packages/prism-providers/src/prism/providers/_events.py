@@ -1,0 +1,124 @@
+"""What a provider reports while a model answers: text and tool-call deltas, usage."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import ClassVar, TypeAlias
+
+import attrs
+
+__all__ = [
+    "ModelResponseFinished",
+    "ModelResponseInfo",
+    "ModelTextDelta",
+    "ModelToolCallDelta",
+    "ModelUsage",
+    "StreamEvent",
+    "StreamSink",
+]
+
+_log = logging.getLogger("prism.providers")
+
+
+@attrs.frozen(kw_only=True)
+class ModelUsage:
+    """Tokens one response used, as the API counted them.
+
+    Attributes:
+        input_tokens: prompt tokens (for Anthropic, not counting cache reads and writes).
+        output_tokens: generated tokens.
+        cache_read_tokens: prompt tokens served from the provider's cache, if reported.
+        cache_write_tokens: prompt tokens written to the cache, if reported.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: ModelUsage) -> ModelUsage:
+        return ModelUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ModelResponseInfo:
+    """Facts about one model response (kept by the provider, never holding a key).
+
+    Attributes:
+        provider: ``"openai"`` or ``"anthropic"``.
+        model: the model that answered, as the API named it.
+        response_id: the API's id for the response, if any.
+        stop_reason: why the model stopped, in the API's own words
+            (``"stop"``, ``"tool_calls"``, ``"length"``; ``"end_turn"``, ``"tool_use"``,
+            ``"max_tokens"``, ...), or ``None`` if it did not say.
+        usage: the tokens it used.
+        tool_calls: how many tool calls it asked for.
+    """
+
+    provider: str
+    model: str
+    response_id: str | None = None
+    stop_reason: str | None = None
+    usage: ModelUsage = ModelUsage()
+    tool_calls: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ModelTextDelta:
+    """A piece of the model's text, as it streams."""
+
+    type: ClassVar[str] = "model_text_delta"
+    text: str
+    timestamp: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen(kw_only=True)
+class ModelToolCallDelta:
+    """A piece of a tool call, as it streams.
+
+    Attributes:
+        index: the call's position in the response.
+        call_id: the call's id, once known.
+        name: the provider-safe tool name, once known.
+        arguments_delta: the next fragment of the JSON arguments.
+    """
+
+    type: ClassVar[str] = "model_tool_call_delta"
+    index: int
+    call_id: str | None
+    name: str | None
+    arguments_delta: str
+    timestamp: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen(kw_only=True)
+class ModelResponseFinished:
+    """The model finished one response."""
+
+    type: ClassVar[str] = "model_response_finished"
+    info: ModelResponseInfo
+    timestamp: float = attrs.field(factory=time.time)
+
+
+StreamEvent: TypeAlias = ModelTextDelta | ModelToolCallDelta | ModelResponseFinished
+"""Everything a provider reports to its ``on_event`` sink."""
+
+StreamSink: TypeAlias = Callable[[StreamEvent], None]
+"""Receives stream events, synchronously, in the order they happen."""
+
+
+def emit(sink: StreamSink | None, event: StreamEvent) -> None:
+    """Deliver ``event``; a sink that raises is logged, never allowed to break a response."""
+    if sink is None:
+        return
+    try:
+        sink(event)
+    except Exception:
+        _log.exception("a stream event sink raised on %s", type(event).__name__)

@@ -1,0 +1,405 @@
+"""OpenAI Chat Completions (and any OpenAI-compatible server) as a ModelProvider."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from prism.core import (
+    AssistantMessage,
+    ConfigurationError,
+    ImageContent,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+from ._common import (
+    ResponseLog,
+    api_key_from,
+    close_quietly,
+    content_text,
+    missing_extra,
+    parse_arguments,
+)
+from ._errors import ProviderAPIError, ProviderConnectionError, ProviderResponseError
+from ._events import (
+    ModelResponseFinished,
+    ModelResponseInfo,
+    ModelTextDelta,
+    ModelToolCallDelta,
+    ModelUsage,
+    StreamSink,
+    emit,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.completion_usage import CompletionUsage
+
+    from prism.core import Message, ModelRequest, ToolSpec
+
+__all__ = ["OpenAIChatProvider", "open_openai_provider"]
+
+_PROVIDER = "openai"
+_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _user_content(content: tuple[Any, ...]) -> str | list[dict[str, Any]]:
+    if all(isinstance(block, TextContent) for block in content):
+        return "\n".join(block.text for block in content)
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, ImageContent):
+            url = f"data:{block.mime_type};base64,{block.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            parts.append({"type": "text", "text": content_text(block)})
+    return parts
+
+
+def _arguments_json(arguments: object) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments)
+    except (TypeError, ValueError):
+        return "{}"
+
+
+def chat_messages(messages: tuple[Message, ...], instructions: str | None) -> list[dict[str, Any]]:
+    """The transcript in Chat Completions form."""
+    out: list[dict[str, Any]] = []
+    if instructions:
+        out.append({"role": "system", "content": instructions})
+    for message in messages:
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message.content)})
+        elif isinstance(message, AssistantMessage):
+            text = "".join(content_text(block) for block in message.content)
+            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": _arguments_json(call.arguments),
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+            elif not text:
+                entry["content"] = ""
+            out.append(entry)
+        elif isinstance(message, ToolResultMessage):
+            text = "\n".join(content_text(block) for block in message.result.content)
+            out.append({"role": "tool", "tool_call_id": message.call_id, "content": text})
+    return out
+
+
+def chat_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """The offered tools in Chat Completions form."""
+    out: list[dict[str, Any]] = []
+    for spec in tools:
+        function: dict[str, Any] = {
+            "name": spec.name,
+            "parameters": spec.parameters if spec.parameters is not None else _EMPTY_SCHEMA,
+        }
+        if spec.description:
+            function["description"] = spec.description
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _usage(usage: CompletionUsage | None) -> ModelUsage:
+    if usage is None:
+        return ModelUsage()
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    return ModelUsage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=cached,
+    )
+
+
+def _api_error(exc: Exception) -> Exception:
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body) if isinstance(body, dict) else {}
+        message = error.get("message") if isinstance(error, dict) else None
+        code = error.get("code") or error.get("type") if isinstance(error, dict) else None
+        return ProviderAPIError(
+            f"openai API error {exc.status_code}"
+            f"{f' ({code})' if code else ''}: {message or exc.message}",
+            provider=_PROVIDER,
+            status_code=exc.status_code,
+            error_type=str(code) if code else None,
+            request_id=exc.request_id,
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderConnectionError(f"openai API timed out: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderConnectionError(f"openai API unreachable: {exc}")
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ProviderResponseError(f"openai API answered with something unexpected: {exc}")
+    if isinstance(exc, openai.APIError):
+        return ProviderAPIError(f"openai API error: {exc.message}", provider=_PROVIDER)
+    return exc
+
+
+@attrs.define
+class _PendingCall:
+    call_id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+@attrs.define(eq=False, kw_only=True)
+class OpenAIChatProvider(ResponseLog):
+    """A :class:`~prism.core.ModelProvider` on OpenAI Chat Completions.
+
+    Works with OpenAI and any server that speaks the same API through the
+    client's ``base_url`` (vLLM, llama.cpp, Ollama, ...). Build one with
+    :func:`open_openai_provider`, or around your own ``openai.AsyncOpenAI``
+    client (which you then close). Tool names arrive already provider-safe
+    from the agent; calls in one answer may be many (parallel tool calls).
+
+    Attributes:
+        client: the SDK client (retries and rate-limit waits are its own settings).
+        instructions: a system message put before the transcript.
+        max_tokens: ``max_completion_tokens`` for each answer (``None``: the API's default).
+        temperature: sampling temperature (``None``: the API's default).
+        stream: stream answers (text and tool-call deltas go to ``on_event``).
+        include_usage: ask for usage in streams (``stream_options``); turn it off for
+            a compatible server that refuses the option.
+        on_event: receives :class:`ModelTextDelta`, :class:`ModelToolCallDelta`
+            and :class:`ModelResponseFinished`.
+        extra_body: more JSON fields for each request (server-specific options).
+    """
+
+    client: "openai.AsyncOpenAI" = attrs.field(repr=False)
+    instructions: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stream: bool = True
+    include_usage: bool = True
+    on_event: StreamSink | None = attrs.field(default=None, repr=False)
+    extra_body: Mapping[str, object] | None = attrs.field(default=None, repr=False)
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": chat_messages(request.messages, self.instructions),
+        }
+        if request.tools:
+            params["tools"] = chat_tools(request.tools)
+        if self.max_tokens is not None:
+            params["max_completion_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    async def complete(self, request: ModelRequest) -> AssistantMessage:
+        """Ask the API for the model's next turn.
+
+        Streams by default: text and tool-call fragments go to ``on_event`` as
+        they arrive; the whole answer is returned when the model finishes, and
+        its usage and stop reason are kept in :attr:`responses`.
+
+        Cancellation (an agent abort): the HTTP request or stream is closed
+        (the server sees the connection end) and :class:`trio.Cancelled`
+        propagates; nothing is recorded for the unfinished answer.
+
+        Raises:
+            ProviderAPIError: the API answered with an error (rate limits included).
+            ProviderConnectionError: the API could not be reached or timed out.
+            ProviderResponseError: the answer could not be understood.
+        """
+        params = self._params(request)
+        import openai
+
+        try:
+            if self.stream:
+                return await self._streamed(params)
+            response = await self.client.chat.completions.create(**params)
+            return self._finish(response)
+        except openai.OpenAIError as exc:
+            raise _api_error(exc) from exc
+
+    def _finish(self, response: ChatCompletion) -> AssistantMessage:
+        if not response.choices:
+            raise ProviderResponseError("openai API answered with no choices")
+        choice = response.choices[0]
+        message = choice.message
+        calls = tuple(
+            ToolCall(
+                id=call.id or f"call_{index}",
+                name=call.function.name,
+                arguments=parse_arguments(call.function.arguments or ""),
+            )
+            for index, call in enumerate(message.tool_calls or ())
+            if call.type == "function"
+        )
+        content = (TextContent(text=message.content),) if message.content else ()
+        info = ModelResponseInfo(
+            provider=_PROVIDER,
+            model=response.model,
+            response_id=response.id,
+            stop_reason=choice.finish_reason,
+            usage=_usage(response.usage),
+            tool_calls=len(calls),
+        )
+        self.add(info)
+        emit(self.on_event, ModelResponseFinished(info=info))
+        return AssistantMessage(content=content, tool_calls=calls)
+
+    async def _streamed(self, params: dict[str, Any]) -> AssistantMessage:
+        if self.include_usage:
+            params["stream_options"] = {"include_usage": True}
+        stream = await self.client.chat.completions.create(stream=True, **params)
+        try:
+            return await self._consume(stream)
+        finally:
+            await close_quietly(stream.close)
+
+    async def _consume(self, stream: AsyncIterator[ChatCompletionChunk]) -> AssistantMessage:
+        text: list[str] = []
+        pending: dict[int, _PendingCall] = {}
+        stop_reason: str | None = None
+        usage = ModelUsage()
+        model = ""
+        response_id: str | None = None
+        sink = self.on_event
+        async for chunk in stream:
+            model = chunk.model or model
+            response_id = chunk.id or response_id
+            if chunk.usage is not None:
+                usage = _usage(chunk.usage)
+            for choice in chunk.choices:
+                if choice.index != 0:
+                    continue
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                    emit(sink, ModelTextDelta(text=delta.content))
+                for position, fragment in enumerate(delta.tool_calls or ()):
+                    index = fragment.index if fragment.index is not None else position
+                    entry = pending.setdefault(index, _PendingCall())
+                    function = fragment.function
+                    if fragment.id:
+                        entry.call_id = fragment.id
+                    if function is not None and function.name:
+                        entry.name += function.name
+                    piece = (function.arguments or "") if function is not None else ""
+                    entry.arguments += piece
+                    emit(
+                        sink,
+                        ModelToolCallDelta(
+                            index=index,
+                            call_id=entry.call_id,
+                            name=entry.name or None,
+                            arguments_delta=piece,
+                        ),
+                    )
+                if choice.finish_reason is not None:
+                    stop_reason = choice.finish_reason
+        calls = tuple(
+            ToolCall(
+                id=entry.call_id or f"call_{index}",
+                name=entry.name,
+                arguments=parse_arguments(entry.arguments),
+            )
+            for index, entry in sorted(pending.items())
+        )
+        joined = "".join(text)
+        info = ModelResponseInfo(
+            provider=_PROVIDER,
+            model=model,
+            response_id=response_id,
+            stop_reason=stop_reason,
+            usage=usage,
+            tool_calls=len(calls),
+        )
+        self.add(info)
+        emit(sink, ModelResponseFinished(info=info))
+        return AssistantMessage(
+            content=(TextContent(text=joined),) if joined else (), tool_calls=calls
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_openai_provider(
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    organization: str | None = None,
+    instructions: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stream: bool = True,
+    include_usage: bool = True,
+    on_event: StreamSink | None = None,
+    extra_body: Mapping[str, object] | None = None,
+    max_retries: int = 2,
+    timeout_s: float = 600.0,
+    default_headers: Mapping[str, str] | None = None,
+) -> AsyncIterator[OpenAIChatProvider]:
+    """An :class:`OpenAIChatProvider` on its own SDK client, closed when the block ends.
+
+    The key comes from ``api_key`` or ``OPENAI_API_KEY``; with a ``base_url``
+    and no key, a placeholder is sent (local servers take none). Keys are never
+    logged, shown in a repr or written to the ledger. Retries and rate-limit
+    waits are the SDK's own (``max_retries``); ``timeout_s`` bounds one request.
+
+    Cancellation: entering does no I/O; leaving closes the client (shielded,
+    bounded), whatever cancelled the block.
+
+    Raises:
+        ConfigurationError: no key and no ``base_url``, or a bad option.
+        ProviderNotInstalledError: the ``openai`` extra is not installed.
+    """
+    try:
+        import openai
+    except ImportError as exc:
+        raise missing_extra("openai", exc) from exc
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+        raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    if not timeout_s > 0:
+        raise ConfigurationError(f"timeout_s must be > 0, got {timeout_s!r}")
+    key = api_key_from(api_key, "OPENAI_API_KEY", base_url=base_url, provider="openai")
+    client = openai.AsyncOpenAI(
+        api_key=key,
+        base_url=base_url,
+        organization=organization,
+        max_retries=max_retries,
+        timeout=timeout_s,
+        default_headers=dict(default_headers) if default_headers else None,
+    )
+    try:
+        yield OpenAIChatProvider(
+            client=client,
+            instructions=instructions,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=stream,
+            include_usage=include_usage,
+            on_event=on_event,
+            extra_body=extra_body,
+        )
+    finally:
+        await close_quietly(client.close)
