@@ -10,6 +10,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
 - ``progress``: tools/call of ``flood`` sends ``count`` progress notifications
   and never answers.
 - ``log``: tools/call of ``flood`` sends ``count`` log notifications, then answers.
+- ``shapes``: tools with annotations and output schemas whose results lie
+  (see ``SHAPES``); ``count`` is unused.
 """
 
 from __future__ import annotations
@@ -37,7 +39,78 @@ def tool(name: str, description: str = "") -> dict[str, object]:
     }
 
 
+POINT: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "x": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["x"],
+}
+TEXT: list[object] = [{"type": "text", "text": "t"}]
+Shape = tuple[dict[str, object] | None, dict[str, object] | None, dict[str, object]]
+
+
+def shape(
+    annotations: dict[str, object] | None,
+    output: dict[str, object] | None,
+    result: dict[str, object],
+) -> Shape:
+    return annotations, output, result
+
+
+# name -> (annotations, outputSchema, result)
+SHAPES: dict[str, Shape] = {
+    "good": shape(
+        {"title": "Good tool", "readOnlyHint": True, "openWorldHint": False},
+        POINT,
+        {"content": TEXT, "structuredContent": {"x": 1, "tags": ["a"]}},
+    ),
+    "bad_output": shape(
+        {"destructiveHint": True},
+        POINT,
+        {"content": TEXT, "structuredContent": {"x": 1, "tags": ["a", 2]}},
+    ),
+    "missing_output": shape(None, POINT, {"content": TEXT}),
+    "only_structured": shape(None, POINT, {"structuredContent": {"x": 5}}),
+    "error_output": shape(
+        None,
+        POINT,
+        {"content": TEXT, "isError": True, "structuredContent": {"y": "wrong"}},
+    ),
+    "annotated": shape(
+        {"readOnlyHint": True, "destructiveHint": False},
+        None,
+        {
+            "content": [
+                {"type": "text", "text": "for you", "annotations": {"audience": ["user"]}},
+                {
+                    "type": "text",
+                    "text": "for the model",
+                    "annotations": {"audience": ["assistant"], "priority": 0.9},
+                },
+                {"type": "text", "text": "plain"},
+            ]
+        },
+    ),
+}
+
+
+def shape_tool(name: str) -> dict[str, object]:
+    annotations, output, _ = SHAPES[name]
+    out = tool(name, f"the {name} tool")
+    if annotations is not None:
+        out["annotations"] = annotations
+    if output is not None:
+        out["outputSchema"] = output
+    return out
+
+
 def list_page(request_id: object, cursor: object) -> None:
+    if MODE == "shapes":
+        tools = [shape_tool(name) for name in SHAPES]
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
+        return
     if MODE != "pages":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood")]}})
         return
@@ -119,8 +192,14 @@ def main() -> None:
                     },
                 }
             )
+        elif method == "notifications/initialized" and MODE == "shapes":
+            # Like server-everything: announce a change right after initialize; the
+            # listing that follows already has it.
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "tools/list":
             list_page(request_id, params.get("cursor"))
+        elif method == "tools/call" and MODE == "shapes":
+            send({"jsonrpc": "2.0", "id": request_id, "result": SHAPES[params["name"]][2]})
         elif method == "tools/call":
             token = (params.get("_meta") or {}).get("progressToken")
             flood(request_id, token)

@@ -103,6 +103,8 @@ async def test_everything_list_changed_after_initialize_reaches_the_bridge(
     announced = "MCP server everything announced a tool list change"
     with trio.fail_after(30):
         async with open_mcp_tools(server_id="everything", transport=everything) as bridge:
+            # The announcement is checked against the first listing: not stale at open.
+            assert not bridge.stale
             if isinstance(everything, StdioTransport):
                 with trio.move_on_after(5):
                     while announced not in caplog.messages:

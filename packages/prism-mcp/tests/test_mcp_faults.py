@@ -13,7 +13,13 @@ import pytest
 import trio
 import trio.testing
 
-from prism.core import ToolCall, ToolExecutionContext, ToolExecutionProgress, ToolResult
+from prism.core import (
+    ConfigurationError,
+    ToolCall,
+    ToolExecutionContext,
+    ToolExecutionProgress,
+    ToolResult,
+)
 from prism.mcp import McpBridgeError, StdioTransport, StreamableHttpTransport, open_mcp_tools
 
 if TYPE_CHECKING:
@@ -226,6 +232,38 @@ async def test_server_env_holds_only_safe_defaults_and_the_given_env(
             given = await run_tool(bridge, "env", {"name": "GIVEN"})
     assert secret.joined_text == "<unset>"
     assert given.joined_text == "yes"
+
+
+async def test_tls_variables_and_env_passthrough_reach_the_server_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("PRISM_TEST_PASS_ONE", "one")
+    monkeypatch.setenv("PRISM_TEST_EXACT", "exact")
+    monkeypatch.setenv("PRISM_TEST_SECRET_TOKEN", "hunter2")
+    transport = StdioTransport(
+        sys.executable,
+        [str(TESTS / "mcp_fixture_server.py"), "stdio"],
+        env={"PRISM_TEST_EXACT": "given wins"},
+        env_passthrough=("PRISM_TEST_PASS_*", "PRISM_TEST_EXACT"),
+    )
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
+            cert = await run_tool(bridge, "env", {"name": "SSL_CERT_FILE"})
+            passed = await run_tool(bridge, "env", {"name": "PRISM_TEST_PASS_ONE"})
+            exact = await run_tool(bridge, "env", {"name": "PRISM_TEST_EXACT"})
+            secret = await run_tool(bridge, "env", {"name": "PRISM_TEST_SECRET_TOKEN"})
+    assert cert.joined_text == str(tmp_path / "ca.pem")
+    assert passed.joined_text == "one"
+    assert exact.joined_text == "given wins"
+    assert secret.joined_text == "<unset>"
+
+
+def test_env_passthrough_rejects_a_bare_string_and_bad_names() -> None:
+    with pytest.raises(ConfigurationError, match="env_passthrough"):
+        StdioTransport("x", env_passthrough="AWS_*")
+    with pytest.raises(ConfigurationError, match="env_passthrough"):
+        StdioTransport("x", env_passthrough=("A=B",))
 
 
 async def test_hostile_tool_names_duplicates_and_huge_descriptions_are_contained(

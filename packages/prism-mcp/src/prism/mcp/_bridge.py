@@ -252,6 +252,7 @@ class McpToolBridge:
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _listing_lock: trio.Lock = attrs.field(factory=trio.Lock)
     _verifying: bool = False
+    _verified: trio.Event = attrs.field(factory=trio.Event)
     _recheck: bool = False
     _closed: bool = False
     _conn: _Connection | None = None
@@ -330,6 +331,7 @@ class McpToolBridge:
             self._recheck = True
             return
         self._verifying = True
+        self._verified = trio.Event()
         self._nursery.start_soon(self._verify_change, conn)
 
     async def _verify_change(self, conn: _Connection) -> None:
@@ -359,6 +361,14 @@ class McpToolBridge:
             self._mark_changed(conn)
         finally:
             self._verifying = False
+            self._verified.set()
+
+    async def _settle(self, limit_s: float) -> None:
+        """Let an announcement that came in during the first listing be checked."""
+        await trio.lowlevel.checkpoint()
+        if self._verifying:
+            with trio.move_on_after(limit_s):
+                await self._verified.wait()
 
     def _mark_changed(self, conn: _Connection) -> None:
         if conn.stop.is_set():
@@ -951,6 +961,9 @@ async def open_mcp_tools(
             try:
                 conn = await bridge._connection()
                 await bridge._relist(conn, options.connect_timeout_s)
+                # A change announced right after initialize (server-everything does) is
+                # checked before the bridge is handed out, so it is not stale from the start.
+                await bridge._settle(options.connect_timeout_s)
                 yield bridge
             finally:
                 await bridge.aclose()

@@ -417,6 +417,7 @@ async def open_http_streams(
 
 
 _TOO_MANY_REQUESTS = -32000
+_MAX_TRACKED_CALLS = 4096
 
 
 class _GatedRead:
@@ -445,6 +446,17 @@ class _GatedRead:
                     message.id
                 ):
                     continue
+                if (
+                    self._gate.calls
+                    and isinstance(message, mcp_types.JSONRPCResponse)
+                    and message.id in self._gate.calls
+                ):
+                    self._gate.calls.discard(message.id)
+                    result = message.result
+                    # A result with only structuredContent is valid; the 2025-11-25
+                    # schema still requires content, so give it an empty one.
+                    if "content" not in result and "structuredContent" in result:
+                        result["content"] = []
             return item
 
     async def aclose(self) -> None:
@@ -480,6 +492,8 @@ class _GatedWrite:
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
+        if type(message) is mcp_types.JSONRPCRequest and message.method == "tools/call":
+            self._gate.track_call(message.id)
         if not self._gate.inflight or not isinstance(
             message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
         ):
@@ -513,6 +527,13 @@ class _Gate:
     state: WireState
     write: Any
     inflight: set[int | str] = attrs.field(factory=set)
+    calls: set[int | str] = attrs.field(factory=set)
+
+    def track_call(self, request_id: int | str) -> None:
+        # Bounded: ids of calls abandoned without an answer are forgotten in bulk.
+        if len(self.calls) >= _MAX_TRACKED_CALLS:
+            self.calls.clear()
+        self.calls.add(request_id)
 
     def admit(self, request_id: int | str) -> bool:
         if request_id not in self.inflight and len(self.inflight) < self.limit:

@@ -1,0 +1,180 @@
+"""Annotations kept and usable by policies; structuredContent checked against outputSchema."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.core import (
+    DispatchOptions,
+    PermissionRequest,
+    ToolCall,
+    ToolExecutionContext,
+    ToolResult,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+from prism.mcp import (
+    McpToolAnnotations,
+    McpToolInfo,
+    StdioTransport,
+    create_mcp_permission_policy,
+    open_mcp_tools,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from prism.mcp import McpToolBridge
+
+TESTS = Path(__file__).resolve().parent
+SHAPES = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), "shapes", "0"])
+
+
+@pytest.fixture
+async def shapes() -> AsyncIterator[McpToolBridge]:
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="sh", transport=SHAPES, protocol="legacy") as bridge:
+            yield bridge
+
+
+async def run(bridge: McpToolBridge, name: str) -> ToolResult:
+    tool = next(tool for tool in bridge.tools if tool.name == f"mcp:sh:{name}")
+    ctx = ToolExecutionContext(ToolCall(id="s", name=tool.name, arguments={}))
+    with trio.fail_after(20):
+        return await tool.execute({}, ctx)
+
+
+async def test_tool_annotations_and_title_are_kept(shapes: McpToolBridge) -> None:
+    info = shapes.tool_info["mcp:sh:good"]
+    assert info.title == "Good tool"
+    assert info.annotations == McpToolAnnotations(
+        title="Good tool", read_only_hint=True, open_world_hint=False
+    )
+    assert info.annotations.read_only
+    assert not info.annotations.destructive
+    assert info.output_schema is not None
+    assert len(info.definition_hash) == 64
+
+
+def test_missing_hints_take_the_spec_defaults() -> None:
+    hints = McpToolAnnotations()
+    assert hints.destructive
+    assert hints.open_world
+    assert not hints.read_only
+
+
+async def test_results_carry_the_hash_of_the_definition_they_ran_against(
+    shapes: McpToolBridge,
+) -> None:
+    result = await run(shapes, "good")
+    assert not result.is_error, result.joined_text
+    assert result.details["mcp_definition_hash"] == shapes.tool_info["mcp:sh:good"].definition_hash
+
+
+async def test_structured_content_that_breaks_the_output_schema_is_an_error_naming_the_path(
+    shapes: McpToolBridge,
+) -> None:
+    result = await run(shapes, "bad_output")
+    assert result.is_error
+    assert result.details["mcp_error"] == "output_invalid"
+    assert "tags" in str(result.details["path"])
+    assert "outputSchema" in result.joined_text
+
+
+async def test_a_declared_output_schema_without_structured_content_is_an_error(
+    shapes: McpToolBridge,
+) -> None:
+    result = await run(shapes, "missing_output")
+    assert result.is_error
+    assert result.details["mcp_error"] == "output_invalid"
+
+
+async def test_a_result_with_only_structured_content_is_accepted(shapes: McpToolBridge) -> None:
+    result = await run(shapes, "only_structured")
+    assert not result.is_error, result.joined_text
+    assert result.structured == {"x": 5}
+    assert result.content == ()
+
+
+async def test_an_error_result_is_not_checked_against_the_output_schema(
+    shapes: McpToolBridge,
+) -> None:
+    result = await run(shapes, "error_output")
+    assert result.is_error
+    assert "mcp_error" not in result.details
+
+
+async def test_content_annotations_are_kept_in_details(shapes: McpToolBridge) -> None:
+    result = await run(shapes, "annotated")
+    assert result.details["mcp_content_annotations"] == [
+        {"index": 0, "audience": ["user"]},
+        {"index": 1, "audience": ["assistant"], "priority": 0.9},
+    ]
+
+
+def request(name: str) -> PermissionRequest:
+    return PermissionRequest(kind="tool", target=f"mcp:sh:{name}", action="execute")
+
+
+async def test_an_untrusted_server_asks_even_for_a_read_only_tool(shapes: McpToolBridge) -> None:
+    policy = create_mcp_permission_policy([shapes])
+    decision = await policy.check(request("good"))  # type: ignore[misc]
+    assert not decision.allowed
+    assert decision.reason is not None
+    assert "not trusted" in decision.reason
+
+
+async def test_a_trusted_server_read_only_tool_runs_and_a_destructive_one_asks(
+    shapes: McpToolBridge,
+) -> None:
+    asked: list[McpToolInfo] = []
+
+    def approve(info: McpToolInfo) -> bool:
+        asked.append(info)
+        return True
+
+    policy = create_mcp_permission_policy([shapes], trusted_servers=["sh"], approve=approve)
+    good = await policy.check(request("good"))  # type: ignore[misc]
+    bad = await policy.check(request("bad_output"))  # type: ignore[misc]
+    other = await policy.check(PermissionRequest(kind="tool", target="read", action="execute"))  # type: ignore[misc]
+    assert good.allowed
+    assert bad.allowed
+    assert [info.name for info in asked] == ["bad_output"]
+    assert other.allowed
+
+
+async def test_the_policy_blocks_a_dispatch_when_the_approver_says_no(
+    shapes: McpToolBridge,
+) -> None:
+    async def approve(info: McpToolInfo) -> bool:
+        await trio.lowlevel.checkpoint()
+        return False
+
+    options = DispatchOptions(
+        registry=create_tool_registry(shapes.tools),
+        permission=create_mcp_permission_policy([shapes], approve=approve),
+    )
+    call = ToolCall(id="p", name="mcp:sh:good", arguments={})
+    with trio.fail_after(20):
+        result = await dispatch_tool_call(call, options)
+    assert result.is_error
+    assert "not approved" in result.joined_text
+
+
+async def test_a_change_announced_right_after_initialize_does_not_leave_the_bridge_stale(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The shapes server announces a list change on notifications/initialized; the
+    # listing that follows already holds it.
+    caplog.set_level(logging.DEBUG, logger="prism.mcp")
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="sh", transport=SHAPES, protocol="legacy") as bridge:
+            assert not bridge.stale
+    assert "MCP server sh announced a tool list change" in caplog.messages
+    assert "MCP server sh: the announced change is already in the listing" in caplog.messages
