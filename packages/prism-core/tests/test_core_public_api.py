@@ -56,6 +56,7 @@ DOCUMENTED = {
     "ModelProvider",
     "ModelProviderError",
     "ModelRequest",
+    "OtelLedgerSink",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",

@@ -99,6 +99,7 @@ from ._ledger import default_redactor as default_redactor
 from ._ledger_decision import ApprovalAnswer as ApprovalAnswer
 from ._ledger_decision import DecisionGate as DecisionGate
 from ._ledger_decision import ToolCallDecision as ToolCallDecision
+from ._ledger_otel import OtelLedgerSink as OtelLedgerSink
 from ._ledger_query import LedgerQuery as LedgerQuery
 from ._ledger_sinks import FsyncPolicy as FsyncPolicy
 from ._ledger_sinks import JsonlLedgerSink as JsonlLedgerSink
@@ -194,6 +195,7 @@ __all__ = [
     "ModelProvider",
     "ModelProviderError",
     "ModelRequest",
+    "OtelLedgerSink",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",

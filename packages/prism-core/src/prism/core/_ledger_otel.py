@@ -1,0 +1,221 @@
+"""OpenTelemetry export of the ledger (the optional ``otel`` extra): spans and metrics.
+
+Spans follow the OpenTelemetry GenAI semantic conventions: the run is an
+``invoke_agent {name}`` span, each call an ``execute_tool {tool}`` span
+(child of the run's span) carrying ``gen_ai.operation.name``,
+``gen_ai.tool.name``, ``gen_ai.tool.call.id`` and, when the call did not
+succeed, ``error.type``; Prism's own facts (status, blocked reason, the
+decision) are ``prism.*`` attributes. Spans are made from the ledger's records,
+so they carry what the record carries, redacted the same way. Timestamps are
+the record's, so a span lasts as long as its call did.
+
+Nothing here imports OpenTelemetry until a sink is made.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ._errors import ConfigurationError
+from ._ledger import RunEndRecord, RunStartRecord, ToolCallRecord
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter, Histogram, MeterProvider
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.util.types import AttributeValue
+
+    from ._ledger import LedgerEntry
+    from ._ledger_decision import ToolCallDecision
+
+__all__ = ["OtelLedgerSink"]
+
+_SCOPE = "prism.core"
+_NS = 1_000_000_000
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * _NS)
+
+
+def error_type(record: ToolCallRecord) -> str | None:
+    """The ``error.type`` of a call that did not succeed, or ``None``."""
+    if record.status == "ok":
+        return None
+    if record.status == "blocked":
+        return record.blocked_reason or "blocked"
+    if record.status == "cancelled":
+        return "cancelled"
+    decision = record.decision
+    if decision is not None and not decision.allowed:
+        return "path_escape" if decision.gate == "containment" else "execution_denied"
+    return "tool_error"
+
+
+def decision_attributes(decision: ToolCallDecision) -> dict[str, AttributeValue]:
+    """``prism.decision.*`` attributes for a decision (fields left unset are left out)."""
+    out: dict[str, AttributeValue] = {
+        "prism.decision.gate": decision.gate,
+        "prism.decision.allowed": decision.allowed,
+    }
+    for name in ("policy", "rule", "model", "reason", "approval", "sandbox"):
+        value = getattr(decision, name)
+        if value is not None:
+            out[f"prism.decision.{name}"] = value
+    for name in (
+        "approval_needed",
+        "approval_asked",
+        "remembered",
+        "timed_out",
+        "confined",
+        "escalation",
+    ):
+        if getattr(decision, name):
+            out[f"prism.decision.{name}"] = True
+    return out
+
+
+class OtelLedgerSink:
+    """A :class:`LedgerSink` that turns ledger entries into OpenTelemetry spans and metrics.
+
+    A ``run_start`` opens an ``invoke_agent {agent_name}`` span (a child of
+    whatever span is current when it is written, if any); each call record
+    becomes an ``execute_tool {tool}`` span under it, ended at once with the
+    call's own start and end times; ``run_end`` ends the run's span. Metrics:
+    ``prism.tool.calls`` (a counter) and ``prism.tool.duration`` (a histogram,
+    seconds), both by ``gen_ai.tool.name`` and ``prism.status`` (and
+    ``error.type`` when set).
+
+    Args:
+        tracer_provider: where spans go; the global provider by default.
+        meter_provider: where metrics go; the global provider by default.
+        agent_name: ``gen_ai.agent.name`` of the run's span.
+        record_arguments: also set ``gen_ai.tool.call.arguments`` (the
+            record's arguments, already redacted, as JSON). Off by default:
+            arguments can be large and sensitive.
+
+    Raises:
+        ConfigurationError: OpenTelemetry is not installed (``pip install
+            'prism-core[otel]'``).
+    """
+
+    __slots__ = ("_calls", "_duration", "_runs", "_tracer", "agent_name", "record_arguments")
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        agent_name: str = "prism",
+        record_arguments: bool = False,
+    ) -> None:
+        try:
+            from opentelemetry import metrics, trace
+        except ImportError as exc:
+            raise ConfigurationError(
+                "OtelLedgerSink needs OpenTelemetry: pip install 'prism-core[otel]'"
+            ) from exc
+        self.agent_name = agent_name
+        self.record_arguments = record_arguments
+        self._tracer: Tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
+        self._calls: Counter = meter.create_counter(
+            "prism.tool.calls", unit="{call}", description="Tool calls, by tool and status."
+        )
+        self._duration: Histogram = meter.create_histogram(
+            "prism.tool.duration", unit="s", description="Tool call duration, by tool and status."
+        )
+        self._runs: dict[str, Span] = {}
+
+    def __repr__(self) -> str:
+        return f"OtelLedgerSink(agent_name={self.agent_name!r})"
+
+    def write(self, entry: LedgerEntry) -> None:
+        """Turn ``entry`` into a span (and, for a call, metrics)."""
+        kind = type(entry)
+        if kind is ToolCallRecord:
+            self._call(entry)  # type: ignore[arg-type]
+        elif kind is RunStartRecord:
+            self._start(entry)  # type: ignore[arg-type]
+        elif kind is RunEndRecord:
+            self._end(entry)  # type: ignore[arg-type]
+
+    def _start(self, entry: RunStartRecord) -> None:
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.agent_name,
+            "prism.run.id": entry.run_id,
+        }
+        if entry.label is not None:
+            attributes["prism.run.label"] = entry.label
+        span = self._tracer.start_span(
+            f"invoke_agent {self.agent_name}",
+            attributes=attributes,
+            start_time=_ns(entry.started_at),
+        )
+        previous = self._runs.pop(entry.run_id, None)
+        if previous is not None:  # a repeated start marker: the old span ends here
+            previous.end()
+        self._runs[entry.run_id] = span
+
+    def _end(self, entry: RunEndRecord) -> None:
+        span = self._runs.pop(entry.run_id, None)
+        if span is None:
+            return
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("prism.run.outcome", entry.outcome)
+        span.set_attribute("prism.run.calls", entry.calls)
+        if entry.outcome == "failed":
+            span.set_status(Status(StatusCode.ERROR))
+            span.set_attribute("error.type", "run_failed")
+        span.end(end_time=_ns(entry.finished_at))
+
+    def _call(self, record: ToolCallRecord) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": record.tool_name,
+            "gen_ai.tool.call.id": record.call_id,
+            "prism.status": record.status,
+        }
+        if record.run_id is not None:
+            attributes["prism.run.id"] = record.run_id
+        if record.blocked_reason is not None:
+            attributes["prism.blocked_reason"] = record.blocked_reason
+        error = error_type(record)
+        if error is not None:
+            attributes["error.type"] = error
+        if record.decision is not None:
+            attributes.update(decision_attributes(record.decision))
+        if self.record_arguments:
+            attributes["gen_ai.tool.call.arguments"] = json.dumps(record.arguments)
+        parent = self._runs.get(record.run_id or "")
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        span = self._tracer.start_span(
+            f"execute_tool {record.tool_name}",
+            context=context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=_ns(record.started_at),
+        )
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=_ns(record.finished_at))
+        labels: dict[str, AttributeValue] = {
+            "gen_ai.tool.name": record.tool_name,
+            "prism.status": record.status,
+        }
+        if error is not None:
+            labels["error.type"] = error
+        self._calls.add(1, labels)
+        self._duration.record(record.duration_s, labels)
+
+    def close(self) -> None:
+        """End the spans of runs that never wrote their end marker (marked interrupted)."""
+        runs, self._runs = self._runs, {}
+        for span in runs.values():
+            span.set_attribute("prism.run.outcome", "interrupted")
+            span.end()
