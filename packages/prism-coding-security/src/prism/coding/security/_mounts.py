@@ -1,7 +1,8 @@
 """Protected paths inside writable roots, as bubblewrap mounts and host placeholders.
 
-For each writable root, each protected entry (``_protected.py``) is walked one
-component at a time from the root:
+For each writable root, each protected entry (``_protected.py``, plus the
+hooks directory git uses there: :func:`hooks_entries`) is walked one component
+at a time from the root:
 
 * an existing directory on the way is bound onto itself read-write ("pinned"):
   a mount point cannot be renamed, so ``mv .git elsewhere && mkdir .git`` fails
@@ -37,7 +38,13 @@ from ._errors import SandboxUnavailableError
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["PlaceholderLease", "is_placeholder", "protected_mount_args", "protected_plan"]
+__all__ = [
+    "PlaceholderLease",
+    "hooks_entries",
+    "is_placeholder",
+    "protected_mount_args",
+    "protected_plan",
+]
 
 _PIN, _RO = "pin", "ro"
 _PLACEHOLDER, _PLACEHOLDER_DIR = "placeholder", "placeholder-dir"
