@@ -39,11 +39,23 @@ def build() -> MCPServer:
         await ctx.notify_tools_changed()
         return "grown"
 
+    hang_cancelled = anyio.Event()
+
     @server.tool()
     async def hang() -> str:
         """Never returns (until cancelled)."""
-        await anyio.sleep_forever()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            hang_cancelled.set()
         return "unreachable"
+
+    @server.tool()
+    async def was_hang_cancelled() -> bool:
+        """Whether a hang call was cancelled (waits up to 30 s for it)."""
+        with anyio.move_on_after(30):
+            await hang_cancelled.wait()
+        return hang_cancelled.is_set()
 
     return server
 

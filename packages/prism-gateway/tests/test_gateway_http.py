@@ -261,3 +261,23 @@ def test_short_tokens_are_refused() -> None:
 def test_non_loopback_bind_with_auth_is_accepted() -> None:
     options = HttpOptions(host="0.0.0.0", port=0, auth=BearerAuth(tokens=(TOKEN,)))
     assert options.auth is not None
+
+
+async def test_stateless_mode_serves_calls_and_approvals(serve: ServeFactory) -> None:
+    async with (
+        serve(stateless=True) as served,
+        Client(served.url, elicitation_callback=approve_all()) as client,
+    ):
+        echo = await client.call_tool("mcp__fx__echo", {"text": "stateless"})
+        shell = await client.call_tool("shell", {"command": "touch stateless.txt"})
+    assert not echo.is_error
+    assert not shell.is_error
+    assert (served.root / "stateless.txt").exists()
+
+
+async def test_client_cancel_over_http_reaches_the_bridged_server(serve: ServeFactory) -> None:
+    async with serve() as served, Client(served.url) as client:
+        with pytest.raises(MCPError, match="timed out"):
+            await client.call_tool("mcp__fx__hang", {}, read_timeout_seconds=0.5)
+        cancelled = await client.call_tool("mcp__fx__was_hang_cancelled", {})
+    assert cancelled.structured_content == {"result": True}

@@ -55,9 +55,13 @@ async def test_approval_by_elicitation_over_stdio(workspace: Path, mode: str) ->
     assert (workspace / "approved.txt").exists()
 
 
-async def test_cancelled_call_leaves_the_gateway_serving(workspace: Path) -> None:
-    async with Client(_params(workspace)) as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_client_cancel_reaches_the_bridged_server(workspace: Path, mode: str) -> None:
+    async with Client(_params(workspace), mode=mode) as client:
         with pytest.raises(MCPError, match="timed out"):
+            # The SDK client cancels the request when its own deadline passes.
             await client.call_tool("mcp__fx__hang", {}, read_timeout_seconds=0.5)
+        cancelled = await client.call_tool("mcp__fx__was_hang_cancelled", {})
         result = await client.call_tool("mcp__fx__echo", {"text": "still here"})
+    assert cancelled.structured_content == {"result": True}
     assert _text(result) == "still here"
