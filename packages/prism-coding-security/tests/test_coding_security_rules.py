@@ -240,3 +240,20 @@ class TestApprovers:
             ApprovalDecision(approved="yes")  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             ApprovalDecision(True)  # type: ignore[call-arg]
+
+
+def test_git_asks_inside_a_bare_repository_the_write_tool_could_have_made(root: Path) -> None:
+    # HEAD, objects/ and refs/ make a directory a repository to git, and its `config`
+    # (unlike .git/config) is not a protected path: git there is not proved safe
+    bare = root / "evil"
+    (bare / "objects").mkdir(parents=True)
+    (bare / "refs").mkdir()
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    (bare / "config").write_text("[core]\n\tbare = true\n")
+    for command in ("cd evil && git log", "git -C evil status", "cd evil/objects && git log"):
+        explanation = explain_command(command, roots=[str(root)])
+        assert explanation.outcome == "ask", command
+        assert explanation.rule == "git:bare_repository"
+    (root / ".git").mkdir()  # an ordinary repository above it does not change that
+    assert explain_command("git -C evil log", roots=[str(root)]).outcome == "ask"
+    assert explain_command("git log", roots=[str(root)]).outcome == "allow"

