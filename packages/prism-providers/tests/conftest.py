@@ -8,7 +8,8 @@ the SDKs' own types by the tests) and points the official SDK client at
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 
 import attrs
@@ -134,3 +135,20 @@ async def wire_server(nursery: trio.Nursery) -> WireServer:
     host, port = listeners[0].socket.getsockname()[:2]
     server.url = f"http://{host}:{port}"
     return server
+
+
+@asynccontextmanager
+async def serving(server: WireServer) -> AsyncIterator[WireServer]:
+    """Serve ``server`` on 127.0.0.1 for the block, from any trio task (the asyncio host's too)."""
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        host, port = listeners[0].socket.getsockname()[:2]
+        server.url = f"http://{host}:{port}"
+        yield server
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def open_wire_server() -> Callable[[], AbstractAsyncContextManager[WireServer]]:
+    """Opens a fresh server when entered (for tests that are not trio tests)."""
+    return lambda: serving(WireServer())
