@@ -11,6 +11,7 @@ error result.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import secrets
 import socket
@@ -299,6 +300,38 @@ async def _stop(process: Process, state: WireState, marker: str) -> None:
                 await stream.aclose()
 
 
+_TEARDOWN_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
+_SDK_HTTP_LOGGER = "mcp.client.streamable_http"
+
+
+class _QuietTeardown(logging.Filter):
+    """Demote the SDK's tracebacks for an expected teardown to DEBUG.
+
+    When a session closes while the server is still streaming (after a
+    ``max_call_s`` timeout, say, or when the bridge closes), the SDK's HTTP
+    reader keeps handing events to a stream that is already closed and logs
+    each failure at ERROR with a traceback. The bridge has already turned the
+    fault into one error result; the record stays available at DEBUG.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.levelno >= logging.ERROR and isinstance(exc, _TEARDOWN_ERRORS):
+            record.levelno = logging.DEBUG
+            record.levelname = "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+_QUIET = _QuietTeardown()
+
+
+def _quiet_sdk_teardown() -> None:
+    sdk = logging.getLogger(_SDK_HTTP_LOGGER)
+    if _QUIET not in sdk.filters:
+        sdk.addFilter(_QUIET)
+
+
 class _MessageTooLarge(httpx2.StreamError):
     """Raised inside the SDK's response reading; the SDK turns it into an error reply."""
 
@@ -401,6 +434,7 @@ async def open_http_streams(
     max_server_requests: int,
 ) -> AsyncIterator[TransportStreams]:
     """Yield the SDK's (read, write) streams over Streamable HTTP, with bounded bodies."""
+    _quiet_sdk_teardown()
     client = httpx2.AsyncClient(
         transport=_LimitedTransport(limit=max_message_bytes, state=state),
         headers={**dict(transport.headers), "accept-encoding": "identity"},
