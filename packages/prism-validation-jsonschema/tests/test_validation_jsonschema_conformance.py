@@ -8,7 +8,7 @@ Each case ends in one of:
   ``$ref`` or a relative ``$id``; Prism never fetches), or the schema or
   instance holds a pollution key (``__proto__``, ``constructor``, ``prototype``);
 - ``rejected``: the schema was refused for another reason (for example a
-  2020-12 keyword fastjsonschema does not implement);
+  custom meta-schema); it counts as not passed;
 - ``false_accept`` / ``false_reject``: a wrong verdict.
 """
 
@@ -112,37 +112,28 @@ def _line(draft: str, counts: Counter[str]) -> str:
     )
 
 
-def test_draft7_suite_passes_at_least_95_percent_with_no_wrong_verdict(
-    json_schema_test_suite: Path, conformance_summary: list[str]
+@pytest.mark.parametrize(
+    ("draft", "least"),
+    [("draft7", 800), ("draft2020-12", 1_100), ("draft2019-09", 1_080)],
+)
+def test_suite_passes_at_least_98_percent_with_no_wrong_verdict(
+    json_schema_test_suite: Path, conformance_summary: list[str], draft: str, least: int
 ) -> None:
-    counts, wrong = _run_draft(json_schema_test_suite, "draft7")
-    line = _line("draft7", counts)
+    counts, wrong = _run_draft(json_schema_test_suite, draft)
+    line = _line(draft, counts)
     conformance_summary.append(line)
     decided = sum(counts.values()) - counts["policy"]
     assert not wrong, line + "\n" + "\n".join(wrong[:20])
-    assert counts["pass"] >= 0.95 * decided, line
-    assert counts["pass"] > 800, line  # the suite was really there
+    assert counts["pass"] >= 0.98 * decided, line
+    assert counts["pass"] > least, line  # the suite was really there
 
 
-def test_draft2020_12_suite_never_accepts_an_invalid_instance(
-    json_schema_test_suite: Path, conformance_summary: list[str]
-) -> None:
-    counts, wrong = _run_draft(json_schema_test_suite, "draft2020-12")
-    line = _line("draft2020-12", counts)
-    conformance_summary.append(line)
-    accepted = [w for w in wrong if w.startswith("false_accept")]
-    assert not accepted, line + "\n" + "\n".join(accepted[:20])
-    assert counts["pass"] > 500, line
-
-
-@pytest.mark.parametrize("draft", ["draft4", "draft6", "draft2019-09"])
-def test_other_drafts_never_accept_an_invalid_instance(
+@pytest.mark.parametrize("draft", ["draft4", "draft6"])
+def test_older_drafts_never_give_a_wrong_verdict(
     json_schema_test_suite: Path, conformance_summary: list[str], draft: str
 ) -> None:
     counts, wrong = _run_draft(json_schema_test_suite, draft)
     line = _line(draft, counts)
     conformance_summary.append(line)
-    accepted = [w for w in wrong if w.startswith("false_accept")]
-    assert not accepted, line + "\n" + "\n".join(accepted[:20])
-    if draft != "draft2019-09":  # formats and content are annotations in 2019-09
-        assert not wrong, line + "\n" + "\n".join(wrong[:20])
+    assert not wrong, line + "\n" + "\n".join(wrong[:20])
+    assert counts["pass"] > 500, line

@@ -1,12 +1,14 @@
-"""prism.validation.jsonschema: a hardened fastjsonschema adapter for untrusted schemas.
+"""prism.validation.jsonschema: hardened JSON Schema validation for untrusted schemas.
 
 Tool schemas come from MCP servers and other untrusted places, and arguments
-come from a model. This adapter screens every schema (size, depth, member and
-``$ref`` limits; fragment-local ``$ref`` only, nothing is ever fetched; no
-pollution keys, cycles, non-finite numbers or silently ignored keywords),
-compiles each distinct schema once into an LRU cache, bounds every instance
-before validating it, and runs every regular expression on RE2 so that no
-``pattern`` can stall the event loop.
+come from a model. This package screens every schema (size, depth, member and
+``$ref`` limits; fragment-local references only, each landing on a schema
+location, nothing is ever fetched; no pollution keys, cycles, non-finite numbers
+or silently ignored keywords), measures the work it can cause and refuses what
+cannot be bounded, compiles each distinct schema once into an LRU cache, and
+bounds every instance and its cost before validating it. JSON Schema 2020-12
+(MCP's default dialect) and 2019-09 run on jsonschema-rs; draft-04/06/07 on
+fastjsonschema with every pattern on RE2.
 
 Example::
 

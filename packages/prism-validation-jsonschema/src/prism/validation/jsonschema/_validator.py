@@ -115,13 +115,16 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 
 
 class JsonSchemaArgumentValidator:
-    """A hardened :class:`~prism.core.ToolArgumentValidator` on fastjsonschema.
+    """A hardened :class:`~prism.core.ToolArgumentValidator`.
 
-    Schemas are untrusted: each is screened (limits, fragment-local ``$ref``
-    only, no pollution keys, cycles or non-finite numbers, no silently ignored
-    keywords) and compiled once into an LRU cache keyed by its canonical JSON.
-    Instances are bounded before any schema code runs on them. Every regular
-    expression runs on RE2, so no pattern can stall the event loop.
+    Schemas are untrusted: each is screened (limits, fragment-local references
+    landing on schema locations only, no pollution keys, cycles or non-finite
+    numbers, no silently ignored keywords), its expanded graph measured against
+    ``max_schema_work``, and compiled once into an LRU cache keyed by its
+    canonical JSON: 2019-09 and 2020-12 (and schemas without ``$schema``) on
+    jsonschema-rs, draft-04/06/07 on fastjsonschema. Instances and their cost
+    (``max_validation_work``, ``max_regex_work``) are bounded before any schema
+    code runs on them, so no validation can stall the event loop.
 
     :meth:`validate` never raises for a bad schema or value; it answers with
     ``ok=False`` and a reason that names the path and the rule. The caller's
@@ -171,7 +174,7 @@ class JsonSchemaArgumentValidator:
 
     @property
     def unsupported_keywords(self) -> Literal["reject", "ignore"]:
-        """What happens to keywords fastjsonschema would ignore."""
+        """What happens to keywords the engine would ignore."""
         return self._unsupported
 
     def validate(self, schema: object, value: object) -> ToolArgumentValidationResult:
