@@ -281,3 +281,18 @@ async def test_client_cancel_over_http_reaches_the_bridged_server(serve: ServeFa
             await client.call_tool("mcp__fx__hang", {}, read_timeout_seconds=0.5)
         cancelled = await client.call_tool("mcp__fx__was_hang_cancelled", {})
     assert cancelled.structured_content == {"result": True}
+
+
+async def test_list_changed_reaches_a_2026_client_through_listen(serve: ServeFactory) -> None:
+    changed = trio.Event()
+    async with serve() as served, Client(served.url) as client:
+        await client.list_tools()
+        async with client.listen(tools_list_changed=True) as subscription:
+            await client.call_tool("mcp__fx__grow", {})
+            with trio.fail_after(30):
+                async for _event in subscription:
+                    changed.set()
+                    break
+        names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+    assert changed.is_set()
+    assert "mcp__fx__extra" in names

@@ -17,6 +17,7 @@ import attrs
 import mcp_types as types
 import trio
 from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -132,15 +133,21 @@ class Gateway:
     _hints: Mapping[str, ToolHints]
     _events: EventSink | None
     _limiter: trio.CapacityLimiter
+    _per_client_limit: int
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _names: ToolNameMap = attrs.field(init=False)
     _wire: list[types.Tool] = attrs.field(init=False)
     # The SDK's per-client Connection objects (kept weakly: a closed client goes).
     _connections: weakref.WeakSet[Any] = attrs.field(factory=weakref.WeakSet)
     server: Server[Any] = attrs.field(init=False)
+    _bus: InMemorySubscriptionBus = attrs.field(factory=InMemorySubscriptionBus)
+    _listen: ListenHandler = attrs.field(init=False)
+    # client label -> (its limiter, calls holding or waiting for it)
+    _per_client: dict[str, tuple[trio.CapacityLimiter, list[int]]] = attrs.field(factory=dict)
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
 
     def __attrs_post_init__(self) -> None:
+        self._listen = ListenHandler(self._bus)
         self.server = Server(
             "prism-gateway",
             version="0.1.0",
@@ -148,6 +155,7 @@ class Gateway:
             "validation, execution policy, sandbox) before it runs.",
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
+            on_subscriptions_listen=self._listen,
         )
         self._rebuild()
 
@@ -243,7 +251,11 @@ class Gateway:
         )
         token = current_call.set(scope)
         try:
-            async with self._limiter, trio.open_nursery() as nursery:
+            async with (
+                self._limiter,
+                self._client_slot(client),
+                trio.open_nursery() as nursery,
+            ):
                 nursery.start_soon(_forward_progress, ctx, receive)
                 with send:
                     result = await dispatch_tool_call(call, options)
@@ -262,6 +274,23 @@ class Gateway:
             )
         return to_call_tool_result(result, any_structured=modern)
 
+    @contextlib.asynccontextmanager
+    async def _client_slot(self, client: str) -> AsyncIterator[None]:
+        entry = self._per_client.get(client)
+        if entry is None:
+            entry = self._per_client[client] = (
+                trio.CapacityLimiter(self._per_client_limit),
+                [0],
+            )
+        entry[1][0] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1][0] -= 1
+            if entry[1][0] == 0:
+                del self._per_client[client]
+
     async def _watch(self, bridge: McpToolBridge) -> None:
         while True:
             await bridge.wait_stale()
@@ -278,9 +307,12 @@ class Gateway:
         """Tell every connected client that the tool list changed.
 
         Clients of the 2025-11-25 era get ``notifications/tools/list_changed``
-        on their standalone channel. Checkpoints; a client that cannot be
+        on their standalone channel; 2026-07-28 clients get it on their
+        ``subscriptions/listen`` streams. Checkpoints; a client that cannot be
         reached is skipped. Cancellation stops the round.
         """
+        with contextlib.suppress(Exception):
+            await self._bus.publish(ToolsListChanged())
         for connection in list(self._connections):
             with contextlib.suppress(Exception):
                 await connection.send_tool_list_changed()
@@ -320,12 +352,15 @@ async def open_gateway(
     ledger: RunLedger | None = None,
     hints: Mapping[str, ToolHints] | None = None,
     max_concurrent_calls: int = 32,
+    max_calls_per_client: int = 8,
 ) -> AsyncIterator[Gateway]:
     """Build a gateway over ``tools`` and the tools of ``bridges``, with the given gates.
 
     ``hints`` gives annotations for local tools by registry name (for the
     coding tools, :data:`CODING_TOOL_HINTS`); bridged tools carry their
-    server's hints and output schemas. While the block is open, a bridge that
+    server's hints and output schemas. At most ``max_concurrent_calls`` calls
+    run at once, at most ``max_calls_per_client`` of them for one client (its
+    identity, name and session); the rest wait their turn. While the block is open, a bridge that
     announces a tool-list change is re-listed and connected clients are told.
     Serve the gateway with :func:`serve_stdio` or :func:`serve_http`.
 
@@ -334,10 +369,11 @@ async def open_gateway(
 
     Raises:
         GatewayConfigurationError: two tools share a name or a provider-safe
-            alias, or ``max_concurrent_calls`` is not a positive int.
+            alias, or a limit is not a positive int.
         TypeError: a gate has the wrong type (from ``DispatchOptions``).
     """
     limit = _positive_int("max_concurrent_calls", max_concurrent_calls)
+    per_client = _positive_int("max_calls_per_client", max_calls_per_client)
     local = tuple(tools)
     try:
         options = DispatchOptions(
@@ -358,6 +394,7 @@ async def open_gateway(
             hints=dict(hints or {}),
             events=events,
             limiter=trio.CapacityLimiter(limit),
+            per_client_limit=per_client,
         )
     except ValueError as exc:
         raise GatewayConfigurationError(str(exc)) from exc
@@ -367,4 +404,5 @@ async def open_gateway(
         try:
             yield gateway
         finally:
+            gateway._listen.close()
             nursery.cancel_scope.cancel()

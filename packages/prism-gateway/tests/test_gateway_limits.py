@@ -1,0 +1,72 @@
+"""Concurrency limits of the gateway, per client and overall, seen from real clients."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import pytest
+import trio
+import trio.testing
+from mcp import Client
+
+from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.gateway import GatewayConfigurationError, HttpOptions, open_gateway, serve_http
+
+
+class _Gauge:
+    def __init__(self, release_at: int) -> None:
+        self.running = 0
+        self.peak = 0
+        self.started = 0
+        self.release_at = release_at
+        self.release = trio.Event()
+
+    async def execute(self, _args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        self.running += 1
+        self.started += 1
+        self.peak = max(self.peak, self.running)
+        if self.started >= self.release_at:
+            self.release.set()
+        try:
+            if not self.release.is_set():
+                # Hold the slot until the other calls either started too or are
+                # stuck (every task in this process blocked): then let all go.
+                await trio.testing.wait_all_tasks_blocked(cushion=0.01)
+                self.release.set()
+        finally:
+            self.running -= 1
+        return ToolResult.text("done")
+
+
+async def _run_calls(url: str, clients: int, calls_each: int) -> None:
+    async def one_client(number: int) -> None:
+        info = types.Implementation(name=f"client{number}", version="1")
+        async with Client(url, client_info=info) as client, trio.open_nursery() as nursery:
+            for _ in range(calls_each):
+                nursery.start_soon(client.call_tool, "gauge", {})
+
+    async with trio.open_nursery() as nursery:
+        for number in range(clients):
+            nursery.start_soon(one_client, number)
+
+
+@pytest.mark.parametrize(("clients", "expected_peak"), [(1, 1), (2, 2)])
+async def test_one_client_gets_at_most_its_share(clients: int, expected_peak: int) -> None:
+    gauge = _Gauge(release_at=2)
+    tool = ToolDefinition(name="gauge", execute=gauge.execute)
+    async with (
+        open_gateway(tools=[tool], max_calls_per_client=1) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        url = await nursery.start(serve_http, gateway, HttpOptions())
+        await _run_calls(url, clients=clients, calls_each=2)
+        nursery.cancel_scope.cancel()
+    assert gauge.peak == expected_peak
+
+
+def test_limits_must_be_positive() -> None:
+    async def main() -> None:
+        async with open_gateway(max_calls_per_client=0):
+            pass
+
+    with pytest.raises(GatewayConfigurationError, match="max_calls_per_client"):
+        trio.run(main)
