@@ -159,3 +159,39 @@ def test_run_writes_an_sqlite_ledger_that_show_reads(tmp_path: Path) -> None:
     assert [r["call_id"] for r in data["records"]] == ["q"]
     assert data["runs"][0]["run_id"] == report["run_id"]
     assert data["runs"][0]["outcome"] == "finished"
+
+
+def _limit_file_size() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
+
+
+def test_a_full_disk_warns_and_the_run_still_finishes(tmp_path: Path) -> None:
+    _session(tmp_path, "ledger.jsonl")
+    session = [
+        {
+            "tool_calls": [
+                {"id": f"q{i}", "name": "mcp:docs:get_page", "arguments": {"slug": "ledger"}}
+                for i in range(4)
+            ]
+        }
+    ]
+    (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "prism.cli", "run", "session.json", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_environ(),
+        timeout=60,
+        preexec_fn=_limit_file_size,  # the file "disk" holds 600 bytes
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [row["status"] for row in report["calls"]] == ["ok"] * 4
+    assert report["ledger_errors"] > 0
+    assert "the ledger could not be written" in proc.stderr
+    assert "File too large" in proc.stderr
+    contents = read_ledger(tmp_path / "ledger.jsonl")  # the cut line is the torn last one
+    assert len(contents.records) < 4
