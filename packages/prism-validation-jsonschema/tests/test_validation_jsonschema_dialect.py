@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -116,6 +118,66 @@ def test_an_embedded_dialect_is_refused(root: str, inner: str) -> None:
         "properties": {"a": {"$schema": inner, "prefixItems": [{"type": "string"}]}},
     }
     _refused(JsonSchemaArgumentValidator().validate(schema, {"a": [1]}), "embedded $schema")
+
+
+# -- the screen is the same in front of both engines ---------------------------
+
+
+@pytest.mark.parametrize("dialect", [D7, D2020])
+@pytest.mark.parametrize(
+    ("schema", "word"),
+    [
+        ({"$ref": "http://127.0.0.1:9/s.json"}, "fragment-local"),
+        ({"$ref": "file:///etc/passwd"}, "fragment-local"),
+        ({"$ref": "data:application/json,{}"}, "fragment-local"),
+        ({"$ref": "other.json#/x"}, "fragment-local"),
+        ({"$id": "schemas/foo.json", "type": "object"}, "relative"),
+        ({"properties": {"__proto__": {"type": "string"}}}, "forbidden key"),
+        ({"constructor": {}}, "forbidden key"),
+        ({"minimum": float("nan")}, "non-finite"),
+        ({"maximum": float("inf")}, "non-finite"),
+        ({"$ref": "#/$defs/missing"}, "does not resolve"),
+        ({"pattern": "(a)\\1"}, "linear-time engine"),
+        ({"pattern": "(?=a)"}, "linear-time engine"),
+    ],
+)
+def test_screen_refusals_hold_on_both_engines(
+    dialect: str, schema: dict[str, Any], word: str
+) -> None:
+    _refused(JsonSchemaArgumentValidator().validate({"$schema": dialect, **schema}, {}), word)
+
+
+@pytest.mark.parametrize("dialect", [D7, D2020])
+@pytest.mark.parametrize(
+    ("value", "word"),
+    [
+        ({"a": {"__proto__": 1}}, "forbidden key"),
+        ({"a": float("nan")}, "not a finite number"),
+        ({"a": b"bytes"}, "not a JSON value"),
+        ({"a": "x" * 1_000_001}, "max_string_length"),
+        (json.loads('{"a":' * 70 + "1" + "}" * 70), "max_instance_depth"),
+    ],
+)
+def test_hostile_arguments_are_refused_before_either_engine(
+    dialect: str, value: object, word: str
+) -> None:
+    schema = {"$schema": dialect, "type": "object"}
+    result = JsonSchemaArgumentValidator().validate(schema, value)
+    assert not result.ok
+    assert word in result.errors[0].message, result.errors[0].message
+
+
+@pytest.mark.parametrize("dialect", [D7, D2020])
+def test_neither_engine_mutates_the_schema_or_the_arguments(dialect: str) -> None:
+    schema = {
+        "$schema": dialect,
+        "properties": {"a": {"default": 5, "type": "integer"}, "b": {"default": [1]}},
+    }
+    before_schema = copy.deepcopy(schema)
+    value: dict[str, Any] = {}
+    assert JsonSchemaArgumentValidator().validate(schema, value).ok
+    assert value == {}
+    assert schema == before_schema
 
 
 # -- 2020-12 keywords are enforced --------------------------------------------
