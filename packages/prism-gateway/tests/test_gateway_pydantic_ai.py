@@ -1,0 +1,23 @@
+"""An agent framework as the MCP host: pydantic-ai's agent calls the gateway's tools over stdio."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import trio
+
+EXAMPLE = Path(__file__).resolve().parent / "gateway_pydantic_ai_example.py"
+
+
+async def test_pydantic_ai_agent_reads_through_the_gateway(workspace: Path) -> None:
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            [sys.executable, str(EXAMPLE), str(workspace)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert "ANSWER: hello from the workspace" in out
