@@ -343,13 +343,65 @@ async def test_sandboxed_root_cannot_open_a_global_sysctl_for_writing(root: Path
     assert output.strip().endswith("end")
 
 
+async def _git(cwd: Path, *args: str) -> None:
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    await trio.run_process(["git", *ident, "-c", "protocol.file.allow=always", *args], cwd=cwd)
+
+
+@needs_bwrap
+@needs_git
+async def test_existing_submodule_cannot_be_repointed_at_a_planted_git_directory(
+    root: Path, tmp_path: Path
+) -> None:
+    library = tmp_path / "library"
+    await trio.run_process(["git", "init", "-q", str(library)])
+    await _git(library, "commit", "-q", "--allow-empty", "-m", "lib")
+    _git_repo(root)
+    await _git(root, "submodule", "add", "-q", str(library), "lib")
+    await _git(root, "commit", "-q", "-m", "add lib")
+    marker = tmp_path / "pwned"
+    fsmonitor = f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n'"
+    command = (
+        f"cp -r .git/modules/lib evil && {fsmonitor} >> evil/config; "
+        "echo 'gitdir: ../evil' > lib/.git; "
+        f"{fsmonitor} >> .git/modules/lib/config; echo attempted"
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, command, root)
+    assert "attempted" in output
+    assert (root / "evil" / "config").exists()
+    assert "evil" not in (root / "lib" / ".git").read_text()
+    await _host_git_status(root)
+    assert not marker.exists()
+
+
+@needs_bwrap
+@needs_git
+async def test_embedded_submodule_git_config_is_read_only(root: Path, tmp_path: Path) -> None:
+    _git_repo(root)
+    await trio.run_process(["git", "init", "-q", str(root / "sub")])
+    await _git(root / "sub", "commit", "-q", "--allow-empty", "-m", "sub")
+    await _git(root, "add", "sub")
+    marker = tmp_path / "pwned"
+    command = (
+        f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> sub/.git/config; "
+        "echo x > sub/.git/hooks/pre-commit; echo attempted"
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run(ops, command, root)
+    assert "attempted" in output
+    assert not (root / "sub" / ".git" / "hooks" / "pre-commit").exists()
+    await _host_git_status(root)
+    assert not marker.exists()
+
+
 @needs_bwrap
 @needs_git
 @pytest.mark.xfail(
     strict=True,
     reason="known gap (docs/sandbox.md): the index and the work tree are writable, so a "
-    "command can register a submodule whose .git file points at a git directory it made; "
-    "the host's git status recurses into it and runs that directory's core.fsmonitor",
+    "command can register a new submodule whose .git file points at a git directory it "
+    "made; the host's git status recurses into it and runs that directory's core.fsmonitor",
 )
 async def test_sandboxed_command_cannot_plant_a_submodule_with_an_fsmonitor(
     root: Path, tmp_path: Path

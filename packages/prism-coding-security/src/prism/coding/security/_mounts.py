@@ -1,7 +1,7 @@
 """Protected paths inside writable roots, as bubblewrap mounts and host placeholders.
 
 For each writable root, each protected entry (``_protected.py``, plus the
-hooks directory git uses there: :func:`hooks_entries`) is walked one component
+hooks directory and submodules git names there: :func:`git_entries`) is walked one component
 at a time from the root:
 
 * an existing directory on the way is bound onto itself read-write ("pinned"):
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PlaceholderLease",
-    "hooks_entries",
+    "git_entries",
     "is_placeholder",
     "protected_mount_args",
     "protected_plan",
@@ -59,6 +59,7 @@ _PLACEHOLDER, _PLACEHOLDER_DIR = "placeholder", "placeholder-dir"
 # empty commondir makes every git command die; "." names the git directory.
 _MODE, _DIR_MODE = 0o1444, 0o1555
 _CONTENT = {"commondir": b".\n"}
+_EMBEDDED_GIT = ("config", "hooks", "commondir", "info/attributes")
 
 
 def _concrete(root: str, entries: Sequence[str]) -> Iterator[list[str]]:
@@ -84,23 +85,13 @@ def _concrete(root: str, entries: Sequence[str]) -> Iterator[list[str]]:
         yield from prefixes
 
 
-def hooks_entries(root: str) -> list[str]:
-    """The hooks directory the host's git uses for ``root``, as an entry, if inside it.
-
-    ``core.hooksPath`` may name a directory in the work tree (``.githooks``,
-    ``.husky/_``): the next ``git commit`` on the host runs what is there. Asks
-    git itself (all config scopes, includes followed); no git, no repository or
-    hooks outside ``root``: no entry.
-
-    Raises:
-        SandboxUnavailableError: git did not answer within 10 seconds.
-    """
+def _git(root: str, *args: str) -> bytes | None:
     git = shutil.which("git")
     if git is None:
-        return []
+        return None
     try:
         result = subprocess.run(
-            [git, "-C", root, "rev-parse", "--path-format=absolute", "--git-path", "hooks"],
+            [git, "-C", root, *args],
             capture_output=True,
             stdin=subprocess.DEVNULL,
             check=False,
@@ -108,17 +99,52 @@ def hooks_entries(root: str) -> list[str]:
         )
     except subprocess.TimeoutExpired as exc:
         raise SandboxUnavailableError(
-            f"git did not say where the hooks of {root} are within 10s; refusing to run"
+            f"git did not answer about {root} within 10s ({' '.join(args[:2])}); refusing to run"
         ) from exc
-    if result.returncode != 0:
-        return []
-    hooks = os.path.realpath(result.stdout.decode("utf-8", "surrogateescape").strip())
-    if not hooks.startswith(root.rstrip("/") + "/"):
-        return []
-    return [glob.escape(os.path.relpath(hooks, root))]
+    return result.stdout if result.returncode == 0 else None
 
 
-def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
+def git_entries(root: str) -> list[str]:
+    """Entries git itself names for ``root``: its hooks directory and its submodules.
+
+    * ``core.hooksPath`` may name a directory in the work tree (``.githooks``,
+      ``.husky/_``): the next ``git commit`` on the host runs what is there.
+      Git is asked (all config scopes, includes followed); it counts when it
+      lies inside ``root``.
+    * for each submodule in the index (a gitlink), ``<path>/.git``: repointed,
+      the host's ``git status`` would run a command-made git directory's
+      ``core.fsmonitor``. An embedded ``.git`` directory keeps its objects
+      writable: its ``config``, ``hooks``, ``commondir`` and
+      ``info/attributes`` are protected instead.
+
+    No git or no repository: no entries.
+
+    Raises:
+        SandboxUnavailableError: git did not answer within 10 seconds.
+    """
+    out: list[str] = []
+    hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
+    if hooks_out is not None:
+        hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
+        if hooks.startswith(root.rstrip("/") + "/"):
+            out.append(glob.escape(os.path.relpath(hooks, root)))
+    listing = _git(root, "ls-files", "--stage", "-z")
+    for record in (listing or b"").split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        if not meta.startswith(b"160000 "):
+            continue
+        path = glob.escape(name.decode("utf-8", "surrogateescape"))
+        dot_git = os.path.join(root, name.decode("utf-8", "surrogateescape"), ".git")
+        if os.path.isdir(dot_git) and not os.path.islink(dot_git):
+            out += [f"{path}/.git/{part}" for part in _EMBEDDED_GIT]
+        else:
+            out.append(f"{path}/.git")
+    return out
+
+
+def protected_plan(
+    root: str, entries: Sequence[str], extra: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
     """``(kind, path)`` mounts protecting ``entries`` under ``root``, parents first.
 
     ``kind`` is ``"pin"`` (bind onto itself read-write), ``"ro"`` (bind the
@@ -126,14 +152,15 @@ def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
     ``"placeholder"`` / ``"placeholder-dir"`` (missing: a placeholder file or
     directory is due; without one bwrap gets ``/dev/null``).
 
-    Also protects the hooks directory git uses for ``root``
-    (:func:`hooks_entries`).
+    ``extra`` adds entries; None asks git for them (:func:`git_entries`).
 
     Raises:
         SandboxUnavailableError: a protected path is a dangling symbolic link.
     """
     plan: dict[str, str] = {}
-    for parts in _concrete(root, [*entries, *hooks_entries(root)]):
+    if extra is None:
+        extra = git_entries(root)
+    for parts in _concrete(root, [*entries, *extra]):
         current = root
         for index, part in enumerate(parts):
             path = os.path.join(current, part)
@@ -175,10 +202,12 @@ def protected_plan(root: str, entries: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def protected_mount_args(root: str, entries: Sequence[str]) -> list[str]:
+def protected_mount_args(
+    root: str, entries: Sequence[str], extra: Sequence[str] | None = None
+) -> list[str]:
     """The bwrap arguments for :func:`protected_plan` (after ``--bind root root``)."""
     args: list[str] = []
-    for kind, path in protected_plan(root, entries):
+    for kind, path in protected_plan(root, entries, extra):
         if kind == _PIN:
             args += ["--bind", path, path]
         elif kind == _RO:
@@ -236,6 +265,7 @@ class PlaceholderLease:
         self._roots = tuple(roots)
         self._entries = tuple(entries)
         self._fds: list[tuple[int, str]] = []
+        self.extra: dict[str, list[str]] = {}
 
     def acquire(self) -> None:
         """Lock the roots (shared) and create the missing placeholders.
@@ -249,7 +279,8 @@ class PlaceholderLease:
                 fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 self._fds.append((fd, root))
                 fcntl.flock(fd, fcntl.LOCK_SH)
-                for kind, path in protected_plan(root, self._entries):
+                self.extra[root] = git_entries(root)
+                for kind, path in protected_plan(root, self._entries, self.extra[root]):
                     if kind in (_PLACEHOLDER, _PLACEHOLDER_DIR) and not os.path.lexists(path):
                         _create_placeholder(path, directory=kind == _PLACEHOLDER_DIR)
         except SandboxUnavailableError:
@@ -272,7 +303,7 @@ class PlaceholderLease:
                 os.close(fd)
                 continue
             try:
-                _remove_placeholders(root, self._entries)
+                _remove_placeholders(root, [*self._entries, *self.extra.get(root, ())])
             finally:
                 os.close(fd)
 
@@ -299,7 +330,7 @@ def _create_placeholder(path: str, *, directory: bool) -> None:
 
 
 def _remove_placeholders(root: str, entries: Sequence[str]) -> None:
-    for parts in _concrete(root, [*entries, *hooks_entries(root)]):
+    for parts in _concrete(root, entries):
         current = root
         for part in parts:
             path = os.path.join(current, part)

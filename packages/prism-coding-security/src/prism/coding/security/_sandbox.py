@@ -38,7 +38,7 @@ from ._proxy import (
 from ._seccomp import SECCOMP_FILTER, filter_path
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 __all__ = ["BubblewrapSandbox", "SandboxBackend", "create_sandbox_shell_operations"]
 
@@ -243,7 +243,13 @@ class BubblewrapSandbox:
             )
         return self._wrap(argv, cwd, None)
 
-    def _wrap(self, argv: Sequence[str], cwd: str, proxy_dir: str | None) -> list[str]:
+    def _wrap(
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        proxy_dir: str | None,
+        extra: Mapping[str, Sequence[str]] | None = None,
+    ) -> list[str]:
         limits = prlimit_args(
             cpu_time_s=self.cpu_time_s,
             memory_bytes=self.memory_bytes,
@@ -282,7 +288,8 @@ class BubblewrapSandbox:
         for root in self.writable_roots:
             args += ["--bind", root, root]
         for root in self.writable_roots:
-            args += protected_mount_args(root, self.protected_paths)
+            more = None if extra is None else extra.get(root)
+            args += protected_mount_args(root, self.protected_paths, more)
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
         if not covered and any(_within(real_cwd, h) for h in hidden):
@@ -318,7 +325,7 @@ class BubblewrapSandbox:
         # protected paths all touch the filesystem.
         lease.acquire()
         try:
-            return self._wrap(argv, cwd, proxy_dir)
+            return self._wrap(argv, cwd, proxy_dir, lease.extra)
         except Exception:
             lease.release()
             raise
