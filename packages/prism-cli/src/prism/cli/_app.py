@@ -408,7 +408,13 @@ def run_command(
         async with open_toolset(loaded) as toolset:
             # Opened once the tools are up: a run that never started leaves no ledger.
             label = f"prism run {session_file}"
-            with recording_ledger(target, label=label, failures=failures) as run_ledger:
+            with recording_ledger(
+                target,
+                label=label,
+                failures=failures,
+                fsync=loaded.ledger_fsync,
+                max_bytes=loaded.ledger_max_bytes,
+            ) as run_ledger:
                 run_id = run_ledger.run_id
                 with EventView(console, quiet=json_mode, live=live) as view:
                     return await run_scripted_session(

@@ -154,6 +154,10 @@ class PrismConfig:
         validation: ``[validation]``.
         mcp_servers: ``[mcp.servers.<id>]`` tables, in file order.
         ledger: where ``prism run`` writes the JSONL ledger (``[ledger] path``), if set.
+        ledger_fsync: when the ledger file is fsynced (``[ledger] fsync``:
+            ``never``, ``run`` or ``always``).
+        ledger_max_bytes: rotate the JSONL ledger before it grows past this
+            (``[ledger] max_bytes``); ``None`` never rotates.
     """
 
     source: str
@@ -165,6 +169,8 @@ class PrismConfig:
     validation: ValidationConfig = ValidationConfig()
     mcp_servers: tuple[McpServerConfig, ...] = ()
     ledger: str | None = None
+    ledger_fsync: Literal["never", "run", "always"] = "never"
+    ledger_max_bytes: int | None = None
 
 
 class _Table:
@@ -423,6 +429,11 @@ def parse_config(
 
     ledger_t = root.table("ledger")
     ledger_path = ledger_t.string("path", None)
+    ledger_fsync = cast(
+        "Literal['never', 'run', 'always']",
+        ledger_t.choice("fsync", "never", ("never", "run", "always")),
+    )
+    ledger_max_bytes = ledger_t.integer("max_bytes", 0, low=0, high=1 << 50) or None
     ledger_t.finish()
 
     root.finish()
@@ -436,6 +447,8 @@ def parse_config(
         validation=validation,
         mcp_servers=servers,
         ledger=_resolve(base, ledger_path) if ledger_path is not None else None,
+        ledger_fsync=ledger_fsync,
+        ledger_max_bytes=ledger_max_bytes,
     )
 
 

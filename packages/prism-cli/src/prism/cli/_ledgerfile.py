@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from prism.core import LedgerSink, LedgerWriteFailed, RunLedger
+    from prism.core import FsyncPolicy, LedgerSink, LedgerWriteFailed, RunLedger
 
 __all__ = ["LedgerFailures", "is_sqlite_path", "parse_since", "recording_ledger"]
 
@@ -48,33 +48,40 @@ class LedgerFailures:
             )
 
 
-def _open_sink(path: Path) -> LedgerSink:
+def _open_sink(path: Path, fsync: FsyncPolicy, max_bytes: int | None) -> LedgerSink:
     from prism.core import JsonlLedgerSink, SqliteLedgerSink
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if is_sqlite_path(path):
-            return SqliteLedgerSink(path)
-        return JsonlLedgerSink(path)
+            return SqliteLedgerSink(path, fsync=fsync)
+        return JsonlLedgerSink(path, fsync=fsync, max_bytes=max_bytes)
     except Exception as exc:  # OSError, sqlite3.Error
         raise CliError(f"cannot write the ledger to {path}: {exc}") from exc
 
 
 @contextlib.contextmanager
-def recording_ledger(path: Path, *, label: str, failures: LedgerFailures) -> Iterator[RunLedger]:
+def recording_ledger(
+    path: Path,
+    *,
+    label: str,
+    failures: LedgerFailures,
+    fsync: FsyncPolicy = "never",
+    max_bytes: int | None = None,
+) -> Iterator[RunLedger]:
     """A ledger that appends each record to ``path`` as its call ends.
 
     The run's start marker is written on entry; its end marker (``finished``,
     ``aborted`` on Ctrl-C or cancellation, ``failed`` on an error) on exit,
     then the file is closed. A ``.db``/``.sqlite``/``.sqlite3`` path gets an
-    SQLite ledger, anything else JSONL.
+    SQLite ledger, anything else JSONL (rotated past ``max_bytes``).
 
     Raises:
         CliError: the ledger file cannot be opened.
     """
     from prism.core import RunLedger
 
-    ledger = RunLedger(sinks=[_open_sink(path)], on_error=failures)
+    ledger = RunLedger(sinks=[_open_sink(path, fsync, max_bytes)], on_error=failures)
     with ledger.run(label=label):
         yield ledger
 
