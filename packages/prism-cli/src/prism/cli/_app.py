@@ -378,14 +378,33 @@ def policy_check(
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON report instead of tables.")
 @click.option("--live/--no-live", default=None, help="Force the live display on or off.")
+@click.option(
+    "--model",
+    "model_spec",
+    metavar="PROVIDER:MODEL",
+    help="Drive a real model (openai:MODEL, anthropic:MODEL); the argument is then the task. "
+    "Keys from OPENAI_API_KEY / ANTHROPIC_API_KEY.",
+)
+@click.option(
+    "--base-url",
+    metavar="URL",
+    help="The model API's base URL (an OpenAI-compatible server such as vLLM or Ollama).",
+)
 def run_command(
     session_file: Path,
     config_file: Path,
     ledger_file: Path | None,
     json_mode: bool,
     live: bool | None,
+    model_spec: str | None,
+    base_url: str | None,
 ) -> int:
     """Replay SESSION_FILE (scripted assistant turns, JSON) against the tools in prism.toml.
+
+    With --model PROVIDER:MODEL, the argument is a task for that model instead:
+    prism run --model openai:gpt-4.1-mini "add a test for foo". Nothing is
+    approved on the way: a call that needs approval is refused and the model
+    is told why.
 
     Every call goes through the full gates: permission rules, JSON Schema
     validation, the coding execution policy, bounded parallelism per turn.
@@ -397,7 +416,7 @@ def run_command(
     from ._session import load_session
 
     loaded = load_config(config_file)
-    session = load_session(session_file)
+    session = None if model_spec is not None else load_session(session_file)
     target = ledger_file or Path(loaded.ledger or Path.cwd() / "prism-ledger.jsonl")
     console = _console(json_mode=json_mode)
     failures = LedgerFailures()
@@ -407,7 +426,11 @@ def run_command(
         nonlocal run_id
         async with open_toolset(loaded) as toolset:
             # Opened once the tools are up: a run that never started leaves no ledger.
-            label = f"prism run {session_file}"
+            label = (
+                f"prism run {session_file}"
+                if model_spec is None
+                else f"prism run --model {model_spec}"
+            )
             with recording_ledger(
                 target,
                 label=label,
@@ -417,6 +440,18 @@ def run_command(
             ) as run_ledger:
                 run_id = run_ledger.run_id
                 with EventView(console, quiet=json_mode, live=live) as view:
+                    if session is None:
+                        from ._model_run import run_model_task
+
+                        return await run_model_task(
+                            str(session_file),
+                            toolset,
+                            model=str(model_spec),
+                            base_url=base_url,
+                            config=loaded,
+                            ledger=run_ledger,
+                            view=view,
+                        )
                     return await run_scripted_session(
                         session, toolset, config=loaded, ledger=run_ledger, view=view
                     )

@@ -1,0 +1,282 @@
+"""End to end: ``prism run --model PROVIDER:MODEL "task"`` against loopback model servers.
+
+The test serves the provider's wire format (Chat Completions SSE, Anthropic
+Messages SSE) on 127.0.0.1 from its own trio loop and runs the real ``prism``
+command in a subprocess pointed at it with ``--base-url``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from functools import partial
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+from anthropic.types import (
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+)
+from openai.types.chat import ChatCompletionChunk
+
+from prism.core import read_ledger
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
+
+    from pydantic import BaseModel
+
+Events = list[tuple[str | None, str]]
+
+CONFIG = """
+[agent]
+max_tool_rounds = 4
+
+[workspace]
+roots = ["repo"]
+# On the host (no sandbox) only proved-safe commands run; the rest would need approval.
+sandbox = "none"
+
+[ledger]
+path = "ledger.jsonl"
+"""
+
+
+@attrs.define(eq=False)
+class ModelServer:
+    """Answers each POST with the next queued event stream; keeps the request bodies."""
+
+    streams: list[Events]
+    bodies: list[dict[str, object]] = attrs.Factory(list)
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        buffer = b""
+        while b"\r\n\r\n" not in buffer:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return
+            buffer += chunk
+        head, _, body = buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.decode("latin-1").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        while len(body) < length:
+            body += await stream.receive_some(65536)
+        self.bodies.append(json.loads(body))
+        events = self.streams.pop(0)
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        )
+        for event, data in events:
+            frame = f"event: {event}\n" if event else ""
+            await stream.send_all(f"{frame}data: {data}\n\n".encode())
+        await stream.aclose()
+
+
+async def run_prism(
+    tmp_path: Path, server: ModelServer, *args: str
+) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
+    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("ANTHROPIC_API_KEY", None)
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        argv = [sys.executable, "-m", "prism.cli", "run", *args]
+        argv = [a.replace("PORT", str(port)) for a in argv]
+        with trio.fail_after(60):
+            process = await trio.run_process(
+                argv, cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False
+            )
+        nursery.cancel_scope.cancel()
+    return process
+
+
+def setup_workspace(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    (tmp_path / "prism.toml").write_text(CONFIG, encoding="utf-8")
+
+
+def chunk(delta: dict[str, object], finish: str | None = None) -> tuple[str | None, str]:
+    value = ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "test-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+    )
+    return None, value.model_dump_json(exclude_none=True)
+
+
+def openai_call(index: int, call_id: str, name: str, args: dict[str, object]) -> dict[str, object]:
+    function = {"name": name, "arguments": json.dumps(args)}
+    return {
+        "tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]
+    }
+
+
+async def test_run_with_an_openai_model_reads_edits_and_is_refused_a_risky_command(
+    tmp_path: Path,
+) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer(
+        [
+            [
+                chunk(openai_call(0, "r1", "read", {"path": "notes.txt"})),
+                chunk(
+                    openai_call(
+                        1,
+                        "e1",
+                        "edit",
+                        {"path": "notes.txt", "edits": [{"old_text": "beta", "new_text": "gamma"}]},
+                    )
+                ),
+                chunk(openai_call(2, "s1", "shell", {"command": "rm -rf /tmp/x"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [chunk({"content": "Edited notes.txt; the rm was refused."}, "stop"), (None, "[DONE]")],
+        ]
+    )
+    process = await run_prism(
+        tmp_path,
+        server,
+        "--model",
+        "openai:test-model",
+        "--base-url",
+        "http://127.0.0.1:PORT/v1",
+        "--no-live",
+        "replace beta with gamma, then clean /tmp/x",
+    )
+    out = process.stdout.decode()
+    assert process.returncode == 0, process.stderr.decode()
+    assert "Edited notes.txt; the rm was refused." in out
+    assert (tmp_path / "repo" / "notes.txt").read_text(encoding="utf-8") == "alpha\ngamma\n"
+    # The ledger holds every call: read and edit ran, the shell command was refused.
+    contents = read_ledger(tmp_path / "ledger.jsonl")
+    statuses = {r.call_id: r.status for r in contents.records}
+    assert statuses == {"r1": "ok", "e1": "ok", "s1": "error"}
+    # The model saw each result, in call order, under the names it used.
+    second = server.bodies[1]
+    messages = second["messages"]
+    assert isinstance(messages, list)
+    assert [m.get("tool_call_id") for m in messages if m["role"] == "tool"] == ["r1", "e1", "s1"]
+    assert "alpha" in messages[-3]["content"]
+    assert second["model"] == "test-model"
+
+
+def ev(model: BaseModel) -> tuple[str | None, str]:
+    data = model.model_dump(mode="json", exclude_none=True)
+    return str(data["type"]), json.dumps(data)
+
+
+def anthropic_turn(blocks: list[dict[str, object]], stop: str) -> Events:
+    events: Events = [
+        ev(
+            RawMessageStartEvent.model_validate(
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_1",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "test-model",
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 10, "output_tokens": 1},
+                    },
+                }
+            )
+        )
+    ]
+    for index, block in enumerate(blocks):
+        start: dict[str, object]
+        delta: dict[str, object]
+        if block["type"] == "text":
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events.append(
+            ev(
+                RawContentBlockStartEvent.model_validate(
+                    {"type": "content_block_start", "index": index, "content_block": start}
+                )
+            )
+        )
+        events.append(
+            ev(
+                RawContentBlockDeltaEvent.model_validate(
+                    {"type": "content_block_delta", "index": index, "delta": delta}
+                )
+            )
+        )
+        events.append(ev(RawContentBlockStopEvent(type="content_block_stop", index=index)))
+    events.append(
+        ev(
+            RawMessageDeltaEvent.model_validate(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                }
+            )
+        )
+    )
+    events.append(ev(RawMessageStopEvent(type="message_stop")))
+    return events
+
+
+async def test_run_with_an_anthropic_model_writes_a_file(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    write = {"path": "hello.txt", "content": "hi\n"}
+    server = ModelServer(
+        [
+            anthropic_turn(
+                [{"type": "tool_use", "id": "w1", "name": "write", "input": write}], "tool_use"
+            ),
+            anthropic_turn([{"type": "text", "text": "Wrote hello.txt."}], "end_turn"),
+        ]
+    )
+    process = await run_prism(
+        tmp_path,
+        server,
+        "--model",
+        "anthropic:test-model",
+        "--base-url",
+        "http://127.0.0.1:PORT",
+        "--json",
+        "write hello.txt",
+    )
+    assert process.returncode == 0, process.stderr.decode()
+    report = json.loads(process.stdout)
+    assert report["final"] == "Wrote hello.txt."
+    assert [(c["call_id"], c["status"]) for c in report["calls"]] == [("w1", "ok")]
+    assert (tmp_path / "repo" / "hello.txt").read_text(encoding="utf-8") == "hi\n"
+    messages = server.bodies[1]["messages"]
+    assert isinstance(messages, list)
+    assert messages[2]["content"][0]["tool_use_id"] == "w1"
+
+
+async def test_run_with_no_key_and_no_base_url_says_which_variable(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    process = await run_prism(
+        tmp_path, ModelServer([]), "--model", "openai:gpt-x", "--no-live", "anything"
+    )
+    assert process.returncode != 0
+    assert "OPENAI_API_KEY" in process.stderr.decode() + process.stdout.decode()
