@@ -56,7 +56,7 @@ async def test_serve_over_stdio_offers_coding_and_bridged_tools(tmp_path: Path) 
     config = _config(tmp_path)
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "prism.cli", "serve", "--config", str(config)],
+        args=["-m", "prism.cli", "serve", "--config", str(config), "--ledger", "calls.jsonl"],
         cwd=str(tmp_path),
         env=_env(),
     )
@@ -70,6 +70,17 @@ async def test_serve_over_stdio_offers_coding_and_bridged_tools(tmp_path: Path) 
     assert not search.is_error
     assert refused.is_error
     assert "permission" in _text(refused).lower()
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "calls.jsonl").read_text(encoding="utf-8").splitlines()
+        if '"call_id"' in line
+    ]
+    assert [r["tool_name"] for r in records] == [
+        "read",
+        "mcp:docs:search_docs",
+        "mcp:docs:delete_index",
+    ]
+    assert all(r["call_id"].startswith("stdio/") for r in records)
 
 
 async def test_serve_over_http_on_loopback(tmp_path: Path) -> None:

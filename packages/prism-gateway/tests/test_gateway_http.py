@@ -223,7 +223,13 @@ async def test_right_bearer_token_is_let_in(serve: ServeFactory) -> None:
         Client(streamable_http_client(served.url, http_client=http)) as client,
     ):
         result = await client.call_tool("mcp__fx__echo", {"text": "in"})
+        ledger = served.gateway.ledger
+        assert ledger is not None
+        call_id = ledger.records[-1].call_id
     assert not result.is_error
+    # The ledger names the caller by a digest of its token, never the token.
+    assert call_id.startswith("token:")
+    assert TOKEN not in call_id
 
 
 async def test_foreign_origin_is_refused(serve: ServeFactory) -> None:

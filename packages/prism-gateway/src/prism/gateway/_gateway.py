@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Gateway", "open_gateway"]
 
 _log = logging.getLogger("prism.gateway")
-_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+-]")
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:-]")
 _PROGRESS_BACKLOG = 64
 
 
