@@ -1,0 +1,103 @@
+"""An asyncio application uses every Prism entry point through one asyncio host.
+
+MCP tools (``open_mcp_tools`` entered in the host), the coding tools under their
+approval policy, the JSON Schema validator and an agent run all run on trio in
+guest mode on the asyncio loop; the test itself is plain asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
+from prism.coding.tools import create_coding_tools
+from prism.core import (
+    AssistantMessage,
+    DispatchOptions,
+    Limits,
+    RunLedger,
+    ScriptedProvider,
+    SingleShotLoop,
+    TextContent,
+    ToolCall,
+    TrioRequiredError,
+    create_agent,
+    create_rule_permission_policy,
+    create_tool_registry,
+    dispatch_tool_call,
+    open_asyncio_host,
+)
+from prism.mcp import open_mcp_tools
+from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from prism.core import RunResult
+    from prism.mcp import StdioTransport
+
+
+def test_asyncio_app_runs_mcp_and_coding_tools_through_one_host(
+    workspace: Path, matrix_server: Callable[[str], StdioTransport]
+) -> None:
+    roots = [str(workspace)]
+    ledger = RunLedger()
+    provider = ScriptedProvider(
+        [
+            AssistantMessage(
+                tool_calls=(
+                    ToolCall(id="r1", name="read", arguments={"path": "inside.txt"}),
+                    ToolCall(id="m1", name="mcp__a__search", arguments={"query": "trio"}),
+                    ToolCall(id="w1", name="write", arguments={"path": "n.md", "content": "x\n"}),
+                    ToolCall(id="x1", name="read", arguments={"path": "../secret.txt"}),
+                )
+            ),
+            AssistantMessage(content=(TextContent(text="done"),)),
+        ]
+    )
+
+    async def main() -> RunResult:
+        async with (
+            open_asyncio_host() as host,
+            host.enter(open_mcp_tools(server_id="a", transport=matrix_server("a"))) as bridge,
+        ):
+            tools = [
+                *create_coding_tools(
+                    str(workspace),
+                    execution_policy=create_coding_approval_policy(roots=roots),
+                    file_operations=create_contained_file_operations(roots),
+                ),
+                *bridge.tools,
+            ]
+            agent = create_agent(
+                model="scripted",
+                provider=provider,
+                tools=tools,
+                validator=create_json_schema_tool_argument_validator(),
+                permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+                loop=SingleShotLoop(tool_concurrency=2),
+                limits=Limits(max_tool_rounds=2),
+                ledger=ledger,
+            )
+            return await asyncio.wait_for(host.run_agent(agent.session(), "go"), 60)
+
+    result = asyncio.run(main())
+    assert result.final.content == (TextContent(text="done"),)
+    statuses = {r.call_id: r.status for r in ledger.records}
+    assert statuses == {"r1": "ok", "m1": "ok", "w1": "ok", "x1": "error"}
+    assert (workspace / "n.md").read_text(encoding="utf-8") == "x\n"
+    assert all("TOP-SECRET" not in (r.result_preview or "") for r in ledger.records)
+
+
+def test_a_coding_tool_dispatched_on_asyncio_without_the_host_says_what_to_do(
+    workspace: Path,
+) -> None:
+    options = DispatchOptions(registry=create_tool_registry(create_coding_tools(str(workspace))))
+    call = ToolCall(id="1", name="read", arguments={"path": "inside.txt"})
+
+    with pytest.raises(TrioRequiredError, match="open_asyncio_host"):
+        asyncio.run(dispatch_tool_call(call, options))
