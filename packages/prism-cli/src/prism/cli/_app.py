@@ -841,7 +841,8 @@ if TYPE_CHECKING:
     "--ledger",
     "ledger_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Append a JSONL record per call here as calls end (default: [ledger] path).",
+    help="Append each call's record here as it ends (JSONL, or SQLite for .db; "
+    "default: [ledger] path).",
 )
 def serve_command(
     config_file: Path,
@@ -899,7 +900,7 @@ async def _serve(
         create_sandbox_shell_operations,
     )
     from prism.coding.tools import create_coding_tools
-    from prism.core import JsonlLedgerSink, RunLedger, ToolDefinition
+    from prism.core import RunLedger, ToolDefinition
     from prism.gateway import (
         CODING_TOOL_HINTS,
         create_gateway_approver,
@@ -908,6 +909,7 @@ async def _serve(
         serve_stdio,
     )
 
+    from ._ledgerfile import LedgerFailures, recording_ledger
     from ._runner import _sandbox, open_toolset
 
     # The bridges, permission and validator come from the usual wiring; the
@@ -938,18 +940,32 @@ async def _serve(
             file_operations=create_contained_file_operations(roots),
             shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
         )
-    sinks = () if ledger is None else (JsonlLedgerSink(os.fspath(ledger)),)
-    async with (
-        open_toolset(bridged) as toolset,
-        open_gateway(
-            tools=tools,
-            bridges=toolset.bridges,
-            permission=toolset.permission,
-            validator=toolset.validator,
-            hints=CODING_TOOL_HINTS,
-            ledger=RunLedger(sinks=sinks),
-        ) as gateway,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        failures = LedgerFailures()
+        stack.callback(failures.report)
+        if ledger is None:
+            run_ledger = RunLedger()
+        else:
+            run_ledger = stack.enter_context(
+                recording_ledger(
+                    Path(ledger),
+                    label="prism serve",
+                    failures=failures,
+                    fsync=loaded.ledger_fsync,
+                    max_bytes=loaded.ledger_max_bytes,
+                )
+            )
+        toolset = await stack.enter_async_context(open_toolset(bridged))
+        gateway = await stack.enter_async_context(
+            open_gateway(
+                tools=tools,
+                bridges=toolset.bridges,
+                permission=toolset.permission,
+                validator=toolset.validator,
+                hints=CODING_TOOL_HINTS,
+                ledger=run_ledger,
+            )
+        )
         if options is None:
             await serve_stdio(gateway)
             return
