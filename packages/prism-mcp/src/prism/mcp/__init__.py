@@ -33,6 +33,14 @@ from ._annotations import create_mcp_permission_policy as create_mcp_permission_
 from ._bridge import McpServerInfo as McpServerInfo
 from ._bridge import McpToolBridge as McpToolBridge
 from ._bridge import open_mcp_tools as open_mcp_tools
+from ._callbacks import McpElicitation as McpElicitation
+from ._callbacks import McpElicitationAnswer as McpElicitationAnswer
+from ._callbacks import McpElicitCallback as McpElicitCallback
+from ._callbacks import McpLogCallback as McpLogCallback
+from ._callbacks import McpLogMessage as McpLogMessage
+from ._callbacks import McpSampleCallback as McpSampleCallback
+from ._callbacks import McpSamplingAnswer as McpSamplingAnswer
+from ._callbacks import McpSamplingRequest as McpSamplingRequest
 from ._content import AUDIO_URI_PREFIX as AUDIO_URI_PREFIX
 from ._errors import McpBridgeError as McpBridgeError
 from ._transports import McpTransport as McpTransport
@@ -45,6 +53,14 @@ __all__ = [
     "DEFAULT_ENV_PASSTHROUGH",
     "McpApprovalCallback",
     "McpBridgeError",
+    "McpElicitCallback",
+    "McpElicitation",
+    "McpElicitationAnswer",
+    "McpLogCallback",
+    "McpLogMessage",
+    "McpSampleCallback",
+    "McpSamplingAnswer",
+    "McpSamplingRequest",
     "McpServerInfo",
     "McpToolAnnotations",
     "McpToolBridge",

@@ -19,17 +19,28 @@ from mcp.shared.exceptions import MCPError
 from prism.core import ConfigurationError, JsonObject, JsonValue, ToolDefinition, ToolResult
 
 from ._annotations import McpToolAnnotations, McpToolInfo, definition_hash
-from ._content import map_call_result, to_json_value
+from ._callbacks import (
+    McpElicitCallback,
+    McpLogCallback,
+    McpSampleCallback,
+    make_elicitation_callback,
+    make_logging_callback,
+    make_roots_callback,
+    make_sampling_callback,
+    root_uris,
+)
+from ._content import map_call_result, task_of, to_json_value
 from ._errors import McpBridgeError
 from ._output import OutputChecker
 from ._transports import StdioTransport, StreamableHttpTransport
 from ._wire import WireState, open_http_streams, open_stdio_streams
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from mcp.client._transport import TransportStreams
     from mcp.client.session import MessageHandlerFnT
+    from mcp.shared.dispatcher import ProgressFnT
     from prism.core import ToolExecutionContext
 
 __all__ = ["McpServerInfo", "McpToolBridge", "open_mcp_tools"]
@@ -115,6 +126,10 @@ class _Options:
     max_list_bytes: int
     max_list_pages: int
     max_server_requests: int
+    elicit: McpElicitCallback | None = None
+    sample: McpSampleCallback | None = None
+    roots: tuple[str, ...] | None = None
+    on_log: McpLogCallback | None = None
 
 
 def _options(
@@ -131,6 +146,10 @@ def _options(
     max_list_bytes: object,
     max_list_pages: object,
     max_server_requests: object,
+    elicit: object = None,
+    sample: object = None,
+    roots: object = None,
+    on_log: object = None,
 ) -> _Options:
     if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
         raise ConfigurationError(
@@ -162,6 +181,9 @@ def _options(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ConfigurationError(f"{option} must be an int from {low} to {high}, got {value!r}")
+    for option, value in (("elicit", elicit), ("sample", sample), ("on_log", on_log)):
+        if value is not None and not callable(value):
+            raise ConfigurationError(f"{option} must be a callable or None, got {value!r}")
     if protocol not in ("auto", "legacy"):
         raise ConfigurationError(f"protocol must be 'auto' or 'legacy', got {protocol!r}")
     ttl = _positive_seconds("list_cache_ttl_s", list_cache_ttl_s)
@@ -183,6 +205,10 @@ def _options(
         max_list_bytes=max_list_bytes,  # type: ignore[arg-type]
         max_list_pages=max_list_pages,  # type: ignore[arg-type]
         max_server_requests=max_server_requests,  # type: ignore[arg-type]
+        elicit=elicit,  # type: ignore[arg-type]
+        sample=sample,  # type: ignore[arg-type]
+        roots=root_uris(roots) if roots is not None else None,  # type: ignore[arg-type]
+        on_log=on_log,  # type: ignore[arg-type]
     )
 
 
@@ -208,6 +234,20 @@ class _Connection:
             and not self.stop.is_set()
             and not self.done.is_set()
         )
+
+
+_MIN_POLL_S = 0.05
+_MAX_POLL_S = 5.0
+
+
+def _poll_seconds(interval_ms: object, default: float = 0.5) -> float:
+    if (
+        isinstance(interval_ms, (int, float))
+        and not isinstance(interval_ms, bool)
+        and math.isfinite(interval_ms)
+    ):
+        return min(max(interval_ms / 1000.0, _MIN_POLL_S), _MAX_POLL_S)
+    return default
 
 
 async def _skip_sdk_validation(_name: str, _result: mcp_types.CallToolResult) -> None:
@@ -454,12 +494,27 @@ class McpToolBridge:
         try:
             with trio.CancelScope() as connecting:
                 connecting.deadline = trio.current_time() + options.connect_timeout_s
+                sid = options.server_id
+                # Each capability is declared only when its callback is given.
                 client = Client(
                     self._transport_cm(conn.state),
                     mode=options.protocol,
                     message_handler=self._message_handler(conn),
                     cache=None,
                     client_info=mcp_types.Implementation(name="prism-mcp", version="0.1.0"),
+                    elicitation_callback=make_elicitation_callback(sid, options.elicit)
+                    if options.elicit is not None
+                    else None,
+                    sampling_callback=make_sampling_callback(sid, options.sample)
+                    if options.sample is not None
+                    else None,
+                    list_roots_callback=make_roots_callback(options.roots)
+                    if options.roots is not None
+                    else None,
+                    logging_callback=make_logging_callback(sid, options.on_log)
+                    if options.on_log is not None
+                    else None,
+                    log_level="info" if options.on_log is not None else None,
                 )
                 async with client:
                     # The bridge checks structuredContent itself (see _check_output); the
@@ -788,7 +843,12 @@ class McpToolBridge:
                 )
 
             try:
-                result = await client.call_tool(remote, arguments, progress_callback=on_progress)
+                if info.task_support == "required":
+                    result = await self._call_as_task(client, remote, arguments, on_progress)
+                else:
+                    result = await client.call_tool(
+                        remote, arguments, progress_callback=on_progress
+                    )
             except Exception as exc:
                 failure = exc
         if scope.cancelled_caught:
@@ -813,6 +873,73 @@ class McpToolBridge:
         if output_schema is not None and not mapped.is_error:
             return self._check_output(remote, output_schema, result, mapped, details)
         return mapped
+
+    async def _call_as_task(
+        self,
+        client: Client,
+        remote: str,
+        arguments: JsonObject,
+        on_progress: ProgressFnT,
+    ) -> mcp_types.CallToolResult:
+        """Run a task-augmented call (2025-11-25 tasks): create, poll ``tasks/get``, fetch.
+
+        Runs under the caller's deadlines; each answered poll counts as progress
+        (it restarts ``call_timeout_s``, never past ``max_call_s``). Leaving early
+        (timeout, cancellation) sends ``tasks/cancel``, shielded and bounded.
+        """
+        session = client.session
+        options = self._options
+        ttl_ms = int(min(options.max_call_s or 3600.0, 86400.0) * 1000)
+        created = await session.send_request(
+            mcp_types.CallToolRequest(
+                params=mcp_types.CallToolRequestParams(
+                    name=remote, arguments=arguments, task=mcp_types.TaskMetadata(ttl=ttl_ms)
+                )
+            ),
+            mcp_types.CallToolResult,
+            progress_callback=on_progress,
+        )
+        task = task_of(created)
+        if task is None:
+            # The server ran it as an ordinary call after all.
+            return created
+        task_id = task.task_id
+        status = task.status
+        poll_s = _poll_seconds(task.poll_interval)
+        finished = False
+        try:
+            while status in ("working", "input_required"):
+                await trio.sleep(poll_s)
+                got = await session.send_request(
+                    mcp_types.GetTaskRequest(
+                        params=mcp_types.GetTaskRequestParams(task_id=task_id)
+                    ),
+                    mcp_types.GetTaskResult,
+                )
+                status = got.status
+                poll_s = _poll_seconds(got.poll_interval, poll_s)
+                message = got.status_message
+                await on_progress(0.0, None, message or f"task {status}")
+            payload = await session.send_request(
+                mcp_types.GetTaskPayloadRequest(
+                    params=mcp_types.GetTaskPayloadRequestParams(task_id=task_id)
+                ),
+                mcp_types.CallToolResult,
+            )
+            finished = True
+            return payload
+        finally:
+            if not finished and status in ("working", "input_required"):
+                with trio.CancelScope(shield=True), trio.move_on_after(_CLOSE_GRACE_S):
+                    try:
+                        await session.send_request(
+                            mcp_types.CancelTaskRequest(
+                                params=mcp_types.CancelTaskRequestParams(task_id=task_id)
+                            ),
+                            mcp_types.CancelTaskResult,
+                        )
+                    except Exception:
+                        _log.debug("tasks/cancel failed", exc_info=True)
 
     def _check_output(
         self,
@@ -907,6 +1034,10 @@ async def open_mcp_tools(
     max_list_bytes: int = 4_000_000,
     max_list_pages: int = 32,
     max_server_requests: int = 16,
+    elicit: McpElicitCallback | None = None,
+    sample: McpSampleCallback | None = None,
+    roots: Sequence[str] | None = None,
+    on_log: McpLogCallback | None = None,
 ) -> AsyncIterator[McpToolBridge]:
     """Connect to an MCP server and yield its tools as a :class:`McpToolBridge`.
 
@@ -934,6 +1065,15 @@ async def open_mcp_tools(
         max_server_requests: server-to-client requests (``ping``, sampling,
             elicitation, roots) handled at once; more are answered with an error
             when the server reads its input, dropped when it does not.
+        elicit: answers the server's elicitation requests (form and URL mode);
+            the capability is declared only when given. The request names the
+            server; the bridge never opens a URL.
+        sample: answers the server's sampling requests with the host's model;
+            declared only when given.
+        roots: absolute paths or ``file://`` URIs offered as the client's roots
+            (a coding host passes its workspace roots); declared only when given.
+        on_log: receives the server's log messages as :class:`McpLogMessage`
+            (at ``info`` and above on 2026-07-28 sessions).
 
     Raises:
         ConfigurationError: an option is invalid (raised before anything starts).
@@ -954,6 +1094,10 @@ async def open_mcp_tools(
         max_list_bytes=max_list_bytes,
         max_list_pages=max_list_pages,
         max_server_requests=max_server_requests,
+        elicit=elicit,
+        sample=sample,
+        roots=roots,
+        on_log=on_log,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -21,7 +21,20 @@ from prism.core import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["AUDIO_URI_PREFIX", "map_call_result", "to_json_value"]
+__all__ = ["AUDIO_URI_PREFIX", "TASK_META_KEY", "map_call_result", "task_of", "to_json_value"]
+
+TASK_META_KEY = "io.prism/created-task"
+"""Where the transport puts a ``CreateTaskResult``'s task in the ``_meta`` of a call result."""
+
+
+def task_of(result: mcp_types.CallToolResult) -> mcp_types.Task | None:
+    """The task a task-augmented ``tools/call`` created, if the server made one."""
+    meta = result.meta
+    raw = meta.get(TASK_META_KEY) if isinstance(meta, dict) else None
+    if raw is None:
+        return None
+    return mcp_types.Task.model_validate(raw, by_name=False)
+
 
 AUDIO_URI_PREFIX = "mcp-audio:"
 """Audio blocks become a :class:`ResourceContent` whose URI starts with this."""

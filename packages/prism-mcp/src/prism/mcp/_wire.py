@@ -29,6 +29,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from prism.core import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
+from ._content import TASK_META_KEY
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Mapping
     from types import TracebackType
@@ -490,6 +492,14 @@ class _GatedRead:
                     # A result with only structuredContent is valid; the 2025-11-25
                     # schema still requires content, so give it an empty one.
                     if "content" not in result and "structuredContent" in result:
+                        result["content"] = []
+                    elif "content" not in result and isinstance(result.get("task"), dict):
+                        # A task-augmented call answers with a CreateTaskResult; the SDK
+                        # only knows CallToolResult here, so carry the task in _meta.
+                        meta = result.get("_meta")
+                        meta = dict(meta) if isinstance(meta, dict) else {}
+                        meta[TASK_META_KEY] = result.pop("task")
+                        result["_meta"] = meta
                         result["content"] = []
             return item
 

@@ -1,0 +1,287 @@
+"""Host callbacks a server may ask for: elicitation, sampling, roots, and log messages."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+import attrs
+import mcp_types
+
+from prism.core import ConfigurationError, JsonObject, JsonValue
+
+from ._content import to_json_value
+
+if TYPE_CHECKING:
+    from mcp.client.session import (
+        ClientRequestContext,
+        ElicitationFnT,
+        ListRootsFnT,
+        LoggingFnT,
+        SamplingFnT,
+    )
+
+__all__ = [
+    "McpElicitCallback",
+    "McpElicitation",
+    "McpElicitationAnswer",
+    "McpLogCallback",
+    "McpLogMessage",
+    "McpSampleCallback",
+    "McpSamplingAnswer",
+    "McpSamplingRequest",
+]
+
+_log = logging.getLogger("prism.mcp")
+_MAX_TEXT = 8192
+_MAX_ROOTS = 256
+
+
+def _clip(text: object, limit: int = _MAX_TEXT) -> str:
+    value = text if isinstance(text, str) else str(text)
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+@attrs.frozen(kw_only=True)
+class McpElicitation:
+    """A server asks the user for input; show it as coming from ``server_id``.
+
+    In ``"url"`` mode the server wants the user to visit ``url`` (to sign in,
+    say): the bridge never fetches or opens it; a host that offers it to the
+    user should show the full URL and the server's name, and open it only when
+    the user says so.
+
+    Attributes:
+        server_id: the bridge's ``server_id``: who asks.
+        mode: ``"form"`` (answer ``requested_schema``) or ``"url"``.
+        message: what the server says it wants (clipped, untrusted).
+        requested_schema: the form's JSON Schema (form mode).
+        url: the URL to offer the user (URL mode).
+        elicitation_id: the server's id for a URL elicitation.
+    """
+
+    server_id: str
+    mode: Literal["form", "url"]
+    message: str
+    requested_schema: JsonObject | None = attrs.field(default=None, eq=False)
+    url: str | None = None
+    elicitation_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class McpElicitationAnswer:
+    """The user's answer to an :class:`McpElicitation`.
+
+    Attributes:
+        action: ``"accept"`` (with ``content`` in form mode), ``"decline"`` or ``"cancel"``.
+        content: the form's values when accepted.
+    """
+
+    action: Literal["accept", "decline", "cancel"]
+    content: JsonObject | None = None
+
+
+McpElicitCallback = Callable[[McpElicitation], Awaitable[McpElicitationAnswer]]
+"""``async elicit(request) -> McpElicitationAnswer``; raising declines with an error."""
+
+
+@attrs.frozen(kw_only=True)
+class McpSamplingRequest:
+    """A server asks the host's model for a completion.
+
+    Attributes:
+        server_id: who asks.
+        messages: the conversation, each as its MCP wire JSON (``role``, ``content``).
+        system_prompt: the server's system prompt, if any (untrusted).
+        max_tokens: the most tokens the server wants.
+        params: the whole request as JSON (temperature, stop sequences, tools...).
+    """
+
+    server_id: str
+    messages: tuple[JsonObject, ...] = attrs.field(eq=False)
+    system_prompt: str | None
+    max_tokens: int
+    params: JsonObject = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class McpSamplingAnswer:
+    """The host model's reply to an :class:`McpSamplingRequest`.
+
+    Attributes:
+        text: the reply.
+        model: the model that wrote it.
+        stop_reason: why it stopped (``"endTurn"``, ``"maxTokens"``, ...).
+    """
+
+    text: str
+    model: str
+    stop_reason: str | None = "endTurn"
+
+
+McpSampleCallback = Callable[[McpSamplingRequest], Awaitable[McpSamplingAnswer]]
+"""``async sample(request) -> McpSamplingAnswer``; raising refuses with an error."""
+
+
+@attrs.frozen(kw_only=True)
+class McpLogMessage:
+    """A log message a server sent (``notifications/message``).
+
+    Attributes:
+        server_id: who sent it.
+        level: its syslog level (``"debug"`` ... ``"emergency"``).
+        logger: the server's logger name, if any.
+        data: the message (any JSON, untrusted).
+    """
+
+    server_id: str
+    level: str
+    logger: str | None
+    data: JsonValue = attrs.field(eq=False)
+
+
+McpLogCallback = Callable[[McpLogMessage], None]
+"""``on_log(message)``, called on the event loop; keep it quick and never raise."""
+
+
+def root_uris(roots: Sequence[str]) -> tuple[str, ...]:
+    """``file://`` URIs for ``roots`` (absolute paths or ``file://`` URIs).
+
+    Raises:
+        ConfigurationError: a root is neither.
+    """
+    if isinstance(roots, (str, bytes)):
+        raise ConfigurationError(f"roots must be a sequence of paths, not the string {roots!r}")
+    out: list[str] = []
+    for root in roots:
+        if isinstance(root, str) and root.startswith("file://"):
+            out.append(root)
+        elif isinstance(root, (str, Path)) and Path(root).is_absolute():
+            out.append(Path(root).as_uri())
+        else:
+            raise ConfigurationError(
+                f"roots must hold absolute paths or file:// URIs, got {root!r}"
+            )
+    if len(out) > _MAX_ROOTS:
+        raise ConfigurationError(f"roots may hold at most {_MAX_ROOTS} entries, got {len(out)}")
+    return tuple(out)
+
+
+def _error(message: str) -> mcp_types.ErrorData:
+    return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=message)
+
+
+def make_elicitation_callback(server_id: str, elicit: McpElicitCallback) -> ElicitationFnT:
+    """The SDK callback that asks ``elicit``."""
+
+    async def callback(
+        context: ClientRequestContext, params: Any
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        mode: Literal["form", "url"] = "url" if getattr(params, "mode", None) == "url" else "form"
+        schema: JsonValue = None
+        if mode == "form":
+            try:
+                schema = to_json_value(getattr(params, "requested_schema", None))
+            except ValueError:
+                schema = None
+        url = getattr(params, "url", None)
+        elicitation_id = getattr(params, "elicitation_id", None)
+        request = McpElicitation(
+            server_id=server_id,
+            mode=mode,
+            message=_clip(getattr(params, "message", "")),
+            requested_schema=schema if isinstance(schema, dict) else None,
+            url=_clip(url, 4096) if isinstance(url, str) else None,
+            elicitation_id=_clip(elicitation_id, 256) if isinstance(elicitation_id, str) else None,
+        )
+        try:
+            answer = await elicit(request)
+        except Exception as exc:
+            _log.debug("the elicitation callback raised", exc_info=True)
+            return _error(f"the host could not answer: {type(exc).__name__}")
+        if not isinstance(answer, McpElicitationAnswer):
+            return _error("the host gave no answer")
+        content = answer.content if answer.action == "accept" and mode == "form" else None
+        return mcp_types.ElicitResult(action=answer.action, content=content)  # type: ignore[arg-type]
+
+    return callback
+
+
+def make_sampling_callback(server_id: str, sample: McpSampleCallback) -> SamplingFnT:
+    """The SDK callback that asks ``sample``."""
+
+    async def callback(
+        context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.ErrorData:
+        try:
+            raw = to_json_value(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        except ValueError:
+            return _error("the sampling request is not JSON")
+        assert isinstance(raw, dict)
+        messages = raw.get("messages")
+        request = McpSamplingRequest(
+            server_id=server_id,
+            messages=tuple(m for m in messages if isinstance(m, dict))
+            if isinstance(messages, list)
+            else (),
+            system_prompt=_clip(params.system_prompt) if params.system_prompt else None,
+            max_tokens=int(params.max_tokens),
+            params=raw,
+        )
+        try:
+            answer = await sample(request)
+        except Exception as exc:
+            _log.debug("the sampling callback raised", exc_info=True)
+            return _error(f"the host could not sample: {type(exc).__name__}")
+        if not isinstance(answer, McpSamplingAnswer):
+            return _error("the host gave no answer")
+        return mcp_types.CreateMessageResult(
+            role="assistant",
+            content=mcp_types.TextContent(type="text", text=answer.text),
+            model=answer.model,
+            stop_reason=answer.stop_reason,
+        )
+
+    return callback
+
+
+def make_roots_callback(uris: tuple[str, ...]) -> ListRootsFnT:
+    """The SDK callback that lists ``uris``."""
+    roots = [
+        mcp_types.Root(uri=uri, name=Path(urlsplit(uri).path).name or uri)  # type: ignore[arg-type]
+        for uri in uris
+    ]
+
+    async def callback(
+        context: ClientRequestContext,
+    ) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
+        return mcp_types.ListRootsResult(roots=list(roots))
+
+    return callback
+
+
+def make_logging_callback(server_id: str, on_log: McpLogCallback) -> LoggingFnT:
+    """The SDK callback that turns log notifications into :class:`McpLogMessage` values."""
+
+    async def callback(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        try:
+            data = to_json_value(params.data)
+        except ValueError:
+            data = None
+        if isinstance(data, str):
+            data = _clip(data)
+        message = McpLogMessage(
+            server_id=server_id,
+            level=str(params.level),
+            logger=_clip(params.logger, 256) if params.logger else None,
+            data=data,
+        )
+        try:
+            on_log(message)
+        except Exception:
+            _log.exception("the on_log callback raised")
+
+    return callback
