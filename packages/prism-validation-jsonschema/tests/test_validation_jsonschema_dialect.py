@@ -63,7 +63,33 @@ def test_keywords_beside_ref_inside_data_are_never_applied() -> None:
 
 def test_an_anchor_declared_inside_data_is_not_a_target() -> None:
     schema = {"$ref": "#inside", "default": {"$anchor": "inside", "type": "string"}}
-    _refused(JsonSchemaArgumentValidator().validate(schema, 1), "names no anchor")
+    _refused(JsonSchemaArgumentValidator().validate(schema, 1), "also declared inside data")
+
+
+def test_an_anchor_also_declared_inside_data_is_refused() -> None:
+    schema = {
+        "$defs": {"a": {"$anchor": "x", "type": "integer"}},
+        "default": {"$anchor": "x", "dependentRequired": {"a": ["b"]}},
+        "$ref": "#x",
+    }
+    _refused(JsonSchemaArgumentValidator().validate(schema, 1), "also declared inside data")
+
+
+def test_an_id_also_declared_inside_data_is_refused() -> None:
+    schema = {
+        "$defs": {"a": {"$id": "https://e.com/a", "$defs": {"n": {"type": "integer"}}}},
+        "examples": [{"$id": "https://e.com/a", "$defs": {"n": {"type": "string"}}}],
+        "$ref": "#/$defs/a",
+    }
+    _refused(JsonSchemaArgumentValidator().validate(schema, 1), "also declared inside data")
+
+
+def test_an_anchor_declared_twice_is_refused() -> None:
+    schema = {
+        "$defs": {"a": {"$anchor": "x", "type": "integer"}, "b": {"$anchor": "x"}},
+        "$ref": "#x",
+    }
+    _refused(JsonSchemaArgumentValidator().validate(schema, 1), "declared twice")
 
 
 def test_a_dynamic_reference_into_data_refuses_the_schema() -> None:

@@ -141,9 +141,9 @@ def test_a_shared_subschema_explosion_is_refused_quickly() -> None:
     node: dict[str, Any] = {"type": "string"}
     for _ in range(60):  # 2**60 paths if walked naively
         node = {"anyOf": [node, node]}
-    started = time.perf_counter()
+    started = time.thread_time()
     _refused(JsonSchemaArgumentValidator().validate(node, "x"), "max_")
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])

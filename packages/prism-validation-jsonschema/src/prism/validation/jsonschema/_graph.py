@@ -246,7 +246,7 @@ class _Collector:
                     raise self.fail(f"$id {_short(ident)} is declared twice", (*path, id_key))
                 self.resources[base] = path
             if fragment and legacy:
-                self.anchors[(base, fragment)] = path
+                self.add_anchor(base, fragment, path)
         for key in ("$anchor", "$dynamicAnchor"):
             anchor = value.get(key)
             if type(anchor) is str and key in ("$anchor", "$dynamicAnchor"):
@@ -254,12 +254,40 @@ class _Collector:
                     continue
                 if legacy:
                     continue
+                if self.anchors.get((base, anchor), path) != path and key == "$anchor":
+                    raise self.fail(f"anchor {_short(anchor)} is declared twice", (*path, key))
                 self.anchors.setdefault((base, anchor), path)
                 if key == "$dynamicAnchor":
                     self.dynamic.setdefault(anchor, []).append(path)
         if self.draft == "draft2019" and value.get("$recursiveAnchor") is True:
             self.recursive.append(path)
         return base
+
+    def add_anchor(self, base: str, name: str, path: Path) -> None:
+        if self.anchors.get((base, name), path) != path:
+            raise self.fail(f"anchor {_short(name)} is declared twice", path)
+        self.anchors[(base, name)] = path
+
+    def identifiers_in_data(self, root: object) -> set[str]:
+        """Anchor names and ``$id``s declared outside schema locations.
+
+        An engine that indexed them would resolve a reference there; Prism
+        refuses any reference that could mean one of them.
+        """
+        found: set[str] = set()
+        stack: list[tuple[object, Path]] = [(root, ())]
+        while stack:
+            value, path = stack.pop()
+            if type(value) is dict:
+                if path not in self.nodes:
+                    for key in ("$anchor", "$dynamicAnchor", "$id", "id"):
+                        name = value.get(key)
+                        if type(name) is str:
+                            found.add(name.lstrip("#") if key in ("$id", "id") else name)
+                stack.extend((item, (*path, key)) for key, item in value.items())
+            elif type(value) is list:
+                stack.extend((item, (*path, index)) for index, item in enumerate(value))
+        return found
 
     def describe(self, node: _Node, value: dict[str, Any], path: Path) -> None:
         if path and "$schema" in value and self.reject:
@@ -375,7 +403,21 @@ class _Collector:
             ) from exc
 
     def resolve(self, root: object) -> None:
+        hidden = self.identifiers_in_data(root) if self.refs else set()
         for path, keyword, ref in self.refs:
+            name = ref[1:]
+            if name and not name.startswith("/") and name in hidden:
+                raise self.fail(
+                    f"{keyword} {_short(ref)} names an anchor that is also declared inside "
+                    "data (default, examples, const, enum or an unknown keyword)",
+                    (*path, keyword),
+                )
+            if hidden.intersection(self.resources) - {""}:
+                raise self.fail(
+                    "an $id of this schema is also declared inside data (default, examples, "
+                    "const, enum or an unknown keyword)",
+                    (*path, keyword),
+                )
             node = self.nodes[path]
             targets = [self.target(root, node.base, ref, (*path, keyword))]
             if keyword == "$dynamicRef":
