@@ -739,7 +739,7 @@ def mcp_call(
     from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 
     from ._ledgerfile import LedgerFailures, recording_ledger
-    from ._render import safe_text
+    from ._render import content_lines, content_to_json, safe_text
     from ._runner import open_mcp_server
 
     prefix = f"mcp:{server_id}:"
@@ -784,6 +784,7 @@ def mcp_call(
                 "tool": full_name,
                 "is_error": result.is_error,
                 "text": result.joined_text,
+                "content": content_to_json(result.content),
                 "structured": result.structured,
                 "record": record_to_json(record) if record is not None else None,
             }
@@ -794,7 +795,13 @@ def mcp_call(
             console.print(f"[yellow]blocked[/] ({record.blocked_reason})")
         elif result.is_error:
             console.print("[red]error[/]")
-        console.print(safe_text(result.joined_text), markup=False, soft_wrap=True)
+        lines = content_lines(result.content)
+        if not lines and result.structured is not None:
+            # A result may carry only structuredContent: show that.
+            structured = json.dumps(result.structured, indent=2, ensure_ascii=False, default=str)
+            lines = [safe_text(structured)]
+        for line in lines or [safe_text(result.joined_text)]:
+            console.print(line, markup=False, soft_wrap=True, highlight=False)
     return 1 if result.is_error else 0
 
 

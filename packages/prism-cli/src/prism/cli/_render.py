@@ -31,11 +31,13 @@ from prism.core import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from prism.core import AgentEvent, LedgerRun
+    from prism.core import AgentEvent, Content, LedgerRun
 
 __all__ = [
     "CallRow",
     "EventView",
+    "content_lines",
+    "content_to_json",
     "decision_text",
     "ledger_table",
     "ledger_text",
@@ -76,6 +78,100 @@ def untrusted(text: str) -> str:
 def _clip(text: str, limit: int) -> str:
     text = " ".join(safe_text(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_AUDIO_URI_PREFIX = "mcp-audio:"
+
+
+def _b64_size(data: str) -> int:
+    """Decoded size of base64 ``data`` (without decoding it)."""
+    data = data.strip()
+    return max(len(data) * 3 // 4 - data[-2:].count("="), 0)
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} bytes"
+    if count < 1024 * 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / (1024 * 1024):.1f} MiB"
+
+
+def content_lines(content: Sequence[Content]) -> list[str]:
+    """Every block of a result as text lines, safe to print (control characters escaped).
+
+    Text blocks are printed as they are; images, audio, embedded resources and
+    resource links get one bracketed line each naming their kind, MIME type,
+    size or URI (an embedded text resource is followed by its text).
+    """
+    from prism.core import ImageContent, ResourceContent, ResourceLink, TextContent
+
+    lines: list[str] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            lines.append(safe_text(block.text))
+        elif isinstance(block, ImageContent):
+            lines.append(f"[image {_clip(block.mime_type, 80)}, {_size(_b64_size(block.data))}]")
+        elif isinstance(block, ResourceLink):
+            parts = [f"[resource link] {_clip(block.uri, 400)}"]
+            if block.name:
+                parts.append(f"name: {_clip(block.name, 120)}")
+            if block.mime_type:
+                parts.append(_clip(block.mime_type, 80))
+            if block.description:
+                parts.append(_clip(block.description, 200))
+            lines.append(" | ".join(parts))
+        elif isinstance(block, ResourceContent):
+            mime = _clip(block.mime_type, 80) if block.mime_type else "unknown type"
+            if block.uri.startswith(_AUDIO_URI_PREFIX):
+                size = _size(_b64_size(block.blob or ""))
+                lines.append(f"[audio {mime}, {size}]")
+            elif block.text is not None:
+                lines.append(f"[resource {_clip(block.uri, 400)} ({mime})]")
+                lines.append(safe_text(block.text))
+            else:
+                size = _size(_b64_size(block.blob or ""))
+                lines.append(f"[resource {_clip(block.uri, 400)} ({mime}), {size}]")
+    return lines
+
+
+def content_to_json(content: Sequence[Content]) -> list[dict[str, object]]:
+    """Every block of a result as JSON (with its data, and ``bytes`` for base64 payloads)."""
+    from prism.core import ImageContent, ResourceContent, ResourceLink, TextContent
+
+    out: list[dict[str, object]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            out.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageContent):
+            out.append(
+                {
+                    "type": "image",
+                    "mime_type": block.mime_type,
+                    "bytes": _b64_size(block.data),
+                    "data": block.data,
+                }
+            )
+        elif isinstance(block, ResourceLink):
+            out.append(
+                {
+                    "type": "resource_link",
+                    "uri": block.uri,
+                    "name": block.name,
+                    "mime_type": block.mime_type,
+                    "description": block.description,
+                }
+            )
+        elif isinstance(block, ResourceContent):
+            kind = "audio" if block.uri.startswith(_AUDIO_URI_PREFIX) else "resource"
+            item: dict[str, object] = {"type": kind, "uri": block.uri, "mime_type": block.mime_type}
+            if block.text is not None:
+                item["text"] = block.text
+            if block.blob is not None:
+                item["bytes"] = _b64_size(block.blob)
+                item["blob"] = block.blob
+            out.append(item)
+    return out
 
 
 def _args_preview(arguments: object, limit: int = 48) -> str:
