@@ -24,14 +24,9 @@ from ._regex import is_regex
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["REGEX_COST_DIVISOR", "RsValidationError", "compile_rs"]
+__all__ = ["RsValidationError", "compile_rs"]
 
 RsValidationError = jsonschema_rs.ValidationError
-
-# Rust's regex crate (lazy DFA, no submatches needed) ran the worst patterns
-# measured at <= 0.21 ns per (character x RE2 program size), the RE2 binding
-# (which extracts submatches) at <= 5.6 ns: a regex unit costs an eighth here.
-REGEX_COST_DIVISOR = 8
 
 # Rust regex limits: compiled program and lazy DFA cache, in bytes.
 _PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=8 << 20, dfa_size_limit=8 << 20)

@@ -8,7 +8,6 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
-import attrs
 from fastjsonschema.exceptions import JsonSchemaDefinitionException, JsonSchemaException
 
 from prism.core import (
@@ -24,7 +23,7 @@ from ._errors import SchemaRejectedError
 from ._graph import analyse
 from ._instance import check_instance, instance_cost, instance_size
 from ._limits import CacheInfo, SchemaLimits, check_cache_size
-from ._rs import REGEX_COST_DIVISOR, RsValidationError, compile_rs
+from ._rs import RsValidationError, compile_rs
 from ._screen import FASTJSONSCHEMA_DRAFTS, Screened, prepare, screen
 
 if TYPE_CHECKING:
@@ -308,11 +307,6 @@ class JsonSchemaArgumentValidator:
         except Exception as exc:
             reason = _clip(_describe_compile_error(exc))
             return _Entry(screened.key, None, SchemaRejectedError(reason))
-        if not legacy:
-            analysis = attrs.evolve(
-                analysis,
-                regex=tuple(-(-r // REGEX_COST_DIVISOR) for r in analysis.regex),
-            )
         closed: int | None = None
         if bounds is not None and (
             bounds[1] * analysis.max_work <= limits.max_validation_work
