@@ -1,8 +1,10 @@
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -102,3 +104,34 @@ async def test_nothing_launches_until_entered(tmp_path: Path) -> None:
     assert not marker.exists()
     del manager
     assert not marker.exists()
+
+
+def test_http_auth_must_be_an_httpx2_auth() -> None:
+    with pytest.raises(ConfigurationError, match="auth"):
+        StreamableHttpTransport("http://127.0.0.1:1/mcp", auth="Bearer x")  # type: ignore[arg-type]
+
+
+async def test_http_auth_signs_every_request(fixture_http_url: str) -> None:
+    import httpx2
+
+    from prism.core import ToolCall, ToolExecutionContext
+
+    seen: list[str] = []
+
+    class Recording(httpx2.Auth):
+        def auth_flow(
+            self, request: httpx2.Request
+        ) -> Generator[httpx2.Request, httpx2.Response, None]:
+            request.headers["Authorization"] = "Bearer test-token"
+            seen.append(request.method)
+            yield request
+
+    transport = StreamableHttpTransport(fixture_http_url, auth=Recording())
+    assert "test-token" not in repr(transport)
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
+            tool = next(t for t in bridge.tools if t.name == "mcp:fx:echo")
+            ctx = ToolExecutionContext(ToolCall(id="a", name=tool.name, arguments={}))
+            result = await tool.execute({"text": "signed"}, ctx)
+    assert result.joined_text == "signed"
+    assert "POST" in seen

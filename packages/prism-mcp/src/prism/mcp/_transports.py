@@ -7,6 +7,7 @@ from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
 import attrs
+import httpx2
 
 from prism.core import ConfigurationError
 
@@ -124,6 +125,14 @@ def _headers(value: Mapping[str, str]) -> dict[str, str]:
     return {} if converted is None else converted
 
 
+def _auth(_instance: object, _attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, httpx2.Auth):
+        raise ConfigurationError(
+            "StreamableHttpTransport.auth must be an httpx2.Auth (for example the SDK's "
+            f"mcp.client.auth.OAuthClientProvider) or None, got {value!r}"
+        )
+
+
 @attrs.frozen
 class StreamableHttpTransport:
     """Reach an MCP server over Streamable HTTP (the server's ``/mcp`` endpoint).
@@ -132,10 +141,14 @@ class StreamableHttpTransport:
         url: the endpoint, e.g. ``http://127.0.0.1:8000/mcp``.
         headers: sent with every request (for example an ``Authorization``
             header); never logged.
+        auth: an ``httpx2.Auth`` applied to every request, typically the MCP
+            SDK's ``mcp.client.auth.OAuthClientProvider`` (OAuth 2.1 with
+            protected resource metadata); never logged.
     """
 
     url: str = attrs.field(validator=_url)
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
+    auth: httpx2.Auth | None = attrs.field(default=None, validator=_auth, repr=False, eq=False)
 
 
 McpTransport: TypeAlias = StdioTransport | StreamableHttpTransport

@@ -440,6 +440,7 @@ async def open_http_streams(
     client = httpx2.AsyncClient(
         transport=_LimitedTransport(limit=max_message_bytes, state=state),
         headers={**dict(transport.headers), "accept-encoding": "identity"},
+        auth=transport.auth,
         timeout=httpx2.Timeout(connect_timeout_s, read=None),
         follow_redirects=False,
     )
