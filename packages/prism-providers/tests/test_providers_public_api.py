@@ -15,6 +15,7 @@ DOCUMENTED = {
     "ModelToolCallDelta",
     "ModelUsage",
     "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
     "ProviderAPIError",
     "ProviderConnectionError",
     "ProviderNotInstalledError",
@@ -57,6 +58,9 @@ def test_errors_are_prism_errors_the_agent_lets_through() -> None:
 async def test_both_providers_satisfy_the_core_protocol() -> None:
     async with api.open_openai_provider(api_key="k") as openai_provider:
         assert isinstance(openai_provider, ModelProvider)
+    async with api.open_openai_provider(api="responses", api_key="k") as responses_provider:
+        assert isinstance(responses_provider, api.OpenAIResponsesProvider)
+        assert isinstance(responses_provider, ModelProvider)
     async with api.open_anthropic_provider(api_key="k") as anthropic_provider:
         assert isinstance(anthropic_provider, ModelProvider)
 

@@ -1,7 +1,8 @@
 """prism.providers: model providers for Prism agents on the official SDKs.
 
 :class:`OpenAIChatProvider` speaks OpenAI Chat Completions (OpenAI itself, or
-any OpenAI-compatible server through ``base_url``); :class:`AnthropicProvider`
+any OpenAI-compatible server through ``base_url``), :class:`OpenAIResponsesProvider`
+OpenAI's Responses API; :class:`AnthropicProvider`
 speaks the Anthropic Messages API. Both implement
 :class:`prism.core.ModelProvider`: streaming, parallel tool calls, usage and
 stop reasons kept, an abort closes the HTTP request, API errors become
@@ -40,6 +41,7 @@ from ._events import StreamEvent as StreamEvent
 from ._events import StreamSink as StreamSink
 from ._openai import OpenAIChatProvider as OpenAIChatProvider
 from ._openai import open_openai_provider as open_openai_provider
+from ._openai_responses import OpenAIResponsesProvider as OpenAIResponsesProvider
 from ._spec import PROVIDERS as PROVIDERS
 from ._spec import ModelSpec as ModelSpec
 from ._spec import open_provider as open_provider
@@ -54,6 +56,7 @@ __all__ = [
     "ModelToolCallDelta",
     "ModelUsage",
     "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
     "ProviderAPIError",
     "ProviderConnectionError",
     "ProviderNotInstalledError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 
     from prism.core import Message, ModelRequest, ToolSpec
 
-__all__ = ["OpenAIChatProvider", "open_openai_provider"]
+    from ._openai_responses import OpenAIResponsesProvider
+
+__all__ = ["OpenAIChatProvider", "api_error", "open_openai_provider"]
 
 _PROVIDER = "openai"
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -133,7 +135,8 @@ def _usage(usage: CompletionUsage | None) -> ModelUsage:
     )
 
 
-def _api_error(exc: Exception) -> Exception:
+def api_error(exc: Exception) -> Exception:
+    """An OpenAI SDK exception as the Prism error that says what happened."""
     import openai
 
     if isinstance(exc, openai.APIStatusError):
@@ -239,7 +242,7 @@ class OpenAIChatProvider(ResponseLog):
             response = await self.client.chat.completions.create(**params)
             return self._finish(response)
         except openai.OpenAIError as exc:
-            raise _api_error(exc) from exc
+            raise api_error(exc) from exc
 
     def _finish(self, response: ChatCompletion) -> AssistantMessage:
         if not response.choices:
@@ -345,6 +348,7 @@ class OpenAIChatProvider(ResponseLog):
 @contextlib.asynccontextmanager
 async def open_openai_provider(
     *,
+    api: Literal["chat", "responses"] = "chat",
     api_key: str | None = None,
     base_url: str | None = None,
     organization: str | None = None,
@@ -358,8 +362,13 @@ async def open_openai_provider(
     max_retries: int = 2,
     timeout_s: float = 600.0,
     default_headers: Mapping[str, str] | None = None,
-) -> AsyncIterator[OpenAIChatProvider]:
-    """An :class:`OpenAIChatProvider` on its own SDK client, closed when the block ends.
+) -> AsyncIterator[OpenAIChatProvider | OpenAIResponsesProvider]:
+    """An OpenAI provider on its own SDK client, closed when the block ends.
+
+    ``api="chat"`` (the default) gives an :class:`OpenAIChatProvider` (Chat
+    Completions: OpenAI and every OpenAI-compatible server);
+    ``api="responses"`` gives an :class:`OpenAIResponsesProvider` (the
+    Responses API, stateless: ``include_usage`` does not apply).
 
     The key comes from ``api_key`` or ``OPENAI_API_KEY``; with a ``base_url``
     and no key, a placeholder is sent (local servers take none). Keys are never
@@ -381,6 +390,8 @@ async def open_openai_provider(
         raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
     if not timeout_s > 0:
         raise ConfigurationError(f"timeout_s must be > 0, got {timeout_s!r}")
+    if api not in ("chat", "responses"):
+        raise ConfigurationError(f"api must be 'chat' or 'responses', got {api!r}")
     key = api_key_from(api_key, "OPENAI_API_KEY", base_url=base_url, provider="openai")
     client = openai.AsyncOpenAI(
         api_key=key,
@@ -390,8 +401,21 @@ async def open_openai_provider(
         timeout=timeout_s,
         default_headers=dict(default_headers) if default_headers else None,
     )
-    try:
-        yield OpenAIChatProvider(
+    provider: OpenAIChatProvider | OpenAIResponsesProvider
+    if api == "responses":
+        from ._openai_responses import OpenAIResponsesProvider
+
+        provider = OpenAIResponsesProvider(
+            client=client,
+            instructions=instructions,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=stream,
+            on_event=on_event,
+            extra_body=extra_body,
+        )
+    else:
+        provider = OpenAIChatProvider(
             client=client,
             instructions=instructions,
             max_tokens=max_tokens,
@@ -401,5 +425,7 @@ async def open_openai_provider(
             on_event=on_event,
             extra_body=extra_body,
         )
+    try:
+        yield provider
     finally:
         await close_quietly(client.close)

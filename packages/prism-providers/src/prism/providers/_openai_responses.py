@@ -1,0 +1,283 @@
+"""OpenAI's Responses API as a ModelProvider."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from prism.core import (
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+from ._common import ResponseLog, close_quietly, content_text, parse_arguments
+from ._errors import ProviderAPIError, ProviderResponseError
+from ._events import (
+    ModelResponseFinished,
+    ModelResponseInfo,
+    ModelTextDelta,
+    ModelToolCallDelta,
+    ModelUsage,
+    StreamSink,
+    emit,
+)
+from ._openai import api_error
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    import openai
+    from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
+
+    from prism.core import Content, Message, ModelRequest, ToolSpec
+
+__all__ = ["OpenAIResponsesProvider"]
+
+_PROVIDER = "openai"
+_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _input_content(content: tuple[Content, ...]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, ImageContent):
+            url = f"data:{block.mime_type};base64,{block.data}"
+            parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        else:
+            parts.append({"type": "input_text", "text": content_text(block)})
+    return parts
+
+
+def _arguments_json(arguments: object) -> str:
+    import json
+
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments)
+    except (TypeError, ValueError):
+        return "{}"
+
+
+def responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The transcript as Responses API input items."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            items.append({"role": "user", "content": _input_content(message.content)})
+        elif isinstance(message, AssistantMessage):
+            text = "".join(content_text(block) for block in message.content)
+            if text:
+                items.append({"role": "assistant", "content": text})
+            for call in message.tool_calls:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": _arguments_json(call.arguments),
+                    }
+                )
+        elif isinstance(message, ToolResultMessage):
+            output = "\n".join(content_text(block) for block in message.result.content)
+            items.append(
+                {"type": "function_call_output", "call_id": message.call_id, "output": output}
+            )
+    return items
+
+
+def responses_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """The offered tools as Responses API function tools (not strict: schemas are the tools')."""
+    out: list[dict[str, Any]] = []
+    for spec in tools:
+        tool: dict[str, Any] = {
+            "type": "function",
+            "name": spec.name,
+            "parameters": spec.parameters if spec.parameters is not None else _EMPTY_SCHEMA,
+            "strict": False,
+        }
+        if spec.description:
+            tool["description"] = spec.description
+        out.append(tool)
+    return out
+
+
+def _usage(usage: ResponseUsage | None) -> ModelUsage:
+    if usage is None:
+        return ModelUsage()
+    details = usage.input_tokens_details
+    return ModelUsage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=(details.cached_tokens or 0) if details is not None else 0,
+    )
+
+
+@attrs.define(eq=False, kw_only=True)
+class OpenAIResponsesProvider(ResponseLog):
+    """A :class:`~prism.core.ModelProvider` on OpenAI's Responses API.
+
+    Stateless: the whole transcript is sent each turn (``store`` is off unless
+    asked), so it works like the Chat Completions provider and any transcript
+    can be resumed. Build one with ``open_openai_provider(api="responses")``,
+    or around your own ``openai.AsyncOpenAI`` client (which you then close).
+
+    Attributes:
+        client: the SDK client (retries and rate-limit waits are its own settings).
+        instructions: the ``instructions`` (system) text.
+        max_tokens: ``max_output_tokens`` for each answer (``None``: the API's default).
+        temperature: sampling temperature (``None``: the API's default).
+        stream: stream answers (text and tool-call deltas go to ``on_event``).
+        store: let OpenAI store the responses (default off).
+        on_event: receives :class:`ModelTextDelta`, :class:`ModelToolCallDelta`
+            and :class:`ModelResponseFinished`.
+        extra_body: more JSON fields for each request.
+    """
+
+    client: "openai.AsyncOpenAI" = attrs.field(repr=False)
+    instructions: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stream: bool = True
+    store: bool = False
+    on_event: StreamSink | None = attrs.field(default=None, repr=False)
+    extra_body: Mapping[str, object] | None = attrs.field(default=None, repr=False)
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "input": responses_input(request.messages),
+            "store": self.store,
+        }
+        if request.tools:
+            params["tools"] = responses_tools(request.tools)
+        if self.instructions:
+            params["instructions"] = self.instructions
+        if self.max_tokens is not None:
+            params["max_output_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.extra_body:
+            params["extra_body"] = dict(self.extra_body)
+        return params
+
+    async def complete(self, request: ModelRequest) -> AssistantMessage:
+        """Ask the API for the model's next turn.
+
+        Streams by default: text and tool-call argument fragments go to
+        ``on_event`` as they arrive; the answer is built from the final
+        response (``response.completed`` or ``response.incomplete``), and its
+        usage and status are kept in :attr:`responses`.
+
+        Cancellation (an agent abort): the HTTP request or stream is closed and
+        :class:`trio.Cancelled` propagates; nothing is recorded.
+
+        Raises:
+            ProviderAPIError: the API answered with an error, or the response failed.
+            ProviderConnectionError: the API could not be reached or timed out.
+            ProviderResponseError: the stream ended without a final response.
+        """
+        params = self._params(request)
+        import openai
+
+        try:
+            if self.stream:
+                stream = await self.client.responses.create(stream=True, **params)
+                try:
+                    return await self._consume(stream)
+                finally:
+                    await close_quietly(stream.close)
+            return self._finish(await self.client.responses.create(**params))
+        except openai.OpenAIError as exc:
+            raise api_error(exc) from exc
+
+    def _finish(self, response: Response) -> AssistantMessage:
+        if response.status == "failed":
+            error = response.error
+            code = error.code if error is not None else None
+            message = error.message if error is not None else "the response failed"
+            raise ProviderAPIError(
+                f"openai API error{f' ({code})' if code else ''}: {message}",
+                provider=_PROVIDER,
+                error_type=str(code) if code else None,
+            )
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for item in response.output:
+            if item.type == "message":
+                for part in item.content:
+                    if part.type == "output_text":
+                        texts.append(part.text)
+                    elif part.type == "refusal":
+                        texts.append(part.refusal)
+            elif item.type == "function_call":
+                calls.append(
+                    ToolCall(
+                        id=item.call_id, name=item.name, arguments=parse_arguments(item.arguments)
+                    )
+                )
+        stop_reason: str | None = response.status
+        if response.status == "incomplete" and response.incomplete_details is not None:
+            stop_reason = f"incomplete: {response.incomplete_details.reason}"
+        info = ModelResponseInfo(
+            provider=_PROVIDER,
+            model=response.model,
+            response_id=response.id,
+            stop_reason=stop_reason,
+            usage=_usage(response.usage),
+            tool_calls=len(calls),
+        )
+        self.add(info)
+        emit(self.on_event, ModelResponseFinished(info=info))
+        text = "".join(texts)
+        return AssistantMessage(
+            content=(TextContent(text=text),) if text else (), tool_calls=tuple(calls)
+        )
+
+    async def _consume(self, stream: AsyncIterator[ResponseStreamEvent]) -> AssistantMessage:
+        sink = self.on_event
+        calls: dict[int, tuple[str, str]] = {}
+        async for event in stream:
+            if event.type == "response.output_text.delta":
+                emit(sink, ModelTextDelta(text=event.delta))
+            elif event.type == "response.output_item.added":
+                item = event.item
+                if item.type == "function_call":
+                    calls[event.output_index] = (item.call_id, item.name)
+                    emit(
+                        sink,
+                        ModelToolCallDelta(
+                            index=event.output_index,
+                            call_id=item.call_id,
+                            name=item.name,
+                            arguments_delta=item.arguments or "",
+                        ),
+                    )
+            elif event.type == "response.function_call_arguments.delta":
+                call_id, name = calls.get(event.output_index, (None, None))
+                emit(
+                    sink,
+                    ModelToolCallDelta(
+                        index=event.output_index,
+                        call_id=call_id,
+                        name=name,
+                        arguments_delta=event.delta,
+                    ),
+                )
+            elif event.type in ("response.completed", "response.incomplete", "response.failed"):
+                return self._finish(event.response)
+            elif event.type == "error":
+                raise ProviderAPIError(
+                    f"openai API error{f' ({event.code})' if event.code else ''}: {event.message}",
+                    provider=_PROVIDER,
+                    error_type=event.code,
+                )
+        raise ProviderResponseError(
+            "the openai response stream ended before the response was complete"
+        )
