@@ -249,10 +249,8 @@ class _Collector:
                 self.add_anchor(base, fragment, path)
         for key in ("$anchor", "$dynamicAnchor"):
             anchor = value.get(key)
-            if type(anchor) is str and key in ("$anchor", "$dynamicAnchor"):
+            if type(anchor) is str and not legacy:
                 if self.draft == "draft2019" and key == "$dynamicAnchor":
-                    continue
-                if legacy:
                     continue
                 if self.anchors.get((base, anchor), path) != path and key == "$anchor":
                     raise self.fail(f"anchor {_short(anchor)} is declared twice", (*path, key))
