@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -78,6 +80,15 @@ class DemoOptions:
     step_seconds: float = 0.15
     json_mode: bool = False
     live: bool | None = None
+
+
+def _prism_command() -> str:
+    """How the user can run ``prism`` again from their own shell, as printed."""
+    if os.environ.get("UV"):
+        return "uv run prism"  # launched through `uv run` (scripts/demo): not on PATH after
+    if shutil.which("prism"):
+        return "prism"
+    return f"{shlex.quote(sys.executable)} -m prism.cli"
 
 
 def seed_workspace(workspace: Path) -> Path:
@@ -294,5 +305,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     if report.final_text:
         console.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
     console.print(f"ledger: {ledger_path}", soft_wrap=True)
-    console.print(f"show it again with: prism ledger show {os.fspath(ledger_path)}", soft_wrap=True)
+    console.print(
+        f"show it again with: {_prism_command()} ledger show {os.fspath(ledger_path)}",
+        soft_wrap=True,
+    )
     return 1 if report.aborted else 0
