@@ -118,6 +118,12 @@ class McpToolInfo:
         task_support: ``"forbidden"``, ``"optional"`` or ``"required"`` (2025-11-25 tasks).
         definition_hash: SHA-256 of the definition (description, input and
             output schema, annotations, title) the call runs against.
+        definition_parts: the SHA-256 of each of those parts, by wire name
+            (``description``, ``inputSchema``, ``outputSchema``, ``annotations``,
+            ``title``); what a pin holds.
+        changed: the parts that differ from the tool's pin. Non-empty means the
+            server changed the tool after it was pinned: calls are refused
+            until the host accepts the new definition.
     """
 
     server_id: str
@@ -128,25 +134,40 @@ class McpToolInfo:
     output_schema: JsonObject | None = attrs.field(default=None, eq=False)
     task_support: str = "forbidden"
     definition_hash: str = ""
+    definition_parts: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+    changed: tuple[str, ...] = ()
 
 
-def definition_hash(
+def _sha(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def definition_parts(
     description: str | None,
     input_schema: object,
     output_schema: object,
     annotations: McpToolAnnotations,
     title: str | None,
-) -> str:
-    """A stable hash of what a tool says it is."""
-    payload = {
-        "description": description,
-        "inputSchema": input_schema,
-        "outputSchema": output_schema,
-        "annotations": annotations.to_json(),
-        "title": title,
+) -> dict[str, str]:
+    """The SHA-256 of each part of what a tool says it is."""
+    return {
+        "description": _sha(description),
+        "inputSchema": _sha(input_schema),
+        "outputSchema": _sha(output_schema),
+        "annotations": _sha(annotations.to_json()),
+        "title": _sha(title),
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def definition_hash(parts: Mapping[str, str]) -> str:
+    """One hash over a tool's :func:`definition_parts`."""
+    return _sha(dict(parts))
+
+
+def changed_parts(pinned: Mapping[str, str], parts: Mapping[str, str]) -> tuple[str, ...]:
+    """The parts whose hash differs from the pin, in a stable order."""
+    return tuple(sorted(key for key in {*pinned, *parts} if pinned.get(key) != parts.get(key)))
 
 
 McpApprovalCallback = Callable[[McpToolInfo], "bool | Awaitable[bool]"]
@@ -187,6 +208,14 @@ class _McpPermissionPolicy:
         info = self._info(request)
         if info is None:
             return PermissionDecision(allowed=True)
+        if info.changed:
+            return PermissionDecision(
+                allowed=False,
+                reason=(
+                    f"MCP tool {info.tool_name} changed since it was pinned "
+                    f"({', '.join(info.changed)}); the host has not accepted the new definition"
+                ),
+            )
         trusted = any(fnmatch.fnmatchcase(info.server_id, p) for p in self.trusted)
         hints = info.annotations
         if trusted and (hints.read_only or not (hints.destructive or hints.open_world)):
@@ -216,6 +245,8 @@ def create_mcp_permission_policy(
 
     For a ``tool:<name>:execute`` request naming a tool of one of ``bridges``:
 
+    * a tool whose definition changed since it was pinned (see
+      :attr:`McpToolInfo.changed`) is denied, naming what changed;
     * on a server in ``trusted_servers`` (ids or ``fnmatch`` patterns), a tool
       whose hints say read-only, or neither destructive nor open-world, is
       allowed; any other tool asks;

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import re
 import time
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -16,9 +19,23 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from prism.core import ConfigurationError, JsonObject, JsonValue, ToolDefinition, ToolResult
+from prism.core import (
+    ConfigurationError,
+    JsonObject,
+    JsonValue,
+    ToolDefinition,
+    ToolResult,
+    require_trio,
+)
 
-from ._annotations import McpToolAnnotations, McpToolInfo, definition_hash
+from ._annotations import (
+    McpApprovalCallback,
+    McpToolAnnotations,
+    McpToolInfo,
+    changed_parts,
+    definition_hash,
+    definition_parts,
+)
 from ._callbacks import (
     McpElicitCallback,
     McpLogCallback,
@@ -130,6 +147,8 @@ class _Options:
     sample: McpSampleCallback | None = None
     roots: tuple[str, ...] | None = None
     on_log: McpLogCallback | None = None
+    pins_file: str | None = None
+    accept_change: McpApprovalCallback | None = None
 
 
 def _options(
@@ -150,6 +169,8 @@ def _options(
     sample: object = None,
     roots: object = None,
     on_log: object = None,
+    pins_file: object = None,
+    accept_change: object = None,
 ) -> _Options:
     if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
         raise ConfigurationError(
@@ -181,7 +202,14 @@ def _options(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ConfigurationError(f"{option} must be an int from {low} to {high}, got {value!r}")
-    for option, value in (("elicit", elicit), ("sample", sample), ("on_log", on_log)):
+    if pins_file is not None and not isinstance(pins_file, (str, os.PathLike)):
+        raise ConfigurationError(f"pins_file must be a path or None, got {pins_file!r}")
+    for option, value in (
+        ("elicit", elicit),
+        ("sample", sample),
+        ("on_log", on_log),
+        ("accept_change", accept_change),
+    ):
         if value is not None and not callable(value):
             raise ConfigurationError(f"{option} must be a callable or None, got {value!r}")
     if protocol not in ("auto", "legacy"):
@@ -209,6 +237,8 @@ def _options(
         sample=sample,  # type: ignore[arg-type]
         roots=root_uris(roots) if roots is not None else None,  # type: ignore[arg-type]
         on_log=on_log,  # type: ignore[arg-type]
+        pins_file=os.fspath(pins_file) if pins_file is not None else None,
+        accept_change=accept_change,  # type: ignore[arg-type]
     )
 
 
@@ -285,6 +315,7 @@ class McpToolBridge:
     _nursery: trio.Nursery = attrs.field(alias="nursery")
     _tools: tuple[ToolDefinition, ...] = ()
     _info: dict[str, McpToolInfo] = attrs.field(factory=dict)
+    _pins: dict[str, dict[str, str]] = attrs.field(factory=dict)
     _checker: OutputChecker = attrs.field(factory=OutputChecker)
     _listing: tuple[tuple[object, ...], ...] = ()
     _listed_at: float = -math.inf
@@ -654,17 +685,24 @@ class McpToolBridge:
                 self._mark_changed(conn)
             raise
         listing = self._listing_of(listed)
+        await self._load_pins()
+        pinned_any = False
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
         for tool in listed:
-            made = self._make_tool(tool)
-            if made is None:
+            prepared = self._prepare_tool(tool)
+            if prepared is None:
                 continue
-            if made[0].name in tools:
-                _log.warning("skipping a second MCP tool named %s", made[0].name)
+            info = prepared[0]
+            if info.tool_name in tools:
+                _log.warning("skipping a second MCP tool named %s", info.tool_name)
                 continue
-            tools[made[0].name] = made[0]
-            infos[made[0].name] = made[1]
+            info, pinned = await self._check_pin(info)
+            pinned_any = pinned_any or pinned
+            tools[info.tool_name] = self._definition(info, *prepared[1:])
+            infos[info.tool_name] = info
+        if pinned_any:
+            await self._save_pins()
         self._tools = tuple(tools.values())
         self._info = infos
         self._listing = listing
@@ -731,7 +769,104 @@ class McpToolBridge:
             ) from exc
         return tools[:_MAX_TOOLS]
 
-    def _make_tool(self, tool: Any) -> tuple[ToolDefinition, McpToolInfo] | None:
+    async def _load_pins(self) -> None:
+        path = self._options.pins_file
+        if path is None:
+            return
+        try:
+            text = await trio.Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise McpBridgeError(self._options.server_id, f"cannot read pins_file: {exc}") from exc
+        try:
+            data = json.loads(text)
+            tools = data["tools"]
+            pins = {
+                str(name): {str(k): str(v) for k, v in parts.items()}
+                for name, parts in tools.items()
+            }
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise McpBridgeError(
+                self._options.server_id,
+                f'pins_file {path} is not {{"tools": {{name: {{part: sha256}}}}}}',
+            ) from exc
+        # The file wins: a host accepts a changed tool by writing its new pin there.
+        self._pins.update(pins)
+
+    async def _save_pins(self) -> None:
+        path = self._options.pins_file
+        if path is None:
+            return
+        data = {"version": 1, "server_id": self._options.server_id, "tools": self._pins}
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+        def write() -> None:
+            target = Path(path)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, target)
+
+        try:
+            await trio.to_thread.run_sync(write)
+        except OSError:
+            _log.warning("could not write pins_file %s", path, exc_info=True)
+
+    async def _check_pin(self, info: McpToolInfo) -> tuple[McpToolInfo, bool]:
+        """``info`` marked with what changed since its pin; whether a pin was (re)set."""
+        parts = dict(info.definition_parts)
+        pinned = self._pins.get(info.name)
+        if pinned is None:
+            # Trust on first use: the definition seen first is the one approved.
+            self._pins[info.name] = parts
+            return info, True
+        changed = changed_parts(pinned, parts)
+        if not changed:
+            return info, False
+        info = attrs.evolve(info, changed=changed)
+        accept = self._options.accept_change
+        if accept is not None:
+            answer = accept(info)
+            if not isinstance(answer, bool):
+                answer = await answer
+            if answer is True:
+                self._pins[info.name] = parts
+                return attrs.evolve(info, changed=()), True
+        _log.warning(
+            "MCP tool %s changed since it was pinned (%s); its calls are refused",
+            info.tool_name,
+            ", ".join(changed),
+        )
+        return info, False
+
+    def _definition(
+        self,
+        info: McpToolInfo,
+        schema: JsonObject,
+        description: str | None,
+        checked: JsonObject | None,
+    ) -> ToolDefinition:
+        remote = info.name
+
+        async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+            if info.changed:
+                return ToolResult.error(
+                    f"MCP tool {remote} is blocked: its definition changed since it was "
+                    f"pinned ({', '.join(info.changed)}); the host has not accepted it",
+                    mcp_error="definition_changed",
+                    mcp_server=self._options.server_id,
+                    mcp_tool=remote,
+                    changed=list(info.changed),
+                )
+            return await self._call(remote, arguments, ctx, checked, info)
+
+        return ToolDefinition(
+            name=info.tool_name, execute=execute, description=description, parameters=schema
+        )
+
+    def _prepare_tool(
+        self, tool: Any
+    ) -> tuple[McpToolInfo, JsonObject, str | None, JsonObject | None] | None:
         name = tool.name
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             _log.warning(
@@ -774,6 +909,7 @@ class McpToolBridge:
                 )
         execution = getattr(tool, "execution", None)
         task_support = getattr(execution, "task_support", None)
+        parts = definition_parts(description, schema, output_schema, annotations, title)
         info = McpToolInfo(
             server_id=self._options.server_id,
             name=name,
@@ -782,18 +918,10 @@ class McpToolBridge:
             annotations=annotations,
             output_schema=output_schema if isinstance(output_schema, dict) else None,
             task_support=task_support if isinstance(task_support, str) else "forbidden",
-            definition_hash=definition_hash(description, schema, output_schema, annotations, title),
+            definition_hash=definition_hash(parts),
+            definition_parts=parts,
         )
-
-        async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
-            return await self._call(name, arguments, ctx, checked, info)
-
-        return (
-            ToolDefinition(
-                name=full_name, execute=execute, description=description, parameters=schema
-            ),
-            info,
-        )
+        return info, schema, description, checked
 
     # -- calls ------------------------------------------------------------
 
@@ -1038,6 +1166,8 @@ async def open_mcp_tools(
     sample: McpSampleCallback | None = None,
     roots: Sequence[str] | None = None,
     on_log: McpLogCallback | None = None,
+    pins_file: str | os.PathLike[str] | None = None,
+    accept_change: McpApprovalCallback | None = None,
 ) -> AsyncIterator[McpToolBridge]:
     """Connect to an MCP server and yield its tools as a :class:`McpToolBridge`.
 
@@ -1074,13 +1204,24 @@ async def open_mcp_tools(
             (a coding host passes its workspace roots); declared only when given.
         on_log: receives the server's log messages as :class:`McpLogMessage`
             (at ``info`` and above on 2026-07-28 sessions).
+        pins_file: a JSON file of tool definition pins, read at every listing
+            and written when a tool is pinned. Each tool is pinned (by the hash
+            of each part of its definition) when first listed; a tool that
+            later lists with a different definition is refused
+            (``definition_changed``) until accepted, by ``accept_change`` or by
+            writing its new pin into this file.
+        accept_change: asked with the tool's :class:`McpToolInfo` (``changed``
+            names the parts) when a pinned tool changed; ``True`` re-pins it.
 
     Raises:
         ConfigurationError: an option is invalid (raised before anything starts).
         McpBridgeError: the server could not be started, reached or listed in time.
+        TrioRequiredError: entered outside a trio task (from asyncio, enter it
+            through ``prism.core.open_asyncio_host()``: ``host.enter(open_mcp_tools(...))``).
 
     Cancellation: cancelling while connecting stops the server and propagates.
     """
+    require_trio("open_mcp_tools()")
     options = _options(
         server_id=server_id,
         transport=transport,
@@ -1098,6 +1239,8 @@ async def open_mcp_tools(
         sample=sample,
         roots=roots,
         on_log=on_log,
+        pins_file=pins_file,
+        accept_change=accept_change,
     )
     try:
         async with trio.open_nursery() as nursery:

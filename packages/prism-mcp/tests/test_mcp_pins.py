@@ -1,0 +1,125 @@
+"""Tool drift: a tool whose definition changes after it was pinned is refused until accepted."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from prism.core import (
+    DispatchOptions,
+    ToolCall,
+    ToolExecutionContext,
+    ToolResult,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+from prism.mcp import McpToolInfo, StdioTransport, create_mcp_permission_policy, open_mcp_tools
+
+if TYPE_CHECKING:
+    from prism.mcp import McpToolBridge
+
+TESTS = Path(__file__).resolve().parent
+SHAPES = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), "shapes", "0"])
+
+
+async def run(bridge: McpToolBridge, name: str) -> ToolResult:
+    tool = next(tool for tool in bridge.tools if tool.name == f"mcp:sh:{name}")
+    ctx = ToolExecutionContext(ToolCall(id="p", name=tool.name, arguments={}))
+    return await tool.execute({}, ctx)
+
+
+async def mutate_and_refresh(bridge: McpToolBridge) -> None:
+    await run(bridge, "mutate")
+    await bridge.wait_stale()
+    await bridge.refresh()
+
+
+async def test_a_tool_changed_after_it_was_pinned_is_refused_naming_what_changed(
+    tmp_path: Path,
+) -> None:
+    pins = tmp_path / "pins.json"
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
+        ) as bridge:
+            first = json.loads(pins.read_text())["tools"]["good"]
+            before = await run(bridge, "good")
+            await mutate_and_refresh(bridge)
+            info = bridge.tool_info["mcp:sh:good"]
+            after = await run(bridge, "good")
+            policy = create_mcp_permission_policy([bridge], trusted_servers=["sh"])
+            options = DispatchOptions(
+                registry=create_tool_registry(bridge.tools), permission=policy
+            )
+            dispatched = await dispatch_tool_call(
+                ToolCall(id="d", name="mcp:sh:good", arguments={}), options
+            )
+    assert not before.is_error
+    assert info.changed == ("description",)
+    assert after.is_error
+    assert after.details["mcp_error"] == "definition_changed"
+    assert after.details["changed"] == ["description"]
+    assert dispatched.is_error
+    assert "changed since it was pinned (description)" in dispatched.joined_text
+    # The pin on disk still holds the definition first seen.
+    assert json.loads(pins.read_text())["tools"]["good"] == first
+
+
+async def test_an_accepted_change_is_pinned_and_runs(tmp_path: Path) -> None:
+    pins = tmp_path / "pins.json"
+    asked: list[McpToolInfo] = []
+
+    def accept(info: McpToolInfo) -> bool:
+        asked.append(info)
+        return True
+
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh",
+            transport=SHAPES,
+            protocol="legacy",
+            pins_file=pins,
+            accept_change=accept,
+        ) as bridge:
+            await mutate_and_refresh(bridge)
+            result = await run(bridge, "good")
+            info = bridge.tool_info["mcp:sh:good"]
+    assert [(i.name, i.changed) for i in asked] == [("good", ("description",))]
+    assert not result.is_error, result.joined_text
+    assert info.changed == ()
+    assert json.loads(pins.read_text())["tools"]["good"] == dict(info.definition_parts)
+
+
+async def test_a_pins_file_that_disagrees_blocks_at_open_and_accepts_by_editing_it(
+    tmp_path: Path,
+) -> None:
+    pins = tmp_path / "pins.json"
+    stale_pin = {"description": "0" * 64}
+    pins.write_text(json.dumps({"tools": {"good": stale_pin}}))
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
+        ) as bridge:
+            info = bridge.tool_info["mcp:sh:good"]
+            blocked = await run(bridge, "good")
+            # The host reviews the new definition and writes its pin.
+            data = json.loads(pins.read_text())
+            data["tools"]["good"] = dict(info.definition_parts)
+            pins.write_text(json.dumps(data))
+            await bridge.refresh()
+            allowed = await run(bridge, "good")
+    assert set(info.changed) == set(info.definition_parts)
+    assert blocked.details["mcp_error"] == "definition_changed"
+    assert not allowed.is_error, allowed.joined_text
+
+
+async def test_without_a_pins_file_tools_are_still_pinned_for_the_bridge_lifetime() -> None:
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="sh", transport=SHAPES, protocol="legacy") as bridge:
+            await mutate_and_refresh(bridge)
+            result = await run(bridge, "good")
+    assert result.details["mcp_error"] == "definition_changed"
