@@ -51,7 +51,7 @@ class CallScope:
     client: str
     tool_name: str
     modern: bool = False
-    call_key: str = ""
+    arguments: Any = None
     secret: bytes = b""
     responses: Any = None
     state: str | None = None
@@ -62,13 +62,16 @@ class CallScope:
         payload = json.dumps(
             [
                 self.client,
-                self.call_key,
+                self.tool_name,
+                self.arguments,
                 action.kind,
                 action.operation,
                 action.command,
                 list(action.paths),
             ],
             separators=(",", ":"),
+            sort_keys=True,
+            default=str,
         )
         return hmac.new(self.secret, payload.encode("utf-8"), hashlib.sha256).hexdigest()
 

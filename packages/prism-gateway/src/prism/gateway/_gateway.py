@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
-import json
 import logging
 import re
 import secrets
@@ -32,6 +30,7 @@ from prism.core import (
     ToolExecutionProgress,
     ToolFilter,
     ToolNameMap,
+    ToolResult,
     ToolValidator,
     create_tool_name_map,
     create_tool_registry,
@@ -223,41 +222,27 @@ class Gateway:
             name=name,
             arguments=params.arguments if params.arguments is not None else {},
         )
-        send, receive = trio.open_memory_channel[ToolExecutionProgress](_PROGRESS_BACKLOG)
-        user_events = self._events
-
-        def sink(event: AgentEvent) -> None:
-            if isinstance(event, ToolExecutionProgress):
-                with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError):
-                    send.send_nowait(event)
-            if user_events is not None:
-                user_events(event)
-
-        options = attrs.evolve(self._options, events=sink, metadata={"client": client})
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        call_key = hashlib.sha256(
-            json.dumps([name, call.arguments], sort_keys=True, default=str).encode("utf-8")
-        ).hexdigest()
         scope = CallScope(
             session=ctx.session,
             request_id=ctx.request_id,
             client=client,
             tool_name=name,
             modern=modern,
-            call_key=call_key,
+            arguments=call.arguments,
             secret=self._secret,
             responses=params.input_responses,
             state=params.request_state,
         )
         token = current_call.set(scope)
         try:
-            async with (
-                self._limiter,
-                self._client_slot(client),
-                trio.open_nursery() as nursery,
-            ):
-                nursery.start_soon(_forward_progress, ctx, receive)
-                with send:
+            async with self._limiter, self._client_slot(client):
+                if _wants_progress(ctx):
+                    result = await self._dispatch_with_progress(ctx, call, client)
+                else:
+                    options = attrs.evolve(
+                        self._options, events=self._events, metadata={"client": client}
+                    )
                     result = await dispatch_tool_call(call, options)
         finally:
             current_call.reset(token)
@@ -273,6 +258,25 @@ class Gateway:
                 }
             )
         return to_call_tool_result(result, any_structured=modern)
+
+    async def _dispatch_with_progress(
+        self, ctx: ServerRequestContext[Any, Any], call: ToolCall, client: str
+    ) -> ToolResult:
+        send, receive = trio.open_memory_channel[ToolExecutionProgress](_PROGRESS_BACKLOG)
+        user_events = self._events
+
+        def sink(event: AgentEvent) -> None:
+            if isinstance(event, ToolExecutionProgress):
+                with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError):
+                    send.send_nowait(event)
+            if user_events is not None:
+                user_events(event)
+
+        options = attrs.evolve(self._options, events=sink, metadata={"client": client})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_forward_progress, ctx, receive)
+            with send:
+                return await dispatch_tool_call(call, options)
 
     @contextlib.asynccontextmanager
     async def _client_slot(self, client: str) -> AsyncIterator[None]:
@@ -316,6 +320,15 @@ class Gateway:
         for connection in list(self._connections):
             with contextlib.suppress(Exception):
                 await connection.send_tool_list_changed()
+
+
+def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client asked for progress on this request (``_meta.progressToken``)."""
+    params = ctx.params
+    if not isinstance(params, Mapping):
+        return False
+    meta = params.get("_meta")
+    return isinstance(meta, Mapping) and meta.get("progressToken") is not None
 
 
 async def _forward_progress(
