@@ -51,12 +51,17 @@ def _emit_json(value: object) -> None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
     try:
         return version("prism-cli")
     except PackageNotFoundError:
-        return "unknown"
+        pass
+    # published under another distribution prefix (docs/release.md)
+    for name in packages_distributions().get("prism", []):
+        if name.endswith("-cli"):
+            return version(name)
+    return "unknown"
 
 
 @click.group(context_settings=_CONTEXT)
