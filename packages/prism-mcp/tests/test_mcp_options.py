@@ -8,7 +8,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prism.core import ConfigurationError
+from prism.core import ConfigurationError, TrioRequiredError
 from prism.mcp import StdioTransport, StreamableHttpTransport, open_mcp_tools
 
 SERVER = StdioTransport(sys.executable, ["-c", "pass"])
@@ -135,3 +135,10 @@ async def test_http_auth_signs_every_request(fixture_http_url: str) -> None:
             result = await tool.execute({"text": "signed"}, ctx)
     assert result.joined_text == "signed"
     assert "POST" in seen
+
+
+def test_entering_outside_trio_says_to_use_the_asyncio_host() -> None:
+    entering = open_mcp_tools(server_id="s", transport=StdioTransport(command="true")).__aenter__()
+    with pytest.raises(TrioRequiredError, match="open_asyncio_host"):
+        entering.send(None)
+    entering.close()
