@@ -114,6 +114,14 @@ def _wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> typ
     )
 
 
+def _safe_wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> types.Tool:
+    try:
+        return _wire_tool(alias, tool, hints)
+    except Exception as exc:  # a bridged server's odd annotations or output schema
+        _log.warning("offering %s without its annotations and output schema: %s", alias, exc)
+        return _wire_tool(alias, tool, None)
+
+
 @attrs.define(eq=False)
 class Gateway:
     """Prism's gated tools, served to MCP clients; build one with :func:`open_gateway`.
@@ -191,9 +199,7 @@ class Gateway:
             raise GatewayConfigurationError(str(exc)) from exc
         self._options = attrs.evolve(self._options, registry=registry)
         self._names = names
-        self._wire = [
-            _wire_tool(names.alias(tool.name), tool, hints.get(tool.name)) for tool in offered
-        ]
+        self._wire = [_safe_wire_tool(names.alias(t.name), t, hints.get(t.name)) for t in offered]
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         # ServerSession is made per request; the connection behind it lasts (mcp<3 keeps
@@ -304,7 +310,11 @@ class Gateway:
                 _log.warning("cannot refresh MCP server %s: %s", bridge.server_id, exc)
                 await trio.sleep(1.0)
                 continue
-            self._rebuild()
+            try:
+                self._rebuild()
+            except Exception as exc:  # e.g. a new tool's alias collides: keep the old list
+                _log.warning("cannot offer MCP server %s's new tools: %s", bridge.server_id, exc)
+                continue
             await self.notify_tools_changed()
 
     async def notify_tools_changed(self) -> None:
