@@ -306,3 +306,34 @@ def test_a_full_disk_fails_writes_with_events_and_never_crashes_the_run(tmp_path
     lost = {line.split()[2] for line in lines if line.startswith("failed ")}
     assert _reported(lines) - lost == {r.call_id for r in contents.records}
     assert contents.runs[0].started_at is not None
+
+
+def test_the_recording_sink_sees_markers_and_records_in_order() -> None:
+    from prism.core.testing import RecordingLedgerSink
+
+    sink = RecordingLedgerSink()
+    ledger = RunLedger(sinks=[sink])
+    with ledger.run(label="double"):
+        _record(ledger, "a")
+    assert [type(e).__name__ for e in sink.entries] == [
+        "RunStartRecord",
+        "ToolCallRecord",
+        "RunEndRecord",
+    ]
+    assert [r.call_id for r in sink.records] == ["a"]
+    assert sink.closed
+
+
+def test_a_sink_that_fails_every_write_never_stops_the_calls() -> None:
+    from prism.core.testing import RecordingLedgerSink
+
+    failures: list[LedgerWriteFailed] = []
+    ledger = RunLedger(
+        sinks=[RecordingLedgerSink(fail_with=OSError(28, "No space left on device"))],
+        on_error=failures.append,
+    )
+    with ledger.run():
+        _record(ledger, "a")
+        _record(ledger, "b")
+    assert len(ledger) == 2
+    assert [f.entry_type for f in failures] == ["run_start", "tool_call", "tool_call", "run_end"]

@@ -157,6 +157,7 @@ TESTING_DOCUMENTED = {
     "DenyAllPermissionPolicy",
     "Dispatcher",
     "FailingTool",
+    "RecordingLedgerSink",
     "RecordingSink",
     "RecordingTool",
     "assert_tool_dispatch_conforms",

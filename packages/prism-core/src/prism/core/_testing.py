@@ -22,7 +22,7 @@ from ._events import (
     ToolExecutionStarted,
 )
 from ._json import JsonObject
-from ._ledger import RunLedger, ToolCallRecord
+from ._ledger import LedgerEntry, RunLedger, ToolCallRecord
 from ._policy import (
     ExecutionAction,
     ExecutionDecision,
@@ -40,6 +40,7 @@ __all__ = [
     "DenyAllPermissionPolicy",
     "Dispatcher",
     "FailingTool",
+    "RecordingLedgerSink",
     "RecordingSink",
     "RecordingTool",
     "assert_tool_dispatch_conforms",
@@ -53,6 +54,35 @@ Dispatcher = Callable[[ToolCall, DispatchOptions], Awaitable[ToolResult]]
 
 
 # --- test doubles ----------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class RecordingLedgerSink:
+    """A :class:`~prism.core.LedgerSink` that keeps every entry it is given.
+
+    Args:
+        fail_with: raised by every ``write`` instead of keeping the entry (to
+            test how a host handles a sink that fails, a full disk say).
+    """
+
+    fail_with: Exception | None = None
+    entries: list[LedgerEntry] = attrs.field(factory=list, init=False)
+    closed: bool = attrs.field(default=False, init=False)
+
+    def write(self, entry: LedgerEntry) -> None:
+        """Keep ``entry`` (or raise ``fail_with``)."""
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.entries.append(entry)
+
+    def close(self) -> None:
+        """Remember that the sink was closed."""
+        self.closed = True
+
+    @property
+    def records(self) -> list[ToolCallRecord]:
+        """The call records among the entries, in order."""
+        return [entry for entry in self.entries if isinstance(entry, ToolCallRecord)]
 
 
 @attrs.define(eq=False)

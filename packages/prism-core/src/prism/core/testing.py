@@ -28,6 +28,7 @@ from ._testing import DenyAllExecutionPolicy as DenyAllExecutionPolicy
 from ._testing import DenyAllPermissionPolicy as DenyAllPermissionPolicy
 from ._testing import Dispatcher as Dispatcher
 from ._testing import FailingTool as FailingTool
+from ._testing import RecordingLedgerSink as RecordingLedgerSink
 from ._testing import RecordingSink as RecordingSink
 from ._testing import RecordingTool as RecordingTool
 from ._testing import assert_tool_dispatch_conforms as assert_tool_dispatch_conforms
@@ -41,6 +42,7 @@ __all__ = [
     "DenyAllPermissionPolicy",
     "Dispatcher",
     "FailingTool",
+    "RecordingLedgerSink",
     "RecordingSink",
     "RecordingTool",
     "assert_tool_dispatch_conforms",
