@@ -122,6 +122,41 @@ def test_a_binary_tree_schema_is_admitted_and_checks_deep_values(dialect: str) -
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_recursive_json_value_schema_is_admitted(dialect: str) -> None:
+    # anyOf with an array branch and an object branch, both recursing: an
+    # instance node is one or the other, so this does not double per level.
+    defs = _defs(dialect)
+    schema = _with(
+        dialect,
+        {
+            defs: {
+                "json": {
+                    "anyOf": [
+                        {"type": ["string", "number", "boolean", "null"]},
+                        {"type": "array", "items": {"$ref": f"#/{defs}/json"}},
+                        {"type": "object", "additionalProperties": {"$ref": f"#/{defs}/json"}},
+                    ]
+                }
+            },
+            "$ref": f"#/{defs}/json",
+        },
+    )
+    deep = json.loads('{"a":' * 50 + '[1, 2, {"b": "x"}]' + "}" * 50)
+    validator = JsonSchemaArgumentValidator()
+    assert validator.validate(schema, deep).ok
+    assert not validator.validate(schema, {"a": [{"b": {1, 2}}]}).ok
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_two_branches_recursing_into_the_same_member_are_refused(dialect: str) -> None:
+    schema = _with(
+        dialect,
+        {"anyOf": [{"properties": {"a": {"$ref": "#"}}}, {"properties": {"a": {"$ref": "#"}}}]},
+    )
+    _refused(JsonSchemaArgumentValidator().validate(schema, {}), "max_schema_work")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_reference_cycle_that_never_descends_is_refused(dialect: str) -> None:
     defs = _defs(dialect)
     schema = _with(

@@ -515,28 +515,44 @@ def analyse(
     for level in range(depth + 1):
         work_now: dict[Path, int] = {}
         regex_now: dict[Path, int] = {}
-        for path in order if level == 0 else inner:
-            node = nodes[path]
-            if level == 0:
+        if level == 0:
+            for path in order:
+                node = nodes[path]
                 w, r = node.weight, node.regex
-            else:
-                w, r = _below(node, work_prev, regex_prev)
-            for child in node.in_place:
-                w += work_now.get(child, 0)
-                r += regex_now.get(child, 0)
-            for group in node.choices:
-                w += max(work_now.get(child, 0) for child in group)
-                r += max(regex_now.get(child, 0) for child in group)
-            if not w and not r:
-                continue
-            if w > cap:
-                raise SchemaRejectedError(
-                    f"the expanded schema (each $ref counted at every place it is reached) "
-                    f"exceeds max_schema_work={cap} at instance depth {level}",
-                    _pointer(path),
-                )
-            work_now[path] = w
-            regex_now[path] = min(r, _SATURATE)
+                for child in node.in_place:
+                    w += work_now.get(child, 0)
+                    r += regex_now.get(child, 0)
+                for group in node.choices:
+                    w += max(work_now.get(child, 0) for child in group)
+                    r += max(regex_now.get(child, 0) for child in group)
+                _check_cap(w, cap, level, path)
+                work_now[path] = w
+                regex_now[path] = min(r, _SATURATE)
+        else:
+            # An instance node is an object or an array, never both: its
+            # children meet the object keywords of every schema evaluating it,
+            # or the array keywords. Each side adds up separately.
+            sides: dict[Path, tuple[int, int, int, int]] = {}
+            for path in inner:
+                node = nodes[path]
+                ow, aw, orx, arx = _below(node, work_prev, regex_prev)
+                for child in node.in_place:
+                    got = sides.get(child)
+                    if got is not None:
+                        ow, aw, orx, arx = ow + got[0], aw + got[1], orx + got[2], arx + got[3]
+                for group in node.choices:
+                    options = [sides.get(child, _NOTHING) for child in group]
+                    ow += max(o[0] for o in options)
+                    aw += max(o[1] for o in options)
+                    orx += max(o[2] for o in options)
+                    arx += max(o[3] for o in options)
+                if not (ow or aw or orx or arx):
+                    continue
+                sides[path] = (ow, aw, orx, arx)
+                w = max(ow, aw)
+                _check_cap(w, cap, level, path)
+                work_now[path] = w
+                regex_now[path] = min(max(orx, arx), _SATURATE)
         work_vector.append(work_now.get((), 0))
         regex_vector.append(regex_now.get((), 0))
         total += work_vector[-1]
@@ -568,9 +584,21 @@ def analyse(
     return Analysis(work=tuple(work_vector), regex=tuple(regex_vector))
 
 
-def _below(node: _Node, work: dict[Path, int], regex: dict[Path, int]) -> tuple[int, int]:
-    """Cost one level down (a member or item of the instance node ``node`` checks)."""
-    best_w = best_r = 0
+_NOTHING = (0, 0, 0, 0)
+
+
+def _check_cap(work: int, cap: int, level: int, path: Path) -> None:
+    if work > cap:
+        raise SchemaRejectedError(
+            f"the expanded schema (each $ref counted at every place it is reached) "
+            f"exceeds max_schema_work={cap} at instance depth {level}",
+            _pointer(path),
+        )
+
+
+def _below(node: _Node, work: dict[Path, int], regex: dict[Path, int]) -> tuple[int, int, int, int]:
+    """Cost one level down: (work, work, regex, regex) for a member, then for an item."""
+    sides: list[int] = []
     for groups, key_regex in ((node.obj, node.key_regex), (node.array, 0)):
         w = 0
         r = key_regex
@@ -581,9 +609,8 @@ def _below(node: _Node, work: dict[Path, int], regex: dict[Path, int]) -> tuple[
             else:
                 w += sum(work.get(m, 0) for m in members)
                 r += sum(regex.get(m, 0) for m in members)
-        best_w = max(best_w, w)
-        best_r = max(best_r, r)
-    return best_w, best_r
+        sides.extend((w, r))
+    return sides[0], sides[2], sides[1], sides[3]
 
 
 def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
