@@ -337,3 +337,21 @@ def test_a_sink_that_fails_every_write_never_stops_the_calls() -> None:
         _record(ledger, "b")
     assert len(ledger) == 2
     assert [f.entry_type for f in failures] == ["run_start", "tool_call", "tool_call", "run_end"]
+
+
+def test_max_records_bounds_memory_while_the_file_keeps_everything(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ledger = RunLedger(sinks=[JsonlLedgerSink(path)], max_records=3)
+    for i in range(10):
+        _record(ledger, f"c{i}")
+    assert [r.call_id for r in ledger.records] == ["c7", "c8", "c9"]
+    assert len(ledger) == 3
+    assert len(ledger._records) < 6
+    assert len(RunLedger.from_jsonl(ledger.to_jsonl())) == 3
+    assert len(read_ledger(path).records) == 10
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5])
+def test_max_records_must_be_positive(bad: object) -> None:
+    with pytest.raises(ValueError, match="max_records"):
+        RunLedger(max_records=bad)  # type: ignore[arg-type]

@@ -658,16 +658,20 @@ class RunLedger:
         on_error: told when a sink fails to store an entry; by default the
             failure is logged (``prism.core``). The run never sees the error.
         run_id: stamped on every record; a fresh random id by default.
+        max_records: keep only this many of the newest records in memory (a
+            long-running process whose sinks keep the rest); ``None`` keeps all.
 
     Raises:
         TypeError: ``redact`` is neither callable nor ``None``, or a sink lacks
             ``write``/``close``.
+        ValueError: ``max_records`` is below 1.
     """
 
     redact: Redactor | None = attrs.field(factory=default_redactor)
     sinks: tuple[LedgerSink, ...] = attrs.field(default=(), converter=_sinks, kw_only=True)
     on_error: Callable[[LedgerWriteFailed], None] | None = attrs.field(default=None, kw_only=True)
     run_id: str = attrs.field(factory=_new_run_id, kw_only=True)
+    max_records: int | None = attrs.field(default=None, kw_only=True)
     _records: list[ToolCallRecord] = attrs.field(factory=list, init=False)
     _run_calls: int = attrs.field(default=0, init=False)
 
@@ -676,12 +680,21 @@ class RunLedger:
         if value is not None and not callable(value):
             raise TypeError(f"RunLedger redact must be callable or None, got {value!r}")
 
+    @max_records.validator
+    def _check_max_records(self, _attribute: object, value: object) -> None:
+        if value is not None and (type(value) is not int or value < 1):
+            raise ValueError(f"RunLedger max_records must be a positive integer, got {value!r}")
+
     @property
     def records(self) -> list[ToolCallRecord]:
-        """The records so far, in the order calls finished (a copy)."""
+        """The records so far (the newest ``max_records``), in the order calls finished (a copy)."""
+        if self.max_records is not None:
+            return self._records[-self.max_records :]
         return list(self._records)
 
     def __len__(self) -> int:
+        if self.max_records is not None:
+            return min(len(self._records), self.max_records)
         return len(self._records)
 
     def record(
@@ -738,7 +751,11 @@ class RunLedger:
             decision=decision,
             run_id=self.run_id,
         )
-        self._records.append(entry)
+        records = self._records
+        records.append(entry)
+        limit = self.max_records
+        if limit is not None and len(records) >= 2 * limit:
+            del records[:-limit]  # trimmed in batches: amortised O(1) per record
         self._run_calls += 1
         if self.sinks:
             self._emit(entry)
@@ -835,7 +852,7 @@ class RunLedger:
             LedgerFormatError: a record holds a value JSON cannot carry (a
                 non-finite float, say; records made by :meth:`record` never do).
         """
-        return "".join(encode_entry(entry) for entry in self._records)
+        return "".join(encode_entry(entry) for entry in self.records)
 
     @classmethod
     def from_jsonl(cls, text: str) -> RunLedger:
