@@ -174,13 +174,24 @@ def test_details_list_every_part_with_its_verdict(root: Path) -> None:
     ]
 
 
-def test_path_on_a_root_proves_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{root}:/usr/bin:/bin")
+def test_a_program_name_shadowed_by_a_file_in_a_root_on_path_asks(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = root / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     policy = create_coding_approval_policy(roots=[str(root)])
-    decision = policy.check(_shell("ls", root))
+    assert explain_command("ls", roots=[str(root)]).outcome == "allow"  # nothing shadows ls
+    (bin_dir / "ls").write_text("#!/bin/sh\necho pwned\n")
+    (bin_dir / "ls").chmod(0o755)
+    decision = policy.check(_shell("ls | grep x", root))
     assert isinstance(decision, ExecutionDecision)
     assert not decision.allowed
-    assert "PATH" in (decision.reason or "")
+    assert decision.details["rule"] == "path_shadow"
+    monkeypatch.setenv("PATH", "/usr/bin::/bin")  # an empty entry is the working directory
+    (root / "grep").write_text("#!/bin/sh\n")
+    (root / "grep").chmod(0o755)
+    assert explain_command("grep x f", roots=[str(root)]).rule == "path_shadow"
 
 
 class TestApprovers:

@@ -123,6 +123,9 @@ class _Judge:
     read_only: bool
     readable: tuple[str, ...]
     cwds: list[str]
+    # PATH directories inside a root (a file written there could shadow a program name);
+    # "" stands for a relative PATH entry, which resolves against the working directory
+    shadow_dirs: tuple[str, ...] = ()
     checks: list[CommandCheck] = attrs.field(factory=list)
 
     def add(
@@ -450,6 +453,10 @@ class _Judge:
             return self.add(
                 shown, "ask", f"matches the ask rule {ask.text!r}", f"ask:{ask.text}", depth
             )
+        shadow = self.shadowed(norm)
+        if shadow is not None:
+            return self.add(shown, "ask", f"{norm.program!r} would run {shadow!r}, a file "
+                            "inside the roots found on PATH", "path_shadow", depth)  # fmt: skip
         allow = self.rules.first("allow", norm)
         if allow is not None:
             self.paths(use, shown, depth, reads=False)
@@ -488,6 +495,17 @@ class _Judge:
                 if real not in self.cwds:
                     self.cwds.append(real)
         return self.add(shown, "allow", use.reason, use.rule, depth)
+
+    def shadowed(self, norm: NormalizedArgv) -> str | None:
+        """The file a bare program name would resolve to inside the roots, if any."""
+        if not self.shadow_dirs or "/" in norm.written:
+            return None
+        for directory in self.shadow_dirs:
+            for base in (directory,) if directory else tuple(self.cwds):
+                candidate = os.path.join(base, norm.program)
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    return candidate
+        return None
 
     def paths(self, use: Use, shown: tuple[str, ...], depth: int, *, reads: bool) -> bool:
         ok = True
@@ -558,6 +576,7 @@ def judge_command(
     cwd: str,
     read_only: bool,
     readable: tuple[str, ...] = (),
+    shadow_dirs: tuple[str, ...] = (),
 ) -> CommandExplanation:
     """Judge ``command`` run by bash in ``cwd``."""
     judge = _Judge(
@@ -567,6 +586,7 @@ def judge_command(
         read_only=read_only,
         readable=readable,
         cwds=[cwd],
+        shadow_dirs=shadow_dirs,
     )
     judge.script(parse_script(command), 0)
     checks = tuple(judge.checks)

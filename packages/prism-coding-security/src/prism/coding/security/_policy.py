@@ -94,7 +94,7 @@ class _CodingApprovalPolicy:
     cache_approvals: bool
     readable: tuple[str, ...]
     protected: ProtectedPaths
-    path_hazard: str | None
+    shadow_dirs: tuple[str, ...]
     sandbox: SandboxBackend | None = None
     sandbox_name: str = ""
     _approved: dict[_CacheKey, None] = attrs.field(factory=dict)
@@ -294,10 +294,6 @@ class _CodingApprovalPolicy:
                 )
                 details["rule"] = blocking[0].rule
             return CommandVerdict(outcome=outcome, reason=reason, details=details)
-        if outcome == "allow" and self.path_hazard is not None:
-            outcome = "ask"
-            reason = f"command {command!r}: {self.path_hazard}"
-            details["rule"] = "path_hazard"
         return CommandVerdict(outcome=outcome, reason=reason, details=details)
 
     def explain(self, command: str, cwd: str) -> CommandExplanation:
@@ -310,6 +306,7 @@ class _CodingApprovalPolicy:
             cwd=cwd,
             read_only=self.read_only,
             readable=self.readable,
+            shadow_dirs=self.shadow_dirs,
         )
 
 
@@ -318,7 +315,7 @@ class _CodingApprovalPolicy:
 # outside the roots or to protected paths, read-only mode, the host's own ask rules.
 _CONFINABLE_RULES = frozenset(
     {"unknown-program", "path-qualified", "dynamic", "assignment", "function", "background",
-     "path:read", "write"}
+     "path:read", "write", "path_shadow"}
 )  # fmt: skip
 
 
@@ -330,20 +327,22 @@ def _cache_key(action: ExecutionAction) -> _CacheKey:
     return (action.kind, action.operation, action.command, tuple(action.paths))
 
 
-def _path_hazard(roots: Roots) -> str | None:
-    """Why a program name on PATH may not be the system's program, or None."""
+def _shadow_dirs(roots: Roots) -> tuple[str, ...]:
+    """PATH entries through which a file inside the roots could run as a program name.
+
+    A relative entry (or an empty one) is kept as "" and resolved against each
+    working directory when a command is judged.
+    """
+    found: list[str] = []
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not entry or not entry.startswith("/"):
-            return (
-                f"PATH holds the relative entry {entry or '(empty)'!r}, so a program name "
-                "may run a file from the working directory; nothing is proved safe"
-            )
-        if roots.contains_real(os.path.realpath(entry)):
-            return (
-                f"PATH holds {entry!r}, inside a writable root, so a program name may run "
-                "a file written there; nothing is proved safe"
-            )
-    return None
+            if "" not in found:
+                found.append("")
+            continue
+        real = os.path.realpath(entry)
+        if roots.contains_real(real) and real not in found:
+            found.append(real)
+    return tuple(found)
 
 
 def _readable(value: Sequence[str]) -> tuple[str, ...]:
@@ -404,7 +403,7 @@ def _build(
         cache_approvals=cache_approvals,
         readable=_readable(readable),
         protected=ProtectedPaths(normalize_protected_paths(protected_paths)),
-        path_hazard=_path_hazard(root_set),
+        shadow_dirs=_shadow_dirs(root_set),
         sandbox=sandbox,
         sandbox_name="" if sandbox is None else type(sandbox).__name__,
     )
@@ -509,9 +508,4 @@ def explain_command(
     where = policy.roots.paths[0] if cwd is None else os.path.realpath(os.fspath(cwd))
     if not policy.roots.contains_real(where):
         raise ConfigurationError(f"cwd {cwd!r} is not inside a root")
-    explanation = policy.explain(command, where)
-    if explanation.outcome == "allow" and policy.path_hazard is not None:
-        return attrs.evolve(
-            explanation, outcome="ask", reason=policy.path_hazard, rule="path_hazard"
-        )
-    return explanation
+    return policy.explain(command, where)
