@@ -34,7 +34,7 @@ def _value(text: str) -> object:
 async def main(mode: str, count: int, options: dict[str, object]) -> None:
     transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
     report: dict[str, object] = {"mode": mode, "count": count}
-    if mode == "pages":
+    if mode in ("pages", "schema_pages"):
         # The listing is the flood: measure around a second bridge's whole open.
         async with open_mcp_tools(
             server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])

@@ -5,6 +5,7 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
 
 - ``pages``: tools/list answers ``count`` pages of about 900 kB each, each
   within a 1 MB message limit, with a next cursor every time.
+- ``schema_pages``: the same, with the bulk in each tool's ``outputSchema``.
 - ``ping``: tools/call of ``flood`` sends ``count`` ``ping`` requests and never
   reads its stdin again (so the host's answers pile up in the pipe).
 - ``progress``: tools/call of ``flood`` sends ``count`` progress notifications
@@ -21,7 +22,8 @@ import os
 import signal
 import sys
 
-MODE = sys.argv[1]
+SCHEMAS = sys.argv[1] == "schema_pages"
+MODE = "pages" if SCHEMAS else sys.argv[1]
 COUNT = int(sys.argv[2])
 OUT = sys.stdout.buffer
 
@@ -121,8 +123,13 @@ def list_page(request_id: object, cursor: object) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood")]}})
         return
     page = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
-    # 9 tools of about 100 kB each: about 900 kB per page.
+    # 9 tools of about 100 kB each: about 900 kB per page (in the description, or
+    # with ``schemas`` in the outputSchema, which the SDK's session also keeps).
     tools = [tool(f"t{page}_{i}", "x" * 100_000) for i in range(9)]
+    if SCHEMAS:
+        for entry in tools:
+            entry["description"] = "d"
+            entry["outputSchema"] = {"type": "object", "description": "y" * 100_000}
     result: dict[str, object] = {"tools": tools}
     if page + 1 < COUNT:
         result["nextCursor"] = str(page + 1)

@@ -51,6 +51,16 @@ async def test_a_listing_of_a_hundred_large_pages_is_cut_at_max_list_bytes() -> 
     assert growth(report) < 30 * MB
 
 
+async def test_large_output_schemas_over_many_pages_are_cut_too() -> None:
+    # The bulk in each tool's outputSchema, which the SDK's session also keeps.
+    with trio.fail_after(120):
+        report = await probe("schema_pages", 100)
+    tools = report["tools"]
+    assert isinstance(tools, int)
+    assert 0 < tools < 50
+    assert growth(report) < 30 * MB
+
+
 async def test_a_listing_stops_at_max_list_pages() -> None:
     with trio.fail_after(120):
         report = await probe("pages", 100, "max_list_pages=2", "max_list_bytes=100000000")

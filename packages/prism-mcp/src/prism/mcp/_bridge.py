@@ -280,6 +280,23 @@ def _poll_seconds(interval_ms: object, default: float = 0.5) -> float:
     return default
 
 
+def _forget_sdk_output_schemas(client: Client) -> None:
+    """Drop the output schemas the SDK's session keeps from every listing page.
+
+    The session adds each page's schemas to a dict that only a complete
+    single-page listing prunes, so repeated paged listings with fresh names would
+    grow it without bound. The bridge checks output itself and never uses them.
+    """
+    try:
+        session = client.session
+    except RuntimeError:
+        return
+    for attribute in ("_tool_output_schemas", "_tool_output_validators"):
+        kept = getattr(session, attribute, None)
+        if isinstance(kept, dict):
+            kept.clear()
+
+
 async def _skip_sdk_validation(_name: str, _result: mcp_types.CallToolResult) -> None:
     return None
 
@@ -767,6 +784,8 @@ class McpToolBridge:
             raise McpBridgeError(
                 self._options.server_id, f"tools/list failed: {self._fault_reason(conn, exc)}"
             ) from exc
+        finally:
+            _forget_sdk_output_schemas(client)
         return tools[:_MAX_TOOLS]
 
     async def _load_pins(self) -> None:
