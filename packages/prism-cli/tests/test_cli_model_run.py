@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import sys
 from functools import partial
 from typing import TYPE_CHECKING
@@ -280,3 +281,107 @@ async def test_run_with_no_key_and_no_base_url_says_which_variable(tmp_path: Pat
     )
     assert process.returncode != 0
     assert "OPENAI_API_KEY" in process.stderr.decode() + process.stdout.decode()
+
+
+PROMPT = b"[a]lways for this session: "
+
+
+async def run_prism_on_a_terminal(
+    tmp_path: Path, server: ModelServer, answers: list[bytes], *args: str
+) -> tuple[int, str]:
+    """Run ``prism run ARGS`` on a pseudo-terminal, answering each approval question in turn."""
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
+    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    master, slave = pty.openpty()
+    output = b""
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        argv = [sys.executable, "-m", "prism.cli", "run", *args]
+        argv = [a.replace("PORT", str(port)) for a in argv]
+        process = await trio.lowlevel.open_process(
+            argv, cwd=tmp_path, env=env, stdin=slave, stdout=slave, stderr=slave
+        )
+        os.close(slave)
+        terminal = trio.lowlevel.FdStream(master)
+        pending = list(answers)
+        with trio.fail_after(60):
+            while True:
+                try:
+                    chunk = await terminal.receive_some(4096)
+                except (OSError, trio.BrokenResourceError):
+                    break  # EIO: the command ended and closed the terminal
+                if not chunk:
+                    break
+                output += chunk
+                if pending and output.count(PROMPT) > len(answers) - len(pending):
+                    await terminal.send_all(pending.pop(0))
+            returncode = await process.wait()
+        await terminal.aclose()
+        nursery.cancel_scope.cancel()
+    return returncode, output.decode(errors="replace")
+
+
+async def test_on_a_terminal_approval_is_asked_and_answered(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer(
+        [
+            [
+                chunk(openai_call(0, "s1", "shell", {"command": "touch yes.txt"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [
+                chunk(openai_call(0, "s2", "shell", {"command": "touch no.txt"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [chunk({"content": "One file made."}, "stop"), (None, "[DONE]")],
+        ]
+    )
+    returncode, output = await run_prism_on_a_terminal(
+        tmp_path,
+        server,
+        [b"y\n", b"n\n"],
+        "--model",
+        "openai:test-model",
+        "--base-url",
+        "http://127.0.0.1:PORT/v1",
+        "make two files",
+    )
+    assert returncode == 0, output
+    assert "approval needed: shell: run `touch yes.txt`" in output
+    assert "approval needed: shell: run `touch no.txt`" in output
+    assert (tmp_path / "repo" / "yes.txt").exists()
+    assert not (tmp_path / "repo" / "no.txt").exists()
+    statuses = {r.call_id: r.status for r in read_ledger(tmp_path / "ledger.jsonl").records}
+    assert statuses == {"s1": "ok", "s2": "error"}
+
+
+async def test_with_yes_never_nothing_is_asked_even_on_a_terminal(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer(
+        [
+            [
+                chunk(openai_call(0, "s1", "shell", {"command": "touch yes.txt"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [chunk({"content": "Refused."}, "stop"), (None, "[DONE]")],
+        ]
+    )
+    returncode, output = await run_prism_on_a_terminal(
+        tmp_path,
+        server,
+        [],
+        "--model",
+        "openai:test-model",
+        "--base-url",
+        "http://127.0.0.1:PORT/v1",
+        "--yes",
+        "never",
+        "make a file",
+    )
+    assert returncode == 0, output
+    assert "approval needed" not in output
+    assert not (tmp_path / "repo" / "yes.txt").exists()

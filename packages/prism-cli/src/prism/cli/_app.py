@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import attrs
 import click
@@ -395,6 +395,15 @@ def policy_check(
     metavar="URL",
     help="The model API's base URL (an OpenAI-compatible server such as vLLM or Ollama).",
 )
+@click.option(
+    "--yes",
+    "yes_mode",
+    type=click.Choice(["ask", "never"]),
+    default="ask",
+    show_default=True,
+    help="With --model: ask on the terminal before an action the policy will not allow by "
+    "itself (never in a pipe), or never approve anything.",
+)
 def run_command(
     session_file: Path,
     config_file: Path,
@@ -403,13 +412,15 @@ def run_command(
     live: bool | None,
     model_spec: str | None,
     base_url: str | None,
+    yes_mode: Literal["ask", "never"],
 ) -> int:
     """Replay SESSION_FILE (scripted assistant turns, JSON) against the tools in prism.toml.
 
     With --model PROVIDER:MODEL, the argument is a task for that model instead:
-    prism run --model openai:gpt-4.1-mini "add a test for foo". Nothing is
-    approved on the way: a call that needs approval is refused and the model
-    is told why.
+    prism run --model openai:gpt-4.1-mini "add a test for foo". On a terminal,
+    an action the coding policy will not allow by itself is asked about (yes /
+    no / always); in a pipe or with --yes never, it is refused and the model is
+    told why.
 
     Every call goes through the full gates: permission rules, JSON Schema
     validation, the coding execution policy, bounded parallelism per turn.
@@ -427,9 +438,17 @@ def run_command(
     failures = LedgerFailures()
     run_id = ""
 
+    approver = None
+    if model_spec is not None:
+        from ._model_run import terminal_approver
+
+        approver = terminal_approver(yes_mode)
+        if approver is not None:
+            live = False  # a live display would draw over the questions
+
     async def go() -> RunReport:
         nonlocal run_id
-        async with open_toolset(loaded) as toolset:
+        async with open_toolset(loaded, approve=approver) as toolset:
             # Opened once the tools are up: a run that never started leaves no ledger.
             label = (
                 f"prism run {session_file}"

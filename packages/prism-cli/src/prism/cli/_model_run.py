@@ -2,13 +2,19 @@
 
 The model is reached through ``prism.providers`` (OpenAI Chat Completions or any
 OpenAI-compatible server, Anthropic Messages); the tools, gates and ledger are
-exactly those of a scripted run. Nobody is asked to approve anything: a call that
-would need approval is refused and the model is told why.
+exactly those of a scripted run. On a terminal, an action the coding policy will
+not allow by itself is asked about (yes / no / always for this session); in a
+pipe, or with ``--yes never``, nothing is approved and the model is told why.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+import trio
 
 from prism.core import (
     AbortSignal,
@@ -27,16 +33,74 @@ from ._errors import CliError
 from ._runner import RunReport, Toolset, rows_from_ledger
 
 if TYPE_CHECKING:
+    from prism.coding.security import ApprovalDecision
+    from prism.core import ExecutionAction
+
     from ._config import PrismConfig
     from ._render import EventView
 
-__all__ = ["INSTRUCTIONS", "run_model_task"]
+__all__ = ["INSTRUCTIONS", "TerminalApprover", "run_model_task", "terminal_approver"]
+
+YesMode = Literal["ask", "never"]
 
 INSTRUCTIONS = (
     "You are a coding agent working through Prism's gated tools. Use the tools to do the "
     "user's task in the workspace; a tool may refuse a call and say why: adapt, do not "
     "retry the same call. Finish with a short summary of what you did."
 )
+
+
+def describe_action(action: ExecutionAction) -> str:
+    """What an approval question is about, in one line: the command or the paths."""
+    if action.command:
+        what = f"run `{action.command}`"
+    else:
+        what = f"{action.operation or action.kind} {', '.join(action.paths) or '(no path)'}"
+    risk = f", risk {action.risk}" if action.risk else ""
+    return f"{action.kind}: {what}{risk}"
+
+
+@attrs.define(eq=False)
+class TerminalApprover:
+    """Asks on the terminal: yes (this once), no, or always (this exact action, this session).
+
+    Questions are asked one at a time; the answer is read in a worker thread so
+    the run's other tasks go on. Anything but y/yes/a/always is a no.
+    """
+
+    write: Callable[[str], None]
+    read_line: Callable[[], str]
+    _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+
+    async def __call__(self, action: ExecutionAction) -> ApprovalDecision:
+        """Ask about ``action``; cancellation abandons the question (denied)."""
+        from prism.coding.security import ApprovalDecision
+
+        async with self._lock:
+            self.write(
+                f"\napproval needed: {describe_action(action)}\n"
+                "  the coding policy does not allow this by itself (not proved safe, or a rule "
+                "says ask)\n  allow? [y]es / [n]o / [a]lways for this session: "
+            )
+            line = await trio.to_thread.run_sync(self.read_line, abandon_on_cancel=True)
+        answer = line.strip().lower()
+        if answer in ("y", "yes"):
+            return ApprovalDecision(approved=True, remember=False)
+        if answer in ("a", "always"):
+            return ApprovalDecision(approved=True, remember=True)
+        return ApprovalDecision(approved=False, remember=False, reason="the user said no")
+
+
+def terminal_approver(yes: YesMode) -> TerminalApprover | None:
+    """The approver for this process: on a terminal unless ``yes`` is ``"never"``."""
+    if yes == "never" or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return None
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    return TerminalApprover(write=write, read_line=sys.stdin.readline)
 
 
 async def run_model_task(

@@ -41,7 +41,7 @@ from ._trio import only_leaf
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
-    from prism.coding.security import SandboxBackend
+    from prism.coding.security import ApprovalCallback, SandboxBackend
     from prism.core import ToolCallRecord
 
     from ._config import McpServerConfig, PrismConfig
@@ -168,7 +168,9 @@ async def _sandbox(config: PrismConfig) -> tuple[SandboxBackend | None, str]:
     return sandbox, "bubblewrap"
 
 
-async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]:
+async def _coding_tools(
+    config: PrismConfig, approve: ApprovalCallback | None = None
+) -> tuple[list[ToolDefinition], str]:
     from prism.coding.security import (
         CommandRules,
         create_coding_approval_policy,
@@ -185,11 +187,13 @@ async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]
         use_default_deny=config.commands.use_default_deny,
     )
     sandbox, label = await _sandbox(config)
-    # No approval callback: a scripted run has nobody to ask, so anything that
-    # would need approval is refused (and the model is told why). With a working
-    # sandbox the policy runs in confined mode: what the sandbox confines runs.
+    # Without an approval callback (a scripted run, a pipe) nobody is asked, so
+    # anything that would need approval is refused (and the model is told why).
+    # With a working sandbox the policy runs in confined mode: what the sandbox
+    # confines runs.
     policy = create_coding_approval_policy(
         roots=roots,
+        approve=approve,
         read_only=config.workspace.read_only,
         command_rules=rules,
         sandbox=sandbox,
@@ -206,8 +210,13 @@ async def _coding_tools(config: PrismConfig) -> tuple[list[ToolDefinition], str]
 
 
 @contextlib.asynccontextmanager
-async def open_toolset(config: PrismConfig) -> AsyncIterator[Toolset]:
+async def open_toolset(
+    config: PrismConfig, *, approve: ApprovalCallback | None = None
+) -> AsyncIterator[Toolset]:
     """Start every configured MCP server and build the tools and gates.
+
+    ``approve`` answers the coding policy's approval questions (``None``: every
+    action that needs approval is refused).
 
     Cancellation: servers are closed on the way out, whatever happened.
 
@@ -232,7 +241,7 @@ async def open_toolset(config: PrismConfig) -> AsyncIterator[Toolset]:
         sandbox = "none"
         if config.workspace.coding_tools:
             try:
-                coding, sandbox = await _coding_tools(config)
+                coding, sandbox = await _coding_tools(config, approve)
             except (ValueError, TypeError, OSError) as exc:
                 raise CliError(f"cannot build the coding tools: {exc}") from exc
             tools.extend(coding)
