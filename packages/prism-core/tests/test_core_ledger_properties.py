@@ -13,6 +13,7 @@ from prism.core import (
     ApprovalAnswer,
     DecisionGate,
     JsonlLedgerSink,
+    LedgerQuery,
     RunLedger,
     SqliteLedgerSink,
     ToolCallDecision,
@@ -127,3 +128,57 @@ def test_records_of_a_version_1_line_equal_their_version_2_form() -> None:
     line = ledger.to_jsonl().replace('"schema_version": 2', '"schema_version": 1')
     line = line.replace(', "decision": null, "run_id": null', "")
     assert RunLedger.from_jsonl(line).records == [record]
+
+
+_names = st.sampled_from(["read", "shell", "mcp:docs:get", "Read", "sh[x]", "edit"])
+queries = st.builds(
+    LedgerQuery,
+    status=st.lists(st.sampled_from(["ok", "error", "blocked", "cancelled"]), max_size=2),
+    tool=st.lists(st.sampled_from(["read", "sh*", "mcp:*", "?ead", "[rR]ead", "*"]), max_size=2),
+    run=st.none() | st.sampled_from(["", "a", "ab", "b"]),
+    since=st.none() | st.floats(min_value=0, max_value=10),
+    blocked=st.booleans(),
+)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            _names,
+            st.sampled_from(["ok", "error", "blocked", "cancelled"]),
+            st.floats(min_value=0, max_value=10),
+            st.none() | decisions,
+            st.sampled_from(["aa", "ab", "ba"]),
+        ),
+        max_size=8,
+    ),
+    queries,
+)
+def test_sqlite_queries_agree_with_the_python_filter(
+    rows: list[tuple[str, str, float, ToolCallDecision | None, str]], query: LedgerQuery
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ledger.db"
+        ledgers: dict[str, RunLedger] = {}
+        for index, (tool, status, started, decision, run_id) in enumerate(rows):
+            ledger = ledgers.setdefault(
+                run_id, RunLedger(redact=None, sinks=[SqliteLedgerSink(path)], run_id=run_id)
+            )
+            ledger.record(
+                call_id=str(index),
+                tool_name=tool,
+                arguments={},
+                status=status,  # type: ignore[arg-type]
+                blocked_reason="tool_denied" if status == "blocked" else None,
+                started_at=started,
+                finished_at=started,
+                duration_s=0.0,
+                result=None,
+                decision=decision,
+            )
+        for ledger in ledgers.values():
+            ledger.close()
+        everything = read_ledger(path).records if rows else ()
+        found = read_ledger(path, query=query).records if rows else ()
+    assert found == query.apply(everything)

@@ -52,7 +52,9 @@ class LedgerQuery:
             return False
         if self.tool and not any(fnmatchcase(record.tool_name, p) for p in self.tool):
             return False
-        if self.run is not None and not (record.run_id or "").startswith(self.run):
+        if self.run is not None and (
+            record.run_id is None or not record.run_id.startswith(self.run)
+        ):
             return False
         if self.since is not None and record.started_at < self.since:
             return False
@@ -63,13 +65,18 @@ class LedgerQuery:
         return True
 
     def sql(self) -> tuple[str, list[object]]:
-        """The ``WHERE`` clause (with a leading space, or empty) and its parameters."""
+        """The ``WHERE`` clause (with a leading space, or empty) and its parameters.
+
+        It may let through more than :meth:`matches` (a tool pattern with a
+        ``[...]`` class is left to :meth:`matches`, whose glob dialect SQLite's
+        ``GLOB`` does not share), never less: apply :meth:`matches` after it.
+        """
         clauses: list[str] = []
         params: list[object] = []
         if self.status:
             clauses.append(f"status IN ({', '.join('?' * len(self.status))})")
             params.extend(self.status)
-        if self.tool:
+        if self.tool and not any("[" in pattern for pattern in self.tool):
             clauses.append("(" + " OR ".join("tool_name GLOB ?" for _ in self.tool) + ")")
             params.extend(self.tool)
         if self.run is not None:

@@ -255,4 +255,8 @@ def read_sqlite_ledger(
         end = {"type": "run_end", "schema_version": version, "run_id": run_id}
         end |= {"finished_at": finished_at, "outcome": outcome, "calls": count}
         entries.append(decode_object(end, f"run_end row {number}"))
-    return contents_from(entries)
+    contents = contents_from(entries)
+    if query is not None:
+        # SQL narrowed the rows; matches() is the definition (glob classes included).
+        contents = attrs.evolve(contents, records=query.apply(contents.records))
+    return contents
