@@ -177,3 +177,18 @@ def test_concurrent_runs_share_one_database(tmp_path: Path) -> None:
         ("q", 200, "finished"),
         ("r", 200, "finished"),
     ]
+
+
+@pytest.mark.parametrize("name", ["ledger.db", "ledger.jsonl"])
+def test_runs_count_every_call_even_when_a_query_filters(tmp_path: Path, name: str) -> None:
+    from prism.core import JsonlLedgerSink
+
+    path = tmp_path / name
+    sink = SqliteLedgerSink(path) if name.endswith(".db") else JsonlLedgerSink(path)
+    ledger = RunLedger(sinks=[sink])
+    with ledger.run():
+        _record(ledger, "a", tool="read")
+        _record(ledger, "b", tool="shell")
+    contents = read_ledger(path, query=LedgerQuery(tool=["read"]))
+    assert [r.call_id for r in contents.records] == ["a"]
+    assert [run.calls for run in contents.runs] == [2]

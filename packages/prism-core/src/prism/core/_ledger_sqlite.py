@@ -238,6 +238,8 @@ def read_sqlite_ledger(
             "SELECT id, schema_version, run_id, finished_at, outcome, calls FROM run_end"
             " ORDER BY id"
         ).fetchall()
+        # Each run's calls in the whole ledger, as the JSONL reader counts them.
+        counts = dict(db.execute("SELECT run_id, COUNT(*) FROM tool_call GROUP BY run_id"))
     except sqlite3.Error as exc:
         raise LedgerFormatError(f"not an SQLite ledger ({exc})") from exc
     finally:
@@ -256,6 +258,8 @@ def read_sqlite_ledger(
         end |= {"finished_at": finished_at, "outcome": outcome, "calls": count}
         entries.append(decode_object(end, f"run_end row {number}"))
     contents = contents_from(entries)
+    runs = tuple(attrs.evolve(run, calls=counts.get(run.run_id, 0)) for run in contents.runs)
+    contents = attrs.evolve(contents, runs=runs)
     if query is not None:
         # SQL narrowed the rows; matches() is the definition (glob classes included).
         contents = attrs.evolve(contents, records=query.apply(contents.records))
