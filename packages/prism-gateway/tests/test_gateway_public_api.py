@@ -10,6 +10,7 @@ DOCUMENTED = {
     "GatewayConfigurationError",
     "GatewayError",
     "HttpOptions",
+    "OAuthResourceServer",
     "ToolHints",
     "build_http_app",
     "create_gateway_approver",

@@ -55,6 +55,7 @@ from ._hints import CODING_TOOL_HINTS as CODING_TOOL_HINTS
 from ._hints import ToolHints as ToolHints
 from ._serve import BearerAuth as BearerAuth
 from ._serve import HttpOptions as HttpOptions
+from ._serve import OAuthResourceServer as OAuthResourceServer
 from ._serve import build_http_app as build_http_app
 from ._serve import serve_http as serve_http
 from ._serve import serve_stdio as serve_stdio
@@ -67,6 +68,7 @@ __all__ = [
     "GatewayConfigurationError",
     "GatewayError",
     "HttpOptions",
+    "OAuthResourceServer",
     "ToolHints",
     "build_http_app",
     "create_gateway_approver",

@@ -68,6 +68,9 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
     session_id = "-"
     if isinstance(scope, Mapping):
         identity = str(scope.get("prism.identity", "http"))
+        token = getattr(scope.get("user"), "access_token", None)
+        if token is not None:
+            identity = f"oauth:{getattr(token, 'client_id', '?')}"
         for key, value in scope.get("headers", ()):
             if key == b"mcp-session-id":
                 session_id = value.decode("latin-1")

@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 
     from ._gateway import Gateway
 
-__all__ = ["BearerAuth", "HttpOptions", "is_loopback", "serve_http", "serve_stdio"]
+__all__ = [
+    "BearerAuth",
+    "HttpOptions",
+    "OAuthResourceServer",
+    "is_loopback",
+    "serve_http",
+    "serve_stdio",
+]
 
 _log = logging.getLogger("prism.gateway")
 DEFAULT_MAX_REQUEST_BYTES = 1_000_000
@@ -83,6 +90,49 @@ class BearerAuth:
         return "token:" + hashlib.sha256(found.encode("utf-8")).hexdigest()[:8]
 
 
+def _url(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+        raise GatewayConfigurationError(f"{attribute.name} must be an http(s) URL, got {value!r}")
+
+
+def _scopes(value: Iterable[str]) -> tuple[str, ...]:
+    scopes = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(scope, str) and scope for scope in scopes):
+        raise GatewayConfigurationError(f"required_scopes must be non-empty strings: {scopes!r}")
+    return scopes
+
+
+@attrs.frozen(kw_only=True)
+class OAuthResourceServer:
+    """OAuth 2.1 resource-server auth: the gateway checks access tokens, never issues them.
+
+    Each request's bearer token goes to ``verifier`` (the MCP SDK's
+    ``TokenVerifier`` protocol: ``async verify_token(token) -> AccessToken | None``);
+    only a token issued for ``resource_server_url`` (RFC 8707) with every
+    ``required_scopes`` is let in. The Protected Resource Metadata (RFC 9728)
+    naming ``issuer_url`` is served, and a refused request's
+    ``WWW-Authenticate`` points at it. A caller's identity in the ledger is
+    ``oauth:<client id>``.
+
+    Attributes:
+        verifier: checks a token (introspection, JWT validation...).
+        issuer_url: the authorization server that issues the tokens.
+        resource_server_url: this gateway's MCP endpoint URL, as clients reach it.
+        required_scopes: scopes every token must carry.
+    """
+
+    verifier: Any
+    issuer_url: str = attrs.field(validator=_url)
+    resource_server_url: str = attrs.field(validator=_url)
+    required_scopes: tuple[str, ...] = attrs.field(default=(), converter=_scopes)
+
+    def __attrs_post_init__(self) -> None:
+        if not callable(getattr(self.verifier, "verify_token", None)):
+            raise GatewayConfigurationError(
+                f"verifier must have an async verify_token(token) method, got {self.verifier!r}"
+            )
+
+
 def _max_bytes(_instance: object, _attribute: object, value: object) -> None:
     if (
         isinstance(value, bool)
@@ -120,7 +170,8 @@ class HttpOptions:
             address is refused unless ``auth`` is set.
         port: the TCP port (0: any free port; the bound URL is reported).
         path: the MCP endpoint path.
-        auth: bearer tokens; ``None`` lets any local process in (loopback only).
+        auth: bearer tokens or an OAuth resource server; ``None`` lets any
+            local process in (loopback only).
         allowed_origins: ``Origin`` values accepted besides loopback ones
             (``http://localhost:*``-style wildcards on the port are allowed).
             A request with any other ``Origin`` is refused (DNS rebinding).
@@ -134,7 +185,7 @@ class HttpOptions:
     host: str = "127.0.0.1"
     port: int = attrs.field(default=0, validator=_port)
     path: str = "/mcp"
-    auth: BearerAuth | None = None
+    auth: BearerAuth | OAuthResourceServer | None = None
     allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_origins)
     max_request_bytes: int = attrs.field(default=DEFAULT_MAX_REQUEST_BYTES, validator=_max_bytes)
     stateless: bool = False
@@ -184,7 +235,7 @@ class _Guard:
             await _refuse(send, 403, f"Origin {origin.decode('latin-1')!r} is not allowed")
             return
         identity = "anonymous"
-        if self.options.auth is not None:
+        if isinstance(self.options.auth, BearerAuth):
             found = self.options.auth.identify(headers.get(b"authorization"))
             if found is None:
                 await _refuse(
@@ -260,12 +311,26 @@ def build_http_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
             *options.allowed_origins,
         ],
     )
+    oauth: dict[str, Any] = {}
+    if isinstance(options.auth, OAuthResourceServer):
+        from mcp.server.auth.settings import AuthSettings
+
+        oauth = {
+            "auth": AuthSettings(
+                issuer_url=options.auth.issuer_url,  # type: ignore[arg-type]
+                resource_server_url=options.auth.resource_server_url,  # type: ignore[arg-type]
+                required_scopes=list(options.auth.required_scopes) or None,
+                validate_token_resource=True,
+            ),
+            "token_verifier": options.auth.verifier,
+        }
     app = gateway.server.streamable_http_app(
         streamable_http_path=options.path,
         stateless_http=options.stateless,
         max_request_body_size=options.max_request_bytes,
         transport_security=security,
         host=options.host,
+        **oauth,
     )
     return _Guard(app, options)
 
