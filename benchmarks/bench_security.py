@@ -15,6 +15,8 @@ from prism.coding.security import (
     ApprovalDecision,
     BubblewrapSandbox,
     CommandRules,
+    LandlockSandbox,
+    SandboxUnavailableError,
     create_coding_approval_policy,
     create_contained_file_operations,
     create_sandbox_shell_operations,
@@ -201,6 +203,22 @@ async def main() -> list[Row]:
                     BENCH,
                     "spawn `true`: bubblewrap sandbox",
                     await time_async(lambda: sandboxed.run(request, sink), inner=5, repeat=5),
+                    baseline=plain_spawn,
+                )
+            )
+        landlock = LandlockSandbox([directory])
+        try:
+            await landlock.ensure_available()
+        except SandboxUnavailableError:
+            pass  # no Landlock in this kernel: no row rather than a wrong one
+        else:
+            confined = create_sandbox_shell_operations(landlock)
+            await confined.run(request, sink)
+            rows.append(
+                row(
+                    BENCH,
+                    "spawn `true`: Landlock sandbox",
+                    await time_async(lambda: confined.run(request, sink), inner=5, repeat=5),
                     baseline=plain_spawn,
                 )
             )
