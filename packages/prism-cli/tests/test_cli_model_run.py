@@ -38,7 +38,7 @@ Events = list[tuple[str | None, str]]
 
 CONFIG = """
 [agent]
-max_tool_rounds = 4
+max_tool_rounds = 6
 
 [workspace]
 roots = ["repo"]
@@ -323,9 +323,30 @@ async def run_prism_on_a_terminal(
 
 
 async def test_on_a_terminal_approval_is_asked_and_answered(tmp_path: Path) -> None:
+    """The issue's proof: a read, an MCP tool, an edit, and shell commands asked about."""
     setup_workspace(tmp_path)
+    with (tmp_path / "prism.toml").open("a", encoding="utf-8") as config:
+        config.write(
+            f"""
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server"]
+"""
+        )
+    edit = {"path": "notes.txt", "edits": [{"old_text": "beta", "new_text": "gamma"}]}
     server = ModelServer(
         [
+            [
+                chunk(openai_call(0, "r1", "read", {"path": "notes.txt"})),
+                chunk(openai_call(1, "m1", "mcp__docs__search_docs", {"query": "ledger"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [
+                chunk(openai_call(0, "e1", "edit", edit)),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
             [
                 chunk(openai_call(0, "s1", "shell", {"command": "touch yes.txt"})),
                 chunk({}, "tool_calls"),
@@ -354,8 +375,16 @@ async def test_on_a_terminal_approval_is_asked_and_answered(tmp_path: Path) -> N
     assert "approval needed: shell: run `touch no.txt`" in output
     assert (tmp_path / "repo" / "yes.txt").exists()
     assert not (tmp_path / "repo" / "no.txt").exists()
-    statuses = {r.call_id: r.status for r in read_ledger(tmp_path / "ledger.jsonl").records}
-    assert statuses == {"s1": "ok", "s2": "error"}
+    assert (tmp_path / "repo" / "notes.txt").read_text(encoding="utf-8") == "alpha\ngamma\n"
+    records = read_ledger(tmp_path / "ledger.jsonl").records
+    statuses = {r.call_id: r.status for r in records}
+    assert statuses == {"r1": "ok", "m1": "ok", "e1": "ok", "s1": "ok", "s2": "error"}
+    assert {r.call_id: r.tool_name for r in records}["m1"] == "mcp:docs:search_docs"
+    # The transcript the model saw: every call answered, in order, turn after turn.
+    last = server.bodies[-1]["messages"]
+    assert isinstance(last, list)
+    answered = [m["tool_call_id"] for m in last if m["role"] == "tool"]
+    assert answered == ["r1", "m1", "e1", "s1", "s2"]
 
 
 async def test_with_yes_never_nothing_is_asked_even_on_a_terminal(tmp_path: Path) -> None:
