@@ -333,7 +333,10 @@ command = {json.dumps(sys.executable)}
 args = ["-m", "prism.cli.demo_server"]
 """
         )
-    edit = {"path": "notes.txt", "edits": [{"old_text": "beta", "new_text": "gamma"}]}
+    edit: dict[str, object] = {
+        "path": "notes.txt",
+        "edits": [{"old_text": "beta", "new_text": "gamma"}],
+    }
     server = ModelServer(
         [
             [
