@@ -146,6 +146,28 @@ async def add_tool(name: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def ping_flood(count: int, ctx: Context, wait_s: float = 5.0) -> str:
+    """Send ``count`` pings to the client at once; say how many were answered in ``wait_s``."""
+    answered = 0
+    refused = 0
+
+    async def one() -> None:
+        nonlocal answered, refused
+        with anyio.move_on_after(wait_s):
+            try:
+                await ctx.session.send_ping()
+            except Exception:
+                refused += 1
+            else:
+                answered += 1
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(count):
+            tasks.start_soon(one)
+    return f"answered={answered} refused={refused}"
+
+
+@server.tool()
 def big(size: int) -> str:
     """A text result of ``size`` bytes."""
     return "x" * size

@@ -97,3 +97,26 @@ async def test_a_log_flood_is_bounded_and_the_call_still_answers() -> None:
 def test_every_call_has_a_ceiling_by_default() -> None:
     defaults = open_mcp_tools.__wrapped__.__kwdefaults__  # type: ignore[attr-defined]
     assert defaults["max_call_s"] == 600.0
+
+
+async def test_server_requests_over_http_are_bounded_too(fixture_http_url: str) -> None:
+    from prism.core import ToolCall, ToolExecutionContext
+    from prism.mcp import StreamableHttpTransport
+
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx",
+            transport=StreamableHttpTransport(fixture_http_url),
+            protocol="legacy",
+            max_server_requests=4,
+        ) as bridge:
+            tool = next(t for t in bridge.tools if t.name == "mcp:fx:ping_flood")
+            ctx = ToolExecutionContext(ToolCall(id="p", name=tool.name, arguments={}))
+            result = await tool.execute({"count": 200, "wait_s": 1.0}, ctx)
+            conn = bridge._conn
+            assert conn is not None
+            refused = conn.state.refused_requests
+    answered = int(result.joined_text.split()[0].removeprefix("answered="))
+    assert answered >= 4
+    assert refused > 0
+    assert answered + refused >= 200
