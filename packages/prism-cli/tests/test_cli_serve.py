@@ -120,3 +120,31 @@ def test_serve_rejects_a_bad_http_address(tmp_path: Path, run_cli: CliRunner) ->
     proc = run_cli("serve", "--config", str(config), "--http", "localhost")
     assert proc.returncode == 2
     assert "HOST:PORT" in proc.stderr
+
+
+async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    judge = "import json,sys; a=json.load(sys.stdin); sys.exit('ok.txt' not in a['command'])"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "prism.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--approve-command",
+            f"{sys.executable} -c {json.dumps(judge)}",
+        ],
+        cwd=str(tmp_path),
+        env=_env(),
+    )
+    async with Client(params) as client:
+        approved = await client.call_tool("shell", {"command": "touch ok.txt"})
+        refused = await client.call_tool("shell", {"command": "touch other.txt"})
+    assert not approved.is_error, _text(approved)
+    assert (tmp_path / "ws" / "ok.txt").exists()
+    assert refused.is_error
+    assert not (tmp_path / "ws" / "other.txt").exists()

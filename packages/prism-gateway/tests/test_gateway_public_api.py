@@ -13,6 +13,7 @@ DOCUMENTED = {
     "OAuthResourceServer",
     "ToolHints",
     "build_http_app",
+    "create_command_approver",
     "create_gateway_approver",
     "open_gateway",
     "serve_http",

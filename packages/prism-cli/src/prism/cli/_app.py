@@ -869,6 +869,13 @@ if TYPE_CHECKING:
 )
 @click.option("--stateless", is_flag=True, help="HTTP without sessions (for load balancing).")
 @click.option(
+    "--approve-command",
+    "approve_command",
+    metavar="CMD",
+    help="When the host cannot be asked, run CMD (no shell) with the action as JSON on "
+    "stdin: exit 0 approves (default: deny).",
+)
+@click.option(
     "--ledger",
     "ledger_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -881,6 +888,7 @@ def serve_command(
     token_file: Path | None,
     origins: tuple[str, ...],
     stateless: bool,
+    approve_command: str | None,
     ledger_file: Path | None,
 ) -> None:
     """Serve the configured tools to MCP hosts; every call passes Prism's gates.
@@ -888,7 +896,8 @@ def serve_command(
     Over stdio by default (point a host at `prism serve --config prism.toml`);
     with --http, over Streamable HTTP, on loopback unless bearer tokens are
     set. Actions that need approval are asked of the host by elicitation
-    when it can answer, else denied. See docs/gateway.md.
+    when it can answer, else of --approve-command, else denied. See
+    docs/gateway.md.
     """
     from prism.gateway import BearerAuth, HttpOptions
 
@@ -915,12 +924,25 @@ def serve_command(
             allowed_origins=origins,
             stateless=stateless,
         )
+    approver: tuple[str, ...] = ()
+    if approve_command is not None:
+        import shlex
+
+        try:
+            approver = tuple(shlex.split(approve_command))
+        except ValueError as exc:
+            raise CliError(f"--approve-command {approve_command!r}: {exc}") from exc
+        if not approver:
+            raise CliError("--approve-command needs a command, got an empty string")
     ledger_path = ledger_file if ledger_file is not None else loaded.ledger
-    _run_trio(lambda: _serve(loaded, options, ledger_path))
+    _run_trio(lambda: _serve(loaded, options, ledger_path, approver))
 
 
 async def _serve(
-    loaded: PrismConfig, options: HttpOptions | None, ledger: Path | str | None
+    loaded: PrismConfig,
+    options: HttpOptions | None,
+    ledger: Path | str | None,
+    approve_command: tuple[str, ...] = (),
 ) -> None:
     import trio
 
@@ -934,6 +956,7 @@ async def _serve(
     from prism.core import RunLedger, ToolDefinition
     from prism.gateway import (
         CODING_TOOL_HINTS,
+        create_command_approver,
         create_gateway_approver,
         open_gateway,
         serve_http,
@@ -952,7 +975,9 @@ async def _serve(
         sandbox, _label = await _sandbox(loaded)
         policy = create_coding_approval_policy(
             roots=roots,
-            approve=create_gateway_approver(),
+            approve=create_gateway_approver(
+                fallback=create_command_approver(approve_command) if approve_command else None
+            ),
             read_only=loaded.workspace.read_only,
             command_rules=CommandRules(
                 allow=loaded.commands.allow,

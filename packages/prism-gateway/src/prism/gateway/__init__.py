@@ -46,6 +46,7 @@ Example::
 """
 
 from ._approval import GatewayApprover as GatewayApprover
+from ._approval import create_command_approver as create_command_approver
 from ._approval import create_gateway_approver as create_gateway_approver
 from ._errors import GatewayConfigurationError as GatewayConfigurationError
 from ._errors import GatewayError as GatewayError
@@ -71,6 +72,7 @@ __all__ = [
     "OAuthResourceServer",
     "ToolHints",
     "build_http_app",
+    "create_command_approver",
     "create_gateway_approver",
     "open_gateway",
     "serve_http",

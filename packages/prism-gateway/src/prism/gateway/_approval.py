@@ -7,10 +7,11 @@ import hashlib
 import hmac
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
+import trio
 
 from prism.coding.security import ApprovalDecision
 from prism.core import ExecutionAction
@@ -22,6 +23,7 @@ __all__ = [
     "CallScope",
     "GatewayApprover",
     "approval_request",
+    "create_command_approver",
     "create_gateway_approver",
     "current_call",
 ]
@@ -214,5 +216,71 @@ def create_gateway_approver(
         if isinstance(answer, ApprovalDecision):
             return answer
         return ApprovalDecision(approved=answer is True, remember=False)
+
+    return approve
+
+
+_MAX_APPROVER_OUTPUT = 64 * 1024
+
+
+def create_command_approver(
+    command: Sequence[str],
+) -> Callable[[ExecutionAction], Awaitable[ApprovalDecision]]:
+    """A fallback approver that runs ``command`` (never through a shell) for each question.
+
+    The action goes to its stdin as one JSON object (``kind``, ``operation``,
+    ``command``, ``paths``, ``risk``, plus ``tool`` and ``client`` when a
+    gateway call is being served); exit status 0 approves, anything else
+    denies, and the first line of its output (clipped) is the reason. The
+    decision is not remembered.
+
+    Cancellation: cancelling the question (the policy's approval timeout, or
+    the call) kills the command.
+
+    Raises:
+        GatewayConfigurationError: ``command`` is empty or not a sequence of strings.
+    """
+    if isinstance(command, str) or not isinstance(command, Sequence) or not command:
+        raise GatewayConfigurationError(
+            f"command must be a non-empty sequence of strings, got {command!r}"
+        )
+    argv = tuple(command)
+    if not all(isinstance(part, str) and part for part in argv):
+        raise GatewayConfigurationError(f"command must hold non-empty strings, got {argv!r}")
+
+    async def approve(action: ExecutionAction) -> ApprovalDecision:
+        scope = current_call.get()
+        question = {
+            "kind": action.kind,
+            "operation": action.operation,
+            "command": action.command,
+            "paths": list(action.paths),
+            "risk": action.risk,
+            "tool": scope.tool_name if scope is not None else None,
+            "client": scope.client if scope is not None else None,
+        }
+        try:
+            done = await trio.run_process(
+                argv,
+                stdin=json.dumps(question).encode("utf-8"),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        except OSError as exc:
+            return ApprovalDecision(
+                approved=False, remember=False, reason=f"the approver could not run: {exc}"
+            )
+        said = (done.stdout or b"")[:_MAX_APPROVER_OUTPUT].decode("utf-8", "replace").strip()
+        first = said.splitlines()[0][:200] if said else ""
+        if done.returncode == 0:
+            return ApprovalDecision(
+                approved=True, remember=False, reason=first or "approved by the approver command"
+            )
+        return ApprovalDecision(
+            approved=False,
+            remember=False,
+            reason=first or f"the approver command said no (exit {done.returncode})",
+        )
 
     return approve

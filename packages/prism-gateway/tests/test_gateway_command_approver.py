@@ -1,0 +1,50 @@
+"""The command approver: a program the user configures answers when the client cannot."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from prism.core import ExecutionAction
+from prism.gateway import GatewayConfigurationError, create_command_approver
+
+# Approves commands that only touch files named ok*, says why either way.
+JUDGE = (
+    "import json, sys\n"
+    "action = json.load(sys.stdin)\n"
+    "ok = action['command'].startswith('touch ok')\n"
+    "print('fine by the judge' if ok else 'not this one')\n"
+    "sys.exit(0 if ok else 3)\n"
+)
+
+
+def _action(command: str) -> ExecutionAction:
+    return ExecutionAction(kind="shell", operation="shell", command=command, paths=("/w",))
+
+
+async def test_exit_zero_approves_and_is_not_remembered() -> None:
+    approve = create_command_approver([sys.executable, "-c", JUDGE])
+    decision = await approve(_action("touch ok.txt"))
+    assert decision.approved
+    assert not decision.remember
+    assert decision.reason == "fine by the judge"
+
+
+async def test_other_exit_denies_with_the_programs_words() -> None:
+    approve = create_command_approver([sys.executable, "-c", JUDGE])
+    decision = await approve(_action("touch nope.txt"))
+    assert not decision.approved
+    assert decision.reason == "not this one"
+
+
+async def test_a_missing_program_denies() -> None:
+    approve = create_command_approver(["/nonexistent/approver"])
+    decision = await approve(_action("touch ok.txt"))
+    assert not decision.approved
+    assert "could not run" in (decision.reason or "")
+
+
+def test_a_shell_string_is_refused() -> None:
+    with pytest.raises(GatewayConfigurationError, match="sequence"):
+        create_command_approver("approve.sh --yes")
