@@ -473,12 +473,15 @@ class McpToolBridge:
         """Re-list the server's tools, replace :attr:`tools` and clear :attr:`stale`.
 
         Reconnects first if the session was closed. Calls already running keep
-        the tool they started with. Checkpoints. Cancellation leaves the old
-        listing in place.
+        the tool they started with. Each tool is checked against its pin (see
+        ``pins_file`` and ``accept_change`` on :func:`open_mcp_tools`); the pins
+        file is read again first, so a host accepts a change by writing it
+        there. Checkpoints. Cancellation leaves the old listing in place.
 
         Raises:
-            McpBridgeError: the bridge is closed, or the server could not be
-                reached or listed within ``connect_timeout_s`` / ``call_timeout_s``.
+            McpBridgeError: the bridge is closed, the server could not be
+                reached or listed within ``connect_timeout_s`` / ``call_timeout_s``,
+                or the pins file cannot be read.
         """
         conn = await self._connection()
         await self._relist(conn, self._options.call_timeout_s)
