@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 import trio
 
 from prism.core import (
@@ -17,7 +18,13 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
-from prism.mcp import McpToolInfo, StdioTransport, create_mcp_permission_policy, open_mcp_tools
+from prism.mcp import (
+    McpBridgeError,
+    McpToolInfo,
+    StdioTransport,
+    create_mcp_permission_policy,
+    open_mcp_tools,
+)
 
 if TYPE_CHECKING:
     from prism.mcp import McpToolBridge
@@ -120,6 +127,29 @@ async def test_a_pins_file_that_disagrees_blocks_at_open_and_accepts_by_editing_
 async def test_without_a_pins_file_tools_are_still_pinned_for_the_bridge_lifetime() -> None:
     with trio.fail_after(20):
         async with open_mcp_tools(server_id="sh", transport=SHAPES, protocol="legacy") as bridge:
+            await mutate_and_refresh(bridge)
+            result = await run(bridge, "good")
+    assert result.details["mcp_error"] == "definition_changed"
+
+
+async def test_an_unreadable_pins_file_fails_open(tmp_path: Path) -> None:
+    pins = tmp_path / "pins.json"
+    pins.write_text("not json")
+    with trio.fail_after(20), pytest.raises(McpBridgeError, match="pins_file"):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
+        ):
+            pass
+
+
+async def test_an_accept_callback_that_raises_accepts_nothing() -> None:
+    def accept(info: McpToolInfo) -> bool:
+        raise RuntimeError("no reviewer")
+
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", accept_change=accept
+        ) as bridge:
             await mutate_and_refresh(bridge)
             result = await run(bridge, "good")
     assert result.details["mcp_error"] == "definition_changed"

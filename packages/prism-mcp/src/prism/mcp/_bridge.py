@@ -848,9 +848,13 @@ class McpToolBridge:
         info = attrs.evolve(info, changed=changed)
         accept = self._options.accept_change
         if accept is not None:
-            answer = accept(info)
-            if not isinstance(answer, bool):
-                answer = await answer
+            try:
+                answer = accept(info)
+                if not isinstance(answer, bool):
+                    answer = await answer
+            except Exception:
+                _log.warning("accept_change raised; the change is not accepted", exc_info=True)
+                answer = False
             if answer is True:
                 self._pins[info.name] = parts
                 return attrs.evolve(info, changed=()), True
