@@ -11,6 +11,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
 - ``progress``: tools/call of ``flood`` sends ``count`` progress notifications
   and never answers.
 - ``log``: tools/call of ``flood`` sends ``count`` log notifications, then answers.
+- ``announce``: tools/call of ``flood`` announces ``count`` tool list changes
+  (that change nothing), then answers.
 - ``shapes``: tools with annotations and output schemas whose results lie
   (see ``SHAPES``); ``count`` is unused.
 """
@@ -164,6 +166,11 @@ def flood(request_id: object, token: object) -> None:
         OUT.flush()
         while True:
             signal.pause()
+    if MODE == "announce":
+        line = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
+        for _ in range(COUNT // 100):
+            OUT.write(line * 100)
+        OUT.flush()
     if MODE == "log":
         line = (
             json.dumps(

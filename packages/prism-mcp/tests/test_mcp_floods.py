@@ -94,6 +94,14 @@ async def test_a_log_flood_is_bounded_and_the_call_still_answers() -> None:
     assert growth(report) < 20 * MB
 
 
+async def test_an_announcement_storm_is_bounded_and_the_call_still_answers() -> None:
+    # Each announcement is checked by at most one listing at a time, three in a row.
+    with trio.fail_after(120):
+        report = await probe("announce", 50_000)
+    assert report["text"] == "done"
+    assert growth(report) < 20 * MB
+
+
 def test_every_call_has_a_ceiling_by_default() -> None:
     defaults = open_mcp_tools.__wrapped__.__kwdefaults__  # type: ignore[attr-defined]
     assert defaults["max_call_s"] == 600.0
