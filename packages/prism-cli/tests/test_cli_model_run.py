@@ -7,9 +7,11 @@ command in a subprocess pointed at it with ``--base-url``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
+import signal
 import sys
 from functools import partial
 from typing import TYPE_CHECKING
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 Events = list[tuple[str | None, str]]
+HOLD = "__hold__"
 
 CONFIG = """
 [agent]
@@ -56,6 +59,7 @@ class ModelServer:
 
     streams: list[Events]
     bodies: list[dict[str, object]] = attrs.Factory(list)
+    holding: trio.Event = attrs.Factory(trio.Event)
 
     async def handle(self, stream: trio.SocketStream) -> None:
         buffer = b""
@@ -78,6 +82,13 @@ class ModelServer:
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
         )
         for event, data in events:
+            if event == HOLD:
+                # Keep the stream open until the client goes away.
+                self.holding.set()
+                with contextlib.suppress(trio.BrokenResourceError):
+                    while await stream.receive_some(65536):
+                        pass
+                break
             frame = f"event: {event}\n" if event else ""
             await stream.send_all(f"{frame}data: {data}\n\n".encode())
         await stream.aclose()
@@ -417,3 +428,68 @@ async def test_with_yes_never_nothing_is_asked_even_on_a_terminal(tmp_path: Path
     assert returncode == 0, output
     assert "approval needed" not in output
     assert not (tmp_path / "repo" / "yes.txt").exists()
+
+
+async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_only_the_turn(
+    tmp_path: Path,
+) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer(
+        [
+            [chunk({"content": "Hi there."}, "stop"), (None, "[DONE]")],
+            [chunk({"content": "Let me"}), (HOLD, "")],
+            [chunk({"content": "Back."}, "stop"), (None, "[DONE]")],
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
+    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    master, slave = pty.openpty()
+    output = b""
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        argv = [sys.executable, "-m", "prism.cli", "chat", "--model", "openai:test-model"]
+        argv += ["--base-url", f"http://127.0.0.1:{port}/v1"]
+        process = await trio.lowlevel.open_process(
+            argv, cwd=tmp_path, env=env, stdin=slave, stdout=slave, stderr=slave
+        )
+        os.close(slave)
+        terminal = trio.lowlevel.FdStream(master)
+        lines = [b"hello\n", b"think\n", b"again\n", b"/exit\n"]
+        sent = 0
+
+        async def interrupt_when_held() -> None:
+            await server.holding.wait()
+            process.send_signal(signal.SIGINT)
+
+        nursery.start_soon(interrupt_when_held)
+        with trio.fail_after(60):
+            while True:
+                try:
+                    chunk_ = await terminal.receive_some(4096)
+                except (OSError, trio.BrokenResourceError):
+                    break
+                if not chunk_:
+                    break
+                output += chunk_
+                if sent < len(lines) and output.count(b"you> ") > sent:
+                    await terminal.send_all(lines[sent])
+                    sent += 1
+            returncode = await process.wait()
+        await terminal.aclose()
+        nursery.cancel_scope.cancel()
+    text = output.decode(errors="replace")
+    assert returncode == 0, text
+    assert "Hi there." in text
+    assert "(turn aborted; the conversation goes on)" in text
+    assert "Back." in text
+    # The last request carried the whole conversation; the aborted turn left its
+    # user message and nothing half-said.
+    messages = server.bodies[-1]["messages"]
+    assert isinstance(messages, list)
+    assert [(m["role"], m["content"]) for m in messages[1:]] == [
+        ("user", "hello"),
+        ("assistant", "Hi there."),
+        ("user", "think"),
+        ("user", "again"),
+    ]

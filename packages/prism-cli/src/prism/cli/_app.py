@@ -501,6 +501,18 @@ def run_command(
     return 1 if report.aborted else 0
 
 
+# --------------------------------------------------------------------------- chat
+
+
+def _add_chat() -> None:
+    from ._chat import chat_command
+
+    cli.add_command(chat_command)
+
+
+_add_chat()
+
+
 # --------------------------------------------------------------------------- demo
 
 
