@@ -142,3 +142,17 @@ def test_entering_outside_trio_says_to_use_the_asyncio_host() -> None:
     with pytest.raises(TrioRequiredError, match="open_asyncio_host"):
         entering.send(None)
     entering.close()
+
+
+def test_max_call_s_none_still_gets_the_default_ceiling_and_only_inf_removes_it() -> None:
+    import math
+
+    from prism.mcp._bridge import _max_call
+
+    assert _max_call(None) == 600.0
+    assert _max_call(5) == 5.0
+    assert _max_call(math.inf) is None
+    with pytest.raises(ConfigurationError, match="max_call_s"):
+        _max_call(-1)
+    with pytest.raises(ConfigurationError, match="max_call_s"):
+        _max_call(math.nan)

@@ -102,6 +102,19 @@ def _positive_seconds(option: str, value: object, *, allow_none: bool = False) -
     return float(value)
 
 
+DEFAULT_MAX_CALL_S = 600.0
+
+
+def _max_call(value: object) -> float | None:
+    # None (a host that passes its own unset option through) still gets the
+    # default ceiling; only an explicit infinity removes it.
+    if value is None:
+        return DEFAULT_MAX_CALL_S
+    if isinstance(value, float) and value == math.inf:
+        return None
+    return _positive_seconds("max_call_s", value)
+
+
 @attrs.frozen(kw_only=True)
 class McpServerInfo:
     """What the server said about itself (clipped; servers are untrusted).
@@ -227,7 +240,7 @@ def _options(
         list_cache_ttl_s=ttl,
         call_timeout_s=call,
         connect_timeout_s=connect,
-        max_call_s=_positive_seconds("max_call_s", max_call_s, allow_none=True),
+        max_call_s=_max_call(max_call_s),
         max_result_bytes=max_result_bytes,
         protocol=protocol,
         max_list_bytes=max_list_bytes,  # type: ignore[arg-type]
@@ -1208,9 +1221,9 @@ async def open_mcp_tools(
         call_timeout_s: a call fails when the server sends neither a result nor a
             progress notification for this long.
         connect_timeout_s: bound on starting, connecting and the first listing.
-        max_call_s: hard ceiling on one call, progress or not (default 600 s;
-            ``None`` removes it, which lets a server that sends progress forever
-            keep a call alive).
+        max_call_s: hard ceiling on one call, progress or not (default 600 s,
+            also when ``None`` is passed; only ``math.inf`` removes it, which
+            lets a server that sends progress forever keep a call alive).
         max_result_bytes: largest message accepted from the server; a larger one
             is refused while it arrives, the call fails and the session is closed.
         protocol: ``"auto"`` (2026-07-28 when the server speaks it, otherwise the
