@@ -6,8 +6,10 @@ Rows (medians over repetitions, measured in one run, samples interleaved):
    mcp_fixture_server.py), over stdio and over Streamable HTTP on 127.0.0.1: the raw
    SDK ``Client.call_tool`` (baseline) against the same call through
    ``dispatch_tool_call`` on the bridge's tool (registry, gates, events, deadlines,
-   bounded transport, result mapping). Both clients list the tools first, so the SDK
-   validates each result against the tool's ``outputSchema`` on both sides.
+   bounded transport, result mapping). Both clients list the tools first, so each
+   result is checked against the tool's ``outputSchema`` on both sides: by the SDK
+   (``jsonschema``) on the raw side, by the bridge (prism-validation-jsonschema) on
+   the bridge side, which turns the SDK's own check off.
    Target: <= 1.05x the raw SDK. A third row calls the bridge's own SDK session
    directly (same server process, no Prism layers) to tell Prism's cost apart from
    the difference between two server processes; a fourth gives, in absolute time,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import time
 from pathlib import Path
 
 import trio
@@ -41,6 +42,7 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
         ):
             pass
         before = peak_rss_bytes()
+        started = time.monotonic()
         async with open_mcp_tools(
             server_id="fl",
             transport=transport,
@@ -60,12 +62,14 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
             tool = bridge.tools[0]
             ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments={}))
             before = peak_rss_bytes()
+            started = time.monotonic()
             result = await tool.execute({}, ctx)
             after = peak_rss_bytes()
             report["is_error"] = result.is_error
             report["mcp_error"] = result.details.get("mcp_error")
             report["limit"] = result.details.get("limit")
             report["text"] = result.joined_text[:300]
+    report["seconds"] = time.monotonic() - started
     report["peak_before"] = before
     report["peak_after"] = after
     report["peak_growth_bytes"] = after - before

@@ -1,0 +1,71 @@
+"""What a hostile MCP server's floods cost the host: peak memory growth and time.
+
+Each flood runs in a fresh process (packages/prism-mcp/tests/mcp_flood_probe.py)
+against the hand-written hostile server (mcp_flood_server.py), with the bridge's
+default limits unless a row says otherwise. The time column is how long the
+bridge took to get through the flood (for a listing: the whole open; for the
+rest: the one call); the note gives the growth of the probe's peak RSS. These
+are the same floods test_mcp_floods.py asserts on (the tests bound memory only;
+timing lives here).
+
+Run: ``uv run python benchmarks/bench_mcp_floods.py [--json] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+from _harness import Row, row, run
+
+BENCH = "mcp-floods"
+QUICK = "--quick" in sys.argv[1:]
+REPEAT = 1 if QUICK else 3
+PROBE = Path(__file__).resolve().parents[1] / "packages/prism-mcp/tests/mcp_flood_probe.py"
+
+FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
+    ("100 tools/list pages of ~900 kB", "pages", 100, ()),
+    ("100 pages, bulk in outputSchema", "schema_pages", 100, ()),
+    (
+        "200 000 pings, server never reads",
+        "ping",
+        200_000,
+        ("call_timeout_s=30", "connect_timeout_s=2", "max_call_s=60"),
+    ),
+    ("200 000 progress, max_call_s=2", "progress", 200_000, ("max_call_s=2",)),
+    ("50 000 log messages", "log", 50_000, ()),
+    ("50 000 list-change announcements", "announce", 50_000, ()),
+]
+
+
+async def probe(mode: str, count: int, options: tuple[str, ...]) -> dict[str, object]:
+    done = await trio.run_process(
+        [sys.executable, str(PROBE), mode, str(count), *options],
+        capture_stdout=True,
+        capture_stderr=True,
+    )
+    report: dict[str, object] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return report
+
+
+async def main() -> list[Row]:
+    rows: list[Row] = []
+    for label, mode, count, options in FLOODS:
+        seconds: list[float] = []
+        growth: list[float] = []
+        for _ in range(REPEAT):
+            report = await probe(mode, count, options)
+            assert isinstance(report["seconds"], float)
+            assert isinstance(report["peak_growth_bytes"], int)
+            seconds.append(report["seconds"] * 1e6)
+            growth.append(report["peak_growth_bytes"] / 1e6)
+        growth.sort()
+        note = f"peak RSS +{growth[len(growth) // 2]:.1f} MB (max +{growth[-1]:.1f} MB)"
+        rows.append(row(BENCH, label, seconds, note=note))
+    return rows
+
+
+if __name__ == "__main__":
+    run(main)
