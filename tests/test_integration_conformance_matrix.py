@@ -409,9 +409,9 @@ async def test_row_12_symlink_escape_under_a_root_is_denied_by_realpath(
 @pytest.mark.parametrize(
     ("command", "approvable"),
     [
-        ("echo hi; python3 -c 'open(\"pwned\", \"w\")'", True),
+        ('echo hi; python3 -c \'open("pwned", "w")\'', True),
         ("echo hi && install /dev/null pwned", True),
-        ("echo $(python3 -c 'open(\"pwned\", \"w\")')", True),
+        ('echo $(python3 -c \'open("pwned", "w")\')', True),
         ("echo hi | dd of=pwned", True),
         ("sudo touch pwned", False),
         ("rm -rf /", False),
