@@ -347,3 +347,32 @@ async def test_require_trio_passes_inside_a_trio_task() -> None:
         ToolCall(id="1", name="add", arguments={"a": 1, "b": 1}), options_for(ADD)
     )
     assert result.joined_text == "2"
+
+
+class SpawnOnlyInsideTrio:
+    """A nursery stand-in that refuses spawns from outside a trio task (an older trio)."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self.nursery = nursery
+        self.refused = 0
+
+    def start_soon(self, *args: object) -> None:
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            self.refused += 1
+            raise RuntimeError("must be called from async context") from None
+        self.nursery.start_soon(*args)  # type: ignore[arg-type]
+
+
+def test_calls_go_through_the_token_when_trio_refuses_a_spawn_from_the_loop() -> None:
+    async def main() -> tuple[str, int]:
+        async with open_asyncio_host() as host:
+            stand_in = SpawnOnlyInsideTrio(host._nursery)
+            host._nursery = stand_in  # type: ignore[assignment]
+            call = ToolCall(id="1", name="add", arguments={"a": 2, "b": 2})
+            result = await host.dispatch_tool_call(call, options_for(ADD))
+            host._nursery = stand_in.nursery
+            return result.joined_text, stand_in.refused
+
+    assert asyncio.run(main()) == ("4", 1)

@@ -141,12 +141,17 @@ class AsyncioHost:
             )
         call: _Call[T] = _Call(future=self._loop.create_future())
         try:
-            # The guest run's runner is this thread's trio run for the host's
-            # whole life, so the task is spawned right here (no round trip
-            # through the token's wakeup socket and system task).
+            # In guest mode trio keeps this thread's run context for the whole
+            # run, so the task is spawned right here: no round trip through the
+            # token's wakeup socket and a system task.
             self._nursery.start_soon(self._run_call, call, fn, args)
         except (RuntimeError, AttributeError):
-            raise AsyncioHostClosedError("this AsyncioHost's trio runtime has ended") from None
+            # A trio that keeps no run context between guest ticks: the
+            # documented, slower door.
+            try:
+                self._token.run_sync_soon(self._nursery.start_soon, self._run_call, call, fn, args)
+            except trio.RunFinishedError:
+                raise AsyncioHostClosedError("this AsyncioHost's trio runtime has ended") from None
         self._active += 1
         return call
 
