@@ -268,3 +268,18 @@ def test_git_asks_inside_a_bare_repository_the_write_tool_could_have_made(root: 
     (root / ".git").mkdir()  # an ordinary repository above it does not change that
     assert explain_command("git -C evil log", roots=[str(root)]).outcome == "ask"
     assert explain_command("git log", roots=[str(root)]).outcome == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["env -C sub cat link", "env --chdir=sub cat link", "git -C sub diff --no-index link x",
+     "git -C sub blame --contents=link f", "git -C sub config -f link --list"],
+)  # fmt: skip
+def test_paths_relative_to_another_directory_are_not_judged_from_here(
+    root: Path, command: str
+) -> None:
+    # sub/link leads outside; judged from the root, "link" would look harmless
+    (root / "sub").mkdir()
+    (root / "sub" / "link").symlink_to("/etc/passwd")
+    assert explain_command(command, roots=[str(root)]).outcome == "ask"
+    assert explain_command("git -C sub log", roots=[str(root)]).outcome == "allow"

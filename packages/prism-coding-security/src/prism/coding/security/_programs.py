@@ -981,6 +981,8 @@ def _git(args: Argv) -> Use:
             refused, config_reads, _, _ = _options_use("git config", sub_parsed)
             if refused is not None:
                 return attrs.evolve(refused, rule=rule)
+            if cwd is not None and config_reads:
+                return Use(verdict="ask", reason="git -C with file arguments", rule=rule)
             reads += config_reads
         if sub_parsed.error or words is None or not reading:
             return Use(
@@ -1041,6 +1043,9 @@ def _git(args: Argv) -> Use:
         )
     if sub_parsed.has("--no-index"):
         sub_reads += sub_operands
+    if cwd is not None and (sub_reads or len(reads) > 1):
+        # paths given to git -C DIR are relative to DIR, not to where the line runs
+        return Use(verdict="ask", reason="git -C with file arguments", rule=rule)
     return Use(
         verdict="allow",
         reason=f"git {sub} only reads the repository",
@@ -1226,9 +1231,8 @@ def _env(args: Argv) -> Use:
             words = words[:index] + list(split) + words[index + consumed :]
             continue
         if opt.canonical == "--chdir":
-            cwd = value
-        if opt.canonical == "--argv0":
-            pass
+            # the command's relative paths would be judged against the wrong directory
+            return _ask("env", "env -C runs the command in another directory")
         index += consumed
     assignments = []
     while (
