@@ -550,7 +550,7 @@ def _bare_repository(start: str, roots: Roots) -> str | None:
     (``diff.external``, ``core.fsmonitor``...). Git finds one by walking up from its
     working directory, as this does.
     """
-    current = os.path.realpath(start)
+    current = start  # already resolved (a working directory or a resolved -C)
     while roots.contains_real(current):
         if os.path.lexists(os.path.join(current, ".git")):
             return None

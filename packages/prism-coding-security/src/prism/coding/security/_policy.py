@@ -193,8 +193,8 @@ class _CodingApprovalPolicy:
         kind = action.kind
         cwd_value = action.metadata.get("cwd")
         base = cwd_value if isinstance(cwd_value, str) else None
-        for path in action.paths:
-            verdict = self.roots.resolve(path, base=base)
+        resolved = [self.roots.resolve(path, base=base) for path in action.paths]
+        for verdict in resolved:
             if not verdict.inside:
                 return CommandVerdict(
                     outcome="deny",
@@ -207,7 +207,7 @@ class _CodingApprovalPolicy:
                     },
                 )
         if kind == "shell":
-            return self._judge_shell(action, base)
+            return self._judge_shell(action, resolved[0].real if resolved else None)
         paths = list(action.paths)
         if kind in WRITE_KINDS:
             if self.read_only:
@@ -218,8 +218,8 @@ class _CodingApprovalPolicy:
                     details={"kind": kind, "paths": paths, "read_only": True},
                 )
             for path in paths:
-                resolved = self.roots.resolve(path, base=base)
-                relative = (resolved.real or "")[len(resolved.root or "") :].lstrip("/")
+                target = self.roots.resolve(path, base=base)
+                relative = (target.real or "")[len(target.root or "") :].lstrip("/")
                 entry = self.protected.match("/" + relative) if relative else None
                 if entry is not None:
                     return CommandVerdict(
@@ -250,14 +250,14 @@ class _CodingApprovalPolicy:
             details={"kind": kind, "paths": paths},
         )
 
-    def _judge_shell(self, action: ExecutionAction, base: str | None) -> CommandVerdict:
+    def _judge_shell(self, action: ExecutionAction, real_cwd: str | None) -> CommandVerdict:
         if not action.paths:
             return CommandVerdict(
                 outcome="deny",
                 reason="shell action denied: it names no working directory",
                 details={"kind": "shell"},
             )
-        cwd = self.roots.resolve(action.paths[0], base=base).real or self.roots.paths[0]
+        cwd = real_cwd or self.roots.paths[0]
         command = action.command
         if not isinstance(command, str):
             return CommandVerdict(
