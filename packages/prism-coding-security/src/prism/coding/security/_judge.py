@@ -149,19 +149,21 @@ class _Judge:
         if self.rules.defaults:
             for hazard in script.hazards:
                 self.add(shown, "deny", f"denied: {hazard}", "default:structure", depth)
-        if script.uncertain:
+        if script.uncertain or not bash:
+            # another shell's syntax, or what the parser missed: deny rules still apply
             for tokens in rough_segments(script.source):
                 rule = self.rules.first("deny", normalize_argv(tokens))
                 if rule is not None:
                     self.add(
                         tokens,
                         "deny",
-                        f"{' '.join(tokens)!r} (in a part that could not be "
-                        f"parsed with confidence) matches the deny rule {rule.text!r}",
+                        f"{' '.join(tokens)!r} (in text not parsed as bash "
+                        f"with confidence) matches the deny rule {rule.text!r}",
                         f"deny:{rule.text}",
                         depth,
                     )
                     break
+        if script.uncertain:
             self.add(
                 shown,
                 "ask",
