@@ -1,0 +1,84 @@
+"""Red-team findings: commands the policy allows that run programs or reveal secrets.
+
+Each test is a bypass verified for real with ``bash -c`` in a scratch root; the
+policy must not allow these commands without approval.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import explain_command
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _outcome(command: str, root: Path) -> str:
+    return explain_command(command, roots=[str(root)]).outcome
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "jq '$ ENV' d.json",  # jq 1.6 accepts whitespace between '$' and the name
+        "jq -n '$  ENV|keys'",
+        "jq -n '\"\\($ ENV.HOME)\"'",
+    ],
+)
+def test_jq_env_with_whitespace_reveals_the_environment(root: Path, command: str) -> None:
+    # verified: MYSECRET=topsecret bash -c "jq '\$ ENV.MYSECRET' d.json" prints "topsecret";
+    # the _JQ_DANGER pattern only matches the spelling "$ENV"
+    (root / "d.json").write_text('{"a": 1}\n')
+    assert _outcome(command, root) != "allow"
+
+
+def _bare_layout(root: Path) -> None:
+    """A work tree whose top level also holds a bare repository's files.
+
+    The `.git` directory makes the bare-repository check stop; `git --bare` then
+    takes the working directory itself as GIT_DIR and reads the unprotected
+    ./config and ./info/attributes, which name a textconv program.
+    """
+    (root / ".git").mkdir()
+    (root / "HEAD").write_text("ref: refs/heads/master\n")
+    (root / "objects").mkdir()
+    (root / "refs" / "heads").mkdir(parents=True)
+    (root / "info").mkdir()
+    (root / "info" / "attributes").write_text("* diff=evil\n")
+    (root / "evil.sh").write_text('#!/bin/sh\ntouch "$HOME/pwned"\ncat "$1"\n')
+    (root / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+        '[diff "evil"]\n\ttextconv = sh evil.sh\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git --bare show HEAD", "git --bare log -p", "git --bare diff HEAD~1 HEAD"],
+)
+def test_git_bare_uses_unprotected_config_in_the_work_tree(root: Path, command: str) -> None:
+    # verified: with the objects of two commits copied in, `git --bare show HEAD` ran
+    # the textconv program named in ./config (a marker file appeared)
+    _bare_layout(root)
+    assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git log --show-signature",
+        "git show --show-signature HEAD",
+        "git log -1 --format='%G?'",
+        "git log --pretty=%GG",
+        "git show --format=%GS -s",
+    ],
+)
+def test_git_signature_checks_run_gpg(root: Path, command: str) -> None:
+    # verified: on a commit with a gpgsig header, `git log --show-signature` and
+    # `git log --format=%G?` exec `gpg` from PATH (a stand-in gpg wrote a marker);
+    # gpg is another program, and it reads ~/.gnupg outside the roots
+    (root / ".git").mkdir()
+    assert _outcome(command, root) != "allow"
