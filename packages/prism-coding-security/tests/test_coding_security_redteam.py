@@ -82,3 +82,59 @@ def test_git_signature_checks_run_gpg(root: Path, command: str) -> None:
     # gpg is another program, and it reads ~/.gnupg outside the roots
     (root / ".git").mkdir()
     assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # ${X:=...} builds the text "$(touch ...)" without ever writing "$(", and ${X@P}
+        # prompt-expands it, which runs the command substitution
+        "cat <<END\n${X:=${D:-$}${P:-(}touch pwned)}${X@P}\nEND",
+        'cat <<< "${X:=${D:-$}${P:-(}touch pwned)}${X@P}"',
+        "cat <<-END\n\t${X:=${D:-$}${P:-(}touch pwned)}${X@P}\n\tEND",
+    ],
+)
+def test_heredoc_and_herestring_prompt_expansion_runs_commands(root: Path, command: str) -> None:
+    # verified with bash -c: a marker file appeared; the here-document check looks only
+    # for "$(", "`" and "$[", and a here-string's word is never judged at all
+    assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat <<END\n$AWS_SECRET_ACCESS_KEY\nEND",
+        'cat <<< "$AWS_SECRET_ACCESS_KEY"',
+        "cat <<< $HOME",
+        "cat <<END\n${!AWS*}\nEND",
+    ],
+)
+def test_heredoc_and_herestring_reveal_environment_variables(root: Path, command: str) -> None:
+    # verified: MYSECRET=topsecret bash -c 'cat <<< "$MYSECRET"' prints topsecret,
+    # while `echo "$MYSECRET"` asks (a parameter expansion is computed at run time)
+    assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git config --global --list",
+        "git config --system --list",
+        "git config --list --show-origin",
+        "git config --get-regexp http",
+    ],
+)
+def test_git_config_reads_config_files_outside_the_roots(root: Path, command: str) -> None:
+    # verified: with HOME=<outside>, `git config --global --list` printed
+    # http.extraheader=Authorization: Bearer SECRET-TOKEN from <outside>/.gitconfig
+    (root / ".git").mkdir()
+    assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize("command", ["git status", "git describe --dirty --always"])
+def test_git_commands_that_refresh_and_rewrite_the_index(root: Path, command: str) -> None:
+    # verified: after `touch a.txt`, `git status` and `git describe --dirty` rewrote
+    # .git/index (its mtime changed). A fix may instead run git with
+    # GIT_OPTIONAL_LOCKS=0 / --no-optional-locks (describe --dirty still writes then).
+    (root / ".git").mkdir()
+    assert _outcome(command, root) != "allow"
