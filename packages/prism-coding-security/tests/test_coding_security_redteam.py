@@ -138,3 +138,26 @@ def test_git_commands_that_refresh_and_rewrite_the_index(root: Path, command: st
     # GIT_OPTIONAL_LOCKS=0 / --no-optional-locks (describe --dirty still writes then).
     (root / ".git").mkdir()
     assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "printf 'x%n' HOME; git status",
+        "printf 'x%n' HOME && git log",
+        "printf 'abc%n' PATH; ls",
+        "printf 'abcd%n' PATH; ls -c 'exec touch pwned'",
+        "printf '%n' PATH",
+    ],
+)
+def test_printf_percent_n_assigns_shell_variables(root: Path, command: str) -> None:
+    # bash's printf %n stores the count of bytes printed so far in the named variable,
+    # like -v. Verified with bash -c:
+    # - HOME=1 makes git read ./1/.gitconfig (a plain file in the root) as the global
+    #   config; its core.fsmonitor ran on `git status` (a marker file appeared);
+    # - PATH=3 / PATH=4 makes bash run ./3/ls (a stand-in wrote a marker) or ./4/ls, a
+    #   symlink to /bin/sh, which ran `ls -c '...'` as a shell command.
+    (root / "1").mkdir()
+    (root / "1" / ".gitconfig").write_text("[core]\n\tfsmonitor = touch pwned\n")
+    (root / ".git").mkdir()
+    assert _outcome(command, root) != "allow"
