@@ -146,7 +146,7 @@ def test_git_commands_that_refresh_and_rewrite_the_index(root: Path, command: st
         "printf 'x%n' HOME; git status",
         "printf 'x%n' HOME && git log",
         "printf 'abc%n' PATH; ls",
-        "printf 'abcd%n' PATH; ls -c 'exec touch pwned'",
+        "printf 'abcd%n' PATH; ls -c 'exec /usr/bin/touch pwned'",
         "printf '%n' PATH",
     ],
 )
@@ -160,4 +160,37 @@ def test_printf_percent_n_assigns_shell_variables(root: Path, command: str) -> N
     (root / "1").mkdir()
     (root / "1" / ".gitconfig").write_text("[core]\n\tfsmonitor = touch pwned\n")
     (root / ".git").mkdir()
+    assert _outcome(command, root) != "allow"
+
+
+def _outside_secret(root: Path) -> Path:
+    outside = root.parent / "outside"
+    outside.mkdir()
+    secret = outside / "secret"
+    secret.write_text("SECRET-XYZ\n")
+    return secret
+
+
+@pytest.mark.parametrize("command", ["diff dA dB", "diff -q dA dB", "diff dB/s dA", "diff dA dB/s"])
+def test_diff_of_directories_follows_symlinks_inside_them(root: Path, command: str) -> None:
+    # verified: `diff dA dB` printed "< SECRET-XYZ": diff compares dA/s with dB/s and
+    # follows the symlink dA/s -> ../../outside/secret; only the operands are checked
+    secret = _outside_secret(root)
+    (root / "dA").mkdir()
+    (root / "dB").mkdir()
+    (root / "dA" / "s").symlink_to(secret)
+    (root / "dB" / "s").write_text("x\n")
+    assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat l[^a]nk", "cat li[^x]k", "cat ?[^x]nk", "cat l[[:alpha:]]nk", "cat *[^a]"],
+)
+def test_globs_that_python_expands_differently_from_bash(root: Path, command: str) -> None:
+    # bash takes [^...] as a negated bracket and knows [[:alpha:]]; Python's glob reads
+    # '^' as a literal and has no character classes, finds no match and keeps the word
+    # as a harmless literal. Verified: `bash -c 'cat l[^a]nk'` printed SECRET-XYZ.
+    secret = _outside_secret(root)
+    (root / "link").symlink_to(secret)
     assert _outcome(command, root) != "allow"
