@@ -194,3 +194,22 @@ def test_globs_that_python_expands_differently_from_bash(root: Path, command: st
     secret = _outside_secret(root)
     (root / "link").symlink_to(secret)
     assert _outcome(command, root) != "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git config --includes --file=cfg --list",
+        "git config --includes -f cfg --get http.extraheader",
+    ],
+)
+def test_git_config_file_includes_read_outside_the_roots(root: Path, command: str) -> None:
+    # verified: cfg (a file in the root) includes ../outside/.gitconfig, and
+    # `git config --includes --file=cfg --list` printed its http.extraheader token;
+    # only the --file path itself is checked
+    outside = root.parent / "outside"
+    outside.mkdir()
+    (outside / ".gitconfig").write_text("[http]\n\textraheader = Bearer SECRET-TOKEN\n")
+    (root / "cfg").write_text("[include]\n\tpath = ../outside/.gitconfig\n")
+    (root / ".git").mkdir()
+    assert _outcome(command, root) != "allow"
