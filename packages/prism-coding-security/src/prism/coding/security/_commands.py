@@ -184,8 +184,9 @@ class _Walker:
             quoted = getattr(output, "kind", None) == "word" and any(
                 q in self.raw(output) for q in "'\"\\"
             )
-            if not quoted and ("$(" in body or "`" in body or "$[" in body):
-                self.flag(f"the here-document {delimiter!r} runs command substitutions")
+            if not quoted and ("$" in body or "`" in body):
+                # any expansion: ${X@P} runs text as a prompt, "$SECRET" reveals the environment
+                self.flag(f"the here-document {delimiter!r} expands its body at run time")
                 for tokens in rough_segments(body):
                     self.commands.append(
                         SimpleCommand(words=tuple(Word(raw=t, dynamic=True) for t in tokens))
@@ -193,7 +194,8 @@ class _Walker:
             return Redirect(op=op, target=None)
         if op == "<<<":
             if getattr(output, "kind", None) == "word":
-                self.word(output)  # substitutions inside still run
+                # judged as a word: an expansion in it makes the command ask
+                return Redirect(op=op, target=self.word(output))
             return Redirect(op=op, target=None)
         if getattr(output, "kind", None) == "word":
             return Redirect(op=op, target=self.word(output))

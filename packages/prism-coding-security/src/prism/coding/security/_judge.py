@@ -240,6 +240,10 @@ class _Judge:
         if target is None:
             return
         values, why = self.expand(target)
+        if op == "<<<":
+            if why is not None or None in values:  # the string is data; its expansions are not
+                self.add(display, "ask", f"here-string {target.raw}: {why}", "redirect", depth)
+            return
         if why is not None or len(values) != 1 or values[0] is None:
             reason = why or f"the redirect target {target.raw!r} is ambiguous"
             self.add(display, "ask", f"redirect {op} {target.raw}: {reason}", "redirect", depth)

@@ -328,9 +328,9 @@ _G["gawk"] = _G["mawk"] = _G["nawk"] = _G["awk"]
 
 _GIT_GLOBAL = grammar(
     "c:-C= -p|--paginate -P|--no-pager --no-replace-objects --literal-pathspecs"
-    " --glob-pathspecs --noglob-pathspecs --icase-pathspecs --no-optional-locks --bare"
+    " --glob-pathspecs --noglob-pathspecs --icase-pathspecs --no-optional-locks"
     " --no-advice --version"
-    " x:-c= x:--config-env= x:--exec-path=? x:--git-dir= x:--work-tree= x:--namespace="
+    " x:-c= x:--config-env= x:--exec-path=? x:--git-dir= x:--work-tree= x:--namespace= x:--bare"
     " x:--super-prefix= x:--html-path x:--man-path x:--info-path x:--list-cmds= x:--help",
     permute=False,
 )
@@ -370,7 +370,7 @@ _LOG_OPTS = (
     " --date-order --author-date-order --topo-order --reverse --no-walk=? --do-walk"
     " --pretty=? --format= --abbrev-commit --no-abbrev-commit --oneline --encoding="
     " --expand-tabs=? --no-expand-tabs --notes=? --no-notes --show-notes=? --standard-notes"
-    " --no-standard-notes --show-signature --relative-date --date= --parents --children"
+    " --no-standard-notes x:--show-signature --relative-date --date= --parents --children"
     " --left-right --graph --show-linear-break=? -c --cc --dd -m --diff-merges= --no-diff-merges"
     " --combined-all-paths -r -t --count --objects --objects-edge --unpacked --timestamp"
     " --no-walk --in-commit-order --stat-width= --stat-name-width= --stat-count= --max-age="
@@ -441,7 +441,7 @@ _GIT: dict[str, Grammar] = {
     ),
     "describe": grammar(
         "--all --tags --contains --abbrev= --candidates= --exact-match --debug --long --match="
-        " --exclude= --always --first-parent --dirty=? --broken=?"
+        " --exclude= --always --first-parent x:--dirty=? x:--broken=?"
     ),
     "cat-file": grammar("-t -s -e -p --allow-unknown-type --mailmap --no-mailmap"),
     "show-ref": grammar(
@@ -461,9 +461,9 @@ _GIT: dict[str, Grammar] = {
 }
 _GIT_CONFIG_READ = grammar(
     "--get --get-all --get-regexp --get-urlmatch -l|--list --show-origin --show-scope"
-    " --name-only -z|--null --global --system --local --worktree r:-f|--file= r:--blob="
-    " --type= --bool --int --bool-or-int --path --expiry-date --default= --includes --no-includes"
-    " --fixed-value --all --regexp= --value= --url="
+    " --name-only -z|--null --local --worktree r:-f|--file= r:--blob="
+    " --type= --bool --int --bool-or-int --path --expiry-date --default= --no-includes"
+    " --fixed-value --all --regexp= --value= --url= x:--global x:--system x:--includes"
 )
 
 # -- the safe set --------------------------------------------------------------------------
@@ -640,6 +640,10 @@ def _generic(name: str, args: Argv) -> Use:
     writer = bool(writes)
     if name in _READ_OPERANDS:
         reads += [o for o in operands if o != "-"]
+        if name in ("diff", "cmp"):
+            # a directory operand makes diff read (and follow links in) every file in it
+            return Use(verdict="allow", reason=f"{name} is in the safe set", rule=f"model:{name}",
+                       reads=tuple(reads), files_only=tuple(reads))  # fmt: skip
     elif name in _NO_OPERANDS and operands:
         return _ask(name, f"{name} with operands changes something")
     elif name == "date" and any(not o.startswith("+") for o in operands):
@@ -786,7 +790,9 @@ def _sed(args: Argv) -> Use:
     return _allow("sed", reads=tuple(files))
 
 
-_JQ_DANGER = re.compile(r"\benv\b|\$ENV|\bimport\b|\binclude\b|\bmodulemeta\b|\bget_search_list\b")
+_JQ_DANGER = re.compile(
+    r"\benv\b|\$\s*ENV|\$\s*__prog|\bimport\b|\binclude\b|\bmodulemeta\b|\bget_search_list\b"
+)
 _AWK_DANGER = re.compile(r"system|getline|[|>]|@|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC|\bsubsep")
 
 
@@ -984,6 +990,12 @@ def _git(args: Argv) -> Use:
             if cwd is not None and config_reads:
                 return Use(verdict="ask", reason="git -C with file arguments", rule=rule)
             reads += config_reads
+        scoped = sub_parsed.has("--local", "--worktree", "--file", "--blob")
+        if not sub_parsed.error and reading and not scoped:
+            # without a scope git also reads the user's and the system's config (tokens live
+            # there) and follows their includes
+            return Use(verdict="ask", reason="git config without --local reads config outside "
+                       "the roots", rule=rule)  # fmt: skip
         if sub_parsed.error or words is None or not reading:
             return Use(
                 verdict="ask",
@@ -1041,6 +1053,9 @@ def _git(args: Argv) -> Use:
             rule=rule,
             writer=True,
         )
+    for opt, value, _ in sub_parsed.options:
+        if opt.canonical in ("--format", "--pretty") and value is not None and "%G" in value:
+            return Use(verdict="ask", reason="a %G format checks signatures with gpg", rule=rule)
     if sub_parsed.has("--no-index"):
         sub_reads += sub_operands
     if cwd is not None and (sub_reads or len(reads) > 1):
@@ -1499,6 +1514,8 @@ def _echo(args: Argv) -> Use:
 def _printf(args: Argv) -> Use:
     if args and args[0] is not None and args[0].startswith("-v"):
         return _ask("printf", "printf -v assigns a shell variable")
+    if any(a is not None and re.search(r"%[^%a-zA-Z]*n", a) for a in args):
+        return _ask("printf", "printf %n assigns a shell variable")
     if any(a is None for a in args):
         return _ask("printf", "printf: an argument is computed at run time")
     return _allow("printf")

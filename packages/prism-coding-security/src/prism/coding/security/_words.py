@@ -177,6 +177,9 @@ def _tilde(chars: list[tuple[str, bool]], assignment: bool) -> list[tuple[str, b
     return chars
 
 
+_UNPORTABLE_BRACKET = re.compile(r"\[[^\]/]*(?:\^|\[[:.=]|\\)")
+
+
 def _may_match_dots(part: str) -> bool:
     """Whether a pattern component could match a leading dot in some shell."""
     if part.startswith("."):
@@ -195,6 +198,10 @@ def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
         return ["".join(c for c, _ in chars)], False
     pattern = "".join(glob.escape(c) if q else c for c, q in chars)
     absolute = pattern.startswith("/")
+    if _UNPORTABLE_BRACKET.search(pattern):
+        # Python's glob has no [^...] negation and no [[:class:]]: it would not match what
+        # bash matches, and keep the word as a harmless-looking literal
+        raise WordError(f"the glob {pattern!r} uses a bracket form bash reads differently")
     parts = pattern.split("/")
     for part in parts:
         if glob.has_magic(part) and _may_match_dots(part):
