@@ -431,13 +431,14 @@ def create_coding_approval_policy(
     system), wrappers (``env``, ``timeout``, ``nice``, ``sh -c``...) unwrapped
     through their grammar, and every resulting command either a program of the
     safe set whose options and operands its model accepts, or matched by an
-    allow rule; every path it reads inside the roots or ``readable``; every
-    path it or a redirect writes inside the roots, not protected, and not in
-    read-only mode. Anything else asks. Deny rules (``command_rules`` and the
-    defaults) win over everything, an approver's yes included. Writes (by tool
-    or shell) to a protected path (:data:`PROTECTED_PATHS` plus
-    ``protected_paths``) always ask. ``read_only=True`` denies the write and
-    edit tools and makes every shell write ask.
+    allow rule; every path it reads inside the roots or ``readable``; and no
+    file written (a shell write asks even inside the roots, also for a command
+    an allow rule covers: the write and edit tools write files unasked).
+    Anything else asks. Deny rules (``command_rules``
+    and the defaults) win over everything, an approver's yes included. Writes
+    by the write and edit tools to a protected path (:data:`PROTECTED_PATHS`
+    plus ``protected_paths``) always ask. ``read_only=True`` denies the write
+    and edit tools.
 
     **Confined mode.** With ``sandbox=backend`` (the same backend the shell
     tool runs its commands in, e.g. through

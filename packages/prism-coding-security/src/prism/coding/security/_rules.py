@@ -204,7 +204,7 @@ class CommandRules:
 
     Attributes:
         allow: commands that run without approval, in chains, pipelines and
-            wrappers too (their redirects and writes are still checked).
+            wrappers too (a redirect or write to a file still asks).
         deny: commands that never run, even when approved.
         ask: commands that always need approval.
         use_default_deny: also apply :data:`DEFAULT_DENY_PATTERNS` and the structural checks.
