@@ -61,7 +61,14 @@ async def test_approved_action_is_allowed_and_recorded(root: Path) -> None:
     decision = await decide(policy, needs_approval(root))
     assert decision.allowed
     assert decision.details["approval"] == "approved"
-    assert approver.calls == [needs_approval(root)]
+    [asked] = approver.calls
+    original = needs_approval(root)
+    assert (asked.kind, asked.command, asked.paths) == (
+        original.kind,
+        original.command,
+        original.paths,
+    )
+    assert isinstance(asked.metadata["approval_reason"], str)  # why it is asked
 
 
 async def test_refusal_is_denied_with_the_approvers_reason(root: Path) -> None:

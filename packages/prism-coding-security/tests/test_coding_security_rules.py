@@ -283,3 +283,17 @@ def test_paths_relative_to_another_directory_are_not_judged_from_here(
     (root / "sub" / "link").symlink_to("/etc/passwd")
     assert explain_command(command, roots=[str(root)]).outcome == "ask"
     assert explain_command("git -C sub log", roots=[str(root)]).outcome == "allow"
+
+
+async def test_the_approver_is_told_why_it_is_asked(root: Path) -> None:
+    seen: list[object] = []
+
+    def approve(action: ExecutionAction) -> bool:
+        seen.append(action.metadata.get("approval_reason"))
+        return False
+
+    policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
+    pending = policy.check(_shell("make test", root))
+    assert not isinstance(pending, ExecutionDecision)
+    await pending
+    assert seen == ["command 'make test': 'make' is not in the safe set"]

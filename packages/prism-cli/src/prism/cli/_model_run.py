@@ -76,11 +76,19 @@ class TerminalApprover:
         """Ask about ``action``; cancellation abandons the question (denied)."""
         from prism.coding.security import ApprovalDecision
 
+        from ._render import safe_text
+
+        reason = action.metadata.get("approval_reason")
+        why = (
+            safe_text(reason)
+            if isinstance(reason, str)
+            else "the coding policy does not allow this by itself"
+        )
         async with self._lock:
+            # model-chosen text goes to the terminal: control characters shown, never sent
             self.write(
-                f"\napproval needed: {describe_action(action)}\n"
-                "  the coding policy does not allow this by itself (not proved safe, or a rule "
-                "says ask)\n  allow? [y]es / [n]o / [a]lways for this session: "
+                f"\napproval needed: {safe_text(describe_action(action))}\n"
+                f"  why: {why}\n  allow? [y]es / [n]o / [a]lways for this session: "
             )
             line = await trio.to_thread.run_sync(self.read_line, abandon_on_cancel=True)
         answer = line.strip().lower()

@@ -61,7 +61,9 @@ ApprovalCallback = Callable[
 """``approve(action) -> bool | ApprovalDecision``, sync or async.
 
 A sync callable runs on the event loop (keep it quick; use an async one to
-wait for a person). A bool means ``ApprovalDecision(approved=<bool>)``.
+wait for a person). A bool means ``ApprovalDecision(approved=<bool>)``. The
+action's ``metadata["approval_reason"]`` says why the policy asks (untrusted
+text: it quotes the command).
 """
 
 _CacheKey = tuple[str, str, str | None, tuple[str, ...]]
@@ -138,7 +140,11 @@ class _CodingApprovalPolicy:
         answer: object = None
         with trio.move_on_after(self.timeout_s) as scope:
             try:
-                answer = self.approve(action)
+                # the approver sees why it is asked (a person deciding needs the reason)
+                asked = attrs.evolve(
+                    action, metadata={**action.metadata, "approval_reason": verdict.reason}
+                )
+                answer = self.approve(asked)
                 if inspect.isawaitable(answer):
                     answer = await answer
                 else:
