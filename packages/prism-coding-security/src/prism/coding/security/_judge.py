@@ -29,6 +29,9 @@ _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _HARMLESS_WRITES = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2", "/dev/tty"}
 )
+_HARMLESS_READS = _HARMLESS_WRITES | {
+    "/dev/stdin", "/dev/fd/0", "/dev/zero", "/dev/urandom", "/dev/random"
+}  # fmt: skip
 _DESTRUCTIVE = frozenset({"rm", "chmod", "chown", "chgrp"})
 _DEVICE_WRITERS = frozenset(
     {
@@ -262,13 +265,7 @@ class _Judge:
         return any(real == r or real.startswith(r.rstrip("/") + "/") for r in self.readable)
 
     def read(self, path: str, display: tuple[str, ...], depth: int, what: str) -> bool:
-        if path in _HARMLESS_WRITES or path in (
-            "/dev/stdin",
-            "/dev/fd/0",
-            "/dev/zero",
-            "/dev/urandom",
-            "/dev/random",
-        ):
+        if path in _HARMLESS_READS:
             return True
         for base in self.cwds:
             verdict = self.roots.resolve(path, base=base)
@@ -533,19 +530,14 @@ class _Judge:
                     return False
         return ok
 
-    def inner(self, inner: Inner, depth: int) -> Verdict:
-        before = len(self.checks)
+    def inner(self, inner: Inner, depth: int) -> None:
+        """Judge a command ``inner`` runs; its checks join the line's."""
         if inner.script is not None:
             self.script(parse_script(inner.script), depth, bash=inner.bash_syntax)
         elif inner.argv:
             shown = tuple(a if a is not None else "<computed>" for a in inner.argv)
             dynamic = "an argument is computed at run time" if None in inner.argv else None
             self.argv(inner.argv, shown, depth, dynamic)
-        worst: Verdict = "allow"
-        for check in self.checks[before:]:
-            if _RANK[check.verdict] > _RANK[worst]:
-                worst = check.verdict
-        return worst
 
 
 def _bare_repository(start: str, roots: Roots) -> str | None:

@@ -223,8 +223,7 @@ class _CodingApprovalPolicy:
                     "read-only",
                     details={"kind": kind, "paths": paths, "read_only": True},
                 )
-            for path in paths:
-                target = self.roots.resolve(path, base=base)
+            for path, target in zip(paths, resolved, strict=True):
                 relative = (target.real or "")[len(target.root or "") :].lstrip("/")
                 entry = self.protected.match("/" + relative) if relative else None
                 if entry is not None:
@@ -299,7 +298,6 @@ class _CodingApprovalPolicy:
                     f"{' '.join(blocking[0].argv)!r}: {blocking[0].reason}"
                 )
                 details["rule"] = blocking[0].rule
-            return CommandVerdict(outcome=outcome, reason=reason, details=details)
         return CommandVerdict(outcome=outcome, reason=reason, details=details)
 
     def explain(self, command: str, cwd: str) -> CommandExplanation:

@@ -1233,7 +1233,7 @@ def _env(args: Argv) -> Use:
         if parsed.error or not parsed.options:
             return _ask("env", f"env: {parsed.error or 'unparsed option'}")
         opt, value, _ = parsed.options[0]
-        consumed = 2 if (opt.arg == "required" and not _attached(word, opt.canonical)) else 1
+        consumed = 2 if (opt.arg == "required" and not _attached(word)) else 1
         if opt.canonical == "--split-string":
             if value is None:
                 return _ask("env", "env -S without a string")
@@ -1281,7 +1281,8 @@ def _env(args: Argv) -> Use:
     )
 
 
-def _attached(word: str, canonical: str) -> bool:
+def _attached(word: str) -> bool:
+    """Whether an option word carries its value (``--x=v``, ``-xv``)."""
     if word.startswith("--"):
         return "=" in word
     return len(word) > 2
@@ -1381,7 +1382,7 @@ def _simple_wrapper(name: str, args: Argv) -> Use:
             parsed_options.append(opt.canonical)
             if opt.canonical in ("--command", "-c") and value is not None:
                 script_value = value
-            if opt.arg == "required" and not _attached(word, opt.canonical):
+            if opt.arg == "required" and not _attached(word):
                 consumed = 2
         index += consumed
     rest = args[index:]
