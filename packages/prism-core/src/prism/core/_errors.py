@@ -39,8 +39,25 @@ class PrismError(Exception):
     """Base of every error Prism raises on purpose."""
 
 
+_NO_VALUE: object = object()
+
+
 class ConfigurationError(PrismError, ValueError):
-    """An option was given a value Prism cannot use; the message names both."""
+    """An option was given a value Prism cannot use; the message names both.
+
+    Attributes:
+        option: the option's dotted name (``"RunOptions.max_turns"``), when known.
+        value: the rejected value, when known (``None`` otherwise; see ``has_value``).
+        has_value: whether ``value`` is the rejected value.
+    """
+
+    def __init__(
+        self, message: str, *, option: str | None = None, value: object = _NO_VALUE
+    ) -> None:
+        super().__init__(message)
+        self.option = option
+        self.has_value = value is not _NO_VALUE
+        self.value: object = None if value is _NO_VALUE else value
 
 
 class DuplicateToolError(PrismError, ValueError):
