@@ -26,6 +26,7 @@ from prism.core import (
     ToolExecutionProgress,
     ToolExecutionStarted,
     TurnStarted,
+    default_redactor,
 )
 
 if TYPE_CHECKING:
@@ -436,7 +437,8 @@ class EventView:
         return f"{untrusted(call_id):<6} {untrusted(tool_name)}"
 
     def _start(self, event: ToolExecutionStarted) -> None:
-        args = escape(_args_preview(event.arguments))
+        # Redacted as the ledger redacts them: a live log must not show a secret either.
+        args = escape(_args_preview(default_redactor()(event.arguments)))
         label = f"{self._label(event.call_id, event.tool_name)} {args}"
         if self._progress is not None:
             self._tasks[event.call_id] = self._progress.add_task(label, total=None)

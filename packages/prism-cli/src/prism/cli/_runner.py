@@ -28,6 +28,7 @@ from prism.core import (
     SingleShotLoop,
     TextContent,
     ToolDefinition,
+    ToolFilter,
     ToolValidator,
     create_agent,
     create_rule_permission_policy,
@@ -63,6 +64,7 @@ class Toolset:
     """The tools and gates a configuration produced (alive while its block is open).
 
     ``sandbox`` says where shell commands run: ``"bubblewrap"`` or ``"none"``.
+    ``filters`` hide tools from the model and refuse calls to them (``tool_denied``).
     """
 
     tools: list[ToolDefinition]
@@ -70,6 +72,7 @@ class Toolset:
     validator: ToolValidator | None
     bridges: list[McpToolBridge] = attrs.field(factory=list)
     sandbox: str = "none"
+    filters: tuple[ToolFilter, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -362,6 +365,7 @@ async def run_scripted_session(
         tools=toolset.tools,
         validator=toolset.validator,
         permission=toolset.permission,
+        filters=toolset.filters,
         loop=SingleShotLoop(tool_concurrency=config.agent.tool_concurrency),
         limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
         ledger=ledger,
