@@ -85,8 +85,6 @@ def _dispatcher(ledger: RunLedger) -> Callable[[], Awaitable[ToolResult]]:
     call = ToolCall(id="c1", name="shell", arguments={"command": "ls -la src", "timeout": 30})
 
     async def once() -> ToolResult:
-        if len(ledger._records) > 1000:
-            ledger._records.clear()
         return await dispatch_tool_call(call, options)
 
     return once
@@ -109,7 +107,8 @@ async def _interleaved(
     nothing); without it, wall time (for fsync, whose cost is waiting).
     """
     ledgers = {
-        name: RunLedger(sinks=() if sink is None else (sink,)) for name, sink in cases.items()
+        name: RunLedger(sinks=() if sink is None else (sink,), max_records=1000)
+        for name, sink in cases.items()
     }
     calls = {name: _dispatcher(ledger) for name, ledger in ledgers.items()}
     samples: dict[str, list[float]] = {name: [] for name in cases}
