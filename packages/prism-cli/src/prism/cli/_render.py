@@ -32,7 +32,7 @@ from prism.core import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from prism.core import AgentEvent, Content, LedgerRun
+    from prism.core import AgentEvent, Content, JsonValue, LedgerRun
 
 __all__ = [
     "CallRow",
@@ -181,6 +181,11 @@ def _args_preview(arguments: object, limit: int = 48) -> str:
     except (TypeError, ValueError):
         text = repr(arguments)
     return _clip(text, limit)
+
+
+def _redacted(value: JsonValue) -> JsonValue:
+    """``value`` as the ledger would store it (secret-looking values replaced)."""
+    return default_redactor()(value)
 
 
 def _duration(seconds: float) -> str:
@@ -416,7 +421,7 @@ class EventView:
             refusal = refusal_of(event.result.details) if event.result.is_error else None
             if refusal is not None:
                 self.refusals[event.call_id] = refusal
-            detail = _clip(event.result.joined_text, 70)
+            detail = _clip(str(_redacted(event.result.joined_text)), 70)
             self._done(event.call_id, event.tool_name, status, event.duration_s, detail)
         elif isinstance(event, ToolExecutionError):
             self._in_flight = max(0, self._in_flight - 1)
@@ -438,7 +443,7 @@ class EventView:
 
     def _start(self, event: ToolExecutionStarted) -> None:
         # Redacted as the ledger redacts them: a live log must not show a secret either.
-        args = escape(_args_preview(default_redactor()(event.arguments)))
+        args = escape(_args_preview(_redacted(event.arguments)))
         label = f"{self._label(event.call_id, event.tool_name)} {args}"
         if self._progress is not None:
             self._tasks[event.call_id] = self._progress.add_task(label, total=None)
