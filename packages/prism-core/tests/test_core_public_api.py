@@ -40,6 +40,7 @@ DOCUMENTED = {
     "LedgerContents",
     "LedgerEntry",
     "LedgerFormatError",
+    "LedgerRecorder",
     "LedgerQuery",
     "LedgerRun",
     "LedgerSink",

@@ -74,7 +74,7 @@ async def test_invalid_arguments_are_blocked_as_validation_failed_before_execute
     assert tool.calls == []
     [blocked] = sink.of_type(ToolExecutionBlocked)
     assert blocked.reason == "validation_failed"
-    assert options.ledger is not None
+    assert isinstance(options.ledger, RunLedger)
     assert options.ledger.records[0].status == "blocked"
 
 

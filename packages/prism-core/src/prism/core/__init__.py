@@ -87,6 +87,7 @@ from ._json import JsonValue as JsonValue
 from ._ledger import LEDGER_SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
 from ._ledger import LedgerEntry as LedgerEntry
 from ._ledger import LedgerFormatError as LedgerFormatError
+from ._ledger import LedgerRecorder as LedgerRecorder
 from ._ledger import LedgerSink as LedgerSink
 from ._ledger import LedgerWriteFailed as LedgerWriteFailed
 from ._ledger import Redactor as Redactor
@@ -186,6 +187,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerFormatError",
     "LedgerQuery",
+    "LedgerRecorder",
     "LedgerRun",
     "LedgerSink",
     "LedgerWriteFailed",

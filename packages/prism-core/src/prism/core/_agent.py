@@ -18,13 +18,14 @@ from ._content import (
     ToolResultMessage,
     UserMessage,
 )
-from ._dispatch import DispatchOptions, cancelled_result
+from ._dispatch import DispatchOptions
 from ._errors import ConfigurationError, ModelProviderError, PrismError, SessionBusyError
-from ._events import EventSink, RunFinished, TurnFinished, TurnStarted
+from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
 from ._ledger import RunLedger, ToolCallRecord
 from ._middleware import MiddlewareRegistry
 from ._names import ToolNameMap, create_tool_name_map
-from ._parallel import dispatch_tool_calls_in_order, record_refused, resolve_tool_concurrency
+from ._outcome import cancelled_result, refuse
+from ._parallel import dispatch_tool_calls_in_order, resolve_tool_concurrency
 from ._policy import PermissionPolicy
 from ._provider import ModelProvider, ModelRequest, ToolSpec, tool_calls_of
 from ._tools import (
@@ -32,7 +33,6 @@ from ._tools import (
     ToolFilter,
     ToolRegistry,
     create_tool_registry,
-    emit_event,
     filter_tools,
 )
 from ._validation import ToolValidator
@@ -40,9 +40,6 @@ from ._validation import ToolValidator
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ._events import BlockedReason
-    from ._ledger import ToolCallStatus
-    from ._ledger_decision import ToolCallDecision
 
 __all__ = [
     "Agent",
@@ -179,40 +176,16 @@ class RunResult:
 
 
 @attrs.define(eq=False)
-class _RunLedger(RunLedger):
-    """Forwards every record to the agent's ledger and remembers this run's own."""
+class _RunRecords:
+    """A :class:`LedgerRecorder` that records in the agent's ledger and keeps this run's entries."""
 
-    parent: RunLedger | None = None
+    ledger: RunLedger
+    records: list[ToolCallRecord] = attrs.field(factory=list)
 
-    def record(
-        self,
-        *,
-        call_id: str,
-        tool_name: str,
-        arguments: object,
-        status: ToolCallStatus,
-        blocked_reason: BlockedReason | None,
-        started_at: float,
-        finished_at: float,
-        duration_s: float,
-        result: ToolResult | None,
-        decision: ToolCallDecision | None = None,
-    ) -> ToolCallRecord:
+    def record(self, **fields: Any) -> ToolCallRecord:
         """Record in the agent's ledger; keep the entry for :attr:`RunResult.records`."""
-        parent: RunLedger = self.parent if self.parent is not None else RunLedger(redact=None)
-        entry = parent.record(
-            call_id=call_id,
-            tool_name=tool_name,
-            arguments=arguments,
-            status=status,
-            blocked_reason=blocked_reason,
-            started_at=started_at,
-            finished_at=finished_at,
-            duration_s=duration_s,
-            result=result,
-            **({} if decision is None else {"decision": decision}),
-        )
-        self._records.append(entry)
+        entry = self.ledger.record(**fields)
+        self.records.append(entry)
         return entry
 
 
@@ -357,7 +330,7 @@ class AgentSession:
         limits = options.limits or agent.limits
         signal = options.signal
         sink = options.on_event
-        run_ledger = _RunLedger(redact=None, parent=agent.ledger)
+        run_ledger = _RunRecords(agent.ledger)
         dispatch = DispatchOptions(
             registry=agent.registry,
             filters=agent.filters,
@@ -489,7 +462,8 @@ def _refuse_all(
     message: str,
 ) -> None:
     for call in calls:
-        result = record_refused(dispatch, _registry_call(call, names), "tool_denied", message)
+        mapped = _registry_call(call, names)
+        result = refuse(dispatch.events, dispatch.ledger, mapped, "tool_denied", message)
         messages.append(ToolResultMessage(call_id=call.id, tool_name=call.name, result=result))
 
 

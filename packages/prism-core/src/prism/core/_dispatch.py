@@ -19,39 +19,26 @@ import math
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
 
-from ._abort import AbortSignal
+from ._abort import AbortSignal, cancel_on_abort
 from ._asyncio_host import require_trio
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
-from ._events import (
-    BlockedReason,
-    EventSink,
-    ToolExecutionBlocked,
-    ToolExecutionError,
-    ToolExecutionFinished,
-    ToolExecutionStarted,
-)
-from ._ledger import RunLedger, ToolCallStatus, json_safe, snapshot_json
-from ._ledger_decision import (
-    DecisionGate,
-    DecisionNote,
-    blocked_decision,
-    current_note,
-    decision_from_result,
-)
+from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
+from ._ledger import LedgerRecorder, json_safe, snapshot_json
+from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._middleware import MiddlewareRegistry
+from ._outcome import CallOutcome, cancelled_result, settle
 from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
 from ._tools import (
     ToolDefinition,
     ToolExecutionContext,
     ToolFilter,
     ToolRegistry,
-    emit_event,
     is_tool_allowed,
 )
 from ._validation import ErrorInfo, ToolValidator
@@ -61,7 +48,7 @@ if TYPE_CHECKING:
 
     from ._json import JsonObject, JsonValue
 
-__all__ = ["BlockedReason", "DispatchOptions", "cancelled_result", "dispatch_tool_call"]
+__all__ = ["BlockedReason", "DispatchOptions", "dispatch_tool_call"]
 
 _log = logging.getLogger("prism.core")
 
@@ -99,6 +86,13 @@ def _check_policy(_instance: object, _attribute: object, value: Any) -> None:
         )
 
 
+def _check_recorder(_instance: object, _attribute: object, value: Any) -> None:
+    if value is not None and not callable(getattr(value, "record", None)):
+        raise TypeError(
+            f"DispatchOptions.ledger must have a record() method or be None, got {value!r}"
+        )
+
+
 def _filters(value: Sequence[ToolFilter]) -> tuple[ToolFilter, ...]:
     if isinstance(value, ToolFilter):
         return (value,)
@@ -131,7 +125,8 @@ class DispatchOptions:
         validate: argument validator; ``None`` skips validation.
         middleware: call and result hooks.
         events: receives every event; a sink that raises is logged, never fatal.
-        ledger: receives one record per call.
+        ledger: receives one record per call: a :class:`RunLedger`, or any
+            :class:`LedgerRecorder`.
         signal: aborting it cancels the running call; a pre-aborted signal runs nothing.
         metadata: handed to tools as ``context.metadata`` (a read-only copy).
 
@@ -149,9 +144,7 @@ class DispatchOptions:
         default=None, validator=_check_instance("middleware", MiddlewareRegistry)
     )
     events: EventSink | None = attrs.field(default=None, validator=_check_callable("events"))
-    ledger: RunLedger | None = attrs.field(
-        default=None, validator=_check_instance("ledger", RunLedger)
-    )
+    ledger: LedgerRecorder | None = attrs.field(default=None, validator=_check_recorder)
     signal: AbortSignal | None = attrs.field(
         default=None, validator=_check_instance("signal", AbortSignal)
     )
@@ -405,12 +398,6 @@ async def _run_result_hooks(
     return result
 
 
-def cancelled_result(call: ToolCall, reason: str | None) -> ToolResult:
-    """The result a call gets when a run is aborted before it finished."""
-    why = f": {reason}" if reason else ""
-    return ToolResult.error(f"tool call {call.name} was cancelled{why}", cancelled=True)
-
-
 def _blocked_result(blocked: _Blocked) -> ToolResult:
     if blocked.result is not None:
         return blocked.result
@@ -424,31 +411,29 @@ def _blocked_result(blocked: _Blocked) -> ToolResult:
     return ToolResult(content=(TextContent(text=blocked.message),), is_error=True, details=details)
 
 
-# What _run hands back: the result, its ledger status, the blocked reason, the
-# error text (for ToolExecutionError), the final call, and the ledger's copy of
-# the arguments taken before execute (_UNSET when there was none).
-_Outcome = tuple[ToolResult, ToolCallStatus, "BlockedReason | None", "str | None", ToolCall, object]
-_UNSET: Any = object()
-
-
-async def _run(call: ToolCall, options: DispatchOptions, ctx: ToolExecutionContext) -> _Outcome:
+async def _run(
+    call: ToolCall,
+    options: DispatchOptions,
+    ctx: ToolExecutionContext,
+    note: DecisionNote | None,
+) -> CallOutcome:
     try:
         call, tool, arguments = await _gate(call, options, ctx)
     except _Blocked as blocked:
-        note = current_note.get()
+        decision = blocked_decision(blocked.reason, blocked.message, blocked.gate)
         if note is not None:
-            note.decision = blocked_decision(blocked.reason, blocked.message, blocked.gate)
-        return (
-            _blocked_result(blocked),
-            "blocked",
-            blocked.reason,
-            blocked.message,
-            ctx.call,
-            _UNSET,
+            note.decision = decision
+        return CallOutcome(
+            call=ctx.call,
+            result=_blocked_result(blocked),
+            status="blocked",
+            blocked_reason=blocked.reason,
+            error=blocked.message,
+            decision=decision,
         )
     # The ledger's copy is taken before execute, so a tool that mutates its
     # arguments cannot change what the record says it was asked to do.
-    snapshot = _UNSET if options.ledger is None else snapshot_json(arguments)
+    snapshot = None if options.ledger is None else cast("JsonObject", snapshot_json(arguments))
     events = options.events
     if events is not None:
         emit_event(
@@ -459,7 +444,15 @@ async def _run(call: ToolCall, options: DispatchOptions, ctx: ToolExecutionConte
     middleware = options.middleware
     if middleware is not None and middleware.result_hooks:
         result = await _run_result_hooks(middleware, call, result, ctx)
-    return result, "error" if result.is_error else "ok", None, error, call, snapshot
+    return CallOutcome(
+        call=call,
+        result=result,
+        status="error" if result.is_error else "ok",
+        error=error,
+        arguments=snapshot,
+        decision=None if note is None else note.decision,
+        definition_hash=tool.definition_hash,
+    )
 
 
 async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolResult:
@@ -504,126 +497,65 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
         ctx.signal = signal
         if signal.aborted:
             result = cancelled_result(call, signal.reason)
-            _finish(
-                options, call, result, "cancelled", None, result.joined_text, started_at, t0, _UNSET
+            aborted = CallOutcome(
+                call=call, result=result, status="cancelled", error=result.joined_text
             )
+            settle(options.events, options.ledger, aborted, started_at, time.perf_counter() - t0)
             return result
-    finished = False
     # Gates and the execution policy note what decided the call here, for the ledger.
     note = token = None
     if options.ledger is not None:
         note = DecisionNote()
         token = current_note.set(note)
+    outcome: CallOutcome | None = None
     try:
         if signal is None:
-            outcome = await _run(call, options, ctx)
+            outcome = await _run(call, options, ctx, note)
         else:
-            try:
-                with trio.CancelScope() as scope:
-                    remove = signal.add_callback(scope.cancel)
-                    try:
-                        outcome = await _run(call, options, ctx)
-                    finally:
-                        remove()
-            except Exception as exc:
-                # A tool whose tasks failed while being aborted raises a group of
-                # Cancelled and errors; the scope strips the Cancelled and the
-                # errors are left. The call was still aborted.
-                if not scope.cancel_called:
-                    raise
-                result = cancelled_result(ctx.call, signal.reason)
-                outcome = (
-                    result,
-                    "cancelled",
-                    None,
-                    f"{result.joined_text} ({_describe(exc)})",
-                    ctx.call,
-                    _UNSET,
-                )
-            else:
-                if scope.cancelled_caught:
-                    result = cancelled_result(ctx.call, signal.reason)
-                    outcome = (result, "cancelled", None, result.joined_text, ctx.call, _UNSET)
-        result, status, reason, error, call, snapshot = outcome
-        finished = True
-        _finish(options, call, result, status, reason, error, started_at, t0, snapshot, note)
-        return result
+            outcome = await _run_abortable(call, options, ctx, note, signal)
+        final = outcome.result
+        assert final is not None  # only the caller's own cancellation leaves none
+        return final
     finally:
         if token is not None:
             current_note.reset(token)
-        if not finished:
+        if outcome is None:
             # The caller's scope was cancelled mid-dispatch: the record still lands.
-            _finish(
-                options,
-                ctx.call,
-                None,
-                "cancelled",
-                None,
-                "cancelled",
-                started_at,
-                t0,
-                _UNSET,
-                note,
+            outcome = CallOutcome(
+                call=ctx.call,
+                result=None,
+                status="cancelled",
+                error="cancelled",
+                decision=None if note is None else note.decision,
             )
+        settle(options.events, options.ledger, outcome, started_at, time.perf_counter() - t0)
 
 
-def _finish(
-    options: DispatchOptions,
+async def _run_abortable(
     call: ToolCall,
-    result: ToolResult | None,
-    status: ToolCallStatus,
-    blocked_reason: BlockedReason | None,
-    error: str | None,
-    started_at: float,
-    t0: float,
-    snapshot: object,
-    note: DecisionNote | None = None,
-) -> None:
-    duration = time.perf_counter() - t0
-    events = options.events
-    if events is not None:
-        event: object
-        if status == "blocked":
-            event = ToolExecutionBlocked(
-                call_id=call.id,
-                tool_name=call.name,
-                reason=blocked_reason,  # type: ignore[arg-type]
-                message=error or "",
-            )
-        elif error is None and result is not None:
-            event = ToolExecutionFinished(
-                call_id=call.id, tool_name=call.name, result=result, duration_s=duration
-            )
-        else:
-            event = ToolExecutionError(
-                call_id=call.id,
-                tool_name=call.name,
-                error=error or "",
-                duration_s=duration,
-                cancelled=status == "cancelled",
-            )
-        emit_event(events, event)
-    ledger = options.ledger
-    if ledger is not None:
-        try:
-            decision = note.decision if note is not None else None
-            if decision is None or decision.allowed:
-                # A tool may report a policy's denial only in its result.
-                decision = decision_from_result(result) or decision
-            extra = {} if decision is None else {"decision": decision}
-            ledger.record(
-                call_id=call.id,
-                tool_name=call.name,
-                arguments=call.arguments if snapshot is _UNSET else snapshot,
-                status=status,
-                blocked_reason=blocked_reason,
-                started_at=started_at,
-                finished_at=started_at + duration,
-                duration_s=duration,
-                result=result,
-                **extra,
-            )
-        except Exception:
-            # A host's redactor or ledger subclass must not turn a finished call
-            # into an exception (or replace a propagating Cancelled).
-            _log.exception("the ledger failed to record call %r", call.id)
+    options: DispatchOptions,
+    ctx: ToolExecutionContext,
+    note: DecisionNote | None,
+    signal: AbortSignal,
+) -> CallOutcome:
+    """:func:`_run` inside a scope that ``signal`` cancels; an abort gives a cancelled outcome."""
+    error: str | None = None
+    try:
+        with cancel_on_abort(signal) as scope:
+            return await _run(call, options, ctx, note)
+    except Exception as exc:
+        # A tool whose tasks failed while being aborted raises a group of
+        # Cancelled and errors; the scope strips the Cancelled and the errors
+        # are left. The call was still aborted.
+        if not scope.cancel_called:
+            raise
+        error = _describe(exc)
+    result = cancelled_result(ctx.call, signal.reason)
+    text = result.joined_text if error is None else f"{result.joined_text} ({error})"
+    return CallOutcome(
+        call=ctx.call,
+        result=result,
+        status="cancelled",
+        error=text,
+        decision=None if note is None else note.decision,
+    )

@@ -8,6 +8,7 @@ exactly one terminal event: :class:`ToolExecutionBlocked`,
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import ClassVar, Literal, TypeAlias
@@ -35,7 +36,10 @@ __all__ = [
     "ToolExecutionStarted",
     "TurnFinished",
     "TurnStarted",
+    "emit_event",
 ]
+
+_log = logging.getLogger("prism.core")
 
 
 @attrs.frozen(kw_only=True)
@@ -137,3 +141,11 @@ ToolEvent: TypeAlias = (
 )
 AgentEvent: TypeAlias = ToolEvent | TurnStarted | TurnFinished | RunFinished
 EventSink: TypeAlias = Callable[[AgentEvent], None]
+
+
+def emit_event(sink: EventSink, event: AgentEvent) -> None:
+    """Deliver ``event``; a sink that raises is logged, never allowed to break a call."""
+    try:
+        sink(event)
+    except Exception:
+        _log.exception("an event sink raised on %s", type(event).__name__)

@@ -46,6 +46,7 @@ __all__ = [
     "LEDGER_SCHEMA_VERSION",
     "LedgerEntry",
     "LedgerFormatError",
+    "LedgerRecorder",
     "LedgerSink",
     "LedgerWriteFailed",
     "Redactor",
@@ -110,6 +111,9 @@ class ToolCallRecord:
             policy ran and no gate refused it). Its text is redacted.
         run_id: the run the call belongs to (see :meth:`RunLedger.start_run`);
             ``None`` in version-1 ledgers.
+        definition_hash: the :attr:`~prism.core.ToolDefinition.definition_hash`
+            of the definition the call ran against; ``None`` for tools that set
+            none, for calls that never ran, and in ledgers written before it existed.
     """
 
     call_id: str
@@ -123,6 +127,7 @@ class ToolCallRecord:
     result_preview: str | None = None
     decision: ToolCallDecision | None = None
     run_id: str | None = None
+    definition_hash: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -178,6 +183,37 @@ class LedgerSink(Protocol):
 
     def close(self) -> None:
         """Flush and release what the sink holds; later writes may fail."""
+        ...
+
+
+@runtime_checkable
+class LedgerRecorder(Protocol):
+    """What the dispatcher records every call's end in (``DispatchOptions.ledger``).
+
+    :class:`RunLedger` is the usual one. A host may pass its own (to forward
+    records elsewhere, or to keep a run's records beside a shared ledger, as
+    the agent does) without subclassing :class:`RunLedger`. ``record`` runs
+    inside the dispatch that ended, on the trio thread: it must be quick and
+    must not checkpoint. An exception from it is logged (``prism.core``) and
+    never reaches the call.
+    """
+
+    def record(
+        self,
+        *,
+        call_id: str,
+        tool_name: str,
+        arguments: object,
+        status: ToolCallStatus,
+        blocked_reason: BlockedReason | None,
+        started_at: float,
+        finished_at: float,
+        duration_s: float,
+        result: ToolResult | None,
+        decision: ToolCallDecision | None = None,
+        definition_hash: str | None = None,
+    ) -> object:
+        """Record one call that ended (``arguments`` as the call had them, unredacted)."""
         ...
 
 
@@ -476,7 +512,7 @@ def _get_converter() -> cattrs.Converter:
     global _converter
     if _converter is None:
         import cattrs
-        from cattrs.gen import make_dict_unstructure_fn
+        from cattrs.gen import make_dict_unstructure_fn, override
 
         converter = cattrs.Converter(forbid_extra_keys=True)
         converter.register_structure_hook(str, _strict_str)
@@ -494,6 +530,14 @@ def _get_converter() -> cattrs.Converter:
         converter.register_unstructure_hook(
             ToolCallDecision,
             make_dict_unstructure_fn(ToolCallDecision, converter, _cattrs_omit_if_default=True),
+        )
+        # A call record leaves out a definition hash it does not have, so lines
+        # of local tools read as they did before the field existed.
+        converter.register_unstructure_hook(
+            ToolCallRecord,
+            make_dict_unstructure_fn(
+                ToolCallRecord, converter, definition_hash=override(omit_if_default=True)
+            ),
         )
         _converter = converter
     return _converter
@@ -526,7 +570,7 @@ def _entry_json(entry: LedgerEntry) -> dict[str, object]:
     if type(entry) is ToolCallRecord:
         # The per-call path, by hand: the same object the converter would build.
         decision = entry.decision
-        return {
+        line: dict[str, object] = {
             "type": "tool_call",
             "schema_version": LEDGER_SCHEMA_VERSION,
             "call_id": entry.call_id,
@@ -541,6 +585,10 @@ def _entry_json(entry: LedgerEntry) -> dict[str, object]:
             "decision": None if decision is None else _decision_json(decision),
             "run_id": entry.run_id,
         }
+        if entry.definition_hash is not None:
+            # Written only when set, so lines of local tools read as they always did.
+            line["definition_hash"] = entry.definition_hash
+        return line
     data = _get_converter().unstructure(entry)
     return {"type": _TAGS[type(entry)], "schema_version": LEDGER_SCHEMA_VERSION, **data}
 
@@ -594,8 +642,10 @@ def decode_object(data: object, where: str) -> LedgerEntry:
     if version == 1:
         if entry_type is not ToolCallRecord:
             raise LedgerFormatError(f"{number}: {tag!r} records need schema_version 2")
-        if "decision" in data or "run_id" in data:
-            raise LedgerFormatError(f"{number}: schema_version 1 has no decision or run_id")
+        if "decision" in data or "run_id" in data or "definition_hash" in data:
+            raise LedgerFormatError(
+                f"{number}: schema_version 1 has no decision, run_id or definition_hash"
+            )
     if entry_type is ToolCallRecord:
         status = data.get("status")
         if not isinstance(status, str) or status not in _STATUSES:
@@ -710,11 +760,12 @@ class RunLedger:
         duration_s: float,
         result: ToolResult | None,
         decision: ToolCallDecision | None = None,
+        definition_hash: str | None = None,
     ) -> ToolCallRecord:
         """Bound, redact and append one record, hand it to the sinks; returns it.
 
-        The dispatcher calls this (subclasses may override it to forward
-        records); hosts that run calls some other way may call it too.
+        The dispatcher calls this (it is the :class:`LedgerRecorder` method);
+        hosts that run calls some other way may call it too.
         """
         redact = self.redact
         preview = preview_text(result) if result is not None else None
@@ -738,6 +789,8 @@ class RunLedger:
             call_id = _clip(call_id, _MAX_NAME)
         if len(tool_name) > _MAX_NAME:
             tool_name = _clip(tool_name, _MAX_NAME)
+        if definition_hash is not None and len(definition_hash) > _MAX_NAME:
+            definition_hash = _clip(definition_hash, _MAX_NAME)
         entry = ToolCallRecord(
             call_id=call_id,
             tool_name=tool_name,
@@ -750,6 +803,7 @@ class RunLedger:
             result_preview=preview,
             decision=decision,
             run_id=self.run_id,
+            definition_hash=definition_hash,
         )
         records = self._records
         records.append(entry)

@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS tool_call (
     decision TEXT,
     decision_gate TEXT,
     decision_allowed INTEGER,
-    approval TEXT
+    approval TEXT,
+    definition_hash TEXT
 );
 CREATE INDEX IF NOT EXISTS tool_call_run ON tool_call (run_id);
 CREATE INDEX IF NOT EXISTS tool_call_tool ON tool_call (tool_name);
@@ -77,12 +78,20 @@ CREATE INDEX IF NOT EXISTS run_end_run ON run_end (run_id);
 _INSERT_CALL = (
     "INSERT INTO tool_call (schema_version, run_id, call_id, tool_name, status, blocked_reason,"
     " started_at, finished_at, duration_s, arguments, result_preview, decision, decision_gate,"
-    " decision_allowed, approval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " decision_allowed, approval, definition_hash)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _CALL_COLUMNS = (
     "schema_version, run_id, call_id, tool_name, status, blocked_reason, started_at,"
     " finished_at, duration_s, arguments, result_preview, decision"
 )
+
+
+def _has_definition_hash(db: sqlite3.Connection) -> bool:
+    """Whether ``tool_call`` has the column (databases written before it was added do not)."""
+    return any(row[1] == "definition_hash" for row in db.execute("PRAGMA table_info(tool_call)"))
+
+
 _SYNCHRONOUS = {"never": "OFF", "run": "NORMAL", "always": "FULL"}
 
 
@@ -124,6 +133,8 @@ class SqliteLedgerSink:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.fsync]}")
             db.executescript(_SCHEMA)
+            if not _has_definition_hash(db):
+                db.execute("ALTER TABLE tool_call ADD COLUMN definition_hash TEXT")
         except BaseException:
             db.close()
             raise
@@ -163,6 +174,7 @@ class SqliteLedgerSink:
                     None if decision is None else decision.gate,
                     None if decision is None else int(decision.allowed),
                     None if decision is None else decision.approval,
+                    record.definition_hash,
                 ),
             )
         elif kind is RunStartRecord:
@@ -189,7 +201,7 @@ class SqliteLedgerSink:
 
 def _call_object(row: tuple[object, ...], number: int) -> object:
     (version, run_id, call_id, tool, status, blocked, started, finished, duration) = row[:9]
-    arguments, preview, decision = row[9:]
+    arguments, preview, decision, definition_hash = row[9:]
     try:
         data: dict[str, object] = {
             "type": "tool_call",
@@ -206,6 +218,8 @@ def _call_object(row: tuple[object, ...], number: int) -> object:
             "run_id": run_id,
             "decision": json.loads(decision) if isinstance(decision, str) else decision,
         }
+        if definition_hash is not None:
+            data["definition_hash"] = definition_hash
     except ValueError as exc:
         raise LedgerFormatError(f"tool_call row {number}: not JSON ({exc})") from exc
     return data
@@ -228,8 +242,9 @@ def read_sqlite_ledger(
     except sqlite3.Error as exc:
         raise LedgerFormatError(f"cannot open the SQLite ledger ({exc})") from exc
     try:
+        hashes = "definition_hash" if _has_definition_hash(db) else "NULL"
         calls = db.execute(
-            f"SELECT id, {_CALL_COLUMNS} FROM tool_call{where} ORDER BY id", params
+            f"SELECT id, {_CALL_COLUMNS}, {hashes} FROM tool_call{where} ORDER BY id", params
         ).fetchall()
         starts = db.execute(
             "SELECT id, schema_version, run_id, started_at, label, pid FROM run_start ORDER BY id"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -10,19 +9,16 @@ import trio
 
 from ._asyncio_host import require_trio
 from ._content import ToolCall, ToolResult
-from ._dispatch import DispatchOptions, cancelled_result, dispatch_tool_call
+from ._dispatch import DispatchOptions, dispatch_tool_call
 from ._errors import ConfigurationError
-from ._events import ToolExecutionBlocked, ToolExecutionError
-from ._ledger_decision import blocked_decision
-from ._tools import ToolRegistry, emit_event
+from ._outcome import cancelled_result, settle_not_started
 
 if TYPE_CHECKING:
-    from ._events import BlockedReason
+    from ._tools import ToolRegistry
 
 __all__ = [
     "ResultCallback",
     "dispatch_tool_calls_in_order",
-    "record_refused",
     "resolve_tool_concurrency",
 ]
 
@@ -62,73 +58,6 @@ def resolve_tool_concurrency(
     if _has_exclusive(calls, registry):
         return 1
     return max(1, min(wanted, len(calls)))
-
-
-def not_started_result(call: ToolCall, reason: str | None) -> ToolResult:
-    """The result of a call that was never started because the run was aborted."""
-    why = f": {reason}" if reason else ""
-    return ToolResult.error(
-        f"tool call {call.name} was cancelled before it started{why}",
-        cancelled=True,
-        started=False,
-    )
-
-
-def record_not_started(options: DispatchOptions, call: ToolCall, result: ToolResult) -> None:
-    """Give a call that never started its terminal event and its ``cancelled`` record."""
-    now = time.time()
-    if options.events is not None:
-        emit_event(
-            options.events,
-            ToolExecutionError(
-                call_id=call.id,
-                tool_name=call.name,
-                error=result.joined_text,
-                duration_s=0.0,
-                cancelled=True,
-            ),
-        )
-    if options.ledger is not None:
-        options.ledger.record(
-            call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
-            status="cancelled",
-            blocked_reason=None,
-            started_at=now,
-            finished_at=now,
-            duration_s=0.0,
-            result=result,
-        )
-
-
-def record_refused(
-    options: DispatchOptions, call: ToolCall, reason: BlockedReason, message: str
-) -> ToolResult:
-    """Refuse ``call`` without dispatching it: one blocked event, one ``blocked`` record."""
-    result = ToolResult.error(message, blocked_reason=reason)
-    now = time.time()
-    if options.events is not None:
-        emit_event(
-            options.events,
-            ToolExecutionBlocked(
-                call_id=call.id, tool_name=call.name, reason=reason, message=message
-            ),
-        )
-    if options.ledger is not None:
-        options.ledger.record(
-            call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
-            status="blocked",
-            blocked_reason=reason,
-            started_at=now,
-            finished_at=now,
-            duration_s=0.0,
-            result=result,
-            decision=blocked_decision(reason, message),
-        )
-    return result
 
 
 class _Turn:
@@ -271,9 +200,7 @@ async def dispatch_tool_calls_in_order(
         # error), calls that were never claimed still get a result and a record.
         reason = signal.reason if signal is not None else None
         for index in range(turn.claimed, len(calls)):
-            call = calls[index]
-            result = not_started_result(call, reason)
-            record_not_started(options, call, result)
+            result = settle_not_started(options.events, options.ledger, calls[index], reason)
             turn.claimed = index + 1
             turn.slots[index] = result
     if turn.error is not None:

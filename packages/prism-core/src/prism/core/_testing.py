@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -22,7 +22,7 @@ from ._events import (
     ToolExecutionStarted,
 )
 from ._json import JsonObject
-from ._ledger import LedgerEntry, RunLedger, ToolCallRecord
+from ._ledger import LedgerEntry, LedgerRecorder, RunLedger, ToolCallRecord
 from ._policy import (
     ExecutionAction,
     ExecutionDecision,
@@ -338,7 +338,6 @@ class _Harness:
     spy: _Spy
     sink: RecordingSink
     ledger: RunLedger
-    ledger_before: int
 
 
 def _fail(row: str, problem: str) -> AssertionError:
@@ -359,13 +358,26 @@ def _harness(
     if tool.name not in registry:
         registry.register(spy.definition)
     sink = RecordingSink(forward=options.events)
-    ledger = options.ledger if options.ledger is not None else RunLedger()
-    options = attrs.evolve(options, registry=registry, events=sink, ledger=ledger)
-    return _Harness(options, spy, sink, ledger, len(ledger.records))
+    recorder = _TeeRecorder(forward=options.ledger)
+    options = attrs.evolve(options, registry=registry, events=sink, ledger=recorder)
+    return _Harness(options, spy, sink, recorder.ledger)
+
+
+@attrs.define(eq=False)
+class _TeeRecorder:
+    """Records every call in its own ledger and in the host's recorder, if it has one."""
+
+    forward: LedgerRecorder | None
+    ledger: RunLedger = attrs.field(factory=lambda: RunLedger(redact=None))
+
+    def record(self, **fields: Any) -> ToolCallRecord:
+        if self.forward is not None:
+            self.forward.record(**fields)
+        return self.ledger.record(**fields)
 
 
 def _new_records(h: _Harness, call_id: str) -> list[ToolCallRecord]:
-    return [r for r in h.ledger.records[h.ledger_before :] if r.call_id == call_id]
+    return [r for r in h.ledger.records if r.call_id == call_id]
 
 
 async def _run_row(

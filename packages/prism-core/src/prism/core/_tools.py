@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -11,7 +10,7 @@ import attrs
 from ._abort import AbortSignal
 from ._content import ToolCall, ToolResult
 from ._errors import ConfigurationError, DuplicateToolError
-from ._events import EventSink, ToolExecutionProgress
+from ._events import EventSink, ToolExecutionProgress, emit_event
 from ._json import JsonObject
 
 __all__ = [
@@ -24,8 +23,6 @@ __all__ = [
     "filter_tools",
     "is_tool_allowed",
 ]
-
-_log = logging.getLogger("prism.core")
 
 _NEVER = AbortSignal()
 
@@ -68,14 +65,6 @@ class ToolExecutionContext:
         )
 
 
-def emit_event(sink: EventSink, event: object) -> None:
-    """Deliver ``event``; a sink that raises is logged, never allowed to break a call."""
-    try:
-        sink(event)  # type: ignore[arg-type]
-    except Exception:
-        _log.exception("an event sink raised on %s", type(event).__name__)
-
-
 ToolHandler: TypeAlias = Callable[[JsonObject, ToolExecutionContext], Awaitable[ToolResult]]
 
 
@@ -99,6 +88,10 @@ class ToolDefinition:
         description: shown to the model.
         parameters: JSON Schema of the arguments, if any.
         exclusive: the tool never runs beside another call of its turn.
+        definition_hash: identifies this version of the definition (a hash of
+            what the model was shown, set by a host or bridge that fetched it,
+            such as the MCP bridge); the ledger records it with every call the
+            tool ran. ``None`` for local tools.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -106,6 +99,7 @@ class ToolDefinition:
     description: str | None = None
     parameters: JsonObject | None = attrs.field(default=None, eq=False, hash=False)
     exclusive: bool = False
+    definition_hash: str | None = None
 
 
 @attrs.define(eq=False)

@@ -182,7 +182,8 @@ class Gateway:
     @property
     def ledger(self) -> RunLedger | None:
         """The ledger every call is recorded in, if one was given."""
-        return self._options.ledger
+        ledger = self._options.ledger
+        return ledger if isinstance(ledger, RunLedger) else None
 
     def initialization_options(self) -> InitializationOptions:
         """What the server announces at the handshake (tools, with ``listChanged``)."""
