@@ -160,7 +160,7 @@ async def main() -> list[Row]:
     rows.append(
         row(
             BENCH,
-            "prism demo (13 calls, real MCP server)",
+            "prism demo (19 calls, real MCP server)",
             demo,
             baseline=base,
             target="<= 5 s",

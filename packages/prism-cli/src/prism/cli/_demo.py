@@ -1,30 +1,36 @@
 """``prism demo``: a scripted agent session through every gate, with no model and no network.
 
 The demo seeds a small workspace, starts the MCP server that ships with
-prism-cli (``python -m prism.cli.demo_server``) over stdio, wires the coding
-tools under the coding approval policy with contained file operations, the
-JSON Schema validator and a rule permission policy, then replays turns that
-each show one thing Prism does.
+prism-cli (``prism.cli.demo_server``, under the running interpreter) over
+stdio, wires the coding tools under the coding approval policy with contained
+file operations and the sandbox (when one runs here), the JSON Schema
+validator, a tool filter and a rule permission policy, then replays turns that
+each show one thing Prism does: every gate refuses something at least once, a
+scripted approver answers the policy's questions on screen, the sandbox stops a
+write the policy could not see, and the ledger redacts a secret.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from prism.core import AssistantMessage, TextContent, ToolCall
+from prism.core import AssistantMessage, ExecutionAction, TextContent, ToolCall, ToolFilter
 
 from ._config import (
     AgentConfig,
+    CommandRulesConfig,
     McpServerConfig,
     PermissionsConfig,
     PrismConfig,
@@ -35,11 +41,24 @@ from ._session import ScriptedSession
 from ._trio import run_trio
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from rich.console import Console
+
+    from prism.core import ToolCallRecord
 
     from ._runner import RunReport
 
-__all__ = ["DemoOptions", "demo_config", "demo_session", "run_demo", "seed_workspace"]
+__all__ = [
+    "DemoOptions",
+    "ScriptedApprover",
+    "demo_config",
+    "demo_filters",
+    "demo_session",
+    "gate_lines",
+    "run_demo",
+    "seed_workspace",
+]
 
 _EDITED = "src/inventory.py"
 _FILES: dict[str, str] = {
@@ -66,8 +85,22 @@ _FILES: dict[str, str] = {
         "def test_sell_removes() -> None:\n"
         "    assert sell(5, 2) == 3\n"
     ),
+    # A stale copy the agent cleans up: an ``rm`` the demo's rules make it ask about.
+    f"{_EDITED}.orig": "# stale copy of inventory.py from an old merge\n",
+    # A build step that also plants a shell start-up hook (.envrc, a protected path).
+    # The policy cannot see inside a script: with a sandbox it runs confined, and the
+    # sandbox (which binds protected paths read-only) stops the hook.
+    "tools/build.sh": (
+        "set -e\n"
+        'echo "built" > build-stamp.txt\n'
+        "echo 'export PATH=\"$PWD/tools:$PATH\"' >> .envrc\n"
+    ),
 }
 _OUTSIDE_NAME = "outside-secret.txt"
+# Looks like an API key to the ledger's redactor; it is not a real key.
+_FAKE_KEY = "sk-demo-7f3a9c2e5b8d1f4a6c0e"
+_CLEANUP = f"rm {_EDITED}.orig"
+_HIDDEN_TOOL = "write"
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +113,7 @@ class DemoOptions:
     step_seconds: float = 0.15
     json_mode: bool = False
     live: bool | None = None
+    sandbox: Literal["auto", "bubblewrap", "none"] = "auto"
 
 
 def _prism_command() -> str:
@@ -113,7 +147,13 @@ def seed_workspace(workspace: Path) -> Path:
     return outside
 
 
-def demo_config(workspace: Path, *, concurrency: int, step_seconds: float) -> PrismConfig:
+def demo_config(
+    workspace: Path,
+    *,
+    concurrency: int,
+    step_seconds: float,
+    sandbox: Literal["auto", "bubblewrap", "none"] = "auto",
+) -> PrismConfig:
     """The configuration the demo runs with (what a ``prism.toml`` for it would say)."""
     server = McpServerConfig(
         server_id="docs",
@@ -127,7 +167,8 @@ def demo_config(workspace: Path, *, concurrency: int, step_seconds: float) -> Pr
         source="prism demo",
         base_dir=str(workspace),
         agent=AgentConfig(model="scripted-demo", tool_concurrency=concurrency, max_tool_rounds=8),
-        workspace=WorkspaceConfig(roots=(str(workspace),), sandbox="auto"),
+        workspace=WorkspaceConfig(roots=(str(workspace),), sandbox=sandbox),
+        commands=CommandRulesConfig(ask=("rm *",)),
         permissions=PermissionsConfig(
             allow=("tool:*:execute",), deny=("tool:mcp:docs:delete_*:execute",)
         ),
@@ -135,7 +176,46 @@ def demo_config(workspace: Path, *, concurrency: int, step_seconds: float) -> Pr
     )
 
 
-def _turn(text: str, *calls: tuple[str, str, dict[str, object]]) -> AssistantMessage:
+def demo_filters() -> tuple[ToolFilter, ...]:
+    """The demo host's tool filter: it offers no ``write`` tool (edits only)."""
+    return (ToolFilter(deny=frozenset({_HIDDEN_TOOL})),)
+
+
+@attrs.define(eq=False)
+class ScriptedApprover:
+    """The demo's stand-in for a person: approves the clean-up command, nothing else.
+
+    Each question is printed as it is asked: the command or paths, why the
+    policy asks, and the answer. ``asked`` keeps (what, reason, answer) triples.
+    """
+
+    say: Callable[[str], object] | None
+    approve_commands: frozenset[str] = frozenset({_CLEANUP})
+    asked: list[tuple[str, str, bool]] = attrs.field(factory=list)
+
+    def __call__(self, action: ExecutionAction) -> bool:
+        from ._render import untrusted
+
+        what = action.command if action.command is not None else ", ".join(action.paths)
+        what = f"{action.kind}: {what}"
+        reason = str(action.metadata.get("approval_reason") or "the policy asks")
+        answer = action.command in self.approve_commands
+        self.asked.append((what, reason, answer))
+        if self.say is not None:
+            said = (
+                "yes (the scripted approver approves this clean-up)"
+                if answer
+                else "no (the scripted approver approves only the clean-up)"
+            )
+            self.say(
+                f"  [bold cyan]approval[/] asked for {untrusted(what)}\n"
+                f"           why: {untrusted(reason)}\n"
+                f"           answer: {said}"
+            )
+        return answer
+
+
+def _turn(text: str, *calls: tuple[str, str, object]) -> AssistantMessage:
     return AssistantMessage(
         content=(TextContent(text=text),),
         tool_calls=tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in calls),
@@ -183,16 +263,26 @@ def demo_session() -> ScriptedSession:
                 ("danger-1", "shell", {"command": "rm -rf /"}),
                 ("bad-args", "mcp:docs:search_docs", {"query": 42}),
                 ("denied-1", "mcp:docs:delete_index", {}),
+                ("ghost-1", "mcp:docs:drop_tables", {}),
+                ("notobj-1", "read", "README.md"),
+                ("hidden-1", _HIDDEN_TOOL, {"path": "src/backdoor.py", "content": "pass\n"}),
             ),
             _turn(
-                "Rebuilding the docs index: a slow call that reports progress.",
+                "Cleaning up and stamping the build: both need more than reading.",
+                ("approve-1", "shell", {"command": _CLEANUP}),
+                ("sandbox-1", "shell", {"command": "sh tools/build.sh"}),
+            ),
+            _turn(
+                "Rebuilding the docs index (slow, with progress); a search that pastes a key.",
                 ("slow-1", "mcp:docs:build_index", {"pages": 5}),
+                ("redact-1", "mcp:docs:search_docs", {"query": f"OPENAI_API_KEY={_FAKE_KEY}"}),
             ),
             AssistantMessage(
                 content=(
                     TextContent(
-                        text="Fixed restock to add the delivered count; the escape attempts, "
-                        "the dangerous command and the bad calls were all refused."
+                        text="Fixed restock to add the delivered count and removed the stale "
+                        "copy; the escapes, the dangerous command, the bad calls and the "
+                        "start-up hook the build script tried to plant were all stopped."
                     ),
                 )
             ),
@@ -211,6 +301,51 @@ def _diff(before: str, after: str, name: str) -> str:
     )
 
 
+_GATES: tuple[tuple[str, str], ...] = (
+    ("registry", "registry: unknown tool"),
+    ("filter", "filter: tool hidden by the host"),
+    ("arguments", "arguments are an object"),
+    ("permission", "permission policy"),
+    ("validator", "JSON Schema validator"),
+    ("containment", "path containment"),
+    ("execution_policy", "execution policy"),
+)
+
+
+def gate_lines(
+    records: Mapping[str, ToolCallRecord],
+    *,
+    sandbox: str,
+    approvals: Sequence[tuple[str, str, bool]],
+) -> list[tuple[str, list[str], str]]:
+    """(gate, call ids, what it did) for every gate the demo passes through, in pipeline order."""
+    lines: list[tuple[str, list[str], str]] = []
+    for gate, title in _GATES:
+        hits = [
+            r
+            for r in records.values()
+            if r.decision is not None and r.decision.gate == gate and not r.decision.allowed
+        ]
+        shown = ""
+        if hits:
+            first = hits[0]
+            shown = first.blocked_reason or (first.decision.label if first.decision else "")
+        lines.append((title, [r.call_id for r in hits], shown))
+    asked = [r for r in records.values() if r.decision is not None and r.decision.approval_asked]
+    answers = ", ".join(f"{what}: {'yes' if ok else 'no'}" for what, _, ok in approvals)
+    lines.append(("approval (scripted approver)", [r.call_id for r in asked], answers))
+    stamp = records.get("sandbox-1")
+    if stamp is not None and sandbox == "bubblewrap":
+        said = " ".join((stamp.result_preview or "").split())
+        verdict = "stopped" if stamp.status == "error" else "did not stop it"
+        lines.append(("sandbox (bubblewrap)", ["sandbox-1"], f"{verdict}: {said}"))
+    else:
+        lines.append((f"sandbox ({sandbox})", [], "no sandbox runs here: the policy asked instead"))
+    redacted = [r.call_id for r in records.values() if "[REDACTED]" in repr(r.arguments)]
+    lines.append(("ledger redaction", redacted, "secret-looking values stored as [REDACTED]"))
+    return lines
+
+
 def run_demo(options: DemoOptions, console: Console) -> int:
     """Run the demo; print live progress, the diff, a summary table and the ledger path.
 
@@ -223,7 +358,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     from rich.syntax import Syntax
 
     from ._ledgerfile import LedgerFailures, recording_ledger
-    from ._render import EventView, summary_table, untrusted
+    from ._render import EventView, ledger_text, summary_table, untrusted
     from ._runner import open_toolset, run_scripted_session
 
     # Everything the demo writes stays inside one folder: the agent's root is its
@@ -240,7 +375,10 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         raise CliError(f"cannot prepare the demo folder: {exc}") from exc
     ledger_path = options.ledger or scratch / "prism-demo-ledger.jsonl"
     config = demo_config(
-        workspace, concurrency=options.concurrency, step_seconds=options.step_seconds
+        workspace,
+        concurrency=options.concurrency,
+        step_seconds=options.step_seconds,
+        sandbox=options.sandbox,
     )
     session = demo_session()
     before = (workspace / _EDITED).read_text(encoding="utf-8")
@@ -257,15 +395,23 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         return Panel.fit(
             f"workspace  {workspace}\n"
             f"mcp server {server.command} {' '.join(server.args)}\n"
-            f"gates      rule permissions, JSON Schema validation, coding approval "
-            f"policy (roots = workspace), contained file operations\n"
+            f"gates      tool registry, filter (no {_HIDDEN_TOOL!r} tool), arguments are an "
+            f"object, rule permissions, JSON Schema validation, coding approval policy "
+            f"(roots = workspace; ask before rm) with a scripted approver, contained file "
+            f"operations, a redacting ledger\n"
             f"sandbox    {isolation}\n"
             f"bound      at most {options.concurrency} calls of a turn in flight",
             title="prism demo: a scripted agent session, no model, no network",
         )
 
+    approver = ScriptedApprover(
+        None if quiet else functools.partial(console.print, highlight=False, soft_wrap=True)
+    )
+    recorded: list[ToolCallRecord] = []
+
     async def go() -> RunReport:
-        async with open_toolset(config) as toolset:
+        async with open_toolset(config, approve=approver) as opened:
+            toolset = attrs.evolve(opened, filters=demo_filters())
             if not quiet:
                 console.print(header(toolset.sandbox))
             # Each record is appended as its call ends (see prism ledger show).
@@ -273,9 +419,11 @@ def run_demo(options: DemoOptions, console: Console) -> int:
                 recording_ledger(ledger_path, label="prism demo", failures=failures) as ledger,
                 EventView(console, quiet=quiet, live=options.live) as view,
             ):
-                return await run_scripted_session(
+                report = await run_scripted_session(
                     session, toolset, config=config, ledger=ledger, view=view
                 )
+                recorded.extend(ledger.records)
+                return report
 
     try:
         report = run_trio(go)
@@ -283,6 +431,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         failures.report()
     after = (workspace / _EDITED).read_text(encoding="utf-8")
     diff = _diff(before, after, _EDITED)
+    records = {record.call_id: record for record in recorded}
+    gates = gate_lines(records, sandbox=report.sandbox, approvals=approver.asked)
     if options.json_mode:
         import json
 
@@ -292,6 +442,13 @@ def run_demo(options: DemoOptions, console: Console) -> int:
             "ledger": str(ledger_path),
             "concurrency": options.concurrency,
             "diff": diff,
+            "gates": [
+                {"gate": gate, "calls": calls, "shown": shown} for gate, calls, shown in gates
+            ],
+            "approvals": [
+                {"asked_for": what, "why": why, "approved": answer}
+                for what, why, answer in approver.asked
+            ],
         }
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         return 1 if report.aborted else 0
@@ -302,6 +459,18 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     console.print(
         f"most calls in flight at once: {report.max_in_flight} (bound {options.concurrency})"
     )
+    console.print("[bold]every gate, and the call that met it:[/]")
+    width = max(len(gate) for gate, _, _ in gates)
+    for gate, calls, shown in gates:
+        console.print(
+            f"  {gate:<{width}}  {untrusted(', '.join(calls) or '-'):<22} {untrusted(shown)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    redacted = records.get("redact-1")
+    if redacted is not None:
+        console.print("[bold]the ledger's line for redact-1 (the key is not stored):[/]")
+        console.print(untrusted(ledger_text([redacted])), highlight=False, soft_wrap=True)
     if report.final_text:
         console.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
     console.print(f"ledger: {ledger_path}", soft_wrap=True)
