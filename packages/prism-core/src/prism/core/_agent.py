@@ -470,8 +470,6 @@ def _refuse_all(
 async def _complete(provider: ModelProvider, request: ModelRequest) -> AssistantMessage:
     try:
         reply = await provider.complete(request)
-    except trio.Cancelled:
-        raise
     except PrismError:
         raise
     except Exception as exc:

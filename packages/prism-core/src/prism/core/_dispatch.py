@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -22,7 +23,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-import trio
 
 from ._abort import AbortSignal, cancel_on_abort
 from ._asyncio_host import require_trio
@@ -33,7 +33,7 @@ from ._ledger import LedgerRecorder, json_safe, snapshot_json
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._middleware import MiddlewareRegistry
 from ._outcome import CallOutcome, cancelled_result, settle
-from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
+from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest, resolve_decision
 from ._tools import (
     ToolDefinition,
     ToolExecutionContext,
@@ -178,73 +178,40 @@ def _clip(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
 
-_SCALARS = frozenset({str, int, bool, type(None)})
-
-
 def _arguments_error(arguments: object) -> str | None:
     """Why ``arguments`` is not a JSON object, or ``None`` when it is one.
 
     Walks the whole value without recursion (hostile nesting cannot blow the
     stack): keys must be strings, leaves must be JSON scalars, floats finite.
     """
-    if type(arguments) is dict:
-        # Fast path for the usual flat object of scalars.
-        for key, item in arguments.items():
-            if type(key) is not str:
-                break
-            kind = type(item)
-            if kind is str or kind is int or kind is bool or item is None:
-                continue
-            if kind is float and item - item == 0:  # finite: inf - inf and nan are nan
-                continue
-            break
-        else:
-            return None
-    elif not isinstance(arguments, dict):
+    if not isinstance(arguments, dict):
         return f"arguments must be a JSON object, got {type(arguments).__name__}"
     stack: list[object] = [arguments]
-    pop = stack.pop
-    push = stack.append
     while stack:
-        value = pop()
-        kind = type(value)
-        if kind in _SCALARS:
-            continue
-        if kind is float:
-            if not math.isfinite(value):  # type: ignore[arg-type]
+        value = stack.pop()
+        if value is None or isinstance(value, (str, int)):  # bool is an int
+            continue  # subclasses (IntEnum, str enums) are JSON too
+        if isinstance(value, float):
+            if not math.isfinite(value):
                 return f"arguments must be finite JSON numbers, got {value!r}"
             continue
         if isinstance(value, dict):
             for key, item in value.items():
                 if type(key) is not str:
                     return f"arguments must have string keys, got key {key!r}"
-                push(item)
+                stack.append(item)
             continue
         if isinstance(value, list):
-            for item in value:
-                push(item)
-            continue
-        if isinstance(value, (str, int)):  # subclasses (IntEnum, str enums) are JSON too
-            continue
-        if isinstance(value, float):
-            push(float(value))
+            stack.extend(value)
             continue
         return f"arguments must hold only JSON values, got {type(value).__name__}"
     return None
 
 
-_requests: dict[str, PermissionRequest] = {}
-
-
+@functools.lru_cache(maxsize=1024)
 def _tool_request(name: str) -> PermissionRequest:
     """The (immutable, so shareable) ``tool:<name>:execute`` request."""
-    request = _requests.get(name)
-    if request is None:
-        if len(_requests) >= 1024:
-            _requests.clear()
-        request = PermissionRequest(kind="tool", target=name, action="execute")
-        _requests[name] = request
-    return request
+    return PermissionRequest(kind="tool", target=name, action="execute")
 
 
 async def _run_call_hooks(
@@ -255,8 +222,6 @@ async def _run_call_hooks(
             outcome = hook(call, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
                 outcome = await outcome
-        except trio.Cancelled:
-            raise
         except Exception as exc:
             raise _Blocked("tool_denied", f"call middleware failed: {_describe(exc)}") from exc
         if outcome is None:
@@ -302,18 +267,12 @@ async def _gate(
     if permission is not None:
         request = _tool_request(name)
         try:
-            decision = permission.check(request)
-            if type(decision) is not PermissionDecision and inspect.isawaitable(decision):
-                decision = await decision
-        except trio.Cancelled:
-            raise
+            decision = await resolve_decision(permission.check(request))
         except Exception as exc:
             raise _Blocked(
                 "permission_denied", f"permission check failed: {_describe(exc)}"
             ) from exc
-        if type(decision) is not PermissionDecision and not isinstance(
-            decision, PermissionDecision
-        ):
+        if not isinstance(decision, PermissionDecision):
             raise _Blocked(
                 "permission_denied",
                 f"permission policy returned {type(decision).__name__}, not a PermissionDecision",
@@ -327,8 +286,6 @@ async def _gate(
             outcome = validate(tool, arguments, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
                 outcome = await outcome
-        except trio.Cancelled:
-            raise
         except Exception as exc:
             raise _Blocked("validation_failed", f"validator failed: {_describe(exc)}") from exc
         if outcome is not None:
@@ -366,11 +323,9 @@ async def _execute(
     """Run the handler; return the result and, if it raised, the error text."""
     try:
         result = await tool.execute(arguments, ctx)
-    except trio.Cancelled:
-        raise
     except Exception as exc:
         return _exception_result(tool, exc)
-    if type(result) is not ToolResult and not isinstance(result, ToolResult):
+    if not isinstance(result, ToolResult):
         error = f"tool {tool.name} returned {type(result).__name__}, not a ToolResult"
         return ToolResult.error(error, error=error), error
     return result, None
@@ -384,8 +339,6 @@ async def _run_result_hooks(
             outcome = hook(call, result, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
                 outcome = await outcome
-        except trio.Cancelled:
-            raise
         except Exception as exc:
             return ToolResult.error(f"result middleware failed: {_describe(exc)}")
         if outcome is None:
@@ -486,7 +439,7 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
             through :func:`open_asyncio_host`).
         trio.Cancelled: the caller's own scope was cancelled.
     """
-    if type(call) is not ToolCall and not isinstance(call, ToolCall):
+    if not isinstance(call, ToolCall):
         raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
     require_trio("dispatch_tool_call()")
     started_at = time.time()

@@ -14,7 +14,6 @@ import re
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
-import trio
 
 from ._errors import ConfigurationError, ExtensionError
 from ._policy import PermissionPolicy, PermissionRequest, assert_permission
@@ -155,8 +154,6 @@ class ExtensionKernel:
                 outcome = setup(api)
                 if inspect.isawaitable(outcome):
                     await outcome
-            except trio.Cancelled:
-                raise
             except ExtensionError:
                 raise
             except Exception as exc:

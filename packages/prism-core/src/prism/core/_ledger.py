@@ -11,6 +11,7 @@ sinks (:mod:`._ledger_sinks`) as it is made.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -277,17 +278,11 @@ _SECRET_ASSIGNMENT = re.compile(
     r"(?i)(?P<name>(?:password|passwd|pwd|token|secret|api[_-]?key|access[_-]?key|auth)"
     r"[\"']?\s*[=:]\s*[\"']?)[^\s\"'&,;]+"
 )
-_key_cache: dict[str, bool] = {}
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_secret_key(key: str) -> bool:
-    secret = _key_cache.get(key)
-    if secret is None:
-        secret = bool(_SECRET_KEY.search(key)) and not _COUNT_KEY.match(key)
-        if len(_key_cache) >= 4096:
-            _key_cache.clear()
-        _key_cache[key] = secret
-    return secret
+    return bool(_SECRET_KEY.search(key)) and not _COUNT_KEY.match(key)
 
 
 def _keep_name(match: re.Match[str]) -> str:

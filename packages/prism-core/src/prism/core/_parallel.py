@@ -82,27 +82,20 @@ class _Turn:
 
     def fill(self, index: int, result: ToolResult) -> None:
         self.slots[index] = result
-        if index != self.emitted:
-            return
-        slots = self.slots
-        calls = self.calls
-        on_result = self.on_result
-        emitted = index
-        total = len(slots)
-        while emitted < total:
-            ready = slots[emitted]
+        while self.emitted < len(self.slots):
+            ready = self.slots[self.emitted]
             if ready is None:
-                break
-            emitted += 1
-            self.emitted = emitted
-            if on_result is not None:
+                return
+            done = self.emitted
+            self.emitted += 1
+            if self.on_result is not None:
                 try:
-                    on_result(emitted - 1, calls[emitted - 1], ready)
+                    self.on_result(done, self.calls[done], ready)
                 except Exception as exc:
                     # A broken callback ends the turn; it is re-raised as it is
                     # (not wrapped in an exception group) once the nursery is closed.
                     self.error = exc
-                    self.on_result = on_result = None
+                    self.on_result = None
                     if self.scope is not None:
                         self.scope.cancel()
 

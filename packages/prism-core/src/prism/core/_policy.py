@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from fnmatch import translate
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
@@ -95,17 +95,14 @@ class _RulePermissionPolicy:
     _allow: re.Pattern[str] | None
     _deny: re.Pattern[str] | None
     _default: bool
-    _cache: dict[str, PermissionDecision] = attrs.field(factory=dict)
+    # The policy is immutable, so a key's decision never changes.
+    _decided: Callable[[str], PermissionDecision] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._decided = functools.lru_cache(maxsize=4096)(self._decide)
 
     def check(self, request: PermissionRequest) -> PermissionDecision:
-        key = request.key
-        decision = self._cache.get(key)
-        if decision is None:
-            decision = self._decide(key)
-            if len(self._cache) >= 4096:
-                self._cache.clear()
-            self._cache[key] = decision
-        return decision
+        return self._decided(request.key)
 
     def _decide(self, key: str) -> PermissionDecision:
         if self._deny is not None and self._deny.match(key):

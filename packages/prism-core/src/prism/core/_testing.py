@@ -388,8 +388,6 @@ async def _run_row(
 ) -> ToolResult:
     try:
         result = await dispatch(call, h.options)
-    except trio.Cancelled:
-        raise
     except Exception as exc:
         raise _fail(row, f"dispatch raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(result, ToolResult):
