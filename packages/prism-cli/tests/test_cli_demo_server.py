@@ -1,9 +1,13 @@
+import shutil
 import sys
+from pathlib import Path
 
 import trio
 from mcp import Client, StdioServerParameters
 
 from prism.cli.demo_server import PAGES
+
+_TOOLS = ("search_docs", "get_page", "build_index", "delete_index")
 
 
 def _params(step: str = "0.01") -> StdioServerParameters:
@@ -17,7 +21,7 @@ async def test_demo_server_lists_its_tools_with_schemas_over_stdio() -> None:
         async with Client(_params()) as client:
             listed = await client.list_tools()
     names = {tool.name: tool for tool in listed.tools}
-    assert set(names) == {"search_docs", "get_page", "build_index", "delete_index"}
+    assert set(names) == set(_TOOLS)
     schema = names["search_docs"].input_schema
     assert schema["properties"]["query"]["type"] == "string"
     assert schema["required"] == ["query"]
@@ -71,3 +75,13 @@ def test_demo_server_refuses_a_silly_step_option() -> None:
     )
     assert proc.returncode == 2
     assert "--step-seconds" in proc.stderr
+
+
+async def test_the_prism_demo_server_command_serves_the_same_tools() -> None:
+    # Installed beside the interpreter by prism-cli's [project.scripts].
+    command = shutil.which("prism-demo-server", path=str(Path(sys.executable).parent))
+    assert command is not None
+    with trio.fail_after(30):
+        async with Client(StdioServerParameters(command=command, args=[])) as client:
+            listed = await client.list_tools()
+    assert {tool.name for tool in listed.tools} == set(_TOOLS)

@@ -1,4 +1,8 @@
-"""A small, real MCP server that ships with prism-cli: ``python -m prism.cli.demo_server``.
+"""A small, real MCP server that ships with prism-cli: ``prism-demo-server``.
+
+Start it with the ``prism-demo-server`` command that prism-cli installs, or as
+``<the interpreter prism is installed in> -m prism.cli.demo_server`` (from
+Python: ``[sys.executable, "-m", "prism.cli.demo_server"]``).
 
 It speaks MCP over stdio (``mcp.server.mcpserver.MCPServer``, run under trio)
 and serves a handful of realistic tools over an embedded set of Prism doc
@@ -124,7 +128,7 @@ def build_server(*, step_seconds: float = 0.2) -> MCPServer:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the demo tools over stdio until stdin closes."""
-    parser = argparse.ArgumentParser(prog="python -m prism.cli.demo_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="prism-demo-server", description=__doc__)
     parser.add_argument("--step-seconds", type=float, default=0.2)
     parser.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
     options = parser.parse_args(argv)
