@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import glob
 import os
 import shutil
@@ -34,6 +35,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from ._errors import SandboxUnavailableError
+from ._gitshadow import GitShadow
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -42,6 +44,7 @@ __all__ = [
     "PlaceholderLease",
     "git_entries",
     "is_placeholder",
+    "nested_entries",
     "protected_mount_args",
     "protected_plan",
 ]
@@ -59,7 +62,9 @@ _PLACEHOLDER, _PLACEHOLDER_DIR = "placeholder", "placeholder-dir"
 # empty commondir makes every git command die; "." names the git directory.
 _MODE, _DIR_MODE = 0o1444, 0o1555
 _CONTENT = {"commondir": b".\n"}
-_EMBEDDED_GIT = ("config", "hooks", "commondir", "info/attributes")
+_EMBEDDED_GIT = (
+    "config", "config.worktree", "hooks", "commondir", "info/attributes", "modules", "worktrees",
+)  # fmt: skip
 
 
 def _concrete(root: str, entries: Sequence[str]) -> Iterator[list[str]]:
@@ -128,17 +133,108 @@ def git_entries(root: str) -> list[str]:
         hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
         if hooks.startswith(root.rstrip("/") + "/"):
             out.append(glob.escape(os.path.relpath(hooks, root)))
+    pattern = r"^include(if\..*)?\.path$"
+    includes = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern)
+    for path in _include_targets(root, includes or b""):
+        if path.startswith(root.rstrip("/") + "/"):
+            out.append(glob.escape(os.path.relpath(path, root)))
     listing = _git(root, "ls-files", "--stage", "-z")
     for record in (listing or b"").split(b"\0"):
         meta, _, name = record.partition(b"\t")
         if not meta.startswith(b"160000 "):
             continue
-        path = glob.escape(name.decode("utf-8", "surrogateescape"))
-        dot_git = os.path.join(root, name.decode("utf-8", "surrogateescape"), ".git")
+        text = name.decode("utf-8", "surrogateescape")
+        path = glob.escape(text)
+        dot_git = os.path.join(root, text, ".git")
         if os.path.isdir(dot_git) and not os.path.islink(dot_git):
             out += [f"{path}/.git/{part}" for part in _EMBEDDED_GIT]
+            continue
+        out.append(f"{path}/.git")
+        target = _gitfile_target(dot_git)
+        if target is not None and target.startswith(root.rstrip("/") + "/"):
+            # the git directory a .git file names, when it lies in the root
+            relative = glob.escape(os.path.relpath(target, root))
+            out += [f"{relative}/{part}" for part in _EMBEDDED_GIT]
+    return out
+
+
+def _include_targets(root: str, listing: bytes) -> list[str]:
+    """Files named by ``include.path`` / ``includeIf.*.path`` (``--show-origin -z`` output).
+
+    Every include counts, whatever its condition (a command can switch the
+    branch an ``onbranch:`` condition names). Relative paths are relative to
+    the file that holds them (an origin is relative to ``root``); ``~/`` is
+    the home directory.
+    """
+    out: list[str] = []
+    fields = listing.split(b"\0")
+    for origin, pair in zip(fields[::2], fields[1::2], strict=False):
+        source = origin.decode("utf-8", "surrogateescape")
+        _, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
+        if not source.startswith("file:") or not value:
+            continue
+        value = os.path.expanduser(value)
+        path = os.path.join(os.path.dirname(os.path.join(root, source[5:])), value)
+        out.append(os.path.realpath(path))
+    return out
+
+
+def _gitfile_target(path: str) -> str | None:
+    """The real git directory a ``.git`` file names, or None (not a readable gitfile)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4097)
+    except OSError:
+        return None
+    text = head.decode("utf-8", "surrogateescape").strip()
+    if not text.startswith("gitdir: ") or "\n" in text:
+        return None
+    target = os.path.join(os.path.dirname(path), text[len("gitdir: ") :])
+    real = os.path.realpath(target)
+    return real if os.path.isdir(real) else None
+
+
+def nested_entries(root: str, entries: Sequence[str]) -> list[str]:
+    """``entries`` that exist below the top of ``root`` now, as entries relative to ``root``.
+
+    Walks the whole tree (not into ``.git`` directories, not through links).
+    Below a nested ``.git`` directory each ``.git/...`` entry counts, existing
+    or not (its placeholders stay inside that git directory); any other entry
+    counts when it exists. What is created later is not covered.
+    """
+    literal: dict[str, list[str]] = {}
+    patterns: list[tuple[str, str]] = []
+    for entry in entries:
+        first = entry.split("/", 1)[0]
+        if any(ch in first for ch in "*?["):
+            patterns.append((first, entry))
         else:
-            out.append(f"{path}/.git")
+            literal.setdefault(first, []).append(entry)
+    out: list[str] = []
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as listing:
+                children = list(listing)
+        except OSError:
+            continue
+        below_top = directory != root
+        prefix = glob.escape(os.path.relpath(directory, root))
+        for child in children:
+            if below_top:
+                matching = literal.get(child.name, [])
+                matching += [e for p, e in patterns if fnmatch.fnmatchcase(child.name, p)]
+                for entry in matching:
+                    for parts in _concrete(directory, [entry]):
+                        if parts[0] == ".git" or os.path.lexists(os.path.join(directory, *parts)):
+                            out.append(f"{prefix}/" + "/".join(glob.escape(p) for p in parts))
+            if (
+                child.name != ".git"
+                and child.is_dir(follow_symlinks=False)
+                and not is_placeholder(child.path)
+            ):
+                stack.append(child.path)
     return out
 
 
@@ -203,11 +299,15 @@ def protected_plan(
 
 
 def protected_mount_args(
-    root: str, entries: Sequence[str], extra: Sequence[str] | None = None
+    root: str, entries: Sequence[str], extra: Sequence[str] | None = None, *, shadowed: bool = False
 ) -> list[str]:
-    """The bwrap arguments for :func:`protected_plan` (after ``--bind root root``)."""
+    """The bwrap arguments for :func:`protected_plan` (after ``--bind root root``).
+
+    ``shadowed``: ``root/.git`` is a :class:`~._gitshadow.GitShadow`, whose
+    mounts come first; only the plan's mounts inside ``.git/objects`` remain.
+    """
     args: list[str] = []
-    for kind, path in protected_plan(root, entries, extra):
+    for kind, path in _plan(root, entries, extra, shadowed=shadowed):
         if kind == _PIN:
             args += ["--bind", path, path]
         elif kind == _RO:
@@ -215,6 +315,23 @@ def protected_mount_args(
         else:
             args += ["--ro-bind", "/dev/null", path]
     return args
+
+
+def _plan(
+    root: str, entries: Sequence[str], extra: Sequence[str] | None, *, shadowed: bool
+) -> list[tuple[str, str]]:
+    plan = protected_plan(root, entries, extra)
+    if not shadowed:
+        return plan
+    git_dir = os.path.join(root, ".git")
+    objects = os.path.join(git_dir, "objects")
+    return [
+        (kind, path) for kind, path in plan if not _within(path, git_dir) or _within(path, objects)
+    ]
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory + "/")
 
 
 def is_placeholder(path: str) -> bool:
@@ -265,10 +382,12 @@ class PlaceholderLease:
         self._roots = tuple(roots)
         self._entries = tuple(entries)
         self._fds: list[tuple[int, str]] = []
+        self._shadows: dict[str, GitShadow] = {}
         self.extra: dict[str, list[str]] = {}
+        self.notes: list[str] = []
 
     def acquire(self) -> None:
-        """Lock the roots (shared) and create the missing placeholders.
+        """Lock the roots (shared), copy each root's ``.git``, create the placeholders.
 
         Raises:
             SandboxUnavailableError: a root cannot be locked or a placeholder
@@ -279,8 +398,13 @@ class PlaceholderLease:
                 fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 self._fds.append((fd, root))
                 fcntl.flock(fd, fcntl.LOCK_SH)
-                self.extra[root] = git_entries(root)
-                for kind, path in protected_plan(root, self._entries, self.extra[root]):
+                self.extra[root] = [*git_entries(root), *nested_entries(root, self._entries)]
+                dot_git = os.path.join(root, ".git")
+                real_dir = not os.path.islink(dot_git) and not is_placeholder(dot_git)
+                if real_dir and os.path.isdir(dot_git):
+                    self._shadows[root] = GitShadow(root)
+                plan = _plan(root, self._entries, self.extra[root], shadowed=root in self._shadows)
+                for kind, path in plan:
                     if kind in (_PLACEHOLDER, _PLACEHOLDER_DIR) and not os.path.lexists(path):
                         _create_placeholder(path, directory=kind == _PLACEHOLDER_DIR)
         except SandboxUnavailableError:
@@ -293,8 +417,24 @@ class PlaceholderLease:
                 "refusing to run unsandboxed"
             ) from exc
 
+    def mount_args(self, root: str) -> list[str]:
+        """The bwrap arguments protecting ``root`` (after ``--bind root root``)."""
+        shadow = self._shadows.get(root)
+        head = [] if shadow is None else shadow.mount_args()
+        more = self.extra.get(root)
+        return [*head, *protected_mount_args(root, self._entries, more, shadowed=bool(head))]
+
     def release(self) -> None:
-        """Remove the placeholders of each root no other run holds; unlock."""
+        """Copy allowed ``.git`` changes back, remove placeholders no other run holds; unlock.
+
+        What was not copied back is added to :attr:`notes`.
+        """
+        shadows, self._shadows = self._shadows, {}
+        for shadow in shadows.values():
+            try:
+                self.notes += shadow.commit()
+            finally:
+                shadow.discard()
         fds, self._fds = self._fds, []
         for fd, root in fds:
             try:

@@ -23,6 +23,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # git runs these (hooks, and config keys such as core.fsmonitor, core.pager,
     # core.sshCommand, alias.*, diff/filter drivers) on the host's next git command
     ".git/config",
+    # read as repository config when extensions.worktreeConfig is set
+    ".git/config.worktree",
     ".git/hooks",
     ".git/info/attributes",
     # git reads the repository config from the directory named in commondir, and a

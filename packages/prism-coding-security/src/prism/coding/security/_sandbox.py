@@ -38,7 +38,7 @@ from ._proxy import (
 from ._seccomp import SECCOMP_FILTER, filter_path
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
 __all__ = ["BubblewrapSandbox", "SandboxBackend", "create_sandbox_shell_operations"]
 
@@ -248,7 +248,7 @@ class BubblewrapSandbox:
         argv: Sequence[str],
         cwd: str,
         proxy_dir: str | None,
-        extra: Mapping[str, Sequence[str]] | None = None,
+        lease: PlaceholderLease | None = None,
     ) -> list[str]:
         limits = prlimit_args(
             cpu_time_s=self.cpu_time_s,
@@ -288,8 +288,10 @@ class BubblewrapSandbox:
         for root in self.writable_roots:
             args += ["--bind", root, root]
         for root in self.writable_roots:
-            more = None if extra is None else extra.get(root)
-            args += protected_mount_args(root, self.protected_paths, more)
+            if lease is None:
+                args += protected_mount_args(root, self.protected_paths)
+            else:
+                args += lease.mount_args(root)
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
         if not covered and any(_within(real_cwd, h) for h in hidden):
@@ -325,7 +327,7 @@ class BubblewrapSandbox:
         # protected paths all touch the filesystem.
         lease.acquire()
         try:
-            return self._wrap(argv, cwd, proxy_dir, lease.extra)
+            return self._wrap(argv, cwd, proxy_dir, lease)
         except Exception:
             lease.release()
             raise
@@ -352,10 +354,16 @@ class BubblewrapSandbox:
         return results[0]
 
     async def _run_leased(
-        self, argv: Sequence[str], cwd: str, run: Callable[[list[str]], Awaitable[ShellExit]]
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        run: Callable[[list[str]], Awaitable[ShellExit]],
+        notes: list[str] | None = None,
     ) -> ShellExit:
         async def body(proxy_dir: str | None) -> ShellExit:
             lease = self._placeholder_lease()
+            if notes is not None:
+                lease.notes = notes
             try:
                 # release() is idempotent; it also covers a cancellation that
                 # arrives just as the thread finishes acquiring
@@ -432,7 +440,12 @@ class _SandboxShellOperations:
         async def run(argv: list[str]) -> ShellExit:
             return await self._run(argv, request, on_output)
 
-        return await self.backend._run_leased(request.argv, request.cwd, run)
+        notes: list[str] = []
+        result = await self.backend._run_leased(request.argv, request.cwd, run, notes)
+        if notes:
+            text = "".join(f"\n[prism sandbox] {note}" for note in notes)
+            await on_output(f"{text}\n".encode())
+        return result
 
     async def _run(
         self, argv: Sequence[str], request: ShellSpawnRequest, on_output: OutputSink

@@ -1,0 +1,270 @@
+"""BubblewrapSandbox and git: nothing a command plants runs in the host's own git afterwards.
+
+Each attack runs inside real bubblewrap; then the host runs ``git status``
+(unsandboxed, as a user or an editor would) and nothing may have run: the
+planted programs would create ``marker`` outside the root, where the
+sandbox itself cannot write.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import BubblewrapSandbox, create_sandbox_shell_operations
+from prism.coding.tools import LocalShellOperations, ShellOperations, ShellSpawnRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from prism.coding.tools import ShellExit
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.git]
+
+_IDENT = "-c user.name=t -c user.email=t@example.invalid"
+
+
+async def _git(cwd: Path, *args: str) -> bytes:
+    result = await trio.run_process(
+        ["git", *_IDENT.split(), "-c", "protocol.file.allow=always", *args],
+        cwd=cwd,
+        capture_stdout=True,
+    )
+    return result.stdout
+
+
+async def _repo(root: Path) -> None:
+    await _git(root, "init", "-q")
+    await _git(root, "commit", "-q", "--allow-empty", "-m", "0")
+
+
+def _fsmonitor(marker: Path, target: str) -> str:
+    return f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> {target}"
+
+
+async def _host_git_status_runs_nothing(root: Path, marker: Path) -> None:
+    await _git(root, "status")
+    await _git(root, "status", "--short", "--untracked-files=all")
+    assert not await trio.Path(marker).exists()
+
+
+def _ops(root: Path) -> ShellOperations:
+    return create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+
+
+async def test_new_submodule_with_an_embedded_git_directory_is_not_registered(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    marker = tmp_path / "pwned"
+    command = (
+        f"git init -q sub && git -C sub {_IDENT} commit -q --allow-empty -m x && "
+        f"{_fsmonitor(marker, 'sub/.git/config')} && git add sub && echo added"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "added" in output
+    assert "registers a new submodule (sub)" in output
+    assert b"160000" not in await _git(root, "ls-files", "--stage")
+    await _host_git_status_runs_nothing(root, marker)
+
+
+async def test_new_submodule_whose_git_directory_is_made_under_dot_git_modules(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    marker = tmp_path / "pwned"
+    command = (
+        "git init -q --separate-git-dir=.git/modules/evil sub && "
+        f"git -C sub {_IDENT} commit -q --allow-empty -m x && "
+        f"{_fsmonitor(marker, '.git/modules/evil/config')} && "
+        "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub; echo end"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "end" in output
+    assert not (root / ".git" / "modules").exists()
+    await _host_git_status_runs_nothing(root, marker)
+
+
+async def test_gitlink_whose_git_file_names_the_repository_itself_is_not_registered(
+    root: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    command = (
+        "mkdir sub && echo 'gitdir: ../.git' > sub/.git && "
+        "git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub && echo added"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "added" in output
+    assert "registers a new submodule (sub)" in output
+    assert b"160000" not in await _git(root, "ls-files", "--stage")
+
+
+async def test_nested_repository_made_by_a_command_is_not_run_by_the_host_git_status(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    # git status lists an untracked nested repository without entering it
+    await _repo(root)
+    marker = tmp_path / "pwned"
+    command = f"git init -q nested && {_fsmonitor(marker, 'nested/.git/config')} && echo made"
+    _, output = await run_shell(_ops(root), command, root)
+    assert "made" in output
+    await _host_git_status_runs_nothing(root, marker)
+
+
+async def test_worktree_config_is_kept_private(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    await _git(root, "config", "extensions.worktreeConfig", "true")
+    marker = tmp_path / "pwned"
+    command = f"{_fsmonitor(marker, '.git/config.worktree')}; git config user.name evil; echo end"
+    _, output = await run_shell(_ops(root), command, root)
+    assert "end" in output
+    assert "the change to .git/config.worktree" in output
+    assert "the change to .git/config" in output
+    assert not (root / ".git" / "config.worktree").exists()
+    assert b"evil" not in (root / ".git" / "config").read_bytes()
+    await _host_git_status_runs_nothing(root, marker)
+
+
+async def test_new_worktree_and_hooks_stay_private(root: Path, run_shell: RunShell) -> None:
+    await _repo(root)
+    (root / ".git" / "hooks").rename(root / "hooks-aside")
+    command = "git worktree add -q wt; mkdir .git/hooks; echo x > .git/hooks/pre-commit; echo end"
+    _, output = await run_shell(_ops(root), command, root)
+    assert "end" in output
+    assert not (root / ".git" / "worktrees").exists()
+    assert not (root / ".git" / "hooks").exists()
+
+
+@pytest.mark.parametrize("exists", [True, False])
+async def test_file_a_git_config_includes_is_protected(
+    root: Path, tmp_path: Path, run_shell: RunShell, exists: bool
+) -> None:
+    await _repo(root)
+    await _git(root, "config", "include.path", "../team.gitconfig")
+    await _git(root, "config", "includeIf.onbranch:evil.path", "../evil.gitconfig")
+    if exists:
+        (root / "team.gitconfig").write_text("[user]\n\tname = team\n")
+    marker = tmp_path / "pwned"
+    command = (
+        f"{_fsmonitor(marker, 'team.gitconfig')}; git checkout -q -b evil; "
+        f"{_fsmonitor(marker, 'evil.gitconfig')}; echo end"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "end" in output
+    assert not (root / "evil.gitconfig").exists()
+    assert (root / "team.gitconfig").exists() == exists
+    await _git(root, "checkout", "-q", "evil")
+    await _host_git_status_runs_nothing(root, marker)
+
+
+async def test_ordinary_git_work_spans_commands(root: Path, run_shell: RunShell) -> None:
+    await _repo(root)
+    ops = _ops(root)
+    steps = [
+        "echo a > a.txt && git add a.txt",
+        f"git {_IDENT} commit -qm one",
+        f"git checkout -q -b feature && echo b > b.txt && git add b.txt && "
+        f"git {_IDENT} commit -qm two",
+        "git checkout -q master 2>/dev/null || git checkout -q main",
+        f"echo c > b.txt && git add b.txt && git {_IDENT} commit -qm three",
+        f"git {_IDENT} merge -q feature -m merge",  # conflict: the merge is left in progress
+        f"echo resolved > b.txt && git add b.txt && git {_IDENT} commit -qm merged",
+    ]
+    for step in steps:
+        result, output = await run_shell(ops, step, root)
+        assert "[prism sandbox]" not in output, output
+        if "merge -q" not in step:
+            assert result.exit_code == 0, (step, output)
+    log = await _git(root, "log", "--format=%s")
+    assert log.split() == [b"merged", b"three", b"two", b"one", b"0"]
+    assert await _git(root, "status", "--porcelain") == b""
+
+
+async def test_index_the_host_changed_meanwhile_is_kept(root: Path) -> None:
+    await _repo(root)
+    (root / "a.txt").write_text("a\n")
+    (root / "b.txt").write_text("b\n")
+    os.mkfifo(root / "go")
+    ready = trio.Event()
+    seen: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        seen.append(chunk)
+        if b"ready" in b"".join(seen):
+            ready.set()
+
+    request = ShellSpawnRequest(
+        command="git add a.txt && echo ready && cat go",
+        shell_path="/bin/sh",
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+
+    def release() -> None:
+        with open(root / "go", "w") as fifo:
+            fifo.write("go\n")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_ops(root).run, request, sink)
+        with trio.fail_after(30):
+            await ready.wait()
+        await _git(root, "add", "b.txt")
+        await trio.to_thread.run_sync(release)
+    assert b"changed outside meanwhile" in b"".join(seen)
+    assert await _git(root, "diff", "--cached", "--name-only") == b"b.txt\n"
+
+
+async def test_protected_paths_below_the_top_are_read_only(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    (root / "sub").mkdir()
+    (root / "sub" / ".envrc").write_text("safe\n")
+    await trio.run_process(["git", "init", "-q", str(root / "vendor" / "x")])
+    (root / "vendor" / "x" / ".git" / "hooks").rename(tmp_path / "aside")
+    marker = tmp_path / "pwned"
+    command = (
+        "echo evil >> sub/.envrc; mv sub moved; "
+        f"{_fsmonitor(marker, 'vendor/x/.git/config')}; "
+        "mkdir vendor/x/.git/hooks; mkdir later && echo new > later/.envrc; echo end"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "end" in output
+    assert (root / "sub" / ".envrc").read_text() == "safe\n"
+    assert not (root / "moved").exists()
+    assert not (root / "vendor" / "x" / ".git" / "hooks").exists()
+    await _host_git_status_runs_nothing(root / "vendor" / "x", marker)
+    # documented limit: what is created during the run is not covered
+    assert (root / "later" / ".envrc").read_text() == "new\n"
+
+
+@pytest.mark.parametrize(
+    ("setup", "attack"),
+    [
+        ((), f"git init -q sub && git -C sub {_IDENT} commit -q --allow-empty -m x && "
+             "{fsmonitor sub/.git/config} && git add sub"),
+        (("extensions.worktreeConfig", "true"), "{fsmonitor .git/config.worktree}"),
+        (("include.path", "../team.gitconfig"), "{fsmonitor team.gitconfig}"),
+    ],
+    ids=["new submodule", "worktree config", "included file"],
+)  # fmt: skip
+async def test_each_attack_works_without_the_sandbox(
+    root: Path, tmp_path: Path, run_shell: RunShell, setup: tuple[str, ...], attack: str
+) -> None:
+    # the control: the same commands, unsandboxed, do run the planted program
+    await _repo(root)
+    if setup:
+        await _git(root, "config", *setup)
+    marker = tmp_path / "pwned"
+    target = attack.split("{fsmonitor ", 1)[1].split("}", 1)[0]
+    command = attack.replace(f"{{fsmonitor {target}}}", _fsmonitor(marker, target))
+    await run_shell(LocalShellOperations(), command, root)
+    await _git(root, "status")
+    assert marker.exists()
