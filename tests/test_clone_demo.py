@@ -34,13 +34,20 @@ GATES = (
 
 
 def _clean_environ(cache: Path) -> dict[str, str]:
-    """The caller's environment without this test run's virtualenv or uv settings."""
-    dropped = {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "FORCE_COLOR", "COLUMNS", "LINES"}
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in dropped and not key.startswith("UV_") and key != "UV"
+    """The caller's environment without this test run's virtualenv (uv's index settings stay)."""
+    dropped = {
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "FORCE_COLOR",
+        "LINES",
+        "UV",
+        "UV_PROJECT_ENVIRONMENT",
+        "UV_NO_SYNC",
+        "UV_FROZEN",
+        "UV_OFFLINE",
     }
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
     env["UV_CACHE_DIR"] = str(cache)
     env["NO_COLOR"] = "1"
     env["COLUMNS"] = "200"
