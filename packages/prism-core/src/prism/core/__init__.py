@@ -90,13 +90,11 @@ from ._ledger import LedgerFormatError as LedgerFormatError
 from ._ledger import LedgerRecorder as LedgerRecorder
 from ._ledger import LedgerSink as LedgerSink
 from ._ledger import LedgerWriteFailed as LedgerWriteFailed
-from ._ledger import Redactor as Redactor
 from ._ledger import RunEndRecord as RunEndRecord
 from ._ledger import RunLedger as RunLedger
 from ._ledger import RunOutcome as RunOutcome
 from ._ledger import RunStartRecord as RunStartRecord
 from ._ledger import ToolCallRecord as ToolCallRecord
-from ._ledger import default_redactor as default_redactor
 from ._ledger_decision import ApprovalAnswer as ApprovalAnswer
 from ._ledger_decision import DecisionGate as DecisionGate
 from ._ledger_decision import ToolCallDecision as ToolCallDecision
@@ -132,6 +130,8 @@ from ._provider import ModelRequest as ModelRequest
 from ._provider import ScriptedProvider as ScriptedProvider
 from ._provider import ScriptedTurn as ScriptedTurn
 from ._provider import ToolSpec as ToolSpec
+from ._redaction import Redactor as Redactor
+from ._redaction import default_redactor as default_redactor
 from ._tools import ToolDefinition as ToolDefinition
 from ._tools import ToolExecutionContext as ToolExecutionContext
 from ._tools import ToolFilter as ToolFilter

@@ -29,11 +29,12 @@ from ._asyncio_host import require_trio
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
-from ._ledger import LedgerRecorder, json_safe, snapshot_json
+from ._ledger import LedgerRecorder
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._middleware import MiddlewareRegistry
 from ._outcome import CallOutcome, cancelled_result, settle
 from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest, resolve_decision
+from ._redaction import json_safe, snapshot_json
 from ._tools import (
     ToolDefinition,
     ToolExecutionContext,

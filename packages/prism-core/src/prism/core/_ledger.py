@@ -11,12 +11,9 @@ sinks (:mod:`._ledger_sinks`) as it is made.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
-import math
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -34,14 +31,24 @@ from typing import (
 import attrs
 import trio
 
-from ._content import TextContent, ToolResult
 from ._errors import PrismError
 from ._events import BlockedReason
 from ._json import JsonValue
 from ._ledger_decision import ToolCallDecision
+from ._redaction import (
+    Redactor,
+    default_redactor,
+    safe_arguments,
+    safe_decision,
+    safe_name,
+    safe_preview,
+    safe_text,
+)
 
 if TYPE_CHECKING:
     import cattrs
+
+    from ._content import ToolResult
 
 __all__ = [
     "LEDGER_SCHEMA_VERSION",
@@ -50,16 +57,12 @@ __all__ = [
     "LedgerRecorder",
     "LedgerSink",
     "LedgerWriteFailed",
-    "Redactor",
     "RunEndRecord",
     "RunLedger",
     "RunOutcome",
     "RunStartRecord",
     "ToolCallRecord",
     "ToolCallStatus",
-    "default_redactor",
-    "json_safe",
-    "snapshot_json",
 ]
 
 LEDGER_SCHEMA_VERSION = 2
@@ -70,22 +73,10 @@ READABLE_VERSIONS = frozenset({1, 2})
 
 _log = logging.getLogger("prism.core")
 
-_REDACTED = "[REDACTED]"
-_MAX_STRING = 1000
-_MAX_PREVIEW = 500
-_MAX_NAME = 256
-_MAX_REASON = 300
-# Text past a clip point is still scanned this far, so a secret that straddles
-# the cut is redacted whole instead of leaking its first characters.
-_SCAN_WINDOW = 256
-_MAX_ITEMS = 200
-_MAX_DEPTH = 32
 
 ToolCallStatus: TypeAlias = Literal["ok", "error", "blocked", "cancelled"]
 RunOutcome: TypeAlias = Literal["finished", "aborted", "failed"]
 """How a run ended: normally, interrupted (abort, SIGINT, cancellation), or by an error."""
-Redactor: TypeAlias = Callable[[JsonValue], JsonValue]
-"""Returns a copy of a JSON value with secrets replaced; must not mutate its input."""
 
 
 class LedgerFormatError(PrismError, ValueError):
@@ -235,231 +226,6 @@ class LedgerWriteFailed:
     entry_type: str
     call_id: str | None = None
     timestamp: float = attrs.field(factory=time.time)
-
-
-# --- redaction -------------------------------------------------------------------------
-
-_SECRET_KEY = re.compile(
-    r"(?i)(pass(?:word|wd|phrase)|\bpwd\b|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|signing[_-]?key|authori[sz]ation|(?:^|[^a-z])auth(?:[^a-z]|$)"
-    r"|cookie|credential|session[_-]?id|bearer)"
-)
-# Keys that contain "token" but count tokens instead of holding one.
-_COUNT_KEY = re.compile(
-    r"(?i)^(?:(?:max|min|num|n|total|prompt|completion|input|output|cached|reasoning)"
-    r"[_-]?tokens?|tokens(?:[_-]?(?:count|limit|used|budget))?"
-    r"|token[_-]?(?:count|limit|used|budget)|max[_-]?new[_-]?tokens)$"
-)
-# Secret-looking text. Each rule runs only when one of its cheap substring
-# triggers occurs in the lowercased text: a single combined case-insensitive
-# regex costs ~16 µs per 100 characters, far too much for every argument.
-_SECRET_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
-    (("bearer",), re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}")),
-    (("basic",), re.compile(r"(?i)\bbasic\s+[a-z0-9+/=]{8,}")),
-    (("sk-",), re.compile(r"(?i)\bsk-[a-z0-9_-]{16,}")),
-    (
-        ("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_"),
-        re.compile(r"(?i)\b(?:ghp|gho|ghs|ghu|ghr|github_pat)_[a-z0-9_]{16,}"),
-    ),
-    (("xox",), re.compile(r"(?i)\bxox[abposr]-[a-z0-9-]{10,}")),
-    (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    (
-        ("private key",),
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
-        ),
-    ),
-    (("://",), re.compile(r"(?<=://)[^\s/:@]+:[^\s/@]+(?=@)")),
-)
-# ``name = value`` / ``"name": "value"`` assignments; the name is kept.
-_ASSIGN_TRIGGERS = ("pass", "pwd", "token", "secret", "key", "auth")
-_SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(?P<name>(?:password|passwd|pwd|token|secret|api[_-]?key|access[_-]?key|auth)"
-    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"'&,;]+"
-)
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key)) and not _COUNT_KEY.match(key)
-
-
-def _keep_name(match: re.Match[str]) -> str:
-    return match.group("name") + _REDACTED
-
-
-def _redact_text(text: str) -> str:
-    if len(text) < 5:  # shorter than anything the rules match ("pwd=x")
-        return text
-    if len(text) < 20 and text.isalnum():
-        # Every rule needs punctuation, whitespace or (AWS key ids) 20 characters.
-        return text
-    low = text.lower()
-    for triggers, pattern in _SECRET_RULES:
-        for trigger in triggers:
-            if trigger in low:
-                text = pattern.sub(_REDACTED, text)
-                break
-    if "=" in text or ":" in text:
-        for trigger in _ASSIGN_TRIGGERS:
-            if trigger in low:
-                return _SECRET_ASSIGNMENT.sub(_keep_name, text)
-    return text
-
-
-class _DefaultRedactor:
-    """The default :data:`Redactor` (see :func:`default_redactor`)."""
-
-    __slots__ = ()
-
-    def __call__(self, value: JsonValue) -> JsonValue:
-        return _bounded(value, 0, True)
-
-    def __repr__(self) -> str:
-        return "default_redactor()"
-
-
-_DEFAULT = _DefaultRedactor()
-
-
-def default_redactor() -> Redactor:
-    """The redactor :class:`RunLedger` uses unless told otherwise.
-
-    It replaces with ``[REDACTED]``:
-
-    - the value under any key that looks secret: passwords, tokens (not token
-      counts such as ``max_tokens``), API and access keys, private keys,
-      ``Authorization`` / ``auth`` headers, cookies, credentials, session ids;
-    - secret-looking text anywhere: ``Bearer``/``Basic`` credentials, ``sk-``
-      keys, GitHub and Slack tokens, AWS key ids, JWTs, PEM private keys, the
-      password in ``scheme://user:password@host``, and ``password=...``,
-      ``"api_key": "..."`` style assignments.
-
-    It never mutates its input, and also bounds sizes like the ledger does.
-    """
-    return _DEFAULT
-
-
-def _clip(text: str, limit: int, total: int | None = None) -> str:
-    total = len(text) if total is None else total
-    if total <= limit:
-        return text
-    return f"{text[:limit]}...[{total - limit} more chars]"
-
-
-def _bounded_str(text: str, limit: int, redact: bool) -> str:
-    if len(text) <= limit:
-        return _redact_text(text) if redact else text
-    head = text[: limit + _SCAN_WINDOW]
-    if redact:
-        head = _redact_text(head)
-    return f"{head[:limit]}...[{len(text) - limit} more chars]"
-
-
-def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
-    kind = type(value)
-    if kind is str:
-        if len(value) <= _MAX_STRING:  # type: ignore[arg-type]
-            return _redact_text(value) if redact else value  # type: ignore[arg-type,return-value]
-        return _bounded_str(value, _MAX_STRING, redact)  # type: ignore[arg-type]
-    if value is None or kind is bool or kind is int:
-        return value  # type: ignore[return-value]
-    if kind is float:
-        return value if math.isfinite(value) else repr(value)  # type: ignore[arg-type,return-value]
-    if depth >= _MAX_DEPTH:
-        return "[too deep]"
-    if isinstance(value, dict):
-        out: dict[str, JsonValue] = {}
-        pairs: Iterable[tuple[object, object]] = value.items()
-        out_note: str | None = None
-        if len(value) > _MAX_ITEMS:
-            pairs = list(pairs)[:_MAX_ITEMS]
-            out_note = f"[{len(value) - _MAX_ITEMS} more keys]"
-        for key, item in pairs:
-            name = key if type(key) is str else str(key)
-            if len(name) > _MAX_STRING:
-                name = _clip(name, _MAX_STRING)
-            if redact and item is not None and _is_secret_key(name):
-                out[name] = _REDACTED
-            else:
-                out[name] = _bounded(item, depth + 1, redact)
-        if out_note is not None:
-            out["..."] = out_note
-        return out
-    if isinstance(value, (list, tuple)):
-        items: list[JsonValue] = [_bounded(item, depth + 1, redact) for item in value[:_MAX_ITEMS]]
-        if len(value) > _MAX_ITEMS:
-            items.append(f"[{len(value) - _MAX_ITEMS} more items]")
-        return items
-    if isinstance(value, str):
-        return _bounded_str(str(value), _MAX_STRING, redact)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return _bounded(float(value), depth, redact)
-    return f"<{type(value).__name__}>"
-
-
-def json_safe(value: object, depth: int = 0) -> JsonValue:
-    """A bounded JSON copy of ``value`` (no redaction).
-
-    Long strings are clipped, big containers cut, non-JSON objects shown by type
-    and non-finite floats written as strings.
-    """
-    return _bounded(value, depth, False)
-
-
-def snapshot_json(value: object, depth: int = 0) -> object:
-    """A copy of ``value`` as far as a ledger record will read it.
-
-    Containers are copied (strings are immutable and shared), so mutating the
-    original afterwards cannot change the record; strings are not clipped, so
-    the record's redaction still sees whole secrets.
-    """
-    kind = type(value)
-    if depth >= _MAX_DEPTH or (kind is not dict and kind is not list):
-        return value
-    depth += 1
-    if kind is dict:
-        mapping: dict[object, object] = value  # type: ignore[assignment]
-        if len(mapping) <= _MAX_ITEMS:
-            return {
-                k: snapshot_json(v, depth) if type(v) in _CONTAINERS else v
-                for k, v in mapping.items()
-            }
-        pairs = list(mapping.items())
-        copied = {k: snapshot_json(v, depth) for k, v in pairs[:_MAX_ITEMS]}
-        copied.update(pairs[_MAX_ITEMS:])
-        return copied
-    sequence: list[object] = value  # type: ignore[assignment]
-    head = [snapshot_json(v, depth) if type(v) in _CONTAINERS else v for v in sequence[:_MAX_ITEMS]]
-    return head + sequence[_MAX_ITEMS:] if len(sequence) > _MAX_ITEMS else head
-
-
-_CONTAINERS = frozenset({dict, list})
-
-
-def preview_text(result: ToolResult) -> str | None:
-    """The start of a result's text (or a note of its other blocks), not yet clipped."""
-    parts: list[str] = []
-    size = 0
-    others: list[str] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-            size += len(block.text) + 1
-            if size > _MAX_PREVIEW + _SCAN_WINDOW:
-                break
-        else:
-            others.append(f"<{type(block).__name__}>")
-    if parts:
-        return "\n".join(parts)
-    if others:
-        return ", ".join(others)
-    return None
 
 
 # --- JSONL through one cattrs converter, built on first use ----------------------------
@@ -652,30 +418,6 @@ def decode_object(data: object, where: str) -> LedgerEntry:
     return entry
 
 
-def _redact_decision(decision: ToolCallDecision, redact: Redactor | None) -> ToolCallDecision:
-    """The decision with its text fields bounded and redacted."""
-    texts = {
-        name: value
-        for name in ("policy", "rule", "model", "reason", "sandbox")
-        if (value := getattr(decision, name)) is not None
-    }
-    if not texts:
-        return decision
-    changed: dict[str, str] = {}
-    if redact is _DEFAULT or redact is None:
-        for name, value in texts.items():
-            changed[name] = _bounded_str(value, _MAX_REASON, redact is not None)
-    else:
-        bounded: dict[str, JsonValue] = {
-            name: _bounded_str(value, _MAX_REASON, False) for name, value in texts.items()
-        }
-        redacted = redact(bounded)
-        for name in texts:
-            value = redacted.get(name) if isinstance(redacted, dict) else None
-            changed[name] = value if isinstance(value, str) else _REDACTED
-    return attrs.evolve(decision, **changed)  # type: ignore[arg-type]
-
-
 def _new_run_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -763,42 +505,20 @@ class RunLedger:
         hosts that run calls some other way may call it too.
         """
         redact = self.redact
-        preview = preview_text(result) if result is not None else None
-        if redact is _DEFAULT:
-            safe_args = _bounded(arguments, 0, True)
-            if preview is not None:
-                preview = _bounded_str(preview, _MAX_PREVIEW, True)
-        else:
-            safe_args = _bounded(arguments, 0, False)
-            if preview is not None:
-                preview = _clip(preview[: _MAX_PREVIEW + _SCAN_WINDOW], _MAX_PREVIEW, len(preview))
-            if redact is not None:
-                safe_args = redact(safe_args)
-                if preview is not None:
-                    redacted = redact(preview)
-                    preview = redacted if isinstance(redacted, str) else _REDACTED
-        if decision is not None:
-            decision = _redact_decision(decision, redact)
-        # Both may come straight from the model (an unknown tool's name): bound them.
-        if len(call_id) > _MAX_NAME:
-            call_id = _clip(call_id, _MAX_NAME)
-        if len(tool_name) > _MAX_NAME:
-            tool_name = _clip(tool_name, _MAX_NAME)
-        if definition_hash is not None and len(definition_hash) > _MAX_NAME:
-            definition_hash = _clip(definition_hash, _MAX_NAME)
         entry = ToolCallRecord(
-            call_id=call_id,
-            tool_name=tool_name,
-            arguments=safe_args,
+            # Names may come straight from the model (an unknown tool's): bounded too.
+            call_id=safe_name(call_id),
+            tool_name=safe_name(tool_name),
+            arguments=safe_arguments(arguments, redact),
             status=status,
             blocked_reason=blocked_reason,
             started_at=started_at,
             finished_at=finished_at,
             duration_s=duration_s,
-            result_preview=preview,
-            decision=decision,
+            result_preview=None if result is None else safe_preview(result, redact),
+            decision=None if decision is None else safe_decision(decision, redact),
             run_id=self.run_id,
-            definition_hash=definition_hash,
+            definition_hash=None if definition_hash is None else safe_name(definition_hash),
         )
         records = self._records
         records.append(entry)
@@ -816,10 +536,7 @@ class RunLedger:
         ``label`` says what the run is; it is bounded and redacted.
         """
         if label is not None:
-            label = _bounded_str(label, _MAX_PREVIEW, self.redact is _DEFAULT)
-            if self.redact is not None and self.redact is not _DEFAULT:
-                redacted = self.redact(label)
-                label = redacted if isinstance(redacted, str) else _REDACTED
+            label = safe_text(label, self.redact)
         self._run_calls = 0
         entry = RunStartRecord(
             run_id=self.run_id, started_at=time.time(), label=label, pid=os.getpid()
