@@ -8,6 +8,7 @@ be used where it makes no sense.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -106,6 +107,217 @@ def test_one_host_serves_many_concurrent_asyncio_callers() -> None:
     assert asyncio.run(main()) == [str(i + 1) for i in range(20)]
 
 
+def test_calls_started_together_run_concurrently_in_trio() -> None:
+    # Each call waits until every call has arrived: served one after another,
+    # they would wait forever. Two bursts: the second reuses parked workers;
+    # the burst is larger than the host keeps parked.
+    count = 80
+
+    async def main() -> list[int]:
+        async with open_asyncio_host() as host:
+            results: list[int] = []
+            for _ in range(2):
+                arrived = 0
+                everyone = await host.run(make_event)
+
+                async def meet(i: int, everyone: trio.Event = everyone) -> int:
+                    nonlocal arrived
+                    arrived += 1
+                    if arrived == count:
+                        everyone.set()
+                    await everyone.wait()
+                    return i
+
+                results += await asyncio.gather(*(host.run(meet, i) for i in range(count)))
+            return results
+
+    assert asyncio.run(main()) == list(range(count)) * 2
+
+
+async def make_event() -> trio.Event:
+    return trio.Event()
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
+
+
+def test_each_call_sees_its_own_copy_of_the_callers_context_variables() -> None:
+    async def read_then_set() -> str:
+        seen = REQUEST_ID.get()
+        await trio.lowlevel.checkpoint()
+        REQUEST_ID.set("set in trio")
+        await trio.lowlevel.checkpoint()
+        return f"{seen} -> {REQUEST_ID.get()}"
+
+    async def main() -> list[tuple[str, str, str]]:
+        async with open_asyncio_host() as host:
+
+            async def caller(name: str) -> tuple[str, str, str]:
+                REQUEST_ID.set(name)
+                first = await host.run(read_then_set)
+                second = await host.run(read_then_set)
+                return first, second, REQUEST_ID.get()
+
+            return list(await asyncio.gather(caller("a"), caller("b")))
+
+    assert asyncio.run(main()) == [
+        ("a -> set in trio", "a -> set in trio", "a"),
+        ("b -> set in trio", "b -> set in trio", "b"),
+    ]
+
+
+def test_a_call_cancelled_before_trio_takes_it_never_starts() -> None:
+    ran: list[str] = []
+
+    async def record() -> None:
+        ran.append("ran")
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            # What asyncio does when it cancels a task awaiting the call, done
+            # here within one step so that no trio tick can take the call first.
+            waiting = host.run(record)
+            future = waiting.send(None)
+            assert isinstance(future, asyncio.Future)
+            future.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                waiting.send(None)
+            for _ in range(3):
+                await host.run(trio.lowlevel.checkpoint)
+
+    asyncio.run(main())
+    assert ran == []
+
+
+def test_a_caller_cancelled_after_its_call_finished_still_raises_cancelled() -> None:
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            waiting = host.run(make_event)
+            future = waiting.send(None)
+            assert isinstance(future, asyncio.Future)
+            while not future.done():
+                await host.run(trio.lowlevel.checkpoint)
+            # asyncio cancels a task whose awaited future is already done by
+            # throwing CancelledError in: the result is dropped.
+            with pytest.raises(asyncio.CancelledError):
+                waiting.throw(asyncio.CancelledError())
+
+    asyncio.run(main())
+
+
+def test_awaiting_asyncio_inside_the_host_fails_with_trios_error() -> None:
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            loop = asyncio.get_running_loop()
+
+            async def awaits_asyncio() -> None:
+                await loop.create_future()
+
+            with pytest.raises(TypeError, match="other framework like asyncio"):
+                await host.run(awaits_asyncio)
+
+    asyncio.run(main())
+
+
+def test_host_methods_refuse_another_loop() -> None:
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            elsewhere = host.run(trio.lowlevel.checkpoint)
+            with pytest.raises(TrioRequiredError, match="loop that opened the host"):
+                await asyncio.to_thread(asyncio.run, elsewhere)
+            no_loop = host.run(trio.lowlevel.checkpoint)
+            with pytest.raises(TrioRequiredError, match="loop that opened the host"):
+                await asyncio.to_thread(no_loop.send, None)
+
+    asyncio.run(main())
+
+
+def test_no_second_host_inside_the_first() -> None:
+    async def nested() -> None:
+        async with open_asyncio_host():
+            pass  # pragma: no cover
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            with pytest.raises(TrioRequiredError, match="already active"):
+                await host.run(nested)
+
+    asyncio.run(main())
+
+
+class Stubborn:
+    """A trio function that, cancelled, finishes anyway (swallowing it) or fails."""
+
+    def __init__(self, failure: Exception | None) -> None:
+        self.failure = failure
+        self.started: asyncio.Event | None = None
+
+    async def execute(self) -> str:
+        assert self.started is not None
+        self.started.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await trio.lowlevel.checkpoint()
+            if self.failure is not None:
+                raise self.failure from None
+        return "finished anyway"
+
+
+@pytest.mark.parametrize("failure", [None, OSError("cleanup failed")])
+def test_a_cancelled_call_that_finishes_anyway_or_fails_in_cleanup(
+    failure: Exception | None,
+) -> None:
+    stubborn = Stubborn(failure)
+
+    async def main() -> None:
+        stubborn.started = asyncio.Event()
+        async with open_asyncio_host() as host:
+            task = asyncio.create_task(host.run(stubborn.execute))
+            await stubborn.started.wait()
+            task.cancel()
+            expected = asyncio.CancelledError if failure is None else OSError
+            with pytest.raises(expected) as caught:
+                await task
+            if failure is not None:
+                assert caught.value is failure
+            # The host goes on serving calls.
+            assert not (await host.run(make_event)).is_set()
+
+    asyncio.run(main())
+
+
+def test_cancelling_while_entering_cancels_the_entry() -> None:
+    log: list[str] = []
+    entering = asyncio.Event()
+
+    @asynccontextmanager
+    async def slow() -> AsyncIterator[None]:
+        entering.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            log.append("entry cancelled")
+        yield  # pragma: no cover
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+
+            async def enter() -> None:
+                async with host.enter(slow()):
+                    pass  # pragma: no cover
+
+            task = asyncio.create_task(enter())
+            await entering.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert log == ["entry cancelled"]
+
+    asyncio.run(main())
+
+
 def test_denied_call_is_blocked_from_asyncio_too() -> None:
     options = DispatchOptions(
         registry=create_tool_registry([ADD]),
@@ -139,6 +351,9 @@ def test_cancelling_the_asyncio_task_cancels_the_trio_tool() -> None:
             # The trio side finished its bookkeeping before the task ended.
             assert blocker.cancelled
             assert [r.status for r in ledger.records] == ["cancelled"]
+            # The host goes on serving calls.
+            again = ToolCall(id="2", name="add", arguments={"a": 1, "b": 1})
+            assert (await host.dispatch_tool_call(again, options_for(ADD))).joined_text == "2"
 
     asyncio.run(main())
 

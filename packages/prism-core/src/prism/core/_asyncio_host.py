@@ -3,16 +3,25 @@
 This is the only module of ``prism.core`` that imports :mod:`asyncio` (the ruff
 ban has a per-file exemption for it). Everything Prism does still runs on trio:
 the host starts trio with :func:`trio.lowlevel.start_guest_run` on the asyncio
-loop's thread, and each awaitable wrapper starts one trio task in the host's
-nursery and waits for it from asyncio.
+loop's thread, and each awaitable wrapper queues a call that a worker task of
+the host's nursery serves, and waits for it from asyncio.
+
+Cost: a call is one asyncio future and one step of a worker task that is
+already runnable (the worker that served the previous call spins a few ticks
+before parking), so a caller pays one loop iteration and one guest tick, and
+no task spawn. Calls queued in the same loop iteration are served in the same
+guest tick.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import sys
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import trio
@@ -20,7 +29,7 @@ import trio
 from ._errors import AsyncioHostClosedError, TrioRequiredError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+    from collections.abc import AsyncIterator, Generator, Sequence
     from contextlib import AbstractAsyncContextManager
 
     import outcome
@@ -68,27 +77,32 @@ def require_trio(what: str) -> None:
     raise TrioRequiredError(f"{what} was awaited on {library}, not in a trio task. {_HOW_TO}")
 
 
-# After a call ends, its task stays runnable for this many trio ticks (unless
-# another call is in flight), so an asyncio caller's next call finds trio
-# ticking on the loop instead of parked in its I/O thread: that thread
-# round trip is most of the cost of a call. Bounded, so an idle host sleeps.
-_LINGER_TICKS = 4
+# A worker with nothing to do stays runnable for this many trio ticks before it
+# parks, so an asyncio caller's next call finds trio ticking on the loop instead
+# of parked in its I/O thread (that thread round trip would be most of the cost
+# of a call). One worker spins at a time; bounded, so an idle host sleeps.
+_SPIN_TICKS = 4
+# Parked workers kept for the next burst of concurrent calls; more exit.
+_MAX_PARKED = 64
 
 
 @attrs.define(eq=False)
 class _Call(Generic[T]):
-    """One trio task started for an asyncio caller, and its completion."""
+    """One call from an asyncio caller: queued, then served by one worker task."""
 
     future: asyncio.Future[T]
-    scope: trio.CancelScope | None = None
-    cancel_requested: bool = False
+    fn: Callable[..., Awaitable[T]]
+    args: tuple[object, ...]
+    context: contextvars.Context
+    started: bool = False
     ended: bool = False
+    scope: trio.CancelScope | None = None
     error: Exception | None = None
     ended_waiter: asyncio.Future[None] | None = None
 
     def cancel(self) -> None:
-        # Runs in the trio runtime (through the token).
-        self.cancel_requested = True
+        # Runs in the trio runtime (through the token). The scope is the
+        # serving worker's, and is only set while this call is being served.
         if self.scope is not None:
             self.scope.cancel()
 
@@ -99,6 +113,39 @@ class _Call(Generic[T]):
             waiter.set_result(None)
 
 
+class _InContext(Generic[T]):
+    """Awaits ``fn(*args)`` with every step run in the call's own context.
+
+    A worker task serves many calls one after another; this keeps each call's
+    context variables its own (a copy of the asyncio caller's), as if it ran
+    in a task of its own.
+    """
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: _Call[T]) -> None:
+        self._call = call
+
+    def __await__(self) -> Generator[object, object, T]:
+        call = self._call
+        run = call.context.run
+        steps = run(call.fn, *call.args).__await__()
+        sent: object = None
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = run(steps.send, sent) if error is None else run(steps.throw, error)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+            try:
+                sent = yield yielded
+                error = None
+            except BaseException as exc:  # thrown in by trio: Cancelled, and so on
+                sent = None
+                error = exc
+
+
 @attrs.define(eq=False)
 class AsyncioHost:
     """A trio runtime living on an asyncio loop, and awaitable doors into it.
@@ -106,11 +153,12 @@ class AsyncioHost:
     Obtain one from :func:`open_asyncio_host`. Every method is awaited from
     asyncio tasks of the loop that opened the host (not from trio, and not from
     another thread). Many asyncio tasks may use one host at once; each call is
-    its own trio task in the host's nursery, and sees the calling asyncio
-    task's context variables (a copy).
+    served by a trio task of its own for its whole duration (a pooled worker
+    task of the host's nursery), and sees the calling asyncio task's context
+    variables (a copy).
 
     Cancellation crosses the boundary both ways: cancelling the asyncio task
-    that awaits a method cancels the trio task (the method returns only once
+    that awaits a method cancels the trio side (the method returns only once
     the trio side has finished its cleanup, then raises
     :class:`asyncio.CancelledError`); an exception raised on the trio side is
     raised to the asyncio caller as the same exception object.
@@ -120,7 +168,12 @@ class AsyncioHost:
     _token: trio.lowlevel.TrioToken
     _nursery: trio.Nursery
     _closed: bool = attrs.field(default=False, init=False)
-    _active: int = attrs.field(default=0, init=False)
+    # Calls waiting for a worker, and the workers: parked ones, and how many
+    # will look at the queue without being woken (spinning, woken or new).
+    _queue: collections.deque[_Call[Any]] = attrs.field(factory=collections.deque, init=False)
+    _parked: list[trio.lowlevel.Task] = attrs.field(factory=list, init=False)
+    _ready: int = attrs.field(default=0, init=False)
+    _spinning: int = attrs.field(default=0, init=False)
 
     @property
     def closed(self) -> bool:
@@ -139,42 +192,93 @@ class AsyncioHost:
                 "AsyncioHost methods are awaited from asyncio tasks of the loop that opened "
                 "the host; inside trio, call Prism directly"
             )
-        call: _Call[T] = _Call(future=self._loop.create_future())
-        try:
-            # In guest mode trio keeps this thread's run context for the whole
-            # run, so the task is spawned right here: no round trip through the
-            # token's wakeup socket and a system task.
-            self._nursery.start_soon(self._run_call, call, fn, args)
-        except (RuntimeError, AttributeError):
-            # A trio that keeps no run context between guest ticks: the
-            # documented, slower door.
+        call: _Call[T] = _Call(
+            future=self._loop.create_future(),
+            fn=fn,
+            args=args,
+            context=contextvars.copy_context(),
+        )
+        self._queue.append(call)
+        if len(self._queue) > self._ready:
+            # No worker will look at the queue by itself: wake or start one.
+            self._ready += 1
             try:
-                self._token.run_sync_soon(self._nursery.start_soon, self._run_call, call, fn, args)
-            except trio.RunFinishedError:
-                raise AsyncioHostClosedError("this AsyncioHost's trio runtime has ended") from None
-        self._active += 1
+                # In guest mode trio keeps this thread's run context for the
+                # whole run, so this is done right here: no round trip through
+                # the token's wakeup socket and a system task.
+                self._add_worker()
+            except (RuntimeError, AttributeError):
+                # A trio that keeps no run context between guest ticks: the
+                # documented, slower door.
+                try:
+                    self._token.run_sync_soon(self._add_worker)
+                except trio.RunFinishedError:
+                    self._queue.pop()
+                    raise AsyncioHostClosedError(
+                        "this AsyncioHost's trio runtime has ended"
+                    ) from None
         return call
 
-    async def _run_call(
-        self, call: _Call[T], fn: Callable[..., Awaitable[T]], args: tuple[object, ...]
-    ) -> None:
+    def _add_worker(self) -> None:
+        if self._parked:
+            trio.lowlevel.reschedule(self._parked[-1])
+            self._parked.pop()
+        else:
+            self._nursery.start_soon(self._worker)
+
+    async def _worker(self) -> None:
+        # Whoever woke or started this worker counted it in _ready.
+        spins = 0
+        with trio.CancelScope() as scope:
+            while True:
+                self._ready -= 1
+                while self._queue:
+                    spins = 0
+                    await self._serve(self._queue.popleft(), scope)
+                    if scope.cancel_called:
+                        # A caller cancelled its call: this worker's scope is
+                        # spent, so it leaves (the next call starts a new one).
+                        return
+                if spins < _SPIN_TICKS and not self._spinning:
+                    spins += 1
+                    self._ready += 1
+                    self._spinning += 1
+                    try:
+                        await trio.lowlevel.checkpoint()
+                    finally:
+                        self._spinning -= 1
+                    continue
+                spins = 0
+                if len(self._parked) >= _MAX_PARKED:
+                    return
+                await self._park()
+
+    async def _park(self) -> None:
+        task = trio.lowlevel.current_task()
+        self._parked.append(task)
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._parked.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    async def _serve(self, call: _Call[T], scope: trio.CancelScope) -> None:
+        call.started = True
+        call.scope = scope
         finished = False
         try:
-            with trio.CancelScope() as scope:
-                call.scope = scope
-                if call.cancel_requested:
-                    scope.cancel()
-                value = await fn(*args)
-                finished = True
-                if not call.future.done():
-                    call.future.set_result(value)
+            value = await _InContext(call)
+            finished = True
+            if not call.future.done():
+                call.future.set_result(value)
         except Exception as exc:
             finished = True
             call.error = exc
             if not call.future.done():
                 call.future.set_exception(exc)
         finally:
-            self._active -= 1
+            call.scope = None
             if not finished and not call.future.done():
                 # Cancelled: by the asyncio caller (it raises CancelledError
                 # itself) or by the host closing under it.
@@ -182,10 +286,6 @@ class AsyncioHost:
                     AsyncioHostClosedError("the call was cancelled because its AsyncioHost closed")
                 )
             call.end()
-        for _ in range(_LINGER_TICKS):
-            if self._active:
-                break
-            await trio.lowlevel.checkpoint()
 
     async def _wait(self, call: _Call[T]) -> T:
         try:
@@ -193,8 +293,13 @@ class AsyncioHost:
         except asyncio.CancelledError:
             if not call.future.cancelled():
                 raise
-        # This task was cancelled (asyncio cancelled the future it awaited):
-        # cancel the trio side and wait for it to end, so nothing outlives the call.
+        # This task was cancelled (asyncio cancelled the future it awaited).
+        if not call.started and not call.ended:
+            # No worker took it yet: it never starts.
+            self._queue.remove(call)
+            call.end()
+            raise asyncio.CancelledError
+        # Cancel the trio side and wait for it to end, so nothing outlives the call.
         with contextlib.suppress(trio.RunFinishedError):
             self._token.run_sync_soon(call.cancel)
         while not call.ended:
@@ -367,15 +472,17 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
             "a trio run is already active on this thread: inside trio, call Prism directly; "
             "an asyncio loop needs only one AsyncioHost"
         )
-    started: asyncio.Future[tuple[trio.lowlevel.TrioToken, trio.Nursery, trio.Event]] = (
-        loop.create_future()
-    )
+    started: asyncio.Future[tuple[AsyncioHost, trio.Event]] = loop.create_future()
     finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
     async def main() -> None:
+        # Every queued call is taken: the worker counted for it takes it in
+        # its next step, before any checkpoint, even in a cancelled nursery,
+        # and the nursery waits for its workers.
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
-            started.set_result((trio.lowlevel.current_trio_token(), nursery, stop))
+            host = AsyncioHost(loop=loop, token=trio.lowlevel.current_trio_token(), nursery=nursery)
+            started.set_result((host, stop))
             await stop.wait()
             nursery.cancel_scope.cancel()
 
@@ -394,14 +501,13 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
     if not started.done():
         finished.result().unwrap()
         raise AsyncioHostClosedError("the trio runtime ended before it started")
-    token, nursery, stop = started.result()
-    host = AsyncioHost(loop=loop, token=token, nursery=nursery)
+    host, stop = started.result()
     try:
         yield host
     finally:
         host._closed = True
         with contextlib.suppress(trio.RunFinishedError):
-            token.run_sync_soon(stop.set)
+            host._token.run_sync_soon(stop.set)
         cancelled = False
         while not finished.done():
             try:
