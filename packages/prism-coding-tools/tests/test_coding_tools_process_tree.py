@@ -178,13 +178,12 @@ async def test_exit_reports_signal_of_a_killed_shell(tmp_path: Path) -> None:
     assert result.signal == 9
 
 
-def test_process_tree_names_are_prism_cores() -> None:
+def test_process_tree_names_are_exported_by_prism_core_process_only() -> None:
     import prism.coding.tools as tools
-    import prism.core as core
+    import prism.core.process as process
 
-    assert tools.terminate_process_tree is core.terminate_process_tree
-    assert tools.PROCESS_TREE_ENV_VAR == core.PROCESS_TREE_ENV_VAR == "PRISM_PROCESS_TREE"
-    assert tools.DEFAULT_KILL_GRACE_S == core.DEFAULT_KILL_GRACE_S
+    assert process.PROCESS_TREE_ENV_VAR == "PRISM_PROCESS_TREE"
+    assert not set(process.__all__) & set(tools.__all__)
 
 
 async def test_boolean_kill_grace_is_refused_before_spawning(tmp_path: Path) -> None:

@@ -3,12 +3,10 @@ import inspect
 import prism.coding.tools
 
 DOCUMENTED = {
-    "DEFAULT_KILL_GRACE_S",
     "DEFAULT_MAX_EDIT_BYTES",
     "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_SPILL_BYTES",
     "DEFAULT_SHELL_TIMEOUT_S",
-    "PROCESS_TREE_ENV_VAR",
     "CodingToolsError",
     "EditToolOptions",
     "FileKind",
@@ -38,7 +36,6 @@ DOCUMENTED = {
     "read_file_range",
     "replace_file_in_directory",
     "run_process_tree",
-    "terminate_process_tree",
 }
 
 

@@ -13,12 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from prism.core import (
-    DEFAULT_KILL_GRACE_S,
-    PROCESS_TREE_ENV_VAR,
-    ConfigurationError,
-    terminate_process_tree,
-)
+from prism.core import ConfigurationError
+from prism.core.process import DEFAULT_KILL_GRACE_S, PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 # A child, a grandchild that started its own session, and a double-forked daemon
 # (setsid -f: its parent exits at once, so it is re-parented away from our tree).

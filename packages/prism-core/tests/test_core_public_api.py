@@ -1,12 +1,14 @@
+import importlib
 import inspect
+import types
+
+import pytest
 
 import prism.core
 import prism.core.testing
 
 DOCUMENTED = {
-    "DEFAULT_KILL_GRACE_S",
     "LEDGER_SCHEMA_VERSION",
-    "PROCESS_TREE_ENV_VAR",
     "AbortController",
     "AbortSignal",
     "Agent",
@@ -117,7 +119,6 @@ DOCUMENTED = {
     "is_tool_allowed",
     "provider_safe_name",
     "resolve_tool_concurrency",
-    "terminate_process_tree",
     # asyncio hosts (issue 15)
     "AsyncioHost",
     "AsyncioHostClosedError",
@@ -173,3 +174,42 @@ def test_testing_module_exports_the_documented_names_with_docstrings() -> None:
         obj = getattr(prism.core.testing, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert inspect.getdoc(obj), f"prism.core.testing.{name} has no docstring"
+
+
+PUBLIC_MODULES = ("prism.core", "prism.core.testing", "prism.core.options", "prism.core.process")
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_all_of_each_public_module_is_defined_and_complete(name: str) -> None:
+    # As trio's export test does: __all__ names only what the module defines,
+    # and the module exports nothing public that __all__ leaves out.
+    module = importlib.import_module(name)
+    exported = set(module.__all__)
+    assert len(exported) == len(module.__all__), f"{name}.__all__ repeats a name"
+    for item in exported:
+        assert hasattr(module, item), f"{name}.__all__ names {item}, which is not defined"
+    public = {
+        item
+        for item, value in vars(module).items()
+        if not item.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public - {"annotations"} <= exported, f"{name} exports names missing from __all__"
+
+
+def test_no_name_is_exported_by_two_public_modules() -> None:
+    seen: dict[str, str] = {}
+    for name in PUBLIC_MODULES:
+        for item in importlib.import_module(name).__all__:
+            assert item not in seen, f"{item} is exported by both {seen[item]} and {name}"
+            seen[item] = name
+
+
+def test_the_process_module_exports_the_documented_names() -> None:
+    import prism.core.process
+
+    assert prism.core.process.__all__ == [
+        "DEFAULT_KILL_GRACE_S",
+        "PROCESS_TREE_ENV_VAR",
+        "terminate_process_tree",
+    ]
+    assert inspect.getdoc(prism.core.process.terminate_process_tree)

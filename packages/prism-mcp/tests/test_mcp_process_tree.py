@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from prism.core import PROCESS_TREE_ENV_VAR, ToolCall, ToolExecutionContext
+from prism.core import ToolCall, ToolExecutionContext
+from prism.core.process import PROCESS_TREE_ENV_VAR
 from prism.mcp import StdioTransport, open_mcp_tools
 
 if TYPE_CHECKING:

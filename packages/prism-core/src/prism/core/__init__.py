@@ -122,9 +122,6 @@ from ._policy import PermissionRequest as PermissionRequest
 from ._policy import assert_execution_allowed as assert_execution_allowed
 from ._policy import assert_permission as assert_permission
 from ._policy import create_rule_permission_policy as create_rule_permission_policy
-from ._process import DEFAULT_KILL_GRACE_S as DEFAULT_KILL_GRACE_S
-from ._process import PROCESS_TREE_ENV_VAR as PROCESS_TREE_ENV_VAR
-from ._process import terminate_process_tree as terminate_process_tree
 from ._provider import ModelProvider as ModelProvider
 from ._provider import ModelRequest as ModelRequest
 from ._provider import ScriptedProvider as ScriptedProvider
@@ -148,9 +145,7 @@ from ._validation import ToolValidator as ToolValidator
 from ._validation import create_tool_parameter_validator as create_tool_parameter_validator
 
 __all__ = [
-    "DEFAULT_KILL_GRACE_S",
     "LEDGER_SCHEMA_VERSION",
-    "PROCESS_TREE_ENV_VAR",
     "AbortController",
     "AbortSignal",
     "Agent",
@@ -266,5 +261,4 @@ __all__ = [
     "read_ledger_text",
     "require_trio",
     "resolve_tool_concurrency",
-    "terminate_process_tree",
 ]

@@ -27,7 +27,7 @@ import mcp_types
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from prism.core import PROCESS_TREE_ENV_VAR, terminate_process_tree
+from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 from ._content import TASK_META_KEY
 

@@ -14,7 +14,6 @@ import attrs
 import trio
 
 from prism.coding.tools import (
-    DEFAULT_KILL_GRACE_S,
     OutputSink,
     ShellExit,
     ShellOperations,
@@ -22,6 +21,7 @@ from prism.coding.tools import (
     run_process_tree,
 )
 from prism.core import ConfigurationError
+from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError

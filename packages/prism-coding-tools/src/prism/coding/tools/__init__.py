@@ -30,12 +30,9 @@ from ._errors import InvalidToolOptionError as InvalidToolOptionError
 from ._files import LocalFileOperations as LocalFileOperations
 from ._mutation import FileMutationQueue as FileMutationQueue
 from ._mutation import default_mutation_queue as default_mutation_queue
-from ._process import DEFAULT_KILL_GRACE_S as DEFAULT_KILL_GRACE_S
-from ._process import PROCESS_TREE_ENV_VAR as PROCESS_TREE_ENV_VAR
 from ._process import LocalShellOperations as LocalShellOperations
 from ._process import default_shell_path as default_shell_path
 from ._process import run_process_tree as run_process_tree
-from ._process import terminate_process_tree as terminate_process_tree
 from ._protocols import FileKind as FileKind
 from ._protocols import FileOperations as FileOperations
 from ._protocols import FileStat as FileStat
@@ -57,12 +54,10 @@ from ._shell import create_shell_tool as create_shell_tool
 from ._write import create_write_tool as create_write_tool
 
 __all__ = [
-    "DEFAULT_KILL_GRACE_S",
     "DEFAULT_MAX_EDIT_BYTES",
     "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_SPILL_BYTES",
     "DEFAULT_SHELL_TIMEOUT_S",
-    "PROCESS_TREE_ENV_VAR",
     "CodingToolsError",
     "EditToolOptions",
     "FileKind",
@@ -92,5 +87,4 @@ __all__ = [
     "read_file_range",
     "replace_file_in_directory",
     "run_process_tree",
-    "terminate_process_tree",
 ]

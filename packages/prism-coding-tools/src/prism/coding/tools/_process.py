@@ -1,12 +1,12 @@
 """Spawning a command, streaming its merged output, and terminating its whole tree.
 
-The tree is terminated with :func:`prism.core.terminate_process_tree`, which
+The tree is terminated with :func:`prism.core.process.terminate_process_tree`, which
 finds it three ways at once: the descendants of the root (by walking ``/proc``
 parent links), every process still in the root's session or process group,
 and every process whose environment carries the run's random marker
-(:data:`~prism.core.PROCESS_TREE_ENV_VAR`). Only a process that both escaped
-the session and cleared its environment can get away; a PID-namespace sandbox
-closes that gap. The three names are re-exported here unchanged.
+(:data:`~prism.core.process.PROCESS_TREE_ENV_VAR`). Only a process that both
+escaped the session and cleared its environment can get away; a PID-namespace
+sandbox closes that gap.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from prism.core import DEFAULT_KILL_GRACE_S, PROCESS_TREE_ENV_VAR, terminate_process_tree
+from prism.core.process import DEFAULT_KILL_GRACE_S, PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 from ._errors import InvalidToolOptionError
 from ._protocols import OutputSink, ShellExit, ShellSpawnRequest
@@ -29,14 +29,7 @@ from ._protocols import OutputSink, ShellExit, ShellSpawnRequest
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = [
-    "DEFAULT_KILL_GRACE_S",
-    "PROCESS_TREE_ENV_VAR",
-    "LocalShellOperations",
-    "default_shell_path",
-    "run_process_tree",
-    "terminate_process_tree",
-]
+__all__ = ["LocalShellOperations", "default_shell_path", "run_process_tree"]
 
 _READ_SIZE = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 0.25
