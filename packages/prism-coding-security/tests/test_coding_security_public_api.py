@@ -17,10 +17,12 @@ DOCUMENTED = {
     "PathEscapeError",
     "SandboxBackend",
     "SandboxUnavailableError",
+    "SecureCodingTools",
     "create_coding_approval_policy",
     "create_contained_file_operations",
     "create_sandbox_shell_operations",
     "explain_command",
+    "open_secure_coding_tools",
 }
 
 

@@ -48,6 +48,8 @@ from ._rules import CommandRules as CommandRules
 from ._sandbox import BubblewrapSandbox as BubblewrapSandbox
 from ._sandbox import SandboxBackend as SandboxBackend
 from ._sandbox import create_sandbox_shell_operations as create_sandbox_shell_operations
+from ._secure import SecureCodingTools as SecureCodingTools
+from ._secure import open_secure_coding_tools as open_secure_coding_tools
 
 __all__ = [
     "DEFAULT_DENY_PATTERNS",
@@ -64,8 +66,10 @@ __all__ = [
     "PathEscapeError",
     "SandboxBackend",
     "SandboxUnavailableError",
+    "SecureCodingTools",
     "create_coding_approval_policy",
     "create_contained_file_operations",
     "create_sandbox_shell_operations",
     "explain_command",
+    "open_secure_coding_tools",
 ]

@@ -1,0 +1,214 @@
+"""``open_secure_coding_tools``: the coding tools behind the policy, in the best sandbox here."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING
+
+import attrs
+
+from prism.coding.tools import (
+    EditToolOptions,
+    LocalShellOperations,
+    ReadToolOptions,
+    ShellOperations,
+    ShellToolOptions,
+    create_coding_tools,
+)
+from prism.core import ConfigurationError, ExecutionPolicy, ToolDefinition
+from prism.core.options import boolean, instance_of, one_of, optional, sequence_of, string
+
+from ._contained import create_contained_file_operations
+from ._errors import SandboxUnavailableError
+from ._landlock import LandlockSandbox
+from ._paths import normalize_roots
+from ._policy import ApprovalCallback, create_coding_approval_policy
+from ._sandbox import BubblewrapSandbox, SandboxBackend, create_sandbox_shell_operations
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from ._rules import CommandRules
+
+__all__ = ["SecureCodingTools", "open_secure_coding_tools"]
+
+_OWNER = "open_secure_coding_tools"
+_BACKEND_NAMES = {BubblewrapSandbox: "bubblewrap", LandlockSandbox: "landlock"}
+
+
+@attrs.frozen
+class SecureCodingTools:
+    """What :func:`open_secure_coding_tools` set up.
+
+    Attributes:
+        tools: ``read``, ``write``, ``edit`` and ``shell``, ready to register.
+        policy: the coding approval policy every tool checks (confined mode
+            when a sandbox is active).
+        sandbox: the backend the shell runs in, or None (``sandbox="none"``).
+        backend: ``"bubblewrap"``, ``"landlock"``, ``"none"``, or the class
+            name of a backend passed in.
+        skipped: for ``"auto"`` or a list: each backend tried before the
+            active one, with why it could not isolate here.
+    """
+
+    tools: list[ToolDefinition]
+    policy: ExecutionPolicy
+    sandbox: SandboxBackend | None
+    backend: str
+    skipped: tuple[tuple[str, str], ...] = ()
+
+
+def _name(backend: SandboxBackend) -> str:
+    return _BACKEND_NAMES.get(type(backend), type(backend).__name__)
+
+
+def _candidates(
+    sandbox: str | SandboxBackend | Sequence[SandboxBackend],
+    roots: tuple[str, ...],
+    network: str,
+    allowed_hosts: Sequence[str],
+) -> tuple[list[SandboxBackend], list[tuple[str, str]]]:
+    """The backends to try in order, and those the options rule out (with why)."""
+    if isinstance(sandbox, SandboxBackend):
+        return [sandbox], []
+    if not isinstance(sandbox, str):
+        return list(sandbox), []
+    candidates: list[SandboxBackend] = []
+    ruled_out: list[tuple[str, str]] = []
+    if sandbox in ("auto", "bubblewrap"):
+        hosts = tuple(allowed_hosts)
+        candidates.append(BubblewrapSandbox(roots, network=network, allowed_hosts=hosts))
+    if sandbox in ("auto", "landlock"):
+        if network == "allowlist":
+            ruled_out.append(("landlock", "LandlockSandbox has no network allowlist"))
+        else:
+            candidates.append(LandlockSandbox(roots, network=network == "host"))
+    return candidates, ruled_out
+
+
+async def _first_available(
+    candidates: list[SandboxBackend], skipped: list[tuple[str, str]]
+) -> SandboxBackend:
+    for candidate in candidates:
+        try:
+            await candidate.ensure_available()
+        except SandboxUnavailableError as exc:
+            skipped.append((_name(candidate), str(exc)))
+            continue
+        return candidate
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in skipped)
+    raise SandboxUnavailableError(
+        f"no sandbox can isolate commands here ({reasons}); pass sandbox='none' to run "
+        "the shell unsandboxed on purpose"
+    )
+
+
+def _check(
+    roots: Sequence[str],
+    sandbox: object,
+    network: object,
+    allowed_hosts: object,
+    read_only: object,
+    cwd: str | None,
+) -> tuple[tuple[str, ...], str]:
+    """Check the options; the real roots and the real working directory."""
+    backend = instance_of(SandboxBackend, description="a SandboxBackend")
+    choice = (
+        one_of("auto", "bubblewrap", "landlock", "none")
+        | backend
+        | sequence_of(backend, non_empty=True)
+    )
+    choice.check(_OWNER, "sandbox", sandbox)
+    one_of("none", "allowlist", "host").check(_OWNER, "network", network)
+    sequence_of(string()).check(_OWNER, "allowed_hosts", allowed_hosts)
+    boolean().check(_OWNER, "read_only", read_only)
+    optional(string()).check(_OWNER, "cwd", cwd)
+    real_roots = normalize_roots(roots)
+    where = real_roots[0] if cwd is None else os.path.realpath(cwd)
+    if not any(where == root or where.startswith(root.rstrip("/") + "/") for root in real_roots):
+        raise ConfigurationError(
+            f"{_OWNER}.cwd must lie inside a root, got {cwd!r}", option=f"{_OWNER}.cwd", value=cwd
+        )
+    return real_roots, where
+
+
+@contextlib.asynccontextmanager
+async def open_secure_coding_tools(
+    roots: Sequence[str],
+    *,
+    cwd: str | None = None,
+    sandbox: str | SandboxBackend | Sequence[SandboxBackend] = "auto",
+    approve: ApprovalCallback | None = None,
+    network: str = "none",
+    allowed_hosts: Sequence[str] = (),
+    command_rules: CommandRules | None = None,
+    read_only: bool = False,
+    protected_paths: Sequence[str] | None = None,
+    approval_timeout_s: float = 300.0,
+    shell_options: ShellToolOptions | None = None,
+    read_options: ReadToolOptions | None = None,
+    edit_options: EditToolOptions | None = None,
+) -> AsyncIterator[SecureCodingTools]:
+    """The coding tools, contained and sandboxed: the recommended way to build them.
+
+    ``sandbox`` picks where shell commands run:
+
+    * ``"auto"`` (default): :class:`BubblewrapSandbox` when it works here,
+      else :class:`LandlockSandbox`; when neither can isolate, raises
+      :class:`SandboxUnavailableError` naming both reasons (never a silent
+      fallback);
+    * ``"bubblewrap"`` or ``"landlock"``: that backend or the error;
+    * a :class:`SandboxBackend`, or a list of them tried in order;
+    * ``"none"``: explicitly unsandboxed; the shell runs on the host and the
+      policy stays in its proved-safe-only mode.
+
+    With a sandbox the policy runs in confined mode (``sandbox=`` of
+    :func:`create_coding_approval_policy`): commands the sandbox confines run
+    without asking; others go to ``approve``. The read, write and edit tools
+    use :func:`create_contained_file_operations`. ``network`` is ``"none"``,
+    ``"allowlist"`` (with ``allowed_hosts``; bubblewrap only) or ``"host"``;
+    it configures the backends ``"auto"`` builds, not one passed in.
+
+    Each backend is probed (:meth:`SandboxBackend.ensure_available`) on
+    entry; the result says which one is active (:attr:`SecureCodingTools.backend`).
+    Leaving the context releases nothing today; use it so that later
+    resources (a proxy, a watcher) have a place to be closed.
+
+    Raises:
+        ConfigurationError: an option has the wrong type or value.
+        SandboxUnavailableError: no backend asked for can isolate here.
+    """
+    real_roots, where = _check(roots, sandbox, network, allowed_hosts, read_only, cwd)
+    shell: ShellOperations = LocalShellOperations()
+    active: SandboxBackend | None = None
+    skipped: list[tuple[str, str]] = []
+    if sandbox != "none":
+        candidates, skipped = _candidates(sandbox, real_roots, network, allowed_hosts)
+        active = await _first_available(candidates, skipped)
+        shell = create_sandbox_shell_operations(active)
+    policy = create_coding_approval_policy(
+        roots=real_roots,
+        approve=approve,
+        read_only=read_only,
+        command_rules=command_rules,
+        approval_timeout_s=approval_timeout_s,
+        protected_paths=protected_paths,
+        sandbox=active,
+    )
+    tools = create_coding_tools(
+        where,
+        execution_policy=policy,
+        file_operations=create_contained_file_operations(real_roots),
+        shell_operations=shell,
+        shell_options=shell_options,
+        read_options=read_options,
+        edit_options=edit_options,
+    )
+    yield SecureCodingTools(
+        tools=tools,
+        policy=policy,
+        sandbox=active,
+        backend="none" if active is None else _name(active),
+        skipped=tuple(skipped),
+    )

@@ -1,0 +1,100 @@
+"""open_secure_coding_tools: the best sandbox here, confined policy, contained files."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    LandlockSandbox,
+    SandboxBackend,
+    SandboxUnavailableError,
+    SecureCodingTools,
+    open_secure_coding_tools,
+)
+from prism.core import ConfigurationError, DispatchOptions, ToolCall, create_tool_registry
+from prism.core import dispatch_tool_call as dispatch
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from prism.core import ToolResult
+
+
+async def _call(tools: SecureCodingTools, name: str, **arguments: object) -> ToolResult:
+    options = DispatchOptions(registry=create_tool_registry(tools.tools))
+    return await dispatch(ToolCall(id="1", name=name, arguments=arguments), options)
+
+
+@pytest.mark.bwrap
+async def test_auto_picks_bubblewrap_and_confines_unknown_commands(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    async with open_secure_coding_tools([str(root)]) as secure:
+        assert (secure.backend, secure.skipped) == ("bubblewrap", ())
+        assert isinstance(secure.sandbox, BubblewrapSandbox)
+        assert sorted(t.name for t in secure.tools) == ["edit", "read", "shell", "write"]
+        # not proved safe, but confined: runs without an approver
+        made = await _call(secure, "shell", command="sh -c 'echo made > made.txt'")
+        # the policy cannot see this write; the sandbox keeps it from the host
+        hidden = f"python3 -c \"open('{outside}', 'w')\""
+        stopped = await _call(secure, "shell", command=hidden)
+        written = await _call(secure, "write", path="notes.txt", content="hi\n")
+        escape = await _call(secure, "read", path=str(outside))
+    assert (root / "made.txt").read_text() == "made\n"
+    assert not outside.exists()
+    assert not made.is_error, made.joined_text
+    assert not stopped.is_error, stopped.joined_text
+    assert not written.is_error
+    assert (root / "notes.txt").read_text() == "hi\n"
+    assert escape.is_error
+
+
+@pytest.mark.landlock
+async def test_landlock_is_used_when_bubblewrap_cannot_run(root: Path) -> None:
+    missing = BubblewrapSandbox([str(root)], bwrap_path=str(root / "no-bwrap"))
+    sandboxes: list[SandboxBackend] = [missing, LandlockSandbox([str(root)])]
+    async with open_secure_coding_tools([str(root)], sandbox=sandboxes) as secure:
+        assert secure.backend == "landlock"
+        assert [name for name, _ in secure.skipped] == ["bubblewrap"]
+        assert "not installed" in secure.skipped[0][1]
+        result = await _call(secure, "shell", command="sh -c 'echo ok > ok.txt'")
+    assert not result.is_error, result.joined_text
+    assert (root / "ok.txt").read_text() == "ok\n"
+
+
+async def test_no_working_sandbox_raises_and_names_every_reason(root: Path) -> None:
+    missing = BubblewrapSandbox([str(root)], bwrap_path=str(root / "no-bwrap"))
+    reason = r"bubblewrap: .*not installed.*sandbox='none'"
+    with pytest.raises(SandboxUnavailableError, match=reason):
+        async with open_secure_coding_tools([str(root)], sandbox=[missing]):
+            pytest.fail("the body must not run")
+
+
+async def test_landlock_has_no_allowlist(root: Path) -> None:
+    with pytest.raises(SandboxUnavailableError, match=r"landlock: .*no network allowlist"):
+        async with open_secure_coding_tools(
+            [str(root)], sandbox="landlock", network="allowlist", allowed_hosts=["example.org"]
+        ):
+            pytest.fail("the body must not run")
+
+
+async def test_none_is_explicitly_unsandboxed_and_proved_safe_only(root: Path) -> None:
+    (root / "a.txt").write_text("a\n")
+    async with open_secure_coding_tools([str(root)], sandbox="none") as secure:
+        assert (secure.backend, secure.sandbox) == ("none", None)
+        listed = await _call(secure, "shell", command="ls")
+        unknown = await _call(secure, "shell", command="sh -c 'echo x > b.txt'")
+    assert "a.txt" in listed.joined_text
+    assert unknown.is_error
+    assert not (root / "b.txt").exists()
+
+
+async def test_cwd_must_lie_inside_a_root(root: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        async with open_secure_coding_tools([str(root)], cwd=str(tmp_path), sandbox="none"):
+            pytest.fail("the body must not run")
+    assert raised.value.option == "open_secure_coding_tools.cwd"
