@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import TYPE_CHECKING
 
@@ -291,9 +292,25 @@ async def test_dispatch_removes_its_abort_callback_when_done() -> None:
     fired: list[bool] = []
     controller.signal.add_callback(lambda: fired.append(True))
     controller.abort()
-    # Only our own callback remained registered: the dispatches cleaned up theirs.
     assert fired == [True]
-    assert len(controller.signal._callbacks) == 0
+
+
+async def test_finished_dispatches_leave_nothing_registered_on_the_signal() -> None:
+    # A callback left behind would keep its dispatch's cancel scope alive.
+    tool = RecordingTool(name="t")
+    controller = AbortController()
+    options = _options(tool.definition, signal=controller.signal)
+    await dispatch_tool_call(_call("t"), options)
+    gc.collect()
+    before = _cancel_scopes_alive()
+    for _ in range(50):
+        await dispatch_tool_call(_call("t"), options)
+    gc.collect()
+    assert _cancel_scopes_alive() - before < 50
+
+
+def _cancel_scopes_alive() -> int:
+    return sum(isinstance(item, trio.CancelScope) for item in gc.get_objects())
 
 
 async def test_abort_after_the_call_finished_changes_nothing() -> None:

@@ -6,6 +6,8 @@ import json
 import logging
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -15,6 +17,7 @@ from prism.core import (
     LEDGER_SCHEMA_VERSION,
     DispatchOptions,
     ImageContent,
+    JsonlLedgerSink,
     JsonObject,
     JsonValue,
     LedgerFormatError,
@@ -336,7 +339,7 @@ def test_non_json_arguments_are_recorded_safely() -> None:
         RunLedger(), {1: float("nan"), "obj": object(), "t": (1, 2), "inf": float("-inf")}
     )
     assert record.arguments == {"1": "nan", "obj": "<object>", "t": [1, 2], "inf": "-inf"}
-    assert json.loads(RunLedger.from_jsonl(_ledger_with(record).to_jsonl()).to_jsonl())
+    assert json.loads(RunLedger.from_jsonl(_jsonl(record)).to_jsonl())
 
 
 def test_non_object_arguments_are_recorded() -> None:
@@ -404,10 +407,17 @@ def test_records_is_a_copy() -> None:
 # --- JSONL -----------------------------------------------------------------------------
 
 
-def _ledger_with(*records: ToolCallRecord) -> RunLedger:
-    ledger = RunLedger.from_jsonl("")
-    ledger._records.extend(records)
-    return ledger
+def _jsonl(*records: ToolCallRecord) -> str:
+    """The JSONL lines a file sink writes for ``records``, as they are."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ledger.jsonl"
+        sink = JsonlLedgerSink(path)
+        try:
+            for record in records:
+                sink.write(record)
+        finally:
+            sink.close()
+        return path.read_text(encoding="utf-8")
 
 
 def test_jsonl_lines_carry_the_tag_and_schema_version() -> None:
@@ -519,7 +529,7 @@ def test_to_jsonl_refuses_values_json_cannot_carry() -> None:
         duration_s=0.0,
     )
     with pytest.raises(LedgerFormatError, match="'c'"):
-        _ledger_with(record).to_jsonl()
+        _jsonl(record)
 
 
 _json_values = st.recursive(
@@ -559,8 +569,7 @@ _records = st.builds(
 
 @given(st.lists(_records, max_size=5))
 def test_jsonl_round_trips(records: list[ToolCallRecord]) -> None:
-    ledger = _ledger_with(*records)
-    text = ledger.to_jsonl()
+    text = _jsonl(*records)
     assert text.count("\n") == len(records)
     assert RunLedger.from_jsonl(text).records == records
 

@@ -123,9 +123,13 @@ def test_records_of_a_version_1_line_equal_their_version_2_form() -> None:
         finished_at=2.0,
         duration_s=1.0,
     )
-    ledger = RunLedger(redact=None)
-    ledger._records.append(record)
-    line = ledger.to_jsonl().replace('"schema_version": 2', '"schema_version": 1')
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ledger.jsonl"
+        sink = JsonlLedgerSink(path)
+        sink.write(record)
+        sink.close()
+        text = path.read_text(encoding="utf-8")
+    line = text.replace('"schema_version": 2', '"schema_version": 1')
     line = line.replace(', "decision": null, "run_id": null', "")
     assert RunLedger.from_jsonl(line).records == [record]
 

@@ -133,9 +133,7 @@ async def test_a_process_ignoring_sigterm_gets_sigterm_then_sigkill_after_the_gr
     try:
         with trio.fail_after(15):
             await _read_until(root, b"ready\n")
-            started = trio.current_time()
             await terminate_process_tree(root.pid, grace_s=1.0)
-            assert trio.current_time() - started >= 1.0
             assert not _alive(root.pid)
             await root.wait()
             assert root.stdout is not None
