@@ -26,6 +26,12 @@ Rows (medians over repetitions, measured in one run):
   validates 2**15 sub-schemas per call, the adapter refuses the schema at
   admission (22 levels, issue 13's 1.8 KB schema, would take raw fastjsonschema
   about 1.6 s per call).
+- ``stall: ...``: how long one validation holds the event loop, as the most CPU
+  time of the event loop's thread between two ticks of a 10 ms ticker
+  (``time.thread_time``, which other processes cannot inflate; samples are the
+  worst gap of each run). The hostile classes of issue 13 run against both
+  engines (draft-07 and 2020-12); the largest schema Prism admits is compiled on a
+  cache miss. These were assertions in the test suite; timing lives here.
 
 Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
 """
@@ -33,18 +39,25 @@ Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
 from __future__ import annotations
 
 import copy
+import json
 import sys
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 import jsonschema_rs
+import trio
 from _harness import Row, row, run, time_sync
 
 from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
+    SchemaLimits,
     create_json_schema_tool_argument_validator,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 BENCH = "validation"
 QUICK = "--quick" in sys.argv[1:]
@@ -79,6 +92,7 @@ VALID: dict[str, Any] = {
 # Fails at the pattern (format is an annotation in 2020-12 unless asserted).
 INVALID: dict[str, Any] = {**VALID, "language": "EN-gb"}
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
+D2020 = "https://json-schema.org/draft/2020-12/schema"
 
 # The same tool without "pattern"/"format": what the adapter adds besides RE2.
 PLAIN_SCHEMA: dict[str, Any] = copy.deepcopy(SCHEMA)
@@ -105,15 +119,133 @@ def _raw_call(function: Any, value: Any) -> None:
 
 
 def _fan_out(levels: int) -> dict[str, Any]:
+    # Each level references the next twice (allOf + anyOf): 2**levels evaluations.
     table: dict[str, Any] = {
         f"l{i}": {
-            "allOf": [{"$ref": f"#/definitions/l{i + 1}"}],
-            "anyOf": [{"$ref": f"#/definitions/l{i + 1}"}],
+            "allOf": [{"$ref": f"#/$defs/l{i + 1}"}],
+            "anyOf": [{"$ref": f"#/$defs/l{i + 1}"}],
         }
         for i in range(levels)
     }
     table[f"l{levels}"] = {"type": "string"}
-    return {"$schema": DRAFT7, "definitions": table, "allOf": [{"$ref": "#/definitions/l0"}]}
+    return {"$defs": table, "allOf": [{"$ref": "#/$defs/l0"}]}
+
+
+# Issue 13's hostile classes: (name, schema with "$defs", value, whether it passes).
+_DEEP = json.loads("[" * 63 + "1" + "]" * 63)
+HOSTILE: list[tuple[str, dict[str, Any], object, bool]] = [
+    ("$ref fan-out, 22 levels", _fan_out(22), "x", False),
+    ("pattern (.*a){20} on 1 MB", {"type": "string", "pattern": "(.*a){20}"}, "a" * 10**6, False),
+    (
+        "pattern on 8 x 1 MB strings",
+        {"type": "array", "items": {"pattern": "(.*a){20}"}},
+        ["a" * 10**6] * 8,
+        False,
+    ),
+    ("format: regex on 16 kB", {"type": "string", "format": "regex"}, "(a|b)" * 3_200, False),
+    (
+        "format: email on 800 kB",
+        {"type": "string", "format": "email"},
+        "a@" + "b." * 400_000 + "@",
+        False,
+    ),
+    (
+        "10k enum x 100k items",
+        {"type": "array", "items": {"enum": list(range(10_000))}},
+        [1] * 100_000,
+        False,
+    ),
+    (
+        "uniqueItems on 10k objects",
+        {"type": "array", "uniqueItems": True},
+        [{"a": i} for i in range(10_000)],
+        False,
+    ),
+    (
+        "recursive $ref, 63 deep",
+        {
+            "$defs": {"n": {"anyOf": [{"type": "integer"}, {"items": {"$ref": "#/$defs/n"}}]}},
+            "$ref": "#/$defs/n",
+        },
+        _DEEP,
+        True,
+    ),
+    ("pattern ^[a-z]+$ on 1 MB", {"type": "string", "pattern": "^[a-z]+$"}, "a" * 10**6, True),
+]
+
+
+def _in_dialect(dialect: str, schema: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(schema)
+    if dialect == DRAFT7:
+        text = text.replace('"$defs"', '"definitions"').replace("#/$defs/", "#/definitions/")
+    return {"$schema": dialect, **json.loads(text)}
+
+
+async def _stall_us(call: Callable[[], object]) -> float:
+    """The most event-loop CPU time (µs) between two ticks of a 10 ms ticker while ``call`` runs."""
+    gaps: list[float] = []
+    done = trio.Event()
+
+    async def ticker() -> None:
+        last = time.thread_time()
+        while not done.is_set():
+            await trio.sleep(0.01)
+            now = time.thread_time()
+            gaps.append(now - last)
+            last = now
+
+    async def worker() -> None:
+        await trio.sleep(0.03)  # let the ticker tick first
+        try:
+            call()
+        finally:
+            done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        nursery.start_soon(worker)
+    return max(gaps) * 1e6
+
+
+async def stall_rows() -> list[Row]:
+    rows: list[Row] = []
+    repeat = 2 if QUICK else 3
+    for name, schema, value, ok in HOSTILE:
+        samples: list[float] = []
+        for dialect in (DRAFT7, D2020):
+            full = _in_dialect(dialect, schema)
+            validator = JsonSchemaArgumentValidator(assert_formats=True)
+            validator.validate(full, None)  # compile outside the measurement
+            assert validator.validate(full, value).ok is ok, name
+            for _ in range(repeat):
+                samples.append(await _stall_us(lambda: validator.validate(full, value)))  # noqa: B023
+        rows.append(row(BENCH, f"stall: {name}", samples, target="< 100 ms", note="both engines"))
+
+    def largest_compile() -> None:
+        schema = {
+            "$schema": DRAFT7,
+            "type": "object",
+            "properties": {
+                f"p{i}": {"type": "integer", "minimum": 0, "maximum": 9} for i in range(800)
+            },
+        }
+        assert (
+            JsonSchemaArgumentValidator(limits=SchemaLimits(max_keywords=100_000))
+            .validate(schema, {})
+            .ok
+        )
+
+    samples = [await _stall_us(largest_compile) for _ in range(repeat)]
+    rows.append(
+        row(
+            BENCH,
+            "stall: compile the largest admitted draft-07 schema",
+            samples,
+            target="< 1 s",
+            note="800 properties; generated code is capped",
+        )
+    )
+    return rows
 
 
 async def main() -> list[Row]:
@@ -314,14 +446,14 @@ async def main() -> list[Row]:
         )
     )
 
-    raw_fan = fastjsonschema.compile(copy.deepcopy(_fan_out(14)))
+    raw_fan = fastjsonschema.compile(_in_dialect(DRAFT7, _fan_out(14)))
     raw_fan_row = row(
         BENCH,
         "$ref fan-out, raw fastjsonschema (14 levels)",
         time_sync(lambda: raw_fan("x"), inner=3, repeat=3 if QUICK else 5),
     )
     rows.append(raw_fan_row)
-    hostile = _fan_out(22)
+    hostile = _in_dialect(DRAFT7, _fan_out(22))
     assert not validator.validate(hostile, "x").ok
     rows.append(
         row(
@@ -345,6 +477,7 @@ async def main() -> list[Row]:
             note="screen + expanded-graph measure",
         )
     )
+    rows.extend(await stall_rows())
     return rows
 
 

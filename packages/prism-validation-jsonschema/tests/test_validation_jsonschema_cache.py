@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import math
 import weakref
 from typing import Any
 
@@ -11,7 +10,6 @@ import attrs
 import pytest
 
 from prism.core import (
-    ConfigurationError,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -24,6 +22,8 @@ from prism.validation.jsonschema import (
     SchemaLimits,
     create_json_schema_tool_argument_validator,
 )
+
+D7 = "http://json-schema.org/draft-07/schema#"
 
 
 async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
@@ -58,17 +58,29 @@ def test_eviction_drops_the_least_recently_used_schema() -> None:
     assert validator.cache_info().misses == misses + 1
 
 
+def _compiled_draft7_functions() -> list[weakref.ref[Any]]:
+    # fastjsonschema compiles each schema into functions of generated source; Prism
+    # compiles that source under this file name. gc sees every live one.
+    gc.collect()
+    return [
+        weakref.ref(obj)
+        for obj in gc.get_objects()
+        if callable(obj)
+        and getattr(getattr(obj, "__code__", None), "co_filename", "")
+        == "<prism.validation.jsonschema>"
+    ]
+
+
 def test_an_evicted_compiled_function_is_released() -> None:
     validator = JsonSchemaArgumentValidator(cache_size=1)
-    validator.validate({"const": 1}, 1)
-    entry = validator.entry({"const": 1})
-    assert entry.function is not None
-    compiled = weakref.ref(entry.function)
-    validator.validate({"const": 2}, 2)
-    assert not entry.alive
-    assert entry.function is None
+    before = {ref() for ref in _compiled_draft7_functions()}
+    validator.validate({"$schema": D7, "const": 1}, 1)
+    first = [ref for ref in _compiled_draft7_functions() if ref() not in before]
+    assert first
+    validator.validate({"$schema": D7, "const": 2}, 2)  # evicts the first
     gc.collect()
-    assert compiled() is None
+    assert all(ref() is None for ref in first)
+    assert validator.cache_info().currsize == 1
 
 
 def test_refused_schemas_are_cached_too() -> None:
@@ -108,14 +120,28 @@ def test_a_tool_whose_schema_was_evicted_recompiles() -> None:
     assert check.cache_info().misses == 3
 
 
-def test_dead_tools_leave_the_identity_table() -> None:
+def test_the_validator_does_not_keep_tools_alive() -> None:
     check = create_json_schema_tool_argument_validator()
     tool = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
     check(tool, {}, _context())
-    assert len(check._slots) == 1
+    dead = weakref.ref(tool)
     del tool
     gc.collect()
-    assert len(check._slots) == 0
+    assert dead() is None
+
+
+def test_a_new_tool_at_a_dead_tools_address_gets_its_own_schema() -> None:
+    # The hot path is keyed by identity; CPython reuses the address of a dead
+    # object, so a new tool often lands where the last one was.
+    check = create_json_schema_tool_argument_validator()
+    for n in range(20):
+        tool = ToolDefinition(
+            name="t", execute=_noop, parameters={"type": "object", "maxProperties": n}
+        )
+        assert check(tool, dict.fromkeys(map(str, range(n)), 1), _context()) is None
+        assert check(tool, dict.fromkeys(map(str, range(n + 1)), 1), _context()) is not None
+        del tool
+        gc.collect()
 
 
 def test_missing_schema_allow_and_reject() -> None:
@@ -167,47 +193,6 @@ def test_defaults_and_hard_caps() -> None:
     assert HARD_LIMITS["max_keywords"] == 100_000
     assert HARD_LIMITS["max_refs"] == 1_024
     assert SchemaLimits(**HARD_LIMITS) is not None
-
-
-@pytest.mark.parametrize("name", sorted(HARD_LIMITS))
-@pytest.mark.parametrize(
-    ("value", "words"),
-    [
-        (0, "at least 1"),
-        (-1, "at least 1"),
-        (math.inf, "finite"),
-        (math.nan, "finite"),
-        (2.5, "integer"),
-        (1.0, "integer"),
-        ("10", "integer"),
-        (True, "integer"),
-        (None, "integer"),
-        ("hard", "at most"),
-    ],
-)
-def test_bad_limits_raise_naming_the_limit(name: str, value: object, words: str) -> None:
-    if value == "hard":
-        value = HARD_LIMITS[name] + 1
-    with pytest.raises(ValueError, match=words) as raised:
-        SchemaLimits(**{name: value})  # type: ignore[arg-type]
-    assert name in str(raised.value)
-    assert isinstance(raised.value, ConfigurationError)
-
-
-@pytest.mark.parametrize("size", [0, -1, 1_025, 2.0, math.inf, "8", True])
-def test_bad_cache_sizes_raise(size: object) -> None:
-    with pytest.raises(ValueError, match="cache_size"):
-        JsonSchemaArgumentValidator(cache_size=size)  # type: ignore[arg-type]
-    assert JsonSchemaArgumentValidator(cache_size=1_024).cache_info().maxsize == 1_024
-
-
-def test_bad_choices_raise_naming_the_option() -> None:
-    with pytest.raises(ValueError, match="unsupported_keywords"):
-        JsonSchemaArgumentValidator(unsupported_keywords="warn")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="missing_schema"):
-        create_json_schema_tool_argument_validator(missing_schema="maybe")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="limits"):
-        JsonSchemaArgumentValidator(limits={"max_depth": 3})  # type: ignore[arg-type]
 
 
 def test_cache_clear_resets() -> None:

@@ -1,4 +1,12 @@
-"""The closed-schema fast path gives exactly the verdicts of the full path."""
+"""The closed-schema fast path: the verdicts of the full path, and never past the limits.
+
+A closed schema (``additionalProperties: false`` over bounded scalars) skips the
+instance walk, since its own checks imply the limits. These tests prove through
+the public API that such a schema gives the verdicts of an equivalent schema on
+the full path, and that every schema which is *not* closed still has the
+limits enforced: each case pairs it with a value the schema itself accepts but
+the limits refuse.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +24,6 @@ from prism.validation.jsonschema import (
     SchemaLimits,
     create_json_schema_tool_argument_validator,
 )
-from prism.validation.jsonschema._closed import closed_property_count
-from prism.validation.jsonschema._validator import _Entry
 
 CLOSED: dict[str, Any] = {
     "type": "object",
@@ -45,39 +51,73 @@ def _variant(**changes: Any) -> dict[str, Any]:
     return schema
 
 
-def test_a_closed_schema_is_recognised() -> None:
-    assert closed_property_count(CLOSED, SchemaLimits()) == 7
+_LIMITS = SchemaLimits(max_instance_depth=3, max_string_length=24, max_array_length=4)
+_LONG = "a" * 25  # one character past max_string_length
 
 
 @pytest.mark.parametrize(
-    "schema",
+    ("schema", "value", "path"),
     [
-        {**CLOSED, "additionalProperties": True},
-        {key: value for key, value in CLOSED.items() if key != "additionalProperties"},
-        {**CLOSED, "patternProperties": {"^x": {}}},
-        {**CLOSED, "anyOf": [{"required": ["limit"]}]},
-        _variant(query={"type": "string"}),  # unbounded string
-        _variant(query={"type": "string", "pattern": "^.{0,5}$"}),
-        _variant(limit={"type": "number"}),  # NaN would pass
-        _variant(limit={"type": ["integer", "null"]}),
-        _variant(tags={"type": "array", "items": {"type": "string", "maxLength": 5}}),
-        _variant(tags={"type": "array", "maxItems": 3, "items": {"type": "object"}}),
-        _variant(tags={"type": "array", "maxItems": 3, "items": [{"type": "integer"}]}),
-        _variant(sort={"enum": [{"a": 1}]}),
-        _variant(flag={"$ref": "#/definitions/b"}),
-        _variant(flag={"type": "boolean", "not": {"const": True}}),
-        _variant(flag=True),
+        ({**CLOSED, "additionalProperties": True}, {"query": "a", "x": _LONG}, "data.x"),
+        (
+            {key: value for key, value in CLOSED.items() if key != "additionalProperties"},
+            {"query": "a", "x": _LONG},
+            "data.x",
+        ),
+        ({**CLOSED, "patternProperties": {"^x": {}}}, {"query": "a", "x": _LONG}, "data.x"),
+        (_variant(query={"type": "string"}), {"query": _LONG}, "data.query"),
+        (
+            _variant(tags={"type": "array", "items": {"type": "string", "maxLength": 5}}),
+            {"query": "a", "tags": ["a"] * 5},
+            "data.tags",
+        ),
+        (
+            _variant(tags={"type": "array", "maxItems": 3, "items": {"type": "object"}}),
+            {"query": "a", "tags": [{"b": _LONG}]},
+            "data.tags[0].b",
+        ),
+        (_variant(flag=True), {"query": "a", "flag": _LONG}, "data.flag"),
+        (_variant(flag=True), {"query": "a", "flag": [[[1]]]}, "data.flag[0][0]"),
     ],
 )
-def test_anything_else_is_not_closed(schema: dict[str, Any]) -> None:
-    assert closed_property_count(schema, SchemaLimits()) is None
+def test_a_schema_that_is_not_closed_has_the_limits_enforced(
+    schema: dict[str, Any], value: dict[str, Any], path: str
+) -> None:
+    unlimited = JsonSchemaArgumentValidator()
+    assert unlimited.validate(schema, value).ok  # the schema itself accepts the value
+    result = JsonSchemaArgumentValidator(limits=_LIMITS).validate(schema, value)
+    assert not result.ok
+    assert result.errors[0].path == path
+    assert "max_" in result.errors[0].message
 
 
-def test_limits_tighter_than_the_schema_make_it_not_closed() -> None:
-    assert closed_property_count(CLOSED, SchemaLimits(max_string_length=10)) is None
-    assert closed_property_count(CLOSED, SchemaLimits(max_array_length=2)) is None
-    assert closed_property_count(CLOSED, SchemaLimits(max_instance_properties=6)) is None
-    assert closed_property_count(CLOSED, SchemaLimits(max_instance_depth=1)) is None
+@pytest.mark.parametrize(
+    ("limits", "value"),
+    [
+        (SchemaLimits(max_string_length=10), {"query": "a" * 11}),
+        (SchemaLimits(max_array_length=2), {"query": "a", "tags": ["a"] * 3}),
+        (
+            SchemaLimits(max_instance_properties=6),
+            {
+                "query": "a",
+                "limit": 1,
+                "sort": "date",
+                "flag": True,
+                "nothing": None,
+                "tags": [],
+                "day": "2024-01-31",
+            },
+        ),
+        (SchemaLimits(max_instance_depth=1), {"query": "a", "tags": []}),
+    ],
+)
+def test_limits_tighter_than_a_closed_schema_are_enforced(
+    limits: SchemaLimits, value: dict[str, Any]
+) -> None:
+    assert JsonSchemaArgumentValidator().validate(CLOSED, value).ok
+    result = JsonSchemaArgumentValidator(limits=limits).validate(CLOSED, value)
+    assert not result.ok
+    assert "max_" in result.errors[0].message
 
 
 _names = st.sampled_from([*CLOSED["properties"], "__proto__", "other", "constructor"])
@@ -114,18 +154,20 @@ _instances = (
 )
 
 
-_VALIDATOR = JsonSchemaArgumentValidator(
-    limits=SchemaLimits(max_instance_depth=3, max_string_length=24)
-)
-_FAST = _VALIDATOR.entry(CLOSED)
-_FULL = _Entry(_FAST.key, _FAST.function, None, closed=None)
+_VALIDATOR = JsonSchemaArgumentValidator(limits=_LIMITS)
+# The same checks with a root keyword the closed analysis does not know: the full path.
+_FULL = {**CLOSED, "allOf": [{}]}
+_ANYTHING = {"$schema": "http://json-schema.org/draft-07/schema#"}
 
 
 @settings(max_examples=300, deadline=None)
 @given(value=_instances)
 def test_the_fast_path_agrees_with_the_full_path(value: Any) -> None:
-    assert _FAST.closed == 7
-    assert _VALIDATOR.check(_FAST, value) == _VALIDATOR.check(_FULL, value)
+    fast = _VALIDATOR.validate(CLOSED, value)
+    full = _VALIDATOR.validate(_FULL, value)
+    assert fast.ok == full.ok
+    if _VALIDATOR.validate(_ANYTHING, value).ok:  # within the limits: the same error too
+        assert fast == full
 
 
 async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
@@ -135,13 +177,16 @@ async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
-        ({"query": "abc", "limit": math.nan}, "data.limit: is not a finite number"),
-        ({"query": "abc", "__proto__": {}}, "data: has the forbidden key '__proto__'"),
+        # A closed schema's verdict is the answer: its own error is reported.
+        ({"query": "abc", "limit": math.nan}, "data.limit: must be integer"),
+        ({"query": "abc", "__proto__": {}}, "data: must not contain {'__proto__'} properties"),
         ({"query": "abc", "limit": 0}, "data.limit: must be bigger than or equal to 1"),
         ({"query": "ABC"}, "data.query: must match pattern ^[a-z ]+$"),
+        # A value the engine cannot read is described by the instance walk.
+        ({"query": {"a"}}, "data.query: is a set, not a JSON value"),
     ],
 )
-def test_the_tool_validator_hot_path_reports_like_the_full_path(
+def test_the_tool_validator_hot_path_reports_clearly(
     arguments: dict[str, Any], expected: str
 ) -> None:
     check = create_json_schema_tool_argument_validator()

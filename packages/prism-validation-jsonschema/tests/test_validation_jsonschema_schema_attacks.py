@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -137,13 +136,12 @@ def test_a_cyclic_schema_is_refused() -> None:
     _refused(JsonSchemaArgumentValidator().validate(schema, {}), "cycle")
 
 
-def test_a_shared_subschema_explosion_is_refused_quickly() -> None:
+def test_a_shared_subschema_explosion_is_refused() -> None:
+    # Walked naively this would never finish; its admission is measured by a benchmark.
     node: dict[str, Any] = {"type": "string"}
     for _ in range(60):  # 2**60 paths if walked naively
         node = {"anyOf": [node, node]}
-    started = time.thread_time()
     _refused(JsonSchemaArgumentValidator().validate(node, "x"), "max_")
-    assert time.thread_time() - started < 1.0
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -474,9 +472,10 @@ def test_an_absolute_id_with_local_refs_never_fetches(ident: str) -> None:
     assert not validator.validate(schema, {"a": "x"}).ok
 
 
-async def test_compiling_the_largest_schema_holds_the_event_loop_briefly() -> None:
+def test_the_largest_schema_compiles_and_a_larger_one_is_refused() -> None:
     # Generated code is capped (1 MiB at the default limits), which bounds the
-    # time Python's compile() holds the GIL on a cache miss.
+    # time Python's compile() holds the GIL on a cache miss; the benchmark's
+    # "stall: compile the largest admitted draft-07 schema" row measures it.
     limits = SchemaLimits(max_keywords=100_000)
     schemas = [
         {
@@ -488,26 +487,6 @@ async def test_compiling_the_largest_schema_holds_the_event_loop_briefly() -> No
         }
         for n in (800, 5_000)
     ]
-    gaps: list[float] = []
-    done = trio.Event()
-
-    # CPU time of the event loop's thread between ticks: what the compile holds
-    # the loop for, which a busy machine cannot inflate.
-    async def ticker() -> None:
-        last = time.thread_time()
-        while not done.is_set():
-            await trio.sleep(0.01)
-            now = time.thread_time()
-            gaps.append(now - last)
-            last = now
-
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ticker)
-            await trio.sleep(0.05)
-            outcomes = [JsonSchemaArgumentValidator(limits=limits).validate(s, {}) for s in schemas]
-            await trio.sleep(0.05)
-            done.set()
+    outcomes = [JsonSchemaArgumentValidator(limits=limits).validate(s, {}) for s in schemas]
     assert outcomes[0].ok
-    _refused(outcomes[1])
-    assert max(gaps) < 1.0, f"the event loop was held for {max(gaps):.3f} s of CPU"
+    _refused(outcomes[1], "characters of code")

@@ -10,7 +10,13 @@ from ._screen import POLLUTION_KEYS
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
-__all__ = ["InstanceProblem", "check_instance", "instance_cost", "instance_size"]
+__all__ = [
+    "InstanceProblem",
+    "check_instance",
+    "first_problem",
+    "instance_cost",
+    "instance_size",
+]
 
 # The total characters of every string in an instance may be this many times
 # max_string_length; it only matters for Python callers that share one large
@@ -36,7 +42,7 @@ def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | Non
     """
     if _within_limits(value, limits):
         return None
-    return _first_problem(value, limits) or ("data", "breaks an instance limit")
+    return first_problem(value, limits)
 
 
 def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int] | None:
@@ -44,7 +50,7 @@ def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int] | None
 
     The same walk as :func:`check_instance`'s fast path; the totals let the
     caller skip the per-depth cost walk when even the worst depth cannot
-    exceed a budget.
+    exceed a budget. For ``None``, :func:`first_problem` says what is wrong.
     """
     counts = _within_limits(value, limits, measure=True)
     return counts if type(counts) is tuple else None
@@ -53,7 +59,7 @@ def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int] | None
 def _within_limits(
     value: object, limits: SchemaLimits, *, measure: bool = False
 ) -> bool | tuple[int, int]:
-    """The hot path: the same rules as :func:`_first_problem`, without building paths.
+    """The hot path: the same rules as :func:`first_problem`, without building paths.
 
     Walks level by level, so no per-node tuple is allocated.
     """
@@ -134,8 +140,8 @@ def _within_limits(
     return nodes, max_string * _TOTAL_STRING_FACTOR - chars_left + key_chars
 
 
-def _first_problem(value: object, limits: SchemaLimits) -> InstanceProblem | None:
-    """The slow path: find the first problem and the path to it, for the error text."""
+def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
+    """The slow path, for a value the fast walk refused: the first problem and its path."""
     max_depth = limits.max_instance_depth
     max_string = limits.max_string_length
     members_left = limits.max_instance_properties
@@ -209,7 +215,7 @@ def _first_problem(value: object, limits: SchemaLimits) -> InstanceProblem | Non
                 return _path(path), "is not a finite number"
         elif kind is not int and kind is not bool and node is not None:
             return _path(path), f"is a {kind.__name__}, not a JSON value"
-    return None
+    return "data", "breaks an instance limit"  # pragma: no cover - the walks agree
 
 
 def instance_cost(value: object, work: tuple[int, ...], regex: tuple[int, ...]) -> tuple[int, int]:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from prism.core import ConfigurationError
+from prism.core.options import integer
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["HARD_CACHE_SIZE", "HARD_LIMITS", "CacheInfo", "SchemaLimits", "check_cache_size"]
+__all__ = ["HARD_CACHE_SIZE", "HARD_LIMITS", "CacheInfo", "SchemaLimits"]
 
 HARD_CACHE_SIZE = 1_024
 
@@ -36,28 +35,9 @@ HARD_LIMITS: Mapping[str, int] = MappingProxyType(
 )
 
 
-def _check_limit(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    name = attribute.name
-    _check_positive_int(f"SchemaLimits.{name}", value, HARD_LIMITS[name])
-
-
-def _check_positive_int(label: str, value: object, hard: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{label} must be an integer, got {value!r}")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ConfigurationError(f"{label} must be finite, got {value!r}")
-        raise ConfigurationError(f"{label} must be an integer, got {value!r}")
-    if value <= 0:
-        raise ConfigurationError(f"{label} must be at least 1, got {value!r}")
-    if value > hard:
-        raise ConfigurationError(f"{label} must be at most {hard}, got {value!r}")
-
-
-def check_cache_size(value: object) -> int:
-    """Return ``value`` if it is a usable cache size; raise ``ConfigurationError`` otherwise."""
-    _check_positive_int("cache_size", value, HARD_CACHE_SIZE)
-    return value  # type: ignore[return-value]
+def _limit(default: int, name: str) -> Any:
+    """A limit field: a positive integer no larger than its hard cap."""
+    return attrs.field(default=default, validator=integer(minimum=1, maximum=HARD_LIMITS[name]))
 
 
 @attrs.frozen(kw_only=True)
@@ -66,7 +46,7 @@ class SchemaLimits:
 
     Every limit must be a positive integer no larger than its hard cap
     (``HARD_LIMITS``); anything else raises :class:`prism.core.ConfigurationError`
-    (a ``ValueError``) naming the limit.
+    (a ``ValueError``) naming the limit and the value.
 
     Attributes:
         max_schema_bytes: size of the schema as canonical UTF-8 JSON (hard cap 1 MiB).
@@ -91,17 +71,17 @@ class SchemaLimits:
             (hard cap 1,000,000,000); a call over it fails validation.
     """
 
-    max_schema_bytes: int = attrs.field(default=256 * 1024, validator=_check_limit)
-    max_depth: int = attrs.field(default=64, validator=_check_limit)
-    max_keywords: int = attrs.field(default=10_000, validator=_check_limit)
-    max_refs: int = attrs.field(default=128, validator=_check_limit)
-    max_instance_depth: int = attrs.field(default=64, validator=_check_limit)
-    max_instance_properties: int = attrs.field(default=10_000, validator=_check_limit)
-    max_string_length: int = attrs.field(default=1_000_000, validator=_check_limit)
-    max_array_length: int = attrs.field(default=100_000, validator=_check_limit)
-    max_schema_work: int = attrs.field(default=50_000, validator=_check_limit)
-    max_validation_work: int = attrs.field(default=1_000_000, validator=_check_limit)
-    max_regex_work: int = attrs.field(default=8_000_000, validator=_check_limit)
+    max_schema_bytes: int = _limit(256 * 1024, "max_schema_bytes")
+    max_depth: int = _limit(64, "max_depth")
+    max_keywords: int = _limit(10_000, "max_keywords")
+    max_refs: int = _limit(128, "max_refs")
+    max_instance_depth: int = _limit(64, "max_instance_depth")
+    max_instance_properties: int = _limit(10_000, "max_instance_properties")
+    max_string_length: int = _limit(1_000_000, "max_string_length")
+    max_array_length: int = _limit(100_000, "max_array_length")
+    max_schema_work: int = _limit(50_000, "max_schema_work")
+    max_validation_work: int = _limit(1_000_000, "max_validation_work")
+    max_regex_work: int = _limit(8_000_000, "max_regex_work")
 
 
 @attrs.frozen(kw_only=True)

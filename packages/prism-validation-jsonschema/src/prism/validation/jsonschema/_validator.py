@@ -1,4 +1,11 @@
-"""The validator: screening, the compile-once cache, instance bounds, error text."""
+"""The validator: screening, the compile-once cache, instance bounds, error text.
+
+Internally a refusal is a :data:`Problem`, ``(path, message)``: the path into the
+arguments (or the schema, for a refused schema) and a bounded message. It is
+built once, where the failure is found, and turned into the caller's result type
+(:class:`~prism.core.ToolArgumentValidationResult` or
+:class:`~prism.core.ErrorInfo`) at the edge.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +18,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastjsonschema.exceptions import JsonSchemaDefinitionException, JsonSchemaException
 
 from prism.core import (
-    ConfigurationError,
     ErrorInfo,
     ToolArgumentValidationError,
     ToolArgumentValidationResult,
 )
+from prism.core.options import boolean, instance_of, integer, one_of, optional
 
 from ._closed import closed_bounds
 from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
 from ._graph import analyse
-from ._instance import check_instance, instance_cost, instance_size
-from ._limits import CacheInfo, SchemaLimits, check_cache_size
+from ._instance import check_instance, first_problem, instance_cost, instance_size
+from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
 from ._rs import RsValidationError, compile_rs
 from ._screen import FASTJSONSCHEMA_DRAFTS, Screened, prepare, screen
 
@@ -41,16 +48,44 @@ _OK = ToolArgumentValidationResult(ok=True)
 _MAX_MESSAGE = 300
 _MAX_TOOL_MESSAGE = 2000
 
+Problem = tuple[str | None, str]
+"""Why a value or a schema is refused: (path, message)."""
+
+# The options, checked alike by the classes and the factory.
+_LIMITS = optional(instance_of(SchemaLimits))
+_CACHE_SIZE = integer(minimum=1, maximum=HARD_CACHE_SIZE)
+_UNSUPPORTED = one_of("reject", "ignore")
+_ASSERT_FORMATS = boolean()
+_MISSING_SCHEMA = one_of("allow", "reject")
+
+
+def _check_options(
+    owner: str,
+    limits: object,
+    cache_size: object,
+    unsupported_keywords: object,
+    assert_formats: object,
+) -> None:
+    _LIMITS.check(owner, "limits", limits)
+    _CACHE_SIZE.check(owner, "cache_size", cache_size)
+    _UNSUPPORTED.check(owner, "unsupported_keywords", unsupported_keywords)
+    _ASSERT_FORMATS.check(owner, "assert_formats", assert_formats)
+
 
 def _clip(text: str, limit: int = _MAX_MESSAGE) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _failure(path: str | None, message: str) -> ToolArgumentValidationResult:
-    return ToolArgumentValidationResult(
-        ok=False,
-        errors=(ToolArgumentValidationError(message=_clip(message), path=path),),
-    )
+def _problem(path: str | None, message: str) -> Problem:
+    return path, _clip(message)
+
+
+def _result(problem: Problem | None) -> ToolArgumentValidationResult:
+    if problem is None:
+        return _OK
+    path, message = problem
+    error = ToolArgumentValidationError(message=message, path=path)
+    return ToolArgumentValidationResult(ok=False, errors=(error,))
 
 
 def _describe_compile_error(exc: Exception) -> str:
@@ -102,15 +137,9 @@ class _Entry:
         self.max_regex = max(regex or (0,))
         self.rejected = rejected
         self.alive = True
-        self.refusal: ToolArgumentValidationResult | None = None
+        self.refusal: Problem | None = None
         if rejected is not None:
-            self.refusal = _failure(rejected.path, f"schema rejected: {rejected.reason}")
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        allowed = " or ".join(repr(c) for c in choices)
-        raise ConfigurationError(f"{name} must be {allowed}, got {value!r}")
+            self.refusal = _problem(rejected.path, f"schema rejected: {rejected.reason}")
 
 
 class JsonSchemaArgumentValidator:
@@ -123,7 +152,9 @@ class JsonSchemaArgumentValidator:
     canonical JSON: 2019-09 and 2020-12 (and schemas without ``$schema``) on
     jsonschema-rs, draft-04/06/07 on fastjsonschema. Instances and their cost
     (``max_validation_work``, ``max_regex_work``) are bounded before any schema
-    code runs on them, so no validation can stall the event loop.
+    code runs on them, so no validation can stall the event loop; for a closed
+    schema (one whose own checks imply those bounds) the schema's verdict is
+    the whole answer.
 
     :meth:`validate` never raises for a bad schema or value; it answers with
     ``ok=False`` and a reason that names the path and the rule. The caller's
@@ -139,7 +170,8 @@ class JsonSchemaArgumentValidator:
             always assert it.
 
     Raises:
-        ConfigurationError: an option has an unusable value (the message names it).
+        ConfigurationError: an option has an unusable value (the message names
+            the option and the value).
     """
 
     def __init__(
@@ -150,16 +182,12 @@ class JsonSchemaArgumentValidator:
         unsupported_keywords: Literal["reject", "ignore"] = "reject",
         assert_formats: bool = False,
     ) -> None:
-        if limits is None:
-            limits = SchemaLimits()
-        elif not isinstance(limits, SchemaLimits):
-            raise ConfigurationError(f"limits must be a SchemaLimits, got {limits!r}")
-        _check_choice("unsupported_keywords", unsupported_keywords, ("reject", "ignore"))
-        self._limits = limits
-        self._maxsize = check_cache_size(cache_size)
+        _check_options(
+            "JsonSchemaArgumentValidator", limits, cache_size, unsupported_keywords, assert_formats
+        )
+        self._limits = SchemaLimits() if limits is None else limits
+        self._maxsize = cache_size
         self._unsupported: Literal["reject", "ignore"] = unsupported_keywords
-        if type(assert_formats) is not bool:
-            raise ConfigurationError(f"assert_formats must be a bool, got {assert_formats!r}")
         self._assert_formats = assert_formats
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -186,7 +214,7 @@ class JsonSchemaArgumentValidator:
         host validating the same tools again and again should use
         :func:`create_json_schema_tool_argument_validator`, whose hot path skips that.
         """
-        return self.run(self.entry(schema), value)
+        return _result(self._run(self._entry(schema), value))
 
     def validate_output(
         self, schema: object, structured_content: object
@@ -198,7 +226,7 @@ class JsonSchemaArgumentValidator:
         content it returns is as untrusted as a model's arguments. Never raises
         for bad input; error paths start at ``data`` (the structured content).
         """
-        return self.run(self.entry(schema), structured_content)
+        return _result(self._run(self._entry(schema), structured_content))
 
     def check_schema(self, schema: object) -> None:
         """Screen and compile ``schema`` (caching the result) or say why it is refused.
@@ -206,7 +234,7 @@ class JsonSchemaArgumentValidator:
         Raises:
             SchemaRejectedError: the schema is refused; ``reason`` and ``path`` say why.
         """
-        entry = self.entry(schema)
+        entry = self._entry(schema)
         if entry.rejected is not None:
             raise entry.rejected
 
@@ -229,9 +257,9 @@ class JsonSchemaArgumentValidator:
             self._cache.clear()
             self._hits = self._misses = 0
 
-    # -- internals shared with JsonSchemaToolValidator ------------------------
+    # -- internals, shared with JsonSchemaToolValidator --------------------------
 
-    def entry(self, schema: object) -> _Entry:
+    def _entry(self, schema: object) -> _Entry:
         """The cache entry for ``schema`` (screening it first)."""
         try:
             screened = screen(schema, self._limits, self._unsupported)
@@ -239,9 +267,9 @@ class JsonSchemaArgumentValidator:
             return _Entry(None, None, exc)
         except RecursionError as exc:  # pragma: no cover - depth is bounded before this
             return _Entry(None, None, SchemaRejectedError(f"schema is too deep ({exc})"))
-        return self.lookup(screened)
+        return self._lookup(screened)
 
-    def lookup(self, screened: Screened) -> _Entry:
+    def _lookup(self, screened: Screened) -> _Entry:
         """The cached entry for a screened schema, compiling it on a miss."""
         key = screened.key
         with self._lock:
@@ -264,7 +292,7 @@ class JsonSchemaArgumentValidator:
                 evicted.function = None
         return entry
 
-    def touch(self, entry: _Entry) -> bool:
+    def _touch(self, entry: _Entry) -> bool:
         """Count a hit on ``entry`` and refresh its recency; False if it was evicted.
 
         Lock-free: ``move_to_end`` is atomic under the GIL, and a concurrent
@@ -318,72 +346,70 @@ class JsonSchemaArgumentValidator:
             return _Entry(screened.key, function, None, closed)
         return _Entry(screened.key, function, None, closed, analysis.work, analysis.regex)
 
-    def run(self, entry: _Entry, value: object) -> ToolArgumentValidationResult:
-        """Validate ``value`` with a cache entry."""
-        function = entry.function
-        if function is None:
+    def _run(self, entry: _Entry, value: object) -> Problem | None:
+        """Why ``value`` fails ``entry``'s schema (or why the schema is refused), or None."""
+        if entry.function is None:
             if entry.refusal is not None:
                 return entry.refusal
             # Evicted between lookup and use: compile again.
-            entry = self.entry_again(entry)
+            entry = self._entry_again(entry)
             if entry.function is None:
-                return entry.refusal or _failure(None, "schema could not be compiled")
-        return self.check(entry, value)
+                return entry.refusal or (None, "schema could not be compiled")
+        return self._check(entry, value)
 
-    def check(self, entry: _Entry, value: object) -> ToolArgumentValidationResult:
+    def _check(self, entry: _Entry, value: object) -> Problem | None:
         """Bound ``value``, then run the entry's compiled schema on it.
 
-        For a closed schema (one whose checks imply the instance limits) the
-        compiled function runs first and the instance walk only runs when it
-        fails, so the reported error is the same either way.
+        A closed schema's compiled function runs at once: it accepts nothing
+        beyond the instance limits and budgets, so its verdict is the answer.
+        Otherwise the instance is bounded first, in one walk that stops at the
+        first broken limit; only a value that breaks one is walked again, to
+        name the path.
         """
         function = entry.function
         if function is None:
-            return self.run(entry, value)
+            return self._run(entry, value)
         closed = entry.closed
-        if closed is not None and type(value) is dict and len(value) <= closed:
-            try:
-                function(value)
-            except Exception as exc:
-                return self.closed_failure(value, exc)
-            return _OK
-        work = entry.work
-        if work is None:
-            problem = check_instance(value, self._limits)
-            if problem is not None:
-                return _failure(problem[0], problem[1])
-        else:
-            size = instance_size(value, self._limits)
-            if size is None:
-                problem = check_instance(value, self._limits)
-                return _failure(*(problem or ("data", "breaks an instance limit")))
+        if not (closed is not None and type(value) is dict and len(value) <= closed):
             limits = self._limits
-            if (
-                size[0] * entry.max_work > limits.max_validation_work
-                or size[1] * entry.max_regex > limits.max_regex_work
-            ):
-                # Only then is the per-depth bound worth its walk.
-                over = self.over_budget(entry, value)
-                if over is not None:
-                    return over
+            if entry.work is None:
+                problem = check_instance(value, limits)
+                if problem is not None:
+                    return problem
+            else:
+                size = instance_size(value, limits)
+                if size is None:
+                    return first_problem(value, limits)
+                if (
+                    size[0] * entry.max_work > limits.max_validation_work
+                    or size[1] * entry.max_regex > limits.max_regex_work
+                ):
+                    # Only then is the per-depth bound worth its walk.
+                    over = self._over_budget(entry, value)
+                    if over is not None:
+                        return over
         try:
             function(value)
-        except Exception as exc:
+        except (JsonSchemaException, RsValidationError) as exc:
             return _translate(exc)
-        return _OK
+        except Exception as exc:
+            # The engine could not read the value (a type JSON does not have, past
+            # a closed schema's check): the instance walk says where it is.
+            return check_instance(value, self._limits) or _translate(exc)
+        return None
 
-    def over_budget(self, entry: _Entry, value: object) -> ToolArgumentValidationResult | None:
-        """A failure if validating ``value`` could cost more than the per-call budgets."""
+    def _over_budget(self, entry: _Entry, value: object) -> Problem | None:
+        """A problem if validating ``value`` could cost more than the per-call budgets."""
         limits = self._limits
         work, regex = instance_cost(value, entry.work or (), entry.regex or ())
         if work > limits.max_validation_work:
-            return _failure(
+            return (
                 "data",
                 f"validating these arguments could cost {work} schema evaluations, more than "
                 f"max_validation_work={limits.max_validation_work}; send less data",
             )
         if regex > limits.max_regex_work:
-            return _failure(
+            return (
                 "data",
                 f"the strings in these arguments would cost {regex} units of pattern "
                 f"matching, more than max_regex_work={limits.max_regex_work}; send shorter "
@@ -391,40 +417,34 @@ class JsonSchemaArgumentValidator:
             )
         return None
 
-    def closed_failure(self, value: object, exc: Exception) -> ToolArgumentValidationResult:
-        """The error for a value a closed schema refused: an instance limit first, as usual."""
-        problem = check_instance(value, self._limits)
-        if problem is not None:
-            return _failure(problem[0], problem[1])
-        return _translate(exc)
-
-    def entry_again(self, entry: _Entry) -> _Entry:
+    def _entry_again(self, entry: _Entry) -> _Entry:
         """Re-screen an evicted entry by its key."""
-        return self.entry(json.loads(entry.key)) if entry.key is not None else entry
+        return self._entry(json.loads(entry.key)) if entry.key is not None else entry
 
 
-def _translate(exc: Exception) -> ToolArgumentValidationResult:
+def _translate(exc: Exception) -> Problem:
+    """The problem an engine's exception reports, in one wording for both engines."""
     if isinstance(exc, JsonSchemaException):
-        return _value_failure(exc)
+        return _value_problem(exc)
     if isinstance(exc, RsValidationError):
-        return _rs_failure(exc)
+        return _rs_problem(exc)
     if isinstance(exc, UnicodeEncodeError):
         # jsonschema-rs works on Rust strings, which cannot hold a lone surrogate.
-        return _failure(
+        return (
             "data",
             "contains a lone surrogate (U+D800 to U+DFFF), which is not valid Unicode "
             "and cannot be checked against a 2019-09/2020-12 schema",
         )
     if isinstance(exc, RecursionError):
-        return _failure(
+        return (
             "data",
             "validation recursed too deeply: the schema's $ref recursion does not "
             "terminate on this value",
         )
-    return _failure("data", f"validation failed with {type(exc).__name__}: {exc}")
+    return _problem("data", f"validation failed with {type(exc).__name__}: {exc}")
 
 
-def _value_failure(exc: JsonSchemaException) -> ToolArgumentValidationResult:
+def _value_problem(exc: JsonSchemaException) -> Problem:
     name = getattr(exc, "name", None)
     message = getattr(exc, "message", None) or str(exc)
     if isinstance(name, str) and message.startswith(name + " "):
@@ -433,10 +453,10 @@ def _value_failure(exc: JsonSchemaException) -> ToolArgumentValidationResult:
     if isinstance(rule, str):
         message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
     path = _clip(name, 200) if isinstance(name, str) else None
-    return _failure(path, message)
+    return _problem(path, message)
 
 
-def _rs_failure(exc: Any) -> ToolArgumentValidationResult:
+def _rs_problem(exc: Any) -> Problem:
     parts = getattr(exc, "instance_path", None) or []
     path = "data" + "".join(f"[{p}]" if type(p) is int else f".{p}" for p in parts)
     kind = getattr(exc, "kind", None)
@@ -444,7 +464,7 @@ def _rs_failure(exc: Any) -> ToolArgumentValidationResult:
     message = _rs_message(kind, rule) or getattr(exc, "message", None) or str(exc)
     if isinstance(rule, str):
         message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
-    return _failure(_clip(path, 200), message)
+    return _problem(_clip(path, 200), message)
 
 
 def _short_json(value: object) -> str:
@@ -532,6 +552,13 @@ class JsonSchemaToolValidator:
     a tool seen before is not screened or serialised again. A tool's
     ``parameters`` dict must therefore not be mutated in place after its first
     call; register a new ``ToolDefinition`` instead (``attrs.evolve``).
+
+    Args:
+        validator: the :class:`JsonSchemaArgumentValidator` that owns the compile cache.
+        missing_schema: ``"allow"`` passes a tool without ``parameters``; ``"reject"`` blocks it.
+
+    Raises:
+        ConfigurationError: an option has an unusable value.
     """
 
     def __init__(
@@ -540,7 +567,9 @@ class JsonSchemaToolValidator:
         *,
         missing_schema: Literal["allow", "reject"] = "allow",
     ) -> None:
-        _check_choice("missing_schema", missing_schema, ("allow", "reject"))
+        owner = "JsonSchemaToolValidator"
+        instance_of(JsonSchemaArgumentValidator).check(owner, "validator", validator)
+        _MISSING_SCHEMA.check(owner, "missing_schema", missing_schema)
         self._validator = validator
         self._reject_missing = missing_schema == "reject"
         self._slots: dict[int, _Slot] = {}
@@ -563,32 +592,14 @@ class JsonSchemaToolValidator:
             if tool.parameters is None:
                 return self._missing(tool)
             slot = self._new_slot(tool)
-            entry = slot.entry
-        else:
-            entry = slot.entry
-            function = entry.function
-            closed = entry.closed
-            if (
-                closed is not None
-                and function is not None
-                and type(arguments) is dict
-                and len(arguments) <= closed
-                and validator.touch(entry)
-            ):
-                # The hot path, inlined: a known closed schema (see _closed).
-                try:
-                    function(arguments)
-                except Exception as exc:
-                    result = validator.closed_failure(arguments, exc)
-                    return _error_info(tool, result, schema_rejected=False)
-                return None
-            if entry.refusal is None and not validator.touch(entry):
-                # Evicted from the cache: look it up (and compile it) again.
-                entry = slot.entry = validator.lookup(slot.screened)  # type: ignore[arg-type]
-        result = validator.check(entry, arguments)
-        if result is _OK:
-            return None
-        return _error_info(tool, result, schema_rejected=entry.refusal is not None)
+        elif slot.entry.refusal is None and not validator._touch(slot.entry):
+            # Evicted from the cache: look it up (and compile it) again.
+            slot.entry = validator._lookup(slot.screened)  # type: ignore[arg-type]
+        entry = slot.entry
+        if entry.refusal is not None:
+            return _schema_rejected(tool, entry.refusal)
+        problem = validator._check(entry, arguments)
+        return None if problem is None else _invalid_arguments(tool, problem)
 
     def _missing(self, tool: ToolDefinition) -> ErrorInfo | None:
         if not self._reject_missing:
@@ -607,7 +618,7 @@ class JsonSchemaToolValidator:
             screened = None
             entry = _Entry(None, None, exc)
         else:
-            entry = validator.lookup(screened)
+            entry = validator._lookup(screened)
         slots = self._slots
         ident = id(tool)
 
@@ -624,23 +635,31 @@ class JsonSchemaToolValidator:
         return slot
 
 
-def _error_info(
-    tool: ToolDefinition, result: ToolArgumentValidationResult, *, schema_rejected: bool
-) -> ErrorInfo:
-    errors = result.errors
-    first = errors[0] if errors else ToolArgumentValidationError(message="refused")
-    where = f"{first.path}: " if first.path else ""
-    if schema_rejected:
-        reason = first.message.removeprefix("schema rejected: ")
-        message = f"tool {tool.name} has a parameter schema Prism refuses: {where}{reason}"
-        code = "schema_rejected"
-    else:
-        message = f"invalid arguments for {tool.name}: {where}{first.message}"
-        code = "invalid_arguments"
+def _error_info(message: str, code: str, problem: Problem) -> ErrorInfo:
+    path, detail = problem
     return ErrorInfo(
         message=_clip(message, _MAX_TOOL_MESSAGE),
         code=code,
-        details={"errors": [{"path": e.path, "message": e.message} for e in errors[:8]]},
+        details={"errors": [{"path": path, "message": detail}]},
+    )
+
+
+def _invalid_arguments(tool: ToolDefinition, problem: Problem) -> ErrorInfo:
+    path, message = problem
+    where = f"{path}: " if path else ""
+    return _error_info(
+        f"invalid arguments for {tool.name}: {where}{message}", "invalid_arguments", problem
+    )
+
+
+def _schema_rejected(tool: ToolDefinition, refusal: Problem) -> ErrorInfo:
+    path, message = refusal
+    where = f"{path}: " if path else ""
+    reason = message.removeprefix("schema rejected: ")
+    return _error_info(
+        f"tool {tool.name} has a parameter schema Prism refuses: {where}{reason}",
+        "schema_rejected",
+        refusal,
     )
 
 
@@ -667,8 +686,12 @@ def create_json_schema_tool_argument_validator(
         assert_formats: assert ``format`` in 2019-09/2020-12 schemas too.
 
     Raises:
-        ConfigurationError: an option has an unusable value.
+        ConfigurationError: an option has an unusable value (the message names
+            the option and the value).
     """
+    owner = "create_json_schema_tool_argument_validator"
+    _check_options(owner, limits, cache_size, unsupported_keywords, assert_formats)
+    _MISSING_SCHEMA.check(owner, "missing_schema", missing_schema)
     validator = JsonSchemaArgumentValidator(
         limits=limits,
         cache_size=cache_size,
