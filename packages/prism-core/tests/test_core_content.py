@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import pytest
@@ -12,14 +13,22 @@ import prism.core
 from prism.core import (
     AssistantMessage,
     ImageContent,
+    ReasoningContent,
     ResourceContent,
     ResourceLink,
+    ScriptedProvider,
     TextContent,
     ToolCall,
+    ToolDefinition,
     ToolResult,
     ToolResultMessage,
     UserMessage,
+    create_agent,
+    create_rule_permission_policy,
 )
+
+if TYPE_CHECKING:
+    from prism.core import JsonObject, ToolExecutionContext
 
 
 def test_text_result_holds_one_block() -> None:
@@ -117,3 +126,55 @@ def test_readme_examples_run() -> None:
     assert examples
     for index, code in enumerate(examples):
         exec(compile(code, f"README example {index}", "exec"), {"__name__": "readme_example"})
+
+
+THINKING = ReasoningContent(
+    text="The user wants the sum.",
+    provider="anthropic",
+    replay={
+        "type": "thinking",
+        "thinking": "The user wants the sum.",
+        "signature": "c2lnbmVk" * 40,
+    },
+)
+
+
+def test_reasoning_repr_shows_the_opaque_replay_only_as_a_size() -> None:
+    shown = repr(THINKING)
+    assert "c2lnbmVk" not in shown
+    assert "The user wants the sum." in shown
+    assert re.search(r"replay=<\d+ chars>", shown)
+    assert "replay=None" in repr(ReasoningContent(text="shown only"))
+
+
+def test_reasoning_is_a_frozen_hashable_content_block() -> None:
+    message = AssistantMessage(content=[THINKING, TextContent(text="4")])
+    assert message.content == (THINKING, TextContent(text="4"))
+    assert hash(THINKING) == hash(attrs.evolve(THINKING, replay={"other": 1}))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        THINKING.text = "changed"  # type: ignore[misc]
+
+
+async def test_the_agent_runtime_sends_reasoning_back_unchanged() -> None:
+    call = ToolCall(id="c1", name="add", arguments={})
+    provider = ScriptedProvider(
+        [
+            AssistantMessage(content=(THINKING,), tool_calls=(call,)),
+            AssistantMessage(content=(TextContent(text="done"),)),
+        ]
+    )
+
+    async def add(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.text("4")
+
+    agent = create_agent(
+        model="m",
+        provider=provider,
+        tools=[ToolDefinition(name="add", execute=add)],
+        permission=create_rule_permission_policy(allow=["tool:add:execute"]),
+    )
+    result = await agent.session().run("add")
+    second = provider.requests[1].messages[1]
+    assert isinstance(second, AssistantMessage)
+    assert second.content[0] is THINKING
+    assert [r.status for r in result.records] == ["ok"]

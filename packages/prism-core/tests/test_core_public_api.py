@@ -65,6 +65,7 @@ DOCUMENTED = {
     "PermissionPolicy",
     "PermissionRequest",
     "PrismError",
+    "ReasoningContent",
     "Redactor",
     "ResourceContent",
     "ResourceLink",

@@ -43,6 +43,7 @@ from ._content import AssistantMessage as AssistantMessage
 from ._content import Content as Content
 from ._content import ImageContent as ImageContent
 from ._content import Message as Message
+from ._content import ReasoningContent as ReasoningContent
 from ._content import ResourceContent as ResourceContent
 from ._content import ResourceLink as ResourceLink
 from ._content import TextContent as TextContent
@@ -198,6 +199,7 @@ __all__ = [
     "PermissionPolicy",
     "PermissionRequest",
     "PrismError",
+    "ReasoningContent",
     "Redactor",
     "ResourceContent",
     "ResourceLink",

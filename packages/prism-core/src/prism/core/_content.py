@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TypeAlias
 
@@ -14,6 +15,7 @@ __all__ = [
     "Content",
     "ImageContent",
     "Message",
+    "ReasoningContent",
     "ResourceContent",
     "ResourceLink",
     "TextContent",
@@ -67,7 +69,48 @@ class ResourceLink:
     description: str | None = None
 
 
-Content: TypeAlias = TextContent | ImageContent | ResourceContent | ResourceLink
+def _opaque_repr(value: Mapping[str, JsonValue] | None) -> str:
+    # Signatures and encrypted reasoning are opaque: shown as a size, never as data.
+    if value is None:
+        return "None"
+    return f"<{len(json.dumps(value, ensure_ascii=False))} chars>"
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningContent:
+    """The model's reasoning in an assistant turn, kept to be sent back unchanged.
+
+    Reasoning models answer with reasoning before their text and tool calls
+    (Anthropic's extended-thinking blocks, the reasoning items of OpenAI's
+    Responses API). The API that produced it needs it back, unchanged, in the
+    next request of a tool-use loop, so a provider puts it in
+    :attr:`AssistantMessage.content`, in the order received, and renders it
+    again from ``replay``; the agent runtime carries assistant content through
+    the transcript as it is. Tool results never hold reasoning.
+
+    Attributes:
+        text: the readable reasoning (thinking text or summary); ``""`` when the
+            API sent it redacted or encrypted only. For display: it is never
+            sent back by itself.
+        provider: the API whose wire format ``replay`` is (``"anthropic"``,
+            ``"openai"``), or ``None`` for reasoning shown but never sent back
+            (``reasoning_content`` from an OpenAI-compatible server).
+        redacted: the API withheld the reasoning text (Anthropic's
+            ``redacted_thinking``).
+        replay: the provider's own block or item as JSON, signatures and
+            encrypted reasoning included, sent back to that provider exactly
+            as received and never to another. Opaque: reprs show only its size.
+    """
+
+    text: str = ""
+    provider: str | None = None
+    redacted: bool = False
+    replay: Mapping[str, JsonValue] | None = attrs.field(
+        default=None, hash=False, repr=_opaque_repr
+    )
+
+
+Content: TypeAlias = TextContent | ImageContent | ResourceContent | ResourceLink | ReasoningContent
 
 
 @attrs.frozen(kw_only=True)
@@ -126,7 +169,7 @@ class UserMessage:
 
 @attrs.frozen(kw_only=True)
 class AssistantMessage:
-    """A model turn: text and the tool calls it asked for."""
+    """A model turn: text (and any :class:`ReasoningContent`) and the tool calls it asked for."""
 
     content: tuple[Content, ...] = attrs.field(default=(), converter=_tuple)
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
