@@ -1,4 +1,4 @@
-"""A gateway over stdio for the tests: coding tools in ROOT, the fixture server bridged."""
+"""A gateway over stdio for the tests: coding tools in ROOT, a local echo, the fixture bridged."""
 
 from __future__ import annotations
 
@@ -9,14 +9,39 @@ import trio
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
-from prism.core import RunLedger, create_rule_permission_policy
+from prism.core import (
+    JsonObject,
+    RunLedger,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+    create_rule_permission_policy,
+)
 from prism.gateway import CODING_TOOL_HINTS, create_gateway_approver, open_gateway, serve_stdio
 from prism.mcp import StdioTransport, open_mcp_tools
 
 FIXTURE = Path(__file__).resolve().parent / "gateway_fixture_server.py"
 
 
-async def main(root: str) -> None:
+async def _echo(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text(str(arguments["text"]))
+
+
+# The fixture server's echo, in this process: what the gateway costs without a bridge hop.
+LOCAL_ECHO = ToolDefinition(
+    name="local_echo",
+    execute=_echo,
+    description="Echo the text back.",
+    parameters={
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+)
+
+
+async def main(root: str, max_message_bytes: int) -> None:
     policy = create_coding_approval_policy(
         roots=[root], approve=create_gateway_approver(), cache_approvals=False
     )
@@ -27,15 +52,16 @@ async def main(root: str) -> None:
     async with (
         open_mcp_tools(server_id="fx", transport=transport, call_timeout_s=30) as bridge,
         open_gateway(
-            tools=tools,
+            tools=[*tools, LOCAL_ECHO],
             bridges=[bridge],
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
             hints=CODING_TOOL_HINTS,
             ledger=RunLedger(),
         ) as gateway,
     ):
-        await serve_stdio(gateway)
+        await serve_stdio(gateway, max_message_bytes=max_message_bytes)
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1])
+    # argv: ROOT [MAX_MESSAGE_BYTES]
+    trio.run(main, sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16 * 1024 * 1024)

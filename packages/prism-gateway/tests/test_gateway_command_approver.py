@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import sys
 
-import pytest
-
 from prism.core import ExecutionAction
-from prism.gateway import GatewayConfigurationError, create_command_approver
+from prism.gateway import create_command_approver
 
 # Approves commands that only touch files named ok*, says why either way.
 JUDGE = (
@@ -43,8 +41,3 @@ async def test_a_missing_program_denies() -> None:
     decision = await approve(_action("touch ok.txt"))
     assert not decision.approved
     assert "could not run" in (decision.reason or "")
-
-
-def test_a_shell_string_is_refused() -> None:
-    with pytest.raises(GatewayConfigurationError, match="sequence"):
-        create_command_approver("approve.sh --yes")

@@ -259,11 +259,6 @@ def test_non_loopback_bind_without_auth_is_refused() -> None:
         HttpOptions(host="0.0.0.0", port=0)
 
 
-def test_short_tokens_are_refused() -> None:
-    with pytest.raises(GatewayConfigurationError, match="16"):
-        BearerAuth(tokens=("short",))
-
-
 def test_non_loopback_bind_with_auth_is_accepted() -> None:
     options = HttpOptions(host="0.0.0.0", port=0, auth=BearerAuth(tokens=(TOKEN,)))
     assert options.auth is not None

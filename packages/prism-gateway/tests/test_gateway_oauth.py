@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import httpx2
-import pytest
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken
 
 from prism.core import JsonObject, RunLedger, ToolDefinition, ToolExecutionContext, ToolResult
-from prism.gateway import (
-    GatewayConfigurationError,
-    HttpOptions,
-    OAuthResourceServer,
-    open_gateway,
-    serve_http,
-)
+from prism.gateway import HttpOptions, OAuthResourceServer, open_gateway, serve_http
 
 ISSUER = "https://auth.example"
 
@@ -96,10 +89,3 @@ def test_oauth_counts_as_auth_for_a_public_bind() -> None:
         resource_server_url="https://gw.example/mcp",
     )
     assert HttpOptions(host="0.0.0.0", auth=auth).auth is auth
-
-
-def test_a_verifier_without_verify_token_is_refused() -> None:
-    with pytest.raises(GatewayConfigurationError, match="verify_token"):
-        OAuthResourceServer(
-            verifier=object(), issuer_url=ISSUER, resource_server_url="https://gw.example/mcp"
-        )

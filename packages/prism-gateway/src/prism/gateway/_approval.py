@@ -15,8 +15,7 @@ import trio
 
 from prism.coding.security import ApprovalDecision
 from prism.core import ExecutionAction
-
-from ._errors import GatewayConfigurationError
+from prism.core.options import boolean, callable_value, optional, sequence_of, string
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -192,10 +191,11 @@ def create_gateway_approver(
     Cancellation: cancelling the call cancels the pending question.
 
     Raises:
-        GatewayConfigurationError: ``fallback`` is given and is not callable.
+        ConfigurationError: ``fallback`` is given and is not callable, or
+            ``elicit`` is not a bool.
     """
-    if fallback is not None and not callable(fallback):
-        raise GatewayConfigurationError(f"fallback must be callable, got {fallback!r}")
+    optional(callable_value()).check("create_gateway_approver", "fallback", fallback)
+    boolean().check("create_gateway_approver", "elicit", elicit)
 
     async def approve(action: ExecutionAction) -> ApprovalDecision:
         scope = current_call.get()
@@ -221,6 +221,7 @@ def create_gateway_approver(
 
 
 _MAX_APPROVER_OUTPUT = 64 * 1024
+_COMMAND = sequence_of(string(), non_empty=True)
 
 
 def create_command_approver(
@@ -238,15 +239,11 @@ def create_command_approver(
     the call) kills the command.
 
     Raises:
-        GatewayConfigurationError: ``command`` is empty or not a sequence of strings.
+        ConfigurationError: ``command`` is not a non-empty sequence of
+            non-empty strings (a shell line is refused: split it first).
     """
-    if isinstance(command, str) or not isinstance(command, Sequence) or not command:
-        raise GatewayConfigurationError(
-            f"command must be a non-empty sequence of strings, got {command!r}"
-        )
+    _COMMAND.check("create_command_approver", "command", command)
     argv = tuple(command)
-    if not all(isinstance(part, str) and part for part in argv):
-        raise GatewayConfigurationError(f"command must hold non-empty strings, got {argv!r}")
 
     async def approve(action: ExecutionAction) -> ApprovalDecision:
         scope = current_call.get()

@@ -3,13 +3,15 @@
 ::
 
     PrismError (prism.core)
-     └── GatewayError             the gateway could not start or serve
-          └── GatewayConfigurationError (also a ValueError)   a bad option, caught at construction
+     ├── ConfigurationError (prism.core; also a ValueError)   a bad option: names it and the value
+     │    └── GatewayConfigurationError                       one the gateway's own rules refuse
+     └── GatewayError                                         the gateway could not start or serve
+          └── GatewayConfigurationError
 """
 
 from __future__ import annotations
 
-from prism.core import PrismError
+from prism.core import ConfigurationError, PrismError
 
 __all__ = ["GatewayConfigurationError", "GatewayError"]
 
@@ -18,5 +20,12 @@ class GatewayError(PrismError):
     """The gateway could not start or keep serving (for example, the port is taken)."""
 
 
-class GatewayConfigurationError(GatewayError, ValueError):
-    """An option of the gateway is unusable; the message names it and the value received."""
+class GatewayConfigurationError(GatewayError, ConfigurationError):
+    """An option the gateway's own rules refuse (a non-loopback bind without auth...).
+
+    ``option`` and ``value`` name the option and what was given.
+
+    A value of the wrong type or out of range raises the shared
+    :class:`~prism.core.ConfigurationError` (this class's base), as in every
+    Prism package.
+    """

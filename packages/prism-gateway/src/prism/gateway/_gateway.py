@@ -9,7 +9,7 @@ import re
 import secrets
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import mcp_types as types
@@ -36,6 +36,15 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
     filter_tools,
+)
+from prism.core.options import (
+    OptionCheck,
+    callable_value,
+    has_method,
+    instance_of,
+    integer,
+    optional,
+    sequence_of,
 )
 from prism.mcp import McpToolBridge
 
@@ -196,11 +205,15 @@ class Gateway:
             tools.extend(bridge.tools)
             hints.update(_bridge_hints(bridge))
         offered = filter_tools(tools, *self._filters)
-        registry = create_tool_registry(offered, duplicate="error")
         try:
+            registry = create_tool_registry(offered, duplicate="error")
             names = create_tool_name_map(tool.name for tool in offered)
-        except ValueError as exc:
-            raise GatewayConfigurationError(str(exc)) from exc
+        except ValueError as exc:  # two tools share a name, or a provider-safe alias
+            raise GatewayConfigurationError(
+                f"open_gateway.tools: {exc}",
+                option="open_gateway.tools",
+                value=[tool.name for tool in offered],
+            ) from exc
         self._options = attrs.evolve(self._options, registry=registry)
         self._names = names
         self._wire = [_safe_wire_tool(names.alias(t.name), t, hints.get(t.name)) for t in offered]
@@ -360,10 +373,35 @@ async def _forward_progress(
                 await ctx.session.report_progress(progress, event.total, event.message)
 
 
-def _positive_int(option: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise GatewayConfigurationError(f"{option} must be a positive int, got {value!r}")
+def _items(value: object) -> object:
+    """An iterable (not a string) as a tuple; anything else as given, to be refused."""
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+        return tuple(value)
     return value
+
+
+_OWNER = "open_gateway"
+_LIMIT = integer(minimum=1)
+_HINTS = OptionCheck(
+    "a mapping of tool names to ToolHints",
+    lambda value: (
+        isinstance(value, Mapping)
+        and all(isinstance(k, str) and isinstance(v, ToolHints) for k, v in value.items())
+    ),
+)
+_CHECKS: dict[str, OptionCheck] = {
+    "tools": sequence_of(instance_of(ToolDefinition)),
+    "bridges": sequence_of(instance_of(McpToolBridge)),
+    "permission": optional(has_method("check", description="a PermissionPolicy")),
+    "validator": optional(callable_value()),
+    "filters": sequence_of(instance_of(ToolFilter)),
+    "middleware": optional(instance_of(MiddlewareRegistry)),
+    "events": optional(callable_value()),
+    "ledger": optional(has_method("record", description="a RunLedger (record())")),
+    "hints": optional(_HINTS),
+    "max_concurrent_calls": _LIMIT,
+    "max_calls_per_client": _LIMIT,
+}
 
 
 @contextlib.asynccontextmanager
@@ -395,36 +433,43 @@ async def open_gateway(
     themselves belong to the caller.
 
     Raises:
+        ConfigurationError: an option of the wrong type, or a limit below 1
+            (the message names the option and the value).
         GatewayConfigurationError: two tools share a name or a provider-safe
-            alias, or a limit is not a positive int.
-        TypeError: a gate has the wrong type (from ``DispatchOptions``).
+            alias.
     """
-    limit = _positive_int("max_concurrent_calls", max_concurrent_calls)
-    per_client = _positive_int("max_calls_per_client", max_calls_per_client)
-    local = tuple(tools)
-    try:
-        options = DispatchOptions(
-            registry=create_tool_registry(),
-            permission=permission,
-            validate=validator,
-            middleware=middleware,
-            ledger=ledger,
-        )
-    except ValueError as exc:
-        raise GatewayConfigurationError(str(exc)) from exc
-    try:
-        gateway = Gateway(
-            local=local,
-            bridges=tuple(bridges),
-            filters=tuple(filters),
-            options=options,
-            hints=dict(hints or {}),
-            events=events,
-            limiter=trio.CapacityLimiter(limit),
-            per_client_limit=per_client,
-        )
-    except ValueError as exc:
-        raise GatewayConfigurationError(str(exc)) from exc
+    given = {
+        "tools": _items(tools),
+        "bridges": _items(bridges),
+        "permission": permission,
+        "validator": validator,
+        "filters": _items(filters),
+        "middleware": middleware,
+        "events": events,
+        "ledger": ledger,
+        "hints": hints,
+        "max_concurrent_calls": max_concurrent_calls,
+        "max_calls_per_client": max_calls_per_client,
+    }
+    for option, value in given.items():
+        _CHECKS[option].check(_OWNER, option, value)
+    options = DispatchOptions(
+        registry=create_tool_registry(),
+        permission=permission,
+        validate=validator,
+        middleware=middleware,
+        ledger=ledger,
+    )
+    gateway = Gateway(
+        local=cast("tuple[ToolDefinition, ...]", given["tools"]),
+        bridges=cast("tuple[McpToolBridge, ...]", given["bridges"]),
+        filters=cast("tuple[ToolFilter, ...]", given["filters"]),
+        options=options,
+        hints=dict(hints or {}),
+        events=events,
+        limiter=trio.CapacityLimiter(max_concurrent_calls),
+        per_client_limit=max_calls_per_client,
+    )
     async with trio.open_nursery() as nursery:
         for bridge in gateway._bridges:
             nursery.start_soon(gateway._watch, bridge)

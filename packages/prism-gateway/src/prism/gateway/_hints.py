@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 from prism.core import JsonObject
+from prism.core.options import boolean, instance_of, optional, string
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = ["CODING_TOOL_HINTS", "ToolHints"]
+
+_FLAG = optional(boolean())
 
 
 @attrs.frozen(kw_only=True)
@@ -30,14 +33,19 @@ class ToolHints:
         idempotent: a second identical call does nothing more (``idempotentHint``).
         open_world: it reaches beyond the workspace (``openWorldHint``; default true).
         output_schema: the JSON Schema of the tool's structured result, if any.
+
+    Raises:
+        ConfigurationError: a hint of the wrong type (the message names it).
     """
 
-    title: str | None = None
-    read_only: bool | None = None
-    destructive: bool | None = None
-    idempotent: bool | None = None
-    open_world: bool | None = None
-    output_schema: JsonObject | None = attrs.field(default=None, eq=False)
+    title: str | None = attrs.field(default=None, validator=optional(string()))
+    read_only: bool | None = attrs.field(default=None, validator=_FLAG)
+    destructive: bool | None = attrs.field(default=None, validator=_FLAG)
+    idempotent: bool | None = attrs.field(default=None, validator=_FLAG)
+    open_world: bool | None = attrs.field(default=None, validator=_FLAG)
+    output_schema: JsonObject | None = attrs.field(
+        default=None, eq=False, validator=optional(instance_of(dict, description="a JSON object"))
+    )
 
     def annotations_json(self) -> JsonObject:
         """The stated hints under their wire names (``readOnlyHint``...)."""

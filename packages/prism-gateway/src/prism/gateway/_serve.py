@@ -7,18 +7,29 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from prism.core.options import (
+    OptionCheck,
+    boolean,
+    has_method,
+    instance_of,
+    integer,
+    optional,
+    sequence_of,
+    string,
+)
+
 from ._errors import GatewayConfigurationError, GatewayError
+from ._gateway import Gateway
+from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_streams
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from ._gateway import Gateway
 
 __all__ = [
     "BearerAuth",
@@ -33,6 +44,7 @@ _log = logging.getLogger("prism.gateway")
 DEFAULT_MAX_REQUEST_BYTES = 1_000_000
 _HARD_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 _MIN_TOKEN_CHARS = 16
+_MESSAGE_BYTES = integer(minimum=1024)
 
 
 def is_loopback(host: str) -> bool:
@@ -45,21 +57,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _tokens(value: object) -> tuple[str, ...]:
+def _as_tuple(value: object) -> object:
+    """A list or tuple as a tuple, a string as a 1-tuple; anything else as given (refused)."""
     if isinstance(value, str):
-        value = (value,)
-    if not isinstance(value, Sequence):
-        raise GatewayConfigurationError(f"tokens must be a sequence of strings, got {value!r}")
-    tokens = tuple(value)
-    if not tokens:
-        raise GatewayConfigurationError("tokens must hold at least one token")
-    for token in tokens:
-        if not isinstance(token, str) or len(token) < _MIN_TOKEN_CHARS or not token.isprintable():
-            raise GatewayConfigurationError(
-                f"each token must be a printable string of at least {_MIN_TOKEN_CHARS} "
-                "characters (got one that is not)"
-            )
-    return tokens
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return value
+
+
+def _check_tokens(_instance: object, _attribute: object, value: object) -> None:
+    # Never show a token in the message: say what is wrong with it instead.
+    def usable(token: object) -> bool:
+        return isinstance(token, str) and len(token) >= _MIN_TOKEN_CHARS and token.isprintable()
+
+    if not isinstance(value, tuple) or not value or not all(map(usable, value)):
+        shown = (
+            f"{len(value)} value(s), not all printable strings of {_MIN_TOKEN_CHARS}+ characters"
+            if isinstance(value, tuple)
+            else f"a {type(value).__name__}"
+        )
+        raise GatewayConfigurationError(
+            "BearerAuth.tokens must be a non-empty sequence of printable strings of at least "
+            f"{_MIN_TOKEN_CHARS} characters, got {shown} (tokens are not shown)",
+            option="BearerAuth.tokens",
+            value=shown,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -70,10 +93,11 @@ class BearerAuth:
     ``token:<first 8 hex digits of the token's SHA-256>``, never the token.
 
     Raises:
-        GatewayConfigurationError: no token, or a token shorter than 16 characters.
+        GatewayConfigurationError: no token, or a token shorter than 16
+            characters (the message describes the value without showing it).
     """
 
-    tokens: tuple[str, ...] = attrs.field(converter=_tokens, repr=False)
+    tokens: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=_check_tokens, repr=False)
 
     def identify(self, header: bytes | None) -> str | None:
         """The identity behind an ``Authorization`` header value, or ``None`` if refused."""
@@ -90,16 +114,10 @@ class BearerAuth:
         return "token:" + hashlib.sha256(found.encode("utf-8")).hexdigest()[:8]
 
 
-def _url(_instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
-        raise GatewayConfigurationError(f"{attribute.name} must be an http(s) URL, got {value!r}")
-
-
-def _scopes(value: Iterable[str]) -> tuple[str, ...]:
-    scopes = (value,) if isinstance(value, str) else tuple(value)
-    if not all(isinstance(scope, str) and scope for scope in scopes):
-        raise GatewayConfigurationError(f"required_scopes must be non-empty strings: {scopes!r}")
-    return scopes
+_URL = OptionCheck(
+    "an http(s) URL",
+    lambda value: isinstance(value, str) and value.startswith(("https://", "http://")),
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -119,46 +137,28 @@ class OAuthResourceServer:
         issuer_url: the authorization server that issues the tokens.
         resource_server_url: this gateway's MCP endpoint URL, as clients reach it.
         required_scopes: scopes every token must carry.
+
+    Raises:
+        ConfigurationError: an option of the wrong type or form (named in the message).
     """
 
-    verifier: Any
-    issuer_url: str = attrs.field(validator=_url)
-    resource_server_url: str = attrs.field(validator=_url)
-    required_scopes: tuple[str, ...] = attrs.field(default=(), converter=_scopes)
-
-    def __attrs_post_init__(self) -> None:
-        if not callable(getattr(self.verifier, "verify_token", None)):
-            raise GatewayConfigurationError(
-                f"verifier must have an async verify_token(token) method, got {self.verifier!r}"
-            )
+    verifier: Any = attrs.field(
+        validator=has_method("verify_token", description="a TokenVerifier (verify_token())")
+    )
+    issuer_url: str = attrs.field(validator=_URL)
+    resource_server_url: str = attrs.field(validator=_URL)
+    required_scopes: tuple[str, ...] = attrs.field(
+        default=(), converter=_as_tuple, validator=sequence_of(string())
+    )
 
 
-def _max_bytes(_instance: object, _attribute: object, value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not (1024 <= value <= _HARD_MAX_REQUEST_BYTES)
-    ):
-        raise GatewayConfigurationError(
-            f"max_request_bytes must be an int in 1024..{_HARD_MAX_REQUEST_BYTES}, got {value!r}"
-        )
-
-
-def _origins(value: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = (value,)
-    origins = tuple(value)
-    for origin in origins:
-        if not isinstance(origin, str) or not origin.startswith(("http://", "https://")):
-            raise GatewayConfigurationError(
-                f"allowed_origins must hold http(s) origins, got {origin!r}"
-            )
-    return origins
-
-
-def _port(_instance: object, _attribute: object, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
-        raise GatewayConfigurationError(f"port must be an int in 0..65535, got {value!r}")
+_ORIGIN = OptionCheck(
+    "an http(s) origin",
+    lambda value: isinstance(value, str) and value.startswith(("http://", "https://")),
+)
+_PATH = OptionCheck(
+    "a path starting with '/'", lambda value: isinstance(value, str) and value.startswith("/")
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -180,24 +180,37 @@ class HttpOptions:
             several gateways can sit behind a load balancer; server-to-client
             requests (elicitation) are then unavailable and approval falls
             back to the configured approver.
+
+    Raises:
+        ConfigurationError: an option of the wrong type or out of range (named
+            in the message, with the value).
+        GatewayConfigurationError: a non-loopback ``host`` without ``auth``.
     """
 
-    host: str = "127.0.0.1"
-    port: int = attrs.field(default=0, validator=_port)
-    path: str = "/mcp"
-    auth: BearerAuth | OAuthResourceServer | None = None
-    allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_origins)
-    max_request_bytes: int = attrs.field(default=DEFAULT_MAX_REQUEST_BYTES, validator=_max_bytes)
-    stateless: bool = False
+    host: str = attrs.field(default="127.0.0.1", validator=string())
+    port: int = attrs.field(default=0, validator=integer(minimum=0, maximum=65535))
+    path: str = attrs.field(default="/mcp", validator=_PATH)
+    auth: BearerAuth | OAuthResourceServer | None = attrs.field(
+        default=None, validator=optional(instance_of(BearerAuth, OAuthResourceServer))
+    )
+    allowed_origins: tuple[str, ...] = attrs.field(
+        default=(), converter=_as_tuple, validator=sequence_of(_ORIGIN)
+    )
+    max_request_bytes: int = attrs.field(
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        validator=integer(minimum=1024, maximum=_HARD_MAX_REQUEST_BYTES),
+    )
+    stateless: bool = attrs.field(default=False, validator=boolean())
 
     def __attrs_post_init__(self) -> None:
         if not is_loopback(self.host) and self.auth is None:
             raise GatewayConfigurationError(
-                f"refusing to serve on {self.host!r} without auth: a non-loopback address "
-                "needs bearer tokens (BearerAuth / --token-file / PRISM_GATEWAY_TOKEN)"
+                f"HttpOptions.host: refusing to serve on {self.host!r} without auth: a "
+                "non-loopback address needs bearer tokens (BearerAuth / --token-file / "
+                "PRISM_GATEWAY_TOKEN)",
+                option="HttpOptions.host",
+                value=self.host,
             )
-        if not self.path.startswith("/"):
-            raise GatewayConfigurationError(f"path must start with '/', got {self.path!r}")
 
 
 _LOOPBACK_ORIGINS = ("http://127.0.0.1", "http://localhost", "http://[::1]")
@@ -297,8 +310,20 @@ async def _refuse(
     await send({"type": "http.response.body", "body": body})
 
 
+def _check_serving(owner: str, gateway: object, options: object) -> None:
+    instance_of(Gateway, description="a Gateway (from open_gateway)").check(
+        owner, "gateway", gateway
+    )
+    optional(instance_of(HttpOptions)).check(owner, "options", options)
+
+
 def build_http_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
-    """The ASGI app :func:`serve_http` runs (for hosting it in another ASGI server)."""
+    """The ASGI app :func:`serve_http` runs (for hosting it in another ASGI server).
+
+    Raises:
+        ConfigurationError: ``gateway`` or ``options`` is of the wrong type.
+    """
+    _check_serving("build_http_app", gateway, options)
     from mcp.server.transport_security import TransportSecuritySettings
 
     host = options.host if ":" not in options.host else f"[{options.host.strip('[]')}]"
@@ -352,8 +377,10 @@ async def serve_http(
     Cancellation: stops listening and closes every session.
 
     Raises:
+        ConfigurationError: ``gateway`` or ``options`` is of the wrong type.
         GatewayError: the address could not be bound.
     """
+    _check_serving("serve_http", gateway, options)
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
@@ -377,16 +404,39 @@ async def serve_http(
         task_status.started(f"{binds[0]}{options.path}")
 
 
-async def serve_stdio(gateway: Gateway, *, stdin: Any = None, stdout: Any = None) -> None:
+async def serve_stdio(
+    gateway: Gateway,
+    *,
+    stdin: Any = None,
+    stdout: Any = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> None:
     """Serve ``gateway`` to one MCP client over this process's stdin and stdout.
 
-    Returns when the client closes stdin. While serving, fd 0 and fd 1 are
-    moved off the protocol pipe (by the SDK), so a child's stray output never
-    corrupts the wire. ``stdin``/``stdout`` (anyio text files) replace them.
+    Returns when the client closes stdin. While serving, fd 0 reads the null
+    device and fd 1 writes to stderr, so a child's stray output never corrupts
+    the wire; both are restored afterwards. The pipe is read and written in
+    the event loop (no worker thread per message). A line that is not a
+    JSON-RPC message, or is longer than ``max_message_bytes`` (16 MiB by
+    default), is answered with a parse error (``-32700``) and skipped.
+    ``stdin``/``stdout`` (anyio text files) replace the process's streams and
+    are served by the SDK's own stdio transport instead.
 
     Cancellation: stops serving; calls in flight are cancelled.
-    """
-    from mcp.server.stdio import stdio_server
 
-    async with stdio_server(stdin, stdout) as (read, write):
+    Raises:
+        ConfigurationError: ``gateway`` is not a Gateway, or ``max_message_bytes``
+            is not an int of at least 1024.
+        GatewayError: another ``serve_stdio`` is serving this process's stdin
+            and stdout.
+    """
+    _check_serving("serve_stdio", gateway, None)
+    _MESSAGE_BYTES.check("serve_stdio", "max_message_bytes", max_message_bytes)
+    if stdin is not None or stdout is not None:
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server(stdin, stdout) as (read, write):
+            await gateway.server.run(read, write, gateway.initialization_options())
+        return
+    async with stdio_streams(max_message_bytes) as (read, write):
         await gateway.server.run(read, write, gateway.initialization_options())
