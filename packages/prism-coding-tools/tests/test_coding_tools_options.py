@@ -54,22 +54,55 @@ def test_create_coding_tools_builds_the_four_named_tools(tmp_path: Path) -> None
         (create_read_tool, {"transform_image": 3}, "transform_image"),
         (create_write_tool, {"file_operations": 42}, "file_operations"),
         (create_edit_tool, {"max_file_bytes": 0}, "max_file_bytes"),
+        (create_edit_tool, {"file_operations": []}, "file_operations"),
+        (create_shell_tool, {"command_prefix": 3}, "command_prefix"),
+        (create_shell_tool, {"spill_dir": ""}, "spill_dir"),
+        (create_shell_tool, {"env": ["A=1"]}, "env"),
+        (create_shell_tool, {"max_line_bytes": "9"}, "max_line_bytes"),
+        (create_read_tool, {"max_bytes": 1 << 40}, "max_bytes"),
+        (create_read_tool, {"max_lines": None}, "max_lines"),
     ],
 )
 def test_bad_option_raises_naming_the_option(
     tmp_path: Path, factory: Any, options: dict[str, Any], named: str
 ) -> None:
-    with pytest.raises(InvalidToolOptionError, match=named) as caught:
+    # one check for every factory (prism.core.options): "<factory>.<option> must be ..., got ..."
+    with pytest.raises(
+        InvalidToolOptionError, match=f"{factory.__name__}.{named} must be"
+    ) as caught:
         factory(str(tmp_path), **options)
+    assert caught.value.option == f"{factory.__name__}.{named}"
+    assert caught.value.value is options[named]
     assert isinstance(caught.value, ConfigurationError)
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, PrismError)
 
 
 @pytest.mark.parametrize("cwd", ["", "a\0b", 17])
-def test_bad_cwd_raises(cwd: Any) -> None:
-    with pytest.raises(InvalidToolOptionError, match="cwd"):
-        create_read_tool(cwd)
+@pytest.mark.parametrize(
+    "factory", [create_read_tool, create_write_tool, create_edit_tool, create_shell_tool]
+)
+def test_bad_cwd_raises(cwd: Any, factory: Any) -> None:
+    with pytest.raises(InvalidToolOptionError, match="cwd") as caught:
+        factory(cwd)
+    assert (caught.value.option, caught.value.value) == (f"{factory.__name__}.cwd", cwd)
+
+
+@pytest.mark.parametrize(
+    ("group", "options", "option"),
+    [
+        ("shell_options", {"max_lines": 0}, "create_shell_tool.max_lines"),
+        ("read_options", {"max_image_bytes": -1}, "create_read_tool.max_image_bytes"),
+        ("edit_options", {"max_file_bytes": 0.5}, "create_edit_tool.max_file_bytes"),
+    ],
+)
+def test_create_coding_tools_names_the_tool_option(
+    tmp_path: Path, group: str, options: dict[str, Any], option: str
+) -> None:
+    build: Any = create_coding_tools
+    with pytest.raises(InvalidToolOptionError) as caught:
+        build(str(tmp_path), **{group: options})
+    assert caught.value.option == option
 
 
 def test_relative_cwd_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import errno
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from prism.core import (
+    ConfigurationError,
     ExecutionAction,
     ExecutionDeniedError,
     ExecutionPolicy,
@@ -17,15 +18,19 @@ from prism.core import (
     ToolResult,
     assert_execution_allowed,
 )
+from prism.core.options import OptionCheck, instance_of, integer, number, one_of, string
 
 from ._errors import InvalidToolOptionError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+_T = TypeVar("_T")
+
 __all__ = [
     "ArgumentError",
     "check_cwd",
+    "check_option",
     "check_positive_int",
     "check_timeout",
     "denied_result",
@@ -111,31 +116,38 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def check_positive_int(name: str, value: object, *, maximum: int | None = None) -> int:
+def check_option(check: OptionCheck, owner: str, option: str, value: _T) -> _T:
+    """``check.check(owner, option, value)``, raising :class:`InvalidToolOptionError`."""
+    try:
+        return check.check(owner, option, value)
+    except ConfigurationError as exc:
+        raise InvalidToolOptionError(str(exc), option=exc.option, value=value) from None
+
+
+def check_positive_int(owner: str, name: str, value: object, *, maximum: int | None = None) -> int:
     """Validate an integer option at construction time."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidToolOptionError(f"{name} must be an integer >= 1, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise InvalidToolOptionError(f"{name} must be <= {maximum}, got {value!r}")
-    return value
+    return cast("int", check_option(integer(minimum=1, maximum=maximum), owner, name, value))
 
 
-def check_timeout(name: str, value: object, *, allow_inf: bool) -> float:
+def check_timeout(owner: str, name: str, value: object, *, allow_inf: bool) -> float:
     """Validate a seconds option at construction time."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InvalidToolOptionError(f"{name} must be a number of seconds, got {value!r}")
-    if value <= 0 or (math.isinf(value) and not allow_inf):
-        raise InvalidToolOptionError(f"{name} must be > 0 and finite, got {value!r}")
-    return float(value)
+    seconds = number(minimum=0, above=True)
+    if allow_inf:
+        seconds = seconds | one_of(math.inf)
+    return float(cast("float", check_option(seconds, owner, name, value)))
 
 
-def check_cwd(cwd: object) -> str:
+def check_cwd(owner: str, cwd: object) -> str:
     """Validate the ``cwd`` every tool factory takes; it is made absolute."""
-    if not isinstance(cwd, (str, os.PathLike)):
-        raise InvalidToolOptionError(f"cwd must be a path string, got {cwd!r}")
-    text = os.fspath(cwd)
+    path = string() | instance_of(os.PathLike, description="a path")
+    check_option(path, owner, "cwd", cwd)
+    text = os.fspath(cast("str", cwd))
     if not isinstance(text, str) or not text or "\0" in text:
-        raise InvalidToolOptionError(f"cwd must be a non-empty path without NUL, got {cwd!r}")
+        raise InvalidToolOptionError(
+            f"{owner}.cwd must be a non-empty path without NUL, got {cwd!r}",
+            option=f"{owner}.cwd",
+            value=cwd,
+        )
     return os.path.abspath(text)
 
 

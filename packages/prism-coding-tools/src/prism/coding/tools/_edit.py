@@ -24,8 +24,7 @@ from ._common import (
     required_path,
 )
 from ._diff import unified_diff
-from ._errors import InvalidToolOptionError
-from ._files import LocalFileOperations
+from ._files import file_operations_or_local
 from ._mutation import FileMutationQueue, run_checked_mutation
 from ._protocols import FileOperations
 
@@ -268,20 +267,16 @@ def create_edit_tool(
     Raises:
         InvalidToolOptionError: an option is out of range or of the wrong type.
     """
-    cwd = check_cwd(cwd)
-    if file_operations is None:
-        file_operations = LocalFileOperations()
-    elif not isinstance(file_operations, FileOperations):
-        raise InvalidToolOptionError(
-            f"file_operations must be a FileOperations, got {file_operations!r}"
-        )
+    owner = "create_edit_tool"
+    cwd = check_cwd(owner, cwd)
+    file_operations = file_operations_or_local(owner, file_operations)
     tool = _EditTool(
         cwd=cwd,
         policy=execution_policy,
         files=file_operations,
         queue=None,
         max_file_bytes=check_positive_int(
-            "max_file_bytes", max_file_bytes, maximum=1024 * 1024 * 1024
+            owner, "max_file_bytes", max_file_bytes, maximum=1024 * 1024 * 1024
         ),
     )
     return ToolDefinition(

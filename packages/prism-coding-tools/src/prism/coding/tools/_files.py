@@ -9,9 +9,12 @@ import stat as stat_module
 import attrs
 import trio
 
-from ._protocols import FileStat, read_file_range, replace_file_in_directory
+from prism.core.options import instance_of, optional
 
-__all__ = ["LocalFileOperations"]
+from ._common import check_option
+from ._protocols import FileOperations, FileStat, read_file_range, replace_file_in_directory
+
+__all__ = ["LocalFileOperations", "file_operations_or_local"]
 
 
 def _resolve(path: str, cwd: str) -> str:
@@ -92,3 +95,10 @@ class LocalFileOperations:
     async def write(self, path: str, data: bytes, *, create_parents: bool = False) -> None:
         """Atomically replace ``path`` with ``data`` (temp file, ``fsync``, rename)."""
         await trio.to_thread.run_sync(_write, path, bytes(data), create_parents)
+
+
+def file_operations_or_local(owner: str, value: FileOperations | None) -> FileOperations:
+    """``value`` checked, or a new :class:`LocalFileOperations` for None."""
+    files = instance_of(FileOperations, description="a FileOperations")
+    check_option(optional(files), owner, "file_operations", value)
+    return LocalFileOperations() if value is None else value

@@ -21,18 +21,19 @@ from prism.core import (
     ToolExecutionContext,
     ToolResult,
 )
+from prism.core.options import callable_value, optional
 
 from ._common import (
     ArgumentError,
     check_cwd,
+    check_option,
     check_positive_int,
     file_error_result,
     optional_int,
     policy_check,
     required_path,
 )
-from ._errors import InvalidToolOptionError
-from ._files import LocalFileOperations
+from ._files import file_operations_or_local
 from ._output import CLIP_MARKER
 from ._protocols import FileOperations
 
@@ -423,24 +424,19 @@ def create_read_tool(
         InvalidToolOptionError: an option is out of range or of the wrong type.
     """
     reject_removed_options("create_read_tool", removed)
-    cwd = check_cwd(cwd)
-    if file_operations is None:
-        file_operations = LocalFileOperations()
-    elif not isinstance(file_operations, FileOperations):
-        raise InvalidToolOptionError(
-            f"file_operations must be a FileOperations, got {file_operations!r}"
-        )
-    if transform_image is not None and not callable(transform_image):
-        raise InvalidToolOptionError(f"transform_image must be callable, got {transform_image!r}")
+    owner = "create_read_tool"
+    cwd = check_cwd(owner, cwd)
+    file_operations = file_operations_or_local(owner, file_operations)
+    check_option(optional(callable_value()), owner, "transform_image", transform_image)
     tool = _ReadTool(
         cwd=cwd,
         policy=execution_policy,
         files=file_operations,
-        max_lines=check_positive_int("max_lines", max_lines),
-        max_bytes=check_positive_int("max_bytes", max_bytes, maximum=64 * 1024 * 1024),
-        max_line_bytes=check_positive_int("max_line_bytes", max_line_bytes),
+        max_lines=check_positive_int(owner, "max_lines", max_lines),
+        max_bytes=check_positive_int(owner, "max_bytes", max_bytes, maximum=64 * 1024 * 1024),
+        max_line_bytes=check_positive_int(owner, "max_line_bytes", max_line_bytes),
         max_image_bytes=check_positive_int(
-            "max_image_bytes", max_image_bytes, maximum=1024 * 1024 * 1024
+            owner, "max_image_bytes", max_image_bytes, maximum=1024 * 1024 * 1024
         ),
         transform_image=transform_image,
     )

@@ -23,10 +23,12 @@ from prism.core import (
     ToolExecutionContext,
     ToolResult,
 )
+from prism.core.options import callable_value, instance_of, optional, string
 
 from ._common import (
     ArgumentError,
     check_cwd,
+    check_option,
     check_positive_int,
     check_timeout,
     encodable,
@@ -34,7 +36,6 @@ from ._common import (
     policy_check,
     required_str,
 )
-from ._errors import InvalidToolOptionError
 from ._output import CollectedOutput, OutputCollector
 from ._process import LocalShellOperations, default_shell_path
 from ._protocols import ShellOperations, ShellSpawnRequest
@@ -283,27 +284,27 @@ def create_shell_tool(
     Raises:
         InvalidToolOptionError: an option is out of range or of the wrong type.
     """
-    cwd = check_cwd(cwd)
+    owner = "create_shell_tool"
+    cwd = check_cwd(owner, cwd)
     default_timeout = check_timeout(
-        "timeout_s", DEFAULT_SHELL_TIMEOUT_S if timeout_s is None else timeout_s, allow_inf=True
+        owner,
+        "timeout_s",
+        DEFAULT_SHELL_TIMEOUT_S if timeout_s is None else timeout_s,
+        allow_inf=True,
     )
-    ceiling = check_timeout("max_timeout_s", max_timeout_s, allow_inf=True)
+    ceiling = check_timeout(owner, "max_timeout_s", max_timeout_s, allow_inf=True)
+    shell_operations = instance_of(ShellOperations, description="a ShellOperations")
+    check_option(optional(shell_operations), owner, "operations", operations)
+    check_option(optional(string()), owner, "shell_path", shell_path)
+    check_option(optional(string(non_empty=False)), owner, "command_prefix", command_prefix)
+    check_option(optional(callable_value()), owner, "spawn_hook", spawn_hook)
+    check_option(optional(string()), owner, "spill_dir", spill_dir)
+    mapping = instance_of(Mapping, description="a mapping of strings")
+    check_option(optional(mapping), owner, "env", env)
     if operations is None:
         operations = LocalShellOperations()
-    elif not isinstance(operations, ShellOperations):
-        raise InvalidToolOptionError(f"operations must be a ShellOperations, got {operations!r}")
     if shell_path is None:
         shell_path = default_shell_path()
-    elif not isinstance(shell_path, str) or not shell_path:
-        raise InvalidToolOptionError(f"shell_path must be a non-empty string, got {shell_path!r}")
-    if command_prefix is not None and not isinstance(command_prefix, str):
-        raise InvalidToolOptionError(f"command_prefix must be a string, got {command_prefix!r}")
-    if spawn_hook is not None and not callable(spawn_hook):
-        raise InvalidToolOptionError(f"spawn_hook must be callable, got {spawn_hook!r}")
-    if spill_dir is not None and (not isinstance(spill_dir, str) or not spill_dir):
-        raise InvalidToolOptionError(f"spill_dir must be a directory path, got {spill_dir!r}")
-    if env is not None and not isinstance(env, Mapping):
-        raise InvalidToolOptionError(f"env must be a mapping of strings, got {env!r}")
     tool = _ShellTool(
         cwd=cwd,
         policy=execution_policy,
@@ -313,10 +314,10 @@ def create_shell_tool(
         spawn_hook=spawn_hook,
         timeout_s=default_timeout,
         max_timeout_s=ceiling,
-        max_lines=check_positive_int("max_lines", max_lines),
-        max_bytes=check_positive_int("max_bytes", max_bytes, maximum=64 * 1024 * 1024),
-        max_line_bytes=check_positive_int("max_line_bytes", max_line_bytes),
-        max_spill_bytes=check_positive_int("max_spill_bytes", max_spill_bytes),
+        max_lines=check_positive_int(owner, "max_lines", max_lines),
+        max_bytes=check_positive_int(owner, "max_bytes", max_bytes, maximum=64 * 1024 * 1024),
+        max_line_bytes=check_positive_int(owner, "max_line_bytes", max_line_bytes),
+        max_spill_bytes=check_positive_int(owner, "max_spill_bytes", max_spill_bytes),
         spill_dir=spill_dir,
         env=dict(env) if env is not None else None,
     )

@@ -16,8 +16,7 @@ from prism.core import (
 )
 
 from ._common import ArgumentError, check_cwd, file_error_result, required_path, required_str
-from ._errors import InvalidToolOptionError
-from ._files import LocalFileOperations
+from ._files import file_operations_or_local
 from ._mutation import FileMutationQueue, run_checked_mutation
 from ._protocols import FileOperations
 
@@ -125,13 +124,9 @@ def create_write_tool(
     Raises:
         InvalidToolOptionError: an option is of the wrong type.
     """
-    cwd = check_cwd(cwd)
-    if file_operations is None:
-        file_operations = LocalFileOperations()
-    elif not isinstance(file_operations, FileOperations):
-        raise InvalidToolOptionError(
-            f"file_operations must be a FileOperations, got {file_operations!r}"
-        )
+    owner = "create_write_tool"
+    cwd = check_cwd(owner, cwd)
+    file_operations = file_operations_or_local(owner, file_operations)
     tool = _WriteTool(cwd=cwd, policy=execution_policy, files=file_operations, queue=None)
     return ToolDefinition(
         name="write",
