@@ -10,6 +10,7 @@ collected. Anything the parser cannot represent faithfully is reported as
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -262,22 +263,15 @@ def _parse(source: str) -> Script:
     )
 
 
-_CACHE_MAX_ENTRIES = 2048
 _CACHE_MAX_CHARS = 4096
-_cache: dict[str, Script] = {}
+_parse_cached = functools.lru_cache(maxsize=2048)(_parse)
 
 
 def parse_script(source: str) -> Script:
     """Parse ``source``; results for short commands are memoised (parsing is pure)."""
     if len(source) > _CACHE_MAX_CHARS:
         return _parse(source)
-    cached = _cache.get(source)
-    if cached is None:
-        cached = _parse(source)
-        if len(_cache) >= _CACHE_MAX_ENTRIES:
-            del _cache[next(iter(_cache))]
-        _cache[source] = cached
-    return cached
+    return _parse_cached(source)
 
 
 _SPLIT = re.compile(r"[;&|()<>\n`{}]|\$\(")

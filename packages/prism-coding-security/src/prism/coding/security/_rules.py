@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import os
 import posixpath
 import pwd
@@ -395,17 +396,12 @@ def block_device(real: str) -> bool:
         return False
 
 
-_homes_cache: frozenset[str] | None = None
-
-
+@functools.cache
 def _homes() -> frozenset[str]:
-    global _homes_cache
-    if _homes_cache is None:
-        found = {os.path.realpath(os.path.expanduser("~"))}
-        with contextlib.suppress(OSError):
-            found.update(os.path.realpath(p.pw_dir) for p in pwd.getpwall() if p.pw_dir)
-        _homes_cache = frozenset(found)
-    return _homes_cache
+    found = {os.path.realpath(os.path.expanduser("~"))}
+    with contextlib.suppress(OSError):
+        found.update(os.path.realpath(p.pw_dir) for p in pwd.getpwall() if p.pw_dir)
+    return frozenset(found)
 
 
 def destructive_target(real: str, roots: Sequence[str]) -> str | None:
