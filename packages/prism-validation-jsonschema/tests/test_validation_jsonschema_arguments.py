@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaLimits
@@ -246,6 +246,18 @@ def _within(value: object, limits: SchemaLimits) -> bool:
 
 @settings(max_examples=500, deadline=None)
 @given(value=_wild)
+# The corners random data rarely reaches: every kind of problem at the root and in a list.
+@example(value=math.nan)
+@example(value=-math.inf)
+@example(value="a" * 7)
+@example(value={1})
+@example(value=[math.inf])
+@example(value=[b"x"])
+@example(value=["a" * 7])
+@example(value={"a": 1j})
+@example(value={"a" * 7: 1})
+@example(value={**dict.fromkeys("abcde", "a" * 6), "g": ["a" * 6] * 6})  # 66 characters
+@example(value=[[[[]]]])
 def test_the_instance_limits_match_a_plain_reference(value: Any) -> None:
     # A draft-07 schema that accepts everything: only the instance limits can refuse.
     result = JsonSchemaArgumentValidator(limits=_SMALL).validate({"$schema": D7}, value)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._instance import TOTAL_STRING_FACTOR
+
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
-__all__ = ["ClosedBounds", "closed_bounds", "closed_property_count"]
+__all__ = ["ClosedBounds", "closed_bounds"]
 
-_TOTAL_STRING_FACTOR = 8  # as in _instance
 _REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
 # Only these keywords may appear, so that the compiled code's work before it
@@ -114,12 +115,6 @@ ClosedBounds = tuple[int, int, int]
 """(declared properties, most instance nodes, most characters in strings and keys)."""
 
 
-def closed_property_count(schema: Any, limits: SchemaLimits) -> int | None:
-    """How many properties a closed schema declares, or ``None`` if it is not closed."""
-    bounds = closed_bounds(schema, limits)
-    return None if bounds is None else bounds[0]
-
-
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
     """What any instance a closed schema accepts can hold, or ``None`` if it is not closed."""
     if type(schema) is not dict or not _ROOT_KEYWORDS.issuperset(schema):
@@ -155,6 +150,6 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
         chars += cost
     if items > limits.max_array_length:
         return None
-    if chars > limits.max_string_length * _TOTAL_STRING_FACTOR:
+    if chars > limits.max_string_length * TOTAL_STRING_FACTOR:
         return None
     return len(properties), 1 + len(properties) + items, chars + keys

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
 __all__ = [
+    "TOTAL_STRING_FACTOR",
     "InstanceProblem",
     "check_instance",
     "first_problem",
@@ -21,7 +22,7 @@ __all__ = [
 # The total characters of every string in an instance may be this many times
 # max_string_length; it only matters for Python callers that share one large
 # string many times (parsed JSON cannot).
-_TOTAL_STRING_FACTOR = 8
+TOTAL_STRING_FACTOR = 8
 
 InstanceProblem = tuple[str, str]
 """(path, message) of the first limit an instance breaks."""
@@ -67,7 +68,7 @@ def _within_limits(
     max_string = limits.max_string_length
     members_left = limits.max_instance_properties
     items_left = limits.max_array_length
-    chars_left = max_string * _TOTAL_STRING_FACTOR
+    chars_left = max_string * TOTAL_STRING_FACTOR
     pollution = POLLUTION_KEYS
     level: list[object] = [value]
     key_chars = 0
@@ -137,7 +138,7 @@ def _within_limits(
     if not measure:
         return True
     nodes = 1 + limits.max_instance_properties - members_left + limits.max_array_length - items_left
-    return nodes, max_string * _TOTAL_STRING_FACTOR - chars_left + key_chars
+    return nodes, max_string * TOTAL_STRING_FACTOR - chars_left + key_chars
 
 
 def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
@@ -146,7 +147,7 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
     max_string = limits.max_string_length
     members_left = limits.max_instance_properties
     items_left = limits.max_array_length
-    chars_left = max_string * _TOTAL_STRING_FACTOR
+    chars_left = max_string * TOTAL_STRING_FACTOR
     stack: list[tuple[object, int, tuple[str | int, ...]]] = [(value, 1, ())]
     pop = stack.pop
     push = stack.append

@@ -11,6 +11,7 @@ schema) use Python's ``re`` on short strings only, and RE2 beyond.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,25 @@ class PatternError(ValueError):
     """RE2 cannot compile a pattern (unsupported syntax or too large)."""
 
 
+def _re2(pattern: str, options: Any) -> Any:
+    """RE2's compiled ``pattern``.
+
+    Raises:
+        PatternError: RE2 refuses the pattern (syntax, size, or text it cannot encode).
+    """
+    try:
+        if _REGEXP is not None:
+            return _REGEXP(pattern, options)
+        return re2.compile(pattern, options)  # pragma: no cover - other binding versions
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise PatternError(str(detail)) from exc
+    except (TypeError, UnicodeError) as exc:
+        raise PatternError(str(exc)) from exc
+
+
 def compile_linear(pattern: str) -> Callable[[str], bool]:
     r"""A ``search`` predicate for ``pattern`` that runs in linear time.
 
@@ -64,18 +84,7 @@ def compile_linear(pattern: str) -> Callable[[str], bool]:
     Raises:
         PatternError: RE2 refuses the pattern.
     """
-    try:
-        if _REGEXP is not None and isinstance(pattern, str):
-            compiled = _REGEXP(pattern, _OPTIONS)
-        else:  # pragma: no cover - other binding versions
-            compiled = re2.compile(pattern, _OPTIONS)
-    except re2.error as exc:
-        detail = exc.args[0] if exc.args else exc
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise PatternError(str(detail)) from exc
-    except (TypeError, UnicodeError) as exc:
-        raise PatternError(str(exc)) from exc
+    compiled = _re2(pattern, _OPTIONS)
     raw = getattr(compiled, "_regexp", None)
     match = getattr(raw, "Match", None)
     if match is None or _UNANCHORED is None:  # pragma: no cover - other binding versions
@@ -87,23 +96,20 @@ def compile_linear(pattern: str) -> Callable[[str], bool]:
         return search_public
 
     anchor = _UNANCHORED
-    long_match = _REGEXP(pattern, _LONG_OPTIONS)._regexp.Match
+    long_match = _re2(pattern, _LONG_OPTIONS)._regexp.Match
     short = _LONG_INPUT_BYTES
 
     def search(text: str) -> bool:
         # surrogatepass: a lone surrogate (legal in parsed JSON) must not raise.
         data = text.encode("utf-8", "surrogatepass")
         size = len(data)
-        if size <= short:
-            return bool(match(anchor, data, 0, size)[0][0] != -1)
-        return bool(long_match(anchor, data, 0, size)[0][0] != -1)
+        spans = (match if size <= short else long_match)(anchor, data, 0, size)
+        return spans[0][0] != -1  # type: ignore[no-any-return]
 
     return search
 
 
-_COSTS: dict[str, int] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def pattern_cost(pattern: str) -> int:
     """The work per input character of matching ``pattern``: RE2's program size.
 
@@ -115,24 +121,7 @@ def pattern_cost(pattern: str) -> int:
     Raises:
         PatternError: RE2 refuses the pattern.
     """
-    cost = _COSTS.get(pattern)
-    if cost is not None:
-        return cost
-    try:
-        options = _LONG_OPTIONS
-        compiled = _REGEXP(pattern, options) if _REGEXP is not None else re2.compile(pattern)
-        cost = max(1, int(compiled.programsize))
-    except re2.error as exc:
-        detail = exc.args[0] if exc.args else exc
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise PatternError(str(detail)) from exc
-    except (TypeError, UnicodeError) as exc:
-        raise PatternError(str(exc)) from exc
-    if len(_COSTS) > 4096:
-        _COSTS.clear()
-    _COSTS[pattern] = cost
-    return cost
+    return max(1, int(_re2(pattern, _LONG_OPTIONS).programsize))
 
 
 _OPEN_LOWER_BOUND = re.compile(r"\{,(\d+)\}")
@@ -190,19 +179,6 @@ def _is_idn_hostname(value: str) -> bool:
     return value[dot + 1 : dot + 2] != "-"
 
 
-_DURATION = compile_linear(
-    r"^P(?:[0-9]+W|(?:[0-9]+Y)?(?:[0-9]+M)?(?:[0-9]+D)?"
-    r"(?:T(?:[0-9]+H)?(?:[0-9]+M)?(?:[0-9]+S)?)?)\z"
-)
-
-
-def _is_duration(value: str) -> bool:
-    if len(value) < 2 or not _DURATION(value):
-        return False
-    t = value.find("T")
-    return t == -1 or value[t + 1 : t + 2].isdigit()
-
-
 def is_regex(value: str) -> bool:
     """``format: regex``: whether ``value`` is a regular expression (bounded work)."""
     return _is_regex(value)
@@ -230,7 +206,6 @@ def _is_regex(value: str) -> bool:
 _SPECIAL: dict[str, Callable[[str], bool]] = {
     "email": _is_email,
     "idn-hostname": _is_idn_hostname,
-    "duration": _is_duration,
     "regex": _is_regex,
 }
 _CHECKERS: dict[str, Callable[[str], bool]] = {}
