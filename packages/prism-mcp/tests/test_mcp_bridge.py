@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.testing
 
 from prism.core import (
     AgentEvent,
@@ -379,15 +380,15 @@ async def test_calls_after_close_are_error_results(fixture_stdio: StdioTransport
 
 
 async def test_a_listing_older_than_list_cache_ttl_s_reports_stale(
-    fixture_stdio: StdioTransport,
+    fixture_stdio: StdioTransport, mock_clock: trio.testing.MockClock
 ) -> None:
-    with trio.fail_after(20):
-        async with open_mcp_tools(
-            server_id="fx", transport=fixture_stdio, list_cache_ttl_s=0.2
-        ) as bridge:
-            assert not bridge.stale
-            # The age limit is wall-clock time: let it pass.
-            await trio.sleep(0.3)
-            assert bridge.stale
-            await bridge.refresh()
-            assert not bridge.stale
+    async with open_mcp_tools(
+        server_id="fx", transport=fixture_stdio, list_cache_ttl_s=60
+    ) as bridge:
+        assert not bridge.stale
+        mock_clock.jump(59)
+        assert not bridge.stale
+        mock_clock.jump(2)
+        assert bridge.stale
+        await bridge.refresh()
+        assert not bridge.stale

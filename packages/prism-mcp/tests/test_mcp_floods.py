@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from prism.mcp import open_mcp_tools
@@ -121,10 +122,32 @@ async def test_server_requests_over_http_are_bounded_too(fixture_http_url: str) 
             tool = next(t for t in bridge.tools if t.name == "mcp:fx:ping_flood")
             ctx = ToolExecutionContext(ToolCall(id="p", name=tool.name, arguments={}))
             result = await tool.execute({"count": 200, "wait_s": 1.0}, ctx)
-            conn = bridge._conn
-            assert conn is not None
-            refused = conn.state.refused_requests
+            refused = bridge.refused_server_requests
     answered = int(result.joined_text.split()[0].removeprefix("answered="))
     assert answered >= 4
     assert refused > 0
     assert answered + refused >= 200
+
+
+@pytest.mark.parametrize(
+    ("mode", "options", "kept"),
+    [
+        ("pages", {"max_list_pages": 2, "max_list_bytes": 100_000_000}, 18),
+        ("pages", {"max_list_bytes": 250_000}, 2),
+        ("schema_pages", {"max_list_bytes": 450_000}, 2),
+    ],
+)
+async def test_listing_bounds_keep_what_fits(
+    mode: str, options: dict[str, int], kept: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The same bounds as above, in this process: what is kept, and the warning.
+    from prism.mcp import StdioTransport
+
+    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), mode, "5"])
+    with trio.fail_after(60):
+        async with open_mcp_tools(
+            server_id="pg", transport=server, protocol="legacy", **options
+        ) as bridge:
+            assert len(bridge.tools) == kept
+    limit = "max_list_pages" if "max_list_pages" in options else "max_list_bytes"
+    assert any(limit in record.getMessage() for record in caplog.records)

@@ -1,42 +1,112 @@
+import math
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
 from prism.core import ConfigurationError, TrioRequiredError
-from prism.mcp import StdioTransport, StreamableHttpTransport, open_mcp_tools
+from prism.mcp import (
+    StdioTransport,
+    StreamableHttpTransport,
+    create_mcp_permission_policy,
+    open_mcp_tools,
+)
 
 SERVER = StdioTransport(sys.executable, ["-c", "pass"])
 
 
-@pytest.mark.parametrize(
-    ("option", "value"),
-    [
-        ("call_timeout_s", 0),
-        ("call_timeout_s", -1.0),
-        ("call_timeout_s", float("nan")),
-        ("connect_timeout_s", float("inf")),
-        ("connect_timeout_s", "5"),
-        ("list_cache_ttl_s", True),
-        ("max_call_s", 0.0),
-        ("max_result_bytes", 10),
-        ("max_result_bytes", 1.5e6),
-        ("max_result_bytes", 2**40),
-        ("name_prefix", "bad prefix "),
-        ("protocol", "2099-01-01"),
-    ],
-)
-async def test_bad_option_raises_naming_option_and_value(option: str, value: Any) -> None:
+BAD_OPEN_OPTIONS: list[tuple[str, object]] = [
+    ("server_id", ""),
+    ("server_id", 7),
+    ("transport", "python -m server"),
+    ("name_prefix", "bad prefix "),
+    ("list_cache_ttl_s", True),
+    ("call_timeout_s", 0),
+    ("call_timeout_s", -1.0),
+    ("call_timeout_s", float("nan")),
+    ("connect_timeout_s", float("inf")),
+    ("connect_timeout_s", "5"),
+    ("max_call_s", 0.0),
+    ("max_call_s", -math.inf),
+    ("max_result_bytes", 10),
+    ("max_result_bytes", 1.5e6),
+    ("max_result_bytes", 2**40),
+    ("protocol", "2099-01-01"),
+    ("max_list_bytes", 0),
+    ("max_list_pages", True),
+    ("max_server_requests", 5000),
+    ("elicit", "yes"),
+    ("sample", 1),
+    ("on_log", object()),
+    ("accept_change", True),
+    ("pins_file", 3),
+    ("roots", "/srv"),
+    ("roots", ["relative/path"]),
+]
+
+
+@pytest.mark.parametrize(("option", "value"), BAD_OPEN_OPTIONS)
+async def test_open_mcp_tools_names_the_bad_option_and_its_value(option: str, value: Any) -> None:
     kwargs: dict[str, Any] = {"server_id": "s", "transport": SERVER, option: value}
-    with pytest.raises(ConfigurationError, match=option) as info:
+    with pytest.raises(ConfigurationError) as info:
         async with open_mcp_tools(**kwargs):
             pass
-    assert repr(value) in str(info.value)
+    assert info.value.option == f"open_mcp_tools.{option}"
+    assert info.value.value is value
+    assert f"open_mcp_tools.{option}" in str(info.value)
+
+
+def _policy(**kwargs: Any) -> object:
+    return create_mcp_permission_policy(kwargs.pop("bridges", ()), **kwargs)
+
+
+BAD_FACTORY_OPTIONS: list[tuple[Callable[..., object], str, str, object]] = [
+    (StdioTransport, "StdioTransport.command", "command", ""),
+    (StdioTransport, "StdioTransport.command", "command", "py\x00thon"),
+    (StdioTransport, "StdioTransport.args", "args", "not-a-list"),
+    (StdioTransport, "StdioTransport.args", "args", ["ok", 3]),
+    (StdioTransport, "StdioTransport.env", "env", {"A": 1}),
+    (StdioTransport, "StdioTransport.env", "env", "A=1"),
+    (StdioTransport, "StdioTransport.env", "env", {"A\n": "1"}),
+    (StdioTransport, "StdioTransport.cwd", "cwd", ""),
+    (StdioTransport, "StdioTransport.env_passthrough", "env_passthrough", "AWS_*"),
+    (StdioTransport, "StdioTransport.env_passthrough", "env_passthrough", ["A=B"]),
+    (StreamableHttpTransport, "StreamableHttpTransport.url", "url", "file:///etc/passwd"),
+    (StreamableHttpTransport, "StreamableHttpTransport.url", "url", "ftp://127.0.0.1/mcp"),
+    (StreamableHttpTransport, "StreamableHttpTransport.url", "url", "http://[::1/mcp"),
+    (StreamableHttpTransport, "StreamableHttpTransport.url", "url", b"http://127.0.0.1/"),
+    (StreamableHttpTransport, "StreamableHttpTransport.headers", "headers", {"X": None}),
+    (StreamableHttpTransport, "StreamableHttpTransport.auth", "auth", "Bearer x"),
+    (_policy, "create_mcp_permission_policy.bridges", "bridges", [object()]),
+    (_policy, "create_mcp_permission_policy.bridges", "bridges", 3),
+    (_policy, "create_mcp_permission_policy.trusted_servers", "trusted_servers", "srv"),
+    (_policy, "create_mcp_permission_policy.trusted_servers", "trusted_servers", [""]),
+    (_policy, "create_mcp_permission_policy.approve", "approve", "always"),
+]
+
+
+@pytest.mark.parametrize(("factory", "name", "option", "value"), BAD_FACTORY_OPTIONS)
+def test_every_factory_names_the_bad_option_and_its_value(
+    factory: Callable[..., object], name: str, option: str, value: object
+) -> None:
+    kwargs: dict[str, Any] = {}
+    if factory is StdioTransport and option != "command":
+        kwargs["command"] = "python"
+    if factory is StreamableHttpTransport and option != "url":
+        kwargs["url"] = "http://127.0.0.1:1/mcp"
+    kwargs[option] = value
+    with pytest.raises(ConfigurationError) as info:
+        factory(**kwargs)
+    assert info.value.option == name
+    # A list is checked as the tuple it becomes.
+    assert info.value.value == (tuple(value) if isinstance(value, list) else value)
+    assert name in str(info.value)
 
 
 @pytest.mark.parametrize("server_id", ["", "a:b", "a*", "x" * 65, "sp ace", "ü"])
@@ -46,47 +116,24 @@ async def test_unsafe_server_id_is_refused(server_id: str) -> None:
             pass
 
 
+async def _refused_option(server_id: str) -> str | None:
+    # A bad protocol is refused too, after server_id: which option is named
+    # says whether server_id passed, and nothing starts either way.
+    try:
+        async with open_mcp_tools(server_id=server_id, transport=SERVER, protocol="bad"):  # type: ignore[arg-type]
+            pass
+    except ConfigurationError as exc:
+        return exc.option
+    return None
+
+
 @given(st.text(max_size=80))
 def test_server_id_accepts_only_the_safe_alphabet(server_id: str) -> None:
     import re
 
     safe = re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", server_id) is not None
-    try:
-        from prism.mcp._bridge import _options
-
-        _options(
-            server_id=server_id,
-            transport=SERVER,
-            name_prefix=None,
-            list_cache_ttl_s=1,
-            call_timeout_s=1,
-            connect_timeout_s=1,
-            max_call_s=None,
-            max_result_bytes=4096,
-            protocol="auto",
-            max_list_bytes=4096,
-            max_list_pages=1,
-            max_server_requests=1,
-        )
-    except ConfigurationError:
-        assert not safe
-    else:
-        assert safe
-
-
-def test_transport_rejects_bad_values_at_construction() -> None:
-    with pytest.raises(ConfigurationError, match="command"):
-        StdioTransport("")
-    with pytest.raises(ConfigurationError, match="args"):
-        StdioTransport("x", "not-a-list")
-    with pytest.raises(ConfigurationError, match="env"):
-        StdioTransport("x", env={"A": 1})  # type: ignore[dict-item]
-    with pytest.raises(ConfigurationError, match="url"):
-        StreamableHttpTransport("file:///etc/passwd")
-    with pytest.raises(ConfigurationError, match="url"):
-        StreamableHttpTransport("ftp://127.0.0.1/mcp")
-    with pytest.raises(ConfigurationError, match="headers"):
-        StreamableHttpTransport("http://127.0.0.1/mcp", {"X": None})  # type: ignore[dict-item]
+    refused = trio.run(_refused_option, server_id)
+    assert refused == ("open_mcp_tools.protocol" if safe else "open_mcp_tools.server_id")
 
 
 def test_transports_are_plain_values() -> None:
@@ -144,15 +191,30 @@ def test_entering_outside_trio_says_to_use_the_asyncio_host() -> None:
     entering.close()
 
 
-def test_max_call_s_none_still_gets_the_default_ceiling_and_only_inf_removes_it() -> None:
-    import math
+@pytest.mark.parametrize("max_call_s", [None, 600.0])
+async def test_max_call_s_none_gets_the_default_ceiling(
+    fixture_stdio: StdioTransport, mock_clock: trio.testing.MockClock, max_call_s: float | None
+) -> None:
+    from prism.core import ToolCall, ToolExecutionContext
 
-    from prism.mcp._bridge import _max_call
+    async with open_mcp_tools(
+        server_id="fx", transport=fixture_stdio, call_timeout_s=1e6, max_call_s=max_call_s
+    ) as bridge:
+        tool = next(t for t in bridge.tools if t.name == "mcp:fx:sleep")
+        ctx = ToolExecutionContext(ToolCall(id="c", name=tool.name, arguments={}))
+        results = []
 
-    assert _max_call(None) == 600.0
-    assert _max_call(5) == 5.0
-    assert _max_call(math.inf) is None
-    with pytest.raises(ConfigurationError, match="max_call_s"):
-        _max_call(-1)
-    with pytest.raises(ConfigurationError, match="max_call_s"):
-        _max_call(math.nan)
+        async def run() -> None:
+            results.append(await tool.execute({"seconds": 3600}, ctx))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            # The call's deadline is set before it first waits on the server.
+            await trio.testing.wait_all_tasks_blocked()
+            mock_clock.jump(599)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not results
+            mock_clock.jump(2)
+    (result,) = results
+    assert result.details["limit"] == "max_call_s"
+    assert "max_call_s=600s" in result.joined_text

@@ -1,4 +1,7 @@
+import importlib
 import inspect
+import pkgutil
+import types
 
 import prism.mcp
 
@@ -58,3 +61,39 @@ def test_bridge_error_is_a_prism_error() -> None:
     from prism.core import PrismError
 
     assert issubclass(prism.mcp.McpBridgeError, PrismError)
+
+
+def test_all_is_exactly_the_public_names_of_the_module_each_once() -> None:
+    public = {
+        name
+        for name, value in vars(prism.mcp).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public == set(prism.mcp.__all__)
+    assert len(prism.mcp.__all__) == len(set(prism.mcp.__all__))
+
+
+def test_every_export_is_defined_in_prism_mcp_and_exported_by_no_other_package() -> None:
+    import prism
+
+    # Every public module of every installed prism package (prism.core.options too).
+    public = [found.name for found in pkgutil.iter_modules(prism.__path__, "prism.")]
+    for package in list(public):
+        path = getattr(importlib.import_module(package), "__path__", ())
+        public += [
+            found.name
+            for found in pkgutil.iter_modules(path, f"{package}.")
+            if not found.name.rpartition(".")[2].startswith("_")
+        ]
+    others: dict[int, str] = {}
+    for module_name in public:
+        if module_name == "prism.mcp":
+            continue
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            others[id(getattr(module, name))] = f"{module_name}.{name}"
+    for name in prism.mcp.__all__:
+        obj = getattr(prism.mcp, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert obj.__module__.startswith("prism.mcp._"), (name, obj.__module__)
+            assert id(obj) not in others, f"{name} is also exported as {others[id(obj)]}"

@@ -1,72 +1,21 @@
-"""The bounded transports: the stdio line splitter and hostile HTTP response bodies."""
+"""The bounded HTTP transport: hostile response bodies, and Nagle off.
+
+(The stdio line splitter is tested through a server that cuts its lines:
+``test_mcp_tasks.py``.)
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
 import socket
-from contextlib import suppress
 from functools import partial
 
-import httpx2
 import pytest
 import trio
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from prism.core import ToolCall, ToolExecutionContext
 from prism.mcp import StreamableHttpTransport, open_mcp_tools
-from prism.mcp._wire import LineSplitter, LineTooLong, WireState, _LimitedTransport
-
-LIMIT = 64
-
-
-def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    pieces, last = [], 0
-    for point in [*points, len(data)]:
-        pieces.append(data[last:point])
-        last = point
-    return pieces
-
-
-line_text = st.binary(max_size=LIMIT).map(lambda b: b.replace(b"\n", b"a").strip())
-
-
-@settings(max_examples=300)
-@given(st.lists(line_text, max_size=20), st.lists(st.integers(0, 10_000), max_size=30))
-def test_line_splitter_yields_the_same_lines_however_the_stream_is_cut(
-    lines: list[bytes], cuts: list[int]
-) -> None:
-    stream = b"".join(line + b"\r\n" for line in lines)
-    splitter = LineSplitter(LIMIT)
-    seen: list[bytes] = []
-    for chunk in _chunks(stream, cuts):
-        seen.extend(splitter.feed(chunk))
-    assert seen == [line for line in lines if line]
-
-
-@settings(max_examples=200)
-@given(st.integers(LIMIT + 1, 5 * LIMIT), st.lists(st.integers(0, 10_000), max_size=30))
-def test_line_splitter_refuses_a_long_line_before_holding_it_whole(
-    length: int, cuts: list[int]
-) -> None:
-    splitter = LineSplitter(LIMIT)
-    refused = False
-    for chunk in _chunks(b"x" * length, cuts):
-        try:
-            splitter.feed(chunk)
-        except LineTooLong:
-            refused = True
-            break
-        # Never more than the limit is kept while waiting for the newline.
-        assert len(splitter._partial) <= LIMIT
-    assert refused
-
-
-def test_line_splitter_accepts_a_line_of_exactly_the_limit() -> None:
-    assert LineSplitter(LIMIT).feed(b"y" * LIMIT + b"\n") == [b"y" * LIMIT]
-
 
 # A hand-written Streamable HTTP server whose tools/call answers are hostile.
 
@@ -205,33 +154,39 @@ async def test_hostile_http_bodies_are_refused_while_they_arrive(mode: str, expe
         nursery.cancel_scope.cancel()
 
 
-async def _answer_once(stream: trio.SocketStream) -> None:
-    data = b""
-    with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-        while b"\r\n\r\n" not in data:
-            more = await stream.receive_some(65536)
-            if not more:
-                return
-            data += more
-        await _respond(
-            stream, "200 OK", {"Content-Type": "application/json", "Content-Length": "2"}, b"{}"
+class _Recording(trio.abc.SocketFactory):
+    """Trio's public hook for socket creation: keeps every socket the run opens."""
+
+    def __init__(self) -> None:
+        self.sockets: list[trio.socket.SocketType] = []
+
+    def socket(
+        self, family: int | None = None, type: int | None = None, proto: int | None = None
+    ) -> trio.socket.SocketType:
+        sock = trio.socket.from_stdlib_socket(
+            socket.socket(family or socket.AF_INET, type or socket.SOCK_STREAM, proto or 0)
         )
-    await stream.aclose()
+        self.sockets.append(sock)
+        return sock
 
 
-async def test_the_bridge_http_client_socket_has_nagle_off() -> None:
+async def test_the_bridge_http_client_socket_has_nagle_off(fixture_http_url: str) -> None:
     # The SDK writes each request as two sends (headers, then body); with Nagle on, the
     # body would wait for the server's delayed ACK, ~40 ms per call on 127.0.0.1.
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, _answer_once, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        transport = _LimitedTransport(limit=1000, state=WireState())
-        with trio.fail_after(10):
-            request = httpx2.Request("POST", f"http://127.0.0.1:{port}/mcp", content=b"{}")
-            response = await transport.handle_async_request(request)
-            sock = response.extensions["network_stream"].get_extra_info("socket")
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-            assert await response.aread() == b"{}"
-            await response.aclose()
-            await transport.aclose()
-        nursery.cancel_scope.cancel()
+    recording = _Recording()
+    trio.socket.set_custom_socket_factory(recording)
+    try:
+        with trio.fail_after(20):
+            async with open_mcp_tools(
+                server_id="fx", transport=StreamableHttpTransport(fixture_http_url)
+            ) as bridge:
+                tool = next(t for t in bridge.tools if t.name == "mcp:fx:echo")
+                ctx = ToolExecutionContext(ToolCall(id="n", name=tool.name, arguments={}))
+                result = await tool.execute({"text": "quick"}, ctx)
+                live = [s for s in recording.sockets if s.fileno() >= 0]
+                assert live
+                for sock in live:
+                    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        trio.socket.set_custom_socket_factory(None)
+    assert result.joined_text == "quick"

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from prism.core import (
-    ConfigurationError,
     JsonObject,
     PermissionDecision,
     PermissionPolicy,
     PermissionRequest,
 )
+from prism.core.options import OptionCheck, callable_value, optional, sequence_of, string
 
 if TYPE_CHECKING:
     from ._bridge import McpToolBridge
@@ -174,14 +174,21 @@ McpApprovalCallback = Callable[[McpToolInfo], "bool | Awaitable[bool]"]
 """``approve(info) -> bool``, sync or async: asked for a tool the policy will not allow alone."""
 
 
-def _patterns(option: str, value: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(f"{option} must be a sequence of server ids, got {value!r}")
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, str) or not item:
-            raise ConfigurationError(f"{option} must hold non-empty strings, got {item!r}")
-    return items
+_TRUSTED = sequence_of(string())
+_BRIDGES = sequence_of(
+    OptionCheck(
+        "an McpToolBridge",
+        lambda value: hasattr(value, "tool_info") and hasattr(value, "server_id"),
+    )
+)
+_OWNER = "create_mcp_permission_policy"
+
+
+def _listed(value: object) -> Any:
+    # Any iterable but a string is taken (a generator, say), checked as a tuple.
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        return value
+    return tuple(value)
 
 
 class _McpPermissionPolicy:
@@ -263,11 +270,12 @@ def create_mcp_permission_policy(
         approve: asked for tools the policy will not allow alone.
 
     Raises:
-        ConfigurationError: ``trusted_servers`` is not a sequence of strings.
+        ConfigurationError: ``bridges`` is not a sequence of bridges,
+            ``trusted_servers`` not a sequence of strings, or ``approve`` not callable.
     """
-    listed = tuple(bridges)
+    listed = _BRIDGES.check(_OWNER, "bridges", _listed(bridges))
     return _McpPermissionPolicy(
         bridges={bridge.server_id: bridge for bridge in listed},
-        trusted=_patterns("trusted_servers", trusted_servers),
-        approve=approve,
+        trusted=_TRUSTED.check(_OWNER, "trusted_servers", _listed(trusted_servers)),
+        approve=optional(callable_value()).check(_OWNER, "approve", approve),
     )

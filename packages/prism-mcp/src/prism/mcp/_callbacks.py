@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -153,8 +153,16 @@ def root_uris(roots: Sequence[str]) -> tuple[str, ...]:
     Raises:
         ConfigurationError: a root is neither.
     """
-    if isinstance(roots, (str, bytes)):
-        raise ConfigurationError(f"roots must be a sequence of paths, not the string {roots!r}")
+
+    def refuse(what: str, shown: object) -> ConfigurationError:
+        return ConfigurationError(
+            f"open_mcp_tools.roots {what}, got {shown!r}",
+            option="open_mcp_tools.roots",
+            value=roots,
+        )
+
+    if isinstance(roots, (str, bytes)) or not isinstance(roots, Iterable):
+        raise refuse("must be a sequence of absolute paths or file:// URIs", roots)
     out: list[str] = []
     for root in roots:
         if isinstance(root, str) and root.startswith("file://"):
@@ -162,11 +170,9 @@ def root_uris(roots: Sequence[str]) -> tuple[str, ...]:
         elif isinstance(root, (str, Path)) and Path(root).is_absolute():
             out.append(Path(root).as_uri())
         else:
-            raise ConfigurationError(
-                f"roots must hold absolute paths or file:// URIs, got {root!r}"
-            )
+            raise refuse("must hold absolute paths or file:// URIs", root)
     if len(out) > _MAX_ROOTS:
-        raise ConfigurationError(f"roots may hold at most {_MAX_ROOTS} entries, got {len(out)}")
+        raise refuse(f"may hold at most {_MAX_ROOTS} entries", len(out))
     return tuple(out)
 
 

@@ -11,11 +11,11 @@ import attrs
 if TYPE_CHECKING:
     from prism.core import JsonValue
 
-__all__ = ["OutputChecker", "create_output_checker"]
+__all__ = ["Mismatch", "OutputChecker"]
 
 _log = logging.getLogger("prism.mcp")
 _MAX_REASON_CHARS = 500
-_MAX_ENTRIES = 4096
+_MAX_COMPILED = 4096
 
 
 @attrs.frozen(kw_only=True)
@@ -38,7 +38,6 @@ class OutputChecker:
     def __init__(self) -> None:
         self._hardened: Any = None
         self._compiled: dict[int, Any] = {}
-        self._entries: dict[int, tuple[JsonValue, Any]] = {}
         try:
             module = importlib.import_module("prism.validation.jsonschema")
         except ImportError:
@@ -65,32 +64,18 @@ class OutputChecker:
 
             cls = validator_for(schema)
             cls.check_schema(schema)
+            if len(self._compiled) >= _MAX_COMPILED:
+                # Bounded across relistings (each brings new schema objects).
+                self._compiled.clear()
             self._compiled[id(schema)] = cls(schema, registry=Registry())
         except Exception as exc:
             return str(exc)[:_MAX_REASON_CHARS]
         return None
 
-    def _run_hardened(self, schema: JsonValue, value: JsonValue) -> Any:
-        # The validator's cache entry for a schema, kept per schema object: each
-        # validate() call would otherwise screen and serialise the schema again
-        # (about 10 us per call against 1 us).
-        hardened = self._hardened
-        run = getattr(hardened, "run", None)
-        entry_of = getattr(hardened, "entry", None)
-        if run is None or entry_of is None:
-            return hardened.validate(schema, value)
-        kept = self._entries.get(id(schema))
-        if kept is None or kept[0] is not schema:
-            if len(self._entries) >= _MAX_ENTRIES:
-                self._entries.clear()
-            kept = (schema, entry_of(schema))
-            self._entries[id(schema)] = kept
-        return run(kept[1], value)
-
     def check(self, schema: JsonValue, value: JsonValue) -> Mismatch | None:
         """The first way ``value`` fails ``schema``, or ``None`` when it matches."""
         if self._hardened is not None:
-            result = self._run_hardened(schema, value)
+            result = self._hardened.validate_output(schema, value)
             if result.ok:
                 return None
             first = result.errors[0] if result.errors else None
@@ -99,7 +84,9 @@ class OutputChecker:
             return Mismatch(path=first.path or "", message=str(first.message)[:_MAX_REASON_CHARS])
         validator = self._compiled.get(id(schema))
         if validator is None:
-            return None
+            if self.refusal(schema) is not None:
+                return None
+            validator = self._compiled[id(schema)]
         try:
             from jsonschema import exceptions  # type: ignore[import-untyped]
 
@@ -112,8 +99,3 @@ class OutputChecker:
             f"[{part!r}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
         )
         return Mismatch(path=f"${path}", message=str(error.message)[:_MAX_REASON_CHARS])
-
-
-def create_output_checker() -> OutputChecker:
-    """One checker per bridge."""
-    return OutputChecker()

@@ -3,78 +3,71 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TypeAlias
 from urllib.parse import urlsplit
 
 import attrs
 import httpx2
 
 from prism.core import ConfigurationError
+from prism.core.options import OptionCheck, instance_of, optional, sequence_of, string
 
 __all__ = ["McpTransport", "StdioTransport", "StreamableHttpTransport"]
 
 
-def _command(_instance: object, _attribute: object, value: Any) -> None:
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise ConfigurationError(
-            f"StdioTransport.command must be a non-empty string without NUL, got {value!r}"
-        )
+_NO_NUL = OptionCheck(
+    "a non-empty string without NUL",
+    lambda value: isinstance(value, str) and bool(value) and "\x00" not in value,
+)
+_ARG = OptionCheck(
+    "a string without NUL", lambda value: isinstance(value, str) and "\x00" not in value
+)
+_PATTERN = OptionCheck(
+    "a non-empty name or pattern without NUL or '='",
+    lambda value: _NO_NUL.accepts(value) and "=" not in value,  # type: ignore[operator]
+)
+_ARGS = sequence_of(_ARG)
+_PATTERNS = sequence_of(_PATTERN)
 
 
-def _args(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(
-            f"StdioTransport.args must be a sequence of strings, not the string {value!r}"
-        )
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, str) or "\x00" in item:
-            raise ConfigurationError(
-                f"StdioTransport.args must hold strings without NUL, got {item!r}"
-            )
-    return items
+def _items(check: OptionCheck, owner: str, option: str, value: Sequence[str]) -> tuple[str, ...]:
+    # Any iterable but a string is taken (a generator, say), checked as a tuple.
+    items = value if isinstance(value, (str, bytes)) else tuple(value)
+    check.check(owner, option, items)
+    return items  # type: ignore[return-value]
 
 
-def _str_map(owner: str, value: Mapping[str, str] | None) -> dict[str, str] | None:
+def _str_map(owner: str, option: str, value: Mapping[str, str] | None) -> dict[str, str] | None:
     if value is None:
         return None
+
+    def refuse(what: str) -> ConfigurationError:
+        return ConfigurationError(
+            f"{owner}.{option} {what}, got {value!r}", option=f"{owner}.{option}", value=value
+        )
+
     if not isinstance(value, Mapping):
-        raise ConfigurationError(f"{owner} must be a mapping of strings, got {value!r}")
+        raise refuse("must be a mapping of strings")
     out: dict[str, str] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not isinstance(item, str) or not key:
-            raise ConfigurationError(
-                f"{owner} must map non-empty strings to strings, got {key!r}: {item!r}"
-            )
+            raise refuse("must map non-empty strings to strings")
         if "\x00" in key or "\x00" in item or "\n" in key or "\r" in key:
-            raise ConfigurationError(f"{owner} has a control character in {key!r}")
+            raise refuse(f"has a control character in {key!r}")
         out[key] = item
     return out
 
 
+def _args(value: Sequence[str]) -> tuple[str, ...]:
+    return _items(_ARGS, "StdioTransport", "args", value)
+
+
 def _env(value: Mapping[str, str] | None) -> dict[str, str] | None:
-    return _str_map("StdioTransport.env", value)
+    return _str_map("StdioTransport", "env", value)
 
 
 def _passthrough(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(
-            f"StdioTransport.env_passthrough must be a sequence of names or patterns, "
-            f"not the string {value!r}"
-        )
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, str) or not item or "\x00" in item or "=" in item:
-            raise ConfigurationError(
-                "StdioTransport.env_passthrough must hold non-empty names or patterns "
-                f"without NUL or '=', got {item!r}"
-            )
-    return items
-
-
-def _cwd(_instance: object, _attribute: object, value: Any) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ConfigurationError(f"StdioTransport.cwd must be a non-empty string, got {value!r}")
+    return _items(_PATTERNS, "StdioTransport", "env_passthrough", value)
 
 
 @attrs.frozen
@@ -100,37 +93,26 @@ class StdioTransport:
             case-sensitive. ``env`` wins over a passed-through value.
     """
 
-    command: str = attrs.field(validator=_command)
+    command: str = attrs.field(validator=_NO_NUL)
     args: tuple[str, ...] = attrs.field(default=(), converter=_args)
     env: Mapping[str, str] | None = attrs.field(default=None, converter=_env)
-    cwd: str | None = attrs.field(default=None, validator=_cwd)
+    cwd: str | None = attrs.field(default=None, validator=optional(string()))
     env_passthrough: tuple[str, ...] = attrs.field(default=(), converter=_passthrough)
 
 
-def _url(_instance: object, _attribute: object, value: Any) -> None:
+def _is_http_url(value: object) -> bool:
     if not isinstance(value, str):
-        raise ConfigurationError(f"StreamableHttpTransport.url must be a string, got {value!r}")
+        return False
     try:
         parts = urlsplit(value)
-    except ValueError as exc:
-        raise ConfigurationError(f"StreamableHttpTransport.url is not a URL: {value!r}") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"StreamableHttpTransport.url must be an http:// or https:// URL, got {value!r}"
-        )
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        return False
 
 
 def _headers(value: Mapping[str, str]) -> dict[str, str]:
-    converted = _str_map("StreamableHttpTransport.headers", value)
+    converted = _str_map("StreamableHttpTransport", "headers", value)
     return {} if converted is None else converted
-
-
-def _auth(_instance: object, _attribute: object, value: Any) -> None:
-    if value is not None and not isinstance(value, httpx2.Auth):
-        raise ConfigurationError(
-            "StreamableHttpTransport.auth must be an httpx2.Auth (for example the SDK's "
-            f"mcp.client.auth.OAuthClientProvider) or None, got {value!r}"
-        )
 
 
 @attrs.frozen
@@ -146,9 +128,20 @@ class StreamableHttpTransport:
             protected resource metadata); never logged.
     """
 
-    url: str = attrs.field(validator=_url)
+    url: str = attrs.field(validator=OptionCheck("an http:// or https:// URL", _is_http_url))
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, repr=False)
-    auth: httpx2.Auth | None = attrs.field(default=None, validator=_auth, repr=False, eq=False)
+    auth: httpx2.Auth | None = attrs.field(
+        default=None,
+        validator=optional(
+            instance_of(
+                httpx2.Auth,
+                description="an httpx2.Auth (such as the SDK's "
+                "mcp.client.auth.OAuthClientProvider)",
+            )
+        ),
+        repr=False,
+        eq=False,
+    )
 
 
 McpTransport: TypeAlias = StdioTransport | StreamableHttpTransport

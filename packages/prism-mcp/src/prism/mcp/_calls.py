@@ -1,0 +1,205 @@
+"""Tool calls: one ``tools/call`` under the bridge's deadlines, byte limit and output check."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+import attrs
+import mcp_types
+import trio
+
+from mcp.shared.exceptions import MCPError
+from prism.core import JsonObject, JsonValue, ToolResult
+
+from ._content import map_call_result
+from ._errors import McpBridgeError, clip, describe
+from ._options import BridgeOptions
+from ._output import OutputChecker
+from ._session import Sessions
+from ._tasks import call_progress, run_legacy_task
+
+if TYPE_CHECKING:
+    from prism.core import ToolExecutionContext
+
+    from ._annotations import McpToolInfo
+    from ._session import Connection
+
+__all__ = ["Caller"]
+
+_log = logging.getLogger("prism.mcp")
+
+
+@attrs.define(eq=False)
+class Caller:
+    """Runs the bridge's tool calls on its current session."""
+
+    options: BridgeOptions
+    sessions: Sessions
+    checker: OutputChecker
+
+    async def call(
+        self,
+        remote: str,
+        arguments: JsonObject,
+        ctx: ToolExecutionContext,
+        output_schema: JsonObject | None,
+        info: McpToolInfo,
+    ) -> ToolResult:
+        """Call ``remote`` on the server; every failure is an error result, never raised.
+
+        ``output_schema`` (when the bridge can check it) is checked against the
+        result's ``structuredContent``; a task-required tool runs as a task.
+        """
+        options = self.options
+        details: dict[str, JsonValue] = {
+            "mcp_server": options.server_id,
+            "mcp_tool": remote,
+            "mcp_definition_hash": info.definition_hash,
+        }
+        if self.sessions.closed:
+            return ToolResult.error(
+                f"MCP server {options.server_id} is closed", mcp_error="closed", **details
+            )
+        try:
+            conn = await self.sessions.connection()
+        except McpBridgeError as exc:
+            return ToolResult.error(
+                f"MCP tool {remote} could not run: {exc.reason}", mcp_error="connect", **details
+            )
+        client = conn.client
+        if client is None:
+            return ToolResult.error(
+                f"MCP tool {remote} could not run: the session closed", **details
+            )
+        now = trio.current_time()
+        hard = now + options.max_call_s if options.max_call_s is not None else math.inf
+        failure: Exception | None = None
+        result: mcp_types.CallToolResult | None = None
+        with trio.CancelScope(deadline=min(now + options.call_timeout_s, hard)) as scope:
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                scope.deadline = min(trio.current_time() + options.call_timeout_s, hard)
+                ctx.report_progress(
+                    clip(message, 500) if isinstance(message, str) else None,
+                    progress=progress,
+                    total=total,
+                )
+
+            # A 2026-07-28 server may answer with a task: the SDK hands it to the
+            # tasks extension's claim, which reports its polls here.
+            progress = call_progress.set(on_progress)
+            try:
+                if info.task_support == "required":
+                    result = await run_legacy_task(
+                        client.session, remote, arguments, options.max_call_s, on_progress
+                    )
+                else:
+                    result = await client.call_tool(
+                        remote, arguments, progress_callback=on_progress
+                    )
+            except Exception as exc:
+                failure = exc
+            finally:
+                call_progress.reset(progress)
+        if scope.cancelled_caught:
+            if trio.current_time() >= hard:
+                text = f"MCP tool {remote} ran longer than max_call_s={options.max_call_s:g}s"
+                limit = "max_call_s"
+            else:
+                text = (
+                    f"MCP tool {remote} timed out: no result or progress within "
+                    f"call_timeout_s={options.call_timeout_s:g}s"
+                )
+                limit = "call_timeout_s"
+            return ToolResult.error(
+                f"{text}; the server was sent a cancellation",
+                mcp_error="timeout",
+                limit=limit,
+                **details,
+            )
+        if failure is not None or result is None:
+            return self._call_failed(conn, remote, failure, details)
+        mapped = map_call_result(result, details)
+        if output_schema is not None and not mapped.is_error:
+            return self._check_output(remote, output_schema, result, mapped, details)
+        return mapped
+
+    def _check_output(
+        self,
+        remote: str,
+        schema: JsonObject,
+        result: mcp_types.CallToolResult,
+        mapped: ToolResult,
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
+        if result.structured_content is None and "structured_content" not in (
+            result.model_fields_set
+        ):
+            return ToolResult.error(
+                f"MCP tool {remote} declares an outputSchema but returned no structuredContent",
+                mcp_error="output_invalid",
+                **details,
+            )
+        mismatch = self.checker.check(schema, mapped.structured)
+        if mismatch is None:
+            return mapped
+        where = mismatch.path or "$"
+        return ToolResult.error(
+            f"MCP tool {remote} returned structuredContent that does not match its "
+            f"outputSchema at {where}: {clip(mismatch.message, 500)}",
+            mcp_error="output_invalid",
+            path=where,
+            **details,
+        )
+
+    def _call_failed(
+        self,
+        conn: Connection,
+        remote: str,
+        failure: BaseException | None,
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
+        state = conn.state
+        if self.sessions.closed:
+            return ToolResult.error(
+                f"MCP tool {remote} was interrupted: the bridge to {self.options.server_id} closed",
+                mcp_error="closed",
+                **details,
+            )
+        if state.fault is not None:
+            # The transport refused the session (too large, garbage, server gone):
+            # close it; the next call starts a fresh one.
+            conn.stop.set()
+            if state.oversize:
+                return ToolResult.error(
+                    f"MCP tool {remote} result refused: {state.fault}; the session was closed "
+                    "and the next call reconnects",
+                    mcp_error="result_too_large",
+                    limit="max_result_bytes",
+                    **details,
+                )
+            tail = state.stderr_tail()
+            if tail:
+                details["stderr_tail"] = tail
+            return ToolResult.error(
+                f"MCP tool {remote} failed: {conn.fault_reason(failure, stderr=False)}; "
+                "the session was closed and the next call reconnects",
+                mcp_error="connection_lost",
+                **details,
+            )
+        if isinstance(failure, MCPError) and failure.code == mcp_types.CONNECTION_CLOSED:
+            conn.stop.set()
+            return ToolResult.error(
+                f"MCP tool {remote} failed: the connection to the server closed; "
+                "the next call reconnects",
+                mcp_error="connection_lost",
+                **details,
+            )
+        text = describe(failure) if failure is not None else "no result"
+        return ToolResult.error(
+            f"MCP tool {remote} failed: {text}", mcp_error="server_error", **details
+        )

@@ -1,0 +1,296 @@
+"""Tool listing: bounded ``tools/list`` paging, each tool's definition, and its pin."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from prism.core import JsonObject, JsonValue
+
+from ._annotations import (
+    McpToolAnnotations,
+    McpToolInfo,
+    changed_parts,
+    definition_hash,
+    definition_parts,
+)
+from ._content import to_json_value
+from ._errors import McpBridgeError, clip
+from ._options import BridgeOptions
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from ._output import OutputChecker
+    from ._session import Connection
+
+__all__ = ["Listing", "Pins", "PreparedTool", "list_tools", "listing_of", "prepare_tool"]
+
+_log = logging.getLogger("prism.mcp")
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_MAX_TOOLS = 4096
+_MAX_DESCRIPTION_CHARS = 8192
+_MAX_INFO_CHARS = 256
+
+Listing = tuple[tuple[object, ...], ...]
+"""What a listing said, in a form that compares equal when nothing changed."""
+
+
+def listing_of(listed: list[Any]) -> Listing:
+    """The comparable form of the tools a listing returned."""
+    return tuple(
+        (
+            tool.name,
+            tool.title,
+            tool.description,
+            repr(tool.input_schema),
+            repr(tool.output_schema),
+            repr(tool.annotations),
+        )
+        for tool in listed
+    )
+
+
+def _forget_sdk_output_schemas(client: Client) -> None:
+    """Drop the output schemas the SDK's session keeps from every listing page.
+
+    The session adds each page's schemas to a dict that only a complete
+    single-page listing prunes, so repeated paged listings with fresh names would
+    grow it without bound. The bridge checks output itself and never uses them.
+    """
+    try:
+        session = client.session
+    except RuntimeError:
+        return
+    for attribute in ("_tool_output_schemas", "_tool_output_validators"):
+        kept = getattr(session, attribute, None)
+        if isinstance(kept, dict):
+            kept.clear()
+
+
+async def list_tools(
+    options: BridgeOptions, conn: Connection, client: Client, limit_s: float
+) -> list[Any]:
+    """Every page of ``tools/list`` within ``limit_s``, bounded in pages, bytes and tools.
+
+    Raises:
+        McpBridgeError: the listing failed or took longer than ``limit_s``.
+    """
+    tools: list[Any] = []
+    cursor: str | None = None
+    total = 0
+    try:
+        with trio.fail_after(limit_s):
+            for page_number in range(options.max_list_pages + 1):
+                if page_number == options.max_list_pages:
+                    _log.warning(
+                        "MCP server %s: tools/list has more than max_list_pages=%d pages; "
+                        "the rest is ignored",
+                        options.server_id,
+                        options.max_list_pages,
+                    )
+                    break
+                page = await client.list_tools(cursor=cursor)
+                for tool in page.tools:
+                    # Count what is kept, not what was sent: a listing of many pages
+                    # (each within max_result_bytes) must not add up without bound.
+                    total += len(tool.model_dump_json(by_alias=True, exclude_none=True))
+                    if total > options.max_list_bytes:
+                        break
+                    tools.append(tool)
+                if total > options.max_list_bytes:
+                    _log.warning(
+                        "MCP server %s: tools/list is larger than max_list_bytes=%d; "
+                        "the rest is ignored",
+                        options.server_id,
+                        options.max_list_bytes,
+                    )
+                    break
+                cursor = page.next_cursor
+                if cursor is None or len(tools) >= _MAX_TOOLS:
+                    break
+    except trio.TooSlowError as exc:
+        raise McpBridgeError(
+            options.server_id, f"tools/list took longer than {limit_s:g}s"
+        ) from exc
+    except Exception as exc:
+        if conn.state.fault is not None:
+            conn.stop.set()
+        raise McpBridgeError(
+            options.server_id, f"tools/list failed: {conn.fault_reason(exc)}"
+        ) from exc
+    finally:
+        _forget_sdk_output_schemas(client)
+    return tools[:_MAX_TOOLS]
+
+
+@attrs.frozen
+class PreparedTool:
+    """A listed tool the bridge can offer.
+
+    Attributes:
+        info: what the server said about it.
+        schema: its ``inputSchema``.
+        description: its description, clipped.
+        checked: its ``outputSchema`` when the bridge can check results against it.
+    """
+
+    info: McpToolInfo
+    schema: JsonObject
+    description: str | None
+    checked: JsonObject | None
+
+
+def prepare_tool(options: BridgeOptions, checker: OutputChecker, tool: Any) -> PreparedTool | None:
+    """``tool`` as the bridge offers it, or ``None`` (logged) when it is unusable."""
+    name = tool.name
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        _log.warning(
+            "skipping MCP tool with an unusable name from %s: %r",
+            options.server_id,
+            clip(repr(name), 200),
+        )
+        return None
+    try:
+        schema = to_json_value(tool.input_schema)
+    except ValueError:
+        schema = None
+    if not isinstance(schema, dict):
+        _log.warning("skipping MCP tool %s: inputSchema is not a JSON object", name)
+        return None
+    description = tool.description if isinstance(tool.description, str) else None
+    if description is not None:
+        description = clip(description, _MAX_DESCRIPTION_CHARS)
+    full_name = f"{options.name_prefix}{name}"
+    annotations = McpToolAnnotations.from_mcp(tool.annotations)
+    title = tool.title if isinstance(tool.title, str) else annotations.title
+    title = clip(title, _MAX_INFO_CHARS) if title is not None else None
+    output_schema: JsonValue = None
+    if tool.output_schema is not None:
+        try:
+            output_schema = to_json_value(tool.output_schema)
+        except ValueError:
+            output_schema = None
+    checked: JsonObject | None = None
+    if isinstance(output_schema, dict):
+        refused = checker.refusal(output_schema)
+        if refused is None:
+            checked = output_schema
+        else:
+            _log.warning(
+                "MCP tool %s: outputSchema cannot be used (%s); its structuredContent "
+                "is not checked",
+                full_name,
+                clip(refused, 300),
+            )
+    execution = getattr(tool, "execution", None)
+    task_support = getattr(execution, "task_support", None)
+    parts = definition_parts(description, schema, output_schema, annotations, title)
+    info = McpToolInfo(
+        server_id=options.server_id,
+        name=name,
+        tool_name=full_name,
+        title=title,
+        annotations=annotations,
+        output_schema=output_schema if isinstance(output_schema, dict) else None,
+        task_support=task_support if isinstance(task_support, str) else "forbidden",
+        definition_hash=definition_hash(parts),
+        definition_parts=parts,
+    )
+    return PreparedTool(info, schema, description, checked)
+
+
+@attrs.define(eq=False)
+class Pins:
+    """Each tool's definition pinned by hash when first listed (optionally in a file)."""
+
+    options: BridgeOptions
+    _pins: dict[str, dict[str, str]] = attrs.field(factory=dict)
+
+    async def load(self) -> None:
+        """Read the pins file, if any; its pins win over the ones held.
+
+        Raises:
+            McpBridgeError: the file cannot be read or is not a pins file.
+        """
+        path = self.options.pins_file
+        if path is None:
+            return
+        try:
+            text = await trio.Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise McpBridgeError(self.options.server_id, f"cannot read pins_file: {exc}") from exc
+        try:
+            data = json.loads(text)
+            tools = data["tools"]
+            pins = {
+                str(name): {str(k): str(v) for k, v in parts.items()}
+                for name, parts in tools.items()
+            }
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise McpBridgeError(
+                self.options.server_id,
+                f'pins_file {path} is not {{"tools": {{name: {{part: sha256}}}}}}',
+            ) from exc
+        # The file wins: a host accepts a changed tool by writing its new pin there.
+        self._pins.update(pins)
+
+    async def save(self) -> None:
+        """Write the pins file atomically, if any (a failure is logged, not raised)."""
+        path = self.options.pins_file
+        if path is None:
+            return
+        data = {"version": 1, "server_id": self.options.server_id, "tools": self._pins}
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+        def write() -> None:
+            target = Path(path)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, target)
+
+        try:
+            await trio.to_thread.run_sync(write)
+        except OSError:
+            _log.warning("could not write pins_file %s", path, exc_info=True)
+
+    async def check(self, info: McpToolInfo) -> tuple[McpToolInfo, bool]:
+        """``info`` marked with what changed since its pin; whether a pin was (re)set."""
+        parts = dict(info.definition_parts)
+        pinned = self._pins.get(info.name)
+        if pinned is None:
+            # Trust on first use: the definition seen first is the one approved.
+            self._pins[info.name] = parts
+            return info, True
+        changed = changed_parts(pinned, parts)
+        if not changed:
+            return info, False
+        info = attrs.evolve(info, changed=changed)
+        accept = self.options.accept_change
+        if accept is not None:
+            try:
+                answer = accept(info)
+                if not isinstance(answer, bool):
+                    answer = await answer
+            except Exception:
+                _log.warning("accept_change raised; the change is not accepted", exc_info=True)
+                answer = False
+            if answer is True:
+                self._pins[info.name] = parts
+                return attrs.evolve(info, changed=()), True
+        _log.warning(
+            "MCP tool %s changed since it was pinned (%s); its calls are refused",
+            info.tool_name,
+            ", ".join(changed),
+        )
+        return info, False

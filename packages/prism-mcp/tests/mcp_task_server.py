@@ -1,0 +1,154 @@
+"""A hand-written (no SDK) MCP server on stdio speaking 2026-07-28 with the tasks extension.
+
+Usage: ``python mcp_task_server.py <log file> [cut]``. Every request's method
+and params are appended to the log file as a JSON line, so a test can see what
+the client sent (``tasks/get`` polls, ``tasks/cancel``). With ``cut``, every
+message goes out in small pieces, CRLF-terminated, each piece flushed on its
+own, so the client must reassemble lines however the pipe cuts them.
+
+Each tool answers ``tools/call`` with a task (``resultType: "task"``) and
+``tasks/get`` moves it along:
+
+- ``completes``: working for two polls (with a status message), then completed
+  with a text result.
+- ``fails``: failed with a JSON-RPC error.
+- ``forever``: always working (a call that outlives its ceiling, or is aborted).
+- ``server_cancels``: cancelled by the server.
+- ``strange_status``: an unknown status.
+- ``needs_input``: input_required with inputRequests the client cannot answer.
+- ``poll_<zero|negative|huge|text>``: completes after two polls, with a
+  hostile ``pollIntervalMs``.
+- ``plain``: answers at once with an ordinary result (no task).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+LOG = sys.argv[1]
+CUT = len(sys.argv) > 2 and sys.argv[2] == "cut"
+OUT = sys.stdout.buffer
+TASKS = "io.modelcontextprotocol/tasks"
+
+INTERVALS: dict[str, object] = {
+    "poll_zero": 0,
+    "poll_negative": -5000,
+    "poll_huge": 10**12,
+    "poll_text": "soon",
+}
+TOOLS = [
+    "completes",
+    "fails",
+    "forever",
+    "server_cancels",
+    "strange_status",
+    "needs_input",
+    "plain",
+    *INTERVALS,
+]
+polls: dict[str, int] = {}
+kinds: dict[str, str] = {}
+
+
+def send(message: dict[str, object]) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode() + b"\r\n"
+    if not CUT:
+        OUT.write(data)
+        OUT.flush()
+        return
+    for start in range(0, len(data), 7):
+        OUT.write(data[start : start + 7])
+        OUT.flush()
+
+
+def complete(result: dict[str, object]) -> dict[str, object]:
+    return {"resultType": "complete", **result}
+
+
+def task(task_id: str, status: str, **extra: object) -> dict[str, object]:
+    interval = INTERVALS.get(kinds[task_id], 50)
+    return {
+        "taskId": task_id,
+        "status": status,
+        "createdAt": "2026-12-03T00:00:00Z",
+        "lastUpdatedAt": "2026-12-03T00:00:00Z",
+        "ttlMs": 60000,
+        "pollIntervalMs": interval,
+        **extra,
+    }
+
+
+def get(task_id: str) -> dict[str, object]:
+    kind = kinds[task_id]
+    polls[task_id] += 1
+    count = polls[task_id]
+    if kind == "fails":
+        return task(task_id, "failed", error={"code": -32603, "message": "the build broke"})
+    if kind == "forever":
+        return task(task_id, "working", statusMessage=f"still going ({count})")
+    if kind == "server_cancels":
+        return task(task_id, "cancelled", statusMessage="an operator stopped it")
+    if kind == "strange_status":
+        return task(task_id, "paused")
+    if kind == "needs_input":
+        requests = {"q": {"method": "elicitation/create", "params": {"message": "sure?"}}}
+        return task(task_id, "input_required", inputRequests=requests)
+    if count <= 2:
+        return task(task_id, "working", statusMessage=f"step {count} of 2")
+    text = {"type": "text", "text": f"{kind} done after {count} polls"}
+    return task(task_id, "completed", result={"content": [text], "isError": False})
+
+
+def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
+    if method == "server/discover":
+        capabilities: dict[str, object] = {"tools": {}, "extensions": {TASKS: {}}}
+        return complete(
+            {
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": capabilities,
+                "serverInfo": {"name": "task-server", "version": "1"},
+                "ttlMs": 0,
+                "cacheScope": "private",
+            }
+        )
+    if method == "tools/list":
+        listed = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+        return complete({"tools": listed, "ttlMs": 0, "cacheScope": "private"})
+    if method == "tools/call":
+        name = params["name"]
+        if name == "plain":
+            return complete({"content": [{"type": "text", "text": "no task"}]})
+        task_id = f"task-{len(kinds) + 1}"
+        kinds[task_id] = name
+        polls[task_id] = 0
+        return {"resultType": "task", **task(task_id, "working")}
+    if method == "tasks/get":
+        return complete(get(params["taskId"]))
+    if method == "tasks/cancel":
+        return complete({})
+    return None
+
+
+def main() -> None:
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        method = message.get("method")
+        if method is None or "id" not in message:
+            continue
+        params = message.get("params") or {}
+        with open(LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"method": method, "params": params}) + "\n")
+        result = answer(method, params)
+        if result is None:
+            error = {"code": -32601, "message": f"method not found: {method}"}
+            send({"jsonrpc": "2.0", "id": message["id"], "error": error})
+        else:
+            send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+
+if __name__ == "__main__":
+    main()

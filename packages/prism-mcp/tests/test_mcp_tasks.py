@@ -1,0 +1,179 @@
+"""The 2026-07-28 tasks extension against a hand-written server: polls, results, cancels."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+import trio.testing
+
+from prism.core import AgentEvent, ToolCall, ToolExecutionContext, ToolResult
+from prism.mcp import McpToolBridge, StdioTransport, open_mcp_tools
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+SERVER = Path(__file__).resolve().parent / "mcp_task_server.py"
+
+
+def requests(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def cancels(log: Path) -> list[str]:
+    return [r["params"]["taskId"] for r in requests(log) if r["method"] == "tasks/cancel"]
+
+
+def polls(log: Path) -> int:
+    return sum(1 for r in requests(log) if r["method"] == "tasks/get")
+
+
+@asynccontextmanager
+async def task_bridge(log: Path, *extra: str, **options: Any) -> AsyncIterator[McpToolBridge]:
+    transport = StdioTransport(sys.executable, [str(SERVER), str(log), *extra])
+    async with open_mcp_tools(server_id="tasks", transport=transport, **options) as bridge:
+        assert bridge.protocol_version == "2026-07-28"
+        yield bridge
+
+
+async def run(
+    bridge: McpToolBridge, name: str, events: list[AgentEvent] | None = None
+) -> ToolResult:
+    tool = next(t for t in bridge.tools if t.name == f"mcp:tasks:{name}")
+    call = ToolCall(id="t", name=tool.name, arguments={})
+    ctx = ToolExecutionContext(call, events=events.append if events is not None else None)
+    return await tool.execute({}, ctx)
+
+
+@pytest.mark.parametrize("cut", [False, True])
+async def test_a_task_that_completes_is_polled_with_progress(tmp_path: Path, cut: bool) -> None:
+    log = tmp_path / "log"
+    events: list[AgentEvent] = []
+    with trio.fail_after(30):
+        async with task_bridge(log, *(["cut"] if cut else [])) as bridge:
+            result = await run(bridge, "completes", events)
+    assert not result.is_error, result.joined_text
+    assert result.joined_text == "completes done after 3 polls"
+    assert polls(log) == 3
+    messages = [getattr(event, "message", None) for event in events]
+    assert "step 1 of 2" in messages
+    assert "step 2 of 2" in messages
+    assert cancels(log) == []
+    # The client declared the extension on the call it made.
+    (call,) = [r for r in requests(log) if r["method"] == "tools/call"]
+    capabilities = call["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert "io.modelcontextprotocol/tasks" in capabilities["extensions"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "says"),
+    [
+        ("fails", "task task-1 failed: the build broke (code -32603)"),
+        ("server_cancels", "task task-1 was cancelled by the server: an operator stopped it"),
+    ],
+)
+async def test_a_task_that_fails_or_is_cancelled_is_an_error_result_naming_why(
+    tmp_path: Path, tool: str, says: str
+) -> None:
+    log = tmp_path / "log"
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            result = await run(bridge, tool)
+    assert result.is_error
+    assert says in result.joined_text
+    # The task ended by itself: nothing to cancel.
+    assert cancels(log) == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "says"),
+    [("strange_status", "unknown status 'paused'"), ("needs_input", "asks for input")],
+)
+async def test_a_status_the_bridge_cannot_follow_cancels_the_task(
+    tmp_path: Path, tool: str, says: str
+) -> None:
+    log = tmp_path / "log"
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            result = await run(bridge, tool)
+    assert result.is_error
+    assert result.details["mcp_error"] == "server_error"
+    assert says in result.joined_text
+    assert cancels(log) == ["task-1"]
+
+
+async def test_a_task_that_outlives_max_call_s_is_cancelled(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    events: list[AgentEvent] = []
+    with trio.fail_after(30):
+        async with task_bridge(log, max_call_s=1.0, call_timeout_s=100.0) as bridge:
+            result = await run(bridge, "forever", events)
+            await run(bridge, "plain")
+    assert result.is_error
+    assert result.details["limit"] == "max_call_s"
+    assert cancels(log) == ["task-1"]
+    assert polls(log) >= 2
+    assert any(getattr(event, "message", "").startswith("still going") for event in events)
+
+
+async def test_aborting_a_call_mid_poll_sends_tasks_cancel(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    events: list[AgentEvent] = []
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            polled = trio.Event()
+
+            def seen(event: AgentEvent) -> None:
+                events.append(event)
+                polled.set()
+
+            tool = next(t for t in bridge.tools if t.name == "mcp:tasks:forever")
+            ctx = ToolExecutionContext(ToolCall(id="a", name=tool.name, arguments={}), events=seen)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tool.execute, {}, ctx)
+                await polled.wait()
+                nursery.cancel_scope.cancel()
+            # The cancel was sent (shielded) before the call gave up; ask the
+            # server something else so its log is complete.
+            await run(bridge, "plain")
+    assert cancels(log) == ["task-1"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "waits"),
+    [("poll_zero", 0.05), ("poll_negative", 0.05), ("poll_huge", 5.0), ("poll_text", 0.5)],
+)
+async def test_a_hostile_poll_interval_is_kept_within_bounds(
+    tmp_path: Path, mock_clock: trio.testing.MockClock, tool: str, waits: float
+) -> None:
+    log = tmp_path / "log"
+    async with task_bridge(log, call_timeout_s=1e6) as bridge:
+        # Trio's clock stands still but for the jumps it makes once every task has
+        # waited a second: the polls' sleeps are all it measures.
+        mock_clock.autojump_threshold = 1.0
+        start = trio.current_time()
+        result = await run(bridge, tool)
+        waited = trio.current_time() - start
+        mock_clock.autojump_threshold = math.inf
+    assert not result.is_error, result.joined_text
+    assert polls(log) == 3
+    # 50 ms at least however small the interval, 5 s at most however large,
+    # 0.5 s when it is not a number.
+    assert waited == pytest.approx(3 * waits)
+
+
+async def test_an_ordinary_answer_from_a_task_capable_server_is_not_a_task(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            result = await run(bridge, "plain")
+    assert result.joined_text == "no task"
+    assert polls(log) == 0
