@@ -32,6 +32,7 @@ from ._errors import ProviderAPIError as ProviderAPIError
 from ._errors import ProviderConnectionError as ProviderConnectionError
 from ._errors import ProviderNotInstalledError as ProviderNotInstalledError
 from ._errors import ProviderResponseError as ProviderResponseError
+from ._events import ModelReasoningDelta as ModelReasoningDelta
 from ._events import ModelResponseFinished as ModelResponseFinished
 from ._events import ModelResponseInfo as ModelResponseInfo
 from ._events import ModelTextDelta as ModelTextDelta
@@ -49,6 +50,7 @@ from ._spec import open_provider as open_provider
 __all__ = [
     "PROVIDERS",
     "AnthropicProvider",
+    "ModelReasoningDelta",
     "ModelResponseFinished",
     "ModelResponseInfo",
     "ModelSpec",

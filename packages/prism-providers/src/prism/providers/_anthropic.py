@@ -10,25 +10,33 @@ import attrs
 
 from prism.core import (
     AssistantMessage,
-    ConfigurationError,
     ImageContent,
+    ReasoningContent,
     TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
+from prism.core.options import has_method, integer, optional
 
 from ._common import (
+    CHECK_FLAG,
+    CHECK_INSTRUCTIONS,
+    CHECK_MAPPING,
+    CHECK_SINK,
+    CHECK_TEMPERATURE,
+    EMPTY_SCHEMA,
+    ClientOptions,
     ResponseLog,
-    api_key_from,
+    ask,
     close_quietly,
     content_text,
-    missing_extra,
+    import_sdk,
     parse_arguments,
 )
-from ._errors import ProviderAPIError, ProviderConnectionError, ProviderResponseError
+from ._errors import ProviderResponseError
 from ._events import (
-    ModelResponseFinished,
+    ModelReasoningDelta,
     ModelResponseInfo,
     ModelTextDelta,
     ModelToolCallDelta,
@@ -44,18 +52,29 @@ if TYPE_CHECKING:
     from anthropic.types import Message as AnthropicMessage
     from anthropic.types import RawMessageStreamEvent
 
-    from prism.core import Content, Message, ModelRequest, ToolSpec
+    from prism.core import Content, JsonValue, Message, ModelRequest, ToolSpec
 
 __all__ = ["AnthropicProvider", "open_anthropic_provider"]
 
 _PROVIDER = "anthropic"
-_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _reasoning(replay: dict[str, JsonValue]) -> ReasoningContent:
+    """A thinking or redacted_thinking block, kept to be sent back as it came."""
+    redacted = replay.get("type") == "redacted_thinking"
+    text = "" if redacted else str(replay.get("thinking", ""))
+    return ReasoningContent(text=text, provider=_PROVIDER, redacted=redacted, replay=replay)
 
 
 def _blocks(content: tuple[Content, ...]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for block in content:
-        if isinstance(block, ImageContent):
+        if isinstance(block, ReasoningContent):
+            # Thinking goes back exactly as it came (the API checks the
+            # signature); reasoning from another API is not sent.
+            if block.provider == _PROVIDER and block.replay is not None:
+                out.append(dict(block.replay))
+        elif isinstance(block, ImageContent):
             out.append(
                 {
                     "type": "image",
@@ -117,7 +136,7 @@ def anthropic_tools(
         return [
             {
                 "name": spec.name,
-                "input_schema": spec.parameters if spec.parameters is not None else _EMPTY_SCHEMA,
+                "input_schema": spec.parameters if spec.parameters is not None else EMPTY_SCHEMA,
                 **({"description": spec.description} if spec.description else {}),
             }
             for spec in tools
@@ -132,7 +151,7 @@ def anthropic_tools(
     )
     if not names:
         return [], None
-    return [{"name": name, "input_schema": _EMPTY_SCHEMA} for name in names], {"type": "none"}
+    return [{"name": name, "input_schema": EMPTY_SCHEMA} for name in names], {"type": "none"}
 
 
 def _usage(usage: Any) -> ModelUsage:
@@ -146,33 +165,6 @@ def _usage(usage: Any) -> ModelUsage:
     )
 
 
-def _api_error(exc: Exception) -> Exception:
-    import anthropic
-
-    if isinstance(exc, anthropic.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error", body) if isinstance(body, dict) else {}
-        message = error.get("message") if isinstance(error, dict) else None
-        kind = error.get("type") if isinstance(error, dict) else None
-        return ProviderAPIError(
-            f"anthropic API error {exc.status_code}"
-            f"{f' ({kind})' if kind else ''}: {message or exc.message}",
-            provider=_PROVIDER,
-            status_code=exc.status_code,
-            error_type=str(kind) if kind else None,
-            request_id=exc.request_id,
-        )
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderConnectionError(f"anthropic API timed out: {exc}")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderConnectionError(f"anthropic API unreachable: {exc}")
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return ProviderResponseError(f"anthropic API answered with something unexpected: {exc}")
-    if isinstance(exc, anthropic.APIError):
-        return ProviderAPIError(f"anthropic API error: {exc.message}", provider=_PROVIDER)
-    return exc
-
-
 @attrs.define
 class _Block:
     kind: str
@@ -180,6 +172,17 @@ class _Block:
     call_id: str = ""
     name: str = ""
     arguments: str = ""
+    signature: str = ""
+    data: str = ""
+
+    def content(self) -> Content | None:
+        if self.kind == "text":
+            return TextContent(text=self.text) if self.text else None
+        if self.kind == "thinking":
+            return _reasoning(
+                {"type": "thinking", "thinking": self.text, "signature": self.signature}
+            )
+        return _reasoning({"type": "redacted_thinking", "data": self.data})
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -189,26 +192,36 @@ class AnthropicProvider(ResponseLog):
     Build one with :func:`open_anthropic_provider`, or around your own
     ``anthropic.AsyncAnthropic`` client (which you then close). Consecutive
     tool results are sent in one user turn; tool calls in one answer may be
-    many (parallel tool use).
+    many (parallel tool use). Extended thinking (``thinking_budget``) comes back
+    as :class:`~prism.core.ReasoningContent` blocks at the start of the
+    answer, sent back unchanged (signature included) in later requests, as
+    the API requires for tool use with thinking.
 
     Attributes:
         client: the SDK client (retries and rate-limit waits are its own settings).
         instructions: the ``system`` prompt.
         max_tokens: the most tokens per answer (the API requires a bound; default 4096).
         temperature: sampling temperature (``None``: the API's default).
-        stream: stream answers (text and tool-input deltas go to ``on_event``).
-        on_event: receives :class:`ModelTextDelta`, :class:`ModelToolCallDelta`
-            and :class:`ModelResponseFinished`.
+        thinking_budget: turn on extended thinking with this many tokens
+            (``budget_tokens``, below ``max_tokens``); ``None``: off.
+        stream: stream answers (text, thinking and tool-input deltas go to ``on_event``).
+        on_event: receives :class:`ModelTextDelta`, :class:`ModelReasoningDelta`,
+            :class:`ModelToolCallDelta` and :class:`ModelResponseFinished`.
         extra_body: more JSON fields for each request.
     """
 
-    client: "anthropic.AsyncAnthropic" = attrs.field(repr=False)
-    instructions: str | None = None
-    max_tokens: int = 4096
-    temperature: float | None = None
-    stream: bool = True
-    on_event: StreamSink | None = attrs.field(default=None, repr=False)
-    extra_body: Mapping[str, object] | None = attrs.field(default=None, repr=False)
+    client: "anthropic.AsyncAnthropic" = attrs.field(
+        repr=False, validator=has_method("close", description="an anthropic.AsyncAnthropic")
+    )
+    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
+    max_tokens: int = attrs.field(default=4096, validator=integer(minimum=1))
+    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
+    thinking_budget: int | None = attrs.field(default=None, validator=optional(integer(minimum=1)))
+    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
+    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
+    extra_body: Mapping[str, object] | None = attrs.field(
+        default=None, repr=False, validator=CHECK_MAPPING
+    )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -225,6 +238,8 @@ class AnthropicProvider(ResponseLog):
             params["system"] = self.instructions
         if self.temperature is not None:
             params["temperature"] = self.temperature
+        if self.thinking_budget is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         if self.extra_body:
             params["extra_body"] = dict(self.extra_body)
         return params
@@ -232,9 +247,10 @@ class AnthropicProvider(ResponseLog):
     async def complete(self, request: ModelRequest) -> AssistantMessage:
         """Ask the API for the model's next turn.
 
-        Streams by default: text and tool-input fragments go to ``on_event`` as
-        they arrive; the whole answer is returned when the model finishes, and
-        its usage and stop reason are kept in :attr:`responses`.
+        Streams by default: text, thinking and tool-input fragments go to
+        ``on_event`` as they arrive; the whole answer is returned when the
+        model finishes, and its usage and stop reason are kept in
+        :attr:`responses`.
 
         Cancellation (an agent abort): the HTTP request or stream is closed
         (the server sees the connection end) and :class:`trio.Cancelled`
@@ -246,44 +262,17 @@ class AnthropicProvider(ResponseLog):
             ProviderConnectionError: the API could not be reached or timed out.
             ProviderResponseError: the answer could not be understood or was cut short.
         """
-        params = self._params(request)
-        import anthropic
-
-        try:
-            if self.stream:
-                stream = await self.client.messages.create(stream=True, **params)
-                try:
-                    return await self._consume(stream)
-                finally:
-                    await close_quietly(stream.close)
-            response = await self.client.messages.create(**params)
-            return self._finish(response)
-        except anthropic.AnthropicError as exc:
-            raise _api_error(exc) from exc
-
-    def _record(
-        self,
-        *,
-        model: str,
-        response_id: str | None,
-        stop_reason: str | None,
-        usage: ModelUsage,
-        text: str,
-        calls: tuple[ToolCall, ...],
-    ) -> AssistantMessage:
-        info = ModelResponseInfo(
+        return await ask(
             provider=_PROVIDER,
-            model=model,
-            response_id=response_id,
-            stop_reason=stop_reason,
-            usage=usage,
-            tool_calls=len(calls),
+            create=self.client.messages.create,
+            params=self._params(request),
+            stream=self.stream,
+            consume=self._consume,
+            finish=self._finish,
         )
-        self.add(info)
-        emit(self.on_event, ModelResponseFinished(info=info))
-        return AssistantMessage(content=(TextContent(text=text),) if text else (), tool_calls=calls)
 
     def _finish(self, response: AnthropicMessage) -> AssistantMessage:
+        content: list[Content] = []
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in response.content:
@@ -291,28 +280,33 @@ class AnthropicProvider(ResponseLog):
                 texts.append(block.text)
             elif block.type == "tool_use":
                 calls.append(ToolCall(id=block.id, name=block.name, arguments=block.input))
-        return self._record(
+            elif block.type in ("thinking", "redacted_thinking"):
+                content.append(_reasoning(block.model_dump(mode="json", exclude_none=True)))
+        text = "".join(texts)
+        if text:
+            content.append(TextContent(text=text))
+        info = ModelResponseInfo(
+            provider=_PROVIDER,
             model=response.model,
             response_id=response.id,
             stop_reason=response.stop_reason,
             usage=_usage(response.usage),
-            text="".join(texts),
-            calls=tuple(calls),
         )
+        return self.answer(self.on_event, info, content, tuple(calls))
 
     async def _consume(self, stream: AsyncIterator[RawMessageStreamEvent]) -> AssistantMessage:
         blocks: dict[int, _Block] = {}
-        model = ""
-        response_id: str | None = None
-        stop_reason: str | None = None
-        usage = ModelUsage()
+        info = ModelResponseInfo(provider=_PROVIDER, model="")
         finished = False
         sink = self.on_event
         async for event in stream:
             if event.type == "message_start":
-                model = event.message.model
-                response_id = event.message.id
-                usage = _usage(event.message.usage)
+                info = attrs.evolve(
+                    info,
+                    model=event.message.model,
+                    response_id=event.message.id,
+                    usage=_usage(event.message.usage),
+                )
             elif event.type == "content_block_start":
                 block = event.content_block
                 if block.type == "tool_use":
@@ -320,16 +314,19 @@ class AnthropicProvider(ResponseLog):
                     emit(
                         sink,
                         ModelToolCallDelta(
-                            index=event.index,
-                            call_id=block.id,
-                            name=block.name,
-                            arguments_delta="",
+                            index=event.index, call_id=block.id, name=block.name, arguments_delta=""
                         ),
                     )
                 elif block.type == "text":
                     blocks[event.index] = _Block("text", text=block.text)
                     if block.text:
                         emit(sink, ModelTextDelta(text=block.text))
+                elif block.type == "thinking":
+                    blocks[event.index] = _Block(
+                        "thinking", text=block.thinking, signature=block.signature
+                    )
+                elif block.type == "redacted_thinking":
+                    blocks[event.index] = _Block("redacted_thinking", data=block.data)
             elif event.type == "content_block_delta":
                 entry = blocks.get(event.index)
                 delta = event.delta
@@ -349,12 +346,18 @@ class AnthropicProvider(ResponseLog):
                             arguments_delta=delta.partial_json,
                         ),
                     )
+                elif delta.type == "thinking_delta":
+                    entry.text += delta.thinking
+                    emit(sink, ModelReasoningDelta(text=delta.thinking))
+                elif delta.type == "signature_delta":
+                    entry.signature += delta.signature
             elif event.type == "message_delta":
-                stop_reason = event.delta.stop_reason or stop_reason
                 # The delta's counts are cumulative for the message.
                 usage = attrs.evolve(
-                    usage,
-                    output_tokens=event.usage.output_tokens or usage.output_tokens,
+                    info.usage, output_tokens=event.usage.output_tokens or info.usage.output_tokens
+                )
+                info = attrs.evolve(
+                    info, stop_reason=event.delta.stop_reason or info.stop_reason, usage=usage
                 )
             elif event.type == "message_stop":
                 finished = True
@@ -368,15 +371,11 @@ class AnthropicProvider(ResponseLog):
             for b in ordered
             if b.kind == "tool_use"
         )
+        content = [b.content() for b in ordered if b.kind != "text" and b.kind != "tool_use"]
         text = "".join(b.text for b in ordered if b.kind == "text")
-        return self._record(
-            model=model,
-            response_id=response_id,
-            stop_reason=stop_reason,
-            usage=usage,
-            text=text,
-            calls=calls,
-        )
+        if text:
+            content.append(TextContent(text=text))
+        return self.answer(sink, info, [c for c in content if c is not None], calls)
 
 
 @contextlib.asynccontextmanager
@@ -387,6 +386,7 @@ async def open_anthropic_provider(
     instructions: str | None = None,
     max_tokens: int = 4096,
     temperature: float | None = None,
+    thinking_budget: int | None = None,
     stream: bool = True,
     on_event: StreamSink | None = None,
     extra_body: Mapping[str, object] | None = None,
@@ -405,33 +405,27 @@ async def open_anthropic_provider(
     bounded), whatever cancelled the block.
 
     Raises:
-        ConfigurationError: no key and no ``base_url``, or a bad option.
+        ConfigurationError: no key and no ``base_url``, or a bad option (the
+            error names the option and the value).
         ProviderNotInstalledError: the ``anthropic`` extra is not installed.
     """
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise missing_extra("anthropic", exc) from exc
-    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-        raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise ConfigurationError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
-    if not timeout_s > 0:
-        raise ConfigurationError(f"timeout_s must be > 0, got {timeout_s!r}")
-    key = api_key_from(api_key, "ANTHROPIC_API_KEY", base_url=base_url, provider="anthropic")
-    client = anthropic.AsyncAnthropic(
-        api_key=key,
+    sdk = import_sdk("anthropic")
+    client_options = ClientOptions(
+        api_key=api_key,
         base_url=base_url,
         max_retries=max_retries,
-        timeout=timeout_s,
-        default_headers=dict(default_headers) if default_headers else None,
+        timeout_s=timeout_s,
+        default_headers=default_headers,
     )
+    client_options.check("open_anthropic_provider")
+    client = sdk.AsyncAnthropic(**client_options.sdk_arguments("ANTHROPIC_API_KEY", _PROVIDER))
     try:
         yield AnthropicProvider(
             client=client,
             instructions=instructions,
             max_tokens=max_tokens,
             temperature=temperature,
+            thinking_budget=thinking_budget,
             stream=stream,
             on_event=on_event,
             extra_body=extra_body,

@@ -1,51 +1,138 @@
-"""What the providers share: transcript rendering, argument parsing, keys, stream closing."""
+"""What the providers share: the request scaffolding, error mapping, options, rendering helpers.
+
+Each provider module knows its wire format (how a transcript becomes request
+parameters, how a response or a stream becomes an assistant message); the
+rest is here, once: importing the SDK, checking the factory options, the key,
+making the request (streamed or not) and closing it, turning SDK exceptions
+into Prism errors, and recording each response.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from prism.core import (
+    AssistantMessage,
     ConfigurationError,
     ImageContent,
     ResourceContent,
     ResourceLink,
     TextContent,
 )
+from prism.core.options import (
+    boolean,
+    callable_value,
+    instance_of,
+    integer,
+    number,
+    optional,
+    string,
+)
 
-from ._errors import ProviderNotInstalledError
-from ._events import ModelResponseInfo, ModelUsage
+from ._errors import (
+    ProviderAPIError,
+    ProviderConnectionError,
+    ProviderNotInstalledError,
+    ProviderResponseError,
+)
+from ._events import ModelResponseFinished, ModelResponseInfo, ModelUsage, StreamSink, emit
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from types import ModuleType
 
-    from prism.core import Content
+    from prism.core import Content, ToolCall
 
 __all__ = [
     "CLOSE_GRACE_S",
+    "EMPTY_SCHEMA",
+    "ClientOptions",
     "ResponseLog",
     "api_key_from",
+    "arguments_json",
+    "ask",
     "close_quietly",
     "content_text",
-    "missing_extra",
+    "import_sdk",
     "parse_arguments",
 ]
 
 # How long closing an HTTP stream or client may take once the caller is gone.
 CLOSE_GRACE_S = 5.0
 
+# The schema sent for a tool that declares none.
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
-def missing_extra(extra: str, exc: ImportError) -> ProviderNotInstalledError:
-    """The error for a provider whose SDK is not installed."""
-    return ProviderNotInstalledError(
-        f"the {extra} provider needs the {extra} SDK: pip install 'prism-providers[{extra}]' "
-        f"({exc})"
-    )
+# Option checks the provider classes share (attrs validators).
+CHECK_INSTRUCTIONS = optional(string(non_empty=False))
+CHECK_MAX_TOKENS = optional(integer(minimum=1))
+CHECK_TEMPERATURE = optional(number(minimum=0))
+CHECK_EFFORT = optional(string())
+CHECK_FLAG = boolean()
+CHECK_SINK = optional(callable_value())
+CHECK_MAPPING = optional(instance_of(Mapping, description="a mapping"))
+
+
+def import_sdk(extra: str) -> ModuleType:
+    """The SDK module named ``extra`` (``"openai"``, ``"anthropic"``).
+
+    Raises:
+        ProviderNotInstalledError: the extra is not installed.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(extra)
+    except ImportError as exc:
+        raise ProviderNotInstalledError(
+            f"the {extra} provider needs the {extra} SDK: pip install 'prism-providers[{extra}]' "
+            f"({exc})"
+        ) from exc
+
+
+@attrs.frozen(kw_only=True)
+class ClientOptions:
+    """The options every provider factory passes to its SDK client.
+
+    Built by the factories (so the owner named in errors is the factory);
+    ``api_key`` never appears in a repr.
+    """
+
+    api_key: str | None = attrs.field(default=None, repr=False)
+    base_url: str | None = None
+    max_retries: int = 2
+    timeout_s: float = 600.0
+    default_headers: Mapping[str, str] | None = attrs.field(default=None, repr=False)
+
+    def check(self, owner: str) -> None:
+        """Check each option, naming ``owner`` (the factory) in the error."""
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
+            # The value may be a secret: the error names the option only.
+            raise ConfigurationError(
+                f"{owner}.api_key must be a non-empty string", option=f"{owner}.api_key"
+            )
+        optional(string()).check(owner, "base_url", self.base_url)
+        integer(minimum=0).check(owner, "max_retries", self.max_retries)
+        number(minimum=0, above=True).check(owner, "timeout_s", self.timeout_s)
+        CHECK_MAPPING.check(owner, "default_headers", self.default_headers)
+
+    def sdk_arguments(self, env_var: str, provider: str) -> dict[str, Any]:
+        """The SDK client's keyword arguments (the key resolved, see :func:`api_key_from`)."""
+        return {
+            "api_key": api_key_from(
+                self.api_key, env_var, base_url=self.base_url, provider=provider
+            ),
+            "base_url": self.base_url,
+            "max_retries": self.max_retries,
+            "timeout": self.timeout_s,
+            "default_headers": dict(self.default_headers) if self.default_headers else None,
+        }
 
 
 def api_key_from(explicit: str | None, env_var: str, *, base_url: str | None, provider: str) -> str:
@@ -59,8 +146,6 @@ def api_key_from(explicit: str | None, env_var: str, *, base_url: str | None, pr
             (the message names the variable, never a value).
     """
     if explicit is not None:
-        if not isinstance(explicit, str) or not explicit:
-            raise ConfigurationError(f"{provider} api_key must be a non-empty string")
         return explicit
     found = os.environ.get(env_var)
     if found:
@@ -68,12 +153,17 @@ def api_key_from(explicit: str | None, env_var: str, *, base_url: str | None, pr
     if base_url is not None:
         return "no-key"
     raise ConfigurationError(
-        f"no {provider} API key: set {env_var} in the environment or pass api_key="
+        f"no {provider} API key: set {env_var} in the environment or pass api_key=",
+        option="api_key",
     )
 
 
 def content_text(block: Content) -> str:
-    """A content block as text, for APIs that take only text in that place."""
+    """A content block as text, for APIs that take only text in that place.
+
+    Reasoning is never text: each provider sends back its own reasoning, in
+    its own form, and nothing else.
+    """
     if isinstance(block, TextContent):
         return block.text
     if isinstance(block, ImageContent):
@@ -102,6 +192,19 @@ def parse_arguments(raw: str) -> object:
         return raw
 
 
+def arguments_json(arguments: object) -> str:
+    """A tool call's arguments as the JSON text the APIs take back.
+
+    Arguments the model sent as unparseable text go back as that text.
+    """
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments)
+    except (TypeError, ValueError):
+        return "{}"
+
+
 async def close_quietly(close: Callable[[], Awaitable[object]]) -> None:
     """Close an HTTP stream or client, even from a cancelled scope, within a bound.
 
@@ -111,6 +214,70 @@ async def close_quietly(close: Callable[[], Awaitable[object]]) -> None:
         # Closing a stream that already failed may fail too; it is over either way.
         with contextlib.suppress(Exception):
             await close()
+
+
+def sdk_error(exc: Exception, sdk: ModuleType, provider: str) -> Exception:
+    """An SDK exception as the Prism error that says what happened.
+
+    Both SDKs are generated alike: the same exception classes, and error
+    bodies ``{"error": {"message", "type", "code"?}}``.
+    """
+    if isinstance(exc, sdk.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body)
+        if not isinstance(error, dict):
+            error = {}
+        message = error.get("message")
+        code = error.get("code") or error.get("type")
+        return ProviderAPIError(
+            f"{provider} API error {exc.status_code}"
+            f"{f' ({code})' if code else ''}: {message or exc.message}",
+            provider=provider,
+            status_code=exc.status_code,
+            error_type=str(code) if code else None,
+            request_id=exc.request_id,
+        )
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderConnectionError(f"{provider} API timed out: {exc}")
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderConnectionError(f"{provider} API unreachable: {exc}")
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return ProviderResponseError(f"{provider} API answered with something unexpected: {exc}")
+    message = getattr(exc, "message", None) or str(exc)
+    return ProviderAPIError(f"{provider} API error: {message}", provider=provider)
+
+
+# The root of each SDK's exceptions.
+_BASE_ERROR = {"openai": "OpenAIError", "anthropic": "AnthropicError"}
+
+
+async def ask(
+    *,
+    provider: str,
+    create: Callable[..., Awaitable[Any]],
+    params: dict[str, Any],
+    stream: bool,
+    consume: Callable[[Any], Awaitable[AssistantMessage]],
+    finish: Callable[[Any], AssistantMessage],
+) -> AssistantMessage:
+    """Make one request and read the answer, streamed or not; SDK errors become Prism errors.
+
+    ``create`` is the SDK's ``create`` method; ``consume`` reads a stream,
+    ``finish`` a whole response. A stream is closed however the reading ends
+    (an abort included: the server sees the connection end).
+    """
+    sdk = import_sdk(provider)
+    base_error: type[Exception] = getattr(sdk, _BASE_ERROR[provider])
+    try:
+        if stream:
+            answer = await create(stream=True, **params)
+            try:
+                return await consume(answer)
+            finally:
+                await close_quietly(answer.close)
+        return finish(await create(**params))
+    except base_error as exc:
+        raise sdk_error(exc, sdk, provider) from exc
 
 
 @attrs.define(eq=False)
@@ -135,3 +302,16 @@ class ResponseLog:
     def add(self, info: ModelResponseInfo) -> None:
         """Remember one response."""
         self._responses.append(info)
+
+    def answer(
+        self,
+        sink: StreamSink | None,
+        info: ModelResponseInfo,
+        content: list[Content],
+        calls: tuple[ToolCall, ...],
+    ) -> AssistantMessage:
+        """Remember one response, report it to ``sink``, and return it as an assistant turn."""
+        info = attrs.evolve(info, tool_calls=len(calls))
+        self.add(info)
+        emit(sink, ModelResponseFinished(info=info))
+        return AssistantMessage(content=tuple(content), tool_calls=calls)

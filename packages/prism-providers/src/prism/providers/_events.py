@@ -10,6 +10,7 @@ from typing import ClassVar, TypeAlias
 import attrs
 
 __all__ = [
+    "ModelReasoningDelta",
     "ModelResponseFinished",
     "ModelResponseInfo",
     "ModelTextDelta",
@@ -80,6 +81,19 @@ class ModelTextDelta:
 
 
 @attrs.frozen(kw_only=True)
+class ModelReasoningDelta:
+    """A piece of the model's readable reasoning (thinking text or summary), as it streams.
+
+    For display only: the reasoning itself reaches the transcript as a
+    :class:`prism.core.ReasoningContent` when the response is complete.
+    """
+
+    type: ClassVar[str] = "model_reasoning_delta"
+    text: str
+    timestamp: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen(kw_only=True)
 class ModelToolCallDelta:
     """A piece of a tool call, as it streams.
 
@@ -107,7 +121,9 @@ class ModelResponseFinished:
     timestamp: float = attrs.field(factory=time.time)
 
 
-StreamEvent: TypeAlias = ModelTextDelta | ModelToolCallDelta | ModelResponseFinished
+StreamEvent: TypeAlias = (
+    ModelTextDelta | ModelReasoningDelta | ModelToolCallDelta | ModelResponseFinished
+)
 """Everything a provider reports to its ``on_event`` sink."""
 
 StreamSink: TypeAlias = Callable[[StreamEvent], None]

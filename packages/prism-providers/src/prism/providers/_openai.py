@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -11,25 +10,36 @@ import attrs
 
 from prism.core import (
     AssistantMessage,
-    ConfigurationError,
     ImageContent,
+    ReasoningContent,
     TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
+from prism.core.options import has_method, one_of, optional, string
 
 from ._common import (
+    CHECK_EFFORT,
+    CHECK_FLAG,
+    CHECK_INSTRUCTIONS,
+    CHECK_MAPPING,
+    CHECK_MAX_TOKENS,
+    CHECK_SINK,
+    CHECK_TEMPERATURE,
+    EMPTY_SCHEMA,
+    ClientOptions,
     ResponseLog,
-    api_key_from,
+    arguments_json,
+    ask,
     close_quietly,
     content_text,
-    missing_extra,
+    import_sdk,
     parse_arguments,
 )
-from ._errors import ProviderAPIError, ProviderConnectionError, ProviderResponseError
+from ._errors import ProviderResponseError
 from ._events import (
-    ModelResponseFinished,
+    ModelReasoningDelta,
     ModelResponseInfo,
     ModelTextDelta,
     ModelToolCallDelta,
@@ -45,14 +55,28 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
     from openai.types.completion_usage import CompletionUsage
 
-    from prism.core import Message, ModelRequest, ToolSpec
+    from prism.core import Content, Message, ModelRequest, ToolSpec
 
     from ._openai_responses import OpenAIResponsesProvider
 
-__all__ = ["OpenAIChatProvider", "api_error", "open_openai_provider"]
+__all__ = ["CHECK_OPENAI_CLIENT", "OpenAIChatProvider", "open_openai_provider"]
 
 _PROVIDER = "openai"
-_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+CHECK_OPENAI_CLIENT = has_method("close", description="an openai.AsyncOpenAI")
+
+
+def _shown_reasoning(message: object) -> str:
+    """``reasoning_content``, which some compatible servers add (display only), or ``""``."""
+    text = getattr(message, "reasoning_content", None)
+    return text if isinstance(text, str) else ""
+
+
+def _content(reasoning: str, text: str | None) -> list[Content]:
+    content: list[Content] = [ReasoningContent(text=reasoning)] if reasoning else []
+    if text:
+        content.append(TextContent(text=text))
+    return content
 
 
 def _user_content(content: tuple[Any, ...]) -> str | list[dict[str, Any]]:
@@ -66,15 +90,6 @@ def _user_content(content: tuple[Any, ...]) -> str | list[dict[str, Any]]:
         else:
             parts.append({"type": "text", "text": content_text(block)})
     return parts
-
-
-def _arguments_json(arguments: object) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    try:
-        return json.dumps(arguments)
-    except (TypeError, ValueError):
-        return "{}"
 
 
 def chat_messages(messages: tuple[Message, ...], instructions: str | None) -> list[dict[str, Any]]:
@@ -95,7 +110,7 @@ def chat_messages(messages: tuple[Message, ...], instructions: str | None) -> li
                         "type": "function",
                         "function": {
                             "name": call.name,
-                            "arguments": _arguments_json(call.arguments),
+                            "arguments": arguments_json(call.arguments),
                         },
                     }
                     for call in message.tool_calls
@@ -115,7 +130,7 @@ def chat_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     for spec in tools:
         function: dict[str, Any] = {
             "name": spec.name,
-            "parameters": spec.parameters if spec.parameters is not None else _EMPTY_SCHEMA,
+            "parameters": spec.parameters if spec.parameters is not None else EMPTY_SCHEMA,
         }
         if spec.description:
             function["description"] = spec.description
@@ -135,34 +150,6 @@ def _usage(usage: CompletionUsage | None) -> ModelUsage:
     )
 
 
-def api_error(exc: Exception) -> Exception:
-    """An OpenAI SDK exception as the Prism error that says what happened."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error", body) if isinstance(body, dict) else {}
-        message = error.get("message") if isinstance(error, dict) else None
-        code = error.get("code") or error.get("type") if isinstance(error, dict) else None
-        return ProviderAPIError(
-            f"openai API error {exc.status_code}"
-            f"{f' ({code})' if code else ''}: {message or exc.message}",
-            provider=_PROVIDER,
-            status_code=exc.status_code,
-            error_type=str(code) if code else None,
-            request_id=exc.request_id,
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderConnectionError(f"openai API timed out: {exc}")
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderConnectionError(f"openai API unreachable: {exc}")
-    if isinstance(exc, openai.APIResponseValidationError):
-        return ProviderResponseError(f"openai API answered with something unexpected: {exc}")
-    if isinstance(exc, openai.APIError):
-        return ProviderAPIError(f"openai API error: {exc.message}", provider=_PROVIDER)
-    return exc
-
-
 @attrs.define
 class _PendingCall:
     call_id: str | None = None
@@ -179,28 +166,36 @@ class OpenAIChatProvider(ResponseLog):
     :func:`open_openai_provider`, or around your own ``openai.AsyncOpenAI``
     client (which you then close). Tool names arrive already provider-safe
     from the agent; calls in one answer may be many (parallel tool calls).
+    Chat Completions has no reasoning to send back; the ``reasoning_content``
+    some compatible servers add is kept as a
+    :class:`~prism.core.ReasoningContent` for display and never sent.
 
     Attributes:
         client: the SDK client (retries and rate-limit waits are its own settings).
         instructions: a system message put before the transcript.
         max_tokens: ``max_completion_tokens`` for each answer (``None``: the API's default).
         temperature: sampling temperature (``None``: the API's default).
+        reasoning_effort: a reasoning model's ``reasoning_effort`` (``"low"``,
+            ``"medium"``, ``"high"``, ...; ``None``: the API's default).
         stream: stream answers (text and tool-call deltas go to ``on_event``).
         include_usage: ask for usage in streams (``stream_options``); turn it off for
             a compatible server that refuses the option.
-        on_event: receives :class:`ModelTextDelta`, :class:`ModelToolCallDelta`
-            and :class:`ModelResponseFinished`.
+        on_event: receives :class:`ModelTextDelta`, :class:`ModelReasoningDelta`,
+            :class:`ModelToolCallDelta` and :class:`ModelResponseFinished`.
         extra_body: more JSON fields for each request (server-specific options).
     """
 
-    client: "openai.AsyncOpenAI" = attrs.field(repr=False)
-    instructions: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    stream: bool = True
-    include_usage: bool = True
-    on_event: StreamSink | None = attrs.field(default=None, repr=False)
-    extra_body: Mapping[str, object] | None = attrs.field(default=None, repr=False)
+    client: "openai.AsyncOpenAI" = attrs.field(repr=False, validator=CHECK_OPENAI_CLIENT)
+    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
+    max_tokens: int | None = attrs.field(default=None, validator=CHECK_MAX_TOKENS)
+    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
+    reasoning_effort: str | None = attrs.field(default=None, validator=CHECK_EFFORT)
+    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
+    include_usage: bool = attrs.field(default=True, validator=CHECK_FLAG)
+    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
+    extra_body: Mapping[str, object] | None = attrs.field(
+        default=None, repr=False, validator=CHECK_MAPPING
+    )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -213,6 +208,10 @@ class OpenAIChatProvider(ResponseLog):
             params["max_completion_tokens"] = self.max_tokens
         if self.temperature is not None:
             params["temperature"] = self.temperature
+        if self.reasoning_effort is not None:
+            params["reasoning_effort"] = self.reasoning_effort
+        if self.stream and self.include_usage:
+            params["stream_options"] = {"include_usage": True}
         if self.extra_body:
             params["extra_body"] = dict(self.extra_body)
         return params
@@ -233,16 +232,14 @@ class OpenAIChatProvider(ResponseLog):
             ProviderConnectionError: the API could not be reached or timed out.
             ProviderResponseError: the answer could not be understood.
         """
-        params = self._params(request)
-        import openai
-
-        try:
-            if self.stream:
-                return await self._streamed(params)
-            response = await self.client.chat.completions.create(**params)
-            return self._finish(response)
-        except openai.OpenAIError as exc:
-            raise api_error(exc) from exc
+        return await ask(
+            provider=_PROVIDER,
+            create=self.client.chat.completions.create,
+            params=self._params(request),
+            stream=self.stream,
+            consume=self._consume,
+            finish=self._finish,
+        )
 
     def _finish(self, response: ChatCompletion) -> AssistantMessage:
         if not response.choices:
@@ -258,45 +255,37 @@ class OpenAIChatProvider(ResponseLog):
             for index, call in enumerate(message.tool_calls or ())
             if call.type == "function"
         )
-        content = (TextContent(text=message.content),) if message.content else ()
+        content = _content(_shown_reasoning(message), message.content)
         info = ModelResponseInfo(
             provider=_PROVIDER,
             model=response.model,
             response_id=response.id,
             stop_reason=choice.finish_reason,
             usage=_usage(response.usage),
-            tool_calls=len(calls),
         )
-        self.add(info)
-        emit(self.on_event, ModelResponseFinished(info=info))
-        return AssistantMessage(content=content, tool_calls=calls)
-
-    async def _streamed(self, params: dict[str, Any]) -> AssistantMessage:
-        if self.include_usage:
-            params["stream_options"] = {"include_usage": True}
-        stream = await self.client.chat.completions.create(stream=True, **params)
-        try:
-            return await self._consume(stream)
-        finally:
-            await close_quietly(stream.close)
+        return self.answer(self.on_event, info, content, calls)
 
     async def _consume(self, stream: AsyncIterator[ChatCompletionChunk]) -> AssistantMessage:
         text: list[str] = []
+        reasoning: list[str] = []
         pending: dict[int, _PendingCall] = {}
-        stop_reason: str | None = None
-        usage = ModelUsage()
-        model = ""
-        response_id: str | None = None
+        info = ModelResponseInfo(provider=_PROVIDER, model="")
         sink = self.on_event
         async for chunk in stream:
-            model = chunk.model or model
-            response_id = chunk.id or response_id
-            if chunk.usage is not None:
-                usage = _usage(chunk.usage)
+            info = attrs.evolve(
+                info,
+                model=chunk.model or info.model,
+                response_id=chunk.id or info.response_id,
+                usage=_usage(chunk.usage) if chunk.usage is not None else info.usage,
+            )
             for choice in chunk.choices:
                 if choice.index != 0:
                     continue
                 delta = choice.delta
+                thought = _shown_reasoning(delta)
+                if thought:
+                    reasoning.append(thought)
+                    emit(sink, ModelReasoningDelta(text=thought))
                 if delta.content:
                     text.append(delta.content)
                     emit(sink, ModelTextDelta(text=delta.content))
@@ -320,7 +309,7 @@ class OpenAIChatProvider(ResponseLog):
                         ),
                     )
                 if choice.finish_reason is not None:
-                    stop_reason = choice.finish_reason
+                    info = attrs.evolve(info, stop_reason=choice.finish_reason)
         calls = tuple(
             ToolCall(
                 id=entry.call_id or f"call_{index}",
@@ -329,20 +318,7 @@ class OpenAIChatProvider(ResponseLog):
             )
             for index, entry in sorted(pending.items())
         )
-        joined = "".join(text)
-        info = ModelResponseInfo(
-            provider=_PROVIDER,
-            model=model,
-            response_id=response_id,
-            stop_reason=stop_reason,
-            usage=usage,
-            tool_calls=len(calls),
-        )
-        self.add(info)
-        emit(sink, ModelResponseFinished(info=info))
-        return AssistantMessage(
-            content=(TextContent(text=joined),) if joined else (), tool_calls=calls
-        )
+        return self.answer(sink, info, _content("".join(reasoning), "".join(text)), calls)
 
 
 @contextlib.asynccontextmanager
@@ -355,6 +331,7 @@ async def open_openai_provider(
     instructions: str | None = None,
     max_tokens: int | None = None,
     temperature: float | None = None,
+    reasoning_effort: str | None = None,
     stream: bool = True,
     include_usage: bool = True,
     on_event: StreamSink | None = None,
@@ -379,53 +356,52 @@ async def open_openai_provider(
     bounded), whatever cancelled the block.
 
     Raises:
-        ConfigurationError: no key and no ``base_url``, or a bad option.
+        ConfigurationError: no key and no ``base_url``, or a bad option (the
+            error names the option and the value).
         ProviderNotInstalledError: the ``openai`` extra is not installed.
     """
-    try:
-        import openai
-    except ImportError as exc:
-        raise missing_extra("openai", exc) from exc
-    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-        raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-    if not timeout_s > 0:
-        raise ConfigurationError(f"timeout_s must be > 0, got {timeout_s!r}")
-    if api not in ("chat", "responses"):
-        raise ConfigurationError(f"api must be 'chat' or 'responses', got {api!r}")
-    key = api_key_from(api_key, "OPENAI_API_KEY", base_url=base_url, provider="openai")
-    client = openai.AsyncOpenAI(
-        api_key=key,
+    sdk = import_sdk("openai")
+    owner = "open_openai_provider"
+    one_of("chat", "responses").check(owner, "api", api)
+    optional(string()).check(owner, "organization", organization)
+    client_options = ClientOptions(
+        api_key=api_key,
         base_url=base_url,
-        organization=organization,
         max_retries=max_retries,
-        timeout=timeout_s,
-        default_headers=dict(default_headers) if default_headers else None,
+        timeout_s=timeout_s,
+        default_headers=default_headers,
     )
-    provider: OpenAIChatProvider | OpenAIResponsesProvider
-    if api == "responses":
-        from ._openai_responses import OpenAIResponsesProvider
-
-        provider = OpenAIResponsesProvider(
-            client=client,
-            instructions=instructions,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stream=stream,
-            on_event=on_event,
-            extra_body=extra_body,
-        )
-    else:
-        provider = OpenAIChatProvider(
-            client=client,
-            instructions=instructions,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stream=stream,
-            include_usage=include_usage,
-            on_event=on_event,
-            extra_body=extra_body,
-        )
+    client_options.check(owner)
+    client = sdk.AsyncOpenAI(
+        organization=organization, **client_options.sdk_arguments("OPENAI_API_KEY", _PROVIDER)
+    )
     try:
+        provider: OpenAIChatProvider | OpenAIResponsesProvider
+        if api == "responses":
+            from ._openai_responses import OpenAIResponsesProvider
+
+            provider = OpenAIResponsesProvider(
+                client=client,
+                instructions=instructions,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                reasoning_effort=reasoning_effort,
+                stream=stream,
+                on_event=on_event,
+                extra_body=extra_body,
+            )
+        else:
+            provider = OpenAIChatProvider(
+                client=client,
+                instructions=instructions,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                reasoning_effort=reasoning_effort,
+                stream=stream,
+                include_usage=include_usage,
+                on_event=on_event,
+                extra_body=extra_body,
+            )
         yield provider
     finally:
         await close_quietly(client.close)

@@ -10,16 +10,31 @@ import attrs
 from prism.core import (
     AssistantMessage,
     ImageContent,
+    ReasoningContent,
     TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
 
-from ._common import ResponseLog, close_quietly, content_text, parse_arguments
+from ._common import (
+    CHECK_EFFORT,
+    CHECK_FLAG,
+    CHECK_INSTRUCTIONS,
+    CHECK_MAPPING,
+    CHECK_MAX_TOKENS,
+    CHECK_SINK,
+    CHECK_TEMPERATURE,
+    EMPTY_SCHEMA,
+    ResponseLog,
+    arguments_json,
+    ask,
+    content_text,
+    parse_arguments,
+)
 from ._errors import ProviderAPIError, ProviderResponseError
 from ._events import (
-    ModelResponseFinished,
+    ModelReasoningDelta,
     ModelResponseInfo,
     ModelTextDelta,
     ModelToolCallDelta,
@@ -27,7 +42,7 @@ from ._events import (
     StreamSink,
     emit,
 )
-from ._openai import api_error
+from ._openai import CHECK_OPENAI_CLIENT
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -40,7 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIResponsesProvider"]
 
 _PROVIDER = "openai"
-_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def _input_content(content: tuple[Content, ...]) -> list[dict[str, Any]]:
@@ -54,24 +68,29 @@ def _input_content(content: tuple[Content, ...]) -> list[dict[str, Any]]:
     return parts
 
 
-def _arguments_json(arguments: object) -> str:
-    import json
+def _replayable(block: Content, *, stored: bool) -> bool:
+    # A reasoning item goes back as it came. Without stored responses the API
+    # can only use one that carries its encrypted_content (asked for with
+    # include); the bare id of an unstored item would be an error.
+    return (
+        isinstance(block, ReasoningContent)
+        and block.provider == _PROVIDER
+        and block.replay is not None
+        and (stored or "encrypted_content" in block.replay)
+    )
 
-    if isinstance(arguments, str):
-        return arguments
-    try:
-        return json.dumps(arguments)
-    except (TypeError, ValueError):
-        return "{}"
 
-
-def responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """The transcript as Responses API input items."""
+def responses_input(messages: tuple[Message, ...], *, stored: bool = False) -> list[dict[str, Any]]:
+    """The transcript as Responses API input items (reasoning items sent back unchanged)."""
     items: list[dict[str, Any]] = []
     for message in messages:
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": _input_content(message.content)})
         elif isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ReasoningContent) and _replayable(block, stored=stored):
+                    assert block.replay is not None
+                    items.append(dict(block.replay))
             text = "".join(content_text(block) for block in message.content)
             if text:
                 items.append({"role": "assistant", "content": text})
@@ -81,7 +100,7 @@ def responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
                         "type": "function_call",
                         "call_id": call.id,
                         "name": call.name,
-                        "arguments": _arguments_json(call.arguments),
+                        "arguments": arguments_json(call.arguments),
                     }
                 )
         elif isinstance(message, ToolResultMessage):
@@ -99,7 +118,7 @@ def responses_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
         tool: dict[str, Any] = {
             "type": "function",
             "name": spec.name,
-            "parameters": spec.parameters if spec.parameters is not None else _EMPTY_SCHEMA,
+            "parameters": spec.parameters if spec.parameters is not None else EMPTY_SCHEMA,
             "strict": False,
         }
         if spec.description:
@@ -128,31 +147,43 @@ class OpenAIResponsesProvider(ResponseLog):
     can be resumed. Build one with ``open_openai_provider(api="responses")``,
     or around your own ``openai.AsyncOpenAI`` client (which you then close).
 
+    Reasoning items come back as :class:`~prism.core.ReasoningContent`
+    (their summary as text) and are sent back unchanged in later requests.
+    With ``reasoning_effort`` set and ``store`` off, requests ask for the
+    items' ``encrypted_content`` (``include``), which is what lets a stateless
+    request carry them; an item without it is not sent back.
+
     Attributes:
         client: the SDK client (retries and rate-limit waits are its own settings).
         instructions: the ``instructions`` (system) text.
         max_tokens: ``max_output_tokens`` for each answer (``None``: the API's default).
         temperature: sampling temperature (``None``: the API's default).
+        reasoning_effort: a reasoning model's effort (``reasoning.effort``:
+            ``"low"``, ``"medium"``, ``"high"``, ...), with a summary asked for;
+            ``None``: the API's defaults, nothing asked.
         stream: stream answers (text and tool-call deltas go to ``on_event``).
         store: let OpenAI store the responses (default off).
-        on_event: receives :class:`ModelTextDelta`, :class:`ModelToolCallDelta`
-            and :class:`ModelResponseFinished`.
+        on_event: receives :class:`ModelTextDelta`, :class:`ModelReasoningDelta`,
+            :class:`ModelToolCallDelta` and :class:`ModelResponseFinished`.
         extra_body: more JSON fields for each request.
     """
 
-    client: "openai.AsyncOpenAI" = attrs.field(repr=False)
-    instructions: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    stream: bool = True
-    store: bool = False
-    on_event: StreamSink | None = attrs.field(default=None, repr=False)
-    extra_body: Mapping[str, object] | None = attrs.field(default=None, repr=False)
+    client: "openai.AsyncOpenAI" = attrs.field(repr=False, validator=CHECK_OPENAI_CLIENT)
+    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
+    max_tokens: int | None = attrs.field(default=None, validator=CHECK_MAX_TOKENS)
+    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
+    reasoning_effort: str | None = attrs.field(default=None, validator=CHECK_EFFORT)
+    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
+    store: bool = attrs.field(default=False, validator=CHECK_FLAG)
+    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
+    extra_body: Mapping[str, object] | None = attrs.field(
+        default=None, repr=False, validator=CHECK_MAPPING
+    )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": request.model,
-            "input": responses_input(request.messages),
+            "input": responses_input(request.messages, stored=self.store),
             "store": self.store,
         }
         if request.tools:
@@ -163,6 +194,10 @@ class OpenAIResponsesProvider(ResponseLog):
             params["max_output_tokens"] = self.max_tokens
         if self.temperature is not None:
             params["temperature"] = self.temperature
+        if self.reasoning_effort is not None:
+            params["reasoning"] = {"effort": self.reasoning_effort, "summary": "auto"}
+            if not self.store:
+                params["include"] = ["reasoning.encrypted_content"]
         if self.extra_body:
             params["extra_body"] = dict(self.extra_body)
         return params
@@ -170,10 +205,10 @@ class OpenAIResponsesProvider(ResponseLog):
     async def complete(self, request: ModelRequest) -> AssistantMessage:
         """Ask the API for the model's next turn.
 
-        Streams by default: text and tool-call argument fragments go to
-        ``on_event`` as they arrive; the answer is built from the final
-        response (``response.completed`` or ``response.incomplete``), and its
-        usage and status are kept in :attr:`responses`.
+        Streams by default: text, reasoning summary and tool-call argument
+        fragments go to ``on_event`` as they arrive; the answer is built from
+        the final response (``response.completed`` or ``response.incomplete``),
+        and its usage and status are kept in :attr:`responses`.
 
         Cancellation (an agent abort): the HTTP request or stream is closed and
         :class:`trio.Cancelled` propagates; nothing is recorded.
@@ -183,19 +218,14 @@ class OpenAIResponsesProvider(ResponseLog):
             ProviderConnectionError: the API could not be reached or timed out.
             ProviderResponseError: the stream ended without a final response.
         """
-        params = self._params(request)
-        import openai
-
-        try:
-            if self.stream:
-                stream = await self.client.responses.create(stream=True, **params)
-                try:
-                    return await self._consume(stream)
-                finally:
-                    await close_quietly(stream.close)
-            return self._finish(await self.client.responses.create(**params))
-        except openai.OpenAIError as exc:
-            raise api_error(exc) from exc
+        return await ask(
+            provider=_PROVIDER,
+            create=self.client.responses.create,
+            params=self._params(request),
+            stream=self.stream,
+            consume=self._consume,
+            finish=self._finish,
+        )
 
     def _finish(self, response: Response) -> AssistantMessage:
         if response.status == "failed":
@@ -207,6 +237,7 @@ class OpenAIResponsesProvider(ResponseLog):
                 provider=_PROVIDER,
                 error_type=str(code) if code else None,
             )
+        content: list[Content] = []
         texts: list[str] = []
         calls: list[ToolCall] = []
         for item in response.output:
@@ -222,6 +253,17 @@ class OpenAIResponsesProvider(ResponseLog):
                         id=item.call_id, name=item.name, arguments=parse_arguments(item.arguments)
                     )
                 )
+            elif item.type == "reasoning":
+                content.append(
+                    ReasoningContent(
+                        text="\n\n".join(part.text for part in item.summary),
+                        provider=_PROVIDER,
+                        replay=item.model_dump(mode="json", exclude_none=True),
+                    )
+                )
+        text = "".join(texts)
+        if text:
+            content.append(TextContent(text=text))
         stop_reason: str | None = response.status
         if response.status == "incomplete" and response.incomplete_details is not None:
             stop_reason = f"incomplete: {response.incomplete_details.reason}"
@@ -231,14 +273,8 @@ class OpenAIResponsesProvider(ResponseLog):
             response_id=response.id,
             stop_reason=stop_reason,
             usage=_usage(response.usage),
-            tool_calls=len(calls),
         )
-        self.add(info)
-        emit(self.on_event, ModelResponseFinished(info=info))
-        text = "".join(texts)
-        return AssistantMessage(
-            content=(TextContent(text=text),) if text else (), tool_calls=tuple(calls)
-        )
+        return self.answer(self.on_event, info, content, tuple(calls))
 
     async def _consume(self, stream: AsyncIterator[ResponseStreamEvent]) -> AssistantMessage:
         sink = self.on_event
@@ -246,6 +282,8 @@ class OpenAIResponsesProvider(ResponseLog):
         async for event in stream:
             if event.type == "response.output_text.delta":
                 emit(sink, ModelTextDelta(text=event.delta))
+            elif event.type == "response.reasoning_summary_text.delta":
+                emit(sink, ModelReasoningDelta(text=event.delta))
             elif event.type == "response.output_item.added":
                 item = event.item
                 if item.type == "function_call":

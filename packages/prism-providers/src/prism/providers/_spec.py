@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, cast
 import attrs
 
 from prism.core import ConfigurationError
+from prism.core.options import instance_of, one_of, string
 
 from ._anthropic import open_anthropic_provider
 from ._openai import open_openai_provider
@@ -34,8 +35,8 @@ class ModelSpec:
         model: the model name sent to the API (may itself hold colons: ``openai:llama3:8b``).
     """
 
-    provider: Literal["openai", "anthropic"]
-    model: str
+    provider: Literal["openai", "anthropic"] = attrs.field(validator=one_of(*PROVIDERS))
+    model: str = attrs.field(validator=string())
 
     @classmethod
     def parse(cls, spec: str) -> ModelSpec:
@@ -44,16 +45,20 @@ class ModelSpec:
         Raises:
             ConfigurationError: no colon, an unknown provider or an empty model.
         """
-        if not isinstance(spec, str):
-            raise ConfigurationError(f"a model spec is a string PROVIDER:MODEL, got {spec!r}")
+        string(non_empty=False).check("ModelSpec", "spec", spec)
         provider, sep, model = spec.partition(":")
         if not sep or not model.strip():
             raise ConfigurationError(
-                f"a model spec is PROVIDER:MODEL (for example openai:gpt-4.1), got {spec!r}"
+                f"ModelSpec.spec must be PROVIDER:MODEL (for example openai:gpt-4.1), got {spec!r}",
+                option="ModelSpec.spec",
+                value=spec,
             )
         if provider not in PROVIDERS:
             raise ConfigurationError(
-                f"unknown provider {provider!r} in {spec!r}: use one of {', '.join(PROVIDERS)}"
+                f"ModelSpec.spec names an unknown provider {provider!r} in {spec!r}: "
+                f"use one of {', '.join(PROVIDERS)}",
+                option="ModelSpec.spec",
+                value=spec,
             )
         return cls(provider=cast("Literal['openai', 'anthropic']", provider), model=model)
 
@@ -80,6 +85,9 @@ async def open_provider(
         ConfigurationError: a bad spec, or no key where one is needed.
         ProviderNotInstalledError: the provider's extra is not installed.
     """
+    (instance_of(ModelSpec, str, description="a ModelSpec or a PROVIDER:MODEL string")).check(
+        "open_provider", "spec", spec
+    )
     parsed = spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec)
     if parsed.provider == "openai":
         async with open_openai_provider(
