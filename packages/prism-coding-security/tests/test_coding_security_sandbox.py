@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -20,60 +19,32 @@ from prism.coding.security import (
 from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
 from prism.core import ConfigurationError
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
-def _bwrap_works() -> str | None:
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bwrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(
-        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-         "--die-with-parent", "true"],
-        capture_output=True, check=False, timeout=30,
-    )  # fmt: skip
-    if probe.returncode != 0:
-        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
-    return None
+    from prism.coding.tools import ShellExit
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
 
 
-_SKIP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-
-
-async def run(
-    ops: ShellOperations, command: str, cwd: Path, env: dict[str, str] | None = None
-) -> tuple[ShellExit, str]:
-    chunks: list[bytes] = []
-
-    async def sink(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    request = ShellSpawnRequest(
-        command=command,
-        shell_path="/bin/sh",
-        cwd=str(cwd),
-        env=env if env is not None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    with trio.fail_after(30):
-        result = await ops.run(request, sink)
-    return result, b"".join(chunks).decode(errors="replace")
-
-
-@needs_bwrap
-async def test_can_write_inside_a_writable_root(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_can_write_inside_a_writable_root(root: Path, run_shell: RunShell) -> None:
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, _ = await run(ops, "echo inside > made.txt", root)
+    result, _ = await run_shell(ops, "echo inside > made.txt", root)
     assert result.exit_code == 0
     assert (root / "made.txt").read_text() == "inside\n"
 
 
-@needs_bwrap
-async def test_cannot_write_outside_the_writable_roots(root: Path, tmp_path: Path) -> None:
+@pytest.mark.bwrap
+async def test_cannot_write_outside_the_writable_roots(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     home_target = Path("/var/tmp") / f"prism-sandbox-test-{os.getpid()}"
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     script = f"echo x > {elsewhere}/f; echo x > {home_target}; echo x > /usr/prism-test; echo done"
-    _, output = await run(ops, script, root)
+    _, output = await run_shell(ops, script, root)
     assert "done" in output
     assert not await trio.Path(elsewhere / "f").exists()
     assert not await trio.Path(home_target).exists()
@@ -81,21 +52,21 @@ async def test_cannot_write_outside_the_writable_roots(root: Path, tmp_path: Pat
     assert "Read-only file system" in output or "No such file" in output
 
 
-@needs_bwrap
-async def test_tmp_is_private(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_tmp_is_private(root: Path, run_shell: RunShell) -> None:
     marker = Path("/tmp") / f"prism-sandbox-private-{os.getpid()}"
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, _ = await run(ops, f"echo x > {marker} && test -f {marker}", root)
+    result, _ = await run_shell(ops, f"echo x > {marker} && test -f {marker}", root)
     assert result.exit_code == 0
     assert not marker.exists()
 
 
-@needs_bwrap
-async def test_sees_its_working_directory(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_sees_its_working_directory(root: Path, run_shell: RunShell) -> None:
     (root / "sub").mkdir()
     (root / "sub" / "here.txt").write_text("present")
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, output = await run(ops, "pwd; cat here.txt", root / "sub")
+    result, output = await run_shell(ops, "pwd; cat here.txt", root / "sub")
     assert result.exit_code == 0
     assert output.splitlines() == [str(root / "sub"), "present"]
 
@@ -106,8 +77,8 @@ async def test_sees_its_working_directory(root: Path) -> None:
 _PYTHON = os.path.realpath(sys.executable)
 
 
-@needs_bwrap
-async def test_no_network_by_default(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_no_network_by_default(root: Path, run_shell: RunShell) -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -123,13 +94,13 @@ async def test_no_network_by_default(root: Path) -> None:
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     with listener:
-        _, output = await run(ops, f"{_PYTHON} probe.py", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert "refused" in output, output
     assert "connected" not in output
 
 
-@needs_bwrap
-async def test_network_true_shares_the_host_network(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_network_true_shares_the_host_network(root: Path, run_shell: RunShell) -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -138,18 +109,18 @@ async def test_network_true_shares_the_host_network(root: Path) -> None:
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], network=True))
     with listener:
-        _, output = await run(ops, f"{_PYTHON} probe.py", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert output.strip() == "ok"
 
 
-@needs_bwrap
-async def test_runs_in_its_own_pid_namespace(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_runs_in_its_own_pid_namespace(root: Path, run_shell: RunShell) -> None:
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, "ls /proc | grep -c '^[0-9]'", root)
+    _, output = await run_shell(ops, "ls /proc | grep -c '^[0-9]'", root)
     assert int(output.strip()) < 10
 
 
-@needs_bwrap
+@pytest.mark.bwrap
 async def test_cancellation_kills_the_sandboxed_tree(root: Path) -> None:
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     started = trio.Event()
@@ -176,23 +147,25 @@ async def test_cancellation_kills_the_sandboxed_tree(root: Path) -> None:
     assert leftover.stdout.split() == []
 
 
-async def test_missing_bwrap_refuses_to_run(root: Path) -> None:
+async def test_missing_bwrap_refuses_to_run(root: Path, run_shell: RunShell) -> None:
     backend = BubblewrapSandbox([str(root)], bwrap_path=str(root / "no-bwrap-here"))
     ops = create_sandbox_shell_operations(backend)
     (root / "flag").write_text("")
     with pytest.raises(SandboxUnavailableError, match="refusing to run unsandboxed"):
-        await run(ops, "rm flag", root)
+        await run_shell(ops, "rm flag", root)
     assert (root / "flag").exists()
 
 
-async def test_bwrap_that_cannot_create_namespaces_refuses_to_run(root: Path) -> None:
+async def test_bwrap_that_cannot_create_namespaces_refuses_to_run(
+    root: Path, run_shell: RunShell
+) -> None:
     fake = root / "fake-bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\n"
                     "exit 1\n")  # fmt: skip
     fake.chmod(0o755)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], bwrap_path=str(fake)))
     with pytest.raises(SandboxUnavailableError, match="No permissions"):
-        await run(ops, "true", root)
+        await run_shell(ops, "true", root)
 
 
 def test_backend_satisfies_the_protocol(root: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import TYPE_CHECKING
 
@@ -16,59 +15,47 @@ from prism.coding.security import (
     _landlock_exec,
     create_sandbox_shell_operations,
 )
-from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.coding.tools import ShellExit
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-_ABI = _landlock_exec.abi_version()
-needs_landlock = pytest.mark.skipif(_ABI < 1, reason="the kernel has no Landlock (or it is off)")
+    from prism.coding.tools import ShellExit
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
+
+
 _PYTHON = "/usr/bin/python3"
-needs_python = pytest.mark.skipif(
-    not os.access(_PYTHON, os.X_OK), reason="the probes run on /usr/bin/python3"
-)
 
 
-async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
-    chunks: list[bytes] = []
-
-    async def sink(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    request = ShellSpawnRequest(
-        command=command,
-        shell_path="/bin/sh",
-        cwd=str(cwd),
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    with trio.fail_after(30):
-        result = await ops.run(request, sink)
-    return result, b"".join(chunks).decode(errors="replace")
-
-
-@needs_landlock
-async def test_writes_inside_the_root_and_to_dev_null_work(root: Path) -> None:
+@pytest.mark.landlock
+async def test_writes_inside_the_root_and_to_dev_null_work(root: Path, run_shell: RunShell) -> None:
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
-    result, _ = await run(ops, "echo inside > made.txt && echo x > /dev/null", root)
+    result, _ = await run_shell(ops, "echo inside > made.txt && echo x > /dev/null", root)
     assert result.exit_code == 0
     assert (root / "made.txt").read_text() == "inside\n"
 
 
-@needs_landlock
-async def test_writes_outside_the_roots_are_denied(root: Path, tmp_path: Path) -> None:
+@pytest.mark.landlock
+async def test_writes_outside_the_roots_are_denied(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
-    _, output = await run(ops, f"echo x > {elsewhere}/f; mkdir {elsewhere}/d; echo done", root)
+    _, output = await run_shell(
+        ops, f"echo x > {elsewhere}/f; mkdir {elsewhere}/d; echo done", root
+    )
     assert "done" in output
     assert "Permission denied" in output
     assert list(elsewhere.iterdir()) == []
 
 
-@needs_landlock
-@needs_python
-async def test_no_tcp_connection_without_network(root: Path) -> None:
+@pytest.mark.landlock
+@pytest.mark.system_python
+async def test_no_tcp_connection_without_network(root: Path, run_shell: RunShell) -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -82,13 +69,13 @@ async def test_no_tcp_connection_without_network(root: Path) -> None:
     )
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
     with listener:
-        _, output = await run(ops, f"{_PYTHON} probe.py", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert output.startswith("refused"), output
 
 
-@needs_landlock
-@needs_python
-async def test_network_true_allows_tcp(root: Path) -> None:
+@pytest.mark.landlock
+@pytest.mark.system_python
+async def test_network_true_allows_tcp(root: Path, run_shell: RunShell) -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -98,13 +85,15 @@ async def test_network_true_allows_tcp(root: Path) -> None:
     )
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)], network=True))
     with listener:
-        _, output = await run(ops, f"{_PYTHON} probe.py", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert output.strip() == "ok"
 
 
-@needs_landlock
-@needs_python
-async def test_host_unix_socket_cannot_be_reached_even_with_network(root: Path) -> None:
+@pytest.mark.landlock
+@pytest.mark.system_python
+async def test_host_unix_socket_cannot_be_reached_even_with_network(
+    root: Path, run_shell: RunShell
+) -> None:
     path = str(root / "agent.sock")
     (root / "probe.py").write_text(
         "import socket, sys\n"
@@ -118,44 +107,48 @@ async def test_host_unix_socket_cannot_be_reached_even_with_network(root: Path) 
         listener.bind(path)
         listener.listen(1)
         listener.setblocking(False)
-        _, output = await run(ops, f"{_PYTHON} probe.py {path}", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py {path}", root)
         assert "Operation not permitted" in output, output
         with pytest.raises(BlockingIOError):
             listener.accept()
 
 
-@needs_landlock
-@needs_python
-async def test_memory_limit_applies(root: Path) -> None:
+@pytest.mark.landlock
+@pytest.mark.system_python
+async def test_memory_limit_applies(root: Path, run_shell: RunShell) -> None:
     (root / "hog.py").write_text(
         "try:\n    b = bytearray(1 << 30); print('allocated')\n"
         "except MemoryError:\n    print('MemoryError')\n"
     )
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)], memory_bytes=256 << 20))
-    _, output = await run(ops, f"{_PYTHON} hog.py", root)
+    _, output = await run_shell(ops, f"{_PYTHON} hog.py", root)
     assert output.strip() == "MemoryError"
 
 
-@needs_landlock
-async def test_helper_fails_closed_when_a_root_vanishes(root: Path, tmp_path: Path) -> None:
+@pytest.mark.landlock
+async def test_helper_fails_closed_when_a_root_vanishes(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
     doomed = tmp_path / "doomed"
     doomed.mkdir()
     sandbox = LandlockSandbox([str(root), str(doomed)])
     await sandbox.ensure_available()
     doomed.rmdir()
     ops = create_sandbox_shell_operations(sandbox)
-    result, output = await run(ops, "echo ran > ran.txt", root)
+    result, output = await run_shell(ops, "echo ran > ran.txt", root)
     assert result.exit_code == 126
     assert "not running the command" in output
     assert not (root / "ran.txt").exists()
 
 
-async def test_no_landlock_refuses_to_run(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_landlock_refuses_to_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch, run_shell: RunShell
+) -> None:
     monkeypatch.setattr(_landlock_exec, "abi_version", lambda: 0)
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
     (root / "flag").write_text("")
     with pytest.raises(SandboxUnavailableError, match="Landlock is not available"):
-        await run(ops, "rm flag", root)
+        await run_shell(ops, "rm flag", root)
     assert (root / "flag").exists()
 
 
@@ -176,11 +169,11 @@ def test_bad_landlock_options_raise_naming_the_option(
         LandlockSandbox(**kwargs)  # type: ignore[arg-type]
 
 
-@needs_landlock
-async def test_the_command_has_no_capabilities(root: Path) -> None:
+@pytest.mark.landlock
+async def test_the_command_has_no_capabilities(root: Path, run_shell: RunShell) -> None:
     # As root, Landlock alone would leave reboot, module loading and the rest.
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
-    _, output = await run(ops, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", root)
+    _, output = await run_shell(ops, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", root)
     values = [line.split()[1] for line in output.splitlines()]
     assert len(values) == 5
     assert set(values) == {"0000000000000000"}

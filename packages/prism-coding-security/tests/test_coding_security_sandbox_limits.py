@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,79 +14,49 @@ from prism.coding.security import (
     SandboxUnavailableError,
     create_sandbox_shell_operations,
 )
-from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.coding.tools import ShellExit, ShellSpawnRequest
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
+    from prism.coding.tools import ShellExit
 
-def _bwrap_works() -> str | None:
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bwrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(
-        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-         "--die-with-parent", "true"],
-        capture_output=True, check=False, timeout=30,
-    )  # fmt: skip
-    if probe.returncode != 0:
-        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
-    if shutil.which("prlimit") is None:
-        return "prlimit (util-linux) is not installed"
-    return None
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
 
 
-_SKIP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 _PYTHON = "/usr/bin/python3"
-needs_python = pytest.mark.skipif(
-    not os.access(_PYTHON, os.X_OK), reason="the probes run on /usr/bin/python3"
-)
 
 
-async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
-    chunks: list[bytes] = []
-
-    async def sink(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    request = ShellSpawnRequest(
-        command=command,
-        shell_path="/bin/sh",
-        cwd=str(cwd),
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    with trio.fail_after(30):
-        result = await ops.run(request, sink)
-    return result, b"".join(chunks).decode(errors="replace")
-
-
-@needs_bwrap
-@needs_python
-async def test_memory_hog_gets_memory_error(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.prlimit
+@pytest.mark.system_python
+async def test_memory_hog_gets_memory_error(root: Path, run_shell: RunShell) -> None:
     (root / "hog.py").write_text(
         "try:\n    b = bytearray(1 << 30)\n    print('allocated')\n"
         "except MemoryError:\n    print('MemoryError')\n"
     )
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], memory_bytes=256 << 20))
-    result, output = await run(ops, f"{_PYTHON} hog.py", root)
+    result, output = await run_shell(ops, f"{_PYTHON} hog.py", root)
     assert (result.exit_code, output.strip()) == (0, "MemoryError")
 
 
-@needs_bwrap
-@needs_python
-async def test_without_limits_the_same_allocation_succeeds(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.prlimit
+@pytest.mark.system_python
+async def test_without_limits_the_same_allocation_succeeds(root: Path, run_shell: RunShell) -> None:
     (root / "hog.py").write_text("b = bytearray(512 << 20)\nprint('allocated')\n")
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, f"{_PYTHON} hog.py", root)
+    _, output = await run_shell(ops, f"{_PYTHON} hog.py", root)
     assert output.strip() == "allocated"
 
 
-@needs_bwrap
-async def test_busy_loop_is_stopped_by_the_cpu_limit(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.prlimit
+async def test_busy_loop_is_stopped_by_the_cpu_limit(root: Path, run_shell: RunShell) -> None:
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], cpu_time_s=1))
-    result, _ = await run(ops, "while :; do :; done", root)
+    result, _ = await run_shell(ops, "while :; do :; done", root)
     assert result.exit_code != 0
 
 
@@ -119,8 +88,9 @@ def _as_nobody() -> list[str] | None:
     return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
 
-@needs_bwrap
-@needs_python
+@pytest.mark.bwrap
+@pytest.mark.prlimit
+@pytest.mark.system_python
 @pytest.mark.skipif(_as_nobody() is None, reason="root is exempt from RLIMIT_NPROC; no setpriv")
 async def test_fork_bomb_is_capped_by_max_processes() -> None:
     # The kernel does not apply RLIMIT_NPROC to root, so as root the probe runs
@@ -144,7 +114,8 @@ async def test_fork_bomb_is_capped_by_max_processes() -> None:
     assert error == "Resource temporarily unavailable"
 
 
-@needs_bwrap
+@pytest.mark.bwrap
+@pytest.mark.prlimit
 async def test_no_process_is_left_after_a_timeout(root: Path) -> None:
     marker = f"prism-limits-{os.getpid()}-{id(root)}"
     ops = create_sandbox_shell_operations(

