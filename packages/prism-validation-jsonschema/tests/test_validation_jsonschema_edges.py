@@ -18,16 +18,6 @@ D7 = "http://json-schema.org/draft-07/schema#"
 D2020 = "https://json-schema.org/draft/2020-12/schema"
 
 
-def _rejected(schema: object, *words: str) -> str:
-    result = JsonSchemaArgumentValidator().validate(schema, None)
-    assert not result.ok
-    message = result.errors[0].message
-    assert message.startswith("schema rejected"), message
-    for word in words:
-        assert word in message, message
-    return message
-
-
 def test_check_schema_accepts_a_good_schema_and_raises_for_a_bad_one() -> None:
     validator = JsonSchemaArgumentValidator()
     validator.check_schema({"type": "string"})  # no exception: admitted
@@ -35,30 +25,6 @@ def test_check_schema_accepts_a_good_schema_and_raises_for_a_bad_one() -> None:
         validator.check_schema({"$schema": 7})
     assert raised.value.reason == "$schema must be a string"
     assert raised.value.path == "#/$schema"
-
-
-@pytest.mark.parametrize(
-    ("schema", "words"),
-    [
-        ({"$id": "http://[::1", "type": "string"}, ("not a valid URI",)),
-        (
-            {
-                "$defs": {
-                    "a": {"$id": "http://127.0.0.1/a.json"},
-                    "b": {"$id": "http://127.0.0.1/a.json"},
-                }
-            },
-            ("declared twice",),
-        ),
-        ({"$defs": {"a": {"$anchor": "x"}, "b": {"$anchor": "x"}}}, ("anchor", "declared twice")),
-        ({"$schema": D7, "patternProperties": []}, ("patternProperties",)),
-        ({"type": "string", "maxLength": 5, "pattern": "\ud800"}, ("pattern",)),
-    ],
-)
-def test_malformed_schemas_are_refused_with_the_reason(
-    schema: dict[str, Any], words: tuple[str, ...]
-) -> None:
-    _rejected(schema, *words)
 
 
 def test_a_recursive_schema_whose_cost_settles_is_admitted() -> None:

@@ -490,3 +490,30 @@ def test_the_largest_schema_compiles_and_a_larger_one_is_refused() -> None:
     outcomes = [JsonSchemaArgumentValidator(limits=limits).validate(s, {}) for s in schemas]
     assert outcomes[0].ok
     _refused(outcomes[1], "characters of code")
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        ({"$id": "http://[::1", "type": "string"}, ("not a valid URI",)),
+        (
+            {
+                "$defs": {
+                    "a": {"$id": "http://127.0.0.1/a.json"},
+                    "b": {"$id": "http://127.0.0.1/a.json"},
+                }
+            },
+            ("declared twice",),
+        ),
+        ({"$defs": {"a": {"$anchor": "x"}, "b": {"$anchor": "x"}}}, ("anchor", "declared twice")),
+        (
+            {"$schema": "http://json-schema.org/draft-07/schema#", "patternProperties": []},
+            ("patternProperties",),
+        ),
+        ({"type": "string", "maxLength": 5, "pattern": "\ud800"}, ("pattern",)),
+    ],
+)
+def test_malformed_schemas_are_refused_with_the_reason(
+    schema: dict[str, Any], words: tuple[str, ...]
+) -> None:
+    _refused(JsonSchemaArgumentValidator().validate(schema, None), *words)
