@@ -146,6 +146,38 @@ async def add_tool(name: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def ask_model(prompt: str, ctx: Context) -> str:
+    """Ask the client's model (sampling); say what came back, or why not."""
+    message = mcp_types.SamplingMessage(
+        role="user", content=mcp_types.TextContent(type="text", text=prompt)
+    )
+    try:
+        result = await ctx.session.create_message(messages=[message], max_tokens=16)
+    except Exception as exc:
+        return f"refused: {exc}"
+    content = result.content
+    return f"model said: {getattr(content, 'text', content)}"
+
+
+@server.tool()
+async def ask_user(question: str, ctx: Context) -> str:
+    """Ask the user (form elicitation); say what came back, or why not."""
+    schema: dict[str, object] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    try:
+        result = await ctx.session.elicit(message=question, requested_schema=schema)
+    except Exception as exc:
+        return f"refused: {exc}"
+    return f"user: {result.action} {result.content}"
+
+
+@server.tool()
+async def log_line(text: str, ctx: Context) -> str:
+    """Send one log message at info level, then answer."""
+    await ctx.info(text)
+    return "logged"
+
+
+@server.tool()
 async def ping_flood(count: int, ctx: Context, wait_s: float = 5.0) -> str:
     """Send ``count`` pings to the client at once; say how many were answered in ``wait_s``."""
     answered = 0

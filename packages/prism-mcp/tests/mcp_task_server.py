@@ -19,6 +19,11 @@ Each tool answers ``tools/call`` with a task (``resultType: "task"``) and
 - ``poll_<zero|negative|huge|text>``: completes after two polls, with a
   hostile ``pollIntervalMs``.
 - ``plain``: answers at once with an ordinary result (no task).
+
+And tools with hostile shapes, answered at once: ``deep`` (structuredContent
+nested 40 levels), ``nan_structured`` (structuredContent holding NaN); the
+listing also offers ``nan_input`` and ``nan_output`` (a NaN in the input or
+output schema) and ``bad_output`` (an output schema no validator takes).
 """
 
 from __future__ import annotations
@@ -52,7 +57,25 @@ polls: dict[str, int] = {}
 kinds: dict[str, str] = {}
 
 
+NAN = float("nan")
+SHAPES: dict[str, dict[str, object]] = {
+    "deep": {"inputSchema": {"type": "object"}},
+    "nan_structured": {"inputSchema": {"type": "object"}},
+    "nan_input": {"inputSchema": {"type": "object", "maximum": NAN}},
+    "nan_output": {"inputSchema": {"type": "object"}, "outputSchema": {"maximum": NAN}},
+    "bad_output": {"inputSchema": {"type": "object"}, "outputSchema": {"type": 12}},
+}
+
+
+def nested(depth: int) -> object:
+    value: object = "bottom"
+    for _ in range(depth):
+        value = {"down": value}
+    return value
+
+
 def send(message: dict[str, object]) -> None:
+    # NaN goes out as the bare word NaN on purpose: hostile, and what Python writes.
     data = json.dumps(message, separators=(",", ":")).encode() + b"\r\n"
     if not CUT:
         OUT.write(data)
@@ -115,11 +138,16 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
         )
     if method == "tools/list":
         listed = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+        listed += [{"name": name, **shape} for name, shape in SHAPES.items()]
         return complete({"tools": listed, "ttlMs": 0, "cacheScope": "private"})
     if method == "tools/call":
         name = params["name"]
         if name == "plain":
             return complete({"content": [{"type": "text", "text": "no task"}]})
+        if name in SHAPES:
+            structured = nested(40) if name == "deep" else {"x": NAN}
+            text = {"type": "text", "text": name}
+            return complete({"content": [text], "structuredContent": structured})
         task_id = f"task-{len(kinds) + 1}"
         kinds[task_id] = name
         polls[task_id] = 0

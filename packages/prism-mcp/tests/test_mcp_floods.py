@@ -134,7 +134,7 @@ async def test_server_requests_over_http_are_bounded_too(fixture_http_url: str) 
     [
         ("pages", {"max_list_pages": 2, "max_list_bytes": 100_000_000}, 18),
         ("pages", {"max_list_bytes": 250_000}, 2),
-        ("schema_pages", {"max_list_bytes": 450_000}, 2),
+        ("schema_pages", {"max_list_bytes": 450_000}, 4),
     ],
 )
 async def test_listing_bounds_keep_what_fits(

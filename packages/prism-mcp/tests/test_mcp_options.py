@@ -48,6 +48,8 @@ BAD_OPEN_OPTIONS: list[tuple[str, object]] = [
     ("pins_file", 3),
     ("roots", "/srv"),
     ("roots", ["relative/path"]),
+    ("roots", ["/srv"] * 300),
+    ("roots", 7),
 ]
 
 

@@ -177,3 +177,31 @@ async def test_an_ordinary_answer_from_a_task_capable_server_is_not_a_task(
             result = await run(bridge, "plain")
     assert result.joined_text == "no task"
     assert polls(log) == 0
+
+
+async def test_hostile_shapes_are_skipped_or_contained(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "log"
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            names = {tool.name.removeprefix("mcp:tasks:") for tool in bridge.tools}
+            deep = await run(bridge, "deep")
+            nan = await run(bridge, "nan_structured")
+            unchecked = bridge.tool_info["mcp:tasks:bad_output"].output_schema
+    # A schema that is not JSON (NaN) makes the tool unusable: skipped, with a warning.
+    assert "nan_input" not in names
+    assert {"deep", "nan_structured", "nan_output", "bad_output"} <= names
+    warnings = " ".join(record.getMessage() for record in caplog.records)
+    assert "nan_input: inputSchema is not a JSON object" in warnings
+    assert "bad_output: outputSchema cannot be used" in warnings
+    assert unchecked == {"type": 12}
+    # Deeper than the fast copy goes: still copied, through the json module.
+    value = deep.structured
+    for _ in range(40):
+        assert isinstance(value, dict)
+        value = value["down"]
+    assert value == "bottom"
+    # A structuredContent that is not JSON is dropped, the content kept.
+    assert nan.structured is None
+    assert nan.joined_text == "nan_structured"

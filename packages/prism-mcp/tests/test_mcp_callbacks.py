@@ -1,0 +1,116 @@
+"""Host callbacks that fail: the server gets an error answer, the call still ends cleanly."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from prism.core import ToolCall, ToolExecutionContext
+from prism.mcp import (
+    McpElicitation,
+    McpElicitationAnswer,
+    McpLogMessage,
+    McpSamplingAnswer,
+    McpSamplingRequest,
+    McpToolBridge,
+    open_mcp_tools,
+)
+
+if TYPE_CHECKING:
+    from prism.mcp import StdioTransport
+
+
+async def run(bridge: McpToolBridge, name: str, arguments: dict[str, Any]) -> str:
+    tool = next(t for t in bridge.tools if t.name == f"mcp:fx:{name}")
+    ctx = ToolExecutionContext(ToolCall(id="c", name=tool.name, arguments=arguments))
+    result = await tool.execute(arguments, ctx)
+    assert not result.is_error, result.joined_text
+    return result.joined_text
+
+
+async def test_sampling_and_elicitation_reach_the_host_callbacks(
+    fixture_stdio: StdioTransport,
+) -> None:
+    seen: list[object] = []
+
+    async def sample(request: McpSamplingRequest) -> McpSamplingAnswer:
+        seen.append(request)
+        return McpSamplingAnswer(text="hello from the host", model="test-model")
+
+    async def elicit(request: McpElicitation) -> McpElicitationAnswer:
+        seen.append(request)
+        return McpElicitationAnswer(action="accept", content={"ok": True})
+
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, protocol="legacy", sample=sample, elicit=elicit
+        ) as bridge:
+            said = await run(bridge, "ask_model", {"prompt": "hi"})
+            answered = await run(bridge, "ask_user", {"question": "sure?"})
+    assert said == "model said: hello from the host"
+    assert answered == "user: accept {'ok': True}"
+    sampling, elicitation = seen
+    assert isinstance(sampling, McpSamplingRequest)
+    assert sampling.server_id == "fx"
+    assert sampling.max_tokens == 16
+    assert isinstance(elicitation, McpElicitation)
+    assert (elicitation.mode, elicitation.message) == ("form", "sure?")
+
+
+async def _raise(request: object) -> Any:
+    raise RuntimeError("the host is busy")
+
+
+async def _no_answer(request: object) -> Any:
+    return "yes"
+
+
+@pytest.mark.parametrize(
+    ("callback", "says"),
+    [(_raise, "could not"), (_no_answer, "the host gave no answer")],
+)
+async def test_a_failing_callback_is_an_error_answer_to_the_server(
+    fixture_stdio: StdioTransport, callback: Any, says: str
+) -> None:
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx",
+            transport=fixture_stdio,
+            protocol="legacy",
+            sample=callback,
+            elicit=callback,
+        ) as bridge:
+            said = await run(bridge, "ask_model", {"prompt": "hi"})
+            answered = await run(bridge, "ask_user", {"question": "sure?"})
+    assert said.startswith("refused:")
+    assert says in said
+    assert answered.startswith("refused:")
+    assert says in answered
+
+
+async def test_log_messages_reach_on_log_and_a_raising_on_log_is_contained(
+    fixture_stdio: StdioTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[McpLogMessage] = []
+
+    def on_log(message: McpLogMessage) -> None:
+        seen.append(message)
+        raise RuntimeError("the host's log sink broke")
+
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, protocol="legacy", on_log=on_log
+        ) as bridge:
+            assert await run(bridge, "log_line", {"text": "x" * 20_000}) == "logged"
+    (message,) = seen
+    assert message.server_id == "fx"
+    assert message.level == "info"
+    assert isinstance(message.data, str)
+    assert len(message.data) <= 8192
+    assert any(
+        record.levelno == logging.ERROR and "on_log" in record.getMessage()
+        for record in caplog.records
+    )
