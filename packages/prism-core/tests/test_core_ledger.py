@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from prism.core import (
     LEDGER_SCHEMA_VERSION,
+    ConfigurationError,
     DispatchOptions,
     ImageContent,
     JsonlLedgerSink,
@@ -243,7 +244,7 @@ async def test_a_raising_redactor_is_logged_and_does_not_break_dispatch(
 
 
 def test_ledger_rejects_a_non_callable_redactor() -> None:
-    with pytest.raises(TypeError, match="redact"):
+    with pytest.raises(ConfigurationError, match=r"RunLedger\.redact"):
         RunLedger(redact="yes")  # type: ignore[arg-type]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from prism.core import (
+    ConfigurationError,
     DispatchOptions,
     JsonlLedgerSink,
     LedgerEntry,
@@ -155,7 +156,7 @@ def test_a_failing_sink_without_on_error_is_logged(
 
 
 def test_a_sink_without_write_and_close_is_refused() -> None:
-    with pytest.raises(TypeError, match="write"):
+    with pytest.raises(ConfigurationError, match=r"RunLedger\.sinks .*write"):
         RunLedger(sinks=[object()])  # type: ignore[list-item]
 
 

@@ -87,5 +87,5 @@ def test_unknown_alias_maps_to_nothing() -> None:
 
 @pytest.mark.parametrize("bad", ["", None, 3])
 def test_bad_names_are_refused(bad: object) -> None:
-    with pytest.raises(ConfigurationError, match="tool name"):
+    with pytest.raises(ConfigurationError, match=r"provider_safe_name\.name"):
         provider_safe_name(bad)  # type: ignore[arg-type]

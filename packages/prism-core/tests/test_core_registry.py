@@ -173,7 +173,7 @@ def test_filter_accepts_any_iterable_of_names() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"allow": "read"}, "string"), ({"deny": [1]}, "strings")],
+    [({"allow": "read"}, "ToolFilter.allow"), ({"deny": [1]}, "ToolFilter.deny")],
 )
 def test_filter_rejects_bad_names(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,11 +20,20 @@ from ._content import (
     UserMessage,
 )
 from ._dispatch import DispatchOptions
-from ._errors import ConfigurationError, ModelProviderError, PrismError, SessionBusyError
+from ._errors import ModelProviderError, PrismError, SessionBusyError
 from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
 from ._ledger import RunLedger, ToolCallRecord
 from ._middleware import MiddlewareRegistry
 from ._names import ToolNameMap, create_tool_name_map
+from ._options import (
+    callable_value,
+    has_method,
+    instance_of,
+    integer,
+    optional,
+    sequence_of,
+    string,
+)
 from ._outcome import cancelled_result, refuse
 from ._parallel import dispatch_tool_calls_in_order, resolve_tool_concurrency
 from ._policy import PermissionPolicy
@@ -32,13 +42,14 @@ from ._tools import (
     ToolDefinition,
     ToolFilter,
     ToolRegistry,
+    check_filters,
     create_tool_registry,
     filter_tools,
 )
 from ._validation import ToolValidator
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
 
 __all__ = [
@@ -60,17 +71,6 @@ _TOO_MANY = (
 )
 
 
-def _positive_int(minimum: int) -> Any:
-    def check(instance: object, attribute: attrs.Attribute[object], value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigurationError(
-                f"{type(instance).__name__}.{attribute.name} must be an integer >= {minimum}, "
-                f"got {value!r}"
-            )
-
-    return check
-
-
 @attrs.frozen(kw_only=True)
 class SingleShotLoop:
     """The loop strategy: ask the provider, run its calls, repeat.
@@ -83,7 +83,7 @@ class SingleShotLoop:
         ConfigurationError: ``tool_concurrency`` is not an integer >= 1.
     """
 
-    tool_concurrency: int = attrs.field(default=1, validator=_positive_int(1))
+    tool_concurrency: int = attrs.field(default=1, validator=integer(minimum=1))
 
 
 @attrs.frozen(kw_only=True)
@@ -104,26 +104,8 @@ class Limits:
             ``max_tool_calls_per_turn`` is not an integer >= 1.
     """
 
-    max_tool_rounds: int = attrs.field(default=1, validator=_positive_int(0))
-    max_tool_calls_per_turn: int = attrs.field(default=128, validator=_positive_int(1))
-
-
-def _optional(kind: type[object], option: str) -> Any:
-    def check(_instance: object, _attribute: object, value: object) -> None:
-        if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(
-                f"RunOptions.{option} must be a {kind.__name__} or None, got {value!r}"
-            )
-
-    return check
-
-
-def _optional_callable(option: str) -> Any:
-    def check(_instance: object, _attribute: object, value: object) -> None:
-        if value is not None and not callable(value):
-            raise ConfigurationError(f"RunOptions.{option} must be callable or None, got {value!r}")
-
-    return check
+    max_tool_rounds: int = attrs.field(default=1, validator=integer(minimum=0))
+    max_tool_calls_per_turn: int = attrs.field(default=128, validator=integer(minimum=1))
 
 
 @attrs.frozen(kw_only=True)
@@ -141,16 +123,14 @@ class RunOptions:
     """
 
     signal: AbortSignal | None = attrs.field(
-        default=None, validator=_optional(AbortSignal, "signal")
+        default=None, validator=optional(instance_of(AbortSignal))
     )
-    limits: Limits | None = attrs.field(default=None, validator=_optional(Limits, "limits"))
+    limits: Limits | None = attrs.field(default=None, validator=optional(instance_of(Limits)))
     loop: SingleShotLoop | None = attrs.field(
-        default=None, validator=_optional(SingleShotLoop, "loop")
+        default=None, validator=optional(instance_of(SingleShotLoop))
     )
-    validate: ToolValidator | None = attrs.field(
-        default=None, validator=_optional_callable("validate")
-    )
-    on_event: EventSink | None = attrs.field(default=None, validator=_optional_callable("on_event"))
+    validate: ToolValidator | None = attrs.field(default=None, validator=optional(callable_value()))
+    on_event: EventSink | None = attrs.field(default=None, validator=optional(callable_value()))
 
 
 @attrs.frozen(kw_only=True)
@@ -487,9 +467,12 @@ async def _complete(provider: ModelProvider, request: ModelRequest) -> Assistant
 def _as_registry(tools: Iterable[ToolDefinition] | ToolRegistry) -> ToolRegistry:
     if isinstance(tools, ToolRegistry):
         return tools
-    if isinstance(tools, (str, bytes)):
-        raise ConfigurationError(f"tools must be ToolDefinition values, got {tools!r}")
-    return create_tool_registry(tools)
+    if isinstance(tools, Iterable) and not isinstance(tools, (str, bytes)):
+        tools = tuple(tools)
+    return create_tool_registry(_TOOLS.check("create_agent", "tools", tools))
+
+
+_TOOLS = sequence_of(instance_of(ToolDefinition))
 
 
 def create_agent(
@@ -525,36 +508,17 @@ def create_agent(
             names both).
         DuplicateToolError: two of ``tools`` share a name.
     """
-    if not isinstance(model, str) or not model:
-        raise ConfigurationError(f"create_agent model must be a non-empty string, got {model!r}")
-    if not callable(getattr(provider, "complete", None)):
-        raise ConfigurationError(
-            f"create_agent provider must have an async complete(request) method, got {provider!r}"
-        )
+    owner = "create_agent"
+    string().check(owner, "model", model)
+    has_method("complete").check(owner, "provider", provider)
     registry = _as_registry(tools)
-    checks: tuple[tuple[str, object, type[object]], ...] = (
-        ("loop", loop, SingleShotLoop),
-        ("limits", limits, Limits),
-        ("ledger", ledger, RunLedger),
-        ("middleware", middleware, MiddlewareRegistry),
-    )
-    for option, value, kind in checks:
-        if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(
-                f"create_agent {option} must be a {kind.__name__} or None, got {value!r}"
-            )
-    if validator is not None and not callable(validator):
-        raise ConfigurationError(f"create_agent validator must be callable, got {validator!r}")
-    if permission is not None and not callable(getattr(permission, "check", None)):
-        raise ConfigurationError(
-            f"create_agent permission must have a check(request) method, got {permission!r}"
-        )
-    if isinstance(filters, ToolFilter):
-        filters = (filters,)
-    filter_tuple = tuple(filters)
-    for item in filter_tuple:
-        if not isinstance(item, ToolFilter):
-            raise ConfigurationError(f"create_agent filters takes ToolFilter values, got {item!r}")
+    optional(callable_value()).check(owner, "validator", validator)
+    optional(has_method("check")).check(owner, "permission", permission)
+    optional(instance_of(MiddlewareRegistry)).check(owner, "middleware", middleware)
+    filter_tuple = check_filters(owner, filters)
+    optional(instance_of(SingleShotLoop)).check(owner, "loop", loop)
+    optional(instance_of(Limits)).check(owner, "limits", limits)
+    optional(instance_of(RunLedger)).check(owner, "ledger", ledger)
     key = tuple(tool.name for tool in registry.list())
     names = create_tool_name_map(key)
     return Agent(

@@ -18,9 +18,9 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
@@ -32,6 +32,7 @@ from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
 from ._ledger import LedgerRecorder
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._middleware import MiddlewareRegistry
+from ._options import callable_value, has_method, instance_of, optional
 from ._outcome import CallOutcome, cancelled_result, settle
 from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest, resolve_decision
 from ._redaction import json_safe, snapshot_json
@@ -40,13 +41,12 @@ from ._tools import (
     ToolExecutionContext,
     ToolFilter,
     ToolRegistry,
+    check_filters,
     is_tool_allowed,
 )
 from ._validation import ErrorInfo, ToolValidator
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from ._json import JsonObject, JsonValue
 
 __all__ = ["BlockedReason", "DispatchOptions", "dispatch_tool_call"]
@@ -57,60 +57,18 @@ _log = logging.getLogger("prism.core")
 _MAX_ERROR_CHARS = 2000
 
 
-def _check_registry(_instance: object, _attribute: object, value: Any) -> None:
-    if not isinstance(value, ToolRegistry):
-        raise TypeError(f"DispatchOptions.registry must be a ToolRegistry, got {value!r}")
-
-
-def _check_callable(name: str) -> Any:
-    def check(_instance: object, _attribute: object, value: Any) -> None:
-        if value is not None and not callable(value):
-            raise TypeError(f"DispatchOptions.{name} must be callable or None, got {value!r}")
-
-    return check
-
-
-def _check_instance(name: str, kind: type) -> Any:
-    def check(_instance: object, _attribute: object, value: Any) -> None:
-        if value is not None and not isinstance(value, kind):
-            raise TypeError(
-                f"DispatchOptions.{name} must be a {kind.__name__} or None, got {value!r}"
-            )
-
-    return check
-
-
-def _check_policy(_instance: object, _attribute: object, value: Any) -> None:
-    if value is not None and not callable(getattr(value, "check", None)):
-        raise TypeError(
-            f"DispatchOptions.permission must have a check() method or be None, got {value!r}"
-        )
-
-
-def _check_recorder(_instance: object, _attribute: object, value: Any) -> None:
-    if value is not None and not callable(getattr(value, "record", None)):
-        raise TypeError(
-            f"DispatchOptions.ledger must have a record() method or be None, got {value!r}"
-        )
-
-
-def _filters(value: Sequence[ToolFilter]) -> tuple[ToolFilter, ...]:
-    if isinstance(value, ToolFilter):
-        return (value,)
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, ToolFilter):
-            raise TypeError(f"DispatchOptions.filters takes ToolFilter values, got {item!r}")
-    return items
-
-
 def _read_only(value: Mapping[str, object]) -> Mapping[str, object]:
     # Every call's tools share it: a tool must not be able to change what the next one sees.
     if isinstance(value, MappingProxyType):
         return value
-    if not isinstance(value, Mapping):
-        raise TypeError(f"DispatchOptions.metadata must be a mapping, got {value!r}")
-    return MappingProxyType(dict(value))
+    return MappingProxyType(dict(_MAPPING.check("DispatchOptions", "metadata", value)))
+
+
+_MAPPING = instance_of(Mapping, description="a mapping")
+
+
+def _filters(value: ToolFilter | Iterable[ToolFilter]) -> tuple[ToolFilter, ...]:
+    return check_filters("DispatchOptions", value)
 
 
 @attrs.frozen(kw_only=True)
@@ -132,22 +90,25 @@ class DispatchOptions:
         metadata: handed to tools as ``context.metadata`` (a read-only copy).
 
     Raises:
-        TypeError: an option has the wrong type (the message names the option).
+        ConfigurationError: an option has the wrong type (the message names the
+            option and the value).
     """
 
-    registry: ToolRegistry = attrs.field(validator=_check_registry)
+    registry: ToolRegistry = attrs.field(validator=instance_of(ToolRegistry))
     filters: tuple[ToolFilter, ...] = attrs.field(default=(), converter=_filters)
-    permission: PermissionPolicy | None = attrs.field(default=None, validator=_check_policy)
-    validate: ToolValidator | None = attrs.field(
-        default=None, validator=_check_callable("validate")
+    permission: PermissionPolicy | None = attrs.field(
+        default=None, validator=optional(has_method("check"))
     )
+    validate: ToolValidator | None = attrs.field(default=None, validator=optional(callable_value()))
     middleware: MiddlewareRegistry | None = attrs.field(
-        default=None, validator=_check_instance("middleware", MiddlewareRegistry)
+        default=None, validator=optional(instance_of(MiddlewareRegistry))
     )
-    events: EventSink | None = attrs.field(default=None, validator=_check_callable("events"))
-    ledger: LedgerRecorder | None = attrs.field(default=None, validator=_check_recorder)
+    events: EventSink | None = attrs.field(default=None, validator=optional(callable_value()))
+    ledger: LedgerRecorder | None = attrs.field(
+        default=None, validator=optional(has_method("record"))
+    )
     signal: AbortSignal | None = attrs.field(
-        default=None, validator=_check_instance("signal", AbortSignal)
+        default=None, validator=optional(instance_of(AbortSignal))
     )
     metadata: Mapping[str, object] = attrs.field(factory=dict, converter=_read_only)
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
-from ._errors import ConfigurationError, ExtensionError
+from ._errors import ExtensionError
+from ._options import has_method, optional, string
 from ._policy import PermissionPolicy, PermissionRequest, assert_permission
 from ._tools import ToolDefinition
 
@@ -189,11 +190,7 @@ def create_extension_kernel(*, permission: PermissionPolicy | None = None) -> Ex
     Raises:
         ConfigurationError: ``permission`` has no ``check`` method.
     """
-    if permission is not None and not callable(getattr(permission, "check", None)):
-        raise ConfigurationError(
-            f"create_extension_kernel permission must have a check(request) method, "
-            f"got {permission!r}"
-        )
+    optional(has_method("check")).check("create_extension_kernel", "permission", permission)
     return ExtensionKernel(permission=permission)
 
 
@@ -225,10 +222,7 @@ def discover_contributions(group: str = "prism.extensions") -> list[DiscoveredCo
     Raises:
         ConfigurationError: ``group`` is not a non-empty string.
     """
-    if not isinstance(group, str) or not group:
-        raise ConfigurationError(
-            f"discover_contributions group must be a non-empty str, got {group!r}"
-        )
+    string().check("discover_contributions", "group", group)
     found = []
     for entry in importlib.metadata.entry_points(group=group):
         dist = getattr(entry, "dist", None)

@@ -35,6 +35,7 @@ from ._errors import PrismError
 from ._events import BlockedReason
 from ._json import JsonValue
 from ._ledger_decision import ToolCallDecision
+from ._options import callable_value, has_method, integer, one_of, optional, sequence_of, string
 from ._redaction import (
     Redactor,
     default_redactor,
@@ -422,12 +423,14 @@ def _new_run_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+_OUTCOMES = one_of("finished", "aborted", "failed")
+_SINKS = sequence_of(has_method("write", "close"))
+
+
 def _sinks(value: Iterable[LedgerSink]) -> tuple[LedgerSink, ...]:
-    items = tuple(value)
-    for item in items:
-        if not callable(getattr(item, "write", None)) or not callable(getattr(item, "close", None)):
-            raise TypeError(f"RunLedger sinks must have write() and close(), got {item!r}")
-    return items
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        value = tuple(value)
+    return _SINKS.check("RunLedger", "sinks", value)
 
 
 @attrs.define(eq=False)
@@ -449,28 +452,24 @@ class RunLedger:
             long-running process whose sinks keep the rest); ``None`` keeps all.
 
     Raises:
-        TypeError: ``redact`` is neither callable nor ``None``, or a sink lacks
-            ``write``/``close``.
-        ValueError: ``max_records`` is below 1.
+        ConfigurationError: an option has the wrong type or value (``redact``
+            not callable, a sink without ``write``/``close``, ``max_records``
+            below 1, ...); the error names the option and the value.
     """
 
-    redact: Redactor | None = attrs.field(factory=default_redactor)
+    redact: Redactor | None = attrs.field(
+        factory=default_redactor, validator=optional(callable_value())
+    )
     sinks: tuple[LedgerSink, ...] = attrs.field(default=(), converter=_sinks, kw_only=True)
-    on_error: Callable[[LedgerWriteFailed], None] | None = attrs.field(default=None, kw_only=True)
-    run_id: str = attrs.field(factory=_new_run_id, kw_only=True)
-    max_records: int | None = attrs.field(default=None, kw_only=True)
+    on_error: Callable[[LedgerWriteFailed], None] | None = attrs.field(
+        default=None, kw_only=True, validator=optional(callable_value())
+    )
+    run_id: str = attrs.field(factory=_new_run_id, kw_only=True, validator=string())
+    max_records: int | None = attrs.field(
+        default=None, kw_only=True, validator=optional(integer(minimum=1))
+    )
     _records: list[ToolCallRecord] = attrs.field(factory=list, init=False)
     _run_calls: int = attrs.field(default=0, init=False)
-
-    @redact.validator
-    def _check_redact(self, _attribute: object, value: object) -> None:
-        if value is not None and not callable(value):
-            raise TypeError(f"RunLedger redact must be callable or None, got {value!r}")
-
-    @max_records.validator
-    def _check_max_records(self, _attribute: object, value: object) -> None:
-        if value is not None and (type(value) is not int or value < 1):
-            raise ValueError(f"RunLedger max_records must be a positive integer, got {value!r}")
 
     @property
     def records(self) -> list[ToolCallRecord]:
@@ -550,8 +549,7 @@ class RunLedger:
         Raises:
             ValueError: ``outcome`` is not ``finished``, ``aborted`` or ``failed``.
         """
-        if outcome not in ("finished", "aborted", "failed"):
-            raise ValueError(f"run outcome must be finished, aborted or failed, got {outcome!r}")
+        _OUTCOMES.check("RunLedger.end_run", "outcome", outcome)
         entry = RunEndRecord(
             run_id=self.run_id, finished_at=time.time(), outcome=outcome, calls=self._run_calls
         )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError
 from ._ledger import RunEndRecord, RunStartRecord, ToolCallRecord
+from ._options import boolean, string
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, MeterProvider
@@ -109,6 +110,8 @@ class OtelLedgerSink:
         agent_name: str = "prism",
         record_arguments: bool = False,
     ) -> None:
+        boolean().check("OtelLedgerSink", "record_arguments", record_arguments)
+        string().check("OtelLedgerSink", "agent_name", agent_name)
         try:
             from opentelemetry import metrics, trace
         except ImportError as exc:

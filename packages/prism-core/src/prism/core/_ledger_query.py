@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
 from ._ledger import ToolCallStatus
+from ._options import boolean, number, optional, sequence_of, string
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from ._ledger import ToolCallRecord
 
 __all__ = ["LedgerQuery"]
 
 
-def _strings(value: str | Iterable[str]) -> tuple[str, ...]:
+_STRINGS = sequence_of(string(non_empty=False))
+
+
+def _strings(option: str, value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
-    items = tuple(value)
-    for item in items:
-        if not isinstance(item, str):
-            raise TypeError(f"LedgerQuery takes strings, got {item!r}")
-    return items
+    if isinstance(value, Iterable) and not isinstance(value, bytes):
+        value = tuple(value)
+    return cast("tuple[str, ...]", _STRINGS.check("LedgerQuery", option, value))
+
+
+def _statuses(value: str | Iterable[str]) -> tuple[str, ...]:
+    return _strings("status", value)
+
+
+def _tools(value: str | Iterable[str]) -> tuple[str, ...]:
+    return _strings("tool", value)
 
 
 @attrs.frozen(kw_only=True)
@@ -40,11 +49,11 @@ class LedgerQuery:
             execution policy denied.
     """
 
-    status: tuple[ToolCallStatus, ...] = attrs.field(default=(), converter=_strings)
-    tool: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    run: str | None = None
-    since: float | None = None
-    blocked: bool = False
+    status: tuple[ToolCallStatus, ...] = attrs.field(default=(), converter=_statuses)
+    tool: tuple[str, ...] = attrs.field(default=(), converter=_tools)
+    run: str | None = attrs.field(default=None, validator=optional(string(non_empty=False)))
+    since: float | None = attrs.field(default=None, validator=optional(number()))
+    blocked: bool = attrs.field(default=False, validator=boolean())
 
     def matches(self, record: ToolCallRecord) -> bool:
         """Whether ``record`` passes every filter."""

@@ -25,6 +25,7 @@ from ._ledger import (
     decode_entry,
     encode_entry,
 )
+from ._options import integer, one_of, optional, string
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -50,10 +51,12 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def fspath(value: str | os.PathLike[str]) -> str:
     """``os.fspath`` for ``str`` paths (typed for attrs converters)."""
-    path = os.fspath(value)
-    if not isinstance(path, str):
-        raise TypeError(f"a ledger path must be a str or str path, got {value!r}")
-    return path
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    return _PATH.check("ledger sink", "path", path)
+
+
+_PATH = string()
+_FSYNC = one_of("never", "run", "always")
 
 
 @attrs.define(eq=False)
@@ -86,23 +89,15 @@ class JsonlLedgerSink:
     """
 
     path: str = attrs.field(converter=fspath)
-    fsync: FsyncPolicy = "never"
-    max_bytes: int | None = None
-    backups: int = 3
+    fsync: FsyncPolicy = attrs.field(default="never", validator=_FSYNC)
+    max_bytes: int | None = attrs.field(default=None, validator=optional(integer(minimum=1)))
+    backups: int = attrs.field(default=3, validator=integer(minimum=0))
     _fd: int = attrs.field(default=-1, init=False)
     _inode: int = attrs.field(default=0, init=False)
     _torn: bool = attrs.field(default=False, init=False)
     _start: RunStartRecord | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.fsync not in ("never", "run", "always"):
-            raise ValueError(f"fsync must be never, run or always, got {self.fsync!r}")
-        if self.max_bytes is not None and (type(self.max_bytes) is not int or self.max_bytes < 1):
-            raise ValueError(
-                f"max_bytes must be a positive integer or None, got {self.max_bytes!r}"
-            )
-        if type(self.backups) is not int or self.backups < 0:
-            raise ValueError(f"backups must be a non-negative integer, got {self.backups!r}")
         self._open()
 
     def __repr__(self) -> str:

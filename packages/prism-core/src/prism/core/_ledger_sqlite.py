@@ -24,6 +24,7 @@ from ._ledger import (
     decode_object,
 )
 from ._ledger_sinks import FsyncPolicy, LedgerContents, contents_from, fspath
+from ._options import number, one_of
 
 if TYPE_CHECKING:
     from ._ledger import LedgerEntry
@@ -120,13 +121,11 @@ class SqliteLedgerSink:
     """
 
     path: str = attrs.field(converter=fspath)
-    fsync: FsyncPolicy = "run"
-    busy_timeout_s: float = 5.0
+    fsync: FsyncPolicy = attrs.field(default="run", validator=one_of("never", "run", "always"))
+    busy_timeout_s: float = attrs.field(default=5.0, validator=number(minimum=0))
     _db: sqlite3.Connection | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.fsync not in _SYNCHRONOUS:
-            raise ValueError(f"fsync must be never, run or always, got {self.fsync!r}")
         db = _connect(self.path)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")

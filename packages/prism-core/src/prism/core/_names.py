@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from ._errors import ConfigurationError
+from ._options import string
 
 __all__ = ["ToolNameMap", "create_tool_name_map", "provider_safe_name"]
 
@@ -46,8 +47,7 @@ def provider_safe_name(name: str) -> str:
     Raises:
         ConfigurationError: ``name`` is not a non-empty string.
     """
-    if not isinstance(name, str) or not name:
-        raise ConfigurationError(f"a tool name must be a non-empty string, got {name!r}")
+    string().check("provider_safe_name", "name", name)
     if _SAFE.fullmatch(name):
         return name
     alias = name.replace(":", "__")
@@ -99,8 +99,10 @@ def create_tool_name_map(names: Iterable[str]) -> ToolNameMap:
         other = to_name.get(alias)
         if other is not None:
             raise ConfigurationError(
-                f"tools {other!r} and {name!r} would both be offered to the model "
-                f"as {alias!r}; rename one of them"
+                f"create_tool_name_map.names: tools {other!r} and {name!r} would both be "
+                f"offered to the model as {alias!r}; rename one of them",
+                option="create_tool_name_map.names",
+                value=name,
             )
         to_alias[name] = alias
         to_name[alias] = name

@@ -10,7 +10,7 @@ import trio
 from ._asyncio_host import require_trio
 from ._content import ToolCall, ToolResult
 from ._dispatch import DispatchOptions, dispatch_tool_call
-from ._errors import ConfigurationError
+from ._options import integer, optional
 from ._outcome import cancelled_result, settle_not_started
 
 if TYPE_CHECKING:
@@ -26,12 +26,7 @@ ResultCallback = Callable[[int, ToolCall, ToolResult], None]
 """``on_result(index, call, result)``: called in call order as results become final."""
 
 
-def _check_concurrency(option: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{option} must be an integer >= 1, got {value!r}")
-    if value < 1:
-        raise ConfigurationError(f"{option} must be an integer >= 1, got {value!r}")
-    return value
+_CONCURRENCY = integer(minimum=1)
 
 
 def _has_exclusive(calls: Sequence[ToolCall], registry: ToolRegistry) -> bool:
@@ -54,7 +49,7 @@ def resolve_tool_concurrency(
         ConfigurationError: ``requested`` is 0, negative, or not an integer
             (``None`` means 1).
     """
-    wanted = 1 if requested is None else _check_concurrency("tool_concurrency", requested)
+    wanted = optional(_CONCURRENCY).check("resolve_tool_concurrency", "requested", requested) or 1
     if _has_exclusive(calls, registry):
         return 1
     return max(1, min(wanted, len(calls)))
@@ -166,7 +161,7 @@ async def dispatch_tool_calls_in_order(
         TrioRequiredError: awaited outside a trio task (from asyncio, go
             through :func:`open_asyncio_host`).
     """
-    limit = _check_concurrency("concurrency", concurrency)
+    limit = _CONCURRENCY.check("dispatch_tool_calls_in_order", "concurrency", concurrency)
     calls = tuple(calls)
     for call in calls:
         if not isinstance(call, ToolCall):

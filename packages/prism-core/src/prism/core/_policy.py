@@ -13,6 +13,7 @@ import attrs
 
 from ._errors import ConfigurationError, ExecutionDeniedError, PermissionDeniedError
 from ._ledger_decision import note_execution_decision
+from ._options import one_of, sequence_of, string
 
 __all__ = [
     "ExecutionAction",
@@ -71,20 +72,14 @@ async def resolve_decision(value: _T | Awaitable[_T]) -> _T:
     return value
 
 
+_GLOBS = sequence_of(string())
+
+
 def _compile_globs(name: str, patterns: Iterable[str]) -> re.Pattern[str] | None:
-    if isinstance(patterns, (str, bytes)):
-        raise ConfigurationError(
-            f"{name} takes an iterable of glob patterns, not the single string {patterns!r}"
-        )
-    try:
-        items = list(patterns)
-    except TypeError:
-        raise ConfigurationError(
-            f"{name} takes an iterable of glob patterns, got {patterns!r}"
-        ) from None
-    for item in items:
-        if not isinstance(item, str) or not item:
-            raise ConfigurationError(f"{name} rules must be non-empty strings, got {item!r}")
+    # A lone string is refused rather than read as one pattern per character.
+    if isinstance(patterns, Iterable) and not isinstance(patterns, (str, bytes)):
+        patterns = tuple(patterns)
+    items = _GLOBS.check("create_rule_permission_policy", name, patterns)
     if not items:
         return None
     return re.compile("|".join(f"(?:{translate(item)})" for item in items))
@@ -133,8 +128,7 @@ def create_rule_permission_policy(
         ConfigurationError: ``allow`` or ``deny`` is not an iterable of non-empty
             strings, or ``default`` is not ``"allow"``/``"deny"``.
     """
-    if not isinstance(default, str) or default not in ("allow", "deny"):
-        raise ConfigurationError(f"default must be 'allow' or 'deny', got {default!r}")
+    one_of("allow", "deny").check("create_rule_permission_policy", "default", default)
     return _RulePermissionPolicy(
         _compile_globs("allow", allow), _compile_globs("deny", deny), default == "allow"
     )

@@ -16,14 +16,13 @@ servers), so that both keep one contract: nothing they start outlives them.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 
-from ._errors import ConfigurationError
+from ._options import integer, number, optional, string
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -210,17 +209,10 @@ async def terminate_process_tree(
     cancellation is delivered at the caller's next checkpoint. It returns when
     every member found is gone or that bound has passed.
     """
-    if isinstance(root, bool) or not isinstance(root, int) or root < 2:
-        raise ConfigurationError(f"root must be a process id >= 2, got {root!r}")
-    if marker is not None and (not isinstance(marker, str) or not marker):
-        raise ConfigurationError(f"marker must be a non-empty string or None, got {marker!r}")
-    if (
-        isinstance(grace_s, bool)
-        or not isinstance(grace_s, (int, float))
-        or not math.isfinite(grace_s)
-        or grace_s < 0
-    ):
-        raise ConfigurationError(f"grace_s must be a finite number >= 0, got {grace_s!r}")
+    owner = "terminate_process_tree"
+    integer(minimum=2).check(owner, "root", root)
+    optional(string()).check(owner, "marker", marker)
+    number(minimum=0).check(owner, "grace_s", grace_s)
     needle = f"{PROCESS_TREE_ENV_VAR}={marker}".encode() if marker else None
     with trio.CancelScope(shield=True), trio.move_on_after(grace_s + 2 * _KILL_WAIT_S):
         members = await trio.to_thread.run_sync(_freeze_and_collect, root, needle, root_reaped)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
 import attrs
 
 from ._abort import AbortSignal
 from ._content import ToolCall, ToolResult
-from ._errors import ConfigurationError, DuplicateToolError
+from ._errors import DuplicateToolError
 from ._events import EventSink, ToolExecutionProgress, emit_event
 from ._json import JsonObject
+from ._options import callable_value, instance_of, one_of, optional, sequence_of, string
 
 __all__ = [
     "ToolDefinition",
@@ -65,17 +66,9 @@ class ToolExecutionContext:
         )
 
 
+_DUPLICATE = one_of("replace", "error")
+
 ToolHandler: TypeAlias = Callable[[JsonObject, ToolExecutionContext], Awaitable[ToolResult]]
-
-
-def _check_name(_instance: object, _attribute: object, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"tool name must be a non-empty string, got {value!r}")
-
-
-def _check_execute(_instance: object, _attribute: object, value: Any) -> None:
-    if not callable(value):
-        raise ConfigurationError(f"tool execute must be callable, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -94,12 +87,12 @@ class ToolDefinition:
             tool ran. ``None`` for local tools.
     """
 
-    name: str = attrs.field(validator=_check_name)
-    execute: ToolHandler = attrs.field(validator=_check_execute, eq=False)
+    name: str = attrs.field(validator=string())
+    execute: ToolHandler = attrs.field(validator=callable_value(), eq=False)
     description: str | None = None
     parameters: JsonObject | None = attrs.field(default=None, eq=False, hash=False)
     exclusive: bool = False
-    definition_hash: str | None = None
+    definition_hash: str | None = attrs.field(default=None, validator=optional(string()))
 
 
 @attrs.define(eq=False)
@@ -110,12 +103,7 @@ class ToolRegistry:
     """
 
     _tools: dict[str, ToolDefinition] = attrs.field(factory=dict, alias="tools", repr=False)
-    duplicate: Literal["replace", "error"] = attrs.field(default="error")
-
-    @duplicate.validator
-    def _check_duplicate(self, _attribute: object, value: object) -> None:
-        if not isinstance(value, str) or value not in ("replace", "error"):
-            raise ConfigurationError(f"duplicate must be 'replace' or 'error', got {value!r}")
+    duplicate: Literal["replace", "error"] = attrs.field(default="error", validator=_DUPLICATE)
 
     def register(self, tool: ToolDefinition) -> None:
         """Add ``tool``; a replaced tool keeps its place in the order.
@@ -163,30 +151,59 @@ def create_tool_registry(
         ConfigurationError: ``duplicate`` is not ``"replace"`` or ``"error"``.
         DuplicateToolError: two of ``tools`` share a name and ``duplicate`` is ``"error"``.
     """
-    if duplicate not in ("replace", "error"):
-        raise ConfigurationError(f"duplicate must be 'replace' or 'error', got {duplicate!r}")
+    _DUPLICATE.check("create_tool_registry", "duplicate", duplicate)
     registry = ToolRegistry(duplicate=duplicate)
     for tool in tools:
         registry.register(tool)
     return registry
 
 
-def _names(value: Iterable[str]) -> frozenset[str]:
-    if isinstance(value, str):
-        raise ConfigurationError(f"ToolFilter takes a set of names, not the string {value!r}")
-    names = frozenset(value)
-    for name in names:
-        if not isinstance(name, str):
-            raise ConfigurationError(f"ToolFilter names must be strings, got {name!r}")
-    return names
+_NAMES = sequence_of(string(non_empty=False))
+
+
+def _as_tuple(value: object) -> object:
+    """An iterable (a set, a generator) as a tuple, for a sequence check; a string as it is."""
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    return value
+
+
+def _names(option: str, value: object) -> frozenset[str]:
+    return frozenset(cast("tuple[str, ...]", _NAMES.check("ToolFilter", option, _as_tuple(value))))
+
+
+def _allow(value: Iterable[str]) -> frozenset[str]:
+    return _names("allow", value)
+
+
+def _deny(value: Iterable[str]) -> frozenset[str]:
+    return _names("deny", value)
 
 
 @attrs.frozen(kw_only=True)
 class ToolFilter:
-    """Exact-name allow and deny sets. Empty ``allow`` allows every name."""
+    """Exact-name allow and deny sets. Empty ``allow`` allows every name.
 
-    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
-    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    Raises:
+        ConfigurationError: ``allow`` or ``deny`` is not a set (or sequence) of strings.
+    """
+
+    allow: frozenset[str] = attrs.field(default=frozenset(), converter=_allow)
+    deny: frozenset[str] = attrs.field(default=frozenset(), converter=_deny)
+
+
+_FILTERS = sequence_of(instance_of(ToolFilter))
+
+
+def check_filters(owner: str, value: object) -> tuple[ToolFilter, ...]:
+    """An owner's ``filters`` option (one :class:`ToolFilter`, or an iterable of them) as a tuple.
+
+    Raises:
+        ConfigurationError: anything else was given (the error names ``<owner>.filters``).
+    """
+    if isinstance(value, ToolFilter):
+        return (value,)
+    return cast("tuple[ToolFilter, ...]", _FILTERS.check(owner, "filters", _as_tuple(value)))
 
 
 def is_tool_allowed(name: str, *filters: ToolFilter) -> bool:

@@ -7,8 +7,8 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
-from ._errors import ConfigurationError
 from ._json import JsonObject, JsonValue
+from ._options import has_method, one_of
 from ._tools import ToolDefinition, ToolExecutionContext
 
 __all__ = [
@@ -102,13 +102,10 @@ def create_tool_parameter_validator(
     Raises:
         ConfigurationError: ``missing_schema`` is unknown or ``validator`` has no ``validate``.
     """
-    if missing_schema not in ("allow", "reject"):
-        raise ConfigurationError(
-            f"missing_schema must be 'allow' or 'reject', got {missing_schema!r}"
-        )
-    validate = getattr(validator, "validate", None)
-    if not callable(validate):
-        raise ConfigurationError(f"validator must have a validate() method, got {validator!r}")
+    owner = "create_tool_parameter_validator"
+    has_method("validate").check(owner, "validator", validator)
+    one_of("allow", "reject").check(owner, "missing_schema", missing_schema)
+    validate = validator.validate
     reject_missing = missing_schema == "reject"
 
     def check(
