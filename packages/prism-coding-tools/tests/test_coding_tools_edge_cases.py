@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from prism.coding.tools import LocalFileOperations, create_edit_tool, create_write_tool
-from prism.core import ExecutionAction, ExecutionDecision, JsonObject, ToolDefinition, ToolResult
+from prism.core import (
+    ExecutionAction,
+    ExecutionDecision,
+    JsonObject,
+    JsonValue,
+    ToolDefinition,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,7 +37,7 @@ async def test_write_of_text_that_is_not_utf8_encodable_is_an_argument_error(
 async def test_a_path_with_a_nul_byte_is_a_clear_error(
     tmp_path: Path, run_tool: RunTool, factory: Callable[[str], ToolDefinition]
 ) -> None:
-    edits = [{"old_text": "a", "new_text": "b"}]
+    edits: list[JsonValue] = [{"old_text": "a", "new_text": "b"}]
     result = await run_tool(
         factory(str(tmp_path)), {"path": "a\0b", "content": "x", "edits": edits}
     )
@@ -70,7 +77,7 @@ async def test_edit_refusals_name_the_reason(
 
 
 async def test_too_many_edits_are_refused(tmp_path: Path, run_tool: RunTool) -> None:
-    edits: list[JsonObject] = [{"old_text": f"x{i}", "new_text": "y"} for i in range(1001)]
+    edits: list[JsonValue] = [{"old_text": f"x{i}", "new_text": "y"} for i in range(1001)]
     result = await run_tool(create_edit_tool(str(tmp_path)), {"path": "t", "edits": edits})
     assert result.is_error
     assert "at most 1000" in result.joined_text
@@ -80,7 +87,7 @@ async def test_a_change_spanning_many_lines_reports_a_note_instead_of_a_diff(
     tmp_path: Path, run_tool: RunTool
 ) -> None:
     (tmp_path / "t").write_text("start\n" + "old\n" * 11_000)
-    edit = {"old_text": "old\n" * 11_000, "new_text": "new\n" * 11_000}
+    edit: JsonObject = {"old_text": "old\n" * 11_000, "new_text": "new\n" * 11_000}
     result = await run_tool(create_edit_tool(str(tmp_path)), {"path": "t", "edits": [edit]})
     assert not result.is_error, result.joined_text
     assert "diff omitted" in str(result.details["diff"])
