@@ -14,7 +14,6 @@ from prism.core import (
     ReasoningContent,
     TextContent,
     ToolCall,
-    ToolResultMessage,
     UserMessage,
 )
 from prism.core.options import has_method, integer, optional
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
 
     import anthropic
     from anthropic.types import Message as AnthropicMessage
-    from anthropic.types import RawMessageStreamEvent
+    from anthropic.types import RawMessageStreamEvent, Usage
 
     from prism.core import Content, JsonValue, Message, ModelRequest, ToolSpec
 
@@ -111,7 +110,7 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
                     {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
                 )
             add("assistant", blocks)
-        elif isinstance(message, ToolResultMessage):
+        else:
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": message.call_id,
@@ -154,14 +153,12 @@ def anthropic_tools(
     return [{"name": name, "input_schema": EMPTY_SCHEMA} for name in names], {"type": "none"}
 
 
-def _usage(usage: Any) -> ModelUsage:
-    if usage is None:
-        return ModelUsage()
+def _usage(usage: Usage) -> ModelUsage:
     return ModelUsage(
-        input_tokens=getattr(usage, "input_tokens", None) or 0,
-        output_tokens=getattr(usage, "output_tokens", None) or 0,
-        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_input_tokens or 0,
+        cache_write_tokens=usage.cache_creation_input_tokens or 0,
     )
 
 
@@ -175,9 +172,7 @@ class _Block:
     signature: str = ""
     data: str = ""
 
-    def content(self) -> Content | None:
-        if self.kind == "text":
-            return TextContent(text=self.text) if self.text else None
+    def reasoning(self) -> ReasoningContent:
         if self.kind == "thinking":
             return _reasoning(
                 {"type": "thinking", "thinking": self.text, "signature": self.signature}
@@ -201,9 +196,11 @@ class AnthropicProvider(ResponseLog):
         client: the SDK client (retries and rate-limit waits are its own settings).
         instructions: the ``system`` prompt.
         max_tokens: the most tokens per answer (the API requires a bound; default 4096).
-        temperature: sampling temperature (``None``: the API's default).
+        temperature: sampling temperature (``None``: the API's default). The SDK
+            no longer declares it, so it is sent as a body field; a model that
+            does not take it answers with an error.
         thinking_budget: turn on extended thinking with this many tokens
-            (``budget_tokens``, below ``max_tokens``); ``None``: off.
+            (``budget_tokens``: at least 1024, below ``max_tokens``); ``None``: off.
         stream: stream answers (text, thinking and tool-input deltas go to ``on_event``).
         on_event: receives :class:`ModelTextDelta`, :class:`ModelReasoningDelta`,
             :class:`ModelToolCallDelta` and :class:`ModelResponseFinished`.
@@ -216,7 +213,9 @@ class AnthropicProvider(ResponseLog):
     instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
     max_tokens: int = attrs.field(default=4096, validator=integer(minimum=1))
     temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
-    thinking_budget: int | None = attrs.field(default=None, validator=optional(integer(minimum=1)))
+    thinking_budget: int | None = attrs.field(
+        default=None, validator=optional(integer(minimum=1024))
+    )
     stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
     on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
     extra_body: Mapping[str, object] | None = attrs.field(
@@ -236,12 +235,14 @@ class AnthropicProvider(ResponseLog):
             params["tool_choice"] = choice
         if self.instructions:
             params["system"] = self.instructions
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
         if self.thinking_budget is not None:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        if self.extra_body:
-            params["extra_body"] = dict(self.extra_body)
+        extra = dict(self.extra_body or {})
+        if self.temperature is not None:
+            # The SDK (2.x) no longer declares temperature: it goes as a body field.
+            extra["temperature"] = self.temperature
+        if extra:
+            params["extra_body"] = extra
         return params
 
     async def complete(self, request: ModelRequest) -> AssistantMessage:
@@ -371,11 +372,13 @@ class AnthropicProvider(ResponseLog):
             for b in ordered
             if b.kind == "tool_use"
         )
-        content = [b.content() for b in ordered if b.kind != "text" and b.kind != "tool_use"]
+        content: list[Content] = [
+            b.reasoning() for b in ordered if b.kind in ("thinking", "redacted_thinking")
+        ]
         text = "".join(b.text for b in ordered if b.kind == "text")
         if text:
             content.append(TextContent(text=text))
-        return self.answer(sink, info, [c for c in content if c is not None], calls)
+        return self.answer(sink, info, content, calls)
 
 
 @contextlib.asynccontextmanager

@@ -195,14 +195,12 @@ def parse_arguments(raw: str) -> object:
 def arguments_json(arguments: object) -> str:
     """A tool call's arguments as the JSON text the APIs take back.
 
-    Arguments the model sent as unparseable text go back as that text.
+    Arguments are what :func:`parse_arguments` made of the model's text: JSON
+    values, or the text itself when it was not JSON (sent back as it came).
     """
     if isinstance(arguments, str):
         return arguments
-    try:
-        return json.dumps(arguments)
-    except (TypeError, ValueError):
-        return "{}"
+    return json.dumps(arguments)
 
 
 async def close_quietly(close: Callable[[], Awaitable[object]]) -> None:

@@ -14,7 +14,6 @@ from prism.core import (
     ReasoningContent,
     TextContent,
     ToolCall,
-    ToolResultMessage,
     UserMessage,
 )
 from prism.core.options import has_method, one_of, optional, string
@@ -118,7 +117,7 @@ def chat_messages(messages: tuple[Message, ...], instructions: str | None) -> li
             elif not text:
                 entry["content"] = ""
             out.append(entry)
-        elif isinstance(message, ToolResultMessage):
+        else:
             text = "\n".join(content_text(block) for block in message.result.content)
             out.append({"role": "tool", "tool_call_id": message.call_id, "content": text})
     return out

@@ -13,7 +13,6 @@ from prism.core import (
     ReasoningContent,
     TextContent,
     ToolCall,
-    ToolResultMessage,
     UserMessage,
 )
 
@@ -103,7 +102,7 @@ def responses_input(messages: tuple[Message, ...], *, stored: bool = False) -> l
                         "arguments": arguments_json(call.arguments),
                     }
                 )
-        elif isinstance(message, ToolResultMessage):
+        else:
             output = "\n".join(content_text(block) for block in message.result.content)
             items.append(
                 {"type": "function_call_output", "call_id": message.call_id, "output": output}
