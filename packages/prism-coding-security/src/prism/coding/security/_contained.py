@@ -262,4 +262,6 @@ def create_contained_file_operations(roots: Sequence[str]) -> FileOperations:
     Raises:
         ConfigurationError: a root is not an existing directory.
     """
-    return _ContainedFileOperations(Roots(normalize_roots(roots)))
+    return _ContainedFileOperations(
+        Roots(normalize_roots(roots, owner="create_contained_file_operations"))
+    )

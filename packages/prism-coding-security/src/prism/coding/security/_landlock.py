@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from prism.core import ConfigurationError
+from prism.core.options import boolean
 
 from . import _landlock_exec
 from ._errors import SandboxUnavailableError
-from ._limits import check_limit
+from ._limits import CPU_TIME, MEMORY, PROCESSES
 from ._paths import normalize_roots
 from ._seccomp import NO_SOCKETS_FILTER, SECCOMP_FILTER
 
@@ -29,16 +29,9 @@ _HELPER = _landlock_exec.__file__
 
 
 def _roots(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(f"writable_roots must be a sequence of directories, got {value!r}")
-    if not list(value):
-        return ()
-    return normalize_roots(value, option="writable_roots")
-
-
-def _check_bool(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{attribute.name} must be a bool, got {value!r}")
+    return normalize_roots(
+        value, owner="LandlockSandbox", option="writable_roots", allow_empty=True
+    )
 
 
 @attrs.define(eq=False)
@@ -75,10 +68,10 @@ class LandlockSandbox:
     """
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
-    network: bool = attrs.field(default=False, validator=_check_bool, kw_only=True)
-    cpu_time_s: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
-    memory_bytes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
-    max_processes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    network: bool = attrs.field(default=False, validator=boolean(), kw_only=True)
+    cpu_time_s: int | None = attrs.field(default=None, validator=CPU_TIME, kw_only=True)
+    memory_bytes: int | None = attrs.field(default=None, validator=MEMORY, kw_only=True)
+    max_processes: int | None = attrs.field(default=None, validator=PROCESSES, kw_only=True)
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
 

@@ -9,33 +9,19 @@ Python, but is unsafe in a process with threads.)
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING
 
-from prism.core import ConfigurationError
+from prism.core.options import integer, optional
 
 from ._errors import SandboxUnavailableError
 
-if TYPE_CHECKING:
-    import attrs
+__all__ = ["CPU_TIME", "MEMORY", "PROCESSES", "prlimit_args"]
 
-__all__ = ["check_limit", "prlimit_args"]
-
-_MINIMUM = {"cpu_time_s": 1, "memory_bytes": 1 << 20, "max_processes": 1}
-
-
-def check_limit(instance: object, attribute: attrs.Attribute[int | None], value: object) -> None:
-    """Check a limit option (attrs validator): None, or an int >= its minimum.
-
-    Raises:
-        ConfigurationError: naming the option and the value received.
-    """
-    if value is None:
-        return
-    minimum = _MINIMUM[attribute.name]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(
-            f"{attribute.name} must be None or an int >= {minimum}, got {value!r}"
-        )
+CPU_TIME = optional(integer(minimum=1))
+"""``cpu_time_s``: None, or CPU seconds >= 1."""
+MEMORY = optional(integer(minimum=1 << 20))
+"""``memory_bytes``: None, or at least 1 MiB."""
+PROCESSES = optional(integer(minimum=1))
+"""``max_processes``: None, or at least 1."""
 
 
 def prlimit_args(

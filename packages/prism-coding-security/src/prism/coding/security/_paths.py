@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from prism.core import ConfigurationError
+from prism.core.options import instance_of, sequence_of, string
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,28 +34,42 @@ def _is_within(real: str, root: str) -> bool:
     return real == root or real.startswith(root if root.endswith("/") else root + "/")
 
 
-def normalize_roots(roots: Sequence[str], *, option: str = "roots") -> tuple[str, ...]:
+_PATHS = sequence_of(string() | instance_of(os.PathLike, description="a path"))
+
+
+def normalize_roots(
+    roots: Sequence[str], *, owner: str, option: str = "roots", allow_empty: bool = False
+) -> tuple[str, ...]:
     """Realpath every root; each must be an existing directory.
 
     Raises:
-        ConfigurationError: ``roots`` is a string, empty, or names something that is
-            not an existing directory.
+        ConfigurationError: (naming ``<owner>.<option>`` and the value) ``roots``
+            is not a sequence of paths, is empty (unless ``allow_empty``), or
+            names something that is not an existing directory.
     """
-    if isinstance(roots, (str, bytes)):
-        raise ConfigurationError(f"{option} must be a sequence of directories, got {roots!r}")
-    items = list(roots)
-    if not items:
-        raise ConfigurationError(f"{option} must name at least one directory, got {roots!r}")
+    _PATHS.check(owner, option, roots)
+    if not roots and not allow_empty:
+        raise ConfigurationError(
+            f"{owner}.{option} must name at least one directory, got {roots!r}",
+            option=f"{owner}.{option}",
+            value=roots,
+        )
     out: list[str] = []
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise ConfigurationError(f"{option} entries must be paths, got {item!r}")
+    for item in roots:
         text = os.fspath(item)
         if not isinstance(text, str) or not text or "\x00" in text:
-            raise ConfigurationError(f"{option} entries must be non-empty paths, got {item!r}")
+            raise ConfigurationError(
+                f"{owner}.{option} entries must be non-empty paths, got {item!r}",
+                option=f"{owner}.{option}",
+                value=roots,
+            )
         real = os.path.realpath(text)
         if not os.path.isdir(real):
-            raise ConfigurationError(f"{option} entry {text!r} is not an existing directory")
+            raise ConfigurationError(
+                f"{owner}.{option} entry {text!r} is not an existing directory",
+                option=f"{owner}.{option}",
+                value=roots,
+            )
         if real not in out:
             out.append(real)
     return tuple(out)

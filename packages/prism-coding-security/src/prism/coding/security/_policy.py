@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
@@ -12,6 +11,15 @@ import attrs
 import trio
 
 from prism.core import ConfigurationError, ExecutionAction, ExecutionDecision, ExecutionPolicy
+from prism.core.options import (
+    boolean,
+    callable_value,
+    instance_of,
+    number,
+    optional,
+    sequence_of,
+    string,
+)
 
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots
@@ -349,18 +357,25 @@ def _shadow_dirs(roots: Roots) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _readable(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(f"readable must be a sequence of paths, got {value!r}")
+def _readable(owner: str, value: Sequence[str]) -> tuple[str, ...]:
+    sequence_of(string() | instance_of(os.PathLike, description="a path")).check(
+        owner, "readable", value
+    )
     out: list[str] = []
     for item in value:
-        if not isinstance(item, (str, os.PathLike)) or not os.fspath(item) or "\x00" in str(item):
-            raise ConfigurationError(f"readable entries must be non-empty paths, got {item!r}")
         text = os.fspath(item)
-        if not isinstance(text, str) or not os.path.isabs(text):
-            raise ConfigurationError(f"readable entries must be absolute paths, got {item!r}")
+        if not isinstance(text, str) or "\x00" in text or not os.path.isabs(text):
+            raise ConfigurationError(
+                f"{owner}.readable entries must be absolute paths, got {item!r}",
+                option=f"{owner}.readable",
+                value=value,
+            )
         out.append(os.path.realpath(text))
     return tuple(out)
+
+
+_SANDBOX = optional(instance_of(SandboxBackend, description="a SandboxBackend"))
+_RULES = optional(instance_of(CommandRules))
 
 
 def _build(
@@ -373,30 +388,18 @@ def _build(
     readable: Sequence[str],
     protected_paths: Sequence[str] | None,
     sandbox: SandboxBackend | None = None,
+    *,
+    owner: str = "create_coding_approval_policy",
 ) -> _CodingApprovalPolicy:
-    real_roots = normalize_roots(roots)
-    if sandbox is not None and not isinstance(sandbox, SandboxBackend):
-        raise ConfigurationError(f"sandbox must be a SandboxBackend or None, got {sandbox!r}")
-    if approve is not None and not callable(approve):
-        raise ConfigurationError(f"approve must be a callable or None, got {approve!r}")
+    real_roots = normalize_roots(roots, owner=owner)
+    _SANDBOX.check(owner, "sandbox", sandbox)
+    optional(callable_value()).check(owner, "approve", approve)
+    _RULES.check(owner, "command_rules", command_rules)
+    number(minimum=0, above=True).check(owner, "approval_timeout_s", approval_timeout_s)
+    boolean().check(owner, "read_only", read_only)
+    boolean().check(owner, "cache_approvals", cache_approvals)
     if command_rules is None:
         command_rules = CommandRules()
-    if not isinstance(command_rules, CommandRules):
-        raise ConfigurationError(
-            f"command_rules must be a CommandRules or None, got {command_rules!r}"
-        )
-    if (
-        isinstance(approval_timeout_s, bool)
-        or not isinstance(approval_timeout_s, (int, float))
-        or not math.isfinite(approval_timeout_s)
-        or approval_timeout_s <= 0
-    ):
-        raise ConfigurationError(
-            f"approval_timeout_s must be a positive finite number, got {approval_timeout_s!r}"
-        )
-    for name, flag in (("read_only", read_only), ("cache_approvals", cache_approvals)):
-        if not isinstance(flag, bool):
-            raise ConfigurationError(f"{name} must be a bool, got {flag!r}")
     root_set = Roots(real_roots)
     return _CodingApprovalPolicy(
         roots=root_set,
@@ -405,8 +408,10 @@ def _build(
         read_only=read_only,
         timeout_s=float(approval_timeout_s),
         cache_approvals=cache_approvals,
-        readable=_readable(readable),
-        protected=ProtectedPaths(normalize_protected_paths(protected_paths)),
+        readable=_readable(owner, readable),
+        protected=ProtectedPaths(
+            normalize_protected_paths(protected_paths, option=f"{owner}.protected_paths")
+        ),
         shadow_dirs=_shadow_dirs(root_set),
         sandbox=sandbox,
         sandbox_name="" if sandbox is None else type(sandbox).__name__,
@@ -507,10 +512,14 @@ def explain_command(
         ConfigurationError: as :func:`create_coding_approval_policy`, or ``cwd``
             is not inside a root.
     """
-    policy = _build(roots, None, read_only, command_rules, 300.0, True, readable, protected_paths)
-    if not isinstance(command, str):
-        raise ConfigurationError(f"command must be a string, got {command!r}")
+    owner = "explain_command"
+    policy = _build(
+        roots, None, read_only, command_rules, 300.0, True, readable, protected_paths, owner=owner
+    )
+    string(non_empty=False).check(owner, "command", command)
     where = policy.roots.paths[0] if cwd is None else os.path.realpath(os.fspath(cwd))
     if not policy.roots.contains_real(where):
-        raise ConfigurationError(f"cwd {cwd!r} is not inside a root")
+        raise ConfigurationError(
+            f"{owner}.cwd must lie inside a root, got {cwd!r}", option=f"{owner}.cwd", value=cwd
+        )
     return policy.explain(command, where)

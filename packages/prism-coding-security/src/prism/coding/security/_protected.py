@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from prism.core import ConfigurationError
+from prism.core.options import sequence_of, string
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
     "PROTECTED_PATHS",
@@ -92,25 +96,26 @@ def normalize_protected_paths(
 ) -> tuple[str, ...]:
     """The default list plus ``value``, each entry checked.
 
+    ``option`` is the dotted name the error reports (``"BubblewrapSandbox.protected_paths"``).
+
     Raises:
-        ConfigurationError: ``value`` is a string, or an entry is empty, absolute,
-            holds a NUL byte or a ``..`` component.
+        ConfigurationError: ``value`` is not a sequence of strings, or an entry is
+            empty, absolute, holds a NUL byte or a ``..`` component.
     """
     if value is None:
         return PROTECTED_PATHS
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ConfigurationError(f"{option} must be a sequence of relative paths, got {value!r}")
+    owner, _, name = option.rpartition(".")
+    sequence_of(string()).check(owner or "protected paths", name, value)
     out = list(PROTECTED_PATHS)
     for item in value:
-        if not isinstance(item, str) or not item.strip("/") or "\x00" in item:
-            raise ConfigurationError(f"{option} entries must be non-empty paths, got {item!r}")
-        if item.startswith("/"):
-            raise ConfigurationError(
-                f"{option} entries are relative (they match at any depth), got {item!r}"
-            )
         parts = [p for p in item.split("/") if p and p != "."]
-        if ".." in parts:
-            raise ConfigurationError(f"{option} entries cannot contain '..', got {item!r}")
+        if not parts or "\x00" in item or item.startswith("/") or ".." in parts:
+            raise ConfigurationError(
+                f"{option} entries are relative paths without '..' or NUL (they match at any "
+                f"depth), got {item!r}",
+                option=option,
+                value=value,
+            )
         text = "/".join(parts)
         if text not in out:
             out.append(text)

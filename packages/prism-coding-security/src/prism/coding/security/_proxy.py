@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from prism.core import ConfigurationError
+from prism.core.options import sequence_of, string
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -55,25 +56,33 @@ def _split(entry: str) -> tuple[str, int | None]:
     return host.lower().rstrip("."), port
 
 
-def normalize_allowed_hosts(value: Iterable[str]) -> tuple[str, ...]:
+def normalize_allowed_hosts(
+    value: Iterable[str], *, option: str = "BubblewrapSandbox.allowed_hosts"
+) -> tuple[str, ...]:
     """Check ``allowed_hosts`` entries: ``host``, ``*.domain``, ``host:port``, ``[v6]:port``.
 
     Raises:
-        ConfigurationError: ``value`` is a string, or an entry is malformed.
+        ConfigurationError: (naming ``option`` and the value) ``value`` is not a
+            sequence of strings, or an entry is malformed.
     """
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(f"allowed_hosts must be a sequence of hosts, got {value!r}")
+    owner, _, name = option.rpartition(".")
+    sequence_of(string()).check(owner, name, value)
     out: list[str] = []
     for item in value:
-        if not isinstance(item, str) or not item or any(ch in item for ch in " /\x00@"):
-            raise ConfigurationError(f"allowed_hosts entries must be host[:port], got {item!r}")
-        try:
-            host, _ = _split(item)
-        except ValueError as exc:
-            raise ConfigurationError(f"allowed_hosts entry {item!r}: {exc}") from exc
-        if not host or host == "*" or ("*" in host and not host.startswith("*.")):
+        problem = None
+        if any(ch in item for ch in " /\x00@"):
+            problem = "must be host[:port]"
+        else:
+            try:
+                host, _ = _split(item)
+            except ValueError as exc:
+                problem = str(exc)
+            else:
+                if not host or host == "*" or ("*" in host and not host.startswith("*.")):
+                    problem = "a wildcard only as a leading '*.'"
+        if problem is not None:
             raise ConfigurationError(
-                f"allowed_hosts entry {item!r}: a wildcard only as a leading '*.'"
+                f"{option} entry {item!r}: {problem}", option=option, value=value
             )
         if item not in out:
             out.append(item)

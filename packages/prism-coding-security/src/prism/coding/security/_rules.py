@@ -11,14 +11,17 @@ import pwd
 import re
 import shlex
 import stat
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from prism.core import ConfigurationError
+from prism.core.options import OptionCheck, boolean, sequence_of, string
 
 from ._programs import model_args
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
     "DEFAULT_DENY_PATTERNS",
@@ -131,13 +134,16 @@ def _operands_match(patterns: tuple[str, ...], operands: tuple[str | None, ...])
     return fnmatch.fnmatchcase(operands[0], head) and _operands_match(rest, operands[1:])
 
 
-def _examples(value: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ConfigurationError(f"CommandRule examples take a sequence of commands, got {value!r}")
-    items = tuple(value)
-    if not all(isinstance(item, str) for item in items):
-        raise ConfigurationError(f"CommandRule examples must be strings, got {items!r}")
-    return items
+def _examples(name: str, value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sequence_of(string(non_empty=False)).check("CommandRule", name, value))
+
+
+def _match(value: Iterable[str]) -> tuple[str, ...]:
+    return _examples("match", value)
+
+
+def _not_match(value: Iterable[str]) -> tuple[str, ...]:
+    return _examples("not_match", value)
 
 
 @attrs.frozen(kw_only=True)
@@ -150,22 +156,19 @@ class CommandRule:
         not_match: command lines the rule must not match.
     """
 
-    pattern: str
-    match: tuple[str, ...] = attrs.field(default=(), converter=_examples)
-    not_match: tuple[str, ...] = attrs.field(default=(), converter=_examples)
+    pattern: str = attrs.field(validator=string())
+    match: tuple[str, ...] = attrs.field(default=(), converter=_match)
+    not_match: tuple[str, ...] = attrs.field(default=(), converter=_not_match)
+
+
+_RULE = OptionCheck(
+    "a non-empty rule or a CommandRule",
+    lambda item: isinstance(item, CommandRule) or (isinstance(item, str) and bool(item.strip())),
+)
 
 
 def _rules(name: str, value: object) -> tuple[str | CommandRule, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ConfigurationError(f"CommandRules.{name} takes a sequence of rules, got {value!r}")
-    items = tuple(value)
-    for item in items:
-        text = item.pattern if isinstance(item, CommandRule) else item
-        if not isinstance(text, str) or not text.strip():
-            raise ConfigurationError(
-                f"CommandRules.{name} rules must be non-empty strings or CommandRule, got {item!r}"
-            )
-    return items
+    return tuple(sequence_of(_RULE).check("CommandRules", name, value))  # type: ignore[arg-type]
 
 
 def _conv_allow(value: object) -> tuple[str | CommandRule, ...]:
@@ -178,11 +181,6 @@ def _conv_deny(value: object) -> tuple[str | CommandRule, ...]:
 
 def _conv_ask(value: object) -> tuple[str | CommandRule, ...]:
     return _rules("ask", value)
-
-
-def _check_bool(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"CommandRules.{attribute.name} must be a bool, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -214,7 +212,7 @@ class CommandRules:
     allow: tuple[str | CommandRule, ...] = attrs.field(default=(), converter=_conv_allow)
     deny: tuple[str | CommandRule, ...] = attrs.field(default=(), converter=_conv_deny)
     ask: tuple[str | CommandRule, ...] = attrs.field(default=(), converter=_conv_ask)
-    use_default_deny: bool = attrs.field(default=True, validator=_check_bool)
+    use_default_deny: bool = attrs.field(default=True, validator=boolean())
 
 
 @attrs.frozen

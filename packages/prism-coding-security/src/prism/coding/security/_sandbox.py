@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 import os
 import shutil
 import subprocess
@@ -21,11 +20,12 @@ from prism.coding.tools import (
     run_process_tree,
 )
 from prism.core import ConfigurationError
+from prism.core.options import boolean, instance_of, number, one_of, optional, sequence_of, string
 from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
-from ._limits import check_limit, prlimit_args
+from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
 from ._mounts import PlaceholderLease, protected_mount_args
 from ._paths import normalize_roots
 from ._protected import normalize_protected_paths
@@ -85,34 +85,30 @@ class SandboxBackend(Protocol):
         ...
 
 
+_OWNER = "BubblewrapSandbox"
+
+
 def _roots(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)):
-        raise ConfigurationError(f"writable_roots must be a sequence of directories, got {value!r}")
-    if not list(value):
-        return ()
-    return normalize_roots(value, option="writable_roots")
+    return normalize_roots(value, owner=_OWNER, option="writable_roots", allow_empty=True)
 
 
 def _extra(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)) or not all(isinstance(v, str) for v in value):
-        raise ConfigurationError(f"extra_args must be a sequence of strings, got {value!r}")
-    return tuple(value)
+    return tuple(sequence_of(string(non_empty=False)).check(_OWNER, "extra_args", value))
 
 
 def _network(value: bool | str) -> str:
-    if value is True:
-        return "host"
-    if value is False:
-        return "none"
-    if not isinstance(value, str) or value not in _NETWORK_MODES:
-        raise ConfigurationError(
-            f"network must be a bool or one of {', '.join(_NETWORK_MODES)}, got {value!r}"
-        )
+    (boolean() | one_of(*_NETWORK_MODES)).check(_OWNER, "network", value)
+    if isinstance(value, bool):
+        return "host" if value else "none"
     return value
 
 
 def _protected(value: Sequence[str] | None) -> tuple[str, ...]:
-    return normalize_protected_paths(value, option="protected_paths")
+    return normalize_protected_paths(value, option=f"{_OWNER}.protected_paths")
+
+
+def _allowed_hosts(value: Sequence[str]) -> tuple[str, ...]:
+    return normalize_allowed_hosts(value, option=f"{_OWNER}.allowed_hosts")
 
 
 def _within(path: str, directory: str) -> bool:
@@ -181,29 +177,23 @@ class BubblewrapSandbox:
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
     network: str = attrs.field(default="none", converter=_network, kw_only=True)
-    allowed_hosts: tuple[str, ...] = attrs.field(
-        default=(), converter=normalize_allowed_hosts, kw_only=True
-    )
-    bwrap_path: str | None = attrs.field(default=None, kw_only=True)
+    allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_allowed_hosts, kw_only=True)
+    bwrap_path: str | None = attrs.field(default=None, validator=optional(string()), kw_only=True)
     extra_args: tuple[str, ...] = attrs.field(default=(), converter=_extra, kw_only=True)
     protected_paths: tuple[str, ...] = attrs.field(default=None, converter=_protected, kw_only=True)
-    cpu_time_s: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
-    memory_bytes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
-    max_processes: int | None = attrs.field(default=None, validator=check_limit, kw_only=True)
+    cpu_time_s: int | None = attrs.field(default=None, validator=CPU_TIME, kw_only=True)
+    memory_bytes: int | None = attrs.field(default=None, validator=MEMORY, kw_only=True)
+    max_processes: int | None = attrs.field(default=None, validator=PROCESSES, kw_only=True)
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
         if (self.network == "allowlist") != bool(self.allowed_hosts):
             raise ConfigurationError(
-                "allowed_hosts goes with network='allowlist' and it needs at least one "
-                f"entry; got network={self.network!r}, allowed_hosts={self.allowed_hosts!r}"
-            )
-        if self.bwrap_path is not None and (
-            not isinstance(self.bwrap_path, str) or not self.bwrap_path
-        ):
-            raise ConfigurationError(
-                f"bwrap_path must be a non-empty string or None, got {self.bwrap_path!r}"
+                f"{_OWNER}.allowed_hosts goes with network='allowlist' and it needs at least "
+                f"one entry; got network={self.network!r}, allowed_hosts={self.allowed_hosts!r}",
+                option=f"{_OWNER}.allowed_hosts",
+                value=self.allowed_hosts,
             )
 
     def _executable(self) -> str:
@@ -478,13 +468,7 @@ def create_sandbox_shell_operations(
         ConfigurationError: ``backend`` is not a :class:`SandboxBackend` or
             ``kill_grace_s`` is not a number in [0, 60].
     """
-    if not isinstance(backend, SandboxBackend):
-        raise ConfigurationError(f"backend must be a SandboxBackend, got {backend!r}")
-    if (
-        isinstance(kill_grace_s, bool)
-        or not isinstance(kill_grace_s, (int, float))
-        or not math.isfinite(kill_grace_s)
-        or not 0 <= kill_grace_s <= 60
-    ):
-        raise ConfigurationError(f"kill_grace_s must be a number in [0, 60], got {kill_grace_s!r}")
+    owner = "create_sandbox_shell_operations"
+    instance_of(SandboxBackend, description="a SandboxBackend").check(owner, "backend", backend)
+    number(minimum=0, maximum=60).check(owner, "kill_grace_s", kill_grace_s)
     return _SandboxShellOperations(backend, float(kill_grace_s))

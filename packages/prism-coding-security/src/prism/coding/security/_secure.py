@@ -124,7 +124,7 @@ def _check(
     sequence_of(string()).check(_OWNER, "allowed_hosts", allowed_hosts)
     boolean().check(_OWNER, "read_only", read_only)
     optional(string()).check(_OWNER, "cwd", cwd)
-    real_roots = normalize_roots(roots)
+    real_roots = normalize_roots(roots, owner=_OWNER)
     where = real_roots[0] if cwd is None else os.path.realpath(cwd)
     if not any(where == root or where.startswith(root.rstrip("/") + "/") for root in real_roots):
         raise ConfigurationError(
