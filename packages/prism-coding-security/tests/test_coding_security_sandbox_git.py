@@ -268,3 +268,44 @@ async def test_each_attack_works_without_the_sandbox(
     await run_shell(LocalShellOperations(), command, root)
     await _git(root, "status")
     assert marker.exists()
+
+
+async def test_a_rebase_stopped_by_a_conflict_continues_in_the_next_command(
+    root: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    ops = _ops(root)
+    steps = [
+        f"echo base > f && git add f && git {_IDENT} commit -qm base && git branch side",
+        f"echo main > f && git {_IDENT} commit -qam main",
+        f"git checkout -q side && echo side > f && git {_IDENT} commit -qam side",
+        f"git {_IDENT} rebase -q master 2>/dev/null || git {_IDENT} rebase -q main; true",
+        f"echo both > f && git add f && GIT_EDITOR=true git {_IDENT} rebase --continue",
+    ]
+    for step in steps:
+        _, output = await run_shell(ops, step, root)
+        assert "[prism sandbox]" not in output, (step, output)
+    assert not (root / ".git" / "rebase-merge").exists()
+    assert (await _git(root, "log", "--format=%s")).split()[:2] == [b"side", b"main"]
+
+
+async def test_an_index_the_host_git_cannot_read_is_not_kept(
+    root: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    (root / "a.txt").write_text("a\n")
+    await _git(root, "add", "a.txt")
+    before = (root / ".git" / "index").read_bytes()
+    _, output = await run_shell(_ops(root), "echo garbage > .git/index; echo end", root)
+    assert "unreadable index" in output
+    assert (root / ".git" / "index").read_bytes() == before
+
+
+async def test_a_git_config_kept_elsewhere_through_a_link_still_works(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    (root / ".git" / "config").rename(tmp_path / "config")
+    (root / ".git" / "config").symlink_to(tmp_path / "config")
+    result, output = await run_shell(_ops(root), "git log --format=%s", root)
+    assert (result.exit_code, output.strip()) == (0, "0")

@@ -199,6 +199,7 @@ class GitShadow:
             elif entry.is_symlink():
                 # a link at the top of .git (a config kept elsewhere): the same link
                 os.symlink(os.readlink(entry.path), target)
+                self._before[name] = _digest(target)
             # sockets (the fsmonitor daemon's) and the like stay out
         for name in _COPY_BACK - self._before.keys():
             self._before.setdefault(name, None)
