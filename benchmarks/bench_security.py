@@ -8,7 +8,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import trio
 from _harness import Row, row, run, time_async
 
 from prism.coding.security import (
@@ -23,6 +25,9 @@ from prism.coding.security import (
 )
 from prism.coding.tools import LocalFileOperations, LocalShellOperations, ShellSpawnRequest
 from prism.core import ExecutionAction, ExecutionDecision, assert_execution_allowed
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 BENCH = "security"
 
@@ -206,6 +211,7 @@ async def main() -> list[Row]:
                     baseline=plain_spawn,
                 )
             )
+            rows.append(await _bubblewrap_in_a_repository(root / "repo", sink, plain_spawn))
         landlock = LandlockSandbox([directory])
         try:
             await landlock.ensure_available()
@@ -223,6 +229,32 @@ async def main() -> list[Row]:
                 )
             )
     return rows
+
+
+async def _bubblewrap_in_a_repository(
+    repo: Path, sink: Callable[[bytes], Awaitable[None]], baseline: Row
+) -> Row:
+    # 1000 directories, 2000 committed files: the protected-path walk of every
+    # directory and the private copy of .git (the index) are paid per command
+    for index in range(1000):
+        (repo / f"d{index}").mkdir(parents=True)
+        (repo / f"d{index}" / "a.py").write_text("x = 1\n")
+        (repo / f"d{index}" / "b.txt").write_text("b\n")
+    ident = ["-c", "user.name=b", "-c", "user.email=b@example.invalid"]
+    for argv in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-qm", "files"]):
+        await trio.run_process(["git", *argv], cwd=repo)
+    request = ShellSpawnRequest(
+        command="true", shell_path="/bin/sh", cwd=str(repo), env={"PATH": "/usr/bin:/bin"}
+    )
+    shell = create_sandbox_shell_operations(BubblewrapSandbox([str(repo)]))
+    await shell.run(request, sink)
+    return row(
+        BENCH,
+        "spawn `true`: bubblewrap, git repo of 1000 dirs",
+        await time_async(lambda: shell.run(request, sink), inner=5, repeat=5),
+        baseline=baseline,
+        note="walk + private .git",
+    )
 
 
 if __name__ == "__main__":
