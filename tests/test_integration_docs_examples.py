@@ -158,18 +158,25 @@ def test_the_docs_have_runnable_python_examples() -> None:
     assert any(where.startswith("README.md") for where, _ in PYTHON_BLOCKS)
 
 
-@pytest.mark.parametrize(("where", "code"), PYTHON_BLOCKS, ids=[w for w, _ in PYTHON_BLOCKS])
-def test_python_example_runs(where: str, code: str, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
+def _run(
+    argv: list[str], folder: Path, *, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in ``folder`` with the docs' environment, no stdin, output captured."""
+    return subprocess.run(
+        argv,
+        cwd=folder,
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
         stdin=subprocess.DEVNULL,
     )
+
+
+@pytest.mark.parametrize(("where", "code"), PYTHON_BLOCKS, ids=[w for w, _ in PYTHON_BLOCKS])
+def test_python_example_runs(where: str, code: str, tmp_path: Path) -> None:
+    proc = _run([sys.executable, "-c", code], tmp_path)
     assert proc.returncode == 0, f"{where} failed:\n{proc.stdout}\n{proc.stderr}"
 
 
@@ -204,21 +211,12 @@ def _cli_example(language: str) -> str:
 
 
 def _run_prism(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "prism.cli", *args],
-        cwd=folder,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return _run([sys.executable, "-m", "prism.cli", *args], folder)
 
 
 @pytest.fixture(scope="module")
 def cli_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """docs/cli.md's prism.toml and session.json, a notes.md, and the ledger of one run."""
+    """docs/cli.md's prism.toml and session.json, a notes.md, and a ledger (a run, a demo)."""
     folder = tmp_path_factory.mktemp("cli-doc")
     (folder / "prism.toml").write_text(_cli_example("toml"), encoding="utf-8")
     (folder / "session.json").write_text(_cli_example("json"), encoding="utf-8")
@@ -256,16 +254,7 @@ def test_console_example_runs(where: str, code: str, cli_folder: Path, tmp_path:
     folder = tmp_path / "work"
     shutil.copytree(cli_folder, folder)
     for command, shown in steps:
-        proc = subprocess.run(
-            ["bash", "-c", f"set -o pipefail\n{command}"],
-            cwd=folder,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = _run(["bash", "-c", f"set -o pipefail\n{command}"], folder, timeout=300)
         said = " ".join(f"{proc.stdout}\n{proc.stderr}".split())
         context = f"{where}: $ {command}\n{proc.stdout}\n{proc.stderr}"
         if shown:
