@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -17,6 +21,7 @@ from prism.core import RunLedger, create_rule_permission_policy
 from prism.gateway import (
     CODING_TOOL_HINTS,
     Gateway,
+    GatewayApprover,
     HttpOptions,
     create_gateway_approver,
     open_gateway,
@@ -47,14 +52,130 @@ def workspace(tmp_path: Path) -> Path:
 ServeFactory = Callable[..., AbstractAsyncContextManager[Served]]
 
 
+def _alive(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return raw[raw.rfind(b")") + 2 :].split()[0] != b"Z"  # a zombie has ended
+
+
+@attrs.define
+class ProcessTree:
+    """A shell command that starts a process tree and tells its pids through a FIFO.
+
+    The tree: the shell, a child, and a ``setsid`` child in a session of its
+    own; each would sleep for 1000 s.
+    """
+
+    fifo: Path
+    command: str = "sleep 1000 & a=$!; setsid sleep 1000 & b=$!; echo $$ $a $b > tree.fifo; wait"
+
+    async def started(self) -> list[int]:
+        """The tree's pids, once the command has started all of it."""
+        # Opened read-write, so a read waits for the shell instead of seeing EOF.
+        fd = os.open(self.fifo, os.O_RDWR)
+        text = b""
+        with trio.fail_after(60):
+            async with trio.lowlevel.FdStream(fd) as stream:
+                while not text.endswith(b"\n"):
+                    text += await stream.receive_some()
+        pids = [int(pid) for pid in text.split()]
+        assert len(pids) == 3, text
+        assert all(map(_alive, pids)), pids
+        return pids
+
+    async def assert_ends(self, pids: list[int]) -> None:
+        """Wait (at most 30 s, woken by each process's pidfd) until every pid has ended."""
+        with trio.fail_after(30):
+            for pid in pids:
+                try:
+                    fd = os.pidfd_open(pid)
+                except ProcessLookupError:
+                    continue
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                finally:
+                    os.close(fd)
+        assert [pid for pid in pids if _alive(pid)] == []
+
+
+@attrs.define
+class RawStdio:
+    """A gateway subprocess (gateway_stdio_main.py) spoken to line by line, no SDK."""
+
+    process: trio.Process
+    buffer: bytes = b""
+
+    async def send(self, data: bytes | dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        raw = data if isinstance(data, bytes) else json.dumps(data).encode() + b"\n"
+        await self.process.stdin.send_all(raw)
+
+    async def receive(self) -> Any:
+        """The next JSON line the gateway writes."""
+        assert self.process.stdout is not None
+        while b"\n" not in self.buffer:
+            chunk = await self.process.stdout.receive_some()
+            assert chunk, "the gateway closed its stdout"
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    async def close_stdin(self) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+
+
+RawStdioFactory = Callable[..., AbstractAsyncContextManager[RawStdio]]
+
+
 @pytest.fixture
-def serve(workspace: Path) -> ServeFactory:
-    """``async with serve(**http_options) as served``: a gateway over HTTP on 127.0.0.1."""
+def raw_stdio(workspace: Path) -> RawStdioFactory:
+    """``async with raw_stdio(*extra_args) as gateway``: a stdio gateway over raw pipes."""
 
     @asynccontextmanager
-    async def run(**options: object) -> AsyncIterator[Served]:
+    async def run(*extra: str) -> AsyncIterator[RawStdio]:
+        argv = [sys.executable, str(STDIO_MAIN), str(workspace), *extra]
+        process = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        try:
+            yield RawStdio(process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+                for pipe in (process.stdin, process.stdout):
+                    if pipe is not None:
+                        await pipe.aclose()
+
+    return run
+
+
+@pytest.fixture
+def tree(workspace: Path) -> ProcessTree:
+    fifo = workspace / "tree.fifo"
+    os.mkfifo(fifo)
+    return ProcessTree(fifo=fifo)
+
+
+@pytest.fixture
+def serve(workspace: Path) -> ServeFactory:
+    """``async with serve(**http_options) as served``: a gateway over HTTP on 127.0.0.1.
+
+    ``fallback=`` is the approver asked when the client cannot be.
+    """
+
+    @asynccontextmanager
+    async def run(
+        fallback: GatewayApprover | None = None, **options: object
+    ) -> AsyncIterator[Served]:
         policy = create_coding_approval_policy(
-            roots=[str(workspace)], approve=create_gateway_approver(), cache_approvals=False
+            roots=[str(workspace)],
+            approve=create_gateway_approver(fallback=fallback),
+            cache_approvals=False,
         )
         tools = create_coding_tools(
             str(workspace),

@@ -70,8 +70,11 @@ def _label(text: str, limit: int = 48) -> str:
     return _LABEL_UNSAFE.sub("_", text)[:limit] or "-"
 
 
-def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
-    """Who is calling: ``<identity>/<client name>/<session>`` (recorded with each call)."""
+def client_label(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
+    """Who is calling, and the HTTP session id (``-`` on stdio).
+
+    The caller is ``<identity>/<client name>/<session>``, recorded with each call.
+    """
     scope = getattr(ctx.request, "scope", None)
     identity = "stdio"
     session_id = "-"
@@ -87,7 +90,7 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
     params = ctx.session.client_params
     if params is not None and params.client_info is not None:
         name = params.client_info.name
-    return f"{_label(identity)}/{_label(name)}/{_label(session_id, 16)}"
+    return f"{_label(identity)}/{_label(name)}/{_label(session_id, 16)}", session_id
 
 
 def _bridge_hints(bridge: McpToolBridge) -> dict[str, ToolHints]:
@@ -164,6 +167,8 @@ class Gateway:
     # client label -> (its limiter, calls holding or waiting for it)
     _per_client: dict[str, tuple[trio.CapacityLimiter, list[int]]] = attrs.field(factory=dict)
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
+    # (HTTP session id, JSON-RPC request id) -> the call's cancel scope, while it runs
+    _running: dict[tuple[str, object], trio.CancelScope] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self._listen = ListenHandler(self._bus)
@@ -239,7 +244,7 @@ class Gateway:
         name = self._names.registry_name(params.name)
         if name is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
-        client = client_label(ctx)
+        client, session_id = client_label(ctx)
         call = ToolCall(
             id=f"{client}#{next(self._seq)}",
             name=name,
@@ -258,17 +263,23 @@ class Gateway:
             state=params.request_state,
         )
         token = current_call.set(scope)
+        key = (session_id, ctx.request_id)
+        result = None
         try:
-            async with self._limiter, self._client_slot(client):
-                if _wants_progress(ctx):
-                    result = await self._dispatch_with_progress(ctx, call, client)
-                else:
-                    options = attrs.evolve(
-                        self._options, events=self._events, metadata={"client": client}
-                    )
-                    result = await dispatch_tool_call(call, options)
+            with trio.CancelScope() as self._running[key]:
+                async with self._limiter, self._client_slot(client):
+                    if _wants_progress(ctx):
+                        result = await self._dispatch_with_progress(ctx, call, client)
+                    else:
+                        options = attrs.evolve(
+                            self._options, events=self._events, metadata={"client": client}
+                        )
+                        result = await dispatch_tool_call(call, options)
         finally:
+            self._running.pop(key, None)
             current_call.reset(token)
+        if result is None:  # the client went away (see client_gone); nobody reads this
+            result = ToolResult.error("cancelled: the client disconnected")
         if scope.pending:
             # Nothing ran (the policy refused before any side effect): ask, and
             # let the client retry the same call with its answer.
@@ -317,6 +328,17 @@ class Gateway:
             entry[1][0] -= 1
             if entry[1][0] == 0:
                 del self._per_client[client]
+
+    def client_gone(self, session_id: str, request_id: object) -> None:
+        """Cancel the call that answers ``request_id`` of HTTP session ``session_id``.
+
+        The HTTP guard calls this when the client drops the connection that
+        waits for the call's result: without an event store the result could
+        never reach it, so the call (and any process tree it runs) ends.
+        """
+        running = self._running.get((session_id, request_id))
+        if running is not None:
+            running.cancel()
 
     async def _watch(self, bridge: McpToolBridge) -> None:
         while True:

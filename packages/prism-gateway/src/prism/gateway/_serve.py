@@ -227,12 +227,31 @@ def _origin_allowed(origin: str, extra: tuple[str, ...]) -> bool:
     return False
 
 
-class _Guard:
-    """ASGI middleware in front of the SDK's app: Origin, auth, then body size."""
+def _call_id(body: bytes) -> object:
+    """The JSON-RPC id of a ``tools/call`` request body, else ``None``."""
+    if b'"tools/call"' not in body:
+        return None
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == "tools/call":
+        return message.get("id")
+    return None
 
-    def __init__(self, app: ASGIApp, options: HttpOptions) -> None:
+
+class _Guard:
+    """ASGI middleware in front of the SDK's app: Origin, auth, then body size.
+
+    It also watches the connection of each ``tools/call``: when the client
+    drops it before the result, the call is cancelled (the gateway keeps no
+    event store, so nobody could ever read that result).
+    """
+
+    def __init__(self, app: ASGIApp, options: HttpOptions, gateway: Gateway) -> None:
         self.app = app
         self.options = options
+        self.gateway = gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -281,18 +300,33 @@ class _Guard:
                 await _refuse(send, 413, f"request body larger than {limit} bytes")
                 return
             more = message.get("more_body", False)
+        inner = dict(scope)
+        inner["prism.identity"] = identity
+        session = headers.get(b"mcp-session-id")
+        request_id = _call_id(bytes(body)) if session is not None else None
+        gone = trio.Event()
         replayed = False
 
         async def replay() -> Message:
+            # The body once; then (we alone read the client's side) wait for it to go.
             nonlocal replayed
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
+            await gone.wait()
+            return {"type": "http.disconnect"}
 
-        inner = dict(scope)
-        inner["prism.identity"] = identity
-        await self.app(inner, replay, send)
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            if session is not None and request_id is not None:
+                self.gateway.client_gone(session.decode("latin-1"), request_id)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await self.app(inner, replay, send)
+            nursery.cancel_scope.cancel()
 
 
 async def _refuse(
@@ -357,7 +391,7 @@ def build_http_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
         host=options.host,
         **oauth,
     )
-    return _Guard(app, options)
+    return _Guard(app, options, gateway)
 
 
 async def serve_http(
