@@ -347,7 +347,13 @@ def gate_lines(
 
 
 def run_demo(options: DemoOptions, console: Console) -> int:
-    """Run the demo; print live progress, the diff, a summary table and the ledger path.
+    """Run the demo and print what happened, gate by gate.
+
+    It prints live progress, the diff, a summary table, every gate with the call
+    that met it, the redacted call's ledger line and the ledger path.
+
+    ``options.sandbox`` picks the shell's sandbox (``"auto"``: bubblewrap when it runs
+    here); without one the demo says so and its approver refuses the build script.
 
     Returns the exit code (0 when the session ran to its end).
 
