@@ -67,15 +67,21 @@ def test_a_fresh_clone_runs_the_demo_from_an_empty_uv_cache(tmp_path: Path) -> N
         timeout=300,
         stdin=subprocess.DEVNULL,
     )
-    head = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    subprocess.run(
-        ["git", "-C", str(clone), "checkout", "--quiet", "--detach", head],
-        check=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    # HEAD itself, also when it is on no branch (a CI checkout of a pull request).
+    for step in (["fetch", "--quiet", str(ROOT), "HEAD"], ["checkout", "--quiet", "FETCH_HEAD"]):
+        subprocess.run(
+            ["git", "-C", str(clone), *step], check=True, timeout=300, stdin=subprocess.DEVNULL
+        )
+    heads = [
+        subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for repo in (ROOT, clone)
+    ]
+    assert heads[0] == heads[1]
     demo_dir = tmp_path / "demo"
     proc = subprocess.run(
         [str(clone / "scripts" / "demo"), "--workspace", str(demo_dir)],
