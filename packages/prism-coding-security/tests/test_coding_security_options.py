@@ -82,6 +82,8 @@ _CASES: list[tuple[str, str, object, Callable[..., object]]] = [
      lambda root, **o: create_coding_approval_policy(roots=[root], **o)),
     ("explain_command", "command", 3, lambda root, **o: explain_command(roots=[root], **o)),
     ("explain_command", "cwd", "/", lambda root, **o: explain_command("ls", roots=[root], **o)),
+    ("create_contained_file_operations", "roots", ["a\0b"],
+     lambda root, **o: create_contained_file_operations(**o)),
     ("create_contained_file_operations", "roots", "/tmp",
      lambda root, **o: create_contained_file_operations(**o)),
     ("create_sandbox_shell_operations", "backend", object(),
