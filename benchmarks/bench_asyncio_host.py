@@ -1,14 +1,20 @@
 """Per-call cost of a gated dispatch from asyncio (through the asyncio host) vs from trio.
 
-Rows (medians over repetitions, measured in one run, same options and tool):
+Rows (medians over repetitions, same options and tool):
 
-- ``gated dispatch from trio``: ``await dispatch_tool_call(...)`` inside ``trio.run``,
-  the baseline.
+- ``gated dispatch from trio``: ``await dispatch_tool_call(...)`` inside ``trio.run``.
+- ``... from trio, inside the host``: the same loop run as one trio task of the host
+  (``host.run``), measured interleaved with the asyncio rows below, repetition by
+  repetition, so that a loaded machine slows both sides alike. The asyncio rows'
+  ratios are to this row: the baseline.
 - ``gated dispatch from asyncio (host)``: ``await host.dispatch_tool_call(...)`` inside
   ``asyncio.run``, one long-lived host. Each call crosses into the trio guest run and
-  back. Target: at most 2x the trio row.
+  back. Target: at most 2x the baseline.
 - ``... 8 concurrent asyncio callers``: eight asyncio tasks share the host; the time is
-  per call (wall time / calls), so it shows what batching across callers recovers.
+  per call (wall time / calls), so it shows what serving calls together recovers.
+- ``host crossing alone``: ``await host.run(f)`` of a trio function that returns at
+  once: what a call costs besides the dispatch itself (one loop iteration, one guest
+  tick, one step of a worker task).
 
 Run: ``uv run python benchmarks/bench_asyncio_host.py [--json] [--quick]``.
 """
@@ -69,51 +75,82 @@ async def from_trio() -> list[float]:
     return await time_async(lambda: dispatch_tool_call(CALL, options), inner=INNER, repeat=REPEAT)
 
 
-async def from_asyncio() -> tuple[list[float], list[float]]:
+def per_call(t0: float, calls: int) -> float:
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+async def nothing() -> None:
+    return None
+
+
+async def from_asyncio() -> dict[str, list[float]]:
     options = gated_options()
-    serial: list[float] = []
-    concurrent: list[float] = []
+    samples: dict[str, list[float]] = {"trio": [], "serial": [], "concurrent": [], "crossing": []}
+    per_caller = INNER // CONCURRENT
+
+    async def trio_loop() -> float:
+        t0 = time.perf_counter()
+        for _ in range(INNER):
+            await dispatch_tool_call(CALL, options)
+        return per_call(t0, INNER)
+
     async with open_asyncio_host() as host:
-        for _ in range(REPEAT):
-            t0 = time.perf_counter()
-            for _ in range(INNER):
-                await host.dispatch_tool_call(CALL, options)
-            serial.append((time.perf_counter() - t0) / INNER * 1e6)
 
         async def caller(n: int) -> None:
             for _ in range(n):
                 await host.dispatch_tool_call(CALL, options)
 
-        per_caller = INNER // CONCURRENT
         for _ in range(REPEAT):
+            samples["trio"].append(await host.run(trio_loop))
+            t0 = time.perf_counter()
+            for _ in range(INNER):
+                await host.dispatch_tool_call(CALL, options)
+            samples["serial"].append(per_call(t0, INNER))
             t0 = time.perf_counter()
             await asyncio.gather(*(caller(per_caller) for _ in range(CONCURRENT)))
-            concurrent.append((time.perf_counter() - t0) / (per_caller * CONCURRENT) * 1e6)
-    return serial, concurrent
+            samples["concurrent"].append(per_call(t0, per_caller * CONCURRENT))
+            t0 = time.perf_counter()
+            for _ in range(INNER):
+                await host.run(nothing)
+            samples["crossing"].append(per_call(t0, INNER))
+    return samples
 
 
 def main() -> list[Row]:
     import trio
 
     trio_samples = trio.run(from_trio)
-    serial, concurrent = asyncio.run(from_asyncio())
-    base = row(BENCH, "gated dispatch from trio", trio_samples)
+    samples = asyncio.run(from_asyncio())
+    inside = row(
+        BENCH,
+        "... from trio, inside the host",
+        samples["trio"],
+        note="interleaved with the rows below",
+    )
     return [
-        base,
+        row(BENCH, "gated dispatch from trio", trio_samples, note="trio.run"),
+        inside,
         row(
             BENCH,
             "gated dispatch from asyncio (host)",
-            serial,
-            baseline=base,
+            samples["serial"],
+            baseline=inside,
             target="<= 2x",
             note="one caller, one call at a time",
         ),
         row(
             BENCH,
             f"... {CONCURRENT} concurrent asyncio callers",
-            concurrent,
-            baseline=base,
+            samples["concurrent"],
+            baseline=inside,
             note="per call (wall / calls)",
+        ),
+        row(
+            BENCH,
+            "host crossing alone",
+            samples["crossing"],
+            baseline=inside,
+            note="host.run of a function that returns at once",
         ),
     ]
 
