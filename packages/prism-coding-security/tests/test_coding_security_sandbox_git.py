@@ -309,3 +309,31 @@ async def test_a_git_config_kept_elsewhere_through_a_link_still_works(
     (root / ".git" / "config").symlink_to(tmp_path / "config")
     result, output = await run_shell(_ops(root), "git log --format=%s", root)
     assert (result.exit_code, output.strip()) == (0, "0")
+
+
+async def test_a_submodule_git_directory_elsewhere_in_the_root_is_protected(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    await _repo(root)
+    # a submodule whose git directory is a directory of the root, named by lib/.git
+    await _git(root, "init", "-q", "--separate-git-dir=libgit", "lib")
+    await _git(root / "lib", "commit", "-q", "--allow-empty", "-m", "lib")
+    await _git(root, "add", "lib")
+    marker = tmp_path / "pwned"
+    command = (
+        f"{_fsmonitor(marker, 'libgit/config')}; echo x > libgit/hooks/post-checkout; echo end"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "end" in output
+    assert not (root / "libgit" / "hooks" / "post-checkout").exists()
+    await _host_git_status_runs_nothing(root, marker)
+
+
+async def test_protected_path_globs_apply_below_the_top(root: Path, run_shell: RunShell) -> None:
+    (root / "deploy").mkdir()
+    (root / "deploy" / "prod.secret").write_text("keep\n")
+    sandbox = BubblewrapSandbox([str(root)], protected_paths=["*.secret"])
+    ops = create_sandbox_shell_operations(sandbox)
+    _, output = await run_shell(ops, "echo evil > deploy/prod.secret; echo end", root)
+    assert "end" in output
+    assert (root / "deploy" / "prod.secret").read_text() == "keep\n"
