@@ -148,25 +148,28 @@ def _arguments_error(arguments: object) -> str | None:
     """
     if not isinstance(arguments, dict):
         return f"arguments must be a JSON object, got {type(arguments).__name__}"
-    stack: list[object] = [arguments]
-    while stack:
-        value = stack.pop()
-        if value is None or isinstance(value, (str, int)):  # bool is an int
-            continue  # subclasses (IntEnum, str enums) are JSON too
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                return f"arguments must be finite JSON numbers, got {value!r}"
-            continue
-        if isinstance(value, dict):
-            for key, item in value.items():
+    pending: list[dict[object, object] | list[object]] = [arguments]
+    while pending:
+        container = pending.pop()
+        values: Iterable[object] = container
+        if isinstance(container, dict):
+            for key in container:
                 if type(key) is not str:
                     return f"arguments must have string keys, got key {key!r}"
-                stack.append(item)
-            continue
-        if isinstance(value, list):
-            stack.extend(value)
-            continue
-        return f"arguments must hold only JSON values, got {type(value).__name__}"
+            values = container.values()
+        for value in values:
+            kind = type(value)
+            if kind is str or kind is int or kind is bool or value is None:
+                continue
+            if isinstance(value, (str, int)):  # subclasses (IntEnum, str enums) are JSON too
+                continue
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    return f"arguments must be finite JSON numbers, got {value!r}"
+            elif isinstance(value, (dict, list)):
+                pending.append(value)
+            else:
+                return f"arguments must hold only JSON values, got {type(value).__name__}"
     return None
 
 
