@@ -20,6 +20,11 @@ Each tool answers ``tools/call`` with a task (``resultType: "task"``) and
   hostile ``pollIntervalMs``.
 - ``plain``: answers at once with an ordinary result (no task).
 
+``crash`` exits without answering. A server started when the log file already
+exists (a reconnect) also lists ``second``; one started while ``<log
+file>.nostart`` exists exits at once. ``bad_id`` answers with an empty task
+id; ``tasks/cancel`` of a ``needs_input`` task is answered with an error.
+
 And tools with hostile shapes, answered at once: ``deep`` (structuredContent
 nested 40 levels), ``nan_structured`` (structuredContent holding NaN); the
 listing also offers ``nan_input`` and ``nan_output`` (a NaN in the input or
@@ -29,10 +34,14 @@ output schema) and ``bad_output`` (an output schema no validator takes).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
 LOG = sys.argv[1]
+if os.path.exists(LOG + ".nostart"):
+    sys.exit(3)
+SECOND = os.path.exists(LOG)
 CUT = len(sys.argv) > 2 and sys.argv[2] == "cut"
 OUT = sys.stdout.buffer
 TASKS = "io.modelcontextprotocol/tasks"
@@ -51,7 +60,10 @@ TOOLS = [
     "strange_status",
     "needs_input",
     "plain",
+    "crash",
+    "bad_id",
     *INTERVALS,
+    *(["second"] if SECOND else []),
 ]
 polls: dict[str, int] = {}
 kinds: dict[str, str] = {}
@@ -137,13 +149,19 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
             }
         )
     if method == "tools/list":
-        listed = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+        listed: list[dict[str, object]] = [
+            {"name": name, "inputSchema": {"type": "object"}} for name in TOOLS
+        ]
         listed += [{"name": name, **shape} for name, shape in SHAPES.items()]
         return complete({"tools": listed, "ttlMs": 0, "cacheScope": "private"})
     if method == "tools/call":
         name = params["name"]
         if name == "plain":
             return complete({"content": [{"type": "text", "text": "no task"}]})
+        if name == "crash":
+            os._exit(1)
+        if name == "bad_id":
+            return {"resultType": "task", "taskId": "", "status": "working"}
         if name in SHAPES:
             structured = nested(40) if name == "deep" else {"x": NAN}
             text = {"type": "text", "text": name}
@@ -155,6 +173,8 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
     if method == "tasks/get":
         return complete(get(params["taskId"]))
     if method == "tasks/cancel":
+        if kinds.get(params["taskId"]) == "needs_input":
+            return None
         return complete({})
     return None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -138,7 +139,7 @@ async def test_server_requests_over_http_are_bounded_too(fixture_http_url: str) 
     ],
 )
 async def test_listing_bounds_keep_what_fits(
-    mode: str, options: dict[str, int], kept: int, caplog: pytest.LogCaptureFixture
+    mode: str, options: dict[str, Any], kept: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The same bounds as above, in this process: what is kept, and the warning.
     from prism.mcp import StdioTransport

@@ -132,9 +132,13 @@ async def test_without_a_pins_file_tools_are_still_pinned_for_the_bridge_lifetim
     assert result.details["mcp_error"] == "definition_changed"
 
 
-async def test_an_unreadable_pins_file_fails_open(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["not json", "a directory"])
+async def test_an_unreadable_pins_file_fails_open(tmp_path: Path, kind: str) -> None:
     pins = tmp_path / "pins.json"
-    pins.write_text("not json")
+    if kind == "a directory":
+        pins.mkdir()
+    else:
+        pins.write_text("not json")
     with trio.fail_after(20), pytest.raises(McpBridgeError, match="pins_file"):
         async with open_mcp_tools(
             server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
@@ -153,3 +157,16 @@ async def test_an_accept_callback_that_raises_accepts_nothing() -> None:
             await mutate_and_refresh(bridge)
             result = await run(bridge, "good")
     assert result.details["mcp_error"] == "definition_changed"
+
+
+async def test_a_pins_file_that_cannot_be_written_is_a_warning_not_a_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pins = tmp_path / "missing-directory" / "pins.json"
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
+        ) as bridge:
+            assert bridge.tools
+    assert not pins.exists()
+    assert any("could not write pins_file" in record.getMessage() for record in caplog.records)

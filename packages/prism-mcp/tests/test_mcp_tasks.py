@@ -205,3 +205,33 @@ async def test_hostile_shapes_are_skipped_or_contained(
     # A structuredContent that is not JSON is dropped, the content kept.
     assert nan.structured is None
     assert nan.joined_text == "nan_structured"
+
+
+async def test_an_empty_task_id_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            result = await run(bridge, "bad_id")
+    assert result.is_error
+    assert "unusable task id" in result.joined_text
+
+
+async def test_after_a_crash_a_changed_listing_marks_stale_and_a_failed_restart_is_an_error(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    with trio.fail_after(60):
+        async with task_bridge(log) as bridge:
+            crashed = await run(bridge, "crash")
+            assert crashed.details["mcp_error"] == "connection_lost"
+            assert not bridge.stale
+            # The next server lists one tool more: the bridge says so, keeps its tools.
+            assert (await run(bridge, "plain")).joined_text == "no task"
+            assert bridge.stale
+            assert "mcp:tasks:second" not in {tool.name for tool in bridge.tools}
+            await run(bridge, "crash")
+            (tmp_path / "log.nostart").touch()
+            refused = await run(bridge, "plain")
+    assert refused.is_error
+    assert refused.details["mcp_error"] == "connect"
+    assert "could not run" in refused.joined_text
