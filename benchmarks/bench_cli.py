@@ -4,6 +4,9 @@ Rows (medians over repetitions, all measured in this run):
 
 - ``python -c pass``: a fresh interpreter, the baseline for process rows.
 - ``prism --version``: CLI startup (click, rich and prism.core imported). Target <= 600 ms.
+- ``prism --help``: the help text; nothing heavy imported. Target <= 600 ms.
+- ``prism run missing.json``: a file error, reported before the MCP SDK, the model SDKs
+  or the agent's tools are imported. Target <= 600 ms.
 - ``prism ledger show`` (1,000 records): read, parse and draw a table. Target <= 1.5 s.
 - ``event sink, no-op``: the baseline for the next row (per event).
 - ``EventView, plain lines``: the CLI's event sink drawing one line per event
@@ -40,13 +43,15 @@ PROCESS_REPEAT = 3 if QUICK else 5
 DEMO_REPEAT = 1 if QUICK else 3
 
 
-def _process_samples(argv: list[str], repeat: int, cwd: str | None = None) -> list[float]:
+def _process_samples(
+    argv: list[str], repeat: int, cwd: str | None = None, *, check: bool = True
+) -> list[float]:
     samples = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         subprocess.run(
             argv,
-            check=True,
+            check=check,
             capture_output=True,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -114,6 +119,13 @@ async def main() -> list[Row]:
     rows.append(
         row(BENCH, "prism --version", startup, baseline=base, target="<= 600 ms", note="startup")
     )
+    fast = {"prism --help": ["--help"], "prism run missing.json": ["run", "missing.json"]}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, args in fast.items():
+            samples = _process_samples(
+                [python, "-m", "prism.cli", *args], PROCESS_REPEAT, cwd=folder, check=False
+            )
+            rows.append(row(BENCH, name, samples, baseline=base, target="<= 600 ms"))
     with tempfile.TemporaryDirectory() as folder:
         ledger = _ledger_file(Path(folder), 1_000)
         show = _process_samples(
@@ -168,7 +180,12 @@ async def main() -> list[Row]:
         )
     )
     for r in rows:
-        limit = {"prism --version": 600e3, "EventView, plain lines": 100.0}.get(r.name)
+        limit = {
+            "prism --version": 600e3,
+            "prism --help": 600e3,
+            "prism run missing.json": 600e3,
+            "EventView, plain lines": 100.0,
+        }.get(r.name)
         if r.name.startswith("prism ledger show"):
             limit = 1.5e6
         if r.name.startswith("prism demo"):

@@ -107,16 +107,16 @@ def test_typo_in_nested_key_is_named_with_its_dotted_path() -> None:
 @pytest.mark.parametrize(
     ("data", "key", "fragment"),
     [
-        ({"agent": {"tool_concurrency": 0}}, "agent.tool_concurrency", "from 1 to 64"),
-        ({"agent": {"tool_concurrency": True}}, "agent.tool_concurrency", "whole number"),
-        ({"agent": {"max_tool_rounds": "3"}}, "agent.max_tool_rounds", "whole number"),
-        ({"workspace": {"roots": []}}, "workspace.roots", "at least one"),
+        ({"agent": {"tool_concurrency": 0}}, "agent.tool_concurrency", ">= 1 and <= 64, got 0"),
+        ({"agent": {"tool_concurrency": True}}, "agent.tool_concurrency", "an integer"),
+        ({"agent": {"max_tool_rounds": "3"}}, "agent.max_tool_rounds", "an integer"),
+        ({"workspace": {"roots": []}}, "workspace.roots", "a non-empty sequence"),
         ({"workspace": {"roots": ["ok", 3]}}, "workspace.roots[1]", "non-empty string"),
-        ({"workspace": {"read_only": "yes"}}, "workspace.read_only", "true or false"),
-        ({"permissions": {"default": "maybe"}}, "permissions.default", "'allow' or 'deny'"),
+        ({"workspace": {"read_only": "yes"}}, "workspace.read_only", "a bool"),
+        ({"permissions": {"default": "maybe"}}, "permissions.default", "one of 'allow', 'deny'"),
         ({"validation": {"missing_schema": 1}}, "validation.missing_schema", "'allow'"),
-        ({"commands": {"deny": "rm"}}, "commands.deny", "list of strings"),
-        ({"agent": 3}, "agent", "expected a table"),
+        ({"commands": {"deny": "rm"}}, "commands.deny", "a sequence"),
+        ({"agent": 3}, "agent", "must be a table"),
         ({"ledger": {"path": ""}}, "ledger.path", "non-empty string"),
     ],
 )
@@ -125,7 +125,9 @@ def test_bad_values_name_the_key_and_the_value(
 ) -> None:
     error = _problem(data)
     assert error.key == key
+    assert error.option == key  # a ConfigurationError like every other bad option
     assert fragment in error.problem
+    assert str(error).startswith(f"prism.toml: {key}: ")
 
 
 @pytest.mark.parametrize(
@@ -134,11 +136,11 @@ def test_bad_values_name_the_key_and_the_value(
         ({}, "mcp.servers.docs", "exactly one of 'command' or 'url'"),
         ({"command": "x", "url": "http://h/mcp"}, "mcp.servers.docs", "exactly one"),
         ({"url": "file:///etc/passwd"}, "mcp.servers.docs.url", "http://"),
-        ({"command": "x", "call_timeout_s": -1}, "mcp.servers.docs.call_timeout_s", "above 0"),
+        ({"command": "x", "call_timeout_s": -1}, "mcp.servers.docs.call_timeout_s", "> 0"),
         ({"command": "x", "call_timeout_s": float("nan")}, "mcp.servers.docs.call_timeout_s", ""),
         ({"command": "x", "max_call_s": float("inf")}, "mcp.servers.docs.max_call_s", ""),
         ({"command": "x", "max_result_bytes": 10}, "mcp.servers.docs.max_result_bytes", "1024"),
-        ({"command": "x", "env": {"A": 1}}, "mcp.servers.docs.env.A", "expected a string"),
+        ({"command": "x", "env": {"A": 1}}, "mcp.servers.docs.env", "a table of strings"),
         ({"command": "x", "headers": {"A": "b"}}, "mcp.servers.docs.headers", "HTTP"),
         ({"url": "http://h/mcp", "args": ["x"]}, "mcp.servers.docs.args", "stdio"),
     ],
@@ -175,7 +177,16 @@ def test_oversized_file_is_refused_before_parsing(tmp_path: Path) -> None:
         load_config(path)
 
 
-_KNOWN_TOP = {"agent", "workspace", "commands", "permissions", "validation", "mcp", "ledger"}
+_KNOWN_TOP = {
+    "agent",
+    "workspace",
+    "commands",
+    "permissions",
+    "validation",
+    "mcp",
+    "ledger",
+    "serve",
+}
 
 
 @given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12))
@@ -204,7 +215,7 @@ def test_sandbox_modes_are_accepted(mode: str) -> None:
 def test_an_unknown_sandbox_is_refused_with_the_choices() -> None:
     error = _problem({"workspace": {"sandbox": "docker"}})
     assert error.key == "workspace.sandbox"
-    assert "'none' or 'bubblewrap' or 'auto'" in error.problem
+    assert "one of 'none', 'bubblewrap', 'auto'" in error.problem
 
 
 def test_sandbox_defaults_to_auto() -> None:

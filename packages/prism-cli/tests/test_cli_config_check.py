@@ -31,7 +31,8 @@ def test_config_check_points_at_the_bad_key(run_cli: CliRunner, tmp_path: Path) 
     )
     proc = run_cli("config", "check")
     assert proc.returncode == 2
-    assert "prism.toml: mcp.servers.docs.call_timeout_s: expected a number of seconds" in (
+    assert "prism.toml: mcp.servers.docs.call_timeout_s: must be a finite number > 0" in (
         proc.stderr
     )
+    assert "got 'soon'" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -12,6 +12,7 @@ import json
 import os
 import pty
 import signal
+import subprocess
 import sys
 from functools import partial
 from typing import TYPE_CHECKING
@@ -27,11 +28,11 @@ from anthropic.types import (
     RawMessageStopEvent,
 )
 from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import Response, ResponseCompletedEvent, ResponseTextDeltaEvent
 
 from prism.core import read_ledger
 
 if TYPE_CHECKING:
-    import subprocess
     from pathlib import Path
 
     from pydantic import BaseModel
@@ -493,3 +494,112 @@ async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_only_the_turn(
         ("user", "think"),
         ("user", "again"),
     ]
+
+
+def responses_text(answer: str) -> Events:
+    """A Responses API stream answering ``answer`` (built from the SDK's own types)."""
+    done = Response.model_validate(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "model": "test-model",
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": answer, "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+    )
+    delta = ResponseTextDeltaEvent.model_validate(
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "sequence_number": 1,
+            "delta": answer,
+            "logprobs": [],
+        }
+    )
+    completed = ResponseCompletedEvent(type="response.completed", sequence_number=2, response=done)
+    return [ev(delta), ev(completed)]
+
+
+async def test_run_with_the_openai_responses_api(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer([responses_text("Answered through the Responses API.")])
+    process = await run_prism(
+        tmp_path,
+        server,
+        "--model",
+        "openai-responses:test-model",
+        "--base-url",
+        "http://127.0.0.1:PORT/v1",
+        "--json",
+        "say something",
+    )
+    assert process.returncode == 0, process.stderr.decode()
+    assert json.loads(process.stdout)["final"] == "Answered through the Responses API."
+    body = server.bodies[0]
+    assert body["model"] == "test-model"
+    assert "input" in body  # the Responses API's request shape, not Chat Completions'
+
+
+async def test_a_bad_model_spec_is_a_clean_error_naming_every_provider(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    process = await run_prism(tmp_path, ModelServer([]), "--model", "nope:x", "task")
+    assert process.returncode == 2
+    stderr = process.stderr.decode()
+    assert "--model nope:x" in stderr
+    assert "openai-responses" in stderr
+    assert "Traceback" not in stderr
+
+
+async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_path: Path) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer(
+        [
+            [
+                chunk(openai_call(0, "r1", "read", {"path": "notes.txt"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [chunk({"content": "Let me think"}), (HOLD, "")],
+        ]
+    )
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
+    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        argv = [sys.executable, "-m", "prism.cli", "run", "--model", "openai:test-model"]
+        argv += ["--base-url", f"http://127.0.0.1:{port}/v1", "--json", "read the notes"]
+        with (tmp_path / "out.json").open("wb") as out, (tmp_path / "err.txt").open("wb") as err:
+            process = await trio.lowlevel.open_process(
+                argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
+            with trio.fail_after(60):
+                await server.holding.wait()
+                process.send_signal(signal.SIGINT)
+                returncode = await process.wait()
+        nursery.cancel_scope.cancel()
+    stderr = (tmp_path / "err.txt").read_text(encoding="utf-8")
+    assert returncode == 1, stderr  # the run was aborted, and says so
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr
+    report = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert report["aborted"] is True
+    assert [(c["call_id"], c["status"]) for c in report["calls"]] == [("r1", "ok")]
+    contents = read_ledger(tmp_path / "ledger.jsonl")
+    assert [(r.call_id, r.status) for r in contents.records] == [("r1", "ok")]
+    assert contents.torn_line is None
+    assert [run.outcome for run in contents.runs] == ["finished"]  # ended, not killed

@@ -11,6 +11,8 @@ DOCUMENTED = {
     "PermissionsConfig",
     "PrismConfig",
     "ScriptedSession",
+    "ServeAuthConfig",
+    "ServeConfig",
     "SessionFormatError",
     "ValidationConfig",
     "WorkspaceConfig",

@@ -163,7 +163,7 @@ def test_run_with_a_bad_config_names_the_key_and_runs_nothing(
     _setup(tmp_path, "[agent]\ntool_concurrency = 0\n", ["hi"])
     proc = run_cli("run", "session.json")
     assert proc.returncode == 2
-    assert "prism.toml: agent.tool_concurrency: expected a number from 1 to 64, got 0" in (
+    assert "prism.toml: agent.tool_concurrency: must be an integer >= 1 and <= 64, got 0" in (
         proc.stderr
     )
     assert not (tmp_path / "prism-ledger.jsonl").exists()
@@ -173,7 +173,7 @@ def test_run_with_a_bad_session_names_the_json_path(run_cli: CliRunner, tmp_path
     _setup(tmp_path, CODING_ONLY, {"turns": [{"tool_calls": [{"arguments": {}}]}]})
     proc = run_cli("run", "session.json")
     assert proc.returncode == 2
-    assert "session.json: turns[0].tool_calls[0].name: expected a non-empty string" in proc.stderr
+    assert "session.json: turns[0].tool_calls[0].name: is required" in proc.stderr
 
 
 def test_run_with_a_server_that_will_not_start_fails_cleanly(

@@ -8,9 +8,11 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+import httpx2
 import mcp_types as types
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -83,29 +85,135 @@ async def test_serve_over_stdio_offers_coding_and_bridged_tools(tmp_path: Path) 
     assert all(r["call_id"].startswith("stdio/") for r in records)
 
 
+async def _serve_http(
+    nursery: trio.Nursery, tmp_path: Path, address: str, env: dict[str, str] | None = None
+) -> tuple[trio.Process, str]:
+    """Start ``prism serve --http ADDRESS`` in ``tmp_path``; the process and its endpoint URL."""
+    argv = [sys.executable, "-m", "prism.cli", "serve", "--http", address]
+    run = functools.partial(
+        trio.run_process, argv, cwd=tmp_path, env=env or _env(), stdin=None, stderr=-1, check=False
+    )
+    proc: trio.Process = await nursery.start(run)
+    assert proc.stderr is not None
+    seen = b""
+    with trio.fail_after(60):
+        while b"MCP endpoint " not in seen or not seen.rstrip(b" ").endswith(b"\n"):
+            chunk = await proc.stderr.receive_some(4096)
+            assert chunk, seen.decode(errors="replace")
+            seen += chunk
+    line = next(x for x in seen.decode().splitlines() if "MCP endpoint " in x)
+    return proc, line.split("MCP endpoint ", 1)[1].strip()
+
+
 async def test_serve_over_http_on_loopback(tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    argv = [sys.executable, "-m", "prism.cli", "serve", "--config", str(config)]
-    argv += ["--http", "127.0.0.1:0"]
+    _config(tmp_path)
     async with trio.open_nursery() as nursery:
-        run = functools.partial(
-            trio.run_process, argv, cwd=tmp_path, env=_env(), stdin=None, stderr=-1, check=False
-        )
-        proc = await nursery.start(run)
-        assert proc.stderr is not None
-        seen = b""
-        with trio.fail_after(60):
-            while b"MCP endpoint " not in seen or not seen.rstrip(b" ").endswith(b"\n"):
-                chunk = await proc.stderr.receive_some(4096)
-                assert chunk, seen.decode(errors="replace")
-                seen += chunk
-        line = next(x for x in seen.decode().splitlines() if "MCP endpoint " in x)
-        url = line.split("MCP endpoint ", 1)[1].strip()
+        proc, url = await _serve_http(nursery, tmp_path, "127.0.0.1:0")
         assert url.startswith("http://127.0.0.1:")
         async with Client(url) as client:
             result = await client.call_tool("read", {"path": "readme.txt"})
         assert "served by prism" in _text(result)
         proc.terminate()
+
+
+_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+_ACCEPT = "application/json, text/event-stream"
+
+
+async def test_serve_takes_bearer_tokens_from_the_serve_table(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[serve.auth]\ntype = "bearer"\ntoken_env = "MY_GATEWAY_TOKEN"\n')
+    token = "a-token-long-enough-for-the-gateway"
+    async with trio.open_nursery() as nursery:
+        proc, url = await _serve_http(
+            nursery, tmp_path, "127.0.0.1:0", {**_env(), "MY_GATEWAY_TOKEN": token}
+        )
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(url, json=_LIST, headers={"accept": _ACCEPT})
+        async with (
+            httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            result = await client.call_tool("read", {"path": "readme.txt"})
+        proc.terminate()
+    assert refused.status_code == 401
+    assert "served by prism" in _text(result)
+
+
+VERIFIER = """
+from mcp.server.auth.provider import AccessToken
+
+
+class Verifier:
+    async def verify_token(self, token):
+        if token != "good-token":
+            return None
+        return AccessToken(token=token, client_id="ide-1", scopes=["mcp"], resource=RESOURCE)
+"""
+
+
+async def test_serve_is_an_oauth_resource_server_from_the_serve_table(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    (tmp_path / "my_verifier.py").write_text(f"RESOURCE = {resource!r}\n{VERIFIER}", "utf-8")
+    with config.open("a", encoding="utf-8") as file:
+        file.write(
+            f"""
+[serve.auth]
+type = "oauth"
+issuer_url = "https://auth.example"
+resource_server_url = "{resource}"
+required_scopes = ["mcp"]
+verifier = "my_verifier:Verifier"
+"""
+        )
+    env = {
+        **_env(),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    async with trio.open_nursery() as nursery:
+        proc, url = await _serve_http(nursery, tmp_path, f"127.0.0.1:{port}", env)
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(
+                url, json=_LIST, headers={"accept": _ACCEPT, "authorization": "Bearer bad"}
+            )
+        async with (
+            httpx2.AsyncClient(headers={"authorization": "Bearer good-token"}) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            result = await client.call_tool("read", {"path": "readme.txt"})
+        proc.terminate()
+    assert refused.status_code == 401
+    assert "resource_metadata" in refused.headers["www-authenticate"]
+    assert "served by prism" in _text(result)
+
+
+def test_an_oauth_verifier_that_cannot_be_imported_names_the_key(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    config = _config(tmp_path)
+    with config.open("a", encoding="utf-8") as file:
+        file.write(
+            '\n[serve.auth]\ntype = "oauth"\nissuer_url = "https://a.example"\n'
+            'resource_server_url = "http://127.0.0.1:1/mcp"\nverifier = "no_such_mod:V"\n'
+        )
+    proc = run_cli("serve", "--config", str(config), "--http", "127.0.0.1:0")
+    assert proc.returncode == 2
+    assert "prism.toml: serve.auth.verifier: cannot import 'no_such_mod:V'" in proc.stderr
+
+
+def test_a_bearer_table_with_no_token_set_says_so(tmp_path: Path, run_cli: CliRunner) -> None:
+    config = _config(tmp_path)
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[serve.auth]\ntype = "bearer"\ntoken_env = "UNSET_PRISM_TOKEN_VAR"\n')
+    proc = run_cli("serve", "--config", str(config), "--http", "127.0.0.1:0")
+    assert proc.returncode == 2
+    assert "prism.toml: serve.auth: no token found" in proc.stderr
 
 
 def test_serve_refuses_a_public_bind_without_a_token(tmp_path: Path, run_cli: CliRunner) -> None:
@@ -148,3 +256,25 @@ async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
     assert (tmp_path / "ws" / "ok.txt").exists()
     assert refused.is_error
     assert not (tmp_path / "ws" / "other.txt").exists()
+
+
+async def test_serve_takes_the_approver_from_the_serve_table(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    judge = "import json,sys; a=json.load(sys.stdin); sys.exit('ok.txt' not in a['command'])"
+    with config.open("a", encoding="utf-8") as file:
+        file.write(
+            f'\n[serve]\napprover = "command"\n'
+            f"approve_command = {json.dumps([sys.executable, '-c', judge])}\n"
+        )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "prism.cli", "serve"],
+        cwd=str(tmp_path),
+        env=_env(),
+    )
+    async with Client(params) as client:
+        approved = await client.call_tool("shell", {"command": "touch ok.txt"})
+        refused = await client.call_tool("shell", {"command": "touch other.txt"})
+    assert not approved.is_error, _text(approved)
+    assert (tmp_path / "ws" / "ok.txt").exists()
+    assert refused.is_error

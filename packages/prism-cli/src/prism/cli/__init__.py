@@ -27,6 +27,8 @@ from ._config import CommandRulesConfig as CommandRulesConfig
 from ._config import McpServerConfig as McpServerConfig
 from ._config import PermissionsConfig as PermissionsConfig
 from ._config import PrismConfig as PrismConfig
+from ._config import ServeAuthConfig as ServeAuthConfig
+from ._config import ServeConfig as ServeConfig
 from ._config import ValidationConfig as ValidationConfig
 from ._config import WorkspaceConfig as WorkspaceConfig
 from ._config import load_config as load_config
@@ -47,6 +49,8 @@ __all__ = [
     "PermissionsConfig",
     "PrismConfig",
     "ScriptedSession",
+    "ServeAuthConfig",
+    "ServeConfig",
     "SessionFormatError",
     "ValidationConfig",
     "WorkspaceConfig",

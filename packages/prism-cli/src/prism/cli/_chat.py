@@ -9,18 +9,14 @@ Ctrl-C at the prompt, end of input, ``/exit`` or ``/quit`` leave.
 
 from __future__ import annotations
 
-import signal
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import attrs
-import click
 import trio
 
 from prism.core import (
     AbortController,
-    ConfigurationError,
     Limits,
     ModelProviderError,
     RunLedger,
@@ -30,19 +26,22 @@ from prism.core import (
     create_agent,
 )
 
-from ._errors import CliError
-from ._model_run import INSTRUCTIONS
+from ._model_run import open_model, watch_interrupts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
+
+    from rich.console import Console
 
     from prism.providers import StreamEvent
 
     from ._config import PrismConfig
+    from ._ledgerfile import LedgerFailures
     from ._render import EventView
     from ._runner import Toolset
 
-__all__ = ["ChatReport", "chat_command", "run_chat"]
+__all__ = ["ChatReport", "chat_session", "run_chat"]
 
 _EXIT = frozenset({"/exit", "/quit"})
 
@@ -76,7 +75,7 @@ async def run_chat(
     Raises:
         CliError: a bad model spec, no key, or a missing SDK.
     """
-    from prism.providers import ModelSpec, ModelTextDelta, open_provider
+    from prism.providers import ModelTextDelta
 
     streamed = False
 
@@ -87,16 +86,25 @@ async def run_chat(
             write(event.text)
 
     turns = aborted = 0
-    try:
-        spec = ModelSpec.parse(model)
+    current: list[AbortController] = []
+
+    leaving = trio.CancelScope()
+
+    def on_interrupt() -> bool:
+        # During a turn: abort it. At the prompt (or again while it aborts): leave.
+        if current and not current[0].signal.aborted:
+            current[0].abort("interrupted by the user (Ctrl-C)")
+        else:
+            leaving.cancel()
+        return True
+
+    with leaving:
         async with (
-            open_provider(
-                spec, base_url=base_url, instructions=INSTRUCTIONS, on_event=show
-            ) as provider,
-            trio.open_nursery() as nursery,
+            open_model(model, base_url=base_url, on_event=show) as (name, provider),
+            watch_interrupts(on_interrupt),
         ):
             agent = create_agent(
-                model=spec.model,
+                model=name,
                 provider=provider,
                 tools=toolset.tools,
                 validator=toolset.validator,
@@ -106,18 +114,7 @@ async def run_chat(
                 ledger=ledger,
             )
             session = agent.session()
-            current: list[AbortController] = []
-
-            async def on_interrupt() -> None:
-                with trio.open_signal_receiver(signal.SIGINT) as signals:
-                    async for _ in signals:
-                        if current:
-                            current[0].abort("interrupted by the user (Ctrl-C)")
-                        else:
-                            nursery.cancel_scope.cancel()
-
-            nursery.start_soon(on_interrupt)
-            write(f"prism chat with {spec.provider}:{spec.model}; /exit or Ctrl-D to leave\n")
+            write(f"prism chat with {model}; /exit or Ctrl-D to leave\n")
             while True:
                 write("you> ")
                 line = await trio.to_thread.run_sync(read_line, abandon_on_cancel=True)
@@ -152,109 +149,51 @@ async def run_chat(
                     )
                     write(answer)
                 write("\n")
-            nursery.cancel_scope.cancel()
-    except ConfigurationError as exc:
-        raise CliError(f"--model {model}: {exc}") from exc
     return ChatReport(turns=turns, aborted=aborted, calls=len(ledger.records))
 
 
-@click.command("chat", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--model",
-    "model_spec",
-    required=True,
-    metavar="PROVIDER:MODEL",
-    help="The model (openai:MODEL, anthropic:MODEL). Keys from OPENAI_API_KEY / ANTHROPIC_API_KEY.",
-)
-@click.option(
-    "--base-url",
-    metavar="URL",
-    help="The model API's base URL (an OpenAI-compatible server such as vLLM or Ollama).",
-)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default="prism.toml",
-    show_default=True,
-    help="Tools, roots, rules and limits.",
-)
-@click.option(
-    "--ledger",
-    "ledger_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append the ledger here as calls end (default: [ledger] path, else prism-ledger.jsonl).",
-)
-@click.option(
-    "--yes",
-    "yes_mode",
-    type=click.Choice(["ask", "never"]),
-    default="ask",
-    show_default=True,
-    help="Ask on the terminal before an action the policy will not allow by itself (never "
-    "in a pipe), or never approve anything.",
-)
-def chat_command(
-    model_spec: str,
+def chat_session(
+    loaded: PrismConfig,
+    *,
+    model: str,
     base_url: str | None,
-    config_file: Path,
-    ledger_file: Path | None,
     yes_mode: Literal["ask", "never"],
-) -> int:
-    """Talk with a real model that works through the tools of prism.toml.
-
-    Each line is one turn of one conversation. Ctrl-C aborts the turn in
-    progress (the conversation goes on); Ctrl-C at the prompt, Ctrl-D or /exit
-    leave. Approval questions are asked on the terminal (yes / no / always).
-    """
-    from ._app import _console
-    from ._config import load_config
-    from ._ledgerfile import LedgerFailures, recording_ledger
+    target: Path,
+    failures: LedgerFailures,
+    out: Console,
+) -> ChatReport:
+    """What ``prism chat`` runs: the tools of ``loaded``, a ledger at ``target``, the chat."""
+    from ._elicit import terminal_elicitor
+    from ._ledgerfile import recording_ledger
     from ._model_run import terminal_approver
+    from ._output import write_stdout
     from ._render import EventView
     from ._runner import open_toolset
     from ._trio import run_trio
 
-    loaded = load_config(config_file)
-    target = ledger_file or Path(loaded.ledger or Path.cwd() / "prism-ledger.jsonl")
-    console = _console()
-    failures = LedgerFailures()
     approver = terminal_approver(yes_mode)
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
     async def go() -> ChatReport:
-        async with open_toolset(loaded, approve=approver) as toolset:
+        async with open_toolset(loaded, approve=approver, elicit=terminal_elicitor()) as toolset:
             with (
                 recording_ledger(
                     target,
-                    label=f"prism chat --model {model_spec}",
+                    label=f"prism chat --model {model}",
                     failures=failures,
                     fsync=loaded.ledger_fsync,
                     max_bytes=loaded.ledger_max_bytes,
                 ) as run_ledger,
-                EventView(console, live=False) as view,
+                EventView(out, live=False) as view,
             ):
                 return await run_chat(
                     toolset,
-                    model=model_spec,
+                    model=model,
                     base_url=base_url,
                     config=loaded,
                     ledger=run_ledger,
-                    write=write,
+                    write=write_stdout,
                     read_line=sys.stdin.readline,
                     view=view,
                 )
 
-    try:
-        report = run_trio(go)
-    finally:
-        failures.report()
-    console.print(
-        f"{report.turns} turn(s), {report.aborted} aborted, {report.calls} call(s); "
-        f"ledger: {target}",
-        soft_wrap=True,
-    )
-    return 0
+    return run_trio(go)

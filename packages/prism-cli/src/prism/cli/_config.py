@@ -1,24 +1,36 @@
-"""The ``prism.toml`` model: what ``prism run`` wires, validated key by key.
+"""The ``prism.toml`` model: what ``prism run`` and ``prism serve`` wire, validated key by key.
 
+The document is read by one cattrs converter (:mod:`._convert`) into the
+classes here; each class checks its own values with :mod:`prism.core.options`.
 Every problem is reported as a :class:`ConfigError` naming the file and the
 dotted key (``mcp.servers.docs.call_timeout_s``), so a user can go straight to
 the line. Unknown keys are errors too: a typo must not silently turn a limit
 off. Relative paths are resolved against the folder that holds the file.
+Every key is optional; with no file at all the defaults apply.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal
 
 import attrs
 
-from ._errors import ConfigError
+from prism.core import ConfigurationError
+from prism.core.options import (
+    OptionCheck,
+    boolean,
+    instance_of,
+    integer,
+    number,
+    one_of,
+    optional,
+    sequence_of,
+    string,
+)
 
 __all__ = [
     "AgentConfig",
@@ -26,6 +38,8 @@ __all__ = [
     "McpServerConfig",
     "PermissionsConfig",
     "PrismConfig",
+    "ServeAuthConfig",
+    "ServeConfig",
     "ValidationConfig",
     "WorkspaceConfig",
     "load_config",
@@ -33,7 +47,44 @@ __all__ = [
 ]
 
 _SERVER_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-_MAX_CONFIG_BYTES = 1_000_000
+_IMPORT_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def _string_list(
+    *, non_empty: bool = False
+) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    """A list of non-empty strings; a bad item is named by its index (``roots[1]``)."""
+    whole = sequence_of(string(), non_empty=non_empty)
+    item = string()
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, (list, tuple)):
+            for index, entry in enumerate(value):
+                item.check(type(instance).__name__, f"{attribute.name}[{index}]", entry)
+        whole(instance, attribute, value)
+
+    return validate
+
+
+_strings = _string_list()
+_seconds = number(minimum=0, above=True, maximum=86_400)
+_string_table = OptionCheck(
+    "a table of strings",
+    lambda value: (
+        isinstance(value, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    ),
+)
+_http_url = OptionCheck(
+    "an http:// or https:// URL",
+    lambda value: isinstance(value, str) and value.startswith(("http://", "https://")),
+)
+
+
+def _problem(owner: object, option: str, message: str, value: object) -> ConfigurationError:
+    """A domain check's failure, shaped like an option check's (option and value named)."""
+    name = f"{type(owner).__name__}.{option}" if option else type(owner).__name__
+    return ConfigurationError(f"{name} {message}", option=name, value=value)
 
 
 @attrs.frozen(kw_only=True)
@@ -55,18 +106,42 @@ class McpServerConfig:
         list_cache_ttl_s: how long a tool list is trusted.
     """
 
-    server_id: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-    url: str | None = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    call_timeout_s: float = 60.0
-    connect_timeout_s: float = 30.0
-    max_call_s: float | None = None
-    max_result_bytes: int = 1_000_000
-    list_cache_ttl_s: float = 60.0
+    server_id: str = attrs.field(validator=string())
+    command: str | None = attrs.field(default=None, validator=optional(string()))
+    args: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    env: Mapping[str, str] | None = attrs.field(default=None, validator=optional(_string_table))
+    cwd: str | None = attrs.field(default=None, validator=optional(string()))
+    url: str | None = attrs.field(default=None, validator=optional(_http_url))
+    headers: Mapping[str, str] = attrs.field(factory=dict, validator=_string_table)
+    call_timeout_s: float = attrs.field(default=60.0, validator=_seconds)
+    connect_timeout_s: float = attrs.field(default=30.0, validator=_seconds)
+    max_call_s: float | None = attrs.field(default=None, validator=optional(_seconds))
+    max_result_bytes: int = attrs.field(
+        default=1_000_000, validator=integer(minimum=1_024, maximum=100_000_000)
+    )
+    list_cache_ttl_s: float = attrs.field(default=60.0, validator=_seconds)
+
+    def __attrs_post_init__(self) -> None:
+        if not _SERVER_ID.match(self.server_id):
+            raise _problem(
+                self,
+                "",
+                "server ids must be 1-32 letters, digits, '_' or '-' (they become part of "
+                f"tool names), got {self.server_id!r}",
+                self.server_id,
+            )
+        if (self.command is None) == (self.url is None):
+            raise _problem(self, "", "must set exactly one of 'command' or 'url'", None)
+        if self.command is not None and self.headers:
+            raise _problem(
+                self, "headers", "is only for an HTTP server ('url')", dict(self.headers)
+            )
+        if self.url is not None:
+            for name in ("args", "env", "cwd"):
+                if getattr(self, name):
+                    raise _problem(
+                        self, name, "is only for a stdio server ('command')", getattr(self, name)
+                    )
 
 
 @attrs.frozen(kw_only=True)
@@ -79,9 +154,9 @@ class AgentConfig:
         max_tool_rounds: after this many tool rounds the provider must answer.
     """
 
-    model: str = "scripted"
-    tool_concurrency: int = 4
-    max_tool_rounds: int = 16
+    model: str = attrs.field(default="scripted", validator=string())
+    tool_concurrency: int = attrs.field(default=4, validator=integer(minimum=1, maximum=64))
+    max_tool_rounds: int = attrs.field(default=16, validator=integer(minimum=1, maximum=1_000))
 
 
 @attrs.frozen(kw_only=True)
@@ -89,42 +164,47 @@ class WorkspaceConfig:
     """``[workspace]``: the coding tools and the folders they may touch.
 
     Attributes:
-        roots: absolute folders the coding tools are contained in; the first is the cwd.
+        roots: folders the coding tools are contained in; the first is the cwd
+            (absolute once read from a file: relative ones are resolved against it).
         coding_tools: whether ``shell``, ``read``, ``write`` and ``edit`` are offered.
         read_only: refuse every write, edit and non-read-only command.
         sandbox: where shell commands run: ``"none"`` (the host, contained only by
             the policy), ``"bubblewrap"`` (OS isolation; refuses to start when
             bubblewrap cannot work here) or ``"auto"`` (bubblewrap when it works,
             else the host, and the run says which).
-        readable: absolute folders outside the roots that shell commands may read.
+        readable: folders outside the roots that shell commands may read.
         protected_paths: more paths (relative, any depth) whose writes always ask.
     """
 
-    roots: tuple[str, ...] = ()
-    coding_tools: bool = True
-    read_only: bool = False
-    sandbox: Literal["none", "bubblewrap", "auto"] = "auto"
-    readable: tuple[str, ...] = ()
-    protected_paths: tuple[str, ...] = ()
+    roots: tuple[str, ...] = attrs.field(default=(".",), validator=_string_list(non_empty=True))
+    coding_tools: bool = attrs.field(default=True, validator=boolean())
+    read_only: bool = attrs.field(default=False, validator=boolean())
+    sandbox: Literal["none", "bubblewrap", "auto"] = attrs.field(
+        default="auto", validator=one_of("none", "bubblewrap", "auto")
+    )
+    readable: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    protected_paths: tuple[str, ...] = attrs.field(default=(), validator=_strings)
 
 
 @attrs.frozen(kw_only=True)
 class CommandRulesConfig:
     """``[commands]``: glob rules for the shell tool (deny wins, then ask, then allow)."""
 
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    ask: tuple[str, ...] = ()
-    use_default_deny: bool = True
+    allow: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    deny: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    ask: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    use_default_deny: bool = attrs.field(default=True, validator=boolean())
 
 
 @attrs.frozen(kw_only=True)
 class PermissionsConfig:
     """``[permissions]``: name rules over ``tool:<name>:execute`` keys (deny wins)."""
 
-    allow: tuple[str, ...] = ("tool:*:execute",)
-    deny: tuple[str, ...] = ()
-    default: Literal["allow", "deny"] = "deny"
+    allow: tuple[str, ...] = attrs.field(default=("tool:*:execute",), validator=_strings)
+    deny: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    default: Literal["allow", "deny"] = attrs.field(
+        default="deny", validator=one_of("allow", "deny")
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -136,8 +216,99 @@ class ValidationConfig:
         missing_schema: what to do with a tool that declares no schema.
     """
 
-    enabled: bool = True
-    missing_schema: Literal["allow", "reject"] = "allow"
+    enabled: bool = attrs.field(default=True, validator=boolean())
+    missing_schema: Literal["allow", "reject"] = attrs.field(
+        default="allow", validator=one_of("allow", "reject")
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ServeAuthConfig:
+    """``[serve.auth]``: who may use ``prism serve --http``.
+
+    ``type = "bearer"``: tokens from the environment variable ``token_env``
+    and/or the file ``token_file`` (one a line). ``type = "oauth"``: an OAuth
+    resource server; ``verifier`` (``"package.module:name"``) names an object
+    with ``async verify_token(token)`` (the MCP SDK's ``TokenVerifier``), or a
+    callable that returns one, and only tokens issued for ``resource_server_url``
+    with every ``required_scopes`` are let in.
+
+    Attributes:
+        type: ``"bearer"`` or ``"oauth"``.
+        token_env: bearer: the variable holding a token.
+        token_file: bearer: a file of tokens (absolute once read from a file).
+        issuer_url: oauth: the authorization server.
+        resource_server_url: oauth: this gateway's MCP endpoint URL, as clients reach it.
+        required_scopes: oauth: scopes every token must carry.
+        verifier: oauth: the token verifier to import.
+    """
+
+    type: Literal["bearer", "oauth"] = attrs.field(validator=one_of("bearer", "oauth"))
+    token_env: str | None = attrs.field(default=None, validator=optional(string()))
+    token_file: str | None = attrs.field(default=None, validator=optional(string()))
+    issuer_url: str | None = attrs.field(default=None, validator=optional(_http_url))
+    resource_server_url: str | None = attrs.field(default=None, validator=optional(_http_url))
+    required_scopes: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    verifier: str | None = attrs.field(
+        default=None,
+        validator=optional(
+            OptionCheck(
+                "an import path 'package.module:name'",
+                lambda value: isinstance(value, str) and bool(_IMPORT_SPEC.match(value)),
+            )
+        ),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        bearer = ("token_env", "token_file")
+        oauth = ("issuer_url", "resource_server_url", "verifier")
+        if self.type == "bearer":
+            if self.token_env is None and self.token_file is None:
+                raise _problem(self, "", "of type 'bearer' needs token_env or token_file", None)
+            foreign: tuple[str, ...] = (*oauth, "required_scopes")
+        else:
+            for name in oauth:
+                if getattr(self, name) is None:
+                    raise _problem(self, name, "is needed when type = 'oauth'", None)
+            foreign = bearer
+        for name in foreign:
+            if getattr(self, name):
+                value = getattr(self, name)
+                raise _problem(self, name, f"does not apply when type = {self.type!r}", value)
+
+
+@attrs.frozen(kw_only=True)
+class ServeConfig:
+    """``[serve]``: how ``prism serve`` lets clients in and answers approvals.
+
+    Attributes:
+        auth: HTTP authentication (``None``: loopback clients only, no token).
+        approver: who answers an approval the MCP client cannot: ``"deny"`` or
+            ``"command"`` (run ``approve_command`` with the action as JSON on
+            stdin; exit 0 approves).
+        approve_command: the program and its arguments (no shell).
+        allowed_origins: HTTP ``Origin`` values accepted besides loopback ones.
+        stateless: serve HTTP without sessions (for load balancing).
+    """
+
+    auth: ServeAuthConfig | None = attrs.field(
+        default=None, validator=optional(instance_of(ServeAuthConfig))
+    )
+    approver: Literal["deny", "command"] = attrs.field(
+        default="deny", validator=one_of("deny", "command")
+    )
+    approve_command: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    allowed_origins: tuple[str, ...] = attrs.field(default=(), validator=_strings)
+    stateless: bool = attrs.field(default=False, validator=boolean())
+
+    def __attrs_post_init__(self) -> None:
+        if (self.approver == "command") != bool(self.approve_command):
+            raise _problem(
+                self,
+                "approve_command",
+                "is needed exactly when approver = 'command'",
+                self.approve_command,
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -158,195 +329,35 @@ class PrismConfig:
             ``never``, ``run`` or ``always``).
         ledger_max_bytes: rotate the JSONL ledger before it grows past this
             (``[ledger] max_bytes``); ``None`` never rotates.
+        serve: ``[serve]``, for ``prism serve``.
+        found: whether a file was read (``False``: no file, every default applies).
     """
 
-    source: str
-    base_dir: str
-    agent: AgentConfig = AgentConfig()
-    workspace: WorkspaceConfig = WorkspaceConfig()
-    commands: CommandRulesConfig = CommandRulesConfig()
-    permissions: PermissionsConfig = PermissionsConfig()
-    validation: ValidationConfig = ValidationConfig()
-    mcp_servers: tuple[McpServerConfig, ...] = ()
-    ledger: str | None = None
-    ledger_fsync: Literal["never", "run", "always"] = "never"
-    ledger_max_bytes: int | None = None
-
-
-class _Table:
-    """A TOML table being read: remembers its dotted key and which keys were used."""
-
-    def __init__(self, source: str, key: str, data: object) -> None:
-        if not isinstance(data, Mapping):
-            raise ConfigError(source, key, f"expected a table, got {_kind(data)}")
-        self.source = source
-        self.key = key
-        self.data: Mapping[str, object] = data
-        self.used: set[str] = set()
-
-    def path(self, name: str) -> str:
-        return f"{self.key}.{name}" if self.key else name
-
-    def fail(self, name: str, problem: str) -> ConfigError:
-        return ConfigError(self.source, self.path(name), problem)
-
-    def get(self, name: str) -> object:
-        self.used.add(name)
-        return self.data.get(name)
-
-    def has(self, name: str) -> bool:
-        return name in self.data
-
-    def table(self, name: str) -> _Table:
-        self.used.add(name)
-        return _Table(self.source, self.path(name), self.data.get(name, {}))
-
-    def string(self, name: str, default: str | None) -> str | None:
-        value = self.get(name)
-        if value is None:
-            return default
-        if not isinstance(value, str) or not value:
-            raise self.fail(name, f"expected a non-empty string, got {_show(value)}")
-        return value
-
-    def boolean(self, name: str, default: bool) -> bool:
-        value = self.get(name)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(name, f"expected true or false, got {_show(value)}")
-        return value
-
-    def integer(self, name: str, default: int, *, low: int, high: int) -> int:
-        value = self.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(name, f"expected a whole number, got {_show(value)}")
-        if not low <= value <= high:
-            raise self.fail(name, f"expected a number from {low} to {high}, got {value}")
-        return value
-
-    def seconds(self, name: str, default: float | None, *, high: float = 86_400.0) -> float | None:
-        value = self.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(name, f"expected a number of seconds, got {_show(value)}")
-        number = float(value)
-        if not math.isfinite(number) or number <= 0 or number > high:
-            raise self.fail(name, f"expected seconds above 0 and at most {high:g}, got {value}")
-        return number
-
-    def strings(self, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        value = self.get(name)
-        if value is None:
-            return default
-        if not isinstance(value, list):
-            raise self.fail(name, f"expected a list of strings, got {_show(value)}")
-        for index, item in enumerate(value):
-            if not isinstance(item, str) or not item:
-                raise ConfigError(
-                    self.source,
-                    f"{self.path(name)}[{index}]",
-                    f"expected a non-empty string, got {_show(item)}",
-                )
-        return tuple(cast("list[str]", value))
-
-    def string_map(self, name: str) -> dict[str, str] | None:
-        value = self.get(name)
-        if value is None:
-            return None
-        inner = _Table(self.source, self.path(name), value)
-        out: dict[str, str] = {}
-        for key, item in inner.data.items():
-            if not isinstance(item, str):
-                raise inner.fail(key, f"expected a string, got {_show(item)}")
-            out[key] = item
-        return out
-
-    def choice(self, name: str, default: str, options: Sequence[str]) -> str:
-        value = self.get(name)
-        if value is None:
-            return default
-        if value not in options:
-            expected = " or ".join(repr(o) for o in options)
-            raise self.fail(name, f"expected {expected}, got {_show(value)}")
-        return cast("str", value)
-
-    def finish(self) -> None:
-        """Reject keys nobody read: they are typos or options this version lacks."""
-        for name in self.data:
-            if name not in self.used:
-                known = ", ".join(sorted(self.used)) or "none"
-                raise self.fail(name, f"unknown key (known keys here: {known})")
-
-
-def _kind(value: object) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a table"
-    return names.get(type(value), type(value).__name__)
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _resolve(base_dir: str, path: str) -> str:
-    expanded = os.path.expanduser(path)
-    return os.path.abspath(os.path.join(base_dir, expanded))
-
-
-def _server(table: _Table, server_id: str, base_dir: str) -> McpServerConfig:
-    if not _SERVER_ID.match(server_id):
-        raise ConfigError(
-            table.source,
-            table.key,
-            "server ids are 1-32 letters, digits, '_' or '-' (they become part of tool names)",
-        )
-    command = table.string("command", None)
-    url = table.string("url", None)
-    if (command is None) == (url is None):
-        raise ConfigError(table.source, table.key, "set exactly one of 'command' or 'url'")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise table.fail("url", f"expected an http:// or https:// URL, got {_show(url)}")
-    args = table.strings("args", ())
-    env = table.string_map("env")
-    cwd = table.string("cwd", None)
-    headers = table.string_map("headers") or {}
-    if command is not None and table.has("headers"):
-        raise table.fail("headers", "only an HTTP server ('url') takes headers")
-    if url is not None:
-        for name in ("args", "env", "cwd"):
-            if table.has(name):
-                raise table.fail(name, "only a stdio server ('command') takes this")
-    call_timeout = table.seconds("call_timeout_s", 60.0)
-    connect_timeout = table.seconds("connect_timeout_s", 30.0)
-    max_call = table.seconds("max_call_s", None)
-    max_bytes = table.integer("max_result_bytes", 1_000_000, low=1_024, high=100_000_000)
-    ttl = table.seconds("list_cache_ttl_s", 60.0)
-    table.finish()
-    assert call_timeout is not None
-    assert connect_timeout is not None
-    assert ttl is not None
-    return McpServerConfig(
-        server_id=server_id,
-        command=command,
-        args=args,
-        env=env,
-        cwd=_resolve(base_dir, cwd) if cwd is not None else None,
-        url=url,
-        headers=headers,
-        call_timeout_s=call_timeout,
-        connect_timeout_s=connect_timeout,
-        max_call_s=max_call,
-        max_result_bytes=max_bytes,
-        list_cache_ttl_s=ttl,
+    source: str = attrs.field(validator=string())
+    base_dir: str = attrs.field(validator=string())
+    agent: AgentConfig = attrs.field(factory=AgentConfig, validator=instance_of(AgentConfig))
+    workspace: WorkspaceConfig = attrs.field(
+        factory=WorkspaceConfig, validator=instance_of(WorkspaceConfig)
     )
+    commands: CommandRulesConfig = attrs.field(
+        factory=CommandRulesConfig, validator=instance_of(CommandRulesConfig)
+    )
+    permissions: PermissionsConfig = attrs.field(
+        factory=PermissionsConfig, validator=instance_of(PermissionsConfig)
+    )
+    validation: ValidationConfig = attrs.field(
+        factory=ValidationConfig, validator=instance_of(ValidationConfig)
+    )
+    mcp_servers: tuple[McpServerConfig, ...] = attrs.field(
+        default=(), validator=sequence_of(instance_of(McpServerConfig))
+    )
+    ledger: str | None = attrs.field(default=None, validator=optional(string()))
+    ledger_fsync: Literal["never", "run", "always"] = attrs.field(
+        default="never", validator=one_of("never", "run", "always")
+    )
+    ledger_max_bytes: int | None = attrs.field(default=None, validator=optional(integer(minimum=1)))
+    serve: ServeConfig = attrs.field(factory=ServeConfig, validator=instance_of(ServeConfig))
+    found: bool = attrs.field(default=True, validator=boolean())
 
 
 def parse_config(
@@ -362,118 +373,28 @@ def parse_config(
     Raises:
         ConfigError: naming the first bad key and what is wrong with it.
     """
-    base = os.path.abspath(base_dir)
-    root = _Table(source, "", data)
+    from ._convert import read_document
 
-    agent_t = root.table("agent")
-    agent = AgentConfig(
-        model=agent_t.string("model", "scripted") or "scripted",
-        tool_concurrency=agent_t.integer("tool_concurrency", 4, low=1, high=64),
-        max_tool_rounds=agent_t.integer("max_tool_rounds", 16, low=1, high=1_000),
-    )
-    agent_t.finish()
-
-    ws_t = root.table("workspace")
-    roots = tuple(_resolve(base, r) for r in ws_t.strings("roots", (".",)))
-    if not roots:
-        raise ws_t.fail("roots", "expected at least one folder")
-    workspace = WorkspaceConfig(
-        roots=roots,
-        coding_tools=ws_t.boolean("coding_tools", True),
-        read_only=ws_t.boolean("read_only", False),
-        sandbox=cast(
-            "Literal['none', 'bubblewrap', 'auto']",
-            ws_t.choice("sandbox", "auto", ("none", "bubblewrap", "auto")),
-        ),
-        readable=tuple(_resolve(base, r) for r in ws_t.strings("readable", ())),
-        protected_paths=ws_t.strings("protected_paths", ()),
-    )
-    ws_t.finish()
-
-    cmd_t = root.table("commands")
-    commands = CommandRulesConfig(
-        allow=cmd_t.strings("allow", ()),
-        deny=cmd_t.strings("deny", ()),
-        ask=cmd_t.strings("ask", ()),
-        use_default_deny=cmd_t.boolean("use_default_deny", True),
-    )
-    cmd_t.finish()
-
-    perm_t = root.table("permissions")
-    permissions = PermissionsConfig(
-        allow=perm_t.strings("allow", ("tool:*:execute",)),
-        deny=perm_t.strings("deny", ()),
-        default=cast(
-            "Literal['allow', 'deny']", perm_t.choice("default", "deny", ("allow", "deny"))
-        ),
-    )
-    perm_t.finish()
-
-    val_t = root.table("validation")
-    validation = ValidationConfig(
-        enabled=val_t.boolean("enabled", True),
-        missing_schema=cast(
-            "Literal['allow', 'reject']",
-            val_t.choice("missing_schema", "allow", ("allow", "reject")),
-        ),
-    )
-    val_t.finish()
-
-    mcp_t = root.table("mcp")
-    servers_t = mcp_t.table("servers")
-    servers = tuple(
-        _server(servers_t.table(server_id), server_id, base) for server_id in servers_t.data
-    )
-    servers_t.finish()
-    mcp_t.finish()
-
-    ledger_t = root.table("ledger")
-    ledger_path = ledger_t.string("path", None)
-    ledger_fsync = cast(
-        "Literal['never', 'run', 'always']",
-        ledger_t.choice("fsync", "never", ("never", "run", "always")),
-    )
-    ledger_max_bytes = ledger_t.integer("max_bytes", 0, low=0, high=1 << 50) or None
-    ledger_t.finish()
-
-    root.finish()
-    return PrismConfig(
-        source=source,
-        base_dir=base,
-        agent=agent,
-        workspace=workspace,
-        commands=commands,
-        permissions=permissions,
-        validation=validation,
-        mcp_servers=servers,
-        ledger=_resolve(base, ledger_path) if ledger_path is not None else None,
-        ledger_fsync=ledger_fsync,
-        ledger_max_bytes=ledger_max_bytes,
-    )
+    string().check("parse_config", "source", source)
+    string().check("parse_config", "base_dir", base_dir)
+    return read_document(data, source=source, base_dir=os.path.abspath(base_dir))
 
 
-def load_config(path: str | os.PathLike[str]) -> PrismConfig:
+def load_config(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PrismConfig:
     """Read and validate a ``prism.toml`` file.
 
-    Relative paths inside it are resolved against the file's folder. Blocking
-    file I/O: call it before starting trio, or through ``trio.to_thread``.
+    Relative paths inside it are resolved against the file's folder. With
+    ``missing_ok``, a file that does not exist gives the defaults (relative to
+    the current folder) and ``found=False``. Blocking file I/O: call it before
+    starting trio, or through ``trio.to_thread``.
 
     Raises:
         ConfigError: the file cannot be read, is not TOML, or has a bad key.
     """
-    file = Path(path)
-    source = str(path)
-    try:
-        with file.open("rb") as handle:
-            raw = handle.read(_MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read it ({exc.strerror or exc})") from exc
-    if len(raw) > _MAX_CONFIG_BYTES:
-        raise ConfigError(source, "", f"larger than {_MAX_CONFIG_BYTES} bytes")
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, "", "not UTF-8 text") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", f"not valid TOML ({exc})") from exc
-    return parse_config(data, source=source, base_dir=str(file.resolve().parent))
+    from ._convert import read_toml
+
+    instance_of(str, os.PathLike, description="a path").check("load_config", "path", path)
+    boolean().check("load_config", "missing_ok", missing_ok)
+    if missing_ok and not os.path.lexists(path):
+        return attrs.evolve(parse_config({}, source=str(path), base_dir="."), found=False)
+    return read_toml(Path(path))

@@ -9,6 +9,8 @@ pipe, or with ``--yes never``, nothing is approved and the model is told why.
 
 from __future__ import annotations
 
+import contextlib
+import signal as signals
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
@@ -17,6 +19,7 @@ import attrs
 import trio
 
 from prism.core import (
+    AbortController,
     AbortSignal,
     AssistantMessage,
     ConfigurationError,
@@ -33,13 +36,23 @@ from ._errors import CliError
 from ._runner import RunReport, Toolset, rows_from_ledger
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from prism.coding.security import ApprovalDecision
-    from prism.core import ExecutionAction
+    from prism.core import ExecutionAction, ModelProvider
+    from prism.providers import StreamSink
 
     from ._config import PrismConfig
     from ._render import EventView
 
-__all__ = ["INSTRUCTIONS", "TerminalApprover", "run_model_task", "terminal_approver"]
+__all__ = [
+    "INSTRUCTIONS",
+    "TerminalApprover",
+    "open_model",
+    "run_model_task",
+    "terminal_approver",
+    "watch_interrupts",
+]
 
 YesMode = Literal["ask", "never"]
 
@@ -104,11 +117,78 @@ def terminal_approver(yes: YesMode) -> TerminalApprover | None:
     if yes == "never" or not (sys.stdin.isatty() and sys.stdout.isatty()):
         return None
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    from ._output import write_stdout
 
-    return TerminalApprover(write=write, read_line=sys.stdin.readline)
+    return TerminalApprover(write=write_stdout, read_line=sys.stdin.readline)
+
+
+RESPONSES = "openai-responses"
+"""The CLI's name for OpenAI's Responses API (``openai-responses:MODEL``)."""
+
+
+@contextlib.asynccontextmanager
+async def open_model(
+    model: str, *, base_url: str | None, on_event: StreamSink | None = None
+) -> AsyncIterator[tuple[str, ModelProvider]]:
+    """The model name and the provider ``model`` (``PROVIDER:MODEL``) names.
+
+    ``openai-responses:MODEL`` is OpenAI's Responses API; every other provider
+    name is :class:`prism.providers.ModelSpec`'s.
+
+    Raises:
+        CliError: a bad spec, no key, or a missing SDK (the message names the flag).
+    """
+    from prism.providers import ModelSpec, open_openai_provider, open_provider
+
+    provider_name, sep, name = model.partition(":")
+    try:
+        if provider_name == RESPONSES:
+            if not sep or not name.strip():
+                raise ConfigurationError(
+                    f"a model spec is PROVIDER:MODEL (for example {RESPONSES}:gpt-4.1), "
+                    f"got {model!r}"
+                )
+            opened: contextlib.AbstractAsyncContextManager[ModelProvider] = open_openai_provider(
+                api="responses", base_url=base_url, instructions=INSTRUCTIONS, on_event=on_event
+            )
+        else:
+            spec = ModelSpec.parse(model)
+            name = spec.model
+            opened = open_provider(
+                spec, base_url=base_url, instructions=INSTRUCTIONS, on_event=on_event
+            )
+        async with opened as provider:
+            yield name, provider
+    except ConfigurationError as exc:
+        raise CliError(f"--model {model}: {exc} (or {RESPONSES}:MODEL)") from exc
+
+
+@contextlib.asynccontextmanager
+async def watch_interrupts(
+    on_interrupt: Callable[[], bool],
+) -> AsyncIterator[None]:
+    """Call ``on_interrupt()`` on each Ctrl-C (SIGINT) while the block runs.
+
+    When it returns false, the block is cancelled and :class:`KeyboardInterrupt`
+    is raised as it ends (the usual Ctrl-C, once the block cleaned up).
+    """
+    interrupted = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            nonlocal interrupted
+            with trio.open_signal_receiver(signals.SIGINT) as received:
+                async for _ in received:
+                    if not on_interrupt():
+                        interrupted = True
+                        nursery.cancel_scope.cancel()
+                        return
+
+        nursery.start_soon(watch)
+        yield
+        nursery.cancel_scope.cancel()
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 async def run_model_task(
@@ -121,6 +201,7 @@ async def run_model_task(
     ledger: RunLedger,
     view: EventView | None = None,
     signal: AbortSignal | None = None,
+    interruptible: bool = False,
 ) -> RunReport:
     """Run ``task`` with the model ``model`` names (``PROVIDER:MODEL``), every gate on.
 
@@ -130,21 +211,29 @@ async def run_model_task(
 
     Cancellation: cancelling the caller cancels the model request (the HTTP
     request is closed) and the calls in flight; aborting ``signal`` ends the run
-    with a valid transcript.
+    with a valid transcript. With ``interruptible``, the first Ctrl-C aborts the
+    run the same way (its report says ``aborted``) and a second one cancels it.
 
     Raises:
         CliError: a bad model spec, no key, a missing SDK, or the model API failed
             (the message says which and why, never the key).
     """
+    controller = AbortController()
+    if signal is not None:
+        signal.add_callback(lambda: controller.abort(signal.reason))
+
+    def first_aborts() -> bool:
+        if controller.signal.aborted:
+            return False
+        sys.stderr.write("\nprism: interrupted: ending the run (Ctrl-C again to stop at once)\n")
+        controller.abort("interrupted by the user (Ctrl-C)")
+        return True
+
+    watching = watch_interrupts(first_aborts) if interruptible else contextlib.nullcontext()
     try:
-        from prism.providers import ModelSpec, open_provider
-    except ImportError as exc:  # pragma: no cover - prism-cli depends on prism-providers
-        raise CliError(f"--model needs prism-providers: {exc}") from exc
-    try:
-        spec = ModelSpec.parse(model)
-        async with open_provider(spec, base_url=base_url, instructions=INSTRUCTIONS) as provider:
+        async with open_model(model, base_url=base_url) as (name, provider), watching:
             agent = create_agent(
-                model=spec.model,
+                model=name,
                 provider=provider,
                 tools=toolset.tools,
                 validator=toolset.validator,
@@ -153,9 +242,8 @@ async def run_model_task(
                 limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
                 ledger=ledger,
             )
-            result = await agent.session().run(task, RunOptions(on_event=view, signal=signal))
-    except ConfigurationError as exc:
-        raise CliError(f"--model {model}: {exc}") from exc
+            options = RunOptions(on_event=view, signal=controller.signal)
+            result = await agent.session().run(task, options)
     except ModelProviderError as exc:
         raise CliError(f"the model could not answer: {exc}") from exc
     turns = [m for m in result.messages if isinstance(m, AssistantMessage)]

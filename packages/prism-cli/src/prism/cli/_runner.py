@@ -10,8 +10,7 @@ policy, all driven by ``prism.core``'s agent runtime.
 from __future__ import annotations
 
 import contextlib
-import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -35,17 +34,22 @@ from prism.core import (
 )
 from prism.mcp import McpToolBridge, StdioTransport, StreamableHttpTransport
 
-from ._errors import CliError
+from ._errors import CliError, ConfigError
 from ._render import CallRow, EventView
-from ._trio import only_leaf
+from ._trio import only_leaf, run_trio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
+    from pathlib import Path
+
+    from rich.console import Console
 
     from prism.coding.security import ApprovalCallback, SandboxBackend
     from prism.core import ToolCallRecord
+    from prism.mcp import McpElicitCallback
 
     from ._config import McpServerConfig, PrismConfig
+    from ._ledgerfile import LedgerFailures
     from ._session import ScriptedSession
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "open_mcp_server",
     "open_toolset",
     "rows_from_ledger",
+    "run_command_session",
     "run_scripted_session",
     "transport_for",
 ]
@@ -118,8 +123,13 @@ def transport_for(server: McpServerConfig) -> StdioTransport | StreamableHttpTra
 
 
 @contextlib.asynccontextmanager
-async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridge]:
+async def open_mcp_server(
+    server: McpServerConfig, *, elicit: McpElicitCallback | None = None
+) -> AsyncIterator[McpToolBridge]:
     """Connect one configured MCP server (closed when the block exits).
+
+    ``elicit`` answers the server's elicitation requests (``None``: the
+    capability is not declared).
 
     Cancellation: the server is shut down on the way out, whatever happened.
 
@@ -140,6 +150,7 @@ async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridg
                     connect_timeout_s=server.connect_timeout_s,
                     max_call_s=server.max_call_s,
                     max_result_bytes=server.max_result_bytes,
+                    elicit=elicit,
                 )
             )
         except Exception as exc:
@@ -149,6 +160,24 @@ async def open_mcp_server(server: McpServerConfig) -> AsyncIterator[McpToolBridg
                 raise
             raise CliError(f"MCP server {server.server_id!r} did not start: {leaf}") from exc
         yield bridge
+
+
+def check_roots(config: PrismConfig) -> None:
+    """Every workspace root must be a folder.
+
+    Raises:
+        ConfigError: naming the file, ``workspace.roots[i]`` and the folder.
+    """
+    import os
+
+    for index, root in enumerate(config.workspace.roots):
+        if not os.path.isdir(root):
+            raise ConfigError(
+                config.source,
+                f"workspace.roots[{index}]",
+                f"must be an existing folder, got {root!r}",
+                value=root,
+            )
 
 
 async def _sandbox(config: PrismConfig) -> tuple[SandboxBackend | None, str]:
@@ -214,12 +243,16 @@ async def _coding_tools(
 
 @contextlib.asynccontextmanager
 async def open_toolset(
-    config: PrismConfig, *, approve: ApprovalCallback | None = None
+    config: PrismConfig,
+    *,
+    approve: ApprovalCallback | None = None,
+    elicit: McpElicitCallback | None = None,
 ) -> AsyncIterator[Toolset]:
     """Start every configured MCP server and build the tools and gates.
 
     ``approve`` answers the coding policy's approval questions (``None``: every
-    action that needs approval is refused).
+    action that needs approval is refused); ``elicit`` answers the servers'
+    elicitation requests.
 
     Cancellation: servers are closed on the way out, whatever happened.
 
@@ -243,13 +276,14 @@ async def open_toolset(
         bridges: list[McpToolBridge] = []
         sandbox = "none"
         if config.workspace.coding_tools:
+            check_roots(config)
             try:
                 coding, sandbox = await _coding_tools(config, approve)
             except (ValueError, TypeError, OSError) as exc:
                 raise CliError(f"cannot build the coding tools: {exc}") from exc
             tools.extend(coding)
         for server in config.mcp_servers:
-            bridge = await stack.enter_async_context(open_mcp_server(server))
+            bridge = await stack.enter_async_context(open_mcp_server(server, elicit=elicit))
             bridges.append(bridge)
             tools.extend(bridge.tools)
         yield Toolset(
@@ -386,16 +420,68 @@ async def run_scripted_session(
     )
 
 
-def split_command(command: str) -> tuple[str, tuple[str, ...]]:
-    """``"python -m server --flag"`` as a program and its arguments (no shell involved).
+def run_command_session(
+    loaded: PrismConfig,
+    *,
+    session: ScriptedSession | None,
+    task: str,
+    model: str | None,
+    base_url: str | None,
+    yes_mode: Literal["ask", "never"],
+    target: Path,
+    failures: LedgerFailures,
+    out: Console,
+    quiet: bool,
+    live: bool | None,
+) -> tuple[RunReport, str]:
+    """What ``prism run`` runs: ``session`` replayed, or ``task`` for ``model``; and the run id.
 
-    Raises:
-        CliError: the command is empty or its quoting is broken.
+    The ledger file is opened once the tools are up (a run that never started
+    leaves none). With a model, Ctrl-C ends the run after the calls in flight
+    answer (see :func:`run_model_task`).
     """
-    try:
-        parts = shlex.split(command)
-    except ValueError as exc:
-        raise CliError(f"--stdio {command!r}: {exc}") from exc
-    if not parts:
-        raise CliError("--stdio needs a command, got an empty string")
-    return parts[0], tuple(parts[1:])
+    from ._elicit import terminal_elicitor
+    from ._ledgerfile import recording_ledger
+
+    approver = None
+    if model is not None:
+        from ._model_run import terminal_approver
+
+        approver = terminal_approver(yes_mode)
+        if approver is not None:
+            live = False  # a live display would draw over the questions
+    elicit = terminal_elicitor()
+    run_id = ""
+
+    async def go() -> RunReport:
+        nonlocal run_id
+        async with open_toolset(loaded, approve=approver, elicit=elicit) as toolset:
+            label = f"prism run {task}" if model is None else f"prism run --model {model}"
+            with recording_ledger(
+                target,
+                label=label,
+                failures=failures,
+                fsync=loaded.ledger_fsync,
+                max_bytes=loaded.ledger_max_bytes,
+            ) as run_ledger:
+                run_id = run_ledger.run_id
+                with EventView(out, quiet=quiet, live=live) as view:
+                    if session is None:
+                        from ._model_run import run_model_task
+
+                        return await run_model_task(
+                            task,
+                            toolset,
+                            model=str(model),
+                            base_url=base_url,
+                            config=loaded,
+                            ledger=run_ledger,
+                            view=view,
+                            interruptible=True,
+                        )
+                    return await run_scripted_session(
+                        session, toolset, config=loaded, ledger=run_ledger, view=view
+                    )
+
+    report = run_trio(go)
+    return report, run_id

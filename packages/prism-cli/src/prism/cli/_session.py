@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from prism.core import AssistantMessage, TextContent, ToolCall
+from prism.core.options import OptionCheck, optional, string
 
 from ._errors import SessionFormatError
 
@@ -59,47 +60,52 @@ class ScriptedSession:
         return sum(len(turn.tool_calls) for turn in self.turns)
 
 
-def _call(source: str, where: str, data: object, default_id: str) -> ToolCall:
-    if not isinstance(data, Mapping):
-        raise SessionFormatError(source, where, "expected an object with 'name' and 'arguments'")
-    unknown = sorted(set(data) - {"id", "name", "arguments"})
-    if unknown:
-        raise SessionFormatError(source, f"{where}.{unknown[0]}", "unknown key")
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise SessionFormatError(source, f"{where}.name", "expected a non-empty string")
-    call_id = data.get("id", default_id)
-    if not isinstance(call_id, str) or not call_id:
-        raise SessionFormatError(source, f"{where}.id", "expected a non-empty string")
-    # Arguments stay as written, even when they are not an object: the dispatcher's
-    # invalid_arguments gate is what a model would meet, so the CLI does not pre-empt it.
-    return ToolCall(id=call_id, name=name, arguments=data.get("arguments", {}))
+@attrs.frozen(kw_only=True)
+class _CallDoc:
+    """One scripted call as written.
+
+    ``arguments`` stay as written, even when not an object: the dispatcher's
+    invalid_arguments gate is what a model would meet.
+    """
+
+    name: str = attrs.field(validator=string())
+    id: str | None = attrs.field(default=None, validator=optional(string()))
+    arguments: object = attrs.field(factory=dict)
 
 
-def _turn(source: str, where: str, data: object, number: int) -> AssistantMessage:
-    if isinstance(data, str):
-        return AssistantMessage(content=(TextContent(text=data),))
-    if not isinstance(data, Mapping):
-        raise SessionFormatError(source, where, "expected an object or a string")
-    unknown = sorted(set(data) - {"text", "tool_calls"})
-    if unknown:
-        raise SessionFormatError(source, f"{where}.{unknown[0]}", "unknown key")
-    text = data.get("text", "")
-    if not isinstance(text, str):
-        raise SessionFormatError(source, f"{where}.text", "expected a string")
-    raw_calls = data.get("tool_calls", [])
-    if not isinstance(raw_calls, list):
-        raise SessionFormatError(source, f"{where}.tool_calls", "expected a list")
-    if len(raw_calls) > _MAX_CALLS_PER_TURN:
-        raise SessionFormatError(
-            source, f"{where}.tool_calls", f"more than {_MAX_CALLS_PER_TURN} calls in one turn"
-        )
-    calls = tuple(
-        _call(source, f"{where}.tool_calls[{index}]", item, f"t{number}c{index + 1}")
-        for index, item in enumerate(raw_calls)
+@attrs.frozen(kw_only=True)
+class _TurnDoc:
+    text: str = attrs.field(default="", validator=string(non_empty=False))
+    tool_calls: tuple[_CallDoc, ...] = attrs.field(
+        default=(),
+        validator=OptionCheck(
+            f"at most {_MAX_CALLS_PER_TURN} calls",
+            lambda v: isinstance(v, tuple) and len(v) <= _MAX_CALLS_PER_TURN,
+        ),
     )
-    content = (TextContent(text=text),) if text else ()
-    return AssistantMessage(content=content, tool_calls=calls)
+
+
+@attrs.frozen(kw_only=True)
+class _SessionDoc:
+    prompt: str = attrs.field(default=_DEFAULT_PROMPT, validator=string(non_empty=False))
+    turns: tuple[_TurnDoc, ...] = attrs.field(
+        validator=OptionCheck(
+            f"a non-empty list of at most {_MAX_TURNS} turns",
+            lambda v: isinstance(v, tuple) and 0 < len(v) <= _MAX_TURNS,
+        )
+    )
+
+
+def _register() -> None:
+    from ._convert import converter, table_hook
+
+    tables = table_hook(_TurnDoc)
+
+    def turn(value: object, cl: object) -> _TurnDoc:
+        # A bare string is a text-only turn.
+        return _TurnDoc(text=value) if isinstance(value, str) else tables(value, cl)
+
+    converter.register_structure_hook(_TurnDoc, turn)
 
 
 def parse_session(data: object, *, source: str = "session") -> ScriptedSession:
@@ -108,38 +114,31 @@ def parse_session(data: object, *, source: str = "session") -> ScriptedSession:
     Raises:
         SessionFormatError: naming the JSON path that is wrong.
     """
-    prompt: object = _DEFAULT_PROMPT
-    turns_data: object
+    from ._convert import structure
+
     if isinstance(data, list):
-        turns_data = data
-    elif isinstance(data, Mapping):
-        unknown = sorted(set(data) - {"prompt", "turns"})
-        if unknown:
-            raise SessionFormatError(source, unknown[0], "unknown key (expected prompt, turns)")
-        prompt = data.get("prompt", _DEFAULT_PROMPT)
-        turns_data = data.get("turns")
-    else:
-        raise SessionFormatError(source, "", "expected an object with 'turns', or a list of turns")
-    if not isinstance(prompt, str):
-        raise SessionFormatError(source, "prompt", "expected a string")
-    if not isinstance(turns_data, list) or not turns_data:
-        raise SessionFormatError(source, "turns", "expected a non-empty list of turns")
-    if len(turns_data) > _MAX_TURNS:
-        raise SessionFormatError(source, "turns", f"more than {_MAX_TURNS} turns")
-    turns = [
-        _turn(source, f"turns[{index}]", item, index + 1) for index, item in enumerate(turns_data)
-    ]
+        data = {"turns": data}
+    elif not isinstance(data, Mapping):
+        raise SessionFormatError(
+            source, "", "expected an object with 'turns', or a list of turns", value=data
+        )
+    document = structure(data, _SessionDoc, source=source, error=SessionFormatError)
+    turns: list[AssistantMessage] = []
     seen: set[str] = set()
-    for index, turn in enumerate(turns):
-        for position, call in enumerate(turn.tool_calls):
-            if call.id in seen:
-                raise SessionFormatError(
-                    source, f"turns[{index}].tool_calls[{position}].id", f"{call.id!r} repeats"
-                )
-            seen.add(call.id)
+    for index, doc in enumerate(document.turns):
+        calls: list[ToolCall] = []
+        for position, call in enumerate(doc.tool_calls):
+            call_id = call.id or f"t{index + 1}c{position + 1}"
+            if call_id in seen:
+                where = f"turns[{index}].tool_calls[{position}].id"
+                raise SessionFormatError(source, where, f"{call_id!r} repeats", value=call_id)
+            seen.add(call_id)
+            calls.append(ToolCall(id=call_id, name=call.name, arguments=call.arguments))
+        content = (TextContent(text=doc.text),) if doc.text else ()
+        turns.append(AssistantMessage(content=content, tool_calls=tuple(calls)))
     if turns[-1].tool_calls:
         turns.append(AssistantMessage(content=(TextContent(text=_CLOSING_TEXT),)))
-    return ScriptedSession(prompt=prompt, turns=tuple(turns))
+    return ScriptedSession(prompt=document.prompt, turns=tuple(turns))
 
 
 def load_session(path: str | os.PathLike[str]) -> ScriptedSession:
@@ -148,16 +147,17 @@ def load_session(path: str | os.PathLike[str]) -> ScriptedSession:
     Raises:
         SessionFormatError: the file cannot be read, is not JSON, or has a bad field.
     """
+    from ._convert import read_file
+
     source = str(path)
-    try:
-        with Path(path).open("rb") as handle:
-            raw = handle.read(_MAX_SESSION_BYTES + 1)
-    except OSError as exc:
-        raise SessionFormatError(source, "", f"cannot read it ({exc.strerror or exc})") from exc
-    if len(raw) > _MAX_SESSION_BYTES:
-        raise SessionFormatError(source, "", f"larger than {_MAX_SESSION_BYTES} bytes")
+    raw = read_file(
+        Path(path), _MAX_SESSION_BYTES, lambda problem: SessionFormatError(source, "", problem)
+    )
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise SessionFormatError(source, "", f"not valid JSON ({exc})") from exc
     return parse_session(data, source=source)
+
+
+_register()

@@ -1,0 +1,157 @@
+"""``prism config check`` and ``prism policy check``: what a configuration and a policy say."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ._output import CONTEXT, console, emit_json
+
+if TYPE_CHECKING:
+    from prism.coding.security import CommandExplanation
+
+    from ._config import PrismConfig
+
+__all__ = ["config", "policy"]
+
+_VERDICT_STYLE = {"allow": "green", "ask": "yellow", "deny": "red"}
+
+
+@click.group(context_settings=CONTEXT)
+def config() -> None:
+    """Check prism.toml files."""
+
+
+def _render_config(file: Path, loaded: PrismConfig) -> None:
+    out = console()
+    out.print(f"[green]ok[/]: {file}")
+    out.print(f"  roots: {', '.join(loaded.workspace.roots)}")
+    out.print(
+        f"  sandbox: {loaded.workspace.sandbox}"
+        + (", read-only" if loaded.workspace.read_only else "")
+    )
+    servers = ", ".join(s.server_id for s in loaded.mcp_servers) or "none"
+    out.print(f"  mcp servers: {servers}")
+    out.print(
+        f"  concurrency {loaded.agent.tool_concurrency}, "
+        f"at most {loaded.agent.max_tool_rounds} tool rounds"
+    )
+
+
+@config.command("check", context_settings=CONTEXT)
+@click.argument(
+    "file", type=click.Path(dir_okay=False, path_type=Path), default="prism.toml", required=False
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print the resolved config as JSON.")
+def config_check(file: Path, json_mode: bool) -> None:
+    """Validate FILE (default ./prism.toml) and show what it resolves to."""
+    import attrs
+
+    from ._config import load_config
+
+    loaded = load_config(file)
+    if json_mode:
+        emit_json(attrs.asdict(loaded, recurse=True))
+    else:
+        _render_config(file, loaded)
+
+
+@click.group(context_settings=CONTEXT)
+def policy() -> None:
+    """Ask the coding policy what it would decide, and why."""
+
+
+def _render_explanation(explanation: CommandExplanation) -> None:
+    from ._render import untrusted
+
+    out = console()
+    style = _VERDICT_STYLE[explanation.outcome]
+    out.print(f"[bold {style}]{explanation.outcome}[/]: {untrusted(explanation.reason)}")
+    for check in explanation.commands:
+        indent = "  " * (check.depth + 1)
+        shown = untrusted(" ".join(check.argv))
+        out.print(
+            f"{indent}[{_VERDICT_STYLE[check.verdict]}]{check.verdict:<5}[/] {shown}  "
+            f"[dim]{untrusted(check.rule)}[/]: {untrusted(check.reason)}"
+        )
+
+
+@policy.command("check", context_settings=CONTEXT)
+@click.argument("command")
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A workspace root (repeatable; default: the config's roots, else the current directory).",
+)
+@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), help="Run it here.")
+@click.option("--read-only", is_flag=True, help="Judge as the read-only policy would.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Take roots, read_only, readable, protected_paths and [commands] from this prism.toml.",
+)
+@click.option("--allow", multiple=True, metavar="RULE", help="An allow rule (repeatable).")
+@click.option("--deny", multiple=True, metavar="RULE", help="A deny rule (repeatable).")
+@click.option("--ask", multiple=True, metavar="RULE", help="An ask rule (repeatable).")
+@click.option(
+    "--readable", multiple=True, metavar="PATH", help="A path outside the roots that may be read."
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print the decision as JSON.")
+def policy_check(
+    command: str,
+    roots: tuple[Path, ...],
+    cwd: Path | None,
+    read_only: bool,
+    config_file: Path | None,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    ask: tuple[str, ...],
+    readable: tuple[str, ...],
+    json_mode: bool,
+) -> int:
+    """Print whether COMMAND would run unasked (allow), need approval (ask) or be denied.
+
+    Each simple command, and each command a wrapper or `sh -c` runs, is listed
+    with its verdict and the rule or program model that decided it. Exit code:
+    0 allow, 1 ask or deny, 2 bad usage.
+    """
+    from prism.coding.security import CommandRules, explain_command
+
+    root_list = [str(r) for r in roots]
+    rules = CommandRules(allow=allow, deny=deny, ask=ask)
+    readable_list = [os.path.abspath(p) for p in readable]
+    protected: tuple[str, ...] = ()
+    if config_file is not None:
+        from ._config import load_config
+
+        loaded = load_config(config_file)
+        root_list = root_list or list(loaded.workspace.roots)
+        read_only = read_only or loaded.workspace.read_only
+        rules = CommandRules(
+            allow=(*loaded.commands.allow, *allow),
+            deny=(*loaded.commands.deny, *deny),
+            ask=(*loaded.commands.ask, *ask),
+            use_default_deny=loaded.commands.use_default_deny,
+        )
+        readable_list += loaded.workspace.readable
+        protected = loaded.workspace.protected_paths
+    explanation = explain_command(
+        command,
+        roots=root_list or [os.getcwd()],
+        cwd=str(cwd) if cwd is not None else None,
+        read_only=read_only,
+        command_rules=rules,
+        readable=readable_list,
+        protected_paths=protected,
+    )
+    if json_mode:
+        emit_json(explanation.to_json())
+    else:
+        _render_explanation(explanation)
+    return 0 if explanation.outcome == "allow" else 1

@@ -1,0 +1,226 @@
+"""What ``prism serve`` runs: the gateway over the configured tools, with ``[serve]`` applied."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._errors import CliError, ConfigError
+from ._trio import run_trio
+
+if TYPE_CHECKING:
+    from prism.gateway import BearerAuth, HttpOptions, OAuthResourceServer
+
+    from ._config import PrismConfig, ServeAuthConfig
+
+__all__ = ["ServeRequest", "http_auth", "serve"]
+
+_TOKEN_ENV = "PRISM_GATEWAY_TOKEN"
+
+
+@attrs.frozen(kw_only=True)
+class ServeRequest:
+    """The command line's part: where to listen, and what overrides ``[serve]``."""
+
+    address: tuple[str, int] | None = None
+    token_file: Path | None = None
+    origins: tuple[str, ...] = ()
+    stateless: bool = False
+    approve_command: tuple[str, ...] | None = None
+    ledger: Path | None = None
+
+
+def _read_tokens(file: Path, source: str) -> list[str]:
+    try:
+        return file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CliError(f"{source}: {file}: {exc.strerror or exc}") from exc
+
+
+def _verifier(config: PrismConfig, auth: ServeAuthConfig) -> object:
+    """The verifier ``verifier = "module:name"`` names (a class or a factory is called)."""
+    assert auth.verifier is not None
+    module_name, _, attribute = auth.verifier.partition(":")
+    key = "serve.auth.verifier"
+    try:
+        found: object = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            config.source, key, f"cannot import {auth.verifier!r} ({exc})", value=auth.verifier
+        ) from exc
+    if isinstance(found, type) or (
+        callable(found) and not callable(getattr(found, "verify_token", None))
+    ):
+        found = found()  # a class or a factory: the verifier is what it makes
+    return found
+
+
+def http_auth(
+    config: PrismConfig, request: ServeRequest
+) -> BearerAuth | OAuthResourceServer | None:
+    """The HTTP auth: ``--token-file``, else ``[serve.auth]``, else ``$PRISM_GATEWAY_TOKEN``."""
+    from prism.gateway import BearerAuth, GatewayConfigurationError, OAuthResourceServer
+
+    auth = config.serve.auth
+    lines: list[str] = []
+    if request.token_file is not None:
+        lines = _read_tokens(request.token_file, "--token-file")
+    elif auth is None:
+        lines = [os.environ.get(_TOKEN_ENV, "")]
+    elif auth.type == "bearer":
+        if auth.token_env is not None:
+            lines.append(os.environ.get(auth.token_env, ""))
+        if auth.token_file is not None:
+            lines += _read_tokens(Path(auth.token_file), f"{config.source}: serve.auth.token_file")
+    else:
+        try:
+            return OAuthResourceServer(
+                verifier=_verifier(config, auth),
+                issuer_url=str(auth.issuer_url),
+                resource_server_url=str(auth.resource_server_url),
+                required_scopes=auth.required_scopes,
+            )
+        except GatewayConfigurationError as exc:
+            raise ConfigError(config.source, "serve.auth", str(exc)) from exc
+    tokens = tuple(line.strip() for line in lines if line.strip())
+    if not tokens:
+        if auth is not None and request.token_file is None:
+            raise ConfigError(
+                config.source, "serve.auth", "no token found in token_env or token_file"
+            )
+        return None
+    try:
+        return BearerAuth(tokens=tokens)
+    except GatewayConfigurationError as exc:
+        raise CliError(f"bearer tokens: {exc}") from exc
+
+
+def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | None:
+    """How to listen over HTTP (``None``: stdio)."""
+    from prism.gateway import GatewayConfigurationError, HttpOptions
+
+    if request.address is None:
+        return None
+    host, port = request.address
+    try:
+        return HttpOptions(
+            host=host,
+            port=port,
+            auth=http_auth(config, request),
+            allowed_origins=(*config.serve.allowed_origins, *request.origins),
+            stateless=request.stateless or config.serve.stateless,
+        )
+    except GatewayConfigurationError as exc:
+        raise CliError(f"--http {host}:{port}: {exc}") from exc
+
+
+def serve(config: PrismConfig, request: ServeRequest) -> None:
+    """Serve until the host disconnects (stdio) or Ctrl-C (HTTP); blocking: runs trio."""
+    options = http_options(config, request)
+    command = request.approve_command
+    if command is None and config.serve.approver == "command":
+        command = config.serve.approve_command
+    ledger = request.ledger if request.ledger is not None else config.ledger
+    run_trio(lambda: _serve(config, options, ledger, command or ()))
+
+
+async def _serve(
+    loaded: PrismConfig,
+    options: HttpOptions | None,
+    ledger: Path | str | None,
+    approve_command: tuple[str, ...] = (),
+) -> None:
+    import trio
+
+    from prism.coding.security import (
+        CommandRules,
+        create_coding_approval_policy,
+        create_contained_file_operations,
+        create_sandbox_shell_operations,
+    )
+    from prism.coding.tools import create_coding_tools
+    from prism.core import RunLedger, ToolDefinition
+    from prism.gateway import (
+        CODING_TOOL_HINTS,
+        create_command_approver,
+        create_gateway_approver,
+        open_gateway,
+        serve_http,
+        serve_stdio,
+    )
+
+    from ._ledgerfile import LedgerFailures, recording_ledger
+    from ._runner import _sandbox, check_roots, open_toolset
+
+    # The bridges, permission and validator come from the usual wiring; the
+    # coding tools are built here so their approver can ask the MCP client.
+    bridged = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, coding_tools=False))
+    tools: list[ToolDefinition] = []
+    if loaded.workspace.coding_tools:
+        check_roots(loaded)
+        roots = list(loaded.workspace.roots)
+        sandbox, _label = await _sandbox(loaded)
+        policy = create_coding_approval_policy(
+            roots=roots,
+            approve=create_gateway_approver(
+                fallback=create_command_approver(approve_command) if approve_command else None
+            ),
+            read_only=loaded.workspace.read_only,
+            command_rules=CommandRules(
+                allow=loaded.commands.allow,
+                deny=loaded.commands.deny,
+                ask=loaded.commands.ask,
+                use_default_deny=loaded.commands.use_default_deny,
+            ),
+            sandbox=sandbox,
+            readable=loaded.workspace.readable,
+            protected_paths=loaded.workspace.protected_paths,
+            cache_approvals=False,
+        )
+        tools = create_coding_tools(
+            roots[0],
+            execution_policy=policy,
+            file_operations=create_contained_file_operations(roots),
+            shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        failures = LedgerFailures()
+        stack.callback(failures.report)
+        if ledger is None:
+            run_ledger = RunLedger()
+        else:
+            run_ledger = stack.enter_context(
+                recording_ledger(
+                    Path(ledger),
+                    label="prism serve",
+                    failures=failures,
+                    fsync=loaded.ledger_fsync,
+                    max_bytes=loaded.ledger_max_bytes,
+                )
+            )
+        toolset = await stack.enter_async_context(open_toolset(bridged))
+        gateway = await stack.enter_async_context(
+            open_gateway(
+                tools=tools,
+                bridges=toolset.bridges,
+                permission=toolset.permission,
+                validator=toolset.validator,
+                hints=CODING_TOOL_HINTS,
+                ledger=run_ledger,
+            )
+        )
+        if options is None:
+            await serve_stdio(gateway)
+            return
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve_http, gateway, options)
+            sys.stderr.write(f"prism serve: MCP endpoint {url}\n")
+            sys.stderr.flush()

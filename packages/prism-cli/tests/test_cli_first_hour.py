@@ -1,0 +1,130 @@
+"""What a new user meets first: no prism.toml, typos in files and flags, tool names.
+
+Local files are checked before anything heavy is imported; every config error
+names the file and the dotted key; argument mistakes are usage errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from conftest import CliRunner
+
+DEMO_SERVER = f"{sys.executable} -m prism.cli.demo_server"
+HEAVY = ("mcp", "prism.mcp", "openai", "anthropic", "httpx", "prism.gateway", "prism.providers")
+
+
+def _session(tmp_path: Path, calls: list[dict[str, object]]) -> None:
+    (tmp_path / "session.json").write_text(json.dumps([{"tool_calls": calls}]), encoding="utf-8")
+
+
+def test_run_without_a_prism_toml_uses_the_defaults(run_cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    _session(tmp_path, [{"id": "r", "name": "read", "arguments": {"path": "notes.txt"}}])
+    proc = run_cli("run", "session.json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [(c["call_id"], c["status"]) for c in report["calls"]] == [("r", "ok")]
+    assert "hint" not in proc.stderr  # nothing was missing: no hint
+    assert (tmp_path / "prism-ledger.jsonl").exists()
+
+
+def test_without_a_prism_toml_a_missing_tool_gets_a_hint_about_config(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    _session(tmp_path, [{"id": "m", "name": "mcp:docs:search_docs", "arguments": {}}])
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "no prism.toml here" in proc.stderr
+    assert "--config FILE" in proc.stderr
+
+
+def test_a_config_named_on_the_command_line_must_exist(run_cli: CliRunner, tmp_path: Path) -> None:
+    _session(tmp_path, [])
+    proc = run_cli("run", "session.json", "--config", "other.toml")
+    assert proc.returncode == 2
+    assert "other.toml: cannot read it" in proc.stderr
+
+
+def test_a_root_that_is_not_a_folder_names_the_file_and_the_key(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "prism.toml").write_text('[workspace]\nroots = [".", "gone"]\n', "utf-8")
+    _session(tmp_path, [{"name": "read", "arguments": {"path": "x"}}])
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 2
+    assert "prism.toml: workspace.roots[1]: must be an existing folder" in proc.stderr
+    assert "gone" in proc.stderr
+
+
+def test_a_bad_server_id_is_a_usage_error_not_a_start_failure(run_cli: CliRunner) -> None:
+    proc = run_cli("mcp", "tools", "--stdio", DEMO_SERVER, "--server-id", "a b")
+    assert proc.returncode == 2
+    assert "--server-id" in proc.stderr
+    assert "did not start" not in proc.stderr
+
+
+def test_a_tool_name_with_another_servers_prefix_gets_a_hint(run_cli: CliRunner) -> None:
+    proc = run_cli(
+        "mcp", "call", "--stdio", DEMO_SERVER, "mcp:docs:search_docs", "--args", '{"query": "x"}'
+    )
+    assert proc.returncode == 1
+    assert "unknown_tool" in proc.stdout
+    assert "pass --server-id docs, or call 'search_docs'" in proc.stderr
+
+
+def test_the_right_prefix_needs_no_hint(run_cli: CliRunner) -> None:
+    proc = run_cli(
+        "mcp", "call", "--stdio", DEMO_SERVER, "--server-id", "docs", "mcp:docs:search_docs",
+        "--args", '{"query": "ledger"}',
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "hint" not in proc.stderr
+
+
+def _loaded_after(args: list[str], cwd: Path) -> tuple[int, list[str]]:
+    """Run ``prism ARGS`` in a fresh interpreter; the exit code and the heavy modules loaded."""
+    probe = (
+        "import json, sys\n"
+        "from prism.cli import main\n"
+        f"code = main({args!r})\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["run", "missing.json"],
+        ["run", "--help"],
+        ["chat", "--model", "openai:x", "--config", "missing.toml"],
+        ["serve", "--config", "missing.toml"],
+        ["mcp", "call", "--stdio", "x", "--server-id", "a b", "t"],
+        ["config", "check", "missing.toml"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_help_and_file_errors_import_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+    code, loaded = _loaded_after(args, tmp_path)
+    assert code in (0, 2)
+    assert loaded == []
