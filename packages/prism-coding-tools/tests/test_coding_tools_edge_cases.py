@@ -7,8 +7,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
-from prism.coding.tools import LocalFileOperations, create_edit_tool, create_write_tool
+from prism.coding.tools import FileStat, LocalFileOperations, create_edit_tool, create_write_tool
+from prism.coding.tools.testing import assert_file_operations_conform
 from prism.core import (
     ExecutionAction,
     ExecutionDecision,
@@ -119,3 +121,65 @@ async def test_plain_file_operations_check_their_arguments(tmp_path: Path) -> No
         await files.read(str(tmp_path / "f"), offset=-1, length=1)
     with pytest.raises(ValueError, match="NUL"):
         await files.resolve("f", cwd="a\0b")
+
+
+class _Redirecting:
+    """Redirects every write to ``target`` (a policy may rewrite an action's paths)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def check(self, action: ExecutionAction) -> ExecutionDecision:
+        return ExecutionDecision(allowed=True, modified={"paths": (self.target,)})
+
+
+async def test_a_redirect_to_a_path_that_cannot_be_resolved_is_an_error(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    tool = create_write_tool(str(tmp_path), execution_policy=_Redirecting("bad\0path"))
+    result = await run_tool(tool, {"path": "f", "content": "x"})
+    assert result.is_error
+    assert not (tmp_path / "f").exists()
+
+
+async def test_a_policy_that_redirects_again_and_again_is_refused(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    class Moving:
+        count = 0
+
+        def check(self, action: ExecutionAction) -> ExecutionDecision:
+            self.count += 1
+            moved = (str(tmp_path / f"f{self.count}"),)
+            return ExecutionDecision(allowed=True, modified={"paths": moved})
+
+    tool = create_write_tool(str(tmp_path), execution_policy=Moving())
+    result = await run_tool(tool, {"path": "f", "content": "x"})
+    assert result.is_error
+    assert "redirected" in result.joined_text
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+class _WrongErrors(LocalFileOperations):
+    async def stat(self, path: str) -> FileStat:
+        if not await trio.Path(path).exists():
+            raise PermissionError(13, "denied", path)
+        return await super().stat(path)
+
+
+class _NoErrors(LocalFileOperations):
+    async def stat(self, path: str) -> FileStat:
+        if not await trio.Path(path).exists():
+            return FileStat(path=path, kind="file", size=0, mode=0o644, mtime_ns=0)
+        return await super().stat(path)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [(_WrongErrors(), "expected FileNotFoundError"), (_NoErrors(), "did not raise")],
+)
+async def test_the_conformance_check_names_a_broken_rule(
+    tmp_path: Path, files: LocalFileOperations, message: str
+) -> None:
+    with pytest.raises(AssertionError, match=message):
+        await assert_file_operations_conform(files, str(tmp_path))
