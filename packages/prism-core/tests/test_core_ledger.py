@@ -508,6 +508,8 @@ def test_the_reference_line_parses() -> None:
         (_line(duration_s=True), "number"),
         (_line(blocked_reason="because"), "because"),
         (_line(result_preview=5), "string"),
+        (_line(definition_hash="v1"), "schema_version 1 has no decision, run_id or"),
+        (_line(schema_version=2, definition_hash=3), "string"),
     ],
 )
 def test_from_jsonl_rejects_bad_lines_with_the_line_number(text: str, message: str) -> None:

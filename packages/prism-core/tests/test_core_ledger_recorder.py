@@ -6,8 +6,6 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 from prism.core import (
     AbortController,
     AssistantMessage,
@@ -18,6 +16,7 @@ from prism.core import (
     ScriptedProvider,
     SqliteLedgerSink,
     ToolCall,
+    ToolCallRecord,
     ToolDefinition,
     ToolResult,
     create_agent,
@@ -30,6 +29,8 @@ from prism.core.testing import echo_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pytest
 
     from prism.core import JsonObject, ToolExecutionContext
 
@@ -102,24 +103,28 @@ async def test_the_agent_records_in_its_ledger_and_returns_the_runs_own_records(
     assert record.arguments == {"token": "[REDACTED]"}
 
 
+def _record(ledger: RunLedger, call_id: str, definition_hash: str | None) -> ToolCallRecord:
+    return ledger.record(
+        call_id=call_id,
+        tool_name="t",
+        arguments={},
+        status="ok",
+        blocked_reason=None,
+        started_at=1.0,
+        finished_at=2.0,
+        duration_s=1.0,
+        result=None,
+        definition_hash=definition_hash,
+    )
+
+
 def test_the_definition_hash_round_trips_through_jsonl_and_is_left_out_when_unset(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "ledger.jsonl"
     ledger = RunLedger(sinks=[JsonlLedgerSink(path)])
-    for call_id, digest in (("a", "v1"), ("b", None)):
-        ledger.record(
-            call_id=call_id,
-            tool_name="t",
-            arguments={},
-            status="ok",
-            blocked_reason=None,
-            started_at=1.0,
-            finished_at=2.0,
-            duration_s=1.0,
-            result=None,
-            definition_hash=digest,
-        )
+    _record(ledger, "a", "v1")
+    _record(ledger, "b", None)
     ledger.close()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0]["definition_hash"] == "v1"
@@ -132,38 +137,9 @@ def test_the_definition_hash_round_trips_through_jsonl_and_is_left_out_when_unse
 
 
 def test_a_long_definition_hash_is_bounded() -> None:
-    record = RunLedger().record(
-        call_id="c",
-        tool_name="t",
-        arguments={},
-        status="ok",
-        blocked_reason=None,
-        started_at=1.0,
-        finished_at=2.0,
-        duration_s=1.0,
-        result=None,
-        definition_hash="x" * 5000,
-    )
+    record = _record(RunLedger(), "c", "x" * 5000)
     assert record.definition_hash is not None
     assert record.definition_hash.endswith("...[4744 more chars]")
-
-
-def test_a_version_1_line_with_a_definition_hash_is_refused() -> None:
-    line = {
-        "type": "tool_call",
-        "schema_version": 1,
-        "call_id": "c",
-        "tool_name": "t",
-        "arguments": {},
-        "status": "ok",
-        "blocked_reason": None,
-        "started_at": 1.0,
-        "finished_at": 2.0,
-        "duration_s": 1.0,
-        "definition_hash": "v1",
-    }
-    with pytest.raises(ValueError, match="schema_version 1 has no decision, run_id or"):
-        RunLedger.from_jsonl(json.dumps(line))
 
 
 def _old_sqlite_ledger(path: Path) -> None:
