@@ -433,6 +433,9 @@ class PlaceholderLease:
         for shadow in shadows.values():
             try:
                 self.notes += shadow.commit()
+            except OSError as exc:
+                # the roots must still be unlocked and the placeholders removed
+                self.notes.append(f"the .git changes in {shadow.root} were not copied back ({exc})")
             finally:
                 shadow.discard()
         fds, self._fds = self._fds, []

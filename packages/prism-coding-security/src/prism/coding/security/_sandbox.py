@@ -138,9 +138,18 @@ class BubblewrapSandbox:
     ``protected_paths``) are read-only, and those that do not exist cannot be
     created: while a command run by :func:`create_sandbox_shell_operations`
     runs, an empty mode-000 placeholder file stands at each missing one on the
-    host; it is removed afterwards (see ``docs/sandbox.md``). Running
+    host; it is removed afterwards (see ``docs/sandbox.md``). Protected
+    entries that exist deeper in a root at launch are read-only too. Running
     :meth:`wrap`'s argument vector yourself leaves bwrap's own placeholders
     (empty ``0444`` files) behind.
+
+    For commands run by :func:`create_sandbox_shell_operations`, a root's
+    ``.git`` directory is a private copy (objects, refs and logs shared,
+    other directories read-only); afterwards only git's work state (index,
+    HEAD, packed refs, merge and rebase state) is copied back, and the index
+    only when it registers no new submodule, so nothing the command plants
+    in ``.git`` reaches the host's git. What was not copied back is reported
+    at the end of the command's output (lines starting ``[prism sandbox]``).
 
     ``cpu_time_s``, ``memory_bytes`` and ``max_processes`` set the
     ``RLIMIT_CPU``, ``RLIMIT_AS`` and ``RLIMIT_NPROC`` limits of the command
