@@ -338,16 +338,13 @@ async def _run(
     try:
         call, tool, arguments = await _gate(call, options, ctx)
     except _Blocked as blocked:
-        decision = blocked_decision(blocked.reason, blocked.message, blocked.gate)
-        if note is not None:
-            note.decision = decision
         return CallOutcome(
             call=ctx.call,
             result=_blocked_result(blocked),
             status="blocked",
             blocked_reason=blocked.reason,
             error=blocked.message,
-            decision=decision,
+            decision=blocked_decision(blocked.reason, blocked.message, blocked.gate),
         )
     # The ledger's copy is taken before execute, so a tool that mutates its
     # arguments cannot change what the record says it was asked to do.
