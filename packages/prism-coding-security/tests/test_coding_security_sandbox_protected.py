@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -15,8 +16,7 @@ from prism.coding.security import (
     SandboxUnavailableError,
     create_sandbox_shell_operations,
 )
-from prism.coding.security._mounts import PlaceholderLease, is_placeholder, protected_plan
-from prism.coding.tools import ShellExit
+from prism.coding.tools import ShellExit, ShellSpawnRequest
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
@@ -227,34 +227,59 @@ async def test_dangling_symlink_at_a_protected_path_refuses_to_run(
     assert not (root / "missing").exists()
 
 
-def test_a_run_leaves_placeholders_that_another_run_still_holds(root: Path) -> None:
-    first = PlaceholderLease([str(root)], [".envrc"])
-    second = PlaceholderLease([str(root)], [".envrc"])
-    first.acquire()
-    second.acquire()
-    assert is_placeholder(str(root / ".envrc"))
-    first.release()
-    assert is_placeholder(str(root / ".envrc"))
-    second.release()
+def _placeholder(path: Path) -> bool:
+    # docs/sandbox.md: an empty regular file with mode 1444
+    info = path.lstat()
+    return info.st_size == 0 and stat.S_IMODE(info.st_mode) == 0o1444
+
+
+@pytest.mark.bwrap
+async def test_a_run_leaves_placeholders_that_another_run_still_holds(root: Path) -> None:
+    os.mkfifo(root / "go")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    ready = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        if b"ready" in chunk:
+            ready.set()
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    waiting = ShellSpawnRequest(
+        command="echo ready; cat go", shell_path="/bin/sh", cwd=str(root), env=env
+    )
+    quick = ShellSpawnRequest(command="true", shell_path="/bin/sh", cwd=str(root), env=env)
+
+    def release() -> None:
+        with open(root / "go", "w") as fifo:
+            fifo.write("go\n")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ops.run, waiting, sink)
+        with trio.fail_after(30):
+            await ready.wait()
+        await ops.run(quick, sink)
+        # the first run is still going: its placeholders must stay
+        assert _placeholder(root / ".envrc")
+        await trio.to_thread.run_sync(release)
     assert not (root / ".envrc").exists()
 
 
-def test_release_removes_placeholders_a_crashed_run_left(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_a_run_removes_placeholders_a_crashed_run_left(
+    root: Path, run_shell: RunShell
+) -> None:
     (root / ".envrc").touch()
     (root / ".envrc").chmod(0o1444)
-    lease = PlaceholderLease([str(root)], [".envrc"])
-    lease.acquire()
-    lease.release()
+    await run_shell(create_sandbox_shell_operations(BubblewrapSandbox([str(root)])), "true", root)
     assert not (root / ".envrc").exists()
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize("mode", [0o644, 0o444, 0o000])
-def test_release_keeps_a_real_empty_file(root: Path, mode: int) -> None:
+async def test_a_run_keeps_a_real_empty_file(root: Path, run_shell: RunShell, mode: int) -> None:
     (root / ".envrc").touch()
     (root / ".envrc").chmod(mode)
-    lease = PlaceholderLease([str(root)], [".envrc"])
-    lease.acquire()
-    lease.release()
+    await run_shell(create_sandbox_shell_operations(BubblewrapSandbox([str(root)])), "true", root)
     assert (root / ".envrc").exists()
 
 
@@ -269,28 +294,15 @@ async def test_recursive_grep_inside_the_sandbox_is_not_disturbed_by_placeholder
     assert (result.exit_code, output) == (0, "./a.txt:needle\n")
 
 
-def test_plan_pins_directories_and_seals_the_entry(root: Path) -> None:
-    (root / ".git" / "hooks").mkdir(parents=True)
-    (root / ".git" / "config").touch()
-    plan = protected_plan(str(root), [".git/config", ".git/hooks", ".git/info/attributes"])
-    git = str(root / ".git")
-    assert plan == [
-        ("pin", git),
-        ("ro", f"{git}/config"),
-        ("ro", f"{git}/hooks"),
-        ("placeholder-dir", f"{git}/info"),
-    ]
-
-
-def test_plan_expands_globs_over_existing_directories_only(root: Path) -> None:
-    (root / ".git" / "modules" / "lib").mkdir(parents=True)
-    plan = protected_plan(str(root), [".git/modules/*/commondir"])
-    assert plan[-1] == ("placeholder", str(root / ".git" / "modules" / "lib" / "commondir"))
-
-
-def test_plan_binds_a_worktree_git_file_whole(root: Path) -> None:
+@pytest.mark.bwrap
+async def test_a_git_file_at_the_top_of_a_root_is_read_only(
+    root: Path, run_shell: RunShell
+) -> None:
     (root / ".git").write_text("gitdir: elsewhere\n")
-    assert protected_plan(str(root), [".git/config", ".git/hooks"]) == [("ro", str(root / ".git"))]
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, "echo 'gitdir: evil' > .git; rm -f .git; echo end", root)
+    assert "end" in output
+    assert (root / ".git").read_text() == "gitdir: elsewhere\n"
 
 
 @pytest.mark.parametrize("value", ["Makefile", ["/abs"], ["../up"], [""]])
