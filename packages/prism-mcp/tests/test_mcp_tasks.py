@@ -71,41 +71,33 @@ async def test_a_task_that_completes_is_polled_with_progress(tmp_path: Path, cut
     assert "io.modelcontextprotocol/tasks" in capabilities["extensions"]
 
 
+async def run_once(tmp_path: Path, name: str) -> tuple[ToolResult, Path]:
+    """One call of ``name`` on a fresh server; its result and the server's request log."""
+    log = tmp_path / "log"
+    with trio.fail_after(30):
+        async with task_bridge(log) as bridge:
+            return await run(bridge, name), log
+
+
 @pytest.mark.parametrize(
-    ("tool", "says"),
+    ("tool", "says", "cancelled"),
     [
-        ("fails", "task task-1 failed: the build broke (code -32603)"),
-        ("server_cancels", "task task-1 was cancelled by the server: an operator stopped it"),
+        # The task ended by itself: nothing to cancel.
+        ("fails", "task task-1 failed: the build broke (code -32603)", []),
+        ("server_cancels", "task task-1 was cancelled by the server: an operator stopped it", []),
+        # A status the bridge cannot follow: the task is cancelled.
+        ("strange_status", "unknown status 'paused'", ["task-1"]),
+        ("needs_input", "asks for input", ["task-1"]),
+        ("bad_id", "unusable task id", []),
     ],
 )
-async def test_a_task_that_fails_or_is_cancelled_is_an_error_result_naming_why(
-    tmp_path: Path, tool: str, says: str
+async def test_a_task_that_does_not_complete_is_an_error_result_naming_why(
+    tmp_path: Path, tool: str, says: str, cancelled: list[str]
 ) -> None:
-    log = tmp_path / "log"
-    with trio.fail_after(30):
-        async with task_bridge(log) as bridge:
-            result = await run(bridge, tool)
+    result, log = await run_once(tmp_path, tool)
     assert result.is_error
     assert says in result.joined_text
-    # The task ended by itself: nothing to cancel.
-    assert cancels(log) == []
-
-
-@pytest.mark.parametrize(
-    ("tool", "says"),
-    [("strange_status", "unknown status 'paused'"), ("needs_input", "asks for input")],
-)
-async def test_a_status_the_bridge_cannot_follow_cancels_the_task(
-    tmp_path: Path, tool: str, says: str
-) -> None:
-    log = tmp_path / "log"
-    with trio.fail_after(30):
-        async with task_bridge(log) as bridge:
-            result = await run(bridge, tool)
-    assert result.is_error
-    assert result.details["mcp_error"] == "server_error"
-    assert says in result.joined_text
-    assert cancels(log) == ["task-1"]
+    assert cancels(log) == cancelled
 
 
 async def test_a_task_that_outlives_max_call_s_is_cancelled(tmp_path: Path) -> None:
@@ -171,10 +163,7 @@ async def test_a_hostile_poll_interval_is_kept_within_bounds(
 async def test_an_ordinary_answer_from_a_task_capable_server_is_not_a_task(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "log"
-    with trio.fail_after(30):
-        async with task_bridge(log) as bridge:
-            result = await run(bridge, "plain")
+    result, log = await run_once(tmp_path, "plain")
     assert result.joined_text == "no task"
     assert polls(log) == 0
 
@@ -205,15 +194,6 @@ async def test_hostile_shapes_are_skipped_or_contained(
     # A structuredContent that is not JSON is dropped, the content kept.
     assert nan.structured is None
     assert nan.joined_text == "nan_structured"
-
-
-async def test_an_empty_task_id_is_refused(tmp_path: Path) -> None:
-    log = tmp_path / "log"
-    with trio.fail_after(30):
-        async with task_bridge(log) as bridge:
-            result = await run(bridge, "bad_id")
-    assert result.is_error
-    assert "unusable task id" in result.joined_text
 
 
 async def test_after_a_crash_a_changed_listing_marks_stale_and_a_failed_restart_is_an_error(
