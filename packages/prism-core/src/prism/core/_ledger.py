@@ -433,7 +433,9 @@ def _sinks(value: Iterable[LedgerSink]) -> tuple[LedgerSink, ...]:
     return _SINKS.check("RunLedger", "sinks", value)
 
 
-@attrs.define(eq=False)
+# Options are checked when the ledger is made. Assignments skip attrs' hooks,
+# which would otherwise run for the counter that every record() bumps.
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class RunLedger:
     """Collects a :class:`ToolCallRecord` for every dispatched call.
 
