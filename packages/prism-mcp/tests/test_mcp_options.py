@@ -73,6 +73,7 @@ BAD_FACTORY_OPTIONS: list[tuple[Callable[..., object], str, str, object]] = [
     (StdioTransport, "StdioTransport.command", "command", "py\x00thon"),
     (StdioTransport, "StdioTransport.args", "args", "not-a-list"),
     (StdioTransport, "StdioTransport.args", "args", ["ok", 3]),
+    (StdioTransport, "StdioTransport.args", "args", 3),
     (StdioTransport, "StdioTransport.env", "env", {"A": 1}),
     (StdioTransport, "StdioTransport.env", "env", "A=1"),
     (StdioTransport, "StdioTransport.env", "env", {"A\n": "1"}),
@@ -109,6 +110,16 @@ def test_every_factory_names_the_bad_option_and_its_value(
     # A list is checked as the tuple it becomes.
     assert info.value.value == (tuple(value) if isinstance(value, list) else value)
     assert name in str(info.value)
+
+
+def test_a_bad_env_or_header_is_named_by_its_key_never_its_value() -> None:
+    with pytest.raises(ConfigurationError) as env:
+        StdioTransport("python", env={"TOKEN": "sk-secret\x00"})
+    with pytest.raises(ConfigurationError) as headers:
+        StreamableHttpTransport("http://127.0.0.1:1/mcp", {"Authorization\n": "Bearer sk-secret"})
+    for raised in (env.value, headers.value):
+        assert "sk-secret" not in str(raised)
+    assert "'TOKEN'" in str(env.value)
 
 
 @pytest.mark.parametrize("server_id", ["", "a:b", "a*", "x" * 65, "sp ace", "ü"])

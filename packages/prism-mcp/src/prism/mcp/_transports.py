@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
 from urllib.parse import urlsplit
 
@@ -30,30 +30,35 @@ _ARGS = sequence_of(_ARG)
 _PATTERNS = sequence_of(_PATTERN)
 
 
-def _items(check: OptionCheck, owner: str, option: str, value: Sequence[str]) -> tuple[str, ...]:
+def _items(check: OptionCheck, owner: str, option: str, value: object) -> tuple[str, ...]:
     # Any iterable but a string is taken (a generator, say), checked as a tuple.
-    items = value if isinstance(value, (str, bytes)) else tuple(value)
-    check.check(owner, option, items)
-    return items  # type: ignore[return-value]
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        value = tuple(value)
+    check.check(owner, option, value)
+    return value  # type: ignore[return-value]
 
 
 def _str_map(owner: str, option: str, value: Mapping[str, str] | None) -> dict[str, str] | None:
+    # The message names the offending key, never a value: env values and headers
+    # carry secrets (tokens, Authorization).
     if value is None:
         return None
 
     def refuse(what: str) -> ConfigurationError:
         return ConfigurationError(
-            f"{owner}.{option} {what}, got {value!r}", option=f"{owner}.{option}", value=value
+            f"{owner}.{option} {what}", option=f"{owner}.{option}", value=value
         )
 
     if not isinstance(value, Mapping):
-        raise refuse("must be a mapping of strings")
+        raise refuse(f"must be a mapping of strings to strings, got {type(value).__name__}")
     out: dict[str, str] = {}
     for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str) or not key:
-            raise refuse("must map non-empty strings to strings")
+        if not isinstance(key, str) or not key:
+            raise refuse(f"must have non-empty string keys, got {key!r}")
+        if not isinstance(item, str):
+            raise refuse(f"must map {key!r} to a string, got {type(item).__name__}")
         if "\x00" in key or "\x00" in item or "\n" in key or "\r" in key:
-            raise refuse(f"has a control character in {key!r}")
+            raise refuse(f"has a control character in {key!r} or its value")
         out[key] = item
     return out
 
