@@ -37,6 +37,10 @@ def _bwrap(root: str, **options: Any) -> BubblewrapSandbox:
     return BubblewrapSandbox([root], **options)
 
 
+def _allowlist(root: str, **options: Any) -> BubblewrapSandbox:
+    return BubblewrapSandbox([root], network="allowlist", **options)
+
+
 def _bwrap_roots(root: str, **options: Any) -> BubblewrapSandbox:
     return BubblewrapSandbox(**options)
 
@@ -55,8 +59,12 @@ _CASES: list[tuple[str, str, object, Callable[..., object]]] = [
     ("BubblewrapSandbox", "protected_paths", ["/abs"], _bwrap),
     ("BubblewrapSandbox", "protected_paths", "Makefile", _bwrap),
     ("BubblewrapSandbox", "allowed_hosts", ["a b"],
-     lambda root, **o: BubblewrapSandbox([root], network="allowlist", **o)),
+     _allowlist),
     ("BubblewrapSandbox", "allowed_hosts", ("example.org",), _bwrap),
+    ("BubblewrapSandbox", "allowed_hosts", ["[::1"], _allowlist),
+    ("BubblewrapSandbox", "allowed_hosts", ["[::1]x"], _allowlist),
+    ("BubblewrapSandbox", "allowed_hosts", ["host:99999"], _allowlist),
+    ("BubblewrapSandbox", "allowed_hosts", ["*"], _allowlist),
     ("BubblewrapSandbox", "cpu_time_s", 0, _bwrap),
     ("BubblewrapSandbox", "memory_bytes", 10, _bwrap),
     ("BubblewrapSandbox", "max_processes", True, _bwrap),
@@ -124,3 +132,8 @@ async def test_open_secure_coding_tools_names_the_option(
             pytest.fail("the body must not run")
     assert raised.value.option == f"open_secure_coding_tools.{option}"
     assert raised.value.value is value
+
+
+def test_repeated_allowed_hosts_are_kept_once(root: Path) -> None:
+    sandbox = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["a.org", "a.org"])
+    assert sandbox.allowed_hosts == ("a.org",)
