@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,18 +18,11 @@ from prism.core import (
 from prism.core.options import has_method, integer, optional
 
 from ._common import (
-    CHECK_FLAG,
-    CHECK_INSTRUCTIONS,
-    CHECK_MAPPING,
-    CHECK_SINK,
-    CHECK_TEMPERATURE,
     EMPTY_SCHEMA,
-    ClientOptions,
-    ResponseLog,
+    SharedOptions,
     ask,
-    close_quietly,
     content_text,
-    import_sdk,
+    open_client,
     parse_arguments,
 )
 from ._errors import ProviderResponseError
@@ -45,7 +37,7 @@ from ._events import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
 
     import anthropic
     from anthropic.types import Message as AnthropicMessage
@@ -181,7 +173,7 @@ class _Block:
 
 
 @attrs.define(eq=False, kw_only=True)
-class AnthropicProvider(ResponseLog):
+class AnthropicProvider(SharedOptions):
     """A :class:`~prism.core.ModelProvider` on the Anthropic Messages API.
 
     Build one with :func:`open_anthropic_provider`, or around your own
@@ -210,16 +202,9 @@ class AnthropicProvider(ResponseLog):
     client: "anthropic.AsyncAnthropic" = attrs.field(
         repr=False, validator=has_method("close", description="an anthropic.AsyncAnthropic")
     )
-    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
     max_tokens: int = attrs.field(default=4096, validator=integer(minimum=1))
-    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
     thinking_budget: int | None = attrs.field(
         default=None, validator=optional(integer(minimum=1024))
-    )
-    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
-    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
-    extra_body: Mapping[str, object] | None = attrs.field(
-        default=None, repr=False, validator=CHECK_MAPPING
     )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
@@ -412,17 +397,15 @@ async def open_anthropic_provider(
             error names the option and the value).
         ProviderNotInstalledError: the ``anthropic`` extra is not installed.
     """
-    sdk = import_sdk("anthropic")
-    client_options = ClientOptions(
+    async with open_client(
+        "open_anthropic_provider",
+        _PROVIDER,
         api_key=api_key,
         base_url=base_url,
         max_retries=max_retries,
         timeout_s=timeout_s,
         default_headers=default_headers,
-    )
-    client_options.check("open_anthropic_provider")
-    client = sdk.AsyncAnthropic(**client_options.sdk_arguments("ANTHROPIC_API_KEY", _PROVIDER))
-    try:
+    ) as client:
         yield AnthropicProvider(
             client=client,
             instructions=instructions,
@@ -433,5 +416,3 @@ async def open_anthropic_provider(
             on_event=on_event,
             extra_body=extra_body,
         )
-    finally:
-        await close_quietly(client.close)

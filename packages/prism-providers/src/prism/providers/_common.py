@@ -45,6 +45,7 @@ from ._errors import (
 from ._events import ModelResponseFinished, ModelResponseInfo, ModelUsage, StreamSink, emit
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from types import ModuleType
 
     from prism.core import Content, ToolCall
@@ -52,14 +53,15 @@ if TYPE_CHECKING:
 __all__ = [
     "CLOSE_GRACE_S",
     "EMPTY_SCHEMA",
-    "ClientOptions",
     "ResponseLog",
+    "SharedOptions",
     "api_key_from",
     "arguments_json",
     "ask",
     "close_quietly",
     "content_text",
     "import_sdk",
+    "open_client",
     "parse_arguments",
 ]
 
@@ -96,43 +98,57 @@ def import_sdk(extra: str) -> ModuleType:
         ) from exc
 
 
-@attrs.frozen(kw_only=True)
-class ClientOptions:
-    """The options every provider factory passes to its SDK client.
+# Each SDK's async client class, and the environment variable of its key.
+_CLIENTS = {
+    "openai": ("AsyncOpenAI", "OPENAI_API_KEY"),
+    "anthropic": ("AsyncAnthropic", "ANTHROPIC_API_KEY"),
+}
 
-    Built by the factories (so the owner named in errors is the factory);
-    ``api_key`` never appears in a repr.
+
+@contextlib.asynccontextmanager
+async def open_client(
+    owner: str,
+    provider: str,
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    max_retries: int,
+    timeout_s: float,
+    default_headers: Mapping[str, str] | None,
+    **more: object,
+) -> AsyncIterator[Any]:
+    """The SDK's async client for ``provider``, closed (shielded, bounded) when the block ends.
+
+    The options every factory passes to its client are checked here, naming
+    ``owner`` (the factory) in the error; ``more`` goes to the client as it is.
+
+    Raises:
+        ConfigurationError: a bad option, or no key (see :func:`api_key_from`).
+        ProviderNotInstalledError: the SDK is not installed.
     """
-
-    api_key: str | None = attrs.field(default=None, repr=False)
-    base_url: str | None = None
-    max_retries: int = 2
-    timeout_s: float = 600.0
-    default_headers: Mapping[str, str] | None = attrs.field(default=None, repr=False)
-
-    def check(self, owner: str) -> None:
-        """Check each option, naming ``owner`` (the factory) in the error."""
-        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
-            # The value may be a secret: the error names the option only.
-            raise ConfigurationError(
-                f"{owner}.api_key must be a non-empty string", option=f"{owner}.api_key"
-            )
-        optional(string()).check(owner, "base_url", self.base_url)
-        integer(minimum=0).check(owner, "max_retries", self.max_retries)
-        number(minimum=0, above=True).check(owner, "timeout_s", self.timeout_s)
-        CHECK_MAPPING.check(owner, "default_headers", self.default_headers)
-
-    def sdk_arguments(self, env_var: str, provider: str) -> dict[str, Any]:
-        """The SDK client's keyword arguments (the key resolved, see :func:`api_key_from`)."""
-        return {
-            "api_key": api_key_from(
-                self.api_key, env_var, base_url=self.base_url, provider=provider
-            ),
-            "base_url": self.base_url,
-            "max_retries": self.max_retries,
-            "timeout": self.timeout_s,
-            "default_headers": dict(self.default_headers) if self.default_headers else None,
-        }
+    sdk = import_sdk(provider)
+    if api_key is not None and (not isinstance(api_key, str) or not api_key):
+        # The value may be a secret: the error names the option only.
+        raise ConfigurationError(
+            f"{owner}.api_key must be a non-empty string", option=f"{owner}.api_key"
+        )
+    optional(string()).check(owner, "base_url", base_url)
+    integer(minimum=0).check(owner, "max_retries", max_retries)
+    number(minimum=0, above=True).check(owner, "timeout_s", timeout_s)
+    CHECK_MAPPING.check(owner, "default_headers", default_headers)
+    class_name, env_var = _CLIENTS[provider]
+    client = getattr(sdk, class_name)(
+        api_key=api_key_from(api_key, env_var, base_url=base_url, provider=provider),
+        base_url=base_url,
+        max_retries=max_retries,
+        timeout=timeout_s,
+        default_headers=dict(default_headers) if default_headers else None,
+        **more,
+    )
+    try:
+        yield client
+    finally:
+        await close_quietly(client.close)
 
 
 def api_key_from(explicit: str | None, env_var: str, *, base_url: str | None, provider: str) -> str:
@@ -313,3 +329,24 @@ class ResponseLog:
         self.add(info)
         emit(sink, ModelResponseFinished(info=info))
         return AssistantMessage(content=tuple(content), tool_calls=calls)
+
+
+@attrs.define(eq=False, kw_only=True)
+class SharedOptions(ResponseLog):
+    """The options every provider class takes (each adds its own ``client`` and more).
+
+    Attributes:
+        instructions: the system prompt, in the API's own place for it.
+        temperature: sampling temperature (``None``: the API's default).
+        stream: stream answers (deltas go to ``on_event``).
+        on_event: receives the :data:`StreamEvent` values, synchronously.
+        extra_body: more JSON fields for each request (server-specific options).
+    """
+
+    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
+    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
+    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
+    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
+    extra_body: Mapping[str, object] | None = attrs.field(
+        default=None, repr=False, validator=CHECK_MAPPING
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -21,19 +20,13 @@ from prism.core.options import has_method, one_of, optional, string
 from ._common import (
     CHECK_EFFORT,
     CHECK_FLAG,
-    CHECK_INSTRUCTIONS,
-    CHECK_MAPPING,
     CHECK_MAX_TOKENS,
-    CHECK_SINK,
-    CHECK_TEMPERATURE,
     EMPTY_SCHEMA,
-    ClientOptions,
-    ResponseLog,
+    SharedOptions,
     arguments_json,
     ask,
-    close_quietly,
     content_text,
-    import_sdk,
+    open_client,
     parse_arguments,
 )
 from ._errors import ProviderResponseError
@@ -48,7 +41,7 @@ from ._events import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
 
     import openai
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -58,7 +51,7 @@ if TYPE_CHECKING:
 
     from ._openai_responses import OpenAIResponsesProvider
 
-__all__ = ["CHECK_OPENAI_CLIENT", "OpenAIChatProvider", "open_openai_provider"]
+__all__ = ["OpenAIChatProvider", "OpenAIOptions", "open_openai_provider"]
 
 _PROVIDER = "openai"
 
@@ -157,7 +150,16 @@ class _PendingCall:
 
 
 @attrs.define(eq=False, kw_only=True)
-class OpenAIChatProvider(ResponseLog):
+class OpenAIOptions(SharedOptions):
+    """The options both OpenAI providers take (see :class:`OpenAIChatProvider`)."""
+
+    client: "openai.AsyncOpenAI" = attrs.field(repr=False, validator=CHECK_OPENAI_CLIENT)
+    max_tokens: int | None = attrs.field(default=None, validator=CHECK_MAX_TOKENS)
+    reasoning_effort: str | None = attrs.field(default=None, validator=CHECK_EFFORT)
+
+
+@attrs.define(eq=False, kw_only=True)
+class OpenAIChatProvider(OpenAIOptions):
     """A :class:`~prism.core.ModelProvider` on OpenAI Chat Completions.
 
     Works with OpenAI and any server that speaks the same API through the
@@ -184,17 +186,7 @@ class OpenAIChatProvider(ResponseLog):
         extra_body: more JSON fields for each request (server-specific options).
     """
 
-    client: "openai.AsyncOpenAI" = attrs.field(repr=False, validator=CHECK_OPENAI_CLIENT)
-    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
-    max_tokens: int | None = attrs.field(default=None, validator=CHECK_MAX_TOKENS)
-    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
-    reasoning_effort: str | None = attrs.field(default=None, validator=CHECK_EFFORT)
-    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
     include_usage: bool = attrs.field(default=True, validator=CHECK_FLAG)
-    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
-    extra_body: Mapping[str, object] | None = attrs.field(
-        default=None, repr=False, validator=CHECK_MAPPING
-    )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -359,48 +351,31 @@ async def open_openai_provider(
             error names the option and the value).
         ProviderNotInstalledError: the ``openai`` extra is not installed.
     """
-    sdk = import_sdk("openai")
     owner = "open_openai_provider"
     one_of("chat", "responses").check(owner, "api", api)
     optional(string()).check(owner, "organization", organization)
-    client_options = ClientOptions(
+    options: dict[str, Any] = {
+        "instructions": instructions,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "reasoning_effort": reasoning_effort,
+        "stream": stream,
+        "on_event": on_event,
+        "extra_body": extra_body,
+    }
+    async with open_client(
+        owner,
+        _PROVIDER,
         api_key=api_key,
         base_url=base_url,
         max_retries=max_retries,
         timeout_s=timeout_s,
         default_headers=default_headers,
-    )
-    client_options.check(owner)
-    client = sdk.AsyncOpenAI(
-        organization=organization, **client_options.sdk_arguments("OPENAI_API_KEY", _PROVIDER)
-    )
-    try:
-        provider: OpenAIChatProvider | OpenAIResponsesProvider
+        organization=organization,
+    ) as client:
         if api == "responses":
             from ._openai_responses import OpenAIResponsesProvider
 
-            provider = OpenAIResponsesProvider(
-                client=client,
-                instructions=instructions,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                reasoning_effort=reasoning_effort,
-                stream=stream,
-                on_event=on_event,
-                extra_body=extra_body,
-            )
+            yield OpenAIResponsesProvider(client=client, **options)
         else:
-            provider = OpenAIChatProvider(
-                client=client,
-                instructions=instructions,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                reasoning_effort=reasoning_effort,
-                stream=stream,
-                include_usage=include_usage,
-                on_event=on_event,
-                extra_body=extra_body,
-            )
-        yield provider
-    finally:
-        await close_quietly(client.close)
+            yield OpenAIChatProvider(client=client, include_usage=include_usage, **options)

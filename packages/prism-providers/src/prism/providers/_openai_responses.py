@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -17,15 +16,8 @@ from prism.core import (
 )
 
 from ._common import (
-    CHECK_EFFORT,
     CHECK_FLAG,
-    CHECK_INSTRUCTIONS,
-    CHECK_MAPPING,
-    CHECK_MAX_TOKENS,
-    CHECK_SINK,
-    CHECK_TEMPERATURE,
     EMPTY_SCHEMA,
-    ResponseLog,
     arguments_json,
     ask,
     content_text,
@@ -38,15 +30,13 @@ from ._events import (
     ModelTextDelta,
     ModelToolCallDelta,
     ModelUsage,
-    StreamSink,
     emit,
 )
-from ._openai import CHECK_OPENAI_CLIENT
+from ._openai import OpenAIOptions
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    import openai
     from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
 
     from prism.core import Content, Message, ModelRequest, ToolSpec
@@ -138,7 +128,7 @@ def _usage(usage: ResponseUsage | None) -> ModelUsage:
 
 
 @attrs.define(eq=False, kw_only=True)
-class OpenAIResponsesProvider(ResponseLog):
+class OpenAIResponsesProvider(OpenAIOptions):
     """A :class:`~prism.core.ModelProvider` on OpenAI's Responses API.
 
     Stateless: the whole transcript is sent each turn (``store`` is off unless
@@ -167,17 +157,7 @@ class OpenAIResponsesProvider(ResponseLog):
         extra_body: more JSON fields for each request.
     """
 
-    client: "openai.AsyncOpenAI" = attrs.field(repr=False, validator=CHECK_OPENAI_CLIENT)
-    instructions: str | None = attrs.field(default=None, validator=CHECK_INSTRUCTIONS)
-    max_tokens: int | None = attrs.field(default=None, validator=CHECK_MAX_TOKENS)
-    temperature: float | None = attrs.field(default=None, validator=CHECK_TEMPERATURE)
-    reasoning_effort: str | None = attrs.field(default=None, validator=CHECK_EFFORT)
-    stream: bool = attrs.field(default=True, validator=CHECK_FLAG)
     store: bool = attrs.field(default=False, validator=CHECK_FLAG)
-    on_event: StreamSink | None = attrs.field(default=None, repr=False, validator=CHECK_SINK)
-    extra_body: Mapping[str, object] | None = attrs.field(
-        default=None, repr=False, validator=CHECK_MAPPING
-    )
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
