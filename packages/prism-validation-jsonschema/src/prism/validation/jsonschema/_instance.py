@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from ._screen import POLLUTION_KEYS
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._limits import SchemaLimits
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "first_problem",
     "instance_cost",
     "instance_size",
+    "path_text",
 ]
 
 # The total characters of every string in an instance may be this many times
@@ -28,8 +31,9 @@ InstanceProblem = tuple[str, str]
 """(path, message) of the first limit an instance breaks."""
 
 
-def _path(parts: tuple[str | int, ...]) -> str:
-    text = "data" + "".join(f"[{p}]" if type(p) is int else f".{p}" for p in parts)
+def path_text(parts: Sequence[str | int]) -> str:
+    """``data.a[0].b`` for the parts ``("a", 0, "b")``, clipped to 200 characters."""
+    text = "data" + "".join([f"[{p}]" if type(p) is int else f".{p}" for p in parts])
     return text if len(text) <= 200 else text[:197] + "..."
 
 
@@ -156,41 +160,41 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
         kind = type(node)
         if kind is dict:
             if depth > max_depth:
-                return _path(path), f"nests deeper than max_instance_depth={max_depth}"
+                return path_text(path), f"nests deeper than max_instance_depth={max_depth}"
             members_left -= len(node)  # type: ignore[arg-type]
             if members_left < 0:
-                return _path(path), (
+                return path_text(path), (
                     "has more object members than "
                     f"max_instance_properties={limits.max_instance_properties}"
                 )
             if not POLLUTION_KEYS.isdisjoint(node):  # type: ignore[arg-type]
                 bad = sorted(POLLUTION_KEYS.intersection(node))  # type: ignore[arg-type]
-                return _path(path), f"has the forbidden key {bad[0]!r}"
+                return path_text(path), f"has the forbidden key {bad[0]!r}"
             for key, item in node.items():  # type: ignore[attr-defined]
                 if type(key) is not str:
-                    return _path(path), f"has a non-string key {key!r}"[:200]
+                    return path_text(path), f"has a non-string key {key!r}"[:200]
                 if len(key) > max_string:
-                    return _path(path), f"has a key longer than max_string_length={max_string}"
+                    return path_text(path), f"has a key longer than max_string_length={max_string}"
                 t = type(item)
                 if t is str:
                     chars_left -= len(item)
                     if len(item) > max_string or chars_left < 0:
-                        return _path((*path, key)), (
+                        return path_text((*path, key)), (
                             f"is longer than max_string_length={max_string}"
                         )
                 elif t is dict or t is list:
                     push((item, depth + 1, (*path, key)))
                 elif t is float:
                     if not math.isfinite(item):
-                        return _path((*path, key)), "is not a finite number"
+                        return path_text((*path, key)), "is not a finite number"
                 elif t is not int and t is not bool and item is not None:
-                    return _path((*path, key)), f"is a {t.__name__}, not a JSON value"
+                    return path_text((*path, key)), f"is a {t.__name__}, not a JSON value"
         elif kind is list:
             if depth > max_depth:
-                return _path(path), f"nests deeper than max_instance_depth={max_depth}"
+                return path_text(path), f"nests deeper than max_instance_depth={max_depth}"
             items_left -= len(node)  # type: ignore[arg-type]
             if items_left < 0:
-                return _path(path), (
+                return path_text(path), (
                     f"has more array items than max_array_length={limits.max_array_length}"
                 )
             for index, item in enumerate(node):  # type: ignore[arg-type]
@@ -198,24 +202,24 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
                 if t is str:
                     chars_left -= len(item)
                     if len(item) > max_string or chars_left < 0:
-                        return _path((*path, index)), (
+                        return path_text((*path, index)), (
                             f"is longer than max_string_length={max_string}"
                         )
                 elif t is dict or t is list:
                     push((item, depth + 1, (*path, index)))
                 elif t is float:
                     if not math.isfinite(item):
-                        return _path((*path, index)), "is not a finite number"
+                        return path_text((*path, index)), "is not a finite number"
                 elif t is not int and t is not bool and item is not None:
-                    return _path((*path, index)), f"is a {t.__name__}, not a JSON value"
+                    return path_text((*path, index)), f"is a {t.__name__}, not a JSON value"
         elif kind is str:
             if len(node) > max_string:  # type: ignore[arg-type]
-                return _path(path), f"is longer than max_string_length={max_string}"
+                return path_text(path), f"is longer than max_string_length={max_string}"
         elif kind is float:
             if not math.isfinite(node):  # type: ignore[arg-type]
-                return _path(path), "is not a finite number"
+                return path_text(path), "is not a finite number"
         elif kind is not int and kind is not bool and node is not None:
-            return _path(path), f"is a {kind.__name__}, not a JSON value"
+            return path_text(path), f"is a {kind.__name__}, not a JSON value"
     return "data", "breaks an instance limit"  # pragma: no cover - the walks agree
 
 

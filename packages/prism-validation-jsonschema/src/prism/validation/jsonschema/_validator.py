@@ -28,7 +28,7 @@ from ._closed import closed_bounds
 from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
 from ._graph import analyse
-from ._instance import check_instance, first_problem, instance_cost, instance_size
+from ._instance import check_instance, first_problem, instance_cost, instance_size, path_text
 from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
 from ._rs import RsValidationError, compile_rs
 from ._screen import FASTJSONSCHEMA_DRAFTS, Screened, prepare, screen
@@ -457,14 +457,13 @@ def _value_problem(exc: JsonSchemaException) -> Problem:
 
 
 def _rs_problem(exc: Any) -> Problem:
-    parts = getattr(exc, "instance_path", None) or []
-    path = "data" + "".join(f"[{p}]" if type(p) is int else f".{p}" for p in parts)
+    path = path_text(getattr(exc, "instance_path", None) or ())
     kind = getattr(exc, "kind", None)
     rule = getattr(kind, "name", None)
     message = _rs_message(kind, rule) or getattr(exc, "message", None) or str(exc)
     if isinstance(rule, str):
         message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
-    return _problem(_clip(path, 200), message)
+    return _problem(path, message)
 
 
 def _short_json(value: object) -> str:
