@@ -294,9 +294,12 @@ def demo_command(
 
     It seeds a scratch workspace, starts the MCP server that ships with
     prism-cli over stdio, and replays turns that show parallel calls under a
-    bound, a serialised shell turn, an edit, a blocked path escape, a denied
-    command, a validation failure, a permission denial and a slow call with
-    progress. Ends with a summary table and the ledger path.
+    bound, a serialised shell turn, an edit, every gate refusing something
+    (unknown tool, filtered tool, arguments not an object, permission,
+    validation, path containment, execution policy), a scripted approver
+    asked on screen, what the sandbox stops (when one runs here), a secret
+    redacted in the ledger and a slow call with progress. Ends with a summary
+    table, each gate with the call that met it, and the ledger path.
     """
     from ._demo import DemoOptions, run_demo
 
