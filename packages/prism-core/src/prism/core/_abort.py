@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 __all__ = ["AbortController", "AbortSignal", "cancel_on_abort"]
 
@@ -101,19 +104,40 @@ class AbortController:
         self.signal._fire(reason)
 
 
-@contextlib.contextmanager
-def cancel_on_abort(signal: AbortSignal | None) -> Iterator[trio.CancelScope]:
-    """A cancel scope that is cancelled when ``signal`` aborts.
+def cancel_on_abort(signal: AbortSignal | None) -> _CancelOnAbort:
+    """A cancel scope that is cancelled when ``signal`` aborts (use it in a ``with``).
 
-    A pre-aborted signal yields an already-cancelled scope, so the first
+    A pre-aborted signal gives an already-cancelled scope, so the first
     checkpoint inside raises :class:`trio.Cancelled` (caught at the scope).
     """
-    with trio.CancelScope() as scope:
-        if signal is None:
-            yield scope
-            return
-        remove = signal.add_callback(scope.cancel)
-        try:
-            yield scope
-        finally:
-            remove()
+    return _CancelOnAbort(signal)
+
+
+class _CancelOnAbort:
+    """The context manager of :func:`cancel_on_abort`.
+
+    A class rather than a generator: every abortable dispatch enters one, and
+    a generator-based context manager costs about a microsecond more.
+    """
+
+    __slots__ = ("_remove", "_scope", "_signal")
+
+    def __init__(self, signal: AbortSignal | None) -> None:
+        self._signal = signal
+        self._scope = trio.CancelScope()
+        self._remove: Callable[[], None] = _noop
+
+    def __enter__(self) -> trio.CancelScope:
+        scope = self._scope.__enter__()
+        if self._signal is not None:
+            self._remove = self._signal.add_callback(scope.cancel)
+        return scope
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        self._remove()
+        return self._scope.__exit__(kind, error, traceback)

@@ -34,7 +34,7 @@ from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, curr
 from ._middleware import MiddlewareRegistry
 from ._options import callable_value, has_method, instance_of, optional
 from ._outcome import CallOutcome, cancelled_result, settle
-from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest, resolve_decision
+from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
 from ._redaction import json_safe, snapshot_json
 from ._tools import (
     ToolDefinition,
@@ -232,7 +232,11 @@ async def _gate(
     if permission is not None:
         request = _tool_request(name)
         try:
-            decision = await resolve_decision(permission.check(request))
+            # Awaited only when the policy is async: resolve_decision would cost
+            # a coroutine on every call of a synchronous policy.
+            decision = permission.check(request)
+            if inspect.isawaitable(decision):
+                decision = await decision
         except Exception as exc:
             raise _Blocked(
                 "permission_denied", f"permission check failed: {_describe(exc)}"
