@@ -52,3 +52,21 @@ def test_the_docstring_example_runs() -> None:
     example = source.split("Example::", 1)[1]
     code = inspect.cleandoc(example)
     exec(compile(code, "<example>", "exec"), {})
+
+
+def test_the_public_names_are_exactly_all() -> None:
+    # As trio's export test: nothing public slips out of the facade unlisted.
+    public = {name for name in vars(api) if not name.startswith("_")}
+    assert public == set(api.__all__)
+
+
+def test_nothing_is_exported_twice() -> None:
+    # Every export is defined in this package, not re-exported from prism.core.
+    import prism.core
+
+    for name in api.__all__:
+        obj = getattr(api, name)
+        module = getattr(obj, "__module__", api.__name__)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert module.startswith("prism.validation.jsonschema._"), (name, module)
+        assert name not in getattr(prism.core, "__all__", ()), name
