@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import httpx2
 import mcp_types as types
+import pytest
 import trio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -230,25 +231,26 @@ def test_serve_rejects_a_bad_http_address(tmp_path: Path, run_cli: CliRunner) ->
     assert "HOST:PORT" in proc.stderr
 
 
+JUDGE = "import json,sys; a=json.load(sys.stdin); sys.exit('ok.txt' not in a['command'])"
+
+
+@pytest.mark.parametrize("where", ["flag", "serve table"])
 async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
+    """--approve-command, or [serve] approver = "command" in prism.toml."""
     config = _config(tmp_path)
-    judge = "import json,sys; a=json.load(sys.stdin); sys.exit('ok.txt' not in a['command'])"
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "prism.cli",
-            "serve",
-            "--config",
-            str(config),
-            "--approve-command",
-            f"{sys.executable} -c {json.dumps(judge)}",
-        ],
-        cwd=str(tmp_path),
-        env=_env(),
-    )
+    args = ["-m", "prism.cli", "serve"]
+    if where == "flag":
+        args += ["--config", str(config), "--approve-command"]
+        args.append(f"{sys.executable} -c {json.dumps(JUDGE)}")
+    else:
+        with config.open("a", encoding="utf-8") as file:
+            file.write(
+                f'\n[serve]\napprover = "command"\n'
+                f"approve_command = {json.dumps([sys.executable, '-c', JUDGE])}\n"
+            )
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(tmp_path), env=_env())
     async with Client(params) as client:
         approved = await client.call_tool("shell", {"command": "touch ok.txt"})
         refused = await client.call_tool("shell", {"command": "touch other.txt"})
@@ -256,25 +258,3 @@ async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
     assert (tmp_path / "ws" / "ok.txt").exists()
     assert refused.is_error
     assert not (tmp_path / "ws" / "other.txt").exists()
-
-
-async def test_serve_takes_the_approver_from_the_serve_table(tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    judge = "import json,sys; a=json.load(sys.stdin); sys.exit('ok.txt' not in a['command'])"
-    with config.open("a", encoding="utf-8") as file:
-        file.write(
-            f'\n[serve]\napprover = "command"\n'
-            f"approve_command = {json.dumps([sys.executable, '-c', judge])}\n"
-        )
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "prism.cli", "serve"],
-        cwd=str(tmp_path),
-        env=_env(),
-    )
-    async with Client(params) as client:
-        approved = await client.call_tool("shell", {"command": "touch ok.txt"})
-        refused = await client.call_tool("shell", {"command": "touch other.txt"})
-    assert not approved.is_error, _text(approved)
-    assert (tmp_path / "ws" / "ok.txt").exists()
-    assert refused.is_error

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -13,7 +13,7 @@ from ._errors import CliError
 from ._output import CONTEXT, console, emit_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from prism.core import LedgerContents
 
@@ -52,24 +52,27 @@ def _filters(fn: Callable[..., _T]) -> Callable[..., _T]:
     return fn
 
 
-def read_ledger_file(
-    file: Path,
-    statuses: tuple[str, ...],
-    tools: tuple[str, ...],
-    run_id: str | None,
-    since: str | None,
-    blocked: bool,
-) -> LedgerContents:
-    """The records of ``file`` that match the filters; warnings for skipped lines on stderr."""
+def read_ledger_file(file: Path, filters: Mapping[str, Any]) -> LedgerContents:
+    """The records of ``file`` that ``filters`` (the filter options) keep.
+
+    Warnings for skipped lines go to stderr.
+    """
     from prism.core import LedgerFormatError, LedgerQuery, read_ledger
 
     from ._ledgerfile import parse_since
 
+    since = filters["since"]
     try:
         when = None if since is None else parse_since(since)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from exc
-    query = LedgerQuery(status=statuses, tool=tools, run=run_id, since=when, blocked=blocked)
+    query = LedgerQuery(
+        status=filters["statuses"],
+        tool=filters["tools"],
+        run=filters["run_id"],
+        since=when,
+        blocked=filters["blocked"],
+    )
     try:
         contents = read_ledger(file, strict=False, query=query)
     except OSError as exc:
@@ -127,35 +130,20 @@ def _render_show(file: Path, contents: LedgerContents, *, json_mode: bool) -> No
 @ledger.command("show", context_settings=CONTEXT)
 @_filters
 @click.option("--json", "json_mode", is_flag=True, help="Print the records as a JSON document.")
-def ledger_show(
-    file: Path,
-    statuses: tuple[str, ...],
-    tools: tuple[str, ...],
-    run_id: str | None,
-    since: str | None,
-    blocked: bool,
-    json_mode: bool,
-) -> None:
+def ledger_show(file: Path, json_mode: bool, **filters: Any) -> None:
     """Pretty-print the ledger FILE (JSONL or SQLite): one row per call, with its decision.
 
     Shows status, blocked reason and the decision (which gate or policy
     decided, the rule, the approval, the sandbox), then each run and whether
     it finished or was interrupted.
     """
-    contents = read_ledger_file(file, statuses, tools, run_id, since, blocked)
+    contents = read_ledger_file(file, filters)
     _render_show(file, contents, json_mode=json_mode)
 
 
 @ledger.command("query", context_settings=CONTEXT)
 @_filters
-def ledger_query(
-    file: Path,
-    statuses: tuple[str, ...],
-    tools: tuple[str, ...],
-    run_id: str | None,
-    since: str | None,
-    blocked: bool,
-) -> int:
+def ledger_query(file: Path, **filters: Any) -> int:
     """Print the records of the ledger FILE that match the filters, one JSON object a line.
 
     Reads JSONL or SQLite (filters run in SQL there). Exit code 1 when nothing
@@ -163,7 +151,7 @@ def ledger_query(
     """
     from ._render import record_to_json
 
-    contents = read_ledger_file(file, statuses, tools, run_id, since, blocked)
+    contents = read_ledger_file(file, filters)
     for record in contents.records:
         sys.stdout.write(json.dumps(record_to_json(record), ensure_ascii=False) + "\n")
     return 0 if contents.records else 1

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from ._output import CONTEXT, console, emit_json
+from ._output import CONTEXT, console, emit_json, ledger_option
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from ._config import McpServerConfig
     from ._mcp_runner import CallOutcome, ToolListing
@@ -210,12 +210,7 @@ def _render_call(outcome: CallOutcome, *, json_mode: bool) -> None:
 @click.option(
     "--args", "args_json", default="{}", show_default=True, help="The arguments, as JSON."
 )
-@click.option(
-    "--ledger",
-    "ledger_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also append the call's ledger record here (JSONL, or SQLite for .db/.sqlite).",
-)
+@ledger_option("Also append the call's ledger record here (JSONL, or SQLite for .db/.sqlite).")
 @click.option(
     "--allow",
     "allow",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
-from ._output import CONTEXT, console, emit_json
+from ._output import CONTEXT, config_option, console, emit_json, ledger_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,13 +26,7 @@ __all__ = ["chat_command", "demo_command", "run_command"]
 _DEFAULT_CONFIG = "prism.toml"
 _DEFAULT_LEDGER = "prism-ledger.jsonl"
 
-_config_option = click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Tools, roots, rules and limits (default: ./prism.toml when there is one, else "
-    "the defaults: the coding tools in the current folder).",
-)
+_config_option = config_option("Tools, roots, rules and limits")
 _model_options = [
     click.option(
         "--base-url",
@@ -113,12 +107,9 @@ def _render_run(
 @click.command("run", context_settings=CONTEXT)
 @click.argument("session_file", metavar="SESSION_FILE_OR_TASK")
 @_config_option
-@click.option(
-    "--ledger",
-    "ledger_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append the ledger here as calls end (default: [ledger] path, else "
-    "prism-ledger.jsonl; a .db/.sqlite path gets an SQLite ledger).",
+@ledger_option(
+    "Append the ledger here as calls end (default: [ledger] path, else "
+    "prism-ledger.jsonl; a .db/.sqlite path gets an SQLite ledger)."
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON report instead of tables.")
 @click.option("--live/--no-live", default=None, help="Force the live display on or off.")
@@ -210,11 +201,8 @@ def _render_chat(report: ChatReport, target: Path) -> None:
 )
 @_model_options[0]
 @_config_option
-@click.option(
-    "--ledger",
-    "ledger_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append the ledger here as calls end (default: [ledger] path, else prism-ledger.jsonl).",
+@ledger_option(
+    "Append the ledger here as calls end (default: [ledger] path, else prism-ledger.jsonl)."
 )
 @_model_options[1]
 def chat_command(
@@ -260,12 +248,7 @@ def chat_command(
     help="Demo folder to use instead of a fresh temporary one (the agent's root is its "
     "workspace/ subfolder; nothing is written outside it).",
 )
-@click.option(
-    "--ledger",
-    "ledger_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the JSONL ledger here.",
-)
+@ledger_option("Write the JSONL ledger here.")
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 16),

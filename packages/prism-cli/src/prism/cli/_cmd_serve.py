@@ -6,19 +6,13 @@ from pathlib import Path
 
 import click
 
-from ._output import CONTEXT
+from ._output import CONTEXT, config_option, ledger_option
 
 __all__ = ["serve_command"]
 
 
 @click.command("serve", context_settings=CONTEXT)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Tools, roots, rules, limits and [serve] (default: ./prism.toml when there is one, "
-    "else the defaults).",
-)
+@config_option("Tools, roots, rules, limits and [serve]")
 @click.option(
     "--http",
     "http",
@@ -45,12 +39,8 @@ __all__ = ["serve_command"]
     help="When the host cannot be asked, run CMD (no shell) with the action as JSON on "
     "stdin: exit 0 approves (default: [serve] approver, else deny).",
 )
-@click.option(
-    "--ledger",
-    "ledger_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append each call's record here as it ends (JSONL, or SQLite for .db; "
-    "default: [ledger] path).",
+@ledger_option(
+    "Append each call's record here as it ends (JSONL, or SQLite for .db; default: [ledger] path)."
 )
 def serve_command(
     config_file: Path | None,

@@ -5,15 +5,40 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
-__all__ = ["CONTEXT", "console", "emit_json", "write_stdout"]
+__all__ = ["CONTEXT", "config_option", "console", "emit_json", "ledger_option", "write_stdout"]
 
 CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 """click context settings of every command."""
+
+
+def config_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--config FILE``: ``what`` it holds; without it ./prism.toml, else the defaults."""
+    return click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"{what} (default: ./prism.toml when there is one, else the defaults).",
+    )
+
+
+def ledger_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--ledger FILE``, a ledger path."""
+    return click.option(
+        "--ledger",
+        "ledger_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=help_text,
+    )
 
 
 def console(*, json_mode: bool = False) -> Console:
