@@ -22,7 +22,9 @@ Each tool answers ``tools/call`` with a task (``resultType: "task"``) and
 
 ``crash`` exits without answering. A server started when the log file already
 exists (a reconnect) also lists ``second``; one started while ``<log
-file>.nostart`` exists exits at once. ``bad_id`` answers with an empty task
+file>.nostart`` exists exits at once. While ``<log file>.nolist`` exists,
+``tools/list`` is answered with an error. ``announce`` announces a tool list
+change (changing nothing), then answers. ``bad_id`` answers with an empty task
 id; ``tasks/cancel`` of a ``needs_input`` task is answered with an error.
 
 And tools with hostile shapes, answered at once: ``deep`` (structuredContent
@@ -61,6 +63,7 @@ TOOLS = [
     "needs_input",
     "plain",
     "crash",
+    "announce",
     "bad_id",
     *INTERVALS,
     *(["second"] if SECOND else []),
@@ -149,6 +152,8 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
             }
         )
     if method == "tools/list":
+        if os.path.exists(LOG + ".nolist"):
+            return None
         listed: list[dict[str, object]] = [
             {"name": name, "inputSchema": {"type": "object"}} for name in TOOLS
         ]
@@ -160,6 +165,9 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
             return complete({"content": [{"type": "text", "text": "no task"}]})
         if name == "crash":
             os._exit(1)
+        if name == "announce":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            return complete({"content": [{"type": "text", "text": "announced"}]})
         if name == "bad_id":
             return {"resultType": "task", "taskId": "", "status": "working"}
         if name in SHAPES:

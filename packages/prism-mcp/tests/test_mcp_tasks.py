@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from prism.core import AgentEvent, ToolCall, ToolExecutionContext, ToolResult
-from prism.mcp import McpToolBridge, StdioTransport, open_mcp_tools
+from prism.mcp import McpBridgeError, McpToolBridge, StdioTransport, open_mcp_tools
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -215,3 +215,34 @@ async def test_after_a_crash_a_changed_listing_marks_stale_and_a_failed_restart_
     assert refused.is_error
     assert refused.details["mcp_error"] == "connect"
     assert "could not run" in refused.joined_text
+
+
+async def test_a_server_whose_listing_fails_is_refused_at_open(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    (tmp_path / "log.nolist").touch()
+    with trio.fail_after(30), pytest.raises(McpBridgeError, match="tools/list failed"):
+        async with task_bridge(log):
+            pass
+
+
+async def test_a_listing_that_fails_after_an_announcement_or_a_reconnect_marks_stale(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    nolist = tmp_path / "log.nolist"
+    with trio.fail_after(60):
+        async with task_bridge(log) as bridge:
+            nolist.touch()
+            assert (await run(bridge, "announce")).joined_text == "announced"
+            # The change cannot be checked against a listing: the bridge says stale.
+            await bridge.wait_stale()
+            assert bridge.stale
+            with pytest.raises(McpBridgeError, match="tools/list failed"):
+                await bridge.refresh()
+            assert bridge.stale
+            # A new session whose listing fails still serves calls with the old tools.
+            await run(bridge, "crash")
+            assert (await run(bridge, "plain")).joined_text == "no task"
+            nolist.unlink()
+            await bridge.refresh()
+            assert not bridge.stale
