@@ -25,10 +25,12 @@ from anthropic.types import (
 
 from prism.core import (
     AbortController,
+    AssistantMessage,
     ConfigurationError,
     ImageContent,
     Limits,
     ModelRequest,
+    ReasoningContent,
     RunLedger,
     RunOptions,
     SingleShotLoop,
@@ -40,6 +42,8 @@ from prism.core import (
     create_rule_permission_policy,
 )
 from prism.providers import (
+    AnthropicProvider,
+    ModelReasoningDelta,
     ModelTextDelta,
     ModelToolCallDelta,
     ModelUsage,
@@ -50,10 +54,12 @@ from prism.providers import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from conftest import WireServer
     from pydantic import BaseModel
 
-    from prism.core import JsonObject, ToolExecutionContext
+    from prism.core import JsonObject, RunResult, ToolExecutionContext
 
 KEY = "sk-ant-test-secret-0123456789"
 Events = list[tuple[str | None, str]]
@@ -84,60 +90,42 @@ def start(input_tokens: int) -> tuple[str | None, str]:
     )
 
 
-def text_block(index: int, pieces: list[str]) -> Events:
-    out: Events = [
-        ev(
-            RawContentBlockStartEvent.model_validate(
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                }
-            )
+def block_start(index: int, block: Mapping[str, object]) -> tuple[str | None, str]:
+    return ev(
+        RawContentBlockStartEvent.model_validate(
+            {"type": "content_block_start", "index": index, "content_block": block}
         )
+    )
+
+
+def block_delta(index: int, delta: Mapping[str, object]) -> tuple[str | None, str]:
+    return ev(
+        RawContentBlockDeltaEvent.model_validate(
+            {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+    )
+
+
+def block(
+    index: int, start_as: Mapping[str, object], deltas: Sequence[Mapping[str, object]]
+) -> Events:
+    return [
+        block_start(index, start_as),
+        *(block_delta(index, delta) for delta in deltas),
+        ev(RawContentBlockStopEvent(type="content_block_stop", index=index)),
     ]
-    for piece in pieces:
-        out.append(
-            ev(
-                RawContentBlockDeltaEvent.model_validate(
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "text_delta", "text": piece},
-                    }
-                )
-            )
-        )
-    out.append(ev(RawContentBlockStopEvent(type="content_block_stop", index=index)))
-    return out
+
+
+def text_block(index: int, pieces: list[str], first: str = "") -> Events:
+    deltas: list[dict[str, object]] = [{"type": "text_delta", "text": p} for p in pieces]
+    return block(index, {"type": "text", "text": first}, deltas)
 
 
 def tool_block(index: int, call_id: str, name: str, pieces: list[str]) -> Events:
-    out: Events = [
-        ev(
-            RawContentBlockStartEvent.model_validate(
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-                }
-            )
-        )
+    deltas: list[dict[str, object]] = [
+        {"type": "input_json_delta", "partial_json": p} for p in pieces
     ]
-    for piece in pieces:
-        out.append(
-            ev(
-                RawContentBlockDeltaEvent.model_validate(
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": piece},
-                    }
-                )
-            )
-        )
-    out.append(ev(RawContentBlockStopEvent(type="content_block_stop", index=index)))
-    return out
+    return block(index, {"type": "tool_use", "id": call_id, "name": name, "input": {}}, deltas)
 
 
 def finish(stop_reason: str, output_tokens: int) -> Events:
@@ -406,6 +394,135 @@ async def test_non_streaming_message(wire_server: WireServer) -> None:
 
 async def test_no_key_and_no_base_url_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY") as caught:
         async with open_anthropic_provider():
             pass  # pragma: no cover
+    assert caught.value.option == "api_key"
+
+
+def whole_message(content: Sequence[Mapping[str, object]], stop_reason: str) -> dict[str, object]:
+    return AnthropicMessage.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "test-model",
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 20},
+        }
+    ).model_dump(mode="json")
+
+
+SIGNATURE = "EqQBCkYIBxgCKkC" + "s1gnature" * 30
+REDACTED = "EmwKAhgBEgy" + "0paque" * 40
+THINKING_BLOCK = {"type": "thinking", "thinking": "Search for trio.", "signature": SIGNATURE}
+REDACTED_BLOCK = {"type": "redacted_thinking", "data": REDACTED}
+TOOL_USE = {
+    "type": "tool_use",
+    "id": "toolu_1",
+    "name": "mcp__docs__search",
+    "input": {"q": "trio"},
+}
+
+
+def thinking_then_tool_use() -> Events:
+    return [
+        start(10),
+        *block(
+            0,
+            {"type": "thinking", "thinking": "", "signature": ""},
+            [
+                {"type": "thinking_delta", "thinking": "Search "},
+                {"type": "thinking_delta", "thinking": "for trio."},
+                {"type": "signature_delta", "signature": SIGNATURE},
+            ],
+        ),
+        *block(1, REDACTED_BLOCK, []),
+        *tool_block(2, "toolu_1", "mcp__docs__search", ['{"q": "trio"}']),
+        *finish("tool_use", 20),
+    ]
+
+
+async def run_with_search(provider: AnthropicProvider, ledger: RunLedger) -> RunResult:
+    agent = create_agent(
+        model="test-model",
+        provider=provider,
+        tools=[SEARCH],
+        permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+        ledger=ledger,
+    )
+    return await agent.session().run("find trio")
+
+
+async def test_streamed_thinking_is_sent_back_exactly_on_the_next_turn(
+    wire_server: WireServer,
+) -> None:
+    wire_server.queue_sse(thinking_then_tool_use())
+    wire_server.queue_sse(final_text("Found it."))
+    events: list[StreamEvent] = []
+    ledger = RunLedger()
+    async with open_anthropic_provider(
+        api_key=KEY, base_url=wire_server.url, thinking_budget=2048, on_event=events.append
+    ) as provider:
+        result = await run_with_search(provider, ledger)
+
+    first, second = (request.json() for request in wire_server.requests)
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    messages = second["messages"]
+    assert isinstance(messages, list)
+    # The API rejects a tool-use turn whose thinking is missing or altered.
+    assert messages[1] == {
+        "role": "assistant",
+        "content": [THINKING_BLOCK, REDACTED_BLOCK, TOOL_USE],
+    }
+    turn = result.messages[1]
+    assert isinstance(turn, AssistantMessage)
+    assert turn.content == (
+        ReasoningContent(text="Search for trio.", provider="anthropic", replay=THINKING_BLOCK),
+        ReasoningContent(provider="anthropic", redacted=True, replay=REDACTED_BLOCK),
+    )
+    thinking = [e.text for e in events if isinstance(e, ModelReasoningDelta)]
+    assert thinking == ["Search ", "for trio."]
+    shown = repr(turn) + repr(ledger.records)
+    assert SIGNATURE not in shown
+    assert REDACTED not in shown
+
+
+async def test_whole_answer_thinking_is_sent_back_exactly(wire_server: WireServer) -> None:
+    wire_server.queue_json(whole_message([THINKING_BLOCK, REDACTED_BLOCK, TOOL_USE], "tool_use"))
+    wire_server.queue_json(whole_message([{"type": "text", "text": "Found it."}], "end_turn"))
+    async with open_anthropic_provider(
+        api_key=KEY, base_url=wire_server.url, stream=False
+    ) as provider:
+        result = await run_with_search(provider, RunLedger())
+    messages = wire_server.requests[1].json()["messages"]
+    assert isinstance(messages, list)
+    assert messages[1]["content"] == [THINKING_BLOCK, REDACTED_BLOCK, TOOL_USE]
+    assert result.final.content == (TextContent(text="Found it."),)
+
+
+async def test_stream_skips_blocks_it_does_not_know(wire_server: WireServer) -> None:
+    server_tool: dict[str, object] = {
+        "type": "server_tool_use",
+        "id": "srv_1",
+        "name": "web_search",
+        "input": {},
+    }
+    wire_server.queue_sse(
+        [
+            start(5),
+            *block(0, server_tool, [{"type": "input_json_delta", "partial_json": "{}"}]),
+            *text_block(1, ["ny."], first="Sun"),
+            *finish("end_turn", 4),
+        ]
+    )
+    texts: list[StreamEvent] = []
+    async with open_anthropic_provider(
+        api_key=KEY, base_url=wire_server.url, on_event=texts.append
+    ) as provider:
+        answer = await provider.complete(user("weather"))
+    assert answer.content == (TextContent(text="Sunny."),)
+    assert answer.tool_calls == ()
+    assert [e.text for e in texts if isinstance(e, ModelTextDelta)] == ["Sun", "ny."]

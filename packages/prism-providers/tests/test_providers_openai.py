@@ -18,6 +18,7 @@ from prism.core import (
     ConfigurationError,
     Limits,
     ModelRequest,
+    ReasoningContent,
     RunLedger,
     RunOptions,
     SingleShotLoop,
@@ -30,6 +31,7 @@ from prism.core import (
     create_rule_permission_policy,
 )
 from prism.providers import (
+    ModelReasoningDelta,
     ModelResponseFinished,
     ModelTextDelta,
     ModelToolCallDelta,
@@ -54,6 +56,7 @@ def chunk(
     finish: str | None = None,
     usage: dict[str, int] | None = None,
     choices: bool = True,
+    index: int = 0,
 ) -> tuple[None, str]:
     value = ChatCompletionChunk.model_validate(
         {
@@ -61,7 +64,9 @@ def chunk(
             "object": "chat.completion.chunk",
             "created": 1,
             "model": "test-model",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else [],
+            "choices": [{"index": index, "delta": delta, "finish_reason": finish}]
+            if choices
+            else [],
             "usage": usage,
         }
     )
@@ -372,3 +377,41 @@ async def test_non_streaming_answer_with_tool_calls(wire_server: WireServer) -> 
     ]
     assert provider.responses[0].usage == ModelUsage(input_tokens=10, output_tokens=3)
     assert "stream" not in wire_server.requests[0].json()
+
+
+async def test_reasoning_content_is_kept_for_display_and_never_sent(
+    wire_server: WireServer,
+) -> None:
+    """Compatible servers (vLLM, llama.cpp) stream ``reasoning_content``; Chat takes none back."""
+    wire_server.queue_sse(
+        [
+            chunk({"role": "assistant", "reasoning_content": "Need the "}),
+            chunk({"reasoning_content": "search tool."}),
+            chunk({"content": "another choice"}, index=1),
+            chunk(tool_fragment(0, call_id="call_a", name="mcp__docs__search", args='{"q":"t"}')),
+            chunk({}, finish="tool_calls"),
+            DONE,
+        ]
+    )
+    wire_server.queue_sse(text_answer("Found."))
+    events: list[StreamEvent] = []
+    async with open_openai_provider(
+        api_key=KEY, base_url=f"{wire_server.url}/v1", on_event=events.append, include_usage=False
+    ) as provider:
+        agent = create_agent(
+            model="test-model",
+            provider=provider,
+            tools=[SEARCH],
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+        )
+        result = await agent.session().run("search")
+
+    turn = result.messages[1]
+    assert isinstance(turn, AssistantMessage)
+    assert turn.content == (ReasoningContent(text="Need the search tool."),)
+    thinking = [e.text for e in events if isinstance(e, ModelReasoningDelta)]
+    assert thinking == ["Need the ", "search tool."]
+    first, second = (request.body.decode() for request in wire_server.requests)
+    assert "stream_options" not in first
+    assert "search tool." not in second
+    assert "another choice" not in second

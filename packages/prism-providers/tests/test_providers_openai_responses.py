@@ -16,12 +16,15 @@ from openai.types.responses import (
     ResponseCompletedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseOutputItemAddedEvent,
+    ResponseReasoningSummaryTextDeltaEvent,
     ResponseTextDeltaEvent,
 )
 
 from prism.core import (
     AbortController,
+    AssistantMessage,
     Limits,
+    ReasoningContent,
     RunLedger,
     RunOptions,
     SingleShotLoop,
@@ -32,6 +35,7 @@ from prism.core import (
     create_rule_permission_policy,
 )
 from prism.providers import (
+    ModelReasoningDelta,
     ModelTextDelta,
     ModelToolCallDelta,
     ModelUsage,
@@ -42,10 +46,12 @@ from prism.providers import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from conftest import WireServer
     from pydantic import BaseModel
 
-    from prism.core import JsonObject, ToolExecutionContext
+    from prism.core import JsonObject, ModelProvider, RunResult, ToolExecutionContext
 
 Events = list[tuple[str | None, str]]
 
@@ -55,7 +61,7 @@ def ev(model: BaseModel) -> tuple[str | None, str]:
     return str(data["type"]), json.dumps(data)
 
 
-def response(output: list[dict[str, object]], *, status: str = "completed") -> Response:
+def response(output: Sequence[Mapping[str, object]], *, status: str = "completed") -> Response:
     return Response.model_validate(
         {
             "id": "resp_1",
@@ -275,3 +281,108 @@ async def test_failed_response_and_error_status_are_api_errors(wire_server: Wire
         with pytest.raises(ProviderAPIError) as caught:
             await agent.session().run("two")
     assert caught.value.rate_limited
+
+
+ENCRYPTED = "gAAAAABo" + "ciphertext" * 30
+
+
+def reasoning_item(*, encrypted: bool) -> JsonObject:
+    item: JsonObject = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "Search for trio."},
+            {"type": "summary_text", "text": "Then answer."},
+        ],
+    }
+    if encrypted:
+        item["encrypted_content"] = ENCRYPTED
+    return item
+
+
+def reasoning_then_call(*, encrypted: bool) -> Events:
+    summary = ResponseReasoningSummaryTextDeltaEvent.model_validate(
+        {
+            "type": "response.reasoning_summary_text.delta",
+            "delta": "Search for trio.",
+            "item_id": "rs_1",
+            "output_index": 0,
+            "summary_index": 0,
+            "sequence_number": 1,
+        }
+    )
+    final = response([reasoning_item(encrypted=encrypted), function_call("c1", '{"q": "trio"}')])
+    return [
+        ev(summary),
+        ev(ResponseCompletedEvent(type="response.completed", sequence_number=2, response=final)),
+    ]
+
+
+async def run_with_search(provider: ModelProvider) -> RunResult:
+    agent = create_agent(
+        model="test-model",
+        provider=provider,
+        tools=[SEARCH],
+        permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+    )
+    return await agent.session().run("find trio")
+
+
+def summary(item: JsonObject) -> ReasoningContent:
+    return ReasoningContent(text="Search for trio.\n\nThen answer.", provider="openai", replay=item)
+
+
+async def test_reasoning_item_is_sent_back_exactly_on_the_next_turn(
+    wire_server: WireServer,
+) -> None:
+    wire_server.queue_sse(reasoning_then_call(encrypted=True))
+    wire_server.queue_sse(text("Found it."))
+    events: list[StreamEvent] = []
+    async with open_openai_provider(
+        api="responses",
+        api_key="k",
+        base_url=f"{wire_server.url}/v1",
+        reasoning_effort="low",
+        on_event=events.append,
+    ) as provider:
+        result = await run_with_search(provider)
+
+    first, second = (request.json() for request in wire_server.requests)
+    assert first["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert first["include"] == ["reasoning.encrypted_content"]
+    items = second["input"]
+    assert isinstance(items, list)
+    assert items[1] == reasoning_item(encrypted=True)
+    assert items[2]["type"] == "function_call"
+    turn = result.messages[1]
+    assert isinstance(turn, AssistantMessage)
+    assert turn.content == (summary(reasoning_item(encrypted=True)),)
+    assert [e.text for e in events if isinstance(e, ModelReasoningDelta)] == ["Search for trio."]
+    assert ENCRYPTED not in repr(turn) + repr(result.records)
+
+
+@pytest.mark.parametrize("store", [False, True])
+async def test_reasoning_without_encrypted_content_goes_back_only_to_a_store(
+    wire_server: WireServer, store: bool
+) -> None:
+    wire_server.queue_sse(reasoning_then_call(encrypted=False))
+    wire_server.queue_sse(text("Found it."))
+    async with open_openai_provider(
+        api="responses", api_key="k", base_url=f"{wire_server.url}/v1", reasoning_effort="high"
+    ) as provider:
+        assert isinstance(provider, OpenAIResponsesProvider)
+        provider.store = store
+        result = await run_with_search(provider)
+
+    first, second = (request.json() for request in wire_server.requests)
+    assert first["store"] is store
+    # Only a stateless request asks for the encrypted reasoning it must send back.
+    assert ("include" in first) is not store
+    items = second["input"]
+    assert isinstance(items, list)
+    sent = [item for item in items if item.get("type") == "reasoning"]
+    # An unstored item's id alone would be an error; a stored one is found by it.
+    assert sent == ([reasoning_item(encrypted=False)] if store else [])
+    turn = result.messages[1]
+    assert isinstance(turn, AssistantMessage)
+    assert turn.content == (summary(reasoning_item(encrypted=False)),)
