@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -12,10 +14,18 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from prism.gateway import BearerAuth, GatewayConfigurationError, HttpOptions
+from prism.gateway import (
+    BearerAuth,
+    GatewayConfigurationError,
+    GatewayError,
+    HttpOptions,
+    build_http_app,
+    open_gateway,
+    serve_http,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
 
     ServeFactory = Callable[..., AbstractAsyncContextManager[Any]]
@@ -297,3 +307,85 @@ async def test_list_changed_reaches_a_2026_client_through_listen(serve: ServeFac
         names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
     assert changed.is_set()
     assert "mcp__fx__extra" in names
+
+
+@asynccontextmanager
+async def _bare(**options: Any) -> AsyncIterator[str]:
+    """A gateway with no tools over HTTP (the guard in front of it is what is tested)."""
+    async with open_gateway() as gateway, trio.open_nursery() as nursery:
+        yield await nursery.start(serve_http, gateway, HttpOptions(**options))
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_bad_content_length_is_refused() -> None:
+    # hypercorn refuses one itself; another ASGI server hosting the app may not.
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": [(b"content-length", b"lots"), (b"content-type", b"application/json")],
+    }
+    async with open_gateway() as gateway:
+        await build_http_app(gateway, HttpOptions())(scope, receive, send)
+    assert sent[0]["status"] == 400
+    assert b"bad Content-Length" in sent[1]["body"]
+
+
+async def test_an_oversized_chunked_body_is_refused_while_it_is_read() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(8):
+            yield b" " * 1024
+
+    async with _bare(max_request_bytes=4096) as url, httpx2.AsyncClient() as http:
+        response = await http.post(url, content=chunks(), headers=ACCEPT)
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("https://app.example", 200),
+        ("https://ide.example:8443", 200),
+        ("https://ide.example:https", 403),
+        ("https://ide.example.evil:8443", 403),
+    ],
+)
+async def test_allowed_origins_take_exact_values_and_port_wildcards(
+    origin: str, status: int
+) -> None:
+    allowed = ("https://app.example", "https://ide.example:*")
+    async with _bare(allowed_origins=allowed) as url, httpx2.AsyncClient() as http:
+        response = await http.post(url, json=INIT, headers={**ACCEPT, "origin": origin})
+    assert response.status_code == status
+
+
+@pytest.mark.parametrize("host", ["localhost", "::1", "[::1]", "127.0.0.2"])
+def test_loopback_names_need_no_auth(host: str) -> None:
+    assert HttpOptions(host=host).host == host
+
+
+@pytest.mark.parametrize("host", ["example.com", "10.0.0.1", "::"])
+def test_other_hosts_need_auth(host: str) -> None:
+    with pytest.raises(GatewayConfigurationError, match="without auth"):
+        HttpOptions(host=host)
+
+
+# Upstream: hypercorn (0.18, Config._create_sockets) does not close a socket it
+# failed to bind; only that socket's ResourceWarning is ignored, only here.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+)
+async def test_a_port_in_use_is_a_gateway_error() -> None:
+    async with _bare() as url, open_gateway() as second:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with pytest.raises(GatewayError, match="cannot serve on 127"):
+            await serve_http(second, HttpOptions(port=port))
+    gc.collect()  # hypercorn's leaked socket warns now, under this test's filter

@@ -1,19 +1,23 @@
-"""The gateway's stdio wire, byte by byte: hostile lines get a parse error and are skipped."""
+"""serve_stdio in this process, byte by byte, with fd 0 and fd 1 swapped for pipes."""
 
 from __future__ import annotations
 
+import json
+import os
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import pytest
 import trio
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextlib import AbstractAsyncContextManager
+from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.gateway import Gateway, GatewayError, open_gateway, serve_stdio
 
-    RawStdioFactory = Callable[..., AbstractAsyncContextManager[Any]]
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
 
 LIMIT = 4096
-
 INIT: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -24,28 +28,85 @@ INIT: dict[str, Any] = {
         "clientInfo": {"name": "raw", "version": "0"},
     },
 }
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
-async def test_hostile_lines_get_parse_errors_and_the_session_goes_on(
-    raw_stdio: RawStdioFactory,
-) -> None:
-    async with raw_stdio(str(LIMIT)) as gateway:
-        with trio.fail_after(60):
-            # Not JSON; blank; one line over the limit in one write; one split over writes.
-            await gateway.send(b"this is not json\n\n")
-            await gateway.send(b'{"x": "' + b"y" * LIMIT + b'"}\n')
-            await gateway.send(b"z" * (LIMIT + 10))
-            await gateway.send(b"z" * (LIMIT + 10) + b"\n")
-            await gateway.send(INIT)
-            replies = [await gateway.receive() for _ in range(4)]
-            await gateway.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            await gateway.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
-            pong = await gateway.receive()
-            # A last line without its newline, then EOF: the gateway ends cleanly.
-            await gateway.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-            await gateway.close_stdin()
-            status = await gateway.process.wait()
-    bad, long_one, long_split, init = replies
+async def _stray_output(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    # What a careless tool (or a child process) might do while serving.
+    os.write(1, b"stray output\n")
+    return ToolResult.text(f"fd 0 reads {os.read(0, 10)!r}")
+
+
+@contextmanager
+def _std_fds_on_pipes() -> Iterator[tuple[int, int]]:
+    """fd 0 and fd 1 replaced by pipes; the ends to write to fd 0 and read fd 1 from."""
+    to_stdin, stdin = os.pipe()
+    stdout, from_stdout = os.pipe()
+    saved = [os.dup(0), os.dup(1)]
+    os.dup2(to_stdin, 0)
+    os.dup2(from_stdout, 1)
+    os.close(to_stdin)
+    os.close(from_stdout)
+    try:
+        yield stdin, stdout
+    finally:
+        for fd, original in enumerate(saved):
+            os.dup2(original, fd)
+            os.close(original)
+
+
+class _Peer:
+    """The client's side of the pipes."""
+
+    def __init__(self, stdin: int, stdout: int) -> None:
+        self.stdin = trio.lowlevel.FdStream(stdin)
+        self.stdout = trio.lowlevel.FdStream(stdout)
+        self.buffer = b""
+
+    async def send(self, data: bytes | dict[str, Any]) -> None:
+        raw = data if isinstance(data, bytes) else json.dumps(data).encode() + b"\n"
+        await self.stdin.send_all(raw)
+
+    async def receive(self) -> Any:
+        while b"\n" not in self.buffer:
+            chunk = await self.stdout.receive_some()
+            assert chunk, "the gateway closed its stdout"
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+@asynccontextmanager
+async def _served(gateway: Gateway, **options: Any) -> AsyncIterator[_Peer]:
+    """``serve_stdio(gateway)`` on this process's (swapped) fd 0 and 1; ends at EOF."""
+    with _std_fds_on_pipes() as (stdin, stdout):
+        peer = _Peer(stdin, stdout)
+        async with trio.open_nursery() as nursery, peer.stdout:
+            nursery.start_soon(lambda: serve_stdio(gateway, **options))
+            with trio.fail_after(30):
+                async with peer.stdin:
+                    yield peer
+
+
+async def test_hostile_lines_get_parse_errors_and_the_session_goes_on() -> None:
+    tool = ToolDefinition(name="stray", execute=_stray_output)
+    async with (
+        open_gateway(tools=[tool]) as gateway,
+        _served(gateway, max_message_bytes=LIMIT) as peer,
+    ):
+        # Not JSON; blank; one line over the limit in one write; one split over writes.
+        await peer.send(b"this is not json\n\n")
+        await peer.send(b'{"x": "' + b"y" * LIMIT + b'"}\n')
+        await peer.send(b"z" * (LIMIT + 10))
+        await peer.send(b"z" * (LIMIT + 10) + b"\n")
+        await peer.send(INIT)
+        bad, long_one, long_split, init = [await peer.receive() for _ in range(4)]
+        await peer.send(INITIALIZED)
+        call = {"name": "stray", "arguments": {}}
+        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        result = await peer.receive()
+        # A last line without its newline, then EOF: serving ends cleanly.
+        await peer.send(json.dumps(INITIALIZED).encode())
     assert bad["id"] is None
     assert bad["error"]["code"] == -32700
     assert "not a JSON-RPC message" in bad["error"]["message"]
@@ -53,5 +114,31 @@ async def test_hostile_lines_get_parse_errors_and_the_session_goes_on(
         assert refused["error"] == {"code": -32700, "message": f"message longer than {LIMIT} bytes"}
     assert init["id"] == 1
     assert init["result"]["serverInfo"]["name"] == "prism-gateway"
-    assert pong == {"jsonrpc": "2.0", "id": 2, "result": {}}
-    assert status == 0
+    # The tool's stray write missed the wire, and it read EOF from fd 0.
+    assert result["id"] == 2
+    assert result["result"]["content"] == [{"type": "text", "text": "fd 0 reads b''"}]
+
+
+async def test_a_second_serve_stdio_in_one_process_is_refused() -> None:
+    async with open_gateway() as gateway, _served(gateway) as peer:
+        await peer.send(INIT)
+        assert (await peer.receive())["id"] == 1  # the first one serves
+        with pytest.raises(GatewayError, match="already serves"):
+            await serve_stdio(gateway)
+
+
+async def test_explicit_streams_are_served_by_the_sdk_transport() -> None:
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    stdin = anyio.wrap_file(os.fdopen(stdin_r, "r", encoding="utf-8"))
+    stdout = anyio.wrap_file(os.fdopen(stdout_w, "w", encoding="utf-8"))
+    peer = _Peer(stdin_w, stdout_r)
+    async with open_gateway() as gateway, trio.open_nursery() as nursery, peer.stdout:
+        nursery.start_soon(lambda: serve_stdio(gateway, stdin=stdin, stdout=stdout))
+        with trio.fail_after(30):
+            async with peer.stdin:
+                await peer.send(INIT)
+                init = await peer.receive()
+    await stdin.aclose()
+    await stdout.aclose()
+    assert init["result"]["serverInfo"]["name"] == "prism-gateway"

@@ -129,14 +129,6 @@ def _wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> typ
     )
 
 
-def _safe_wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> types.Tool:
-    try:
-        return _wire_tool(alias, tool, hints)
-    except Exception as exc:  # a bridged server's odd annotations or output schema
-        _log.warning("offering %s without its annotations and output schema: %s", alias, exc)
-        return _wire_tool(alias, tool, None)
-
-
 @attrs.define(eq=False)
 class Gateway:
     """Prism's gated tools, served to MCP clients; build one with :func:`open_gateway`.
@@ -221,7 +213,8 @@ class Gateway:
             ) from exc
         self._options = attrs.evolve(self._options, registry=registry)
         self._names = names
-        self._wire = [_safe_wire_tool(names.alias(t.name), t, hints.get(t.name)) for t in offered]
+        # Hints are typed (ToolHints checks them; prism-mcp reads a bridged server's leniently).
+        self._wire = [_wire_tool(names.alias(t.name), t, hints.get(t.name)) for t in offered]
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         # ServerSession is made per request; the connection behind it lasts (mcp<3 keeps
@@ -374,9 +367,7 @@ class Gateway:
 def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the client asked for progress on this request (``_meta.progressToken``)."""
     params = ctx.params
-    if not isinstance(params, Mapping):
-        return False
-    meta = params.get("_meta")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
     return isinstance(meta, Mapping) and meta.get("progressToken") is not None
 
 

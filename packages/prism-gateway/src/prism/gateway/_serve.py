@@ -412,7 +412,7 @@ async def serve_http(
 
     Raises:
         ConfigurationError: ``gateway`` or ``options`` is of the wrong type.
-        GatewayError: the address could not be bound.
+        GatewayError: the address could not be bound (or the socket failed).
     """
     _check_serving("serve_http", gateway, options)
     from hypercorn.config import Config
@@ -430,12 +430,15 @@ async def serve_http(
     async def run(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         await serve(app, config, task_status=task_status)  # type: ignore[arg-type]
 
-    async with trio.open_nursery() as nursery:
-        try:
+    try:
+        async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(run)
-        except OSError as exc:
-            raise GatewayError(f"cannot listen on {host}:{options.port}: {exc}") from exc
-        task_status.started(f"{binds[0]}{options.path}")
+            task_status.started(f"{binds[0]}{options.path}")
+    except* OSError as group:  # the bind error, inside hypercorn's and our nurseries
+        reason: BaseException = group
+        while isinstance(reason, BaseExceptionGroup):
+            reason = reason.exceptions[0]
+        raise GatewayError(f"cannot serve on {host}:{options.port}: {reason}") from None
 
 
 async def serve_stdio(

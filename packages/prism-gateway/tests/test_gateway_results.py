@@ -1,0 +1,161 @@
+"""What a client gets back: content blocks, progress, and approval questions, seen from a client."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+import trio
+from mcp import Client
+
+from prism.coding.security import ApprovalDecision
+from prism.core import (
+    AgentEvent,
+    ExecutionAction,
+    ImageContent,
+    JsonObject,
+    ResourceContent,
+    ResourceLink,
+    TextContent,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolExecutionProgress,
+    ToolResult,
+)
+from prism.gateway import HttpOptions, create_gateway_approver, open_gateway, serve_http
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
+
+    ServeFactory = Callable[..., AbstractAsyncContextManager[Any]]
+
+PIXEL = "iVBORw0KGgo="
+
+
+async def _blocks(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult(
+        content=[
+            TextContent(text="text"),
+            ImageContent(data=PIXEL, mime_type="image/png"),
+            ResourceContent(uri="file:///a.bin", mime_type="application/octet-stream", blob="AAE="),
+            ResourceContent(uri="file:///a.txt", text="inline"),
+            ResourceLink(uri="file:///b.txt", mime_type="text/plain", description="a link"),
+        ],
+        structured=[1, 2],  # not an object: only 2026-07-28 clients may get it
+    )
+
+
+async def _steps(_args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    ctx.report_progress("warming up")  # no number: the client still sees it advance
+    ctx.report_progress("half", progress=5, total=10)
+    ctx.report_progress("again", progress=5, total=10)  # not beyond the last: bumped
+    return ToolResult.text("done")
+
+
+approve = create_gateway_approver()
+
+
+async def _deploy(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    decision = await approve(ExecutionAction(kind="custom", operation="deploy"))
+    return ToolResult.text(f"approved={decision.approved}: {decision.reason}")
+
+
+TOOLS = [
+    ToolDefinition(name="blocks", execute=_blocks),
+    ToolDefinition(name="steps", execute=_steps),
+    ToolDefinition(name="deploy", execute=_deploy),
+]
+
+
+@asynccontextmanager
+async def _client(events: list[AgentEvent], **client: Any) -> AsyncIterator[Client]:
+    async with (
+        open_gateway(tools=TOOLS, events=events.append) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        url = await nursery.start(serve_http, gateway, HttpOptions())
+        async with Client(url, **client) as connected:
+            yield connected
+        nursery.cancel_scope.cancel()
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+async def test_every_kind_of_content_reaches_the_client() -> None:
+    async with _client([], mode="legacy") as client:
+        result = await client.call_tool("blocks", {})
+    text, image, blob, inline, link = result.content
+    assert isinstance(text, types.TextContent)
+    assert isinstance(image, types.ImageContent)
+    assert (image.data, image.mime_type) == (PIXEL, "image/png")
+    assert isinstance(blob, types.EmbeddedResource)
+    assert isinstance(blob.resource, types.BlobResourceContents)
+    assert blob.resource.blob == "AAE="
+    assert isinstance(inline, types.EmbeddedResource)
+    assert isinstance(inline.resource, types.TextResourceContents)
+    assert inline.resource.text == "inline"
+    assert isinstance(link, types.ResourceLink)
+    assert (link.name, link.description) == ("file:///b.txt", "a link")
+    assert result.structured_content is None  # a list is not an object on 2025-11-25
+
+
+async def test_progress_reaches_the_client_and_the_event_sink() -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+    events: list[AgentEvent] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with _client(events) as client:
+        result = await client.call_tool("steps", {}, progress_callback=progress)
+    assert _text(result) == "done"
+    assert seen == [(1.0, None, "warming up"), (5.0, 10.0, "half"), (6.0, 10.0, "again")]
+    assert len([e for e in events if isinstance(e, ToolExecutionProgress)]) == 3
+
+
+async def test_the_approval_question_names_the_tool_and_the_operation() -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="cancel")
+
+    async with _client([], elicitation_callback=elicit, mode="legacy") as client:
+        result = await client.call_tool("deploy", {})
+    assert asked == ["Prism asks whether the tool 'deploy' may deploy"]
+    assert _text(result) == "approved=False: cancelled by the client"
+
+
+async def test_a_client_that_fails_to_answer_is_a_denial(serve: ServeFactory) -> None:
+    async def broken(context: Any, params: types.ElicitRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="no UI here")
+
+    async with (
+        serve() as served,
+        Client(served.url, elicitation_callback=broken, mode="legacy") as client,
+    ):
+        result = await client.call_tool("shell", {"command": "touch no.txt"})
+    assert result.is_error
+    assert "the client did not answer" in _text(result)
+    assert not (served.root / "no.txt").exists()
+
+
+async def test_the_fallback_approver_decides_outside_a_client_call() -> None:
+    action = ExecutionAction(kind="shell", operation="shell", command="make")
+
+    async def async_yes(_action: ExecutionAction) -> bool:
+        return True
+
+    decided = ApprovalDecision(approved=True, remember=True, reason="policy file")
+    assert (await create_gateway_approver(fallback=async_yes)(action)).approved
+    assert await create_gateway_approver(fallback=lambda _a: decided)(action) == decided
+    sloppy: Any = lambda _a: "yes"  # noqa: E731 (a fallback that breaks its contract)
+    no = await create_gateway_approver(fallback=sloppy)(action)  # only True approves
+    assert not no.approved
+    denied = await create_gateway_approver()(action)
+    assert not denied.approved
+    assert "no approver is configured" in (denied.reason or "")
