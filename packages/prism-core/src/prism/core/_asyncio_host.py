@@ -287,6 +287,19 @@ class AsyncioHost:
                 )
             call.end()
 
+    def _fail_queued(self) -> None:
+        # The trio runtime is ending and no worker is left. A call still queued
+        # counted on a spinning worker that met the nursery's cancellation (a
+        # crash elsewhere in the run) before it could take the call; its caller
+        # gets what a call cancelled by the host closing gets.
+        while self._queue:
+            call = self._queue.popleft()
+            if not call.future.done():
+                call.future.set_exception(
+                    AsyncioHostClosedError("the call was cancelled because its AsyncioHost closed")
+                )
+            call.end()
+
     async def _wait(self, call: _Call[T]) -> T:
         try:
             return await call.future
@@ -476,15 +489,19 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
     finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
     async def main() -> None:
-        # Every queued call is taken: the worker counted for it takes it in
-        # its next step, before any checkpoint, even in a cancelled nursery,
-        # and the nursery waits for its workers.
         stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            host = AsyncioHost(loop=loop, token=trio.lowlevel.current_trio_token(), nursery=nursery)
-            started.set_result((host, stop))
-            await stop.wait()
-            nursery.cancel_scope.cancel()
+        host: AsyncioHost | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                host = AsyncioHost(
+                    loop=loop, token=trio.lowlevel.current_trio_token(), nursery=nursery
+                )
+                started.set_result((host, stop))
+                await stop.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            if host is not None:
+                host._fail_queued()
 
     def done(result: outcome.Outcome[None]) -> None:
         if not finished.done():
