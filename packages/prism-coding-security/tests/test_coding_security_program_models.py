@@ -1,0 +1,67 @@
+"""Program models at their edges: what each allows, asks or denies, and why (explain_command)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import explain_command
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome", "reason"),
+    [
+        ("pwd extra", "ask", "with operands changes something"),
+        ("date 010100002030", "ask", "sets the clock"),
+        ("date +%Y", "allow", ""),
+        ("uniq a b c", "ask", "at most an input and an output"),
+        ("jq --args . x", "ask", "--args/--jsonargs"),
+        ("jq", "ask", "jq without a filter"),
+        ("jq '$ENV.HOME' f.json", "ask", "reads the environment"),
+        ("cp only-one", "ask", "needs a source and a destination"),
+        ("sed s", "ask", "an incomplete 's' command"),
+        ("sed 's\\a\\b\\'", "ask", "an unusual 's' delimiter"),
+        ("sed 's/a/b/e' f", "ask", "can run commands or write files"),
+        ("sed 's/a/b/w out' f", "ask", "can run commands or write files"),
+        ("sed 'a text' f", "ask", "a/i/c text commands are not modelled"),
+        ("sed 'r /etc/passwd' f", "ask", "can run commands, read or write files"),
+        ("sed '/x/I p' f", "allow", ""),
+        ("sed ':top; b top' f", "allow", ""),
+        ("sed", "ask", "sed without a script"),
+        ("rg --files", "allow", ""),
+        ("grep -e x f", "allow", ""),
+        ("find . -exec cat {} ;", "ask", "runs a command for every file"),
+        ("find . -name", "ask", "without a fixed value"),
+        ("find . -name $X", "ask", "computed at run time"),
+        ("git", "ask", "git without a subcommand"),
+        ("git --version", "allow", ""),
+        ("git $SUB", "ask", "computed at run time"),
+        ("env -S", "ask", "env"),
+        ("env -S 'a $B'", "ask", "variables in its string"),
+        ("env -S 'a \"b'", "ask", "cannot be split"),
+        ("env - ls", "allow", ""),
+        ("sh -c", "ask", "runs text computed at run time or missing"),
+        ("sg staff ls", "ask", "another group"),
+        ("sg staff -c ls", "ask", "another group"),
+        ("sudo ls", "deny", ""),
+        ("env time -o out ls", "ask", "time -o writes a file"),
+        ("timeout", "ask", "without a command"),
+        ("nice", "allow", "without a command"),
+        ("su -c ls root", "deny", ""),
+        ("cd -", "ask", "previous directory"),
+        ("printf '%n' x", "ask", "printf %n"),
+        ("printf %s $X", "ask", "computed at run time"),
+    ],
+)
+def test_program_models_say_why_they_ask(
+    root: Path, command: str, outcome: str, reason: str
+) -> None:
+    (root / "f").write_text("x\n")
+    (root / "f.json").write_text("{}\n")
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == outcome, explanation
+    assert reason in explanation.reason
