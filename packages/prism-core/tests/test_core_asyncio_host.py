@@ -591,3 +591,43 @@ def test_calls_go_through_the_token_when_trio_refuses_a_spawn_from_the_loop() ->
             return result.joined_text, stand_in.refused
 
     assert asyncio.run(main()) == ("4", 1)
+
+
+def test_cancelling_the_task_leaving_the_host_waits_for_trio_then_raises() -> None:
+    log: list[str] = []
+
+    async def main() -> None:
+        cleanup_started = asyncio.Event()
+        gate: list[trio.Event] = []
+
+        async def slow_cleanup() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    cleanup_started.set()
+                    await gate[0].wait()
+                log.append("trio cleaned up")
+
+        calls: list[asyncio.Task[None]] = []
+
+        async def use_host() -> None:
+            async with open_asyncio_host() as host:
+                gate.append(await host.run(make_event))
+                calls.append(asyncio.create_task(host.run(slow_cleanup)))
+                await asyncio.sleep(0)
+
+        user = asyncio.create_task(use_host())
+        await cleanup_started.wait()
+        # The block is exiting and trio's cleanup is still running: cancel it.
+        user.cancel()
+        await asyncio.sleep(0)
+        assert not user.done()
+        gate[0].set()
+        with pytest.raises(asyncio.CancelledError):
+            await user
+        with pytest.raises(AsyncioHostClosedError):
+            await calls[0]
+
+    asyncio.run(main())
+    assert log == ["trio cleaned up"]
