@@ -65,3 +65,24 @@ def test_program_models_say_why_they_ask(
     explanation = explain_command(command, roots=[str(root)])
     assert explanation.outcome == outcome, explanation
     assert reason in explanation.reason
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("echo {1..9}{1..9}{1..9}{1..9}", "too many words"),
+        ("ls many/f{1,2,3,4,5,6,7,8,9}*{,}", "more than 1024 words"),
+        ("ls many/*", "matches more than 1024 paths"),
+        ("ls */*/*/*", "wildcard levels"),
+        ("ls a\x00b", "NUL byte"),
+        ("x" * 70_000, "longer than 65536 characters"),
+    ],
+)
+def test_word_expansion_limits_ask(root: Path, command: str, reason: str) -> None:
+    many = root / "many"
+    many.mkdir()
+    for index in range(1030):
+        (many / f"f{index}").touch()
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome != "allow"
+    assert reason in str(explanation), explanation
