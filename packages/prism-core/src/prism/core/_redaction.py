@@ -208,9 +208,7 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
         return items
     if isinstance(value, str):
         return _bounded_str(str(value), _MAX_STRING, redact)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
+    if isinstance(value, int):  # an IntEnum, say (bool cannot be subclassed)
         return int(value)
     if isinstance(value, float):
         return _bounded(float(value), depth, redact)
