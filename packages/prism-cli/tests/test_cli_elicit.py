@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
     from conftest import CliRunner
 
@@ -99,3 +101,29 @@ def test_in_a_pipe_elicitation_is_declined(run_cli: CliRunner) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "not booked: decline" in proc.stdout
     assert "asks" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("answers", "why"),
+    [
+        ([(b"[c]ancel: ", b"c\n")], "the user cancels"),
+        ([(b"[c]ancel: ", b"y\n"), (b"name (string)", b"\x04")], "end of input mid-form"),
+        (
+            [
+                (b"[c]ancel: ", b"y\n"),
+                (b"name (string)", b"Ada\n"),
+                (b"seats (integer)", b"one\n"),
+                (b"seats (integer)", b"two\n"),
+                (b"seats (integer)", b"three\n"),
+            ],
+            "three answers that do not fit",
+        ),
+        ([(b"[c]ancel: ", b"y\n"), (b"name (string)", b"\n"), (b"required", b"\x04")], "required"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_a_form_left_unfinished_is_cancelled(
+    tmp_path: Path, answers: list[tuple[bytes, bytes]], why: str
+) -> None:
+    out = on_a_terminal(_call("book"), answers, tmp_path)
+    assert "not booked: cancel" in out, why

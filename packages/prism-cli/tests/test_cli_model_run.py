@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import attrs
+import pytest
 import trio
 from anthropic.types import (
     RawContentBlockDeltaEvent,
@@ -554,12 +555,15 @@ async def test_run_with_the_openai_responses_api(tmp_path: Path) -> None:
     assert "input" in body  # the Responses API's request shape, not Chat Completions'
 
 
-async def test_a_bad_model_spec_is_a_clean_error_naming_every_provider(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec", ["nope:x", "openai-responses:", "openai-responses"])
+async def test_a_bad_model_spec_is_a_clean_error_naming_every_provider(
+    tmp_path: Path, spec: str
+) -> None:
     setup_workspace(tmp_path)
-    process = await run_prism(tmp_path, ModelServer([]), "--model", "nope:x", "task")
+    process = await run_prism(tmp_path, ModelServer([]), "--model", spec, "task")
     assert process.returncode == 2
     stderr = process.stderr.decode()
-    assert "--model nope:x" in stderr
+    assert f"--model {spec}" in stderr
     assert "openai-responses" in stderr
     assert "Traceback" not in stderr
 

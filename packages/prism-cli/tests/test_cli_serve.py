@@ -258,3 +258,37 @@ async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
     assert (tmp_path / "ws" / "ok.txt").exists()
     assert refused.is_error
     assert not (tmp_path / "ws" / "other.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        (["--token-file", "missing.txt"], "--token-file: missing.txt:"),
+        (["--token-file", "short.txt"], "bearer tokens: "),
+        ('[serve.auth]\ntype = "bearer"\ntoken_file = "short.txt"\n', "bearer tokens: "),
+        (
+            '[serve.auth]\ntype = "bearer"\ntoken_file = "missing.txt"\n',
+            "serve.auth.token_file: ",
+        ),
+        (
+            '[serve.auth]\ntype = "oauth"\nissuer_url = "https://a.example"\n'
+            'resource_server_url = "http://127.0.0.1:1/mcp"\nverifier = "json:__name__"\n',
+            "prism.toml: serve.auth: ",
+        ),
+    ],
+    ids=["missing token file", "short token", "short token in the table", "missing table file",
+         "not a verifier"],
+)  # fmt: skip
+def test_serve_auth_mistakes_are_reported_before_serving(
+    tmp_path: Path, run_cli: CliRunner, setting: list[str] | str, expected: str
+) -> None:
+    config = _config(tmp_path)
+    (tmp_path / "short.txt").write_text("short\n", encoding="utf-8")
+    flags = setting if isinstance(setting, list) else []
+    if isinstance(setting, str):
+        with config.open("a", encoding="utf-8") as file:
+            file.write("\n" + setting)
+    proc = run_cli("serve", "--config", str(config), "--http", "127.0.0.1:0", *flags)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr
+    assert "Traceback" not in proc.stderr

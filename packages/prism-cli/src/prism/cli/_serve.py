@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from prism.core import ConfigurationError
+
 from ._errors import CliError, ConfigError
 from ._trio import run_trio
 
@@ -67,7 +69,7 @@ def http_auth(
     config: PrismConfig, request: ServeRequest
 ) -> BearerAuth | OAuthResourceServer | None:
     """The HTTP auth: ``--token-file``, else ``[serve.auth]``, else ``$PRISM_GATEWAY_TOKEN``."""
-    from prism.gateway import BearerAuth, GatewayConfigurationError, OAuthResourceServer
+    from prism.gateway import BearerAuth, OAuthResourceServer
 
     auth = config.serve.auth
     lines: list[str] = []
@@ -88,8 +90,8 @@ def http_auth(
                 resource_server_url=str(auth.resource_server_url),
                 required_scopes=auth.required_scopes,
             )
-        except GatewayConfigurationError as exc:
-            raise ConfigError(config.source, "serve.auth", str(exc)) from exc
+        except ConfigurationError as exc:  # the gateway's own checks
+            raise ConfigError(config.source, "serve.auth", str(exc), value=exc.value) from exc
     tokens = tuple(line.strip() for line in lines if line.strip())
     if not tokens:
         if auth is not None and request.token_file is None:
@@ -99,13 +101,13 @@ def http_auth(
         return None
     try:
         return BearerAuth(tokens=tokens)
-    except GatewayConfigurationError as exc:
+    except ConfigurationError as exc:
         raise CliError(f"bearer tokens: {exc}") from exc
 
 
 def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | None:
     """How to listen over HTTP (``None``: stdio)."""
-    from prism.gateway import GatewayConfigurationError, HttpOptions
+    from prism.gateway import HttpOptions
 
     if request.address is None:
         return None
@@ -118,7 +120,7 @@ def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | No
             allowed_origins=(*config.serve.allowed_origins, *request.origins),
             stateless=request.stateless or config.serve.stateless,
         )
-    except GatewayConfigurationError as exc:
+    except ConfigurationError as exc:
         raise CliError(f"--http {host}:{port}: {exc}") from exc
 
 
