@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 from prism.coding.security import (
     BubblewrapSandbox,
@@ -98,3 +99,37 @@ async def test_cwd_must_lie_inside_a_root(root: Path, tmp_path: Path) -> None:
         async with open_secure_coding_tools([str(root)], cwd=str(tmp_path), sandbox="none"):
             pytest.fail("the body must not run")
     assert raised.value.option == "open_secure_coding_tools.cwd"
+
+
+async def test_a_bwrap_path_that_cannot_be_executed_is_unavailable(root: Path) -> None:
+    # a directory passes the executable-bit check, and the launcher cannot exec it
+    sandbox = BubblewrapSandbox([str(root)], bwrap_path=str(root))
+    with pytest.raises(SandboxUnavailableError, match="cannot create its sandbox here.*Permission denied"):
+        await sandbox.ensure_available()
+
+
+@pytest.mark.landlock
+async def test_a_landlock_root_that_vanished_makes_the_probe_fail(
+    root: Path, tmp_path: Path
+) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    sandbox = LandlockSandbox([str(root), str(doomed)])
+    doomed.rmdir()
+    with pytest.raises(SandboxUnavailableError, match="the Landlock helper failed"):
+        await sandbox.ensure_available()
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_concurrent_probes_run_once(root: Path, backend: str) -> None:
+    if backend == "bubblewrap":
+        sandbox: SandboxBackend = BubblewrapSandbox([str(root)])
+    else:
+        sandbox = LandlockSandbox([str(root)])
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(sandbox.ensure_available)
+    except* SandboxUnavailableError:
+        pytest.skip(f"{backend} cannot run here")
+    await sandbox.ensure_available()
