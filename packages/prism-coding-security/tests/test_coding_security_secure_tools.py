@@ -104,7 +104,8 @@ async def test_cwd_must_lie_inside_a_root(root: Path, tmp_path: Path) -> None:
 async def test_a_bwrap_path_that_cannot_be_executed_is_unavailable(root: Path) -> None:
     # a directory passes the executable-bit check, and the launcher cannot exec it
     sandbox = BubblewrapSandbox([str(root)], bwrap_path=str(root))
-    with pytest.raises(SandboxUnavailableError, match="cannot create its sandbox here.*Permission denied"):
+    refused = r"cannot create its sandbox here.*Permission denied"
+    with pytest.raises(SandboxUnavailableError, match=refused):
         await sandbox.ensure_available()
 
 
