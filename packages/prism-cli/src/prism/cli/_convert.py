@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import tomllib
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
@@ -122,26 +122,38 @@ def table_hook(cl: type[Any]) -> Callable[[object, Any], Any]:
     return structure
 
 
+def _each(
+    items: Iterable[tuple[str | int, object]],
+    build: Callable[[str | int, object], _T],
+    cl: type[Any],
+) -> list[_T]:
+    """``build(key, value)`` for each item; every failure is kept under its key."""
+    out: list[_T] = []
+    errors: list[Exception] = []
+    for key, value in items:
+        try:
+            out.append(build(key, value))
+        except Exception as exc:
+            exc.__notes__ = [IterableValidationNote(f"item {key!r}", key, cl)]
+            errors.append(exc)
+    if errors:
+        raise IterableValidationError(f"While structuring {cl.__name__} items", errors, cl)
+    return out
+
+
+def _server(server_id: str | int, table: object) -> McpServerConfig:
+    if not isinstance(table, Mapping):
+        raise _TableError(table)
+    if "server_id" in table:  # the table's name is its id
+        raise ForbiddenExtraKeysError("", McpServerConfig, {"server_id"})
+    return converter.structure({**table, "server_id": server_id}, McpServerConfig)
+
+
 def _servers(value: object, _type: Any) -> dict[str, McpServerConfig]:
     """``[mcp.servers.<id>]`` tables; the table name becomes ``server_id``."""
     if not isinstance(value, Mapping):
         raise _TableError(value)
-    servers: dict[str, McpServerConfig] = {}
-    errors: list[Exception] = []
-    for server_id, table in value.items():
-        try:
-            if isinstance(table, Mapping) and "server_id" in table:
-                raise ForbiddenExtraKeysError("", McpServerConfig, {"server_id"})
-            data = {**table, "server_id": server_id} if isinstance(table, Mapping) else table
-            servers[server_id] = converter.structure(data, McpServerConfig)
-        except Exception as exc:
-            exc.__notes__ = [
-                IterableValidationNote(f"server {server_id!r}", server_id, McpServerConfig)
-            ]
-            errors.append(exc)
-    if errors:
-        raise IterableValidationError("While structuring mcp.servers", errors, dict)
-    return servers
+    return {s.server_id: s for s in _each(value.items(), _server, McpServerConfig)}
 
 
 def _optional_table(cl: Any) -> type[Any] | None:
@@ -176,17 +188,7 @@ def _list_of_tables(value: object, cl: Any) -> tuple[object, ...]:
     item = args_of(cl)
     if not isinstance(value, list):
         raise _TableError(value, "a list")
-    out: list[object] = []
-    errors: list[Exception] = []
-    for index, entry in enumerate(value):
-        try:
-            out.append(converter.structure(entry, item))
-        except Exception as exc:
-            exc.__notes__ = [IterableValidationNote(f"item {index}", index, item)]
-            errors.append(exc)
-    if errors:
-        raise IterableValidationError("While structuring a list", errors, list)
-    return tuple(out)
+    return tuple(_each(enumerate(value), lambda _, entry: converter.structure(entry, item), item))
 
 
 _SERVERS = dict[str, McpServerConfig]
