@@ -355,3 +355,34 @@ def test_max_records_bounds_memory_while_the_file_keeps_everything(tmp_path: Pat
 def test_max_records_must_be_positive(bad: object) -> None:
     with pytest.raises(ValueError, match="max_records"):
         RunLedger(max_records=bad)  # type: ignore[arg-type]
+
+
+def test_rotation_without_backups_starts_the_file_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ledger = RunLedger(sinks=[JsonlLedgerSink(path, max_bytes=2000, backups=0)])
+    for i in range(20):
+        _record(ledger, f"c{i}", pad=300)
+    ledger.close()
+    assert not Path(f"{path}.1").exists()
+    assert path.stat().st_size <= 2000
+    assert read_ledger(path).records[-1].call_id == "c19"
+
+
+def test_a_ledger_file_removed_mid_run_is_made_again_with_its_run_marker(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ledger = RunLedger(sinks=[JsonlLedgerSink(path, max_bytes=100_000)])
+    ledger.start_run(label="kept")
+    _record(ledger, "before")
+    path.unlink()
+    _record(ledger, "after")
+    ledger.close()
+    contents = read_ledger(path)
+    assert [r.call_id for r in contents.records] == ["after"]
+    assert [run.label for run in contents.runs] == ["kept"]
+
+
+def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(b'{"type": "tool_call"}\xff\n')
+    with pytest.raises(LedgerFormatError, match="not a UTF-8 JSONL ledger"):
+        read_ledger(path)

@@ -15,8 +15,10 @@ from prism.core import (
     RunLedger,
     ToolCall,
     ToolDefinition,
+    ToolExecutionBlocked,
     ToolExecutionContext,
     ToolExecutionFinished,
+    ToolExecutionStarted,
     ToolFilter,
     ToolResult,
     create_rule_permission_policy,
@@ -30,6 +32,7 @@ from prism.core.testing import (
     BlockingTool,
     DenyAllExecutionPolicy,
     DenyAllPermissionPolicy,
+    Dispatcher,
     FailingTool,
     RecordingSink,
     RecordingTool,
@@ -322,3 +325,84 @@ def test_policy_doubles_record_what_they_decide() -> None:
     assert not deny_e.check(action).allowed
     assert (len(allow_p.requests), len(deny_p.requests)) == (1, 2)
     assert (allow_e.actions, deny_e.actions) == ([action], [action])
+
+
+# --- broken hosts the kit names ----------------------------------------------------------
+
+
+def _is_row(call: ToolCall, row: str) -> bool:
+    return call.id == f"conformance-{row}"
+
+
+async def _not_a_result(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    return "done"  # type: ignore[return-value]
+
+
+async def _blocked_looks_fine(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    result = await dispatch_tool_call(call, options)
+    return ToolResult.text("fine") if _is_row(call, "unknown_tool") else result
+
+
+async def _blocked_says_nothing(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    result = await dispatch_tool_call(call, options)
+    return ToolResult(is_error=True) if _is_row(call, "unknown_tool") else result
+
+
+async def _blocked_twice(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    result = await dispatch_tool_call(call, options)
+    if _is_row(call, "unknown_tool") and options.events is not None:
+        options.events(
+            ToolExecutionBlocked(
+                call_id=call.id, tool_name=call.name, reason="tool_denied", message="again"
+            )
+        )
+    return result
+
+
+async def _blocked_for_the_wrong_reason(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    if _is_row(call, "unknown_tool"):
+        call = attrs.evolve(call, name="echo")
+        options = attrs.evolve(options, filters=(ToolFilter(deny={"echo"}),))
+    return await dispatch_tool_call(call, options)
+
+
+async def _started_while_blocked(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    if _is_row(call, "unknown_tool") and options.events is not None:
+        options.events(ToolExecutionStarted(call_id=call.id, tool_name=call.name, arguments={}))
+    return await dispatch_tool_call(call, options)
+
+
+async def _aborted_looks_fine(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    if _is_row(call, "aborted"):
+        return ToolResult.text("fine")
+    return await dispatch_tool_call(call, options)
+
+
+async def _aborted_recorded_twice(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    if _is_row(call, "aborted"):
+        await dispatch_tool_call(call, options)
+    return await dispatch_tool_call(call, options)
+
+
+@pytest.mark.parametrize(
+    ("dispatch", "message"),
+    [
+        (_not_a_result, "dispatch returned str, not a ToolResult"),
+        (_blocked_looks_fine, "'unknown_tool': the result is not an error result"),
+        (_blocked_says_nothing, "'unknown_tool': the error result has no text"),
+        (_blocked_twice, "'unknown_tool': expected exactly one ToolExecutionBlocked event, got 2"),
+        (_blocked_for_the_wrong_reason, "blocked reason is 'tool_denied', expected 'unknown_tool'"),
+        (
+            _started_while_blocked,
+            r"'unknown_tool': a blocked call emitted \['tool_execution_started'\]",
+        ),
+        (_aborted_looks_fine, "'aborted': an aborted call did not get an error result"),
+        (_aborted_recorded_twice, "'aborted': expected one 'cancelled' ledger record"),
+    ],
+)
+async def test_kit_names_what_a_broken_host_got_wrong(dispatch: Dispatcher, message: str) -> None:
+    tool = echo_tool()
+    with pytest.raises(AssertionError, match=message):
+        await assert_tool_dispatch_conforms(
+            lambda: _default_wiring(tool), tool, valid_arguments=VALID, dispatch=dispatch
+        )
