@@ -244,7 +244,10 @@ class AsyncioHost:
                     self._ready += 1
                     self._spinning += 1
                     try:
-                        await trio.lowlevel.checkpoint()
+                        # A schedule point only: a spinning worker always comes
+                        # back to take what was queued for it, even when the
+                        # nursery is being cancelled (the call then sees that).
+                        await trio.lowlevel.cancel_shielded_checkpoint()
                     finally:
                         self._spinning -= 1
                     continue
@@ -288,10 +291,11 @@ class AsyncioHost:
             call.end()
 
     def _fail_queued(self) -> None:
-        # The trio runtime is ending and no worker is left. A call still queued
-        # counted on a spinning worker that met the nursery's cancellation (a
-        # crash elsewhere in the run) before it could take the call; its caller
-        # gets what a call cancelled by the host closing gets.
+        # The trio runtime is ending and no worker is left. Every worker takes
+        # what was queued for it before its first cancel point, so nothing
+        # should be left; if something is (a trio whose scheduling differs),
+        # its caller gets what a call cancelled by the host closing gets
+        # rather than waiting forever.
         while self._queue:
             call = self._queue.popleft()
             if not call.future.done():
