@@ -164,6 +164,8 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
         if name == "plain":
             return complete({"content": [{"type": "text", "text": "no task"}]})
         if name == "crash":
+            sys.stderr.write("crashing on purpose\n")
+            sys.stderr.flush()
             os._exit(1)
         if name == "announce":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -172,7 +174,9 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
             return {"resultType": "task", "taskId": "", "status": "working"}
         if name in SHAPES:
             structured = nested(40) if name == "deep" else {"x": NAN}
-            text = {"type": "text", "text": name}
+            # Content annotations: a priority kept, an empty set dropped.
+            hints = {"priority": 0.5} if name == "deep" else {}
+            text = {"type": "text", "text": name, "annotations": hints}
             return complete({"content": [text], "structuredContent": structured})
         task_id = f"task-{len(kinds) + 1}"
         kinds[task_id] = name

@@ -46,7 +46,12 @@ async def test_sampling_and_elicitation_reach_the_host_callbacks(
 
     with trio.fail_after(30):
         async with open_mcp_tools(
-            server_id="fx", transport=fixture_stdio, protocol="legacy", sample=sample, elicit=elicit
+            server_id="fx",
+            transport=fixture_stdio,
+            protocol="legacy",
+            sample=sample,
+            elicit=elicit,
+            roots=["file:///srv/project"],
         ) as bridge:
             said = await run(bridge, "ask_model", {"prompt": "hi"})
             answered = await run(bridge, "ask_user", {"question": "sure?"})

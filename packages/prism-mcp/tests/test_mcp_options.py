@@ -77,6 +77,7 @@ BAD_FACTORY_OPTIONS: list[tuple[Callable[..., object], str, str, object]] = [
     (StdioTransport, "StdioTransport.env", "env", {"A": 1}),
     (StdioTransport, "StdioTransport.env", "env", "A=1"),
     (StdioTransport, "StdioTransport.env", "env", {"A\n": "1"}),
+    (StdioTransport, "StdioTransport.env", "env", {"": "1"}),
     (StdioTransport, "StdioTransport.cwd", "cwd", ""),
     (StdioTransport, "StdioTransport.env_passthrough", "env_passthrough", "AWS_*"),
     (StdioTransport, "StdioTransport.env_passthrough", "env_passthrough", ["A=B"]),

@@ -191,6 +191,8 @@ async def test_hostile_shapes_are_skipped_or_contained(
         assert isinstance(value, dict)
         value = value["down"]
     assert value == "bottom"
+    assert deep.details["mcp_content_annotations"] == [{"index": 0, "priority": 0.5}]
+    assert "mcp_content_annotations" not in nan.details
     # A structuredContent that is not JSON is dropped, the content kept.
     assert nan.structured is None
     assert nan.joined_text == "nan_structured"
@@ -204,6 +206,7 @@ async def test_after_a_crash_a_changed_listing_marks_stale_and_a_failed_restart_
         async with task_bridge(log) as bridge:
             crashed = await run(bridge, "crash")
             assert crashed.details["mcp_error"] == "connection_lost"
+            assert "crashing on purpose" in str(crashed.details["stderr_tail"])
             assert not bridge.stale
             # The next server lists one tool more: the bridge says so, keeps its tools.
             assert (await run(bridge, "plain")).joined_text == "no task"

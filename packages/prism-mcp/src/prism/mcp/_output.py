@@ -45,11 +45,6 @@ class OutputChecker:
         if module is not None:
             self._hardened = module.JsonSchemaArgumentValidator()
 
-    @property
-    def engine(self) -> str:
-        """``"prism-validation-jsonschema"`` or ``"jsonschema"``."""
-        return "prism-validation-jsonschema" if self._hardened is not None else "jsonschema"
-
     def refusal(self, schema: JsonValue) -> str | None:
         """Why ``schema`` cannot be used, or ``None`` (compiles and caches it)."""
         if self._hardened is not None:
