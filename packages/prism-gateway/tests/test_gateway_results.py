@@ -58,7 +58,7 @@ approve = create_gateway_approver()
 
 
 async def _deploy(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
-    decision = await approve(ExecutionAction(kind="custom", operation="deploy"))
+    decision = await approve(ExecutionAction(kind="custom", operation="deploy", risk="high"))
     return ToolResult.text(f"approved={decision.approved}: {decision.reason}")
 
 
@@ -126,7 +126,7 @@ async def test_the_approval_question_names_the_tool_and_the_operation() -> None:
 
     async with _client([], elicitation_callback=elicit, mode="legacy") as client:
         result = await client.call_tool("deploy", {})
-    assert asked == ["Prism asks whether the tool 'deploy' may deploy"]
+    assert asked == ["Prism asks whether the tool 'deploy' may deploy; risk: high"]
     assert _text(result) == "approved=False: cancelled by the client"
 
 

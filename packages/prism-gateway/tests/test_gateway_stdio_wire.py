@@ -94,11 +94,11 @@ async def test_hostile_lines_get_parse_errors_and_the_session_goes_on() -> None:
         open_gateway(tools=[tool]) as gateway,
         _served(gateway, max_message_bytes=LIMIT) as peer,
     ):
-        # Not JSON; blank; one line over the limit in one write; one split over writes.
+        # Not JSON; blank; a line over the limit; a line far over it.
         await peer.send(b"this is not json\n\n")
         await peer.send(b'{"x": "' + b"y" * LIMIT + b'"}\n')
-        await peer.send(b"z" * (LIMIT + 10))
-        await peer.send(b"z" * (LIMIT + 10) + b"\n")
+        # (larger than a pipe holds, so the gateway reads it in several pieces)
+        await peer.send(b"z" * 200_000 + b"\n")
         await peer.send(INIT)
         bad, long_one, long_split, init = [await peer.receive() for _ in range(4)]
         await peer.send(INITIALIZED)
@@ -142,3 +142,24 @@ async def test_explicit_streams_are_served_by_the_sdk_transport() -> None:
     await stdin.aclose()
     await stdout.aclose()
     assert init["result"]["serverInfo"]["name"] == "prism-gateway"
+
+
+async def test_a_client_that_stops_reading_does_not_stop_the_gateway() -> None:
+    async with open_gateway() as gateway, _served(gateway) as peer:
+        await peer.send(INIT)
+        assert (await peer.receive())["id"] == 1
+        await peer.stdout.aclose()  # gone: the next reply cannot be written
+        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    # serve_stdio returned when stdin closed, with no error.
+
+
+async def test_a_closed_stdin_is_a_gateway_error() -> None:
+    saved = os.dup(0)
+    os.close(0)
+    try:
+        async with open_gateway() as gateway:
+            with pytest.raises(GatewayError, match="cannot serve MCP over stdin and stdout"):
+                await serve_stdio(gateway)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)

@@ -97,18 +97,12 @@ def _describe(action: ExecutionAction, scope: CallScope) -> str:
 
 
 def _declared_elicitation(scope: CallScope) -> bool:
-    try:
-        caps = scope.session.client_capabilities
-        return caps is not None and caps.elicitation is not None
-    except Exception:
-        return False
+    caps = scope.session.client_capabilities
+    return caps is not None and caps.elicitation is not None
 
 
 def _can_elicit(scope: CallScope) -> bool:
-    try:
-        return _declared_elicitation(scope) and bool(scope.session.can_send_request)
-    except Exception:
-        return False
+    return _declared_elicitation(scope) and bool(scope.session.can_send_request)
 
 
 def approval_request(action: ExecutionAction, scope: CallScope) -> dict[str, Any]:
@@ -120,12 +114,9 @@ def approval_request(action: ExecutionAction, scope: CallScope) -> dict[str, Any
 
 
 def _answer(response: Any) -> ApprovalDecision:
+    # An ElicitResult, or (from a hostile client) any other result type: then a no.
     action = getattr(response, "action", None)
-    if action is None and isinstance(response, dict):
-        action = response.get("action")
     content = getattr(response, "content", None)
-    if content is None and isinstance(response, dict):
-        content = response.get("content")
     if action == "accept" and isinstance(content, dict) and content.get("approve") is True:
         return ApprovalDecision(approved=True, remember=False, reason="approved by the client")
     why = "cancelled" if action == "cancel" else "declined"

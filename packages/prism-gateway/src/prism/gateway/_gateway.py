@@ -87,8 +87,8 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
             if key == b"mcp-session-id":
                 session_id = value.decode("latin-1")
     name = "client"
-    params = ctx.session.client_params
-    if params is not None and params.client_info is not None:
+    params = ctx.session.client_params  # None for a 2026-07-28 client (no initialize)
+    if params is not None:
         name = params.client_info.name
     return f"{_label(identity)}/{_label(name)}/{_label(session_id, 16)}", session_id
 

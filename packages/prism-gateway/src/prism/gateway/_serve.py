@@ -254,9 +254,8 @@ class _Guard:
         self.gateway = gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+        if scope["type"] != "http":  # lifespan: runs until the server stops
+            return await self.app(scope, receive, send)
         headers: dict[bytes, bytes] = {}
         for key, value in scope.get("headers", ()):
             headers.setdefault(key.lower(), value)
@@ -264,19 +263,18 @@ class _Guard:
         if origin is not None and not _origin_allowed(
             origin.decode("latin-1"), self.options.allowed_origins
         ):
-            await _refuse(send, 403, f"Origin {origin.decode('latin-1')!r} is not allowed")
-            return
+            # (hypercorn may end this task as soon as the refusal is sent.)
+            return await _refuse(send, 403, f"Origin {origin.decode('latin-1')!r} is not allowed")
         identity = "anonymous"
         if isinstance(self.options.auth, BearerAuth):
             found = self.options.auth.identify(headers.get(b"authorization"))
             if found is None:
-                await _refuse(
+                return await _refuse(
                     send,
                     401,
                     "missing or wrong bearer token",
                     extra=[(b"www-authenticate", b'Bearer realm="prism"')],
                 )
-                return
             identity = found
         limit = self.options.max_request_bytes
         declared = headers.get(b"content-length")
@@ -284,21 +282,16 @@ class _Guard:
             try:
                 too_big = int(declared) > limit
             except ValueError:
-                await _refuse(send, 400, "bad Content-Length")
-                return
+                return await _refuse(send, 400, "bad Content-Length")
             if too_big:
-                await _refuse(send, 413, f"request body larger than {limit} bytes")
-                return
+                return await _refuse(send, 413, f"request body larger than {limit} bytes")
         body = bytearray()
         more = scope.get("method") in ("POST", "PUT", "PATCH")
-        while more:
+        while more:  # (an http.disconnect has no body and no more_body: the loop ends)
             message = await receive()
-            if message["type"] != "http.request":
-                break
             body.extend(message.get("body", b""))
             if len(body) > limit:
-                await _refuse(send, 413, f"request body larger than {limit} bytes")
-                return
+                return await _refuse(send, 413, f"request body larger than {limit} bytes")
             more = message.get("more_body", False)
         inner = dict(scope)
         inner["prism.identity"] = identity
