@@ -24,7 +24,7 @@ from prism.core import (
 )
 
 if TYPE_CHECKING:
-    from prism.core import JsonObject, ToolExecutionContext
+    from prism.core import JsonObject, ToolCallRecord, ToolExecutionContext, ToolHandler
 
 
 class Colour(enum.StrEnum):
@@ -68,19 +68,25 @@ async def _mutate(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text("ok")
 
 
+async def _record_of(
+    execute: ToolHandler, arguments: JsonObject, ledger: RunLedger | None = None
+) -> ToolCallRecord:
+    """The one record a dispatched call to ``execute`` leaves."""
+    ledger = RunLedger() if ledger is None else ledger
+    registry = create_tool_registry([ToolDefinition(name="tool", execute=execute)])
+    options = DispatchOptions(registry=registry, ledger=ledger)
+    await dispatch_tool_call(ToolCall(id="c", name="tool", arguments=arguments), options)
+    [record] = ledger.records
+    return record
+
+
 async def test_a_tool_that_mutates_big_arguments_cannot_change_its_record() -> None:
-    ledger = RunLedger(redact=None)
-    options = DispatchOptions(
-        registry=create_tool_registry([ToolDefinition(name="mutate", execute=_mutate)]),
-        ledger=ledger,
-    )
     arguments: JsonObject = {
         "many": [str(i) for i in range(250)],
         "wide": {f"k{i}": [i] for i in range(250)},
         "deep": [["original"]],
     }
-    await dispatch_tool_call(ToolCall(id="c", name="mutate", arguments=arguments), options)
-    [record] = ledger.records
+    record = await _record_of(_mutate, arguments, RunLedger(redact=None))
     assert isinstance(record.arguments, dict)
     many = record.arguments["many"]
     assert isinstance(many, list)
@@ -128,13 +134,7 @@ async def test_a_denial_noted_first_is_what_the_record_keeps() -> None:
         await assert_execution_allowed(policy, action)
         return ToolResult.text("done")
 
-    ledger = RunLedger()
-    options = DispatchOptions(
-        registry=create_tool_registry([ToolDefinition(name="checks", execute=checks)]),
-        ledger=ledger,
-    )
-    await dispatch_tool_call(ToolCall(id="c", name="checks", arguments={}), options)
-    [record] = ledger.records
+    record = await _record_of(checks, {})
     assert record.decision is not None
     assert (record.decision.allowed, record.decision.rule, record.decision.model) == (
         False,
@@ -149,12 +149,6 @@ async def test_a_denial_reported_only_by_an_error_result_without_a_reason_uses_t
             "refused", execution_denied=True, error="ExecutionDeniedError: nope", reason=5
         )
 
-    ledger = RunLedger()
-    options = DispatchOptions(
-        registry=create_tool_registry([ToolDefinition(name="denied", execute=denied)]),
-        ledger=ledger,
-    )
-    await dispatch_tool_call(ToolCall(id="c", name="denied", arguments={}), options)
-    [record] = ledger.records
+    record = await _record_of(denied, {})
     assert record.decision is not None
     assert record.decision.reason == "ExecutionDeniedError: nope"
