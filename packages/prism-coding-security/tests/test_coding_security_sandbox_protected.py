@@ -424,3 +424,21 @@ async def test_sandboxed_command_cannot_plant_a_submodule_with_an_fsmonitor(
     assert "registers a new submodule (sub)" in output
     await _host_git_status(root)
     assert not marker.exists()
+
+
+@pytest.mark.bwrap
+async def test_files_and_directories_that_only_look_like_placeholders_are_kept(
+    root: Path, run_shell: RunShell
+) -> None:
+    (root / ".envrc").write_text("export A=1\n")
+    (root / ".envrc").chmod(0o1444)
+    (root / ".claude").mkdir()
+    (root / ".claude" / "settings.json").write_text("{}\n")
+    (root / ".claude").chmod(0o1555)
+    try:
+        ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+        await run_shell(ops, "true", root)
+        assert (root / ".envrc").read_text() == "export A=1\n"
+        assert (root / ".claude" / "settings.json").exists()
+    finally:
+        (root / ".claude").chmod(0o755)
