@@ -118,7 +118,7 @@ async def test_row_01_args_violating_the_schema_are_validation_failed_and_never_
     options = _options(tool)
     result = await dispatch_tool_call(_call("weather", arguments), options)
     assert result.is_error
-    assert options.ledger is not None
+    assert isinstance(options.ledger, RunLedger)
     assert options.ledger.records[0].blocked_reason == "validation_failed"
     assert seen == []
 
@@ -167,7 +167,7 @@ async def test_row_03_malformed_schema_or_remote_ref_is_rejected_without_fetchin
         result = await dispatch_tool_call(_call("weather", {"a": "x"}), options)
         nursery.cancel_scope.cancel()
     assert result.is_error
-    assert options.ledger is not None
+    assert isinstance(options.ledger, RunLedger)
     assert options.ledger.records[0].blocked_reason == "validation_failed"
     assert seen == []
     assert connections == []  # nothing was fetched
@@ -286,7 +286,7 @@ async def test_row_07_permission_deny_in_a_parallel_batch_fills_its_slot_and_kee
     assert [r.is_error for r in results] == [False, True, False, True, False]
     assert results[0].joined_text == "ok 0"
     assert results[4].joined_text == "ok 4"
-    assert options.ledger is not None
+    assert isinstance(options.ledger, RunLedger)
     blocked = {r.call_id: r.blocked_reason for r in options.ledger.records}
     assert blocked["c1"] == blocked["c3"] == "permission_denied"
 
@@ -561,7 +561,7 @@ async def test_row_16_extension_tools_need_host_activation_and_still_pass_every_
     )
     refused = await dispatch_tool_call(_call("ext_tool", {}, "c2"), gated)
     assert refused.is_error
-    assert gated.ledger is not None
+    assert isinstance(gated.ledger, RunLedger)
     assert gated.ledger.records[0].blocked_reason == "permission_denied"
     assert recording.calls == []
     allowed = DispatchOptions(
