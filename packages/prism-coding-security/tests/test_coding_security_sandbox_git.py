@@ -337,3 +337,33 @@ async def test_protected_path_globs_apply_below_the_top(root: Path, run_shell: R
     _, output = await run_shell(ops, "echo evil > deploy/prod.secret; echo end", root)
     assert "end" in output
     assert (root / "deploy" / "prod.secret").read_text() == "keep\n"
+
+
+async def test_the_walk_below_the_top_is_bounded_and_says_so(
+    root: Path, run_shell: RunShell
+) -> None:
+    # breadth first: with room for three directories, a/.envrc (depth 1) is found and
+    # deep/er/.envrc (depth 2) is not; the output says the walk stopped
+    (root / "a").mkdir()
+    (root / "a" / ".envrc").write_text("safe\n")
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "deep" / "er" / ".envrc").write_text("safe\n")
+    sandbox = BubblewrapSandbox([str(root)], protected_walk_limit=3)
+    ops = create_sandbox_shell_operations(sandbox)
+    command = "echo evil >> a/.envrc; echo evil >> deep/er/.envrc; echo end"
+    _, output = await run_shell(ops, command, root)
+    assert "end" in output
+    assert (root / "a" / ".envrc").read_text() == "safe\n"
+    assert (root / "deep" / "er" / ".envrc").read_text() == "safe\nevil\n"
+    assert f"[prism sandbox] {root} has more than 3 directories" in output
+
+
+async def test_a_walk_that_reads_the_whole_tree_adds_no_note(
+    root: Path, run_shell: RunShell
+) -> None:
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "deep" / "er" / ".envrc").write_text("safe\n")
+    command = "echo evil >> deep/er/.envrc; echo end"
+    _, output = await run_shell(_ops(root), command, root)
+    assert (root / "deep" / "er" / ".envrc").read_text() == "safe\n"
+    assert "[prism sandbox]" not in output

@@ -24,6 +24,7 @@ missing path and bwrap's own mount points stay behind.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import fnmatch
@@ -61,6 +62,8 @@ _PLACEHOLDER, _PLACEHOLDER_DIR = "placeholder", "placeholder-dir"
 # the host too). A placeholder git reads must hold something git accepts: an
 # empty commondir makes every git command die; "." names the git directory.
 _MODE, _DIR_MODE = 0o1444, 0o1555
+#: directories read, per root and command, looking for protected names below the top
+WALK_LIMIT = 20_000
 _CONTENT = {"commondir": b".\n"}
 _EMBEDDED_GIT = (
     "config", "config.worktree", "hooks", "commondir", "info/attributes", "modules", "worktrees",
@@ -194,13 +197,20 @@ def _gitfile_target(path: str) -> str | None:
     return real if os.path.isdir(real) else None
 
 
-def nested_entries(root: str, entries: Sequence[str]) -> list[str]:
+def nested_entries(
+    root: str, entries: Sequence[str], *, max_directories: int = WALK_LIMIT
+) -> tuple[list[str], bool]:
     """``entries`` that exist below the top of ``root`` now, as entries relative to ``root``.
 
-    Walks the whole tree (not into ``.git`` directories, not through links).
-    Below a nested ``.git`` directory each ``.git/...`` entry counts, existing
-    or not (its placeholders stay inside that git directory); any other entry
-    counts when it exists. What is created later is not covered.
+    Walks the tree breadth first (not into ``.git`` directories, not through
+    links), reading at most ``max_directories`` directories, so a huge tree
+    (a ``node_modules`` of 100,000 directories) costs a bounded time per
+    command. Below a nested ``.git`` directory each ``.git/...`` entry counts,
+    existing or not (its placeholders stay inside that git directory); any
+    other entry counts when it exists. What is created later is not covered.
+
+    Returns:
+        The entries found, and whether the walk read the whole tree.
     """
     literal: dict[str, list[str]] = {}
     patterns: list[tuple[str, str]] = []
@@ -211,9 +221,13 @@ def nested_entries(root: str, entries: Sequence[str]) -> list[str]:
         else:
             literal.setdefault(first, []).append(entry)
     out: list[str] = []
-    stack = [root]
-    while stack:
-        directory = stack.pop()
+    queue = collections.deque([root])
+    read = 0
+    while queue:
+        if read >= max_directories:
+            return out, False
+        read += 1
+        directory = queue.popleft()
         try:
             with os.scandir(directory) as listing:
                 children = list(listing)
@@ -223,8 +237,9 @@ def nested_entries(root: str, entries: Sequence[str]) -> list[str]:
         prefix = glob.escape(os.path.relpath(directory, root))
         for child in children:
             if below_top:
-                matching = literal.get(child.name, [])
-                matching += [e for p, e in patterns if fnmatch.fnmatchcase(child.name, p)]
+                matching = literal.get(child.name, []) + [
+                    e for p, e in patterns if fnmatch.fnmatchcase(child.name, p)
+                ]
                 for entry in matching:
                     for parts in _concrete(directory, [entry]):
                         if parts[0] == ".git" or os.path.lexists(os.path.join(directory, *parts)):
@@ -234,8 +249,8 @@ def nested_entries(root: str, entries: Sequence[str]) -> list[str]:
                 and child.is_dir(follow_symlinks=False)
                 and not is_placeholder(child.path)
             ):
-                stack.append(child.path)
-    return out
+                queue.append(child.path)
+    return out, True
 
 
 def protected_plan(
@@ -377,8 +392,15 @@ class PlaceholderLease:
     thread.
     """
 
-    def __init__(self, roots: Sequence[str], entries: Sequence[str]) -> None:
-        """Lease placeholders for ``entries`` under each of ``roots`` (not yet acquired)."""
+    def __init__(
+        self, roots: Sequence[str], entries: Sequence[str], *, max_directories: int = WALK_LIMIT
+    ) -> None:
+        """Lease placeholders for ``entries`` under each of ``roots`` (not yet acquired).
+
+        ``max_directories`` bounds the walk for protected names below the top
+        of each root (see :func:`nested_entries`).
+        """
+        self._walk = max_directories
         self._roots = tuple(roots)
         self._entries = tuple(entries)
         self._fds: list[tuple[int, str]] = []
@@ -398,7 +420,13 @@ class PlaceholderLease:
                 fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 self._fds.append((fd, root))
                 fcntl.flock(fd, fcntl.LOCK_SH)
-                self.extra[root] = [*git_entries(root), *nested_entries(root, self._entries)]
+                nested, whole = nested_entries(root, self._entries, max_directories=self._walk)
+                if not whole:
+                    self.notes.append(
+                        f"{root} has more than {self._walk} directories: protected names were "
+                        f"looked for in the first {self._walk} (nearest the top) only"
+                    )
+                self.extra[root] = [*git_entries(root), *nested]
                 dot_git = os.path.join(root, ".git")
                 real_dir = not os.path.islink(dot_git) and not is_placeholder(dot_git)
                 if real_dir and os.path.isdir(dot_git):

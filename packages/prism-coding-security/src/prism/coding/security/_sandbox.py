@@ -20,13 +20,22 @@ from prism.coding.tools import (
     run_process_tree,
 )
 from prism.core import ConfigurationError
-from prism.core.options import boolean, instance_of, number, one_of, optional, sequence_of, string
+from prism.core.options import (
+    boolean,
+    instance_of,
+    integer,
+    number,
+    one_of,
+    optional,
+    sequence_of,
+    string,
+)
 from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
-from ._mounts import PlaceholderLease, protected_mount_args
+from ._mounts import WALK_LIMIT, PlaceholderLease, protected_mount_args
 from ._paths import normalize_roots
 from ._protected import normalize_protected_paths
 from ._proxy import (
@@ -182,6 +191,12 @@ class BubblewrapSandbox:
         memory_bytes: address space of each process (``RLIMIT_AS``), or None.
         max_processes: processes the sandbox's user may have (``RLIMIT_NPROC``;
             the kernel does not apply it to root), or None.
+        protected_walk_limit: directories read per root and command, breadth
+            first, looking for protected names below the top of a root
+            (default 20,000, about 0.3 s of CPU). In a larger tree the deeper
+            ones are not protected by the sandbox and the command's output
+            says so in a ``[prism sandbox]`` line; 0 protects the top of each
+            root only.
     """
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
@@ -193,6 +208,9 @@ class BubblewrapSandbox:
     cpu_time_s: int | None = attrs.field(default=None, validator=CPU_TIME, kw_only=True)
     memory_bytes: int | None = attrs.field(default=None, validator=MEMORY, kw_only=True)
     max_processes: int | None = attrs.field(default=None, validator=PROCESSES, kw_only=True)
+    protected_walk_limit: int = attrs.field(
+        default=WALK_LIMIT, validator=integer(minimum=0), kw_only=True
+    )
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
 
@@ -317,7 +335,9 @@ class BubblewrapSandbox:
     def _placeholder_lease(self) -> PlaceholderLease:
         # Without a lease bwrap creates missing mount points itself and leaves
         # them behind (empty 0444 files); see _mounts.py.
-        return PlaceholderLease(self.writable_roots, self.protected_paths)
+        return PlaceholderLease(
+            self.writable_roots, self.protected_paths, max_directories=self.protected_walk_limit
+        )
 
     def _prepare(
         self, lease: PlaceholderLease, argv: Sequence[str], cwd: str, proxy_dir: str | None
