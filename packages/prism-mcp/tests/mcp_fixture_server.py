@@ -171,9 +171,9 @@ async def ask_user(question: str, ctx: Context) -> str:
 
 
 @server.tool()
-async def log_line(text: str, ctx: Context) -> str:
-    """Send one log message at info level, then answer."""
-    await ctx.info(text)
+async def log_line(text: str, ctx: Context, structured: bool = False) -> str:
+    """Send one log message at info level (``{"line": text}`` if structured), then answer."""
+    await ctx.info({"line": text} if structured else text)
     return "logged"
 
 

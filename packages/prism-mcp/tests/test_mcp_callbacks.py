@@ -110,7 +110,9 @@ async def test_log_messages_reach_on_log_and_a_raising_on_log_is_contained(
             server_id="fx", transport=fixture_stdio, protocol="legacy", on_log=on_log
         ) as bridge:
             assert await run(bridge, "log_line", {"text": "x" * 20_000}) == "logged"
-    (message,) = seen
+            await run(bridge, "log_line", {"text": "y", "structured": True})
+    message, structured = seen
+    assert structured.data == {"line": "y"}
     assert message.server_id == "fx"
     assert message.level == "info"
     assert isinstance(message.data, str)

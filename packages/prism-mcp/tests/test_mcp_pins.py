@@ -76,13 +76,20 @@ async def test_a_tool_changed_after_it_was_pinned_is_refused_naming_what_changed
     assert json.loads(pins.read_text())["tools"]["good"] == first
 
 
-async def test_an_accepted_change_is_pinned_and_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_an_accepted_change_is_pinned_and_runs(tmp_path: Path, asynchronous: bool) -> None:
     pins = tmp_path / "pins.json"
     asked: list[McpToolInfo] = []
 
-    def accept(info: McpToolInfo) -> bool:
+    def accept_now(info: McpToolInfo) -> bool:
         asked.append(info)
         return True
+
+    async def accept_later(info: McpToolInfo) -> bool:
+        await trio.lowlevel.checkpoint()
+        return accept_now(info)
+
+    accept = accept_later if asynchronous else accept_now
 
     with trio.fail_after(20):
         async with open_mcp_tools(

@@ -33,13 +33,13 @@ if TYPE_CHECKING:
     from mcp.client.session import MessageHandlerFnT
 
 
-__all__ = ["CLOSE_GRACE_S", "Connection", "McpServerInfo", "Sessions"]
+__all__ = ["Connection", "McpServerInfo", "Sessions"]
 
 _log = logging.getLogger("prism.mcp")
 
 _MAX_INFO_CHARS = 256
 _CLOSE_TIMEOUT_S = 10.0
-CLOSE_GRACE_S = 5.0
+_CLOSE_GRACE_S = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
 
 
@@ -246,7 +246,7 @@ class Sessions:
                         inner.cancel_scope.cancel()
                     # Closing is bounded too (an HTTP server may never answer the DELETE);
                     # the stdio shutdown inside is shielded, so the kill sequence still runs.
-                    connecting.deadline = trio.current_time() + CLOSE_GRACE_S
+                    connecting.deadline = trio.current_time() + _CLOSE_GRACE_S
             if connecting.cancelled_caught and not started:
                 failure = TimeoutError()
                 conn.error = McpBridgeError(
