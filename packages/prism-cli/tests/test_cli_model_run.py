@@ -8,6 +8,7 @@ command in a subprocess pointed at it with ``--base-url``.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pty
@@ -99,21 +100,45 @@ class ModelServer:
 async def run_prism(
     tmp_path: Path, server: ModelServer, *args: str
 ) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
-    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
-    env.pop("OPENAI_API_KEY", None)
-    env.pop("ANTHROPIC_API_KEY", None)
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        argv = [sys.executable, "-m", "prism.cli", "run", *args]
-        argv = [a.replace("PORT", str(port)) for a in argv]
-        with trio.fail_after(60):
-            process = await trio.run_process(
-                argv, cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False
+    """``prism run ARGS`` through ``prism.cli.main`` in a worker thread of this process.
+
+    The model server answers from this test's loop; ``PORT`` in ARGS is its port.
+    stdin is empty and stdout and stderr are captured, as in a pipe.
+    """
+    from prism.cli import main
+
+    hidden = {"FORCE_COLOR", "COLUMNS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+    saved = {name: os.environ.get(name) for name in (*hidden, "NO_COLOR")}
+    out, err = io.StringIO(), io.StringIO()
+
+    def call(argv: list[str]) -> int:
+        with (
+            contextlib.chdir(tmp_path),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            return main(argv)
+
+    try:
+        for name in hidden:
+            os.environ.pop(name, None)
+        os.environ |= {"NO_COLOR": "1", "COLUMNS": "160"}
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(
+                partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1")
             )
-        nursery.cancel_scope.cancel()
-    return process
+            port = str(listeners[0].socket.getsockname()[1])
+            argv = ["run", *(a.replace("PORT", port) for a in args)]
+            with trio.fail_after(60):
+                code = await trio.to_thread.run_sync(call, argv)
+            nursery.cancel_scope.cancel()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(argv, code, out.getvalue().encode(), err.getvalue().encode())
 
 
 def setup_workspace(tmp_path: Path) -> None:

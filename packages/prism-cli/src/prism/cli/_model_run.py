@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal as signals
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -170,8 +171,12 @@ async def watch_interrupts(
     """Call ``on_interrupt()`` on each Ctrl-C (SIGINT) while the block runs.
 
     When it returns false, the block is cancelled and :class:`KeyboardInterrupt`
-    is raised as it ends (the usual Ctrl-C, once the block cleaned up).
+    is raised as it ends (the usual Ctrl-C, once the block cleaned up). Off the
+    main thread (an embedding host), signals never arrive: nothing is watched.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     interrupted = False
     async with trio.open_nursery() as nursery:
 
