@@ -100,6 +100,22 @@ class ProcessTree:
         assert [pid for pid in pids if _alive(pid)] == []
 
 
+def initialize_message(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A raw 2025-11-25 ``initialize`` request (id 1) from a client named ``raw``."""
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+
+
+@pytest.fixture
+def initialize() -> Callable[..., dict[str, Any]]:
+    """``initialize(capabilities=None)``: a raw ``initialize`` request, for raw-wire tests."""
+    return initialize_message
+
+
 @attrs.define
 class RawStdio:
     """A gateway subprocess (gateway_stdio_main.py) spoken to line by line, no SDK."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     ServeFactory = Callable[..., AbstractAsyncContextManager[Any]]
     RawStdioFactory = Callable[..., AbstractAsyncContextManager[Any]]
+    Initialize = Callable[..., dict[str, Any]]
 
 # The ``tree`` fixture (conftest.ProcessTree): a shell command that starts a process tree.
 ProcessTree = Any
@@ -65,12 +66,6 @@ def _request(number: int, method: str, params: dict[str, Any]) -> dict[str, Any]
     return {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
 
 
-def _init(capabilities: dict[str, Any]) -> dict[str, Any]:
-    client = {"name": "raw", "version": "0"}
-    params = {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": client}
-    return _request(1, "initialize", params)
-
-
 def _shell_call(command: str) -> dict[str, Any]:
     return _request(2, "tools/call", {"name": "shell", "arguments": {"command": command}})
 
@@ -79,11 +74,11 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 async def test_stdio_client_gone_mid_call_ends_the_tree_and_the_gateway(
-    raw_stdio: RawStdioFactory, tree: ProcessTree
+    raw_stdio: RawStdioFactory, tree: ProcessTree, initialize: Initialize
 ) -> None:
     async with raw_stdio() as gateway:
         with trio.fail_after(60):
-            await gateway.send(_init({"elicitation": {}}))
+            await gateway.send(initialize({"elicitation": {}}))
             assert (await gateway.receive())["id"] == 1
             await gateway.send(INITIALIZED)
             await gateway.send(_shell_call(tree.command))
@@ -100,7 +95,7 @@ async def test_stdio_client_gone_mid_call_ends_the_tree_and_the_gateway(
 
 
 async def test_http_client_gone_mid_call_ends_the_tree(
-    serve: ServeFactory, tree: ProcessTree
+    serve: ServeFactory, tree: ProcessTree, initialize: Initialize
 ) -> None:
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     # No elicitation: the configured approver says yes.
@@ -109,7 +104,7 @@ async def test_http_client_gone_mid_call_ends_the_tree(
         httpx2.AsyncClient(timeout=None) as http,
     ):
         with trio.fail_after(60):
-            opened = await http.post(served.url, json=_init({}), headers=headers)
+            opened = await http.post(served.url, json=initialize(), headers=headers)
             headers["mcp-session-id"] = opened.headers["mcp-session-id"]
             headers["mcp-protocol-version"] = "2025-11-25"
             await http.post(served.url, json=INITIALIZED, headers=headers)

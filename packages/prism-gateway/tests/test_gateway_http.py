@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     ServeFactory = Callable[..., AbstractAsyncContextManager[Any]]
+    Initialize = Callable[..., dict[str, Any]]
 
 TOKEN = "test-token-0123456789abcdef"
 
@@ -42,16 +43,6 @@ def approve_all(answer: bool = True) -> Any:
     return callback
 
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -206,23 +197,23 @@ async def test_bad_arguments_are_an_error_naming_the_problem(serve: ServeFactory
     assert "path" in result.content[0].text
 
 
-async def test_missing_bearer_token_is_refused(serve: ServeFactory) -> None:
+async def test_missing_bearer_token_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
     async with (
         serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
         httpx2.AsyncClient() as http,
     ):
-        response = await http.post(served.url, json=INIT, headers=ACCEPT)
+        response = await http.post(served.url, json=initialize(), headers=ACCEPT)
     assert response.status_code == 401
     assert "bearer" in response.json()["error"]["message"]
 
 
-async def test_wrong_bearer_token_is_refused(serve: ServeFactory) -> None:
+async def test_wrong_bearer_token_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
     async with (
         serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
         httpx2.AsyncClient() as http,
     ):
         headers = {**ACCEPT, "authorization": "Bearer " + "x" * len(TOKEN)}
-        response = await http.post(served.url, json=INIT, headers=headers)
+        response = await http.post(served.url, json=initialize(), headers=headers)
     assert response.status_code == 401
 
 
@@ -242,24 +233,25 @@ async def test_right_bearer_token_is_let_in(serve: ServeFactory) -> None:
     assert TOKEN not in call_id
 
 
-async def test_foreign_origin_is_refused(serve: ServeFactory) -> None:
+async def test_foreign_origin_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
     async with serve() as served, httpx2.AsyncClient() as http:
         headers = {**ACCEPT, "origin": "http://evil.example"}
-        response = await http.post(served.url, json=INIT, headers=headers)
+        response = await http.post(served.url, json=initialize(), headers=headers)
     assert response.status_code == 403
     assert "evil.example" in response.json()["error"]["message"]
 
 
-async def test_loopback_origin_is_accepted(serve: ServeFactory) -> None:
+async def test_loopback_origin_is_accepted(serve: ServeFactory, initialize: Initialize) -> None:
     async with serve() as served, httpx2.AsyncClient() as http:
         headers = {**ACCEPT, "origin": "http://localhost:3000"}
-        response = await http.post(served.url, json=INIT, headers=headers)
+        response = await http.post(served.url, json=initialize(), headers=headers)
     assert response.status_code == 200
 
 
-async def test_oversized_request_is_refused(serve: ServeFactory) -> None:
+async def test_oversized_request_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
     async with serve(max_request_bytes=4096) as served, httpx2.AsyncClient() as http:
-        big = {**INIT, "params": {**INIT["params"], "padding": "x" * 10_000}}  # type: ignore[dict-item]
+        init = initialize()
+        big = {**init, "params": {**init["params"], "padding": "x" * 10_000}}
         response = await http.post(served.url, json=big, headers=ACCEPT)
     assert response.status_code == 413
 
@@ -359,11 +351,11 @@ async def test_an_oversized_chunked_body_is_refused_while_it_is_read() -> None:
     ],
 )
 async def test_allowed_origins_take_exact_values_and_port_wildcards(
-    origin: str, status: int
+    origin: str, status: int, initialize: Initialize
 ) -> None:
     allowed = ("https://app.example", "https://ide.example:*")
     async with _bare(allowed_origins=allowed) as url, httpx2.AsyncClient() as http:
-        response = await http.post(url, json=INIT, headers={**ACCEPT, "origin": origin})
+        response = await http.post(url, json=initialize(), headers={**ACCEPT, "origin": origin})
     assert response.status_code == status
 
 

@@ -15,19 +15,11 @@ from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolRes
 from prism.gateway import Gateway, GatewayError, open_gateway, serve_stdio
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    Initialize = Callable[..., dict[str, Any]]
 
 LIMIT = 4096
-INIT: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -88,7 +80,9 @@ async def _served(gateway: Gateway, **options: Any) -> AsyncIterator[_Peer]:
                     yield peer
 
 
-async def test_hostile_lines_get_parse_errors_and_the_session_goes_on() -> None:
+async def test_hostile_lines_get_parse_errors_and_the_session_goes_on(
+    initialize: Initialize,
+) -> None:
     tool = ToolDefinition(name="stray", execute=_stray_output)
     async with (
         open_gateway(tools=[tool]) as gateway,
@@ -99,7 +93,7 @@ async def test_hostile_lines_get_parse_errors_and_the_session_goes_on() -> None:
         await peer.send(b'{"x": "' + b"y" * LIMIT + b'"}\n')
         # (larger than a pipe holds, so the gateway reads it in several pieces)
         await peer.send(b"z" * 200_000 + b"\n")
-        await peer.send(INIT)
+        await peer.send(initialize())
         bad, long_one, long_split, init = [await peer.receive() for _ in range(4)]
         await peer.send(INITIALIZED)
         call = {"name": "stray", "arguments": {}}
@@ -119,15 +113,15 @@ async def test_hostile_lines_get_parse_errors_and_the_session_goes_on() -> None:
     assert result["result"]["content"] == [{"type": "text", "text": "fd 0 reads b''"}]
 
 
-async def test_a_second_serve_stdio_in_one_process_is_refused() -> None:
+async def test_a_second_serve_stdio_in_one_process_is_refused(initialize: Initialize) -> None:
     async with open_gateway() as gateway, _served(gateway) as peer:
-        await peer.send(INIT)
+        await peer.send(initialize())
         assert (await peer.receive())["id"] == 1  # the first one serves
         with pytest.raises(GatewayError, match="already serves"):
             await serve_stdio(gateway)
 
 
-async def test_explicit_streams_are_served_by_the_sdk_transport() -> None:
+async def test_explicit_streams_are_served_by_the_sdk_transport(initialize: Initialize) -> None:
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     stdin = anyio.wrap_file(os.fdopen(stdin_r, "r", encoding="utf-8"))
@@ -137,16 +131,18 @@ async def test_explicit_streams_are_served_by_the_sdk_transport() -> None:
         nursery.start_soon(lambda: serve_stdio(gateway, stdin=stdin, stdout=stdout))
         with trio.fail_after(30):
             async with peer.stdin:
-                await peer.send(INIT)
+                await peer.send(initialize())
                 init = await peer.receive()
     await stdin.aclose()
     await stdout.aclose()
     assert init["result"]["serverInfo"]["name"] == "prism-gateway"
 
 
-async def test_a_client_that_stops_reading_does_not_stop_the_gateway() -> None:
+async def test_a_client_that_stops_reading_does_not_stop_the_gateway(
+    initialize: Initialize,
+) -> None:
     async with open_gateway() as gateway, _served(gateway) as peer:
-        await peer.send(INIT)
+        await peer.send(initialize())
         assert (await peer.receive())["id"] == 1
         await peer.stdout.aclose()  # gone: the next reply cannot be written
         await peer.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
