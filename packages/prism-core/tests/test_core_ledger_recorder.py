@@ -6,6 +6,9 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+import trio
+import trio.testing
+
 from prism.core import (
     AbortController,
     AssistantMessage,
@@ -184,3 +187,57 @@ async def test_an_sqlite_ledger_written_before_the_hash_existed_still_reads_and_
     sink.close()
     hashes = [(r.call_id, r.definition_hash) for r in read_ledger(path).records]
     assert hashes == [("old", None), ("new", "sha256:abc"), ("local", None)]
+
+
+async def _hang(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+HANGS = ToolDefinition(name="hangs", execute=_hang, definition_hash="sha256:def")
+
+
+async def test_a_call_aborted_mid_execute_records_its_definition_hash() -> None:
+    ledger = RunLedger()
+    controller = AbortController()
+    options = DispatchOptions(
+        registry=create_tool_registry([HANGS]), ledger=ledger, signal=controller.signal
+    )
+    call = ToolCall(id="a", name="hangs", arguments={"n": 1})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(dispatch_tool_call, call, options)
+        await trio.testing.wait_all_tasks_blocked()
+        controller.abort("stop")
+    [record] = ledger.records
+    assert (record.status, record.definition_hash) == ("cancelled", "sha256:def")
+    assert record.arguments == {"n": 1}
+
+
+async def test_a_call_whose_caller_is_cancelled_mid_execute_records_its_definition_hash() -> None:
+    ledger = RunLedger()
+    options = DispatchOptions(registry=create_tool_registry([HANGS]), ledger=ledger)
+    call = ToolCall(id="c", name="hangs", arguments={"n": 1})
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch_tool_call, call, options)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    [record] = ledger.records
+    assert (record.status, record.definition_hash) == ("cancelled", "sha256:def")
+    assert record.arguments == {"n": 1}
+
+
+async def test_a_plain_recorder_hears_the_definition_hash_of_a_call_cancelled_mid_execute() -> None:
+    recorder = ListRecorder()
+    controller = AbortController()
+    options = DispatchOptions(
+        registry=create_tool_registry([HANGS]), ledger=recorder, signal=controller.signal
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            dispatch_tool_call, ToolCall(id="a", name="hangs", arguments={}), options
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        controller.abort()
+    [fields] = recorder.calls
+    assert (fields["status"], fields["definition_hash"]) == ("cancelled", "sha256:def")

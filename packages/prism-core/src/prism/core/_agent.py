@@ -22,7 +22,7 @@ from ._content import (
 from ._dispatch import DispatchOptions
 from ._errors import ModelProviderError, PrismError, SessionBusyError
 from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
-from ._ledger import RunLedger, ToolCallRecord
+from ._ledger import DeferredRecord, RunLedger, ToolCallRecord, finished_records
 from ._middleware import MiddlewareRegistry
 from ._names import ToolNameMap, create_tool_name_map
 from ._options import (
@@ -160,12 +160,24 @@ class _RunRecords:
     """A :class:`LedgerRecorder` that records in the agent's ledger and keeps this run's entries."""
 
     ledger: RunLedger
-    records: list[ToolCallRecord] = attrs.field(factory=list)
+    entries: list[ToolCallRecord | DeferredRecord] = attrs.field(factory=list)
+
+    @property
+    def records(self) -> list[ToolCallRecord]:
+        """This run's records, in the order its calls ended."""
+        return finished_records(self.entries)
 
     def record(self, **fields: Any) -> ToolCallRecord:
         """Record in the agent's ledger; keep the entry for :attr:`RunResult.records`."""
         entry = self.ledger.record(**fields)
-        self.records.append(entry)
+        self.entries.append(entry)
+        return entry
+
+    def _record_owned(self, *fields: Any) -> ToolCallRecord | DeferredRecord:
+        # The dispatcher's path (see RunLedger._record_owned): the agent's
+        # ledger and this run share the entry, built once when first read.
+        entry = self.ledger._record_owned(*fields)
+        self.entries.append(entry)
         return entry
 
 

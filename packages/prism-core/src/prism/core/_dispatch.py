@@ -29,7 +29,7 @@ from ._asyncio_host import require_trio
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
-from ._ledger import LedgerRecorder
+from ._ledger import LedgerRecorder, ToolCallStatus
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._middleware import MiddlewareRegistry
 from ._options import callable_value, has_method, instance_of, optional
@@ -333,26 +333,46 @@ def _blocked_result(blocked: _Blocked) -> ToolResult:
     return ToolResult(content=(TextContent(text=blocked.message),), is_error=True, details=details)
 
 
+class _CallNotes(DecisionNote):
+    """What the ledger learns about a call while it runs (one per recorded call).
+
+    Execution policies note their decision here (through ``current_note``);
+    once the gates pass, the dispatcher notes the definition and the owned
+    copy of the arguments, so a call cancelled mid-execute is recorded with
+    them like any other.
+    """
+
+    __slots__ = ("arguments", "definition_hash")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arguments: JsonObject | None = None
+        self.definition_hash: str | None = None
+
+
 async def _run(
     call: ToolCall,
     options: DispatchOptions,
     ctx: ToolExecutionContext,
-    note: DecisionNote | None,
+    notes: _CallNotes | None,
 ) -> CallOutcome:
     try:
         call, tool, arguments = await _gate(call, options, ctx)
     except _Blocked as blocked:
         return CallOutcome(
-            call=ctx.call,
-            result=_blocked_result(blocked),
-            status="blocked",
-            blocked_reason=blocked.reason,
-            error=blocked.message,
-            decision=blocked_decision(blocked.reason, blocked.message, blocked.gate),
+            ctx.call,
+            _blocked_result(blocked),
+            "blocked",
+            blocked.reason,
+            blocked.message,
+            None,
+            blocked_decision(blocked.reason, blocked.message, blocked.gate),
         )
-    # The ledger's copy is taken before execute, so a tool that mutates its
-    # arguments cannot change what the record says it was asked to do.
-    snapshot = None if options.ledger is None else cast("JsonObject", snapshot_json(arguments))
+    if notes is not None:
+        # The ledger's copy is taken before execute, so a tool that mutates its
+        # arguments cannot change what the record says it was asked to do.
+        notes.arguments = cast("JsonObject", snapshot_json(arguments))
+        notes.definition_hash = tool.definition_hash
     events = options.events
     if events is not None:
         emit_event(
@@ -363,14 +383,29 @@ async def _run(
     middleware = options.middleware
     if middleware is not None and middleware.result_hooks:
         result = await _run_result_hooks(middleware, call, result, ctx)
+    status: ToolCallStatus = "error" if result.is_error else "ok"
+    if notes is None:
+        return CallOutcome(call, result, status, None, error)
     return CallOutcome(
-        call=call,
-        result=result,
-        status="error" if result.is_error else "ok",
-        error=error,
-        arguments=snapshot,
-        decision=None if note is None else note.decision,
-        definition_hash=tool.definition_hash,
+        call, result, status, None, error, notes.arguments, notes.decision, notes.definition_hash
+    )
+
+
+def _cancelled(
+    call: ToolCall, result: ToolResult | None, error: str, notes: _CallNotes | None
+) -> CallOutcome:
+    """The outcome of a call cancelled after it began (by its signal or the caller's scope)."""
+    if notes is None:
+        return CallOutcome(call, result, "cancelled", None, error)
+    return CallOutcome(
+        call,
+        result,
+        "cancelled",
+        None,
+        error,
+        notes.arguments,
+        notes.decision,
+        notes.definition_hash,
     )
 
 
@@ -416,22 +451,20 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
         ctx.signal = signal
         if signal.aborted:
             result = cancelled_result(call, signal.reason)
-            aborted = CallOutcome(
-                call=call, result=result, status="cancelled", error=result.joined_text
-            )
+            aborted = CallOutcome(call, result, "cancelled", None, result.joined_text)
             settle(options.events, options.ledger, aborted, started_at, time.perf_counter() - t0)
             return result
     # Gates and the execution policy note what decided the call here, for the ledger.
-    note = token = None
+    notes = token = None
     if options.ledger is not None:
-        note = DecisionNote()
-        token = current_note.set(note)
+        notes = _CallNotes()
+        token = current_note.set(notes)
     outcome: CallOutcome | None = None
     try:
         if signal is None:
-            outcome = await _run(call, options, ctx, note)
+            outcome = await _run(call, options, ctx, notes)
         else:
-            outcome = await _run_abortable(call, options, ctx, note, signal)
+            outcome = await _run_abortable(call, options, ctx, notes, signal)
         final = outcome.result
         assert final is not None  # only the caller's own cancellation leaves none
         return final
@@ -440,13 +473,7 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
             current_note.reset(token)
         if outcome is None:
             # The caller's scope was cancelled mid-dispatch: the record still lands.
-            outcome = CallOutcome(
-                call=ctx.call,
-                result=None,
-                status="cancelled",
-                error="cancelled",
-                decision=None if note is None else note.decision,
-            )
+            outcome = _cancelled(ctx.call, None, "cancelled", notes)
         settle(options.events, options.ledger, outcome, started_at, time.perf_counter() - t0)
 
 
@@ -454,14 +481,14 @@ async def _run_abortable(
     call: ToolCall,
     options: DispatchOptions,
     ctx: ToolExecutionContext,
-    note: DecisionNote | None,
+    notes: _CallNotes | None,
     signal: AbortSignal,
 ) -> CallOutcome:
     """:func:`_run` inside a scope that ``signal`` cancels; an abort gives a cancelled outcome."""
     error: str | None = None
     try:
         with cancel_on_abort(signal) as scope:
-            return await _run(call, options, ctx, note)
+            return await _run(call, options, ctx, notes)
     except Exception as exc:
         # A tool whose tasks failed while being aborted raises a group of
         # Cancelled and errors; the scope strips the Cancelled and the errors
@@ -471,10 +498,4 @@ async def _run_abortable(
         error = _describe(exc)
     result = cancelled_result(ctx.call, signal.reason)
     text = result.joined_text if error is None else f"{result.joined_text} ({error})"
-    return CallOutcome(
-        call=ctx.call,
-        result=result,
-        status="cancelled",
-        error=text,
-        decision=None if note is None else note.decision,
-    )
+    return _cancelled(ctx.call, result, text, notes)

@@ -37,12 +37,15 @@ from ._json import JsonValue
 from ._ledger_decision import ToolCallDecision
 from ._options import callable_value, has_method, integer, one_of, optional, sequence_of, string
 from ._redaction import (
+    PreviewSource,
     Redactor,
     default_redactor,
+    is_pure_redactor,
+    preview_source,
     safe_arguments,
     safe_decision,
     safe_name,
-    safe_preview,
+    safe_preview_source,
     safe_text,
 )
 
@@ -121,6 +124,90 @@ class ToolCallRecord:
     decision: ToolCallDecision | None = None
     run_id: str | None = None
     definition_hash: str | None = None
+
+
+def _build_record(
+    redact: Redactor | None,
+    run_id: str,
+    call_id: str,
+    tool_name: str,
+    arguments: object,
+    status: ToolCallStatus,
+    blocked_reason: BlockedReason | None,
+    started_at: float,
+    finished_at: float,
+    duration_s: float,
+    preview: PreviewSource | None,
+    decision: ToolCallDecision | None,
+    definition_hash: str | None,
+) -> ToolCallRecord:
+    """The record of one call: its names, arguments, preview and decision bounded and redacted."""
+    return ToolCallRecord(
+        # Names may come straight from the model (an unknown tool's): bounded too.
+        call_id=safe_name(call_id),
+        tool_name=safe_name(tool_name),
+        arguments=safe_arguments(arguments, redact),
+        status=status,
+        blocked_reason=blocked_reason,
+        started_at=started_at,
+        finished_at=finished_at,
+        duration_s=duration_s,
+        result_preview=None if preview is None else safe_preview_source(preview, redact),
+        decision=None if decision is None else safe_decision(decision, redact),
+        run_id=run_id,
+        definition_hash=None if definition_hash is None else safe_name(definition_hash),
+    )
+
+
+_RecordFields: TypeAlias = tuple[
+    Redactor | None,
+    str,
+    str,
+    str,
+    object,
+    ToolCallStatus,
+    BlockedReason | None,
+    float,
+    float,
+    float,
+    PreviewSource | None,
+    ToolCallDecision | None,
+    str | None,
+]
+"""The arguments of :func:`_build_record`, in order."""
+
+
+class DeferredRecord:
+    """A call's record, kept as what it is made from until it is first read (internal).
+
+    Redacting and bounding a record costs more than the rest of a gated call's
+    bookkeeping, and most in-memory records are never read one by one. This
+    holds the raw fields instead; :meth:`record` builds the record once, with
+    the redactor and run id of the moment the call ended, so it is the record
+    :meth:`RunLedger.record` would have built then. Everything held is owned:
+    the arguments are the dispatcher's snapshot, the preview source the start
+    of the result's text (immutable), and the redactor is a pure one.
+    """
+
+    __slots__ = ("_fields", "_record")
+
+    def __init__(self, fields: _RecordFields) -> None:
+        self._fields: _RecordFields | None = fields
+        self._record: ToolCallRecord | None = None
+
+    def record(self) -> ToolCallRecord:
+        """The finished record (built on the first call, the same object after)."""
+        record = self._record
+        if record is None:
+            assert self._fields is not None  # cleared only once the record exists
+            record = self._record = _build_record(*self._fields)
+            self._fields = None
+        return record
+
+
+def finished_records(entries: Iterable[ToolCallRecord | DeferredRecord]) -> list[ToolCallRecord]:
+    """The records of ``entries``, deferred ones built now."""
+    return [entry.record() if isinstance(entry, DeferredRecord) else entry for entry in entries]
 
 
 @attrs.frozen(kw_only=True)
@@ -470,15 +557,15 @@ class RunLedger:
     max_records: int | None = attrs.field(
         default=None, kw_only=True, validator=optional(integer(minimum=1))
     )
-    _records: list[ToolCallRecord] = attrs.field(factory=list, init=False)
+    _records: list[ToolCallRecord | DeferredRecord] = attrs.field(factory=list, init=False)
     _run_calls: int = attrs.field(default=0, init=False)
 
     @property
     def records(self) -> list[ToolCallRecord]:
         """The records so far (the newest ``max_records``), in the order calls finished (a copy)."""
         if self.max_records is not None:
-            return self._records[-self.max_records :]
-        return list(self._records)
+            return finished_records(self._records[-self.max_records :])
+        return finished_records(self._records)
 
     def __len__(self) -> int:
         if self.max_records is not None:
@@ -505,31 +592,89 @@ class RunLedger:
         The dispatcher calls this (it is the :class:`LedgerRecorder` method);
         hosts that run calls some other way may call it too.
         """
-        redact = self.redact
-        entry = ToolCallRecord(
-            # Names may come straight from the model (an unknown tool's): bounded too.
-            call_id=safe_name(call_id),
-            tool_name=safe_name(tool_name),
-            arguments=safe_arguments(arguments, redact),
-            status=status,
-            blocked_reason=blocked_reason,
-            started_at=started_at,
-            finished_at=finished_at,
-            duration_s=duration_s,
-            result_preview=None if result is None else safe_preview(result, redact),
-            decision=None if decision is None else safe_decision(decision, redact),
-            run_id=self.run_id,
-            definition_hash=None if definition_hash is None else safe_name(definition_hash),
+        entry = _build_record(
+            self.redact,
+            self.run_id,
+            call_id,
+            tool_name,
+            arguments,
+            status,
+            blocked_reason,
+            started_at,
+            finished_at,
+            duration_s,
+            None if result is None else preview_source(result),
+            decision,
+            definition_hash,
         )
+        self._append(entry)
+        if self.sinks:
+            self._emit(entry)
+        return entry
+
+    def _record_owned(
+        self,
+        call_id: str,
+        tool_name: str,
+        arguments: object,
+        status: ToolCallStatus,
+        blocked_reason: BlockedReason | None,
+        started_at: float,
+        finished_at: float,
+        duration_s: float,
+        result: ToolResult | None,
+        decision: ToolCallDecision | None,
+        definition_hash: str | None,
+    ) -> ToolCallRecord | DeferredRecord:
+        """:meth:`record`, for a caller whose ``arguments`` nobody else holds (the dispatcher).
+
+        When nothing needs the record at once (no sinks, a pure redactor, and
+        :meth:`record` not overridden), a :class:`DeferredRecord` is kept and
+        the record is built when :attr:`records` is read; otherwise this is
+        :meth:`record`.
+        """
+        redact = self.redact
+        if self.sinks or not is_pure_redactor(redact) or type(self).record is not _RECORD:
+            return self.record(
+                call_id=call_id,
+                tool_name=tool_name,
+                arguments=arguments,
+                status=status,
+                blocked_reason=blocked_reason,
+                started_at=started_at,
+                finished_at=finished_at,
+                duration_s=duration_s,
+                result=result,
+                decision=decision,
+                definition_hash=definition_hash,
+            )
+        entry = DeferredRecord(
+            (
+                redact,
+                self.run_id,
+                call_id,
+                tool_name,
+                arguments,
+                status,
+                blocked_reason,
+                started_at,
+                finished_at,
+                duration_s,
+                None if result is None else preview_source(result),
+                decision,
+                definition_hash,
+            )
+        )
+        self._append(entry)
+        return entry
+
+    def _append(self, entry: ToolCallRecord | DeferredRecord) -> None:
         records = self._records
         records.append(entry)
         limit = self.max_records
         if limit is not None and len(records) >= 2 * limit:
             del records[:-limit]  # trimmed in batches: amortised O(1) per record
         self._run_calls += 1
-        if self.sinks:
-            self._emit(entry)
-        return entry
 
     def start_run(self, *, label: str | None = None) -> RunStartRecord:
         """Write the ``run_start`` marker to the sinks; returns it.
@@ -641,6 +786,9 @@ class RunLedger:
             if type(entry) is ToolCallRecord:
                 ledger._records.append(entry)
         return ledger
+
+
+_RECORD = RunLedger.record
 
 
 def _describe_cattrs(exc: Exception) -> str:

@@ -43,7 +43,7 @@ class CallOutcome(NamedTuple):
     """How one call ended, as its event and ledger record will tell it.
 
     A named tuple: frozen, typed, and about half the cost of an attrs value to
-    build, which every dispatched call does once.
+    build, which every dispatched call does once (positionally, on that path).
 
     Attributes:
         call: the call as it ended (after any middleware rewrite).
@@ -54,8 +54,9 @@ class CallOutcome(NamedTuple):
         error: the error text: the refusal for ``blocked``, what the tool
             raised for ``error``, why it was cancelled for ``cancelled``;
             ``None`` for a result that ``execute`` returned.
-        arguments: the ledger's copy of the arguments, taken before ``execute``
-            ran (``None``: record ``call.arguments``).
+        arguments: the ledger's own copy of the arguments, taken before
+            ``execute`` ran; nothing else holds it (``None``: record
+            ``call.arguments``).
         decision: what ruled on the call, if anything did.
         definition_hash: the definition the call ran against.
     """
@@ -110,6 +111,24 @@ def settle(
             # A tool may report a policy's denial only in its result.
             decision = decision_from_result(outcome.result) or decision
         arguments = outcome.arguments
+        # The dispatcher's own snapshot may be kept as it is: a RunLedger then
+        # redacts it when the record is read (see RunLedger._record_owned).
+        record_owned = None if arguments is None else getattr(ledger, "_record_owned", None)
+        if record_owned is not None:
+            record_owned(
+                call.id,
+                call.name,
+                arguments,
+                status,
+                outcome.blocked_reason,
+                started_at,
+                started_at + duration_s,
+                duration_s,
+                outcome.result,
+                decision,
+                outcome.definition_hash,
+            )
+            return
         ledger.record(
             call_id=call.id,
             tool_name=call.name,

@@ -24,14 +24,18 @@ if TYPE_CHECKING:
     from ._ledger_decision import ToolCallDecision
 
 __all__ = [
+    "PreviewSource",
     "Redactor",
     "default_redactor",
+    "is_pure_redactor",
     "json_safe",
+    "preview_source",
     "preview_text",
     "safe_arguments",
     "safe_decision",
     "safe_name",
     "safe_preview",
+    "safe_preview_source",
     "safe_text",
     "snapshot_json",
 ]
@@ -155,6 +159,11 @@ def default_redactor() -> Redactor:
     return _DEFAULT
 
 
+def is_pure_redactor(redact: Redactor | None) -> bool:
+    """Whether ``redact`` is none or the default: pure, so it may run later with the same result."""
+    return redact is None or redact is _DEFAULT
+
+
 def _clip(text: str, limit: int, total: int | None = None) -> str:
     total = len(text) if total is None else total
     if total <= limit:
@@ -163,12 +172,19 @@ def _clip(text: str, limit: int, total: int | None = None) -> str:
 
 
 def _bounded_str(text: str, limit: int, redact: bool) -> str:
-    if len(text) <= limit:
-        return _redact_text(text) if redact else text
-    head = text[: limit + _SCAN_WINDOW]
+    return _bounded_head(text[: limit + _SCAN_WINDOW], len(text), limit, redact)
+
+
+def _bounded_head(head: str, total: int, limit: int, redact: bool) -> str:
+    """A text of ``total`` characters that starts with ``head``, clipped to ``limit`` and redacted.
+
+    ``head`` holds at least ``limit + _SCAN_WINDOW`` characters when the text is longer.
+    """
+    if total <= limit:
+        return _redact_text(head) if redact else head
     if redact:
-        head = _redact_text(head)
-    return f"{head[:limit]}...[{len(text) - limit} more chars]"
+        head = _redact_text(head[: limit + _SCAN_WINDOW])
+    return f"{head[:limit]}...[{total - limit} more chars]"
 
 
 def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
@@ -229,37 +245,38 @@ def snapshot_json(value: object, depth: int = 0) -> object:
 
     Containers are copied (strings are immutable and shared), so mutating the
     original afterwards cannot change the record; strings are not clipped, so
-    the record's redaction still sees whole secrets.
+    the record's redaction still sees whole secrets. Past the first
+    ``_MAX_ITEMS`` entries of a container, which no record shows, nested
+    containers are shared rather than copied.
     """
     kind = type(value)
     if depth >= _MAX_DEPTH or (kind is not dict and kind is not list):
         return value
     depth += 1
     if kind is dict:
-        mapping: dict[object, object] = value  # type: ignore[assignment]
-        if len(mapping) <= _MAX_ITEMS:
-            return {
-                k: snapshot_json(v, depth) if type(v) in _CONTAINERS else v
-                for k, v in mapping.items()
-            }
-        pairs = list(mapping.items())
-        copied = {k: snapshot_json(v, depth) for k, v in pairs[:_MAX_ITEMS]}
-        copied.update(pairs[_MAX_ITEMS:])
-        return copied
-    sequence: list[object] = value  # type: ignore[assignment]
-    head = [snapshot_json(v, depth) if type(v) in _CONTAINERS else v for v in sequence[:_MAX_ITEMS]]
-    return head + sequence[_MAX_ITEMS:] if len(sequence) > _MAX_ITEMS else head
-
-
-_CONTAINERS = frozenset({dict, list})
+        mapping: dict[object, object] = dict(value)  # type: ignore[call-overload]
+        for index, (key, item) in enumerate(mapping.items()):
+            if index == _MAX_ITEMS:
+                break
+            if type(item) is dict or type(item) is list:
+                mapping[key] = snapshot_json(item, depth)  # same keys: safe while iterating
+        return mapping
+    sequence: list[object] = list(value)  # type: ignore[call-overload]
+    for index, item in enumerate(sequence[:_MAX_ITEMS]):
+        if type(item) is dict or type(item) is list:
+            sequence[index] = snapshot_json(item, depth)
+    return sequence
 
 
 def preview_text(result: ToolResult) -> str | None:
     """The start of a result's text (or a note of its other blocks), not yet clipped."""
+    content = result.content
+    if len(content) == 1 and type(content[0]) is TextContent:
+        return content[0].text  # the usual result: one text block
     parts: list[str] = []
     size = 0
     others: list[str] = []
-    for block in result.content:
+    for block in content:
         if isinstance(block, TextContent):
             parts.append(block.text)
             size += len(block.text) + 1
@@ -272,6 +289,18 @@ def preview_text(result: ToolResult) -> str | None:
     if others:
         return ", ".join(others)
     return None
+
+
+PreviewSource: TypeAlias = tuple[str, int]
+"""The part of a result's text a record's preview is made from, and the text's full length."""
+
+
+def preview_source(result: ToolResult) -> PreviewSource | None:
+    """What :func:`safe_preview` reads of ``result``, kept small enough to hold on to."""
+    text = preview_text(result)
+    if text is None:
+        return None
+    return text[: _MAX_PREVIEW + _SCAN_WINDOW], len(text)
 
 
 def safe_name(text: str) -> str:
@@ -289,19 +318,25 @@ def safe_arguments(arguments: object, redact: Redactor | None) -> JsonValue:
 
 def safe_preview(result: ToolResult, redact: Redactor | None) -> str | None:
     """The start of a result's text as a record stores it: bounded and redacted."""
-    preview = preview_text(result)
-    return None if preview is None else safe_text(preview, redact)
+    source = preview_source(result)
+    return None if source is None else safe_preview_source(source, redact)
 
 
-def safe_text(text: str, redact: Redactor | None) -> str:
-    """A preview or run label: clipped to the preview size, then redacted by ``redact``."""
+def safe_preview_source(source: PreviewSource, redact: Redactor | None) -> str:
+    """A preview from its :func:`preview_source`: bounded, then redacted by ``redact``."""
+    head, total = source
     if redact is _DEFAULT:
-        return _bounded_str(text, _MAX_PREVIEW, True)
-    clipped = _clip(text[: _MAX_PREVIEW + _SCAN_WINDOW], _MAX_PREVIEW, len(text))
+        return _bounded_head(head, total, _MAX_PREVIEW, True)
+    clipped = _clip(head[:_MAX_PREVIEW], _MAX_PREVIEW, total)
     if redact is None:
         return clipped
     redacted = redact(clipped)
     return redacted if isinstance(redacted, str) else _REDACTED
+
+
+def safe_text(text: str, redact: Redactor | None) -> str:
+    """A preview or run label: clipped to the preview size, then redacted by ``redact``."""
+    return safe_preview_source((text[: _MAX_PREVIEW + _SCAN_WINDOW], len(text)), redact)
 
 
 def safe_decision(decision: ToolCallDecision, redact: Redactor | None) -> ToolCallDecision:
