@@ -35,6 +35,7 @@ from openai.types.responses import Response, ResponseCompletedEvent, ResponseTex
 from prism.core import read_ledger
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from pydantic import BaseModel
@@ -98,12 +99,12 @@ class ModelServer:
 
 
 async def run_prism(
-    tmp_path: Path, server: ModelServer, *args: str
+    tmp_path: Path, server: ModelServer, *args: str, command: str = "run", stdin: str = ""
 ) -> subprocess.CompletedProcess[bytes]:
-    """``prism run ARGS`` through ``prism.cli.main`` in a worker thread of this process.
+    """``prism COMMAND ARGS`` through ``prism.cli.main`` in a worker thread of this process.
 
     The model server answers from this test's loop; ``PORT`` in ARGS is its port.
-    stdin is empty and stdout and stderr are captured, as in a pipe.
+    stdin reads ``stdin``; stdout and stderr are captured, as in a pipe.
     """
     from prism.cli import main
 
@@ -116,7 +117,9 @@ async def run_prism(
             contextlib.chdir(tmp_path),
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
+            contextlib.ExitStack() as stack,
         ):
+            stack.enter_context(_swapped_stdin(stdin))
             return main(argv)
 
     try:
@@ -128,7 +131,7 @@ async def run_prism(
                 partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1")
             )
             port = str(listeners[0].socket.getsockname()[1])
-            argv = ["run", *(a.replace("PORT", port) for a in args)]
+            argv = [command, *(a.replace("PORT", port) for a in args)]
             with trio.fail_after(60):
                 code = await trio.to_thread.run_sync(call, argv)
             nursery.cancel_scope.cancel()
@@ -139,6 +142,16 @@ async def run_prism(
             else:
                 os.environ[name] = value
     return subprocess.CompletedProcess(argv, code, out.getvalue().encode(), err.getvalue().encode())
+
+
+@contextlib.contextmanager
+def _swapped_stdin(text: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
 
 
 def setup_workspace(tmp_path: Path) -> None:
@@ -632,3 +645,40 @@ async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_pa
     assert [(r.call_id, r.status) for r in contents.records] == [("r1", "ok")]
     assert contents.torn_line is None
     assert [run.outcome for run in contents.runs] == ["finished"]  # ended, not killed
+
+
+async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(
+    tmp_path: Path,
+) -> None:
+    setup_workspace(tmp_path)
+    failing = {"error": {"message": "the model is overloaded", "type": "server_error"}}
+    server = ModelServer(
+        [
+            [
+                chunk(openai_call(0, "r1", "read", {"path": "notes.txt"})),
+                chunk({}, "tool_calls"),
+                (None, "[DONE]"),
+            ],
+            [chunk({"content": "It says alpha."}, "stop"), (None, "[DONE]")],
+            [(None, json.dumps(failing))],
+            [chunk({"content": "Still here."}, "stop"), (None, "[DONE]")],
+        ]
+    )
+    lines = "what is in notes.txt?\n\nfail now\nstill there?\n/exit\n"
+    process = await run_prism(
+        tmp_path,
+        server,
+        "--model",
+        "openai:test-model",
+        "--base-url",
+        "http://127.0.0.1:PORT/v1",
+        command="chat",
+        stdin=lines,
+    )
+    out = process.stdout.decode()
+    assert process.returncode == 0, process.stderr.decode()
+    assert "It says alpha." in out
+    assert "model error:" in out
+    assert "Still here." in out
+    assert "2 turn(s), 0 aborted, 1 call(s)" in out  # the failed turn is not one
+    assert [r.call_id for r in read_ledger(tmp_path / "ledger.jsonl").records] == ["r1"]
