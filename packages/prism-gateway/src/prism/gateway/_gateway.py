@@ -259,7 +259,9 @@ class Gateway:
         key = (session_id, ctx.request_id)
         result = None
         try:
-            with trio.CancelScope() as self._running[key]:
+            with trio.CancelScope() as running:
+                if session_id != "-":  # an HTTP session: its guard may call client_gone
+                    self._running[key] = running
                 async with self._limiter, self._client_slot(client):
                     if _wants_progress(ctx):
                         result = await self._dispatch_with_progress(ctx, call, client)
@@ -269,7 +271,8 @@ class Gateway:
                         )
                         result = await dispatch_tool_call(call, options)
         finally:
-            self._running.pop(key, None)
+            if self._running.get(key) is running:
+                del self._running[key]
             current_call.reset(token)
         if result is None:  # the client went away (see client_gone); nobody reads this
             result = ToolResult.error("cancelled: the client disconnected")
