@@ -3,11 +3,12 @@ declined in a pipe. The server is a real MCP server whose tools elicit."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
-import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,44 +21,65 @@ if TYPE_CHECKING:
 SERVER = f"{sys.executable} {Path(__file__).with_name('eliciting_mcp_server.py')}"
 
 
-def on_a_terminal(argv: list[str], answers: list[tuple[bytes, bytes]], cwd: Path) -> str:
-    """Run ``argv`` on a pseudo-terminal; answer each prompt (a marker) in turn; the output."""
-    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
-    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+def on_a_terminal(args: list[str], answers: list[tuple[bytes, bytes]], cwd: Path) -> str:
+    """``prism ARGS`` (``prism.cli.main``, in a thread of this process) on a pseudo-terminal.
+
+    Each prompt (a marker) is answered in turn; returns what the terminal showed.
+    """
+    from prism.cli import main
+
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave)
-    os.close(slave)
+    terminal_in = open(slave, encoding="utf-8", closefd=False)  # noqa: SIM115 - closed below
+    terminal_out = open(os.dup(slave), "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    done = threading.Event()
+
+    def call() -> None:
+        saved = sys.stdin, sys.stdout, sys.stderr
+        sys.stdin, sys.stdout, sys.stderr = terminal_in, terminal_out, terminal_out
+        try:
+            with contextlib.chdir(cwd):
+                main(args)
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            terminal_out.flush()
+            done.set()
+
     output = b""
     looked = 0
     pending = list(answers)
+    saved_env = {name: os.environ.get(name) for name in ("NO_COLOR", "COLUMNS")}
+    os.environ |= {"NO_COLOR": "1", "COLUMNS": "160"}
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            ready, _, _ = select.select([master], [], [], 0.05)
             if not ready:
+                if done.is_set():
+                    break
                 continue
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break  # EIO: the command ended and closed the terminal
-            if not chunk:
-                break
-            output += chunk
+            output += os.read(master, 4096)
             while pending and (found := output.find(pending[0][0], looked)) >= 0:
                 looked = found + len(pending[0][0])
                 os.write(master, pending.pop(0)[1])
-        proc.wait(timeout=30)
+        thread.join(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        terminal_in.close()
+        terminal_out.close()
+        os.close(slave)
         os.close(master)
     assert not pending, output.decode(errors="replace")
     return output.decode(errors="replace")
 
 
 def _call(tool: str) -> list[str]:
-    return [sys.executable, "-m", "prism.cli", "mcp", "call", "--stdio", SERVER, tool]
+    return ["mcp", "call", "--stdio", SERVER, tool]
 
 
 def test_a_form_is_asked_field_by_field_on_a_terminal(tmp_path: Path) -> None:
