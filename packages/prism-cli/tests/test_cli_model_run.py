@@ -340,37 +340,69 @@ PROMPT = b"[a]lways for this session: "
 async def run_prism_on_a_terminal(
     tmp_path: Path, server: ModelServer, answers: list[bytes], *args: str
 ) -> tuple[int, str]:
-    """Run ``prism run ARGS`` on a pseudo-terminal, answering each approval question in turn."""
-    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
-    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    """``prism run ARGS`` on a pseudo-terminal, answering each approval question in turn.
+
+    ``prism.cli.main`` runs in a worker thread of this process with the
+    terminal as its stdin, stdout and stderr; the model server and the terminal
+    driver run on this test's loop.
+    """
+    from prism.cli import main
+
     master, slave = pty.openpty()
     output = b""
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
-        port = listeners[0].socket.getsockname()[1]
-        argv = [sys.executable, "-m", "prism.cli", "run", *args]
-        argv = [a.replace("PORT", str(port)) for a in argv]
-        process = await trio.lowlevel.open_process(
-            argv, cwd=tmp_path, env=env, stdin=slave, stdout=slave, stderr=slave
-        )
-        os.close(slave)
-        terminal = trio.lowlevel.FdStream(master)
-        pending = list(answers)
-        with trio.fail_after(60):
-            while True:
-                try:
-                    chunk = await terminal.receive_some(4096)
-                except (OSError, trio.BrokenResourceError):
-                    break  # EIO: the command ended and closed the terminal
-                if not chunk:
-                    break
-                output += chunk
-                if pending and output.count(PROMPT) > len(answers) - len(pending):
-                    await terminal.send_all(pending.pop(0))
-            returncode = await process.wait()
-        await terminal.aclose()
-        nursery.cancel_scope.cancel()
-    return returncode, output.decode(errors="replace")
+    finished = trio.Event()
+
+    def call(argv: list[str]) -> int:
+        saved = sys.stdin, sys.stdout, sys.stderr
+        # The terminal's only files: closing them lets the driver read to the end.
+        with (
+            open(slave, encoding="utf-8") as terminal_in,
+            open(os.dup(slave), "w", encoding="utf-8") as terminal_out,
+        ):
+            sys.stdin, sys.stdout, sys.stderr = terminal_in, terminal_out, terminal_out
+            try:
+                with contextlib.chdir(tmp_path):
+                    return main(argv)
+            finally:
+                sys.stdin, sys.stdout, sys.stderr = saved
+
+    async def command(argv: list[str], result: list[int]) -> None:
+        result.append(await trio.to_thread.run_sync(call, argv))
+        finished.set()
+
+    saved_env = {name: os.environ.get(name) for name in ("NO_COLOR", "COLUMNS")}
+    os.environ |= {"NO_COLOR": "1", "COLUMNS": "160"}
+    result: list[int] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(
+                partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1")
+            )
+            port = str(listeners[0].socket.getsockname()[1])
+            nursery.start_soon(command, ["run", *(a.replace("PORT", port) for a in args)], result)
+            terminal = trio.lowlevel.FdStream(master)
+            pending = list(answers)
+            with trio.fail_after(60):
+                while True:
+                    try:
+                        chunk = await terminal.receive_some(4096)
+                    except (OSError, trio.BrokenResourceError):
+                        break  # EIO: the command ended and closed the terminal
+                    if not chunk:
+                        break
+                    output += chunk
+                    if pending and output.count(PROMPT) > len(answers) - len(pending):
+                        await terminal.send_all(pending.pop(0))
+                await finished.wait()
+            await terminal.aclose()
+            nursery.cancel_scope.cancel()
+    finally:
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return result[0], output.decode(errors="replace")
 
 
 async def test_on_a_terminal_approval_is_asked_and_answered(tmp_path: Path) -> None:
