@@ -13,6 +13,7 @@ import trio
 from prism.core import (
     DispatchOptions,
     PermissionRequest,
+    RunLedger,
     ToolCall,
     ToolExecutionContext,
     ToolResult,
@@ -75,6 +76,19 @@ async def test_results_carry_the_hash_of_the_definition_they_ran_against(
     result = await run(shapes, "good")
     assert not result.is_error, result.joined_text
     assert result.details["mcp_definition_hash"] == shapes.tool_info["mcp:sh:good"].definition_hash
+
+
+async def test_the_ledger_records_the_hash_of_the_definition_a_call_ran_against(
+    shapes: McpToolBridge,
+) -> None:
+    tool = next(t for t in shapes.tools if t.name == "mcp:sh:good")
+    expected = shapes.tool_info["mcp:sh:good"].definition_hash
+    assert tool.definition_hash == expected
+    ledger = RunLedger()
+    options = DispatchOptions(registry=create_tool_registry([tool]), ledger=ledger)
+    result = await dispatch_tool_call(ToolCall(id="c1", name=tool.name, arguments={}), options)
+    assert not result.is_error, result.joined_text
+    assert [record.definition_hash for record in ledger.records] == [expected]
 
 
 async def test_structured_content_that_breaks_the_output_schema_is_an_error_naming_the_path(

@@ -311,6 +311,7 @@ class McpToolBridge:
             execute=execute,
             description=prepared.description,
             parameters=prepared.schema,
+            definition_hash=info.definition_hash,
         )
 
 

@@ -86,7 +86,7 @@ class StdioTransport:
     other variables (tokens, keys) are never passed on; Prism adds only
     ``PRISM_PROCESS_TREE`` (a random marker). It runs in its own session, and
     the bridge terminates its whole process tree when it closes (see
-    :func:`prism.core.terminate_process_tree`).
+    :func:`prism.core.process.terminate_process_tree`).
 
     Attributes:
         command: the executable (looked up on ``PATH`` when not a path).
