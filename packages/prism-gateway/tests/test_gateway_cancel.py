@@ -55,9 +55,11 @@ async def test_cancel_over_http_ends_the_process_tree(
         await tree.assert_ends(pids)
         after = await client.call_tool("read", {"path": "notes.txt"})
         ledger = served.gateway.ledger
-        assert ledger is not None
-        shell = [record for record in ledger.records if record.tool_name == "shell"]
     assert not after.is_error
+    # Read once the gateway has stopped: the cancelled call is recorded as it settles,
+    # which may be just after its process tree has ended.
+    assert ledger is not None
+    shell = [record for record in ledger.records if record.tool_name == "shell"]
     # (A 2026-07-28 client's approval round trip leaves a record for the question first.)
     assert shell[-1].status == "cancelled"
 
