@@ -12,6 +12,7 @@ from prism.core import (
     LedgerEntry,
     RunLedger,
     ToolCall,
+    ToolCallDecision,
     ToolCallRecord,
     ToolDefinition,
     ToolResult,
@@ -110,3 +111,34 @@ async def test_reading_the_records_again_gives_the_same_records() -> None:
     first = ledger.records
     assert [r.call_id for r in first] == ["secret", "long"]
     assert all(a is b for a, b in zip(first, ledger.records, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("redact", "reason"),
+    [
+        (default_redactor(), "password=[REDACTED] was refused"),
+        (None, "password=hunter2 was refused"),
+    ],
+    ids=["default", "none"],
+)
+def test_a_decision_seen_again_is_redacted_as_the_first_time(
+    redact: Redactor | None, reason: str
+) -> None:
+    ledger = RunLedger(redact)
+    for _ in range(2):
+        decision = ToolCallDecision(
+            gate="execution_policy", allowed=False, reason="password=hunter2 was refused"
+        )
+        ledger.record(
+            call_id="c",
+            tool_name="t",
+            arguments={},
+            status="error",
+            blocked_reason=None,
+            started_at=0.0,
+            finished_at=0.0,
+            duration_s=0.0,
+            result=None,
+            decision=decision,
+        )
+    assert [r.decision.reason for r in ledger.records if r.decision] == [reason, reason]

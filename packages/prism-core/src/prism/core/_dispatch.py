@@ -235,7 +235,7 @@ async def _gate(
             # Awaited only when the policy is async: resolve_decision would cost
             # a coroutine on every call of a synchronous policy.
             decision = permission.check(request)
-            if inspect.isawaitable(decision):
+            if not isinstance(decision, PermissionDecision) and inspect.isawaitable(decision):
                 decision = await decision
         except Exception as exc:
             raise _Blocked(

@@ -107,9 +107,10 @@ def settle(
         return
     try:
         decision = outcome.decision
-        if decision is None or decision.allowed:
-            # A tool may report a policy's denial only in its result.
-            decision = decision_from_result(outcome.result) or decision
+        result = outcome.result
+        if result is not None and result.is_error and (decision is None or decision.allowed):
+            # A tool may report a policy's denial only in its (error) result.
+            decision = decision_from_result(result) or decision
         arguments = outcome.arguments
         # The dispatcher's own snapshot may be kept as it is: a RunLedger then
         # redacts it when the record is read (see RunLedger._record_owned).
@@ -124,7 +125,7 @@ def settle(
                 started_at,
                 started_at + duration_s,
                 duration_s,
-                outcome.result,
+                result,
                 decision,
                 outcome.definition_hash,
             )
@@ -138,7 +139,7 @@ def settle(
             started_at=started_at,
             finished_at=started_at + duration_s,
             duration_s=duration_s,
-            result=outcome.result,
+            result=result,
             decision=decision,
             definition_hash=outcome.definition_hash,
         )

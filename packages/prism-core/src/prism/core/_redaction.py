@@ -341,23 +341,36 @@ def safe_text(text: str, redact: Redactor | None) -> str:
 
 def safe_decision(decision: ToolCallDecision, redact: Redactor | None) -> ToolCallDecision:
     """The decision with its text fields bounded and redacted."""
-    texts = {
+    if redact is _DEFAULT or redact is None:
+        return _purely_safe_decision(decision, redact is not None)
+    texts = _decision_texts(decision)
+    if not texts:
+        return decision
+    bounded: dict[str, JsonValue] = {
+        name: _bounded_str(value, _MAX_REASON, False) for name, value in texts.items()
+    }
+    redacted = redact(bounded)
+    changed: dict[str, str] = {}
+    for name in texts:
+        value = redacted.get(name) if isinstance(redacted, dict) else None
+        changed[name] = value if isinstance(value, str) else _REDACTED
+    return attrs.evolve(decision, **changed)  # type: ignore[arg-type]
+
+
+# A policy gives the same few decisions again and again, and a decision is a
+# frozen value: with a pure redactor, each distinct one is redacted once.
+@functools.lru_cache(maxsize=1024)
+def _purely_safe_decision(decision: ToolCallDecision, redact: bool) -> ToolCallDecision:
+    texts = _decision_texts(decision)
+    if not texts:
+        return decision
+    changed = {name: _bounded_str(value, _MAX_REASON, redact) for name, value in texts.items()}
+    return attrs.evolve(decision, **changed)  # type: ignore[arg-type]
+
+
+def _decision_texts(decision: ToolCallDecision) -> dict[str, str]:
+    return {
         name: value
         for name in ("policy", "rule", "model", "reason", "sandbox")
         if (value := getattr(decision, name)) is not None
     }
-    if not texts:
-        return decision
-    changed: dict[str, str] = {}
-    if redact is _DEFAULT or redact is None:
-        for name, value in texts.items():
-            changed[name] = _bounded_str(value, _MAX_REASON, redact is not None)
-    else:
-        bounded: dict[str, JsonValue] = {
-            name: _bounded_str(value, _MAX_REASON, False) for name, value in texts.items()
-        }
-        redacted = redact(bounded)
-        for name in texts:
-            value = redacted.get(name) if isinstance(redacted, dict) else None
-            changed[name] = value if isinstance(value, str) else _REDACTED
-    return attrs.evolve(decision, **changed)  # type: ignore[arg-type]
