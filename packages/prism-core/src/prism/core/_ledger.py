@@ -189,19 +189,19 @@ class DeferredRecord:
     of the result's text (immutable), and the redactor is a pure one.
     """
 
-    __slots__ = ("_fields", "_record")
+    __slots__ = ("_state",)
 
     def __init__(self, fields: _RecordFields) -> None:
-        self._fields: _RecordFields | None = fields
-        self._record: ToolCallRecord | None = None
+        # The fields until the record is built, then the record alone (one
+        # attribute, swapped in one step).
+        self._state: _RecordFields | ToolCallRecord = fields
 
     def record(self) -> ToolCallRecord:
         """The finished record (built on the first call, the same object after)."""
-        record = self._record
-        if record is None:
-            assert self._fields is not None  # cleared only once the record exists
-            record = self._record = _build_record(*self._fields)
-            self._fields = None
+        state = self._state
+        if isinstance(state, ToolCallRecord):
+            return state
+        record = self._state = _build_record(*state)
         return record
 
 

@@ -10,6 +10,7 @@ nothing given is mutated.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -255,17 +256,20 @@ def snapshot_json(value: object, depth: int = 0) -> object:
     depth += 1
     if kind is dict:
         mapping: dict[object, object] = dict(value)  # type: ignore[call-overload]
-        for index, (key, item) in enumerate(mapping.items()):
-            if index == _MAX_ITEMS:
-                break
-            if type(item) is dict or type(item) is list:
-                mapping[key] = snapshot_json(item, depth)  # same keys: safe while iterating
+        items: Iterable[tuple[object, object]] = mapping.items()
+        if len(mapping) > _MAX_ITEMS:
+            items = itertools.islice(items, _MAX_ITEMS)
+        for key in [key for key, item in items if type(item) in _CONTAINERS]:
+            mapping[key] = snapshot_json(mapping[key], depth)
         return mapping
     sequence: list[object] = list(value)  # type: ignore[call-overload]
     for index, item in enumerate(sequence[:_MAX_ITEMS]):
-        if type(item) is dict or type(item) is list:
+        if type(item) in _CONTAINERS:
             sequence[index] = snapshot_json(item, depth)
     return sequence
+
+
+_CONTAINERS = frozenset({dict, list})
 
 
 def preview_text(result: ToolResult) -> str | None:
