@@ -128,3 +128,24 @@ def test_help_and_file_errors_import_nothing_heavy(args: list[str], tmp_path: Pa
     code, loaded = _loaded_after(args, tmp_path)
     assert code in (0, 2)
     assert loaded == []
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "problem"),
+    [
+        (["--http", "http://127.0.0.1:1/mcp", "--header", "no-colon"], "--header", "NAME:VALUE"),
+        (["--http", "http://127.0.0.1:1/mcp", "--header", ":v"], "--header", "NAME:VALUE"),
+        (["--stdio", "x", "--header", "A: b"], "--header", "only --http takes headers"),
+        (["--stdio", ""], "--stdio", "needs a command"),
+        (["--stdio", "x", "--http", "http://127.0.0.1:1/mcp"], "", "exactly one of"),
+    ],
+    ids=["header without colon", "header without name", "header on stdio", "empty", "both"],
+)
+def test_mcp_option_mistakes_are_usage_errors(
+    run_cli: CliRunner, args: list[str], flag: str, problem: str
+) -> None:
+    proc = run_cli("mcp", "tools", *args)
+    assert proc.returncode == 2
+    assert flag in proc.stderr
+    assert problem in proc.stderr
+    assert "did not start" not in proc.stderr

@@ -67,3 +67,16 @@ def test_the_console_script_entry_point_works_as_a_subprocess() -> None:
     )
     assert proc.returncode == 0
     assert "prism demo" in proc.stdout
+
+
+def test_python_dash_m_runs_the_same_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import runpy
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["prism", "--version"])
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("prism.cli", run_name="__main__")
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith("prism ")

@@ -66,6 +66,33 @@ CASES: list[tuple[str, Callable[[], object], str, object]] = [
         "ServeAuthConfig.verifier",
         "not an import path",
     ),
+    ("bearer without tokens", lambda: ServeAuthConfig(type="bearer"), "ServeAuthConfig", None),
+    (
+        "oauth field on bearer",
+        lambda: ServeAuthConfig(type="bearer", token_env="T", issuer_url="https://a.example"),
+        "ServeAuthConfig.issuer_url",
+        "https://a.example",
+    ),
+    (
+        "oauth without verifier",
+        lambda: ServeAuthConfig(
+            type="oauth", issuer_url="https://a.example", resource_server_url="https://g/mcp"
+        ),
+        "ServeAuthConfig.verifier",
+        None,
+    ),
+    (
+        "bearer field on oauth",
+        lambda: ServeAuthConfig(
+            type="oauth",
+            issuer_url="https://a.example",
+            resource_server_url="https://g/mcp",
+            verifier="m:v",
+            token_env="T",
+        ),
+        "ServeAuthConfig.token_env",
+        "T",
+    ),
     ("approver", lambda: ServeConfig(approver="ask"), "ServeConfig.approver", "ask"),  # type: ignore[arg-type]
     (
         "approve command",
