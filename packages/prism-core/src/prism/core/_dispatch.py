@@ -383,29 +383,24 @@ async def _run(
     middleware = options.middleware
     if middleware is not None and middleware.result_hooks:
         result = await _run_result_hooks(middleware, call, result, ctx)
-    status: ToolCallStatus = "error" if result.is_error else "ok"
+    return _ended(call, result, "error" if result.is_error else "ok", error, notes)
+
+
+def _ended(
+    call: ToolCall,
+    result: ToolResult | None,
+    status: ToolCallStatus,
+    error: str | None,
+    notes: _CallNotes | None,
+) -> CallOutcome:
+    """The outcome of a call that began, with what the ledger noted while it ran.
+
+    It began: it ran, or it was cancelled (by its signal or the caller's scope).
+    """
     if notes is None:
         return CallOutcome(call, result, status, None, error)
     return CallOutcome(
         call, result, status, None, error, notes.arguments, notes.decision, notes.definition_hash
-    )
-
-
-def _cancelled(
-    call: ToolCall, result: ToolResult | None, error: str, notes: _CallNotes | None
-) -> CallOutcome:
-    """The outcome of a call cancelled after it began (by its signal or the caller's scope)."""
-    if notes is None:
-        return CallOutcome(call, result, "cancelled", None, error)
-    return CallOutcome(
-        call,
-        result,
-        "cancelled",
-        None,
-        error,
-        notes.arguments,
-        notes.decision,
-        notes.definition_hash,
     )
 
 
@@ -473,7 +468,7 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
             current_note.reset(token)
         if outcome is None:
             # The caller's scope was cancelled mid-dispatch: the record still lands.
-            outcome = _cancelled(ctx.call, None, "cancelled", notes)
+            outcome = _ended(ctx.call, None, "cancelled", "cancelled", notes)
         settle(options.events, options.ledger, outcome, started_at, time.perf_counter() - t0)
 
 
@@ -498,4 +493,4 @@ async def _run_abortable(
         error = _describe(exc)
     result = cancelled_result(ctx.call, signal.reason)
     text = result.joined_text if error is None else f"{result.joined_text} ({error})"
-    return _cancelled(ctx.call, result, text, notes)
+    return _ended(ctx.call, result, "cancelled", text, notes)
