@@ -234,3 +234,32 @@ def test_readable_folders_resolve_against_the_file_and_protected_paths_are_kept(
 def test_a_readable_entry_that_is_not_a_string_names_the_key() -> None:
     error = _problem({"workspace": {"readable": [3]}})
     assert error.key.startswith("workspace.readable")
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "fragment"),
+    [
+        (
+            {"mcp": {"servers": {"d": {"command": "x", "server_id": "y"}}}},
+            "mcp.servers.d.server_id",
+            "unknown key",
+        ),
+        ({"mcp": {"servers": 3}}, "mcp.servers", "must be a table, got a number"),
+        ({"mcp": {"servers": {"d": ["x"]}}}, "mcp.servers.d", "must be a table, got a list"),
+        ({"serve": {"auth": {"type": "bearer"}}}, "serve.auth", "needs token_env or token_file"),
+        ({"workspace": {"roots": ["ok", ""]}}, "workspace.roots[1]", "non-empty string"),
+    ],
+)  # fmt: skip
+def test_every_nested_mistake_names_its_dotted_key(
+    data: dict[str, object], key: str, fragment: str
+) -> None:
+    error = _problem(data)
+    assert error.key == key
+    assert fragment in error.problem
+
+
+def test_a_file_that_is_not_utf8_is_reported_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "prism.toml"
+    path.write_bytes(b"[agent]\nmodel = '\xff'\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(path)
