@@ -43,7 +43,18 @@ def run_cli_process(tmp_path: Path) -> CliRunner:
 
 
 @pytest.fixture
-def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+def plain_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's environment as a plain pipe or terminal gives it: no colour, 160
+    columns, nothing that forces rich's terminal mode, no model API keys."""
+    for name, value in _env().items():
+        monkeypatch.setenv(name, value)
+    hidden = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "LINES")
+    for name in (*hidden, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain_output: None) -> CliRunner:
     """Run ``prism ARGS`` through :func:`prism.cli.main` in this process (cwd = tmp_path).
 
     The same entry point the console script calls, with stdin empty and stdout
@@ -51,11 +62,6 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     matters to (signals, imports, the entry point itself) use ``run_cli_process``.
     """
     from prism.cli import main
-
-    for name, value in _env().items():
-        monkeypatch.setenv(name, value)
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "LINES"):
-        monkeypatch.delenv(name, raising=False)
 
     def run(
         *args: str, cwd: Path | None = None, timeout: float = 60.0

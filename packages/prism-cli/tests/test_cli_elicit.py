@@ -18,6 +18,8 @@ import pytest
 if TYPE_CHECKING:
     from conftest import CliRunner
 
+pytestmark = pytest.mark.usefixtures("plain_output")
+
 SERVER = f"{sys.executable} {Path(__file__).with_name('eliciting_mcp_server.py')}"
 
 
@@ -47,8 +49,6 @@ def on_a_terminal(args: list[str], answers: list[tuple[bytes, bytes]], cwd: Path
     output = b""
     looked = 0
     pending = list(answers)
-    saved_env = {name: os.environ.get(name) for name in ("NO_COLOR", "COLUMNS")}
-    os.environ |= {"NO_COLOR": "1", "COLUMNS": "160"}
     thread = threading.Thread(target=call, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -65,11 +65,6 @@ def on_a_terminal(args: list[str], answers: list[tuple[bytes, bytes]], cwd: Path
                 os.write(master, pending.pop(0)[1])
         thread.join(timeout=30)
     finally:
-        for name, value in saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         terminal_in.close()
         terminal_out.close()
         os.close(slave)

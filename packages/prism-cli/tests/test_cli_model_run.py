@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+pytestmark = pytest.mark.usefixtures("plain_output")
+
 Events = list[tuple[str | None, str]]
 HOLD = "__hold__"
 
@@ -108,8 +110,6 @@ async def run_prism(
     """
     from prism.cli import main
 
-    hidden = {"FORCE_COLOR", "COLUMNS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
-    saved = {name: os.environ.get(name) for name in (*hidden, "NO_COLOR")}
     out, err = io.StringIO(), io.StringIO()
 
     def call(argv: list[str]) -> int:
@@ -122,25 +122,13 @@ async def run_prism(
             stack.enter_context(_swapped_stdin(stdin))
             return main(argv)
 
-    try:
-        for name in hidden:
-            os.environ.pop(name, None)
-        os.environ |= {"NO_COLOR": "1", "COLUMNS": "160"}
-        async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(
-                partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1")
-            )
-            port = str(listeners[0].socket.getsockname()[1])
-            argv = [command, *(a.replace("PORT", port) for a in args)]
-            with trio.fail_after(60):
-                code = await trio.to_thread.run_sync(call, argv)
-            nursery.cancel_scope.cancel()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = str(listeners[0].socket.getsockname()[1])
+        argv = [command, *(a.replace("PORT", port) for a in args)]
+        with trio.fail_after(60):
+            code = await trio.to_thread.run_sync(call, argv)
+        nursery.cancel_scope.cancel()
     return subprocess.CompletedProcess(argv, code, out.getvalue().encode(), err.getvalue().encode())
 
 
@@ -370,38 +358,27 @@ async def run_prism_on_a_terminal(
         result.append(await trio.to_thread.run_sync(call, argv))
         finished.set()
 
-    saved_env = {name: os.environ.get(name) for name in ("NO_COLOR", "COLUMNS")}
-    os.environ |= {"NO_COLOR": "1", "COLUMNS": "160"}
     result: list[int] = []
-    try:
-        async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(
-                partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1")
-            )
-            port = str(listeners[0].socket.getsockname()[1])
-            nursery.start_soon(command, ["run", *(a.replace("PORT", port) for a in args)], result)
-            terminal = trio.lowlevel.FdStream(master)
-            pending = list(answers)
-            with trio.fail_after(60):
-                while True:
-                    try:
-                        chunk = await terminal.receive_some(4096)
-                    except (OSError, trio.BrokenResourceError):
-                        break  # EIO: the command ended and closed the terminal
-                    if not chunk:
-                        break
-                    output += chunk
-                    if pending and output.count(PROMPT) > len(answers) - len(pending):
-                        await terminal.send_all(pending.pop(0))
-                await finished.wait()
-            await terminal.aclose()
-            nursery.cancel_scope.cancel()
-    finally:
-        for name, value in saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = str(listeners[0].socket.getsockname()[1])
+        nursery.start_soon(command, ["run", *(a.replace("PORT", port) for a in args)], result)
+        terminal = trio.lowlevel.FdStream(master)
+        pending = list(answers)
+        with trio.fail_after(60):
+            while True:
+                try:
+                    chunk = await terminal.receive_some(4096)
+                except (OSError, trio.BrokenResourceError):
+                    break  # EIO: the command ended and closed the terminal
+                if not chunk:
+                    break
+                output += chunk
+                if pending and output.count(PROMPT) > len(answers) - len(pending):
+                    await terminal.send_all(pending.pop(0))
+            await finished.wait()
+        await terminal.aclose()
+        nursery.cancel_scope.cancel()
     return result[0], output.decode(errors="replace")
 
 
@@ -513,8 +490,7 @@ async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_only_the_turn(
             [chunk({"content": "Back."}, "stop"), (None, "[DONE]")],
         ]
     )
-    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
-    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    env = {**os.environ, "PYTHONUTF8": "1"}
     master, slave = pty.openpty()
     output = b""
     async with trio.open_nursery() as nursery:
@@ -650,8 +626,7 @@ async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_pa
             [chunk({"content": "Let me think"}), (HOLD, "")],
         ]
     )
-    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "COLUMNS"}}
-    env |= {"NO_COLOR": "1", "COLUMNS": "160", "PYTHONUTF8": "1"}
+    env = {**os.environ, "PYTHONUTF8": "1"}
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
         port = listeners[0].socket.getsockname()[1]
