@@ -161,6 +161,15 @@ def chunk(delta: dict[str, object], finish: str | None = None) -> tuple[str | No
     return None, value.model_dump_json(exclude_none=True)
 
 
+def one_call(call_id: str, name: str, args: dict[str, object]) -> Events:
+    """A Chat Completions stream whose turn is one tool call."""
+    return [
+        chunk(openai_call(0, call_id, name, args)),
+        chunk({}, "tool_calls"),
+        (None, "[DONE]"),
+    ]
+
+
 def openai_call(index: int, call_id: str, name: str, args: dict[str, object]) -> dict[str, object]:
     function = {"name": name, "arguments": json.dumps(args)}
     return {
@@ -410,16 +419,8 @@ args = ["-m", "prism.cli.demo_server"]
                 chunk({}, "tool_calls"),
                 (None, "[DONE]"),
             ],
-            [
-                chunk(openai_call(0, "s1", "shell", {"command": "touch yes.txt"})),
-                chunk({}, "tool_calls"),
-                (None, "[DONE]"),
-            ],
-            [
-                chunk(openai_call(0, "s2", "shell", {"command": "touch no.txt"})),
-                chunk({}, "tool_calls"),
-                (None, "[DONE]"),
-            ],
+            one_call("s1", "shell", {"command": "touch yes.txt"}),
+            one_call("s2", "shell", {"command": "touch no.txt"}),
             [chunk({"content": "One file made."}, "stop"), (None, "[DONE]")],
         ]
     )
@@ -454,11 +455,7 @@ async def test_with_yes_never_nothing_is_asked_even_on_a_terminal(tmp_path: Path
     setup_workspace(tmp_path)
     server = ModelServer(
         [
-            [
-                chunk(openai_call(0, "s1", "shell", {"command": "touch yes.txt"})),
-                chunk({}, "tool_calls"),
-                (None, "[DONE]"),
-            ],
+            one_call("s1", "shell", {"command": "touch yes.txt"}),
             [chunk({"content": "Refused."}, "stop"), (None, "[DONE]")],
         ]
     )
@@ -618,11 +615,7 @@ async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_pa
     setup_workspace(tmp_path)
     server = ModelServer(
         [
-            [
-                chunk(openai_call(0, "r1", "read", {"path": "notes.txt"})),
-                chunk({}, "tool_calls"),
-                (None, "[DONE]"),
-            ],
+            one_call("r1", "read", {"path": "notes.txt"}),
             [chunk({"content": "Let me think"}), (HOLD, "")],
         ]
     )
@@ -661,11 +654,7 @@ async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(
     failing = {"error": {"message": "the model is overloaded", "type": "server_error"}}
     server = ModelServer(
         [
-            [
-                chunk(openai_call(0, "r1", "read", {"path": "notes.txt"})),
-                chunk({}, "tool_calls"),
-                (None, "[DONE]"),
-            ],
+            one_call("r1", "read", {"path": "notes.txt"}),
             [chunk({"content": "It says alpha."}, "stop"), (None, "[DONE]")],
             [(None, json.dumps(failing))],
             [chunk({"content": "Still here."}, "stop"), (None, "[DONE]")],
