@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -292,3 +293,27 @@ def test_serve_auth_mistakes_are_reported_before_serving(
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_serve_on_a_port_already_taken_is_a_clean_error(tmp_path: Path, run_cli: CliRunner) -> None:
+    config = _config(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_cli("serve", "--config", str(config), "--http", f"127.0.0.1:{port}")
+    assert proc.returncode == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "problem"), [('judge "unclosed', "No closing quotation"), ("", "needs a command")]
+)
+def test_a_bad_approve_command_is_a_usage_error(
+    tmp_path: Path, run_cli: CliRunner, command: str, problem: str
+) -> None:
+    proc = run_cli("serve", "--config", str(_config(tmp_path)), "--approve-command", command)
+    assert proc.returncode == 2
+    assert "--approve-command" in proc.stderr
+    assert problem in proc.stderr
