@@ -1,5 +1,6 @@
 import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -8,6 +9,14 @@ from pathlib import Path
 import pytest
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+# A shell without job control starts background commands with SIGINT ignored (scripts/test
+# runs packages two at a time), and an ignored signal stays ignored across exec: every CLI
+# subprocess of the Ctrl-C tests would ignore the test's SIGINT too (Python installs its
+# KeyboardInterrupt handler only when SIGINT is not ignored at start-up). A handled signal
+# is reset to its default on exec, so handling it here gives the children the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _env() -> dict[str, str]:
