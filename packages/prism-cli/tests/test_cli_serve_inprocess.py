@@ -1,0 +1,173 @@
+"""``prism serve``'s runner in this process: HTTP on a loopback port, the SDK's client, cancel.
+
+test_cli_serve.py runs the real command as a subprocess, where coverage cannot follow;
+here the same runner serves under this test's trio run and is cancelled when done.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client
+
+from prism.cli._cmd_run import read_config
+from prism.cli._serve import ServeRequest, _serve, http_options
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from conftest import CliRunner
+
+
+class _Stderr(io.StringIO):
+    """Stands in for stderr and sets ``announced`` once the endpoint line is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.announced = trio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if "MCP endpoint " in self.getvalue() and self.getvalue().endswith("\n"):
+            self.announced.set()
+        return written
+
+    def url(self) -> str:
+        line = next(x for x in self.getvalue().splitlines() if "MCP endpoint " in x)
+        return line.split("MCP endpoint ", 1)[1].strip()
+
+
+def _config(tmp_path: Path, *, coding_tools: bool) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "readme.txt").write_text("served in process\n", encoding="utf-8")
+    config = tmp_path / "prism.toml"
+    config.write_text(
+        f"""
+[workspace]
+roots = ["ws"]
+sandbox = "none"
+coding_tools = {json.dumps(coding_tools)}
+
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server", "--step-seconds", "0"]
+call_timeout_s = 10
+
+[permissions]
+deny = ["tool:mcp:docs:delete_*:execute"]
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+@pytest.mark.parametrize("coding_tools", [True, False])
+async def test_serve_runner_answers_over_http_until_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coding_tools: bool
+) -> None:
+    monkeypatch.delenv("PRISM_GATEWAY_TOKEN", raising=False)
+    loaded = read_config(_config(tmp_path, coding_tools=coding_tools))
+    options = http_options(loaded, ServeRequest(address=("127.0.0.1", 0)))
+    assert options is not None
+    stderr = _Stderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    ledger = tmp_path / "calls.jsonl" if coding_tools else None
+    # The approver command is never run: every call here is a read or is refused by name.
+    command = (sys.executable, "-c", "raise SystemExit(1)") if coding_tools else ()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_serve, loaded, options, ledger, command)
+            await stderr.announced.wait()
+            url = stderr.url()
+            async with Client(url) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                search = await client.call_tool("mcp__docs__search_docs", {"query": "gates"})
+                refused = await client.call_tool("mcp__docs__delete_index", {})
+                read = (
+                    await client.call_tool("read", {"path": "readme.txt"}) if coding_tools else None
+                )
+            nursery.cancel_scope.cancel()
+    assert url.startswith("http://127.0.0.1:")
+    assert "mcp__docs__search_docs" in names
+    assert ({"read", "write", "edit", "shell"} <= names) is coding_tools
+    assert not search.is_error
+    assert "dispatch" in _text(search)
+    assert refused.is_error
+    assert "permission" in _text(refused).lower()
+    if coding_tools:
+        assert read is not None
+        assert "served in process" in _text(read)
+        lines = (tmp_path / "calls.jsonl").read_text(encoding="utf-8").splitlines()
+        tools = [json.loads(x)["tool_name"] for x in lines if '"call_id"' in x]
+        assert sorted(tools) == sorted(["mcp:docs:search_docs", "mcp:docs:delete_index", "read"]), (
+            tools
+        )
+    else:
+        assert not (tmp_path / "calls.jsonl").exists()
+
+
+def _missing_root_config(tmp_path: Path, extra: str) -> Path:
+    config = tmp_path / "prism.toml"
+    config.write_text(f'[workspace]\nroots = ["missing"]\nsandbox = "none"\n{extra}', "utf-8")
+    return config
+
+
+def test_serve_over_stdio_with_a_missing_root_fails_before_serving(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # [serve] names an approver command: serve takes it, then finds the root missing.
+    config = _missing_root_config(
+        tmp_path, '[serve]\napprover = "command"\napprove_command = ["judge"]\n'
+    )
+    proc = run_cli("serve", "--config", str(config))
+    assert proc.returncode == 2, proc.stderr
+    assert "workspace.roots[0]" in proc.stderr
+    assert "must be an existing folder" in proc.stderr
+    assert proc.stdout == ""
+
+
+_FACTORY = """
+from mcp.server.auth.provider import AccessToken
+
+
+class _Verifier:
+    async def verify_token(self, token):
+        return AccessToken(token=token, client_id="ide-1", scopes=["mcp"])
+
+
+def make_verifier():
+    return _Verifier()
+"""
+
+
+def test_an_oauth_verifier_factory_is_called_and_serving_goes_on_to_the_roots(
+    tmp_path: Path, run_cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "factory_verifier.py").write_text(_FACTORY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = _missing_root_config(
+        tmp_path,
+        """
+[serve.auth]
+type = "oauth"
+issuer_url = "https://auth.example"
+resource_server_url = "http://127.0.0.1:8765/mcp"
+verifier = "factory_verifier:make_verifier"
+""",
+    )
+    proc = run_cli("serve", "--config", str(config), "--http", "127.0.0.1:0")
+    # The verifier was built (an unusable one is reported as serve.auth before this).
+    assert proc.returncode == 2, proc.stderr
+    assert "workspace.roots[0]" in proc.stderr
+    assert "serve.auth" not in proc.stderr
