@@ -7,6 +7,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import socket
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -415,7 +416,6 @@ async def serve_http(
     app = build_http_app(gateway, options)
     config = Config()
     host = options.host if ":" not in options.host else f"[{options.host.strip('[]')}]"
-    config.bind = [f"{host}:{options.port}"]
     config.accesslog = None
     config.errorlog = _log
     config.graceful_timeout = 1.0
@@ -424,6 +424,8 @@ async def serve_http(
         await serve(app, config, task_status=task_status)  # type: ignore[arg-type]
 
     try:
+        # Bound here, not by hypercorn: its own bind leaves the socket open when it fails.
+        config.bind = [f"fd://{_listening_fd(options.host.strip('[]'), options.port)}"]
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(run)
             task_status.started(f"{binds[0]}{options.path}")
@@ -432,6 +434,20 @@ async def serve_http(
         while isinstance(reason, BaseExceptionGroup):
             reason = reason.exceptions[0]
         raise GatewayError(f"cannot serve on {host}:{options.port}: {reason}") from None
+
+
+def _listening_fd(host: str, port: int) -> int:
+    """A TCP socket bound to ``host:port``, as a file descriptor hypercorn takes over."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock.detach()
 
 
 async def serve_stdio(
