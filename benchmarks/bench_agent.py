@@ -8,8 +8,8 @@ Rows (medians over repetitions, measured in one run):
    100-call run also pays for its extra provider turn, so the figure is slightly
    pessimistic. Both the default agent (ledger on, no gates) and a fully gated
    one (rule permission, validator, event sink, ledger) are measured.
-   Target: <= 25 µs per call. Reference lines give figures published for other
-   toolkits for the same measurement; they were not measured here.
+   Target: <= 25 µs per call. Other toolkits are not quoted here: ``bench_peers.py``
+   measures their tool-call entry points against Prism's in the same process.
 2. 50 calls that each ``trio.sleep(0.02)``, unbounded (concurrency 50) against the
    ideal 20 ms (target <= 1.10x), and at concurrency 4 against the ideal
    13 x 20 ms = 260 ms (target <= 1.03x); measured both through
@@ -79,12 +79,6 @@ _TURN = AssistantMessage(
         ToolCall(id=f"call_{i}", name="echo", arguments={"q": "prism", "n": i})
         for i in range(CALLS)
     )
-)
-
-PUBLISHED = (
-    ("pydantic-ai", 155.0),
-    ("LangGraph ToolNode", 245.0),
-    ("OpenAI Agents SDK", 600.0),
 )
 
 
@@ -173,12 +167,6 @@ async def per_call_rows() -> list[Row]:
             judged(
                 row(BENCH, f"{label}: per call (t100-t0)/100", per_call, target="<= 25 µs"),
                 limit_us=25.0,
-            )
-        )
-    for name, micros in PUBLISHED:
-        rows.append(
-            fixed_row(
-                f"reference: {name} per call", micros, "published elsewhere, not measured here"
             )
         )
     return rows
