@@ -367,3 +367,16 @@ async def test_a_walk_that_reads_the_whole_tree_adds_no_note(
     _, output = await run_shell(_ops(root), command, root)
     assert (root / "deep" / "er" / ".envrc").read_text() == "safe\n"
     assert "[prism sandbox]" not in output
+
+
+async def test_a_walk_limit_of_zero_protects_the_top_only_without_a_note(
+    root: Path, run_shell: RunShell
+) -> None:
+    (root / "a").mkdir()
+    (root / "a" / ".envrc").write_text("safe\n")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], protected_walk_limit=0))
+    _, output = await run_shell(ops, "echo evil >> a/.envrc; echo evil >> .envrc; echo end", root)
+    assert "end" in output
+    assert (root / "a" / ".envrc").read_text() == "safe\nevil\n"
+    assert not (root / ".envrc").exists()  # the top stays protected: the write failed
+    assert "[prism sandbox]" not in output

@@ -421,7 +421,7 @@ class PlaceholderLease:
                 self._fds.append((fd, root))
                 fcntl.flock(fd, fcntl.LOCK_SH)
                 nested, whole = nested_entries(root, self._entries, max_directories=self._walk)
-                if not whole:
+                if not whole and self._walk:  # 0: the caller asked for the top only
                     self.notes.append(
                         f"{root} has more than {self._walk} directories: protected names were "
                         f"looked for in the first {self._walk} (nearest the top) only"
