@@ -82,12 +82,26 @@ SHAPES: dict[str, Shape] = {
         POINT,
         {"content": TEXT, "isError": True, "structuredContent": {"y": "wrong"}},
     ),
+    # A $ref that resolves nowhere: the schema compiles, checking a value cannot finish.
+    "dangling_ref": shape(
+        None,
+        {"type": "object", "$ref": "#/$defs/missing"},
+        {"content": TEXT, "structuredContent": {"x": 1}},
+    ),
+    # Declared task-required, yet answered at once with an ordinary result.
+    "plain_task": shape(None, None, {"content": [{"type": "text", "text": "no task after all"}]}),
+    # Asks the user through a form whose schema holds NaN (the call is answered below).
+    "ask_nan": shape(None, None, {}),
     "annotated": shape(
         {"readOnlyHint": True, "destructiveHint": False},
         None,
         {
             "content": [
-                {"type": "text", "text": "for you", "annotations": {"audience": ["user"]}},
+                {
+                    "type": "text",
+                    "text": "for you",
+                    "annotations": {"audience": ["user"], "lastModified": "2026-12-03T00:00:00Z"},
+                },
                 {
                     "type": "text",
                     "text": "for the model",
@@ -101,6 +115,7 @@ SHAPES: dict[str, Shape] = {
 
 
 MUTATED: set[str] = set()
+ASKING: list[object] = []
 
 
 def shape_tool(name: str) -> dict[str, object]:
@@ -113,6 +128,8 @@ def shape_tool(name: str) -> dict[str, object]:
         out["annotations"] = annotations
     if output is not None:
         out["outputSchema"] = output
+    if name == "plain_task":
+        out["execution"] = {"taskSupport": "required"}
     return out
 
 
@@ -218,6 +235,16 @@ def main() -> None:
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "tools/list":
             list_page(request_id, params.get("cursor"))
+        elif method == "tools/call" and MODE == "shapes" and params["name"] == "ask_nan":
+            ASKING.append(request_id)
+            number = {"type": "number", "maximum": float("nan")}
+            form = {"type": "object", "properties": {"n": number}}
+            ask = {"mode": "form", "message": "how many?", "requestedSchema": form}
+            send({"jsonrpc": "2.0", "id": "ask", "method": "elicitation/create", "params": ask})
+        elif method is None and request_id == "ask" and ASKING:
+            said = json.dumps(message.get("result") or message.get("error"))
+            text: list[object] = [{"type": "text", "text": said}]
+            send({"jsonrpc": "2.0", "id": ASKING.pop(), "result": {"content": text}})
         elif method == "tools/call" and MODE == "shapes" and params["name"] == "mutate":
             # Change another tool after it was listed (and approved), and announce it.
             MUTATED.add("good")

@@ -20,17 +20,22 @@ Each tool answers ``tools/call`` with a task (``resultType: "task"``) and
   hostile ``pollIntervalMs``.
 - ``plain``: answers at once with an ordinary result (no task).
 
-``crash`` exits without answering. A server started when the log file already
+``crash`` writes about 5.5 kB to stderr, the last line ``crashing on purpose``,
+and exits without answering. A server started when the log file already
 exists (a reconnect) also lists ``second``; one started while ``<log
 file>.nostart`` exists exits at once. While ``<log file>.nolist`` exists,
-``tools/list`` is answered with an error. ``announce`` announces a tool list
-change (changing nothing), then answers. ``bad_id`` answers with an empty task
-id; ``tasks/cancel`` of a ``needs_input`` task is answered with an error.
+``tools/list`` is answered with an error; while ``<log file>.pages`` exists, it
+is answered in two pages, the second holding one tool named for the listing
+(``fresh_1``, ``fresh_2``...) with an ``x-mcp-header`` argument. ``announce``
+announces a tool list change (changing nothing), then answers; ``nan_log`` sends
+a log message whose data holds NaN, then answers. ``bad_id`` answers with an
+empty task id; ``tasks/cancel`` of a ``needs_input`` task is answered with an error.
 
 And tools with hostile shapes, answered at once: ``deep`` (structuredContent
-nested 40 levels), ``nan_structured`` (structuredContent holding NaN); the
-listing also offers ``nan_input`` and ``nan_output`` (a NaN in the input or
-output schema) and ``bad_output`` (an output schema no validator takes).
+nested 40 levels), ``deep_list`` (lists nested 40 levels), ``nan_structured``
+(structuredContent holding NaN); the listing also offers ``nan_input`` and
+``nan_output`` (a NaN in the input or output schema) and ``bad_output`` (an
+output schema no validator takes).
 """
 
 from __future__ import annotations
@@ -64,17 +69,20 @@ TOOLS = [
     "plain",
     "crash",
     "announce",
+    "nan_log",
     "bad_id",
     *INTERVALS,
     *(["second"] if SECOND else []),
 ]
 polls: dict[str, int] = {}
+listings = 0
 kinds: dict[str, str] = {}
 
 
 NAN = float("nan")
 SHAPES: dict[str, dict[str, object]] = {
     "deep": {"inputSchema": {"type": "object"}},
+    "deep_list": {"inputSchema": {"type": "object"}},
     "nan_structured": {"inputSchema": {"type": "object"}},
     "nan_input": {"inputSchema": {"type": "object", "maximum": NAN}},
     "nan_output": {"inputSchema": {"type": "object"}, "outputSchema": {"maximum": NAN}},
@@ -86,6 +94,13 @@ def nested(depth: int) -> object:
     value: object = "bottom"
     for _ in range(depth):
         value = {"down": value}
+    return value
+
+
+def nested_list(depth: int) -> object:
+    value: object = "bottom"
+    for _ in range(depth):
+        value = [value]
     return value
 
 
@@ -139,6 +154,18 @@ def get(task_id: str) -> dict[str, object]:
     return task(task_id, "completed", result={"content": [text], "isError": False})
 
 
+def paged(cursor: object) -> dict[str, object]:
+    global listings
+    if cursor is None:
+        listings += 1
+        first = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+        return complete({"tools": first, "nextCursor": "2", "ttlMs": 0, "cacheScope": "private"})
+    region = {"type": "string", "x-mcp-header": "Region"}
+    schema = {"type": "object", "properties": {"region": region}}
+    fresh = {"name": f"fresh_{listings}", "inputSchema": schema}
+    return complete({"tools": [fresh], "ttlMs": 0, "cacheScope": "private"})
+
+
 def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
     if method == "server/discover":
         capabilities: dict[str, object] = {"tools": {}, "extensions": {TASKS: {}}}
@@ -154,6 +181,8 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
     if method == "tools/list":
         if os.path.exists(LOG + ".nolist"):
             return None
+        if os.path.exists(LOG + ".pages"):
+            return paged(params.get("cursor"))
         listed: list[dict[str, object]] = [
             {"name": name, "inputSchema": {"type": "object"}} for name in TOOLS
         ]
@@ -164,16 +193,27 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, object] | None:
         if name == "plain":
             return complete({"content": [{"type": "text", "text": "no task"}]})
         if name == "crash":
+            # Much more than the client keeps of stderr: the last words must survive.
+            sys.stderr.write("noise from a long run\n" * 250)
             sys.stderr.write("crashing on purpose\n")
             sys.stderr.flush()
             os._exit(1)
         if name == "announce":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             return complete({"content": [{"type": "text", "text": "announced"}]})
+        if name == "nan_log":
+            data = {"note": "half a number", "value": NAN}
+            note = {"level": "warning", "logger": "odd", "data": data}
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
+            return complete({"content": [{"type": "text", "text": "logged"}]})
         if name == "bad_id":
             return {"resultType": "task", "taskId": "", "status": "working"}
         if name in SHAPES:
-            structured = nested(40) if name == "deep" else {"x": NAN}
+            structured: object = {"x": NAN}
+            if name == "deep":
+                structured = nested(40)
+            elif name == "deep_list":
+                structured = {"down": nested_list(40)}
             # Content annotations: a priority kept, an empty set dropped.
             hints = {"priority": 0.5} if name == "deep" else {}
             text = {"type": "text", "text": name, "annotations": hints}

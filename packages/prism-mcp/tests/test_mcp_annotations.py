@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import sys
 from pathlib import Path
@@ -21,6 +23,8 @@ from prism.core import (
     dispatch_tool_call,
 )
 from prism.mcp import (
+    McpElicitation,
+    McpElicitationAnswer,
     McpToolAnnotations,
     McpToolInfo,
     StdioTransport,
@@ -127,9 +131,58 @@ async def test_an_error_result_is_not_checked_against_the_output_schema(
 async def test_content_annotations_are_kept_in_details(shapes: McpToolBridge) -> None:
     result = await run(shapes, "annotated")
     assert result.details["mcp_content_annotations"] == [
-        {"index": 0, "audience": ["user"]},
+        {"index": 0, "audience": ["user"], "lastModified": "2026-12-03T00:00:00Z"},
         {"index": 1, "audience": ["assistant"], "priority": 0.9},
     ]
+
+
+async def test_an_output_schema_whose_ref_resolves_nowhere_never_passes_a_result(
+    shapes: McpToolBridge,
+) -> None:
+    result = await run(shapes, "dangling_ref")
+    try:
+        importlib.import_module("prism.validation.jsonschema")
+    except ImportError:
+        hardened = False
+    else:
+        hardened = True
+    if hardened:
+        # The hardened validator refuses the schema when listed: its output goes unchecked.
+        assert not result.is_error, result.joined_text
+        assert result.structured == {"x": 1}
+        return
+    # The jsonschema fallback compiles it, but checking a value stops at the $ref:
+    # a result that cannot be checked is not trusted.
+    assert result.is_error
+    assert result.details["mcp_error"] == "output_invalid"
+    assert "could not be checked" in result.joined_text
+
+
+async def test_a_task_required_tool_answered_without_a_task_gives_that_answer(
+    shapes: McpToolBridge,
+) -> None:
+    assert shapes.tool_info["mcp:sh:plain_task"].task_support == "required"
+    result = await run(shapes, "plain_task")
+    assert not result.is_error, result.joined_text
+    assert result.joined_text == "no task after all"
+
+
+async def test_a_form_whose_schema_is_not_json_reaches_the_host_without_its_schema() -> None:
+    asked: list[McpElicitation] = []
+
+    async def elicit(request: McpElicitation) -> McpElicitationAnswer:
+        asked.append(request)
+        return McpElicitationAnswer(action="decline")
+
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", elicit=elicit
+        ) as bridge:
+            result = await run(bridge, "ask_nan")
+    assert json.loads(result.joined_text) == {"action": "decline"}
+    (request,) = asked
+    assert (request.mode, request.message) == ("form", "how many?")
+    assert request.requested_schema is None
 
 
 def request(name: str) -> PermissionRequest:
@@ -161,6 +214,18 @@ async def test_a_trusted_server_read_only_tool_runs_and_a_destructive_one_asks(
     assert bad.allowed
     assert [info.name for info in asked] == ["bad_output"]
     assert other.allowed
+
+
+async def test_requests_other_than_executing_a_tool_are_left_to_other_policies(
+    shapes: McpToolBridge,
+) -> None:
+    # Even naming a destructive MCP tool: only its execution is this policy's to refuse.
+    policy = create_mcp_permission_policy([shapes])
+    target = "mcp:sh:bad_output"
+    for kind, action in (("extension", "setup"), ("tool", "describe")):
+        decision = await policy.check(PermissionRequest(kind=kind, target=target, action=action))  # type: ignore[misc]
+        assert decision.allowed
+    assert not (await policy.check(request("bad_output"))).allowed  # type: ignore[misc]
 
 
 async def test_the_policy_blocks_a_dispatch_when_the_approver_says_no(

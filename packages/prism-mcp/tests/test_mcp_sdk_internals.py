@@ -1,4 +1,4 @@
-"""The two places where the bridge relies on the MCP SDK's internals (pinned by mcp<3).
+"""The places where the bridge relies on the MCP SDK's internals (pinned by mcp<3).
 
 If one of these fails after an ``mcp`` upgrade, the bridge's protection is gone
 silently; find the new place before raising the pin:
@@ -10,6 +10,8 @@ silently; find the new place before raising the pin:
   cleared after each listing: the SDK adds every page's schemas and prunes only
   after a complete single-page listing, so paged listings with fresh names
   would grow them without bound.
+* ``ClientSession._x_mcp_header_maps`` is pruned after each listing to the tools
+  the listing's pages held, for the same reason (2026-07-28 sessions).
 """
 
 from __future__ import annotations
@@ -46,3 +48,7 @@ async def test_the_sdk_session_still_has_what_the_bridge_relies_on(
                     "schemas now"
                 )
             assert session._tool_output_schemas, "the SDK no longer keeps listed output schemas"
+            assert isinstance(getattr(session, "_x_mcp_header_maps", None), dict), (
+                "mcp's ClientSession._x_mcp_header_maps is gone: prism.mcp prunes it after "
+                "each listing; find where the SDK keeps x-mcp-header maps now"
+            )

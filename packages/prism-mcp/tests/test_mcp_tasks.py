@@ -14,7 +14,13 @@ import trio
 import trio.testing
 
 from prism.core import AgentEvent, ToolCall, ToolExecutionContext, ToolResult
-from prism.mcp import McpBridgeError, McpToolBridge, StdioTransport, open_mcp_tools
+from prism.mcp import (
+    McpBridgeError,
+    McpLogMessage,
+    McpToolBridge,
+    StdioTransport,
+    open_mcp_tools,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -176,6 +182,7 @@ async def test_hostile_shapes_are_skipped_or_contained(
         async with task_bridge(log) as bridge:
             names = {tool.name.removeprefix("mcp:tasks:") for tool in bridge.tools}
             deep = await run(bridge, "deep")
+            deep_list = await run(bridge, "deep_list")
             nan = await run(bridge, "nan_structured")
             unchecked = bridge.tool_info["mcp:tasks:bad_output"].output_schema
     # A schema that is not JSON (NaN) makes the tool unusable: skipped, with a warning.
@@ -190,6 +197,12 @@ async def test_hostile_shapes_are_skipped_or_contained(
     for _ in range(40):
         assert isinstance(value, dict)
         value = value["down"]
+    assert value == "bottom"
+    assert isinstance(deep_list.structured, dict)
+    value = deep_list.structured["down"]
+    for _ in range(40):
+        assert isinstance(value, list)
+        (value,) = value
     assert value == "bottom"
     assert deep.details["mcp_content_annotations"] == [{"index": 0, "priority": 0.5}]
     assert "mcp_content_annotations" not in nan.details
@@ -249,3 +262,42 @@ async def test_a_listing_that_fails_after_an_announcement_or_a_reconnect_marks_s
             nolist.unlink()
             await bridge.refresh()
             assert not bridge.stale
+
+
+async def test_a_log_message_whose_data_is_not_json_arrives_without_its_data(
+    tmp_path: Path,
+) -> None:
+    logged: list[McpLogMessage] = []
+    with trio.fail_after(30):
+        async with task_bridge(tmp_path / "log", on_log=logged.append) as bridge:
+            result = await run(bridge, "nan_log")
+    assert result.joined_text == "logged"
+    (message,) = logged
+    assert message.server_id == "tasks"
+    assert message.level == "warning"
+    assert message.logger == "odd"
+    assert message.data is None
+
+
+async def test_paged_listings_of_fresh_names_keep_header_maps_only_for_the_listed_tools(
+    tmp_path: Path,
+) -> None:
+    # The SDK keeps each listed tool's x-mcp-header map (to mirror its arguments into
+    # Mcp-Param-* headers) and prunes only after a single-page listing: the bridge
+    # keeps the maps of the tools its latest listing holds, however many came before.
+    log = tmp_path / "log"
+    (tmp_path / "log.pages").touch()
+    with trio.fail_after(60):
+        async with task_bridge(log) as bridge:
+            for _ in range(3):
+                await bridge.refresh()
+            names = {tool.name.removeprefix("mcp:tasks:") for tool in bridge.tools}
+            conn = bridge._sessions.current
+            assert conn is not None
+            assert conn.client is not None
+            maps = dict(conn.client.session._x_mcp_header_maps)
+    assert "fresh_4" in names
+    assert not any(name.startswith("fresh_") and name != "fresh_4" for name in names)
+    assert set(maps) <= names
+    assert maps["fresh_4"] == {("region",): "Region"}
+    assert not any(name.startswith("fresh_") and name != "fresh_4" for name in maps)

@@ -59,21 +59,28 @@ def listing_of(listed: list[Any]) -> Listing:
     )
 
 
-def _forget_sdk_output_schemas(client: Client) -> None:
-    """Drop the output schemas the SDK's session keeps from every listing page.
+def _bound_sdk_tool_state(client: Client, listed: set[str] | None) -> None:
+    """Bound what the SDK's session keeps per listed tool.
 
-    The session adds each page's schemas to a dict that only a complete
-    single-page listing prunes, so repeated paged listings with fresh names would
-    grow it without bound. The bridge checks output itself and never uses them.
+    The session adds each page's output schemas, and on 2026-07-28 each tool's
+    ``x-mcp-header`` map, to dicts that only a complete single-page listing prunes,
+    so repeated paged listings with fresh names would grow them without bound. The
+    bridge checks output itself and never uses the schemas: they go. The header maps
+    put a call's arguments in ``Mcp-Param-*`` headers: after a listing that finished
+    (``listed``, the names on the pages it fetched) only its tools keep theirs, as
+    after the SDK's own complete listing.
     """
     try:
         session = client.session
     except RuntimeError:
         return
     for attribute in ("_tool_output_schemas", "_tool_output_validators"):
-        kept = getattr(session, attribute, None)
-        if isinstance(kept, dict):
-            kept.clear()
+        kept: dict[str, object] = getattr(session, attribute, {})
+        kept.clear()
+    if listed is not None:
+        maps: dict[str, object] = getattr(session, "_x_mcp_header_maps", {})
+        for name in [name for name in maps if name not in listed]:
+            del maps[name]
 
 
 async def list_tools(
@@ -85,12 +92,15 @@ async def list_tools(
         McpBridgeError: the listing failed or took longer than ``limit_s``.
     """
     tools: list[Any] = []
+    seen: set[str] = set()
+    listed: set[str] | None = None
     cursor: str | None = None
     total = 0
     try:
         with trio.fail_after(limit_s):
-            for page_number in range(options.max_list_pages + 1):
-                if page_number == options.max_list_pages:
+            pages = 0
+            while True:
+                if pages == options.max_list_pages:
                     _log.warning(
                         "MCP server %s: tools/list has more than max_list_pages=%d pages; "
                         "the rest is ignored",
@@ -98,7 +108,9 @@ async def list_tools(
                         options.max_list_pages,
                     )
                     break
+                pages += 1
                 page = await client.list_tools(cursor=cursor)
+                seen.update(tool.name for tool in page.tools)
                 for tool in page.tools:
                     # Count what is kept, not what was sent: a listing of many pages
                     # (each within max_result_bytes) must not add up without bound.
@@ -117,6 +129,7 @@ async def list_tools(
                 cursor = page.next_cursor
                 if cursor is None or len(tools) >= _MAX_TOOLS:
                     break
+        listed = seen
     except trio.TooSlowError as exc:
         raise McpBridgeError(
             options.server_id, f"tools/list took longer than {limit_s:g}s"
@@ -128,7 +141,7 @@ async def list_tools(
             options.server_id, f"tools/list failed: {conn.fault_reason(exc)}"
         ) from exc
     finally:
-        _forget_sdk_output_schemas(client)
+        _bound_sdk_tool_state(client, listed)
     return tools[:_MAX_TOOLS]
 
 
