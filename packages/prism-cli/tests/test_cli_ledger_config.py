@@ -55,7 +55,10 @@ fsync = "run"
         {"id": f"q{i}", "name": "mcp:docs:get_page", "arguments": {"slug": "ledger"}}
         for i in range(6)
     ]
-    (tmp_path / "session.json").write_text(json.dumps([{"tool_calls": calls}]), encoding="utf-8")
+    # one call a turn, so the calls end in order and the last two records are q4 and q5
+    # (in one turn they run in parallel and end in any order)
+    turns = [{"tool_calls": [call]} for call in calls]
+    (tmp_path / "session.json").write_text(json.dumps(turns), encoding="utf-8")
     proc = run_cli("run", "session.json")
     assert proc.returncode == 0, proc.stderr
     files = [tmp_path / "ledger.jsonl", tmp_path / "ledger.jsonl.1"]
