@@ -1,4 +1,5 @@
 import io
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+ServeConfig = Callable[..., Path]
 
 # A shell without job control starts background commands with SIGINT ignored (scripts/test
 # runs packages two at a time), and an ignored signal stays ignored across exec: every CLI
@@ -85,3 +87,39 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain_output: None)
         return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
     return run
+
+
+@pytest.fixture
+def serve_config(tmp_path: Path) -> ServeConfig:
+    """Write the ``prism serve`` tests' prism.toml in tmp_path and return its path.
+
+    A root ``ws`` holding ``readme.txt`` (``readme`` is its text), the demo docs server
+    (``step_seconds`` apart between its progress steps), ``delete_*`` denied, no sandbox;
+    ``coding_tools=False`` leaves the coding tools out.
+    """
+
+    def write(*, readme: str, step_seconds: str = "0", coding_tools: bool = True) -> Path:
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        (ws / "readme.txt").write_text(f"{readme}\n", encoding="utf-8")
+        config = tmp_path / "prism.toml"
+        config.write_text(
+            f"""
+[workspace]
+roots = ["ws"]
+sandbox = "none"
+coding_tools = {json.dumps(coding_tools)}
+
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server", "--step-seconds", {json.dumps(step_seconds)}]
+call_timeout_s = 10
+
+[permissions]
+deny = ["tool:mcp:docs:delete_*:execute"]
+""",
+            encoding="utf-8",
+        )
+        return config
+
+    return write

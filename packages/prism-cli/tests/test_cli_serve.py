@@ -18,31 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from conftest import CliRunner
-
-
-def _config(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "readme.txt").write_text("served by prism\n", encoding="utf-8")
-    config = tmp_path / "prism.toml"
-    config.write_text(
-        f"""
-[workspace]
-roots = ["ws"]
-sandbox = "none"
-
-[mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.01"]
-call_timeout_s = 10
-
-[permissions]
-deny = ["tool:mcp:docs:delete_*:execute"]
-""",
-        encoding="utf-8",
-    )
-    return config
+    from conftest import CliRunner, ServeConfig
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -55,8 +31,10 @@ def _env() -> dict[str, str]:
     return env
 
 
-async def test_serve_over_stdio_offers_coding_and_bridged_tools(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+async def test_serve_over_stdio_offers_coding_and_bridged_tools(
+    tmp_path: Path, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "prism.cli", "serve", "--config", str(config), "--ledger", "calls.jsonl"],
@@ -106,8 +84,8 @@ async def _serve_http(
     return proc, line.split("MCP endpoint ", 1)[1].strip()
 
 
-async def test_serve_over_http_on_loopback(tmp_path: Path) -> None:
-    _config(tmp_path)
+async def test_serve_over_http_on_loopback(tmp_path: Path, serve_config: ServeConfig) -> None:
+    serve_config(readme="served by prism", step_seconds="0.01")
     async with trio.open_nursery() as nursery:
         proc, url = await _serve_http(nursery, tmp_path, "127.0.0.1:0")
         assert url.startswith("http://127.0.0.1:")
@@ -121,8 +99,10 @@ _LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 _ACCEPT = "application/json, text/event-stream"
 
 
-async def test_serve_takes_bearer_tokens_from_the_serve_table(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+async def test_serve_takes_bearer_tokens_from_the_serve_table(
+    tmp_path: Path, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[serve.auth]\ntype = "bearer"\ntoken_env = "MY_GATEWAY_TOKEN"\n')
     token = "a-token-long-enough-for-the-gateway"
@@ -154,8 +134,10 @@ class Verifier:
 """
 
 
-async def test_serve_is_an_oauth_resource_server_from_the_serve_table(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+async def test_serve_is_an_oauth_resource_server_from_the_serve_table(
+    tmp_path: Path, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -195,9 +177,9 @@ verifier = "my_verifier:Verifier"
 
 
 def test_an_oauth_verifier_that_cannot_be_imported_names_the_key(
-    tmp_path: Path, run_cli: CliRunner
+    tmp_path: Path, run_cli: CliRunner, serve_config: ServeConfig
 ) -> None:
-    config = _config(tmp_path)
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     with config.open("a", encoding="utf-8") as file:
         file.write(
             '\n[serve.auth]\ntype = "oauth"\nissuer_url = "https://a.example"\n'
@@ -208,8 +190,10 @@ def test_an_oauth_verifier_that_cannot_be_imported_names_the_key(
     assert "prism.toml: serve.auth.verifier: cannot import 'no_such_mod:V'" in proc.stderr
 
 
-def test_a_bearer_table_with_no_token_set_says_so(tmp_path: Path, run_cli: CliRunner) -> None:
-    config = _config(tmp_path)
+def test_a_bearer_table_with_no_token_set_says_so(
+    tmp_path: Path, run_cli: CliRunner, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[serve.auth]\ntype = "bearer"\ntoken_env = "UNSET_PRISM_TOKEN_VAR"\n')
     proc = run_cli("serve", "--config", str(config), "--http", "127.0.0.1:0")
@@ -217,15 +201,19 @@ def test_a_bearer_table_with_no_token_set_says_so(tmp_path: Path, run_cli: CliRu
     assert "prism.toml: serve.auth: no token found" in proc.stderr
 
 
-def test_serve_refuses_a_public_bind_without_a_token(tmp_path: Path, run_cli: CliRunner) -> None:
-    config = _config(tmp_path)
+def test_serve_refuses_a_public_bind_without_a_token(
+    tmp_path: Path, run_cli: CliRunner, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     proc = run_cli("serve", "--config", str(config), "--http", "0.0.0.0:8765")
     assert proc.returncode == 2
     assert "without auth" in proc.stderr
 
 
-def test_serve_rejects_a_bad_http_address(tmp_path: Path, run_cli: CliRunner) -> None:
-    config = _config(tmp_path)
+def test_serve_rejects_a_bad_http_address(
+    tmp_path: Path, run_cli: CliRunner, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     proc = run_cli("serve", "--config", str(config), "--http", "localhost")
     assert proc.returncode == 2
     assert "HOST:PORT" in proc.stderr
@@ -236,10 +224,10 @@ JUDGE = "import json,sys; a=json.load(sys.stdin); sys.exit('ok.txt' not in a['co
 
 @pytest.mark.parametrize("where", ["flag", "serve table"])
 async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
-    tmp_path: Path, where: str
+    tmp_path: Path, where: str, serve_config: ServeConfig
 ) -> None:
     """--approve-command, or [serve] approver = "command" in prism.toml."""
-    config = _config(tmp_path)
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     args = ["-m", "prism.cli", "serve"]
     if where == "flag":
         args += ["--config", str(config), "--approve-command"]
@@ -280,9 +268,13 @@ async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
          "not a verifier"],
 )  # fmt: skip
 def test_serve_auth_mistakes_are_reported_before_serving(
-    tmp_path: Path, run_cli: CliRunner, setting: list[str] | str, expected: str
+    tmp_path: Path,
+    run_cli: CliRunner,
+    setting: list[str] | str,
+    expected: str,
+    serve_config: ServeConfig,
 ) -> None:
-    config = _config(tmp_path)
+    config = serve_config(readme="served by prism", step_seconds="0.01")
     (tmp_path / "short.txt").write_text("short\n", encoding="utf-8")
     flags = setting if isinstance(setting, list) else []
     if isinstance(setting, str):
@@ -298,9 +290,15 @@ def test_serve_auth_mistakes_are_reported_before_serving(
     ("command", "problem"), [('judge "unclosed', "No closing quotation"), ("", "needs a command")]
 )
 def test_a_bad_approve_command_is_a_usage_error(
-    tmp_path: Path, run_cli: CliRunner, command: str, problem: str
+    tmp_path: Path, run_cli: CliRunner, command: str, problem: str, serve_config: ServeConfig
 ) -> None:
-    proc = run_cli("serve", "--config", str(_config(tmp_path)), "--approve-command", command)
+    proc = run_cli(
+        "serve",
+        "--config",
+        str(serve_config(readme="served by prism", step_seconds="0.01")),
+        "--approve-command",
+        command,
+    )
     assert proc.returncode == 2
     assert "--approve-command" in proc.stderr
     assert problem in proc.stderr

@@ -22,7 +22,7 @@ from prism.cli._serve import ServeRequest, _serve, http_options
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from conftest import CliRunner
+    from conftest import CliRunner, ServeConfig
 
 
 class _Stderr(io.StringIO):
@@ -43,41 +43,19 @@ class _Stderr(io.StringIO):
         return line.split("MCP endpoint ", 1)[1].strip()
 
 
-def _config(tmp_path: Path, *, coding_tools: bool) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "readme.txt").write_text("served in process\n", encoding="utf-8")
-    config = tmp_path / "prism.toml"
-    config.write_text(
-        f"""
-[workspace]
-roots = ["ws"]
-sandbox = "none"
-coding_tools = {json.dumps(coding_tools)}
-
-[mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", "0"]
-call_timeout_s = 10
-
-[permissions]
-deny = ["tool:mcp:docs:delete_*:execute"]
-""",
-        encoding="utf-8",
-    )
-    return config
-
-
 def _text(result: types.CallToolResult) -> str:
     return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
 @pytest.mark.parametrize("coding_tools", [True, False])
 async def test_serve_runner_answers_over_http_until_cancelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coding_tools: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    coding_tools: bool,
+    serve_config: ServeConfig,
 ) -> None:
     monkeypatch.delenv("PRISM_GATEWAY_TOKEN", raising=False)
-    loaded = read_config(_config(tmp_path, coding_tools=coding_tools))
+    loaded = read_config(serve_config(readme="served in process", coding_tools=coding_tools))
     options = http_options(loaded, ServeRequest(address=("127.0.0.1", 0)))
     assert options is not None
     stderr = _Stderr()
