@@ -90,12 +90,19 @@ def test_model_spec_reads_provider_and_model() -> None:
         provider="openai", model="llama3:8b"
     )
     assert api.ModelSpec.parse("anthropic:claude-x").provider == "anthropic"
+    assert api.ModelSpec.parse("openai-responses:gpt-x") == api.ModelSpec(
+        provider="openai-responses", model="gpt-x"
+    )
+    assert api.PROVIDERS == ("openai", "openai-responses", "anthropic")
 
 
-@pytest.mark.parametrize("spec", ["gpt-4", "openai:", "mistral:large", ""])
-def test_model_spec_rejects_bad_specs_with_the_shape(spec: str) -> None:
-    with pytest.raises(ConfigurationError, match=r"PROVIDER:MODEL|unknown provider"):
+@pytest.mark.parametrize(
+    "spec", ["gpt-4", "openai:", "mistral:large", "", "openai-responses", "openai-responses: "]
+)
+def test_model_spec_rejects_bad_specs_naming_every_provider(spec: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"PROVIDER:MODEL|unknown provider") as caught:
         api.ModelSpec.parse(spec)
+    assert "openai, openai-responses, anthropic" in str(caught.value)
 
 
 async def test_open_provider_opens_the_named_provider() -> None:
@@ -105,6 +112,8 @@ async def test_open_provider_opens_the_named_provider() -> None:
         api.ModelSpec.parse("openai:m"), base_url="http://127.0.0.1:9/v1"
     ) as provider:
         assert isinstance(provider, api.OpenAIChatProvider)
+    async with api.open_provider("openai-responses:m", api_key="k") as provider:
+        assert isinstance(provider, api.OpenAIResponsesProvider)
 
 
 LOCAL = "http://127.0.0.1:9/v1"

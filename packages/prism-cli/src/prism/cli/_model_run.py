@@ -123,45 +123,28 @@ def terminal_approver(yes: YesMode) -> TerminalApprover | None:
     return TerminalApprover(write=write_stdout, read_line=sys.stdin.readline)
 
 
-RESPONSES = "openai-responses"
-"""The CLI's name for OpenAI's Responses API (``openai-responses:MODEL``)."""
-
-
 @contextlib.asynccontextmanager
 async def open_model(
     model: str, *, base_url: str | None, on_event: StreamSink | None = None
 ) -> AsyncIterator[tuple[str, ModelProvider]]:
     """The model name and the provider ``model`` (``PROVIDER:MODEL``) names.
 
-    ``openai-responses:MODEL`` is OpenAI's Responses API; every other provider
-    name is :class:`prism.providers.ModelSpec`'s.
+    The provider names are :class:`prism.providers.ModelSpec`'s (``openai``,
+    ``openai-responses``, ``anthropic``).
 
     Raises:
         CliError: a bad spec, no key, or a missing SDK (the message names the flag).
     """
-    from prism.providers import ModelSpec, open_openai_provider, open_provider
+    from prism.providers import ModelSpec, open_provider
 
-    provider_name, sep, name = model.partition(":")
     try:
-        if provider_name == RESPONSES:
-            if not sep or not name.strip():
-                raise ConfigurationError(
-                    f"a model spec is PROVIDER:MODEL (for example {RESPONSES}:gpt-4.1), "
-                    f"got {model!r}"
-                )
-            opened: contextlib.AbstractAsyncContextManager[ModelProvider] = open_openai_provider(
-                api="responses", base_url=base_url, instructions=INSTRUCTIONS, on_event=on_event
-            )
-        else:
-            spec = ModelSpec.parse(model)
-            name = spec.model
-            opened = open_provider(
-                spec, base_url=base_url, instructions=INSTRUCTIONS, on_event=on_event
-            )
-        async with opened as provider:
-            yield name, provider
+        spec = ModelSpec.parse(model)
+        async with open_provider(
+            spec, base_url=base_url, instructions=INSTRUCTIONS, on_event=on_event
+        ) as provider:
+            yield spec.model, provider
     except ConfigurationError as exc:
-        raise CliError(f"--model {model}: {exc} (or {RESPONSES}:MODEL)") from exc
+        raise CliError(f"--model {model}: {exc}") from exc
 
 
 @contextlib.asynccontextmanager

@@ -22,8 +22,14 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVIDERS", "ModelSpec", "open_provider"]
 
-PROVIDERS: tuple[str, ...] = ("openai", "anthropic")
-"""The provider names a :class:`ModelSpec` accepts."""
+PROVIDERS: tuple[str, ...] = ("openai", "openai-responses", "anthropic")
+"""The provider names a :class:`ModelSpec` accepts.
+
+``openai`` is Chat Completions (OpenAI and any OpenAI-compatible server),
+``openai-responses`` OpenAI's Responses API, ``anthropic`` the Messages API.
+"""
+
+ProviderName = Literal["openai", "openai-responses", "anthropic"]
 
 
 @attrs.frozen(kw_only=True)
@@ -31,11 +37,13 @@ class ModelSpec:
     """A provider and a model, written ``PROVIDER:MODEL`` (``openai:gpt-4.1``).
 
     Attributes:
-        provider: ``"openai"`` (also any OpenAI-compatible server) or ``"anthropic"``.
+        provider: ``"openai"`` (Chat Completions; also any OpenAI-compatible
+            server), ``"openai-responses"`` (OpenAI's Responses API) or
+            ``"anthropic"`` (the Messages API).
         model: the model name sent to the API (may itself hold colons: ``openai:llama3:8b``).
     """
 
-    provider: Literal["openai", "anthropic"] = attrs.field(validator=one_of(*PROVIDERS))
+    provider: ProviderName = attrs.field(validator=one_of(*PROVIDERS))
     model: str = attrs.field(validator=string())
 
     @classmethod
@@ -49,7 +57,8 @@ class ModelSpec:
         provider, sep, model = spec.partition(":")
         if not sep or not model.strip():
             raise ConfigurationError(
-                f"ModelSpec.spec must be PROVIDER:MODEL (for example openai:gpt-4.1), got {spec!r}",
+                f"ModelSpec.spec must be PROVIDER:MODEL with PROVIDER one of "
+                f"{', '.join(PROVIDERS)} (for example openai:gpt-4.1), got {spec!r}",
                 option="ModelSpec.spec",
                 value=spec,
             )
@@ -60,7 +69,7 @@ class ModelSpec:
                 option="ModelSpec.spec",
                 value=spec,
             )
-        return cls(provider=cast("Literal['openai', 'anthropic']", provider), model=model)
+        return cls(provider=cast("ProviderName", provider), model=model)
 
 
 @contextlib.asynccontextmanager
@@ -89,9 +98,13 @@ async def open_provider(
         "open_provider", "spec", spec
     )
     parsed = spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec)
-    if parsed.provider == "openai":
+    if parsed.provider in ("openai", "openai-responses"):
         async with open_openai_provider(
-            api_key=api_key, base_url=base_url, instructions=instructions, on_event=on_event
+            api="responses" if parsed.provider == "openai-responses" else "chat",
+            api_key=api_key,
+            base_url=base_url,
+            instructions=instructions,
+            on_event=on_event,
         ) as openai_provider:
             yield openai_provider
     else:
