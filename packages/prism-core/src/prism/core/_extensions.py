@@ -8,7 +8,6 @@ every such call still goes through the dispatcher's gates.
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 import re
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -223,6 +222,10 @@ def discover_contributions(group: str = "prism.extensions") -> list[DiscoveredCo
         ConfigurationError: ``group`` is not a non-empty string.
     """
     string().check("discover_contributions", "group", group)
+    # Imported here: it costs about a tenth of ``import prism.core``, for a
+    # function most programs never call.
+    import importlib.metadata
+
     found = []
     for entry in importlib.metadata.entry_points(group=group):
         dist = getattr(entry, "dist", None)
