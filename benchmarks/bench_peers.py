@@ -199,12 +199,18 @@ PRISM_OPTIONS = DispatchOptions(
 )
 
 
-def prism(*, warm: bool) -> Sample:
-    """Prism's fully gated ``dispatch_tool_call`` (JSON Schema gate + ledger), on trio."""
+# The peers' work only: parse, validate against the schema, call.
+PRISM_SCHEMA_ONLY = DispatchOptions(
+    registry=PRISM_OPTIONS.registry, validate=create_json_schema_tool_argument_validator()
+)
+
+
+def prism(*, warm: bool, options: DispatchOptions = PRISM_OPTIONS) -> Sample:
+    """Prism's ``dispatch_tool_call`` with ``options`` (fully gated by default), on trio."""
 
     async def call() -> str:
         tool_call = ToolCall(id="call_1", name="get_weather", arguments=json.loads(ARGUMENTS))
-        return (await dispatch_tool_call(tool_call, PRISM_OPTIONS)).joined_text
+        return (await dispatch_tool_call(tool_call, options)).joined_text
 
     return trio.run(functools.partial(_measure, call, EXPECTED, warm=warm))
 
@@ -221,6 +227,10 @@ CASES: tuple[tuple[str, Callable[..., Sample]], ...] = (
     (
         "pydantic-ai ToolManager.handle_call, def tool",
         functools.partial(pydantic_ai, coroutine=False),
+    ),
+    (
+        "Prism dispatch_tool_call (jsonschema only)",
+        functools.partial(prism, options=PRISM_SCHEMA_ONLY),
     ),
 )
 
@@ -264,6 +274,15 @@ def main() -> list[Row]:
                     note="a plain def runs in a worker thread",
                 )
             )
+        rows.append(
+            row(
+                BENCH,
+                f"{clock}: {CASES[6][0]}",
+                measured[6],
+                baseline=agents_row,
+                note="no filters, permission, events or ledger: the peers' work",
+            )
+        )
     return rows
 
 
