@@ -18,6 +18,7 @@ import trio.lowlevel
 
 from prism.core import (
     AssistantMessage,
+    AsyncioHost,
     AsyncioHostClosedError,
     DispatchOptions,
     RunLedger,
@@ -631,3 +632,260 @@ def test_cancelling_the_task_leaving_the_host_waits_for_trio_then_raises() -> No
 
     asyncio.run(main())
     assert log == ["trio cleaned up"]
+
+
+def test_calls_queued_together_that_never_block_share_one_worker() -> None:
+    # One worker takes every call that was queued in the same loop iteration
+    # and returns without blocking; no other worker is woken or started for
+    # them (that is what makes concurrent callers cheap).
+    async def nothing(i: int) -> int:
+        return i
+
+    async def worker_count(host: AsyncioHost) -> int:
+        return len(host._nursery.child_tasks)
+
+    async def main() -> tuple[list[int], list[int]]:
+        async with open_asyncio_host() as host:
+            counts = [await host.run(worker_count, host)]
+            results: list[int] = []
+            for _ in range(3):
+                results += await asyncio.gather(*(host.run(nothing, i) for i in range(8)))
+                counts.append(await host.run(worker_count, host))
+            return results, counts
+
+    results, counts = asyncio.run(main())
+    assert results == list(range(8)) * 3
+    assert counts == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("blocks_on", ["event", "socket"])
+def test_a_call_that_blocks_never_holds_up_the_calls_queued_behind_it(blocks_on: str) -> None:
+    # Three calls queued in one loop iteration, so that one worker could take
+    # them one after another: a watchdog that checkpoints, a call that blocks
+    # (on a trio event, or reading a trio socket) until the third call
+    # releases it, and the third call. Were calls queued behind a blocked call
+    # left waiting for its worker, the watchdog would release the second call
+    # after its 50 trio ticks, and the second call's answer would say so.
+    async def main() -> list[str]:
+        async with open_asyncio_host() as host:
+            released = await host.run(make_event)
+            sender, receiver = trio.socket.socketpair()
+            by: list[str] = []
+
+            async def release(who: str) -> None:
+                if by:
+                    return
+                by.append(who)
+                released.set()
+                await sender.send(b"x")
+
+            async def watchdog() -> str:
+                for _ in range(50):
+                    await trio.lowlevel.checkpoint()
+                await release("the watchdog")
+                return "watchdog done"
+
+            async def blocked() -> str:
+                if blocks_on == "event":
+                    await released.wait()
+                else:
+                    assert await receiver.recv(1) == b"x"
+                return f"released by {by[0]}"
+
+            async def third() -> str:
+                await release("the third call")
+                return "third done"
+
+            with sender, receiver:
+                return list(
+                    await asyncio.gather(host.run(watchdog), host.run(blocked), host.run(third))
+                )
+
+    assert asyncio.run(main()) == ["watchdog done", "released by the third call", "third done"]
+
+
+def test_a_call_cancelled_while_queued_among_others_never_starts() -> None:
+    ran: list[str] = []
+
+    async def record(name: str) -> str:
+        ran.append(name)
+        return name
+
+    async def main() -> list[object]:
+        async with open_asyncio_host() as host:
+            # Three calls queued in one step, the middle one's task cancelled
+            # before any trio tick: one worker would take all three in turn.
+            first, middle, last = (host.run(record, n) for n in ("first", "middle", "last"))
+            futures = [first.send(None), middle.send(None), last.send(None)]
+            assert all(isinstance(f, asyncio.Future) for f in futures)
+            futures[1].cancel()
+            with pytest.raises(asyncio.CancelledError):
+                middle.send(None)
+            await asyncio.wait([futures[0], futures[2]])
+            values: list[object] = []
+            for waiting in (first, last):
+                with pytest.raises(StopIteration) as stop:
+                    waiting.send(None)
+                values.append(stop.value.value)
+            return values
+
+    assert asyncio.run(main()) == ["first", "last"]
+    assert ran == ["first", "last"]
+
+
+def test_cancelling_one_call_of_those_served_together_leaves_the_others() -> None:
+    blocker = Blocker()
+    log: list[str] = []
+
+    async def quick() -> str:
+        return "quick"
+
+    async def main() -> None:
+        blocker.started = asyncio.Event()
+        third_started = asyncio.Event()
+        async with open_asyncio_host() as host:
+            go_on = await host.run(make_event)
+
+            async def waits() -> str:
+                third_started.set()
+                await go_on.wait()
+                return "third"
+
+            async def set_go_on() -> None:
+                go_on.set()
+
+            # Queued in one loop iteration: one worker takes the first call,
+            # then the second, which blocks; the third gets another worker.
+            first = asyncio.create_task(host.run(quick))
+            second = asyncio.create_task(host.run(blocker.execute, {}, None))
+            third = asyncio.create_task(host.run(waits))
+            await blocker.started.wait()
+            await third_started.wait()
+            second.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await second
+            assert blocker.cancelled
+            assert not third.done()
+            await host.run(set_go_on)
+            log.extend([await first, await third, await host.run(quick)])
+
+    asyncio.run(main())
+    assert log == ["quick", "third", "quick"]
+
+
+def test_closing_the_host_with_calls_running_and_queued_ends_every_one() -> None:
+    blocker = Blocker()
+    started: list[int] = []
+    cancelled: list[int] = []
+
+    async def sleeper(i: int) -> None:
+        started.append(i)
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            cancelled.append(i)
+            raise
+
+    async def main() -> None:
+        blocker.started = asyncio.Event()
+        async with open_asyncio_host() as host:
+            running = asyncio.create_task(host.run(blocker.execute, {}, None))
+            await blocker.started.wait()
+            # Queued in the step that leaves the block: no trio tick took them yet.
+            queued = [host.run(sleeper, i) for i in range(5)]
+            futures = [waiting.send(None) for waiting in queued]
+        with pytest.raises(AsyncioHostClosedError):
+            await running
+        assert blocker.cancelled
+        for waiting, future in zip(queued, futures, strict=True):
+            assert isinstance(future, asyncio.Future)
+            assert isinstance(future.exception(), AsyncioHostClosedError)
+            with pytest.raises(AsyncioHostClosedError):
+                waiting.send(None)
+
+    asyncio.run(main())
+    # Whatever started was cancelled: nothing outlives the host.
+    assert sorted(started) == sorted(cancelled)
+
+
+def test_calls_that_raise_among_calls_served_together_raise_to_their_own_callers() -> None:
+    errors = [ValueError("first"), KeyError("third")]
+
+    async def maybe_fails(i: int) -> int:
+        if i % 2 == 0:
+            raise errors[i // 2]
+        return i
+
+    async def main() -> list[object]:
+        async with open_asyncio_host() as host:
+            results = await asyncio.gather(
+                *(host.run(maybe_fails, i) for i in range(4)), return_exceptions=True
+            )
+            results.append(await host.run(maybe_fails, 5))
+            return list(results)
+
+    results = asyncio.run(main())
+    assert results[0] is errors[0]
+    assert results[2] is errors[1]
+    assert [results[1], results[3], results[4]] == [1, 3, 5]
+
+
+def test_many_callers_at_once_some_blocking_some_not() -> None:
+    # 200 callers queued together: the 100 odd ones block until all 100 have
+    # arrived (so each needs a worker of its own), the even ones return at
+    # once; each caller reads back its own context variable.
+    count = 200
+    blocking = count // 2
+
+    async def main() -> list[str]:
+        async with open_asyncio_host() as host:
+            everyone = await host.run(make_event)
+            arrived = 0
+
+            async def call(i: int) -> str:
+                nonlocal arrived
+                if i % 2:
+                    arrived += 1
+                    if arrived == blocking:
+                        everyone.set()
+                    await everyone.wait()
+                return f"{i}:{REQUEST_ID.get()}"
+
+            async def caller(i: int) -> str:
+                REQUEST_ID.set(f"caller {i}")
+                return await host.run(call, i)
+
+            return list(await asyncio.gather(*(caller(i) for i in range(count))))
+
+    assert asyncio.run(main()) == [f"{i}:caller {i}" for i in range(count)]
+
+
+def test_cancelling_while_leaving_an_entered_block_cancels_the_exit_and_waits_for_it() -> None:
+    log: list[str] = []
+    exiting = asyncio.Event()
+
+    @asynccontextmanager
+    async def slow_exit() -> AsyncIterator[None]:
+        yield
+        exiting.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            log.append("exit cancelled")
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+
+            async def use() -> None:
+                async with host.enter(slow_exit()):
+                    pass
+
+            task = asyncio.create_task(use())
+            await exiting.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The exit ended (cancelled) before the task did.
+            assert log == ["exit cancelled"]
+
+    asyncio.run(main())

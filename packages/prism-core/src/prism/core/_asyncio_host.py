@@ -6,11 +6,15 @@ the host starts trio with :func:`trio.lowlevel.start_guest_run` on the asyncio
 loop's thread, and each awaitable wrapper queues a call that a worker task of
 the host's nursery serves, and waits for it from asyncio.
 
-Cost: a call is one asyncio future and one step of a worker task that is
-already runnable (the worker that served the previous call spins a few ticks
-before parking), so a caller pays one loop iteration and one guest tick, and
-no task spawn. Calls queued in the same loop iteration are served in the same
-guest tick.
+Cost: a call is one asyncio future and a share of one step of a worker task
+that is already runnable (the worker that served the previous call spins a
+few ticks before parking), so a caller pays one loop iteration and one guest
+tick, and no task spawn. A worker serves the calls queued when it runs one
+after another in that step, as long as each returns without blocking; a call
+that blocks (yields to trio) with calls queued behind it wakes another worker
+for them, unless one is already about to look at the queue. So calls queued
+in the same loop iteration share one worker step, and a call that blocks
+never holds up the calls behind it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import functools
 import sys
+import types
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -86,6 +92,16 @@ _SPIN_TICKS = 4
 _MAX_PARKED = 64
 
 
+# dispatch_tool_call, imported on first use rather than per call (an import
+# statement costs about a microsecond even when the module is loaded) or at the
+# top (it imports require_trio from this module).
+@functools.cache
+def _dispatch_tool_call() -> Callable[[ToolCall, DispatchOptions], Awaitable[ToolResult]]:
+    from ._dispatch import dispatch_tool_call
+
+    return dispatch_tool_call
+
+
 @attrs.define(eq=False)
 class _Call(Generic[T]):
     """One call from an asyncio caller: queued, then served by one worker task."""
@@ -113,37 +129,56 @@ class _Call(Generic[T]):
             waiter.set_result(None)
 
 
-class _InContext(Generic[T]):
-    """Awaits ``fn(*args)`` with every step run in the call's own context.
+@types.coroutine
+def _serve(
+    host: AsyncioHost, call: _Call[T], scope: trio.CancelScope
+) -> Generator[object, object, None]:
+    """Serve one call in the worker task that awaits this, and settle its future.
 
-    A worker task serves many calls one after another; this keeps each call's
-    context variables its own (a copy of the asyncio caller's), as if it ran
-    in a task of its own.
+    Every step of ``fn(*args)`` runs in the call's own context (a copy of the
+    asyncio caller's): a worker task serves many calls one after another, and
+    each call's context variables stay its own, as if it ran in a task of its
+    own. Whenever the call blocks (yields to trio), calls still queued get a
+    worker of their own if no other worker is about to look at the queue.
     """
-
-    __slots__ = ("_call",)
-
-    def __init__(self, call: _Call[T]) -> None:
-        self._call = call
-
-    def __await__(self) -> Generator[object, object, T]:
-        call = self._call
-        run = call.context.run
-        steps = run(call.fn, *call.args).__await__()
-        sent: object = None
-        error: BaseException | None = None
-        while True:
-            try:
+    call.started = True
+    call.scope = scope
+    future = call.future
+    run = call.context.run
+    finished = False
+    try:
+        try:
+            steps = run(call.fn, *call.args).__await__()
+            sent: object = None
+            error: BaseException | None = None
+            while True:
                 yielded = run(steps.send, sent) if error is None else run(steps.throw, error)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            try:
-                sent = yield yielded
-                error = None
-            except BaseException as exc:  # thrown in by trio: Cancelled, and so on
-                sent = None
-                error = exc
+                if host._queue and not host._ready:
+                    host._wake()
+                try:
+                    sent = yield yielded
+                    error = None
+                except BaseException as exc:  # thrown in by trio: Cancelled, and so on
+                    sent = None
+                    error = exc
+        except StopIteration as stop:
+            finished = True
+            if not future.done():
+                future.set_result(stop.value)
+        except Exception as exc:
+            finished = True
+            call.error = exc
+            if not future.done():
+                future.set_exception(exc)
+    finally:
+        call.scope = None
+        if not finished and not future.done():
+            # Cancelled: by the asyncio caller (it raises CancelledError
+            # itself) or by the host closing under it.
+            future.set_exception(
+                AsyncioHostClosedError("the call was cancelled because its AsyncioHost closed")
+            )
+        call.end()
 
 
 @attrs.define(eq=False)
@@ -192,24 +227,19 @@ class AsyncioHost:
                 "AsyncioHost methods are awaited from asyncio tasks of the loop that opened "
                 "the host; inside trio, call Prism directly"
             )
-        call: _Call[T] = _Call(
-            future=self._loop.create_future(),
-            fn=fn,
-            args=args,
-            context=contextvars.copy_context(),
-        )
+        call: _Call[T] = _Call(self._loop.create_future(), fn, args, contextvars.copy_context())
         self._queue.append(call)
-        if len(self._queue) > self._ready:
+        if not self._ready:
             # No worker will look at the queue by itself: wake or start one.
-            self._ready += 1
             try:
                 # In guest mode trio keeps this thread's run context for the
                 # whole run, so this is done right here: no round trip through
                 # the token's wakeup socket and a system task.
-                self._add_worker()
+                self._wake()
             except (RuntimeError, AttributeError):
                 # A trio that keeps no run context between guest ticks: the
-                # documented, slower door.
+                # documented, slower door (the worker is counted as ready now).
+                self._ready += 1
                 try:
                     self._token.run_sync_soon(self._add_worker)
                 except trio.RunFinishedError:
@@ -219,6 +249,11 @@ class AsyncioHost:
                     ) from None
         return call
 
+    def _wake(self) -> None:
+        # Wake or start one worker, counted in _ready until it looks at the queue.
+        self._add_worker()
+        self._ready += 1
+
     def _add_worker(self) -> None:
         if self._parked:
             trio.lowlevel.reschedule(self._parked[-1])
@@ -227,17 +262,20 @@ class AsyncioHost:
             self._nursery.start_soon(self._worker)
 
     async def _worker(self) -> None:
-        # Whoever woke or started this worker counted it in _ready.
+        # Whoever woke or started this worker counted it in _ready. The queue
+        # never holds calls with no worker about to look at it: a caller that
+        # queues one wakes a worker if none is ready, and so does a call that
+        # blocks (in _serve) with calls queued behind it.
         spins = 0
         with trio.CancelScope() as scope:
             while True:
                 self._ready -= 1
                 while self._queue:
                     spins = 0
-                    await self._serve(self._queue.popleft(), scope)
+                    await _serve(self, self._queue.popleft(), scope)
                     if scope.cancel_called:
                         # A caller cancelled its call: this worker's scope is
-                        # spent, so it leaves (the next call starts a new one).
+                        # spent, so it leaves (another serves what is queued).
                         return
                 if spins < _SPIN_TICKS and not self._spinning:
                     spins += 1
@@ -266,34 +304,11 @@ class AsyncioHost:
 
         await trio.lowlevel.wait_task_rescheduled(abort)
 
-    async def _serve(self, call: _Call[T], scope: trio.CancelScope) -> None:
-        call.started = True
-        call.scope = scope
-        finished = False
-        try:
-            value = await _InContext(call)
-            finished = True
-            if not call.future.done():
-                call.future.set_result(value)
-        except Exception as exc:
-            finished = True
-            call.error = exc
-            if not call.future.done():
-                call.future.set_exception(exc)
-        finally:
-            call.scope = None
-            if not finished and not call.future.done():
-                # Cancelled: by the asyncio caller (it raises CancelledError
-                # itself) or by the host closing under it.
-                call.future.set_exception(
-                    AsyncioHostClosedError("the call was cancelled because its AsyncioHost closed")
-                )
-            call.end()
-
     def _fail_queued(self) -> None:
-        # The trio runtime is ending and no worker is left. Every worker takes
-        # what was queued for it before its first cancel point, so nothing
-        # should be left; if something is (a trio whose scheduling differs),
+        # The trio runtime is ending and no worker is left. The queue never
+        # holds calls with no worker about to look at it, and a worker takes a
+        # call before its first cancel point, so nothing should be left; if
+        # something is (a trio whose scheduling differs),
         # its caller gets what a call cancelled by the host closing gets
         # rather than waiting forever.
         while self._queue:
@@ -307,9 +322,15 @@ class AsyncioHost:
     async def _wait(self, call: _Call[T]) -> T:
         try:
             return await call.future
-        except asyncio.CancelledError:
-            if not call.future.cancelled():
-                raise
+        except asyncio.CancelledError as cancelled:
+            return await self._cancelled(call, cancelled)
+
+    async def _cancelled(self, call: _Call[T], cancelled: asyncio.CancelledError) -> T:
+        # Awaiting the call's future raised CancelledError (run and
+        # dispatch_tool_call await it themselves, one coroutine less per call).
+        if not call.future.cancelled():
+            # The future had its result: asyncio threw CancelledError in.
+            raise cancelled
         # This task was cancelled (asyncio cancelled the future it awaited).
         if not call.started and not call.ended:
             # No worker took it yet: it never starts.
@@ -342,7 +363,11 @@ class AsyncioHost:
             TrioRequiredError: awaited from another loop or thread.
             Exception: whatever ``fn`` raised, the same object.
         """
-        return await self._wait(self._start(fn, args))
+        call = self._start(fn, args)
+        try:
+            return await call.future
+        except asyncio.CancelledError as cancelled:
+            return await self._cancelled(call, cancelled)
 
     async def dispatch_tool_call(self, call: ToolCall, options: DispatchOptions) -> ToolResult:
         """:func:`dispatch_tool_call` through the host.
@@ -350,9 +375,11 @@ class AsyncioHost:
         Cancellation: as :meth:`run`; the call's trio task sees
         :class:`trio.Cancelled` and the call is recorded as cancelled.
         """
-        from ._dispatch import dispatch_tool_call
-
-        return await self.run(dispatch_tool_call, call, options)
+        started = self._start(_dispatch_tool_call(), (call, options))
+        try:
+            return await started.future
+        except asyncio.CancelledError as cancelled:
+            return await self._cancelled(started, cancelled)
 
     async def dispatch_tool_calls_in_order(
         self,
@@ -376,7 +403,7 @@ class AsyncioHost:
                 calls, options, concurrency=concurrency, on_result=on_result
             )
 
-        return await self.run(dispatch)
+        return await self._wait(self._start(dispatch, ()))
 
     async def run_agent(
         self,
@@ -394,7 +421,7 @@ class AsyncioHost:
         Cancellation: as :meth:`run`; the session's transcript is left valid
         (every call answered) and the ledger covers every call.
         """
-        return await self.run(session.run, prompt, options)
+        return await self._wait(self._start(session.run, (prompt, options)))
 
     @contextlib.asynccontextmanager
     async def enter(self, context: AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
