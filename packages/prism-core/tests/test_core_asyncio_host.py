@@ -669,7 +669,7 @@ def test_a_call_that_blocks_never_holds_up_the_calls_queued_behind_it(blocks_on:
     async def main() -> list[str]:
         async with open_asyncio_host() as host:
             released = await host.run(make_event)
-            sender, receiver = trio.socket.socketpair()
+            sender, receiver = await host.run(socket_pair)
             by: list[str] = []
 
             async def release(who: str) -> None:
@@ -696,12 +696,23 @@ def test_a_call_that_blocks_never_holds_up_the_calls_queued_behind_it(blocks_on:
                 await release("the third call")
                 return "third done"
 
-            with sender, receiver:
+            try:
                 return list(
                     await asyncio.gather(host.run(watchdog), host.run(blocked), host.run(third))
                 )
+            finally:
+                await host.run(close_sockets, sender, receiver)
 
     assert asyncio.run(main()) == ["watchdog done", "released by the third call", "third done"]
+
+
+async def socket_pair() -> tuple[trio.socket.SocketType, trio.socket.SocketType]:
+    return trio.socket.socketpair()
+
+
+async def close_sockets(*sockets: trio.socket.SocketType) -> None:
+    for sock in sockets:
+        sock.close()
 
 
 def test_a_call_cancelled_while_queued_among_others_never_starts() -> None:
