@@ -9,9 +9,14 @@ Rows (medians over repetitions, same options and tool):
   ratios are to this row: the baseline.
 - ``gated dispatch from asyncio (host)``: ``await host.dispatch_tool_call(...)`` inside
   ``asyncio.run``, one long-lived host. Each call crosses into the trio guest run and
-  back. Target: at most 2x the baseline.
+  back: one asyncio loop iteration and one trio guest tick per call, which by
+  themselves cost about as much as the dispatch (see ``host crossing alone``), so
+  this row stays above the 2x target (docs/agent-runtime.md, "asyncio hosts").
+  Target: at most 2x the baseline.
 - ``... 8 concurrent asyncio callers``: eight asyncio tasks share the host; the time is
-  per call (wall time / calls), so it shows what serving calls together recovers.
+  per call (wall time / calls). Calls queued in one loop iteration are served one
+  after another in one step of one worker task, so the loop iteration and the guest
+  tick are shared by eight calls. Target: at most 2x the baseline.
 - ``host crossing alone``: ``await host.run(f)`` of a trio function that returns at
   once: what a call costs besides the dispatch itself (one loop iteration, one guest
   tick, one step of a worker task).
@@ -116,6 +121,13 @@ async def from_asyncio() -> dict[str, list[float]]:
     return samples
 
 
+def verdict(r: Row, bound: float) -> Row:
+    """Note whether ``r``'s ratio to its baseline is at most ``bound``."""
+    ok = r.ratio is not None and r.ratio <= bound
+    r.note = f"{r.note}; meets target" if ok else f"{r.note}; MISSES target"
+    return r
+
+
 def main() -> list[Row]:
     import trio
 
@@ -130,20 +142,27 @@ def main() -> list[Row]:
     return [
         row(BENCH, "gated dispatch from trio", trio_samples, note="trio.run"),
         inside,
-        row(
-            BENCH,
-            "gated dispatch from asyncio (host)",
-            samples["serial"],
-            baseline=inside,
-            target="<= 2x",
-            note="one caller, one call at a time",
+        verdict(
+            row(
+                BENCH,
+                "gated dispatch from asyncio (host)",
+                samples["serial"],
+                baseline=inside,
+                target="<= 2x",
+                note="one caller, one call at a time",
+            ),
+            2.0,
         ),
-        row(
-            BENCH,
-            f"... {CONCURRENT} concurrent asyncio callers",
-            samples["concurrent"],
-            baseline=inside,
-            note="per call (wall / calls)",
+        verdict(
+            row(
+                BENCH,
+                f"... {CONCURRENT} concurrent asyncio callers",
+                samples["concurrent"],
+                baseline=inside,
+                target="<= 2x",
+                note="per call (wall / calls)",
+            ),
+            2.0,
         ),
         row(
             BENCH,
