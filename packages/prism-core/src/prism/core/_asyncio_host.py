@@ -308,9 +308,8 @@ class AsyncioHost:
         # The trio runtime is ending and no worker is left. The queue never
         # holds calls with no worker about to look at it, and a worker takes a
         # call before its first cancel point, so nothing should be left; if
-        # something is (a trio whose scheduling differs),
-        # its caller gets what a call cancelled by the host closing gets
-        # rather than waiting forever.
+        # something is (a trio whose scheduling differs), its caller gets what
+        # a call cancelled by the host closing gets rather than waiting forever.
         while self._queue:
             call = self._queue.popleft()
             if not call.future.done():
