@@ -63,11 +63,11 @@ def _has_pollution(value: Any) -> bool:
     return any(isinstance(node, dict) and _POLLUTION & node.keys() for node in _walk(value))
 
 
-def _run_draft(suite: Path, draft: str) -> tuple[Counter[str], list[str]]:
+def _run_draft(suite: Path, draft: str, folder: str = "") -> tuple[Counter[str], list[str]]:
     validator = JsonSchemaArgumentValidator(cache_size=1024)
     counts: Counter[str] = Counter()
     wrong: list[str] = []
-    for path in sorted((suite / draft).glob("*.json")):
+    for path in sorted((suite / draft / folder).glob("*.json")):
         for group in json.loads(path.read_text(encoding="utf-8")):
             schema = group["schema"]
             if isinstance(schema, dict) and "$schema" not in schema:
@@ -137,3 +137,16 @@ def test_older_drafts_never_give_a_wrong_verdict(
     conformance_summary.append(line)
     assert not wrong, line + "\n" + "\n".join(wrong[:20])
     assert counts["pass"] > 500, line
+
+
+@pytest.mark.parametrize(("draft", "least"), [("draft4", 150), ("draft6", 210), ("draft7", 430)])
+def test_older_drafts_assert_their_formats_as_the_suite_does(
+    json_schema_test_suite: Path, conformance_summary: list[str], draft: str, least: int
+) -> None:
+    # Draft-04/06/07 always assert format: the suite's optional format tests
+    # must then pass too, with no wrong verdict.
+    counts, wrong = _run_draft(json_schema_test_suite, draft, "optional/format")
+    line = _line(f"{draft} optional/format", counts)
+    conformance_summary.append(line)
+    assert not wrong, line + "\n" + "\n".join(wrong[:20])
+    assert counts["pass"] > least, line

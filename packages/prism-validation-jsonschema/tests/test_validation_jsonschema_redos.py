@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import re
-from typing import TYPE_CHECKING
-
 import pytest
-from fastjsonschema.draft2019 import CodeGeneratorDraft2019
 
 from prism.core import (
     DispatchOptions,
@@ -21,17 +16,14 @@ from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     create_json_schema_tool_argument_validator,
 )
-from prism.validation.jsonschema._regex import _linear_from
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 EVIL = "^(a+)+$"
 EVIL_INPUT = "a" * 28 + "!"  # seconds of backtracking in Python's re
 
 
 # On Python's backtracking re, each of these would run for seconds to ages (the
-# benchmark's "ReDoS" rows compare); RE2 answers in time linear in the input.
+# benchmark's "ReDoS" rows compare); Rust's regex crate answers in time linear in
+# the input, and RE2 refuses what neither linear engine can run.
 
 
 async def test_a_catastrophic_pattern_is_answered_through_dispatch() -> None:
@@ -59,19 +51,29 @@ def test_catastrophic_pattern_properties_are_answered() -> None:
     assert validator.validate(schema, {EVIL_INPUT: "x", "aaaa": 1}).ok
 
 
-def test_compile_time_required_check_uses_the_linear_engine() -> None:
-    # fastjsonschema runs re.search(pattern, name) at compile time for required
-    # names under additionalProperties: false; that must not backtrack either.
-    schema = {
-        "$schema": "http://json-schema.org/draft-07/schema#",
+@pytest.mark.parametrize("dialect", ["http://json-schema.org/draft-07/schema#", None])
+def test_a_required_name_meeting_a_catastrophic_pattern_property_is_answered(
+    dialect: str | None,
+) -> None:
+    # The required name is matched against EVIL (no match: it ends in "!"), so
+    # additionalProperties refuses it; on a backtracking engine that match alone
+    # would take ages.
+    schema: dict[str, object] = {
         "type": "object",
         "patternProperties": {EVIL: {}},
         "required": [EVIL_INPUT * 3],
         "additionalProperties": False,
     }
-    result = JsonSchemaArgumentValidator().validate(schema, {})
-    assert not result.ok
-    assert "required but not allowed" in result.errors[0].message
+    if dialect is not None:
+        schema["$schema"] = dialect
+    validator = JsonSchemaArgumentValidator()
+    missing = validator.validate(schema, {})
+    assert not missing.ok
+    assert "must contain" in missing.errors[0].message
+    present = validator.validate(schema, {EVIL_INPUT * 3: 1})
+    assert not present.ok
+    assert "must not contain" in present.errors[0].message
+    assert validator.validate({k: v for k, v in schema.items() if k != "required"}, {"aaa": 1}).ok
 
 
 def test_legitimate_patterns_are_still_enforced() -> None:
@@ -110,6 +112,7 @@ def test_invalid_pattern_refuses_the_schema() -> None:
     assert result.errors[0].message.startswith("schema rejected")
 
 
+_LATER = ["date", "time", "idn-email"]
 _DIALECTS = [
     "http://json-schema.org/draft-07/schema#",
     "https://json-schema.org/draft/2020-12/schema",
@@ -118,7 +121,7 @@ _DIALECTS = [
 
 @pytest.mark.parametrize("dialect", _DIALECTS)
 def test_format_checks_on_huge_strings_are_answered(dialect: str) -> None:
-    # Python's email regex in fastjsonschema is quadratic on inputs like these.
+    # A backtracking email regex (fastjsonschema's, say) is quadratic on inputs like these.
     validator = JsonSchemaArgumentValidator(assert_formats=True)
     inputs = ["a@" + "b." * 400_000 + "@", "a" + "..b" * 300_000 + "@x.y", "1" * 900_000]
     formats = ["email", "hostname", "date-time", "idn-hostname", "duration", "ipv6", "regex"]
@@ -155,18 +158,23 @@ def test_formats_are_annotations_in_2020_12_unless_asserting_was_asked_for() -> 
     assert not JsonSchemaArgumentValidator(assert_formats=True).validate(schema, "x").ok
 
 
-def test_format_engines_agree(json_schema_test_suite: Path) -> None:
-    # Built-in formats use Python's re on short strings and RE2 on long ones:
-    # both must give the same verdict. (The translation to RE2 syntax is private
-    # and the public API picks one engine by length, so it is checked directly.)
-    samples: set[str] = {"1::", "1:2::3", "::ffff:10.0.0.1", "a" * 255 + "!", "a@" + "b." * 127}
-    for path in json_schema_test_suite.glob("draft*/optional/format/*.json"):
-        for group in json.loads(path.read_text(encoding="utf-8")):
-            samples.update(t["data"] for t in group["tests"] if isinstance(t["data"], str))
-    for name, regex in CodeGeneratorDraft2019.FORMAT_REGEXS.items():
-        if name in {"email", "idn-hostname", "duration"}:
-            continue  # written out in Python, no regex
-        python = re.compile(regex, re.ASCII)
-        linear = _linear_from(regex)
-        for sample in samples:
-            assert (python.match(sample) is not None) == linear(sample), (name, sample)
+@pytest.mark.parametrize(
+    ("dialect", "asserted", "annotations"),
+    [
+        ("http://json-schema.org/draft-04/schema#", ["date-time", "ipv4", "regex"], _LATER),
+        ("http://json-schema.org/draft-06/schema#", ["json-pointer", "uri-reference"], _LATER),
+        ("http://json-schema.org/draft-07/schema#", _LATER, ["duration", "uuid"]),
+    ],
+)
+def test_each_older_draft_asserts_its_own_formats_only(
+    dialect: str, asserted: list[str], annotations: list[str]
+) -> None:
+    # Draft-04/06/07 always assert format, but only the formats the draft defines;
+    # a later draft's format is an annotation there, as the drafts say.
+    validator = JsonSchemaArgumentValidator()
+    for name in asserted:
+        result = validator.validate({"$schema": dialect, "format": name}, "(:: x")
+        assert not result.ok, name
+        assert result.errors[0].message == f"must be {name} (rule: format)"
+    for name in annotations:
+        assert validator.validate({"$schema": dialect, "format": name}, "(:: x").ok, name

@@ -6,9 +6,9 @@ come from a model. This package screens every schema (size, depth, member and
 location, nothing is ever fetched; no pollution keys, cycles, non-finite numbers
 or silently ignored keywords), measures the work it can cause and refuses what
 cannot be bounded, compiles each distinct schema once into an LRU cache, and
-bounds every instance and its cost before validating it. JSON Schema 2020-12
-(MCP's default dialect) and 2019-09 run on jsonschema-rs; draft-04/06/07 on
-fastjsonschema with every pattern on RE2.
+bounds every instance and its cost before validating it. Every dialect (JSON
+Schema 2020-12, MCP's default, 2019-09 and draft-04/06/07) runs on jsonschema-rs:
+no schema becomes code, and every pattern runs in linear time.
 
 Example::
 

@@ -54,7 +54,8 @@ REGEX_FORMAT_COST = 10_000
 # An enum costs one unit per this many entries (scalars compare quickly).
 ENUM_ENTRIES_PER_UNIT = 16
 # uniqueItems compares whole items: every node below an array with it costs
-# this much more (fastjsonschema measured ~10 us per small object item).
+# this much more (measured on the slower, Python engine Prism used before:
+# ~10 us per small object item).
 UNIQUE_ITEMS_COST = 100
 _UNIQUE: tuple[str, ...] = ("<uniqueItems>",)
 
@@ -132,10 +133,13 @@ class Analysis:
             node at depth ``k`` can cost.
         regex: ``regex[k]`` bounds the regex cost per character of a string (or
             key) at depth ``k``.
+        formats: the ``format`` names the schema asserts (empty when formats
+            are annotations).
     """
 
     work: tuple[int, ...]
     regex: tuple[int, ...]
+    formats: frozenset[str] = frozenset()
 
     @property
     def max_work(self) -> int:
@@ -195,6 +199,7 @@ class _Collector:
         self.reject = reject
         self.ignored = _IGNORED[draft] if reject else frozenset()
         self.assert_formats = assert_formats
+        self.formats: set[str] = set()
         self.nodes: dict[Path, _Node] = {}
         self.resources: dict[str, Path] = {}
         self.anchors: dict[tuple[str, str], Path] = {}
@@ -290,8 +295,8 @@ class _Collector:
     def describe(self, node: _Node, value: dict[str, Any], path: Path) -> None:
         if path and "$schema" in value and self.reject:
             # An embedded resource in another dialect: the engine would read it
-            # with the root's vocabulary (fastjsonschema) or switch vocabularies
-            # the screen did not analyse. Neither is checked here: refused.
+            # with the root's vocabulary or switch to keywords the screen did not
+            # analyse. Neither is checked here: refused.
             raise self.fail(
                 "an embedded $schema (a sub-schema in another dialect) is not supported; "
                 "refusing the schema rather than reading it with the wrong keywords",
@@ -327,6 +332,7 @@ class _Collector:
         fmt = value.get("format")
         if type(fmt) is str and self.assert_formats:
             node.regex += REGEX_FORMAT_COST if fmt == "regex" else FORMAT_COST
+            self.formats.add(fmt)
         patterns = value.get("patternProperties")
         if type(patterns) is dict and "patternProperties" in self.vocab:
             for name in patterns:
@@ -581,7 +587,9 @@ def analyse(
     while work_vector and work_vector[-1] == 0 and regex_vector[-1] == 0:
         work_vector.pop()
         regex_vector.pop()
-    return Analysis(work=tuple(work_vector), regex=tuple(regex_vector))
+    return Analysis(
+        work=tuple(work_vector), regex=tuple(regex_vector), formats=frozenset(collector.formats)
+    )
 
 
 _NOTHING = (0, 0, 0, 0)

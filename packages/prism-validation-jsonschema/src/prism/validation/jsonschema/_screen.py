@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
 __all__ = [
-    "FASTJSONSCHEMA_DRAFTS",
     "POLLUTION_KEYS",
     "Screened",
     "canonical_key",
@@ -40,8 +39,6 @@ _DRAFTS = {
     "json-schema.org/draft/2019-09/schema": "draft2019",
     "json-schema.org/draft/2020-12/schema": "draft2020",
 }
-# fastjsonschema runs these drafts; jsonschema-rs runs 2019-09 and 2020-12.
-FASTJSONSCHEMA_DRAFTS = frozenset({"draft4", "draft6", "draft7"})
 
 _SCALARS = (type(None), bool, int, str)
 _REF_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})

@@ -15,8 +15,6 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastjsonschema.exceptions import JsonSchemaDefinitionException, JsonSchemaException
-
 from prism.core import (
     ErrorInfo,
     ToolArgumentValidationError,
@@ -25,13 +23,12 @@ from prism.core import (
 from prism.core.options import boolean, instance_of, integer, one_of, optional
 
 from ._closed import closed_bounds
-from ._compiler import CODE_CHARS_PER_SCHEMA_BYTE, compile_schema
 from ._errors import SchemaRejectedError
 from ._graph import analyse
 from ._instance import check_instance, first_problem, instance_cost, instance_size, path_text
 from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
-from ._rs import RsValidationError, compile_rs
-from ._screen import FASTJSONSCHEMA_DRAFTS, Screened, prepare, screen
+from ._rs import FORMAT_DRAFTS, RsValidationError, compile_rs
+from ._screen import Screened, prepare, screen
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -89,14 +86,6 @@ def _result(problem: Problem | None) -> ToolArgumentValidationResult:
 
 
 def _describe_compile_error(exc: Exception) -> str:
-    if isinstance(exc, JsonSchemaDefinitionException):
-        return f"invalid schema: {exc}"
-    if isinstance(exc, SyntaxError | RecursionError | MemoryError):
-        # IndentationError and "too many statically nested blocks" are SyntaxErrors.
-        return (
-            "schema is too deeply nested to compile "
-            f"({type(exc).__name__}: {getattr(exc, 'msg', None) or exc})"
-        )
     return f"schema cannot be compiled ({type(exc).__name__}: {exc})"
 
 
@@ -149,8 +138,8 @@ class JsonSchemaArgumentValidator:
     landing on schema locations only, no pollution keys, cycles or non-finite
     numbers, no silently ignored keywords), its expanded graph measured against
     ``max_schema_work``, and compiled once into an LRU cache keyed by its
-    canonical JSON: 2019-09 and 2020-12 (and schemas without ``$schema``) on
-    jsonschema-rs, draft-04/06/07 on fastjsonschema. Instances and their cost
+    canonical JSON, on jsonschema-rs for every dialect (draft-04/06/07, 2019-09,
+    2020-12; 2020-12 for schemas without ``$schema``). Instances and their cost
     (``max_validation_work``, ``max_regex_work``) are bounded before any schema
     code runs on them, so no validation can stall the event loop; for a closed
     schema (one whose own checks imply those bounds) the schema's verdict is
@@ -311,7 +300,6 @@ class JsonSchemaArgumentValidator:
     def _build(self, screened: Screened) -> _Entry:
         limits = self._limits
         draft = screened.draft
-        legacy = draft in FASTJSONSCHEMA_DRAFTS
         try:
             copy = prepare(screened)
             analysis = analyse(
@@ -319,17 +307,12 @@ class JsonSchemaArgumentValidator:
                 draft,
                 limits,
                 reject=self._unsupported == "reject",
-                assert_formats=legacy or self._assert_formats,
+                assert_formats=draft in FORMAT_DRAFTS or self._assert_formats,
             )
             bounds = closed_bounds(copy, limits)
-            if legacy:
-                function = compile_schema(
-                    copy,
-                    draft,
-                    max_code_chars=CODE_CHARS_PER_SCHEMA_BYTE * limits.max_schema_bytes,
-                )
-            else:
-                function = compile_rs(copy, draft, assert_formats=self._assert_formats)
+            function = compile_rs(
+                copy, draft, assert_formats=self._assert_formats, used=analysis.formats
+            )
         except SchemaRejectedError as exc:
             return _Entry(screened.key, None, exc)
         except Exception as exc:
@@ -364,13 +347,15 @@ class JsonSchemaArgumentValidator:
         beyond the instance limits and budgets, so its verdict is the answer.
         Otherwise the instance is bounded first, in one walk that stops at the
         first broken limit; only a value that breaks one is walked again, to
-        name the path.
+        name the path. The engine stops at the first failure, and the refusal
+        is built once from its error; nothing walks the value after that.
         """
         function = entry.function
         if function is None:
             return self._run(entry, value)
         closed = entry.closed
-        if not (closed is not None and type(value) is dict and len(value) <= closed):
+        walked = not (closed is not None and type(value) is dict and len(value) <= closed)
+        if walked:
             limits = self._limits
             if entry.work is None:
                 problem = check_instance(value, limits)
@@ -390,12 +375,14 @@ class JsonSchemaArgumentValidator:
                         return over
         try:
             function(value)
-        except (JsonSchemaException, RsValidationError) as exc:
-            return _translate(exc)
+        except RsValidationError as exc:
+            return _refusal(exc, value)
         except Exception as exc:
-            # The engine could not read the value (a type JSON does not have, past
-            # a closed schema's check): the instance walk says where it is.
-            return check_instance(value, self._limits) or _translate(exc)
+            # The engine could not read the value. Past a closed schema's check it
+            # was not walked, and may hold a type JSON does not have: the instance
+            # walk says where. A walked value is within the limits already.
+            problem = None if walked else check_instance(value, self._limits)
+            return problem or _translate(exc)
         return None
 
     def _over_budget(self, entry: _Entry, value: object) -> Problem | None:
@@ -423,47 +410,54 @@ class JsonSchemaArgumentValidator:
 
 
 def _translate(exc: Exception) -> Problem:
-    """The problem an engine's exception reports, in one wording for both engines."""
-    if isinstance(exc, JsonSchemaException):
-        return _value_problem(exc)
-    if isinstance(exc, RsValidationError):
-        return _rs_problem(exc)
+    """The problem for an exception the engine raised on a value it could not read."""
     if isinstance(exc, UnicodeEncodeError):
         # jsonschema-rs works on Rust strings, which cannot hold a lone surrogate.
         return (
             "data",
             "contains a lone surrogate (U+D800 to U+DFFF), which is not valid Unicode "
-            "and cannot be checked against a 2019-09/2020-12 schema",
-        )
-    if isinstance(exc, RecursionError):
-        return (
-            "data",
-            "validation recursed too deeply: the schema's $ref recursion does not "
-            "terminate on this value",
+            "and cannot be checked against the schema",
         )
     return _problem("data", f"validation failed with {type(exc).__name__}: {exc}")
 
 
-def _value_problem(exc: JsonSchemaException) -> Problem:
-    name = getattr(exc, "name", None)
-    message = getattr(exc, "message", None) or str(exc)
-    if isinstance(name, str) and message.startswith(name + " "):
-        message = message[len(name) + 1 :]
-    rule = getattr(exc, "rule", None)
-    if isinstance(rule, str):
-        message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
-    path = _clip(name, 200) if isinstance(name, str) else None
-    return _problem(path, message)
+def _refusal(exc: Any, value: object) -> Problem:
+    """The problem a ``jsonschema_rs.ValidationError`` reports: its path and rule, in words.
+
+    Built once, from the error's own fields, when the engine stops at the first
+    failure: nothing walks the value again.
+    """
+    try:
+        parts = exc.instance_path
+        if not parts:
+            path = "data"
+        elif len(parts) == 1 and type(parts[0]) is str and len(parts[0]) <= 190:
+            path = "data." + parts[0]
+        else:
+            path = path_text(parts)
+        kind = exc.kind
+        rule = kind.name  # a keyword's name: "pattern", "unevaluatedProperties"...
+        words = _WORDS.get(rule)
+        message = words(kind) if words is not None else (exc.message or str(exc))
+        if rule == "falseSchema" and exc.schema_path[-1:] == ["additionalProperties"]:
+            # jsonschema-rs reads "additionalProperties": false beside no properties
+            # and no patternProperties as a false schema for every member, and names
+            # neither the object's path nor the key: every key is unexpected there.
+            rule = "additionalProperties"
+            message = f"must not contain {_names(list(_member(value, parts)))} properties"
+    except (AttributeError, LookupError, TypeError):
+        # An engine version whose errors carry other fields: its own message.
+        return _problem("data", str(exc) or type(exc).__name__)
+    if len(message) > _MAX_MESSAGE - 40:
+        message = _clip(message, _MAX_MESSAGE - 40)
+    return path, f"{message} (rule: {rule})"
 
 
-def _rs_problem(exc: Any) -> Problem:
-    path = path_text(getattr(exc, "instance_path", None) or ())
-    kind = getattr(exc, "kind", None)
-    rule = getattr(kind, "name", None)
-    message = _rs_message(kind, rule) or getattr(exc, "message", None) or str(exc)
-    if isinstance(rule, str):
-        message = f"{_clip(message, _MAX_MESSAGE - 40)} (rule: {rule})"
-    return _problem(path, message)
+def _member(value: Any, parts: list[str | int]) -> Any:
+    """The part of ``value`` at ``parts`` (an error's instance path)."""
+    for part in parts:
+        value = value[part]
+    return value
 
 
 def _short_json(value: object) -> str:
@@ -474,54 +468,42 @@ def _short_json(value: object) -> str:
     return _clip(text, 120)
 
 
-def _rs_message(kind: object, rule: object) -> str | None:
-    """The error in the words fastjsonschema uses, so both engines read alike."""
-    limit = getattr(kind, "limit", None)
-    match rule:
-        case "type":
-            types = getattr(kind, "types", None) or []
-            return "must be " + " or ".join(str(t) for t in types)
-        case "required":
-            return f"must contain {_clip(repr([getattr(kind, 'property', None)]), 120)} properties"
-        case "maximum":
-            return f"must be smaller than or equal to {limit}"
-        case "minimum":
-            return f"must be bigger than or equal to {limit}"
-        case "exclusiveMaximum":
-            return f"must be smaller than {limit}"
-        case "exclusiveMinimum":
-            return f"must be bigger than {limit}"
-        case "maxLength":
-            return f"must be shorter than or equal to {limit} characters"
-        case "minLength":
-            return f"must be longer than or equal to {limit} characters"
-        case "maxItems":
-            return f"must contain less than or equal to {limit} items"
-        case "minItems":
-            return f"must contain at least {limit} items"
-        case "maxProperties":
-            return f"must contain less than or equal to {limit} properties"
-        case "minProperties":
-            return f"must contain at least {limit} properties"
-        case "pattern":
-            return f"must match pattern {_clip(str(getattr(kind, 'pattern', None)), 120)}"
-        case "enum":
-            return f"must be one of {_short_json(getattr(kind, 'options', None))}"
-        case "const":
-            expected = _short_json(getattr(kind, "expected_value", None))
-            return f"must be same as const definition: {expected}"
-        case "additionalProperties":
-            unexpected = getattr(kind, "unexpected", None) or []
-            names = "{" + ", ".join(repr(name) for name in unexpected) + "}"
-            return f"must not contain {_clip(names, 120)} properties"
-        case "unevaluatedProperties":
-            unexpected = getattr(kind, "unexpected", None)
-            return f"must not contain unevaluated properties {_short_json(unexpected)}"
-        case "format":
-            return f"must be {getattr(kind, 'format', None)}"
-        case "falseSchema":
-            return "must not be present (the schema is false)"
-    return None
+def _names(unexpected: list[str] | None) -> str:
+    return _clip("{" + ", ".join(repr(name) for name in unexpected or ()) + "}", 120)
+
+
+# How each rule reads, looked up by the error kind's name (the words Prism has
+# always used, whichever engine ran); a rule not listed keeps the engine's message.
+_WORDS: dict[str, Callable[[Any], str]] = {
+    "type": lambda k: "must be " + " or ".join(str(t) for t in k.types or ()),
+    "required": lambda k: f"must contain {_clip(repr([k.property]), 120)} properties",
+    "maximum": lambda k: f"must be smaller than or equal to {k.limit}",
+    "minimum": lambda k: f"must be bigger than or equal to {k.limit}",
+    "exclusiveMaximum": lambda k: f"must be smaller than {k.limit}",
+    "exclusiveMinimum": lambda k: f"must be bigger than {k.limit}",
+    "maxLength": lambda k: f"must be shorter than or equal to {k.limit} characters",
+    "minLength": lambda k: f"must be longer than or equal to {k.limit} characters",
+    "maxItems": lambda k: f"must contain less than or equal to {k.limit} items",
+    "minItems": lambda k: f"must contain at least {k.limit} items",
+    "maxProperties": lambda k: f"must contain less than or equal to {k.limit} properties",
+    "minProperties": lambda k: f"must contain at least {k.limit} properties",
+    "pattern": lambda k: "must match pattern " + _clip(k.pattern, 120),
+    "enum": lambda k: f"must be one of {_short_json(k.options)}",
+    "const": lambda k: f"must be same as const definition: {_short_json(k.expected_value)}",
+    "additionalProperties": lambda k: f"must not contain {_names(k.unexpected)} properties",
+    "unevaluatedProperties": lambda k: (
+        f"must not contain unevaluated properties {_short_json(k.unexpected)}"
+    ),
+    "format": lambda k: f"must be {k.format}",
+    "falseSchema": lambda _k: "must not be present (the schema is false)",
+    # Without quoting the value (the engine's words would, up to the whole arguments).
+    "multipleOf": lambda k: f"must be multiple of {k.multiple_of}",
+    "uniqueItems": lambda _k: "must contain unique items",
+    "anyOf": lambda _k: "cannot be validated by any definition",
+    "oneOf": lambda _k: "must be valid exactly by one definition",
+    "not": lambda _k: "must NOT match a disallowed definition",
+    "contains": lambda _k: "must contain one of contains definition",
+}
 
 
 class _Slot:
@@ -591,10 +573,12 @@ class JsonSchemaToolValidator:
             if tool.parameters is None:
                 return self._missing(tool)
             slot = self._new_slot(tool)
-        elif slot.entry.refusal is None and not validator._touch(slot.entry):
-            # Evicted from the cache: look it up (and compile it) again.
-            slot.entry = validator._lookup(slot.screened)  # type: ignore[arg-type]
-        entry = slot.entry
+            entry = slot.entry
+        else:
+            entry = slot.entry
+            if entry.refusal is None and not validator._touch(entry):
+                # Evicted from the cache: look it up (and compile it) again.
+                entry = slot.entry = validator._lookup(slot.screened)  # type: ignore[arg-type]
         if entry.refusal is not None:
             return _schema_rejected(tool, entry.refusal)
         problem = validator._check(entry, arguments)
@@ -644,10 +628,16 @@ def _error_info(message: str, code: str, problem: Problem) -> ErrorInfo:
 
 
 def _invalid_arguments(tool: ToolDefinition, problem: Problem) -> ErrorInfo:
+    # The hot path of a refused call: one message, built here, once.
     path, message = problem
     where = f"{path}: " if path else ""
-    return _error_info(
-        f"invalid arguments for {tool.name}: {where}{message}", "invalid_arguments", problem
+    text = f"invalid arguments for {tool.name}: {where}{message}"
+    if len(text) > _MAX_TOOL_MESSAGE:
+        text = _clip(text, _MAX_TOOL_MESSAGE)
+    return ErrorInfo(
+        message=text,
+        code="invalid_arguments",
+        details={"errors": [{"path": path, "message": message}]},
     )
 
 
