@@ -30,7 +30,7 @@ class OutputChecker:
     """Validates values against untrusted output schemas.
 
     Uses prism-validation-jsonschema's hardened validator when it is installed
-    (bounded schemas and values, RE2 patterns, no remote ``$ref``); otherwise the
+    (bounded schemas and values, linear-time patterns, no remote ``$ref``); otherwise the
     ``jsonschema`` package the MCP SDK depends on, with an empty registry so no
     ``$ref`` leaves the schema.
     """
