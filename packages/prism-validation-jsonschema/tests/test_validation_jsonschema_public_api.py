@@ -7,6 +7,7 @@ DOCUMENTED = {
     "HARD_CACHE_SIZE",
     "HARD_LIMITS",
     "CacheInfo",
+    "CompiledSchema",
     "JsonSchemaArgumentValidator",
     "JsonSchemaToolValidator",
     "SchemaLimits",

@@ -37,7 +37,9 @@ class OutputChecker:
 
     def __init__(self) -> None:
         self._hardened: Any = None
-        self._compiled: dict[int, Any] = {}
+        # Compiled checks by the identity of the schema object they were made
+        # from, with that object, so a reused id never finds another's check.
+        self._compiled: dict[int, tuple[JsonValue, Any]] = {}
         try:
             module = importlib.import_module("prism.validation.jsonschema")
         except ImportError:
@@ -46,42 +48,46 @@ class OutputChecker:
             self._hardened = module.JsonSchemaArgumentValidator()
 
     def refusal(self, schema: JsonValue) -> str | None:
-        """Why ``schema`` cannot be used, or ``None`` (compiles and caches it)."""
-        if self._hardened is not None:
-            try:
-                self._hardened.check_schema(schema)
-            except Exception as exc:
-                return str(exc)[:_MAX_REASON_CHARS]
-            return None
+        """Why ``schema`` cannot be used, or ``None`` (compiles and keeps it)."""
         try:
-            from jsonschema.validators import validator_for  # type: ignore[import-untyped]
-            from referencing import Registry
+            if self._hardened is not None:
+                compiled = self._hardened.compile(schema)
+            else:
+                from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+                from referencing import Registry
 
-            cls = validator_for(schema)
-            cls.check_schema(schema)
-            if len(self._compiled) >= _MAX_COMPILED:
-                # Bounded across relistings (each brings new schema objects).
-                self._compiled.clear()
-            self._compiled[id(schema)] = cls(schema, registry=Registry())
+                cls = validator_for(schema)
+                cls.check_schema(schema)
+                compiled = cls(schema, registry=Registry())
         except Exception as exc:
             return str(exc)[:_MAX_REASON_CHARS]
+        if len(self._compiled) >= _MAX_COMPILED:
+            # Bounded across relistings (each brings new schema objects).
+            self._compiled.clear()
+        self._compiled[id(schema)] = (schema, compiled)
         return None
 
     def check(self, schema: JsonValue, value: JsonValue) -> Mismatch | None:
-        """The first way ``value`` fails ``schema``, or ``None`` when it matches."""
+        """The first way ``value`` fails ``schema``, or ``None`` when it matches.
+
+        ``schema`` is compiled once (by :meth:`refusal`, or here on first use);
+        a schema that cannot be used matches nothing.
+        """
+        kept = self._compiled.get(id(schema))
+        if kept is None or kept[0] is not schema:
+            refused = self.refusal(schema)
+            if refused is not None:
+                return Mismatch(path="", message=f"the outputSchema cannot be used: {refused}")
+            kept = self._compiled[id(schema)]
+        validator = kept[1]
         if self._hardened is not None:
-            result = self._hardened.validate_output(schema, value)
+            result = validator.validate(value)
             if result.ok:
                 return None
             first = result.errors[0] if result.errors else None
             if first is None:
                 return Mismatch(path="", message="does not match the output schema")
             return Mismatch(path=first.path or "", message=str(first.message)[:_MAX_REASON_CHARS])
-        validator = self._compiled.get(id(schema))
-        if validator is None:
-            if self.refusal(schema) is not None:
-                return None
-            validator = self._compiled[id(schema)]
         try:
             from jsonschema import exceptions  # type: ignore[import-untyped]
 

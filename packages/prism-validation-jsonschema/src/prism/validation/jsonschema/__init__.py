@@ -47,6 +47,7 @@ from ._limits import HARD_CACHE_SIZE as HARD_CACHE_SIZE
 from ._limits import HARD_LIMITS as HARD_LIMITS
 from ._limits import CacheInfo as CacheInfo
 from ._limits import SchemaLimits as SchemaLimits
+from ._validator import CompiledSchema as CompiledSchema
 from ._validator import JsonSchemaArgumentValidator as JsonSchemaArgumentValidator
 from ._validator import JsonSchemaToolValidator as JsonSchemaToolValidator
 from ._validator import (
@@ -57,6 +58,7 @@ __all__ = [
     "HARD_CACHE_SIZE",
     "HARD_LIMITS",
     "CacheInfo",
+    "CompiledSchema",
     "JsonSchemaArgumentValidator",
     "JsonSchemaToolValidator",
     "SchemaLimits",

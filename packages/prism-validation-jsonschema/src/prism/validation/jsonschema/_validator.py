@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from prism.core import JsonObject, ToolDefinition, ToolExecutionContext
 
 __all__ = [
+    "CompiledSchema",
     "JsonSchemaArgumentValidator",
     "JsonSchemaToolValidator",
     "create_json_schema_tool_argument_validator",
@@ -216,6 +217,24 @@ class JsonSchemaArgumentValidator:
         for bad input; error paths start at ``data`` (the structured content).
         """
         return _result(self._run(self._entry(schema), structured_content))
+
+    def compile(self, schema: object) -> CompiledSchema:
+        """Screen and compile ``schema`` once, for validating many values against it.
+
+        The returned :class:`CompiledSchema` validates without screening or
+        serialising the schema again (what :meth:`validate` does on every call),
+        for a host that checks values against one schema many times, such as an
+        MCP tool's ``outputSchema`` on every result. It works from its own copy:
+        changing ``schema`` afterwards does not change what it checks.
+
+        Raises:
+            SchemaRejectedError: the schema is refused; ``reason`` and ``path`` say why.
+        """
+        screened = screen(schema, self._limits, self._unsupported)
+        entry = self._lookup(screened)
+        if entry.rejected is not None:
+            raise entry.rejected
+        return CompiledSchema(self, screened, entry)
 
     def check_schema(self, schema: object) -> None:
         """Screen and compile ``schema`` (caching the result) or say why it is refused.
@@ -504,6 +523,42 @@ _WORDS: dict[str, Callable[[Any], str]] = {
     "not": lambda _k: "must NOT match a disallowed definition",
     "contains": lambda _k: "must contain one of contains definition",
 }
+
+
+class CompiledSchema:
+    """One schema, screened and compiled, from :meth:`JsonSchemaArgumentValidator.compile`.
+
+    Validating through it costs what the dispatch hot path costs: the schema
+    is neither screened nor serialised again. The compiled code lives in its
+    validator's cache; if the cache evicts it, the next call compiles it again.
+    Safe to share between tasks and threads.
+    """
+
+    __slots__ = ("_entry", "_screened", "_validator")
+
+    def __init__(
+        self, validator: JsonSchemaArgumentValidator, screened: Screened, entry: _Entry
+    ) -> None:
+        self._validator = validator
+        self._screened = screened
+        self._entry = entry
+
+    def __repr__(self) -> str:
+        return f"<CompiledSchema {self._screened.draft}, {len(self._screened.key)} chars>"
+
+    def validate(self, value: object) -> ToolArgumentValidationResult:
+        """Validate ``value`` (arguments, or a tool result's ``structuredContent``).
+
+        Never raises for a bad value: the answer has ``ok=False`` and a reason
+        naming the path (from ``data``) and the rule, as
+        :meth:`JsonSchemaArgumentValidator.validate` gives.
+        """
+        entry = self._entry
+        validator = self._validator
+        if not validator._touch(entry):
+            # Evicted from the cache: look it up (and compile it) again.
+            entry = self._entry = validator._lookup(self._screened)
+        return _result(validator._run(entry, value))
 
 
 class _Slot:
