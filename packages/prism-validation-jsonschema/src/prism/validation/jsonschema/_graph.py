@@ -29,13 +29,14 @@ character counts per depth (see ``_instance.profile``).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import attrs
 
 from ._errors import SchemaRejectedError
-from ._regex import PatternError, pattern_cost
+from ._regex import MAX_SCHEMA_PATTERN_COST, PATTERN_OVERHEAD, PatternError, pattern_cost
 
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
@@ -45,11 +46,16 @@ __all__ = ["Analysis", "analyse"]
 Path = tuple[str | int, ...]
 
 # Cost of ``format`` checks per character of the checked string, in the same
-# unit as a pattern's RE2 program size. ``format: regex`` compiles the string as
-# a regex (RE2 compiles about 27,000 characters per second here), the others are
-# fixed linear-time checks.
+# unit as a pattern's RE2 program size (a unit is worth at most about 6 ns: the
+# default max_regex_work, 8,000,000, is then 50 ms). The checks are fixed
+# linear-time ones; ``format: regex`` only parses the string as ECMA-262 (at
+# most 16,384 characters and 256 named groups, about 55 ns per character at
+# worst, see the benchmark's stall rows): 10 units would cover it, 1,000 keeps
+# a call to 8,000 characters of regexes at the default budget, as before.
 FORMAT_COST = 100
-REGEX_FORMAT_COST = 10_000
+REGEX_FORMAT_COST = 1_000
+# ... and each string checked by ``format: regex`` counts this much validation work.
+REGEX_FORMAT_WEIGHT = 30
 
 # An enum costs one unit per this many entries (scalars compare quickly).
 ENUM_ENTRIES_PER_UNIT = 16
@@ -162,6 +168,89 @@ def _short(value: str, limit: int = 80) -> str:
     return repr(value if len(value) <= limit else value[:limit] + "...")
 
 
+# The base the engine gives a document without an ``$id`` (jsonschema-rs).
+DEFAULT_BASE = "json-schema:///"
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:")
+_DEFAULT_PORTS = (":80", ":443", ":")
+
+
+def _remove_dots(path: str) -> str:
+    """RFC 3986 section 5.2.4 (dot segments), on an already case-folded path."""
+    out: list[str] = []
+    segments = path.split("/")
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1 or (out and out[0] != ""):
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out)
+
+
+def uri_key(uri: str, base: str = DEFAULT_BASE) -> str:
+    """A generous normal form of ``uri`` resolved against ``base``.
+
+    Two ``$id``s the engine could treat as one resource (its URI normalisation
+    is case-insensitive in places, decodes percent-escapes, removes dot
+    segments and default ports) always get the same key here; some it keeps
+    apart get the same key too, which refuses a schema rather than missing a
+    merge. ``base`` must itself be a key.
+    """
+    text = uri.partition("#")[0]
+    for _ in range(4):  # percent-decoding is idempotent after a few rounds
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    text = text.casefold()
+    if not _SCHEME.match(text):
+        text = _join(base, text)
+    scheme, _, rest = text.partition(":")
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        for port in _DEFAULT_PORTS:
+            if authority.endswith(port):
+                authority = authority[: -len(port)]
+                break
+        path = _remove_dots(slash + path) or "/"
+        return f"{scheme}://{authority}{path}"
+    return f"{scheme}:{_remove_dots(rest)}"
+
+
+def _join(base: str, ref: str) -> str:
+    """RFC 3986 section 5.2.2 for a reference without a scheme (dots removed later)."""
+    scheme, _, rest = base.partition(":")
+    authority = ""
+    path = rest
+    if rest.startswith("//"):
+        authority, slash, tail = rest[2:].partition("/")
+        authority, path = "//" + authority, slash + tail
+    if ref.startswith("//"):
+        return f"{scheme}:{ref}"
+    if ref.startswith("/"):
+        return f"{scheme}:{authority}{ref}"
+    if ref == "" or ref.startswith("?"):
+        return f"{scheme}:{authority}{path.partition('?')[0]}{ref}"
+    directory = path.partition("?")[0].rpartition("/")[0]
+    if authority and not directory:
+        return f"{scheme}:{authority}/{ref}"
+    if directory or authority:
+        return f"{scheme}:{authority}{directory}/{ref}"
+    return f"{scheme}:{ref}"
+
+
+_DEFAULT_KEY = uri_key(DEFAULT_BASE)
+# The engine knows the meta-schemas by these URIs; a resource there could
+# shadow one, or be shadowed by it.
+_META_PREFIXES = ("http://json-schema.org/", "https://json-schema.org/")
+
+
 class _Node:
     __slots__ = (
         "array",
@@ -206,13 +295,14 @@ class _Collector:
         self.dynamic: dict[str, list[Path]] = {}
         self.recursive: list[Path] = []
         self.refs: list[tuple[Path, str, str]] = []  # (node path, keyword, reference)
+        self.pattern_work = 0  # RE2 compile work spent on this schema's patterns
 
     def fail(self, reason: str, path: Path) -> SchemaRejectedError:
         return SchemaRejectedError(reason, _pointer(path))
 
     def walk(self, root: object) -> None:
-        stack: list[tuple[object, Path, str]] = [(root, (), "")]
-        self.resources[""] = ()
+        stack: list[tuple[object, Path, str]] = [(root, (), _DEFAULT_KEY)]
+        self.resources[_DEFAULT_KEY] = ()
         while stack:
             value, path, base = stack.pop()
             node = _Node(path, value, base)
@@ -246,9 +336,22 @@ class _Collector:
         if type(ident) is str and ident:
             uri, _, fragment = ident.partition("#")
             if uri:
-                base = uri
+                base = uri_key(uri, base)
+                if base.startswith(_META_PREFIXES):
+                    raise self.fail(
+                        f"{id_key} {_short(ident)} is under json-schema.org, where the engine "
+                        "keeps its meta-schemas; refusing the schema rather than letting one "
+                        "shadow the other",
+                        (*path, id_key),
+                    )
                 if base in self.resources and self.resources[base] != path:
-                    raise self.fail(f"$id {_short(ident)} is declared twice", (*path, id_key))
+                    raise self.fail(
+                        f"{id_key} {_short(ident)} is declared twice: it names the same "
+                        "resource as another $id, or as the document itself, once URIs are "
+                        "normalised (case, percent-escapes, dot segments, default ports, "
+                        "relative resolution), and the engine would merge them",
+                        (*path, id_key),
+                    )
                 self.resources[base] = path
             if fragment and legacy:
                 self.add_anchor(base, fragment, path)
@@ -271,13 +374,14 @@ class _Collector:
             raise self.fail(f"anchor {_short(name)} is declared twice", path)
         self.anchors[(base, name)] = path
 
-    def identifiers_in_data(self, root: object) -> set[str]:
-        """Anchor names and ``$id``s declared outside schema locations.
+    def identifiers_in_data(self, root: object) -> tuple[set[str], set[str]]:
+        """Anchor names and ``$id``s (as keys) declared outside schema locations.
 
         An engine that indexed them would resolve a reference there; Prism
         refuses any reference that could mean one of them.
         """
         found: set[str] = set()
+        keys: set[str] = set()
         stack: list[tuple[object, Path]] = [(root, ())]
         while stack:
             value, path = stack.pop()
@@ -287,10 +391,12 @@ class _Collector:
                         name = value.get(key)
                         if type(name) is str:
                             found.add(name.lstrip("#") if key in ("$id", "id") else name)
+                            if key in ("$id", "id") and name.partition("#")[0]:
+                                keys.add(uri_key(name.partition("#")[0]))
                 stack.extend((item, (*path, key)) for key, item in value.items())
             elif type(value) is list:
                 stack.extend((item, (*path, index)) for index, item in enumerate(value))
-        return found
+        return found, keys
 
     def describe(self, node: _Node, value: dict[str, Any], path: Path) -> None:
         if path and "$schema" in value and self.reject:
@@ -332,6 +438,9 @@ class _Collector:
         fmt = value.get("format")
         if type(fmt) is str and self.assert_formats:
             node.regex += REGEX_FORMAT_COST if fmt == "regex" else FORMAT_COST
+            if fmt == "regex":
+                # Each string is a call into a Python check (about 1 us), however short.
+                node.weight += REGEX_FORMAT_WEIGHT
             self.formats.add(fmt)
         patterns = value.get("patternProperties")
         if type(patterns) is dict and "patternProperties" in self.vocab:
@@ -397,17 +506,23 @@ class _Collector:
             node.array.append((rest, False))
 
     def cost(self, pattern: str, path: Path) -> int:
-        try:
-            return pattern_cost(pattern)
-        except PatternError as exc:
+        left = MAX_SCHEMA_PATTERN_COST - self.pattern_work
+        if left <= 0:
             raise self.fail(
-                f"pattern {_short(pattern)} is not supported by the linear-time engine "
-                f"(no backreferences or lookaround): {exc}",
+                f"the schema's patterns together compile to more than "
+                f"{MAX_SCHEMA_PATTERN_COST:,} RE2 instructions (each pattern also counts "
+                f"{PATTERN_OVERHEAD}); pricing more would hold the event loop too long",
                 path,
-            ) from exc
+            )
+        try:
+            cost = pattern_cost(pattern, left)
+        except PatternError as exc:
+            raise self.fail(f"pattern {_short(pattern)} is refused: {exc}", path) from exc
+        self.pattern_work += cost + PATTERN_OVERHEAD
+        return cost
 
     def resolve(self, root: object) -> None:
-        hidden = self.identifiers_in_data(root) if self.refs else set()
+        hidden, hidden_keys = self.identifiers_in_data(root) if self.refs else (set(), set())
         for path, keyword, ref in self.refs:
             name = ref[1:]
             if name and not name.startswith("/") and name in hidden:
@@ -416,7 +531,7 @@ class _Collector:
                     "data (default, examples, const, enum or an unknown keyword)",
                     (*path, keyword),
                 )
-            if hidden.intersection(self.resources) - {""}:
+            if hidden_keys.intersection(self.resources) - {_DEFAULT_KEY}:
                 raise self.fail(
                     "an $id of this schema is also declared inside data (default, examples, "
                     "const, enum or an unknown keyword)",

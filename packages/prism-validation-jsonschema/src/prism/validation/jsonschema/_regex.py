@@ -1,98 +1,242 @@
-"""RE2, the linear-time regular expression engine, for what a schema's patterns cost.
+r"""What a schema's patterns cost, and whether a string is an ECMA-262 regex.
 
 Python's ``re`` backtracks: ``^(a+)+$`` against ``"a" * 28 + "!"`` runs for
 seconds while holding the GIL, and no worker thread or timeout can take the
 event loop back. jsonschema-rs runs every ``pattern`` and ``patternProperties``
-on Rust's ``regex`` crate (finite automata, linear time). RE2 measures each
-pattern's cost (its program size, the unit of ``max_regex_work``) and refuses
-the schema when it cannot run a pattern (backreferences, lookaround), so the
-schema is refused rather than handed to any backtracking engine. ``format:
-regex`` asks whether an argument is a regular expression: RE2 compiles it, with
-bounded work; nothing a schema or an argument supplies is ever matched on
-Python's ``re``.
+on Rust's ``regex`` crate (finite automata, linear time). Before that, each
+pattern must be:
+
+* ECMA-262 (the dialect JSON Schema names), as jsonschema-rs's own ``format:
+  regex`` check decides, in every draft: ``(?i)``, ``\A``, ``\z`` or
+  ``\x{41}`` are refused although Rust's engine would run them;
+* runnable by a linear-time engine: RE2 compiles it (after translating the
+  ECMA escapes RE2 spells differently: ``\uXXXX``, ``\u{...}``, ``\cX``) and
+  refuses backreferences and lookaround. RE2's program size is the pattern's
+  price per input character (the unit of ``max_regex_work``).
+
+Compiling costs time too (about 0.5-0.8 us per RE2 instruction; ``\p{L}``
+alone is 1,200 instructions), so a schema's patterns together get at most
+``MAX_SCHEMA_PATTERN_COST`` instructions: the caller passes what is left, and
+RE2's memory for each compile (about 16 bytes an instruction) is cut to fit,
+never above ``PATTERN_MAX_MEM``. Admitting a schema is bounded work.
+
+``format: regex`` asks whether an argument is a regular expression: the
+engine's ECMA-262 parser answers (it only parses, in time about linear in the
+length), for strings of at most ``MAX_REGEX_CHARS`` characters with at most
+``MAX_NAMED_GROUPS`` named groups (checking their names is quadratic). Nothing
+a schema or an argument supplies is ever compiled or matched on Python's ``re``.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
+import jsonschema_rs
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-__all__ = ["PatternError", "is_regex", "pattern_cost"]
+__all__ = [
+    "MAX_NAMED_GROUPS",
+    "MAX_REGEX_CHARS",
+    "MAX_SCHEMA_PATTERN_COST",
+    "PATTERN_MAX_MEM",
+    "PATTERN_OVERHEAD",
+    "PatternError",
+    "is_regex",
+    "pattern_cost",
+    "to_re2",
+]
 
-# Only a pattern's size, or whether it compiles, is ever asked: no submatches.
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # a refused pattern is an answer, not a log line
-_OPTIONS.max_mem = 8 << 20
-_OPTIONS.never_capture = True
+# One pattern's compile: RE2 stops at this much memory (about 131,000
+# instructions). ``\p{L}{1,64}`` (76,611) fits; ``\p{L}{0,200}`` does not and is
+# refused after about 12 ms.
+PATTERN_MAX_MEM = 2 << 20
+# All the patterns of one schema, in RE2 instructions; each pattern also counts
+# PATTERN_OVERHEAD for what compiling and checking it costs besides its size.
+MAX_SCHEMA_PATTERN_COST = PATTERN_MAX_MEM // 16  # 131,072
+PATTERN_OVERHEAD = 50
+# RE2 holds about this many bytes per instruction; below _MIN_MEM it stops
+# limiting (it falls back to a fixed 100,000 instructions).
+_BYTES_PER_INSTRUCTION = 16
+_MIN_MEM = 64 << 10
+# Longer strings are not regexes (``format: regex``) and longer patterns are refused.
+MAX_REGEX_CHARS = 16_384
+MAX_NAMED_GROUPS = 256
+
+
+def _options(max_mem: int) -> Any:
+    # Only a pattern's size, or whether it compiles, is ever asked: no submatches.
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is an answer, not a log line
+    options.max_mem = max_mem
+    options.never_capture = True
+    return options
+
+
+# From PATTERN_MAX_MEM down to _MIN_MEM, halving.
+_OPTIONS = {PATTERN_MAX_MEM >> k: _options(PATTERN_MAX_MEM >> k) for k in range(6)}
 
 # re2.compile() keeps the last 128 patterns in a module-wide cache; patterns are
 # built directly so that nothing an argument supplies stays alive.
 _REGEXP: Any = getattr(re2, "_Regexp", None)
 
-# ``format: regex`` compiles the instance itself. Compiling costs time linear in
-# its length but with a large constant (0.4 s for 800 kB on RE2), so longer
-# strings are not accepted as regexes. Python's ``re.compile`` (parse only, no
-# matching, so no backtracking) is the fallback for short ECMA-only syntax.
-_MAX_REGEX_FORMAT_CHARS = 16_384
-_MAX_PY_REGEX_CHARS = 1_000
+# jsonschema-rs's own ECMA-262 check, the one its draft-07 meta-schema applies
+# to ``pattern``: it parses and never matches.
+_ECMA: Any = jsonschema_rs.Draft7Validator({"format": "regex"}, validate_formats=True)
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 class PatternError(ValueError):
-    """RE2 cannot compile a pattern (unsupported syntax or too large)."""
+    """A pattern is refused (not ECMA-262, not linear-time, or too large)."""
 
 
-def _re2(pattern: str) -> Any:
+def _named_groups(value: str) -> int:
+    return value.count("(?<") - value.count("(?<=") - value.count("(?<!")
+
+
+def _ecma(value: str) -> bool:
+    try:
+        return bool(_ECMA.is_valid(value))
+    except (UnicodeError, ValueError):  # a lone surrogate cannot reach the engine
+        return False
+
+
+def is_regex(value: str) -> bool:
+    """``format: regex``: whether ``value`` is an ECMA-262 regular expression (bounded work)."""
+    if len(value) > MAX_REGEX_CHARS or _named_groups(value) > MAX_NAMED_GROUPS:
+        return False
+    return _ecma(value)
+
+
+def to_re2(pattern: str) -> str:
+    r"""``pattern`` with the ECMA-262 escapes RE2 spells differently rewritten.
+
+    ``\uXXXX`` and ``\u{X...}`` become ``\x{...}``, ``\cX`` the control
+    character's ``\x{..}``; every other escape is left as it is.
+
+    Raises:
+        PatternError: what jsonschema-rs cannot run although it is ECMA-262: a
+            ``\uD800``-``\uDFFF`` escape (paired or not), ``\0`` and ``[^]``.
+    """
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    in_class = False
+    while i < n:
+        char = pattern[i]
+        if char != "\\" or i + 1 >= n:
+            if char == "[" and not in_class:
+                if pattern[i + 1 : i + 3] == "^]":
+                    raise PatternError("[^] is not supported by the engine; write [\\s\\S]")
+                in_class = True
+            elif char == "]":
+                in_class = False
+            out.append(char)
+            i += 1
+            continue
+        nxt = pattern[i + 1]
+        if nxt == "u" and pattern[i + 2 : i + 3] == "{":
+            end = pattern.find("}", i + 3, i + 12)
+            digits = pattern[i + 3 : end] if end > 0 else ""
+            if digits and set(digits) <= _HEX:
+                out.append(f"\\x{{{digits}}}")
+                i = end + 1
+                continue
+        elif nxt == "u" and len(digits := pattern[i + 2 : i + 6]) == 4 and set(digits) <= _HEX:
+            if 0xD800 <= int(digits, 16) <= 0xDFFF:
+                raise PatternError(
+                    f"the surrogate escape \\u{digits} is not supported by the engine; write "
+                    "the character itself or \\u{...} with its code point"
+                )
+            out.append(f"\\x{{{digits}}}")
+            i += 6
+            continue
+        elif nxt == "c" and pattern[i + 2 : i + 3].isascii() and pattern[i + 2 : i + 3].isalpha():
+            out.append(f"\\x{{{ord(pattern[i + 2]) % 32:02x}}}")
+            i += 3
+            continue
+        elif nxt == "0" and not pattern[i + 2 : i + 3].isdigit():
+            raise PatternError("\\0 is not supported by the engine; write \\x00")
+        out.append(pattern[i : i + 2])
+        i += 2
+    return "".join(out)
+
+
+class _TooLargeError(PatternError):
+    pass
+
+
+def _re2(pattern: str, max_mem: int) -> Any:
     """RE2's compiled ``pattern``.
 
     Raises:
         PatternError: RE2 refuses the pattern (syntax, size, or text it cannot encode).
     """
+    options = _OPTIONS[max_mem]
     try:
         if _REGEXP is not None:
-            return _REGEXP(pattern, _OPTIONS)
-        return re2.compile(pattern, _OPTIONS)  # pragma: no cover - other binding versions
+            return _REGEXP(pattern, options)
+        return re2.compile(pattern, options)  # pragma: no cover - other binding versions
     except re2.error as exc:
         detail = exc.args[0] if exc.args else exc
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
+        if "too large" in str(detail):
+            raise _TooLargeError(str(detail)) from exc
         raise PatternError(str(detail)) from exc
     except (TypeError, UnicodeError) as exc:
         raise PatternError(str(exc)) from exc
 
 
-@functools.lru_cache(maxsize=4096)
-def pattern_cost(pattern: str) -> int:
+def pattern_cost(pattern: str, budget: int = MAX_SCHEMA_PATTERN_COST) -> int:
     """The work per input character of matching ``pattern``: RE2's program size.
 
     A linear-time engine's worst case grows with the input times the compiled
     program (when the DFA gives up, the NFA simulation steps through every
     instruction for every character); this is the unit of
-    ``SchemaLimits.max_regex_work``.
+    ``SchemaLimits.max_regex_work``. ``budget`` is how many instructions the
+    schema's patterns may still compile to: RE2 stops about there (never
+    before about 4,000), so a call costs about ``budget`` at worst.
 
     Raises:
-        PatternError: RE2 refuses the pattern.
+        PatternError: the pattern is longer than ``MAX_REGEX_CHARS``, not
+            ECMA-262, or RE2 refuses it (syntax a linear-time engine cannot
+            run, or larger than ``PATTERN_MAX_MEM`` or the budget).
     """
-    return max(1, int(_re2(pattern).programsize))
+    max_mem = PATTERN_MAX_MEM
+    while max_mem > _MIN_MEM and max_mem // _BYTES_PER_INSTRUCTION > budget:
+        max_mem //= 2
+    return _measure(pattern, max_mem)
 
 
-def is_regex(value: str) -> bool:
-    """``format: regex``: whether ``value`` is a regular expression (bounded work)."""
-    if len(value) > _MAX_REGEX_FORMAT_CHARS:
-        return False
+@functools.lru_cache(maxsize=4096)
+def _measure(pattern: str, max_mem: int) -> int:
+    if len(pattern) > MAX_REGEX_CHARS:
+        raise PatternError(f"it is longer than {MAX_REGEX_CHARS:,} characters")
+    if _named_groups(pattern) > MAX_NAMED_GROUPS:
+        raise PatternError(f"it has more than {MAX_NAMED_GROUPS} named groups")
+    if not _ecma(pattern):
+        raise PatternError(
+            "it is not an ECMA-262 regular expression (the dialect JSON Schema patterns "
+            "use; inline flags such as (?i), \\A, \\z and \\x{...} are not ECMA-262)"
+        )
+    translated = to_re2(pattern)
     try:
-        _re2(value)
-    except PatternError:
-        pass
-    else:
-        return True
-    # Valid ECMA-262 but beyond RE2 (lookaround, backreferences): parse only.
-    if len(value) > _MAX_PY_REGEX_CHARS:
-        return False
-    try:
-        re.compile(value)
-    except (re.error, OverflowError, RecursionError, ValueError):
-        return False
-    return True
+        program = _re2(translated, max_mem)
+    except _TooLargeError as exc:
+        if max_mem < PATTERN_MAX_MEM:
+            raise PatternError(
+                f"the schema's patterns together compile to more than about "
+                f"{MAX_SCHEMA_PATTERN_COST:,} RE2 instructions; pricing more would hold the "
+                "event loop too long"
+            ) from exc
+        raise PatternError(
+            f"it compiles to more than {PATTERN_MAX_MEM >> 20} MiB in the linear-time engine "
+            "(for example a large Unicode class under a large repetition count, like "
+            f"\\p{{L}}{{0,200}}): {exc}"
+        ) from exc
+    except PatternError as exc:
+        raise PatternError(
+            f"the linear-time engine cannot run it (no backreferences or lookaround): {exc}"
+        ) from exc
+    return max(1, int(program.programsize))

@@ -13,7 +13,8 @@ Hardening around it:
 * ``format`` asserts in draft-04/06/07, each draft's own formats only (the
   others are annotations there, as the drafts say); in 2019-09 and 2020-12 it is
   an annotation unless asserting was asked for. ``format: regex``, when
-  asserted, uses Prism's bounded check.
+  asserted, is the engine's own ECMA-262 parser behind Prism's length and
+  named-group bounds (``_regex.is_regex``).
 """
 
 from __future__ import annotations
