@@ -214,4 +214,5 @@ def test_an_engine_error_with_unknown_fields_still_gives_a_bounded_refusal() -> 
     class _Other(Exception):
         instance_path = ()
 
-    assert _refusal(_Other("x" * 500), {}) == ("data", "x" * 297 + "...")
+    # Its message is not quoted: an engine's words may quote the arguments.
+    assert _refusal(_Other("x" * 500), {}) == ("data", "does not match the schema")

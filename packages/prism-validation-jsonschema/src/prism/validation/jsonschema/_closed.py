@@ -8,9 +8,13 @@ already within the limits: no key but the declared ones (none a pollution key,
 screening saw to that), depth at most 2, at most ``maxLength`` characters per
 string, at most ``maxItems`` items per array, no NaN or infinity (``integer``
 refuses them and the other types cannot hold them). Without ``$ref`` nothing
-recurses. For such a schema the hot path runs the compiled function directly
-and walks the instance only when it fails, to report the same error the full
-path would.
+recurses. For such a schema the hot path runs the compiled function directly.
+What the engine accepts is then checked member by member for what it misreads
+(``_instance.members_plain``: an ``int`` or ``str`` subclass such as an
+``IntEnum`` member, an integer past 4,300 digits, a lone surrogate), so both
+paths give the same verdict; the instance is walked only when the engine
+cannot read it or that check fails, to report the same error the full path
+would.
 
 The analysis is conservative: anything it does not recognise is "not closed"
 and takes the full path.

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._screen import POLLUTION_KEYS
+from ._screen import POLLUTION_KEYS, SAFE_INTEGER, integer_digits_allowed, integer_too_long
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ._limits import SchemaLimits
 
@@ -19,6 +19,7 @@ __all__ = [
     "first_problem",
     "instance_cost",
     "instance_size",
+    "members_plain",
     "path_text",
 ]
 
@@ -27,8 +28,33 @@ __all__ = [
 # string many times (parsed JSON cannot).
 TOTAL_STRING_FACTOR = 8
 
+_SAFE_INTEGER = SAFE_INTEGER
+_NEG_SAFE_INTEGER = -_SAFE_INTEGER
+
+_SURROGATE_MESSAGE = (
+    "contains a lone surrogate (U+D800 to U+DFFF), which is not valid Unicode "
+    "and cannot be checked against the schema"
+)
+
 InstanceProblem = tuple[str, str]
 """(path, message) of the first limit an instance breaks."""
+
+
+def _integer_problem(value: int) -> str | None:
+    if not integer_too_long(value):
+        return None
+    return (
+        f"is an integer of more than {integer_digits_allowed()} digits, more than Prism validates"
+    )
+
+
+def _lone_surrogate(text: str) -> bool:
+    """True if ``text`` holds a lone surrogate (only a non-ASCII ``text`` can)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def path_text(parts: Sequence[str | int]) -> str:
@@ -41,7 +67,10 @@ def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | Non
     """The first way ``value`` breaks the instance limits, or ``None``.
 
     Checks nesting depth, total object members, total array items, string
-    length (keys too), pollution keys, JSON types and finite numbers. Iterative,
+    length (keys too), pollution keys, JSON types (exact ``dict``, ``list``,
+    ``str``, ``int``, ``float``, ``bool``, ``None``; keys exact ``str``), finite
+    numbers, integers of at most ``MAX_INTEGER_DIGITS`` (4,300) digits and no lone
+    surrogate in any string or key. Iterative,
     so no instance can exhaust the stack; every container is counted, so shared
     sub-objects cannot multiply the work.
     """
@@ -66,7 +95,9 @@ def _within_limits(
 ) -> bool | tuple[int, int]:
     """The hot path: the same rules as :func:`first_problem`, without building paths.
 
-    Walks level by level, so no per-node tuple is allocated.
+    Walks level by level, so no per-node tuple is allocated. A key's type is
+    checked before any lookup hashes it (a ``str`` subclass's ``__hash__`` or
+    ``__eq__`` is code the caller did not mean to run).
     """
     max_depth = limits.max_instance_depth
     max_string = limits.max_string_length
@@ -74,6 +105,9 @@ def _within_limits(
     items_left = limits.max_array_length
     chars_left = max_string * TOTAL_STRING_FACTOR
     pollution = POLLUTION_KEYS
+    low = _NEG_SAFE_INTEGER
+    high = _SAFE_INTEGER
+    lone = _lone_surrogate
     level: list[object] = [value]
     key_chars = 0
     depth = 0
@@ -86,18 +120,25 @@ def _within_limits(
                 if depth > max_depth:
                     return False
                 members_left -= len(node)  # type: ignore[arg-type]
-                if members_left < 0 or not pollution.isdisjoint(node):  # type: ignore[arg-type]
+                if members_left < 0:
                     return False
                 for key, item in node.items():  # type: ignore[attr-defined]
-                    if type(key) is not str or len(key) > max_string:
+                    if (
+                        type(key) is not str
+                        or len(key) > max_string
+                        or (not key.isascii() and lone(key))
+                    ):
                         return False
                     key_chars += len(key)
                     t = type(item)
                     if t is str:
-                        if len(item) > max_string:
+                        if len(item) > max_string or (not item.isascii() and lone(item)):
                             return False
                         chars_left -= len(item)
-                    elif t is int or t is bool or item is None:
+                    elif t is int:
+                        if not low < item < high and integer_too_long(item):
+                            return False
+                    elif t is bool or item is None:
                         continue
                     elif t is dict or t is list:
                         below.append(item)
@@ -106,6 +147,8 @@ def _within_limits(
                             return False
                     else:
                         return False
+                if not pollution.isdisjoint(node):  # type: ignore[arg-type]
+                    return False
             elif kind is list:
                 if depth > max_depth:
                     return False
@@ -115,10 +158,13 @@ def _within_limits(
                 for item in node:  # type: ignore[attr-defined]
                     t = type(item)
                     if t is str:
-                        if len(item) > max_string:
+                        if len(item) > max_string or (not item.isascii() and lone(item)):
                             return False
                         chars_left -= len(item)
-                    elif t is int or t is bool or item is None:
+                    elif t is int:
+                        if not low < item < high and integer_too_long(item):
+                            return False
+                    elif t is bool or item is None:
                         continue
                     elif t is dict or t is list:
                         below.append(item)
@@ -128,13 +174,16 @@ def _within_limits(
                     else:
                         return False
             elif kind is str:
-                if len(node) > max_string:  # type: ignore[arg-type]
+                if len(node) > max_string or (not node.isascii() and lone(node)):  # type: ignore[attr-defined,arg-type]
                     return False
                 chars_left -= len(node)  # type: ignore[arg-type]
+            elif kind is int:
+                if not low < node < high and integer_too_long(node):  # type: ignore[operator,arg-type]
+                    return False
             elif kind is float:
                 if node - node:  # type: ignore[operator]
                     return False
-            elif kind is not int and kind is not bool and node is not None:
+            elif kind is not bool and node is not None:
                 return False
         level = below
     if chars_left < 0:
@@ -143,6 +192,47 @@ def _within_limits(
         return True
     nodes = 1 + limits.max_instance_properties - members_left + limits.max_array_length - items_left
     return nodes, max_string * TOTAL_STRING_FACTOR - chars_left + key_chars
+
+
+def members_plain(value: dict[Any, Any]) -> bool:
+    """True if ``value``'s keys and members (one level, and arrays within) are plain JSON.
+
+    For a closed schema's arguments, after its compiled function accepted them:
+    the engine reads a ``str`` or ``int`` subclass (an ``IntEnum`` member) as
+    its base type, skips the numeric bounds of an integer it cannot convert,
+    and reads past a lone surrogate where only a length is checked. The full
+    path's walk refuses all of these; this is the same check on what a closed
+    schema can accept, and costs a type test per member. ``False`` means "walk
+    the value" (:func:`check_instance` then says whether, and where, it fails).
+    """
+    low = _NEG_SAFE_INTEGER
+    high = _SAFE_INTEGER
+    lone = _lone_surrogate
+    for key, item in value.items():
+        # A key with a lone surrogate never gets here: the engine raises on it.
+        if type(key) is not str:
+            return False
+        t = type(item)
+        if t is str:
+            if not item.isascii() and lone(item):
+                return False
+        elif t is int:
+            if not low < item < high:
+                return False
+        elif t is list:
+            for part in item:
+                k = type(part)
+                if k is str:
+                    if not part.isascii() and lone(part):
+                        return False
+                elif k is int:
+                    if not low < part < high:
+                        return False
+                elif k is not bool and part is not None and (k is not float or part - part):
+                    return False
+        elif t is not bool and item is not None and (t is not float or item - item):
+            return False
+    return True
 
 
 def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
@@ -167,28 +257,29 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
                     "has more object members than "
                     f"max_instance_properties={limits.max_instance_properties}"
                 )
+            for key in node:  # type: ignore[attr-defined]
+                # Before any lookup: hashing a str subclass runs its own code.
+                if type(key) is not str:
+                    return path_text(path), (
+                        f"has a non-string key (a {type(key).__name__}), not a JSON object key"
+                    )
             if not POLLUTION_KEYS.isdisjoint(node):  # type: ignore[arg-type]
                 bad = sorted(POLLUTION_KEYS.intersection(node))  # type: ignore[arg-type]
                 return path_text(path), f"has the forbidden key {bad[0]!r}"
             for key, item in node.items():  # type: ignore[attr-defined]
-                if type(key) is not str:
-                    return path_text(path), f"has a non-string key {key!r}"[:200]
                 if len(key) > max_string:
                     return path_text(path), f"has a key longer than max_string_length={max_string}"
-                t = type(item)
-                if t is str:
+                if not key.isascii() and _lone_surrogate(key):
+                    return path_text(path), f"has a key that {_SURROGATE_MESSAGE}"
+                problem = _member_problem(item, (*path, key), depth, max_string, push)
+                if problem is not None:
+                    return problem
+                if type(item) is str:
                     chars_left -= len(item)
-                    if len(item) > max_string or chars_left < 0:
+                    if chars_left < 0:
                         return path_text((*path, key)), (
                             f"is longer than max_string_length={max_string}"
                         )
-                elif t is dict or t is list:
-                    push((item, depth + 1, (*path, key)))
-                elif t is float:
-                    if not math.isfinite(item):
-                        return path_text((*path, key)), "is not a finite number"
-                elif t is not int and t is not bool and item is not None:
-                    return path_text((*path, key)), f"is a {t.__name__}, not a JSON value"
         elif kind is list:
             if depth > max_depth:
                 return path_text(path), f"nests deeper than max_instance_depth={max_depth}"
@@ -198,29 +289,51 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
                     f"has more array items than max_array_length={limits.max_array_length}"
                 )
             for index, item in enumerate(node):  # type: ignore[arg-type]
-                t = type(item)
-                if t is str:
+                problem = _member_problem(item, (*path, index), depth, max_string, push)
+                if problem is not None:
+                    return problem
+                if type(item) is str:
                     chars_left -= len(item)
-                    if len(item) > max_string or chars_left < 0:
+                    if chars_left < 0:
                         return path_text((*path, index)), (
                             f"is longer than max_string_length={max_string}"
                         )
-                elif t is dict or t is list:
-                    push((item, depth + 1, (*path, index)))
-                elif t is float:
-                    if not math.isfinite(item):
-                        return path_text((*path, index)), "is not a finite number"
-                elif t is not int and t is not bool and item is not None:
-                    return path_text((*path, index)), f"is a {t.__name__}, not a JSON value"
-        elif kind is str:
-            if len(node) > max_string:  # type: ignore[arg-type]
-                return path_text(path), f"is longer than max_string_length={max_string}"
-        elif kind is float:
-            if not math.isfinite(node):  # type: ignore[arg-type]
-                return path_text(path), "is not a finite number"
-        elif kind is not int and kind is not bool and node is not None:
-            return path_text(path), f"is a {kind.__name__}, not a JSON value"
+        else:
+            problem = _member_problem(node, path, depth - 1, max_string, None)
+            if problem is not None:
+                return problem
     return "data", "breaks an instance limit"  # pragma: no cover - the walks agree
+
+
+def _member_problem(
+    item: object,
+    path: tuple[str | int, ...],
+    depth: int,
+    max_string: int,
+    push: Callable[[tuple[object, int, tuple[str | int, ...]]], None] | None,
+) -> InstanceProblem | None:
+    """What is wrong with one value (a container is queued on ``push`` instead)."""
+    t = type(item)
+    if t is str:
+        if len(item) > max_string:  # type: ignore[arg-type]
+            return path_text(path), f"is longer than max_string_length={max_string}"
+        if not item.isascii() and _lone_surrogate(item):  # type: ignore[attr-defined,arg-type]
+            return path_text(path), _SURROGATE_MESSAGE
+        return None
+    if t is dict or t is list:
+        if push is not None:
+            push((item, depth + 1, path))
+        return None
+    if t is float:
+        if not math.isfinite(item):  # type: ignore[arg-type]
+            return path_text(path), "is not a finite number"
+        return None
+    if t is int:
+        message = _integer_problem(item)  # type: ignore[arg-type]
+        return None if message is None else (path_text(path), message)
+    if t is not bool and item is not None:
+        return path_text(path), f"is a {t.__name__}, not a JSON value"
+    return None
 
 
 def instance_cost(value: object, work: tuple[int, ...], regex: tuple[int, ...]) -> tuple[int, int]:

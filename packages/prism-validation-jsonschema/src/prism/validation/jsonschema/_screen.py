@@ -10,8 +10,10 @@ keywords and the cost of the expanded graph.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import sys
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -23,14 +25,49 @@ if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
 __all__ = [
+    "MAX_INTEGER_DIGITS",
     "POLLUTION_KEYS",
+    "SAFE_INTEGER",
     "Screened",
     "canonical_key",
+    "integer_digits_allowed",
+    "integer_too_long",
     "prepare",
     "screen",
 ]
 
 POLLUTION_KEYS = frozenset({"__proto__", "constructor", "prototype"})
+
+# The most decimal digits an integer may have, in a schema or an instance:
+# Python's default ``sys.int_max_str_digits``, so no integer ``json.loads``
+# accepts by default is refused. jsonschema-rs reads an integer through its
+# decimal text; one it cannot convert (past this, or past a lower
+# ``sys.set_int_max_str_digits``) would meet no numeric bound at all.
+MAX_INTEGER_DIGITS = 4_300
+# Any integer below 10**640 in magnitude converts in every process: 640 is the
+# lowest limit ``sys.set_int_max_str_digits`` accepts (0 means none), so only
+# an integer past it pays for the exact check.
+SAFE_INTEGER = 10**640
+
+
+@functools.cache
+def _power_of_ten(digits: int) -> int:
+    return int(10**digits)
+
+
+def integer_digits_allowed() -> int:
+    """The most decimal digits an integer may have in this process (at most 4,300)."""
+    limit = sys.get_int_max_str_digits()
+    return MAX_INTEGER_DIGITS if limit == 0 else min(limit, MAX_INTEGER_DIGITS)
+
+
+def integer_too_long(value: int) -> bool:
+    """True if ``value`` has more decimal digits than :func:`integer_digits_allowed`."""
+    if -SAFE_INTEGER < value < SAFE_INTEGER:
+        return False
+    bound = _power_of_ten(integer_digits_allowed())
+    return not -bound < value < bound
+
 
 _DRAFTS = {
     "json-schema.org/draft-04/schema": "draft4",
@@ -106,6 +143,13 @@ class _Walk:
             if not math.isfinite(node):  # type: ignore[arg-type]
                 raise self.fail(f"schema contains a non-finite number ({node!r})", path)
             self.grow(1, path)
+        elif kind is int:
+            if integer_too_long(node):  # type: ignore[arg-type]
+                raise self.fail(
+                    f"schema contains an integer of more than {integer_digits_allowed()} digits",
+                    path,
+                )
+            self.grow(1, path)
         elif kind in _SCALARS:
             self.grow(1, path)
         else:
@@ -120,7 +164,7 @@ class _Walk:
         self.grow(2, path)
         for key, value in node.items():
             if type(key) is not str:
-                raise self.fail(f"schema has a non-string key {key!r}"[:200], path)
+                raise self.fail(_non_string_key(key), path)
             if key in POLLUTION_KEYS:
                 raise self.fail(f"schema has the forbidden key {key!r}", (*path, key))
             self.grow(len(key) + 3, path)
@@ -157,9 +201,19 @@ class _Walk:
             )
 
 
+def _non_string_key(key: object) -> str:
+    # The key's type only: a str subclass's repr, hash or eq is the caller's code.
+    return f"schema has a non-string key (a {type(key).__name__}); keys must be plain strings"
+
+
 def _draft_of(schema: object, unsupported: Literal["reject", "ignore"]) -> str:
     if type(schema) is not dict:
         return "draft2020"
+    for key in schema:
+        # Before the lookup below: it would hash the keys, and a str subclass's
+        # __hash__ or __eq__ runs its own code.
+        if type(key) is not str:
+            raise SchemaRejectedError(_non_string_key(key), "#")
     declared = schema.get("$schema")
     if declared is None:
         return "draft2020"  # MCP's default dialect
@@ -192,7 +246,10 @@ def screen(
         )
     draft = _draft_of(schema, unsupported)
     _Walk(limits, draft4=draft == "draft4").visit(schema, 1, ())
-    key = canonical_key(schema)
+    try:
+        key = canonical_key(schema)
+    except (ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - screened above
+        raise SchemaRejectedError(f"schema cannot be serialised ({type(exc).__name__})") from exc
     if len(key) > limits.max_schema_bytes or len(key.encode("utf-8", "surrogatepass")) > (
         limits.max_schema_bytes
     ):

@@ -25,7 +25,14 @@ from prism.core.options import boolean, instance_of, integer, one_of, optional
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
 from ._graph import analyse
-from ._instance import check_instance, first_problem, instance_cost, instance_size, path_text
+from ._instance import (
+    check_instance,
+    first_problem,
+    instance_cost,
+    instance_size,
+    members_plain,
+    path_text,
+)
 from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
 from ._rs import FORMAT_DRAFTS, RsValidationError, compile_rs
 from ._screen import Screened, prepare, screen
@@ -143,8 +150,10 @@ class JsonSchemaArgumentValidator:
     2020-12; 2020-12 for schemas without ``$schema``). Instances and their cost
     (``max_validation_work``, ``max_regex_work``) are bounded before any schema
     code runs on them, so no validation can stall the event loop; for a closed
-    schema (one whose own checks imply those bounds) the schema's verdict is
-    the whole answer.
+    schema (one whose own checks imply those bounds) the schema runs first and
+    only what it accepts is checked, member by member, for what the engine
+    misreads. Integers of more than 4,300 digits, lone surrogates and
+    subclasses of JSON types (an ``IntEnum`` member) are refused on every path.
 
     :meth:`validate` never raises for a bad schema or value; it answers with
     ``ok=False`` and a reason that names the path and the rule. The caller's
@@ -363,7 +372,10 @@ class JsonSchemaArgumentValidator:
         """Bound ``value``, then run the entry's compiled schema on it.
 
         A closed schema's compiled function runs at once: it accepts nothing
-        beyond the instance limits and budgets, so its verdict is the answer.
+        beyond the instance limits and budgets, so its refusal is the answer;
+        what it accepts is checked for what the engine misreads (subclasses of
+        JSON types, integers past 4,300 digits, lone surrogates), one type test
+        per member, and walked only if that finds something.
         Otherwise the instance is bounded first, in one walk that stops at the
         first broken limit; only a value that breaks one is walked again, to
         name the path. The engine stops at the first failure, and the refusal
@@ -402,7 +414,11 @@ class JsonSchemaArgumentValidator:
             # walk says where. A walked value is within the limits already.
             problem = None if walked else check_instance(value, self._limits)
             return problem or _translate(exc)
-        return None
+        if walked or members_plain(value):  # type: ignore[arg-type]
+            return None
+        # A closed schema accepted what the engine read as its base types: an
+        # int or str subclass, an integer it cannot convert, a lone surrogate.
+        return check_instance(value, self._limits)
 
     def _over_budget(self, entry: _Entry, value: object) -> Problem | None:
         """A problem if validating ``value`` could cost more than the per-call budgets."""
@@ -457,16 +473,19 @@ def _refusal(exc: Any, value: object) -> Problem:
         kind = exc.kind
         rule = kind.name  # a keyword's name: "pattern", "unevaluatedProperties"...
         words = _WORDS.get(rule)
-        message = words(kind) if words is not None else (exc.message or str(exc))
+        # A rule without its own words gets generic ones: the engine's message
+        # may quote the arguments (a secret, a whole string) back.
+        message = words(kind) if words is not None else f"must be valid against {rule}"
         if rule == "falseSchema" and exc.schema_path[-1:] == ["additionalProperties"]:
             # jsonschema-rs reads "additionalProperties": false beside no properties
             # and no patternProperties as a false schema for every member, and names
             # neither the object's path nor the key: every key is unexpected there.
             rule = "additionalProperties"
             message = f"must not contain {_names(list(_member(value, parts)))} properties"
-    except (AttributeError, LookupError, TypeError):
-        # An engine version whose errors carry other fields: its own message.
-        return _problem("data", str(exc) or type(exc).__name__)
+    except Exception:
+        # An engine version whose errors carry other fields, or a key whose own
+        # code (a str subclass's __eq__) fails the lookup: the rule, no values.
+        return "data", "does not match the schema"
     if len(message) > _MAX_MESSAGE - 40:
         message = _clip(message, _MAX_MESSAGE - 40)
     return path, f"{message} (rule: {rule})"
@@ -522,6 +541,19 @@ _WORDS: dict[str, Callable[[Any], str]] = {
     "oneOf": lambda _k: "must be valid exactly by one definition",
     "not": lambda _k: "must NOT match a disallowed definition",
     "contains": lambda _k: "must contain one of contains definition",
+    "additionalItems": lambda k: f"must contain at most {k.limit} items (additionalItems)",
+    "unevaluatedItems": lambda k: (
+        f"must not contain unevaluated items ({len(k.unexpected or ())} found)"
+    ),
+    "propertyNames": lambda k: (
+        f"must have property names valid against propertyNames ({k.error.kind.name} fails)"
+    ),
+    "contentMediaType": lambda k: (
+        f"must be a string of media type {_clip(str(k.content_media_type), 80)}"
+    ),
+    "contentEncoding": lambda k: (
+        f"must be a string in content encoding {_clip(str(k.content_encoding), 80)}"
+    ),
 }
 
 
