@@ -25,6 +25,7 @@ from prism.validation.jsonschema import (
     SchemaRejectedError,
     create_json_schema_tool_argument_validator,
 )
+from prism.validation.jsonschema._validator import _refusal, _translate
 
 D4 = "http://json-schema.org/draft-04/schema#"
 D6 = "http://json-schema.org/draft-06/schema#"
@@ -307,6 +308,17 @@ def test_refusals_name_the_rule_without_quoting_the_value(
     assert "data.v: must" in info.message
     assert f"(rule: {rule})" in info.message
     assert "SECRET" not in json.dumps([info.message, info.details])
+
+
+def test_an_engine_failure_is_reported_without_its_text() -> None:
+    # Neither an unexpected engine exception nor an engine error of unknown
+    # shape has its message quoted: either may carry the arguments.
+    assert _translate(ValueError(SECRET)) == ("data", "validation failed with ValueError")
+
+    class Odd(Exception):
+        instance_path = ("a",)
+
+    assert SECRET not in _refusal(Odd(SECRET), {"a": SECRET})[1]
 
 
 # -- never raises, for any input ------------------------------------------------

@@ -453,7 +453,8 @@ def _translate(exc: Exception) -> Problem:
             "contains a lone surrogate (U+D800 to U+DFFF), which is not valid Unicode "
             "and cannot be checked against the schema",
         )
-    return _problem("data", f"validation failed with {type(exc).__name__}: {exc}")
+    # The exception's type only: its text may quote the arguments.
+    return "data", f"validation failed with {type(exc).__name__}"
 
 
 def _refusal(exc: Any, value: object) -> Problem:
