@@ -27,7 +27,7 @@ import functools
 import sys
 import types
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 import attrs
 import trio
@@ -113,7 +113,8 @@ class _Call(Generic[T]):
     started: bool = False
     ended: bool = False
     scope: trio.CancelScope | None = None
-    error: Exception | None = None
+    # What the call raised besides trio.Cancelled, for a caller that cancelled it.
+    error: BaseException | None = None
     ended_waiter: asyncio.Future[None] | None = None
 
     def cancel(self) -> None:
@@ -129,6 +130,19 @@ class _Call(Generic[T]):
             waiter.set_result(None)
 
 
+def _split_cancelled(exc: BaseException) -> tuple[BaseException | None, BaseException | None]:
+    # (trio's cancellation, the call's own failure) in what a call raised: a
+    # group such as [ValueError, Cancelled] (a nursery child that failed while
+    # being cancelled) holds both.
+    if isinstance(exc, trio.Cancelled):
+        return exc, None
+    if isinstance(exc, BaseExceptionGroup):
+        cancelled, rest = exc.split(trio.Cancelled)
+        if cancelled is not None:
+            return cancelled, rest
+    return None, exc
+
+
 @types.coroutine
 def _serve(
     host: AsyncioHost, call: _Call[T], scope: trio.CancelScope
@@ -137,42 +151,65 @@ def _serve(
 
     Every step of ``fn(*args)`` runs in the call's own context (a copy of the
     asyncio caller's): a worker task serves many calls one after another, and
-    each call's context variables stay its own, as if it ran in a task of its
-    own. Whenever the call blocks (yields to trio), calls still queued get a
-    worker of their own if no other worker is about to look at the queue.
+    each call's context variables stay its own. Whenever the call blocks
+    (yields to trio), calls still queued get a worker of their own if no other
+    worker is about to look at the queue.
+
+    Whatever the call raises, :class:`BaseException` too, goes to its caller
+    and to no one else; only trio's cancellation (``trio.Cancelled``, also out
+    of a group) goes on up, to the worker's scope or the host's nursery.
     """
     call.started = True
     call.scope = scope
     future = call.future
     run = call.context.run
-    finished = False
+    thrown: BaseException | None = None
     try:
         try:
-            steps = run(call.fn, *call.args).__await__()
-            sent: object = None
-            error: BaseException | None = None
-            while True:
-                yielded = run(steps.send, sent) if error is None else run(steps.throw, error)
-                if host._queue and not host._ready:
-                    host._wake()
-                try:
-                    sent = yield yielded
-                    error = None
-                except BaseException as exc:  # thrown in by trio: Cancelled, and so on
-                    sent = None
-                    error = exc
+            awaitable = run(call.fn, *call.args)
         except StopIteration as stop:
-            finished = True
+            # Not a return: only the awaitable's own StopIteration is one.
+            raise RuntimeError(f"{call.fn!r} raised StopIteration") from stop
+        try:
+            steps = awaitable.__await__()
+        except AttributeError:
+            if hasattr(awaitable, "__await__"):
+                raise
+            raise TypeError(
+                f"AsyncioHost.run takes an async function: {call.fn!r} returned "
+                f"{type(awaitable).__name__}, not an awaitable"
+            ) from None
+        sent: object = None
+        while True:
+            try:
+                yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
+            except StopIteration as stop:
+                if not future.done():
+                    future.set_result(stop.value)
+                return
+            if host._queue and not host._ready:
+                host._wake()
+            try:
+                sent = yield yielded
+                thrown = None
+            except BaseException as exc:  # thrown in: GeneratorExit when closed
+                sent = None
+                thrown = exc
+    except BaseException as exc:
+        if exc is thrown and isinstance(exc, GeneratorExit):
+            raise  # the worker's coroutine is being closed: not the call's to deliver
+        cancelled, failure = _split_cancelled(exc)
+        if failure is not None:
+            call.error = failure
             if not future.done():
-                future.set_result(stop.value)
-        except Exception as exc:
-            finished = True
-            call.error = exc
-            if not future.done():
-                future.set_exception(exc)
+                future.set_exception(failure)
+        if cancelled is exc:
+            raise
+        if cancelled is not None:
+            raise cancelled from None
     finally:
         call.scope = None
-        if not finished and not future.done():
+        if not future.done():
             # Cancelled: by the asyncio caller (it raises CancelledError
             # itself) or by the host closing under it.
             future.set_exception(
@@ -186,17 +223,26 @@ class AsyncioHost:
     """A trio runtime living on an asyncio loop, and awaitable doors into it.
 
     Obtain one from :func:`open_asyncio_host`. Every method is awaited from
-    asyncio tasks of the loop that opened the host (not from trio, and not from
-    another thread). Many asyncio tasks may use one host at once; each call is
-    served by a trio task of its own for its whole duration (a pooled worker
-    task of the host's nursery), and sees the calling asyncio task's context
-    variables (a copy).
+    asyncio tasks of the loop that opened the host (not from trio, not from a
+    host call, and not from another thread). Many asyncio tasks may use one
+    host at once. Each call is served, for its whole duration, by one trio
+    task that serves no other call meanwhile: a pooled worker task of the
+    host's nursery, which goes on to serve later calls one after another (so
+    ``trio.lowlevel.current_task()`` may be the same task in sequential calls).
+    Task-owned trio primitives (:class:`trio.Lock`, a
+    :class:`trio.CapacityLimiter` token, ...) must therefore be acquired and
+    released within one call, never held from one call to the next. Each
+    call sees a copy of the calling asyncio task's context variables; a
+    worker task's own context holds none of any caller's.
 
     Cancellation crosses the boundary both ways: cancelling the asyncio task
     that awaits a method cancels the trio side (the method returns only once
-    the trio side has finished its cleanup, then raises
-    :class:`asyncio.CancelledError`); an exception raised on the trio side is
-    raised to the asyncio caller as the same exception object.
+    the trio side has finished its cleanup, then raises the task's
+    :class:`asyncio.CancelledError`, or what the trio side raised besides
+    ``trio.Cancelled``); an exception raised on the trio side is raised to the
+    asyncio caller as the same exception object, a :class:`BaseException`
+    such as :class:`KeyboardInterrupt` too, and the host goes on serving
+    other calls.
     """
 
     _loop: asyncio.AbstractEventLoop
@@ -212,12 +258,23 @@ class AsyncioHost:
 
     @property
     def closed(self) -> bool:
-        """Whether the host's ``async with`` block has been left."""
+        """Whether the host's ``async with`` block has been left, or its trio runtime has ended.
+
+        Once closed, every call fails at once with :class:`AsyncioHostClosedError`.
+        """
         return self._closed
 
     def _start(self, fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) -> _Call[T]:
         if self._closed:
             raise AsyncioHostClosedError("this AsyncioHost is closed; open a new one")
+        if trio.lowlevel.in_trio_task():
+            # Awaited from trio (a host call, say): the asyncio loop is
+            # running on this thread too, but nothing would serve this call.
+            raise TrioRequiredError(
+                "AsyncioHost methods are awaited from asyncio tasks, not from trio (this runs "
+                "in a trio task, such as a host call): inside trio, call Prism directly, "
+                "`await fn(*args)`"
+            )
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -237,13 +294,16 @@ class AsyncioHost:
                 # the token's wakeup socket and a system task.
                 self._wake()
             except (RuntimeError, AttributeError):
-                # A trio that keeps no run context between guest ticks: the
+                # A trio that keeps no run context between guest ticks, or a
+                # nursery closed because the runtime is ending: the
                 # documented, slower door (the worker is counted as ready now).
                 self._ready += 1
                 try:
-                    self._token.run_sync_soon(self._add_worker)
+                    self._token.run_sync_soon(self._add_worker_soon)
                 except trio.RunFinishedError:
+                    self._ready -= 1
                     self._queue.pop()
+                    self._closed = True
                     raise AsyncioHostClosedError(
                         "this AsyncioHost's trio runtime has ended"
                     ) from None
@@ -259,7 +319,21 @@ class AsyncioHost:
             trio.lowlevel.reschedule(self._parked[-1])
             self._parked.pop()
         else:
-            self._nursery.start_soon(self._worker)
+            # Started in an empty context, so that the worker's own context
+            # holds none of the variables of the caller that happens to start
+            # it (each call runs in a copy of its own caller's).
+            contextvars.Context().run(self._nursery.start_soon, self._worker)
+
+    def _add_worker_soon(self) -> None:
+        # _add_worker through the token, in the trio runtime; the worker was
+        # counted in _ready when this was queued.
+        try:
+            self._add_worker()
+        except RuntimeError:
+            # The nursery is closed: the runtime is ending, and no worker will come.
+            self._ready -= 1
+            self._closed = True
+            self._fail_queued()
 
     async def _worker(self) -> None:
         # Whoever woke or started this worker counted it in _ready. The queue
@@ -331,11 +405,16 @@ class AsyncioHost:
             # The future had its result: asyncio threw CancelledError in.
             raise cancelled
         # This task was cancelled (asyncio cancelled the future it awaited).
+        return await self._cancel(call, cancelled)
+
+    async def _cancel(self, call: _Call[Any], cancelled: asyncio.CancelledError) -> NoReturn:
+        # The caller's task was cancelled: end the call, and raise the task's
+        # CancelledError (its message too), or what the trio side raised.
         if not call.started and not call.ended:
             # No worker took it yet: it never starts.
             self._queue.remove(call)
             call.end()
-            raise asyncio.CancelledError
+            raise cancelled
         # Cancel the trio side and wait for it to end, so nothing outlives the call.
         with contextlib.suppress(trio.RunFinishedError):
             self._token.run_sync_soon(call.cancel)
@@ -345,23 +424,38 @@ class AsyncioHost:
                 await call.ended_waiter
         if call.error is not None:
             raise call.error
-        raise asyncio.CancelledError
+        raise cancelled
 
     async def run(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
-        """Run ``await fn(*args)`` as a trio task in the host and return its result.
+        """Run ``await fn(*args)`` in a trio task of the host and return its result.
 
         ``fn`` may be any trio async function: a Prism entry point, a tool's
-        ``execute``, or your own code using trio.
+        ``execute``, or your own code using trio. The task is a pooled worker
+        that serves this call alone until it ends, then later calls: hold no
+        task-owned primitive (:class:`trio.Lock`, ...) from one call to the next.
 
         Cancellation: cancelling the awaiting asyncio task cancels the trio
-        task; this returns once the trio task has ended, then raises
-        :class:`asyncio.CancelledError`.
+        task; this returns once the trio task has ended, then raises the
+        task's :class:`asyncio.CancelledError` (or what ``fn`` raised besides
+        ``trio.Cancelled`` while it was cancelled).
 
         Raises:
             AsyncioHostClosedError: the host is closed, or closed during the call.
-            TrioRequiredError: awaited from another loop or thread.
-            Exception: whatever ``fn`` raised, the same object.
+            TrioRequiredError: awaited from trio (inside trio, call ``fn`` directly),
+                or from another loop or thread.
+            TypeError: ``fn`` is not an async function (a coroutine object, or a
+                function that returns no awaitable).
+            BaseException: whatever ``fn`` raised, the same object (a
+                :class:`KeyboardInterrupt` or :class:`SystemExit` too: it goes to
+                this caller, and the host goes on serving others).
         """
+        if not callable(fn):
+            if isinstance(fn, types.CoroutineType):
+                fn.close()  # never awaited, and it says so no more
+            raise TypeError(
+                f"AsyncioHost.run takes an async function and its arguments, "
+                f"host.run(fn, *args), not {type(fn).__name__}: pass fn, not fn()"
+            )
         call = self._start(fn, args)
         try:
             return await call.future
@@ -437,12 +531,15 @@ class AsyncioHost:
         context manager: it is exited normally, then the exception continues.
 
         Cancellation: cancelling the asyncio task while entering cancels the
-        entry; leaving the block (for any reason) exits the context manager and
-        waits for that exit to finish.
+        entry (if no trio task took it yet, the context manager is never
+        entered), then raises the task's :class:`asyncio.CancelledError`;
+        leaving the block (for any reason) exits the context manager and waits
+        for that exit to finish.
 
         Raises:
             AsyncioHostClosedError: the host is closed, or closed meanwhile.
-            Exception: whatever entering or exiting the context manager raised.
+            TrioRequiredError: used from trio, or from another loop or thread.
+            BaseException: whatever entering or exiting the context manager raised.
         """
         entered: asyncio.Future[T] = self._loop.create_future()
         release = trio.Event()
@@ -456,11 +553,12 @@ class AsyncioHost:
         holder = self._start(hold, ())
         try:
             await asyncio.wait((entered, holder.future), return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            with contextlib.suppress(trio.RunFinishedError):
-                self._token.run_sync_soon(holder.cancel)
-            await self._drain(holder)
-            raise
+        except asyncio.CancelledError as cancelled:
+            # A holder still queued never starts, one entering is cancelled,
+            # one that entered exits; no one waits for their futures.
+            entered.cancel()
+            holder.future.cancel()
+            await self._cancel(holder, cancelled)
         if not entered.done():
             # The holder ended without entering: raise its exception.
             await self._wait(holder)
@@ -471,10 +569,6 @@ class AsyncioHost:
             with contextlib.suppress(trio.RunFinishedError):
                 self._token.run_sync_soon(release.set)
             await self._wait(holder)
-
-    async def _drain(self, call: _Call[T]) -> None:
-        with contextlib.suppress(BaseException):
-            await self._wait(call)
 
 
 @contextlib.asynccontextmanager
@@ -531,6 +625,8 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
                 nursery.cancel_scope.cancel()
         finally:
             if host is not None:
+                # Also when the runtime ends early, inside the open block.
+                host._closed = True
                 host._fail_queued()
 
     def done(result: outcome.Outcome[None]) -> None:
