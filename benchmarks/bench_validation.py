@@ -35,6 +35,15 @@ Rows (medians over repetitions, measured in one run):
   (draft-07 and 2020-12); a schema about as large as the default
   ``max_schema_bytes`` admits is compiled on a cache miss. These were assertions
   in the test suite; timing lives here.
+- ``stall: format: regex, ...``: the costliest calls ``format: regex`` admits at
+  the default limits (each string is parsed as ECMA-262 by jsonschema-rs): as
+  many (530) ``\\p{L}{0,200}N`` strings as ``max_regex_work`` lets through (RE2 spent
+  100-150 ms compiling each before), strings of 256 named groups (the parser's
+  quadratic case), unclosed groups, and 30,000 empty strings (``max_validation_work``).
+- ``stall: admit ...``: the costliest schemas to admit for their patterns, on a
+  cache miss with patterns never seen before (pricing compiles each in RE2
+  within the per-schema budget; 20 ``\\p{L}{0,200}`` patternProperties stalled the
+  loop 1.84 s before). The row is the worst of the shapes; the note names it.
 
 Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
 """
@@ -148,6 +157,58 @@ def _fan_out(levels: int) -> dict[str, Any]:
     return {"$defs": table, "allOf": [{"$ref": "#/$defs/l0"}]}
 
 
+def _aliased_fan_out(levels: int) -> dict[str, Any]:
+    # Two spellings of one $id; the engine merges them, so r1's "t" meant r2's
+    # fan-out (0.6-1.4 s a call before; refused at admission now).
+    chain: dict[str, Any] = {
+        f"l{i}": {"allOf": [{"$ref": f"#/$defs/l{i + 1}"}, {"$ref": f"#/$defs/l{i + 1}"}]}
+        for i in range(levels)
+    }
+    chain[f"l{levels}"] = {"type": "integer"}
+    chain["t"] = {"$ref": "#/$defs/l0"}
+    return {
+        "$defs": {
+            "r1": {"$id": "http://a/b", "$defs": {"t": {}}, "allOf": [{"$ref": "#/$defs/t"}]},
+            "r2": {"$id": "HTTP://A/b", "$defs": chain},
+        },
+        "type": "object",
+        "properties": {"x": {"type": "array", "items": {"$ref": "#/$defs/r1"}}},
+    }
+
+
+def _costly_pattern_schemas(tag: str) -> list[tuple[str, dict[str, Any]]]:
+    # ``tag`` makes every pattern new, so no cache helps.
+    def props(patterns: list[str]) -> dict[str, Any]:
+        return {"type": "object", "patternProperties": {key: {} for key in patterns}}
+
+    return [
+        ("20 x \\p{L}{0,200}", props([rf"\p{{L}}{{0,200}}{tag}{i}" for i in range(20)])),
+        (
+            "2 x [\\p{L}\\p{N}]{0,100}",
+            props([rf"[\p{{L}}\p{{N}}]{{0,100}}{tag}{i}" for i in range(2)]),
+        ),
+        (
+            "\\p{L}{1,64} + 40 x \\p{L}+",
+            props([rf"\p{{L}}{{1,64}}{tag}"] + [rf"^\p{{L}}+{tag}{i}$" for i in range(40)]),
+        ),
+        ("100 x ^\\p{L}+$", props([rf"^\p{{L}}+{tag}{i}$" for i in range(100)])),
+        ("3,000 small patterns", props([f"^{tag}{i}$" for i in range(3_000)])),
+        (
+            "60 x 256 named groups",
+            {
+                "type": "object",
+                "properties": {
+                    f"p{i}": {
+                        "pattern": "".join(f"(?<{chr(0x4E00 + j + 300 * i)}>)" for j in range(256))
+                        + tag
+                    }
+                    for i in range(60)
+                },
+            },
+        ),
+    ]
+
+
 # Issue 13's hostile classes: (name, schema with "$defs", value, whether it passes).
 _DEEP = json.loads("[" * 63 + "1" + "]" * 63)
 HOSTILE: list[tuple[str, dict[str, Any], object, bool]] = [
@@ -188,6 +249,17 @@ HOSTILE: list[tuple[str, dict[str, Any], object, bool]] = [
         True,
     ),
     ("pattern ^[a-z]+$ on 1 MB", {"type": "string", "pattern": "^[a-z]+$"}, "a" * 10**6, True),
+    ("aliased $id fan-out, 10k items", _aliased_fan_out(12), {"x": [1] * 10_000}, False),
+]
+
+_REGEXES = {"$schema": DRAFT7, "type": "array", "items": {"type": "string", "format": "regex"}}
+_NAMES = "".join(f"(?<{chr(0x4E00 + j)}>)" for j in range(256))
+# (name, argument): each fits the default max_regex_work and max_validation_work.
+REGEX_CALLS: list[tuple[str, list[str]]] = [
+    ("530 x \\p{L}{0,200}N", [rf"\p{{L}}{{0,200}}{i}" for i in range(100, 630)]),
+    ("5 x 256 named groups", [_NAMES] * 5),
+    ("7,999 x (", ["(" * 7_999]),
+    ("30,000 empty strings", [""] * 30_000),
 ]
 
 
@@ -254,6 +326,46 @@ async def stall_rows() -> list[Row]:
             .validate(schema, {})
             .ok
         )
+
+    validator = JsonSchemaArgumentValidator()
+    validator.validate(_REGEXES, [])
+    for name, value in REGEX_CALLS:
+        result = validator.validate(_REGEXES, value)
+        assert result.ok or "max_" not in result.errors[0].message, (name, result.errors)
+        samples = [
+            await _stall_us(lambda: validator.validate(_REGEXES, value))  # noqa: B023
+            for _ in range(repeat)
+        ]
+        rows.append(
+            row(
+                BENCH,
+                f"stall: format: regex, {name}",
+                samples,
+                target="< 100 ms",
+                note="draft-07, default limits, admitted",
+            )
+        )
+
+    worst: dict[str, list[float]] = {}
+    for attempt in range(repeat):
+        for name, schema in _costly_pattern_schemas(f"r{attempt}x"):
+
+            def admit() -> None:
+                JsonSchemaArgumentValidator().validate(schema, {})  # noqa: B023
+
+            worst.setdefault(name, []).append(await _stall_us(admit))
+    name, samples = max(worst.items(), key=lambda item: sorted(item[1])[len(item[1]) // 2])
+    rows.append(
+        row(
+            BENCH,
+            "stall: admit the costliest patterns",
+            samples,
+            target="< 100 ms",
+            note=f"worst of {len(worst)} shapes: {name}; fresh patterns, admitted or refused",
+        )
+    )
+    for other, values in worst.items():
+        print(f"  admit {other}: {sorted(values)[len(values) // 2] / 1000:.1f} ms", file=sys.stderr)
 
     samples = [await _stall_us(largest_compile) for _ in range(repeat)]
     rows.append(
