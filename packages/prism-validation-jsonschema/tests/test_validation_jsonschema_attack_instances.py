@@ -67,6 +67,10 @@ class Word(enum.StrEnum):
     A = "a"
 
 
+class Items(list[str]):
+    pass
+
+
 class HashesLikeProto(str):
     """A key whose hash meets "__proto__" (and "$schema") lookups, and whose == raises."""
 
@@ -257,6 +261,7 @@ def test_a_hostile_schema_key_is_refused_without_running_its_code() -> None:
         ({"n": Number.A}, "data.n", "Number"),
         ({"e": Word.A}, "data.e", "Word"),
         ({"t": ("a",)}, "data.t", "tuple"),
+        ({"t": Items(["a"])}, "data.t", "Items"),
         ({"t": ["a", Word.A]}, "data.t[1]", "Word"),
     ],
 )

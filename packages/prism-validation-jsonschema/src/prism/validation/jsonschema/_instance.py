@@ -260,9 +260,7 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
             for key in node:  # type: ignore[attr-defined]
                 # Before any lookup: hashing a str subclass runs its own code.
                 if type(key) is not str:
-                    return path_text(path), (
-                        f"has a non-string key (a {type(key).__name__}), not a JSON object key"
-                    )
+                    return path_text(path), (f"has a non-string key (of type {type(key).__name__})")
             if not POLLUTION_KEYS.isdisjoint(node):  # type: ignore[arg-type]
                 bad = sorted(POLLUTION_KEYS.intersection(node))  # type: ignore[arg-type]
                 return path_text(path), f"has the forbidden key {bad[0]!r}"

@@ -203,7 +203,7 @@ class _Walk:
 
 def _non_string_key(key: object) -> str:
     # The key's type only: a str subclass's repr, hash or eq is the caller's code.
-    return f"schema has a non-string key (a {type(key).__name__}); keys must be plain strings"
+    return f"schema has a non-string key (of type {type(key).__name__})"
 
 
 def _draft_of(schema: object, unsupported: Literal["reject", "ignore"]) -> str:
