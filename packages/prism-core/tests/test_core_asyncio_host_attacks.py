@@ -310,6 +310,38 @@ def test_cancelling_enter_while_its_holder_is_queued_never_enters() -> None:
     assert log == []
 
 
+def test_cancelling_enter_after_the_entry_failed_raises_that_failure_once() -> None:
+    # The entry fails in trio, then the task is cancelled before it resumed:
+    # the caller gets the entry's error, and asyncio logs no unretrieved one.
+    error = OSError("cannot connect")
+    logged: list[dict[str, Any]] = []
+
+    @asynccontextmanager
+    async def broken() -> AsyncIterator[None]:
+        await trio.lowlevel.checkpoint()
+        raise error
+        yield  # pragma: no cover
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, c: logged.append(c))
+        async with open_asyncio_host() as host:
+            entering = host.enter(broken()).__aenter__()
+            assert isinstance(entering.send(None), asyncio.Future)
+            holder = host._queue[-1]
+            for _ in range(5):
+                await host.run(trio.lowlevel.checkpoint)
+            assert holder.ended
+            with pytest.raises(OSError, match="cannot connect") as caught:
+                entering.throw(asyncio.CancelledError())
+            assert caught.value is error
+            # What collecting the holder's future does: it logs an exception
+            # that no one retrieved.
+            holder.future.__del__()
+
+    asyncio.run(main())
+    assert logged == []
+
+
 def test_cancelling_enter_after_the_holder_started_cancels_the_entry() -> None:
     # The holder is running: the task's own CancelledError is raised once
     # the entry has been cancelled.

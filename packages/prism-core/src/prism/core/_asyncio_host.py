@@ -557,7 +557,7 @@ class AsyncioHost:
             # A holder still queued never starts, one entering is cancelled,
             # one that entered exits; no one waits for their futures.
             entered.cancel()
-            holder.future.cancel()
+            holder.future.cancel()  # done already: no longer logged as unretrieved
             await self._cancel(holder, cancelled)
         if not entered.done():
             # The holder ended without entering: raise its exception.
