@@ -11,6 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from prism.core import RunResult
+    from prism.core import RunResult, ToolResult
     from prism.mcp import StdioTransport
 
 
@@ -101,3 +102,57 @@ def test_a_coding_tool_dispatched_on_asyncio_without_the_host_says_what_to_do(
 
     with pytest.raises(TrioRequiredError, match="open_asyncio_host"):
         asyncio.run(dispatch_tool_call(call, options))
+
+
+def test_a_cancelled_call_failing_in_cleanup_leaves_the_host_and_its_mcp_bridge_serving(
+    matrix_server: Callable[[str], StdioTransport],
+) -> None:
+    # One asyncio caller's call owns a nursery whose child fails while being
+    # cancelled: cancelling that caller raises the failure to it alone, and the
+    # host, with the MCP bridge entered in it, goes on serving the others.
+    failure = ValueError("cleanup failed")
+
+    async def main() -> tuple[ToolResult, ToolResult, bool]:
+        started = asyncio.Event()
+
+        async def child() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise failure
+
+        async def fails_in_cleanup() -> None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(child)
+                await trio.lowlevel.checkpoint()
+                started.set()
+                await trio.sleep_forever()
+
+        async with (
+            open_asyncio_host() as host,
+            host.enter(open_mcp_tools(server_id="a", transport=matrix_server("a"))) as bridge,
+        ):
+            options = DispatchOptions(
+                registry=create_tool_registry(bridge.tools),
+                permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            )
+
+            (name,) = (tool.name for tool in bridge.tools if tool.name.endswith("search"))
+
+            def search(call_id: str) -> ToolCall:
+                return ToolCall(id=call_id, name=name, arguments={"query": "trio"})
+
+            before = await asyncio.wait_for(host.dispatch_tool_call(search("1"), options), 60)
+            task = asyncio.create_task(host.run(fails_in_cleanup))
+            await started.wait()
+            task.cancel()
+            with pytest.raises(ExceptionGroup) as caught:
+                await asyncio.wait_for(task, 60)
+            assert caught.value.exceptions[0] is failure
+            after = await asyncio.wait_for(host.dispatch_tool_call(search("2"), options), 60)
+            return before, after, host.closed
+
+    before, after, closed = asyncio.run(main())
+    assert (before.is_error, before.joined_text) == (False, "a: trio")
+    assert (after.is_error, after.joined_text) == (False, "a: trio")
+    assert not closed
