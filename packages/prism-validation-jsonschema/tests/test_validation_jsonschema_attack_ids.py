@@ -29,6 +29,13 @@ ALIASES = [
     ("http://a/b", "http://a/./b"),
     ("http://a/b", "http://a/c/../b"),
     ("https://a/b", "https://a:443/b"),
+    ("https://a/b", "https://a:0443/b"),
+    ("http://a/b", "http://a:/b"),
+    ("ws://a/b", "ws://a:80/b"),
+    ("http://[::1]/b", "http://[0:0:0:0:0:0:0:1]/b"),
+    ("http://[::ffff:1.2.3.4]/b", "http://[::ffff:102:304]/b"),
+    ("http://a/~b", "http://a/%7Eb"),
+    ("http://a/b", "http://%61/b"),
     ("urn:x:y", "URN:x:y"),
 ]
 
@@ -162,6 +169,10 @@ def test_uri_keys_meet_for_every_alias(first: str, second: str) -> None:
         ("b", "json-schema:///b"),
         ("../b", "json-schema:///b"),
         ("urn:X:y/./z", "urn:x:y/z"),
+        ("http://a:08080/b", "http://a:8080/b"),
+        ("http://[::1]:80/b", "http://[::1]/b"),
+        ("http://u@[0::1]:0/b", "http://u@[::1]:0/b"),
+        ("http://[zz]/b", "http://[zz]/b"),
     ],
 )
 def test_uri_key_normal_forms(uri: str, key: str) -> None:

@@ -249,3 +249,19 @@ def test_ecma_escapes_are_translated_for_re2(pattern: str, translated: str) -> N
 def test_surrogate_escapes_do_not_reach_re2() -> None:
     with pytest.raises(PatternError, match="surrogate"):
         to_re2(r"\uDE00")
+
+
+# F9: draft-06 has no content keywords (they came with draft-07).
+
+
+def test_draft6_leaves_content_keywords_unasserted_and_draft7_asserts_them() -> None:
+    validator = JsonSchemaArgumentValidator()
+    content = {"contentMediaType": "application/json", "contentEncoding": "base64"}
+    assert validator.validate({"$schema": D6, **content}, "{").ok
+    assert validator.validate({"$schema": D6, "type": "string", **content}, "!!").ok
+    refused = validator.validate({"$schema": D7, **content}, "{")
+    assert not refused.ok
+    # Data that looks like the keyword is still data.
+    assert not validator.validate(
+        {"$schema": D6, "enum": [{"contentMediaType": "x"}]}, {"contentMediaType": "y"}
+    ).ok

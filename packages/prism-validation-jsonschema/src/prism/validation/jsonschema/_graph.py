@@ -29,6 +29,8 @@ character counts per depth (see ``_instance.profile``).
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -171,7 +173,10 @@ def _short(value: str, limit: int = 80) -> str:
 # The base the engine gives a document without an ``$id`` (jsonschema-rs).
 DEFAULT_BASE = "json-schema:///"
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:")
-_DEFAULT_PORTS = (":80", ":443", ":")
+# Ports the engine drops for some scheme (http and ws 80, https and wss 443,
+# ftp 21); dropped for every scheme here, which only merges more.
+_DEFAULT_PORTS = frozenset({80, 443, 21})
+_PORT = re.compile(r":([0-9]*)$")
 
 
 def _remove_dots(path: str) -> str:
@@ -214,13 +219,26 @@ def uri_key(uri: str, base: str = DEFAULT_BASE) -> str:
     scheme, _, rest = text.partition(":")
     if rest.startswith("//"):
         authority, slash, path = rest[2:].partition("/")
-        for port in _DEFAULT_PORTS:
-            if authority.endswith(port):
-                authority = authority[: -len(port)]
-                break
         path = _remove_dots(slash + path) or "/"
-        return f"{scheme}://{authority}{path}"
+        return f"{scheme}://{_authority(authority)}{path}"
     return f"{scheme}:{_remove_dots(rest)}"
+
+
+def _authority(authority: str) -> str:
+    """Port as a number (default ports dropped), IPv6 hosts in their short form."""
+    port = _PORT.search(authority)
+    if port is not None:
+        authority = authority[: port.start()]
+        digits = port.group(1)
+        if digits and int(digits) not in _DEFAULT_PORTS:
+            authority = authority + f":{int(digits)}"
+    user, at, host = authority.rpartition("@")
+    if host.startswith("[") and "]" in host:
+        inner, _, tail = host[1:].partition("]")
+        with contextlib.suppress(ValueError):
+            inner = ipaddress.IPv6Address(inner).compressed
+        host = f"[{inner}]{tail}"
+    return f"{user}{at}{host}"
 
 
 def _join(base: str, ref: str) -> str:

@@ -70,6 +70,26 @@ _FORMATS: dict[str, dict[str, Callable[[str], bool]]] = {
     "draft7": {"regex": is_regex},
 }
 FORMAT_DRAFTS = frozenset(_FORMATS)
+
+
+class _Unknown:
+    """A keyword the dialect does not define, so it checks nothing.
+
+    jsonschema-rs asserts ``contentMediaType`` and ``contentEncoding`` in
+    draft-06, which has neither (they came with draft-07); there they are
+    unknown keywords, as the draft says.
+    """
+
+    def __init__(self, _parent: object, _value: object, _path: object) -> None:
+        pass
+
+    def validate(self, _instance: object) -> None:
+        return None
+
+
+_KEYWORDS: dict[str, dict[str, type]] = {
+    "draft6": {"contentMediaType": _Unknown, "contentEncoding": _Unknown},
+}
 # 2019-09 and 2020-12 with assert_formats=True.
 _ASSERTED: dict[str, Callable[[str], bool]] = {"regex": is_regex}
 
@@ -99,6 +119,7 @@ def compile_rs(
         formats=formats if validate_formats else None,
         retriever=_refuse,
         pattern_options=_PATTERN_OPTIONS,
+        keywords=_KEYWORDS.get(draft),
     )
     function: Callable[[Any], None] = validator.validate
     return function
