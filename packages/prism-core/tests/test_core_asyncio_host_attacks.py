@@ -573,7 +573,7 @@ def test_run_refuses_a_function_that_is_not_async_with_a_clear_type_error() -> N
     asyncio.run(main())
 
 
-def test_run_refuses_a_coroutine_object_and_closes_it() -> None:
+def test_run_refuses_a_coroutine_object_closing_it_and_any_other_non_callable() -> None:
     async def main() -> None:
         async with open_asyncio_host() as host:
             coro = nothing()
@@ -581,6 +581,8 @@ def test_run_refuses_a_coroutine_object_and_closes_it() -> None:
                 await host.run(coro)  # type: ignore[arg-type]
             # Closed: no "never awaited" warning (the suite makes warnings errors).
             assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+            with pytest.raises(TypeError, match=r"not an object of type int$"):
+                await host.run(1)  # type: ignore[arg-type]
             assert await host.run(nothing) == "served"
 
     asyncio.run(main())

@@ -450,11 +450,13 @@ class AsyncioHost:
                 this caller, and the host goes on serving others).
         """
         if not callable(fn):
+            what = f"an object of type {type(fn).__name__}"
             if isinstance(fn, types.CoroutineType):
                 fn.close()  # never awaited, and it says so no more
+                what = "a coroutine object: pass fn, not fn()"
             raise TypeError(
-                f"AsyncioHost.run takes an async function and its arguments, "
-                f"host.run(fn, *args), not {type(fn).__name__}: pass fn, not fn()"
+                "AsyncioHost.run takes an async function and its arguments, "
+                f"host.run(fn, *args), not {what}"
             )
         call = self._start(fn, args)
         try:
