@@ -267,14 +267,6 @@ class AsyncioHost:
     def _start(self, fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) -> _Call[T]:
         if self._closed:
             raise AsyncioHostClosedError("this AsyncioHost is closed; open a new one")
-        if trio.lowlevel.in_trio_task():
-            # Awaited from trio (a host call, say): the asyncio loop is
-            # running on this thread too, but nothing would serve this call.
-            raise TrioRequiredError(
-                "AsyncioHost methods are awaited from asyncio tasks, not from trio (this runs "
-                "in a trio task, such as a host call): inside trio, call Prism directly, "
-                "`await fn(*args)`"
-            )
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -283,6 +275,16 @@ class AsyncioHost:
             raise TrioRequiredError(
                 "AsyncioHost methods are awaited from asyncio tasks of the loop that opened "
                 "the host; inside trio, call Prism directly"
+            )
+        # Trio's steps run in a loop callback, outside any asyncio task; asking
+        # asyncio first is the cheap test (in_trio_task costs a raised AttributeError).
+        if asyncio.current_task(running) is None and trio.lowlevel.in_trio_task():
+            # Awaited from trio (a host call, say): the asyncio loop is
+            # running on this thread too, but nothing would serve this call.
+            raise TrioRequiredError(
+                "AsyncioHost methods are awaited from asyncio tasks, not from trio (this runs "
+                "in a trio task, such as a host call): inside trio, call Prism directly, "
+                "`await fn(*args)`"
             )
         call: _Call[T] = _Call(self._loop.create_future(), fn, args, contextvars.copy_context())
         self._queue.append(call)
