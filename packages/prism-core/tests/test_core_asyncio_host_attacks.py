@@ -8,7 +8,7 @@ Like ``test_core_asyncio_host.py``, the tests are plain functions that call
 from __future__ import annotations
 
 # The asyncio host's own tests: asyncio is their subject (as in test_core_asyncio_host.py).
-import asyncio  # noqa: TID251
+import asyncio
 import contextvars
 import gc
 import inspect
