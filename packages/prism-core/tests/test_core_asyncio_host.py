@@ -289,36 +289,6 @@ def test_a_cancelled_call_that_finishes_anyway_or_fails_in_cleanup(
     asyncio.run(main())
 
 
-def test_cancelling_while_entering_cancels_the_entry() -> None:
-    log: list[str] = []
-    entering = asyncio.Event()
-
-    @asynccontextmanager
-    async def slow() -> AsyncIterator[None]:
-        entering.set()
-        try:
-            await trio.sleep_forever()
-        finally:
-            log.append("entry cancelled")
-        yield  # pragma: no cover
-
-    async def main() -> None:
-        async with open_asyncio_host() as host:
-
-            async def enter() -> None:
-                async with host.enter(slow()):
-                    pass  # pragma: no cover
-
-            task = asyncio.create_task(enter())
-            await entering.wait()
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert log == ["entry cancelled"]
-
-    asyncio.run(main())
-
-
 def test_denied_call_is_blocked_from_asyncio_too() -> None:
     options = DispatchOptions(
         registry=create_tool_registry([ADD]),
