@@ -98,6 +98,55 @@ async def trio_set(event: trio.Event) -> None:
     event.set()
 
 
+async def stray_cancelled() -> trio.Cancelled:
+    """A trio.Cancelled caught in a scope of its own, so no cancellation is pending."""
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            return exc
+    raise AssertionError("the checkpoint was not cancelled")  # pragma: no cover
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["bare", "nested group"])
+def test_a_cancelled_raised_by_a_call_nobody_cancelled_is_that_calls_failure(
+    grouped: bool,
+) -> None:
+    # Re-raising a Cancelled from another scope is the call's own doing: it
+    # goes to its caller like any exception, and the host serves on.
+    async def raises() -> None:
+        cancelled = await stray_cancelled()
+        if grouped:
+            raise BaseExceptionGroup("outer", [BaseExceptionGroup("inner", [cancelled])])
+        raise cancelled
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            release = await host.run(make_event)
+            started = asyncio.Event()
+
+            async def bystander() -> str:
+                started.set()
+                await release.wait()
+                return "bystander done"
+
+            other = asyncio.create_task(host.run(bystander))
+            await started.wait()
+            expected = BaseExceptionGroup if grouped else trio.Cancelled
+            with pytest.raises(expected) as caught:
+                await host.run(raises)
+            if isinstance(caught.value, BaseExceptionGroup):
+                assert caught.value.subgroup(trio.Cancelled) is not None
+            assert not host.closed
+            await host.run(trio_set, release)
+            assert await asyncio.wait_for(other, GUARD) == "bystander done"
+            assert await host.run(nothing) == "served"
+        assert host.closed
+
+    asyncio.run(main())
+
+
 class FailsInCleanup:
     """A trio function whose nursery child fails while being cancelled."""
 

@@ -24,6 +24,7 @@ import collections
 import contextlib
 import contextvars
 import functools
+import math
 import sys
 import types
 from collections.abc import Awaitable, Callable
@@ -156,8 +157,9 @@ def _serve(
     worker is about to look at the queue.
 
     Whatever the call raises, :class:`BaseException` too, goes to its caller
-    and to no one else; only trio's cancellation (``trio.Cancelled``, also out
-    of a group) goes on up, to the worker's scope or the host's nursery.
+    and to no one else; only trio's cancellation of this worker
+    (``trio.Cancelled`` while a cancellation applies to it, also out of a
+    group) goes on up, to the worker's scope or the host's nursery.
     """
     call.started = True
     call.scope = scope
@@ -199,6 +201,11 @@ def _serve(
         if exc is thrown and isinstance(exc, GeneratorExit):
             raise  # the worker's coroutine is being closed: not the call's to deliver
         cancelled, failure = _split_cancelled(exc)
+        if cancelled is not None and trio.current_effective_deadline() != -math.inf:
+            # No cancellation applies to this worker (its scope and the host's
+            # are not cancelled): the call raised a Cancelled of its own, from
+            # some other scope. That is the call's failure, its caller's alone.
+            cancelled, failure = None, exc
         if failure is not None:
             call.error = failure
             if not future.done():
