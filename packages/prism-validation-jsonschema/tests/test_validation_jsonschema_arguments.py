@@ -229,7 +229,9 @@ def _within(value: object, limits: SchemaLimits) -> bool:
             return len(node) <= limits.max_string_length
         if type(node) is float:
             return math.isfinite(node)
-        return node is None or type(node) in (int, bool)
+        if type(node) is int:
+            return -(2**63) <= node <= 2**64 - 1  # the integers Prism validates
+        return node is None or type(node) is bool
 
     return (
         fits(value, 1)

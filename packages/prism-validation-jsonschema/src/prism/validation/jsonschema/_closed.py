@@ -11,7 +11,7 @@ refuses them and the other types cannot hold them). Without ``$ref`` nothing
 recurses. For such a schema the hot path runs the compiled function directly.
 What the engine accepts is then checked member by member for what it misreads
 (``_instance.members_plain``: an ``int`` or ``str`` subclass such as an
-``IntEnum`` member, an integer past 4,300 digits, a lone surrogate), so both
+``IntEnum`` member, an integer past 64 bits, a lone surrogate), so both
 paths give the same verdict; the instance is walked only when the engine
 cannot read it or that check fails, to report the same error the full path
 would.
@@ -72,7 +72,11 @@ _SCALAR_KEYWORDS = _ANNOTATIONS | {
     "exclusiveMaximum",
     "multipleOf",
 }
-_ARRAY_KEYWORDS = _ANNOTATIONS | {"type", "maxItems", "minItems", "uniqueItems", "items"}
+# Not ``uniqueItems``: the engine runs before the closed path looks at the
+# values, and it compares integers past 64 bits pairwise through a slow path
+# (seconds for a few hundred), so an array with it takes the full path, whose
+# walk refuses such integers first.
+_ARRAY_KEYWORDS = _ANNOTATIONS | {"type", "maxItems", "minItems", "items"}
 
 
 def _has_ref(node: object) -> bool:

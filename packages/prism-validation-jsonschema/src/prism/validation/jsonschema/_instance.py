@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ._screen import POLLUTION_KEYS, SAFE_INTEGER, integer_digits_allowed, integer_too_long
+from ._screen import INTEGER_RANGE, POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -43,9 +43,7 @@ InstanceProblem = tuple[str, str]
 def _integer_problem(value: int) -> str | None:
     if not integer_too_long(value):
         return None
-    return (
-        f"is an integer of more than {integer_digits_allowed()} digits, more than Prism validates"
-    )
+    return f"is an integer outside {INTEGER_RANGE}, which Prism validates; send it as a string"
 
 
 def _lone_surrogate(text: str) -> bool:
@@ -69,7 +67,7 @@ def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | Non
     Checks nesting depth, total object members, total array items, string
     length (keys too), pollution keys, JSON types (exact ``dict``, ``list``,
     ``str``, ``int``, ``float``, ``bool``, ``None``; keys exact ``str``), finite
-    numbers, integers of at most ``MAX_INTEGER_DIGITS`` (4,300) digits and no lone
+    numbers, integers within 64 bits (-2**63 to 2**64-1) and no lone
     surrogate in any string or key. Iterative,
     so no instance can exhaust the stack; every container is counted, so shared
     sub-objects cannot multiply the work.

@@ -152,7 +152,7 @@ class JsonSchemaArgumentValidator:
     code runs on them, so no validation can stall the event loop; for a closed
     schema (one whose own checks imply those bounds) the schema runs first and
     only what it accepts is checked, member by member, for what the engine
-    misreads. Integers of more than 4,300 digits, lone surrogates and
+    misreads. Integers past 64 bits, lone surrogates and
     subclasses of JSON types (an ``IntEnum`` member) are refused on every path.
 
     :meth:`validate` never raises for a bad schema or value; it answers with
@@ -374,7 +374,7 @@ class JsonSchemaArgumentValidator:
         A closed schema's compiled function runs at once: it accepts nothing
         beyond the instance limits and budgets, so its refusal is the answer;
         what it accepts is checked for what the engine misreads (subclasses of
-        JSON types, integers past 4,300 digits, lone surrogates), one type test
+        JSON types, integers past 64 bits, lone surrogates), one type test
         per member, and walked only if that finds something.
         Otherwise the instance is bounded first, in one walk that stops at the
         first broken limit; only a value that breaks one is walked again, to
