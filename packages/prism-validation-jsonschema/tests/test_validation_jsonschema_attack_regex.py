@@ -265,3 +265,15 @@ def test_draft6_leaves_content_keywords_unasserted_and_draft7_asserts_them() -> 
     assert not validator.validate(
         {"$schema": D6, "enum": [{"contentMediaType": "x"}]}, {"contentMediaType": "y"}
     ).ok
+
+
+def test_a_pattern_asking_for_too_many_repeated_copies_is_refused_before_re2() -> None:
+    # RE2 writes x{n,m} out as m copies before compiling, in time that grows
+    # faster than the copies: seventy a{1,1000} in one pattern took 6 s to price.
+    validator = JsonSchemaArgumentValidator()
+    for pattern in ("a{1,1000}" * 70, "a{1,1000}" * 3, "(a{1,100}){1,100}"):
+        schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}}
+        with pytest.raises(SchemaRejectedError, match="copies"):
+            validator.check_schema(schema)
+    for pattern in ("^.{1,1000}$", "a{1,1000}[a-z]{1,1000}", "(a{1,30}){1,30}", "\\p{L}{1,64}"):
+        validator.check_schema({"type": "string", "pattern": pattern})
