@@ -718,3 +718,25 @@ def test_closing_a_workers_coroutine_closes_the_call_instead_of_answering_it() -
         assert isinstance(future.exception(), AsyncioHostClosedError)
 
     asyncio.run(main())
+
+
+def test_an_error_settled_in_the_step_its_caller_is_cancelled_is_raised_not_dropped() -> None:
+    error = ValueError("failed as its caller was cancelled")
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            loop = asyncio.get_running_loop()
+            tasks: list[asyncio.Task[None]] = []
+
+            async def fails() -> None:
+                await trio.lowlevel.checkpoint()
+                loop.call_soon(tasks[0].cancel)
+                raise error
+
+            tasks.append(asyncio.create_task(host.run(fails)))
+            with pytest.raises(ValueError, match="failed as its caller") as caught:
+                await asyncio.wait_for(tasks[0], GUARD)
+            assert caught.value is error
+            assert await host.run(nothing) == "served"
+
+    asyncio.run(main())

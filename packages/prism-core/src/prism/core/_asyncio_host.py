@@ -411,7 +411,12 @@ class AsyncioHost:
         # Awaiting the call's future raised CancelledError (run and
         # dispatch_tool_call await it themselves, one coroutine less per call).
         if not call.future.cancelled():
-            # The future had its result: asyncio threw CancelledError in.
+            # The future was settled, then asyncio threw CancelledError in (the
+            # task was cancelled in the same loop step). As in _cancel, an error
+            # of the trio side is raised, not dropped; a result gives way.
+            error = call.future.exception()
+            if error is not None:
+                raise error
             raise cancelled
         # This task was cancelled (asyncio cancelled the future it awaited).
         return await self._cancel(call, cancelled)
