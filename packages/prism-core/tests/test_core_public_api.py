@@ -177,7 +177,13 @@ def test_testing_module_exports_the_documented_names_with_docstrings() -> None:
             assert inspect.getdoc(obj), f"prism.core.testing.{name} has no docstring"
 
 
-PUBLIC_MODULES = ("prism.core", "prism.core.testing", "prism.core.options", "prism.core.process")
+PUBLIC_MODULES = (
+    "prism.core",
+    "prism.core.testing",
+    "prism.core.options",
+    "prism.core.process",
+    "prism.core.text",
+)
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
@@ -214,3 +220,17 @@ def test_the_process_module_exports_the_documented_names() -> None:
         "terminate_process_tree",
     ]
     assert inspect.getdoc(prism.core.process.terminate_process_tree)
+
+
+def test_the_text_module_exports_the_documented_names() -> None:
+    import prism.core.text
+
+    assert prism.core.text.__all__ == [
+        "MESSAGE_LIMIT",
+        "NAME_LIMIT",
+        "REASON_LIMIT",
+        "clip",
+        "describe_exception",
+    ]
+    assert inspect.getdoc(prism.core.text.clip)
+    assert inspect.getdoc(prism.core.text.describe_exception)

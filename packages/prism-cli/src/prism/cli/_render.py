@@ -28,6 +28,7 @@ from prism.core import (
     TurnStarted,
     default_redactor,
 )
+from prism.core.text import clip
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -77,8 +78,8 @@ def untrusted(text: str) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(safe_text(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # One line for a table cell: control characters shown, whitespace folded.
+    return clip(" ".join(safe_text(text).split()), limit)
 
 
 _AUDIO_URI_PREFIX = "mcp-audio:"

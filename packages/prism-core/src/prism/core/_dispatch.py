@@ -36,6 +36,7 @@ from ._options import callable_value, has_method, instance_of, optional
 from ._outcome import CallOutcome, cancelled_result, settle
 from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
 from ._redaction import json_safe, snapshot_json
+from ._text import clip, describe_exception
 from ._tools import (
     ToolDefinition,
     ToolExecutionContext,
@@ -52,9 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["BlockedReason", "DispatchOptions", "dispatch_tool_call"]
 
 _log = logging.getLogger("prism.core")
-
-
-_MAX_ERROR_CHARS = 2000
 
 
 def _read_only(value: Mapping[str, object]) -> Mapping[str, object]:
@@ -131,15 +129,6 @@ class _Blocked(Exception):
         self.gate = gate
 
 
-def _describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return _clip(text)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
-
-
 def _arguments_error(arguments: object) -> str | None:
     """Why ``arguments`` is not a JSON object, or ``None`` when it is one.
 
@@ -188,7 +177,9 @@ async def _run_call_hooks(
             if outcome is not None and inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception as exc:
-            raise _Blocked("tool_denied", f"call middleware failed: {_describe(exc)}") from exc
+            raise _Blocked(
+                "tool_denied", f"call middleware failed: {describe_exception(exc)}"
+            ) from exc
         if outcome is None:
             continue
         if isinstance(outcome, ToolResult):
@@ -220,7 +211,7 @@ async def _gate(
     name = call.name
     tool = options.registry.get(name)
     if tool is None:
-        raise _Blocked("unknown_tool", f"unknown tool: {_clip(repr(name))}")
+        raise _Blocked("unknown_tool", f"unknown tool: {clip(repr(name))}")
     filters = options.filters
     if filters and not is_tool_allowed(name, *filters):
         raise _Blocked("tool_denied", f"tool {name} is not allowed here", gate="filter")
@@ -239,7 +230,7 @@ async def _gate(
                 decision = await decision
         except Exception as exc:
             raise _Blocked(
-                "permission_denied", f"permission check failed: {_describe(exc)}"
+                "permission_denied", f"permission check failed: {describe_exception(exc)}"
             ) from exc
         if not isinstance(decision, PermissionDecision):
             raise _Blocked(
@@ -256,12 +247,14 @@ async def _gate(
             if outcome is not None and inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception as exc:
-            raise _Blocked("validation_failed", f"validator failed: {_describe(exc)}") from exc
+            raise _Blocked(
+                "validation_failed", f"validator failed: {describe_exception(exc)}"
+            ) from exc
         if outcome is not None:
             if isinstance(outcome, ErrorInfo):
-                raise _Blocked("validation_failed", _clip(outcome.message), info=outcome)
+                raise _Blocked("validation_failed", clip(outcome.message), info=outcome)
             if isinstance(outcome, str):
-                raise _Blocked("validation_failed", _clip(outcome or "arguments were refused"))
+                raise _Blocked("validation_failed", clip(outcome or "arguments were refused"))
             raise _Blocked(
                 "validation_failed",
                 f"validator returned {type(outcome).__name__}, not None, str or ErrorInfo",
@@ -270,7 +263,7 @@ async def _gate(
 
 
 def _exception_result(tool: ToolDefinition, exc: Exception) -> tuple[ToolResult, str]:
-    error = _describe(exc)
+    error = describe_exception(exc)
     details: dict[str, JsonValue] = {}
     extra = getattr(exc, "details", None)
     if isinstance(extra, dict):
@@ -280,7 +273,7 @@ def _exception_result(tool: ToolDefinition, exc: Exception) -> tuple[ToolResult,
     details["error"] = error
     if isinstance(exc, ExecutionDeniedError):
         details["execution_denied"] = True
-        text = f"tool {tool.name} was denied: {_clip(exc.reason)}"
+        text = f"tool {tool.name} was denied: {clip(exc.reason)}"
     else:
         text = f"tool {tool.name} failed: {error}"
     return ToolResult(content=(TextContent(text=text),), is_error=True, details=details), error
@@ -309,7 +302,7 @@ async def _run_result_hooks(
             if outcome is not None and inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception as exc:
-            return ToolResult.error(f"result middleware failed: {_describe(exc)}")
+            return ToolResult.error(f"result middleware failed: {describe_exception(exc)}")
         if outcome is None:
             continue
         if not isinstance(outcome, ToolResult):
@@ -490,7 +483,7 @@ async def _run_abortable(
         # are left. The call was still aborted.
         if not scope.cancel_called:
             raise
-        error = _describe(exc)
+        error = describe_exception(exc)
     result = cancelled_result(ctx.call, signal.reason)
     text = result.joined_text if error is None else f"{result.joined_text} ({error})"
     return _ended(ctx.call, result, "cancelled", text, notes)

@@ -9,6 +9,7 @@ import attrs
 
 from ._json import JsonObject, JsonValue
 from ._options import has_method, one_of
+from ._text import clip
 from ._tools import ToolDefinition, ToolExecutionContext
 
 __all__ = [
@@ -21,7 +22,6 @@ __all__ = [
 ]
 
 _MAX_REPORTED_ERRORS = 8
-_MAX_MESSAGE_CHARS = 2000
 
 
 @attrs.frozen(kw_only=True)
@@ -82,10 +82,7 @@ def describe_validation_errors(
     if len(errors) > _MAX_REPORTED_ERRORS:
         parts.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
     text = "; ".join(parts) or "arguments were refused"
-    message = f"invalid arguments for {tool_name}: {text}"
-    if len(message) > _MAX_MESSAGE_CHARS:
-        message = message[: _MAX_MESSAGE_CHARS - 3] + "..."
-    return message
+    return clip(f"invalid arguments for {tool_name}: {text}")
 
 
 def create_tool_parameter_validator(

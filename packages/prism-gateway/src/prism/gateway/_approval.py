@@ -16,6 +16,7 @@ import trio
 from prism.coding.security import ApprovalDecision
 from prism.core import ExecutionAction
 from prism.core.options import boolean, callable_value, optional, sequence_of, string
+from prism.core.text import NAME_LIMIT, clip
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -28,8 +29,6 @@ __all__ = [
 ]
 
 APPROVAL_INPUT_KEY = "prism-approval"
-
-_MAX_MESSAGE_CHARS = 2_000
 
 GatewayApprover = Callable[
     ["ExecutionAction"], "bool | ApprovalDecision | Awaitable[bool | ApprovalDecision]"
@@ -90,10 +89,7 @@ def _describe(action: ExecutionAction, scope: CallScope) -> str:
         parts.append("paths: " + ", ".join(action.paths))
     if action.risk is not None:
         parts.append(f"risk: {action.risk}")
-    text = "; ".join(parts)
-    if len(text) > _MAX_MESSAGE_CHARS:
-        text = text[: _MAX_MESSAGE_CHARS - 1] + "…"
-    return text
+    return clip("; ".join(parts))
 
 
 def _declared_elicitation(scope: CallScope) -> bool:
@@ -260,7 +256,7 @@ def create_command_approver(
                 approved=False, remember=False, reason=f"the approver could not run: {exc}"
             )
         said = (done.stdout or b"")[:_MAX_APPROVER_OUTPUT].decode("utf-8", "replace").strip()
-        first = said.splitlines()[0][:200] if said else ""
+        first = clip(said.splitlines()[0], NAME_LIMIT) if said else ""
         if done.returncode == 0:
             return ApprovalDecision(
                 approved=True, remember=False, reason=first or "approved by the approver command"

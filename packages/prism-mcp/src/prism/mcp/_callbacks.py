@@ -12,6 +12,7 @@ import attrs
 import mcp_types
 
 from prism.core import ConfigurationError, JsonObject, JsonValue
+from prism.core.text import clip
 
 from ._content import to_json_value
 
@@ -38,11 +39,6 @@ __all__ = [
 _log = logging.getLogger("prism.mcp")
 _MAX_TEXT = 8192
 _MAX_ROOTS = 256
-
-
-def _clip(text: object, limit: int = _MAX_TEXT) -> str:
-    value = text if isinstance(text, str) else str(text)
-    return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
 @attrs.frozen(kw_only=True)
@@ -198,10 +194,10 @@ def make_elicitation_callback(server_id: str, elicit: McpElicitCallback) -> Elic
         request = McpElicitation(
             server_id=server_id,
             mode=mode,
-            message=_clip(getattr(params, "message", "")),
+            message=clip(str(getattr(params, "message", "")), _MAX_TEXT),
             requested_schema=schema if isinstance(schema, dict) else None,
-            url=_clip(url, 4096) if isinstance(url, str) else None,
-            elicitation_id=_clip(elicitation_id, 256) if isinstance(elicitation_id, str) else None,
+            url=clip(url, 4096) if isinstance(url, str) else None,
+            elicitation_id=clip(elicitation_id, 256) if isinstance(elicitation_id, str) else None,
         )
         try:
             answer = await elicit(request)
@@ -233,7 +229,7 @@ def make_sampling_callback(server_id: str, sample: McpSampleCallback) -> Samplin
             messages=tuple(m for m in messages if isinstance(m, dict))
             if isinstance(messages, list)
             else (),
-            system_prompt=_clip(params.system_prompt) if params.system_prompt else None,
+            system_prompt=clip(params.system_prompt, _MAX_TEXT) if params.system_prompt else None,
             max_tokens=int(params.max_tokens),
             params=raw,
         )
@@ -278,11 +274,11 @@ def make_logging_callback(server_id: str, on_log: McpLogCallback) -> LoggingFnT:
         except ValueError:
             data = None
         if isinstance(data, str):
-            data = _clip(data)
+            data = clip(data, _MAX_TEXT)
         message = McpLogMessage(
             server_id=server_id,
             level=str(params.level),
-            logger=_clip(params.logger, 256) if params.logger else None,
+            logger=clip(params.logger, 256) if params.logger else None,
             data=data,
         )
         try:

@@ -12,9 +12,10 @@ import trio
 
 from mcp.shared.exceptions import MCPError
 from prism.core import JsonObject, JsonValue, ToolResult
+from prism.core.text import clip, describe_exception
 
 from ._content import map_call_result
-from ._errors import McpBridgeError, clip, describe
+from ._errors import TELLING_ERRORS, McpBridgeError
 from ._options import BridgeOptions
 from ._output import OutputChecker
 from ._session import Sessions
@@ -199,7 +200,11 @@ class Caller:
                 mcp_error="connection_lost",
                 **details,
             )
-        text = describe(failure) if failure is not None else "no result"
+        text = (
+            describe_exception(failure, prefer=TELLING_ERRORS)
+            if failure is not None
+            else "no result"
+        )
         return ToolResult.error(
             f"MCP tool {remote} failed: {text}", mcp_error="server_error", **details
         )

@@ -18,33 +18,10 @@ from __future__ import annotations
 from mcp.shared.exceptions import MCPError
 from prism.core import PrismError
 
-__all__ = ["McpBridgeError", "clip", "describe"]
+__all__ = ["TELLING_ERRORS", "McpBridgeError"]
 
-_MAX_ERROR_CHARS = 2000
-
-
-def clip(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
-    """``text`` cut to ``limit`` characters (servers are untrusted and may be verbose)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        found: list[BaseException] = []
-        for inner in exc.exceptions:
-            found.extend(_leaves(inner))
-        return found
-    return [exc]
-
-
-def describe(exc: BaseException) -> str:
-    """One line naming the most telling exception in ``exc`` (groups are searched)."""
-    leaves = _leaves(exc)
-    # The most telling leaf: an MCP error, then an OS error, then whatever came first.
-    leaf: BaseException | None = next((e for e in leaves if isinstance(e, MCPError)), None)
-    leaf = leaf or next((e for e in leaves if isinstance(e, OSError)), None) or leaves[0]
-    text = str(leaf)
-    return clip(f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__)
+TELLING_ERRORS: tuple[type[BaseException], ...] = (MCPError, OSError)
+"""The leaves of a failure worth naming first (see :func:`prism.core.text.describe_exception`)."""
 
 
 class McpBridgeError(PrismError):

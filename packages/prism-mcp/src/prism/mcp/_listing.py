@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from prism.core import JsonObject, JsonValue
+from prism.core.text import NAME_LIMIT, REASON_LIMIT, clip
 
 from ._annotations import (
     McpToolAnnotations,
@@ -22,7 +23,7 @@ from ._annotations import (
     definition_parts,
 )
 from ._content import to_json_value
-from ._errors import McpBridgeError, clip
+from ._errors import McpBridgeError
 from ._options import BridgeOptions
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ def prepare_tool(options: BridgeOptions, checker: OutputChecker, tool: Any) -> P
         _log.warning(
             "skipping MCP tool with an unusable name from %s: %r",
             options.server_id,
-            clip(repr(name), 200),
+            clip(repr(name), NAME_LIMIT),
         )
         return None
     try:
@@ -202,7 +203,7 @@ def prepare_tool(options: BridgeOptions, checker: OutputChecker, tool: Any) -> P
                 "MCP tool %s: outputSchema cannot be used (%s); its structuredContent "
                 "is not checked",
                 full_name,
-                clip(refused, 300),
+                clip(refused, REASON_LIMIT),
             )
     execution = getattr(tool, "execution", None)
     task_support = getattr(execution, "task_support", None)

@@ -13,6 +13,7 @@ import trio
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp import Client
+from prism.core.text import clip, describe_exception
 
 from ._callbacks import (
     make_elicitation_callback,
@@ -20,7 +21,7 @@ from ._callbacks import (
     make_roots_callback,
     make_sampling_callback,
 )
-from ._errors import McpBridgeError, clip, describe
+from ._errors import TELLING_ERRORS, McpBridgeError
 from ._options import BridgeOptions
 from ._tasks import TasksExtension
 from ._transports import StdioTransport
@@ -101,7 +102,11 @@ class Connection:
     def fault_reason(self, exc: BaseException | None, *, stderr: bool = True) -> str:
         """Why the session failed: the transport's fault or ``exc``, exit status, stderr."""
         state = self.state
-        reason = state.fault or (describe(exc) if exc is not None else "the session ended")
+        reason = state.fault or (
+            describe_exception(exc, prefer=TELLING_ERRORS)
+            if exc is not None
+            else "the session ended"
+        )
         if state.returncode is not None:
             reason = f"{reason}; exit status {state.returncode}"
         tail = state.stderr_tail() if stderr else ""

@@ -29,9 +29,9 @@ import mcp_types
 import trio
 
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from prism.core.text import clip
 
 from ._content import task_of
-from ._errors import clip
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -19,6 +19,7 @@ from prism.core import (
     assert_execution_allowed,
 )
 from prism.core.options import OptionCheck, instance_of, integer, number, one_of, string
+from prism.core.text import NAME_LIMIT, clip
 
 from ._errors import InvalidToolOptionError
 
@@ -158,12 +159,12 @@ def json_safe(value: object, depth: int = 0) -> JsonValue:
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if depth >= 8:
-        return repr(value)[:200]
+        return clip(repr(value), NAME_LIMIT)
     if isinstance(value, dict):
         return {str(k): json_safe(v, depth + 1) for k, v in list(value.items())[:100]}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [json_safe(v, depth + 1) for v in list(value)[:100]]
-    return repr(value)[:200]
+    return clip(repr(value), NAME_LIMIT)
 
 
 def denied_result(tool: str, exc: ExecutionDeniedError, action: ExecutionAction) -> ToolResult:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from prism.core.text import NAME_LIMIT, clip
+
 from ._screen import INTEGER_RANGE, POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ def _lone_surrogate(text: str) -> bool:
 def path_text(parts: Sequence[str | int]) -> str:
     """``data.a[0].b`` for the parts ``("a", 0, "b")``, clipped to 200 characters."""
     text = "data" + "".join([f"[{p}]" if type(p) is int else f".{p}" for p in parts])
-    return text if len(text) <= 200 else text[:197] + "..."
+    return clip(text, NAME_LIMIT)
 
 
 def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | None:

@@ -21,6 +21,7 @@ from prism.core import (
     ToolArgumentValidationResult,
 )
 from prism.core.options import boolean, instance_of, integer, one_of, optional
+from prism.core.text import MESSAGE_LIMIT, REASON_LIMIT, clip
 
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
@@ -50,8 +51,6 @@ __all__ = [
 ]
 
 _OK = ToolArgumentValidationResult(ok=True)
-_MAX_MESSAGE = 300
-_MAX_TOOL_MESSAGE = 2000
 
 Problem = tuple[str | None, str]
 """Why a value or a schema is refused: (path, message)."""
@@ -77,12 +76,8 @@ def _check_options(
     _ASSERT_FORMATS.check(owner, "assert_formats", assert_formats)
 
 
-def _clip(text: str, limit: int = _MAX_MESSAGE) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _problem(path: str | None, message: str) -> Problem:
-    return path, _clip(message)
+    return path, clip(message, REASON_LIMIT)
 
 
 def _result(problem: Problem | None) -> ToolArgumentValidationResult:
@@ -344,7 +339,7 @@ class JsonSchemaArgumentValidator:
         except SchemaRejectedError as exc:
             return _Entry(screened.key, None, exc)
         except Exception as exc:
-            reason = _clip(_describe_compile_error(exc))
+            reason = clip(_describe_compile_error(exc), REASON_LIMIT)
             return _Entry(screened.key, None, SchemaRejectedError(reason))
         closed: int | None = None
         if bounds is not None and (
@@ -487,8 +482,7 @@ def _refusal(exc: Any, value: object) -> Problem:
         # An engine version whose errors carry other fields, or a key whose own
         # code (a str subclass's __eq__) fails the lookup: the rule, no values.
         return "data", "does not match the schema"
-    if len(message) > _MAX_MESSAGE - 40:
-        message = _clip(message, _MAX_MESSAGE - 40)
+    message = clip(message, REASON_LIMIT - 40)
     return path, f"{message} (rule: {rule})"
 
 
@@ -504,18 +498,18 @@ def _short_json(value: object) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):  # pragma: no cover - engine values are JSON
         text = repr(value)
-    return _clip(text, 120)
+    return clip(text, 120)
 
 
 def _names(unexpected: list[str] | None) -> str:
-    return _clip("{" + ", ".join(repr(name) for name in unexpected or ()) + "}", 120)
+    return clip("{" + ", ".join(repr(name) for name in unexpected or ()) + "}", 120)
 
 
 # How each rule reads, looked up by the error kind's name (the words Prism has
 # always used, whichever engine ran); a rule not listed keeps the engine's message.
 _WORDS: dict[str, Callable[[Any], str]] = {
     "type": lambda k: "must be " + " or ".join(str(t) for t in k.types or ()),
-    "required": lambda k: f"must contain {_clip(repr([k.property]), 120)} properties",
+    "required": lambda k: f"must contain {clip(repr([k.property]), 120)} properties",
     "maximum": lambda k: f"must be smaller than or equal to {k.limit}",
     "minimum": lambda k: f"must be bigger than or equal to {k.limit}",
     "exclusiveMaximum": lambda k: f"must be smaller than {k.limit}",
@@ -526,7 +520,7 @@ _WORDS: dict[str, Callable[[Any], str]] = {
     "minItems": lambda k: f"must contain at least {k.limit} items",
     "maxProperties": lambda k: f"must contain less than or equal to {k.limit} properties",
     "minProperties": lambda k: f"must contain at least {k.limit} properties",
-    "pattern": lambda k: "must match pattern " + _clip(k.pattern, 120),
+    "pattern": lambda k: "must match pattern " + clip(k.pattern, 120),
     "enum": lambda k: f"must be one of {_short_json(k.options)}",
     "const": lambda k: f"must be same as const definition: {_short_json(k.expected_value)}",
     "additionalProperties": lambda k: f"must not contain {_names(k.unexpected)} properties",
@@ -550,10 +544,10 @@ _WORDS: dict[str, Callable[[Any], str]] = {
         f"must have property names valid against propertyNames ({k.error.kind.name} fails)"
     ),
     "contentMediaType": lambda k: (
-        f"must be a string of media type {_clip(str(k.content_media_type), 80)}"
+        f"must be a string of media type {clip(str(k.content_media_type), 80)}"
     ),
     "contentEncoding": lambda k: (
-        f"must be a string in content encoding {_clip(str(k.content_encoding), 80)}"
+        f"must be a string in content encoding {clip(str(k.content_encoding), 80)}"
     ),
 }
 
@@ -709,7 +703,7 @@ class JsonSchemaToolValidator:
 def _error_info(message: str, code: str, problem: Problem) -> ErrorInfo:
     path, detail = problem
     return ErrorInfo(
-        message=_clip(message, _MAX_TOOL_MESSAGE),
+        message=clip(message),
         code=code,
         details={"errors": [{"path": path, "message": detail}]},
     )
@@ -720,8 +714,8 @@ def _invalid_arguments(tool: ToolDefinition, problem: Problem) -> ErrorInfo:
     path, message = problem
     where = f"{path}: " if path else ""
     text = f"invalid arguments for {tool.name}: {where}{message}"
-    if len(text) > _MAX_TOOL_MESSAGE:
-        text = _clip(text, _MAX_TOOL_MESSAGE)
+    if len(text) > MESSAGE_LIMIT:
+        text = clip(text)
     return ErrorInfo(
         message=text,
         code="invalid_arguments",

@@ -1,0 +1,70 @@
+"""Clipping untrusted text and describing an exception in one bounded line."""
+
+from __future__ import annotations
+
+__all__ = ["MESSAGE_LIMIT", "NAME_LIMIT", "REASON_LIMIT", "clip", "describe_exception"]
+
+MESSAGE_LIMIT = 2_000
+"""Characters of one message a model or a host reads: an error, a refusal, a failure."""
+
+REASON_LIMIT = 300
+"""Characters of a short reason quoted inside a message (why a value was refused)."""
+
+NAME_LIMIT = 200
+"""Characters of a name, a path or a value quoted inside a message."""
+
+_MARK = "..."
+
+
+def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``...`` when it was cut.
+
+    Text from tools, servers, schemas and models is untrusted and may be of any
+    length; every message Prism builds from it goes through here::
+
+        >>> clip("a" * 10, 8)
+        'aaaaa...'
+    """
+    if len(text) <= limit:
+        return text
+    if limit <= len(_MARK):
+        return text[: max(limit, 0)]
+    return text[: limit - len(_MARK)] + _MARK
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[BaseException] = []
+        for inner in exc.exceptions:
+            found.extend(_leaves(inner))
+        return found
+    return [exc]
+
+
+def describe_exception(
+    exc: BaseException,
+    *,
+    prefer: tuple[type[BaseException], ...] = (),
+    limit: int = MESSAGE_LIMIT,
+) -> str:
+    """One clipped line naming ``exc``: ``"ValueError: the message"``, or the type alone.
+
+    An exception group is searched: the line names its most telling leaf, the
+    first leaf of the first type in ``prefer`` found, else the group's first leaf.
+
+    Args:
+        exc: the exception to describe.
+        prefer: exception types worth naming first, most telling first.
+        limit: the most characters of the line.
+    """
+    leaves = _leaves(exc)
+    leaf = next(
+        (found for kind in prefer for found in leaves if isinstance(found, kind)),
+        leaves[0],
+    )
+    name = type(leaf).__name__
+    try:
+        text = str(leaf)
+    except Exception:  # a hostile __str__ must not turn a failure into a crash
+        text = ""
+    return clip(f"{name}: {text}" if text else name, limit)
