@@ -5,6 +5,10 @@ prism_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 prism_log() { printf '[prism] %s\n' "$*" >&2; }
 
+# dist_name packages/DIR: the distribution name in its pyproject.toml (the folder
+# packages/prism-core holds the distribution prismgate-core).
+dist_name() { sed -n 's/^name = "\(.*\)"$/\1/p' "${1%/}/pyproject.toml" | head -n 1; }
+
 ensure_uv() {
     if command -v uv >/dev/null 2>&1; then return 0; fi
     prism_log "uv not found: installing it with pip"

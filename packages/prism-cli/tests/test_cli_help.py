@@ -1,5 +1,8 @@
 """``--help`` everywhere, usage errors, version: in-process through ``prism.cli.main``."""
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from prism.cli import main
@@ -28,7 +31,10 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
 
 def test_version_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out.startswith("prism ")
+    # The version of the installed distribution (prismgate-cli), the one its pyproject names.
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    assert capsys.readouterr().out == f"prism {declared}\n"
 
 
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -211,7 +211,7 @@ def test_without_opentelemetry_the_sink_says_which_extra_to_install(
     from prism.core import ConfigurationError
 
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    with pytest.raises(ConfigurationError, match=r"prism-core\[otel\]"):
+    with pytest.raises(ConfigurationError, match=r"prismgate-core\[otel\]"):
         OtelLedgerSink()
 
 

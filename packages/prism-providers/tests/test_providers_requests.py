@@ -407,6 +407,6 @@ async def test_a_missing_sdk_says_which_extra_to_install(
     spec: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, spec.split(":")[0], None)
-    with pytest.raises(ProviderNotInstalledError, match=r"pip install 'prism-providers\["):
+    with pytest.raises(ProviderNotInstalledError, match=r"pip install 'prismgate-providers\["):
         async with open_provider(spec, api_key="k"):
             pass  # pragma: no cover

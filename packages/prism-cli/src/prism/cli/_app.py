@@ -32,17 +32,12 @@ __all__ = ["cli", "main"]
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("prism-cli")
-    except PackageNotFoundError:
-        pass
-    # published under another distribution prefix (docs/release.md)
-    for name in packages_distributions().get("prism", []):
-        if name.endswith("-cli"):
-            return version(name)
-    return "unknown"
+        return version("prismgate-cli")
+    except PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown"
 
 
 def _show_version(context: click.Context, _param: click.Parameter, value: bool) -> None:

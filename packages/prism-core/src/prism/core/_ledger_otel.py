@@ -97,7 +97,7 @@ class OtelLedgerSink:
 
     Raises:
         ConfigurationError: OpenTelemetry is not installed (``pip install
-            'prism-core[otel]'``).
+            'prismgate-core[otel]'``).
     """
 
     __slots__ = ("_calls", "_duration", "_runs", "_tracer", "agent_name", "record_arguments")
@@ -116,7 +116,7 @@ class OtelLedgerSink:
             from opentelemetry import metrics, trace
         except ImportError as exc:
             raise ConfigurationError(
-                "OtelLedgerSink needs OpenTelemetry: pip install 'prism-core[otel]'"
+                "OtelLedgerSink needs OpenTelemetry: pip install 'prismgate-core[otel]'"
             ) from exc
         self.agent_name = agent_name
         self.record_arguments = record_arguments

@@ -7,7 +7,7 @@ speaks the Anthropic Messages API. Both implement
 :class:`prism.core.ModelProvider`: streaming, parallel tool calls, usage and
 stop reasons kept, an abort closes the HTTP request, API errors become
 :class:`prism.core.ModelProviderError` values with a clear message. Install the
-SDK you need: ``pip install 'prism-providers[openai]'`` (or ``[anthropic]``).
+SDK you need: ``pip install 'prismgate-providers[openai]'`` (or ``[anthropic]``).
 The SDKs run on trio through anyio.
 
 Example::

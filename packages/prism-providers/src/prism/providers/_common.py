@@ -93,8 +93,8 @@ def import_sdk(extra: str) -> ModuleType:
         return importlib.import_module(extra)
     except ImportError as exc:
         raise ProviderNotInstalledError(
-            f"the {extra} provider needs the {extra} SDK: pip install 'prism-providers[{extra}]' "
-            f"({exc})"
+            f"the {extra} provider needs the {extra} SDK: "
+            f"pip install 'prismgate-providers[{extra}]' ({exc})"
         ) from exc
 
 
