@@ -19,6 +19,11 @@ import bashlex  # type: ignore[import-untyped]
 
 __all__ = [
     "MAX_COMMAND_CHARS",
+    "Group",
+    "Leaf",
+    "List",
+    "Node",
+    "Pipeline",
     "Redirect",
     "Script",
     "SimpleCommand",
@@ -52,6 +57,8 @@ class Redirect:
 
     op: str
     target: Word | None
+    fd: int | None = None  # the descriptor written before the operator (``2>``)
+    dup: str | None = None  # the descriptor a duplication copies (``2>&1``: ``"1"``)
 
 
 @attrs.frozen
@@ -61,6 +68,48 @@ class SimpleCommand:
     words: tuple[Word, ...]
     assignments: tuple[Word, ...] = ()
     redirects: tuple[Redirect, ...] = ()
+
+
+# -- the proved grammar: what a line is made of when it is only simple commands ------------
+
+
+@attrs.frozen
+class Leaf:
+    """A simple command, by its index in :attr:`Script.commands`."""
+
+    index: int
+
+
+@attrs.frozen
+class Pipeline:
+    """Commands joined by ``|`` or ``|&`` (``pipes[i]`` joins ``parts[i]`` and the next)."""
+
+    parts: tuple[Node, ...]
+    pipes: tuple[str, ...]
+    negated: bool = False
+
+
+@attrs.frozen
+class List:
+    """Commands joined by ``;``, ``&&`` or ``||`` (``ops[i]`` joins ``parts[i]`` and the next)."""
+
+    parts: tuple[Node, ...]
+    ops: tuple[str, ...]
+
+
+@attrs.frozen
+class Group:
+    """``( body )`` (a subshell) or ``{ body; }``, with redirects that apply to all of it.
+
+    ``redirects`` is the index of the simple command (no words) that holds them, if any.
+    """
+
+    body: Node
+    subshell: bool
+    redirects: int | None = None
+
+
+Node = Leaf | Pipeline | List | Group
 
 
 @attrs.frozen
@@ -74,6 +123,9 @@ class Script:
         hazards: structural dangers (a fork bomb, a download piped into a shell).
         functions: names of functions the line defines.
         background: whether something runs in the background (``&``).
+        tree: the line's structure when it lies inside the proved grammar (simple
+            commands, pipelines, lists, ``( )`` and ``{ }``), else None.
+        outside: why the line lies outside the proved grammar (empty when it does not).
     """
 
     source: str
@@ -82,6 +134,8 @@ class Script:
     hazards: tuple[str, ...] = ()
     functions: tuple[str, ...] = ()
     background: bool = False
+    tree: Node | None = None
+    outside: str = ""
 
 
 _SHELL_NAMES = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "fish"})
@@ -99,60 +153,111 @@ class _Walker:
     hazards: list[str] = attrs.field(factory=list)
     functions: list[str] = attrs.field(factory=list)
     background: bool = False
+    outside: str = ""
 
     def flag(self, reason: str) -> None:
         if reason not in self.uncertain:
             self.uncertain.append(reason)
 
+    def leave(self, reason: str) -> None:
+        """Note that the line lies outside the proved grammar (the first reason is kept)."""
+        if not self.outside:
+            self.outside = reason
+
     def raw(self, node: Any) -> str:
         start, end = node.pos
         return str(self.source[start:end])
 
-    def visit(self, node: Any) -> None:
+    def visit(self, node: Any) -> Node | None:
+        """Collect the commands under ``node``; its structure, or None outside the grammar."""
         kind = getattr(node, "kind", None)
         if kind == "command":
-            self.command(node)
-        elif kind == "list":
+            return self.command(node)
+        if kind == "list":
+            parts: list[Node | None] = []
+            ops: list[str] = []
             for part in node.parts:
                 if getattr(part, "kind", None) == "operator":
                     if part.op == "&":
                         self.background = True
+                        self.leave("a command runs in the background")
+                    ops.append(";" if part.op in (";", "\n", "&") else str(part.op))
                 else:
-                    self.visit(part)
-        elif kind == "pipeline":
+                    parts.append(self.visit(part))
+            return _joined(parts, ops)
+        if kind == "pipeline":
             start = len(self.commands)
+            members: list[Node | None] = []
+            pipes: list[str] = []
+            negated = False
             for part in node.parts:
-                if getattr(part, "kind", None) not in ("pipe", "reservedword"):
-                    self.visit(part)
+                part_kind = getattr(part, "kind", None)
+                if part_kind == "pipe":
+                    pipes.append(str(part.pipe))
+                elif part_kind == "reservedword":
+                    if part.word == "!":
+                        negated = not negated
+                    else:
+                        self.leave(f"the reserved word {part.word!r}")
+                else:
+                    members.append(self.visit(part))
             self.check_pipeline(self.commands[start:])
-        elif kind == "compound":
+            if any(m is None for m in members) or len(pipes) != len(members) - 1:
+                return None
+            return Pipeline(parts=tuple(m for m in members if m is not None),
+                            pipes=tuple(pipes), negated=negated)  # fmt: skip
+        if kind == "compound":
+            opening: Any = node.list[0] if node.list else None
+            group = getattr(opening, "kind", None) == "reservedword" and opening.word in "({"
+            body: list[Node | None] = []
             for part in node.list:
-                self.visit(part)
+                if getattr(part, "kind", None) == "reservedword":
+                    continue
+                body.append(self.visit(part))
+            held: int | None = None
             for redirect in getattr(node, "redirects", ()) or ():
                 # a redirect on a compound command applies to every command inside it
                 made = self.redirect(redirect)
-                self.commands.append(SimpleCommand(words=(), redirects=(made,)))
-        elif kind in ("if", "for", "while", "until"):
+                if held is None:
+                    held = len(self.commands)
+                    self.commands.append(SimpleCommand(words=(), redirects=(made,)))
+                else:
+                    old = self.commands[held]
+                    self.commands[held] = attrs.evolve(old, redirects=(*old.redirects, made))
+            if not group:
+                self.leave("a compound command (if, for, while, until, case)")
+                return None
+            inner = _joined(body, [";"] * (len(body) - 1))
+            if inner is None:
+                return None
+            return Group(body=inner, subshell=opening.word == "(", redirects=held)
+        if kind in ("if", "for", "while", "until"):
+            self.leave(f"a compound command ({kind})")
             for part in node.parts:
                 if getattr(part, "kind", None) == "word":
                     self.nested(part)
                 else:
                     self.visit(part)
-        elif kind == "function":
+            return None
+        if kind == "function":
             name = node.name.word if getattr(node, "name", None) is not None else ""
             self.functions.append(name)
+            self.leave(f"a function definition ({name})")
             start = len(self.commands)
             self.visit(node.body)
             if name and any(
                 c.words and c.words[0].raw.strip("\\'\"") == name for c in self.commands[start:]
             ):
                 self.hazards.append(f"the function {name!r} calls itself (a fork bomb)")
-        elif kind in ("reservedword", "operator", "pipe"):
-            return
-        elif kind == "word":
+            return None
+        if kind in ("reservedword", "operator", "pipe"):
+            return None
+        if kind == "word":
             self.nested(node)
-        else:
-            self.flag(f"unexpected shell construct {kind!r}")
+            return None
+        self.flag(f"unexpected shell construct {kind!r}")
+        self.leave(f"the construct {kind!r}")
+        return None
 
     def nested(self, word: Any) -> bool:
         """Collect commands inside a word's substitutions; return whether it is dynamic."""
@@ -160,14 +265,17 @@ class _Walker:
         for part in getattr(word, "parts", ()) or ():
             part_kind = getattr(part, "kind", None)
             if part_kind in ("commandsubstitution", "processsubstitution"):
+                self.leave("a command or process substitution")
                 self.visit(part.command)
                 dynamic = True
             elif part_kind == "parameter":
+                self.leave("a parameter expansion")
                 dynamic = True
             elif part_kind == "tilde":
                 continue
             else:
                 self.flag(f"unexpected word part {part_kind!r}")
+                self.leave(f"the word part {part_kind!r}")
                 dynamic = True
         return dynamic
 
@@ -179,30 +287,38 @@ class _Walker:
         op = str(node.type)
         output: Any = getattr(node, "output", None)
         heredoc = getattr(node, "heredoc", None)
+        fd = getattr(node, "input", None)
+        fd = fd if isinstance(fd, int) else None
         if heredoc is not None:
+            # the document's end, quoting and expansions are bash's to decide: never proved
+            self.leave("a here-document")
             body = str(getattr(heredoc, "value", "") or "")
             delimiter = output.word if getattr(output, "kind", None) == "word" else ""
             quoted = getattr(output, "kind", None) == "word" and any(
-                q in self.raw(output) for q in "'\"\\"
+                q in self.raw(output) for q in "'\"\\$"
             )
-            if not quoted and ("$" in body or "`" in body):
-                # any expansion: ${X@P} runs text as a prompt, "$SECRET" reveals the environment
-                self.flag(f"the here-document {delimiter!r} expands its body at run time")
+            if quoted:
+                # where bash ends a document whose delimiter is quoted (<<"E"OF, <<E\OF,
+                # <<$'EOF') is not what the parser says: judge the text after it too
+                self.flag(f"the here-document delimiter {self.raw(output)!r} is quoted")
+            if quoted or "$" in body or "`" in body:
+                if not quoted:
+                    # ${X@P} runs text as a prompt, "$SECRET" reveals the environment
+                    self.flag(f"the here-document {delimiter!r} expands its body at run time")
                 for tokens in rough_segments(body):
                     self.commands.append(
                         SimpleCommand(words=tuple(Word(raw=t, dynamic=True) for t in tokens))
                     )
-            return Redirect(op=op, target=None)
-        if op == "<<<":
-            if getattr(output, "kind", None) == "word":
-                # judged as a word: an expansion in it makes the command ask
-                return Redirect(op=op, target=self.word(output))
-            return Redirect(op=op, target=None)
+            return Redirect(op=op, target=None, fd=fd)
+        if isinstance(output, int):
+            return Redirect(op=op, target=None, fd=fd, dup=str(output))
         if getattr(output, "kind", None) == "word":
-            return Redirect(op=op, target=self.word(output))
-        return Redirect(op=op, target=None)
+            # a here-string is judged as a word: an expansion in it makes the command ask
+            return Redirect(op=op, target=self.word(output), fd=fd)
+        self.leave(f"the redirection {op!r}")
+        return Redirect(op=op, target=None, fd=fd)
 
-    def command(self, node: Any) -> None:
+    def command(self, node: Any) -> Leaf:
         words: list[Word] = []
         assignments: list[Word] = []
         redirects: list[Redirect] = []
@@ -216,11 +332,13 @@ class _Walker:
                 redirects.append(self.redirect(part))
             else:
                 self.flag(f"unexpected command part {part_kind!r}")
+                self.leave(f"the command part {part_kind!r}")
         self.commands.append(
             SimpleCommand(
                 words=tuple(words), assignments=tuple(assignments), redirects=tuple(redirects)
             )
         )
+        return Leaf(len(self.commands) - 1)
 
     def check_pipeline(self, commands: list[SimpleCommand]) -> None:
         seen_download = False
@@ -237,6 +355,7 @@ class _Walker:
 
 def _parse(source: str) -> Script:
     walker = _Walker(source=source)
+    tree: Node | None = None
     if len(source) > MAX_COMMAND_CHARS:
         walker.flag(f"the command is longer than {MAX_COMMAND_CHARS} characters")
     elif "\x00" in source:
@@ -251,8 +370,10 @@ def _parse(source: str) -> Script:
         except Exception as exc:  # bashlex raises many types on odd input
             walker.flag(f"the command could not be parsed ({type(exc).__name__}: {exc})")
         else:
-            for tree in trees:
-                walker.visit(tree)
+            nodes = [walker.visit(tree) for tree in trees]
+            tree = _joined(nodes, [";"] * (len(nodes) - 1))
+    if walker.uncertain:
+        walker.leave(walker.uncertain[0])
     return Script(
         source=source,
         commands=tuple(walker.commands),
@@ -260,7 +381,18 @@ def _parse(source: str) -> Script:
         hazards=tuple(walker.hazards),
         functions=tuple(walker.functions),
         background=walker.background,
+        tree=None if walker.outside else tree,
+        outside=walker.outside,
     )
+
+
+def _joined(parts: list[Node | None], ops: list[str]) -> Node | None:
+    """``parts`` joined by ``ops`` (a trailing ``;`` dropped); None when a part is None."""
+    ops = ops[: max(len(parts) - 1, 0)]
+    if not parts or any(p is None for p in parts) or len(ops) != len(parts) - 1:
+        return None
+    nodes = tuple(p for p in parts if p is not None)
+    return nodes[0] if len(nodes) == 1 else List(parts=nodes, ops=tuple(ops))
 
 
 _CACHE_MAX_CHARS = 4096

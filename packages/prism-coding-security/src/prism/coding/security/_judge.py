@@ -8,10 +8,23 @@ from typing import Literal
 
 import attrs
 
-from ._commands import MAX_NESTING, Script, SimpleCommand, Word, parse_script, rough_segments
+from ._commands import (
+    MAX_NESTING,
+    Group,
+    Leaf,
+    List,
+    Node,
+    Pipeline,
+    Script,
+    SimpleCommand,
+    Word,
+    parse_script,
+    rough_segments,
+)
 from ._paths import Roots
 from ._programs import Inner, Use, describe, harmless_assignment
 from ._protected import ProtectedPaths
+from ._proved import ProvedCommand, ProvedRedirect, emit, git_environment
 from ._rules import (
     CompiledRules,
     NormalizedArgv,
@@ -21,7 +34,7 @@ from ._rules import (
 )
 from ._words import WordError, expand_word
 
-__all__ = ["CommandCheck", "CommandExplanation", "example_argvs", "judge_command"]
+__all__ = ["CommandCheck", "CommandExplanation", "judge_command"]
 
 Verdict = Literal["allow", "ask", "deny"]
 _RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
@@ -99,6 +112,10 @@ class CommandExplanation:
         reason: the deciding part's reason.
         rule: the deciding part's rule.
         commands: every simple command and wrapper layer with its own verdict.
+        execute: for a line that is allowed, the text that runs: rebuilt from the
+            proved words (each single-quoted), not the text as written.
+        argvs: for a line that is allowed, every argv it runs, in order (``cd``
+            included), as proved.
     """
 
     command: str
@@ -106,16 +123,22 @@ class CommandExplanation:
     reason: str
     rule: str
     commands: tuple[CommandCheck, ...] = ()
+    execute: str | None = None
+    argvs: tuple[tuple[str, ...], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
-        return {
+        out: dict[str, object] = {
             "command": self.command,
             "outcome": self.outcome,
             "reason": self.reason,
             "rule": self.rule,
             "commands": [c.to_json() for c in self.commands],
         }
+        if self.execute is not None:
+            out["execute"] = self.execute
+            out["argvs"] = [list(a) for a in self.argvs]
+        return out
 
 
 @attrs.define
@@ -130,6 +153,10 @@ class _Judge:
     # "" stands for a relative PATH entry, which resolves against the working directory
     shadow_dirs: tuple[str, ...] = ()
     checks: list[CommandCheck] = attrs.field(factory=list)
+    # each simple command of the top-level line, as proved (None: not provable)
+    proved: dict[int, ProvedCommand | None] = attrs.field(factory=dict)
+    # every directory the line may be in at some point (for commands that never run)
+    seen_cwds: list[str] = attrs.field(factory=list)
 
     def add(
         self, argv: tuple[str, ...], verdict: Verdict, reason: str, rule: str, depth: int
@@ -192,8 +219,93 @@ class _Judge:
             )
         if script.background:
             self.add(shown, "ask", "runs a command in the background", "background", depth)
+        if depth == 0 and bash and script.tree is not None:
+            self.seen_cwds = list(self.cwds)
+            self.walk(script.tree, script, list(self.cwds))
+            return
         for command in script.commands:
             self.simple(command, depth)
+        if depth == 0 and bash and script.outside and not script.uncertain:
+            self.add(shown, "ask", f"outside the proved grammar: {script.outside}", "grammar",
+                     depth)  # fmt: skip
+
+    # -- the proved grammar: walk the structure, knowing where each command runs ----------
+
+    def walk(self, node: Node, script: Script, state: list[str]) -> tuple[list[str], list[str]]:
+        """Judge ``node`` run in one of ``state``; where the line may be after it.
+
+        Returns the directories after it succeeds and after it fails (a ``cd``
+        changes the first; a failed one leaves the second).
+        """
+        if isinstance(node, Leaf):
+            self.cwds = list(state) or list(self.seen_cwds)
+            moved = self.leaf(node.index, script.commands[node.index])
+            for real in moved or ():
+                if real not in self.seen_cwds:
+                    self.seen_cwds.append(real)
+            return (moved if moved is not None else list(state)), list(state)
+        if isinstance(node, Pipeline):
+            if len(node.parts) == 1:  # no subshell: a `cd` in it moves the line
+                ok, failed = self.walk(node.parts[0], script, state)
+                return (failed, ok) if node.negated else (ok, failed)
+            for part in node.parts:
+                self.walk(part, script, state)
+            return list(state), list(state)
+        if isinstance(node, List):
+            ok, failed = self.walk(node.parts[0], script, state)
+            for op, part in zip(node.ops, node.parts[1:], strict=True):
+                if op == "&&":
+                    part_ok, part_failed = self.walk(part, script, ok)
+                    ok, failed = part_ok, _union(failed, part_failed)
+                elif op == "||":
+                    part_ok, part_failed = self.walk(part, script, failed)
+                    ok, failed = _union(ok, part_ok), part_failed
+                else:
+                    ok, failed = self.walk(part, script, _union(ok, failed))
+            return ok, failed
+        assert isinstance(node, Group)
+        if node.redirects is not None:
+            self.cwds = list(state) or list(self.seen_cwds)
+            self.leaf(node.redirects, script.commands[node.redirects])
+        ok, failed = self.walk(node.body, script, state)
+        return (list(state), list(state)) if node.subshell else (ok, failed)
+
+    def leaf(self, index: int, command: SimpleCommand) -> list[str] | None:
+        """Judge a top-level simple command and record its proved form.
+
+        Returns the directories a proved ``cd`` moves the line to (None: it does not move).
+        """
+        start = len(self.checks)
+        state = list(self.cwds)
+        form = self.simple(command, 0)
+        self.cwds = state  # a `cd` judged in it appended its target: resolve against the start
+        mine = self.checks[start:]
+        if form is None or any(c.verdict != "allow" for c in mine):
+            self.proved[index] = None
+            return None
+        if any(c.program == "cd" and c.depth > 0 for c in mine):
+            self.add(form.argv, "ask", "cd through a wrapper is not proved", "grammar", 0)
+            self.proved[index] = None
+            return None
+        if form.argv[:1] == ("cd",):
+            return self.cd(index, form)
+        if any(c.program == "git" for c in mine):
+            form = attrs.evolve(form, assignments=git_environment() + form.assignments)
+        self.proved[index] = form
+        return None
+
+    def cd(self, index: int, form: ProvedCommand) -> list[str] | None:
+        # the model proved at most one operand, after options
+        operands = [w for w in form.argv[1:] if not (w.startswith("-") and len(w) > 1)]
+        if "--" in form.argv[1:]:
+            operands = list(form.argv[form.argv.index("--") + 1 :])
+        target = operands[0] if operands else (os.environ.get("HOME") or os.path.expanduser("~"))
+        if not target.startswith("/"):
+            # never through CDPATH: the policy resolved the target against the directory
+            target = "./" + target
+        # -P: the kernel resolves `..` after symlinks, as the policy did (realpath)
+        self.proved[index] = attrs.evolve(form, argv=("cd", "-P", "--", target))
+        return self.resolve_all(target)
 
     # -- simple commands -----------------------------------------------------------------
 
@@ -204,16 +316,23 @@ class _Judge:
         try:
             # after a `cd` the line may run in any of several directories (a `cd` in a
             # subshell does not move the rest): expand globs against each of them
+            first: tuple[str, ...] | None = None
             for cwd in self.cwds:
                 expanded = expand_word(word.raw, cwd=cwd)
                 values.extend(v for v in expanded.values if v not in values)
                 if not expanded.globbed:
                     break
+                if first is not None and expanded.values != first:
+                    return [None], (f"what {word.raw!r} matches depends on which directory "
+                                    "the line is in by then")  # fmt: skip
+                first = expanded.values
         except WordError as exc:
             return [None], str(exc)
         return values, None
 
-    def simple(self, command: SimpleCommand, depth: int) -> None:
+    def simple(self, command: SimpleCommand, depth: int) -> ProvedCommand | None:
+        """Judge ``command``; its proved form when every word and redirect is static."""
+        start = len(self.checks)
         argv: list[str | None] = []
         shown: list[str] = []
         dynamic_reason: str | None = None
@@ -223,6 +342,7 @@ class _Judge:
             shown.extend(v if v is not None else word.raw for v in values)
             dynamic_reason = dynamic_reason or why
         display = tuple(shown) or tuple(w.raw for w in command.assignments) or ("(redirect)",)
+        assignments: list[tuple[str, str]] | None = []
         for assignment in command.assignments:
             if assignment.dynamic or not harmless_assignment(assignment.raw):
                 what = "assigns" if not command.words else "sets"
@@ -233,31 +353,70 @@ class _Judge:
                     "assignment",
                     depth,
                 )
+                assignments = None
+            elif assignments is not None:
+                value = _assignment_value(assignment.raw)
+                if value is None:
+                    self.add(display, "ask", f"the assignment {assignment.raw!r} is not a plain "
+                             "value", "grammar", depth)  # fmt: skip
+                    assignments = None
+                else:
+                    assignments.append(value)
+        redirects: list[ProvedRedirect] | None = []
         for redirect in command.redirects:
-            self.redirect(redirect.op, redirect.target, display, depth)
-        if not argv:
-            return
-        self.argv(tuple(argv), tuple(shown), depth, dynamic_reason)
+            made = self.redirect(redirect.op, redirect.target, display, depth, redirect.fd)
+            if made is None and redirect.dup is not None and redirect.op in (">&", "<&"):
+                made = ProvedRedirect(op=redirect.op, target=redirect.dup, fd=redirect.fd,
+                                      kind="dup")  # fmt: skip
+            if made is None or redirects is None:
+                redirects = None
+            else:
+                redirects.append(made)
+        if argv:
+            self.argv(tuple(argv), tuple(shown), depth, dynamic_reason)
+        if redirects is None or assignments is None or None in argv:
+            if all(c.verdict == "allow" for c in self.checks[start:]):
+                self.add(display, "ask", "not proved: a part of it is computed at run time",
+                         "dynamic", depth)  # fmt: skip
+            return None
+        return ProvedCommand(
+            argv=tuple(a for a in argv if a is not None),
+            assignments=tuple(assignments),
+            redirects=tuple(redirects),
+        )
 
-    def redirect(self, op: str, target: Word | None, display: tuple[str, ...], depth: int) -> None:
+    def redirect(
+        self, op: str, target: Word | None, display: tuple[str, ...], depth: int, fd: int | None
+    ) -> ProvedRedirect | None:
         if target is None:
-            return
+            return None
         values, why = self.expand(target)
         if op == "<<<":
             if why is not None or None in values:  # the string is data; its expansions are not
                 self.add(display, "ask", f"here-string {target.raw}: {why}", "redirect", depth)
-            return
+                return None
+            if len(values) != 1 or values[0] is None:
+                return None
+            return ProvedRedirect(op=op, target=values[0], fd=fd, kind="string")
         if why is not None or len(values) != 1 or values[0] is None:
             reason = why or f"the redirect target {target.raw!r} is ambiguous"
             self.add(display, "ask", f"redirect {op} {target.raw}: {reason}", "redirect", depth)
-            return
+            return None
         path = values[0]
         if op in (">&", "<&") and (path.isdigit() or path == "-"):
-            return
-        if op in _WRITE_OPS or op in (">&", "<>"):
-            self.write(path, display, depth, f"redirect {op}")
-        if op in ("<", "<&", "<>"):
-            self.read(path, display, depth, f"redirect {op}")
+            return ProvedRedirect(op=op, target=path, fd=fd, kind="dup")
+        writes = op in _WRITE_OPS or op in (">&", "<>")
+        if writes and not self.write(path, display, depth, f"redirect {op}"):
+            return None
+        if op in ("<", "<&", "<>") and not self.read(path, display, depth, f"redirect {op}"):
+            return None
+        if op in (">&", "<&"):
+            if op == "<&" or fd is not None:
+                self.add(display, "ask", f"redirect {op} {path}: not a plain redirection",
+                         "grammar", depth)  # fmt: skip
+                return None
+            op = "&>"  # `>&FILE` is `&>FILE`
+        return ProvedRedirect(op=op, target=path, fd=fd)
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -540,6 +699,24 @@ class _Judge:
             self.argv(inner.argv, shown, depth, dynamic)
 
 
+def _union(first: list[str], second: list[str]) -> list[str]:
+    return first + [d for d in second if d not in first]
+
+
+def _assignment_value(raw: str) -> tuple[str, str] | None:
+    """``NAME=value`` as bash assigns it (no globbing, no brace expansion), or None."""
+    try:
+        expanded = expand_word(raw, cwd="/nonexistent")
+    except WordError:
+        return None
+    if len(expanded.values) != 1 or expanded.globbed:
+        return None
+    name, eq, value = expanded.values[0].partition("=")
+    if not eq or name != raw.partition("=")[0]:
+        return None
+    return name, value
+
+
 def _bare_repository(start: str, roots: Roots) -> str | None:
     """A directory git would take as a bare repository before any ``.git``, inside the roots.
 
@@ -550,8 +727,11 @@ def _bare_repository(start: str, roots: Roots) -> str | None:
     """
     current = start  # already resolved (a working directory or a resolved -C)
     while roots.contains_real(current):
-        if os.path.lexists(os.path.join(current, ".git")):
-            return None
+        dotgit = os.path.join(current, ".git")
+        if os.path.isfile(os.path.join(dotgit, "HEAD")) or os.path.isfile(dotgit):
+            return None  # a repository (or a link to one) git takes first
+        # a `.git` that is not a repository does not stop git: it looks at the directory
+        # itself next (the policy also forces safe.bareRepository=explicit when git runs)
         if (
             os.path.isfile(os.path.join(current, "HEAD"))
             and os.path.isdir(os.path.join(current, "objects"))
@@ -586,7 +766,20 @@ def judge_command(
         cwds=[cwd],
         shadow_dirs=shadow_dirs,
     )
-    judge.script(parse_script(command), 0)
+    script = parse_script(command)
+    judge.script(script, 0)
+    execute: str | None = None
+    argvs: tuple[tuple[str, ...], ...] = ()
+    if script.tree is not None and all(c.verdict == "allow" for c in judge.checks):
+        try:
+            execute = emit(script.tree, [judge.proved.get(i) for i in range(len(script.commands))])
+        except ValueError:
+            judge.add((command,), "ask", "not every part of the line is proved", "grammar", 0)
+        argvs = tuple(
+            judge.proved[i].argv  # type: ignore[union-attr]
+            for i in sorted(judge.proved)
+            if judge.proved[i] is not None and judge.proved[i].argv  # type: ignore[union-attr]
+        )
     checks = tuple(judge.checks)
     if not checks:
         return CommandExplanation(
@@ -605,6 +798,8 @@ def judge_command(
             reason=reason,
             rule=checks[0].rule if len(checks) == 1 else "all",
             commands=checks,
+            execute=execute,
+            argvs=argvs,
         )
     what = " ".join(worst.argv)
     return CommandExplanation(
@@ -614,31 +809,3 @@ def judge_command(
         rule=worst.rule,
         commands=checks,
     )
-
-
-def example_argvs(example: str) -> list[tuple[str | None, ...]]:
-    """Every argv (wrapper layers included) an example command line would run."""
-    out: list[tuple[str | None, ...]] = []
-
-    def walk(argv: tuple[str | None, ...], depth: int) -> None:
-        if not argv or argv[0] is None or depth > MAX_NESTING:
-            return
-        out.append(argv)
-        for inner in describe(argv).inner:
-            if inner.argv:
-                walk(inner.argv, depth + 1)
-            elif inner.script is not None:
-                scripts(inner.script, depth + 1)
-
-    def scripts(source: str, depth: int) -> None:
-        for command in parse_script(source).commands:
-            argv: list[str | None] = []
-            for word in command.words:
-                try:
-                    argv.extend(expand_word(word.raw, cwd="/nonexistent").values)
-                except WordError:
-                    argv.append(None)
-            walk(tuple(argv), depth)
-
-    scripts(example, 0)
-    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -84,14 +85,24 @@ class CommandVerdict:
     outcome: Literal["allow", "ask", "deny"]
     reason: str
     details: dict[str, object] = attrs.field(factory=dict)
+    execute: str | None = None
 
 
 def _decision(
-    allowed: bool, reason: str, details: dict[str, object], *, exclusive: bool = False
+    allowed: bool,
+    reason: str,
+    details: dict[str, object],
+    *,
+    exclusive: bool = False,
+    execute: str | None = None,
 ) -> ExecutionDecision:
     details = {"policy": "coding_approval", **details}
     details.setdefault("decision", "allowed" if allowed else "denied")
-    return ExecutionDecision(allowed=allowed, reason=reason, details=details, exclusive=exclusive)
+    # a proved line runs as rebuilt from what was proved, never as written
+    modified = {"command": execute} if execute is not None else None
+    return ExecutionDecision(
+        allowed=allowed, reason=reason, details=details, exclusive=exclusive, modified=modified
+    )
 
 
 @attrs.define(eq=False)
@@ -104,7 +115,6 @@ class _CodingApprovalPolicy:
     cache_approvals: bool
     readable: tuple[str, ...]
     protected: ProtectedPaths
-    shadow_dirs: tuple[str, ...]
     sandbox: SandboxBackend | None = None
     sandbox_name: str = ""
     _approved: dict[_CacheKey, None] = attrs.field(factory=dict)
@@ -120,7 +130,9 @@ class _CodingApprovalPolicy:
         verdict = self._judge(action)
         exclusive = action.kind == "shell"
         if verdict.outcome == "allow":
-            return _decision(True, verdict.reason, verdict.details, exclusive=exclusive)
+            return _decision(
+                True, verdict.reason, verdict.details, exclusive=exclusive, execute=verdict.execute
+            )
         if verdict.outcome == "deny":
             return _decision(False, verdict.reason, verdict.details, exclusive=exclusive)
         key = _cache_key(action)
@@ -278,7 +290,10 @@ class _CodingApprovalPolicy:
                 reason=f"shell action denied: the command is {command!r}, not a string",
                 details={"kind": "shell"},
             )
-        explanation = self.explain(command, cwd)
+        child_path = action.metadata.get("env_path")
+        explanation = self.explain(
+            command, cwd, child_path if isinstance(child_path, str) else None
+        )
         details: dict[str, object] = {
             "kind": "shell",
             "command": command,
@@ -287,6 +302,14 @@ class _CodingApprovalPolicy:
         }
         outcome = explanation.outcome
         reason = f"command {command!r}: {explanation.reason}"
+        if outcome == "allow" and explanation.execute is not None:
+            details["proved"] = True
+            details["execute"] = explanation.execute
+            if self.sandbox is not None:
+                details["sandbox"] = self.sandbox_name
+            return CommandVerdict(
+                outcome="allow", reason=reason, details=details, execute=explanation.execute
+            )
         if self.sandbox is not None:
             details["sandbox"] = self.sandbox_name
             if outcome == "ask":
@@ -308,8 +331,13 @@ class _CodingApprovalPolicy:
                 details["rule"] = blocking[0].rule
         return CommandVerdict(outcome=outcome, reason=reason, details=details)
 
-    def explain(self, command: str, cwd: str) -> CommandExplanation:
-        """Judge ``command`` run in ``cwd`` (a real directory)."""
+    def explain(self, command: str, cwd: str, child_path: str | None = None) -> CommandExplanation:
+        """Judge ``command`` run in ``cwd`` (a real directory) with ``PATH=child_path``.
+
+        ``child_path`` is the ``PATH`` the command will get (the shell tool's
+        environment); None means this process's own.
+        """
+        path = os.environ.get("PATH", "") if child_path is None else child_path
         return judge_command(
             command,
             roots=self.roots,
@@ -318,7 +346,7 @@ class _CodingApprovalPolicy:
             cwd=cwd,
             read_only=self.read_only,
             readable=self.readable,
-            shadow_dirs=self.shadow_dirs,
+            shadow_dirs=_shadow_dirs(self.roots, path),
         )
 
 
@@ -339,14 +367,15 @@ def _cache_key(action: ExecutionAction) -> _CacheKey:
     return (action.kind, action.operation, action.command, tuple(action.paths))
 
 
-def _shadow_dirs(roots: Roots) -> tuple[str, ...]:
-    """PATH entries through which a file inside the roots could run as a program name.
+@functools.lru_cache(maxsize=64)
+def _shadow_dirs(roots: Roots, path: str) -> tuple[str, ...]:
+    """Entries of ``path`` through which a file inside the roots could run as a program name.
 
     A relative entry (or an empty one) is kept as "" and resolved against each
     working directory when a command is judged.
     """
     found: list[str] = []
-    for entry in os.environ.get("PATH", "").split(os.pathsep):
+    for entry in path.split(os.pathsep):
         if not entry or not entry.startswith("/"):
             if "" not in found:
                 found.append("")
@@ -412,7 +441,6 @@ def _build(
         protected=ProtectedPaths(
             normalize_protected_paths(protected_paths, option=f"{owner}.protected_paths")
         ),
-        shadow_dirs=_shadow_dirs(root_set),
         sandbox=sandbox,
         sandbox_name="" if sandbox is None else type(sandbox).__name__,
     )

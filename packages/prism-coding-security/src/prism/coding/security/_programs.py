@@ -1566,7 +1566,6 @@ SAFE_PROGRAMS: frozenset[str] = frozenset(
     | _BUILTIN_TEXT
 )
 """Programs with a model that can prove a call read-only (given its options and paths)."""
-WRITERS: frozenset[str] = frozenset({"mkdir", "touch", "tee", "cp", "mv"})
 
 
 def describe(argv: Argv) -> Use:

@@ -18,6 +18,7 @@ import attrs
 from prism.core import ConfigurationError
 from prism.core.options import OptionCheck, boolean, sequence_of, string
 
+from ._examples import example_argvs
 from ._programs import model_args
 
 if TYPE_CHECKING:
@@ -75,8 +76,6 @@ those>/*``), however the options and paths are spelled; a write to a block
 device (redirect, ``dd of=``, ``tee``, ``cp``...); a fork bomb (a function that
 calls itself); and a download piped into a shell or interpreter.
 """
-
-Decision = Literal["allow", "ask", "deny"]
 
 
 @attrs.frozen
@@ -309,8 +308,6 @@ class CompiledRules:
         Raises:
             ConfigurationError: a rule cannot be parsed, or an example contradicts it.
         """
-        from ._judge import example_argvs  # the judge imports this module
-
         compiled: dict[str, list[CompiledRule]] = {"allow": [], "deny": [], "ask": []}
         for kind in ("allow", "deny", "ask"):
             items: tuple[str | CommandRule, ...] = getattr(rules, kind)

@@ -106,6 +106,7 @@ class _ShellTool:
         except ArgumentError as exc:
             return exc.result("shell")
         timeout = self.timeout_s if requested is None else min(requested, self.max_timeout_s)
+        env = dict(os.environ if self.env is None else self.env)
 
         checked = await policy_check(
             "shell",
@@ -116,7 +117,8 @@ class _ShellTool:
                 command=command,
                 paths=(self.cwd,),
                 risk="high",
-                metadata={"timeout_s": timeout},
+                # the PATH the command will get: a policy resolves program names with it
+                metadata={"timeout_s": timeout, "env_path": env.get("PATH", "")},
             ),
         )
         if isinstance(checked, ToolResult):
@@ -125,7 +127,6 @@ class _ShellTool:
         cwd = checked.paths[0] if checked.paths else self.cwd
 
         text = command if not self.command_prefix else f"{self.command_prefix}\n{command}"
-        env = dict(os.environ if self.env is None else self.env)
         request = ShellSpawnRequest(command=text, shell_path=self.shell_path, cwd=cwd, env=env)
         if self.spawn_hook is not None:
             hooked = self.spawn_hook(request)
@@ -244,8 +245,10 @@ def create_shell_tool(
     """The ``shell`` tool (``exclusive=True``): run ``{command, timeout?}`` in ``cwd``.
 
     The execution policy sees ``ExecutionAction(kind="shell", command=...,
-    paths=(cwd,), risk="high")`` before anything is spawned; its modified
-    ``command`` and ``paths[0]`` (the working directory) are what runs. Then
+    paths=(cwd,), risk="high", metadata={"timeout_s": ..., "env_path": ...})``
+    (``env_path`` is the ``PATH`` the command will get) before anything is
+    spawned; its modified ``command`` and ``paths[0]`` (the working directory)
+    are what runs. Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest`.
 

@@ -1,0 +1,144 @@
+"""Run what was proved: a command line rebuilt from the structure the policy judged.
+
+A line the policy proves safe is not handed to bash as the model wrote it.
+It is re-emitted from what the policy checked: every word is the expanded
+value it judged (globs, braces, tilde and quotes already applied), written in
+single quotes, so bash reads back exactly those words and nothing else
+(inside single quotes no character is special). Pipelines, lists, ``( )``,
+``{ }`` and redirections are written in one fixed form; ``cd`` becomes
+``cd -P -- DIR`` (physical resolution, no ``CDPATH``), which is how the policy
+resolved it. A proved ``git`` command gets its configuration forced through
+``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n``, which outrank
+every configuration file, so no repository file can make it run a program.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._commands import Group, Leaf, List, Node, Pipeline
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "GIT_FORCED_CONFIG",
+    "ProvedCommand",
+    "ProvedRedirect",
+    "emit",
+    "git_environment",
+    "quote",
+]
+
+GIT_FORCED_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),  # a repository's fsmonitor command
+    ("core.hooksPath", "/dev/null"),  # no hook can be found under a file
+    ("safe.bareRepository", "explicit"),  # no bare repository found by discovery
+    ("core.pager", "cat"),
+    ("pager.log", "false"),
+    ("pager.show", "false"),
+    ("pager.diff", "false"),
+    ("log.showSignature", "false"),  # gpg
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", "false"),
+    ("credential.helper", ""),
+    ("protocol.allow", "never"),  # no transport: a partial clone cannot fetch
+    ("core.alternateRefsCommand", "false"),
+    ("core.editor", "false"),
+    ("sequence.editor", "false"),
+    ("grep.fallbackToNoIndex", "false"),
+)
+"""Configuration every proved ``git`` command runs with (it outranks every file).
+
+``diff.external`` and the diff and filter drivers a ``.gitattributes`` names
+cannot be switched off this way (git 2.39 runs an empty ``diff.external`` as a
+command, and driver names are open-ended); they come only from configuration
+files, which the policy protects (``.git/config``) or git no longer reads
+(a nested bare repository: ``safe.bareRepository=explicit``).
+"""
+
+
+def git_environment() -> tuple[tuple[str, str], ...]:
+    """``GIT_CONFIG_COUNT`` and the key/value pairs that force :data:`GIT_FORCED_CONFIG`."""
+    pairs: list[tuple[str, str]] = [("GIT_CONFIG_COUNT", str(len(GIT_FORCED_CONFIG)))]
+    for index, (key, value) in enumerate(GIT_FORCED_CONFIG):
+        pairs.append((f"GIT_CONFIG_KEY_{index}", key))
+        pairs.append((f"GIT_CONFIG_VALUE_{index}", value))
+    return tuple(pairs)
+
+
+def quote(word: str) -> str:
+    """``word`` in single quotes: bash reads it back as exactly ``word``."""
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+@attrs.frozen
+class ProvedRedirect:
+    """A redirection as proved: ``file`` (a path), ``dup`` (a descriptor or ``-``) or ``string``."""
+
+    op: str
+    target: str
+    fd: int | None = None
+    kind: str = "file"
+
+    def text(self) -> str:
+        """The redirection in canonical form."""
+        fd = "" if self.fd is None else str(self.fd)
+        if self.kind == "dup":
+            return f"{fd}{self.op}{self.target}"
+        if self.kind == "string":
+            return f"{fd}<<< {quote(self.target)}"
+        return f"{fd}{self.op}{quote(self.target)}"
+
+
+@attrs.frozen
+class ProvedCommand:
+    """A simple command as proved: its argv, its environment prefix, its redirections."""
+
+    argv: tuple[str, ...]
+    assignments: tuple[tuple[str, str], ...] = ()
+    redirects: tuple[ProvedRedirect, ...] = ()
+
+    def text(self) -> str:
+        """The command in canonical form."""
+        parts = [f"{name}={quote(value)}" for name, value in self.assignments]
+        parts += [quote(word) for word in self.argv]
+        parts += [redirect.text() for redirect in self.redirects]
+        return " ".join(parts)
+
+
+def emit(node: Node, commands: Sequence[ProvedCommand | None]) -> str:
+    """The canonical text of ``node``; ``commands`` holds each leaf's proved form.
+
+    Raises:
+        ValueError: a leaf has no proved form.
+    """
+    if isinstance(node, Leaf):
+        command = commands[node.index]
+        if command is None:
+            raise ValueError(f"command {node.index} was not proved")
+        return command.text()
+    if isinstance(node, Pipeline):
+        text = emit(node.parts[0], commands)
+        for pipe, part in zip(node.pipes, node.parts[1:], strict=True):
+            text += f" {pipe} {emit(part, commands)}"
+        return f"! {text}" if node.negated else text
+    if isinstance(node, List):
+        text = emit(node.parts[0], commands)
+        for op, part in zip(node.ops, node.parts[1:], strict=True):
+            text += f"; {emit(part, commands)}" if op == ";" else f" {op} {emit(part, commands)}"
+        return text
+    assert isinstance(node, Group)
+    body = emit(node.body, commands)
+    text = f"( {body} )" if node.subshell else f"{{ {body}; }}"
+    if node.redirects is not None:
+        held = commands[node.redirects]
+        if held is None:
+            raise ValueError(f"command {node.redirects} was not proved")
+        text += " " + " ".join(redirect.text() for redirect in held.redirects)
+    return text
