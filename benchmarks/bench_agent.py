@@ -42,7 +42,6 @@ from prism.core import (
     DispatchOptions,
     JsonObject,
     Limits,
-    RunLedger,
     RunOptions,
     ScriptedProvider,
     SingleShotLoop,
@@ -56,6 +55,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_calls_in_order,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

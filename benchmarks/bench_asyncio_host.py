@@ -36,7 +36,6 @@ from prism.core import (
     AgentEvent,
     DispatchOptions,
     JsonObject,
-    RunLedger,
     ToolCall,
     ToolExecutionContext,
     ToolFilter,
@@ -47,6 +46,7 @@ from prism.core import (
     open_asyncio_host,
 )
 from prism.core import ToolDefinition as Tool
+from prism.core.ledger import RunLedger
 
 BENCH = "asyncio-host"
 QUICK = "--quick" in sys.argv[1:]

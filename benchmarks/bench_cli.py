@@ -29,13 +29,8 @@ from pathlib import Path
 from _harness import Row, row, run
 
 from prism.cli._render import EventView
-from prism.core import (
-    AgentEvent,
-    RunLedger,
-    ToolExecutionFinished,
-    ToolExecutionStarted,
-    ToolResult,
-)
+from prism.core import AgentEvent, ToolExecutionFinished, ToolExecutionStarted, ToolResult
+from prism.core.ledger import FinishedCall, RunLedger
 
 BENCH = "cli"
 QUICK = "--quick" in sys.argv[1:]
@@ -65,17 +60,19 @@ def _ledger_file(folder: Path, records: int) -> Path:
     ledger = RunLedger()
     for index in range(records):
         status = ("ok", "error", "blocked")[index % 3]
-        ledger.record(
-            call_id=f"c{index}",
-            tool_name="mcp:docs:search_docs",
-            arguments={"query": f"term {index}", "limit": 3},
-            status=status,  # type: ignore[arg-type]
-            blocked_reason="validation_failed" if status == "blocked" else None,
-            started_at=1.0,
-            finished_at=1.5,
-            duration_s=0.5,
-            result=ToolResult.text(f"result {index} " * 8),
-        )
+        ledger.record_call(
+            FinishedCall(
+                call_id=f"c{index}",
+                tool_name="mcp:docs:search_docs",
+                arguments={"query": f"term {index}", "limit": 3},
+                status=status,  # type: ignore[arg-type]
+                blocked_reason="validation_failed" if status == "blocked" else None,
+                started_at=1.0,
+                finished_at=1.5,
+                duration_s=0.5,
+                result=ToolResult.text(f"result {index} " * 8),
+            )
+        ).record()
     path = folder / "ledger.jsonl"
     path.write_text(ledger.to_jsonl(), encoding="utf-8")
     return path

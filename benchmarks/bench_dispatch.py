@@ -33,7 +33,6 @@ from prism.core import (
     AbortController,
     DispatchOptions,
     JsonObject,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolEvent,
@@ -44,6 +43,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 
 if TYPE_CHECKING:

@@ -38,7 +38,8 @@ import trio
 from _harness import Row, row, run
 from mcp import Client, StdioServerParameters
 
-from prism.core import RunLedger, create_rule_permission_policy
+from prism.core import create_rule_permission_policy
+from prism.core.ledger import RunLedger
 from prism.gateway import HttpOptions, open_gateway, serve_http
 from prism.mcp import StdioTransport, open_mcp_tools
 

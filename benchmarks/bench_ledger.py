@@ -36,11 +36,7 @@ from prism.core import (
     DispatchOptions,
     ExecutionAction,
     ExecutionDecision,
-    JsonlLedgerSink,
     JsonObject,
-    LedgerSink,
-    RunLedger,
-    SqliteLedgerSink,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -49,6 +45,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import JsonlLedgerSink, LedgerSink, RunLedger, SqliteLedgerSink
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

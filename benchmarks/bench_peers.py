@@ -54,7 +54,6 @@ from prism.core import (
     AgentEvent,
     DispatchOptions,
     JsonObject,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -64,6 +63,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from prism.core import (
     AgentEvent,
     AssistantMessage,
     Limits,
-    RunLedger,
     RunOptions,
     ScriptedProvider,
     SingleShotLoop,
@@ -39,6 +38,7 @@ from prism.core import (
     create_agent,
     create_rule_permission_policy,
 )
+from prism.core.ledger import RunLedger
 from prism.mcp import StdioTransport, open_mcp_tools
 from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 

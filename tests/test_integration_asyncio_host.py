@@ -19,7 +19,6 @@ from prism.core import (
     AssistantMessage,
     DispatchOptions,
     Limits,
-    RunLedger,
     ScriptedProvider,
     SingleShotLoop,
     TextContent,
@@ -31,6 +30,7 @@ from prism.core import (
     dispatch_tool_call,
     open_asyncio_host,
 )
+from prism.core.ledger import RunLedger
 from prism.mcp import open_mcp_tools
 from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 

@@ -40,7 +40,6 @@ from prism.core import (
     ImageContent,
     JsonObject,
     PermissionDeniedError,
-    RunLedger,
     RunOptions,
     ScriptedProvider,
     SingleShotLoop,
@@ -56,6 +55,7 @@ from prism.core import (
     dispatch_tool_call,
     dispatch_tool_calls_in_order,
 )
+from prism.core.ledger import RunLedger
 from prism.core.testing import RecordingTool
 from prism.mcp import StdioTransport, open_mcp_tools
 from prism.validation.jsonschema import create_json_schema_tool_argument_validator

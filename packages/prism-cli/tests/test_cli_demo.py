@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.core import RunLedger, ToolCallRecord
+from prism.core.ledger import RunLedger, ToolCallRecord
 
 # Variables that make rich treat a pipe as a terminal (CI sets some of them); the
 # tests read the plain, one-line-per-event output.

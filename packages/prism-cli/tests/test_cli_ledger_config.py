@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from prism.cli import ConfigError, parse_config
-from prism.core import read_ledger
+from prism.core.ledger import read_ledger
 
 if TYPE_CHECKING:
     import subprocess

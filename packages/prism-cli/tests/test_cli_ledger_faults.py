@@ -16,7 +16,7 @@ from typing import IO
 
 import pytest
 
-from prism.core import read_ledger
+from prism.core.ledger import read_ledger
 
 _TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
 SLOW_SERVER = Path(__file__).with_name("slow_mcp_server.py")

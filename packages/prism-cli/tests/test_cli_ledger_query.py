@@ -14,11 +14,7 @@ from prism.core import (
     DispatchOptions,
     ExecutionAction,
     ExecutionDecision,
-    JsonlLedgerSink,
     JsonObject,
-    LedgerSink,
-    RunLedger,
-    SqliteLedgerSink,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -28,6 +24,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import FinishedCall, JsonlLedgerSink, LedgerSink, RunLedger, SqliteLedgerSink
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -193,17 +190,19 @@ def test_show_warns_about_a_torn_line_and_an_interrupted_run(
     path = tmp_path / "ledger.jsonl"
     ledger = RunLedger(sinks=[JsonlLedgerSink(path)])
     ledger.start_run(label="killed")
-    ledger.record(
-        call_id="x",
-        tool_name="t",
-        arguments={},
-        status="ok",
-        blocked_reason=None,
-        started_at=1.0,
-        finished_at=2.0,
-        duration_s=1.0,
-        result=None,
-    )
+    ledger.record_call(
+        FinishedCall(
+            call_id="x",
+            tool_name="t",
+            arguments={},
+            status="ok",
+            blocked_reason=None,
+            started_at=1.0,
+            finished_at=2.0,
+            duration_s=1.0,
+            result=None,
+        )
+    ).record()
     ledger.close()
     with path.open("a", encoding="utf-8") as file:
         file.write('{"type": "tool_call", "sche')

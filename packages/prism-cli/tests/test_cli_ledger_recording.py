@@ -8,7 +8,7 @@ import pytest
 
 from prism.cli import CliError
 from prism.cli._ledgerfile import LedgerFailures, recording_ledger
-from prism.core import LedgerWriteFailed, read_ledger
+from prism.core.ledger import FinishedCall, LedgerWriteFailed, read_ledger
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -18,17 +18,19 @@ def test_a_db_path_gets_an_sqlite_ledger_with_the_run_and_its_record(tmp_path: P
     path = tmp_path / "nested" / "calls.db"
     failures = LedgerFailures()
     with recording_ledger(path, label="test run", failures=failures) as ledger:
-        ledger.record(
-            call_id="c1",
-            tool_name="read",
-            arguments={"path": "README.md"},
-            status="ok",
-            blocked_reason=None,
-            started_at=1.0,
-            finished_at=2.0,
-            duration_s=1.0,
-            result=None,
-        )
+        ledger.record_call(
+            FinishedCall(
+                call_id="c1",
+                tool_name="read",
+                arguments={"path": "README.md"},
+                status="ok",
+                blocked_reason=None,
+                started_at=1.0,
+                finished_at=2.0,
+                duration_s=1.0,
+                result=None,
+            )
+        ).record()
     assert path.read_bytes().startswith(b"SQLite format 3\x00")
     contents = read_ledger(path)
     assert [(r.call_id, r.tool_name, r.status) for r in contents.records] == [("c1", "read", "ok")]

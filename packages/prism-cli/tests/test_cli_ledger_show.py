@@ -8,7 +8,6 @@ import trio
 from prism.core import (
     DispatchOptions,
     JsonObject,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -17,6 +16,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -8,7 +8,8 @@ from rich.console import Console
 
 from prism.cli._render import ledger_table
 from prism.cli._runner import rows_from_ledger
-from prism.core import AssistantMessage, ToolCall, ToolCallRecord
+from prism.core import AssistantMessage, ToolCall
+from prism.core.ledger import ToolCallRecord
 
 
 def _record(call_id: str, tool: str, status: str, **extra: object) -> ToolCallRecord:

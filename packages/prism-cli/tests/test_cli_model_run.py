@@ -32,7 +32,7 @@ from anthropic.types import (
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import Response, ResponseCompletedEvent, ResponseTextDeltaEvent
 
-from prism.core import read_ledger
+from prism.core.ledger import read_ledger
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.core import RunLedger
+from prism.core.ledger import RunLedger
 
 # Variables that make rich treat a pipe as a terminal (CI sets some of them); the
 # tests read the plain, one-line-per-event output.

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from prism.cli._mcp_runner import prefix_hint
 from prism.cli._output import console
-from prism.core import RunLedger
+from prism.core.ledger import FinishedCall, RunLedger
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,17 +40,19 @@ def test_ledger_show_names_five_bad_lines_then_counts_them_all(
     tmp_path: Path, run_cli: CliRunner
 ) -> None:
     ledger = RunLedger()
-    ledger.record(
-        call_id="c1",
-        tool_name="read",
-        arguments={},
-        status="ok",
-        blocked_reason=None,
-        started_at=1.0,
-        finished_at=2.0,
-        duration_s=1.0,
-        result=None,
-    )
+    ledger.record_call(
+        FinishedCall(
+            call_id="c1",
+            tool_name="read",
+            arguments={},
+            status="ok",
+            blocked_reason=None,
+            started_at=1.0,
+            finished_at=2.0,
+            duration_s=1.0,
+            result=None,
+        )
+    ).record()
     bad = [f"not a ledger line {n}" for n in range(7)]
     file = tmp_path / "calls.jsonl"
     file.write_text(ledger.to_jsonl() + "\n".join(bad) + "\n", encoding="utf-8")

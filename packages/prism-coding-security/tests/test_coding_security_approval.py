@@ -19,7 +19,6 @@ from prism.core import (
     ExecutionDeniedError,
     ExecutionPolicy,
     JsonObject,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -28,6 +27,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,12 +14,12 @@ from prism.coding.security import (
 from prism.coding.tools import create_coding_tools
 from prism.core import (
     DispatchOptions,
-    RunLedger,
     ToolCall,
     ToolResult,
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from pathlib import Path

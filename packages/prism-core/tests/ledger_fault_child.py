@@ -15,18 +15,20 @@ import trio
 
 from prism.core import (
     DispatchOptions,
-    JsonlLedgerSink,
     JsonObject,
-    LedgerEntry,
-    LedgerWriteFailed,
-    RunLedger,
     ToolCall,
-    ToolCallRecord,
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
     create_tool_registry,
     dispatch_tool_calls_in_order,
+)
+from prism.core.ledger import (
+    JsonlLedgerSink,
+    LedgerEntry,
+    LedgerWriteFailed,
+    RunLedger,
+    ToolCallRecord,
 )
 
 

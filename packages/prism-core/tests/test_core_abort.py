@@ -16,7 +16,6 @@ from prism.core import (
     MiddlewareRegistry,
     PermissionDecision,
     PermissionRequest,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -25,6 +24,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.core.testing import BlockingTool, RecordingSink, RecordingTool
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ from prism.core import (
     ModelProviderError,
     ModelRequest,
     RunFinished,
-    RunLedger,
     RunOptions,
     ScriptedProvider,
     ScriptExhaustedError,
@@ -42,6 +41,7 @@ from prism.core import (
     create_rule_permission_policy,
     create_tool_registry,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

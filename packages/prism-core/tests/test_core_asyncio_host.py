@@ -21,7 +21,6 @@ from prism.core import (
     AsyncioHost,
     AsyncioHostClosedError,
     DispatchOptions,
-    RunLedger,
     ScriptedProvider,
     TextContent,
     ToolCall,
@@ -36,6 +35,7 @@ from prism.core import (
     open_asyncio_host,
     require_trio,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -21,7 +21,6 @@ from prism.core import (
     MiddlewareRegistry,
     PermissionDecision,
     PermissionRequest,
-    RunLedger,
     TextContent,
     ToolCall,
     ToolDefinition,
@@ -38,6 +37,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.core.testing import (
     DenyAllExecutionPolicy,
     DenyAllPermissionPolicy,

@@ -14,25 +14,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prism.core import (
-    LEDGER_SCHEMA_VERSION,
     ConfigurationError,
     DispatchOptions,
     ImageContent,
-    JsonlLedgerSink,
     JsonObject,
     JsonValue,
-    LedgerFormatError,
     PrismError,
-    RunLedger,
     TextContent,
     ToolCall,
-    ToolCallRecord,
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
     create_tool_registry,
-    default_redactor,
     dispatch_tool_call,
+)
+from prism.core.ledger import (
+    LEDGER_SCHEMA_VERSION,
+    FinishedCall,
+    JsonlLedgerSink,
+    LedgerFormatError,
+    RunLedger,
+    ToolCallRecord,
+    default_redactor,
 )
 from prism.core.testing import RecordingTool
 
@@ -42,17 +45,19 @@ REDACTED = "[REDACTED]"
 def _record(
     ledger: RunLedger, arguments: object = None, result: ToolResult | None = None
 ) -> ToolCallRecord:
-    return ledger.record(
-        call_id="c1",
-        tool_name="t",
-        arguments={} if arguments is None else arguments,
-        status="ok",
-        blocked_reason=None,
-        started_at=1.0,
-        finished_at=2.0,
-        duration_s=1.0,
-        result=result,
-    )
+    return ledger.record_call(
+        FinishedCall(
+            call_id="c1",
+            tool_name="t",
+            arguments={} if arguments is None else arguments,
+            status="ok",
+            blocked_reason=None,
+            started_at=1.0,
+            finished_at=2.0,
+            duration_s=1.0,
+            result=result,
+        )
+    ).record()
 
 
 # --- redaction of keys -----------------------------------------------------------------
@@ -380,17 +385,19 @@ def test_injected_newlines_cannot_forge_jsonl_records() -> None:
     forged = '{"type": "tool_call", "schema_version": 1, "status": "ok"}'
     ledger = RunLedger(redact=None)
     for separator in ["\n", "\r\n", "\u2028", "\x85", "\x1e"]:
-        ledger.record(
-            call_id=f"a{separator}{forged}",
-            tool_name="t",
-            arguments={"k": f"v{separator}{forged}"},
-            status="ok",
-            blocked_reason=None,
-            started_at=1.0,
-            finished_at=1.0,
-            duration_s=0.0,
-            result=ToolResult.text(f"r{separator}{forged}"),
-        )
+        ledger.record_call(
+            FinishedCall(
+                call_id=f"a{separator}{forged}",
+                tool_name="t",
+                arguments={"k": f"v{separator}{forged}"},
+                status="ok",
+                blocked_reason=None,
+                started_at=1.0,
+                finished_at=1.0,
+                duration_s=0.0,
+                result=ToolResult.text(f"r{separator}{forged}"),
+            )
+        ).record()
     text = ledger.to_jsonl()
     assert text.count("\n") == 5
     assert text.isascii()

@@ -12,19 +12,18 @@ from prism.core import (
     ExecutionAction,
     ExecutionDecision,
     ExecutionDeniedError,
-    RunLedger,
     ToolCall,
-    ToolCallDecision,
     ToolDefinition,
     ToolResult,
     assert_execution_allowed,
     create_tool_registry,
-    default_redactor,
     dispatch_tool_call,
 )
+from prism.core.ledger import FinishedCall, RunLedger, ToolCallDecision, default_redactor
 
 if TYPE_CHECKING:
-    from prism.core import JsonObject, ToolCallRecord, ToolExecutionContext, ToolHandler
+    from prism.core import JsonObject, ToolExecutionContext, ToolHandler
+    from prism.core.ledger import ToolCallRecord
 
 
 class Colour(enum.StrEnum):
@@ -44,16 +43,22 @@ def test_the_default_redactor_says_what_it_is() -> None:
 
 
 def test_subclasses_of_json_scalars_are_recorded_as_plain_json() -> None:
-    record = RunLedger().record(
-        call_id="c",
-        tool_name="t",
-        arguments={"colour": Colour.RED, "level": Level.HIGH, "ratio": Ratio(0.5)},
-        status="ok",
-        blocked_reason=None,
-        started_at=1.0,
-        finished_at=2.0,
-        duration_s=1.0,
-        result=None,
+    record = (
+        RunLedger()
+        .record_call(
+            FinishedCall(
+                call_id="c",
+                tool_name="t",
+                arguments={"colour": Colour.RED, "level": Level.HIGH, "ratio": Ratio(0.5)},
+                status="ok",
+                blocked_reason=None,
+                started_at=1.0,
+                finished_at=2.0,
+                duration_s=1.0,
+                result=None,
+            )
+        )
+        .record()
     )
     assert record.arguments == {"colour": "red", "level": 3, "ratio": 0.5}
     assert isinstance(record.arguments, dict)

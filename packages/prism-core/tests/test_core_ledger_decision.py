@@ -14,11 +14,7 @@ from prism.core import (
     ExecutionDecision,
     ExecutionPolicy,
     JsonObject,
-    LedgerFormatError,
-    RunLedger,
     ToolCall,
-    ToolCallDecision,
-    ToolCallRecord,
     ToolDefinition,
     ToolExecutionContext,
     ToolFilter,
@@ -27,6 +23,13 @@ from prism.core import (
     create_rule_permission_policy,
     create_tool_registry,
     dispatch_tool_call,
+)
+from prism.core.ledger import (
+    FinishedCall,
+    LedgerFormatError,
+    RunLedger,
+    ToolCallDecision,
+    ToolCallRecord,
     read_ledger_text,
 )
 
@@ -273,18 +276,20 @@ async def test_a_record_with_a_decision_round_trips_through_jsonl() -> None:
 
 def test_decisions_are_written_without_their_defaults() -> None:
     ledger = RunLedger()
-    ledger.record(
-        call_id="c",
-        tool_name="t",
-        arguments={},
-        status="blocked",
-        blocked_reason="permission_denied",
-        started_at=1.0,
-        finished_at=1.0,
-        duration_s=0.0,
-        result=None,
-        decision=ToolCallDecision(gate="permission", allowed=False),
-    )
+    ledger.record_call(
+        FinishedCall(
+            call_id="c",
+            tool_name="t",
+            arguments={},
+            status="blocked",
+            blocked_reason="permission_denied",
+            started_at=1.0,
+            finished_at=1.0,
+            duration_s=0.0,
+            result=None,
+            decision=ToolCallDecision(gate="permission", allowed=False),
+        )
+    ).record()
     line = json.loads(ledger.to_jsonl())
     assert line["decision"] == {"gate": "permission", "allowed": False}
 
@@ -372,18 +377,20 @@ def test_a_line_holds_every_field_and_the_decision_compactly(
     decision: ToolCallDecision | None,
 ) -> None:
     ledger = RunLedger()
-    record = ledger.record(
-        call_id="c",
-        tool_name="t",
-        arguments={"a": [1, 2.5, None]},
-        status="error",
-        blocked_reason=None,
-        started_at=1.25,
-        finished_at=2.5,
-        duration_s=1.25,
-        result=ToolResult.text("x"),
-        decision=decision,
-    )
+    record = ledger.record_call(
+        FinishedCall(
+            call_id="c",
+            tool_name="t",
+            arguments={"a": [1, 2.5, None]},
+            status="error",
+            blocked_reason=None,
+            started_at=1.25,
+            finished_at=2.5,
+            duration_s=1.25,
+            result=ToolResult.text("x"),
+            decision=decision,
+        )
+    ).record()
     text = ledger.to_jsonl()
     line = json.loads(text)
     assert list(line) == [

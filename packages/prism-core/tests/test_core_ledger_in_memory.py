@@ -9,20 +9,24 @@ import pytest
 
 from prism.core import (
     DispatchOptions,
-    LedgerEntry,
-    RunLedger,
     ToolCall,
-    ToolCallDecision,
-    ToolCallRecord,
     ToolDefinition,
     ToolResult,
     create_tool_registry,
-    default_redactor,
     dispatch_tool_call,
+)
+from prism.core.ledger import (
+    FinishedCall,
+    LedgerEntry,
+    RunLedger,
+    ToolCallDecision,
+    ToolCallRecord,
+    default_redactor,
 )
 
 if TYPE_CHECKING:
-    from prism.core import JsonObject, Redactor, ToolExecutionContext
+    from prism.core import JsonObject, ToolExecutionContext
+    from prism.core.ledger import Redactor
 
 
 class ListSink:
@@ -129,16 +133,18 @@ def test_a_decision_seen_again_is_redacted_as_the_first_time(
         decision = ToolCallDecision(
             gate="execution_policy", allowed=False, reason="password=hunter2 was refused"
         )
-        ledger.record(
-            call_id="c",
-            tool_name="t",
-            arguments={},
-            status="error",
-            blocked_reason=None,
-            started_at=0.0,
-            finished_at=0.0,
-            duration_s=0.0,
-            result=None,
-            decision=decision,
-        )
+        ledger.record_call(
+            FinishedCall(
+                call_id="c",
+                tool_name="t",
+                arguments={},
+                status="error",
+                blocked_reason=None,
+                started_at=0.0,
+                finished_at=0.0,
+                duration_s=0.0,
+                result=None,
+                decision=decision,
+            )
+        ).record()
     assert [r.decision.reason for r in ledger.records if r.decision] == [reason, reason]

@@ -22,8 +22,6 @@ from prism.core import (
     DispatchOptions,
     ExecutionAction,
     ExecutionDecision,
-    OtelLedgerSink,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolResult,
@@ -32,6 +30,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import OtelLedgerSink, RunLedger
 
 if TYPE_CHECKING:
     from prism.core import JsonObject, ToolExecutionContext

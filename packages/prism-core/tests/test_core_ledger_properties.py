@@ -9,9 +9,10 @@ from typing import get_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prism.core import (
+from prism.core.ledger import (
     ApprovalAnswer,
     DecisionGate,
+    FinishedCall,
     JsonlLedgerSink,
     LedgerQuery,
     RunLedger,
@@ -55,18 +56,20 @@ calls = st.tuples(
 def _fill(ledger: RunLedger, items: list[tuple[str, str, dict[str, object], str, object]]) -> None:
     with ledger.run(label="property"):
         for call_id, tool, arguments, status, decision in items:
-            ledger.record(
-                call_id=call_id,
-                tool_name=tool,
-                arguments=arguments,
-                status=status,  # type: ignore[arg-type]
-                blocked_reason="tool_denied" if status == "blocked" else None,
-                started_at=1.5,
-                finished_at=2.5,
-                duration_s=1.0,
-                result=None,
-                decision=decision,  # type: ignore[arg-type]
-            )
+            ledger.record_call(
+                FinishedCall(
+                    call_id=call_id,
+                    tool_name=tool,
+                    arguments=arguments,
+                    status=status,  # type: ignore[arg-type]
+                    blocked_reason="tool_denied" if status == "blocked" else None,
+                    started_at=1.5,
+                    finished_at=2.5,
+                    duration_s=1.0,
+                    result=None,
+                    decision=decision,  # type: ignore[arg-type]
+                )
+            ).record()
 
 
 @given(st.lists(calls, max_size=6))
@@ -169,18 +172,20 @@ def test_sqlite_queries_agree_with_the_python_filter(
             ledger = ledgers.setdefault(
                 run_id, RunLedger(redact=None, sinks=[SqliteLedgerSink(path)], run_id=run_id)
             )
-            ledger.record(
-                call_id=str(index),
-                tool_name=tool,
-                arguments={},
-                status=status,  # type: ignore[arg-type]
-                blocked_reason="tool_denied" if status == "blocked" else None,
-                started_at=started,
-                finished_at=started,
-                duration_s=0.0,
-                result=None,
-                decision=decision,
-            )
+            ledger.record_call(
+                FinishedCall(
+                    call_id=str(index),
+                    tool_name=tool,
+                    arguments={},
+                    status=status,  # type: ignore[arg-type]
+                    blocked_reason="tool_denied" if status == "blocked" else None,
+                    started_at=started,
+                    finished_at=started,
+                    duration_s=0.0,
+                    result=None,
+                    decision=decision,
+                )
+            ).record()
         for ledger in ledgers.values():
             ledger.close()
         everything = read_ledger(path).records if rows else ()

@@ -13,19 +13,23 @@ from prism.core import (
     AbortController,
     AssistantMessage,
     DispatchOptions,
-    JsonlLedgerSink,
-    LedgerRecorder,
-    RunLedger,
     ScriptedProvider,
-    SqliteLedgerSink,
     ToolCall,
-    ToolCallRecord,
     ToolDefinition,
     ToolResult,
     create_agent,
     create_tool_registry,
     dispatch_tool_call,
     dispatch_tool_calls_in_order,
+)
+from prism.core.ledger import (
+    FinishedCall,
+    JsonlLedgerSink,
+    LedgerRecorder,
+    PendingRecord,
+    RunLedger,
+    SqliteLedgerSink,
+    ToolCallRecord,
     read_ledger,
 )
 from prism.core.testing import echo_tool
@@ -44,8 +48,8 @@ class ListRecorder:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    def record(self, **fields: Any) -> None:
-        self.calls.append(fields)
+    def record_call(self, call: FinishedCall, /) -> None:
+        self.calls.append(call._asdict())
 
 
 async def _ok(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
@@ -72,6 +76,8 @@ async def test_a_plain_recorder_gets_every_end_a_call_can_have() -> None:
         ("late", "cancelled", None),
     ]
     assert recorder.calls[0]["arguments"] == {"a": 1}
+    # The dispatcher's own snapshot, not the call's dict: a recorder may keep it.
+    assert recorder.calls[0]["arguments_owned"] is True
     assert recorder.calls[1]["decision"].gate == "registry"
 
 
@@ -79,7 +85,7 @@ async def test_a_recorder_that_raises_never_breaks_the_call(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     class Broken:
-        def record(self, **fields: Any) -> None:
+        def record_call(self, call: FinishedCall, /) -> None:
             raise RuntimeError("disk on fire")
 
     options = DispatchOptions(registry=create_tool_registry([HASHED]), ledger=Broken())
@@ -107,18 +113,20 @@ async def test_the_agent_records_in_its_ledger_and_returns_the_runs_own_records(
 
 
 def _record(ledger: RunLedger, call_id: str, definition_hash: str | None) -> ToolCallRecord:
-    return ledger.record(
-        call_id=call_id,
-        tool_name="t",
-        arguments={},
-        status="ok",
-        blocked_reason=None,
-        started_at=1.0,
-        finished_at=2.0,
-        duration_s=1.0,
-        result=None,
-        definition_hash=definition_hash,
-    )
+    return ledger.record_call(
+        FinishedCall(
+            call_id=call_id,
+            tool_name="t",
+            arguments={},
+            status="ok",
+            blocked_reason=None,
+            started_at=1.0,
+            finished_at=2.0,
+            duration_s=1.0,
+            result=None,
+            definition_hash=definition_hash,
+        )
+    ).record()
 
 
 def test_the_definition_hash_round_trips_through_jsonl_and_is_left_out_when_unset(
@@ -241,3 +249,49 @@ async def test_a_plain_recorder_hears_the_definition_hash_of_a_call_cancelled_mi
         controller.abort()
     [fields] = recorder.calls
     assert (fields["status"], fields["definition_hash"]) == ("cancelled", "sha256:def")
+
+
+def test_a_recorder_with_the_old_keyword_method_is_not_a_recorder() -> None:
+    class Old:
+        def record(self, **fields: Any) -> None:
+            raise AssertionError("never called")
+
+    assert not isinstance(Old(), LedgerRecorder)
+
+
+async def test_a_run_ledger_subclass_that_overrides_record_call_is_called_for_every_call() -> None:
+    seen: list[str] = []
+
+    class Counting(RunLedger):
+        def record_call(self, call: FinishedCall, /) -> PendingRecord:
+            seen.append(call.call_id)
+            return super().record_call(call)
+
+    ledger = Counting()
+    options = DispatchOptions(registry=create_tool_registry([HASHED]), ledger=ledger)
+    await dispatch_tool_call(ToolCall(id="a", name="hashed", arguments={"k": 1}), options)
+    await dispatch_tool_call(ToolCall(id="b", name="missing", arguments={}), options)
+    assert seen == ["a", "b"]
+    assert [r.call_id for r in ledger.records] == ["a", "b"]
+
+
+def test_a_pending_record_is_built_once_with_the_redactor_of_its_moment() -> None:
+    ledger = RunLedger()
+    call = FinishedCall(
+        call_id="c",
+        tool_name="t",
+        arguments={"password": "hunter2"},
+        status="ok",
+        blocked_reason=None,
+        started_at=1.0,
+        finished_at=2.0,
+        duration_s=1.0,
+        arguments_owned=True,
+    )
+    pending = ledger.record_call(call)
+    ledger.redact = None  # later changes do not reach a record already made
+    first = pending.record()
+    assert first.arguments == {"password": "[REDACTED]"}
+    assert pending.record() is first
+    assert ledger.records == [first]
+    assert "hunter2" not in repr(pending)

@@ -15,19 +15,22 @@ import pytest
 from prism.core import (
     ConfigurationError,
     DispatchOptions,
+    ToolCall,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+from prism.core.ledger import (
+    FinishedCall,
     JsonlLedgerSink,
     LedgerEntry,
     LedgerFormatError,
     LedgerQuery,
     LedgerWriteFailed,
     RunLedger,
-    ToolCall,
     ToolCallRecord,
-    ToolDefinition,
-    ToolExecutionContext,
-    ToolResult,
-    create_tool_registry,
-    dispatch_tool_call,
     read_ledger,
     read_ledger_text,
 )
@@ -46,17 +49,19 @@ def _options(ledger: RunLedger) -> DispatchOptions:
 
 
 def _record(ledger: RunLedger, call_id: str, **extra: object) -> ToolCallRecord:
-    return ledger.record(
-        call_id=call_id,
-        tool_name=str(extra.get("tool_name", "t")),
-        arguments={"pad": "x" * int(extra.get("pad", 0))},  # type: ignore[call-overload]
-        status="ok",
-        blocked_reason=None,
-        started_at=float(extra.get("started_at", 1.0)),  # type: ignore[arg-type]
-        finished_at=2.0,
-        duration_s=1.0,
-        result=None,
-    )
+    return ledger.record_call(
+        FinishedCall(
+            call_id=call_id,
+            tool_name=str(extra.get("tool_name", "t")),
+            arguments={"pad": "x" * int(extra.get("pad", 0))},  # type: ignore[call-overload]
+            status="ok",
+            blocked_reason=None,
+            started_at=float(extra.get("started_at", 1.0)),  # type: ignore[arg-type]
+            finished_at=2.0,
+            duration_s=1.0,
+            result=None,
+        )
+    ).record()
 
 
 async def test_each_record_is_in_the_file_when_its_call_ends(tmp_path: Path) -> None:
@@ -235,13 +240,13 @@ def test_a_query_filters_records_from_a_jsonl_file(tmp_path: Path) -> None:
 
 _WRITER = """
 import sys
-from prism.core import JsonlLedgerSink, RunLedger
+from prism.core.ledger import FinishedCall, JsonlLedgerSink, RunLedger
 ledger = RunLedger(sinks=[JsonlLedgerSink(sys.argv[1])])
 with ledger.run(label=sys.argv[2]):
     for i in range(int(sys.argv[3])):
-        ledger.record(call_id=f"{sys.argv[2]}-{i}", tool_name="t",
+        ledger.record_call(FinishedCall(call_id=f"{sys.argv[2]}-{i}", tool_name="t",
             arguments={"pad": sys.argv[2] * 3000}, status="ok", blocked_reason=None,
-            started_at=1.0, finished_at=2.0, duration_s=1.0, result=None)
+            started_at=1.0, finished_at=2.0, duration_s=1.0, result=None)).record()
 """
 
 

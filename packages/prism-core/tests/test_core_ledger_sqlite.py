@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from prism.core import (
+from prism.core.ledger import (
+    FinishedCall,
     LedgerFormatError,
     LedgerQuery,
     RunLedger,
@@ -32,18 +33,20 @@ def _record(
     started_at: float = 1.0,
     decision: ToolCallDecision | None = None,
 ) -> ToolCallRecord:
-    return ledger.record(
-        call_id=call_id,
-        tool_name=tool,
-        arguments={"q": call_id, "api_key": "sk-abcdefghijklmnopqrstuvwx"},
-        status=status,  # type: ignore[arg-type]
-        blocked_reason="permission_denied" if status == "blocked" else None,
-        started_at=started_at,
-        finished_at=started_at + 1,
-        duration_s=1.0,
-        result=None,
-        decision=decision,
-    )
+    return ledger.record_call(
+        FinishedCall(
+            call_id=call_id,
+            tool_name=tool,
+            arguments={"q": call_id, "api_key": "sk-abcdefghijklmnopqrstuvwx"},
+            status=status,  # type: ignore[arg-type]
+            blocked_reason="permission_denied" if status == "blocked" else None,
+            started_at=started_at,
+            finished_at=started_at + 1,
+            duration_s=1.0,
+            result=None,
+            decision=decision,
+        )
+    ).record()
 
 
 def test_the_database_is_in_wal_mode_with_a_table_per_entry_kind(tmp_path: Path) -> None:
@@ -152,13 +155,13 @@ def test_a_closed_sink_fails_its_writes_through_on_error(tmp_path: Path) -> None
 
 _WRITER = """
 import sys
-from prism.core import RunLedger, SqliteLedgerSink
+from prism.core.ledger import FinishedCall, RunLedger, SqliteLedgerSink
 ledger = RunLedger(sinks=[SqliteLedgerSink(sys.argv[1])])
 with ledger.run(label=sys.argv[2]):
     for i in range(200):
-        ledger.record(call_id=f"{sys.argv[2]}-{i}", tool_name="t", arguments={},
+        ledger.record_call(FinishedCall(call_id=f"{sys.argv[2]}-{i}", tool_name="t", arguments={},
             status="ok", blocked_reason=None, started_at=1.0, finished_at=2.0,
-            duration_s=1.0, result=None)
+            duration_s=1.0, result=None)).record()
 """
 
 
@@ -181,7 +184,7 @@ def test_concurrent_runs_share_one_database(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["ledger.db", "ledger.jsonl"])
 def test_runs_count_every_call_even_when_a_query_filters(tmp_path: Path, name: str) -> None:
-    from prism.core import JsonlLedgerSink
+    from prism.core.ledger import JsonlLedgerSink
 
     path = tmp_path / name
     sink = SqliteLedgerSink(path) if name.endswith(".db") else JsonlLedgerSink(path)

@@ -13,15 +13,10 @@ import pytest
 from prism.core import (
     ConfigurationError,
     DispatchOptions,
-    JsonlLedgerSink,
-    LedgerQuery,
     Limits,
-    OtelLedgerSink,
-    RunLedger,
     RunOptions,
     ScriptedProvider,
     SingleShotLoop,
-    SqliteLedgerSink,
     ToolDefinition,
     ToolFilter,
     ToolRegistry,
@@ -35,6 +30,13 @@ from prism.core import (
     dispatch_tool_calls_in_order,
     provider_safe_name,
     resolve_tool_concurrency,
+)
+from prism.core.ledger import (
+    JsonlLedgerSink,
+    LedgerQuery,
+    OtelLedgerSink,
+    RunLedger,
+    SqliteLedgerSink,
 )
 from prism.core.process import terminate_process_tree
 from prism.core.testing import echo_tool

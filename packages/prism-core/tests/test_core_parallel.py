@@ -15,7 +15,6 @@ from prism.core import (
     JsonObject,
     PermissionDecision,
     PermissionRequest,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionBlocked,
@@ -29,6 +28,7 @@ from prism.core import (
     dispatch_tool_calls_in_order,
     resolve_tool_concurrency,
 )
+from prism.core.ledger import RunLedger
 
 
 @attrs.define

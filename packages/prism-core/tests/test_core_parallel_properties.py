@@ -16,7 +16,6 @@ from prism.core import (
     AgentEvent,
     DispatchOptions,
     JsonObject,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionBlocked,
@@ -28,6 +27,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_calls_in_order,
 )
+from prism.core.ledger import RunLedger
 
 Kind = Literal["ok", "fail", "unknown", "denied", "exclusive"]
 

@@ -8,7 +8,6 @@ import prism.core
 import prism.core.testing
 
 DOCUMENTED = {
-    "LEDGER_SCHEMA_VERSION",
     "AbortController",
     "AbortSignal",
     "Agent",
@@ -35,42 +34,21 @@ DOCUMENTED = {
     "ImageContent",
     "JsonObject",
     "JsonValue",
-    "ApprovalAnswer",
-    "DecisionGate",
-    "FsyncPolicy",
-    "JsonlLedgerSink",
-    "LedgerContents",
-    "LedgerEntry",
-    "LedgerFormatError",
-    "LedgerRecorder",
-    "LedgerQuery",
-    "LedgerRun",
-    "LedgerSink",
-    "LedgerWriteFailed",
-    "RunEndRecord",
-    "RunOutcome",
-    "RunStartRecord",
-    "ToolCallDecision",
-    "read_ledger",
-    "read_ledger_text",
     "Limits",
     "Message",
     "MiddlewareRegistry",
     "ModelProvider",
     "ModelProviderError",
     "ModelRequest",
-    "OtelLedgerSink",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",
     "PermissionRequest",
     "PrismError",
     "ReasoningContent",
-    "Redactor",
     "ResourceContent",
     "ResourceLink",
     "RunFinished",
-    "RunLedger",
     "RunOptions",
     "RunResult",
     "ScriptExhaustedError",
@@ -78,13 +56,11 @@ DOCUMENTED = {
     "ScriptedTurn",
     "SessionBusyError",
     "SingleShotLoop",
-    "SqliteLedgerSink",
     "TextContent",
     "ToolArgumentValidationError",
     "ToolArgumentValidationResult",
     "ToolArgumentValidator",
     "ToolCall",
-    "ToolCallRecord",
     "ToolDefinition",
     "ToolEvent",
     "ToolExecutionBlocked",
@@ -112,7 +88,6 @@ DOCUMENTED = {
     "create_tool_name_map",
     "create_tool_parameter_validator",
     "create_tool_registry",
-    "default_redactor",
     "discover_contributions",
     "dispatch_tool_call",
     "dispatch_tool_calls_in_order",
@@ -179,11 +154,74 @@ def test_testing_module_exports_the_documented_names_with_docstrings() -> None:
 
 PUBLIC_MODULES = (
     "prism.core",
+    "prism.core.ledger",
     "prism.core.testing",
     "prism.core.options",
     "prism.core.process",
     "prism.core.text",
 )
+
+# The ledger's names, moved from prism.core to prism.core.ledger; the old
+# places stay importable, with a DeprecationWarning, for one minor release.
+MOVED_TO_LEDGER = {
+    "ApprovalAnswer",
+    "DecisionGate",
+    "FsyncPolicy",
+    "JsonlLedgerSink",
+    "LEDGER_SCHEMA_VERSION",
+    "LedgerContents",
+    "LedgerEntry",
+    "LedgerFormatError",
+    "LedgerQuery",
+    "LedgerRecorder",
+    "LedgerRun",
+    "LedgerSink",
+    "LedgerWriteFailed",
+    "OtelLedgerSink",
+    "Redactor",
+    "RunEndRecord",
+    "RunLedger",
+    "RunOutcome",
+    "RunStartRecord",
+    "SqliteLedgerSink",
+    "ToolCallDecision",
+    "ToolCallRecord",
+    "default_redactor",
+    "read_ledger",
+    "read_ledger_text",
+}
+
+LEDGER_DOCUMENTED = MOVED_TO_LEDGER | {"FinishedCall", "PendingRecord", "ToolCallStatus"}
+
+
+def test_the_ledger_module_exports_the_documented_names_with_docstrings() -> None:
+    import prism.core.ledger
+
+    assert set(prism.core.ledger.__all__) == LEDGER_DOCUMENTED
+    assert prism.core.ledger.__all__ == sorted(
+        prism.core.ledger.__all__, key=lambda n: (not n.isupper(), n)
+    )
+    for name in prism.core.ledger.__all__:
+        obj = getattr(prism.core.ledger, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"prism.core.ledger.{name} has no docstring"
+
+
+@pytest.mark.parametrize("name", sorted(MOVED_TO_LEDGER))
+def test_a_moved_ledger_name_still_imports_from_prism_core_with_a_deprecation_warning(
+    name: str,
+) -> None:
+    import prism.core.ledger
+
+    with pytest.warns(DeprecationWarning, match=f"prism.core.ledger.{name}"):
+        value = getattr(prism.core, name)
+    assert value is getattr(prism.core.ledger, name)
+    assert name not in prism.core.__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        prism.core.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)

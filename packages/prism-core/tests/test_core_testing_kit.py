@@ -12,7 +12,6 @@ from prism.core import (
     JsonObject,
     MiddlewareRegistry,
     PermissionRequest,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionBlocked,
@@ -26,6 +25,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.core.testing import (
     AllowAllExecutionPolicy,
     AllowAllPermissionPolicy,

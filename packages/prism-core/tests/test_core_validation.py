@@ -9,7 +9,6 @@ from prism.core import (
     DispatchOptions,
     ErrorInfo,
     JsonObject,
-    RunLedger,
     ToolArgumentValidationError,
     ToolArgumentValidationResult,
     ToolArgumentValidator,
@@ -20,6 +19,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.core.testing import RecordingTool
 
 _TYPES: dict[str, tuple[type, ...]] = {

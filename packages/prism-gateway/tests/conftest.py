@@ -17,7 +17,8 @@ import trio
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
-from prism.core import RunLedger, create_rule_permission_policy
+from prism.core import create_rule_permission_policy
+from prism.core.ledger import RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
     Gateway,

@@ -11,12 +11,12 @@ from prism.coding.security import create_coding_approval_policy, create_containe
 from prism.coding.tools import create_coding_tools
 from prism.core import (
     JsonObject,
-    RunLedger,
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
     create_rule_permission_policy,
 )
+from prism.core.ledger import RunLedger
 from prism.gateway import CODING_TOOL_HINTS, create_gateway_approver, open_gateway, serve_stdio
 from prism.mcp import StdioTransport, open_mcp_tools
 

@@ -8,7 +8,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken
 
-from prism.core import JsonObject, RunLedger, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.core.ledger import RunLedger
 from prism.gateway import HttpOptions, OAuthResourceServer, open_gateway, serve_http
 
 ISSUER = "https://auth.example"

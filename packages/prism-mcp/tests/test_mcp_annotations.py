@@ -15,13 +15,13 @@ import trio
 from prism.core import (
     DispatchOptions,
     PermissionRequest,
-    RunLedger,
     ToolCall,
     ToolExecutionContext,
     ToolResult,
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,

@@ -18,7 +18,6 @@ from prism.core import (
     JsonObject,
     ResourceContent,
     ResourceLink,
-    RunLedger,
     TextContent,
     ToolCall,
     ToolDefinition,
@@ -30,6 +29,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.mcp import (
     AUDIO_URI_PREFIX,
     McpToolBridge,

@@ -31,7 +31,6 @@ from prism.core import (
     Limits,
     ModelRequest,
     ReasoningContent,
-    RunLedger,
     RunOptions,
     SingleShotLoop,
     TextContent,
@@ -41,6 +40,7 @@ from prism.core import (
     create_agent,
     create_rule_permission_policy,
 )
+from prism.core.ledger import RunLedger
 from prism.providers import (
     AnthropicProvider,
     ModelReasoningDelta,

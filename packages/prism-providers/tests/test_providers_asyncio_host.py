@@ -14,7 +14,6 @@ import trio
 from openai.types.chat import ChatCompletionChunk
 
 from prism.core import (
-    RunLedger,
     TextContent,
     ToolDefinition,
     ToolResult,
@@ -22,6 +21,7 @@ from prism.core import (
     create_rule_permission_policy,
     open_asyncio_host,
 )
+from prism.core.ledger import RunLedger
 from prism.providers import ProviderAPIError, open_openai_provider
 
 if TYPE_CHECKING:

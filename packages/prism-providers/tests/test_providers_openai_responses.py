@@ -25,7 +25,6 @@ from prism.core import (
     AssistantMessage,
     Limits,
     ReasoningContent,
-    RunLedger,
     RunOptions,
     SingleShotLoop,
     TextContent,
@@ -34,6 +33,7 @@ from prism.core import (
     create_agent,
     create_rule_permission_policy,
 )
+from prism.core.ledger import RunLedger
 from prism.providers import (
     ModelReasoningDelta,
     ModelTextDelta,

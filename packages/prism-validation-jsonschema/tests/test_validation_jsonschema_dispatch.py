@@ -6,7 +6,6 @@ from prism.core import (
     AssistantMessage,
     DispatchOptions,
     JsonObject,
-    RunLedger,
     ScriptedProvider,
     TextContent,
     ToolCall,
@@ -18,6 +17,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
+from prism.core.ledger import RunLedger
 from prism.core.testing import RecordingSink, RecordingTool, assert_tool_dispatch_conforms
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,

@@ -19,7 +19,6 @@ from prism.core import (
     AbortController,
     Limits,
     ModelProviderError,
-    RunLedger,
     RunOptions,
     SingleShotLoop,
     TextContent,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from prism.core.ledger import RunLedger
     from prism.providers import StreamEvent
 
     from ._config import PrismConfig

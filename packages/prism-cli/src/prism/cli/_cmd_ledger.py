@@ -15,7 +15,7 @@ from ._output import CONTEXT, console, emit_json
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from prism.core import LedgerContents
+    from prism.core.ledger import LedgerContents
 
 __all__ = ["ledger"]
 
@@ -57,7 +57,7 @@ def read_ledger_file(file: Path, filters: Mapping[str, Any]) -> LedgerContents:
 
     Warnings for skipped lines go to stderr.
     """
-    from prism.core import LedgerFormatError, LedgerQuery, read_ledger
+    from prism.core.ledger import LedgerFormatError, LedgerQuery, read_ledger
 
     from ._ledgerfile import parse_since
 

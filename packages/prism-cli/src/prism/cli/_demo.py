@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from prism.core import ToolCallRecord
+    from prism.core.ledger import ToolCallRecord
 
     from ._runner import RunReport
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from prism.core import FsyncPolicy, LedgerSink, LedgerWriteFailed, RunLedger
+    from prism.core.ledger import FsyncPolicy, LedgerSink, LedgerWriteFailed, RunLedger
 
 __all__ = ["LedgerFailures", "is_sqlite_path", "parse_since", "recording_ledger"]
 
@@ -49,7 +49,7 @@ class LedgerFailures:
 
 
 def _open_sink(path: Path, fsync: FsyncPolicy, max_bytes: int | None) -> LedgerSink:
-    from prism.core import JsonlLedgerSink, SqliteLedgerSink
+    from prism.core.ledger import JsonlLedgerSink, SqliteLedgerSink
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def recording_ledger(
     Raises:
         CliError: the ledger file cannot be opened.
     """
-    from prism.core import RunLedger
+    from prism.core.ledger import RunLedger
 
     ledger = RunLedger(sinks=[_open_sink(path, fsync, max_bytes)], on_error=failures)
     with ledger.run(label=label):

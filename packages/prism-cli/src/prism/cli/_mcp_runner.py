@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from prism.core import ToolCallRecord, ToolDefinition, ToolResult
+from prism.core import ToolDefinition, ToolResult
+from prism.core.ledger import ToolCallRecord
 
 from ._elicit import terminal_elicitor
 from ._trio import run_trio
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from prism.core import RunLedger
+    from prism.core.ledger import RunLedger
 
     from ._config import McpServerConfig
 
@@ -83,12 +84,12 @@ def call_tool(
     """Call ``name`` on ``server`` once through the full gates (blocking: runs trio)."""
     from prism.core import (
         DispatchOptions,
-        RunLedger,
         ToolCall,
         create_rule_permission_policy,
         create_tool_registry,
         dispatch_tool_call,
     )
+    from prism.core.ledger import RunLedger
     from prism.validation.jsonschema import create_json_schema_tool_argument_validator
 
     from ._ledgerfile import LedgerFailures, recording_ledger

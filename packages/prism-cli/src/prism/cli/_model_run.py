@@ -26,7 +26,6 @@ from prism.core import (
     ConfigurationError,
     Limits,
     ModelProviderError,
-    RunLedger,
     RunOptions,
     SingleShotLoop,
     TextContent,
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
 
     from prism.coding.security import ApprovalDecision
     from prism.core import ExecutionAction, ModelProvider
+    from prism.core.ledger import RunLedger
     from prism.providers import StreamSink
 
     from ._config import PrismConfig

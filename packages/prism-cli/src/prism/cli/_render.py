@@ -19,21 +19,21 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from rich.table import Table
 
 from prism.core import (
-    ToolCallRecord,
     ToolExecutionBlocked,
     ToolExecutionError,
     ToolExecutionFinished,
     ToolExecutionProgress,
     ToolExecutionStarted,
     TurnStarted,
-    default_redactor,
 )
+from prism.core.ledger import ToolCallRecord, default_redactor
 from prism.core.text import clip
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from prism.core import AgentEvent, Content, JsonValue, LedgerRun
+    from prism.core import AgentEvent, Content, JsonValue
+    from prism.core.ledger import LedgerRun
 
 __all__ = [
     "CallRow",

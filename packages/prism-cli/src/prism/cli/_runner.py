@@ -20,7 +20,6 @@ from prism.core import (
     Limits,
     ModelRequest,
     PermissionPolicy,
-    RunLedger,
     RunOptions,
     ScriptedProvider,
     ScriptedTurn,
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from prism.coding.security import ApprovalCallback, SandboxBackend
-    from prism.core import ToolCallRecord
+    from prism.core.ledger import RunLedger, ToolCallRecord
     from prism.mcp import McpElicitCallback
 
     from ._config import McpServerConfig, PrismConfig

@@ -149,7 +149,8 @@ async def _serve(
         create_sandbox_shell_operations,
     )
     from prism.coding.tools import create_coding_tools
-    from prism.core import RunLedger, ToolDefinition
+    from prism.core import ToolDefinition
+    from prism.core.ledger import RunLedger
     from prism.gateway import (
         CODING_TOOL_HINTS,
         create_command_approver,

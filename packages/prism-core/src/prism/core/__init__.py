@@ -9,9 +9,10 @@ Example::
 
     import trio
     from prism.core import (
-        DispatchOptions, RunLedger, ToolCall, ToolDefinition, ToolResult,
+        DispatchOptions, ToolCall, ToolDefinition, ToolResult,
         create_rule_permission_policy, create_tool_registry, dispatch_tool_call,
     )
+    from prism.core.ledger import RunLedger
 
     async def add(args, ctx):
         return ToolResult.text(str(args["a"] + args["b"]))
@@ -26,6 +27,8 @@ Example::
     result = trio.run(dispatch_tool_call, call, options)
     assert result.joined_text == "3"
 """
+
+import typing as _typing
 
 from ._abort import AbortController as AbortController
 from ._abort import AbortSignal as AbortSignal
@@ -85,29 +88,6 @@ from ._extensions import create_extension_kernel as create_extension_kernel
 from ._extensions import discover_contributions as discover_contributions
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
-from ._ledger import LEDGER_SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
-from ._ledger import LedgerEntry as LedgerEntry
-from ._ledger import LedgerFormatError as LedgerFormatError
-from ._ledger import LedgerRecorder as LedgerRecorder
-from ._ledger import LedgerSink as LedgerSink
-from ._ledger import LedgerWriteFailed as LedgerWriteFailed
-from ._ledger import RunEndRecord as RunEndRecord
-from ._ledger import RunLedger as RunLedger
-from ._ledger import RunOutcome as RunOutcome
-from ._ledger import RunStartRecord as RunStartRecord
-from ._ledger import ToolCallRecord as ToolCallRecord
-from ._ledger_decision import ApprovalAnswer as ApprovalAnswer
-from ._ledger_decision import DecisionGate as DecisionGate
-from ._ledger_decision import ToolCallDecision as ToolCallDecision
-from ._ledger_otel import OtelLedgerSink as OtelLedgerSink
-from ._ledger_query import LedgerQuery as LedgerQuery
-from ._ledger_sinks import FsyncPolicy as FsyncPolicy
-from ._ledger_sinks import JsonlLedgerSink as JsonlLedgerSink
-from ._ledger_sinks import LedgerContents as LedgerContents
-from ._ledger_sinks import LedgerRun as LedgerRun
-from ._ledger_sinks import read_ledger as read_ledger
-from ._ledger_sinks import read_ledger_text as read_ledger_text
-from ._ledger_sqlite import SqliteLedgerSink as SqliteLedgerSink
 from ._middleware import MiddlewareRegistry as MiddlewareRegistry
 from ._names import ToolNameMap as ToolNameMap
 from ._names import create_tool_name_map as create_tool_name_map
@@ -128,8 +108,6 @@ from ._provider import ModelRequest as ModelRequest
 from ._provider import ScriptedProvider as ScriptedProvider
 from ._provider import ScriptedTurn as ScriptedTurn
 from ._provider import ToolSpec as ToolSpec
-from ._redaction import Redactor as Redactor
-from ._redaction import default_redactor as default_redactor
 from ._tools import ToolDefinition as ToolDefinition
 from ._tools import ToolExecutionContext as ToolExecutionContext
 from ._tools import ToolFilter as ToolFilter
@@ -146,13 +124,11 @@ from ._validation import ToolValidator as ToolValidator
 from ._validation import create_tool_parameter_validator as create_tool_parameter_validator
 
 __all__ = [
-    "LEDGER_SCHEMA_VERSION",
     "AbortController",
     "AbortSignal",
     "Agent",
     "AgentEvent",
     "AgentSession",
-    "ApprovalAnswer",
     "AssistantMessage",
     "AsyncioHost",
     "AsyncioHostClosedError",
@@ -160,7 +136,6 @@ __all__ = [
     "ConfigurationError",
     "Content",
     "ContributionRegistries",
-    "DecisionGate",
     "DiscoveredContribution",
     "DispatchOptions",
     "DuplicateToolError",
@@ -174,55 +149,36 @@ __all__ = [
     "ExtensionAPI",
     "ExtensionError",
     "ExtensionKernel",
-    "FsyncPolicy",
     "ImageContent",
     "JsonObject",
     "JsonValue",
-    "JsonlLedgerSink",
-    "LedgerContents",
-    "LedgerEntry",
-    "LedgerFormatError",
-    "LedgerQuery",
-    "LedgerRecorder",
-    "LedgerRun",
-    "LedgerSink",
-    "LedgerWriteFailed",
     "Limits",
     "Message",
     "MiddlewareRegistry",
     "ModelProvider",
     "ModelProviderError",
     "ModelRequest",
-    "OtelLedgerSink",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",
     "PermissionRequest",
     "PrismError",
     "ReasoningContent",
-    "Redactor",
     "ResourceContent",
     "ResourceLink",
-    "RunEndRecord",
     "RunFinished",
-    "RunLedger",
     "RunOptions",
-    "RunOutcome",
     "RunResult",
-    "RunStartRecord",
     "ScriptExhaustedError",
     "ScriptedProvider",
     "ScriptedTurn",
     "SessionBusyError",
     "SingleShotLoop",
-    "SqliteLedgerSink",
     "TextContent",
     "ToolArgumentValidationError",
     "ToolArgumentValidationResult",
     "ToolArgumentValidator",
     "ToolCall",
-    "ToolCallDecision",
-    "ToolCallRecord",
     "ToolDefinition",
     "ToolEvent",
     "ToolExecutionBlocked",
@@ -251,7 +207,6 @@ __all__ = [
     "create_tool_name_map",
     "create_tool_parameter_validator",
     "create_tool_registry",
-    "default_redactor",
     "discover_contributions",
     "dispatch_tool_call",
     "dispatch_tool_calls_in_order",
@@ -259,8 +214,57 @@ __all__ = [
     "is_tool_allowed",
     "open_asyncio_host",
     "provider_safe_name",
-    "read_ledger",
-    "read_ledger_text",
     "require_trio",
     "resolve_tool_concurrency",
 ]
+
+
+# Moved to prism.core.ledger; importable from here, with a DeprecationWarning,
+# until the next minor release.
+_MOVED_TO_LEDGER = frozenset(
+    {
+        "ApprovalAnswer",
+        "DecisionGate",
+        "FsyncPolicy",
+        "JsonlLedgerSink",
+        "LEDGER_SCHEMA_VERSION",
+        "LedgerContents",
+        "LedgerEntry",
+        "LedgerFormatError",
+        "LedgerQuery",
+        "LedgerRecorder",
+        "LedgerRun",
+        "LedgerSink",
+        "LedgerWriteFailed",
+        "OtelLedgerSink",
+        "Redactor",
+        "RunEndRecord",
+        "RunLedger",
+        "RunOutcome",
+        "RunStartRecord",
+        "SqliteLedgerSink",
+        "ToolCallDecision",
+        "ToolCallRecord",
+        "default_redactor",
+        "read_ledger",
+        "read_ledger_text",
+    }
+)
+
+
+if not _typing.TYPE_CHECKING:  # type checkers see only the new place
+
+    def __getattr__(name: str) -> object:
+        if name in _MOVED_TO_LEDGER:
+            import warnings
+
+            from . import ledger
+
+            warnings.warn(
+                f"prism.core.{name} moved to prism.core.ledger.{name}; "
+                "importing it from prism.core stops working in the next minor release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(ledger, name)
+        raise AttributeError(f"module 'prism.core' has no attribute {name!r}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -22,7 +22,8 @@ from ._content import (
 from ._dispatch import DispatchOptions
 from ._errors import ModelProviderError, PrismError, SessionBusyError
 from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
-from ._ledger import DeferredRecord, RunLedger, ToolCallRecord, finished_records
+from ._ledger import PendingRecord, RunLedger, finished_records
+from ._ledger_records import FinishedCall, ToolCallRecord
 from ._middleware import MiddlewareRegistry
 from ._names import ToolNameMap, create_tool_name_map
 from ._options import (
@@ -160,23 +161,19 @@ class _RunRecords:
     """A :class:`LedgerRecorder` that records in the agent's ledger and keeps this run's entries."""
 
     ledger: RunLedger
-    entries: list[ToolCallRecord | DeferredRecord] = attrs.field(factory=list)
+    entries: list[PendingRecord] = attrs.field(factory=list)
 
     @property
     def records(self) -> list[ToolCallRecord]:
         """This run's records, in the order its calls ended."""
         return finished_records(self.entries)
 
-    def record(self, **fields: Any) -> ToolCallRecord:
-        """Record in the agent's ledger; keep the entry for :attr:`RunResult.records`."""
-        entry = self.ledger.record(**fields)
-        self.entries.append(entry)
-        return entry
+    def record_call(self, call: FinishedCall, /) -> PendingRecord:
+        """Record in the agent's ledger; keep the entry for :attr:`RunResult.records`.
 
-    def _record_owned(self, *fields: Any) -> ToolCallRecord | DeferredRecord:
-        # The dispatcher's path (see RunLedger._record_owned): the agent's
-        # ledger and this run share the entry, built once when first read.
-        entry = self.ledger._record_owned(*fields)
+        The agent's ledger and this run share the entry, built once when first read.
+        """
+        entry = self.ledger.record_call(call)
         self.entries.append(entry)
         return entry
 

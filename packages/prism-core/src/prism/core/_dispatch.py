@@ -29,8 +29,8 @@ from ._asyncio_host import require_trio
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
-from ._ledger import LedgerRecorder, ToolCallStatus
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
+from ._ledger_records import LedgerRecorder, ToolCallStatus
 from ._middleware import MiddlewareRegistry
 from ._options import callable_value, has_method, instance_of, optional
 from ._outcome import CallOutcome, cancelled_result, settle
@@ -103,7 +103,7 @@ class DispatchOptions:
     )
     events: EventSink | None = attrs.field(default=None, validator=optional(callable_value()))
     ledger: LedgerRecorder | None = attrs.field(
-        default=None, validator=optional(has_method("record"))
+        default=None, validator=optional(has_method("record_call"))
     )
     signal: AbortSignal | None = attrs.field(
         default=None, validator=optional(instance_of(AbortSignal))

@@ -18,7 +18,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError
-from ._ledger import RunEndRecord, RunStartRecord, ToolCallRecord
+from ._ledger_records import RunEndRecord, RunStartRecord, ToolCallRecord
 from ._options import boolean, string
 
 if TYPE_CHECKING:
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
-    from ._ledger import LedgerEntry
     from ._ledger_decision import ToolCallDecision
+    from ._ledger_records import LedgerEntry
 
 __all__ = ["OtelLedgerSink"]
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from ._ledger import ToolCallStatus
+from ._ledger_records import ToolCallStatus
 from ._options import boolean, number, optional, sequence_of, string
 
 if TYPE_CHECKING:
-    from ._ledger import ToolCallRecord
+    from ._ledger_records import ToolCallRecord
 
 __all__ = ["LedgerQuery"]
 

@@ -15,20 +15,20 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._ledger import (
+from ._ledger_codec import decode_object
+from ._ledger_files import FsyncPolicy, LedgerContents, contents_from, fspath
+from ._ledger_records import (
     LEDGER_SCHEMA_VERSION,
     LedgerFormatError,
     RunEndRecord,
     RunStartRecord,
     ToolCallRecord,
-    decode_object,
 )
-from ._ledger_sinks import FsyncPolicy, LedgerContents, contents_from, fspath
 from ._options import number, one_of
 
 if TYPE_CHECKING:
-    from ._ledger import LedgerEntry
     from ._ledger_query import LedgerQuery
+    from ._ledger_records import LedgerEntry
 
 __all__ = ["SqliteLedgerSink", "read_sqlite_ledger"]
 

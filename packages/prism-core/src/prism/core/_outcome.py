@@ -22,10 +22,11 @@ from ._events import (
     emit_event,
 )
 from ._ledger_decision import ToolCallDecision, blocked_decision, decision_from_result
+from ._ledger_records import FinishedCall
 
 if TYPE_CHECKING:
     from ._json import JsonObject
-    from ._ledger import LedgerRecorder, ToolCallStatus
+    from ._ledger_records import LedgerRecorder, ToolCallStatus
 
 __all__ = [
     "CallOutcome",
@@ -112,14 +113,11 @@ def settle(
             # A tool may report a policy's denial only in its (error) result.
             decision = decision_from_result(result) or decision
         arguments = outcome.arguments
-        # The dispatcher's own snapshot may be kept as it is: a RunLedger then
-        # redacts it when the record is read (see RunLedger._record_owned).
-        record_owned = None if arguments is None else getattr(ledger, "_record_owned", None)
-        if record_owned is not None:
-            record_owned(
+        ledger.record_call(
+            FinishedCall(
                 call.id,
                 call.name,
-                arguments,
+                call.arguments if arguments is None else arguments,
                 status,
                 outcome.blocked_reason,
                 started_at,
@@ -128,20 +126,10 @@ def settle(
                 result,
                 decision,
                 outcome.definition_hash,
+                # The dispatcher's own snapshot: nothing else holds it, so a
+                # RunLedger may keep it and redact it when the record is read.
+                arguments is not None,
             )
-            return
-        ledger.record(
-            call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments if arguments is None else arguments,
-            status=status,
-            blocked_reason=outcome.blocked_reason,
-            started_at=started_at,
-            finished_at=started_at + duration_s,
-            duration_s=duration_s,
-            result=result,
-            decision=decision,
-            definition_hash=outcome.definition_hash,
         )
     except Exception:
         # A host's redactor or recorder must not turn a finished call into an

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 import trio
@@ -22,7 +22,8 @@ from ._events import (
     ToolExecutionStarted,
 )
 from ._json import JsonObject
-from ._ledger import LedgerEntry, LedgerRecorder, RunLedger, ToolCallRecord
+from ._ledger import RunLedger
+from ._ledger_records import FinishedCall, LedgerEntry, LedgerRecorder, ToolCallRecord
 from ._policy import (
     ExecutionAction,
     ExecutionDecision,
@@ -370,10 +371,10 @@ class _TeeRecorder:
     forward: LedgerRecorder | None
     ledger: RunLedger = attrs.field(factory=lambda: RunLedger(redact=None))
 
-    def record(self, **fields: Any) -> ToolCallRecord:
+    def record_call(self, call: FinishedCall, /) -> object:
         if self.forward is not None:
-            self.forward.record(**fields)
-        return self.ledger.record(**fields)
+            self.forward.record_call(call)
+        return self.ledger.record_call(call)
 
 
 def _new_records(h: _Harness, call_id: str) -> list[ToolCallRecord]:

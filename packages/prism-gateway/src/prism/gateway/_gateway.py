@@ -24,7 +24,6 @@ from prism.core import (
     EventSink,
     MiddlewareRegistry,
     PermissionPolicy,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolExecutionProgress,
@@ -37,6 +36,7 @@ from prism.core import (
     dispatch_tool_call,
     filter_tools,
 )
+from prism.core.ledger import RunLedger
 from prism.core.options import (
     OptionCheck,
     callable_value,
@@ -413,7 +413,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "filters": sequence_of(instance_of(ToolFilter)),
     "middleware": optional(instance_of(MiddlewareRegistry)),
     "events": optional(callable_value()),
-    "ledger": optional(has_method("record", description="a RunLedger (record())")),
+    "ledger": optional(has_method("record_call", description="a RunLedger (record_call())")),
     "hints": optional(_HINTS),
     "max_concurrent_calls": _LIMIT,
     "max_calls_per_client": _LIMIT,

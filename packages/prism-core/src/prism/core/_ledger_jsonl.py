@@ -1,62 +1,25 @@
-"""Ledger sinks written as a run goes, and the reader that reads them back.
+"""The JSONL ledger sink, written as a run goes, and the JSONL reader.
 
 :class:`JsonlLedgerSink` appends each entry as one line, with one ``write(2)``
 on a file opened ``O_APPEND`` and no user-space buffer, so a record is on disk
 (in the page cache) when its call ends; a SIGKILL loses only calls still in
 flight. Several processes appending to one file interleave whole lines.
-:func:`read_ledger` reads JSONL or SQLite ledgers, reports a torn last line
-instead of failing, and tells finished runs from interrupted ones.
+:func:`read_ledger_text` reports a torn last line instead of failing, and
+tells finished runs from interrupted ones.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
 
-from ._ledger import (
-    LedgerEntry,
-    LedgerFormatError,
-    RunEndRecord,
-    RunOutcome,
-    RunStartRecord,
-    ToolCallRecord,
-    decode_entry,
-    encode_entry,
-)
-from ._options import integer, one_of, optional, string
+from ._ledger_codec import decode_entry, encode_entry
+from ._ledger_files import FSYNC, FsyncPolicy, LedgerContents, contents_from, fspath
+from ._ledger_records import LedgerEntry, LedgerFormatError, RunStartRecord, ToolCallRecord
+from ._options import integer, optional
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-    from ._ledger_query import LedgerQuery
-
-__all__ = [
-    "FsyncPolicy",
-    "JsonlLedgerSink",
-    "LedgerContents",
-    "LedgerRun",
-    "read_ledger",
-    "read_ledger_text",
-]
-
-FsyncPolicy: TypeAlias = Literal["never", "run", "always"]
-"""When a file sink calls ``fsync``: never (the kernel writes the page cache back;
-a process crash loses nothing, a power cut may), at run markers and close, or
-after every entry (each record survives a power cut; costs a disk flush per call)."""
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def fspath(value: str | os.PathLike[str]) -> str:
-    """``os.fspath`` for ``str`` paths (typed for attrs converters)."""
-    path = os.fspath(value) if isinstance(value, os.PathLike) else value
-    return _PATH.check("ledger sink", "path", path)
-
-
-_PATH = string()
-_FSYNC = one_of("never", "run", "always")
+__all__ = ["JsonlLedgerSink", "read_ledger_text"]
 
 
 @attrs.define(eq=False)
@@ -89,7 +52,7 @@ class JsonlLedgerSink:
     """
 
     path: str = attrs.field(converter=fspath)
-    fsync: FsyncPolicy = attrs.field(default="never", validator=_FSYNC)
+    fsync: FsyncPolicy = attrs.field(default="never", validator=FSYNC)
     max_bytes: int | None = attrs.field(default=None, validator=optional(integer(minimum=1)))
     backups: int = attrs.field(default=3, validator=integer(minimum=0))
     _fd: int = attrs.field(default=-1, init=False)
@@ -201,82 +164,6 @@ class JsonlLedgerSink:
             os.close(fd)
 
 
-@attrs.frozen(kw_only=True)
-class LedgerRun:
-    """One run as a reader sees it.
-
-    Attributes:
-        run_id: the run's id.
-        label: what the run was, from its start marker.
-        pid: the process that wrote it.
-        started_at: from the start marker (``None`` if it is missing, say rotated away).
-        finished_at: from the end marker; ``None`` for an interrupted run.
-        outcome: from the end marker; ``None`` for an interrupted run.
-        calls: the call records of this run found in the ledger.
-    """
-
-    run_id: str
-    label: str | None = None
-    pid: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    outcome: RunOutcome | None = None
-    calls: int = 0
-
-    @property
-    def interrupted(self) -> bool:
-        """The run has no end marker: it was killed, or is still going."""
-        return self.outcome is None
-
-
-@attrs.frozen(kw_only=True)
-class LedgerContents:
-    """What :func:`read_ledger` found.
-
-    Attributes:
-        records: every call record, in file order.
-        runs: the runs the markers and records name, in order of first sight.
-        torn_line: the number of a last line that was cut short (a write the
-            process did not finish), or ``None``.
-        problems: the other lines that could not be read, with their numbers
-            (only when reading with ``strict=False``).
-    """
-
-    records: tuple[ToolCallRecord, ...]
-    runs: tuple[LedgerRun, ...] = ()
-    torn_line: int | None = None
-    problems: tuple[str, ...] = ()
-
-
-def contents_from(
-    entries: Iterable[LedgerEntry], torn_line: int | None = None, problems: tuple[str, ...] = ()
-) -> LedgerContents:
-    """Gather decoded entries into records and runs."""
-    records: list[ToolCallRecord] = []
-    runs: dict[str, LedgerRun] = {}
-    for entry in entries:
-        if type(entry) is ToolCallRecord:
-            records.append(entry)
-            if entry.run_id is not None:
-                run = runs.get(entry.run_id) or LedgerRun(run_id=entry.run_id)
-                runs[entry.run_id] = attrs.evolve(run, calls=run.calls + 1)
-        elif type(entry) is RunStartRecord:
-            run = runs.get(entry.run_id) or LedgerRun(run_id=entry.run_id)
-            if run.started_at is None:  # a rotated file repeats the marker
-                run = attrs.evolve(
-                    run, label=entry.label, pid=entry.pid, started_at=entry.started_at
-                )
-            runs[entry.run_id] = run
-        elif type(entry) is RunEndRecord:
-            run = runs.get(entry.run_id) or LedgerRun(run_id=entry.run_id)
-            runs[entry.run_id] = attrs.evolve(
-                run, finished_at=entry.finished_at, outcome=entry.outcome
-            )
-    return LedgerContents(
-        records=tuple(records), runs=tuple(runs.values()), torn_line=torn_line, problems=problems
-    )
-
-
 def read_ledger_text(text: str, *, strict: bool = True) -> LedgerContents:
     """Read a JSONL ledger of any readable schema version.
 
@@ -310,37 +197,3 @@ def read_ledger_text(text: str, *, strict: bool = True) -> LedgerContents:
             else:
                 problems.append(str(exc))
     return contents_from(entries, torn, tuple(problems))
-
-
-def read_ledger(
-    path: str | os.PathLike[str], *, strict: bool = True, query: LedgerQuery | None = None
-) -> LedgerContents:
-    """Read a ledger file, JSONL or SQLite (told apart by the SQLite header).
-
-    Blocks on file I/O: from trio, call it through ``trio.to_thread.run_sync``.
-
-    Args:
-        path: the file.
-        strict: see :func:`read_ledger_text` (JSONL only).
-        query: keep only the records it matches (run in SQL for SQLite).
-
-    Raises:
-        OSError: the file cannot be read.
-        LedgerFormatError: it is not a ledger this version can read (see
-            :func:`read_ledger_text` for ``strict``).
-    """
-    with open(path, "rb") as file:
-        head = file.read(len(_SQLITE_MAGIC))
-        if head == _SQLITE_MAGIC:
-            from ._ledger_sqlite import read_sqlite_ledger
-
-            return read_sqlite_ledger(path, query)
-        data = head + file.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise LedgerFormatError(f"not a UTF-8 JSONL ledger ({exc})") from exc
-    contents = read_ledger_text(text, strict=strict)
-    if query is not None:
-        contents = attrs.evolve(contents, records=query.apply(contents.records))
-    return contents
