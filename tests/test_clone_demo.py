@@ -118,4 +118,23 @@ def test_a_fresh_clone_runs_the_demo_from_an_empty_uv_cache(tmp_path: Path) -> N
     assert "sk-demo-" not in out
     ledger = demo_dir / "prism-demo-ledger.jsonl"
     assert "sk-demo-" not in ledger.read_text(encoding="utf-8")
-    assert f"show it again with: uv run prism ledger show {ledger}" in out
+    hint = f"{clone / 'scripts' / 'prism'} ledger show {ledger}"
+    assert out.rstrip().splitlines()[-1] == f"show it again with: {hint}"
+    # The hint, verbatim, from another folder: the ledger again, no dev tools installed.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shown = subprocess.run(
+        ["bash", "-c", hint],
+        cwd=elsewhere,
+        env=_clean_environ(cache),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "redact-1" in shown.stdout
+    installed = " ".join(p.name for p in cache.rglob("*.dist-info"))
+    for dev_tool in ("pytest", "mypy", "ruff", "hypothesis"):
+        assert f"{dev_tool}-" not in installed, dev_tool

@@ -82,6 +82,7 @@ def test_console_demo_in_process_in_a_fresh_temporary_folder(
     prism.write_text("#!/bin/sh\n", encoding="utf-8")
     prism.chmod(0o755)
     monkeypatch.delenv("UV", raising=False)
+    monkeypatch.delenv("PRISM_DEMO_COMMAND", raising=False)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     console, shown = _console()
     code = run_demo(DemoOptions(step_seconds=0, live=False, sandbox="none"), console)
@@ -102,10 +103,17 @@ def test_prism_command_falls_back_to_the_interpreter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("UV", raising=False)
+    monkeypatch.delenv("PRISM_DEMO_COMMAND", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no prism here
     assert _prism_command() == f"{shlex.quote(sys.executable)} -m prism.cli"
+    (tmp_path / "prism").write_text("#!/bin/sh\n")
+    (tmp_path / "prism").chmod(0o755)
+    assert _prism_command() == "prism"
+    # Under `uv run` a prism on PATH is the run's own, gone from the user's shell after.
     monkeypatch.setenv("UV", "/usr/bin/uv")
-    assert _prism_command() == "uv run prism"
+    assert _prism_command() == f"{shlex.quote(sys.executable)} -m prism.cli"
+    monkeypatch.setenv("PRISM_DEMO_COMMAND", "/path/to/prism/scripts/prism")
+    assert _prism_command() == "/path/to/prism/scripts/prism"
 
 
 def test_a_demo_folder_that_cannot_be_made_is_a_cli_error(tmp_path: Path) -> None:

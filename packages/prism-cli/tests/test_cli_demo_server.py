@@ -2,9 +2,11 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from mcp import Client, StdioServerParameters
 
+from prism.cli import demo_server
 from prism.cli.demo_server import PAGES
 
 _TOOLS = ("search_docs", "get_page", "build_index", "delete_index")
@@ -85,3 +87,14 @@ async def test_the_prism_demo_server_command_serves_the_same_tools() -> None:
         async with Client(StdioServerParameters(command=command, args=[])) as client:
             listed = await client.list_tools()
     assert {tool.name for tool in listed.tools} == set(_TOOLS)
+
+
+def test_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        demo_server.main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: prism-demo-server")
+    assert "``" not in out  # no reStructuredText markup
+    assert "  get_page(slug)  " in out
+    assert "--http PORT" in out

@@ -117,11 +117,13 @@ class DemoOptions:
 
 
 def _prism_command() -> str:
-    """How the user can run ``prism`` again from their own shell, as printed."""
-    if os.environ.get("UV"):
-        return "uv run prism"  # launched through `uv run` (scripts/demo): not on PATH after
-    if shutil.which("prism"):
+    """How the user can run ``prism`` again from their own shell, in any folder, as printed."""
+    given = os.environ.get("PRISM_DEMO_COMMAND")  # scripts/demo: its checkout's scripts/prism
+    if given:
+        return given
+    if not os.environ.get("UV") and shutil.which("prism"):
         return "prism"
+    # Under `uv run` the environment's bin folder is on PATH only for this run.
     return f"{shlex.quote(sys.executable)} -m prism.cli"
 
 
@@ -481,7 +483,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         console.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
     console.print(f"ledger: {ledger_path}", soft_wrap=True)
     console.print(
-        f"show it again with: {_prism_command()} ledger show {os.fspath(ledger_path)}",
+        f"show it again with: {_prism_command()} ledger show "
+        f"{shlex.quote(os.fspath(ledger_path.resolve()))}",
         soft_wrap=True,
     )
     return 1 if report.aborted else 0

@@ -126,11 +126,41 @@ def build_server(*, step_seconds: float = 0.2) -> MCPServer:
     return server
 
 
+_HELP = """\
+A small, real MCP server that ships with the prism command: a handful of tools
+over an embedded set of Prism doc pages, so `prism demo` and the docs' examples
+have a server to talk to with no network and no setup. It speaks MCP over stdio
+unless --http is given (loopback only). It only reads its embedded pages: it
+touches no files and makes no outgoing connections.
+
+tools:
+  search_docs(query, limit=3)  ranked page titles and snippets for a query
+  get_page(slug)               one page's full text
+  build_index(pages=5)         a slow tool that reports progress once per page
+  delete_index()               a destructive tool the demo's permission rules refuse
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve the demo tools over stdio until stdin closes."""
-    parser = argparse.ArgumentParser(prog="prism-demo-server", description=__doc__)
-    parser.add_argument("--step-seconds", type=float, default=0.2)
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve HTTP on 127.0.0.1:PORT")
+    parser = argparse.ArgumentParser(
+        prog="prism-demo-server",
+        description=_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="build_index's pause per page, 0 to 10 (default 0.2)",
+    )
+    parser.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio",
+    )
     options = parser.parse_args(argv)
     if not 0 <= options.step_seconds <= 10:
         parser.error(f"--step-seconds must be from 0 to 10, got {options.step_seconds}")
