@@ -902,3 +902,45 @@ def test_one_non_json_leaf_anywhere_blocks_the_call(
     assert result.is_error
     assert result.details["blocked_reason"] == "invalid_arguments"
     assert tool.calls == []
+
+
+class _CountingList(list[object]):
+    """A JSON array that counts how often something iterates it."""
+
+    iterations = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        type(self).iterations += 1
+        return super().__iter__()
+
+
+async def test_a_validator_bounds_the_arguments_before_the_dispatcher_walks_them() -> None:
+    # The dispatcher's own JSON walk used to run first: a 2,000,000-item
+    # argument held the event loop for about 180 ms although the validator
+    # refused it at once. With a validator, the walk runs on what it let through.
+    tool = RecordingTool()
+    seen: list[object] = []
+
+    def refuse_big(definition: ToolDefinition, arguments: JsonObject, ctx: object) -> str | None:
+        seen.append(arguments)
+        return "too big" if "big" in arguments else None
+
+    _CountingList.iterations = 0
+    big = _CountingList(["x"] * 10)
+    options = _options(tool.definition, validate=refuse_big)
+    refused = await dispatch_tool_call(_call(arguments={"big": big}), options)
+    assert refused.details["blocked_reason"] == "validation_failed"
+    assert _CountingList.iterations == 0
+    # What the validator lets through is still walked: a non-JSON leaf is refused.
+    bad = await dispatch_tool_call(_call(arguments={"small": [{1, 2}]}), options)
+    assert bad.details["blocked_reason"] == "invalid_arguments"
+    assert tool.calls == []
+    # Without a validator the walk runs first, as before.
+    plain = await dispatch_tool_call(_call(arguments={"big": big}), _options(tool.definition))
+    assert not plain.is_error
+    assert _CountingList.iterations == 1
+    # A value that is not an object never reaches the validator.
+    seen.clear()
+    odd = await dispatch_tool_call(_call(arguments=["not", "an", "object"]), options)
+    assert odd.details["blocked_reason"] == "invalid_arguments"
+    assert seen == []

@@ -184,3 +184,31 @@ def test_relative_references_resolve_against_the_base() -> None:
     assert uri_key("/c", "http://a/b/x") == "http://a/c"
     assert uri_key("//h/c", "http://a/b") == "http://h/c"
     assert uri_key("c", "urn:x:y") == "urn:c"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("$dynamicAnchor", "$anchor"),
+        ("$anchor", "$dynamicAnchor"),
+        ("$dynamicAnchor", "$dynamicAnchor"),
+    ],
+)
+def test_one_anchor_name_declared_twice_of_any_kind_is_refused(first: str, second: str) -> None:
+    # Admitted before: "$ref": "#n" then picked another schema than the
+    # reference implementation (Prism accepted 1 where it must be refused).
+    schema = {
+        "$defs": {"a": {first: "n", "type": "string"}, "b": {second: "n", "type": "integer"}},
+        "$ref": "#n",
+    }
+    with pytest.raises(SchemaRejectedError, match="declared twice"):
+        JsonSchemaArgumentValidator().check_schema(schema)
+    # The same name in two resources is two anchors; both kinds on one schema is one.
+    apart = {
+        "$defs": {"a": {"$id": "urn:a", first: "n"}, "b": {second: "n", "type": "string"}},
+        "$ref": "#n",
+    }
+    assert not JsonSchemaArgumentValidator().validate(apart, 1).ok
+    assert JsonSchemaArgumentValidator().validate(apart, "x").ok
+    both = {"$defs": {"a": {"$anchor": "n", "$dynamicAnchor": "n", "type": "string"}}, "$ref": "#n"}
+    assert not JsonSchemaArgumentValidator().validate(both, 1).ok

@@ -277,3 +277,29 @@ def test_a_pattern_asking_for_too_many_repeated_copies_is_refused_before_re2() -
             validator.check_schema(schema)
     for pattern in ("^.{1,1000}$", "a{1,1000}[a-z]{1,1000}", "(a{1,30}){1,30}", "\\p{L}{1,64}"):
         validator.check_schema({"type": "string", "pattern": pattern})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "named"),
+    [
+        (r"\p{Script=Greek}", r"the Unicode property escape \p{Script=Greek}"),
+        (r"[\P{sc=Greek}]", r"the Unicode property escape \P{sc=Greek}"),
+        (r"\p{General_Category=Letter}", r"the Unicode property escape \p{General_Category"),
+        (r"(a)\1", "a backreference"),
+        (r"(?<n>a)\k<n>", "a named backreference"),
+        (r"(?=a)b", "a lookahead"),
+        (r"(?!a)b", "a lookahead"),
+        (r"(?<=a)b", "a lookbehind"),
+        (r"(?<!a)b", "a lookbehind"),
+    ],
+)
+def test_valid_ecma_the_linear_engine_cannot_run_is_refused_naming_the_construct(
+    pattern: str, named: str
+) -> None:
+    # \p{Script=Greek} used to read "no backreferences or lookaround".
+    assert is_regex(pattern)
+    with pytest.raises(SchemaRejectedError) as caught:
+        JsonSchemaArgumentValidator().check_schema({"type": "string", "pattern": pattern})
+    assert named in caught.value.reason
+    assert "valid ECMA-262 that the linear-time engine cannot run" in caught.value.reason
+    assert JsonSchemaArgumentValidator().validate({"pattern": r"^\p{Greek}+$"}, "αβγ").ok

@@ -178,8 +178,11 @@ async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
     ("arguments", "expected"),
     [
         # A closed schema's verdict is the answer: its own error is reported.
-        ({"query": "abc", "limit": math.nan}, "data.limit: must be integer"),
-        ({"query": "abc", "__proto__": {}}, "data: must not contain {'__proto__'} properties"),
+        # What the engine would misread or read slowly is refused before it runs,
+        # in the full path's words.
+        ({"query": "abc", "limit": math.nan}, "data.limit: is not a finite number"),
+        ({"query": "abc", "__proto__": {}}, "data: has the forbidden key '__proto__'"),
+        ({"query": "abc", "__proto__": 1}, "data: must not contain {'__proto__'} properties"),
         ({"query": "abc", "limit": 0}, "data.limit: must be bigger than or equal to 1"),
         ({"query": "ABC"}, "data.query: must match pattern ^[a-z ]+$"),
         # A value the engine cannot read is described by the instance walk.

@@ -129,14 +129,20 @@ class _Blocked(Exception):
         self.gate = gate
 
 
-def _arguments_error(arguments: object) -> str | None:
+def _arguments_error(arguments: object, *, shallow: bool = False) -> str | None:
     """Why ``arguments`` is not a JSON object, or ``None`` when it is one.
 
     Walks the whole value without recursion (hostile nesting cannot blow the
     stack): keys must be strings, leaves must be JSON scalars, floats finite.
+    ``shallow`` checks the object and its keys only.
     """
     if not isinstance(arguments, dict):
         return f"arguments must be a JSON object, got {type(arguments).__name__}"
+    if shallow:
+        for key in arguments:
+            if type(key) is not str:
+                return f"arguments must have string keys, got key {key!r}"
+        return None
     pending: list[dict[object, object] | list[object]] = [arguments]
     while pending:
         container = pending.pop()
@@ -215,9 +221,12 @@ async def _gate(
     filters = options.filters
     if filters and not is_tool_allowed(name, *filters):
         raise _Blocked("tool_denied", f"tool {name} is not allowed here", gate="filter")
-    problem = _arguments_error(call.arguments)
-    if problem is not None:
-        raise _Blocked("invalid_arguments", f"invalid arguments for {name}: {problem}")
+    validate = options.validate
+    if validate is None:
+        _check_arguments(name, call.arguments)
+    else:
+        # Only the top level before the validator, which bounds the rest.
+        _check_arguments(name, call.arguments, shallow=True)
     arguments: JsonObject = call.arguments  # type: ignore[assignment]
     permission = options.permission
     if permission is not None:
@@ -240,8 +249,10 @@ async def _gate(
         if not decision.allowed:
             reason = f": {decision.reason}" if decision.reason else ""
             raise _Blocked("permission_denied", f"permission denied for {request.key}{reason}")
-    validate = options.validate
     if validate is not None:
+        # The validator bounds the arguments (size, depth, types) before anything
+        # walks them: the whole-value walk below runs on what it let through, so
+        # a 2,000,000-item argument it refuses at once is never walked here.
         try:
             outcome = validate(tool, arguments, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
@@ -259,7 +270,14 @@ async def _gate(
                 "validation_failed",
                 f"validator returned {type(outcome).__name__}, not None, str or ErrorInfo",
             )
+        _check_arguments(name, arguments)
     return call, tool, arguments
+
+
+def _check_arguments(name: str, arguments: object, *, shallow: bool = False) -> None:
+    problem = _arguments_error(arguments, shallow=shallow)
+    if problem is not None:
+        raise _Blocked("invalid_arguments", f"invalid arguments for {name}: {problem}")
 
 
 def _exception_result(tool: ToolDefinition, exc: Exception) -> tuple[ToolResult, str]:

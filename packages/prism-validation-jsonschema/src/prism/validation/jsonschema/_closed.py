@@ -8,13 +8,14 @@ already within the limits: no key but the declared ones (none a pollution key,
 screening saw to that), depth at most 2, at most ``maxLength`` characters per
 string, at most ``maxItems`` items per array, no NaN or infinity (``integer``
 refuses them and the other types cannot hold them). Without ``$ref`` nothing
-recurses. For such a schema the hot path runs the compiled function directly.
-What the engine accepts is then checked member by member for what it misreads
-(``_instance.members_plain``: an ``int`` or ``str`` subclass such as an
-``IntEnum`` member, an integer past 64 bits, a lone surrogate), so both
-paths give the same verdict; the instance is walked only when the engine
-cannot read it or that check fails, to report the same error the full path
-would.
+recurses. For such a schema the hot path skips the instance walk: each member
+is checked, before the engine reads it, for what the engine misreads or reads
+slowly (``_instance.closed_members``: an ``int`` or ``str`` subclass such as an
+``IntEnum`` member, an integer past 64 bits, a lone surrogate, an over-long
+string, a nested object; an array longer than its ``maxItems`` is cut to one
+item past it), so both paths give the same verdict; the instance is walked only
+when that check fails, or the engine cannot read it, to report the same error
+the full path would.
 
 The analysis is conservative: anything it does not recognise is "not closed"
 and takes the full path.
@@ -119,8 +120,9 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
     return None
 
 
-ClosedBounds = tuple[int, int, int]
-"""(declared properties, most instance nodes, most characters in strings and keys)."""
+ClosedBounds = tuple[int, int, int, dict[str, int]]
+"""(declared properties, most instance nodes, most characters in strings and keys,
+``maxItems`` of each array property)."""
 
 
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
@@ -139,6 +141,7 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
     chars = 0
     items = 0
     keys = 0
+    caps: dict[str, int] = {}
     for name, sub in properties.items():
         if len(name) > limits.max_string_length:
             return None
@@ -154,10 +157,11 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
             if type(most) is not int or most < 0 or cost is None:
                 return None
             items += most
+            caps[name] = most
             cost *= most
         chars += cost
     if items > limits.max_array_length:
         return None
     if chars > limits.max_string_length * TOTAL_STRING_FACTOR:
         return None
-    return len(properties), 1 + len(properties) + items, chars + keys
+    return len(properties), 1 + len(properties) + items, chars + keys, caps

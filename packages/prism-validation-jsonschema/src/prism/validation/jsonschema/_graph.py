@@ -66,6 +66,14 @@ ENUM_ENTRIES_PER_UNIT = 16
 # ~10 us per small object item).
 UNIQUE_ITEMS_COST = 100
 _UNIQUE: tuple[str, ...] = ("<uniqueItems>",)
+# ``unevaluatedProperties``/``unevaluatedItems`` decide what was evaluated by
+# running the schema's in-place applicators again (jsonschema-rs re-evaluates
+# ``allOf``/``anyOf``/``oneOf``/``if``/``then``/``else``/references beside it),
+# so every nested level multiplies: ``{"allOf": [L], "unevaluatedProperties":
+# false}`` costs about 2.6 times ``L`` in the engine (measured 2.5x-2.7x per
+# level for allOf, anyOf, oneOf and if, on objects and arrays, with the whole
+# instance below re-walked). Priced at 3x per level, on every instance depth.
+UNEVALUATED_FACTOR = 3
 
 _IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_SINGLES = ("not", "if", "then", "else")
@@ -143,11 +151,15 @@ class Analysis:
             key) at depth ``k``.
         formats: the ``format`` names the schema asserts (empty when formats
             are annotations).
+        contextual: the schema has ``anyOf`` or ``oneOf``, whose refusal the
+            engine builds with every failing branch's errors as context (see
+            ``ERROR_WORK``).
     """
 
     work: tuple[int, ...]
     regex: tuple[int, ...]
     formats: frozenset[str] = frozenset()
+    contextual: bool = False
 
     @property
     def max_work(self) -> int:
@@ -278,6 +290,7 @@ class _Node:
         "key_regex",
         "obj",
         "path",
+        "reeval",
         "regex",
         "value",
         "weight",
@@ -288,6 +301,8 @@ class _Node:
         self.value = value
         self.base = base
         self.weight = 1
+        # How often the in-place children run (UNEVALUATED_FACTOR beside unevaluated*).
+        self.reeval = 1
         self.regex = 0  # per character of the instance string this node checks
         self.key_regex = 0  # per character of the keys of the object it checks
         self.in_place: list[Path] = []
@@ -307,6 +322,7 @@ class _Collector:
         self.ignored = _IGNORED[draft] if reject else frozenset()
         self.assert_formats = assert_formats
         self.formats: set[str] = set()
+        self.contextual = False
         self.nodes: dict[Path, _Node] = {}
         self.resources: dict[str, Path] = {}
         self.anchors: dict[tuple[str, str], Path] = {}
@@ -378,9 +394,15 @@ class _Collector:
             if type(anchor) is str and not legacy:
                 if self.draft == "draft2019" and key == "$dynamicAnchor":
                     continue
-                if self.anchors.get((base, anchor), path) != path and key == "$anchor":
-                    raise self.fail(f"anchor {_short(anchor)} is declared twice", (*path, key))
-                self.anchors.setdefault((base, anchor), path)
+                if self.anchors.get((base, anchor), path) != path:
+                    # Of either kind: "#n" would mean one of two schemas, and the
+                    # engine and Prism's analysis could pick different ones.
+                    raise self.fail(
+                        f"anchor {_short(anchor)} is declared twice in one resource "
+                        "($anchor and $dynamicAnchor share one name space)",
+                        (*path, key),
+                    )
+                self.anchors[(base, anchor)] = path
                 if key == "$dynamicAnchor":
                     self.dynamic.setdefault(anchor, []).append(path)
         if self.draft == "draft2019" and value.get("$recursiveAnchor") is True:
@@ -475,6 +497,8 @@ class _Collector:
         for key in _IN_PLACE_LISTS:
             if key in self.vocab and type(value.get(key)) is list:
                 node.in_place.extend((*path, key, i) for i in range(len(value[key])))
+                if key != "allOf":
+                    self.contextual = True
         for key in _IN_PLACE_SINGLES:
             if key in self.vocab and type(value.get(key)) in (dict, bool):
                 node.in_place.append((*path, key))
@@ -497,9 +521,12 @@ class _Collector:
         ]
         if singles:
             node.obj.append((singles, False))
-        if "unevaluatedProperties" in value or "unevaluatedItems" in value:
-            # Deciding what was evaluated re-runs the in-place applicators.
-            node.weight += len(node.in_place) * 2
+        if ("unevaluatedProperties" in value or "unevaluatedItems" in value) and (
+            "unevaluatedProperties" in self.vocab
+        ):
+            # Deciding what was evaluated re-runs the in-place applicators (and
+            # the references, added by ``resolve``) on the whole instance below.
+            node.reeval = UNEVALUATED_FACTOR
         # One level down: array items.
         items = value.get("items")
         positional = value.get("prefixItems") if "prefixItems" in self.vocab else None
@@ -657,13 +684,15 @@ def analyse(
         if level == 0:
             for path in order:
                 node = nodes[path]
-                w, r = node.weight, node.regex
+                w = r = 0
                 for child in node.in_place:
                     w += work_now.get(child, 0)
                     r += regex_now.get(child, 0)
                 for group in node.choices:
                     w += max(work_now.get(child, 0) for child in group)
                     r += max(regex_now.get(child, 0) for child in group)
+                w = node.weight + node.reeval * w
+                r = node.regex + node.reeval * r
                 _check_cap(w, cap, level, path)
                 work_now[path] = w
                 regex_now[path] = min(r, _SATURATE)
@@ -674,17 +703,25 @@ def analyse(
             sides: dict[Path, tuple[int, int, int, int]] = {}
             for path in inner:
                 node = nodes[path]
-                ow, aw, orx, arx = _below(node, work_prev, regex_prev)
+                iow = iaw = iorx = iarx = 0
                 for child in node.in_place:
                     got = sides.get(child)
                     if got is not None:
-                        ow, aw, orx, arx = ow + got[0], aw + got[1], orx + got[2], arx + got[3]
+                        iow, iaw, iorx, iarx = (
+                            iow + got[0],
+                            iaw + got[1],
+                            iorx + got[2],
+                            iarx + got[3],
+                        )
                 for group in node.choices:
                     options = [sides.get(child, _NOTHING) for child in group]
-                    ow += max(o[0] for o in options)
-                    aw += max(o[1] for o in options)
-                    orx += max(o[2] for o in options)
-                    arx += max(o[3] for o in options)
+                    iow += max(o[0] for o in options)
+                    iaw += max(o[1] for o in options)
+                    iorx += max(o[2] for o in options)
+                    iarx += max(o[3] for o in options)
+                ow, aw, orx, arx = _below(node, work_prev, regex_prev)
+                m = node.reeval
+                ow, aw, orx, arx = ow + m * iow, aw + m * iaw, orx + m * iorx, arx + m * iarx
                 if not (ow or aw or orx or arx):
                     continue
                 sides[path] = (ow, aw, orx, arx)
@@ -721,7 +758,10 @@ def analyse(
         work_vector.pop()
         regex_vector.pop()
     return Analysis(
-        work=tuple(work_vector), regex=tuple(regex_vector), formats=frozenset(collector.formats)
+        work=tuple(work_vector),
+        regex=tuple(regex_vector),
+        formats=frozenset(collector.formats),
+        contextual=collector.contextual,
     )
 
 

@@ -304,6 +304,30 @@ def _measure(pattern: str, max_mem: int) -> int:
         ) from exc
     except PatternError as exc:
         raise PatternError(
-            f"the linear-time engine cannot run it (no backreferences or lookaround): {exc}"
+            f"it uses {_construct(str(exc))}, valid ECMA-262 that the linear-time engine "
+            f"cannot run: {exc}"
         ) from exc
     return max(1, int(program.programsize))
+
+
+_BACKREFERENCE = re.compile(r"invalid escape sequence: \\[1-9]")
+_PROPERTY = re.compile(r"invalid character class range: (\\[pP]\{[^}]{0,80}\})")
+
+
+def _construct(detail: str) -> str:
+    """The ECMA-262 construct RE2's error ``detail`` is about, in words."""
+    if _BACKREFERENCE.search(detail):
+        return "a backreference (\\1 to \\9)"
+    if "invalid escape sequence: \\k" in detail:
+        return "a named backreference (\\k<name>)"
+    if "(?=" in detail or "(?!" in detail:
+        return "a lookahead ((?=...) or (?!...))"
+    if "(?<=" in detail or "(?<!" in detail:
+        return "a lookbehind ((?<=...) or (?<!...))"
+    found = _PROPERTY.search(detail)
+    if found is not None:
+        return (
+            f"the Unicode property escape {found.group(1)} (only general categories and "
+            "scripts by bare name, such as \\p{L} or \\p{Greek})"
+        )
+    return "a construct"

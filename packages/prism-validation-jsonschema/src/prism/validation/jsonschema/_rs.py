@@ -96,8 +96,10 @@ _ASSERTED: dict[str, Callable[[str], bool]] = {"regex": is_regex}
 
 def compile_rs(
     schema: object, draft: str, *, assert_formats: bool, used: Collection[str] = ()
-) -> Callable[[Any], None]:
-    """A function that raises ``jsonschema_rs.ValidationError`` for an invalid instance.
+) -> Any:
+    """The engine's validator, with ``is_valid(instance)`` and ``validate(instance)``.
+
+    ``validate`` raises ``jsonschema_rs.ValidationError`` for an invalid instance.
 
     ``assert_formats`` matters for 2019-09 and 2020-12 only: draft-04/06/07
     always assert their formats. ``used`` names the formats the schema asserts:
@@ -121,5 +123,4 @@ def compile_rs(
         pattern_options=_PATTERN_OPTIONS,
         keywords=_KEYWORDS.get(draft),
     )
-    function: Callable[[Any], None] = validator.validate
-    return function
+    return validator

@@ -28,10 +28,10 @@ from ._errors import SchemaRejectedError
 from ._graph import analyse
 from ._instance import (
     check_instance,
+    closed_members,
     first_problem,
     instance_cost,
     instance_size,
-    members_plain,
     path_text,
 )
 from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
@@ -51,6 +51,15 @@ __all__ = [
 ]
 
 _OK = ToolArgumentValidationResult(ok=True)
+# Above this many work units (instance nodes x the schema's costliest depth), a
+# refusal by a schema with anyOf/oneOf is not explained rule by rule: the engine
+# builds the explanation from every failing branch's errors, each a Python
+# object (about 3-15 us apiece, against about 28 ns per unit of validation).
+ERROR_WORK = 5_000
+_TOO_BIG_TO_EXPLAIN = (
+    "does not match the schema (an anyOf or oneOf has no matching branch somewhere; "
+    "these arguments are too large for Prism to say where)"
+)
 
 Problem = tuple[str | None, str]
 """Why a value or a schema is refused: (path, message)."""
@@ -97,7 +106,9 @@ class _Entry:
 
     __slots__ = (
         "alive",
+        "caps",
         "closed",
+        "contextual",
         "function",
         "key",
         "max_regex",
@@ -105,28 +116,39 @@ class _Entry:
         "refusal",
         "regex",
         "rejected",
+        "valid",
         "work",
     )
 
     def __init__(
         self,
         key: str | None,
-        function: Callable[[Any], Any] | None,
+        engine: Any,
         rejected: SchemaRejectedError | None,
         closed: int | None = None,
         work: tuple[int, ...] | None = None,
         regex: tuple[int, ...] | None = None,
+        *,
+        max_work: int = 0,
+        contextual: bool = False,
+        caps: dict[str, int] | None = None,
     ) -> None:
         self.key = key
-        self.function = function
+        # maxItems of a closed schema's array properties.
+        self.caps = caps or {}
+        # The engine's validate (raises for an invalid value) and is_valid.
+        self.function: Callable[[Any], Any] | None = None if engine is None else engine.validate
+        self.valid: Callable[[Any], bool] | None = None if engine is None else engine.is_valid
         # Declared property count of a closed schema (see _closed), else None.
         self.closed = closed
         # Per-depth cost vectors (see _graph) when a call's cost must be checked
         # against the per-call budgets; None when no admitted instance can exceed them.
         self.work = work
         self.regex = regex
-        self.max_work = max(work or (0,))
+        self.max_work = max(max(work or (0,)), max_work)
         self.max_regex = max(regex or (0,))
+        # anyOf/oneOf: a refusal's error carries every failing branch's errors.
+        self.contextual = contextual
         self.rejected = rejected
         self.alive = True
         self.refusal: Problem | None = None
@@ -333,7 +355,7 @@ class JsonSchemaArgumentValidator:
                 assert_formats=draft in FORMAT_DRAFTS or self._assert_formats,
             )
             bounds = closed_bounds(copy, limits)
-            function = compile_rs(
+            engine = compile_rs(
                 copy, draft, assert_formats=self._assert_formats, used=analysis.formats
             )
         except SchemaRejectedError as exc:
@@ -342,15 +364,34 @@ class JsonSchemaArgumentValidator:
             reason = clip(_describe_compile_error(exc), REASON_LIMIT)
             return _Entry(screened.key, None, SchemaRejectedError(reason))
         closed: int | None = None
+        caps = None
         if bounds is not None and (
             bounds[1] * analysis.max_work <= limits.max_validation_work
             and bounds[2] * analysis.max_regex <= limits.max_regex_work
         ):
             closed = bounds[0]
+            caps = bounds[3]
         nodes = 1 + limits.max_instance_properties + limits.max_array_length
         if analysis.max_work * nodes <= limits.max_validation_work and not analysis.max_regex:
-            return _Entry(screened.key, function, None, closed)
-        return _Entry(screened.key, function, None, closed, analysis.work, analysis.regex)
+            return _Entry(
+                screened.key,
+                engine,
+                None,
+                closed,
+                max_work=analysis.max_work,
+                contextual=analysis.contextual,
+                caps=caps,
+            )
+        return _Entry(
+            screened.key,
+            engine,
+            None,
+            closed,
+            analysis.work,
+            analysis.regex,
+            contextual=analysis.contextual,
+            caps=caps,
+        )
 
     def _run(self, entry: _Entry, value: object) -> Problem | None:
         """Why ``value`` fails ``entry``'s schema (or why the schema is refused), or None."""
@@ -377,13 +418,23 @@ class JsonSchemaArgumentValidator:
         is built once from its error; nothing walks the value after that.
         """
         function = entry.function
-        if function is None:
+        valid = entry.valid
+        if function is None or valid is None:
             return self._run(entry, value)
         closed = entry.closed
         walked = not (closed is not None and type(value) is dict and len(value) <= closed)
+        engine_value = value
+        if not walked:
+            # Within the limits before the engine reads it, or walked.
+            cut = closed_members(value, entry.caps, self._limits.max_string_length)  # type: ignore[arg-type]
+            if cut is None:
+                walked = True
+            else:
+                engine_value = cut
+        nodes = 0
         if walked:
             limits = self._limits
-            if entry.work is None:
+            if entry.work is None and not entry.contextual:
                 problem = check_instance(value, limits)
                 if problem is not None:
                     return problem
@@ -391,7 +442,8 @@ class JsonSchemaArgumentValidator:
                 size = instance_size(value, limits)
                 if size is None:
                     return first_problem(value, limits)
-                if (
+                nodes = size[0]
+                if entry.work is not None and (
                     size[0] * entry.max_work > limits.max_validation_work
                     or size[1] * entry.max_regex > limits.max_regex_work
                 ):
@@ -400,20 +452,24 @@ class JsonSchemaArgumentValidator:
                     if over is not None:
                         return over
         try:
-            function(value)
+            if not valid(engine_value):
+                if entry.contextual and nodes * entry.max_work > ERROR_WORK:
+                    # The engine builds an anyOf/oneOf refusal with every failing
+                    # branch's errors as Python objects (a 100,000-item array
+                    # against two item branches: 2.6 s); is_valid took microseconds.
+                    return "data", _TOO_BIG_TO_EXPLAIN
+                function(engine_value)
+                return "data", "does not match the schema"  # pragma: no cover - engines agree
         except RsValidationError as exc:
-            return _refusal(exc, value)
+            return _refusal(exc, engine_value)
         except Exception as exc:
             # The engine could not read the value. Past a closed schema's check it
             # was not walked, and may hold a type JSON does not have: the instance
             # walk says where. A walked value is within the limits already.
             problem = None if walked else check_instance(value, self._limits)
             return problem or _translate(exc)
-        if walked or members_plain(value):  # type: ignore[arg-type]
-            return None
-        # A closed schema accepted what the engine read as its base types: an
-        # int or str subclass, an integer it cannot convert, a lone surrogate.
-        return check_instance(value, self._limits)
+        # A closed schema's members were checked before the engine read them.
+        return None
 
     def _over_budget(self, entry: _Entry, value: object) -> Problem | None:
         """A problem if validating ``value`` could cost more than the per-call budgets."""
