@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from prism.core import JsonObject, ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
+    SchemaLimits,
     SchemaRejectedError,
     create_json_schema_tool_argument_validator,
 )
@@ -262,3 +263,39 @@ def test_every_admitted_schema_validates_within_bounded_time(schema: Any) -> Non
         assert spent < _STALL, (json.dumps(schema)[:2000], json.dumps(instance)[:80], spent)
         if not result.ok:
             assert result.errors[0].message
+
+
+# -- admission: every object and array counts against max_keywords ---------------
+
+
+def _chain_with_defs(unused: int, levels: int = 64) -> dict[str, Any]:
+    table: dict[str, Any] = {f"u{i}": {"type": "string"} for i in range(unused)}
+    for i in range(levels):
+        table[f"c{i}"] = {"$ref": f"#/$defs/c{i + 1}"}
+    table[f"c{levels}"] = {"type": "integer"}
+    return {"$defs": table, "$ref": "#/$defs/c0"}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"prefixItems": [{}] * 80_000},
+        {"allOf": [{}] * 80_000},
+        {"anyOf": [[]] * 80_000},
+        _chain_with_defs(4_800),
+    ],
+    ids=["prefixItems", "allOf", "arrays", "defs-and-chain"],
+)
+def test_schemas_of_many_empty_parts_are_refused_by_their_count(schema: dict[str, Any]) -> None:
+    # Under max_schema_bytes, without object members to count: 1-3 s to admit before.
+    with pytest.raises(SchemaRejectedError, match=r"max_keywords=10000 members \(object members"):
+        JsonSchemaArgumentValidator().check_schema(schema)
+
+
+def test_the_count_includes_objects_and_arrays_exactly() -> None:
+    # {"allOf": [{}, ... n]}: 1 member, 1 array, n + 1 objects.
+    limits = SchemaLimits(max_keywords=103)
+    JsonSchemaArgumentValidator(limits=limits).check_schema({"allOf": [{}] * 100})
+    with pytest.raises(SchemaRejectedError, match="max_keywords=103"):
+        JsonSchemaArgumentValidator(limits=limits).check_schema({"allOf": [{}] * 101})
+    assert JsonSchemaArgumentValidator().validate(_chain_with_defs(3_000), 5).ok

@@ -135,6 +135,42 @@ _IGNORED: dict[str, frozenset[str]] = {
     "draft2019": frozenset({"prefixItems", "$dynamicRef", "$dynamicAnchor"}),
     "draft2020": frozenset({"additionalItems", "$recursiveRef", "$recursiveAnchor"}),
 }
+# Keywords ``identify`` reads; a schema with none of them keeps its base.
+_IDENTIFYING = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})
+# Keywords ``describe`` reads beyond counting members (applicators in every
+# dialect, references, priced assertions).
+_COSTED = frozenset(
+    {
+        "required",
+        "enum",
+        "dependentRequired",
+        "pattern",
+        "format",
+        "patternProperties",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+        "properties",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "propertyNames",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "unevaluatedItems",
+        "uniqueItems",
+    }
+)
 _MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas"})
 _LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
 _SATURATE = 1 << 62
@@ -362,6 +398,8 @@ class _Collector:
                     stack.append((sub, (*path, key), base))
 
     def identify(self, value: dict[str, Any], path: Path, base: str) -> str:
+        if _IDENTIFYING.isdisjoint(value):
+            return base
         id_key = "id" if self.draft == "draft4" else "$id"
         ident = value.get(id_key)
         legacy = self.draft in ("draft4", "draft6", "draft7")
@@ -448,7 +486,7 @@ class _Collector:
                 "refusing the schema rather than reading it with the wrong keywords",
                 (*path, "$schema"),
             )
-        for key in value:
+        for key in value if not self.ignored.isdisjoint(value) else ():
             if key in self.ignored:
                 raise self.fail(
                     f"keyword {key!r} is ignored in this dialect ({self.draft}); refusing the "
@@ -463,6 +501,10 @@ class _Collector:
                 (*path, "items"),
             )
         weight = 1 + len(value)
+        if _COSTED.isdisjoint(value):
+            # Only plain assertions (type, bounds...): nothing below, nothing in place.
+            node.weight = weight
+            return
         if type(value.get("required")) is list:
             weight += len(value["required"])
         if type(value.get("enum")) is list:

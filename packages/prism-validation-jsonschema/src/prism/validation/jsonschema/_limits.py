@@ -51,7 +51,8 @@ class SchemaLimits:
     Attributes:
         max_schema_bytes: size of the schema as canonical UTF-8 JSON (hard cap 1 MiB).
         max_depth: nesting of objects and arrays in the schema (hard cap 128).
-        max_keywords: object members in the whole schema (hard cap 100,000).
+        max_keywords: object members, objects and arrays in the whole schema
+            (hard cap 100,000).
         max_refs: ``$ref`` occurrences in the schema (hard cap 1,024).
         max_instance_depth: nesting of objects and arrays in the arguments.
         max_instance_properties: object members in the whole of the arguments.

@@ -202,6 +202,7 @@ class JsonSchemaArgumentValidator:
             "JsonSchemaArgumentValidator", limits, cache_size, unsupported_keywords, assert_formats
         )
         self._limits = SchemaLimits() if limits is None else limits
+        self._max_string = self._limits.max_string_length
         self._maxsize = cache_size
         self._unsupported: Literal["reject", "ignore"] = unsupported_keywords
         self._assert_formats = assert_formats
@@ -707,6 +708,31 @@ class JsonSchemaToolValidator:
     ) -> ErrorInfo | None:
         validator = self._validator
         slot = self._slots.get(id(tool))
+        if slot is not None and slot.ref() is tool:
+            # The hot path of a closed schema, inlined (each Python call here
+            # costs about what the engine's whole check does): recency, the
+            # member check, then the engine on the arguments themselves.
+            entry = slot.entry
+            closed = entry.closed
+            valid = entry.valid
+            if (
+                closed is not None
+                and valid is not None
+                and entry.alive
+                and type(arguments) is dict
+                and len(arguments) <= closed
+                and closed_members(arguments, entry.caps, validator._max_string) is arguments
+            ):
+                try:
+                    validator._cache.move_to_end(entry.key)  # type: ignore[arg-type]
+                    validator._hits += 1
+                    if valid(arguments):
+                        return None
+                    entry.function(arguments)  # type: ignore[misc]
+                except RsValidationError as exc:
+                    return _invalid_arguments(tool, _refusal(exc, arguments))
+                except Exception:  # evicted, or unreadable: the full path says why
+                    pass
         if slot is None or slot.ref() is not tool:
             if tool.parameters is None:
                 return self._missing(tool)
