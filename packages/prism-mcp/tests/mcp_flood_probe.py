@@ -11,6 +11,7 @@ import json
 import resource
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import trio
@@ -35,7 +36,7 @@ def _value(text: str) -> object:
 async def main(mode: str, count: int, options: dict[str, object]) -> None:
     transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
     report: dict[str, object] = {"mode": mode, "count": count}
-    if mode in ("pages", "schema_pages"):
+    if mode in ("pages", "schema_pages", "costly_schemas"):
         # The listing is the flood: measure around a second bridge's whole open.
         async with open_mcp_tools(
             server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])
@@ -61,10 +62,20 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
         ) as bridge:
             tool = bridge.tools[0]
             ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments={}))
+            if mode == "big_result":
+                # What one result costs in Python memory, beyond what was held before.
+                tracemalloc.start()
+                held = tracemalloc.get_traced_memory()[0]
             before = peak_rss_bytes()
             started = time.monotonic()
             result = await tool.execute({}, ctx)
             after = peak_rss_bytes()
+            if mode == "big_result":
+                report["traced_peak_bytes"] = tracemalloc.get_traced_memory()[1] - held
+                tracemalloc.stop()
+                report["structured_bytes"] = len(
+                    json.dumps(result.structured, separators=(",", ":"))
+                )
             report["is_error"] = result.is_error
             report["mcp_error"] = result.details.get("mcp_error")
             report["limit"] = result.details.get("limit")

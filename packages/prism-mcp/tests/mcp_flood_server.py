@@ -15,6 +15,12 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   (that change nothing), then answers.
 - ``shapes``: tools with annotations and output schemas whose results lie
   (see ``SHAPES``); ``count`` is unused.
+- ``costly_schemas``: one page of tools whose ``outputSchema`` is about 240 kB of
+  the costliest shapes to admit (80,000 ``prefixItems``, 80,000 ``allOf``
+  entries, 4,800 ``$defs`` beside a 64-level ``$ref`` chain), plus ``flood``.
+- ``big_result``: tools/call of ``flood`` answers with a ``structuredContent`` of
+  about ``count`` bytes (an array of small objects) under an ``outputSchema``
+  of ``{"type": "object"}``.
 """
 
 from __future__ import annotations
@@ -88,6 +94,10 @@ SHAPES: dict[str, Shape] = {
         {"type": "object", "$ref": "#/$defs/missing"},
         {"content": TEXT, "structuredContent": {"x": 1}},
     ),
+    # Definitions the 2025-11-25 schema refuses (the root of an outputSchema or
+    # inputSchema must say "type": "object"): the SDK would refuse the whole page.
+    "string_output": shape(None, {"type": "string"}, {"content": TEXT, "structuredContent": "s"}),
+    "untyped_output": shape(None, {"properties": {"x": {}}}, {"content": TEXT}),
     # Declared task-required, yet answered at once with an ordinary result.
     "plain_task": shape(None, None, {"content": [{"type": "text", "text": "no task after all"}]}),
     # Asks the user through a form whose schema holds NaN (the call is answered below).
@@ -130,13 +140,47 @@ def shape_tool(name: str) -> dict[str, object]:
         out["outputSchema"] = output
     if name == "plain_task":
         out["execution"] = {"taskSupport": "required"}
+    if name == "untyped_output":
+        out["inputSchema"] = {"properties": {}}
     return out
+
+
+def costly_tools() -> list[dict[str, object]]:
+    defs: dict[str, object] = {f"u{i}": {"type": "string"} for i in range(4_800)}
+    for i in range(64):
+        defs[f"c{i}"] = {"$ref": f"#/$defs/c{i + 1}"}
+    defs["c64"] = {"type": "object"}
+    schemas: list[dict[str, object]] = [
+        {"type": "object", "prefixItems": [{}] * 80_000},
+        {"type": "object", "allOf": [{}] * 80_000},
+        {"type": "object", "$defs": defs, "$ref": "#/$defs/c0"},
+    ]
+    tools = [tool("flood")]
+    for index, schema in enumerate(schemas):
+        entry = tool(f"costly{index}")
+        entry["outputSchema"] = schema
+        tools.append(entry)
+    return tools
+
+
+def big_result(request_id: object) -> None:
+    items = [{"id": n, "name": "item"} for n in range(COUNT // 25)]
+    result = {"content": [{"type": "text", "text": "big"}], "structuredContent": {"items": items}}
+    send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def list_page(request_id: object, cursor: object) -> None:
     if MODE == "shapes":
         tools = [shape_tool(name) for name in SHAPES] + [tool("mutate", "change a tool")]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
+        return
+    if MODE == "costly_schemas":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": costly_tools()}})
+        return
+    if MODE == "big_result":
+        entry = tool("flood")
+        entry["outputSchema"] = {"type": "object"}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [entry]}})
         return
     if MODE != "pages":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood")]}})
@@ -156,6 +200,9 @@ def list_page(request_id: object, cursor: object) -> None:
 
 
 def flood(request_id: object, token: object) -> None:
+    if MODE == "big_result":
+        big_result(request_id)
+        return
     if MODE == "ping":
         chunk = b"".join(
             json.dumps({"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"}).encode() + b"\n"

@@ -257,3 +257,25 @@ async def test_a_change_announced_right_after_initialize_does_not_leave_the_brid
             assert not bridge.stale
     assert "MCP server sh announced a tool list change" in caplog.messages
     assert "MCP server sh: the announced change is already in the listing" in caplog.messages
+
+
+async def test_a_tool_the_sdk_would_refuse_is_dropped_and_the_listing_survives(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Through 2025-11-25 an outputSchema (and an inputSchema) must say
+    # "type": "object"; the SDK refused the whole tools/list for one such tool,
+    # so no tool of the server could be used.
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="sh", transport=SHAPES, protocol="legacy") as bridge:
+            names = {tool.name.removeprefix("mcp:sh:") for tool in bridge.tools}
+            good = await run(bridge, "good")
+    assert "string_output" not in names
+    assert "untyped_output" not in names
+    assert {"good", "bad_output", "annotated", "mutate"} <= names
+    assert not good.is_error
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    for name in ("string_output", "untyped_output"):
+        assert any(
+            f"MCP server sh: skipping tool '{name}'" in text and "Schema" in text
+            for text in warnings
+        ), warnings

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from prism.mcp import McpToolBridge
 
 SETSID_SERVER = Path(__file__).resolve().parent / "mcp_setsid_server.py"
+ORPHAN_SERVER = Path(__file__).resolve().parent / "mcp_orphan_server.py"
 
 
 async def run_tool(bridge: McpToolBridge, name: str) -> ToolResult:
@@ -65,3 +66,31 @@ async def test_the_server_env_carries_a_fresh_process_tree_marker_per_connection
                 markers.append((await tool.execute(arguments, ctx)).joined_text)
     assert all(len(marker) == 32 for marker in markers), markers
     assert markers[0] != markers[1]
+
+
+async def test_a_server_that_exits_while_a_child_holds_its_stdout_is_seen_dead(
+    tmp_path: Path, process_alive: Callable[[int], bool]
+) -> None:
+    # The server exits (status 7) without answering, after forking a child that
+    # called setsid and keeps the stdout pipe open: the pipe never closes, so
+    # every later call used to wait the whole call_timeout_s and the bridge
+    # never restarted the server.
+    log = tmp_path / "starts"
+    server = ORPHAN_SERVER
+    transport = StdioTransport(sys.executable, [str(server), str(log)])
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="esc", transport=transport, call_timeout_s=600.0
+        ) as bridge:
+            first = bridge.server_pid
+            assert first is not None
+            died = await run_tool(bridge, "die")
+            assert died.is_error
+            assert died.details["mcp_error"] == "connection_lost"
+            assert "exit status 7" in died.joined_text, died.joined_text
+            again = await run_tool(bridge, "hello")
+            assert not again.is_error, again.joined_text
+            assert again.joined_text == "hello 2"
+            assert bridge.server_pid not in (None, first)
+    assert log.read_text().splitlines() == ["start", "start"]
+    assert not process_alive(first)

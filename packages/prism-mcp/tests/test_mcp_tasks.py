@@ -185,12 +185,17 @@ async def test_hostile_shapes_are_skipped_or_contained(
             deep_list = await run(bridge, "deep_list")
             nan = await run(bridge, "nan_structured")
             unchecked = bridge.tool_info["mcp:tasks:bad_output"].output_schema
+            # Output schemas are compiled on a tool's first call, not at listing.
+            listed = " ".join(record.getMessage() for record in caplog.records)
+            bad = await run(bridge, "bad_output")
     # A schema that is not JSON (NaN) makes the tool unusable: skipped, with a warning.
     assert "nan_input" not in names
     assert {"deep", "nan_structured", "nan_output", "bad_output"} <= names
     warnings = " ".join(record.getMessage() for record in caplog.records)
     assert "nan_input: inputSchema is not a JSON object" in warnings
-    assert "bad_output: outputSchema cannot be used" in warnings
+    assert "outputSchema cannot be used" not in listed
+    assert "mcp:tasks:bad_output: outputSchema cannot be used" in warnings
+    assert bad.details.get("mcp_error") != "output_invalid"
     assert unchecked == {"type": 12}
     # Deeper than the fast copy goes: still copied, through the json module.
     value = deep.structured

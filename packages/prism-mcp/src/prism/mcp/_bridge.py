@@ -272,7 +272,7 @@ class McpToolBridge:
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
         for tool in listed:
-            prepared = prepare_tool(self._options, self._caller.checker, tool)
+            prepared = prepare_tool(self._options, tool)
             if prepared is None:
                 continue
             if prepared.info.tool_name in tools:

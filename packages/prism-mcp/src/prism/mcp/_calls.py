@@ -126,12 +126,15 @@ class Caller:
             return self._call_failed(conn, remote, failure, details)
         mapped = map_call_result(result, details)
         if output_schema is not None and not mapped.is_error:
-            return self._check_output(remote, output_schema, result, mapped, details)
+            return self._check_output(
+                remote, info.tool_name, output_schema, result, mapped, details
+            )
         return mapped
 
     def _check_output(
         self,
         remote: str,
+        name: str,
         schema: JsonObject,
         result: mcp_types.CallToolResult,
         mapped: ToolResult,
@@ -145,7 +148,7 @@ class Caller:
                 mcp_error="output_invalid",
                 **details,
             )
-        mismatch = self.checker.check(schema, mapped.structured)
+        mismatch = self.checker.check(schema, mapped.structured, tool=name)
         if mismatch is None:
             return mapped
         where = mismatch.path or "$"

@@ -13,7 +13,7 @@ import attrs
 import trio
 
 from prism.core import JsonObject, JsonValue
-from prism.core.text import NAME_LIMIT, REASON_LIMIT, clip
+from prism.core.text import NAME_LIMIT, clip
 
 from ._annotations import (
     McpToolAnnotations,
@@ -29,7 +29,6 @@ from ._options import BridgeOptions
 if TYPE_CHECKING:
     from mcp import Client
 
-    from ._output import OutputChecker
     from ._session import Connection
 
 __all__ = ["Listing", "Pins", "PreparedTool", "list_tools", "listing_of", "prepare_tool"]
@@ -84,6 +83,20 @@ def _bound_sdk_tool_state(client: Client, listed: set[str] | None) -> None:
             del maps[name]
 
 
+def _log_dropped(options: BridgeOptions, conn: Connection) -> None:
+    """Warn about the tools the transport dropped from a page the SDK would have refused."""
+    dropped = conn.state.dropped_tools
+    for name, reason in dropped:
+        _log.warning(
+            "MCP server %s: skipping tool %s: the MCP SDK would refuse its definition (%s); "
+            "the other tools stay usable",
+            options.server_id,
+            name,
+            reason,
+        )
+    dropped.clear()
+
+
 async def list_tools(
     options: BridgeOptions, conn: Connection, client: Client, limit_s: float
 ) -> list[Any]:
@@ -111,6 +124,7 @@ async def list_tools(
                     break
                 pages += 1
                 page = await client.list_tools(cursor=cursor)
+                _log_dropped(options, conn)
                 seen.update(tool.name for tool in page.tools)
                 for tool in page.tools:
                     # Count what is kept, not what was sent: a listing of many pages
@@ -154,7 +168,8 @@ class PreparedTool:
         info: what the server said about it.
         schema: its ``inputSchema``.
         description: its description, clipped.
-        checked: its ``outputSchema`` when the bridge can check results against it.
+        checked: its ``outputSchema``, which results are checked against (compiled
+            on the first call; one that cannot be used leaves them unchecked).
     """
 
     info: McpToolInfo
@@ -163,8 +178,13 @@ class PreparedTool:
     checked: JsonObject | None
 
 
-def prepare_tool(options: BridgeOptions, checker: OutputChecker, tool: Any) -> PreparedTool | None:
-    """``tool`` as the bridge offers it, or ``None`` (logged) when it is unusable."""
+def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
+    """``tool`` as the bridge offers it, or ``None`` (logged) when it is unusable.
+
+    Its ``outputSchema`` is not compiled here: that happens on the tool's first
+    call (see ``OutputChecker.check``), so opening a listing never pays for
+    schemas nobody calls.
+    """
     name = tool.name
     if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         _log.warning(
@@ -193,18 +213,7 @@ def prepare_tool(options: BridgeOptions, checker: OutputChecker, tool: Any) -> P
             output_schema = to_json_value(tool.output_schema)
         except ValueError:
             output_schema = None
-    checked: JsonObject | None = None
-    if isinstance(output_schema, dict):
-        refused = checker.refusal(output_schema)
-        if refused is None:
-            checked = output_schema
-        else:
-            _log.warning(
-                "MCP tool %s: outputSchema cannot be used (%s); its structuredContent "
-                "is not checked",
-                full_name,
-                clip(refused, REASON_LIMIT),
-            )
+    checked = output_schema if isinstance(output_schema, dict) else None
     execution = getattr(tool, "execution", None)
     task_support = getattr(execution, "task_support", None)
     parts = definition_parts(description, schema, output_schema, annotations, title)

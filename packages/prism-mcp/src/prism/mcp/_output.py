@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from prism.core.text import REASON_LIMIT, clip
+
 if TYPE_CHECKING:
     from prism.core import JsonValue
 
@@ -47,38 +49,45 @@ class OutputChecker:
         if module is not None:
             self._hardened = module.JsonSchemaArgumentValidator()
 
-    def refusal(self, schema: JsonValue) -> str | None:
-        """Why ``schema`` cannot be used, or ``None`` (compiles and keeps it)."""
+    def _compile(self, schema: JsonValue) -> tuple[Any, str | None]:
+        """The compiled check of ``schema``, or ``None`` and why it cannot be used."""
         try:
             if self._hardened is not None:
-                compiled = self._hardened.compile(schema)
-            else:
-                from jsonschema.validators import validator_for  # type: ignore[import-untyped]
-                from referencing import Registry
+                return self._hardened.compile(schema), None
+            from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+            from referencing import Registry
 
-                cls = validator_for(schema)
-                cls.check_schema(schema)
-                compiled = cls(schema, registry=Registry())
+            cls = validator_for(schema)
+            cls.check_schema(schema)
+            return cls(schema, registry=Registry()), None
         except Exception as exc:
-            return str(exc)[:_MAX_REASON_CHARS]
-        if len(self._compiled) >= _MAX_COMPILED:
-            # Bounded across relistings (each brings new schema objects).
-            self._compiled.clear()
-        self._compiled[id(schema)] = (schema, compiled)
-        return None
+            return None, str(exc)[:_MAX_REASON_CHARS]
 
-    def check(self, schema: JsonValue, value: JsonValue) -> Mismatch | None:
+    def check(self, schema: JsonValue, value: JsonValue, *, tool: str = "") -> Mismatch | None:
         """The first way ``value`` fails ``schema``, or ``None`` when it matches.
 
-        ``schema`` is compiled once (by :meth:`refusal`, or here on first use);
-        a schema that cannot be used matches nothing.
+        ``schema`` is compiled on its first use (a tool's first call, never at
+        listing, so a listing full of costly output schemas costs nothing until
+        one of them is called) and kept. A schema that cannot be used is logged
+        once, naming ``tool``, and leaves the value unchecked, as an absent
+        ``outputSchema`` would.
         """
         kept = self._compiled.get(id(schema))
         if kept is None or kept[0] is not schema:
-            refused = self.refusal(schema)
+            compiled, refused = self._compile(schema)
             if refused is not None:
-                return Mismatch(path="", message=f"the outputSchema cannot be used: {refused}")
-            kept = self._compiled[id(schema)]
+                _log.warning(
+                    "MCP tool %s: outputSchema cannot be used (%s); its structuredContent "
+                    "is not checked",
+                    tool,
+                    clip(refused, REASON_LIMIT),
+                )
+            if len(self._compiled) >= _MAX_COMPILED:
+                # Bounded across relistings (each brings new schema objects).
+                self._compiled.clear()
+            kept = self._compiled[id(schema)] = (schema, compiled)
+        if kept[1] is None:
+            return None
         validator = kept[1]
         if self._hardened is not None:
             result = validator.validate(value)

@@ -23,6 +23,7 @@ import anyio
 import attrs
 import httpx2
 import mcp_types
+from mcp_types import methods as _methods
 
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
@@ -61,6 +62,7 @@ _STDERR_TAIL_BYTES = 4096
 _STDIN_GRACE_S = 1.0
 _TERM_GRACE_S = 1.0
 _KILL_WAIT_S = 2.0
+_EXIT_DRAIN_S = 0.5
 
 
 @attrs.define(eq=False)
@@ -72,6 +74,9 @@ class WireState:
         oversize: the fault was a message over the byte limit.
         pid: the server process id (stdio only).
         returncode: the server's exit status once known (stdio only).
+        refused_requests: server requests refused by the flood gate.
+        dropped_tools: (name, reason) of listed tools the SDK would have refused,
+            dropped from their ``tools/list`` page; the listing takes them.
     """
 
     fault: str | None = None
@@ -79,6 +84,7 @@ class WireState:
     pid: int | None = None
     returncode: int | None = None
     refused_requests: int = 0
+    dropped_tools: list[tuple[str, str]] = attrs.field(factory=list)
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:
@@ -198,8 +204,15 @@ async def open_stdio_streams(
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     closing = False
+    stdout_done = anyio.Event()
 
     async def read_stdout() -> None:
+        try:
+            await _read_stdout()
+        finally:
+            stdout_done.set()
+
+    async def _read_stdout() -> None:
         assert process.stdout is not None
         lines = LineSplitter(max_message_bytes)
         try:
@@ -249,6 +262,20 @@ async def open_stdio_streams(
                 state.set_fault("the server stopped reading its stdin (it exited or crashed)")
             read_send.close()
 
+    async def watch_exit() -> None:
+        # The process, not its pipe: a child that called setsid (or any fork)
+        # may hold stdout open long after the server died, and the session
+        # would wait out every call's timeout. What the server wrote before it
+        # exited is still read, for a moment, then the session ends.
+        await process.wait()
+        with anyio.move_on_after(_EXIT_DRAIN_S):
+            await stdout_done.wait()
+        if closing:
+            return
+        state.returncode = process.returncode
+        state.set_fault("the server process exited")
+        read_send.close()
+
     async def read_stderr() -> None:
         assert process.stderr is not None
         with suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
@@ -259,6 +286,7 @@ async def open_stdio_streams(
         tasks.start_soon(read_stdout)
         tasks.start_soon(write_stdin)
         tasks.start_soon(read_stderr)
+        tasks.start_soon(watch_exit)
         try:
             yield gate_server_requests(
                 (read_recv, write_send), limit=max_server_requests, state=state
@@ -483,6 +511,8 @@ class _GatedRead:
                     message.id
                 ):
                     continue
+                if isinstance(message, mcp_types.JSONRPCResponse) and self._gate.pending:
+                    self._gate.answered(message)
                 if (
                     self._gate.calls
                     and isinstance(message, mcp_types.JSONRPCResponse)
@@ -537,8 +567,11 @@ class _GatedWrite:
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        if type(message) is mcp_types.JSONRPCRequest and message.method == "tools/call":
-            self._gate.track_call(message.id)
+        if type(message) is mcp_types.JSONRPCRequest:
+            if message.method == "tools/call":
+                self._gate.track_call(message.id)
+            elif message.method in _WATCHED:
+                self._gate.track(message.id, message.method)
         if not self._gate.inflight or not isinstance(
             message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
         ):
@@ -566,6 +599,46 @@ class _GatedWrite:
         await self.aclose()
 
 
+# Requests whose answers the gate reads: the handshake (for the protocol
+# version) and tool listings (to drop a tool the SDK would refuse).
+_WATCHED = frozenset({"initialize", "tools/list"})
+_MAX_DROPPED = 64
+_LATEST = "2026-07-28"
+
+
+def _page_refusal(page: dict[str, Any], version: str) -> str | None:
+    """Why the SDK would refuse a ``tools/list`` page, or ``None`` (one check per page)."""
+    try:
+        with suppress(KeyError):
+            _methods.validate_server_result("tools/list", version, page)
+        mcp_types.ListToolsResult.model_validate(page, by_name=False)
+    except ValueError as exc:
+        return str(exc)[:300]
+    return None
+
+
+def _sdk_refusal(page: dict[str, Any], tool: object, version: str) -> str | None:
+    """Why the SDK would refuse ``tool`` in a ``tools/list`` page, or ``None``.
+
+    The SDK validates a whole page against the negotiated revision's schema
+    (through 2025-11-25 an ``outputSchema`` must say ``"type": "object"``) and
+    then its own model: one bad tool would fail the listing of every tool.
+    """
+    try:
+        with suppress(KeyError):
+            _methods.validate_server_result("tools/list", version, {**page, "tools": [tool]})
+        mcp_types.Tool.model_validate(tool, by_name=False)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        errors = getattr(exc, "errors", None)
+        if callable(errors):
+            with suppress(Exception):
+                first = errors()[0]
+                where = ".".join(str(part) for part in first.get("loc", ()))
+                return f"{where}: {first.get('msg', '')}"[:300]
+        return str(exc)[:300]
+    return None
+
+
 @attrs.define(eq=False)
 class _Gate:
     limit: int
@@ -573,6 +646,34 @@ class _Gate:
     write: Any
     inflight: set[int | str] = attrs.field(factory=set)
     calls: set[int | str] = attrs.field(factory=set)
+    pending: dict[int | str, str] = attrs.field(factory=dict)
+    version: str | None = None
+
+    def track(self, request_id: int | str, method: str) -> None:
+        if len(self.pending) >= _MAX_TRACKED_CALLS:
+            self.pending.clear()
+        self.pending[request_id] = method
+
+    def answered(self, message: mcp_types.JSONRPCResponse) -> None:
+        method = self.pending.pop(message.id, None)
+        result = message.result
+        if method == "initialize":
+            version = result.get("protocolVersion")
+            self.version = version if isinstance(version, str) else None
+        elif method == "tools/list" and isinstance(result.get("tools"), list):
+            version = self.version or _LATEST
+            if _page_refusal(result, version) is None:
+                return
+            kept: list[object] = []
+            for tool in result["tools"]:
+                reason = _sdk_refusal(result, tool, version)
+                if reason is None:
+                    kept.append(tool)
+                    continue
+                name = tool.get("name") if isinstance(tool, dict) else None
+                if len(self.state.dropped_tools) < _MAX_DROPPED:
+                    self.state.dropped_tools.append((repr(name)[:130], reason))
+            result["tools"] = kept
 
     def track_call(self, request_id: int | str) -> None:
         # Bounded: ids of calls abandoned without an answer are forgotten in bulk.
