@@ -33,7 +33,30 @@ def _value(text: str) -> object:
     return float(text) if "." in text else int(text)
 
 
+async def _ticker(gaps: list[float], done: trio.Event) -> None:
+    """The most CPU time of this thread between two ticks of a 10 ms ticker."""
+    last = time.thread_time()
+    while not done.is_set():
+        await trio.sleep(0.01)
+        now = time.thread_time()
+        gaps.append(now - last)
+        last = now
+
+
 async def main(mode: str, count: int, options: dict[str, object]) -> None:
+    gaps: list[float] = []
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_ticker, gaps, done)
+        try:
+            report = await _flood(mode, count, options)
+        finally:
+            done.set()
+    report["stall_s"] = max(gaps, default=0.0)
+    sys.stdout.write(json.dumps(report) + "\n")
+
+
+async def _flood(mode: str, count: int, options: dict[str, object]) -> dict[str, object]:
     transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
     report: dict[str, object] = {"mode": mode, "count": count}
     if mode in ("pages", "schema_pages", "costly_schemas"):
@@ -84,7 +107,7 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
     report["peak_before"] = before
     report["peak_after"] = after
     report["peak_growth_bytes"] = after - before
-    sys.stdout.write(json.dumps(report) + "\n")
+    return report
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   the costliest shapes to admit (80,000 ``prefixItems``, 80,000 ``allOf``
   entries, 4,800 ``$defs`` beside a 64-level ``$ref`` chain), plus ``flood``.
 - ``big_result``: tools/call of ``flood`` answers with a ``structuredContent`` of
-  about ``count`` bytes (an array of small objects) under an ``outputSchema``
+  about ``count`` bytes (an array of 30-character strings) under an ``outputSchema``
   of ``{"type": "object"}``.
 """
 
@@ -164,7 +164,7 @@ def costly_tools() -> list[dict[str, object]]:
 
 
 def big_result(request_id: object) -> None:
-    items = [{"id": n, "name": "item"} for n in range(COUNT // 25)]
+    items = [f"item {n:025d}" for n in range(COUNT // 33)]
     result = {"content": [{"type": "text", "text": "big"}], "structuredContent": {"items": items}}
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
