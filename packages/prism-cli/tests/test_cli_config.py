@@ -207,7 +207,7 @@ def test_concurrency_outside_its_range_is_always_refused(value: int) -> None:
             parse_config({"agent": {"tool_concurrency": value}})
 
 
-@pytest.mark.parametrize("mode", ["none", "bubblewrap", "auto"])
+@pytest.mark.parametrize("mode", ["none", "bubblewrap", "landlock", "auto"])
 def test_sandbox_modes_are_accepted(mode: str) -> None:
     assert parse_config({"workspace": {"sandbox": mode}}).workspace.sandbox == mode
 
@@ -215,7 +215,7 @@ def test_sandbox_modes_are_accepted(mode: str) -> None:
 def test_an_unknown_sandbox_is_refused_with_the_choices() -> None:
     error = _problem({"workspace": {"sandbox": "docker"}})
     assert error.key == "workspace.sandbox"
-    assert "one of 'none', 'bubblewrap', 'auto'" in error.problem
+    assert "one of 'none', 'bubblewrap', 'landlock', 'auto'" in error.problem
 
 
 def test_sandbox_defaults_to_auto() -> None:

@@ -259,7 +259,11 @@ def test_sandbox_auto_says_when_commands_run_on_the_host(tmp_path: Path) -> None
     proc = _run_in(tmp_path, _no_bwrap_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["sandbox"] == "none (bubblewrap unavailable)"
+    # the same meaning as open_secure_coding_tools: Landlock next, then the host
+    assert report["sandbox"] in (
+        "landlock (proved-safe only; bubblewrap unavailable)",
+        "none (bubblewrap and landlock unavailable)",
+    )
     assert report["calls"][0]["status"] == "ok"
 
 

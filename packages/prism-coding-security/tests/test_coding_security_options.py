@@ -68,7 +68,6 @@ _CASES: list[tuple[str, str, object, Callable[..., object]]] = [
     ("BubblewrapSandbox", "cpu_time_s", 0, _bwrap),
     ("BubblewrapSandbox", "memory_bytes", 10, _bwrap),
     ("BubblewrapSandbox", "max_processes", True, _bwrap),
-    ("BubblewrapSandbox", "protected_walk_limit", -1, _bwrap),
     ("LandlockSandbox", "writable_roots", 3, lambda root, **o: LandlockSandbox(**o)),
     ("LandlockSandbox", "network", "yes", lambda root, **o: LandlockSandbox([root], **o)),
     ("LandlockSandbox", "cpu_time_s", -1, lambda root, **o: LandlockSandbox([root], **o)),

@@ -126,8 +126,8 @@ async def test_worktree_config_is_kept_private(
     command = f"{_fsmonitor(marker, '.git/config.worktree')}; git config user.name evil; echo end"
     _, output = await run_shell(_ops(root), command, root)
     assert "end" in output
-    assert "the change to .git/config.worktree" in output
-    assert "the change to .git/config" in output
+    assert ".git/config.worktree" in output
+    assert ".git/config," in output
     assert not (root / ".git" / "config.worktree").exists()
     assert b"evil" not in (root / ".git" / "config").read_bytes()
     await _host_git_status_runs_nothing(root, marker)
@@ -188,11 +188,15 @@ async def test_ordinary_git_work_spans_commands(root: Path, run_shell: RunShell)
     assert await _git(root, "status", "--porcelain") == b""
 
 
-async def test_index_the_host_changed_meanwhile_is_kept(root: Path) -> None:
+async def test_index_the_host_changed_meanwhile_is_kept(root: Path, tmp_path: Path) -> None:
     await _repo(root)
     (root / "a.txt").write_text("a\n")
     (root / "b.txt").write_text("b\n")
-    os.mkfifo(root / "go")
+    # a fifo outside the root, shown inside read-only (a fifo inside the root is
+    # the overlay's own inside the sandbox, not the host's)
+    pipes = tmp_path / "pipes"
+    pipes.mkdir()
+    os.mkfifo(pipes / "go")
     ready = trio.Event()
     seen: list[bytes] = []
 
@@ -202,23 +206,24 @@ async def test_index_the_host_changed_meanwhile_is_kept(root: Path) -> None:
             ready.set()
 
     request = ShellSpawnRequest(
-        command="git add a.txt && echo ready && cat go",
+        command=f"git add a.txt && echo ready && cat {pipes / 'go'}",
         shell_path="/bin/sh",
         cwd=str(root),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
 
     def release() -> None:
-        with open(root / "go", "w") as fifo:
+        with open(pipes / "go", "w") as fifo:
             fifo.write("go\n")
 
+    sandbox = BubblewrapSandbox([str(root)], extra_args=("--ro-bind", str(pipes), str(pipes)))
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_ops(root).run, request, sink)
+        nursery.start_soon(create_sandbox_shell_operations(sandbox).run, request, sink)
         with trio.fail_after(30):
             await ready.wait()
         await _git(root, "add", "b.txt")
         await trio.to_thread.run_sync(release)
-    assert b"changed outside meanwhile" in b"".join(seen)
+    assert b"changed on the host meanwhile" in b"".join(seen)
     assert await _git(root, "diff", "--cached", "--name-only") == b"b.txt\n"
 
 
@@ -237,12 +242,15 @@ async def test_protected_paths_below_the_top_are_read_only(
     )
     _, output = await run_shell(_ops(root), command, root)
     assert "end" in output
+    # the directory moved, without its protected file, which stayed where it was
     assert (root / "sub" / ".envrc").read_text() == "safe\n"
-    assert not (root / "moved").exists()
+    assert (root / "moved").is_dir()
+    assert not (root / "moved" / ".envrc").exists()
     assert not (root / "vendor" / "x" / ".git" / "hooks").exists()
     await _host_git_status_runs_nothing(root / "vendor" / "x", marker)
-    # documented limit: what is created during the run is not covered
-    assert (root / "later" / ".envrc").read_text() == "new\n"
+    # created during the run, in a directory the run made: not kept either
+    assert not (root / "later" / ".envrc").exists()
+    assert "later/.envrc" in output
 
 
 @pytest.mark.parametrize(
@@ -337,46 +345,3 @@ async def test_protected_path_globs_apply_below_the_top(root: Path, run_shell: R
     _, output = await run_shell(ops, "echo evil > deploy/prod.secret; echo end", root)
     assert "end" in output
     assert (root / "deploy" / "prod.secret").read_text() == "keep\n"
-
-
-async def test_the_walk_below_the_top_is_bounded_and_says_so(
-    root: Path, run_shell: RunShell
-) -> None:
-    # breadth first: with room for three directories, a/.envrc (depth 1) is found and
-    # deep/er/.envrc (depth 2) is not; the output says the walk stopped
-    (root / "a").mkdir()
-    (root / "a" / ".envrc").write_text("safe\n")
-    (root / "deep" / "er").mkdir(parents=True)
-    (root / "deep" / "er" / ".envrc").write_text("safe\n")
-    sandbox = BubblewrapSandbox([str(root)], protected_walk_limit=3)
-    ops = create_sandbox_shell_operations(sandbox)
-    command = "echo evil >> a/.envrc; echo evil >> deep/er/.envrc; echo end"
-    _, output = await run_shell(ops, command, root)
-    assert "end" in output
-    assert (root / "a" / ".envrc").read_text() == "safe\n"
-    assert (root / "deep" / "er" / ".envrc").read_text() == "safe\nevil\n"
-    assert f"[prism sandbox] {root} has more than 3 directories" in output
-
-
-async def test_a_walk_that_reads_the_whole_tree_adds_no_note(
-    root: Path, run_shell: RunShell
-) -> None:
-    (root / "deep" / "er").mkdir(parents=True)
-    (root / "deep" / "er" / ".envrc").write_text("safe\n")
-    command = "echo evil >> deep/er/.envrc; echo end"
-    _, output = await run_shell(_ops(root), command, root)
-    assert (root / "deep" / "er" / ".envrc").read_text() == "safe\n"
-    assert "[prism sandbox]" not in output
-
-
-async def test_a_walk_limit_of_zero_protects_the_top_only_without_a_note(
-    root: Path, run_shell: RunShell
-) -> None:
-    (root / "a").mkdir()
-    (root / "a" / ".envrc").write_text("safe\n")
-    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], protected_walk_limit=0))
-    _, output = await run_shell(ops, "echo evil >> a/.envrc; echo evil >> .envrc; echo end", root)
-    assert "end" in output
-    assert (root / "a" / ".envrc").read_text() == "safe\nevil\n"
-    assert not (root / ".envrc").exists()  # the top stays protected: the write failed
-    assert "[prism sandbox]" not in output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 from typing import TYPE_CHECKING
 
@@ -177,3 +179,79 @@ async def test_the_command_has_no_capabilities(root: Path, run_shell: RunShell) 
     values = [line.split()[1] for line in output.splitlines()]
     assert len(values) == 5
     assert set(values) == {"0000000000000000"}
+
+
+def _daemons(tag: str, where: str) -> str:
+    """Three processes that outlive the command (setsid + env -i, double fork, nohup)."""
+    mark = f"touch {where}/{tag}"
+    return (
+        f"setsid -f env -i /bin/bash -c '{mark}-a; exec -a {tag}-a sleep 300' >/dev/null 2>&1; "
+        f"/bin/bash -c '( ( {mark}-b; exec -a {tag}-b sleep 300 & ) & )' >/dev/null 2>&1; "
+        f"nohup /bin/bash -c '{mark}-c; exec -a {tag}-c sleep 300' >/dev/null 2>&1 & "
+        f"until [ -e {where}/{tag}-a ] && [ -e {where}/{tag}-b ] && [ -e {where}/{tag}-c ]; "
+        "do :; done; echo started"
+    )
+
+
+def _running(tag: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    if tag.encode() in handle.read():
+                        found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+async def test_a_setsid_daemon_outlives_an_unsandboxed_call(
+    root: Path, run_shell: RunShell
+) -> None:
+    from prism.coding.tools import LocalShellOperations
+
+    tag = f"prism-control-{os.getpid()}-{id(root)}"
+    _, output = await run_shell(LocalShellOperations(), _daemons(tag, str(root)), root)
+    left = _running(tag)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert output.strip() == "started"
+    assert left  # the control: without a subreaper, the env -i daemon stays
+
+
+@pytest.mark.landlock
+async def test_every_process_the_command_starts_ends_with_the_call(
+    root: Path, run_shell: RunShell
+) -> None:
+    tag = f"prism-daemon-{os.getpid()}-{id(root)}"
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    result, output = await run_shell(ops, _daemons(tag, str(root)), root)
+    assert (result.exit_code, output.strip()) == (0, "started")
+    assert _running(tag) == []
+
+
+@pytest.mark.landlock
+async def test_a_cancelled_call_ends_its_daemons_too(root: Path) -> None:
+    from prism.coding.tools import ShellSpawnRequest
+
+    tag = f"prism-cancel-{os.getpid()}-{id(root)}"
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]), kill_grace_s=5)
+    started = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        if b"started" in chunk:
+            started.set()
+
+    request = ShellSpawnRequest(
+        command=_daemons(tag, str(root)) + "; sleep 300",
+        shell_path="/bin/sh",
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ops.run, request, sink)
+        with trio.fail_after(30):
+            await started.wait()
+        nursery.cancel_scope.cancel()
+    assert _running(tag) == []

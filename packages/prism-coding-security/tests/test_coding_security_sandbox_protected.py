@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -13,10 +12,9 @@ import trio
 
 from prism.coding.security import (
     BubblewrapSandbox,
-    SandboxUnavailableError,
     create_sandbox_shell_operations,
 )
-from prism.coding.tools import ShellExit, ShellSpawnRequest
+from prism.coding.tools import ShellExit
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
@@ -70,7 +68,6 @@ async def test_sandboxed_command_cannot_plant_an_fsmonitor_for_the_host_git(
     _, output = await run_shell(ops, _fsmonitor_attack(marker), root)
     assert "attempted" in output
     assert (root / ".git" / "config").read_bytes() == config
-    assert not (root / ".git-old").exists()
     await _host_git_status(root)
     assert not marker.exists()
 
@@ -163,15 +160,17 @@ async def test_git_of_a_parent_repository_works_but_no_nested_repository_appears
     tmp_path: Path,
     run_shell: RunShell,
 ) -> None:
-    # root is not a repository itself: its missing .git gets a placeholder, which
-    # git's discovery must skip on its way up to tmp_path's repository (also a
-    # root here, since the sandbox hides tmp_path's /tmp otherwise)
+    # root is not a repository itself: git finds tmp_path's repository above it
+    # (also a root here, since the sandbox hides tmp_path's /tmp otherwise); a
+    # repository made inside comes back without its config and hooks
     _git_repo(tmp_path)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(tmp_path), str(root)]))
     _, output = await run_shell(ops, "git rev-parse --show-toplevel; git init -q .; echo end", root)
     assert output.splitlines()[0] == str(tmp_path), output
-    assert output.splitlines()[-1] == "end"
-    assert not (root / ".git").exists()
+    assert "end" in output.splitlines()
+    assert "project/.git/config" in output
+    assert not (root / ".git" / "config").exists()
+    assert not (root / ".git" / "hooks").exists()
 
 
 @pytest.mark.bwrap
@@ -217,81 +216,21 @@ async def test_protected_paths_option_adds_entries(root: Path, run_shell: RunShe
 
 
 @pytest.mark.bwrap
-async def test_dangling_symlink_at_a_protected_path_refuses_to_run(
-    root: Path, run_shell: RunShell
+@pytest.mark.parametrize("target", ["missing", "present"])
+async def test_a_protected_name_that_is_a_link_keeps_its_target(
+    root: Path, run_shell: RunShell, target: str
 ) -> None:
-    (root / ".envrc").symlink_to(root / "missing")
+    if target == "present":
+        (root / target).write_text("export A=1\n")
+    (root / ".envrc").symlink_to(root / target)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    with pytest.raises(SandboxUnavailableError, match="dangling"):
-        await run_shell(ops, "echo x > .envrc", root)
-    assert not (root / "missing").exists()
-
-
-def _placeholder(path: Path) -> bool:
-    # docs/sandbox.md: an empty regular file with mode 1444
-    info = path.lstat()
-    return info.st_size == 0 and stat.S_IMODE(info.st_mode) == 0o1444
-
-
-@pytest.mark.bwrap
-async def test_a_run_leaves_placeholders_that_another_run_still_holds(root: Path) -> None:
-    os.mkfifo(root / "go")
-    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    ready = trio.Event()
-
-    async def sink(chunk: bytes) -> None:
-        if b"ready" in chunk:
-            ready.set()
-
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    waiting = ShellSpawnRequest(
-        command="echo ready; cat go", shell_path="/bin/sh", cwd=str(root), env=env
-    )
-    quick = ShellSpawnRequest(command="true", shell_path="/bin/sh", cwd=str(root), env=env)
-
-    def release() -> None:
-        with open(root / "go", "w") as fifo:
-            fifo.write("go\n")
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ops.run, waiting, sink)
-        with trio.fail_after(30):
-            await ready.wait()
-        await ops.run(quick, sink)
-        # the first run is still going: its placeholders must stay
-        assert _placeholder(root / ".envrc")
-        await trio.to_thread.run_sync(release)
-    assert not (root / ".envrc").exists()
-
-
-@pytest.mark.bwrap
-async def test_a_run_removes_placeholders_a_crashed_run_left(
-    root: Path, run_shell: RunShell
-) -> None:
-    (root / ".envrc").touch()
-    (root / ".envrc").chmod(0o1444)
-    await run_shell(create_sandbox_shell_operations(BubblewrapSandbox([str(root)])), "true", root)
-    assert not (root / ".envrc").exists()
-
-
-@pytest.mark.bwrap
-@pytest.mark.parametrize("mode", [0o644, 0o444, 0o000])
-async def test_a_run_keeps_a_real_empty_file(root: Path, run_shell: RunShell, mode: int) -> None:
-    (root / ".envrc").touch()
-    (root / ".envrc").chmod(mode)
-    await run_shell(create_sandbox_shell_operations(BubblewrapSandbox([str(root)])), "true", root)
-    assert (root / ".envrc").exists()
-
-
-@pytest.mark.bwrap
-async def test_recursive_grep_inside_the_sandbox_is_not_disturbed_by_placeholders(
-    root: Path,
-    run_shell: RunShell,
-) -> None:
-    (root / "a.txt").write_text("needle\n")
-    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-    result, output = await run_shell(ops, "grep -r needle .; cat .envrc prism.toml", root)
-    assert (result.exit_code, output) == (0, "./a.txt:needle\n")
+    _, output = await run_shell(ops, "echo 'curl x | sh' > .envrc; echo attempted", root)
+    assert "attempted" in output
+    assert target in output
+    if target == "present":
+        assert (root / target).read_text() == "export A=1\n"
+    else:
+        assert not (root / target).exists()
 
 
 @pytest.mark.bwrap
@@ -424,21 +363,3 @@ async def test_sandboxed_command_cannot_plant_a_submodule_with_an_fsmonitor(
     assert "registers a new submodule (sub)" in output
     await _host_git_status(root)
     assert not marker.exists()
-
-
-@pytest.mark.bwrap
-async def test_files_and_directories_that_only_look_like_placeholders_are_kept(
-    root: Path, run_shell: RunShell
-) -> None:
-    (root / ".envrc").write_text("export A=1\n")
-    (root / ".envrc").chmod(0o1444)
-    (root / ".claude").mkdir()
-    (root / ".claude" / "settings.json").write_text("{}\n")
-    (root / ".claude").chmod(0o1555)
-    try:
-        ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
-        await run_shell(ops, "true", root)
-        assert (root / ".envrc").read_text() == "export A=1\n"
-        assert (root / ".claude" / "settings.json").exists()
-    finally:
-        (root / ".claude").chmod(0o755)

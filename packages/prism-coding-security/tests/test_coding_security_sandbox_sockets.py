@@ -175,3 +175,98 @@ def test_wrap_passes_the_filter_on_fd_3(root: Path) -> None:
     assert argv[argv.index("--seccomp") + 1] == "3"
     assert argv[:3] == ["/bin/sh", "-c", 'exec "$@" 3<"$0"']
     assert Path(argv[3]).read_bytes() == SECCOMP_FILTER
+
+
+_FAMILY_PROBE = """\
+import socket
+AF_VSOCK, AF_PACKET, AF_ALG, AF_NETLINK = 40, 17, 38, 16
+NETLINK_ROUTE, NETLINK_AUDIT, NETLINK_KOBJECT_UEVENT = 0, 9, 15
+cases = [
+    ("inet", socket.AF_INET, socket.SOCK_STREAM, 0),
+    ("inet6", socket.AF_INET6, socket.SOCK_DGRAM, 0),
+    ("netlink-route", AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE),
+    ("netlink-audit", AF_NETLINK, socket.SOCK_RAW, NETLINK_AUDIT),
+    ("netlink-uevent", AF_NETLINK, socket.SOCK_DGRAM, NETLINK_KOBJECT_UEVENT),
+    ("unix", socket.AF_UNIX, socket.SOCK_STREAM, 0),
+    ("vsock", AF_VSOCK, socket.SOCK_STREAM, 0),
+    ("packet", AF_PACKET, socket.SOCK_RAW, 0),
+    ("alg", AF_ALG, socket.SOCK_SEQPACKET, 0),
+]
+for name, family, kind, proto in cases:
+    try:
+        socket.socket(family, kind, proto).close()
+        print(name, "ok")
+    except OSError as exc:
+        print(name, exc.errno)
+a, b = socket.socketpair()
+print("pair ok")
+try:
+    socket.socketpair(socket.AF_INET)
+    print("inet pair ok")
+except OSError as exc:
+    print("inet pair", exc.errno)
+"""
+
+_ALLOWED = {"inet": "ok", "inet6": "ok", "netlink-route": "ok", "pair": "ok"}
+
+
+def _family_results(output: str) -> dict[str, str]:
+    results = {}
+    for line in output.splitlines():
+        name, _, value = line.rpartition(" ")
+        results[name] = value
+    return results
+
+
+@pytest.mark.system_python
+async def test_the_family_probe_creates_every_socket_unsandboxed_as_root(
+    root: Path, run_shell: RunShell
+) -> None:
+    from prism.coding.tools import LocalShellOperations
+
+    if os.geteuid() != 0:
+        pytest.skip("AF_PACKET needs root")
+    (root / "probe.py").write_text(_FAMILY_PROBE)
+    _, output = await run_shell(LocalShellOperations(), f"{_PYTHON} probe.py", root)
+    results = _family_results(output)
+    assert results["unix"] == "ok"
+    assert results["packet"] == "ok"
+    assert results["netlink-audit"] == "ok"
+
+
+@pytest.mark.bwrap
+@pytest.mark.system_python
+@pytest.mark.parametrize("network", ["none", "host"])
+async def test_only_the_families_the_network_needs_exist_in_bubblewrap(
+    root: Path, run_shell: RunShell, network: str
+) -> None:
+    (root / "probe.py").write_text(_FAMILY_PROBE)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], network=network))
+    _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
+    results = _family_results(output)
+    for name in ("inet", "inet6", "netlink-route", "pair"):
+        assert results[name] == "ok", output
+    assert results["unix"] == "1", output  # EPERM
+    for name in ("netlink-audit", "netlink-uevent", "vsock", "packet", "alg", "inet pair"):
+        assert results[name] == "97", (name, output)  # EAFNOSUPPORT
+
+
+@pytest.mark.landlock
+@pytest.mark.system_python
+@pytest.mark.parametrize("network", [False, True])
+async def test_only_the_families_the_network_needs_exist_under_landlock(
+    root: Path, run_shell: RunShell, network: bool
+) -> None:
+    from prism.coding.security import LandlockSandbox
+
+    (root / "probe.py").write_text(_FAMILY_PROBE)
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)], network=network))
+    _, output = await run_shell(ops, f"{_PYTHON} probe.py", root)
+    results = _family_results(output)
+    allowed = ("inet", "inet6", "netlink-route") if network else ()
+    for name in allowed:
+        assert results[name] == "ok", output
+    for name in ("unix", "netlink-audit", "vsock", "packet", "alg"):
+        assert results[name] in ("1", "97"), (name, output)
+    if not network:
+        assert results["inet"] == "1"

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from prism.coding.security import (
+    ApprovalDecision,
     BubblewrapSandbox,
     LandlockSandbox,
     SandboxBackend,
@@ -55,16 +56,74 @@ async def test_auto_picks_bubblewrap_and_confines_unknown_commands(
 
 
 @pytest.mark.landlock
-async def test_landlock_is_used_when_bubblewrap_cannot_run(root: Path) -> None:
+async def test_landlock_is_used_when_bubblewrap_cannot_run_in_proved_safe_mode(
+    root: Path,
+) -> None:
     missing = BubblewrapSandbox([str(root)], bwrap_path=str(root / "no-bwrap"))
     sandboxes: list[SandboxBackend] = [missing, LandlockSandbox([str(root)])]
     async with open_secure_coding_tools([str(root)], sandbox=sandboxes) as secure:
-        assert secure.backend == "landlock"
+        assert (secure.backend, secure.mode) == ("landlock", "proved-safe")
         assert [name for name, _ in secure.skipped] == ["bubblewrap"]
         assert "not installed" in secure.skipped[0][1]
+        listed = await _call(secure, "shell", command="ls")
+        # not proved safe: Landlock cannot confine it, so it asks (no approver: refused)
+        refused = await _call(secure, "shell", command="sh -c 'echo ok > ok.txt'")
+    assert not listed.is_error, listed.joined_text
+    assert refused.is_error
+    assert not (root / "ok.txt").exists()
+
+
+@pytest.mark.landlock
+@pytest.mark.git
+async def test_landlock_does_not_let_an_unasked_command_plant_git_config(
+    root: Path, tmp_path: Path
+) -> None:
+    await trio.run_process(["git", "init", "-q", str(root)])
+    marker = tmp_path / "pwned"
+    attacks = [
+        f"git config core.fsmonitor 'touch {marker}; false #'",
+        f"printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit",
+        f"echo 'touch {marker}' > .envrc",
+    ]
+    async with open_secure_coding_tools([str(root)], sandbox="landlock") as secure:
+        results = [await _call(secure, "shell", command=attack) for attack in attacks]
+    assert all(result.is_error for result in results)
+    await trio.run_process(["git", "status"], cwd=root, capture_stdout=True)
+    assert not marker.exists()
+    assert not (root / ".envrc").exists()
+    assert b"fsmonitor" not in (root / ".git" / "config").read_bytes()
+
+
+@pytest.mark.landlock
+async def test_an_approved_command_runs_under_landlock(root: Path) -> None:
+    asked: list[str] = []
+
+    async def approve(action: object) -> ApprovalDecision:
+        asked.append(str(getattr(action, "command", "")))
+        return ApprovalDecision(approved=True)
+
+    async with open_secure_coding_tools([str(root)], sandbox="landlock", approve=approve) as secure:
         result = await _call(secure, "shell", command="sh -c 'echo ok > ok.txt'")
+        outside = await _call(secure, "shell", command="sh -c 'echo x > /etc/prism-x'")
     assert not result.is_error, result.joined_text
     assert (root / "ok.txt").read_text() == "ok\n"
+    assert "Permission denied" in outside.joined_text
+    assert len(asked) == 2
+
+
+async def test_auto_falls_back_to_the_host_in_proved_safe_mode(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(root))  # no bwrap, no unshare
+    import prism.coding.security._landlock_exec as helper
+
+    monkeypatch.setattr(helper, "abi_version", lambda: 0)
+    async with open_secure_coding_tools([str(root)]) as secure:
+        assert (secure.backend, secure.mode, secure.sandbox) == ("none", "proved-safe", None)
+        assert [name for name, _ in secure.skipped] == ["bubblewrap", "landlock"]
+        unknown = await _call(secure, "shell", command="sh -c 'echo x > b.txt'")
+    assert unknown.is_error
+    assert not (root / "b.txt").exists()
 
 
 async def test_no_working_sandbox_raises_and_names_every_reason(root: Path) -> None:

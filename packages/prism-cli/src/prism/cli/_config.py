@@ -169,9 +169,11 @@ class WorkspaceConfig:
         coding_tools: whether ``shell``, ``read``, ``write`` and ``edit`` are offered.
         read_only: refuse every write, edit and non-read-only command.
         sandbox: where shell commands run: ``"none"`` (the host, contained only by
-            the policy), ``"bubblewrap"`` (OS isolation; refuses to start when
-            bubblewrap cannot work here) or ``"auto"`` (bubblewrap when it works,
-            else the host, and the run says which).
+            the policy), ``"bubblewrap"`` (OS isolation, confined mode; refuses to
+            start when bubblewrap cannot work here), ``"landlock"`` (Landlock, the
+            policy proved-safe only; refuses to start without it) or ``"auto"``
+            (bubblewrap when it works, else Landlock, else the host; the run
+            says which).
         readable: folders outside the roots that shell commands may read.
         protected_paths: more paths (relative, any depth) whose writes always ask.
     """
@@ -179,8 +181,8 @@ class WorkspaceConfig:
     roots: tuple[str, ...] = attrs.field(default=(".",), validator=_string_list(non_empty=True))
     coding_tools: bool = attrs.field(default=True, validator=boolean())
     read_only: bool = attrs.field(default=False, validator=boolean())
-    sandbox: Literal["none", "bubblewrap", "auto"] = attrs.field(
-        default="auto", validator=one_of("none", "bubblewrap", "auto")
+    sandbox: Literal["none", "bubblewrap", "landlock", "auto"] = attrs.field(
+        default="auto", validator=one_of("none", "bubblewrap", "landlock", "auto")
     )
     readable: tuple[str, ...] = attrs.field(default=(), validator=_strings)
     protected_paths: tuple[str, ...] = attrs.field(default=(), validator=_strings)

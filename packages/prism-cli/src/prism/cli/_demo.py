@@ -395,11 +395,12 @@ def run_demo(options: DemoOptions, console: Console) -> int:
 
     def header(sandbox: str) -> Panel:
         server = config.mcp_servers[0]
-        isolation = (
-            "bubblewrap: shell commands run isolated (read-only /, no network)"
-            if sandbox == "bubblewrap"
-            else f"{sandbox}: shell commands run on this host, contained only by the policy"
-        )
+        if sandbox == "bubblewrap":
+            isolation = "bubblewrap: shell commands run isolated (read-only /, no network)"
+        elif sandbox.startswith("landlock"):
+            isolation = f"{sandbox}: Landlock contains what the policy lets run"
+        else:
+            isolation = f"{sandbox}: shell commands run on this host, contained only by the policy"
         return Panel.fit(
             f"workspace  {workspace}\n"
             f"mcp server {server.command} {' '.join(server.args)}\n"

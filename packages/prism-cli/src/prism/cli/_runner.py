@@ -67,7 +67,8 @@ __all__ = [
 class Toolset:
     """The tools and gates a configuration produced (alive while its block is open).
 
-    ``sandbox`` says where shell commands run: ``"bubblewrap"`` or ``"none"``.
+    ``sandbox`` says where shell commands run: ``"bubblewrap"``, ``"landlock (...)"``
+    or ``"none"``, with why when ``"auto"`` fell back.
     ``filters`` hide tools from the model and refuse calls to them (``tool_denied``).
     """
 
@@ -89,7 +90,8 @@ class RunReport:
         aborted: whether the run was aborted.
         final_text: the last assistant message's text.
         max_in_flight: the most calls that ran at once.
-        sandbox: where shell commands ran (``"bubblewrap"`` or ``"none"``).
+        sandbox: where shell commands ran (``"bubblewrap"``, ``"landlock (...)"`` or
+            ``"none"``, with why when ``"auto"`` fell back).
     """
 
     rows: tuple[CallRow, ...]
@@ -180,23 +182,40 @@ def check_roots(config: PrismConfig) -> None:
 
 
 async def _sandbox(config: PrismConfig) -> tuple[SandboxBackend | None, str]:
-    """The sandbox the configuration asks for (None: run on the host), and a word saying which."""
-    from prism.coding.security import BubblewrapSandbox, SandboxUnavailableError
+    """The sandbox the configuration asks for (None: run on the host), and a word saying which.
+
+    ``"auto"`` means what it means in ``open_secure_coding_tools``: bubblewrap
+    (confined mode) when it works here, else Landlock (proved-safe mode), else
+    the host (proved-safe mode); the word says which and why.
+    """
+    from prism.coding.security import BubblewrapSandbox, LandlockSandbox, SandboxUnavailableError
 
     mode = config.workspace.sandbox
     if mode == "none":
         return None, "none"
-    sandbox = BubblewrapSandbox(writable_roots=list(config.workspace.roots))
-    try:
-        await sandbox.ensure_available()
-    except SandboxUnavailableError as exc:
-        if mode == "bubblewrap":
-            raise CliError(
-                f"{config.source}: workspace.sandbox: bubblewrap cannot isolate commands "
-                f'here ({exc}); set sandbox = "none" to run them on the host'
-            ) from exc
-        return None, "none (bubblewrap unavailable)"
-    return sandbox, "bubblewrap"
+    roots = list(config.workspace.roots)
+    candidates: list[tuple[str, SandboxBackend]] = []
+    if mode in ("auto", "bubblewrap"):
+        candidates.append(("bubblewrap", BubblewrapSandbox(writable_roots=roots)))
+    if mode in ("auto", "landlock"):
+        candidates.append(("landlock", LandlockSandbox(writable_roots=roots)))
+    failed: list[str] = []
+    for name, sandbox in candidates:
+        try:
+            await sandbox.ensure_available()
+        except SandboxUnavailableError as exc:
+            if mode != "auto":
+                raise CliError(
+                    f"{config.source}: workspace.sandbox: {name} cannot isolate commands "
+                    f'here ({exc}); set sandbox = "none" to run them on the host'
+                ) from exc
+            failed.append(name)
+            continue
+        if name == "landlock":
+            unavailable = "; bubblewrap unavailable" if failed else ""
+            return sandbox, f"landlock (proved-safe only{unavailable})"
+        return sandbox, name
+    return None, f"none ({' and '.join(failed)} unavailable)"
 
 
 async def _coding_tools(

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import trio
@@ -52,7 +52,12 @@ class LandlockSandbox:
     It is weaker than :class:`BubblewrapSandbox`: no private ``/tmp`` (set
     ``TMPDIR`` to a writable root), no PID namespace, and the protected paths
     inside a writable root are *not* read-only (Landlock rules only add
-    access, so a writable root is writable all the way down). See
+    access, so a writable root is writable all the way down). So it gives
+    the approval policy no confined mode (``confines`` is False): with it,
+    a command that is not proved safe asks, as without a sandbox, and
+    Landlock adds containment to what runs. The helper stays as a child
+    subreaper while the command runs and kills every process the command
+    left behind (``setsid`` daemons, double forks) when it ends. See
     ``docs/sandbox.md``.
 
     :meth:`ensure_available` checks the kernel's Landlock ABI and runs
@@ -66,6 +71,9 @@ class LandlockSandbox:
         memory_bytes: ``RLIMIT_AS`` of each process, or None.
         max_processes: ``RLIMIT_NPROC`` of the user (not applied to root), or None.
     """
+
+    confines: ClassVar[bool] = False
+    """Landlock cannot keep protected paths inside a writable root: no confined mode."""
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
     network: bool = attrs.field(default=False, validator=boolean(), kw_only=True)

@@ -12,16 +12,21 @@ TCP bind/connect handled with no rule, ABI >= 4), ``filter`` (hex of the
 seccomp program) and ``limits`` (``{"cpu": s, "as": bytes, "nproc": n}``).
 
 It fails closed: any error prints one line to stderr and exits 126 without
-running PROGRAM. Landlock and seccomp cannot be undone, which is why they are
-applied here, in the child, and not in the caller.
+running PROGRAM. The process that runs this file stays, as a child subreaper,
+while PROGRAM runs in a restricted child: when PROGRAM ends (or this process
+gets SIGTERM, SIGINT or SIGHUP), every process it left behind is killed.
+Landlock and seccomp cannot be undone, which is why they are applied here, in
+the child, and not in the caller.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 
 # linux/landlock.h
@@ -49,6 +54,8 @@ SECCOMP_MODE_FILTER = 2
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -194,21 +201,109 @@ def _limits(limits: dict[str, int]) -> None:
         resource.setrlimit(names[key], (value, value))
 
 
+def _children() -> list[int]:
+    """This process's children (orphans a subreaper adopted included)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{os.getpid()}/task")
+    except OSError:
+        tasks = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children", encoding="ascii") as handle:
+                out += [int(pid) for pid in handle.read().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _end_all() -> None:
+    """Kill every descendant: each child, then the orphans it leaves, until none is left."""
+    while True:
+        for pid in _children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _supervise(child: int) -> int:
+    """Wait for ``child``; then end every process it left behind; its exit status."""
+    status = 0
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            continue
+        if pid == child:
+            status = os.waitstatus_to_exitcode(raw)
+            break
+    _end_all()
+    return status if status >= 0 else 128 - status
+
+
+def _stop(signum: int, frame: object) -> None:
+    _end_all()
+    os._exit(128 + signum)
+
+
 def main(args: list[str]) -> int:
-    """Parse ``CONFIG_JSON -- PROGRAM ARGS...``, restrict, exec; 126 on any failure."""
+    """Parse ``CONFIG_JSON -- PROGRAM ARGS...``, restrict, run; 126 on any failure.
+
+    This process becomes a child subreaper and runs the command in a restricted
+    child: a process the command starts and leaves behind (a ``setsid`` daemon, a
+    double fork) is adopted here and killed when the command ends, or when this
+    process is told to stop.
+    """
     try:
         if len(args) < 3 or args[1] != "--":
             raise ValueError("usage: _landlock_exec.py CONFIG_JSON -- PROGRAM ARGS...")
         config = json.loads(args[0])
         program = args[2:]
-        _limits(config["limits"])
-        drop_capabilities()
-        restrict(config["write"], network=config["network"])
-        install_filter(bytes.fromhex(config["filter"]))
-        os.execvp(program[0], program)
+        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, _stop)
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - measured in the child, which execs or exits
+            os.close(read_end)
+            _run(config, program, write_end)
+        os.close(write_end)
+        failure = os.read(read_end, 4096)
+        os.close(read_end)
+        status = _supervise(child)
+        if failure:
+            print(failure.decode("utf-8", "replace"), file=sys.stderr)
+        return status
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"prism landlock sandbox: {exc}; not running the command", file=sys.stderr)
         return 126
+
+
+def _run(config: dict[str, object], program: list[str], report: int) -> None:  # pragma: no cover
+    """In the child: restrict, exec; on failure write one line to ``report`` and exit 126."""
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        limits = config["limits"]
+        assert isinstance(limits, dict)
+        _limits(limits)
+        drop_capabilities()
+        write = config["write"]
+        assert isinstance(write, list)
+        restrict(write, network=config["network"] is True)
+        install_filter(bytes.fromhex(str(config["filter"])))
+        os.set_inheritable(report, False)
+        os.execvp(program[0], program)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+        os.write(report, f"prism landlock sandbox: {exc}; not running the command".encode())
+    os._exit(126)
 
 
 if __name__ == "__main__":

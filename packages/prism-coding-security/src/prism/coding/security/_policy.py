@@ -312,7 +312,11 @@ class _CodingApprovalPolicy:
             )
         if self.sandbox is not None:
             details["sandbox"] = self.sandbox_name
-            if outcome == "ask":
+            # a backend that cannot keep protected paths (Landlock) leaves the policy
+            # in proved-safe mode: what is not proved safe asks, as without a sandbox
+            confines = getattr(self.sandbox, "confines", True) is True
+            details["mode"] = "confined" if confines else "proved-safe"
+            if outcome == "ask" and confines:
                 blocking = [c for c in explanation.commands
                             if c.verdict == "ask" and not _confinable(c.rule)]  # fmt: skip
                 if not blocking:
@@ -486,7 +490,12 @@ def create_coding_approval_policy(
     one is recorded with ``details["escalation"]``) when it writes outside
     the roots or to a protected path, when the line cannot be parsed with
     confidence, in read-only mode, or when an ask rule matches; deny rules
-    still deny. ``details["confined"]`` marks a decision made this way.
+    still deny. ``details["confined"]`` marks a decision made this way. A
+    backend whose ``confines`` attribute is False (:class:`LandlockSandbox`:
+    it cannot keep protected paths inside a writable root) gives no confined
+    mode: the policy stays proved-safe-only. Shell decisions record
+    ``details["sandbox"]`` and ``details["mode"]`` (``"confined"`` or
+    ``"proved-safe"``).
 
     Needing approval means calling ``approve(action)`` (sync or async) and
     waiting at most ``approval_timeout_s`` seconds: a timeout denies (reason and

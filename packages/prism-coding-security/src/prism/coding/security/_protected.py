@@ -45,8 +45,16 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # hook managers: the host's next git commit runs what these name
     ".husky",
     ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
     "lefthook.yml",
+    "lefthook.yaml",
+    "lefthook-local.yml",
+    "lefthook-local.yaml",
     ".lefthook.yml",
+    ".lefthook.yaml",
+    ".lefthook-local.yml",
+    ".lefthook-local.yaml",
+    ".lefthookrc",
     # shell and tool start-up files
     ".bashrc",
     ".bash_profile",
@@ -71,14 +79,33 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".pypirc",
     ".config/pip",
     ".pip",
+    # package managers that run code named in the project on any command
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    # tool managers that run hooks or load environments on entering the directory
+    "mise.toml",
+    ".mise.toml",
+    ".config/mise",
+    ".mise",
     # agents' and editors' configuration that starts programs
     ".mcp.json",
     "prism.toml",
-    ".vscode/settings.json",
-    ".vscode/tasks.json",
+    # (tasks, launch configurations, terminal environments, language servers)
+    ".vscode",
+    ".idea",
+    ".zed",
+    ".helix",
+    ".devcontainer",
+    ".devcontainer.json",
+    ".nvim.lua",
+    ".nvimrc",
+    ".exrc",
     ".claude",
     ".codex",
     ".cursor",
+    ".gemini",
+    ".windsurf",
 )
 """Paths (relative, glob per component) that a write always asks about.
 
@@ -142,6 +169,20 @@ class ProtectedPaths:
                 # the path is the entry, lies below it, or is an ancestor that ends
                 # inside the entry (``.git`` for ``.git/config``)
                 if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
+                    return entry
+        return None
+
+    def covers(self, parts: Sequence[str]) -> str | None:
+        """The entry that ``parts`` (a path relative to a root) is, or lies below; else None.
+
+        Unlike :meth:`match`, an ancestor of an entry is not covered: ``.git``
+        is not covered by ``.git/config``, the file is.
+        """
+        for entry, pattern in self._split:
+            n = len(pattern)
+            for start in range(len(parts) - n + 1):
+                window = parts[start : start + n]
+                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=True)):
                     return entry
         return None
 

@@ -7,7 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import threading
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import attrs
 import trio
@@ -23,7 +24,6 @@ from prism.core import ConfigurationError
 from prism.core.options import (
     boolean,
     instance_of,
-    integer,
     number,
     one_of,
     optional,
@@ -34,10 +34,11 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
+from ._gitnames import cached_git_entries
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
-from ._mounts import WALK_LIMIT, PlaceholderLease, protected_mount_args
+from ._overlay import RootOverlay, overlay_base
 from ._paths import normalize_roots
-from ._protected import normalize_protected_paths
+from ._protected import ProtectedPaths, normalize_protected_paths
 from ._proxy import (
     PROXY_SOCKET_NAME,
     HostAllowlist,
@@ -59,6 +60,19 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 # Opens the filter named by $0 on fd 3, where ``--seccomp 3`` reads it, then
 # becomes bwrap (no extra process stays between the caller and bwrap).
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
+# Run by /bin/sh inside a fresh user and mount namespace (unshare): mounts each
+# root's overlay (options, root pairs up to "--") with mount(8), then becomes bwrap.
+# The filter is opened on fd 3 before unshare (a process in the new user namespace
+# may not open the caller's /proc/<pid>/fd).
+_OVERLAY_LAUNCHER = """m=$1
+shift
+while [ "$1" != -- ]; do "$m" -t overlay -o "$1" prism "$2" || exit 125; shift 2; done
+shift
+exec "$@"
+"""
+_UNSHARE = ("--user", "--map-root-user", "--mount", "--propagation", "private")
+_APPLY_LOCKS: dict[str, threading.Lock] = {}
+_APPLY_LOCKS_LOCK = threading.Lock()
 # Where the allowlist proxy's directory appears inside the sandbox (in its /run).
 _PROXY_DIR_INSIDE = "/run/prism-proxy"
 _NETWORK_MODES = ("none", "allowlist", "host")
@@ -141,24 +155,18 @@ class BubblewrapSandbox:
     writable root or anywhere else) and refuses io_uring, which could open
     sockets around the filter; ``socketpair`` still works.
 
-    Inside each writable root the protected paths (``.git/config``,
-    ``.git/hooks``, ``.envrc``, ``.mcp.json`` and the rest of
-    :data:`~prism.coding.security.PROTECTED_PATHS`, plus
-    ``protected_paths``) are read-only, and those that do not exist cannot be
-    created: while a command run by :func:`create_sandbox_shell_operations`
-    runs, an empty mode-000 placeholder file stands at each missing one on the
-    host; it is removed afterwards (see ``docs/sandbox.md``). Protected
-    entries that exist deeper in a root at launch are read-only too. Running
-    :meth:`wrap`'s argument vector yourself leaves bwrap's own placeholders
-    (empty ``0444`` files) behind.
-
-    For commands run by :func:`create_sandbox_shell_operations`, a root's
-    ``.git`` directory is a private copy (objects, refs and logs shared,
-    other directories read-only); afterwards only git's work state (index,
-    HEAD, packed refs, merge and rebase state) is copied back, and the index
-    only when it registers no new submodule, so nothing the command plants
-    in ``.git`` reaches the host's git. What was not copied back is reported
-    at the end of the command's output (lines starting ``[prism sandbox]``).
+    For commands run by :func:`create_sandbox_shell_operations`, each
+    writable root is an overlay inside the sandbox: the command sees the root
+    exactly as the host has it, and its changes land in a private layer
+    outside every root. When the command has ended they are moved into the
+    root, except changes to the protected paths (``.envrc``, ``.mcp.json``,
+    ``.vscode`` and the rest of :data:`~prism.coding.security.PROTECTED_PATHS`,
+    plus ``protected_paths``, at any depth) and, in ``.git``, everything but
+    git's objects, refs, logs and work state (no config, hook or link); what
+    was left out is reported at the end of the output (lines starting
+    ``[prism sandbox]``). Nothing is ever added to a root. Running
+    :meth:`wrap`'s argument vector yourself has no step after the command, so
+    there the roots are read-only.
 
     ``cpu_time_s``, ``memory_bytes`` and ``max_processes`` set the
     ``RLIMIT_CPU``, ``RLIMIT_AS`` and ``RLIMIT_NPROC`` limits of the command
@@ -191,13 +199,10 @@ class BubblewrapSandbox:
         memory_bytes: address space of each process (``RLIMIT_AS``), or None.
         max_processes: processes the sandbox's user may have (``RLIMIT_NPROC``;
             the kernel does not apply it to root), or None.
-        protected_walk_limit: directories read per root and command, breadth
-            first, looking for protected names below the top of a root
-            (default 20,000, about 0.3 s of CPU). In a larger tree the deeper
-            ones are not protected by the sandbox and the command's output
-            says so in a ``[prism sandbox]`` line; 0 protects the top of each
-            root only.
     """
+
+    confines: ClassVar[bool] = True
+    """The approval policy may run commands confined in it (see ``docs/security.md``)."""
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
     network: str = attrs.field(default="none", converter=_network, kw_only=True)
@@ -208,11 +213,9 @@ class BubblewrapSandbox:
     cpu_time_s: int | None = attrs.field(default=None, validator=CPU_TIME, kw_only=True)
     memory_bytes: int | None = attrs.field(default=None, validator=MEMORY, kw_only=True)
     max_processes: int | None = attrs.field(default=None, validator=PROCESSES, kw_only=True)
-    protected_walk_limit: int = attrs.field(
-        default=WALK_LIMIT, validator=integer(minimum=0), kw_only=True
-    )
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _matcher: ProtectedPaths = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if (self.network == "allowlist") != bool(self.allowed_hosts):
@@ -222,6 +225,7 @@ class BubblewrapSandbox:
                 option=f"{_OWNER}.allowed_hosts",
                 value=self.allowed_hosts,
             )
+        self._matcher = ProtectedPaths(self.protected_paths)
 
     def _executable(self) -> str:
         path = self.bwrap_path or shutil.which("bwrap")
@@ -265,7 +269,7 @@ class BubblewrapSandbox:
         argv: Sequence[str],
         cwd: str,
         proxy_dir: str | None,
-        lease: PlaceholderLease | None = None,
+        overlays: dict[str, RootOverlay] | None = None,
     ) -> list[str]:
         limits = prlimit_args(
             cpu_time_s=self.cpu_time_s,
@@ -273,6 +277,14 @@ class BubblewrapSandbox:
             max_processes=self.max_processes,
         )
         launcher = [] if proxy_dir else ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()]
+        if overlays is not None:
+            launcher += [
+                _tool("unshare"), *_UNSHARE, "/bin/sh", "-c", _OVERLAY_LAUNCHER, "prism-sandbox",
+                _tool("mount"),
+            ]  # fmt: skip
+            for root, overlay in overlays.items():
+                launcher += [overlay.mount_option(), root]
+            launcher.append("--")
         args = [
             *launcher,
             self._executable(),
@@ -285,6 +297,10 @@ class BubblewrapSandbox:
             "--cap-drop",
             "ALL",
         ]
+        if overlays is not None and os.getuid() != 0:
+            # bwrap runs as root of the namespace that holds the overlays; the
+            # command keeps the caller's own ids
+            args += ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid())]
         if self.network == "host":
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -302,13 +318,10 @@ class BubblewrapSandbox:
         ):
             # systemd-resolved keeps it under /run; name lookups need it back.
             args += ["--ro-bind", resolv, resolv]
+        # without overlays (wrap() alone) nothing would check the changes: read-only
+        bind = "--ro-bind" if overlays is None else "--bind"
         for root in self.writable_roots:
-            args += ["--bind", root, root]
-        for root in self.writable_roots:
-            if lease is None:
-                args += protected_mount_args(root, self.protected_paths)
-            else:
-                args += lease.mount_args(root)
+            args += [bind, root, root]
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
         if not covered and any(_within(real_cwd, h) for h in hidden):
@@ -332,24 +345,39 @@ class BubblewrapSandbox:
         bridge = [python, "-I", "-S", "-c", _bridge_source(), socket_inside, SECCOMP_FILTER.hex()]
         return [*args, *bridge, "--", *limits, *argv]
 
-    def _placeholder_lease(self) -> PlaceholderLease:
-        # Without a lease bwrap creates missing mount points itself and leaves
-        # them behind (empty 0444 files); see _mounts.py.
-        return PlaceholderLease(
-            self.writable_roots, self.protected_paths, max_directories=self.protected_walk_limit
-        )
+    def _overlaid_roots(self) -> list[str]:
+        # a root inside another root is already part of that root's overlay
+        return [
+            root
+            for root in self.writable_roots
+            if not any(o != root and _within(root, o) for o in self.writable_roots)
+        ]
 
     def _prepare(
-        self, lease: PlaceholderLease, argv: Sequence[str], cwd: str, proxy_dir: str | None
+        self, session: _Session, argv: Sequence[str], cwd: str, proxy_dir: str | None
     ) -> list[str]:
-        # Runs in a thread: the lock, the placeholders and wrap()'s walk of the
-        # protected paths all touch the filesystem.
-        lease.acquire()
+        # Runs in a thread: making the private layers touches the filesystem.
         try:
-            return self._wrap(argv, cwd, proxy_dir, lease)
-        except Exception:
-            lease.release()
-            raise
+            base = overlay_base(self.writable_roots)
+            for root in self._overlaid_roots():
+                session.overlays[root] = RootOverlay(root, base, self.protected_paths)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"cannot prepare the private layer of the writable roots ({exc}); "
+                "refusing to run unsandboxed"
+            ) from exc
+        return self._wrap(argv, cwd, proxy_dir, session.overlays)
+
+    def _finish(self, session: _Session) -> None:
+        """Apply each root's changes (one command at a time per root), then discard."""
+        overlays, session.overlays = session.overlays, {}
+        for root, overlay in overlays.items():
+            try:
+                if overlay.changed():
+                    with _apply_lock(root):
+                        session.notes += overlay.apply(self._matcher, _anchored(root))
+            finally:
+                overlay.discard()
 
     async def _with_proxy(self, body: Callable[[str | None], Awaitable[ShellExit]]) -> ShellExit:
         # Runs body(proxy directory or None); the proxy, when there is one, lives
@@ -372,7 +400,7 @@ class BubblewrapSandbox:
             raise raised[0]
         return results[0]
 
-    async def _run_leased(
+    async def _run_overlaid(
         self,
         argv: Sequence[str],
         cwd: str,
@@ -380,17 +408,18 @@ class BubblewrapSandbox:
         notes: list[str] | None = None,
     ) -> ShellExit:
         async def body(proxy_dir: str | None) -> ShellExit:
-            lease = self._placeholder_lease()
-            if notes is not None:
-                lease.notes = notes
+            session = _Session()
             try:
-                # release() is idempotent; it also covers a cancellation that
-                # arrives just as the thread finishes acquiring
-                wrapped = await trio.to_thread.run_sync(self._prepare, lease, argv, cwd, proxy_dir)
+                wrapped = await trio.to_thread.run_sync(
+                    self._prepare, session, argv, cwd, proxy_dir
+                )
                 return await run(wrapped)
             finally:
+                # after the command (its whole tree is gone), also when cancelled
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(lease.release)
+                    await trio.to_thread.run_sync(self._finish, session)
+                if notes is not None:
+                    notes.extend(session.notes)
 
         return await self._with_proxy(body)
 
@@ -410,7 +439,7 @@ class BubblewrapSandbox:
             if self._ready:
                 return
             try:
-                await self._run_leased(["true"], "/", self._probe)
+                await self._run_overlaid(["true"], "/", self._probe)
             except OSError as exc:
                 raise SandboxUnavailableError(
                     f"the sandbox could not be prepared ({exc}); refusing to run unsandboxed"
@@ -445,6 +474,36 @@ class BubblewrapSandbox:
         return ShellExit(exit_code=0)
 
 
+@attrs.define
+class _Session:
+    """The private layers of one command, and what applying them left out."""
+
+    overlays: dict[str, RootOverlay] = attrs.field(factory=dict)
+    notes: list[str] = attrs.field(factory=list)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=os.defpath + ":/usr/sbin:/sbin")
+    if path is None:
+        raise SandboxUnavailableError(
+            f"{name} (util-linux) is not installed; the sandbox needs it to give each "
+            "command a private layer over the roots; refusing to run unsandboxed"
+        )
+    return path
+
+
+def _apply_lock(root: str) -> threading.Lock:
+    with _APPLY_LOCKS_LOCK:
+        return _APPLY_LOCKS.setdefault(root, threading.Lock())
+
+
+def _anchored(root: str) -> Callable[[], Sequence[str]]:
+    def entries() -> Sequence[str]:
+        return cached_git_entries(root)
+
+    return entries
+
+
 @attrs.frozen
 class _SandboxShellOperations:
     backend: SandboxBackend
@@ -460,7 +519,7 @@ class _SandboxShellOperations:
             return await self._run(argv, request, on_output)
 
         notes: list[str] = []
-        result = await self.backend._run_leased(request.argv, request.cwd, run, notes)
+        result = await self.backend._run_overlaid(request.argv, request.cwd, run, notes)
         if notes:
             text = "".join(f"\n[prism sandbox] {note}" for note in notes)
             await on_output(f"{text}\n".encode())
@@ -490,8 +549,8 @@ def create_sandbox_shell_operations(
     so output streaming, timeouts and cancellation behave exactly as for
     the plain shell operations: the whole process tree is terminated
     (shielded, time-bounded) before ``trio.Cancelled`` propagates. For a
-    :class:`BubblewrapSandbox`, the placeholders of missing protected paths
-    exist exactly while a command runs.
+    :class:`BubblewrapSandbox`, the command's changes to the roots are applied
+    when it has ended, protected paths left out and reported.
 
     Raises:
         ConfigurationError: ``backend`` is not a :class:`SandboxBackend` or

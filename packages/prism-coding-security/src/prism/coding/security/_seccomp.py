@@ -7,9 +7,13 @@ needs no library and can be read in full::
     arch == aarch64 -> aarch64 table
     any other arch  -> kill the process  (i386 or arm32 compat entry points)
 
-    socket(AF_UNIX, ...)                  -> EPERM   (no host unix sockets;
-                                                      NO_SOCKETS_FILTER: any
-                                                      domain)
+    socket(AF_INET / AF_INET6)            -> allow   (NO_SOCKETS_FILTER: EPERM)
+    socket(AF_NETLINK, *, NETLINK_ROUTE)  -> allow   (what glibc's getaddrinfo
+                                                      and if_nameindex use)
+    socket(AF_UNIX, ...)                  -> EPERM   (no host unix sockets)
+    socket(any other family or netlink)   -> EAFNOSUPPORT (AF_PACKET, AF_VSOCK,
+                                                      AF_ALG, AF_XDP, ...)
+    socketpair(AF_UNIX)                   -> allow; any other family: EAFNOSUPPORT
     io_uring_setup/enter/register         -> EPERM   (io_uring can open and
                                                       connect sockets without
                                                       the socket syscall)
@@ -20,8 +24,8 @@ needs no library and can be read in full::
 
 ``socketpair`` stays allowed: it makes an unnamed, already connected pair that
 can reach no socket outside the process tree, and ordinary programs use it.
-``socket()``'s domain is an ``int``, so only the low 32 bits of the first
-argument are compared (the kernel ignores the rest too).
+``socket()``'s domain and protocol are ``int``, so only the low 32 bits of
+the arguments are compared (the kernel ignores the rest too).
 
 bwrap reads the compiled program from a file descriptor (``--seccomp FD``) and
 installs it, with ``PR_SET_NO_NEW_PRIVS``, just before it runs the command. The
@@ -58,16 +62,22 @@ AUDIT_ARCH_AARCH64 = 0xC00000B7
 _X32_SYSCALL_BIT = 0x40000000
 
 AF_UNIX = 1
+AF_INET = 2
+AF_INET6 = 10
+AF_NETLINK = 16
+NETLINK_ROUTE = 0
 
 # struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]
 _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LOW = 16 if sys.byteorder == "little" else 20
+_OFF_ARG2_LOW = _OFF_ARG0_LOW + 16
 
 # syscall numbers (asm/unistd_64.h; asm-generic/unistd.h for aarch64)
 _SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
         "socket": 41,
+        "socketpair": 53,
         "io_uring_setup": 425,
         "io_uring_enter": 426,
         "io_uring_register": 427,
@@ -77,6 +87,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
     },
     "aarch64": {
         "socket": 198,
+        "socketpair": 199,
         "io_uring_setup": 425,
         "io_uring_enter": 426,
         "io_uring_register": 427,
@@ -106,6 +117,7 @@ def _arch_block(arch: str, *, no_sockets: bool) -> list[_Insn | str]:
     if arch == "x86_64":
         block.append((_JGE_K, _X32_SYSCALL_BIT, "kill", None))
     block.append((_JEQ_K, numbers["socket"], "deny" if no_sockets else "socket", None))
+    block.append((_JEQ_K, numbers["socketpair"], "socketpair", None))
     for name in _DENIED:
         block.append((_JEQ_K, numbers[name], "deny", None))
     block.append((_RET_K, _RET_ALLOW, None, None))
@@ -121,8 +133,19 @@ def _program(*, no_sockets: bool = False) -> list[_Insn | str]:
         *_arch_block("aarch64", no_sockets=no_sockets),
         "socket",
         (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
+        (_JEQ_K, AF_INET, "allow", None),
+        (_JEQ_K, AF_INET6, "allow", None),
         (_JEQ_K, AF_UNIX, "deny", None),
+        (_JEQ_K, AF_NETLINK, None, "no_family"),
+        (_LD_W_ABS, _OFF_ARG2_LOW, None, None),
+        (_JEQ_K, NETLINK_ROUTE, "allow", "no_family"),
+        "socketpair",
+        (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
+        (_JEQ_K, AF_UNIX, "allow", "no_family"),
+        "allow",
         (_RET_K, _RET_ALLOW, None, None),
+        "no_family",
+        (_RET_K, _RET_ERRNO | errno.EAFNOSUPPORT, None, None),
         "deny",
         (_RET_K, _RET_ERRNO | errno.EPERM, None, None),
         "kill",

@@ -43,11 +43,13 @@ class SecureCodingTools:
 
     Attributes:
         tools: ``read``, ``write``, ``edit`` and ``shell``, ready to register.
-        policy: the coding approval policy every tool checks (confined mode
-            when a sandbox is active).
-        sandbox: the backend the shell runs in, or None (``sandbox="none"``).
+        policy: the coding approval policy every tool checks.
+        sandbox: the backend the shell runs in, or None (on the host).
         backend: ``"bubblewrap"``, ``"landlock"``, ``"none"``, or the class
             name of a backend passed in.
+        mode: ``"confined"`` (the policy lets commands the sandbox confines
+            run unasked: bubblewrap) or ``"proved-safe"`` (only proved-safe
+            commands run unasked: Landlock, or no sandbox).
         skipped: for ``"auto"`` or a list: each backend tried before the
             active one, with why it could not isolate here.
     """
@@ -57,6 +59,7 @@ class SecureCodingTools:
     sandbox: SandboxBackend | None
     backend: str
     skipped: tuple[tuple[str, str], ...] = ()
+    mode: str = "proved-safe"
 
 
 def _name(backend: SandboxBackend) -> str:
@@ -88,8 +91,8 @@ def _candidates(
 
 
 async def _first_available(
-    candidates: list[SandboxBackend], skipped: list[tuple[str, str]]
-) -> SandboxBackend:
+    candidates: list[SandboxBackend], skipped: list[tuple[str, str]], *, host_last: bool
+) -> SandboxBackend | None:
     for candidate in candidates:
         try:
             await candidate.ensure_available()
@@ -97,6 +100,8 @@ async def _first_available(
             skipped.append((_name(candidate), str(exc)))
             continue
         return candidate
+    if host_last:
+        return None
     reasons = "; ".join(f"{name}: {reason}" for name, reason in skipped)
     raise SandboxUnavailableError(
         f"no sandbox can isolate commands here ({reasons}); pass sandbox='none' to run "
@@ -154,18 +159,24 @@ async def open_secure_coding_tools(
 
     ``sandbox`` picks where shell commands run:
 
-    * ``"auto"`` (default): :class:`BubblewrapSandbox` when it works here,
-      else :class:`LandlockSandbox`; when neither can isolate, raises
-      :class:`SandboxUnavailableError` naming both reasons (never a silent
-      fallback);
-    * ``"bubblewrap"`` or ``"landlock"``: that backend or the error;
-    * a :class:`SandboxBackend`, or a list of them tried in order;
+    * ``"auto"`` (default): the strongest isolation that works here:
+      :class:`BubblewrapSandbox` (confined mode), else :class:`LandlockSandbox`
+      (proved-safe mode), else the host (proved-safe mode). It never raises
+      for a missing sandbox; :attr:`SecureCodingTools.backend`, ``mode`` and
+      ``skipped`` say what was chosen and why;
+    * ``"bubblewrap"`` or ``"landlock"``: that backend, or
+      :class:`SandboxUnavailableError`;
+    * a :class:`SandboxBackend`, or a list of them tried in order (the error
+      when none works);
     * ``"none"``: explicitly unsandboxed; the shell runs on the host and the
       policy stays in its proved-safe-only mode.
 
-    With a sandbox the policy runs in confined mode (``sandbox=`` of
+    Under bubblewrap the policy runs in confined mode (``sandbox=`` of
     :func:`create_coding_approval_policy`): commands the sandbox confines run
-    without asking; others go to ``approve``. The read, write and edit tools
+    without asking; others go to ``approve``. Landlock cannot keep protected
+    paths inside a root, so under it the policy stays proved-safe-only (what
+    is not proved safe goes to ``approve``) and Landlock adds containment to
+    what runs. The read, write and edit tools
     use :func:`create_contained_file_operations`. ``network`` is ``"none"``,
     ``"allowlist"`` (with ``allowed_hosts``; bubblewrap only) or ``"host"``;
     it configures the backends ``"auto"`` builds, not one passed in.
@@ -177,7 +188,8 @@ async def open_secure_coding_tools(
 
     Raises:
         ConfigurationError: an option has the wrong type or value.
-        SandboxUnavailableError: no backend asked for can isolate here.
+        SandboxUnavailableError: the backend (or list) asked for by name or
+            instance cannot isolate here (never for ``"auto"``).
     """
     real_roots, where = _check(roots, sandbox, network, allowed_hosts, read_only, cwd)
     shell: ShellOperations = LocalShellOperations()
@@ -185,8 +197,9 @@ async def open_secure_coding_tools(
     skipped: list[tuple[str, str]] = []
     if sandbox != "none":
         candidates, skipped = _candidates(sandbox, real_roots, network, allowed_hosts)
-        active = await _first_available(candidates, skipped)
-        shell = create_sandbox_shell_operations(active)
+        active = await _first_available(candidates, skipped, host_last=sandbox == "auto")
+        if active is not None:
+            shell = create_sandbox_shell_operations(active)
     policy = create_coding_approval_policy(
         roots=real_roots,
         approve=approve,
@@ -211,4 +224,7 @@ async def open_secure_coding_tools(
         sandbox=active,
         backend="none" if active is None else _name(active),
         skipped=tuple(skipped),
+        mode="proved-safe"
+        if active is None or getattr(active, "confines", True) is not True
+        else "confined",
     )

@@ -1,0 +1,464 @@
+"""Each writable root as an overlay; the command's changes come back to the root checked.
+
+Inside the sandbox a writable root is an overlay mount: the root itself is the
+lower layer, read through unchanged, and every change the command makes (new
+files, edits, deletions as whiteouts, renamed directories as copies) lands in
+a private upper directory that Prism makes outside every root. The command sees
+the root exactly as the host has it and nothing is added to it: no mount point
+or placeholder is ever created in the root, so ``ls -a``, ``find``,
+``git status`` and ``git add -A`` see only the real files, inside and out.
+The host sees none of the command's changes while it runs.
+
+When the command has ended (no process of it is left), :meth:`RootOverlay.apply`
+moves the changes into the real root, leaving out and reporting:
+
+* a protected name at any depth (:mod:`._protected`, plus the hooks directory,
+  included config files and submodule git directories git names for the root:
+  :func:`._gitnames.git_entries`), created, changed or deleted;
+* in any ``.git`` directory, everything but git's data and work state: only
+  regular files and directories under ``objects`` (not its ``info/alternates``),
+  ``refs``, ``logs``, ``rr-cache``, ``lfs`` and ``reftable``, and the work state
+  files at its top (:data:`COPY_BACK`) come back. Symbolic links never do, so no
+  link planted in ``.git`` can lead the host's git outside the roots. The index
+  comes back only when it registers no submodule (gitlink) the real one lacked,
+  and a work state file only when the host did not change it meanwhile;
+* a ``.git`` file (it decides which repository git uses), a removed ``.git``
+  directory, and special files (fifos, devices).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from typing import TYPE_CHECKING
+
+from ._errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ._protected import ProtectedPaths
+
+__all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base"]
+
+# bound read-write before; now: data that git writes in ordinary work and never runs
+_DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs", "reftable"})
+_ALTERNATES = frozenset({("objects", "info", "alternates"), ("objects", "info", "http-alternates")})
+# state of a merge, rebase or cherry-pick in progress (directories)
+_STATE_DIRS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
+COPY_BACK = frozenset({
+    "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
+    "MERGE_RR", "AUTO_MERGE", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD",
+    "COMMIT_EDITMSG", "TAG_EDITMSG", "SQUASH_MSG", "packed-refs", "shallow",
+    "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_NAMES", "BISECT_EXPECTED_REV",
+    "BISECT_ANCESTORS_OK", "BISECT_HEAD",
+})  # fmt: skip
+"""Files at the top of a ``.git`` directory that come back: git's work state."""
+_OPAQUE = "user.overlay.opaque"
+_GIT_TIMEOUT_S = 10
+_NOTE_LIMIT = 12
+
+_WHITEOUT, _DIR, _FILE, _LINK, _OTHER = "whiteout", "dir", "file", "link", "other"
+
+
+def _kind(info: os.stat_result) -> str:
+    mode = info.st_mode
+    if stat.S_ISCHR(mode) and info.st_rdev == 0:
+        return _WHITEOUT
+    if stat.S_ISDIR(mode):
+        return _DIR
+    if stat.S_ISREG(mode):
+        return _FILE
+    if stat.S_ISLNK(mode):
+        return _LINK
+    return _OTHER
+
+
+def _escape(path: str) -> str:
+    # overlayfs splits its options at ',' and lowerdir at ':'; a backslash escapes both
+    return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
+
+
+def mount_option(lower: str, upper: str, work: str) -> str:
+    """The overlay mount options for one root (user namespace: ``userxattr``)."""
+    return (
+        f"lowerdir={_escape(lower)},upperdir={_escape(upper)},workdir={_escape(work)},"
+        "userxattr,volatile"
+    )
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def overlay_base(roots: Sequence[str]) -> str:
+    """A directory for the private upper layers, outside every root.
+
+    Raises:
+        SandboxUnavailableError: every candidate lies inside a root.
+    """
+    candidates = [tempfile.gettempdir(), "/var/tmp", "/dev/shm"]
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and not any(_within(real, root) for root in roots):
+            return real
+    raise SandboxUnavailableError(
+        "every temporary directory lies inside a writable root; the sandbox needs one "
+        "outside them for the command's changes (set TMPDIR); refusing to run"
+    )
+
+
+def _stat_key(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | None:
+    """Paths of the gitlinks in ``index`` as the host's git reads them; None if unreadable."""
+    git = shutil.which("git")
+    if git is None or not os.path.isfile(index):
+        return frozenset()
+    env = {**os.environ, "GIT_INDEX_FILE": index, "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}
+    try:
+        result = subprocess.run(
+            [git, "ls-files", "--stage", "-z"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=work_tree,
+            check=False,
+            timeout=_GIT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    if result.returncode != 0:
+        return None
+    return frozenset(
+        name
+        for meta, _, name in (record.partition(b"\t") for record in result.stdout.split(b"\0"))
+        if meta.startswith(b"160000 ")
+    )
+
+
+def protected_links(root: str, entries: Sequence[str]) -> list[str]:
+    """What the protected entries at the top of ``root`` that are links point at, in the root.
+
+    Paths relative to ``root``; a missing target counts (writing through the
+    link would create it).
+    """
+    out: list[str] = []
+    for entry in entries:
+        if any(ch in entry for ch in "*?["):
+            continue
+        current = root
+        for part in entry.split("/"):
+            current = os.path.join(current, part)
+            try:
+                info = os.lstat(current)
+            except OSError:
+                break
+            if stat.S_ISLNK(info.st_mode):
+                target = os.path.realpath(current)
+                if target != root and _within(target, root):
+                    out.append(os.path.relpath(target, root))
+                break
+            if not stat.S_ISDIR(info.st_mode):
+                break
+    return out
+
+
+class _Notes:
+    def __init__(self) -> None:
+        self.refused: dict[str, list[str]] = {}
+
+    def add(self, reason: str, path: str) -> None:
+        self.refused.setdefault(reason, []).append(path)
+
+    def lines(self, root: str) -> list[str]:
+        out: list[str] = []
+        for reason, paths in self.refused.items():
+            shown = ", ".join(paths[:_NOTE_LIMIT])
+            more = f" and {len(paths) - _NOTE_LIMIT} more" if len(paths) > _NOTE_LIMIT else ""
+            out.append(f"not applied to {root} ({reason}): {shown}{more}")
+        return out
+
+
+class RootOverlay:
+    """The private upper layer of one root while one command runs (see the module docstring)."""
+
+    def __init__(self, root: str, base: str, entries: Sequence[str] = ()) -> None:
+        """Make the upper and work directories under ``base``; note git's work state.
+
+        ``entries``: the protected entries; those at the top of the root that are
+        symbolic links protect what they point at (a ``.envrc`` linked to a file
+        of the root).
+
+        Raises:
+            OSError: the directories could not be made.
+        """
+        self.root = root
+        self.directory = tempfile.mkdtemp(prefix="prism-overlay-", dir=base)
+        self.upper = os.path.join(self.directory, "upper")
+        self.work = os.path.join(self.directory, "work")
+        os.mkdir(self.upper, 0o755)
+        os.mkdir(self.work, 0o700)
+        os.chmod(self.upper, stat.S_IMODE(os.stat(root).st_mode))
+        self._same_device = os.stat(self.upper).st_dev == os.stat(root).st_dev
+        git_dir = os.path.join(root, ".git")
+        self._before = {name: _stat_key(os.path.join(git_dir, name)) for name in COPY_BACK}
+        self.links = protected_links(root, entries)
+
+    def mount_option(self) -> str:
+        """The overlay's mount options."""
+        return mount_option(self.root, self.upper, self.work)
+
+    def changed(self) -> bool:
+        """Whether the command left any change."""
+        try:
+            return bool(os.listdir(self.upper))
+        except OSError:
+            return False
+
+    def touches_work_tree(self) -> bool:
+        """Whether the command changed anything outside the root's top ``.git``."""
+        try:
+            return any(name != ".git" for name in os.listdir(self.upper))
+        except OSError:
+            return False
+
+    def apply(self, protected: ProtectedPaths, anchored: Callable[[], Sequence[str]]) -> list[str]:
+        """Move the command's changes into the root; return what was left out, as notes.
+
+        Call once, after the command ended. ``anchored()`` gives more protected
+        paths relative to the root (asked only when the work tree changed).
+        Never raises for a refusal; an ``OSError`` while applying is reported.
+        """
+        notes = _Notes()
+        extra: tuple[tuple[str, ...], ...] = ()
+        if self.touches_work_tree():
+            try:
+                extra = tuple(tuple(p.split("/")) for p in [*anchored(), *self.links])
+            except SandboxUnavailableError as exc:
+                return [f"the changes to {self.root} were not applied: {exc}"]
+        applier = _Applier(self, protected, extra, notes)
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            return [f"the changes to {self.root} were not applied ({exc})"]
+        try:
+            applier.directory(self.upper, fd, (), opaque=False)
+        finally:
+            os.close(fd)
+        return notes.lines(self.root)
+
+    def discard(self) -> None:
+        """Remove the private layer (idempotent)."""
+        with contextlib.suppress(OSError):
+            # overlayfs leaves its work directory without permissions
+            for path, dirs, _files in os.walk(self.work):
+                for name in dirs:
+                    os.chmod(os.path.join(path, name), 0o700)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class _Applier:
+    def __init__(
+        self,
+        overlay: RootOverlay,
+        protected: ProtectedPaths,
+        extra: tuple[tuple[str, ...], ...],
+        notes: _Notes,
+    ) -> None:
+        self.overlay = overlay
+        self.protected = protected
+        self.extra = extra
+        self.notes = notes
+
+    def refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
+        """Why the change ``kind`` at ``rel`` is not applied, or None."""
+        if ".git" not in rel:
+            if self.protected.covers(rel) or any(rel[: len(e)] == e for e in self.extra):
+                return "protected paths"
+            return None
+        at = rel.index(".git")
+        if any(rel[: len(e)] == e for e in self.extra if len(e) <= at):
+            return "protected paths"
+        inside = rel[at + 1 :]
+        if not inside:
+            if kind == _DIR:
+                return None
+            if kind == _WHITEOUT:
+                return "a git directory is not removed from inside the sandbox"
+            return "a .git file decides which repository git uses"
+        if kind == _LINK:
+            return "symbolic links in .git are never kept"
+        name = inside[0]
+        if name in _DATA and inside[:3] not in _ALTERNATES:
+            return None
+        if name in _STATE_DIRS:
+            return None
+        if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
+            return self.state_refusal(rel, at, name, kind)
+        if name.endswith(".lock"):
+            return "a stale lock"
+        return "only git's data and work state are kept from .git"
+
+    def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
+        overlay = self.overlay
+        git_dir = os.path.join(overlay.root, *rel[: at + 1])
+        if at == 0 and _stat_key(os.path.join(git_dir, name)) != overlay._before[name]:
+            return "changed on the host meanwhile; the host's version is kept"
+        if name == "index" and kind == _FILE:
+            work_tree = os.path.join(overlay.root, *rel[:at])
+            new = os.path.join(overlay.upper, *rel)
+            before = gitlinks(git_dir, work_tree, os.path.join(git_dir, "index"))
+            after = gitlinks(git_dir, work_tree, new)
+            if before is None or after is None or not after <= before:
+                added = sorted(
+                    p.decode("utf-8", "replace") for p in (after or set()) - (before or set())
+                )
+                names = ", ".join(added) or "unreadable index"
+                return (
+                    f"the index registers a new submodule ({names}), which the host's git "
+                    "would enter; register submodules outside the sandbox"
+                )
+        return None
+
+    def directory(self, upper: str, real_fd: int, rel: tuple[str, ...], *, opaque: bool) -> None:
+        with os.scandir(upper) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        if opaque:
+            names = {e.name for e in entries}
+            for name in sorted(os.listdir(real_fd)):
+                if name not in names:
+                    self.change(os.path.join(upper, name), real_fd, (*rel, name), None)
+        for entry in entries:
+            info = entry.stat(follow_symlinks=False)
+            self.change(entry.path, real_fd, (*rel, entry.name), info)
+
+    def change(
+        self, upper: str, real_fd: int, rel: tuple[str, ...], info: os.stat_result | None
+    ) -> None:
+        """Apply one upper entry (``info`` None: a deletion an opaque directory implies)."""
+        kind = _WHITEOUT if info is None else _kind(info)
+        reason = self.refusal(rel, kind)
+        if reason is None and kind == _OTHER:
+            reason = "special files are not kept"
+        path = "/".join(rel)
+        if reason is not None:
+            if reason != "a stale lock":
+                self.notes.add(reason, path + ("/" if kind == _DIR else ""))
+            return
+        name = rel[-1]
+        try:
+            if kind == _WHITEOUT:
+                self.remove(real_fd, rel)
+            elif kind == _DIR:
+                assert info is not None
+                self.enter(upper, real_fd, rel, info)
+            elif kind == _FILE:
+                self.place_file(upper, real_fd, rel)
+            else:
+                target = os.readlink(upper)
+                with contextlib.suppress(FileNotFoundError):
+                    current = os.stat(name, dir_fd=real_fd, follow_symlinks=False)
+                    if stat.S_ISDIR(current.st_mode) and not self.remove(real_fd, rel):
+                        return
+                temporary = f".prism-{os.getpid()}-{name}"[:255]
+                os.symlink(target, temporary, dir_fd=real_fd)
+                os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)
+        except OSError as exc:
+            self.notes.add(f"could not be applied: {exc.strerror}", path)
+
+    def remove(self, dir_fd: int, rel: tuple[str, ...]) -> bool:
+        """Remove ``rel`` (its last part, under ``dir_fd``) except what may not be removed.
+
+        A directory is emptied entry by entry: a protected entry inside it (a
+        ``.envrc``, a nested ``.git``) stays, with the directories above it, and
+        is reported. Returns whether ``rel`` is gone.
+        """
+        name = rel[-1]
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return True
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=dir_fd)
+            return True
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, dir_fd=dir_fd)
+        kept = False
+        try:
+            for child in sorted(os.listdir(fd)):
+                below = (*rel, child)
+                reason = self.refusal(below, _WHITEOUT)
+                if reason is not None:
+                    self.notes.add(reason, "/".join(below))
+                    kept = True
+                elif not self.remove(fd, below):
+                    kept = True
+        finally:
+            os.close(fd)
+        if kept:
+            return False
+        os.rmdir(name, dir_fd=dir_fd)
+        return True
+
+    def enter(self, upper: str, real_fd: int, rel: tuple[str, ...], info: os.stat_result) -> None:
+        name = rel[-1]
+        mode = stat.S_IMODE(info.st_mode)
+        try:
+            current = os.stat(name, dir_fd=real_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            current = None
+        if current is not None and not stat.S_ISDIR(current.st_mode):
+            os.unlink(name, dir_fd=real_fd)
+            current = None
+        opaque = False
+        with contextlib.suppress(OSError):
+            opaque = os.getxattr(upper, _OPAQUE, follow_symlinks=False) == b"y"
+        if current is None:
+            os.mkdir(name, 0o700, dir_fd=real_fd)
+            opaque = False
+        fd = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=real_fd
+        )
+        try:
+            if current is None or stat.S_IMODE(current.st_mode) != mode:
+                os.fchmod(fd, mode)
+            self.directory(upper, fd, rel, opaque=opaque)
+        finally:
+            os.close(fd)
+
+    def place_file(self, upper: str, real_fd: int, rel: tuple[str, ...]) -> None:
+        name = rel[-1]
+        with contextlib.suppress(FileNotFoundError):
+            current = os.stat(name, dir_fd=real_fd, follow_symlinks=False)
+            if stat.S_ISDIR(current.st_mode) and not self.remove(real_fd, rel):
+                return  # a protected entry inside the directory stays; reported
+        if self.overlay._same_device:
+            os.rename(upper, name, dst_dir_fd=real_fd)
+            return
+        temporary = f".prism-{os.getpid()}-{name}"[:255]
+        info = os.stat(upper, follow_symlinks=False)
+        source = os.open(upper, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            target = os.open(temporary, flags, 0o600, dir_fd=real_fd)
+            try:
+                while chunk := os.read(source, 1 << 20):
+                    os.write(target, chunk)
+                os.fchmod(target, stat.S_IMODE(info.st_mode))
+                os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
+        os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)

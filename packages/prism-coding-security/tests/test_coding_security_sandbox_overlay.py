@@ -1,0 +1,434 @@
+"""BubblewrapSandbox's overlay of each root: invisible inside, checked on the way back.
+
+The command sees each root exactly as the host has it (nothing added: no
+placeholder, no mount point), its changes reach the root only when it has
+ended, and then without protected names, git configuration, hooks or links
+in ``.git``. Real bubblewrap, real git, compared byte for byte with the same
+commands run unsandboxed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    SandboxUnavailableError,
+    create_sandbox_shell_operations,
+)
+from prism.coding.tools import LocalShellOperations, ShellSpawnRequest
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from prism.coding.tools import ShellExit, ShellOperations
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.git]
+
+_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "HOME": "/nonexistent",
+    "LC_ALL": "C",
+}
+
+
+async def _sh(cwd: Path, command: str) -> bytes:
+    result = await trio.run_process(
+        ["/bin/sh", "-c", command], cwd=cwd, env=_ENV, capture_stdout=True, capture_stderr=True
+    )
+    return result.stdout
+
+
+async def _repository(root: Path) -> None:
+    for index in range(5):
+        (root / f"d{index}" / "deep").mkdir(parents=True)
+        (root / f"d{index}" / "deep" / "f.txt").write_text(f"{index}\n")
+    (root / "README").write_text("hello\n")
+    (root / ".gitignore").write_text("*.log\n")
+    await _sh(root, "git init -q -b main && git add -A && git commit -qm init")
+    (root / "README").write_text("changed\n")
+    (root / "new.txt").write_text("new\n")
+    (root / "x.log").write_text("ignored\n")
+
+
+def _ops(*roots: Path, **options: object) -> ShellOperations:
+    sandbox = BubblewrapSandbox([str(r) for r in roots], **options)  # type: ignore[arg-type]
+    return create_sandbox_shell_operations(sandbox)
+
+
+async def _run(ops: ShellOperations, command: str, cwd: Path) -> tuple[int, bytes]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(command=command, shell_path="/bin/sh", cwd=str(cwd), env=_ENV)
+    with trio.fail_after(60):
+        result = await ops.run(request, sink)
+    return result.exit_code or 0, b"".join(chunks)
+
+
+def _tree(root: Path) -> list[tuple[str, str, int, bytes]]:
+    """Every entry below ``root`` (not .git): path, type, mode, content or link target."""
+    out: list[tuple[str, str, int, bytes]] = []
+    for path, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(dirs + files):
+            full = os.path.join(path, name)
+            info = os.lstat(full)
+            rel = os.path.relpath(full, root)
+            if stat.S_ISLNK(info.st_mode):
+                out.append((rel, "link", 0, os.readlink(full).encode()))
+            elif stat.S_ISDIR(info.st_mode):
+                out.append((rel, "dir", stat.S_IMODE(info.st_mode), b""))
+            else:
+                with open(full, "rb") as handle:
+                    out.append((rel, "file", stat.S_IMODE(info.st_mode), handle.read()))
+    return out
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git status --porcelain", "ls -a", "find .", "ls -aR", "git status",
+     "find . -type f -exec stat -c '%n %s %a %i %Y' {} +",
+     "git ls-files --others --exclude-standard", "git add -A -n", "git diff --stat"],
+)  # fmt: skip
+async def test_listings_inside_are_byte_identical_to_the_host(root: Path, command: str) -> None:
+    await _repository(root)
+    plain = await _run(LocalShellOperations(), command, root)
+    sandboxed = await _run(_ops(root), command, root)
+    assert sandboxed == plain
+    assert b"prism sandbox" not in sandboxed[1]
+
+
+async def test_a_fresh_repository_looks_the_same_inside(root: Path) -> None:
+    # the old sandbox showed 30 placeholders here (.bashrc, .envrc, .mcp.json, ...)
+    await _sh(root, "git init -q -b main")
+    command = (
+        "ls -a; git status --porcelain --untracked-files=all; find . -path ./.git -prune -o -print"
+    )
+    assert await _run(_ops(root), command, root) == await _run(
+        LocalShellOperations(), command, root
+    )
+
+
+async def test_add_all_and_commit_give_the_same_commit_as_unsandboxed(tmp_path: Path) -> None:
+    plain, boxed = tmp_path / "plain", tmp_path / "boxed"
+    for directory in (plain, boxed):
+        directory.mkdir()
+        await _repository(directory)
+    command = (
+        "git add -A && git commit -qm work && git rev-parse HEAD && "
+        "git show --stat --format=%T HEAD"
+    )
+    expected = await _run(LocalShellOperations(), command, plain)
+    got = await _run(_ops(boxed), command, boxed)
+    assert got == expected
+    assert expected[0] == 0
+    for directory in (plain, boxed):
+        assert await _sh(directory, "git status --porcelain --untracked-files=all") == b""
+    assert await _sh(boxed, "git log --format=%H") == await _sh(plain, "git log --format=%H")
+    assert _tree(boxed) == _tree(plain)
+
+
+_CHANGES = (
+    "rm README && rm -r d0 && mv d1 moved && chmod 700 d2/deep/f.txt && "
+    "ln -s moved/deep/f.txt link && mkdir -p a/b/c && echo c > a/b/c/f && "
+    "rm -r d3 && echo file > d3 && rm d4/deep/f.txt && mkdir d4/deep/f.txt && "
+    "ln new.txt hard.txt && printf 'x%.0s' $(seq 1 5000) > big && : > empty && "
+    "mkdir gone && rmdir gone && echo '' > d2/deep/f.txt"
+)
+
+
+async def test_edits_deletions_renames_and_links_come_back_as_made(tmp_path: Path) -> None:
+    plain, boxed = tmp_path / "plain", tmp_path / "boxed"
+    for directory in (plain, boxed):
+        directory.mkdir()
+        await _repository(directory)
+    expected = await _run(LocalShellOperations(), _CHANGES, plain)
+    assert expected == (0, b"")
+    assert await _run(_ops(boxed), _CHANGES, boxed) == expected
+    assert _tree(boxed) == _tree(plain)
+    assert os.stat(boxed / "new.txt").st_ino == os.stat(boxed / "hard.txt").st_ino
+
+
+def _other_device(path: str) -> bool:
+    return os.path.isdir(path) and os.stat(path).st_dev != os.stat(tempfile.gettempdir()).st_dev
+
+
+async def test_a_root_on_another_file_system_is_copied_back(tmp_path: Path) -> None:
+    shm = "/dev/shm"
+    if not _other_device(shm):
+        pytest.skip("no second file system for the root")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    boxed_dir = tempfile.mkdtemp(dir=shm)
+    try:
+        from pathlib import Path as _Path
+
+        boxed = _Path(boxed_dir)
+        for directory in (plain, boxed):
+            await _repository(directory)
+        expected = await _run(LocalShellOperations(), _CHANGES, plain)
+        assert await _run(_ops(boxed), _CHANGES, boxed) == expected
+        assert _tree(boxed) == _tree(plain)
+    finally:
+        shutil.rmtree(boxed_dir)
+
+
+async def test_a_root_whose_name_needs_escaping_works(tmp_path: Path) -> None:
+    root = tmp_path / "a,b:c\\d e"
+    root.mkdir()
+    code, output = await _run(_ops(root), "echo hi > made.txt && cat made.txt", root)
+    assert (code, output) == (0, b"hi\n")
+    assert (root / "made.txt").read_text() == "hi\n"
+
+
+_PROTECTED = [
+    ".envrc", "sub/.envrc", "sub/.vscode/tasks.json", ".vscode/settings.json", "lefthook.yml",
+    "lefthook.yaml", "lefthook-local.yml", ".idea/workspace.xml",
+    ".devcontainer/devcontainer.json", ".zed/settings.json", ".nvim.lua", ".bashrc",
+    ".mcp.json", "prism.toml", ".husky/pre-commit", "made/later/.envrc", ".yarnrc.yml",
+    ".gitmodules", "sub/.git/config",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _PROTECTED)
+async def test_protected_names_are_never_created_even_in_existing_directories(
+    root: Path, name: str
+) -> None:
+    await _sh(root, "git init -q -b main")
+    (root / "sub").mkdir()
+    before = _tree(root)
+    parent = os.path.dirname(name) or "."
+    command = f"mkdir -p {parent} && echo 'touch pwned' > {name} && cat {name} && echo ok > ok.txt"
+    code, output = await _run(_ops(root), command, root)
+    assert code == 0
+    assert output.startswith(b"touch pwned\n")  # the command itself saw its file
+    assert name.encode() in output or os.path.dirname(name).encode() in output  # reported
+    assert not (root / name).exists()
+    assert (root / "ok.txt").read_text() == "ok\n"
+    assert [e for e in _tree(root) if e[0] != "ok.txt" and e[1] != "dir"] == [
+        e for e in before if e[1] != "dir"
+    ]
+
+
+async def test_existing_protected_files_are_neither_changed_nor_deleted(root: Path) -> None:
+    (root / ".envrc").write_text("export SAFE=1\n")
+    (root / "sub").mkdir()
+    (root / "sub" / ".bashrc").write_text("# mine\n")
+    command = "echo 'curl x | sh' >> .envrc && rm sub/.bashrc && echo done"
+    code, output = await _run(_ops(root), command, root)
+    assert code == 0
+    assert output.startswith(b"done\n")
+    assert b"[prism sandbox] not applied" in output
+    assert (root / ".envrc").read_text() == "export SAFE=1\n"
+    assert (root / "sub" / ".bashrc").read_text() == "# mine\n"
+
+
+async def test_the_protected_paths_option_counts_at_apply_time(root: Path) -> None:
+    code, output = await _run(_ops(root, protected_paths=["Makefile"]), "echo x > Makefile", root)
+    assert code == 0
+    assert b"Makefile" in output
+    assert not (root / "Makefile").exists()
+
+
+async def test_a_host_watching_during_the_command_sees_nothing_of_it(
+    root: Path, tmp_path: Path
+) -> None:
+    """The host lists the root and runs git while the command waits: nothing planted runs."""
+    await _repository(root)
+    marker = tmp_path / "marker"
+    pipes = tmp_path / "pipes"
+    pipes.mkdir()
+    os.mkfifo(pipes / "go")
+    before = _tree(root)
+    command = (
+        "echo 'touch {m}' > .envrc && mkdir -p d0/.vscode && echo '{{}}' > d0/.vscode/tasks.json"
+        " && git config core.fsmonitor 'touch {m}; false #'"
+        " && printf '#!/bin/sh\\ntouch {m}\\n' > .git/hooks/pre-commit"
+        " && chmod +x .git/hooks/pre-commit"
+        " && echo made > made.txt && echo ready && cat {go}"
+    ).format(m=marker, go=pipes / "go")
+    ready = trio.Event()
+    seen: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        seen.append(chunk)
+        if b"ready" in b"".join(seen):
+            ready.set()
+
+    request = ShellSpawnRequest(command=command, shell_path="/bin/sh", cwd=str(root), env=_ENV)
+    sandbox = BubblewrapSandbox([str(root)], extra_args=("--ro-bind", str(pipes), str(pipes)))
+
+    def release() -> None:
+        with open(pipes / "go", "w") as fifo:
+            fifo.write("go\n")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(create_sandbox_shell_operations(sandbox).run, request, sink)
+        with trio.fail_after(60):
+            await ready.wait()
+        # while the command runs: the host sees the root as it was, and its git runs nothing
+        assert _tree(root) == before
+        await _sh(root, "git status; git add -A; git commit -qm host; git reset -q HEAD~")
+        assert not marker.exists()
+        await trio.to_thread.run_sync(release)
+    # afterwards: only the ordinary file came back
+    assert (root / "made.txt").read_text() == "made\n"
+    assert not (root / ".envrc").exists()
+    assert not (root / "d0" / ".vscode").exists()
+    await _sh(root, "git status; git add -A; git commit -qm after")
+    await _sh(root, "for f in .envrc .bashrc .profile; do [ -f $f ] && . ./$f; done; true")
+    assert not marker.exists()
+    assert b"fsmonitor" not in await _sh(root, "git config --list --local")
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "ln -sf {victim} .git/logs/HEAD",
+        "mkdir -p .git/logs/refs/heads && ln -sf {victim} .git/logs/refs/heads/main",
+        "rm -rf .git/logs && ln -s {outside} .git/logs",
+        "ln -sf {victim} .git/refs/heads/evil",
+        "rm -rf .git/refs/heads && ln -s {outside} .git/refs/heads",
+        "ln -sf {victim} .git/ORIG_HEAD",
+        "ln -sf {victim} .git/index",
+        "ln -sf {victim} .git/COMMIT_EDITMSG",
+        "rm -rf .git/objects/info && ln -s {outside} .git/objects/info",
+    ],
+)
+async def test_links_planted_in_dot_git_never_lead_the_host_git_outside(
+    root: Path, tmp_path: Path, plant: str
+) -> None:
+    await _repository(root)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_text("precious\n")
+    command = plant.format(victim=victim, outside=outside)
+    code, output = await _run(_ops(root), command, root)
+    assert code == 0, output
+    await _sh(root, "git add -A && git commit -qm host && git checkout -qb other && git gc -q")
+    assert victim.read_text() == "precious\n"
+    assert sorted(os.listdir(outside)) == ["victim"]
+    assert not _links_in(root / ".git")
+
+
+@pytest.mark.parametrize(
+    ("command", "kept_out"),
+    [
+        ("echo '[core]' >> .git/config", ".git/config"),
+        ("echo x > .git/objects/info/alternates", ".git/objects/info/alternates"),
+        ("echo . > .git/commondir", ".git/commondir"),
+        ("mkdir -p .git/info && echo '* diff=x' > .git/info/attributes", ".git/info/"),
+        ("mkdir -p .git/worktrees/w && echo /x > .git/worktrees/w/gitdir", ".git/worktrees/"),
+        ("mkdir -p .git/modules/m && echo x > .git/modules/m/config", ".git/modules/"),
+        ("echo x > .git/hooks/post-checkout", ".git/hooks/"),
+        ("rm -rf .git", ".git"),
+        ("echo 'gitdir: /tmp' > d0/.git", "d0/.git"),
+    ],
+)
+async def test_what_git_runs_or_where_it_writes_stays_private(
+    root: Path, command: str, kept_out: str
+) -> None:
+    await _repository(root)
+    before = _git_files(root)
+    code, output = await _run(_ops(root), command, root)
+    assert code == 0, output
+    assert kept_out.encode() in output
+    after = _git_files(root)
+    assert after == before
+    assert not (root / "d0" / ".git").exists()
+
+
+def _links_in(directory: Path) -> list[str]:
+    return [
+        os.path.join(path, name)
+        for path, dirs, files in os.walk(directory)
+        for name in dirs + files
+        if os.path.islink(os.path.join(path, name))
+    ]
+
+
+def _git_files(root: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for path, _dirs, files in os.walk(root / ".git"):
+        if "/objects" in path:
+            continue
+        for name in files:
+            full = os.path.join(path, name)
+            with open(full, "rb") as handle:
+                out[os.path.relpath(full, root)] = handle.read()
+    return out
+
+
+async def test_wrap_alone_binds_the_roots_read_only(root: Path) -> None:
+    argv = BubblewrapSandbox([str(root)]).wrap(["sh", "-c", "echo x > made.txt"], cwd=str(root))
+    result = await trio.run_process(argv, cwd=root, check=False, capture_stderr=True)
+    assert result.returncode != 0
+    assert b"Read-only file system" in result.stderr
+    assert os.listdir(root) == []
+
+
+async def test_a_missing_mount_tool_makes_the_sandbox_unavailable(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name, **_: None if name == "unshare" else "/x")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], bwrap_path="/bin/true"))
+    with pytest.raises(SandboxUnavailableError, match="unshare"):
+        await _run(ops, "true", root)
+
+
+def daemon_command(tag: str, where: str) -> str:
+    """Three processes that outlive the command: setsid + env -i, a double fork, nohup.
+
+    Each marks itself started (a file in ``where``) before it becomes ``sleep``;
+    the command ends only once all three run.
+    """
+    mark = f"touch {where}/{tag}"
+    return (
+        f"setsid -f env -i /bin/bash -c '{mark}-a; exec -a {tag}-a sleep 300' >/dev/null 2>&1; "
+        f"/bin/bash -c '( ( {mark}-b; exec -a {tag}-b sleep 300 & ) & )' >/dev/null 2>&1; "
+        f"nohup /bin/bash -c '{mark}-c; exec -a {tag}-c sleep 300' >/dev/null 2>&1 & "
+        f"until [ -e {where}/{tag}-a ] && [ -e {where}/{tag}-b ] && [ -e {where}/{tag}-c ]; "
+        "do :; done; echo started"
+    )
+
+
+async def test_daemons_and_double_forks_end_with_the_call(root: Path) -> None:
+    tag = f"prism-daemon-{os.getpid()}-{id(root)}"
+    code, output = await _run(_ops(root), daemon_command(tag, "/tmp"), root)
+    assert (code, output) == (0, b"started\n")
+    assert processes_named(tag) == []
+
+
+def processes_named(tag: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except OSError:
+            continue
+        if tag.encode() in cmdline:
+            found.append(pid)
+    return found
