@@ -18,6 +18,7 @@ def test_config_check_accepts_a_good_file(run_cli: CliRunner, tmp_path: Path) ->
 
 
 def test_config_check_json_shows_resolved_roots(run_cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
     (tmp_path / "prism.toml").write_text('[workspace]\nroots = ["repo"]\n', encoding="utf-8")
     proc = run_cli("config", "check", "--json")
     assert proc.returncode == 0, proc.stderr

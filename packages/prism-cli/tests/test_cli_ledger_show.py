@@ -3,6 +3,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 
 from prism.core import (
@@ -77,6 +78,57 @@ def test_ledger_show_refuses_a_file_that_is_not_a_ledger(
     assert proc.returncode == 2
     assert "unknown record type" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        (
+            "ledger.db",
+            b"hello\n",
+            "ledger.db: not an SQLite database: a .db ledger is an SQLite file, "
+            "and this one does not start with SQLite's header",
+        ),
+        (
+            "ledger.sqlite",
+            b'{"type": "record"}\n',
+            "ledger.sqlite: not an SQLite database",
+        ),
+        (
+            "other.jsonl",
+            b'{"a": 1}\n',
+            'other.jsonl: not a Prism ledger (line 1: not a ledger record (it has no "type"))',
+        ),
+        (
+            "binary.jsonl",
+            b"\x00\x01garbage",
+            "binary.jsonl: not a Prism ledger (its first line is not a JSON object)",
+        ),
+        (
+            "notes.jsonl",
+            b"just some text\nmore\n",
+            "notes.jsonl: not a Prism ledger (line 1: not JSON",
+        ),
+    ],
+)
+def test_ledger_show_says_what_a_file_is_not(
+    run_cli: CliRunner, tmp_path: Path, name: str, content: bytes, said: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    proc = run_cli("ledger", "show", str(path))
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.startswith(f"prism: error: {tmp_path}/")
+    assert said in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "None" not in proc.stderr
+
+
+def test_an_empty_ledger_file_is_an_empty_ledger(run_cli: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    proc = run_cli("ledger", "show", str(path))
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_ledger_show_on_a_missing_file_fails_cleanly(run_cli: CliRunner, tmp_path: Path) -> None:

@@ -183,7 +183,10 @@ def test_run_with_a_server_that_will_not_start_fails_cleanly(
     _setup(tmp_path, config, ["hi"])
     proc = run_cli("run", "session.json")
     assert proc.returncode == 2
-    assert "MCP server 'broken' did not start" in proc.stderr
+    # Found missing before anything starts (`prism config check` says the same).
+    assert "mcp.servers.broken.command: '/nonexistent/server' is not an executable file" in (
+        proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 

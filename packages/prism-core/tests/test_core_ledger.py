@@ -501,7 +501,7 @@ def test_the_reference_line_parses() -> None:
         ("{not json", "not JSON"),
         ("[1, 2]", "expected an object"),
         (_line(type="event"), "unknown record type"),
-        (_line(type=_DROP), "unknown record type"),
+        (_line(type=_DROP), r'not a ledger record \(it has no "type"\)'),
         (_line(schema_version=3), "schema_version"),
         (_line(schema_version="1"), "schema_version"),
         (_line(schema_version=True), "schema_version"),

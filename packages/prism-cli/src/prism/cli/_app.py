@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"prism: error: {exc}\n")
         return 2
     except PrismError as exc:
-        sys.stderr.write(f"prism: error: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"prism: error: {exc}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("prism: interrupted\n")

@@ -47,12 +47,27 @@ def _render_config(file: Path, loaded: PrismConfig) -> None:
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print the resolved config as JSON.")
 def config_check(file: Path, json_mode: bool) -> None:
-    """Validate FILE (default ./prism.toml) and show what it resolves to."""
+    """Validate FILE (default ./prism.toml) and show what it resolves to.
+
+    Everything `prism run` and `prism serve` check before they start is checked
+    here too: the roots exist, each MCP server's folder exists and its command is
+    found, URLs have a host and a port that parses, [serve.auth] is complete, the
+    approver command is found, and a bubblewrap sandbox can isolate.
+    """
     import attrs
 
     from ._config import load_config
 
-    loaded = load_config(file)
+    loaded = load_config(file)  # a mistake in the file is reported before anything is imported
+
+    from ._preflight import check_before_run, check_serve
+    from ._runner import _sandbox
+    from ._trio import run_trio
+
+    check_before_run(loaded)
+    check_serve(loaded)
+    if loaded.workspace.sandbox == "bubblewrap":
+        run_trio(lambda: _sandbox(loaded))
     if json_mode:
         emit_json(attrs.asdict(loaded, recurse=True))
     else:

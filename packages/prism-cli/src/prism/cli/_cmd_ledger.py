@@ -52,14 +52,19 @@ def _filters(fn: Callable[..., _T]) -> Callable[..., _T]:
     return fn
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def read_ledger_file(file: Path, filters: Mapping[str, Any]) -> LedgerContents:
     """The records of ``file`` that ``filters`` (the filter options) keep.
 
     Warnings for skipped lines go to stderr.
     """
+    import sqlite3
+
     from prism.core.ledger import LedgerFormatError, LedgerQuery, read_ledger
 
-    from ._ledgerfile import parse_since
+    from ._ledgerfile import is_sqlite_path, parse_since
 
     since = filters["since"]
     try:
@@ -74,14 +79,26 @@ def read_ledger_file(file: Path, filters: Mapping[str, Any]) -> LedgerContents:
         blocked=filters["blocked"],
     )
     try:
+        with open(file, "rb") as opened:
+            head = opened.read(len(SQLITE_HEADER))
+        if is_sqlite_path(file) and head and head != SQLITE_HEADER:
+            raise CliError(
+                f"{file}: not an SQLite database: a {file.suffix} ledger is an SQLite file, "
+                "and this one does not start with SQLite's header"
+            )
         contents = read_ledger(file, strict=False, query=query)
     except OSError as exc:
-        raise CliError(f"{file}: cannot read it ({exc})") from exc
+        raise CliError(f"{file}: cannot read it ({exc.strerror or exc})") from exc
+    except sqlite3.Error as exc:
+        raise CliError(f"{file}: not a Prism ledger database ({exc})") from exc
     except LedgerFormatError as exc:
-        raise CliError(f"{file}: {exc}") from exc
-    if not contents.records and not contents.runs and contents.problems:
+        raise CliError(f"{file}: not a Prism ledger ({exc})") from exc
+    if not contents.records and not contents.runs:
         # Nothing in it reads as a ledger.
-        raise CliError(f"{file}: {contents.problems[0]}")
+        if contents.problems:
+            raise CliError(f"{file}: not a Prism ledger ({contents.problems[0]})")
+        if contents.torn_line == 1 and not head.lstrip().startswith(b"{"):
+            raise CliError(f"{file}: not a Prism ledger (its first line is not a JSON object)")
     for problem in contents.problems[:5]:
         sys.stderr.write(f"prism: warning: {file}: skipped {problem}\n")
     if len(contents.problems) > 5:

@@ -143,9 +143,11 @@ def run_command(
     Every call goes through the full gates: permission rules, JSON Schema
     validation, the coding execution policy, bounded parallelism per turn.
     """
+    from ._preflight import check_model_flags
     from ._session import load_session
 
-    # Local files first: a typo is reported before anything heavy is imported.
+    # Flags and local files first: a typo is reported before anything heavy is imported.
+    check_model_flags(model_spec, base_url)
     session = None if model_spec is not None else load_session(session_file)
     loaded = read_config(config_file)
     target = _ledger_target(ledger_file, loaded)
@@ -218,6 +220,9 @@ def chat_command(
     progress (the conversation goes on); Ctrl-C at the prompt, Ctrl-D or /exit
     leave. Approval questions are asked on the terminal (yes / no / always).
     """
+    from ._preflight import check_model_flags
+
+    check_model_flags(model_spec, base_url)
     loaded = read_config(config_file)
     target = _ledger_target(ledger_file, loaded)
 

@@ -32,6 +32,8 @@ from prism.core.options import (
     string,
 )
 
+from ._preflight import http_url_problem
+
 __all__ = [
     "AgentConfig",
     "CommandRulesConfig",
@@ -76,8 +78,8 @@ _string_table = OptionCheck(
     ),
 )
 _http_url = OptionCheck(
-    "an http:// or https:// URL",
-    lambda value: isinstance(value, str) and value.startswith(("http://", "https://")),
+    "an http:// or https:// URL with a host (and a port from 0 to 65535)",
+    lambda value: isinstance(value, str) and http_url_problem(value) is None,
 )
 
 

@@ -256,6 +256,8 @@ def first_problem(exc: BaseException) -> tuple[str, str, object]:
         key = (*key, *_option_key(option))
         message = str(leaf)
         problem = message[len(option) :].strip() if message.startswith(option) else message
+        # A key left out is what None means in Python: TOML has no None to write.
+        problem = problem.replace(" or None, got ", ", got ")
         return _dotted(key), problem, leaf.value
     if isinstance(leaf, KeyError) and leaf.args:
         name = str(leaf.args[0])

@@ -34,6 +34,7 @@ from prism.core import (
 from prism.mcp import McpToolBridge, StdioTransport, StreamableHttpTransport
 
 from ._errors import CliError, ConfigError
+from ._preflight import check_servers
 from ._render import CallRow, EventView
 from ._trio import only_leaf, run_trio
 
@@ -138,7 +139,7 @@ async def open_mcp_server(
         CliError: the server could not be started or did not complete the handshake.
     """
     from prism.core import PrismError
-    from prism.mcp import open_mcp_tools
+    from prism.mcp import McpBridgeError, open_mcp_tools
 
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -159,7 +160,9 @@ async def open_mcp_server(
             leaf = only_leaf(exc) if isinstance(exc, ExceptionGroup) else exc
             if not isinstance(leaf, (PrismError, OSError, ValueError, TypeError)):
                 raise
-            raise CliError(f"MCP server {server.server_id!r} did not start: {leaf}") from exc
+            # The bridge's error already names the server: say it once.
+            reason = leaf.reason if isinstance(leaf, McpBridgeError) else str(leaf)
+            raise CliError(f"MCP server {server.server_id!r} did not start: {reason}") from exc
         yield bridge
 
 
@@ -300,6 +303,7 @@ async def open_toolset(
             except (ValueError, TypeError, OSError) as exc:
                 raise CliError(f"cannot build the coding tools: {exc}") from exc
             tools.extend(coding)
+        check_servers(config)  # every server's command, before the first one starts
         for server in config.mcp_servers:
             bridge = await stack.enter_async_context(open_mcp_server(server, elicit=elicit))
             bridges.append(bridge)

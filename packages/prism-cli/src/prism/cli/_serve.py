@@ -83,9 +83,10 @@ def http_auth(
         if auth.token_file is not None:
             lines += _read_tokens(Path(auth.token_file), f"{config.source}: serve.auth.token_file")
     else:
+        verifier = _verifier(config, auth)  # a ConfigError naming serve.auth.verifier
         try:
             return OAuthResourceServer(
-                verifier=_verifier(config, auth),
+                verifier=verifier,
                 issuer_url=str(auth.issuer_url),
                 resource_server_url=str(auth.resource_server_url),
                 required_scopes=auth.required_scopes,
@@ -112,11 +113,12 @@ def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | No
     if request.address is None:
         return None
     host, port = request.address
+    auth = http_auth(config, request)  # its errors name serve.auth or --token-file themselves
     try:
         return HttpOptions(
             host=host,
             port=port,
-            auth=http_auth(config, request),
+            auth=auth,
             allowed_origins=(*config.serve.allowed_origins, *request.origins),
             stateless=request.stateless or config.serve.stateless,
         )

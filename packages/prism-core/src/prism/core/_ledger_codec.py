@@ -197,6 +197,8 @@ def decode_object(data: object, where: str) -> LedgerEntry:
     tag = data.pop("type", None)
     version = data.pop("schema_version", None)
     entry_type = _CLASSES.get(tag) if isinstance(tag, str) else None
+    if tag is None:
+        raise LedgerFormatError(f'{number}: not a ledger record (it has no "type")')
     if entry_type is None:
         raise LedgerFormatError(f"{number}: unknown record type {tag!r}")
     if type(version) is not int or version not in READABLE_VERSIONS:
