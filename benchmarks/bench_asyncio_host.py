@@ -20,6 +20,13 @@ Rows (medians over repetitions, same options and tool):
 - ``host crossing alone``: ``await host.run(f)`` of a trio function that returns at
   once: what a call costs besides the dispatch itself (one loop iteration, one guest
   tick, one step of a worker task).
+- ``asyncio tool, called directly``: the application's own asyncio tool (it awaits
+  ``asyncio.sleep(0)``, one turn of the loop, as the least I/O does) awaited in a
+  plain asyncio loop: the baseline of the next row.
+- ``asyncio tool, gated through the host``: the same tool dispatched through the
+  host with every gate: the host runs it as a task of its asyncio loop (the tool
+  is unmarked, so asyncio code), so a call crosses into trio, out to an asyncio
+  task and back. Measured interleaved with the baseline.
 
 Run: ``uv run python benchmarks/bench_asyncio_host.py [--json] [--quick]``.
 """
@@ -44,6 +51,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
     open_asyncio_host,
+    trio_native,
 )
 from prism.core import ToolDefinition as Tool
 from prism.core.ledger import RunLedger
@@ -57,22 +65,31 @@ CONCURRENT = 8
 _RESULT = ToolResult.text("ok")
 
 
+@trio_native  # the trio rows' tool: stays on trio under the host
 async def echo(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    return _RESULT
+
+
+async def asyncio_echo(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    await asyncio.sleep(0)
     return _RESULT
 
 
 def gated_options() -> DispatchOptions:
     events: list[AgentEvent] = []
     return DispatchOptions(
-        registry=create_tool_registry([Tool(name="echo", execute=echo)]),
+        registry=create_tool_registry(
+            [Tool(name="echo", execute=echo), Tool(name="aecho", execute=asyncio_echo)]
+        ),
         filters=(ToolFilter(deny=frozenset({"never"})),),
-        permission=create_rule_permission_policy(allow=["tool:echo:execute"]),
+        permission=create_rule_permission_policy(allow=["tool:*echo:execute"]),
         events=events.append,
         ledger=RunLedger(),
     )
 
 
 CALL = ToolCall(id="1", name="echo", arguments={"q": "x"})
+ASYNCIO_CALL = ToolCall(id="2", name="aecho", arguments={"q": "x"})
 
 
 async def from_trio() -> list[float]:
@@ -90,7 +107,14 @@ async def nothing() -> None:
 
 async def from_asyncio() -> dict[str, list[float]]:
     options = gated_options()
-    samples: dict[str, list[float]] = {"trio": [], "serial": [], "concurrent": [], "crossing": []}
+    samples: dict[str, list[float]] = {
+        "trio": [],
+        "serial": [],
+        "concurrent": [],
+        "crossing": [],
+        "asyncio direct": [],
+        "asyncio gated": [],
+    }
     per_caller = INNER // CONCURRENT
 
     async def trio_loop() -> float:
@@ -118,6 +142,16 @@ async def from_asyncio() -> dict[str, list[float]]:
             for _ in range(INNER):
                 await host.run(nothing)
             samples["crossing"].append(per_call(t0, INNER))
+            ctx = ToolExecutionContext(ASYNCIO_CALL)
+            arguments: JsonObject = {"q": "x"}
+            t0 = time.perf_counter()
+            for _ in range(INNER):
+                await asyncio_echo(arguments, ctx)
+            samples["asyncio direct"].append(per_call(t0, INNER))
+            t0 = time.perf_counter()
+            for _ in range(INNER):
+                await host.dispatch_tool_call(ASYNCIO_CALL, options)
+            samples["asyncio gated"].append(per_call(t0, INNER))
     return samples
 
 
@@ -138,6 +172,12 @@ def main() -> list[Row]:
         "... from trio, inside the host",
         samples["trio"],
         note="interleaved with the rows below",
+    )
+    direct = row(
+        BENCH,
+        "asyncio tool, called directly",
+        samples["asyncio direct"],
+        note="awaits asyncio.sleep(0); plain asyncio",
     )
     return [
         row(BENCH, "gated dispatch from trio", trio_samples, note="trio.run"),
@@ -170,6 +210,14 @@ def main() -> list[Row]:
             samples["crossing"],
             baseline=inside,
             note="host.run of a function that returns at once",
+        ),
+        direct,
+        row(
+            BENCH,
+            "asyncio tool, gated through the host",
+            samples["asyncio gated"],
+            baseline=direct,
+            note="every gate; the tool runs as a task of the host's loop",
         ),
     ]
 

@@ -34,6 +34,7 @@ from prism.core import (
     dispatch_tool_calls_in_order,
     open_asyncio_host,
     require_trio,
+    trio_native,
 )
 from prism.core.ledger import RunLedger
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from prism.core import JsonObject, ToolExecutionContext
 
 
+@trio_native  # trio code handed to an asyncio host is marked
 async def add(args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     await trio.lowlevel.checkpoint()
     a, b = args["a"], args["b"]
@@ -62,6 +64,7 @@ def options_for(*tools: ToolDefinition, ledger: RunLedger | None = None) -> Disp
 ADD = ToolDefinition(name="add", execute=add)
 
 
+@trio_native
 class Blocker:
     """A tool that tells asyncio when it started, then waits forever (or until cancelled)."""
 

@@ -101,6 +101,10 @@ DOCUMENTED = {
     "TrioRequiredError",
     "open_asyncio_host",
     "require_trio",
+    # the application's asyncio callbacks under a host run on its loop
+    "await_callback",
+    "is_trio_native",
+    "trio_native",
 }
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import trio
 
+from prism.core import trio_native
+
 from ._output import write_stdout
 from ._render import safe_text
 
@@ -69,6 +71,7 @@ def form_value(schema: Mapping[str, object], text: str) -> JsonValue:
     return text
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.define(eq=False)
 class TerminalElicitor:
     """Answers elicitation on the terminal, one request at a time.

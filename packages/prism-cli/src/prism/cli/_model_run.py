@@ -30,6 +30,7 @@ from prism.core import (
     SingleShotLoop,
     TextContent,
     create_agent,
+    trio_native,
 )
 
 from ._errors import CliError
@@ -74,6 +75,7 @@ def describe_action(action: ExecutionAction) -> str:
     return f"{action.kind}: {what}{risk}"
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.define(eq=False)
 class TerminalApprover:
     """Asks on the terminal: yes (this once), no, or always (this exact action, this session).

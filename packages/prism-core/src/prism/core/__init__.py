@@ -41,7 +41,6 @@ from ._agent import SingleShotLoop as SingleShotLoop
 from ._agent import create_agent as create_agent
 from ._asyncio_host import AsyncioHost as AsyncioHost
 from ._asyncio_host import open_asyncio_host as open_asyncio_host
-from ._asyncio_host import require_trio as require_trio
 from ._content import AssistantMessage as AssistantMessage
 from ._content import Content as Content
 from ._content import ImageContent as ImageContent
@@ -86,6 +85,9 @@ from ._extensions import ExtensionAPI as ExtensionAPI
 from ._extensions import ExtensionKernel as ExtensionKernel
 from ._extensions import create_extension_kernel as create_extension_kernel
 from ._extensions import discover_contributions as discover_contributions
+from ._host_calls import await_callback as await_callback
+from ._host_calls import is_trio_native as is_trio_native
+from ._host_calls import trio_native as trio_native
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
 from ._middleware import MiddlewareRegistry as MiddlewareRegistry
@@ -116,6 +118,7 @@ from ._tools import ToolRegistry as ToolRegistry
 from ._tools import create_tool_registry as create_tool_registry
 from ._tools import filter_tools as filter_tools
 from ._tools import is_tool_allowed as is_tool_allowed
+from ._trio_guard import require_trio as require_trio
 from ._validation import ErrorInfo as ErrorInfo
 from ._validation import ToolArgumentValidationError as ToolArgumentValidationError
 from ._validation import ToolArgumentValidationResult as ToolArgumentValidationResult
@@ -201,6 +204,7 @@ __all__ = [
     "UserMessage",
     "assert_execution_allowed",
     "assert_permission",
+    "await_callback",
     "create_agent",
     "create_extension_kernel",
     "create_rule_permission_policy",
@@ -212,10 +216,12 @@ __all__ = [
     "dispatch_tool_calls_in_order",
     "filter_tools",
     "is_tool_allowed",
+    "is_trio_native",
     "open_asyncio_host",
     "provider_safe_name",
     "require_trio",
     "resolve_tool_concurrency",
+    "trio_native",
 ]
 
 

@@ -9,7 +9,6 @@ import attrs
 import trio
 
 from ._abort import AbortSignal, cancel_on_abort
-from ._asyncio_host import require_trio
 from ._content import (
     AssistantMessage,
     Message,
@@ -22,6 +21,7 @@ from ._content import (
 from ._dispatch import DispatchOptions
 from ._errors import ModelProviderError, PrismError, SessionBusyError
 from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
+from ._host_calls import await_callback
 from ._ledger import PendingRecord, RunLedger, finished_records
 from ._ledger_records import FinishedCall, ToolCallRecord
 from ._middleware import MiddlewareRegistry
@@ -47,6 +47,7 @@ from ._tools import (
     create_tool_registry,
     filter_tools,
 )
+from ._trio_guard import require_trio
 from ._validation import ToolValidator
 
 if TYPE_CHECKING:
@@ -458,7 +459,8 @@ def _refuse_all(
 
 async def _complete(provider: ModelProvider, request: ModelRequest) -> AssistantMessage:
     try:
-        reply = await provider.complete(request)
+        complete = provider.complete
+        reply = await await_callback(complete, complete(request))
     except PrismError:
         raise
     except Exception as exc:

@@ -25,7 +25,6 @@ import contextlib
 import contextvars
 import functools
 import math
-import sys
 import types
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
@@ -34,6 +33,7 @@ import attrs
 import trio
 
 from ._errors import AsyncioHostClosedError, TrioRequiredError
+from ._host_calls import set_loop_runner, trio_native, trio_side
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Generator, Sequence
@@ -45,44 +45,9 @@ if TYPE_CHECKING:
     from ._content import ToolCall, ToolResult, UserMessage
     from ._dispatch import DispatchOptions
 
-__all__ = ["AsyncioHost", "open_asyncio_host", "require_trio"]
+__all__ = ["AsyncioHost", "open_asyncio_host"]
 
 T = TypeVar("T")
-
-_HOW_TO = (
-    "Prism runs on trio; from asyncio, open one host and go through it: "
-    "`async with prism.core.open_asyncio_host() as host: await host.run(fn, *args)` "
-    "(or host.dispatch_tool_call / host.run_agent / host.enter). See docs/agent-runtime.md, "
-    "'asyncio hosts'."
-)
-
-
-def require_trio(what: str) -> None:
-    """Raise a clear error unless the caller runs inside a trio task.
-
-    Called first by Prism's async entry points, so that awaiting one on asyncio
-    (or any other loop) fails at once with an error that says what to do,
-    rather than with a trio-internal error further down.
-
-    Args:
-        what: the entry point, as the user would name it (for the message).
-
-    Raises:
-        TrioRequiredError: the current thread is not running a trio task.
-    """
-    try:
-        trio.lowlevel.current_task()
-    except RuntimeError:
-        pass
-    else:
-        return
-    library = "no async library"
-    if "asyncio" in sys.modules:
-        with contextlib.suppress(RuntimeError):
-            asyncio.get_running_loop()
-            library = "asyncio"
-    raise TrioRequiredError(f"{what} was awaited on {library}, not in a trio task. {_HOW_TO}")
-
 
 # A worker with nothing to do stays runnable for this many trio ticks before it
 # parks, so an asyncio caller's next call finds trio ticking on the loop instead
@@ -94,13 +59,18 @@ _MAX_PARKED = 64
 
 
 # dispatch_tool_call, imported on first use rather than per call (an import
-# statement costs about a microsecond even when the module is loaded) or at the
-# top (it imports require_trio from this module).
+# statement costs about a microsecond even when the module is loaded); at the
+# top it would load the whole dispatcher with the host.
 @functools.cache
 def _dispatch_tool_call() -> Callable[[ToolCall, DispatchOptions], Awaitable[ToolResult]]:
     from ._dispatch import dispatch_tool_call
 
     return dispatch_tool_call
+
+
+@trio_native
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 @attrs.define(eq=False)
@@ -440,6 +410,77 @@ class AsyncioHost:
             raise call.error
         raise cancelled
 
+    async def _await_on_loop(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` as a task of the host's asyncio loop, from a trio task of the host.
+
+        The runner :func:`await_callback` uses for the application's asyncio
+        callbacks. The task runs in a copy of the current context variables;
+        its result, or the exception it raised (the same object, a
+        :class:`KeyboardInterrupt` too, which would otherwise stop the loop),
+        comes back here. Cancelling the trio task cancels the asyncio task and
+        waits for it to end, then raises ``trio.Cancelled`` (also when the task
+        swallowed its cancellation and returned), or what the task raised
+        meanwhile; an asyncio task cancelled by someone else raises its
+        :class:`asyncio.CancelledError` here.
+        """
+        values: list[T] = []
+        errors: list[BaseException] = []
+
+        async def guarded() -> None:
+            try:
+                values.append(await awaitable)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                # Kept here: asyncio re-raises KeyboardInterrupt and SystemExit
+                # out of the loop itself, which would end the application.
+                errors.append(exc)
+
+        context = contextvars.copy_context()
+        # Asyncio code in the task that calls Prism back with trio code goes through the host.
+        context.run(trio_side.set, self._await_on_trio)
+        try:
+            task = self._loop.create_task(guarded(), context=context)
+        except BaseException:
+            if isinstance(awaitable, types.CoroutineType):
+                awaitable.close()  # never started: no never-awaited warning
+            raise
+        waiter = trio.lowlevel.current_task()
+        token = self._token
+
+        def done(_: object) -> None:
+            try:
+                trio.lowlevel.reschedule(waiter)
+            except (RuntimeError, AttributeError):
+                # A trio that keeps no run context between guest ticks.
+                with contextlib.suppress(trio.RunFinishedError):
+                    token.run_sync_soon(trio.lowlevel.reschedule, waiter)
+
+        task.add_done_callback(done)
+        raise_cancel: Callable[[], NoReturn] | None = None
+
+        def abort(how: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+            nonlocal raise_cancel
+            if raise_cancel is None:
+                raise_cancel = how
+                task.cancel()
+            # Failed: this task waits for the asyncio task to end, then raises.
+            return trio.lowlevel.Abort.FAILED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        if errors:
+            # Also when cancelled: an error raised while cancelling is not dropped.
+            raise errors.pop()
+        if raise_cancel is not None:
+            raise_cancel()
+        if task.cancelled():
+            task.result()  # raises the task's CancelledError, with its message
+        return values[0]
+
+    async def _await_on_trio(self, awaitable: Awaitable[T]) -> T:
+        # From a callback task of this host's loop: await a trio-native awaitable in trio.
+        return await self.run(_await, awaitable)
+
     async def run(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
         """Run ``await fn(*args)`` in a trio task of the host and return its result.
 
@@ -636,6 +677,8 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
                 host = AsyncioHost(
                     loop=loop, token=trio.lowlevel.current_trio_token(), nursery=nursery
                 )
+                # The application's asyncio callbacks run on this loop (await_callback).
+                set_loop_runner(host._await_on_loop)
                 started.set_result((host, stop))
                 await stop.wait()
                 nursery.cancel_scope.cancel()

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, cast
 import attrs
 
 from ._abort import AbortSignal, cancel_on_abort
-from ._asyncio_host import require_trio
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
+from ._host_calls import await_callback
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._ledger_records import LedgerRecorder, ToolCallStatus
 from ._middleware import MiddlewareRegistry
@@ -45,6 +45,7 @@ from ._tools import (
     check_filters,
     is_tool_allowed,
 )
+from ._trio_guard import require_trio
 from ._validation import ErrorInfo, ToolValidator
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ async def _run_call_hooks(
         try:
             outcome = hook(call, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
-                outcome = await outcome
+                outcome = await await_callback(hook, outcome)
         except Exception as exc:
             raise _Blocked(
                 "tool_denied", f"call middleware failed: {describe_exception(exc)}"
@@ -232,11 +233,11 @@ async def _gate(
     if permission is not None:
         request = _tool_request(name)
         try:
-            # Awaited only when the policy is async: resolve_decision would cost
-            # a coroutine on every call of a synchronous policy.
+            # Awaited only when the policy is async: a helper coroutine would
+            # cost one on every call of a synchronous policy.
             decision = permission.check(request)
             if not isinstance(decision, PermissionDecision) and inspect.isawaitable(decision):
-                decision = await decision
+                decision = await await_callback(permission.check, decision)
         except Exception as exc:
             raise _Blocked(
                 "permission_denied", f"permission check failed: {describe_exception(exc)}"
@@ -256,7 +257,7 @@ async def _gate(
         try:
             outcome = validate(tool, arguments, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
-                outcome = await outcome
+                outcome = await await_callback(validate, outcome)
         except Exception as exc:
             raise _Blocked(
                 "validation_failed", f"validator failed: {describe_exception(exc)}"
@@ -302,7 +303,8 @@ async def _execute(
 ) -> tuple[ToolResult, str | None]:
     """Run the handler; return the result and, if it raised, the error text."""
     try:
-        result = await tool.execute(arguments, ctx)
+        execute = tool.execute
+        result = await await_callback(execute, execute(arguments, ctx))
     except Exception as exc:
         return _exception_result(tool, exc)
     if not isinstance(result, ToolResult):
@@ -318,7 +320,7 @@ async def _run_result_hooks(
         try:
             outcome = hook(call, result, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
-                outcome = await outcome
+                outcome = await await_callback(hook, outcome)
         except Exception as exc:
             return ToolResult.error(f"result middleware failed: {describe_exception(exc)}")
         if outcome is None:

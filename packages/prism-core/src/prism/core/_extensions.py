@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import attrs
 
 from ._errors import ExtensionError
+from ._host_calls import await_callback
 from ._options import has_method, optional, string
 from ._policy import PermissionPolicy, PermissionRequest, assert_permission
 from ._tools import ToolDefinition
@@ -153,7 +154,7 @@ class ExtensionKernel:
             try:
                 outcome = setup(api)
                 if inspect.isawaitable(outcome):
-                    await outcome
+                    await await_callback(setup, outcome)
             except ExtensionError:
                 raise
             except Exception as exc:

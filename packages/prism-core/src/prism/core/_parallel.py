@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._asyncio_host import require_trio
 from ._content import ToolCall, ToolResult
 from ._dispatch import DispatchOptions, dispatch_tool_call
 from ._options import integer, optional
 from ._outcome import cancelled_result, settle_not_started
+from ._trio_guard import require_trio
 
 if TYPE_CHECKING:
     from ._tools import ToolRegistry

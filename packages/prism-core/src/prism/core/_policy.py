@@ -7,11 +7,12 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from fnmatch import translate
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import attrs
 
 from ._errors import ConfigurationError, ExecutionDeniedError, PermissionDeniedError
+from ._host_calls import await_callback
 from ._ledger_decision import note_execution_decision
 from ._options import one_of, sequence_of, string
 
@@ -25,7 +26,6 @@ __all__ = [
     "assert_execution_allowed",
     "assert_permission",
     "create_rule_permission_policy",
-    "resolve_decision",
 ]
 
 
@@ -60,16 +60,6 @@ class PermissionPolicy(Protocol):
     ) -> PermissionDecision | Awaitable[PermissionDecision]:
         """Decide ``request``."""
         ...
-
-
-_T = TypeVar("_T")
-
-
-async def resolve_decision(value: _T | Awaitable[_T]) -> _T:
-    """Await ``value`` when it is awaitable; return it as it is otherwise."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 _GLOBS = sequence_of(string())
@@ -147,7 +137,10 @@ async def assert_permission(policy: PermissionPolicy | None, request: Permission
     """
     if policy is None:
         return
-    decision = await resolve_decision(policy.check(request))
+    check = policy.check
+    decision = check(request)
+    if inspect.isawaitable(decision):
+        decision = await await_callback(check, decision)
     if not isinstance(decision, PermissionDecision):
         # Fail closed: an answer we cannot read is not a yes.
         raise PermissionDeniedError(
@@ -239,7 +232,10 @@ async def assert_execution_allowed(
     """
     if policy is None:
         return action
-    decision = await resolve_decision(policy.check(action))
+    check = policy.check
+    decision = check(action)
+    if inspect.isawaitable(decision):
+        decision = await await_callback(check, decision)
     if not isinstance(decision, ExecutionDecision):
         # Fail closed: an answer we cannot read is not a yes.
         why = f"the execution policy returned {type(decision).__name__}, not an ExecutionDecision"

@@ -11,6 +11,7 @@ import trio
 
 from ._content import AssistantMessage, Message, ToolCall
 from ._errors import ConfigurationError, ModelProviderError, ScriptExhaustedError
+from ._host_calls import await_callback, trio_native
 from ._json import JsonObject
 
 __all__ = ["ModelProvider", "ModelRequest", "ScriptedProvider", "ScriptedTurn", "ToolSpec"]
@@ -89,6 +90,7 @@ def _turns(value: Sequence[ScriptedTurn]) -> tuple[ScriptedTurn, ...]:
     return items
 
 
+@trio_native
 @attrs.define(eq=False)
 class ScriptedProvider:
     """A :class:`ModelProvider` that replays a script, for tests and demos.
@@ -145,7 +147,7 @@ class ScriptedProvider:
         try:
             answer = turn(request)
             if inspect.isawaitable(answer):
-                answer = await answer
+                answer = await await_callback(turn, answer)
         except trio.Cancelled:
             raise
         except Exception as exc:

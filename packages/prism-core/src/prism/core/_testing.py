@@ -21,6 +21,7 @@ from ._events import (
     ToolExecutionFinished,
     ToolExecutionStarted,
 )
+from ._host_calls import await_callback, trio_native
 from ._json import JsonObject
 from ._ledger import RunLedger
 from ._ledger_records import FinishedCall, LedgerEntry, LedgerRecorder, ToolCallRecord
@@ -178,6 +179,7 @@ class DenyAllExecutionPolicy:
         return ExecutionDecision(allowed=False, reason=self.reason)
 
 
+@trio_native
 async def _echo(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     text = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
     return ToolResult(content=ToolResult.text(text).content, structured=arguments)
@@ -194,6 +196,7 @@ def echo_tool(name: str = "echo", *, exclusive: bool = False) -> ToolDefinition:
     )
 
 
+@trio_native
 @attrs.define(eq=False)
 class RecordingTool:
     """A tool that records every call and answers with a fixed result.
@@ -231,6 +234,7 @@ class RecordingTool:
         return self.result
 
 
+@trio_native
 @attrs.define(eq=False)
 class FailingTool:
     """A tool that raises ``exception_type(message)`` on every call, and counts the calls.
@@ -257,6 +261,7 @@ class FailingTool:
         raise self.exception_type(self.message)
 
 
+@trio_native
 @attrs.define(eq=False)
 class BlockingTool:
     """A tool that blocks until released, for cancellation and concurrency tests.
@@ -320,6 +325,7 @@ class BlockingTool:
 # --- conformance kit -------------------------------------------------------------------
 
 
+@trio_native
 class _Spy:
     """Counts executions of the host's registered tool without changing what it does."""
 
@@ -330,7 +336,8 @@ class _Spy:
 
     async def execute(self, arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
         self.calls += 1
-        return await self._inner(arguments, ctx)
+        inner = self._inner
+        return await await_callback(inner, inner(arguments, ctx))
 
 
 @attrs.frozen

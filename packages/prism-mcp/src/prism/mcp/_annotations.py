@@ -15,6 +15,7 @@ from prism.core import (
     PermissionDecision,
     PermissionPolicy,
     PermissionRequest,
+    trio_native,
 )
 from prism.core.options import OptionCheck, callable_value, optional, sequence_of, string
 
@@ -191,6 +192,7 @@ def _listed(value: object) -> Any:
     return tuple(value)
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 class _McpPermissionPolicy:
     def __init__(
         self,

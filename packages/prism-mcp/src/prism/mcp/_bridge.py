@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from prism.core import JsonObject, ToolDefinition, ToolResult, require_trio
+from prism.core import JsonObject, ToolDefinition, ToolResult, require_trio, trio_native
 
 from ._annotations import McpApprovalCallback, McpToolInfo
 from ._calls import Caller
@@ -294,6 +294,7 @@ class McpToolBridge:
         checked = prepared.checked
         call = self._caller.call
 
+        @trio_native  # the bridge's own trio code
         async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
             if info.changed:
                 return ToolResult.error(

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import attrs
 import mcp_types
 
-from prism.core import ConfigurationError, JsonObject, JsonValue
+from prism.core import ConfigurationError, JsonObject, JsonValue, await_callback
 from prism.core.text import clip
 
 from ._content import to_json_value
@@ -200,9 +200,11 @@ def make_elicitation_callback(server_id: str, elicit: McpElicitCallback) -> Elic
             elicitation_id=clip(elicitation_id, 256) if isinstance(elicitation_id, str) else None,
         )
         try:
-            answer = await elicit(request)
+            # An asyncio callback under an asyncio host runs on its loop.
+            answer = await await_callback(elicit, elicit(request))
         except Exception as exc:
-            _log.debug("the elicitation callback raised", exc_info=True)
+            # The server only learns the exception's type: the host's log says the rest.
+            _log.warning("the elicitation callback raised", exc_info=True)
             return _error(f"the host could not answer: {type(exc).__name__}")
         if not isinstance(answer, McpElicitationAnswer):
             return _error("the host gave no answer")
@@ -234,9 +236,11 @@ def make_sampling_callback(server_id: str, sample: McpSampleCallback) -> Samplin
             params=raw,
         )
         try:
-            answer = await sample(request)
+            # An asyncio callback under an asyncio host runs on its loop.
+            answer = await await_callback(sample, sample(request))
         except Exception as exc:
-            _log.debug("the sampling callback raised", exc_info=True)
+            # The server only learns the exception's type: the host's log says the rest.
+            _log.warning("the sampling callback raised", exc_info=True)
             return _error(f"the host could not sample: {type(exc).__name__}")
         if not isinstance(answer, McpSamplingAnswer):
             return _error("the host gave no answer")

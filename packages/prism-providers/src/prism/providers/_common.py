@@ -25,6 +25,7 @@ from prism.core import (
     ResourceContent,
     ResourceLink,
     TextContent,
+    trio_native,
 )
 from prism.core.options import (
     boolean,
@@ -331,6 +332,7 @@ class ResponseLog:
         return AssistantMessage(content=tuple(content), tool_calls=calls)
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.define(eq=False, kw_only=True)
 class SharedOptions(ResponseLog):
     """The options every provider class takes (each adds its own ``client`` and more).

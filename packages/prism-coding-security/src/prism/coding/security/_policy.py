@@ -11,7 +11,14 @@ from typing import Literal
 import attrs
 import trio
 
-from prism.core import ConfigurationError, ExecutionAction, ExecutionDecision, ExecutionPolicy
+from prism.core import (
+    ConfigurationError,
+    ExecutionAction,
+    ExecutionDecision,
+    ExecutionPolicy,
+    await_callback,
+    trio_native,
+)
 from prism.core.options import (
     boolean,
     callable_value,
@@ -105,6 +112,7 @@ def _decision(
     )
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.define(eq=False)
 class _CodingApprovalPolicy:
     roots: Roots
@@ -164,9 +172,11 @@ class _CodingApprovalPolicy:
                 asked = attrs.evolve(
                     action, metadata={**action.metadata, "approval_reason": verdict.reason}
                 )
-                answer = self.approve(asked)
+                approve = self.approve
+                answer = approve(asked)
                 if inspect.isawaitable(answer):
-                    answer = await answer
+                    # An asyncio approver under an asyncio host runs on its loop.
+                    answer = await await_callback(approve, answer)
                 else:
                     await trio.lowlevel.checkpoint()
             except Exception as exc:

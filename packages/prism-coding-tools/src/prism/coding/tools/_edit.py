@@ -14,6 +14,7 @@ from prism.core import (
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
+    trio_native,
 )
 
 from ._common import (
@@ -141,6 +142,7 @@ def _apply(raw: bytes, edits: list[tuple[str, str]]) -> _Outcome:
     return _Outcome(data=data, new_text=work, old_text=original)
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.frozen(kw_only=True)
 class _EditTool:
     cwd: str

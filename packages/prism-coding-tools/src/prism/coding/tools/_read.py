@@ -20,6 +20,7 @@ from prism.core import (
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
+    trio_native,
 )
 from prism.core.options import callable_value, optional
 
@@ -125,6 +126,7 @@ class _Page:
     long_line_unscanned: bool = False
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.frozen(kw_only=True)
 class _ReadTool:
     cwd: str

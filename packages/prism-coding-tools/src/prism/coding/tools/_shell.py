@@ -22,6 +22,8 @@ from prism.core import (
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
+    await_callback,
+    trio_native,
 )
 from prism.core.options import callable_value, instance_of, optional, string
 
@@ -78,6 +80,7 @@ _PARAMETERS: JsonObject = {
 }
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.frozen(kw_only=True)
 class _ShellTool:
     cwd: str
@@ -129,9 +132,10 @@ class _ShellTool:
         text = command if not self.command_prefix else f"{self.command_prefix}\n{command}"
         request = ShellSpawnRequest(command=text, shell_path=self.shell_path, cwd=cwd, env=env)
         if self.spawn_hook is not None:
-            hooked = self.spawn_hook(request)
+            spawn_hook = self.spawn_hook
+            hooked = spawn_hook(request)
             if inspect.isawaitable(hooked):
-                hooked = await hooked
+                hooked = await await_callback(spawn_hook, hooked)
             if not isinstance(hooked, ShellSpawnRequest):
                 raise TypeError(f"spawn_hook must return a ShellSpawnRequest, got {hooked!r}")
             request = hooked

@@ -13,6 +13,7 @@ from prism.core import (
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
+    trio_native,
 )
 
 from ._common import ArgumentError, check_cwd, file_error_result, required_path, required_str
@@ -33,6 +34,7 @@ _PARAMETERS: JsonObject = {
 }
 
 
+@trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.frozen(kw_only=True)
 class _WriteTool:
     cwd: str
