@@ -59,15 +59,18 @@ def test_asyncio_elicitation_and_sampling_callbacks_answer_server_everything(
 
         answering = asyncio.create_task(ui())
         try:
-            async with open_asyncio_host() as host, host.enter(
-                open_mcp_tools(
-                    server_id="everything",
-                    transport=everything_stdio,
-                    elicit=elicit,
-                    sample=sample,
-                    call_timeout_s=20,
-                )
-            ) as bridge:
+            async with (
+                open_asyncio_host() as host,
+                host.enter(
+                    open_mcp_tools(
+                        server_id="everything",
+                        transport=everything_stdio,
+                        elicit=elicit,
+                        sample=sample,
+                        call_timeout_s=20,
+                    )
+                ) as bridge,
+            ):
                 options = DispatchOptions(registry=create_tool_registry(bridge.tools))
                 results = {}
                 for name, arguments in [
@@ -106,21 +109,22 @@ def test_aborting_a_call_cancels_its_pending_asyncio_elicitation(
                 raise
             raise AssertionError("unreachable")
 
-        async with open_asyncio_host() as host, host.enter(
-            open_mcp_tools(
-                server_id="everything",
-                transport=everything_stdio,
-                elicit=elicit,
-                call_timeout_s=20,
-            )
-        ) as bridge:
+        async with (
+            open_asyncio_host() as host,
+            host.enter(
+                open_mcp_tools(
+                    server_id="everything",
+                    transport=everything_stdio,
+                    elicit=elicit,
+                    call_timeout_s=20,
+                )
+            ) as bridge,
+        ):
             controller = AbortController()
             options = DispatchOptions(
                 registry=create_tool_registry(bridge.tools), signal=controller.signal
             )
-            call = ToolCall(
-                id="1", name="mcp:everything:trigger-elicitation-request", arguments={}
-            )
+            call = ToolCall(id="1", name="mcp:everything:trigger-elicitation-request", arguments={})
             task = asyncio.create_task(host.dispatch_tool_call(call, options))
             await asyncio.wait_for(asked.wait(), timeout=30)
             controller.abort("the user closed the dialog")
