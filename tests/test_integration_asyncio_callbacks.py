@@ -19,13 +19,13 @@ from prism.coding.tools import create_shell_tool
 from prism.core import (
     DispatchOptions,
     ExecutionAction,
-    RunLedger,
     ToolCall,
     ToolDefinition,
     ToolResult,
     create_tool_registry,
     open_asyncio_host,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from pathlib import Path

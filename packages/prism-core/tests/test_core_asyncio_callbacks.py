@@ -31,7 +31,6 @@ from prism.core import (
     MiddlewareRegistry,
     PermissionDecision,
     PermissionRequest,
-    RunLedger,
     ScriptedProvider,
     TextContent,
     ToolCall,
@@ -46,6 +45,7 @@ from prism.core import (
     open_asyncio_host,
     trio_native,
 )
+from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
     from prism.core import JsonObject, ModelRequest, ToolExecutionContext
