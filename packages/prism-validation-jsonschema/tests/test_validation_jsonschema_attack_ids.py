@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaRejectedError
-from prism.validation.jsonschema._graph import uri_key
+from prism.validation.jsonschema._uri import uri_key
 
 D4 = "http://json-schema.org/draft-04/schema#"
 D6 = "http://json-schema.org/draft-06/schema#"

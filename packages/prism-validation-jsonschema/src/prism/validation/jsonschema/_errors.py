@@ -14,8 +14,9 @@ Bad options raise :class:`prism.core.ConfigurationError` (a ``ValueError``).
 from __future__ import annotations
 
 from prism.core import PrismError
+from prism.core.text import NAME_LIMIT, clip
 
-__all__ = ["SchemaRejectedError"]
+__all__ = ["SchemaRejectedError", "pointer", "quoted"]
 
 
 class SchemaRejectedError(PrismError, ValueError):
@@ -32,3 +33,14 @@ class SchemaRejectedError(PrismError, ValueError):
         )
         self.reason = reason
         self.path = path
+
+
+def pointer(path: tuple[str | int, ...]) -> str:
+    """The JSON Pointer (``#/a/0``) to ``path`` in a schema, clipped for a message."""
+    parts = (str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    return clip("#/" + "/".join(parts) if path else "#", NAME_LIMIT)
+
+
+def quoted(value: str, limit: int = 80) -> str:
+    """``value`` (a schema's string: a pattern, a reference, an id) quoted for a message."""
+    return repr(clip(value, limit))

@@ -29,16 +29,14 @@ character counts per depth (see ``_instance.profile``).
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
-import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import attrs
 
-from ._errors import SchemaRejectedError
+from ._errors import SchemaRejectedError, pointer, quoted
 from ._regex import MAX_SCHEMA_PATTERN_COST, PATTERN_OVERHEAD, PatternError, pattern_cost
+from ._uri import DEFAULT_BASE, uri_key
 
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
@@ -208,109 +206,6 @@ class Analysis:
         return max(self.regex, default=0)
 
 
-def _pointer(path: Path) -> str:
-    parts = (str(p).replace("~", "~0").replace("/", "~1") for p in path)
-    text = "#/" + "/".join(parts) if path else "#"
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _short(value: str, limit: int = 80) -> str:
-    return repr(value if len(value) <= limit else value[:limit] + "...")
-
-
-# The base the engine gives a document without an ``$id`` (jsonschema-rs).
-DEFAULT_BASE = "json-schema:///"
-_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:")
-# Ports the engine drops for some scheme (http and ws 80, https and wss 443,
-# ftp 21); dropped for every scheme here, which only merges more.
-_DEFAULT_PORTS = frozenset({80, 443, 21})
-_PORT = re.compile(r":([0-9]*)$")
-
-
-def _remove_dots(path: str) -> str:
-    """RFC 3986 section 5.2.4 (dot segments), on an already case-folded path."""
-    out: list[str] = []
-    segments = path.split("/")
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == ".":
-            if last:
-                out.append("")
-        elif segment == "..":
-            if len(out) > 1 or (out and out[0] != ""):
-                out.pop()
-            if last:
-                out.append("")
-        else:
-            out.append(segment)
-    return "/".join(out)
-
-
-def uri_key(uri: str, base: str = DEFAULT_BASE) -> str:
-    """A generous normal form of ``uri`` resolved against ``base``.
-
-    Two ``$id``s the engine could treat as one resource (its URI normalisation
-    is case-insensitive in places, decodes percent-escapes, removes dot
-    segments and default ports) always get the same key here; some it keeps
-    apart get the same key too, which refuses a schema rather than missing a
-    merge. ``base`` must itself be a key.
-    """
-    text = uri.partition("#")[0]
-    for _ in range(4):  # percent-decoding is idempotent after a few rounds
-        decoded = unquote(text)
-        if decoded == text:
-            break
-        text = decoded
-    text = text.casefold()
-    if not _SCHEME.match(text):
-        text = _join(base, text)
-    scheme, _, rest = text.partition(":")
-    if rest.startswith("//"):
-        authority, slash, path = rest[2:].partition("/")
-        path = _remove_dots(slash + path) or "/"
-        return f"{scheme}://{_authority(authority)}{path}"
-    return f"{scheme}:{_remove_dots(rest)}"
-
-
-def _authority(authority: str) -> str:
-    """Port as a number (default ports dropped), IPv6 hosts in their short form."""
-    port = _PORT.search(authority)
-    if port is not None:
-        authority = authority[: port.start()]
-        digits = port.group(1)
-        if digits and int(digits) not in _DEFAULT_PORTS:
-            authority = authority + f":{int(digits)}"
-    user, at, host = authority.rpartition("@")
-    if host.startswith("[") and "]" in host:
-        inner, _, tail = host[1:].partition("]")
-        with contextlib.suppress(ValueError):
-            inner = ipaddress.IPv6Address(inner).compressed
-        host = f"[{inner}]{tail}"
-    return f"{user}{at}{host}"
-
-
-def _join(base: str, ref: str) -> str:
-    """RFC 3986 section 5.2.2 for a reference without a scheme (dots removed later)."""
-    scheme, _, rest = base.partition(":")
-    authority = ""
-    path = rest
-    if rest.startswith("//"):
-        authority, slash, tail = rest[2:].partition("/")
-        authority, path = "//" + authority, slash + tail
-    if ref.startswith("//"):
-        return f"{scheme}:{ref}"
-    if ref.startswith("/"):
-        return f"{scheme}:{authority}{ref}"
-    if ref == "" or ref.startswith("?"):
-        return f"{scheme}:{authority}{path.partition('?')[0]}{ref}"
-    directory = path.partition("?")[0].rpartition("/")[0]
-    if authority and not directory:
-        return f"{scheme}:{authority}/{ref}"
-    if directory or authority:
-        return f"{scheme}:{authority}{directory}/{ref}"
-    return f"{scheme}:{ref}"
-
-
 _DEFAULT_KEY = uri_key(DEFAULT_BASE)
 # The engine knows the meta-schemas by these URIs; a resource there could
 # shadow one, or be shadowed by it.
@@ -368,7 +263,7 @@ class _Collector:
         self.pattern_work = 0  # RE2 compile work spent on this schema's patterns
 
     def fail(self, reason: str, path: Path) -> SchemaRejectedError:
-        return SchemaRejectedError(reason, _pointer(path))
+        return SchemaRejectedError(reason, pointer(path))
 
     def walk(self, root: object) -> None:
         stack: list[tuple[object, Path, str]] = [(root, (), _DEFAULT_KEY)]
@@ -411,14 +306,14 @@ class _Collector:
                 base = uri_key(uri, base)
                 if base.startswith(_META_PREFIXES):
                     raise self.fail(
-                        f"{id_key} {_short(ident)} is under json-schema.org, where the engine "
+                        f"{id_key} {quoted(ident)} is under json-schema.org, where the engine "
                         "keeps its meta-schemas; refusing the schema rather than letting one "
                         "shadow the other",
                         (*path, id_key),
                     )
                 if base in self.resources and self.resources[base] != path:
                     raise self.fail(
-                        f"{id_key} {_short(ident)} is declared twice: it names the same "
+                        f"{id_key} {quoted(ident)} is declared twice: it names the same "
                         "resource as another $id, or as the document itself, once URIs are "
                         "normalised (case, percent-escapes, dot segments, default ports, "
                         "relative resolution), and the engine would merge them",
@@ -436,7 +331,7 @@ class _Collector:
                     # Of either kind: "#n" would mean one of two schemas, and the
                     # engine and Prism's analysis could pick different ones.
                     raise self.fail(
-                        f"anchor {_short(anchor)} is declared twice in one resource "
+                        f"anchor {quoted(anchor)} is declared twice in one resource "
                         "($anchor and $dynamicAnchor share one name space)",
                         (*path, key),
                     )
@@ -449,7 +344,7 @@ class _Collector:
 
     def add_anchor(self, base: str, name: str, path: Path) -> None:
         if self.anchors.get((base, name), path) != path:
-            raise self.fail(f"anchor {_short(name)} is declared twice", path)
+            raise self.fail(f"anchor {quoted(name)} is declared twice", path)
         self.anchors[(base, name)] = path
 
     def identifiers_in_data(self, root: object) -> tuple[set[str], set[str]]:
@@ -604,7 +499,7 @@ class _Collector:
         try:
             cost = pattern_cost(pattern, left)
         except PatternError as exc:
-            raise self.fail(f"pattern {_short(pattern)} is refused: {exc}", path) from exc
+            raise self.fail(f"pattern {quoted(pattern)} is refused: {exc}", path) from exc
         self.pattern_work += cost + PATTERN_OVERHEAD
         return cost
 
@@ -614,7 +509,7 @@ class _Collector:
             name = ref[1:]
             if name and not name.startswith("/") and name in hidden:
                 raise self.fail(
-                    f"{keyword} {_short(ref)} names an anchor that is also declared inside "
+                    f"{keyword} {quoted(ref)} names an anchor that is also declared inside "
                     "data (default, examples, const, enum or an unknown keyword)",
                     (*path, keyword),
                 )
@@ -638,21 +533,21 @@ class _Collector:
 
     def target(self, root: object, base: str, ref: str, where: Path) -> Path:
         if not ref.startswith("#"):
-            raise self.fail(f"{where[-1]} {_short(ref)} is not fragment-local", where)
+            raise self.fail(f"{where[-1]} {quoted(ref)} is not fragment-local", where)
         fragment = unquote(ref[1:])
         resource = self.resources.get(base, ())
         if fragment == "":
             found: Path = resource
         elif fragment.startswith("/"):
-            found = self.walk_pointer(root, resource, fragment, ref, where)
+            found = self.walkpointer(root, resource, fragment, ref, where)
         else:
             anchored = self.anchors.get((base, fragment))
             if anchored is None:
-                raise self.fail(f"{where[-1]} {_short(ref)} names no anchor here", where)
+                raise self.fail(f"{where[-1]} {quoted(ref)} names no anchor here", where)
             found = anchored
         if found not in self.nodes:
             raise self.fail(
-                f"{where[-1]} {_short(ref)} points into {_pointer(found)}, which is not a schema "
+                f"{where[-1]} {quoted(ref)} points into {pointer(found)}, which is not a schema "
                 "location (for example inside default, examples, const, enum, required or an "
                 "unknown keyword); the engine would apply keywords there that the screen "
                 "never checked",
@@ -660,7 +555,7 @@ class _Collector:
             )
         return found
 
-    def walk_pointer(
+    def walkpointer(
         self, root: object, resource: Path, fragment: str, ref: str, where: Path
     ) -> Path:
         current: object = root
@@ -681,7 +576,7 @@ class _Collector:
                 current = current[int(token)]
                 path.append(int(token))
             else:
-                raise self.fail(f"{where[-1]} {_short(ref)} does not resolve", where)
+                raise self.fail(f"{where[-1]} {quoted(ref)} does not resolve", where)
         return tuple(path)
 
 
@@ -815,7 +710,7 @@ def _check_cap(work: int, cap: int, level: int, path: Path) -> None:
         raise SchemaRejectedError(
             f"the expanded schema (each $ref counted at every place it is reached) "
             f"exceeds max_schema_work={cap} at instance depth {level}",
-            _pointer(path),
+            pointer(path),
         )
 
 
@@ -865,7 +760,7 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
                     raise SchemaRejectedError(
                         "a cycle of references and in-place applicators never descends into "
                         "the instance, so validation could not terminate",
-                        _pointer(child),
+                        pointer(child),
                     )
                 if seen is None:
                     state[child] = 1

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ._errors import SchemaRejectedError
+from ._errors import SchemaRejectedError, pointer, quoted
 
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
@@ -66,16 +66,6 @@ _SCALARS = (type(None), bool, int, str)
 _REF_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
 
-def _pointer(path: tuple[str | int, ...]) -> str:
-    parts = (str(p).replace("~", "~0").replace("/", "~1") for p in path)
-    text = "#/" + "/".join(parts) if path else "#"
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _short(value: str, limit: int = 80) -> str:
-    return repr(value if len(value) <= limit else value[:limit] + "...")
-
-
 @attrs.frozen
 class Screened:
     """A schema that passed screening: its cache key and draft."""
@@ -94,7 +84,7 @@ class _Walk:
         self.active: set[int] = set()
 
     def fail(self, reason: str, path: tuple[str | int, ...]) -> SchemaRejectedError:
-        return SchemaRejectedError(reason, _pointer(path))
+        return SchemaRejectedError(reason, pointer(path))
 
     def grow(self, amount: int, path: tuple[str | int, ...]) -> None:
         self.size += amount
@@ -175,7 +165,7 @@ class _Walk:
             raise self.fail(f"schema has more than max_refs={self.limits.max_refs} $refs", path)
         if not ref.startswith("#"):
             raise self.fail(
-                f"$ref {_short(ref)} is not fragment-local; only '#...' references are "
+                f"$ref {quoted(ref)} is not fragment-local; only '#...' references are "
                 "allowed and nothing is ever fetched",
                 path,
             )
@@ -186,10 +176,10 @@ class _Walk:
         try:
             parts = urlsplit(value)
         except ValueError as exc:
-            raise self.fail(f"$id {_short(value)} is not a valid URI", path) from exc
+            raise self.fail(f"$id {quoted(value)} is not a valid URI", path) from exc
         if not parts.scheme:
             raise self.fail(
-                f"$id {_short(value)} is relative; relative identifiers would resolve "
+                f"$id {quoted(value)} is relative; relative identifiers would resolve "
                 "references against a location Prism never reads",
                 path,
             )
@@ -218,7 +208,7 @@ def _draft_of(schema: object, unsupported: Literal["reject", "ignore"]) -> str:
     if draft is None:
         if unsupported == "reject":
             raise SchemaRejectedError(
-                f"$schema {_short(declared)} is not a draft this adapter supports "
+                f"$schema {quoted(declared)} is not a draft this adapter supports "
                 "(draft-04, -06, -07, 2019-09, 2020-12)",
                 "#/$schema",
             )
