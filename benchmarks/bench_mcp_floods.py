@@ -6,7 +6,15 @@ default limits unless a row says otherwise. The time column is how long the
 bridge took to get through the flood (for a listing: the whole open; for the
 rest: the one call); the note gives the growth of the probe's peak RSS. These
 are the same floods test_mcp_floods.py asserts on (the tests bound memory only;
-timing lives here).
+timing lives here). Each ``stall:`` row is the longest the flood held the
+probe's event loop (thread CPU time between two ticks of a 10 ms ticker).
+
+``listing: ...`` opens a server whose listing carries three ~240 kB output
+schemas of the costliest shapes to admit (target: the open stalls the loop at
+most 200 ms; they are compiled only when a tool is first called).
+``result: ...`` is one call answering with a 960 kB ``structuredContent``; the
+note gives tracemalloc's peak during the call over the content's JSON size
+(target: at most 10x plus a constant).
 
 Run: ``uv run python benchmarks/bench_mcp_floods.py [--json] [--quick]``.
 """
@@ -37,6 +45,8 @@ FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
     ("200 000 progress, max_call_s=2", "progress", 200_000, ("max_call_s=2",)),
     ("50 000 log messages", "log", 50_000, ()),
     ("50 000 list-change announcements", "announce", 50_000, ()),
+    ("listing: 3 output schemas of ~240 kB", "costly_schemas", 0, ()),
+    ("result: 960 kB structuredContent", "big_result", 960_000, ()),
 ]
 
 
@@ -55,15 +65,30 @@ async def main() -> list[Row]:
     for label, mode, count, options in FLOODS:
         seconds: list[float] = []
         growth: list[float] = []
+        stalls: list[float] = []
+        traced: list[float] = []
         for _ in range(REPEAT):
             report = await probe(mode, count, options)
             assert isinstance(report["seconds"], float)
             assert isinstance(report["peak_growth_bytes"], int)
+            assert isinstance(report["stall_s"], float)
             seconds.append(report["seconds"] * 1e6)
             growth.append(report["peak_growth_bytes"] / 1e6)
+            stalls.append(report["stall_s"] * 1e6)
+            if mode == "big_result":
+                assert report["is_error"] is False, report
+                peak, size = report["traced_peak_bytes"], report["structured_bytes"]
+                assert isinstance(peak, int)
+                assert isinstance(size, int)
+                traced.append(peak / size)
         growth.sort()
         note = f"peak RSS +{growth[len(growth) // 2]:.1f} MB (max +{growth[-1]:.1f} MB)"
+        if traced:
+            traced.sort()
+            note += f"; traced peak {traced[len(traced) // 2]:.1f}x the bytes (target <= 10x)"
         rows.append(row(BENCH, label, seconds, note=note))
+        target = "< 200 ms" if mode == "costly_schemas" else None
+        rows.append(row(BENCH, f"stall: {label}", stalls, target=target))
     return rows
 
 

@@ -85,7 +85,7 @@ async def _flood(mode: str, count: int, options: dict[str, object]) -> dict[str,
         ) as bridge:
             tool = bridge.tools[0]
             ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments={}))
-            if mode == "big_result":
+            if mode in ("big_result", "big_objects"):
                 # What one result costs in Python memory, beyond what was held before.
                 tracemalloc.start()
                 held = tracemalloc.get_traced_memory()[0]
@@ -93,7 +93,7 @@ async def _flood(mode: str, count: int, options: dict[str, object]) -> dict[str,
             started = time.monotonic()
             result = await tool.execute({}, ctx)
             after = peak_rss_bytes()
-            if mode == "big_result":
+            if mode in ("big_result", "big_objects"):
                 report["traced_peak_bytes"] = tracemalloc.get_traced_memory()[1] - held
                 tracemalloc.stop()
                 report["structured_bytes"] = len(

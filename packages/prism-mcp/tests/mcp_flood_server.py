@@ -20,7 +20,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   entries, 4,800 ``$defs`` beside a 64-level ``$ref`` chain), plus ``flood``.
 - ``big_result``: tools/call of ``flood`` answers with a ``structuredContent`` of
   about ``count`` bytes (an array of 30-character strings) under an ``outputSchema``
-  of ``{"type": "object"}``.
+  of ``{"type": "object"}``; ``big_objects`` the same with an array of small
+  objects (one 90-character member each, within the default instance limits).
 """
 
 from __future__ import annotations
@@ -164,7 +165,10 @@ def costly_tools() -> list[dict[str, object]]:
 
 
 def big_result(request_id: object) -> None:
-    items = [f"item {n:025d}" for n in range(COUNT // 33)]
+    if MODE == "big_objects":
+        items: list[object] = [{"name": f"{n:090d}"} for n in range(COUNT // 101)]
+    else:
+        items = [f"item {n:025d}" for n in range(COUNT // 33)]
     result = {"content": [{"type": "text", "text": "big"}], "structuredContent": {"items": items}}
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
@@ -177,7 +181,7 @@ def list_page(request_id: object, cursor: object) -> None:
     if MODE == "costly_schemas":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": costly_tools()}})
         return
-    if MODE == "big_result":
+    if MODE in ("big_result", "big_objects"):
         entry = tool("flood")
         entry["outputSchema"] = {"type": "object"}
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [entry]}})
@@ -200,7 +204,7 @@ def list_page(request_id: object, cursor: object) -> None:
 
 
 def flood(request_id: object, token: object) -> None:
-    if MODE == "big_result":
+    if MODE in ("big_result", "big_objects"):
         big_result(request_id)
         return
     if MODE == "ping":

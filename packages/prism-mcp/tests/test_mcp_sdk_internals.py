@@ -12,6 +12,9 @@ silently; find the new place before raising the pin:
   would grow them without bound.
 * ``ClientSession._x_mcp_header_maps`` is pruned after each listing to the tools
   the listing's pages held, for the same reason (2026-07-28 sessions).
+* The SDK's tool models type only ``type``, ``$schema``, ``required`` and the kind
+  of each ``properties`` entry of a tool's schemas: the flood gate checks a
+  ``tools/list`` page through skeletons of them (a differential test below).
 """
 
 from __future__ import annotations
@@ -19,8 +22,14 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING
 
+import mcp_types
+import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp_types import methods
+
+from prism.mcp._content import plain_json
+from prism.mcp._gate import skeleton
 
 if TYPE_CHECKING:
     from prism.mcp import StdioTransport
@@ -52,3 +61,63 @@ async def test_the_sdk_session_still_has_what_the_bridge_relies_on(
                 "mcp's ClientSession._x_mcp_header_maps is gone: prism.mcp prunes it after "
                 "each listing; find where the SDK keeps x-mcp-header maps now"
             )
+
+
+# -- the listing check: a page of skeletons passes the SDK exactly when the page does --
+
+_SHAPES: list[object] = [
+    {"type": "object"},
+    {"type": "string"},
+    {"properties": {"x": {}}},
+    {"type": "object", "properties": {"x": {"type": "integer"}, "y": True}},
+    {"type": "object", "properties": {"x": 3}},
+    {"type": "object", "properties": []},
+    {"type": "object", "required": ["a", 1]},
+    {"type": "object", "required": "a"},
+    {"type": "object", "$schema": 7},
+    {"type": "object", "prefixItems": [{}] * 50, "$defs": {"a": {"type": "string"}}},
+    {"type": ["object", "null"]},
+    [],
+    "object",
+    None,
+]
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize("field", ["inputSchema", "outputSchema"])
+@pytest.mark.parametrize("shape", _SHAPES, ids=repr)
+def test_a_skeleton_page_gets_the_sdks_own_verdict(version: str, field: str, shape: object) -> None:
+    tool: dict[str, object] = {"name": "t", "inputSchema": {"type": "object"}, field: shape}
+    if shape is None:
+        del tool[field]
+    extra: dict[str, object] = (
+        {"cacheScope": "private", "resultType": "complete", "ttlMs": 0}
+        if version == "2026-07-28"
+        else {}
+    )
+    page = {"tools": [tool], **extra}
+
+    def verdict(candidate: dict[str, object]) -> bool:
+        try:
+            methods.validate_server_result("tools/list", version, candidate)
+            mcp_types.ListToolsResult.model_validate(candidate, by_name=False)
+        except ValueError:
+            return False
+        return True
+
+    assert verdict({"tools": [skeleton(tool)], **extra}) == verdict(page)
+
+
+def test_plain_json_walks_without_copying_and_copies_what_is_not_plain() -> None:
+    value = {"items": ["a" * 30] * 1_000, "n": [1, 2.5, None, True, {"k": []}]}
+    assert plain_json(value) is value
+    odd: dict[str, object] = {"t": (1, 2)}
+    copied: object = plain_json(odd)
+    assert copied == {"t": [1, 2]}
+    assert copied is not odd
+    with pytest.raises(ValueError, match="non-finite"):
+        plain_json({"a": [float("nan")]})
+    looped: list[object] = []
+    looped.append([looped])
+    with pytest.raises(ValueError, match="Circular reference"):
+        plain_json(looped)

@@ -43,10 +43,10 @@ from ._callbacks import McpSamplingRequest as McpSamplingRequest
 from ._content import AUDIO_URI_PREFIX as AUDIO_URI_PREFIX
 from ._errors import McpBridgeError as McpBridgeError
 from ._session import McpServerInfo as McpServerInfo
+from ._stdio import DEFAULT_ENV_PASSTHROUGH as DEFAULT_ENV_PASSTHROUGH
 from ._transports import McpTransport as McpTransport
 from ._transports import StdioTransport as StdioTransport
 from ._transports import StreamableHttpTransport as StreamableHttpTransport
-from ._wire import DEFAULT_ENV_PASSTHROUGH as DEFAULT_ENV_PASSTHROUGH
 
 __all__ = [
     "AUDIO_URI_PREFIX",

@@ -19,7 +19,7 @@ from prism.core import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 __all__ = ["AUDIO_URI_PREFIX", "TASK_META_KEY", "map_call_result", "task_of", "to_json_value"]
 
@@ -83,6 +83,52 @@ def to_json_value(value: object) -> JsonValue:
     return result
 
 
+_MAX_PLAIN_NODES = 2_000_000
+
+
+def plain_json(value: object) -> JsonValue:
+    """``value`` itself when it is plain JSON already, else :func:`to_json_value`'s copy.
+
+    What the SDK parsed from the wire is plain JSON owned by nobody else: walking
+    it (exact ``dict``/``list``/``str``/``int``/``float``/``bool``/``None``,
+    string keys, finite numbers) costs no memory, where a copy doubled a
+    result's or a listing's peak. Anything else (a tuple pydantic kept, a
+    subclass) takes the copy.
+
+    Raises:
+        ValueError: the value holds a non-finite number or cannot be made JSON.
+    """
+    stack: list[object] = [value]
+    budget = _MAX_PLAIN_NODES
+    while stack:
+        budget -= 1
+        if budget < 0:
+            # Not what a parse makes (a cycle, or a value shared many times): copy.
+            return to_json_value(value)
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:  # type: ignore[attr-defined]
+                if type(key) is not str:
+                    return to_json_value(value)
+            children: Iterable[object] = item.values()  # type: ignore[attr-defined]
+        elif kind is list:
+            children = item  # type: ignore[assignment]
+        else:
+            children = (item,)
+        for child in children:
+            t = type(child)
+            if t is dict or t is list:
+                if child is not item:
+                    stack.append(child)
+            elif t is float:
+                if not math.isfinite(child):  # type: ignore[arg-type]
+                    raise ValueError("non-finite number")
+            elif t is not str and t is not int and t is not bool and child is not None:
+                return to_json_value(value)
+    return value  # type: ignore[return-value]
+
+
 _MCP_TEXT = mcp_types.TextContent
 
 
@@ -139,7 +185,7 @@ def map_call_result(
     structured: JsonValue = None
     if result.structured_content is not None:
         try:
-            structured = to_json_value(result.structured_content)
+            structured = plain_json(result.structured_content)
         except ValueError:
             structured = None
     out = dict(details)

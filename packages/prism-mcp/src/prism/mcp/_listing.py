@@ -22,7 +22,7 @@ from ._annotations import (
     definition_hash,
     definition_parts,
 )
-from ._content import to_json_value
+from ._content import plain_json
 from ._errors import McpBridgeError
 from ._options import BridgeOptions
 
@@ -194,7 +194,7 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
         )
         return None
     try:
-        schema = to_json_value(tool.input_schema)
+        schema = plain_json(tool.input_schema)
     except ValueError:
         schema = None
     if not isinstance(schema, dict):
@@ -210,7 +210,7 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
     output_schema: JsonValue = None
     if tool.output_schema is not None:
         try:
-            output_schema = to_json_value(tool.output_schema)
+            output_schema = plain_json(tool.output_schema)
         except ValueError:
             output_schema = None
     checked = output_schema if isinstance(output_schema, dict) else None

@@ -22,10 +22,12 @@ from ._callbacks import (
     make_sampling_callback,
 )
 from ._errors import TELLING_ERRORS, McpBridgeError
+from ._http import open_http_streams
 from ._options import BridgeOptions
+from ._stdio import open_stdio_streams
 from ._tasks import TasksExtension
 from ._transports import StdioTransport
-from ._wire import WireState, open_http_streams, open_stdio_streams
+from ._wire import WireState
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager

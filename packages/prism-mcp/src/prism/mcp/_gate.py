@@ -1,0 +1,301 @@
+"""The server-request flood gate, and the check of each ``tools/list`` page.
+
+Wraps the SDK's (read, write) streams, whichever transport carries them: at
+most ``limit`` server-to-client requests are handled at once, tools/call
+results are made acceptable to the SDK's result model, and a tool the SDK would
+refuse is dropped from its listing page (see ``_Gate.answered``).
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+import mcp_types
+from mcp_types import methods as _methods
+
+from mcp.shared.message import SessionMessage
+
+from ._content import TASK_META_KEY
+from ._wire import WireState
+
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Self
+
+    from mcp.client._transport import TransportStreams
+
+__all__ = ["gate_server_requests", "skeleton"]
+
+
+_TOO_MANY_REQUESTS = -32000
+_MAX_TRACKED_CALLS = 4096
+
+
+class _GatedRead:
+    """The SDK's read stream, admitting at most ``limit`` server requests at a time.
+
+    The SDK starts a task for every request a server sends and keeps it until its
+    answer is written; a server that floods requests (and never reads the answers)
+    would grow those without bound. Past the limit a request is answered with an
+    error when the writer can take it at once, and dropped otherwise.
+    """
+
+    def __init__(self, inner: Any, gate: _Gate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    @property
+    def last_context(self) -> object:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item: SessionMessage | Exception = await self._inner.receive()
+            if isinstance(item, SessionMessage):
+                message = item.message
+                if isinstance(message, mcp_types.JSONRPCRequest) and not self._gate.admit(
+                    message.id
+                ):
+                    continue
+                if isinstance(message, mcp_types.JSONRPCResponse) and self._gate.pending:
+                    self._gate.answered(message)
+                if (
+                    self._gate.calls
+                    and isinstance(message, mcp_types.JSONRPCResponse)
+                    and message.id in self._gate.calls
+                ):
+                    self._gate.calls.discard(message.id)
+                    result = message.result
+                    # A result with only structuredContent is valid; the 2025-11-25
+                    # schema still requires content, so give it an empty one.
+                    if "content" not in result and "structuredContent" in result:
+                        result["content"] = []
+                    elif "content" not in result and isinstance(result.get("task"), dict):
+                        # A task-augmented call answers with a CreateTaskResult; the SDK
+                        # only knows CallToolResult here, so carry the task in _meta.
+                        meta = result.get("_meta")
+                        meta = dict(meta) if isinstance(meta, dict) else {}
+                        meta[TASK_META_KEY] = result.pop("task")
+                        result["_meta"] = meta
+                        result["content"] = []
+            return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _GatedWrite:
+    """The SDK's write stream; an answer to an admitted server request frees its slot."""
+
+    def __init__(self, inner: Any, gate: _Gate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        if type(message) is mcp_types.JSONRPCRequest:
+            if message.method == "tools/call":
+                self._gate.track_call(message.id)
+            elif message.method in _WATCHED:
+                self._gate.track(message.id, message.method)
+        if not self._gate.inflight or not isinstance(
+            message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
+        ):
+            await self._inner.send(item)
+            return
+        try:
+            await self._inner.send(item)
+        finally:
+            # The slot frees only once the answer is handed on: a task still waiting
+            # to write is a task the flood made.
+            self._gate.inflight.discard(message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+# Requests whose answers the gate reads: the handshake (for the protocol
+# version) and tool listings (to drop a tool the SDK would refuse).
+_WATCHED = frozenset({"initialize", "tools/list"})
+_MAX_DROPPED = 64
+_LATEST = "2026-07-28"
+_KNOWN_VERSIONS = frozenset(version for _method, version in _methods.SERVER_RESULTS)
+
+
+_SCHEMA_FIELDS = ("type", "$schema", "required")
+
+
+def skeleton(tool: object) -> object:
+    """``tool`` with each schema cut to the fields the SDK's models type.
+
+    The SDK's tool models read ``type``, ``$schema``, ``required`` and the kind
+    (object or boolean) of each ``properties`` entry of an ``inputSchema`` or
+    ``outputSchema`` and keep every other keyword as any JSON: a page of
+    skeletons passes the SDK's check exactly when the page does (a test holds
+    this against the SDK on hostile shapes), at a fraction of the cost on a
+    listing of large schemas. A tool refused in skeleton is checked whole
+    before it is dropped.
+    """
+    if type(tool) is not dict:
+        return tool
+    out = dict(tool)
+    for key in ("inputSchema", "outputSchema"):
+        schema = out.get(key)
+        if type(schema) is not dict:
+            continue
+        small = {name: schema[name] for name in _SCHEMA_FIELDS if name in schema}
+        if "properties" in schema:
+            props = schema["properties"]
+            small["properties"] = (
+                {name: {} if type(value) is dict else value for name, value in props.items()}
+                if type(props) is dict
+                else props
+            )
+        out[key] = small
+    return out
+
+
+def _page_refusal(page: dict[str, Any], version: str) -> str | None:
+    """Why the SDK would refuse a ``tools/list`` page, or ``None`` (one check per page)."""
+    try:
+        with suppress(KeyError):
+            _methods.validate_server_result("tools/list", version, page)
+        mcp_types.ListToolsResult.model_validate(page, by_name=False)
+    except ValueError as exc:
+        return str(exc)[:300]
+    return None
+
+
+def _sdk_refusal(page: dict[str, Any], tool: object, version: str) -> str | None:
+    """Why the SDK would refuse ``tool`` in a ``tools/list`` page, or ``None``.
+
+    The SDK validates a whole page against the negotiated revision's schema
+    (through 2025-11-25 an ``outputSchema`` must say ``"type": "object"``) and
+    then its own model: one bad tool would fail the listing of every tool.
+    """
+    try:
+        with suppress(KeyError):
+            _methods.validate_server_result("tools/list", version, {**page, "tools": [tool]})
+        mcp_types.Tool.model_validate(tool, by_name=False)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        errors = getattr(exc, "errors", None)
+        if callable(errors):
+            with suppress(Exception):
+                first = errors()[0]
+                where = ".".join(str(part) for part in first.get("loc", ()))
+                return f"{where}: {first.get('msg', '')}"[:300]
+        return str(exc)[:300]
+    return None
+
+
+@attrs.define(eq=False)
+class _Gate:
+    limit: int
+    state: WireState
+    write: Any
+    inflight: set[int | str] = attrs.field(factory=set)
+    calls: set[int | str] = attrs.field(factory=set)
+    pending: dict[int | str, str] = attrs.field(factory=dict)
+    version: str | None = None
+
+    def track(self, request_id: int | str, method: str) -> None:
+        if len(self.pending) >= _MAX_TRACKED_CALLS:
+            self.pending.clear()
+        self.pending[request_id] = method
+
+    def answered(self, message: mcp_types.JSONRPCResponse) -> None:
+        method = self.pending.pop(message.id, None)
+        result = message.result
+        if method == "initialize":
+            version = result.get("protocolVersion")
+            # Only a revision the SDK knows (it refuses a handshake on any other).
+            self.version = version if version in _KNOWN_VERSIONS else None
+        elif method == "tools/list" and isinstance(result.get("tools"), list):
+            version = self.version or _LATEST
+            tools = result["tools"]
+            light = {**result, "tools": [skeleton(tool) for tool in tools]}
+            if _page_refusal(light, version) is None:
+                return
+            kept: list[object] = []
+            for tool in tools:
+                reason = _sdk_refusal(result, skeleton(tool), version) and _sdk_refusal(
+                    result, tool, version
+                )
+                if reason is None:
+                    kept.append(tool)
+                    continue
+                name = tool.get("name") if isinstance(tool, dict) else None
+                if len(self.state.dropped_tools) < _MAX_DROPPED:
+                    self.state.dropped_tools.append((repr(name)[:130], reason))
+            result["tools"] = kept
+
+    def track_call(self, request_id: int | str) -> None:
+        # Bounded: ids of calls abandoned without an answer are forgotten in bulk.
+        if len(self.calls) >= _MAX_TRACKED_CALLS:
+            self.calls.clear()
+        self.calls.add(request_id)
+
+    def admit(self, request_id: int | str) -> bool:
+        if request_id not in self.inflight and len(self.inflight) < self.limit:
+            self.inflight.add(request_id)
+            return True
+        self.state.refused_requests += 1
+        refusal = SessionMessage(
+            mcp_types.JSONRPCError(
+                jsonrpc="2.0",
+                id=request_id,
+                error=mcp_types.ErrorData(
+                    code=_TOO_MANY_REQUESTS,
+                    message=f"too many concurrent requests (at most {self.limit})",
+                ),
+            )
+        )
+        send_nowait = getattr(self.write, "send_nowait", None)
+        if send_nowait is not None:
+            # Never wait: a server that does not read its answers just loses this one.
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send_nowait(refusal)
+        return False
+
+
+def gate_server_requests(
+    streams: TransportStreams, *, limit: int, state: WireState
+) -> TransportStreams:
+    """Wrap ``streams`` so at most ``limit`` server-to-client requests are handled at once."""
+    read, write = streams
+    gate = _Gate(limit=limit, state=state, write=write)
+    return _GatedRead(read, gate), _GatedWrite(write, gate)

@@ -1,0 +1,182 @@
+"""The bounded Streamable HTTP transport: response bodies counted before the SDK reads them.
+
+The SDK's HTTP client reads JSON bodies whole (its event-size limit applies to
+legacy SSE only); this transport refuses a body or an event past
+``max_message_bytes``, and any compressed body (decompression would happen
+after the count).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import anyio
+import httpx2
+
+from mcp.client.streamable_http import streamable_http_client
+
+from ._gate import gate_server_requests
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from mcp.client._transport import TransportStreams
+
+    from ._transports import StreamableHttpTransport
+    from ._wire import WireState
+
+__all__ = ["open_http_streams"]
+
+
+_TEARDOWN_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
+_SDK_HTTP_LOGGER = "mcp.client.streamable_http"
+
+
+class _QuietTeardown(logging.Filter):
+    """Demote the SDK's tracebacks for an expected teardown to DEBUG.
+
+    When a session closes while the server is still streaming (after a
+    ``max_call_s`` timeout, say, or when the bridge closes), the SDK's HTTP
+    reader keeps handing events to a stream that is already closed and logs
+    each failure at ERROR with a traceback. The bridge has already turned the
+    fault into one error result; the record stays available at DEBUG.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.levelno >= logging.ERROR and isinstance(exc, _TEARDOWN_ERRORS):
+            record.levelno = logging.DEBUG
+            record.levelname = "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+_QUIET = _QuietTeardown()
+
+
+def _quiet_sdk_teardown() -> None:
+    sdk = logging.getLogger(_SDK_HTTP_LOGGER)
+    if _QUIET not in sdk.filters:
+        sdk.addFilter(_QUIET)
+
+
+class _MessageTooLarge(httpx2.StreamError):
+    """Raised inside the SDK's response reading; the SDK turns it into an error reply."""
+
+
+class _LimitedStream(httpx2.AsyncByteStream):
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, *, limit: int, events: bool, state: WireState
+    ) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._events = events
+        self._state = state
+
+    def _refuse(self) -> _MessageTooLarge:
+        reason = f"the server sent a message larger than max_result_bytes ({self._limit} bytes)"
+        self._state.set_fault(reason, oversize=True)
+        return _MessageTooLarge(reason)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        tail = b""
+        async for chunk in self._inner:
+            if self._events:
+                # Count bytes since the last blank line: one server-sent event at a time.
+                data = tail + chunk
+                cut = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, 0)
+                size = len(data) - cut if cut > 0 else size + len(chunk)
+                tail = data[-3:]
+            else:
+                size += len(chunk)
+            if size > self._limit:
+                raise self._refuse()
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _EmptyRefusal(httpx2.AsyncByteStream):
+    def __init__(self, error: _MessageTooLarge) -> None:
+        self._error = error
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise self._error
+        yield b""  # pragma: no cover
+
+
+class _LimitedTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, *, limit: int, state: WireState) -> None:
+        # Nagle's algorithm off, whatever the network backend: the SDK writes a request
+        # as two sends (headers, then body), and with Nagle on the second would wait for
+        # the server's delayed ACK (~40 ms per call). trio already sets this by default.
+        self._inner = httpx2.AsyncHTTPTransport(
+            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        )
+        self._limit = limit
+        self._state = state
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        content_type = response.headers.get("content-type", "").lower()
+        events = content_type.startswith("text/event-stream")
+        declared = response.headers.get("content-length", "")
+        inner = response.stream
+        assert isinstance(inner, httpx2.AsyncByteStream)
+        stream: httpx2.AsyncByteStream
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            # Decompression happens after this byte count, so a small compressed body
+            # could still expand without bound: refuse it (we asked for identity).
+            await inner.aclose()
+            reason = f"the server sent a {encoding!r}-encoded body; only identity is accepted"
+            self._state.set_fault(reason)
+            stream = _EmptyRefusal(_MessageTooLarge(reason))
+        elif not events and declared.isdigit() and int(declared) > self._limit:
+            await inner.aclose()
+            stream = _EmptyRefusal(
+                _LimitedStream(inner, limit=self._limit, events=False, state=self._state)._refuse()
+            )
+        else:
+            stream = _LimitedStream(inner, limit=self._limit, events=events, state=self._state)
+        return httpx2.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=stream,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@asynccontextmanager
+async def open_http_streams(
+    transport: StreamableHttpTransport,
+    *,
+    max_message_bytes: int,
+    connect_timeout_s: float,
+    state: WireState,
+    max_server_requests: int,
+) -> AsyncIterator[TransportStreams]:
+    """Yield the SDK's (read, write) streams over Streamable HTTP, with bounded bodies."""
+    _quiet_sdk_teardown()
+    client = httpx2.AsyncClient(
+        transport=_LimitedTransport(limit=max_message_bytes, state=state),
+        headers={**dict(transport.headers), "accept-encoding": "identity"},
+        auth=transport.auth,
+        timeout=httpx2.Timeout(connect_timeout_s, read=None),
+        follow_redirects=False,
+    )
+    async with (
+        client,
+        streamable_http_client(
+            transport.url, http_client=client, max_sse_event_size=max_message_bytes
+        ) as streams,
+    ):
+        yield gate_server_requests(streams, limit=max_server_requests, state=state)
