@@ -26,7 +26,9 @@ def _session(tmp_path: Path, calls: list[dict[str, object]]) -> None:
     (tmp_path / "session.json").write_text(json.dumps([{"tool_calls": calls}]), encoding="utf-8")
 
 
-def test_run_without_a_prism_toml_uses_the_defaults(run_cli: CliRunner, tmp_path: Path) -> None:
+def test_run_without_a_prism_toml_uses_the_defaults(
+    run_cli: CliRunner, tmp_path: Path, state_home: Path
+) -> None:
     (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
     _session(tmp_path, [{"id": "r", "name": "read", "arguments": {"path": "notes.txt"}}])
     proc = run_cli("run", "session.json", "--json")
@@ -34,7 +36,10 @@ def test_run_without_a_prism_toml_uses_the_defaults(run_cli: CliRunner, tmp_path
     report = json.loads(proc.stdout)
     assert [(c["call_id"], c["status"]) for c in report["calls"]] == [("r", "ok")]
     assert "hint" not in proc.stderr  # nothing was missing: no hint
-    assert (tmp_path / "prism-ledger.jsonl").exists()
+    # The default ledger is kept in the state folder, outside the agent's root.
+    assert not (tmp_path / "prism-ledger.jsonl").exists()
+    assert report["ledger"] == str(state_home / "prism" / "prism-ledger.jsonl")
+    assert (state_home / "prism" / "prism-ledger.jsonl").is_file()
 
 
 def test_without_a_prism_toml_a_missing_tool_gets_a_hint_about_config(

@@ -158,6 +158,7 @@ def test_testing_module_exports_the_documented_names_with_docstrings() -> None:
 
 PUBLIC_MODULES = (
     "prism.core",
+    "prism.core.files",
     "prism.core.ledger",
     "prism.core.testing",
     "prism.core.options",
@@ -276,3 +277,17 @@ def test_the_text_module_exports_the_documented_names() -> None:
     ]
     assert inspect.getdoc(prism.core.text.clip)
     assert inspect.getdoc(prism.core.text.describe_exception)
+
+
+def test_the_files_module_exports_the_documented_names_with_docstrings() -> None:
+    import prism.core.files
+
+    assert prism.core.files.__all__ == [
+        "FileIdentity",
+        "OpenedFile",
+        "UnsafeFileError",
+        "inside_any",
+        "open_private_file",
+    ]
+    for name in prism.core.files.__all__:
+        assert inspect.getdoc(getattr(prism.core.files, name)), name

@@ -177,3 +177,28 @@ async def test_a_pins_file_that_cannot_be_written_is_a_warning_not_a_failure(
             assert bridge.tools
     assert not pins.exists()
     assert any("could not write pins_file" in record.getMessage() for record in caplog.records)
+
+
+async def test_links_planted_at_the_pins_file_and_its_temporary_name_are_never_written_through(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir()
+    victim = home / ".bashrc"
+    victim.write_text("export PS1='$ '\n")
+    pins = tmp_path / "pins.json"
+    # The name a writer that used its pid for the temporary file would write to.
+    (tmp_path / f".pins.json.{os.getpid()}.tmp").symlink_to(victim)
+    with trio.fail_after(20):
+        async with open_mcp_tools(
+            server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
+        ) as bridge:
+            assert bridge.tools
+    assert victim.read_text() == "export PS1='$ '\n"
+    assert not pins.is_symlink()
+    assert "good" in json.loads(pins.read_text())["tools"]
+    assert sorted(name for name in os.listdir(tmp_path) if name.endswith(".tmp")) == [
+        f".pins.json.{os.getpid()}.tmp"
+    ]

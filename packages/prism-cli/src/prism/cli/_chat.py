@@ -164,7 +164,7 @@ def chat_session(
 ) -> ChatReport:
     """What ``prism chat`` runs: the tools of ``loaded``, a ledger at ``target``, the chat."""
     from ._elicit import terminal_elicitor
-    from ._ledgerfile import recording_ledger
+    from ._ledgerfile import recording_ledger, writable_roots
     from ._model_run import terminal_approver
     from ._output import write_stdout
     from ._render import EventView
@@ -182,6 +182,8 @@ def chat_session(
                     failures=failures,
                     fsync=loaded.ledger_fsync,
                     max_bytes=loaded.ledger_max_bytes,
+                    roots=writable_roots(loaded),
+                    inside_roots=loaded.ledger_inside_roots,
                 ) as run_ledger,
                 EventView(out, live=False) as view,
             ):

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["chat_command", "demo_command", "run_command"]
 
 _DEFAULT_CONFIG = "prism.toml"
-_DEFAULT_LEDGER = "prism-ledger.jsonl"
 
 _config_option = config_option("Tools, roots, rules and limits")
 _model_options = [
@@ -59,7 +58,11 @@ def read_config(config_file: Path | None) -> PrismConfig:
 
 
 def _ledger_target(ledger_file: Path | None, loaded: PrismConfig) -> Path:
-    return ledger_file or Path(loaded.ledger or Path.cwd() / _DEFAULT_LEDGER)
+    from ._ledgerfile import default_ledger_path
+
+    if ledger_file is not None:
+        return ledger_file
+    return Path(loaded.ledger) if loaded.ledger else default_ledger_path()
 
 
 def _config_hint(loaded: PrismConfig, report: RunReport) -> None:
@@ -109,7 +112,7 @@ def _render_run(
 @_config_option
 @ledger_option(
     "Append the ledger here as calls end (default: [ledger] path, else "
-    "prism-ledger.jsonl; a .db/.sqlite path gets an SQLite ledger)."
+    "$XDG_STATE_HOME/prism/prism-ledger.jsonl; a .db/.sqlite path gets an SQLite ledger)."
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON report instead of tables.")
 @click.option("--live/--no-live", default=None, help="Force the live display on or off.")
@@ -204,7 +207,8 @@ def _render_chat(report: ChatReport, target: Path) -> None:
 @_model_options[0]
 @_config_option
 @ledger_option(
-    "Append the ledger here as calls end (default: [ledger] path, else prism-ledger.jsonl)."
+    "Append the ledger here as calls end (default: [ledger] path, else "
+    "$XDG_STATE_HOME/prism/prism-ledger.jsonl)."
 )
 @_model_options[1]
 def chat_command(

@@ -333,6 +333,9 @@ class PrismConfig:
             ``never``, ``run`` or ``always``).
         ledger_max_bytes: rotate the JSONL ledger before it grows past this
             (``[ledger] max_bytes``); ``None`` never rotates.
+        ledger_inside_roots: allow a ledger inside a writable root
+            (``[ledger] inside_roots``); refused by default, since the agent
+            could replace it there.
         serve: ``[serve]``, for ``prism serve``.
         found: whether a file was read (``False``: no file, every default applies).
     """
@@ -360,6 +363,7 @@ class PrismConfig:
         default="never", validator=one_of("never", "run", "always")
     )
     ledger_max_bytes: int | None = attrs.field(default=None, validator=optional(integer(minimum=1)))
+    ledger_inside_roots: bool = attrs.field(default=False, validator=boolean())
     serve: ServeConfig = attrs.field(factory=ServeConfig, validator=instance_of(ServeConfig))
     found: bool = attrs.field(default=True, validator=boolean())
 

@@ -27,7 +27,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn
 
 from prism.core import ConfigurationError
-from prism.core.options import integer, one_of, optional, string
+from prism.core.options import boolean, integer, one_of, optional, string
 
 from ._config import (
     AgentConfig,
@@ -75,6 +75,7 @@ class _LedgerTable:
         default="never", validator=one_of("never", "run", "always")
     )
     max_bytes: int = attrs.field(default=0, validator=integer(minimum=0, maximum=1 << 50))
+    inside_roots: bool = attrs.field(default=False, validator=boolean())
 
 
 @attrs.frozen(kw_only=True)
@@ -323,6 +324,7 @@ def read_document(data: Mapping[str, object], *, source: str, base_dir: str) -> 
         ledger=_resolve(base_dir, ledger.path) if ledger.path is not None else None,
         ledger_fsync=ledger.fsync,
         ledger_max_bytes=ledger.max_bytes or None,
+        ledger_inside_roots=ledger.inside_roots,
         serve=serve,
     )
 

@@ -11,14 +11,90 @@ import attrs
 from ._errors import CliError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
     from prism.core.ledger import FsyncPolicy, LedgerSink, LedgerWriteFailed, RunLedger
 
-__all__ = ["LedgerFailures", "is_sqlite_path", "parse_since", "recording_ledger"]
+    from ._config import PrismConfig
+
+__all__ = [
+    "LedgerFailures",
+    "default_ledger_path",
+    "is_sqlite_path",
+    "parse_since",
+    "recording_ledger",
+    "spill_directory",
+    "state_directory",
+    "writable_roots",
+]
 
 _SQLITE_SUFFIXES = frozenset({".db", ".sqlite", ".sqlite3"})
+DEFAULT_LEDGER_NAME = "prism-ledger.jsonl"
+
+
+def state_directory() -> Path:
+    """Where Prism keeps what it writes for itself: ``$XDG_STATE_HOME/prism``.
+
+    ``$XDG_STATE_HOME`` defaults to ``~/.local/state`` (a relative value is
+    ignored, as the XDG base directory specification says). The folder is
+    not made here.
+    """
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not base or not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "prism"
+
+
+def writable_roots(config: PrismConfig) -> tuple[str, ...]:
+    """The roots the agent's tools may write in (none for a read-only workspace)."""
+    workspace = config.workspace
+    if workspace.read_only or not workspace.coding_tools:
+        return ()
+    return tuple(workspace.roots)
+
+
+def spill_directory() -> str:
+    """Where the shell tool spills long output: ``<state folder>/spill``, made ``0700``.
+
+    Raises:
+        CliError: the folder cannot be made.
+    """
+    folder = state_directory() / "spill"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot make the spill folder {folder}: {exc}") from exc
+    return str(folder)
+
+
+def default_ledger_path() -> Path:
+    """The ledger a command writes when neither ``--ledger`` nor ``[ledger] path`` says."""
+    return state_directory() / DEFAULT_LEDGER_NAME
+
+
+def check_outside_roots(path: Path, roots: Sequence[str], *, allowed: bool) -> None:
+    """Refuse a ledger inside a writable root (the agent could plant links there) unless allowed.
+
+    Raises:
+        CliError: ``path`` lies inside one of ``roots`` and ``allowed`` is false.
+    """
+    import os
+
+    from prism.core.files import inside_any
+
+    where = os.path.abspath(path)
+    for candidate in (where, os.path.realpath(where)):
+        root = inside_any(candidate, [os.path.realpath(r) for r in roots] + list(roots))
+        if root is not None and not allowed:
+            raise CliError(
+                f"the ledger {path} is inside the agent's writable root {root}, where the "
+                "agent could replace it; write it elsewhere (the default is "
+                f"{default_ledger_path()}), or set [ledger] inside_roots = true to allow it"
+            )
 
 
 def is_sqlite_path(path: Path) -> bool:
@@ -48,14 +124,17 @@ class LedgerFailures:
             )
 
 
-def _open_sink(path: Path, fsync: FsyncPolicy, max_bytes: int | None) -> LedgerSink:
+def _open_sink(
+    path: Path, fsync: FsyncPolicy, max_bytes: int | None, roots: Sequence[str]
+) -> LedgerSink:
     from prism.core.ledger import JsonlLedgerSink, SqliteLedgerSink
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if is_sqlite_path(path):
-            return SqliteLedgerSink(path, fsync=fsync)
-        return JsonlLedgerSink(path, fsync=fsync, max_bytes=max_bytes)
+            return SqliteLedgerSink(path, fsync=fsync, roots=roots)
+        return JsonlLedgerSink(path, fsync=fsync, max_bytes=max_bytes, roots=roots)
     except Exception as exc:  # OSError, sqlite3.Error
         raise CliError(f"cannot write the ledger to {path}: {exc}") from exc
 
@@ -68,6 +147,8 @@ def recording_ledger(
     failures: LedgerFailures,
     fsync: FsyncPolicy = "never",
     max_bytes: int | None = None,
+    roots: Sequence[str] = (),
+    inside_roots: bool = False,
 ) -> Iterator[RunLedger]:
     """A ledger that appends each record to ``path`` as its call ends.
 
@@ -76,12 +157,18 @@ def recording_ledger(
     then the file is closed. A ``.db``/``.sqlite``/``.sqlite3`` path gets an
     SQLite ledger, anything else JSONL (rotated past ``max_bytes``).
 
+    ``roots`` are the agent's writable roots: a ledger inside one is refused
+    unless ``inside_roots``, and no directory link below a root is followed.
+
     Raises:
-        CliError: the ledger file cannot be opened.
+        CliError: the ledger file cannot be opened, is a link, or lies inside
+            a writable root.
     """
     from prism.core.ledger import RunLedger
 
-    ledger = RunLedger(sinks=[_open_sink(path, fsync, max_bytes)], on_error=failures)
+    check_outside_roots(path, roots, allowed=inside_roots)
+    sink = _open_sink(path, fsync, max_bytes, roots)
+    ledger = RunLedger(sinks=[sink], on_error=failures)
     with ledger.run(label=label):
         yield ledger
 

@@ -232,6 +232,8 @@ async def _coding_tools(
     )
     from prism.coding.tools import create_coding_tools
 
+    from ._ledgerfile import spill_directory
+
     roots = list(config.workspace.roots)
     rules = CommandRules(
         allow=config.commands.allow,
@@ -258,6 +260,7 @@ async def _coding_tools(
         execution_policy=policy,
         file_operations=create_contained_file_operations(roots),
         shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
+        shell_options={"spill_dir": spill_directory()},
     )
     return list(tools), label
 
@@ -463,7 +466,7 @@ def run_command_session(
     answer (see :func:`run_model_task`).
     """
     from ._elicit import terminal_elicitor
-    from ._ledgerfile import recording_ledger
+    from ._ledgerfile import recording_ledger, writable_roots
 
     approver = None
     if model is not None:
@@ -485,6 +488,8 @@ def run_command_session(
                 failures=failures,
                 fsync=loaded.ledger_fsync,
                 max_bytes=loaded.ledger_max_bytes,
+                roots=writable_roots(loaded),
+                inside_roots=loaded.ledger_inside_roots,
             ) as run_ledger:
                 run_id = run_ledger.run_id
                 with EventView(out, quiet=quiet, live=live) as view:

@@ -162,7 +162,7 @@ async def _serve(
         serve_stdio,
     )
 
-    from ._ledgerfile import LedgerFailures, recording_ledger
+    from ._ledgerfile import LedgerFailures, recording_ledger, spill_directory, writable_roots
     from ._runner import _sandbox, check_roots, open_toolset
 
     # The bridges, permission and validator come from the usual wiring; the
@@ -195,6 +195,7 @@ async def _serve(
             execution_policy=policy,
             file_operations=create_contained_file_operations(roots),
             shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
+            shell_options={"spill_dir": spill_directory()},
         )
     async with contextlib.AsyncExitStack() as stack:
         failures = LedgerFailures()
@@ -209,6 +210,8 @@ async def _serve(
                     failures=failures,
                     fsync=loaded.ledger_fsync,
                     max_bytes=loaded.ledger_max_bytes,
+                    roots=writable_roots(loaded),
+                    inside_roots=loaded.ledger_inside_roots,
                 )
             )
         toolset = await stack.enter_async_context(open_toolset(bridged))

@@ -7,15 +7,13 @@ from here, and :mod:`._ledger_read` imports both; neither imports the other.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from collections.abc import Iterable
+from typing import Literal, TypeAlias
 
 import attrs
 
 from ._ledger_records import LedgerEntry, RunEndRecord, RunOutcome, RunStartRecord, ToolCallRecord
-from ._options import one_of, string
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
+from ._options import one_of, sequence_of, string
 
 __all__ = [
     "FSYNC",
@@ -25,6 +23,7 @@ __all__ = [
     "LedgerRun",
     "contents_from",
     "fspath",
+    "path_tuple",
 ]
 
 FsyncPolicy: TypeAlias = Literal["never", "run", "always"]
@@ -42,6 +41,17 @@ def fspath(value: str | os.PathLike[str]) -> str:
 
 
 PATH_CHECK = string()
+_ROOTS = sequence_of(string())
+
+
+def path_tuple(value: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
+    """A sink's ``roots``: absolute paths."""
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        value = tuple(os.fspath(item) if isinstance(item, os.PathLike) else item for item in value)
+    checked = _ROOTS.check("ledger sink", "roots", value)
+    return tuple(os.path.abspath(root) for root in checked)
+
+
 FSYNC = one_of("never", "run", "always")
 
 

@@ -8,15 +8,18 @@ decision) are stored as JSON text beside the columns a query filters on.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
+import stat
 from typing import TYPE_CHECKING
 
 import attrs
 
+from ._files import FileIdentity, OpenedFile, UnsafeFileError, open_private_file
 from ._ledger_codec import decode_object
-from ._ledger_files import FsyncPolicy, LedgerContents, contents_from, fspath
+from ._ledger_files import FsyncPolicy, LedgerContents, contents_from, fspath, path_tuple
 from ._ledger_records import (
     LEDGER_SCHEMA_VERSION,
     LedgerFormatError,
@@ -110,34 +113,59 @@ class SqliteLedgerSink:
     one database (a busy writer waits up to ``busy_timeout_s``). With WAL a
     killed process loses at most the entry being inserted.
 
+    No link redirects it: the database is first opened (created ``0o600``)
+    the way every file Prism writes is (``prism.core.files``: no symlink at
+    the name, a regular file with one link, no directory link below one of
+    ``roots``); its ``-wal``, ``-shm`` and ``-journal`` companions must be
+    regular files if they exist; and once SQLite has opened it, the file it
+    opened must be that same file (device and inode), or the sink refuses it.
+    SQLite keeps its files open for the sink's life, so a link planted later
+    is never followed.
+
     Args:
         path: the database file.
         fsync: ``never`` (``synchronous=OFF``), ``run`` (``NORMAL``: survives
             a process crash) or ``always`` (``FULL``: survives a power cut).
         busy_timeout_s: how long an insert waits for another writer.
+        roots: folders others (an agent) may write in: below them, no directory
+            on the path may be a link.
 
     Raises:
+        UnsafeFileError: a file is a link or not regular, or the path goes
+            through a link below one of ``roots`` (an ``OSError``).
         sqlite3.Error: the database cannot be opened or is not a ledger.
     """
 
     path: str = attrs.field(converter=fspath)
     fsync: FsyncPolicy = attrs.field(default="run", validator=one_of("never", "run", "always"))
     busy_timeout_s: float = attrs.field(default=5.0, validator=number(minimum=0))
+    roots: tuple[str, ...] = attrs.field(default=(), converter=path_tuple, kw_only=True)
     _db: sqlite3.Connection | None = attrs.field(default=None, init=False)
+    _pin: int = attrs.field(default=-1, init=False)
 
     def __attrs_post_init__(self) -> None:
-        db = _connect(self.path)
+        opened = open_private_file(self.path, os.O_RDWR | os.O_CREAT, roots=self.roots)
         try:
-            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.fsync]}")
-            db.executescript(_SCHEMA)
-            if not _has_definition_hash(db):
-                db.execute("ALTER TABLE tool_call ADD COLUMN definition_hash TEXT")
+            _check_companions(opened.name, opened.directory_fd, self.path)
+            db = _connect(os.path.abspath(self.path))
+            try:
+                db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+                db.execute("PRAGMA journal_mode = WAL")
+                _check_same_file(db, opened, self.path)
+                db.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[self.fsync]}")
+                db.executescript(_SCHEMA)
+                if not _has_definition_hash(db):
+                    db.execute("ALTER TABLE tool_call ADD COLUMN definition_hash TEXT")
+            except BaseException:
+                db.close()
+                raise
         except BaseException:
-            db.close()
+            os.close(opened.fd)
             raise
-        self._db = db
+        finally:
+            os.close(opened.directory_fd)
+        # Kept open so the inode checked is the inode SQLite writes for the sink's life.
+        self._db, self._pin = db, opened.fd
 
     def __repr__(self) -> str:
         return f"SqliteLedgerSink({self.path!r})"
@@ -194,8 +222,45 @@ class SqliteLedgerSink:
     def close(self) -> None:
         """Close the database; idempotent."""
         db, self._db = self._db, None
-        if db is not None:
-            db.close()
+        pin, self._pin = self._pin, -1
+        try:
+            if db is not None:
+                db.close()
+        finally:
+            if pin >= 0:
+                os.close(pin)
+
+
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _check_companions(name: str, directory: int, shown: str) -> None:
+    """Refuse a ``-wal``/``-shm``/``-journal`` beside the database that SQLite would follow."""
+    for suffix in _COMPANIONS:
+        try:
+            status = os.stat(name + suffix, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
+            raise UnsafeFileError(
+                errno.ELOOP,
+                f"{shown}{suffix} is a link or not a regular file; Prism does not write to it",
+            )
+
+
+def _check_same_file(db: sqlite3.Connection, opened: OpenedFile, shown: str) -> None:
+    """Refuse when the file SQLite opened is not the one checked (a name swapped in between)."""
+    row = db.execute("PRAGMA database_list").fetchone()
+    where = str(row[2]) if row is not None else ""
+    try:
+        status = os.stat(where, follow_symlinks=False) if where else None
+    except OSError:
+        status = None
+    if status is None or FileIdentity.of(status) != opened.identity:
+        raise UnsafeFileError(
+            errno.EPERM, f"{shown} changed while the ledger opened it; Prism does not write to it"
+        )
+    _check_companions(opened.name, opened.directory_fd, shown)
 
 
 def _call_object(row: tuple[object, ...], number: int) -> object:

@@ -6,13 +6,14 @@ import json
 import logging
 import os
 import re
-from pathlib import Path
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from prism.core import JsonObject, JsonValue
+from prism.core.files import open_private_file
 from prism.core.text import NAME_LIMIT, clip
 
 from ._annotations import (
@@ -277,10 +278,29 @@ class Pins:
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
 
         def write() -> None:
-            target = Path(path)
-            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, target)
+            # A fresh temporary name (O_EXCL, no link followed), renamed over
+            # the pins file: a link planted at either name is never written through.
+            target = os.path.abspath(path)
+            temporary = f".{os.path.basename(target)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            opened = open_private_file(
+                os.path.join(os.path.dirname(target), temporary),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+            )
+            try:
+                try:
+                    data = memoryview(text.encode("utf-8"))
+                    while data:
+                        data = data[os.write(opened.fd, data) :]
+                finally:
+                    os.close(opened.fd)
+                os.replace(
+                    temporary,
+                    os.path.basename(target),
+                    src_dir_fd=opened.directory_fd,
+                    dst_dir_fd=opened.directory_fd,
+                )
+            finally:
+                os.close(opened.directory_fd)
 
         try:
             await trio.to_thread.run_sync(write)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import tempfile
 
 import attrs
@@ -144,8 +145,14 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _open_spill(directory: str | None, prefix: str) -> tuple[int, str]:
-    # mkstemp creates the file 0600, readable by this user only.
-    return tempfile.mkstemp(prefix=prefix, suffix=".log", dir=directory)
+    # A fresh random name, created 0600 (readable by this user only) with
+    # O_EXCL and without following a link, as every file Prism writes.
+    from prism.core.files import open_private_file
+
+    path = os.path.join(directory or tempfile.gettempdir(), f"{prefix}{secrets.token_hex(8)}.log")
+    opened = open_private_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    os.close(opened.directory_fd)
+    return opened.fd, path
 
 
 @attrs.define(eq=False)
