@@ -103,10 +103,12 @@ def serve_config(tmp_path: Path) -> ServeConfig:
 
     A root ``ws`` holding ``readme.txt`` (``readme`` is its text), the demo docs server
     (``step_seconds`` apart between its progress steps), ``delete_*`` denied, no sandbox;
-    ``coding_tools=False`` leaves the coding tools out.
+    ``coding_tools=False`` leaves the coding tools out; ``extra`` is appended (more tables).
     """
 
-    def write(*, readme: str, step_seconds: str = "0", coding_tools: bool = True) -> Path:
+    def write(
+        *, readme: str, step_seconds: str = "0", coding_tools: bool = True, extra: str = ""
+    ) -> Path:
         ws = tmp_path / "ws"
         ws.mkdir()
         (ws / "readme.txt").write_text(f"{readme}\n", encoding="utf-8")
@@ -125,6 +127,7 @@ call_timeout_s = 10
 
 [permissions]
 deny = ["tool:mcp:docs:delete_*:execute"]
+{extra}
 """,
             encoding="utf-8",
         )

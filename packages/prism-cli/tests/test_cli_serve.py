@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 if TYPE_CHECKING:
@@ -31,6 +32,27 @@ def _env() -> dict[str, str]:
     return env
 
 
+class Changes:
+    """Tool-list changes the gateway announces (its MCP servers start in the background)."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+
+    async def handle(self, message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.event.set()
+
+    async def wait_for(self, client: Client, name: str) -> set[str]:
+        """The tool names once ``name`` is among them (listed again at each change)."""
+        with trio.fail_after(60):
+            while True:
+                self.event = trio.Event()
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                if name in names:
+                    return names
+                await self.event.wait()
+
+
 async def test_serve_over_stdio_offers_coding_and_bridged_tools(
     tmp_path: Path, serve_config: ServeConfig
 ) -> None:
@@ -41,8 +63,9 @@ async def test_serve_over_stdio_offers_coding_and_bridged_tools(
         cwd=str(tmp_path),
         env=_env(),
     )
-    async with Client(params) as client:
-        names = {tool.name for tool in (await client.list_tools()).tools}
+    changed = Changes()
+    async with Client(params, message_handler=changed.handle, mode="legacy") as client:
+        names = await changed.wait_for(client, "mcp__docs__search_docs")
         read = await client.call_tool("read", {"path": "readme.txt"})
         search = await client.call_tool("mcp__docs__search_docs", {"query": "gates"})
         refused = await client.call_tool("mcp__docs__delete_index", {})
@@ -302,3 +325,84 @@ def test_a_bad_approve_command_is_a_usage_error(
     assert proc.returncode == 2
     assert "--approve-command" in proc.stderr
     assert problem in proc.stderr
+
+
+class Stderr:
+    """What ``prism serve`` writes to stderr, read from a pipe as it comes."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self.stream = stream
+        self.text = ""
+
+    async def wait_for(self, text: str) -> None:
+        with trio.fail_after(60):
+            while text not in self.text:
+                chunk = await self.stream.receive_some()
+                assert chunk, self.text
+                self.text += chunk.decode(errors="replace")
+
+
+_BAD_SERVER = f"""
+[mcp.servers.bad]
+command = {json.dumps(sys.executable)}
+args = ["-c", "import sys; print('no config for me', file=sys.stderr); sys.exit(4)"]
+"""
+
+
+@pytest.mark.parametrize("how", ["positional", "PRISM_CONFIG"])
+async def test_serve_serves_while_a_server_fails_to_start_and_logs_it(
+    tmp_path: Path, serve_config: ServeConfig, how: str
+) -> None:
+    """One MCP server that does not start never takes the gateway down (nor the config flag)."""
+    config = serve_config(readme="served by prism", extra=_BAD_SERVER)
+    env = _env()
+    args = ["-m", "prism.cli", "serve"]
+    if how == "positional":
+        args.append(str(config))
+    else:
+        env["PRISM_CONFIG"] = str(config)
+    params = StdioServerParameters(
+        command=sys.executable, args=args, cwd=str(tmp_path / "ws"), env=env
+    )
+    changed = Changes()
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as errlog:
+        stderr = Stderr(trio.lowlevel.FdStream(read_end))
+        async with Client(
+            stdio_client(params, errlog=errlog), message_handler=changed.handle, mode="legacy"
+        ) as client:
+            await changed.wait_for(client, "mcp__docs__search_docs")
+            search = await client.call_tool("mcp__docs__search_docs", {"query": "gates"})
+            read = await client.call_tool("read", {"path": "readme.txt"})
+            await stderr.wait_for("MCP server 'bad' did not start")
+            await stderr.wait_for("MCP server 'docs' is up")
+            failed = await client.call_tool("mcp__bad__anything", {})
+    logged = stderr.text
+    await stderr.stream.aclose()
+    assert not search.is_error
+    assert "served by prism" in _text(read)
+    assert "MCP server 'bad' is unavailable" in _text(failed)
+    assert "exit status 4" in _text(failed)
+    assert "no config for me" in _text(failed)
+    assert "prism serve: MCP server 'bad' did not start" in logged
+    assert "prism serve: MCP server 'docs' is up" in logged
+
+
+def test_serve_exits_when_a_required_server_does_not_start(
+    run_cli: CliRunner, serve_config: ServeConfig
+) -> None:
+    config = serve_config(readme="served by prism", extra=_BAD_SERVER + "required = true\n")
+    proc = run_cli("serve", str(config))
+    assert proc.returncode == 2, proc.stderr
+    assert "required MCP server 'bad' did not start" in proc.stderr
+    assert "exit status 4" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_serve_refuses_two_different_configurations(
+    run_cli: CliRunner, serve_config: ServeConfig, tmp_path: Path
+) -> None:
+    config = serve_config(readme="served by prism")
+    proc = run_cli("serve", str(config), "--config", str(tmp_path / "other.toml"))
+    assert proc.returncode == 2
+    assert "two configurations given" in proc.stderr

@@ -68,8 +68,19 @@ async def test_serve_runner_answers_over_http_until_cancelled(
             nursery.start_soon(_serve, loaded, options, ledger, command)
             await stderr.announced.wait()
             url = stderr.url()
-            async with Client(url) as client:
-                names = {tool.name for tool in (await client.list_tools()).tools}
+            changed = trio.Event()
+
+            async def on_message(message: object) -> None:
+                if isinstance(message, types.ToolListChangedNotification):
+                    changed.set()
+
+            async with Client(url, message_handler=on_message, mode="legacy") as client:
+                # The docs server starts in the background; the gateway says when it is up.
+                while "mcp__docs__search_docs" not in (
+                    names := {tool.name for tool in (await client.list_tools()).tools}
+                ):
+                    await changed.wait()
+                    changed = trio.Event()
                 search = await client.call_tool("mcp__docs__search_docs", {"query": "gates"})
                 refused = await client.call_tool("mcp__docs__delete_index", {})
                 read = (
@@ -87,10 +98,15 @@ async def test_serve_runner_answers_over_http_until_cancelled(
         assert read is not None
         assert "served in process" in _text(read)
         lines = (tmp_path / "calls.jsonl").read_text(encoding="utf-8").splitlines()
-        tools = [json.loads(x)["tool_name"] for x in lines if '"call_id"' in x]
+        records = [json.loads(x) for x in lines if '"call_id"' in x]
+        tools = [r["tool_name"] for r in records if r["tool_name"] != "prism:session"]
         assert sorted(tools) == sorted(["mcp:docs:search_docs", "mcp:docs:delete_index", "read"]), (
             tools
         )
+        # The HTTP session: opened by the client (anonymous on loopback), closed by it.
+        sessions = [r["arguments"] for r in records if r["tool_name"] == "prism:session"]
+        assert [s["event"] for s in sessions] == ["opened", "closed"]
+        assert {s["principal"] for s in sessions} == {"anonymous"}
     else:
         assert not (tmp_path / "calls.jsonl").exists()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -56,6 +57,11 @@ def build() -> MCPServer:
         with anyio.move_on_after(30):
             await hang_cancelled.wait()
         return hang_cancelled.is_set()
+
+    @server.tool()
+    def die() -> str:
+        """End this server's process at once (a server that crashes mid-call)."""
+        os._exit(3)
 
     return server
 

@@ -5,6 +5,7 @@ import prism.gateway
 DOCUMENTED = {
     "CODING_TOOL_HINTS",
     "BearerAuth",
+    "DownstreamServer",
     "Gateway",
     "GatewayApprover",
     "GatewayConfigurationError",

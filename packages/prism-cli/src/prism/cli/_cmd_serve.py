@@ -12,7 +12,13 @@ __all__ = ["serve_command"]
 
 
 @click.command("serve", context_settings=CONTEXT)
-@config_option("Tools, roots, rules, limits and [serve]")
+@click.argument(
+    "config_path",
+    required=False,
+    metavar="[CONFIG]",
+    type=click.Path(dir_okay=False, path_type=Path),
+)
+@config_option("Tools, roots, rules, limits and [serve] (also: CONFIG, or $PRISM_CONFIG)")
 @click.option(
     "--http",
     "http",
@@ -43,6 +49,7 @@ __all__ = ["serve_command"]
     "Append each call's record here as it ends (JSONL, or SQLite for .db; default: [ledger] path)."
 )
 def serve_command(
+    config_path: Path | None,
     config_file: Path | None,
     http: str | None,
     token_file: Path | None,
@@ -53,7 +60,11 @@ def serve_command(
 ) -> None:
     """Serve the configured tools to MCP hosts; every call passes Prism's gates.
 
-    Over stdio by default (point a host at `prism serve --config prism.toml`);
+    The configuration is CONFIG, else --config FILE, else $PRISM_CONFIG, else
+    ./prism.toml when there is one (a host whose own flags include --config
+    can use `prism serve prism.toml` or the variable).
+
+    Over stdio by default (point a host at `prism serve prism.toml`);
     with --http, over Streamable HTTP, on loopback unless bearer tokens or
     OAuth ([serve.auth]) are set. Actions that need approval are asked of the
     host by elicitation when it can answer, else of the configured approver,
@@ -77,7 +88,7 @@ def serve_command(
             raise click.BadParameter(str(exc), param_hint="--approve-command") from exc
         if not command:
             raise click.BadParameter("needs a command", param_hint="--approve-command")
-    loaded = read_config(config_file)
+    loaded = read_config(_config_path(config_path, config_file))
 
     from ._serve import ServeRequest, serve
 
@@ -92,3 +103,17 @@ def serve_command(
             ledger=ledger_file,
         ),
     )
+
+
+def _config_path(positional: Path | None, option: Path | None) -> Path | None:
+    """CONFIG, else ``--config``, else ``$PRISM_CONFIG`` (``None``: ./prism.toml or defaults)."""
+    import os
+
+    if positional is not None and option is not None and positional != option:
+        raise click.UsageError(
+            f"two configurations given: {str(positional)!r} and --config {str(option)!r}"
+        )
+    chosen = positional or option
+    if chosen is None and os.environ.get("PRISM_CONFIG"):
+        chosen = Path(os.environ["PRISM_CONFIG"])
+    return chosen

@@ -106,6 +106,9 @@ class McpServerConfig:
         max_call_s: hard ceiling of one call, progress or not.
         max_result_bytes: larger results are refused at the transport.
         list_cache_ttl_s: how long a tool list is trusted.
+        required: ``prism serve`` waits for this server and exits when it does
+            not start (by default it serves at once and starts servers in the
+            background; ``prism run`` always waits for every server).
     """
 
     server_id: str = attrs.field(validator=string())
@@ -122,6 +125,7 @@ class McpServerConfig:
         default=1_000_000, validator=integer(minimum=1_024, maximum=100_000_000)
     )
     list_cache_ttl_s: float = attrs.field(default=60.0, validator=_seconds)
+    required: bool = attrs.field(default=False, validator=boolean())
 
     def __attrs_post_init__(self) -> None:
         if not _SERVER_ID.match(self.server_id):
@@ -293,6 +297,9 @@ class ServeConfig:
         approve_command: the program and its arguments (no shell).
         allowed_origins: HTTP ``Origin`` values accepted besides loopback ones.
         stateless: serve HTTP without sessions (for load balancing).
+        session_idle_s: an HTTP session idle this long is closed.
+        max_sessions: at most this many HTTP sessions are open (the one idle
+            the longest is closed to make room).
     """
 
     auth: ServeAuthConfig | None = attrs.field(
@@ -304,6 +311,10 @@ class ServeConfig:
     approve_command: tuple[str, ...] = attrs.field(default=(), validator=_strings)
     allowed_origins: tuple[str, ...] = attrs.field(default=(), validator=_strings)
     stateless: bool = attrs.field(default=False, validator=boolean())
+    session_idle_s: float = attrs.field(
+        default=1800.0, validator=number(minimum=1.0, maximum=7 * 24 * 3600.0)
+    )
+    max_sessions: int = attrs.field(default=1000, validator=integer(minimum=1, maximum=100_000))
 
     def __attrs_post_init__(self) -> None:
         if (self.approver == "command") != bool(self.approve_command):

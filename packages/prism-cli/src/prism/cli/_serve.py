@@ -17,9 +17,9 @@ from ._errors import CliError, ConfigError
 from ._trio import run_trio
 
 if TYPE_CHECKING:
-    from prism.gateway import BearerAuth, HttpOptions, OAuthResourceServer
+    from prism.gateway import BearerAuth, DownstreamServer, HttpOptions, OAuthResourceServer
 
-    from ._config import PrismConfig, ServeAuthConfig
+    from ._config import McpServerConfig, PrismConfig, ServeAuthConfig
 
 __all__ = ["ServeRequest", "http_auth", "serve"]
 
@@ -121,9 +121,58 @@ def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | No
             auth=auth,
             allowed_origins=(*config.serve.allowed_origins, *request.origins),
             stateless=request.stateless or config.serve.stateless,
+            session_idle_s=config.serve.session_idle_s,
+            max_sessions=config.serve.max_sessions,
         )
     except ConfigurationError as exc:
         raise CliError(f"--http {host}:{port}: {exc}") from exc
+
+
+def downstream(server: McpServerConfig) -> DownstreamServer:
+    """The gateway's view of one ``[mcp.servers.<id>]``: started in the background."""
+    from prism.gateway import DownstreamServer
+
+    from ._runner import transport_for
+
+    return DownstreamServer(
+        server_id=server.server_id,
+        transport=transport_for(server),
+        required=server.required,
+        options={
+            "list_cache_ttl_s": server.list_cache_ttl_s,
+            "call_timeout_s": server.call_timeout_s,
+            "connect_timeout_s": server.connect_timeout_s,
+            "max_call_s": server.max_call_s,
+            "max_result_bytes": server.max_result_bytes,
+        },
+    )
+
+
+def _log_to_stderr() -> None:
+    """The gateway's reports (a server up, failed or gone) as ``prism serve:`` lines on stderr."""
+    import logging
+
+    class ToStderr(logging.Handler):
+        """Writes to the ``sys.stderr`` of the moment (tests swap it)."""
+
+        prism_serve = True
+
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                sys.stderr.write(self.format(record) + "\n")
+                sys.stderr.flush()
+            except Exception:
+                self.handleError(record)
+
+    logger = logging.getLogger("prism.gateway")
+    if any(getattr(h, "prism_serve", False) for h in logger.handlers):
+        return
+    handler = ToStderr()
+    handler.setFormatter(logging.Formatter("prism serve: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logging.getLogger("prism.gateway.http").setLevel(logging.WARNING)  # not "Running on ..."
 
 
 def serve(config: PrismConfig, request: ServeRequest) -> None:
@@ -133,6 +182,7 @@ def serve(config: PrismConfig, request: ServeRequest) -> None:
     if command is None and config.serve.approver == "command":
         command = config.serve.approve_command
     ledger = request.ledger if request.ledger is not None else config.ledger
+    _log_to_stderr()
     run_trio(lambda: _serve(config, options, ledger, command or ()))
 
 
@@ -155,6 +205,7 @@ async def _serve(
     from prism.core.ledger import RunLedger
     from prism.gateway import (
         CODING_TOOL_HINTS,
+        GatewayError,
         create_command_approver,
         create_gateway_approver,
         open_gateway,
@@ -165,9 +216,14 @@ async def _serve(
     from ._ledgerfile import LedgerFailures, recording_ledger, spill_directory, writable_roots
     from ._runner import _sandbox, check_roots, open_toolset
 
-    # The bridges, permission and validator come from the usual wiring; the
-    # coding tools are built here so their approver can ask the MCP client.
-    bridged = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, coding_tools=False))
+    # The permission and validator come from the usual wiring; the coding tools
+    # are built here so their approver can ask the MCP client, and the MCP
+    # servers are started by the gateway, in the background.
+    gates = attrs.evolve(
+        loaded,
+        workspace=attrs.evolve(loaded.workspace, coding_tools=False),
+        mcp_servers=(),
+    )
     tools: list[ToolDefinition] = []
     if loaded.workspace.coding_tools:
         check_roots(loaded)
@@ -214,17 +270,20 @@ async def _serve(
                     inside_roots=loaded.ledger_inside_roots,
                 )
             )
-        toolset = await stack.enter_async_context(open_toolset(bridged))
-        gateway = await stack.enter_async_context(
-            open_gateway(
-                tools=tools,
-                bridges=toolset.bridges,
-                permission=toolset.permission,
-                validator=toolset.validator,
-                hints=CODING_TOOL_HINTS,
-                ledger=run_ledger,
+        toolset = await stack.enter_async_context(open_toolset(gates))
+        try:
+            gateway = await stack.enter_async_context(
+                open_gateway(
+                    tools=tools,
+                    servers=[downstream(server) for server in loaded.mcp_servers],
+                    permission=toolset.permission,
+                    validator=toolset.validator,
+                    hints=CODING_TOOL_HINTS,
+                    ledger=run_ledger,
+                )
             )
-        )
+        except GatewayError as exc:  # a required server did not start
+            raise CliError(str(exc)) from exc
         if options is None:
             await serve_stdio(gateway)
             return

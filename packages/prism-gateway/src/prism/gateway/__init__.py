@@ -60,10 +60,12 @@ from ._serve import OAuthResourceServer as OAuthResourceServer
 from ._serve import build_http_app as build_http_app
 from ._serve import serve_http as serve_http
 from ._serve import serve_stdio as serve_stdio
+from ._servers import DownstreamServer as DownstreamServer
 
 __all__ = [
     "CODING_TOOL_HINTS",
     "BearerAuth",
+    "DownstreamServer",
     "Gateway",
     "GatewayApprover",
     "GatewayConfigurationError",

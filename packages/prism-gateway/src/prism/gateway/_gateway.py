@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from prism.core import (
+    ConfigurationError,
     DispatchOptions,
     EventSink,
     MiddlewareRegistry,
@@ -35,6 +36,7 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
     filter_tools,
+    provider_safe_name,
 )
 from prism.core.ledger import RunLedger
 from prism.core.options import (
@@ -46,12 +48,13 @@ from prism.core.options import (
     optional,
     sequence_of,
 )
-from prism.mcp import McpToolBridge
+from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 
 from ._approval import APPROVAL_INPUT_KEY, CallScope, approval_request, current_call
 from ._content import to_call_tool_result
-from ._errors import GatewayConfigurationError
+from ._errors import GatewayConfigurationError, GatewayError
 from ._hints import ToolHints
+from ._servers import DownstreamServer, ServerState
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -141,7 +144,7 @@ class Gateway:
     """
 
     _local: tuple[ToolDefinition, ...]
-    _bridges: tuple[McpToolBridge, ...]
+    _bridges: list[McpToolBridge]
     _filters: tuple[ToolFilter, ...]
     _options: DispatchOptions
     _hints: Mapping[str, ToolHints]
@@ -150,6 +153,8 @@ class Gateway:
     _per_client_limit: int
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _names: ToolNameMap = attrs.field(init=False)
+    # registry name -> the bridge whose tool it is
+    _owners: dict[str, McpToolBridge] = attrs.field(init=False, factory=dict)
     _wire: list[types.Tool] = attrs.field(init=False)
     # The SDK's per-client Connection objects (kept weakly: a closed client goes).
     _connections: weakref.WeakSet[Any] = attrs.field(factory=weakref.WeakSet)
@@ -161,6 +166,8 @@ class Gateway:
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
     # (HTTP session id, JSON-RPC request id) -> the call's cancel scope, while it runs
     _running: dict[tuple[str, object], trio.CancelScope] = attrs.field(factory=dict)
+    # server id -> the state of each downstream server the gateway starts itself
+    _servers: dict[str, ServerState] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self._listen = ListenHandler(self._bus)
@@ -198,9 +205,11 @@ class Gateway:
     def _rebuild(self) -> None:
         tools = list(self._local)
         hints = dict(self._hints)
+        owners: dict[str, McpToolBridge] = {}
         for bridge in self._bridges:
             tools.extend(bridge.tools)
             hints.update(_bridge_hints(bridge))
+            owners.update((tool.name, bridge) for tool in bridge.tools)
         offered = filter_tools(tools, *self._filters)
         try:
             registry = create_tool_registry(offered, duplicate="error")
@@ -213,8 +222,77 @@ class Gateway:
             ) from exc
         self._options = attrs.evolve(self._options, registry=registry)
         self._names = names
+        self._owners = owners
         # Hints are typed (ToolHints checks them; prism-mcp reads a bridged server's leniently).
         self._wire = [_wire_tool(names.alias(t.name), t, hints.get(t.name)) for t in offered]
+
+    def server_status(self) -> Mapping[str, tuple[str, str | None]]:
+        """Each downstream server's ``(status, reason)``: ``starting``, ``up`` or ``failed``."""
+        return {sid: (state.status, state.reason) for sid, state in self._servers.items()}
+
+    def _unavailable(self, alias: str) -> str | None:
+        """Why a tool of a downstream server that is not up cannot be called (else ``None``)."""
+        for server_id, state in self._servers.items():
+            if state.status == "up" or not alias.startswith(_alias_prefix(server_id)):
+                continue
+            if state.status == "starting":
+                return (
+                    f"MCP server {server_id!r} is still starting: its tools are offered "
+                    "(notifications/tools/list_changed) once it is up"
+                )
+            return f"MCP server {server_id!r} is unavailable: {state.reason}"
+        return None
+
+    async def _run_server(self, state: ServerState) -> None:
+        """Start one downstream server, offer its tools, watch it; report a failure."""
+        server = state.server
+        try:
+            async with open_mcp_tools(
+                server_id=server.server_id, transport=server.transport, **server.options
+            ) as bridge:
+                self._bridges.append(bridge)
+                try:
+                    self._rebuild()
+                except GatewayConfigurationError:
+                    self._bridges.remove(bridge)
+                    self._rebuild()
+                    raise
+                state.status = "up"
+                _log.info("MCP server %r is up (%d tools)", server.server_id, len(bridge.tools))
+                state.ready.set()
+                await self.notify_tools_changed()
+                try:
+                    await self._watch(bridge)
+                finally:
+                    self._bridges.remove(bridge)
+        except Exception as exc:
+            state.status = "failed"
+            state.reason = _reason(exc)
+            _log.warning("MCP server %r did not start: %s", server.server_id, state.reason)
+            with contextlib.suppress(Exception):
+                self._rebuild()
+        finally:
+            state.ready.set()
+
+    async def wait_servers(self) -> None:
+        """Wait until every downstream server given to ``open_gateway`` is up or has failed.
+
+        Checkpoints; cancellation just stops the wait.
+        """
+        for state in self._servers.values():
+            await state.ready.wait()
+
+    async def _wait_required(self) -> GatewayError | None:
+        """Wait for the required downstream servers; the error if one did not start."""
+        for state in self._servers.values():
+            if state.server.required:
+                await state.ready.wait()
+                if state.status != "up":
+                    return GatewayError(
+                        f"required MCP server {state.server.server_id!r} did not start: "
+                        f"{state.reason}"
+                    )
+        return None
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         # ServerSession is made per request; the connection behind it lasts (mcp<3 keeps
@@ -236,7 +314,10 @@ class Gateway:
         self._remember(ctx)
         name = self._names.registry_name(params.name)
         if name is None:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
+            unavailable = self._unavailable(params.name)
+            if unavailable is None:
+                raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
+            return to_call_tool_result(ToolResult.error(unavailable), any_structured=False)
         client, session_id = client_label(ctx)
         call = ToolCall(
             id=f"{client}#{next(self._seq)}",
@@ -276,6 +357,15 @@ class Gateway:
             current_call.reset(token)
         if result is None:  # the client went away (see client_gone); nobody reads this
             result = ToolResult.error("cancelled: the client disconnected")
+        owner = self._owners.get(name)
+        if result.is_error and owner is not None and not owner.connected:
+            said = result.joined_text[:500]
+            _log.warning(
+                "MCP server %r went away during a call (restarted on the next one): %s",
+                owner.server_id,
+                said,
+            )
+            result = ToolResult.error(f"MCP server {owner.server_id!r} went away: {said}")
         if scope.pending:
             # Nothing ran (the policy refused before any side effect): ask, and
             # let the client retry the same call with its answer.
@@ -367,6 +457,20 @@ class Gateway:
                 await connection.send_tool_list_changed()
 
 
+def _alias_prefix(server_id: str) -> str:
+    """The provider-safe prefix of server ``server_id``'s tool names (``mcp__<id>__``)."""
+    return provider_safe_name(f"mcp:{server_id}:x")[:-1]
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception (a group's first leaf) in a few words."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    said = getattr(exc, "reason", None) if isinstance(exc, McpBridgeError) else None
+    text = said if isinstance(said, str) else (str(exc) or type(exc).__name__)
+    return text if len(text) <= 500 else text[:499] + "…"
+
+
 def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the client asked for progress on this request (``_meta.progressToken``)."""
     params = ctx.params
@@ -408,6 +512,7 @@ _HINTS = OptionCheck(
 _CHECKS: dict[str, OptionCheck] = {
     "tools": sequence_of(instance_of(ToolDefinition)),
     "bridges": sequence_of(instance_of(McpToolBridge)),
+    "servers": sequence_of(instance_of(DownstreamServer)),
     "permission": optional(has_method("check", description="a PermissionPolicy")),
     "validator": optional(callable_value()),
     "filters": sequence_of(instance_of(ToolFilter)),
@@ -425,6 +530,7 @@ async def open_gateway(
     *,
     tools: Iterable[ToolDefinition] = (),
     bridges: Sequence[McpToolBridge] = (),
+    servers: Sequence[DownstreamServer] = (),
     permission: PermissionPolicy | None = None,
     validator: ToolValidator | None = None,
     filters: Sequence[ToolFilter] = (),
@@ -435,7 +541,15 @@ async def open_gateway(
     max_concurrent_calls: int = 32,
     max_calls_per_client: int = 8,
 ) -> AsyncIterator[Gateway]:
-    """Build a gateway over ``tools`` and the tools of ``bridges``, with the given gates.
+    """Build a gateway over ``tools``, the tools of ``bridges`` and of ``servers``, gated.
+
+    ``bridges`` are open already; ``servers`` are started here, in parallel
+    and in the background: the gateway serves at once, and each server's
+    tools are offered (clients get ``notifications/tools/list_changed``) as
+    soon as it is up. A server that does not start is reported (logged on
+    ``prism.gateway``; :meth:`Gateway.server_status`) and its tools answer
+    with an error naming it and why, while every other tool serves. Only the
+    servers marked ``required`` are waited for before the block is entered.
 
     ``hints`` gives annotations for local tools by registry name (for the
     coding tools, :data:`CODING_TOOL_HINTS`); bridged tools carry their
@@ -453,10 +567,12 @@ async def open_gateway(
             (the message names the option and the value).
         GatewayConfigurationError: two tools share a name or a provider-safe
             alias.
+        GatewayError: a ``required`` server did not start.
     """
     given = {
         "tools": _items(tools),
         "bridges": _items(bridges),
+        "servers": _items(servers),
         "permission": permission,
         "validator": validator,
         "filters": _items(filters),
@@ -476,9 +592,18 @@ async def open_gateway(
         middleware=middleware,
         ledger=ledger,
     )
+    downstream = cast("tuple[DownstreamServer, ...]", given["servers"])
+    ids = [server.server_id for server in downstream]
+    twice = sorted({sid for sid in ids if ids.count(sid) > 1})
+    if twice:
+        raise ConfigurationError(
+            f"open_gateway.servers: two servers share the id {twice[0]!r}",
+            option="open_gateway.servers",
+            value=ids,
+        )
     gateway = Gateway(
         local=cast("tuple[ToolDefinition, ...]", given["tools"]),
-        bridges=cast("tuple[McpToolBridge, ...]", given["bridges"]),
+        bridges=list(cast("tuple[McpToolBridge, ...]", given["bridges"])),
         filters=cast("tuple[ToolFilter, ...]", given["filters"]),
         options=options,
         hints=dict(hints or {}),
@@ -486,11 +611,18 @@ async def open_gateway(
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
     )
+    gateway._servers.update((server.server_id, ServerState(server)) for server in downstream)
     async with trio.open_nursery() as nursery:
         for bridge in gateway._bridges:
             nursery.start_soon(gateway._watch, bridge)
+        for state in gateway._servers.values():
+            nursery.start_soon(gateway._run_server, state)
         try:
-            yield gateway
+            failed = await gateway._wait_required()
+            if failed is None:
+                yield gateway
         finally:
             gateway._listen.close()
             nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed

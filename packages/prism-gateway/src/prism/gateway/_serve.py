@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -19,6 +20,7 @@ from prism.core.options import (
     has_method,
     instance_of,
     integer,
+    number,
     optional,
     sequence_of,
     string,
@@ -26,6 +28,7 @@ from prism.core.options import (
 
 from ._errors import GatewayConfigurationError, GatewayError
 from ._gateway import Gateway
+from ._sessions import SessionTable
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_streams
 
 if TYPE_CHECKING:
@@ -46,6 +49,9 @@ DEFAULT_MAX_REQUEST_BYTES = 1_000_000
 _HARD_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 _MIN_TOKEN_CHARS = 16
 _MESSAGE_BYTES = integer(minimum=1024)
+_MAX_IDLE_S = 7 * 24 * 3600.0
+# Room the SDK's own session limit leaves above ours (sessions being opened right now).
+_SDK_SESSION_SLACK = 64
 
 
 def is_loopback(host: str) -> bool:
@@ -181,6 +187,10 @@ class HttpOptions:
             several gateways can sit behind a load balancer; server-to-client
             requests (elicitation) are then unavailable and approval falls
             back to the configured approver.
+        session_idle_s: a session with no request in flight (an open event
+            stream does not count) for this long is closed.
+        max_sessions: at most this many sessions are open; opening one more
+            closes the session idle the longest (none idle: refused with 503).
 
     Raises:
         ConfigurationError: an option of the wrong type or out of range (named
@@ -202,6 +212,10 @@ class HttpOptions:
         validator=integer(minimum=1024, maximum=_HARD_MAX_REQUEST_BYTES),
     )
     stateless: bool = attrs.field(default=False, validator=boolean())
+    session_idle_s: float = attrs.field(
+        default=1800.0, validator=number(minimum=1.0, maximum=_MAX_IDLE_S)
+    )
+    max_sessions: int = attrs.field(default=1000, validator=integer(minimum=1, maximum=100_000))
 
     def __attrs_post_init__(self) -> None:
         if not is_loopback(self.host) and self.auth is None:
@@ -234,7 +248,7 @@ def _call_id(body: bytes) -> object:
         return None
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     if isinstance(message, dict) and message.get("method") == "tools/call":
         return message.get("id")
@@ -249,10 +263,20 @@ class _Guard:
     event store, so nobody could ever read that result).
     """
 
-    def __init__(self, app: ASGIApp, options: HttpOptions, gateway: Gateway) -> None:
+    def __init__(
+        self, app: ASGIApp, options: HttpOptions, gateway: Gateway, manager: object = None
+    ) -> None:
         self.app = app
         self.options = options
         self.gateway = gateway
+        self.sessions: SessionTable | None = None
+        if not options.stateless:
+            self.sessions = SessionTable(
+                idle_s=options.session_idle_s,
+                limit=options.max_sessions,
+                ledger=gateway.ledger,
+                closer=_session_closer(manager),
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: runs until the server stops
@@ -277,6 +301,39 @@ class _Guard:
                     extra=[(b"www-authenticate", b'Bearer realm="prism"')],
                 )
             identity = found
+        principal: str | None = identity
+        if isinstance(self.options.auth, OAuthResourceServer):
+            # The SDK checks the token (and answers 401); here it only says whose it is.
+            principal = await _oauth_principal(self.options.auth, headers.get(b"authorization"))
+        session = headers.get(b"mcp-session-id")
+        sessions = self.sessions if principal is not None else None
+        session_id = session.decode("latin-1") if session is not None else None
+        if sessions is not None and principal is not None and session_id is not None:
+            owner = sessions.owner(session_id)
+            if owner is None:
+                return await _refuse(send, 404, "Session not found", code=-32001)
+            if owner != principal:
+                sessions.refused(session_id, principal, owner)
+                return await _refuse(send, 404, "Session not found", code=-32001)
+        room: Any = contextlib.nullcontext(True)
+        if sessions is not None and session_id is None and scope.get("method") == "POST":
+            room = sessions.room()
+        with room as fits:
+            if not fits:
+                return await _refuse(send, 503, "too many open sessions, none idle", code=-32603)
+            await self._serve(scope, receive, send, headers, identity, principal, session_id)
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+        identity: str,
+        principal: str | None,
+        session_id: str | None,
+    ) -> None:
+        sessions = self.sessions if principal is not None else None
         limit = self.options.max_request_bytes
         declared = headers.get(b"content-length")
         if declared is not None:
@@ -296,8 +353,7 @@ class _Guard:
             more = message.get("more_body", False)
         inner = dict(scope)
         inner["prism.identity"] = identity
-        session = headers.get(b"mcp-session-id")
-        request_id = _call_id(bytes(body)) if session is not None else None
+        request_id = _call_id(bytes(body)) if session_id is not None else None
         gone = trio.Event()
         replayed = False
 
@@ -314,20 +370,100 @@ class _Guard:
             while (await receive())["type"] != "http.disconnect":
                 pass
             gone.set()
-            if session is not None and request_id is not None:
-                self.gateway.client_gone(session.decode("latin-1"), request_id)
+            if session_id is not None and request_id is not None:
+                self.gateway.client_gone(session_id, request_id)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch)
-            await self.app(inner, replay, send)
-            nursery.cancel_scope.cancel()
+        respond = send
+        release: Any = None
+        if sessions is not None and principal is not None and session_id is None:
+            respond = _opening(send, sessions, principal)
+        if sessions is not None and session_id is not None:
+            # Busy until its response is complete (the app may stay on, watching the connection).
+            release = sessions.begin(session_id, stream=scope.get("method") == "GET")
+            respond = _released_at_end(send, release)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                await self.app(inner, replay, respond)
+                nursery.cancel_scope.cancel()
+        finally:
+            if release is not None:
+                release()
+        if sessions is not None and session_id is not None and scope.get("method") == "DELETE":
+            sessions.ended(session_id)
+
+
+def _released_at_end(send: Send, release: Any) -> Send:
+    """``send``, calling ``release`` as the response's last body part goes out."""
+
+    async def respond(message: Message) -> None:
+        # Released before the last part is sent: sending it may wait on the connection.
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            release()
+        await send(message)
+
+    return respond
+
+
+def _opening(send: Send, sessions: SessionTable, principal: str) -> Send:
+    """``send``, noting the session a response opens (its ``Mcp-Session-Id``) as ``principal``'s."""
+
+    async def respond(message: Message) -> None:
+        if message["type"] == "http.response.start" and message.get("status", 500) < 400:
+            for key, value in message.get("headers", ()):
+                if key.lower() == b"mcp-session-id":
+                    sessions.opened(bytes(value).decode("latin-1"), principal)
+        await send(message)
+
+    return respond
+
+
+async def _oauth_principal(auth: OAuthResourceServer, header: bytes | None) -> str | None:
+    """Whose token this is (``oauth:<client>`` plus its subject), or ``None`` if it is refused."""
+    if header is None or header[:7].lower() != b"bearer ":
+        return None
+    try:
+        token = await auth.verifier.verify_token(header[7:].strip().decode("utf-8"))
+    except Exception:  # the SDK's check refuses it too
+        return None
+    client = getattr(token, "client_id", None)
+    if not isinstance(client, str):
+        return None
+    subject = getattr(token, "subject", None)
+    issuer = (getattr(token, "claims", None) or {}).get("iss")
+    parts = [client, *(str(p) for p in (issuer, subject) if p)]
+    return "oauth:" + "|".join(parts)
+
+
+def _session_closer(manager: object) -> Any:
+    """Ends a session at the SDK's session manager (its transport and server task)."""
+    if manager is None:
+        return None
+
+    def close(session_id: str) -> None:
+        # mcp<3 keeps the open sessions and their task group on the manager, with no
+        # public way to end one from the server side; a missing attribute ends nothing
+        # here (the guard refuses the session anyway, and the SDK's idle timer reaps it).
+        instances = getattr(manager, "_server_instances", None)
+        group = getattr(manager, "_task_group", None)
+        discard = getattr(manager, "_discard_session", None)
+        transport = instances.get(session_id) if isinstance(instances, dict) else None
+        if transport is not None and group is not None and discard is not None:
+            group.start_soon(discard, session_id, transport)
+
+    return close
 
 
 async def _refuse(
-    send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    message: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    *,
+    code: int = -32600,
 ) -> None:
     body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     ).encode("utf-8")
     headers = [
         (b"content-type", b"application/json"),
@@ -381,11 +517,13 @@ def build_http_app(gateway: Gateway, options: HttpOptions) -> ASGIApp:
         streamable_http_path=options.path,
         stateless_http=options.stateless,
         max_request_body_size=options.max_request_bytes,
+        session_idle_timeout=options.session_idle_s,
+        max_sessions=options.max_sessions + _SDK_SESSION_SLACK,
         transport_security=security,
         host=options.host,
         **oauth,
     )
-    return _Guard(app, options, gateway)
+    return _Guard(app, options, gateway, getattr(gateway.server, "_session_manager", None))
 
 
 async def serve_http(
@@ -417,7 +555,7 @@ async def serve_http(
     config = Config()
     host = options.host if ":" not in options.host else f"[{options.host.strip('[]')}]"
     config.accesslog = None
-    config.errorlog = _log
+    config.errorlog = logging.getLogger("prism.gateway.http")
     config.graceful_timeout = 1.0
 
     async def run(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -428,12 +566,25 @@ async def serve_http(
         config.bind = [f"fd://{_listening_fd(options.host.strip('[]'), options.port)}"]
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(run)
+            if isinstance(app, _Guard) and app.sessions is not None:
+                nursery.start_soon(_sweep, app.sessions)
             task_status.started(f"{binds[0]}{options.path}")
     except* OSError as group:  # the bind error, inside hypercorn's and our nurseries
         reason: BaseException = group
         while isinstance(reason, BaseExceptionGroup):
             reason = reason.exceptions[0]
         raise GatewayError(f"cannot serve on {host}:{options.port}: {reason}") from None
+
+
+async def _sweep(sessions: SessionTable) -> None:
+    """Close idle sessions now and then (a request also closes those it finds expired)."""
+    period = min(max(sessions.idle_s / 4, 1.0), 60.0)
+    try:
+        while True:
+            await trio.sleep(period)
+            sessions.sweep()
+    finally:
+        sessions.close_all()
 
 
 def _listening_fd(host: str, port: int) -> int:

@@ -1,0 +1,196 @@
+"""HTTP sessions bound to the principal that opened them, expired when idle, capped in number."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from prism.core import RunLedger
+
+__all__ = ["SESSION_TOOL", "SessionEvent", "SessionTable", "shown"]
+
+_log = logging.getLogger("prism.gateway")
+
+SessionEvent = Literal["opened", "closed", "expired", "evicted", "refused"]
+SESSION_TOOL = "prism:session"
+"""The tool name the ledger records session events under."""
+
+
+def shown(principal: str) -> str:
+    """A principal as the ledger's arguments hold it: ``token 1ddeb978``.
+
+    (``token:1ddeb978``, as in call ids, would be hidden by the default
+    redactor, which takes any ``token:...`` value for a credential; the
+    principal is a digest's first digits, never a secret.)
+    """
+    return principal.replace(":", " ", 1)
+
+
+def _nothing() -> None:
+    return None
+
+
+@attrs.define(eq=False)
+class _Session:
+    principal: str
+    last: float
+    busy: int = 0  # requests in flight other than the event stream (GET)
+
+
+@attrs.define(eq=False)
+class SessionTable:
+    """Who opened each session, when it was last used, and which go when room is needed.
+
+    A session is used only by the principal that opened it (a bearer token's
+    id, an OAuth subject): a request of another principal is answered as if
+    the session did not exist. A session idle (no request in flight but its
+    event stream) for ``idle_s`` is closed; when ``limit`` sessions are open,
+    the one idle the longest is closed to make room for a new one (none idle:
+    the new one is refused). Each of these is recorded in ``ledger``.
+    """
+
+    idle_s: float
+    limit: int
+    ledger: RunLedger | None = None
+    # Called with a session id to end it at the transport (the SDK's session manager).
+    closer: Any = None
+    # Least recently used first.
+    _open: OrderedDict[str, _Session] = attrs.field(factory=OrderedDict)
+    _opening: int = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def owner(self, session_id: str) -> str | None:
+        """The principal that opened ``session_id`` (``None``: unknown, closed or expired)."""
+        entry = self._open.get(session_id)
+        if entry is None:
+            return None
+        if entry.busy == 0 and trio.current_time() - entry.last > self.idle_s:
+            self._close(session_id, "expired")
+            return None
+        return entry.principal
+
+    def opened(self, session_id: str, principal: str) -> None:
+        self._open[session_id] = _Session(principal=principal, last=trio.current_time())
+        self._record(session_id, principal, "opened")
+
+    def refused(self, session_id: str, principal: str, owner: str) -> None:
+        _log.warning(
+            "refused %s's request in a session opened by %s (%s...)",
+            principal,
+            owner,
+            session_id[:8],
+        )
+        self._record(session_id, principal, "refused", owner=shown(owner))
+
+    def ended(self, session_id: str) -> None:
+        """The client closed ``session_id`` (DELETE)."""
+        entry = self._open.pop(session_id, None)
+        if entry is not None:
+            self._record(session_id, entry.principal, "closed")
+
+    @contextlib.contextmanager
+    def room(self) -> Any:
+        """Room for one session being opened (yields whether there is any).
+
+        When the table is full the longest-idle session is closed to make
+        room; if none is idle there is none. Requests that may open a session
+        hold their place while they are served.
+        """
+        self.sweep()
+        fits = len(self._open) + self._opening < self.limit
+        if not fits:
+            for session_id, entry in self._open.items():
+                if entry.busy == 0:
+                    self._close(session_id, "evicted")
+                    fits = True
+                    break
+        if not fits:
+            yield False
+            return
+        self._opening += 1
+        try:
+            yield True
+        finally:
+            self._opening -= 1
+
+    def sweep(self) -> None:
+        """Close every session idle for longer than ``idle_s``."""
+        now = trio.current_time()
+        expired = [
+            sid
+            for sid, entry in self._open.items()
+            if entry.busy == 0 and now - entry.last > self.idle_s
+        ]
+        for session_id in expired:
+            self._close(session_id, "expired")
+
+    def begin(self, session_id: str, *, stream: bool) -> Any:
+        """Mark ``session_id`` in use by one request; returns the (idempotent) release.
+
+        An event stream (GET) keeps no session busy: a client holding one is
+        idle until it sends a request.
+        """
+        entry = self._open.get(session_id)
+        self._open.move_to_end(session_id) if entry is not None else None
+        if entry is None:
+            return _nothing
+        entry.last = trio.current_time()
+        if stream:
+            return _nothing
+        entry.busy += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                entry.busy -= 1
+                entry.last = trio.current_time()
+
+        return release
+
+    def close_all(self) -> None:
+        """Forget every session (the server is stopping and ends them itself)."""
+        for session_id in list(self._open):
+            self._close(session_id, "closed", end=False)
+
+    def _close(self, session_id: str, why: SessionEvent, *, end: bool = True) -> None:
+        entry = self._open.pop(session_id, None)
+        if entry is None:
+            return
+        _log.info("session %s... of %s %s", session_id[:8], entry.principal, why)
+        if end and self.closer is not None:
+            with contextlib.suppress(Exception):
+                self.closer(session_id)
+        self._record(session_id, entry.principal, why)
+
+    def _record(self, session_id: str, principal: str, event: SessionEvent, **more: str) -> None:
+        if self.ledger is None:
+            return
+        now = time.time()
+        refused = event == "refused"
+        with contextlib.suppress(Exception):  # the ledger reports its own failures
+            self.ledger.record(
+                call_id=f"{principal}/session/{session_id[:16]}",
+                tool_name=SESSION_TOOL,
+                arguments={
+                    "event": event,
+                    "session": session_id[:16],
+                    "principal": shown(principal),
+                    **more,
+                },
+                status="blocked" if refused else "ok",
+                blocked_reason="permission_denied" if refused else None,
+                started_at=now,
+                finished_at=now,
+                duration_s=0.0,
+                result=None,
+            )

@@ -1,0 +1,248 @@
+"""Downstream servers start in the background: the gateway answers at once.
+
+One server that does not start, or dies, never takes the gateway down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
+from prism.coding.tools import create_coding_tools
+from prism.core import ConfigurationError, RunLedger, create_rule_permission_policy
+from prism.gateway import (
+    CODING_TOOL_HINTS,
+    DownstreamServer,
+    Gateway,
+    GatewayError,
+    HttpOptions,
+    create_gateway_approver,
+    open_gateway,
+    serve_http,
+)
+from prism.mcp import StdioTransport
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+TESTS = Path(__file__).resolve().parent
+GATED = TESTS / "gateway_gated_server.py"
+FIXTURE = TESTS / "gateway_fixture_server.py"
+
+
+@attrs.define
+class Gate:
+    """A FIFO the gated server reads its orders from (see gateway_gated_server.py)."""
+
+    path: Path
+
+    async def say(self, word: str) -> None:
+        # Opening for writing waits for the server to open it for reading.
+        def write() -> None:
+            with open(self.path, "w", encoding="utf-8") as fifo:
+                fifo.write(word + "\n")
+
+        with trio.fail_after(60):
+            await trio.to_thread.run_sync(write, abandon_on_cancel=True)
+
+
+def gated(
+    tmp_path: Path, server_id: str, *, required: bool = False
+) -> tuple[DownstreamServer, Gate]:
+    fifo = tmp_path / f"{server_id}.fifo"
+    os.mkfifo(fifo)
+    transport = StdioTransport(sys.executable, [str(GATED), str(fifo)])
+    server = DownstreamServer(
+        server_id=server_id,
+        transport=transport,
+        required=required,
+        options={"call_timeout_s": 30, "connect_timeout_s": 60},
+    )
+    return server, Gate(fifo)
+
+
+def fixture(server_id: str = "fx") -> DownstreamServer:
+    return DownstreamServer(
+        server_id=server_id,
+        transport=StdioTransport(sys.executable, [str(FIXTURE)]),
+        options={"call_timeout_s": 30},
+    )
+
+
+@asynccontextmanager
+async def serving(
+    workspace: Path, servers: list[DownstreamServer]
+) -> AsyncIterator[tuple[str, Gateway]]:
+    policy = create_coding_approval_policy(
+        roots=[str(workspace)], approve=create_gateway_approver(), cache_approvals=False
+    )
+    tools = create_coding_tools(
+        str(workspace),
+        execution_policy=policy,
+        file_operations=create_contained_file_operations([str(workspace)]),
+    )
+    async with (
+        open_gateway(
+            tools=tools,
+            servers=servers,
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            hints=CODING_TOOL_HINTS,
+            ledger=RunLedger(),
+        ) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        url = await nursery.start(serve_http, gateway, HttpOptions(port=0))
+        yield url, gateway
+        nursery.cancel_scope.cancel()
+
+
+def text(result: types.CallToolResult) -> str:
+    return " ".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def test_the_gateway_serves_before_a_server_is_up_and_announces_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    slow, gate = gated(tmp_path, "slow")
+    changed = trio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with (
+        serving(workspace, [slow]) as (url, gateway),
+        Client(url, message_handler=on_message, mode="legacy") as client,
+    ):
+        # The server waits for its gate: everything here happens before it is up.
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        early = await client.call_tool("mcp__slow__echo", {"text": "x"})
+        read = await client.call_tool("read", {"path": "notes.txt"})
+        assert gateway.server_status() == {"slow": ("starting", None)}
+        await gate.say("start")
+        with trio.fail_after(60):
+            await changed.wait()
+        later = {tool.name for tool in (await client.list_tools()).tools}
+        echo = await client.call_tool("mcp__slow__echo", {"text": "up now"})
+        assert gateway.server_status() == {"slow": ("up", None)}
+    assert {"read", "write", "edit", "shell"} <= names
+    assert not any(name.startswith("mcp__slow__") for name in names)
+    assert early.is_error
+    assert "MCP server 'slow' is still starting" in text(early)
+    assert not read.is_error
+    assert "mcp__slow__echo" in later
+    assert not echo.is_error
+    assert text(echo) == "up now"
+
+
+async def test_a_server_that_fails_to_start_is_reported_and_the_rest_serve(
+    workspace: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad, gate = gated(tmp_path, "bad")
+    caplog.set_level(logging.INFO, logger="prism.gateway")
+    async with serving(workspace, [bad, fixture()]) as (url, gateway), Client(url) as client:
+        await gate.say("no thanks")
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        failed = await client.call_tool("mcp__bad__echo", {"text": "x"})
+        echo = await client.call_tool("mcp__fx__echo", {"text": "still here"})
+        read = await client.call_tool("read", {"path": "notes.txt"})
+        status = gateway.server_status()
+    assert status["fx"] == ("up", None)
+    assert status["bad"][0] == "failed"
+    assert failed.is_error
+    # The error names the server and says why (its exit status and its stderr).
+    assert "MCP server 'bad' is unavailable" in text(failed)
+    assert "exit status 3" in text(failed)
+    assert "told not to start: no thanks" in text(failed)
+    assert text(echo) == "still here"
+    assert not read.is_error
+    logged = [r.getMessage() for r in caplog.records if r.name == "prism.gateway"]
+    assert any("'bad' did not start" in line and "exit status 3" in line for line in logged)
+    assert any("'fx' is up" in line for line in logged)
+
+
+async def test_a_tool_of_no_server_is_still_a_protocol_error(
+    workspace: Path, tmp_path: Path
+) -> None:
+    slow, gate = gated(tmp_path, "slow")
+    async with serving(workspace, [slow]) as (url, _gateway), Client(url) as client:
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("mcp__other__echo", {})
+        await gate.say("no")
+
+
+async def test_a_server_that_dies_is_reported_and_restarted_on_the_next_call(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="prism.gateway")
+    async with serving(workspace, [fixture()]) as (url, gateway), Client(url) as client:
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        died = await client.call_tool("mcp__fx__die", {})
+        read = await client.call_tool("read", {"path": "notes.txt"})
+        echo = await client.call_tool("mcp__fx__echo", {"text": "back"})
+    assert died.is_error
+    assert "MCP server 'fx' went away" in text(died)
+    assert not read.is_error
+    assert text(echo) == "back"
+    logged = [r.getMessage() for r in caplog.records if r.name == "prism.gateway"]
+    assert any("'fx' went away" in line for line in logged), logged
+
+
+async def test_a_required_server_that_does_not_start_fails_the_gateway(
+    workspace: Path, tmp_path: Path
+) -> None:
+    bad, gate = gated(tmp_path, "bad", required=True)
+
+    async def serve_without_it() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gate.say, "no")
+            async with serving(workspace, [bad]):
+                raise AssertionError("served without its required server")
+
+    with pytest.raises(ExceptionGroup) as raised:  # (from the test's own nursery)
+        await serve_without_it()
+    assert raised.group_contains(
+        GatewayError, match="required MCP server 'bad' did not start.*exit status 3"
+    )
+
+
+async def test_a_required_server_is_up_before_the_gateway_serves(
+    workspace: Path, tmp_path: Path
+) -> None:
+    needed, gate = gated(tmp_path, "needed", required=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gate.say, "start")
+        async with serving(workspace, [needed]) as (url, gateway), Client(url) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert gateway.server_status()["needed"] == ("up", None)
+    assert "mcp__needed__echo" in names
+
+
+def test_downstream_server_options_are_checked() -> None:
+    transport = StdioTransport(sys.executable, [str(FIXTURE)])
+    with pytest.raises(ConfigurationError, match="may not set elicit"):
+        DownstreamServer(server_id="x", transport=transport, options={"elicit": None})
+    with pytest.raises(ConfigurationError, match="mapping"):
+        DownstreamServer(server_id="x", transport=transport, options=[("a", 1)])
+    with pytest.raises(ConfigurationError, match="required"):
+        DownstreamServer(server_id="x", transport=transport, required="yes")  # type: ignore[arg-type]
+
+
+async def test_two_servers_with_one_id_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="share the id 'fx'"):
+        async with open_gateway(servers=[fixture(), fixture()]):
+            raise AssertionError("opened")

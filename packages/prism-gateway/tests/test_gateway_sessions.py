@@ -1,0 +1,304 @@
+"""HTTP sessions belong to the principal that opened them; idle ones expire; few are open."""
+
+from __future__ import annotations
+
+import os
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TextIO
+
+import httpx2
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
+from prism.coding.tools import create_coding_tools
+from prism.core import ConfigurationError, RunLedger, create_rule_permission_policy
+from prism.gateway import (
+    CODING_TOOL_HINTS,
+    BearerAuth,
+    Gateway,
+    HttpOptions,
+    create_gateway_approver,
+    open_gateway,
+    serve_http,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+TOKEN_A = "token-of-alice-0123456789"
+TOKEN_B = "token-of-bob-0123456789ab"
+ACCEPT = "application/json, text/event-stream"
+
+
+@asynccontextmanager
+async def serving(workspace: Path, **options: Any) -> AsyncIterator[tuple[str, Gateway]]:
+    policy = create_coding_approval_policy(
+        roots=[str(workspace)], approve=create_gateway_approver(), cache_approvals=False
+    )
+    tools = create_coding_tools(
+        str(workspace),
+        execution_policy=policy,
+        file_operations=create_contained_file_operations([str(workspace)]),
+    )
+    async with (
+        open_gateway(
+            tools=tools,
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            hints=CODING_TOOL_HINTS,
+            ledger=RunLedger(),
+        ) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        http = HttpOptions(port=0, auth=BearerAuth(tokens=(TOKEN_A, TOKEN_B)), **options)
+        url = await nursery.start(serve_http, gateway, http)
+        yield url, gateway
+        nursery.cancel_scope.cancel()
+
+
+def headers(token: str, session: str | None = None) -> dict[str, str]:
+    sent = {
+        "authorization": f"Bearer {token}",
+        "accept": ACCEPT,
+        "content-type": "application/json",
+        "mcp-protocol-version": "2025-11-25",
+    }
+    if session is not None:
+        sent["mcp-session-id"] = session
+    return sent
+
+
+def open_for_writing(path: Path) -> TextIO:
+    return path.open("w", encoding="utf-8")
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+async def open_raw_session(http: httpx2.AsyncClient, url: str, token: str) -> str:
+    """A session opened with a raw ``initialize`` (what a flood of clients would send)."""
+    opened = await http.post(url, json=INITIALIZE, headers=headers(token))
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(url, json=note, headers=headers(token, session))).status_code == 202
+    return session
+
+
+async def list_tools(
+    http: httpx2.AsyncClient, url: str, token: str, session: str
+) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    return await http.post(url, json=body, headers=headers(token, session))
+
+
+async def test_another_principal_can_neither_answer_the_approval_nor_use_the_session(
+    workspace: Path,
+) -> None:
+    """Bob holds Alice's Mcp-Session-Id and his own token: her session refuses him."""
+    seen: dict[str, str] = {}
+    attempts: dict[str, int] = {}
+
+    async def remember(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            seen["session"] = response.headers["mcp-session-id"]
+
+    async with serving(workspace) as (url, gateway), httpx2.AsyncClient(timeout=60) as bob:
+
+        async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            # Alice's command waits on this question. Bob answers it for her...
+            answer = {
+                "jsonrpc": "2.0",
+                "id": context.request_id,
+                "result": {"action": "accept", "content": {"approve": True}},
+            }
+            forged = await bob.post(url, json=answer, headers=headers(TOKEN_B, seen["session"]))
+            attempts["answer"] = forged.status_code
+            # ...and tries to list tools in her session.
+            listed = await list_tools(bob, url, TOKEN_B, seen["session"])
+            attempts["list"] = listed.status_code
+            return types.ElicitResult(action="decline")
+
+        alice_http = httpx2.AsyncClient(
+            headers={"authorization": f"Bearer {TOKEN_A}"},
+            event_hooks={"response": [remember]},
+            timeout=60,
+        )
+        async with (
+            alice_http,
+            Client(
+                streamable_http_client(url, http_client=alice_http),
+                elicitation_callback=elicit,
+                mode="legacy",
+            ) as alice,
+        ):
+            result = await alice.call_tool("shell", {"command": "touch by-bob.txt"})
+            # Alice's own session still serves her.
+            names = {tool.name for tool in (await alice.list_tools()).tools}
+        ledger = gateway.ledger
+        assert ledger is not None
+        sessions = [r.arguments for r in ledger.records if r.tool_name == "prism:session"]
+        refused = [
+            r for r in ledger.records if r.tool_name == "prism:session" and r.status == "blocked"
+        ]
+    assert attempts == {"answer": 404, "list": 404}
+    assert result.is_error
+    assert "declined by the client" in " ".join(
+        b.text for b in result.content if isinstance(b, types.TextContent)
+    )
+    assert not (workspace / "by-bob.txt").exists()
+    assert "shell" in names
+    alice_id = BearerAuth(tokens=(TOKEN_A,)).identify(f"Bearer {TOKEN_A}".encode())
+    bob_id = BearerAuth(tokens=(TOKEN_B,)).identify(f"Bearer {TOKEN_B}".encode())
+    assert alice_id is not None
+    assert bob_id is not None
+    # (in the arguments, "token 1ddeb978": the default redactor hides "token:..." values)
+    alice_id, bob_id = alice_id.replace(":", " "), bob_id.replace(":", " ")
+    assert isinstance(sessions[0], dict)
+    assert sessions[0]["event"] == "opened"
+    assert sessions[0]["principal"] == alice_id
+    assert len(refused) == 2
+    assert all(isinstance(r.arguments, dict) for r in refused)
+    assert [(r.arguments["principal"], r.arguments["owner"]) for r in refused] == [  # type: ignore[call-overload,index]
+        (bob_id, alice_id),
+        (bob_id, alice_id),
+    ]
+    assert refused[0].blocked_reason == "permission_denied"
+
+
+async def test_a_foreign_session_is_answered_as_an_unknown_one(workspace: Path) -> None:
+    async with serving(workspace) as (url, _gateway), httpx2.AsyncClient(timeout=60) as http:
+        session = await open_raw_session(http, url, TOKEN_A)
+        foreign = await list_tools(http, url, TOKEN_B, session)
+        unknown = await list_tools(http, url, TOKEN_B, "f" * 32)
+        own = await list_tools(http, url, TOKEN_A, session)
+        # Nor may Bob end her session.
+        ended = await http.delete(url, headers=headers(TOKEN_B, session))
+        still = await list_tools(http, url, TOKEN_A, session)
+    assert foreign.status_code == unknown.status_code == ended.status_code == 404
+    assert foreign.json() == unknown.json()
+    assert own.status_code == 200
+    assert still.status_code == 200
+
+
+async def test_an_idle_session_expires(workspace: Path, mock_clock: trio.testing.MockClock) -> None:
+    async with (
+        serving(workspace, session_idle_s=60) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        session = await open_raw_session(http, url, TOKEN_A)
+        assert (await list_tools(http, url, TOKEN_A, session)).status_code == 200
+        mock_clock.jump(61)  # a minute of idleness, at once
+        expired = await list_tools(http, url, TOKEN_A, session)
+        ledger = gateway.ledger
+        assert ledger is not None
+        events = [r.arguments for r in ledger.records if r.tool_name == "prism:session"]
+    assert expired.status_code == 404
+    assert [e["event"] for e in events if isinstance(e, dict)] == ["opened", "expired"]
+
+
+async def test_the_oldest_idle_session_goes_first_when_the_cap_is_reached(workspace: Path) -> None:
+    async with (
+        serving(workspace, max_sessions=3) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        first = await open_raw_session(http, url, TOKEN_A)
+        second = await open_raw_session(http, url, TOKEN_B)
+        third = await open_raw_session(http, url, TOKEN_A)
+        # The first is used again, so the second is now the one idle the longest.
+        assert (await list_tools(http, url, TOKEN_A, first)).status_code == 200
+        fourth = await open_raw_session(http, url, TOKEN_B)
+        statuses = {
+            name: (await list_tools(http, url, token, session)).status_code
+            for name, token, session in [
+                ("first", TOKEN_A, first),
+                ("second", TOKEN_B, second),
+                ("third", TOKEN_A, third),
+                ("fourth", TOKEN_B, fourth),
+            ]
+        }
+        ledger = gateway.ledger
+        assert ledger is not None
+        evicted = [
+            r.arguments
+            for r in ledger.records
+            if r.tool_name == "prism:session"
+            and isinstance(r.arguments, dict)
+            and r.arguments["event"] == "evicted"
+        ]
+    assert statuses == {"first": 200, "second": 404, "third": 200, "fourth": 200}
+    assert len(evicted) == 1
+    assert isinstance(evicted[0], dict)
+    assert evicted[0]["session"] == second[:16]
+
+
+async def test_a_flood_of_sessions_stays_within_the_cap(workspace: Path) -> None:
+    async with (
+        serving(workspace, max_sessions=5) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        opened = [await open_raw_session(http, url, TOKEN_B) for _ in range(40)]
+        alive = [(await list_tools(http, url, TOKEN_B, s)).status_code for s in opened]
+        manager = gateway.server._session_manager  # the SDK's own count of sessions
+        sdk_sessions = len(manager._server_instances)  # type: ignore[union-attr]
+    assert alive == [404] * 35 + [200] * 5
+    assert sdk_sessions <= 5
+
+
+async def test_a_session_busy_with_a_call_is_not_evicted(workspace: Path) -> None:
+    """With the cap reached and every session busy, a new one is refused (503)."""
+    fifo = workspace / "slow.fifo"
+    os.mkfifo(fifo)
+    async with (
+        serving(workspace, max_sessions=1) as (url, _gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        session = await open_raw_session(http, url, TOKEN_A)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "shell", "arguments": {"command": "cat slow.fifo"}},
+        }
+        answer: list[httpx2.Response] = []
+
+        async def busy() -> None:
+            answer.append(await http.post(url, json=call, headers=headers(TOKEN_A, session)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(busy)
+            # Opening the FIFO for writing returns once the command opened it: the call runs.
+            with trio.fail_after(60):
+                writer = await trio.to_thread.run_sync(
+                    open_for_writing, fifo, abandon_on_cancel=True
+                )
+            with writer:
+                refused = await http.post(url, json=INITIALIZE, headers=headers(TOKEN_B))
+                writer.write("done\n")
+        listed = await list_tools(http, url, TOKEN_A, session)
+    assert refused.status_code == 503
+    assert "too many open sessions" in refused.json()["error"]["message"]
+    assert answer[0].status_code == 200
+    assert "done" in answer[0].text
+    assert listed.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("session_idle_s", 0.5), ("max_sessions", 0), ("max_sessions", "9")]
+)
+def test_session_limits_are_checked(option: str, value: object) -> None:
+    with pytest.raises(ConfigurationError, match=option):
+        HttpOptions(**{option: value})  # type: ignore[arg-type]
