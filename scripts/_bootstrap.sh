@@ -49,3 +49,20 @@ ensure_bwrap() {
     prism_log "bwrap not found: installing Debian's bubblewrap"
     apt_install bubblewrap || true
 }
+
+ensure_nginx() {
+    # The load-balancer test starts nginx itself, on 127.0.0.1 with a config in a temporary
+    # folder: the package's own service must never start (it would listen on every interface).
+    if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then return 0; fi
+    prism_log "nginx not found: installing Debian's nginx (its service is not started)"
+    local policy=/usr/sbin/policy-rc.d made=0 sudo=""
+    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo="sudo"
+    fi
+    if [ ! -e "$policy" ] && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+        # invoke-rc.d asks this script whether a service may start: 101 says no.
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy" && made=1
+    fi
+    apt_install nginx || true
+    if [ "$made" = 1 ]; then $sudo rm -f "$policy"; fi
+}

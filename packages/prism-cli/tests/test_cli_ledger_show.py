@@ -160,3 +160,23 @@ def test_ledger_show_escapes_markup_from_hostile_records(
     assert "[bold]evil" in proc.stdout
     assert "[red]x[/red]" in proc.stdout
     assert "\x1b[2J" not in proc.stdout
+
+
+def test_several_ledgers_read_as_one_in_start_order(run_cli: CliRunner, tmp_path: Path) -> None:
+    """Gateways behind a load balancer write a ledger each: show and query read them together."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _real_ledger(first)
+    _real_ledger(second)
+    shown = run_cli("ledger", "show", str(first), str(second), "--json")
+    queried = run_cli("ledger", "query", str(first), str(second), "--status", "ok")
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["counts"] == {"ok": 4, "blocked": 2}
+    assert document["file"] == f"{first} + {second}"
+    starts = [record["started_at"] for record in document["records"]]
+    assert starts == sorted(starts)
+    assert len(document["runs"]) == 2
+    assert queried.returncode == 0
+    assert len(queried.stdout.splitlines()) == 4
+    plain = run_cli("ledger", "show", str(first), str(second))
+    assert "6 calls: 2 blocked, 4 ok" in plain.stdout

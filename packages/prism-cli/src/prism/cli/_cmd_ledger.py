@@ -48,7 +48,9 @@ def _filters(fn: Callable[..., _T]) -> Callable[..., _T]:
         type=click.Choice(["ok", "error", "blocked", "cancelled"]),
         help="Only calls with this status (repeatable).",
     )(fn)
-    fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(fn)
+    fn = click.argument(
+        "files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path)
+    )(fn)
     return fn
 
 
@@ -111,7 +113,29 @@ def read_ledger_file(file: Path, filters: Mapping[str, Any]) -> LedgerContents:
     return contents
 
 
-def _render_show(file: Path, contents: LedgerContents, *, json_mode: bool) -> None:
+def read_ledger_files(files: tuple[Path, ...], filters: Mapping[str, Any]) -> LedgerContents:
+    """The records of every file in ``files`` as one ledger, in the order calls started.
+
+    (Several gateways behind a load balancer each write their own ledger.)
+    """
+    import attrs
+
+    if len(files) == 1:
+        return read_ledger_file(files[0], filters)
+    parts = [read_ledger_file(file, filters) for file in files]
+    records = sorted(
+        (record for part in parts for record in part.records), key=lambda r: r.started_at
+    )
+    return attrs.evolve(
+        parts[0],
+        records=tuple(records),
+        runs=tuple(run for part in parts for run in part.runs),
+        torn_line=None,
+        problems=tuple(problem for part in parts for problem in part.problems),
+    )
+
+
+def _render_show(file: str, contents: LedgerContents, *, json_mode: bool) -> None:
     import attrs
 
     from ._render import ledger_table, ledger_text, record_to_json, run_lines, untrusted
@@ -123,7 +147,7 @@ def _render_show(file: Path, contents: LedgerContents, *, json_mode: bool) -> No
     if json_mode:
         emit_json(
             {
-                "file": str(file),
+                "file": file,
                 "counts": counts,
                 "records": [record_to_json(r) for r in records],
                 "runs": [attrs.asdict(run) for run in contents.runs],
@@ -136,7 +160,7 @@ def _render_show(file: Path, contents: LedgerContents, *, json_mode: bool) -> No
         out.print(ledger_table(records, title=f"ledger {file}"))
     else:
         # Drawing a rich table costs about 2 ms a row; big ledgers and pipes get plain text.
-        out.print(f"ledger {untrusted(str(file))}", soft_wrap=True)
+        out.print(f"ledger {untrusted(file)}", soft_wrap=True)
         out.file.write(ledger_text(records) + "\n")
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no records"
     out.print(f"{len(records)} calls: {summary}")
@@ -147,28 +171,30 @@ def _render_show(file: Path, contents: LedgerContents, *, json_mode: bool) -> No
 @ledger.command("show", context_settings=CONTEXT)
 @_filters
 @click.option("--json", "json_mode", is_flag=True, help="Print the records as a JSON document.")
-def ledger_show(file: Path, json_mode: bool, **filters: Any) -> None:
+def ledger_show(files: tuple[Path, ...], json_mode: bool, **filters: Any) -> None:
     """Pretty-print the ledger FILE (JSONL or SQLite): one row per call, with its decision.
 
     Shows status, blocked reason and the decision (which gate or policy
     decided, the rule, the approval, the sandbox), then each run and whether
-    it finished or was interrupted.
+    it finished or was interrupted. Several FILEs are read as one ledger, in
+    the order calls started (the ledgers of gateways behind a load balancer).
     """
-    contents = read_ledger_file(file, filters)
-    _render_show(file, contents, json_mode=json_mode)
+    contents = read_ledger_files(files, filters)
+    _render_show(" + ".join(map(str, files)), contents, json_mode=json_mode)
 
 
 @ledger.command("query", context_settings=CONTEXT)
 @_filters
-def ledger_query(file: Path, **filters: Any) -> int:
+def ledger_query(files: tuple[Path, ...], **filters: Any) -> int:
     """Print the records of the ledger FILE that match the filters, one JSON object a line.
 
-    Reads JSONL or SQLite (filters run in SQL there). Exit code 1 when nothing
-    matches, so scripts can test for "any denials since 1h".
+    Reads JSONL or SQLite (filters run in SQL there); several FILEs are read as
+    one ledger. Exit code 1 when nothing matches, so scripts can test for "any
+    denials since 1h".
     """
     from ._render import record_to_json
 
-    contents = read_ledger_file(file, filters)
+    contents = read_ledger_files(files, filters)
     for record in contents.records:
         sys.stdout.write(json.dumps(record_to_json(record), ensure_ascii=False) + "\n")
     return 0 if contents.records else 1
