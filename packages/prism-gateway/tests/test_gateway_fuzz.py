@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
-from prism.core import RunLedger, create_rule_permission_policy
+from prism.core import create_rule_permission_policy
+from prism.core.ledger import RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
     BearerAuth,
@@ -284,9 +285,25 @@ def test_fuzzed_requests_never_get_a_500(
 
 
 def reopen(live: LiveGateway) -> None:
-    """A fuzzed DELETE ended the live session: open another one for the next examples."""
+    """Open another live session (a fuzzed DELETE ended the last one, say)."""
     opened = post(live.url, initialize(), session=None)
     assert opened.status_code == 200, opened.text
     live.session = opened.headers["mcp-session-id"]
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     post(live.url, note, session=live.session)
+
+
+def test_a_resuming_get_opens_a_fresh_stream_not_a_500(live: LiveGateway) -> None:
+    """Found by the fuzzer: with no event store the SDK answered a resuming GET with nothing."""
+    reopen(live)  # a session of its own (the fuzzer may have ended the last one)
+    sent = {
+        "authorization": f"Bearer {TOKEN}",
+        "accept": "text/event-stream",
+        "mcp-session-id": live.session,
+        "last-event-id": "0",
+    }
+    with httpx2.stream("GET", live.url, headers=sent, timeout=60) as response:
+        status = response.status_code
+        kind = response.headers.get("content-type", "")
+    assert status == 200
+    assert kind.startswith("text/event-stream")

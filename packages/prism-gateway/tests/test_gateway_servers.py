@@ -21,7 +21,8 @@ from mcp.shared.exceptions import MCPError
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
-from prism.core import ConfigurationError, RunLedger, create_rule_permission_policy
+from prism.core import ConfigurationError, create_rule_permission_policy
+from prism.core.ledger import RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
     DownstreamServer,

@@ -353,6 +353,14 @@ class _Guard:
             more = message.get("more_body", False)
         inner = dict(scope)
         inner["prism.identity"] = identity
+        if b"last-event-id" in headers:
+            # The gateway keeps no event store, so there is nothing to resume; the SDK
+            # (mcp 2.3) would then answer a resuming GET with nothing at all (a 500).
+            inner["headers"] = [
+                (key, value)
+                for key, value in scope.get("headers", ())
+                if key.lower() != b"last-event-id"
+            ]
         request_id = _call_id(bytes(body)) if session_id is not None else None
         gone = trio.Event()
         replayed = False
@@ -381,11 +389,23 @@ class _Guard:
             # Busy until its response is complete (the app may stay on, watching the connection).
             release = sessions.begin(session_id, stream=scope.get("method") == "GET")
             respond = _released_at_end(send, release)
+        started = False
+        inner_send = respond
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await inner_send(message)
+
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(watch)
-                await self.app(inner, replay, respond)
+                await self.app(inner, replay, tracked)
                 nursery.cancel_scope.cancel()
+            if not started:  # the app answered nothing: say so, rather than the server's 500
+                await _refuse(
+                    respond, 400, "the request was not answered (not a valid MCP request)"
+                )
         finally:
             if release is not None:
                 release()

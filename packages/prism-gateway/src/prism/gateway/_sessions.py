@@ -11,7 +11,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from prism.core import RunLedger
+from prism.core.ledger import FinishedCall, RunLedger
 
 __all__ = ["SESSION_TOOL", "SessionEvent", "SessionTable", "shown"]
 
@@ -178,19 +178,21 @@ class SessionTable:
         now = time.time()
         refused = event == "refused"
         with contextlib.suppress(Exception):  # the ledger reports its own failures
-            self.ledger.record(
-                call_id=f"{principal}/session/{session_id[:16]}",
-                tool_name=SESSION_TOOL,
-                arguments={
-                    "event": event,
-                    "session": session_id[:16],
-                    "principal": shown(principal),
-                    **more,
-                },
-                status="blocked" if refused else "ok",
-                blocked_reason="permission_denied" if refused else None,
-                started_at=now,
-                finished_at=now,
-                duration_s=0.0,
-                result=None,
+            self.ledger.record_call(
+                FinishedCall(
+                    call_id=f"{principal}/session/{session_id[:16]}",
+                    tool_name=SESSION_TOOL,
+                    arguments={
+                        "event": event,
+                        "session": session_id[:16],
+                        "principal": shown(principal),
+                        **more,
+                    },
+                    status="blocked" if refused else "ok",
+                    blocked_reason="permission_denied" if refused else None,
+                    started_at=now,
+                    finished_at=now,
+                    duration_s=0.0,
+                    arguments_owned=True,
+                )
             )
