@@ -621,6 +621,14 @@ def analyse(
         if level == 0:
             for path in order:
                 node = nodes[path]
+                if not node.in_place and not node.choices:
+                    # A leaf of the in-place graph: its own weight (most nodes).
+                    w = node.weight
+                    if w > cap:
+                        _check_cap(w, cap, level, path)
+                    work_now[path] = w
+                    regex_now[path] = node.regex
+                    continue
                 w = r = 0
                 for child in node.in_place:
                     w += work_now.get(child, 0)
@@ -746,6 +754,10 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
     }
     for start in nodes:
         if start in state:
+            continue
+        if not edges[start]:
+            state[start] = 2
+            order.append(start)
             continue
         stack: list[tuple[Path, int]] = [(start, 0)]
         state[start] = 1
