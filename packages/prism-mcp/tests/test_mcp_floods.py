@@ -63,6 +63,37 @@ async def test_large_output_schemas_over_many_pages_are_cut_too() -> None:
     assert growth(report) < 30 * MB
 
 
+def stall(report: dict[str, object]) -> float:
+    value = report["stall_s"]
+    assert isinstance(value, float)
+    return value
+
+
+async def test_a_listing_of_costly_output_schemas_opens_without_compiling_them() -> None:
+    # Three ~240 kB output schemas of the costliest shapes to admit: compiled at
+    # listing they froze the open for 3.4-5.4 s and added 138 MB. The stall is
+    # the event loop thread's CPU time between two ticks of a 10 ms ticker.
+    with trio.fail_after(120):
+        report = await probe("costly_schemas", 0)
+    assert report["tools"] == 4
+    assert stall(report) < 0.2
+    assert growth(report) < 60 * MB
+
+
+@pytest.mark.parametrize("mode", ["big_result", "big_objects"])
+async def test_a_large_result_is_checked_in_bounded_time_and_memory(mode: str) -> None:
+    with trio.fail_after(120):
+        report = await probe(mode, 960_000)
+    assert report["is_error"] is False, report
+    assert stall(report) < 0.1
+    traced, size = report["traced_peak_bytes"], report["structured_bytes"]
+    assert isinstance(traced, int)
+    assert isinstance(size, int)
+    assert size > 900_000
+    # At most ten times the content's JSON plus a constant (tracemalloc's peak).
+    assert traced < 10 * size + 1 * MB, (traced, size)
+
+
 async def test_a_listing_stops_at_max_list_pages() -> None:
     with trio.fail_after(120):
         report = await probe("pages", 100, "max_list_pages=2", "max_list_bytes=100000000")
