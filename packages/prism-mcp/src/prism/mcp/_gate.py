@@ -250,6 +250,8 @@ class _Gate:
             light = {**result, "tools": [skeleton(tool) for tool in tools]}
             if _page_refusal(light, version) is None:
                 return
+            if _page_refusal({**result, "tools": []}, version) is not None:
+                return  # the page itself is wrong, not a tool: the SDK says so
             kept: list[object] = []
             for tool in tools:
                 reason = _sdk_refusal(result, skeleton(tool), version) and _sdk_refusal(
