@@ -23,6 +23,7 @@ import trio.lowlevel
 
 from prism.core import (
     AbortController,
+    AgentEvent,
     AssistantMessage,
     DispatchOptions,
     ErrorInfo,
@@ -41,6 +42,7 @@ from prism.core import (
     await_callback,
     create_agent,
     create_tool_registry,
+    dispatch_tool_call,
     is_trio_native,
     open_asyncio_host,
     trio_native,
@@ -647,3 +649,85 @@ def test_trio_code_awaited_on_a_loop_outside_any_host_call_is_refused_clearly() 
         assert await await_callback(echo, echo("plain")) == "plain"
 
     asyncio.run(main())
+
+
+def test_an_async_event_sink_runs_on_the_loop_in_order_and_the_host_waits_for_it() -> None:
+    seen: list[str] = []
+
+    async def sink(event: AgentEvent) -> None:
+        assert asyncio.current_task() is not None
+        await asyncio.sleep(0)
+        seen.append(f"{event.type}:{caller_name.get()}")
+
+    async def failing_sink(event: AgentEvent) -> None:
+        raise ValueError("a broken sink")
+
+    async def main() -> None:
+        caller_name.set("app")
+        tool = ToolDefinition(name="echo", execute=trio_native(echo_tool))
+        async with open_asyncio_host() as host:
+            for events in (sink, failing_sink):
+                options = DispatchOptions(registry=create_tool_registry([tool]), events=events)
+                result = await host.dispatch_tool_call(
+                    ToolCall(id="1", name="echo", arguments={}), options
+                )
+                assert result.joined_text == "echoed"
+        # Leaving the host's block waited for the sink's tasks.
+
+    asyncio.run(main())
+    assert seen == ["tool_execution_started:app", "tool_execution_finished:app"]
+
+
+async def echo_tool(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text("echoed")
+
+
+async def test_an_async_event_sink_outside_a_host_is_closed_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def sink(event: AgentEvent) -> None:
+        raise AssertionError("never runs: nothing outside a host can await it")
+
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="echo", execute=echo_tool)]),
+        events=sink,
+    )
+    result = await dispatch_tool_call(ToolCall(id="1", name="echo", arguments={}), options)
+    assert result.joined_text == "echoed"
+    assert "event sinks are synchronous" in caplog.text
+
+
+def test_a_callback_that_ends_at_once_and_one_that_takes_many_turns() -> None:
+    """Both sides of the host's short wait: found done while spinning, or parked and woken."""
+
+    async def quick(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.text("quick")
+
+    async def slow(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        for _ in range(50):
+            await asyncio.sleep(0)
+        return ToolResult.text("slow")
+
+    async def raises_at_once(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        raise KeyError("at once")
+
+    options = DispatchOptions(
+        registry=create_tool_registry(
+            [
+                ToolDefinition(name="quick", execute=quick),
+                ToolDefinition(name="slow", execute=slow),
+                ToolDefinition(name="raises", execute=raises_at_once),
+            ]
+        )
+    )
+
+    async def main() -> list[str]:
+        async with open_asyncio_host() as host:
+            return [
+                (
+                    await host.dispatch_tool_call(ToolCall(id="1", name=n, arguments={}), options)
+                ).joined_text
+                for n in ("quick", "slow", "raises")
+            ]
+
+    assert asyncio.run(main()) == ["quick", "slow", "tool raises failed: KeyError: 'at once'"]

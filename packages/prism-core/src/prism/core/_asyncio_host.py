@@ -24,6 +24,7 @@ import collections
 import contextlib
 import contextvars
 import functools
+import logging
 import math
 import types
 from collections.abc import Awaitable, Callable
@@ -49,6 +50,8 @@ __all__ = ["AsyncioHost", "open_asyncio_host"]
 
 T = TypeVar("T")
 
+_log = logging.getLogger("prism.core")
+
 # A worker with nothing to do stays runnable for this many trio ticks before it
 # parks, so an asyncio caller's next call finds trio ticking on the loop instead
 # of parked in its I/O thread (that thread round trip would be most of the cost
@@ -56,6 +59,9 @@ T = TypeVar("T")
 _SPIN_TICKS = 4
 # Parked workers kept for the next burst of concurrent calls; more exit.
 _MAX_PARKED = 64
+# A trio task waiting for an asyncio callback's task looks at it for this many
+# ticks (each one turn of the loop) before it parks (see _await_on_loop).
+_CALLBACK_SPIN_TICKS = 6
 
 
 # dispatch_tool_call, imported on first use rather than per call (an import
@@ -232,6 +238,8 @@ class AsyncioHost:
     _parked: list[trio.lowlevel.Task] = attrs.field(factory=list, init=False)
     _ready: int = attrs.field(default=0, init=False)
     _spinning: int = attrs.field(default=0, init=False)
+    # Asyncio tasks of async event sinks, waited for when the host closes.
+    _started: set[asyncio.Task[None]] = attrs.field(factory=set, init=False)
 
     @property
     def closed(self) -> bool:
@@ -456,6 +464,20 @@ class AsyncioHost:
                 with contextlib.suppress(trio.RunFinishedError):
                     token.run_sync_soon(trio.lowlevel.reschedule, waiter)
 
+        # Most callbacks end within a few turns of the loop (a queue answered, a
+        # request to a fast server): stay runnable for a few trio ticks (each one
+        # turn of the loop) before parking, so trio does not go to wait in its
+        # I/O thread, which the task's end would then have to wake.
+        for _ in range(_CALLBACK_SPIN_TICKS):
+            if task.done():
+                break
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        if task.done():
+            if errors:
+                raise errors.pop()
+            if task.cancelled():
+                task.result()  # raises the task's CancelledError, with its message
+            return values[0]
         task.add_done_callback(done)
         raise_cancel: Callable[[], NoReturn] | None = None
 
@@ -476,6 +498,29 @@ class AsyncioHost:
         if task.cancelled():
             task.result()  # raises the task's CancelledError, with its message
         return values[0]
+
+    def _start_on_loop(self, awaitable: Awaitable[Any]) -> None:
+        # An async event sink's awaitable: a task of the loop that nobody awaits;
+        # its failure is logged, and the host waits for it when it closes.
+        async def guarded() -> None:
+            try:
+                await awaitable
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                # KeyboardInterrupt too: asyncio would re-raise it out of the loop.
+                _log.exception("an asyncio event sink raised")
+
+        context = contextvars.copy_context()
+        context.run(trio_side.set, self._await_on_trio)
+        try:
+            task = self._loop.create_task(guarded(), context=context)
+        except BaseException:
+            if isinstance(awaitable, types.CoroutineType):
+                awaitable.close()
+            raise
+        self._started.add(task)
+        task.add_done_callback(self._started.discard)
 
     async def _await_on_trio(self, awaitable: Awaitable[T]) -> T:
         # From a callback task of this host's loop: await a trio-native awaitable in trio.
@@ -678,7 +723,7 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
                     loop=loop, token=trio.lowlevel.current_trio_token(), nursery=nursery
                 )
                 # The application's asyncio callbacks run on this loop (await_callback).
-                set_loop_runner(host._await_on_loop)
+                set_loop_runner(host._await_on_loop, host._start_on_loop)
                 started.set_result((host, stop))
                 await stop.wait()
                 nursery.cancel_scope.cancel()
@@ -714,6 +759,12 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
         while not finished.done():
             try:
                 await asyncio.wait((finished,))
+            except asyncio.CancelledError:
+                cancelled = True
+        while host._started:
+            # Async event sinks still running: they see the host's last events.
+            try:
+                await asyncio.wait(tuple(host._started))
             except asyncio.CancelledError:
                 cancelled = True
         finished.result().unwrap()

@@ -8,14 +8,16 @@ exactly one terminal event: :class:`ToolExecutionBlocked`,
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import ClassVar, Literal, TypeAlias
 
 import attrs
 
 from ._content import ToolResult
+from ._host_calls import start_callback
 from ._json import JsonObject
 
 BlockedReason: TypeAlias = Literal[
@@ -140,12 +142,21 @@ ToolEvent: TypeAlias = (
     | ToolExecutionError
 )
 AgentEvent: TypeAlias = ToolEvent | TurnStarted | TurnFinished | RunFinished
-EventSink: TypeAlias = Callable[[AgentEvent], None]
+EventSink: TypeAlias = Callable[[AgentEvent], "Awaitable[None] | None"]
+"""Receives events, synchronously; under an asyncio host it may be an asyncio ``async def``."""
 
 
 def emit_event(sink: EventSink, event: AgentEvent) -> None:
-    """Deliver ``event``; a sink that raises is logged, never allowed to break a call."""
+    """Deliver ``event``; a sink that raises is logged, never allowed to break a call.
+
+    A sink is synchronous. Under an asyncio host, an ``async def`` sink (asyncio
+    code) is started as a task of the host's loop instead, in event order; the
+    host waits for those tasks when it closes.
+    """
     try:
-        sink(event)
+        outcome = sink(event)
     except Exception:
         _log.exception("an event sink raised on %s", type(event).__name__)
+        return
+    if outcome is not None and inspect.isawaitable(outcome):
+        start_callback(sink, outcome)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -28,7 +29,16 @@ import trio
 
 from ._errors import TrioRequiredError
 
-__all__ = ["await_callback", "is_trio_native", "set_loop_runner", "trio_native", "trio_side"]
+_log = logging.getLogger("prism.core")
+
+__all__ = [
+    "await_callback",
+    "is_trio_native",
+    "set_loop_runner",
+    "start_callback",
+    "trio_native",
+    "trio_side",
+]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -78,6 +88,11 @@ def is_trio_native(fn: object) -> bool:
     return False
 
 
+# How the host starts an asyncio callback nobody awaits (an async event sink).
+_loop_starter: trio.lowlevel.RunVar[Callable[[Awaitable[Any]], None] | None] = trio.lowlevel.RunVar(
+    "prism.core.loop_starter", default=None
+)
+
 # Inside a callback the host runs on its loop (asyncio code calling Prism, such
 # as an asyncio tool asking assert_execution_allowed with Prism's own policy):
 # how to await a trio-native awaitable from there, through the host.
@@ -86,9 +101,36 @@ trio_side: contextvars.ContextVar[Callable[[Awaitable[Any]], Awaitable[Any]] | N
 )
 
 
-def set_loop_runner(runner: Callable[[Awaitable[Any]], Awaitable[Any]]) -> None:
-    """Register the running host's asyncio runner for this trio run (the host calls this)."""
+def set_loop_runner(
+    runner: Callable[[Awaitable[Any]], Awaitable[Any]],
+    starter: Callable[[Awaitable[Any]], None],
+) -> None:
+    """Register the running host's asyncio runner and starter for this trio run (the host does)."""
     _loop_runner.set(runner)
+    _loop_starter.set(starter)
+
+
+def start_callback(fn: object, awaitable: Awaitable[Any]) -> None:
+    """Start what a synchronous callback (an event sink) returned to be awaited.
+
+    Under an asyncio host, an unmarked callback's awaitable becomes a task of
+    the host's loop. Anywhere else nothing can await it: it is closed, and the
+    mistake is logged.
+    """
+    try:
+        starter = _loop_starter.get(None)
+    except RuntimeError:
+        starter = None
+    if starter is not None and not is_trio_native(fn):
+        starter(awaitable)
+        return
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()  # never awaited, and it says so no more
+    _log.error(
+        "%r returned an awaitable: event sinks are synchronous (an async sink runs only "
+        "under an asyncio host, as asyncio code)",
+        fn,
+    )
 
 
 async def await_callback(fn: object, awaitable: Awaitable[T]) -> T:

@@ -1,0 +1,227 @@
+"""The gate every adapter shares: one framework tool call through Prism's dispatch.
+
+An agent framework (pydantic-ai, the OpenAI Agents SDK, LangChain) runs on
+asyncio and calls its tools there. Each adapter turns such a call into a
+:class:`~prism.core.ToolCall` (the framework's call id as its id) and awaits
+:meth:`AsyncioHost.dispatch_tool_call`: every gate runs (middleware, filters,
+permission, validation, the tool's execution policy, the ledger, events) on
+the host's trio side, and the tool itself, when it is the framework's own
+asyncio code, runs as a task of the host's loop.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextvars
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from prism.core import (
+    AsyncioHost,
+    DispatchOptions,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    create_tool_registry,
+)
+from prism.core.ledger import RunLedger, ToolCallRecord
+
+if TYPE_CHECKING:
+    from prism.core import JsonObject, ToolExecutionContext
+
+__all__ = ["FrameworkOutcome", "PrismGate", "wrapped_tool"]
+
+Invoke = Callable[["JsonObject"], Awaitable[ToolResult]]
+
+# The framework's own tool, for the call being dispatched: the wrapped tools'
+# execute finds it here (the host runs each call in a copy of its caller's context).
+_invocation: contextvars.ContextVar[Invoke | None] = contextvars.ContextVar(
+    "prism.integrations.invocation", default=None
+)
+
+
+@attrs.define(eq=False)
+class FrameworkOutcome:
+    """What the framework's own tool did in one gated call (its return value or exception).
+
+    The adapter returns the value to the framework as it is (and re-raises the
+    exception, so the framework's own control flow, such as a retry request,
+    still works), while Prism records a :class:`~prism.core.ToolResult` for it.
+    """
+
+    value: object = None
+    error: BaseException | None = None
+    result: ToolResult | None = None
+    ran: bool = False
+
+
+async def _run_framework_tool(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    # The execute of every wrapped framework tool: asyncio code, so the host
+    # runs it as a task of its loop, in the calling framework task's context.
+    invoke = _invocation.get()
+    if invoke is None:
+        return ToolResult.error(
+            "this wrapped tool runs only inside its framework's call (through PrismGate)"
+        )
+    return await invoke(arguments)
+
+
+def wrapped_tool(
+    name: str, description: str | None, parameters: JsonObject | None
+) -> ToolDefinition:
+    """The Prism :class:`~prism.core.ToolDefinition` standing for a framework's own tool.
+
+    Its ``execute`` runs the framework tool the current gated call carries.
+    """
+    return ToolDefinition(
+        name=name, execute=_run_framework_tool, description=description, parameters=parameters
+    )
+
+
+@attrs.define(eq=False)
+class PrismGate:
+    """Prism's gates for an asyncio agent framework's tool calls, through an asyncio host.
+
+    Every adapter of :mod:`prism.integrations` takes one. A call goes through
+    :meth:`AsyncioHost.dispatch_tool_call` with ``options``: the framework's
+    call id is the :class:`~prism.core.ToolCall`'s id, so the ledger and the
+    events carry it. When ``options.ledger`` is a :class:`~prism.core.RunLedger`,
+    each framework run is recorded in a ledger of its own whose ``run_id`` is
+    the framework's run id, with ``options.ledger``'s redaction, sinks and
+    error handler (so a file or SQLite sink holds every run);
+    :meth:`records` lists them. Any other recorder is used as it is.
+
+    Args:
+        host: the open asyncio host (:func:`~prism.core.open_asyncio_host`).
+        options: the gates, and in ``registry`` the Prism tools an adapter offers.
+        keep_runs: how many runs' ledgers are kept in memory (older ones were
+            already handed to the sinks).
+
+    Raises:
+        TypeError: ``host`` or ``options`` has the wrong type.
+    """
+
+    host: AsyncioHost = attrs.field(validator=attrs.validators.instance_of(AsyncioHost))
+    options: DispatchOptions = attrs.field(validator=attrs.validators.instance_of(DispatchOptions))
+    keep_runs: int = attrs.field(default=256, kw_only=True)
+    _runs: collections.OrderedDict[str, RunLedger] = attrs.field(
+        factory=collections.OrderedDict, init=False
+    )
+    _per_run: dict[tuple[str, int], DispatchOptions] = attrs.field(factory=dict, init=False)
+
+    def records(self, run_id: str | None = None) -> list[ToolCallRecord]:
+        """The records of the kept runs (or of one run), each run's in the order its calls ended."""
+        if run_id is not None:
+            ledger = self._runs.get(run_id)
+            return ledger.records if ledger is not None else []
+        return [record for ledger in self._runs.values() for record in ledger.records]
+
+    def run_ids(self) -> list[str]:
+        """The framework run ids of the kept runs, oldest first."""
+        return list(self._runs)
+
+    def _run_options(self, run_id: str | None, options: DispatchOptions) -> DispatchOptions:
+        template = options.ledger
+        if run_id is None or not isinstance(template, RunLedger):
+            return options
+        key = (run_id, id(options))
+        cached = self._per_run.get(key)
+        if cached is not None and run_id in self._runs:
+            self._runs.move_to_end(run_id)
+            return cached
+        ledger = self._runs.get(run_id)
+        if ledger is None:
+            ledger = RunLedger(
+                redact=template.redact,
+                sinks=template.sinks,
+                on_error=template.on_error,
+                run_id=run_id,
+                max_records=template.max_records,
+            )
+            self._runs[run_id] = ledger
+            while len(self._runs) > max(1, self.keep_runs):
+                gone, _ = self._runs.popitem(last=False)
+                for stale in [k for k in self._per_run if k[0] == gone]:
+                    del self._per_run[stale]
+        per_run = attrs.evolve(options, ledger=ledger)
+        self._per_run[key] = per_run
+        return per_run
+
+    def wrapper_options(self, tools: list[ToolDefinition]) -> DispatchOptions:
+        """These gates over a registry of wrapped framework tools (see :func:`wrapped_tool`)."""
+        return attrs.evolve(self.options, registry=create_tool_registry(tools, duplicate="replace"))
+
+    async def call(
+        self,
+        *,
+        run_id: str | None,
+        call_id: str,
+        name: str,
+        arguments: object,
+        options: DispatchOptions | None = None,
+    ) -> ToolResult:
+        """Dispatch one framework call to a Prism tool through every gate.
+
+        Returns:
+            The call's result; a refusal is an error result (``details["blocked_reason"]``).
+        """
+        opts = self._run_options(run_id, self.options if options is None else options)
+        call = ToolCall(id=call_id, name=name, arguments=arguments)
+        return await self.host.dispatch_tool_call(call, opts)
+
+    async def call_framework_tool(
+        self,
+        *,
+        run_id: str | None,
+        call_id: str,
+        name: str,
+        arguments: object,
+        options: DispatchOptions,
+        run: Callable[[JsonObject], Awaitable[Any]],
+        render: Callable[[Any], ToolResult],
+    ) -> tuple[ToolResult, FrameworkOutcome]:
+        """Dispatch a call to a framework's own tool through every gate.
+
+        ``options.registry`` holds the :func:`wrapped_tool` for ``name``; once
+        the gates allow the call, ``run(arguments)`` (the framework's tool, with
+        the arguments as middleware left them) runs as a task of the host's
+        loop, and ``render`` turns its return value into the result Prism records.
+
+        Returns:
+            Prism's result (a refusal is an error result) and what the framework's
+            tool did, if it ran.
+        """
+        outcome = FrameworkOutcome()
+
+        async def invoke(args: JsonObject) -> ToolResult:
+            outcome.ran = True
+            try:
+                outcome.value = await run(args)
+            except Exception as exc:
+                # Kept for the framework (its retry and deferral signals must
+                # reach it as they are); Prism records the call as an error.
+                outcome.error = exc
+                raise
+            outcome.result = render(outcome.value)
+            return outcome.result
+
+        token = _invocation.set(invoke)
+        try:
+            result = await self.call(
+                run_id=run_id, call_id=call_id, name=name, arguments=arguments, options=options
+            )
+        finally:
+            _invocation.reset(token)
+        return result, outcome
+
+
+def result_text(result: ToolResult) -> str:
+    """The text a framework shows the model for ``result``."""
+    text = result.joined_text
+    if text or result.structured is None:
+        return text
+    import json
+
+    return json.dumps(result.structured, ensure_ascii=False, sort_keys=True)
