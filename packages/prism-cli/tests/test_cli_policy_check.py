@@ -7,6 +7,8 @@ import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -25,7 +27,7 @@ def test_a_proved_safe_pipeline_is_allowed_with_exit_0(run_cli: CliRunner, tmp_p
 def test_an_unknown_program_asks_with_exit_1_and_names_it(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
-    proc = run_cli("policy", "check", "ls && timeout 5 bash -c 'make test'")
+    proc = run_cli("policy", "check", "--sandbox", "none", "ls && timeout 5 bash -c 'make test'")
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("ask:")
     assert "'make' is not in the safe set" in proc.stdout
@@ -63,7 +65,8 @@ def test_roots_and_rules_come_from_a_config_file(run_cli: CliRunner, tmp_path: P
     repo = tmp_path / "repo"
     repo.mkdir()
     (tmp_path / "prism.toml").write_text(
-        '[workspace]\nroots = ["repo"]\n[commands]\nallow = ["make *"]\n', encoding="utf-8"
+        '[workspace]\nroots = ["repo"]\nsandbox = "none"\n[commands]\nallow = ["make *"]\n',
+        encoding="utf-8",
     )
     proc = run_cli("policy", "check", "--config", "prism.toml", "--json", "make && cat ../x")
     report = json.loads(proc.stdout)
@@ -86,3 +89,59 @@ def test_a_cwd_outside_the_roots_is_a_usage_error(run_cli: CliRunner, tmp_path: 
     proc = run_cli("policy", "check", "--root", "repo", "--cwd", str(tmp_path), "ls")
     assert proc.returncode == 2
     assert "inside a root" in proc.stderr
+
+
+def test_an_allowed_line_shows_the_mode_and_the_argvs_that_would_run(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    proc = run_cli("policy", "check", "--sandbox", "none", "cd . && ls *.py | grep 'a b'")
+    assert proc.returncode == 0, proc.stdout
+    assert "mode: proved-safe" in proc.stdout
+    assert '["cd", "-P", "--", "./."]' in proc.stdout
+    assert '["ls", "a.py"]' in proc.stdout
+    assert '["grep", "a b"]' in proc.stdout
+    report = json.loads(run_cli("policy", "check", "--sandbox", "none", "--json", "ls *.py").stdout)
+    assert report["mode"] == "proved-safe"
+    assert report["argvs"] == [["ls", "a.py"]]
+    assert report["execute"] == "'ls' 'a.py'"
+
+
+def test_policy_check_reads_prism_toml_here_as_run_does(run_cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "prism.toml").write_text(
+        '[workspace]\nsandbox = "none"\n[commands]\ndeny = ["cat *"]\n', encoding="utf-8"
+    )
+    report = json.loads(run_cli("policy", "check", "--json", "cat x").stdout)
+    assert report["outcome"] == "deny"
+    assert report["mode"] == "proved-safe"
+
+
+def test_a_missing_root_is_refused(run_cli: CliRunner, tmp_path: Path) -> None:
+    proc = run_cli("policy", "check", "--root", "nosuch", "ls")
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr
+
+
+def _bubblewrap_works(tmp_path: Path) -> bool:
+    import trio
+
+    from prism.coding.security import BubblewrapSandbox, SandboxUnavailableError
+
+    try:
+        trio.run(BubblewrapSandbox([str(tmp_path)]).ensure_available)
+    except SandboxUnavailableError:
+        return False
+    return True
+
+
+def test_the_sandbox_setting_puts_the_policy_in_confined_mode(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    if not _bubblewrap_works(tmp_path):
+        pytest.skip("bubblewrap cannot isolate commands here")
+    proc = run_cli("policy", "check", "--sandbox", "bubblewrap", "make test")
+    assert proc.returncode == 0, proc.stdout
+    assert "mode: confined (bubblewrap)" in proc.stdout
+    assert "runs as written, inside the sandbox" in proc.stdout
+    asked = run_cli("policy", "check", "--sandbox", "bubblewrap", "--json", "c=sudo; $c id")
+    assert json.loads(asked.stdout)["outcome"] == "ask"

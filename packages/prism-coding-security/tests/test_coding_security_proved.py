@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prism.coding.security import (
+    BubblewrapSandbox,
     create_coding_approval_policy,
     explain_command,
     open_secure_coding_tools,
@@ -386,3 +387,49 @@ async def test_a_program_shadowed_through_the_shell_tools_path_asks(tmp_path: Pa
         metadata={"env_path": "/usr/bin:/bin"},
     )
     assert policy.check(action).allowed  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "env -i git status",
+        "env -u GIT_CONFIG_COUNT git status",
+        "exec -c git log",
+        "env - git diff",
+    ],
+)
+def test_git_under_a_wrapper_that_drops_the_environment_asks(root: Path, command: str) -> None:
+    # the forced configuration travels in the environment
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == "ask"
+    assert "environment" in explanation.reason
+
+
+@pytest.mark.parametrize(
+    "command", ["nice -n 5 git status", "timeout 5 git log", "command git diff"]
+)
+def test_git_under_a_wrapper_that_keeps_the_environment_is_proved(root: Path, command: str) -> None:
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == "allow"
+    assert explanation.execute is not None
+    assert explanation.execute.startswith("GIT_CONFIG_COUNT=")
+
+
+def test_an_explanation_carries_what_would_run(root: Path) -> None:
+    (root / "f").write_text("x\n")
+    proved = explain_command("cat f | wc -l", roots=[str(root)]).to_json()
+    assert proved["execute"] == "'cat' 'f' | 'wc' '-l'"
+    assert proved["argvs"] == [["cat", "f"], ["wc", "-l"]]
+    assert "confined" not in proved
+    sandbox = BubblewrapSandbox([str(root)])
+    confined = explain_command("make test", roots=[str(root)], sandbox=sandbox)
+    assert confined.outcome == "allow"
+    assert confined.confined
+    assert confined.to_json()["confined"] is True
+    assert "execute" not in confined.to_json()
+    asked = explain_command("c=sudo; $c id", roots=[str(root)], sandbox=sandbox)
+    assert asked.outcome == "ask"
+    assert asked.rule == "dynamic-deny"
+    plain = explain_command("make test", roots=[str(root)])
+    assert plain.outcome == "ask"
+    assert not plain.confined

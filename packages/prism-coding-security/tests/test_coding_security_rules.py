@@ -297,3 +297,12 @@ async def test_the_approver_is_told_why_it_is_asked(root: Path) -> None:
     assert not isinstance(pending, ExecutionDecision)
     await pending
     assert seen == ["command 'make test': 'make' is not in the safe set"]
+
+
+def test_rule_examples_see_wrapped_scripts_and_computed_words(tmp_path: Path) -> None:
+    rule = CommandRule(
+        pattern="sudo *",
+        match=["env sudo id", "bash -c 'sudo id'", "$(x) y; sudo z", "sudo $'x'"],
+        not_match=["echo sudo"],
+    )
+    create_coding_approval_policy(roots=[str(tmp_path)], command_rules=CommandRules(deny=[rule]))

@@ -23,7 +23,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prism.coding.security import BubblewrapSandbox, create_coding_approval_policy
-from prism.core import ExecutionAction, ExecutionDecision, ExecutionPolicy
+from prism.coding.tools import (
+    LocalShellOperations,
+    OutputSink,
+    ShellExit,
+    ShellSpawnRequest,
+    create_shell_tool,
+    default_shell_path,
+)
+from prism.core import (
+    ExecutionAction,
+    ExecutionDecision,
+    ExecutionPolicy,
+    JsonObject,
+    ToolCall,
+    ToolExecutionContext,
+)
 
 # Only reads inside the root: allowed by the default policy and in read-only mode.
 PURE_READS: tuple[str, ...] = (
@@ -405,3 +420,46 @@ async def test_pure_read_really_changes_nothing(tmp_path: Path, command: str) ->
         capture_stderr=True, stdin=b"",
     )  # fmt: skip
     assert await trio.to_thread.run_sync(_snapshot, root) == before
+
+
+class _Capture:
+    """The plain shell operations, keeping what ran and what it printed."""
+
+    def __init__(self) -> None:
+        self.ops = LocalShellOperations()
+        self.ran: list[str] = []
+        self.output = bytearray()
+
+    async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
+        self.ran.append(request.command)
+
+        async def sink(chunk: bytes) -> None:
+            self.output += chunk
+            await on_output(chunk)
+
+        return await self.ops.run(request, sink)
+
+
+async def test_everyday_commands_run_rebuilt_with_the_output_bash_gives(tmp_path: Path) -> None:
+    # the executor runs each line rebuilt from what the policy proved: its output and
+    # exit code are bash's for the line as written (dates excepted: they move)
+    root = await trio.to_thread.run_sync(_make_repository, tmp_path / "project")
+    env = {**_git_env(), "HOME": str(tmp_path), "PAGER": "cat", "GIT_PAGER": "cat"}
+    policy = create_coding_approval_policy(roots=[str(root)])
+    capture = _Capture()
+    shell = create_shell_tool(str(root), execution_policy=policy, operations=capture, env=env)
+    commands = [c for c in PURE_READS if not c.startswith("date")]
+    assert len(commands) >= 80
+    for command in commands:
+        expected = await trio.run_process(
+            [default_shell_path(), "-c", command], cwd=root, env=env, check=False,
+            capture_stdout=True, stderr=subprocess.STDOUT, stdin=b"",
+        )  # fmt: skip
+        capture.output.clear()
+        args: JsonObject = {"command": command}
+        ctx = ToolExecutionContext(call=ToolCall(id="u", name="shell", arguments=args))
+        result = await shell.execute(args, ctx)
+        assert capture.ran[-1] != command, f"{command!r} ran as written"
+        assert capture.ran[-1].startswith(("'", "GIT_CONFIG_COUNT=", "LANG=")), capture.ran[-1]
+        assert bytes(capture.output) == expected.stdout, (command, bytes(capture.output))
+        assert result.details["exit_code"] == expected.returncode, command

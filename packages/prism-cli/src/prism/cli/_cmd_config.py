@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 import click
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from ._config import PrismConfig
 
 __all__ = ["config", "policy"]
+
+SandboxSetting = Literal["none", "bubblewrap", "auto"]
 
 _VERDICT_STYLE = {"allow": "green", "ask": "yellow", "deny": "red"}
 
@@ -79,12 +81,21 @@ def policy() -> None:
     """Ask the coding policy what it would decide, and why."""
 
 
-def _render_explanation(explanation: CommandExplanation) -> None:
+def _render_explanation(explanation: CommandExplanation, mode: str) -> None:
+    import json
+
     from ._render import untrusted
 
     out = console()
     style = _VERDICT_STYLE[explanation.outcome]
     out.print(f"[bold {style}]{explanation.outcome}[/]: {untrusted(explanation.reason)}")
+    out.print(f"  mode: {mode}")
+    if explanation.execute is not None:
+        out.print("  runs, rebuilt from the proved words:")
+        for argv in explanation.argvs:
+            out.print(f"    {untrusted(json.dumps(list(argv)))}")
+    elif explanation.confined:
+        out.print("  runs as written, inside the sandbox")
     for check in explanation.commands:
         indent = "  " * (check.depth + 1)
         shown = untrusted(" ".join(check.argv))
@@ -100,7 +111,7 @@ def _render_explanation(explanation: CommandExplanation) -> None:
     "--root",
     "roots",
     multiple=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A workspace root (repeatable; default: the config's roots, else the current directory).",
 )
 @click.option("--cwd", type=click.Path(file_okay=False, path_type=Path), help="Run it here.")
@@ -109,7 +120,14 @@ def _render_explanation(explanation: CommandExplanation) -> None:
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Take roots, read_only, readable, protected_paths and [commands] from this prism.toml.",
+    help="Take roots, read_only, sandbox, readable, protected_paths and [commands] from this "
+    "prism.toml (default: ./prism.toml when it exists, as `prism run` does).",
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "bubblewrap", "none"]),
+    help="Where commands would run, as workspace.sandbox in prism.toml (default: the "
+    "config's, else auto). With a sandbox the policy is in confined mode.",
 )
 @click.option("--allow", multiple=True, metavar="RULE", help="An allow rule (repeatable).")
 @click.option("--deny", multiple=True, metavar="RULE", help="A deny rule (repeatable).")
@@ -124,6 +142,7 @@ def policy_check(
     cwd: Path | None,
     read_only: bool,
     config_file: Path | None,
+    sandbox: str | None,
     allow: tuple[str, ...],
     deny: tuple[str, ...],
     ask: tuple[str, ...],
@@ -132,20 +151,32 @@ def policy_check(
 ) -> int:
     """Print whether COMMAND would run unasked (allow), need approval (ask) or be denied.
 
-    Each simple command, and each command a wrapper or `sh -c` runs, is listed
-    with its verdict and the rule or program model that decided it. Exit code:
-    0 allow, 1 ask or deny, 2 bad usage.
+    The policy is built as `prism run` builds it: from ./prism.toml (or
+    --config), in confined mode when the sandbox setting gives a working
+    sandbox, else proved-safe only; the mode is printed. An allowed command
+    lists the argv vectors Prism would run (rebuilt from what was proved), or
+    says it runs as written inside the sandbox. Each simple command, and each
+    command a wrapper or `sh -c` runs, is listed with its verdict and the rule
+    or program model that decided it. Exit code: 0 allow, 1 ask or deny, 2 bad
+    usage.
     """
+    import attrs
+
     from prism.coding.security import CommandRules, explain_command
 
+    from ._cmd_run import read_config
+    from ._runner import _sandbox
+    from ._trio import run_trio
+
+    loaded = read_config(config_file)
+    if sandbox is not None:
+        setting = cast("SandboxSetting", sandbox)
+        loaded = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, sandbox=setting))
     root_list = [str(r) for r in roots]
-    rules = CommandRules(allow=allow, deny=deny, ask=ask)
     readable_list = [os.path.abspath(p) for p in readable]
     protected: tuple[str, ...] = ()
-    if config_file is not None:
-        from ._config import load_config
-
-        loaded = load_config(config_file)
+    rules = CommandRules(allow=allow, deny=deny, ask=ask)
+    if loaded.found:
         root_list = root_list or list(loaded.workspace.roots)
         read_only = read_only or loaded.workspace.read_only
         rules = CommandRules(
@@ -156,17 +187,23 @@ def policy_check(
         )
         readable_list += loaded.workspace.readable
         protected = loaded.workspace.protected_paths
+    root_list = root_list or [os.getcwd()]
+    loaded = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, roots=tuple(root_list)))
+    backend, label = run_trio(lambda: _sandbox(loaded))
+    confines = backend is not None and getattr(backend, "confines", True) is True
+    mode = f"confined ({label})" if confines else "proved-safe"
     explanation = explain_command(
         command,
-        roots=root_list or [os.getcwd()],
+        roots=root_list,
         cwd=str(cwd) if cwd is not None else None,
         read_only=read_only,
         command_rules=rules,
         readable=readable_list,
         protected_paths=protected,
+        sandbox=backend,
     )
     if json_mode:
-        emit_json(explanation.to_json())
+        emit_json({**explanation.to_json(), "mode": mode})
     else:
-        _render_explanation(explanation)
+        _render_explanation(explanation, mode)
     return 0 if explanation.outcome == "allow" else 1

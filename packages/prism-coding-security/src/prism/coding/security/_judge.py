@@ -22,7 +22,7 @@ from ._commands import (
     rough_segments,
 )
 from ._paths import Roots
-from ._programs import Inner, Use, describe, harmless_assignment
+from ._programs import CANNOT_RUN_PROGRAMS, Inner, Use, describe, harmless_assignment
 from ._protected import ProtectedPaths
 from ._proved import ProvedCommand, ProvedRedirect, emit, git_environment
 from ._rules import (
@@ -46,6 +46,10 @@ _HARMLESS_READS = _HARMLESS_WRITES | {
     "/dev/stdin", "/dev/fd/0", "/dev/zero", "/dev/urandom", "/dev/random"
 }  # fmt: skip
 _DESTRUCTIVE = frozenset({"rm", "chmod", "chown", "chgrp"})
+# wrappers that pass their environment on unchanged to the command they run
+_ENVIRONMENT_KEEPING = frozenset(
+    {"nice", "nohup", "timeout", "stdbuf", "ionice", "setsid", "command", "builtin"}
+)
 _DEVICE_WRITERS = frozenset(
     {
         "dd",
@@ -116,6 +120,8 @@ class CommandExplanation:
             proved words (each single-quoted), not the text as written.
         argvs: for a line that is allowed, every argv it runs, in order (``cd``
             included), as proved.
+        confined: allowed only because a sandbox confines it (confined mode): it
+            runs as written, inside the sandbox, and ``execute`` is None.
     """
 
     command: str
@@ -125,6 +131,7 @@ class CommandExplanation:
     commands: tuple[CommandCheck, ...] = ()
     execute: str | None = None
     argvs: tuple[tuple[str, ...], ...] = ()
+    confined: bool = False
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -138,6 +145,8 @@ class CommandExplanation:
         if self.execute is not None:
             out["execute"] = self.execute
             out["argvs"] = [list(a) for a in self.argvs]
+        if self.confined:
+            out["confined"] = True
         return out
 
 
@@ -289,7 +298,17 @@ class _Judge:
             return None
         if form.argv[:1] == ("cd",):
             return self.cd(index, form)
-        if any(c.program == "git" for c in mine):
+        gits = [c for c in mine if c.program == "git"]
+        if gits:
+            # the forced configuration travels in the environment: every layer above git
+            # must pass it on (`env -i`, `env -u`, `exec -c` would drop it)
+            above = {c.program for c in mine if c.depth < max(g.depth for g in gits)}
+            if not above <= _ENVIRONMENT_KEEPING:
+                self.add(form.argv, "ask", "git runs under a wrapper that may change its "
+                         "environment, so its forced configuration might not reach it",
+                         "grammar", 0)  # fmt: skip
+                self.proved[index] = None
+                return None
             form = attrs.evolve(form, assignments=git_environment() + form.assignments)
         self.proved[index] = form
         return None
@@ -578,6 +597,11 @@ class _Judge:
                 shown, "ask", "commands are nested too deeply to inspect", "parse", depth
             )
         if argv[0] is None:
+            if self.rules.deny:
+                # it could be any program, a denied one included: confined mode asks
+                return self.add(shown, "ask", "the command name is computed at run time "
+                                f"({dynamic_reason}), and a deny rule could match it",
+                                "dynamic-deny", depth)  # fmt: skip
             return self.add(
                 shown,
                 "ask",
@@ -593,6 +617,10 @@ class _Judge:
             )
         if self.rules.defaults and self.structural(argv, norm, depth, shown):
             return "deny"
+        if None in argv and self.rules.deny and self.may_run_denied(norm):
+            self.add(shown, "ask", f"{norm.program} gets a word computed at run time "
+                     f"({dynamic_reason}), and a deny rule could match what it then runs",
+                     "dynamic-deny", depth)  # fmt: skip
         use = describe(argv)
         try:
             return self.layer(use, norm, shown, depth, dynamic_reason)
@@ -601,6 +629,17 @@ class _Judge:
             # reach them; each adds its own check, and the line's outcome is the worst
             for inner in use.inner:
                 self.inner(inner, depth + 1)
+
+    def may_run_denied(self, norm: NormalizedArgv) -> bool:
+        """Whether a computed word could make this command one a deny rule matches.
+
+        True when a deny rule names this program, or when the program can start
+        another one from its arguments (wrappers, shells, ``eval``, ``find``,
+        ``git``, ``sed``, ``awk``, interpreters, anything outside the safe set).
+        """
+        if norm.program not in CANNOT_RUN_PROGRAMS:
+            return True
+        return self.rules.names("deny", norm.program)
 
     def layer(
         self,

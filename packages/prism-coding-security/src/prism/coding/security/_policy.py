@@ -310,40 +310,38 @@ class _CodingApprovalPolicy:
             "rule": explanation.rule,
             "commands": [c.to_json() for c in explanation.commands],
         }
-        outcome = explanation.outcome
+        if self.sandbox is not None:
+            details["sandbox"] = self.sandbox_name
+            details["mode"] = "confined" if self._confines() else "proved-safe"
         reason = f"command {command!r}: {explanation.reason}"
-        if outcome == "allow" and explanation.execute is not None:
+        if explanation.execute is not None:
             details["proved"] = True
             details["execute"] = explanation.execute
-            if self.sandbox is not None:
-                details["sandbox"] = self.sandbox_name
+            details["argvs"] = [list(a) for a in explanation.argvs]
             return CommandVerdict(
                 outcome="allow", reason=reason, details=details, execute=explanation.execute
             )
-        if self.sandbox is not None:
-            details["sandbox"] = self.sandbox_name
-            # a backend that cannot keep protected paths (Landlock) leaves the policy
-            # in proved-safe mode: what is not proved safe asks, as without a sandbox
-            confines = getattr(self.sandbox, "confines", True) is True
-            details["mode"] = "confined" if confines else "proved-safe"
-            if outcome == "ask" and confines:
-                blocking = [c for c in explanation.commands
-                            if c.verdict == "ask" and not _confinable(c.rule)]  # fmt: skip
-                if not blocking:
-                    details["confined"] = True
-                    return CommandVerdict(
-                        outcome="allow",
-                        reason=f"command {command!r} runs confined in the {self.sandbox_name} "
-                        f"sandbox (not proved safe: {explanation.reason})",
-                        details=details,
-                    )
-                details["escalation"] = True
-                reason = (
-                    f"command {command!r} needs more than the sandbox allows: "
-                    f"{' '.join(blocking[0].argv)!r}: {blocking[0].reason}"
-                )
-                details["rule"] = blocking[0].rule
-        return CommandVerdict(outcome=outcome, reason=reason, details=details)
+        if explanation.confined:
+            details["confined"] = True
+            return CommandVerdict(
+                outcome="allow",
+                reason=f"command {command!r} runs confined in the {self.sandbox_name} "
+                f"sandbox ({explanation.reason})",
+                details=details,
+            )
+        if self._confines() and explanation.outcome == "ask":
+            details["escalation"] = True
+            details["rule"] = explanation.rule
+            reason = f"command {command!r} needs more than the sandbox allows: {explanation.reason}"
+        return CommandVerdict(outcome=explanation.outcome, reason=reason, details=details)
+
+    def _confines(self) -> bool:
+        """Whether the policy is in confined mode.
+
+        A backend that cannot keep protected paths (Landlock) leaves the policy in
+        proved-safe mode: what is not proved safe asks, as without a sandbox.
+        """
+        return self.sandbox is not None and getattr(self.sandbox, "confines", True) is True
 
     def explain(self, command: str, cwd: str, child_path: str | None = None) -> CommandExplanation:
         """Judge ``command`` run in ``cwd`` (a real directory) with ``PATH=child_path``.
@@ -352,7 +350,7 @@ class _CodingApprovalPolicy:
         environment); None means this process's own.
         """
         path = os.environ.get("PATH", "") if child_path is None else child_path
-        return judge_command(
+        explanation = judge_command(
             command,
             roots=self.roots,
             rules=self.rules,
@@ -362,6 +360,21 @@ class _CodingApprovalPolicy:
             readable=self.readable,
             shadow_dirs=_shadow_dirs(self.roots, path),
         )
+        if not self._confines() or explanation.outcome != "ask":
+            return explanation
+        blocking = [c for c in explanation.commands
+                    if c.verdict == "ask" and not _confinable(c.rule)]  # fmt: skip
+        if not blocking:
+            return attrs.evolve(
+                explanation,
+                outcome="allow",
+                confined=True,
+                reason=f"not proved safe: {explanation.reason}",
+            )
+        first = blocking[0]
+        return attrs.evolve(
+            explanation, reason=f"{' '.join(first.argv)!r}: {first.reason}", rule=first.rule
+        )
 
 
 # What a sandbox confines: a part that asks only for one of these runs confined unasked.
@@ -369,7 +382,7 @@ class _CodingApprovalPolicy:
 # outside the roots or to protected paths, read-only mode, the host's own ask rules.
 _CONFINABLE_RULES = frozenset(
     {"unknown-program", "path-qualified", "dynamic", "assignment", "function", "background",
-     "path:read", "write", "path_shadow"}
+     "path:read", "write", "path_shadow", "grammar"}
 )  # fmt: skip
 
 
@@ -548,12 +561,16 @@ def explain_command(
     command_rules: CommandRules | None = None,
     readable: Sequence[str] = (),
     protected_paths: Sequence[str] | None = None,
+    sandbox: SandboxBackend | None = None,
 ) -> CommandExplanation:
     """Why the coding policy built with the same options would allow, ask about or deny ``command``.
 
     ``cwd`` defaults to the first root. The result lists every simple command
     (and every layer a wrapper or ``sh -c`` runs) with its verdict, reason and
-    the rule or model that decided it; ``prism policy check`` prints it.
+    the rule or model that decided it; ``prism policy check`` prints it. An
+    allowed line carries what would run: ``execute`` and ``argvs`` (rebuilt
+    from what was proved), or ``confined`` (with ``sandbox``, the policy's
+    confined mode: it runs as written, inside the sandbox).
 
     Raises:
         ConfigurationError: as :func:`create_coding_approval_policy`, or ``cwd``
@@ -561,7 +578,16 @@ def explain_command(
     """
     owner = "explain_command"
     policy = _build(
-        roots, None, read_only, command_rules, 300.0, True, readable, protected_paths, owner=owner
+        roots,
+        None,
+        read_only,
+        command_rules,
+        300.0,
+        True,
+        readable,
+        protected_paths,
+        sandbox,
+        owner=owner,
     )
     string(non_empty=False).check(owner, "command", command)
     where = policy.roots.paths[0] if cwd is None else os.path.realpath(os.fspath(cwd))

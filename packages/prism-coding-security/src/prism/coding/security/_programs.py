@@ -17,12 +17,43 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ._argv import Grammar, ParsedArgs, grammar, parse_args
+from ._argv import ParsedArgs, parse_args
+from ._grammars import (
+    BASH_LIKE,
+    BUILTIN_TEXT,
+    ENV_GRAMMAR,
+    FIND_EXEC,
+    FIND_FLAGS,
+    FIND_READ_VALUES,
+    FIND_TESTS_WITH_VALUE,
+    GIT_CONFIG_READ,
+    GIT_GLOBAL,
+    GIT_SUBCOMMANDS,
+    HARMLESS_VARIABLES,
+    NO_OPERANDS,
+    OPAQUE_WRAPPERS,
+    PROGRAM_GRAMMARS,
+    READ_OPERANDS,
+    RULE_GRAMMARS,
+    SHELLS,
+    SIMPLE_WRAPPERS,
+    TEXT_OPERANDS,
+    TRANSPARENT,
+    VERSION_QUERY,
+    WRAPPERS,
+)
+from ._languages import (
+    awk_program_unsafe,
+    builtin_test_unsafe,
+    jq_filter_unsafe,
+    sed_script_unsafe,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "CANNOT_RUN_PROGRAMS",
     "SAFE_PROGRAMS",
     "SHELLS",
     "WRAPPERS",
@@ -73,533 +104,13 @@ def _allow(name: str, reason: str = "", *, reads: tuple[str, ...] = ()) -> Use:
     )
 
 
-# -- option grammars -------------------------------------------------------------------
-
-_COLOR = "--color=?|--colour=?"
-_G: dict[str, Grammar] = {
-    "ls": grammar(
-        "-a|--all -A|--almost-all --author -b|--escape --block-size= -B|--ignore-backups -c -C"
-        " " + _COLOR + " -d|--directory -D|--dired -f -F|--classify=? --file-type --format="
-        " --full-time -g --group-directories-first -G|--no-group -h|--human-readable --si"
-        " -H|--dereference-command-line --dereference-command-line-symlink-to-dir --hide="
-        " --hyperlink=? --indicator-style= -i|--inode -I|--ignore= -k|--kibibytes -l -m"
-        " -n|--numeric-uid-gid -N|--literal -o -p -q|--hide-control-chars --show-control-chars"
-        " -Q|--quote-name --quoting-style= -r|--reverse -R|--recursive -s|--size -S --sort="
-        " --time= --time-style= -t -T|--tabsize= -u -U -v -w|--width= -x -X -Z|--context"
-        " --zero -1 x:-L|--dereference"
-    ),
-    "cat": grammar(
-        "-A|--show-all -b|--number-nonblank -e -E|--show-ends -n|--number -s|--squeeze-blank"
-        " -t -T|--show-tabs -u -v|--show-nonprinting"
-    ),
-    "head": grammar(
-        "-c|--bytes= -n|--lines= -q|--quiet|--silent -v|--verbose -z|--zero-terminated",
-        numeric=True,
-    ),
-    "tail": grammar(
-        "-c|--bytes= -f|--follow=? -F -n|--lines= --max-unchanged-stats= --pid= --retry"
-        " -q|--quiet|--silent -s|--sleep-interval= -v|--verbose -z|--zero-terminated",
-        numeric=True,
-    ),
-    "wc": grammar(
-        "-c|--bytes -m|--chars -l|--lines -L|--max-line-length -w|--words --total= x:--files0-from="
-    ),
-    "grep": grammar(
-        "-E|--extended-regexp -F|--fixed-strings -G|--basic-regexp -P|--perl-regexp"
-        " -e|--regexp= r:-f|--file= -i|--ignore-case --no-ignore-case -y -v|--invert-match"
-        " -w|--word-regexp -x|--line-regexp -c|--count " + _COLOR + " -L|--files-without-match"
-        " -l|--files-with-matches -m|--max-count= -o|--only-matching -q|--quiet|--silent"
-        " -s|--no-messages -b|--byte-offset -H|--with-filename -h|--no-filename --label="
-        " -n|--line-number --line-buffered -T|--initial-tab -Z|--null -A|--after-context="
-        " -B|--before-context= -C|--context= --group-separator= --no-group-separator -a|--text"
-        " --binary-files= -D|--devices= -d|--directories= --exclude= r:--exclude-from="
-        " --exclude-dir= -I --include= -r|--recursive -U|--binary -z|--null-data"
-        " x:-R|--dereference-recursive",
-        numeric=True,
-    ),
-    "rg": grammar(
-        "-e|--regexp= r:-f|--file= -i|--ignore-case -S|--smart-case -s|--case-sensitive"
-        " -v|--invert-match -w|--word-regexp -x|--line-regexp -F|--fixed-strings -c|--count"
-        " --count-matches -l|--files-with-matches --files-without-match -o|--only-matching"
-        " -q|--quiet -n|--line-number -N|--no-line-number -H|--with-filename -I|--no-filename"
-        " -A|--after-context= -B|--before-context= -C|--context= -m|--max-count="
-        " -g|--glob= --iglob= -t|--type= -T|--type-not= --type-list -u|--unrestricted"
-        " --hidden --no-hidden --no-ignore --no-ignore-vcs --no-ignore-dot --no-ignore-parent"
-        " --no-ignore-global --no-ignore-exclude --no-ignore-files --files -d|--max-depth="
-        " --maxdepth= --max-filesize= --color= --colors= --no-heading --heading --column"
-        " --no-column --vimgrep --json --stats -p|--pretty -0|--null -U|--multiline"
-        " --multiline-dotall -P|--pcre2 --engine= -a|--text --binary --sort= --sortr="
-        " -M|--max-columns= --max-columns-preview --trim -b|--byte-offset -r|--replace="
-        " --passthru --no-messages --no-config -j|--threads= --debug --one-file-system"
-        " --crlf --null-data --line-buffered --block-buffered --path-separator="
-        " --field-match-separator="
-        " --field-context-separator= --include-zero --no-require-git -E|--encoding="
-        " x:--pre= x:--pre-glob= x:-z|--search-zip x:-L|--follow x:--ignore-file="
-    ),
-    "echo": grammar("-n -e -E", permute=False),
-    "pwd": grammar("-L|--logical -P|--physical"),
-    "stat": grammar(
-        "-L|--dereference -f|--file-system -c|--format= --printf= -t|--terse --cached="
-    ),
-    "file": grammar(
-        "-b|--brief -i|--mime --mime-type --mime-encoding -L|--dereference -h|--no-dereference"
-        " -z|--uncompress -Z|--uncompress-noreport -k|--keep-going -r|--raw -s|--special-files"
-        " -N|--no-pad -0|--print0 -p|--preserve-date -e|--exclude= -E --extension --apple"
-        " -l|--list -S|--no-sandbox -F|--separator= -P|--parameter="
-        " x:-m|--magic-file= x:-f|--files-from= x:-C|--compile"
-    ),
-    "du": grammar(
-        "-0|--null -a|--all --apparent-size -B|--block-size= -b|--bytes -c|--total"
-        " -D|--dereference-args -d|--max-depth= -H -h|--human-readable --inodes -k -l|--count-links"
-        " -m -P|--no-dereference -S|--separate-dirs --si -s|--summarize -t|--threshold="
-        " --time=? --time-style= -x|--one-file-system --exclude= r:-X|--exclude-from="
-        " x:--files0-from= x:-L|--dereference"
-    ),
-    "df": grammar(
-        "-a|--all -B|--block-size= -h|--human-readable -H|--si -i|--inodes -k -l|--local"
-        " --no-sync --sync --output=? -P|--portability --total -t|--type= -T|--print-type"
-        " -x|--exclude-type="
-    ),
-    "diff": grammar(
-        "--normal -q|--brief -s|--report-identical-files -c -C|--context=? -u -U|--unified=?"
-        " -e|--ed -n|--rcs -y|--side-by-side -W|--width= --left-column --suppress-common-lines"
-        " -p|--show-c-function -F|--show-function-line= --label= -t|--expand-tabs -T|--initial-tab"
-        " --tabsize= --suppress-blank-empty -l|--paginate x:-r|--recursive --no-dereference"
-        " -N|--new-file --unidirectional-new-file --ignore-file-name-case"
-        " --no-ignore-file-name-case -x|--exclude= r:-X|--exclude-from= -S|--starting-file="
-        " r:--from-file= r:--to-file= -i|--ignore-case -E|--ignore-tab-expansion"
-        " -Z|--ignore-trailing-space -b|--ignore-space-change -w|--ignore-all-space"
-        " -B|--ignore-blank-lines -I|--ignore-matching-lines= -a|--text --strip-trailing-cr"
-        " -D|--ifdef= --GTYPE-group-format= --line-format= --LTYPE-line-format="
-        " -d|--minimal --horizon-lines= --speed-large-files " + _COLOR + " --palette=",
-        numeric=True,
-    ),
-    "cmp": grammar(
-        "-b|--print-bytes -i|--ignore-initial= -l|--verbose -n|--bytes= -s|--quiet|--silent"
-    ),
-    "sort": grammar(
-        "-b|--ignore-leading-blanks -d|--dictionary-order -f|--ignore-case"
-        " -g|--general-numeric-sort"
-        " -i|--ignore-nonprinting -M|--month-sort -h|--human-numeric-sort -n|--numeric-sort"
-        " -R|--random-sort r:--random-source= -r|--reverse --sort= -V|--version-sort"
-        " --batch-size= -c|--check=? -C -k|--key= -m|--merge -s|--stable -S|--buffer-size="
-        " -t|--field-separator= -u|--unique -z|--zero-terminated --parallel= --debug"
-        " x:--files0-from= w:-o|--output= x:-T|--temporary-directory= x:--compress-program="
-    ),
-    "uniq": grammar(
-        "-c|--count -d|--repeated -D --all-repeated=? -f|--skip-fields= --group=?"
-        " -i|--ignore-case -s|--skip-chars= -u|--unique -z|--zero-terminated -w|--check-chars="
-    ),
-    "cut": grammar(
-        "-b|--bytes= -c|--characters= -d|--delimiter= -f|--fields= -n --complement"
-        " -s|--only-delimited --output-delimiter= -z|--zero-terminated"
-    ),
-    "tr": grammar("-c|-C|--complement -d|--delete -s|--squeeze-repeats -t|--truncate-set1"),
-    "nl": grammar(
-        "-b|--body-numbering= -d|--section-delimiter= -f|--footer-numbering="
-        " -h|--header-numbering= -i|--line-increment= -l|--join-blank-lines= -n|--number-format="
-        " -p|--no-renumber -s|--number-separator= -v|--starting-line-number= -w|--number-width="
-    ),
-    "od": grammar(
-        "-A|--address-radix= --endian= -j|--skip-bytes= -N|--read-bytes= -S|--strings=?"
-        " -t|--format= -v|--output-duplicates -w|--width=? --traditional -a -b -c -d -f -i -l -o"
-        " -s -x"
-    ),
-    "hexdump": grammar("-b -c -C -d -o -x -e= r:-f= -n= -s= -v -L=?"),
-    "xxd": grammar(
-        "-a|-autoskip -b|-bits -C|-capitalize -c|-cols= -E|-EBCDIC -e -g|-groupsize="
-        " -i|-include -l|-len= -n|-name= -o|-offset= -p|-ps|-postscript|-plain -r|-revert"
-        " -d -s|-seek= -u -R="
-    ),
-    "sum": grammar(
-        "-b|--binary x:-c|--check -t|--text --tag --untagged -z|--zero --ignore-missing --quiet"
-        " --status --strict -w|--warn -l|--length= -a|--algorithm= --base64 --raw"
-    ),
-    "basename": grammar("-a|--multiple -s|--suffix= -z|--zero"),
-    "dirname": grammar("-z|--zero"),
-    "realpath": grammar(
-        "-e|--canonicalize-existing -m|--canonicalize-missing -L|--logical -P|--physical"
-        " -q|--quiet --relative-to= --relative-base= -s|--strip|--no-symlinks -z|--zero"
-    ),
-    "readlink": grammar(
-        "-f|--canonicalize -e|--canonicalize-existing -m|--canonicalize-missing"
-        " -n|--no-newline -q|--quiet -s|--silent -v|--verbose -z|--zero"
-    ),
-    "tree": grammar(
-        "-a -d -f -i -q -N -Q -p -u -g -s -h --si --du -D --timefmt= -F -C -n -A -S -v -t -c -U -r"
-        " --dirsfirst --filesfirst -L= -P= -I= --gitignore --matchdirs --ignore-case --noreport"
-        " --prune --charset= --filelimit= --sort= -J -X --inodes --device -x"
-        " x:-l x:-o= x:-R x:-H= x:--fromfile"
-    ),
-    "column": grammar(
-        "-c|--output-width= -d|--table-noheadings -e|--table-header-repeat -H|--table-hide="
-        " -J|--json -L|--keep-empty-lines -l|--table-columns-limit= -N|--table-columns="
-        " -n|--table-name= -O|--table-order= -o|--output-separator= -R|--table-right="
-        " -r|--tree= -i|--tree-id= -p|--tree-parent= -s|--separator= -t|--table"
-        " -T|--table-truncate= -W|--table-wrap= -x|--fillrows"
-    ),
-    "comm": grammar(
-        "-1 -2 -3 --check-order --nocheck-order --output-delimiter= --total -z|--zero-terminated"
-    ),
-    "join": grammar(
-        "-a= -e= -i|--ignore-case -j= -o= -t= -v= -1= -2= --check-order --nocheck-order"
-        " --header -z|--zero-terminated"
-    ),
-    "paste": grammar("-d|--delimiters= -s|--serial -z|--zero-terminated"),
-    "fold": grammar("-b|--bytes -s|--spaces -w|--width="),
-    "rev": grammar("-0|--zero"),
-    "tac": grammar("-b|--before -r|--regex -s|--separator="),
-    "seq": grammar("-f|--format= -s|--separator= -w|--equal-width", permute=False),
-    "sleep": grammar(""),
-    "true": grammar("", permute=False),
-    "date": grammar(
-        "-d|--date= --debug r:-f|--file= -I|--iso-8601=? --resolution -R|--rfc-email"
-        " --rfc-3339= r:-r|--reference= -u|--utc|--universal x:-s|--set="
-    ),
-    "uname": grammar(
-        "-a|--all -s|--kernel-name -n|--nodename -r|--kernel-release -v|--kernel-version"
-        " -m|--machine -p|--processor -i|--hardware-platform -o|--operating-system"
-    ),
-    "whoami": grammar(""),
-    "id": grammar("-a -Z|--context -g|--group -G|--groups -n|--name -r|--real -u|--user -z|--zero"),
-    "hostname": grammar(
-        "-a|--alias -A|--all-fqdns -d|--domain -f|--fqdn|--long -i|--ip-address"
-        " -I|--all-ip-addresses -s|--short -y|--yp|--nis"
-    ),
-    "nproc": grammar("--all --ignore="),
-    "which": grammar("-a -s"),
-    "jq": grammar(
-        "-n|--null-input -R|--raw-input -s|--slurp -c|--compact-output -r|--raw-output"
-        " -j|--join-output -a|--ascii-output -S|--sort-keys -C|--color-output"
-        " -M|--monochrome-output --tab --indent= --unbuffered --stream --stream-errors --seq"
-        " -e|--exit-status x:--arg= x:--argjson= --args --jsonargs -0|--nul-output --raw-output0"
-        " x:-f|--from-file= x:-L= x:--slurpfile= x:--rawfile="
-    ),
-    "sed": grammar(
-        "-n|--quiet|--silent --debug -e|--expression= -E|-r|--regexp-extended -s|--separate"
-        " --posix -u|--unbuffered -z|--null-data -l|--line-length= --sandbox"
-        " -b|--binary --follow-symlinks x:-f|--file= w:-i|--in-place=?"
-    ),
-    "awk": grammar(
-        "-F|--field-separator= -v|--assign= -e|--source= -b|--characters-as-bytes"
-        " -c|--traditional -P|--posix -s|--no-optimize -O|--optimize -S|--sandbox"
-        " -N|--use-lc-numeric -n|--non-decimal-data -t|--lint-old"
-        " x:-f|--file= x:-i|--include= x:-l|--load= x:-E|--exec= x:-d|--dump-variables=?"
-        " x:-D|--debug=? x:-p|--profile=? x:-o|--pretty-print=? x:-L|--lint=? x:-M|--bignum",
-        permute=False,
-    ),
-    "cd": grammar("-L -P -e -@", permute=False),
-    "mkdir": grammar("-p|--parents -v|--verbose -m|--mode= -Z --context=?"),
-    "touch": grammar(
-        "-a -c|--no-create -d|--date= -f -h|--no-dereference -m r:-r|--reference= -t= --time="
-    ),
-    "tee": grammar("-a|--append -i|--ignore-interrupts -p --output-error=?"),
-    "cp": grammar(
-        "-i|--interactive -n|--no-clobber -f|--force -p --preserve=? --no-preserve= -v|--verbose"
-        " -u|--update=? --attributes-only --debug -T|--no-target-directory -b --backup=?"
-        " -S|--suffix= --strip-trailing-slashes --sparse= --reflink=?"
-        " x:-r|-R|--recursive x:-a|--archive x:-d x:-l|--link x:-s|--symbolic-link"
-        " x:-L|--dereference x:-P|--no-dereference x:-H x:-x|--one-file-system x:--parents"
-        " x:-t|--target-directory= x:--remove-destination x:--copy-contents"
-        " x:--keep-directory-symlink"
-    ),
-    "mv": grammar(
-        "-i|--interactive -n|--no-clobber -f|--force -v|--verbose -u|--update=? -b --backup=?"
-        " -S|--suffix= -T|--no-target-directory --strip-trailing-slashes --debug"
-        " --no-copy --exchange x:-t|--target-directory="
-    ),
-}
-_G["egrep"] = _G["fgrep"] = _G["grep"]
-for _alg in (
-    "md5sum",
-    "sha1sum",
-    "sha224sum",
-    "sha256sum",
-    "sha384sum",
-    "sha512sum",
-    "b2sum",
-    "cksum",
-):
-    _G[_alg] = _G["sum"]
-_G["false"] = _G["true"]
-_G["gawk"] = _G["mawk"] = _G["nawk"] = _G["awk"]
-
-# -- git ---------------------------------------------------------------------------------
-
-_GIT_GLOBAL = grammar(
-    "c:-C= -p|--paginate -P|--no-pager --no-replace-objects --literal-pathspecs"
-    " --glob-pathspecs --noglob-pathspecs --icase-pathspecs --no-optional-locks"
-    " --no-advice --version"
-    " x:-c= x:--config-env= x:--exec-path=? x:--git-dir= x:--work-tree= x:--namespace= x:--bare"
-    " x:--super-prefix= x:--html-path x:--man-path x:--info-path x:--list-cmds= x:--help",
-    permute=False,
-)
-_DIFF_OPTS = (
-    "-p|-u|--patch -s|--no-patch -U|--unified= --output-indicator-new= --output-indicator-old="
-    " --output-indicator-context= --raw --patch-with-raw -t --indent-heuristic"
-    " --no-indent-heuristic --minimal --patience --histogram --anchored= --diff-algorithm="
-    " --stat=? --compact-summary --numstat --shortstat -X|--dirstat=? --cumulative"
-    " --dirstat-by-file=? --summary --patch-with-stat -z --name-only --name-status --submodule=?"
-    " " + _COLOR + " --no-color --color-moved=? --no-color-moved --color-moved-ws="
-    " --no-color-moved-ws --word-diff=? --word-diff-regex= --color-words=? --no-renames"
-    " --rename-empty --no-rename-empty --check --ws-error-highlight= --full-index --binary"
-    " --abbrev=? -B|--break-rewrites=? -M|--find-renames=? -C|--find-copies=?"
-    " --find-copies-harder -D|--irreversible-delete -l= --diff-filter= -S= -G= --find-object="
-    " --pickaxe-all --pickaxe-regex -R --relative=? --no-relative -a|--text"
-    " --ignore-cr-at-eol --ignore-space-at-eol -b|--ignore-space-change -w|--ignore-all-space"
-    " --ignore-blank-lines -I|--ignore-matching-lines= --inter-hunk-context= -W|--function-context"
-    " --exit-code --quiet --no-ext-diff --textconv --no-textconv --ignore-submodules=?"
-    " --src-prefix= --dst-prefix= --no-prefix --default-prefix --line-prefix="
-    " --ita-invisible-in-index --ita-visible-in-index --cached --staged --merge-base"
-    " -1|--base -2|--ours -3|--theirs -0 --no-index"
-    " x:--output= x:--ext-diff r:-O="
-)
-_LOG_OPTS = (
-    " --follow --no-decorate --decorate=? --decorate-refs= --decorate-refs-exclude="
-    " --source --clear-decorations --use-mailmap --mailmap --no-use-mailmap --no-mailmap"
-    " --full-diff --log-size -L= -n|--max-count= --skip= --since= --after= --since-as-filter="
-    " --until= --before= --author= --committer= --grep-reflog= --grep= --all-match"
-    " --invert-grep -i|--regexp-ignore-case --basic-regexp -E|--extended-regexp"
-    " -F|--fixed-strings -P|--perl-regexp --remove-empty --merges --no-merges --min-parents="
-    " --max-parents= --no-min-parents --no-max-parents --first-parent --exclude-first-parent-only"
-    " --not --all --branches=? --tags=? --remotes=? --glob= --exclude= --reflog --alternate-refs"
-    " --single-worktree --ignore-missing --bisect --stdin --cherry-mark --cherry-pick"
-    " --left-only --right-only --cherry -g|--walk-reflogs --merge --boundary"
-    " --simplify-by-decoration"
-    " --show-pulls --full-history --dense --sparse --simplify-merges --ancestry-path=?"
-    " --date-order --author-date-order --topo-order --reverse --no-walk=? --do-walk"
-    " --pretty=? --format= --abbrev-commit --no-abbrev-commit --oneline --encoding="
-    " --expand-tabs=? --no-expand-tabs --notes=? --no-notes --show-notes=? --standard-notes"
-    " --no-standard-notes x:--show-signature --relative-date --date= --parents --children"
-    " --left-right --graph --show-linear-break=? -c --cc --dd -m --diff-merges= --no-diff-merges"
-    " --combined-all-paths -r -t --count --objects --objects-edge --unpacked --timestamp"
-    " --no-walk --in-commit-order --stat-width= --stat-name-width= --stat-count= --max-age="
-    " --min-age="
-)
-_GIT_GREP = grammar(
-    "--cached --untracked --no-index --no-exclude-standard --exclude-standard --recurse-submodules"
-    " -a|--text --textconv --no-textconv -i|--ignore-case -I --max-depth= -r|--recursive"
-    " --no-recursive -w|--word-regexp -v|--invert-match -h -H --full-name -E|--extended-regexp"
-    " -G|--basic-regexp -P|--perl-regexp -F|--fixed-strings -n|--line-number --column"
-    " -l|--files-with-matches --name-only -L|--files-without-match -z|--null -o|--only-matching"
-    " -c|--count " + _COLOR + " --no-color --break --heading -p|--show-function"
-    " -A|--after-context= -B|--before-context= -C|--context= -W|--function-context"
-    " -m|--max-count= --threads= -e= --and --or --not --all-match -q|--quiet r:-f="
-    " x:-O|--open-files-in-pager=?",
-    numeric=True,
-)
-_GIT: dict[str, Grammar] = {
-    "status": grammar(
-        "-s|--short -b|--branch --show-stash --porcelain=? --long -v|--verbose"
-        " -u|--untracked-files=? --ignore-submodules=? --ignored=? -z --column=? --no-column"
-        " --ahead-behind --no-ahead-behind --renames --no-renames --find-renames=?"
-    ),
-    "diff": grammar(_DIFF_OPTS),
-    "log": grammar(_DIFF_OPTS + _LOG_OPTS, numeric=True),
-    "show": grammar(_DIFF_OPTS + _LOG_OPTS, numeric=True),
-    "shortlog": grammar(
-        "-n|--numbered -s|--summary -e|--email --format=? --date= --group= -c|--committer"
-        " -w=? " + _LOG_OPTS
-    ),
-    "whatchanged": grammar(_DIFF_OPTS + _LOG_OPTS, numeric=True),
-    "rev-list": grammar(_LOG_OPTS + " --quiet --disk-usage=? --header --abbrev=?", numeric=True),
-    "branch": grammar(
-        "-a|--all -r|--remotes -v|-vv|--verbose -l|--list --show-current --contains=?"
-        " --no-contains=? --merged=? --no-merged=? --sort= --format= " + _COLOR + " --no-color"
-        " --column=? --no-column --points-at= -i|--ignore-case --abbrev=? --no-abbrev -q|--quiet"
-    ),
-    "tag": grammar(
-        "-l|--list -n= --sort= --format= --contains=? --no-contains=? --points-at=? --merged=?"
-        " --no-merged=? -i|--ignore-case --column=? --no-column " + _COLOR
-    ),
-    "rev-parse": grammar(
-        "--show-toplevel --git-dir --git-common-dir --absolute-git-dir --abbrev-ref=? --short=?"
-        " --verify -q|--quiet --is-inside-work-tree --is-inside-git-dir --is-bare-repository"
-        " --is-shallow-repository --show-prefix --show-cdup --symbolic --symbolic-full-name --sq"
-        " --all --branches=? --tags=? --remotes=? --glob= --default= --revs-only --no-revs"
-        " --flags --no-flags --path-format= --show-superproject-working-tree"
-        " --show-object-format=? --show-ref-format --local-env-vars --since= --until= --not"
-        " --git-path= --resolve-git-dir= --shared-index-path"
-    ),
-    "ls-files": grammar(
-        "-c|--cached -d|--deleted -m|--modified -o|--others -i|--ignored -s|--stage"
-        " -u|--unmerged -k|--killed -z -t -v -f --directory --no-empty-directory --eol"
-        " --full-name --recurse-submodules --error-unmatch --exclude-standard --deduplicate"
-        " --sparse -x|--exclude= r:-X|--exclude-from= --exclude-per-directory= --abbrev=?"
-        " --format= --debug --resolve-undo --with-tree="
-    ),
-    "ls-tree": grammar(
-        "-d -r -t -l|--long -z --name-only --name-status --object-only --full-name --full-tree"
-        " --abbrev=? --format="
-    ),
-    "blame": grammar(
-        "-b --root --show-stats -L= -l -t r:-S= --reverse= --first-parent -p|--porcelain"
-        " --line-porcelain --incremental --encoding= r:--contents= --date= --progress"
-        " --no-progress -M=? -C=? --ignore-rev= r:--ignore-revs-file= --color-lines"
-        " --color-by-age --minimal -s -e|--show-email -w -f|--show-name -n|--show-number -c"
-        " --abbrev=? --score-debug"
-    ),
-    "describe": grammar(
-        "--all --tags --contains --abbrev= --candidates= --exact-match --debug --long --match="
-        " --exclude= --always --first-parent x:--dirty=? x:--broken=?"
-    ),
-    "cat-file": grammar("-t -s -e -p --allow-unknown-type --mailmap --no-mailmap"),
-    "show-ref": grammar(
-        "--head --branches --tags -d|--dereference -s|--hash=? --abbrev=? --verify --exists"
-        " -q|--quiet"
-    ),
-    "for-each-ref": grammar(
-        "--count= --sort= --format= --points-at= --merged=? --no-merged=? --contains=?"
-        " --no-contains=? --ignore-case --omit-empty --exclude= -s|--shell -p|--perl --python --tcl"
-    ),
-    "merge-base": grammar("-a|--all --octopus --independent --is-ancestor --fork-point"),
-    "name-rev": grammar(
-        "--tags --refs= --exclude= --all --annotate-stdin --name-only --no-undefined --always"
-    ),
-    "count-objects": grammar("-v|--verbose -H|--human-readable"),
-    "grep": _GIT_GREP,
-}
-_GIT_CONFIG_READ = grammar(
-    "--get --get-all --get-regexp --get-urlmatch -l|--list --show-origin --show-scope"
-    " --name-only -z|--null --local --worktree r:-f|--file= r:--blob="
-    " --type= --bool --int --bool-or-int --path --expiry-date --default= --no-includes"
-    " --fixed-value --all --regexp= --value= --url= x:--global x:--system x:--includes"
-)
-
-# -- the safe set --------------------------------------------------------------------------
-
-SHELLS = frozenset(
-    {"sh", "bash", "dash", "ash", "rbash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh"}
-)
-_BASH_LIKE = frozenset({"sh", "bash", "dash", "ash", "rbash"})
-_VERSION_QUERY = frozenset(
-    {
-        "python",
-        "python3",
-        "node",
-        "npm",
-        "npx",
-        "pnpm",
-        "yarn",
-        "deno",
-        "bun",
-        "go",
-        "rustc",
-        "cargo",
-        "java",
-        "javac",
-        "gcc",
-        "g++",
-        "cc",
-        "clang",
-        "make",
-        "cmake",
-        "uv",
-        "pip",
-        "pip3",
-        "ruby",
-        "perl",
-        "php",
-        "git",
-        "docker",
-        "kubectl",
-        "terraform",
-        "pytest",
-        "ruff",
-        "mypy",
-        "tsc",
-        "bash",
-        "sh",
-        "zsh",
-        "jq",
-        "rg",
-        "grep",
-        "sed",
-        "awk",
-        "ls",
-        "cat",
-        "find",
-    }
-)
-
-_READ_OPERANDS = frozenset(
-    {
-        "ls",
-        "cat",
-        "wc",
-        "stat",
-        "file",
-        "du",
-        "cmp",
-        "tac",
-        "nl",
-        "od",
-        "hexdump",
-        "rev",
-        "fold",
-        "paste",
-        "comm",
-        "join",
-        "column",
-        "md5sum",
-        "sha1sum",
-        "sha224sum",
-        "sha256sum",
-        "sha384sum",
-        "sha512sum",
-        "b2sum",
-        "cksum",
-        "realpath",
-        "readlink",
-        "tree",
-        "head",
-        "tail",
-        "cut",
-        "sort",
-        "df",
-        "diff",
-    }
-)
-_TEXT_OPERANDS = frozenset(
-    {
-        "echo",
-        "basename",
-        "dirname",
-        "seq",
-        "sleep",
-        "true",
-        "false",
-        "which",
-        "uname",
-        "whoami",
-        "id",
-        "nproc",
-    }
-)
-_NO_OPERANDS = frozenset({"pwd", "hostname"})
-_BUILTIN_TEXT = frozenset({":", "test", "[", "type"})
-
-
 def model_args(name: str, args: tuple[str | None, ...]) -> ParsedArgs | None:
     """Parse ``args`` with ``name``'s grammar, for rule normalisation (None: no grammar)."""
-    found = _G.get(name) or _SIMPLE_WRAPPERS.get(name) or _RULE_GRAMMARS.get(name)
+    found = PROGRAM_GRAMMARS.get(name) or SIMPLE_WRAPPERS.get(name) or RULE_GRAMMARS.get(name)
     if found is None:
         return None
     parsed = parse_args(found, args)
     return None if parsed.error else parsed
-
-
-_RM = grammar(
-    "-f|--force -i -I --interactive=? --one-file-system --no-preserve-root --preserve-root=?"
-    " -r|-R|--recursive -d|--dir -v|--verbose"
-)
-_CHMOD = grammar(
-    "-c|--changes -f|--silent|--quiet -v|--verbose --no-preserve-root --preserve-root"
-    " --reference= -R|--recursive -h|--no-dereference --dereference -H -L -P --from="
-)
-
-
-_RULE_GRAMMARS: dict[str, Grammar] = {}
 
 
 def _options_use(
@@ -628,7 +139,7 @@ def _static(operands: tuple[str | None, ...]) -> list[str] | None:
 
 def _generic(name: str, args: Argv) -> Use:
     """A program of the safe set with a plain grammar and operand roles."""
-    parsed = parse_args(_G[name], args)
+    parsed = parse_args(PROGRAM_GRAMMARS[name], args)
     if parsed.error:
         return _ask(name, f"{name}: {parsed.error}")
     refused, reads, writes, _ = _options_use(name, parsed)
@@ -638,13 +149,13 @@ def _generic(name: str, args: Argv) -> Use:
     if operands is None:
         return _ask(name, f"{name}: an operand is computed at run time")
     writer = bool(writes)
-    if name in _READ_OPERANDS:
+    if name in READ_OPERANDS:
         reads += [o for o in operands if o != "-"]
         if name in ("diff", "cmp"):
             # a directory operand makes diff read (and follow links in) every file in it
             return Use(verdict="allow", reason=f"{name} is in the safe set", rule=f"model:{name}",
                        reads=tuple(reads), files_only=tuple(reads))  # fmt: skip
-    elif name in _NO_OPERANDS and operands:
+    elif name in NO_OPERANDS and operands:
         return _ask(name, f"{name} with operands changes something")
     elif name == "date" and any(not o.startswith("+") for o in operands):
         return _ask(name, "date with an operand that is not +FORMAT sets the clock")
@@ -670,8 +181,9 @@ def _generic(name: str, args: Argv) -> Use:
             return _ask(name, "jq --args/--jsonargs: which words are files depends on their order")
         if not operands:
             return _ask(name, "jq without a filter")
-        if _JQ_DANGER.search(operands[0]):
-            return _ask(name, f"jq filter {operands[0]!r} reads the environment or loads modules")
+        why = jq_filter_unsafe(operands[0])
+        if why is not None:
+            return _ask(name, f"jq filter {operands[0]!r}: {why}")
         reads += operands[1:]
     elif name in ("mkdir", "touch", "tee"):
         writes += operands
@@ -692,7 +204,7 @@ def _generic(name: str, args: Argv) -> Use:
             writer=True,
             files_only=tuple(sources),
         )
-    elif name not in _TEXT_OPERANDS:
+    elif name not in TEXT_OPERANDS:
         reads += operands
     return Use(
         verdict="allow",
@@ -704,61 +216,8 @@ def _generic(name: str, args: Argv) -> Use:
     )
 
 
-_SED_SIMPLE = re.compile(r"[0-9$,~!+ \t]*")
-
-
-def _sed_script_safe(script: str) -> str | None:
-    """None when a sed script only prints, deletes and substitutes, else why not."""
-    i = 0
-    n = len(script)
-    while i < n:
-        ch = script[i]
-        if ch in " \t\n;{}!,$0123456789~+":
-            i += 1
-            continue
-        if ch in "/\\":
-            delim = "/" if ch == "/" else (script[i + 1] if i + 1 < n else "")
-            i += 1 if ch == "/" else 2
-            while i < n and script[i] != delim:
-                i += 2 if script[i] == "\\" else 1
-            i += 1
-            while i < n and script[i] in "IM":
-                i += 1
-            continue
-        if ch in "pdDnNgGhHxlq=QzP":
-            i += 1
-            continue
-        if ch in "sy":
-            if i + 1 >= n:
-                return f"an incomplete {ch!r} command"
-            delim = script[i + 1]
-            if delim in "\\\n":
-                return f"an unusual {ch!r} delimiter"
-            i += 2
-            for _ in range(2):
-                while i < n and script[i] != delim:
-                    i += 2 if script[i] == "\\" else 1
-                i += 1
-            if ch == "s":
-                start = i
-                while i < n and script[i] not in ";\n}":
-                    i += 1
-                flags = script[start:i].strip()
-                if any(f not in "gpiImM0123456789" for f in flags):
-                    return f"the s flag(s) {flags!r} can run commands or write files"
-            continue
-        if ch in "bt:T":
-            while i < n and script[i] not in ";\n":
-                i += 1
-            continue
-        if ch in "aic":
-            return "a/i/c text commands are not modelled"
-        return f"the sed command {ch!r} can run commands, read or write files"
-    return None
-
-
 def _sed(args: Argv) -> Use:
-    parsed = parse_args(_G["sed"], args)
+    parsed = parse_args(PROGRAM_GRAMMARS["sed"], args)
     if parsed.error:
         return _ask("sed", f"sed: {parsed.error}")
     refused, _, _, _ = _options_use("sed", parsed)
@@ -772,10 +231,11 @@ def _sed(args: Argv) -> Use:
         if not operands:
             return _ask("sed", "sed without a script")
         scripts, operands = [operands[0]], operands[1:]
-    for script in scripts:
-        why = _sed_script_safe(script)
-        if why is not None:
-            return _ask("sed", f"sed script {script!r}: {why}")
+    # GNU sed joins the -e parts with newlines before it reads them
+    joined = "\n".join(scripts)
+    why = sed_script_unsafe(joined)
+    if why is not None:
+        return _ask("sed", f"sed script {joined!r}: {why}")
     in_place = parsed.has("--in-place")
     files = [o for o in operands if o != "-"]
     if in_place:
@@ -790,14 +250,8 @@ def _sed(args: Argv) -> Use:
     return _allow("sed", reads=tuple(files))
 
 
-_JQ_DANGER = re.compile(
-    r"\benv\b|\$\s*ENV|\$\s*__prog|\bimport\b|\binclude\b|\bmodulemeta\b|\bget_search_list\b"
-)
-_AWK_DANGER = re.compile(r"system|getline|[|>]|@|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC|\bsubsep")
-
-
 def _awk(name: str, args: Argv) -> Use:
-    parsed = parse_args(_G["awk"], args)
+    parsed = parse_args(PROGRAM_GRAMMARS["awk"], args)
     if parsed.error:
         return _ask(name, f"{name}: {parsed.error}")
     refused, _, _, _ = _options_use(name, parsed)
@@ -812,98 +266,11 @@ def _awk(name: str, args: Argv) -> Use:
             return _ask(name, f"{name} without a program")
         programs, operands = [operands[0]], operands[1:]
     for program in programs:
-        if _AWK_DANGER.search(program):
-            return _ask(
-                name,
-                f"{name} program {program!r} may run commands, read the environment or write files",
-            )
+        why = awk_program_unsafe(program)
+        if why is not None:
+            return _ask(name, f"{name} program {program!r}: {why}")
     files = [o for o in operands if o != "-" and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", o)]
     return _allow(name, reads=tuple(files))
-
-
-_FIND_TESTS_WITH_VALUE = frozenset(
-    {
-        "-name",
-        "-iname",
-        "-path",
-        "-ipath",
-        "-wholename",
-        "-iwholename",
-        "-regex",
-        "-iregex",
-        "-lname",
-        "-ilname",
-        "-type",
-        "-xtype",
-        "-size",
-        "-mtime",
-        "-mmin",
-        "-atime",
-        "-amin",
-        "-ctime",
-        "-cmin",
-        "-perm",
-        "-user",
-        "-group",
-        "-uid",
-        "-gid",
-        "-links",
-        "-maxdepth",
-        "-mindepth",
-        "-inum",
-        "-regextype",
-        "-printf",
-        "-used",
-        "-fstype",
-        "-context",
-        "-newer",
-        "-anewer",
-        "-cnewer",
-        "-samefile",
-        "-newermt",
-        "-newerct",
-        "-neweraa",
-        "-newermm",
-    }
-)
-_FIND_FLAGS = frozenset(
-    {
-        "-print",
-        "-print0",
-        "-ls",
-        "-true",
-        "-false",
-        "-not",
-        "!",
-        "-a",
-        "-and",
-        "-o",
-        "-or",
-        "(",
-        ")",
-        ",",
-        "-empty",
-        "-readable",
-        "-writable",
-        "-executable",
-        "-prune",
-        "-quit",
-        "-depth",
-        "-d",
-        "-nouser",
-        "-nogroup",
-        "-mount",
-        "-xdev",
-        "-noleaf",
-        "-daystart",
-        "-nowarn",
-        "-warn",
-        "-ignore_readdir_race",
-        "-noignore_readdir_race",
-    }
-)
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_FIND_READ_VALUES = frozenset({"-newer", "-anewer", "-cnewer", "-samefile"})
 
 
 def _find(args: Argv) -> Use:
@@ -928,7 +295,7 @@ def _find(args: Argv) -> Use:
         arg = args[index]
         if arg is None:
             return _ask("find", "find: an argument is computed at run time", inner=tuple(inner))
-        if arg in _FIND_EXEC:
+        if arg in FIND_EXEC:
             end = index + 1
             while end < len(args) and args[end] not in (";", "+"):
                 end += 1
@@ -938,15 +305,15 @@ def _find(args: Argv) -> Use:
             refused = refused or f"find {arg} runs a command for every file"
             index = end + 1
             continue
-        if arg in _FIND_TESTS_WITH_VALUE:
+        if arg in FIND_TESTS_WITH_VALUE:
             if index + 1 >= len(args) or args[index + 1] is None:
                 return _ask("find", f"find {arg} without a fixed value")
-            if arg in _FIND_READ_VALUES:
+            if arg in FIND_READ_VALUES:
                 reads.append(str(args[index + 1]))
             index += 2
             continue
-        if arg in _FIND_FLAGS or arg.startswith("-newer"):
-            index += 1 if arg in _FIND_FLAGS else 2
+        if arg in FIND_FLAGS or arg.startswith("-newer"):
+            index += 1 if arg in FIND_FLAGS else 2
             continue
         if arg in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls"):
             refused = refused or f"find {arg} deletes or writes files"
@@ -960,7 +327,7 @@ def _find(args: Argv) -> Use:
 
 
 def _git(args: Argv) -> Use:
-    parsed = parse_args(_GIT_GLOBAL, args)
+    parsed = parse_args(GIT_GLOBAL, args)
     if parsed.error:
         return _ask("git", f"git: {parsed.error}")
     refused, reads, _, cwd = _options_use("git", parsed)
@@ -978,7 +345,7 @@ def _git(args: Argv) -> Use:
     if cwd is not None:
         reads.append(cwd)
     if sub == "config":
-        sub_parsed = parse_args(_GIT_CONFIG_READ, rest)
+        sub_parsed = parse_args(GIT_CONFIG_READ, rest)
         words = _static(sub_parsed.operands) if not sub_parsed.error else None
         reading = sub_parsed.has("--get", "--get-all", "--get-regexp", "--list", "--get-urlmatch")
         if words and words[0] in ("get", "list"):
@@ -1012,7 +379,7 @@ def _git(args: Argv) -> Use:
             return Use(
                 verdict="ask", reason="git stash changes the work tree", rule=rule, writer=True
             )
-        sub_parsed = parse_args(_GIT["log"], rest[1:])
+        sub_parsed = parse_args(GIT_SUBCOMMANDS["log"], rest[1:])
     elif sub == "remote":
         words = _static(rest)
         if words in ([], ["-v"], ["--verbose"]) or (
@@ -1029,9 +396,11 @@ def _git(args: Argv) -> Use:
             return Use(
                 verdict="ask", reason="git reflog that is not a listing", rule=rule, writer=True
             )
-        sub_parsed = parse_args(_GIT["log"], rest[1:] if rest and rest[0] == "show" else rest)
-    elif sub in _GIT:
-        sub_parsed = parse_args(_GIT[sub], rest)
+        sub_parsed = parse_args(
+            GIT_SUBCOMMANDS["log"], rest[1:] if rest and rest[0] == "show" else rest
+        )
+    elif sub in GIT_SUBCOMMANDS:
+        sub_parsed = parse_args(GIT_SUBCOMMANDS[sub], rest)
     else:
         return Use(
             verdict="ask", reason=f"git {sub} is not in the safe set", rule=rule, writer=True
@@ -1073,145 +442,6 @@ def _git(args: Argv) -> Use:
 
 # -- wrappers --------------------------------------------------------------------------------
 
-_ENV = grammar(
-    "-i|--ignore-environment -0|--null -u|--unset= c:-C|--chdir= -S|--split-string="
-    " -v|--debug --block-signal=? --default-signal=? --ignore-signal=? --list-signal-handling"
-    " -a|--argv0=",
-    permute=False,
-)
-_SIMPLE_WRAPPERS: dict[str, Grammar] = {
-    "nice": grammar("-n|--adjustment=", permute=False),
-    "nohup": grammar("", permute=False),
-    "setsid": grammar("-c|--ctty -f|--fork -w|--wait", permute=False),
-    "stdbuf": grammar("-i|--input= -o|--output= -e|--error=", permute=False),
-    "command": grammar("-p -v -V", permute=False),
-    "builtin": grammar("", permute=False),
-    "exec": grammar("-a= -c -l", permute=False),
-    "ionice": grammar(
-        "-c|--class= -n|--classdata= -t|--ignore x:-p|--pid= x:-P|--pgid= x:-u|--uid=",
-        permute=False,
-    ),
-    "timeout": grammar(
-        "-s|--signal= -k|--kill-after= -p|--preserve-status -f|--foreground -v|--verbose",
-        permute=False,
-    ),
-    "xargs": grammar(
-        "-0|--null r:-a|--arg-file= -d|--delimiter= -E= -e|--eof=? -I= -i|--replace=?"
-        " -L|--max-lines= -l=? -n|--max-args= -P|--max-procs= -p|--interactive"
-        " --process-slot-var= -r|--no-run-if-empty -s|--max-chars= -t|--verbose -x|--exit"
-        " --show-limits -o|--open-tty",
-        permute=False,
-    ),
-    "flock": grammar(
-        "-s|--shared -x|-e|--exclusive -u|--unlock -n|--nb|--nonblock -w|--timeout|--wait="
-        " -E|--conflict-exit-code= -o|--close -F|--no-fork --verbose -c|--command=",
-        permute=False,
-    ),
-    "script": grammar(
-        "-a|--append -c|--command= -E|--echo= -e|--return -f|--flush --force -B|--log-io="
-        " -I|--log-in= -O|--log-out= -T|--log-timing= -m|--logging-format= -o|--output-limit="
-        " -q|--quiet -t|--timing=?",
-        permute=False,
-    ),
-    "chroot": grammar("--userspec= --groups= --skip-chdir", permute=False),
-    "sg": grammar("", permute=False),
-    "watch": grammar(
-        "-b|--beep -c|--color -C|--no-color -d|--differences=? -e|--errexit -g|--chgexit"
-        " -n|--interval= -p|--precise -q|--equexit= -r|--no-rerun -t|--no-title -w|--no-wrap"
-        " -x|--exec",
-        permute=False,
-    ),
-    "time": grammar(
-        "-a|--append -f|--format= -o|--output= -p|--portability -q|--quiet -v|--verbose",
-        permute=False,
-    ),
-}
-_TRANSPARENT = frozenset(
-    {"nice", "nohup", "setsid", "stdbuf", "command", "builtin", "exec", "ionice", "timeout", "env"}
-)
-_OPAQUE_WRAPPERS = frozenset(
-    {
-        "sudo",
-        "doas",
-        "su",
-        "pkexec",
-        "run0",
-        "strace",
-        "ltrace",
-        "unbuffer",
-        "chrt",
-        "taskset",
-        "busybox",
-        "unshare",
-        "nsenter",
-        "firejail",
-        "bwrap",
-        "proot",
-        "fakeroot",
-        "faketime",
-        "caffeinate",
-        "systemd-run",
-        "numactl",
-        "cgexec",
-        "newgrp",
-        "parallel",
-        "ssh",
-        "uv",
-        "uvx",
-        "npx",
-        "pnpx",
-        "bunx",
-        "poetry",
-        "pipenv",
-        "pdm",
-        "hatch",
-        "conda",
-        "mamba",
-        "pixi",
-        "docker",
-        "podman",
-        "kubectl",
-        "nix-shell",
-        "direnv",
-        "sandbox-exec",
-        "catchsegv",
-        "valgrind",
-        "gdb",
-        "perf",
-        "torsocks",
-        "proxychains",
-        "proxychains4",
-        "tsocks",
-        "schroot",
-        "lxc-attach",
-        "machinectl",
-        "runuser",
-        "setpriv",
-        "capsh",
-        "prlimit",
-        "chpst",
-        "daemonize",
-        "start-stop-daemon",
-        "at",
-        "batch",
-        "crontab",
-        "screen",
-        "tmux",
-        "expect",
-        "entr",
-        "inotifywait",
-        "git-shell",
-        "dbus-launch",
-        "xvfb-run",
-        "with-contenv",
-        "s6-setuidgid",
-    }
-)
-_RULE_GRAMMARS.update(
-    {"rm": _RM, "chmod": _CHMOD, "chown": _CHMOD, "chgrp": _CHMOD, "env": _ENV, "git": _GIT_GLOBAL}
-)
-WRAPPERS = frozenset(_SIMPLE_WRAPPERS) | _OPAQUE_WRAPPERS | {"env"} | SHELLS
-
 
 def _env(args: Argv) -> Use:
     words = list(args)
@@ -1229,7 +459,7 @@ def _env(args: Argv) -> Use:
                 index += 1
                 continue
             break
-        parsed = parse_args(_ENV, (word, *words[index + 1 : index + 2]))
+        parsed = parse_args(ENV_GRAMMAR, (word, *words[index + 1 : index + 2]))
         if parsed.error or not parsed.options:
             return _ask("env", f"env: {parsed.error or 'unparsed option'}")
         opt, value, _ = parsed.options[0]
@@ -1243,8 +473,14 @@ def _env(args: Argv) -> Use:
                 split = shlex.split(value)
             except ValueError as exc:
                 return _ask("env", f"env -S string cannot be split ({exc})")
-            words = words[:index] + list(split) + words[index + consumed :]
-            continue
+            # env's own -S rules (\_, ${VAR}, \c, quotes) are not shlex's: the split is
+            # only a guess, good enough for deny rules, never proved
+            rest = tuple(split) + tuple(words[index + consumed :])
+            return _ask(
+                "env",
+                "env -S splits its string by its own rules, which are not proved",
+                inner=(Inner(argv=_after_env_options(rest), transparent=False),),
+            )
         if opt.canonical == "--chdir":
             # the command's relative paths would be judged against the wrong directory
             return _ask("env", "env -C runs the command in another directory")
@@ -1281,6 +517,17 @@ def _env(args: Argv) -> Use:
     )
 
 
+def _after_env_options(words: Argv) -> Argv:
+    """The command in what follows ``env -S``: past options and assignments (a guess)."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word is None or not (word.startswith("-") or "=" in word):
+            break
+        index += 1
+    return words[index:]
+
+
 def _attached(word: str) -> bool:
     """Whether an option word carries its value (``--x=v``, ``-xv``)."""
     if word.startswith("--"):
@@ -1288,14 +535,8 @@ def _attached(word: str) -> bool:
     return len(word) > 2
 
 
-_HARMLESS_VARIABLES = re.compile(
-    r"^(?:LANG|LANGUAGE|LC_[A-Z]+|TZ|NO_COLOR|FORCE_COLOR|CLICOLOR|CLICOLOR_FORCE|COLUMNS|LINES"
-    r"|TERM|GIT_PAGER|PAGER|POSIXLY_CORRECT|PYTHONDONTWRITEBYTECODE|PYTHONUNBUFFERED|CI)$"
-)
-
-
 def _harmless_variable(name: str) -> bool:
-    return _HARMLESS_VARIABLES.match(name) is not None
+    return HARMLESS_VARIABLES.match(name) is not None
 
 
 def harmless_assignment(text: str) -> bool:
@@ -1306,10 +547,26 @@ def harmless_assignment(text: str) -> bool:
     return _harmless_variable(name)
 
 
+# bash's long options, which it also takes after a single dash (`bash -rcfile FILE`)
+_BASH_LONG = frozenset(
+    {"debug", "debugger", "dump-po-strings", "dump-strings", "help", "init-file", "login",
+     "noediting", "noprofile", "norc", "posix", "pretty-print", "protected", "rcfile",
+     "restricted", "verbose", "version", "wordexp"}
+)  # fmt: skip
+_BASH_LONG_VALUE = frozenset({"rcfile", "init-file"})
+
+
 def _shell(name: str, args: Argv) -> Use:
+    """A shell: never proved (its script is text bash reads again); scripts it runs are judged.
+
+    Options are read the way bash reads them: ``-rcfile``/``--rcfile FILE`` and the
+    other long options after one dash or two, clusters (``-ec``), ``-o``/``-O``
+    taking the next word, ``--`` or ``-`` ending them.
+    """
     index = 0
     wants_c = False
     reads_stdin = False
+    startup: str | None = None
     while index < len(args):
         word = args[index]
         if word is None:
@@ -1317,47 +574,49 @@ def _shell(name: str, args: Argv) -> Use:
         if word in ("--", "-"):
             index += 1
             break
-        if word.startswith("--"):
-            if word in ("--rcfile", "--init-file"):
-                return _ask(name, f"{name} {word} runs a start-up file")
+        long = word[2:] if word.startswith("--") else word[1:] if word.startswith("-") else None
+        if name in ("bash", "rbash") and long in _BASH_LONG:
+            if long in _BASH_LONG_VALUE:
+                value = args[index + 1] if index + 1 < len(args) else None
+                startup = f"the start-up file {value!r}"
+                index += 2
+                continue
+            if long == "login":
+                startup = "the login start-up files"
             index += 1
             continue
+        if word.startswith("--"):
+            return _ask(name, f"{name}: the option {word!r} is not modelled")
         if word[:1] in "-+" and len(word) > 1:
             cluster = word[1:]
             wants_c = wants_c or "c" in cluster
             reads_stdin = reads_stdin or "s" in cluster
-            if "o" in cluster or "O" in cluster:
-                index += 1
-            index += 1
+            if "i" in cluster or "l" in cluster:
+                startup = startup or "its start-up files (interactive or login)"
+            index += 1 + cluster.count("o") + cluster.count("O")
             continue
         break
-    bash = name in _BASH_LIKE
+    bash = name in BASH_LIKE
+    runs = f"; it also runs {startup}" if startup else ""
     if wants_c:
         if index >= len(args) or args[index] is None:
-            return _ask(name, f"{name} -c runs text computed at run time or missing")
-        script = str(args[index])
-        rest = args[index + 1 :]
-        inner = Inner(
-            script=script, bash_syntax=bash, transparent=bash and all(a is not None for a in rest)
-        )
+            return _ask(name, f"{name} -c runs text computed at run time or missing{runs}")
+        inner = Inner(script=str(args[index]), bash_syntax=bash, transparent=False)
         if not bash:
-            return _ask(
-                name, f"{name} -c: {name} syntax is not bash's, so it is not proved", inner=(inner,)
-            )
-        return Use(
-            verdict="allow",
-            reason=f"{name} -c runs the script",
-            rule=f"model:{name}",
-            inner=(inner,),
-        )
+            return _ask(name, f"{name} -c: {name} syntax is not bash's, so it is not "
+                        f"proved{runs}", inner=(inner,))  # fmt: skip
+        return _ask(name, f"{name} -c reads its script as text again, so it is not proved "
+                    f"(run the commands directly){runs}", inner=(inner,))  # fmt: skip
     if index >= len(args) or reads_stdin:
-        return _ask(name, f"{name} reads commands from its standard input")
-    return _ask(name, f"{name} runs the script file {args[index]!r}, which the policy cannot see")
+        return _ask(name, f"{name} reads commands from its standard input{runs}")
+    return _ask(
+        name, f"{name} runs the script file {args[index]!r}, which the policy cannot see{runs}"
+    )
 
 
 def _simple_wrapper(name: str, args: Argv) -> Use:
     parsed_options: list[str] = []
-    gram = _SIMPLE_WRAPPERS[name]
+    gram = SIMPLE_WRAPPERS[name]
     index = 0
     script_value: str | None = None
     while index < len(args):
@@ -1453,7 +712,7 @@ def _simple_wrapper(name: str, args: Argv) -> Use:
         if name in ("exec", "nice", "command", "builtin"):
             return _allow(name, f"{name} without a command")
         return _ask(name, f"{name} without a command")
-    transparent = name in _TRANSPARENT
+    transparent = name in TRANSPARENT
     inner = Inner(argv=rest, transparent=transparent)
     if not transparent:
         return _ask(name, f"{name} is not a transparent wrapper", inner=(inner,))
@@ -1485,7 +744,7 @@ def _opaque(name: str, args: Argv) -> Use:
 
 
 def _version(name: str, args: Argv) -> Use | None:
-    if name not in _VERSION_QUERY and not re.fullmatch(r"python3(?:\.[0-9]+)?", name):
+    if name not in VERSION_QUERY and not re.fullmatch(r"python3(?:\.[0-9]+)?", name):
         return None
     if args == ("--version",) or (args == ("-V",) and name.startswith("python")):
         return _allow(name, f"{name} {args[0]} only prints a version")
@@ -1493,7 +752,7 @@ def _version(name: str, args: Argv) -> Use | None:
 
 
 def _cd(args: Argv) -> Use:
-    parsed = parse_args(_G["cd"], args)
+    parsed = parse_args(PROGRAM_GRAMMARS["cd"], args)
     operands = _static(parsed.operands) if not parsed.error else None
     if operands is None or len(operands) > 1:
         return _ask("cd", f"cd: {parsed.error or 'an unusual operand'}")
@@ -1537,9 +796,10 @@ def _eval(name: str, args: Argv) -> Use:
 def _builtin_text(name: str, args: Argv) -> Use:
     if any(a is None for a in args):
         return _ask(name, f"{name}: an argument is computed at run time")
-    if name in ("test", "[") and any("$" in a or "`" in a for a in args if a is not None):
-        # bash evaluates an array subscript (test -v 'a[$(cmd)]'), running what is inside
-        return _ask(name, f"{name}: an operand holds '$' or '`', which bash may evaluate")
+    if name in ("test", "["):
+        why = builtin_test_unsafe(tuple(a for a in args if a is not None))
+        if why is not None:
+            return _ask(name, f"{name}: {why}")
     return _allow(name)
 
 
@@ -1555,17 +815,21 @@ _DISPATCH: dict[str, Callable[[str, Argv], Use]] = {
     "source": _eval,
     ".": _eval,
     **dict.fromkeys(("awk", "gawk", "mawk", "nawk"), _awk),
-    **dict.fromkeys(_BUILTIN_TEXT, _builtin_text),
+    **dict.fromkeys(BUILTIN_TEXT, _builtin_text),
     **dict.fromkeys(SHELLS, _shell),
-    **dict.fromkeys(_SIMPLE_WRAPPERS, _simple_wrapper),
-    **dict.fromkeys(_OPAQUE_WRAPPERS, _opaque),
+    **dict.fromkeys(SIMPLE_WRAPPERS, _simple_wrapper),
+    **dict.fromkeys(OPAQUE_WRAPPERS, _opaque),
 }
 SAFE_PROGRAMS: frozenset[str] = frozenset(
-    (set(_G) - {"mkdir", "touch", "tee", "cp", "mv"})
+    (set(PROGRAM_GRAMMARS) - {"mkdir", "touch", "tee", "cp", "mv"})
     | {"sed", "find", "git", "cd", "printf"}
-    | _BUILTIN_TEXT
+    | BUILTIN_TEXT
 )
 """Programs with a model that can prove a call read-only (given its options and paths)."""
+CANNOT_RUN_PROGRAMS: frozenset[str] = SAFE_PROGRAMS - {
+    "find", "git", "sed", "awk", "gawk", "mawk", "nawk", "rg", "sort", "xargs", "env"
+}  # fmt: skip
+"""Safe-set programs that start no other program, whatever their arguments."""
 
 
 def describe(argv: Argv) -> Use:
@@ -1587,6 +851,6 @@ def describe(argv: Argv) -> Use:
     handler = _DISPATCH.get(name)
     if handler is not None:
         return handler(name, args)
-    if name in _G:
+    if name in PROGRAM_GRAMMARS:
         return _generic(name, args)
     return Use(verdict="ask", reason=f"{name!r} is not in the safe set", rule="unknown-program")

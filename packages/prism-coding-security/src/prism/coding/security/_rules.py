@@ -349,6 +349,11 @@ class CompiledRules:
                 return rules[position]
         return None
 
+    def names(self, kind: Literal["allow", "deny", "ask"], program: str) -> bool:
+        """Whether a ``kind`` rule's program glob matches ``program``."""
+        rules: tuple[CompiledRule, ...] = getattr(self, kind)
+        return any(fnmatch.fnmatchcase(program, rule.program) for rule in rules)
+
     def __attrs_post_init__(self) -> None:
         for kind in ("allow", "deny", "ask"):
             grouped: dict[str, list[int]] = {}
