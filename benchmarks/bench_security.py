@@ -5,13 +5,15 @@ Run: uv run python benchmarks/bench_security.py [--json]
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
-from _harness import Row, row, run, time_async
+from _harness import Row, row, run, time_async, time_sync
 
 from prism.coding.security import (
     ApprovalDecision,
@@ -193,6 +195,11 @@ async def main() -> list[Row]:
         )
 
         rows += await _spawn_rows(root)
+
+        async def sink(chunk: bytes) -> None:
+            pass
+
+        rows += await _run_what_was_proved(root / "proved", sink)
     return rows
 
 
@@ -261,6 +268,95 @@ async def _spawn_rows(root: Path) -> list[Row]:
                 rows.append(measured)
                 baseline = baseline or measured
     return rows
+
+
+async def _run_what_was_proved(repo: Path, sink: Callable[[bytes], Awaitable[None]]) -> list[Row]:
+    """Decision plus spawn of the rebuilt line, beside bash running the line as written.
+
+    Also the alternative that was measured and not chosen: Prism spawning each
+    argv itself (no bash), chaining a pipeline's processes with pipes.
+    """
+    _lay_out(repo)
+    ident = ["-c", "user.name=b", "-c", "user.email=b@example.invalid"]
+    for argv in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-qm", "files"]):
+        await trio.run_process(["git", *argv], cwd=repo)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo)}
+    bash = shutil.which("bash") or "/bin/bash"
+    policy = create_coding_approval_policy(roots=[str(repo)])
+    local = LocalShellOperations()
+    rows: list[Row] = []
+    lines = {
+        "git status --short": [["git", "status", "--short"]],
+        "cat a.txt | sort | uniq -c": [["cat", "a.txt"], ["sort"], ["uniq", "-c"]],
+    }
+    for line, argvs in lines.items():
+        as_written = ShellSpawnRequest(command=line, shell_path=bash, cwd=str(repo), env=env)
+        base = row(
+            BENCH,
+            f"`{line}`: bash runs the line as written (baseline)",
+            await time_async(lambda r=as_written: local.run(r, sink), inner=10, repeat=7),  # type: ignore[misc]
+        )
+        action = ExecutionAction(
+            kind="shell", operation="shell", command=line, paths=(str(repo),),
+            metadata={"env_path": env["PATH"]},
+        )  # fmt: skip
+
+        async def proved(action: ExecutionAction = action) -> object:
+            checked = await assert_execution_allowed(policy, action)
+            assert checked.command != action.command  # the rebuilt line runs
+            request = ShellSpawnRequest(
+                command=checked.command or "", shell_path=bash, cwd=str(repo), env=env
+            )
+            return await local.run(request, sink)
+
+        rows.append(base)
+        rows.append(
+            row(
+                BENCH,
+                f"`{line}`: decision + spawn of the rebuilt line",
+                await time_async(proved, inner=10, repeat=7),
+                baseline=base,
+                target="<= 1.1x",
+                note="chosen: bash reads the rebuilt line",
+            )
+        )
+        rows.append(
+            row(
+                BENCH,
+                f"`{line}`: Prism spawns each argv (no bash)",
+                time_sync(lambda a=argvs: _spawn_direct(a, str(repo), env), inner=10, repeat=7),  # type: ignore[misc]
+                baseline=base,
+                note="measured, not chosen",
+            )
+        )
+    return rows
+
+
+def _lay_out(repo: Path) -> None:
+    repo.mkdir()
+    (repo / "a.txt").write_text("".join(f"{i % 17}\n" for i in range(2000)))
+
+
+def _spawn_direct(argvs: list[list[str]], cwd: str, env: dict[str, str]) -> bytes:
+    """Run a pipeline of argvs chained with pipes, without a shell; its merged output."""
+    processes: list[subprocess.Popen[bytes]] = []
+    previous = subprocess.DEVNULL
+    for index, argv in enumerate(argvs):
+        last = index == len(argvs) - 1
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=previous, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if last else None,
+        )  # fmt: skip
+        if processes:
+            assert processes[-1].stdout is not None
+            processes[-1].stdout.close()
+        processes.append(process)
+        assert process.stdout is not None
+        previous = process.stdout  # type: ignore[assignment]
+    output = processes[-1].communicate()[0]
+    for process in processes[:-1]:
+        process.wait()
+    return output
 
 
 _TARGETS = {"bubblewrap": "<= +10 ms", "Landlock": "<= +3 ms"}

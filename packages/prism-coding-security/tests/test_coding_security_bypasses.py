@@ -187,6 +187,13 @@ def _confined(rules: CommandRules, root: Path, command: str) -> ExecutionDecisio
         "find . -exec $c id \\;",
         'bash -c "$x"',
         "xargs $c < f",
+        'test -v "$x"',
+        '[ -v "$x" ]',
+        'printf -v "$x" y',
+        "test -v 'a[$(sudo id)]'",
+        "[ -v 'a[$(sudo id)]' ]",
+        "printf -v 'a[$(sudo id)]' y",
+        "printf '%n' 'a[$(sudo id)]'",
     ],
 )
 def test_confined_mode_asks_when_a_computed_word_could_be_denied(root: Path, command: str) -> None:

@@ -24,7 +24,7 @@ from ._commands import (
 from ._paths import Roots
 from ._programs import CANNOT_RUN_PROGRAMS, Inner, Use, describe, harmless_assignment
 from ._protected import ProtectedPaths
-from ._proved import ProvedCommand, ProvedRedirect, emit, git_environment
+from ._proved import ProvedCommand, ProvedRedirect, emit
 from ._rules import (
     CompiledRules,
     NormalizedArgv,
@@ -166,11 +166,14 @@ class _Judge:
     proved: dict[int, ProvedCommand | None] = attrs.field(factory=dict)
     # every directory the line may be in at some point (for commands that never run)
     seen_cwds: list[str] = attrs.field(factory=list)
+    blocked: bool = False  # some check is not "allow"
 
     def add(
         self, argv: tuple[str, ...], verdict: Verdict, reason: str, rule: str, depth: int
     ) -> Verdict:
         program = posixpath.basename(argv[0]) if argv else ""
+        if verdict != "allow":
+            self.blocked = True
         self.checks.append(
             CommandCheck(
                 argv=argv, program=program, verdict=verdict, reason=reason, rule=rule, depth=depth
@@ -289,17 +292,21 @@ class _Judge:
         form = self.simple(command, 0)
         self.cwds = state  # a `cd` judged in it appended its target: resolve against the start
         mine = self.checks[start:]
-        if form is None or any(c.verdict != "allow" for c in mine):
-            self.proved[index] = None
+        self.proved[index] = None
+        if form is None:
             return None
-        if any(c.program == "cd" and c.depth > 0 for c in mine):
+        programs = set()
+        for check in mine:
+            if check.verdict != "allow":
+                return None
+            programs.add(check.program)
+        if "cd" in programs:
+            if form.argv[:1] == ("cd",) and len(mine) == 1:
+                return self.cd(index, form)
             self.add(form.argv, "ask", "cd through a wrapper is not proved", "grammar", 0)
-            self.proved[index] = None
             return None
-        if form.argv[:1] == ("cd",):
-            return self.cd(index, form)
-        gits = [c for c in mine if c.program == "git"]
-        if gits:
+        if "git" in programs:
+            gits = [c for c in mine if c.program == "git"]
             # the forced configuration travels in the environment: every layer above git
             # must pass it on (`env -i`, `env -u`, `exec -c` would drop it)
             above = {c.program for c in mine if c.depth < max(g.depth for g in gits)}
@@ -307,9 +314,8 @@ class _Judge:
                 self.add(form.argv, "ask", "git runs under a wrapper that may change its "
                          "environment, so its forced configuration might not reach it",
                          "grammar", 0)  # fmt: skip
-                self.proved[index] = None
                 return None
-            form = attrs.evolve(form, assignments=git_environment() + form.assignments)
+            form = ProvedCommand(form.argv, form.assignments, form.redirects, forced_git=True)
         self.proved[index] = form
         return None
 
@@ -809,16 +815,13 @@ def judge_command(
     judge.script(script, 0)
     execute: str | None = None
     argvs: tuple[tuple[str, ...], ...] = ()
-    if script.tree is not None and all(c.verdict == "allow" for c in judge.checks):
+    if script.tree is not None and not judge.blocked:
+        forms = [judge.proved.get(i) for i in range(len(script.commands))]
         try:
-            execute = emit(script.tree, [judge.proved.get(i) for i in range(len(script.commands))])
+            execute = emit(script.tree, forms)
         except ValueError:
             judge.add((command,), "ask", "not every part of the line is proved", "grammar", 0)
-        argvs = tuple(
-            judge.proved[i].argv  # type: ignore[union-attr]
-            for i in sorted(judge.proved)
-            if judge.proved[i] is not None and judge.proved[i].argv  # type: ignore[union-attr]
-        )
+        argvs = tuple(form.argv for form in forms if form is not None and form.argv)
     checks = tuple(judge.checks)
     if not checks:
         return CommandExplanation(

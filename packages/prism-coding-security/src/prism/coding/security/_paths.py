@@ -90,6 +90,9 @@ class Roots:
         """
         if not isinstance(path, str):
             return PathVerdict(path=repr(path), inside=False, reason="the path is not a string")
+        if path in self.paths and base is None:
+            # a root itself (the usual working directory): real since the roots were built
+            return PathVerdict(path=path, inside=True, real=path, root=path)
         if "\x00" in path:
             return PathVerdict(path=path, inside=False, reason="the path contains a NUL byte")
         try:

@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
+    "GIT_ENVIRONMENT",
     "GIT_FORCED_CONFIG",
     "ProvedCommand",
     "ProvedRedirect",
     "emit",
-    "git_environment",
     "quote",
 ]
 
@@ -63,13 +63,16 @@ files, which the policy protects (``.git/config``) or git no longer reads
 """
 
 
-def git_environment() -> tuple[tuple[str, str], ...]:
-    """``GIT_CONFIG_COUNT`` and the key/value pairs that force :data:`GIT_FORCED_CONFIG`."""
+def _git_environment() -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = [("GIT_CONFIG_COUNT", str(len(GIT_FORCED_CONFIG)))]
     for index, (key, value) in enumerate(GIT_FORCED_CONFIG):
         pairs.append((f"GIT_CONFIG_KEY_{index}", key))
         pairs.append((f"GIT_CONFIG_VALUE_{index}", value))
     return tuple(pairs)
+
+
+GIT_ENVIRONMENT: tuple[tuple[str, str], ...] = _git_environment()
+"""``GIT_CONFIG_COUNT`` and the key/value pairs that force :data:`GIT_FORCED_CONFIG`."""
 
 
 def quote(word: str) -> str:
@@ -103,13 +106,18 @@ class ProvedCommand:
     argv: tuple[str, ...]
     assignments: tuple[tuple[str, str], ...] = ()
     redirects: tuple[ProvedRedirect, ...] = ()
+    forced_git: bool = False  # prefix :data:`GIT_ENVIRONMENT`
 
     def text(self) -> str:
         """The command in canonical form."""
-        parts = [f"{name}={quote(value)}" for name, value in self.assignments]
+        parts = [_GIT_PREFIX] if self.forced_git else []
+        parts += [f"{name}={quote(value)}" for name, value in self.assignments]
         parts += [quote(word) for word in self.argv]
         parts += [redirect.text() for redirect in self.redirects]
         return " ".join(parts)
+
+
+_GIT_PREFIX = " ".join(f"{name}={quote(value)}" for name, value in GIT_ENVIRONMENT)
 
 
 def emit(node: Node, commands: Sequence[ProvedCommand | None]) -> str:
