@@ -18,19 +18,30 @@ their cost is waiting for the disk:
 - ``JSONL sink, fsync always``: plus an ``fsync`` per call (the disk decides).
 - ``SQLite sink, synchronous=OFF / NORMAL``: one autocommit ``INSERT`` per call (WAL).
 - ``SQLite sink, synchronous=FULL``: plus a WAL sync per call.
+- ``JSONL sink before links were refused``: the sink's old open (a plain
+  ``os.open``) and rotation check (``stat`` by name), the same write; the
+  JSONL rows compare with it, in the same run.
+- ``open: ...``: opening the ledger file once, a plain ``os.open`` against
+  ``open_private_file`` (the parent opened first, ``O_NOFOLLOW``, ``fstat``).
+- ``redact: ...``: the default redactor on a call's arguments, as it was
+  before keys, header lists, split items and encoded secrets were covered
+  (loaded from git, commit ``57fe7f9``) and as it is now.
 
 Run: ``uv run python benchmarks/bench_ledger.py [--json] [--quick]``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from _harness import Row, row, run, time_async
+from _harness import Row, row, run, time_async, time_sync
 
 from prism.core import (
     DispatchOptions,
@@ -45,7 +56,16 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
-from prism.core.ledger import JsonlLedgerSink, LedgerSink, RunLedger, SqliteLedgerSink
+from prism.core._ledger_codec import encode_entry
+from prism.core.files import open_private_file
+from prism.core.ledger import (
+    JsonlLedgerSink,
+    LedgerEntry,
+    LedgerSink,
+    RunLedger,
+    SqliteLedgerSink,
+    default_redactor,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -97,6 +117,8 @@ def _dispatcher(ledger: RunLedger, *, read: bool) -> Callable[[], Awaitable[Tool
 
 
 _READ = "in-memory ledger, every record read"
+_BEFORE = "JSONL sink before links were refused"
+_BEFORE_MAX = "JSONL sink before links were refused, max_bytes"
 
 
 async def _cpu_us(once: Callable[[], Awaitable[object]], inner: int) -> float:
@@ -140,6 +162,104 @@ async def _interleaved(
     return samples
 
 
+class _PlainJsonlSink:
+    """The JSONL sink as it was before links were refused: a plain open, ``stat`` by name."""
+
+    def __init__(self, path: Path, max_bytes: int | None = None) -> None:
+        self.path = str(path)
+        self.max_bytes = max_bytes
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.inode = os.fstat(self.fd).st_ino
+
+    def write(self, entry: LedgerEntry) -> None:
+        data = encode_entry(entry).encode("ascii")
+        if self.max_bytes is not None:
+            current = os.stat(self.path)
+            assert current.st_ino == self.inode
+            assert current.st_size + len(data) <= self.max_bytes
+        os.write(self.fd, data)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+_BEFORE_COMMIT = "57fe7f9"
+
+
+def _redactor_before() -> Callable[[object], object] | None:
+    """The default redactor as of ``_BEFORE_COMMIT``, loaded from git (None without git)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{_BEFORE_COMMIT}:packages/prism-core/src/prism/core/_redaction.py"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    name = "prism.core._redaction_before"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "prism.core"
+    sys.modules[name] = module
+    exec(compile(source, f"{_BEFORE_COMMIT}:_redaction.py", "exec"), module.__dict__)
+    return module.default_redactor()  # type: ignore[no-any-return]
+
+
+_SMALL_ARGS = {"command": "ls -la src", "timeout": 30}
+_BIG_ARGS = {
+    "path": "src/prism/core/_dispatch.py",
+    "content": "def f(x):\n    return x + 1\n" * 20,
+    "headers": {"Accept": "application/json", "User-Agent": "prism/1.0", "X-Request-Id": "r-1"},
+    "env": {f"VAR_{i}": f"value-{i}" for i in range(20)},
+    "argv": ["pytest", "-q", "tests/test_core_dispatch.py", "-k", "ledger"],
+}
+
+
+def _sync_rows(folder: Path) -> list[Row]:
+    rows: list[Row] = []
+    existing = folder / "open.jsonl"
+    existing.write_text("")
+
+    def plain_open() -> None:
+        fd = os.open(existing, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        os.fstat(fd)
+        os.close(fd)
+
+    def safe_open() -> None:
+        opened = open_private_file(existing)
+        os.close(opened.fd)
+        os.close(opened.directory_fd)
+
+    inner, repeat = (2_000, 5) if QUICK else (5_000, 9)
+    samples: dict[str, list[float]] = {"plain": [], "safe": []}
+    for _ in range(repeat):
+        samples["plain"] += time_sync(plain_open, inner=inner, repeat=1)
+        samples["safe"] += time_sync(safe_open, inner=inner, repeat=1)
+    base = row(BENCH, "open: os.open (before)", samples["plain"])
+    safe = row(BENCH, "open: open_private_file (after)", samples["safe"], baseline=base)
+    safe.note = f"{_added(safe, base)} once per sink (and per rotation)"
+    rows += [base, safe]
+    before = _redactor_before()
+    now = default_redactor()
+    for label, args in (("a shell call's arguments", _SMALL_ARGS), ("a 30-key call", _BIG_ARGS)):
+        if before is None:
+            continue
+        old: list[float] = []
+        new: list[float] = []
+        for _ in range(repeat):
+            old += time_sync(lambda a=args: before(a), inner=inner, repeat=1)  # type: ignore[misc]
+            new += time_sync(lambda a=args: now(a), inner=inner, repeat=1)  # type: ignore[misc]
+        base = row(BENCH, f"redact {label} (before)", old)
+        after = row(BENCH, f"redact {label} (after: keys too)", new, baseline=base)
+        after.note = _added(after, base)
+        rows += [base, after]
+    return rows
+
+
 def _added(sink: Row, base: Row) -> str:
     return f"+{sink.median_us - base.median_us:.1f} µs/call"
 
@@ -151,7 +271,9 @@ async def main() -> list[Row]:
             {
                 "in-memory ledger": None,
                 _READ: None,
+                _BEFORE: _PlainJsonlSink(folder / "before.jsonl"),
                 "JSONL sink, fsync never": JsonlLedgerSink(folder / "a.jsonl"),
+                _BEFORE_MAX: _PlainJsonlSink(folder / "before-b.jsonl", max_bytes=64 << 20),
                 "JSONL sink, fsync never, max_bytes": JsonlLedgerSink(
                     folder / "b.jsonl", max_bytes=64 * 1024 * 1024
                 ),
@@ -173,25 +295,34 @@ async def main() -> list[Row]:
             repeat=SLOW_REPEAT,
             cpu=False,
         )
+        sync_rows = _sync_rows(folder)
     base = row(BENCH, "in-memory ledger", fast.pop("in-memory ledger"))
     read = row(BENCH, _READ, fast.pop(_READ), baseline=base)
     read.note = _added(read, base)
     rows = [base, read]
+    befores: dict[str, Row] = {}
     for name, samples in fast.items():
         measured = row(BENCH, name, samples, baseline=base)
         measured.note = _added(measured, base)
+        if name in (_BEFORE, _BEFORE_MAX):
+            befores[name] = measured
+        elif name == "JSONL sink, fsync never, max_bytes":
+            measured.note += f", {_added(measured, befores[_BEFORE_MAX])} over before"
         if name == "JSONL sink, fsync never":
             measured.target = f"<= +{TARGET_US:.0f} µs/call over records read"
             added = measured.median_us - read.median_us
             verdict = "meets target" if added <= TARGET_US else "MISSES target"
-            measured.note = f"{measured.note} (+{added:.1f} over records read), {verdict}"
+            measured.note = (
+                f"{measured.note} (+{added:.1f} over records read), {verdict}, "
+                f"{_added(measured, befores[_BEFORE])} over before"
+            )
         rows.append(measured)
     slow_base = row(BENCH, "in-memory ledger (fsync rounds)", slow.pop("in-memory ledger"))
     for name, samples in slow.items():
         measured = row(BENCH, name, samples, baseline=slow_base)
         measured.note = f"{_added(measured, slow_base)}: a disk flush per call"
         rows.append(measured)
-    return rows
+    return rows + sync_rows
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
@@ -58,10 +58,13 @@ Redactor: TypeAlias = Callable[[JsonValue], JsonValue]
 
 # --- redaction -------------------------------------------------------------------------
 
+# A separator between the words of a key: none, "_", "-", ".", a space (any casing).
+_SEP = r"[_.\s-]?"
 _SECRET_KEY = re.compile(
-    r"(?i)(pass(?:word|wd|phrase)|\bpwd\b|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|signing[_-]?key|authori[sz]ation|(?:^|[^a-z])auth(?:[^a-z]|$)"
-    r"|cookie|credential|session[_-]?id|bearer)"
+    rf"(?i)(pass(?:word|wd|phrase)|(?:^|[^a-z])pwd(?:[^a-z]|$)|secret|token|api{_SEP}key"
+    rf"|access{_SEP}key|private{_SEP}key|signing{_SEP}key|encryption{_SEP}key|client{_SEP}key"
+    rf"|authori[sz]ation|(?:^|[^a-z])auth(?:[^a-z]|$)|cookie|credential|session{_SEP}id"
+    rf"|bearer|(?:^|[^a-z])pat(?:[^a-z]|$)|passcode)"
 )
 # Keys that contain "token" but count tokens instead of holding one.
 _COUNT_KEY = re.compile(
@@ -89,13 +92,31 @@ _SECRET_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
             r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
         ),
     ),
-    (("://",), re.compile(r"(?<=://)[^\s/:@]+:[^\s/@]+(?=@)")),
+    # The userinfo of scheme://[user]:password@host (an empty user too), up to
+    # the authority's last "@" (a password may hold one).
+    (("://",), re.compile(r"(?<=://)(?=[^\s/?#@]*:)[^\s/?#]*(?=@[^\s/?#@]*)")),
+    (("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
+    (("sk_", "rk_"), re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{16,}")),
+    (("glpat-",), re.compile(r"\bglpat-[0-9A-Za-z_-]{16,}")),
+    (("npm_",), re.compile(r"\bnpm_[0-9A-Za-z]{30,}")),
+    (("hf_",), re.compile(r"\bhf_[0-9A-Za-z]{30,}")),
+    (("sg.",), re.compile(r"\bSG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,}")),
+    (("pypi-",), re.compile(r"\bpypi-[0-9A-Za-z_-]{40,}")),
+    (("dop_v1_", "doo_v1_"), re.compile(r"\bdo[op]_v1_[0-9a-f]{40,}")),
+    (("hooks.slack.com",), re.compile(r"hooks\.slack\.com/services/[0-9A-Za-z/_-]+")),
+    # An Authorization or Proxy-Authorization header in any scheme, to the end of the line.
+    (
+        ("authori",),
+        re.compile(r"(?i)(?<=authorization)(?:[\"']?\s*[:=]\s*)[^\r\n\"']+"),
+    ),
 )
 # ``name = value`` / ``"name": "value"`` assignments; the name is kept.
-_ASSIGN_TRIGGERS = ("pass", "pwd", "token", "secret", "key", "auth")
+_ASSIGN_TRIGGERS = ("pass", "pwd", "token", "secret", "key", "auth", "credential", "cookie")
+# A quoted value is redacted whole, spaces and all ("correct horse battery staple").
 _SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(?P<name>(?:password|passwd|pwd|token|secret|api[_-]?key|access[_-]?key|auth)"
-    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"'&,;]+"
+    rf"(?i)(?P<name>(?:password|passwd|passphrase|pwd|token|secret|api{_SEP}key"
+    rf"|access{_SEP}key|private{_SEP}key|auth|credentials?|cookie)"
+    r"[\"']?\s*[=:]\s*)(?:(?P<quote>[\"'])(?:(?!(?P=quote))[^\r\n])*(?P=quote)?|[^\s\"'&,;]+)"
 )
 
 
@@ -105,10 +126,65 @@ def _is_secret_key(key: str) -> bool:
 
 
 def _keep_name(match: re.Match[str]) -> str:
-    return match.group("name") + _REDACTED
+    quote = match.group("quote") or ""
+    return f"{match.group('name')}{quote}{_REDACTED}{quote}"
+
+
+# A run of base64 (standard or URL-safe) long enough to hold a key, and a
+# percent-encoded text: decoded, they are checked for the same shapes.
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_PRINTABLE = re.compile(r"[\x20-\x7e\t\r\n]+")
+
+
+def _decoded_secret(run: str) -> bool:
+    """Whether ``run``, decoded from base64, is printable text holding a secret."""
+    import base64
+    import binascii
+
+    body = run.rstrip("=")
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        if "-" in body or "_" in body:
+            raw = base64.urlsafe_b64decode(padded)
+        else:
+            raw = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    if not _PRINTABLE.fullmatch(text):
+        return False
+    return _redact_plain(text) != text
+
+
+def _redact_encoded(text: str) -> str:
+    """Redact base64 runs and percent-encoded text that decode to a secret."""
+    if "%" in text:
+        from urllib.parse import unquote
+
+        plain = unquote(text)
+        if plain != text and _redact_plain(plain) != plain:
+            return _redact_plain(plain)
+    if len(text) >= 24:
+        for match in _B64_RUN.finditer(text):
+            run = match.group()
+            if not run.isalpha() and _decoded_secret(run):
+                text = text.replace(run, _REDACTED)
+    return text
 
 
 def _redact_text(text: str) -> str:
+    if len(text) < 5:  # shorter than anything the rules match ("pwd=x")
+        return text
+    if len(text) < 20 and text.isalnum():
+        # Every rule needs punctuation, whitespace or (AWS key ids) 20 characters.
+        return text
+    return _redact_encoded(_redact_plain(text))
+
+
+def _redact_plain(text: str) -> str:
     if len(text) < 5:  # shorter than anything the rules match ("pwd=x")
         return text
     if len(text) < 20 and text.isalnum():
@@ -147,13 +223,22 @@ def default_redactor() -> Redactor:
 
     It replaces with ``[REDACTED]``:
 
-    - the value under any key that looks secret: passwords, tokens (not token
-      counts such as ``max_tokens``), API and access keys, private keys,
-      ``Authorization`` / ``auth`` headers, cookies, credentials, session ids;
-    - secret-looking text anywhere: ``Bearer``/``Basic`` credentials, ``sk-``
-      keys, GitHub and Slack tokens, AWS key ids, JWTs, PEM private keys, the
-      password in ``scheme://user:password@host``, and ``password=...``,
-      ``"api_key": "..."`` style assignments.
+    - the value under any key that looks secret, in any casing and with any
+      separator (``password``, ``clientSecret``, ``X-API-KEY``, ``db.Password``):
+      passwords, tokens (not token counts such as ``max_tokens``), API, access
+      and private keys, ``Authorization`` / ``auth`` headers, cookies,
+      credentials, session ids;
+    - the ``value`` of a ``{"name": "Authorization", "value": ...}`` pair, and
+      the list item after one that names a secret or an auth scheme
+      (``["--password", "hunter2"]``, ``["Bearer", "..."]``);
+    - secret-looking text anywhere, keys included: ``Bearer``/``Basic``
+      credentials, ``Authorization``/``Proxy-Authorization`` headers in any
+      scheme, provider keys (``sk-``, GitHub, Slack, AWS key ids, Google,
+      Stripe, GitLab, npm, Hugging Face, SendGrid, PyPI, DigitalOcean), JWTs,
+      PEM private keys, the userinfo of ``scheme://[user]:password@host``
+      (an empty user too), and ``password=...`` / ``"api_key": "..."`` style
+      assignments, a quoted value whole;
+    - the same shapes after base64 or percent decoding.
 
     It never mutates its input, and also bounds sizes like the ledger does.
     """
@@ -207,19 +292,28 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
         if len(value) > _MAX_ITEMS:
             pairs = list(pairs)[:_MAX_ITEMS]
             out_note = f"[{len(value) - _MAX_ITEMS} more keys]"
+        secret_value = redact and _names_a_secret_header(value)
         for key, item in pairs:
             name = key if type(key) is str else str(key)
             if len(name) > _MAX_STRING:
                 name = _clip(name, _MAX_STRING)
-            if redact and item is not None and _is_secret_key(name):
-                out[name] = _REDACTED
-            else:
-                out[name] = _bounded(item, depth + 1, redact)
+            if redact:
+                # A key is redacted like a value (a key may be a secret itself).
+                name = _redacted_key(name, out)
+                if item is not None and (
+                    _is_secret_key(name) or (secret_value and name in _HEADER_VALUE_KEYS)
+                ):
+                    out[name] = _REDACTED
+                    continue
+            out[name] = _bounded(item, depth + 1, redact)
         if out_note is not None:
             out["..."] = out_note
         return out
     if isinstance(value, (list, tuple)):
-        items: list[JsonValue] = [_bounded(item, depth + 1, redact) for item in value[:_MAX_ITEMS]]
+        head = value[:_MAX_ITEMS]
+        items: list[JsonValue] = [_bounded(item, depth + 1, redact) for item in head]
+        if redact:
+            _redact_split(head, items)
         if len(value) > _MAX_ITEMS:
             items.append(f"[{len(value) - _MAX_ITEMS} more items]")
         return items
@@ -230,6 +324,63 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
     if isinstance(value, float):
         return _bounded(float(value), depth, redact)
     return f"<{type(value).__name__}>"
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_key(name: str) -> str:
+    return _redact_text(name)
+
+
+def _redacted_key(name: str, taken: dict[str, JsonValue]) -> str:
+    """``name`` redacted like a value; a second redacted key gets a number, not the first's slot."""
+    redacted = _redact_key(name)
+    if redacted == name or redacted not in taken:
+        return redacted
+    number = 2
+    while f"{redacted}#{number}" in taken:
+        number += 1
+    return f"{redacted}#{number}"
+
+
+# {"name": "Authorization", "value": "..."}: header, cookie and variable lists.
+_HEADER_NAME_KEYS = ("name", "key", "header", "Name", "Key", "Header")
+_HEADER_VALUE_KEYS = frozenset({"value", "values", "Value", "Values"})
+
+
+def _names_a_secret_header(mapping: dict[object, object]) -> bool:
+    """Whether ``mapping`` is a ``{name, value}`` pair whose name is a secret's."""
+    if len(mapping) > 8:
+        return False
+    for key in _HEADER_NAME_KEYS:
+        named = mapping.get(key)
+        if type(named) is str and len(named) <= 200 and _is_secret_key(named):
+            return True
+    return False
+
+
+# Words after which the next list item is a credential: ["Bearer", "abc..."].
+_SCHEME_WORDS = frozenset({"bearer", "basic", "token", "digest", "apikey"})
+
+
+def _redact_split(original: Sequence[object], items: list[JsonValue]) -> None:
+    """Redact, in place, list items that a secret was split across.
+
+    ``["--password", "hunter2"]``, ``["Authorization", "Bearer abc"]``,
+    ``["Authorization:", "Bearer", "abc"]``, ``["-H", "X-Api-Key: ..."]`` (the
+    last is a whole item and already redacted): an item that names a secret, or
+    an auth scheme word, makes the item after it a secret.
+    """
+    for index in range(len(original) - 1):
+        item = original[index]
+        if type(item) is not str or len(item) > 100:
+            continue
+        word = item.strip().rstrip(":=").lstrip("-").strip()
+        if not word:
+            continue
+        if (_is_secret_key(word) or word.lower() in _SCHEME_WORDS) and type(
+            original[index + 1]
+        ) is str:
+            items[index + 1] = _REDACTED
 
 
 def json_safe(value: object, depth: int = 0) -> JsonValue:
