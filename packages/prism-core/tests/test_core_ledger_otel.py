@@ -122,6 +122,7 @@ async def test_each_call_is_an_execute_tool_span_under_the_run_span() -> None:
     assert dict(read.attributes) == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "read",
+        "gen_ai.tool.type": "function",
         "gen_ai.tool.call.id": "c1",
         "prism.status": "ok",
         "prism.run.id": ledger.run_id,

@@ -196,7 +196,13 @@ MOVED_TO_LEDGER = {
     "read_ledger_text",
 }
 
-LEDGER_DOCUMENTED = MOVED_TO_LEDGER | {"FinishedCall", "PendingRecord", "ToolCallStatus"}
+LEDGER_DOCUMENTED = MOVED_TO_LEDGER | {
+    "CallTracer",
+    "FinishedCall",
+    "ModelReport",
+    "PendingRecord",
+    "ToolCallStatus",
+}
 
 
 def test_the_ledger_module_exports_the_documented_names_with_docstrings() -> None:

@@ -23,7 +23,7 @@ from ._errors import ModelProviderError, PrismError, SessionBusyError
 from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
 from ._host_calls import await_callback
 from ._ledger import PendingRecord, RunLedger, finished_records
-from ._ledger_records import FinishedCall, ToolCallRecord
+from ._ledger_records import CallTracer, FinishedCall, ToolCallRecord
 from ._middleware import MiddlewareRegistry
 from ._names import ToolNameMap, create_tool_name_map
 from ._options import (
@@ -191,6 +191,7 @@ class Agent:
         provider: answers the requests.
         registry: the tools (registry names).
         ledger: receives a record for every call of every run.
+        tracer: times each run, model request and call in a span, if set.
     """
 
     model: str
@@ -203,6 +204,7 @@ class Agent:
     loop: SingleShotLoop
     limits: Limits
     ledger: RunLedger
+    tracer: CallTracer | None
     _names: ToolNameMap = attrs.field(alias="names")
     _names_key: tuple[str, ...] = attrs.field(alias="names_key")
 
@@ -304,7 +306,13 @@ class AgentSession:
         specs = agent.tool_specs()
         self._running = True
         try:
-            return await self._run(user, options, names, specs)
+            tracer = agent.tracer
+            if tracer is None:
+                return await self._run(user, options, names, specs)
+            # The run's span is current for the whole run: model requests and
+            # tool calls (in the round's worker tasks, which copy the context) nest under it.
+            with tracer.trace_run(agent.model):
+                return await self._run(user, options, names, specs)
         finally:
             self._running = False
 
@@ -330,6 +338,7 @@ class AgentSession:
             events=sink,
             ledger=run_ledger,
             signal=signal,
+            tracer=agent.tracer,
         )
         messages = self._messages
         messages.append(user)
@@ -350,7 +359,7 @@ class AgentSession:
             )
             reply: AssistantMessage | None = None
             with cancel_on_abort(signal):
-                reply = await _complete(agent.provider, request)
+                reply = await _complete(agent.provider, request, agent.tracer)
             if reply is None:
                 aborted = True
                 if sink is not None:
@@ -457,7 +466,18 @@ def _refuse_all(
         messages.append(ToolResultMessage(call_id=call.id, tool_name=call.name, result=result))
 
 
-async def _complete(provider: ModelProvider, request: ModelRequest) -> AssistantMessage:
+async def _complete(
+    provider: ModelProvider, request: ModelRequest, tracer: CallTracer | None
+) -> AssistantMessage:
+    if tracer is None:
+        return await _ask(provider, request)
+    with tracer.trace_model(request.model) as report:
+        reply = await _ask(provider, request)
+        report(reply)
+        return reply
+
+
+async def _ask(provider: ModelProvider, request: ModelRequest) -> AssistantMessage:
     try:
         complete = provider.complete
         reply = await await_callback(complete, complete(request))
@@ -498,6 +518,7 @@ def create_agent(
     loop: SingleShotLoop | None = None,
     limits: Limits | None = None,
     ledger: RunLedger | None = None,
+    tracer: CallTracer | None = None,
 ) -> Agent:
     """An :class:`Agent` over ``tools``, checked now rather than at the first run.
 
@@ -512,6 +533,10 @@ def create_agent(
         loop: the loop strategy (default ``SingleShotLoop(tool_concurrency=1)``).
         limits: run bounds (default ``Limits(max_tool_rounds=1)``).
         ledger: receives every call's record (default: a new :class:`RunLedger`).
+        tracer: opens a span for each run (``invoke_agent``), model request
+            (``chat``) and tool call (``execute_tool``), current while it runs;
+            default: the ledger's first sink that is a :class:`CallTracer`
+            (an :class:`~prism.core.ledger.OtelLedgerSink`), if any.
 
     Raises:
         ConfigurationError: an option has the wrong type or value, or two tools
@@ -530,6 +555,11 @@ def create_agent(
     optional(instance_of(SingleShotLoop)).check(owner, "loop", loop)
     optional(instance_of(Limits)).check(owner, "limits", limits)
     optional(instance_of(RunLedger)).check(owner, "ledger", ledger)
+    optional(has_method("trace_run", "trace_call", "trace_model")).check(owner, "tracer", tracer)
+    if ledger is None:
+        ledger = RunLedger()
+    if tracer is None:
+        tracer = ledger.tracer
     key = tuple(tool.name for tool in registry.list())
     names = create_tool_name_map(key)
     return Agent(
@@ -542,7 +572,8 @@ def create_agent(
         filters=filter_tuple,
         loop=loop if loop is not None else SingleShotLoop(),
         limits=limits if limits is not None else Limits(),
-        ledger=ledger if ledger is not None else RunLedger(),
+        ledger=ledger,
+        tracer=tracer,
         names=names,
         names_key=key,
     )

@@ -169,10 +169,28 @@ class UserMessage:
 
 @attrs.frozen(kw_only=True)
 class AssistantMessage:
-    """A model turn: text (and any :class:`ReasoningContent`) and the tool calls it asked for."""
+    """A model turn: text (and any :class:`ReasoningContent`) and the tool calls it asked for.
+
+    A provider may also say how the answer came about; these facts are not part
+    of the turn's value (two turns with the same content are equal) and are
+    never sent back to a model.
+
+    Attributes:
+        content: the text and reasoning blocks.
+        tool_calls: the calls the model asked for.
+        input_tokens: prompt tokens the request used, if the provider reported them.
+        output_tokens: tokens of the answer, if reported.
+        finish_reason: why the model stopped, in the API's own words (``stop``,
+            ``length``, ``tool_calls``; ``end_turn``, ``max_tokens``, ...).
+        response_model: the model that answered, as the API named it.
+    """
 
     content: tuple[Content, ...] = attrs.field(default=(), converter=_tuple)
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tuple)
+    input_tokens: int | None = attrs.field(default=None, eq=False)
+    output_tokens: int | None = attrs.field(default=None, eq=False)
+    finish_reason: str | None = attrs.field(default=None, eq=False)
+    response_model: str | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(kw_only=True)

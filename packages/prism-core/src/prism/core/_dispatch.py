@@ -30,7 +30,7 @@ from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
 from ._host_calls import await_callback
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
-from ._ledger_records import LedgerRecorder, ToolCallStatus
+from ._ledger_records import CallTracer, LedgerRecorder, ToolCallStatus
 from ._middleware import MiddlewareRegistry
 from ._options import callable_value, has_method, instance_of, optional
 from ._outcome import CallOutcome, cancelled_result, settle
@@ -87,6 +87,9 @@ class DispatchOptions:
             :class:`LedgerRecorder`.
         signal: aborting it cancels the running call; a pre-aborted signal runs nothing.
         metadata: handed to tools as ``context.metadata`` (a read-only copy).
+        tracer: wraps each call in a span that is current while the call runs
+            (an :class:`~prism.core.ledger.OtelLedgerSink`, say), so spans the
+            tool opens nest under it; ``None`` traces nothing.
 
     Raises:
         ConfigurationError: an option has the wrong type (the message names the
@@ -110,6 +113,9 @@ class DispatchOptions:
         default=None, validator=optional(instance_of(AbortSignal))
     )
     metadata: Mapping[str, object] = attrs.field(factory=dict, converter=_read_only)
+    tracer: CallTracer | None = attrs.field(
+        default=None, validator=optional(has_method("trace_call"))
+    )
 
 
 class _Blocked(Exception):
@@ -451,6 +457,15 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
     if not isinstance(call, ToolCall):
         raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
     require_trio("dispatch_tool_call()")
+    tracer = options.tracer
+    if tracer is None:
+        return await _dispatch(call, options)
+    # The call's span is current from here to its ledger record (written inside).
+    with tracer.trace_call(call):
+        return await _dispatch(call, options)
+
+
+async def _dispatch(call: ToolCall, options: DispatchOptions) -> ToolResult:
     started_at = time.time()
     t0 = time.perf_counter()
     signal = options.signal

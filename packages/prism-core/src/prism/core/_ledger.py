@@ -21,6 +21,7 @@ import trio
 
 from ._ledger_codec import TAGS, decode_entry, encode_entry
 from ._ledger_records import (
+    CallTracer,
     FinishedCall,
     LedgerEntry,
     LedgerSink,
@@ -163,6 +164,14 @@ class RunLedger:
     )
     _records: list[PendingRecord] = attrs.field(factory=list, init=False)
     _run_calls: int = attrs.field(default=0, init=False)
+
+    @property
+    def tracer(self) -> CallTracer | None:
+        """The first sink that is also a :class:`CallTracer` (an OTel sink), if any."""
+        for sink in self.sinks:
+            if isinstance(sink, CallTracer):
+                return sink
+        return None
 
     @property
     def records(self) -> list[ToolCallRecord]:

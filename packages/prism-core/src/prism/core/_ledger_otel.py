@@ -1,19 +1,26 @@
 """OpenTelemetry export of the ledger (the optional ``otel`` extra): spans and metrics.
 
 Spans follow the OpenTelemetry GenAI semantic conventions: the run is an
-``invoke_agent {name}`` span, each call an ``execute_tool {tool}`` span
-(child of the run's span) carrying ``gen_ai.operation.name``,
-``gen_ai.tool.name``, ``gen_ai.tool.call.id`` and, when the call did not
-succeed, ``error.type``; Prism's own facts (status, blocked reason, the
-decision) are ``prism.*`` attributes. Spans are made from the ledger's records,
-so they carry what the record carries, redacted the same way. Timestamps are
-the record's, so a span lasts as long as its call did.
+``invoke_agent {name}`` span, each model request a ``chat {model}`` span
+(``gen_ai.request.model``, ``gen_ai.usage.input_tokens``/``output_tokens``,
+``gen_ai.response.finish_reasons``), each call an ``execute_tool {tool}`` span
+carrying ``gen_ai.operation.name``, ``gen_ai.tool.name``, ``gen_ai.tool.type``,
+``gen_ai.tool.call.id`` and, when the call did not succeed, ``error.type``;
+Prism's own facts (status, blocked reason, the decision) are ``prism.*``
+attributes, taken from the ledger's record, so redacted the same way.
+
+As a :class:`CallTracer` the sink starts each span when its work starts and
+makes it the current span (OpenTelemetry context) while the work runs, so
+spans the work opens itself nest under it; the call's record then completes
+and ends its span. Records of calls that were not traced get a span made from
+the record, with the record's own times.
 
 Nothing here imports OpenTelemetry until a sink is made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import TYPE_CHECKING
 
@@ -22,12 +29,15 @@ from ._ledger_records import RunEndRecord, RunStartRecord, ToolCallRecord
 from ._options import boolean, string
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from opentelemetry.metrics import Counter, Histogram, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
+    from ._content import AssistantMessage, ToolCall
     from ._ledger_decision import ToolCallDecision
-    from ._ledger_records import LedgerEntry
+    from ._ledger_records import LedgerEntry, ModelReport
 
 __all__ = ["OtelLedgerSink"]
 
@@ -37,6 +47,11 @@ _NS = 1_000_000_000
 
 def _ns(seconds: float) -> int:
     return int(seconds * _NS)
+
+
+def _tool_type(name: str) -> str:
+    """``gen_ai.tool.type``: ``extension`` for an MCP server's tool, else ``function``."""
+    return "extension" if name.startswith("mcp:") else "function"
 
 
 def error_type(record: ToolCallRecord) -> str | None:
@@ -100,7 +115,15 @@ class OtelLedgerSink:
             'prismgate-core[otel]'``).
     """
 
-    __slots__ = ("_calls", "_duration", "_runs", "_tracer", "agent_name", "record_arguments")
+    __slots__ = (
+        "_calls",
+        "_duration",
+        "_live",
+        "_runs",
+        "_tracer",
+        "agent_name",
+        "record_arguments",
+    )
 
     def __init__(
         self,
@@ -129,6 +152,99 @@ class OtelLedgerSink:
             "prism.tool.duration", unit="s", description="Tool call duration, by tool and status."
         )
         self._runs: dict[str, Span] = {}
+        # Spans of traced calls still running, by call id (a list: ids may repeat).
+        self._live: dict[str, list[Span]] = {}
+
+    def _parent(self) -> object:
+        """The context a new span starts in: the current one, else the open run marker's."""
+        from opentelemetry import trace
+
+        if trace.get_current_span().get_span_context().is_valid or not self._runs:
+            return None
+        return trace.set_span_in_context(next(reversed(self._runs.values())))
+
+    @contextlib.contextmanager
+    def trace_run(self, name: str, /) -> Iterator[Span]:
+        """An ``invoke_agent`` span, current for the run (see :class:`CallTracer`)."""
+        from opentelemetry import trace
+        from opentelemetry.trace import Status, StatusCode
+
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.agent_name,
+            "gen_ai.request.model": name,
+        }
+        span = self._tracer.start_span(
+            f"invoke_agent {self.agent_name}",
+            context=self._parent(),  # type: ignore[arg-type]
+            attributes=attributes,
+        )
+        with trace.use_span(span, end_on_exit=True, record_exception=False):
+            try:
+                yield span
+            except BaseException as exc:
+                span.set_status(Status(StatusCode.ERROR))
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+
+    @contextlib.contextmanager
+    def trace_model(self, model: str, /) -> Iterator[ModelReport]:
+        """A ``chat`` span, current for the model request; it is told the answer."""
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        span = self._tracer.start_span(
+            f"chat {model}",
+            context=self._parent(),  # type: ignore[arg-type]
+            kind=SpanKind.CLIENT,
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": model},
+        )
+
+        def report(reply: AssistantMessage, /) -> None:
+            if reply.response_model:
+                span.set_attribute("gen_ai.response.model", reply.response_model)
+            if reply.input_tokens is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", reply.input_tokens)
+            if reply.output_tokens is not None:
+                span.set_attribute("gen_ai.usage.output_tokens", reply.output_tokens)
+            if reply.finish_reason is not None:
+                span.set_attribute("gen_ai.response.finish_reasons", (reply.finish_reason,))
+
+        with trace.use_span(span, end_on_exit=True, record_exception=False):
+            try:
+                yield report
+            except BaseException as exc:
+                span.set_status(Status(StatusCode.ERROR))
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+
+    @contextlib.contextmanager
+    def trace_call(self, call: ToolCall, /) -> Iterator[Span]:
+        """An ``execute_tool`` span, current while the call runs; its record completes it."""
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind
+
+        span = self._tracer.start_span(
+            f"execute_tool {call.name}",
+            context=self._parent(),  # type: ignore[arg-type]
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.type": _tool_type(call.name),
+            },
+        )
+        live = self._live.setdefault(call.id, [])
+        live.append(span)
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False):
+                yield span
+        finally:
+            if span in live:  # no record came (another recorder, or none): end it here
+                live.remove(span)
+                span.end()
+            if not live:
+                self._live.pop(call.id, None)
 
     def __repr__(self) -> str:
         return f"OtelLedgerSink(agent_name={self.agent_name!r})"
@@ -181,6 +297,7 @@ class OtelLedgerSink:
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": record.tool_name,
+            "gen_ai.tool.type": _tool_type(record.tool_name),
             "gen_ai.tool.call.id": record.call_id,
             "prism.status": record.status,
         }
@@ -195,18 +312,28 @@ class OtelLedgerSink:
             attributes.update(decision_attributes(record.decision))
         if self.record_arguments:
             attributes["gen_ai.tool.call.arguments"] = json.dumps(record.arguments)
-        parent = self._runs.get(record.run_id or "")
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        span = self._tracer.start_span(
-            f"execute_tool {record.tool_name}",
-            context=context,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=_ns(record.started_at),
-        )
-        if error is not None:
-            span.set_status(Status(StatusCode.ERROR))
-        span.end(end_time=_ns(record.finished_at))
+        live = self._live.get(record.call_id)
+        if live:
+            # A traced call: its span has run since the call started; complete it now.
+            span = live.pop()
+            span.update_name(f"execute_tool {record.tool_name}")
+            span.set_attributes(attributes)
+            if error is not None:
+                span.set_status(Status(StatusCode.ERROR))
+            span.end()
+        else:
+            parent = self._runs.get(record.run_id or "")
+            context = trace.set_span_in_context(parent) if parent is not None else None
+            span = self._tracer.start_span(
+                f"execute_tool {record.tool_name}",
+                context=context,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=_ns(record.started_at),
+            )
+            if error is not None:
+                span.set_status(Status(StatusCode.ERROR))
+            span.end(end_time=_ns(record.finished_at))
         labels: dict[str, AttributeValue] = {
             "gen_ai.tool.name": record.tool_name,
             "prism.status": record.status,

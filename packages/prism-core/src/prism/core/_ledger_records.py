@@ -28,17 +28,21 @@ from ._json import JsonValue
 from ._ledger_decision import ToolCallDecision
 
 if TYPE_CHECKING:
-    from ._content import ToolResult
+    from contextlib import AbstractContextManager
+
+    from ._content import AssistantMessage, ToolCall, ToolResult
 
 __all__ = [
     "LEDGER_SCHEMA_VERSION",
     "READABLE_VERSIONS",
+    "CallTracer",
     "FinishedCall",
     "LedgerEntry",
     "LedgerFormatError",
     "LedgerRecorder",
     "LedgerSink",
     "LedgerWriteFailed",
+    "ModelReport",
     "RunEndRecord",
     "RunOutcome",
     "RunStartRecord",
@@ -116,6 +120,38 @@ class LedgerRecorder(Protocol):
 
     def record_call(self, call: FinishedCall, /) -> object:
         """Record one call that ended."""
+        ...
+
+
+class ModelReport(Protocol):
+    """Told the model's answer when a traced model request ends (see :class:`CallTracer`)."""
+
+    def __call__(self, reply: AssistantMessage, /) -> None:
+        """Note ``reply``'s model, token usage and finish reason."""
+        ...
+
+
+@runtime_checkable
+class CallTracer(Protocol):
+    """Opens a span around the work it times, current while that work runs.
+
+    :class:`~prism.core.ledger.OtelLedgerSink` is one. The dispatcher wraps
+    each call in :meth:`trace_call` (``DispatchOptions.tracer``); the agent
+    wraps each run in :meth:`trace_run` and each model request in
+    :meth:`trace_model`. Spans the work opens itself (an HTTP request, a
+    database query, an MCP request) then nest under them.
+    """
+
+    def trace_run(self, name: str, /) -> AbstractContextManager[object]:
+        """Time one agent run (``name`` is the model's)."""
+        ...
+
+    def trace_call(self, call: ToolCall, /) -> AbstractContextManager[object]:
+        """Time one tool call, from dispatch to its ledger record."""
+        ...
+
+    def trace_model(self, model: str, /) -> AbstractContextManager[ModelReport]:
+        """Time one model request; the value it gives is told the answer."""
         ...
 
 

@@ -41,12 +41,14 @@ from ._ledger_otel import OtelLedgerSink as OtelLedgerSink
 from ._ledger_query import LedgerQuery as LedgerQuery
 from ._ledger_read import read_ledger as read_ledger
 from ._ledger_records import LEDGER_SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
+from ._ledger_records import CallTracer as CallTracer
 from ._ledger_records import FinishedCall as FinishedCall
 from ._ledger_records import LedgerEntry as LedgerEntry
 from ._ledger_records import LedgerFormatError as LedgerFormatError
 from ._ledger_records import LedgerRecorder as LedgerRecorder
 from ._ledger_records import LedgerSink as LedgerSink
 from ._ledger_records import LedgerWriteFailed as LedgerWriteFailed
+from ._ledger_records import ModelReport as ModelReport
 from ._ledger_records import RunEndRecord as RunEndRecord
 from ._ledger_records import RunOutcome as RunOutcome
 from ._ledger_records import RunStartRecord as RunStartRecord
@@ -59,6 +61,7 @@ from ._redaction import default_redactor as default_redactor
 __all__ = [
     "LEDGER_SCHEMA_VERSION",
     "ApprovalAnswer",
+    "CallTracer",
     "DecisionGate",
     "FinishedCall",
     "FsyncPolicy",
@@ -71,6 +74,7 @@ __all__ = [
     "LedgerRun",
     "LedgerSink",
     "LedgerWriteFailed",
+    "ModelReport",
     "OtelLedgerSink",
     "PendingRecord",
     "Redactor",

@@ -329,7 +329,16 @@ class ResponseLog:
         info = attrs.evolve(info, tool_calls=len(calls))
         self.add(info)
         emit(sink, ModelResponseFinished(info=info))
-        return AssistantMessage(content=tuple(content), tool_calls=calls)
+        usage = info.usage
+        return AssistantMessage(
+            content=tuple(content),
+            tool_calls=calls,
+            # As the GenAI conventions count input: the whole prompt, cached parts too.
+            input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            output_tokens=usage.output_tokens,
+            finish_reason=info.stop_reason,
+            response_model=info.model or None,
+        )
 
 
 @trio_native  # Prism's own trio code: stays on trio under an asyncio host
