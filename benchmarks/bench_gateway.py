@@ -18,17 +18,31 @@ gateway_stdio_main.py, which bridges that server and offers its own tools.
    bridge: two MCP hops. The issue's target is <= 1.2x the direct call.
 6. the same bridged call over Streamable HTTP (gateway in this process).
 
+Then ``prism serve`` itself, as a host meets it:
+
+7. time to ``initialize`` with 0, 1 and 5 downstream MCP servers that each
+   take ``SLOW_START_S`` to start (this script run with ``--slow-server``):
+   from the gateway serving (a first garbage line has been answered with a
+   parse error) to the ``initialize`` answer, and from spawning the process;
+   the same with the 5 servers ``required = true`` (the old, all-or-nothing
+   start) for comparison.
+8. memory per idle HTTP session: the RSS a ``prism serve --http`` process
+   grows by while ``SESSIONS`` sessions are opened and left idle.
+
 The note gives the CPU time the middle process (the server of row 1, the
 gateway, the relay) spent per call, read from /proc: less noisy than wall time
 on a shared machine, and it separates the gateway's own work from the time it
 waits for the bridged server.
 
-Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]``.
+Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--startup``
+or ``--sessions``: only rows 7 or 8).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -165,8 +179,189 @@ async def main() -> list[Row]:
     return rows
 
 
+SLOW_START_S = 2.0
+SESSIONS = 100 if QUICK else 300
+STARTS = 3 if QUICK else 5
+
+
+def _serve_config(folder: Path, servers: int, *, required: bool = False) -> Path:
+    lines = ['[workspace]\nroots = ["."]\nsandbox = "none"\n']
+    for n in range(servers):
+        lines.append(
+            f"[mcp.servers.s{n}]\ncommand = {json.dumps(sys.executable)}\n"
+            f'args = [{json.dumps(__file__)}, "--slow-server"]\nrequired = {json.dumps(required)}\n'
+        )
+    config = folder / f"prism-{servers}-{required}.toml"
+    config.write_text("\n".join(lines), encoding="utf-8")
+    return config
+
+
+async def _lines(stream: Any, buffer: bytearray) -> dict[str, Any]:
+    while b"\n" not in buffer:
+        chunk = await stream.receive_some(65536)
+        assert chunk, "the gateway closed its stdout"
+        buffer += chunk
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    message: dict[str, Any] = json.loads(line)
+    return message
+
+
+async def _time_to_initialize(config: Path) -> tuple[float, float]:
+    """Seconds from spawn, and from serving, to the ``initialize`` answer of ``prism serve``."""
+    argv = [sys.executable, "-m", "prism.cli", "serve", str(config)]
+    started = trio.current_time()
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=config.parent,
+    )  # fmt: skip
+    assert process.stdin is not None
+    assert process.stdout is not None
+    buffer = bytearray()
+    try:
+        await process.stdin.send_all(b"not json\n")
+        await _lines(process.stdout, buffer)  # the parse error: the gateway serves
+        serving = trio.current_time()
+        request = {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"},
+            },
+        }  # fmt: skip
+        await process.stdin.send_all(json.dumps(request).encode() + b"\n")
+        answer = await _lines(process.stdout, buffer)
+        assert "result" in answer, answer
+        done = trio.current_time()
+    finally:
+        process.kill()
+        await process.wait()
+        await process.stdin.aclose()
+        await process.stdout.aclose()
+    return done - started, done - serving
+
+
+async def startup_rows() -> list[Row]:
+    folder = Path(tempfile.mkdtemp(prefix="prism-bench-serve-"))
+    cases = [(n, False) for n in (0, 1, 5)] + [(5, True)]
+    from_serving: dict[tuple[int, bool], list[float]] = {case: [] for case in cases}
+    from_spawn: dict[tuple[int, bool], list[float]] = {case: [] for case in cases}
+    configs = {case: _serve_config(folder, *case[:1], required=case[1]) for case in cases}
+    for _ in range(STARTS):
+        for case in cases:
+            spawn_s, serving_s = await _time_to_initialize(configs[case])
+            from_spawn[case].append(spawn_s * 1e6)
+            from_serving[case].append(serving_s * 1e6)
+    rows: list[Row] = []
+    base = None
+    for servers, required in cases:
+        if required:
+            continue
+        made = row(
+            BENCH, f"prism serve: initialize once serving, {servers} servers starting",
+            from_serving[(servers, False)], baseline=base, target="<= 300 ms",
+            note=f"servers start in the background, {SLOW_START_S:g} s each",
+        )  # fmt: skip
+        base = base or made
+        rows.append(made)
+    base = None
+    for servers, required in cases:
+        how = "required: all up first" if required else "in the background"
+        made = row(
+            BENCH, f"prism serve: spawn -> initialize, {servers} servers {how}",
+            from_spawn[(servers, required)], baseline=base,
+            note="includes starting Python and importing Prism",
+        )  # fmt: skip
+        base = base or made
+        rows.append(made)
+    return rows
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def session_rows() -> list[Row]:
+    import httpx2
+
+    folder = Path(tempfile.mkdtemp(prefix="prism-bench-sessions-"))
+    config = _serve_config(folder, 0)
+    argv = [sys.executable, "-m", "prism.cli", "serve", str(config), "--http", "127.0.0.1:0"]
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=folder
+    )
+    assert process.stderr is not None
+    seen = b""
+    while b"/mcp" not in seen:
+        chunk = await process.stderr.receive_some(4096)
+        assert chunk, seen
+        seen += chunk
+    url = seen.split(b"MCP endpoint ", 1)[1].split(b"\n", 1)[0].decode().strip()
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    }  # fmt: skip
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    try:
+        async with httpx2.AsyncClient(timeout=60, headers=headers) as http:
+
+            async def open_session() -> None:
+                opened = await http.post(url, json=initialize)
+                session = opened.headers["mcp-session-id"]
+                sent = {**headers, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+                await http.post(url, json=note, headers=sent)
+
+            for _ in range(20):  # warm up (imports, first allocations)
+                await open_session()
+            before = _rss_kib(process.pid)
+            for _ in range(SESSIONS):
+                await open_session()
+            after = _rss_kib(process.pid)
+    finally:
+        process.kill()
+        await process.wait()
+        await process.stderr.aclose()
+    per_session_kib = (after - before) / SESSIONS
+    made = row(
+        BENCH, f"prism serve --http: memory per idle session ({SESSIONS} opened)",
+        [per_session_kib * 1.0],
+        note=f"{per_session_kib:.1f} KiB RSS per session ({before} -> {after} KiB); "
+        "the value is KiB, not time",
+    )  # fmt: skip
+    return [made]
+
+
+async def everything() -> list[Row]:
+    rows = await main()
+    rows += await startup_rows()
+    rows += await session_rows()
+    return rows
+
+
+async def _slow_server() -> None:
+    """The fixture server, after a slow start (``SLOW_START_S``)."""
+    await trio.sleep(SLOW_START_S)
+    sys.path.insert(0, str(TESTS))
+    from gateway_fixture_server import build  # type: ignore[import-not-found]
+
+    await build().run_stdio_async()
+
+
 if __name__ == "__main__":
     if "--relay" in sys.argv[1:]:
         trio.run(_relay)
+    elif "--slow-server" in sys.argv[1:]:
+        trio.run(_slow_server)
+    elif "--startup" in sys.argv[1:]:
+        run(startup_rows)
+    elif "--sessions" in sys.argv[1:]:
+        run(session_rows)
     else:
-        run(main)
+        run(everything)

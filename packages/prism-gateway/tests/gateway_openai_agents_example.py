@@ -83,7 +83,15 @@ class ScriptedModel(Model):
         raise NotImplementedError("this example does not stream")
 
 
-def gateway_server(mode: str, target: str) -> MCPServerStdio | MCPServerStreamableHttp:
+def gateway_server(
+    mode: str, target: str, fifo: str | None = None
+) -> MCPServerStdio | MCPServerStreamableHttp:
+    if mode == "stdio" and fifo:
+        # A bridged server that never starts, and the SDK's default session timeout (5 s).
+        return MCPServerStdio(
+            params={"command": sys.executable, "args": [str(GATEWAY), target, "--gated", fifo]},
+            name="prism",
+        )
     if mode == "stdio":
         return MCPServerStdio(
             params={"command": sys.executable, "args": [str(GATEWAY), target]},
@@ -95,9 +103,9 @@ def gateway_server(mode: str, target: str) -> MCPServerStdio | MCPServerStreamab
     )
 
 
-async def main(mode: str, target: str) -> None:
+async def main(mode: str, target: str, fifo: str | None = None) -> None:
     set_tracing_disabled(True)
-    async with gateway_server(mode, target) as prism:
+    async with gateway_server(mode, target, fifo) as prism:
         agent = Agent(name="assistant", model=ScriptedModel(), mcp_servers=[prism])
         result = await Runner.run(
             agent, "What do my notes say?", run_config=RunConfig(tracing_disabled=True)
@@ -106,4 +114,4 @@ async def main(mode: str, target: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1], sys.argv[2])
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)

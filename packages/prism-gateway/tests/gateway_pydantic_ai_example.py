@@ -5,7 +5,9 @@ that the gateway's tools were offered and calls ``read``; its second turn
 answers with what the tool returned. Prints that answer. Runs on asyncio
 through ``anyio.run`` (pydantic-ai is an asyncio framework).
 
-Usage: ``python gateway_pydantic_ai_example.py WORKSPACE``.
+Usage: ``python gateway_pydantic_ai_example.py WORKSPACE [FIFO]``: with FIFO the
+gateway also bridges a server that starts only when FIFO says so (never, here):
+the toolset connects at pydantic-ai's default timeouts all the same.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("; ".join(str(p.content) for p in returned))])
 
 
-async def main(root: str) -> None:
-    transport = StdioTransport(command=sys.executable, args=[str(GATEWAY), root])
-    toolset: MCPToolset[Any] = MCPToolset(Client(transport))
+async def main(root: str, fifo: str | None = None) -> None:
+    extra = ["--gated", fifo] if fifo else []
+    transport = StdioTransport(command=sys.executable, args=[str(GATEWAY), root, *extra])
+    toolset: MCPToolset[Any] = MCPToolset(Client(transport))  # its default timeouts
     agent = Agent(FunctionModel(model), toolsets=[toolset])
     async with agent:
         result = await agent.run("What do my notes say?")
@@ -58,4 +61,4 @@ async def main(root: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1])
+    anyio.run(main, sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

@@ -17,10 +17,17 @@ from prism.core import (
     create_rule_permission_policy,
 )
 from prism.core.ledger import RunLedger
-from prism.gateway import CODING_TOOL_HINTS, create_gateway_approver, open_gateway, serve_stdio
+from prism.gateway import (
+    CODING_TOOL_HINTS,
+    DownstreamServer,
+    create_gateway_approver,
+    open_gateway,
+    serve_stdio,
+)
 from prism.mcp import StdioTransport, open_mcp_tools
 
 FIXTURE = Path(__file__).resolve().parent / "gateway_fixture_server.py"
+GATED = Path(__file__).resolve().parent / "gateway_gated_server.py"
 
 
 async def _echo(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
@@ -41,7 +48,7 @@ LOCAL_ECHO = ToolDefinition(
 )
 
 
-async def main(root: str, max_message_bytes: int) -> None:
+async def main(root: str, max_message_bytes: int, gated: str | None = None) -> None:
     policy = create_coding_approval_policy(
         roots=[root], approve=create_gateway_approver(), cache_approvals=False
     )
@@ -54,6 +61,16 @@ async def main(root: str, max_message_bytes: int) -> None:
         open_gateway(
             tools=[*tools, LOCAL_ECHO],
             bridges=[bridge],
+            # A server that starts only when its FIFO says so (gateway_gated_server.py): the
+            # gateway must answer its host meanwhile.
+            servers=[
+                DownstreamServer(
+                    server_id="slow",
+                    transport=StdioTransport(sys.executable, [str(GATED), gated]),
+                )
+            ]
+            if gated
+            else [],
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
             hints=CODING_TOOL_HINTS,
             ledger=RunLedger(),
@@ -63,5 +80,11 @@ async def main(root: str, max_message_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    # argv: ROOT [MAX_MESSAGE_BYTES]
-    trio.run(main, sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 16 * 1024 * 1024)
+    # argv: ROOT [MAX_MESSAGE_BYTES] [--gated FIFO]
+    args = sys.argv[1:]
+    fifo = None
+    if "--gated" in args:
+        at = args.index("--gated")
+        fifo = args[at + 1]
+        del args[at : at + 2]
+    trio.run(main, args[0], int(args[1]) if len(args) > 1 else 16 * 1024 * 1024, fifo)

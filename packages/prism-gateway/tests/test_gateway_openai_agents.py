@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,14 @@ def _check(answer: str) -> None:
 
 async def test_openai_agents_sdk_agent_over_stdio(workspace: Path) -> None:
     _check(await _run_example("stdio", str(workspace)))
+
+
+async def test_openai_agents_sdk_at_its_default_timeout_with_a_server_that_never_starts(
+    workspace: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "never.fifo"
+    os.mkfifo(fifo)  # nobody writes it: the bridged server never starts
+    _check(await _run_example("stdio", str(workspace), str(fifo)))
 
 
 async def test_openai_agents_sdk_agent_over_http(serve: ServeFactory) -> None:

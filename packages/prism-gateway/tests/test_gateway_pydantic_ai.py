@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 EXAMPLE = Path(__file__).resolve().parent / "gateway_pydantic_ai_example.py"
 
 
-async def test_pydantic_ai_agent_reads_through_the_gateway(workspace: Path) -> None:
+@pytest.mark.parametrize("slow_server", [False, True])
+async def test_pydantic_ai_agent_reads_through_the_gateway(
+    workspace: Path, tmp_path: Path, slow_server: bool
+) -> None:
+    """With a bridged server that never starts, too: the gateway answers at once."""
+    extra = []
+    if slow_server:
+        fifo = tmp_path / "never.fifo"
+        os.mkfifo(fifo)  # nobody writes it: the server never starts
+        extra.append(str(fifo))
     with trio.fail_after(120):
         done = await trio.run_process(
-            [sys.executable, str(EXAMPLE), str(workspace)],
+            [sys.executable, str(EXAMPLE), str(workspace), *extra],
             capture_stdout=True,
             capture_stderr=True,
             check=False,
