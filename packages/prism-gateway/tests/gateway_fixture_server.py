@@ -8,7 +8,8 @@ import sys
 import anyio
 import anyio.lowlevel
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import SamplingMessage, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 
 def build() -> MCPServer:
@@ -57,6 +58,27 @@ def build() -> MCPServer:
         with anyio.move_on_after(30):
             await hang_cancelled.wait()
         return hang_cancelled.is_set()
+
+    class Answer(BaseModel):
+        colour: str
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> str:
+        """Ask the user (elicitation) and say what they answered."""
+        answer = await ctx.elicit(question, Answer)
+        if answer.action == "accept":
+            return f"the user said {answer.data.colour}"
+        return f"the user did not answer ({answer.action})"
+
+    @server.tool()
+    async def think(prompt: str, ctx: Context) -> str:
+        """Ask the host's model (sampling) and say what it wrote."""
+        result = await ctx.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+            max_tokens=50,
+        )
+        text = result.content.text if isinstance(result.content, TextContent) else "?"
+        return f"the model wrote {text} ({result.model})"
 
     @server.tool()
     def die() -> str:

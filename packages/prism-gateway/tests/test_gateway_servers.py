@@ -74,11 +74,14 @@ def gated(
     return server, Gate(fifo)
 
 
-def fixture(server_id: str = "fx") -> DownstreamServer:
+def fixture(server_id: str = "fx", *, legacy: bool = False) -> DownstreamServer:
+    options: dict[str, object] = {"call_timeout_s": 30}
+    if legacy:  # a 2025-11-25 session: the server may send requests in the middle of a call
+        options["protocol"] = "legacy"
     return DownstreamServer(
         server_id=server_id,
         transport=StdioTransport(sys.executable, [str(FIXTURE)]),
-        options={"call_timeout_s": 30},
+        options=options,
     )
 
 
@@ -247,3 +250,91 @@ async def test_two_servers_with_one_id_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="share the id 'fx'"):
         async with open_gateway(servers=[fixture(), fixture()]):
             raise AssertionError("opened")
+
+
+async def test_a_servers_elicitation_and_sampling_reach_the_calling_client(
+    workspace: Path,
+) -> None:
+    """Forwarded questions say which server asks; the gateway's own approvals stay apart."""
+    asked: list[str] = []
+
+    async def elicit(_ctx: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        if params.message.startswith("Prism asks whether"):  # the gateway's approval
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"colour": "green"})
+
+    async def sample(
+        _ctx: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        prompt = params.messages[0].content
+        assert isinstance(prompt, types.TextContent)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"about {prompt.text}"),
+            model="host-model",
+        )
+
+    async with (
+        serving(workspace, [fixture(legacy=True)]) as (url, gateway),
+        Client(url, elicitation_callback=elicit, sampling_callback=sample, mode="legacy") as client,
+    ):
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        answered = await client.call_tool("mcp__fx__ask", {"question": "Your colour?"})
+        thought = await client.call_tool("mcp__fx__think", {"prompt": "tea"})
+        approval = await client.call_tool("shell", {"command": "touch asked.txt"})
+    assert text(answered) == "the user said green"
+    assert text(thought) == "the model wrote about tea (host-model)"
+    assert approval.is_error
+    assert asked[0] == "MCP server 'fx' asks (forwarded by Prism): Your colour?"
+    assert asked[1].startswith("Prism asks whether the tool 'shell'")
+
+
+async def test_a_servers_question_is_refused_when_the_client_cannot_answer(
+    workspace: Path,
+) -> None:
+    async with (
+        serving(workspace, [fixture(legacy=True)]) as (url, gateway),
+        Client(url, mode="legacy") as client,  # no elicitation, no sampling
+    ):
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        answered = await client.call_tool("mcp__fx__ask", {"question": "Your colour?"})
+        thought = await client.call_tool("mcp__fx__think", {"prompt": "tea"})
+    # The server got an error for its request: its tool fails, and says so.
+    assert answered.is_error or "did not answer" in text(answered), text(answered)
+    assert thought.is_error, text(thought)
+    assert "UpstreamCannotAnswerError" in text(answered) + text(thought)
+
+
+async def test_a_servers_question_is_never_put_to_another_clients_call(workspace: Path) -> None:
+    """With calls of two clients running on the server, nobody is asked."""
+    asked: list[str] = []
+
+    async def elicit(_ctx: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"colour": "red"})
+
+    async with (
+        serving(workspace, [fixture(legacy=True)]) as (url, gateway),
+        Client(url, elicitation_callback=elicit, mode="legacy") as alice,
+        Client(url, elicitation_callback=elicit, mode="legacy") as bob,
+    ):
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        results: dict[str, types.CallToolResult] = {}
+        async with trio.open_nursery() as nursery:
+            # Bob's call holds the server (hang) while Alice's asks its question.
+            async def hang() -> None:
+                with trio.move_on_after(120):
+                    results["bob"] = await bob.call_tool("mcp__fx__hang", {})
+
+            nursery.start_soon(hang)
+            with trio.fail_after(60):
+                while not gateway._forward._calls.get("fx"):
+                    await trio.lowlevel.checkpoint()  # (until Bob's call is running)
+            results["alice"] = await alice.call_tool("mcp__fx__ask", {"question": "Colour?"})
+            nursery.cancel_scope.cancel()
+    assert asked == []
+    assert "UpstreamCannotAnswerError" in text(results["alice"])

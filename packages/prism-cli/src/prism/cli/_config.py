@@ -109,6 +109,9 @@ class McpServerConfig:
         required: ``prism serve`` waits for this server and exits when it does
             not start (by default it serves at once and starts servers in the
             background; ``prism run`` always waits for every server).
+        protocol: ``"auto"`` (2026-07-28 when the server speaks it) or
+            ``"legacy"`` (the 2025-11-25 handshake, where a server may send
+            requests such as elicitation in the middle of a call).
     """
 
     server_id: str = attrs.field(validator=string())
@@ -126,6 +129,9 @@ class McpServerConfig:
     )
     list_cache_ttl_s: float = attrs.field(default=60.0, validator=_seconds)
     required: bool = attrs.field(default=False, validator=boolean())
+    protocol: Literal["auto", "legacy"] = attrs.field(
+        default="auto", validator=one_of("auto", "legacy")
+    )
 
     def __attrs_post_init__(self) -> None:
         if not _SERVER_ID.match(self.server_id):

@@ -152,6 +152,7 @@ async def open_mcp_server(
                     connect_timeout_s=server.connect_timeout_s,
                     max_call_s=server.max_call_s,
                     max_result_bytes=server.max_result_bytes,
+                    protocol=server.protocol,
                     elicit=elicit,
                 )
             )

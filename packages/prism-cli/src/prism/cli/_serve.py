@@ -144,6 +144,7 @@ def downstream(server: McpServerConfig) -> DownstreamServer:
             "connect_timeout_s": server.connect_timeout_s,
             "max_call_s": server.max_call_s,
             "max_result_bytes": server.max_result_bytes,
+            "protocol": server.protocol,
         },
     )
 

@@ -53,6 +53,7 @@ from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 from ._approval import APPROVAL_INPUT_KEY, CallScope, approval_request, current_call
 from ._content import to_call_tool_result
 from ._errors import GatewayConfigurationError, GatewayError
+from ._forward import Forwarder
 from ._hints import ToolHints
 from ._servers import DownstreamServer, ServerState
 
@@ -168,6 +169,8 @@ class Gateway:
     _running: dict[tuple[str, object], trio.CancelScope] = attrs.field(factory=dict)
     # server id -> the state of each downstream server the gateway starts itself
     _servers: dict[str, ServerState] = attrs.field(factory=dict)
+    # Whom each downstream server's questions go to (the client whose call it serves).
+    _forward: Forwarder = attrs.field(factory=Forwarder)
 
     def __attrs_post_init__(self) -> None:
         self._listen = ListenHandler(self._bus)
@@ -248,7 +251,11 @@ class Gateway:
         server = state.server
         try:
             async with open_mcp_tools(
-                server_id=server.server_id, transport=server.transport, **server.options
+                server_id=server.server_id,
+                transport=server.transport,
+                elicit=self._forward.elicit(server.server_id),
+                sample=self._forward.sample(server.server_id),
+                **server.options,
             ) as bridge:
                 self._bridges.append(bridge)
                 try:
@@ -339,8 +346,14 @@ class Gateway:
         token = current_call.set(scope)
         key = (session_id, ctx.request_id)
         result = None
+        owner = self._owners.get(name)
+        forwarding = (
+            self._forward.calling(owner.server_id, scope)
+            if owner is not None
+            else contextlib.nullcontext()
+        )
         try:
-            with trio.CancelScope() as running:
+            with forwarding, trio.CancelScope() as running:
                 if session_id != "-":  # an HTTP session: its guard may call client_gone
                     self._running[key] = running
                 async with self._limiter, self._client_slot(client):
@@ -357,7 +370,6 @@ class Gateway:
             current_call.reset(token)
         if result is None:  # the client went away (see client_gone); nobody reads this
             result = ToolResult.error("cancelled: the client disconnected")
-        owner = self._owners.get(name)
         if result.is_error and owner is not None and not owner.connected:
             said = result.joined_text[:500]
             _log.warning(
