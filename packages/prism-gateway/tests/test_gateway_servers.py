@@ -10,7 +10,7 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import mcp_types as types
@@ -258,14 +258,14 @@ async def test_a_servers_elicitation_and_sampling_reach_the_calling_client(
     """Forwarded questions say which server asks; the gateway's own approvals stay apart."""
     asked: list[str] = []
 
-    async def elicit(_ctx: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         if params.message.startswith("Prism asks whether"):  # the gateway's approval
             return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept", content={"colour": "green"})
 
     async def sample(
-        _ctx: object, params: types.CreateMessageRequestParams
+        context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
         prompt = params.messages[0].content
         assert isinstance(prompt, types.TextContent)
@@ -312,7 +312,7 @@ async def test_a_servers_question_is_never_put_to_another_clients_call(workspace
     """With calls of two clients running on the server, nobody is asked."""
     asked: list[str] = []
 
-    async def elicit(_ctx: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"colour": "red"})
 
