@@ -543,7 +543,10 @@ def test_a_tool_that_swallows_its_cancellation_still_ends_cancelled() -> None:
 
 
 def test_a_call_that_fails_while_being_cancelled_reports_the_failure() -> None:
+    started = asyncio.Event()
+
     async def fails_on_cancel(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        started.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -561,8 +564,7 @@ def test_a_call_that_fails_while_being_cancelled_reports_the_failure() -> None:
             task = asyncio.create_task(
                 host.dispatch_tool_call(ToolCall(id="1", name="f", arguments={}), options)
             )
-            for _ in range(50):
-                await asyncio.sleep(0)
+            await started.wait()
             controller.abort()
             return await task
 
@@ -731,3 +733,57 @@ def test_a_callback_that_ends_at_once_and_one_that_takes_many_turns() -> None:
             ]
 
     assert asyncio.run(main()) == ["quick", "slow", "tool raises failed: KeyError: 'at once'"]
+
+
+def test_an_abort_landing_after_the_asyncio_tool_finished_keeps_its_result() -> None:
+    """The race: the abort comes in the loop step after the tool's task ended, before trio saw it.
+
+    The tool finished, so its result stands (as a trio call that returns before
+    its next checkpoint), and the ledger says ``ok``: nothing ran that was not recorded.
+    """
+    controller = AbortController()
+    ledger = RunLedger()
+
+    async def finishes_then_aborts(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        asyncio.get_running_loop().call_soon(controller.abort, "too late")
+        return ToolResult.text("done")
+
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="race", execute=finishes_then_aborts)]),
+        ledger=ledger,
+        signal=controller.signal,
+    )
+
+    async def main() -> ToolResult:
+        async with open_asyncio_host() as host:
+            return await host.dispatch_tool_call(
+                ToolCall(id="1", name="race", arguments={}), options
+            )
+
+    result = asyncio.run(main())
+    assert controller.signal.aborted
+    assert result.joined_text == "done"
+    assert [r.status for r in ledger.records] == ["ok"]
+
+
+def test_a_keyboard_interrupt_in_an_async_event_sink_is_logged_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def interrupting(event: AgentEvent) -> None:
+        raise KeyboardInterrupt
+
+    async def main() -> str:
+        options = DispatchOptions(
+            registry=create_tool_registry(
+                [ToolDefinition(name="echo", execute=trio_native(echo_tool))]
+            ),
+            events=interrupting,
+        )
+        async with open_asyncio_host() as host:
+            result = await host.dispatch_tool_call(
+                ToolCall(id="1", name="echo", arguments={}), options
+            )
+        return result.joined_text
+
+    assert asyncio.run(main()) == "echoed"
+    assert "an asyncio event sink raised" in caplog.text
