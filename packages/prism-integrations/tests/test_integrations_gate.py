@@ -19,6 +19,7 @@ from prism.core import (
     DispatchOptions,
     ToolCall,
     ToolResult,
+    create_rule_permission_policy,
     create_tool_registry,
     open_asyncio_host,
 )
@@ -166,3 +167,33 @@ def test_a_prism_tool_without_a_tool_call_id_gets_one() -> None:
 
     (call_id,) = asyncio.run(main())
     assert call_id.startswith("pydantic-ai-")
+
+
+def test_options_made_per_call_never_get_another_options_gates() -> None:
+    """Options built and dropped call after call (their ids may be reused) keep their own gates."""
+    template = RunLedger()
+
+    base = gates(Approvals(answers={}), template)
+    allow = create_rule_permission_policy(allow=["tool:*:execute"])
+    deny = create_rule_permission_policy(default="deny")
+
+    async def main() -> list[str]:
+        async with open_asyncio_host() as host:
+            gate = PrismGate(host, base)
+            statuses = []
+            for i in range(40):
+                # One new options object per call, freed after it: CPython hands the
+                # next one the same memory, so the same id(), most of the time.
+                options = attrs.evolve(base, permission=allow if i % 2 == 0 else deny)
+                result = await gate.call(
+                    run_id="one-run",
+                    call_id=str(i),
+                    name="add",
+                    arguments={"a": 1, "b": 1},
+                    options=options,
+                )
+                del options
+                statuses.append("ok" if not result.is_error else "refused")
+            return statuses
+
+    assert asyncio.run(main()) == ["ok", "refused"] * 20

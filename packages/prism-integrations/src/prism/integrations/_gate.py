@@ -109,7 +109,12 @@ class PrismGate:
     _runs: collections.OrderedDict[str, RunLedger] = attrs.field(
         factory=collections.OrderedDict, init=False
     )
-    _per_run: dict[tuple[str, int], DispatchOptions] = attrs.field(factory=dict, init=False)
+    # (run id, id(options)) -> (options, its per-run copy). The options object is
+    # held, so its id cannot be reused by another while the entry exists, and is
+    # compared: a copy is never served for options it was not made from.
+    _per_run: dict[tuple[str, int], tuple[DispatchOptions, DispatchOptions]] = attrs.field(
+        factory=dict, init=False
+    )
 
     def records(self, run_id: str | None = None) -> list[ToolCallRecord]:
         """The records of the kept runs (or of one run), each run's in the order its calls ended."""
@@ -128,9 +133,9 @@ class PrismGate:
             return options
         key = (run_id, id(options))
         cached = self._per_run.get(key)
-        if cached is not None and run_id in self._runs:
+        if cached is not None and cached[0] is options and run_id in self._runs:
             self._runs.move_to_end(run_id)
-            return cached
+            return cached[1]
         ledger = self._runs.get(run_id)
         if ledger is None:
             ledger = RunLedger(
@@ -146,7 +151,7 @@ class PrismGate:
                 for stale in [k for k in self._per_run if k[0] == gone]:
                     del self._per_run[stale]
         per_run = attrs.evolve(options, ledger=ledger)
-        self._per_run[key] = per_run
+        self._per_run[key] = (options, per_run)
         return per_run
 
     def wrapper_options(self, tools: list[ToolDefinition]) -> DispatchOptions:
