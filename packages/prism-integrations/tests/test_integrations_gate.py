@@ -197,3 +197,61 @@ def test_options_made_per_call_never_get_another_options_gates() -> None:
             return statuses
 
     assert asyncio.run(main()) == ["ok", "refused"] * 20
+
+
+def test_a_wrapped_tool_is_validated_against_the_schema_of_this_step() -> None:
+    """A prepare step may change a tool's schema between steps: Prism checks the current one."""
+    toolset = FunctionToolset[Any]()
+
+    @toolset.tool_plain
+    def pick(n: int) -> str:
+        """Pick a number."""
+        return f"picked {n}"
+
+    calls = iter(
+        [
+            [ToolCallPart("pick", {"n": 5}, tool_call_id="p-1")],
+            [ToolCallPart("pick", {"n": 5}, tool_call_id="p-2")],
+        ]
+    )
+    steps: list[int] = []
+
+    async def prepare(ctx: Any, tool_defs: list[Any]) -> list[Any]:
+        # Step 2 caps n at 3 (a new schema object, as prepare functions make).
+        steps.append(1)
+        cap = 10 if len(steps) == 1 else 3
+        return [
+            dataclasses.replace(
+                d,
+                parameters_json_schema={
+                    "type": "object",
+                    "properties": {"n": {"type": "integer", "maximum": cap}},
+                    "required": ["n"],
+                },
+            )
+            for d in tool_defs
+        ]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = next(calls, None)
+        return ModelResponse(parts=list(turn)) if turn else final_report(messages, info)
+
+    def at_most(tool: Any, arguments: Any, _ctx: Any) -> str | None:
+        schema = tool.parameters or {}
+        cap = schema.get("properties", {}).get("n", {}).get("maximum")
+        return f"n must be at most {cap}" if arguments.get("n", 0) > cap else None
+
+    async def main() -> dict[str, str]:
+        async with open_asyncio_host() as host:
+            options = attrs.evolve(gates(Approvals(answers={}), RunLedger()), validate=at_most)
+            gate = PrismGate(host, options)
+            agent = Agent(
+                FunctionModel(respond),
+                toolsets=[PrismGatedToolset(toolset.prepared(prepare), gate=gate)],
+            )
+            told: dict[str, str] = json.loads((await agent.run("go")).output)
+            return told
+
+    told = asyncio.run(main())
+    assert told["p-1"] == "picked 5"
+    assert "n must be at most 3" in told["p-2"]

@@ -5,6 +5,7 @@ Needs the ``pydantic-ai`` extra (``pydantic-ai-slim``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,7 @@ class PrismGatedToolset(WrapperToolset[Any]):
     gate: PrismGate = dataclasses.field(kw_only=True)
     _registry: ToolRegistry = dataclasses.field(init=False, repr=False)
     _options: DispatchOptions = dataclasses.field(init=False, repr=False)
-    _known: dict[str, tuple[str | None, int]] = dataclasses.field(init=False, repr=False)
+    _known: dict[str, tuple[str | None, dict[str, Any]]] = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.gate, PrismGate):
@@ -143,10 +144,13 @@ class PrismGatedToolset(WrapperToolset[Any]):
     def _definition(self, name: str, tool: ToolsetTool[Any]) -> ToolDefinition:
         tool_def = tool.tool_def
         schema = tool_def.parameters_json_schema
-        key = (tool_def.description, id(schema))
-        if self._known.get(name) != key:
-            self._registry.register(wrapped_tool(name, tool_def.description, dict(schema)))
-            self._known[name] = key
+        known = self._known.get(name)
+        # Compared by value: a toolset's prepare step may hand a new schema each
+        # step, and Prism must validate against the one the model was shown.
+        if known is None or known[0] != tool_def.description or known[1] != schema:
+            copied = copy.deepcopy(schema)
+            self._registry.register(wrapped_tool(name, tool_def.description, copied))
+            self._known[name] = (tool_def.description, copy.deepcopy(schema))
         found = self._registry.get(name)
         assert found is not None
         return found
