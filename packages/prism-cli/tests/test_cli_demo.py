@@ -75,8 +75,16 @@ def test_demo_ledger_records_every_scripted_call_with_the_right_outcome(
     assert records["ghost-1"].blocked_reason == "unknown_tool"
     assert records["notobj-1"].blocked_reason == "invalid_arguments"
     assert records["hidden-1"].blocked_reason == "tool_denied"
-    for call in ("escape-1", "escape-2", "danger-1", "sandbox-1"):
+    for call in ("escape-1", "escape-2", "danger-1"):
         assert records[call].status == "error", call
+    # confined in a sandbox, the build runs and its hook is left out; without one, refused
+    build = records["sandbox-1"]
+    assert build.decision is not None
+    if build.decision.sandbox:
+        assert build.status == "ok"
+        assert "[prism sandbox] not applied" in (build.result_preview or "")
+    else:
+        assert build.status == "error"
     ok = ("read-1", "read-2", "docs-1", "docs-2", "sh-1", "sh-2", "edit-1", "approve-1", "slow-1")
     for call in (*ok, "redact-1"):
         assert records[call].status == "ok", call

@@ -193,3 +193,17 @@ async def test_concurrent_probes_run_once(root: Path, backend: str) -> None:
     except* SandboxUnavailableError:
         pytest.skip(f"{backend} cannot run here")
     await sandbox.ensure_available()
+
+
+@pytest.mark.landlock
+async def test_the_ledger_sees_landlock_in_proved_safe_mode(root: Path) -> None:
+    from prism.core import ExecutionAction, ExecutionDecision
+
+    async with open_secure_coding_tools([str(root)], sandbox="landlock") as secure:
+        decision = secure.policy.check(
+            ExecutionAction(kind="shell", operation="shell", command="ls", paths=(str(root),))
+        )
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.details["mode"] == "proved-safe"
+    # the ledger records details["sandbox"] as the decision's sandbox
+    assert decision.details["sandbox"] == "LandlockSandbox (proved-safe)"

@@ -89,7 +89,7 @@ _FILES: dict[str, str] = {
     f"{_EDITED}.orig": "# stale copy of inventory.py from an old merge\n",
     # A build step that also plants a shell start-up hook (.envrc, a protected path).
     # The policy cannot see inside a script: with a sandbox it runs confined, and the
-    # sandbox (which binds protected paths read-only) stops the hook.
+    # sandbox (which leaves changes to protected paths out of the root) stops the hook.
     "tools/build.sh": (
         "set -e\n"
         'echo "built" > build-stamp.txt\n'
@@ -339,7 +339,8 @@ def gate_lines(
     stamp = records.get("sandbox-1")
     if stamp is not None and sandbox == "bubblewrap":
         said = " ".join((stamp.result_preview or "").split())
-        verdict = "stopped" if stamp.status == "error" else "did not stop it"
+        kept_out = "[prism sandbox] not applied" in said
+        verdict = "stopped" if stamp.status == "error" or kept_out else "did not stop it"
         lines.append(("sandbox (bubblewrap)", ["sandbox-1"], f"{verdict}: {said}"))
     else:
         lines.append((f"sandbox ({sandbox})", [], "no sandbox runs here: the policy asked instead"))

@@ -34,7 +34,7 @@ def _git(root: str, *args: str) -> bytes | None:
             check=False,
             timeout=10,
         )
-    except subprocess.TimeoutExpired as exc:
+    except subprocess.TimeoutExpired as exc:  # pragma: no cover - a git that hangs
         raise SandboxUnavailableError(
             f"git did not answer about {root} within 10s ({' '.join(args[:2])}); refusing to run"
         ) from exc

@@ -59,6 +59,8 @@ COPY_BACK = frozenset({
 })  # fmt: skip
 """Files at the top of a ``.git`` directory that come back: git's work state."""
 _OPAQUE = "user.overlay.opaque"
+# the lists 'git rebase --continue' / 'git cherry-pick --continue' work through
+_TODO_FILES = frozenset({"git-rebase-todo", "todo"})
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
 
@@ -136,7 +138,7 @@ def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | Non
             check=False,
             timeout=_GIT_TIMEOUT_S,
         )
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired:  # pragma: no cover - a git that hangs
         return None
     if result.returncode != 0:
         return None
@@ -212,8 +214,13 @@ class RootOverlay:
         os.chmod(self.upper, stat.S_IMODE(os.stat(root).st_mode))
         self._same_device = os.stat(self.upper).st_dev == os.stat(root).st_dev
         git_dir = os.path.join(root, ".git")
-        self._before = {name: _stat_key(os.path.join(git_dir, name)) for name in COPY_BACK}
-        self.links = protected_links(root, entries)
+        self._before = (
+            {name: _stat_key(os.path.join(git_dir, name)) for name in COPY_BACK}
+            if os.path.isdir(git_dir)
+            else dict.fromkeys(COPY_BACK)
+        )
+        # the command cannot change the host's links: looked at only when needed
+        self._entries = tuple(entries)
 
     def mount_option(self) -> str:
         """The overlay's mount options."""
@@ -221,17 +228,11 @@ class RootOverlay:
 
     def changed(self) -> bool:
         """Whether the command left any change."""
-        try:
-            return bool(os.listdir(self.upper))
-        except OSError:
-            return False
+        return bool(os.listdir(self.upper))
 
     def touches_work_tree(self) -> bool:
         """Whether the command changed anything outside the root's top ``.git``."""
-        try:
-            return any(name != ".git" for name in os.listdir(self.upper))
-        except OSError:
-            return False
+        return any(name != ".git" for name in os.listdir(self.upper))
 
     def apply(self, protected: ProtectedPaths, anchored: Callable[[], Sequence[str]]) -> list[str]:
         """Move the command's changes into the root; return what was left out, as notes.
@@ -244,7 +245,8 @@ class RootOverlay:
         extra: tuple[tuple[str, ...], ...] = ()
         if self.touches_work_tree():
             try:
-                extra = tuple(tuple(p.split("/")) for p in [*anchored(), *self.links])
+                links = protected_links(self.root, self._entries)
+                extra = tuple(tuple(p.split("/")) for p in [*anchored(), *links])
             except SandboxUnavailableError as exc:
                 return [f"the changes to {self.root} were not applied: {exc}"]
         applier = _Applier(self, protected, extra, notes)
@@ -254,18 +256,28 @@ class RootOverlay:
             return [f"the changes to {self.root} were not applied ({exc})"]
         try:
             applier.directory(self.upper, fd, (), opaque=False)
+        except (OSError, RecursionError) as exc:
+            notes.add(f"applying stopped: {exc}", "the rest of the changes")
         finally:
             os.close(fd)
         return notes.lines(self.root)
 
     def discard(self) -> None:
         """Remove the private layer (idempotent)."""
-        with contextlib.suppress(OSError):
+        try:
             # overlayfs leaves its work directory without permissions
             for path, dirs, _files in os.walk(self.work):
                 for name in dirs:
                     os.chmod(os.path.join(path, name), 0o700)
-        shutil.rmtree(self.directory, ignore_errors=True)
+            shutil.rmtree(self.directory)
+        except FileNotFoundError:
+            return
+        except (OSError, RecursionError):
+            # a tree deeper than Python's recursion (or PATH_MAX): the tools walk it
+            # without either limit
+            for argv in (["chmod", "-R", "u+rwx", "--", self.directory],
+                         ["rm", "-rf", "--one-file-system", "--", self.directory]):  # fmt: skip
+                subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
 
 
 class _Applier:
@@ -283,13 +295,11 @@ class _Applier:
 
     def refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
         """Why the change ``kind`` at ``rel`` is not applied, or None."""
-        if ".git" not in rel:
-            if self.protected.covers(rel) or any(rel[: len(e)] == e for e in self.extra):
-                return "protected paths"
-            return None
-        at = rel.index(".git")
-        if any(rel[: len(e)] == e for e in self.extra if len(e) <= at):
+        if any(rel[: len(e)] == e for e in self.extra):
             return "protected paths"
+        if ".git" not in rel:
+            return "protected paths" if self.protected.covers(rel) else None
+        at = rel.index(".git")
         inside = rel[at + 1 :]
         if not inside:
             if kind == _DIR:
@@ -303,12 +313,26 @@ class _Applier:
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if name in _STATE_DIRS:
-            return None
+            return self.todo_refusal(rel, kind)
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
             return self.state_refusal(rel, at, name, kind)
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
+
+    def todo_refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
+        """A rebase or sequencer todo list that would run commands when continued."""
+        if kind != _FILE or rel[-1] not in _TODO_FILES:
+            return None
+        with open(os.path.join(self.overlay.upper, *rel), "rb") as handle:
+            text = handle.read((1 << 22) + 1)
+        if len(text) > 1 << 22:
+            return "a todo list over 4 MiB is not read"
+        for line in text.splitlines():
+            word = line.strip().split(b" ", 1)[0]
+            if word in (b"x", b"exec"):
+                return "a todo list that would run a command ('exec') when continued"
+        return None
 
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
         overlay = self.overlay
@@ -443,11 +467,17 @@ class _Applier:
             current = os.stat(name, dir_fd=real_fd, follow_symlinks=False)
             if stat.S_ISDIR(current.st_mode) and not self.remove(real_fd, rel):
                 return  # a protected entry inside the directory stays; reported
+        info = os.stat(upper, follow_symlinks=False)
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & (stat.S_ISUID | stat.S_ISGID):
+            # a set-user-ID file made inside (as root: owned by root) stays an ordinary one
+            mode &= ~(stat.S_ISUID | stat.S_ISGID)
+            os.chmod(upper, mode, follow_symlinks=False)
+            self.notes.add("set-user-ID and set-group-ID bits are cleared", "/".join(rel))
         if self.overlay._same_device:
             os.rename(upper, name, dst_dir_fd=real_fd)
             return
         temporary = f".prism-{os.getpid()}-{name}"[:255]
-        info = os.stat(upper, follow_symlinks=False)
         source = os.open(upper, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -455,7 +485,7 @@ class _Applier:
             try:
                 while chunk := os.read(source, 1 << 20):
                     os.write(target, chunk)
-                os.fchmod(target, stat.S_IMODE(info.st_mode))
+                os.fchmod(target, mode)
                 os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
             finally:
                 os.close(target)

@@ -311,8 +311,12 @@ class _CodingApprovalPolicy:
             "commands": [c.to_json() for c in explanation.commands],
         }
         if self.sandbox is not None:
-            details["sandbox"] = self.sandbox_name
-            details["mode"] = "confined" if self._confines() else "proved-safe"
+            # the ledger records the sandbox's name, so it carries the mode too
+            confines = self._confines()
+            details["mode"] = "confined" if confines else "proved-safe"
+            details["sandbox"] = (
+                self.sandbox_name if confines else f"{self.sandbox_name} (proved-safe)"
+            )
         reason = f"command {command!r}: {explanation.reason}"
         if explanation.execute is not None:
             details["proved"] = True
@@ -332,6 +336,23 @@ class _CodingApprovalPolicy:
         if self._confines() and explanation.outcome == "ask":
             details["escalation"] = True
             details["rule"] = explanation.rule
+            withheld: frozenset[str] = getattr(self.sandbox, "withholds", frozenset())
+            ungrantable = [
+                c for c in explanation.commands if c.verdict == "ask" and c.rule in withheld
+            ]
+            if ungrantable:
+                # approving it would change nothing: the sandbox would still refuse the
+                # access, so nobody is asked; the refusal says why
+                first = ungrantable[0]
+                details["rule"] = first.rule
+                return CommandVerdict(
+                    outcome="deny",
+                    reason=f"command {command!r} needs access the {self.sandbox_name} "
+                    f"sandbox does not grant even when approved: {' '.join(first.argv)!r}: "
+                    f"{first.reason}; it is not asked (inside the sandbox the change would "
+                    "be left out); make this change outside the sandbox",
+                    details=details,
+                )
             reason = f"command {command!r} needs more than the sandbox allows: {explanation.reason}"
         return CommandVerdict(outcome=explanation.outcome, reason=reason, details=details)
 
@@ -518,7 +539,10 @@ def create_coding_approval_policy(
     it cannot keep protected paths inside a writable root) gives no confined
     mode: the policy stays proved-safe-only. Shell decisions record
     ``details["sandbox"]`` and ``details["mode"]`` (``"confined"`` or
-    ``"proved-safe"``).
+    ``"proved-safe"``). A part needing access the backend never grants, even
+    approved (its ``withholds`` rules: for :class:`BubblewrapSandbox` a write to
+    a protected path, whose change it leaves out), is denied without asking,
+    and the reason says so.
 
     Needing approval means calling ``approve(action)`` (sync or async) and
     waiting at most ``approval_timeout_s`` seconds: a timeout denies (reason and

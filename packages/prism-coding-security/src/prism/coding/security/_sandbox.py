@@ -45,7 +45,7 @@ from ._proxy import (
     normalize_allowed_hosts,
     serve_connect_proxy,
 )
-from ._seccomp import SECCOMP_FILTER, filter_path
+from ._seccomp import SECCOMP_FILTER, filter_file, filter_path
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -61,13 +61,14 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 # becomes bwrap (no extra process stays between the caller and bwrap).
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
 # Run by /bin/sh inside a fresh user and mount namespace (unshare): mounts each
-# root's overlay (options, root pairs up to "--") with mount(8), then becomes bwrap.
-# The filter is opened on fd 3 before unshare (a process in the new user namespace
-# may not open the caller's /proc/<pid>/fd).
-_OVERLAY_LAUNCHER = """m=$1
-shift
+# root's overlay (options, root pairs up to "--") with mount(8), then becomes bwrap
+# with the seccomp filter on fd 3 (from a private file: a process in the new user
+# namespace may not open the caller's /proc/<pid>/fd).
+_OVERLAY_LAUNCHER = """m=$1 f=$2
+shift 2
 while [ "$1" != -- ]; do "$m" -t overlay -o "$1" prism "$2" || exit 125; shift 2; done
 shift
+if [ -n "$f" ]; then exec "$@" 3<"$f"; fi
 exec "$@"
 """
 _UNSHARE = ("--user", "--map-root-user", "--mount", "--propagation", "private")
@@ -203,6 +204,9 @@ class BubblewrapSandbox:
 
     confines: ClassVar[bool] = True
     """The approval policy may run commands confined in it (see ``docs/security.md``)."""
+    withholds: ClassVar[frozenset[str]] = frozenset({"protected"})
+    """Policy rules whose access it never grants, approved or not: changes to protected
+    paths are left out, so the policy does not ask about them."""
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
     network: str = attrs.field(default="none", converter=_network, kw_only=True)
@@ -276,11 +280,12 @@ class BubblewrapSandbox:
             memory_bytes=self.memory_bytes,
             max_processes=self.max_processes,
         )
-        launcher = [] if proxy_dir else ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()]
-        if overlays is not None:
-            launcher += [
+        if overlays is None:
+            launcher = [] if proxy_dir else ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()]
+        else:
+            launcher = [
                 _tool("unshare"), *_UNSHARE, "/bin/sh", "-c", _OVERLAY_LAUNCHER, "prism-sandbox",
-                _tool("mount"),
+                _tool("mount"), "" if proxy_dir else filter_file(),
             ]  # fmt: skip
             for root, overlay in overlays.items():
                 launcher += [overlay.mount_option(), root]

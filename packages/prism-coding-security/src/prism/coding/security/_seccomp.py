@@ -36,14 +36,17 @@ not involved and nothing is written to disk.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import os
+import shutil
 import struct
 import sys
+import tempfile
 import threading
 
-__all__ = ["NO_SOCKETS_FILTER", "SECCOMP_FILTER", "assemble", "filter_path"]
+__all__ = ["NO_SOCKETS_FILTER", "SECCOMP_FILTER", "assemble", "filter_file", "filter_path"]
 
 # classic BPF opcodes (linux/filter.h)
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -218,3 +221,32 @@ def filter_path() -> str:
                 raise
             _memfd = fd
         return f"/proc/{os.getpid()}/fd/{_memfd}"
+
+
+_file: str | None = None
+
+
+def filter_file() -> str:
+    """A private, read-only file holding :data:`SECCOMP_FILTER` (made once per process).
+
+    For launchers that open the program from inside a new user namespace,
+    where the caller's ``/proc/<pid>/fd`` cannot be opened. It lives in a
+    directory only this user can enter, outside every root (the sandbox
+    hides it), and is removed when the process exits.
+
+    Raises:
+        OSError: the file could not be written.
+    """
+    global _file
+    with _lock:
+        if _file is None or not os.path.isfile(_file):
+            directory = tempfile.mkdtemp(prefix="prism-seccomp-")
+            path = os.path.join(directory, "filter.bpf")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+            try:
+                os.write(fd, SECCOMP_FILTER)
+            finally:
+                os.close(fd)
+            atexit.register(shutil.rmtree, directory, True)
+            _file = path
+        return _file

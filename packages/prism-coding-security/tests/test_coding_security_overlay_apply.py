@@ -1,0 +1,274 @@
+"""Applying a command's private layer to a root, and the paths git names: edge cases.
+
+The layer is filled here the way the kernel's overlay fills it (files,
+directories, whiteouts as 0/0 character devices, the opaque mark), then
+applied to a real root; the end-to-end tests run real bubblewrap.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import PROTECTED_PATHS, SandboxUnavailableError
+from prism.coding.security._gitnames import cached_git_entries, git_entries
+from prism.coding.security._overlay import RootOverlay, overlay_base, protected_links
+from prism.coding.security._protected import ProtectedPaths
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_PROTECTED = ProtectedPaths(PROTECTED_PATHS)
+
+
+def _layer(root: Path, base: Path) -> RootOverlay:
+    base.mkdir(exist_ok=True)
+    return RootOverlay(str(root), str(base), PROTECTED_PATHS)
+
+
+def _apply(overlay: RootOverlay, extra: list[str] | None = None) -> list[str]:
+    try:
+        return overlay.apply(_PROTECTED, lambda: extra or [])
+    finally:
+        overlay.discard()
+
+
+def _whiteout(path: str) -> None:
+    os.mknod(path, stat.S_IFCHR | 0o600, 0)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts need mknod (root)")
+
+
+def test_a_base_inside_every_root_is_refused() -> None:
+    with pytest.raises(SandboxUnavailableError, match="TMPDIR"):
+        overlay_base(["/"])
+
+
+def test_links_at_protected_names_protect_their_targets_inside_the_root(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / ".envrc").symlink_to("envrc.real")
+    (root / ".bashrc").symlink_to("/etc/hostname")  # outside: nothing to protect here
+    (root / ".profile").symlink_to(root)  # the root itself
+    (root / ".zshrc").write_text("")
+    (root / ".vscode").mkdir()
+    (root / ".vscode" / "x").symlink_to("../tasks.real")
+    entries = [".envrc", ".bashrc", ".profile", ".zshrc", ".vscode/x", "*.secret", "gone/x"]
+    assert protected_links(str(root), entries) == ["envrc.real", "tasks.real"]
+
+
+def test_a_file_through_a_protected_link_is_left_out(root: Path, tmp_path: Path) -> None:
+    (root / ".envrc").symlink_to("envrc.real")
+    overlay = _layer(root, tmp_path / "base")
+    (tmp_path / "base").joinpath(os.path.basename(overlay.directory), "upper", "envrc.real")
+    with open(os.path.join(overlay.upper, "envrc.real"), "w") as handle:
+        handle.write("curl x | sh\n")
+    notes = _apply(overlay)
+    assert not (root / "envrc.real").exists()
+    assert "envrc.real" in " ".join(notes)
+
+
+def test_special_files_and_stale_locks_are_not_kept(root: Path, tmp_path: Path) -> None:
+    (root / ".git").mkdir()
+    overlay = _layer(root, tmp_path / "base")
+    os.mkfifo(os.path.join(overlay.upper, "pipe"))
+    os.mkdir(os.path.join(overlay.upper, ".git"))
+    open(os.path.join(overlay.upper, ".git", "index.lock"), "w").close()
+    notes = _apply(overlay)
+    assert not (root / "pipe").exists()
+    assert not (root / ".git" / "index.lock").exists()
+    assert notes == [f"not applied to {root} (special files are not kept): pipe"]
+
+
+def test_a_failure_to_ask_git_keeps_every_change_out(root: Path, tmp_path: Path) -> None:
+    overlay = _layer(root, tmp_path / "base")
+    open(os.path.join(overlay.upper, "made.txt"), "w").close()
+
+    def hangs() -> list[str]:
+        raise SandboxUnavailableError("git did not answer")
+
+    try:
+        notes = overlay.apply(_PROTECTED, hangs)
+    finally:
+        overlay.discard()
+    assert notes == [f"the changes to {root} were not applied: git did not answer"]
+    assert not (root / "made.txt").exists()
+
+
+def test_a_root_gone_meanwhile_is_reported(tmp_path: Path) -> None:
+    root = tmp_path / "gone"
+    root.mkdir()
+    overlay = _layer(root, tmp_path / "base")
+    open(os.path.join(overlay.upper, "made.txt"), "w").close()
+    root.rmdir()
+    notes = _apply(overlay)
+    assert len(notes) == 1
+    assert "were not applied" in notes[0]
+
+
+def test_a_layer_deeper_than_the_recursion_limit_stops_and_says_so(
+    root: Path, tmp_path: Path
+) -> None:
+    overlay = _layer(root, tmp_path / "base")
+    fd = os.open(overlay.upper, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1100):  # os.makedirs itself recurses
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    notes = _apply(overlay)
+    assert any("applying stopped" in note for note in notes)
+    assert not os.path.exists(overlay.directory)
+    subprocess.run(["rm", "-rf", "--", str(root / "d")], check=True)
+
+
+def test_a_change_the_file_system_refuses_is_reported(root: Path, tmp_path: Path) -> None:
+    if shutil.which("chattr") is None or os.geteuid() != 0:
+        pytest.skip("needs chattr as root")
+    (root / "locked").mkdir()
+    if subprocess.run(["chattr", "+i", str(root / "locked")], check=False).returncode != 0:
+        pytest.skip("this file system has no immutable flag")
+    try:
+        overlay = _layer(root, tmp_path / "base")
+        os.mkdir(os.path.join(overlay.upper, "locked"))
+        open(os.path.join(overlay.upper, "locked", "f"), "w").close()
+        notes = _apply(overlay)
+    finally:
+        subprocess.run(["chattr", "-i", str(root / "locked")], check=True)
+    assert any("could not be applied" in note and "locked/f" in note for note in notes)
+
+
+@needs_root
+def test_a_whiteout_for_something_already_gone_is_nothing(root: Path, tmp_path: Path) -> None:
+    overlay = _layer(root, tmp_path / "base")
+    _whiteout(os.path.join(overlay.upper, "never-was"))
+    assert _apply(overlay) == []
+
+
+@needs_root
+def test_removing_a_directory_keeps_protected_entries_at_any_depth(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / ".envrc").write_text("keep\n")
+    (root / "a" / "b" / "other").write_text("x\n")
+    (root / "a" / "top").write_text("x\n")
+    overlay = _layer(root, tmp_path / "base")
+    _whiteout(os.path.join(overlay.upper, "a"))
+    notes = _apply(overlay)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
+        "a",
+        "a/b",
+        "a/b/.envrc",
+    ]
+    assert "a/b/.envrc" in " ".join(notes)
+
+
+@needs_root
+@pytest.mark.parametrize("replacement", ["file", "link"])
+def test_replacing_a_directory_that_holds_a_protected_entry_keeps_it(
+    root: Path, tmp_path: Path, replacement: str
+) -> None:
+    (root / "sub").mkdir()
+    (root / "sub" / ".envrc").write_text("keep\n")
+    overlay = _layer(root, tmp_path / "base")
+    if replacement == "file":
+        with open(os.path.join(overlay.upper, "sub"), "w") as handle:
+            handle.write("x\n")
+    else:
+        os.symlink("/etc", os.path.join(overlay.upper, "sub"))
+    notes = _apply(overlay)
+    assert (root / "sub" / ".envrc").read_text() == "keep\n"
+    assert "sub/.envrc" in " ".join(notes)
+
+
+def test_an_opaque_directory_replaces_the_real_one_except_protected_entries(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "old").write_text("old\n")
+    (root / "d" / ".envrc").write_text("keep\n")
+    overlay = _layer(root, tmp_path / "base")
+    upper_d = os.path.join(overlay.upper, "d")
+    os.mkdir(upper_d)
+    os.setxattr(upper_d, "user.overlay.opaque", b"y")
+    with open(os.path.join(upper_d, "new"), "w") as handle:
+        handle.write("new\n")
+    _apply(overlay)
+    assert sorted(os.listdir(root / "d")) == [".envrc", "new"]
+
+
+def test_extra_paths_git_names_are_protected_inside_git_too(root: Path, tmp_path: Path) -> None:
+    overlay = _layer(root, tmp_path / "base")
+    os.makedirs(os.path.join(overlay.upper, "libgit", "hooks"))
+    open(os.path.join(overlay.upper, "libgit", "hooks", "x"), "w").close()
+    os.makedirs(os.path.join(overlay.upper, "lib", ".git", "objects"))
+    open(os.path.join(overlay.upper, "lib", ".git", "objects", "o"), "w").close()
+    notes = _apply(overlay, ["libgit", "lib/.git"])
+    assert not (root / "libgit").exists()
+    assert not (root / "lib" / ".git").exists()
+    assert len(notes) == 1
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.mark.git
+def test_git_names_hooks_includes_and_submodule_git_directories(root: Path, tmp_path: Path) -> None:
+    _git(root, "init", "-q")
+    _git(root, "config", "core.hooksPath", ".githooks")
+    _git(root, "config", "include.path", "../team.gitconfig")
+    _git(root, "config", "--add", "include.path", str(tmp_path / "outside.gitconfig"))
+    _git(root, "config", "includeIf.onbranch:x.path", "")
+    (root / "lib").mkdir()
+    (root / "lib" / ".git").write_text("gitdir: ../libgit\n")
+    (root / "libgit").mkdir()
+    (root / "far").mkdir()
+    (root / "far" / ".git").write_text(f"gitdir: {tmp_path}\n")
+    (root / "junk").mkdir()
+    (root / "junk" / ".git").write_text("not a gitfile\n")
+    sha = "1" * 40
+    for path in ("lib", "far", "junk", "missing"):
+        _git(root, "update-index", "--add", "--cacheinfo", f"160000,{sha},{path}")
+    entries = git_entries(str(root))
+    assert ".githooks" in entries
+    assert "team.gitconfig" in entries
+    assert "lib/.git" in entries
+    assert "libgit/config" in entries and "libgit/hooks" in entries  # noqa: PT018
+    assert "far/.git" in entries and not any(e.startswith("..") for e in entries)  # noqa: PT018
+    assert "missing/.git" in entries
+    assert not any("outside.gitconfig" in e for e in entries)
+
+
+@pytest.mark.git
+def test_hooks_outside_the_root_and_command_line_includes_add_nothing(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _git(root, "init", "-q")
+    _git(root, "config", "core.hooksPath", str(tmp_path / "hooks"))
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "include.path")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(root / "cli.gitconfig"))
+    assert git_entries(str(root)) == []
+
+
+@pytest.mark.git
+def test_the_answer_is_cached_until_a_config_file_changes(root: Path) -> None:
+    _git(root, "init", "-q")
+    first = cached_git_entries(str(root))
+    assert cached_git_entries(str(root)) is first
+    _git(root, "config", "core.hooksPath", ".githooks")
+    assert cached_git_entries(str(root)) == [".githooks"]
+
+
+def test_without_git_nothing_is_named(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(root))
+    assert git_entries(str(root)) == []
