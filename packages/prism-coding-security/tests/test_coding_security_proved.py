@@ -144,6 +144,8 @@ def test_emit_refuses_a_leaf_that_was_not_proved() -> None:
         ("cat {f,a.txt}", "'cat' 'f' 'a.txt'"),
         ("cd sub && cat *", "'cd' '-P' '--' './sub' && 'cat' 'g'"),
         ("ls\ncat f", "'ls'; 'cat' 'f'"),
+        ("cat f{,} {a,b}{.txt,}", "'cat' 'f' 'f' 'a.txt' 'a' 'b.txt' 'b'"),
+        ("ls f{01..02}", "'ls' 'f01' 'f02'"),
         ("ls >&/dev/null", "'ls' &>'/dev/null'"),
     ],
 )
@@ -184,6 +186,7 @@ def test_a_proved_line_runs_as_rebuilt_from_its_judged_words(
         ("ls 2>&/dev/null", "not a plain redirection"),
         ("ls <&f", "not a plain redirection"),
         ("cd sub sub", "unusual operand"),
+        ("{,}; ls", "expands to no words"),
     ],
 )
 def test_lines_outside_the_proved_grammar_ask(root: Path, command: str, why: str) -> None:

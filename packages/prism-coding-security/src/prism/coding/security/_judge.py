@@ -337,23 +337,22 @@ class _Judge:
     def expand(self, word: Word) -> tuple[list[str | None], str | None]:
         if word.dynamic:
             return [None], f"{word.raw!r} is computed at run time"
-        values: list[str | None] = []
+        first: tuple[str, ...] = ()
         try:
             # after a `cd` the line may run in any of several directories (a `cd` in a
-            # subshell does not move the rest): expand globs against each of them
-            first: tuple[str, ...] | None = None
-            for cwd in self.cwds:
+            # subshell does not move the rest): a glob must match the same in each
+            for position, cwd in enumerate(self.cwds):
                 expanded = expand_word(word.raw, cwd=cwd)
-                values.extend(v for v in expanded.values if v not in values)
-                if not expanded.globbed:
-                    break
-                if first is not None and expanded.values != first:
+                if position == 0:
+                    first = expanded.values
+                elif expanded.values != first:
                     return [None], (f"what {word.raw!r} matches depends on which directory "
                                     "the line is in by then")  # fmt: skip
-                first = expanded.values
+                if not expanded.globbed:
+                    break
         except WordError as exc:
             return [None], str(exc)
-        return values, None
+        return list(first), None
 
     def simple(self, command: SimpleCommand, depth: int) -> ProvedCommand | None:
         """Judge ``command``; its proved form when every word and redirect is static."""
@@ -403,6 +402,9 @@ class _Judge:
             if all(c.verdict == "allow" for c in self.checks[start:]):
                 self.add(display, "ask", "not proved: a part of it is computed at run time",
                          "dynamic", depth)  # fmt: skip
+            return None
+        if not argv and not assignments and not redirects:
+            self.add(display, "ask", "the command expands to no words", "grammar", depth)
             return None
         return ProvedCommand(
             argv=tuple(a for a in argv if a is not None),

@@ -129,7 +129,17 @@ def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
                         step = step if hi >= lo else -step
                         if abs(hi - lo) // abs(step) > MAX_EXPANSIONS:
                             raise WordError("a brace sequence expands to too many words")
-                        items = [str(c) for c in range(lo, hi + (1 if step > 0 else -1), step)]
+                        ends = (seq.group(1), seq.group(2))
+                        # bash pads every number to the wider end when an end has a
+                        # leading zero ({01..10}, {1..010})
+                        width = (
+                            max(len(e) for e in ends)
+                            if any(len(e.lstrip("-")) > 1 and e.lstrip("-")[0] == "0" for e in ends)
+                            else 0
+                        )
+                        items = [
+                            f"{c:0{width}d}" for c in range(lo, hi + (1 if step > 0 else -1), step)
+                        ]
                     alternatives = [[(c, True) for c in item] for item in items]
                 out: list[list[tuple[str, bool]]] = []
                 tails = _brace(suffix)
@@ -245,7 +255,12 @@ def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
     )
     values: list[str] = []
     globbed = False
-    for variant in _brace(chars):
+    variants = _brace(chars)
+    # bash drops a word brace expansion left empty ({a,} is one word), unless quoted
+    drop_empty = len(variants) > 1 and "'" not in raw and '"' not in raw
+    for variant in variants:
+        if drop_empty and not variant:
+            continue
         expanded = _tilde(variant, assignment)
         words, hit = _glob(expanded, cwd)
         globbed = globbed or hit
