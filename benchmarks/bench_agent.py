@@ -200,7 +200,7 @@ async def agent_naps(concurrency: int, counter: InFlight) -> None:
         model="bench",
         provider=ScriptedProvider([AssistantMessage(tool_calls=_NAPS), _FINAL]),
         tools=[nap_tool(counter)],
-        loop=SingleShotLoop(tool_concurrency=concurrency),
+        loop=SingleShotLoop(concurrency=concurrency),
         limits=Limits(max_tool_rounds=1),
     )
     await agent.session().run("go")

@@ -83,7 +83,7 @@ def gated_options() -> DispatchOptions:
         ),
         filters=(ToolFilter(deny=frozenset({"never"})),),
         permission=create_rule_permission_policy(allow=["tool:*echo:execute"]),
-        events=events.append,
+        on_event=events.append,
         ledger=RunLedger(),
     )
 

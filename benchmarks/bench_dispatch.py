@@ -44,7 +44,7 @@ from prism.core import (
     dispatch_tool_call,
 )
 from prism.core.ledger import RunLedger
-from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -159,8 +159,8 @@ async def main() -> list[Row]:
         registry=registry,
         filters=(ToolFilter(allow=frozenset({"echo", "other"})), ToolFilter(deny={"shell"})),
         permission=create_rule_permission_policy(allow=["tool:*:execute"], deny=["tool:shell:*"]),
-        validate=trivial_validator,
-        events=sink,
+        validator=trivial_validator,
+        on_event=sink,
         ledger=ledger,
     )
 
@@ -172,7 +172,7 @@ async def main() -> list[Row]:
     async def gated_with_signal() -> ToolResult:
         return await dispatch_tool_call(call, with_signal)
 
-    with_schema = attrs.evolve(gated, validate=create_json_schema_tool_argument_validator())
+    with_schema = attrs.evolve(gated, validator=create_json_schema_tool_validator())
 
     async def gated_with_schema() -> ToolResult:
         return await dispatch_tool_call(call, with_schema)

@@ -64,7 +64,7 @@ from prism.core import (
     dispatch_tool_call,
 )
 from prism.core.ledger import RunLedger
-from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -193,15 +193,15 @@ PRISM_OPTIONS = DispatchOptions(
     ),
     filters=(ToolFilter(allow=frozenset({"get_weather"})), ToolFilter(deny={"shell"})),
     permission=create_rule_permission_policy(allow=["tool:*:execute"], deny=["tool:shell:*"]),
-    validate=create_json_schema_tool_argument_validator(),
-    events=_sink,
+    validator=create_json_schema_tool_validator(),
+    on_event=_sink,
     ledger=RunLedger(max_records=1000),
 )
 
 
 # The peers' work only: parse, validate against the schema, call.
 PRISM_SCHEMA_ONLY = DispatchOptions(
-    registry=PRISM_OPTIONS.registry, validate=create_json_schema_tool_argument_validator()
+    registry=PRISM_OPTIONS.registry, validator=create_json_schema_tool_validator()
 )
 
 

@@ -6,7 +6,7 @@ Rows (medians over repetitions, measured in one run):
   on a realistic 8-property tool schema (the baselines).
 - ``raw jsonschema-rs, valid``: ``jsonschema_rs.validator_for(...).validate`` on the same schema.
 - ``adapter hot path, valid`` / ``invalid``: the ``ToolValidator`` from
-  ``create_json_schema_tool_argument_validator`` on a tool it has seen before
+  ``create_json_schema_tool_validator`` on a tool it has seen before
   (identity fast path, instance bounds, budgets, error text). The schema has no
   ``$schema``, so it is 2020-12 (MCP's default) and runs on jsonschema-rs.
   Target: <= 1.3x raw fastjsonschema. These rows and their baselines are timed
@@ -78,7 +78,7 @@ from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResul
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     SchemaLimits,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 if TYPE_CHECKING:
@@ -471,7 +471,7 @@ async def stall_rows() -> list[Row]:
             )
         )
 
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     closed_tool = ToolDefinition(name="closed", execute=_noop, parameters=CLOSED_TAGS)
     ctx = ToolExecutionContext(ToolCall(id="1", name="closed", arguments={}))
     assert check(closed_tool, {"n": 1}, ctx) is None
@@ -512,7 +512,7 @@ async def stall_rows() -> list[Row]:
 async def main() -> list[Row]:
     rows: list[Row] = []
     raw = fastjsonschema.compile(copy.deepcopy(SCHEMA))
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="search", execute=_noop, parameters=SCHEMA)
     ctx = ToolExecutionContext(ToolCall(id="1", name="search", arguments=VALID))
     assert check(tool, VALID, ctx) is None

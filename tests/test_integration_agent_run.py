@@ -40,7 +40,7 @@ from prism.core import (
 )
 from prism.core.ledger import RunLedger
 from prism.mcp import StdioTransport, open_mcp_tools
-from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -129,11 +129,11 @@ async def test_one_agent_run_through_every_package_then_an_abort_mid_turn(
                 model="scripted",
                 provider=provider,
                 tools=tools,
-                validator=create_json_schema_tool_argument_validator(),
+                validator=create_json_schema_tool_validator(),
                 permission=create_rule_permission_policy(
                     allow=["tool:*:execute"], deny=["tool:mcp:docs:delete_*:execute"]
                 ),
-                loop=SingleShotLoop(tool_concurrency=3),
+                loop=SingleShotLoop(concurrency=3),
                 limits=Limits(max_tool_rounds=8),
                 ledger=ledger,
             )

@@ -32,7 +32,7 @@ from prism.core import (
 )
 from prism.core.ledger import RunLedger
 from prism.mcp import open_mcp_tools
-from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -78,9 +78,9 @@ def test_asyncio_app_runs_mcp_and_coding_tools_through_one_host(
                 model="scripted",
                 provider=provider,
                 tools=tools,
-                validator=create_json_schema_tool_argument_validator(),
+                validator=create_json_schema_tool_validator(),
                 permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-                loop=SingleShotLoop(tool_concurrency=2),
+                loop=SingleShotLoop(concurrency=2),
                 limits=Limits(max_tool_rounds=2),
                 ledger=ledger,
             )

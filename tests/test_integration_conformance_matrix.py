@@ -58,7 +58,7 @@ from prism.core import (
 from prism.core.ledger import RunLedger
 from prism.core.testing import RecordingTool
 from prism.mcp import StdioTransport, open_mcp_tools
-from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,7 +93,7 @@ def _counting_tool(
 def _options(*tools: ToolDefinition, **extra: object) -> DispatchOptions:
     return DispatchOptions(
         registry=create_tool_registry(tools),
-        validate=create_json_schema_tool_argument_validator(),
+        validator=create_json_schema_tool_validator(),
         ledger=RunLedger(),
         **extra,  # type: ignore[arg-type]
     )
@@ -125,8 +125,8 @@ async def test_row_01_args_violating_the_schema_are_validation_failed_and_never_
 
 async def test_row_02_schema_compile_cache_compiles_each_schema_once() -> None:
     tool, seen = _counting_tool()
-    validator = create_json_schema_tool_argument_validator()
-    options = DispatchOptions(registry=create_tool_registry([tool]), validate=validator)
+    validator = create_json_schema_tool_validator()
+    options = DispatchOptions(registry=create_tool_registry([tool]), validator=validator)
     for index in range(5):
         result = await dispatch_tool_call(_call("weather", {"city": f"c{index}"}), options)
         assert not result.is_error
@@ -223,7 +223,7 @@ async def test_row_05_parallel_calls_stay_under_the_bound_and_keep_call_order(
         model="m",
         provider=provider,
         tools=registry,
-        loop=SingleShotLoop(tool_concurrency=concurrency),
+        loop=SingleShotLoop(concurrency=concurrency),
     )
     result = await agent.session().run("go")
     assert state["peak"] == concurrency
@@ -254,7 +254,7 @@ async def test_row_06_parallel_abort_mid_turn_cancels_pending_calls_and_signals_
     calls = tuple(_call("work", {}, f"c{n}") for n in range(6))
     provider = ScriptedProvider([AssistantMessage(tool_calls=calls), AssistantMessage()])
     agent = create_agent(
-        model="m", provider=provider, tools=[tool], loop=SingleShotLoop(tool_concurrency=2)
+        model="m", provider=provider, tools=[tool], loop=SingleShotLoop(concurrency=2)
     )
 
     result = await agent.session().run("go", RunOptions(signal=controller.signal))

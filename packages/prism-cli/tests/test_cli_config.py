@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prism.cli import ConfigError, PrismConfig, load_config, parse_config
+from prism.cli import CliConfigurationError, PrismConfig, load_config, parse_config
 
 FULL = """
 [agent]
 model = "scripted"
-tool_concurrency = 6
+concurrency = 6
 max_tool_rounds = 3
 
 [workspace]
@@ -56,15 +56,15 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def _problem(data: dict[str, object]) -> ConfigError:
-    with pytest.raises(ConfigError) as info:
+def _problem(data: dict[str, object]) -> CliConfigurationError:
+    with pytest.raises(CliConfigurationError) as info:
         parse_config(data, source="prism.toml", base_dir="/base")
     return info.value
 
 
 def test_full_config_loads_and_resolves_paths_against_its_folder(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path, FULL))
-    assert config.agent.tool_concurrency == 6
+    assert config.agent.concurrency == 6
     assert config.workspace.roots == (str(tmp_path / "repo"), "/abs/other")
     assert config.workspace.read_only is True
     assert config.commands.ask == ("git push*",)
@@ -107,8 +107,8 @@ def test_typo_in_nested_key_is_named_with_its_dotted_path() -> None:
 @pytest.mark.parametrize(
     ("data", "key", "fragment"),
     [
-        ({"agent": {"tool_concurrency": 0}}, "agent.tool_concurrency", ">= 1 and <= 64, got 0"),
-        ({"agent": {"tool_concurrency": True}}, "agent.tool_concurrency", "an integer"),
+        ({"agent": {"concurrency": 0}}, "agent.concurrency", ">= 1 and <= 64, got 0"),
+        ({"agent": {"concurrency": True}}, "agent.concurrency", "an integer"),
         ({"agent": {"max_tool_rounds": "3"}}, "agent.max_tool_rounds", "an integer"),
         ({"workspace": {"roots": []}}, "workspace.roots", "a non-empty sequence"),
         ({"workspace": {"roots": ["ok", 3]}}, "workspace.roots[1]", "non-empty string"),
@@ -160,20 +160,20 @@ def test_server_id_that_cannot_be_part_of_a_tool_name_is_refused() -> None:
 
 def test_not_toml_is_reported_with_the_file(tmp_path: Path) -> None:
     path = _write(tmp_path, "[agent\nmodel = 1\n")
-    with pytest.raises(ConfigError, match="not valid TOML") as info:
+    with pytest.raises(CliConfigurationError, match="not valid TOML") as info:
         load_config(path)
     assert info.value.source == str(path)
     assert info.value.key == ""
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read it"):
+    with pytest.raises(CliConfigurationError, match="cannot read it"):
         load_config(tmp_path / "absent.toml")
 
 
 def test_oversized_file_is_refused_before_parsing(tmp_path: Path) -> None:
     path = _write(tmp_path, "# " + "x" * 1_100_000 + "\n")
-    with pytest.raises(ConfigError, match="larger than"):
+    with pytest.raises(CliConfigurationError, match="larger than"):
         load_config(path)
 
 
@@ -193,7 +193,7 @@ _KNOWN_TOP = {
 def test_any_unknown_top_level_key_is_refused(name: str) -> None:
     if name in _KNOWN_TOP:
         return
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(CliConfigurationError) as info:
         parse_config({name: {}})
     assert info.value.key == name
 
@@ -201,10 +201,10 @@ def test_any_unknown_top_level_key_is_refused(name: str) -> None:
 @given(st.integers(min_value=-(10**6), max_value=10**6))
 def test_concurrency_outside_its_range_is_always_refused(value: int) -> None:
     if 1 <= value <= 64:
-        assert parse_config({"agent": {"tool_concurrency": value}}).agent.tool_concurrency == value
+        assert parse_config({"agent": {"concurrency": value}}).agent.concurrency == value
     else:
-        with pytest.raises(ConfigError):
-            parse_config({"agent": {"tool_concurrency": value}})
+        with pytest.raises(CliConfigurationError):
+            parse_config({"agent": {"concurrency": value}})
 
 
 @pytest.mark.parametrize("mode", ["none", "bubblewrap", "landlock", "auto"])
@@ -261,5 +261,5 @@ def test_every_nested_mistake_names_its_dotted_key(
 def test_a_file_that_is_not_utf8_is_reported_with_the_file(tmp_path: Path) -> None:
     path = tmp_path / "prism.toml"
     path.write_bytes(b"[agent]\nmodel = '\xff'\n")
-    with pytest.raises(ConfigError, match="not UTF-8 text"):
+    with pytest.raises(CliConfigurationError, match="not UTF-8 text"):
         load_config(path)

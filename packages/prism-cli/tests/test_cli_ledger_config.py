@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from prism.cli import ConfigError, parse_config
+from prism.cli import CliConfigurationError, parse_config
 from prism.core.ledger import read_ledger
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def test_the_defaults_never_fsync_and_never_rotate() -> None:
     [({"fsync": "sometimes"}, "ledger.fsync"), ({"max_bytes": -1}, "ledger.max_bytes")],
 )
 def test_bad_ledger_options_name_their_key(ledger: dict[str, object], key: str) -> None:
-    with pytest.raises(ConfigError, match=key):
+    with pytest.raises(CliConfigurationError, match=key):
         parse_config({"ledger": ledger})
 
 

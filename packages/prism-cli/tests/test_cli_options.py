@@ -29,8 +29,8 @@ CASES: list[tuple[str, Callable[[], object], str, object]] = [
     ("agent model", lambda: AgentConfig(model=3), "AgentConfig.model", 3),  # type: ignore[arg-type]
     (
         "agent concurrency",
-        lambda: AgentConfig(tool_concurrency=0),
-        "AgentConfig.tool_concurrency",
+        lambda: AgentConfig(concurrency=0),
+        "AgentConfig.concurrency",
         0,
     ),
     (

@@ -6,7 +6,7 @@ DOCUMENTED = {
     "AgentConfig",
     "CliError",
     "CommandRulesConfig",
-    "ConfigError",
+    "CliConfigurationError",
     "McpServerConfig",
     "PermissionsConfig",
     "PrismConfig",
@@ -40,7 +40,7 @@ def test_errors_derive_from_prism_error() -> None:
     from prism.core import PrismError
 
     assert issubclass(prism.cli.CliError, PrismError)
-    assert issubclass(prism.cli.ConfigError, ValueError)
+    assert issubclass(prism.cli.CliConfigurationError, ValueError)
     assert issubclass(prism.cli.SessionFormatError, prism.cli.CliError)
 
 

@@ -33,7 +33,7 @@ def _setup(tmp_path: Path, config: str, session: object) -> None:
 
 CODING_ONLY = """
 [agent]
-tool_concurrency = 2
+concurrency = 2
 max_tool_rounds = 4
 
 [workspace]
@@ -163,7 +163,7 @@ def test_run_with_a_bad_config_names_the_key_and_runs_nothing(
     _setup(tmp_path, "[agent]\ntool_concurrency = 0\n", ["hi"])
     proc = run_cli("run", "session.json")
     assert proc.returncode == 2
-    assert "prism.toml: agent.tool_concurrency: must be an integer >= 1 and <= 64, got 0" in (
+    assert "prism.toml: agent.concurrency: must be an integer >= 1 and <= 64, got 0" in (
         proc.stderr
     )
     assert not (tmp_path / "prism-ledger.jsonl").exists()

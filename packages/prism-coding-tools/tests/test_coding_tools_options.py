@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from prism.coding.tools import (
-    InvalidToolOptionError,
+    CodingToolsConfigurationError,
     LocalShellOperations,
     ShellSpawnRequest,
     create_coding_tools,
@@ -68,7 +68,7 @@ def test_bad_option_raises_naming_the_option(
 ) -> None:
     # one check for every factory (prism.core.options): "<factory>.<option> must be ..., got ..."
     with pytest.raises(
-        InvalidToolOptionError, match=f"{factory.__name__}.{named} must be"
+        CodingToolsConfigurationError, match=f"{factory.__name__}.{named} must be"
     ) as caught:
         factory(str(tmp_path), **options)
     assert caught.value.option == f"{factory.__name__}.{named}"
@@ -83,7 +83,7 @@ def test_bad_option_raises_naming_the_option(
     "factory", [create_read_tool, create_write_tool, create_edit_tool, create_shell_tool]
 )
 def test_bad_cwd_raises(cwd: Any, factory: Any) -> None:
-    with pytest.raises(InvalidToolOptionError, match="cwd") as caught:
+    with pytest.raises(CodingToolsConfigurationError, match="cwd") as caught:
         factory(cwd)
     assert (caught.value.option, caught.value.value) == (f"{factory.__name__}.cwd", cwd)
 
@@ -100,7 +100,7 @@ def test_create_coding_tools_names_the_tool_option(
     tmp_path: Path, group: str, options: dict[str, Any], option: str
 ) -> None:
     build: Any = create_coding_tools
-    with pytest.raises(InvalidToolOptionError) as caught:
+    with pytest.raises(CodingToolsConfigurationError) as caught:
         build(str(tmp_path), **{group: options})
     assert caught.value.option == option
 
@@ -117,9 +117,9 @@ def test_unknown_keyword_raises_type_error(tmp_path: Path) -> None:
 
 
 def test_kill_grace_is_validated() -> None:
-    with pytest.raises(InvalidToolOptionError, match="kill_grace_s"):
+    with pytest.raises(CodingToolsConfigurationError, match="kill_grace_s"):
         LocalShellOperations(kill_grace_s=-1)
-    with pytest.raises(InvalidToolOptionError, match="kill_grace_s"):
+    with pytest.raises(CodingToolsConfigurationError, match="kill_grace_s"):
         LocalShellOperations(kill_grace_s=600)
 
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from prism.coding.tools import (
-    InvalidToolOptionError,
+    CodingToolsConfigurationError,
     LocalShellOperations,
     OutputSink,
     ShellExit,
@@ -190,7 +190,7 @@ async def test_boolean_kill_grace_is_refused_before_spawning(tmp_path: Path) -> 
     async def sink(chunk: bytes) -> None:
         raise AssertionError("nothing may run")
 
-    with pytest.raises(InvalidToolOptionError, match="kill_grace_s"):
+    with pytest.raises(CodingToolsConfigurationError, match="kill_grace_s"):
         await run_process_tree(
             ["sh", "-c", "echo ran"], cwd=str(tmp_path), env={}, on_output=sink, kill_grace_s=True
         )

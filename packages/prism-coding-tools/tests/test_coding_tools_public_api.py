@@ -13,7 +13,7 @@ DOCUMENTED = {
     "FileMutationQueue",
     "FileOperations",
     "FileStat",
-    "InvalidToolOptionError",
+    "CodingToolsConfigurationError",
     "LocalFileOperations",
     "LocalShellOperations",
     "OutputSink",

@@ -130,7 +130,11 @@ async def test_pre_aborted_signal_never_runs_anything() -> None:
     controller.abort("user pressed stop")
     sink, ledger = RecordingSink(), RunLedger()
     options = _options(
-        tool.definition, middleware=middleware, events=sink, ledger=ledger, signal=controller.signal
+        tool.definition,
+        middleware=middleware,
+        on_event=sink,
+        ledger=ledger,
+        signal=controller.signal,
     )
 
     result = await dispatch_tool_call(_call(), options)
@@ -148,7 +152,7 @@ async def test_abort_mid_call_cancels_the_tool_and_returns_a_cancellation_result
     tool = BlockingTool()
     controller = AbortController()
     sink, ledger = RecordingSink(), RunLedger()
-    options = _options(tool.definition, events=sink, ledger=ledger, signal=controller.signal)
+    options = _options(tool.definition, on_event=sink, ledger=ledger, signal=controller.signal)
     results: list[ToolResult] = []
 
     async def run() -> None:
@@ -203,7 +207,7 @@ async def test_abort_during_an_async_permission_check_cancels_before_execute() -
 async def test_callers_cancellation_propagates_and_is_still_recorded() -> None:
     tool = BlockingTool()
     sink, ledger = RecordingSink(), RunLedger()
-    options = _options(tool.definition, events=sink, ledger=ledger)
+    options = _options(tool.definition, on_event=sink, ledger=ledger)
     outcome: list[str] = []
 
     async def run(scope_box: list[trio.CancelScope]) -> None:

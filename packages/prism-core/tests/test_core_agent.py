@@ -263,7 +263,7 @@ async def test_run_options_override_the_validator() -> None:
 
     provider = ScriptedProvider([calling(("1", "echo", {"x": 1})), answer("ok")])
     agent = create_agent(model="m", provider=provider, tools=[echo_tool()])
-    result = await agent.session().run("go", RunOptions(validate=refuse))
+    result = await agent.session().run("go", RunOptions(validator=refuse))
     assert result.records[0].blocked_reason == "validation_failed"
 
 
@@ -292,7 +292,7 @@ async def test_loop_concurrency_and_exclusive_clamp_apply_per_turn(
         model="m",
         provider=provider,
         tools=tools,
-        loop=SingleShotLoop(tool_concurrency=4),
+        loop=SingleShotLoop(concurrency=4),
         limits=Limits(max_tool_rounds=3),
     )
     await agent.session().run("go")
@@ -315,7 +315,7 @@ async def test_run_options_loop_overrides_the_agent_loop(
     agent = create_agent(
         model="m", provider=provider, tools=[ToolDefinition(name="slow", execute=slow)]
     )
-    await agent.session().run("go", RunOptions(loop=SingleShotLoop(tool_concurrency=2)))
+    await agent.session().run("go", RunOptions(loop=SingleShotLoop(concurrency=2)))
     assert starts[0] == starts[1]
 
 
@@ -449,7 +449,7 @@ def test_scripted_provider_refuses_bad_turns(turns: object) -> None:
         ("model", ""),
         ("model", 3),
         ("provider", object()),
-        ("loop", {"tool_concurrency": 2}),
+        ("loop", {"concurrency": 2}),
         ("limits", 3),
         ("ledger", []),
         ("validator", "yes"),
@@ -467,8 +467,8 @@ def test_create_agent_refuses_bad_options_naming_them(option: str, value: object
 
 @pytest.mark.parametrize("value", [0, -1, 1.0, True, "2"])
 def test_single_shot_loop_refuses_bad_concurrency(value: object) -> None:
-    with pytest.raises(ConfigurationError, match=r"SingleShotLoop\.tool_concurrency"):
-        SingleShotLoop(tool_concurrency=value)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"SingleShotLoop\.concurrency"):
+        SingleShotLoop(concurrency=value)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, None, False])

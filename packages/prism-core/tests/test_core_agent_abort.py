@@ -82,7 +82,7 @@ async def test_abort_mid_turn_leaves_a_valid_transcript(
         model="m",
         provider=provider,
         tools=[worker(ran, cancelled)],
-        loop=SingleShotLoop(tool_concurrency=2),
+        loop=SingleShotLoop(concurrency=2),
     )
 
     async def abort_soon() -> None:

@@ -102,7 +102,7 @@ def test_random_runs_keep_the_transcript_valid_and_the_ledger_complete(
         provider=provider,
         tools=tools(),
         permission=create_rule_permission_policy(deny=["tool:denied:*"], default="allow"),
-        loop=SingleShotLoop(tool_concurrency=concurrency),
+        loop=SingleShotLoop(concurrency=concurrency),
         limits=Limits(max_tool_rounds=rounds),
     )
     controller = AbortController()

@@ -173,7 +173,7 @@ def test_every_gate_may_be_asyncio_code() -> None:
                     registry=create_tool_registry([fetch_tool(port)]),
                     permission=QueuePolicy(),
                     middleware=middleware,
-                    validate=validate,
+                    validator=validate,
                     ledger=ledger,
                 )
                 caller_name.set("app")

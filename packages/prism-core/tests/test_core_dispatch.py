@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from prism.core import (
     BlockedReason,
+    ConfigurationError,
     DispatchOptions,
     ErrorInfo,
     ExecutionAction,
@@ -110,9 +111,9 @@ async def test_gates_run_in_the_fixed_order() -> None:
     options = _options(
         ToolDefinition(name="t", execute=execute),
         permission=Policy(),
-        validate=validate,
+        validator=validate,
         middleware=middleware,
-        events=sink,
+        on_event=sink,
         ledger=ledger,
     )
     result = await dispatch_tool_call(_call("t"), options)
@@ -136,7 +137,7 @@ async def test_successful_call_emits_started_then_finished_and_an_ok_record() ->
     ledger = RunLedger()
     result = await dispatch_tool_call(
         _call(arguments={"a": [1, 2.5, None, True, {"b": "c"}]}),
-        _options(tool.definition, events=sink, ledger=ledger),
+        _options(tool.definition, on_event=sink, ledger=ledger),
     )
     assert result == ToolResult.text("hi")
     assert [arguments for arguments, _ in tool.calls] == [{"a": [1, 2.5, None, True, {"b": "c"}]}]
@@ -157,7 +158,7 @@ async def test_error_result_from_a_tool_is_recorded_as_error_with_a_finished_eve
     sink = RecordingSink()
     ledger = RunLedger()
     result = await dispatch_tool_call(
-        _call(), _options(tool.definition, events=sink, ledger=ledger)
+        _call(), _options(tool.definition, on_event=sink, ledger=ledger)
     )
     assert result.is_error
     assert sink.types == ["tool_execution_started", "tool_execution_finished"]
@@ -196,7 +197,7 @@ async def test_unknown_tool_is_blocked() -> None:
     tool = RecordingTool()
     sink, ledger = RecordingSink(), RunLedger()
     result = await dispatch_tool_call(
-        _call("missing"), _options(tool.definition, events=sink, ledger=ledger)
+        _call("missing"), _options(tool.definition, on_event=sink, ledger=ledger)
     )
     _assert_blocked(result, sink, ledger, "unknown_tool", tool)
     assert "missing" in result.joined_text
@@ -209,7 +210,7 @@ async def test_filter_denied_tool_is_blocked() -> None:
     options = _options(
         tool.definition,
         filters=[ToolFilter(allow=frozenset({"other"}))],
-        events=sink,
+        on_event=sink,
         ledger=ledger,
     )
     result = await dispatch_tool_call(_call(), options)
@@ -238,7 +239,7 @@ async def test_non_json_object_arguments_are_blocked(arguments: object) -> None:
     tool = RecordingTool()
     sink, ledger = RecordingSink(), RunLedger()
     call = ToolCall(id="c1", name="record", arguments=arguments)
-    result = await dispatch_tool_call(call, _options(tool.definition, events=sink, ledger=ledger))
+    result = await dispatch_tool_call(call, _options(tool.definition, on_event=sink, ledger=ledger))
     _assert_blocked(result, sink, ledger, "invalid_arguments", tool)
 
 
@@ -256,7 +257,7 @@ async def test_permission_denied_call_is_blocked_and_names_the_key() -> None:
     tool = RecordingTool()
     sink, ledger = RecordingSink(), RunLedger()
     policy = DenyAllPermissionPolicy(reason="not today")
-    options = _options(tool.definition, permission=policy, events=sink, ledger=ledger)
+    options = _options(tool.definition, permission=policy, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "permission_denied", tool)
     assert "tool:record:execute" in result.joined_text
@@ -271,7 +272,7 @@ async def test_validation_failure_is_blocked() -> None:
     def validate(t: ToolDefinition, arguments: JsonObject, ctx: ToolExecutionContext) -> str:
         return "x must be a string"
 
-    options = _options(tool.definition, validate=validate, events=sink, ledger=ledger)
+    options = _options(tool.definition, validator=validate, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "validation_failed", tool)
     assert result.joined_text == "x must be a string"
@@ -284,7 +285,7 @@ async def test_earlier_gate_wins_when_several_would_refuse() -> None:
         tool.definition,
         filters=[ToolFilter(deny={"record"})],
         permission=DenyAllPermissionPolicy(),
-        events=sink,
+        on_event=sink,
     )
     await dispatch_tool_call(_call(arguments=[1]), options)
     assert [e.reason for e in sink.of_type(ToolExecutionBlocked)] == ["tool_denied"]
@@ -321,7 +322,7 @@ async def test_async_permission_denial_blocks() -> None:
             await trio.lowlevel.checkpoint()
             return PermissionDecision(allowed=False)
 
-    options = _options(tool.definition, permission=AsyncDeny(), events=sink, ledger=ledger)
+    options = _options(tool.definition, permission=AsyncDeny(), on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "permission_denied", tool)
 
@@ -335,7 +336,7 @@ async def test_permission_policy_returning_a_non_decision_fails_closed(answer: o
         def check(self, request: PermissionRequest) -> object:
             return answer
 
-    options = _options(tool.definition, permission=Sloppy(), events=sink, ledger=ledger)
+    options = _options(tool.definition, permission=Sloppy(), on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "permission_denied", tool)
 
@@ -348,7 +349,7 @@ async def test_permission_policy_that_raises_blocks_the_call() -> None:
         def check(self, request: PermissionRequest) -> PermissionDecision:
             raise KeyError("policy store unavailable")
 
-    options = _options(tool.definition, permission=Broken(), events=sink, ledger=ledger)
+    options = _options(tool.definition, permission=Broken(), on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "permission_denied", tool)
     assert "policy store unavailable" in result.joined_text
@@ -390,7 +391,7 @@ async def test_validator_returning_none_lets_the_call_run(
     wrap: Callable[[object], Validator],
 ) -> None:
     tool = RecordingTool()
-    result = await dispatch_tool_call(_call(), _options(tool.definition, validate=wrap(None)))
+    result = await dispatch_tool_call(_call(), _options(tool.definition, validator=wrap(None)))
     assert not result.is_error
     assert len(tool.calls) == 1
 
@@ -401,7 +402,7 @@ async def test_validator_returning_a_string_blocks_with_that_text(
 ) -> None:
     tool = RecordingTool()
     sink, ledger = RecordingSink(), RunLedger()
-    options = _options(tool.definition, validate=wrap("bad x"), events=sink, ledger=ledger)
+    options = _options(tool.definition, validator=wrap("bad x"), on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "validation_failed", tool)
     assert result.joined_text == "bad x"
@@ -414,7 +415,7 @@ async def test_validator_returning_error_info_blocks_and_keeps_code_and_details(
     tool = RecordingTool()
     sink, ledger = RecordingSink(), RunLedger()
     info = ErrorInfo(message="x too big", code="maximum", details={"limit": 3})
-    options = _options(tool.definition, validate=wrap(info), events=sink, ledger=ledger)
+    options = _options(tool.definition, validator=wrap(info), on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "validation_failed", tool)
     assert result.joined_text == "x too big"
@@ -436,7 +437,7 @@ async def test_validator_that_raises_blocks_instead_of_escaping(
         raise ValueError("schema compiler exploded")
 
     validate = raising if wrap is _sync else raising_async
-    options = _options(tool.definition, validate=validate, events=sink, ledger=ledger)
+    options = _options(tool.definition, validator=validate, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "validation_failed", tool)
     assert "schema compiler exploded" in result.joined_text
@@ -445,7 +446,7 @@ async def test_validator_that_raises_blocks_instead_of_escaping(
 async def test_validator_returning_another_type_blocks() -> None:
     tool = RecordingTool()
     sink, ledger = RecordingSink(), RunLedger()
-    options = _options(tool.definition, validate=_sync(42), events=sink, ledger=ledger)
+    options = _options(tool.definition, validator=_sync(42), on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "validation_failed", tool)
 
@@ -458,7 +459,7 @@ async def test_validator_sees_the_tool_and_the_arguments() -> None:
         seen.append((t.name, arguments))
 
     await dispatch_tool_call(
-        _call(arguments={"q": "v"}), _options(tool.definition, validate=validate)
+        _call(arguments={"q": "v"}), _options(tool.definition, validator=validate)
     )
     assert seen == [("record", {"q": "v"})]
 
@@ -475,7 +476,7 @@ async def test_middleware_rewrite_is_looked_up_again() -> None:
     def rename(call: ToolCall, ctx: ToolExecutionContext) -> ToolCall:
         return ToolCall(id=call.id, name="ghost", arguments=call.arguments)
 
-    options = _options(tool.definition, middleware=middleware, events=sink, ledger=ledger)
+    options = _options(tool.definition, middleware=middleware, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "unknown_tool", tool)
     assert sink.of_type(ToolExecutionBlocked)[0].tool_name == "ghost"
@@ -496,7 +497,7 @@ async def test_middleware_rewrite_is_filtered_again() -> None:
         secret.definition,
         filters=[ToolFilter(deny={"secret"})],
         middleware=middleware,
-        events=sink,
+        on_event=sink,
         ledger=ledger,
     )
     result = await dispatch_tool_call(_call(), options)
@@ -514,7 +515,7 @@ async def test_middleware_rewrite_arguments_are_checked_again() -> None:
         await trio.lowlevel.checkpoint()
         return ToolCall(id=call.id, name=call.name, arguments=["not", "an", "object"])
 
-    options = _options(tool.definition, middleware=middleware, events=sink, ledger=ledger)
+    options = _options(tool.definition, middleware=middleware, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "invalid_arguments", tool)
 
@@ -529,7 +530,9 @@ async def test_middleware_rewrite_reaches_the_tool_and_keeps_the_call_id() -> No
         return ToolCall(id="forged", name=call.name, arguments={**call.arguments, "limit": 10})
 
     sink = RecordingSink()
-    await dispatch_tool_call(_call(), _options(tool.definition, middleware=middleware, events=sink))
+    await dispatch_tool_call(
+        _call(), _options(tool.definition, middleware=middleware, on_event=sink)
+    )
     arguments, ctx = tool.calls[0]
     assert arguments == {"x": 1, "limit": 10}
     assert ctx.call.id == "c1"
@@ -565,7 +568,7 @@ async def test_middleware_short_circuit_counts_as_tool_denied(is_error: bool) ->
     def block(call: ToolCall, ctx: ToolExecutionContext) -> ToolResult:
         return ToolResult.text("quota exhausted", is_error=is_error)
 
-    options = _options(tool.definition, middleware=middleware, events=sink, ledger=ledger)
+    options = _options(tool.definition, middleware=middleware, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "tool_denied", tool)
     assert result.joined_text == "quota exhausted"
@@ -593,7 +596,7 @@ async def test_broken_call_middleware_blocks_the_call(kind: str) -> None:
             raise RuntimeError("hook bug")
         return 42
 
-    options = _options(tool.definition, middleware=middleware, events=sink, ledger=ledger)
+    options = _options(tool.definition, middleware=middleware, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     _assert_blocked(result, sink, ledger, "tool_denied", tool)
 
@@ -608,7 +611,7 @@ async def test_result_middleware_rewrites_the_result_events_and_ledger_see() -> 
         await trio.lowlevel.checkpoint()
         return ToolResult.text(f"<{result.joined_text}>")
 
-    options = _options(tool.definition, middleware=middleware, events=sink, ledger=ledger)
+    options = _options(tool.definition, middleware=middleware, on_event=sink, ledger=ledger)
     result = await dispatch_tool_call(_call(), options)
     assert result.joined_text == "<raw>"
     assert sink.of_type(ToolExecutionFinished)[0].result.joined_text == "<raw>"
@@ -645,9 +648,9 @@ async def test_broken_result_middleware_gives_an_error_result(kind: str) -> None
 
 def test_middleware_registry_rejects_non_callables() -> None:
     middleware = MiddlewareRegistry()
-    with pytest.raises(TypeError, match="on_tool_call"):
+    with pytest.raises(ConfigurationError, match="on_tool_call"):
         middleware.on_tool_call(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="on_tool_result"):
+    with pytest.raises(ConfigurationError, match="on_tool_result"):
         middleware.on_tool_result("x")  # type: ignore[arg-type]
 
 
@@ -658,7 +661,7 @@ async def test_raising_tool_gives_an_error_result_and_an_error_event() -> None:
     tool = FailingTool(message="disk on fire")
     sink, ledger = RecordingSink(), RunLedger()
     result = await dispatch_tool_call(
-        _call("fail"), _options(tool.definition, events=sink, ledger=ledger)
+        _call("fail"), _options(tool.definition, on_event=sink, ledger=ledger)
     )
     assert tool.calls == 1
     assert result.is_error
@@ -721,7 +724,7 @@ async def test_execution_policy_denial_inside_a_tool_is_an_error_result() -> Non
 
     sink = RecordingSink()
     result = await dispatch_tool_call(
-        _call("write"), _options(ToolDefinition(name="write", execute=execute), events=sink)
+        _call("write"), _options(ToolDefinition(name="write", execute=execute), on_event=sink)
     )
     assert result.is_error
     assert "outside the roots" in result.joined_text
@@ -736,7 +739,9 @@ async def test_tool_returning_a_non_result_gives_an_error(returned: object) -> N
 
     sink, ledger = RecordingSink(), RunLedger()
     definition = ToolDefinition(name="t", execute=execute)  # type: ignore[arg-type]
-    result = await dispatch_tool_call(_call("t"), _options(definition, events=sink, ledger=ledger))
+    result = await dispatch_tool_call(
+        _call("t"), _options(definition, on_event=sink, ledger=ledger)
+    )
     assert result.is_error
     assert "not a ToolResult" in result.joined_text
     assert sink.types == ["tool_execution_started", "tool_execution_error"]
@@ -762,7 +767,7 @@ async def test_progress_reports_become_progress_events() -> None:
 
     sink = RecordingSink()
     await dispatch_tool_call(
-        _call("t"), _options(ToolDefinition(name="t", execute=execute), events=sink)
+        _call("t"), _options(ToolDefinition(name="t", execute=execute), on_event=sink)
     )
     assert sink.types == [
         "tool_execution_started",
@@ -806,9 +811,9 @@ async def test_raising_event_sink_does_not_break_dispatch(
     with caplog.at_level(logging.ERROR, logger="prism.core"):
         ok = await dispatch_tool_call(
             _call("t"),
-            _options(ToolDefinition(name="t", execute=execute), events=sink, ledger=ledger),
+            _options(ToolDefinition(name="t", execute=execute), on_event=sink, ledger=ledger),
         )
-        blocked = await dispatch_tool_call(_call("missing"), _options(events=sink, ledger=ledger))
+        blocked = await dispatch_tool_call(_call("missing"), _options(on_event=sink, ledger=ledger))
     assert ok.joined_text == "done"
     assert blocked.is_error
     assert [r.status for r in ledger.records] == ["ok", "blocked"]
@@ -818,7 +823,7 @@ async def test_raising_event_sink_does_not_break_dispatch(
 async def test_every_dispatch_emits_exactly_one_terminal_event() -> None:
     tools = [RecordingTool().definition, FailingTool().definition]
     sink = RecordingSink()
-    options = _options(*tools, events=sink)
+    options = _options(*tools, on_event=sink)
     calls = [_call("record", call_id="a"), _call("fail", call_id="b"), _call("nope", call_id="c")]
     for call in calls:
         await dispatch_tool_call(call, options)
@@ -927,7 +932,7 @@ async def test_a_validator_bounds_the_arguments_before_the_dispatcher_walks_them
 
     _CountingList.iterations = 0
     big = _CountingList(["x"] * 10)
-    options = _options(tool.definition, validate=refuse_big)
+    options = _options(tool.definition, validator=refuse_big)
     refused = await dispatch_tool_call(_call(arguments={"big": big}), options)
     assert refused.details["blocked_reason"] == "validation_failed"
     assert _CountingList.iterations == 0

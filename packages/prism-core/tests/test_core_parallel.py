@@ -112,7 +112,7 @@ async def test_results_keep_call_order_under_reversed_completion(
     calls = calls_of(0.5, 0.4, 0.3, 0.2, 0.1)
     results = await dispatch_tool_calls_in_order(
         calls,
-        options_for(sleeper(probe), events=events.append),
+        options_for(sleeper(probe), on_event=events.append),
         concurrency=5,
         on_result=lambda i, call, result: seen.append((i, call.id)),
     )
@@ -237,7 +237,7 @@ async def test_abort_cancels_in_flight_and_never_starts_the_rest(
     events: list[AgentEvent] = []
     reported: list[int] = []
     options = options_for(
-        sleeper(probe), signal=controller.signal, ledger=ledger, events=events.append
+        sleeper(probe), signal=controller.signal, ledger=ledger, on_event=events.append
     )
     calls = calls_of(0.5, 10, 10, 10, 10, 10)
 

@@ -99,7 +99,7 @@ def test_random_turns_keep_order_coverage_and_bound(
         registry=create_tool_registry(build(world)),
         permission=create_rule_permission_policy(allow=["tool:work:execute", "tool:shell:execute"]),
         ledger=ledger,
-        events=events.append,
+        on_event=events.append,
         signal=controller.signal,
     )
     aborted_at: list[float] = []

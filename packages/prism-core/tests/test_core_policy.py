@@ -209,9 +209,9 @@ async def test_assert_permission_fails_closed_on_a_non_decision() -> None:
 
 
 def test_action_paths_must_not_be_a_bare_string() -> None:
-    with pytest.raises(TypeError, match="paths"):
+    with pytest.raises(ConfigurationError, match="paths"):
         ExecutionAction(kind="read", operation="read", paths="/etc/passwd")
-    with pytest.raises(TypeError, match="paths"):
+    with pytest.raises(ConfigurationError, match="paths"):
         ExecutionAction(kind="read", operation="read", paths=[3])  # type: ignore[list-item]
     action = ExecutionAction(kind="read", operation="read", paths=["/a", "/b"])
     assert action.paths == ("/a", "/b")

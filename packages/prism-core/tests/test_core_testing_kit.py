@@ -74,9 +74,9 @@ async def test_kit_passes_against_a_fully_gated_host_wiring() -> None:
             registry=create_tool_registry([tool, echo_tool("other")]),
             filters=[ToolFilter(allow=frozenset({"search", "other"}))],
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-            validate=create_tool_parameter_validator(Permissive()),  # type: ignore[arg-type]
+            validator=create_tool_parameter_validator(Permissive()),  # type: ignore[arg-type]
             middleware=middleware,
-            events=host_sink,
+            on_event=host_sink,
             ledger=host_ledger,
         )
 
@@ -174,7 +174,7 @@ async def test_kit_fails_against_a_dispatcher_that_skips_validation() -> None:
     tool = echo_tool()
 
     async def no_validation(call: ToolCall, options: DispatchOptions) -> ToolResult:
-        return await dispatch_tool_call(call, attrs.evolve(options, validate=None))
+        return await dispatch_tool_call(call, attrs.evolve(options, validator=None))
 
     with pytest.raises(AssertionError, match="validation_failed"):
         await assert_tool_dispatch_conforms(
@@ -350,8 +350,8 @@ async def _blocked_says_nothing(call: ToolCall, options: DispatchOptions) -> Too
 
 async def _blocked_twice(call: ToolCall, options: DispatchOptions) -> ToolResult:
     result = await dispatch_tool_call(call, options)
-    if _is_row(call, "unknown_tool") and options.events is not None:
-        options.events(
+    if _is_row(call, "unknown_tool") and options.on_event is not None:
+        options.on_event(
             ToolExecutionBlocked(
                 call_id=call.id, tool_name=call.name, reason="tool_denied", message="again"
             )
@@ -367,8 +367,8 @@ async def _blocked_for_the_wrong_reason(call: ToolCall, options: DispatchOptions
 
 
 async def _started_while_blocked(call: ToolCall, options: DispatchOptions) -> ToolResult:
-    if _is_row(call, "unknown_tool") and options.events is not None:
-        options.events(ToolExecutionStarted(call_id=call.id, tool_name=call.name, arguments={}))
+    if _is_row(call, "unknown_tool") and options.on_event is not None:
+        options.on_event(ToolExecutionStarted(call_id=call.id, tool_name=call.name, arguments={}))
     return await dispatch_tool_call(call, options)
 
 

@@ -153,7 +153,7 @@ async def test_schema_validation_through_dispatch_blocks_before_execute() -> Non
     ledger = RunLedger()
     options = DispatchOptions(
         registry=create_tool_registry([tool.definition]),
-        validate=create_tool_parameter_validator(RequiredAndTypes(), missing_schema="reject"),
+        validator=create_tool_parameter_validator(RequiredAndTypes(), missing_schema="reject"),
         ledger=ledger,
     )
     bad = await dispatch_tool_call(ToolCall(id="1", name="read", arguments={}), options)
@@ -177,7 +177,7 @@ async def test_a_validator_that_raises_blocks_the_call_through_dispatch() -> Non
     tool = RecordingTool(name="read", parameters=_SCHEMA)
     options = DispatchOptions(
         registry=create_tool_registry([tool.definition]),
-        validate=create_tool_parameter_validator(Exploding()),
+        validator=create_tool_parameter_validator(Exploding()),
     )
     result = await dispatch_tool_call(ToolCall(id="1", name="read", arguments={}), options)
     assert result.is_error

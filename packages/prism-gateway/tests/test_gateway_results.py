@@ -72,7 +72,7 @@ TOOLS = [
 @asynccontextmanager
 async def _client(events: list[AgentEvent], **client: Any) -> AsyncIterator[Client]:
     async with (
-        open_gateway(tools=TOOLS, events=events.append) as gateway,
+        open_gateway(tools=TOOLS, on_event=events.append) as gateway,
         trio.open_nursery() as nursery,
     ):
         url = await nursery.start(serve_http, gateway, HttpOptions())

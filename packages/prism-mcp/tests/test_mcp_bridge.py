@@ -60,13 +60,13 @@ async def call(
     arguments: object,
     *,
     events: list[AgentEvent] | None = None,
-    validate: Validator | None = None,
+    validator: Validator | None = None,
     ledger: RunLedger | None = None,
 ) -> ToolResult:
     options = DispatchOptions(
         registry=create_tool_registry(bridge.tools),
-        events=events.append if events is not None else None,
-        validate=validate,
+        on_event=events.append if events is not None else None,
+        validator=validator,
         ledger=ledger,
     )
     return await dispatch_tool_call(ToolCall(id="c1", name=name, arguments=arguments), options)
@@ -158,13 +158,17 @@ async def test_validator_in_dispatch_options_blocks_bad_arguments_before_the_ser
     with trio.fail_after(20):
         async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
             bad = await call(
-                bridge, "mcp:fx:add", {"a": "two", "b": 1}, events=events, validate=schema_validator
+                bridge,
+                "mcp:fx:add",
+                {"a": "two", "b": 1},
+                events=events,
+                validator=schema_validator,
             )
             missing = await call(
-                bridge, "mcp:fx:add", {"a": 1}, events=events, validate=schema_validator
+                bridge, "mcp:fx:add", {"a": 1}, events=events, validator=schema_validator
             )
             good = await call(
-                bridge, "mcp:fx:add", {"a": 1, "b": 1}, events=events, validate=schema_validator
+                bridge, "mcp:fx:add", {"a": 1, "b": 1}, events=events, validator=schema_validator
             )
     assert bad.is_error
     assert bad.details["blocked_reason"] == "validation_failed"

@@ -39,7 +39,7 @@ async def call(
 ) -> ToolResult:
     options = DispatchOptions(
         registry=create_tool_registry(bridge.tools),
-        events=events.append if events is not None else None,
+        on_event=events.append if events is not None else None,
     )
     call = ToolCall(id="e", name=f"mcp:everything:{name}", arguments=arguments)
     return await dispatch_tool_call(call, options)

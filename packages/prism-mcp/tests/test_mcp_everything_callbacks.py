@@ -92,7 +92,7 @@ async def test_with_callbacks_every_everything_tool_is_offered_and_runs(
         ) as bridge:
             offered = {tool.name.removeprefix("mcp:everything:") for tool in bridge.tools}
             options = DispatchOptions(
-                registry=create_tool_registry(bridge.tools), events=events.append
+                registry=create_tool_registry(bridge.tools), on_event=events.append
             )
             for name, arguments in ARGUMENTS.items():
                 call = ToolCall(id=name, name=f"mcp:everything:{name}", arguments=arguments)

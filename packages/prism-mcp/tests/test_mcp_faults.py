@@ -212,7 +212,7 @@ async def test_cancelling_the_host_mid_call_still_stops_the_server(
                         scope.cancel()
 
                 call = ToolCall(id="p", name=tool.name, arguments={})
-                ctx = ToolExecutionContext(call, events=on_event)
+                ctx = ToolExecutionContext(call, on_event=on_event)
                 await tool.execute({"steps": 10_000, "interval": 0.05}, ctx)
         assert scope.cancelled_caught
     assert pids

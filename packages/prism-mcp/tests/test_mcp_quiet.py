@@ -43,7 +43,9 @@ async def test_closing_while_the_server_streams_progress_logs_no_error(
             transport=StreamableHttpTransport(fixture_http_url),
             protocol=protocol,  # type: ignore[arg-type]
         ) as bridge:
-            options = DispatchOptions(registry=create_tool_registry(bridge.tools), events=on_event)
+            options = DispatchOptions(
+                registry=create_tool_registry(bridge.tools), on_event=on_event
+            )
             call = ToolCall(id="q", name="mcp:fx:progress", arguments=STREAM)
 
             async def run() -> None:

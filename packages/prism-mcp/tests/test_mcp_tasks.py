@@ -53,7 +53,7 @@ async def run(
 ) -> ToolResult:
     tool = next(t for t in bridge.tools if t.name == f"mcp:tasks:{name}")
     call = ToolCall(id="t", name=tool.name, arguments={})
-    ctx = ToolExecutionContext(call, events=events.append if events is not None else None)
+    ctx = ToolExecutionContext(call, on_event=events.append if events is not None else None)
     return await tool.execute({}, ctx)
 
 
@@ -132,7 +132,9 @@ async def test_aborting_a_call_mid_poll_sends_tasks_cancel(tmp_path: Path) -> No
                 polled.set()
 
             tool = next(t for t in bridge.tools if t.name == "mcp:tasks:forever")
-            ctx = ToolExecutionContext(ToolCall(id="a", name=tool.name, arguments={}), events=seen)
+            ctx = ToolExecutionContext(
+                ToolCall(id="a", name=tool.name, arguments={}), on_event=seen
+            )
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(tool.execute, {}, ctx)
                 await polled.wait()

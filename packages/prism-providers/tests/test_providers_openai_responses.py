@@ -199,7 +199,7 @@ async def test_multi_turn_run_with_parallel_function_calls(wire_server: WireServ
             provider=provider,
             tools=[SEARCH],
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-            loop=SingleShotLoop(tool_concurrency=2),
+            loop=SingleShotLoop(concurrency=2),
             limits=Limits(max_tool_rounds=2),
             ledger=ledger,
         )

@@ -22,7 +22,7 @@ from prism.core import ErrorInfo, ToolCall, ToolDefinition, ToolExecutionContext
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     SchemaRejectedError,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 from prism.validation.jsonschema._validator import _refusal, _translate
 
@@ -112,7 +112,7 @@ def _refused(result: Any, path: str, *words: str) -> str:
 
 
 def _tool_refusal(schema: dict[str, Any], arguments: Any) -> ErrorInfo:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
     info = check(tool, arguments, _CONTEXT)
     assert info is not None
@@ -253,7 +253,7 @@ def test_a_hostile_schema_key_is_refused_without_running_its_code() -> None:
             validator.check_schema(schema)
         with pytest.raises(SchemaRejectedError):
             validator.compile(schema)
-        check = create_json_schema_tool_argument_validator()
+        check = create_json_schema_tool_validator()
         tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
         info = check(tool, {}, _CONTEXT)
         assert info is not None
@@ -400,7 +400,7 @@ def test_no_entry_point_raises(schema: Any, value: Any) -> None:
         assert isinstance(result.ok, bool)
         if not result.ok:
             assert len(result.errors[0].message) <= 300
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
     for _ in range(2):  # the first call and the identity hot path
         info = check(tool, value, _CONTEXT)

@@ -24,7 +24,7 @@ from prism.core.testing import RecordingTool
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     SchemaRejectedError,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 from prism.validation.jsonschema._regex import (
     MAX_NAMED_GROUPS,
@@ -93,7 +93,7 @@ async def test_many_costly_regex_strings_through_dispatch_are_answered(dialect: 
     )
     options = DispatchOptions(
         registry=create_tool_registry([tool.definition]),
-        validate=create_json_schema_tool_argument_validator(),
+        validator=create_json_schema_tool_validator(),
     )
     good = [rf"\p{{L}}{{0,200}}{i}" for i in range(100, 153)]
     result = await dispatch_tool_call(ToolCall(id="1", name="t", arguments={"r": good}), options)

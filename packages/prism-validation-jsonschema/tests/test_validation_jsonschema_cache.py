@@ -21,7 +21,7 @@ from prism.validation.jsonschema import (
     CacheInfo,
     JsonSchemaArgumentValidator,
     SchemaLimits,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 D7 = "http://json-schema.org/draft-07/schema#"
@@ -85,7 +85,7 @@ def test_refused_schemas_are_cached_too() -> None:
 
 
 def test_tool_hot_path_does_not_reserialise_a_known_tool() -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
     for _ in range(5):
         assert check(tool, {}, _context()) is None
@@ -94,7 +94,7 @@ def test_tool_hot_path_does_not_reserialise_a_known_tool() -> None:
 
 
 def test_a_new_tool_definition_with_the_same_schema_reuses_the_compiled_function() -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     one = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
     two = attrs.evolve(one, description="changed")
     check(one, {}, _context())
@@ -103,7 +103,7 @@ def test_a_new_tool_definition_with_the_same_schema_reuses_the_compiled_function
 
 
 def test_a_tool_whose_schema_was_evicted_recompiles() -> None:
-    check = create_json_schema_tool_argument_validator(cache_size=1)
+    check = create_json_schema_tool_validator(cache_size=1)
     one = ToolDefinition(name="one", execute=_noop, parameters={"type": "object"})
     two = ToolDefinition(name="two", execute=_noop, parameters={"type": "array"})
     assert check(one, {}, _context()) is None
@@ -113,7 +113,7 @@ def test_a_tool_whose_schema_was_evicted_recompiles() -> None:
 
 
 def test_the_validator_does_not_keep_tools_alive() -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="t", execute=_noop, parameters={"type": "object"})
     check(tool, {}, _context())
     dead = weakref.ref(tool)
@@ -125,7 +125,7 @@ def test_the_validator_does_not_keep_tools_alive() -> None:
 def test_a_new_tool_at_a_dead_tools_address_gets_its_own_schema() -> None:
     # The hot path is keyed by identity; CPython reuses the address of a dead
     # object, so a new tool often lands where the last one was.
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     for n in range(20):
         tool = ToolDefinition(
             name="t", execute=_noop, parameters={"type": "object", "maxProperties": n}
@@ -138,16 +138,14 @@ def test_a_new_tool_at_a_dead_tools_address_gets_its_own_schema() -> None:
 
 def test_missing_schema_allow_and_reject() -> None:
     tool = ToolDefinition(name="t", execute=_noop)
-    assert create_json_schema_tool_argument_validator()(tool, {}, _context()) is None
-    refused = create_json_schema_tool_argument_validator(missing_schema="reject")(
-        tool, {}, _context()
-    )
+    assert create_json_schema_tool_validator()(tool, {}, _context()) is None
+    refused = create_json_schema_tool_validator(missing_schema="reject")(tool, {}, _context())
     assert refused is not None
     assert refused.code == "missing_schema"
 
 
 def test_refusals_carry_codes_and_details() -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(
         name="t",
         execute=_noop,

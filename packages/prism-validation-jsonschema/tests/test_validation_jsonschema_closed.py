@@ -22,7 +22,7 @@ from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResul
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     SchemaLimits,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 CLOSED: dict[str, Any] = {
@@ -192,7 +192,7 @@ async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
 def test_the_tool_validator_hot_path_reports_clearly(
     arguments: dict[str, Any], expected: str
 ) -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="t", execute=_noop, parameters=CLOSED)
     context = ToolExecutionContext(ToolCall(id="1", name="t", arguments={}))
     assert check(tool, {"query": "warm up"}, context) is None

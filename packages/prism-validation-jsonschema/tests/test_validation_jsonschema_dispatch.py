@@ -21,7 +21,7 @@ from prism.core.ledger import RunLedger
 from prism.core.testing import RecordingSink, RecordingTool, assert_tool_dispatch_conforms
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 SCHEMA: JsonObject = {
@@ -39,22 +39,22 @@ def _options(tool: RecordingTool, sink: RecordingSink | None = None) -> Dispatch
     return DispatchOptions(
         registry=create_tool_registry([tool.definition]),
         permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-        validate=create_json_schema_tool_argument_validator(),
-        events=sink,
+        validator=create_json_schema_tool_validator(),
+        on_event=sink,
         ledger=RunLedger(),
     )
 
 
 async def test_wiring_passes_the_core_conformance_kit() -> None:
     tool = RecordingTool(name="forecast", parameters=SCHEMA)
-    validate = create_json_schema_tool_argument_validator()
+    validate = create_json_schema_tool_validator()
     definition = tool.definition
 
     def make_options() -> DispatchOptions:
         return DispatchOptions(
             registry=create_tool_registry([definition]),
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-            validate=validate,
+            validator=validate,
         )
 
     await assert_tool_dispatch_conforms(make_options, definition, valid_arguments={"city": "Oslo"})
@@ -122,7 +122,7 @@ async def test_the_agent_runtime_blocks_invalid_model_calls() -> None:
         model="scripted",
         provider=provider,
         tools=[tool.definition],
-        validator=create_json_schema_tool_argument_validator(),
+        validator=create_json_schema_tool_validator(),
         permission=create_rule_permission_policy(allow=["tool:*:execute"]),
     )
     run = await agent.session().run("forecast please")
@@ -138,7 +138,7 @@ async def test_the_protocol_validator_also_plugs_into_the_core_seam() -> None:
     tool = RecordingTool(name="forecast", parameters=SCHEMA)
     options = DispatchOptions(
         registry=create_tool_registry([tool.definition]),
-        validate=create_tool_parameter_validator(JsonSchemaArgumentValidator()),
+        validator=create_tool_parameter_validator(JsonSchemaArgumentValidator()),
     )
     bad = ToolCall(id="c", name="forecast", arguments={"city": "Oslo", "extra": 1})
     result = await dispatch_tool_call(bad, options)

@@ -11,7 +11,7 @@ from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     SchemaLimits,
     SchemaRejectedError,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 from prism.validation.jsonschema._validator import _refusal
 
@@ -132,7 +132,7 @@ async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
 
 
 def test_a_tool_that_cannot_be_weakly_referenced_is_validated_every_time() -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = _SlottedTool("t", {"type": "object", "properties": {"a": {"type": "integer"}}})
     context = ToolExecutionContext(ToolCall(id="1", name="t", arguments={}))
     for _ in range(2):
@@ -144,7 +144,7 @@ def test_a_tool_that_cannot_be_weakly_referenced_is_validated_every_time() -> No
 
 
 def test_the_message_for_a_tool_with_a_huge_name_is_bounded() -> None:
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     name = "t" * 3_000
     tool = ToolDefinition(name=name, execute=_noop, parameters={"type": "integer"})
     context = ToolExecutionContext(ToolCall(id="1", name=name, arguments={}))

@@ -29,7 +29,7 @@ from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     SchemaLimits,
     SchemaRejectedError,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 # CPU seconds of the calling thread, per validation; five times that under a
@@ -140,7 +140,7 @@ def test_the_closed_fast_path_bounds_arguments_before_the_engine_reads_them(
     async def noop(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:  # pragma: no cover
         return ToolResult.text("never runs")
 
-    check = create_json_schema_tool_argument_validator()
+    check = create_json_schema_tool_validator()
     tool = ToolDefinition(name="t", execute=noop, parameters=CLOSED)
     context = ToolExecutionContext(ToolCall(id="1", name="t", arguments={}))
     assert check(tool, {"n": 1, "tags": ["a"]}, context) is None

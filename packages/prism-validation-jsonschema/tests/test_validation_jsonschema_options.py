@@ -18,7 +18,7 @@ from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
     JsonSchemaToolValidator,
     SchemaLimits,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 _NOT_A_COUNT = [0, -1, 2.5, 1.0, math.inf, math.nan, "10", True, None]
@@ -30,7 +30,7 @@ def _validator(**options: Any) -> JsonSchemaToolValidator:
     return JsonSchemaToolValidator(JsonSchemaArgumentValidator(), **options)
 
 
-_FACTORY = "create_json_schema_tool_argument_validator"
+_FACTORY = "create_json_schema_tool_validator"
 _CASES: list[tuple[Any, str, str, object]] = [
     *(
         (SchemaLimits, "SchemaLimits", name, value)
@@ -39,22 +39,22 @@ _CASES: list[tuple[Any, str, str, object]] = [
     ),
     *(
         (owner, owner.__name__, "cache_size", value)
-        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_argument_validator)
+        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_validator)
         for value in [*_NOT_A_COUNT, HARD_CACHE_SIZE + 1]
     ),
     *(
         (owner, owner.__name__, "unsupported_keywords", value)
-        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_argument_validator)
+        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_validator)
         for value in _NOT_A_CHOICE
     ),
     *(
         (owner, owner.__name__, "assert_formats", value)
-        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_argument_validator)
+        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_validator)
         for value in [1, 0, "yes", None]
     ),
     *(
         (owner, owner.__name__, "limits", value)
-        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_argument_validator)
+        for owner in (JsonSchemaArgumentValidator, create_json_schema_tool_validator)
         for value in _NOT_LIMITS
     ),
     *((_FACTORY, _FACTORY, "missing_schema", value) for value in _NOT_A_CHOICE),
@@ -71,7 +71,7 @@ def test_a_bad_option_raises_naming_the_option_and_the_value(
     make: Any, owner: str, option: str, value: object
 ) -> None:
     if make == _FACTORY:
-        make = create_json_schema_tool_argument_validator
+        make = create_json_schema_tool_validator
     with pytest.raises(ConfigurationError) as raised:
         make(**{option: value})
     error = raised.value
@@ -81,9 +81,7 @@ def test_a_bad_option_raises_naming_the_option_and_the_value(
     assert str(error).endswith(f", got {value!r}")
 
 
-@pytest.mark.parametrize(
-    "validator", [None, "validator", create_json_schema_tool_argument_validator()]
-)
+@pytest.mark.parametrize("validator", [None, "validator", create_json_schema_tool_validator()])
 def test_the_tool_validator_needs_an_argument_validator(validator: object) -> None:
     with pytest.raises(ConfigurationError) as raised:
         JsonSchemaToolValidator(validator)  # type: ignore[arg-type]
@@ -94,7 +92,7 @@ def test_the_tool_validator_needs_an_argument_validator(validator: object) -> No
 def test_the_largest_values_are_accepted() -> None:
     limits = SchemaLimits(**HARD_LIMITS)
     assert limits.max_depth == HARD_LIMITS["max_depth"]
-    check = create_json_schema_tool_argument_validator(
+    check = create_json_schema_tool_validator(
         limits=limits,
         cache_size=HARD_CACHE_SIZE,
         unsupported_keywords="ignore",

@@ -12,7 +12,7 @@ DOCUMENTED = {
     "JsonSchemaToolValidator",
     "SchemaLimits",
     "SchemaRejectedError",
-    "create_json_schema_tool_argument_validator",
+    "create_json_schema_tool_validator",
 }
 
 

@@ -14,7 +14,7 @@ from prism.core import (
 from prism.core.testing import RecordingTool
 from prism.validation.jsonschema import (
     JsonSchemaArgumentValidator,
-    create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator,
 )
 
 EVIL = "^(a+)+$"
@@ -33,7 +33,7 @@ async def test_a_catastrophic_pattern_is_answered_through_dispatch() -> None:
     )
     options = DispatchOptions(
         registry=create_tool_registry([tool.definition]),
-        validate=create_json_schema_tool_argument_validator(),
+        validator=create_json_schema_tool_validator(),
     )
     results: list[ToolResult] = []
 

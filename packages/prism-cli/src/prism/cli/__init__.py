@@ -11,13 +11,13 @@ the coding execution policy, bounded parallelism) and writes a JSONL ledger::
 
 The configuration model is usable from Python too; errors name the bad key::
 
-    from prism.cli import ConfigError, parse_config
+    from prism.cli import CliConfigurationError, parse_config
 
-    config = parse_config({"agent": {"tool_concurrency": 4}}, base_dir="/srv/repo")
+    config = parse_config({"agent": {"concurrency": 4}}, base_dir="/srv/repo")
     assert config.workspace.roots == ("/srv/repo",)
     try:
         parse_config({"agent": {"tool_concurency": 4}})
-    except ConfigError as exc:
+    except CliConfigurationError as exc:
         assert exc.key == "agent.tool_concurency"
 """
 
@@ -33,8 +33,8 @@ from ._config import ValidationConfig as ValidationConfig
 from ._config import WorkspaceConfig as WorkspaceConfig
 from ._config import load_config as load_config
 from ._config import parse_config as parse_config
+from ._errors import CliConfigurationError as CliConfigurationError
 from ._errors import CliError as CliError
-from ._errors import ConfigError as ConfigError
 from ._errors import SessionFormatError as SessionFormatError
 from ._session import ScriptedSession as ScriptedSession
 from ._session import load_session as load_session
@@ -42,9 +42,9 @@ from ._session import parse_session as parse_session
 
 __all__ = [
     "AgentConfig",
+    "CliConfigurationError",
     "CliError",
     "CommandRulesConfig",
-    "ConfigError",
     "McpServerConfig",
     "PermissionsConfig",
     "PrismConfig",

@@ -109,7 +109,7 @@ async def run_chat(
                 tools=toolset.tools,
                 validator=toolset.validator,
                 permission=toolset.permission,
-                loop=SingleShotLoop(tool_concurrency=config.agent.tool_concurrency),
+                loop=SingleShotLoop(concurrency=config.agent.concurrency),
                 limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
                 ledger=ledger,
             )

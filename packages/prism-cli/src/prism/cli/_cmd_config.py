@@ -38,7 +38,7 @@ def _render_config(file: Path, loaded: PrismConfig) -> None:
     servers = ", ".join(s.server_id for s in loaded.mcp_servers) or "none"
     out.print(f"  mcp servers: {servers}")
     out.print(
-        f"  concurrency {loaded.agent.tool_concurrency}, "
+        f"  concurrency {loaded.agent.concurrency}, "
         f"at most {loaded.agent.max_tool_rounds} tool rounds"
     )
 

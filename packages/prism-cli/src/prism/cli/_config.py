@@ -2,7 +2,7 @@
 
 The document is read by one cattrs converter (:mod:`._convert`) into the
 classes here; each class checks its own values with :mod:`prism.core.options`.
-Every problem is reported as a :class:`ConfigError` naming the file and the
+Every problem is reported as a :class:`CliConfigurationError` naming the file and the
 dotted key (``mcp.servers.docs.call_timeout_s``), so a user can go straight to
 the line. Unknown keys are errors too: a typo must not silently turn a limit
 off. Relative paths are resolved against the folder that holds the file.
@@ -162,12 +162,12 @@ class AgentConfig:
 
     Attributes:
         model: the model name handed to the provider (informational for scripted runs).
-        tool_concurrency: at most this many calls of one turn run at once.
+        concurrency: at most this many calls of one turn run at once.
         max_tool_rounds: after this many tool rounds the provider must answer.
     """
 
     model: str = attrs.field(default="scripted", validator=string())
-    tool_concurrency: int = attrs.field(default=4, validator=integer(minimum=1, maximum=64))
+    concurrency: int = attrs.field(default=4, validator=integer(minimum=1, maximum=64))
     max_tool_rounds: int = attrs.field(default=16, validator=integer(minimum=1, maximum=1_000))
 
 
@@ -396,7 +396,7 @@ def parse_config(
         base_dir: relative paths (roots, cwd, ledger) are resolved against it.
 
     Raises:
-        ConfigError: naming the first bad key and what is wrong with it.
+        CliConfigurationError: naming the first bad key and what is wrong with it.
     """
     from ._convert import read_document
 
@@ -414,7 +414,7 @@ def load_config(path: str | os.PathLike[str], *, missing_ok: bool = False) -> Pr
     starting trio, or through ``trio.to_thread``.
 
     Raises:
-        ConfigError: the file cannot be read, is not TOML, or has a bad key.
+        CliConfigurationError: the file cannot be read, is not TOML, or has a bad key.
     """
     from ._convert import read_toml
 

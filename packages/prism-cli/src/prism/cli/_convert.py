@@ -3,7 +3,7 @@
 Values pass through unchanged (lists become tuples) and each model class checks
 its own fields with :mod:`prism.core.options`; the converter shapes tables into
 classes, refuses unknown keys, and turns every failure into one
-:class:`ConfigError` or :class:`SessionFormatError` naming the file and the
+:class:`CliConfigurationError` or :class:`SessionFormatError` naming the file and the
 dotted key of the first problem (``prism.toml: mcp.servers.docs.url: must be ...``).
 """
 
@@ -39,7 +39,7 @@ from ._config import (
     ValidationConfig,
     WorkspaceConfig,
 )
-from ._errors import ConfigError
+from ._errors import CliConfigurationError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -273,12 +273,12 @@ def structure(
     cl: type[_T],
     *,
     source: str,
-    error: Callable[..., Exception] = ConfigError,
+    error: Callable[..., Exception] = CliConfigurationError,
 ) -> _T:
     """``data`` as a ``cl`` through the converter.
 
     Raises:
-        ConfigError: (or what ``error(source, key, problem, value=...)`` builds)
+        CliConfigurationError: (or what ``error(source, key, problem, value=...)`` builds)
             naming ``source``, the dotted key and the problem.
     """
     try:
@@ -345,8 +345,8 @@ def read_toml(path: Path) -> PrismConfig:
     """Read and validate a ``prism.toml`` file (see :func:`prism.cli.load_config`)."""
     source = str(path)
 
-    def whole(problem: str) -> ConfigError:
-        return ConfigError(source, "", problem)
+    def whole(problem: str) -> CliConfigurationError:
+        return CliConfigurationError(source, "", problem)
 
     raw = read_file(path, _MAX_CONFIG_BYTES, whole)
     try:

@@ -168,7 +168,7 @@ def demo_config(
     return PrismConfig(
         source="prism demo",
         base_dir=str(workspace),
-        agent=AgentConfig(model="scripted-demo", tool_concurrency=concurrency, max_tool_rounds=8),
+        agent=AgentConfig(model="scripted-demo", concurrency=concurrency, max_tool_rounds=8),
         workspace=WorkspaceConfig(roots=(str(workspace),), sandbox=sandbox),
         commands=CommandRulesConfig(ask=("rm *",)),
         permissions=PermissionsConfig(

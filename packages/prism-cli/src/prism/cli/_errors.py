@@ -3,9 +3,11 @@
 ::
 
     PrismError
-    └── CliError                          the command could not do what was asked
-        ├── ConfigError (ConfigurationError)  prism.toml is wrong; names the file and the key
-        └── SessionFormatError (ValueError)   a session file is wrong; names the JSON path
+    └── CliError                        the command could not do what was asked
+        ├── CliConfigurationError       prism.toml is wrong; names the file and the key
+        │   (ConfigurationError)
+        └── SessionFormatError          a session file is wrong; names the JSON path
+            (ValueError)
 
 The ``prism`` command turns these into a one-line message on stderr and exit
 code 2; library users catch them like any other :class:`~prism.core.PrismError`.
@@ -15,14 +17,14 @@ from __future__ import annotations
 
 from prism.core import ConfigurationError, PrismError
 
-__all__ = ["CliError", "ConfigError", "SessionFormatError"]
+__all__ = ["CliConfigurationError", "CliError", "SessionFormatError"]
 
 
 class CliError(PrismError):
     """The ``prism`` command could not do what was asked (bad input, unreachable server)."""
 
 
-class ConfigError(CliError, ConfigurationError):
+class CliConfigurationError(CliError, ConfigurationError):
     """A ``prism.toml`` value is missing, unknown or of the wrong kind.
 
     Attributes:

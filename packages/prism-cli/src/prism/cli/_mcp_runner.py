@@ -90,7 +90,7 @@ def call_tool(
         dispatch_tool_call,
     )
     from prism.core.ledger import RunLedger
-    from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+    from prism.validation.jsonschema import create_json_schema_tool_validator
 
     from ._ledgerfile import LedgerFailures, recording_ledger
     from ._runner import open_mcp_server
@@ -117,7 +117,7 @@ def call_tool(
                 options = DispatchOptions(
                     registry=create_tool_registry(bridge.tools),
                     permission=policy,
-                    validate=create_json_schema_tool_argument_validator(),
+                    validator=create_json_schema_tool_validator(),
                     ledger=run_ledger,
                 )
                 call = ToolCall(id="cli-1", name=full_name, arguments=arguments)

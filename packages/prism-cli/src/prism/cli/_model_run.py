@@ -228,7 +228,7 @@ async def run_model_task(
                 tools=toolset.tools,
                 validator=toolset.validator,
                 permission=toolset.permission,
-                loop=SingleShotLoop(tool_concurrency=config.agent.tool_concurrency),
+                loop=SingleShotLoop(concurrency=config.agent.concurrency),
                 limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
                 ledger=ledger,
             )

@@ -12,7 +12,7 @@ import shutil
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from ._errors import CliError, ConfigError
+from ._errors import CliError, CliConfigurationError
 
 if TYPE_CHECKING:
     from ._config import McpServerConfig, PrismConfig
@@ -99,14 +99,14 @@ def check_servers(config: PrismConfig) -> None:
     """Every ``[mcp.servers.<id>]`` can be started: its folder exists, its command is found.
 
     Raises:
-        ConfigError: naming the file and ``mcp.servers.<id>.<key>``.
+        CliConfigurationError: naming the file and ``mcp.servers.<id>.<key>``.
     """
     for server in config.mcp_servers:
         key = f"mcp.servers.{server.server_id}"
         if server.command is None:
             continue
         if server.cwd is not None and not os.path.isdir(server.cwd):
-            raise ConfigError(
+            raise CliConfigurationError(
                 config.source,
                 f"{key}.cwd",
                 f"must be an existing folder, got {server.cwd!r}",
@@ -114,14 +114,14 @@ def check_servers(config: PrismConfig) -> None:
             )
         problem = _server_command_problem(server)
         if problem is not None:
-            raise ConfigError(config.source, f"{key}.command", problem, value=server.command)
+            raise CliConfigurationError(config.source, f"{key}.command", problem, value=server.command)
 
 
 def check_serve(config: PrismConfig) -> None:
     """``[serve]`` as ``prism serve`` reads it: the approver found, the HTTP auth complete.
 
     Raises:
-        ConfigError: naming the file and the ``serve`` key.
+        CliConfigurationError: naming the file and the ``serve`` key.
         CliError: a token file that cannot be read, tokens the gateway refuses.
     """
     from ._serve import ServeRequest, http_auth
@@ -135,7 +135,7 @@ def check_serve(config: PrismConfig) -> None:
             else shutil.which(program) is not None
         )
         if not found:
-            raise ConfigError(
+            raise CliConfigurationError(
                 config.source,
                 "serve.approve_command",
                 f"{program!r} is not found (an executable file, or a program on PATH)",

@@ -33,7 +33,7 @@ from prism.core import (
 )
 from prism.mcp import McpToolBridge, StdioTransport, StreamableHttpTransport
 
-from ._errors import CliError, ConfigError
+from ._errors import CliError, CliConfigurationError
 from ._preflight import check_servers
 from ._render import CallRow, EventView
 from ._trio import only_leaf, run_trio
@@ -171,13 +171,13 @@ def check_roots(config: PrismConfig) -> None:
     """Every workspace root must be a folder.
 
     Raises:
-        ConfigError: naming the file, ``workspace.roots[i]`` and the folder.
+        CliConfigurationError: naming the file, ``workspace.roots[i]`` and the folder.
     """
     import os
 
     for index, root in enumerate(config.workspace.roots):
         if not os.path.isdir(root):
-            raise ConfigError(
+            raise CliConfigurationError(
                 config.source,
                 f"workspace.roots[{index}]",
                 f"must be an existing folder, got {root!r}",
@@ -284,7 +284,7 @@ async def open_toolset(
     Raises:
         CliError: a server did not start, or the coding tools could not be built.
     """
-    from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+    from prism.validation.jsonschema import create_json_schema_tool_validator
 
     permission = create_rule_permission_policy(
         allow=config.permissions.allow,
@@ -292,7 +292,7 @@ async def open_toolset(
         default=config.permissions.default,
     )
     validator = (
-        create_json_schema_tool_argument_validator(missing_schema=config.validation.missing_schema)
+        create_json_schema_tool_validator(missing_schema=config.validation.missing_schema)
         if config.validation.enabled
         else None
     )
@@ -426,7 +426,7 @@ async def run_scripted_session(
         validator=toolset.validator,
         permission=toolset.permission,
         filters=toolset.filters,
-        loop=SingleShotLoop(tool_concurrency=config.agent.tool_concurrency),
+        loop=SingleShotLoop(concurrency=config.agent.concurrency),
         limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
         ledger=ledger,
     )

@@ -13,7 +13,7 @@ import attrs
 
 from prism.core import ConfigurationError
 
-from ._errors import CliError, ConfigError
+from ._errors import CliConfigurationError, CliError
 from ._trio import run_trio
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def _verifier(config: PrismConfig, auth: ServeAuthConfig) -> object:
         for part in attribute.split("."):
             found = getattr(found, part)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(
+        raise CliConfigurationError(
             config.source, key, f"cannot import {auth.verifier!r} ({exc})", value=auth.verifier
         ) from exc
     if isinstance(found, type) or (
@@ -83,7 +83,7 @@ def http_auth(
         if auth.token_file is not None:
             lines += _read_tokens(Path(auth.token_file), f"{config.source}: serve.auth.token_file")
     else:
-        verifier = _verifier(config, auth)  # a ConfigError naming serve.auth.verifier
+        verifier = _verifier(config, auth)  # a CliConfigurationError naming serve.auth.verifier
         try:
             return OAuthResourceServer(
                 verifier=verifier,
@@ -92,11 +92,13 @@ def http_auth(
                 required_scopes=auth.required_scopes,
             )
         except ConfigurationError as exc:  # the gateway's own checks
-            raise ConfigError(config.source, "serve.auth", str(exc), value=exc.value) from exc
+            raise CliConfigurationError(
+                config.source, "serve.auth", str(exc), value=exc.value
+            ) from exc
     tokens = tuple(line.strip() for line in lines if line.strip())
     if not tokens:
         if auth is not None and request.token_file is None:
-            raise ConfigError(
+            raise CliConfigurationError(
                 config.source, "serve.auth", "no token found in token_env or token_file"
             )
         return None

@@ -43,7 +43,7 @@ PAGES: dict[str, tuple[str, str]] = {
     ),
     "parallel": (
         "Parallel tool calls",
-        "One turn's calls run in one trio nursery with at most tool_concurrency in flight. "
+        "One turn's calls run in one trio nursery with at most concurrency in flight. "
         "Results land in slots by call index, so the transcript keeps the model's order. "
         "A turn holding an exclusive tool (the shell) runs one call at a time.",
     ),

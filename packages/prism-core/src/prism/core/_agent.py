@@ -78,14 +78,14 @@ class SingleShotLoop:
     """The loop strategy: ask the provider, run its calls, repeat.
 
     Attributes:
-        tool_concurrency: the most calls of one turn in flight at once (default 1,
+        concurrency: the most calls of one turn in flight at once (default 1,
             sequential). A turn that names an ``exclusive`` tool runs one at a time.
 
     Raises:
-        ConfigurationError: ``tool_concurrency`` is not an integer >= 1.
+        ConfigurationError: ``concurrency`` is not an integer >= 1.
     """
 
-    tool_concurrency: int = attrs.field(default=1, validator=integer(minimum=1))
+    concurrency: int = attrs.field(default=1, validator=integer(minimum=1))
 
 
 @attrs.frozen(kw_only=True)
@@ -118,7 +118,7 @@ class RunOptions:
         signal: aborting it ends the run (see :meth:`AgentSession.run`).
         limits: replaces the agent's :class:`Limits`.
         loop: replaces the agent's :class:`SingleShotLoop`.
-        validate: replaces the agent's argument validator.
+        validator: replaces the agent's argument validator.
         on_event: receives every event of the run: tool events and
             :class:`TurnStarted`, :class:`TurnFinished`, :class:`RunFinished`.
             A sink that raises is logged and ignored.
@@ -131,7 +131,9 @@ class RunOptions:
     loop: SingleShotLoop | None = attrs.field(
         default=None, validator=optional(instance_of(SingleShotLoop))
     )
-    validate: ToolValidator | None = attrs.field(default=None, validator=optional(callable_value()))
+    validator: ToolValidator | None = attrs.field(
+        default=None, validator=optional(callable_value())
+    )
     on_event: EventSink | None = attrs.field(default=None, validator=optional(callable_value()))
 
 
@@ -267,7 +269,7 @@ class AgentSession:
 
         Each provider turn's calls are mapped back to registry names and
         dispatched through every gate with :func:`dispatch_tool_calls_in_order`
-        (bounded by the loop's ``tool_concurrency``, one at a time when a call
+        (bounded by the loop's ``concurrency``, one at a time when a call
         names an exclusive tool). Tool-result messages are appended in call
         order. The loop ends when the provider answers without calls; after
         ``max_tool_rounds`` rounds it is asked once more with no tools offered.
@@ -333,9 +335,9 @@ class AgentSession:
             registry=agent.registry,
             filters=agent.filters,
             permission=agent.permission,
-            validate=options.validate if options.validate is not None else agent.validator,
+            validator=options.validator if options.validator is not None else agent.validator,
             middleware=agent.middleware,
-            events=sink,
+            on_event=sink,
             ledger=run_ledger,
             signal=signal,
             tracer=agent.tracer,
@@ -422,7 +424,7 @@ async def _run_round(
     registry: ToolRegistry,
 ) -> None:
     mapped = [_registry_call(call, names) for call in calls]
-    concurrency = resolve_tool_concurrency(loop.tool_concurrency, mapped, registry)
+    concurrency = resolve_tool_concurrency(loop.concurrency, mapped, registry)
     answered = 0
 
     def append(index: int, _call: ToolCall, result: ToolResult) -> None:
@@ -462,7 +464,7 @@ def _refuse_all(
 ) -> None:
     for call in calls:
         mapped = _registry_call(call, names)
-        result = refuse(dispatch.events, dispatch.ledger, mapped, "tool_denied", message)
+        result = refuse(dispatch.on_event, dispatch.ledger, mapped, "tool_denied", message)
         messages.append(ToolResultMessage(call_id=call.id, tool_name=call.name, result=result))
 
 
@@ -526,11 +528,11 @@ def create_agent(
         model: the model name put in every request.
         provider: the :class:`ModelProvider` that answers.
         tools: tool definitions, or a live :class:`ToolRegistry` to use as it is.
-        validator: argument validator for every call (``RunOptions.validate`` overrides).
+        validator: argument validator for every call (``RunOptions.validator`` overrides).
         permission: checked as ``tool:<name>:execute`` for every call.
         middleware: call and result hooks.
         filters: name filters; filtered-out tools are neither offered nor run.
-        loop: the loop strategy (default ``SingleShotLoop(tool_concurrency=1)``).
+        loop: the loop strategy (default ``SingleShotLoop(concurrency=1)``).
         limits: run bounds (default ``Limits(max_tool_rounds=1)``).
         ledger: receives every call's record (default: a new :class:`RunLedger`).
         tracer: opens a span for each run (``invoke_agent``), model request

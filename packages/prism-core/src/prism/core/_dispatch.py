@@ -80,9 +80,9 @@ class DispatchOptions:
         registry: where tools are looked up.
         filters: name filters; every one must allow the tool.
         permission: checked as ``tool:<name>:execute``; ``None`` allows.
-        validate: argument validator; ``None`` skips validation.
+        validator: argument validator; ``None`` skips validation.
         middleware: call and result hooks.
-        events: receives every event; a sink that raises is logged, never fatal.
+        on_event: receives every event; a sink that raises is logged, never fatal.
         ledger: receives one record per call: a :class:`RunLedger`, or any
             :class:`LedgerRecorder`.
         signal: aborting it cancels the running call; a pre-aborted signal runs nothing.
@@ -101,11 +101,13 @@ class DispatchOptions:
     permission: PermissionPolicy | None = attrs.field(
         default=None, validator=optional(has_method("check"))
     )
-    validate: ToolValidator | None = attrs.field(default=None, validator=optional(callable_value()))
+    validator: ToolValidator | None = attrs.field(
+        default=None, validator=optional(callable_value())
+    )
     middleware: MiddlewareRegistry | None = attrs.field(
         default=None, validator=optional(instance_of(MiddlewareRegistry))
     )
-    events: EventSink | None = attrs.field(default=None, validator=optional(callable_value()))
+    on_event: EventSink | None = attrs.field(default=None, validator=optional(callable_value()))
     ledger: LedgerRecorder | None = attrs.field(
         default=None, validator=optional(has_method("record_call"))
     )
@@ -228,7 +230,7 @@ async def _gate(
     filters = options.filters
     if filters and not is_tool_allowed(name, *filters):
         raise _Blocked("tool_denied", f"tool {name} is not allowed here", gate="filter")
-    validate = options.validate
+    validate = options.validator
     if validate is None:
         _check_arguments(name, call.arguments)
     else:
@@ -392,7 +394,7 @@ async def _run(
         # arguments cannot change what the record says it was asked to do.
         notes.arguments = cast("JsonObject", snapshot_json(arguments))
         notes.definition_hash = tool.definition_hash
-    events = options.events
+    events = options.on_event
     if events is not None:
         emit_event(
             events,
@@ -469,13 +471,13 @@ async def _dispatch(call: ToolCall, options: DispatchOptions) -> ToolResult:
     started_at = time.time()
     t0 = time.perf_counter()
     signal = options.signal
-    ctx = ToolExecutionContext(call, events=options.events, metadata=options.metadata)
+    ctx = ToolExecutionContext(call, on_event=options.on_event, metadata=options.metadata)
     if signal is not None:
         ctx.signal = signal
         if signal.aborted:
             result = cancelled_result(call, signal.reason)
             aborted = CallOutcome(call, result, "cancelled", None, result.joined_text)
-            settle(options.events, options.ledger, aborted, started_at, time.perf_counter() - t0)
+            settle(options.on_event, options.ledger, aborted, started_at, time.perf_counter() - t0)
             return result
     # Gates and the execution policy note what decided the call here, for the ledger.
     notes = token = None
@@ -497,7 +499,7 @@ async def _dispatch(call: ToolCall, options: DispatchOptions) -> ToolResult:
         if outcome is None:
             # The caller's scope was cancelled mid-dispatch: the record still lands.
             outcome = _ended(ctx.call, None, "cancelled", "cancelled", notes)
-        settle(options.events, options.ledger, outcome, started_at, time.perf_counter() - t0)
+        settle(options.on_event, options.ledger, outcome, started_at, time.perf_counter() - t0)
 
 
 async def _run_abortable(

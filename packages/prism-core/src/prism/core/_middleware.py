@@ -8,6 +8,7 @@ from typing import TypeAlias
 import attrs
 
 from ._content import ToolCall, ToolResult
+from ._options import callable_value
 from ._tools import ToolExecutionContext
 
 __all__ = ["MiddlewareRegistry", "ToolCallHook", "ToolResultHook"]
@@ -24,6 +25,9 @@ ToolResultHook: TypeAlias = Callable[
     "ToolResult | Awaitable[ToolResult | None] | None",
 ]
 """Return a :class:`ToolResult` to replace the result, or ``None`` to keep it."""
+
+
+_CALLABLE = callable_value()
 
 
 @attrs.define(eq=False)
@@ -44,10 +48,9 @@ class MiddlewareRegistry:
         :class:`ToolResult` to block it (reason ``tool_denied``), or ``None``.
 
         Raises:
-            TypeError: ``fn`` is not callable.
+            ConfigurationError: ``fn`` is not callable.
         """
-        if not callable(fn):
-            raise TypeError(f"on_tool_call takes a callable, got {fn!r}")
+        _CALLABLE.check("MiddlewareRegistry.on_tool_call", "fn", fn)
         self.call_hooks.append(fn)
         return fn
 
@@ -58,9 +61,8 @@ class MiddlewareRegistry:
         ``None`` to keep the result. Blocked calls never reach these hooks.
 
         Raises:
-            TypeError: ``fn`` is not callable.
+            ConfigurationError: ``fn`` is not callable.
         """
-        if not callable(fn):
-            raise TypeError(f"on_tool_result takes a callable, got {fn!r}")
+        _CALLABLE.check("MiddlewareRegistry.on_tool_result", "fn", fn)
         self.result_hooks.append(fn)
         return fn

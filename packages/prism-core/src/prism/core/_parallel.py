@@ -188,7 +188,7 @@ async def dispatch_tool_calls_in_order(
         # error), calls that were never claimed still get a result and a record.
         reason = signal.reason if signal is not None else None
         for index in range(turn.claimed, len(calls)):
-            result = settle_not_started(options.events, options.ledger, calls[index], reason)
+            result = settle_not_started(options.on_event, options.ledger, calls[index], reason)
             turn.claimed = index + 1
             turn.slots[index] = result
     if turn.error is not None:

@@ -154,11 +154,19 @@ async def assert_permission(policy: PermissionPolicy | None, request: Permission
 def _paths(value: Iterable[str]) -> tuple[str, ...]:
     # A lone string would otherwise become a tuple of one-character "paths".
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"ExecutionAction paths must be a sequence of paths, got {value!r}")
+        raise ConfigurationError(
+            f"ExecutionAction.paths must be a sequence of paths, got {value!r}",
+            option="ExecutionAction.paths",
+            value=value,
+        )
     items = tuple(value)
     for item in items:
         if not isinstance(item, str):
-            raise TypeError(f"ExecutionAction paths must be strings, got {item!r}")
+            raise ConfigurationError(
+                f"ExecutionAction.paths must be strings, got {item!r}",
+                option="ExecutionAction.paths",
+                value=value,
+            )
     return items
 
 

@@ -365,9 +365,9 @@ def _harness(
         registry.register(spy.definition if existing.name == tool.name else existing)
     if tool.name not in registry:
         registry.register(spy.definition)
-    sink = RecordingSink(forward=options.events)
+    sink = RecordingSink(forward=options.on_event)
     recorder = _TeeRecorder(forward=options.ledger)
-    options = attrs.evolve(options, registry=registry, events=sink, ledger=recorder)
+    options = attrs.evolve(options, registry=registry, on_event=sink, ledger=recorder)
     return _Harness(options, spy, sink, recorder.ledger)
 
 
@@ -467,7 +467,7 @@ def _refusing_validator(
 
 
 def _refuse_validation(options: DispatchOptions) -> DispatchOptions:
-    return attrs.evolve(options, validate=_refusing_validator)
+    return attrs.evolve(options, validator=_refusing_validator)
 
 
 async def assert_tool_dispatch_conforms(

@@ -41,7 +41,7 @@ class ToolExecutionContext:
     call: ToolCall
     signal: AbortSignal = attrs.field(default=_NEVER)
     metadata: Mapping[str, object] = attrs.field(factory=dict)
-    _events: EventSink | None = attrs.field(default=None, alias="events")
+    _events: EventSink | None = attrs.field(default=None, alias="on_event")
 
     def report_progress(
         self,

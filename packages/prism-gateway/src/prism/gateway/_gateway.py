@@ -149,7 +149,7 @@ class Gateway:
     _filters: tuple[ToolFilter, ...]
     _options: DispatchOptions
     _hints: Mapping[str, ToolHints]
-    _events: EventSink | None
+    _on_event: EventSink | None
     _limiter: trio.CapacityLimiter
     _per_client_limit: int
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -361,7 +361,7 @@ class Gateway:
                         result = await self._dispatch_with_progress(ctx, call, client)
                     else:
                         options = attrs.evolve(
-                            self._options, events=self._events, metadata={"client": client}
+                            self._options, on_event=self._on_event, metadata={"client": client}
                         )
                         result = await dispatch_tool_call(call, options)
         finally:
@@ -395,7 +395,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], call: ToolCall, client: str
     ) -> ToolResult:
         send, receive = trio.open_memory_channel[ToolExecutionProgress](_PROGRESS_BACKLOG)
-        user_events = self._events
+        user_events = self._on_event
 
         def sink(event: AgentEvent) -> None:
             if isinstance(event, ToolExecutionProgress):
@@ -404,7 +404,7 @@ class Gateway:
             if user_events is not None:
                 user_events(event)
 
-        options = attrs.evolve(self._options, events=sink, metadata={"client": client})
+        options = attrs.evolve(self._options, on_event=sink, metadata={"client": client})
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_forward_progress, ctx, receive)
             with send:
@@ -529,7 +529,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "validator": optional(callable_value()),
     "filters": sequence_of(instance_of(ToolFilter)),
     "middleware": optional(instance_of(MiddlewareRegistry)),
-    "events": optional(callable_value()),
+    "on_event": optional(callable_value()),
     "ledger": optional(has_method("record_call", description="a RunLedger (record_call())")),
     "hints": optional(_HINTS),
     "max_concurrent_calls": _LIMIT,
@@ -547,7 +547,7 @@ async def open_gateway(
     validator: ToolValidator | None = None,
     filters: Sequence[ToolFilter] = (),
     middleware: MiddlewareRegistry | None = None,
-    events: EventSink | None = None,
+    on_event: EventSink | None = None,
     ledger: RunLedger | None = None,
     hints: Mapping[str, ToolHints] | None = None,
     max_concurrent_calls: int = 32,
@@ -589,7 +589,7 @@ async def open_gateway(
         "validator": validator,
         "filters": _items(filters),
         "middleware": middleware,
-        "events": events,
+        "on_event": on_event,
         "ledger": ledger,
         "hints": hints,
         "max_concurrent_calls": max_concurrent_calls,
@@ -600,7 +600,7 @@ async def open_gateway(
     options = DispatchOptions(
         registry=create_tool_registry(),
         permission=permission,
-        validate=validator,
+        validator=validator,
         middleware=middleware,
         ledger=ledger,
     )
@@ -619,7 +619,7 @@ async def open_gateway(
         filters=cast("tuple[ToolFilter, ...]", given["filters"]),
         options=options,
         hints=dict(hints or {}),
-        events=events,
+        on_event=on_event,
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
     )

@@ -21,7 +21,7 @@ from ._annotations import McpApprovalCallback, McpToolInfo
 from ._calls import Caller
 from ._errors import McpBridgeError
 from ._listing import Listing, Pins, PreparedTool, list_tools, listing_of, prepare_tool
-from ._options import BridgeOptions, Protocol, bridge_options
+from ._options import BridgeOptions, ProtocolMode, bridge_options
 from ._output import OutputChecker
 from ._session import Connection, McpServerInfo, Sessions
 
@@ -327,7 +327,7 @@ async def open_mcp_tools(
     connect_timeout_s: float = 30.0,
     max_call_s: float | None = 600.0,
     max_result_bytes: int = 1_000_000,
-    protocol: Protocol = "auto",
+    protocol: ProtocolMode = "auto",
     max_list_bytes: int = 4_000_000,
     max_list_pages: int = 32,
     max_server_requests: int = 16,

@@ -23,9 +23,9 @@ from ._annotations import McpApprovalCallback
 from ._callbacks import McpElicitCallback, McpLogCallback, McpSampleCallback, root_uris
 from ._transports import StdioTransport, StreamableHttpTransport
 
-__all__ = ["DEFAULT_MAX_CALL_S", "BridgeOptions", "Protocol", "bridge_options"]
+__all__ = ["DEFAULT_MAX_CALL_S", "BridgeOptions", "ProtocolMode", "bridge_options"]
 
-Protocol = Literal["auto", "legacy"]
+ProtocolMode = Literal["auto", "legacy"]
 
 DEFAULT_MAX_CALL_S = 600.0
 _OWNER = "open_mcp_tools"
@@ -78,7 +78,7 @@ class BridgeOptions:
     connect_timeout_s: float
     max_call_s: float | None
     max_result_bytes: int
-    protocol: Protocol
+    protocol: ProtocolMode
     max_list_bytes: int
     max_list_pages: int
     max_server_requests: int

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TASKS_EXTENSION",
-    "TaskProtocolError",
     "TasksExtension",
+    "_TaskProtocolError",
     "call_progress",
     "poll_seconds",
     "run_legacy_task",
@@ -69,7 +69,7 @@ class _TaskState(mcp_types.Result):
     model_config = mcp_types.Result.model_config | {"extra": "allow"}
 
 
-class TaskProtocolError(Exception):
+class _TaskProtocolError(Exception):
     """A task the bridge cannot follow (an unknown status, input it cannot give)."""
 
 
@@ -167,7 +167,7 @@ def _settled(task_id: str, state: dict[str, Any]) -> mcp_types.CallToolResult | 
     """The call's result once the task is terminal; ``None`` while it runs.
 
     Raises:
-        TaskProtocolError: a status the bridge cannot follow.
+        _TaskProtocolError: a status the bridge cannot follow.
     """
     status = state.get("status")
     if status == "completed" and "result" in state:
@@ -187,12 +187,12 @@ def _settled(task_id: str, state: dict[str, Any]) -> mcp_types.CallToolResult | 
             + (f": {message}" if isinstance(message, str) and message else "")
         )
     if status == "input_required":
-        raise TaskProtocolError(
+        raise _TaskProtocolError(
             f"task {task_id} asks for input (inputRequests), which the bridge does not give; "
             "it was cancelled"
         )
     if status not in ("working", "completed"):
-        raise TaskProtocolError(
+        raise _TaskProtocolError(
             f"task {task_id} has an unknown status {clip(repr(status), 100)}; it was cancelled"
         )
     return None
@@ -202,7 +202,7 @@ async def _resolve(handle: TaskHandle, ctx: ClaimContext) -> mcp_types.CallToolR
     session = ctx.session
     task_id = handle.task_id
     if not task_id or len(task_id) > _MAX_TASK_ID:
-        raise TaskProtocolError(f"the server answered with an unusable task id {task_id[:64]!r}")
+        raise _TaskProtocolError(f"the server answered with an unusable task id {task_id[:64]!r}")
     on_progress = call_progress.get()
     state = handle.model_dump(by_alias=True)
     poll_s = poll_seconds(handle.poll_interval_ms)

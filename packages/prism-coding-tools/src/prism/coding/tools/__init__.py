@@ -25,8 +25,8 @@ from ._coding import ShellToolOptions as ShellToolOptions
 from ._coding import create_coding_tools as create_coding_tools
 from ._edit import DEFAULT_MAX_EDIT_BYTES as DEFAULT_MAX_EDIT_BYTES
 from ._edit import create_edit_tool as create_edit_tool
+from ._errors import CodingToolsConfigurationError as CodingToolsConfigurationError
 from ._errors import CodingToolsError as CodingToolsError
-from ._errors import InvalidToolOptionError as InvalidToolOptionError
 from ._files import LocalFileOperations as LocalFileOperations
 from ._mutation import FileMutationQueue as FileMutationQueue
 from ._mutation import default_mutation_queue as default_mutation_queue
@@ -58,13 +58,13 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_SPILL_BYTES",
     "DEFAULT_SHELL_TIMEOUT_S",
+    "CodingToolsConfigurationError",
     "CodingToolsError",
     "EditToolOptions",
     "FileKind",
     "FileMutationQueue",
     "FileOperations",
     "FileStat",
-    "InvalidToolOptionError",
     "LocalFileOperations",
     "LocalShellOperations",
     "OutputSink",

@@ -80,7 +80,7 @@ def create_coding_tools(
 
     Raises:
         TypeError: an unknown or removed option (``auto_resize_images``) was passed.
-        InvalidToolOptionError: an option is out of range or of the wrong type.
+        CodingToolsConfigurationError: an option is out of range or of the wrong type.
     """
     reject_removed_options("create_coding_tools", removed)
     return [

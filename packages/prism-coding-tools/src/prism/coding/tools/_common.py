@@ -21,7 +21,7 @@ from prism.core import (
 from prism.core.options import OptionCheck, instance_of, integer, number, one_of, string
 from prism.core.text import NAME_LIMIT, clip
 
-from ._errors import InvalidToolOptionError
+from ._errors import CodingToolsConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 __all__ = [
-    "ArgumentError",
     "check_cwd",
     "check_option",
     "check_positive_int",
@@ -48,7 +47,7 @@ __all__ = [
 _MAX_PATH_CHARS = 4096
 
 
-class ArgumentError(Exception):
+class _ArgumentError(Exception):
     """The model's arguments are malformed; becomes an ``invalid arguments`` error result."""
 
     def result(self, tool: str) -> ToolResult:
@@ -57,12 +56,12 @@ class ArgumentError(Exception):
 
 
 def required_str(args: JsonObject, key: str, *, allow_empty: bool = True) -> str:
-    """``args[key]`` as a string, or :class:`ArgumentError`."""
+    """``args[key]`` as a string, or :class:`_ArgumentError`."""
     value = args.get(key)
     if not isinstance(value, str):
-        raise ArgumentError(f"{key!r} must be a string, got {_kind(value)}")
+        raise _ArgumentError(f"{key!r} must be a string, got {_kind(value)}")
     if not allow_empty and not value:
-        raise ArgumentError(f"{key!r} must not be empty")
+        raise _ArgumentError(f"{key!r} must not be empty")
     return value
 
 
@@ -71,7 +70,7 @@ def encodable(value: str, key: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ArgumentError(f"{key!r} is not valid Unicode text ({exc.reason})") from None
+        raise _ArgumentError(f"{key!r} is not valid Unicode text ({exc.reason})") from None
     return value
 
 
@@ -79,9 +78,9 @@ def required_path(args: JsonObject, key: str = "path") -> str:
     """A non-empty path without NUL characters."""
     value = encodable(required_str(args, key, allow_empty=False), key)
     if "\0" in value:
-        raise ArgumentError(f"{key!r} must not contain NUL characters")
+        raise _ArgumentError(f"{key!r} must not contain NUL characters")
     if len(value) > _MAX_PATH_CHARS:
-        raise ArgumentError(f"{key!r} is longer than {_MAX_PATH_CHARS} characters")
+        raise _ArgumentError(f"{key!r} is longer than {_MAX_PATH_CHARS} characters")
     return value
 
 
@@ -93,9 +92,9 @@ def optional_int(args: JsonObject, key: str, *, minimum: int) -> int | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ArgumentError(f"{key!r} must be an integer, got {_kind(value)}")
+        raise _ArgumentError(f"{key!r} must be an integer, got {_kind(value)}")
     if value < minimum:
-        raise ArgumentError(f"{key!r} must be >= {minimum}, got {value}")
+        raise _ArgumentError(f"{key!r} must be >= {minimum}, got {value}")
     return value
 
 
@@ -105,9 +104,9 @@ def optional_number(args: JsonObject, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentError(f"{key!r} must be a number, got {_kind(value)}")
+        raise _ArgumentError(f"{key!r} must be a number, got {_kind(value)}")
     if not math.isfinite(value) or value <= 0:
-        raise ArgumentError(f"{key!r} must be a finite number > 0, got {value!r}")
+        raise _ArgumentError(f"{key!r} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -118,11 +117,11 @@ def _kind(value: object) -> str:
 
 
 def check_option(check: OptionCheck, owner: str, option: str, value: _T) -> _T:
-    """``check.check(owner, option, value)``, raising :class:`InvalidToolOptionError`."""
+    """``check.check(owner, option, value)``, raising :class:`CodingToolsConfigurationError`."""
     try:
         return check.check(owner, option, value)
     except ConfigurationError as exc:
-        raise InvalidToolOptionError(str(exc), option=exc.option, value=value) from None
+        raise CodingToolsConfigurationError(str(exc), option=exc.option, value=value) from None
 
 
 def check_positive_int(owner: str, name: str, value: object, *, maximum: int | None = None) -> int:
@@ -144,7 +143,7 @@ def check_cwd(owner: str, cwd: object) -> str:
     check_option(path, owner, "cwd", cwd)
     text = os.fspath(cast("str", cwd))
     if not isinstance(text, str) or not text or "\0" in text:
-        raise InvalidToolOptionError(
+        raise CodingToolsConfigurationError(
             f"{owner}.cwd must be a non-empty path without NUL, got {cwd!r}",
             option=f"{owner}.cwd",
             value=cwd,

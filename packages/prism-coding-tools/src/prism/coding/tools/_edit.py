@@ -18,7 +18,7 @@ from prism.core import (
 )
 
 from ._common import (
-    ArgumentError,
+    _ArgumentError,
     check_cwd,
     check_positive_int,
     file_error_result,
@@ -66,18 +66,18 @@ _PARAMETERS: JsonObject = {
 def _edits(args: JsonObject) -> list[tuple[str, str]]:
     raw = args.get("edits")
     if not isinstance(raw, list) or not raw:
-        raise ArgumentError("'edits' must be a non-empty list of {old_text, new_text} objects")
+        raise _ArgumentError("'edits' must be a non-empty list of {old_text, new_text} objects")
     if len(raw) > _MAX_EDITS:
-        raise ArgumentError(f"'edits' holds {len(raw)} items; at most {_MAX_EDITS} are allowed")
+        raise _ArgumentError(f"'edits' holds {len(raw)} items; at most {_MAX_EDITS} are allowed")
     edits = []
     for index, item in enumerate(raw, 1):
         if not isinstance(item, dict):
-            raise ArgumentError(f"edit {index} must be an object with old_text and new_text")
+            raise _ArgumentError(f"edit {index} must be an object with old_text and new_text")
         old, new = item.get("old_text"), item.get("new_text")
         if not isinstance(old, str) or not isinstance(new, str):
-            raise ArgumentError(f"edit {index}: old_text and new_text must both be strings")
+            raise _ArgumentError(f"edit {index}: old_text and new_text must both be strings")
         if not old:
-            raise ArgumentError(f"edit {index}: old_text must not be empty")
+            raise _ArgumentError(f"edit {index}: old_text must not be empty")
         edits.append((old, new))
     return edits
 
@@ -155,7 +155,7 @@ class _EditTool:
         try:
             path = required_path(args)
             edits = _edits(args)
-        except ArgumentError as exc:
+        except _ArgumentError as exc:
             return exc.result("edit")
         try:
             resolved = await self.files.resolve(path, cwd=self.cwd)
@@ -267,7 +267,7 @@ def create_edit_tool(
         max_file_bytes: largest file edited (default :data:`DEFAULT_MAX_EDIT_BYTES`).
 
     Raises:
-        InvalidToolOptionError: an option is out of range or of the wrong type.
+        CodingToolsConfigurationError: an option is out of range or of the wrong type.
     """
     owner = "create_edit_tool"
     cwd = check_cwd(owner, cwd)

@@ -4,7 +4,7 @@
 
     PrismError (prism.core)
     └── CodingToolsError                         base of this package's errors
-        └── InvalidToolOptionError (ValueError)  a bad option, raised at construction
+        └── CodingToolsConfigurationError (ValueError)  a bad option, raised at construction
 
 Tool failures (a missing file, a denied action, a non-zero exit, a timeout)
 are not exceptions: they come back as error :class:`~prism.core.ToolResult`
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from prism.core import ConfigurationError, PrismError
 
-__all__ = ["CodingToolsError", "InvalidToolOptionError"]
+__all__ = ["CodingToolsConfigurationError", "CodingToolsError"]
 
 
 class CodingToolsError(PrismError):
     """Base of every error ``prism.coding.tools`` raises on purpose."""
 
 
-class InvalidToolOptionError(CodingToolsError, ConfigurationError):
+class CodingToolsConfigurationError(CodingToolsError, ConfigurationError):
     """A tool option was given a value the tool cannot use; the message names both."""

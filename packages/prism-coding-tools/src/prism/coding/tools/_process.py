@@ -12,7 +12,6 @@ sandbox closes that gap.
 from __future__ import annotations
 
 import errno
-import math
 import secrets
 import shutil
 import subprocess
@@ -21,9 +20,10 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from prism.core.options import number, sequence_of, string
 from prism.core.process import DEFAULT_KILL_GRACE_S, PROCESS_TREE_ENV_VAR, terminate_process_tree
 
-from ._errors import InvalidToolOptionError
+from ._common import check_option
 from ._protocols import OutputSink, ShellExit, ShellSpawnRequest
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ __all__ = ["LocalShellOperations", "default_shell_path", "run_process_tree"]
 _READ_SIZE = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 0.25
 _KILL_WAIT_S = 2.0
+_ARGV = sequence_of(string(non_empty=False), non_empty=True)
+_GRACE = number(minimum=0)
+_SHELL_GRACE = number(minimum=0, maximum=60)
 
 
 def default_shell_path() -> str:
@@ -73,15 +76,12 @@ async def run_process_tree(
 
     Raises:
         OSError: the process could not be started (missing program or ``cwd``).
-        InvalidToolOptionError: ``argv`` is empty or ``kill_grace_s`` is not
+        CodingToolsConfigurationError: ``argv`` is empty or ``kill_grace_s`` is not
             a finite number >= 0.
     """
     argv = list(argv)
-    if not argv:
-        raise InvalidToolOptionError("argv must not be empty")
-    grace = kill_grace_s
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf:
-        raise InvalidToolOptionError(f"kill_grace_s must be a number >= 0, got {kill_grace_s!r}")
+    check_option(_ARGV, "run_process_tree", "argv", argv)
+    check_option(_GRACE, "run_process_tree", "kill_grace_s", kill_grace_s)
     marker = secrets.token_hex(16)
     full_env = {**env, PROCESS_TREE_ENV_VAR: marker}
     process = await trio.lowlevel.open_process(
@@ -163,11 +163,7 @@ class LocalShellOperations:
     kill_grace_s: float = DEFAULT_KILL_GRACE_S
 
     def __attrs_post_init__(self) -> None:
-        grace = self.kill_grace_s
-        if isinstance(grace, bool) or not isinstance(grace, (int, float)):
-            raise InvalidToolOptionError(f"kill_grace_s must be a number, got {grace!r}")
-        if not 0 <= grace <= 60:
-            raise InvalidToolOptionError(f"kill_grace_s must be within [0, 60], got {grace!r}")
+        check_option(_SHELL_GRACE, "LocalShellOperations", "kill_grace_s", self.kill_grace_s)
 
     async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
         """Run ``request.argv``; see :meth:`ShellOperations.run` for the contract."""

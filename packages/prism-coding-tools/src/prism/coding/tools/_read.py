@@ -25,7 +25,7 @@ from prism.core import (
 from prism.core.options import callable_value, optional
 
 from ._common import (
-    ArgumentError,
+    _ArgumentError,
     check_cwd,
     check_option,
     check_positive_int,
@@ -143,7 +143,7 @@ class _ReadTool:
             path = required_path(args)
             offset = optional_int(args, "offset", minimum=1) or 1
             limit = optional_int(args, "limit", minimum=1)
-        except ArgumentError as exc:
+        except _ArgumentError as exc:
             return exc.result("read")
         try:
             resolved = await self.files.resolve(path, cwd=self.cwd)
@@ -423,7 +423,7 @@ def create_read_tool(
     Raises:
         TypeError: a removed option such as ``auto_resize_images`` was passed
             (before anything else happens).
-        InvalidToolOptionError: an option is out of range or of the wrong type.
+        CodingToolsConfigurationError: an option is out of range or of the wrong type.
     """
     reject_removed_options("create_read_tool", removed)
     owner = "create_read_tool"

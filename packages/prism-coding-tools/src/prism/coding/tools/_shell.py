@@ -28,7 +28,7 @@ from prism.core import (
 from prism.core.options import callable_value, instance_of, optional, string
 
 from ._common import (
-    ArgumentError,
+    _ArgumentError,
     check_cwd,
     check_option,
     check_positive_int,
@@ -102,11 +102,11 @@ class _ShellTool:
         try:
             command = encodable(required_str(args, "command", allow_empty=False), "command")
             if len(command) > _MAX_COMMAND_CHARS:
-                raise ArgumentError(f"'command' is longer than {_MAX_COMMAND_CHARS} characters")
+                raise _ArgumentError(f"'command' is longer than {_MAX_COMMAND_CHARS} characters")
             if "\0" in command:
-                raise ArgumentError("'command' must not contain NUL characters")
+                raise _ArgumentError("'command' must not contain NUL characters")
             requested = optional_number(args, "timeout")
-        except ArgumentError as exc:
+        except _ArgumentError as exc:
             return exc.result("shell")
         timeout = self.timeout_s if requested is None else min(requested, self.max_timeout_s)
         env = dict(os.environ if self.env is None else self.env)
@@ -289,7 +289,7 @@ def create_shell_tool(
         env: the environment of commands (default: this process's at call time).
 
     Raises:
-        InvalidToolOptionError: an option is out of range or of the wrong type.
+        CodingToolsConfigurationError: an option is out of range or of the wrong type.
     """
     owner = "create_shell_tool"
     cwd = check_cwd(owner, cwd)

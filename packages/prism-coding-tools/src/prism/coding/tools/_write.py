@@ -16,7 +16,7 @@ from prism.core import (
     trio_native,
 )
 
-from ._common import ArgumentError, check_cwd, file_error_result, required_path, required_str
+from ._common import _ArgumentError, check_cwd, file_error_result, required_path, required_str
 from ._files import file_operations_or_local
 from ._mutation import FileMutationQueue, run_checked_mutation
 from ._protocols import FileOperations
@@ -46,12 +46,12 @@ class _WriteTool:
         try:
             path = required_path(args)
             content = required_str(args, "content")
-        except ArgumentError as exc:
+        except _ArgumentError as exc:
             return exc.result("write")
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as exc:
-            return ArgumentError(f"'content' is not encodable as UTF-8: {exc.reason}").result(
+            return _ArgumentError(f"'content' is not encodable as UTF-8: {exc.reason}").result(
                 "write"
             )
         try:
@@ -124,7 +124,7 @@ def create_write_tool(
             not contained).
 
     Raises:
-        InvalidToolOptionError: an option is of the wrong type.
+        CodingToolsConfigurationError: an option is of the wrong type.
     """
     owner = "create_write_tool"
     cwd = check_cwd(owner, cwd)

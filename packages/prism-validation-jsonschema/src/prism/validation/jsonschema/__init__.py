@@ -17,7 +17,7 @@ Example::
         DispatchOptions, ToolCall, ToolDefinition, ToolResult,
         create_tool_registry, dispatch_tool_call,
     )
-    from prism.validation.jsonschema import create_json_schema_tool_argument_validator
+    from prism.validation.jsonschema import create_json_schema_tool_validator
 
     async def weather(args, ctx):
         return ToolResult.text(f"sunny in {args['city']}")
@@ -34,7 +34,7 @@ Example::
     )
     options = DispatchOptions(
         registry=create_tool_registry([tool]),
-        validate=create_json_schema_tool_argument_validator(),
+        validator=create_json_schema_tool_validator(),
     )
     bad = ToolCall(id="1", name="weather", arguments={"city": 42})
     result = trio.run(dispatch_tool_call, bad, options)
@@ -51,7 +51,7 @@ from ._validator import CompiledSchema as CompiledSchema
 from ._validator import JsonSchemaArgumentValidator as JsonSchemaArgumentValidator
 from ._validator import JsonSchemaToolValidator as JsonSchemaToolValidator
 from ._validator import (
-    create_json_schema_tool_argument_validator as create_json_schema_tool_argument_validator,
+    create_json_schema_tool_validator as create_json_schema_tool_validator,
 )
 
 __all__ = [
@@ -63,5 +63,5 @@ __all__ = [
     "JsonSchemaToolValidator",
     "SchemaLimits",
     "SchemaRejectedError",
-    "create_json_schema_tool_argument_validator",
+    "create_json_schema_tool_validator",
 ]

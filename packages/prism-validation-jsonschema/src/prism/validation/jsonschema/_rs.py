@@ -36,12 +36,12 @@ RsValidationError = jsonschema_rs.ValidationError
 _PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=8 << 20, dfa_size_limit=8 << 20)
 
 
-class RemoteReferenceError(ValueError):
+class _RemoteReferenceError(ValueError):
     """A reference the engine tried to retrieve; nothing is ever fetched."""
 
 
 def _refuse(uri: str) -> Any:
-    raise RemoteReferenceError(
+    raise _RemoteReferenceError(
         f"reference {uri[:200]!r} is never fetched; only '#...' references are allowed"
     )
 

@@ -47,7 +47,7 @@ __all__ = [
     "CompiledSchema",
     "JsonSchemaArgumentValidator",
     "JsonSchemaToolValidator",
-    "create_json_schema_tool_argument_validator",
+    "create_json_schema_tool_validator",
 ]
 
 _OK = ToolArgumentValidationResult(ok=True)
@@ -229,7 +229,7 @@ class JsonSchemaArgumentValidator:
 
         Each call screens and serialises ``schema`` to find it in the cache; a
         host validating the same tools again and again should use
-        :func:`create_json_schema_tool_argument_validator`, whose hot path skips that.
+        :func:`create_json_schema_tool_validator`, whose hot path skips that.
         """
         return _result(self._run(self._entry(schema), value))
 
@@ -660,7 +660,7 @@ class _Slot:
 
 
 class JsonSchemaToolValidator:
-    """The dispatch ``ToolValidator`` built by :func:`create_json_schema_tool_argument_validator`.
+    """The dispatch ``ToolValidator`` built by :func:`create_json_schema_tool_validator`.
 
     Call it as ``validator(tool, arguments, context)``: it returns ``None`` when
     the arguments pass and an :class:`~prism.core.ErrorInfo` when they do not
@@ -816,7 +816,7 @@ def _schema_rejected(tool: ToolDefinition, refusal: Problem) -> ErrorInfo:
     )
 
 
-def create_json_schema_tool_argument_validator(
+def create_json_schema_tool_validator(
     *,
     missing_schema: Literal["allow", "reject"] = "allow",
     limits: SchemaLimits | None = None,
@@ -826,7 +826,7 @@ def create_json_schema_tool_argument_validator(
 ) -> JsonSchemaToolValidator:
     """A dispatch ``ToolValidator`` that checks arguments against each tool's JSON Schema.
 
-    Plug it into ``DispatchOptions(validate=...)`` or ``create_agent(validator=...)``.
+    Plug it into ``DispatchOptions(validator=...)`` or ``create_agent(validator=...)``.
     A refused call is blocked as ``validation_failed`` with a message naming the
     failing path and rule; it never reaches ``execute``.
 
@@ -842,7 +842,7 @@ def create_json_schema_tool_argument_validator(
         ConfigurationError: an option has an unusable value (the message names
             the option and the value).
     """
-    owner = "create_json_schema_tool_argument_validator"
+    owner = "create_json_schema_tool_validator"
     _check_options(owner, limits, cache_size, unsupported_keywords, assert_formats)
     _MISSING_SCHEMA.check(owner, "missing_schema", missing_schema)
     validator = JsonSchemaArgumentValidator(
