@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from prism.cli._render import ledger_table
-from prism.cli._runner import rows_from_ledger
+from prism.cli._report import rows_from_ledger
 from prism.core import AssistantMessage, ToolCall
 from prism.core.ledger import ToolCallRecord
 

@@ -479,7 +479,7 @@ def test_limits_refuse_bad_rounds(value: object) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("signal", "stop"), ("limits", 1), ("loop", 2), ("validate", 3), ("on_event", 4)],
+    [("signal", "stop"), ("limits", 1), ("loop", 2), ("validator", 3), ("on_event", 4)],
 )
 def test_run_options_refuse_bad_values(option: str, value: object) -> None:
     with pytest.raises(ConfigurationError, match=f"RunOptions.{option}"):

@@ -192,7 +192,7 @@ async def test_a_denial_reported_only_in_the_result_is_read_from_its_details() -
         ({"permission": create_rule_permission_policy(deny=["*"])}, None, "permission"),
         ({"filters": (ToolFilter(deny=("ok",)),)}, None, "filter"),
         ({}, {"cmd": float("nan")}, "arguments"),
-        ({"validate": lambda tool, args, ctx: "no"}, None, "validator"),
+        ({"validator": lambda tool, args, ctx: "no"}, None, "validator"),
     ],
 )
 async def test_a_blocked_call_names_the_gate_that_refused_it(

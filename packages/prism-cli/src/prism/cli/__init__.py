@@ -31,8 +31,8 @@ from ._config import ServeAuthConfig as ServeAuthConfig
 from ._config import ServeConfig as ServeConfig
 from ._config import ValidationConfig as ValidationConfig
 from ._config import WorkspaceConfig as WorkspaceConfig
-from ._config import load_config as load_config
-from ._config import parse_config as parse_config
+from ._convert import load_config as load_config
+from ._convert import parse_config as parse_config
 from ._errors import CliConfigurationError as CliConfigurationError
 from ._errors import CliError as CliError
 from ._errors import SessionFormatError as SessionFormatError

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ._config import PrismConfig
     from ._ledgerfile import LedgerFailures
     from ._render import EventView
-    from ._runner import Toolset
+    from ._toolset import Toolset
 
 __all__ = ["ChatReport", "chat_session", "run_chat"]
 
@@ -168,7 +168,7 @@ def chat_session(
     from ._model_run import terminal_approver
     from ._output import write_stdout
     from ._render import EventView
-    from ._runner import open_toolset
+    from ._toolset import open_toolset
     from ._trio import run_trio
 
     approver = terminal_approver(yes_mode)

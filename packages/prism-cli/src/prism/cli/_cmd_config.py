@@ -58,18 +58,19 @@ def config_check(file: Path, json_mode: bool) -> None:
     """
     import attrs
 
-    from ._config import load_config
+    from ._convert import load_config
 
     loaded = load_config(file)  # a mistake in the file is reported before anything is imported
 
-    from ._preflight import check_before_run, check_serve
-    from ._runner import _sandbox
+    from ._preflight import check_before_run
+    from ._serve import check_serve
+    from ._toolset import choose_sandbox
     from ._trio import run_trio
 
     check_before_run(loaded)
     check_serve(loaded)
     if loaded.workspace.sandbox == "bubblewrap":
-        run_trio(lambda: _sandbox(loaded))
+        run_trio(lambda: choose_sandbox(loaded))
     if json_mode:
         emit_json(attrs.asdict(loaded, recurse=True))
     else:
@@ -165,7 +166,7 @@ def policy_check(
     from prism.coding.security import CommandRules, explain_command
 
     from ._cmd_run import read_config
-    from ._runner import _sandbox
+    from ._toolset import choose_sandbox
     from ._trio import run_trio
 
     loaded = read_config(config_file)
@@ -189,7 +190,7 @@ def policy_check(
         protected = loaded.workspace.protected_paths
     root_list = root_list or [os.getcwd()]
     loaded = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, roots=tuple(root_list)))
-    backend, label = run_trio(lambda: _sandbox(loaded))
+    backend, label = run_trio(lambda: choose_sandbox(loaded))
     confines = backend is not None and getattr(backend, "confines", True) is True
     mode = f"confined ({label})" if confines else "proved-safe"
     explanation = explain_command(

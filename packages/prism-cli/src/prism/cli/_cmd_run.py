@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ._chat import ChatReport
     from ._config import PrismConfig
-    from ._runner import RunReport
+    from ._report import RunReport
 
 __all__ = ["chat_command", "demo_command", "run_command"]
 
@@ -50,7 +50,7 @@ _MODEL_HELP = (
 
 def read_config(config_file: Path | None) -> PrismConfig:
     """``--config FILE``, else ``./prism.toml`` when it exists, else the defaults."""
-    from ._config import load_config
+    from ._convert import load_config
 
     if config_file is None:
         return load_config(_DEFAULT_CONFIG, missing_ok=True)

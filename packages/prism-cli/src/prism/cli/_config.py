@@ -11,10 +11,9 @@ Every key is optional; with no file at all the defaults apply.
 
 from __future__ import annotations
 
-import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -32,8 +31,6 @@ from prism.core.options import (
     string,
 )
 
-from ._preflight import http_url_problem
-
 __all__ = [
     "AgentConfig",
     "CommandRulesConfig",
@@ -44,9 +41,23 @@ __all__ = [
     "ServeConfig",
     "ValidationConfig",
     "WorkspaceConfig",
-    "load_config",
-    "parse_config",
+    "http_url_problem",
 ]
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL with a host and a usable port (None: it is)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host"
+    try:
+        parts.port  # noqa: B018 - reading it is the check: a bad port raises
+    except ValueError:
+        return "has a port that is not a number from 0 to 65535"
+    if any(c.isspace() for c in url):
+        return "must not contain spaces"
+    return None
+
 
 _SERVER_ID = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _IMPORT_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -383,43 +394,3 @@ class PrismConfig:
     ledger_inside_roots: bool = attrs.field(default=False, validator=boolean())
     serve: ServeConfig = attrs.field(factory=ServeConfig, validator=instance_of(ServeConfig))
     found: bool = attrs.field(default=True, validator=boolean())
-
-
-def parse_config(
-    data: Mapping[str, object], *, source: str = "prism.toml", base_dir: str = "."
-) -> PrismConfig:
-    """Validate parsed TOML data into a :class:`PrismConfig`.
-
-    Args:
-        data: the document, as :mod:`tomllib` returns it.
-        source: a label for messages (usually the file name).
-        base_dir: relative paths (roots, cwd, ledger) are resolved against it.
-
-    Raises:
-        CliConfigurationError: naming the first bad key and what is wrong with it.
-    """
-    from ._convert import read_document
-
-    string().check("parse_config", "source", source)
-    string().check("parse_config", "base_dir", base_dir)
-    return read_document(data, source=source, base_dir=os.path.abspath(base_dir))
-
-
-def load_config(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PrismConfig:
-    """Read and validate a ``prism.toml`` file.
-
-    Relative paths inside it are resolved against the file's folder. With
-    ``missing_ok``, a file that does not exist gives the defaults (relative to
-    the current folder) and ``found=False``. Blocking file I/O: call it before
-    starting trio, or through ``trio.to_thread``.
-
-    Raises:
-        CliConfigurationError: the file cannot be read, is not TOML, or has a bad key.
-    """
-    from ._convert import read_toml
-
-    instance_of(str, os.PathLike, description="a path").check("load_config", "path", path)
-    boolean().check("load_config", "missing_ok", missing_ok)
-    if missing_ok and not os.path.lexists(path):
-        return attrs.evolve(parse_config({}, source=str(path), base_dir="."), found=False)
-    return read_toml(Path(path))

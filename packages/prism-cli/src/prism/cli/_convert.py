@@ -9,11 +9,13 @@ dotted key of the first problem (``prism.toml: mcp.servers.docs.url: must be ...
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -27,7 +29,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn
 
 from prism.core import ConfigurationError
-from prism.core.options import boolean, integer, one_of, optional, string
+from prism.core.options import boolean, instance_of, integer, one_of, optional, string
 
 from ._config import (
     AgentConfig,
@@ -41,13 +43,12 @@ from ._config import (
 )
 from ._errors import CliConfigurationError
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 __all__ = [
     "Key",
     "converter",
     "first_problem",
+    "load_config",
+    "parse_config",
     "read_document",
     "read_file",
     "read_toml",
@@ -356,3 +357,39 @@ def read_toml(path: Path) -> PrismConfig:
     except tomllib.TOMLDecodeError as exc:
         raise whole(f"not valid TOML ({exc})") from exc
     return read_document(data, source=source, base_dir=str(path.resolve().parent))
+
+
+def parse_config(
+    data: Mapping[str, object], *, source: str = "prism.toml", base_dir: str = "."
+) -> PrismConfig:
+    """Validate parsed TOML data into a :class:`PrismConfig`.
+
+    Args:
+        data: the document, as :mod:`tomllib` returns it.
+        source: a label for messages (usually the file name).
+        base_dir: relative paths (roots, cwd, ledger) are resolved against it.
+
+    Raises:
+        CliConfigurationError: naming the first bad key and what is wrong with it.
+    """
+    string().check("parse_config", "source", source)
+    string().check("parse_config", "base_dir", base_dir)
+    return read_document(data, source=source, base_dir=os.path.abspath(base_dir))
+
+
+def load_config(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PrismConfig:
+    """Read and validate a ``prism.toml`` file.
+
+    Relative paths inside it are resolved against the file's folder. With
+    ``missing_ok``, a file that does not exist gives the defaults (relative to
+    the current folder) and ``found=False``. Blocking file I/O: call it before
+    starting trio, or through ``trio.to_thread``.
+
+    Raises:
+        CliConfigurationError: the file cannot be read, is not TOML, or has a bad key.
+    """
+    instance_of(str, os.PathLike, description="a path").check("load_config", "path", path)
+    boolean().check("load_config", "missing_ok", missing_ok)
+    if missing_ok and not os.path.lexists(path):
+        return attrs.evolve(parse_config({}, source=str(path), base_dir="."), found=False)
+    return read_toml(Path(path))

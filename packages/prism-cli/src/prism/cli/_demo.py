@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from prism.core.ledger import ToolCallRecord
 
-    from ._runner import RunReport
+    from ._report import RunReport
 
 __all__ = [
     "DemoOptions",
@@ -368,7 +368,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
 
     from ._ledgerfile import LedgerFailures, recording_ledger
     from ._render import EventView, ledger_text, summary_table, untrusted
-    from ._runner import open_toolset, run_scripted_session
+    from ._runner import run_scripted_session
+    from ._toolset import open_toolset
 
     # Everything the demo writes stays inside one folder: the agent's root is its
     # "workspace" subfolder, and the secret the escapes aim at sits beside that.

@@ -48,7 +48,7 @@ class CallOutcome:
 
 def list_tools(server: McpServerConfig) -> ToolListing:
     """Connect ``server`` and list its tools (blocking: runs trio)."""
-    from ._runner import open_mcp_server
+    from ._toolset import open_mcp_server
 
     async def go() -> ToolListing:
         async with open_mcp_server(server, elicit=terminal_elicitor()) as bridge:
@@ -93,7 +93,7 @@ def call_tool(
     from prism.validation.jsonschema import create_json_schema_tool_validator
 
     from ._ledgerfile import LedgerFailures, recording_ledger
-    from ._runner import open_mcp_server
+    from ._toolset import open_mcp_server
 
     prefix = f"mcp:{server.server_id}:"
     full_name = name if name.startswith(prefix) else prefix + name

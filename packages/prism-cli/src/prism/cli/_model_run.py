@@ -34,7 +34,7 @@ from prism.core import (
 )
 
 from ._errors import CliError
-from ._runner import RunReport, Toolset, rows_from_ledger
+from ._report import RunReport, rows_from_ledger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from ._config import PrismConfig
     from ._render import EventView
+    from ._toolset import Toolset
 
 __all__ = [
     "INSTRUCTIONS",

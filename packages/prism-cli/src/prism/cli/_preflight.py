@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import urllib.parse
 from typing import TYPE_CHECKING
 
-from ._errors import CliError, CliConfigurationError
+from ._config import http_url_problem
+from ._errors import CliConfigurationError, CliError
 
 if TYPE_CHECKING:
     from ._config import McpServerConfig, PrismConfig
@@ -20,9 +20,8 @@ if TYPE_CHECKING:
 __all__ = [
     "check_before_run",
     "check_model_flags",
-    "check_serve",
+    "check_roots",
     "check_servers",
-    "http_url_problem",
 ]
 
 # Where each model provider's key comes from (as prism.providers reads it).
@@ -31,20 +30,6 @@ _KEY_VARIABLES = {
     "openai-responses": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
 }
-
-
-def http_url_problem(url: str) -> str | None:
-    """Why ``url`` is not an http(s) URL with a host and a usable port (None: it is)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an http:// or https:// URL with a host"
-    try:
-        parts.port  # noqa: B018 - reading it is the check: a bad port raises
-    except ValueError:
-        return "has a port that is not a number from 0 to 65535"
-    if any(c.isspace() for c in url):
-        return "must not contain spaces"
-    return None
 
 
 def check_model_flags(model: str | None, base_url: str | None) -> None:
@@ -114,41 +99,31 @@ def check_servers(config: PrismConfig) -> None:
             )
         problem = _server_command_problem(server)
         if problem is not None:
-            raise CliConfigurationError(config.source, f"{key}.command", problem, value=server.command)
-
-
-def check_serve(config: PrismConfig) -> None:
-    """``[serve]`` as ``prism serve`` reads it: the approver found, the HTTP auth complete.
-
-    Raises:
-        CliConfigurationError: naming the file and the ``serve`` key.
-        CliError: a token file that cannot be read, tokens the gateway refuses.
-    """
-    from ._serve import ServeRequest, http_auth
-
-    serve = config.serve
-    if serve.approver == "command" and serve.approve_command:
-        program = serve.approve_command[0]
-        found = (
-            os.path.isfile(program) and os.access(program, os.X_OK)
-            if os.sep in program
-            else shutil.which(program) is not None
-        )
-        if not found:
             raise CliConfigurationError(
-                config.source,
-                "serve.approve_command",
-                f"{program!r} is not found (an executable file, or a program on PATH)",
-                value=program,
+                config.source, f"{key}.command", problem, value=server.command
             )
-    if serve.auth is not None:
-        http_auth(config, ServeRequest(address=("127.0.0.1", 0)))
 
 
 def check_before_run(config: PrismConfig) -> None:
     """What ``prism run`` checks before it starts anything: roots and servers."""
-    from ._runner import check_roots
-
     if config.workspace.coding_tools:
         check_roots(config)
     check_servers(config)
+
+
+def check_roots(config: PrismConfig) -> None:
+    """Every workspace root must be a folder.
+
+    Raises:
+        CliConfigurationError: naming the file, ``workspace.roots[i]`` and the folder.
+    """
+    import os
+
+    for index, root in enumerate(config.workspace.roots):
+        if not os.path.isdir(root):
+            raise CliConfigurationError(
+                config.source,
+                f"workspace.roots[{index}]",
+                f"must be an existing folder, got {root!r}",
+                value=root,
+            )

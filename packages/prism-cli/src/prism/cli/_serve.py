@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from ._config import McpServerConfig, PrismConfig, ServeAuthConfig
 
-__all__ = ["ServeRequest", "http_auth", "serve"]
+__all__ = ["ServeRequest", "check_serve", "http_auth", "serve"]
 
 _TOKEN_ENV = "PRISM_GATEWAY_TOKEN"
 
@@ -134,7 +135,7 @@ def downstream(server: McpServerConfig) -> DownstreamServer:
     """The gateway's view of one ``[mcp.servers.<id>]``: started in the background."""
     from prism.gateway import DownstreamServer
 
-    from ._runner import transport_for
+    from ._toolset import transport_for
 
     return DownstreamServer(
         server_id=server.server_id,
@@ -217,7 +218,8 @@ async def _serve(
     )
 
     from ._ledgerfile import LedgerFailures, recording_ledger, spill_directory, writable_roots
-    from ._runner import _sandbox, check_roots, open_toolset
+    from ._preflight import check_roots
+    from ._toolset import choose_sandbox, open_toolset
 
     # The permission and validator come from the usual wiring; the coding tools
     # are built here so their approver can ask the MCP client, and the MCP
@@ -231,7 +233,7 @@ async def _serve(
     if loaded.workspace.coding_tools:
         check_roots(loaded)
         roots = list(loaded.workspace.roots)
-        sandbox, _label = await _sandbox(loaded)
+        sandbox, _label = await choose_sandbox(loaded)
         policy = create_coding_approval_policy(
             roots=roots,
             approve=create_gateway_approver(
@@ -294,3 +296,29 @@ async def _serve(
             url = await nursery.start(serve_http, gateway, options)
             sys.stderr.write(f"prism serve: MCP endpoint {url}\n")
             sys.stderr.flush()
+
+
+def check_serve(config: PrismConfig) -> None:
+    """``[serve]`` as ``prism serve`` reads it: the approver found, the HTTP auth complete.
+
+    Raises:
+        CliConfigurationError: naming the file and the ``serve`` key.
+        CliError: a token file that cannot be read, tokens the gateway refuses.
+    """
+    serve = config.serve
+    if serve.approver == "command" and serve.approve_command:
+        program = serve.approve_command[0]
+        found = (
+            os.path.isfile(program) and os.access(program, os.X_OK)
+            if os.sep in program
+            else shutil.which(program) is not None
+        )
+        if not found:
+            raise CliConfigurationError(
+                config.source,
+                "serve.approve_command",
+                f"{program!r} is not found (an executable file, or a program on PATH)",
+                value=program,
+            )
+    if serve.auth is not None:
+        http_auth(config, ServeRequest(address=("127.0.0.1", 0)))

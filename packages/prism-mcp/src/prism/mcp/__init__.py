@@ -29,7 +29,6 @@ Example::
 from ._annotations import McpApprovalCallback as McpApprovalCallback
 from ._annotations import McpToolAnnotations as McpToolAnnotations
 from ._annotations import McpToolInfo as McpToolInfo
-from ._annotations import create_mcp_permission_policy as create_mcp_permission_policy
 from ._bridge import McpToolBridge as McpToolBridge
 from ._bridge import open_mcp_tools as open_mcp_tools
 from ._callbacks import McpElicitation as McpElicitation
@@ -42,6 +41,7 @@ from ._callbacks import McpSamplingAnswer as McpSamplingAnswer
 from ._callbacks import McpSamplingRequest as McpSamplingRequest
 from ._content import AUDIO_URI_PREFIX as AUDIO_URI_PREFIX
 from ._errors import McpBridgeError as McpBridgeError
+from ._permission import create_mcp_permission_policy as create_mcp_permission_policy
 from ._session import McpServerInfo as McpServerInfo
 from ._stdio import DEFAULT_ENV_PASSTHROUGH as DEFAULT_ENV_PASSTHROUGH
 from ._transports import McpTransport as McpTransport

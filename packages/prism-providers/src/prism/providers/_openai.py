@@ -15,14 +15,11 @@ from prism.core import (
     ToolCall,
     UserMessage,
 )
-from prism.core.options import has_method, one_of, optional, string
+from prism.core.options import one_of, optional, string
 
 from ._common import (
-    CHECK_EFFORT,
     CHECK_FLAG,
-    CHECK_MAX_TOKENS,
     EMPTY_SCHEMA,
-    SharedOptions,
     arguments_json,
     ask,
     content_text,
@@ -39,23 +36,20 @@ from ._events import (
     StreamSink,
     emit,
 )
+from ._openai_options import OpenAIOptions
+from ._openai_responses import OpenAIResponsesProvider
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    import openai
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
     from openai.types.completion_usage import CompletionUsage
 
     from prism.core import Content, Message, ModelRequest, ToolSpec
 
-    from ._openai_responses import OpenAIResponsesProvider
-
-__all__ = ["OpenAIChatProvider", "OpenAIOptions", "open_openai_provider"]
+__all__ = ["OpenAIChatProvider", "open_openai_provider"]
 
 _PROVIDER = "openai"
-
-CHECK_OPENAI_CLIENT = has_method("close", description="an openai.AsyncOpenAI")
 
 
 def _shown_reasoning(message: object) -> str:
@@ -147,15 +141,6 @@ class _PendingCall:
     call_id: str | None = None
     name: str = ""
     arguments: str = ""
-
-
-@attrs.define(eq=False, kw_only=True)
-class OpenAIOptions(SharedOptions):
-    """The options both OpenAI providers take (see :class:`OpenAIChatProvider`)."""
-
-    client: "openai.AsyncOpenAI" = attrs.field(repr=False, validator=CHECK_OPENAI_CLIENT)
-    max_tokens: int | None = attrs.field(default=None, validator=CHECK_MAX_TOKENS)
-    reasoning_effort: str | None = attrs.field(default=None, validator=CHECK_EFFORT)
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -374,8 +359,6 @@ async def open_openai_provider(
         organization=organization,
     ) as client:
         if api == "responses":
-            from ._openai_responses import OpenAIResponsesProvider
-
             yield OpenAIResponsesProvider(client=client, **options)
         else:
             yield OpenAIChatProvider(client=client, include_usage=include_usage, **options)

@@ -32,7 +32,7 @@ from ._events import (
     ModelUsage,
     emit,
 )
-from ._openai import OpenAIOptions
+from ._openai_options import OpenAIOptions
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
