@@ -55,3 +55,9 @@ def test_package_docstring_example_runs() -> None:
     code = doc.split("::\n\n")[-1]
     source = "\n".join(line[4:] for line in code.splitlines())
     exec(compile(source, "<prism.cli docstring>", "exec"), {})
+
+
+def test_the_configuration_error_follows_the_package_pattern() -> None:
+    # Renamed from ConfigError (nothing was published): <Package>ConfigurationError.
+    assert not hasattr(prism.cli, "ConfigError")
+    assert issubclass(prism.cli.CliConfigurationError, prism.cli.CliError)

@@ -89,3 +89,13 @@ def test_testing_module_exports_documented_doubles_and_checks() -> None:
     ]
     for name in kit.__all__:
         assert inspect.getdoc(getattr(kit, name)), f"{name} has no docstring"
+
+
+def test_the_configuration_error_follows_the_package_pattern() -> None:
+    # Renamed from InvalidToolOptionError (nothing was published): <Package>ConfigurationError.
+    from prism.core import ConfigurationError
+
+    assert not hasattr(prism.coding.tools, "InvalidToolOptionError")
+    error = prism.coding.tools.CodingToolsConfigurationError
+    assert issubclass(error, prism.coding.tools.CodingToolsError)
+    assert issubclass(error, ConfigurationError)

@@ -297,3 +297,28 @@ def test_the_files_module_exports_the_documented_names_with_docstrings() -> None
     ]
     for name in prism.core.files.__all__:
         assert inspect.getdoc(getattr(prism.core.files, name)), name
+
+
+# Renamed while nothing was published (no deprecation shims): the old spelling is gone.
+RENAMED = {
+    # (class, old keyword, new keyword)
+    ("DispatchOptions", "validate", "validator"),
+    ("DispatchOptions", "events", "on_event"),
+    ("RunOptions", "validate", "validator"),
+    ("SingleShotLoop", "tool_concurrency", "concurrency"),
+    ("ToolExecutionContext", "events", "on_event"),
+}
+
+
+@pytest.mark.parametrize(("owner", "old", "new"), sorted(RENAMED))
+def test_renamed_keywords_take_only_the_new_name(owner: str, old: str, new: str) -> None:
+    parameters = inspect.signature(getattr(prism.core, owner)).parameters
+    assert new in parameters
+    assert old not in parameters
+
+
+def test_middleware_and_action_mistakes_are_configuration_errors() -> None:
+    with pytest.raises(prism.core.ConfigurationError, match="on_tool_call"):
+        prism.core.MiddlewareRegistry().on_tool_call(3)  # type: ignore[arg-type]
+    with pytest.raises(prism.core.ConfigurationError, match="paths"):
+        prism.core.ExecutionAction(kind="read", operation="read", paths="/etc")

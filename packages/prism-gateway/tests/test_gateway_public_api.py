@@ -52,3 +52,10 @@ def test_gateway_errors_are_prism_errors() -> None:
 
     assert issubclass(prism.gateway.GatewayError, PrismError)
     assert issubclass(prism.gateway.GatewayConfigurationError, ValueError)
+
+
+def test_open_gateway_takes_on_event_not_events() -> None:
+    # Renamed from events= (nothing was published): the same word as RunOptions.
+    parameters = inspect.signature(prism.gateway.open_gateway).parameters
+    assert "on_event" in parameters
+    assert "events" not in parameters

@@ -97,3 +97,11 @@ def test_every_export_is_defined_in_prism_mcp_and_exported_by_no_other_package()
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert obj.__module__.startswith("prism.mcp._"), (name, obj.__module__)
             assert id(obj) not in others, f"{name} is also exported as {others[id(obj)]}"
+
+
+def test_the_protocol_alias_does_not_shadow_typing_protocol() -> None:
+    # Renamed from Protocol (nothing was published).
+    from prism.mcp import _options
+
+    assert not hasattr(_options, "Protocol")
+    assert inspect.signature(prism.mcp.open_mcp_tools).parameters["protocol"].default == "auto"

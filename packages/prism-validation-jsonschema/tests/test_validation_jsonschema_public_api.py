@@ -71,3 +71,9 @@ def test_nothing_is_exported_twice() -> None:
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert module.startswith("prism.validation.jsonschema._"), (name, module)
         assert name not in getattr(prism.core, "__all__", ()), name
+
+
+def test_the_factory_is_named_for_the_tool_validator_it_returns() -> None:
+    # Renamed from create_json_schema_tool_argument_validator (nothing was published).
+    assert not hasattr(api, "create_json_schema_tool_argument_validator")
+    assert isinstance(api.create_json_schema_tool_validator(), api.JsonSchemaToolValidator)
