@@ -348,14 +348,14 @@ async def test_transform_image_failure_is_an_error_result(
     assert "decoder exploded" in result.joined_text
 
 
-def test_auto_resize_images_raises_type_error_before_touching_the_filesystem(
+def test_an_unknown_option_raises_type_error_before_touching_the_filesystem(
     tmp_path: Path,
 ) -> None:
     missing = tmp_path / "never-created"
     with pytest.raises(TypeError, match="auto_resize_images"):
-        create_read_tool(str(missing), auto_resize_images=True)  # type: ignore[arg-type]
+        create_read_tool(str(missing), auto_resize_images=True)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="auto_resize_images"):
-        create_coding_tools(str(missing), auto_resize_images=False)  # type: ignore[arg-type]
+        create_coding_tools(str(missing), auto_resize_images=False)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="auto_resize_images"):
         create_coding_tools(
             str(missing),

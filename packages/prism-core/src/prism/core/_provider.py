@@ -148,8 +148,6 @@ class ScriptedProvider:
             answer = turn(request)
             if inspect.isawaitable(answer):
                 answer = await await_callback(turn, answer)
-        except trio.Cancelled:
-            raise
         except Exception as exc:
             raise ModelProviderError(
                 f"ScriptedProvider turn {index + 1} raised {type(exc).__name__}: {exc}"

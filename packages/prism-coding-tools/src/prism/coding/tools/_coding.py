@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping  # noqa: TC003 (TypedDict fields are read at run time)
-from typing import TYPE_CHECKING, Never, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ._edit import create_edit_tool
-from ._read import TransformImage, create_read_tool, reject_removed_options
+from ._read import TransformImage, create_read_tool
 from ._shell import SpawnHook, create_shell_tool
 from ._write import create_write_tool
 
@@ -64,7 +64,6 @@ def create_coding_tools(
     shell_options: ShellToolOptions | None = None,
     read_options: ReadToolOptions | None = None,
     edit_options: EditToolOptions | None = None,
-    **removed: Never,
 ) -> list[ToolDefinition]:
     """The ``read``, ``write``, ``edit`` and ``shell`` tools, sharing one policy and cwd.
 
@@ -76,13 +75,10 @@ def create_coding_tools(
         shell_options: further options of :func:`create_shell_tool`.
         read_options: further options of :func:`create_read_tool`.
         edit_options: further options of :func:`create_edit_tool`.
-        **removed: options that no longer exist; any of them raises :class:`TypeError`.
 
     Raises:
-        TypeError: an unknown or removed option (``auto_resize_images``) was passed.
         CodingToolsConfigurationError: an option is out of range or of the wrong type.
     """
-    reject_removed_options("create_coding_tools", removed)
     return [
         create_read_tool(
             cwd,

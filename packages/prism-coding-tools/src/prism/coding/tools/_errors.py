@@ -8,8 +8,7 @@
 
 Tool failures (a missing file, a denied action, a non-zero exit, a timeout)
 are not exceptions: they come back as error :class:`~prism.core.ToolResult`
-values. Passing the removed ``auto_resize_images`` option raises a plain
-:class:`TypeError`, like any unexpected keyword argument.
+values.
 """
 
 from __future__ import annotations

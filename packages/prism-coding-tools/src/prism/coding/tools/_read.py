@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Never, TypeAlias
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 import trio
@@ -47,7 +47,6 @@ __all__ = [
     "TransformImageInput",
     "create_read_tool",
     "detect_image_mime_type",
-    "reject_removed_options",
 ]
 
 DEFAULT_MAX_IMAGE_BYTES = 10_000_000
@@ -89,19 +88,6 @@ def detect_image_mime_type(header: bytes) -> str | None:
 
 def _base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
-
-
-def reject_removed_options(function: str, removed: Mapping[str, object]) -> None:
-    """Raise :class:`TypeError` for keyword options a factory does not take."""
-    if not removed:
-        return
-    if "auto_resize_images" in removed:
-        raise TypeError(
-            f"{function}() no longer takes auto_resize_images (it was removed); "
-            "pass transform_image=... to resize or re-encode images"
-        )
-    names = ", ".join(sorted(removed))
-    raise TypeError(f"{function}() got unexpected keyword arguments: {names}")
 
 
 _PARAMETERS: JsonObject = {
@@ -389,7 +375,6 @@ def create_read_tool(
     max_line_bytes: int = 2000,
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     transform_image: TransformImage | None = None,
-    **removed: Never,
 ) -> ToolDefinition:
     """The ``read`` tool: ``{path, offset?, limit?}`` gives a page of text or an image.
 
@@ -418,14 +403,10 @@ def create_read_tool(
         max_line_bytes: longest line shown before clipping.
         max_image_bytes: largest image returned (default :data:`DEFAULT_MAX_IMAGE_BYTES`).
         transform_image: resizes or re-encodes images (host code).
-        **removed: options that no longer exist; any of them raises :class:`TypeError`.
 
     Raises:
-        TypeError: a removed option such as ``auto_resize_images`` was passed
-            (before anything else happens).
         CodingToolsConfigurationError: an option is out of range or of the wrong type.
     """
-    reject_removed_options("create_read_tool", removed)
     owner = "create_read_tool"
     cwd = check_cwd(owner, cwd)
     file_operations = file_operations_or_local(owner, file_operations)
