@@ -44,7 +44,7 @@ def test_interrupting_a_run_stops_it_and_still_writes_the_ledger(tmp_path: Path)
 coding_tools = false
 [mcp.servers.docs]
 command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.2"]
+args = ["-m", "prism.cli.demo_server", "--step-seconds", "1"]
 [ledger]
 path = "ledger.jsonl"
 """
@@ -69,16 +69,15 @@ path = "ledger.jsonl"
     )
     try:
         _wait_for_line(proc, "progress", timeout=60)
-        started = time.monotonic()
         proc.send_signal(signal.SIGINT)
+        # The slow call has 49 steps of 1 s left: only the interrupt can end the run
+        # before this guard expires.
         _, stderr = proc.communicate(timeout=30)
-        stopped_after = time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, stderr
-    assert stopped_after < 10  # not the 10 s the slow call would still have taken
     assert "Traceback" not in stderr
     records = {
         r.call_id: r
@@ -88,4 +87,3 @@ path = "ledger.jsonl"
     # Cancelled, or an error when the server's shutdown reaches the call first:
     # either way it was cut short and recorded, never reported as done.
     assert records["slow"].status in {"cancelled", "error"}
-    assert records["slow"].duration_s < 10

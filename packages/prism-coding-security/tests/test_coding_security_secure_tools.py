@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -20,6 +20,7 @@ from prism.core import ConfigurationError, DispatchOptions, ToolCall, create_too
 from prism.core import dispatch_tool_call as dispatch
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from prism.core import ToolResult
@@ -181,11 +182,22 @@ async def test_a_landlock_root_that_vanished_makes_the_probe_fail(
 
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
-async def test_concurrent_probes_run_once(root: Path, backend: str) -> None:
+async def test_concurrent_probes_run_once(
+    root: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if backend == "bubblewrap":
         sandbox: SandboxBackend = BubblewrapSandbox([str(root)])
     else:
         sandbox = LandlockSandbox([str(root)])
+    # Both probes start their real process through trio.run_process: count them.
+    started: list[Sequence[str]] = []
+    run_process = trio.run_process
+
+    async def counting(argv: Sequence[str], **kwargs: Any) -> Any:
+        started.append(argv)
+        return await run_process(argv, **kwargs)
+
+    monkeypatch.setattr(trio, "run_process", counting)
     try:
         async with trio.open_nursery() as nursery:
             for _ in range(3):
@@ -193,6 +205,8 @@ async def test_concurrent_probes_run_once(root: Path, backend: str) -> None:
     except* SandboxUnavailableError:
         pytest.skip(f"{backend} cannot run here")
     await sandbox.ensure_available()
+    assert len(started) == 1, started
+    assert list(started[0])[-1] == "true"
 
 
 @pytest.mark.landlock

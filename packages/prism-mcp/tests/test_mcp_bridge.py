@@ -237,14 +237,18 @@ async def test_max_call_s_is_a_hard_ceiling_even_with_progress(
         async with open_mcp_tools(
             server_id="fx", transport=transport, call_timeout_s=5, max_call_s=1.0
         ) as bridge:
-            started = trio.current_time()
-            result = await call(bridge, "mcp:fx:progress", {"steps": 50, "interval": 0.1})
-            elapsed = trio.current_time() - started
+            events: list[AgentEvent] = []
+            # 50 steps of 0.5 s: each step resets call_timeout_s, so only the
+            # ceiling can end the call before the tool's last step.
+            result = await call(
+                bridge, "mcp:fx:progress", {"steps": 50, "interval": 0.5}, events=events
+            )
             after = await call(bridge, "mcp:fx:echo", {"text": "alive"})
     assert result.is_error
     assert "max_call_s=1s" in result.joined_text
     assert result.details["limit"] == "max_call_s"
-    assert elapsed < 3
+    steps = [event for event in events if isinstance(event, ToolExecutionProgress)]
+    assert len(steps) < 50  # ended by the ceiling, before the tool's last step
     assert after.joined_text == "alive"
 
 

@@ -154,13 +154,13 @@ async def test_garbage_mid_call_is_an_error_result_not_a_hang(
 ) -> None:
     with trio.fail_after(20):
         async with open_mcp_tools(
-            server_id="fx", transport=fixture_stdio, call_timeout_s=10
+            server_id="fx", transport=fixture_stdio, call_timeout_s=3600
         ) as bridge:
-            started = trio.current_time()
             result = await run_tool(bridge, "raw_garbage", {})
-            assert trio.current_time() - started < 5
+            # The garbage itself ended the call (no timeout could have: it is an hour).
             assert result.is_error
             assert "not JSON-RPC" in result.joined_text
+            assert result.details.get("limit") is None
             again = await run_tool(bridge, "echo", {"text": "fresh session"})
             assert again.joined_text == "fresh session"
 
