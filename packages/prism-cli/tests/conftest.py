@@ -1,15 +1,19 @@
 import io
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+ReadUntil = Callable[[IO[str], str, float], list[str]]
 ServeConfig = Callable[..., Path]
 
 # A shell without job control starts background commands with SIGINT ignored (scripts/test
@@ -37,6 +41,38 @@ def _env() -> dict[str, str]:
     env["COLUMNS"] = "160"
     env["PYTHONUTF8"] = "1"
     return env
+
+
+@pytest.fixture(scope="session")
+def cli_env() -> dict[str, str]:
+    """The environment of a CLI subprocess whose output a test reads: a plain pipe."""
+    return _env()
+
+
+def _read_until(stream: IO[str], needle: str, timeout: float) -> list[str]:
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            continue
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"never saw {needle!r}; output so far: {''.join(seen)}")
+
+
+@pytest.fixture(scope="session")
+def read_until() -> ReadUntil:
+    """``read_until(stream, needle, timeout)``: the lines read up to one holding ``needle``.
+
+    The timeout only bounds a hang: a test never depends on how long the wait took.
+    """
+    return _read_until
 
 
 @pytest.fixture

@@ -1,44 +1,21 @@
 """Ctrl-C during ``prism run``: the run stops promptly, exit 130, the ledger is still written."""
 
 import json
-import os
-import selectors
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from prism.core.ledger import RunLedger
 
-# Variables that make rich treat a pipe as a terminal (CI sets some of them); the
-# tests read the plain, one-line-per-event output.
-_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+ReadUntil = Callable[[IO[str], str, float], list[str]]
 
 
-def _plain_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
-
-
-def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
-    assert proc.stdout is not None
-    seen: list[str] = []
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
-            continue
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return seen
-    raise AssertionError(f"never saw {needle!r}; output so far: {''.join(seen)}")
-
-
-def test_interrupting_a_run_stops_it_and_still_writes_the_ledger(tmp_path: Path) -> None:
+def test_interrupting_a_run_stops_it_and_still_writes_the_ledger(
+    tmp_path: Path, cli_env: dict[str, str], read_until: ReadUntil
+) -> None:
     config = f"""
 [workspace]
 coding_tools = false
@@ -65,10 +42,11 @@ path = "ledger.jsonl"
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
-        env={**_plain_environ(), "NO_COLOR": "1"},
+        env=cli_env,
     )
     try:
-        _wait_for_line(proc, "progress", timeout=60)
+        assert proc.stdout is not None
+        read_until(proc.stdout, "progress", 60)
         proc.send_signal(signal.SIGINT)
         # The slow call has 49 steps of 1 s left: only the interrupt can end the run
         # before this guard expires.

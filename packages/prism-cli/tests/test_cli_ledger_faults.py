@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -18,32 +17,8 @@ import pytest
 
 from prism.core.ledger import read_ledger
 
-_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+ReadUntil = Callable[[IO[str], str, float], list[str]]
 SLOW_SERVER = Path(__file__).with_name("slow_mcp_server.py")
-
-
-def _environ() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
-    env["NO_COLOR"] = "1"
-    return env
-
-
-def _wait_for(stream: IO[str], needle: str, timeout: float) -> None:
-    """Read ``stream`` until a line holds ``needle`` (the deadline only bounds a hang)."""
-    selector = selectors.DefaultSelector()
-    selector.register(stream, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    seen: list[str] = []
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
-            continue
-        line = stream.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return
-    raise AssertionError(f"never saw {needle!r}; output so far: {''.join(seen)}")
 
 
 def _session(tmp_path: Path, ledger: str) -> None:
@@ -69,7 +44,9 @@ path = "{ledger}"
 
 
 @pytest.mark.parametrize("ledger", ["ledger.jsonl", "ledger.db"])
-def test_two_sigints_under_uv_run_keep_the_ledger(tmp_path: Path, ledger: str) -> None:
+def test_two_sigints_under_uv_run_keep_the_ledger(
+    tmp_path: Path, ledger: str, cli_env: dict[str, str], read_until: ReadUntil
+) -> None:
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not on PATH")
@@ -82,12 +59,12 @@ def test_two_sigints_under_uv_run_keep_the_ledger(tmp_path: Path, ledger: str) -
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
-        env=_environ(),
+        env=cli_env,
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C sees it
     ) as proc:
         try:
             assert proc.stdout is not None
-            _wait_for(proc.stdout, "progress", timeout=60)
+            read_until(proc.stdout, "progress", 60)
             # Ctrl-C twice in a row: the whole group (uv and prism) gets both.
             os.killpg(proc.pid, signal.SIGINT)
             os.killpg(proc.pid, signal.SIGINT)
@@ -105,7 +82,9 @@ def test_two_sigints_under_uv_run_keep_the_ledger(tmp_path: Path, ledger: str) -
     assert len(contents.runs) == 1
 
 
-def test_mcp_call_ledger_keeps_the_call_after_sigint(tmp_path: Path) -> None:
+def test_mcp_call_ledger_keeps_the_call_after_sigint(
+    tmp_path: Path, cli_env: dict[str, str], read_until: ReadUntil
+) -> None:
     path = tmp_path / "call.jsonl"
     fifo = tmp_path / "called.fifo"
     os.mkfifo(fifo)
@@ -122,11 +101,11 @@ def test_mcp_call_ledger_keeps_the_call_after_sigint(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=_environ(),
+            env=cli_env,
         ) as proc,
     ):
         try:
-            _wait_for(called, "hang called", timeout=60)
+            read_until(called, "hang called", 60)
             proc.send_signal(signal.SIGINT)
             proc.communicate(timeout=30)
         finally:
@@ -145,19 +124,21 @@ def test_mcp_call_ledger_keeps_the_call_after_sigint(tmp_path: Path) -> None:
         assert run.outcome == "aborted"
 
 
-def test_run_writes_an_sqlite_ledger_that_show_reads(tmp_path: Path) -> None:
+def test_run_writes_an_sqlite_ledger_that_show_reads(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
     _session(tmp_path, "ledger.db")
     session = [{"tool_calls": [{"id": "q", "name": "mcp:docs:get_page", "arguments": {}}]}]
     (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
     run = [sys.executable, "-m", "prism.cli", "run", "session.json", "--json"]
     proc = subprocess.run(
-        run, cwd=tmp_path, capture_output=True, text=True, env=_environ(), timeout=60
+        run, cwd=tmp_path, capture_output=True, text=True, env=cli_env, timeout=60
     )
     report = json.loads(proc.stdout)
     assert report["ledger_errors"] == 0
     show = [sys.executable, "-m", "prism.cli", "ledger", "show", "ledger.db", "--json"]
     shown = subprocess.run(
-        show, cwd=tmp_path, capture_output=True, text=True, env=_environ(), timeout=60
+        show, cwd=tmp_path, capture_output=True, text=True, env=cli_env, timeout=60
     )
     data = json.loads(shown.stdout)
     assert [r["call_id"] for r in data["records"]] == ["q"]
@@ -171,7 +152,9 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
 
 
-def test_a_full_disk_warns_and_the_run_still_finishes(tmp_path: Path) -> None:
+def test_a_full_disk_warns_and_the_run_still_finishes(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
     _session(tmp_path, "ledger.jsonl")
     session = [
         {
@@ -187,7 +170,7 @@ def test_a_full_disk_warns_and_the_run_still_finishes(tmp_path: Path) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env=_environ(),
+        env=cli_env,
         timeout=60,
         preexec_fn=_limit_file_size,  # the file "disk" holds 600 bytes
     )

@@ -29,6 +29,7 @@ from prism.gateway import (
     serve_http,
 )
 from prism.mcp import StdioTransport, open_mcp_tools
+from prism.mcp.testing import UPSTREAM_WARNING_FILTERS
 
 TESTS = Path(__file__).resolve().parent
 FIXTURE_SERVER = TESTS / "gateway_fixture_server.py"
@@ -219,19 +220,9 @@ def serve(workspace: Path) -> ServeFactory:
     return run
 
 
-# Upstream: the mcp SDK's Streamable HTTP client (mcp 2.3.0, streamable_http.py
-# _handle_sse_response) returns from `async for sse in event_source` without closing
-# the httpx2/httpcore2 async generators, and trio's finalizer warns when they are
-# collected. Only those generators are ignored, only in this package's tests.
-_UPSTREAM_ASYNCGEN_FILTERS = (
-    "ignore:Async generator 'http(x2|core2)\\.[A-Za-z_.]+' was garbage collected:ResourceWarning",
-    "ignore:Exception ignored in. <async_generator object (EventSource|Response|"
-    "AsyncResponseStream|PoolByteStream)\\.:pytest.PytestUnraisableExceptionWarning",
-)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Only this package's tests tolerate the MCP SDK's unclosed HTTP generators.
     for item in items:
         if TESTS in Path(item.path).parents:
-            for spec in _UPSTREAM_ASYNCGEN_FILTERS:
+            for spec in UPSTREAM_WARNING_FILTERS:
                 item.add_marker(pytest.mark.filterwarnings(spec))

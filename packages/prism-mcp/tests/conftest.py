@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from prism.mcp import StdioTransport
+from prism.mcp.testing import UPSTREAM_WARNING_FILTERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -98,21 +99,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
-# Upstream: the mcp SDK's Streamable HTTP client (mcp 2.3.0, streamable_http.py
-# _handle_sse_response) returns from `async for sse in event_source` without closing
-# the httpx2/httpcore2 async generators, and trio's finalizer warns when they are
-# collected. Only those generators are ignored, only in this package's tests.
-_UPSTREAM_ASYNCGEN_FILTERS = (
-    "ignore:Async generator 'http(x2|core2)\\.[A-Za-z_.]+' was garbage collected:ResourceWarning",
-    "ignore:Exception ignored in. <async_generator object (EventSource|Response|"
-    "AsyncResponseStream|PoolByteStream)\\.:pytest.PytestUnraisableExceptionWarning",
-)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Only this package's tests tolerate the MCP SDK's unclosed HTTP generators.
     for item in items:
         if TESTS in Path(item.path).parents:
-            for spec in _UPSTREAM_ASYNCGEN_FILTERS:
+            for spec in UPSTREAM_WARNING_FILTERS:
                 item.add_marker(pytest.mark.filterwarnings(spec))
 
 

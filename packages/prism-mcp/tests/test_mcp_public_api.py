@@ -105,3 +105,16 @@ def test_the_protocol_alias_does_not_shadow_typing_protocol() -> None:
 
     assert not hasattr(_options, "Protocol")
     assert inspect.signature(prism.mcp.open_mcp_tools).parameters["protocol"].default == "auto"
+
+
+def test_the_testing_module_exports_the_upstream_warning_filters() -> None:
+    import prism.mcp.testing
+
+    assert prism.mcp.testing.__all__ == ["UPSTREAM_WARNING_FILTERS"]
+    categories = set()
+    for spec in prism.mcp.testing.UPSTREAM_WARNING_FILTERS:
+        action, _message, category = spec.split(":")
+        assert action == "ignore"
+        categories.add(category)
+    # Narrow: the two ways trio reports a collected generator, nothing broader.
+    assert categories == {"ResourceWarning", "pytest.PytestUnraisableExceptionWarning"}
