@@ -39,10 +39,6 @@ KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
         ("prism.core._agent", "prism.core._asyncio_host"),
         ("prism.core._dispatch", "prism.core._asyncio_host"),
         ("prism.core._parallel", "prism.core._asyncio_host"),
-        # The ledger file types shared by both sinks are to move to their own module.
-        ("prism.core._ledger_sinks", "prism.core._ledger_sqlite"),
-        # example_argvs is to move to an examples module below the rules and the judge.
-        ("prism.coding.security._rules", "prism.coding.security._judge"),
     }
 )
 
