@@ -8,7 +8,7 @@ CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 def test_config_check_accepts_a_good_file(run_cli: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "prism.toml").write_text(
-        '[agent]\ntool_concurrency = 2\n[mcp.servers.docs]\ncommand = "python"\n',
+        '[agent]\nconcurrency = 2\n[mcp.servers.docs]\ncommand = "python"\n',
         encoding="utf-8",
     )
     proc = run_cli("config", "check")

@@ -160,7 +160,7 @@ deny = ["tool:mcp:docs:delete_*:execute"]
 def test_run_with_a_bad_config_names_the_key_and_runs_nothing(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:
-    _setup(tmp_path, "[agent]\ntool_concurrency = 0\n", ["hi"])
+    _setup(tmp_path, "[agent]\nconcurrency = 0\n", ["hi"])
     proc = run_cli("run", "session.json")
     assert proc.returncode == 2
     assert "prism.toml: agent.concurrency: must be an integer >= 1 and <= 64, got 0" in (
