@@ -8,7 +8,6 @@ writable roots, and those that do not exist cannot be created).
 from __future__ import annotations
 
 import fnmatch
-import os
 from typing import TYPE_CHECKING
 
 from prism.core import ConfigurationError
@@ -185,11 +184,3 @@ class ProtectedPaths:
                 if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=True)):
                     return entry
         return None
-
-    def under(self, root: str) -> list[str]:
-        """Concrete paths under ``root`` for entries without globs (for bind mounts)."""
-        return [
-            os.path.join(root, entry)
-            for entry, pattern in self._split
-            if not any(ch in entry for ch in "*?[") and len(pattern) > 0
-        ]
