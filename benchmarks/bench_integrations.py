@@ -50,7 +50,7 @@ def gate_options() -> DispatchOptions:
         registry=create_tool_registry([]),
         filters=(ToolFilter(deny=frozenset({"never"})),),
         permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-        events=events.append,
+        on_event=events.append,
         ledger=RunLedger(max_records=1_000),
     )
 

@@ -23,6 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERS: Mapping[str, int] = {
     "prism.core": 0,
     "prism.coding.tools": 1,
+    "prism.integrations": 1,
     "prism.mcp": 1,
     "prism.providers": 1,
     "prism.validation.jsonschema": 1,

@@ -669,7 +669,7 @@ def test_an_async_event_sink_runs_on_the_loop_in_order_and_the_host_waits_for_it
         tool = ToolDefinition(name="echo", execute=trio_native(echo_tool))
         async with open_asyncio_host() as host:
             for events in (sink, failing_sink):
-                options = DispatchOptions(registry=create_tool_registry([tool]), events=events)
+                options = DispatchOptions(registry=create_tool_registry([tool]), on_event=events)
                 result = await host.dispatch_tool_call(
                     ToolCall(id="1", name="echo", arguments={}), options
                 )
@@ -692,7 +692,7 @@ async def test_an_async_event_sink_outside_a_host_is_closed_and_logged(
 
     options = DispatchOptions(
         registry=create_tool_registry([ToolDefinition(name="echo", execute=echo_tool)]),
-        events=sink,
+        on_event=sink,
     )
     result = await dispatch_tool_call(ToolCall(id="1", name="echo", arguments={}), options)
     assert result.joined_text == "echoed"

@@ -201,7 +201,7 @@ async def test_an_agent_run_is_an_invoke_agent_span_with_chat_and_tool_spans_und
         provider=ScriptedProvider(turns),
         tools=[_tool_with_own_span(telemetry, "one"), _tool_with_own_span(telemetry, "two")],
         ledger=RunLedger(sinks=[telemetry.sink]),
-        loop=SingleShotLoop(tool_concurrency=2),
+        loop=SingleShotLoop(concurrency=2),
         limits=Limits(max_tool_rounds=2),
     )
     result = await agent.session().run("go")

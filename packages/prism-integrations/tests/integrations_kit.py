@@ -111,6 +111,6 @@ def gates(approvals: Approvals, ledger: RunLedger) -> DispatchOptions:
         permission=create_rule_permission_policy(
             allow=["tool:*:execute"], deny=["tool:secret:execute"]
         ),
-        validate=no_negatives,
+        validator=no_negatives,
         ledger=ledger,
     )
