@@ -777,7 +777,7 @@ def test_a_keyboard_interrupt_in_an_async_event_sink_is_logged_and_the_loop_goes
             registry=create_tool_registry(
                 [ToolDefinition(name="echo", execute=trio_native(echo_tool))]
             ),
-            events=interrupting,
+            on_event=interrupting,
         )
         async with open_asyncio_host() as host:
             result = await host.dispatch_tool_call(
