@@ -243,7 +243,7 @@ def test_a_wrapped_tool_is_validated_against_the_schema_of_this_step() -> None:
 
     async def main() -> dict[str, str]:
         async with open_asyncio_host() as host:
-            options = attrs.evolve(gates(Approvals(answers={}), RunLedger()), validate=at_most)
+            options = attrs.evolve(gates(Approvals(answers={}), RunLedger()), validator=at_most)
             gate = PrismGate(host, options)
             agent = Agent(
                 FunctionModel(respond),
