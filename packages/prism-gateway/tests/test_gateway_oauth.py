@@ -20,9 +20,19 @@ class _Verifier:
         self.resource = resource
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if token != "good-token":
-            return None
-        return AccessToken(token=token, client_id="ide-1", scopes=["mcp"], resource=self.resource)
+        if token == "good-token":
+            return AccessToken(
+                token=token, client_id="ide-1", scopes=["mcp"], resource=self.resource
+            )
+        if token in ("alice-token", "bob-token"):  # one client app, two users
+            return AccessToken(
+                token=token,
+                client_id="ide-1",
+                scopes=["mcp"],
+                resource=self.resource,
+                subject=token.split("-")[0],
+            )
+        return None
 
 
 async def _echo(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
@@ -90,3 +100,43 @@ def test_oauth_counts_as_auth_for_a_public_bind() -> None:
         resource_server_url="https://gw.example/mcp",
     )
     assert HttpOptions(host="0.0.0.0", auth=auth).auth is auth
+
+
+async def test_a_session_opened_by_one_subject_refuses_another(nursery: trio.Nursery) -> None:
+    """Same OAuth client, another user: the session is not theirs (404, and recorded)."""
+    ledger = RunLedger()
+    url = await _serve(nursery, ledger)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        opened = await http.post(
+            url, json=initialize, headers={**base, "authorization": "Bearer alice-token"}
+        )
+        session = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        in_session = {**base, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        bob = await http.post(
+            url, json=listing, headers={**in_session, "authorization": "Bearer bob-token"}
+        )
+        alice = await http.post(
+            url, json=listing, headers={**in_session, "authorization": "Bearer alice-token"}
+        )
+    assert bob.status_code == 404
+    assert alice.status_code == 200
+    refused = [
+        r for r in ledger.records if r.tool_name == "prism:session" and r.status == "blocked"
+    ]
+    assert len(refused) == 1
+    assert refused[0].call_id.startswith("oauth:ide-1|bob/session/")
+    assert isinstance(refused[0].arguments, dict)
+    assert refused[0].arguments["owner"] == "oauth ide-1|alice"
+    nursery.cancel_scope.cancel()
