@@ -81,6 +81,12 @@ def build() -> MCPServer:
         return f"the model wrote {text} ({result.model})"
 
     @server.tool()
+    async def chatty(ctx: Context) -> str:
+        """Send a log message, then answer."""
+        await ctx.info("thinking hard", logger_name="brain")
+        return "done"
+
+    @server.tool()
     def die() -> str:
         """End this server's process at once (a server that crashes mid-call)."""
         os._exit(3)

@@ -338,3 +338,22 @@ async def test_a_servers_question_is_never_put_to_another_clients_call(workspace
             nursery.cancel_scope.cancel()
     assert asked == []
     assert "UpstreamCannotAnswerError" in text(results["alice"])
+
+
+async def test_a_servers_log_messages_reach_the_calling_client(workspace: Path) -> None:
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async with (
+        serving(workspace, [fixture(legacy=True)]) as (url, gateway),
+        Client(url, logging_callback=on_log, mode="legacy") as client,
+    ):
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        result = await client.call_tool("mcp__fx__chatty", {})
+    assert text(result) == "done"
+    assert [(p.level, p.logger, p.data) for p in logged] == [
+        ("info", "mcp:fx/brain", "thinking hard")
+    ]

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import mcp_types as types
+import trio
 from mcp.shared.message import ServerMessageMetadata
 
 from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
     McpElicitCallback,
+    McpLogCallback,
+    McpLogMessage,
     McpSampleCallback,
     McpSamplingAnswer,
     McpSamplingRequest,
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["Forwarder", "UpstreamCannotAnswerError"]
 
 _EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
+_LOG_BACKLOG = 64
 
 
 class UpstreamCannotAnswerError(GatewayError):
@@ -47,6 +51,9 @@ class Forwarder:
     """
 
     _calls: dict[str, list[CallScope]] = attrs.field(factory=dict)
+    # Log messages waiting to be sent, by call (the bridge's log callback cannot wait).
+    _pending: dict[CallScope, list[types.LoggingMessageNotification]] = attrs.field(factory=dict)
+    _wake: trio.Event = attrs.field(factory=trio.Event)
 
     @contextlib.contextmanager
     def calling(self, server_id: str, scope: CallScope) -> Iterator[None]:
@@ -129,3 +136,53 @@ class Forwarder:
             )
 
         return sample
+
+    def log(self, server_id: str) -> McpLogCallback:
+        """The ``on_log`` callback of server ``server_id``'s bridge.
+
+        A log message goes, as ``notifications/message`` on the call's stream
+        and with the logger named ``mcp:<server>/<logger>``, to the one client
+        with calls running on the server, when its connection is a 2025-11-25
+        one (2026-07-28 clients opt in to logs per request); otherwise, or past
+        64 waiting for one call, it is dropped. Messages are sent as they come,
+        and those still waiting when the call ends are sent before its result.
+        """
+
+        def on_log(message: McpLogMessage) -> None:
+            running = self._calls.get(server_id, [])
+            if len({scope.client for scope in running}) != 1 or running[0].modern:
+                return
+            logger = f"mcp:{server_id}/{message.logger}" if message.logger else f"mcp:{server_id}"
+            notification = types.LoggingMessageNotification(
+                params=types.LoggingMessageNotificationParams(
+                    level=message.level,  # type: ignore[arg-type]
+                    logger=logger,
+                    data=message.data,
+                )
+            )
+            waiting = self._pending.setdefault(running[0], [])
+            if len(waiting) < _LOG_BACKLOG:
+                waiting.append(notification)
+                self._wake.set()
+
+        return on_log
+
+    async def send_logs(self) -> None:
+        """Send the forwarded log messages as they come (runs while the gateway is open)."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            for scope in list(self._pending):
+                await self.flush(scope)
+
+    def drop(self, scope: CallScope) -> None:
+        """Forget the log messages still waiting for ``scope``'s call."""
+        self._pending.pop(scope, None)
+
+    async def flush(self, scope: CallScope) -> None:
+        """Send the log messages still waiting for ``scope``'s call."""
+        for notification in self._pending.pop(scope, []):
+            with contextlib.suppress(Exception):  # the call (or the client) may be gone
+                await scope.session.send_notification(
+                    notification, related_request_id=scope.request_id
+                )

@@ -255,6 +255,7 @@ class Gateway:
                 transport=server.transport,
                 elicit=self._forward.elicit(server.server_id),
                 sample=self._forward.sample(server.server_id),
+                on_log=self._forward.log(server.server_id),
                 **server.options,
             ) as bridge:
                 self._bridges.append(bridge)
@@ -364,7 +365,9 @@ class Gateway:
                             self._options, on_event=self._on_event, metadata={"client": client}
                         )
                         result = await dispatch_tool_call(call, options)
+            await self._forward.flush(scope)  # the server's log messages, before the result
         finally:
+            self._forward.drop(scope)
             if self._running.get(key) is running:
                 del self._running[key]
             current_call.reset(token)
@@ -629,6 +632,8 @@ async def open_gateway(
             nursery.start_soon(gateway._watch, bridge)
         for state in gateway._servers.values():
             nursery.start_soon(gateway._run_server, state)
+        if gateway._servers:
+            nursery.start_soon(gateway._forward.send_logs)
         try:
             failed = await gateway._wait_required()
             if failed is None:
