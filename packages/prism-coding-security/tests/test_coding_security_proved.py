@@ -305,14 +305,18 @@ async def test_a_nested_bare_repository_behind_an_invalid_git_dir_runs_nothing(
     _repository(root, env)
     mark = tmp_path / "MARK"
     config = f'[diff]\n\texternal = "touch {mark}; true"\n[core]\n\tfsmonitor = "touch {mark}"\n'
+    # the write tool no longer writes a HEAD, a config next to it or into a .git (see
+    # test_coding_security_git_discovery); the files may still arrive another way (a clone)
+    for path, content in {**_NESTED_BARE, "sub/config": config}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
     async with open_secure_coding_tools([str(root)], sandbox="none", approve=None,
                                         shell_options={"env": env}) as secure:  # fmt: skip
         write = next(t for t in secure.tools if t.name == "write")
-        for path, content in {**_NESTED_BARE, "sub/config": config}.items():
-            args: JsonObject = {"path": path, "content": content}
+        for path in ("sub/HEAD", "sub/.git/README"):
+            args: JsonObject = {"path": path, "content": "ref: refs/heads/main\n"}
             ctx = ToolExecutionContext(call=ToolCall(id="w", name="write", arguments=args))
-            written = await write.execute(args, ctx)
-            assert not written.is_error, written  # the write tool writes these unasked
+            assert (await write.execute(args, ctx)).is_error
         for command in ("git -C sub diff --no-index x y", "cd sub && git diff --no-index x y",
                         "git -C sub status", "cd sub && git log"):  # fmt: skip
             await _shell(secure.tools, command)

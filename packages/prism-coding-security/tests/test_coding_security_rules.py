@@ -109,8 +109,8 @@ def test_an_unsplittable_rule_is_a_configuration_error(root: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [".git/config", ".git/hooks/pre-commit", "sub/.git/config", ".envrc", ".mcp.json",
-     "prism.toml", ".bashrc", ".git", ".vscode/tasks.json"],
+    [".envrc", ".mcp.json", "prism.toml", ".bashrc", ".vscode/tasks.json", "HEAD", "sub/HEAD",
+     "commondir"],
 )  # fmt: skip
 def test_the_write_tool_asks_before_writing_a_protected_path(root: Path, path: str) -> None:
     policy = create_coding_approval_policy(roots=[str(root)])
@@ -119,6 +119,21 @@ def test_the_write_tool_asks_before_writing_a_protected_path(root: Path, path: s
     assert not decision.allowed
     assert decision.details["check"] == "protected"
     assert decision.details["needs_approval"] is True
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".git/config", ".git/hooks/pre-commit", "sub/.git/config", ".git", ".git/HEAD",
+     "sub/.git", ".git/refs/heads/main"],
+)  # fmt: skip
+@pytest.mark.parametrize("kind", ["write", "edit"])
+def test_the_write_and_edit_tools_never_write_in_git(root: Path, path: str, kind: str) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(ExecutionAction(kind=kind, operation=kind, paths=(path,)))
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert decision.details["check"] == "git_directory"
+    assert "needs_approval" not in decision.details
 
 
 def test_ordinary_files_next_to_protected_ones_are_writable(root: Path) -> None:

@@ -21,6 +21,7 @@ from ._commands import (
     parse_script,
     rough_segments,
 )
+from ._evaluates import evaluates_code
 from ._paths import Roots
 from ._programs import CANNOT_RUN_PROGRAMS, Inner, Use, describe, harmless_assignment
 from ._protected import ProtectedPaths
@@ -167,6 +168,8 @@ class _Judge:
     # every directory the line may be in at some point (for commands that never run)
     seen_cwds: list[str] = attrs.field(factory=list)
     blocked: bool = False  # some check is not "allow"
+    # why the line (or a script it runs) may run a program not written in it
+    evaluates: list[str] = attrs.field(factory=list)
 
     def add(
         self, argv: tuple[str, ...], verdict: Verdict, reason: str, rule: str, depth: int
@@ -205,6 +208,10 @@ class _Judge:
                         depth,
                     )
                     break
+        if bash and self.rules.deny and not script.uncertain:
+            why = evaluates_code(script)
+            if why is not None:
+                self.evaluates.append(why)
         if script.uncertain:
             self.add(
                 shown,
@@ -824,6 +831,10 @@ def judge_command(
         except ValueError:
             judge.add((command,), "ask", "not every part of the line is proved", "grammar", 0)
         argvs = tuple(form.argv for form in forms if form is not None and form.argv)
+    if judge.evaluates and any(c.verdict == "ask" for c in judge.checks):
+        # not proved, so it would run as written: deny rules cannot see what it may run
+        why = f"{judge.evaluates[0]}: it can run a program not written in the line"
+        judge.add((command,), "ask", f"{why}, and a deny rule could match it", "dynamic-deny", 0)
     checks = tuple(judge.checks)
     if not checks:
         return CommandExplanation(

@@ -21,7 +21,9 @@ moves the changes into the real root, leaving out and reporting:
   files at its top (:data:`COPY_BACK`) come back. Symbolic links never do, so no
   link planted in ``.git`` can lead the host's git outside the roots. The index
   comes back only when it registers no submodule (gitlink) the real one lacked,
-  and a work state file only when the host did not change it meanwhile;
+  ``HEAD`` only when it is a valid ref (:func:`._protected.valid_git_head`: an
+  invalid one would make git take the directory, or a parent, for the
+  repository), and a work state file only when the host did not change it meanwhile;
 * a ``.git`` file (it decides which repository git uses), a removed ``.git``
   directory, and special files (fifos, devices).
 """
@@ -37,6 +39,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from ._errors import SandboxUnavailableError
+from ._protected import valid_git_head
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -63,6 +66,7 @@ _OPAQUE = "user.overlay.opaque"
 _TODO_FILES = frozenset({"git-rebase-todo", "todo"})
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
+_HEAD_LIMIT = 4096
 
 _WHITEOUT, _DIR, _FILE, _LINK, _OTHER = "whiteout", "dir", "file", "link", "other"
 
@@ -174,6 +178,18 @@ def protected_links(root: str, entries: Sequence[str]) -> list[str]:
             if not stat.S_ISDIR(info.st_mode):
                 break
     return out
+
+
+def _head_is_valid(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        content = os.read(fd, _HEAD_LIMIT + 1)
+    finally:
+        os.close(fd)
+    return len(content) <= _HEAD_LIMIT and valid_git_head(content)
 
 
 class _Notes:
@@ -339,6 +355,13 @@ class _Applier:
         git_dir = os.path.join(overlay.root, *rel[: at + 1])
         if at == 0 and _stat_key(os.path.join(git_dir, name)) != overlay._before[name]:
             return "changed on the host meanwhile; the host's version is kept"
+        if name == "HEAD":
+            # an invalid (or removed) HEAD makes git pass over this .git and take the
+            # directory itself, or a parent, for the repository
+            if kind != _FILE:
+                return "a .git directory keeps its HEAD"
+            if not _head_is_valid(os.path.join(overlay.upper, *rel)):
+                return "a HEAD that is not a valid ref would make git look elsewhere"
         if name == "index" and kind == _FILE:
             work_tree = os.path.join(overlay.root, *rel[:at])
             new = os.path.join(overlay.upper, *rel)

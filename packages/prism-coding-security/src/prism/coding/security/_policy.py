@@ -31,7 +31,7 @@ from prism.core.options import (
 
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots
-from ._protected import ProtectedPaths, normalize_protected_paths
+from ._protected import ProtectedPaths, in_git_directory, normalize_protected_paths
 from ._rules import CommandRules, CompiledRules
 from ._sandbox import SandboxBackend
 
@@ -255,6 +255,14 @@ class _CodingApprovalPolicy:
                 )
             for path, target in zip(paths, resolved, strict=True):
                 relative = (target.real or "")[len(target.root or "") :].lstrip("/")
+                if in_git_directory(relative.split("/")):
+                    return CommandVerdict(
+                        outcome="deny",
+                        reason=f"{kind} of {path!r} denied: the write and edit tools never "
+                        "write a .git file or inside a .git directory (git decides from them "
+                        "which repository it uses and what it runs)",
+                        details={"kind": kind, "paths": paths, "check": "git_directory"},
+                    )
                 entry = self.protected.match("/" + relative) if relative else None
                 if entry is not None:
                     return CommandVerdict(

@@ -8,6 +8,7 @@ writable roots, and those that do not exist cannot be created).
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import TYPE_CHECKING
 
 from prism.core import ConfigurationError
@@ -17,10 +18,16 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "GIT_DIRECTORY",
     "PROTECTED_PATHS",
     "ProtectedPaths",
+    "in_git_directory",
     "normalize_protected_paths",
+    "valid_git_head",
 ]
+
+GIT_DIRECTORY = ".git"
+"""The name git looks for in each directory: a git directory, or a file naming one."""
 
 PROTECTED_PATHS: tuple[str, ...] = (
     # git runs these (hooks, and config keys such as core.fsmonitor, core.pager,
@@ -41,6 +48,13 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".git/modules/*/hooks",
     ".git/modules/*/commondir",
     ".gitmodules",
+    # git takes any directory with a valid HEAD (plus objects/ and refs/) for a bare
+    # repository while it looks for one, before the parent's .git: a HEAD planted next
+    # to a config makes the host's next git command in that directory run what the
+    # config names. Files so named are rare in source trees; at any depth, outside
+    # .git too. commondir points such a directory at another repository's config.
+    "HEAD",
+    "commondir",
     # hook managers: the host's next git commit runs what these name
     ".husky",
     ".pre-commit-config.yaml",
@@ -115,6 +129,29 @@ that ends in the entry's leading components (replacing ``.git`` whole would
 replace ``.git/config``). Extend it with ``protected_paths=`` on the policy and
 the sandbox.
 """
+
+
+_HEAD = re.compile(rb"(?:ref: refs/[\x21-\x7e]+|[0-9a-f]{40}|[0-9a-f]{64})\n?")
+
+
+def valid_git_head(content: bytes) -> bool:
+    """Whether ``content`` is a ``HEAD`` git accepts: a symbolic ref or a full object id.
+
+    A ``.git/HEAD`` that is not one makes git skip that ``.git`` and take the
+    directory itself, or a parent, for the repository.
+    """
+    match = _HEAD.fullmatch(content)
+    return match is not None and b".." not in content  # no ref name holds ".."
+
+
+def in_git_directory(parts: Sequence[str]) -> bool:
+    """Whether a path (its components, relative to a root) is a ``.git`` or lies in one.
+
+    The write and edit tools never write there: a ``.git`` file names the
+    repository git uses, and a ``.git`` directory's files decide what it runs
+    and whether it is a repository at all.
+    """
+    return GIT_DIRECTORY in parts
 
 
 def normalize_protected_paths(
