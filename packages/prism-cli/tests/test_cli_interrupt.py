@@ -8,13 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from prism.core.ledger import RunLedger
+import pytest
+
+from prism.core.ledger import RunLedger, read_ledger
 
 ReadUntil = Callable[[IO[str], str, float], list[str]]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupting_a_run_stops_it_and_still_writes_the_ledger(
-    tmp_path: Path, cli_env: dict[str, str], read_until: ReadUntil
+    tmp_path: Path, cli_env: dict[str, str], read_until: ReadUntil, signum: signal.Signals
 ) -> None:
     config = f"""
 [workspace]
@@ -47,7 +50,7 @@ path = "ledger.jsonl"
     try:
         assert proc.stdout is not None
         read_until(proc.stdout, "progress", 60)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         # The slow call has 49 steps of 1 s left: only the interrupt can end the run
         # before this guard expires.
         _, stderr = proc.communicate(timeout=30)
@@ -65,3 +68,7 @@ path = "ledger.jsonl"
     # Cancelled, or an error when the server's shutdown reaches the call first:
     # either way it was cut short and recorded, never reported as done.
     assert records["slow"].status in {"cancelled", "error"}
+    # The end marker is written (SIGTERM used to leave none): the run is not
+    # reported as interrupted.
+    [run] = read_ledger(tmp_path / "ledger.jsonl").runs
+    assert not run.interrupted, (tmp_path / "ledger.jsonl").read_text() + stderr

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
 __all__ = ["only_leaf", "run_trio"]
 
@@ -28,11 +31,35 @@ def only_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
 
 
 def run_trio(fn: Callable[[], Awaitable[_T]]) -> _T:
-    """``trio.run(fn)``; a group holding one error (from a nursery) is raised as that error."""
+    """``trio.run(fn)``; a group holding one error (from a nursery) is raised as that error.
+
+    While it runs, SIGTERM is handled as Ctrl-C (SIGINT): a ``kill``, a service
+    manager's stop or a container's shutdown ends the command the way Ctrl-C
+    does, so the ledger gets its ``aborted`` end marker instead of none.
+    """
+    with _sigterm_as_interrupt():
+        try:
+            return trio.run(fn)
+        except BaseExceptionGroup as group:
+            leaf = only_leaf(group)
+            if leaf is None:
+                raise
+            raise leaf from group
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread receives signals
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        # trio's own SIGINT handler turns this into KeyboardInterrupt (or the
+        # command's Ctrl-C watcher sees it), exactly as a Ctrl-C would.
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        return trio.run(fn)
-    except BaseExceptionGroup as group:
-        leaf = only_leaf(group)
-        if leaf is None:
-            raise
-        raise leaf from group
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
