@@ -316,10 +316,32 @@ async def test_run_with_an_anthropic_model_writes_a_file(tmp_path: Path) -> None
     report = json.loads(process.stdout)
     assert report["final"] == "Wrote hello.txt."
     assert [(c["call_id"], c["status"]) for c in report["calls"]] == [("w1", "ok")]
+    # Two requests of 10 prompt tokens and 5 answer tokens each, as the API counted them.
+    assert report["usage"] == {"input_tokens": 20, "output_tokens": 10}
+    assert (report["stop_reason"], report["truncated"]) == ("end_turn", False)
     assert (tmp_path / "repo" / "hello.txt").read_text(encoding="utf-8") == "hi\n"
     messages = server.bodies[1]["messages"]
     assert isinstance(messages, list)
     assert messages[2]["content"][0]["tool_use_id"] == "w1"
+
+
+async def test_an_answer_cut_by_the_length_limit_is_said_in_the_table_and_in_json(
+    tmp_path: Path,
+) -> None:
+    setup_workspace(tmp_path)
+
+    def cut() -> Events:
+        return [chunk({"content": "The first half of an ans"}, "length"), (None, "[DONE]")]
+
+    args = ("--model", "openai:test-model", "--base-url", "http://127.0.0.1:PORT/v1")
+    shown = await run_prism(tmp_path, ModelServer([cut()]), *args, "--no-live", "explain")
+    out = shown.stdout.decode()
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert "the answer was cut by the model's length limit (stop reason length)" in out
+    assert "stop reason: length" in out
+    as_json = await run_prism(tmp_path, ModelServer([cut()]), *args, "--json", "explain")
+    report = json.loads(as_json.stdout)
+    assert (report["stop_reason"], report["truncated"]) == ("length", True)
 
 
 async def test_run_with_no_key_and_no_base_url_says_which_variable(tmp_path: Path) -> None:

@@ -101,6 +101,19 @@ def _render_run(
         out.print(summary_table(report.rows, title="calls"))
         if report.final_text:
             out.print(f"final answer: {untrusted(report.final_text)}", soft_wrap=True)
+        if report.truncated:
+            out.print(
+                f"the answer was cut by the model's length limit (stop reason "
+                f"{untrusted(report.stop_reason or '')})",
+                soft_wrap=True,
+            )
+        if report.stop_reason is not None or report.input_tokens is not None:
+            tokens = (
+                f"tokens: {report.input_tokens if report.input_tokens is not None else '?'} in, "
+                f"{report.output_tokens if report.output_tokens is not None else '?'} out"
+            )
+            stop = untrusted(report.stop_reason or "not reported")
+            out.print(f"{tokens}; stop reason: {stop}", soft_wrap=True)
         if report.aborted:
             out.print("the run was aborted (Ctrl-C); the ledger holds every call", soft_wrap=True)
         out.print(f"ledger: {target} (run {run_id})", soft_wrap=True)

@@ -34,7 +34,7 @@ from prism.core import (
 )
 
 from ._errors import CliError
-from ._report import RunReport, rows_from_ledger
+from ._report import LENGTH_STOPS, RunReport, rows_from_ledger, usage_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -239,6 +239,9 @@ async def run_model_task(
         raise CliError(f"the model could not answer: {exc}") from exc
     turns = [m for m in result.messages if isinstance(m, AssistantMessage)]
     final = "\n".join(b.text for b in result.final.content if isinstance(b, TextContent))
+    # This run's turns only (the session is new, so every assistant turn is this run's).
+    input_tokens, output_tokens = usage_of(turns)
+    stop = result.final.finish_reason
     return RunReport(
         rows=rows_from_ledger(turns, ledger.records, view.refusals if view else None),
         rounds=result.rounds,
@@ -246,4 +249,8 @@ async def run_model_task(
         final_text=final,
         max_in_flight=view.max_in_flight if view else 0,
         sandbox=toolset.sandbox,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        stop_reason=stop,
+        truncated=stop in LENGTH_STOPS,
     )

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from prism.core.ledger import ToolCallRecord
 
 
-__all__ = ["RunReport", "rows_from_ledger"]
+__all__ = ["LENGTH_STOPS", "RunReport", "rows_from_ledger", "usage_of"]
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +32,10 @@ class RunReport:
         max_in_flight: the most calls that ran at once.
         sandbox: where shell commands ran (``"bubblewrap"``, ``"landlock (...)"`` or
             ``"none"``, with why when ``"auto"`` fell back).
+        input_tokens: prompt tokens of every model request, if the model reported them.
+        output_tokens: answer tokens of every model request, if reported.
+        stop_reason: why the model stopped its last answer, in the API's words.
+        truncated: the last answer was cut by a length limit.
     """
 
     rows: tuple[CallRow, ...]
@@ -40,6 +44,10 @@ class RunReport:
     final_text: str
     max_in_flight: int
     sandbox: str = "none"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    stop_reason: str | None = None
+    truncated: bool = False
 
     def to_json(self) -> dict[str, object]:
         """The report as a JSON object."""
@@ -49,8 +57,23 @@ class RunReport:
             "final": self.final_text,
             "max_in_flight": self.max_in_flight,
             "sandbox": self.sandbox,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
+            "stop_reason": self.stop_reason,
+            "truncated": self.truncated,
             "calls": [row.to_json() for row in self.rows],
         }
+
+
+# Finish reasons that mean the answer was cut by a length limit (OpenAI Chat
+# Completions, Anthropic, the Responses API).
+LENGTH_STOPS = frozenset({"length", "max_tokens", "max_output_tokens"})
+
+
+def usage_of(turns: Sequence[AssistantMessage]) -> tuple[int | None, int | None]:
+    """Input and output tokens over ``turns`` (``None`` when no turn reported them)."""
+    inputs = [t.input_tokens for t in turns if t.input_tokens is not None]
+    outputs = [t.output_tokens for t in turns if t.output_tokens is not None]
+    return (sum(inputs) if inputs else None, sum(outputs) if outputs else None)
 
 
 def rows_from_ledger(
