@@ -29,6 +29,34 @@ if TYPE_CHECKING:
 
 __all__ = ["Caller"]
 
+_otel: object = None  # the OpenTelemetry API modules once looked up; False: not installed
+
+
+def trace_meta() -> mcp_types.RequestParamsMeta | None:
+    """The W3C trace context of the current span, for a request's ``_meta``.
+
+    ``traceparent`` (and ``tracestate``) go in ``params._meta`` as the
+    OpenTelemetry conventions for MCP say, on every transport; ``None`` when
+    OpenTelemetry is not installed or no span is current.
+    """
+    global _otel
+    if _otel is None:
+        try:
+            from opentelemetry import propagate, trace
+        except ImportError:
+            _otel = False
+        else:
+            _otel = (propagate, trace)
+    if _otel is False:
+        return None
+    propagate, trace = _otel  # type: ignore[misc]
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return mcp_types.RequestParamsMeta(**carrier) if carrier else None  # type: ignore[typeddict-item]
+
+
 _log = logging.getLogger("prism.mcp")
 
 
@@ -100,7 +128,7 @@ class Caller:
                     )
                 else:
                     result = await client.call_tool(
-                        remote, arguments, progress_callback=on_progress
+                        remote, arguments, progress_callback=on_progress, meta=trace_meta()
                     )
             except Exception as exc:
                 failure = exc
