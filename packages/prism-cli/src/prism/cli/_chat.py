@@ -198,4 +198,4 @@ def chat_session(
                     view=view,
                 )
 
-    return run_trio(go)
+    return run_trio(go, sigterm_as_interrupt=True)

@@ -184,5 +184,5 @@ def run_command_session(
                         session, toolset, config=loaded, ledger=run_ledger, view=view
                     )
 
-    report = run_trio(go)
+    report = run_trio(go, sigterm_as_interrupt=True)
     return report, run_id

@@ -30,14 +30,15 @@ def only_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     return leaves[0] if len(leaves) == 1 else None
 
 
-def run_trio(fn: Callable[[], Awaitable[_T]]) -> _T:
+def run_trio(fn: Callable[[], Awaitable[_T]], *, sigterm_as_interrupt: bool = False) -> _T:
     """``trio.run(fn)``; a group holding one error (from a nursery) is raised as that error.
 
-    While it runs, SIGTERM is handled as Ctrl-C (SIGINT): a ``kill``, a service
-    manager's stop or a container's shutdown ends the command the way Ctrl-C
-    does, so the ledger gets its ``aborted`` end marker instead of none.
+    With ``sigterm_as_interrupt``, SIGTERM is handled as Ctrl-C (SIGINT) while
+    it runs: a ``kill``, a service manager's stop or a container's shutdown
+    ends the command the way Ctrl-C does, so the ledger gets its end marker.
     """
-    with _sigterm_as_interrupt():
+    guard = _sigterm_as_interrupt() if sigterm_as_interrupt else contextlib.nullcontext()
+    with guard:
         try:
             return trio.run(fn)
         except BaseExceptionGroup as group:
