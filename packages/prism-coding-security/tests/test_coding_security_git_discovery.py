@@ -223,3 +223,26 @@ async def test_the_copy_back_keeps_a_valid_head_and_git_work(
 )
 def test_what_counts_as_a_valid_head(content: bytes, valid: bool) -> None:
     assert valid_git_head(content) is valid
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("rm .git/HEAD", "keeps its HEAD"),
+        ("printf 'ref: refs/heads/%05000d\\n' 0 > .git/HEAD", "not a valid ref"),
+        ("echo garbage > .git/HEAD", "not a valid ref"),
+    ],
+)
+async def test_the_copy_back_never_makes_a_git_directory_invalid(
+    tmp_path: Path, run_shell: RunShell, command: str, reason: str
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    root = tmp_path / "repo"
+    _repo(root, home)
+    head = (root / ".git" / "HEAD").read_bytes()
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, command, root)
+    assert reason in output
+    assert (root / ".git" / "HEAD").read_bytes() == head

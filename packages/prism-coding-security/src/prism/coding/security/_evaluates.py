@@ -149,17 +149,17 @@ def _builtin(name: str, words: tuple[Word, ...]) -> str | None:
 def _command(command: SimpleCommand) -> str | None:
     for assignment in command.assignments:
         match = _ASSIGNED.match(assignment.raw)
-        if match is None:
-            return f"the assignment {assignment.raw!r} evaluates a subscript"
-        if match.group(1) in _EVALUATED_VARIABLES:
-            return f"the assignment {assignment.raw!r} sets what bash expands as code later"
+        if match is None or match.group(1) in _EVALUATED_VARIABLES:
+            return f"the assignment {assignment.raw!r} sets what bash evaluates as code"
     if not command.words:
         return None
     if _ELEMENT.match(command.words[0].raw):
         return f"the assignment {command.words[0].raw!r} evaluates a subscript"
     name = _name(command.words[0])
-    if name is None or name not in BASH_BUILTINS:
-        return None  # a computed name asks on its own; a program cannot run bash text
+    if name is None:
+        return "the command name is not plain text (it could name a builtin)"
+    if name not in BASH_BUILTINS:
+        return None  # a program cannot run bash text in this shell
     return _builtin(name, command.words[1:])
 
 
