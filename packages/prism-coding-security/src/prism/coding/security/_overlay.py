@@ -24,8 +24,15 @@ moves the changes into the real root, leaving out and reporting:
   ``HEAD`` only when it is a valid ref (:func:`._protected.valid_git_head`: an
   invalid one would make git take the directory, or a parent, for the
   repository), and a work state file only when the host did not change it meanwhile;
+* what would make a ``.git`` directory no longer one for git (removing or
+  replacing its ``HEAD``, ``objects`` or ``refs``; a ``HEAD`` that is not a
+  valid ref); a todo list that runs a program (``exec``/``x``) or a merge
+  strategy git does not carry (run as ``git-merge-<name>``);
 * a ``.git`` file (it decides which repository git uses), a removed ``.git``
-  directory, and special files (fifos, devices).
+  directory, and special files (fifos, devices);
+* what the host changed while the command ran: an entry whose ctime (no
+  program can set it) is later than the command's start is neither
+  overwritten nor removed.
 """
 
 from __future__ import annotations
@@ -64,6 +71,13 @@ COPY_BACK = frozenset({
 _OPAQUE = "user.overlay.opaque"
 # the lists 'git rebase --continue' / 'git cherry-pick --continue' work through
 _TODO_FILES = frozenset({"git-rebase-todo", "todo"})
+# todo commands that run a program ('exec' and its short form)
+_RUNS = frozenset({b"exec", b"x"})
+# merge strategies git carries itself; any other name makes git run 'git-merge-<name>' from PATH
+_STRATEGIES = frozenset({b"ort", b"recursive", b"resolve", b"octopus", b"ours", b"subtree", b""})
+# what makes a .git directory one for git's discovery; never removed or replaced
+_KEEP = frozenset({"HEAD", "objects", "refs"})
+_HOST_CHANGED = "changed on the host while the command ran"
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
 _HEAD_LIMIT = 4096
@@ -192,6 +206,53 @@ def _head_is_valid(path: str) -> bool:
     return len(content) <= _HEAD_LIMIT and valid_git_head(content)
 
 
+def todo_refusal(path: str) -> str | None:
+    """Why the todo list at ``path`` may not come back: a line git would run; or None.
+
+    Read as git's sequencer reads it: each line stripped, the command word ends
+    at any white space, ``x`` is ``exec``. Stricter than git where they differ.
+    """
+    with open(path, "rb") as handle:
+        text = handle.read((1 << 22) + 1)
+    if len(text) > 1 << 22:
+        return "a todo list over 4 MiB is not read"
+    for line in text.splitlines():
+        words = line.split(maxsplit=1)
+        if words and words[0].lower() in _RUNS:
+            return "a todo list that would run a command ('exec') when continued"
+    return None
+
+
+def strategy_refusal(path: str, *, options: bool) -> str | None:
+    """Why a merge strategy named at ``path`` may not come back, or None.
+
+    A strategy git does not carry is run as the program ``git-merge-<name>``.
+    ``options``: the file is the sequencer's options (a config file, read by
+    the host's git without includes); otherwise it holds the name alone.
+    """
+    if options:
+        git = shutil.which("git")
+        if git is None:  # pragma: no cover - the sandbox needs git's absence elsewhere
+            return "git is not installed to read the sequencer options"
+        result = subprocess.run(
+            [git, "config", "--file", path, "--no-includes", "--get-all", "options.strategy"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", ""), "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/"},
+            check=False,
+            timeout=_GIT_TIMEOUT_S,
+        )
+        if result.returncode not in (0, 1):
+            return "sequencer options git cannot read"
+        names = result.stdout.splitlines()
+    else:
+        with open(path, "rb") as handle:
+            names = [handle.read(4097).strip()]
+    if any(name.strip().lower() not in _STRATEGIES for name in names):
+        return "a merge strategy git does not carry names a program to run"
+    return None
+
+
 class _Notes:
     def __init__(self) -> None:
         self.refused: dict[str, list[str]] = {}
@@ -229,6 +290,12 @@ class RootOverlay:
         os.mkdir(self.work, 0o700)
         os.chmod(self.upper, stat.S_IMODE(os.stat(root).st_mode))
         self._same_device = os.stat(self.upper).st_dev == os.stat(root).st_dev
+        # the file systems' own clock when the command starts: an entry of the root whose
+        # ctime (which no program can set) is later was changed by the host while it ran
+        marker = os.path.join(self.directory, "started")
+        with open(marker, "wb"):
+            pass
+        self.started = os.stat(marker).st_ctime_ns
         git_dir = os.path.join(root, ".git")
         self._before = (
             {name: _stat_key(os.path.join(git_dir, name)) for name in COPY_BACK}
@@ -326,28 +393,27 @@ class _Applier:
         if kind == _LINK:
             return "symbolic links in .git are never kept"
         name = inside[0]
+        if len(inside) == 1 and name in _KEEP and kind != (_FILE if name == "HEAD" else _DIR):
+            return f"a .git directory keeps its {name}"
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if name in _STATE_DIRS:
-            return self.todo_refusal(rel, kind)
+            return self.state_dir_refusal(rel, kind)
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
             return self.state_refusal(rel, at, name, kind)
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
 
-    def todo_refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
-        """A rebase or sequencer todo list that would run commands when continued."""
-        if kind != _FILE or rel[-1] not in _TODO_FILES:
+    def state_dir_refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
+        """A rebase, am or sequencer state file that would run a program when continued."""
+        if kind != _FILE:
             return None
-        with open(os.path.join(self.overlay.upper, *rel), "rb") as handle:
-            text = handle.read((1 << 22) + 1)
-        if len(text) > 1 << 22:
-            return "a todo list over 4 MiB is not read"
-        for line in text.splitlines():
-            word = line.strip().split(b" ", 1)[0]
-            if word in (b"x", b"exec"):
-                return "a todo list that would run a command ('exec') when continued"
+        path = os.path.join(self.overlay.upper, *rel)
+        if rel[-1] in _TODO_FILES:
+            return todo_refusal(path)
+        if rel[-1] == "strategy" or rel[-2:] == ("sequencer", "opts"):
+            return strategy_refusal(path, options=rel[-1] == "opts")
         return None
 
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
@@ -405,6 +471,8 @@ class _Applier:
             return
         name = rel[-1]
         try:
+            if self.host_changed(real_fd, rel):
+                return
             if kind == _WHITEOUT:
                 self.remove(real_fd, rel)
             elif kind == _DIR:
@@ -424,6 +492,23 @@ class _Applier:
         except OSError as exc:
             self.notes.add(f"could not be applied: {exc.strerror}", path)
 
+    def host_changed(self, dir_fd: int, rel: tuple[str, ...], *, directory: bool = False) -> bool:
+        """Whether the host changed ``rel`` while the command ran (then reported, left alone).
+
+        A directory counts only when ``directory``: a file or link in its place,
+        or (``directory`` True) the directory itself.
+        """
+        try:
+            info = os.stat(rel[-1], dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(info.st_mode) and not directory:
+            return False
+        if info.st_ctime_ns <= self.overlay.started:
+            return False
+        self.notes.add(_HOST_CHANGED, "/".join(rel) + ("/" if stat.S_ISDIR(info.st_mode) else ""))
+        return True
+
     def remove(self, dir_fd: int, rel: tuple[str, ...]) -> bool:
         """Remove ``rel`` (its last part, under ``dir_fd``) except what may not be removed.
 
@@ -437,11 +522,16 @@ class _Applier:
         except FileNotFoundError:
             return True
         if not stat.S_ISDIR(info.st_mode):
+            if info.st_ctime_ns > self.overlay.started:
+                self.notes.add(_HOST_CHANGED, "/".join(rel))
+                return False
             os.unlink(name, dir_fd=dir_fd)
             return True
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, dir_fd=dir_fd)
-        kept = False
+        # entries the host added, removed or renamed meanwhile: the directory stays
+        # (what inside it the host did not change is still removed)
+        kept = info.st_ctime_ns > self.overlay.started
         try:
             for child in sorted(os.listdir(fd)):
                 below = (*rel, child)
@@ -454,6 +544,8 @@ class _Applier:
         finally:
             os.close(fd)
         if kept:
+            if info.st_ctime_ns > self.overlay.started:
+                self.notes.add(_HOST_CHANGED, "/".join(rel) + "/")
             return False
         os.rmdir(name, dir_fd=dir_fd)
         return True

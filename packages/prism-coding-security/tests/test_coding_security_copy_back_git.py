@@ -1,0 +1,205 @@
+"""What a command may not bring back: a broken ``.git``, a todo that runs, lost host edits.
+
+Real bubblewrap (through :func:`open_secure_coding_tools` where the shell tool
+can express the attack), then the host's real git in the root afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    create_sandbox_shell_operations,
+    open_secure_coding_tools,
+)
+from prism.coding.tools import ShellSpawnRequest
+from prism.core import DispatchOptions, ToolCall, create_tool_registry
+from prism.core import dispatch_tool_call as dispatch
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.git]
+
+_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "LC_ALL": "C",
+}
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """The host's git in ``root``, as a user would run it."""
+    return subprocess.run(
+        ["git", *args], cwd=root, env=_ENV, capture_output=True, check=False, timeout=30
+    )
+
+
+def _repository(root: Path, commits: int = 1) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, env=_ENV, check=True)
+    for index in range(commits):
+        (root / "f.txt").write_text(f"{index}\n")
+        subprocess.run(["git", "add", "-A"], cwd=root, env=_ENV, check=True)
+        subprocess.run(["git", "commit", "-qm", f"c{index}"], cwd=root, env=_ENV, check=True)
+
+
+def _plant_bare(root: Path) -> None:
+    """Hostile files of the root, there beforehand: a bare repository whose config runs code."""
+    bare = root / "planted"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], env=_ENV, check=True)
+    for name in ("HEAD", "config", "objects", "refs"):
+        os.rename(bare / name, root / name)
+    with open(root / "config", "a") as config:
+        config.write(f"[core]\n\tfsmonitor = touch {root.parent / 'ran'}; false #\n")
+
+
+async def _shell(root: Path, command: str) -> str:
+    """Run ``command`` with the shell tool of the secure tools for ``root``; its text.
+
+    Hidden from the policy (which refuses the plain forms): the sandbox alone stands.
+    """
+    hidden = base64.b64encode(command.encode()).decode()
+    command = f"echo {hidden} | base64 -d | sh"
+    async with open_secure_coding_tools([str(root)]) as secure:
+        assert secure.backend == "bubblewrap"
+        call = ToolCall(id="c", name="shell", arguments={"command": command})
+        options = DispatchOptions(registry=create_tool_registry(secure.tools))
+        with trio.fail_after(60):
+            result = await dispatch(call, options)
+    return result.joined_text
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "rm .git/HEAD",
+        "rm -rf .git/refs",
+        "rm -rf .git/objects",
+        "rm -rf .git && mkdir .git",
+        "rm -rf .git/refs && echo x > .git/refs",
+        "echo garbage > .git/HEAD",
+        "echo 'ref: HEAD' > .git/HEAD",
+    ],
+)
+async def test_a_dot_git_directory_stays_one_for_the_host_git(root: Path, attack: str) -> None:
+    """With a bare repository laid out in the root, a broken .git would make it git's repository."""
+    _repository(root)
+    _plant_bare(root)
+    head = (root / ".git" / "HEAD").read_bytes()
+    text = await _shell(root, attack)
+    assert "keeps its" in text or "not a valid ref" in text, text
+    assert (
+        _git(root, "rev-parse", "--absolute-git-dir").stdout.strip() == str(root / ".git").encode()
+    )
+    assert (root / ".git" / "HEAD").read_bytes() == head
+    assert _git(root, "status").returncode == 0
+    assert _git(root, "log", "--oneline").stdout.count(b"\n") == 1
+    assert not (root.parent / "ran").exists()
+
+
+async def test_a_valid_head_and_ordinary_git_work_come_back(root: Path) -> None:
+    _repository(root)
+    text = await _shell(root, "git checkout -q -b topic && git rm -q f.txt && git commit -qm gone")
+    assert "not applied" not in text, text
+    assert (root / ".git" / "HEAD").read_bytes() == b"ref: refs/heads/topic\n"
+    assert _git(root, "log", "--format=%s", "-1").stdout == b"gone\n"
+    assert _git(root, "status", "--porcelain").stdout == b""
+
+
+_BREAK = "GIT_SEQUENCE_EDITOR='printf \"break\\n\" >' git rebase -q -i HEAD~1"
+
+
+@pytest.mark.parametrize(
+    "todo",
+    ["exec\\ttouch MARKER", "x\\ttouch MARKER", "  exec   touch MARKER", "\\tx touch MARKER"],
+)
+async def test_a_todo_that_runs_a_command_never_reaches_the_host(root: Path, todo: str) -> None:
+    _repository(root, commits=2)
+    text = await _shell(root, f'{_BREAK}; printf "{todo}\\n" > .git/rebase-merge/git-rebase-todo')
+    assert "'exec'" in text, text
+    _git(root, "rebase", "--continue")
+    assert not (root / "MARKER").exists()
+
+
+async def test_a_merge_strategy_git_does_not_carry_is_not_kept(root: Path) -> None:
+    _repository(root, commits=2)
+    text = await _shell(root, f"{_BREAK}; echo evil > .git/rebase-merge/strategy")
+    assert "merge strategy" in text, text
+    assert not (root / ".git" / "rebase-merge" / "strategy").exists()
+    # the rebase itself came back and continues
+    assert _git(root, "rebase", "--continue").returncode == 0
+
+
+async def test_sequencer_options_naming_a_foreign_strategy_are_not_kept(root: Path) -> None:
+    _repository(root)
+    command = (
+        "mkdir -p .git/sequencer && printf '[options]\\n\\tStrategy = \"evil\"\\n'"
+        " > .git/sequencer/opts && printf '[options]\\n\\tstrategy = ort\\n' > .git/sequencer/o2"
+    )
+    text = await _shell(root, command)
+    assert "merge strategy" in text, text
+    assert not (root / ".git" / "sequencer" / "opts").exists()
+
+
+async def test_host_edits_made_while_the_command_ran_are_kept_and_reported(
+    root: Path, tmp_path: Path
+) -> None:
+    """The command edits ``a`` and removes ``d``; meanwhile the host edits both."""
+    (root / "a").write_text("host before\n")
+    (root / "b").write_text("b\n")
+    (root / "d" / "old").mkdir(parents=True)
+    (root / "d" / "old" / "f").write_text("old\n")
+    (root / "d" / "g").write_text("g\n")
+    pipes = tmp_path / "pipes"
+    pipes.mkdir()
+    os.mkfifo(pipes / "go")
+    command = f"echo agent >> a && echo agent >> b && rm -rf d && echo ready && cat {pipes / 'go'}"
+    ready = trio.Event()
+    seen: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        seen.append(chunk)
+        if b"ready" in b"".join(seen):
+            ready.set()
+
+    request = ShellSpawnRequest(command=command, shell_path="/bin/sh", cwd=str(root), env=_ENV)
+    sandbox = BubblewrapSandbox([str(root)], extra_args=("--ro-bind", str(pipes), str(pipes)))
+
+    def release() -> None:
+        with open(pipes / "go", "w") as fifo:
+            fifo.write("go\n")
+
+    results = []
+
+    async def run() -> None:
+        results.append(await create_sandbox_shell_operations(sandbox).run(request, sink))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        with trio.fail_after(60):
+            await ready.wait()
+        # the host's edits while the command waits
+        (root / "a").write_text("host during\n")
+        (root / "d" / "user_new_file").write_text("mine\n")
+        await trio.to_thread.run_sync(release)
+    output = b"".join(seen).decode()
+    assert (root / "a").read_text() == "host during\n"
+    assert (root / "d" / "user_new_file").read_text() == "mine\n"
+    # what the host did not touch: the command's changes came back
+    assert (root / "b").read_text() == "b\nagent\n"
+    assert not (root / "d" / "g").exists()
+    assert not (root / "d" / "old").exists()
+    assert "changed on the host while the command ran" in output, output
+    assert "(changed on the host while the command ran): a, d/user_new_file, d/\n" in output, output
