@@ -65,6 +65,8 @@ _ATTACKS = [
     ("builtin trap 'bin/sudo s31' EXIT", "s31"),
     ("echo $'\\'' ${x:-$(bin/sudo s32)} ''", "s32"),
     ('echo ${x:-"}"$(bin/sudo s33)}', "s33"),
+    # (bash does not import PS4 when it runs as root; as another user this runs s34)
+    ("env PS4='$(bin/sudo s34)' SHELLOPTS=xtrace bash -c :", "s34"),
 ]
 
 
@@ -190,6 +192,8 @@ def test_everyday_lines_still_run_confined(root: Path, command: str) -> None:
         ("echo ${%x}", True),
         ("echo $((1 + 2)) ${x}", False),
         ("PS4=x", True),
+        ("env 'PS4=x' bash -c :", True),
+        ("NODE_ENV=production make", False),
         ('eval "$x"', True),
     ],
 )

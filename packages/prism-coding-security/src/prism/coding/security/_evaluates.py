@@ -61,6 +61,9 @@ _EVALUATED_VARIABLES = frozenset({
     "BASH_ALIASES", "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "EXECIGNORE",
 })  # fmt: skip
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EVALUATED_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_])(?:" + "|".join(sorted(_EVALUATED_VARIABLES)) + r")\+?="
+)
 _ELEMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[")
 _ASSIGNED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")
 _PLAIN_ARITHMETIC = re.compile(r"[0-9\s+\-*/%()<>=!&|^~?:]*")
@@ -239,6 +242,8 @@ def _source(source: str) -> str | None:
         return "a here-document and quotes (where its text ends is bash's to decide)"
     if "BASH_FUNC_" in source:
         return "a function exported through the environment"
+    if _EVALUATED_ASSIGNMENT.search(source):
+        return "a variable that bash expands as code later, given to a program (env, a shell)"
     index = 0
     double = False
     while index < len(source):
