@@ -145,3 +145,11 @@ def test_the_sandbox_setting_puts_the_policy_in_confined_mode(
     assert "runs as written, inside the sandbox" in proc.stdout
     asked = run_cli("policy", "check", "--sandbox", "bubblewrap", "--json", "c=sudo; $c id")
     assert json.loads(asked.stdout)["outcome"] == "ask"
+
+
+@pytest.mark.parametrize("flag", ["--allow", "--deny", "--ask"])
+def test_an_empty_rule_is_refused_in_the_flags_words(run_cli: CliRunner, flag: str) -> None:
+    proc = run_cli("policy", "check", flag, "  ", "ls")
+    assert proc.returncode == 2
+    assert f"Invalid value for '{flag}': a rule must not be empty" in proc.stderr
+    assert "CommandRules" not in proc.stderr

@@ -106,6 +106,13 @@ def _render_explanation(explanation: CommandExplanation, mode: str) -> None:
         )
 
 
+def _rules(_ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    # Said in the flag's words here: the rules' own check would name CommandRules.
+    if any(not rule.strip() for rule in value):
+        raise click.BadParameter("a rule must not be empty", param=param)
+    return value
+
+
 @policy.command("check", context_settings=CONTEXT)
 @click.argument("command")
 @click.option(
@@ -130,9 +137,15 @@ def _render_explanation(explanation: CommandExplanation, mode: str) -> None:
     help="Where commands would run, as workspace.sandbox in prism.toml (default: the "
     "config's, else auto). With a sandbox the policy is in confined mode.",
 )
-@click.option("--allow", multiple=True, metavar="RULE", help="An allow rule (repeatable).")
-@click.option("--deny", multiple=True, metavar="RULE", help="A deny rule (repeatable).")
-@click.option("--ask", multiple=True, metavar="RULE", help="An ask rule (repeatable).")
+@click.option(
+    "--allow", multiple=True, metavar="RULE", callback=_rules, help="An allow rule (repeatable)."
+)
+@click.option(
+    "--deny", multiple=True, metavar="RULE", callback=_rules, help="A deny rule (repeatable)."
+)
+@click.option(
+    "--ask", multiple=True, metavar="RULE", callback=_rules, help="An ask rule (repeatable)."
+)
 @click.option(
     "--readable", multiple=True, metavar="PATH", help="A path outside the roots that may be read."
 )
