@@ -56,6 +56,22 @@ class FrameworkOutcome:
     result: ToolResult | None = None
     ran: bool = False
 
+    def answer(self, result: ToolResult, refusal: type[Exception] | None = None) -> object:
+        """What the adapter gives back to its framework for a call that ended in ``result``.
+
+        The framework tool's own exception is re-raised and its own value returned
+        when its result stood; otherwise Prism's result as text, raised as
+        ``refusal`` when it is an error and the framework reports tool errors by
+        exception.
+        """
+        if self.error is not None:
+            raise self.error
+        if self.ran and result is self.result:
+            return self.value
+        if refusal is not None and result.is_error:
+            raise refusal(result_text(result))
+        return result_text(result)
+
 
 async def _run_framework_tool(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     # The execute of every wrapped framework tool: asyncio code, so the host

@@ -178,13 +178,7 @@ class PrismGatedTool(_GatedBase):
             run=run,
             render=_render,
         )
-        if outcome.error is not None:
-            raise outcome.error
-        if outcome.ran and result is outcome.result:
-            return outcome.value
-        if result.is_error:
-            raise ToolException(result_text(result))
-        return result_text(result)
+        return outcome.answer(result, ToolException)
 
 
 def gate_langchain_tool(tool: BaseTool, gate: PrismGate) -> PrismGatedTool:

@@ -137,10 +137,6 @@ def gate_function_tool(tool: FunctionTool, gate: PrismGate) -> FunctionTool:
             run=run,
             render=_render,
         )
-        if outcome.error is not None:
-            raise outcome.error
-        if outcome.ran and result is outcome.result:
-            return outcome.value
-        return result_text(result)
+        return outcome.answer(result)
 
     return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)

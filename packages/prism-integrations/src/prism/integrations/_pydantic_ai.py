@@ -177,10 +177,4 @@ class PrismGatedToolset(WrapperToolset[Any]):
             run=run,
             render=_render,
         )
-        if outcome.error is not None:
-            raise outcome.error
-        if outcome.ran and result is outcome.result:
-            return outcome.value
-        if result.is_error:
-            raise ToolFailed(result_text(result))
-        return result_text(result)
+        return outcome.answer(result, ToolFailed)
