@@ -7,6 +7,7 @@ host's trio guest run on the asyncio loop; the test itself is plain asyncio.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,7 +22,13 @@ from prism.core import (
     open_asyncio_host,
 )
 from prism.core.ledger import RunLedger
-from prism.providers import ProviderAPIError, open_openai_provider
+from prism.providers import (
+    ModelResponseFinished,
+    ModelTextDelta,
+    ProviderAPIError,
+    StreamEvent,
+    open_openai_provider,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -135,3 +142,91 @@ def test_provider_error_surfaces_in_asyncio_as_itself(
                 await host.run_agent(session, "hi")
 
     asyncio.run(main())
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+
+def test_an_async_stream_sink_is_asyncio_code_under_the_host(
+    open_wire_server: Callable[[], AbstractAsyncContextManager[WireServer]],
+) -> None:
+    # The application's sink puts each event on a bounded asyncio.Queue that
+    # another asyncio task drains (a websocket writer, say): asyncio code, run
+    # on the host's loop with the caller's context, awaited event by event.
+    async def main() -> tuple[list[str], list[str], RunResult]:
+        queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(maxsize=1)
+        seen: list[str] = []
+        texts: list[str] = []
+
+        async def sink(event: StreamEvent) -> None:
+            assert asyncio.current_task() is not None
+            seen.append(REQUEST_ID.get())
+            await queue.put(event)
+
+        async def drain() -> None:
+            while (event := await queue.get()) is not None:
+                if isinstance(event, ModelTextDelta):
+                    texts.append(event.text)
+                elif isinstance(event, ModelResponseFinished):
+                    texts.append("<end>")
+
+        async with (
+            open_asyncio_host() as host,
+            host.enter(open_wire_server()) as server,
+            host.enter(
+                open_openai_provider(
+                    api_key="k", base_url=f"{server.url}/v1", max_retries=0, on_event=sink
+                )
+            ) as provider,
+        ):
+            server.queue_sse(
+                [chunk({"content": "Hel"}), chunk({"content": "lo"}, "stop"), (None, "[DONE]")]
+            )
+            drainer = asyncio.create_task(drain())
+            REQUEST_ID.set("req-7")
+            session = create_agent(model="test-model", provider=provider).session()
+            result = await host.run_agent(session, "hi")
+            await queue.put(None)
+            await drainer
+        return texts, seen, result
+
+    texts, seen, result = asyncio.run(main())
+    assert texts == ["Hel", "lo", "<end>"]
+    assert seen == ["req-7"] * 3
+    assert result.final.content == (TextContent(text="Hello"),)
+
+
+def test_cancelling_the_caller_cancels_a_waiting_async_sink_and_the_request(
+    open_wire_server: Callable[[], AbstractAsyncContextManager[WireServer]],
+) -> None:
+    async def main() -> list[str]:
+        entered = asyncio.Event()
+        ended: list[str] = []
+
+        async def sink(event: StreamEvent) -> None:
+            entered.set()
+            try:
+                await asyncio.Event().wait()  # a consumer that never takes it
+            except asyncio.CancelledError:
+                ended.append("cancelled")
+                raise
+
+        async with (
+            open_asyncio_host() as host,
+            host.enter(open_wire_server()) as server,
+            host.enter(
+                open_openai_provider(api_key="k", base_url=f"{server.url}/v1", on_event=sink)
+            ) as provider,
+        ):
+            server.queue_sse([chunk({"content": "Thinking"})], hold_open=True)
+            session = create_agent(model="test-model", provider=provider).session()
+            task = asyncio.create_task(host.run_agent(session, "think"))
+            await entered.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert ended == ["cancelled"]
+            assert server.client_left.is_set()
+        return ended
+
+    assert asyncio.run(main()) == ["cancelled"]

@@ -415,3 +415,49 @@ async def test_reasoning_content_is_kept_for_display_and_never_sent(
     assert "stream_options" not in first
     assert "search tool." not in second
     assert "another choice" not in second
+
+
+async def test_an_async_stream_sink_is_awaited_in_order_on_trio(
+    wire_server: WireServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The sink yields to trio before it takes each event: only a sink awaited
+    # to its end, event by event, has taken them all, in order, when complete()
+    # returns (an awaitable left unawaited would fail the test as a warning).
+    taken: list[StreamEvent] = []
+
+    async def sink(event: StreamEvent) -> None:
+        await trio.lowlevel.checkpoint()
+        taken.append(event)
+        if isinstance(event, ModelToolCallDelta):
+            raise RuntimeError("sink bug")  # logged; the response goes on
+
+    wire_server.queue_sse(
+        [
+            chunk({"role": "assistant", "content": "Hel"}),
+            chunk({"content": "lo"}),
+            chunk(tool_fragment(0, call_id="c1", name="search", args="{}")),
+            chunk({}, finish="tool_calls"),
+            DONE,
+        ]
+    )
+    async with (
+        open_openai_provider(
+            api_key=KEY, base_url=f"{wire_server.url}/v1", on_event=sink, max_retries=0
+        ) as provider,
+    ):
+        answer = await provider.complete(
+            ModelRequest(
+                model="test-model", messages=(UserMessage(content=(TextContent(text="hi"),)),)
+            )
+        )
+        # Every event, the last one too, was taken before complete() returned.
+        assert [type(e).__name__ for e in taken] == [
+            "ModelTextDelta",
+            "ModelTextDelta",
+            "ModelToolCallDelta",
+            "ModelResponseFinished",
+        ]
+    assert [e.text for e in taken if isinstance(e, ModelTextDelta)] == ["Hel", "lo"]
+    assert answer.content == (TextContent(text="Hello"),)
+    assert [c.id for c in answer.tool_calls] == ["c1"]
+    assert "a stream event sink raised on ModelToolCallDelta" in caplog.text

@@ -257,7 +257,7 @@ class AnthropicProvider(SharedOptions):
             finish=self._finish,
         )
 
-    def _finish(self, response: AnthropicMessage) -> AssistantMessage:
+    async def _finish(self, response: AnthropicMessage) -> AssistantMessage:
         content: list[Content] = []
         texts: list[str] = []
         calls: list[ToolCall] = []
@@ -278,7 +278,7 @@ class AnthropicProvider(SharedOptions):
             stop_reason=response.stop_reason,
             usage=_usage(response.usage),
         )
-        return self.answer(self.on_event, info, content, tuple(calls))
+        return await self.answer(self.on_event, info, content, tuple(calls))
 
     async def _consume(self, stream: AsyncIterator[RawMessageStreamEvent]) -> AssistantMessage:
         blocks: dict[int, _Block] = {}
@@ -297,7 +297,7 @@ class AnthropicProvider(SharedOptions):
                 block = event.content_block
                 if block.type == "tool_use":
                     blocks[event.index] = _Block("tool_use", call_id=block.id, name=block.name)
-                    emit(
+                    await emit(
                         sink,
                         ModelToolCallDelta(
                             index=event.index, call_id=block.id, name=block.name, arguments_delta=""
@@ -306,7 +306,7 @@ class AnthropicProvider(SharedOptions):
                 elif block.type == "text":
                     blocks[event.index] = _Block("text", text=block.text)
                     if block.text:
-                        emit(sink, ModelTextDelta(text=block.text))
+                        await emit(sink, ModelTextDelta(text=block.text))
                 elif block.type == "thinking":
                     blocks[event.index] = _Block(
                         "thinking", text=block.thinking, signature=block.signature
@@ -320,10 +320,10 @@ class AnthropicProvider(SharedOptions):
                     continue
                 if delta.type == "text_delta":
                     entry.text += delta.text
-                    emit(sink, ModelTextDelta(text=delta.text))
+                    await emit(sink, ModelTextDelta(text=delta.text))
                 elif delta.type == "input_json_delta":
                     entry.arguments += delta.partial_json
-                    emit(
+                    await emit(
                         sink,
                         ModelToolCallDelta(
                             index=event.index,
@@ -334,7 +334,7 @@ class AnthropicProvider(SharedOptions):
                     )
                 elif delta.type == "thinking_delta":
                     entry.text += delta.thinking
-                    emit(sink, ModelReasoningDelta(text=delta.thinking))
+                    await emit(sink, ModelReasoningDelta(text=delta.thinking))
                 elif delta.type == "signature_delta":
                     entry.signature += delta.signature
             elif event.type == "message_delta":
@@ -363,7 +363,7 @@ class AnthropicProvider(SharedOptions):
         text = "".join(b.text for b in ordered if b.kind == "text")
         if text:
             content.append(TextContent(text=text))
-        return self.answer(sink, info, content, calls)
+        return await self.answer(sink, info, content, calls)
 
 
 @contextlib.asynccontextmanager

@@ -273,7 +273,7 @@ async def ask(
     params: dict[str, Any],
     stream: bool,
     consume: Callable[[Any], Awaitable[AssistantMessage]],
-    finish: Callable[[Any], AssistantMessage],
+    finish: Callable[[Any], Awaitable[AssistantMessage]],
 ) -> AssistantMessage:
     """Make one request and read the answer, streamed or not; SDK errors become Prism errors.
 
@@ -290,7 +290,7 @@ async def ask(
                 return await consume(answer)
             finally:
                 await close_quietly(answer.close)
-        return finish(await create(**params))
+        return await finish(await create(**params))
     except base_error as exc:
         raise sdk_error(exc, sdk, provider) from exc
 
@@ -318,7 +318,7 @@ class ResponseLog:
         """Remember one response."""
         self._responses.append(info)
 
-    def answer(
+    async def answer(
         self,
         sink: StreamSink | None,
         info: ModelResponseInfo,
@@ -328,7 +328,7 @@ class ResponseLog:
         """Remember one response, report it to ``sink``, and return it as an assistant turn."""
         info = attrs.evolve(info, tool_calls=len(calls))
         self.add(info)
-        emit(sink, ModelResponseFinished(info=info))
+        await emit(sink, ModelResponseFinished(info=info))
         usage = info.usage
         return AssistantMessage(
             content=tuple(content),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import ClassVar, TypeAlias
 
 import attrs
+
+from prism.core import await_callback
 
 __all__ = [
     "ModelReasoningDelta",
@@ -126,15 +129,27 @@ StreamEvent: TypeAlias = (
 )
 """Everything a provider reports to its ``on_event`` sink."""
 
-StreamSink: TypeAlias = Callable[[StreamEvent], None]
-"""Receives stream events, synchronously, in the order they happen."""
+StreamSink: TypeAlias = Callable[[StreamEvent], "Awaitable[None] | None"]
+"""Receives stream events in the order they happen: a plain function, or an ``async def``.
+
+An ``async def`` sink is awaited before the provider reads on, so a slow
+consumer (a websocket, a queue with a bound) slows the stream instead of
+piling events up. Under ``trio.run`` it is trio code; under an asyncio host
+it is asyncio code, run on the host's loop (unless marked ``trio_native``).
+"""
 
 
-def emit(sink: StreamSink | None, event: StreamEvent) -> None:
-    """Deliver ``event``; a sink that raises is logged, never allowed to break a response."""
+async def emit(sink: StreamSink | None, event: StreamEvent) -> None:
+    """Deliver ``event``, waiting for an async sink; a sink that raises is only logged.
+
+    A sink never breaks a response. Cancellation is not caught: cancelling the
+    response while an async sink runs cancels the sink too.
+    """
     if sink is None:
         return
     try:
-        sink(event)
+        outcome = sink(event)
+        if outcome is not None and inspect.isawaitable(outcome):
+            await await_callback(sink, outcome)
     except Exception:
         _log.exception("a stream event sink raised on %s", type(event).__name__)

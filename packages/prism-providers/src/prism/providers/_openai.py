@@ -217,7 +217,7 @@ class OpenAIChatProvider(OpenAIOptions):
             finish=self._finish,
         )
 
-    def _finish(self, response: ChatCompletion) -> AssistantMessage:
+    async def _finish(self, response: ChatCompletion) -> AssistantMessage:
         if not response.choices:
             raise ProviderResponseError("openai API answered with no choices")
         choice = response.choices[0]
@@ -239,7 +239,7 @@ class OpenAIChatProvider(OpenAIOptions):
             stop_reason=choice.finish_reason,
             usage=_usage(response.usage),
         )
-        return self.answer(self.on_event, info, content, calls)
+        return await self.answer(self.on_event, info, content, calls)
 
     async def _consume(self, stream: AsyncIterator[ChatCompletionChunk]) -> AssistantMessage:
         text: list[str] = []
@@ -261,10 +261,10 @@ class OpenAIChatProvider(OpenAIOptions):
                 thought = _shown_reasoning(delta)
                 if thought:
                     reasoning.append(thought)
-                    emit(sink, ModelReasoningDelta(text=thought))
+                    await emit(sink, ModelReasoningDelta(text=thought))
                 if delta.content:
                     text.append(delta.content)
-                    emit(sink, ModelTextDelta(text=delta.content))
+                    await emit(sink, ModelTextDelta(text=delta.content))
                 for position, fragment in enumerate(delta.tool_calls or ()):
                     index = fragment.index if fragment.index is not None else position
                     entry = pending.setdefault(index, _PendingCall())
@@ -275,7 +275,7 @@ class OpenAIChatProvider(OpenAIOptions):
                         entry.name += function.name
                     piece = (function.arguments or "") if function is not None else ""
                     entry.arguments += piece
-                    emit(
+                    await emit(
                         sink,
                         ModelToolCallDelta(
                             index=index,
@@ -294,7 +294,7 @@ class OpenAIChatProvider(OpenAIOptions):
             )
             for index, entry in sorted(pending.items())
         )
-        return self.answer(sink, info, _content("".join(reasoning), "".join(text)), calls)
+        return await self.answer(sink, info, _content("".join(reasoning), "".join(text)), calls)
 
 
 @contextlib.asynccontextmanager

@@ -206,7 +206,7 @@ class OpenAIResponsesProvider(OpenAIOptions):
             finish=self._finish,
         )
 
-    def _finish(self, response: Response) -> AssistantMessage:
+    async def _finish(self, response: Response) -> AssistantMessage:
         if response.status == "failed":
             error = response.error
             code = error.code if error is not None else None
@@ -253,21 +253,21 @@ class OpenAIResponsesProvider(OpenAIOptions):
             stop_reason=stop_reason,
             usage=_usage(response.usage),
         )
-        return self.answer(self.on_event, info, content, tuple(calls))
+        return await self.answer(self.on_event, info, content, tuple(calls))
 
     async def _consume(self, stream: AsyncIterator[ResponseStreamEvent]) -> AssistantMessage:
         sink = self.on_event
         calls: dict[int, tuple[str, str]] = {}
         async for event in stream:
             if event.type == "response.output_text.delta":
-                emit(sink, ModelTextDelta(text=event.delta))
+                await emit(sink, ModelTextDelta(text=event.delta))
             elif event.type == "response.reasoning_summary_text.delta":
-                emit(sink, ModelReasoningDelta(text=event.delta))
+                await emit(sink, ModelReasoningDelta(text=event.delta))
             elif event.type == "response.output_item.added":
                 item = event.item
                 if item.type == "function_call":
                     calls[event.output_index] = (item.call_id, item.name)
-                    emit(
+                    await emit(
                         sink,
                         ModelToolCallDelta(
                             index=event.output_index,
@@ -278,7 +278,7 @@ class OpenAIResponsesProvider(OpenAIOptions):
                     )
             elif event.type == "response.function_call_arguments.delta":
                 call_id, name = calls.get(event.output_index, (None, None))
-                emit(
+                await emit(
                     sink,
                     ModelToolCallDelta(
                         index=event.output_index,
@@ -288,7 +288,7 @@ class OpenAIResponsesProvider(OpenAIOptions):
                     ),
                 )
             elif event.type in ("response.completed", "response.incomplete", "response.failed"):
-                return self._finish(event.response)
+                return await self._finish(event.response)
             elif event.type == "error":
                 raise ProviderAPIError(
                     f"openai API error{f' ({event.code})' if event.code else ''}: {event.message}",
