@@ -2,7 +2,6 @@
 
 import io
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,20 +11,11 @@ import pytest
 
 from prism.core.ledger import RunLedger, ToolCallRecord
 
-# Variables that make rich treat a pipe as a terminal (CI sets some of them); the
-# tests read the plain, one-line-per-event output.
-_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
-
-
-def _plain_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
-
-
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 DemoRun = tuple[subprocess.CompletedProcess[str], Path]
 
 
-def _demo(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _demo(tmp: Path, cli_env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "prism.cli", "demo", "--step-seconds", "0.05", *extra]
     return subprocess.run(
         argv,
@@ -35,17 +25,17 @@ def _demo(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
         stdin=subprocess.DEVNULL,
-        env={**_plain_environ(), "NO_COLOR": "1", "COLUMNS": "200"},
+        env={**cli_env, "COLUMNS": "200"},
     )
 
 
 @pytest.fixture(scope="module")
 def demo_run(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, cli_env: dict[str, str]
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     tmp = tmp_path_factory.mktemp("demo")
     workspace = tmp / "ws"
-    proc = _demo(tmp, "--workspace", str(workspace), "--ledger", str(tmp / "ledger.jsonl"))
+    proc = _demo(tmp, cli_env, "--workspace", str(workspace), "--ledger", str(tmp / "ledger.jsonl"))
     return proc, tmp
 
 
@@ -212,8 +202,8 @@ def test_demo_shows_progress_of_the_slow_call_as_plain_lines(
     assert "5/5" in progress[-1]
 
 
-def test_demo_json_is_one_document(tmp_path: Path) -> None:
-    proc = _demo(tmp_path, "--json", "--concurrency", "2")
+def test_demo_json_is_one_document(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    proc = _demo(tmp_path, cli_env, "--json", "--concurrency", "2")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["concurrency"] == 2

@@ -1,7 +1,6 @@
 """End to end: ``prism run SESSION.json`` against a ``prism.toml``, in real subprocesses."""
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -11,15 +10,6 @@ from pathlib import Path
 import pytest
 
 from prism.core.ledger import RunLedger
-
-# Variables that make rich treat a pipe as a terminal (CI sets some of them); the
-# tests read the plain, one-line-per-event output.
-_TERMINAL_VARS = {"FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
-
-
-def _plain_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _TERMINAL_VARS}
-
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -208,7 +198,7 @@ def test_run_shell_metacharacters_need_approval_and_are_refused(
     assert not marker.exists()
 
 
-def _no_bwrap_env(tmp_path: Path) -> dict[str, str]:
+def _no_bwrap_env(tmp_path: Path, cli_env: dict[str, str]) -> dict[str, str]:
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -218,7 +208,7 @@ def _no_bwrap_env(tmp_path: Path) -> dict[str, str]:
             if Path(folder, tool).exists():
                 (bin_dir / tool).symlink_to(Path(folder, tool))
                 break
-    return {**_plain_environ(), "PATH": str(bin_dir), "NO_COLOR": "1"}
+    return {**cli_env, "PATH": str(bin_dir)}
 
 
 def _run_in(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -241,25 +231,29 @@ def _with_sandbox(mode: str) -> str:
 SHELL_SESSION = [{"tool_calls": [{"id": "s", "name": "shell", "arguments": {"command": "ls"}}]}]
 
 
-def test_sandbox_bubblewrap_fails_closed_when_it_cannot_isolate(tmp_path: Path) -> None:
+def test_sandbox_bubblewrap_fails_closed_when_it_cannot_isolate(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
     _setup(
         tmp_path,
         CODING_ONLY.replace('roots = ["repo"]', 'roots = ["repo"]\nsandbox = "bubblewrap"'),
         SHELL_SESSION,
     )
-    proc = _run_in(tmp_path, _no_bwrap_env(tmp_path))
+    proc = _run_in(tmp_path, _no_bwrap_env(tmp_path, cli_env))
     assert proc.returncode == 2
     assert "workspace.sandbox: bubblewrap cannot isolate commands here" in proc.stderr
     assert not (tmp_path / "out" / "ledger.jsonl").exists()  # nothing ran
 
 
-def test_sandbox_auto_says_when_commands_run_on_the_host(tmp_path: Path) -> None:
+def test_sandbox_auto_says_when_commands_run_on_the_host(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
     _setup(
         tmp_path,
         CODING_ONLY.replace('roots = ["repo"]', 'roots = ["repo"]\nsandbox = "auto"'),
         SHELL_SESSION,
     )
-    proc = _run_in(tmp_path, _no_bwrap_env(tmp_path))
+    proc = _run_in(tmp_path, _no_bwrap_env(tmp_path, cli_env))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     # the same meaning as open_secure_coding_tools: Landlock next, then the host

@@ -2,6 +2,7 @@ import pytest
 
 from prism.core import DispatchOptions, ToolCall, ToolDefinition, ToolResult, create_tool_registry
 from prism.core import dispatch_tool_call as dispatch
+from prism.core._text import clip_counted
 from prism.core.testing import AllowAllPermissionPolicy
 from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, REASON_LIMIT, clip, describe_exception
 
@@ -23,6 +24,13 @@ def test_clipped_text_never_exceeds_the_limit(limit: int) -> None:
 
 def test_a_zero_limit_leaves_nothing() -> None:
     assert clip("abc", 0) == ""
+
+
+def test_a_counted_clip_says_how_much_of_the_whole_was_left_out() -> None:
+    assert clip_counted("abc", 3) == "abc"
+    assert clip_counted("a" * 10, 4) == "aaaa...[6 more chars]"
+    # The caller already cut the value: the count is of the whole it came from.
+    assert clip_counted("a" * 8, 4, total=1_000) == "aaaa...[996 more chars]"
 
 
 def test_an_exception_is_named_with_its_message() -> None:

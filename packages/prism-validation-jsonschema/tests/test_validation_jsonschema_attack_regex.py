@@ -30,8 +30,8 @@ from prism.validation.jsonschema._regex import (
     MAX_NAMED_GROUPS,
     MAX_REGEX_CHARS,
     MAX_SCHEMA_PATTERN_COST,
-    PatternError,
     _measure,
+    _PatternError,
     is_regex,
     pattern_cost,
     to_re2,
@@ -247,7 +247,7 @@ def test_ecma_escapes_are_translated_for_re2(pattern: str, translated: str) -> N
 
 
 def test_surrogate_escapes_do_not_reach_re2() -> None:
-    with pytest.raises(PatternError, match="surrogate"):
+    with pytest.raises(_PatternError, match="surrogate"):
         to_re2(r"\uDE00")
 
 

@@ -20,6 +20,7 @@ import attrs
 
 from ._content import TextContent, ToolResult
 from ._json import JsonValue
+from ._text import clip_counted
 
 if TYPE_CHECKING:
     from ._ledger_decision import ToolCallDecision
@@ -288,13 +289,6 @@ def is_pure_redactor(redact: Redactor | None) -> bool:
     return redact is None or redact is _DEFAULT
 
 
-def _clip(text: str, limit: int, total: int | None = None) -> str:
-    total = len(text) if total is None else total
-    if total <= limit:
-        return text
-    return f"{text[:limit]}...[{total - limit} more chars]"
-
-
 def _bounded_str(text: str, limit: int, redact: bool) -> str:
     return _bounded_head(text[: limit + _SCAN_WINDOW], len(text), limit, redact)
 
@@ -334,7 +328,7 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
         for key, item in pairs:
             name = key if type(key) is str else str(key)
             if len(name) > _MAX_STRING:
-                name = _clip(name, _MAX_STRING)
+                name = clip_counted(name, _MAX_STRING)
             if redact:
                 # A key is redacted like a value (a key may be a secret itself).
                 name = _redacted_key(name, out)
@@ -498,7 +492,7 @@ def preview_source(result: ToolResult) -> PreviewSource | None:
 
 def safe_name(text: str) -> str:
     """A call id, tool name or hash as a record stores it (bounded, not redacted)."""
-    return text if len(text) <= _MAX_NAME else _clip(text, _MAX_NAME)
+    return text if len(text) <= _MAX_NAME else clip_counted(text, _MAX_NAME)
 
 
 def safe_arguments(arguments: object, redact: Redactor | None) -> JsonValue:
@@ -520,7 +514,7 @@ def safe_preview_source(source: PreviewSource, redact: Redactor | None) -> str:
     head, total = source
     if redact is _DEFAULT:
         return _bounded_head(head, total, _MAX_PREVIEW, True)
-    clipped = _clip(head[:_MAX_PREVIEW], _MAX_PREVIEW, total)
+    clipped = clip_counted(head[:_MAX_PREVIEW], _MAX_PREVIEW, total)
     if redact is None:
         return clipped
     redacted = redact(clipped)

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["MESSAGE_LIMIT", "NAME_LIMIT", "REASON_LIMIT", "clip", "describe_exception"]
+__all__ = [
+    "MESSAGE_LIMIT",
+    "NAME_LIMIT",
+    "REASON_LIMIT",
+    "clip",
+    "clip_counted",
+    "describe_exception",
+]
 
 MESSAGE_LIMIT = 2_000
 """Characters of one message a model or a host reads: an error, a refusal, a failure."""
@@ -30,6 +37,23 @@ def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
     if limit <= len(_MARK):
         return text[: max(limit, 0)]
     return text[: limit - len(_MARK)] + _MARK
+
+
+def clip_counted(text: str, limit: int, total: int | None = None) -> str:
+    """``text`` cut to ``limit`` characters, saying how many of ``total`` were left out.
+
+    For records a reader audits later: the marker keeps the true length, so a
+    clipped value is never mistaken for the whole. ``total`` is the length of the
+    value ``text`` was taken from when the caller already cut it (default:
+    ``len(text)``)::
+
+        >>> clip_counted("a" * 10, 4)
+        'aaaa...[6 more chars]'
+    """
+    total = len(text) if total is None else total
+    if total <= limit:
+        return text
+    return f"{text[:limit]}...[{total - limit} more chars]"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

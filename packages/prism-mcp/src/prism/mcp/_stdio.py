@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ENV_PASSTHROUGH",
     "LineSplitter",
-    "LineTooLong",
     "open_stdio_streams",
     "server_environment",
 ]
@@ -53,7 +52,7 @@ _KILL_WAIT_S = 2.0
 _EXIT_DRAIN_S = 0.5
 
 
-class LineTooLong(Exception):
+class _LineTooLong(Exception):
     """A line grew past the limit before its newline arrived."""
 
 
@@ -68,14 +67,14 @@ class LineSplitter:
         self._partial = bytearray()
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines ``chunk`` completes; raises :class:`LineTooLong` past the limit."""
+        """The lines ``chunk`` completes; raises :class:`_LineTooLong` past the limit."""
         lines: list[bytes] = []
         start = 0
         while True:
             newline = chunk.find(b"\n", start)
             end = len(chunk) if newline < 0 else newline
             if len(self._partial) + end - start > self._limit:
-                raise LineTooLong
+                raise _LineTooLong
             if newline < 0:
                 self._partial += chunk[start:end]
                 return lines
@@ -177,7 +176,7 @@ async def open_stdio_streams(
                         return
                     try:
                         complete = lines.feed(chunk)
-                    except LineTooLong:
+                    except _LineTooLong:
                         state.set_fault(
                             f"the server sent a message larger than max_result_bytes "
                             f"({max_message_bytes} bytes)",

@@ -18,6 +18,7 @@ from prism.coding.tools import (
     read_file_range,
     replace_file_in_directory,
 )
+from prism.core.text import clip
 
 from ._errors import PathEscapeError
 from ._paths import MAX_PATH_BYTES, Roots, normalize_roots
@@ -148,7 +149,7 @@ def _begin(roots: Roots, path: str) -> tuple[_Walk, list[str]]:
     if not isinstance(path, str) or "\x00" in path:
         raise PathEscapeError(repr(path), "the path is not a string without NUL bytes")
     if len(os.fsencode(path)) > MAX_PATH_BYTES:
-        raise PathEscapeError(path[:64] + "...", f"the path is longer than {MAX_PATH_BYTES} bytes")
+        raise PathEscapeError(clip(path, 67), f"the path is longer than {MAX_PATH_BYTES} bytes")
     walk = _Walk(roots, path)
     # start() leaves nothing open when it raises.
     return walk, walk.start(path)

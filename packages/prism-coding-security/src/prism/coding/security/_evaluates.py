@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ._words import WordError, expand_word
+from ._words import _WordError, expand_word
 
 if TYPE_CHECKING:
     from ._commands import Script, SimpleCommand, Word
@@ -79,7 +79,7 @@ def _name(word: Word) -> str | None:
         return None
     try:
         values = expand_word(word.raw, cwd="/nonexistent").values
-    except WordError:
+    except _WordError:
         return None
     return values[0] if len(values) == 1 else None
 

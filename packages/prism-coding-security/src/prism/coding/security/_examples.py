@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._commands import MAX_NESTING, parse_script
 from ._programs import describe
-from ._words import WordError, expand_word
+from ._words import _WordError, expand_word
 
 __all__ = ["example_argvs"]
 
@@ -29,7 +29,7 @@ def example_argvs(example: str) -> list[tuple[str | None, ...]]:
             for word in command.words:
                 try:
                     argv.extend(expand_word(word.raw, cwd="/nonexistent").values)
-                except WordError:
+                except _WordError:
                     argv.append(None)
             walk(tuple(argv), depth)
 

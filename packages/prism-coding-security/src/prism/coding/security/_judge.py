@@ -33,7 +33,7 @@ from ._rules import (
     destructive_target,
     normalize_argv,
 )
-from ._words import WordError, expand_word
+from ._words import _WordError, expand_word
 
 __all__ = ["CommandCheck", "CommandExplanation", "judge_command"]
 
@@ -357,7 +357,7 @@ class _Judge:
                                     "the line is in by then")  # fmt: skip
                 if not expanded.globbed:
                     break
-        except WordError as exc:
+        except _WordError as exc:
             return [None], str(exc)
         return list(first), None
 
@@ -761,7 +761,7 @@ def _assignment_value(raw: str) -> tuple[str, str] | None:
     """``NAME=value`` as bash assigns it (no globbing, no brace expansion), or None."""
     try:
         expanded = expand_word(raw, cwd="/nonexistent")
-    except WordError:
+    except _WordError:
         return None
     if len(expanded.values) != 1 or expanded.globbed:
         return None

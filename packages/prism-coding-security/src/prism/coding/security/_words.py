@@ -16,7 +16,7 @@ import re
 
 import attrs
 
-__all__ = ["MAX_EXPANSIONS", "ExpandedWord", "WordError", "expand_word"]
+__all__ = ["MAX_EXPANSIONS", "ExpandedWord", "expand_word"]
 
 MAX_EXPANSIONS = 1024
 MAX_GLOB_LEVELS = 3
@@ -25,7 +25,7 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PLAIN = re.compile(r"[A-Za-z0-9_./:,=+@%^-]+\Z")
 
 
-class WordError(ValueError):
+class _WordError(ValueError):
     """The word cannot be expanded with confidence (the message says why)."""
 
 
@@ -62,7 +62,7 @@ def _chars(raw: str) -> list[tuple[str, bool]]:
         elif ch == "'":
             end = raw.find("'", i + 1)
             if end < 0:
-                raise WordError(f"unterminated quote in {raw!r}")
+                raise _WordError(f"unterminated quote in {raw!r}")
             out.extend((c, True) for c in raw[i + 1 : end])
             i = end + 1
         elif ch == '"':
@@ -75,14 +75,14 @@ def _chars(raw: str) -> list[tuple[str, bool]]:
                     i += 2
                     continue
                 if c in "$`":
-                    raise WordError(f"an expansion inside double quotes in {raw!r}")
+                    raise _WordError(f"an expansion inside double quotes in {raw!r}")
                 out.append((c, True))
                 i += 1
             if i >= n:
-                raise WordError(f"unterminated quote in {raw!r}")
+                raise _WordError(f"unterminated quote in {raw!r}")
             i += 1
         elif ch in "$`":
-            raise WordError(f"an expansion in {raw!r}")
+            raise _WordError(f"an expansion in {raw!r}")
         else:
             out.append((ch, False))
             i += 1
@@ -128,7 +128,7 @@ def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
                         step = abs(int(seq.group(3) or 1)) or 1
                         step = step if hi >= lo else -step
                         if abs(hi - lo) // abs(step) > MAX_EXPANSIONS:
-                            raise WordError("a brace sequence expands to too many words")
+                            raise _WordError("a brace sequence expands to too many words")
                         ends = (seq.group(1), seq.group(2))
                         # bash pads every number to the wider end when an end has a
                         # leading zero ({01..10}, {1..010})
@@ -148,7 +148,7 @@ def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
                         for tail in tails:
                             out.append(prefix + expanded + tail)
                             if len(out) > MAX_EXPANSIONS:
-                                raise WordError("brace expansion produces too many words")
+                                raise _WordError("brace expansion produces too many words")
                 return out
         elif ch == "," and depth == 1:
             commas.append(index)
@@ -175,7 +175,7 @@ def _tilde(chars: list[tuple[str, bool]], assignment: bool) -> list[tuple[str, b
         user = "".join(c for c, _ in chars[start + 1 : end])
         if user[:1] in ("+", "-") or user[:1].isdigit():
             # ~+, ~-, ~N, ~+N, ~-N: bash takes them from the directory stack
-            raise WordError(f"~{user} depends on the shell's directory stack")
+            raise _WordError(f"~{user} depends on the shell's directory stack")
         if user == "":
             home = os.environ.get("HOME") or os.path.expanduser("~")
         else:
@@ -211,29 +211,29 @@ def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
     if _UNPORTABLE_BRACKET.search(pattern):
         # Python's glob has no [^...] negation and no [[:class:]]: it would not match what
         # bash matches, and keep the word as a harmless-looking literal
-        raise WordError(f"the glob {pattern!r} uses a bracket form bash reads differently")
+        raise _WordError(f"the glob {pattern!r} uses a bracket form bash reads differently")
     parts = pattern.split("/")
     for part in parts:
         if glob.has_magic(part) and _may_match_dots(part):
             # whether `.*`, `.?` or `[.]*` match `.` and `..` differs between shells
             # (dash, bash before 5.2, globskipdots): never guess
-            raise WordError(f"the glob {pattern!r} may match '.' or '..' in some shells")
+            raise _WordError(f"the glob {pattern!r} may match '.' or '..' in some shells")
     wild = sum(1 for part in parts if glob.has_magic(part))
     if wild > MAX_GLOB_LEVELS:
         # each wildcard level multiplies the directories listed: bound the work up front
-        raise WordError(f"the glob {pattern!r} has more than {MAX_GLOB_LEVELS} wildcard levels")
+        raise _WordError(f"the glob {pattern!r} has more than {MAX_GLOB_LEVELS} wildcard levels")
     found: list[str] = []
     matches = glob.iglob(pattern, root_dir=None if absolute else cwd)
     while len(found) <= MAX_EXPANSIONS:
         try:
             match = next(matches, None)
         except (OSError, ValueError, re.error) as exc:
-            raise WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
+            raise _WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
         if match is None:
             break
         found.append(match)
     if len(found) > MAX_EXPANSIONS:
-        raise WordError(f"the glob {pattern!r} matches more than {MAX_EXPANSIONS} paths")
+        raise _WordError(f"the glob {pattern!r} matches more than {MAX_EXPANSIONS} paths")
     found.sort()
     if not found:
         return ["".join(c for c, _ in chars)], True  # bash keeps an unmatched pattern
@@ -244,7 +244,7 @@ def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
     """Expand ``raw`` (the word as written) relative to ``cwd``.
 
     Raises:
-        WordError: the word holds an expansion, an unterminated quote, or grows too large.
+        _WordError: the word holds an expansion, an unterminated quote, or grows too large.
     """
     if _PLAIN.match(raw):
         return ExpandedWord(values=(raw,), literal=raw)
@@ -266,5 +266,5 @@ def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
         globbed = globbed or hit
         values.extend(words)
         if len(values) > MAX_EXPANSIONS:
-            raise WordError(f"{raw!r} expands to more than {MAX_EXPANSIONS} words")
+            raise _WordError(f"{raw!r} expands to more than {MAX_EXPANSIONS} words")
     return ExpandedWord(values=tuple(values), literal=literal, globbed=globbed)

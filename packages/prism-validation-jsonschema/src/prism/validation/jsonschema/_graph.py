@@ -35,7 +35,7 @@ from urllib.parse import unquote
 import attrs
 
 from ._errors import SchemaRejectedError, pointer, quoted
-from ._regex import MAX_SCHEMA_PATTERN_COST, PATTERN_OVERHEAD, PatternError, pattern_cost
+from ._regex import MAX_SCHEMA_PATTERN_COST, PATTERN_OVERHEAD, _PatternError, pattern_cost
 from ._uri import DEFAULT_BASE, uri_key
 
 if TYPE_CHECKING:
@@ -498,7 +498,7 @@ class _Collector:
             )
         try:
             cost = pattern_cost(pattern, left)
-        except PatternError as exc:
+        except _PatternError as exc:
             raise self.fail(f"pattern {quoted(pattern)} is refused: {exc}", path) from exc
         self.pattern_work += cost + PATTERN_OVERHEAD
         return cost

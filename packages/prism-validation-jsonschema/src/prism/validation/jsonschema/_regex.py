@@ -43,7 +43,6 @@ __all__ = [
     "MAX_SCHEMA_PATTERN_COST",
     "PATTERN_MAX_MEM",
     "PATTERN_OVERHEAD",
-    "PatternError",
     "is_regex",
     "pattern_cost",
     "to_re2",
@@ -95,7 +94,7 @@ _ECMA: Any = jsonschema_rs.Draft7Validator({"format": "regex"}, validate_formats
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
-class PatternError(ValueError):
+class _PatternError(ValueError):
     """A pattern is refused (not ECMA-262, not linear-time, or too large)."""
 
 
@@ -176,7 +175,7 @@ def to_re2(pattern: str) -> str:
     character's ``\x{..}``; every other escape is left as it is.
 
     Raises:
-        PatternError: what jsonschema-rs cannot run although it is ECMA-262: a
+        _PatternError: what jsonschema-rs cannot run although it is ECMA-262: a
             ``\uD800``-``\uDFFF`` escape (paired or not), ``\0`` and ``[^]``.
     """
     out: list[str] = []
@@ -188,7 +187,7 @@ def to_re2(pattern: str) -> str:
         if char != "\\" or i + 1 >= n:
             if char == "[" and not in_class:
                 if pattern[i + 1 : i + 3] == "^]":
-                    raise PatternError("[^] is not supported by the engine; write [\\s\\S]")
+                    raise _PatternError("[^] is not supported by the engine; write [\\s\\S]")
                 in_class = True
             elif char == "]":
                 in_class = False
@@ -205,7 +204,7 @@ def to_re2(pattern: str) -> str:
                 continue
         elif nxt == "u" and len(digits := pattern[i + 2 : i + 6]) == 4 and set(digits) <= _HEX:
             if 0xD800 <= int(digits, 16) <= 0xDFFF:
-                raise PatternError(
+                raise _PatternError(
                     f"the surrogate escape \\u{digits} is not supported by the engine; write "
                     "the character itself or \\u{...} with its code point"
                 )
@@ -217,13 +216,13 @@ def to_re2(pattern: str) -> str:
             i += 3
             continue
         elif nxt == "0" and not pattern[i + 2 : i + 3].isdigit():
-            raise PatternError("\\0 is not supported by the engine; write \\x00")
+            raise _PatternError("\\0 is not supported by the engine; write \\x00")
         out.append(pattern[i : i + 2])
         i += 2
     return "".join(out)
 
 
-class _TooLargeError(PatternError):
+class _TooLargeError(_PatternError):
     pass
 
 
@@ -231,7 +230,7 @@ def _re2(pattern: str, max_mem: int) -> Any:
     """RE2's compiled ``pattern``.
 
     Raises:
-        PatternError: RE2 refuses the pattern (syntax, size, or text it cannot encode).
+        _PatternError: RE2 refuses the pattern (syntax, size, or text it cannot encode).
     """
     options = _OPTIONS[max_mem]
     try:
@@ -244,9 +243,9 @@ def _re2(pattern: str, max_mem: int) -> Any:
             detail = detail.decode("utf-8", "replace")
         if "too large" in str(detail):
             raise _TooLargeError(str(detail)) from exc
-        raise PatternError(str(detail)) from exc
+        raise _PatternError(str(detail)) from exc
     except (TypeError, UnicodeError) as exc:
-        raise PatternError(str(exc)) from exc
+        raise _PatternError(str(exc)) from exc
 
 
 def pattern_cost(pattern: str, budget: int = MAX_SCHEMA_PATTERN_COST) -> int:
@@ -260,7 +259,7 @@ def pattern_cost(pattern: str, budget: int = MAX_SCHEMA_PATTERN_COST) -> int:
     before about 4,000), so a call costs about ``budget`` at worst.
 
     Raises:
-        PatternError: the pattern is longer than ``MAX_REGEX_CHARS``, not
+        _PatternError: the pattern is longer than ``MAX_REGEX_CHARS``, not
             ECMA-262, or RE2 refuses it (syntax a linear-time engine cannot
             run, or larger than ``PATTERN_MAX_MEM`` or the budget).
     """
@@ -273,17 +272,17 @@ def pattern_cost(pattern: str, budget: int = MAX_SCHEMA_PATTERN_COST) -> int:
 @functools.lru_cache(maxsize=4096)
 def _measure(pattern: str, max_mem: int) -> int:
     if len(pattern) > MAX_REGEX_CHARS:
-        raise PatternError(f"it is longer than {MAX_REGEX_CHARS:,} characters")
+        raise _PatternError(f"it is longer than {MAX_REGEX_CHARS:,} characters")
     if _named_groups(pattern) > MAX_NAMED_GROUPS:
-        raise PatternError(f"it has more than {MAX_NAMED_GROUPS} named groups")
+        raise _PatternError(f"it has more than {MAX_NAMED_GROUPS} named groups")
     if repeat_copies(pattern) > MAX_REPEAT_COPIES:
-        raise PatternError(
+        raise _PatternError(
             f"its counted repetitions ask for more than {MAX_REPEAT_COPIES:,} copies "
             "(x{n,m} is m copies of x, nested counts multiply), more than the "
             "linear-time engine compiles quickly"
         )
     if not _ecma(pattern):
-        raise PatternError(
+        raise _PatternError(
             "it is not an ECMA-262 regular expression (the dialect JSON Schema patterns "
             "use; inline flags such as (?i), \\A, \\z and \\x{...} are not ECMA-262)"
         )
@@ -292,18 +291,18 @@ def _measure(pattern: str, max_mem: int) -> int:
         program = _re2(translated, max_mem)
     except _TooLargeError as exc:
         if max_mem < PATTERN_MAX_MEM:
-            raise PatternError(
+            raise _PatternError(
                 f"the schema's patterns together compile to more than about "
                 f"{MAX_SCHEMA_PATTERN_COST:,} RE2 instructions; pricing more would hold the "
                 "event loop too long"
             ) from exc
-        raise PatternError(
+        raise _PatternError(
             f"it compiles to more than {PATTERN_MAX_MEM >> 20} MiB in the linear-time engine "
             "(for example a large Unicode class under a large repetition count, like "
             f"\\p{{L}}{{0,200}}): {exc}"
         ) from exc
-    except PatternError as exc:
-        raise PatternError(
+    except _PatternError as exc:
+        raise _PatternError(
             f"it uses {_construct(str(exc))}, valid ECMA-262 that the linear-time engine "
             f"cannot run: {exc}"
         ) from exc
