@@ -24,9 +24,10 @@ Rows (medians over repetitions, same options and tool):
   ``asyncio.sleep(0)``, one turn of the loop, as the least I/O does) awaited in a
   plain asyncio loop: the baseline of the next row.
 - ``asyncio tool, gated through the host``: the same tool dispatched through the
-  host with every gate: the host runs it as a task of its asyncio loop (the tool
-  is unmarked, so asyncio code), so a call crosses into trio, out to an asyncio
-  task and back. Measured interleaved with the baseline.
+  host with every gate. Nothing in the call is trio code (the tool is unmarked,
+  so asyncio code, and so are the gates), so the host runs the whole dispatch in
+  the calling asyncio task: no crossing into trio, no task of its own. Measured
+  interleaved with the baseline.
 
 Run: ``uv run python benchmarks/bench_asyncio_host.py [--json] [--quick]``.
 """
@@ -217,7 +218,7 @@ def main() -> list[Row]:
             "asyncio tool, gated through the host",
             samples["asyncio gated"],
             baseline=direct,
-            note="every gate; the tool runs as a task of the host's loop",
+            note="every gate; no trio code, so all of it runs in the caller's task",
         ),
     ]
 

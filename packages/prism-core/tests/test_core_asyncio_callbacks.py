@@ -25,6 +25,7 @@ from prism.core import (
     AbortController,
     AgentEvent,
     AssistantMessage,
+    AsyncioHost,
     DispatchOptions,
     ErrorInfo,
     ExecutionAction,
@@ -787,3 +788,147 @@ def test_a_keyboard_interrupt_in_an_async_event_sink_is_logged_and_the_loop_goes
 
     assert asyncio.run(main()) == "echoed"
     assert "an asyncio event sink raised" in caplog.text
+
+
+class TaskProbe:
+    """An asyncio tool that notes the task it runs in and sets a context variable."""
+
+    def __init__(self) -> None:
+        self.tasks: list[asyncio.Task[object] | None] = []
+
+    async def execute(self, _args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        self.tasks.append(asyncio.current_task())
+        caller_name.set("changed by the tool")
+        await asyncio.sleep(0)
+        return ToolResult.text("probed")
+
+
+class TrioAllowAll:
+    """A synchronous permission policy marked as trio code: its call takes the trio side."""
+
+    @trio_native
+    def check(self, _request: PermissionRequest) -> PermissionDecision:
+        trio.lowlevel.current_task()  # raises outside a trio task
+        return PermissionDecision(allowed=True)
+
+
+def test_a_dispatch_with_no_trio_code_runs_the_tool_in_the_callers_task() -> None:
+    # No crossing: the gates and the asyncio tool run right in the awaiting task,
+    # in a copy of its context; trio code anywhere in the call (a signal's scope,
+    # a trio-native gate) sends the whole dispatch to the trio side instead.
+    probe = TaskProbe()
+    ledger = RunLedger()
+    events: list[AgentEvent] = []
+    registry = create_tool_registry([ToolDefinition(name="probe", execute=probe.execute)])
+    plain = DispatchOptions(registry=registry, ledger=ledger, on_event=events.append)
+    with_signal = DispatchOptions(registry=registry, signal=AbortController().signal)
+    trio_gate = DispatchOptions(registry=registry, permission=TrioAllowAll())
+
+    async def main() -> list[bool]:
+        async with open_asyncio_host() as host:
+            caller_name.set("caller")
+            here = asyncio.current_task()
+            same = []
+            for options in (plain, with_signal, trio_gate):
+                call = ToolCall(id="1", name="probe", arguments={})
+                assert (await host.dispatch_tool_call(call, options)).joined_text == "probed"
+                same.append(probe.tasks[-1] is here)
+                assert caller_name.get() == "caller"  # the tool changed its copy only
+            return same
+
+    assert asyncio.run(main()) == [True, False, False]
+    assert [r.status for r in ledger.records] == ["ok"]
+    assert [e.type for e in events] == ["tool_execution_started", "tool_execution_finished"]
+
+
+def test_trio_code_reached_from_a_call_in_the_callers_task_runs_on_trio() -> None:
+    # Asyncio middleware rewrites the call to a trio-native tool: the dispatch
+    # began in the caller's task (the named tool was asyncio code), and the
+    # trio tool still runs in a trio task of the host.
+    @trio_native
+    async def on_trio(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        trio.lowlevel.current_task()
+        await trio.lowlevel.checkpoint()
+        return ToolResult.text("ran on trio")
+
+    async def asyncio_tool(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        raise AssertionError("rewritten away")
+
+    middleware = MiddlewareRegistry()
+
+    @middleware.on_tool_call
+    def reroute(call: ToolCall, _ctx: ToolExecutionContext) -> ToolCall:
+        return ToolCall(id=call.id, name="trio", arguments={})
+
+    ledger = RunLedger()
+    options = DispatchOptions(
+        registry=create_tool_registry(
+            [
+                ToolDefinition(name="asyncio", execute=asyncio_tool),
+                ToolDefinition(name="trio", execute=on_trio),
+            ]
+        ),
+        middleware=middleware,
+        ledger=ledger,
+    )
+
+    async def main() -> str:
+        async with open_asyncio_host() as host:
+            call = ToolCall(id="1", name="asyncio", arguments={})
+            return (await host.dispatch_tool_call(call, options)).joined_text
+
+    assert asyncio.run(main()) == "ran on trio"
+    assert [(r.tool_name, r.status) for r in ledger.records] == [("trio", "ok")]
+
+
+def test_closing_the_host_under_calls_in_their_callers_tasks() -> None:
+    # One call ignores the host's cancellation and ends with its result (its task
+    # is left with no pending cancellation); one whose task is also cancelled by
+    # its own side raises that task's CancelledError, not the host's closing.
+    started = asyncio.Event()
+
+    async def stubborn(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return ToolResult.text("finished anyway")
+        raise AssertionError("unreachable")
+
+    blocking = Blocking()
+    ledger = RunLedger()
+    options = DispatchOptions(
+        registry=create_tool_registry(
+            [
+                ToolDefinition(name="stubborn", execute=stubborn),
+                ToolDefinition(name="block", execute=blocking.execute),
+            ]
+        ),
+        ledger=ledger,
+    )
+
+    async def stubborn_caller(host: AsyncioHost) -> tuple[str, int]:
+        call = ToolCall(id="s", name="stubborn", arguments={})
+        result = await host.dispatch_tool_call(call, options)
+        task = asyncio.current_task()
+        assert task is not None
+        return result.joined_text, task.cancelling()
+
+    async def main() -> None:
+        async with open_asyncio_host() as host:
+            first = asyncio.create_task(stubborn_caller(host))
+            second = asyncio.create_task(
+                host.dispatch_tool_call(ToolCall(id="b", name="block", arguments={}), options)
+            )
+            await started.wait()
+            await blocking.started.wait()
+            second.cancel("its own side")
+        assert await first == ("finished anyway", 0)
+        with pytest.raises(asyncio.CancelledError, match="its own side"):
+            await second
+
+    asyncio.run(main())
+    assert sorted((r.call_id, r.status) for r in ledger.records) == [
+        ("b", "cancelled"),
+        ("s", "ok"),
+    ]

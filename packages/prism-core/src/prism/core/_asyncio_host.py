@@ -74,9 +74,44 @@ def _dispatch_tool_call() -> Callable[[ToolCall, DispatchOptions], Awaitable[Too
     return dispatch_tool_call
 
 
+@functools.cache
+def _loop_dispatch() -> tuple[
+    Callable[[ToolCall, DispatchOptions], bool],
+    Callable[[ToolCall, DispatchOptions], Awaitable[ToolResult]],
+]:
+    from ._dispatch import dispatch_from_loop, needs_trio
+
+    return needs_trio, dispatch_from_loop
+
+
 @trio_native
 async def _await(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+@types.coroutine
+def _in_context(context: contextvars.Context, awaitable: Awaitable[T]) -> Generator[Any, Any, T]:
+    """Await ``awaitable`` in the awaiting asyncio task, every step of it in ``context``.
+
+    What the task's loop sends or throws in (a future's result, the task's
+    :class:`asyncio.CancelledError`) goes to the awaitable, in ``context``.
+    """
+    run = context.run
+    steps = run(awaitable.__await__)
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        try:
+            yielded = run(steps.send, sent) if thrown is None else run(steps.throw, thrown)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        try:
+            sent = yield yielded
+            thrown = None
+        except BaseException as exc:
+            sent = None
+            thrown = exc
 
 
 @attrs.define(eq=False)
@@ -202,14 +237,24 @@ def _serve(
 
 
 @attrs.define(eq=False)
+class _InTask:
+    """A dispatch running in its caller's asyncio task, for the host to cancel when it closes."""
+
+    task: asyncio.Task[Any]
+    ended: asyncio.Future[None]
+    closing: bool = False
+
+
+@attrs.define(eq=False)
 class AsyncioHost:
     """A trio runtime living on an asyncio loop, and awaitable doors into it.
 
     Obtain one from :func:`open_asyncio_host`. Every method is awaited from
     asyncio tasks of the loop that opened the host (not from trio, not from a
     host call, and not from another thread). Many asyncio tasks may use one
-    host at once. Each call is served, for its whole duration, by one trio
-    task that serves no other call meanwhile: a pooled worker task of the
+    host at once. Each call on the trio side (all but a dispatch with no trio
+    code, see :meth:`dispatch_tool_call`) is served, for its whole duration,
+    by one trio task that serves no other call meanwhile: a pooled worker task of the
     host's nursery, which goes on to serve later calls one after another (so
     ``trio.lowlevel.current_task()`` may be the same task in sequential calls).
     Task-owned trio primitives (:class:`trio.Lock`, a
@@ -240,6 +285,9 @@ class AsyncioHost:
     _spinning: int = attrs.field(default=0, init=False)
     # Asyncio tasks of async event sinks, waited for when the host closes.
     _started: set[asyncio.Task[None]] = attrs.field(factory=set, init=False)
+    # Dispatches running in their caller's task (no trio code): cancelled and
+    # waited for when the host closes.
+    _in_tasks: set[_InTask] = attrs.field(factory=set, init=False)
 
     @property
     def closed(self) -> bool:
@@ -249,7 +297,7 @@ class AsyncioHost:
         """
         return self._closed
 
-    def _start(self, fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) -> _Call[T]:
+    def _check_caller(self) -> None:
         if self._closed:
             raise AsyncioHostClosedError("this AsyncioHost is closed; open a new one")
         try:
@@ -271,6 +319,9 @@ class AsyncioHost:
                 "in a trio task, such as a host call): inside trio, call Prism directly, "
                 "`await fn(*args)`"
             )
+
+    def _start(self, fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) -> _Call[T]:
+        self._check_caller()
         call: _Call[T] = _Call(self._loop.create_future(), fn, args, contextvars.copy_context())
         self._queue.append(call)
         if not self._ready:
@@ -567,14 +618,75 @@ class AsyncioHost:
     async def dispatch_tool_call(self, call: ToolCall, options: DispatchOptions) -> ToolResult:
         """:func:`dispatch_tool_call` through the host.
 
+        A dispatch with no trio code in it (no ``options.signal``, and no gate,
+        event sink or tool marked :func:`trio_native`) runs right in the
+        awaiting asyncio task, in a copy of its context: every gate, the
+        events and the ledger as always, and the asyncio tool awaited there,
+        with no crossing into trio. Any other dispatch runs in a trio task of
+        the host (the asyncio callbacks in it as tasks of the loop).
+
         Cancellation: as :meth:`run`; the call's trio task sees
-        :class:`trio.Cancelled` and the call is recorded as cancelled.
+        :class:`trio.Cancelled` (a call in the caller's task, its
+        :class:`asyncio.CancelledError`) and the call is recorded as
+        cancelled. The host closing cancels a call running in its caller's
+        task too, and waits for it: its caller gets
+        :class:`AsyncioHostClosedError`, unless the tool swallowed that
+        cancellation and returned (its result stands).
         """
+        needs_trio, dispatch_from_loop = _loop_dispatch()
+        if not needs_trio(call, options):
+            # Nothing in this call is trio code: it runs in this asyncio task,
+            # with no crossing (the asyncio tool is awaited right here), in a
+            # copy of the task's context, as a host call would.
+            self._check_caller()
+            return await self._dispatch_in_task(call, options, dispatch_from_loop)
         started = self._start(_dispatch_tool_call(), (call, options))
         try:
             return await started.future
         except asyncio.CancelledError as cancelled:
             return await self._cancelled(started, cancelled)
+
+    async def _dispatch_in_task(
+        self,
+        call: ToolCall,
+        options: DispatchOptions,
+        dispatch: Callable[[ToolCall, DispatchOptions], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        task = asyncio.current_task()
+        assert task is not None  # _check_caller: an asyncio task of the host's loop
+        entry = _InTask(task, self._loop.create_future())
+        self._in_tasks.add(entry)
+        context = contextvars.copy_context()
+        # Asyncio code of this call that calls Prism back with trio code goes through the host.
+        context.run(trio_side.set, self._await_on_trio)
+        try:
+            result = await _in_context(context, dispatch(call, options))
+        except asyncio.CancelledError:
+            if entry.closing and task.uncancel() == 0:
+                # Cancelled by the host closing, and by no one else.
+                raise AsyncioHostClosedError(
+                    "the call was cancelled because its AsyncioHost closed"
+                ) from None
+            raise
+        finally:
+            self._in_tasks.discard(entry)
+            entry.ended.set_result(None)
+        if entry.closing:
+            task.uncancel()  # the call swallowed the host's cancellation and ended
+        return result
+
+    def _cancel_in_tasks(self) -> list[asyncio.Future[None]]:
+        # The host closes: cancel the dispatches running in their callers' tasks.
+        current = asyncio.current_task()
+        waiting = []
+        for entry in self._in_tasks:
+            if entry.task is current:
+                continue  # closed from inside a call: that call ends by itself
+            if not entry.closing:
+                entry.closing = True
+                entry.task.cancel()
+            waiting.append(entry.ended)
+        return waiting
 
     async def dispatch_tool_calls_in_order(
         self,
@@ -686,8 +798,9 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
 
         asyncio.run(main())
 
-    Leaving the block cancels trio tasks still running (their asyncio callers
-    get :class:`AsyncioHostClosedError`) and waits for the runtime to end.
+    Leaving the block cancels trio tasks still running and dispatches running
+    in their callers' asyncio tasks (their asyncio callers get
+    :class:`AsyncioHostClosedError`), and waits for them and for the runtime to end.
 
     Cancellation: cancelling the task while the block exits still waits for the
     trio runtime to finish (it is already cancelled), then re-raises.
@@ -753,9 +866,15 @@ async def open_asyncio_host() -> AsyncIterator[AsyncioHost]:
         yield host
     finally:
         host._closed = True
+        cancelled = False
+        while waiting := host._cancel_in_tasks():
+            # Dispatches running in their callers' tasks (no trio code) end first.
+            try:
+                await asyncio.wait(waiting)
+            except asyncio.CancelledError:
+                cancelled = True
         with contextlib.suppress(trio.RunFinishedError):
             host._token.run_sync_soon(stop.set)
-        cancelled = False
         while not finished.done():
             try:
                 await asyncio.wait((finished,))

@@ -28,7 +28,7 @@ from ._abort import AbortSignal, cancel_on_abort
 from ._content import TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
-from ._host_calls import await_callback
+from ._host_calls import await_callback, is_trio_native
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._ledger_records import CallTracer, LedgerRecorder, ToolCallStatus
 from ._middleware import MiddlewareRegistry
@@ -459,6 +459,53 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
     if not isinstance(call, ToolCall):
         raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
     require_trio("dispatch_tool_call()")
+    return await _traced(call, options)
+
+
+def needs_trio(call: ToolCall, options: DispatchOptions) -> bool:
+    """Whether a dispatch of ``call`` has trio code to run, for an asyncio host's caller.
+
+    An asyncio host runs a dispatch in its caller's asyncio task when nothing
+    in it is trio code (:func:`dispatch_from_loop`): no abort signal (its
+    cancel scope is trio's), and no gate and no tool marked :func:`trio_native`.
+    Unmarked callables are the application's asyncio code, awaited right there.
+    """
+    if options.signal is not None:
+        return True
+    tool = options.registry.get(call.name)
+    if tool is not None and is_trio_native(tool.execute):
+        return True
+    permission = options.permission
+    if permission is not None and is_trio_native(permission.check):
+        return True
+    validator = options.validator
+    if validator is not None and is_trio_native(validator):
+        return True
+    sink = options.on_event
+    if sink is not None and is_trio_native(sink):
+        return True
+    middleware = options.middleware
+    if middleware is not None:
+        for hook in (*middleware.call_hooks, *middleware.result_hooks):
+            if is_trio_native(hook):
+                return True
+    return False
+
+
+async def dispatch_from_loop(call: ToolCall, options: DispatchOptions) -> ToolResult:
+    """:func:`dispatch_tool_call` for an asyncio host's caller, in its asyncio task.
+
+    Only for a dispatch that :func:`needs_trio` says has no trio code: every
+    gate, the events and the ledger run as under trio, and :func:`await_callback`
+    awaits the (asyncio) callbacks right there. The caller's cancellation
+    (:class:`asyncio.CancelledError`) is recorded as a cancelled call and goes on up.
+    """
+    if not isinstance(call, ToolCall):
+        raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
+    return await _traced(call, options)
+
+
+async def _traced(call: ToolCall, options: DispatchOptions) -> ToolResult:
     tracer = options.tracer
     if tracer is None:
         return await _dispatch(call, options)
