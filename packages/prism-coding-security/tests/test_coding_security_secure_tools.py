@@ -189,15 +189,22 @@ async def test_concurrent_probes_run_once(
         sandbox: SandboxBackend = BubblewrapSandbox([str(root)])
     else:
         sandbox = LandlockSandbox([str(root)])
-    # Both probes start their real process through trio.run_process: count them.
+    # bubblewrap's probe starts its process through trio.run_process, Landlock's goes
+    # through the backend's fork server: count them.
     started: list[Sequence[str]] = []
     run_process = trio.run_process
+    served = LandlockSandbox._run
 
     async def counting(argv: Sequence[str], **kwargs: Any) -> Any:
         started.append(argv)
         return await run_process(argv, **kwargs)
 
+    async def counting_served(self: LandlockSandbox, argv: Sequence[str], **kwargs: Any) -> Any:
+        started.append(argv)
+        return await served(self, argv, **kwargs)
+
     monkeypatch.setattr(trio, "run_process", counting)
+    monkeypatch.setattr(LandlockSandbox, "_run", counting_served)
     try:
         async with trio.open_nursery() as nursery:
             for _ in range(3):

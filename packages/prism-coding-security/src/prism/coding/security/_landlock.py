@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import TYPE_CHECKING, ClassVar
 
@@ -15,12 +14,15 @@ from prism.core.options import boolean
 
 from . import _landlock_exec
 from ._errors import SandboxUnavailableError
+from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES
 from ._paths import normalize_roots
 from ._seccomp import NO_SOCKETS_FILTER, SECCOMP_FILTER
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
+
+    from prism.coding.tools import OutputSink, ShellExit
 
 __all__ = ["LandlockSandbox"]
 
@@ -82,9 +84,9 @@ class LandlockSandbox:
     max_processes: int | None = attrs.field(default=None, validator=PROCESSES, kw_only=True)
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _server: ForkServer | None = attrs.field(default=None, init=False)
 
-    def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
-        """``python -I -S <helper> CONFIG -- argv`` (``cwd`` is the caller's to set)."""
+    def _config(self) -> str:
         limits = {
             key: value
             for key, value in (
@@ -94,13 +96,41 @@ class LandlockSandbox:
             )
             if value is not None
         }
-        config = {
-            "write": list(self.writable_roots),
-            "network": self.network,
-            "filter": (SECCOMP_FILTER if self.network else NO_SOCKETS_FILTER).hex(),
-            "limits": limits,
-        }
-        return [sys.executable, "-I", "-S", _HELPER, json.dumps(config), "--", *argv]
+        return json.dumps(
+            {
+                "write": list(self.writable_roots),
+                "network": self.network,
+                "filter": (SECCOMP_FILTER if self.network else NO_SOCKETS_FILTER).hex(),
+                "limits": limits,
+            }
+        )
+
+    def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
+        """``python -I -S <helper> CONFIG -- argv`` (``cwd`` is the caller's to set).
+
+        For running the command yourself: it starts an interpreter per command.
+        :func:`create_sandbox_shell_operations` runs commands through the
+        backend's fork server instead, with the same restrictions.
+        """
+        return [sys.executable, "-I", "-S", _HELPER, self._config(), "--", *argv]
+
+    def _fork_server(self) -> ForkServer:
+        if self._server is None:
+            self._server = ForkServer(self._config())
+        return self._server
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        on_output: OutputSink,
+        kill_grace_s: float,
+    ) -> ShellExit:
+        return await self._fork_server().run(
+            argv, cwd=cwd, env=env, on_output=on_output, kill_grace_s=kill_grace_s
+        )
 
     async def ensure_available(self) -> None:
         """Check the Landlock ABI and run ``true`` through the helper, once.
@@ -123,25 +153,25 @@ class LandlockSandbox:
                     "Landlock is not available in this kernel (not built in, or not in the "
                     "lsm= boot list); refusing to run unsandboxed"
                 )
+            said: list[bytes] = []
+
+            async def collect(chunk: bytes) -> None:
+                said.append(chunk)
+
             try:
                 with trio.fail_after(_PROBE_TIMEOUT_S):
-                    result = await trio.run_process(
-                        self.wrap(["true"], cwd="/"),
-                        stdin=subprocess.DEVNULL,
-                        capture_stdout=True,
-                        capture_stderr=True,
-                        check=False,
-                        cwd="/",
-                        env={"PATH": os.defpath},
-                    )
+                    result = await self._run(
+                        ["true"], cwd="/", env={"PATH": os.defpath}, on_output=collect,
+                        kill_grace_s=0,
+                    )  # fmt: skip
             except (trio.TooSlowError, OSError) as exc:
                 raise SandboxUnavailableError(
                     f"the Landlock helper could not run ({exc!r}); refusing to run unsandboxed"
                 ) from exc
-            if result.returncode != 0:
-                stderr = result.stderr.decode("utf-8", "replace").strip()[:500]
+            if result.exit_code != 0:
+                output = b"".join(said).decode("utf-8", "replace").strip()[:500]
                 raise SandboxUnavailableError(
-                    f"the Landlock helper failed (exit {result.returncode}: "
-                    f"{stderr or 'no output'}); refusing to run unsandboxed"
+                    f"the Landlock helper failed (exit {result.exit_code}: "
+                    f"{output or 'no output'}); refusing to run unsandboxed"
                 )
             self._ready = True

@@ -21,12 +21,15 @@ the child, and not in the caller.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import json
 import os
 import resource
+import select
 import signal
+import socket
 import sys
 
 # linux/landlock.h
@@ -115,9 +118,16 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def _add_path(ruleset: int, path: str, access: int) -> None:
-    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+def _add_path(ruleset: int, path: str, access: int, *, exact: bool = False) -> None:
+    """Add a rule for ``path``.
+
+    ``exact``: it must be a directory that has this very path (no link on the way: a
+    root replaced by a link would open its rule to the link's target).
+    """
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC | (os.O_DIRECTORY if exact else 0))
     try:
+        if exact and os.readlink(f"/proc/self/fd/{fd}") != path:
+            raise OSError(f"{path} is no longer the directory it was (a link or moved)")
         attr = _PathBeneathAttr(access, fd)
         _check(
             _libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0),
@@ -127,12 +137,8 @@ def _add_path(ruleset: int, path: str, access: int) -> None:
         os.close(fd)
 
 
-def restrict(write: list[str], *, network: bool) -> int:
-    """Restrict this process: read and execute anywhere, write only in ``write``.
-
-    Returns the ABI version used. Raises OSError when Landlock is missing or a
-    step fails.
-    """
+def build_ruleset(write: list[str], *, network: bool) -> tuple[int, int]:
+    """A Landlock ruleset (its descriptor, close-on-exec) and the ABI it was made for."""
     abi = abi_version()
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
@@ -155,7 +161,21 @@ def restrict(write: list[str], *, network: bool) -> int:
         file_write = FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0)
         _add_path(ruleset, "/dev/null", file_write)
         for directory in write:
-            _add_path(ruleset, directory, fs)
+            _add_path(ruleset, directory, fs, exact=True)
+    except OSError:
+        os.close(ruleset)
+        raise
+    return ruleset, abi
+
+
+def restrict(write: list[str], *, network: bool) -> int:
+    """Restrict this process: read and execute anywhere, write only in ``write``.
+
+    Returns the ABI version used. Raises OSError when Landlock is missing or a
+    step fails.
+    """
+    ruleset, abi = build_ruleset(write, network=network)
+    try:
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         _check(_libc.syscall(SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
@@ -306,5 +326,326 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
     os._exit(126)
 
 
+# --- the fork server ---------------------------------------------------------------
+#
+# ``python -I -S _landlock_exec.py --serve FD CONFIG_JSON``, FD a SOCK_SEQPACKET unix
+# socket to the caller: started once per sandbox, it keeps the Landlock ruleset and the
+# seccomp program ready, and for each command forks (no interpreter start). Protocol:
+#
+# * caller -> server (FD): one message b"R" carrying two descriptors (SCM_RIGHTS): a
+#   stream socket for this command and the write end of its output pipe. The server
+#   answers nothing on FD; when FD reaches end of file (the caller closed it, or
+#   died) every process it started is killed and it exits.
+# * the server forks a supervisor per command (a child subreaper), which reads on the
+#   stream socket a 4-byte length and a JSON object {"argv", "cwd", "env"}, forks the
+#   command's process (new session; rlimits, capabilities dropped, Landlock, seccomp;
+#   exec) and writes lines back:
+#     b"E <errno> <text>\n"  the working directory could not be entered (nothing ran)
+#     b"S <pid>\n"           the command runs (or failed to start: exit status 126 and
+#                            one line of output, as in the one-shot mode)
+#     b"X <status>\n"        it ended and every process it left was killed (status:
+#                            the exit code, 128 + N for signal N)
+#   A byte (or end of file) from the caller on the stream socket kills the command and
+#   everything it started; the supervisor then answers b"X ...".
+# * A process left behind by a supervisor that died is adopted by the server (a child
+#   subreaper as well) and killed.
+#
+# The ruleset is built once and rebuilt when a path it names (a writable root, ``/`` or
+# ``/dev/null``) is no longer the same directory or file (device and inode compared on
+# every command): a rule holds the inode it was made for, not the path.
+
+_REQUEST_LIMIT = 1 << 24
+
+
+class _Ruleset:
+    """The Landlock ruleset of the server's writable roots, rebuilt when a path moved."""
+
+    def __init__(self, write: list[str], *, network: bool) -> None:
+        self.write = write
+        self.network = network
+        self.fd = -1
+        self.abi = 0
+        self.error = ""
+        self.identity: list[tuple[int, int]] = []
+
+    def _identity(self) -> list[tuple[int, int]]:
+        out = []
+        for path in ("/", "/dev/null", *self.write):
+            info = os.stat(path)
+            out.append((info.st_dev, info.st_ino))
+        return out
+
+    def current(self) -> int:
+        """The ruleset's descriptor (built or rebuilt as needed); raises OSError."""
+        identity = self._identity()
+        if self.fd >= 0 and identity == self.identity:
+            return self.fd
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.fd, self.abi = build_ruleset(self.write, network=self.network)
+        self.identity = identity
+        return self.fd
+
+
+class _Prepared:
+    """What every command needs, made once: the seccomp program, limits, cap_last_cap."""
+
+    def __init__(self, config: dict[str, object]) -> None:
+        write = config["write"]
+        assert isinstance(write, list)
+        self.ruleset = _Ruleset([str(p) for p in write], network=config["network"] is True)
+        limits = config["limits"]
+        assert isinstance(limits, dict)
+        names = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS}
+        names["nproc"] = resource.RLIMIT_NPROC
+        self.limits = [(names[key], int(value)) for key, value in limits.items()]
+        program = bytes.fromhex(str(config["filter"]))
+        self.filter_buffer = ctypes.create_string_buffer(program, len(program))
+        pointer = ctypes.cast(self.filter_buffer, ctypes.c_void_p)
+        self.filter = _SockFprog(len(program) // 8, pointer)
+        try:
+            with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
+                self.last_cap = int(handle.read())
+        except (OSError, ValueError):
+            self.last_cap = 63
+
+
+def _drop_capabilities_upto(last: int) -> None:
+    for cap in range(last + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    out = b""
+    while len(out) < size:
+        chunk = os.read(fd, size - len(out))
+        if not chunk:
+            raise EOFError("the request ended early")
+        out += chunk
+    return out
+
+
+def _send(sock: socket.socket, line: str) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(line.encode())
+
+
+def _wakeup() -> int:
+    """A pipe's read end that becomes readable on SIGCHLD."""
+    read_end, write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    return read_end
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass
+
+
+def _command(
+    prepared: _Prepared, ruleset: int, request: dict[str, object], output: int, report: int
+) -> None:  # pragma: no cover - in the command's process, which execs or exits
+    """Become the command and exec it; on failure write why to ``report`` and exit 126.
+
+    In order: a new session, the descriptors, the working directory, the limits, no
+    capabilities, Landlock, seccomp. The report starts with the stage (``cwd``, ``run``).
+    """
+    stage = "run"
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        os.setsid()
+        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
+        env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
+        stage = "cwd"
+        os.chdir(str(request["cwd"]))
+        stage = "run"
+        for which, value in prepared.limits:
+            resource.setrlimit(which, (value, value))
+        _drop_capabilities_upto(prepared.last_cap)
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        _check(_libc.syscall(SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
+        _check(
+            _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prepared.filter), 0, 0),
+            "prctl(SECCOMP)",
+        )
+        os.execvpe(argv[0], argv, env)
+    except BaseException as exc:  # report it; never run unrestricted
+        number = exc.errno if isinstance(exc, OSError) and exc.errno else 0
+        with contextlib.suppress(OSError):
+            os.write(report, f"{stage} {number} {exc}".encode(errors="replace")[:4000])
+    os._exit(126)
+
+
+def _supervisor(
+    prepared: _Prepared, connection: socket.socket, output: int
+) -> int:  # pragma: no cover - in the forked supervisor
+    """Run one command (see the protocol above); the supervisor's exit status."""
+    prctl = _libc.prctl
+    _check(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _stop)
+    # the server's death (it would leave this tree to nobody) ends the command
+    _check(prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "prctl(PDEATHSIG)")
+    wakeup = _wakeup()
+    fd = connection.fileno()
+    try:
+        size = int.from_bytes(_read_exact(fd, 4), "big")
+        if size > _REQUEST_LIMIT:
+            raise ValueError("request too large")
+        request = json.loads(_read_exact(fd, size))
+        assert isinstance(request, dict)
+    except (OSError, EOFError, ValueError, AssertionError):
+        return 1
+    try:
+        ruleset = prepared.ruleset.current()
+        failure = ""
+    except OSError as exc:
+        ruleset, failure = -1, f"run 0 {exc}"
+    if failure:
+        child = 0
+    else:
+        report_read, report_write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(report_read)
+            _command(prepared, ruleset, request, output, report_write)
+        os.close(report_write)
+        failure = os.read(report_read, 4096).decode(errors="replace")
+        os.close(report_read)
+    if failure.startswith("cwd "):
+        _, number, text = failure.split(" ", 2)
+        _end_all()
+        os.close(output)
+        _send(connection, f"E {number} {text}\n".replace("\n", " ").rstrip() + "\n")
+        return 0
+    if failure:
+        with contextlib.suppress(OSError):
+            text = failure.split(" ", 2)[2]
+            os.write(output, f"prism landlock sandbox: {text}; not running the command\n".encode())
+    os.close(output)
+    _send(connection, f"S {child or os.getpid()}\n")
+    status = 126
+    done = child == 0
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(wakeup, select.POLLIN)
+    while not done:
+        ready = {ready_fd for ready_fd, _ in poller.poll()}
+        if fd in ready:
+            break  # the caller asks to stop (a byte or end of file)
+        _drain(wakeup)
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == 0:
+                break
+            if pid == child:
+                code = os.waitstatus_to_exitcode(raw)
+                status = code if code >= 0 else 128 - code
+                done = True
+    _end_all()
+    _send(connection, f"X {status}\n")
+    return 0
+
+
+def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: no cover
+    """The fork server's loop (see the protocol above); returns when ``control`` closes."""
+    prepared = _Prepared(config)
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    wakeup = _wakeup()
+    supervisors: set[int] = set()
+    control_fd = control.fileno()
+    fd_size = array.array("i").itemsize
+    poller = select.poll()
+    poller.register(control_fd, select.POLLIN)
+    poller.register(wakeup, select.POLLIN)
+    while True:
+        ready = {ready_fd for ready_fd, _ in poller.poll()}
+        if wakeup in ready:
+            _drain(wakeup)
+            _reap(supervisors)
+        if control_fd not in ready:
+            continue
+        try:
+            message, ancillary, _, _ = control.recvmsg(
+                16, socket.CMSG_SPACE(2 * fd_size), socket.MSG_CMSG_CLOEXEC
+            )
+        except InterruptedError:
+            continue
+        fds = array.array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fd_size])
+        if not message:
+            for fd in fds:
+                os.close(fd)
+            _end_all()
+            return 0
+        if message != b"R" or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        connection = socket.socket(fileno=fds[0])
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                control.close()
+                os.close(wakeup)
+                code = _supervisor(prepared, connection, fds[1])
+            finally:
+                os._exit(code)
+        supervisors.add(pid)
+        connection.detach()
+        os.close(fds[0])
+        os.close(fds[1])
+
+
+def _reap(supervisors: set[int]) -> None:  # pragma: no cover - in the fork server
+    """Collect ended supervisors; kill what a dead supervisor left (adopted here)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            break
+        supervisors.discard(pid)
+    for pid in _children():
+        if pid not in supervisors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _serve_main(args: list[str]) -> int:  # pragma: no cover - the server process
+    """``FD CONFIG_JSON``: serve on the unix socket ``FD``."""
+    try:
+        fd = int(args[0])
+        config = json.loads(args[1])
+        assert isinstance(config, dict)
+    except (IndexError, ValueError, AssertionError):
+        return 2
+    os.set_inheritable(fd, False)
+    return serve(config, socket.socket(fileno=fd))
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        sys.exit(_serve_main(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))

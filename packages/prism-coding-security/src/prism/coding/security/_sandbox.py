@@ -35,6 +35,7 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._gitnames import cached_git_entries
+from ._landlock import LandlockSandbox
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
 from ._overlay import RootOverlay, overlay_base
 from ._paths import normalize_roots
@@ -516,6 +517,14 @@ class _SandboxShellOperations:
 
     async def run(self, request: ShellSpawnRequest, on_output: OutputSink) -> ShellExit:
         await self.backend.ensure_available()
+        if isinstance(self.backend, LandlockSandbox):
+            return await self.backend._run(
+                request.argv,
+                cwd=request.cwd,
+                env=request.env,
+                on_output=on_output,
+                kill_grace_s=self.kill_grace_s,
+            )
         if not isinstance(self.backend, BubblewrapSandbox):
             argv = self.backend.wrap(request.argv, cwd=request.cwd)
             return await self._run(argv, request, on_output)

@@ -1,0 +1,282 @@
+"""LandlockSandbox's fork server: one helper per sandbox, one fork per command.
+
+Its cached Landlock ruleset follows the roots (a root replaced or renamed between
+two commands), it restarts when it died, and every process of a command still ends
+with the call when the server or the command's supervisor is killed from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import LandlockSandbox, create_sandbox_shell_operations
+from prism.coding.tools import ShellSpawnRequest
+from prism.coding.tools.testing import assert_shell_operations_conform
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from prism.coding.tools import ShellExit
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
+
+pytestmark = pytest.mark.landlock
+
+
+def _server_pid(sandbox: LandlockSandbox) -> int:
+    server = sandbox._server
+    assert server is not None
+    assert server.pid is not None
+    return server.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return False
+    return raw[raw.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+async def test_it_keeps_the_shell_operations_contract(root: Path) -> None:
+    sandbox = LandlockSandbox([str(root)])
+    await assert_shell_operations_conform(create_sandbox_shell_operations(sandbox), str(root))
+
+
+async def test_one_server_runs_every_command(root: Path, run_shell: RunShell) -> None:
+    sandbox = LandlockSandbox([str(root)])
+    ops = create_sandbox_shell_operations(sandbox)
+    _, first = await run_shell(ops, "echo $PPID", root)
+    server = _server_pid(sandbox)
+    _, second = await run_shell(ops, "echo $PPID", root)
+    assert _server_pid(sandbox) == server
+    # each command runs under its own supervisor, forked by the one server
+    supervisors = {int(first), int(second)}
+    assert len(supervisors) == 2
+    assert server not in supervisors
+
+
+async def test_a_root_replaced_between_two_commands_is_the_new_directory(
+    tmp_path: Path, run_shell: RunShell
+) -> None:
+    # A Landlock rule holds the directory it was made for, not its path: the cached
+    # ruleset must follow the path, and the old directory must not stay writable.
+    project = tmp_path / "project"
+    project.mkdir()
+    moved = tmp_path / "moved"
+    sandbox = LandlockSandbox([str(project)])
+    ops = create_sandbox_shell_operations(sandbox)
+    result, _ = await run_shell(ops, "echo one > one.txt", project)
+    assert result.exit_code == 0
+    project.rename(moved)
+    project.mkdir()
+    result, output = await run_shell(
+        ops, f"echo two > two.txt; echo old > {moved}/old.txt; echo done", project
+    )
+    assert (project / "two.txt").read_text() == "two\n"
+    assert "Permission denied" in output
+    assert "done" in output
+    assert not (moved / "old.txt").exists()
+    assert (moved / "one.txt").read_text() == "one\n"
+
+
+async def test_a_root_replaced_by_a_link_fails_closed(tmp_path: Path, run_shell: RunShell) -> None:
+    # with roots A and A/B, a command may replace B by a link to anywhere: the next
+    # command's ruleset must not open its rule to the link's target
+    project = tmp_path / "project"
+    inner = project / "inner"
+    inner.mkdir(parents=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    sandbox = LandlockSandbox([str(project), str(inner)])
+    ops = create_sandbox_shell_operations(sandbox)
+    result, _ = await run_shell(ops, f"mv inner gone && ln -s {other} inner", project)
+    assert result.exit_code == 0
+    result, output = await run_shell(ops, f"echo x > {other}/x", project)
+    assert result.exit_code == 126
+    assert "no longer the directory it was" in output
+    assert list(other.iterdir()) == []
+
+
+async def test_a_killed_server_is_started_again(root: Path, run_shell: RunShell) -> None:
+    sandbox = LandlockSandbox([str(root)])
+    ops = create_sandbox_shell_operations(sandbox)
+    await run_shell(ops, "true", root)
+    first = _server_pid(sandbox)
+    os.kill(first, signal.SIGKILL)
+    result, output = await run_shell(ops, "echo again > again.txt; echo ok", root)
+    assert (result.exit_code, output) == (0, "ok\n")
+    assert _server_pid(sandbox) != first
+    assert (root / "again.txt").exists()
+
+
+async def test_a_missing_working_directory_raises_as_unsandboxed(
+    root: Path, run_shell: RunShell
+) -> None:
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    with pytest.raises(FileNotFoundError):
+        await run_shell(ops, "echo ran > ran.txt", root / "missing")
+    assert not (root / "ran.txt").exists()
+
+
+async def test_a_missing_program_fails_as_the_one_shot_helper_did(root: Path) -> None:
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command="true", shell_path=str(root / "no-shell"), cwd=str(root), env={"PATH": "/bin"}
+    )
+    result = await ops.run(request, sink)
+    assert result.exit_code == 126
+    assert b"not running the command" in b"".join(chunks)
+
+
+async def test_concurrent_commands_keep_their_own_output(root: Path, run_shell: RunShell) -> None:
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    results: dict[int, str] = {}
+
+    async def one(index: int) -> None:
+        _, output = await run_shell(ops, f"for i in 1 2 3; do echo {index}-$i; done", root)
+        results[index] = output
+
+    async with trio.open_nursery() as nursery:
+        for index in range(4):
+            nursery.start_soon(one, index)
+    assert results == {i: f"{i}-1\n{i}-2\n{i}-3\n" for i in range(4)}
+
+
+async def test_a_sink_that_raises_ends_the_command(root: Path) -> None:
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    tag = f"prism-sink-{os.getpid()}-{id(root)}"
+
+    async def sink(chunk: bytes) -> None:
+        raise RuntimeError("sink broke")
+
+    request = ShellSpawnRequest(
+        command=f"echo start; exec -a {tag} sleep 300",
+        shell_path="/bin/bash",
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with pytest.raises(RuntimeError, match="sink broke"):
+        await ops.run(request, sink)
+    assert not [pid for pid in _pids() if tag.encode() in _cmdline(pid)]
+
+
+async def test_a_killed_supervisor_still_ends_the_command_tree(root: Path) -> None:
+    # The supervisor is the subreaper; killed from outside (not by the command: Landlock
+    # scopes its signals), the server adopts what it left and kills it: here a daemon
+    # that left the session and cleared its environment, which nothing else would find.
+    sandbox = LandlockSandbox([str(root)])
+    ops = create_sandbox_shell_operations(sandbox)
+    seen = bytearray()
+    ready = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        seen.extend(chunk)
+        if seen.count(b"\n") == 2:
+            ready.set()
+
+    request = ShellSpawnRequest(
+        command="setsid -f env -i /bin/bash -c 'echo daemon=$$; exec sleep 300'; "
+        "echo supervisor=$PPID; exec sleep 300",
+        shell_path="/bin/bash",
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    outcome: list[ShellExit] = []
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+
+            async def go() -> None:
+                outcome.append(await ops.run(request, sink))
+
+            nursery.start_soon(go)
+            await ready.wait()
+            pids = dict(line.split("=") for line in seen.decode().split())
+            daemon = int(pids["daemon"])
+            os.kill(int(pids["supervisor"]), signal.SIGKILL)
+    # the call returned: the daemon, which holds the output pipe, is gone
+    assert outcome[0].exit_code is None
+    assert not _alive(daemon)
+
+
+async def test_closing_the_server_ends_what_it_runs(root: Path) -> None:
+    sandbox = LandlockSandbox([str(root)])
+    ops = create_sandbox_shell_operations(sandbox)
+    tag = f"prism-close-{os.getpid()}-{id(root)}"
+    started = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        started.set()
+
+    request = ShellSpawnRequest(
+        command=f"echo go; exec -a {tag} sleep 300",
+        shell_path="/bin/bash",
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.run, request, sink)
+            await started.wait()
+            server = sandbox._server
+            assert server is not None
+            pid = _server_pid(sandbox)
+            await trio.to_thread.run_sync(server.close)
+    assert not _alive(pid)
+    assert not [p for p in _pids() if tag.encode() in _cmdline(p)]
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read() if _alive(pid) else b""
+    except OSError:
+        return b""
+
+
+async def test_a_helper_that_cannot_serve_makes_the_sandbox_unavailable(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prism.coding.security import SandboxUnavailableError, _landlock_server
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise SystemExit(3)\n")
+    monkeypatch.setattr(_landlock_server, "_HELPER", str(broken))
+    with pytest.raises(SandboxUnavailableError, match="ended before the command started, twice"):
+        await LandlockSandbox([str(root)]).ensure_available()
+
+
+async def test_a_missing_interpreter_makes_the_sandbox_unavailable(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prism.coding.security import SandboxUnavailableError, _landlock_server
+
+    monkeypatch.setattr(_landlock_server, "_PYTHON", str(tmp_path / "no-python"))
+    with pytest.raises(SandboxUnavailableError, match="could not run"):
+        await LandlockSandbox([str(root)]).ensure_available()
+
+
+async def test_a_request_over_the_limit_is_refused_unrun(root: Path, run_shell: RunShell) -> None:
+    from prism.coding.security import SandboxUnavailableError
+
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    huge = {"PATH": "/usr/bin:/bin", "BIG": "x" * (17 << 20)}
+    with pytest.raises(SandboxUnavailableError, match="refused the command"):
+        await run_shell(ops, "echo ran > ran.txt", root, env=huge)
+    assert not (root / "ran.txt").exists()
