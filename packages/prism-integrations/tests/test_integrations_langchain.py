@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import attrs
 import pytest
 from integrations_kit import Approvals, gates
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.runnables import RunnableConfig  # noqa: TC002 (@tool reads it at run time)
+from langchain_core.tools import BaseTool, InjectedToolCallId, ToolException, tool
 from langgraph.prebuilt import create_react_agent
 from pydantic import Field
 
@@ -259,3 +261,60 @@ def test_run_ids_from_metadata_and_a_result_rewritten_by_middleware() -> None:
     assert [(r.call_id, r.run_id) for r in kept] == [("m-1", "run-9")]
     (record,) = ledger.records
     assert record.call_id.startswith("langchain-")
+
+
+class ToolRuns(AsyncCallbackHandler):
+    """Counts LangChain's tool runs (a gated call is one run, as the wrapped tool alone)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.ended = 0
+
+    async def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, **kwargs: Any
+    ) -> None:
+        self.started.append(serialized["name"])
+
+    async def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        self.ended += 1
+
+
+def test_a_gated_call_is_one_langchain_run_with_the_wrapped_tools_own_parsing() -> None:
+    # The wrapped tool is run inside the gated tool's run, with its own argument
+    # parsing: the model's call id injected, the run's config handed over, and
+    # its content-and-artifact answer kept whole for LangChain.
+    seen: dict[str, object] = {}
+
+    @tool(response_format="content_and_artifact")
+    async def lookup(
+        city: str, call_id: Annotated[str, InjectedToolCallId], config: RunnableConfig
+    ) -> tuple[str, dict[str, str]]:
+        """Look a city up."""
+        seen["call_id"] = call_id
+        seen["run_id"] = (config.get("metadata") or {}).get("prism_run_id")
+        return f"found {city}", {"city": city}
+
+    ledger = RunLedger()
+    runs = ToolRuns()
+
+    async def main() -> tuple[object, list[ToolCallRecord]]:
+        async with open_asyncio_host() as host:
+            gate = PrismGate(host, gates(Approvals(answers={}), ledger))
+            gated = gate_langchain_tool(lookup, gate)
+            answer = await gated.ainvoke(
+                call("lookup", {"city": "Oslo"}, "m-7"),
+                config={"callbacks": [runs], "metadata": {"prism_run_id": "run-3"}},
+            )
+            return answer, gate.records("run-3")
+
+    message, kept = asyncio.run(main())
+    assert isinstance(message, ToolMessage)
+    assert (message.content, message.artifact, message.status) == (
+        "found Oslo",
+        {"city": "Oslo"},
+        "success",
+    )
+    assert seen == {"call_id": "m-7", "run_id": "run-3"}
+    assert (runs.started, runs.ended) == (["lookup"], 1)
+    # Prism records what the model was shown: the content.
+    assert [(r.call_id, r.status, r.result_preview) for r in kept] == [("m-7", "ok", "found Oslo")]

@@ -7,9 +7,12 @@ asyncio program.
 
 from __future__ import annotations
 
+import inspect
+import typing
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict, Field, PrivateAttr
@@ -32,10 +35,9 @@ _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def _ids(
-    kwargs: dict[str, Any], run_manager: AsyncCallbackManagerForToolRun | None
+    call_id: object, run_manager: AsyncCallbackManagerForToolRun | None
 ) -> tuple[str | None, str]:
     """(the framework's run id, the model's call id) of the call being run."""
-    call_id = kwargs.pop(_CALL_ID, None)
     if not isinstance(call_id, str) or not call_id:
         call_id = f"langchain-{run_manager.run_id if run_manager else uuid.uuid4().hex}"
     config = ensure_config()
@@ -89,7 +91,7 @@ class PrismTool(_GatedBase):
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> str:
-        run_id, call_id = _ids(kwargs, run_manager)
+        run_id, call_id = _ids(kwargs.pop(_CALL_ID, None), run_manager)
         result = await self.gate.call(
             run_id=run_id, call_id=call_id, name=self.prism_name, arguments=kwargs
         )
@@ -125,6 +127,29 @@ def _render(value: object) -> ToolResult:
     return ToolResult.text(value if isinstance(value, str) else repr(value))
 
 
+def _render_content(value: object) -> ToolResult:
+    # response_format="content_and_artifact": the model sees the content only.
+    if isinstance(value, tuple) and len(value) == 2:
+        return _render(value[0])
+    return _render(value)
+
+
+def _takes(tool: BaseTool) -> tuple[bool, str | None]:
+    """Whether ``tool``'s run function takes ``run_manager``, and its config parameter.
+
+    What ``BaseTool.arun`` looks at before it runs a tool itself; the name is
+    that of the parameter annotated ``RunnableConfig``, if any.
+    """
+    run = tool._run if type(tool)._arun is BaseTool._arun else tool._arun
+    wants_manager = "run_manager" in inspect.signature(run).parameters
+    try:
+        hints = typing.get_type_hints(run)
+    except Exception:  # unresolvable annotations: LangChain finds no config parameter either
+        hints = {}
+    config = next((name for name, hint in hints.items() if hint is RunnableConfig), None)
+    return wants_manager, config
+
+
 def _schema(tool: BaseTool) -> JsonObject:
     schema = tool.tool_call_schema
     # A JSON schema, or (langchain-core 1.x) a pydantic v2 model.
@@ -140,14 +165,19 @@ class PrismGatedTool(_GatedBase):
     Build it with :func:`gate_langchain_tool`. The call goes through Prism's
     middleware, filters, permission (``tool:<name>:execute``), validation
     (against the wrapped tool's JSON schema), the ledger and the events, and
-    only then runs the wrapped tool's ``ainvoke`` with the arguments the gates
-    allowed. A refusal reaches the model as an error ``ToolMessage``; the
-    wrapped tool's output reaches LangChain as it is. Ids are recorded as by
-    :class:`PrismTool`.
+    only then runs the wrapped tool with the arguments the gates allowed: its
+    own argument parsing (its pydantic schema, injected call id) and its own
+    ``_arun``, inside this tool's single LangChain run (one ``on_tool_start``
+    and one ``on_tool_end``, as for the wrapped tool alone; its
+    ``response_format`` and ``handle_validation_error`` are this tool's). A
+    refusal, and a ``ToolException`` of the wrapped tool, reach the model as
+    an error ``ToolMessage``; the wrapped tool's output reaches LangChain as
+    it is. Ids are recorded as by :class:`PrismTool`.
     """
 
     wrapped: BaseTool = Field(exclude=True)
     _options: DispatchOptions = PrivateAttr()
+    _takes: tuple[bool, str | None] = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         """Register the wrapped tool with the gate's options."""
@@ -155,6 +185,7 @@ class PrismGatedTool(_GatedBase):
         self._options = self.gate.wrapper_options(
             [wrapped_tool(self.name, self.description, _schema(self.wrapped))]
         )
+        self._takes = _takes(self.wrapped)
 
     async def _arun(
         self,
@@ -162,12 +193,19 @@ class PrismGatedTool(_GatedBase):
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> Any:
-        run_id, call_id = _ids(kwargs, run_manager)
+        model_call_id = kwargs.pop(_CALL_ID, None)
+        run_id, call_id = _ids(model_call_id, run_manager)
         wrapped = self.wrapped
-        config = ensure_config()
+        wants_manager, config_name = self._takes
 
         async def run(allowed: JsonObject) -> Any:
-            return await wrapped.ainvoke(dict(allowed), config=config)
+            # What BaseTool.arun does between its callbacks, for the wrapped tool.
+            args, kw = wrapped._to_args_and_kwargs(dict(allowed), model_call_id)
+            if wants_manager:
+                kw["run_manager"] = run_manager
+            if config_name is not None:
+                kw[config_name] = ensure_config()
+            return await wrapped._arun(*args, **kw)
 
         result, outcome = await self.gate.call_framework_tool(
             run_id=run_id,
@@ -176,7 +214,7 @@ class PrismGatedTool(_GatedBase):
             arguments=kwargs,
             options=self._options,
             run=run,
-            render=_render,
+            render=_render_content if self.response_format == "content_and_artifact" else _render,
         )
         return outcome.answer(result, ToolException)
 
@@ -195,6 +233,8 @@ def gate_langchain_tool(tool: BaseTool, gate: PrismGate) -> PrismGatedTool:
         name=tool.name,
         description=tool.description,
         args_schema=_schema(tool),
+        response_format=tool.response_format,
+        handle_validation_error=tool.handle_validation_error,
         gate=gate,
         wrapped=tool,
     )
