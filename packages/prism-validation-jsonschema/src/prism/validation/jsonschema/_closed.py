@@ -122,7 +122,7 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
 
 ClosedBounds = tuple[int, int, int, dict[str, int]]
 """(declared properties, most instance nodes, most characters in strings and keys,
-``maxItems`` of each array property)."""
+each declared property's ``maxItems``, 0 if it is not an array)."""
 
 
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
@@ -147,6 +147,7 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
             return None
         keys += len(name)
         cost = _scalar_chars(sub, limits)
+        caps[name] = 0
         if cost is None:
             if type(sub) is not dict or sub.get("type") != "array":
                 return None

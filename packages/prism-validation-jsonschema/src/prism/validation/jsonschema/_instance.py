@@ -22,6 +22,7 @@ __all__ = [
     "first_problem",
     "instance_cost",
     "instance_size",
+    "lone_surrogate",
     "path_text",
 ]
 
@@ -48,7 +49,7 @@ def _integer_problem(value: int) -> str | None:
     return f"is an integer outside {INTEGER_RANGE}, which Prism validates; send it as a string"
 
 
-def _lone_surrogate(text: str) -> bool:
+def lone_surrogate(text: str) -> bool:
     """True if ``text`` holds a lone surrogate (only a non-ASCII ``text`` can)."""
     try:
         text.encode("utf-8")
@@ -107,7 +108,7 @@ def _within_limits(
     pollution = POLLUTION_KEYS
     low = _NEG_SAFE_INTEGER
     high = _SAFE_INTEGER
-    lone = _lone_surrogate
+    lone = lone_surrogate
     level: list[object] = [value]
     key_chars = 0
     depth = 0
@@ -213,7 +214,7 @@ def closed_members(
     """
     low = _NEG_SAFE_INTEGER
     high = _SAFE_INTEGER
-    lone = _lone_surrogate
+    lone = lone_surrogate
     out = value
     for key, item in value.items():
         if type(key) is not str:
@@ -278,7 +279,7 @@ def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
             for key, item in node.items():  # type: ignore[attr-defined]
                 if len(key) > max_string:
                     return path_text(path), f"has a key longer than max_string_length={max_string}"
-                if not key.isascii() and _lone_surrogate(key):
+                if not key.isascii() and lone_surrogate(key):
                     return path_text(path), f"has a key that {_SURROGATE_MESSAGE}"
                 problem = _member_problem(item, (*path, key), depth, max_string, push)
                 if problem is not None:
@@ -326,7 +327,7 @@ def _member_problem(
     if t is str:
         if len(item) > max_string:  # type: ignore[arg-type]
             return path_text(path), f"is longer than max_string_length={max_string}"
-        if not item.isascii() and _lone_surrogate(item):  # type: ignore[attr-defined,arg-type]
+        if not item.isascii() and lone_surrogate(item):  # type: ignore[attr-defined,arg-type]
             return path_text(path), _SURROGATE_MESSAGE
         return None
     if t is dict or t is list:

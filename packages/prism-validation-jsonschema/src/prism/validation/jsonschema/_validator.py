@@ -25,6 +25,7 @@ from prism.core.text import MESSAGE_LIMIT, REASON_LIMIT, clip
 
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
+from ._fast import closed_checker, flat_checker
 from ._graph import analyse
 from ._instance import (
     check_instance,
@@ -109,8 +110,11 @@ class _Entry:
         "caps",
         "closed",
         "contextual",
+        "fast",
         "function",
+        "hits",
         "key",
+        "marked",
         "max_regex",
         "max_work",
         "refusal",
@@ -151,6 +155,12 @@ class _Entry:
         self.contextual = contextual
         self.rejected = rejected
         self.alive = True
+        # The hot path's checker (see _fast), set by the cache; None once evicted.
+        self.fast: Callable[[object], bool | None] | None = None
+        # Hot-path hits since the entry was cached, and the count its last
+        # eviction scan saw (a hit since then earns it a second chance).
+        self.hits = 0
+        self.marked = 0
         self.refusal: Problem | None = None
         if rejected is not None:
             self.refusal = _problem(rejected.path, f"schema rejected: {rejected.reason}")
@@ -276,8 +286,9 @@ class JsonSchemaArgumentValidator:
     def cache_info(self) -> CacheInfo:
         """Hits, misses, capacity and current size of the compile cache."""
         with self._lock:
+            hits = self._hits + sum(entry.hits for entry in self._cache.values())
             return CacheInfo(
-                hits=self._hits,
+                hits=hits,
                 misses=self._misses,
                 maxsize=self._maxsize,
                 currsize=len(self._cache),
@@ -287,8 +298,7 @@ class JsonSchemaArgumentValidator:
         """Drop every compiled schema and reset the statistics."""
         with self._lock:
             for entry in self._cache.values():
-                entry.alive = False
-                entry.function = None
+                _release(entry)
             self._cache.clear()
             self._hits = self._misses = 0
 
@@ -321,11 +331,28 @@ class JsonSchemaArgumentValidator:
                 self._cache.move_to_end(key)
                 return existing
             self._cache[key] = entry
-            while len(self._cache) > self._maxsize:
-                _, evicted = self._cache.popitem(last=False)
-                evicted.alive = False
-                evicted.function = None
+            self._evict()
         return entry
+
+    def _evict(self) -> None:
+        """Drop the least recently used entries past ``cache_size`` (lock held).
+
+        The tool hot path counts its hits on the entry instead of moving it to
+        the end (which would cost about a tenth of a call): an entry with hits
+        since the last scan gets a second chance, moved to the end with its
+        count marked, so an entry in use is not evicted before an idle one.
+        """
+        cache = self._cache
+        chances = len(cache)
+        while len(cache) > self._maxsize:
+            key, oldest = cache.popitem(last=False)
+            if oldest.hits != oldest.marked and chances > 0:
+                chances -= 1
+                oldest.marked = oldest.hits
+                cache[key] = oldest
+                continue
+            self._hits += oldest.hits
+            _release(oldest)
 
     def _touch(self, entry: _Entry) -> bool:
         """Count a hit on ``entry`` and refresh its recency; False if it was evicted.
@@ -374,7 +401,7 @@ class JsonSchemaArgumentValidator:
             caps = bounds[3]
         nodes = 1 + limits.max_instance_properties + limits.max_array_length
         if analysis.max_work * nodes <= limits.max_validation_work and not analysis.max_regex:
-            return _Entry(
+            entry = _Entry(
                 screened.key,
                 engine,
                 None,
@@ -383,16 +410,26 @@ class JsonSchemaArgumentValidator:
                 contextual=analysis.contextual,
                 caps=caps,
             )
-        return _Entry(
-            screened.key,
-            engine,
-            None,
-            closed,
-            analysis.work,
-            analysis.regex,
-            contextual=analysis.contextual,
-            caps=caps,
-        )
+        else:
+            entry = _Entry(
+                screened.key,
+                engine,
+                None,
+                closed,
+                analysis.work,
+                analysis.regex,
+                contextual=analysis.contextual,
+                caps=caps,
+            )
+        if closed is not None:
+            entry.fast = closed_checker(engine.is_valid, entry.caps, limits.max_string_length)
+        elif entry.work is None:
+            entry.fast = flat_checker(engine.is_valid, limits)
+        else:
+            entry.fast = flat_checker(
+                engine.is_valid, limits, max_work=entry.max_work, max_regex=entry.max_regex
+            )
+        return entry
 
     def _run(self, entry: _Entry, value: object) -> Problem | None:
         """Why ``value`` fails ``entry``'s schema (or why the schema is refused), or None."""
@@ -706,33 +743,30 @@ class JsonSchemaToolValidator:
     def __call__(
         self, tool: ToolDefinition, arguments: JsonObject, context: ToolExecutionContext
     ) -> ErrorInfo | None:
-        validator = self._validator
         slot = self._slots.get(id(tool))
         if slot is not None and slot.ref() is tool:
-            # The hot path of a closed schema, inlined (each Python call here
-            # costs about what the engine's whole check does): recency, the
-            # member check, then the engine on the arguments themselves.
+            # The hot path: the entry's checker bounds the arguments, then runs
+            # the engine (see _fast); each Python call here costs about what
+            # the engine's whole check of a small schema does.
             entry = slot.entry
-            closed = entry.closed
-            valid = entry.valid
-            if (
-                closed is not None
-                and valid is not None
-                and entry.alive
-                and type(arguments) is dict
-                and len(arguments) <= closed
-                and closed_members(arguments, entry.caps, validator._max_string) is arguments
-            ):
+            fast = entry.fast
+            if fast is not None:
                 try:
-                    validator._cache.move_to_end(entry.key)  # type: ignore[arg-type]
-                    validator._hits += 1
-                    if valid(arguments):
-                        return None
-                    entry.function(arguments)  # type: ignore[misc]
-                except RsValidationError as exc:
-                    return _invalid_arguments(tool, _refusal(exc, arguments))
-                except Exception:  # evicted, or unreadable: the full path says why
-                    pass
+                    verdict = fast(arguments)
+                except Exception:  # the engine could not read it: the full path says why
+                    verdict = None
+                if verdict:
+                    entry.hits += 1
+                    return None
+                if verdict is False and not entry.contextual:
+                    entry.hits += 1
+                    try:
+                        entry.function(arguments)  # type: ignore[misc]
+                    except RsValidationError as exc:
+                        return _invalid_arguments(tool, _refusal(exc, arguments))
+                    except Exception:  # evicted meanwhile, or unreadable: the full path
+                        pass
+        validator = self._validator
         if slot is None or slot.ref() is not tool:
             if tool.parameters is None:
                 return self._missing(tool)
@@ -780,6 +814,14 @@ class JsonSchemaToolValidator:
         slot = _Slot(ref, screened, entry)
         slots[ident] = slot
         return slot
+
+
+def _release(entry: _Entry) -> None:
+    """Let go of an evicted entry's compiled schema (slots may still hold the entry)."""
+    entry.alive = False
+    entry.function = None
+    entry.valid = None
+    entry.fast = None
 
 
 def _error_info(message: str, code: str, problem: Problem) -> ErrorInfo:

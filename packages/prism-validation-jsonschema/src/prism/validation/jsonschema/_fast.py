@@ -1,0 +1,166 @@
+"""The hot path's check: the instance limits in one pass made for one compiled schema.
+
+A checker is built once per compiled schema, with everything it needs bound as
+closure variables (attribute and global lookups cost about as much as the
+engine's whole check of a small schema). It answers ``True`` (within the limits
+and valid), ``False`` (within the limits and refused by the engine: the caller
+asks the engine why) or ``None`` (not decided here: the full path bounds the
+value, says where it breaks a limit, and runs the engine). Every value reaches
+the engine only after the checker saw each of its members within the limits,
+so it never decides anything the full path would decide otherwise:
+
+* a closed schema (see ``_closed``): every key a declared name, every member a
+  plain scalar within the limits or an array of them no longer than its property's ``maxItems``; a
+  longer array, a nested object, a subclass or any other type goes to the full
+  path (which cuts an over-long array before the engine reads it);
+* any other schema, for an object of scalars and arrays of scalars: the same
+  rules as the instance walk (string keys within ``max_string_length``, no
+  pollution key, no lone surrogate, integers within 64 bits, finite floats,
+  the total characters, ``max_instance_properties``, ``max_array_length``),
+  and, when the schema has per-call budgets, its nodes and characters times the
+  schema's costliest depth within them. Anything nested deeper goes to the
+  full path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._instance import TOTAL_STRING_FACTOR, lone_surrogate
+from ._screen import POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from ._limits import SchemaLimits
+
+__all__ = ["closed_checker", "flat_checker"]
+
+
+def closed_checker(
+    valid: Callable[[Any], bool], caps: Mapping[str, int], max_string: int
+) -> Callable[[object], bool | None]:
+    """The checker of a closed schema; ``caps`` maps each declared property to its maxItems.
+
+    A property that is not an array maps to 0. A key must be a declared name
+    (the schema refuses any other): checked, after its type, by one lookup that
+    also bounds its length and its characters.
+    """
+    low = -SAFE_INTEGER
+    high = SAFE_INTEGER
+    lone = lone_surrogate
+    too_long = integer_too_long
+    cap_of = caps.get
+    closed = len(caps)
+
+    def check(value: Any) -> bool | None:
+        if type(value) is not dict or len(value) > closed:
+            return None
+        for key, item in value.items():
+            if type(key) is not str:
+                return None
+            cap = cap_of(key)
+            if cap is None:
+                return None
+            t = type(item)
+            if t is str:
+                if len(item) > max_string or (not item.isascii() and lone(item)):
+                    return None
+            elif t is int:
+                if not low < item < high and too_long(item):
+                    return None
+            elif t is list:
+                if len(item) > cap:
+                    return None
+                for part in item:
+                    k = type(part)
+                    if k is str:
+                        if len(part) > max_string or (not part.isascii() and lone(part)):
+                            return None
+                    elif k is int:
+                        if not low < part < high and too_long(part):
+                            return None
+                    elif k is not bool and part is not None and (k is not float or part - part):
+                        return None
+            elif t is not bool and item is not None and (t is not float or item - item):
+                return None
+        return valid(value)
+
+    return check
+
+
+def flat_checker(
+    valid: Callable[[Any], bool],
+    limits: SchemaLimits,
+    *,
+    max_work: int = 0,
+    max_regex: int = 0,
+) -> Callable[[object], bool | None]:
+    """The checker of any other schema: objects two levels deep at most, with the budgets.
+
+    ``max_work``/``max_regex`` are the schema's costliest per-node and
+    per-character costs, when its calls must be checked against the budgets
+    (0 when no instance within the limits can exceed them).
+    """
+    low = -SAFE_INTEGER
+    high = SAFE_INTEGER
+    lone = lone_surrogate
+    too_long = integer_too_long
+    clean = POLLUTION_KEYS.isdisjoint
+    max_string = limits.max_string_length
+    max_members = limits.max_instance_properties
+    max_items = limits.max_array_length
+    # An array member is one level down: past max_instance_depth if that is 1.
+    deep = limits.max_instance_depth < 2
+    max_chars = max_string * TOTAL_STRING_FACTOR
+    work_budget = limits.max_validation_work
+    regex_budget = limits.max_regex_work
+    budgets = bool(max_work or max_regex)
+
+    def check(value: Any) -> bool | None:
+        if type(value) is not dict or len(value) > max_members:
+            return None
+        chars = 0
+        keys = 0
+        items = 0
+        for key, item in value.items():
+            if type(key) is not str or len(key) > max_string:
+                return None
+            if not key.isascii() and lone(key):
+                return None
+            keys += len(key)
+            t = type(item)
+            if t is str:
+                if len(item) > max_string or (not item.isascii() and lone(item)):
+                    return None
+                chars += len(item)
+            elif t is int:
+                if not low < item < high and too_long(item):
+                    return None
+            elif t is list:
+                items += len(item)
+                if items > max_items or deep:
+                    return None
+                for part in item:
+                    k = type(part)
+                    if k is str:
+                        if len(part) > max_string or (not part.isascii() and lone(part)):
+                            return None
+                        chars += len(part)
+                    elif k is int:
+                        if not low < part < high and too_long(part):
+                            return None
+                    elif k is not bool and part is not None and (k is not float or part - part):
+                        return None
+            elif t is not bool and item is not None and (t is not float or item - item):
+                return None
+        if chars > max_chars or not clean(value):
+            return None
+        if budgets and (
+            (1 + len(value) + items) * max_work > work_budget
+            or (chars + keys) * max_regex > regex_budget
+        ):
+            return None
+        return valid(value)
+
+    return check

@@ -1,0 +1,183 @@
+"""The tool hot path's checker: the full path's verdict on every value, limits first.
+
+A tool seen before is checked by a checker made for its compiled schema (one
+pass over the arguments, then the engine). Each case here is validated twice
+through the tool validator (the second call takes the hot path) and once
+through ``JsonSchemaArgumentValidator.validate`` (the full path): the verdicts
+and the refusal paths must agree, for values within the limits and past them.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import IntEnum
+from typing import Any
+
+import pytest
+
+from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    SchemaLimits,
+    create_json_schema_tool_validator,
+)
+
+# Not closed (an unbounded string), with a pattern, so the call's budgets apply.
+OPEN: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "pattern": "^[A-Za-z ]*$"},
+        "days": {"type": "integer", "maximum": 14},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+}
+# Not closed and no budgets (no pattern): the instance limits only.
+PLAIN: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {"type": ["string", "integer", "number", "boolean", "null", "array"]},
+}
+CLOSED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer"},
+        "x": {"enum": [1.5, 2, None, True]},
+        "s": {"type": "string", "maxLength": 8},
+        "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 8}},
+        "nums": {"type": "array", "maxItems": 3, "items": {"enum": [1, 2.5, None, False]}},
+    },
+    "additionalProperties": False,
+}
+
+
+class Small(IntEnum):
+    ONE = 1
+
+
+async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text("ok")
+
+
+_CTX = ToolExecutionContext(ToolCall(id="1", name="t", arguments={}))
+
+VALUES: list[Any] = [
+    {},
+    {"city": "Oslo", "days": 3},
+    {"city": "Oslo", "days": 30},
+    {"city": "Oslo!", "days": 3},
+    {"tags": ["a", "b"], "days": 1},
+    {"tags": ["a", 1, 2.5, True, None]},
+    {"tags": [["nested"]]},
+    {"tags": [{"a": 1}]},
+    {"nested": {"a": 1}},
+    {"n": 2**64},
+    {"n": 2**63},
+    {"n": -(2**63) - 1},
+    {"n": Small.ONE},
+    {"tags": [Small.ONE]},
+    {"tags": [2**70]},
+    {"tags": [math.nan]},
+    {"x": math.inf},
+    {"x": math.nan},
+    {"x": 1.5},
+    {"x": None, "n": True},
+    {"nums": [1, 2.5, None, False]},
+    {"nums": [1, 2.5]},
+    {"nums": [math.inf]},
+    {"nums": [2**64]},
+    {"nums": [Small.ONE]},
+    {"nums": ["\ud800"]},
+    {"nums": ["x" * 101]},
+    {"s": "\ud800"},
+    {"\ud800": 1},
+    {"tags": ["ok", "\udfff"]},
+    {"s": "é" * 3},
+    {"é": "ü"},
+    {"s": "x" * 9},
+    {"s": "x" * 101},
+    {"k" * 101: 1},
+    {"tags": ["x" * 101]},
+    {"tags": list(range(7))},
+    {"__proto__": 1},
+    {"constructor": "x"},
+    {1: 2},
+    {"s": b"bytes"},
+    {"s": (1, 2)},
+    {"tags": [b"x"]},
+    {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7},
+    {"n": 1, "x": 2, "s": "", "tags": [], "nums": [], "other": 1},
+    {"a": "x" * 60, "b": "y" * 60},
+    [1, 2],
+    "text",
+]
+
+LIMITS = SchemaLimits(
+    max_string_length=100,
+    max_instance_properties=6,
+    max_array_length=6,
+    max_validation_work=10_000,
+)
+
+
+def _hot(schema: dict[str, Any], value: object, limits: SchemaLimits) -> tuple[bool, str | None]:
+    check = create_json_schema_tool_validator(limits=limits)
+    tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
+    first = check(tool, value, _CTX)  # type: ignore[arg-type]
+    second = check(tool, value, _CTX)  # type: ignore[arg-type]
+    assert first == second
+    if second is None:
+        return True, None
+    errors = second.details["errors"]
+    assert isinstance(errors, list)
+    path = errors[0]["path"]  # type: ignore[index,call-overload]
+    return False, path  # type: ignore[return-value]
+
+
+def _full(schema: dict[str, Any], value: object, limits: SchemaLimits) -> tuple[bool, str | None]:
+    result = JsonSchemaArgumentValidator(limits=limits).validate(schema, value)
+    return result.ok, None if result.ok else result.errors[0].path
+
+
+@pytest.mark.parametrize("schema", [OPEN, PLAIN, CLOSED], ids=["budgets", "plain", "closed"])
+@pytest.mark.parametrize(
+    "limits", [LIMITS, SchemaLimits(max_instance_depth=1)], ids=["small", "flat"]
+)
+def test_the_hot_path_gives_the_full_paths_verdict(
+    schema: dict[str, Any], limits: SchemaLimits
+) -> None:
+    for value in VALUES:
+        assert _hot(schema, value, limits) == _full(schema, value, limits), value
+
+
+def test_a_call_over_the_budget_on_the_hot_path_is_refused_as_on_the_full_path() -> None:
+    limits = SchemaLimits(max_regex_work=50)
+    value: dict[str, Any] = {"city": "a" * 40, "tags": ["b" * 40]}
+    hot = create_json_schema_tool_validator(limits=limits)
+    tool = ToolDefinition(name="t", execute=_noop, parameters=OPEN)
+    assert hot(tool, {"city": "ab"}, _CTX) is None
+    refused = hot(tool, value, _CTX)
+    assert refused is not None
+    assert "max_regex_work" in refused.message
+    assert not JsonSchemaArgumentValidator(limits=limits).validate(OPEN, value).ok
+
+
+def test_an_entry_in_use_outlives_an_idle_one_when_the_cache_is_full() -> None:
+    check = create_json_schema_tool_validator(cache_size=2)
+    tools = [
+        ToolDefinition(
+            name=f"t{i}", execute=_noop, parameters={"type": "object", "minProperties": i}
+        )
+        for i in range(3)
+    ]
+    check(tools[0], {}, _CTX)
+    check(tools[1], {"a": 1}, _CTX)
+    for _ in range(3):
+        assert check(tools[0], {}, _CTX) is None  # hot-path hits on the oldest entry
+    check(tools[2], {"a": 1, "b": 2}, _CTX)  # evicts tools[1]'s schema, not tools[0]'s
+    misses = check.cache_info().misses
+    assert check(tools[0], {}, _CTX) is None
+    assert check.cache_info().misses == misses
+    assert check(tools[1], {"a": 1}, _CTX) is None
+    assert check.cache_info().misses == misses + 1
+    info = check.cache_info()
+    assert info.currsize == 2
+    assert info.hits >= 3
