@@ -6,6 +6,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from prism.core.ledger import read_ledger
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
@@ -99,3 +101,39 @@ def test_an_sqlite_ledger_planted_as_a_link_is_refused(run_cli: CliRunner, tmp_p
     assert proc.returncode != 0
     assert "symbolic link" in proc.stderr
     assert victim.read_bytes() == b"not a database\n"
+
+
+def test_a_spill_folder_inside_a_writable_root_is_refused(
+    run_cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The state folder inside the root, the ledger elsewhere: the agent could
+    # `rmdir .state/prism/spill && ln -s /outside .state/prism/spill` between two
+    # spills and have the shell tool write its long output outside the roots.
+    _setup(tmp_path, '[ledger]\npath = "prism-ledger.jsonl"\n')
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "repo" / ".state"))
+    proc = run_cli("run", "session.json")
+    assert proc.returncode != 0
+    assert "the spill folder" in proc.stderr
+    assert "inside the agent's writable root" in proc.stderr
+    assert not (tmp_path / "repo" / ".state").exists()
+
+
+def test_a_spill_folder_reached_through_a_link_into_a_root_is_refused(
+    run_cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(tmp_path, '[ledger]\npath = "prism-ledger.jsonl"\n')
+    (tmp_path / "state").symlink_to(tmp_path / "repo", target_is_directory=True)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    proc = run_cli("run", "session.json")
+    assert proc.returncode != 0
+    assert "the spill folder" in proc.stderr
+
+
+def test_inside_roots_allows_a_spill_folder_in_a_root(
+    run_cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(tmp_path, '[ledger]\npath = "prism-ledger.jsonl"\ninside_roots = true\n')
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "repo" / ".state"))
+    proc = run_cli("run", "session.json")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "repo" / ".state" / "prism" / "spill").is_dir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from typing import TYPE_CHECKING
@@ -78,6 +79,30 @@ def test_a_hard_link_to_another_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsafeFileError, match="hard links"):
         open_private_file(tmp_path / "f.log")
     assert victim.read_text() == VICTIM_TEXT
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_a_file_another_user_planted_in_a_shared_folder_is_refused(tmp_path: Path) -> None:
+    # `nobody` pre-creates the ledger 0666 in /tmp to read and rewrite what Prism records.
+    planted = tmp_path / "f.log"
+    planted.write_text("")
+    os.chown(planted, 65534, 65534)
+    planted.chmod(0o666)
+    with pytest.raises(UnsafeFileError, match="belongs to another user"):
+        open_private_file(planted)
+    assert planted.read_text() == ""
+
+
+def test_a_file_every_user_may_write_is_refused(tmp_path: Path) -> None:
+    planted = tmp_path / "f.log"
+    planted.write_text("")
+    planted.chmod(0o666)
+    with pytest.raises(UnsafeFileError, match="writable by every user"):
+        open_private_file(planted)
+    planted.chmod(0o644)
+    opened = open_private_file(planted)
+    os.close(opened.fd)
+    os.close(opened.directory_fd)
 
 
 def test_a_fifo_or_a_directory_is_refused_without_blocking(tmp_path: Path) -> None:
@@ -344,3 +369,51 @@ def test_links_planted_mid_run_beside_an_sqlite_ledger_are_never_written(tmp_pat
     assert ids == ["before", "after"]
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(victim).execute("SELECT 1 FROM tool_call").fetchall()
+
+
+@pytest.mark.parametrize("target_exists", [True, False], ids=["empty-file", "dangling"])
+def test_a_link_swapped_in_between_the_check_and_sqlites_open_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target_exists: bool
+) -> None:
+    # The agent wins the race: right after Prism checked and created the file, the
+    # name becomes a link to a file outside the root (or to a name not there yet).
+    from prism.core import _files, _ledger_sqlite
+
+    outside = tmp_path / "home"
+    outside.mkdir()
+    target = outside / "victim.db"
+    if target_exists:
+        target.write_bytes(b"")
+    path = tmp_path / "ledger.db"
+    checked = _files.open_private_file
+
+    def check_then_swap(*args: object, **kwargs: object) -> object:
+        opened = checked(*args, **kwargs)  # type: ignore[arg-type]
+        os.unlink(path)
+        path.symlink_to(target)
+        return opened
+
+    monkeypatch.setattr(_ledger_sqlite, "open_private_file", check_then_swap)
+    with pytest.raises((UnsafeFileError, sqlite3.Error)):
+        SqliteLedgerSink(path)
+    if target_exists:
+        assert target.read_bytes() == b""  # not turned into a WAL database
+    else:
+        assert not target.exists()  # not created through the link
+    assert sorted(os.listdir(outside)) == (["victim.db"] if target_exists else [])
+
+
+def test_reading_an_sqlite_ledger_never_writes_a_hard_linked_companion(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    ledger = RunLedger(sinks=[SqliteLedgerSink(path)])
+    with ledger.run(label="r"):
+        _call(ledger, "one")
+    ledger.close()
+    victim = _victim(tmp_path)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+    os.link(victim, f"{path}-shm")
+    with pytest.raises(UnsafeFileError, match="-shm"):
+        read_ledger(path)
+    assert victim.read_text() == VICTIM_TEXT

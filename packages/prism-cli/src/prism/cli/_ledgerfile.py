@@ -57,13 +57,18 @@ def writable_roots(config: PrismConfig) -> tuple[str, ...]:
     return tuple(workspace.roots)
 
 
-def spill_directory() -> str:
+def spill_directory(roots: Sequence[str] = (), *, allowed: bool = False) -> str:
     """Where the shell tool spills long output: ``<state folder>/spill``, made ``0700``.
 
+    A folder inside one of the agent's writable ``roots`` is refused unless
+    ``allowed`` (``[ledger] inside_roots``): there the agent could replace it by
+    a link between two spills and have Prism write outside the roots.
+
     Raises:
-        CliError: the folder cannot be made.
+        CliError: the folder lies inside a writable root, or cannot be made.
     """
     folder = state_directory() / "spill"
+    _check_outside_roots("the spill folder", folder, roots, allowed=allowed)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
@@ -82,18 +87,25 @@ def check_outside_roots(path: Path, roots: Sequence[str], *, allowed: bool) -> N
     Raises:
         CliError: ``path`` lies inside one of ``roots`` and ``allowed`` is false.
     """
+    _check_outside_roots("the ledger", path, roots, allowed=allowed)
+
+
+def _check_outside_roots(what: str, path: Path, roots: Sequence[str], *, allowed: bool) -> None:
     import os
 
     from prism.core.files import inside_any
 
+    if allowed:
+        return
     where = os.path.abspath(path)
     for candidate in (where, os.path.realpath(where)):
         root = inside_any(candidate, [os.path.realpath(r) for r in roots] + list(roots))
-        if root is not None and not allowed:
+        if root is not None:
             raise CliError(
-                f"the ledger {path} is inside the agent's writable root {root}, where the "
-                "agent could replace it; write it elsewhere (the default is "
-                f"{default_ledger_path()}), or set [ledger] inside_roots = true to allow it"
+                f"{what} {path} is inside the agent's writable root {root}, where the "
+                "agent could replace it; set XDG_STATE_HOME (or [ledger] path) to a folder "
+                f"outside the roots (the default is {state_directory()}), or set "
+                "[ledger] inside_roots = true to allow it"
             )
 
 

@@ -256,7 +256,11 @@ async def _serve(
             execution_policy=policy,
             file_operations=create_contained_file_operations(roots),
             shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
-            shell_options={"spill_dir": spill_directory()},
+            shell_options={
+                "spill_dir": spill_directory(
+                    writable_roots(loaded), allowed=loaded.ledger_inside_roots
+                )
+            },
         )
     async with contextlib.AsyncExitStack() as stack:
         failures = LedgerFailures()

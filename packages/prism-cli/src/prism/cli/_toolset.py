@@ -162,7 +162,7 @@ async def _coding_tools(
     )
     from prism.coding.tools import create_coding_tools
 
-    from ._ledgerfile import spill_directory
+    from ._ledgerfile import spill_directory, writable_roots
 
     roots = list(config.workspace.roots)
     rules = CommandRules(
@@ -190,7 +190,9 @@ async def _coding_tools(
         execution_policy=policy,
         file_operations=create_contained_file_operations(roots),
         shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
-        shell_options={"spill_dir": spill_directory()},
+        shell_options={
+            "spill_dir": spill_directory(writable_roots(config), allowed=config.ledger_inside_roots)
+        },
     )
     return list(tools), label
 

@@ -134,10 +134,15 @@ def open_directory(directory: str, roots: Iterable[str] = ()) -> int:
 
 
 def check_regular(fd: int, path: str) -> os.stat_result:
-    """``fstat(fd)``, refusing anything but a regular file with one link.
+    """``fstat(fd)``, refusing anything but a regular file of this user, with one link.
+
+    A file another user owns, or anyone may write, is refused too: someone
+    else created it (in a shared folder such as ``/tmp``) to read or rewrite
+    what Prism records.
 
     Raises:
-        UnsafeFileError: ``fd`` is not a regular file, or has more than one link.
+        UnsafeFileError: ``fd`` is not a regular file, has more than one link,
+            belongs to another user or is writable by everyone.
     """
     status = os.fstat(fd)
     if not stat.S_ISREG(status.st_mode):
@@ -148,6 +153,15 @@ def check_regular(fd: int, path: str) -> os.stat_result:
         raise UnsafeFileError(
             errno.EMLINK,
             f"{path} has {status.st_nlink} hard links; Prism does not write to a linked file",
+        )
+    if status.st_uid != os.geteuid():
+        raise UnsafeFileError(
+            errno.EPERM,
+            f"{path} belongs to another user (uid {status.st_uid}); Prism does not write to it",
+        )
+    if status.st_mode & stat.S_IWOTH:
+        raise UnsafeFileError(
+            errno.EPERM, f"{path} is writable by every user; Prism does not write to it"
         )
     return status
 

@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import stat
+import urllib.parse
 from typing import TYPE_CHECKING
 
 import attrs
@@ -99,9 +100,16 @@ def _has_definition_hash(db: sqlite3.Connection) -> bool:
 _SYNCHRONOUS = {"never": "OFF", "run": "NORMAL", "always": "FULL"}
 
 
+def _uri(path: str, mode: str) -> str:
+    # An SQLite URI for ``path``: "?" and "#" in a file name would end the path part.
+    return f"file:{urllib.parse.quote(os.path.abspath(path))}?mode={mode}"
+
+
 def _connect(path: str) -> sqlite3.Connection:
     # Autocommit: each insert is its own transaction, on disk when the call ends.
-    return sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+    # "rw", never "rwc": the file was created and checked already, so a name swapped
+    # for a dangling link in between cannot make SQLite create the link's target.
+    return sqlite3.connect(_uri(path, "rw"), isolation_level=None, check_same_thread=True, uri=True)
 
 
 @attrs.define(eq=False)
@@ -147,8 +155,12 @@ class SqliteLedgerSink:
         opened = open_private_file(self.path, os.O_RDWR | os.O_CREAT, roots=self.roots)
         try:
             _check_companions(opened.name, opened.directory_fd, self.path)
-            db = _connect(os.path.abspath(self.path))
+            db = _connect(self.path)
             try:
+                # Before anything is written (journal_mode writes the header): the
+                # file SQLite opened must be the file checked, or a name swapped in
+                # between would have SQLite write wherever the swapped link leads.
+                _check_same_file(db, opened, self.path)
                 db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
                 db.execute("PRAGMA journal_mode = WAL")
                 _check_same_file(db, opened, self.path)
@@ -234,8 +246,12 @@ class SqliteLedgerSink:
 _COMPANIONS = ("-wal", "-shm", "-journal")
 
 
-def _check_companions(name: str, directory: int, shown: str) -> None:
-    """Refuse a ``-wal``/``-shm``/``-journal`` beside the database that SQLite would follow."""
+def _check_companions(name: str, directory: int | None, shown: str) -> None:
+    """Refuse a ``-wal``/``-shm``/``-journal`` beside the database that SQLite would follow.
+
+    SQLite writes ``-shm`` (and may recover ``-wal``) even for a read-only reader,
+    so a companion hard-linked to another file would be overwritten.
+    """
     for suffix in _COMPANIONS:
         try:
             status = os.stat(name + suffix, dir_fd=directory, follow_symlinks=False)
@@ -298,11 +314,14 @@ def read_sqlite_ledger(
 
     Raises:
         LedgerFormatError: the database is not a ledger this version can read.
+        UnsafeFileError: a ``-wal``/``-shm``/``-journal`` beside it is a link or
+            not a regular file (SQLite would write to it even to read).
     """
     where, params = ("", []) if query is None else query.sql()
-    uri = f"file:{os.path.abspath(os.fspath(path))}?mode=ro"
+    text = os.path.abspath(os.fspath(path))
+    _check_companions(text, None, text)
     try:
-        db = sqlite3.connect(uri, uri=True)
+        db = sqlite3.connect(_uri(text, "ro"), uri=True)
     except sqlite3.Error as exc:
         raise LedgerFormatError(f"cannot open the SQLite ledger ({exc})") from exc
     try:
