@@ -1,14 +1,26 @@
-"""A small MCP server for the gateway tests (stdio): echo, a tool with progress, a list change."""
+"""A small MCP server for the gateway tests: echo, progress, a list change, questions, roots.
+
+Over stdio by default; ``http`` serves Streamable HTTP on 127.0.0.1 (a free port, said
+as ``PORT <n>`` on stdout).
+"""
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 import anyio
 import anyio.lowlevel
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import SamplingMessage, TextContent, ToolAnnotations
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import (
+    ListRootsRequest,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel
 
 
@@ -44,9 +56,10 @@ def build() -> MCPServer:
     hang_cancelled = anyio.Event()
 
     @server.tool()
-    async def hang() -> str:
-        """Never returns (until cancelled)."""
+    async def hang(ctx: Context) -> str:
+        """Never returns (until cancelled); says it started as progress."""
         try:
+            await ctx.report_progress(0, None, "hanging")
             await anyio.sleep_forever()
         finally:
             hang_cancelled.set()
@@ -76,9 +89,21 @@ def build() -> MCPServer:
         result = await ctx.session.create_message(
             [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
             max_tokens=50,
+            # On its call's own stream (over HTTP), as a server that knows why it asks.
+            related_request_id=ctx.request_id,
         )
         text = result.content.text if isinstance(result.content, TextContent) else "?"
         return f"the model wrote {text} ({result.model})"
+
+    @server.tool()
+    async def roots(ctx: Context) -> list[str]:
+        """The client's roots (roots/list), as URIs."""
+        listed = await ctx.session.send_request(
+            ListRootsRequest(),
+            ListRootsResult,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+        return [str(root.uri) for root in listed.roots]
 
     @server.tool()
     async def chatty(ctx: Context) -> str:
@@ -94,6 +119,27 @@ def build() -> MCPServer:
     return server
 
 
+def serve_http() -> None:
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.loglevel = "WARNING"
+    app = build().streamable_http_app(host="127.0.0.1")
+    sys.stdout.write(f"PORT {port}\n")
+    sys.stdout.flush()
+    trio.run(serve, app, config)  # type: ignore[arg-type]
+
+
 if __name__ == "__main__":
-    build().run()
+    if sys.argv[1:] == ["http"]:
+        serve_http()
+    else:
+        build().run()
     sys.exit(0)

@@ -171,6 +171,22 @@ async def ask_user(question: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def call_roots(ctx: Context) -> str:
+    """List the client's roots on this call's own stream; say them, or why not."""
+    from mcp.shared.message import ServerMessageMetadata
+
+    try:
+        listed = await ctx.session.send_request(
+            mcp_types.ListRootsRequest(),
+            mcp_types.ListRootsResult,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except Exception as exc:
+        return f"refused: {exc}"
+    return "roots: " + " ".join(str(root.uri) for root in listed.roots)
+
+
+@server.tool()
 async def log_line(text: str, ctx: Context, structured: bool = False) -> str:
     """Send one log message at info level (``{"line": text}`` if structured), then answer."""
     await ctx.info({"line": text} if structured else text)

@@ -13,9 +13,11 @@ from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
     McpLogMessage,
+    McpRootsRequest,
     McpSamplingAnswer,
     McpSamplingRequest,
     McpToolBridge,
+    StreamableHttpTransport,
     open_mcp_tools,
 )
 
@@ -23,9 +25,11 @@ if TYPE_CHECKING:
     from prism.mcp import StdioTransport
 
 
-async def run(bridge: McpToolBridge, name: str, arguments: dict[str, Any]) -> str:
+async def run(
+    bridge: McpToolBridge, name: str, arguments: dict[str, Any], call_id: str = "c"
+) -> str:
     tool = next(t for t in bridge.tools if t.name == f"mcp:fx:{name}")
-    ctx = ToolExecutionContext(ToolCall(id="c", name=tool.name, arguments=arguments))
+    ctx = ToolExecutionContext(ToolCall(id=call_id, name=tool.name, arguments=arguments))
     result = await tool.execute(arguments, ctx)
     assert not result.is_error, result.joined_text
     return result.joined_text
@@ -121,3 +125,49 @@ async def test_log_messages_reach_on_log_and_a_raising_on_log_is_contained(
         record.levelno == logging.ERROR and "on_log" in record.getMessage()
         for record in caplog.records
     )
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_requests_and_logs_say_which_call_they_are_for_when_the_transport_does(
+    fixture_stdio: StdioTransport, fixture_http_url: str, transport: str
+) -> None:
+    """Over HTTP a server's request on a call's stream carries that call's id; over
+    stdio nothing says which call it is for, and ``call_id`` is None."""
+    asked: list[McpRootsRequest] = []
+    logged: list[McpLogMessage] = []
+
+    async def roots(request: McpRootsRequest) -> list[str]:
+        asked.append(request)
+        return ["/srv/one", "file:///srv/two"]
+
+    chosen = StreamableHttpTransport(fixture_http_url) if transport == "http" else fixture_stdio
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=chosen, protocol="legacy", roots=roots, on_log=logged.append
+        ) as bridge:
+            said = await run(bridge, "call_roots", {}, call_id="call-7")
+            await run(bridge, "log_line", {"text": "x"}, call_id="call-8")
+    assert said == "roots: file:///srv/one file:///srv/two"
+    expected = ("call-7", "call-8") if transport == "http" else (None, None)
+    assert [request.call_id for request in asked] == [expected[0]]
+    assert [message.call_id for message in logged] == [expected[1]]
+    assert asked[0].server_id == "fx"
+
+
+async def _bad_roots(request: McpRootsRequest) -> list[str]:
+    return ["relative/path"]
+
+
+@pytest.mark.parametrize(
+    ("callback", "says"), [(_raise, "RuntimeError"), (_bad_roots, "ConfigurationError")]
+)
+async def test_a_roots_callback_that_fails_is_an_error_answer(
+    fixture_stdio: StdioTransport, callback: Any, says: str
+) -> None:
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, protocol="legacy", roots=callback
+        ) as bridge:
+            said = await run(bridge, "call_roots", {})
+    assert said.startswith("refused:")
+    assert says in said

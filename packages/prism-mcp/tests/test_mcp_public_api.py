@@ -15,6 +15,8 @@ DOCUMENTED = {
     "McpElicitationAnswer",
     "McpLogCallback",
     "McpLogMessage",
+    "McpRootsCallback",
+    "McpRootsRequest",
     "McpSampleCallback",
     "McpSamplingAnswer",
     "McpSamplingRequest",

@@ -289,6 +289,8 @@ async def _serve(
                     validator=toolset.validator,
                     hints=CODING_TOOL_HINTS,
                     ledger=run_ledger,
+                    # The roots an MCP server gets when its calling client cannot say.
+                    roots=[str(root) for root in loaded.workspace.roots],
                 )
             )
         except GatewayError as exc:  # a required server did not start

@@ -56,6 +56,9 @@ class CallScope:
     responses: Any = None
     state: str | None = None
     pending: list[tuple[ExecutionAction, str]] = attrs.field(factory=list)
+    # The gated call's id (ToolCall.id), and the log levels its client may be sent.
+    call_id: str | None = None
+    log_levels: frozenset[str] = frozenset()
 
     def state_for(self, action: ExecutionAction) -> str:
         """The request state that binds an answer to this client, call and action."""

@@ -1,4 +1,4 @@
-"""A downstream server's questions (elicitation, sampling) forwarded to the client it serves."""
+"""A downstream server's requests (elicitation, sampling, roots) and logs, sent to its caller."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from prism.mcp import (
     McpElicitCallback,
     McpLogCallback,
     McpLogMessage,
+    McpRootsCallback,
+    McpRootsRequest,
     McpSampleCallback,
     McpSamplingAnswer,
     McpSamplingRequest,
@@ -25,7 +27,7 @@ from ._approval import CallScope
 from ._errors import GatewayError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["Forwarder", "UpstreamCannotAnswerError"]
 
@@ -41,33 +43,54 @@ class UpstreamCannotAnswerError(GatewayError):
 class Forwarder:
     """The calls running on each downstream server, and whom its requests go to.
 
-    A server's request (``elicitation/create``, ``sampling/createMessage``)
-    carries nothing that says which of the gateway's calls it belongs to, so
-    it goes to the one client with calls running on that server. With calls
-    of several clients running there, or none, it is refused rather than put
-    to a client it may not belong to; so is a request the client did not
-    declare the capability for, or cannot receive mid-call (a 2026-07-28 or
-    stateless connection).
+    A server's request (``elicitation/create``, ``sampling/createMessage``,
+    ``roots/list``) or log message goes to the client whose call it was sent
+    for. The bridge says which call that is when the transport tells it (a
+    Streamable HTTP server sends it on that call's response stream; a
+    2026-07-28 server inside the call's result). When it cannot tell (a stdio
+    pipe, the standalone HTTP stream), it goes to the one client with calls
+    running on that server; with calls of several clients running there, or
+    none, it is refused rather than put to a client it may not belong to. So
+    is a request the client did not declare the capability for, or cannot
+    receive mid-call (a 2026-07-28 or stateless connection); a roots request
+    the client cannot answer gets the gateway's own roots instead, if any.
     """
 
+    # The gateway's configured roots (file:// URIs), for a roots request no client answers.
+    _roots: tuple[str, ...] = ()
     _calls: dict[str, list[CallScope]] = attrs.field(factory=dict)
+    _by_id: dict[str, CallScope] = attrs.field(factory=dict)
     # Log messages waiting to be sent, by call (the bridge's log callback cannot wait).
     _pending: dict[CallScope, list[types.LoggingMessageNotification]] = attrs.field(factory=dict)
     _wake: trio.Event = attrs.field(factory=trio.Event)
+    # Held while a call's log messages are being sent: its result waits for them.
+    _sending: dict[CallScope, trio.Lock] = attrs.field(factory=dict)
 
     @contextlib.contextmanager
     def calling(self, server_id: str, scope: CallScope) -> Iterator[None]:
         """Mark ``scope`` as a call running on ``server_id`` while the block runs."""
         running = self._calls.setdefault(server_id, [])
         running.append(scope)
+        if scope.call_id is not None:
+            self._by_id[scope.call_id] = scope
         try:
             yield
         finally:
             running.remove(scope)
             if not running:
                 del self._calls[server_id]
+            if scope.call_id is not None:
+                self._by_id.pop(scope.call_id, None)
 
-    def _asker(self, server_id: str, capability: str) -> CallScope:
+    def _caller(self, server_id: str, call_id: str | None) -> CallScope:
+        """The call a request of ``server_id`` is for (``call_id`` when the bridge knows it)."""
+        if call_id is not None:
+            scope = self._by_id.get(call_id)
+            if scope is None:
+                raise UpstreamCannotAnswerError(
+                    f"the call MCP server {server_id!r} asked for is over: nobody to ask"
+                )
+            return scope
         running = self._calls.get(server_id, [])
         if not running:
             raise UpstreamCannotAnswerError(
@@ -76,10 +99,14 @@ class Forwarder:
         clients = {scope.client for scope in running}
         if len(clients) > 1:
             raise UpstreamCannotAnswerError(
-                f"calls of {len(clients)} clients are running on MCP server {server_id!r}: "
-                "the gateway cannot tell which one the question is for"
+                f"calls of {len(clients)} clients are running on MCP server {server_id!r} "
+                "and its transport does not say which call the request is for: the gateway "
+                "asks none of them"
             )
-        scope = running[0]
+        return running[0]
+
+    def _asker(self, server_id: str, capability: str, call_id: str | None) -> CallScope:
+        scope = self._caller(server_id, call_id)
         declared = scope.session.client_capabilities
         if declared is None or getattr(declared, capability, None) is None:
             raise UpstreamCannotAnswerError(f"the client did not declare {capability}")
@@ -93,7 +120,7 @@ class Forwarder:
         """The ``elicit`` callback of server ``server_id``'s bridge."""
 
         async def elicit(request: McpElicitation) -> McpElicitationAnswer:
-            scope = self._asker(server_id, "elicitation")
+            scope = self._asker(server_id, "elicitation", request.call_id)
             # Said to come from the server, so it is never taken for the gateway's own
             # approval question ("Prism asks whether the tool ...").
             message = f"MCP server {server_id!r} asks (forwarded by Prism): {request.message}"
@@ -119,7 +146,7 @@ class Forwarder:
         """The ``sample`` callback of server ``server_id``'s bridge."""
 
         async def sample(request: McpSamplingRequest) -> McpSamplingAnswer:
-            scope = self._asker(server_id, "sampling")
+            scope = self._asker(server_id, "sampling", request.call_id)
             # The server's request as it sent it (the SDK's create_message helper is
             # deprecated with sampling itself, and would rebuild it field by field).
             params = types.CreateMessageRequestParams.model_validate(request.params)
@@ -137,20 +164,52 @@ class Forwarder:
 
         return sample
 
+    def roots(self, server_id: str) -> McpRootsCallback:
+        """The ``roots`` callback of server ``server_id``'s bridge.
+
+        The roots of the client whose call the request is for, when it
+        declared roots and can be asked; otherwise the gateway's own roots;
+        with neither, the request is refused. Never another client's.
+        """
+
+        async def roots(request: McpRootsRequest) -> Sequence[str]:
+            try:
+                scope: CallScope | None = self._asker(server_id, "roots", request.call_id)
+            except UpstreamCannotAnswerError:
+                if not self._roots:
+                    raise
+                scope = None
+            if scope is None:
+                return self._roots
+            result = await scope.session.send_request(
+                types.ListRootsRequest(),
+                types.ListRootsResult,
+                metadata=ServerMessageMetadata(related_request_id=scope.request_id),
+            )
+            # Roots are file:// URIs; anything else the client lists is left out.
+            return [str(root.uri) for root in result.roots if str(root.uri).startswith("file://")]
+
+        return roots
+
     def log(self, server_id: str) -> McpLogCallback:
         """The ``on_log`` callback of server ``server_id``'s bridge.
 
         A log message goes, as ``notifications/message`` on the call's stream
-        and with the logger named ``mcp:<server>/<logger>``, to the one client
-        with calls running on the server, when its connection is a 2025-11-25
-        one (2026-07-28 clients opt in to logs per request); otherwise, or past
-        64 waiting for one call, it is dropped. Messages are sent as they come,
-        and those still waiting when the call ends are sent before its result.
+        and with the logger named ``mcp:<server>/<logger>``, to the client
+        whose call it was sent for (found as for requests): a 2025-11-25
+        client gets every level, a 2026-07-28 client only what its call asked
+        for (the ``io.modelcontextprotocol/logLevel`` key of the call's
+        ``_meta``: that level and above). Otherwise, or past 64 waiting for
+        one call, it is dropped. Messages are sent as they come, and those
+        still waiting when the call ends are sent before its result.
         """
 
         def on_log(message: McpLogMessage) -> None:
-            running = self._calls.get(server_id, [])
-            if len({scope.client for scope in running}) != 1 or running[0].modern:
+            try:
+                scope = self._caller(server_id, message.call_id)
+            except UpstreamCannotAnswerError:
+                return
+            if message.level not in scope.log_levels:
                 return
             logger = f"mcp:{server_id}/{message.logger}" if message.logger else f"mcp:{server_id}"
             notification = types.LoggingMessageNotification(
@@ -160,7 +219,7 @@ class Forwarder:
                     data=message.data,
                 )
             )
-            waiting = self._pending.setdefault(running[0], [])
+            waiting = self._pending.setdefault(scope, [])
             if len(waiting) < _LOG_BACKLOG:
                 waiting.append(notification)
                 self._wake.set()
@@ -178,11 +237,17 @@ class Forwarder:
     def drop(self, scope: CallScope) -> None:
         """Forget the log messages still waiting for ``scope``'s call."""
         self._pending.pop(scope, None)
+        self._sending.pop(scope, None)
 
     async def flush(self, scope: CallScope) -> None:
-        """Send the log messages still waiting for ``scope``'s call."""
-        for notification in self._pending.pop(scope, []):
-            with contextlib.suppress(Exception):  # the call (or the client) may be gone
-                await scope.session.send_notification(
-                    notification, related_request_id=scope.request_id
-                )
+        """Send the log messages still waiting for ``scope``'s call.
+
+        Waits for a sending already under way, so none is overtaken by the result.
+        """
+        lock = self._sending.setdefault(scope, trio.Lock())
+        async with lock:
+            for notification in self._pending.pop(scope, []):
+                with contextlib.suppress(Exception):  # the call (or the client) may be gone
+                    await scope.session.send_notification(
+                        notification, related_request_id=scope.request_id
+                    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import re
 import secrets
 import weakref
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import mcp_types as types
 import trio
+from mcp.server.connection import allowed_log_levels
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
@@ -255,6 +257,7 @@ class Gateway:
                 transport=server.transport,
                 elicit=self._forward.elicit(server.server_id),
                 sample=self._forward.sample(server.server_id),
+                roots=self._forward.roots(server.server_id),
                 on_log=self._forward.log(server.server_id),
                 **server.options,
             ) as bridge:
@@ -343,6 +346,8 @@ class Gateway:
             secret=self._secret,
             responses=params.input_responses,
             state=params.request_state,
+            call_id=call.id,
+            log_levels=allowed_log_levels(ctx.protocol_version, _meta(ctx)),
         )
         token = current_call.set(scope)
         key = (session_id, ctx.request_id)
@@ -365,6 +370,10 @@ class Gateway:
                             self._options, on_event=self._on_event, metadata={"client": client}
                         )
                         result = await dispatch_tool_call(call, options)
+                if owner is not None:
+                    # A log message the server sent just before its result is handled by
+                    # a task of its own: let it run while the call still counts as running.
+                    await trio.lowlevel.checkpoint()
             await self._forward.flush(scope)  # the server's log messages, before the result
         finally:
             self._forward.drop(scope)
@@ -486,11 +495,17 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:499] + "…"
 
 
-def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
-    """Whether the client asked for progress on this request (``_meta.progressToken``)."""
+def _meta(ctx: ServerRequestContext[Any, Any]) -> Mapping[str, Any] | None:
+    """The request's ``_meta``, if it is a JSON object."""
     params = ctx.params
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    return isinstance(meta, Mapping) and meta.get("progressToken") is not None
+    return meta if isinstance(meta, Mapping) else None
+
+
+def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client asked for progress on this request (``_meta.progressToken``)."""
+    meta = _meta(ctx)
+    return meta is not None and meta.get("progressToken") is not None
 
 
 async def _forward_progress(
@@ -537,6 +552,14 @@ _CHECKS: dict[str, OptionCheck] = {
     "hints": optional(_HINTS),
     "max_concurrent_calls": _LIMIT,
     "max_calls_per_client": _LIMIT,
+    "roots": sequence_of(
+        OptionCheck(
+            "an absolute path or file:// URI",
+            lambda value: (
+                isinstance(value, str) and (value.startswith("file://") or os.path.isabs(value))
+            ),
+        )
+    ),
 }
 
 
@@ -555,6 +578,7 @@ async def open_gateway(
     hints: Mapping[str, ToolHints] | None = None,
     max_concurrent_calls: int = 32,
     max_calls_per_client: int = 8,
+    roots: Sequence[str] = (),
 ) -> AsyncIterator[Gateway]:
     """Build a gateway over ``tools``, the tools of ``bridges`` and of ``servers``, gated.
 
@@ -573,6 +597,11 @@ async def open_gateway(
     identity, name and session); the rest wait their turn. While the block is open, a bridge that
     announces a tool-list change is re-listed and connected clients are told.
     Serve the gateway with :func:`serve_stdio` or :func:`serve_http`.
+
+    A downstream server's requests are forwarded to the client whose call
+    it sent them for (elicitation, sampling, ``roots/list``, log messages),
+    when the client declared the capability; ``roots`` (absolute paths or
+    ``file://`` URIs) answer a ``roots/list`` no client can answer.
 
     Cancellation: leaving the block stops watching the bridges; the bridges
     themselves belong to the caller.
@@ -597,6 +626,7 @@ async def open_gateway(
         "hints": hints,
         "max_concurrent_calls": max_concurrent_calls,
         "max_calls_per_client": max_calls_per_client,
+        "roots": _items(roots),
     }
     for option, value in given.items():
         _CHECKS[option].check(_OWNER, option, value)
@@ -625,6 +655,7 @@ async def open_gateway(
         on_event=on_event,
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
+        forward=Forwarder(roots=cast("tuple[str, ...]", given["roots"])),
     )
     gateway._servers.update((server.server_id, ServerState(server)) for server in downstream)
     async with trio.open_nursery() as nursery:

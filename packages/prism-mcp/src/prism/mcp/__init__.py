@@ -36,6 +36,8 @@ from ._callbacks import McpElicitationAnswer as McpElicitationAnswer
 from ._callbacks import McpElicitCallback as McpElicitCallback
 from ._callbacks import McpLogCallback as McpLogCallback
 from ._callbacks import McpLogMessage as McpLogMessage
+from ._callbacks import McpRootsCallback as McpRootsCallback
+from ._callbacks import McpRootsRequest as McpRootsRequest
 from ._callbacks import McpSampleCallback as McpSampleCallback
 from ._callbacks import McpSamplingAnswer as McpSamplingAnswer
 from ._callbacks import McpSamplingRequest as McpSamplingRequest
@@ -58,6 +60,8 @@ __all__ = [
     "McpElicitationAnswer",
     "McpLogCallback",
     "McpLogMessage",
+    "McpRootsCallback",
+    "McpRootsRequest",
     "McpSampleCallback",
     "McpSamplingAnswer",
     "McpSamplingRequest",

@@ -32,7 +32,12 @@ if TYPE_CHECKING:
     from mcp import Client
     from prism.core import ToolExecutionContext
 
-    from ._callbacks import McpElicitCallback, McpLogCallback, McpSampleCallback
+    from ._callbacks import (
+        McpElicitCallback,
+        McpLogCallback,
+        McpRootsCallback,
+        McpSampleCallback,
+    )
     from ._transports import StdioTransport, StreamableHttpTransport
 
 __all__ = ["McpToolBridge", "open_mcp_tools"]
@@ -333,7 +338,7 @@ async def open_mcp_tools(
     max_server_requests: int = 16,
     elicit: McpElicitCallback | None = None,
     sample: McpSampleCallback | None = None,
-    roots: Sequence[str] | None = None,
+    roots: Sequence[str] | McpRootsCallback | None = None,
     on_log: McpLogCallback | None = None,
     pins_file: str | os.PathLike[str] | None = None,
     accept_change: McpApprovalCallback | None = None,
@@ -370,9 +375,19 @@ async def open_mcp_tools(
         sample: answers the server's sampling requests with the host's model;
             declared only when given.
         roots: absolute paths or ``file://`` URIs offered as the client's roots
-            (a coding host passes its workspace roots); declared only when given.
+            (a coding host passes its workspace roots), or an async callback
+            asked with an :class:`McpRootsRequest` each time the server lists
+            them (it returns such paths or URIs); declared only when given.
         on_log: receives the server's log messages as :class:`McpLogMessage`
             (at ``info`` and above on 2026-07-28 sessions).
+
+    Which call a server's request is for: elicitation, sampling, roots and log
+    messages carry ``call_id``, the id of the tool call whose request the
+    server sent them on, when the transport tells: a Streamable HTTP server
+    sends them on that request's response stream, and a 2026-07-28 server
+    inside that call's result (``input_required``). A stdio pipe, or the
+    standalone HTTP stream, carries nothing that says which call a message
+    belongs to: ``call_id`` is ``None`` there.
         pins_file: a JSON file of tool definition pins, read at every listing
             and written when a tool is pinned. Each tool is pinned (by the hash
             of each part of its definition) when first listed; a tool that

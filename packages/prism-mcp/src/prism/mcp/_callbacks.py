@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -31,6 +33,8 @@ __all__ = [
     "McpElicitationAnswer",
     "McpLogCallback",
     "McpLogMessage",
+    "McpRootsCallback",
+    "McpRootsRequest",
     "McpSampleCallback",
     "McpSamplingAnswer",
     "McpSamplingRequest",
@@ -39,6 +43,30 @@ __all__ = [
 _log = logging.getLogger("prism.mcp")
 _MAX_TEXT = 8192
 _MAX_ROOTS = 256
+
+# The id of the Prism tool call whose ``tools/call`` is being sent or answered. The
+# SDK carries the sending task's context variables to what the server sends back on
+# that request's own stream (a Streamable HTTP POST's response, a 2026-07-28
+# input_required round), so a callback run for it sees the call; the session's own
+# tasks (a stdio pipe, the standalone HTTP stream) start with none.
+_calling: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "prism_mcp_calling", default=None
+)
+
+
+@contextlib.contextmanager
+def calling(call_id: str | None) -> Iterator[None]:
+    """Mark what the server sends for the request made in this block as ``call_id``'s."""
+    token = _calling.set(call_id)
+    try:
+        yield
+    finally:
+        _calling.reset(token)
+
+
+def forget_calls() -> None:
+    """Start the current task's context with no call (a session's own tasks)."""
+    _calling.set(None)
 
 
 @attrs.frozen(kw_only=True)
@@ -57,6 +85,9 @@ class McpElicitation:
         requested_schema: the form's JSON Schema (form mode).
         url: the URL to offer the user (URL mode).
         elicitation_id: the server's id for a URL elicitation.
+        call_id: the id of the tool call (``ToolCall.id``) whose request the
+            server asked on, when the transport says so (see
+            :func:`~prism.mcp.open_mcp_tools`); ``None`` when it cannot be told.
     """
 
     server_id: str
@@ -65,6 +96,7 @@ class McpElicitation:
     requested_schema: JsonObject | None = attrs.field(default=None, eq=False)
     url: str | None = None
     elicitation_id: str | None = None
+    call_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +126,8 @@ class McpSamplingRequest:
         system_prompt: the server's system prompt, if any (untrusted).
         max_tokens: the most tokens the server wants.
         params: the whole request as JSON (temperature, stop sequences, tools...).
+        call_id: the tool call the server asked for, when known (as for
+            :class:`McpElicitation`).
     """
 
     server_id: str
@@ -101,6 +135,7 @@ class McpSamplingRequest:
     system_prompt: str | None
     max_tokens: int
     params: JsonObject = attrs.field(eq=False, repr=False)
+    call_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -131,29 +166,50 @@ class McpLogMessage:
         level: its syslog level (``"debug"`` ... ``"emergency"``).
         logger: the server's logger name, if any.
         data: the message (any JSON, untrusted).
+        call_id: the tool call the server logged for, when known (as for
+            :class:`McpElicitation`).
     """
 
     server_id: str
     level: str
     logger: str | None
     data: JsonValue = attrs.field(eq=False)
+    call_id: str | None = None
 
 
 McpLogCallback = Callable[[McpLogMessage], None]
 """``on_log(message)``, called on the event loop; keep it quick and never raise."""
 
 
-def root_uris(roots: Sequence[str]) -> tuple[str, ...]:
+@attrs.frozen(kw_only=True)
+class McpRootsRequest:
+    """A server asks for the client's roots (``roots/list``).
+
+    Attributes:
+        server_id: who asks.
+        call_id: the tool call the server asked for, when known (as for
+            :class:`McpElicitation`).
+    """
+
+    server_id: str
+    call_id: str | None = None
+
+
+McpRootsCallback = Callable[[McpRootsRequest], Awaitable[Sequence[str]]]
+"""``async roots(request) -> paths``: absolute paths or ``file://`` URIs; raising refuses."""
+
+
+def root_uris(roots: Sequence[str], option: str = "open_mcp_tools.roots") -> tuple[str, ...]:
     """``file://`` URIs for ``roots`` (absolute paths or ``file://`` URIs).
 
     Raises:
-        ConfigurationError: a root is neither.
+        ConfigurationError: a root is neither (the message names ``option``).
     """
 
     def refuse(what: str, shown: object) -> ConfigurationError:
         return ConfigurationError(
-            f"open_mcp_tools.roots {what}, got {shown!r}",
-            option="open_mcp_tools.roots",
+            f"{option} {what}, got {shown!r}",
+            option=option,
             value=roots,
         )
 
@@ -198,6 +254,7 @@ def make_elicitation_callback(server_id: str, elicit: McpElicitCallback) -> Elic
             requested_schema=schema if isinstance(schema, dict) else None,
             url=clip(url, 4096) if isinstance(url, str) else None,
             elicitation_id=clip(elicitation_id, 256) if isinstance(elicitation_id, str) else None,
+            call_id=_calling.get(),
         )
         try:
             # An asyncio callback under an asyncio host runs on its loop.
@@ -234,6 +291,7 @@ def make_sampling_callback(server_id: str, sample: McpSampleCallback) -> Samplin
             system_prompt=clip(params.system_prompt, _MAX_TEXT) if params.system_prompt else None,
             max_tokens=int(params.max_tokens),
             params=raw,
+            call_id=_calling.get(),
         )
         try:
             # An asyncio callback under an asyncio host runs on its loop.
@@ -254,17 +312,40 @@ def make_sampling_callback(server_id: str, sample: McpSampleCallback) -> Samplin
     return callback
 
 
-def make_roots_callback(uris: tuple[str, ...]) -> ListRootsFnT:
-    """The SDK callback that lists ``uris``."""
-    roots = [
-        mcp_types.Root(uri=uri, name=Path(urlsplit(uri).path).name or uri)  # type: ignore[arg-type]
-        for uri in uris
-    ]
+def _roots(uris: Sequence[str]) -> mcp_types.ListRootsResult:
+    return mcp_types.ListRootsResult(
+        roots=[
+            mcp_types.Root(uri=uri, name=Path(urlsplit(uri).path).name or uri)  # type: ignore[arg-type]
+            for uri in uris
+        ]
+    )
+
+
+def make_roots_callback(server_id: str, roots: tuple[str, ...] | McpRootsCallback) -> ListRootsFnT:
+    """The SDK callback that lists ``roots`` (fixed URIs, or what a callback says)."""
+    if isinstance(roots, tuple):
+        fixed = _roots(roots)
+
+        async def listed(
+            context: ClientRequestContext,
+        ) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
+            return fixed.model_copy()
+
+        return listed
+    ask = roots
 
     async def callback(
         context: ClientRequestContext,
     ) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
-        return mcp_types.ListRootsResult(roots=list(roots))
+        request = McpRootsRequest(server_id=server_id, call_id=_calling.get())
+        try:
+            # An asyncio callback under an asyncio host runs on its loop.
+            given = await await_callback(ask, ask(request))
+            uris = root_uris(given, option="roots callback")
+        except Exception as exc:
+            _log.warning("the roots callback raised", exc_info=True)
+            return _error(f"the host could not list its roots: {type(exc).__name__}")
+        return _roots(uris)
 
     return callback
 
@@ -284,6 +365,7 @@ def make_logging_callback(server_id: str, on_log: McpLogCallback) -> LoggingFnT:
             level=str(params.level),
             logger=clip(params.logger, 256) if params.logger else None,
             data=data,
+            call_id=_calling.get(),
         )
         try:
             on_log(message)

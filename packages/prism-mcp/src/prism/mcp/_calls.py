@@ -14,6 +14,7 @@ from mcp.shared.exceptions import MCPError
 from prism.core import JsonObject, JsonValue, ToolResult
 from prism.core.text import clip, describe_exception
 
+from ._callbacks import calling
 from ._content import map_call_result
 from ._errors import TELLING_ERRORS, McpBridgeError
 from ._options import BridgeOptions
@@ -122,14 +123,15 @@ class Caller:
             # tasks extension's claim, which reports its polls here.
             progress = call_progress.set(on_progress)
             try:
-                if info.task_support == "required":
-                    result = await run_legacy_task(
-                        client.session, remote, arguments, options.max_call_s, on_progress
-                    )
-                else:
-                    result = await client.call_tool(
-                        remote, arguments, progress_callback=on_progress, meta=trace_meta()
-                    )
+                with calling(ctx.call.id):
+                    if info.task_support == "required":
+                        result = await run_legacy_task(
+                            client.session, remote, arguments, options.max_call_s, on_progress
+                        )
+                    else:
+                        result = await client.call_tool(
+                            remote, arguments, progress_callback=on_progress, meta=trace_meta()
+                        )
             except Exception as exc:
                 failure = exc
             finally:

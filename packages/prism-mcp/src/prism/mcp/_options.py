@@ -20,7 +20,13 @@ from prism.core.options import (
 )
 
 from ._annotations import McpApprovalCallback
-from ._callbacks import McpElicitCallback, McpLogCallback, McpSampleCallback, root_uris
+from ._callbacks import (
+    McpElicitCallback,
+    McpLogCallback,
+    McpRootsCallback,
+    McpSampleCallback,
+    root_uris,
+)
 from ._transports import StdioTransport, StreamableHttpTransport
 
 __all__ = ["DEFAULT_MAX_CALL_S", "BridgeOptions", "ProtocolMode", "bridge_options"]
@@ -84,7 +90,7 @@ class BridgeOptions:
     max_server_requests: int
     elicit: McpElicitCallback | None = None
     sample: McpSampleCallback | None = None
-    roots: tuple[str, ...] | None = None
+    roots: tuple[str, ...] | McpRootsCallback | None = None
     on_log: McpLogCallback | None = None
     pins_file: str | None = None
     accept_change: McpApprovalCallback | None = None
@@ -114,7 +120,7 @@ def bridge_options(**given: object) -> BridgeOptions:
         else None
         if max_call == math.inf
         else float(max_call),  # type: ignore[arg-type]
-        "roots": None if roots is None else root_uris(roots),  # type: ignore[arg-type]
+        "roots": None if roots is None else roots if callable(roots) else root_uris(roots),  # type: ignore[arg-type]
         "pins_file": None if pins_file is None else os.fspath(pins_file),  # type: ignore[call-overload]
     }
     return BridgeOptions(**values)  # type: ignore[arg-type]

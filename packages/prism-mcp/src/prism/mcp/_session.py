@@ -16,6 +16,7 @@ from mcp import Client
 from prism.core.text import clip, describe_exception
 
 from ._callbacks import (
+    forget_calls,
     make_elicitation_callback,
     make_logging_callback,
     make_roots_callback,
@@ -152,7 +153,7 @@ def _client(options: BridgeOptions, conn: Connection, message_handler: MessageHa
         sampling_callback=make_sampling_callback(sid, options.sample)
         if options.sample is not None
         else None,
-        list_roots_callback=make_roots_callback(options.roots)
+        list_roots_callback=make_roots_callback(sid, options.roots)
         if options.roots is not None
         else None,
         logging_callback=make_logging_callback(sid, options.on_log)
@@ -227,6 +228,9 @@ class Sessions:
         options = self.options
         started = False
         failure: BaseException | None = None
+        # This task (and the SDK's tasks it starts: the stdio reader, the standalone
+        # HTTP stream) serves no one call, whichever call's task started the session.
+        forget_calls()
         try:
             with trio.CancelScope() as connecting:
                 connecting.deadline = trio.current_time() + options.connect_timeout_s
