@@ -20,7 +20,6 @@ import trio
 
 from prism.coding.security import (
     BubblewrapSandbox,
-    SandboxUnavailableError,
     create_sandbox_shell_operations,
 )
 from prism.coding.tools import LocalShellOperations, ShellSpawnRequest
@@ -387,13 +386,19 @@ async def test_wrap_alone_binds_the_roots_read_only(root: Path) -> None:
     assert os.listdir(root) == []
 
 
-async def test_a_missing_mount_tool_makes_the_sandbox_unavailable(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+async def test_overlays_need_no_mount_tool_on_path(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name, **_: None if name == "unshare" else "/x")
-    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], bwrap_path="/bin/true"))
-    with pytest.raises(SandboxUnavailableError, match="unshare"):
-        await _run(ops, "true", root)
+    # the launcher mounts the overlays itself: no unshare, mount or sh is looked up
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)], bwrap_path=bwrap))
+    code, _ = await _run(ops, "/bin/sh -c 'echo x > made.txt'", root)
+    assert code == 0
+    assert (root / "made.txt").read_text() == "x\n"
 
 
 def daemon_command(tag: str, where: str) -> str:

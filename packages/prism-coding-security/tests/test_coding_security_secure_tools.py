@@ -16,6 +16,7 @@ from prism.coding.security import (
     SecureCodingTools,
     open_secure_coding_tools,
 )
+from prism.coding.security._landlock_server import ForkServer
 from prism.core import ConfigurationError, DispatchOptions, ToolCall, create_tool_registry
 from prism.core import dispatch_tool_call as dispatch
 
@@ -189,22 +190,15 @@ async def test_concurrent_probes_run_once(
         sandbox: SandboxBackend = BubblewrapSandbox([str(root)])
     else:
         sandbox = LandlockSandbox([str(root)])
-    # bubblewrap's probe starts its process through trio.run_process, Landlock's goes
-    # through the backend's fork server: count them.
+    # both probes run their command through the backend's fork server: count them
     started: list[Sequence[str]] = []
-    run_process = trio.run_process
-    served = LandlockSandbox._run
+    served = ForkServer.run
 
-    async def counting(argv: Sequence[str], **kwargs: Any) -> Any:
-        started.append(argv)
-        return await run_process(argv, **kwargs)
-
-    async def counting_served(self: LandlockSandbox, argv: Sequence[str], **kwargs: Any) -> Any:
+    async def counting(self: ForkServer, argv: Sequence[str], **kwargs: Any) -> Any:
         started.append(argv)
         return await served(self, argv, **kwargs)
 
-    monkeypatch.setattr(trio, "run_process", counting)
-    monkeypatch.setattr(LandlockSandbox, "_run", counting_served)
+    monkeypatch.setattr(ForkServer, "run", counting)
     try:
         async with trio.open_nursery() as nursery:
             for _ in range(3):

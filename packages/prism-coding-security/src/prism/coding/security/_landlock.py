@@ -116,7 +116,7 @@ class LandlockSandbox:
 
     def _fork_server(self) -> ForkServer:
         if self._server is None:
-            self._server = ForkServer(self._config())
+            self._server = ForkServer(self._config(), what="Landlock helper")
         return self._server
 
     async def _run(

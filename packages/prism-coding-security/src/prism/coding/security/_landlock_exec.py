@@ -24,6 +24,7 @@ from __future__ import annotations
 import array
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import resource
@@ -389,9 +390,20 @@ class _Ruleset:
 
 
 class _Prepared:
-    """What every command needs, made once: the seccomp program, limits, cap_last_cap."""
+    """What every command needs, made once: the seccomp program, limits, cap_last_cap.
+
+    In ``namespaces`` mode (bubblewrap's launcher) nothing: bubblewrap restricts.
+    """
+
+    ruleset: _Ruleset
+    limits: list[tuple[int, int]]
+    filter: _SockFprog
+    last_cap: int
 
     def __init__(self, config: dict[str, object]) -> None:
+        self.namespaces = config.get("mode") == "namespaces"
+        if self.namespaces:
+            return  # bubblewrap restricts the command; the child only mounts its overlays
         write = config["write"]
         assert isinstance(write, list)
         self.ruleset = _Ruleset([str(p) for p in write], network=config["network"] is True)
@@ -473,6 +485,13 @@ def _command(
         stage = "cwd"
         os.chdir(str(request["cwd"]))
         stage = "run"
+        if prepared.namespaces:
+            report = fcntl.fcntl(report, fcntl.F_DUPFD_CLOEXEC, 64)
+            stage = "mount"
+            _overlays(request["overlays"])  # type: ignore[arg-type]
+            stage = "run"
+            _seccomp_on_fd_3(request.get("seccomp"))
+            os.execvpe(argv[0], argv, env)
         for which, value in prepared.limits:
             resource.setrlimit(which, (value, value))
         _drop_capabilities_upto(prepared.last_cap)
@@ -487,7 +506,56 @@ def _command(
         number = exc.errno if isinstance(exc, OSError) and exc.errno else 0
         with contextlib.suppress(OSError):
             os.write(report, f"{stage} {number} {exc}".encode(errors="replace")[:4000])
-    os._exit(126)
+    os._exit(125 if stage == "mount" else 126)
+
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _overlays(overlays: list[list[str]]) -> None:  # pragma: no cover - in the child
+    """Enter a new user and mount namespace and mount each overlay there.
+
+    This user is the namespace's root; each item is ``[options, target]``. What
+    ``unshare --user --map-root-user --mount --propagation private`` and
+    ``mount -t overlay`` do.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"0 {uid} 1")
+    _write("/proc/self/gid_map", f"0 {gid} 1")
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private /)")
+    for options, target in overlays:
+        _check(
+            _libc.mount(b"prism", os.fsencode(target), b"overlay", 0, os.fsencode(options)),
+            f"mount overlay on {target}",
+        )
+
+
+def _seccomp_on_fd_3(path: object) -> None:  # pragma: no cover - in the child
+    """Open the seccomp program at ``path`` on descriptor 3 (``bwrap --seccomp 3``).
+
+    Nothing when ``path`` is None.
+    """
+    if path is None:
+        return
+    fd = os.open(str(path), os.O_RDONLY | os.O_CLOEXEC)
+    if fd == 3:
+        os.set_inheritable(3, True)
+    else:
+        os.dup2(fd, 3)
+        os.close(fd)
 
 
 def _supervisor(
@@ -510,11 +578,12 @@ def _supervisor(
         assert isinstance(request, dict)
     except (OSError, EOFError, ValueError, AssertionError):
         return 1
-    try:
-        ruleset = prepared.ruleset.current()
-        failure = ""
-    except OSError as exc:
-        ruleset, failure = -1, f"run 0 {exc}"
+    ruleset, failure = -1, ""
+    if not prepared.namespaces:
+        try:
+            ruleset = prepared.ruleset.current()
+        except OSError as exc:
+            failure = f"run 0 {exc}"
     if failure:
         child = 0
     else:
@@ -533,9 +602,10 @@ def _supervisor(
         _send(connection, f"E {number} {text}\n".replace("\n", " ").rstrip() + "\n")
         return 0
     if failure:
+        name = "sandbox" if prepared.namespaces else "landlock sandbox"
         with contextlib.suppress(OSError):
             text = failure.split(" ", 2)[2]
-            os.write(output, f"prism landlock sandbox: {text}; not running the command\n".encode())
+            os.write(output, f"prism {name}: {text}; not running the command\n".encode())
     os.close(output)
     _send(connection, f"S {child or os.getpid()}\n")
     status = 126

@@ -90,9 +90,14 @@ class _ServerGone(Exception):
 class ForkServer:
     """One fork server process and its control socket (started on first use)."""
 
-    def __init__(self, config: str) -> None:
-        """Remember ``config``, ``_landlock_exec.py``'s JSON (roots, network, filter, limits)."""
+    def __init__(self, config: str, *, what: str) -> None:
+        """Remember ``config``, ``_landlock_exec.py``'s JSON; ``what`` names it in errors.
+
+        ``config``: ``{"mode": "namespaces"}`` for bubblewrap's launcher, else the
+        Landlock configuration (roots, network, seccomp program, limits).
+        """
         self._config = config
+        self._what = what
         self._control: socket.socket | None = None
         self._finalizer: weakref.finalize[..., ForkServer] | None = None
         self._lock = trio.Lock()
@@ -174,8 +179,11 @@ class ForkServer:
         env: Mapping[str, str],
         on_output: OutputSink,
         kill_grace_s: float,
+        extra: Mapping[str, object] | None = None,
     ) -> ShellExit:
         """Run ``argv`` restricted, stream its merged output; leave no process behind.
+
+        ``extra``: more request fields (bubblewrap's launcher: ``overlays``, ``seccomp``).
 
         A server that had died is started again, and the command given to the new
         one (the dead one ran nothing of it).
@@ -189,6 +197,7 @@ class ForkServer:
             "argv": list(argv),
             "cwd": os.path.join(os.getcwd(), cwd),
             "env": {**env, PROCESS_TREE_ENV_VAR: marker},
+            **(extra or {}),
         }
         payload = json.dumps(request).encode()
         payload = len(payload).to_bytes(4, "big") + payload
@@ -196,8 +205,7 @@ class ForkServer:
             with contextlib.suppress(_ServerGone):
                 return await self._attempt(payload, marker, cwd, on_output, kill_grace_s)
         raise SandboxUnavailableError(
-            "the Landlock helper ended before the command started, twice; refusing to run "
-            "unsandboxed"
+            f"the {self._what} ended before the command started, twice; refusing to run unsandboxed"
         )
 
     async def _attempt(
@@ -245,7 +253,7 @@ class ForkServer:
                     await self._forget(control)
                     raise _ServerGone
                 raise SandboxUnavailableError(
-                    "the Landlock helper refused the command before it started; refusing to "
+                    f"the {self._what} refused the command before it started; refusing to "
                     "run unsandboxed"
                 )
             kind, _, rest = first.partition(b" ")

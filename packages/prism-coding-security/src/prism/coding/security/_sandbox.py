@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
@@ -36,6 +36,7 @@ from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._gitnames import cached_git_entries
 from ._landlock import LandlockSandbox
+from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
 from ._overlay import RootOverlay, overlay_base
 from ._paths import normalize_roots
@@ -49,7 +50,7 @@ from ._proxy import (
 from ._seccomp import SECCOMP_FILTER, filter_file, filter_path
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 __all__ = ["BubblewrapSandbox", "SandboxBackend", "create_sandbox_shell_operations"]
 
@@ -61,18 +62,11 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 # Opens the filter named by $0 on fd 3, where ``--seccomp 3`` reads it, then
 # becomes bwrap (no extra process stays between the caller and bwrap).
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
-# Run by /bin/sh inside a fresh user and mount namespace (unshare): mounts each
-# root's overlay (options, root pairs up to "--") with mount(8), then becomes bwrap
-# with the seccomp filter on fd 3 (from a private file: a process in the new user
-# namespace may not open the caller's /proc/<pid>/fd).
-_OVERLAY_LAUNCHER = """m=$1 f=$2
-shift 2
-while [ "$1" != -- ]; do "$m" -t overlay -o "$1" prism "$2" || exit 125; shift 2; done
-shift
-if [ -n "$f" ]; then exec "$@" 3<"$f"; fi
-exec "$@"
-"""
-_UNSHARE = ("--user", "--map-root-user", "--mount", "--propagation", "private")
+# Commands run by create_sandbox_shell_operations start from a fork server (one per
+# sandbox, started on first use; see _landlock_exec.py): its child enters a fresh user
+# and mount namespace, mounts each root's overlay there, opens the seccomp filter on
+# fd 3 (from a private file) and becomes bwrap. No launcher process starts per command.
+_SERVER_CONFIG = json.dumps({"mode": "namespaces"})
 _APPLY_LOCKS: dict[str, threading.Lock] = {}
 _APPLY_LOCKS_LOCK = threading.Lock()
 # Where the allowlist proxy's directory appears inside the sandbox (in its /run).
@@ -221,6 +215,7 @@ class BubblewrapSandbox:
     _ready: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _matcher: ProtectedPaths = attrs.field(init=False)
+    _server: ForkServer | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         if (self.network == "allowlist") != bool(self.allowed_hosts):
@@ -281,16 +276,8 @@ class BubblewrapSandbox:
             memory_bytes=self.memory_bytes,
             max_processes=self.max_processes,
         )
-        if overlays is None:
-            launcher = [] if proxy_dir else ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()]
-        else:
-            launcher = [
-                _tool("unshare"), *_UNSHARE, "/bin/sh", "-c", _OVERLAY_LAUNCHER, "prism-sandbox",
-                _tool("mount"), "" if proxy_dir else filter_file(),
-            ]  # fmt: skip
-            for root, overlay in overlays.items():
-                launcher += [overlay.mount_option(), root]
-            launcher.append("--")
+        # with overlays, the fork server's child is the launcher (see _SERVER_CONFIG)
+        launcher = ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()] if overlays is None else []
         args = [
             *launcher,
             self._executable(),
@@ -361,7 +348,7 @@ class BubblewrapSandbox:
 
     def _prepare(
         self, session: _Session, argv: Sequence[str], cwd: str, proxy_dir: str | None
-    ) -> list[str]:
+    ) -> _Launch:
         # Runs in a thread: making the private layers touches the filesystem.
         try:
             base = overlay_base(self.writable_roots)
@@ -372,7 +359,29 @@ class BubblewrapSandbox:
                 f"cannot prepare the private layer of the writable roots ({exc}); "
                 "refusing to run unsandboxed"
             ) from exc
-        return self._wrap(argv, cwd, proxy_dir, session.overlays)
+        return _Launch(
+            argv=self._wrap(argv, cwd, proxy_dir, session.overlays),
+            overlays=[[o.mount_option(), root] for root, o in session.overlays.items()],
+            seccomp=None if proxy_dir else filter_file(),
+        )
+
+    def _fork_server(self) -> ForkServer:
+        if self._server is None:
+            self._server = ForkServer(_SERVER_CONFIG, what="bubblewrap launcher")
+        return self._server
+
+    async def _launch(
+        self, launch: _Launch, *, env: Mapping[str, str], on_output: OutputSink, kill_grace_s: float
+    ) -> ShellExit:
+        """Run ``launch`` through the fork server (see :class:`ForkServer`)."""
+        return await self._fork_server().run(
+            launch.argv,
+            cwd="/",
+            env=env,
+            on_output=on_output,
+            kill_grace_s=kill_grace_s,
+            extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
+        )
 
     def _finish(self, session: _Session) -> None:
         """Apply each root's changes (one command at a time per root), then discard."""
@@ -410,16 +419,14 @@ class BubblewrapSandbox:
         self,
         argv: Sequence[str],
         cwd: str,
-        run: Callable[[list[str]], Awaitable[ShellExit]],
+        run: Callable[[_Launch], Awaitable[ShellExit]],
         notes: list[str] | None = None,
     ) -> ShellExit:
         async def body(proxy_dir: str | None) -> ShellExit:
             session = _Session()
             try:
-                wrapped = await trio.to_thread.run_sync(
-                    self._prepare, session, argv, cwd, proxy_dir
-                )
-                return await run(wrapped)
+                launch = await trio.to_thread.run_sync(self._prepare, session, argv, cwd, proxy_dir)
+                return await run(launch)
             finally:
                 # after the command (its whole tree is gone), also when cancelled
                 with trio.CancelScope(shield=True):
@@ -452,15 +459,16 @@ class BubblewrapSandbox:
                 ) from exc
             self._ready = True
 
-    async def _probe(self, argv: list[str]) -> ShellExit:
+    async def _probe(self, launch: _Launch) -> ShellExit:
+        said: list[bytes] = []
+
+        async def collect(chunk: bytes) -> None:
+            said.append(chunk)
+
         try:
             with trio.fail_after(_PROBE_TIMEOUT_S):
-                result = await trio.run_process(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
+                result = await self._launch(
+                    launch, env={"PATH": os.defpath}, on_output=collect, kill_grace_s=0
                 )
         except trio.TooSlowError as exc:
             raise SandboxUnavailableError(
@@ -471,13 +479,26 @@ class BubblewrapSandbox:
             raise SandboxUnavailableError(
                 f"bubblewrap could not be started ({exc}); refusing to run unsandboxed"
             ) from exc
-        if result.returncode != 0:
-            stderr = result.stderr.decode("utf-8", "replace").strip()[:500]
+        if result.exit_code != 0:
+            output = b"".join(said).decode("utf-8", "replace").strip()[:500]
             raise SandboxUnavailableError(
-                f"bubblewrap cannot create its sandbox here (exit {result.returncode}: "
-                f"{stderr or 'no output'}); refusing to run unsandboxed"
+                f"bubblewrap cannot create its sandbox here (exit {result.exit_code}: "
+                f"{output or 'no output'}); refusing to run unsandboxed"
             )
-        return ShellExit(exit_code=0)
+        return result
+
+
+@attrs.frozen
+class _Launch:
+    """How one command starts.
+
+    bwrap's argument vector, the overlays its launcher mounts (``[options, root]``)
+    and the seccomp program's file (None: the bridge applies it).
+    """
+
+    argv: list[str]
+    overlays: list[list[str]]
+    seccomp: str | None
 
 
 @attrs.define
@@ -486,16 +507,6 @@ class _Session:
 
     overlays: dict[str, RootOverlay] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name, path=os.defpath + ":/usr/sbin:/sbin")
-    if path is None:
-        raise SandboxUnavailableError(
-            f"{name} (util-linux) is not installed; the sandbox needs it to give each "
-            "command a private layer over the roots; refusing to run unsandboxed"
-        )
-    return path
 
 
 def _apply_lock(root: str) -> threading.Lock:
@@ -529,8 +540,12 @@ class _SandboxShellOperations:
             argv = self.backend.wrap(request.argv, cwd=request.cwd)
             return await self._run(argv, request, on_output)
 
-        async def run(argv: list[str]) -> ShellExit:
-            return await self._run(argv, request, on_output)
+        backend = self.backend
+
+        async def run(launch: _Launch) -> ShellExit:
+            return await backend._launch(
+                launch, env=request.env, on_output=on_output, kill_grace_s=self.kill_grace_s
+            )
 
         notes: list[str] = []
         result = await self.backend._run_overlaid(request.argv, request.cwd, run, notes)
