@@ -401,6 +401,24 @@ async def test_overlays_need_no_mount_tool_on_path(
     assert (root / "made.txt").read_text() == "x\n"
 
 
+async def test_the_private_layers_are_removed_after_the_call(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # removed in the background (the result does not wait for the file system), all of them
+    from prism.coding.security._overlay import wait_discarded
+
+    base = tmp_path / "base"
+    base.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    for command in ("true", "echo x > made.txt", "mkdir -p a/b && echo y > a/b/c"):
+        code, _ = await _run(ops, command, root)
+        assert code == 0
+    assert await trio.to_thread.run_sync(wait_discarded, 60)
+    assert [p.name for p in base.iterdir() if p.name.startswith("prism-overlay-")] == []
+    assert (root / "a" / "b" / "c").read_text() == "y\n"
+
+
 def daemon_command(tag: str, where: str) -> str:
     """Three processes that outlive the command: setsid + env -i, a double fork, nohup.
 

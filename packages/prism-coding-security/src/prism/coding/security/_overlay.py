@@ -37,12 +37,15 @@ moves the changes into the real root, leaving out and reporting:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import queue
 import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 from typing import TYPE_CHECKING
 
 from ._errors import SandboxUnavailableError
@@ -53,7 +56,7 @@ if TYPE_CHECKING:
 
     from ._protected import ProtectedPaths
 
-__all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base"]
+__all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base", "wait_discarded"]
 
 # bound read-write before; now: data that git writes in ordinary work and never runs
 _DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs", "reftable"})
@@ -345,6 +348,14 @@ class RootOverlay:
             os.close(fd)
         return notes.lines(self.root)
 
+    def discard_later(self) -> None:
+        """Have the private layer removed in the background (see :func:`wait_discarded`).
+
+        Removing it takes the file system a while (many milliseconds of waiting on a
+        journalled one, little CPU); the command's result does not wait for it.
+        """
+        _JANITOR.put(self)
+
     def discard(self) -> None:
         """Remove the private layer (idempotent)."""
         try:
@@ -607,3 +618,52 @@ class _Applier:
         finally:
             os.close(source)
         os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)
+
+
+class _Janitor:
+    """One background thread that discards the private layers handed to it, in order."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[RootOverlay] = queue.SimpleQueue()
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def put(self, overlay: RootOverlay) -> None:
+        with self._idle:
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name="prism-overlay-janitor", daemon=True
+                )
+                self._thread.start()
+        self._queue.put(overlay)
+
+    def _work(self) -> None:
+        while True:
+            overlay = self._queue.get()
+            try:
+                overlay.discard()
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def wait(self, timeout: float | None) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+
+_JANITOR = _Janitor()
+
+
+def wait_discarded(timeout: float | None = None) -> bool:
+    """Block until every private layer handed to :meth:`RootOverlay.discard_later` is gone.
+
+    Returns False when ``timeout`` (seconds) passed first. Runs at interpreter exit too
+    (up to 10 s), so no layer is left behind by a process that ends normally.
+    """
+    return _JANITOR.wait(timeout)
+
+
+atexit.register(wait_discarded, 10.0)

@@ -392,7 +392,7 @@ class BubblewrapSandbox:
                     with _apply_lock(root):
                         session.notes += overlay.apply(self._matcher, _anchored(root))
             finally:
-                overlay.discard()
+                overlay.discard_later()
 
     async def _with_proxy(self, body: Callable[[str | None], Awaitable[ShellExit]]) -> ShellExit:
         # Runs body(proxy directory or None); the proxy, when there is one, lives
