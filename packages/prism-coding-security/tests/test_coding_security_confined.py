@@ -53,7 +53,8 @@ def test_commands_the_sandbox_confines_run_unasked(root: Path, command: str) -> 
 
 @pytest.mark.parametrize(
     ("command", "rule"),
-    [("echo x > /tmp/outside-prism", "path:write"), ("make > ../x", "path:write"),
+    [("echo x > /var/tmp/outside-prism", "path:write"), ("touch .envrc", "protected"),
+     ("make && echo 'x' > lefthook-local.yml", "protected"),
      ("case x in x) make;; esac", "parse")],
 )  # fmt: skip
 def test_what_the_sandbox_cannot_confine_still_asks(root: Path, command: str, rule: str) -> None:
@@ -62,20 +63,29 @@ def test_what_the_sandbox_cannot_confine_still_asks(root: Path, command: str, ru
     assert decision.details["escalation"] is True
     assert decision.details["rule"] == rule
     assert decision.details["needs_approval"] is True
+    # an access the sandbox can grant is named; a parse doubt grants nothing
+    assert ("access" in decision.details) == (rule != "parse")
 
 
 @pytest.mark.parametrize(
-    "command", ["echo x > .git/config", "touch .envrc", "make && echo 'x' > lefthook-local.yml"]
-)
-def test_what_the_sandbox_never_grants_is_refused_without_asking(root: Path, command: str) -> None:
+    ("command", "rule", "why"),
+    [("echo x > .git/config", "protected", "changes inside .git never come back"),
+     ("make > ../x", "path:write", "holds a writable root"),
+     ("echo x > /proc/prism-x", "path:write", "cannot put a private layer over /proc"),
+     ("echo x > /prism-x", "path:write", "cannot put a private layer over /")],
+)  # fmt: skip
+def test_what_the_sandbox_never_grants_is_refused_without_asking(
+    root: Path, command: str, rule: str, why: str
+) -> None:
     asked: list[object] = []
     decision = _decide(root, command, approve=asked.append)
     assert not decision.allowed
     assert asked == []
     assert decision.details["escalation"] is True
-    assert decision.details["rule"] == "protected"
+    assert decision.details["rule"] == rule
     assert "needs_approval" not in decision.details
-    assert "does not grant even when approved" in (decision.reason or "")
+    assert "cannot grant, even approved" in (decision.reason or "")
+    assert why in (decision.reason or "")
 
 
 def test_deny_rules_still_deny_in_confined_mode(root: Path) -> None:

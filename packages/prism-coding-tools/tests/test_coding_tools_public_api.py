@@ -3,6 +3,7 @@ import inspect
 import prism.coding.tools
 
 DOCUMENTED = {
+    "AccessGrant",
     "DEFAULT_MAX_EDIT_BYTES",
     "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_SPILL_BYTES",

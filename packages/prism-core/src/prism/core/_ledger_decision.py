@@ -6,7 +6,8 @@ a per-call holder that the dispatcher installs in a context variable; a tool
 that reports a denial only in its result (``details["execution_denied"]``) is
 read from there instead. Policy details are read by well-known keys
 (``policy``, ``decision``, ``rule``, ``approval``, ``remembered``,
-``needs_approval``, ``sandbox``, ``confined``, ``escalation``, ``model``),
+``needs_approval``, ``sandbox``, ``confined``, ``escalation``, ``access``,
+``approver_reason``, ``model``),
 so no policy package is imported here.
 """
 
@@ -82,6 +83,10 @@ class ToolCallDecision:
         sandbox: the sandbox backend the command ran under, if any.
         confined: the command was allowed because the sandbox confines it.
         escalation: the command needed more than the sandbox allows.
+        access: for an escalation, the extra access it named, in words (what an
+            approval grants that one call, or what the sandbox could not grant).
+        approver: the approver's own words with its answer (``approved by the
+            client ...``), when it gave some.
     """
 
     gate: DecisionGate
@@ -98,6 +103,8 @@ class ToolCallDecision:
     sandbox: str | None = None
     confined: bool = False
     escalation: bool = False
+    access: str | None = None
+    approver: str | None = None
 
     @property
     def label(self) -> str:
@@ -163,6 +170,8 @@ def decision_from_details(
         sandbox=_text(sandbox) if sandbox else None,
         confined=details.get("confined") is True,
         escalation=details.get("escalation") is True,
+        access=_text(details.get("access")),
+        approver=_text(details.get("approver_reason")),
     )
 
 

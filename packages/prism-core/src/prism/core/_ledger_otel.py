@@ -74,7 +74,7 @@ def decision_attributes(decision: ToolCallDecision) -> dict[str, AttributeValue]
         "prism.decision.gate": decision.gate,
         "prism.decision.allowed": decision.allowed,
     }
-    for name in ("policy", "rule", "model", "reason", "approval", "sandbox"):
+    for name in ("policy", "rule", "model", "reason", "approval", "sandbox", "access", "approver"):
         value = getattr(decision, name)
         if value is not None:
             out[f"prism.decision.{name}"] = value

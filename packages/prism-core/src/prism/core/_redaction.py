@@ -558,6 +558,6 @@ def _purely_safe_decision(decision: ToolCallDecision, redact: bool) -> ToolCallD
 def _decision_texts(decision: ToolCallDecision) -> dict[str, str]:
     return {
         name: value
-        for name in ("policy", "rule", "model", "reason", "sandbox")
+        for name in ("policy", "rule", "model", "reason", "sandbox", "access", "approver")
         if (value := getattr(decision, name)) is not None
     }

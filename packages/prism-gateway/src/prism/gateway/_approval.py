@@ -88,6 +88,11 @@ def _describe(action: ExecutionAction, scope: CallScope) -> str:
     parts = [f"Prism asks whether the tool {scope.tool_name!r} may {action.operation}"]
     if action.command is not None:
         parts.append(f"the command: {action.command}")
+    escalation = action.metadata.get("escalation")
+    if isinstance(escalation, str) and escalation:
+        # the extra access approving it grants this one call (the sandbox refuses it otherwise)
+        parts.append(f"approving it lets this one call {escalation}, which the sandbox would "
+                     "otherwise refuse")  # fmt: skip
     if action.paths:
         parts.append("paths: " + ", ".join(action.paths))
     if action.risk is not None:

@@ -85,6 +85,9 @@ class CommandCheck:
         rule: what decided it: ``model:<program>``, ``deny:<rule>``, ``allow:<rule>``,
             ``default:<check>``, ``path``, ``redirect``, ``parse``...
         depth: 0 for a command on the line, 1+ for one run by a wrapper or ``sh -c``.
+        target: what a check about access names: the real path of a write
+            outside the roots (rule ``path:write``) or to a protected path
+            (``protected``), the ``host:port`` of a connection (``network``).
     """
 
     argv: tuple[str, ...]
@@ -93,10 +96,11 @@ class CommandCheck:
     reason: str
     rule: str
     depth: int = 0
+    target: str | None = None
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
-        return {
+        out: dict[str, object] = {
             "argv": list(self.argv),
             "program": self.program,
             "verdict": self.verdict,
@@ -104,6 +108,9 @@ class CommandCheck:
             "rule": self.rule,
             "depth": self.depth,
         }
+        if self.target is not None:
+            out["target"] = self.target
+        return out
 
 
 @attrs.frozen(kw_only=True)
@@ -172,14 +179,26 @@ class _Judge:
     evaluates: list[str] = attrs.field(factory=list)
 
     def add(
-        self, argv: tuple[str, ...], verdict: Verdict, reason: str, rule: str, depth: int
+        self,
+        argv: tuple[str, ...],
+        verdict: Verdict,
+        reason: str,
+        rule: str,
+        depth: int,
+        target: str | None = None,
     ) -> Verdict:
         program = posixpath.basename(argv[0]) if argv else ""
         if verdict != "allow":
             self.blocked = True
         self.checks.append(
             CommandCheck(
-                argv=argv, program=program, verdict=verdict, reason=reason, rule=rule, depth=depth
+                argv=argv,
+                program=program,
+                verdict=verdict,
+                reason=reason,
+                rule=rule,
+                depth=depth,
+                target=target,
             )
         )
         return verdict
@@ -498,6 +517,7 @@ class _Judge:
                     f"{' (' + verdict.reason + ')' if verdict.reason else ''}",
                     "path:write",
                     depth,
+                    verdict.real,
                 )
                 return False
             relative = real[len(verdict.root or "") :].lstrip("/")
@@ -510,6 +530,7 @@ class _Judge:
                     "that can run commands later, outside any gate",
                     "protected",
                     depth,
+                    real,
                 )
                 return False
             if self.read_only:

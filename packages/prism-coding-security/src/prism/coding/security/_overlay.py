@@ -320,22 +320,36 @@ class RootOverlay:
         """Whether the command changed anything outside the root's top ``.git``."""
         return any(name != ".git" for name in os.listdir(self.upper))
 
-    def apply(self, protected: ProtectedPaths, anchored: Callable[[], Sequence[str]]) -> list[str]:
+    def apply(
+        self,
+        protected: ProtectedPaths,
+        anchored: Callable[[], Sequence[str]],
+        *,
+        granted: Sequence[tuple[str, ...]] = (),
+        only_granted: bool = False,
+    ) -> list[str]:
         """Move the command's changes into the root; return what was left out, as notes.
 
         Call once, after the command ended. ``anchored()`` gives more protected
         paths relative to the root (asked only when the work tree changed).
+        ``granted``: paths (relative, as parts) an approval lets back although
+        protected: each path itself as a file, a directory or a removal (never
+        a symbolic link, nor what is below it); the directories on the way to
+        one are entered.
+        ``only_granted``: nothing else comes back (a directory outside the roots).
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
         extra: tuple[tuple[str, ...], ...] = ()
-        if self.touches_work_tree():
+        if only_granted:
+            pass
+        elif self.touches_work_tree():
             try:
                 links = protected_links(self.root, self._entries)
                 extra = tuple(tuple(p.split("/")) for p in [*anchored(), *links])
             except SandboxUnavailableError as exc:
                 return [f"the changes to {self.root} were not applied: {exc}"]
-        applier = _Applier(self, protected, extra, notes)
+        applier = _Applier(self, protected, extra, notes, tuple(granted), only_granted)
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
@@ -381,18 +395,35 @@ class _Applier:
         protected: ProtectedPaths,
         extra: tuple[tuple[str, ...], ...],
         notes: _Notes,
+        granted: tuple[tuple[str, ...], ...] = (),
+        only_granted: bool = False,
     ) -> None:
         self.overlay = overlay
         self.protected = protected
         self.extra = extra
         self.notes = notes
+        self.granted = granted
+        self.only_granted = only_granted
+
+    def is_granted(self, rel: tuple[str, ...], kind: str) -> bool:
+        """Whether an approval lets the change ``kind`` at ``rel`` back."""
+        for path in self.granted:
+            if rel == path and kind not in (_LINK, _OTHER):
+                return True  # the approved path itself (not what is below it)
+            if path[: len(rel)] == rel and kind == _DIR:
+                return True  # a directory on the way to it (entered)
+        return False
 
     def refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
         """Why the change ``kind`` at ``rel`` is not applied, or None."""
+        if self.only_granted:
+            return None if self.is_granted(rel, kind) else "outside the roots, not approved"
         if any(rel[: len(e)] == e for e in self.extra):
             return "protected paths"
         if ".git" not in rel:
-            return "protected paths" if self.protected.covers(rel) else None
+            if not self.protected.covers(rel) or self.is_granted(rel, kind):
+                return None
+            return "protected paths"
         at = rel.index(".git")
         inside = rel[at + 1 :]
         if not inside:

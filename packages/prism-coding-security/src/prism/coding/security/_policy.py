@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal
 
 import attrs
 import trio
 
+from prism.coding.tools import AccessGrant
 from prism.core import (
     ConfigurationError,
     ExecutionAction,
@@ -29,6 +30,7 @@ from prism.core.options import (
     string,
 )
 
+from ._escalation import access_words, grant_of, needs_of, network_checks, ungrantable
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots
 from ._protected import ProtectedPaths, in_git_directory, normalize_protected_paths
@@ -93,6 +95,9 @@ class CommandVerdict:
     reason: str
     details: dict[str, object] = attrs.field(factory=dict)
     execute: str | None = None
+    # an escalation: the exact access approving it grants (for that one call)
+    grant: AccessGrant | None = None
+    access: str | None = None
 
 
 def _decision(
@@ -102,11 +107,15 @@ def _decision(
     *,
     exclusive: bool = False,
     execute: str | None = None,
+    metadata: Mapping[str, object] | None = None,
 ) -> ExecutionDecision:
     details = {"policy": "coding_approval", **details}
     details.setdefault("decision", "allowed" if allowed else "denied")
     # a proved line runs as rebuilt from what was proved, never as written
-    modified = {"command": execute} if execute is not None else None
+    modified: dict[str, object] | None = {"command": execute} if execute is not None else None
+    if metadata is not None:
+        # an approved escalation's grant goes with the action to the tool, for this call
+        modified = {**(modified or {}), "metadata": metadata}
     return ExecutionDecision(
         allowed=allowed, reason=reason, details=details, exclusive=exclusive, modified=modified
     )
@@ -144,7 +153,8 @@ class _CodingApprovalPolicy:
         if verdict.outcome == "deny":
             return _decision(False, verdict.reason, verdict.details, exclusive=exclusive)
         key = _cache_key(action)
-        if self.cache_approvals and key in self._approved:
+        # an escalation's approval is never remembered: its access is granted per call
+        if self.cache_approvals and verdict.grant is None and key in self._approved:
             return _decision(
                 True,
                 f"{verdict.reason}; approved earlier for this exact action",
@@ -169,9 +179,11 @@ class _CodingApprovalPolicy:
         with trio.move_on_after(self.timeout_s) as scope:
             try:
                 # the approver sees why it is asked (a person deciding needs the reason)
-                asked = attrs.evolve(
-                    action, metadata={**action.metadata, "approval_reason": verdict.reason}
-                )
+                metadata = {**action.metadata, "approval_reason": verdict.reason}
+                if verdict.access is not None:
+                    # the access approving it grants, in words (for a person, a client)
+                    metadata["escalation"] = verdict.access
+                asked = attrs.evolve(action, metadata=metadata)
                 approve = self.approve
                 answer = approve(asked)
                 if inspect.isawaitable(answer):
@@ -213,17 +225,23 @@ class _CodingApprovalPolicy:
                 {**details, "approval": "denied", "approver_reason": answer.reason},
                 exclusive=exclusive,
             )
-        if self.cache_approvals and answer.remember:
+        remember = self.cache_approvals and answer.remember and verdict.grant is None
+        if remember:
             if len(self._approved) >= _MAX_CACHED_APPROVALS:
                 del self._approved[next(iter(self._approved))]
             self._approved[key] = None
+        details.update(approval="approved", decision="approved", remembered=remember)
+        if answer.reason:
+            details["approver_reason"] = answer.reason
+        if verdict.grant is None:
+            return _decision(True, f"{verdict.reason}; approved", details, exclusive=exclusive)
         return _decision(
             True,
-            f"{verdict.reason}; approved",
-            {**details, "approval": "approved", "decision": "approved",
-             "remembered": self.cache_approvals and answer.remember},
+            f"{verdict.reason}; approved: this call may {verdict.access}",
+            details,
             exclusive=exclusive,
-        )  # fmt: skip
+            metadata={**action.metadata, "grant": verdict.grant},
+        )
 
     def _judge(self, action: ExecutionAction) -> CommandVerdict:
         kind = action.kind
@@ -341,27 +359,47 @@ class _CodingApprovalPolicy:
                 f"sandbox ({explanation.reason})",
                 details=details,
             )
-        if self._confines() and explanation.outcome == "ask":
-            details["escalation"] = True
-            details["rule"] = explanation.rule
-            withheld: frozenset[str] = getattr(self.sandbox, "withholds", frozenset())
-            ungrantable = [
-                c for c in explanation.commands if c.verdict == "ask" and c.rule in withheld
-            ]
-            if ungrantable:
+        if self.sandbox is not None and explanation.outcome == "ask":
+            confines = self._confines()
+            needs = needs_of(explanation.commands, self.roots, confines=confines)
+            if confines or needs:
+                details["escalation"] = True
+                details["rule"] = explanation.rule
+            blocked = ungrantable(needs, self.sandbox, self.roots)
+            if blocked is not None:
                 # approving it would change nothing: the sandbox would still refuse the
                 # access, so nobody is asked; the refusal says why
-                first = ungrantable[0]
-                details["rule"] = first.rule
+                need, why = blocked
+                details["access"] = need.words
                 return CommandVerdict(
                     outcome="deny",
                     reason=f"command {command!r} needs access the {self.sandbox_name} "
-                    f"sandbox does not grant even when approved: {' '.join(first.argv)!r}: "
-                    f"{first.reason}; it is not asked (inside the sandbox the change would "
-                    "be left out); make this change outside the sandbox",
+                    f"sandbox cannot grant, even approved: to {need.words} ({why}); it is "
+                    "not asked; make this change outside the sandbox",
                     details=details,
                 )
-            reason = f"command {command!r} needs more than the sandbox allows: {explanation.reason}"
+            if needs:
+                words = access_words(needs)
+                grant = grant_of(needs)
+                details["access"] = words
+                details["grant"] = {
+                    "protected_writes": list(grant.protected_writes),
+                    "outside_writes": list(grant.outside_writes),
+                    "hosts": list(grant.hosts),
+                }
+                return CommandVerdict(
+                    outcome="ask",
+                    reason=f"command {command!r} needs more than the sandbox allows: "
+                    f"{explanation.reason}; approving it lets this one call {words}, which "
+                    "the sandbox would otherwise refuse",
+                    details=details,
+                    grant=grant,
+                    access=words,
+                )
+            if confines:
+                reason = (
+                    f"command {command!r} needs more than the sandbox allows: {explanation.reason}"
+                )
         return CommandVerdict(outcome=explanation.outcome, reason=reason, details=details)
 
     def _confines(self) -> bool:
@@ -389,6 +427,10 @@ class _CodingApprovalPolicy:
             readable=self.readable,
             shadow_dirs=_shadow_dirs(self.roots, path),
         )
+        if self.sandbox is not None and explanation.outcome == "ask":
+            reached = network_checks(explanation.commands, self.sandbox)
+            if reached:
+                explanation = attrs.evolve(explanation, commands=(*explanation.commands, *reached))
         if not self._confines() or explanation.outcome != "ask":
             return explanation
         blocking = [c for c in explanation.commands

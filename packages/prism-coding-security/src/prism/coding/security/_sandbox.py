@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from prism.coding.tools import (
+    AccessGrant,
     OutputSink,
     ShellExit,
     ShellOperations,
@@ -72,6 +73,8 @@ _APPLY_LOCKS_LOCK = threading.Lock()
 # Where the allowlist proxy's directory appears inside the sandbox (in its /run).
 _PROXY_DIR_INSIDE = "/run/prism-proxy"
 _NETWORK_MODES = ("none", "allowlist", "host")
+# kernel file systems no overlay can sit on; an approved write there is not granted
+_NOT_OVERLAID = ("/proc", "/sys", "/dev")
 
 
 @functools.cache
@@ -199,9 +202,6 @@ class BubblewrapSandbox:
 
     confines: ClassVar[bool] = True
     """The approval policy may run commands confined in it (see ``docs/security.md``)."""
-    withholds: ClassVar[frozenset[str]] = frozenset({"protected"})
-    """Policy rules whose access it never grants, approved or not: changes to protected
-    paths are left out, so the policy does not ask about them."""
 
     writable_roots: tuple[str, ...] = attrs.field(converter=_roots)
     network: str = attrs.field(default="none", converter=_network, kw_only=True)
@@ -226,6 +226,34 @@ class BubblewrapSandbox:
                 value=self.allowed_hosts,
             )
         self._matcher = ProtectedPaths(self.protected_paths)
+
+    def grant_refusal(self, kind: str, target: str) -> str | None:
+        """Why it cannot give one command this access (None: it can).
+
+        ``kind`` is ``"protected"`` (``target``: a real path inside a writable
+        root), ``"outside"`` (a real path outside them) or ``"network"``
+        (``host:port``). A protected path comes back from the private layer
+        (every other protected change the command makes is still left out);
+        a path outside the roots is written through a private layer over its
+        directory, of which only that path comes back; a host is added to the
+        command's own allowlist proxy.
+        """
+        if kind == "network":
+            return None
+        if kind == "protected":
+            if any(_within(target, root) for root in self.writable_roots):
+                return None
+            return f"{target} is not in a writable root of the sandbox"
+        if kind != "outside":
+            return f"it grants no {kind!r} access"
+        directory = os.path.dirname(target)
+        if directory == "/" or any(_within(directory, d) for d in _NOT_OVERLAID):
+            return f"the sandbox cannot put a private layer over {directory}"
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            return f"{directory} is not an existing directory"
+        if any(_within(root, directory) for root in self.writable_roots):
+            return f"{directory} holds a writable root"
+        return None
 
     def _executable(self) -> str:
         path = self.bwrap_path or shutil.which("bwrap")
@@ -315,6 +343,10 @@ class BubblewrapSandbox:
         bind = "--ro-bind" if overlays is None else "--bind"
         for root in self.writable_roots:
             args += [bind, root, root]
+        for directory in overlays or ():
+            if directory not in self.writable_roots:
+                # the directory of an approved write outside the roots (its private layer)
+                args += ["--bind", directory, directory]
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
         if not covered and any(_within(real_cwd, h) for h in hidden):
@@ -350,10 +382,13 @@ class BubblewrapSandbox:
         self, session: _Session, argv: Sequence[str], cwd: str, proxy_dir: str | None
     ) -> _Launch:
         # Runs in a thread: making the private layers touches the filesystem.
+        outside = session.outside_directories()
         try:
-            base = overlay_base(self.writable_roots)
+            base = overlay_base((*self.writable_roots, *outside))
             for root in self._overlaid_roots():
                 session.overlays[root] = RootOverlay(root, base, self.protected_paths)
+            for directory in outside:
+                session.overlays[directory] = RootOverlay(directory, base)
         except OSError as exc:
             raise SandboxUnavailableError(
                 f"cannot prepare the private layer of the writable roots ({exc}); "
@@ -389,17 +424,23 @@ class BubblewrapSandbox:
         for root, overlay in overlays.items():
             try:
                 if overlay.changed():
+                    granted, only = session.granted(root)
                     with _apply_lock(root):
-                        session.notes += overlay.apply(self._matcher, _anchored(root))
+                        session.notes += overlay.apply(
+                            self._matcher, _anchored(root), granted=granted, only_granted=only
+                        )
             finally:
                 overlay.discard_later()
 
-    async def _with_proxy(self, body: Callable[[str | None], Awaitable[ShellExit]]) -> ShellExit:
+    async def _with_proxy(
+        self, body: Callable[[str | None], Awaitable[ShellExit]], hosts: Sequence[str] = ()
+    ) -> ShellExit:
         # Runs body(proxy directory or None); the proxy, when there is one, lives
-        # exactly as long. Errors are carried out of the nursery unwrapped.
-        if self.network != "allowlist":
+        # exactly as long. Errors are carried out of the nursery unwrapped. ``hosts``:
+        # approved for this command only, on top of the allowlist (or alone).
+        if self.network == "host" or (self.network != "allowlist" and not hosts):
             return await body(None)
-        allowlist = HostAllowlist(self.allowed_hosts)
+        allowlist = HostAllowlist((*self.allowed_hosts, *hosts))
         results: list[ShellExit] = []
         raised: list[BaseException] = []
         async with trio.open_nursery() as nursery:
@@ -421,9 +462,10 @@ class BubblewrapSandbox:
         cwd: str,
         run: Callable[[_Launch], Awaitable[ShellExit]],
         notes: list[str] | None = None,
+        grant: AccessGrant | None = None,
     ) -> ShellExit:
         async def body(proxy_dir: str | None) -> ShellExit:
-            session = _Session()
+            session = _Session(grant=grant)
             try:
                 launch = await trio.to_thread.run_sync(self._prepare, session, argv, cwd, proxy_dir)
                 return await run(launch)
@@ -434,7 +476,7 @@ class BubblewrapSandbox:
                 if notes is not None:
                     notes.extend(session.notes)
 
-        return await self._with_proxy(body)
+        return await self._with_proxy(body, () if grant is None else grant.hosts)
 
     async def ensure_available(self) -> None:
         """Probe bubblewrap once (``true`` under the same flags); remember success.
@@ -507,6 +549,32 @@ class _Session:
 
     overlays: dict[str, RootOverlay] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
+    grant: AccessGrant | None = None
+
+    def outside_directories(self) -> list[str]:
+        """The directories of the approved writes outside the roots (each once)."""
+        out: list[str] = []
+        for path in () if self.grant is None else self.grant.outside_writes:
+            directory = os.path.dirname(path)
+            if directory not in out:
+                out.append(directory)
+        return out
+
+    def granted(self, directory: str) -> tuple[list[tuple[str, ...]], bool]:
+        """What the grant lets back from the layer over ``directory``; whether only that.
+
+        A directory outside the roots lets back only its approved paths; a root,
+        everything as usual plus its approved protected paths.
+        """
+        if self.grant is None:
+            return [], False
+        if directory in self.outside_directories():
+            names = [os.path.basename(p) for p in self.grant.outside_writes
+                     if os.path.dirname(p) == directory]  # fmt: skip
+            return [(name,) for name in names], True
+        prefix = directory.rstrip("/") + "/"
+        inside = [p[len(prefix) :] for p in self.grant.protected_writes if p.startswith(prefix)]
+        return [tuple(p.split("/")) for p in inside], False
 
 
 def _apply_lock(root: str) -> threading.Lock:
@@ -548,7 +616,9 @@ class _SandboxShellOperations:
             )
 
         notes: list[str] = []
-        result = await self.backend._run_overlaid(request.argv, request.cwd, run, notes)
+        result = await self.backend._run_overlaid(
+            request.argv, request.cwd, run, notes, request.grant
+        )
         if notes:
             text = "".join(f"\n[prism sandbox] {note}" for note in notes)
             await on_output(f"{text}\n".encode())

@@ -33,6 +33,7 @@ from ._mutation import default_mutation_queue as default_mutation_queue
 from ._process import LocalShellOperations as LocalShellOperations
 from ._process import default_shell_path as default_shell_path
 from ._process import run_process_tree as run_process_tree
+from ._protocols import AccessGrant as AccessGrant
 from ._protocols import FileKind as FileKind
 from ._protocols import FileOperations as FileOperations
 from ._protocols import FileStat as FileStat
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_SPILL_BYTES",
     "DEFAULT_SHELL_TIMEOUT_S",
+    "AccessGrant",
     "CodingToolsConfigurationError",
     "CodingToolsError",
     "EditToolOptions",

@@ -27,7 +27,7 @@ import errno
 import os
 import secrets
 import stat as stat_module
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal, Protocol, runtime_checkable
 
 import attrs
@@ -187,6 +187,48 @@ class FileOperations(Protocol):
         ...
 
 
+def _paths_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"AccessGrant fields are sequences of strings, got {value!r}")
+    items = tuple(value)
+    if not all(isinstance(item, str) for item in items):
+        raise TypeError(f"AccessGrant fields are sequences of strings, got {items!r}")
+    return items
+
+
+@attrs.frozen(kw_only=True)
+class AccessGrant:
+    """Extra access an approver granted one command, beyond what its sandbox allows.
+
+    An execution policy puts it in the action's ``metadata["grant"]`` (through
+    its decision's ``modified``) when the approved command needs it; the shell
+    tool hands it, for that one command only, to :meth:`ShellOperations.run`
+    in :attr:`ShellSpawnRequest.grant`. A sandboxed ``ShellOperations`` gives
+    exactly this access and nothing more; the plain local one ignores it (on
+    the host there is nothing to grant).
+
+    Attributes:
+        protected_writes: real absolute paths inside the roots, of protected
+            names (``.envrc``, ``.vscode/tasks.json``...) the command may change.
+        outside_writes: real absolute paths outside the roots the command may write.
+        hosts: ``host:port`` entries the command may connect to.
+    """
+
+    protected_writes: tuple[str, ...] = attrs.field(default=(), converter=_paths_tuple)
+    outside_writes: tuple[str, ...] = attrs.field(default=(), converter=_paths_tuple)
+    hosts: tuple[str, ...] = attrs.field(default=(), converter=_paths_tuple)
+
+    def __bool__(self) -> bool:
+        return bool(self.protected_writes or self.outside_writes or self.hosts)
+
+    def describe(self) -> str:
+        """The access in words: ``write the protected file .envrc, connect to a.example:443``."""
+        parts = [f"write the protected path {p}" for p in self.protected_writes]
+        parts += [f"write {p} outside the roots" for p in self.outside_writes]
+        parts += [f"connect to {h}" for h in self.hosts]
+        return ", ".join(parts)
+
+
 @attrs.frozen(kw_only=True)
 class ShellSpawnRequest:
     """One command for :meth:`ShellOperations.run`, after prefix and spawn hook.
@@ -198,12 +240,17 @@ class ShellSpawnRequest:
         cwd: the working directory, absolute.
         env: the complete environment of the process (nothing is inherited
             beyond what is here).
+        grant: extra access approved for this one command (see
+            :class:`AccessGrant`), or None.
     """
 
     command: str
     shell_path: str
     cwd: str
     env: Mapping[str, str] = attrs.field(converter=_env)
+    grant: AccessGrant | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(AccessGrant))
+    )
 
     @property
     def argv(self) -> tuple[str, ...]:

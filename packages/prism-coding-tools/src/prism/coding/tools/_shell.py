@@ -40,7 +40,7 @@ from ._common import (
 )
 from ._output import CollectedOutput, OutputCollector
 from ._process import LocalShellOperations, default_shell_path
-from ._protocols import ShellOperations, ShellSpawnRequest
+from ._protocols import AccessGrant, ShellOperations, ShellSpawnRequest
 
 if TYPE_CHECKING:
     from ._protocols import ShellExit
@@ -128,9 +128,17 @@ class _ShellTool:
             return checked
         command = checked.command if checked.command is not None else command
         cwd = checked.paths[0] if checked.paths else self.cwd
+        # extra access the policy's approval granted this one command (never remembered here)
+        grant = checked.metadata.get("grant")
 
         text = command if not self.command_prefix else f"{self.command_prefix}\n{command}"
-        request = ShellSpawnRequest(command=text, shell_path=self.shell_path, cwd=cwd, env=env)
+        request = ShellSpawnRequest(
+            command=text,
+            shell_path=self.shell_path,
+            cwd=cwd,
+            env=env,
+            grant=grant if isinstance(grant, AccessGrant) and grant else None,
+        )
         if self.spawn_hook is not None:
             spawn_hook = self.spawn_hook
             hooked = spawn_hook(request)
@@ -252,7 +260,9 @@ def create_shell_tool(
     paths=(cwd,), risk="high", metadata={"timeout_s": ..., "env_path": ...})``
     (``env_path`` is the ``PATH`` the command will get) before anything is
     spawned; its modified ``command`` and ``paths[0]`` (the working directory)
-    are what runs. Then
+    are what runs, and an :class:`AccessGrant` it puts in the modified
+    ``metadata["grant"]`` goes to the operations with that one command
+    (:attr:`ShellSpawnRequest.grant`). Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest`.
 

@@ -1,0 +1,343 @@
+"""Escalation: an approved command gets exactly the access it asked for, for that call only.
+
+Real bubblewrap, real git, real processes; the approver is a plain function
+that records what it was asked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    ApprovalDecision,
+    BubblewrapSandbox,
+    LandlockSandbox,
+    SecureCodingTools,
+    create_coding_approval_policy,
+    open_secure_coding_tools,
+)
+from prism.coding.tools import AccessGrant
+from prism.core import (
+    DispatchOptions,
+    ExecutionAction,
+    ExecutionDecision,
+    ToolCall,
+    create_tool_registry,
+    dispatch_tool_call,
+)
+from prism.core.ledger import RunLedger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from prism.core import ToolResult
+    from prism.core.ledger import ToolCallRecord
+
+pytestmark = pytest.mark.bwrap
+
+
+class _Approver:
+    """Says ``answer`` to every question and keeps the questions (and their words)."""
+
+    def __init__(self, answer: bool = True, then: Callable[[], None] | None = None) -> None:
+        self.answer = answer
+        self.then = then
+        self.asked: list[ExecutionAction] = []
+
+    def __call__(self, action: ExecutionAction) -> ApprovalDecision:
+        self.asked.append(action)
+        if self.then is not None:
+            self.then()
+        return ApprovalDecision(approved=self.answer, reason="the test said so")
+
+    @property
+    def words(self) -> list[str]:
+        return [str(a.metadata.get("escalation")) for a in self.asked]
+
+
+async def _shell(secure: SecureCodingTools, command: str) -> tuple[ToolResult, ToolCallRecord]:
+    ledger = RunLedger()
+    options = DispatchOptions(registry=create_tool_registry(secure.tools), ledger=ledger)
+    call = ToolCall(id="1", name="shell", arguments={"command": command})
+    result = await dispatch_tool_call(call, options)
+    return result, ledger.records[-1]
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=30
+    )
+    return done.stdout
+
+
+@pytest.mark.git
+async def test_an_approved_protected_write_lands_and_nothing_else_protected_does(
+    root: Path,
+) -> None:
+    _git(root, "init", "-q")
+    # what the script writes, the policy cannot see: the sandbox keeps it out
+    (root / "more.sh").write_text(
+        "echo hook > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit\n"
+        "echo alias > .bashrc; echo x > .vscode/settings.json\n"
+    )
+    _git(root, "add", "more.sh")
+    approver = _Approver()
+    command = (
+        "echo export X=1 > .envrc; mkdir -p .vscode && echo '{}' > .vscode/tasks.json; bash more.sh"
+    )
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, record = await _shell(secure, command)
+    assert not result.is_error, result.joined_text
+    # asked once, naming both protected paths in words
+    assert approver.words == [
+        "write the protected file .envrc, write the protected directory .vscode and write "
+        "the protected file .vscode/tasks.json"
+    ]
+    reason = str(approver.asked[0].metadata["approval_reason"])
+    assert "which the sandbox would otherwise refuse" in reason
+    assert (root / ".envrc").read_text() == "export X=1\n"
+    assert (root / ".vscode" / "tasks.json").read_text() == "{}\n"
+    # the same command also wrote these (through sh -c, unseen by the policy): left out
+    assert not (root / ".git" / "hooks" / "pre-commit").exists()
+    assert not (root / ".bashrc").exists()
+    assert not (root / ".vscode" / "settings.json").exists()
+    text = result.joined_text
+    assert "[prism sandbox]" in text
+    assert ".bashrc" in text
+    assert "settings.json" in text
+    # the host's git sees the approved files only, and runs no hook
+    _git(root, "add", "-A")
+    assert _git(root, "diff", "--cached", "--name-only").split() == [
+        ".envrc",
+        ".vscode/tasks.json",
+        "more.sh",
+    ]
+    # the ledger records the escalation: what access, and the approver's words
+    decision = record.decision
+    assert decision is not None
+    assert decision.escalation
+    assert decision.allowed
+    assert decision.approval == "approved"
+    assert not decision.remembered
+    assert decision.access == approver.words[0]
+    assert decision.approver == "the test said so"
+
+
+async def test_an_approval_does_not_carry_to_the_next_call(root: Path) -> None:
+    approver = _Approver()
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        first, _ = await _shell(secure, "echo one > .envrc")
+        # the same command again is asked again (an escalation is never remembered)
+        again, _ = await _shell(secure, "echo two > .envrc")
+        approver.answer = False
+        refused, record = await _shell(secure, "echo three > .envrc")
+        # confined and unasked: a write the policy cannot see gets no grant either
+        hidden, _ = await _shell(secure, "python3 -c \"open('.envrc', 'w').write('4')\"")
+    assert not first.is_error
+    assert not again.is_error
+    assert len(approver.asked) == 3
+    assert refused.is_error
+    assert "denied" in refused.joined_text
+    assert record.decision is not None
+    assert record.decision.approval == "denied"
+    assert record.decision.access == "write the protected file .envrc"
+    assert "[prism sandbox]" in hidden.joined_text
+    assert (root / ".envrc").read_text() == "two\n"
+
+
+async def test_a_denied_escalation_changes_nothing(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = sorted(os.listdir(root)), sorted(os.listdir(outside))
+    approver = _Approver(answer=False)
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, _ = await _shell(secure, f"echo x > .envrc; echo y > {outside}/out.txt; touch z")
+    assert result.is_error
+    assert approver.words == [f"write the protected file .envrc and write {outside}/out.txt "
+                              "outside the roots"]  # fmt: skip
+    assert (sorted(os.listdir(root)), sorted(os.listdir(outside))) == before
+
+
+async def test_a_link_swapped_in_after_approval_does_not_redirect_the_write(
+    root: Path, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("victim\n")
+
+    def plant() -> None:
+        # the approval is for .envrc; by the time the command runs it is a link
+        (root / ".envrc").symlink_to(victim)
+        (root / ".profile").symlink_to(".bashrc")
+
+    approver = _Approver(then=plant)
+    command = "echo export X=1 > .envrc; echo alias > .profile"
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        await _shell(secure, command)
+    assert len(approver.asked) == 1
+    # the write followed the link inside the sandbox, where the target is not the host's
+    assert victim.read_text() == "victim\n"
+    assert os.readlink(root / ".envrc") == str(victim)
+    assert not (root / ".bashrc").exists()
+
+
+async def test_a_link_made_by_the_command_at_the_approved_path_is_left_out(
+    root: Path, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("victim\n")
+    approver = _Approver()
+    command = f"ln -s {victim} .envrc; echo export X=1 > .envrc"
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, _ = await _shell(secure, command)
+    assert len(approver.asked) == 1
+    assert victim.read_text() == "victim\n"
+    assert ".envrc" not in os.listdir(root)
+    assert "not applied" in result.joined_text
+
+
+async def test_an_approved_write_outside_the_roots_writes_exactly_that_path(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep\n")
+    approver = _Approver()
+    command = (
+        f'echo built > {outside}/out.txt; python3 -c "import os; '
+        f"open('{outside}/other.txt', 'w'); os.remove('{outside}/keep.txt')\""
+    )
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, record = await _shell(secure, command)
+        # the next call has no such grant
+        again, _ = await _shell(secure, f"python3 -c \"open('{outside}/out.txt', 'w')\"")
+    assert approver.words == [f"write {outside}/out.txt outside the roots"]
+    assert not result.is_error, result.joined_text
+    assert (outside / "out.txt").read_text() == "built\n"
+    assert sorted(os.listdir(outside)) == ["keep.txt", "out.txt"]
+    assert "other.txt" in result.joined_text
+    assert record.decision is not None
+    assert record.decision.escalation
+    assert again.is_error  # the directory is not even there for it
+    assert (outside / "out.txt").read_text() == "built\n"
+
+
+async def test_what_the_sandbox_cannot_grant_is_not_asked(root: Path) -> None:
+    approver = _Approver()
+    _git(root, "init", "-q")
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        hook, record = await _shell(secure, "echo x > .git/hooks/pre-commit")
+        top, _ = await _shell(secure, "echo x > /prism-escalation-test")
+    assert approver.asked == []
+    assert hook.is_error
+    assert "cannot grant" in hook.joined_text
+    assert ".git never come back" in hook.joined_text
+    assert record.decision is not None
+    assert record.decision.escalation
+    assert record.decision.access == "write the protected file .git/hooks/pre-commit"
+    assert "cannot grant" in top.joined_text
+
+
+def _check(policy: object, command: str, root: Path) -> object:
+    action = ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(root),))
+    return policy.check(action)  # type: ignore[attr-defined]
+
+
+@pytest.mark.landlock
+def test_landlock_cannot_grant_outside_writes_or_hosts_so_it_does_not_ask(
+    root: Path, tmp_path: Path
+) -> None:
+    approver = _Approver()
+    policy = create_coding_approval_policy(
+        roots=[str(root)], approve=approver, sandbox=LandlockSandbox([str(root)])
+    )
+    outside = _check(policy, f"echo x > {tmp_path}/out.txt", root)
+    host = _check(policy, "curl -s https://example.com/", root)
+    for decision in (outside, host):
+        assert isinstance(decision, ExecutionDecision)
+        assert not decision.allowed
+        assert "cannot grant" in str(decision.reason)
+        assert "not asked" in str(decision.reason)
+    assert "connect to example.com:443" in str(host.reason)  # type: ignore[attr-defined]
+    # a protected write is no escalation under Landlock (it cannot keep them): asked as before
+    protected = _check(policy, "echo x > .envrc", root)
+    assert not isinstance(protected, ExecutionDecision)
+    protected.close()  # type: ignore[attr-defined]
+    assert approver.asked == []
+
+
+def test_without_a_sandbox_nothing_is_an_escalation(root: Path) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = _check(policy, "curl -s https://example.com/ > .envrc", root)
+    assert isinstance(decision, ExecutionDecision)
+    assert "escalation" not in decision.details
+    assert "grant" not in decision.details
+
+
+async def test_the_grant_reaches_the_shell_only_from_the_decision(root: Path) -> None:
+    """The shell tool hands the operations a grant only when the policy's decision holds one."""
+    seen: list[AccessGrant | None] = []
+
+    class _Ops:
+        async def run(self, request: object, on_output: object) -> object:
+            from prism.coding.tools import ShellExit
+
+            seen.append(getattr(request, "grant", None))
+            return ShellExit(exit_code=0)
+
+    approver = _Approver()
+    policy = create_coding_approval_policy(
+        roots=[str(root)], approve=approver, sandbox=BubblewrapSandbox([str(root)])
+    )
+    from prism.coding.tools import create_shell_tool
+
+    tool = create_shell_tool(str(root), execution_policy=policy, operations=_Ops())  # type: ignore[arg-type]
+    options = DispatchOptions(registry=create_tool_registry([tool]))
+    for command in ("echo x > .envrc", "ls", "python3 -c \"open('.envrc', 'w')\""):
+        await dispatch_tool_call(ToolCall(id="1", name="shell", arguments={"command": command}),
+                                 options)  # fmt: skip
+    assert seen == [AccessGrant(protected_writes=(str(root / ".envrc"),)), None, None]
+
+
+async def test_an_approved_host_is_reached_and_no_other(root: Path) -> None:
+    """network="none": the approved host, for that call, through a proxy of its own."""
+    hits = {"a": 0, "b": 0}
+
+    async def serve(name: str, task_status: trio.TaskStatus[int]) -> None:
+        async def answer(stream: trio.SocketStream) -> None:
+            hits[name] += 1
+            async with stream:
+                await stream.receive_some(4096)
+                body = f"hello from {name}\n".encode()
+                head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                await stream.send_all(head + body)
+
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        task_status.started(listeners[0].socket.getsockname()[1])
+        await trio.serve_listeners(answer, listeners)
+
+    approver = _Approver()
+    # -p: tunnel through the proxy with CONNECT; --noproxy '': also for 127.0.0.1
+    curl = "curl -sS -p --noproxy '' --max-time 20"
+    async with trio.open_nursery() as nursery:
+        port_a = await nursery.start(serve, "a")
+        port_b = await nursery.start(serve, "b")
+        url_a, url_b = f"http://127.0.0.1:{port_a}/", f"http://127.0.0.1:{port_b}/"
+        async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+            # the second curl's host is computed: not named, so not granted
+            reached, record = await _shell(secure, f"{curl} {url_a}; {curl} $(echo {url_b})")
+            probe = f"import socket; socket.create_connection(('127.0.0.1', {port_a}), 5)"
+            later, _ = await _shell(secure, f'python3 -c "{probe}"')
+        nursery.cancel_scope.cancel()
+    assert approver.words == [f"connect to 127.0.0.1:{port_a}"]
+    assert "hello from a" in reached.joined_text
+    assert "403" in reached.joined_text or "Forbidden" in reached.joined_text
+    assert later.is_error
+    assert hits == {"a": 1, "b": 0}
+    assert record.decision is not None
+    assert record.decision.access == approver.words[0]
