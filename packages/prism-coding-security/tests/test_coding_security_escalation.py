@@ -33,7 +33,7 @@ from prism.core import (
 from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from prism.core import ToolResult
@@ -341,3 +341,68 @@ async def test_an_approved_host_is_reached_and_no_other(root: Path) -> None:
     assert hits == {"a": 1, "b": 0}
     assert record.decision is not None
     assert record.decision.access == approver.words[0]
+
+
+@pytest.mark.parametrize(
+    ("network", "hosts", "command", "access"),
+    [("allowlist", ["pypi.org"], "curl -s https://pypi.org/simple/ https://evil.example:8443/x",
+      "connect to evil.example:8443"),
+     ("none", [], "wget -q http://[::1]:8080/a", "connect to [::1]:8080"),
+     ("none", [], "curl -s https://example.com.:443/ http://x:99999/ ftp://y/ https:///z",
+      "connect to example.com:443")],
+)  # fmt: skip
+def test_hosts_the_network_does_not_reach_are_named(
+    root: Path, network: str, hosts: list[str], command: str, access: str
+) -> None:
+    sandbox = BubblewrapSandbox([str(root)], network=network, allowed_hosts=hosts)
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=sandbox)
+    decision = _check(policy, command, root)
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert decision.details["access"] == access
+    assert decision.details["rule"] == "network"
+
+
+def test_a_reached_host_is_no_escalation(root: Path) -> None:
+    for sandbox in (
+        BubblewrapSandbox([str(root)], network="host"),
+        BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["*.example.com"]),
+    ):
+        policy = create_coding_approval_policy(roots=[str(root)], sandbox=sandbox)
+        decision = _check(policy, "curl -s https://api.example.com/v1", root)
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed
+        assert decision.details["confined"] is True
+
+
+def test_a_backend_without_grant_refusal_grants_nothing(root: Path) -> None:
+    class _Plain:
+        network = "none"
+
+        async def ensure_available(self) -> None:
+            return None
+
+        def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
+            return list(argv)
+
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=_Plain())
+    cases = [
+        ("echo x > .envrc", "a protected path"),
+        ("echo x > /var/tmp/prism-x", "a path outside the roots"),
+        ("curl https://example.com/", "a host its network does not reach"),
+    ]
+    for command, what in cases:
+        decision = _check(policy, command, root)
+        assert isinstance(decision, ExecutionDecision)
+        assert f"_Plain cannot open {what} to one command" in str(decision.reason)
+
+
+def test_the_grant_words_and_truth(root: Path) -> None:
+    assert not AccessGrant()
+    grant = AccessGrant(protected_writes=("/r/.envrc",), outside_writes=("/o/x",), hosts=("h:1",))
+    assert grant.describe() == "write the protected path /r/.envrc, write /o/x outside the " \
+        "roots, connect to h:1"  # fmt: skip
+    with pytest.raises(TypeError):
+        AccessGrant(hosts="h:1")
+    with pytest.raises(TypeError):
+        AccessGrant(hosts=[1])  # type: ignore[list-item]

@@ -1,0 +1,118 @@
+"""The bubblewrap sandbox as an unprivileged user: a smoke run under ``setpriv``.
+
+Prism usually runs as an ordinary user, where bubblewrap and the overlay of
+each root need unprivileged user namespaces; the rest of the suite may run as
+root. Run as root, this test drops to uid/gid 65534 (``setpriv``) and runs a
+small script there: a confined write lands, a protected one is left out, an
+approved one (an ``AccessGrant``) lands, and the command keeps the caller's ids.
+It skips, saying why, when not run as root or when that user cannot reach a
+Python interpreter or this checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+_UID = 65534
+# where this checkout's dependencies (and its editable installs' .pth files) live
+_SITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(trio.__file__)))
+_SMOKE = """
+import json, os, site, sys
+site.addsitedir(sys.argv[1])
+import trio
+from prism.coding.security import BubblewrapSandbox, create_sandbox_shell_operations
+from prism.coding.tools import AccessGrant, ShellSpawnRequest
+
+root = sys.argv[2]
+ops = create_sandbox_shell_operations(BubblewrapSandbox([root]))
+out = []
+
+async def sink(chunk):
+    out.append(chunk.decode())
+
+async def main():
+    env = {"PATH": "/usr/bin:/bin"}
+    first = ShellSpawnRequest(command="id -u; echo hi > made.txt; echo x > .bashrc",
+                              shell_path="/bin/sh", cwd=root, env=env)
+    await ops.run(first, sink)
+    grant = AccessGrant(protected_writes=(os.path.join(root, ".envrc"),))
+    second = ShellSpawnRequest(command="echo export X=1 > .envrc; echo y > .profile",
+                               shell_path="/bin/sh", cwd=root, env=env, grant=grant)
+    await ops.run(second, sink)
+
+trio.run(main)
+print(json.dumps({"uid": os.getuid(), "files": sorted(os.listdir(root)), "output": "".join(out)}))
+"""
+
+
+def _as_user(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None
+    command = [setpriv, f"--reuid={_UID}", f"--regid={_UID}", "--clear-groups", "--", *argv]
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        command, capture_output=True, text=True, check=False, timeout=60, **kwargs
+    )
+
+
+def _interpreter(site_dir: str) -> str:
+    """A Python the unprivileged user can run that imports this checkout, or skip."""
+    why = []
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        if not os.path.exists(candidate):
+            continue
+        code = "import site, sys; site.addsitedir(sys.argv[1]); import prism.coding.security"
+        probe = _as_user([candidate, "-c", code, site_dir], env={"PATH": "/usr/bin:/bin"})
+        if probe.returncode == 0:
+            return candidate
+        why.append(f"{candidate}: {probe.stderr.strip().splitlines()[-1:]}")
+    pytest.skip(f"uid {_UID} cannot run a Python that imports this checkout: {'; '.join(why)}")
+
+
+@pytest.fixture
+def user_root() -> Iterator[str]:
+    # not under pytest's tmp_path: that is private to the user running pytest
+    base = tempfile.mkdtemp(prefix="prism-nonroot-")
+    try:
+        os.chmod(base, 0o755)
+        root = os.path.join(base, "project")
+        os.mkdir(root)
+        os.chown(root, _UID, _UID)
+        yield root
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to drop to another user")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+async def test_the_sandbox_works_for_an_unprivileged_user(user_root: str) -> None:
+    site_dir = _SITE_DIR
+    python = await trio.to_thread.run_sync(_interpreter, site_dir)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "TMPDIR": os.path.dirname(user_root)}
+    env["TMPDIR"] = "/tmp" if os.access("/tmp", os.W_OK) else env["TMPDIR"]
+    done = await trio.to_thread.run_sync(
+        lambda: _as_user([python, "-c", _SMOKE, site_dir, user_root], env=env)
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["uid"] == _UID
+    # the command kept the caller's ids; its write landed; .bashrc and .profile were left
+    # out; the approved .envrc came back
+    assert report["output"].splitlines()[0] == str(_UID)
+    assert ".bashrc" in report["output"]
+    assert ".profile" in report["output"]
+    assert report["files"] == [".envrc", "made.txt"]
+    assert os.stat(os.path.join(user_root, "made.txt")).st_uid == _UID
