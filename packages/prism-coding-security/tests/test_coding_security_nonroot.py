@@ -62,7 +62,10 @@ print(json.dumps({"uid": os.getuid(), "files": sorted(os.listdir(root)), "output
 def _as_user(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     setpriv = shutil.which("setpriv")
     assert setpriv is not None
-    command = [setpriv, f"--reuid={_UID}", f"--regid={_UID}", "--clear-groups", "--", *argv]
+    # through sh: setpriv itself may exec what the user's own processes cannot (seen here:
+    # an interpreter under a directory only root may search)
+    command = [setpriv, f"--reuid={_UID}", f"--regid={_UID}", "--clear-groups", "--",
+               "/bin/sh", "-c", 'exec "$@"', "sh", *argv]  # fmt: skip
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
         command, capture_output=True, text=True, check=False, timeout=60, **kwargs
     )
