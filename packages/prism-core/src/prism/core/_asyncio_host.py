@@ -241,8 +241,9 @@ class _InTask:
     """A dispatch running in its caller's asyncio task, for the host to cancel when it closes."""
 
     task: asyncio.Task[Any]
-    ended: asyncio.Future[None]
     closing: bool = False
+    # Made by the closing host only (most calls never need one).
+    ended: asyncio.Future[None] | None = None
 
 
 @attrs.define(eq=False)
@@ -654,7 +655,7 @@ class AsyncioHost:
     ) -> ToolResult:
         task = asyncio.current_task()
         assert task is not None  # _check_caller: an asyncio task of the host's loop
-        entry = _InTask(task, self._loop.create_future())
+        entry = _InTask(task)
         self._in_tasks.add(entry)
         context = contextvars.copy_context()
         # Asyncio code of this call that calls Prism back with trio code goes through the host.
@@ -670,7 +671,8 @@ class AsyncioHost:
             raise
         finally:
             self._in_tasks.discard(entry)
-            entry.ended.set_result(None)
+            if entry.ended is not None:
+                entry.ended.set_result(None)
         if entry.closing:
             task.uncancel()  # the call swallowed the host's cancellation and ended
         return result
@@ -684,7 +686,9 @@ class AsyncioHost:
                 continue  # closed from inside a call: that call ends by itself
             if not entry.closing:
                 entry.closing = True
+                entry.ended = self._loop.create_future()
                 entry.task.cancel()
+            assert entry.ended is not None
             waiting.append(entry.ended)
         return waiting
 
