@@ -4,9 +4,11 @@ An agent framework (pydantic-ai, the OpenAI Agents SDK, LangChain) runs on
 asyncio and calls its tools there. Each adapter turns such a call into a
 :class:`~prism.core.ToolCall` (the framework's call id as its id) and awaits
 :meth:`AsyncioHost.dispatch_tool_call`: every gate runs (middleware, filters,
-permission, validation, the tool's execution policy, the ledger, events) on
-the host's trio side, and the tool itself, when it is the framework's own
-asyncio code, runs as a task of the host's loop.
+permission, validation, the tool's execution policy, the ledger, events). When
+none of the gates is trio code, the whole dispatch, the framework's own tool
+included, runs right in the framework's asyncio task, with no crossing into
+trio; otherwise the gates run on the host's trio side and the framework's tool
+as a task of the host's loop.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class FrameworkOutcome:
 
 async def _run_framework_tool(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     # The execute of every wrapped framework tool: asyncio code, so the host
-    # runs it as a task of its loop, in the calling framework task's context.
+    # awaits it in the calling framework task (or, when a gate is trio code, as
+    # a task of its loop), in a copy of that task's context.
     invoke = _invocation.get()
     if invoke is None:
         return ToolResult.error(
@@ -207,8 +210,9 @@ class PrismGate:
 
         ``options.registry`` holds the :func:`wrapped_tool` for ``name``; once
         the gates allow the call, ``run(arguments)`` (the framework's tool, with
-        the arguments as middleware left them) runs as a task of the host's
-        loop, and ``render`` turns its return value into the result Prism records.
+        the arguments as middleware left them) runs as asyncio code (in the
+        calling task when no gate is trio code), and ``render`` turns its
+        return value into the result Prism records.
 
         Returns:
             Prism's result (a refusal is an error result) and what the framework's
