@@ -932,3 +932,50 @@ def test_closing_the_host_under_calls_in_their_callers_tasks() -> None:
         ("b", "cancelled"),
         ("s", "ok"),
     ]
+
+
+@trio_native
+def trio_sink(_event: AgentEvent) -> None:
+    trio.lowlevel.current_task()  # raises outside a trio task
+
+
+@trio_native
+def trio_validator(
+    _tool: ToolDefinition, _arguments: JsonObject, _ctx: ToolExecutionContext
+) -> None:
+    trio.lowlevel.current_task()
+
+
+@trio_native
+def trio_hook(_call: ToolCall, _ctx: ToolExecutionContext) -> None:
+    trio.lowlevel.current_task()
+
+
+@pytest.mark.parametrize("gate", ["validator", "on_event", "middleware"])
+def test_a_trio_native_gate_sends_the_dispatch_to_the_trio_side(gate: str) -> None:
+    probe = TaskProbe()
+    middleware = MiddlewareRegistry()
+    middleware.on_tool_call(trio_hook)
+    extra: dict[str, object] = {
+        "validator": trio_validator,
+        "on_event": trio_sink,
+        "middleware": middleware,
+    }
+    extra = {gate: extra[gate]}
+    ledger = RunLedger()
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="probe", execute=probe.execute)]),
+        ledger=ledger,
+        **extra,  # type: ignore[arg-type]
+    )
+
+    async def main() -> bool:
+        async with open_asyncio_host() as host:
+            call = ToolCall(id="1", name="probe", arguments={})
+            assert (await host.dispatch_tool_call(call, options)).joined_text == "probed"
+            with pytest.raises(TypeError, match="takes a ToolCall"):
+                await host.dispatch_tool_call("probe", options)  # type: ignore[arg-type]
+            return probe.tasks[-1] is asyncio.current_task()
+
+    assert asyncio.run(main()) is False  # the tool ran as a task of its own, from trio
+    assert [r.status for r in ledger.records] == ["ok"]

@@ -470,8 +470,8 @@ def needs_trio(call: ToolCall, options: DispatchOptions) -> bool:
     cancel scope is trio's), and no gate and no tool marked :func:`trio_native`.
     Unmarked callables are the application's asyncio code, awaited right there.
     """
-    if options.signal is not None:
-        return True
+    if not isinstance(call, ToolCall) or options.signal is not None:
+        return True  # not a call: dispatch_tool_call says so, on trio
     tool = options.registry.get(call.name)
     if tool is not None and is_trio_native(tool.execute):
         return True
@@ -500,8 +500,6 @@ async def dispatch_from_loop(call: ToolCall, options: DispatchOptions) -> ToolRe
     awaits the (asyncio) callbacks right there. The caller's cancellation
     (:class:`asyncio.CancelledError`) is recorded as a cancelled call and goes on up.
     """
-    if not isinstance(call, ToolCall):
-        raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
     return await _traced(call, options)
 
 
