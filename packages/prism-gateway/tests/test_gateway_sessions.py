@@ -297,8 +297,88 @@ async def test_a_session_busy_with_a_call_is_not_evicted(workspace: Path) -> Non
     assert listed.status_code == 200
 
 
+async def test_one_principal_flooding_sessions_closes_only_its_own(workspace: Path) -> None:
+    """Alice opens sessions in a loop: past her cap her own idle ones go, never Bob's."""
+    async with (
+        serving(workspace, max_sessions=10, max_sessions_per_principal=3) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        bobs = [await open_raw_session(http, url, TOKEN_B) for _ in range(2)]
+        alices = [await open_raw_session(http, url, TOKEN_A) for _ in range(12)]
+        alive_b = [(await list_tools(http, url, TOKEN_B, s)).status_code for s in bobs]
+        alive_a = [(await list_tools(http, url, TOKEN_A, s)).status_code for s in alices]
+        ledger = gateway.ledger
+        assert ledger is not None
+        evicted = [
+            r.arguments
+            for r in ledger.records
+            if r.tool_name == "prism:session"
+            and isinstance(r.arguments, dict)
+            and r.arguments["event"] == "evicted"
+        ]
+    assert alive_b == [200, 200]
+    assert alive_a == [404] * 9 + [200] * 3
+    assert len(evicted) == 9
+    assert all(isinstance(e, dict) and str(e["principal"]).startswith("token ") for e in evicted)
+    assert {e["session"] for e in evicted if isinstance(e, dict)} == {s[:16] for s in alices[:9]}
+
+
+async def test_a_principal_whose_sessions_are_all_busy_is_refused_and_recorded(
+    workspace: Path,
+) -> None:
+    fifo = workspace / "slow.fifo"
+    os.mkfifo(fifo)
+    async with (
+        serving(workspace, max_sessions_per_principal=1) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        session = await open_raw_session(http, url, TOKEN_A)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "shell", "arguments": {"command": "cat slow.fifo"}},
+        }
+        answer: list[httpx2.Response] = []
+
+        async def busy() -> None:
+            answer.append(await http.post(url, json=call, headers=headers(TOKEN_A, session)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(busy)
+            with trio.fail_after(60):  # returns once the command opened the FIFO: it runs
+                writer = await trio.to_thread.run_sync(
+                    open_for_writing, fifo, abandon_on_cancel=True
+                )
+            with writer:
+                refused = await http.post(url, json=INITIALIZE, headers=headers(TOKEN_A))
+                bobs = await http.post(url, json=INITIALIZE, headers=headers(TOKEN_B))
+                writer.write("done\n")
+        ledger = gateway.ledger
+        assert ledger is not None
+        over = [
+            r
+            for r in ledger.records
+            if isinstance(r.arguments, dict) and r.arguments.get("event") == "over_limit"
+        ]
+    assert refused.status_code == 503
+    assert "too many open sessions for one principal (1)" in refused.json()["error"]["message"]
+    assert bobs.status_code == 200
+    assert answer[0].status_code == 200
+    assert len(over) == 1
+    assert over[0].status == "blocked"
+    assert isinstance(over[0].arguments, dict)
+    assert str(over[0].arguments["principal"]).startswith("token ")
+
+
 @pytest.mark.parametrize(
-    ("option", "value"), [("session_idle_s", 0.5), ("max_sessions", 0), ("max_sessions", "9")]
+    ("option", "value"),
+    [
+        ("session_idle_s", 0.5),
+        ("max_sessions", 0),
+        ("max_sessions", "9"),
+        ("max_sessions_per_principal", 0),
+    ],
 )
 def test_session_limits_are_checked(option: str, value: object) -> None:
     with pytest.raises(ConfigurationError, match=option):

@@ -317,6 +317,8 @@ class ServeConfig:
         session_idle_s: an HTTP session idle this long is closed.
         max_sessions: at most this many HTTP sessions are open (the one idle
             the longest is closed to make room).
+        max_sessions_per_principal: at most this many of them belong to one
+            principal (the one's own session idle the longest makes room).
     """
 
     auth: ServeAuthConfig | None = attrs.field(
@@ -332,6 +334,9 @@ class ServeConfig:
         default=1800.0, validator=number(minimum=1.0, maximum=7 * 24 * 3600.0)
     )
     max_sessions: int = attrs.field(default=1000, validator=integer(minimum=1, maximum=100_000))
+    max_sessions_per_principal: int = attrs.field(
+        default=100, validator=integer(minimum=1, maximum=100_000)
+    )
 
     def __attrs_post_init__(self) -> None:
         if (self.approver == "command") != bool(self.approve_command):

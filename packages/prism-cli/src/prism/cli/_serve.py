@@ -126,6 +126,7 @@ def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | No
             stateless=request.stateless or config.serve.stateless,
             session_idle_s=config.serve.session_idle_s,
             max_sessions=config.serve.max_sessions,
+            max_sessions_per_principal=config.serve.max_sessions_per_principal,
         )
     except ConfigurationError as exc:
         raise CliError(f"--http {host}:{port}: {exc}") from exc

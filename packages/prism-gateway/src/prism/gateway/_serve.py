@@ -191,6 +191,11 @@ class HttpOptions:
             stream does not count) for this long is closed.
         max_sessions: at most this many sessions are open; opening one more
             closes the session idle the longest (none idle: refused with 503).
+        max_sessions_per_principal: at most this many of them belong to one
+            principal (a bearer token, an OAuth subject; without auth every
+            local client is one principal); opening one more closes that
+            principal's session idle the longest (none idle: refused with
+            503), never another's, so one principal cannot take them all.
 
     Raises:
         ConfigurationError: an option of the wrong type or out of range (named
@@ -216,6 +221,9 @@ class HttpOptions:
         default=1800.0, validator=number(minimum=1.0, maximum=_MAX_IDLE_S)
     )
     max_sessions: int = attrs.field(default=1000, validator=integer(minimum=1, maximum=100_000))
+    max_sessions_per_principal: int = attrs.field(
+        default=100, validator=integer(minimum=1, maximum=100_000)
+    )
 
     def __attrs_post_init__(self) -> None:
         if not is_loopback(self.host) and self.auth is None:
@@ -274,6 +282,7 @@ class _Guard:
             self.sessions = SessionTable(
                 idle_s=options.session_idle_s,
                 limit=options.max_sessions,
+                per_principal=options.max_sessions_per_principal,
                 ledger=gateway.ledger,
                 closer=_session_closer(manager),
             )
@@ -315,12 +324,17 @@ class _Guard:
             if owner != principal:
                 sessions.refused(session_id, principal, owner)
                 return await _refuse(send, 404, "Session not found", code=-32001)
-        room: Any = contextlib.nullcontext(True)
-        if sessions is not None and session_id is None and scope.get("method") == "POST":
-            room = sessions.room()
-        with room as fits:
-            if not fits:
-                return await _refuse(send, 503, "too many open sessions, none idle", code=-32603)
+        room: Any = contextlib.nullcontext(None)
+        if (
+            sessions is not None
+            and principal is not None
+            and session_id is None
+            and scope.get("method") == "POST"
+        ):
+            room = sessions.room(principal)
+        with room as refusal:
+            if refusal is not None:
+                return await _refuse(send, 503, refusal, code=-32603)
             await self._serve(scope, receive, send, headers, identity, principal, session_id)
 
     async def _serve(

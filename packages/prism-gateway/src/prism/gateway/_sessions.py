@@ -17,7 +17,7 @@ __all__ = ["SESSION_TOOL", "SessionEvent", "SessionTable", "shown"]
 
 _log = logging.getLogger("prism.gateway")
 
-SessionEvent = Literal["opened", "closed", "expired", "evicted", "refused"]
+SessionEvent = Literal["opened", "closed", "expired", "evicted", "refused", "over_limit"]
 SESSION_TOOL = "prism:session"
 """The tool name the ledger records session events under."""
 
@@ -52,17 +52,23 @@ class SessionTable:
     the session did not exist. A session idle (no request in flight but its
     event stream) for ``idle_s`` is closed; when ``limit`` sessions are open,
     the one idle the longest is closed to make room for a new one (none idle:
-    the new one is refused). Each of these is recorded in ``ledger``.
+    the new one is refused). One principal holds at most ``per_principal``
+    sessions: past that its own longest-idle session is closed (none idle:
+    refused), so one principal cannot take every session. Each of these is
+    recorded in ``ledger``.
     """
 
     idle_s: float
     limit: int
     ledger: RunLedger | None = None
+    per_principal: int = 2**31
     # Called with a session id to end it at the transport (the SDK's session manager).
     closer: Any = None
     # Least recently used first.
     _open: OrderedDict[str, _Session] = attrs.field(factory=OrderedDict)
     _opening: int = 0
+    # principal -> its sessions open or being opened
+    _held: dict[str, int] = attrs.field(factory=dict)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -79,6 +85,7 @@ class SessionTable:
 
     def opened(self, session_id: str, principal: str) -> None:
         self._open[session_id] = _Session(principal=principal, last=trio.current_time())
+        self._held[principal] = self._held.get(principal, 0) + 1
         self._record(session_id, principal, "opened")
 
     def refused(self, session_id: str, principal: str, owner: str) -> None:
@@ -94,32 +101,52 @@ class SessionTable:
         """The client closed ``session_id`` (DELETE)."""
         entry = self._open.pop(session_id, None)
         if entry is not None:
+            self._forget(entry.principal)
             self._record(session_id, entry.principal, "closed")
 
-    @contextlib.contextmanager
-    def room(self) -> Any:
-        """Room for one session being opened (yields whether there is any).
+    def _forget(self, principal: str) -> None:
+        held = self._held.get(principal, 0) - 1
+        if held > 0:
+            self._held[principal] = held
+        else:
+            self._held.pop(principal, None)
 
-        When the table is full the longest-idle session is closed to make
-        room; if none is idle there is none. Requests that may open a session
-        hold their place while they are served.
+    def _evict(self, principal: str | None) -> bool:
+        """Close the longest-idle session (of ``principal`` only, if given)."""
+        for session_id, entry in self._open.items():
+            if entry.busy == 0 and principal in (None, entry.principal):
+                self._close(session_id, "evicted")
+                return True
+        return False
+
+    @contextlib.contextmanager
+    def room(self, principal: str) -> Any:
+        """Room for one session ``principal`` is opening (yields why not, or ``None``).
+
+        A principal at its own cap has its longest-idle session closed to make
+        room; when the table is full the longest-idle session of anyone is.
+        With none idle there is no room, and the refusal is recorded. Requests
+        that may open a session hold their place while they are served.
         """
         self.sweep()
-        fits = len(self._open) + self._opening < self.limit
-        if not fits:
-            for session_id, entry in self._open.items():
-                if entry.busy == 0:
-                    self._close(session_id, "evicted")
-                    fits = True
-                    break
-        if not fits:
-            yield False
+        refusal: str | None = None
+        if self._held.get(principal, 0) >= self.per_principal and not self._evict(principal):
+            refusal = f"too many open sessions for one principal ({self.per_principal}), none idle"
+        elif len(self._open) + self._opening >= self.limit and not self._evict(None):
+            refusal = "too many open sessions, none idle"
+        if refusal is not None:
+            _log.warning("refused a new session of %s: %s", principal, refusal)
+            self._record("-", principal, "over_limit", reason=refusal)
+            yield refusal
             return
         self._opening += 1
+        # Counted while it opens (the session id comes later), then by opened().
+        self._held[principal] = self._held.get(principal, 0) + 1
         try:
-            yield True
+            yield None
         finally:
             self._opening -= 1
+            self._forget(principal)
 
     def sweep(self) -> None:
         """Close every session idle for longer than ``idle_s``."""
@@ -166,6 +193,7 @@ class SessionTable:
         entry = self._open.pop(session_id, None)
         if entry is None:
             return
+        self._forget(entry.principal)
         _log.info("session %s... of %s %s", session_id[:8], entry.principal, why)
         if end and self.closer is not None:
             with contextlib.suppress(Exception):
@@ -176,7 +204,7 @@ class SessionTable:
         if self.ledger is None:
             return
         now = time.time()
-        refused = event == "refused"
+        refused = event in ("refused", "over_limit")
         with contextlib.suppress(Exception):  # the ledger reports its own failures
             self.ledger.record_call(
                 FinishedCall(
