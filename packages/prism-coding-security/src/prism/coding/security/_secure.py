@@ -71,6 +71,7 @@ def _candidates(
     roots: tuple[str, ...],
     network: str,
     allowed_hosts: Sequence[str],
+    protected_paths: Sequence[str] | None = None,
 ) -> tuple[list[SandboxBackend], list[tuple[str, str]]]:
     """The backends to try in order, and those the options rule out (with why)."""
     if isinstance(sandbox, SandboxBackend):
@@ -81,7 +82,12 @@ def _candidates(
     ruled_out: list[tuple[str, str]] = []
     if sandbox in ("auto", "bubblewrap"):
         hosts = tuple(allowed_hosts)
-        candidates.append(BubblewrapSandbox(roots, network=network, allowed_hosts=hosts))
+        # the same protected list as the policy's: the copy-back leaves them out too
+        candidates.append(
+            BubblewrapSandbox(
+                roots, network=network, allowed_hosts=hosts, protected_paths=protected_paths
+            )
+        )
     if sandbox in ("auto", "landlock"):
         if network == "allowlist":
             ruled_out.append(("landlock", "LandlockSandbox has no network allowlist"))
@@ -196,7 +202,9 @@ async def open_secure_coding_tools(
     active: SandboxBackend | None = None
     skipped: list[tuple[str, str]] = []
     if sandbox != "none":
-        candidates, skipped = _candidates(sandbox, real_roots, network, allowed_hosts)
+        candidates, skipped = _candidates(
+            sandbox, real_roots, network, allowed_hosts, protected_paths
+        )
         active = await _first_available(candidates, skipped, host_last=sandbox == "auto")
         if active is not None:
             shell = create_sandbox_shell_operations(active)
