@@ -1,0 +1,167 @@
+"""The price of a schema against the work the engine really does, counted in evaluations.
+
+A leaf ``{"format": "counted"}`` handed to jsonschema-rs with a Python check
+that counts its calls measures how often the engine evaluates that leaf for an
+instance: an exact count, free of the machine's load. Prism's price for the
+same schema and instance (the admitted work vector times the instance's nodes
+per depth) must be at least that count; a shape whose count grows
+exponentially with nesting while its price grows linearly is found at a small
+depth, long before it costs any time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema_rs
+import pytest
+
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    SchemaLimits,
+    SchemaRejectedError,
+)
+from prism.validation.jsonschema._graph import analyse
+from prism.validation.jsonschema._instance import instance_cost
+
+_LEAF: dict[str, Any] = {"format": "counted"}
+
+
+def _engine_evaluations(schema: dict[str, Any], instance: object) -> int:
+    calls = 0
+
+    def counted(_value: str) -> bool:
+        nonlocal calls
+        calls += 1
+        return True
+
+    engine = jsonschema_rs.Draft202012Validator(
+        schema, validate_formats=True, formats={"counted": counted}
+    )
+    engine.is_valid(instance)
+    return calls
+
+
+def _price(schema: object, instance: object) -> int:
+    analysis = analyse(schema, "draft2020", SchemaLimits(max_schema_work=1_000_000))
+    return instance_cost(instance, analysis.work, analysis.regex)[0]
+
+
+def _array_chain(depth: int) -> object:
+    value: object = "s"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _nest(levels: int, wrap: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = _LEAF
+    for _ in range(levels):
+        schema = wrap(schema)
+    return schema
+
+
+_SHAPES = {
+    # unevaluatedItems finds what contains evaluated by running contains again.
+    "contains beside unevaluatedItems": lambda s: {"contains": s, "unevaluatedItems": False},
+    "contains and items beside unevaluatedItems": lambda s: {
+        "items": s,
+        "contains": s,
+        "unevaluatedItems": False,
+    },
+    "contains in allOf beside unevaluatedItems": lambda s: {
+        "allOf": [{"contains": s}],
+        "unevaluatedItems": False,
+    },
+    "contains and items": lambda s: {"items": s, "contains": s},
+    "items beside unevaluatedItems": lambda s: {"items": s, "unevaluatedItems": False},
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_SHAPES))
+def test_the_price_covers_the_engines_evaluations(shape: str) -> None:
+    # Depth 7: 2**7 evaluations of the leaf where the old price was 3 per level.
+    levels = 7
+    schema = _nest(levels, _SHAPES[shape])
+    instance = _array_chain(levels)
+    evaluations = _engine_evaluations(schema, instance)
+    assert evaluations >= 1
+    assert _price(schema, instance) >= evaluations, (shape, evaluations)
+
+
+def test_the_price_covers_the_engines_evaluations_through_references() -> None:
+    # Inline, this shape is refused past 4 levels (its compile); chained through
+    # references it compiles once per level and is priced by its evaluations.
+    levels = 7
+    table: dict[str, Any] = {
+        f"l{i}": {
+            "contains": {"$ref": f"#/$defs/l{i + 1}"},
+            "minContains": 1,
+            "unevaluatedItems": False,
+        }
+        for i in range(levels)
+    }
+    table[f"l{levels}"] = _LEAF
+    schema = {"$defs": table, "$ref": "#/$defs/l0"}
+    instance = _array_chain(levels)
+    evaluations = _engine_evaluations(schema, instance)
+    assert evaluations == 2**levels
+    assert _price(schema, instance) >= evaluations
+
+
+def test_deep_contains_beside_unevaluated_items_is_refused_at_admission() -> None:
+    # The attack: 40 levels (1.6 kB) admitted, then 24 levels of [[...[1]...]]
+    # (49 bytes of arguments) held the event loop for seconds.
+    schema: dict[str, Any] = {}
+    for _ in range(40):
+        schema = {"contains": schema, "unevaluatedItems": False}
+    with pytest.raises(SchemaRejectedError, match="max_schema_work"):
+        JsonSchemaArgumentValidator().check_schema(schema)
+
+
+def _counted_contains(levels: int, bound: str) -> dict[str, Any]:
+    schema: dict[str, Any] = {}
+    for _ in range(levels):
+        schema = {"contains": schema, bound: 1, "unevaluatedItems": False}
+    return schema
+
+
+@pytest.mark.parametrize("bound", ["minContains", "maxContains"])
+def test_nested_counted_contains_beside_unevaluated_items_is_refused_before_compiling(
+    bound: str,
+) -> None:
+    # The attack: the engine's compile grows ~4x per level of this shape (13 levels,
+    # 810 bytes: 6 s at admission, where the analysis priced it at 5). Refused from
+    # 5 levels on, by the analysis, before the engine compiles anything.
+    validator = JsonSchemaArgumentValidator()
+    with pytest.raises(SchemaRejectedError, match="nested more than 4 levels"):
+        validator.check_schema({"type": "object", "properties": {"v": _counted_contains(5, bound)}})
+    validator.check_schema(_counted_contains(4, bound))
+    # Inside allOf it is the same nesting.
+    wrapped: dict[str, Any] = {}
+    for _ in range(5):
+        wrapped = {
+            "allOf": [{"contains": wrapped, bound: 1}],
+            "unevaluatedItems": False,
+            "contains": {},
+            bound: 1,
+        }
+    with pytest.raises(SchemaRejectedError, match="nested more than 4 levels"):
+        validator.check_schema(wrapped)
+
+
+def test_counted_contains_chained_through_references_is_admitted() -> None:
+    # The engine compiles a referenced schema once: a chain of references does
+    # not grow the compile, and its validation is priced level by level.
+    table: dict[str, Any] = {
+        f"l{i}": {
+            "contains": {"$ref": f"#/$defs/l{i + 1}"},
+            "minContains": 1,
+            "unevaluatedItems": False,
+        }
+        for i in range(8)
+    }
+    table["l8"] = {}
+    validator = JsonSchemaArgumentValidator()
+    result = validator.validate({"$defs": table, "$ref": "#/$defs/l0"}, _array_chain(8))
+    assert result.ok
