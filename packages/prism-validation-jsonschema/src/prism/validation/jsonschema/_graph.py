@@ -322,6 +322,17 @@ class _Collector:
         ident = value.get(id_key)
         legacy = self.draft in ("draft4", "draft6", "draft7")
         if legacy and "$ref" in value:
+            if type(ident) is str and ident.partition("#")[2]:
+                # The draft ignores it, but jsonschema-rs still indexes the name
+                # (the last declaration wins): "#name" would mean one schema to
+                # the engine and another to this analysis. One name, one schema.
+                raise self.fail(
+                    f"{id_key} {quoted(ident)} beside $ref declares the anchor "
+                    f"{quoted(ident.partition('#')[2])}, which this draft ignores but the "
+                    "engine indexes; refusing the schema rather than resolving the name "
+                    "differently",
+                    (*path, id_key),
+                )
             ident = None  # beside $ref, $id is ignored in these drafts
         if type(ident) is str and ident:
             uri, _, fragment = ident.partition("#")

@@ -1,0 +1,147 @@
+"""Prism's verdicts against the reference implementation, python-jsonschema.
+
+Where Prism's analysis predicts what jsonschema-rs will do (which schema an
+anchor names, what a keyword means in a draft), a wrong prediction shows up as
+a verdict the reference does not give. For every case here Prism either refuses
+the schema (with a reason) or answers every instance as the reference does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]  # no stubs; only is_valid is used
+import pytest
+
+from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaRejectedError
+
+D4 = "http://json-schema.org/draft-04/schema#"
+D6 = "http://json-schema.org/draft-06/schema#"
+D7 = "http://json-schema.org/draft-07/schema#"
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+_NOT: dict[str, Any] = {"not": {}}
+
+
+def _reference(schema: dict[str, Any], instance: object) -> bool:
+    cls = jsonschema.validators.validator_for(schema)
+    return bool(cls(schema).is_valid(instance))
+
+
+def _id(draft: str) -> str:
+    return "id" if draft == D4 else "$id"
+
+
+def _beside_ref(draft: str, order: str) -> dict[str, Any]:
+    # "#foo" names definitions.a; the other "#foo" sits beside $ref, where the
+    # draft ignores it (jsonschema-rs indexed it, and the last one won).
+    key = _id(draft)
+    ignored = {key: "#foo", "$ref": "#/definitions/c"}
+    if order == "ref first":
+        ignored = {"$ref": "#/definitions/c", key: "#foo"}
+    definitions = {"a": {key: "#foo"}, "b": ignored, "c": _NOT}
+    if order == "ignored first":
+        definitions = {"b": ignored, "a": {key: "#foo"}, "c": _NOT}
+    return {"$schema": draft, "definitions": definitions, "allOf": [{"$ref": "#foo"}]}
+
+
+_CASES: dict[str, dict[str, Any]] = {
+    **{
+        f"{draft.split('/')[-2]} plain-name id beside $ref ({order})": _beside_ref(draft, order)
+        for draft in (D4, D6, D7)
+        for order in ("ignored last", "ignored first", "ref first")
+    },
+    "draft-07 absolute id with a fragment beside $ref": {
+        "$schema": D7,
+        "definitions": {
+            "a": {"$id": "#foo"},
+            "b": {"$id": "json-schema:///#foo", "$ref": "#/definitions/c"},
+            "c": _NOT,
+        },
+        "allOf": [{"$ref": "#foo"}],
+    },
+    "draft-07 items through an anchor": {
+        "$schema": D7,
+        "items": {"$ref": "#foo"},
+        "definitions": {
+            "cheap": {"$id": "#foo"},
+            "costly": {"$id": "#foo", "$ref": "#/definitions/l"},
+            "l": {"type": "integer"},
+        },
+    },
+    "draft-07 uri id beside $ref keeps the outer base": {
+        "$schema": D7,
+        "definitions": {"a": {"type": "integer"}},
+        "allOf": [
+            {
+                "$id": "http://x.test/s",
+                "$ref": "#/definitions/a",
+                "definitions": {"a": {"type": "string"}},
+            }
+        ],
+    },
+    "draft-04 uri id beside $ref keeps the outer base": {
+        "$schema": D4,
+        "definitions": {"a": {"type": "integer"}},
+        "allOf": [
+            {
+                "id": "http://x.test/s",
+                "$ref": "#/definitions/a",
+                "definitions": {"a": {"type": "string"}},
+            }
+        ],
+    },
+    "draft-07 one plain-name id": {
+        "$schema": D7,
+        "definitions": {"a": {"$id": "#foo", "type": "integer"}},
+        "allOf": [{"$ref": "#foo"}],
+    },
+    "draft-07 the same name in two resources": {
+        "$schema": D7,
+        "definitions": {
+            "a": {"$id": "#foo", "type": "integer"},
+            "r": {
+                "$id": "http://x.test/r",
+                "definitions": {"b": {"$id": "#foo", "type": "string"}},
+            },
+        },
+        "allOf": [{"$ref": "#foo"}],
+    },
+    "2020-12 anchor": {
+        "$schema": D2020,
+        "$defs": {"a": {"$anchor": "foo", "type": "integer"}},
+        "$ref": "#foo",
+    },
+    "2019-09 anchor beside $ref applies both": {
+        "$schema": D2019,
+        "$defs": {
+            "a": {"$anchor": "foo", "$ref": "#/$defs/b", "minimum": 2},
+            "b": {"type": "integer"},
+        },
+        "$ref": "#foo",
+    },
+}
+_INSTANCES: list[object] = [1, 5, "x", ["x"], [1, 2], {}, None]
+
+
+@pytest.mark.parametrize("name", sorted(_CASES))
+def test_every_verdict_is_the_reference_verdict_or_a_refusal(name: str) -> None:
+    schema = _CASES[name]
+    validator = JsonSchemaArgumentValidator()
+    try:
+        validator.check_schema(schema)
+    except SchemaRejectedError:
+        return
+    for instance in _INSTANCES:
+        expected = _reference(schema, instance)
+        assert validator.validate(schema, instance).ok is expected, (name, instance, expected)
+
+
+@pytest.mark.parametrize("draft", [D4, D6, D7])
+def test_a_plain_name_id_beside_ref_is_refused(draft: str) -> None:
+    # The attack: Prism followed definitions.a, the engine the ignored "#foo"
+    # beside $ref (a 2**12 fan-out priced as one schema; ["x"] refused where the
+    # reference accepts it).
+    with pytest.raises(SchemaRejectedError, match="beside \\$ref declares the anchor 'foo'"):
+        JsonSchemaArgumentValidator().check_schema(_beside_ref(draft, "ignored last"))
