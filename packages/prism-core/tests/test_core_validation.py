@@ -15,6 +15,8 @@ from prism.core import (
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
+    ToolParameterValidator,
+    ToolSchemaRejectedError,
     create_tool_parameter_validator,
     create_tool_registry,
     dispatch_tool_call,
@@ -183,3 +185,111 @@ async def test_a_validator_that_raises_blocks_the_call_through_dispatch() -> Non
     assert result.is_error
     assert result.details["blocked_reason"] == "validation_failed"
     assert tool.calls == []
+
+
+class _Compiled:
+    def __init__(self, owner: Compiling, schema: JsonObject) -> None:
+        self._owner = owner
+        self._schema = schema
+
+    def validate(self, value: object) -> ToolArgumentValidationResult:
+        self._owner.validations += 1
+        return self._owner.validate(self._schema, value)
+
+
+class Compiling(RequiredAndTypes):
+    """RequiredAndTypes that compiles each schema once; refuses schemas with ``"x-bad"``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compiled: list[JsonObject] = []
+        self.validations = 0
+
+    def compile(self, schema: JsonObject) -> _Compiled:
+        if "x-bad" in schema:
+            raise ToolSchemaRejectedError("x-bad is not allowed", "#/x-bad")
+        if "x-broken" in schema:
+            raise LookupError("the compiler broke")
+        self.compiled.append(schema)
+        return _Compiled(self, schema)
+
+
+def test_a_compiling_validator_compiles_each_tool_schema_once() -> None:
+    validator = Compiling()
+    check = create_tool_parameter_validator(validator)
+    assert isinstance(check, ToolParameterValidator)
+    assert check.validator is validator
+    read, other = _read(), _read()
+    for _ in range(3):
+        assert check(read, {"path": "a"}, _ctx()) is None
+        outcome = check(other, {"path": 1}, _ctx())
+        assert isinstance(outcome, ErrorInfo)
+        assert outcome.message == "invalid arguments for read: /path: must be string"
+        assert outcome.details["errors"] == [{"path": "/path", "message": "must be string"}]
+    assert validator.compiled == [_SCHEMA, _SCHEMA]
+    assert validator.validations == 6
+    # The same tool again and again (the adapter's shortcut for the last tool).
+    for _ in range(2):
+        assert check(other, {"path": 1}, _ctx()) is not None
+    schemaless = _read(None)
+    for _ in range(2):
+        assert check(schemaless, {}, _ctx()) is None
+
+
+def test_a_schema_the_validator_refuses_blocks_every_call_of_the_tool() -> None:
+    validator = Compiling()
+    check = create_tool_parameter_validator(validator)
+    bad = _read({"type": "object", "x-bad": True})
+    broken = _read({"type": "object", "x-broken": True})
+    for _ in range(2):
+        refused = check(bad, {}, _ctx())
+        assert isinstance(refused, ErrorInfo)
+        assert refused.code == "schema_rejected"
+        assert refused.message == (
+            "tool read has a parameter schema Prism refuses: #/x-bad: x-bad is not allowed"
+        )
+        assert refused.details["errors"] == [
+            {"path": "#/x-bad", "message": "schema rejected: x-bad is not allowed"}
+        ]
+        failed = check(broken, {}, _ctx())
+        assert isinstance(failed, ErrorInfo)
+        assert failed.code == "schema_rejected"
+        assert "cannot be compiled (LookupError: the compiler broke)" in failed.message
+    assert validator.compiled == []
+
+
+def test_the_adapter_does_not_keep_tools_alive() -> None:
+    import gc
+    import weakref
+
+    check = create_tool_parameter_validator(Compiling())
+    tool = _read()
+    assert check(tool, {"path": "a"}, _ctx()) is None
+    dead = weakref.ref(tool)
+    del tool
+    gc.collect()
+    assert dead() is None
+
+
+def test_a_tool_that_cannot_be_weakly_referenced_is_checked_on_every_call() -> None:
+    class Plain:
+        __slots__ = ("name", "parameters")
+
+        def __init__(self) -> None:
+            self.name = "read"
+            self.parameters = _SCHEMA
+
+    validator = Compiling()
+    check = create_tool_parameter_validator(validator)
+    tool = Plain()
+    for _ in range(2):
+        assert check(tool, {"path": "a"}, _ctx()) is None  # type: ignore[arg-type]
+    assert len(validator.compiled) == 2
+
+
+def test_a_new_tool_at_a_reused_address_is_compiled_afresh() -> None:
+    validator = Compiling()
+    check = create_tool_parameter_validator(validator)
+    assert check(_read(), {"path": "a"}, _ctx()) is None  # dies at once; its address may be reused
+    assert check(_read({"type": "object", "x-bad": 1}), {}, _ctx()) is not None
+    assert check(_read(), {"path": "a"}, _ctx()) is None

@@ -182,7 +182,10 @@ async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
         # in the full path's words.
         ({"query": "abc", "limit": math.nan}, "data.limit: is not a finite number"),
         ({"query": "abc", "__proto__": {}}, "data: has the forbidden key '__proto__'"),
-        ({"query": "abc", "__proto__": 1}, "data: must not contain {'__proto__'} properties"),
+        # An undeclared key sends the value to the instance walk, which names a
+        # pollution key before the engine sees it.
+        ({"query": "abc", "__proto__": 1}, "data: has the forbidden key '__proto__'"),
+        ({"query": "abc", "other": 1}, "data: must not contain {'other'} properties"),
         ({"query": "abc", "limit": 0}, "data.limit: must be bigger than or equal to 1"),
         ({"query": "ABC"}, "data.query: must match pattern ^[a-z ]+$"),
         # A value the engine cannot read is described by the instance walk.

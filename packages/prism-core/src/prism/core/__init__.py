@@ -66,6 +66,7 @@ from ._errors import PermissionDeniedError as PermissionDeniedError
 from ._errors import PrismError as PrismError
 from ._errors import ScriptExhaustedError as ScriptExhaustedError
 from ._errors import SessionBusyError as SessionBusyError
+from ._errors import ToolSchemaRejectedError as ToolSchemaRejectedError
 from ._errors import TrioRequiredError as TrioRequiredError
 from ._events import AgentEvent as AgentEvent
 from ._events import EventSink as EventSink
@@ -119,10 +120,12 @@ from ._tools import create_tool_registry as create_tool_registry
 from ._tools import filter_tools as filter_tools
 from ._tools import is_tool_allowed as is_tool_allowed
 from ._trio_guard import require_trio as require_trio
+from ._validation import CompiledArgumentSchema as CompiledArgumentSchema
 from ._validation import ErrorInfo as ErrorInfo
 from ._validation import ToolArgumentValidationError as ToolArgumentValidationError
 from ._validation import ToolArgumentValidationResult as ToolArgumentValidationResult
 from ._validation import ToolArgumentValidator as ToolArgumentValidator
+from ._validation import ToolParameterValidator as ToolParameterValidator
 from ._validation import ToolValidator as ToolValidator
 from ._validation import create_tool_parameter_validator as create_tool_parameter_validator
 
@@ -136,6 +139,7 @@ __all__ = [
     "AsyncioHost",
     "AsyncioHostClosedError",
     "BlockedReason",
+    "CompiledArgumentSchema",
     "ConfigurationError",
     "Content",
     "ContributionRegistries",
@@ -193,9 +197,11 @@ __all__ = [
     "ToolFilter",
     "ToolHandler",
     "ToolNameMap",
+    "ToolParameterValidator",
     "ToolRegistry",
     "ToolResult",
     "ToolResultMessage",
+    "ToolSchemaRejectedError",
     "ToolSpec",
     "ToolValidator",
     "TrioRequiredError",

@@ -5,6 +5,7 @@
     PrismError
     ├── ConfigurationError (ValueError)       bad options, raised at construction
     ├── DuplicateToolError (ValueError)       a second tool under a registered name
+    ├── ToolSchemaRejectedError (ValueError)  a validator refuses a tool's schema
     ├── PermissionDeniedError                 a permission policy refused a request
     ├── ExecutionDeniedError                  an execution policy refused an action
     ├── ModelProviderError (RuntimeError)     a model provider failed or answered nonsense
@@ -31,12 +32,33 @@ __all__ = [
     "PrismError",
     "ScriptExhaustedError",
     "SessionBusyError",
+    "ToolSchemaRejectedError",
     "TrioRequiredError",
 ]
 
 
 class PrismError(Exception):
     """Base of every error Prism raises on purpose."""
+
+
+class ToolSchemaRejectedError(PrismError, ValueError):
+    """A validator refuses a schema: it breaks a limit, is unsafe, or cannot be compiled.
+
+    Raised by a validator's ``compile``; :class:`~prism.core.ToolParameterValidator`
+    turns it into a ``schema_rejected`` refusal of the tool's calls. Validators
+    subclass it (``prism.validation.jsonschema.SchemaRejectedError``).
+
+    Attributes:
+        reason: why, in words a model or an operator can act on.
+        path: a JSON Pointer (``#/properties/a/pattern``) to the offending part, if known.
+    """
+
+    def __init__(self, reason: str, path: str | None = None) -> None:
+        super().__init__(
+            f"schema rejected at {path}: {reason}" if path else f"schema rejected: {reason}"
+        )
+        self.reason = reason
+        self.path = path
 
 
 _NO_VALUE: object = object()

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
+from ._errors import ToolSchemaRejectedError
 from ._json import JsonObject, JsonValue
 from ._options import has_method, one_of
-from ._text import clip
+from ._text import MESSAGE_LIMIT, REASON_LIMIT, clip, describe_exception
 from ._tools import ToolDefinition, ToolExecutionContext
 
 __all__ = [
+    "CompiledArgumentSchema",
     "ErrorInfo",
     "ToolArgumentValidationError",
     "ToolArgumentValidationResult",
     "ToolArgumentValidator",
+    "ToolParameterValidator",
     "ToolValidator",
     "create_tool_parameter_validator",
 ]
@@ -85,51 +89,233 @@ def describe_validation_errors(
     return clip(f"invalid arguments for {tool_name}: {text}")
 
 
+@runtime_checkable
+class CompiledArgumentSchema(Protocol):
+    """One schema, compiled once by a validator's ``compile``, for validating many values."""
+
+    def validate(self, value: object) -> ToolArgumentValidationResult:
+        """Validate ``value``; never raises for a bad value."""
+        ...
+
+
+class _Slot:
+    """What the adapter knows of one tool: its compiled schema, or why it has none."""
+
+    __slots__ = ("check", "ref", "refusal")
+
+    def __init__(
+        self,
+        ref: Callable[[], ToolDefinition | None],
+        check: Callable[[object], ToolArgumentValidationResult] | None,
+        refusal: tuple[str | None, str] | None,
+    ) -> None:
+        self.ref = ref
+        # The compiled schema's validate, or None (no schema, or a refused one).
+        self.check = check
+        # (path, reason) of a refused schema.
+        self.refusal = refusal
+
+
+class _Unhashed:
+    """A validator without ``compile``: its ``validate(schema, value)`` on every call."""
+
+    __slots__ = ("_schema", "_validate")
+
+    def __init__(
+        self,
+        validate: Callable[[JsonObject, object], ToolArgumentValidationResult],
+        schema: JsonObject,
+    ) -> None:
+        self._validate = validate
+        self._schema = schema
+
+    def validate(self, value: object) -> ToolArgumentValidationResult:
+        return self._validate(self._schema, value)
+
+
+def _no_tool() -> None:
+    return None
+
+
+class ToolParameterValidator:
+    """The dispatch ``ToolValidator`` made from a :class:`ToolArgumentValidator`.
+
+    Call it as ``validator(tool, arguments, context)``: it returns ``None`` when
+    the arguments pass and an :class:`ErrorInfo` when they do not (code
+    ``invalid_arguments``, a message naming up to eight failing paths, bounded
+    to 2,000 characters, and ``details["errors"]``), when the tool's schema is
+    refused (code ``schema_rejected``) or when a schema is required and missing
+    (code ``missing_schema``).
+
+    A validator that also has ``compile(schema)`` (returning a
+    :class:`CompiledArgumentSchema`, raising a :class:`ToolSchemaRejectedError` for
+    a schema it refuses) has each tool's schema compiled once, on the tool's first
+    call, and kept by the :class:`ToolDefinition`'s identity: later calls go
+    straight to the compiled schema. Any other validator gets
+    ``validate(tool.parameters, arguments)`` on every call. Either way a tool's
+    ``parameters`` must not be mutated in place after its first call; register
+    a new ``ToolDefinition`` instead (``attrs.evolve``). Tools are not kept
+    alive by the adapter.
+
+    Args:
+        validator: checks a value against a schema.
+        missing_schema: ``"allow"`` passes a tool without ``parameters``;
+            ``"reject"`` refuses its calls.
+
+    Raises:
+        ConfigurationError: ``missing_schema`` is unknown or ``validator`` has
+            no ``validate``.
+    """
+
+    __slots__ = ("__weakref__", "_compile", "_last", "_reject_missing", "_slots", "_validator")
+
+    def __init__(
+        self,
+        validator: ToolArgumentValidator,
+        *,
+        missing_schema: Literal["allow", "reject"] = "allow",
+    ) -> None:
+        owner = type(self).__name__
+        has_method("validate").check(owner, "validator", validator)
+        _MISSING.check(owner, "missing_schema", missing_schema)
+        self._validator = validator
+        self._reject_missing = missing_schema == "reject"
+        compile_schema = getattr(validator, "compile", None)
+        self._compile: Callable[[JsonObject], CompiledArgumentSchema] | None = (
+            compile_schema if callable(compile_schema) else None
+        )
+        self._slots: dict[int, _Slot] = {}
+        # The last tool seen and its slot: one weak reference call instead of
+        # a dictionary lookup when a tool is called again and again.
+        self._last: tuple[Callable[[], ToolDefinition | None], _Slot] = (
+            _no_tool,
+            _Slot(_no_tool, None, None),
+        )
+
+    @property
+    def validator(self) -> ToolArgumentValidator:
+        """The :class:`ToolArgumentValidator` this adapter calls."""
+        return self._validator
+
+    def __call__(
+        self, tool: ToolDefinition, arguments: JsonObject, context: ToolExecutionContext
+    ) -> ErrorInfo | None:
+        last = self._last
+        if last[0]() is tool:
+            check = last[1].check
+            if check is not None:
+                outcome = check(arguments)
+                if outcome.ok:
+                    return None
+                return _invalid(tool.name, outcome.errors)
+        return self._call(tool, arguments)
+
+    def _call(self, tool: ToolDefinition, arguments: object) -> ErrorInfo | None:
+        slot = self._slots.get(id(tool))
+        if slot is None or slot.ref() is not tool:
+            slot = self._slot(tool)
+        self._last = (slot.ref, slot)
+        check = slot.check
+        if check is not None:
+            outcome = check(arguments)
+            return None if outcome.ok else _invalid(tool.name, outcome.errors)
+        if slot.refusal is not None:
+            return _schema_rejected(tool.name, *slot.refusal)
+        if self._reject_missing:
+            return ErrorInfo(
+                message=f"tool {tool.name} declares no parameter schema, and schemas are required",
+                code="missing_schema",
+            )
+        return None
+
+    def _slot(self, tool: ToolDefinition) -> _Slot:
+        """Compile ``tool``'s schema (or note why not) and remember it by the tool's identity."""
+        schema = tool.parameters
+        check: Callable[[object], ToolArgumentValidationResult] | None = None
+        refusal: tuple[str | None, str] | None = None
+        if schema is not None:
+            if self._compile is None:
+                check = _Unhashed(self._validator.validate, schema).validate
+            else:
+                try:
+                    check = self._compile(schema).validate
+                except ToolSchemaRejectedError as exc:
+                    refusal = (exc.path, exc.reason)
+                except Exception as exc:
+                    refusal = (None, f"it cannot be compiled ({describe_exception(exc)})")
+        slots = self._slots
+        ident = id(tool)
+        slot = _Slot(_no_tool, check, refusal)
+
+        def forget(_ref: object) -> None:
+            if slots.get(ident) is slot:
+                del slots[ident]
+
+        try:
+            slot.ref = weakref.ref(tool, forget)
+        except TypeError:  # not weak-referenceable: checked again on every call
+            return slot
+        slots[ident] = slot
+        return slot
+
+
+_MISSING = one_of("allow", "reject")
+
+
+def _invalid(tool_name: str, errors: tuple[ToolArgumentValidationError, ...]) -> ErrorInfo:
+    if len(errors) == 1:
+        # The common refusal: one error, one message, built once.
+        error = errors[0]
+        path = error.path
+        detail = error.message
+        text = (
+            f"invalid arguments for {tool_name}: {path}: {detail}"
+            if path
+            else (f"invalid arguments for {tool_name}: {detail}")
+        )
+        return ErrorInfo(
+            message=text if len(text) <= MESSAGE_LIMIT else clip(text),
+            code="invalid_arguments",
+            details={"errors": [{"path": path, "message": detail}]},
+        )
+    return ErrorInfo(
+        message=describe_validation_errors(tool_name, errors),
+        code="invalid_arguments",
+        details={
+            "errors": [
+                {"path": e.path, "message": e.message} for e in errors[:_MAX_REPORTED_ERRORS]
+            ]
+        },
+    )
+
+
+def _schema_rejected(tool_name: str, path: str | None, reason: str) -> ErrorInfo:
+    where = f"{path}: " if path else ""
+    message = clip(f"schema rejected: {reason}", REASON_LIMIT)
+    reason = message.removeprefix("schema rejected: ")
+    return ErrorInfo(
+        message=clip(f"tool {tool_name} has a parameter schema Prism refuses: {where}{reason}"),
+        code="schema_rejected",
+        details={"errors": [{"path": path, "message": message}]},
+    )
+
+
 def create_tool_parameter_validator(
     validator: ToolArgumentValidator,
     *,
     missing_schema: Literal["allow", "reject"] = "allow",
-) -> ToolValidator:
+) -> ToolParameterValidator:
     """Adapt a :class:`ToolArgumentValidator` into a dispatch ``ToolValidator``.
 
-    Each call's arguments are validated against the tool's ``parameters``. A tool
-    without a schema passes when ``missing_schema`` is ``"allow"`` and is refused
-    when it is ``"reject"``.
+    The :class:`ToolParameterValidator` it returns validates each call's
+    arguments against the tool's ``parameters``, compiling each schema once when
+    the validator can (``compile``). A tool without a schema passes when
+    ``missing_schema`` is ``"allow"`` and is refused when it is ``"reject"``.
 
     Raises:
         ConfigurationError: ``missing_schema`` is unknown or ``validator`` has no ``validate``.
     """
     owner = "create_tool_parameter_validator"
     has_method("validate").check(owner, "validator", validator)
-    one_of("allow", "reject").check(owner, "missing_schema", missing_schema)
-    validate = validator.validate
-    reject_missing = missing_schema == "reject"
-
-    def check(
-        tool: ToolDefinition, arguments: JsonObject, _context: ToolExecutionContext
-    ) -> ErrorInfo | None:
-        schema = tool.parameters
-        if schema is None:
-            if reject_missing:
-                return ErrorInfo(
-                    message=(
-                        f"tool {tool.name} declares no parameter schema, and schemas are required"
-                    ),
-                    code="missing_schema",
-                )
-            return None
-        outcome = validate(schema, arguments)
-        if outcome.ok:
-            return None
-        return ErrorInfo(
-            message=describe_validation_errors(tool.name, outcome.errors),
-            code="invalid_arguments",
-            details={
-                "errors": [
-                    {"path": e.path, "message": e.message}
-                    for e in outcome.errors[:_MAX_REPORTED_ERRORS]
-                ]
-            },
-        )
-
-    return check
+    _MISSING.check(owner, "missing_schema", missing_schema)
+    return ToolParameterValidator(validator, missing_schema=missing_schema)

@@ -8,14 +8,13 @@ already within the limits: no key but the declared ones (none a pollution key,
 screening saw to that), depth at most 2, at most ``maxLength`` characters per
 string, at most ``maxItems`` items per array, no NaN or infinity (``integer``
 refuses them and the other types cannot hold them). Without ``$ref`` nothing
-recurses. For such a schema the hot path skips the instance walk: each member
-is checked, before the engine reads it, for what the engine misreads or reads
-slowly (``_instance.closed_members``: an ``int`` or ``str`` subclass such as an
-``IntEnum`` member, an integer past 64 bits, a lone surrogate, an over-long
-string, a nested object; an array longer than its ``maxItems`` is cut to one
-item past it), so both paths give the same verdict; the instance is walked only
-when that check fails, or the engine cannot read it, to report the same error
-the full path would.
+recurses. For such a schema the checker made for it (``_fast.closed_checker``)
+replaces the instance walk: every key a declared name, every member a plain
+scalar within the limits or an array of them no longer than its ``maxItems``,
+checked before the engine reads it (the engine reads a whole value before it
+checks it, and misreads integer or string subclasses, integers past 64 bits and
+lone surrogates); anything else takes the full path, whose walk bounds it and
+says where it is wrong, so both paths give the same verdict.
 
 The analysis is conservative: anything it does not recognise is "not closed"
 and takes the full path.

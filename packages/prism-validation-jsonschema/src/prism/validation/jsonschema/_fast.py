@@ -37,6 +37,25 @@ if TYPE_CHECKING:
 __all__ = ["closed_checker", "flat_checker"]
 
 
+def _array_chars(items: list[Any], max_string: int) -> int:
+    """The characters in ``items`` if each is a plain scalar within the limits, else -1."""
+    low = -SAFE_INTEGER
+    high = SAFE_INTEGER
+    chars = 0
+    for part in items:
+        k = type(part)
+        if k is str:
+            if len(part) > max_string or (not part.isascii() and lone_surrogate(part)):
+                return -1
+            chars += len(part)
+        elif k is int:
+            if not low < part < high and integer_too_long(part):
+                return -1
+        elif k is not bool and part is not None and (k is not float or part - part):
+            return -1
+    return chars
+
+
 def closed_checker(
     valid: Callable[[Any], bool], caps: Mapping[str, int], max_string: int
 ) -> Callable[[object], bool | None]:
@@ -50,6 +69,7 @@ def closed_checker(
     high = SAFE_INTEGER
     lone = lone_surrogate
     too_long = integer_too_long
+    array_chars = _array_chars
     cap_of = caps.get
     closed = len(caps)
 
@@ -70,18 +90,8 @@ def closed_checker(
                 if not low < item < high and too_long(item):
                     return None
             elif t is list:
-                if len(item) > cap:
+                if len(item) > cap or array_chars(item, max_string) < 0:
                     return None
-                for part in item:
-                    k = type(part)
-                    if k is str:
-                        if len(part) > max_string or (not part.isascii() and lone(part)):
-                            return None
-                    elif k is int:
-                        if not low < part < high and too_long(part):
-                            return None
-                    elif k is not bool and part is not None and (k is not float or part - part):
-                        return None
             elif t is not bool and item is not None and (t is not float or item - item):
                 return None
         return valid(value)
@@ -106,6 +116,7 @@ def flat_checker(
     high = SAFE_INTEGER
     lone = lone_surrogate
     too_long = integer_too_long
+    array_chars = _array_chars
     clean = POLLUTION_KEYS.isdisjoint
     max_string = limits.max_string_length
     max_members = limits.max_instance_properties
@@ -141,17 +152,10 @@ def flat_checker(
                 items += len(item)
                 if items > max_items or deep:
                     return None
-                for part in item:
-                    k = type(part)
-                    if k is str:
-                        if len(part) > max_string or (not part.isascii() and lone(part)):
-                            return None
-                        chars += len(part)
-                    elif k is int:
-                        if not low < part < high and too_long(part):
-                            return None
-                    elif k is not bool and part is not None and (k is not float or part - part):
-                        return None
+                held = array_chars(item, max_string)
+                if held < 0:
+                    return None
+                chars += held
             elif t is not bool and item is not None and (t is not float or item - item):
                 return None
         if chars > max_chars or not clean(value):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prism.core.text import NAME_LIMIT, clip
 
 from ._screen import INTEGER_RANGE, POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from ._limits import SchemaLimits
 
@@ -18,7 +18,6 @@ __all__ = [
     "TOTAL_STRING_FACTOR",
     "InstanceProblem",
     "check_instance",
-    "closed_members",
     "first_problem",
     "instance_cost",
     "instance_size",
@@ -193,58 +192,6 @@ def _within_limits(
         return True
     nodes = 1 + limits.max_instance_properties - members_left + limits.max_array_length - items_left
     return nodes, max_string * TOTAL_STRING_FACTOR - chars_left + key_chars
-
-
-def closed_members(
-    value: dict[Any, Any], caps: Mapping[str, int], max_string: int
-) -> dict[Any, Any] | None:
-    """What a closed schema's engine may read of ``value``, or ``None``: walk it first.
-
-    Before the engine runs on a closed schema's arguments (see ``_closed``):
-    every member must be a plain scalar within the limits (a string of at most
-    ``max_string`` characters without a lone surrogate, an integer within 64
-    bits, a finite float) or an array of them. The engine reads a whole value
-    before it checks it (a 2,000,000-item array against ``maxItems: 3`` took
-    315 ms, an integer of 3,000,000 digits 400 ms), so an array longer than its
-    property's ``maxItems`` (``caps``; 0 for a property that is not an array,
-    or an undeclared key) is cut to one item past it in a shallow copy: the
-    schema refuses both, for the same reason. ``None`` for anything else (a
-    nested object, a subclass, a huge integer): the full path's walk bounds it
-    and says where it is wrong. Costs a type test per member and kept item.
-    """
-    low = _NEG_SAFE_INTEGER
-    high = _SAFE_INTEGER
-    lone = lone_surrogate
-    out = value
-    for key, item in value.items():
-        if type(key) is not str:
-            return None
-        t = type(item)
-        if t is str:
-            if len(item) > max_string or (not item.isascii() and lone(item)):
-                return None
-        elif t is int:
-            if not low < item < high and integer_too_long(item):
-                return None
-        elif t is list:
-            cap = caps.get(key, 0)
-            if len(item) > cap:
-                if out is value:
-                    out = dict(value)
-                item = out[key] = item[: cap + 1]
-            for part in item:
-                k = type(part)
-                if k is str:
-                    if len(part) > max_string or (not part.isascii() and lone(part)):
-                        return None
-                elif k is int:
-                    if not low < part < high and integer_too_long(part):
-                        return None
-                elif k is not bool and part is not None and (k is not float or part - part):
-                    return None
-        elif t is not bool and item is not None and (t is not float or item - item):
-            return None
-    return out
 
 
 def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:

@@ -90,7 +90,8 @@ class CacheInfo:
     """Statistics of a validator's compile cache.
 
     Attributes:
-        hits: lookups answered from the cache (no compile).
+        hits: lookups answered from the cache (no compile), and validations
+            through a compiled schema (a tool's calls, :class:`CompiledSchema`).
         misses: lookups that had to screen and compile a schema.
         maxsize: how many compiled schemas the cache keeps.
         currsize: how many it holds now.

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import threading
-import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
 from prism.core import (
-    ErrorInfo,
     ToolArgumentValidationError,
     ToolArgumentValidationResult,
+    ToolParameterValidator,
 )
 from prism.core.options import boolean, instance_of, integer, one_of, optional
-from prism.core.text import MESSAGE_LIMIT, REASON_LIMIT, clip
+from prism.core.text import REASON_LIMIT, clip
 
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
@@ -29,7 +28,6 @@ from ._fast import closed_checker, flat_checker
 from ._graph import analyse
 from ._instance import (
     check_instance,
-    closed_members,
     first_problem,
     instance_cost,
     instance_size,
@@ -42,7 +40,6 @@ from ._screen import Screened, prepare, screen
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from prism.core import JsonObject, ToolDefinition, ToolExecutionContext
 
 __all__ = [
     "CompiledSchema",
@@ -52,6 +49,13 @@ __all__ = [
 ]
 
 _OK = ToolArgumentValidationResult(ok=True)
+
+
+class _Unchecked:
+    """The checker's verdict, when the caller has not asked for it yet."""
+
+
+_UNCHECKED = _Unchecked()
 # Above this many work units (instance nodes x the schema's costliest depth), a
 # refusal by a schema with anyOf/oneOf is not explained rule by rule: the engine
 # builds the explanation from every failing branch's errors, each a Python
@@ -114,6 +118,7 @@ class _Entry:
         "function",
         "hits",
         "key",
+        "known",
         "marked",
         "max_regex",
         "max_work",
@@ -161,6 +166,8 @@ class _Entry:
         # eviction scan saw (a hit since then earns it a second chance).
         self.hits = 0
         self.marked = 0
+        # Refusals whose words depend only on where they are (see _refused).
+        self.known: dict[tuple[tuple[Any, ...], tuple[Any, ...]], ToolArgumentValidationResult] = {}
         self.refusal: Problem | None = None
         if rejected is not None:
             self.refusal = _problem(rejected.path, f"schema rejected: {rejected.reason}")
@@ -331,22 +338,24 @@ class JsonSchemaArgumentValidator:
                 self._cache.move_to_end(key)
                 return existing
             self._cache[key] = entry
-            self._evict()
+            self._evict(entry)
         return entry
 
-    def _evict(self) -> None:
+    def _evict(self, newest: _Entry) -> None:
         """Drop the least recently used entries past ``cache_size`` (lock held).
 
-        The tool hot path counts its hits on the entry instead of moving it to
-        the end (which would cost about a tenth of a call): an entry with hits
-        since the last scan gets a second chance, moved to the end with its
-        count marked, so an entry in use is not evicted before an idle one.
+        A compiled schema counts its validations on its entry instead of moving
+        it to the end (which would cost about a tenth of a tool's call): an entry
+        validated more than once since the last scan (a first validation comes
+        with its compile) gets a second chance, moved to the end with its count
+        marked, so an entry in use outlives an idle one. ``newest``, just added,
+        stays.
         """
         cache = self._cache
         chances = len(cache)
         while len(cache) > self._maxsize:
             key, oldest = cache.popitem(last=False)
-            if oldest.hits != oldest.marked and chances > 0:
+            if oldest is newest or (oldest.hits - oldest.marked > 1 and chances > 0):
                 chances -= 1
                 oldest.marked = oldest.hits
                 cache[key] = oldest
@@ -442,71 +451,69 @@ class JsonSchemaArgumentValidator:
                 return entry.refusal or (None, "schema could not be compiled")
         return self._check(entry, value)
 
-    def _check(self, entry: _Entry, value: object) -> Problem | None:
+    def _check(
+        self, entry: _Entry, value: object, verdict: bool | _Unchecked | None = _UNCHECKED
+    ) -> Problem | None:
         """Bound ``value``, then run the entry's compiled schema on it.
 
-        A closed schema's compiled function runs at once: it accepts nothing
-        beyond the instance limits and budgets, so its refusal is the answer;
-        what it accepts is checked for what the engine misreads (subclasses of
-        JSON types, integers past 64 bits, lone surrogates), one type test
-        per member, and walked only if that finds something.
-        Otherwise the instance is bounded first, in one walk that stops at the
-        first broken limit; only a value that breaks one is walked again, to
-        name the path. The engine stops at the first failure, and the refusal
-        is built once from its error; nothing walks the value after that.
+        First the entry's checker (see ``_fast``; ``verdict`` is its answer when
+        the caller has it already): one pass that sees every member within the
+        limits before the engine runs. A value it accepts passes; one it sees
+        within the limits but the engine refuses gets the engine's first error
+        (built once from the error's own fields: nothing walks the value again).
+        Anything else is bounded by the instance walk, which stops at the first
+        broken limit (only a value that breaks one is walked again, to name the
+        path) and checks the per-call budgets, and only then meets the engine.
         """
         function = entry.function
         valid = entry.valid
-        if function is None or valid is None:
+        fast = entry.fast
+        if function is None or valid is None or fast is None:
             return self._run(entry, value)
-        closed = entry.closed
-        walked = not (closed is not None and type(value) is dict and len(value) <= closed)
-        engine_value = value
-        if not walked:
-            # Within the limits before the engine reads it, or walked.
-            cut = closed_members(value, entry.caps, self._limits.max_string_length)  # type: ignore[arg-type]
-            if cut is None:
-                walked = True
-            else:
-                engine_value = cut
+        if verdict is _UNCHECKED:
+            verdict = _ask(fast, value)
+        if verdict:
+            return None
+        if verdict is False and not entry.contextual:
+            try:
+                function(value)
+            except RsValidationError as exc:
+                return _refusal(exc, value)
+            except Exception:  # pragma: no cover - is_valid read it a moment ago
+                pass
+        limits = self._limits
         nodes = 0
-        if walked:
-            limits = self._limits
-            if entry.work is None and not entry.contextual:
-                problem = check_instance(value, limits)
-                if problem is not None:
-                    return problem
-            else:
-                size = instance_size(value, limits)
-                if size is None:
-                    return first_problem(value, limits)
-                nodes = size[0]
-                if entry.work is not None and (
-                    size[0] * entry.max_work > limits.max_validation_work
-                    or size[1] * entry.max_regex > limits.max_regex_work
-                ):
-                    # Only then is the per-depth bound worth its walk.
-                    over = self._over_budget(entry, value)
-                    if over is not None:
-                        return over
+        if entry.work is None and not entry.contextual:
+            problem = check_instance(value, limits)
+            if problem is not None:
+                return problem
+        else:
+            size = instance_size(value, limits)
+            if size is None:
+                return first_problem(value, limits)
+            nodes = size[0]
+            if entry.work is not None and (
+                size[0] * entry.max_work > limits.max_validation_work
+                or size[1] * entry.max_regex > limits.max_regex_work
+            ):
+                # Only then is the per-depth bound worth its walk.
+                over = self._over_budget(entry, value)
+                if over is not None:
+                    return over
         try:
-            if not valid(engine_value):
+            if not valid(value):
                 if entry.contextual and nodes * entry.max_work > ERROR_WORK:
                     # The engine builds an anyOf/oneOf refusal with every failing
                     # branch's errors as Python objects (a 100,000-item array
                     # against two item branches: 2.6 s); is_valid took microseconds.
                     return "data", _TOO_BIG_TO_EXPLAIN
-                function(engine_value)
+                function(value)
                 return "data", "does not match the schema"  # pragma: no cover - engines agree
         except RsValidationError as exc:
-            return _refusal(exc, engine_value)
+            return _refusal(exc, value)
         except Exception as exc:
-            # The engine could not read the value. Past a closed schema's check it
-            # was not walked, and may hold a type JSON does not have: the instance
-            # walk says where. A walked value is within the limits already.
-            problem = None if walked else check_instance(value, self._limits)
-            return problem or _translate(exc)
-        # A closed schema's members were checked before the engine read them.
+            # The engine could not read a value within the limits.
+            return _translate(exc)
         return None
 
     def _over_budget(self, entry: _Entry, value: object) -> Problem | None:
@@ -531,6 +538,22 @@ class JsonSchemaArgumentValidator:
     def _entry_again(self, entry: _Entry) -> _Entry:
         """Re-screen an evicted entry by its key."""
         return self._entry(json.loads(entry.key)) if entry.key is not None else entry
+
+
+def _release(entry: _Entry) -> None:
+    """Let go of an evicted entry's compiled schema (compiled schemas may still hold the entry)."""
+    entry.alive = False
+    entry.function = None
+    entry.valid = None
+    entry.fast = None
+
+
+def _ask(fast: Callable[[object], bool | None], value: object) -> bool | None:
+    """The checker's verdict on ``value`` (``None`` if the engine could not read it)."""
+    try:
+        return fast(value)
+    except Exception:
+        return None
 
 
 def _translate(exc: Exception) -> Problem:
@@ -578,6 +601,58 @@ def _refusal(exc: Any, value: object) -> Problem:
         return "data", "does not match the schema"
     message = clip(message, REASON_LIMIT - 40)
     return path, f"{message} (rule: {rule})"
+
+
+# The rules whose words come from the schema alone, so that one refusal reads the
+# same for every value that breaks the same rule at the same place.
+_PLACED_RULES = frozenset(
+    {
+        "type",
+        "maximum",
+        "minimum",
+        "exclusiveMaximum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "maxItems",
+        "minItems",
+        "maxProperties",
+        "minProperties",
+        "pattern",
+        "enum",
+        "const",
+        "format",
+        "multipleOf",
+        "uniqueItems",
+        "anyOf",
+        "oneOf",
+        "not",
+        "contains",
+    }
+)
+_KNOWN_REFUSALS = 64
+
+
+def _refused(entry: _Entry, exc: Any, value: object) -> ToolArgumentValidationResult:
+    """The result for the engine's refusal ``exc``, kept on ``entry`` when it can repeat.
+
+    A refusal by a rule in ``_PLACED_RULES`` reads the same whenever the same
+    rule refuses at the same place (schema path and instance path), so a
+    compiled schema keeps up to 64 of them instead of building the words and
+    the result again.
+    """
+    try:
+        where = tuple(exc.schema_path)
+        key = (where, tuple(exc.instance_path))
+    except Exception:  # pragma: no cover - an engine whose errors carry other fields
+        return _result(_refusal(exc, value))
+    known = entry.known.get(key)
+    if known is not None:
+        return known
+    result = _result(_refusal(exc, value))
+    if where and where[-1] in _PLACED_RULES and len(entry.known) < _KNOWN_REFUSALS:
+        entry.known[key] = result
+    return result
 
 
 def _member(value: Any, parts: list[str | int]) -> Any:
@@ -675,6 +750,26 @@ class CompiledSchema:
         :meth:`JsonSchemaArgumentValidator.validate` gives.
         """
         entry = self._entry
+        fast = entry.fast
+        if fast is not None:
+            # The hot path (a tool's every call, through ToolParameterValidator):
+            # the entry's checker bounds the value, then runs the engine (see _fast).
+            try:
+                verdict = fast(value)
+            except Exception:  # the engine could not read it: the full path says why
+                verdict = None
+            entry.hits += 1
+            if verdict:
+                return _OK
+            function = entry.function
+            if verdict is False and function is not None and not entry.contextual:
+                try:
+                    function(value)
+                except RsValidationError as exc:
+                    return _refused(entry, exc, value)
+                except Exception:  # pragma: no cover - is_valid read it a moment ago
+                    pass
+            return _result(self._validator._check(entry, value, verdict))
         validator = self._validator
         if not validator._touch(entry):
             # Evicted from the cache: look it up (and compile it) again.
@@ -682,31 +777,21 @@ class CompiledSchema:
         return _result(validator._run(entry, value))
 
 
-class _Slot:
-    __slots__ = ("entry", "ref", "screened")
-
-    def __init__(
-        self,
-        ref: weakref.ref[ToolDefinition],
-        screened: Screened | None,
-        entry: _Entry,
-    ) -> None:
-        self.ref = ref
-        self.screened = screened
-        self.entry = entry
-
-
-class JsonSchemaToolValidator:
+class JsonSchemaToolValidator(ToolParameterValidator):
     """The dispatch ``ToolValidator`` built by :func:`create_json_schema_tool_validator`.
 
-    Call it as ``validator(tool, arguments, context)``: it returns ``None`` when
-    the arguments pass and an :class:`~prism.core.ErrorInfo` when they do not
-    (code ``invalid_arguments``), when the tool's schema is refused (code
-    ``schema_rejected``) or when a schema is required and missing (code
-    ``missing_schema``). It never raises for bad schemas or arguments.
+    Prism's one adapter from an argument validator to dispatch
+    (:class:`prism.core.ToolParameterValidator`), over a
+    :class:`JsonSchemaArgumentValidator`. Call it as ``validator(tool, arguments,
+    context)``: it returns ``None`` when the arguments pass and an
+    :class:`~prism.core.ErrorInfo` when they do not (code ``invalid_arguments``),
+    when the tool's schema is refused (code ``schema_rejected``) or when a schema
+    is required and missing (code ``missing_schema``). It never raises for bad
+    schemas or arguments.
 
-    The hot path is keyed by the :class:`~prism.core.ToolDefinition`'s identity:
-    a tool seen before is not screened or serialised again. A tool's
+    Each tool's schema is compiled once (:meth:`JsonSchemaArgumentValidator.compile`),
+    on its first call, and kept by the :class:`~prism.core.ToolDefinition`'s
+    identity: a tool seen before is not screened or serialised again. A tool's
     ``parameters`` dict must therefore not be mutated in place after its first
     call; register a new ``ToolDefinition`` instead (``attrs.evolve``).
 
@@ -718,6 +803,8 @@ class JsonSchemaToolValidator:
         ConfigurationError: an option has an unusable value.
     """
 
+    __slots__ = ("_json_schema",)
+
     def __init__(
         self,
         validator: JsonSchemaArgumentValidator,
@@ -727,135 +814,17 @@ class JsonSchemaToolValidator:
         owner = "JsonSchemaToolValidator"
         instance_of(JsonSchemaArgumentValidator).check(owner, "validator", validator)
         _MISSING_SCHEMA.check(owner, "missing_schema", missing_schema)
-        self._validator = validator
-        self._reject_missing = missing_schema == "reject"
-        self._slots: dict[int, _Slot] = {}
+        super().__init__(validator, missing_schema=missing_schema)
+        self._json_schema = validator
 
     @property
     def validator(self) -> JsonSchemaArgumentValidator:
         """The underlying :class:`JsonSchemaArgumentValidator`."""
-        return self._validator
+        return self._json_schema
 
     def cache_info(self) -> CacheInfo:
         """Statistics of the compile cache (see :meth:`JsonSchemaArgumentValidator.cache_info`)."""
-        return self._validator.cache_info()
-
-    def __call__(
-        self, tool: ToolDefinition, arguments: JsonObject, context: ToolExecutionContext
-    ) -> ErrorInfo | None:
-        slot = self._slots.get(id(tool))
-        if slot is not None and slot.ref() is tool:
-            # The hot path: the entry's checker bounds the arguments, then runs
-            # the engine (see _fast); each Python call here costs about what
-            # the engine's whole check of a small schema does.
-            entry = slot.entry
-            fast = entry.fast
-            if fast is not None:
-                try:
-                    verdict = fast(arguments)
-                except Exception:  # the engine could not read it: the full path says why
-                    verdict = None
-                if verdict:
-                    entry.hits += 1
-                    return None
-                if verdict is False and not entry.contextual:
-                    entry.hits += 1
-                    try:
-                        entry.function(arguments)  # type: ignore[misc]
-                    except RsValidationError as exc:
-                        return _invalid_arguments(tool, _refusal(exc, arguments))
-                    except Exception:  # evicted meanwhile, or unreadable: the full path
-                        pass
-        validator = self._validator
-        if slot is None or slot.ref() is not tool:
-            if tool.parameters is None:
-                return self._missing(tool)
-            slot = self._new_slot(tool)
-            entry = slot.entry
-        else:
-            entry = slot.entry
-            if entry.refusal is None and not validator._touch(entry):
-                # Evicted from the cache: look it up (and compile it) again.
-                entry = slot.entry = validator._lookup(slot.screened)  # type: ignore[arg-type]
-        if entry.refusal is not None:
-            return _schema_rejected(tool, entry.refusal)
-        problem = validator._check(entry, arguments)
-        return None if problem is None else _invalid_arguments(tool, problem)
-
-    def _missing(self, tool: ToolDefinition) -> ErrorInfo | None:
-        if not self._reject_missing:
-            return None
-        return ErrorInfo(
-            message=f"tool {tool.name} declares no parameter schema, and schemas are required",
-            code="missing_schema",
-        )
-
-    def _new_slot(self, tool: ToolDefinition) -> _Slot:
-        validator = self._validator
-        screened: Screened | None
-        try:
-            screened = screen(tool.parameters, validator.limits, validator.unsupported_keywords)
-        except SchemaRejectedError as exc:
-            screened = None
-            entry = _Entry(None, None, exc)
-        else:
-            entry = validator._lookup(screened)
-        slots = self._slots
-        ident = id(tool)
-
-        def forget(_ref: object) -> None:
-            if slots.get(ident) is slot:
-                del slots[ident]
-
-        try:
-            ref = weakref.ref(tool, forget)
-        except TypeError:  # not weak-referenceable: validate without the fast path
-            return _Slot(lambda: None, screened, entry)  # type: ignore[arg-type]
-        slot = _Slot(ref, screened, entry)
-        slots[ident] = slot
-        return slot
-
-
-def _release(entry: _Entry) -> None:
-    """Let go of an evicted entry's compiled schema (slots may still hold the entry)."""
-    entry.alive = False
-    entry.function = None
-    entry.valid = None
-    entry.fast = None
-
-
-def _error_info(message: str, code: str, problem: Problem) -> ErrorInfo:
-    path, detail = problem
-    return ErrorInfo(
-        message=clip(message),
-        code=code,
-        details={"errors": [{"path": path, "message": detail}]},
-    )
-
-
-def _invalid_arguments(tool: ToolDefinition, problem: Problem) -> ErrorInfo:
-    # The hot path of a refused call: one message, built here, once.
-    path, message = problem
-    where = f"{path}: " if path else ""
-    text = f"invalid arguments for {tool.name}: {where}{message}"
-    if len(text) > MESSAGE_LIMIT:
-        text = clip(text)
-    return ErrorInfo(
-        message=text,
-        code="invalid_arguments",
-        details={"errors": [{"path": path, "message": message}]},
-    )
-
-
-def _schema_rejected(tool: ToolDefinition, refusal: Problem) -> ErrorInfo:
-    path, message = refusal
-    where = f"{path}: " if path else ""
-    reason = message.removeprefix("schema rejected: ")
-    return _error_info(
-        f"tool {tool.name} has a parameter schema Prism refuses: {where}{reason}",
-        "schema_rejected",
-        refusal,
-    )
+        return self._json_schema.cache_info()
 
 
 def create_json_schema_tool_validator(
