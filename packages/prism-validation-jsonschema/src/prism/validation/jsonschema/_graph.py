@@ -242,13 +242,15 @@ class _Node:
         self.reeval = 1
         self.regex = 0  # per character of the instance string this node checks
         self.key_regex = 0  # per character of the keys of the object it checks
-        self.in_place: list[Path] = []
+        # Empty tuples until something is added (most nodes are leaves, and a
+        # schema may hold up to max_keywords of them).
+        self.in_place: list[Path] | tuple[()] = ()
         # Dynamic references: exactly one candidate of each group applies.
-        self.choices: list[list[Path]] = []
+        self.choices: list[list[Path]] | tuple[()] = ()
         # Groups of children one level down: (members, pick_one). For a member
         # or item, "pick_one" groups contribute their largest entry only.
-        self.obj: list[tuple[list[Path], bool]] = []
-        self.array: list[tuple[list[Path], bool]] = []
+        self.obj: list[tuple[list[Path], bool]] | tuple[()] = ()
+        self.array: list[tuple[list[Path], bool]] | tuple[()] = ()
 
 
 class _Collector:
@@ -280,7 +282,8 @@ class _Collector:
             value, path, base, around = stack.pop()
             node = _Node(path, value, base)
             self.nodes[path] = node
-            if type(value) is not dict:
+            if type(value) is not dict or not value:
+                # A boolean or an empty schema: no keywords, no children, weight 1.
                 continue
             if (
                 counted
@@ -465,33 +468,39 @@ class _Collector:
                     continue
                 self.refs.append((path, key, ref))
         # In-place children.
+        in_place: list[Path] = []
         for key in _IN_PLACE_LISTS:
             if key in self.vocab and type(value.get(key)) is list:
-                node.in_place.extend((*path, key, i) for i in range(len(value[key])))
+                in_place.extend((*path, key, i) for i in range(len(value[key])))
                 if key != "allOf":
                     self.contextual = True
         for key in _IN_PLACE_SINGLES:
             if key in self.vocab and type(value.get(key)) in (dict, bool):
-                node.in_place.append((*path, key))
+                in_place.append((*path, key))
         for key in ("dependentSchemas", "dependencies"):
             deps = value.get(key)
             if key in self.vocab and type(deps) is dict:
-                node.in_place.extend(
+                in_place.extend(
                     (*path, key, name) for name, sub in deps.items() if type(sub) in (dict, bool)
                 )
+        if in_place:
+            node.in_place = in_place
         # One level down: object members.
+        obj: list[tuple[list[Path], bool]] = []
         props = value.get("properties")
         if type(props) is dict:
-            node.obj.append(([(*path, "properties", name) for name in props], True))
+            obj.append(([(*path, "properties", name) for name in props], True))
         if type(patterns) is dict and "patternProperties" in self.vocab:
-            node.obj.append(([(*path, "patternProperties", name) for name in patterns], False))
+            obj.append(([(*path, "patternProperties", name) for name in patterns], False))
         singles = [
             (*path, key)
             for key in ("additionalProperties", "unevaluatedProperties", "propertyNames")
             if key in self.vocab and type(value.get(key)) in (dict, bool)
         ]
         if singles:
-            node.obj.append((singles, False))
+            obj.append((singles, False))
+        if obj:
+            node.obj = obj
         if ("unevaluatedProperties" in value or "unevaluatedItems" in value) and (
             "unevaluatedProperties" in self.vocab
         ):
@@ -507,8 +516,9 @@ class _Collector:
             key_pos = "items"
         else:
             key_pos = "prefixItems"
+        array: list[tuple[list[Path], bool]] = []
         if type(positional) is list and positional:
-            node.array.append(([(*path, key_pos, i) for i in range(len(positional))], True))
+            array.append(([(*path, key_pos, i) for i in range(len(positional))], True))
         rest = [
             (*path, key)
             for key in ("additionalItems", "contains", "unevaluatedItems")
@@ -525,7 +535,9 @@ class _Collector:
         if value.get("uniqueItems") is True:
             rest.append(_UNIQUE)
         if rest:
-            node.array.append((rest, False))
+            array.append((rest, False))
+        if array:
+            node.array = array
 
     def cost(self, pattern: str, path: Path) -> int:
         left = MAX_SCHEMA_PATTERN_COST - self.pattern_work
@@ -567,9 +579,9 @@ class _Collector:
             elif keyword == "$recursiveRef":
                 targets.extend(self.recursive)
             if keyword == "$ref":
-                node.in_place.append(targets[0])
+                node.in_place = [*node.in_place, targets[0]]
             else:
-                node.choices.append(sorted(set(targets), key=repr))
+                node.choices = [*node.choices, sorted(set(targets), key=repr)]
 
     def target(self, root: object, base: str, ref: str, where: Path) -> Path:
         if not ref.startswith("#"):
@@ -641,8 +653,8 @@ def analyse(
     nodes = collector.nodes
     unique = _Node(_UNIQUE, None, "")
     unique.weight = UNIQUE_ITEMS_COST
-    unique.obj.append(([_UNIQUE], False))
-    unique.array.append(([_UNIQUE], False))
+    unique.obj = [([_UNIQUE], False)]
+    unique.array = [([_UNIQUE], False)]
     nodes[_UNIQUE] = unique
     order = _in_place_order(nodes)
     cap = limits.max_schema_work
@@ -789,13 +801,14 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
     order: list[Path] = []
     state: dict[Path, int] = {}  # 1 = on the stack, 2 = done
     edges = {
-        path: node.in_place + [c for group in node.choices for c in group]
+        path: [*node.in_place, *(c for group in node.choices for c in group)]
         for path, node in nodes.items()
+        if node.in_place or node.choices
     }
     for start in nodes:
         if start in state:
             continue
-        if not edges[start]:
+        if start not in edges:
             state[start] = 2
             order.append(start)
             continue
@@ -803,7 +816,7 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
         state[start] = 1
         while stack:
             path, index = stack[-1]
-            children = edges[path]
+            children = edges.get(path, ())
             if index < len(children):
                 stack[-1] = (path, index + 1)
                 child = children[index]
