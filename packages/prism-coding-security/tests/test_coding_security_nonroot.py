@@ -37,6 +37,7 @@ import trio
 from prism.coding.security import BubblewrapSandbox, create_sandbox_shell_operations
 from prism.coding.tools import AccessGrant, ShellSpawnRequest
 
+print("imported", flush=True)
 root = sys.argv[2]
 ops = create_sandbox_shell_operations(BubblewrapSandbox([root]))
 out = []
@@ -71,17 +72,17 @@ def _as_user(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[s
     )
 
 
-def _interpreter(site_dir: str) -> str:
-    """A Python the unprivileged user can run that imports this checkout, or skip."""
+def _smoke(root: str) -> subprocess.CompletedProcess[str]:
+    """The smoke run, on the first Python the user can run that imports this checkout; or skip."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "TMPDIR": "/tmp"}
     why = []
     for candidate in (sys.executable, "/usr/bin/python3"):
         if not os.path.exists(candidate):
             continue
-        code = "import site, sys; site.addsitedir(sys.argv[1]); import prism.coding.security"
-        probe = _as_user([candidate, "-c", code, site_dir], env={"PATH": "/usr/bin:/bin"})
-        if probe.returncode == 0:
-            return candidate
-        why.append(f"{candidate}: {probe.stderr.strip().splitlines()[-1:]}")
+        done = _as_user([candidate, "-c", _SMOKE, _SITE_DIR, root], env=env)
+        if done.stdout.startswith("imported"):
+            return done
+        why.append(f"{candidate}: {done.stderr.strip().splitlines()[-1:]}")
     pytest.skip(f"uid {_UID} cannot run a Python that imports this checkout: {'; '.join(why)}")
 
 
@@ -102,13 +103,7 @@ def user_root() -> Iterator[str]:
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to drop to another user")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
 async def test_the_sandbox_works_for_an_unprivileged_user(user_root: str) -> None:
-    site_dir = _SITE_DIR
-    python = await trio.to_thread.run_sync(_interpreter, site_dir)
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "TMPDIR": os.path.dirname(user_root)}
-    env["TMPDIR"] = "/tmp" if os.access("/tmp", os.W_OK) else env["TMPDIR"]
-    done = await trio.to_thread.run_sync(
-        lambda: _as_user([python, "-c", _SMOKE, site_dir, user_root], env=env)
-    )
+    done = await trio.to_thread.run_sync(_smoke, user_root)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["uid"] == _UID
