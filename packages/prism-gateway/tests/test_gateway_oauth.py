@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx2
 import trio
 from mcp import Client
@@ -24,7 +26,7 @@ class _Verifier:
             return AccessToken(
                 token=token, client_id="ide-1", scopes=["mcp"], resource=self.resource
             )
-        if token in ("alice-token", "bob-token"):  # one client app, two users
+        if token in ("alice-token", "bob-token", "mallory-token"):  # one client app
             return AccessToken(
                 token=token,
                 client_id="ide-1",
@@ -39,7 +41,9 @@ async def _echo(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text("ok")
 
 
-async def _serve(nursery: trio.Nursery, ledger: RunLedger) -> str:
+async def _serve(
+    nursery: trio.Nursery, ledger: RunLedger, *tools: ToolDefinition, verifier: Any = None
+) -> str:
     # The resource URL must be known before the port: bind a fixed free port first.
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
@@ -47,19 +51,21 @@ async def _serve(nursery: trio.Nursery, ledger: RunLedger) -> str:
     listener.close()
     resource = f"http://127.0.0.1:{port}/mcp"
     auth = OAuthResourceServer(
-        verifier=_Verifier(resource),
+        verifier=verifier if verifier is not None else _Verifier(resource),
         issuer_url=ISSUER,
         resource_server_url=resource,
         required_scopes=("mcp",),
     )
-    gateway = await nursery.start(_run_gateway, ledger)
+    gateway = await nursery.start(_run_gateway, ledger, tools)
     url: str = await nursery.start(serve_http, gateway, HttpOptions(port=port, auth=auth))
     return url
 
 
-async def _run_gateway(ledger: RunLedger, task_status: trio.TaskStatus[object]) -> None:
+async def _run_gateway(
+    ledger: RunLedger, tools: tuple[ToolDefinition, ...], task_status: trio.TaskStatus[object]
+) -> None:
     tool = ToolDefinition(name="echo", execute=_echo)
-    async with open_gateway(tools=[tool], ledger=ledger) as gateway:
+    async with open_gateway(tools=[tool, *tools], ledger=ledger, max_calls_per_client=1) as gateway:
         task_status.started(gateway)
         await trio.sleep_forever()
 
@@ -139,4 +145,38 @@ async def test_a_session_opened_by_one_subject_refuses_another(nursery: trio.Nur
     assert refused[0].call_id.startswith("oauth:ide-1|bob/session/")
     assert isinstance(refused[0].arguments, dict)
     assert refused[0].arguments["owner"] == "oauth ide-1|alice"
+    nursery.cancel_scope.cancel()
+
+
+async def test_two_users_of_one_client_app_share_neither_label_nor_call_limit(
+    nursery: trio.Nursery,
+) -> None:
+    """Alice and Mallory, one OAuth client app, 2026-07-28 connections (no session): while
+    Mallory holds the one call a client may run, Alice's call runs; each is recorded as its
+    own principal."""
+    ledger = RunLedger()
+    holding, release = trio.Event(), trio.Event()
+
+    async def hold(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        holding.set()
+        await release.wait()
+        return ToolResult.text("held")
+
+    url = await _serve(nursery, ledger, ToolDefinition(name="hold", execute=hold))
+    async with (
+        httpx2.AsyncClient(headers={"authorization": "Bearer alice-token"}) as alice_http,
+        httpx2.AsyncClient(headers={"authorization": "Bearer mallory-token"}) as mallory_http,
+        Client(streamable_http_client(url, http_client=alice_http), mode="2026-07-28") as alice,
+        Client(streamable_http_client(url, http_client=mallory_http), mode="2026-07-28") as mallory,
+        trio.open_nursery() as calls,
+    ):
+        calls.start_soon(mallory.call_tool, "hold", {})
+        with trio.fail_after(60):  # (shared, the limit would hold Alice's call forever)
+            await holding.wait()
+            result = await alice.call_tool("echo", {})
+        release.set()
+    assert not result.is_error
+    ids = {record.tool_name: record.call_id for record in ledger.records}
+    assert ids["echo"].startswith("oauth:ide-1|alice/")
+    assert ids["hold"].startswith("oauth:ide-1|mallory/")
     nursery.cancel_scope.cancel()

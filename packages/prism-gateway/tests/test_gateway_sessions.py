@@ -37,9 +37,13 @@ ACCEPT = "application/json, text/event-stream"
 
 
 @asynccontextmanager
-async def serving(workspace: Path, **options: Any) -> AsyncIterator[tuple[str, Gateway]]:
+async def serving(
+    workspace: Path, fallback: Any = None, **options: Any
+) -> AsyncIterator[tuple[str, Gateway]]:
     policy = create_coding_approval_policy(
-        roots=[str(workspace)], approve=create_gateway_approver(), cache_approvals=False
+        roots=[str(workspace)],
+        approve=create_gateway_approver(fallback=fallback),
+        cache_approvals=False,
     )
     tools = create_coding_tools(
         str(workspace),
@@ -383,3 +387,76 @@ async def test_a_principal_whose_sessions_are_all_busy_is_refused_and_recorded(
 def test_session_limits_are_checked(option: str, value: object) -> None:
     with pytest.raises(ConfigurationError, match=option):
         HttpOptions(**{option: value})  # type: ignore[arg-type]
+
+
+def write_call(path: str, number: int = 5) -> dict[str, Any]:
+    arguments = {"path": path, "content": "written"}
+    params = {"name": "write", "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
+
+
+def records_of(gateway: Gateway, tool: str) -> list[Any]:
+    ledger = gateway.ledger
+    assert ledger is not None
+    return [record for record in ledger.records if record.tool_name == tool]
+
+
+async def test_a_binding_header_sent_twice_is_refused(workspace: Path) -> None:
+    """Bob adds a second Mcp-Session-Id (Alice's), Authorization or MCP-Protocol-Version
+    to his call: refused whole, nothing runs, nothing is recorded under Alice's session."""
+    async with serving(workspace) as (url, gateway), httpx2.AsyncClient(timeout=60) as http:
+        alice = await open_raw_session(http, url, TOKEN_A)
+        bob = await open_raw_session(http, url, TOKEN_B)
+        second = {
+            "mcp-session-id": alice,
+            "authorization": f"Bearer {TOKEN_A}",
+            "mcp-protocol-version": "2026-07-28",
+        }
+        answers = {}
+        for name, value in second.items():
+            sent = [*headers(TOKEN_B, bob).items(), (name, value)]
+            answers[name] = await http.post(url, json=write_call(f"{name}.txt"), headers=sent)
+        own = await http.post(url, json=write_call("own.txt"), headers=headers(TOKEN_B, bob))
+        writes = records_of(gateway, "write")
+    assert {name: answer.status_code for name, answer in answers.items()} == dict.fromkeys(
+        second, 400
+    )
+    assert all("sent twice" in answer.json()["error"]["message"] for answer in answers.values())
+    assert sorted(os.listdir(workspace)) == ["notes.txt", "own.txt"]
+    assert own.status_code == 200
+    # Bob's own call, recorded under his principal and his whole session id.
+    bob_id = BearerAuth(tokens=(TOKEN_B,)).identify(f"Bearer {TOKEN_B}".encode())
+    assert [record.call_id.rsplit("#", 1)[0] for record in writes] == [f"{bob_id}/raw/{bob}"]
+
+
+async def test_a_second_session_header_cannot_keep_a_dropped_call_running(
+    workspace: Path, tree: Any
+) -> None:
+    """Bob reuses the JSON-RPC id of Alice's running call, with her session id as a second
+    header: refused, and when Alice drops her connection her call's process tree ends."""
+    async with (
+        serving(workspace, fallback=lambda _action: True) as (url, _gateway),
+        httpx2.AsyncClient(timeout=None) as http,
+    ):
+        alice = await open_raw_session(http, url, TOKEN_A)
+        bob = await open_raw_session(http, url, TOKEN_B)
+        shell = {"name": "shell", "arguments": {"command": tree.command}}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": shell}
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+
+                async def alice_waits() -> None:
+                    sent = headers(TOKEN_A, alice)
+                    async with http.stream("POST", url, json=call, headers=sent) as stream:
+                        async for _chunk in stream.aiter_bytes():
+                            pass
+
+                nursery.start_soon(alice_waits)
+                pids = await tree.started()
+                read = {"name": "read", "arguments": {"path": "notes.txt"}}
+                forged = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": read}
+                sent = [*headers(TOKEN_B, bob).items(), ("mcp-session-id", alice)]
+                answer = await http.post(url, json=forged, headers=sent)
+                nursery.cancel_scope.cancel()  # Alice drops the call's connection
+        await tree.assert_ends(pids)
+    assert answer.status_code == 400

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import logging
 import os
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["Gateway", "open_gateway"]
 
 _log = logging.getLogger("prism.gateway")
-_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:-]")
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 
 
@@ -76,27 +77,46 @@ def _label(text: str, limit: int = 48) -> str:
     return _LABEL_UNSAFE.sub("_", text)[:limit] or "-"
 
 
-def client_label(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
-    """Who is calling, and the HTTP session id (``-`` on stdio).
+def _whole(text: str, limit: int = 64) -> str:
+    """``text`` as a label part that stands for all of it.
 
-    The caller is ``<identity>/<client name>/<session>``, recorded with each call.
+    Kept as it is when it is short and plain; otherwise its readable start and
+    a digest of the whole (after ``~``, which plain text never holds), so two
+    different texts never give one part.
+    """
+    if text and len(text) <= limit and not _LABEL_UNSAFE.search(text):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"{_LABEL_UNSAFE.sub('_', text)[: limit - 21]}~{digest}"
+
+
+def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Who is calling: ``<principal>/<client name>/<session>``, recorded with each call.
+
+    Over HTTP the principal (bearer token id, or OAuth client, issuer and
+    subject) and the session id are the ones the HTTP guard checked; each is
+    kept whole (or digested whole), so two principals or two sessions never
+    share a label. Over stdio: ``stdio/<client name>/-``.
     """
     scope = getattr(ctx.request, "scope", None)
-    identity = "stdio"
+    principal = "stdio"
     session_id = "-"
     if isinstance(scope, Mapping):
-        identity = str(scope.get("prism.identity", "http"))
-        token = getattr(scope.get("user"), "access_token", None)
-        if token is not None:
-            identity = f"oauth:{getattr(token, 'client_id', '?')}"
-        for key, value in scope.get("headers", ()):
-            if key == b"mcp-session-id":
-                session_id = value.decode("latin-1")
+        principal = str(scope.get("prism.principal") or scope.get("prism.identity") or "http")
+        checked = scope.get("prism.session")
+        if isinstance(checked, str):
+            session_id = checked
     name = "client"
     params = ctx.session.client_params  # None for a 2026-07-28 client (no initialize)
     if params is not None:
         name = params.client_info.name
-    return f"{_label(identity)}/{_label(name)}/{_label(session_id, 16)}", session_id
+    return f"{_whole(principal)}/{_label(name)}/{_whole(session_id)}"
+
+
+def _call_key(ctx: ServerRequestContext[Any, Any]) -> object:
+    """The key the HTTP guard cancels this call by when its connection drops (else ``None``)."""
+    scope = getattr(ctx.request, "scope", None)
+    return scope.get("prism.call") if isinstance(scope, Mapping) else None
 
 
 def _bridge_hints(bridge: McpToolBridge) -> dict[str, ToolHints]:
@@ -167,8 +187,8 @@ class Gateway:
     # client label -> (its limiter, calls holding or waiting for it)
     _per_client: dict[str, tuple[trio.CapacityLimiter, list[int]]] = attrs.field(factory=dict)
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
-    # (HTTP session id, JSON-RPC request id) -> the call's cancel scope, while it runs
-    _running: dict[tuple[str, object], trio.CancelScope] = attrs.field(factory=dict)
+    # The HTTP guard's key of each call's request -> the call's cancel scope, while it runs
+    _running: dict[object, trio.CancelScope] = attrs.field(factory=dict)
     # server id -> the state of each downstream server the gateway starts itself
     _servers: dict[str, ServerState] = attrs.field(factory=dict)
     # Whom each downstream server's questions go to (the client whose call it serves).
@@ -329,7 +349,7 @@ class Gateway:
             if unavailable is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
             return to_call_tool_result(ToolResult.error(unavailable), any_structured=False)
-        client, session_id = client_label(ctx)
+        client = client_label(ctx)
         call = ToolCall(
             id=f"{client}#{next(self._seq)}",
             name=name,
@@ -350,7 +370,7 @@ class Gateway:
             log_levels=allowed_log_levels(ctx.protocol_version, _meta(ctx)),
         )
         token = current_call.set(scope)
-        key = (session_id, ctx.request_id)
+        key = _call_key(ctx)
         result = None
         owner = self._owners.get(name)
         forwarding = (
@@ -360,7 +380,7 @@ class Gateway:
         )
         try:
             with forwarding, trio.CancelScope() as running:
-                if session_id != "-":  # an HTTP session: its guard may call client_gone
+                if key is not None:  # over HTTP: its guard may call client_gone
                     self._running[key] = running
                 async with self._limiter, self._client_slot(client):
                     if _wants_progress(ctx):
@@ -377,7 +397,7 @@ class Gateway:
             await self._forward.flush(scope)  # the server's log messages, before the result
         finally:
             self._forward.drop(scope)
-            if self._running.get(key) is running:
+            if key is not None and self._running.get(key) is running:
                 del self._running[key]
             current_call.reset(token)
         if result is None:  # the client went away (see client_gone); nobody reads this
@@ -439,14 +459,16 @@ class Gateway:
             if entry[1][0] == 0:
                 del self._per_client[client]
 
-    def client_gone(self, session_id: str, request_id: object) -> None:
-        """Cancel the call that answers ``request_id`` of HTTP session ``session_id``.
+    def client_gone(self, key: object) -> None:
+        """Cancel the call whose HTTP request the guard marked with ``key`` (``prism.call``).
 
         The HTTP guard calls this when the client drops the connection that
         waits for the call's result: without an event store the result could
-        never reach it, so the call (and any process tree it runs) ends.
+        never reach it, so the call (and any process tree it runs) ends. The
+        key is the guard's own object for that one request, so no client can
+        name another's call.
         """
-        running = self._running.get((session_id, request_id))
+        running = self._running.get(key)
         if running is not None:
             running.cancel()
 

@@ -25,13 +25,16 @@ from prism.core.options import (
     sequence_of,
     string,
 )
+from prism.core.text import describe_exception
 
 from ._errors import GatewayConfigurationError, GatewayError
 from ._gateway import Gateway
-from ._sessions import SessionTable
+from ._sessions import Place, SessionTable, record_session_event
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_streams
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -137,7 +140,8 @@ class OAuthResourceServer:
     ``required_scopes`` is let in. The Protected Resource Metadata (RFC 9728)
     naming ``issuer_url`` is served, and a refused request's
     ``WWW-Authenticate`` points at it. A caller's identity in the ledger is
-    ``oauth:<client id>``.
+    ``oauth:<client id>|<issuer>|<subject>`` (the parts the token has). A
+    verifier that raises refuses the request (401) and is recorded.
 
     Attributes:
         verifier: checks a token (introspection, JWT validation...).
@@ -190,12 +194,16 @@ class HttpOptions:
         session_idle_s: a session with no request in flight (an open event
             stream does not count) for this long is closed.
         max_sessions: at most this many sessions are open; opening one more
-            closes the session idle the longest (none idle: refused with 503).
+            (an ``initialize``) closes the session idle the longest once the
+            new one is open (none idle: refused with 503).
         max_sessions_per_principal: at most this many of them belong to one
             principal (a bearer token, an OAuth subject; without auth every
             local client is one principal); opening one more closes that
             principal's session idle the longest (none idle: refused with
             503), never another's, so one principal cannot take them all.
+        body_timeout_s: a request body not complete this many seconds after
+            its headers is refused with 408 (nothing is held for the request
+            before its body is in).
 
     Raises:
         ConfigurationError: an option of the wrong type or out of range (named
@@ -224,6 +232,7 @@ class HttpOptions:
     max_sessions_per_principal: int = attrs.field(
         default=100, validator=integer(minimum=1, maximum=100_000)
     )
+    body_timeout_s: float = attrs.field(default=30.0, validator=number(minimum=0.1, maximum=3600.0))
 
     def __attrs_post_init__(self) -> None:
         if not is_loopback(self.host) and self.auth is None:
@@ -250,25 +259,55 @@ def _origin_allowed(origin: str, extra: tuple[str, ...]) -> bool:
     return False
 
 
-def _call_id(body: bytes) -> object:
-    """The JSON-RPC id of a ``tools/call`` request body, else ``None``."""
-    if b'"tools/call"' not in body:
-        return None
+# Headers the guard and the SDK both read: each must come once, or the two could read
+# different copies (a session the guard checked and another the SDK serves).
+_ONCE = {
+    b"mcp-session-id": "Mcp-Session-Id",
+    b"authorization": "Authorization",
+    b"mcp-protocol-version": "MCP-Protocol-Version",
+}
+
+
+@attrs.frozen
+class _Peek:
+    """What the guard needs of a request body (the SDK parses it again, alike)."""
+
+    method: str | None = None
+    call: bool = False  # a tools/call request: cancelled when its connection drops
+
+
+def _peek(body: bytes) -> _Peek | tuple[int, str]:
+    """The JSON-RPC method of a POST body; or the error it is refused with."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        return None
-    if isinstance(message, dict) and message.get("method") == "tools/call":
-        return message.get("id")
-    return None
+        return -32700, "Parse error: the body is not JSON (or is nested too deep)"
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return _Peek()  # a response, or not a JSON-RPC message (the SDK says which)
+    method = message["method"]
+    if "id" not in message:
+        return _Peek(method)  # a notification
+    request_id = message["id"]
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        # The SDK would take it for a notification: run nothing and answer nothing.
+        return -32600, "Invalid Request: a request id must be a string or an integer"
+    return _Peek(method, call=method == "tools/call")
+
+
+def _without(scope: Scope, header: bytes) -> Scope:
+    inner = dict(scope)
+    inner["headers"] = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != header]
+    return inner
 
 
 class _Guard:
-    """ASGI middleware in front of the SDK's app: Origin, auth, then body size.
+    """ASGI middleware in front of the SDK's app: headers, Origin, auth, session, body.
 
-    It also watches the connection of each ``tools/call``: when the client
-    drops it before the result, the call is cancelled (the gateway keeps no
-    event store, so nobody could ever read that result).
+    The session id it checked, the principal and the call's cancel key go to
+    the gateway in the scope (``prism.session``, ``prism.principal``,
+    ``prism.call``). It also watches the connection of each ``tools/call``:
+    when the client drops it before the result, the call is cancelled (the
+    gateway keeps no event store, so nobody could ever read that result).
     """
 
     def __init__(
@@ -292,7 +331,10 @@ class _Guard:
             return await self.app(scope, receive, send)
         headers: dict[bytes, bytes] = {}
         for key, value in scope.get("headers", ()):
-            headers.setdefault(key.lower(), value)
+            name = key.lower()
+            if name in headers and name in _ONCE:
+                return await _refuse(send, 400, f"the {_ONCE[name]} header is sent twice")
+            headers.setdefault(name, value)
         origin = headers.get(b"origin")
         if origin is not None and not _origin_allowed(
             origin.decode("latin-1"), self.options.allowed_origins
@@ -310,32 +352,42 @@ class _Guard:
                     extra=[(b"www-authenticate", b'Bearer realm="prism"')],
                 )
             identity = found
-        principal: str | None = identity
+        principal = identity
         if isinstance(self.options.auth, OAuthResourceServer):
-            # The SDK checks the token (and answers 401); here it only says whose it is.
-            principal = await _oauth_principal(self.options.auth, headers.get(b"authorization"))
+            verified = await self._oauth(self.options.auth, headers)
+            if verified is None:
+                # The SDK answers (401 pointing at the metadata, or the metadata itself)
+                # without the token: no second verification can let it in.
+                return await self.app(_without(scope, b"authorization"), receive, send)
+            principal = verified
         session = headers.get(b"mcp-session-id")
-        sessions = self.sessions if principal is not None else None
+        sessions = self.sessions
         session_id = session.decode("latin-1") if session is not None else None
-        if sessions is not None and principal is not None and session_id is not None:
+        if sessions is not None and session_id is not None:
             owner = sessions.owner(session_id)
             if owner is None:
                 return await _refuse(send, 404, "Session not found", code=-32001)
             if owner != principal:
                 sessions.refused(session_id, principal, owner)
                 return await _refuse(send, 404, "Session not found", code=-32001)
-        room: Any = contextlib.nullcontext(None)
-        if (
-            sessions is not None
-            and principal is not None
-            and session_id is None
-            and scope.get("method") == "POST"
-        ):
-            room = sessions.room(principal)
-        with room as refusal:
-            if refusal is not None:
-                return await _refuse(send, 503, refusal, code=-32603)
-            await self._serve(scope, receive, send, headers, identity, principal, session_id)
+        await self._serve(scope, receive, send, headers, identity, principal, session_id)
+
+    async def _oauth(self, auth: OAuthResourceServer, headers: dict[bytes, bytes]) -> str | None:
+        """The principal of the token (``None``: refused; a verifier failure is recorded)."""
+        try:
+            return await _oauth_principal(auth, headers.get(b"authorization"))
+        except Exception as exc:
+            said = describe_exception(exc)
+            _log.warning("the OAuth token verifier failed; request refused: %s", said)
+            session = headers.get(b"mcp-session-id")
+            record_session_event(
+                self.gateway.ledger,
+                session.decode("latin-1") if session is not None else "-",
+                "oauth:unverified",
+                "refused",
+                reason=f"the token verifier failed: {said}",
+            )
+            return None
 
     async def _serve(
         self,
@@ -344,10 +396,9 @@ class _Guard:
         send: Send,
         headers: dict[bytes, bytes],
         identity: str,
-        principal: str | None,
+        principal: str,
         session_id: str | None,
     ) -> None:
-        sessions = self.sessions if principal is not None else None
         limit = self.options.max_request_bytes
         declared = headers.get(b"content-length")
         if declared is not None:
@@ -357,25 +408,65 @@ class _Guard:
                 return await _refuse(send, 400, "bad Content-Length")
             if too_big:
                 return await _refuse(send, 413, f"request body larger than {limit} bytes")
+        # The whole body, under a deadline, before anything is held for the request.
         body = bytearray()
         more = scope.get("method") in ("POST", "PUT", "PATCH")
-        while more:  # (an http.disconnect has no body and no more_body: the loop ends)
-            message = await receive()
-            body.extend(message.get("body", b""))
-            if len(body) > limit:
-                return await _refuse(send, 413, f"request body larger than {limit} bytes")
-            more = message.get("more_body", False)
+        with trio.move_on_after(self.options.body_timeout_s):
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body.extend(message.get("body", b""))
+                if len(body) > limit:
+                    return await _refuse(send, 413, f"request body larger than {limit} bytes")
+                more = message.get("more_body", False)
+        if more:
+            return await _refuse(
+                send,
+                408,
+                f"the request body did not arrive within {self.options.body_timeout_s:g} s",
+            )
+        peek = _Peek()
+        if scope.get("method") == "POST":
+            seen = _peek(bytes(body))
+            if isinstance(seen, tuple):
+                return await _refuse(send, 400, seen[1], code=seen[0])
+            peek = seen
+        sessions = self.sessions
+        # Only an initialize can open a session, so only it may take (or make) room for one.
+        opening = sessions is not None and session_id is None and peek.method == "initialize"
+        room: Any = sessions.room(principal) if opening and sessions is not None else _no_room()
+        with room as place:
+            if isinstance(place, str):
+                return await _refuse(send, 503, place, code=-32603)
+            await self._pass(
+                scope, receive, send, bytes(body), identity, principal, session_id, peek, place
+            )
+
+    async def _pass(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        body: bytes,
+        identity: str,
+        principal: str,
+        session_id: str | None,
+        peek: _Peek,
+        place: Place | None,
+    ) -> None:
+        """Hand the checked request to the SDK's app, and watch its connection."""
+        sessions = self.sessions
         inner = dict(scope)
         inner["prism.identity"] = identity
-        if b"last-event-id" in headers:
+        inner["prism.principal"] = principal
+        inner["prism.session"] = session_id if sessions is not None else None
+        call_key = object() if peek.call else None
+        inner["prism.call"] = call_key
+        if any(key.lower() == b"last-event-id" for key, _ in scope.get("headers", ())):
             # The gateway keeps no event store, so there is nothing to resume; the SDK
             # (mcp 2.3) would then answer a resuming GET with nothing at all (a 500).
-            inner["headers"] = [
-                (key, value)
-                for key, value in scope.get("headers", ())
-                if key.lower() != b"last-event-id"
-            ]
-        request_id = _call_id(bytes(body)) if session_id is not None else None
+            inner["headers"] = _without(scope, b"last-event-id")["headers"]
         gone = trio.Event()
         replayed = False
 
@@ -384,7 +475,7 @@ class _Guard:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             await gone.wait()
             return {"type": "http.disconnect"}
 
@@ -392,13 +483,13 @@ class _Guard:
             while (await receive())["type"] != "http.disconnect":
                 pass
             gone.set()
-            if session_id is not None and request_id is not None:
-                self.gateway.client_gone(session_id, request_id)
+            if call_key is not None:
+                self.gateway.client_gone(call_key)
 
         respond = send
         release: Any = None
-        if sessions is not None and principal is not None and session_id is None:
-            respond = _opening(send, sessions, principal)
+        if sessions is not None and place is not None:
+            respond = _opening(send, sessions, principal, place)
         if sessions is not None and session_id is not None:
             # Busy until its response is complete (the app may stay on, watching the connection).
             release = sessions.begin(session_id, stream=scope.get("method") == "GET")
@@ -427,6 +518,11 @@ class _Guard:
             sessions.ended(session_id)
 
 
+@contextlib.contextmanager
+def _no_room() -> Iterator[None]:
+    yield None
+
+
 def _released_at_end(send: Send, release: Any) -> Send:
     """``send``, calling ``release`` as the response's last body part goes out."""
 
@@ -439,27 +535,29 @@ def _released_at_end(send: Send, release: Any) -> Send:
     return respond
 
 
-def _opening(send: Send, sessions: SessionTable, principal: str) -> Send:
+def _opening(send: Send, sessions: SessionTable, principal: str, place: Place) -> Send:
     """``send``, noting the session a response opens (its ``Mcp-Session-Id``) as ``principal``'s."""
 
     async def respond(message: Message) -> None:
         if message["type"] == "http.response.start" and message.get("status", 500) < 400:
             for key, value in message.get("headers", ()):
                 if key.lower() == b"mcp-session-id":
-                    sessions.opened(bytes(value).decode("latin-1"), principal)
+                    sessions.opened(bytes(value).decode("latin-1"), principal, place)
         await send(message)
 
     return respond
 
 
 async def _oauth_principal(auth: OAuthResourceServer, header: bytes | None) -> str | None:
-    """Whose token this is (``oauth:<client>`` plus its subject), or ``None`` if it is refused."""
+    """Whose token this is (``oauth:<client>|<issuer>|<subject>``), or ``None`` if refused."""
     if header is None or header[:7].lower() != b"bearer ":
         return None
     try:
-        token = await auth.verifier.verify_token(header[7:].strip().decode("utf-8"))
-    except Exception:  # the SDK's check refuses it too
+        text = header[7:].strip().decode("utf-8")
+    except UnicodeDecodeError:
         return None
+    # A verifier that raises is the caller's to handle (it is refused, never let through).
+    token = await auth.verifier.verify_token(text)
     client = getattr(token, "client_id", None)
     if not isinstance(client, str):
         return None

@@ -6,14 +6,17 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
 from prism.core.ledger import FinishedCall, RunLedger
 
-__all__ = ["SESSION_TOOL", "SessionEvent", "SessionTable", "shown"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["SESSION_TOOL", "Place", "SessionEvent", "SessionTable", "record_session_event", "shown"]
 
 _log = logging.getLogger("prism.gateway")
 
@@ -37,6 +40,16 @@ def _nothing() -> None:
 
 
 @attrs.define(eq=False)
+class Place:
+    """A place in the table held for one session ``principal`` is opening."""
+
+    principal: str
+    free: bool = False  # a free place (else, when ``promise``: an idle session goes)
+    promise: bool = False
+    held: bool = False  # counted among the principal's sessions
+
+
+@attrs.define(eq=False)
 class _Session:
     principal: str
     last: float
@@ -51,9 +64,9 @@ class SessionTable:
     id, an OAuth subject): a request of another principal is answered as if
     the session did not exist. A session idle (no request in flight but its
     event stream) for ``idle_s`` is closed; when ``limit`` sessions are open,
-    the one idle the longest is closed to make room for a new one (none idle:
-    the new one is refused). One principal holds at most ``per_principal``
-    sessions: past that its own longest-idle session is closed (none idle:
+    the one idle the longest is closed to make room for a new one, once the
+    new one is open (none idle: the new one is refused). One principal holds
+    at most ``per_principal`` sessions: past that its own longest-idle session is closed (none idle:
     refused), so one principal cannot take every session. Each of these is
     recorded in ``ledger``.
     """
@@ -66,7 +79,8 @@ class SessionTable:
     closer: Any = None
     # Least recently used first.
     _open: OrderedDict[str, _Session] = attrs.field(factory=OrderedDict)
-    _opening: int = 0
+    _opening: int = 0  # free places taken by sessions being opened
+    _promised: int = 0  # idle sessions promised to sessions being opened
     # principal -> its sessions open or being opened
     _held: dict[str, int] = attrs.field(factory=dict)
 
@@ -83,7 +97,12 @@ class SessionTable:
             return None
         return entry.principal
 
-    def opened(self, session_id: str, principal: str) -> None:
+    def opened(self, session_id: str, principal: str, place: Place) -> None:
+        """``principal`` opened ``session_id`` in ``place`` (see :meth:`room`)."""
+        promised = place.promise
+        self._release(place)
+        if promised:  # the table is full: the session idle the longest makes room now
+            self._evict(None)
         self._open[session_id] = _Session(principal=principal, last=trio.current_time())
         self._held[principal] = self._held.get(principal, 0) + 1
         self._record(session_id, principal, "opened")
@@ -120,33 +139,55 @@ class SessionTable:
         return False
 
     @contextlib.contextmanager
-    def room(self, principal: str) -> Any:
-        """Room for one session ``principal`` is opening (yields why not, or ``None``).
+    def room(self, principal: str) -> Iterator[Place | str]:
+        """A place for one session ``principal`` is about to open (or why there is none).
 
-        A principal at its own cap has its longest-idle session closed to make
-        room; when the table is full the longest-idle session of anyone is.
-        With none idle there is no room, and the refusal is recorded. Requests
-        that may open a session hold their place while they are served.
+        Only an ``initialize`` asks for one, once its body has arrived. A
+        principal at its own cap has its longest-idle session closed to make
+        room (only its own). While fewer than ``limit`` sessions are open or
+        being opened the place is a free one; when the table is full it is the
+        promise of an idle session, closed only once the new session is open,
+        so a request that opens none closes nothing of anyone else's. With no
+        idle session (or every idle one promised already) there is no room,
+        and the refusal is recorded. The place is held while the request is
+        served.
         """
         self.sweep()
+        place = Place(principal)
         refusal: str | None = None
         if self._held.get(principal, 0) >= self.per_principal and not self._evict(principal):
             refusal = f"too many open sessions for one principal ({self.per_principal}), none idle"
-        elif len(self._open) + self._opening >= self.limit and not self._evict(None):
+        elif len(self._open) + self._opening < self.limit:
+            place.free = True
+            self._opening += 1
+        elif sum(1 for entry in self._open.values() if entry.busy == 0) > self._promised:
+            place.promise = True
+            self._promised += 1
+        else:
             refusal = "too many open sessions, none idle"
         if refusal is not None:
             _log.warning("refused a new session of %s: %s", principal, refusal)
             self._record("-", principal, "over_limit", reason=refusal)
             yield refusal
             return
-        self._opening += 1
         # Counted while it opens (the session id comes later), then by opened().
+        place.held = True
         self._held[principal] = self._held.get(principal, 0) + 1
         try:
-            yield None
+            yield place
         finally:
+            self._release(place)
+
+    def _release(self, place: Place) -> None:
+        if place.free:
+            place.free = False
             self._opening -= 1
-            self._forget(principal)
+        if place.promise:
+            place.promise = False
+            self._promised -= 1
+        if place.held:
+            place.held = False
+            self._forget(place.principal)
 
     def sweep(self) -> None:
         """Close every session idle for longer than ``idle_s``."""
@@ -201,26 +242,33 @@ class SessionTable:
         self._record(session_id, entry.principal, why)
 
     def _record(self, session_id: str, principal: str, event: SessionEvent, **more: str) -> None:
-        if self.ledger is None:
-            return
-        now = time.time()
-        refused = event in ("refused", "over_limit")
-        with contextlib.suppress(Exception):  # the ledger reports its own failures
-            self.ledger.record_call(
-                FinishedCall(
-                    call_id=f"{principal}/session/{session_id[:16]}",
-                    tool_name=SESSION_TOOL,
-                    arguments={
-                        "event": event,
-                        "session": session_id[:16],
-                        "principal": shown(principal),
-                        **more,
-                    },
-                    status="blocked" if refused else "ok",
-                    blocked_reason="permission_denied" if refused else None,
-                    started_at=now,
-                    finished_at=now,
-                    duration_s=0.0,
-                    arguments_owned=True,
-                )
+        record_session_event(self.ledger, session_id, principal, event, **more)
+
+
+def record_session_event(
+    ledger: Any, session_id: str, principal: str, event: SessionEvent, **more: str
+) -> None:
+    """Record one session event in ``ledger`` (a ``record_call`` recorder), if any."""
+    if ledger is None:
+        return
+    now = time.time()
+    refused = event in ("refused", "over_limit")
+    with contextlib.suppress(Exception):  # the ledger reports its own failures
+        ledger.record_call(
+            FinishedCall(
+                call_id=f"{principal}/session/{session_id[:16]}",
+                tool_name=SESSION_TOOL,
+                arguments={
+                    "event": event,
+                    "session": session_id[:16],
+                    "principal": shown(principal),
+                    **more,
+                },
+                status="blocked" if refused else "ok",
+                blocked_reason="permission_denied" if refused else None,
+                started_at=now,
+                finished_at=now,
+                duration_s=0.0,
+                arguments_owned=True,
             )
+        )
