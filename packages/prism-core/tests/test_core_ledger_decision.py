@@ -274,6 +274,24 @@ async def test_a_record_with_a_decision_round_trips_through_jsonl() -> None:
     assert RunLedger.from_jsonl(text).records == ledger.records
 
 
+async def test_an_escalation_records_its_access_and_approver_redacted_and_round_trips() -> None:
+    details = {
+        "policy": "coding_approval",
+        "approval": "approved",
+        "escalation": True,
+        "access": "write the protected file .envrc and connect to a.example:443",
+        "approver_reason": "approved by token:abc123",
+    }
+    ledger = RunLedger()
+    record = await _dispatch(_shell_tool(_Policy(True, "ok", details)), ledger)
+    decision = record.decision
+    assert decision is not None
+    assert decision.access == details["access"]
+    assert decision.approver is not None
+    assert "abc123" not in decision.approver  # the default redactor sees it
+    assert RunLedger.from_jsonl(ledger.to_jsonl()).records == ledger.records
+
+
 def test_decisions_are_written_without_their_defaults() -> None:
     ledger = RunLedger()
     ledger.record_call(
