@@ -145,3 +145,46 @@ def test_a_plain_name_id_beside_ref_is_refused(draft: str) -> None:
     # reference accepts it).
     with pytest.raises(SchemaRejectedError, match="beside \\$ref declares the anchor 'foo'"):
         JsonSchemaArgumentValidator().check_schema(_beside_ref(draft, "ignored last"))
+
+
+_UNIQUE_CASES: list[list[Any]] = [
+    [1, 1.0],
+    [1, True],
+    [0, False],
+    [0, -0.0],
+    [None, False],
+    [[1], [1.0]],
+    [[1, 2], [2, 1]],
+    [{"a": 1}, {"a": 1.0}],
+    [{"a": 1, "b": [2]}, {"b": [2.0], "a": 1}],
+    [{"a": 1}, {"a": 1, "b": 2}],
+    ["1", 1],
+    [2**63, float(2**63)],
+    [2**63 + 1, float(2**63)],
+    [2**64 - 1, 2**64 - 2],
+    [-(2**63), float(-(2**63))],
+    [0.1 + 0.2, 0.3],
+    [[[]], [[]]],
+    [{}, []],
+]
+
+
+@pytest.mark.parametrize("draft", [D4, D2020])
+@pytest.mark.parametrize("items", _UNIQUE_CASES, ids=repr)
+def test_unique_items_verdicts_are_the_references(draft: str, items: list[Any]) -> None:
+    # uniqueItems is Prism's own check (the engine's is quadratic on large integers).
+    schema = {"$schema": draft, "uniqueItems": True}
+    validator = JsonSchemaArgumentValidator()
+    for instance in (items, [*items, "other"], {"not": "an array"}):
+        expected = _reference(schema, instance)
+        assert validator.validate(schema, instance).ok is expected, (instance, expected)
+    nested = {"$schema": draft, "not": {"items": {"uniqueItems": True}}}
+    expected = _reference(nested, [items])
+    assert validator.validate(nested, [items]).ok is expected
+
+
+def test_unique_items_false_beside_true_checks_only_where_true() -> None:
+    schema = {"uniqueItems": False, "items": {"uniqueItems": True}}
+    validator = JsonSchemaArgumentValidator()
+    for instance in ([[1], [1]], [[1, 1]], [[1, 2], [1, 2]]):
+        assert validator.validate(schema, instance).ok is _reference(schema, instance)

@@ -11,6 +11,7 @@ depth, long before it costs any time.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import jsonschema_rs
@@ -165,3 +166,60 @@ def test_counted_contains_chained_through_references_is_admitted() -> None:
     validator = JsonSchemaArgumentValidator()
     result = validator.validate({"$defs": table, "$ref": "#/$defs/l0"}, _array_chain(8))
     assert result.ok
+
+
+@pytest.mark.parametrize("base", [2**63, -(2**63), 2**62])
+def test_unique_items_over_large_integers_is_linear(base: int) -> None:
+    # The attack: jsonschema-rs compares integers of 2**62 and more pairwise
+    # (9,000 items from 2**63: 13 s of one call). Prism checks uniqueItems itself
+    # with a set; 3,000 items (about 1.5 s in the engine) take milliseconds. The
+    # bound is the thread's CPU time, twenty times what the check takes traced.
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    validator = JsonSchemaArgumentValidator()
+    validator.check_schema(schema)
+    items = [base + i for i in range(3_000)]
+    start = time.thread_time()
+    assert validator.validate(schema, items).ok
+    assert not validator.validate(schema, [*items, base]).ok
+    assert time.thread_time() - start < 0.5
+
+
+@pytest.mark.parametrize(
+    ("keyword", "items"),
+    [
+        # The attacks: 16 floats over 100,000 items took 8.4 s; const 0.5 and
+        # multipleOf 0.5 hundreds of ms; multipleOf 5e-324 on 1.797e308 12 s.
+        ({"enum": [i + 0.5 for i in range(16)]}, [0.25] * 20_000),
+        ({"enum": [2**63 + i for i in range(16)]}, [2**64 - 1] * 20_000),
+        ({"const": 0.5}, [0.25] * 5_000),
+        ({"const": 2**63}, [2**64 - 1] * 5_000),
+        ({"multipleOf": 0.5}, [1.797e308] * 500),
+        ({"multipleOf": 5e-324}, [1.797e308] * 500),
+        ({"multipleOf": 2**64 - 1}, [1.797e308] * 500),
+    ],
+    ids=[
+        "enum of floats",
+        "enum past 2**63",
+        "const float",
+        "const 2**63",
+        "multipleOf 0.5",
+        "multipleOf 5e-324",
+        "multipleOf past 2**63",
+    ],
+)
+def test_numbers_the_engine_compares_slowly_are_priced_by_kind(
+    keyword: dict[str, Any], items: list[object]
+) -> None:
+    # Priced at what the engine's slow path was measured to cost (a unit is
+    # 28 ns): these calls are refused before the engine runs.
+    schema = {"type": "array", "items": keyword}
+    result = JsonSchemaArgumentValidator().validate(schema, items)
+    assert not result.ok
+    assert "max_validation_work" in result.errors[0].message
+
+
+def test_integers_in_enum_and_multiple_of_stay_cheap() -> None:
+    validator = JsonSchemaArgumentValidator()
+    assert validator.validate({"items": {"multipleOf": 3}}, [3] * 100_000).ok
+    assert validator.validate({"items": {"enum": ["a", "b", "c"]}}, ["a"] * 100_000).ok
+    assert validator.validate({"items": {"const": "a"}}, ["a"] * 100_000).ok

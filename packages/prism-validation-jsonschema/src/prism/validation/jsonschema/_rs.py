@@ -90,12 +90,54 @@ class _Unknown:
 _KEYWORDS: dict[str, dict[str, type]] = {
     "draft6": {"contentMediaType": _Unknown, "contentEncoding": _Unknown},
 }
+
+
+def _same_key(value: object) -> object:
+    """A hashable key equal for JSON-equal values (1 and 1.0 alike, true apart from 1)."""
+    kind = type(value)
+    if kind is bool:
+        return ("b", value)
+    if kind is int or kind is float:
+        return ("n", value)  # Python compares int and float exactly
+    if kind is list:
+        return ("l", tuple(_same_key(item) for item in value))  # type: ignore[attr-defined]
+    if kind is dict:
+        return ("o", frozenset((k, _same_key(v)) for k, v in value.items()))  # type: ignore[attr-defined]
+    return ("s", value)  # str or None
+
+
+class _UniqueItems:
+    """``uniqueItems`` checked in Python, in linear time.
+
+    jsonschema-rs compares items pairwise when they are integers of 2**62 and
+    more (9,000 such items took 13 s); a set of exact keys takes milliseconds.
+    """
+
+    def __init__(self, _parent: object, value: object, _path: object) -> None:
+        self.on = value is True
+
+    def validate(self, instance: object) -> None:
+        if not self.on or type(instance) is not list or len(instance) < 2:
+            return
+        seen: set[object] = set()
+        for item in instance:
+            key = _same_key(item)
+            if key in seen:
+                raise ValueError("has non-unique elements")
+            seen.add(key)
+
+
 # 2019-09 and 2020-12 with assert_formats=True.
 _ASSERTED: dict[str, Callable[[str], bool]] = {"regex": is_regex}
 
 
 def compile_rs(
-    schema: object, draft: str, *, assert_formats: bool, used: Collection[str] = ()
+    schema: object,
+    draft: str,
+    *,
+    assert_formats: bool,
+    used: Collection[str] = (),
+    unique_items: bool = False,
 ) -> Any:
     """The engine's validator, with ``is_valid(instance)`` and ``validate(instance)``.
 
@@ -105,7 +147,8 @@ def compile_rs(
     always assert their formats. ``used`` names the formats the schema asserts:
     only those of Prism's own checks are handed to the engine, because any
     Python format check handed to it makes every call slower (about 0.3 us),
-    used or not.
+    used or not. ``unique_items`` (the schema asserts ``uniqueItems``) hands
+    that keyword to Prism's linear check, for the same reason only then.
 
     Raises:
         Exception: whatever jsonschema-rs raises for a schema it refuses (the
@@ -115,12 +158,15 @@ def compile_rs(
     validate_formats = table is not None or assert_formats
     own = table if table is not None else _ASSERTED
     formats = {name: check for name, check in own.items() if name in used} or None
+    keywords = _KEYWORDS.get(draft)
+    if unique_items:
+        keywords = {**(keywords or {}), "uniqueItems": _UniqueItems}
     validator = _CLASSES[draft](
         schema,
         validate_formats=validate_formats,
         formats=formats if validate_formats else None,
         retriever=_refuse,
         pattern_options=_PATTERN_OPTIONS,
-        keywords=_KEYWORDS.get(draft),
+        keywords=keywords,
     )
     return validator

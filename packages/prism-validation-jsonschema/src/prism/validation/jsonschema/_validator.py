@@ -393,7 +393,11 @@ class JsonSchemaArgumentValidator:
             )
             bounds = closed_bounds(copy, limits)
             engine = compile_rs(
-                copy, draft, assert_formats=self._assert_formats, used=analysis.formats
+                copy,
+                draft,
+                assert_formats=self._assert_formats,
+                used=analysis.formats,
+                unique_items=analysis.unique_items,
             )
         except SchemaRejectedError as exc:
             return _Entry(screened.key, None, exc)
