@@ -1,10 +1,12 @@
-"""The bubblewrap sandbox as an unprivileged user: a smoke run under ``setpriv``.
+"""The sandboxes as an unprivileged user: smoke runs under ``setpriv``.
 
 Prism usually runs as an ordinary user, where bubblewrap and the overlay of
 each root need unprivileged user namespaces; the rest of the suite may run as
 root. Run as root, this test drops to uid/gid 65534 (``setpriv``) and runs a
 small script there: a confined write lands, a protected one is left out, an
 approved one (an ``AccessGrant``) lands, and the command keeps the caller's ids.
+Under Landlock (its helper runs as that user): a write inside the root lands, one
+outside is refused, and a ``setsid`` daemon ends with the call.
 It skips, saying why, when not run as root or when that user cannot reach a
 Python interpreter or this checkout.
 """
@@ -25,7 +27,7 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 _UID = 65534
 # where this checkout's dependencies (and its editable installs' .pth files) live
@@ -100,6 +102,7 @@ def user_root() -> Iterator[str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.bwrap
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to drop to another user")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
 async def test_the_sandbox_works_for_an_unprivileged_user(user_root: str) -> None:
@@ -114,3 +117,57 @@ async def test_the_sandbox_works_for_an_unprivileged_user(user_root: str) -> Non
     assert ".profile" in report["output"]
     assert report["files"] == [".envrc", "made.txt"]
     assert os.stat(os.path.join(user_root, "made.txt")).st_uid == _UID
+
+
+_LANDLOCK_SMOKE = """
+import json, os, site, sys
+site.addsitedir(sys.argv[1])
+import trio
+from prism.coding.security import LandlockSandbox, create_sandbox_shell_operations
+from prism.coding.tools import ShellSpawnRequest
+
+root, outside = sys.argv[2], sys.argv[3]
+ops = create_sandbox_shell_operations(LandlockSandbox([root]))
+out = []
+
+async def sink(chunk):
+    out.append(chunk.decode())
+
+async def main():
+    command = (f"id -u; echo hi > made.txt; echo x > {outside}/x; "
+               "setsid -f env -i /bin/sh -c 'echo $$ > daemon.pid; exec sleep 300'; "
+               "until [ -s daemon.pid ]; do :; done")
+    await ops.run(ShellSpawnRequest(command=command, shell_path="/bin/sh", cwd=root,
+                                    env={"PATH": "/usr/bin:/bin"}), sink)
+
+trio.run(main)
+with open(os.path.join(root, "daemon.pid")) as handle:
+    daemon = int(handle.read())
+print(json.dumps({"uid": os.getuid(), "files": sorted(os.listdir(root)),
+                  "output": "".join(out), "daemon_alive": os.path.exists(f"/proc/{daemon}")}))
+"""
+
+
+@pytest.mark.landlock
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to drop to another user")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+async def test_landlock_works_for_an_unprivileged_user(user_root: str) -> None:
+    # its helper (started once, forking per command) runs as that user: the write inside
+    # the root lands, the one outside is refused, the daemon ends with the call
+    site_dir = _SITE_DIR
+    python = await trio.to_thread.run_sync(_interpreter, site_dir)
+    outside = os.path.join(os.path.dirname(user_root), "outside")
+    os.mkdir(outside)
+    os.chown(outside, _UID, _UID)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/"}
+    done = await trio.to_thread.run_sync(
+        lambda: _as_user([python, "-c", _LANDLOCK_SMOKE, site_dir, user_root, outside], env=env)
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["uid"] == _UID
+    assert report["output"].splitlines()[0] == str(_UID)
+    assert "Permission denied" in report["output"]
+    assert report["files"] == ["daemon.pid", "made.txt"]
+    assert os.listdir(outside) == []
+    assert report["daemon_alive"] is False

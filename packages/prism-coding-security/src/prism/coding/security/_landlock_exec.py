@@ -17,6 +17,12 @@ while PROGRAM runs in a restricted child: when PROGRAM ends (or this process
 gets SIGTERM, SIGINT or SIGHUP), every process it left behind is killed.
 Landlock and seccomp cannot be undone, which is why they are applied here, in
 the child, and not in the caller.
+
+The same file is the sandboxes' fork server (``--serve``, described with
+:func:`serve`): started once per sandbox, it forks per command instead of
+starting an interpreter. For ``LandlockSandbox`` the forked child restricts
+itself as above; for ``BubblewrapSandbox`` (``{"mode": "namespaces"}``) it
+mounts the roots' overlays in a new user and mount namespace and execs bwrap.
 """
 
 from __future__ import annotations
@@ -193,13 +199,20 @@ def drop_capabilities() -> None:
     bring them back. A process without ``CAP_SETPCAP`` cannot shrink its
     bounding set, and has nothing there to use anyway.
     """
+    _drop_capabilities_upto(_last_cap())
+
+
+def _last_cap() -> int:
     try:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
-            last = int(handle.read())
+            return int(handle.read())
     except (OSError, ValueError):
-        last = 63
+        return 63
+
+
+def _drop_capabilities_upto(last: int) -> None:
     for cap in range(last + 1):
-        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: fine
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
@@ -416,20 +429,7 @@ class _Prepared:
         self.filter_buffer = ctypes.create_string_buffer(program, len(program))
         pointer = ctypes.cast(self.filter_buffer, ctypes.c_void_p)
         self.filter = _SockFprog(len(program) // 8, pointer)
-        try:
-            with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
-                self.last_cap = int(handle.read())
-        except (OSError, ValueError):
-            self.last_cap = 63
-
-
-def _drop_capabilities_upto(last: int) -> None:
-    for cap in range(last + 1):
-        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
+        self.last_cap = _last_cap()
 
 
 def _read_exact(fd: int, size: int) -> bytes:
