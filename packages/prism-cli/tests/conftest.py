@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+import hypothesis
 import pytest
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
@@ -170,3 +171,9 @@ deny = ["tool:mcp:docs:delete_*:execute"]
         return config
 
     return write
+
+
+# Hypothesis without its per-example deadline: a wall-clock limit fails on a loaded
+# machine (scripts/test runs two packages at a time); speed targets live in benchmarks/.
+hypothesis.settings.register_profile("prism", deadline=None)
+hypothesis.settings.load_profile("prism")

@@ -37,3 +37,32 @@ def test_config_check_points_at_the_bad_key(run_cli: CliRunner, tmp_path: Path) 
     )
     assert "got 'soon'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+SECRET = "Zq7vT2mXk9LpW4sR8nB3cY6dF1gH5jK0"
+
+
+def test_config_check_json_shows_no_secret_a_server_is_given(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "prism.toml").write_text(
+        "[mcp.servers.remote]\n"
+        'url = "http://127.0.0.1:9/mcp"\n'
+        f'headers = {{ Authorization = "Bearer ghp_{SECRET}", "X-Custom-Auth" = "{SECRET}" }}\n'
+        "[mcp.servers.local]\n"
+        'command = "python"\n'
+        f'args = ["--token={SECRET}", "https://u:{SECRET}@h/", "plain"]\n'
+        f'env = {{ DB_PASS = "{SECRET}", PLAIN = "{SECRET}" }}\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("config", "check", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout
+    servers = {s["server_id"]: s for s in json.loads(proc.stdout)["mcp_servers"]}
+    # The names stay, so the output still says what is configured.
+    assert servers["remote"]["headers"] == {
+        "Authorization": "[hidden]",
+        "X-Custom-Auth": "[hidden]",
+    }
+    assert servers["local"]["env"] == {"DB_PASS": "[hidden]", "PLAIN": "[hidden]"}
+    assert servers["local"]["args"][2] == "plain"

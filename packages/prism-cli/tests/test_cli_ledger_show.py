@@ -180,3 +180,35 @@ def test_several_ledgers_read_as_one_in_start_order(run_cli: CliRunner, tmp_path
     assert len(queried.stdout.splitlines()) == 4
     plain = run_cli("ledger", "show", str(first), str(second))
     assert "6 calls: 2 blocked, 4 ok" in plain.stdout
+
+
+ESCAPES = "\x1b]0;ledger OK\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[H"
+
+
+@pytest.mark.parametrize("command", ["show", "query"])
+def test_a_forged_record_never_sends_escape_sequences_to_the_terminal(
+    run_cli: CliRunner, tmp_path: Path, command: str
+) -> None:
+    # A ledger line whose bad field (a blocked_reason on a wrong status) holds
+    # a clipboard write and a screen clear: the warning quoting it shows them.
+    forged = {
+        "type": "tool_call",
+        "schema_version": 2,
+        "call_id": "c1",
+        "tool_name": "shell",
+        "arguments": {},
+        "status": "blocked",
+        "blocked_reason": ESCAPES,
+        "started_at": 1.0,
+        "finished_at": 2.0,
+        "duration_s": 1.0,
+        "result_preview": None,
+        "decision": {"gate": ESCAPES},
+        "run_id": "r",
+    }
+    ledger = tmp_path / "forged.jsonl"
+    ledger.write_text(json.dumps(forged) + "\n", encoding="utf-8")
+    proc = run_cli("ledger", command, str(ledger))
+    assert "\x1b" not in proc.stdout + proc.stderr
+    assert "\x07" not in proc.stdout + proc.stderr
+    assert "\\x1b" in proc.stderr  # shown, as a visible escape

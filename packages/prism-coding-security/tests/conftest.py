@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
+import hypothesis
 import pytest
 import trio
 
@@ -121,3 +122,9 @@ def run_shell() -> Callable[..., Awaitable[tuple[ShellExit, str]]]:
         return result, b"".join(chunks).decode(errors="replace")
 
     return run
+
+
+# Hypothesis without its per-example deadline: a wall-clock limit fails on a loaded
+# machine (scripts/test runs two packages at a time); speed targets live in benchmarks/.
+hypothesis.settings.register_profile("prism", deadline=None)
+hypothesis.settings.load_profile("prism")

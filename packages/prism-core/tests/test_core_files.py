@@ -13,6 +13,7 @@ from prism.core.files import UnsafeFileError, inside_any, open_private_file
 from prism.core.ledger import (
     FinishedCall,
     JsonlLedgerSink,
+    LedgerRun,
     LedgerWriteFailed,
     RunLedger,
     SqliteLedgerSink,
@@ -183,9 +184,34 @@ def test_a_symlinked_lock_file_is_refused_and_its_target_never_created(tmp_path:
     for i in range(5):
         _call(ledger, f"c{i}", pad=100)
     ledger.close()
-    assert failures
-    assert "symbolic link" in failures[0].error
     assert not target.exists()
+    # The rotation cannot lock, so the records stay in the file, past max_bytes.
+    assert not failures
+    assert [r.call_id for r in read_ledger(path).records] == [f"c{i}" for i in range(5)]
+
+
+def test_a_folder_planted_at_a_rotated_name_loses_no_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    failures: list[LedgerWriteFailed] = []
+    ledger = _ledger(JsonlLedgerSink(path, max_bytes=600, backups=3), failures)
+    # The agent puts a non-empty folder where the oldest backup goes.
+    (tmp_path / "ledger.jsonl.3").mkdir()
+    (tmp_path / "ledger.jsonl.3" / "x").write_text("x")
+    with ledger.run(label="attacked"):
+        for i in range(40):
+            _call(ledger, f"c{i}", pad=150)
+    assert not failures
+    seen: list[str] = []
+    runs: list[LedgerRun] = []
+    for name in ("ledger.jsonl.2", "ledger.jsonl.1", "ledger.jsonl"):
+        contents = read_ledger(tmp_path / name)
+        seen += [r.call_id for r in contents.records]
+        runs += contents.runs
+    assert seen == [f"c{i}" for i in range(40)]
+    assert any(run.outcome == "finished" for run in runs)  # the end marker too
+    assert sum("could not rotate" in r.getMessage() for r in caplog.records) == 1
 
 
 # --- JSONL: during the run ----------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import hypothesis
 import pytest
 import trio
 
@@ -226,3 +227,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if TESTS in Path(item.path).parents:
             for spec in UPSTREAM_WARNING_FILTERS:
                 item.add_marker(pytest.mark.filterwarnings(spec))
+
+
+# Hypothesis without its per-example deadline: a wall-clock limit fails on a loaded
+# machine (scripts/test runs two packages at a time); speed targets live in benchmarks/.
+hypothesis.settings.register_profile("prism", deadline=None)
+hypothesis.settings.load_profile("prism")

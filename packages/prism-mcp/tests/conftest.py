@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import hypothesis
 import pytest
 
 from prism.mcp import StdioTransport
@@ -235,3 +236,9 @@ def _schema_validator(
 def schema_validator() -> Callable[[ToolDefinition, JsonObject, ToolExecutionContext], str | None]:
     """A tiny validator standing in for prism-validation-jsonschema."""
     return _schema_validator
+
+
+# Hypothesis without its per-example deadline: a wall-clock limit fails on a loaded
+# machine (scripts/test runs two packages at a time); speed targets live in benchmarks/.
+hypothesis.settings.register_profile("prism", deadline=None)
+hypothesis.settings.load_profile("prism")

@@ -22,8 +22,8 @@ from ._cmd_ledger import ledger
 from ._cmd_mcp import mcp
 from ._cmd_run import chat_command, demo_command, run_command
 from ._cmd_serve import serve_command
-from ._errors import CliError
 from ._output import CONTEXT
+from ._safe import safe_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,11 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Abort:
         sys.stderr.write("prism: aborted\n")
         return 130
-    except CliError as exc:
-        sys.stderr.write(f"prism: error: {exc}\n")
-        return 2
-    except PrismError as exc:
-        sys.stderr.write(f"prism: error: {exc}\n")
+    except PrismError as exc:  # CliError included
+        # Messages quote ledgers, servers' output and files: never raw to a terminal.
+        sys.stderr.write(f"prism: error: {safe_text(str(exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("prism: interrupted\n")

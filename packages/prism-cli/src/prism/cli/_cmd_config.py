@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
@@ -43,6 +43,30 @@ def _render_config(file: Path, loaded: PrismConfig) -> None:
     )
 
 
+_HIDDEN = "[hidden]"
+
+
+def _shown(resolved: dict[str, Any]) -> Any:
+    """The resolved config as ``--json`` prints it: no secret a server is given.
+
+    Header and environment values of MCP servers are hidden (their names stay);
+    their arguments go through the ledger's redactor (``--token=...``, a
+    password in a URL).
+    """
+    from prism.core.ledger import default_redactor
+
+    redact = default_redactor()
+    servers = []
+    for server in resolved.get("mcp_servers", ()):
+        server = dict(server)
+        for table in ("env", "headers"):
+            if server.get(table):
+                server[table] = dict.fromkeys(server[table], _HIDDEN)
+        server["args"] = redact(list(server.get("args", ())))
+        servers.append(server)
+    return {**resolved, "mcp_servers": servers}
+
+
 @config.command("check", context_settings=CONTEXT)
 @click.argument(
     "file", type=click.Path(dir_okay=False, path_type=Path), default="prism.toml", required=False
@@ -72,7 +96,7 @@ def config_check(file: Path, json_mode: bool) -> None:
     if loaded.workspace.sandbox == "bubblewrap":
         run_trio(lambda: choose_sandbox(loaded))
     if json_mode:
-        emit_json(attrs.asdict(loaded, recurse=True))
+        emit_json(_shown(attrs.asdict(loaded, recurse=True)))
     else:
         _render_config(file, loaded)
 

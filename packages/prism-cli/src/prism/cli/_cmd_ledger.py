@@ -11,6 +11,7 @@ import click
 
 from ._errors import CliError
 from ._output import CONTEXT, console, emit_json
+from ._safe import safe_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -102,7 +103,7 @@ def read_ledger_file(file: Path, filters: Mapping[str, Any]) -> LedgerContents:
         if contents.torn_line == 1 and not head.lstrip().startswith(b"{"):
             raise CliError(f"{file}: not a Prism ledger (its first line is not a JSON object)")
     for problem in contents.problems[:5]:
-        sys.stderr.write(f"prism: warning: {file}: skipped {problem}\n")
+        sys.stderr.write(f"prism: warning: {file}: skipped {safe_text(problem)}\n")
     if len(contents.problems) > 5:
         sys.stderr.write(f"prism: warning: {file}: {len(contents.problems)} lines skipped\n")
     if contents.torn_line is not None:

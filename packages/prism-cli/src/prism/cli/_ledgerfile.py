@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._errors import CliError
+from ._safe import safe_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -126,7 +127,8 @@ class LedgerFailures:
         self.count += 1
         if self.first is None:
             self.first = failure.error
-            sys.stderr.write(f"prism: warning: the ledger could not be written: {failure.error}\n")
+            error = safe_text(failure.error)
+            sys.stderr.write(f"prism: warning: the ledger could not be written: {error}\n")
 
     def report(self) -> None:
         """Say on stderr how many writes failed in all, if any did."""

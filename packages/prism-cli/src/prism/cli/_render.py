@@ -9,7 +9,6 @@ stays greppable.
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING
 
 import attrs
@@ -28,6 +27,8 @@ from prism.core import (
 )
 from prism.core.ledger import ToolCallRecord, default_redactor
 from prism.core.text import clip
+
+from ._safe import safe_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -57,19 +58,6 @@ _STATUS_STYLE = {
     "blocked": "yellow",
     "cancelled": "magenta",
 }
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def safe_text(text: str) -> str:
-    """``text`` with terminal control characters shown as visible escapes, never sent.
-
-    Tool results, ledger records and MCP descriptions are untrusted: an escape
-    sequence in them must not be able to clear the screen, move the cursor,
-    retitle the terminal or reorder text (bidi controls). Newlines and tabs stay.
-    """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def untrusted(text: str) -> str:

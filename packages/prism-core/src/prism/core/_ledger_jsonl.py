@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ from ._ledger_codec import decode_entry, encode_entry
 from ._ledger_files import FSYNC, FsyncPolicy, LedgerContents, contents_from, fspath, path_tuple
 from ._ledger_records import LedgerEntry, LedgerFormatError, RunStartRecord, ToolCallRecord
 from ._options import integer, optional
+
+_log = logging.getLogger("prism.core")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,7 +48,11 @@ class JsonlLedgerSink:
     it: ``ledger.jsonl`` becomes ``ledger.jsonl.1`` (older ones shift up to
     ``backups``), under an ``flock`` on ``ledger.jsonl.lock`` so concurrent
     writers rotate once. The new file starts with the run's ``run_start``
-    marker again, so each file says which run its records belong to.
+    marker again, so each file says which run its records belong to. If a
+    rotation cannot happen (something planted at a rotated name), no record is
+    lost: it is written to the file the sink holds (while that file still has a
+    name), past ``max_bytes``, with one warning on the ``prism.core`` logger, and
+    the next write tries again.
 
     No link redirects it (see ``prism.core.files``): the file, its lock and
     the rotated names are opened with ``O_NOFOLLOW`` inside the directory
@@ -81,6 +88,7 @@ class JsonlLedgerSink:
     _identity: FileIdentity | None = attrs.field(default=None, init=False)
     _torn: bool = attrs.field(default=False, init=False)
     _start: RunStartRecord | None = attrs.field(default=None, init=False)
+    _rotation_failed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         opened = open_private_file(self.path, roots=self.roots)
@@ -110,10 +118,29 @@ class JsonlLedgerSink:
         if type(entry) is RunStartRecord:
             self._start = entry
         if self.max_bytes is not None:
-            self._maybe_rotate(len(data))
+            try:
+                self._maybe_rotate(len(data))
+            except OSError as exc:
+                # A rotation that cannot happen (a folder or a file no writer made at
+                # a rotated name, a planted lock) loses no record: the line goes on in
+                # the file this sink holds, past max_bytes, while that file still has
+                # a name; the next write tries again. A file no longer linked anywhere
+                # would swallow it unseen, so then the failure is reported.
+                if os.fstat(self._fd).st_nlink == 0:
+                    raise
+                self._note_rotation_failed(exc)
         self._write(data)
         if self.fsync == "always" or (self.fsync == "run" and type(entry) is not ToolCallRecord):
             os.fsync(self._fd)
+
+    def _note_rotation_failed(self, exc: OSError) -> None:
+        if not self._rotation_failed:
+            self._rotation_failed = True
+            _log.warning(
+                "the ledger %s could not rotate (%s); records go on in the current file",
+                self.path,
+                exc,
+            )
 
     def _write(self, data: bytes) -> None:
         if self._torn:
