@@ -74,14 +74,14 @@ def _as_user(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[s
     )
 
 
-def _smoke(root: str) -> subprocess.CompletedProcess[str]:
-    """The smoke run, on the first Python the user can run that imports this checkout; or skip."""
+def _smoke(root: str, script: str = _SMOKE, *more: str) -> subprocess.CompletedProcess[str]:
+    """A smoke run, on the first Python the user can run that imports this checkout; or skip."""
     env = {"PATH": "/usr/bin:/bin", "HOME": "/", "TMPDIR": "/tmp"}
     why = []
     for candidate in (sys.executable, "/usr/bin/python3"):
         if not os.path.exists(candidate):
             continue
-        done = _as_user([candidate, "-c", _SMOKE, _SITE_DIR, root], env=env)
+        done = _as_user([candidate, "-c", script, _SITE_DIR, root, *more], env=env)
         if done.stdout.startswith("imported"):
             return done
         why.append(f"{candidate}: {done.stderr.strip().splitlines()[-1:]}")
@@ -126,6 +126,7 @@ import trio
 from prism.coding.security import LandlockSandbox, create_sandbox_shell_operations
 from prism.coding.tools import ShellSpawnRequest
 
+print("imported", flush=True)
 root, outside = sys.argv[2], sys.argv[3]
 ops = create_sandbox_shell_operations(LandlockSandbox([root]))
 out = []
@@ -154,15 +155,10 @@ print(json.dumps({"uid": os.getuid(), "files": sorted(os.listdir(root)),
 async def test_landlock_works_for_an_unprivileged_user(user_root: str) -> None:
     # its helper (started once, forking per command) runs as that user: the write inside
     # the root lands, the one outside is refused, the daemon ends with the call
-    site_dir = _SITE_DIR
-    python = await trio.to_thread.run_sync(_interpreter, site_dir)
     outside = os.path.join(os.path.dirname(user_root), "outside")
     os.mkdir(outside)
     os.chown(outside, _UID, _UID)
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/"}
-    done = await trio.to_thread.run_sync(
-        lambda: _as_user([python, "-c", _LANDLOCK_SMOKE, site_dir, user_root, outside], env=env)
-    )
+    done = await trio.to_thread.run_sync(_smoke, user_root, _LANDLOCK_SMOKE, outside)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["uid"] == _UID
