@@ -95,6 +95,11 @@ UNEVALUATED_FACTOR = 3
 # 6 levels 1 ms, 8 levels 60 ms, 12 levels 1.2 s, 13 levels 6 s, in the
 # compile, before any instance). At most this many on one path of the schema.
 MAX_COUNTED_CONTAINS_NESTING = 4
+# Each $dynamicRef/$recursiveRef may land on any schema declaring its anchor:
+# measuring walks every such candidate edge once per instance level, and the
+# in-place order once. At most this many edges in all (references times
+# candidates: 2,300 anchors x 120 references took seconds to admit).
+MAX_DYNAMIC_EDGES = 10_000
 
 _IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_SINGLES = ("not", "if", "then", "else")
@@ -590,6 +595,10 @@ class _Collector:
 
     def resolve(self, root: object) -> None:
         hidden, hidden_keys = self.identifiers_in_data(root) if self.refs else (set(), set())
+        # One candidate group per (static target, candidates): references that
+        # share it share one list, whose largest entry each level computes once.
+        groups: dict[tuple[Path, str, str], list[Path]] = {}
+        edges = 0
         for path, keyword, ref in self.refs:
             name = ref[1:]
             if name and not name.startswith("/") and name in hidden:
@@ -605,16 +614,26 @@ class _Collector:
                     (*path, keyword),
                 )
             node = self.nodes[path]
-            targets = [self.target(root, node.base, ref, (*path, keyword))]
-            if keyword == "$dynamicRef":
-                name = ref.partition("#")[2]
-                targets.extend(self.dynamic.get(name, ()))
-            elif keyword == "$recursiveRef":
-                targets.extend(self.recursive)
+            static = self.target(root, node.base, ref, (*path, keyword))
             if keyword == "$ref":
-                node.in_place = [*node.in_place, targets[0]]
-            else:
-                node.choices = [*node.choices, sorted(set(targets), key=repr)]
+                node.in_place = [*node.in_place, static]
+                continue
+            name = ref.partition("#")[2] if keyword == "$dynamicRef" else ""
+            key = (static, keyword, name)
+            group = groups.get(key)
+            if group is None:
+                extra = self.dynamic.get(name, ()) if keyword == "$dynamicRef" else self.recursive
+                group = groups[key] = sorted({static, *extra}, key=repr)
+            edges += len(group)
+            if edges > MAX_DYNAMIC_EDGES:
+                raise self.fail(
+                    f"the schema's {keyword}s have more than {MAX_DYNAMIC_EDGES:,} candidate "
+                    "targets in all (each reference counts every $dynamicAnchor or "
+                    "$recursiveAnchor it could land on); measuring them would hold the "
+                    "event loop too long",
+                    (*path, keyword),
+                )
+            node.choices = [*node.choices, group]
 
     def target(self, root: object, base: str, ref: str, where: Path) -> Path:
         if not ref.startswith("#"):
@@ -703,6 +722,9 @@ def analyse(
     for level in range(depth + 1):
         work_now: dict[Path, int] = {}
         regex_now: dict[Path, int] = {}
+        # The largest candidate of each shared group, once per level (its
+        # members come before any node that has the group, in both orders).
+        best: dict[int, tuple[int, int, int, int]] = {}
         if level == 0:
             for path in order:
                 node = nodes[path]
@@ -719,8 +741,16 @@ def analyse(
                     w += work_now.get(child, 0)
                     r += regex_now.get(child, 0)
                 for group in node.choices:
-                    w += max(work_now.get(child, 0) for child in group)
-                    r += max(regex_now.get(child, 0) for child in group)
+                    top = best.get(id(group))
+                    if top is None:
+                        top = best[id(group)] = (
+                            max(work_now.get(child, 0) for child in group),
+                            max(regex_now.get(child, 0) for child in group),
+                            0,
+                            0,
+                        )
+                    w += top[0]
+                    r += top[1]
                 w = node.weight + node.reeval * w
                 r = node.regex + node.reeval * r
                 _check_cap(w, cap, level, path)
@@ -744,11 +774,21 @@ def analyse(
                             iarx + got[3],
                         )
                 for group in node.choices:
-                    options = [sides.get(child, _NOTHING) for child in group]
-                    iow += max(o[0] for o in options)
-                    iaw += max(o[1] for o in options)
-                    iorx += max(o[2] for o in options)
-                    iarx += max(o[3] for o in options)
+                    top = best.get(id(group))
+                    if top is None:
+                        options = [sides.get(child, _NOTHING) for child in group]
+                        top = best[id(group)] = (
+                            max(o[0] for o in options),
+                            max(o[1] for o in options),
+                            max(o[2] for o in options),
+                            max(o[3] for o in options),
+                        )
+                    iow, iaw, iorx, iarx = (
+                        iow + top[0],
+                        iaw + top[1],
+                        iorx + top[2],
+                        iarx + top[3],
+                    )
                 ow, aw, orx, arx = _below(node, work_prev, regex_prev)
                 m = node.reeval
                 ow, aw, orx, arx = ow + m * iow, aw + m * iaw, orx + m * iorx, arx + m * iarx
