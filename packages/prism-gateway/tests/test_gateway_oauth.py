@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx2
 import trio
 from mcp import Client
@@ -41,9 +39,7 @@ async def _echo(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text("ok")
 
 
-async def _serve(
-    nursery: trio.Nursery, ledger: RunLedger, *tools: ToolDefinition, verifier: Any = None
-) -> str:
+async def _serve(nursery: trio.Nursery, ledger: RunLedger, *tools: ToolDefinition) -> str:
     # The resource URL must be known before the port: bind a fixed free port first.
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
@@ -51,7 +47,7 @@ async def _serve(
     listener.close()
     resource = f"http://127.0.0.1:{port}/mcp"
     auth = OAuthResourceServer(
-        verifier=verifier if verifier is not None else _Verifier(resource),
+        verifier=_Verifier(resource),
         issuer_url=ISSUER,
         resource_server_url=resource,
         required_scopes=("mcp",),
@@ -108,20 +104,23 @@ def test_oauth_counts_as_auth_for_a_public_bind() -> None:
     assert HttpOptions(host="0.0.0.0", auth=auth).auth is auth
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
 async def test_a_session_opened_by_one_subject_refuses_another(nursery: trio.Nursery) -> None:
     """Same OAuth client, another user: the session is not theirs (404, and recorded)."""
     ledger = RunLedger()
     url = await _serve(nursery, ledger)
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
+    initialize = INITIALIZE
     base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     async with httpx2.AsyncClient(timeout=60) as http:
         opened = await http.post(
@@ -179,4 +178,66 @@ async def test_two_users_of_one_client_app_share_neither_label_nor_call_limit(
     ids = {record.tool_name: record.call_id for record in ledger.records}
     assert ids["echo"].startswith("oauth:ide-1|alice/")
     assert ids["hold"].startswith("oauth:ide-1|mallory/")
+    nursery.cancel_scope.cancel()
+
+
+class _FlakyVerifier(_Verifier):
+    """Mallory's token fails to verify every other time (an introspection endpoint timing out)."""
+
+    def __init__(self, resource: str) -> None:
+        super().__init__(resource)
+        self.asked = 0
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token == "mallory-token":
+            self.asked += 1
+            if self.asked % 2 == 1:
+                raise TimeoutError("introspection endpoint timed out")
+        return await super().verify_token(token)
+
+
+async def test_a_verifier_that_raises_refuses_the_request_and_is_recorded(
+    nursery: trio.Nursery,
+) -> None:
+    """The guard's verification raises, the SDK's would succeed: Mallory in Alice's session
+    still gets 401 (never let through unverified), and the failure is in the ledger."""
+    ledger = RunLedger()
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    flaky = _FlakyVerifier(f"http://127.0.0.1:{port}/mcp")
+    gateway = await nursery.start(_run_gateway, ledger, ())
+    auth = OAuthResourceServer(
+        verifier=flaky,
+        issuer_url=ISSUER,
+        resource_server_url=flaky.resource,
+        required_scopes=("mcp",),
+    )
+    url = await nursery.start(serve_http, gateway, HttpOptions(port=port, auth=auth))
+    base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        opened = await http.post(
+            url, json=INITIALIZE, headers={**base, "authorization": "Bearer alice-token"}
+        )
+        session = opened.headers["mcp-session-id"]
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {}},
+        }
+        in_session = {**base, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        mallory = await http.post(
+            url, json=call, headers={**in_session, "authorization": "Bearer mallory-token"}
+        )
+    assert mallory.status_code == 401
+    assert "resource_metadata" in mallory.headers["www-authenticate"]
+    refused = [
+        r for r in ledger.records if r.tool_name == "prism:session" and r.status == "blocked"
+    ]
+    assert len(refused) == 1
+    assert isinstance(refused[0].arguments, dict)
+    assert "introspection endpoint timed out" in str(refused[0].arguments["reason"])
+    assert [r.tool_name for r in ledger.records if r.tool_name == "echo"] == []
     nursery.cancel_scope.cancel()

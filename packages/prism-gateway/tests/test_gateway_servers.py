@@ -181,11 +181,30 @@ async def test_a_server_that_fails_to_start_is_reported_and_the_rest_serve(
 async def test_a_tool_of_no_server_is_still_a_protocol_error(
     workspace: Path, tmp_path: Path
 ) -> None:
+    """...and, like a call of a server that is still starting or did not start, it is
+    recorded in the ledger as refused (an unknown tool)."""
     slow, gate = gated(tmp_path, "slow")
-    async with serving(workspace, [slow]) as (url, _gateway), Client(url) as client:
+    async with serving(workspace, [slow]) as (url, gateway), Client(url) as client:
         with pytest.raises(MCPError, match="Unknown tool"):
-            await client.call_tool("mcp__other__echo", {})
+            await client.call_tool("mcp__other__echo", {"text": "probe"})
+        starting = await client.call_tool("mcp__slow__echo", {"text": "early"})
         await gate.say("no")
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        failed = await client.call_tool("mcp__slow__echo", {"text": "late"})
+        ledger = gateway.ledger
+        assert ledger is not None
+        records = list(ledger.records)
+    assert starting.is_error
+    assert failed.is_error
+    assert [(r.tool_name, r.status, r.blocked_reason, r.arguments) for r in records] == [
+        ("mcp__other__echo", "blocked", "unknown_tool", {"text": "probe"}),
+        ("mcp__slow__echo", "blocked", "unknown_tool", {"text": "early"}),
+        ("mcp__slow__echo", "blocked", "unknown_tool", {"text": "late"}),
+    ]
+    assert "unknown tool: 'mcp__other__echo'" in (records[0].result_preview or "")
+    assert "is still starting" in (records[1].result_preview or "")
+    assert "is unavailable" in (records[2].result_preview or "")
 
 
 async def test_a_server_that_dies_is_reported_and_restarted_on_the_next_call(

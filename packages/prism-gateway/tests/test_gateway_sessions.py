@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
@@ -460,3 +461,97 @@ async def test_a_second_session_header_cannot_keep_a_dropped_call_running(
                 nursery.cancel_scope.cancel()  # Alice drops the call's connection
         await tree.assert_ends(pids)
     assert answer.status_code == 400
+
+
+async def half_sent(url: str, token: str) -> trio.SocketStream:
+    """An ``initialize`` whose headers are in (the server said 100 Continue) and half its body."""
+    where = httpx2.URL(url)
+    assert where.port is not None
+    stream = await trio.open_tcp_stream(where.host, where.port)
+    body = json.dumps(INITIALIZE).encode()
+    head = (
+        f"POST {where.path} HTTP/1.1\r\nHost: {where.host}:{where.port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Accept: {ACCEPT}\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+    )
+    await stream.send_all(head.encode())
+    seen = b""
+    while b"\r\n\r\n" not in seen:
+        seen += await stream.receive_some()
+    assert seen.startswith(b"HTTP/1.1 100"), seen
+    await stream.send_all(body[: len(body) // 2])
+    return stream
+
+
+async def status_of(stream: trio.SocketStream) -> int:
+    seen = b""
+    while b"\r\n" not in seen:
+        chunk = await stream.receive_some()
+        assert chunk, seen
+        seen += chunk
+    await stream.aclose()
+    return int(seen.split(b" ", 2)[1])
+
+
+def session_events(gateway: Gateway) -> list[object]:
+    return [r.arguments["event"] for r in records_of(gateway, "prism:session")]
+
+
+async def test_half_sent_bodies_take_no_place_and_are_cut_off(workspace: Path) -> None:
+    """Alice holds more half-sent initialize bodies than there are places: Bob's idle
+    session stays, his new initialize is answered, and each of hers gets 408 at the deadline."""
+    async with (
+        serving(workspace, max_sessions=2, body_timeout_s=1.0) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        bob = await open_raw_session(http, url, TOKEN_B)
+        held = [await half_sent(url, TOKEN_A) for _ in range(3)]
+        listed = await list_tools(http, url, TOKEN_B, bob)
+        opened = await http.post(url, json=INITIALIZE, headers=headers(TOKEN_B))
+        with trio.fail_after(60):
+            answers = [await status_of(stream) for stream in held]
+        events = session_events(gateway)
+    assert listed.status_code == 200
+    assert opened.status_code == 200
+    assert answers == [408, 408, 408]
+    assert events == ["opened", "opened"]
+
+
+async def test_a_request_that_opens_no_session_closes_none(workspace: Path) -> None:
+    """The table is full of Bob's idle sessions; Alice's requests without a session id that
+    are not an initialize (answered 400) close none of them."""
+    async with (
+        serving(workspace, max_sessions=2) as (url, gateway),
+        httpx2.AsyncClient(timeout=60) as http,
+    ):
+        bobs = [await open_raw_session(http, url, TOKEN_B) for _ in range(2)]
+        junk = [
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        ]
+        answers = [
+            (await http.post(url, json=body, headers=headers(TOKEN_A))).status_code for body in junk
+        ]
+        listed = [(await list_tools(http, url, TOKEN_B, bob)).status_code for bob in bobs]
+        events = session_events(gateway)
+    assert all(400 <= status < 500 for status in answers), answers
+    assert listed == [200, 200]
+    assert events == ["opened", "opened"]
+
+
+async def test_a_call_with_an_odd_id_is_answered_with_an_error(workspace: Path) -> None:
+    """A tools/call whose id is neither a string nor an integer: a JSON-RPC error, not a
+    silent 202, and nothing runs."""
+    async with serving(workspace) as (url, gateway), httpx2.AsyncClient(timeout=60) as http:
+        session = await open_raw_session(http, url, TOKEN_A)
+        answers = []
+        for odd in ({"a": 1}, True, 1.5, None):
+            call = {**write_call("odd.txt"), "id": odd}
+            answers.append(await http.post(url, json=call, headers=headers(TOKEN_A, session)))
+        writes = records_of(gateway, "write")
+    assert [answer.status_code for answer in answers] == [400] * 4
+    assert {answer.json()["error"]["code"] for answer in answers} == {-32600}
+    assert all("string or an integer" in a.json()["error"]["message"] for a in answers)
+    assert not (workspace / "odd.txt").exists()
+    assert writes == []

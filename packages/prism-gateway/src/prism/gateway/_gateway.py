@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import secrets
+import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -41,7 +42,7 @@ from prism.core import (
     filter_tools,
     provider_safe_name,
 )
-from prism.core.ledger import RunLedger
+from prism.core.ledger import FinishedCall, RunLedger
 from prism.core.options import (
     OptionCheck,
     callable_value,
@@ -51,6 +52,7 @@ from prism.core.options import (
     optional,
     sequence_of,
 )
+from prism.core.text import NAME_LIMIT, clip
 from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 
 from ._approval import APPROVAL_INPUT_KEY, CallScope, approval_request, current_call
@@ -346,6 +348,7 @@ class Gateway:
         name = self._names.registry_name(params.name)
         if name is None:
             unavailable = self._unavailable(params.name)
+            self._record_refused(ctx, params, unavailable)
             if unavailable is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
             return to_call_tool_result(ToolResult.error(unavailable), any_structured=False)
@@ -422,6 +425,33 @@ class Gateway:
                 }
             )
         return to_call_tool_result(result, any_structured=modern)
+
+    def _record_refused(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        unavailable: str | None,
+    ) -> None:
+        """Record a call of no offered tool (unknown, or its server is not up) as blocked."""
+        ledger = self._options.ledger
+        if ledger is None:
+            return
+        reason = unavailable or f"unknown tool: {clip(repr(params.name), NAME_LIMIT)}"
+        now = time.time()
+        with contextlib.suppress(Exception):  # the ledger reports its own failures
+            ledger.record_call(
+                FinishedCall(
+                    call_id=f"{client_label(ctx)}#{next(self._seq)}",
+                    tool_name=clip(params.name, NAME_LIMIT),
+                    arguments=params.arguments if params.arguments is not None else {},
+                    status="blocked",
+                    blocked_reason="unknown_tool",
+                    started_at=now,
+                    finished_at=now,
+                    duration_s=0.0,
+                    result=ToolResult.error(reason),
+                )
+            )
 
     async def _dispatch_with_progress(
         self, ctx: ServerRequestContext[Any, Any], call: ToolCall, client: str
