@@ -8,6 +8,9 @@ the schema (with a reason) or answers every instance as the reference does.
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]  # no stubs; only is_valid is used
@@ -188,3 +191,75 @@ def test_unique_items_false_beside_true_checks_only_where_true() -> None:
     validator = JsonSchemaArgumentValidator()
     for instance in ([[1], [1]], [[1, 1]], [[1, 2], [1, 2]]):
         assert validator.validate(schema, instance).ok is _reference(schema, instance)
+
+
+# ECMA-262 verdicts (RegExp with the u flag, as node answers them): \b and \B
+# look at ASCII word characters only, and [\b] is a backspace.
+_ECMA_VERDICTS: list[tuple[str, str, bool]] = [
+    (r"a\b", "aé", True),
+    (r"\bé", "é", False),
+    (r"\Bé", "é", True),
+    (r"\B\w*$", "中中", True),
+    (r"^\b\w+\b$", "ab", True),
+    (r"\b\w+\b$", "😀😀", False),
+    (r"é\b", "é", False),
+    (r"\bx\b", "éxé", True),
+    (r"\Bx\B", "éxé", False),
+    (r"\bx", "_x", False),
+    (r"\Bx", "_x", True),
+    (r"[\b]", "\b", True),
+    (r"[\b]", "b", False),
+    (r"^[\b]$", "\b", True),
+    (r"\\b", "\\b", True),
+    (r"\\\b", "\\b", True),
+    (r"\\\bé", "\\é", False),
+    (r"[a\]\b]x\b", "]x", True),
+    (r"\b", "", False),
+    (r"\B", "", True),
+    (r"^\B$", "", True),
+    (r"Straße\b", "Straße", True),
+    (r"\bß", "ß", False),
+    (r"(?:a|\b)é", "é", False),
+    (r"[^\b]\b", "é", False),
+]
+
+
+@pytest.mark.parametrize(("pattern", "text", "ecma"), _ECMA_VERDICTS)
+def test_word_boundaries_answer_as_ecma_262(pattern: str, text: str, ecma: bool) -> None:
+    # jsonschema-rs read \b and \B as Unicode boundaries: "a\b" refused "aé"
+    # (ECMA accepts it) and "\Bé" accepted "é"; [\b] was refused as a schema.
+    for schema in (
+        {"type": "string", "pattern": pattern},
+        {"type": "object", "patternProperties": {pattern: {"const": 1}}},
+    ):
+        instance: object = text if "pattern" in schema else {text: 2}
+        result = JsonSchemaArgumentValidator().validate(schema, instance)
+        assert result.ok is (not ecma if "patternProperties" in schema else ecma), schema
+
+
+def test_the_ecma_table_is_what_node_answers() -> None:
+    # The table above, checked against a real ECMA-262 engine when one is here
+    # (scripts/_bootstrap.sh installs node for the CI).
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = (
+        "const c = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "console.log(JSON.stringify(c.map(([p, s]) => new RegExp(p, 'u').test(s))));"
+    )
+    cases = [[pattern, text] for pattern, text, _ in _ECMA_VERDICTS]
+    answer = subprocess.run(
+        [node, "-e", script], input=json.dumps(cases), capture_output=True, text=True, check=True
+    )
+    assert json.loads(answer.stdout) == [ecma for _, _, ecma in _ECMA_VERDICTS]
+
+
+def test_a_refusal_quotes_the_pattern_as_written() -> None:
+    result = JsonSchemaArgumentValidator().validate({"pattern": r"^x\b"}, "xa")
+    assert result.errors[0].message == "must match pattern ^x\\b (rule: pattern)"
+
+
+@pytest.mark.parametrize("pattern", [r"^a{,2}$", r"x{,10}"])
+def test_an_open_minimum_is_refused_with_its_reason(pattern: str) -> None:
+    with pytest.raises(SchemaRejectedError, match=r"x\{,n\} is not a quantifier in ECMA-262"):
+        JsonSchemaArgumentValidator().check_schema({"pattern": pattern})

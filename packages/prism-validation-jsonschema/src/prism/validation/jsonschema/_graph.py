@@ -219,6 +219,9 @@ class Analysis:
             engine builds with every failing branch's errors as context (see
             ``ERROR_WORK``).
         unique_items: the schema asserts ``uniqueItems`` somewhere.
+        word_boundaries: the sub-schemas whose ``pattern`` (name None) or
+            ``patternProperties`` name holds a word boundary, for the engine's
+            copy to spell it in ASCII.
     """
 
     work: tuple[int, ...]
@@ -226,6 +229,7 @@ class Analysis:
     formats: frozenset[str] = frozenset()
     contextual: bool = False
     unique_items: bool = False
+    word_boundaries: tuple[tuple[Path, str | None], ...] = ()
 
     @property
     def max_work(self) -> int:
@@ -289,6 +293,8 @@ class _Collector:
         self.formats: set[str] = set()
         self.contextual = False
         self.unique_items = False
+        # Patterns (and patternProperties names) holding \b or \B.
+        self.boundaries: list[tuple[Path, str | None]] = []
         self.nodes: dict[Path, _Node] = {}
         self.resources: dict[str, Path] = {}
         self.anchors: dict[tuple[str, str], Path] = {}
@@ -484,6 +490,8 @@ class _Collector:
         pattern = value.get("pattern")
         if type(pattern) is str:
             node.regex += self.cost(pattern, (*path, "pattern"))
+            if "\\b" in pattern or "\\B" in pattern:
+                self.boundaries.append((path, None))
         fmt = value.get("format")
         if type(fmt) is str and self.assert_formats:
             node.regex += REGEX_FORMAT_COST if fmt == "regex" else FORMAT_COST
@@ -495,6 +503,8 @@ class _Collector:
         if type(patterns) is dict and "patternProperties" in self.vocab:
             for name in patterns:
                 node.key_regex += self.cost(name, (*path, "patternProperties", name))
+                if "\\b" in name or "\\B" in name:
+                    self.boundaries.append((path, name))
         for key, ref in value.items():
             if key in ("$ref", "$dynamicRef", "$recursiveRef") and type(ref) is str:
                 if key == "$dynamicRef" and self.draft != "draft2020":
@@ -833,6 +843,7 @@ def analyse(
         formats=frozenset(collector.formats),
         contextual=collector.contextual,
         unique_items=collector.unique_items,
+        word_boundaries=tuple(collector.boundaries),
     )
 
 

@@ -25,7 +25,7 @@ from prism.core.text import REASON_LIMIT, clip
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
 from ._fast import closed_checker, flat_checker
-from ._graph import analyse
+from ._graph import Path, analyse
 from ._instance import (
     check_instance,
     first_problem,
@@ -34,6 +34,7 @@ from ._instance import (
     path_text,
 )
 from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
+from ._regex import ascii_word_boundaries
 from ._rs import FORMAT_DRAFTS, RsValidationError, compile_rs
 from ._screen import Screened, prepare, screen
 
@@ -392,6 +393,7 @@ class JsonSchemaArgumentValidator:
                 assert_formats=draft in FORMAT_DRAFTS or self._assert_formats,
             )
             bounds = closed_bounds(copy, limits)
+            _ascii_boundaries(copy, analysis.word_boundaries)
             engine = compile_rs(
                 copy,
                 draft,
@@ -560,6 +562,20 @@ def _ask(fast: Callable[[object], bool | None], value: object) -> bool | None:
         return None
 
 
+def _ascii_boundaries(copy: Any, where: tuple[tuple[Path, str | None], ...]) -> None:
+    """Spell the word boundaries of the engine's copy as ECMA-262 means them (ASCII)."""
+    for path, name in where:
+        node = copy
+        for step in path:
+            node = node[step]
+        if name is None:
+            node["pattern"] = ascii_word_boundaries(node["pattern"])
+            continue
+        # No other name can be spelled so: "(?-u:" is not ECMA-262, refused before.
+        patterns = node["patternProperties"]
+        patterns[ascii_word_boundaries(name)] = patterns.pop(name)
+
+
 def _translate(exc: Exception) -> Problem:
     """The problem for an exception the engine raised on a value it could not read."""
     if isinstance(exc, UnicodeEncodeError):
@@ -693,7 +709,11 @@ _WORDS: dict[str, Callable[[Any], str]] = {
     "minItems": lambda k: f"must contain at least {k.limit} items",
     "maxProperties": lambda k: f"must contain less than or equal to {k.limit} properties",
     "minProperties": lambda k: f"must contain at least {k.limit} properties",
-    "pattern": lambda k: "must match pattern " + clip(k.pattern, 120),
+    # Word boundaries as the schema wrote them (the engine runs their ASCII form).
+    "pattern": lambda k: (
+        "must match pattern "
+        + clip(k.pattern.replace("(?-u:\\b)", "\\b").replace("(?-u:\\B)", "\\B"), 120)
+    ),
     "enum": lambda k: f"must be one of {_short_json(k.options)}",
     "const": lambda k: f"must be same as const definition: {_short_json(k.expected_value)}",
     "additionalProperties": lambda k: f"must not contain {_names(k.unexpected)} properties",
