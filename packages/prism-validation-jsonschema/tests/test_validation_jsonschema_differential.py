@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from fractions import Fraction
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]  # no stubs; only is_valid is used
@@ -263,3 +264,43 @@ def test_a_refusal_quotes_the_pattern_as_written() -> None:
 def test_an_open_minimum_is_refused_with_its_reason(pattern: str) -> None:
     with pytest.raises(SchemaRejectedError, match=r"x\{,n\} is not a quantifier in ECMA-262"):
         JsonSchemaArgumentValidator().check_schema({"pattern": pattern})
+
+
+def _exact_multiple(value: float, divisor: float) -> bool:
+    # The numbers as JSON writes them (shortest round-trip text), divided exactly.
+    return (Fraction(repr(value)) / Fraction(repr(divisor))).denominator == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "divisor"),
+    [
+        (0.07, 0.01),
+        (1.797e308, 1e-300),
+        (0.3, 0.1),
+        (1e-5, 1e-6),
+        (19.99, 0.01),
+        (1e308, 1e-308),
+        (0.1, 0.3),
+        (0.1 + 0.2, 0.1),
+        (0.071, 0.01),
+        (4.5, 1.5),
+        (2**63 + 2, 2),
+        (9007199254740993, 3),
+    ],
+)
+def test_multiple_of_is_decided_on_the_numbers_as_written(value: float, divisor: float) -> None:
+    # Documented: Prism (jsonschema-rs) divides the decimal numbers exactly, so
+    # 0.07 is a multiple of 0.01; python-jsonschema divides binary floats and
+    # says it is not. The exact quotient is the reference here.
+    result = JsonSchemaArgumentValidator().validate({"multipleOf": divisor}, value)
+    assert result.ok is _exact_multiple(value, divisor)
+
+
+def test_multiple_of_cents_agrees_with_exact_division() -> None:
+    validator = JsonSchemaArgumentValidator()
+    for divisor in (0.01, 0.05, 0.25, 0.1):
+        schema = {"type": "array", "items": {"multipleOf": divisor}}
+        for cents in range(0, 300, 7):
+            value = cents / 100
+            result = validator.validate(schema, [value])
+            assert result.ok is _exact_multiple(value, divisor), (value, divisor)
