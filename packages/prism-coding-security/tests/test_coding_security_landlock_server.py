@@ -280,3 +280,12 @@ async def test_a_request_over_the_limit_is_refused_unrun(root: Path, run_shell: 
     with pytest.raises(SandboxUnavailableError, match="refused the command"):
         await run_shell(ops, "echo ran > ran.txt", root, env=huge)
     assert not (root / "ran.txt").exists()
+
+
+async def test_no_descriptor_of_the_helper_reaches_the_command(
+    root: Path, run_shell: RunShell
+) -> None:
+    # the server's control socket, the command's own socket, the ruleset: none is inherited
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    _, output = await run_shell(ops, "ls /proc/$$/fd", root)
+    assert output.split() == ["0", "1", "2"]

@@ -419,6 +419,14 @@ async def test_the_private_layers_are_removed_after_the_call(
     assert (root / "a" / "b" / "c").read_text() == "y\n"
 
 
+async def test_no_descriptor_of_the_launcher_reaches_the_command(root: Path) -> None:
+    # the fork server's sockets and the seccomp program's descriptor stay outside
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    code, output = await _run(ops, "ls /proc/$$/fd", root)
+    assert code == 0
+    assert output.split() == [b"0", b"1", b"2"]
+
+
 def daemon_command(tag: str, where: str) -> str:
     """Three processes that outlive the command: setsid + env -i, a double fork, nohup.
 
