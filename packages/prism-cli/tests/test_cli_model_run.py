@@ -550,6 +550,8 @@ async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_only_the_turn(
     assert "Hi there." in text
     assert "(turn aborted; the conversation goes on)" in text
     assert "Back." in text
+    # Ctrl-C aborted a turn, not the chat, which the user left with /exit.
+    assert [run.outcome for run in read_ledger(tmp_path / "ledger.jsonl").runs] == ["finished"]
     # The last request carried the whole conversation; the aborted turn left its
     # user message and nothing half-said.
     messages = server.bodies[-1]["messages"]
@@ -560,6 +562,46 @@ async def test_chat_keeps_the_conversation_and_ctrl_c_aborts_only_the_turn(
         ("user", "think"),
         ("user", "again"),
     ]
+
+
+async def test_chat_stopped_by_sigterm_mid_turn_exits_and_its_run_says_aborted(
+    tmp_path: Path,
+) -> None:
+    setup_workspace(tmp_path)
+    server = ModelServer(
+        [
+            [chunk({"content": "Hi there."}, "stop"), (None, "[DONE]")],
+            [chunk({"content": "Let me"}), (HOLD, "")],
+        ]
+    )
+    env = {**os.environ, "PYTHONUTF8": "1"}
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, server.handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        argv = [sys.executable, "-m", "prism.cli", "chat", "--model", "openai:test-model"]
+        argv += ["--base-url", f"http://127.0.0.1:{port}/v1"]
+        with (tmp_path / "err.txt").open("wb") as err:
+            process = await trio.lowlevel.open_process(
+                argv,
+                cwd=tmp_path,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+            assert process.stdin is not None
+            with trio.fail_after(60):
+                await process.stdin.send_all(b"hello\nthink\n")
+                await server.holding.wait()  # the second turn is streaming
+                process.send_signal(signal.SIGTERM)
+                returncode = await process.wait()
+            await process.stdin.aclose()
+        nursery.cancel_scope.cancel()
+    stderr = (tmp_path / "err.txt").read_text(encoding="utf-8")
+    assert returncode == 130, stderr  # SIGTERM ends the chat, not just the turn
+    assert "Traceback" not in stderr
+    [run] = read_ledger(tmp_path / "ledger.jsonl").runs
+    assert run.outcome == "aborted"
 
 
 def responses_text(answer: str) -> Events:
@@ -668,7 +710,8 @@ async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_pa
     contents = read_ledger(tmp_path / "ledger.jsonl")
     assert [(r.call_id, r.status) for r in contents.records] == [("r1", "ok")]
     assert contents.torn_line is None
-    assert [run.outcome for run in contents.runs] == ["finished"]  # ended, not killed
+    # Ended cleanly, not killed, and said to be interrupted: the marker says aborted.
+    assert [run.outcome for run in contents.runs] == ["aborted"]
 
 
 async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(

@@ -8,8 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from prism.cli._model_run import watch_interrupts
-from prism.cli._trio import only_leaf, run_trio
+from prism.cli._trio import only_leaf, run_trio, watch_interrupts
 
 
 def test_run_trio_returns_the_value() -> None:
@@ -54,21 +53,22 @@ def test_only_leaf_looks_through_nesting() -> None:
     assert only_leaf(two) is None
 
 
-async def test_ctrl_c_calls_the_handler_and_the_block_goes_on() -> None:
+async def test_ctrl_c_and_sigterm_call_the_handler_and_the_block_goes_on() -> None:
     calls: list[int] = []
 
-    def on_interrupt() -> bool:
-        calls.append(1)
+    def on_interrupt(signum: int) -> bool:
+        calls.append(signum)
         return True
 
     with trio.fail_after(30):
-        async with watch_interrupts(on_interrupt):
-            await trio.testing.wait_all_tasks_blocked()  # the watcher holds SIGINT now
-            signal.raise_signal(signal.SIGINT)
-            while not calls:
-                await trio.testing.wait_all_tasks_blocked()
+        async with watch_interrupts(on_interrupt) as interrupts:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.raise_signal(signum)  # the watcher holds both as soon as it is entered
+                while signum not in calls:
+                    await trio.testing.wait_all_tasks_blocked()
             finished = True
-    assert calls == [1]
+    assert calls == [signal.SIGINT, signal.SIGTERM]
+    assert interrupts.received == calls
     assert finished
 
 
@@ -76,9 +76,8 @@ async def test_ctrl_c_the_handler_refuses_cancels_the_block_and_raises() -> None
     reached_end: list[bool] = []
 
     async def block() -> None:
-        async with watch_interrupts(lambda: False):
-            await trio.testing.wait_all_tasks_blocked()  # the watcher holds SIGINT now
-            signal.raise_signal(signal.SIGINT)
+        async with watch_interrupts(lambda signum: False):
+            signal.raise_signal(signal.SIGTERM)
             await trio.sleep_forever()  # cancelled by the watcher
             reached_end.append(True)
 
@@ -89,7 +88,7 @@ async def test_ctrl_c_the_handler_refuses_cancels_the_block_and_raises() -> None
 
 async def test_off_the_main_thread_nothing_is_watched() -> None:
     async def in_thread() -> bool:
-        async with watch_interrupts(lambda: False):
+        async with watch_interrupts(lambda signum: False):
             return True
 
     assert await trio.to_thread.run_sync(lambda: trio.run(in_thread))

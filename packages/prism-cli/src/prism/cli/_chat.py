@@ -9,6 +9,7 @@ Ctrl-C at the prompt, end of input, ``/exit`` or ``/quit`` leave.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import TYPE_CHECKING, Literal
 
@@ -25,7 +26,7 @@ from prism.core import (
     create_agent,
 )
 
-from ._model_run import open_model, watch_interrupts
+from ._model_run import open_model
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,9 +42,34 @@ if TYPE_CHECKING:
     from ._render import EventView
     from ._toolset import Toolset
 
-__all__ = ["ChatReport", "chat_session", "run_chat"]
+__all__ = ["ChatInterrupts", "ChatReport", "chat_session", "run_chat"]
 
 _EXIT = frozenset({"/exit", "/quit"})
+
+
+@attrs.define(eq=False)
+class ChatInterrupts:
+    """What a stop signal does during a chat.
+
+    Ctrl-C (SIGINT) during a turn aborts that turn (the chat goes on); at the
+    prompt, or again while a turn aborts, it leaves the chat. SIGTERM ends
+    the chat at once: the watcher cancels it and the run's end marker says
+    ``aborted``.
+    """
+
+    current: list[AbortController] = attrs.Factory(list)
+    leaving: trio.CancelScope = attrs.Factory(trio.CancelScope)
+
+    def __call__(self, signum: int) -> bool:
+        """Handle ``signum``; false asks the watcher to cancel the chat."""
+        if signum != signal.SIGINT:
+            return False
+        current = self.current
+        if current and not current[0].signal.aborted:
+            current[0].abort("interrupted by the user (Ctrl-C)")
+        else:
+            self.leaving.cancel()
+        return True
 
 
 @attrs.frozen(kw_only=True)
@@ -65,12 +91,14 @@ async def run_chat(
     write: Callable[[str], None],
     read_line: Callable[[], str],
     view: EventView | None = None,
+    interrupts: ChatInterrupts | None = None,
 ) -> ChatReport:
     """Read lines, run each as a turn of one session, until the user leaves.
 
     Cancellation: cancelling the caller ends the chat (a turn in flight is
-    cancelled; the ledger keeps what finished). SIGINT is taken over while the
-    chat runs: it aborts the turn in progress, or ends the chat at the prompt.
+    cancelled; the ledger keeps what finished). ``interrupts`` (given to the
+    caller's :func:`watch_interrupts`) is told each turn's controller, so
+    Ctrl-C aborts the turn in progress, or ends the chat at the prompt.
 
     Raises:
         CliError: a bad model spec, no key, or a missing SDK.
@@ -86,23 +114,11 @@ async def run_chat(
             write(event.text)
 
     turns = aborted = 0
-    current: list[AbortController] = []
+    control = interrupts or ChatInterrupts()
+    current = control.current
 
-    leaving = trio.CancelScope()
-
-    def on_interrupt() -> bool:
-        # During a turn: abort it. At the prompt (or again while it aborts): leave.
-        if current and not current[0].signal.aborted:
-            current[0].abort("interrupted by the user (Ctrl-C)")
-        else:
-            leaving.cancel()
-        return True
-
-    with leaving:
-        async with (
-            open_model(model, base_url=base_url, on_event=show) as (name, provider),
-            watch_interrupts(on_interrupt),
-        ):
+    with control.leaving:
+        async with open_model(model, base_url=base_url, on_event=show) as (name, provider):
             agent = create_agent(
                 model=name,
                 provider=provider,
@@ -169,12 +185,16 @@ def chat_session(
     from ._output import write_stdout
     from ._render import EventView
     from ._toolset import open_toolset
-    from ._trio import run_trio
+    from ._trio import run_trio, watch_interrupts
 
     approver = terminal_approver(yes_mode)
+    interrupts = ChatInterrupts()
 
     async def go() -> ChatReport:
-        async with open_toolset(loaded, approve=approver, elicit=terminal_elicitor()) as toolset:
+        async with (
+            watch_interrupts(interrupts),
+            open_toolset(loaded, approve=approver, elicit=terminal_elicitor()) as toolset,
+        ):
             with (
                 recording_ledger(
                     target,
@@ -196,6 +216,7 @@ def chat_session(
                     write=write_stdout,
                     read_line=sys.stdin.readline,
                     view=view,
+                    interrupts=interrupts,
                 )
 
     return run_trio(go, sigterm_as_interrupt=True)

@@ -12,10 +12,16 @@ from ._errors import CliError
 from ._safe import safe_text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
-    from prism.core.ledger import FsyncPolicy, LedgerSink, LedgerWriteFailed, RunLedger
+    from prism.core.ledger import (
+        FsyncPolicy,
+        LedgerSink,
+        LedgerWriteFailed,
+        RunLedger,
+        RunOutcome,
+    )
 
     from ._config import PrismConfig
 
@@ -163,12 +169,15 @@ def recording_ledger(
     max_bytes: int | None = None,
     roots: Sequence[str] = (),
     inside_roots: bool = False,
+    interrupted: Callable[[], bool] | None = None,
 ) -> Iterator[RunLedger]:
     """A ledger that appends each record to ``path`` as its call ends.
 
     The run's start marker is written on entry; its end marker (``finished``,
     ``aborted`` on Ctrl-C or cancellation, ``failed`` on an error) on exit,
-    then the file is closed. A ``.db``/``.sqlite``/``.sqlite3`` path gets an
+    then the file is closed. A block that ends normally after
+    ``interrupted()`` became true (a run that Ctrl-C or SIGTERM ended early
+    but cleanly) is ``aborted`` too. A ``.db``/``.sqlite``/``.sqlite3`` path gets an
     SQLite ledger, anything else JSONL (rotated past ``max_bytes``).
 
     ``roots`` are the agent's writable roots: a ledger inside one is refused
@@ -183,8 +192,20 @@ def recording_ledger(
     check_outside_roots(path, roots, allowed=inside_roots)
     sink = _open_sink(path, fsync, max_bytes, roots)
     ledger = RunLedger(sinks=[sink], on_error=failures)
-    with ledger.run(label=label):
+    ledger.start_run(label=label)
+    outcome: RunOutcome = "aborted"
+    try:
         yield ledger
+        if interrupted is None or not interrupted():
+            outcome = "finished"
+    except Exception:
+        outcome = "failed"
+        raise
+    finally:
+        try:
+            ledger.end_run(outcome)
+        finally:
+            ledger.close()
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

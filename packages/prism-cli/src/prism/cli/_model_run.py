@@ -10,9 +10,7 @@ pipe, or with ``--yes never``, nothing is approved and the model is told why.
 from __future__ import annotations
 
 import contextlib
-import signal as signals
 import sys
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -20,7 +18,6 @@ import attrs
 import trio
 
 from prism.core import (
-    AbortController,
     AbortSignal,
     AssistantMessage,
     ConfigurationError,
@@ -54,7 +51,6 @@ __all__ = [
     "open_model",
     "run_model_task",
     "terminal_approver",
-    "watch_interrupts",
 ]
 
 YesMode = Literal["ask", "never"]
@@ -150,38 +146,6 @@ async def open_model(
         raise CliError(f"--model {model}: {exc}") from exc
 
 
-@contextlib.asynccontextmanager
-async def watch_interrupts(
-    on_interrupt: Callable[[], bool],
-) -> AsyncIterator[None]:
-    """Call ``on_interrupt()`` on each Ctrl-C (SIGINT) while the block runs.
-
-    When it returns false, the block is cancelled and :class:`KeyboardInterrupt`
-    is raised as it ends (the usual Ctrl-C, once the block cleaned up). Off the
-    main thread (an embedding host), signals never arrive: nothing is watched.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    interrupted = False
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            nonlocal interrupted
-            with trio.open_signal_receiver(signals.SIGINT) as received:
-                async for _ in received:
-                    if not on_interrupt():
-                        interrupted = True
-                        nursery.cancel_scope.cancel()
-                        return
-
-        nursery.start_soon(watch)
-        yield
-        nursery.cancel_scope.cancel()
-    if interrupted:
-        raise KeyboardInterrupt
-
-
 async def run_model_task(
     task: str,
     toolset: Toolset,
@@ -192,7 +156,6 @@ async def run_model_task(
     ledger: RunLedger,
     view: EventView | None = None,
     signal: AbortSignal | None = None,
-    interruptible: bool = False,
 ) -> RunReport:
     """Run ``task`` with the model ``model`` names (``PROVIDER:MODEL``), every gate on.
 
@@ -202,27 +165,14 @@ async def run_model_task(
 
     Cancellation: cancelling the caller cancels the model request (the HTTP
     request is closed) and the calls in flight; aborting ``signal`` ends the run
-    with a valid transcript. With ``interruptible``, the first Ctrl-C aborts the
-    run the same way (its report says ``aborted``) and a second one cancels it.
+    with a valid transcript (its report says ``aborted``).
 
     Raises:
         CliError: a bad model spec, no key, a missing SDK, or the model API failed
             (the message says which and why, never the key).
     """
-    controller = AbortController()
-    if signal is not None:
-        signal.add_callback(lambda: controller.abort(signal.reason))
-
-    def first_aborts() -> bool:
-        if controller.signal.aborted:
-            return False
-        sys.stderr.write("\nprism: interrupted: ending the run (Ctrl-C again to stop at once)\n")
-        controller.abort("interrupted by the user (Ctrl-C)")
-        return True
-
-    watching = watch_interrupts(first_aborts) if interruptible else contextlib.nullcontext()
     try:
-        async with open_model(model, base_url=base_url) as (name, provider), watching:
+        async with open_model(model, base_url=base_url) as (name, provider):
             agent = create_agent(
                 model=name,
                 provider=provider,
@@ -233,7 +183,7 @@ async def run_model_task(
                 limits=Limits(max_tool_rounds=config.agent.max_tool_rounds),
                 ledger=ledger,
             )
-            options = RunOptions(on_event=view, signal=controller.signal)
+            options = RunOptions(on_event=view, signal=signal)
             result = await agent.session().run(task, options)
     except ModelProviderError as exc:
         raise CliError(f"the model could not answer: {exc}") from exc

@@ -6,11 +6,13 @@ The tools, gates and ledger come from :mod:`._toolset`; the runs are driven by
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from prism.core import (
+    AbortController,
     AbortSignal,
     AssistantMessage,
     Limits,
@@ -28,7 +30,7 @@ from ._model_run import run_model_task, terminal_approver
 from ._render import EventView
 from ._report import RunReport, rows_from_ledger
 from ._toolset import Toolset, open_toolset
-from ._trio import run_trio
+from ._trio import run_trio, watch_interrupts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -140,8 +142,9 @@ def run_command_session(
     """What ``prism run`` runs: ``session`` replayed, or ``task`` for ``model``; and the run id.
 
     The ledger file is opened once the tools are up (a run that never started
-    leaves none). With a model, Ctrl-C ends the run after the calls in flight
-    answer (see :func:`run_model_task`).
+    leaves none). With a model, Ctrl-C or SIGTERM ends the run after the calls
+    in flight answer, a second one at once; a scripted run stops at once. An
+    interrupted run's end marker says ``aborted``.
     """
     from ._elicit import terminal_elicitor
     from ._ledgerfile import recording_ledger, writable_roots
@@ -153,10 +156,23 @@ def run_command_session(
             live = False  # a live display would draw over the questions
     elicit = terminal_elicitor()
     run_id = ""
+    controller = AbortController()
+
+    def on_interrupt(signum: int) -> bool:
+        # A model's run: the first Ctrl-C (or SIGTERM) ends it once the calls in
+        # flight answer, the second stops at once. A scripted run stops at once.
+        if model is None or controller.signal.aborted:
+            return False
+        sys.stderr.write("\nprism: interrupted: ending the run (Ctrl-C again to stop at once)\n")
+        controller.abort("interrupted by the user (Ctrl-C)")
+        return True
 
     async def go() -> RunReport:
         nonlocal run_id
-        async with open_toolset(loaded, approve=approver, elicit=elicit) as toolset:
+        async with (
+            watch_interrupts(on_interrupt) as interrupts,
+            open_toolset(loaded, approve=approver, elicit=elicit) as toolset,
+        ):
             label = f"prism run {task}" if model is None else f"prism run --model {model}"
             with recording_ledger(
                 target,
@@ -166,6 +182,7 @@ def run_command_session(
                 max_bytes=loaded.ledger_max_bytes,
                 roots=writable_roots(loaded),
                 inside_roots=loaded.ledger_inside_roots,
+                interrupted=lambda: bool(interrupts.received),
             ) as run_ledger:
                 run_id = run_ledger.run_id
                 with EventView(out, quiet=quiet, live=live) as view:
@@ -178,7 +195,7 @@ def run_command_session(
                             config=loaded,
                             ledger=run_ledger,
                             view=view,
-                            interruptible=True,
+                            signal=controller.signal,
                         )
                     return await run_scripted_session(
                         session, toolset, config=loaded, ledger=run_ledger, view=view

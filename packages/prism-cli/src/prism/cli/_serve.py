@@ -181,7 +181,13 @@ def _log_to_stderr() -> None:
 
 
 def serve(config: PrismConfig, request: ServeRequest) -> None:
-    """Serve until the host disconnects (stdio) or Ctrl-C (HTTP); blocking: runs trio."""
+    """Serve until the host disconnects (stdio), or SIGINT or SIGTERM; blocking: runs trio.
+
+    A signal cancels the serving (the calls in flight are cancelled and
+    recorded), the ledger's end marker says ``aborted``, and
+    :class:`KeyboardInterrupt` is raised (exit 130). A second signal while
+    it shuts down acts as it would without Prism (SIGTERM ends the process).
+    """
     options = http_options(config, request)
     command = request.approve_command
     if command is None and config.serve.approver == "command":
@@ -221,6 +227,7 @@ async def _serve(
     from ._ledgerfile import LedgerFailures, recording_ledger, spill_directory, writable_roots
     from ._preflight import check_roots
     from ._toolset import choose_sandbox, open_toolset
+    from ._trio import watch_interrupts
 
     # The permission and validator come from the usual wiring; the coding tools
     # are built here so their approver can ask the MCP client, and the MCP
@@ -264,6 +271,8 @@ async def _serve(
             },
         )
     async with contextlib.AsyncExitStack() as stack:
+        # Outermost: a signal cancels everything below, the ledger included.
+        await stack.enter_async_context(watch_interrupts(lambda signum: False))
         failures = LedgerFailures()
         stack.callback(failures.report)
         if ledger is None:

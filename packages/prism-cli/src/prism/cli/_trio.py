@@ -7,12 +7,15 @@ import signal
 import threading
 from typing import TYPE_CHECKING, TypeVar
 
+import attrs
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-__all__ = ["only_leaf", "run_trio"]
+__all__ = ["Interrupts", "only_leaf", "run_trio", "watch_interrupts"]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _T = TypeVar("_T")
 
@@ -64,3 +67,50 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@attrs.define(eq=False)
+class Interrupts:
+    """The stop signals (SIGINT, SIGTERM) a :func:`watch_interrupts` block received, in order."""
+
+    received: list[int] = attrs.Factory(list)
+
+
+@contextlib.asynccontextmanager
+async def watch_interrupts(
+    on_interrupt: Callable[[int], bool],
+) -> AsyncIterator[Interrupts]:
+    """Call ``on_interrupt(signum)`` on each SIGINT (Ctrl-C) or SIGTERM while the block runs.
+
+    When it returns false, the block is cancelled and :class:`KeyboardInterrupt`
+    is raised as it ends (the usual Ctrl-C, once the block cleaned up: a run
+    ledger inside sees the cancellation and writes ``aborted``). The signal is
+    taken here, in one task, never raised in whichever task happened to run,
+    where a background task could swallow it and let the run end as if
+    finished. After that, the signals are handled as before the block again
+    (a second Ctrl-C interrupts a shutdown that hangs). Off the main thread
+    (an embedding host), signals never arrive: nothing is watched.
+    """
+    interrupts = Interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts
+        return
+    stopped = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            nonlocal stopped
+            with trio.open_signal_receiver(*STOP_SIGNALS) as received:
+                task_status.started()
+                async for signum in received:
+                    interrupts.received.append(signum)
+                    if not on_interrupt(signum):
+                        stopped = True
+                        nursery.cancel_scope.cancel()
+                        return
+
+        await nursery.start(watch)
+        yield interrupts
+        nursery.cancel_scope.cancel()
+    if stopped:
+        raise KeyboardInterrupt
