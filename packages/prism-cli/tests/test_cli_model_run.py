@@ -161,6 +161,25 @@ def chunk(delta: dict[str, object], finish: str | None = None) -> tuple[str | No
     return None, value.model_dump_json(exclude_none=True)
 
 
+def usage_chunk(prompt: int, completion: int) -> tuple[str | None, str]:
+    """The last chunk of a stream asked for usage (``stream_options.include_usage``)."""
+    value = ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "test-model",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+    )
+    return None, value.model_dump_json(exclude_none=True)
+
+
 def one_call(call_id: str, name: str, args: dict[str, object]) -> Events:
     """A Chat Completions stream whose turn is one tool call."""
     return [
@@ -721,13 +740,14 @@ async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(
     failing = {"error": {"message": "the model is overloaded", "type": "server_error"}}
     server = ModelServer(
         [
-            one_call("r1", "read", {"path": "notes.txt"}),
-            [chunk({"content": "It says alpha."}, "stop"), (None, "[DONE]")],
+            [*one_call("r1", "read", {"path": "notes.txt"})[:-1], usage_chunk(100, 20)],
+            [chunk({"content": "It says alpha."}, "stop"), usage_chunk(150, 5), (None, "[DONE]")],
             [(None, json.dumps(failing))],
-            [chunk({"content": "Still here."}, "stop"), (None, "[DONE]")],
+            [chunk({"content": "Still here."}, "stop"), usage_chunk(160, 3), (None, "[DONE]")],
+            [chunk({"content": "A long story that"}, "length"), usage_chunk(200, 64)],
         ]
     )
-    lines = "what is in notes.txt?\n\nfail now\nstill there?\n/exit\n"
+    lines = "what is in notes.txt?\n\nfail now\nstill there?\ntell a story\n/exit\n"
     process = await run_prism(
         tmp_path,
         server,
@@ -743,5 +763,21 @@ async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(
     assert "It says alpha." in out
     assert "model error:" in out
     assert "Still here." in out
-    assert "2 turn(s), 0 aborted, 1 call(s)" in out  # the failed turn is not one
+    # Each answer says what it cost and why the model stopped; the totals add up
+    # every request's (the failed one reported nothing).
+    assert "[tokens: 250 in, 25 out; stop reason: stop]" in out  # two requests
+    assert "[tokens: 160 in, 3 out; stop reason: stop]" in out
+    assert "(the answer was cut by the model's length limit)\n" in out
+    assert "[tokens: 200 in, 64 out; stop reason: length]" in out
+    assert (
+        "3 turn(s), 0 aborted, 1 call(s); tokens: 610 in, 92 out; "
+        "1 answer(s) cut by the length limit; ledger:"
+    ) in out  # the failed turn is not one
     assert [r.call_id for r in read_ledger(tmp_path / "ledger.jsonl").records] == ["r1"]
+
+
+def test_a_usage_line_says_what_the_model_did_not_report_and_shows_no_control_text() -> None:
+    from prism.cli._chat import usage_line
+
+    assert usage_line(None, None, None) == "tokens: ? in, ? out; stop reason: not reported"
+    assert usage_line(3, None, "stop\x1b[2J") == "tokens: 3 in, ? out; stop reason: stop\\x1b[2J"

@@ -18,6 +18,7 @@ import trio
 
 from prism.core import (
     AbortController,
+    AssistantMessage,
     Limits,
     ModelProviderError,
     RunOptions,
@@ -27,6 +28,7 @@ from prism.core import (
 )
 
 from ._model_run import open_model
+from ._report import LENGTH_STOPS, usage_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from ._render import EventView
     from ._toolset import Toolset
 
-__all__ = ["ChatInterrupts", "ChatReport", "chat_session", "run_chat"]
+__all__ = ["ChatInterrupts", "ChatReport", "chat_session", "run_chat", "usage_line"]
 
 _EXIT = frozenset({"/exit", "/quit"})
 
@@ -74,11 +76,34 @@ class ChatInterrupts:
 
 @attrs.frozen(kw_only=True)
 class ChatReport:
-    """What a chat did: turns run, turns aborted, tool calls made."""
+    """What a chat did: turns run, turns aborted, tool calls made, tokens used.
+
+    ``input_tokens``/``output_tokens`` add up every model request of the chat
+    (``None`` when the model never reported them); ``truncated`` counts the
+    answers a length limit cut.
+    """
 
     turns: int
     aborted: int
     calls: int
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    truncated: int = 0
+
+
+def usage_line(input_tokens: int | None, output_tokens: int | None, stop_reason: str | None) -> str:
+    """``tokens: 120 in, 30 out; stop reason: stop`` (``?`` for what was not reported)."""
+    from ._render import safe_text
+
+    tokens = (
+        f"tokens: {'?' if input_tokens is None else input_tokens} in, "
+        f"{'?' if output_tokens is None else output_tokens} out"
+    )
+    return f"{tokens}; stop reason: {safe_text(stop_reason or 'not reported')}"
+
+
+def _add(total: int | None, more: int | None) -> int | None:
+    return total if more is None else (total or 0) + more
 
 
 async def run_chat(
@@ -113,7 +138,10 @@ async def run_chat(
             streamed = True
             write(event.text)
 
-    turns = aborted = 0
+    turns = aborted = truncated = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    seen = 0  # messages of the session before this turn
     control = interrupts or ChatInterrupts()
     current = control.current
 
@@ -155,6 +183,12 @@ async def run_chat(
                 finally:
                     current.clear()
                 turns += 1
+                # This turn's model requests: the assistant messages it added.
+                replies = [m for m in result.messages[seen:] if isinstance(m, AssistantMessage)]
+                seen = len(result.messages)
+                turn_in, turn_out = usage_of(replies)
+                input_tokens = _add(input_tokens, turn_in)
+                output_tokens = _add(output_tokens, turn_out)
                 if result.aborted:
                     aborted += 1
                     write("\n(turn aborted; the conversation goes on)\n")
@@ -165,7 +199,19 @@ async def run_chat(
                     )
                     write(answer)
                 write("\n")
-    return ChatReport(turns=turns, aborted=aborted, calls=len(ledger.records))
+                stop = result.final.finish_reason
+                if stop in LENGTH_STOPS:
+                    truncated += 1
+                    write("(the answer was cut by the model's length limit)\n")
+                write(f"[{usage_line(turn_in, turn_out, stop)}]\n")
+    return ChatReport(
+        turns=turns,
+        aborted=aborted,
+        calls=len(ledger.records),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        truncated=truncated,
+    )
 
 
 def chat_session(

@@ -202,9 +202,16 @@ def run_command(
 
 
 def _render_chat(report: ChatReport, target: Path) -> None:
+    tokens = ""
+    if report.input_tokens is not None or report.output_tokens is not None:
+        tokens = (
+            f"tokens: {'?' if report.input_tokens is None else report.input_tokens} in, "
+            f"{'?' if report.output_tokens is None else report.output_tokens} out; "
+        )
+    cut = f"{report.truncated} answer(s) cut by the length limit; " if report.truncated else ""
     console().print(
         f"{report.turns} turn(s), {report.aborted} aborted, {report.calls} call(s); "
-        f"ledger: {target}",
+        f"{tokens}{cut}ledger: {target}",
         soft_wrap=True,
     )
 
