@@ -61,6 +61,7 @@ from ._errors import GatewayConfigurationError, GatewayError
 from ._forward import Forwarder
 from ._hints import ToolHints
 from ._servers import DownstreamServer, ServerState
+from ._tracing import incoming_trace
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -382,7 +383,7 @@ class Gateway:
             else contextlib.nullcontext()
         )
         try:
-            with forwarding, trio.CancelScope() as running:
+            with incoming_trace(ctx), forwarding, trio.CancelScope() as running:
                 if key is not None:  # over HTTP: its guard may call client_gone
                     self._running[key] = running
                 async with self._limiter, self._client_slot(client):
@@ -688,6 +689,8 @@ async def open_gateway(
         validator=validator,
         middleware=middleware,
         ledger=ledger,
+        # Its OTel sink's execute_tool spans are current while calls run, in the client's trace.
+        tracer=ledger.tracer if isinstance(ledger, RunLedger) else None,
     )
     downstream = cast("tuple[DownstreamServer, ...]", given["servers"])
     ids = [server.server_id for server in downstream]

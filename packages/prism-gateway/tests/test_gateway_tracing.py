@@ -1,0 +1,101 @@
+"""A client's trace context: the gateway's execute_tool span and its downstream call join it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx2
+import mcp_types as types
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from prism.core import create_rule_permission_policy
+from prism.core.ledger import OtelLedgerSink, RunLedger
+from prism.gateway import HttpOptions, open_gateway, serve_http
+from prism.mcp import StdioTransport, open_mcp_tools
+
+TRACE_SERVER = Path(__file__).resolve().parent / "gateway_trace_server.py"
+TOOL = "mcp__tr__traceparent"
+
+# Two clients' traces: one sent in params._meta, one in the HTTP header.
+IN_META = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+IN_HEADER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+# Hostile or broken values the gateway must ignore (the call still runs).
+MALFORMED = ("00-" + "z" * 32 + "-" + "1" * 16 + "-01", "x" * 20_000)
+
+
+def _ids(traceparent: str) -> tuple[int, int]:
+    _version, trace_id, span_id, _flags = traceparent.split("-")
+    return int(trace_id, 16), int(span_id, 16)
+
+
+def _text(result: types.CallToolResult) -> str:
+    assert not result.is_error, result
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def _call_span(spans: list[ReadableSpan], trace_id: int) -> ReadableSpan:
+    [span] = [
+        s
+        for s in spans
+        if s.name == "execute_tool mcp:tr:traceparent"
+        and s.context is not None
+        and s.context.trace_id == trace_id
+    ]
+    return span
+
+
+async def test_a_call_joins_the_trace_its_client_sent_in_meta_or_in_the_http_header() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ledger = RunLedger(sinks=[OtelLedgerSink(tracer_provider=provider)])
+    transport = StdioTransport(sys.executable, [str(TRACE_SERVER)])
+    answers: dict[str, str] = {}
+    async with (
+        open_mcp_tools(server_id="tr", transport=transport, call_timeout_s=30) as bridge,
+        open_gateway(
+            bridges=[bridge],
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            ledger=ledger,
+        ) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        url = await nursery.start(serve_http, gateway, HttpOptions(host="127.0.0.1", port=0))
+        async with Client(url) as client:
+            meta = types.RequestParamsMeta(traceparent=IN_META)  # type: ignore[typeddict-unknown-key]
+            answers[IN_META] = _text(await client.call_tool(TOOL, {}, meta=meta))
+            for bad in MALFORMED:
+                meta = types.RequestParamsMeta(traceparent=bad)  # type: ignore[typeddict-unknown-key]
+                answers[bad] = _text(await client.call_tool(TOOL, {}, meta=meta))
+        for value in (IN_HEADER, *MALFORMED[:1]):
+            async with (
+                httpx2.AsyncClient(headers={"traceparent": value}) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                answers[f"header {value}"] = _text(await client.call_tool(TOOL, {}))
+        nursery.cancel_scope.cancel()
+    spans = list(exporter.get_finished_spans())
+    for sent, answer in ((IN_META, answers[IN_META]), (IN_HEADER, answers[f"header {IN_HEADER}"])):
+        trace_id, client_span = _ids(sent)
+        call = _call_span(spans, trace_id)
+        # The gateway's span is the client's span's child ...
+        assert call.parent is not None
+        assert call.parent.span_id == client_span
+        assert call.parent.is_remote
+        # ... and the downstream server was called from inside it.
+        assert call.context is not None
+        assert _ids(answer) == (trace_id, call.context.span_id)
+    # A malformed traceparent is ignored: the call runs, in a trace of its own.
+    known = {_ids(IN_META)[0], _ids(IN_HEADER)[0]}
+    others = [s for s in spans if s.context is not None and s.context.trace_id not in known]
+    assert len(others) == 3
+    assert all(s.parent is None for s in others)
+    assert all(answers[key] != "none" for key in answers)  # each downstream call carried its own
