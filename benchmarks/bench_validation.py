@@ -56,6 +56,10 @@ Rows (medians over repetitions, measured in one run):
 - The hot-path rows compare with raw jsonschema-rs (``validate``) on the same
   schema and value, interleaved: at most 2x valid, 2.5x invalid; ``README`` is the
   README's ``add`` tool, ``peers`` bench_peers' weather tool.
+- ``floor: ...``: the least any Python ``ToolValidator`` in front of the engine
+  costs: a function that finds the tool's compiled engine by identity (a dict
+  lookup and a weak reference call) and calls ``is_valid``, bounding nothing.
+  Not a target: what is left of the budget for the instance limits.
 
 Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
 """
@@ -67,6 +71,7 @@ import copy
 import json
 import sys
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
@@ -538,6 +543,21 @@ async def main() -> list[Row]:
     assert check(weather_tool, WEATHER_VALID, ctx) is None
     assert check(weather_tool, WEATHER_INVALID, ctx) is not None
 
+    def floor_for(schema: dict[str, Any]) -> Callable[[ToolDefinition, Any, Any], object]:
+        valid = jsonschema_rs.validator_for(schema).is_valid
+        slots: dict[int, tuple[Any, Any]] = {}
+
+        def floor(tool: ToolDefinition, arguments: Any, _context: Any) -> object:
+            slot = slots.get(id(tool))
+            if slot is None or slot[0]() is not tool:
+                slot = slots[id(tool)] = (weakref.ref(tool), valid)
+            return None if slot[1](arguments) else "refused"
+
+        return floor
+
+    floor_readme = floor_for(README_SCHEMA)
+    floor_search = floor_for(SCHEMA)
+
     # (name, call, baseline, target, note); timed interleaved, see _interleaved.
     rs = "raw jsonschema-rs"
     hot: list[tuple[str, Callable[[], object], str | None, str | None, str]] = [
@@ -549,6 +569,13 @@ async def main() -> list[Row]:
             f"{rs}, valid",
             "<= 2x",
             "2020-12: jsonschema-rs",
+        ),
+        (
+            "floor: identity lookup + is_valid, valid",
+            lambda: floor_search(tool, VALID, ctx),
+            f"{rs}, valid",
+            None,
+            "bounds nothing; see the docstring",
         ),
         (
             "adapter hot path, valid, draft-07",
@@ -580,6 +607,13 @@ async def main() -> list[Row]:
             f"{rs}, valid, README",
             "<= 2x",
             "the README's add tool",
+        ),
+        (
+            "floor: identity lookup + is_valid, valid, README",
+            lambda: floor_readme(readme_tool, README_VALID, ctx),
+            f"{rs}, valid, README",
+            None,
+            "bounds nothing; see the docstring",
         ),
         (f"{rs}, valid, peers", lambda: raw_rs_weather.validate(WEATHER_VALID), None, None, ""),
         (

@@ -69,7 +69,6 @@ def closed_checker(
     high = SAFE_INTEGER
     lone = lone_surrogate
     too_long = integer_too_long
-    array_chars = _array_chars
     cap_of = caps.get
     closed = len(caps)
 
@@ -90,8 +89,19 @@ def closed_checker(
                 if not low < item < high and too_long(item):
                     return None
             elif t is list:
-                if len(item) > cap or array_chars(item, max_string) < 0:
+                if len(item) > cap:
                     return None
+                # Inlined (a call per array costs more than checking a few items).
+                for part in item:
+                    k = type(part)
+                    if k is str:
+                        if len(part) > max_string or (not part.isascii() and lone(part)):
+                            return None
+                    elif k is not int:
+                        if k is not bool and part is not None and (k is not float or part - part):
+                            return None
+                    elif not low < part < high and too_long(part):
+                        return None
             elif t is not bool and item is not None and (t is not float or item - item):
                 return None
         return valid(value)
