@@ -7,7 +7,9 @@ Sandboxed shell calls (``_spawn_rows``): each row is the same call through
 repository, same run. Targets, per call over unsandboxed: bubblewrap <= +10 ms,
 Landlock <= +3 ms. CPU (this process and every process of the call, the sandbox's
 helper included) is the primary number on a shared machine; wall time grows with
-the load. Measured on 2 cores at load average 12 (medians of 7 x 5 calls)::
+the load. Measured on 2 cores at load average 12 (medians of 7 x 5 calls; a second
+run gave bubblewrap +6.5 to +9.0 ms of CPU for the first five rows and +30.0 ms for
+`git status --short` at 1,000 directories, Landlock -1.2 to +2.6 ms)::
 
     command, repository               bubblewrap                Landlock
     `true`, 50 dirs                   +8.3 ms CPU, +43 ms wall  +1.0 ms CPU, +4 ms wall
