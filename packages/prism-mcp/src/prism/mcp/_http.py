@@ -8,7 +8,9 @@ after the count).
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -110,6 +112,45 @@ class _EmptyRefusal(httpx2.AsyncByteStream):
         yield b""  # pragma: no cover
 
 
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACESTATE = re.compile(r"[\x20-\x7e]{1,512}")
+
+
+def _trace_headers(request: httpx2.Request) -> None:
+    """Copy the W3C trace context of a JSON-RPC request's ``params._meta`` to its headers.
+
+    The call's span is current in the task that makes the request, which puts
+    it in ``_meta`` (see ``trace_meta``); the SDK then sends the HTTP request
+    from a task of its own, where that context is gone. The body says which
+    call it is, so the headers are taken from there: HTTP-level tracing (a
+    proxy, the server's framework) sees the call's trace too. Only well-formed
+    values are copied.
+    """
+    if request.method != "POST":
+        return
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:  # pragma: no cover - the SDK sends whole JSON bodies
+        return
+    if b'"traceparent"' not in body:
+        return
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return
+    parent = meta.get("traceparent")
+    if not isinstance(parent, str) or not _TRACEPARENT.fullmatch(parent):
+        return
+    request.headers["traceparent"] = parent
+    state = meta.get("tracestate")
+    if isinstance(state, str) and _TRACESTATE.fullmatch(state):
+        request.headers["tracestate"] = state
+
+
 class _LimitedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, *, limit: int, state: WireState) -> None:
         # Nagle's algorithm off, whatever the network backend: the SDK writes a request
@@ -122,6 +163,7 @@ class _LimitedTransport(httpx2.AsyncBaseTransport):
         self._state = state
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        _trace_headers(request)
         response = await self._inner.handle_async_request(request)
         content_type = response.headers.get("content-type", "").lower()
         events = content_type.startswith("text/event-stream")
