@@ -18,9 +18,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from prism.core import (
+    AbortController,
     AssistantMessage,
     DispatchOptions,
     Limits,
+    RunOptions,
     ScriptedProvider,
     SingleShotLoop,
     TextContent,
@@ -31,9 +33,11 @@ from prism.core import (
     create_tool_registry,
     dispatch_tool_call,
 )
-from prism.core.ledger import CallTracer, OtelLedgerSink, RunLedger
+from prism.core.ledger import CallTracer, JsonlLedgerSink, OtelLedgerSink, RunLedger, read_ledger
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from prism.core import JsonObject, ToolExecutionContext
 
 
@@ -263,3 +267,80 @@ async def test_an_agent_without_a_tracer_makes_no_spans() -> None:
     assert agent.tracer is None
     await agent.session().run("go")
     assert telemetry.spans() == []
+
+
+async def test_an_agent_run_alone_writes_its_own_run_markers_and_one_invoke_agent_span(
+    tmp_path: Path,
+) -> None:
+    telemetry = _Telemetry()
+    path = tmp_path / "ledger.jsonl"
+    ledger = RunLedger(sinks=[telemetry.sink, JsonlLedgerSink(path)])
+    turns = [
+        AssistantMessage(tool_calls=(ToolCall(id="a", name="one", arguments={}),)),
+        AssistantMessage(content=(TextContent(text="done"),)),
+        AssistantMessage(content=(TextContent(text="never asked"),)),
+    ]
+    agent = create_agent(
+        model="m",
+        provider=ScriptedProvider(turns),
+        tools=[_tool_with_own_span(telemetry, "one")],
+        ledger=ledger,
+    )
+    session = agent.session()
+    first = await session.run("go")
+    stopped = AbortController()
+    stopped.abort("the user left")
+    second = await session.run("again", RunOptions(signal=stopped.signal))
+    ledger.close()
+    assert (first.aborted, second.aborted) == (False, True)
+    runs = read_ledger(path).runs
+    assert [(r.label, r.outcome, r.calls) for r in runs] == [
+        ("agent m", "finished", 1),
+        ("agent m", "aborted", 0),
+    ]
+    assert runs[0].run_id != runs[1].run_id  # a later run is never read as an earlier one
+    # One invoke_agent span per run (the marker's span is the run's own), with its outcome.
+    spans = sorted(telemetry.named("invoke_agent helper"), key=lambda s: s.start_time or 0)
+    assert [
+        (s.attributes["prism.run.id"], s.attributes["prism.run.outcome"])
+        for s in spans
+        if s.attributes is not None
+    ] == [(runs[0].run_id, "finished"), (runs[1].run_id, "aborted")]
+    assert _parent_id(telemetry.one("execute_tool one")) == _id(spans[0])
+
+
+async def test_an_agent_run_inside_a_ledger_run_writes_no_markers_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ledger = RunLedger(sinks=[JsonlLedgerSink(path)])
+    agent = create_agent(
+        model="m",
+        provider=ScriptedProvider([AssistantMessage(content=(TextContent(text="hi"),))]),
+        tools=[],
+        ledger=ledger,
+    )
+    with ledger.run(label="the caller's"):
+        await agent.session().run("go")
+    assert [(r.label, r.outcome) for r in read_ledger(path).runs] == [("the caller's", "finished")]
+
+
+async def test_a_failed_agent_run_is_marked_failed() -> None:
+    class Broken:
+        async def complete(self, request: object) -> AssistantMessage:
+            raise RuntimeError("upstream 500")
+
+    seen: list[object] = []
+
+    class Sink:
+        def write(self, entry: object) -> None:
+            seen.append(entry)
+
+        def close(self) -> None:
+            pass
+
+    agent = create_agent(model="m", provider=Broken(), tools=[], ledger=RunLedger(sinks=[Sink()]))
+    with pytest.raises(Exception, match="upstream 500"):
+        await agent.session().run("go")
+    assert [type(e).__name__ for e in seen] == ["RunStartRecord", "RunEndRecord"]
+    assert getattr(seen[1], "outcome", None) == "failed"

@@ -22,8 +22,8 @@ from ._dispatch import DispatchOptions
 from ._errors import ModelProviderError, PrismError, SessionBusyError
 from ._events import EventSink, RunFinished, TurnFinished, TurnStarted, emit_event
 from ._host_calls import await_callback
-from ._ledger import PendingRecord, RunLedger, finished_records
-from ._ledger_records import CallTracer, FinishedCall, ToolCallRecord
+from ._ledger import PendingRecord, RunLedger, finished_records, new_run_id
+from ._ledger_records import CallTracer, FinishedCall, RunOutcome, ToolCallRecord
 from ._middleware import MiddlewareRegistry
 from ._names import ToolNameMap, create_tool_name_map
 from ._options import (
@@ -310,13 +310,40 @@ class AgentSession:
         try:
             tracer = agent.tracer
             if tracer is None:
-                return await self._run(user, options, names, specs)
+                return await self._marked_run(user, options, names, specs)
             # The run's span is current for the whole run: model requests and
             # tool calls (in the round's worker tasks, which copy the context) nest under it.
             with tracer.trace_run(agent.model):
-                return await self._run(user, options, names, specs)
+                return await self._marked_run(user, options, names, specs)
         finally:
             self._running = False
+
+    async def _marked_run(
+        self,
+        user: UserMessage,
+        options: RunOptions,
+        names: ToolNameMap,
+        specs: tuple[ToolSpec, ...],
+    ) -> RunResult:
+        """The run between its ledger markers, unless the caller has a run open already."""
+        ledger = self.agent.ledger
+        if ledger.in_run:  # ledger.run() around it: the run is the caller's
+            return await self._run(user, options, names, specs)
+        if ledger._runs_ended:
+            # Each run its own id, so a reader tells a later interrupted run from
+            # an earlier finished one.
+            ledger.run_id = new_run_id()
+        ledger.start_run(label=f"agent {self.agent.model}")
+        outcome: RunOutcome = "aborted"  # cancelled (or KeyboardInterrupt) unless said below
+        try:
+            result = await self._run(user, options, names, specs)
+            outcome = "aborted" if result.aborted else "finished"
+            return result
+        except Exception:
+            outcome = "failed"
+            raise
+        finally:
+            ledger.end_run(outcome)
 
     async def _run(
         self,

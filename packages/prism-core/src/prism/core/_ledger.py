@@ -45,7 +45,7 @@ from ._redaction import (
     safe_text,
 )
 
-__all__ = ["PendingRecord", "RunLedger", "build_record", "finished_records"]
+__all__ = ["PendingRecord", "RunLedger", "build_record", "finished_records", "new_run_id"]
 
 _log = logging.getLogger("prism.core")
 
@@ -111,7 +111,8 @@ def finished_records(entries: Iterable[PendingRecord]) -> list[ToolCallRecord]:
     return [entry.record() for entry in entries]
 
 
-def _new_run_id() -> str:
+def new_run_id() -> str:
+    """A fresh random run id (16 hex digits)."""
     return uuid.uuid4().hex[:16]
 
 
@@ -158,12 +159,14 @@ class RunLedger:
     on_error: Callable[[LedgerWriteFailed], None] | None = attrs.field(
         default=None, kw_only=True, validator=optional(callable_value())
     )
-    run_id: str = attrs.field(factory=_new_run_id, kw_only=True, validator=string())
+    run_id: str = attrs.field(factory=new_run_id, kw_only=True, validator=string())
     max_records: int | None = attrs.field(
         default=None, kw_only=True, validator=optional(integer(minimum=1))
     )
     _records: list[PendingRecord] = attrs.field(factory=list, init=False)
     _run_calls: int = attrs.field(default=0, init=False)
+    _in_run: bool = attrs.field(default=False, init=False)
+    _runs_ended: int = attrs.field(default=0, init=False)
 
     @property
     def tracer(self) -> CallTracer | None:
@@ -220,6 +223,11 @@ class RunLedger:
             del records[:-limit]  # trimmed in batches: amortised O(1) per record
         self._run_calls += 1
 
+    @property
+    def in_run(self) -> bool:
+        """Whether a run's start marker was written and its end marker not yet."""
+        return self._in_run
+
     def start_run(self, *, label: str | None = None) -> RunStartRecord:
         """Write the ``run_start`` marker to the sinks; returns it.
 
@@ -228,6 +236,7 @@ class RunLedger:
         if label is not None:
             label = safe_text(label, self.redact)
         self._run_calls = 0
+        self._in_run = True
         entry = RunStartRecord(
             run_id=self.run_id, started_at=time.time(), label=label, pid=os.getpid()
         )
@@ -241,6 +250,8 @@ class RunLedger:
             ValueError: ``outcome`` is not ``finished``, ``aborted`` or ``failed``.
         """
         _OUTCOMES.check("RunLedger.end_run", "outcome", outcome)
+        self._in_run = False
+        self._runs_ended += 1
         entry = RunEndRecord(
             run_id=self.run_id, finished_at=time.time(), outcome=outcome, calls=self._run_calls
         )

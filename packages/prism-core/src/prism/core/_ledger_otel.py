@@ -116,11 +116,13 @@ class OtelLedgerSink:
     """
 
     __slots__ = (
+        "_adopted",
         "_calls",
         "_duration",
         "_live",
         "_runs",
         "_tracer",
+        "_tracing",
         "agent_name",
         "record_arguments",
     )
@@ -152,6 +154,9 @@ class OtelLedgerSink:
             "prism.tool.duration", unit="s", description="Tool call duration, by tool and status."
         )
         self._runs: dict[str, Span] = {}
+        # trace_run's spans still open, and those a run_start marker made the run's span.
+        self._tracing: list[Span] = []
+        self._adopted: list[Span] = []
         # Spans of traced calls still running, by call id (a list: ids may repeat).
         self._live: dict[str, list[Span]] = {}
 
@@ -179,13 +184,19 @@ class OtelLedgerSink:
             context=self._parent(),  # type: ignore[arg-type]
             attributes=attributes,
         )
-        with trace.use_span(span, end_on_exit=True, record_exception=False):
-            try:
-                yield span
-            except BaseException as exc:
-                span.set_status(Status(StatusCode.ERROR))
-                span.set_attribute("error.type", type(exc).__name__)
-                raise
+        self._tracing.append(span)
+        try:
+            with trace.use_span(span, end_on_exit=True, record_exception=False):
+                try:
+                    yield span
+                except BaseException as exc:
+                    span.set_status(Status(StatusCode.ERROR))
+                    span.set_attribute("error.type", type(exc).__name__)
+                    raise
+        finally:
+            self._tracing.remove(span)
+            if span in self._adopted:
+                self._adopted.remove(span)
 
     @contextlib.contextmanager
     def trace_model(self, model: str, /) -> Iterator[ModelReport]:
@@ -267,15 +278,32 @@ class OtelLedgerSink:
         }
         if entry.label is not None:
             attributes["prism.run.label"] = entry.label
-        span = self._tracer.start_span(
-            f"invoke_agent {self.agent_name}",
-            attributes=attributes,
-            start_time=_ns(entry.started_at),
-        )
+        from opentelemetry import trace
+
+        current = trace.get_current_span()
+        if current in self._tracing and current not in self._adopted:
+            # An agent run writing its own markers inside trace_run: that span is the
+            # run's (one invoke_agent span); trace_run ends it.
+            span = current
+            span.set_attributes(attributes)
+            self._adopted.append(span)
+        else:
+            span = self._tracer.start_span(
+                f"invoke_agent {self.agent_name}",
+                attributes=attributes,
+                start_time=_ns(entry.started_at),
+            )
         previous = self._runs.pop(entry.run_id, None)
         if previous is not None:  # a repeated start marker: the old span ends here
-            previous.end()
+            self._finish(previous)
         self._runs[entry.run_id] = span
+
+    def _finish(self, span: Span, end_time: int | None = None) -> None:
+        """End a run's span, unless trace_run owns it (it ends it itself)."""
+        if span in self._adopted:
+            self._adopted.remove(span)
+        else:
+            span.end(end_time=end_time)
 
     def _end(self, entry: RunEndRecord) -> None:
         span = self._runs.pop(entry.run_id, None)
@@ -288,7 +316,7 @@ class OtelLedgerSink:
         if entry.outcome == "failed":
             span.set_status(Status(StatusCode.ERROR))
             span.set_attribute("error.type", "run_failed")
-        span.end(end_time=_ns(entry.finished_at))
+        self._finish(span, _ns(entry.finished_at))
 
     def _call(self, record: ToolCallRecord) -> None:
         from opentelemetry import trace
@@ -348,4 +376,4 @@ class OtelLedgerSink:
         runs, self._runs = self._runs, {}
         for span in runs.values():
             span.set_attribute("prism.run.outcome", "interrupted")
-            span.end()
+            self._finish(span)
