@@ -696,7 +696,10 @@ async def test_a_bad_model_spec_is_a_clean_error_naming_every_provider(
     assert "Traceback" not in stderr
 
 
-async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     setup_workspace(tmp_path)
     server = ModelServer(
         [
@@ -716,7 +719,7 @@ async def test_ctrl_c_ends_a_model_run_cleanly_and_the_ledger_stays_valid(tmp_pa
             )
             with trio.fail_after(60):
                 await server.holding.wait()
-                process.send_signal(signal.SIGINT)
+                process.send_signal(signum)
                 returncode = await process.wait()
         nursery.cancel_scope.cancel()
     stderr = (tmp_path / "err.txt").read_text(encoding="utf-8")
