@@ -106,6 +106,10 @@ def _same_key(value: object) -> object:
     return ("s", value)  # str or None
 
 
+# Items that need a key: true == 1 in Python, and lists and dicts do not hash.
+_KEYED = frozenset({bool, list, dict})
+
+
 class _UniqueItems:
     """``uniqueItems`` checked in Python, in linear time.
 
@@ -118,6 +122,12 @@ class _UniqueItems:
 
     def validate(self, instance: object) -> None:
         if not self.on or type(instance) is not list or len(instance) < 2:
+            return
+        if not any(type(item) in _KEYED for item in instance):
+            # Strings, numbers and null: Python's own equality is JSON's here
+            # (1 == 1.0, and a string never equals a number).
+            if len(set(instance)) != len(instance):
+                raise ValueError("has non-unique elements")
             return
         seen: set[object] = set()
         for item in instance:
