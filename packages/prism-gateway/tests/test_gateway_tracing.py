@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import trio
@@ -16,8 +21,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from prism.core import create_rule_permission_policy
 from prism.core.ledger import OtelLedgerSink, RunLedger
-from prism.gateway import HttpOptions, open_gateway, serve_http
+from prism.gateway import HttpOptions, open_gateway, serve_http, serve_stdio
 from prism.mcp import StdioTransport, open_mcp_tools
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TRACE_SERVER = Path(__file__).resolve().parent / "gateway_trace_server.py"
 TOOL = "mcp__tr__traceparent"
@@ -99,3 +107,69 @@ async def test_a_call_joins_the_trace_its_client_sent_in_meta_or_in_the_http_hea
     assert len(others) == 3
     assert all(s.parent is None for s in others)
     assert all(answers[key] != "none" for key in answers)  # each downstream call carried its own
+
+
+def _pipes() -> tuple[Any, Any, int, int]:
+    """The gateway's stdin and stdout (anyio files over pipes), and the test's ends."""
+    to_gateway, gateway_in = os.pipe()
+    gateway_out, from_gateway = os.pipe()
+    stdin = anyio.wrap_file(open(to_gateway, encoding="utf-8"))  # noqa: SIM115
+    stdout = anyio.wrap_file(open(from_gateway, "w", encoding="utf-8"))  # noqa: SIM115
+    return stdin, stdout, gateway_in, gateway_out
+
+
+async def test_over_stdio_a_call_joins_the_trace_its_client_sent_in_meta(
+    initialize: Callable[..., dict[str, Any]],
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ledger = RunLedger(sinks=[OtelLedgerSink(tracer_provider=provider)])
+    transport = StdioTransport(sys.executable, [str(TRACE_SERVER)])
+    sent = "00-5bf92f3577b34da6a3ce929d0e0e4737-10f067aa0ba902b8-01"
+    stdin, stdout, gateway_in, gateway_out = _pipes()
+    writer = trio.lowlevel.FdStream(gateway_in)
+    reader = trio.lowlevel.FdStream(gateway_out)
+    buffer = b""
+
+    async def receive(request_id: int) -> dict[str, Any]:
+        nonlocal buffer
+        while True:
+            while b"\n" not in buffer:
+                chunk = await reader.receive_some()
+                assert chunk, buffer
+                buffer += chunk
+            line, buffer = buffer.split(b"\n", 1)
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    async with (
+        open_mcp_tools(server_id="tr", transport=transport, call_timeout_s=30) as bridge,
+        open_gateway(
+            bridges=[bridge],
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            ledger=ledger,
+        ) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(partial(serve_stdio, gateway, stdin=stdin, stdout=stdout))
+        with trio.fail_after(60):
+            await writer.send_all(json.dumps(initialize()).encode() + b"\n")
+            await receive(1)
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await writer.send_all(json.dumps(initialized).encode() + b"\n")
+            params = {"name": TOOL, "arguments": {}, "_meta": {"traceparent": sent}}
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+            await writer.send_all(json.dumps(call).encode() + b"\n")
+            answer = await receive(2)
+            await writer.aclose()  # end of input: the gateway stops serving
+    for stream in (reader, stdin, stdout):
+        await stream.aclose()
+    trace_id, client_span = _ids(sent)
+    span = _call_span(list(exporter.get_finished_spans()), trace_id)
+    assert span.parent is not None
+    assert span.parent.span_id == client_span
+    assert span.context is not None
+    [block] = answer["result"]["content"]
+    assert _ids(block["text"]) == (trace_id, span.context.span_id)
