@@ -24,6 +24,7 @@ from prism.validation.jsonschema import (
 )
 from prism.validation.jsonschema._graph import analyse
 from prism.validation.jsonschema._instance import instance_cost
+from prism.validation.jsonschema._rs import compile_rs
 
 _LEAF: dict[str, Any] = {"format": "counted"}
 
@@ -261,3 +262,19 @@ def test_dynamic_reference_candidates_are_bounded_at_admission(recursive: bool) 
     within = _dynamic_candidates(80, 120, recursive=recursive)
     validator.check_schema(within)
     assert validator.validate(within, {"a": {"a": {"a": 1}}}).ok
+
+
+@pytest.mark.parametrize("schema", [{"not": {}}, {"type": "array"}, {"maxProperties": 0}])
+def test_the_engine_never_writes_the_refused_value_into_its_message(schema: dict[str, Any]) -> None:
+    # The attack: refusing a big value at its root cost 5-10x accepting it, the
+    # engine writing the whole value into a message Prism never reads (8 MB:
+    # 60 ms, 0.5 ms masked). Prism's words come from the rule and the path.
+    value = {f"k{i}": "secret-" + "x" * 10_000 for i in range(8)}
+    engine = compile_rs(schema, "draft2020", assert_formats=False)
+    with pytest.raises(jsonschema_rs.ValidationError) as caught:
+        engine.validate(value)
+    assert "secret-" not in str(caught.value)
+    assert len(str(caught.value)) < 1_000
+    result = JsonSchemaArgumentValidator().validate(schema, value)
+    assert not result.ok
+    assert "secret-" not in result.errors[0].message

@@ -36,6 +36,9 @@ RsValidationError = jsonschema_rs.ValidationError
 _PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=8 << 20, dfa_size_limit=8 << 20)
 
 
+_MASK = "<value>"
+
+
 class _RemoteReferenceError(ValueError):
     """A reference the engine tried to retrieve; nothing is ever fetched."""
 
@@ -178,5 +181,9 @@ def compile_rs(
         retriever=_refuse,
         pattern_options=_PATTERN_OPTIONS,
         keywords=keywords,
+        # Prism's refusal is built from the error's kind and path, never the
+        # engine's message, which would otherwise quote the failing value whole
+        # (refusing 8 MB at the root: 60 ms to write the message, 0.5 ms masked).
+        mask=_MASK,
     )
     return validator
