@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import pytest
@@ -68,3 +69,40 @@ def test_failed_writes_warn_once_then_are_counted(capsys: pytest.CaptureFixture[
         "OSError: [Errno 28] No space left on device\n"
         "prism: warning: 2 ledger write(s) failed; the ledger is incomplete\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("interrupted", "fails", "outcome"),
+    [(False, False, "finished"), (True, False, "aborted"), (False, True, "failed")],
+    ids=["finished", "ended early by a signal", "an error"],
+)
+def test_the_end_marker_says_how_the_run_ended(
+    tmp_path: Path, interrupted: bool, fails: bool, outcome: str
+) -> None:
+    path = tmp_path / "calls.jsonl"
+    with (
+        pytest.raises(RuntimeError) if fails else contextlib.nullcontext(),
+        recording_ledger(
+            path, label="x", failures=LedgerFailures(), interrupted=lambda: interrupted
+        ),
+    ):
+        if fails:
+            raise RuntimeError("the run failed")
+    assert [run.outcome for run in read_ledger(path).runs] == [outcome]
+
+
+async def test_chat_interrupts_abort_the_turn_then_leave_and_sigterm_ends_the_chat() -> None:
+    import signal
+
+    from prism.cli._chat import ChatInterrupts
+    from prism.core import AbortController
+
+    interrupts = ChatInterrupts()
+    turn = AbortController()
+    interrupts.current.append(turn)
+    assert interrupts(signal.SIGINT)  # during a turn: the turn is aborted
+    assert turn.signal.aborted
+    assert not interrupts.leaving.cancel_called
+    assert interrupts(signal.SIGINT)  # again while it aborts: leave
+    assert interrupts.leaving.cancel_called
+    assert not ChatInterrupts()(signal.SIGTERM)  # the watcher cancels the whole chat
