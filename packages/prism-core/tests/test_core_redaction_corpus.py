@@ -34,6 +34,7 @@ from prism.core.ledger import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
+import redaction_corpus
 from redaction_corpus import Placement, placements
 
 if TYPE_CHECKING:
@@ -120,4 +121,12 @@ def test_each_placement_is_redacted_in_its_record(placement: Placement) -> None:
 
     stored = json.dumps(default_redactor()(placement.arguments))  # type: ignore[arg-type]
     stored += str(default_redactor()(placement.error or ""))
+    stored += str(default_redactor()(placement.result))
     assert [n for n in placement.needles if n in stored] == []
+
+
+@pytest.mark.parametrize("value", redaction_corpus.ordinary_texts())
+def test_ordinary_arguments_are_kept_whole(value: object) -> None:
+    from prism.core.ledger import default_redactor
+
+    assert default_redactor()(value) == value  # type: ignore[arg-type]

@@ -84,13 +84,19 @@ _SECRET_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
         ("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_"),
         re.compile(r"(?i)\b(?:ghp|gho|ghs|ghu|ghr|github_pat)_[a-z0-9_]{16,}"),
     ),
-    (("xox",), re.compile(r"(?i)\bxox[abposr]-[a-z0-9-]{10,}")),
+    (("xox",), re.compile(r"(?i)\bxox[abposre][.-][a-z0-9.-]{10,}")),
+    (("xapp-",), re.compile(r"\bxapp-[0-9]-[0-9A-Za-z-]{10,}")),
+    (("ya29.",), re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}")),
+    (("gocspx-",), re.compile(r"\bGOCSPX-[0-9A-Za-z_-]{20,}")),
+    (("1//",), re.compile(r"(?<![\w/:.])1//0[0-9A-Za-z_-]{20,}")),
+    (("whsec_",), re.compile(r"\bwhsec_[0-9A-Za-z+/=]{20,}")),
     (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     (
         ("private key",),
         re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+            r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+            r"(?:-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|$)"
         ),
     ),
     # The userinfo of scheme://[user]:password@host (an empty user too), up to
@@ -98,12 +104,16 @@ _SECRET_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("://",), re.compile(r"(?<=://)(?=[^\s/?#@]*:)[^\s/?#]*(?=@[^\s/?#@]*)")),
     (("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
     (("sk_", "rk_"), re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{16,}")),
-    (("glpat-",), re.compile(r"\bglpat-[0-9A-Za-z_-]{16,}")),
+    (
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glimt-", "glsoat-"),
+        re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|ft|imt|soat)-[0-9A-Za-z_-]{16,}"),
+    ),
+    (("gr1348941",), re.compile(r"\bGR1348941[0-9A-Za-z_-]{16,}")),
     (("npm_",), re.compile(r"\bnpm_[0-9A-Za-z]{30,}")),
     (("hf_",), re.compile(r"\bhf_[0-9A-Za-z]{30,}")),
     (("sg.",), re.compile(r"\bSG\.[0-9A-Za-z_-]{16,}\.[0-9A-Za-z_-]{16,}")),
     (("pypi-",), re.compile(r"\bpypi-[0-9A-Za-z_-]{40,}")),
-    (("dop_v1_", "doo_v1_"), re.compile(r"\bdo[op]_v1_[0-9a-f]{40,}")),
+    (("dop_v1_", "doo_v1_", "dor_v1_"), re.compile(r"\bdo[opr]_v1_[0-9a-f]{40,}")),
     (("hooks.slack.com",), re.compile(r"hooks\.slack\.com/services/[0-9A-Za-z/_-]+")),
     # An Authorization or Proxy-Authorization header in any scheme, to the end of the line.
     (
@@ -112,7 +122,12 @@ _SECRET_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     ),
 )
 # ``name = value`` / ``"name": "value"`` assignments; the name is kept.
-_ASSIGN_TRIGGERS = ("pass", "pwd", "token", "secret", "key", "auth", "credential", "cookie")
+_ASSIGN_TRIGGERS = (
+    "pass", "pw", "token", "secret", "key", "auth", "credential", "cookie", "sig", "bearer",
+    "session", "private", "access",
+)  # fmt: skip
+# Command lines that pass a password in a flag: ``curl -u user:pass``, ``mysql -pPASS``.
+_COMMAND_TRIGGERS = ("-u", "--user", "mysql", "mariadb", "sshpass")
 # A quoted value is redacted whole, spaces and all ("correct horse battery staple").
 
 
@@ -137,31 +152,160 @@ def _trie_pattern(words: Iterable[str]) -> str:
 
 # Any trigger at all decides whether a rule may apply.
 _TRIGGERS = tuple(
-    sorted({t for triggers, _ in _SECRET_RULES for t in triggers} | set(_ASSIGN_TRIGGERS))
+    sorted(
+        {t for triggers, _ in _SECRET_RULES for t in triggers}
+        | set(_ASSIGN_TRIGGERS)
+        | set(_COMMAND_TRIGGERS)
+    )
 )
 _ANY_TRIGGER = re.compile(_trie_pattern(_TRIGGERS))
-_SECRET_ASSIGNMENT = re.compile(
-    rf"(?i)(?P<name>(?:password|passwd|passphrase|pwd|token|secret|api{_SEP}key"
-    rf"|access{_SEP}key|private{_SEP}key|auth|credentials?|cookie)"
-    r"[\"']?\s*[=:]\s*)(?:(?P<quote>[\"'])(?:(?!(?P=quote))[^\r\n])*(?P=quote)?|[^\s\"'&,;]+)"
+# ``name = value`` and ``"name": value``: the name (one or two words: ``the
+# password: x``) is judged whole by :func:`_is_secret_key`, then its value is
+# found by _ASSIGNED_VALUE. Quotes may be escaped (JSON inside a JSON string).
+_ASSIGNED_NAME = re.compile(
+    r"(?<![\w.])(?P<name>[A-Za-z_][\w.-]*(?: [A-Za-z_][\w.-]*)?)"
+    r"(?:\\?[\"'])?(?P<space>[ \t]*)[=:](?P<after>[ \t]*)(?![=:/])"
 )
+_ASSIGNED_VALUE = re.compile(
+    r"\\(?P<escaped>[\"'])(?:(?!\\(?P=escaped))[^\r\n])*(?:\\(?P=escaped))?"
+    r"|(?P<quote>[\"'])(?:\\[^\r\n]|(?!(?P=quote))[^\r\n\\])*(?P=quote)?"
+)
+_BARE_VALUE = re.compile(r"[^\s\"'&,;<>\\]+")
+# After ``name = `` or ``name: `` (a config line) an unquoted value runs to the end
+# of the line (a passphrase has spaces), or to a JSON comma or bracket, or a comma
+# before the next ``name:`` (``def f(password: str, retries: int)``).
+_LINE_VALUE = re.compile(
+    r"[^\r\n]+?(?=\s*(?:,\s*\\?[\"']|,\s*[A-Za-z_][\w.-]*\s*[=:]|[}\]]|\\[rn]|$))", re.MULTILINE
+)
+
+
+def _redact_assignments(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for match in _ASSIGNED_NAME.finditer(text):
+        start = match.end()
+        if start <= pos or not _is_secret_key(match.group("name")):
+            continue
+        value = _ASSIGNED_VALUE.match(text, start)
+        if value is None and not match.group("after") and text[start : start + 1] in "\r\n":
+            # ``"password":`` then the quoted value on the next line
+            ahead = text[start : start + 200]
+            value = _ASSIGNED_VALUE.match(text, start + len(ahead) - len(ahead.lstrip()))
+        if value is not None:
+            quote = (
+                "\\" + value.group("escaped") if value.group("escaped") else value.group("quote")
+            )
+            out += [text[pos : value.start()], quote, _REDACTED, quote]
+        else:
+            spaced = match.group("space") or match.group("after")
+            value = (_LINE_VALUE if spaced else _BARE_VALUE).match(text, start)
+            if value is None:
+                continue
+            out += [text[pos:start], _REDACTED]
+        pos = value.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# ``--password hunter2`` in one string (``--password=...`` is an assignment).
+_SECRET_FLAG = re.compile(
+    r"(?<!\S)--(?P<flag>[A-Za-z][\w-]*)[ \t]+(?P<value>\"[^\"\r\n]*\"?|'[^'\r\n]*'?|[^\s-]\S*)"
+)
+# ``<password>...</password>``
+_XML_ELEMENT = re.compile(r"<(?P<tag>[A-Za-z_][\w:.-]*)(?:\s[^<>]*)?>(?P<value>[^<]+)</(?P=tag)>")
+# .netrc: ``machine host login name password secret`` (on one line or several)
+_NETRC = re.compile(r"(?<![\w-])login\s+\S+\s+password\s+(?P<value>\S+)")
+# ``curl -u user:password`` / ``--user user:password``
+_USER_FLAG = re.compile(
+    r"(?<!\S)(?:-u|--user)[ \t]*[\"']?(?P<user>[^\s:\"']*):(?P<value>[^\s\"']+)"
+)
+# ``mysql -pPASS`` (also ``-p PASS`` after sshpass): only after the commands
+# that take a password there (``find -print``, ``mkdir -pv`` keep theirs).
+_PASSWORD_P_COMMAND = re.compile(r"\b(?:mysql\w*|mariadb\w*|sshpass)\b[^\r\n|;&]*?(?<!\S)-p")
+_P_VALUE = re.compile(r"(?:[ \t]+(?=[^\s-]))?(?P<value>\S+)")
+
+
+def _sub_value(pattern: re.Pattern[str], text: str, keep: Callable[[re.Match[str]], bool]) -> str:
+    """``text`` with each match's ``value`` group redacted, unless ``keep(match)``."""
+    out: list[str] = []
+    pos = 0
+    for match in pattern.finditer(text):
+        if keep(match):
+            continue
+        out += [text[pos : match.start("value")], _REDACTED]
+        pos = match.end("value")
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _not_secret_flag(match: re.Match[str]) -> bool:
+    return not _is_secret_key(match.group("flag"))
+
+
+def _not_secret_tag(match: re.Match[str]) -> bool:
+    return match.group("value").startswith(_REDACTED) or not _is_secret_key(match.group("tag"))
+
+
+def _never(match: re.Match[str]) -> bool:
+    return False
+
+
+def _uid_gid(match: re.Match[str]) -> bool:
+    """``docker run -u 1000:1000``: a user and group id, not a password."""
+    return match.group("user").isdigit() and match.group("value").isdigit()
+
+
+def _redact_p_flags(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for command in _PASSWORD_P_COMMAND.finditer(text):
+        # (a command's match ends past the value before it: it holds " -p")
+        value = _P_VALUE.match(text, command.end())
+        if value is None or _PORT.fullmatch(value.group("value")):
+            continue
+        out += [text[pos : value.start("value")], _REDACTED]
+        pos = value.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# A port, a port mapping or a process id: what ``-p`` takes in ssh, docker, ps.
+_PORT = re.compile(r"[0-9.:\[\]]+(?:/(?:tcp|udp|sctp))?")
+
+
+# The words of an identifier: ``DB_PASS``, ``dbPass``, ``X-Amz-Signature``.
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# A last word that makes a name secret on its own (``signature_count`` is not).
+_SECRET_LAST_WORDS = frozenset({"pass", "pw", "pwd", "passwd", "sig", "signature"})
+# ``<word> key`` names that hold a secret (``sort_key``, ``primary key`` do not).
+_SECRET_KEY_OWNERS = frozenset({"master", "app", "account", "subscription", "functions"})
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key)) and not _COUNT_KEY.match(key)
-
-
-def _keep_name(match: re.Match[str]) -> str:
-    quote = match.group("quote") or ""
-    return f"{match.group('name')}{quote}{_REDACTED}{quote}"
+    if _COUNT_KEY.match(key):
+        return False
+    if _SECRET_KEY.search(key):
+        return True
+    words = _WORD.findall(key)
+    if not words:
+        return False
+    last = words[-1].lower()
+    if last in _SECRET_LAST_WORDS:
+        return True
+    return last == "key" and len(words) > 1 and words[-2].lower() in _SECRET_KEY_OWNERS
 
 
 # A run of base64 (standard or URL-safe) long enough to hold a key, and a
 # percent-encoded text: decoded, they are checked for the same shapes.
 # (The look-behind starts a run only at its first character: no rescans inside a word.)
 _B64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
-_PRINTABLE = re.compile(r"[\x20-\x7e\t\r\n]+")
 
 
 def _decoded_secret(run: str) -> bool:
@@ -178,12 +322,10 @@ def _decoded_secret(run: str) -> bool:
             raw = base64.b64decode(padded, validate=True)
     except (binascii.Error, ValueError):
         return False
-    try:
-        text = raw.decode("ascii")
-    except UnicodeDecodeError:
-        return False
-    if not _PRINTABLE.fullmatch(text):
-        return False
+    # UTF-8 text (a comment in another language, say) may hold a secret as
+    # well as ASCII; undecodable bytes become U+FFFD, so a binary blob around
+    # a secret still shows it.
+    text = raw.decode("utf-8", "replace")
     return _redact_plain(text) != text
 
 
@@ -235,10 +377,23 @@ def _apply_rules(text: str, low: str) -> str:
             if trigger in low:
                 text = pattern.sub(_REDACTED, text)
                 break
+    if "-u" in low or "--user" in low:
+        text = _sub_value(_USER_FLAG, text, _uid_gid)
+    if "-p" in text and ("mysql" in low or "mariadb" in low or "sshpass" in low):
+        text = _redact_p_flags(text)
+    for trigger in _ASSIGN_TRIGGERS:
+        if trigger in low:
+            break
+    else:
+        return text
     if "=" in text or ":" in text:
-        for trigger in _ASSIGN_TRIGGERS:
-            if trigger in low:
-                return _SECRET_ASSIGNMENT.sub(_keep_name, text)
+        text = _redact_assignments(text)
+    if "--" in text:
+        text = _sub_value(_SECRET_FLAG, text, _not_secret_flag)
+    if "</" in text:
+        text = _sub_value(_XML_ELEMENT, text, _not_secret_tag)
+    if "login" in low and "password" in low:
+        text = _sub_value(_NETRC, text, _never)
     return text
 
 
@@ -263,22 +418,36 @@ def default_redactor() -> Redactor:
     It replaces with ``[REDACTED]``:
 
     - the value under any key that looks secret, in any casing and with any
-      separator (``password``, ``clientSecret``, ``X-API-KEY``, ``db.Password``):
-      passwords, tokens (not token counts such as ``max_tokens``), API, access
-      and private keys, ``Authorization`` / ``auth`` headers, cookies,
-      credentials, session ids;
+      separator (``password``, ``clientSecret``, ``X-API-KEY``, ``db.Password``,
+      ``DB_PASS``, ``X-Amz-Signature``, ``master_key``,
+      ``Ocp-Apim-Subscription-Key``): passwords, tokens (not token counts such
+      as ``max_tokens``), API, access, private, signing and encryption keys,
+      signatures, ``Authorization`` / ``auth`` headers, cookies, credentials,
+      session ids (not ``passage``, ``signature_count``, ``sort_key``);
     - the ``value`` of a ``{"name": "Authorization", "value": ...}`` pair, and
       the list item after one that names a secret or an auth scheme
-      (``["--password", "hunter2"]``, ``["Bearer", "..."]``);
+      (``["--password", "hunter2"]``, ``["Bearer", "..."]``), after ``-p``
+      unless it is a port or process id or the program's ``-p`` is no password
+      (``mkdir``, ``ssh``, ...), and the password of ``["-u", "user:pass"]``;
+    - the value assigned to such a name in text, the name judged whole and kept
+      (``SECRET_KEY=...``, ``"secret_key": "..."``, ``secretKey: ...``, a
+      query's ``&sig=...``, escaped JSON inside a JSON string): a quoted value
+      whole, an unquoted one after ``name = `` / ``name: `` to the end of the
+      line (a passphrase has spaces);
+    - command lines: ``--password X``, ``curl -u user:X``, ``mysql -pX``,
+      ``sshpass -p X``; ``.netrc``'s ``login NAME password X``;
+      ``<password>X</password>``;
     - secret-looking text anywhere, keys included: ``Bearer``/``Basic``
       credentials, ``Authorization``/``Proxy-Authorization`` headers in any
-      scheme, provider keys (``sk-``, GitHub, Slack, AWS key ids, Google,
-      Stripe, GitLab, npm, Hugging Face, SendGrid, PyPI, DigitalOcean), JWTs,
-      PEM private keys, the userinfo of ``scheme://[user]:password@host``
-      (an empty user too), and ``password=...`` / ``"api_key": "..."`` style
-      assignments, a quoted value whole;
-    - the same shapes after base64 or percent decoding.
+      scheme, provider keys (``sk-``, GitHub, Slack ``xox*-``/``xapp-``, AWS key
+      ids, Google ``AIza``/``ya29.``/``GOCSPX-``/``1//0``, Stripe ``sk_live_``/
+      ``whsec_``, GitLab ``glpat-``/``gldt-``/``glrt-``/``glptt-``/
+      ``GR1348941``, npm, Hugging Face, SendGrid, PyPI, DigitalOcean
+      ``dop_v1_``/``dor_v1_``), JWTs, PEM private keys, PGP private key blocks,
+      the userinfo of ``scheme://[user]:password@host`` (an empty user too);
+    - the same shapes after base64 (of any UTF-8 text) or percent decoding.
 
+    A key longer than the clip limit is redacted before it is clipped.
     It never mutates its input, and also bounds sizes like the ledger does.
     """
     return _DEFAULT
@@ -327,16 +496,19 @@ def _bounded(value: object, depth: int, redact: bool) -> JsonValue:
         secret_value = redact and _names_a_secret_header(value)
         for key, item in pairs:
             name = key if type(key) is str else str(key)
-            if len(name) > _MAX_STRING:
-                name = clip_counted(name, _MAX_STRING)
             if redact:
-                # A key is redacted like a value (a key may be a secret itself).
+                # A key is redacted like a value (a key may be a secret itself),
+                # before it is clipped: a secret across the cut goes whole.
                 name = _redacted_key(name, out)
-                if item is not None and (
-                    _is_secret_key(name) or (secret_value and name in _HEADER_VALUE_KEYS)
-                ):
-                    out[name] = _REDACTED
-                    continue
+            elif len(name) > _MAX_STRING:
+                name = clip_counted(name, _MAX_STRING)
+            if (
+                redact
+                and item is not None
+                and (_is_secret_key(name) or (secret_value and name in _HEADER_VALUE_KEYS))
+            ):
+                out[name] = _REDACTED
+                continue
             out[name] = _bounded(item, depth + 1, redact)
         if out_note is not None:
             out["..."] = out_note
@@ -365,7 +537,10 @@ def _redact_key(name: str) -> str:
 
 def _redacted_key(name: str, taken: dict[str, JsonValue]) -> str:
     """``name`` redacted like a value; a second redacted key gets a number, not the first's slot."""
-    redacted = _redact_key(name)
+    if len(name) > _MAX_STRING:
+        redacted = _bounded_str(name, _MAX_STRING, True)  # not cached: keys this long are rare
+    else:
+        redacted = _redact_key(name)
     if redacted == name or redacted not in taken:
         return redacted
     number = 2
@@ -406,13 +581,41 @@ def _redact_split(original: Sequence[object], items: list[JsonValue]) -> None:
         item = original[index]
         if type(item) is not str or len(item) > 100:
             continue
+        following = original[index + 1]
+        if type(following) is not str:
+            continue
+        if item == "-p":
+            if not _PORT.fullmatch(following) and not _p_is_not_a_password(original):
+                items[index + 1] = _REDACTED
+            continue
+        if item in ("-u", "--user"):
+            user, colon, password = following.partition(":")
+            if colon and password and not (user.isdigit() and password.isdigit()):
+                items[index + 1] = f"{user}:{_REDACTED}"
+            continue
         word = item.strip().rstrip(":=").lstrip("-").strip()
         if not word:
             continue
-        if (_is_secret_key(word) or word.lower() in _SCHEME_WORDS) and type(
-            original[index + 1]
-        ) is str:
+        if _is_secret_key(word) or word.lower() in _SCHEME_WORDS:
             items[index + 1] = _REDACTED
+
+
+# Programs whose ``-p`` takes no password (``mkdir -p build``, ``tar -p``); after
+# any other, ``["-p", X]`` redacts X unless X is a port or a process id.
+_P_NOT_A_PASSWORD = frozenset(
+    {
+        "mkdir", "install", "cp", "mv", "ln", "read", "tar", "xargs", "patch", "rsync",
+        "git", "ls", "ps", "pgrep", "pkill", "docker", "podman", "kubectl", "ssh", "scp",
+        "nc", "ncat", "python", "python3", "pytest", "uv", "pip", "npm", "npx", "cargo",
+    }
+)  # fmt: skip
+
+
+def _p_is_not_a_password(argv: Sequence[object]) -> bool:
+    program = argv[0]
+    if type(program) is not str:
+        return False
+    return program.rpartition("/")[2] in _P_NOT_A_PASSWORD
 
 
 def json_safe(value: object, depth: int = 0) -> JsonValue:
