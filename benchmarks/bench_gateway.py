@@ -14,6 +14,9 @@ gateway_stdio_main.py, which bridges that server and offers its own tools.
 4. SDK relay: a bare low-level SDK server that forwards each call to the
    server with the SDK client (this script run with ``--relay``): two MCP
    hops and no Prism code, the floor for any MCP proxy built on the SDK.
+4b. byte relay: a process that copies bytes between the client's pipes and
+   the server's, parsing nothing (``--pipe-relay``): the cost of the second
+   process hop alone, the floor for any proxy at all.
 5. gateway, bridged: ``mcp__fx__echo`` through every gate and prism-mcp's
    bridge: two MCP hops. The issue's target is <= 1.2x the direct call.
 6. the same bridged call over Streamable HTTP (gateway in this process).
@@ -34,8 +37,8 @@ gateway, the relay) spent per call, read from /proc: less noisy than wall time
 on a shared machine, and it separates the gateway's own work from the time it
 waits for the bridged server.
 
-Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--startup``
-or ``--sessions``: only rows 7 or 8).
+Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--calls``,
+``--startup`` or ``--sessions``: only rows 1-6, 7 or 8).
 """
 
 from __future__ import annotations
@@ -111,6 +114,32 @@ async def _relay() -> None:
             await server.run(read, write, server.create_initialization_options())
 
 
+async def _pipe_relay() -> None:
+    """Copy bytes between this process's stdio and the server's, parsing nothing."""
+    server = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    into, out = server.stdin, server.stdout
+
+    async def copy(source: Any, sink: Any) -> None:
+        while chunk := await source.receive_some(65536):
+            await sink.send_all(chunk)
+
+    async with (
+        trio.lowlevel.FdStream(os.dup(0)) as stdin,
+        trio.lowlevel.FdStream(os.dup(1)) as stdout,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(copy, out, stdout)
+        await copy(stdin, into)
+        await into.aclose()
+        nursery.cancel_scope.cancel()
+    server.kill()
+    await server.wait()
+
+
 async def main() -> list[Row]:
     root = tempfile.mkdtemp(prefix="prism-bench-gateway-")
     await trio.Path(root, "f.txt").write_text("x\n", encoding="utf-8")
@@ -120,6 +149,7 @@ async def main() -> list[Row]:
         Client(StdioServerParameters(command=python, args=[str(SERVER), "direct"])) as direct,
         Client(StdioServerParameters(command=python, args=[str(GATEWAY), root])) as gateway,
         Client(StdioServerParameters(command=python, args=[__file__, "--relay"])) as relay,
+        Client(StdioServerParameters(command=python, args=[__file__, "--pipe-relay"])) as pipe,
         open_mcp_tools(server_id="fx", transport=transport) as bridge,
         open_gateway(
             bridges=[bridge],
@@ -133,14 +163,16 @@ async def main() -> list[Row]:
         direct_pid = pids.get(f"{SERVER} direct")
         gateway_pid = pids.get(f"{GATEWAY} {root}")
         relay_pid = pids.get(f"{__file__} --relay")
+        pipe_pid = pids.get(f"{__file__} --pipe-relay")
         async with Client(url) as http:
-            for client in (direct, gateway, relay, http):
+            for client in (direct, gateway, relay, pipe, http):
                 await client.list_tools()
             cases: list[tuple[str, Client, str, dict[str, Any], int | None]] = [
                 ("direct", direct, "echo", ARGS, direct_pid),
                 ("local", gateway, "local_echo", ARGS, gateway_pid),
                 ("read", gateway, "read", {"path": "f.txt"}, gateway_pid),
                 ("relay", relay, "echo", ARGS, relay_pid),
+                ("pipe", pipe, "echo", ARGS, pipe_pid),
                 ("bridged", gateway, "mcp__fx__echo", ARGS, gateway_pid),
                 ("http", http, "mcp__fx__echo", ARGS, None),
             ]
@@ -167,6 +199,7 @@ async def main() -> list[Row]:
         ("local", "stdio: client -> gateway local_echo (in-process)", "gateway", "one MCP hop"),
         ("read", "stdio: client -> gateway read (coding tool)", "gateway", "one MCP hop"),
         ("relay", "stdio: client -> bare SDK relay -> server", "relay", "two MCP hops"),
+        ("pipe", "stdio: client -> byte relay -> server", "relay", "one MCP hop, two processes"),
         ("bridged", "stdio: client -> gateway -> server (bridged)", "gateway", "two MCP hops"),
         ("http", "http: client -> gateway -> server (bridged)", None, "gateway in this process"),
     ]
@@ -357,6 +390,10 @@ async def _slow_server() -> None:
 if __name__ == "__main__":
     if "--relay" in sys.argv[1:]:
         trio.run(_relay)
+    elif "--pipe-relay" in sys.argv[1:]:
+        trio.run(_pipe_relay)
+    elif "--calls" in sys.argv[1:]:
+        run(main)
     elif "--slow-server" in sys.argv[1:]:
         trio.run(_slow_server)
     elif "--startup" in sys.argv[1:]:

@@ -65,6 +65,12 @@ class Forwarder:
     _wake: trio.Event = attrs.field(factory=trio.Event)
     # Held while a call's log messages are being sent: its result waits for them.
     _sending: dict[CallScope, trio.Lock] = attrs.field(factory=dict)
+    # The servers whose bridges were given this forwarder's callbacks.
+    _servers: set[str] = attrs.field(factory=set)
+
+    def forwards(self, server_id: str) -> bool:
+        """Whether ``server_id``'s requests and logs come through here (a server it started)."""
+        return server_id in self._servers
 
     @contextlib.contextmanager
     def calling(self, server_id: str, scope: CallScope) -> Iterator[None]:
@@ -203,6 +209,7 @@ class Forwarder:
         one call, it is dropped. Messages are sent as they come, and those
         still waiting when the call ends are sent before its result.
         """
+        self._servers.add(server_id)
 
         def on_log(message: McpLogMessage) -> None:
             try:
@@ -244,7 +251,11 @@ class Forwarder:
 
         Waits for a sending already under way, so none is overtaken by the result.
         """
-        lock = self._sending.setdefault(scope, trio.Lock())
+        lock = self._sending.get(scope)
+        if lock is None:
+            if not self._pending.get(scope):
+                return  # nothing waits, nothing is being sent
+            lock = self._sending[scope] = trio.Lock()
         async with lock:
             for notification in self._pending.pop(scope, []):
                 with contextlib.suppress(Exception):  # the call (or the client) may be gone

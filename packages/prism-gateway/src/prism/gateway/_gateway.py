@@ -74,6 +74,7 @@ __all__ = ["Gateway", "open_gateway"]
 _log = logging.getLogger("prism.gateway")
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
+_OPTIONS_CACHE = 256
 
 
 def _label(text: str, limit: int = 48) -> str:
@@ -196,6 +197,9 @@ class Gateway:
     _servers: dict[str, ServerState] = attrs.field(factory=dict)
     # Whom each downstream server's questions go to (the client whose call it serves).
     _forward: Forwarder = attrs.field(factory=Forwarder)
+    # client label -> the dispatch options of its calls (made once, not per call; reset
+    # when the tools change)
+    _client_options: dict[str, DispatchOptions] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self._listen = ListenHandler(self._bus)
@@ -249,6 +253,7 @@ class Gateway:
                 value=[tool.name for tool in offered],
             ) from exc
         self._options = attrs.evolve(self._options, registry=registry)
+        self._client_options.clear()
         self._names = names
         self._owners = owners
         # Hints are typed (ToolHints checks them; prism-mcp reads a bridged server's leniently).
@@ -390,11 +395,8 @@ class Gateway:
                     if _wants_progress(ctx):
                         result = await self._dispatch_with_progress(ctx, call, client)
                     else:
-                        options = attrs.evolve(
-                            self._options, on_event=self._on_event, metadata={"client": client}
-                        )
-                        result = await dispatch_tool_call(call, options)
-                if owner is not None:
+                        result = await dispatch_tool_call(call, self._options_for(client))
+                if owner is not None and self._forward.forwards(owner.server_id):
                     # A log message the server sent just before its result is handled by
                     # a task of its own: let it run while the call still counts as running.
                     await trio.lowlevel.checkpoint()
@@ -453,6 +455,17 @@ class Gateway:
                     result=ToolResult.error(reason),
                 )
             )
+
+    def _options_for(self, client: str) -> DispatchOptions:
+        """The dispatch options of ``client``'s calls (its label in their metadata)."""
+        options = self._client_options.get(client)
+        if options is None:
+            if len(self._client_options) >= _OPTIONS_CACHE:
+                self._client_options.clear()
+            options = self._client_options[client] = attrs.evolve(
+                self._options, on_event=self._on_event, metadata={"client": client}
+            )
+        return options
 
     async def _dispatch_with_progress(
         self, ctx: ServerRequestContext[Any, Any], call: ToolCall, client: str
