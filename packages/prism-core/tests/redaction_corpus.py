@@ -321,6 +321,7 @@ def ordinary_texts() -> list[object]:
         "git push -u origin main",
         "mysql --port 3306 -h db",
         "mysql -u root -p",
+        "cd /srv/1//releases_2026_current_build_x",
         "docker run -u 1000:1000 img",
         "docker run --name db mysql -p 3306:3306",
         "<user>bob</user><path>/tmp/x</path>",

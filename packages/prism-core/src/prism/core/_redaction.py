@@ -88,7 +88,7 @@ _SECRET_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("xapp-",), re.compile(r"\bxapp-[0-9]-[0-9A-Za-z-]{10,}")),
     (("ya29.",), re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}")),
     (("gocspx-",), re.compile(r"\bGOCSPX-[0-9A-Za-z_-]{20,}")),
-    (("1//",), re.compile(r"(?<![\w/:.])1//0[0-9A-Za-z_-]{20,}")),
+    (("1//",), re.compile(r"(?<![\w/:.])1//[0-9A-Za-z_-]{20,}")),
     (("whsec_",), re.compile(r"\bwhsec_[0-9A-Za-z+/=]{20,}")),
     (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
@@ -440,7 +440,7 @@ def default_redactor() -> Redactor:
     - secret-looking text anywhere, keys included: ``Bearer``/``Basic``
       credentials, ``Authorization``/``Proxy-Authorization`` headers in any
       scheme, provider keys (``sk-``, GitHub, Slack ``xox*-``/``xapp-``, AWS key
-      ids, Google ``AIza``/``ya29.``/``GOCSPX-``/``1//0``, Stripe ``sk_live_``/
+      ids, Google ``AIza``/``ya29.``/``GOCSPX-``/``1//``, Stripe ``sk_live_``/
       ``whsec_``, GitLab ``glpat-``/``gldt-``/``glrt-``/``glptt-``/
       ``GR1348941``, npm, Hugging Face, SendGrid, PyPI, DigitalOcean
       ``dop_v1_``/``dor_v1_``), JWTs, PEM private keys, PGP private key blocks,
