@@ -13,6 +13,15 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
 - ``log``: tools/call of ``flood`` sends ``count`` log notifications, then answers.
 - ``announce``: tools/call of ``flood`` announces ``count`` tool list changes
   (that change nothing), then answers.
+- ``junk``: one tools/list page of the ``flood`` tool followed by ``count``
+  entries that are not objects (``1``, ``"x"``, ``null``...).
+- ``deep``: one tools/list page of ``flood`` and ``deep``, whose inputSchema
+  nests ``count`` levels of ``properties``.
+- ``many``: one tools/list page of ``count`` small tools, the last of which
+  the SDK would refuse (an ``outputSchema`` of ``{"type": "string"}``).
+- ``storm``: every tools/list answer is followed by a tool list change
+  announcement (that changes nothing); tools/call of ``flood`` answers with the
+  number of tools/list requests seen so far. ``count`` is unused.
 - ``shapes``: tools with annotations and output schemas whose results lie
   (see ``SHAPES``); ``count`` is unused.
 - ``costly_schemas``: one page of tools whose ``outputSchema`` is about 240 kB of
@@ -126,6 +135,8 @@ SHAPES: dict[str, Shape] = {
 
 
 MUTATED: set[str] = set()
+TASKED: set[str] = set()
+LISTINGS: list[object] = []
 ASKING: list[object] = []
 
 
@@ -141,6 +152,8 @@ def shape_tool(name: str) -> dict[str, object]:
         out["outputSchema"] = output
     if name == "plain_task":
         out["execution"] = {"taskSupport": "required"}
+    if name in TASKED:
+        out["execution"] = {"taskSupport": "optional"}
     if name == "untyped_output":
         out["inputSchema"] = {"properties": {}}
     return out
@@ -185,6 +198,26 @@ def list_page(request_id: object, cursor: object) -> None:
         entry = tool("flood")
         entry["outputSchema"] = {"type": "object"}
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [entry]}})
+        return
+    if MODE == "junk":
+        junk: list[object] = [1, "x", None, [], 2.5, True]
+        entries: list[object] = [tool("flood"), *(junk[n % len(junk)] for n in range(COUNT))]
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": entries}})
+        return
+    if MODE == "many":
+        many: list[object] = [tool(f"m{n}") for n in range(COUNT)]
+        bad = tool("bad")
+        bad["outputSchema"] = {"type": "string"}
+        many[-1] = bad
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": many}})
+        return
+    if MODE == "deep":
+        schema: dict[str, object] = {"type": "object"}
+        for _ in range(COUNT):
+            schema = {"type": "object", "properties": {"a": schema}}
+        entry = tool("deep")
+        entry["inputSchema"] = schema
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood"), entry]}})
         return
     if MODE != "pages":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood")]}})
@@ -285,7 +318,13 @@ def main() -> None:
             # listing that follows already has it.
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "tools/list":
+            LISTINGS.append(request_id)
             list_page(request_id, params.get("cursor"))
+            if MODE == "storm":
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        elif method == "tools/call" and MODE == "storm":
+            count: list[object] = [{"type": "text", "text": str(len(LISTINGS))}]
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"content": count}})
         elif method == "tools/call" and MODE == "shapes" and params["name"] == "ask_nan":
             ASKING.append(request_id)
             number = {"type": "number", "maximum": float("nan")}
@@ -298,7 +337,9 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": ASKING.pop(), "result": {"content": text}})
         elif method == "tools/call" and MODE == "shapes" and params["name"] == "mutate":
             # Change another tool after it was listed (and approved), and announce it.
-            MUTATED.add("good")
+            # With {"part": "task"}: only its execution.taskSupport becomes optional.
+            arguments = params.get("arguments") or {}
+            (TASKED if arguments.get("part") == "task" else MUTATED).add("good")
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": request_id, "result": {"content": TEXT}})
         elif method == "tools/call" and MODE == "shapes":

@@ -191,3 +191,99 @@ async def test_listing_bounds_keep_what_fits(
             assert len(bridge.tools) == kept
     limit = "max_list_pages" if "max_list_pages" in options else "max_list_bytes"
     assert any(limit in record.getMessage() for record in caplog.records)
+
+
+async def test_a_server_announcing_after_every_listing_is_checked_three_times_then_stale(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Each listing's answer is followed by an announcement: every verification that
+    # ended started a fresh one, so the bridge re-listed forever and never said stale.
+    from prism.core import ToolCall, ToolExecutionContext
+    from prism.mcp import StdioTransport
+
+    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), "storm", "0"])
+    ctx = ToolExecutionContext(ToolCall(id="s", name="mcp:st:flood", arguments={}))
+    with trio.fail_after(60):
+        async with open_mcp_tools(server_id="st", transport=server, protocol="legacy") as bridge:
+            await bridge.wait_stale()
+            assert bridge.stale
+            (tool,) = bridge.tools
+            # The first listing and three checks; after stale no more until refresh().
+            assert (await tool.execute({}, ctx)).joined_text == "4"
+            assert (await tool.execute({}, ctx)).joined_text == "4"
+            await bridge.refresh()
+            # refresh() lists (5) and the count starts again: three more checks.
+            await bridge.wait_stale()
+            assert (await tool.execute({}, ctx)).joined_text == "8"
+    assert any("keeps announcing" in record.getMessage() for record in caplog.records)
+
+
+async def _open_flood(mode: str, count: int) -> list[str]:
+    from prism.mcp import StdioTransport
+
+    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), mode, str(count)])
+    with trio.fail_after(60):
+        async with open_mcp_tools(server_id="jk", transport=server, protocol="legacy") as bridge:
+            return [tool.name for tool in bridge.tools]
+
+
+async def test_a_page_of_more_entries_than_the_tool_cap_is_refused_whole(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 100,000 two-byte junk entries beside one good tool: each was checked by two
+    # models (seconds of a frozen loop) and counted toward no bound.
+    assert await _open_flood("junk", 100_000) == []
+    assert any("100001 entries, more than 4096" in r.getMessage() for r in caplog.records)
+
+
+async def test_entries_that_are_not_objects_are_dropped_and_the_tool_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert await _open_flood("junk", 4_000) == ["mcp:jk:flood"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("skipping tool 1: " in m and "not a JSON object" in m for m in messages)
+    # Bounded warnings: not one per junk entry.
+    assert sum("not a JSON object" in m for m in messages) <= 64
+
+
+async def test_a_tool_too_deep_to_serialise_is_skipped_and_its_sibling_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A 2.5 kB schema nested 130 levels failed the whole listing.
+    assert await _open_flood("deep", 130) == ["mcp:jk:flood"]
+    assert any("MCP server jk: skipping tool 'deep'" in r.getMessage() for r in caplog.records)
+
+
+_FIRST_OPEN = """
+import sys, threading, trio
+from prism.mcp import StdioTransport, open_mcp_tools
+
+imported_on = []
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "prism.validation.jsonschema":
+            imported_on.append(threading.current_thread() is threading.main_thread())
+        return None
+
+sys.meta_path.insert(0, Watch())
+
+async def main():
+    server = StdioTransport(sys.executable, [sys.argv[1], "log", "0"])
+    async with open_mcp_tools(server_id="fo", transport=server, protocol="legacy") as bridge:
+        assert bridge.tools
+    print(imported_on)
+
+trio.run(main)
+"""
+
+
+async def test_the_first_open_imports_the_output_validator_off_the_event_loop() -> None:
+    # Its first import (the schema engine) froze the loop for 0.2-0.5 s.
+    pytest.importorskip("prism.validation.jsonschema")
+    server = str(TESTS / "mcp_flood_server.py")
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", _FIRST_OPEN, server], capture_stdout=True, capture_stderr=True
+        )
+    assert done.stdout.decode().split() == ["[False]"], done.stderr.decode()[-2000:]

@@ -202,3 +202,23 @@ async def test_links_planted_at_the_pins_file_and_its_temporary_name_are_never_w
     assert sorted(name for name in os.listdir(tmp_path) if name.endswith(".tmp")) == [
         f".pins.json.{os.getpid()}.tmp"
     ]
+
+
+async def test_a_switch_to_task_augmented_runs_after_pinning_is_drift() -> None:
+    # Only execution.taskSupport changes (forbidden -> optional): the call would
+    # now run as a task the host never approved.
+    with trio.fail_after(20):
+        async with open_mcp_tools(server_id="sh", transport=SHAPES, protocol="legacy") as bridge:
+            first = dict(bridge.tool_info["mcp:sh:good"].definition_parts)
+            tool = next(tool for tool in bridge.tools if tool.name == "mcp:sh:mutate")
+            ctx = ToolExecutionContext(ToolCall(id="m", name=tool.name, arguments={}))
+            await tool.execute({"part": "task"}, ctx)
+            await bridge.wait_stale()
+            await bridge.refresh()
+            info = bridge.tool_info["mcp:sh:good"]
+            after = await run(bridge, "good")
+    # Pins of tools that are not task-augmented have no such part (older pins hold).
+    assert "taskSupport" not in first
+    assert info.task_support == "optional"
+    assert info.changed == ("taskSupport",)
+    assert after.details["mcp_error"] == "definition_changed"

@@ -140,15 +140,23 @@ def definition_parts(
     output_schema: object,
     annotations: McpToolAnnotations,
     title: str | None,
+    task_support: str = "forbidden",
 ) -> dict[str, str]:
-    """The SHA-256 of each part of what a tool says it is."""
-    return {
+    """The SHA-256 of each part of what a tool says it is.
+
+    ``taskSupport`` is a part only when it is not ``"forbidden"`` (the default),
+    so pins written before it was one still hold for tools that never ran as tasks.
+    """
+    parts = {
         "description": _sha(description),
         "inputSchema": _sha(input_schema),
         "outputSchema": _sha(output_schema),
         "annotations": _sha(annotations.to_json()),
         "title": _sha(title),
     }
+    if task_support != "forbidden":
+        parts["taskSupport"] = _sha(task_support)
+    return parts
 
 
 def definition_hash(parts: Mapping[str, str]) -> str:

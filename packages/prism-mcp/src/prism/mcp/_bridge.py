@@ -22,7 +22,7 @@ from ._calls import Caller
 from ._errors import McpBridgeError
 from ._listing import Listing, Pins, PreparedTool, list_tools, listing_of, prepare_tool
 from ._options import BridgeOptions, ProtocolMode, bridge_options
-from ._output import OutputChecker
+from ._output import OutputChecker, load_validator
 from ._session import Connection, McpServerInfo, Sessions
 
 if TYPE_CHECKING:
@@ -71,6 +71,10 @@ class McpToolBridge:
     _verifying: bool = False
     _verified: trio.Event = attrs.field(factory=trio.Event)
     _recheck: bool = False
+    # Re-listings after announcements since the last listing the bridge made its own,
+    # counted across verification tasks: a server that announces after every listing
+    # gets at most _MAX_RECHECKS of them, then the bridge is stale until refresh().
+    _rechecks: int = 0
 
     def __attrs_post_init__(self) -> None:
         options = self._options
@@ -154,6 +158,9 @@ class McpToolBridge:
         if conn.stop.is_set() or self._sessions.closed:
             return
         _log.debug("MCP server %s announced a tool list change", self._options.server_id)
+        if self._stale:
+            # Already stale: nothing to check until refresh() lists again.
+            return
         # An announcement is checked against our listing before it marks us stale:
         # server-everything announces a change right after initialize, which the
         # bridge's first listing may already include.
@@ -166,7 +173,8 @@ class McpToolBridge:
 
     async def _verify_change(self, conn: Connection) -> None:
         try:
-            for _ in range(_MAX_RECHECKS):
+            while self._rechecks < _MAX_RECHECKS:
+                self._rechecks += 1
                 self._recheck = False
                 async with self._listing_lock:
                     client = conn.client
@@ -190,6 +198,11 @@ class McpToolBridge:
                     )
                     return
             # Announcements keep coming: say stale rather than list forever.
+            _log.warning(
+                "MCP server %s keeps announcing tool list changes; the bridge is stale "
+                "until refresh()",
+                self._options.server_id,
+            )
             self._mark_changed(conn)
         finally:
             self._verifying = False
@@ -272,6 +285,7 @@ class McpToolBridge:
                 self._mark_changed(conn)
             raise
         listing = listing_of(listed)
+        self._rechecks = 0
         await self._pins.load()
         pinned_any = False
         tools: dict[str, ToolDefinition] = {}
@@ -426,6 +440,7 @@ async def open_mcp_tools(
         pins_file=pins_file,
         accept_change=accept_change,
     )
+    await load_validator()
     try:
         async with trio.open_nursery() as nursery:
             bridge = McpToolBridge(options=options, nursery=nursery)

@@ -27,10 +27,35 @@ if TYPE_CHECKING:
 
     from mcp.client._transport import TransportStreams
 
-__all__ = ["gate_server_requests", "skeleton"]
+__all__ = ["MAX_PAGE_TOOLS", "MAX_TOOL_DEPTH", "gate_server_requests", "skeleton"]
 
 
 _TOO_MANY_REQUESTS = -32000
+MAX_PAGE_TOOLS = 4096
+"""Most entries one ``tools/list`` page may hold; a longer page is dropped whole."""
+MAX_TOOL_DEPTH = 128
+"""Deepest nesting of objects and arrays in one tool's definition (the SDK cannot
+serialise much deeper, and no schema validator accepts deeper); a deeper tool is dropped."""
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            children: Any = item.values()  # type: ignore[attr-defined]
+        elif kind is list:
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+    return False
+
+
 _MAX_TRACKED_CALLS = 4096
 
 
@@ -247,6 +272,29 @@ class _Gate:
         elif method == "tools/list" and isinstance(result.get("tools"), list):
             version = self.version or _LATEST
             tools = result["tools"]
+            if len(tools) > MAX_PAGE_TOOLS:
+                # Refused whole, before any per-entry check: a small page of junk
+                # entries (``1`` is two bytes) would cost two model checks each.
+                self._drop("(page)", f"{len(tools)} entries, more than {MAX_PAGE_TOOLS}")
+                result["tools"] = []
+                return
+            if any(type(tool) is not dict for tool in tools):
+                # An entry that is not an object is dropped without a model check.
+                for tool in tools:
+                    if type(tool) is not dict:
+                        self._drop(repr(tool)[:130], "the entry is not a JSON object")
+                tools = [tool for tool in tools if type(tool) is dict]
+                result["tools"] = tools
+            if any(_deeper_than(tool, MAX_TOOL_DEPTH) for tool in tools):
+                kept_shallow: list[object] = []
+                for tool in tools:
+                    if _deeper_than(tool, MAX_TOOL_DEPTH):
+                        deep = f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
+                        self._drop(repr(tool.get("name"))[:130], deep)
+                    else:
+                        kept_shallow.append(tool)
+                tools = kept_shallow
+                result["tools"] = tools
             light = {**result, "tools": [skeleton(tool) for tool in tools]}
             if _page_refusal(light, version) is None:
                 return
@@ -260,10 +308,12 @@ class _Gate:
                 if reason is None:
                     kept.append(tool)
                     continue
-                name = tool.get("name") if isinstance(tool, dict) else None
-                if len(self.state.dropped_tools) < _MAX_DROPPED:
-                    self.state.dropped_tools.append((repr(name)[:130], reason))
+                self._drop(repr(tool.get("name"))[:130], reason)
             result["tools"] = kept
+
+    def _drop(self, name: str, reason: str) -> None:
+        if len(self.state.dropped_tools) < _MAX_DROPPED:
+            self.state.dropped_tools.append((name, reason))
 
     def track_call(self, request_id: int | str) -> None:
         # Bounded: ids of calls abandoned without an answer are forgotten in bulk.

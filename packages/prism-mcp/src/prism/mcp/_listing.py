@@ -55,6 +55,7 @@ def listing_of(listed: list[Any]) -> Listing:
             repr(tool.input_schema),
             repr(tool.output_schema),
             repr(tool.annotations),
+            repr(getattr(tool, "execution", None)),
         )
         for tool in listed
     )
@@ -217,7 +218,9 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
     checked = output_schema if isinstance(output_schema, dict) else None
     execution = getattr(tool, "execution", None)
     task_support = getattr(execution, "task_support", None)
-    parts = definition_parts(description, schema, output_schema, annotations, title)
+    task_support = task_support if isinstance(task_support, str) else "forbidden"
+    # A switch to task-augmented runs after approval is drift like any other.
+    parts = definition_parts(description, schema, output_schema, annotations, title, task_support)
     info = McpToolInfo(
         server_id=options.server_id,
         name=name,
@@ -225,7 +228,7 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
         title=title,
         annotations=annotations,
         output_schema=output_schema if isinstance(output_schema, dict) else None,
-        task_support=task_support if isinstance(task_support, str) else "forbidden",
+        task_support=task_support,
         definition_hash=definition_hash(parts),
         definition_parts=parts,
     )

@@ -4,20 +4,41 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from prism.core.text import REASON_LIMIT, clip
 
 if TYPE_CHECKING:
     from prism.core import JsonValue
 
-__all__ = ["Mismatch", "OutputChecker"]
+__all__ = ["Mismatch", "OutputChecker", "load_validator"]
 
 _log = logging.getLogger("prism.mcp")
 _MAX_REASON_CHARS = 500
 _MAX_COMPILED = 4096
+_VALIDATOR = "prism.validation.jsonschema"
+
+
+def _import_validator() -> Any:
+    try:
+        return importlib.import_module(_VALIDATOR)
+    except ImportError:
+        return None
+
+
+async def load_validator() -> Any:
+    """Import the hardened validator (if installed) on a worker thread, once per process.
+
+    Its first import takes a few hundred milliseconds (the schema engine and its
+    compiled extension): on the event loop that froze every other task.
+    """
+    if _VALIDATOR in sys.modules:
+        return sys.modules[_VALIDATOR]
+    return await trio.to_thread.run_sync(_import_validator)
 
 
 @attrs.frozen(kw_only=True)
@@ -42,10 +63,8 @@ class OutputChecker:
         # Compiled checks by the identity of the schema object they were made
         # from, with that object, so a reused id never finds another's check.
         self._compiled: dict[int, tuple[JsonValue, Any]] = {}
-        try:
-            module = importlib.import_module("prism.validation.jsonschema")
-        except ImportError:
-            module = None
+        # Imported already by load_validator() when the bridge opened.
+        module = _import_validator()
         if module is not None:
             self._hardened = module.JsonSchemaArgumentValidator()
 
