@@ -226,10 +226,13 @@ def test_custom_redactor_replaces_the_default() -> None:
 
 
 def test_redact_none_keeps_values_but_still_bounds_them() -> None:
-    record = _record(RunLedger(redact=None), {"password": "x", "long": "y" * 5000})
+    arguments = {"password": "x", "long": "y" * 5000, "k" * 5000: 1}
+    record = _record(RunLedger(redact=None), arguments)
     assert isinstance(record.arguments, dict)
     assert record.arguments["password"] == "x"
     assert len(str(record.arguments["long"])) < 1100
+    (long_key,) = [key for key in record.arguments if key.startswith("k")]
+    assert long_key == "k" * 1000 + "...[4000 more chars]"
 
 
 async def test_a_raising_redactor_is_logged_and_does_not_break_dispatch(
