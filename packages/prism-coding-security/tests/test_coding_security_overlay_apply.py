@@ -7,13 +7,16 @@ applied to a real root; the end-to-end tests run real bubblewrap.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import stat
 import subprocess
 from typing import TYPE_CHECKING
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from prism.coding.security import PROTECTED_PATHS, SandboxUnavailableError
 from prism.coding.security._gitnames import cached_git_entries, git_entries
@@ -272,3 +275,23 @@ def test_the_answer_is_cached_until_a_config_file_changes(root: Path) -> None:
 def test_without_git_nothing_is_named(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(root))
     assert git_entries(str(root)) == []
+
+
+def _covers_by_every_window(matcher: ProtectedPaths, parts: tuple[str, ...]) -> str | None:
+    # The plain reading of covers(): every entry, in order, at every position.
+    for entry in matcher.entries:
+        pattern = entry.split("/")
+        for start in range(len(parts) - len(pattern) + 1):
+            window = parts[start : start + len(pattern)]
+            if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=True)):
+                return entry
+    return None
+
+
+_NAMES = [*sorted({part for entry in PROTECTED_PATHS for part in entry.split("/")}), "src", "x"]
+
+
+@hypothesis.given(st.lists(st.sampled_from([*_NAMES, "a.pem"]), max_size=8))
+def test_covers_names_the_entry_every_window_would(parts: list[str]) -> None:
+    matcher = ProtectedPaths([*PROTECTED_PATHS, "*.pem", "src/*/x"])
+    assert matcher.covers(tuple(parts)) == _covers_by_every_window(matcher, tuple(parts))

@@ -185,15 +185,30 @@ def normalize_protected_paths(
     return tuple(out)
 
 
+_WILDCARD = re.compile(r"[*?\[]")
+
+
 class ProtectedPaths:
     """Matches real paths against protected-path entries."""
 
-    __slots__ = ("_split", "entries")
+    __slots__ = ("_by_first", "_split", "_wild_first", "entries")
 
     def __init__(self, entries: Sequence[str]) -> None:
         """Compile ``entries`` (already normalised)."""
         self.entries = tuple(entries)
         self._split = tuple((entry, tuple(entry.split("/"))) for entry in self.entries)
+        # For covers(): the entries a window can start with, found by its first
+        # name (a literal) or tried at every position (a pattern), each with its
+        # place in ``entries`` so the first entry in that order is the one named.
+        by_first: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+        wild: list[tuple[int, str, tuple[str, ...]]] = []
+        for index, (entry, pattern) in enumerate(self._split):
+            if _WILDCARD.search(pattern[0]):
+                wild.append((index, entry, pattern))
+            else:
+                by_first.setdefault(pattern[0], []).append((index, entry, pattern))
+        self._by_first = by_first
+        self._wild_first = tuple(wild)
 
     def match(self, path: str) -> str | None:
         """The entry that protects ``path`` (an absolute, normalised path), else None."""
@@ -214,10 +229,17 @@ class ProtectedPaths:
         Unlike :meth:`match`, an ancestor of an entry is not covered: ``.git``
         is not covered by ``.git/config``, the file is.
         """
-        for entry, pattern in self._split:
-            n = len(pattern)
-            for start in range(len(parts) - n + 1):
+        # Linear in the depth (a hostile command can make a tree thousands of
+        # directories deep, and the copy-back asks this at every level): each
+        # position tries only the entries that can start there.
+        best: tuple[int, str] | None = None
+        size = len(parts)
+        for start, part in enumerate(parts):
+            for index, entry, pattern in (*self._by_first.get(part, ()), *self._wild_first):
+                n = len(pattern)
+                if start + n > size or (best is not None and index >= best[0]):
+                    continue
                 window = parts[start : start + n]
                 if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=True)):
-                    return entry
-        return None
+                    best = (index, entry)
+        return None if best is None else best[1]
