@@ -68,6 +68,20 @@ def test_what_the_sandbox_cannot_confine_still_asks(root: Path, command: str, ru
 
 
 @pytest.mark.parametrize(
+    "name",
+    [".hg/hgrc", "sub/.hg/requires", ".jj/repo/config.toml", ".sl/config", "mise.local.toml",
+     ".mise.local.toml", "mise.ci.toml", "mise/config.toml", ".config/mise.toml",
+     ".cargo/config.toml", ".cargo/config", "rust-toolchain.toml", ".env", ".Rprofile",
+     "bunfig.toml", ".tool-versions"],
+)  # fmt: skip
+def test_files_other_tools_run_are_protected_by_the_policy(root: Path, name: str) -> None:
+    decision = _decide(root, f"make && echo x > {name}")
+    assert not decision.allowed
+    assert decision.details["rule"] == "protected"
+    assert decision.details["needs_approval"] is True
+
+
+@pytest.mark.parametrize(
     ("command", "rule", "why"),
     [("echo x > .git/config", "protected", "changes inside .git never come back"),
      ("make > ../x", "path:write", "holds a writable root"),

@@ -228,6 +228,33 @@ async def test_protected_names_are_never_created_even_in_existing_directories(
     ]
 
 
+# other version control systems, tool managers and build tools that run what a
+# file in the project names on the host's next command (hg status runs .hg/hgrc's
+# hooks, mise runs mise.local.toml's [hooks] on entering the directory, cargo runs
+# .cargo/config.toml's rustc-wrapper)
+_RUN_BY_OTHER_TOOLS = [
+    ".hg/hgrc", ".hg/requires", ".hg/sharedpath", "sub/.hg/hgrc", ".jj/repo/config.toml",
+    ".sl/config", "mise.local.toml", ".mise.local.toml", "mise.dev.toml", "mise/config.toml",
+    ".config/mise.toml", ".tool-versions", ".cargo/config.toml", ".cargo/config",
+    "rust-toolchain.toml", "rust-toolchain", ".env", ".Rprofile", "bunfig.toml",
+]  # fmt: skip
+
+
+async def test_files_other_tools_run_never_come_back(root: Path) -> None:
+    """The attack: plant an hg repository with a hook (and the rest) in one command."""
+    (root / "sub").mkdir()
+    plant = " && ".join(
+        f"mkdir -p {os.path.dirname(n) or '.'} && echo '[hooks]' > {n}" for n in _RUN_BY_OTHER_TOOLS
+    )
+    code, output = await _run(_ops(root), f"{plant} && echo ok > ok.txt", root)
+    assert code == 0, output
+    assert (root / "ok.txt").read_text() == "ok\n"
+    assert b"[prism sandbox] not applied to" in output  # reported
+    assert b".hg/" in output
+    for name in _RUN_BY_OTHER_TOOLS:
+        assert not (root / name).exists(), name
+
+
 async def test_existing_protected_files_are_neither_changed_nor_deleted(root: Path) -> None:
     (root / ".envrc").write_text("export SAFE=1\n")
     (root / "sub").mkdir()

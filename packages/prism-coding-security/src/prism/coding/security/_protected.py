@@ -55,6 +55,14 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # .git too. commondir points such a directory at another repository's config.
     "HEAD",
     "commondir",
+    # other version control systems run hooks and programs named in their
+    # repository configuration on the host's next command (hg's [hooks], jj's
+    # ui.pager, Sapling's hooks); hg also reads the hgrc of the repository its
+    # .hg/sharedpath names. Their whole state directories: a repository made or
+    # changed inside the sandbox does not come back
+    ".hg",
+    ".jj",
+    ".sl",
     # hook managers: the host's next git commit runs what these name
     ".husky",
     ".pre-commit-config.yaml",
@@ -92,15 +100,33 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".pypirc",
     ".config/pip",
     ".pip",
-    # package managers that run code named in the project on any command
+    # variables that tools load into the environment of what they run
+    # (LD_PRELOAD, BASH_ENV, NODE_OPTIONS)
+    ".env",
+    # package managers and build tools that run code named in the project on any command
     ".yarnrc",
     ".yarnrc.yml",
     ".pnpmfile.cjs",
+    "bunfig.toml",
+    ".bunfig.toml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    # a toolchain by path: rustup runs its cargo and rustc
+    "rust-toolchain.toml",
+    "rust-toolchain",
+    ".Rprofile",
     # tool managers that run hooks or load environments on entering the directory
+    # (mise also reads mise.local.toml and mise.<env>.toml, and a path: version
+    # in .tool-versions puts a directory of the project on PATH)
     "mise.toml",
     ".mise.toml",
+    "mise.*.toml",
+    ".mise.*.toml",
+    "mise/config.toml",
+    ".config/mise.toml",
     ".config/mise",
     ".mise",
+    ".tool-versions",
     # agents' and editors' configuration that starts programs
     ".mcp.json",
     "prism.toml",
