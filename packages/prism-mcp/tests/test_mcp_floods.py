@@ -287,3 +287,51 @@ async def test_the_first_open_imports_the_output_validator_off_the_event_loop() 
             [sys.executable, "-c", _FIRST_OPEN, server], capture_stdout=True, capture_stderr=True
         )
     assert done.stdout.decode().split() == ["[False]"], done.stderr.decode()[-2000:]
+
+
+class _PerStep(trio.abc.Instrument):
+    """The most counted calls made within one trio task step."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.most = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.now = 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.most = max(self.most, self.now)
+
+
+async def test_a_listing_of_many_tools_lets_other_tasks_run_between_tools(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 4,000 tools (one the SDK would refuse, so each is checked alone): the page
+    # check and the bridge's pass over the tools ran in one task step each,
+    # holding the loop for seconds on larger listings.
+    from prism.mcp import StdioTransport, _bridge, _gate, _listing
+
+    steps = _PerStep()
+
+    def counted(function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            steps.now += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(_gate, "_sdk_refusal", counted(_gate._sdk_refusal))
+    monkeypatch.setattr(_bridge, "prepare_tool", counted(_listing.prepare_tool))
+    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), "many", "4000"])
+    trio.lowlevel.add_instrument(steps)
+    try:
+        with trio.fail_after(60):
+            async with open_mcp_tools(
+                server_id="mn", transport=server, protocol="legacy"
+            ) as bridge:
+                kept = len(bridge.tools)
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    assert kept == 3_999
+    # A checkpoint at least every 64 tools (each checked by the gate, once or twice).
+    assert 0 < steps.most <= 2 * 64, steps.most

@@ -124,25 +124,25 @@ def test_plain_json_walks_without_copying_and_copies_what_is_not_plain() -> None
         plain_json(looped)
 
 
-def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
-    def answer(page: dict[str, object]) -> tuple[list[object], list[tuple[str, str]]]:
+async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
+    async def answer(page: dict[str, object]) -> tuple[list[object], list[tuple[str, str]]]:
         gate = _Gate(limit=4, state=WireState(), write=None)
         gate.version = "2025-11-25"
         gate.track(1, "tools/list")
         message = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result=page)
-        gate.answered(message)
+        await gate.answered(message)
         tools = message.result["tools"]
         assert isinstance(tools, list)
         return tools, gate.state.dropped_tools
 
     good = {"name": "a", "inputSchema": {"type": "object"}}
     bad = {"name": "b", "inputSchema": {"type": "object"}, "outputSchema": {"type": "string"}}
-    kept, dropped = answer({"tools": [good, bad], "nextCursor": "x"})
+    kept, dropped = await answer({"tools": [good, bad], "nextCursor": "x"})
     assert kept == [good]
     assert [name for name, _ in dropped] == ["'b'"]
     assert "outputSchema" in dropped[0][1]
     # A page wrong in itself (a cursor that is not a string) is left to the SDK,
     # which refuses it: no tool is blamed for it.
-    kept, dropped = answer({"tools": [good, bad], "nextCursor": 5})
+    kept, dropped = await answer({"tools": [good, bad], "nextCursor": 5})
     assert kept == [good, bad]
     assert dropped == []

@@ -20,6 +20,7 @@ from prism.core import JsonObject, ToolDefinition, ToolResult, require_trio, tri
 from ._annotations import McpApprovalCallback, McpToolInfo
 from ._calls import Caller
 from ._errors import McpBridgeError
+from ._gate import CHECKPOINT_TOOLS
 from ._listing import Listing, Pins, PreparedTool, list_tools, listing_of, prepare_tool
 from ._options import BridgeOptions, ProtocolMode, bridge_options
 from ._output import OutputChecker, load_validator
@@ -188,7 +189,7 @@ class McpToolBridge:
                         _log.debug("listing after an announcement failed", exc_info=True)
                         self._mark_changed(conn)
                         return
-                    if listing_of(listed) != self._listing:
+                    if await listing_of(listed) != self._listing:
                         self._mark_changed(conn)
                         return
                 if not self._recheck:
@@ -267,7 +268,7 @@ class McpToolBridge:
         if not replace:
             # After a reconnect: the SDK learns the tools; ours stay, marked stale if different.
             listed = await list_tools(self._options, conn, client, limit_s)
-            if listing_of(listed) != self._listing:
+            if await listing_of(listed) != self._listing:
                 self._mark_changed(conn)
             return
         async with self._listing_lock:
@@ -284,13 +285,15 @@ class McpToolBridge:
             if changed_before:
                 self._mark_changed(conn)
             raise
-        listing = listing_of(listed)
+        listing = await listing_of(listed)
         self._rechecks = 0
         await self._pins.load()
         pinned_any = False
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
-        for tool in listed:
+        for index, tool in enumerate(listed):
+            if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
+                await trio.lowlevel.checkpoint()
             prepared = prepare_tool(self._options, tool)
             if prepared is None:
                 continue

@@ -12,6 +12,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import mcp_types
 from mcp_types import methods as _methods
@@ -27,12 +28,20 @@ if TYPE_CHECKING:
 
     from mcp.client._transport import TransportStreams
 
-__all__ = ["MAX_PAGE_TOOLS", "MAX_TOOL_DEPTH", "gate_server_requests", "skeleton"]
+__all__ = [
+    "CHECKPOINT_TOOLS",
+    "MAX_PAGE_TOOLS",
+    "MAX_TOOL_DEPTH",
+    "gate_server_requests",
+    "skeleton",
+]
 
 
 _TOO_MANY_REQUESTS = -32000
 MAX_PAGE_TOOLS = 4096
 """Most entries one ``tools/list`` page may hold; a longer page is dropped whole."""
+CHECKPOINT_TOOLS = 64
+"""Tools handled between two checkpoints when a listing is checked or prepared."""
 MAX_TOOL_DEPTH = 128
 """Deepest nesting of objects and arrays in one tool's definition (the SDK cannot
 serialise much deeper, and no schema validator accepts deeper); a deeper tool is dropped."""
@@ -86,7 +95,7 @@ class _GatedRead:
                 ):
                     continue
                 if isinstance(message, mcp_types.JSONRPCResponse) and self._gate.pending:
-                    self._gate.answered(message)
+                    await self._gate.answered(message)
                 if (
                     self._gate.calls
                     and isinstance(message, mcp_types.JSONRPCResponse)
@@ -262,7 +271,7 @@ class _Gate:
             self.pending.clear()
         self.pending[request_id] = method
 
-    def answered(self, message: mcp_types.JSONRPCResponse) -> None:
+    async def answered(self, message: mcp_types.JSONRPCResponse) -> None:
         method = self.pending.pop(message.id, None)
         result = message.result
         if method == "initialize":
@@ -301,7 +310,10 @@ class _Gate:
             if _page_refusal({**result, "tools": []}, version) is not None:
                 return  # the page itself is wrong, not a tool: the SDK says so
             kept: list[object] = []
-            for tool in tools:
+            for index, tool in enumerate(tools):
+                if index % CHECKPOINT_TOOLS == 0:
+                    # Each tool alone costs two model checks: let other tasks run.
+                    await anyio.lowlevel.checkpoint()
                 reason = _sdk_refusal(result, skeleton(tool), version) and _sdk_refusal(
                     result, tool, version
                 )

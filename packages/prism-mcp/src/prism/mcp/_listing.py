@@ -25,6 +25,7 @@ from ._annotations import (
 )
 from ._content import plain_json
 from ._errors import McpBridgeError
+from ._gate import CHECKPOINT_TOOLS
 from ._options import BridgeOptions
 
 if TYPE_CHECKING:
@@ -45,20 +46,24 @@ Listing = tuple[tuple[object, ...], ...]
 """What a listing said, in a form that compares equal when nothing changed."""
 
 
-def listing_of(listed: list[Any]) -> Listing:
-    """The comparable form of the tools a listing returned."""
-    return tuple(
-        (
-            tool.name,
-            tool.title,
-            tool.description,
-            repr(tool.input_schema),
-            repr(tool.output_schema),
-            repr(tool.annotations),
-            repr(getattr(tool, "execution", None)),
+async def listing_of(listed: list[Any]) -> Listing:
+    """The comparable form of the tools a listing returned (checkpoints between tools)."""
+    out: list[tuple[object, ...]] = []
+    for index, tool in enumerate(listed):
+        if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
+            await trio.lowlevel.checkpoint()
+        out.append(
+            (
+                tool.name,
+                tool.title,
+                tool.description,
+                repr(tool.input_schema),
+                repr(tool.output_schema),
+                repr(tool.annotations),
+                repr(getattr(tool, "execution", None)),
+            )
         )
-        for tool in listed
-    )
+    return tuple(out)
 
 
 def _bound_sdk_tool_state(client: Client, listed: set[str] | None) -> None:
@@ -128,7 +133,9 @@ async def list_tools(
                 page = await client.list_tools(cursor=cursor)
                 _log_dropped(options, conn)
                 seen.update(tool.name for tool in page.tools)
-                for tool in page.tools:
+                for index, tool in enumerate(page.tools):
+                    if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
+                        await trio.lowlevel.checkpoint()
                     # Count what is kept, not what was sent: a listing of many pages
                     # (each within max_result_bytes) must not add up without bound.
                     total += len(tool.model_dump_json(by_alias=True, exclude_none=True))
