@@ -101,6 +101,13 @@ async def test_an_approved_protected_write_lands_and_nothing_else_protected_does
     ]
     reason = str(approver.asked[0].metadata["approval_reason"])
     assert "which the sandbox would otherwise refuse" in reason
+    # and exactly: the grant a yes gives (an approver binds its answer to it)
+    real = str(root)  # tmp_path is a real path
+    assert approver.asked[0].metadata["escalation_grant"] == {
+        "protected_writes": [f"{real}/.envrc", f"{real}/.vscode", f"{real}/.vscode/tasks.json"],
+        "outside_writes": [],
+        "hosts": [],
+    }
     assert (root / ".envrc").read_text() == "export X=1\n"
     assert (root / ".vscode" / "tasks.json").read_text() == "{}\n"
     # the same command also wrote these (through sh -c, unseen by the policy): left out

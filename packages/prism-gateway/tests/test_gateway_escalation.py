@@ -7,6 +7,8 @@ answers the elicitation.
 
 from __future__ import annotations
 
+import os
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -26,7 +28,38 @@ from prism.gateway import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
+
+ElicitCallback = Any
+
+
+@asynccontextmanager
+async def _served(workspace: Path) -> AsyncIterator[tuple[str, RunLedger]]:
+    """The secure coding tools (bubblewrap) behind the gateway over HTTP: (url, ledger)."""
+    ledger = RunLedger()
+    try:
+        async with (
+            open_secure_coding_tools(
+                [str(workspace)], sandbox="bubblewrap", approve=create_gateway_approver()
+            ) as secure,
+            open_gateway(
+                tools=secure.tools,
+                permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+                hints=CODING_TOOL_HINTS,
+                ledger=ledger,
+            ) as gateway,
+            trio.open_nursery() as nursery,
+        ):
+            url = await nursery.start(serve_http, gateway, HttpOptions())
+            yield url, ledger
+            nursery.cancel_scope.cancel()
+    except* SandboxUnavailableError as group:
+        pytest.skip(f"bubblewrap cannot isolate here: {group.exceptions[0]}")
+
+
+def _text(result: types.CallToolResult) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 async def test_the_client_approves_exactly_the_access_it_was_told(workspace: Path) -> None:
@@ -59,9 +92,11 @@ async def test_the_client_approves_exactly_the_access_it_was_told(workspace: Pat
         pytest.skip(f"bubblewrap cannot isolate here: {group.exceptions[0]}")
     assert not result.is_error, result.content
     assert len(asked) == 1
-    assert asked[0].endswith(
-        "approving it lets this one call write the protected file .envrc, which the sandbox "
-        "would otherwise refuse; paths: " + str(workspace) + "; risk: high"
+    # the access first, then the rest; the command last (only it is ever clipped)
+    assert asked[0] == (
+        "Prism asks whether the tool 'shell' may shell; approving it lets this one call "
+        "write the protected file .envrc, which the sandbox would otherwise refuse; "
+        f"risk: high; paths: {workspace}; the command: {command}"
     )
     assert (workspace / ".envrc").read_text() == "export X=1\n"
     assert not (workspace / ".bashrc").exists()
@@ -70,3 +105,125 @@ async def test_the_client_approves_exactly_the_access_it_was_told(workspace: Pat
     assert decision.escalation
     assert decision.access == "write the protected file .envrc"
     assert decision.approver == "approved by the client"
+
+
+async def test_a_retried_answer_applies_only_to_the_access_it_was_asked_about(
+    workspace: Path,
+) -> None:
+    # The 2026-07-28 flow: the question goes out as input_required and the client
+    # retries with its answer. Between the two, the link the command writes through
+    # is re-pointed: the retry's access is another protected file than the one named.
+    (workspace / ".idea").mkdir()
+    (workspace / ".vscode").mkdir()
+    (workspace / "lnk").symlink_to(".idea")
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        os.unlink(workspace / "lnk")
+        os.symlink(".vscode", workspace / "lnk")
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with (
+        _served(workspace) as (url, _ledger),
+        Client(url, elicitation_callback=elicit, mode="auto") as client,
+    ):
+        result = await client.call_tool("shell", {"command": "echo '{}' > lnk/tasks.json"})
+    assert len(asked) == 1
+    assert "write the protected file .idea/tasks.json" in asked[0]
+    assert result.is_error
+    text = _text(result)
+    assert "the access changed since the question was asked" in text
+    assert "'write the protected file .vscode/tasks.json'" in text
+    assert not (workspace / ".vscode" / "tasks.json").exists()
+    assert not (workspace / ".idea" / "tasks.json").exists()
+
+
+async def test_a_retried_yes_for_the_same_access_grants_it(workspace: Path) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with (
+        _served(workspace) as (url, _ledger),
+        Client(url, elicitation_callback=elicit, mode="auto") as client,
+    ):
+        result = await client.call_tool("shell", {"command": "echo export X=1 > .envrc"})
+    assert not result.is_error, result.content
+    assert len(asked) == 1
+    assert (workspace / ".envrc").read_text() == "export X=1\n"
+
+
+async def test_a_retried_answer_cannot_be_replayed_for_a_later_identical_call(
+    workspace: Path,
+) -> None:
+    command = {"command": "echo export X=1 > .envrc"}
+    yes: dict[str, Any] = {
+        "prism-approval": types.ElicitResult(action="accept", content={"approve": True})
+    }
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the retries are driven by hand")  # pragma: no cover
+
+    async with (
+        _served(workspace) as (url, _ledger),
+        Client(url, elicitation_callback=never, mode="auto") as client,
+    ):
+        first = await client.session.call_tool("shell", command, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        state = first.request_state
+        answered = await client.session.call_tool(
+            "shell", command, input_responses=yes, request_state=state,
+            allow_input_required=True,
+        )  # fmt: skip
+        assert isinstance(answered, types.CallToolResult)
+        assert not answered.is_error, answered.content
+        os.unlink(workspace / ".envrc")
+        replayed = await client.session.call_tool(
+            "shell", command, input_responses=yes, request_state=state,
+            allow_input_required=True,
+        )  # fmt: skip
+        again = await client.session.call_tool("shell", command, allow_input_required=True)
+        assert isinstance(again, types.InputRequiredResult)
+        other = {"command": "echo export X=2 > .envrc"}  # the same access, another command
+        moved = await client.session.call_tool(
+            "shell", other, input_responses=yes, request_state=again.request_state,
+            allow_input_required=True,
+        )  # fmt: skip
+        forged = await client.session.call_tool(
+            "shell", command, input_responses=yes, request_state="forged",
+            allow_input_required=True,
+        )  # fmt: skip
+    assert isinstance(replayed, types.CallToolResult)
+    assert replayed.is_error
+    assert "answered already" in _text(replayed)
+    assert isinstance(moved, types.CallToolResult)
+    assert moved.is_error
+    assert "it was given for another call or action" in _text(moved)
+    assert isinstance(forged, types.CallToolResult)
+    assert forged.is_error
+    assert "its question is unknown" in _text(forged)
+    assert not (workspace / ".envrc").exists()
+
+
+async def test_the_access_words_survive_a_long_command(workspace: Path) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    command = "echo '" + "a" * 2100 + "' > .envrc"
+    async with (
+        _served(workspace) as (url, _ledger),
+        Client(url, elicitation_callback=elicit, mode="legacy") as client,
+    ):
+        result = await client.call_tool("shell", {"command": command})
+    assert result.is_error
+    assert len(asked) == 1
+    assert "approving it lets this one call write the protected file .envrc" in asked[0]
+    assert "the command: echo 'aaa" in asked[0]
+    assert len(asked[0]) <= 2000
+    assert not (workspace / ".envrc").exists()

@@ -7,6 +7,8 @@ import hashlib
 import hmac
 import inspect
 import json
+import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -16,12 +18,13 @@ import trio
 from prism.coding.security import ApprovalDecision
 from prism.core import ExecutionAction
 from prism.core.options import boolean, callable_value, optional, sequence_of, string
-from prism.core.text import NAME_LIMIT, clip
+from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, clip
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
     "CallScope",
     "GatewayApprover",
+    "OpenQuestions",
     "approval_request",
     "create_command_approver",
     "create_gateway_approver",
@@ -36,6 +39,33 @@ GatewayApprover = Callable[
 """``approve(action) -> bool | ApprovalDecision``, sync or async: the fallback approver."""
 
 
+_MAX_OPEN_QUESTIONS = 1024
+
+
+@attrs.define(eq=False)
+class OpenQuestions:
+    """The questions asked by ``input_required`` and not answered yet (one gateway's).
+
+    Each has a nonce that one retry consumes, so an answer applies once: a
+    later identical call is asked again. The oldest are forgotten past
+    ``_MAX_OPEN_QUESTIONS`` (their answers then ask again).
+    """
+
+    _asked: OrderedDict[str, str] = attrs.field(factory=OrderedDict)
+
+    def open(self, access: str) -> str:
+        """A fresh nonce for a question about ``access`` (the words it named)."""
+        nonce = secrets.token_hex(16)
+        self._asked[nonce] = access
+        while len(self._asked) > _MAX_OPEN_QUESTIONS:
+            self._asked.popitem(last=False)
+        return nonce
+
+    def take(self, nonce: str) -> str | None:
+        """The access the question named, once (None: unknown, or answered already)."""
+        return self._asked.pop(nonce, None)
+
+
 @attrs.define(kw_only=True, eq=False)
 class CallScope:
     """The MCP request a gated call is serving (what the approver may ask through).
@@ -43,7 +73,8 @@ class CallScope:
     On a 2026-07-28 connection a server cannot send the client a request in
     the middle of a call; it answers ``input_required`` instead and the client
     retries with its answers. ``responses`` and ``state`` are that retry's;
-    ``pending`` collects the question to ask (an action and its signed state).
+    ``pending`` collects the question to ask (an action and its signed state);
+    ``questions`` are the gateway's open questions (one use each).
     """
 
     session: Any
@@ -56,12 +87,18 @@ class CallScope:
     responses: Any = None
     state: str | None = None
     pending: list[tuple[ExecutionAction, str]] = attrs.field(factory=list)
+    questions: OpenQuestions = attrs.field(factory=OpenQuestions)
     # The gated call's id (ToolCall.id), and the log levels its client may be sent.
     call_id: str | None = None
     log_levels: frozenset[str] = frozenset()
 
-    def state_for(self, action: ExecutionAction) -> str:
-        """The request state that binds an answer to this client, call and action."""
+    def state_for(self, action: ExecutionAction, nonce: str) -> str:
+        """The request state binding an answer to this client, call, action and question.
+
+        Signed: the client, the tool and its arguments, the action, the
+        access an escalation grants (its words and its exact grant), and the
+        question's one-use ``nonce``; the state is ``nonce.signature``.
+        """
         payload = json.dumps(
             [
                 self.client,
@@ -71,12 +108,16 @@ class CallScope:
                 action.operation,
                 action.command,
                 list(action.paths),
+                _access(action),
+                action.metadata.get("escalation_grant"),
+                nonce,
             ],
             separators=(",", ":"),
             sort_keys=True,
             default=str,
         )
-        return hmac.new(self.secret, payload.encode("utf-8"), hashlib.sha256).hexdigest()
+        mac = hmac.new(self.secret, payload.encode("utf-8"), hashlib.sha256).hexdigest()
+        return f"{nonce}.{mac}"
 
 
 current_call: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(
@@ -84,20 +125,31 @@ current_call: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(
 )
 
 
-def _describe(action: ExecutionAction, scope: CallScope) -> str:
-    parts = [f"Prism asks whether the tool {scope.tool_name!r} may {action.operation}"]
-    if action.command is not None:
-        parts.append(f"the command: {action.command}")
+def _access(action: ExecutionAction) -> str:
+    """The extra access approving ``action`` grants, in words ("" when none)."""
     escalation = action.metadata.get("escalation")
-    if isinstance(escalation, str) and escalation:
+    return escalation if isinstance(escalation, str) else ""
+
+
+def _describe(action: ExecutionAction, scope: CallScope) -> str:
+    # The access approving it grants comes first and is never clipped; the
+    # command comes last and only it (and the paths) is clipped to fit.
+    parts = [clip(f"Prism asks whether the tool {scope.tool_name!r} may {action.operation}", 300)]
+    escalation = _access(action)
+    if escalation:
         # the extra access approving it grants this one call (the sandbox refuses it otherwise)
         parts.append(f"approving it lets this one call {escalation}, which the sandbox would "
                      "otherwise refuse")  # fmt: skip
-    if action.paths:
-        parts.append("paths: " + ", ".join(action.paths))
     if action.risk is not None:
-        parts.append(f"risk: {action.risk}")
-    return clip("; ".join(parts))
+        parts.append(clip(f"risk: {action.risk}", 100))
+    if action.paths:
+        parts.append(clip("paths: " + ", ".join(action.paths), 300))
+    head = "; ".join(parts)
+    if action.command is None:
+        return head
+    label = "; the command: "
+    room = max(MESSAGE_LIMIT - len(head) - len(label), 200)
+    return head + label + clip(action.command, room)
 
 
 def _declared_elicitation(scope: CallScope) -> bool:
@@ -127,19 +179,36 @@ def _answer(response: Any) -> ApprovalDecision:
     return ApprovalDecision(approved=False, remember=False, reason=f"{why} by the client")
 
 
+def _refused(reason: str) -> ApprovalDecision:
+    return ApprovalDecision(approved=False, remember=False, reason=reason)
+
+
 def _from_retry(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
-    expected = scope.state_for(action)
     responses = scope.responses if isinstance(scope.responses, dict) else {}
-    if (
-        scope.state is not None
-        and hmac.compare_digest(scope.state, expected)
-        and APPROVAL_INPUT_KEY in responses
-    ):
+    if isinstance(scope.state, str) and APPROVAL_INPUT_KEY in responses:
+        nonce, dot, _ = scope.state.partition(".")
+        named = scope.questions.take(nonce) if dot else None
+        if named is None:
+            return _refused(
+                "the answer is not applied: its question is unknown or was answered "
+                "already (an answer applies to one retry); call again to be asked"
+            )
+        if not hmac.compare_digest(scope.state, scope.state_for(action, nonce)):
+            now = _access(action)
+            if named != now:
+                return _refused(
+                    "the answer is not applied: the access changed since the question "
+                    f"was asked (it named {named or 'no extra access'!r}, this call now "
+                    f"needs {now or 'no extra access'!r}); call again to be asked"
+                )
+            return _refused(
+                "the answer is not applied: it was given for another call or action "
+                "(or the exact access changed); call again to be asked"
+            )
         return _answer(responses[APPROVAL_INPUT_KEY])
-    scope.pending.append((action, expected))
-    return ApprovalDecision(
-        approved=False, remember=False, reason="approval was requested from the client"
-    )
+    nonce = scope.questions.open(_access(action))
+    scope.pending.append((action, scope.state_for(action, nonce)))
+    return _refused("approval was requested from the client")
 
 
 _SCHEMA: dict[str, Any] = {

@@ -55,7 +55,13 @@ from prism.core.options import (
 from prism.core.text import NAME_LIMIT, clip
 from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 
-from ._approval import APPROVAL_INPUT_KEY, CallScope, approval_request, current_call
+from ._approval import (
+    APPROVAL_INPUT_KEY,
+    CallScope,
+    OpenQuestions,
+    approval_request,
+    current_call,
+)
 from ._content import to_call_tool_result
 from ._errors import GatewayConfigurationError, GatewayError
 from ._forward import Forwarder
@@ -191,6 +197,8 @@ class Gateway:
     # client label -> (its limiter, calls holding or waiting for it)
     _per_client: dict[str, tuple[trio.CapacityLimiter, list[int]]] = attrs.field(factory=dict)
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
+    # The approval questions asked by input_required and not answered yet (one use each)
+    _questions: OpenQuestions = attrs.field(factory=OpenQuestions)
     # The HTTP guard's key of each call's request -> the call's cancel scope, while it runs
     _running: dict[object, trio.CancelScope] = attrs.field(factory=dict)
     # server id -> the state of each downstream server the gateway starts itself
@@ -373,6 +381,7 @@ class Gateway:
             modern=modern,
             arguments=call.arguments,
             secret=self._secret,
+            questions=self._questions,
             responses=params.input_responses,
             state=params.request_state,
             call_id=call.id,

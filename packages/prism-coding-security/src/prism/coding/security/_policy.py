@@ -81,7 +81,11 @@ ApprovalCallback = Callable[
 A sync callable runs on the event loop (keep it quick; use an async one to
 wait for a person). A bool means ``ApprovalDecision(approved=<bool>)``. The
 action's ``metadata["approval_reason"]`` says why the policy asks (untrusted
-text: it quotes the command).
+text: it quotes the command). For an escalation, ``metadata["escalation"]``
+names the extra access a yes grants this one call, in words, and
+``metadata["escalation_grant"]`` is that grant exactly (``protected_writes``,
+``outside_writes``, ``hosts``: lists of real paths and ``host:port``); an
+approver that answers later binds its answer to both.
 """
 
 _CacheKey = tuple[str, str, str | None, tuple[str, ...]]
@@ -183,6 +187,9 @@ class _CodingApprovalPolicy:
                 if verdict.access is not None:
                     # the access approving it grants, in words (for a person, a client)
                     metadata["escalation"] = verdict.access
+                if verdict.grant is not None:
+                    # and exactly (an approver binds its answer to this access)
+                    metadata["escalation_grant"] = verdict.details.get("grant")
                 asked = attrs.evolve(action, metadata=metadata)
                 approve = self.approve
                 answer = approve(asked)
