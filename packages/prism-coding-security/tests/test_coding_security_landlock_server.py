@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from prism.coding.security import LandlockSandbox, create_sandbox_shell_operations
+from prism.coding.security import (
+    BubblewrapSandbox,
+    LandlockSandbox,
+    create_sandbox_shell_operations,
+)
 from prism.coding.tools import ShellSpawnRequest
 from prism.coding.tools.testing import assert_shell_operations_conform
 
@@ -289,3 +293,34 @@ async def test_no_descriptor_of_the_helper_reaches_the_command(
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
     _, output = await run_shell(ops, "ls /proc/$$/fd", root)
     assert output.split() == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [LandlockSandbox, pytest.param(BubblewrapSandbox, marks=pytest.mark.bwrap)],
+)
+async def test_commands_get_default_signals_not_the_servers(
+    root: Path, run_shell: RunShell, make: type[LandlockSandbox | BubblewrapSandbox]
+) -> None:
+    """A closed pipe kills the writer (status 141), as outside the sandbox.
+
+    The server is Python, which ignores SIGPIPE and SIGXFSZ, and an ignored signal
+    stays ignored across exec: ``yes | head`` ended with "Broken pipe", status 1,
+    and a shell loop writing to a closed pipe ran until the timeout.
+    """
+    ops = create_sandbox_shell_operations(make([str(root)]))
+    command = (
+        "(yes; echo yes=$? >&2) | head -n 1;"
+        " (while :; do echo y; done; echo loop=$? >&2) | head -n 1;"
+        " grep -E '^Sig(Ign|Blk)' /proc/self/status"
+    )
+    result, output = await run_shell(ops, command, root)
+    assert result.exit_code == 0, output
+    assert "yes=141" in output, output
+    assert "loop=" not in output  # the subshell itself died of SIGPIPE (it looped forever)
+    assert "Broken pipe" not in output
+    fields = dict(line.split(":") for line in output.splitlines() if line.startswith("Sig"))
+    assert int(fields["SigBlk"], 16) == 0
+    ignored = int(fields["SigIgn"], 16)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        assert not ignored & (1 << (signum - 1)), signum

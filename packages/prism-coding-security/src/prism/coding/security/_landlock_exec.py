@@ -319,11 +319,24 @@ def main(args: list[str]) -> int:
         return 126
 
 
+def _default_signals() -> None:  # pragma: no cover - in a child, just before exec
+    """Every signal's default action and an empty mask, as a command expects.
+
+    An ignored signal stays ignored across exec, and Python ignores SIGPIPE and
+    SIGXFSZ: without this, ``yes | head -1`` ends with "Broken pipe" (status 1,
+    not 141) and a shell loop writing to a closed pipe runs until the timeout.
+    """
+    for signum in signal.valid_signals():
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
 def _run(config: dict[str, object], program: list[str], report: int) -> None:  # pragma: no cover
     """In the child: restrict, exec; on failure write one line to ``report`` and exit 126."""
     try:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
+        _default_signals()
         _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
         limits = config["limits"]
         assert isinstance(limits, dict)
@@ -471,9 +484,8 @@ def _command(
     """
     stage = "run"
     try:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
+        _default_signals()
         os.setsid()
         _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
         null = os.open("/dev/null", os.O_RDONLY)
