@@ -370,6 +370,25 @@ def test_hosts_the_network_does_not_reach_are_named(
     assert decision.details["rule"] == "network"
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://*.*:8080/", "http://*.example.com/", "http://2130706433:8080/", "http://127.1/",
+     "http://0x7f.0.0.1/", "http://0177.0.0.1/", "http://127.0.0.01/", "https://ex%61mple.com/",
+     "https://b\u00fccher.example/", "http://a..b/", "http://-a.example/"],
+)  # fmt: skip
+def test_a_host_that_is_not_one_plain_name_is_never_granted(root: Path, url: str) -> None:
+    """The attack: 'connect to *.*:8080' went into the proxy's allowlist as a wildcard."""
+    sandbox = BubblewrapSandbox([str(root)], network="none")
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=sandbox)
+    decision = _check(policy, f"curl -s '{url}' https://example.com/", root)
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.details["access"] == "connect to example.com:443"
+    decision = _check(policy, f"curl -s '{url}'", root)
+    assert isinstance(decision, ExecutionDecision)
+    assert "access" not in decision.details  # confined with no network, nothing to grant
+    assert decision.details["confined"] is True
+
+
 def test_a_reached_host_is_no_escalation(root: Path) -> None:
     for sandbox in (
         BubblewrapSandbox([str(root)], network="host"),

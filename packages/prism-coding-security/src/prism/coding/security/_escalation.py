@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
@@ -70,7 +71,35 @@ def _host_port(word: str) -> str | None:
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(host).version == 6:
             return f"[{host}]:{port}"
-    return f"{host.rstrip('.')}:{port}"
+    host = host.rstrip(".")
+    if not _plain_host(host):
+        return None
+    return f"{host}:{port}"
+
+
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
+
+
+def _plain_host(host: str) -> bool:
+    """A DNS name or a dotted-quad IPv4 address, spelled so that it names one host.
+
+    The grant goes into the proxy's allowlist as written, and what it means there
+    is what the question said: no ``*`` (a wildcard there), no character outside
+    a host name (``%``-escapes, non-ASCII), and no IPv4 address in another form
+    (``2130706433``, ``127.1``, ``0x7f.0.0.1`` are 127.0.0.1 to a resolver).
+    """
+    if not host or len(host) > 253:
+        return False
+    labels = host.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return False
+    if _NUMERIC_LABEL.fullmatch(labels[-1]):  # a resolver reads it as an IPv4 address
+        try:
+            return str(ipaddress.IPv4Address(host)) == host
+        except ValueError:
+            return False
+    return True
 
 
 def _reaches(sandbox: object, host_port: str) -> bool | None:
