@@ -11,7 +11,10 @@ probe's event loop (thread CPU time between two ticks of a 10 ms ticker).
 
 ``listing: ...`` opens a server whose listing carries three ~240 kB output
 schemas of the costliest shapes to admit (target: the open stalls the loop at
-most 200 ms; they are compiled only when a tool is first called).
+most 200 ms; they are compiled only when a tool is first called). The junk
+page (100,000 two-byte entries beside one tool) is dropped whole before any
+per-entry check; 4,000 tools with one the SDK refuses are each checked alone,
+with a checkpoint every 64 tools.
 ``result: ...`` is one call answering with a 960 kB ``structuredContent``; the
 note gives tracemalloc's peak during the call over the content's JSON size
 (target: at most 10x plus a constant).
@@ -46,6 +49,8 @@ FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
     ("50 000 log messages", "log", 50_000, ()),
     ("50 000 list-change announcements", "announce", 50_000, ()),
     ("listing: 3 output schemas of ~240 kB", "costly_schemas", 0, ()),
+    ("listing: one tool and 100 000 junk entries", "junk", 100_000, ()),
+    ("listing: 4 000 tools, one the SDK refuses", "many", 4_000, ()),
     ("result: 960 kB structuredContent of strings", "big_result", 960_000, ()),
     ("result: 960 kB structuredContent of objects", "big_objects", 960_000, ()),
 ]

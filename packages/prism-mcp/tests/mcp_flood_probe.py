@@ -61,7 +61,7 @@ async def _flood(
 ) -> dict[str, object]:
     transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
     report: dict[str, object] = {"mode": mode, "count": count}
-    if mode in ("pages", "schema_pages", "costly_schemas"):
+    if mode in ("pages", "schema_pages", "costly_schemas", "junk", "many"):
         # The listing is the flood: measure around a second bridge's whole open.
         async with open_mcp_tools(
             server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])

@@ -43,25 +43,32 @@ MAX_PAGE_TOOLS = 4096
 CHECKPOINT_TOOLS = 64
 """Tools handled between two checkpoints when a listing is checked or prepared."""
 MAX_TOOL_DEPTH = 128
+_CONTAINERS = (dict, list)
 """Deepest nesting of objects and arrays in one tool's definition (the SDK cannot
 serialise much deeper, and no schema validator accepts deeper); a deeper tool is dropped."""
 
 
 def _deeper_than(value: object, limit: int) -> bool:
-    """Whether ``value`` nests objects and arrays more than ``limit`` levels (no recursion)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        kind = type(item)
-        if kind is dict:
-            children: Any = item.values()  # type: ignore[attr-defined]
-        elif kind is list:
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels (no recursion).
+
+    Level by level, descending only into non-empty containers: a page of many
+    small schemas costs one pass over its containers, no tuple per node.
+    """
+    if type(value) not in _CONTAINERS:
+        return False
+    level: list[Any] = [value]
+    depth = 1
+    while level:
+        deeper: list[Any] = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) in _CONTAINERS:
+                    if depth >= limit:
+                        return True
+                    if child:
+                        deeper.append(child)
+        level = deeper
+        depth += 1
     return False
 
 
