@@ -96,8 +96,9 @@ async def test_an_approved_protected_write_lands_and_nothing_else_protected_does
     assert not result.is_error, result.joined_text
     # asked once, naming both protected paths in words
     assert approver.words == [
-        "write the protected file .envrc, write the protected directory .vscode and write "
-        "the protected file .vscode/tasks.json"
+        "write or remove the protected path .envrc (as a file or a directory), write or "
+        "remove the protected path .vscode (as a file or a directory) and write or remove "
+        "the protected path .vscode/tasks.json (as a file or a directory)"
     ]
     reason = str(approver.asked[0].metadata["approval_reason"])
     assert "which the sandbox would otherwise refuse" in reason
@@ -153,7 +154,10 @@ async def test_an_approval_does_not_carry_to_the_next_call(root: Path) -> None:
     assert "denied" in refused.joined_text
     assert record.decision is not None
     assert record.decision.approval == "denied"
-    assert record.decision.access == "write the protected file .envrc"
+    assert (
+        record.decision.access
+        == "write or remove the protected path .envrc (as a file or a directory)"
+    )
     assert "[prism sandbox]" in hidden.joined_text
     assert (root / ".envrc").read_text() == "two\n"
 
@@ -166,8 +170,10 @@ async def test_a_denied_escalation_changes_nothing(root: Path, tmp_path: Path) -
     async with open_secure_coding_tools([str(root)], approve=approver) as secure:
         result, _ = await _shell(secure, f"echo x > .envrc; echo y > {outside}/out.txt; touch z")
     assert result.is_error
-    assert approver.words == [f"write the protected file .envrc and write {outside}/out.txt "
-                              "outside the roots"]  # fmt: skip
+    assert approver.words == [
+        "write or remove the protected path .envrc (as a file or a directory) and write "
+        f"{outside}/out.txt outside the roots"
+    ]
     assert (sorted(os.listdir(root)), sorted(os.listdir(outside))) == before
 
 
@@ -246,7 +252,9 @@ async def test_what_the_sandbox_cannot_grant_is_not_asked(root: Path) -> None:
     assert ".git never come back" in hook.joined_text
     assert record.decision is not None
     assert record.decision.escalation
-    assert record.decision.access == "write the protected file .git/hooks/pre-commit"
+    assert record.decision.access == (
+        "write or remove the protected path .git/hooks/pre-commit (as a file or a directory)"
+    )
     assert "cannot grant" in top.joined_text
 
 
@@ -444,6 +452,23 @@ async def test_the_protected_paths_option_reaches_the_sandbox_too(root: Path) ->
         assert "deploy.sh" not in os.listdir(root)
         assert "deploy.sh" in confined.joined_text
         approved, _ = await _shell(secure, "echo ./build > deploy.sh")
-    assert approver.words == ["write the protected file deploy.sh"]
+    assert approver.words == [
+        "write or remove the protected path deploy.sh (as a file or a directory)"
+    ]
     assert not approved.is_error
     assert (root / "deploy.sh").read_text() == "./build\n"
+
+
+async def test_the_question_names_every_kind_of_change_the_grant_lets_back(root: Path) -> None:
+    # `> .vscode` reads as a file, but the copy-back lets back whatever is at the
+    # approved path: here the command makes it a directory. The question says so.
+    approver = _Approver()
+    command = "echo x > .vscode && rm .vscode && mkdir .vscode"
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, record = await _shell(secure, command)
+    assert approver.words[0].startswith(
+        "write or remove the protected path .vscode (as a file or a directory)"
+    )
+    assert record.decision is not None
+    assert "(as a file or a directory)" in str(record.decision.access)
+    assert not result.is_error, result.joined_text

@@ -41,3 +41,29 @@ async def test_a_missing_program_denies() -> None:
     decision = await approve(_action("touch ok.txt"))
     assert not decision.approved
     assert "could not run" in (decision.reason or "")
+
+
+async def test_the_program_is_told_the_access_an_escalation_grants() -> None:
+    # it judges the access, not only the command text
+    judge = (
+        "import json, sys\n"
+        "action = json.load(sys.stdin)\n"
+        "print(action['escalation'], action['escalation_grant'])\n"
+        "sys.exit(0 if action['escalation'] is None else 3)\n"
+    )
+    approve = create_command_approver([sys.executable, "-c", judge])
+    grant = {"protected_writes": ["/w/.envrc"], "outside_writes": [], "hosts": []}
+    escalation = "write or remove the protected path .envrc (as a file or a directory)"
+    action = ExecutionAction(
+        kind="shell",
+        operation="shell",
+        command="echo x > .envrc",
+        paths=("/w",),
+        metadata={"escalation": escalation, "escalation_grant": grant},
+    )
+    decision = await approve(action)
+    assert not decision.approved
+    assert decision.reason == f"{escalation} {grant}"
+    plain = await approve(_action("touch ok.txt"))
+    assert plain.approved
+    assert plain.reason == "None None"

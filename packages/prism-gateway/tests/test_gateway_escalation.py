@@ -95,7 +95,8 @@ async def test_the_client_approves_exactly_the_access_it_was_told(workspace: Pat
     # the access first, then the rest; the command last (only it is ever clipped)
     assert asked[0] == (
         "Prism asks whether the tool 'shell' may shell; approving it lets this one call "
-        "write the protected file .envrc, which the sandbox would otherwise refuse; "
+        "write or remove the protected path .envrc (as a file or a directory), which the "
+        "sandbox would otherwise refuse; "
         f"risk: high; paths: {workspace}; the command: {command}"
     )
     assert (workspace / ".envrc").read_text() == "export X=1\n"
@@ -103,7 +104,7 @@ async def test_the_client_approves_exactly_the_access_it_was_told(workspace: Pat
     decision = next(r.decision for r in ledger.records if r.tool_name == "shell")
     assert decision is not None
     assert decision.escalation
-    assert decision.access == "write the protected file .envrc"
+    assert decision.access == "write or remove the protected path .envrc (as a file or a directory)"
     assert decision.approver == "approved by the client"
 
 
@@ -130,11 +131,13 @@ async def test_a_retried_answer_applies_only_to_the_access_it_was_asked_about(
     ):
         result = await client.call_tool("shell", {"command": "echo '{}' > lnk/tasks.json"})
     assert len(asked) == 1
-    assert "write the protected file .idea/tasks.json" in asked[0]
+    assert "write or remove the protected path .idea/tasks.json " in asked[0]
     assert result.is_error
     text = _text(result)
     assert "the access changed since the question was asked" in text
-    assert "'write the protected file .vscode/tasks.json'" in text
+    assert (
+        "'write or remove the protected path .vscode/tasks.json (as a file or a directory)'" in text
+    )
     assert not (workspace / ".vscode" / "tasks.json").exists()
     assert not (workspace / ".idea" / "tasks.json").exists()
 
@@ -223,7 +226,7 @@ async def test_the_access_words_survive_a_long_command(workspace: Path) -> None:
         result = await client.call_tool("shell", {"command": command})
     assert result.is_error
     assert len(asked) == 1
-    assert "approving it lets this one call write the protected file .envrc" in asked[0]
+    assert "approving it lets this one call write or remove the protected path .envrc" in asked[0]
     assert "the command: echo 'aaa" in asked[0]
     assert len(asked[0]) <= 2000
     assert not (workspace / ".envrc").exists()

@@ -294,7 +294,9 @@ def create_command_approver(
     """A fallback approver that runs ``command`` (never through a shell) for each question.
 
     The action goes to its stdin as one JSON object (``kind``, ``operation``,
-    ``command``, ``paths``, ``risk``, plus ``tool`` and ``client`` when a
+    ``command``, ``paths``, ``risk``; for an escalation ``escalation``, the
+    extra access a yes grants in words, and ``escalation_grant``, that grant
+    exactly (both null otherwise); plus ``tool`` and ``client`` when a
     gateway call is being served); exit status 0 approves, anything else
     denies, and the first line of its output (clipped) is the reason. The
     decision is not remembered.
@@ -317,6 +319,8 @@ def create_command_approver(
             "command": action.command,
             "paths": list(action.paths),
             "risk": action.risk,
+            "escalation": _access(action) or None,
+            "escalation_grant": action.metadata.get("escalation_grant"),
             "tool": scope.tool_name if scope is not None else None,
             "client": scope.client if scope is not None else None,
         }

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import os
 import re
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
@@ -162,10 +161,11 @@ def needs_of(commands: Sequence[CommandCheck], roots: Roots, *, confines: bool) 
             continue
         need: Need | None = None
         if check.rule == "protected" and confines:
+            # the copy-back lets back whatever is at that path (a file, a directory or
+            # its removal), so the words name all three, not the kind the command makes
             shown = _relative(check.target, roots)
-            directory = os.path.isdir(check.target) or check.program == "mkdir"
-            what = "directory" if directory else "file"
-            need = Need("protected", check.target, f"write the protected {what} {shown}")
+            words = f"write or remove the protected path {shown} (as a file or a directory)"
+            need = Need("protected", check.target, words)
         elif check.rule == "path:write":
             need = Need("outside", check.target, f"write {check.target} outside the roots")
         elif check.rule == "network":
@@ -204,7 +204,7 @@ def grant_of(needs: Sequence[Need]) -> AccessGrant:
 
 
 def access_words(needs: Sequence[Need]) -> str:
-    """``write the protected file .envrc and connect to a.example:443``."""
+    """``write or remove the protected path .envrc (...) and connect to a.example:443``."""
     words = [n.words for n in needs]
     if len(words) <= 2:
         return " and ".join(words)
