@@ -14,10 +14,15 @@ import sys
 
 import anyio
 from langchain_core.tools import ToolException
-from langchain_mcp_adapters.client import MultiServerMCPClient
+
+# Installed in the host's own environment only (it needs the MCP SDK 1.x).
+from langchain_mcp_adapters.client import (  # type: ignore[import-not-found]
+    MultiServerMCPClient,
+)
 
 
 async def main(mode: str, first: str, second: str) -> None:
+    server: dict[str, object]
     if mode == "stdio":
         server = {
             "command": first,
@@ -40,4 +45,4 @@ async def main(mode: str, first: str, second: str) -> None:
     print(json.dumps({"tools": sorted(tools), "read": str(read), "shell": str(denied)}))
 
 
-anyio.run(main, *sys.argv[1:4])  # the adapters are an asyncio library
+anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3])  # the adapters are an asyncio library
