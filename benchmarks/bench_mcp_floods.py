@@ -9,7 +9,7 @@ are the same floods test_mcp_floods.py asserts on (the tests bound memory only;
 timing lives here). Each ``stall:`` row is the longest the flood held the
 probe's event loop (thread CPU time between two ticks of a 10 ms ticker).
 
-``listing: ...`` opens a server whose listing carries three ~240 kB output
+``listing: ...`` opens a server whose listing carries three ~90 kB output
 schemas of the costliest shapes to admit (target: the open stalls the loop at
 most 200 ms; they are compiled only when a tool is first called). The junk
 page (100,000 two-byte entries beside one tool) is dropped whole before any
@@ -17,7 +17,11 @@ per-entry check; 4,000 tools with one the SDK refuses are each checked alone,
 with a checkpoint every 64 tools.
 ``result: ...`` is one call answering with a 960 kB ``structuredContent``; the
 note gives tracemalloc's peak during the call over the content's JSON size
-(target: at most 10x plus a constant).
+(target: at most 10x plus a constant). The blocks, ``{}`` and sampling rows
+are refused before the SDK builds its models (the first two at the gate or
+before ``json.loads``, the last with a JSON-RPC error back to the server); each
+has a baseline row in the same run with the probe's ``caps=off``, which lifts
+the caps (the behaviour before them).
 
 Run: ``uv run python benchmarks/bench_mcp_floods.py [--json] [--quick]``.
 """
@@ -48,11 +52,17 @@ FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
     ("200 000 progress, max_call_s=2", "progress", 200_000, ("max_call_s=2",)),
     ("50 000 log messages", "log", 50_000, ()),
     ("50 000 list-change announcements", "announce", 50_000, ()),
-    ("listing: 3 output schemas of ~240 kB", "costly_schemas", 0, ()),
+    ("listing: 3 output schemas of ~90 kB", "costly_schemas", 0, ()),
     ("listing: one tool and 100 000 junk entries", "junk", 100_000, ()),
     ("listing: 4 000 tools, one the SDK refuses", "many", 4_000, ()),
     ("result: 960 kB structuredContent of strings", "big_result", 960_000, ()),
     ("result: 960 kB structuredContent of objects", "big_objects", 960_000, ()),
+    ("result: 36 000 empty text blocks (1 MB)", "blocks", 36_000, ()),
+    ("  the same, caps lifted (baseline)", "blocks", 36_000, ("caps=off",)),
+    ("result: 330 000 {} in structuredContent", "nodes", 330_000, ()),
+    ("  the same, caps lifted (baseline)", "nodes", 330_000, ("caps=off",)),
+    ("sampling request of 17 000 messages (1 MB)", "sampling", 17_000, ()),
+    ("  the same, caps lifted (baseline)", "sampling", 17_000, ("caps=off",)),
 ]
 
 

@@ -2,7 +2,10 @@
 
 Usage: ``python mcp_flood_probe.py <mode> <count> [option=value ...]``; prints one
 JSON line. ``mode`` is one of mcp_flood_server.py's modes; options are passed to
-``open_mcp_tools`` as integers or floats (``none`` for ``None``).
+``open_mcp_tools`` as integers or floats (``none`` for ``None``), except
+``caps=off``, which lifts the gate's block, node and message caps (the
+benchmark's baseline), and the ``sampling`` mode, which gets a host sampler
+that answers after 0.1 s.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 import trio
 
 from prism.core import ToolCall, ToolExecutionContext
-from prism.mcp import StdioTransport, open_mcp_tools
+from prism.mcp import McpSamplingAnswer, McpSamplingRequest, StdioTransport, open_mcp_tools
 
 SERVER = Path(__file__).resolve().parent / "mcp_flood_server.py"
 
@@ -30,6 +33,8 @@ def peak_rss_bytes() -> int:
 def _value(text: str) -> object:
     if text == "none":
         return None
+    if text == "off":
+        return text
     return float(text) if "." in text else int(text)
 
 
@@ -61,6 +66,18 @@ async def _flood(
 ) -> dict[str, object]:
     transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
     report: dict[str, object] = {"mode": mode, "count": count}
+    if options.pop("caps", None) == "off":
+        from prism.mcp import _gate, _stdio
+
+        _gate.MAX_RESULT_BLOCKS = _gate.MAX_SAMPLING_MESSAGES = _gate.MAX_MESSAGE_NODES = 10**9
+        _stdio._FREE_NODES = 10**9
+    if mode == "sampling":
+
+        async def sample(request: McpSamplingRequest) -> McpSamplingAnswer:
+            await trio.sleep(0.1)
+            return McpSamplingAnswer(text=str(len(request.messages)), model="m")
+
+        options["sample"] = sample
     if mode in ("pages", "schema_pages", "costly_schemas", "junk", "many"):
         # The listing is the flood: measure around a second bridge's whole open.
         async with open_mcp_tools(

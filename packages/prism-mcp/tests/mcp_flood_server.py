@@ -24,13 +24,17 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   number of tools/list requests seen so far. ``count`` is unused.
 - ``shapes``: tools with annotations and output schemas whose results lie
   (see ``SHAPES``); ``count`` is unused.
-- ``costly_schemas``: one page of tools whose ``outputSchema`` is about 240 kB of
-  the costliest shapes to admit (80,000 ``prefixItems``, 80,000 ``allOf``
+- ``costly_schemas``: one page of tools whose ``outputSchema`` is about 90 kB of
+  the costliest shapes to admit (30,000 ``prefixItems``, 30,000 ``allOf``
   entries, 4,800 ``$defs`` beside a 64-level ``$ref`` chain), plus ``flood``.
 - ``big_result``: tools/call of ``flood`` answers with a ``structuredContent`` of
   about ``count`` bytes (an array of 30-character strings) under an ``outputSchema``
   of ``{"type": "object"}``; ``big_objects`` the same with an array of small
   objects (one 90-character member each, within the default instance limits).
+- ``blocks``: tools/call of ``flood`` answers with ``count`` empty text blocks;
+  ``nodes`` with a ``structuredContent`` of ``count`` empty objects.
+- ``sampling``: tools/call of ``flood`` sends one ``sampling/createMessage`` of
+  ``count`` empty messages and answers with what the host said back.
 """
 
 from __future__ import annotations
@@ -165,8 +169,8 @@ def costly_tools() -> list[dict[str, object]]:
         defs[f"c{i}"] = {"$ref": f"#/$defs/c{i + 1}"}
     defs["c64"] = {"type": "object"}
     schemas: list[dict[str, object]] = [
-        {"type": "object", "prefixItems": [{}] * 80_000},
-        {"type": "object", "allOf": [{}] * 80_000},
+        {"type": "object", "prefixItems": [{}] * 30_000},
+        {"type": "object", "allOf": [{}] * 30_000},
         {"type": "object", "$defs": defs, "$ref": "#/$defs/c0"},
     ]
     tools = [tool("flood")]
@@ -239,6 +243,19 @@ def list_page(request_id: object, cursor: object) -> None:
 def flood(request_id: object, token: object) -> None:
     if MODE in ("big_result", "big_objects"):
         big_result(request_id)
+        return
+    if MODE in ("blocks", "nodes"):
+        empty: list[object] = [{"type": "text", "text": ""}] * COUNT
+        shaped: dict[str, object] = {"content": empty}
+        if MODE == "nodes":
+            shaped = {"content": [], "structuredContent": {"items": [{}] * COUNT}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": shaped})
+        return
+    if MODE == "sampling":
+        ASKING.append(request_id)
+        said: list[object] = [{"role": "user", "content": {"type": "text", "text": ""}}] * COUNT
+        ask = {"messages": said, "maxTokens": 5}
+        send({"jsonrpc": "2.0", "id": "sample", "method": "sampling/createMessage", "params": ask})
         return
     if MODE == "ping":
         chunk = b"".join(
@@ -331,7 +348,7 @@ def main() -> None:
             form = {"type": "object", "properties": {"n": number}}
             ask = {"mode": "form", "message": "how many?", "requestedSchema": form}
             send({"jsonrpc": "2.0", "id": "ask", "method": "elicitation/create", "params": ask})
-        elif method is None and request_id == "ask" and ASKING:
+        elif method is None and request_id in ("ask", "sample") and ASKING:
             said = json.dumps(message.get("result") or message.get("error"))
             text: list[object] = [{"type": "text", "text": said}]
             send({"jsonrpc": "2.0", "id": ASKING.pop(), "result": {"content": text}})

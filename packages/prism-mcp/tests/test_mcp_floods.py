@@ -335,3 +335,68 @@ async def test_a_listing_of_many_tools_lets_other_tasks_run_between_tools(
     assert kept == 3_999
     # A checkpoint at least every 64 tools (each checked by the gate, once or twice).
     assert 0 < steps.most <= 2 * 64, steps.most
+
+
+async def _call_flood(mode: str, count: int, **options: Any) -> Any:
+    from prism.core import ToolCall, ToolExecutionContext
+    from prism.mcp import StdioTransport
+
+    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), mode, str(count)])
+    ctx = ToolExecutionContext(ToolCall(id="b", name="mcp:bl:flood", arguments={}))
+    with trio.fail_after(60):
+        async with open_mcp_tools(
+            server_id="bl", transport=server, protocol="legacy", **options
+        ) as bridge:
+            (tool,) = bridge.tools
+            return await tool.execute({}, ctx)
+
+
+@pytest.mark.parametrize(
+    ("mode", "count", "reason"),
+    [
+        # 36,000 empty text blocks (1 MB) were 36,000 SDK models: 36 MB and a 1.9 s
+        # frozen loop; 330,000 {} in structuredContent 49 MB and 330 ms.
+        ("blocks", 36_000, "result refused: 36000 content blocks, more than 1024"),
+        # Refused before json.loads builds the 330,000 dicts; the session is closed.
+        ("nodes", 330_000, "result refused: the server sent a message of 330005 objects"),
+        # Within the per-byte count (210 kB), past the gate's cap on one result.
+        ("nodes", 70_000, "result refused: more than 65536 objects and arrays"),
+    ],
+)
+async def test_a_result_of_too_many_blocks_or_nodes_is_refused_before_parsing(
+    mode: str, count: int, reason: str
+) -> None:
+    result = await _call_flood(mode, count)
+    assert result.is_error
+    assert reason in result.joined_text
+    assert result.details["mcp_server"] == "bl"
+
+
+@pytest.mark.parametrize("mode", ["blocks", "nodes"])
+async def test_a_result_within_the_caps_is_kept_whole(mode: str) -> None:
+    result = await _call_flood(mode, 1024 if mode == "blocks" else 60_000)
+    assert not result.is_error, result.joined_text
+    if mode == "blocks":
+        assert len(result.content) == 1024
+    else:
+        assert len(result.structured["items"]) == 60_000
+
+
+async def test_a_sampling_request_of_too_many_messages_is_answered_with_an_error() -> None:
+    from prism.mcp import McpSamplingAnswer, McpSamplingRequest
+
+    seen: list[int] = []
+
+    async def sample(request: McpSamplingRequest) -> McpSamplingAnswer:
+        seen.append(len(request.messages))
+        return McpSamplingAnswer(text="no", model="m")
+
+    # 17,000 empty messages (1 MB) were 10 MB of models and a 150 ms frozen loop each.
+    refused = await _call_flood("sampling", 17_000, sample=sample)
+    said = json.loads(refused.joined_text)
+    assert said["code"] == -32602
+    assert said["message"] == "request refused: 17000 messages, more than 1024"
+    assert seen == []
+    answered = await _call_flood("sampling", 1024, sample=sample)
+    assert json.loads(answered.joined_text)["content"]["text"] == "no"
+    assert seen == [1024]

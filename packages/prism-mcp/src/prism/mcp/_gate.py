@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKPOINT_TOOLS",
+    "MAX_MESSAGE_NODES",
     "MAX_PAGE_TOOLS",
+    "MAX_RESULT_BLOCKS",
+    "MAX_SAMPLING_MESSAGES",
     "MAX_TOOL_DEPTH",
     "gate_server_requests",
     "skeleton",
@@ -72,6 +75,65 @@ def _deeper_than(value: object, limit: int) -> bool:
     return False
 
 
+MAX_RESULT_BLOCKS = 1024
+"""Most content blocks one tools/call result may hold; a longer result is refused."""
+MAX_SAMPLING_MESSAGES = 1024
+"""Most messages one ``sampling/createMessage`` request may hold; a longer one is refused."""
+MAX_MESSAGE_NODES = 65536
+"""Most objects and arrays in one tools/call result or one server request."""
+_INVALID_PARAMS = -32602
+_RESULT_REFUSED = -32001
+
+
+def _more_nodes_than(value: object, limit: int) -> int | None:
+    """How many objects and arrays ``value`` holds, or ``None`` past ``limit`` (no recursion).
+
+    Counted before the SDK builds its models: an empty block or ``{}`` is two or
+    three bytes of JSON but a Python object (a model, for a block) of 60 to 1,000
+    bytes. One pass over the containers, stopping at the limit.
+    """
+    if type(value) not in _CONTAINERS:
+        return 0
+    level: list[Any] = [value]
+    count = 1
+    while level:
+        deeper: list[Any] = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) in _CONTAINERS:
+                    count += 1
+                    if count > limit:
+                        return None
+                    if child:
+                        deeper.append(child)
+        level = deeper
+    return count
+
+
+def _result_refusal(result: dict[str, Any]) -> str | None:
+    """Why a tools/call result is refused before the SDK parses it, or ``None``."""
+    content = result.get("content")
+    if type(content) is list and len(content) > MAX_RESULT_BLOCKS:
+        return f"{len(content)} content blocks, more than {MAX_RESULT_BLOCKS}"
+    if _more_nodes_than(result, MAX_MESSAGE_NODES) is None:
+        return f"more than {MAX_MESSAGE_NODES} objects and arrays"
+    return None
+
+
+def _request_refusal(message: mcp_types.JSONRPCRequest) -> str | None:
+    """Why a server request is refused before the SDK parses its parameters, or ``None``."""
+    params = message.params
+    if not params:
+        return None
+    if message.method == "sampling/createMessage":
+        messages = params.get("messages")
+        if type(messages) is list and len(messages) > MAX_SAMPLING_MESSAGES:
+            return f"{len(messages)} messages, more than {MAX_SAMPLING_MESSAGES}"
+    if _more_nodes_than(params, MAX_MESSAGE_NODES) is None:
+        return f"more than {MAX_MESSAGE_NODES} objects and arrays in its parameters"
+    return None
+
+
 _MAX_TRACKED_CALLS = 4096
 
 
@@ -97,10 +159,14 @@ class _GatedRead:
             item: SessionMessage | Exception = await self._inner.receive()
             if isinstance(item, SessionMessage):
                 message = item.message
-                if isinstance(message, mcp_types.JSONRPCRequest) and not self._gate.admit(
-                    message.id
-                ):
-                    continue
+                if isinstance(message, mcp_types.JSONRPCRequest):
+                    refusal = _request_refusal(message)
+                    if refusal is not None:
+                        text = f"request refused: {refusal}"
+                        self._gate.refuse(message.id, _INVALID_PARAMS, text)
+                        continue
+                    if not self._gate.admit(message.id):
+                        continue
                 if isinstance(message, mcp_types.JSONRPCResponse) and self._gate.pending:
                     await self._gate.answered(message)
                 if (
@@ -110,6 +176,16 @@ class _GatedRead:
                 ):
                     self._gate.calls.discard(message.id)
                     result = message.result
+                    refusal = _result_refusal(result)
+                    if refusal is not None:
+                        # An error in place of the result: the SDK never builds its models.
+                        error = mcp_types.ErrorData(
+                            code=_RESULT_REFUSED, message=f"result refused: {refusal}"
+                        )
+                        error_message = mcp_types.JSONRPCError(
+                            jsonrpc="2.0", id=message.id, error=error
+                        )
+                        return SessionMessage(error_message, metadata=item.metadata)
                     # A result with only structuredContent is valid; the 2025-11-25
                     # schema still requires content, so give it an empty one.
                     if "content" not in result and "structuredContent" in result:
@@ -344,15 +420,17 @@ class _Gate:
         if request_id not in self.inflight and len(self.inflight) < self.limit:
             self.inflight.add(request_id)
             return True
+        self.refuse(
+            request_id, _TOO_MANY_REQUESTS, f"too many concurrent requests (at most {self.limit})"
+        )
+        return False
+
+    def refuse(self, request_id: int | str, code: int, text: str) -> None:
+        """Answer a server request with an error, never waiting for the writer."""
         self.state.refused_requests += 1
         refusal = SessionMessage(
             mcp_types.JSONRPCError(
-                jsonrpc="2.0",
-                id=request_id,
-                error=mcp_types.ErrorData(
-                    code=_TOO_MANY_REQUESTS,
-                    message=f"too many concurrent requests (at most {self.limit})",
-                ),
+                jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=text)
             )
         )
         send_nowait = getattr(self.write, "send_nowait", None)
@@ -360,7 +438,6 @@ class _Gate:
             # Never wait: a server that does not read its answers just loses this one.
             with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 send_nowait(refusal)
-        return False
 
 
 def gate_server_requests(

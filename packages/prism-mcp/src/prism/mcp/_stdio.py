@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import secrets
 import subprocess
 from contextlib import asynccontextmanager, suppress
@@ -87,6 +88,27 @@ class LineSplitter:
             start = newline + 1
             if line:
                 lines.append(line)
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BYTES_PER_NODE = 16
+_FREE_NODES = 65536
+
+
+def _too_many_nodes(line: bytes) -> int | None:
+    """The objects and arrays in ``line`` when more than its bytes allow, else ``None``.
+
+    Counted before ``json.loads`` builds them: ``{}`` is two bytes of JSON but a
+    64-byte Python dict. A line may hold one object or array per 16 bytes plus
+    65,536 (about 5 MB of them); brackets inside strings are not counted (a
+    regex pass, only when the plain count is over).
+    """
+    allowed = len(line) // _BYTES_PER_NODE + _FREE_NODES
+    if line.count(b"{") + line.count(b"[") <= allowed:
+        return None
+    bare = _STRINGS.sub(b"", line)
+    nodes = bare.count(b"{") + bare.count(b"[")
+    return nodes if nodes > allowed else None
 
 
 def _parse(line: bytes) -> SessionMessage | None:
@@ -184,6 +206,15 @@ async def open_stdio_streams(
                         )
                         return
                     for line in complete:
+                        nodes = _too_many_nodes(line)
+                        if nodes is not None:
+                            state.set_fault(
+                                f"the server sent a message of {nodes} objects and arrays in "
+                                f"{len(line)} bytes (at most one per {_BYTES_PER_NODE} bytes "
+                                f"plus {_FREE_NODES})",
+                                oversize=True,
+                            )
+                            return
                         message = _parse(line)
                         if message is None:
                             state.set_fault("the server wrote a stdout line that is not JSON-RPC")
