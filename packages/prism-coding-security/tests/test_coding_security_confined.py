@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 from prism.coding.security import (
     BubblewrapSandbox,
+    SandboxUnavailableError,
     create_coding_approval_policy,
     create_sandbox_shell_operations,
 )
-from prism.coding.tools import create_shell_tool
+from prism.coding.tools import AccessGrant, ShellSpawnRequest, create_shell_tool
 from prism.core import (
     ConfigurationError,
     DispatchOptions,
@@ -86,7 +88,9 @@ def test_files_other_tools_run_are_protected_by_the_policy(root: Path, name: str
     [("echo x > .git/config", "protected", "changes inside .git never come back"),
      ("make > ../x", "path:write", "holds a writable root"),
      ("echo x > /proc/prism-x", "path:write", "cannot put a private layer over /proc"),
-     ("echo x > /prism-x", "path:write", "cannot put a private layer over /")],
+     ("echo x > /prism-x", "path:write", "cannot put a private layer over /"),
+     ("echo 1 > /run/prism-x.pid", "path:write", "/run is private and empty"),
+     ("echo 1 > /var/run/prism-x.pid", "path:write", "/run is private and empty")],
 )  # fmt: skip
 def test_what_the_sandbox_never_grants_is_refused_without_asking(
     root: Path, command: str, rule: str, why: str
@@ -134,3 +138,25 @@ async def test_a_confined_command_really_runs_in_the_sandbox(root: Path) -> None
     result = await dispatch_tool_call(call, options)
     assert not result.is_error, result.joined_text
     assert int(result.joined_text.split()[0]) < 10
+
+
+@pytest.mark.bwrap
+async def test_a_grant_in_a_private_directory_is_refused_by_the_sandbox_too(root: Path) -> None:
+    """The attack: an approved write to /run/x showed the whole host /run (tokens, sockets)."""
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command="ls /run; echo 1 > /run/prism-x.pid",
+        shell_path="/bin/sh",
+        cwd=str(root),
+        env={"PATH": "/usr/bin:/bin"},
+        grant=AccessGrant(outside_writes=("/run/prism-x.pid",)),
+    )
+    with pytest.raises(SandboxUnavailableError, match="/run is private and empty"):
+        await ops.run(request, sink)
+    assert chunks == []
+    assert not await trio.Path("/run/prism-x.pid").exists()

@@ -253,6 +253,10 @@ class BubblewrapSandbox:
             return f"{directory} is not an existing directory"
         if any(_within(root, directory) for root in self.writable_roots):
             return f"{directory} holds a writable root"
+        for hidden in self._hidden_dirs():
+            if _within(directory, hidden):
+                # a layer over it would show the host's files there, not only the target
+                return f"the sandbox's {hidden} is private and empty; it shows none of the host's"
         return None
 
     def _executable(self) -> str:
@@ -382,6 +386,12 @@ class BubblewrapSandbox:
         self, session: _Session, argv: Sequence[str], cwd: str, proxy_dir: str | None
     ) -> _Launch:
         # Runs in a thread: making the private layers touches the filesystem.
+        for path in () if session.grant is None else session.grant.outside_writes:
+            refusal = self.grant_refusal("outside", path)
+            if refusal is not None:
+                raise SandboxUnavailableError(
+                    f"cannot grant the write to {path}: {refusal}; refusing to run"
+                )
         outside = session.outside_directories()
         try:
             base = overlay_base((*self.writable_roots, *outside))
