@@ -160,3 +160,29 @@ async def test_a_grant_in_a_private_directory_is_refused_by_the_sandbox_too(root
         await ops.run(request, sink)
     assert chunks == []
     assert not await trio.Path("/run/prism-x.pid").exists()
+
+
+@pytest.mark.bwrap
+async def test_an_approved_file_never_comes_back_hard_linked(root: Path) -> None:
+    """The attack: an approved .envrc came back as the same inode as notes.txt."""
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+
+    async def sink(chunk: bytes) -> None:
+        pass
+
+    request = ShellSpawnRequest(
+        command="echo 'export A=1' > .envrc && ln .envrc notes.txt",
+        shell_path="/bin/sh",
+        cwd=str(root),
+        env={"PATH": "/usr/bin:/bin"},
+        grant=AccessGrant(protected_writes=(str(root / ".envrc"),)),
+    )
+    result = await ops.run(request, sink)
+    assert result.exit_code == 0
+    envrc, notes = (
+        await (trio.Path(root) / ".envrc").stat(),
+        await (trio.Path(root) / "notes.txt").stat(),
+    )
+    assert envrc.st_ino != notes.st_ino
+    assert (envrc.st_nlink, notes.st_nlink) == (1, 1)
+    assert await (trio.Path(root) / "notes.txt").read_text() == "export A=1\n"
