@@ -7,7 +7,10 @@ that records what it was asked.
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import subprocess
+import tempfile
 from typing import TYPE_CHECKING
 
 import pytest
@@ -33,7 +36,7 @@ from prism.core import (
 from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from prism.core import ToolResult
@@ -162,9 +165,15 @@ async def test_an_approval_does_not_carry_to_the_next_call(root: Path) -> None:
     assert (root / ".envrc").read_text() == "two\n"
 
 
-async def test_a_denied_escalation_changes_nothing(root: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory outside the roots, not in /tmp (the sandbox grants nothing there)."""
+    directory = tempfile.mkdtemp(dir="/var/tmp")
+    yield pathlib.Path(directory)
+    shutil.rmtree(directory)
+
+
+async def test_a_denied_escalation_changes_nothing(root: Path, outside: Path) -> None:
     before = sorted(os.listdir(root)), sorted(os.listdir(outside))
     approver = _Approver(answer=False)
     async with open_secure_coding_tools([str(root)], approve=approver) as secure:
@@ -215,10 +224,8 @@ async def test_a_link_made_by_the_command_at_the_approved_path_is_left_out(
 
 
 async def test_an_approved_write_outside_the_roots_writes_exactly_that_path(
-    root: Path, tmp_path: Path
+    root: Path, outside: Path
 ) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
     (outside / "keep.txt").write_text("keep\n")
     approver = _Approver()
     command = (
