@@ -442,8 +442,26 @@ async def test_the_private_layers_are_removed_after_the_call(
         code, _ = await _run(ops, command, root)
         assert code == 0
     assert await trio.to_thread.run_sync(wait_discarded, 60)
-    assert [p.name for p in base.iterdir() if p.name.startswith("prism-overlay-")] == []
+    assert list((base / f"prism-layers-{os.getuid()}").iterdir()) == []
     assert (root / "a" / "b" / "c").read_text() == "y\n"
+
+
+async def test_no_call_sees_the_private_layers(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: the layers under /var/tmp were readable, another call's pending changes too."""
+    base = tempfile.mkdtemp(dir="/var/tmp")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", base)
+        ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+        code, output = await _run(ops, f"echo secret > made.txt; ls -AR {base}", root)
+        assert code == 0
+        assert b"prism-overlay-" not in output
+        assert b"made.txt" not in output
+        assert b"secret" not in output
+        assert (root / "made.txt").read_text() == "secret\n"
+        layers = os.stat(os.path.join(base, f"prism-layers-{os.getuid()}"))
+        assert stat.S_IMODE(layers.st_mode) == 0o700
+    finally:
+        shutil.rmtree(base)
 
 
 async def test_no_descriptor_of_the_launcher_reaches_the_command(root: Path) -> None:

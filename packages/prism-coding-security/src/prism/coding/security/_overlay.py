@@ -128,11 +128,31 @@ def overlay_base(roots: Sequence[str]) -> str:
     for candidate in candidates:
         real = os.path.realpath(candidate)
         if os.path.isdir(real) and not any(_within(real, root) for root in roots):
-            return real
+            return _layers_directory(real)
     raise SandboxUnavailableError(
         "every temporary directory lies inside a writable root; the sandbox needs one "
         "outside them for the command's changes (set TMPDIR); refusing to run"
     )
+
+
+def _layers_directory(directory: str) -> str:
+    """``directory/prism-layers-UID``, mode 0700, this user's own: the layers' parent.
+
+    The sandbox hides it (an empty tmpfs over it), so that no command sees another
+    call's pending changes.
+
+    Raises:
+        OSError: it exists and is not this user's directory.
+    """
+    path = os.path.join(directory, f"prism-layers-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise OSError(f"{path} is not a directory of this user")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
 
 
 def _stat_key(path: str) -> tuple[int, int, int, int] | None:

@@ -335,6 +335,10 @@ class BubblewrapSandbox:
         hidden = self._hidden_dirs()
         for directory in hidden:
             args += ["--tmpfs", directory]
+        for layers in {os.path.dirname(o.directory) for o in (overlays or {}).values()}:
+            if not any(_within(layers, h) for h in hidden):
+                # every call's private layers (this one's are mounted already)
+                args += ["--tmpfs", layers]
         resolv = os.path.realpath("/etc/resolv.conf")
         if (
             self.network == "host"
