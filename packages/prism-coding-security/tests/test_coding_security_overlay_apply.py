@@ -53,6 +53,19 @@ def test_a_base_inside_every_root_is_refused() -> None:
         overlay_base(["/"])
 
 
+def test_the_layers_directory_is_this_users_own_and_private(tmp_path: Path) -> None:
+    layers = tmp_path / f"prism-layers-{os.getuid()}"
+    layers.mkdir(mode=0o755)
+    from prism.coding.security._overlay import _layers_directory
+
+    assert _layers_directory(str(tmp_path)) == str(layers)
+    assert stat.S_IMODE(layers.stat().st_mode) == 0o700
+    layers.rmdir()
+    layers.symlink_to(tmp_path)  # planted by someone else: never followed
+    with pytest.raises(OSError, match="not a directory of this user"):
+        _layers_directory(str(tmp_path))
+
+
 def test_links_at_protected_names_protect_their_targets_inside_the_root(
     root: Path, tmp_path: Path
 ) -> None:
