@@ -651,11 +651,11 @@ class _Applier:
             mode &= ~(stat.S_ISUID | stat.S_ISGID)
             os.chmod(upper, mode, follow_symlinks=False)
             self.notes.add("set-user-ID and set-group-ID bits are cleared", "/".join(rel))
-        if self.overlay._same_device and info.st_nlink == 1:
+        # an approved path with other names in the layer is copied: moved, an approved
+        # .envrc hard-linked to notes.txt would change with every edit of notes.txt
+        if self.overlay._same_device and (info.st_nlink == 1 or rel not in self.granted):
             os.rename(upper, name, dst_dir_fd=real_fd)
             return
-        # a file with other names in the layer is copied: moved, an approved
-        # .envrc hard-linked to notes.txt would change with every edit of notes.txt
         temporary = f".prism-{os.getpid()}-{name}"[:255]
         source = os.open(upper, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
