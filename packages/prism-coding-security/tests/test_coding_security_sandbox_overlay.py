@@ -448,6 +448,8 @@ async def test_the_private_layers_are_removed_after_the_call(
 
 async def test_no_call_sees_the_private_layers(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The attack: the layers under /var/tmp were readable, another call's pending changes too."""
+    from prism.coding.security._overlay import wait_discarded
+
     base = tempfile.mkdtemp(dir="/var/tmp")
     try:
         monkeypatch.setattr(tempfile, "tempdir", base)
@@ -461,6 +463,8 @@ async def test_no_call_sees_the_private_layers(root: Path, monkeypatch: pytest.M
         layers = os.stat(os.path.join(base, f"prism-layers-{os.getuid()}"))
         assert stat.S_IMODE(layers.st_mode) == 0o700
     finally:
+        # the layers are removed in the background: wait for that, then remove the base
+        assert await trio.to_thread.run_sync(wait_discarded, 60)
         shutil.rmtree(base)
 
 
