@@ -216,6 +216,12 @@ async def ping_flood(count: int, ctx: Context, wait_s: float = 5.0) -> str:
 
 
 @server.tool()
+def many_blocks(count: int) -> mcp_types.CallToolResult:
+    """A result of ``count`` empty text blocks."""
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(text="")] * count)
+
+
+@server.tool()
 def big(size: int) -> str:
     """A text result of ``size`` bytes."""
     return "x" * size

@@ -169,6 +169,24 @@ async def test_server_requests_over_http_are_bounded_too(fixture_http_url: str) 
     assert answered + refused >= 200
 
 
+async def test_a_result_of_too_many_blocks_is_refused_over_http_too(fixture_http_url: str) -> None:
+    from prism.core import ToolCall, ToolExecutionContext
+    from prism.mcp import StreamableHttpTransport
+
+    transport = StreamableHttpTransport(fixture_http_url)
+    with trio.fail_after(30):
+        async with open_mcp_tools(server_id="fx", transport=transport, protocol="legacy") as bridge:
+            tool = next(t for t in bridge.tools if t.name == "mcp:fx:many_blocks")
+            ctx = ToolExecutionContext(ToolCall(id="m", name=tool.name, arguments={}))
+            refused = await tool.execute({"count": 2000}, ctx)
+            kept = await tool.execute({"count": 1024}, ctx)
+    assert refused.is_error
+    assert "result refused: 2000 content blocks, more than 1024" in refused.joined_text
+    assert refused.details["mcp_server"] == "fx"
+    assert not kept.is_error
+    assert len(kept.content) == 1024
+
+
 @pytest.mark.parametrize(
     ("mode", "options", "kept"),
     [
