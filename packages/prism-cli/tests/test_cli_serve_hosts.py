@@ -32,7 +32,8 @@ LANGCHAIN_HOST = CACHE / "langchain-host"
 LANGCHAIN_PYTHON = LANGCHAIN_HOST / "venv" / "bin" / "python"
 TOKEN = "host-test-token-0123456789"
 
-pytestmark = pytest.mark.slow  # each host is a real program started several times
+# Each host is a real program started several times: scripts/test --hosts runs these.
+pytestmark = [pytest.mark.slow, pytest.mark.hosts]
 
 
 @pytest.fixture(scope="session")

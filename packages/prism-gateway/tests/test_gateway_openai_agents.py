@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
+
+# A third-party host or framework process per test: scripts/test --hosts runs these.
+pytestmark = pytest.mark.hosts
 
 if TYPE_CHECKING:
     from collections.abc import Callable

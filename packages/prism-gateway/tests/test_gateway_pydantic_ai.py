@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 import trio
 
+# A third-party host or framework process per test: scripts/test --hosts runs these.
+pytestmark = pytest.mark.hosts
+
 EXAMPLE = Path(__file__).resolve().parent / "gateway_pydantic_ai_example.py"
 
 
