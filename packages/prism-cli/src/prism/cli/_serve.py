@@ -205,13 +205,7 @@ async def _serve(
 ) -> None:
     import trio
 
-    from prism.coding.security import (
-        CommandRules,
-        create_coding_approval_policy,
-        create_contained_file_operations,
-        create_sandbox_shell_operations,
-    )
-    from prism.coding.tools import create_coding_tools
+    from prism.coding.security import create_coding_approval_policy
     from prism.core import ToolDefinition
     from prism.core.ledger import RunLedger
     from prism.gateway import (
@@ -224,9 +218,9 @@ async def _serve(
         serve_stdio,
     )
 
-    from ._ledgerfile import LedgerFailures, recording_ledger, spill_directory, writable_roots
+    from ._ledgerfile import LedgerFailures, recording_ledger, writable_roots
     from ._preflight import check_roots
-    from ._toolset import choose_sandbox, open_toolset
+    from ._toolset import choose_sandbox, coding_tools, command_rules, open_toolset
     from ._trio import watch_interrupts
 
     # The permission and validator come from the usual wiring; the coding tools
@@ -240,36 +234,20 @@ async def _serve(
     tools: list[ToolDefinition] = []
     if loaded.workspace.coding_tools:
         check_roots(loaded)
-        roots = list(loaded.workspace.roots)
         sandbox, _label = await choose_sandbox(loaded)
         policy = create_coding_approval_policy(
-            roots=roots,
+            roots=list(loaded.workspace.roots),
             approve=create_gateway_approver(
                 fallback=create_command_approver(approve_command) if approve_command else None
             ),
             read_only=loaded.workspace.read_only,
-            command_rules=CommandRules(
-                allow=loaded.commands.allow,
-                deny=loaded.commands.deny,
-                ask=loaded.commands.ask,
-                use_default_deny=loaded.commands.use_default_deny,
-            ),
+            command_rules=command_rules(loaded),
             sandbox=sandbox,
             readable=loaded.workspace.readable,
             protected_paths=loaded.workspace.protected_paths,
             cache_approvals=False,
         )
-        tools = create_coding_tools(
-            roots[0],
-            execution_policy=policy,
-            file_operations=create_contained_file_operations(roots),
-            shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
-            shell_options={
-                "spill_dir": spill_directory(
-                    writable_roots(loaded), allowed=loaded.ledger_inside_roots
-                )
-            },
-        )
+        tools = coding_tools(loaded, policy, sandbox)
     async with contextlib.AsyncExitStack() as stack:
         # Outermost: a signal cancels everything below, the ledger included.
         await stack.enter_async_context(watch_interrupts(lambda signum: False))

@@ -30,7 +30,8 @@ from ._trio import only_leaf
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from prism.coding.security import ApprovalCallback, SandboxBackend
+    from prism.coding.security import ApprovalCallback, CommandRules, SandboxBackend
+    from prism.core import ExecutionPolicy
     from prism.mcp import McpElicitCallback
 
     from ._config import McpServerConfig, PrismConfig
@@ -151,12 +152,27 @@ async def choose_sandbox(config: PrismConfig) -> tuple[SandboxBackend | None, st
     return None, f"none ({' and '.join(failed)} unavailable)"
 
 
-async def _coding_tools(
-    config: PrismConfig, approve: ApprovalCallback | None = None
-) -> tuple[list[ToolDefinition], str]:
+def command_rules(config: PrismConfig) -> CommandRules:
+    """The ``[commands]`` table as the command policy's rules."""
+    from prism.coding.security import CommandRules
+
+    return CommandRules(
+        allow=config.commands.allow,
+        deny=config.commands.deny,
+        ask=config.commands.ask,
+        use_default_deny=config.commands.use_default_deny,
+    )
+
+
+def coding_tools(
+    config: PrismConfig, policy: ExecutionPolicy, sandbox: SandboxBackend | None
+) -> list[ToolDefinition]:
+    """The coding tools over the workspace roots, gated by ``policy``, commands in ``sandbox``.
+
+    Raises:
+        CliError: the shell tool's spill folder lies inside a writable root.
+    """
     from prism.coding.security import (
-        CommandRules,
-        create_coding_approval_policy,
         create_contained_file_operations,
         create_sandbox_shell_operations,
     )
@@ -165,36 +181,38 @@ async def _coding_tools(
     from ._ledgerfile import spill_directory, writable_roots
 
     roots = list(config.workspace.roots)
-    rules = CommandRules(
-        allow=config.commands.allow,
-        deny=config.commands.deny,
-        ask=config.commands.ask,
-        use_default_deny=config.commands.use_default_deny,
+    spill = spill_directory(writable_roots(config), allowed=config.ledger_inside_roots)
+    return list(
+        create_coding_tools(
+            roots[0],
+            execution_policy=policy,
+            file_operations=create_contained_file_operations(roots),
+            shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
+            shell_options={"spill_dir": spill},
+        )
     )
+
+
+async def _coding_tools(
+    config: PrismConfig, approve: ApprovalCallback | None = None
+) -> tuple[list[ToolDefinition], str]:
+    from prism.coding.security import create_coding_approval_policy
+
     sandbox, label = await choose_sandbox(config)
     # Without an approval callback (a scripted run, a pipe) nobody is asked, so
     # anything that would need approval is refused (and the model is told why).
     # With a working sandbox the policy runs in confined mode: what the sandbox
     # confines runs.
     policy = create_coding_approval_policy(
-        roots=roots,
+        roots=list(config.workspace.roots),
         approve=approve,
         read_only=config.workspace.read_only,
-        command_rules=rules,
+        command_rules=command_rules(config),
         sandbox=sandbox,
         readable=config.workspace.readable,
         protected_paths=config.workspace.protected_paths,
     )
-    tools = create_coding_tools(
-        roots[0],
-        execution_policy=policy,
-        file_operations=create_contained_file_operations(roots),
-        shell_operations=None if sandbox is None else create_sandbox_shell_operations(sandbox),
-        shell_options={
-            "spill_dir": spill_directory(writable_roots(config), allowed=config.ledger_inside_roots)
-        },
-    )
-    return list(tools), label
+    return coding_tools(config, policy, sandbox), label
 
 
 @contextlib.asynccontextmanager
