@@ -326,29 +326,31 @@ async def test_the_grant_reaches_the_shell_only_from_the_decision(root: Path) ->
     assert seen == [AccessGrant(protected_writes=(str(root / ".envrc"),)), None, None]
 
 
+async def _serve(hits: dict[str, int], name: str, task_status: trio.TaskStatus[int]) -> None:
+    """A plain HTTP server on 127.0.0.1 that counts the connections it gets."""
+
+    async def answer(stream: trio.SocketStream) -> None:
+        hits[name] += 1
+        async with stream:
+            await stream.receive_some(4096)
+            body = f"hello from {name}\n".encode()
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            await stream.send_all(head + body)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(answer, listeners)
+
+
 async def test_an_approved_host_is_reached_and_no_other(root: Path) -> None:
     """network="none": the approved host, for that call, through a proxy of its own."""
     hits = {"a": 0, "b": 0}
-
-    async def serve(name: str, task_status: trio.TaskStatus[int]) -> None:
-        async def answer(stream: trio.SocketStream) -> None:
-            hits[name] += 1
-            async with stream:
-                await stream.receive_some(4096)
-                body = f"hello from {name}\n".encode()
-                head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-                await stream.send_all(head + body)
-
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        task_status.started(listeners[0].socket.getsockname()[1])
-        await trio.serve_listeners(answer, listeners)
-
     approver = _Approver()
     # -p: tunnel through the proxy with CONNECT; --noproxy '': also for 127.0.0.1
     curl = "curl -sS -p --noproxy '' --max-time 20"
     async with trio.open_nursery() as nursery:
-        port_a = await nursery.start(serve, "a")
-        port_b = await nursery.start(serve, "b")
+        port_a = await nursery.start(_serve, hits, "a")
+        port_b = await nursery.start(_serve, hits, "b")
         url_a, url_b = f"http://127.0.0.1:{port_a}/", f"http://127.0.0.1:{port_b}/"
         async with open_secure_coding_tools([str(root)], approve=approver) as secure:
             # the second curl's host is computed: not named, so not granted
@@ -363,6 +365,130 @@ async def test_an_approved_host_is_reached_and_no_other(root: Path) -> None:
     assert hits == {"a": 1, "b": 0}
     assert record.decision is not None
     assert record.decision.access == approver.words[0]
+
+
+@pytest.mark.git
+async def test_an_approved_git_remote_is_reached_through_the_proxy_and_no_other(
+    root: Path,
+) -> None:
+    """Real git in real bubblewrap: the repository URL's host is asked for and reached.
+
+    git tunnels to the approved host through the call's proxy (the TLS handshake then
+    fails against the plain server, which is enough: the connection was made); the
+    second repository URL is computed at run time, so it is not named and the proxy
+    refuses it.
+    """
+    hits = {"a": 0, "b": 0}
+    approver = _Approver()
+    # git honours the proxy variables; NO_PROXY would send 127.0.0.1 around the proxy
+    git = "NO_PROXY= no_proxy= GIT_TERMINAL_PROMPT=0 git ls-remote"
+    async with trio.open_nursery() as nursery:
+        port_a = await nursery.start(_serve, hits, "a")
+        port_b = await nursery.start(_serve, hits, "b")
+        command = (
+            f"{git} https://127.0.0.1:{port_a}/r.git; "
+            f'{git} "$(echo https://127.0.0.1:{port_b}/r.git)"'
+        )
+        async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+            result, record = await _shell(secure, command)
+        nursery.cancel_scope.cancel()
+    assert approver.words == [f"connect to 127.0.0.1:{port_a}"]
+    assert hits["a"] >= 1, result.joined_text
+    assert hits["b"] == 0, result.joined_text
+    assert record.decision is not None
+    assert record.decision.access == approver.words[0]
+
+
+@pytest.mark.parametrize(
+    ("command", "access"),
+    [("git clone https://github.com/a/b.git", "connect to github.com:443"),
+     ("git -C sub fetch --depth 1 https://a.example:8443/r.git main",
+      "connect to a.example:8443"),
+     ("git push --repo=https://a.example/r.git", "connect to a.example:443"),
+     ("git ls-remote http://[::1]:8080/r.git", "connect to [::1]:8080"),
+     # the host a URL's user part spells is not the host it connects to
+     ("git clone https://github.com@evil.example/r.git", "connect to evil.example:443"),
+     ("pip install --index-url https://pypi.org@evil.example/simple x",
+      "connect to evil.example:443"),
+     ("pip download -i https://a.example/simple --extra-index-url https://b.example/s x "
+      "'y @ https://c.example/y.whl' git+https://d.example/z",
+      "connect to a.example:443, connect to b.example:443, connect to c.example:443 and "
+      "connect to d.example:443"),
+     ("python3 -m pip install --no-index -f https://a.example/wheels x",
+      "connect to a.example:443"),
+     ("uv pip install --index-url https://a.example/simple x", "connect to a.example:443"),
+     ("npm install --registry https://r.example/ x", "connect to r.example:443"),
+     ("pnpm add --registry=https://r.example:4873 x", "connect to r.example:4873")],
+)  # fmt: skip
+def test_network_commands_name_the_hosts_their_arguments_give(
+    root: Path, command: str, access: str
+) -> None:
+    sandbox = BubblewrapSandbox([str(root)], network="none")
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=sandbox)
+    decision = _check(policy, command, root)
+    assert isinstance(decision, ExecutionDecision)  # no approver: the question is refused
+    assert not decision.allowed
+    assert decision.details["access"] == access
+    assert decision.details["grant"]["hosts"] == [  # type: ignore[index]
+        word.removeprefix("connect to ") for word in access.replace(" and ", ", ").split(", ")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [("git fetch origin", "from the repository's configuration"),
+     ("git pull", "names no repository"),
+     ("git push origin main:main", "from the repository's configuration"),
+     ("git clone ext::sh", "a remote helper"),
+     ("git clone https://127.1/r.git", "does not name one plain host"),
+     ("git fetch --frobnicate https://a.example/r.git", "unknown option"),
+     ("pip install requests", "from its configuration"),
+     ("pip install -i 'https://*.example/simple' x", "does not name one plain host"),
+     ("npm install", "from its configuration (.npmrc)"),
+     ("curl -s http://2130706433/", "names no http(s) URL with one plain host")],
+)  # fmt: skip
+def test_a_network_command_that_names_no_host_is_not_asked_and_says_why(
+    root: Path, command: str, why: str
+) -> None:
+    """Confined without the network, nothing to grant, and the decision says why."""
+    sandbox = BubblewrapSandbox([str(root)], network="none")
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=sandbox)
+    decision = _check(policy, command, root)
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.allowed
+    assert decision.details["confined"] is True
+    assert "access" not in decision.details
+    assert why in str(decision.details["network"])
+    assert "no network access can be granted" in str(decision.reason)
+
+
+@pytest.mark.parametrize(
+    ("command", "access"),
+    [("ssh example.com ls", "connect to example.com:22 directly"),
+     ("ssh -p 2200 -i key u@example.com", "connect to example.com:2200 directly"),
+     ("git clone git@github.com:a/b.git", "connect to github.com:22 directly"),
+     ("git fetch ssh://git@h.example:2222/r.git", "connect to h.example:2222 directly"),
+     ("git clone git://h.example/r.git", "connect to h.example:9418 directly")],
+)  # fmt: skip
+def test_a_host_reached_without_the_proxy_is_refused_not_asked(
+    root: Path, command: str, access: str
+) -> None:
+    """ssh ignores the proxy: an approval could not open it, so nobody is asked."""
+    approver = _Approver()
+    for network, hosts in (("none", []), ("allowlist", ["example.com", "github.com"])):
+        sandbox = BubblewrapSandbox([str(root)], network=network, allowed_hosts=hosts)
+        policy = create_coding_approval_policy(roots=[str(root)], approve=approver, sandbox=sandbox)
+        decision = _check(policy, command, root)
+        assert isinstance(decision, ExecutionDecision)
+        assert not decision.allowed
+        assert decision.details["access"] == access
+        assert "does not use it" in str(decision.reason)
+        assert "not asked" in str(decision.reason)
+    assert approver.asked == []
+    host = BubblewrapSandbox([str(root)], network="host")
+    decision = _check(create_coding_approval_policy(roots=[str(root)], sandbox=host), command, root)
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.allowed  # the host's network reaches it: confined as before
 
 
 @pytest.mark.parametrize(
@@ -480,3 +606,65 @@ async def test_the_question_names_every_kind_of_change_the_grant_lets_back(root:
     assert record.decision is not None
     assert "(as a file or a directory)" in str(record.decision.access)
     assert not result.is_error, result.joined_text
+
+
+@pytest.mark.parametrize(
+    ("argv", "proxied", "direct", "unnamed"),
+    [("git clone ../local copy", None, None, None),
+     ("git clone file:///srv/r.git", None, None, None),
+     ("git fetch ./other", None, None, None),
+     ("git status", None, None, None),
+     ("git --frobnicate fetch", None, None, None),
+     ("git clone https:///r.git", (), (), "does not name one plain host"),
+     ("git clone ssh://*.example/r.git", (), (), "does not name one plain host"),
+     ("git clone ftp://h.example/r.git", (), (), "transport is not one the proxy carries"),
+     ("git clone [::1]:r.git", (), (), "does not name one plain host"),
+     ("git clone u@h.example:r.git", (), ("h.example:22",), None),
+     ("pip list", None, None, None),
+     ("pip3.11 install -i https://a.example/s x y", ("a.example:443",), (), None),
+     ("pip install --no-index x", (), (), None),
+     ("pip install --no-index git+ssh://h.example/r.git", (), (),
+      "does not name one plain host over https"),
+     ("npm test", None, None, None),
+     ("yarn add --registry ftp://r.example x", (), (), "does not name one plain host"),
+     ("ssh", (), (), "ssh connects directly"),
+     ("ssh -p x h.example", (), (), "ssh connects directly"),
+     ("ssh ssh://h.example:2022", (), ("h.example:2022",), None),
+     ("ssh -Z h.example", (), (), "ssh connects directly"),
+     ("make all", None, None, None)],
+)  # fmt: skip
+def test_what_each_network_command_names(
+    argv: str,
+    proxied: tuple[str, ...] | None,
+    direct: tuple[str, ...] | None,
+    unnamed: str | None,
+) -> None:
+    from prism.coding.security._hosts import named_hosts
+
+    words = tuple(argv.split())
+    named = named_hosts(words[0], words)
+    if proxied is None:
+        assert named is None
+        return
+    assert named is not None
+    assert (named.proxied, named.direct) == (proxied, direct)
+    if unnamed is None:
+        assert named.unnamed is None
+    else:
+        assert unnamed in str(named.unnamed)
+
+
+def test_a_backend_of_unknown_network_gets_no_network_note(root: Path) -> None:
+    class _Odd:
+        network = "mesh"
+
+        async def ensure_available(self) -> None:
+            return None
+
+        def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
+            return list(argv)
+
+    policy = create_coding_approval_policy(roots=[str(root)], sandbox=_Odd())
+    decision = _check(policy, "git fetch origin", root)
+    assert isinstance(decision, ExecutionDecision)
+    assert "network" not in decision.details

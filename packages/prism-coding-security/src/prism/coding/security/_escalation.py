@@ -7,9 +7,13 @@ can grant, for that one command:
   ``.vscode/tasks.json``): the real path a redirect or a modelled program
   writes (rule ``protected``);
 * a write outside the roots: the real path (rule ``path:write``);
-* a connection to a host the sandbox's network does not reach: the
-  ``host:port`` of each ``http(s)://`` URL given to ``curl`` or ``wget``
-  (rule ``network``).
+* a connection to a host the sandbox's network does not reach: each
+  ``host:port`` the command's own argv names (``curl``/``wget`` URLs, a git
+  repository URL, pip's index, npm's registry: :mod:`._hosts`; rule
+  ``network``). A host reached directly, not through the sandbox's proxy
+  (``ssh``, git over ssh), is named too but never granted (rule
+  ``network:direct``); a network command whose argv names no host exactly
+  gets a note saying why nothing can be granted (rule ``network:unnamed``).
 
 The backend says whether it can grant each one (``grant_refusal``); what it
 cannot grant is not asked. The grant travels as an
@@ -18,16 +22,13 @@ cannot grant is not asked. The grant travels as an
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
-import re
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
 
 import attrs
 
 from prism.coding.tools import AccessGrant
 
+from ._hosts import named_hosts
 from ._protected import in_git_directory
 from ._proxy import HostAllowlist
 
@@ -37,11 +38,22 @@ if TYPE_CHECKING:
     from ._judge import CommandCheck
     from ._paths import Roots
 
-__all__ = ["Need", "access_words", "grant_of", "needs_of", "network_checks", "ungrantable"]
+__all__ = [
+    "DIRECT",
+    "UNNAMED",
+    "Need",
+    "access_words",
+    "grant_of",
+    "needs_of",
+    "network_checks",
+    "ungrantable",
+]
 
-NeedKind = Literal["protected", "outside", "network"]
-_URL_PROGRAMS = frozenset({"curl", "wget"})
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+NeedKind = Literal["protected", "outside", "network", "direct"]
+# a connection that does not go through the sandbox's proxy (ssh): never granted
+DIRECT = "network:direct"
+# a network command whose argv names no host exactly: nothing to grant, said why
+UNNAMED = "network:unnamed"
 
 
 @attrs.frozen
@@ -53,60 +65,15 @@ class Need:
     words: str
 
 
-def _host_port(word: str) -> str | None:
-    """``host:port`` of an ``http(s)://`` URL, or None."""
-    if "://" not in word:
-        return None
-    try:
-        parts = urlsplit(word)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    host = parts.hostname
-    if scheme not in _DEFAULT_PORTS or not host:
-        return None
-    port = port or _DEFAULT_PORTS[scheme]
-    with contextlib.suppress(ValueError):
-        if ipaddress.ip_address(host).version == 6:
-            return f"[{host}]:{port}"
-    host = host.rstrip(".")
-    if not _plain_host(host):
-        return None
-    return f"{host}:{port}"
+def _reaches(sandbox: object, host_port: str, *, direct: bool = False) -> bool | None:
+    """Whether the sandbox's own network reaches ``host_port`` (None: unknown backend).
 
-
-_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
-_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
-
-
-def _plain_host(host: str) -> bool:
-    """A DNS name or a dotted-quad IPv4 address, spelled so that it names one host.
-
-    The grant goes into the proxy's allowlist as written, and what it means there
-    is what the question said: no ``*`` (a wildcard there), no character outside
-    a host name (``%``-escapes, non-ASCII), and no IPv4 address in another form
-    (``2130706433``, ``127.1``, ``0x7f.0.0.1`` are 127.0.0.1 to a resolver).
+    ``direct``: the program does not use the proxy, so only the host's network does.
     """
-    if not host or len(host) > 253:
-        return False
-    labels = host.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
-        return False
-    if _NUMERIC_LABEL.fullmatch(labels[-1]):  # a resolver reads it as an IPv4 address
-        try:
-            return str(ipaddress.IPv4Address(host)) == host
-        except ValueError:
-            return False
-    return True
-
-
-def _reaches(sandbox: object, host_port: str) -> bool | None:
-    """Whether the sandbox's own network reaches ``host_port`` (None: unknown backend)."""
     network = getattr(sandbox, "network", None)
     if network is True or network == "host":
         return True
-    if network is False or network == "none":
+    if network is False or network == "none" or (direct and network == "allowlist"):
         return False
     if network == "allowlist":
         host, _, port = host_port.rpartition(":")
@@ -116,27 +83,54 @@ def _reaches(sandbox: object, host_port: str) -> bool | None:
 
 
 def network_checks(commands: Sequence[CommandCheck], sandbox: object) -> list[CommandCheck]:
-    """An ask check for each host a ``curl``/``wget`` part names that the sandbox does not reach.
+    """A check for each host a network command names that the sandbox does not reach.
 
     Only parts that ask already (not proved, no allow rule) are looked at: the
-    host they name is what approving them would open.
+    host they name is what approving them would open. A host named through the
+    proxy asks (rule ``network``); one reached directly (``ssh``) is refused
+    without asking (``network:direct``); a network command that names no host
+    exactly gets a confinable note with why (``network:unnamed``).
     """
     out: list[CommandCheck] = []
     seen: set[str] = set()
     for check in commands:
-        if check.verdict != "ask" or check.program not in _URL_PROGRAMS:
+        if check.verdict != "ask":
             continue
-        for word in check.argv[1:]:
-            target = _host_port(word)
-            if target is None or target in seen or _reaches(sandbox, target) is not False:
-                continue
-            seen.add(target)
+        named = named_hosts(check.program, check.argv)
+        if named is None:
+            continue
+        before = len(out)
+        for rule, targets in (("network", named.proxied), (DIRECT, named.direct)):
+            for target in targets:
+                key = f"{rule} {target}"
+                reached = _reaches(sandbox, target, direct=rule == DIRECT)
+                if key in seen or reached is not False:
+                    continue
+                seen.add(key)
+                how = " directly (not through the sandbox's proxy)" if rule == DIRECT else ""
+                out.append(
+                    attrs.evolve(
+                        check,
+                        reason=f"connects to {target}{how}, which the sandbox's network does "
+                        "not reach",
+                        rule=rule,
+                        target=target,
+                    )
+                )
+        key = f"{check.argv} {named.unnamed}"
+        if (
+            named.unnamed
+            and len(out) == before
+            and key not in seen
+            and _reaches(sandbox, "", direct=True) is False
+        ):
+            seen.add(key)
             out.append(
                 attrs.evolve(
                     check,
-                    reason=f"connects to {target}, which the sandbox's network does not reach",
-                    rule="network",
-                    target=target,
+                    reason=f"no network access can be granted to it: {named.unnamed}",
+                    rule=UNNAMED,
+                    target=None,
                 )
             )
     return out
@@ -170,6 +164,8 @@ def needs_of(commands: Sequence[CommandCheck], roots: Roots, *, confines: bool) 
             need = Need("outside", check.target, f"write {check.target} outside the roots")
         elif check.rule == "network":
             need = Need("network", check.target, f"connect to {check.target}")
+        elif check.rule == DIRECT:
+            need = Need("direct", check.target, f"connect to {check.target} directly")
         if need is not None and need not in out:
             out.append(need)
     return out
@@ -180,6 +176,11 @@ def ungrantable(needs: Sequence[Need], sandbox: object, roots: Roots) -> tuple[N
     refusal = getattr(sandbox, "grant_refusal", None)
     name = type(sandbox).__name__
     for need in needs:
+        if need.kind == "direct":
+            return need, (
+                "a host is granted only through the sandbox's HTTPS proxy, and this program "
+                "(ssh, git over ssh or git://) does not use it"
+            )
         if refusal is None:
             what = {"protected": "a protected path", "outside": "a path outside the roots",
                     "network": "a host its network does not reach"}[need.kind]  # fmt: skip

@@ -30,7 +30,7 @@ from prism.core.options import (
     string,
 )
 
-from ._escalation import access_words, grant_of, needs_of, network_checks, ungrantable
+from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots
 from ._protected import ProtectedPaths, in_git_directory, normalize_protected_paths
@@ -351,6 +351,11 @@ class _CodingApprovalPolicy:
                 self.sandbox_name if confines else f"{self.sandbox_name} (proved-safe)"
             )
         reason = f"command {command!r}: {explanation.reason}"
+        # a network command whose argv names no host: approving it opens no network
+        unnamed = next((c.reason for c in explanation.commands if c.rule == UNNAMED), "")
+        if unnamed:
+            details["network"] = unnamed
+            reason += f"; {unnamed}"
         if explanation.execute is not None:
             details["proved"] = True
             details["execute"] = explanation.execute
@@ -363,7 +368,7 @@ class _CodingApprovalPolicy:
             return CommandVerdict(
                 outcome="allow",
                 reason=f"command {command!r} runs confined in the {self.sandbox_name} "
-                f"sandbox ({explanation.reason})",
+                f"sandbox ({explanation.reason})" + (f"; {unnamed}" if unnamed else ""),
                 details=details,
             )
         if self.sandbox is not None and explanation.outcome == "ask":
@@ -382,7 +387,12 @@ class _CodingApprovalPolicy:
                     outcome="deny",
                     reason=f"command {command!r} needs access the {self.sandbox_name} "
                     f"sandbox cannot grant, even approved: to {need.words} ({why}); it is "
-                    "not asked; make this change outside the sandbox",
+                    "not asked; "
+                    + (
+                        "run it outside the sandbox"
+                        if need.kind == "direct"
+                        else "make this change outside the sandbox"
+                    ),
                     details=details,
                 )
             if needs:
@@ -460,7 +470,7 @@ class _CodingApprovalPolicy:
 # outside the roots or to protected paths, read-only mode, the host's own ask rules.
 _CONFINABLE_RULES = frozenset(
     {"unknown-program", "path-qualified", "dynamic", "assignment", "function", "background",
-     "path:read", "write", "path_shadow", "grammar"}
+     "path:read", "write", "path_shadow", "grammar", UNNAMED}
 )  # fmt: skip
 
 
