@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import TypeAlias
 
 import attrs
 
+from ._call_text import parse_call_arguments
 from ._json import JsonValue
 
 __all__ = [
@@ -113,18 +115,55 @@ class ReasoningContent:
 Content: TypeAlias = TextContent | ImageContent | ResourceContent | ResourceLink | ReasoningContent
 
 
+# What a call built any other way than from_json carries: no bound at all.
+NO_TEXT_BOUND = sys.maxsize
+
+
 @attrs.frozen(kw_only=True)
 class ToolCall:
     """A call the model asked for.
 
     ``arguments`` is whatever the provider parsed; the dispatcher checks that it
-    is a JSON object before anything else looks at it.
+    is a JSON object before anything else looks at it. A call built from the
+    model's JSON text with :meth:`from_json` also carries what that text proves
+    about its arguments, which lets a validator skip walking them.
     """
 
     id: str
     name: str
     # Compared, but left out of the hash: parsed arguments are usually a dict.
     arguments: object = attrs.field(hash=False)
+    # Set only by from_json, next to the arguments it parsed: the text's length
+    # and bracket count (see _call_text). Not an __init__ argument, so neither a
+    # caller nor attrs.evolve can pair a bound with other arguments.
+    _text_chars: int = attrs.field(
+        init=False, default=NO_TEXT_BOUND, eq=False, hash=False, repr=False
+    )
+    _text_nesting: int = attrs.field(
+        init=False, default=NO_TEXT_BOUND, eq=False, hash=False, repr=False
+    )
+
+    @classmethod
+    def from_json(cls, *, id: str, name: str, arguments: str) -> ToolCall:
+        """The call whose arguments are the JSON text ``arguments``, as a model sent it.
+
+        Blank text means no arguments (``{}``); text that is not JSON is kept as
+        the string, and the dispatcher refuses it, saying why. Prism parses the
+        text itself and keeps what the text proves about the value it parsed
+        (at most as many values and characters as the text has, nested at most
+        as deep as its brackets, only plain JSON types, numbers within 64 bits
+        and finite, no lone surrogate or pollution key): a validator whose
+        limits that proof already meets checks the call without walking its
+        arguments. The proof belongs to this call's own ``arguments`` object; a
+        call rebuilt with other arguments (or with ``attrs.evolve``) has none.
+        Do not change the parsed arguments in place: build a new call instead.
+        """
+        value, bound = parse_call_arguments(arguments)
+        call = cls(id=id, name=name, arguments=value)
+        if bound is not None:
+            object.__setattr__(call, "_text_chars", bound[0])
+            object.__setattr__(call, "_text_nesting", bound[1])
+        return call
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,6 @@ from ._common import (
     ask,
     content_text,
     open_client,
-    parse_arguments,
 )
 from ._errors import ProviderResponseError
 from ._events import (
@@ -353,7 +352,7 @@ class AnthropicProvider(SharedOptions):
             )
         ordered = [blocks[index] for index in sorted(blocks)]
         calls = tuple(
-            ToolCall(id=b.call_id, name=b.name, arguments=parse_arguments(b.arguments))
+            ToolCall.from_json(id=b.call_id, name=b.name, arguments=b.arguments)
             for b in ordered
             if b.kind == "tool_use"
         )

@@ -63,7 +63,6 @@ __all__ = [
     "content_text",
     "import_sdk",
     "open_client",
-    "parse_arguments",
 ]
 
 # How long closing an HTTP stream or client may take once the caller is gone.
@@ -194,25 +193,10 @@ def content_text(block: Content) -> str:
     return ""
 
 
-def parse_arguments(raw: str) -> object:
-    """A tool call's arguments as the model sent them.
-
-    Empty means no arguments (``{}``). Text that is not JSON is kept as the
-    string, so the dispatcher blocks the call as ``invalid_arguments`` and the
-    model reads why.
-    """
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
 def arguments_json(arguments: object) -> str:
     """A tool call's arguments as the JSON text the APIs take back.
 
-    Arguments are what :func:`parse_arguments` made of the model's text: JSON
+    Arguments are what ``ToolCall.from_json`` made of the model's text: JSON
     values, or the text itself when it was not JSON (sent back as it came).
     """
     if isinstance(arguments, str):

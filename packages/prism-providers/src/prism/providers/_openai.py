@@ -24,7 +24,6 @@ from ._common import (
     ask,
     content_text,
     open_client,
-    parse_arguments,
 )
 from ._errors import ProviderResponseError
 from ._events import (
@@ -223,10 +222,10 @@ class OpenAIChatProvider(OpenAIOptions):
         choice = response.choices[0]
         message = choice.message
         calls = tuple(
-            ToolCall(
+            ToolCall.from_json(
                 id=call.id or f"call_{index}",
                 name=call.function.name,
-                arguments=parse_arguments(call.function.arguments or ""),
+                arguments=call.function.arguments or "",
             )
             for index, call in enumerate(message.tool_calls or ())
             if call.type == "function"
@@ -287,10 +286,10 @@ class OpenAIChatProvider(OpenAIOptions):
                 if choice.finish_reason is not None:
                     info = attrs.evolve(info, stop_reason=choice.finish_reason)
         calls = tuple(
-            ToolCall(
+            ToolCall.from_json(
                 id=entry.call_id or f"call_{index}",
                 name=entry.name,
-                arguments=parse_arguments(entry.arguments),
+                arguments=entry.arguments,
             )
             for index, entry in sorted(pending.items())
         )

@@ -21,7 +21,6 @@ from ._common import (
     arguments_json,
     ask,
     content_text,
-    parse_arguments,
 )
 from ._errors import ProviderAPIError, ProviderResponseError
 from ._events import (
@@ -228,9 +227,7 @@ class OpenAIResponsesProvider(OpenAIOptions):
                         texts.append(part.refusal)
             elif item.type == "function_call":
                 calls.append(
-                    ToolCall(
-                        id=item.call_id, name=item.name, arguments=parse_arguments(item.arguments)
-                    )
+                    ToolCall.from_json(id=item.call_id, name=item.name, arguments=item.arguments)
                 )
             elif item.type == "reasoning":
                 content.append(

@@ -126,6 +126,7 @@ class _Entry:
         "refusal",
         "regex",
         "rejected",
+        "text_bound",
         "valid",
         "work",
     )
@@ -170,6 +171,9 @@ class _Entry:
         # Refusals whose words depend only on where they are (see _refused).
         self.known: dict[tuple[tuple[Any, ...], tuple[Any, ...]], ToolArgumentValidationResult] = {}
         self.refusal: Problem | None = None
+        # (chars, nesting, is_valid) for calls proved by their JSON text (see
+        # CompiledSchema.text_bound), set by the cache; None once evicted.
+        self.text_bound: tuple[int, int, Callable[[Any], bool]] | None = None
         if rejected is not None:
             self.refusal = _problem(rejected.path, f"schema rejected: {rejected.reason}")
 
@@ -436,6 +440,7 @@ class JsonSchemaArgumentValidator:
                 contextual=analysis.contextual,
                 caps=caps,
             )
+        entry.text_bound = (_text_chars(limits, entry), limits.max_instance_depth, engine.is_valid)
         if closed is not None:
             entry.fast = closed_checker(engine.is_valid, entry.caps, limits.max_string_length)
         elif entry.work is None:
@@ -546,12 +551,30 @@ class JsonSchemaArgumentValidator:
         return self._entry(json.loads(entry.key)) if entry.key is not None else entry
 
 
+def _text_chars(limits: SchemaLimits, entry: _Entry) -> int:
+    """The longest JSON text whose every parsed value is within the limits and budgets.
+
+    A value parsed from ``n`` characters holds at most ``n`` values, ``n``
+    characters in any one string or key and ``n`` in all of them (see
+    ``prism.core.ToolCall.from_json``); its nesting is bounded apart.
+    """
+    chars = min(limits.max_string_length, limits.max_instance_properties, limits.max_array_length)
+    if entry.work is not None:
+        # Per-call budgets some instance within the limits could exceed: every
+        # value may meet the costliest depth's work, every character its regex work.
+        chars = min(chars, limits.max_validation_work // max(entry.max_work, 1))
+        if entry.max_regex:
+            chars = min(chars, limits.max_regex_work // entry.max_regex)
+    return chars
+
+
 def _release(entry: _Entry) -> None:
     """Let go of an evicted entry's compiled schema (compiled schemas may still hold the entry)."""
     entry.alive = False
     entry.function = None
     entry.valid = None
     entry.fast = None
+    entry.text_bound = None
 
 
 def _ask(fast: Callable[[object], bool | None], value: object) -> bool | None:
@@ -765,6 +788,19 @@ class CompiledSchema:
 
     def __repr__(self) -> str:
         return f"<CompiledSchema {self._screened.draft}, {len(self._screened.key)} chars>"
+
+    @property
+    def text_bound(self) -> tuple[int, int, Callable[[Any], bool]] | None:
+        """``(chars, nesting, is_valid)`` for calls parsed from JSON text, or ``None``.
+
+        Any value ``prism.core.ToolCall.from_json`` parses from a text of at
+        most ``chars`` characters and ``nesting`` brackets is within this
+        validator's instance limits and this schema's per-call budgets, so the
+        engine's ``is_valid`` may judge it as it is, without a walk (``False``:
+        :meth:`validate` says why). The dispatch adapter uses it on every such
+        call. ``None`` once the cache has evicted the schema.
+        """
+        return self._entry.text_bound
 
     def validate(self, value: object) -> ToolArgumentValidationResult:
         """Validate ``value`` (arguments, or a tool result's ``structuredContent``).

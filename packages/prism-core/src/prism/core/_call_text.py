@@ -1,0 +1,109 @@
+r"""Tool-call arguments parsed from JSON text, and what the text proves about them.
+
+A value parsed from a JSON text of ``n`` characters holds at most ``n`` values
+(each starts at its own character), no string or key longer than ``n``
+characters (an escape only shortens one), at most ``n`` characters in all its
+strings and keys, and nests no deeper than the text's ``[`` and ``{`` count
+(brackets inside strings only add to that count). Python's ``json`` builds only
+exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``
+values with string keys. What the text alone does not rule out is checked while
+it is parsed or on the text itself, in C-speed passes:
+
+* integers of more than 18 characters (possibly outside 64 bits) and floats that
+  overflow to infinity, by the parser's own number hooks (called once per number);
+* ``NaN`` and ``Infinity``, by its constant hook;
+* lone surrogates (a non-ASCII text that cannot be encoded as UTF-8, or a
+  ``\uD800``-``\uDFFF`` escape) and the keys ``__proto__``, ``constructor`` and
+  ``prototype`` (literally, or through a ``\u00XX`` escape of an ASCII letter).
+
+A text that may hold any of them gets no bound, and its arguments are walked
+like any others. The bound is kept on the :class:`~prism.core.ToolCall` Prism
+built from the text, next to the very object parsed from it; see
+:meth:`ToolCall.from_json`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+__all__ = ["TEXT_BOUND_LIMIT", "parse_call_arguments"]
+
+# Texts longer than this get no bound (their arguments are walked, as any
+# others): the passes over the text cost about a nanosecond a character each,
+# so past this a walk of the parsed value is usually the cheaper proof. The
+# default limits use the bound up to 10,000 characters.
+TEXT_BOUND_LIMIT = 65_536
+
+# 18 characters: any integer written so (sign included) is within -10**17..10**18,
+# far inside the 64 bits validators accept.
+_INTEGER_CHARS = 18
+# "proto" covers both __proto__ and prototype: one pass instead of two.
+_POLLUTION = ("proto", "constructor")
+# A \u escape of a lone-surrogate code unit, or of an ASCII character (a key
+# could spell a pollution key through one).
+_ESCAPE = re.compile(r"\\u(?:00[0-7]|[dD][89a-fA-F])")
+
+
+class _Unbounded(Exception):
+    """Raised by a number hook: the text may hold what its length does not bound."""
+
+
+def _integer(text: str) -> int:
+    if len(text) > _INTEGER_CHARS:
+        raise _Unbounded
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value - value:  # inf - inf is nan, which is truthy
+        raise _Unbounded
+    return value
+
+
+def _constant(_text: str) -> float:
+    raise _Unbounded
+
+
+_BOUNDED = json.JSONDecoder(parse_int=_integer, parse_float=_finite, parse_constant=_constant)
+
+
+def _bound(text: str) -> tuple[int, int] | None:
+    """(characters, most nesting) the parsed value is within, or ``None``."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    if "\\u" in text and _ESCAPE.search(text) is not None:
+        return None
+    for key in _POLLUTION:
+        if key in text:
+            return None
+    return len(text), text.count("[") + text.count("{")
+
+
+def parse_call_arguments(text: str) -> tuple[object, tuple[int, int] | None]:
+    """A tool call's arguments from the model's JSON text, and the text's bound.
+
+    Blank text means no arguments (``{}``). Text that is not JSON is kept as
+    the string (the dispatcher refuses it, naming why). The bound is
+    ``(characters, nesting)`` when the text proves the value holds nothing else
+    (see the module's docstring), else ``None``.
+    """
+    if not text or text.isspace():
+        return {}, (2, 1)
+    if len(text) <= TEXT_BOUND_LIMIT:
+        try:
+            value = _BOUNDED.decode(text)
+        except _Unbounded:
+            pass
+        except (ValueError, RecursionError):
+            return text, None
+        else:
+            return value, _bound(text)
+    try:
+        return json.loads(text), None
+    except (ValueError, RecursionError):
+        return text, None
