@@ -50,7 +50,7 @@ def _bound(call: ToolCall) -> tuple[int, int] | None:
         ('{"a": 2, "b": 3}', {"a": 2, "b": 3}, (16, 1)),
         ('{"xs": [[1], {"y": [2]}]}', {"xs": [[1], {"y": [2]}]}, (25, 5)),
         ('{"s": "[[[{{{"}', {"s": "[[[{{{"}, (15, 7)),  # brackets in strings only add
-        ('{"n": -99999999999999999, "m": 999999999999999999}', None, (50, 1)),  # 18 chars
+        ('{"n": -999999999999999999, "m": 999999999999999999}', None, (51, 1)),  # 18 digits
         ('{"f": 1.5e99, "g": -0.25}', None, (25, 1)),
         ('{"k": "caf\u00e9 \u2603"}', None, (15, 1)),  # non-ASCII, no surrogate
         ('{"k": "\\u00e9"}', {"k": "\u00e9"}, (15, 1)),  # an escape of no ASCII letter
@@ -77,8 +77,9 @@ def test_from_json_parses_as_json_and_bounds_plain_texts(
 @pytest.mark.parametrize(
     "text",
     [
-        '{"n": 1234567890123456789}',  # 19 characters: maybe past 64 bits
-        '{"n": -123456789012345678}',
+        '{"n": 1234567890123456789}',  # 19 digits: maybe past 64 bits
+        '{"n": -1234567890123456789}',
+        '{"n": [1, 2, "x", 12345678901234567890123]}',
         '{"n": ' + "9" * 4_000 + "}",
         '{"f": 1e400}',  # overflows to infinity
         '{"f": -1E+309}',

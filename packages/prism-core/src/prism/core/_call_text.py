@@ -9,8 +9,9 @@ exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``
 values with string keys. What the text alone does not rule out is checked while
 it is parsed or on the text itself, in C-speed passes:
 
-* integers of more than 18 characters (possibly outside 64 bits) and floats that
-  overflow to infinity, by the parser's own number hooks (called once per number);
+* a run of more than 18 digits anywhere in the text (an integer that may be
+  outside 64 bits), on the text; floats that overflow to infinity, by the
+  parser's float hook (called once per float);
 * ``NaN`` and ``Infinity``, by its constant hook;
 * lone surrogates (a non-ASCII text that cannot be encoded as UTF-8, or a
   ``\uD800``-``\uDFFF`` escape) and the keys ``__proto__``, ``constructor`` and
@@ -35,8 +36,8 @@ __all__ = ["TEXT_BOUND_LIMIT", "parse_call_arguments"]
 # default limits use the bound up to 10,000 characters.
 TEXT_BOUND_LIMIT = 65_536
 
-# 18 characters: any integer written so (sign included) is within -10**17..10**18,
-# far inside the 64 bits validators accept.
+# At most 18 digits: any integer so written is within -10**18..10**18, far
+# inside the 64 bits validators accept.
 _INTEGER_CHARS = 18
 # "proto" covers both __proto__ and prototype: one pass instead of two.
 _POLLUTION = ("proto", "constructor")
@@ -47,12 +48,6 @@ _ESCAPE = re.compile(r"\\u(?:00[0-7]|[dD][89a-fA-F])")
 
 class _Unbounded(Exception):
     """Raised by a number hook: the text may hold what its length does not bound."""
-
-
-def _integer(text: str) -> int:
-    if len(text) > _INTEGER_CHARS:
-        raise _Unbounded
-    return int(text)
 
 
 def _finite(text: str) -> float:
@@ -66,22 +61,30 @@ def _constant(_text: str) -> float:
     raise _Unbounded
 
 
-_BOUNDED = json.JSONDecoder(parse_int=_integer, parse_float=_finite, parse_constant=_constant)
+# Integers are parsed by the parser's own fast path; the text is searched for
+# their digits instead (a hook would cost a Python call per integer).
+_BOUNDED = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
+# Digits become 0 (a long number is a run of them), and { becomes [ (one count
+# of both kinds of bracket).
+_FOLD = bytes.maketrans(b"0123456789{", b"0000000000[")
+_LONG_NUMBER = b"0" * (_INTEGER_CHARS + 1)
 
 
 def _bound(text: str) -> tuple[int, int] | None:
     """(characters, most nesting) the parsed value is within, or ``None``."""
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    folded = raw.translate(_FOLD)
+    if _LONG_NUMBER in folded:
+        return None
     if "\\u" in text and _ESCAPE.search(text) is not None:
         return None
     for key in _POLLUTION:
         if key in text:
             return None
-    return len(text), text.count("[") + text.count("{")
+    return len(text), folded.count(b"[")
 
 
 def parse_call_arguments(text: str) -> tuple[object, tuple[int, int] | None]:
