@@ -13,9 +13,10 @@ transport.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -51,7 +52,10 @@ from prism.core import (
 from prism.core.ledger import RunLedger
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from prism.core import JsonObject, ModelRequest, ToolExecutionContext
+    from prism.core.ledger import FinishedCall, ModelReport
 
 caller_name: contextvars.ContextVar[str] = contextvars.ContextVar("caller_name", default="-")
 
@@ -303,6 +307,61 @@ def test_trio_native_callables_keep_running_on_trio() -> None:
     assert asyncio.run(main()) == ["trio", "method", "trio"]
     assert is_trio_native(marked.execute)
     assert not is_trio_native(fetch_tool)
+
+
+def test_a_mark_is_found_wherever_it_may_be() -> None:
+    # is_trio_native reads a bound method's function and object without going
+    # through the method (a fast path): every place a mark can be is still read.
+    async def plain(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.text("plain")
+
+    marked_fn = trio_native(functools.partial(plain))  # the partial itself
+
+    class OnFunction:
+        @trio_native
+        async def execute(self, _args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+            return ToolResult.text("f")
+
+        async def other(self, _args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+            return ToolResult.text("o")
+
+    @trio_native
+    class OnClass:
+        def method(self) -> None: ...
+
+        def __call__(self) -> None: ...
+
+    @trio_native
+    class Items(list[int]):
+        """Its builtin methods (append) are bound to a marked object."""
+
+    class OnInstance:
+        def method(self) -> None: ...
+
+        def __call__(self) -> None: ...
+
+    on_instance = trio_native(OnInstance())
+    later = OnFunction()
+    assert is_trio_native(OnFunction().execute)
+    assert not is_trio_native(later.other)
+    trio_native(OnFunction.other)  # marked after the bound method's class was made
+    assert is_trio_native(later.other)
+    assert is_trio_native(OnClass().method)
+    assert is_trio_native(OnClass())
+    assert is_trio_native(on_instance.method)
+    assert not is_trio_native(OnInstance().method)
+    assert is_trio_native(marked_fn)
+    assert is_trio_native(functools.partial(functools.partial(OnClass().method)))
+    assert not is_trio_native(functools.partial(plain))
+    assert not is_trio_native([].append)
+    assert is_trio_native(Items().append)
+    assert not is_trio_native(len)
+    deep: Any = OnClass()
+    for depth in range(8):  # up to the bound on nested partials, then past it
+        assert is_trio_native(deep), depth
+        deep = functools.partial(deep)
+        deep.depth = depth  # (a partial with a __dict__ is not flattened)
+    assert not is_trio_native(deep)
 
 
 async def test_without_a_host_callbacks_run_on_trio_as_before() -> None:
@@ -841,6 +900,58 @@ def test_a_dispatch_with_no_trio_code_runs_the_tool_in_the_callers_task() -> Non
     assert [e.type for e in events] == ["tool_execution_started", "tool_execution_finished"]
 
 
+class SpanTracer:
+    """A tracer whose spans are names on a stack (what is current, and when)."""
+
+    def __init__(self) -> None:
+        self.open: list[str] = []
+        self.seen: list[tuple[str, list[str]]] = []
+
+    @contextlib.contextmanager
+    def _span(self, name: str) -> Iterator[None]:
+        self.open.append(name)
+        try:
+            yield None
+        finally:
+            self.open.pop()
+
+    def trace_run(self, name: str) -> contextlib.AbstractContextManager[None]:
+        return self._span(name)
+
+    def trace_call(self, call: ToolCall) -> contextlib.AbstractContextManager[None]:
+        return self._span(f"call {call.id}")
+
+    def trace_model(self, model: str) -> contextlib.AbstractContextManager[ModelReport]:
+        raise AssertionError("no model in a dispatch")
+
+    def record_call(self, call: FinishedCall) -> None:
+        self.seen.append(("record", list(self.open)))
+
+
+def test_a_traced_dispatch_in_the_callers_task_is_in_its_span_to_its_record() -> None:
+    tracer = SpanTracer()
+
+    async def traced(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        tracer.seen.append(("execute", list(tracer.open)))
+        await asyncio.sleep(0)
+        return ToolResult.text("traced")
+
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="t", execute=traced)]),
+        tracer=tracer,
+        ledger=tracer,
+    )
+
+    async def main() -> str:
+        async with open_asyncio_host() as host:
+            call = ToolCall(id="7", name="t", arguments={})
+            return (await host.dispatch_tool_call(call, options)).joined_text
+
+    assert asyncio.run(main()) == "traced"
+    assert tracer.seen == [("execute", ["call 7"]), ("record", ["call 7"])]
+    assert tracer.open == []
+
+
 def test_trio_code_reached_from_a_call_in_the_callers_task_runs_on_trio() -> None:
     # Asyncio middleware rewrites the call to a trio-native tool: the dispatch
     # began in the caller's task (the named tool was asyncio code), and the
@@ -951,7 +1062,7 @@ def trio_hook(_call: ToolCall, _ctx: ToolExecutionContext) -> None:
     trio.lowlevel.current_task()
 
 
-@pytest.mark.parametrize("gate", ["validator", "on_event", "middleware"])
+@pytest.mark.parametrize("gate", ["validator", "on_event", "middleware", "permission"])
 def test_a_trio_native_gate_sends_the_dispatch_to_the_trio_side(gate: str) -> None:
     probe = TaskProbe()
     middleware = MiddlewareRegistry()
@@ -960,6 +1071,7 @@ def test_a_trio_native_gate_sends_the_dispatch_to_the_trio_side(gate: str) -> No
         "validator": trio_validator,
         "on_event": trio_sink,
         "middleware": middleware,
+        "permission": TrioAllowAll(),  # marked on its method's function
     }
     extra = {gate: extra[gate]}
     ledger = RunLedger()

@@ -635,24 +635,17 @@ class AsyncioHost:
         cancellation and returned (its result stands).
         """
         needs_trio, dispatch_from_loop = _loop_dispatch()
-        if not needs_trio(call, options):
-            # Nothing in this call is trio code: it runs in this asyncio task,
-            # with no crossing (the asyncio tool is awaited right here), in a
-            # copy of the task's context, as a host call would.
-            self._check_caller()
-            return await self._dispatch_in_task(call, options, dispatch_from_loop)
-        started = self._start(_dispatch_tool_call(), (call, options))
-        try:
-            return await started.future
-        except asyncio.CancelledError as cancelled:
-            return await self._cancelled(started, cancelled)
-
-    async def _dispatch_in_task(
-        self,
-        call: ToolCall,
-        options: DispatchOptions,
-        dispatch: Callable[[ToolCall, DispatchOptions], Awaitable[ToolResult]],
-    ) -> ToolResult:
+        if needs_trio(call, options):
+            started = self._start(_dispatch_tool_call(), (call, options))
+            try:
+                return await started.future
+            except asyncio.CancelledError as cancelled:
+                return await self._cancelled(started, cancelled)
+        # Nothing in this call is trio code: it runs in this asyncio task, with
+        # no crossing (the asyncio tool is awaited right here), in a copy of the
+        # task's context, as a host call would. (One coroutine, not two: each
+        # frame costs on every step of the call.)
+        self._check_caller()
         task = asyncio.current_task()
         assert task is not None  # _check_caller: an asyncio task of the host's loop
         entry = _InTask(task)
@@ -661,7 +654,7 @@ class AsyncioHost:
         # Asyncio code of this call that calls Prism back with trio code goes through the host.
         context.run(trio_side.set, self._await_on_trio)
         try:
-            result = await _in_context(context, dispatch(call, options))
+            result = await _in_context(context, dispatch_from_loop(call, options))
         except asyncio.CancelledError:
             if entry.closing and task.uncancel() == 0:
                 # Cancelled by the host closing, and by no one else.

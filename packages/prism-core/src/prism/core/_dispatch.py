@@ -29,7 +29,7 @@ from ._abort import AbortSignal, cancel_on_abort
 from ._content import NO_TEXT_BOUND, TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
 from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
-from ._host_calls import await_callback, is_trio_native
+from ._host_calls import await_callback, host_runner, is_trio_native
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._ledger_records import CallTracer, LedgerRecorder, ToolCallStatus
 from ._middleware import MiddlewareRegistry
@@ -330,21 +330,6 @@ def _exception_result(tool: ToolDefinition, exc: Exception) -> tuple[ToolResult,
     return ToolResult(content=(TextContent(text=text),), is_error=True, details=details), error
 
 
-async def _execute(
-    tool: ToolDefinition, arguments: JsonObject, ctx: ToolExecutionContext
-) -> tuple[ToolResult, str | None]:
-    """Run the handler; return the result and, if it raised, the error text."""
-    try:
-        execute = tool.execute
-        result = await await_callback(execute, execute(arguments, ctx))
-    except Exception as exc:
-        return _exception_result(tool, exc)
-    if not isinstance(result, ToolResult):
-        error = f"tool {tool.name} returned {type(result).__name__}, not a ToolResult"
-        return ToolResult.error(error, error=error), error
-    return result, None
-
-
 async def _run_result_hooks(
     middleware: MiddlewareRegistry, call: ToolCall, result: ToolResult, ctx: ToolExecutionContext
 ) -> ToolResult:
@@ -400,6 +385,7 @@ async def _run(
     options: DispatchOptions,
     ctx: ToolExecutionContext,
     notes: _CallNotes | None,
+    side: int,
 ) -> CallOutcome:
     try:
         call, tool, arguments = await _gate(call, options, ctx)
@@ -424,7 +410,22 @@ async def _run(
             events,
             ToolExecutionStarted(call_id=call.id, tool_name=tool.name, arguments=arguments),
         )
-    result, error = await _execute(tool, arguments, ctx)
+    error: str | None = None
+    try:
+        execute = tool.execute
+        running = execute(arguments, ctx)
+        # Awaited right here when it is code of the side this dispatch runs on
+        # (no host, or a handler of this side's kind); else through the host.
+        if side == _NO_HOST or is_trio_native(execute) is (side == _HOST_TRIO):
+            result = await running
+        else:
+            result = await await_callback(execute, running)
+    except Exception as exc:
+        result, error = _exception_result(tool, exc)
+    else:
+        if not isinstance(result, ToolResult):
+            error = f"tool {tool.name} returned {type(result).__name__}, not a ToolResult"
+            result = ToolResult.error(error, error=error)
     middleware = options.middleware
     if middleware is not None and middleware.result_hooks:
         result = await _run_result_hooks(middleware, call, result, ctx)
@@ -483,7 +484,10 @@ async def dispatch_tool_call(call: ToolCall, options: DispatchOptions) -> ToolRe
     if not isinstance(call, ToolCall):
         raise TypeError(f"dispatch_tool_call takes a ToolCall, got {type(call).__name__}")
     require_trio("dispatch_tool_call()")
-    return await _traced(call, options)
+    side = _NO_HOST if host_runner() is None else _HOST_TRIO
+    if options.tracer is None:
+        return await _dispatch(call, options, side)
+    return await _traced(call, options, side)
 
 
 def needs_trio(call: ToolCall, options: DispatchOptions) -> bool:
@@ -524,19 +528,27 @@ async def dispatch_from_loop(call: ToolCall, options: DispatchOptions) -> ToolRe
     awaits the (asyncio) callbacks right there. The caller's cancellation
     (:class:`asyncio.CancelledError`) is recorded as a cancelled call and goes on up.
     """
-    return await _traced(call, options)
+    if options.tracer is None:
+        return await _dispatch(call, options, _HOST_LOOP)
+    return await _traced(call, options, _HOST_LOOP)
 
 
-async def _traced(call: ToolCall, options: DispatchOptions) -> ToolResult:
+# Where a dispatch runs, for awaiting what its tool returns: under a plain
+# trio.run (or no host), in a host's trio task, or in an asyncio task of a host.
+_NO_HOST = 0
+_HOST_TRIO = 1
+_HOST_LOOP = 2
+
+
+async def _traced(call: ToolCall, options: DispatchOptions, side: int) -> ToolResult:
     tracer = options.tracer
-    if tracer is None:
-        return await _dispatch(call, options)
+    assert tracer is not None
     # The call's span is current from here to its ledger record (written inside).
     with tracer.trace_call(call):
-        return await _dispatch(call, options)
+        return await _dispatch(call, options, side)
 
 
-async def _dispatch(call: ToolCall, options: DispatchOptions) -> ToolResult:
+async def _dispatch(call: ToolCall, options: DispatchOptions, side: int) -> ToolResult:
     started_at = time.time()
     t0 = time.perf_counter()
     signal = options.signal
@@ -556,9 +568,9 @@ async def _dispatch(call: ToolCall, options: DispatchOptions) -> ToolResult:
     outcome: CallOutcome | None = None
     try:
         if signal is None:
-            outcome = await _run(call, options, ctx, notes)
+            outcome = await _run(call, options, ctx, notes, side)
         else:
-            outcome = await _run_abortable(call, options, ctx, notes, signal)
+            outcome = await _run_abortable(call, options, ctx, notes, signal, side)
         final = outcome.result
         assert final is not None  # only the caller's own cancellation leaves none
         return final
@@ -577,12 +589,13 @@ async def _run_abortable(
     ctx: ToolExecutionContext,
     notes: _CallNotes | None,
     signal: AbortSignal,
+    side: int,
 ) -> CallOutcome:
     """:func:`_run` inside a scope that ``signal`` cancels; an abort gives a cancelled outcome."""
     error: str | None = None
     try:
         with cancel_on_abort(signal) as scope:
-            return await _run(call, options, ctx, notes)
+            return await _run(call, options, ctx, notes, side)
     except Exception as exc:
         # A tool whose tasks failed while being aborted raises a group of
         # Cancelled and errors; the scope strips the Cancelled and the errors

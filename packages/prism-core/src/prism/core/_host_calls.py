@@ -22,6 +22,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import types
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -76,6 +77,13 @@ def is_trio_native(fn: object) -> bool:
     through :func:`functools.partial`, and on a callable object's class.
     """
     for _ in range(8):  # partials nest; a hostile chain is bounded
+        if type(fn) is _METHOD:
+            # Read on the method's function and object, not through the method
+            # (whose failed lookup costs a microsecond): the same two places.
+            return (
+                getattr(fn.__func__, _MARK, False) is True
+                or getattr(fn.__self__, _MARK, False) is True
+            )
         if getattr(fn, _MARK, False) is True:
             return True
         owner = getattr(fn, "__self__", None)
@@ -86,6 +94,9 @@ def is_trio_native(fn: object) -> bool:
             continue
         return False
     return False
+
+
+_METHOD = types.MethodType
 
 
 # How the host starts an asyncio callback nobody awaits (an async event sink).
@@ -108,6 +119,17 @@ def set_loop_runner(
     """Register the running host's asyncio runner and starter for this trio run (the host does)."""
     _loop_runner.set(runner)
     _loop_starter.set(starter)
+
+
+def host_runner() -> Callable[[Awaitable[Any]], Awaitable[Any]] | None:
+    """The runner of the asyncio host whose trio run this is; ``None`` under a plain ``trio.run``.
+
+    Also ``None`` with no trio run on this thread.
+    """
+    try:
+        return _loop_runner.get(None)
+    except RuntimeError:
+        return None
 
 
 def start_callback(fn: object, awaitable: Awaitable[Any]) -> None:
@@ -156,10 +178,7 @@ async def await_callback(fn: object, awaitable: Awaitable[T]) -> T:
         TrioRequiredError: ``fn`` is trio-native and this runs neither in trio
             nor in a callback of an asyncio host.
     """
-    try:
-        runner = _loop_runner.get(None)
-    except RuntimeError:
-        runner = None  # no trio run on this thread
+    runner = host_runner()
     if runner is None:
         return await awaitable  # trio.run, or no trio at all: nothing to route
     if not trio.lowlevel.in_trio_task():

@@ -35,11 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FrameworkOutcome", "PrismGate", "wrapped_tool"]
 
-Invoke = Callable[["JsonObject"], Awaitable[ToolResult]]
-
-# The framework's own tool, for the call being dispatched: the wrapped tools'
-# execute finds it here (the host runs each call in a copy of its caller's context).
-_invocation: contextvars.ContextVar[Invoke | None] = contextvars.ContextVar(
+# The framework's own tool call being dispatched (what runs it, and where its
+# outcome goes): the wrapped tools' execute finds it here (the host runs each
+# call in a copy of its caller's context).
+_invocation: contextvars.ContextVar[FrameworkOutcome | None] = contextvars.ContextVar(
     "prism.integrations.invocation", default=None
 )
 
@@ -57,6 +56,10 @@ class FrameworkOutcome:
     error: BaseException | None = None
     result: ToolResult | None = None
     ran: bool = False
+    # How the gated call runs the framework's tool and renders its value (set
+    # by PrismGate.call_framework_tool; one object per call, no closures).
+    _run: Callable[..., Awaitable[Any]] | None = attrs.field(default=None, init=False, repr=False)
+    _render: Callable[[Any], ToolResult] | None = attrs.field(default=None, init=False, repr=False)
 
     def answer(self, result: ToolResult, refusal: type[Exception] | None = None) -> object:
         """What the adapter gives back to its framework for a call that ended in ``result``.
@@ -79,12 +82,25 @@ async def _run_framework_tool(arguments: JsonObject, _ctx: ToolExecutionContext)
     # The execute of every wrapped framework tool: asyncio code, so the host
     # awaits it in the calling framework task (or, when a gate is trio code, as
     # a task of its loop), in a copy of that task's context.
-    invoke = _invocation.get()
-    if invoke is None:
+    outcome = _invocation.get()
+    if outcome is None:
         return ToolResult.error(
             "this wrapped tool runs only inside its framework's call (through PrismGate)"
         )
-    return await invoke(arguments)
+    run, render = outcome._run, outcome._render
+    # Both are set with the context variable.
+    assert run is not None
+    assert render is not None
+    outcome.ran = True
+    try:
+        value = outcome.value = await run(arguments)
+    except Exception as exc:
+        # Kept for the framework (its retry and deferral signals must reach it
+        # as they are); Prism records the call as an error.
+        outcome.error = exc
+        raise
+    result = outcome.result = render(value)
+    return result
 
 
 def wrapped_tool(
@@ -219,24 +235,14 @@ class PrismGate:
             tool did, if it ran.
         """
         outcome = FrameworkOutcome()
-
-        async def invoke(args: JsonObject) -> ToolResult:
-            outcome.ran = True
-            try:
-                outcome.value = await run(args)
-            except Exception as exc:
-                # Kept for the framework (its retry and deferral signals must
-                # reach it as they are); Prism records the call as an error.
-                outcome.error = exc
-                raise
-            outcome.result = render(outcome.value)
-            return outcome.result
-
-        token = _invocation.set(invoke)
+        outcome._run = run
+        outcome._render = render
+        token = _invocation.set(outcome)
         try:
-            result = await self.call(
-                run_id=run_id, call_id=call_id, name=name, arguments=arguments, options=options
-            )
+            # PrismGate.call, inline (a coroutine less on every step of the call).
+            opts = self._run_options(run_id, options)
+            call = ToolCall(id=call_id, name=name, arguments=arguments)
+            result = await self.host.dispatch_tool_call(call, opts)
         finally:
             _invocation.reset(token)
         return result, outcome
