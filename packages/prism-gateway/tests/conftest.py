@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx2
 import hypothesis
 import pytest
 import trio
@@ -147,6 +148,40 @@ class RawStdio:
 
 
 RawStdioFactory = Callable[..., AbstractAsyncContextManager[RawStdio]]
+WebSocketHandshake = Callable[..., Awaitable[tuple[int, bytes]]]
+
+
+async def _websocket_handshake(url: str, **headers: str) -> tuple[int, bytes]:
+    where = httpx2.URL(url)
+    assert where.port is not None
+    sent = {
+        "host": f"{where.host}:{where.port}",
+        "upgrade": "websocket",
+        "connection": "Upgrade",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "sec-websocket-version": "13",
+        **headers,
+    }
+    head = f"GET {where.path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in sent.items())
+    stream = await trio.open_tcp_stream(where.host, where.port)
+    async with stream:
+        await stream.send_all(head.encode() + b"\r\n")
+        seen = b""
+        with trio.fail_after(30):
+            while chunk := await stream.receive_some():
+                seen += chunk
+    status_line, _, rest = seen.partition(b"\r\n")
+    return int(status_line.split(b" ", 2)[1]), rest
+
+
+@pytest.fixture
+def websocket_handshake() -> WebSocketHandshake:
+    """``await websocket_handshake(url, **headers)``: a raw WebSocket handshake over TCP.
+
+    Returns the answer's status and the rest of it, headers and body (read until the
+    server closes).
+    """
+    return _websocket_handshake
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from prism.core.ledger import RunLedger
 from prism.gateway import (
     BearerAuth,
     GatewayConfigurationError,
@@ -28,6 +29,8 @@ from prism.gateway import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
+
+    from conftest import WebSocketHandshake
 
     ServeFactory = Callable[..., AbstractAsyncContextManager[Any]]
     Initialize = Callable[..., dict[str, Any]]
@@ -406,3 +409,57 @@ async def test_serves_on_each_loopback_name(host: str, prefix: str, initialize: 
         assert url.startswith(prefix)
         response = await http.post(url, json=initialize(), headers=ACCEPT)
     assert response.status_code == 200
+
+
+async def test_a_websocket_request_is_refused_by_the_guard(
+    websocket_handshake: WebSocketHandshake,
+) -> None:
+    """The SDK's app never sees a WebSocket handshake: without the token it is refused 401,
+    from a foreign Origin 403, with a binding header twice 400, and with the right token
+    400 on any path (recorded with its principal)."""
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    options = HttpOptions(auth=BearerAuth(tokens=(TOKEN,)))
+    ledger = RunLedger()
+    async with open_gateway(ledger=ledger) as gateway, trio.open_nursery() as nursery:
+        url = await nursery.start(serve_http, gateway, options)
+        anonymous = await websocket_handshake(url)
+        foreign = await websocket_handshake(url, origin="http://evil.example", **bearer)
+        twice = await websocket_handshake(
+            url, **bearer, **{"mcp-session-id": "a", "Mcp-Session-Id": "b"}
+        )
+        with_token = await websocket_handshake(url, **bearer)
+        elsewhere = await websocket_handshake(url.replace("/mcp", "/other"), **bearer)
+        nursery.cancel_scope.cancel()
+    refused: list[Any] = [r for r in ledger.records if r.tool_name == "prism:session"]
+    assert anonymous[0] == 401
+    assert foreign[0] == 403
+    assert b"evil.example" in foreign[1]
+    assert twice[0] == 400
+    assert with_token[0] == 400
+    assert b"WebSocket is not served" in with_token[1]
+    assert elsewhere[0] == 400
+    assert [r.arguments["event"] for r in refused] == ["refused", "refused"]
+    assert all(r.status == "blocked" for r in refused)
+    assert all(r.arguments["principal"].startswith("token ") for r in refused)
+    assert all("WebSocket" in str(r.arguments["reason"]) for r in refused)
+
+
+async def test_requests_of_other_asgi_kinds_never_reach_the_sdk() -> None:
+    """Hosted by an ASGI server without the WebSocket denial response, a handshake is closed
+    before it is accepted (the server answers 403); a request of an unknown kind is dropped."""
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async with open_gateway() as gateway:
+        app = build_http_app(gateway, HttpOptions())
+        await app({"type": "websocket", "path": "/mcp", "headers": []}, receive, send)
+        closed = list(sent)
+        sent.clear()
+        await app({"type": "webtransport", "path": "/mcp", "headers": []}, receive, send)
+    assert closed == [{"type": "websocket.close", "code": 1008}]
+    assert sent == []

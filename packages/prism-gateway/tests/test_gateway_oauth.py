@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import httpx2
 import trio
 from mcp import Client
@@ -11,6 +13,9 @@ from mcp.server.auth.provider import AccessToken
 from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
 from prism.core.ledger import RunLedger
 from prism.gateway import HttpOptions, OAuthResourceServer, open_gateway, serve_http
+
+if TYPE_CHECKING:
+    from conftest import WebSocketHandshake
 
 ISSUER = "https://auth.example"
 
@@ -241,3 +246,20 @@ async def test_a_verifier_that_raises_refuses_the_request_and_is_recorded(
     assert "introspection endpoint timed out" in str(refused[0].arguments["reason"])
     assert [r.tool_name for r in ledger.records if r.tool_name == "echo"] == []
     nursery.cancel_scope.cancel()
+
+
+async def test_a_websocket_handshake_is_refused_before_the_sdk(
+    nursery: trio.Nursery, websocket_handshake: WebSocketHandshake
+) -> None:
+    """Without a verified token: 401 pointing at the metadata; with one: 400, recorded with
+    the token's principal."""
+    ledger = RunLedger()
+    url = await _serve(nursery, ledger)
+    unverified = await websocket_handshake(url, authorization="Bearer forged-token")
+    verified = await websocket_handshake(url, authorization="Bearer alice-token")
+    refused: list[Any] = [r for r in ledger.records if r.tool_name == "prism:session"]
+    nursery.cancel_scope.cancel()
+    assert unverified[0] == 401
+    assert b"resource_metadata=" in unverified[1]
+    assert verified[0] == 400
+    assert [r.arguments["principal"] for r in refused] == ["oauth ide-1|alice"]

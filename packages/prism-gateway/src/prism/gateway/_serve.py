@@ -269,6 +269,38 @@ _ONCE = {
 
 
 @attrs.frozen
+class _Refusal:
+    """A request the guard refuses: the status and message it is answered with."""
+
+    status: int
+    message: str
+    extra: list[tuple[bytes, bytes]] | None = None
+
+    async def send(self, send: Send) -> None:
+        await _refuse(send, self.status, self.message, self.extra)
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes] | _Refusal:
+    """The request's headers by lower-case name (a binding header sent twice: refused)."""
+    headers: dict[bytes, bytes] = {}
+    for key, value in scope.get("headers", ()):
+        name = key.lower()
+        if name in headers and name in _ONCE:
+            return _Refusal(400, f"the {_ONCE[name]} header is sent twice")
+        headers.setdefault(name, value)
+    return headers
+
+
+def _as_websocket_response(send: Send) -> Send:
+    """``send`` for an HTTP response that refuses a WebSocket handshake (ASGI's extension)."""
+
+    async def respond(message: Message) -> None:
+        await send({**message, "type": "websocket." + message["type"]})
+
+    return respond
+
+
+@attrs.frozen
 class _Peek:
     """What the guard needs of a request body (the SDK parses it again, alike)."""
 
@@ -327,39 +359,25 @@ class _Guard:
             )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan: runs until the server stops
+        kind = scope["type"]
+        if kind == "lifespan":  # runs until the server stops
             return await self.app(scope, receive, send)
-        headers: dict[bytes, bytes] = {}
-        for key, value in scope.get("headers", ()):
-            name = key.lower()
-            if name in headers and name in _ONCE:
-                return await _refuse(send, 400, f"the {_ONCE[name]} header is sent twice")
-            headers.setdefault(name, value)
-        origin = headers.get(b"origin")
-        if origin is not None and not _origin_allowed(
-            origin.decode("latin-1"), self.options.allowed_origins
-        ):
-            # (hypercorn may end this task as soon as the refusal is sent.)
-            return await _refuse(send, 403, f"Origin {origin.decode('latin-1')!r} is not allowed")
-        identity = "anonymous"
-        if isinstance(self.options.auth, BearerAuth):
-            found = self.options.auth.identify(headers.get(b"authorization"))
-            if found is None:
-                return await _refuse(
-                    send,
-                    401,
-                    "missing or wrong bearer token",
-                    extra=[(b"www-authenticate", b'Bearer realm="prism"')],
-                )
-            identity = found
-        principal = identity
-        if isinstance(self.options.auth, OAuthResourceServer):
-            verified = await self._oauth(self.options.auth, headers)
-            if verified is None:
-                # The SDK answers (401 pointing at the metadata, or the metadata itself)
-                # without the token: no second verification can let it in.
-                return await self.app(_without(scope, b"authorization"), receive, send)
-            principal = verified
+        if kind == "websocket":
+            return await self._websocket(scope, receive, send)
+        if kind != "http":  # no other kind of request is served: the SDK never sees one
+            _log.warning("refused an ASGI %r request: not served", kind)
+            return None
+        headers = _headers(scope)
+        if isinstance(headers, _Refusal):
+            return await headers.send(send)
+        admitted = await self._admit(headers)
+        if isinstance(admitted, _Refusal):
+            return await admitted.send(send)
+        if admitted is None:
+            # OAuth: the SDK answers (401 pointing at the metadata, or the metadata itself)
+            # without the token: no second verification can let it in.
+            return await self.app(_without(scope, b"authorization"), receive, send)
+        identity, principal = admitted
         session = headers.get(b"mcp-session-id")
         sessions = self.sessions
         session_id = session.decode("latin-1") if session is not None else None
@@ -371,6 +389,72 @@ class _Guard:
                 sessions.refused(session_id, principal, owner)
                 return await _refuse(send, 404, "Session not found", code=-32001)
         await self._serve(scope, receive, send, headers, identity, principal, session_id)
+
+    async def _admit(self, headers: dict[bytes, bytes]) -> tuple[str, str] | _Refusal | None:
+        """The request's identity and principal after the Origin and auth checks.
+
+        Or the refusal; ``None``: an OAuth token that is missing or not
+        verified (the SDK's app answers it, pointing at the metadata).
+        """
+        origin = headers.get(b"origin")
+        if origin is not None and not _origin_allowed(
+            origin.decode("latin-1"), self.options.allowed_origins
+        ):
+            # (hypercorn may end this task as soon as the refusal is sent.)
+            return _Refusal(403, f"Origin {origin.decode('latin-1')!r} is not allowed")
+        identity = "anonymous"
+        if isinstance(self.options.auth, BearerAuth):
+            found = self.options.auth.identify(headers.get(b"authorization"))
+            if found is None:
+                return _Refusal(
+                    401,
+                    "missing or wrong bearer token",
+                    extra=[(b"www-authenticate", b'Bearer realm="prism"')],
+                )
+            identity = found
+        principal = identity
+        if isinstance(self.options.auth, OAuthResourceServer):
+            verified = await self._oauth(self.options.auth, headers)
+            if verified is None:
+                return None
+            principal = verified
+        return identity, principal
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse a WebSocket handshake: the MCP endpoint serves none.
+
+        It passes the same checks as any request first (binding headers,
+        Origin, auth), so it is refused as they would refuse it; one that
+        passes is refused with 400 and recorded in the ledger, with its
+        principal. The SDK's app never sees it.
+        """
+        await receive()  # websocket.connect
+        refusal = _headers(scope)
+        if not isinstance(refusal, _Refusal):
+            admitted = await self._admit(refusal)
+            if isinstance(admitted, _Refusal):
+                refusal = admitted
+            elif admitted is None:  # an OAuth token missing or not verified
+                challenge = _oauth_challenge(self.options)
+                refusal = _Refusal(401, "missing or unverified access token", extra=[challenge])
+            else:
+                principal = admitted[1]
+                path = str(scope.get("path", ""))
+                _log.warning("refused a WebSocket request of %s to %r", principal, path[:200])
+                record_session_event(
+                    self.gateway.ledger,
+                    "-",
+                    principal,
+                    "refused",
+                    reason="a WebSocket request: the gateway serves MCP over Streamable HTTP only",
+                )
+                refusal = _Refusal(
+                    400, "WebSocket is not served here: MCP goes over Streamable HTTP (POST)"
+                )
+        if "websocket.http.response" in (scope.get("extensions") or {}):
+            return await refusal.send(_as_websocket_response(send))
+        # A server without the denial-response extension answers this close with 403.
+        await send({"type": "websocket.close", "code": 1008})
 
     async def _oauth(self, auth: OAuthResourceServer, headers: dict[bytes, bytes]) -> str | None:
         """The principal of the token (``None``: refused; a verifier failure is recorded)."""
@@ -546,6 +630,17 @@ def _opening(send: Send, sessions: SessionTable, principal: str, place: Place) -
         await send(message)
 
     return respond
+
+
+def _oauth_challenge(options: HttpOptions) -> tuple[bytes, bytes]:
+    """The ``WWW-Authenticate`` header of a refused OAuth request (pointing at the metadata)."""
+    from mcp.server.auth.routes import build_resource_metadata_url
+
+    auth = options.auth
+    assert isinstance(auth, OAuthResourceServer)
+    metadata = build_resource_metadata_url(auth.resource_server_url)  # type: ignore[arg-type]
+    value = f'Bearer error="invalid_token", resource_metadata="{metadata}"'
+    return b"www-authenticate", value.encode("latin-1", "replace")
 
 
 async def _oauth_principal(auth: OAuthResourceServer, header: bytes | None) -> str | None:
