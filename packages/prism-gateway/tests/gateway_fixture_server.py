@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from typing import Annotated
 
 import anyio
 import anyio.lowlevel
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.elicitation import AcceptedElicitation
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     ListRootsRequest,
@@ -22,6 +24,15 @@ from mcp_types import (
     ToolAnnotations,
 )
 from pydantic import BaseModel
+
+
+class Answer(BaseModel):
+    colour: str
+
+
+def colour_question(question: str) -> Elicit[Answer]:
+    """Ask the user the tool's question for a colour (a resolver of ``ask_resolved``)."""
+    return Elicit(question, Answer)
 
 
 def build() -> MCPServer:
@@ -72,14 +83,20 @@ def build() -> MCPServer:
             await hang_cancelled.wait()
         return hang_cancelled.is_set()
 
-    class Answer(BaseModel):
-        colour: str
-
     @server.tool()
     async def ask(question: str, ctx: Context) -> str:
         """Ask the user (elicitation) and say what they answered."""
         answer = await ctx.elicit(question, Answer)
         if answer.action == "accept":
+            return f"the user said {answer.data.colour}"
+        return f"the user did not answer ({answer.action})"
+
+    @server.tool()
+    async def ask_resolved(
+        question: str, answer: Annotated[ElicitationResult[Answer], Resolve(colour_question)]
+    ) -> str:
+        """Ask the user the way the protocol version wants (inside the result on 2026-07-28)."""
+        if isinstance(answer, AcceptedElicitation):
             return f"the user said {answer.data.colour}"
         return f"the user did not answer ({answer.action})"
 

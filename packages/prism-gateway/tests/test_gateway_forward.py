@@ -8,16 +8,20 @@ over stdio (which does not).
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx2
 import mcp_types as types
 import pytest
 import trio
+import trio.testing
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
@@ -25,6 +29,7 @@ from prism.core import create_rule_permission_policy
 from prism.core.ledger import RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
+    BearerAuth,
     DownstreamServer,
     Gateway,
     HttpOptions,
@@ -72,17 +77,21 @@ def http_server(url: str) -> DownstreamServer:
     )
 
 
-def stdio_server() -> DownstreamServer:
+def stdio_server(protocol: str = "legacy") -> DownstreamServer:
     return DownstreamServer(
         server_id="fx",
         transport=StdioTransport(sys.executable, [str(FIXTURE)]),
-        options={"call_timeout_s": 30, "protocol": "legacy"},
+        options={"call_timeout_s": 30, "protocol": protocol},
     )
 
 
 @asynccontextmanager
 async def serving(
-    workspace: Path, server: DownstreamServer, roots: tuple[str, ...] = ()
+    workspace: Path,
+    server: DownstreamServer,
+    roots: tuple[str, ...] = (),
+    http: HttpOptions | None = None,
+    question_ttl_s: float = 600.0,
 ) -> AsyncIterator[tuple[str, Gateway]]:
     policy = create_coding_approval_policy(
         roots=[str(workspace)], approve=create_gateway_approver(), cache_approvals=False
@@ -100,10 +109,11 @@ async def serving(
             hints=CODING_TOOL_HINTS,
             ledger=RunLedger(),
             roots=roots,
+            question_ttl_s=question_ttl_s,
         ) as gateway,
         trio.open_nursery() as nursery,
     ):
-        url = await nursery.start(serve_http, gateway, HttpOptions(port=0))
+        url = await nursery.start(serve_http, gateway, http or HttpOptions(port=0))
         with trio.fail_after(60):
             await gateway.wait_servers()
         assert gateway.server_status()["fx"][0] == "up", gateway.server_status()
@@ -353,3 +363,201 @@ async def test_a_stdio_client_cancelling_with_the_sdk_cancels_the_downstream_cal
             nursery.cancel_scope.cancel()  # the SDK sends notifications/cancelled
         cancelled = await client.call_tool("mcp__fx__was_hang_cancelled", {})
     assert cancelled.structured_content == {"result": True}
+
+
+async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_retry(
+    workspace: Path,
+) -> None:
+    """A 2026-07-28 client cannot be sent a request mid-call: the server's elicitation and
+    the gateway's own approval question come back as input_required, and the SDK client's
+    retries answer them (each question told apart by who asks)."""
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        if params.message.startswith("Prism asks"):
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="accept", content={"colour": "green"})
+
+    async def sample(
+        context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="hi"), model="m"
+        )
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=workspace.as_uri())])  # type: ignore[arg-type]
+
+    async with (
+        serving(workspace, stdio_server()) as (url, gateway),
+        Client(
+            url,
+            elicitation_callback=elicit,
+            sampling_callback=sample,
+            list_roots_callback=list_roots,
+        ) as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        answered = await client.call_tool("mcp__fx__ask", {"question": "colour?"})
+        approved = await client.call_tool("shell", {"command": "touch made.txt && echo made"})
+        sampled = await client.call_tool("mcp__fx__think", {"prompt": "say hi"})
+        listed = await client.call_tool("mcp__fx__roots", {})
+        ledger = gateway.ledger
+        assert ledger is not None
+        records = [(r.tool_name, r.status) for r in ledger.records]
+    assert text(answered) == "the user said green"
+    assert text(sampled) == "the model wrote hi (m)"
+    assert listed.structured_content == {"result": [workspace.as_uri()]}
+    assert not approved.is_error, approved.content
+    assert (workspace / "made.txt").exists()
+    assert asked[0] == "MCP server 'fx' asks (forwarded by Prism): colour?"
+    assert asked[1].startswith("Prism asks whether the tool 'shell'")
+    assert len(asked) == 2
+    assert records[0] == ("mcp:fx:ask", "ok")
+
+
+TOKENS = {"alice": "token-of-alice-0123456789", "bob": "token-of-bob-0123456789ab"}
+
+
+@asynccontextmanager
+async def as_principal(url: str, who: str) -> AsyncIterator[Client]:
+    """A 2026-07-28 client holding ``who``'s bearer token, that answers nothing by itself."""
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the retries are driven by hand")  # pragma: no cover
+
+    async with (
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKENS[who]}"}) as http,
+        Client(streamable_http_client(url, http_client=http), elicitation_callback=never) as c,
+    ):
+        yield c
+
+
+async def retry_unanswered(
+    client: Client, arguments: dict[str, Any], answer: dict[str, Any] | None = None
+) -> types.CallToolResult:
+    """Call ``ask``, and retry its question with ``answer`` (raw wire) or no answer at all."""
+    first = await client.session.call_tool("mcp__fx__ask", arguments, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult)
+    assert first.input_requests is not None
+    responses = None if answer is None else dict.fromkeys(first.input_requests, answer)
+    result = await client.session.call_tool(
+        "mcp__fx__ask",
+        arguments,
+        input_responses=responses,  # type: ignore[arg-type]
+        request_state=first.request_state,
+        allow_input_required=True,
+    )
+    assert isinstance(result, types.CallToolResult)
+    return result
+
+
+async def test_a_waiting_calls_state_is_its_callers_once_and_for_that_call_only(
+    workspace: Path, mock_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The request state of a call waiting for its server's question is refused (and
+    recorded) when Bob sends it, when Alice sends it for other arguments, forged, replayed,
+    or after the question expired; Alice's own retry gets the answer through."""
+    red: dict[str, Any] = {"colour": "red"}
+    options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
+    question = {"question": "colour?"}
+    async with (
+        serving(workspace, stdio_server(), http=options, question_ttl_s=60) as (url, gateway),
+        as_principal(url, "alice") as alice,
+        as_principal(url, "bob") as bob,
+    ):
+        first = await alice.session.call_tool("mcp__fx__ask", question, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        (key,) = first.input_requests
+        state = first.request_state
+        assert state is not None
+
+        async def retry(
+            client: Client, arguments: dict[str, Any], sent: str | None
+        ) -> types.CallToolResult:
+            answer = {key: types.ElicitResult(action="accept", content=red)}
+            result = await client.session.call_tool(
+                "mcp__fx__ask",
+                arguments,
+                input_responses=answer,  # type: ignore[arg-type]
+                request_state=sent,
+                allow_input_required=True,
+            )
+            assert isinstance(result, types.CallToolResult)
+            return result
+
+        by_bob = await retry(bob, question, state)
+        other_call = await retry(alice, {"question": "size?"}, state)
+        forged = await retry(alice, question, "call:" + "0" * 32)
+        answered = await retry(alice, question, state)
+        replayed = await retry(alice, question, state)
+        unanswered = await retry_unanswered(alice, question)
+        nonsense = await retry_unanswered(alice, question, {"roots": []})
+        second = await alice.session.call_tool("mcp__fx__ask", question, allow_input_required=True)
+        assert isinstance(second, types.InputRequiredResult)
+        mock_clock.jump(61)  # past question_ttl_s
+        expired = await retry(alice, question, second.request_state)
+        ledger = gateway.ledger
+        assert ledger is not None
+        refused = [r for r in ledger.records if r.status == "blocked"]
+    assert key.startswith("mcp:fx:")
+    assert text(answered) == "the user said red"
+    # A retry that answers nothing, or with no elicitation answer: the server is told so
+    # (its tool fails here), and why is logged.
+    assert "the host could not answer" in text(unanswered)
+    assert "the host could not answer" in text(nonsense)
+    said = caplog.text
+    assert "the client's retry did not answer the question" in said
+    assert "the client's answer is not a ElicitResult" in said
+    assert "asked of another client or for another call" in text(by_bob)
+    assert "asked of another client or for another call" in text(other_call)
+    assert "unknown or was answered already" in text(forged)
+    assert "unknown or was answered already" in text(replayed)
+    assert "expired" in text(expired)
+    assert all(r.is_error for r in (by_bob, other_call, forged, replayed, expired))
+    assert [r.blocked_reason for r in refused] == ["permission_denied"] * 5
+    assert [r.call_id.split("/")[0] for r in refused] == [
+        "token:" + hashlib.sha256(TOKENS[who].encode()).hexdigest()[:8]
+        for who in ("bob", "alice", "alice", "alice", "alice")
+    ]
+
+
+async def test_a_2026_server_over_stdio_asks_each_caller_for_its_own_call(
+    workspace: Path,
+) -> None:
+    """A server over stdio that speaks 2026-07-28 asks inside each call's result, so its
+    questions are routed by call: Alice (2025-11-25, asked mid-call) and Bob (2026-07-28,
+    asked by input_required) call it at once and each gets only their own question."""
+    both = Both()
+    colours = {"alice": "red", "bob": "blue"}
+
+    def elicit_for(who: str) -> Any:
+        async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            await both.meet(who, params.message)
+            return types.ElicitResult(action="accept", content={"colour": colours[who]})
+
+        return elicit
+
+    results: dict[str, types.CallToolResult] = {}
+    async with (
+        serving(workspace, stdio_server("auto")) as (url, _gateway),
+        Client(url, elicitation_callback=elicit_for("alice"), mode="legacy") as alice,
+        Client(url, elicitation_callback=elicit_for("bob")) as bob,
+        trio.open_nursery() as nursery,
+    ):
+        assert bob.protocol_version == "2026-07-28"
+
+        async def ask(who: str, client: Client) -> None:
+            arguments = {"question": f"{who}?"}
+            results[who] = await client.call_tool("mcp__fx__ask_resolved", arguments)
+
+        nursery.start_soon(ask, "alice", alice)
+        nursery.start_soon(ask, "bob", bob)
+    assert text(results["alice"]) == "the user said red"
+    assert text(results["bob"]) == "the user said blue"
+    assert both.asked == {
+        "alice": ["MCP server 'fx' asks (forwarded by Prism): alice?"],
+        "bob": ["MCP server 'fx' asks (forwarded by Prism): bob?"],
+    }

@@ -22,9 +22,11 @@ from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, clip
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
+    "QUESTION_TTL_S",
     "CallScope",
     "GatewayApprover",
     "OpenQuestions",
+    "StaleStateError",
     "approval_request",
     "create_command_approver",
     "create_gateway_approver",
@@ -40,30 +42,64 @@ GatewayApprover = Callable[
 
 
 _MAX_OPEN_QUESTIONS = 1024
+QUESTION_TTL_S = 600.0
+"""How long a question asked by ``input_required`` waits for the client's retry."""
+
+
+class StaleStateError(Exception):
+    """A retry's request state names no question open for its caller (why, in words)."""
 
 
 @attrs.define(eq=False)
 class OpenQuestions:
     """The questions asked by ``input_required`` and not answered yet (one gateway's).
 
-    Each has a nonce that one retry consumes, so an answer applies once: a
-    later identical call is asked again. The oldest are forgotten past
-    ``_MAX_OPEN_QUESTIONS`` (their answers then ask again).
+    Each is known by an unguessable nonce (the request state, or its start),
+    kept here with its owner (whom it was asked of, and for which call), a
+    deadline and a value. One retry of its owner takes it, so an answer
+    applies once; a retry of anyone else is refused and leaves it open;
+    after ``ttl_s`` it is refused as expired. The oldest are forgotten past
+    ``limit`` (``closed`` is called with each value forgotten unanswered).
     """
 
-    _asked: OrderedDict[str, str] = attrs.field(factory=OrderedDict)
+    ttl_s: float = QUESTION_TTL_S
+    limit: int = _MAX_OPEN_QUESTIONS
+    closed: Callable[[Any], None] | None = None
+    # nonce -> (owner, deadline, value), oldest first
+    _asked: OrderedDict[str, tuple[str, float, Any]] = attrs.field(factory=OrderedDict)
 
-    def open(self, access: str) -> str:
-        """A fresh nonce for a question about ``access`` (the words it named)."""
+    def __len__(self) -> int:
+        return len(self._asked)
+
+    def open(self, owner: str, value: Any) -> str:
+        """A fresh nonce for a question asked of ``owner`` (``value``: what to keep with it)."""
         nonce = secrets.token_hex(16)
-        self._asked[nonce] = access
-        while len(self._asked) > _MAX_OPEN_QUESTIONS:
-            self._asked.popitem(last=False)
+        self._asked[nonce] = (owner, trio.current_time() + self.ttl_s, value)
+        while len(self._asked) > self.limit:
+            self._close(self._asked.popitem(last=False)[1][2])
         return nonce
 
-    def take(self, nonce: str) -> str | None:
-        """The access the question named, once (None: unknown, or answered already)."""
-        return self._asked.pop(nonce, None)
+    def take(self, nonce: str, owner: str) -> Any:
+        """The question's value, once, for its owner.
+
+        Raises:
+            StaleStateError: no such question (never asked, or answered
+                already), another owner's (left open), or expired.
+        """
+        entry = self._asked.get(nonce)
+        if entry is None:
+            raise StaleStateError("its question is unknown or was answered already")
+        if not hmac.compare_digest(entry[0].encode("utf-8"), owner.encode("utf-8")):
+            raise StaleStateError("its question was asked of another client or for another call")
+        del self._asked[nonce]
+        if trio.current_time() > entry[1]:
+            self._close(entry[2])
+            raise StaleStateError(f"its question expired ({self.ttl_s:g} s without a retry)")
+        return entry[2]
+
+    def _close(self, value: Any) -> None:
+        if self.closed is not None:
+            self.closed(value)
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -91,6 +127,8 @@ class CallScope:
     # The gated call's id (ToolCall.id), and the log levels its client may be sent.
     call_id: str | None = None
     log_levels: frozenset[str] = frozenset()
+    # A 2026-07-28 client's call run apart: its server's questions go through it.
+    round: Any = None
 
     def state_for(self, action: ExecutionAction, nonce: str) -> str:
         """The request state binding an answer to this client, call, action and question.
@@ -187,11 +225,14 @@ def _from_retry(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
     responses = scope.responses if isinstance(scope.responses, dict) else {}
     if isinstance(scope.state, str) and APPROVAL_INPUT_KEY in responses:
         nonce, dot, _ = scope.state.partition(".")
-        named = scope.questions.take(nonce) if dot else None
-        if named is None:
+        try:
+            if not dot:
+                raise StaleStateError("its question is unknown or was answered already")
+            named = scope.questions.take(nonce, scope.client)
+        except StaleStateError as exc:
             return _refused(
-                "the answer is not applied: its question is unknown or was answered "
-                "already (an answer applies to one retry); call again to be asked"
+                f"the answer is not applied: {exc} (an answer applies to one retry of the "
+                "call it was asked for); call again to be asked"
             )
         if not hmac.compare_digest(scope.state, scope.state_for(action, nonce)):
             now = _access(action)
@@ -206,7 +247,7 @@ def _from_retry(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
                 "(or the exact access changed); call again to be asked"
             )
         return _answer(responses[APPROVAL_INPUT_KEY])
-    nonce = scope.questions.open(_access(action))
+    nonce = scope.questions.open(scope.client, _access(action))
     scope.pending.append((action, scope.state_for(action, nonce)))
     return _refused("approval was requested from the client")
 

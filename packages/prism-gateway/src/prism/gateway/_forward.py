@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import mcp_types as types
 import trio
 from mcp.shared.message import ServerMessageMetadata
+from pydantic import BaseModel, ValidationError
 
 from prism.mcp import (
     McpElicitation,
@@ -25,6 +26,7 @@ from prism.mcp import (
 
 from ._approval import CallScope
 from ._errors import GatewayError
+from ._rounds import UnansweredError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -37,6 +39,33 @@ _LOG_BACKLOG = 64
 
 class UpstreamCannotAnswerError(GatewayError):
     """A downstream server asked something the calling client cannot be asked."""
+
+
+_Answer = TypeVar("_Answer", types.ElicitResult, types.CreateMessageResult, types.ListRootsResult)
+
+
+def _answer_as(kind: type[_Answer], answer: Any) -> _Answer:
+    """A client's answer in an ``input_required`` retry, as the result its question wants."""
+    if isinstance(answer, kind):
+        return answer
+    try:  # the SDK parsed it as another arm of the answer union: read it as this one
+        return kind.model_validate(_wire(answer) if isinstance(answer, BaseModel) else answer)
+    except ValidationError:
+        raise UpstreamCannotAnswerError(f"the client's answer is not a {kind.__name__}") from None
+
+
+def _wire(model: BaseModel) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _elicit_request(request: McpElicitation, message: str) -> dict[str, Any]:
+    """The ``elicitation/create`` input request (wire form) forwarding ``request``."""
+    params: dict[str, Any] = {"message": message}
+    if request.mode == "url" and request.url is not None:
+        params.update(mode="url", url=request.url, elicitationId=request.elicitation_id or "")
+    else:
+        params.update(mode="form", requestedSchema=request.requested_schema or _EMPTY_FORM)
+    return {"method": "elicitation/create", "params": params}
 
 
 @attrs.define(eq=False)
@@ -116,11 +145,18 @@ class Forwarder:
         declared = scope.session.client_capabilities
         if declared is None or getattr(declared, capability, None) is None:
             raise UpstreamCannotAnswerError(f"the client did not declare {capability}")
-        if not scope.session.can_send_request:
+        if scope.round is None and not scope.session.can_send_request:
             raise UpstreamCannotAnswerError(
                 "the client's connection cannot carry a request in the middle of a call"
             )
         return scope
+
+    async def _ask_round(self, scope: CallScope, server_id: str, request: dict[str, Any]) -> Any:
+        """Put ``request`` to a 2026-07-28 client in an ``input_required`` result; its answer."""
+        try:
+            return await scope.round.ask(f"mcp:{server_id}", request)
+        except UnansweredError as exc:
+            raise UpstreamCannotAnswerError(str(exc)) from None
 
     def elicit(self, server_id: str) -> McpElicitCallback:
         """The ``elicit`` callback of server ``server_id``'s bridge."""
@@ -130,7 +166,12 @@ class Forwarder:
             # Said to come from the server, so it is never taken for the gateway's own
             # approval question ("Prism asks whether the tool ...").
             message = f"MCP server {server_id!r} asks (forwarded by Prism): {request.message}"
-            if request.mode == "url" and request.url is not None:
+            if scope.round is not None:
+                result = _answer_as(
+                    types.ElicitResult,
+                    await self._ask_round(scope, server_id, _elicit_request(request, message)),
+                )
+            elif request.mode == "url" and request.url is not None:
                 result = await scope.session.elicit_url(
                     message,
                     request.url,
@@ -143,7 +184,7 @@ class Forwarder:
                     request.requested_schema or _EMPTY_FORM,
                     related_request_id=scope.request_id,
                 )
-            content = result.content if result.action == "accept" else None
+            content: Any = result.content if result.action == "accept" else None
             return McpElicitationAnswer(action=result.action, content=content)
 
         return elicit
@@ -156,11 +197,17 @@ class Forwarder:
             # The server's request as it sent it (the SDK's create_message helper is
             # deprecated with sampling itself, and would rebuild it field by field).
             params = types.CreateMessageRequestParams.model_validate(request.params)
-            result = await scope.session.send_request(
-                types.CreateMessageRequest(params=params),
-                types.CreateMessageResult,
-                metadata=ServerMessageMetadata(related_request_id=scope.request_id),
-            )
+            if scope.round is not None:
+                wire = {"method": "sampling/createMessage", "params": _wire(params)}
+                result = _answer_as(
+                    types.CreateMessageResult, await self._ask_round(scope, server_id, wire)
+                )
+            else:
+                result = await scope.session.send_request(
+                    types.CreateMessageRequest(params=params),
+                    types.CreateMessageResult,
+                    metadata=ServerMessageMetadata(related_request_id=scope.request_id),
+                )
             content = result.content
             if not isinstance(content, types.TextContent):
                 raise UpstreamCannotAnswerError("the client's model answered with no text")
@@ -187,11 +234,17 @@ class Forwarder:
                 scope = None
             if scope is None:
                 return self._roots
-            result = await scope.session.send_request(
-                types.ListRootsRequest(),
-                types.ListRootsResult,
-                metadata=ServerMessageMetadata(related_request_id=scope.request_id),
-            )
+            if scope.round is not None:
+                wire: dict[str, Any] = {"method": "roots/list"}
+                result = _answer_as(
+                    types.ListRootsResult, await self._ask_round(scope, server_id, wire)
+                )
+            else:
+                result = await scope.session.send_request(
+                    types.ListRootsRequest(),
+                    types.ListRootsResult,
+                    metadata=ServerMessageMetadata(related_request_id=scope.request_id),
+                )
             # Roots are file:// URIs; anything else the client lists is left out.
             return [str(root.uri) for root in result.roots if str(root.uri).startswith("file://")]
 

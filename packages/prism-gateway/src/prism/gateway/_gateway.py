@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import json
 import logging
 import os
 import re
@@ -49,6 +50,7 @@ from prism.core.options import (
     has_method,
     instance_of,
     integer,
+    number,
     optional,
     sequence_of,
 )
@@ -57,8 +59,10 @@ from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 
 from ._approval import (
     APPROVAL_INPUT_KEY,
+    QUESTION_TTL_S,
     CallScope,
     OpenQuestions,
+    StaleStateError,
     approval_request,
     current_call,
 )
@@ -66,6 +70,7 @@ from ._content import to_call_tool_result
 from ._errors import GatewayConfigurationError, GatewayError
 from ._forward import Forwarder
 from ._hints import ToolHints
+from ._rounds import ROUND_STATE_PREFIX, Round
 from ._servers import DownstreamServer, ServerState
 from ._tracing import incoming_trace
 
@@ -73,7 +78,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.models import InitializationOptions
 
-    from prism.core import AgentEvent
+    from prism.core import AgentEvent, BlockedReason
 
 __all__ = ["Gateway", "open_gateway"]
 
@@ -208,6 +213,10 @@ class Gateway:
     # client label -> the dispatch options of its calls (made once, not per call; reset
     # when the tools change)
     _client_options: dict[str, DispatchOptions] = attrs.field(factory=dict)
+    # 2026-07-28 clients' calls waiting for answers to their servers' questions (one use each)
+    _parked: OpenQuestions = attrs.field(factory=lambda: OpenQuestions(closed=_close_round))
+    # Where such calls run (open_gateway's nursery)
+    _nursery: trio.Nursery | None = None
 
     def __attrs_post_init__(self) -> None:
         self._listen = ListenHandler(self._bus)
@@ -367,6 +376,9 @@ class Gateway:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
             return to_call_tool_result(ToolResult.error(unavailable), any_structured=False)
         client = client_label(ctx)
+        state = params.request_state
+        if state is not None and state.startswith(ROUND_STATE_PREFIX):
+            return await self._resume_round(ctx, params, client, state)
         call = ToolCall(
             id=f"{client}#{next(self._seq)}",
             name=name,
@@ -387,10 +399,28 @@ class Gateway:
             call_id=call.id,
             log_levels=allowed_log_levels(ctx.protocol_version, _meta(ctx)),
         )
-        token = current_call.set(scope)
-        key = _call_key(ctx)
-        result = None
         owner = self._owners.get(name)
+        if (
+            modern
+            and owner is not None
+            and self._forward.forwards(owner.server_id)
+            and _may_be_asked(scope)
+        ):  # its server's questions go to the client as input_required
+            return await self._start_round(ctx, params, scope, call, owner)
+        return await self._execute(ctx, scope, call, owner, _call_key(ctx))
+
+    async def _execute(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        scope: CallScope,
+        call: ToolCall,
+        owner: McpToolBridge | None,
+        key: object,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Run ``call`` through the gates; its answer (``key``: see :meth:`client_gone`)."""
+        client = scope.client
+        token = current_call.set(scope)
+        result = None
         forwarding = (
             self._forward.calling(owner.server_id, scope)
             if owner is not None
@@ -436,15 +466,109 @@ class Gateway:
                     "requestState": state,
                 }
             )
-        return to_call_tool_result(result, any_structured=modern)
+        return to_call_tool_result(result, any_structured=scope.modern)
+
+    async def _start_round(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        scope: CallScope,
+        call: ToolCall,
+        owner: McpToolBridge,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Run a 2026-07-28 client's call apart; the first answer of the call.
+
+        The call runs in the gateway's nursery, so its server's questions can
+        go to the client as ``input_required`` while it waits for the retry.
+        """
+        round_ = Round(
+            owner=_round_owner(scope.client, params), timeout_s=self._parked.ttl_s, call=scope
+        )
+        scope.round = round_
+        assert self._nursery is not None  # set by open_gateway
+
+        async def run() -> None:
+            result: Any = None
+            try:
+                with round_.scope:
+                    result = await self._execute(ctx, scope, call, owner, None)
+            except Exception as exc:  # the waiting request's error, as it would be in-line
+                result = exc
+            finally:
+                if result is None:  # cancelled: the client went away, or the gateway closed
+                    result = to_call_tool_result(
+                        ToolResult.error("cancelled: the client disconnected"),
+                        any_structured=False,
+                    )
+                round_.finish(result)
+
+        self._nursery.start_soon(run)
+        return await self._wait_round(ctx, round_)
+
+    async def _resume_round(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        client: str,
+        state: str,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A retry answering the questions of a call that waits (see :meth:`_start_round`)."""
+        try:
+            nonce = state[len(ROUND_STATE_PREFIX) :]
+            round_: Round = self._parked.take(nonce, _round_owner(client, params))
+        except StaleStateError as exc:
+            reason = (
+                f"the request state is not applied: {exc} (a call's questions are answered "
+                "once, by the client that made it, in a retry of that same call); call again "
+                "without it"
+            )
+            _log.warning("refused a retry of %s: %s", client, exc)
+            self._record_refused(ctx, params, reason, "permission_denied")
+            return to_call_tool_result(ToolResult.error(reason), any_structured=False)
+        waiting = round_.call
+        if waiting is not None:  # its log messages go with the request now waiting for it
+            waiting.session = ctx.session
+            waiting.request_id = ctx.request_id
+        round_.answer(params.input_responses)
+        return await self._wait_round(ctx, round_)
+
+    async def _wait_round(
+        self, ctx: ServerRequestContext[Any, Any], round_: Round
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the call's next word: its result, or questions (then the call is parked)."""
+        key = _call_key(ctx)
+        if key is not None:  # over HTTP: dropping this request's connection ends the call
+            self._running[key] = round_.scope
+        try:
+            asked = await round_.next()
+        except trio.Cancelled:  # this request was cancelled: so is the call
+            round_.scope.cancel()
+            raise
+        finally:
+            if key is not None and self._running.get(key) is round_.scope:
+                del self._running[key]
+        if asked is None:
+            result = round_.result
+            if isinstance(result, Exception):
+                raise result
+            return cast("types.CallToolResult | types.InputRequiredResult", result)
+        nonce = self._parked.open(round_.owner, round_)
+        return types.InputRequiredResult.model_validate(
+            {
+                "resultType": "input_required",
+                "inputRequests": asked,
+                "requestState": ROUND_STATE_PREFIX + nonce,
+            }
+        )
 
     def _record_refused(
         self,
         ctx: ServerRequestContext[Any, Any],
         params: types.CallToolRequestParams,
         unavailable: str | None,
+        blocked: BlockedReason = "unknown_tool",
     ) -> None:
-        """Record a call of no offered tool (unknown, or its server is not up) as blocked."""
+        """Record a refused call (an unknown tool, a server not up, a stale state) as blocked."""
         ledger = self._options.ledger
         if ledger is None:
             return
@@ -457,7 +581,7 @@ class Gateway:
                     tool_name=clip(params.name, NAME_LIMIT),
                     arguments=params.arguments if params.arguments is not None else {},
                     status="blocked",
-                    blocked_reason="unknown_tool",
+                    blocked_reason=blocked,
                     started_at=now,
                     finished_at=now,
                     duration_s=0.0,
@@ -556,6 +680,28 @@ class Gateway:
                 await connection.send_tool_list_changed()
 
 
+def _may_be_asked(scope: CallScope) -> bool:
+    """Whether the calling client declared a capability its call's server may ask through."""
+    caps = scope.session.client_capabilities
+    return caps is not None and any(
+        getattr(caps, name, None) is not None for name in ("elicitation", "sampling", "roots")
+    )
+
+
+def _round_owner(client: str, params: types.CallToolRequestParams) -> str:
+    """Whose call a waiting call is: the client (principal, name, session), tool, arguments."""
+    bound = json.dumps(
+        [client, params.name, params.arguments], sort_keys=True, separators=(",", ":"), default=str
+    )
+    return hashlib.sha256(bound.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _close_round(round_: object) -> None:
+    """End a waiting call whose question was forgotten (too many open) or expired."""
+    if isinstance(round_, Round):
+        round_.scope.cancel()
+
+
 def _alias_prefix(server_id: str) -> str:
     """The provider-safe prefix of server ``server_id``'s tool names (``mcp__<id>__``)."""
     return provider_safe_name(f"mcp:{server_id}:x")[:-1]
@@ -627,6 +773,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "hints": optional(_HINTS),
     "max_concurrent_calls": _LIMIT,
     "max_calls_per_client": _LIMIT,
+    "question_ttl_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
     "roots": sequence_of(
         OptionCheck(
             "an absolute path or file:// URI",
@@ -654,6 +801,7 @@ async def open_gateway(
     max_concurrent_calls: int = 32,
     max_calls_per_client: int = 8,
     roots: Sequence[str] = (),
+    question_ttl_s: float = QUESTION_TTL_S,
 ) -> AsyncIterator[Gateway]:
     """Build a gateway over ``tools``, the tools of ``bridges`` and of ``servers``, gated.
 
@@ -676,7 +824,11 @@ async def open_gateway(
     A downstream server's requests are forwarded to the client whose call
     it sent them for (elicitation, sampling, ``roots/list``, log messages),
     when the client declared the capability; ``roots`` (absolute paths or
-    ``file://`` URIs) answer a ``roots/list`` no client can answer.
+    ``file://`` URIs) answer a ``roots/list`` no client can answer. A
+    2026-07-28 client, which cannot be sent a request mid-call, gets such a
+    question (and the gateway's own approval question) as an
+    ``input_required`` result; its call waits in the gateway for the retry
+    that answers it, at most ``question_ttl_s`` seconds (600 by default).
 
     Cancellation: leaving the block stops watching the bridges; the bridges
     themselves belong to the caller.
@@ -702,6 +854,7 @@ async def open_gateway(
         "max_concurrent_calls": max_concurrent_calls,
         "max_calls_per_client": max_calls_per_client,
         "roots": _items(roots),
+        "question_ttl_s": question_ttl_s,
     }
     for option, value in given.items():
         _CHECKS[option].check(_OWNER, option, value)
@@ -733,9 +886,12 @@ async def open_gateway(
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
         forward=Forwarder(roots=cast("tuple[str, ...]", given["roots"])),
+        questions=OpenQuestions(ttl_s=question_ttl_s),
+        parked=OpenQuestions(ttl_s=question_ttl_s, closed=_close_round),
     )
     gateway._servers.update((server.server_id, ServerState(server)) for server in downstream)
     async with trio.open_nursery() as nursery:
+        gateway._nursery = nursery
         for bridge in gateway._bridges:
             nursery.start_soon(gateway._watch, bridge)
         for state in gateway._servers.values():

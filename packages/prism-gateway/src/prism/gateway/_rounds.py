@@ -1,0 +1,120 @@
+"""A 2026-07-28 client's call kept running while the client answers its server's questions.
+
+Such a client cannot be sent a request in the middle of a call. When a
+downstream server asks something during its call (elicitation, sampling,
+roots), the call goes on waiting in the gateway, and the client gets an
+``input_required`` result with the questions and a request state: the nonce
+of an :class:`~prism.gateway._approval.OpenQuestions` entry that holds the
+call, bound to the caller and the call. The client's retry with its answers
+takes the entry (once), the answers go to the waiting server, and the retry
+waits for what the call says next: its result, or more questions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._errors import GatewayError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ROUND_STATE_PREFIX", "Round", "UnansweredError"]
+
+ROUND_STATE_PREFIX = "call:"
+"""How the request state of a call waiting for answers starts (an approval's does not)."""
+
+
+class UnansweredError(GatewayError):
+    """The client did not answer a question its call's server asked (in time, or at all)."""
+
+
+_MISSING: Any = object()
+
+
+@attrs.define(eq=False)
+class _Question:
+    request: dict[str, Any]
+    answered: trio.Event = attrs.field(factory=trio.Event)
+    answer: Any = _MISSING
+
+
+@attrs.define(eq=False)
+class Round:
+    """One call of a 2026-07-28 client, run apart from the requests that wait for it.
+
+    ``ask`` is called by the forwarder in the call's task; the requests of
+    the client (the first one, then each retry) wait with :meth:`next`.
+    ``scope`` cancels the whole call.
+    """
+
+    owner: str
+    timeout_s: float
+    call: Any = None  # the call's CallScope
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: bool = False
+    result: Any = None
+    _keys: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
+    # Asked, not yet put to the client; put to it and waiting for its retry.
+    _new: dict[str, _Question] = attrs.field(factory=dict)
+    _sent: dict[str, _Question] = attrs.field(factory=dict)
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    async def ask(self, prefix: str, request: dict[str, Any]) -> Any:
+        """Put ``request`` (an input request, wire form) to the client; its answer.
+
+        Raises:
+            UnansweredError: the client's retry did not answer it, or none
+                came within ``timeout_s``.
+        """
+        key = f"{prefix}:{next(self._keys)}"
+        question = _Question(request)
+        self._new[key] = question
+        self._changed.set()
+        with trio.move_on_after(self.timeout_s):
+            await question.answered.wait()
+        if question.answer is _MISSING:
+            self._new.pop(key, None)
+            self._sent.pop(key, None)
+            if question.answered.is_set():
+                raise UnansweredError("the client's retry did not answer the question")
+            raise UnansweredError(
+                f"the client did not answer within {self.timeout_s:g} s (no retry came)"
+            )
+        return question.answer
+
+    def finish(self, result: Any) -> None:
+        """The call is over: ``result`` is what its last request answers."""
+        self.done = True
+        self.result = result
+        self._changed.set()
+
+    async def next(self) -> dict[str, dict[str, Any]] | None:
+        """Wait for the call's next word: questions to put to the client, or ``None``.
+
+        ``None`` once the call is over (its result is :attr:`result`).
+        Questions asked while the call also ended are still put (the server waits).
+        """
+        while not self._new and not self.done:
+            await self._changed.wait()
+            self._changed = trio.Event()
+        if not self._new:
+            return None
+        asked = {key: question.request for key, question in self._new.items()}
+        self._sent.update(self._new)
+        self._new.clear()
+        return asked
+
+    def answer(self, responses: Mapping[str, Any] | None) -> None:
+        """The client's retry: each question put to it gets its answer (or none)."""
+        given = responses or {}
+        for key, question in self._sent.items():
+            if key in given:
+                question.answer = given[key]
+            question.answered.set()
+        self._sent.clear()
