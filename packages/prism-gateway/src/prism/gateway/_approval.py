@@ -68,9 +68,6 @@ class OpenQuestions:
     # nonce -> (owner, deadline, value), oldest first
     _asked: OrderedDict[str, tuple[str, float, Any]] = attrs.field(factory=OrderedDict)
 
-    def __len__(self) -> int:
-        return len(self._asked)
-
     def open(self, owner: str, value: Any) -> str:
         """A fresh nonce for a question asked of ``owner`` (``value``: what to keep with it)."""
         nonce = secrets.token_hex(16)
