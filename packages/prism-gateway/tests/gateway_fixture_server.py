@@ -101,6 +101,12 @@ def build() -> MCPServer:
         return f"the user did not answer ({answer.action})"
 
     @server.tool()
+    async def sign_in(ctx: Context) -> str:
+        """Ask the user to visit a page (URL elicitation) and say what they did."""
+        answer = await ctx.elicit_url("sign in please", "https://auth.example/login", "e-1")
+        return f"the user chose {answer.action}"
+
+    @server.tool()
     async def think(prompt: str, ctx: Context) -> str:
         """Ask the host's model (sampling) and say what it wrote."""
         result = await ctx.session.create_message(

@@ -375,6 +375,9 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
+        if isinstance(params, types.ElicitRequestURLParams):
+            asked.append(f"{params.url} {params.elicitation_id}")
+            return types.ElicitResult(action="decline")
         if params.message.startswith("Prism asks"):
             return types.ElicitResult(action="accept", content={"approve": True})
         return types.ElicitResult(action="accept", content={"colour": "green"})
@@ -403,17 +406,22 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
         approved = await client.call_tool("shell", {"command": "touch made.txt && echo made"})
         sampled = await client.call_tool("mcp__fx__think", {"prompt": "say hi"})
         listed = await client.call_tool("mcp__fx__roots", {})
+        signed = await client.call_tool("mcp__fx__sign_in", {})
         ledger = gateway.ledger
         assert ledger is not None
         records = [(r.tool_name, r.status) for r in ledger.records]
     assert text(answered) == "the user said green"
     assert text(sampled) == "the model wrote hi (m)"
     assert listed.structured_content == {"result": [workspace.as_uri()]}
+    assert text(signed) == "the user chose decline"
+    assert asked[2:] == [
+        "MCP server 'fx' asks (forwarded by Prism): sign in please",
+        "https://auth.example/login None",  # 2026-07-28 has no elicitationId
+    ]
     assert not approved.is_error, approved.content
     assert (workspace / "made.txt").exists()
     assert asked[0] == "MCP server 'fx' asks (forwarded by Prism): colour?"
     assert asked[1].startswith("Prism asks whether the tool 'shell'")
-    assert len(asked) == 2
     assert records[0] == ("mcp:fx:ask", "ok")
 
 

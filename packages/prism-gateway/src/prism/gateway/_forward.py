@@ -62,7 +62,8 @@ def _elicit_request(request: McpElicitation, message: str) -> dict[str, Any]:
     """The ``elicitation/create`` input request (wire form) forwarding ``request``."""
     params: dict[str, Any] = {"message": message}
     if request.mode == "url" and request.url is not None:
-        params.update(mode="url", url=request.url, elicitationId=request.elicitation_id or "")
+        # 2026-07-28 has no elicitationId: the server's own id stays between it and the gateway.
+        params.update(mode="url", url=request.url)
     else:
         params.update(mode="form", requestedSchema=request.requested_schema or _EMPTY_FORM)
     return {"method": "elicitation/create", "params": params}
