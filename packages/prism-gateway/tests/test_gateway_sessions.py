@@ -555,3 +555,60 @@ async def test_a_call_with_an_odd_id_is_answered_with_an_error(workspace: Path) 
     assert all("string or an integer" in a.json()["error"]["message"] for a in answers)
     assert not (workspace / "odd.txt").exists()
     assert writes == []
+
+
+@asynccontextmanager
+async def modern_client(url: str, token: str) -> AsyncIterator[Client]:
+    """A 2026-07-28 client with ``token`` that declares elicitation and answers nothing itself."""
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the retries are driven by hand")  # pragma: no cover
+
+    async with (
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http), elicitation_callback=never) as c,
+    ):
+        yield c
+
+
+async def test_a_principal_flooding_approval_questions_forgets_only_its_own(
+    workspace: Path,
+) -> None:
+    """Mallory leaves 33 approval questions unanswered (one past a principal's 32): her
+    oldest is forgotten, Alice's question, asked first, is still answered."""
+    yes = {"prism-approval": types.ElicitResult(action="accept", content={"approve": True})}
+
+    async def ask(client: Client, name: str) -> str:
+        command = {"command": f"touch {name} && echo made"}
+        asked = await client.session.call_tool("shell", command, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult), asked
+        assert asked.request_state is not None
+        return asked.request_state
+
+    async def answer(client: Client, name: str, state: str) -> types.CallToolResult:
+        command = {"command": f"touch {name} && echo made"}
+        result = await client.session.call_tool(
+            "shell",
+            command,
+            input_responses=yes,  # type: ignore[arg-type]
+            request_state=state,
+            allow_input_required=True,
+        )
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+    async with (
+        serving(workspace) as (url, _gateway),
+        modern_client(url, TOKEN_A) as alice,
+        modern_client(url, TOKEN_B) as mallory,
+    ):
+        alices = await ask(alice, "alice.txt")
+        mallorys = [await ask(mallory, f"m{n}.txt") for n in range(33)]
+        first = await answer(mallory, "m0.txt", mallorys[0])
+        last = await answer(mallory, "m32.txt", mallorys[32])
+        answered = await answer(alice, "alice.txt", alices)
+    assert not answered.is_error, answered.content
+    assert (workspace / "alice.txt").exists()
+    assert first.is_error
+    assert not (workspace / "m0.txt").exists()
+    assert not last.is_error, last.content

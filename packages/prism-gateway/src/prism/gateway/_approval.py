@@ -22,6 +22,7 @@ from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, clip
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
+    "MAX_QUESTIONS_PER_PRINCIPAL",
     "QUESTION_TTL_S",
     "CallScope",
     "GatewayApprover",
@@ -31,6 +32,7 @@ __all__ = [
     "create_command_approver",
     "create_gateway_approver",
     "current_call",
+    "principal_of",
 ]
 
 APPROVAL_INPUT_KEY = "prism-approval"
@@ -42,12 +44,19 @@ GatewayApprover = Callable[
 
 
 _MAX_OPEN_QUESTIONS = 1024
+MAX_QUESTIONS_PER_PRINCIPAL = 32
+"""At most this many questions wait for one principal's retries (its oldest goes first)."""
 QUESTION_TTL_S = 600.0
 """How long a question asked by ``input_required`` waits for the client's retry."""
 
 
 class StaleStateError(Exception):
     """A retry's request state names no question open for its caller (why, in words)."""
+
+
+def principal_of(client: str) -> str:
+    """The principal part of a client label (``<principal>/<name>/<session>``)."""
+    return client.partition("/")[0]
 
 
 @attrs.define(eq=False)
@@ -58,22 +67,31 @@ class OpenQuestions:
     kept here with its owner (whom it was asked of, and for which call), a
     deadline and a value. One retry of its owner takes it, so an answer
     applies once; a retry of anyone else is refused and leaves it open;
-    after ``ttl_s`` it is refused as expired. The oldest are forgotten past
-    ``limit`` (``closed`` is called with each value forgotten unanswered).
+    after ``ttl_s`` it is refused as expired. One principal has at most
+    ``per_principal`` open: past that its own oldest is forgotten, never
+    another's; past ``limit`` in all, the oldest is (``closed`` is called
+    with each value forgotten unanswered).
     """
 
     ttl_s: float = QUESTION_TTL_S
     limit: int = _MAX_OPEN_QUESTIONS
+    per_principal: int = MAX_QUESTIONS_PER_PRINCIPAL
     closed: Callable[[Any], None] | None = None
-    # nonce -> (owner, deadline, value), oldest first
-    _asked: OrderedDict[str, tuple[str, float, Any]] = attrs.field(factory=OrderedDict)
+    # nonce -> (owner, deadline, value, principal), oldest first
+    _asked: OrderedDict[str, tuple[str, float, Any, str]] = attrs.field(factory=OrderedDict)
+    # principal -> how many of its questions are open
+    _held: dict[str, int] = attrs.field(factory=dict)
 
-    def open(self, owner: str, value: Any) -> str:
+    def open(self, owner: str, value: Any, principal: str) -> str:
         """A fresh nonce for a question asked of ``owner`` (``value``: what to keep with it)."""
+        if self._held.get(principal, 0) >= self.per_principal:
+            oldest = next(n for n, entry in self._asked.items() if entry[3] == principal)
+            self._close(self._pop(oldest))
         nonce = secrets.token_hex(16)
-        self._asked[nonce] = (owner, trio.current_time() + self.ttl_s, value)
+        self._asked[nonce] = (owner, trio.current_time() + self.ttl_s, value, principal)
+        self._held[principal] = self._held.get(principal, 0) + 1
         while len(self._asked) > self.limit:
-            self._close(self._asked.popitem(last=False)[1][2])
+            self._close(self._pop(next(iter(self._asked))))
         return nonce
 
     def take(self, nonce: str, owner: str) -> Any:
@@ -88,11 +106,20 @@ class OpenQuestions:
             raise StaleStateError("its question is unknown or was answered already")
         if not hmac.compare_digest(entry[0].encode("utf-8"), owner.encode("utf-8")):
             raise StaleStateError("its question was asked of another client or for another call")
-        del self._asked[nonce]
+        value = self._pop(nonce)
         if trio.current_time() > entry[1]:
-            self._close(entry[2])
+            self._close(value)
             raise StaleStateError(f"its question expired ({self.ttl_s:g} s without a retry)")
-        return entry[2]
+        return value
+
+    def _pop(self, nonce: str) -> Any:
+        _owner, _deadline, value, principal = self._asked.pop(nonce)
+        held = self._held[principal] - 1
+        if held:
+            self._held[principal] = held
+        else:
+            del self._held[principal]
+        return value
 
     def _close(self, value: Any) -> None:
         if self.closed is not None:
@@ -244,7 +271,7 @@ def _from_retry(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
                 "(or the exact access changed); call again to be asked"
             )
         return _answer(responses[APPROVAL_INPUT_KEY])
-    nonce = scope.questions.open(scope.client, _access(action))
+    nonce = scope.questions.open(scope.client, _access(action), principal_of(scope.client))
     scope.pending.append((action, scope.state_for(action, nonce)))
     return _refused("approval was requested from the client")
 

@@ -65,6 +65,7 @@ from ._approval import (
     StaleStateError,
     approval_request,
     current_call,
+    principal_of,
 )
 from ._content import to_call_tool_result
 from ._errors import GatewayConfigurationError, GatewayError
@@ -552,7 +553,9 @@ class Gateway:
             if isinstance(result, Exception):
                 raise result
             return cast("types.CallToolResult | types.InputRequiredResult", result)
-        nonce = self._parked.open(round_.owner, round_)
+        waiting = round_.call
+        assert isinstance(waiting, CallScope)
+        nonce = self._parked.open(round_.owner, round_, principal_of(waiting.client))
         return types.InputRequiredResult.model_validate(
             {
                 "resultType": "input_required",
