@@ -304,12 +304,14 @@ def test_without_a_sandbox_nothing_is_an_escalation(root: Path) -> None:
 async def test_the_grant_reaches_the_shell_only_from_the_decision(root: Path) -> None:
     """The shell tool hands the operations a grant only when the policy's decision holds one."""
     seen: list[AccessGrant | None] = []
+    read_only: list[bool] = []
 
     class _Ops:
         async def run(self, request: object, on_output: object) -> object:
             from prism.coding.tools import ShellExit
 
             seen.append(getattr(request, "grant", None))
+            read_only.append(getattr(request, "read_only", None) is True)
             return ShellExit(exit_code=0)
 
     approver = _Approver()
@@ -324,6 +326,8 @@ async def test_the_grant_reaches_the_shell_only_from_the_decision(root: Path) ->
         await dispatch_tool_call(ToolCall(id="1", name="shell", arguments={"command": command}),
                                  options)  # fmt: skip
     assert seen == [AccessGrant(protected_writes=(str(root / ".envrc"),)), None, None]
+    # only the line proved to write nothing gets the roots read-only
+    assert read_only == [False, True, False]
 
 
 async def _serve(hits: dict[str, int], name: str, task_status: trio.TaskStatus[int]) -> None:

@@ -10,6 +10,7 @@ commands run unsandboxed.
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import stat
 import tempfile
@@ -71,13 +72,17 @@ def _ops(*roots: Path, **options: object) -> ShellOperations:
     return create_sandbox_shell_operations(sandbox)
 
 
-async def _run(ops: ShellOperations, command: str, cwd: Path) -> tuple[int, bytes]:
+async def _run(
+    ops: ShellOperations, command: str, cwd: Path, *, read_only: bool = False
+) -> tuple[int, bytes]:
     chunks: list[bytes] = []
 
     async def sink(chunk: bytes) -> None:
         chunks.append(chunk)
 
-    request = ShellSpawnRequest(command=command, shell_path="/bin/sh", cwd=str(cwd), env=_ENV)
+    request = ShellSpawnRequest(
+        command=command, shell_path="/bin/sh", cwd=str(cwd), env=_ENV, read_only=read_only
+    )
     with trio.fail_after(60):
         result = await ops.run(request, sink)
     return result.exit_code or 0, b"".join(chunks)
@@ -114,6 +119,105 @@ async def test_listings_inside_are_byte_identical_to_the_host(root: Path, comman
     sandboxed = await _run(_ops(root), command, root)
     assert sandboxed == plain
     assert b"prism sandbox" not in sandboxed[1]
+
+
+def _snapshot(root: Path) -> list[tuple[str, int, int, bytes]]:
+    """Every entry below ``root``, ``.git`` included: path, mode, mtime, content or target."""
+    out: list[tuple[str, int, int, bytes]] = []
+    for path, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            full = os.path.join(path, name)
+            info = os.lstat(full)
+            content = b""
+            if stat.S_ISLNK(info.st_mode):
+                content = os.readlink(full).encode()
+            elif stat.S_ISREG(info.st_mode):
+                with open(full, "rb") as handle:
+                    content = handle.read()
+            out.append((os.path.relpath(full, root), info.st_mode, info.st_mtime_ns, content))
+    return out
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git status --porcelain", "ls -aR", "find . -type f -exec stat -c '%n %s %a %i' {} +"],
+)
+async def test_a_command_proved_to_write_nothing_sees_the_same_bytes(
+    root: Path, command: str
+) -> None:
+    """The read-only path (no private layer) shows the roots as the host has them."""
+    await _repository(root)
+    sandboxed = await _run(_ops(root), command, root, read_only=True)
+    assert sandboxed == await _run(LocalShellOperations(), command, root)
+
+
+_WRITES = (
+    "echo x > .envrc; echo x > d0/.envrc; mkdir -p d1/.vscode; echo x > d2/deep/f.txt; "
+    "git config core.fsmonitor 'touch M; false #'; ln -sf /tmp/victim .git/logs/HEAD; "
+    "echo hook > .git/hooks/pre-commit; rm README; echo y >> .git/config; git add -A; "
+    "cat README"
+)
+
+
+async def test_a_command_proved_to_write_nothing_can_write_nothing(root: Path) -> None:
+    """The attack: a command the policy misjudged as writing nothing writes anyway.
+
+    The roots are bound read-only for it: every write fails (protected names at the
+    top and in directories that existed, .git's config, hooks and a link in its logs,
+    an edit, a removal), so nothing reaches the host, during the call or after.
+    """
+    await _repository(root)
+    (root / "d0" / ".vscode").mkdir()
+    before = _snapshot(root)
+    code, output = await _run(_ops(root), _WRITES, root, read_only=True)
+    assert code == 0  # cat README still reads
+    assert output.endswith(b"changed\n")
+    assert output.count(b"Read-only file system") >= 8, output
+    assert _snapshot(root) == before
+    # the host's own git runs nothing planted
+    assert await _sh(root, "git status --porcelain") == b" M README\n?? new.txt\n"
+    assert not (root / "M").exists()
+
+
+async def test_a_command_proved_to_write_nothing_sees_no_private_layer(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-only path still hides the layers directory (other calls' pending changes)."""
+    base = tempfile.mkdtemp(dir="/var/tmp")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", base)
+        pending = os.path.join(base, f"prism-layers-{os.getuid()}", "prism-overlay-x", "upper")
+        os.makedirs(pending)
+        pathlib.Path(pending, "secret.txt").write_text("pending\n")  # noqa: ASYNC240
+        code, output = await _run(_ops(root), f"ls -AR {base}", root, read_only=True)
+        assert code == 0
+        assert b"prism-overlay-" not in output
+        assert b"secret" not in output
+    finally:
+        shutil.rmtree(base)
+
+
+async def test_the_secure_tools_run_a_proved_read_only_line_without_a_layer(root: Path) -> None:
+    """Through the whole pipeline: policy, shell tool, sandbox. A proved ``git status``
+    gets the roots read-only: it cannot rewrite the host's index (which it would
+    refresh, a stat-only change, through a private layer), and still reports the same.
+    """
+    from prism.coding.security import open_secure_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+
+    await _repository(root)
+    expected = await _sh(root, "git status --short")
+    os.utime(root / "README", ns=(1, 1))  # the index is stale: git would refresh it
+    index = (root / ".git" / "index").read_bytes(), os.stat(root / ".git" / "index").st_mtime_ns
+    async with open_secure_coding_tools([str(root)]) as secure:
+        options = DispatchOptions(registry=create_tool_registry(secure.tools))
+        call = ToolCall(id="1", name="shell", arguments={"command": "git status --short"})
+        result = await dispatch_tool_call(call, options)
+    assert not result.is_error, result.joined_text
+    assert result.joined_text == expected.decode()
+    after = (root / ".git" / "index").read_bytes(), os.stat(root / ".git" / "index").st_mtime_ns
+    assert after == index
 
 
 async def test_a_fresh_repository_looks_the_same_inside(root: Path) -> None:

@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -403,3 +404,31 @@ async def test_cancelled_call_removes_its_unfinished_spill_file(
             assert len(list(await trio.Path(spill_dir).iterdir())) == 1
             nursery.cancel_scope.cancel()
     assert list(await trio.Path(spill_dir).iterdir()) == []
+
+
+async def test_a_command_proved_to_write_nothing_is_spawned_read_only(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    """metadata["writes_nothing"] sets ShellSpawnRequest.read_only, unless a prefix runs too."""
+    seen: list[bool] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.read_only)
+        return request
+
+    proved = ExecutionDecision(allowed=True, modified={"metadata": {"writes_nothing": True}})
+    for policy, prefix in (
+        (RecordingPolicy(proved), None),
+        (RecordingPolicy(proved), "export A=1"),
+        (RecordingPolicy(), None),
+        (RecordingPolicy(ExecutionDecision(allowed=True, modified={"metadata": {
+            "writes_nothing": "yes"}})), None),
+    ):  # fmt: skip
+        tool = create_shell_tool(
+            str(tmp_path), execution_policy=policy, spawn_hook=hook, command_prefix=prefix
+        )
+        result = await run_tool(tool, {"command": "true"})
+        assert not result.is_error
+    assert seen == [True, False, False, False]
+    with pytest.raises(TypeError):
+        ShellSpawnRequest(command="x", shell_path="/bin/sh", cwd="/", env={}, read_only=1)  # type: ignore[arg-type]

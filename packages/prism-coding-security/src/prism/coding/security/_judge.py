@@ -130,6 +130,9 @@ class CommandExplanation:
             included), as proved.
         confined: allowed only because a sandbox confines it (confined mode): it
             runs as written, inside the sandbox, and ``execute`` is None.
+        writes: whether some part writes a file (a redirect to a file, a program
+            modelled as writing); False only for an allowed line proved to write
+            nothing.
     """
 
     command: str
@@ -140,6 +143,7 @@ class CommandExplanation:
     execute: str | None = None
     argvs: tuple[tuple[str, ...], ...] = ()
     confined: bool = False
+    writes: bool = True
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -175,6 +179,7 @@ class _Judge:
     # every directory the line may be in at some point (for commands that never run)
     seen_cwds: list[str] = attrs.field(factory=list)
     blocked: bool = False  # some check is not "allow"
+    wrote: bool = False  # some part writes a file (a redirect, a modelled writer)
     # why the line (or a script it runs) may run a program not written in it
     evaluates: list[str] = attrs.field(factory=list)
 
@@ -497,6 +502,7 @@ class _Judge:
     def write(self, path: str, display: tuple[str, ...], depth: int, what: str) -> bool:
         if path in _HARMLESS_WRITES:
             return True
+        self.wrote = True
         for base in self.cwds:
             verdict = self.roots.resolve(path, base=base)
             real = verdict.real or ""
@@ -709,6 +715,7 @@ class _Judge:
             return self.add(shown, "ask", why, use.rule, depth)
         if dynamic_reason is not None:
             return self.add(shown, "ask", dynamic_reason, "dynamic", depth)
+        self.wrote = self.wrote or use.writer
         if use.writer and self.read_only:
             return self.add(
                 shown,
@@ -876,6 +883,7 @@ def judge_command(
             commands=checks,
             execute=execute,
             argvs=argvs,
+            writes=judge.wrote,
         )
     what = " ".join(worst.argv)
     return CommandExplanation(

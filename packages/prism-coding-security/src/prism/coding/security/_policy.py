@@ -102,6 +102,8 @@ class CommandVerdict:
     # an escalation: the exact access approving it grants (for that one call)
     grant: AccessGrant | None = None
     access: str | None = None
+    # a proved line that writes nothing: a sandbox may bind the roots read-only for it
+    writes_nothing: bool = False
 
 
 def _decision(
@@ -152,7 +154,15 @@ class _CodingApprovalPolicy:
         exclusive = action.kind == "shell"
         if verdict.outcome == "allow":
             return _decision(
-                True, verdict.reason, verdict.details, exclusive=exclusive, execute=verdict.execute
+                True,
+                verdict.reason,
+                verdict.details,
+                exclusive=exclusive,
+                execute=verdict.execute,
+                # the shell tool asks its operations to bind the roots read-only
+                metadata={**action.metadata, "writes_nothing": True}
+                if verdict.writes_nothing
+                else None,
             )
         if verdict.outcome == "deny":
             return _decision(False, verdict.reason, verdict.details, exclusive=exclusive)
@@ -361,7 +371,12 @@ class _CodingApprovalPolicy:
             details["execute"] = explanation.execute
             details["argvs"] = [list(a) for a in explanation.argvs]
             return CommandVerdict(
-                outcome="allow", reason=reason, details=details, execute=explanation.execute
+                outcome="allow",
+                reason=reason,
+                details=details,
+                execute=explanation.execute,
+                # only a sandbox has a use for it (it binds the roots read-only)
+                writes_nothing=self.sandbox is not None and not explanation.writes,
             )
         if explanation.confined:
             details["confined"] = True

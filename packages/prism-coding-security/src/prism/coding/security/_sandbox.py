@@ -302,6 +302,9 @@ class BubblewrapSandbox:
         cwd: str,
         proxy_dir: str | None,
         overlays: dict[str, RootOverlay] | None = None,
+        *,
+        read_only: bool = False,
+        layers: Sequence[str] = (),
     ) -> list[str]:
         limits = prlimit_args(
             cpu_time_s=self.cpu_time_s,
@@ -335,10 +338,11 @@ class BubblewrapSandbox:
         hidden = self._hidden_dirs()
         for directory in hidden:
             args += ["--tmpfs", directory]
-        for layers in {os.path.dirname(o.directory) for o in (overlays or {}).values()}:
-            if not any(_within(layers, h) for h in hidden):
+        private = {os.path.dirname(o.directory) for o in (overlays or {}).values()}
+        for directory in sorted(private | set(layers)):
+            if not any(_within(directory, h) for h in hidden):
                 # every call's private layers (this one's are mounted already)
-                args += ["--tmpfs", layers]
+                args += ["--tmpfs", directory]
         resolv = os.path.realpath("/etc/resolv.conf")
         if (
             self.network == "host"
@@ -347,8 +351,9 @@ class BubblewrapSandbox:
         ):
             # systemd-resolved keeps it under /run; name lookups need it back.
             args += ["--ro-bind", resolv, resolv]
-        # without overlays (wrap() alone) nothing would check the changes: read-only
-        bind = "--ro-bind" if overlays is None else "--bind"
+        # without overlays (wrap() alone) nothing would check the changes, and a
+        # command proved to write nothing needs no private layer: read-only
+        bind = "--ro-bind" if overlays is None or read_only else "--bind"
         for root in self.writable_roots:
             args += [bind, root, root]
         for directory in overlays or ():
@@ -413,6 +418,32 @@ class BubblewrapSandbox:
             overlays=[[o.mount_option(), root] for root, o in session.overlays.items()],
             seccomp=None if proxy_dir else filter_file(),
         )
+
+    def _prepare_read_only(self, argv: Sequence[str], cwd: str, proxy_dir: str | None) -> _Launch:
+        """A command proved to write nothing: the roots bound read-only, no private layer.
+
+        The layers directory is still hidden (other calls' pending changes).
+        """
+        try:
+            base = overlay_base(self.writable_roots)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"cannot prepare the sandbox's private directory ({exc}); refusing to run "
+                "unsandboxed"
+            ) from exc
+        return _Launch(
+            argv=self._wrap(argv, cwd, proxy_dir, {}, read_only=True, layers=[base]),
+            overlays=[],
+            seccomp=None if proxy_dir else filter_file(),
+        )
+
+    async def _run_read_only(
+        self, argv: Sequence[str], cwd: str, run: Callable[[_Launch], Awaitable[ShellExit]]
+    ) -> ShellExit:
+        async def body(proxy_dir: str | None) -> ShellExit:
+            return await run(self._prepare_read_only(argv, cwd, proxy_dir))
+
+        return await self._with_proxy(body)
 
     def _fork_server(self) -> ForkServer:
         if self._server is None:
@@ -629,6 +660,9 @@ class _SandboxShellOperations:
                 launch, env=request.env, on_output=on_output, kill_grace_s=self.kill_grace_s
             )
 
+        if request.read_only and request.grant is None:
+            # proved to write nothing: the roots read-only, no layer to take back
+            return await self.backend._run_read_only(request.argv, request.cwd, run)
         notes: list[str] = []
         result = await self.backend._run_overlaid(
             request.argv, request.cwd, run, notes, request.grant

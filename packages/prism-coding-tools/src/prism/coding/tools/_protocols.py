@@ -242,6 +242,11 @@ class ShellSpawnRequest:
             beyond what is here).
         grant: extra access approved for this one command (see
             :class:`AccessGrant`), or None.
+        read_only: the execution policy proved that the command writes no
+            file (``metadata["writes_nothing"]`` in its decision): a sandboxed
+            ``ShellOperations`` may then give it the roots read-only, which
+            costs less than taking its changes back; a write there fails. The
+            plain local one ignores it.
     """
 
     command: str
@@ -251,6 +256,7 @@ class ShellSpawnRequest:
     grant: AccessGrant | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(AccessGrant))
     )
+    read_only: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
     @property
     def argv(self) -> tuple[str, ...]:

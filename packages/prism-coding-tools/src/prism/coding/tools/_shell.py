@@ -138,6 +138,8 @@ class _ShellTool:
             cwd=cwd,
             env=env,
             grant=grant if isinstance(grant, AccessGrant) and grant else None,
+            # proved to write nothing (a prefix of the host's own is not part of the proof)
+            read_only=checked.metadata.get("writes_nothing") is True and not self.command_prefix,
         )
         if self.spawn_hook is not None:
             spawn_hook = self.spawn_hook
@@ -262,7 +264,9 @@ def create_shell_tool(
     spawned; its modified ``command`` and ``paths[0]`` (the working directory)
     are what runs, and an :class:`AccessGrant` it puts in the modified
     ``metadata["grant"]`` goes to the operations with that one command
-    (:attr:`ShellSpawnRequest.grant`). Then
+    (:attr:`ShellSpawnRequest.grant`), and ``metadata["writes_nothing"]``
+    (a command proved to write no file) sets :attr:`ShellSpawnRequest.read_only`
+    when there is no ``command_prefix``. Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest`.
 
