@@ -418,6 +418,12 @@ CLOSED_TAGS: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+# As JSON text: the longest integer Python's json reads (4,300 digits; past
+# that the text is not JSON and the call is refused as a string), and the items.
+CLOSED_FLOOD_TEXTS: list[tuple[str, str]] = [
+    ("4,300-digit integer", '{"n": ' + "9" * 4_300 + "}"),
+    ("2,000,000 items into maxItems 3", json.dumps({"tags": ["x"] * 2_000_000})),
+]
 CLOSED_FLOODS: list[tuple[str, dict[str, Any]]] = [
     ("3,000,000-digit integer", {"n": 10**3_000_000}),
     ("2,000,000 items into maxItems 3", {"tags": ["x"] * 2_000_000}),
@@ -560,6 +566,22 @@ async def stall_rows() -> list[Row]:
             for _ in range(repeat)
         ]
         rows.append(row(BENCH, f"stall: closed path, {name}", samples, target="< 100 ms"))
+    # The same floods as a model would send them, through ToolCall.from_json (the
+    # parse is not measured): no text bound, so the closed checker refuses them.
+    for name, text in CLOSED_FLOOD_TEXTS:
+        call = ToolCall.from_json(id="1", name="closed", arguments=text)
+        text_ctx = ToolExecutionContext(call)
+        arguments = call.arguments
+        assert check(closed_tool, arguments, text_ctx) is not None, name  # type: ignore[arg-type]
+        samples = [
+            await _stall_us(
+                lambda: check(closed_tool, arguments, text_ctx)  # type: ignore[arg-type]  # noqa: B023
+            )
+            for _ in range(repeat)
+        ]
+        rows.append(
+            row(BENCH, f"stall: closed path, from text, {name}", samples, target="< 100 ms")
+        )
     wide = JsonSchemaArgumentValidator()
     items = [1] * 100_000
     assert not wide.validate(ANY_OF_ITEMS, items).ok

@@ -31,8 +31,10 @@ from prism.core import (
     ToolParameterValidator,
     ToolRegistry,
     ToolResult,
+    create_tool_name_map,
     dispatch_tool_call,
 )
+from prism.core._agent import _registry_call
 from prism.core._call_text import TEXT_BOUND_LIMIT, parse_call_arguments
 from prism.core._content import NO_TEXT_BOUND
 
@@ -320,3 +322,15 @@ def test_a_repeated_refusal_is_answered_with_the_same_error() -> None:
     other = adapter(_TOOL, {}, ctx)
     assert isinstance(other, ErrorInfo)
     assert other is not first
+
+
+def test_the_agent_keeps_the_bound_when_it_maps_an_alias_back_to_the_registry_name() -> None:
+    names = create_tool_name_map(["mcp:docs:search"])
+    call = ToolCall.from_json(id="1", name="mcp__docs__search", arguments='{"q": "trio"}')
+    mapped = _registry_call(call, names)
+    assert mapped.name == "mcp:docs:search"
+    assert mapped.arguments is call.arguments
+    assert _bound(mapped) == _bound(call) == (13, 1)
+    by_hand = _registry_call(ToolCall(id="1", name="mcp__docs__search", arguments={}), names)
+    assert by_hand.name == "mcp:docs:search"
+    assert _bound(by_hand) is None

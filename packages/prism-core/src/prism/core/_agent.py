@@ -17,6 +17,7 @@ from ._content import (
     ToolResult,
     ToolResultMessage,
     UserMessage,
+    renamed_call,
 )
 from ._dispatch import DispatchOptions
 from ._errors import ModelProviderError, PrismError, SessionBusyError
@@ -439,7 +440,8 @@ def _registry_call(call: ToolCall, names: ToolNameMap) -> ToolCall:
         # An unknown alias is dispatched as the model sent it: the dispatcher
         # blocks it as unknown_tool under the name the model used.
         return call
-    return ToolCall(id=call.id, name=name, arguments=call.arguments)
+    # The same arguments object: what its text proved still holds.
+    return renamed_call(call, name)
 
 
 async def _run_round(

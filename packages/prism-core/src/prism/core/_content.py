@@ -166,6 +166,15 @@ class ToolCall:
         return call
 
 
+def renamed_call(call: ToolCall, name: str) -> ToolCall:
+    """``call`` under the registry name ``name``, keeping its text bound (same arguments)."""
+    renamed = ToolCall(id=call.id, name=name, arguments=call.arguments)
+    if call._text_chars != NO_TEXT_BOUND:
+        object.__setattr__(renamed, "_text_chars", call._text_chars)
+        object.__setattr__(renamed, "_text_nesting", call._text_nesting)
+    return renamed
+
+
 @attrs.frozen(kw_only=True)
 class ToolResult:
     """What a tool call produced; ``is_error`` results are answers too.
