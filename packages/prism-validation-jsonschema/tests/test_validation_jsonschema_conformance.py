@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from prism.validation.jsonschema import JsonSchemaArgumentValidator
+from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    create_json_schema_tool_validator,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -150,3 +154,41 @@ def test_older_drafts_assert_their_formats_as_the_suite_does(
     conformance_summary.append(line)
     assert not wrong, line + "\n" + "\n".join(wrong[:20])
     assert counts["pass"] > least, line
+
+
+async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text("ok")  # pragma: no cover - never executed
+
+
+def test_calls_from_json_text_get_the_verdicts_of_calls_built_by_hand(
+    json_schema_test_suite: Path,
+) -> None:
+    """Every suite instance, as a call parsed from JSON text and as one built from a dict.
+
+    The text path (``ToolCall.from_json``, judged by the engine without a walk
+    when the text proves the limits) must give the same answer, word for word,
+    as the walked path, whose verdicts the tests above hold to the suite.
+    """
+    bounded = 0
+    cases = 0
+    for draft, dialect in _DIALECTS.items():
+        check = create_json_schema_tool_validator(cache_size=1024)
+        for path in sorted((json_schema_test_suite / draft).glob("*.json")):
+            for group in json.loads(path.read_text(encoding="utf-8")):
+                schema = group["schema"]
+                if not isinstance(schema, dict):
+                    continue
+                schema = {"$schema": dialect, **schema}
+                tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
+                for case in group["tests"]:
+                    text = json.dumps(case["data"])
+                    call = ToolCall.from_json(id="1", name="t", arguments=text)
+                    by_hand = json.loads(text)
+                    built = ToolCall(id="1", name="t", arguments=by_hand)
+                    from_text = check(tool, call.arguments, ToolExecutionContext(call))  # type: ignore[arg-type]
+                    from_dict = check(tool, by_hand, ToolExecutionContext(built))
+                    assert from_text == from_dict, (draft, path.name, case["description"])
+                    cases += 1
+                    bounded += call._text_chars < len(text) + 1
+    assert cases > 4_000
+    assert bounded > 0.9 * cases  # the text path was really taken
