@@ -40,10 +40,9 @@ from prism.core._content import NO_TEXT_BOUND
 
 
 def _bound(call: ToolCall) -> tuple[int, int] | None:
-    if call._text_chars == NO_TEXT_BOUND:
-        assert call._text_nesting == NO_TEXT_BOUND
+    if call._text_bound == NO_TEXT_BOUND:
         return None
-    return call._text_chars, call._text_nesting
+    return call._text_bound
 
 
 @pytest.mark.parametrize(
@@ -132,11 +131,11 @@ def test_no_other_way_of_building_a_call_carries_a_bound() -> None:
     assert _bound(attrs.evolve(call, arguments={"a": "x" * 100})) is None
     assert _bound(attrs.evolve(call)) is None
     with pytest.raises(TypeError):
-        ToolCall(id="1", name="t", arguments={}, text_chars=1)  # type: ignore[call-arg]
+        ToolCall(id="1", name="t", arguments={}, text_bound=(1, 1))  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        ToolCall(id="1", name="t", arguments={}, _text_chars=1)  # type: ignore[call-arg]
+        ToolCall(id="1", name="t", arguments={}, _text_bound=(1, 1))  # type: ignore[call-arg]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        call._text_chars = 1  # type: ignore[misc]
+        call._text_bound = (1, 1)  # type: ignore[misc]
     # Copies keep it with an equal (or the same) arguments object.
     for twin in (copy.copy(call), copy.deepcopy(call), pickle.loads(pickle.dumps(call))):
         assert _bound(twin) == (8, 1)

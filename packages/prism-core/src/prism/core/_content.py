@@ -116,7 +116,7 @@ Content: TypeAlias = TextContent | ImageContent | ResourceContent | ResourceLink
 
 
 # What a call built any other way than from_json carries: no bound at all.
-NO_TEXT_BOUND = sys.maxsize
+NO_TEXT_BOUND = (sys.maxsize, sys.maxsize)
 
 
 @attrs.frozen(kw_only=True)
@@ -136,10 +136,7 @@ class ToolCall:
     # Set only by from_json, next to the arguments it parsed: the text's length
     # and bracket count (see _call_text). Not an __init__ argument, so neither a
     # caller nor attrs.evolve can pair a bound with other arguments.
-    _text_chars: int = attrs.field(
-        init=False, default=NO_TEXT_BOUND, eq=False, hash=False, repr=False
-    )
-    _text_nesting: int = attrs.field(
+    _text_bound: tuple[int, int] = attrs.field(
         init=False, default=NO_TEXT_BOUND, eq=False, hash=False, repr=False
     )
 
@@ -161,17 +158,15 @@ class ToolCall:
         value, bound = parse_call_arguments(arguments)
         call = cls(id=id, name=name, arguments=value)
         if bound is not None:
-            object.__setattr__(call, "_text_chars", bound[0])
-            object.__setattr__(call, "_text_nesting", bound[1])
+            object.__setattr__(call, "_text_bound", bound)
         return call
 
 
 def renamed_call(call: ToolCall, name: str) -> ToolCall:
     """``call`` under the registry name ``name``, keeping its text bound (same arguments)."""
     renamed = ToolCall(id=call.id, name=name, arguments=call.arguments)
-    if call._text_chars != NO_TEXT_BOUND:
-        object.__setattr__(renamed, "_text_chars", call._text_chars)
-        object.__setattr__(renamed, "_text_nesting", call._text_nesting)
+    if call._text_bound != NO_TEXT_BOUND:
+        object.__setattr__(renamed, "_text_bound", call._text_bound)
     return renamed
 
 

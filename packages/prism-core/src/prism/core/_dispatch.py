@@ -244,7 +244,7 @@ async def _gate(
     if middleware is not None and middleware.call_hooks:
         # A hook holds the call's arguments and may change them in place: what
         # the model's text proved of them (ToolCall.from_json) no longer holds.
-        if call._text_chars != NO_TEXT_BOUND:
+        if call._text_bound != NO_TEXT_BOUND:
             ctx.call = call = attrs.evolve(call)
         call = await _run_call_hooks(middleware, call, ctx)
     name = call.name

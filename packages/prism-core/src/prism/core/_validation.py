@@ -236,10 +236,11 @@ class ToolParameterValidator:
             # whose text alone proves these very arguments within every limit:
             # the engine's verdict, without walking them.
             call = context.call
+            bound = call._text_bound
             if (
                 call.arguments is arguments
-                and call._text_chars <= slot.chars
-                and call._text_nesting <= slot.nesting
+                and bound[0] <= slot.chars
+                and bound[1] <= slot.nesting
                 and slot.valid(arguments)
             ):
                 return None
