@@ -186,6 +186,11 @@ class ToolParameterValidator:
     a new ``ToolDefinition`` instead (``attrs.evolve``). Tools are not kept
     alive by the adapter.
 
+    A call :meth:`ToolCall.from_json` parsed, passed with its own ``arguments``
+    and within the compiled schema's ``text_bound`` (see
+    :class:`CompiledArgumentSchema`), gets that bound's verdict with no walk;
+    the adapter keeps the verdict function for as long as it keeps the tool.
+
     Args:
         validator: checks a value against a schema.
         missing_schema: ``"allow"`` passes a tool without ``parameters``;
