@@ -163,6 +163,28 @@ async def test_a_grant_in_a_private_directory_is_refused_by_the_sandbox_too(root
 
 
 @pytest.mark.bwrap
+async def test_a_grant_of_the_hosts_own_address_is_refused_by_the_sandbox_too(root: Path) -> None:
+    """A grant naming this machine (however written) never reaches the call's proxy."""
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    for host in ("[::ffff:7f00:1]:8080", "localhost:80", "10.0.0.1:443"):
+        request = ShellSpawnRequest(
+            command="echo ran",
+            shell_path="/bin/sh",
+            cwd=str(root),
+            env={"PATH": "/usr/bin:/bin"},
+            grant=AccessGrant(hosts=(host,)),
+        )
+        with pytest.raises(SandboxUnavailableError, match="cannot grant the connection"):
+            await ops.run(request, sink)
+    assert chunks == []
+
+
+@pytest.mark.bwrap
 async def test_an_approved_file_never_comes_back_hard_linked(root: Path) -> None:
     """The attack: an approved .envrc came back as the same inode as notes.txt."""
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))

@@ -346,36 +346,44 @@ async def _serve(hits: dict[str, int], name: str, task_status: trio.TaskStatus[i
     await trio.serve_listeners(answer, listeners)
 
 
-async def test_an_approved_host_is_reached_and_no_other(root: Path) -> None:
-    """network="none": the approved host, for that call, through a proxy of its own."""
-    hits = {"a": 0, "b": 0}
+async def test_the_hosts_own_address_is_never_granted_however_spelled(root: Path) -> None:
+    """The attack: approved, 'connect to [::ffff:7f00:1]:PORT' (or 0.0.0.0, localhost)
+    read a service on the host's 127.0.0.1, because the call's proxy connects from the host.
+
+    Each spelling is refused without asking, saying why; nothing reaches the service.
+    """
+    hits = {"a": 0}
     approver = _Approver()
-    # -p: tunnel through the proxy with CONNECT; --noproxy '': also for 127.0.0.1
+    # -p: tunnel through the proxy with CONNECT; --noproxy '': also for loopback names
     curl = "curl -sS -p --noproxy '' --max-time 20"
     async with trio.open_nursery() as nursery:
-        port_a = await nursery.start(_serve, hits, "a")
-        port_b = await nursery.start(_serve, hits, "b")
-        url_a, url_b = f"http://127.0.0.1:{port_a}/", f"http://127.0.0.1:{port_b}/"
+        port = await nursery.start(_serve, hits, "a")
+        hosts = ("[::ffff:7f00:1]", "[::ffff:127.0.0.1]", "0.0.0.0", "localhost",
+                 "127.0.0.1", "[::127.0.0.1]", "[64:ff9b::7f00:1]", "app.localhost",
+                 "169.254.169.254")  # fmt: skip
+        urls = [f"http://{host}:{port}/" for host in hosts]
         async with open_secure_coding_tools([str(root)], approve=approver) as secure:
-            # the second curl's host is computed: not named, so not granted
-            reached, record = await _shell(secure, f"{curl} {url_a}; {curl} $(echo {url_b})")
-            probe = f"import socket; socket.create_connection(('127.0.0.1', {port_a}), 5)"
-            later, _ = await _shell(secure, f'python3 -c "{probe}"')
+            refused = [await _shell(secure, f"{curl} {url}") for url in urls]
         nursery.cancel_scope.cancel()
-    assert approver.words == [f"connect to 127.0.0.1:{port_a}"]
-    assert "hello from a" in reached.joined_text
-    assert "403" in reached.joined_text or "Forbidden" in reached.joined_text
-    assert later.is_error
-    assert hits == {"a": 1, "b": 0}
-    assert record.decision is not None
-    assert record.decision.access == approver.words[0]
+    assert approver.asked == []
+    assert hits == {"a": 0}
+    for (result, record), url in zip(refused, urls, strict=True):
+        assert result.is_error
+        assert "not asked" in result.joined_text, url
+        assert record.decision is not None
+        assert not record.decision.allowed
+    words = [result.joined_text for result, _ in refused]
+    assert "127.0.0.1 written as IPv6" in words[0]
+    assert "this machine (unspecified)" in words[2]
+    assert "localhost names this machine itself" in words[3]
+    assert "link-local" in words[-1]
 
 
 @pytest.mark.git
-async def test_an_approved_git_remote_is_reached_through_the_proxy_and_no_other(
+async def test_git_reaches_an_allowed_remote_through_the_proxy_and_no_other(
     root: Path,
 ) -> None:
-    """Real git in real bubblewrap: the repository URL's host is asked for and reached.
+    """Real git in real bubblewrap: the repository URL's host is reached through the proxy.
 
     git tunnels to the approved host through the call's proxy (the TLS handshake then
     fails against the plain server, which is enough: the connection was made); the
@@ -393,14 +401,18 @@ async def test_an_approved_git_remote_is_reached_through_the_proxy_and_no_other(
             f"{git} https://127.0.0.1:{port_a}/r.git; "
             f'{git} "$(echo https://127.0.0.1:{port_b}/r.git)"'
         )
-        async with open_secure_coding_tools([str(root)], approve=approver) as secure:
-            result, record = await _shell(secure, command)
+        # the host's own address is reached only as a configured address literal
+        # (a grant never names it), so this call's proxy has it from allowed_hosts
+        async with open_secure_coding_tools(
+            [str(root)],
+            approve=approver,
+            network="allowlist",
+            allowed_hosts=[f"127.0.0.1:{port_a}"],
+        ) as secure:
+            result, _ = await _shell(secure, command)
         nursery.cancel_scope.cancel()
-    assert approver.words == [f"connect to 127.0.0.1:{port_a}"]
     assert hits["a"] >= 1, result.joined_text
     assert hits["b"] == 0, result.joined_text
-    assert record.decision is not None
-    assert record.decision.access == approver.words[0]
 
 
 @pytest.mark.parametrize(
@@ -409,7 +421,7 @@ async def test_an_approved_git_remote_is_reached_through_the_proxy_and_no_other(
      ("git -C sub fetch --depth 1 https://a.example:8443/r.git main",
       "connect to a.example:8443"),
      ("git push --repo=https://a.example/r.git", "connect to a.example:443"),
-     ("git ls-remote http://[::1]:8080/r.git", "connect to [::1]:8080"),
+     ("git ls-remote http://[2606:4700::1111]:8080/r.git", "connect to [2606:4700::1111]:8080"),
      # the host a URL's user part spells is not the host it connects to
      ("git clone https://github.com@evil.example/r.git", "connect to evil.example:443"),
      ("pip install --index-url https://pypi.org@evil.example/simple x",

@@ -14,7 +14,7 @@ from prism.coding.security import (
     SandboxUnavailableError,
     create_sandbox_shell_operations,
 )
-from prism.coding.security._proxy import HostAllowlist, serve_connect_proxy
+from prism.coding.security._proxy import HostAllowlist, host_own_address, serve_connect_proxy
 from prism.coding.tools import ShellExit, ShellSpawnRequest
 from prism.core import ConfigurationError
 
@@ -76,17 +76,25 @@ async def test_allowlisted_host_is_reached_through_the_proxy_and_others_are_refu
     async with trio.open_nursery() as nursery:
         await nursery.start(allowed.serve)
         await nursery.start(refused.serve)
+        # a name that resolves to the host's own address is refused after resolution
+        # (the proxy connects from the host): only a configured address literal is reached
         sandbox = BubblewrapSandbox(
-            [str(root)], network="allowlist", allowed_hosts=[f"127.0.0.1:{allowed.port}"]
+            [str(root)],
+            network="allowlist",
+            allowed_hosts=[f"127.0.0.1:{allowed.port}", f"localhost:{refused.port}"],
         )
         ops = create_sandbox_shell_operations(sandbox)
-        targets = f"127.0.0.1:{allowed.port} 127.0.0.1:{refused.port} example.com:443"
+        targets = (
+            f"127.0.0.1:{allowed.port} 127.0.0.1:{refused.port} example.com:443 "
+            f"localhost:{refused.port}"
+        )
         _, output = await run_shell(ops, f"{_PYTHON} probe.py {targets}", root)
         nursery.cancel_scope.cancel()
     assert output.splitlines() == [
         f"127.0.0.1:{allowed.port} HTTP/1.1 200 Connection established ping",
         f"127.0.0.1:{refused.port} HTTP/1.1 403 Forbidden",
         "example.com:443 HTTP/1.1 403 Forbidden",
+        f"localhost:{refused.port} HTTP/1.1 403 Forbidden",
     ]
     assert (allowed.connections, refused.connections) == (1, 0)
 
@@ -233,3 +241,62 @@ async def test_proxy_answers_what_it_will_not_tunnel(request_head: bytes, status
         nursery.cancel_scope.cancel()
     assert answer.split(b" ")[1] == status
     assert not await trio.Path(directory).exists()
+
+
+async def _connect_through(allowlist: HostAllowlist, target: str) -> bytes:
+    async with trio.open_nursery() as nursery:
+        directory = await nursery.start(serve_connect_proxy, allowlist)
+        stream = await trio.open_unix_socket(os.path.join(directory, "proxy.sock"))
+        async with stream:
+            await stream.send_all(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+            answer = await stream.receive_some(4096)
+        nursery.cancel_scope.cancel()
+    return answer
+
+
+async def test_the_proxy_never_connects_to_the_host_itself_unless_configured_literally() -> None:
+    """The attack: an approved [::ffff:7f00:1]:PORT (or localhost:PORT) read a service on
+    the host's 127.0.0.1, because the proxy connects from the host.
+
+    The address the proxy would connect to is checked after resolution; only an
+    ``allowed_hosts`` entry that is that address literally lets it through.
+    """
+    echo = _Echo()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(echo.serve)
+        port = echo.port
+        answers = [
+            await _connect_through(HostAllowlist(allowlist, granted=granted), target)
+            for allowlist, granted, target in (
+                ((), (f"127.0.0.1:{port}",), f"127.0.0.1:{port}"),
+                ((), (f"[::ffff:7f00:1]:{port}",), f"[::ffff:7f00:1]:{port}"),
+                ((), (f"0.0.0.0:{port}",), f"0.0.0.0:{port}"),
+                ((f"localhost:{port}",), (), f"localhost:{port}"),
+                ((), (f"localhost:{port}",), f"localhost:{port}"),
+                ((f"127.0.0.1:{port}",), (), f"127.0.0.1:{port}"),
+            )
+        ]
+        nursery.cancel_scope.cancel()
+    refusals = [a.split(b"\r\n")[0] for a in answers[:-1]]
+    assert refusals == [b"HTTP/1.1 403 Forbidden"] * 5
+    assert b"never connects to the host itself" in answers[0]
+    assert answers[-1].startswith(b"HTTP/1.1 200")
+    assert echo.connections == 1
+
+
+@pytest.mark.parametrize(
+    ("address", "what"),
+    [("127.0.0.1", "loopback"), ("::1", "loopback"), ("0.0.0.0", "unspecified"),
+     ("0.1.2.3", "unspecified"), ("::", "unspecified"), ("169.254.169.254", "link-local"),
+     ("fe80::1%eth0", "link-local"), ("224.0.0.1", "multicast"),
+     ("::ffff:7f00:1", "loopback"), ("::127.0.0.1", "loopback"), ("64:ff9b::7f00:1", "loopback"),
+     ("2002:7f00:1::", "loopback"), ("8.8.8.8", None), ("10.1.2.3", None),
+     ("::ffff:8.8.8.8", None), ("example.com", None)],
+)  # fmt: skip
+def test_the_hosts_own_addresses(address: str, what: str | None) -> None:
+    found = host_own_address(address)
+    if what is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert what in found

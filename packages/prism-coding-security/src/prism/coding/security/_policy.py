@@ -405,7 +405,7 @@ class _CodingApprovalPolicy:
                     "not asked; "
                     + (
                         "run it outside the sandbox"
-                        if need.kind == "direct"
+                        if need.kind in ("direct", "network")
                         else "make this change outside the sandbox"
                     ),
                     details=details,

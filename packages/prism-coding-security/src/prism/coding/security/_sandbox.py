@@ -45,6 +45,7 @@ from ._protected import ProtectedPaths, normalize_protected_paths
 from ._proxy import (
     PROXY_SOCKET_NAME,
     HostAllowlist,
+    granted_host_refusal,
     normalize_allowed_hosts,
     serve_connect_proxy,
 )
@@ -236,10 +237,11 @@ class BubblewrapSandbox:
         (every other protected change the command makes is still left out);
         a path outside the roots is written through a private layer over its
         directory, of which only that path comes back; a host is added to the
-        command's own allowlist proxy.
+        command's own allowlist proxy, unless it is this machine's own or not
+        a global address (the proxy connects from this machine).
         """
         if kind == "network":
-            return None
+            return granted_host_refusal(target)
         if kind == "protected":
             if any(_within(target, root) for root in self.writable_roots):
                 return None
@@ -485,7 +487,13 @@ class BubblewrapSandbox:
         # approved for this command only, on top of the allowlist (or alone).
         if self.network == "host" or (self.network != "allowlist" and not hosts):
             return await body(None)
-        allowlist = HostAllowlist((*self.allowed_hosts, *hosts))
+        for host in hosts:
+            refusal = granted_host_refusal(host)
+            if refusal is not None:
+                raise SandboxUnavailableError(
+                    f"cannot grant the connection to {host}: {refusal}; refusing to run"
+                )
+        allowlist = HostAllowlist(self.allowed_hosts, granted=tuple(hosts))
         results: list[ShellExit] = []
         raised: list[BaseException] = []
         async with trio.open_nursery() as nursery:
