@@ -407,6 +407,22 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
         sampled = await client.call_tool("mcp__fx__think", {"prompt": "say hi"})
         listed = await client.call_tool("mcp__fx__roots", {})
         signed = await client.call_tool("mcp__fx__sign_in", {})
+        # A call run apart is still the client's to cancel: its server's call ends too.
+        async with trio.open_nursery() as nursery:
+            started = trio.Event()
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                started.set()
+
+            nursery.start_soon(
+                lambda: client.call_tool("mcp__fx__hang", {}, progress_callback=on_progress)
+            )
+            with trio.fail_after(60):
+                await started.wait()  # the downstream call has started
+            nursery.cancel_scope.cancel()
+        cancelled = await client.call_tool("mcp__fx__was_hang_cancelled", {})
         ledger = gateway.ledger
         assert ledger is not None
         records = [(r.tool_name, r.status) for r in ledger.records]
@@ -414,6 +430,7 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
     assert text(sampled) == "the model wrote hi (m)"
     assert listed.structured_content == {"result": [workspace.as_uri()]}
     assert text(signed) == "the user chose decline"
+    assert cancelled.structured_content == {"result": True}
     assert asked[2:] == [
         "MCP server 'fx' asks (forwarded by Prism): sign in please",
         "https://auth.example/login None",  # 2026-07-28 has no elicitationId
