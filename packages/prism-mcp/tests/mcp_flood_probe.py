@@ -12,17 +12,41 @@ from __future__ import annotations
 
 import json
 import resource
+import subprocess
 import sys
 import time
 import tracemalloc
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from prism.core import ToolCall, ToolExecutionContext
-from prism.mcp import McpSamplingAnswer, McpSamplingRequest, StdioTransport, open_mcp_tools
+from prism.mcp import (
+    McpSamplingAnswer,
+    McpSamplingRequest,
+    McpTransport,
+    StdioTransport,
+    StreamableHttpTransport,
+    open_mcp_tools,
+)
 
 SERVER = Path(__file__).resolve().parent / "mcp_flood_server.py"
+RESULT_MODES = frozenset(
+    {
+        "big_result",
+        "big_objects",
+        "blocks",
+        "nodes",
+        "keys",
+        "records",
+        "braces",
+        "shorts",
+        "ints",
+        "members",
+    }
+)
+_TEXT_OPTIONS = frozenset({"caps", "budget", "transport"})
 
 
 def peak_rss_bytes() -> int:
@@ -61,11 +85,60 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(report) + "\n")
 
 
+def _priced(sizes: list[int], *, off: bool) -> None:
+    """Record the size of every raw message priced (and, with ``off``, admit them all)."""
+    from prism.mcp import _budget, _http, _stdio
+
+    real = _budget.message_refusal
+
+    async def recording(raw: bytes) -> str | None:
+        sizes.append(len(raw))
+        return None if off else await real(raw)
+
+    _stdio.message_refusal = _http.message_refusal = recording  # type: ignore[attr-defined]
+
+
 async def _flood(
     mode: str, count: int, options: dict[str, object], untimed: trio.Event
 ) -> dict[str, object]:
-    transport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
     report: dict[str, object] = {"mode": mode, "count": count}
+    kind = options.pop("transport", "stdio")
+    if kind == "stdio":
+        transport: McpTransport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
+        report.update(await _run(mode, count, options, untimed, transport))
+        return report
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            partial(
+                trio.run_process,
+                [sys.executable, str(SERVER), mode, str(count), str(kind)],
+                stdout=subprocess.PIPE,
+                check=False,
+            )
+        )
+        assert server.stdout is not None
+        seen = b""
+        while b"\n" not in seen:
+            seen += await server.stdout.receive_some(100)
+        port = int(seen.split()[1])
+        http = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
+        try:
+            report.update(await _run(mode, count, options, untimed, http))
+        finally:
+            server.kill()
+    return report
+
+
+async def _run(
+    mode: str,
+    count: int,
+    options: dict[str, object],
+    untimed: trio.Event,
+    transport: McpTransport,
+) -> dict[str, object]:
+    report: dict[str, object] = {}
+    sizes: list[int] = []
+    _priced(sizes, off=options.pop("budget", None) == "off")
     if options.pop("caps", None) == "off":
         from prism.mcp import _gate, _stdio
 
@@ -104,11 +177,12 @@ async def _flood(
         ) as bridge:
             tool = bridge.tools[0]
             ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments={}))
-            if mode in ("big_result", "big_objects"):
+            if mode in RESULT_MODES:
                 # One call for the stall, then the ticker stops (tracemalloc slows
                 # every allocation) and a second call is traced for its memory.
                 await tool.execute({}, ctx)
                 untimed.set()
+                sizes.clear()
                 # What one result costs in Python memory, beyond what was held before.
                 tracemalloc.start()
                 held = tracemalloc.get_traced_memory()[0]
@@ -116,9 +190,10 @@ async def _flood(
             started = time.monotonic()
             result = await tool.execute({}, ctx)
             after = peak_rss_bytes()
-            if mode in ("big_result", "big_objects"):
+            if mode in RESULT_MODES:
                 report["traced_peak_bytes"] = tracemalloc.get_traced_memory()[1] - held
                 tracemalloc.stop()
+                report["message_bytes"] = max(sizes, default=0)
                 report["structured_bytes"] = len(
                     json.dumps(result.structured, separators=(",", ":"))
                 )
@@ -135,4 +210,5 @@ async def _flood(
 
 if __name__ == "__main__":
     extra = dict(arg.split("=", 1) for arg in sys.argv[3:])
-    trio.run(main, sys.argv[1], int(sys.argv[2]), {k: _value(v) for k, v in extra.items()})
+    parsed = {k: v if k in _TEXT_OPTIONS else _value(v) for k, v in extra.items()}
+    trio.run(main, sys.argv[1], int(sys.argv[2]), parsed)

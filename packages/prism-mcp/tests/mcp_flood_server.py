@@ -33,16 +33,30 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   objects (one 90-character member each, within the default instance limits).
 - ``blocks``: tools/call of ``flood`` answers with ``count`` empty text blocks;
   ``nodes`` with a ``structuredContent`` of ``count`` empty objects.
+- ``keys``: tools/call of ``flood`` answers with a ``structuredContent`` of
+  ``count`` distinct five-digit keys (ten bytes a member); ``records`` with
+  about ``count`` bytes of small records (``{"id", "name", "tags", "ok"}``);
+  ``braces``: one text block of about ``count`` bytes of JSON written inside
+  the string (every brace, comma and quote in it is text).
+- ``shorts``: tools/call of ``flood`` answers with a ``structuredContent`` of
+  ``count`` two-character strings; ``ints`` of ``count`` ints past Python's
+  small-int cache (257); ``members`` of ``count`` one-member objects.
+- With a third argument ``http`` (or ``sse``) the server speaks Streamable HTTP
+  on 127.0.0.1 instead of stdio, printing ``PORT <n>``, and answers each request
+  with a JSON body (or one server-sent event per message): only the modes that
+  answer a request with its result work there.
 - ``sampling``: tools/call of ``flood`` sends one ``sampling/createMessage`` of
   ``count`` empty messages and answers with what the host said back.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import sys
+from typing import Any
 
 SCHEMAS = sys.argv[1] == "schema_pages"
 MODE = "pages" if SCHEMAS else sys.argv[1]
@@ -50,9 +64,67 @@ COUNT = int(sys.argv[2])
 OUT = sys.stdout.buffer
 
 
+OUTBOX: list[bytes] | None = None
+"""Over HTTP: what the message being handled sent, in order."""
+
+
 def send(message: dict[str, object]) -> None:
-    OUT.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    data = json.dumps(message, separators=(",", ":")).encode()
+    if OUTBOX is not None:
+        OUTBOX.append(data)
+        return
+    OUT.write(data + b"\n")
     OUT.flush()
+
+
+def serve_http(*, events: bool) -> None:
+    """Streamable HTTP on 127.0.0.1 (the port on stdout): JSON bodies, or with
+    ``events`` one server-sent event per message. Only request-answer modes work
+    here (the server never sends requests of its own)."""
+    global OUTBOX
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def do_DELETE(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            global OUTBOX
+            message = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            OUTBOX = []
+            handle(message)
+            out, OUTBOX = OUTBOX, []
+            if "id" not in message or "method" not in message:
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            if events:
+                body = b"".join(b"event: message\r\ndata: " + data + b"\r\n\r\n" for data in out)
+                kind = "text/event-stream"
+            else:
+                body = out[-1]
+                kind = "application/json"
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    OUTBOX = []
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    OUT.write(f"PORT {httpd.server_address[1]}\n".encode())
+    OUT.flush()
+    httpd.serve_forever()
 
 
 def tool(name: str, description: str = "") -> dict[str, object]:
@@ -240,7 +312,31 @@ def list_page(request_id: object, cursor: object) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
+UNITS: dict[str, object] = {"shorts": "ab", "ints": 257, "members": {"a": 1}}
+
+
+def shape_result(request_id: object) -> None:
+    result: dict[str, object] = {"content": []}
+    if MODE == "keys":
+        result["structuredContent"] = {f"{n:05d}": 0 for n in range(COUNT)}
+    elif MODE in UNITS:
+        result["structuredContent"] = {"items": [UNITS[MODE]] * COUNT}
+    elif MODE == "records":
+        result["structuredContent"] = {
+            "items": [
+                {"id": n, "name": f"foo bar {n}", "tags": ["a", "b"], "ok": True}
+                for n in range(COUNT // 62)
+            ]
+        }
+    else:
+        result["content"] = [{"type": "text", "text": '{"a":[1,2]},' * (COUNT // 14)}]
+    send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
 def flood(request_id: object, token: object) -> None:
+    if MODE in ("keys", "records", "braces", *UNITS):
+        shape_result(request_id)
+        return
     if MODE in ("big_result", "big_objects"):
         big_result(request_id)
         return
@@ -312,66 +408,71 @@ def flood(request_id: object, token: object) -> None:
     )
 
 
+def handle(message: dict[str, Any]) -> None:
+    method = message.get("method")
+    request_id = message.get("id")
+    params = message.get("params") or {}
+    if method == "initialize":
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": f"flood-{MODE}", "version": "1"},
+                },
+            }
+        )
+    elif method == "notifications/initialized" and MODE == "shapes":
+        # Like server-everything: announce a change right after initialize; the
+        # listing that follows already has it.
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif method == "tools/list":
+        LISTINGS.append(request_id)
+        list_page(request_id, params.get("cursor"))
+        if MODE == "storm":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif method == "tools/call" and MODE == "storm":
+        count: list[object] = [{"type": "text", "text": str(len(LISTINGS))}]
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": count}})
+    elif method == "tools/call" and MODE == "shapes" and params["name"] == "ask_nan":
+        ASKING.append(request_id)
+        number = {"type": "number", "maximum": float("nan")}
+        form = {"type": "object", "properties": {"n": number}}
+        ask = {"mode": "form", "message": "how many?", "requestedSchema": form}
+        send({"jsonrpc": "2.0", "id": "ask", "method": "elicitation/create", "params": ask})
+    elif method is None and request_id in ("ask", "sample") and ASKING:
+        said = json.dumps(message.get("result") or message.get("error"))
+        text: list[object] = [{"type": "text", "text": said}]
+        send({"jsonrpc": "2.0", "id": ASKING.pop(), "result": {"content": text}})
+    elif method == "tools/call" and MODE == "shapes" and params["name"] == "mutate":
+        # Change another tool after it was listed (and approved), and announce it.
+        # With {"part": "task"}: only its execution.taskSupport becomes optional.
+        arguments = params.get("arguments") or {}
+        (TASKED if arguments.get("part") == "task" else MUTATED).add("good")
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": TEXT}})
+    elif method == "tools/call" and MODE == "shapes":
+        send({"jsonrpc": "2.0", "id": request_id, "result": SHAPES[params["name"]][2]})
+    elif method == "tools/call":
+        token = (params.get("_meta") or {}).get("progressToken")
+        flood(request_id, token)
+    elif request_id is not None and "method" in message:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32601, "message": "method not found"},
+            }
+        )
+
+
 def main() -> None:
+    if sys.argv[3:] in (["http"], ["sse"]):
+        serve_http(events=sys.argv[3] == "sse")
     for raw in sys.stdin.buffer:
-        message = json.loads(raw)
-        method = message.get("method")
-        request_id = message.get("id")
-        params = message.get("params") or {}
-        if method == "initialize":
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "result": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {"tools": {}},
-                        "serverInfo": {"name": f"flood-{MODE}", "version": "1"},
-                    },
-                }
-            )
-        elif method == "notifications/initialized" and MODE == "shapes":
-            # Like server-everything: announce a change right after initialize; the
-            # listing that follows already has it.
-            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-        elif method == "tools/list":
-            LISTINGS.append(request_id)
-            list_page(request_id, params.get("cursor"))
-            if MODE == "storm":
-                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-        elif method == "tools/call" and MODE == "storm":
-            count: list[object] = [{"type": "text", "text": str(len(LISTINGS))}]
-            send({"jsonrpc": "2.0", "id": request_id, "result": {"content": count}})
-        elif method == "tools/call" and MODE == "shapes" and params["name"] == "ask_nan":
-            ASKING.append(request_id)
-            number = {"type": "number", "maximum": float("nan")}
-            form = {"type": "object", "properties": {"n": number}}
-            ask = {"mode": "form", "message": "how many?", "requestedSchema": form}
-            send({"jsonrpc": "2.0", "id": "ask", "method": "elicitation/create", "params": ask})
-        elif method is None and request_id in ("ask", "sample") and ASKING:
-            said = json.dumps(message.get("result") or message.get("error"))
-            text: list[object] = [{"type": "text", "text": said}]
-            send({"jsonrpc": "2.0", "id": ASKING.pop(), "result": {"content": text}})
-        elif method == "tools/call" and MODE == "shapes" and params["name"] == "mutate":
-            # Change another tool after it was listed (and approved), and announce it.
-            # With {"part": "task"}: only its execution.taskSupport becomes optional.
-            arguments = params.get("arguments") or {}
-            (TASKED if arguments.get("part") == "task" else MUTATED).add("good")
-            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-            send({"jsonrpc": "2.0", "id": request_id, "result": {"content": TEXT}})
-        elif method == "tools/call" and MODE == "shapes":
-            send({"jsonrpc": "2.0", "id": request_id, "result": SHAPES[params["name"]][2]})
-        elif method == "tools/call":
-            token = (params.get("_meta") or {}).get("progressToken")
-            flood(request_id, token)
-        elif request_id is not None and "method" in message:
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "error": {"code": -32601, "message": "method not found"},
-                }
-            )
+        handle(json.loads(raw))
     os._exit(0)
 
 

@@ -390,6 +390,29 @@ async def test_a_result_of_too_many_blocks_or_nodes_is_refused_before_parsing(
     assert result.details["mcp_server"] == "bl"
 
 
+async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsing() -> None:
+    # 95,000 distinct keys in 950 kB: json.loads would hold about 16 times its size
+    # (each key a str and a memo entry); priced on the raw line, it is never parsed.
+    result = await _call_flood("keys", 95_000)
+    assert result.is_error
+    assert result.details["mcp_error"] == "result_too_large"
+    assert result.details["mcp_server"] == "bl"
+    assert "would take about" in result.joined_text
+    assert "at most 10 times its size plus 8 MiB" in result.joined_text
+
+
+@pytest.mark.parametrize(("mode", "count"), [("records", 950_000), ("braces", 950_000)])
+async def test_results_priced_within_budget_are_kept(mode: str, count: int) -> None:
+    # Records repeat their keys (counted once each); a text full of braces, commas
+    # and quotes is priced as text once the strings are cut out.
+    result = await _call_flood(mode, count)
+    assert not result.is_error, result.joined_text
+    if mode == "records":
+        assert len(result.structured["items"]) == count // 62
+    else:
+        assert result.joined_text.startswith('{"a":[1,2]},')
+
+
 @pytest.mark.parametrize("mode", ["blocks", "nodes"])
 async def test_a_result_within_the_caps_is_kept_whole(mode: str) -> None:
     result = await _call_flood(mode, 1024 if mode == "blocks" else 60_000)

@@ -20,6 +20,7 @@ import httpx2
 
 from mcp.client.streamable_http import streamable_http_client
 
+from ._budget import message_refusal
 from ._gate import gate_server_requests
 
 if TYPE_CHECKING:
@@ -69,6 +70,40 @@ class _MessageTooLarge(httpx2.StreamError):
     """Raised inside the SDK's response reading; the SDK turns it into an error reply."""
 
 
+class _Events:
+    """Server-sent events as they stream, each event's data priced before the SDK parses it.
+
+    The SDK parses an event once its blank line arrives; the bytes before it pass
+    through as they come. Lines end with CRLF, LF or CR (a CR at the end of a
+    chunk waits for the next one, which may begin with its LF); the data lines of
+    one event are joined with LF, as the SDK's reader joins them.
+    """
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self._data: list[bytes] = []
+
+    async def refusal(self, chunk: bytes) -> str | None:
+        """Why an event ``chunk`` completes is refused, or ``None``."""
+        lines = (self._partial + chunk).splitlines(keepends=True)
+        self._partial = b""
+        if lines and (not lines[-1].endswith((b"\n", b"\r")) or lines[-1].endswith(b"\r")):
+            # An unfinished line, or a CR whose LF may come next.
+            self._partial = lines.pop()
+        for line in lines:
+            text = line.rstrip(b"\r\n")
+            if text.startswith(b"data:"):
+                value = text[5:]
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+            elif not text and self._data:
+                data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+                self._data = []
+                refusal = await message_refusal(data)
+                if refusal is not None:
+                    return refusal
+        return None
+
+
 class _LimitedStream(httpx2.AsyncByteStream):
     def __init__(
         self, inner: httpx2.AsyncByteStream, *, limit: int, events: bool, state: WireState
@@ -78,26 +113,43 @@ class _LimitedStream(httpx2.AsyncByteStream):
         self._events = events
         self._state = state
 
-    def _refuse(self) -> _MessageTooLarge:
-        reason = f"the server sent a message larger than max_result_bytes ({self._limit} bytes)"
+    def _refuse(self, reason: str | None = None) -> _MessageTooLarge:
+        if reason is None:
+            reason = f"the server sent a message larger than max_result_bytes ({self._limit} bytes)"
         self._state.set_fault(reason, oversize=True)
         return _MessageTooLarge(reason)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
         tail = b""
+        events = _Events() if self._events else None
+        body = bytearray()
         async for chunk in self._inner:
-            if self._events:
+            if events is not None:
                 # Count bytes since the last blank line: one server-sent event at a time.
                 data = tail + chunk
                 cut = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, 0)
                 size = len(data) - cut if cut > 0 else size + len(chunk)
                 tail = data[-3:]
+                if size > self._limit:
+                    raise self._refuse()
+                refusal = await events.refusal(chunk)
+                if refusal is not None:
+                    raise self._refuse(refusal)
+                yield chunk
             else:
                 size += len(chunk)
-            if size > self._limit:
-                raise self._refuse()
-            yield chunk
+                if size > self._limit:
+                    raise self._refuse()
+                # The SDK reads a JSON body whole before parsing it: hold it, price it.
+                body += chunk
+        if events is None and body:
+            whole = bytes(body)
+            del body
+            refusal = await message_refusal(whole)
+            if refusal is not None:
+                raise self._refuse(refusal)
+            yield whole
 
     async def aclose(self) -> None:
         await self._inner.aclose()

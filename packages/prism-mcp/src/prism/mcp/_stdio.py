@@ -24,6 +24,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
+from ._budget import message_refusal
 from ._gate import gate_server_requests
 
 if TYPE_CHECKING:
@@ -214,6 +215,10 @@ async def open_stdio_streams(
                                 f"plus {_FREE_NODES})",
                                 oversize=True,
                             )
+                            return
+                        refusal = await message_refusal(line)
+                        if refusal is not None:
+                            state.set_fault(refusal, oversize=True)
                             return
                         message = _parse(line)
                         if message is None:

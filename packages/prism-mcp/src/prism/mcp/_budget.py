@@ -1,0 +1,258 @@
+"""What parsing one server message would cost, priced on its raw bytes before it is parsed.
+
+``json.loads`` turns two bytes of JSON (``{}``) into a 64-byte dict and five
+(``"ab",``) into a 56-byte string and an 8-byte slot: a message within
+``max_result_bytes`` can take 25 times its size in Python memory, and once it
+is parsed the damage is done, whatever is refused afterwards. :func:`price`
+gives an upper bound of what the parse would hold (the raw bytes, the decoded
+text, every object it builds), from counts of bytes that run at C speed; a
+message priced over ``MESSAGE_MEMORY_FACTOR`` times its size plus
+``MESSAGE_MEMORY_FREE`` is refused before it is parsed (:func:`memory_refusal`).
+
+Two tiers: the plain count of structural bytes (``{``, ``[``, ``,``, ``:``,
+``"``) over-counts what sits inside strings and is enough for almost every
+message; only when it is over the budget are the strings cut out (one regular
+expression pass) and the structure counted exactly, so a legitimate result
+whose text is full of braces and commas still passes.
+"""
+
+from __future__ import annotations
+
+import re
+
+import anyio
+import anyio.to_thread
+
+__all__ = [
+    "MESSAGE_MEMORY_FACTOR",
+    "MESSAGE_MEMORY_FREE",
+    "memory_refusal",
+    "message_refusal",
+    "price",
+]
+
+MESSAGE_MEMORY_FACTOR = 10
+"""A message may cost at most this many times its size in memory (plus the free part)."""
+MESSAGE_MEMORY_FREE = 8 * 1024 * 1024
+"""Memory every message may cost beyond ``MESSAGE_MEMORY_FACTOR`` times its size."""
+
+# What the json module builds, per unit, on CPython 3.11-3.13 (allocation sizes as
+# tracemalloc counts them, rounded up; measured in benchmarks/bench_mcp_floods.py).
+_OBJECT = 64
+"""An empty dict."""
+_OBJECT_TABLE = 120
+"""A dict's first keys table (one to five members)."""
+_MEMBER = 48
+"""Each member: its entry in a grown table, with the old table alive while it grows."""
+_ARRAY = 64
+"""An empty list."""
+_SLOT = 10
+"""Each array element: a pointer, with the list's over-allocation."""
+_STRING = 64
+"""A str of two or more characters, without its characters (ASCII)."""
+_WIDE_STRING = 88
+"""The same for a str holding a character past U+00FF."""
+_KEY_MEMO = 48
+"""A key's entry in the parser's memo of keys (each distinct key)."""
+_NUMBER = 32
+"""An int past the cached ones, or a float."""
+_PARSER_FIXED = 65536
+"""What one parse holds whatever its input (the scanner, its memo, the outermost value)."""
+_MOST_PER_BYTE = 256
+"""More than the cheap price of any one byte: a message this many times smaller than
+the free part is within budget without counting anything."""
+
+# One string literal, escapes included, and whether a colon follows it (a key).
+# Possessive: the engine keeps no backtracking state per escape (a greedy repeat kept
+# about 200 bytes per escaped quote of a long string).
+_LITERAL = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"(?=([ \t\r\n]*:)?)', re.DOTALL)
+_BACKSLASH = ord("\\")
+_LONG_LITERAL = 32
+"""Literals longer than this are checked for punctuation inside them."""
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_UCS4 = re.compile(rb"[\xf0-\xff]")
+_WIDE = re.compile(rb"[\xc4-\xff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")
+
+
+def _factors(raw: bytes) -> tuple[int, int]:
+    """Bytes per character of the decoded text, and at most of a string the parser builds."""
+    escaped = 1
+    if b"\\u" in raw:
+        escaped = 4 if _SURROGATE_ESCAPE.search(raw) is not None else 2
+    if raw.isascii():
+        return 1, escaped
+    text = 4 if _UCS4.search(raw) is not None else 2 if _WIDE.search(raw) is not None else 1
+    # A non-ASCII string has the larger header even when it is one byte per character.
+    return text, max(text, escaped, 2)
+
+
+def _cost(
+    size: int,
+    factors: tuple[int, int],
+    *,
+    objects: int,
+    filled_objects: int,
+    members: int,
+    arrays: int,
+    slots: int,
+    strings: int,
+    keys: int,
+    numbers: int,
+    string_bytes: int,
+) -> int:
+    text, chars = factors
+    string = _STRING if chars == 1 else _WIDE_STRING
+    return (
+        _PARSER_FIXED
+        + size  # the raw message, held while it is parsed
+        + text * size  # the decoded text the parser reads
+        + chars * string_bytes  # the characters of the strings it builds
+        + objects * _OBJECT
+        + filled_objects * _OBJECT_TABLE
+        + members * _MEMBER
+        + arrays * _ARRAY
+        + slots * _SLOT
+        + strings * string
+        + keys * _KEY_MEMO
+        + numbers * _NUMBER
+    )
+
+
+def _cheap(raw: bytes, factors: tuple[int, int]) -> int:
+    objects = raw.count(b"{")
+    arrays = raw.count(b"[")
+    commas = raw.count(b",")
+    members = raw.count(b":")
+    strings = raw.count(b'"') // 2
+    return _cost(
+        len(raw),
+        factors,
+        objects=objects,
+        filled_objects=objects,
+        members=members,
+        arrays=arrays,
+        slots=commas + arrays,
+        strings=strings,
+        keys=min(members, strings),
+        numbers=commas + objects + arrays + 1,
+        string_bytes=len(raw),
+    )
+
+
+def _exact(raw: bytes, factors: tuple[int, int], budget: int) -> int:
+    # One pass over the string literals, in order (so the pairing of quotes is the
+    # parser's), one at a time: nothing is built but the current match.
+    size = len(raw)
+    costly = keys = string_bytes = 0
+    inside = [0, 0, 0, 0]
+    count = raw.count
+    for match in _LITERAL.finditer(raw):
+        start, end = match.span()
+        length = end - start
+        string_bytes += length
+        # "", "a" and "\n" are cached one-character strings; any other costs a str.
+        if length > 4 or (length == 4 and raw[start + 1] != _BACKSLASH):
+            costly += 1
+            if match.group(1) is not None:
+                keys += 1
+            if length > _LONG_LITERAL:
+                # Punctuation inside a long string is text, not structure. (In a
+                # short one it is priced as structure: more, never less.)
+                inside[0] += count(b"{", start, end)
+                inside[1] += count(b"[", start, end)
+                inside[2] += count(b",", start, end)
+                inside[3] += count(b":", start, end)
+    objects = count(b"{") - inside[0]
+    arrays = count(b"[") - inside[1]
+    commas = count(b",") - inside[2]
+    members = count(b":") - inside[3]
+    values = commas + objects + arrays + 1
+    # A number past the cached small ints (-5 to 256) is negative, has a digit
+    # before a dot or an exponent, or has three digits in a row.
+    zeros = raw.translate(_ZERO_DIGITS)
+    numbers = count(b"-") + sum(zeros.count(part) for part in (b"0.", b"0e", b"0E", b"000"))
+    del zeros
+    keys = min(members, keys)
+    cost = _cost(
+        size,
+        factors,
+        objects=objects,
+        filled_objects=objects - count(b"{}"),
+        members=members,
+        arrays=arrays,
+        slots=commas + arrays,
+        strings=costly,
+        keys=keys,
+        numbers=min(numbers, values),
+        string_bytes=string_bytes,
+    )
+    if cost <= budget or not keys:
+        return cost
+    # Keys repeat (a list of records names the same few): the parser keeps one str
+    # per distinct key. Count the distinct ones, stopping once they are too many.
+    per_key = _KEY_MEMO + (_STRING if factors[1] == 1 else _WIDE_STRING)
+    fixed = cost - keys * per_key
+    allowed = max(budget - fixed, 0) // per_key
+    distinct: set[int] = set()
+    for match in _LITERAL.finditer(raw):
+        if match.group(1) is not None:
+            start, end = match.span()
+            if end - start > 4 or (end - start == 4 and raw[start + 1] != _BACKSLASH):
+                distinct.add(hash(raw[start:end]))
+                if len(distinct) > allowed:
+                    return cost
+    return fixed + len(distinct) * per_key
+
+
+def price(raw: bytes, *, exact: bool = False, budget: int = 0) -> int:
+    """An upper bound, in bytes, of the memory ``json.loads(raw)`` holds at its peak.
+
+    With ``exact`` the strings are cut out first and the structure is counted
+    exactly (one regular-expression pass), and, when that is still over
+    ``budget``, keys are counted once each (one more pass, stopping as soon as
+    the distinct keys alone are over); without it every structural byte counts,
+    wherever it sits. Either way the bound holds for any input, valid JSON or
+    not (the parser builds nothing past its first error).
+    """
+    factors = _factors(raw)
+    return _exact(raw, factors, budget) if exact else _cheap(raw, factors)
+
+
+def _budget(raw: bytes) -> int:
+    return MESSAGE_MEMORY_FACTOR * len(raw) + MESSAGE_MEMORY_FREE
+
+
+def _plainly_within(raw: bytes, budget: int) -> bool:
+    """Whether ``raw`` is within ``budget`` without the exact count (a few C-speed passes)."""
+    return len(raw) * _MOST_PER_BYTE <= MESSAGE_MEMORY_FREE or price(raw) <= budget
+
+
+def _exact_refusal(raw: bytes, budget: int) -> str | None:
+    cost = price(raw, exact=True, budget=budget)
+    if cost <= budget:
+        return None
+    return (
+        f"the server sent a message of {len(raw)} bytes that would take about "
+        f"{cost // 1_000_000} MB to parse (at most {MESSAGE_MEMORY_FACTOR} times its size "
+        f"plus {MESSAGE_MEMORY_FREE // (1024 * 1024)} MiB)"
+    )
+
+
+def memory_refusal(raw: bytes) -> str | None:
+    """Why ``raw`` is refused before it is parsed, or ``None`` when its price is within budget."""
+    budget = _budget(raw)
+    return None if _plainly_within(raw, budget) else _exact_refusal(raw, budget)
+
+
+async def message_refusal(raw: bytes) -> str | None:
+    """:func:`memory_refusal`, with the exact count on a worker thread.
+
+    The exact count loops over the string literals (up to a few hundred
+    milliseconds for a megabyte of short strings); on a thread the event loop
+    keeps running meanwhile.
+    """
+    budget = _budget(raw)
+    if _plainly_within(raw, budget):
+        return None
+    return await anyio.to_thread.run_sync(_exact_refusal, raw, budget)

@@ -1,0 +1,102 @@
+"""The price of parsing a server message, held against what ``json.loads`` really takes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tracemalloc
+
+import pytest
+
+from prism.mcp import _budget
+from prism.mcp._budget import MESSAGE_MEMORY_FREE, memory_refusal, price
+
+SIZE = 300_000
+
+
+def _fill(unit: bytes) -> bytes:
+    return b"[" + b",".join([unit] * (SIZE // (len(unit) + 1))) + b"]"
+
+
+SHAPES: dict[str, bytes] = {
+    "empty objects": _fill(b"{}"),
+    "empty arrays": _fill(b"[]"),
+    "one-member objects": _fill(b'{"a":1}'),
+    "empty text blocks": _fill(b'{"type":"text","text":""}'),
+    "two-character strings": _fill(b'"ab"'),
+    "one-character strings": _fill(b'"a"'),
+    "ints past the cache": _fill(b"257"),
+    "negative ints": _fill(b"-9"),
+    "floats": _fill(b"1.5"),
+    "literals": _fill(b"true"),
+    "wide strings": _fill('"ĀĀ"'.encode()),
+    "astral escapes": _fill(b'"\\ud83d\\ude00x"'),
+    "distinct keys": b"{" + b",".join(b'"%05d":0' % n for n in range(SIZE // 10)) + b"}",
+    "records": json.dumps(
+        [{"id": n, "name": f"foo {n}", "tags": ["a", "b"], "ok": True} for n in range(5000)]
+    ).encode(),
+    "one emoji, then text": b'["\xf0\x9f\x98\x80' + b"a" * SIZE + b'"]',
+    "json in a text": json.dumps({"text": '{"a":[1,2],"b":"c"},' * (SIZE // 20)}).encode(),
+    "nested arrays": b"[" * 900 + b"]" * 900,
+    "broken after a flood": _fill(b"{}")[:-1] + b"x",
+}
+
+
+def _parse_peak(raw: bytes) -> int:
+    """Peak traced memory of ``json.loads(raw)``, plus the raw bytes it holds."""
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(ValueError):
+            json.loads(raw)
+        return tracemalloc.get_traced_memory()[1] + len(raw)
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_price_is_an_upper_bound_of_what_the_parser_takes(name: str) -> None:
+    # A differential check against the real parser (tracemalloc's peak, not a
+    # threshold of ours): both tiers must price at least what json.loads holds.
+    raw = SHAPES[name]
+    peak = _parse_peak(raw)
+    assert price(raw) >= peak, (name, price(raw), peak)
+    assert price(raw, exact=True) >= peak, (name, price(raw, exact=True), peak)
+    assert price(raw, exact=True, budget=0) >= peak
+
+
+def test_the_exact_tier_prices_text_as_text() -> None:
+    raw = SHAPES["json in a text"]
+    # Every brace, comma and quote counts as structure in the plain count...
+    assert price(raw) > 10 * len(raw)
+    # ...and as characters once the strings are cut out.
+    assert price(raw, exact=True) < 4 * len(raw) + 100_000
+
+
+def test_repeated_keys_are_priced_once() -> None:
+    raw = SHAPES["records"]
+    every_time = price(raw, exact=True)
+    # Only when the count of every key is over the budget are the distinct ones counted.
+    assert price(raw, exact=True, budget=every_time) == every_time
+    once = price(raw, exact=True, budget=every_time - 1)
+    # 20,000 keys (four names): about 110 bytes each, charged four times instead.
+    assert once < every_time - 2_000_000
+    assert once >= _parse_peak(raw)
+
+
+def test_a_small_message_is_never_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    def counted(raw: bytes, *, exact: bool = False, budget: int = 0) -> int:
+        raise AssertionError("priced")
+
+    monkeypatch.setattr(_budget, "price", counted)
+    assert memory_refusal(b"[" + b"{}," * 10_000 + b"{}]") is None
+
+
+def test_refusals_name_the_size_and_the_rule() -> None:
+    flood = b"[" + b",".join([b"{}"] * 4_000_000) + b"]"
+    reason = memory_refusal(flood)
+    assert reason is not None
+    assert f"a message of {len(flood)} bytes" in reason
+    assert "at most 10 times its size plus 8 MiB" in reason
+    # Within budget: the same bytes as one long string.
+    assert memory_refusal(json.dumps("{}," * 4_000_000).encode()) is None
+    assert MESSAGE_MEMORY_FREE == 8 * 1024 * 1024
