@@ -23,7 +23,20 @@ before ``json.loads``, the last with a JSON-RPC error back to the server); each
 has a baseline row in the same run with the probe's ``caps=off``, which lifts
 the caps (the behaviour before them).
 
-Run: ``uv run python benchmarks/bench_mcp_floods.py [--json] [--quick]``.
+``shape: ...`` rows are one result of about 950 kB (within the default
+``max_result_bytes``) of each shape that costs most to parse, over stdio, over
+Streamable HTTP with JSON bodies (``http``) and with server-sent events
+(``sse``). The time is the traced call; the baseline is the same call in the
+same run with the probe's ``budget=off`` (no price check before parsing: the
+behaviour before it). The note gives the message's size, tracemalloc's peak
+during the call over that size before and after, the growth of peak RSS
+before and after (the SDK's HTTP parser allocates outside tracemalloc's view),
+and whether the result was kept or refused (``result_too_large``: priced over
+ten times its size plus 8 MiB, never parsed; ``server_error``: a cap of the
+gate, after parsing).
+
+Run: ``uv run python benchmarks/bench_mcp_floods.py [--json] [--quick] [--shapes]``
+(``--shapes``: only the shape rows).
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from _harness import Row, row, run
 
 BENCH = "mcp-floods"
 QUICK = "--quick" in sys.argv[1:]
+ONLY_SHAPES = "--shapes" in sys.argv[1:]
 REPEAT = 1 if QUICK else 3
 PROBE = Path(__file__).resolve().parents[1] / "packages/prism-mcp/tests/mcp_flood_probe.py"
 
@@ -66,6 +80,21 @@ FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
 ]
 
 
+SHAPES: list[tuple[str, str, int]] = [
+    ("36 000 empty text blocks", "blocks", 36_000),
+    ("300 000 {} in structuredContent", "nodes", 300_000),
+    ("118 000 one-member objects", "members", 118_000),
+    ("95 000 distinct keys", "keys", 95_000),
+    ("190 000 two-character strings", "shorts", 190_000),
+    ("237 000 ints past the small-int cache", "ints", 237_000),
+    ("records of four members", "records", 950_000),
+    ("JSON written inside one text", "braces", 950_000),
+    ("strings of 30 characters", "big_result", 960_000),
+    ("objects of one 90-character member", "big_objects", 960_000),
+]
+TRANSPORTS = ("stdio", "http", "sse")
+
+
 async def probe(mode: str, count: int, options: tuple[str, ...]) -> dict[str, object]:
     done = await trio.run_process(
         [sys.executable, str(PROBE), mode, str(count), *options],
@@ -78,7 +107,7 @@ async def probe(mode: str, count: int, options: tuple[str, ...]) -> dict[str, ob
 
 async def main() -> list[Row]:
     rows: list[Row] = []
-    for label, mode, count, options in FLOODS:
+    for label, mode, count, options in [] if ONLY_SHAPES else FLOODS:
         seconds: list[float] = []
         growth: list[float] = []
         stalls: list[float] = []
@@ -105,7 +134,42 @@ async def main() -> list[Row]:
         rows.append(row(BENCH, label, seconds, note=note))
         target = "< 200 ms" if mode == "costly_schemas" else None
         rows.append(row(BENCH, f"stall: {label}", stalls, target=target))
+    for label, mode, count in SHAPES:
+        for transport in TRANSPORTS:
+            rows.append(await _shape_row(label, mode, count, transport))
     return rows
+
+
+def _num(report: dict[str, object], key: str) -> float:
+    value = report[key]
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+async def _shape_row(label: str, mode: str, count: int, transport: str) -> Row:
+    measured: dict[str, list[dict[str, object]]] = {"off": [], "on": []}
+    for _ in range(REPEAT):
+        for budget in ("off", "on"):
+            options = (f"transport={transport}", f"budget={budget}")
+            measured[budget].append(await probe(mode, count, options))
+
+    def median(budget: str, key: str) -> float:
+        values = sorted(_num(report, key) for report in measured[budget])
+        return values[len(values) // 2]
+
+    size = median("on", "message_bytes")
+    before = median("off", "traced_peak_bytes")
+    after = median("on", "traced_peak_bytes")
+    outcome = measured["on"][-1]["mcp_error"] or "kept"
+    baseline = row(BENCH, "", [_num(r, "seconds") * 1e6 for r in measured["off"]])
+    note = (
+        f"{size / 1e3:.0f} kB; traced peak {before / 1e6:.1f} MB ({before / size:.1f}x) -> "
+        f"{after / 1e6:.1f} MB ({after / size:.1f}x); peak RSS "
+        f"+{median('off', 'peak_growth_bytes') / 1e6:.1f} -> "
+        f"+{median('on', 'peak_growth_bytes') / 1e6:.1f} MB; {outcome}"
+    )
+    samples = [_num(r, "seconds") * 1e6 for r in measured["on"]]
+    return row(BENCH, f"shape: {label} [{transport}]", samples, baseline=baseline, note=note)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ SHAPES: dict[str, bytes] = {
     "records": json.dumps(
         [{"id": n, "name": f"foo {n}", "tags": ["a", "b"], "ok": True} for n in range(5000)]
     ).encode(),
+    "latin-1 strings": _fill('"éé"'.encode()),
+    "escaped strings": _fill(b'"\\u00e9\\n"'),
     "one emoji, then text": b'["\xf0\x9f\x98\x80' + b"a" * SIZE + b'"]',
     "json in a text": json.dumps({"text": '{"a":[1,2],"b":"c"},' * (SIZE // 20)}).encode(),
     "nested arrays": b"[" * 900 + b"]" * 900,
@@ -100,3 +102,49 @@ def test_refusals_name_the_size_and_the_rule() -> None:
     # Within budget: the same bytes as one long string.
     assert memory_refusal(json.dumps("{}," * 4_000_000).encode()) is None
     assert MESSAGE_MEMORY_FREE == 8 * 1024 * 1024
+
+
+_FLOOD = b"[" + b",".join([b"{}"] * 1_000_000) + b"]"
+
+
+async def _fed(*chunks: bytes) -> list[str | None]:
+    from prism.mcp._http import _Events
+
+    events = _Events()
+    return [await events.refusal(chunk) for chunk in chunks]
+
+
+async def test_an_event_is_priced_once_its_blank_line_arrives_whatever_the_chunks() -> None:
+    half = len(_FLOOD) // 2
+    # CRLF endings; the CR of the blank line ends one chunk (the event is complete:
+    # a reader may dispatch it there), its LF begins the next.
+    first = b"event: message\r\ndata: " + _FLOOD[:half]
+    said = await _fed(first, _FLOOD[half:] + b"\r\n\r", b"\n")
+    assert said[0] is None
+    assert said[1] is not None
+    assert "would take about" in said[1]
+    assert said[2] is None
+
+
+async def test_the_data_lines_of_one_event_are_priced_together() -> None:
+    # CR-only line endings, one message split over two data lines (outside its
+    # strings): each line alone is within budget, the message they make is not.
+    flood = b"[" + b",".join([b"{}"] * 320_000) + b"]"
+    cut = flood.index(b",", len(flood) // 2)
+    assert memory_refusal(flood[:cut]) is None
+    assert memory_refusal(flood[cut:]) is None
+    assert memory_refusal(flood) is not None
+    said = await _fed(b"data:" + flood[:cut] + b"\rdata: " + flood[cut:] + b"\r", b"\r")
+    assert said[0] is None
+    assert said[1] is not None
+    # A CR that ends a chunk ends its line: the LF that may follow is not another line.
+    said = await _fed(b"data:" + flood + b"\r", b"\n\r", b"\n")
+    assert said[0] is None
+    assert said[1] is not None
+    assert said[2] is None
+
+
+async def test_an_event_within_budget_passes_and_fields_are_not_data() -> None:
+    text = json.dumps("{}," * 1_000_000).encode()
+    said = await _fed(b"id: " + _FLOOD + b"\n", b"data: " + text + b"\n\n", b": comment\n\n")
+    assert said == [None, None, None]

@@ -10,7 +10,9 @@ raised it by about 100 MB (100 listing pages) and 165 MB (200 000 pings in
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -399,6 +401,52 @@ async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsin
     assert result.details["mcp_server"] == "bl"
     assert "would take about" in result.joined_text
     assert "at most 10 times its size plus 8 MiB" in result.joined_text
+
+
+async def _call_flood_http(mode: str, count: int, kind: str) -> Any:
+    """One call of the flood server's tool, served over Streamable HTTP (``http``: JSON
+    bodies; ``sse``: server-sent events)."""
+    from prism.core import ToolCall, ToolExecutionContext
+    from prism.mcp import StreamableHttpTransport
+
+    command = [sys.executable, str(TESTS / "mcp_flood_server.py"), mode, str(count), kind]
+    ctx = ToolExecutionContext(ToolCall(id="h", name="mcp:hb:flood", arguments={}))
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                partial(trio.run_process, command, stdout=subprocess.PIPE, check=False)
+            )
+            try:
+                assert server.stdout is not None
+                seen = b""
+                while b"\n" not in seen:
+                    seen += await server.stdout.receive_some(100)
+                url = f"http://127.0.0.1:{int(seen.split()[1])}/mcp"
+                async with open_mcp_tools(
+                    server_id="hb", transport=StreamableHttpTransport(url), protocol="legacy"
+                ) as bridge:
+                    (tool,) = bridge.tools
+                    return await tool.execute({}, ctx)
+            finally:
+                server.kill()
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_result_too_costly_to_parse_is_refused_over_http_too(kind: str) -> None:
+    # A JSON body is held until it is whole and priced before the SDK reads it; a
+    # server-sent event is priced once its blank line arrives, before the SDK's reader
+    # sees that line.
+    result = await _call_flood_http("keys", 95_000, kind)
+    assert result.is_error
+    assert result.details["mcp_error"] == "result_too_large"
+    assert result.details["mcp_server"] == "hb"
+    assert "would take about" in result.joined_text
+
+
+async def test_text_full_of_punctuation_passes_over_http() -> None:
+    result = await _call_flood_http("braces", 950_000, "sse")
+    assert not result.is_error, result.joined_text
+    assert result.joined_text.startswith('{"a":[1,2]},')
 
 
 @pytest.mark.parametrize(("mode", "count"), [("records", 950_000), ("braces", 950_000)])

@@ -11,9 +11,17 @@ message priced over ``MESSAGE_MEMORY_FACTOR`` times its size plus
 
 Two tiers: the plain count of structural bytes (``{``, ``[``, ``,``, ``:``,
 ``"``) over-counts what sits inside strings and is enough for almost every
-message; only when it is over the budget are the strings cut out (one regular
-expression pass) and the structure counted exactly, so a legitimate result
-whose text is full of braces and commas still passes.
+message; only when it is over the budget does one pass over the string
+literals (one match at a time: it builds nothing but the match) tell text
+from structure and cached one-character strings from the rest, so a
+legitimate result whose text is full of braces and commas still passes, and,
+if still over, a second pass counts each distinct key once (records repeat
+theirs). :func:`message_refusal` runs that pass on a worker thread.
+
+The prices are held against the real parser by a differential test
+(tracemalloc's peak of ``json.loads`` on each hostile shape), and the parser
+the SDK uses over HTTP (pydantic's) builds no more than ``json.loads`` on any
+of them (benchmarks/bench_mcp_floods.py measures both).
 """
 
 from __future__ import annotations
@@ -208,8 +216,8 @@ def _exact(raw: bytes, factors: tuple[int, int], budget: int) -> int:
 def price(raw: bytes, *, exact: bool = False, budget: int = 0) -> int:
     """An upper bound, in bytes, of the memory ``json.loads(raw)`` holds at its peak.
 
-    With ``exact`` the strings are cut out first and the structure is counted
-    exactly (one regular-expression pass), and, when that is still over
+    With ``exact`` the string literals are found first (one pass) and what
+    sits in the long ones is text, not structure, and, when that is still over
     ``budget``, keys are counted once each (one more pass, stopping as soon as
     the distinct keys alone are over); without it every structural byte counts,
     wherever it sits. Either way the bound holds for any input, valid JSON or

@@ -74,24 +74,33 @@ class _Events:
     """Server-sent events as they stream, each event's data priced before the SDK parses it.
 
     The SDK parses an event once its blank line arrives; the bytes before it pass
-    through as they come. Lines end with CRLF, LF or CR (a CR at the end of a
-    chunk waits for the next one, which may begin with its LF); the data lines of
-    one event are joined with LF, as the SDK's reader joins them.
+    through as they come. Lines end with CRLF, LF or CR; a CR that ends a chunk
+    ends its line at once (a reader may dispatch on it), and an LF that begins
+    the next chunk is then the rest of that CRLF. The data lines of one event are
+    joined with LF, as the SDK's reader joins them.
     """
 
     def __init__(self) -> None:
-        self._partial = b""
+        self._partial = bytearray()
         self._data: list[bytes] = []
+        self._after_cr = False
 
     async def refusal(self, chunk: bytes) -> str | None:
         """Why an event ``chunk`` completes is refused, or ``None``."""
-        lines = (self._partial + chunk).splitlines(keepends=True)
-        self._partial = b""
-        if lines and (not lines[-1].endswith((b"\n", b"\r")) or lines[-1].endswith(b"\r")):
-            # An unfinished line, or a CR whose LF may come next.
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        if not chunk:
+            return None
+        self._after_cr = chunk.endswith(b"\r")
+        self._partial += chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            return None
+        lines = self._partial.splitlines(keepends=True)
+        self._partial = bytearray()
+        if not lines[-1].endswith((b"\n", b"\r")):
             self._partial = lines.pop()
         for line in lines:
-            text = line.rstrip(b"\r\n")
+            text = bytes(line.rstrip(b"\r\n"))
             if text.startswith(b"data:"):
                 value = text[5:]
                 self._data.append(value[1:] if value.startswith(b" ") else value)
