@@ -43,6 +43,7 @@ Run: ``uv run python benchmarks/bench_integrations.py [--json] [--quick]``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import sys
 import time
 from dataclasses import dataclass
@@ -85,7 +86,10 @@ class Pair:
 
 
 def gate_options() -> DispatchOptions:
-    events: list[AgentEvent] = []
+    # The sink keeps the latest events, as the ledger keeps the latest records:
+    # a list of every event would grow all run long, and its garbage collections
+    # would be charged to the gated calls.
+    events: collections.deque[AgentEvent] = collections.deque(maxlen=1_000)
     return DispatchOptions(
         registry=create_tool_registry([]),
         filters=(ToolFilter(deny=frozenset({"never"})),),

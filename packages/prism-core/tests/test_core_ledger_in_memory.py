@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import TYPE_CHECKING
 
 import attrs
@@ -148,3 +150,28 @@ def test_a_decision_seen_again_is_redacted_as_the_first_time(
             )
         ).record()
     assert [r.decision.reason for r in ledger.records if r.decision] == [reason, reason]
+
+
+async def test_a_pending_record_keeps_the_preview_not_the_result() -> None:
+    # A kept record is built from the result's preview: the result itself (a whole
+    # file's text, say) is not kept alive by the ledger until the record is read.
+    big = "z" * 200_000
+    answers: list[weakref.ref[ToolResult]] = []
+
+    async def read(args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+        result = ToolResult.text(big + "secret=hunter2")
+        answers.append(weakref.ref(result))
+        return result
+
+    ledger = RunLedger(max_records=10)
+    options = DispatchOptions(
+        registry=create_tool_registry([ToolDefinition(name="read", execute=read)]),
+        ledger=ledger,
+    )
+    await dispatch_tool_call(ToolCall(id="r", name="read", arguments={}), options)
+    gc.collect()
+    assert answers[0]() is None
+    (record,) = ledger.records
+    assert record.status == "ok"
+    assert record.result_preview is not None
+    assert record.result_preview.startswith("zzz")

@@ -10,6 +10,7 @@ from typing import TypeAlias
 import attrs
 
 from ._call_text import parse_call_arguments
+from ._fast import frozen_builder
 from ._json import JsonValue
 
 __all__ = [
@@ -190,6 +191,8 @@ class ToolResult:
     @classmethod
     def text(cls, text: str, *, is_error: bool = False) -> ToolResult:
         """A result holding one text block."""
+        if cls is ToolResult:  # the usual result, built as attrs would, for less
+            return _build_result((_build_text(text),), is_error, None, {})
         return cls(content=(TextContent(text=text),), is_error=is_error)
 
     @classmethod
@@ -246,3 +249,8 @@ class ToolResultMessage:
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+# Every tool call ends in a result, most of them one text block (ToolResult.text).
+_build_text = frozen_builder(TextContent)
+_build_result = frozen_builder(ToolResult, converted=frozenset({"content"}))

@@ -28,7 +28,7 @@ import attrs
 from ._abort import AbortSignal, cancel_on_abort
 from ._content import NO_TEXT_BOUND, TextContent, ToolCall, ToolResult
 from ._errors import ExecutionDeniedError
-from ._events import BlockedReason, EventSink, ToolExecutionStarted, emit_event
+from ._events import BlockedReason, EventSink, build_started, emit_event
 from ._host_calls import await_callback, host_runner, is_trio_native
 from ._ledger_decision import DecisionGate, DecisionNote, blocked_decision, current_note
 from ._ledger_records import CallTracer, LedgerRecorder, ToolCallStatus
@@ -406,10 +406,7 @@ async def _run(
         notes.definition_hash = tool.definition_hash
     events = options.on_event
     if events is not None:
-        emit_event(
-            events,
-            ToolExecutionStarted(call_id=call.id, tool_name=tool.name, arguments=arguments),
-        )
+        emit_event(events, build_started(call.id, tool.name, arguments, time.time()))
     error: str | None = None
     try:
         execute = tool.execute

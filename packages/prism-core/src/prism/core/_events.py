@@ -17,6 +17,7 @@ from typing import ClassVar, Literal, TypeAlias
 import attrs
 
 from ._content import ToolResult
+from ._fast import frozen_builder
 from ._host_calls import start_callback
 from ._json import JsonObject
 
@@ -160,3 +161,9 @@ def emit_event(sink: EventSink, event: AgentEvent) -> None:
         return
     if outcome is not None and inspect.isawaitable(outcome):
         start_callback(sink, outcome)
+
+
+# The two events of every call that ran (call_id, tool_name, arguments or
+# result and duration, timestamp: positionally, in field order).
+build_started = frozen_builder(ToolExecutionStarted)
+build_finished = frozen_builder(ToolExecutionFinished)

@@ -199,13 +199,13 @@ class RunLedger:
         (:meth:`PendingRecord.record` gives the record).
         """
         result = call.result
-        fields = (
-            self.redact,
-            self.run_id,
-            call,
-            None if result is None else preview_source(result),
-        )
-        entry = PendingRecord(fields)
+        preview = None
+        if result is not None:
+            preview = preview_source(result)
+            # The record is made of the preview, not of the result: a pending
+            # record keeps neither the tool's result nor its content alive.
+            call = call._replace(result=None)
+        entry = PendingRecord((self.redact, self.run_id, call, preview))
         if self.sinks or not call.arguments_owned or not is_pure_redactor(self.redact):
             record = entry.record()
             self._append(entry)

@@ -19,6 +19,7 @@ from ._events import (
     ToolExecutionBlocked,
     ToolExecutionError,
     ToolExecutionFinished,
+    build_finished,
     emit_event,
 )
 from ._ledger_decision import ToolCallDecision, blocked_decision, decision_from_result
@@ -92,9 +93,7 @@ def settle(
                 message=outcome.error or "",
             )
         elif outcome.error is None and outcome.result is not None:
-            event = ToolExecutionFinished(
-                call_id=call.id, tool_name=call.name, result=outcome.result, duration_s=duration_s
-            )
+            event = build_finished(call.id, call.name, outcome.result, duration_s, time.time())
         else:
             event = ToolExecutionError(
                 call_id=call.id,

@@ -1,0 +1,88 @@
+"""The positional constructors of the values every call builds make what attrs makes."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+import pytest
+
+from prism.core import (
+    TextContent,
+    ToolExecutionFinished,
+    ToolExecutionStarted,
+    ToolResult,
+)
+from prism.core._events import build_finished, build_started
+from prism.core._fast import frozen_builder
+
+if TYPE_CHECKING:
+    from prism.core import JsonObject
+
+
+def test_built_values_are_the_values_attrs_builds() -> None:
+    arguments: JsonObject = {"q": [1, {"a": None}]}
+    now = time.time()
+    started = build_started("c1", "search", arguments, now)
+    assert type(started) is ToolExecutionStarted
+    assert started == ToolExecutionStarted(
+        call_id="c1", tool_name="search", arguments=arguments, timestamp=now
+    )
+    assert started.arguments is arguments
+    result = ToolResult.text("found", is_error=True)
+    assert type(result) is ToolResult
+    assert result == ToolResult(content=(TextContent(text="found"),), is_error=True)
+    assert hash(result) == hash(ToolResult(content=[TextContent(text="found")], is_error=True))
+    assert result.details == {}
+    assert result.structured is None
+    finished = build_finished("c1", "search", result, 0.5, now)
+    assert finished == ToolExecutionFinished(
+        call_id="c1", tool_name="search", result=result, duration_s=0.5, timestamp=now
+    )
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        finished.duration_s = 1.0  # type: ignore[misc]
+    # Two results never share their details.
+    assert ToolResult.text("a").details is not ToolResult.text("a").details
+
+
+def test_a_subclass_of_tool_result_is_built_by_its_own_init() -> None:
+    @attrs.frozen(kw_only=True)
+    class Tagged(ToolResult):
+        tag: str = "t"
+
+    made = Tagged.text("x")
+    assert type(made) is Tagged
+    assert made.tag == "t"
+
+
+def test_a_class_the_builder_would_not_build_faithfully_is_refused() -> None:
+    @attrs.frozen
+    class Checked:
+        n: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    @attrs.frozen
+    class Converted:
+        n: int = attrs.field(converter=int)
+
+    @attrs.frozen
+    class AfterInit:
+        n: int
+
+        def __attrs_post_init__(self) -> None: ...
+
+    @attrs.frozen
+    class Hidden:
+        n: int = attrs.field(init=False, default=0)
+
+    @attrs.frozen(slots=False)
+    class Unslotted:
+        n: int
+
+    class Plain:
+        __slots__ = ("n",)
+
+    for cls in (Checked, Converted, AfterInit, Hidden, Unslotted, Plain):
+        with pytest.raises(TypeError):
+            frozen_builder(cls)
+    assert frozen_builder(Converted, converted=frozenset({"n"}))(3) == Converted(3)
