@@ -170,9 +170,36 @@ async def test_a_command_proved_to_write_nothing_can_write_nothing(root: Path) -
     await _repository(root)
     (root / "d0" / ".vscode").mkdir()
     before = _snapshot(root)
-    code, output = await _run(_ops(root), _WRITES, root, read_only=True)
-    assert code == 0  # cat README still reads
-    assert output.endswith(b"changed\n")
+    # a host process looks at the root while the command waits (on a fifo the host opens)
+    waiting = tempfile.mkdtemp(dir="/var/tmp")
+    fifo = os.path.join(waiting, "go")
+    os.mkfifo(fifo)
+    seen_during: list[bool] = []
+    chunks: list[bytes] = []
+
+    def release() -> None:
+        with open(fifo, "wb") as handle:
+            handle.write(b"go\n")
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+        if b"ready" in b"".join(chunks) and not seen_during:
+            seen_during.append(await trio.to_thread.run_sync(_snapshot, root) == before)
+            await trio.to_thread.run_sync(release)
+
+    request = ShellSpawnRequest(
+        command=f"{_WRITES}; echo ready; read line < {fifo}; echo $line",
+        shell_path="/bin/sh", cwd=str(root), env=_ENV, read_only=True,
+    )  # fmt: skip
+    try:
+        with trio.fail_after(60):
+            result = await _ops(root).run(request, sink)
+    finally:
+        shutil.rmtree(waiting)
+    output = b"".join(chunks)
+    assert result.exit_code == 0
+    assert seen_during == [True]
+    assert output.endswith(b"changed\nready\ngo\n")  # cat README still reads
     assert output.count(b"Read-only file system") >= 8, output
     assert _snapshot(root) == before
     # the host's own git runs nothing planted
