@@ -10,7 +10,8 @@ The test counts the blocks of each page and fails on one that is neither.
 How a page's blocks run, as a reader would run them:
 
 - **Its own environment.** Each page gets a fresh virtual environment, and the
-  page's install lines (``$ pip install ...``) run in it, verbatim, first: ``pip``
+  page's install lines (``$ pip install ...``) run in it, verbatim, first (pages
+  whose install lines are the same commands, comments aside, share one): ``pip``
   there is uv's pip, installing our distributions from the wheels built from this
   checkout (they are not taken from any index) and the rest at the versions in
   uv.lock. So an example that needs a package its page does not name fails. A page
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -237,14 +239,16 @@ def page_environments(
     tmp_path_factory: pytest.TempPathFactory, wheels_and_constraints: tuple[Path, Path]
 ) -> dict[str, Path]:
     """page -> the bin folder of a fresh environment where the page's install lines ran."""
-    made: dict[tuple[str, ...], Path] = {}
+    made: dict[tuple[tuple[str, ...], ...], Path] = {}
     wheels, constraints = wheels_and_constraints
     uv = _uv()
 
     class Environments(dict[str, Path]):
         def __missing__(self, page: str) -> Path:
             installs = tuple(c for b in INSTALLS if b.page == page for c in _commands(b.code))
-            if installs not in made:
+            # The same commands (shell comments aside) make the same environment.
+            key = tuple(tuple(shlex.split(c, comments=True)) for c in installs)
+            if key not in made:
                 venv = tmp_path_factory.mktemp("docs-env") / "venv"
                 subprocess.run(
                     [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
@@ -270,9 +274,9 @@ def page_environments(
                     assert proc.returncode == 0, (
                         f"{page}: $ {command}\n{proc.stdout}\n{proc.stderr}"
                     )
-                made[installs] = venv / "bin"
-            self[page] = made[installs]
-            return made[installs]
+                made[key] = venv / "bin"
+            self[page] = made[key]
+            return made[key]
 
     return Environments()
 
