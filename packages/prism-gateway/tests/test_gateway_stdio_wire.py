@@ -8,11 +8,15 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import mcp_types as types
 import pytest
 import trio
+import trio.testing
+from mcp.shared.message import SessionMessage
 
 from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
 from prism.gateway import Gateway, GatewayError, open_gateway, serve_stdio
+from prism.gateway._stdio import LineWriter
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -113,6 +117,35 @@ async def test_hostile_lines_get_parse_errors_and_the_session_goes_on(
     assert result["result"]["content"] == [{"type": "text", "text": "fd 0 reads b''"}]
 
 
+async def _big(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text(str(arguments["fill"]) * 300_000)
+
+
+async def test_replies_larger_than_the_pipe_arrive_whole(initialize: Initialize) -> None:
+    # Each reply is over 64 KiB, more than a pipe takes at once: the sender writes what
+    # fits, the writer task the rest, and replies ready meanwhile wait their turn
+    # behind it; every line arrives whole.
+    tool = ToolDefinition(name="big", execute=_big)
+    async with open_gateway(tools=[tool]) as gateway, _served(gateway) as peer:
+        await peer.send(initialize())
+        assert (await peer.receive())["id"] == 1
+        await peer.send(INITIALIZED)
+        for request_id, fill in ((2, "a"), (3, "b"), (4, "c")):
+            call = {"name": "big", "arguments": {"fill": fill}}
+            await peer.send(
+                {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
+            )
+        await peer.send({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+        replies = {reply["id"]: reply for reply in [await peer.receive() for _ in range(4)]}
+        await peer.send({"jsonrpc": "2.0", "id": 6, "method": "ping"})
+        last = await peer.receive()
+    for request_id, fill in ((2, "a"), (3, "b"), (4, "c")):
+        content = replies[request_id]["result"]["content"]
+        assert content == [{"type": "text", "text": fill * 300_000}]
+    assert replies[5]["result"] == {}
+    assert last == {"jsonrpc": "2.0", "id": 6, "result": {}}
+
+
 async def test_a_second_serve_stdio_in_one_process_is_refused(initialize: Initialize) -> None:
     async with open_gateway() as gateway, _served(gateway) as peer:
         await peer.send(initialize())
@@ -159,3 +192,50 @@ async def test_a_closed_stdin_is_a_gateway_error() -> None:
     finally:
         os.dup2(saved, 0)
         os.close(saved)
+
+
+def _ping(request_id: int, pad: int = 0) -> SessionMessage:
+    params = {"pad": "x" * pad} if pad else None
+    return SessionMessage(
+        types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="ping", params=params)
+    )
+
+
+async def test_the_line_writer_keeps_lines_whole_and_in_order() -> None:
+    read_end, write_end = os.pipe()
+    writer = LineWriter(trio.lowlevel.FdStream(write_end))
+    peer = _Peer(os.open(os.devnull, os.O_WRONLY), read_end)
+    waiting = trio.CancelScope()
+
+    async def third() -> None:
+        with waiting:
+            await writer.send(_ping(3))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery, peer.stdout, peer.stdin:
+            nursery.start_soon(writer.drain)
+            await writer.send(_ping(1, 200_000))  # more than the pipe takes: begun, then drained
+            await writer.send(_ping(2))  # held behind it
+            nursery.start_soon(third)  # waits its turn...
+            await trio.testing.wait_all_tasks_blocked()
+            waiting.cancel()  # ...and is cancelled before it was handed on: never written
+            lines = [await peer.receive() for _ in range(2)]
+            await writer.send(_ping(4))
+            lines.append(await peer.receive())
+            writer.finish()
+            with pytest.raises(anyio.BrokenResourceError):
+                await writer.send(_ping(5))
+    assert [line["id"] for line in lines] == [1, 2, 4]
+    assert len(lines[0]["params"]["pad"]) == 200_000
+
+
+async def test_the_line_writer_stops_writing_once_the_client_is_gone() -> None:
+    read_end, write_end = os.pipe()
+    writer = LineWriter(trio.lowlevel.FdStream(write_end))
+    os.close(read_end)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer.drain)
+        await writer.send(_ping(1))  # the broken pipe: dropped, as the client is gone
+        with pytest.raises(anyio.BrokenResourceError):
+            await writer.send(_ping(2))
+        writer.finish()

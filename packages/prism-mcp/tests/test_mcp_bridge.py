@@ -345,6 +345,28 @@ async def test_concurrent_calls_share_one_session(
     assert {i: r.joined_text for i, r in results.items()} == {i: f"n{i}" for i in range(10)}
 
 
+async def test_requests_larger_than_the_pipe_reach_the_server_whole(
+    fixture_stdio: StdioTransport,
+) -> None:
+    # Each request is over 64 KiB (more than a pipe takes at once): the sender writes
+    # what fits, the rest is finished by the writer task while the next ones wait their
+    # turn; every line reaches the server whole and in one piece.
+    texts = {index: f"{index}" * 150_000 for index in range(4)}
+    results: dict[int, ToolResult] = {}
+    with trio.fail_after(60):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+
+            async def one(index: int) -> None:
+                results[index] = await call(bridge, "mcp:fx:echo", {"text": texts[index]})
+
+            async with trio.open_nursery() as nursery:
+                for index in texts:
+                    nursery.start_soon(one, index)
+            after = await call(bridge, "mcp:fx:echo", {"text": "small"})
+    assert {i: r.joined_text for i, r in results.items()} == texts
+    assert after.joined_text == "small"
+
+
 async def test_oversized_result_is_refused_and_the_next_call_reconnects(
     transport: StdioTransport | StreamableHttpTransport,
 ) -> None:

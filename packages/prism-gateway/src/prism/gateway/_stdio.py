@@ -4,7 +4,11 @@ The SDK's ``stdio_server`` reads and writes through anyio's file wrapper, which
 runs every ``readline``, ``write`` and ``flush`` in a worker thread: three
 thread round trips per tool call, a large share of a bridged call's cost on a
 busy machine. Here the protocol pipe is read and written with
-``trio.lowlevel.FdStream`` in the event loop, one ``write`` per message.
+``trio.lowlevel.FdStream`` in the event loop, one ``write`` per message, and
+in the tasks of the SDK that read and write messages: a message is parsed by
+the task that asked for it and written by the task that sends it, with no
+hand-off through a channel to a reader or writer task of its own (a task
+only takes over a write the pipe could not take at once).
 
 While serving, fd 0 reads the null device and fd 1 writes to stderr, so a
 child process (a shell command) that reads stdin gets EOF and one that prints
@@ -18,6 +22,7 @@ import fcntl
 import os
 import sys
 import threading
+from collections import deque
 from typing import TYPE_CHECKING
 
 import anyio
@@ -29,10 +34,9 @@ from ._errors import GatewayError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from typing import Self
 
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "stdio_streams"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "LineReader", "LineWriter", "stdio_streams"]
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The longest message line read from stdin by default; a longer one gets a parse error."""
@@ -85,109 +89,202 @@ def _parse_error(why: str) -> SessionMessage:
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
 
-async def _read_lines(
-    stream: trio.lowlevel.FdStream,
-    incoming: MemoryObjectSendStream[SessionMessage | Exception],
-    replies: MemoryObjectSendStream[SessionMessage],
-    scope: trio.CancelScope,
-    limit: int,
-) -> None:
-    """Each newline-delimited message on ``stream`` to ``incoming``; bad ones get a parse error."""
-    with scope:
-        await _read_into(stream, incoming, replies, limit)
+class LineWriter:
+    """The SDK's write stream over the protocol pipe: one line per message.
 
+    A message is written in the sender's own task when the pipe takes it whole
+    at once (the usual case: no hand-off to another task). Otherwise its
+    remaining bytes go, in order, to the task running :meth:`drain`, which
+    waits for the client to read them; later messages queue behind it (one
+    held, the other senders wait their turn). A line begun is always
+    finished, so a cancelled sender never tears the wire. Once the client is
+    gone (a broken pipe) nothing more is written; a send then, or after
+    :meth:`finish`, raises ``anyio.BrokenResourceError``.
+    """
 
-async def _read_into(
-    stream: trio.lowlevel.FdStream,
-    incoming: MemoryObjectSendStream[SessionMessage | Exception],
-    replies: MemoryObjectSendStream[SessionMessage],
-    limit: int,
-) -> None:
-    buffer = bytearray()
-    scanned = 0
-    skipping = False  # inside a line already refused for its length: drop it to its end
-    too_long = _parse_error(f"message longer than {limit} bytes")
-    async with incoming, replies:
-        while True:
-            chunk = await stream.receive_some(_CHUNK)
-            buffer += chunk
-            lines: list[bytes | None] = []  # None: a line refused for its length
-            while (end := buffer.find(b"\n", scanned)) >= 0:
-                if not skipping:
-                    lines.append(bytes(buffer[:end]) if end <= limit else None)
-                skipping = False
-                del buffer[: end + 1]
-                scanned = 0
-            if not chunk and buffer and not skipping:
-                lines.append(bytes(buffer) if len(buffer) <= limit else None)  # no last newline
-            scanned = len(buffer)
-            if len(buffer) > limit:
-                if not skipping:
-                    lines.append(None)
-                skipping = True
-                buffer.clear()
-                scanned = 0
-            for line in lines:
-                if line is None:
-                    await replies.send(too_long)
-                elif line.strip():
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        await replies.send(_parse_error(f"not a JSON-RPC message: {exc}"[:500]))
-                    else:
-                        await incoming.send(SessionMessage(message))
-            if not chunk:
-                return
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._stream = stream
+        self._fd = stream.fileno()
+        self._backlog_in, self._backlog = trio.open_memory_channel[bytes](1)
+        self._queued = 0  # messages handed to drain() and not written yet
+        self._gone = False  # the client went away: nothing more is written
+        self._closed = False
 
-
-async def _write_lines(
-    stream: trio.lowlevel.FdStream, outgoing: MemoryObjectReceiveStream[SessionMessage]
-) -> None:
-    async with outgoing:
-        async for item in outgoing:
-            data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._gone or self._closed:
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        data += b"\n"
+        if not self._queued:
             try:
-                await stream.send_all(data.encode("utf-8") + b"\n")
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return  # the client went away
+                sent = os.write(self._fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._gone = True
+                return
+            if sent == len(data):
+                return
+            if sent:
+                # A line begun: drain() is idle, its one slot free; the rest goes there now.
+                self._queued += 1
+                self._backlog_in.send_nowait(data[sent:])
+                return
+        self._queued += 1
+        try:
+            await self._backlog_in.send(data)
+        except BaseException as exc:  # not handed on (a cancelled wait, or serving ended)
+            self._queued -= 1
+            if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
+                raise anyio.BrokenResourceError from None
+            raise
+
+    async def drain(self) -> None:
+        """Write what senders could not write at once, in order, until :meth:`finish`."""
+        async with self._backlog:
+            async for data in self._backlog:
+                if not self._gone:
+                    try:
+                        await self._stream.send_all(data)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self._gone = True
+                self._queued -= 1
+
+    def finish(self) -> None:
+        """No more messages: :meth:`drain` returns once the queued ones are written."""
+        self._closed = True
+        self._backlog_in.close()
+
+    async def aclose(self) -> None:
+        """The SDK is done with the stream (nothing to release: :meth:`finish` does)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+
+class LineReader:
+    """The SDK's read stream over the protocol pipe, read in the SDK's own task.
+
+    Each newline-delimited message becomes a ``SessionMessage``; a line that is
+    not JSON-RPC, or longer than ``limit`` bytes (dropped to its end without
+    being held), is answered with a parse error through ``writer`` and skipped.
+    Ends (``anyio.EndOfStream``) at EOF or once the pipe is closed.
+    """
+
+    def __init__(self, stream: trio.lowlevel.FdStream, writer: LineWriter, limit: int) -> None:
+        self._stream = stream
+        self._writer = writer
+        self._limit = limit
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._skipping = False  # inside a line already refused for its length
+        self._items: deque[tuple[bool, SessionMessage]] = deque()  # (a reply?, message)
+        self._eof = False
+        self._too_long = _parse_error(f"message longer than {limit} bytes")
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            while self._items:
+                reply, message = self._items[0]
+                if not reply:
+                    self._items.popleft()
+                    return message
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await self._writer.send(message)
+                self._items.popleft()
+            if self._eof:
+                raise anyio.EndOfStream
+            try:
+                chunk = await self._stream.receive_some(_CHUNK)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                chunk = b""
+            self._split(chunk)
+            if not chunk:
+                self._eof = True
+
+    def _split(self, chunk: bytes) -> None:
+        buffer = self._buffer
+        limit = self._limit
+        buffer += chunk
+        lines: list[bytes | None] = []  # None: a line refused for its length
+        while (end := buffer.find(b"\n", self._scanned)) >= 0:
+            if not self._skipping:
+                lines.append(bytes(buffer[:end]) if end <= limit else None)
+            self._skipping = False
+            del buffer[: end + 1]
+            self._scanned = 0
+        if not chunk and buffer and not self._skipping:
+            lines.append(bytes(buffer) if len(buffer) <= limit else None)  # no last newline
+            buffer.clear()
+        self._scanned = len(buffer)
+        if len(buffer) > limit:
+            if not self._skipping:
+                lines.append(None)
+            self._skipping = True
+            buffer.clear()
+            self._scanned = 0
+        for line in lines:
+            if line is None:
+                self._items.append((True, self._too_long))
+            elif line.strip():
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as exc:
+                    why = f"not a JSON-RPC message: {exc}"[:500]
+                    self._items.append((True, _parse_error(why)))
+                else:
+                    self._items.append((False, SessionMessage(message)))
+
+    async def aclose(self) -> None:
+        self._eof = True
+        self._items.clear()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
 
 
 @contextlib.asynccontextmanager
 async def stdio_streams(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> AsyncIterator[
-    tuple[
-        MemoryObjectReceiveStream[SessionMessage | Exception],
-        MemoryObjectSendStream[SessionMessage],
-    ]
-]:
+) -> AsyncIterator[tuple[LineReader, LineWriter]]:
     """The read and write streams of an MCP session over this process's stdin and stdout.
 
     The read stream ends when stdin does; a line longer than
     ``max_message_bytes`` or that is not JSON-RPC is answered with a parse
-    error (``-32700``) and skipped. Leaving the block stops reading and
-    writing and gives fd 0 and fd 1 back.
+    error (``-32700``) and skipped. Leaving the block stops reading, lets what
+    is queued for the client be written (for a few seconds at most) and gives
+    fd 0 and fd 1 back.
 
     Raises:
         GatewayError: another ``serve_stdio`` runs in this process, or the
             descriptors cannot be duplicated.
     """
     with _claim_std_fds() as (wire_in, wire_out):
-        reader = trio.lowlevel.FdStream(wire_in)
-        writer = trio.lowlevel.FdStream(wire_out)
-        in_send, in_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](0)
-        async with reader, writer, trio.open_nursery() as nursery:
-            reading = trio.CancelScope()
-            nursery.start_soon(
-                _read_lines, reader, in_send, out_send.clone(), reading, max_message_bytes
-            )
-            nursery.start_soon(_write_lines, writer, out_receive)
+        async with (
+            trio.lowlevel.FdStream(wire_in) as pipe_in,
+            trio.lowlevel.FdStream(wire_out) as pipe_out,
+            trio.open_nursery() as nursery,
+        ):
+            writer = LineWriter(pipe_out)
+            reader = LineReader(pipe_in, writer, max_message_bytes)
+            nursery.start_soon(writer.drain)
             try:
-                yield in_receive, out_send
+                yield reader, writer
             finally:
-                # Stop reading; let the writer send what is queued (bounded), then stop.
-                reading.cancel()
-                out_send.close()
+                writer.finish()
                 nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_S

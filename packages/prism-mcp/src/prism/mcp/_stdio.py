@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types
+import trio
 
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
@@ -28,7 +29,8 @@ from ._budget import message_refusal
 from ._gate import gate_server_requests
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Mapping
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from typing import Self
 
     from anyio.abc import Process
 
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ENV_PASSTHROUGH",
     "LineSplitter",
+    "ServerStdin",
     "open_stdio_streams",
     "server_environment",
 ]
@@ -123,6 +126,121 @@ def _parse(line: bytes) -> SessionMessage | None:
     return SessionMessage(message)
 
 
+class ServerStdin:
+    """The SDK's write stream over a server's stdin: one line per message.
+
+    A message is written in the sender's own task when the pipe takes it whole
+    at once (the usual case: no hand-off to a writer task). Otherwise its
+    remaining bytes go, in order, to the task running :meth:`drain`, which
+    waits for the server to read them, ``write_stall_s`` at most: a write
+    that makes no progress that long calls ``on_fault``. Later messages queue
+    behind it (one held, the other senders wait their turn). A line begun is
+    always finished, so a cancelled sender never tears the wire. Once the
+    pipe failed (``on_fault`` was called) nothing more is written; a send
+    then, or after :meth:`close`, raises ``anyio.BrokenResourceError``.
+    """
+
+    def __init__(
+        self,
+        stream: trio.lowlevel.FdStream,
+        *,
+        write_stall_s: float,
+        on_fault: Callable[[str], None],
+    ) -> None:
+        self._stream = stream
+        self._fd = stream.fileno()
+        self._stall_s = write_stall_s
+        self._on_fault = on_fault
+        self._backlog_in, self._backlog = trio.open_memory_channel[bytes](1)
+        self._queued = 0  # messages handed to drain() and not written yet
+        self._gone = False
+        self._closed = False
+
+    def _fail(self, reason: str) -> None:
+        if not self._gone:
+            self._gone = True
+            self._on_fault(reason)
+
+    def _write_now(self, item: SessionMessage) -> bytes | None:
+        """Write ``item`` if nothing is queued; the bytes still to write, or ``None``."""
+        if self._gone or self._closed:
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        data += b"\n"
+        if self._queued:
+            return data
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            self._fail("the server stopped reading its stdin (it exited or crashed)")
+            return None
+        if sent < len(data):
+            # drain() is idle and its one slot free: the rest of the line goes there now.
+            self._queued += 1
+            self._backlog_in.send_nowait(data[sent:])
+        return None
+
+    async def send(self, item: SessionMessage, /) -> None:
+        data = self._write_now(item)
+        if data is None:
+            return
+        self._queued += 1
+        try:
+            await self._backlog_in.send(data)
+        except BaseException as exc:  # not handed on (a cancelled wait, or the pipe closed)
+            self._queued -= 1
+            if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
+                raise anyio.BrokenResourceError from None
+            raise
+
+    def send_nowait(self, item: SessionMessage) -> None:
+        """Write ``item`` now; ``anyio.WouldBlock`` if it would have to wait its turn."""
+        if self._write_now(item) is not None:
+            raise anyio.WouldBlock
+
+    async def drain(self) -> None:
+        """Write what senders could not write at once, in order, until :meth:`close`."""
+        async with self._backlog:
+            async for data in self._backlog:
+                try:
+                    if self._gone:
+                        continue
+                    with trio.move_on_after(self._stall_s) as stalled:
+                        await self._stream.send_all(data)
+                    if stalled.cancelled_caught:
+                        self._fail(
+                            f"the server stopped reading its stdin (a write made no progress "
+                            f"for {self._stall_s:g}s)"
+                        )
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    if not self._closed:
+                        self._fail("the server stopped reading its stdin (it exited or crashed)")
+                finally:
+                    self._queued -= 1
+
+    def close(self) -> None:
+        """No more messages: :meth:`drain` returns once the queued ones are written."""
+        self._closed = True
+        self._backlog_in.close()
+
+    async def close_pipe(self) -> None:
+        """Close the server's stdin (it reads EOF); a write still waiting is abandoned."""
+        self.close()
+        await self._stream.aclose()
+
+    async def aclose(self) -> None:
+        """The SDK is done with the stream: :meth:`close`."""
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.close()
+
+
 def server_environment(
     passthrough: Iterable[str], extra: Mapping[str, str] | None, host: Mapping[str, str]
 ) -> dict[str, str]:
@@ -164,19 +282,35 @@ async def open_stdio_streams(
     env = server_environment(transport.env_passthrough, transport.env, os.environ) | {
         PROCESS_TREE_ENV_VAR: marker
     }
-    process: Process = await anyio.open_process(
-        [transport.command, *transport.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=transport.cwd,
-        start_new_session=True,
-    )
+    # The server's stdin is our own pipe: each message is written in the sending task.
+    stdin_read, stdin_write = os.pipe()
+    try:
+        process: Process = await anyio.open_process(
+            [transport.command, *transport.args],
+            stdin=stdin_read,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=transport.cwd,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(stdin_write)
+        raise
+    finally:
+        os.close(stdin_read)
     state.pid = process.pid
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     closing = False
+
+    def stdin_failed(reason: str) -> None:
+        if not closing:
+            state.set_fault(reason)
+        read_send.close()
+
+    stdin = ServerStdin(
+        trio.lowlevel.FdStream(stdin_write), write_stall_s=write_stall_s, on_fault=stdin_failed
+    )
     stdout_done = anyio.Event()
 
     async def read_stdout() -> None:
@@ -228,26 +362,6 @@ async def open_stdio_streams(
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
 
-    async def write_stdin() -> None:
-        assert process.stdin is not None
-        try:
-            async with write_recv:
-                async for item in write_recv:
-                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    with anyio.move_on_after(write_stall_s) as stalled:
-                        await process.stdin.send(data.encode("utf-8") + b"\n")
-                    if stalled.cancelled_caught:
-                        state.set_fault(
-                            f"the server stopped reading its stdin (a write made no progress "
-                            f"for {write_stall_s:g}s)"
-                        )
-                        read_send.close()
-                        return
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            if not closing:
-                state.set_fault("the server stopped reading its stdin (it exited or crashed)")
-            read_send.close()
-
     async def watch_exit() -> None:
         # The process, not its pipe: a child that called setsid (or any fork)
         # may hold stdout open long after the server died, and the session
@@ -270,18 +384,17 @@ async def open_stdio_streams(
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_stdout)
-        tasks.start_soon(write_stdin)
+        tasks.start_soon(stdin.drain)
         tasks.start_soon(read_stderr)
         tasks.start_soon(watch_exit)
         try:
-            yield gate_server_requests(
-                (read_recv, write_send), limit=max_server_requests, state=state
-            )
+            yield gate_server_requests((read_recv, stdin), limit=max_server_requests, state=state)
         finally:
             closing = True
             with anyio.CancelScope(shield=True):
-                await _stop(process, state, marker)
-                for stream in (read_recv, write_send, read_send, write_recv):
+                stdin.close()
+                await _stop(process, stdin, state, marker)
+                for stream in (read_recv, read_send):
                     stream.close()
             tasks.cancel_scope.cancel()
 
@@ -293,12 +406,11 @@ async def _wait_exit(process: Process, seconds: float) -> bool:
     return process.returncode is not None
 
 
-async def _stop(process: Process, state: WireState, marker: str) -> None:
+async def _stop(process: Process, stdin: ServerStdin, state: WireState, marker: str) -> None:
     """Close stdin, then terminate the server's tree (SIGTERM, SIGKILL); each wait is bounded."""
-    if process.stdin is not None:
-        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            with anyio.move_on_after(_STDIN_GRACE_S):
-                await process.stdin.aclose()
+    with suppress(OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+        with anyio.move_on_after(_STDIN_GRACE_S):
+            await stdin.close_pipe()
     await _wait_exit(process, _STDIN_GRACE_S)
     # Whatever the server left behind goes too, even when it exited on its own: children
     # in its session, and (by the marker) grandchildren that called setsid and were orphaned.
