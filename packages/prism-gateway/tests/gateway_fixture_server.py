@@ -17,6 +17,7 @@ from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    CallToolResult,
     ListRootsRequest,
     ListRootsResult,
     SamplingMessage,
@@ -133,6 +134,21 @@ def build() -> MCPServer:
         """Send a log message, then answer."""
         await ctx.info("thinking hard", logger_name="brain")
         return "done"
+
+    @server.tool()
+    def blocks(count: int) -> CallToolResult:
+        """Answer with ``count`` text blocks."""
+        return CallToolResult(content=[TextContent(type="text", text="b")] * count)
+
+    @server.tool()
+    def fail() -> str:
+        """Fail: the server answers with an error result."""
+        raise ValueError("the server says no")
+
+    @server.tool()
+    def forbidden() -> str:
+        """A tool the test gateway's permission policy denies."""
+        return "ran"
 
     @server.tool()
     def die() -> str:

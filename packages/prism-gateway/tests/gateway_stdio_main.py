@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from prism.core import (
     ToolResult,
     create_rule_permission_policy,
 )
-from prism.core.ledger import RunLedger
+from prism.core.ledger import JsonlLedgerSink, RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
     DownstreamServer,
@@ -25,6 +26,7 @@ from prism.gateway import (
     serve_stdio,
 )
 from prism.mcp import StdioTransport, open_mcp_tools
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 FIXTURE = Path(__file__).resolve().parent / "gateway_fixture_server.py"
 GATED = Path(__file__).resolve().parent / "gateway_gated_server.py"
@@ -56,8 +58,11 @@ async def main(root: str, max_message_bytes: int, gated: str | None = None) -> N
         root, execution_policy=policy, file_operations=create_contained_file_operations([root])
     )
     transport = StdioTransport(sys.executable, [str(FIXTURE)])
+    ledger_path = os.environ.get("GATEWAY_TEST_LEDGER")
     async with (
-        open_mcp_tools(server_id="fx", transport=transport, call_timeout_s=30) as bridge,
+        open_mcp_tools(
+            server_id="fx", transport=transport, call_timeout_s=30, max_result_bytes=262_144
+        ) as bridge,
         open_gateway(
             tools=[*tools, LOCAL_ECHO],
             bridges=[bridge],
@@ -71,9 +76,13 @@ async def main(root: str, max_message_bytes: int, gated: str | None = None) -> N
             ]
             if gated
             else [],
-            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            permission=create_rule_permission_policy(
+                allow=["tool:*:execute"], deny=["tool:mcp:fx:forbidden:execute"]
+            ),
+            validator=create_json_schema_tool_validator(),
             hints=CODING_TOOL_HINTS,
-            ledger=RunLedger(),
+            # GATEWAY_TEST_LEDGER: a JSONL file the calls are recorded in, for the tests to read.
+            ledger=RunLedger(sinks=[JsonlLedgerSink(ledger_path)] if ledger_path else []),
         ) as gateway,
     ):
         await serve_stdio(gateway, max_message_bytes=max_message_bytes)

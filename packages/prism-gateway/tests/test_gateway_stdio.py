@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+
+from prism.core.ledger import read_ledger
 
 STDIO_MAIN = Path(__file__).resolve().parent / "gateway_stdio_main.py"
 
@@ -65,3 +68,40 @@ async def test_client_cancel_reaches_the_bridged_server(workspace: Path, mode: s
         result = await client.call_tool("mcp__fx__echo", {"text": "still here"})
     assert cancelled.structured_content == {"result": True}
     assert _text(result) == "still here"
+
+
+async def test_every_gate_holds_on_a_bridged_call_over_stdio(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # The bridged call path end to end (client -> gateway process -> server process):
+    # each refusal comes back as an error result, each call is in the ledger.
+    ledger = tmp_path / "calls.jsonl"
+    params = _params(workspace)
+    params.env = {**os.environ, "GATEWAY_TEST_LEDGER": str(ledger)}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("mcp__fx__forbidden", {}),  # the permission policy's deny rule
+        ("mcp__fx__echo", {"text": 5}),  # the validator, against the server's schema
+        ("mcp__fx__echo", {"text": "x" * 300_000}),  # over the bridge's max_result_bytes
+        ("mcp__fx__blocks", {"count": 2000}),  # over the content blocks a result may hold
+        ("mcp__fx__fail", {}),  # the server's own error
+        ("mcp__fx__echo", {"text": "after"}),
+    ]
+    async with Client(params) as client:
+        results = [await client.call_tool(name, arguments) for name, arguments in calls]
+    said = [_text(result) for result in results]
+    assert [result.is_error for result in results] == [True] * 5 + [False]
+    assert "matches a deny rule" in said[0]
+    assert "invalid arguments for mcp:fx:echo: data.text: must be string" in said[1]
+    assert "larger than max_result_bytes" in said[2]
+    assert "result refused: 2000 content blocks, more than 1024" in said[3]
+    assert "Error executing tool fail" in said[4]
+    assert said[5] == "after"
+    records = read_ledger(ledger).records
+    assert [(r.tool_name, r.status, r.blocked_reason) for r in records] == [
+        ("mcp:fx:forbidden", "blocked", "permission_denied"),
+        ("mcp:fx:echo", "blocked", "validation_failed"),
+        ("mcp:fx:echo", "error", None),
+        ("mcp:fx:blocks", "error", None),
+        ("mcp:fx:fail", "error", None),
+        ("mcp:fx:echo", "ok", None),
+    ]
