@@ -24,6 +24,7 @@ from prism.core import (
     ToolResult,
 )
 from prism.gateway import HttpOptions, create_gateway_approver, open_gateway, serve_http
+from prism.gateway._content import call_tool_result_json
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -159,3 +160,69 @@ async def test_the_fallback_approver_decides_outside_a_client_call() -> None:
     denied = await create_gateway_approver()(action)
     assert not denied.approved
     assert "no approver is configured" in (denied.reason or "")
+
+
+def _as_models(result: ToolResult, *, any_structured: bool) -> types.CallToolResult:
+    """The result built from the SDK's own models (what the JSON must dump as)."""
+    blocks: list[Any] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            blocks.append(types.TextContent(type="text", text=block.text))
+        elif isinstance(block, ImageContent):
+            blocks.append(
+                types.ImageContent(type="image", data=block.data, mime_type=block.mime_type)
+            )
+        elif isinstance(block, ResourceContent):
+            resource: Any = (
+                types.BlobResourceContents(
+                    uri=block.uri, mime_type=block.mime_type, blob=block.blob
+                )
+                if block.blob is not None
+                else types.TextResourceContents(
+                    uri=block.uri, mime_type=block.mime_type, text=block.text or ""
+                )
+            )
+            blocks.append(types.EmbeddedResource(type="resource", resource=resource))
+        else:
+            assert isinstance(block, ResourceLink)
+            blocks.append(
+                types.ResourceLink(
+                    type="resource_link",
+                    uri=block.uri,
+                    name=block.name or block.uri,
+                    mime_type=block.mime_type,
+                    description=block.description,
+                )
+            )
+    structured = result.structured
+    keep = structured is not None and (any_structured or isinstance(structured, dict))
+    return types.CallToolResult(
+        content=blocks, structured_content=structured if keep else None, is_error=result.is_error
+    )
+
+
+def test_the_result_json_is_what_the_sdk_models_dump() -> None:
+    results = [
+        ToolResult(
+            content=[
+                TextContent(text="t"),
+                ImageContent(data=PIXEL, mime_type="image/png"),
+                ResourceContent(uri="file:///a.txt", text="a"),
+                ResourceContent(uri="file:///a.txt", mime_type="text/plain"),
+                ResourceContent(uri="file:///b.bin", mime_type="application/x", blob="AAE="),
+                ResourceLink(uri="file:///c"),
+                ResourceLink(
+                    uri="https://x.test/d", name="d", mime_type="text/html", description="D"
+                ),
+            ],
+            structured={"a": None, "b": [1, None]},
+        ),
+        ToolResult.error("refused"),
+        ToolResult(content=[], structured=[1, 2]),
+        ToolResult(content=[TextContent(text="")], structured="text"),
+    ]
+    for result in results:
+        for any_structured in (False, True):
+            model = _as_models(result, any_structured=any_structured)
+            dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+            assert call_tool_result_json(result, any_structured=any_structured) == dumped

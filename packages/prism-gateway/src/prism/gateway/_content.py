@@ -1,10 +1,15 @@
-"""A Prism ``ToolResult`` as an MCP ``CallToolResult``."""
+"""A Prism ``ToolResult`` as the JSON of an MCP ``CallToolResult``.
+
+The gateway hands the SDK this JSON, not the SDK's models: the SDK checks every
+result against the negotiated revision's schema before it is sent (its
+``serialize_server_result``), so models built here would be checked twice.
+The JSON is what the models would dump to (``by_alias``, ``exclude_none``); a
+test holds the two equal for every kind of content.
+"""
 
 from __future__ import annotations
 
 from typing import Any
-
-import mcp_types as types
 
 from prism.core import (
     ImageContent,
@@ -14,47 +19,44 @@ from prism.core import (
     ToolResult,
 )
 
-__all__ = ["to_call_tool_result"]
+__all__ = ["call_tool_result_json"]
 
 
-def _block(block: object) -> Any:
+def _set(block: dict[str, Any], key: str, value: object) -> dict[str, Any]:
+    if value is not None:
+        block[key] = value
+    return block
+
+
+def _block(block: object) -> dict[str, Any]:
     if isinstance(block, TextContent):
-        return types.TextContent(type="text", text=block.text)
+        return {"type": "text", "text": block.text}
     if isinstance(block, ImageContent):
-        return types.ImageContent(type="image", data=block.data, mime_type=block.mime_type)
+        return {"type": "image", "data": block.data, "mimeType": block.mime_type}
     if isinstance(block, ResourceContent):
-        resource: Any
+        resource = _set({"uri": block.uri}, "mimeType", block.mime_type)
         if block.blob is not None:
-            resource = types.BlobResourceContents(
-                uri=block.uri, mime_type=block.mime_type, blob=block.blob
-            )
+            resource["blob"] = block.blob
         else:
-            resource = types.TextResourceContents(
-                uri=block.uri, mime_type=block.mime_type, text=block.text or ""
-            )
-        return types.EmbeddedResource(type="resource", resource=resource)
+            resource["text"] = block.text or ""
+        return {"type": "resource", "resource": resource}
     if isinstance(block, ResourceLink):
-        return types.ResourceLink(
-            type="resource_link",
-            uri=block.uri,
-            name=block.name or block.uri,
-            mime_type=block.mime_type,
-            description=block.description,
-        )
-    return types.TextContent(type="text", text=str(block))
+        link = {"type": "resource_link", "uri": block.uri, "name": block.name or block.uri}
+        _set(link, "mimeType", block.mime_type)
+        return _set(link, "description", block.description)
+    return {"type": "text", "text": str(block)}
 
 
-def to_call_tool_result(result: ToolResult, *, any_structured: bool) -> types.CallToolResult:
-    """The wire form of ``result``.
+def call_tool_result_json(result: ToolResult, *, any_structured: bool) -> dict[str, Any]:
+    """The wire form of ``result``, as a ``CallToolResult``'s JSON.
 
     ``any_structured`` says whether the connection's protocol accepts any JSON
     value as ``structuredContent`` (2026-07-28); older ones accept objects only.
     """
-    structured: Any = None
-    if result.structured is not None and (any_structured or isinstance(result.structured, dict)):
-        structured = result.structured
-    return types.CallToolResult(
-        content=[_block(block) for block in result.content],
-        structured_content=structured,
-        is_error=result.is_error,
-    )
+    wire: dict[str, Any] = {"content": [_block(block) for block in result.content]}
+    structured = result.structured
+    if structured is not None and (any_structured or isinstance(structured, dict)):
+        wire["structuredContent"] = structured
+    wire["isError"] = result.is_error
+    wire["resultType"] = "complete"
+    return wire

@@ -67,7 +67,7 @@ from ._approval import (
     current_call,
     principal_of,
 )
-from ._content import to_call_tool_result
+from ._content import call_tool_result_json
 from ._errors import GatewayConfigurationError, GatewayError
 from ._forward import Forwarder
 from ._hints import ToolHints
@@ -171,6 +171,41 @@ def _wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> typ
     )
 
 
+class _ClientSlot:
+    """One client's share of the calls (``max_calls_per_client``), held while a call runs.
+
+    Kept while the client has calls running or waiting, and while idle as long as
+    the gateway knows few clients (a limiter per call would be made otherwise).
+    """
+
+    __slots__ = ("_client", "_limiter", "_table", "_users")
+
+    def __init__(
+        self, client: str, limiter: trio.CapacityLimiter, table: dict[str, _ClientSlot]
+    ) -> None:
+        self._client = client
+        self._limiter = limiter
+        self._table = table
+        self._users = 0  # calls holding or waiting for the limiter
+
+    async def __aenter__(self) -> None:
+        self._users += 1
+        try:
+            await self._limiter.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self._limiter.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        self._users -= 1
+        if not self._users and len(self._table) > _OPTIONS_CACHE:
+            self._table.pop(self._client, None)
+
+
 @attrs.define(eq=False)
 class Gateway:
     """Prism's gated tools, served to MCP clients; build one with :func:`open_gateway`.
@@ -201,7 +236,7 @@ class Gateway:
     _bus: InMemorySubscriptionBus = attrs.field(factory=InMemorySubscriptionBus)
     _listen: ListenHandler = attrs.field(init=False)
     # client label -> (its limiter, calls holding or waiting for it)
-    _per_client: dict[str, tuple[trio.CapacityLimiter, list[int]]] = attrs.field(factory=dict)
+    _per_client: dict[str, _ClientSlot] = attrs.field(factory=dict)
     _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
     # The approval questions asked by input_required and not answered yet (one use each)
     _questions: OpenQuestions = attrs.field(factory=OpenQuestions)
@@ -227,7 +262,9 @@ class Gateway:
             instructions="Prism: every tool call passes Prism's gates (permission, "
             "validation, execution policy, sandbox) before it runs.",
             on_list_tools=self._on_list_tools,
-            on_call_tool=self._on_call_tool,
+            # The handler answers with the result's JSON, which the SDK checks once (a
+            # request handler may return a dict: the SDK's HandlerResult).
+            on_call_tool=cast("Any", self._on_call_tool),
             on_subscriptions_listen=self._listen,
         )
         self._rebuild()
@@ -367,7 +404,7 @@ class Gateway:
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         self._remember(ctx)
         name = self._names.registry_name(params.name)
         if name is None:
@@ -375,7 +412,7 @@ class Gateway:
             self._record_refused(ctx, params, unavailable)
             if unavailable is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
-            return to_call_tool_result(ToolResult.error(unavailable), any_structured=False)
+            return call_tool_result_json(ToolResult.error(unavailable), any_structured=False)
         client = client_label(ctx)
         state = params.request_state
         if state is not None and state.startswith(ROUND_STATE_PREFIX):
@@ -417,7 +454,7 @@ class Gateway:
         call: ToolCall,
         owner: McpToolBridge | None,
         key: object,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         """Run ``call`` through the gates; its answer (``key``: see :meth:`client_gone`)."""
         client = scope.client
         token = current_call.set(scope)
@@ -467,7 +504,7 @@ class Gateway:
                     "requestState": state,
                 }
             )
-        return to_call_tool_result(result, any_structured=scope.modern)
+        return call_tool_result_json(result, any_structured=scope.modern)
 
     async def _start_round(
         self,
@@ -476,7 +513,7 @@ class Gateway:
         scope: CallScope,
         call: ToolCall,
         owner: McpToolBridge,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         """Run a 2026-07-28 client's call apart; the first answer of the call.
 
         The call runs in the gateway's nursery, so its server's questions can
@@ -497,7 +534,7 @@ class Gateway:
                 result = exc
             finally:
                 if result is None:  # cancelled: the client went away, or the gateway closed
-                    result = to_call_tool_result(
+                    result = call_tool_result_json(
                         ToolResult.error("cancelled: the client disconnected"),
                         any_structured=False,
                     )
@@ -512,7 +549,7 @@ class Gateway:
         params: types.CallToolRequestParams,
         client: str,
         state: str,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         """A retry answering the questions of a call that waits (see :meth:`_start_round`)."""
         try:
             nonce = state[len(ROUND_STATE_PREFIX) :]
@@ -525,7 +562,7 @@ class Gateway:
             )
             _log.warning("refused a retry of %s: %s", client, exc)
             self._record_refused(ctx, params, reason, "permission_denied")
-            return to_call_tool_result(ToolResult.error(reason), any_structured=False)
+            return call_tool_result_json(ToolResult.error(reason), any_structured=False)
         waiting = round_.call
         if waiting is not None:  # its log messages go with the request now waiting for it
             waiting.session = ctx.session
@@ -535,7 +572,7 @@ class Gateway:
 
     async def _wait_round(
         self, ctx: ServerRequestContext[Any, Any], round_: Round
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> dict[str, Any] | types.InputRequiredResult:
         """Wait for the call's next word: its result, or questions (then the call is parked)."""
         key = _call_key(ctx)
         if key is not None:  # over HTTP: dropping this request's connection ends the call
@@ -552,7 +589,7 @@ class Gateway:
             result = round_.result
             if isinstance(result, Exception):
                 raise result
-            return cast("types.CallToolResult | types.InputRequiredResult", result)
+            return cast("dict[str, Any] | types.InputRequiredResult", result)
         waiting = round_.call
         assert isinstance(waiting, CallScope)
         nonce = self._parked.open(round_.owner, round_, principal_of(waiting.client))
@@ -622,22 +659,13 @@ class Gateway:
             with send:
                 return await dispatch_tool_call(call, options)
 
-    @contextlib.asynccontextmanager
-    async def _client_slot(self, client: str) -> AsyncIterator[None]:
-        entry = self._per_client.get(client)
-        if entry is None:
-            entry = self._per_client[client] = (
-                trio.CapacityLimiter(self._per_client_limit),
-                [0],
+    def _client_slot(self, client: str) -> _ClientSlot:
+        slot = self._per_client.get(client)
+        if slot is None:
+            slot = self._per_client[client] = _ClientSlot(
+                client, trio.CapacityLimiter(self._per_client_limit), self._per_client
             )
-        entry[1][0] += 1
-        try:
-            async with entry[0]:
-                yield
-        finally:
-            entry[1][0] -= 1
-            if entry[1][0] == 0:
-                del self._per_client[client]
+        return slot
 
     def client_gone(self, key: object) -> None:
         """Cancel the call whose HTTP request the guard marked with ``key`` (``prism.call``).
