@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import subprocess
+from collections import deque
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
     from typing import Self
 
-    from anyio.abc import Process
+    from anyio.abc import ByteReceiveStream, Process
 
     from mcp.client._transport import TransportStreams
 
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT_ENV_PASSTHROUGH",
     "LineSplitter",
     "ServerStdin",
+    "ServerStdout",
     "open_stdio_streams",
     "server_environment",
 ]
@@ -124,6 +126,108 @@ def _parse(line: bytes) -> SessionMessage | None:
     except (ValueError, RecursionError):
         return None
     return SessionMessage(message)
+
+
+class ServerStdout:
+    """The SDK's read stream over a server's stdout, read in the SDK's own task.
+
+    Lines are split with :class:`LineSplitter` (at most ``limit`` bytes each),
+    counted for objects and arrays and priced (``message_refusal``) before
+    ``json.loads`` builds them, and parsed as JSON-RPC messages; a line over
+    the limit, over either bound or that is not JSON-RPC is a fault (recorded
+    in ``state``) and ends the
+    stream, as does the end of stdout or :meth:`end`. The messages of a chunk
+    read before the end are still delivered. :attr:`done` is set once stdout
+    was read to its end or a fault.
+    """
+
+    def __init__(self, stream: ByteReceiveStream, *, limit: int, state: WireState) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._lines = LineSplitter(limit)
+        self._state = state
+        self._ready: deque[SessionMessage] = deque()
+        self._ended = False
+        self._reading: trio.CancelScope | None = None
+        self.closing = False  # the session is closing: the end of stdout is no fault
+        self.done = trio.Event()
+
+    def end(self) -> None:
+        """No more messages: a read waiting for one ends the stream now."""
+        self._ended = True
+        if self._reading is not None:
+            self._reading.cancel()
+
+    def _fault(self, reason: str, *, oversize: bool = False) -> None:
+        self._state.set_fault(reason, oversize=oversize)
+        self._ended = True
+        self.done.set()
+
+    async def receive(self) -> SessionMessage | Exception:
+        while not self._ready:
+            if self._ended:
+                raise anyio.EndOfStream
+            chunk = b""
+            with trio.CancelScope() as self._reading:
+                try:
+                    chunk = await self._stream.receive(_READ_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                    if not self.closing:
+                        self._fault("the server closed its stdout (it exited or crashed)")
+                    self._ended = True
+                    self.done.set()
+            self._reading = None
+            if chunk:
+                await self._take(chunk)
+        return self._ready.popleft()
+
+    async def _take(self, chunk: bytes) -> None:
+        try:
+            complete = self._lines.feed(chunk)
+        except _LineTooLong:
+            self._fault(
+                f"the server sent a message larger than max_result_bytes ({self._limit} bytes)",
+                oversize=True,
+            )
+            return
+        for line in complete:
+            nodes = _too_many_nodes(line)
+            if nodes is not None:
+                self._fault(
+                    f"the server sent a message of {nodes} objects and arrays in "
+                    f"{len(line)} bytes (at most one per {_BYTES_PER_NODE} bytes "
+                    f"plus {_FREE_NODES})",
+                    oversize=True,
+                )
+                return
+            refusal = await message_refusal(line)
+            if refusal is not None:
+                self._fault(refusal, oversize=True)
+                return
+            message = _parse(line)
+            if message is None:
+                self._fault("the server wrote a stdout line that is not JSON-RPC")
+                return
+            self._ready.append(message)
+
+    async def aclose(self) -> None:
+        """The SDK is done with the stream: :meth:`end`."""
+        self.end()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.end()
 
 
 class ServerStdin:
@@ -300,67 +404,18 @@ async def open_stdio_streams(
     finally:
         os.close(stdin_read)
     state.pid = process.pid
-    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     closing = False
+    assert process.stdout is not None
+    stdout = ServerStdout(process.stdout, limit=max_message_bytes, state=state)
 
     def stdin_failed(reason: str) -> None:
         if not closing:
             state.set_fault(reason)
-        read_send.close()
+        stdout.end()
 
     stdin = ServerStdin(
         trio.lowlevel.FdStream(stdin_write), write_stall_s=write_stall_s, on_fault=stdin_failed
     )
-    stdout_done = anyio.Event()
-
-    async def read_stdout() -> None:
-        try:
-            await _read_stdout()
-        finally:
-            stdout_done.set()
-
-    async def _read_stdout() -> None:
-        assert process.stdout is not None
-        lines = LineSplitter(max_message_bytes)
-        try:
-            async with read_send:
-                while True:
-                    try:
-                        chunk = await process.stdout.receive(_READ_CHUNK)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-                        if not closing:
-                            state.set_fault("the server closed its stdout (it exited or crashed)")
-                        return
-                    try:
-                        complete = lines.feed(chunk)
-                    except _LineTooLong:
-                        state.set_fault(
-                            f"the server sent a message larger than max_result_bytes "
-                            f"({max_message_bytes} bytes)",
-                            oversize=True,
-                        )
-                        return
-                    for line in complete:
-                        nodes = _too_many_nodes(line)
-                        if nodes is not None:
-                            state.set_fault(
-                                f"the server sent a message of {nodes} objects and arrays in "
-                                f"{len(line)} bytes (at most one per {_BYTES_PER_NODE} bytes "
-                                f"plus {_FREE_NODES})",
-                                oversize=True,
-                            )
-                            return
-                        refusal = await message_refusal(line)
-                        if refusal is not None:
-                            state.set_fault(refusal, oversize=True)
-                            return
-                        message = _parse(line)
-                        if message is None:
-                            state.set_fault("the server wrote a stdout line that is not JSON-RPC")
-                            return
-                        await read_send.send(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
 
     async def watch_exit() -> None:
         # The process, not its pipe: a child that called setsid (or any fork)
@@ -369,12 +424,12 @@ async def open_stdio_streams(
         # exited is still read, for a moment, then the session ends.
         await process.wait()
         with anyio.move_on_after(_EXIT_DRAIN_S):
-            await stdout_done.wait()
+            await stdout.done.wait()
         if closing:
             return
         state.returncode = process.returncode
         state.set_fault("the server process exited")
-        read_send.close()
+        stdout.end()
 
     async def read_stderr() -> None:
         assert process.stderr is not None
@@ -383,19 +438,17 @@ async def open_stdio_streams(
                 state.add_stderr(await process.stderr.receive(_READ_CHUNK))
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(read_stdout)
         tasks.start_soon(stdin.drain)
         tasks.start_soon(read_stderr)
         tasks.start_soon(watch_exit)
         try:
-            yield gate_server_requests((read_recv, stdin), limit=max_server_requests, state=state)
+            yield gate_server_requests((stdout, stdin), limit=max_server_requests, state=state)
         finally:
-            closing = True
+            closing = stdout.closing = True
             with anyio.CancelScope(shield=True):
                 stdin.close()
                 await _stop(process, stdin, state, marker)
-                for stream in (read_recv, read_send):
-                    stream.close()
+                stdout.end()
             tasks.cancel_scope.cancel()
 
 
