@@ -82,7 +82,15 @@ def test_a_class_the_builder_would_not_build_faithfully_is_refused() -> None:
     class Plain:
         __slots__ = ("n",)
 
-    for cls in (Checked, Converted, AfterInit, Hidden, Unslotted, Plain):
+    @attrs.frozen
+    class Base:
+        n: int
+
+    @attrs.frozen
+    class Child(Base):  # n's slot is Base's
+        m: int = 0
+
+    for cls in (Checked, Converted, AfterInit, Hidden, Unslotted, Plain, Child):
         with pytest.raises(TypeError):
             frozen_builder(cls)
     assert frozen_builder(Converted, converted=frozenset({"n"}))(3) == Converted(3)
