@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -219,12 +219,14 @@ def tree(workspace: Path) -> ProcessTree:
 def serve(workspace: Path) -> ServeFactory:
     """``async with serve(**http_options) as served``: a gateway over HTTP on 127.0.0.1.
 
-    ``fallback=`` is the approver asked when the client cannot be.
+    ``fallback=`` is the approver asked when the client cannot be; ``bridged=False``
+    leaves out the bridged fixture server (a process of its own to start) for a test
+    that never reaches a tool, such as one refused at the HTTP layer.
     """
 
     @asynccontextmanager
     async def run(
-        fallback: GatewayApprover | None = None, **options: object
+        fallback: GatewayApprover | None = None, *, bridged: bool = True, **options: object
     ) -> AsyncIterator[Served]:
         policy = create_coding_approval_policy(
             roots=[str(workspace)],
@@ -237,21 +239,25 @@ def serve(workspace: Path) -> ServeFactory:
             file_operations=create_contained_file_operations([str(workspace)]),
         )
         transport = StdioTransport(sys.executable, [str(FIXTURE_SERVER)])
-        async with (
-            open_mcp_tools(server_id="fx", transport=transport, call_timeout_s=30) as bridge,
-            open_gateway(
-                tools=tools,
-                bridges=[bridge],
-                permission=create_rule_permission_policy(allow=["tool:*:execute"]),
-                hints=CODING_TOOL_HINTS,
-                ledger=RunLedger(),
-            ) as gateway,
-            trio.open_nursery() as nursery,
-        ):
-            http = HttpOptions(host="127.0.0.1", port=0, **options)  # type: ignore[arg-type]
-            url = await nursery.start(serve_http, gateway, http)
-            yield Served(url=url, gateway=gateway, root=workspace)
-            nursery.cancel_scope.cancel()
+        async with AsyncExitStack() as stack:
+            bridges = []
+            if bridged:
+                opened = open_mcp_tools(server_id="fx", transport=transport, call_timeout_s=30)
+                bridges.append(await stack.enter_async_context(opened))
+            async with (
+                open_gateway(
+                    tools=tools,
+                    bridges=bridges,
+                    permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+                    hints=CODING_TOOL_HINTS,
+                    ledger=RunLedger(),
+                ) as gateway,
+                trio.open_nursery() as nursery,
+            ):
+                http = HttpOptions(host="127.0.0.1", port=0, **options)  # type: ignore[arg-type]
+                url = await nursery.start(serve_http, gateway, http)
+                yield Served(url=url, gateway=gateway, root=workspace)
+                nursery.cancel_scope.cancel()
 
     return run
 

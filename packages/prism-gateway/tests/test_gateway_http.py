@@ -203,7 +203,7 @@ async def test_bad_arguments_are_an_error_naming_the_problem(serve: ServeFactory
 
 async def test_missing_bearer_token_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
     async with (
-        serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
+        serve(auth=BearerAuth(tokens=(TOKEN,)), bridged=False) as served,
         httpx2.AsyncClient() as http,
     ):
         response = await http.post(served.url, json=initialize(), headers=ACCEPT)
@@ -213,7 +213,7 @@ async def test_missing_bearer_token_is_refused(serve: ServeFactory, initialize: 
 
 async def test_wrong_bearer_token_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
     async with (
-        serve(auth=BearerAuth(tokens=(TOKEN,))) as served,
+        serve(auth=BearerAuth(tokens=(TOKEN,)), bridged=False) as served,
         httpx2.AsyncClient() as http,
     ):
         headers = {**ACCEPT, "authorization": "Bearer " + "x" * len(TOKEN)}
@@ -238,7 +238,7 @@ async def test_right_bearer_token_is_let_in(serve: ServeFactory) -> None:
 
 
 async def test_foreign_origin_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
-    async with serve() as served, httpx2.AsyncClient() as http:
+    async with serve(bridged=False) as served, httpx2.AsyncClient() as http:
         headers = {**ACCEPT, "origin": "http://evil.example"}
         response = await http.post(served.url, json=initialize(), headers=headers)
     assert response.status_code == 403
@@ -246,14 +246,17 @@ async def test_foreign_origin_is_refused(serve: ServeFactory, initialize: Initia
 
 
 async def test_loopback_origin_is_accepted(serve: ServeFactory, initialize: Initialize) -> None:
-    async with serve() as served, httpx2.AsyncClient() as http:
+    async with serve(bridged=False) as served, httpx2.AsyncClient() as http:
         headers = {**ACCEPT, "origin": "http://localhost:3000"}
         response = await http.post(served.url, json=initialize(), headers=headers)
     assert response.status_code == 200
 
 
 async def test_oversized_request_is_refused(serve: ServeFactory, initialize: Initialize) -> None:
-    async with serve(max_request_bytes=4096) as served, httpx2.AsyncClient() as http:
+    async with (
+        serve(max_request_bytes=4096, bridged=False) as served,
+        httpx2.AsyncClient() as http,
+    ):
         init = initialize()
         big = {**init, "params": {**init["params"], "padding": "x" * 10_000}}
         response = await http.post(served.url, json=big, headers=ACCEPT)
