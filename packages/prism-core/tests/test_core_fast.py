@@ -9,13 +9,17 @@ import attrs
 import pytest
 
 from prism.core import (
+    AbortController,
     TextContent,
+    ToolCall,
+    ToolExecutionContext,
     ToolExecutionFinished,
     ToolExecutionStarted,
     ToolResult,
 )
 from prism.core._events import build_finished, build_started
 from prism.core._fast import frozen_builder
+from prism.core._tools import NO_SIGNAL, build_context
 
 if TYPE_CHECKING:
     from prism.core import JsonObject
@@ -94,3 +98,19 @@ def test_a_class_the_builder_would_not_build_faithfully_is_refused() -> None:
         with pytest.raises(TypeError):
             frozen_builder(cls)
     assert frozen_builder(Converted, converted=frozenset({"n"}))(3) == Converted(3)
+
+
+def test_a_built_context_is_the_context_attrs_builds() -> None:
+    call = ToolCall(id="1", name="t", arguments={})
+    events: list[object] = []
+    signal = AbortController().signal
+    built = build_context(call, signal, {"k": 1}, events.append)
+    made = ToolExecutionContext(call, signal=signal, metadata={"k": 1}, on_event=events.append)
+    assert type(built) is ToolExecutionContext
+    assert attrs.asdict(built, recurse=False) == attrs.asdict(made, recurse=False)
+    assert build_context(call, NO_SIGNAL, {}, None).signal is ToolExecutionContext(call).signal
+    built.report_progress("half", progress=1, total=2)  # the sink it was given
+    assert [type(e).__name__ for e in events] == ["ToolExecutionProgress"]
+    other = ToolCall(id="1", name="u", arguments={})
+    built.call = other  # still a plain mutable context (middleware rewrites it)
+    assert built.call is other

@@ -299,6 +299,10 @@ class AsyncioHost:
         return self._closed
 
     def _check_caller(self) -> None:
+        self._caller_task()
+
+    def _caller_task(self) -> asyncio.Task[Any] | None:
+        """Check the caller (an asyncio task of the host's loop), and return its task."""
         if self._closed:
             raise AsyncioHostClosedError("this AsyncioHost is closed; open a new one")
         try:
@@ -312,7 +316,8 @@ class AsyncioHost:
             )
         # Trio's steps run in a loop callback, outside any asyncio task; asking
         # asyncio first is the cheap test (in_trio_task costs a raised AttributeError).
-        if asyncio.current_task(running) is None and trio.lowlevel.in_trio_task():
+        task = asyncio.current_task(running)
+        if task is None and trio.lowlevel.in_trio_task():
             # Awaited from trio (a host call, say): the asyncio loop is
             # running on this thread too, but nothing would serve this call.
             raise TrioRequiredError(
@@ -320,6 +325,7 @@ class AsyncioHost:
                 "in a trio task, such as a host call): inside trio, call Prism directly, "
                 "`await fn(*args)`"
             )
+        return task
 
     def _start(self, fn: Callable[..., Awaitable[T]], args: tuple[object, ...]) -> _Call[T]:
         self._check_caller()
@@ -645,9 +651,8 @@ class AsyncioHost:
         # no crossing (the asyncio tool is awaited right here), in a copy of the
         # task's context, as a host call would. (One coroutine, not two: each
         # frame costs on every step of the call.)
-        self._check_caller()
-        task = asyncio.current_task()
-        assert task is not None  # _check_caller: an asyncio task of the host's loop
+        task = self._caller_task()
+        assert task is not None  # an asyncio task of the host's loop
         entry = _InTask(task)
         self._in_tasks.add(entry)
         context = contextvars.copy_context()

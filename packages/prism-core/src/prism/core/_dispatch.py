@@ -39,10 +39,12 @@ from ._policy import PermissionDecision, PermissionPolicy, PermissionRequest
 from ._redaction import json_safe, snapshot_json
 from ._text import clip, describe_exception
 from ._tools import (
+    NO_SIGNAL,
     ToolDefinition,
     ToolExecutionContext,
     ToolFilter,
     ToolRegistry,
+    build_context,
     check_filters,
     is_tool_allowed,
 )
@@ -549,14 +551,14 @@ async def _dispatch(call: ToolCall, options: DispatchOptions, side: int) -> Tool
     started_at = time.time()
     t0 = time.perf_counter()
     signal = options.signal
-    ctx = ToolExecutionContext(call, on_event=options.on_event, metadata=options.metadata)
-    if signal is not None:
-        ctx.signal = signal
-        if signal.aborted:
-            result = cancelled_result(call, signal.reason)
-            aborted = CallOutcome(call, result, "cancelled", None, result.joined_text)
-            settle(options.on_event, options.ledger, aborted, started_at, time.perf_counter() - t0)
-            return result
+    ctx = build_context(
+        call, NO_SIGNAL if signal is None else signal, options.metadata, options.on_event
+    )
+    if signal is not None and signal.aborted:
+        result = cancelled_result(call, signal.reason)
+        aborted = CallOutcome(call, result, "cancelled", None, result.joined_text)
+        settle(options.on_event, options.ledger, aborted, started_at, time.perf_counter() - t0)
+        return result
     # Gates and the execution policy note what decided the call here, for the ledger.
     notes = token = None
     if options.ledger is not None:

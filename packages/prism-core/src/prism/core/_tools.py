@@ -11,6 +11,7 @@ from ._abort import AbortSignal
 from ._content import ToolCall, ToolResult
 from ._errors import DuplicateToolError
 from ._events import EventSink, ToolExecutionProgress, emit_event
+from ._fast import frozen_builder
 from ._json import JsonObject
 from ._options import callable_value, instance_of, one_of, optional, sequence_of, string
 
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 _NEVER = AbortSignal()
+NO_SIGNAL = _NEVER  # a context's signal when its call has none (it never aborts)
 
 
 @attrs.define(eq=False, slots=True)
@@ -222,3 +224,7 @@ def is_tool_allowed(name: str, *filters: ToolFilter) -> bool:
 def filter_tools(tools: Iterable[ToolDefinition], *filters: ToolFilter) -> list[ToolDefinition]:
     """The tools whose names pass :func:`is_tool_allowed`, in their original order."""
     return [tool for tool in tools if is_tool_allowed(tool.name, *filters)]
+
+
+# Every dispatched call makes one (call, signal, metadata, event sink: positionally).
+build_context = frozen_builder(ToolExecutionContext)

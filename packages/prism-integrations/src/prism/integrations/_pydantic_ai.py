@@ -24,7 +24,7 @@ from ._gate import PrismGate, result_text, wrapped_tool
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
 
-    from prism.core import DispatchOptions, JsonObject, ToolDefinition, ToolRegistry
+    from prism.core import DispatchOptions, JsonObject, ToolRegistry
 
 __all__ = ["PrismGatedToolset", "PrismToolset"]
 
@@ -141,7 +141,8 @@ class PrismGatedToolset(WrapperToolset[Any]):
         self._registry = self._options.registry
         self._known = {}
 
-    def _definition(self, name: str, tool: ToolsetTool[Any]) -> ToolDefinition:
+    def _register(self, name: str, tool: ToolsetTool[Any]) -> None:
+        """Register (again) the Prism tool for ``name`` unless the one registered is the same."""
         tool_def = tool.tool_def
         schema = tool_def.parameters_json_schema
         known = self._known.get(name)
@@ -151,15 +152,12 @@ class PrismGatedToolset(WrapperToolset[Any]):
             copied = copy.deepcopy(schema)
             self._registry.register(wrapped_tool(name, tool_def.description, copied))
             self._known[name] = (tool_def.description, copy.deepcopy(schema))
-        found = self._registry.get(name)
-        assert found is not None
-        return found
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         """Gate the call through Prism, then run the wrapped tool with the arguments it allowed."""
-        self._definition(name, tool)
+        self._register(name, tool)
         wrapped = self.wrapped
 
         async def run(arguments: JsonObject) -> Any:
