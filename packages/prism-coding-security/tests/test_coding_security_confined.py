@@ -106,6 +106,27 @@ def test_what_the_sandbox_never_grants_is_refused_without_asking(
     assert why in (decision.reason or "")
 
 
+@pytest.mark.parametrize(
+    ("command", "writes_nothing"),
+    [("pytest -q", False), ("make", False), ("git commit -qam msg", False),
+     ("timeout 60 make", False), ("git log -1 && make", False), ("git log -1", True),
+     ("ls && git status", True)],
+)  # fmt: skip
+@pytest.mark.parametrize("rules", [True, False])
+def test_only_a_line_every_program_of_which_was_modelled_writes_nothing(
+    root: Path, command: str, writes_nothing: bool, rules: bool
+) -> None:
+    """An allow rule lets its program run unmodelled: it never makes a line read-only."""
+    from prism.coding.security import CommandRules
+
+    allow = CommandRules(allow=["pytest *", "make", "git commit *"]) if rules else None
+    decision = _decide(root, command, command_rules=allow)
+    assert decision.allowed, decision.reason
+    metadata = (decision.modified or {}).get("metadata") or {}
+    assert isinstance(metadata, dict)
+    assert metadata.get("writes_nothing", False) is writes_nothing
+
+
 def test_deny_rules_still_deny_in_confined_mode(root: Path) -> None:
     decision = _decide(root, "make && sudo id")
     assert not decision.allowed

@@ -247,6 +247,46 @@ async def test_the_secure_tools_run_a_proved_read_only_line_without_a_layer(root
     assert after == index
 
 
+async def test_a_line_an_allow_rule_lets_run_keeps_the_private_layer(root: Path) -> None:
+    """The program behind an allow rule is not modelled, so nothing proves it writes
+    nothing: it runs over the private layer and its writes reach the root (they failed
+    with "Read-only file system" when a rule-allowed line counted as writing nothing).
+    A line the models proved still gets the roots read-only.
+    """
+    from prism.coding.security import CommandRules, open_secure_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+
+    await _repository(root)
+    (root / "gen.sh").write_text("#!/bin/sh\necho generated > generated.txt\n")
+    (root / "gen.sh").chmod(0o755)
+    read_only: list[bool] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        read_only.append(request.read_only)
+        return request
+
+    rules = CommandRules(allow=["./gen.sh", "git commit *"])
+    lines = ["./gen.sh", "git commit -qam work", "git log --format=%s -1"]
+    async with open_secure_coding_tools(
+        [str(root)],
+        sandbox="bubblewrap",
+        command_rules=rules,
+        shell_options={"spawn_hook": hook, "env": _ENV},
+    ) as secure:
+        options = DispatchOptions(registry=create_tool_registry(secure.tools))
+        results = [
+            await dispatch_tool_call(
+                ToolCall(id=str(n), name="shell", arguments={"command": line}), options
+            )
+            for n, line in enumerate(lines)
+        ]
+    assert [r.is_error for r in results] == [False, False, False], [r.joined_text for r in results]
+    assert read_only == [False, False, True]
+    assert (root / "generated.txt").read_text() == "generated\n"
+    assert await _sh(root, "git log --format=%s -1") == b"work\n"
+    assert results[2].joined_text.strip() == "work"
+
+
 async def test_a_fresh_repository_looks_the_same_inside(root: Path) -> None:
     # the old sandbox showed 30 placeholders here (.bashrc, .envrc, .mcp.json, ...)
     await _sh(root, "git init -q -b main")

@@ -130,9 +130,10 @@ class CommandExplanation:
             included), as proved.
         confined: allowed only because a sandbox confines it (confined mode): it
             runs as written, inside the sandbox, and ``execute`` is None.
-        writes: whether some part writes a file (a redirect to a file, a program
-            modelled as writing); False only for an allowed line proved to write
-            nothing.
+        writes: whether some part may write a file (a redirect to a file, a
+            program modelled as writing, a program an allow rule lets run, which
+            is not modelled); False only for an allowed line whose every program
+            was modelled and proved to write nothing.
     """
 
     command: str
@@ -179,7 +180,8 @@ class _Judge:
     # every directory the line may be in at some point (for commands that never run)
     seen_cwds: list[str] = attrs.field(factory=list)
     blocked: bool = False  # some check is not "allow"
-    wrote: bool = False  # some part writes a file (a redirect, a modelled writer)
+    # some part may write a file (a redirect, a modelled writer, a rule-allowed program)
+    wrote: bool = False
     # why the line (or a script it runs) may run a program not written in it
     evaluates: list[str] = attrs.field(factory=list)
 
@@ -702,6 +704,8 @@ class _Judge:
                             "inside the roots found on PATH", "path_shadow", depth)  # fmt: skip
         allow = self.rules.first("allow", norm)
         if allow is not None:
+            # the program behind a rule is not modelled: nothing proves it writes nothing
+            self.wrote = True
             self.paths(use, shown, depth, reads=False)
             return self.add(
                 shown,
