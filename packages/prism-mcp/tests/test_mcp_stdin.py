@@ -1,4 +1,4 @@
-"""The writer of a stdio server's stdin: whole lines, in order, bounded waits."""
+"""A stdio server's pipes: stdin written in whole lines, in order, with bounded waits; stdout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import trio
 import trio.testing
 from mcp.shared.message import SessionMessage
 
-from prism.mcp._stdio import ServerStdin
+from prism.mcp._stdio import ServerStdin, ServerStdout
+from prism.mcp._wire import WireState
 
 
 def _ping(request_id: int, pad: int = 0) -> SessionMessage:
@@ -95,3 +96,66 @@ async def test_a_server_gone_is_a_fault_and_nothing_more_is_written() -> None:
             await stdin.send(_ping(2))
         stdin.close()
     assert faults == ["the server stopped reading its stdin (it exited or crashed)"]
+
+
+class _PipeReader:
+    """A pipe's read end as the byte stream the server's stdout is (anyio's receive)."""
+
+    def __init__(self, fd: int) -> None:
+        self.stream = trio.lowlevel.FdStream(fd)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        chunk = await self.stream.receive_some(max_bytes)
+        if not chunk:
+            raise anyio.EndOfStream
+        return chunk
+
+
+async def _progress_then_result(stdout: ServerStdout) -> bool:
+    """Whether the task handling the progress ran before the call's caller woke."""
+    ran = trio.Event()
+    woke = trio.Event()
+    seen: list[bool] = []
+
+    async def progress_callback() -> None:  # the SDK runs it in a task of its own
+        ran.set()
+
+    async def caller() -> None:  # waits for the call's result
+        await woke.wait()
+        seen.append(ran.is_set())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(caller)
+        await trio.testing.wait_all_tasks_blocked()
+        first = await stdout.receive()
+        nursery.start_soon(progress_callback)
+        second = await stdout.receive()
+        woke.set()  # the result resolves the caller's request
+    assert isinstance(first, SessionMessage)
+    assert isinstance(first.message, mcp_types.JSONRPCNotification)
+    assert isinstance(second, SessionMessage)
+    assert isinstance(second.message, mcp_types.JSONRPCResponse)
+    return seen == [True]
+
+
+async def test_a_progress_read_with_the_result_is_handled_before_the_caller_wakes() -> None:
+    # A progress notification and the call's result in one read: the SDK starts a task for
+    # the progress, then resolves the call with the result. The progress task must run
+    # before the caller wakes (as it did behind a channel), or the call's last progress is
+    # overtaken by its result. (Trio orders one scheduling round's tasks at random, so the
+    # case runs many times.)
+    progress: dict[str, object] = {"jsonrpc": "2.0", "method": "notifications/progress"}
+    progress["params"] = {"progressToken": 1, "progress": 3}
+    result = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+    wire = (json.dumps(progress) + "\n" + json.dumps(result) + "\n").encode()
+    with trio.fail_after(30):
+        for _ in range(20):
+            read_end, write_end = os.pipe()
+            os.write(write_end, wire)
+            os.close(write_end)
+            pipe = _PipeReader(read_end)
+            async with pipe.stream:
+                stdout = ServerStdout(pipe, limit=1 << 20, state=WireState())  # type: ignore[arg-type]
+                assert await _progress_then_result(stdout)
+                with pytest.raises(anyio.EndOfStream):
+                    await stdout.receive()

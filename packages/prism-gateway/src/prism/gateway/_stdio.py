@@ -186,6 +186,10 @@ class LineReader:
         self._too_long = _parse_error(f"message longer than {limit} bytes")
 
     async def receive(self) -> SessionMessage | Exception:
+        if self._items:
+            # As a channel did: the tasks the previous message started run before the
+            # next one (of the same chunk) is handled.
+            await trio.lowlevel.checkpoint()
         while True:
             while self._items:
                 reply, message = self._items[0]

@@ -164,6 +164,11 @@ class ServerStdout:
         self.done.set()
 
     async def receive(self) -> SessionMessage | Exception:
+        if self._ready:
+            # As a channel did: the tasks the previous message started (the SDK runs a
+            # progress callback in a task of its own) run before the next one is handled,
+            # so a call's last progress is not overtaken by its result.
+            await trio.lowlevel.checkpoint()
         while not self._ready:
             if self._ended:
                 raise anyio.EndOfStream
