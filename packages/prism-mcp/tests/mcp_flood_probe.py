@@ -140,10 +140,10 @@ async def _run(
     sizes: list[int] = []
     _priced(sizes, off=options.pop("budget", None) == "off")
     if options.pop("caps", None) == "off":
-        from prism.mcp import _gate, _stdio
+        from prism.mcp import _budget, _gate
 
         _gate.MAX_RESULT_BLOCKS = _gate.MAX_SAMPLING_MESSAGES = _gate.MAX_MESSAGE_NODES = 10**9
-        _stdio._FREE_NODES = 10**9
+        _budget.FREE_NODES = 10**9
     if mode == "sampling":
 
         async def sample(request: McpSamplingRequest) -> McpSamplingAnswer:

@@ -94,12 +94,19 @@ def test_a_small_message_is_never_counted(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_refusals_name_the_size_and_the_rule() -> None:
+    keys = b"{" + b",".join(b'"%06d":0' % n for n in range(100_000)) + b"}"
+    reason = memory_refusal(keys)
+    assert reason is not None
+    assert f"a message of {len(keys)} bytes that would take about" in reason
+    assert "at most 10 times its size plus 8 MiB" in reason
+    # More objects and arrays than one per 16 bytes plus 65,536: refused as such.
     flood = b"[" + b",".join([b"{}"] * 4_000_000) + b"]"
     reason = memory_refusal(flood)
-    assert reason is not None
-    assert f"a message of {len(flood)} bytes" in reason
-    assert "at most 10 times its size plus 8 MiB" in reason
-    # Within budget: the same bytes as one long string.
+    assert reason == (
+        f"the server sent a message of 4000001 objects and arrays in {len(flood)} bytes "
+        "(at most one per 16 bytes plus 65536)"
+    )
+    # Within both: the same bytes as one long string (its brackets are text).
     assert memory_refusal(json.dumps("{}," * 4_000_000).encode()) is None
     assert MESSAGE_MEMORY_FREE == 8 * 1024 * 1024
 
@@ -121,15 +128,15 @@ async def test_an_event_is_priced_once_its_blank_line_arrives_whatever_the_chunk
     first = b"event: message\r\ndata: " + _FLOOD[:half]
     said = await _fed(first, _FLOOD[half:] + b"\r\n\r", b"\n")
     assert said[0] is None
+    assert said[1] == memory_refusal(_FLOOD)
     assert said[1] is not None
-    assert "would take about" in said[1]
     assert said[2] is None
 
 
 async def test_the_data_lines_of_one_event_are_priced_together() -> None:
     # CR-only line endings, one message split over two data lines (outside its
     # strings): each line alone is within budget, the message they make is not.
-    flood = b"[" + b",".join([b"{}"] * 320_000) + b"]"
+    flood = b"{" + b",".join(b'"%06d":0' % n for n in range(100_000)) + b"}"
     cut = flood.index(b",", len(flood) // 2)
     assert memory_refusal(flood[:cut]) is None
     assert memory_refusal(flood[cut:]) is None

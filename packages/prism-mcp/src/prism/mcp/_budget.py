@@ -32,6 +32,8 @@ import anyio
 import anyio.to_thread
 
 __all__ = [
+    "BYTES_PER_NODE",
+    "FREE_NODES",
     "MESSAGE_MEMORY_FACTOR",
     "MESSAGE_MEMORY_FREE",
     "memory_refusal",
@@ -43,6 +45,9 @@ MESSAGE_MEMORY_FACTOR = 10
 """A message may cost at most this many times its size in memory (plus the free part)."""
 MESSAGE_MEMORY_FREE = 8 * 1024 * 1024
 """Memory every message may cost beyond ``MESSAGE_MEMORY_FACTOR`` times its size."""
+BYTES_PER_NODE = 16
+FREE_NODES = 65536
+"""A message may hold one object or array per ``BYTES_PER_NODE`` bytes plus this many."""
 
 # What the json module builds, per unit, on CPython 3.11-3.13 (allocation sizes as
 # tracemalloc counts them, rounded up; measured in benchmarks/bench_mcp_floods.py).
@@ -148,12 +153,14 @@ def _cheap(raw: bytes, factors: tuple[int, int]) -> int:
     )
 
 
-def _exact(raw: bytes, factors: tuple[int, int], budget: int) -> int:
-    # One pass over the string literals, in order (so the pairing of quotes is the
-    # parser's), one at a time: nothing is built but the current match.
-    size = len(raw)
+def _literals(raw: bytes) -> tuple[int, int, int, tuple[int, int, int, int]]:
+    """(costly strings, keys among them, bytes in literals, ``{[,:`` inside long literals).
+
+    One pass over the string literals, in order (so the pairing of quotes is the
+    parser's), one at a time: nothing is built but the current match.
+    """
     costly = keys = string_bytes = 0
-    inside = [0, 0, 0, 0]
+    objects = arrays = commas = colons = 0
     count = raw.count
     for match in _LITERAL.finditer(raw):
         start, end = match.span()
@@ -166,11 +173,23 @@ def _exact(raw: bytes, factors: tuple[int, int], budget: int) -> int:
                 keys += 1
             if length > _LONG_LITERAL:
                 # Punctuation inside a long string is text, not structure. (In a
-                # short one it is priced as structure: more, never less.)
-                inside[0] += count(b"{", start, end)
-                inside[1] += count(b"[", start, end)
-                inside[2] += count(b",", start, end)
-                inside[3] += count(b":", start, end)
+                # short one it is counted as structure: more, never less.)
+                objects += count(b"{", start, end)
+                arrays += count(b"[", start, end)
+                commas += count(b",", start, end)
+                colons += count(b":", start, end)
+    return costly, keys, string_bytes, (objects, arrays, commas, colons)
+
+
+def _exact(
+    raw: bytes,
+    factors: tuple[int, int],
+    budget: int,
+    literals: tuple[int, int, int, tuple[int, int, int, int]] | None = None,
+) -> int:
+    size = len(raw)
+    costly, keys, string_bytes, inside = _literals(raw) if literals is None else literals
+    count = raw.count
     objects = count(b"{") - inside[0]
     arrays = count(b"[") - inside[1]
     commas = count(b",") - inside[2]
@@ -231,13 +250,29 @@ def _budget(raw: bytes) -> int:
     return MESSAGE_MEMORY_FACTOR * len(raw) + MESSAGE_MEMORY_FREE
 
 
+def _allowed_nodes(raw: bytes) -> int:
+    return len(raw) // BYTES_PER_NODE + FREE_NODES
+
+
 def _plainly_within(raw: bytes, budget: int) -> bool:
-    """Whether ``raw`` is within ``budget`` without the exact count (a few C-speed passes)."""
-    return len(raw) * _MOST_PER_BYTE <= MESSAGE_MEMORY_FREE or price(raw) <= budget
+    """Whether ``raw`` passes without the exact count (a few C-speed passes)."""
+    if len(raw) * _MOST_PER_BYTE <= MESSAGE_MEMORY_FREE:
+        return True
+    nodes = raw.count(b"{") + raw.count(b"[")
+    return nodes <= _allowed_nodes(raw) and price(raw) <= budget
 
 
 def _exact_refusal(raw: bytes, budget: int) -> str | None:
-    cost = price(raw, exact=True, budget=budget)
+    literals = _literals(raw)
+    _, _, _, inside = literals
+    nodes = raw.count(b"{") - inside[0] + raw.count(b"[") - inside[1]
+    if nodes > _allowed_nodes(raw):
+        # An empty {} is two bytes of JSON and a 64-byte dict.
+        return (
+            f"the server sent a message of {nodes} objects and arrays in {len(raw)} bytes "
+            f"(at most one per {BYTES_PER_NODE} bytes plus {FREE_NODES})"
+        )
+    cost = _exact(raw, _factors(raw), budget, literals)
     if cost <= budget:
         return None
     return (
@@ -248,7 +283,12 @@ def _exact_refusal(raw: bytes, budget: int) -> str | None:
 
 
 def memory_refusal(raw: bytes) -> str | None:
-    """Why ``raw`` is refused before it is parsed, or ``None`` when its price is within budget."""
+    """Why ``raw`` is refused before it is parsed, or ``None``.
+
+    Refused: more objects and arrays than one per ``BYTES_PER_NODE`` bytes plus
+    ``FREE_NODES``, or a price over ``MESSAGE_MEMORY_FACTOR`` times its size plus
+    ``MESSAGE_MEMORY_FREE``.
+    """
     budget = _budget(raw)
     return None if _plainly_within(raw, budget) else _exact_refusal(raw, budget)
 

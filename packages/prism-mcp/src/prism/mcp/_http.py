@@ -70,6 +70,10 @@ class _MessageTooLarge(httpx2.StreamError):
     """Raised inside the SDK's response reading; the SDK turns it into an error reply."""
 
 
+_NOTHING = bytearray()
+_LINE_ENDS = (10, 13)
+
+
 class _Events:
     """Server-sent events as they stream, each event's data priced before the SDK parses it.
 
@@ -99,12 +103,16 @@ class _Events:
         self._partial = bytearray()
         if not lines[-1].endswith((b"\n", b"\r")):
             self._partial = lines.pop()
-        for line in lines:
-            text = bytes(line.rstrip(b"\r\n"))
-            if text.startswith(b"data:"):
-                value = text[5:]
-                self._data.append(value[1:] if value.startswith(b" ") else value)
-            elif not text and self._data:
+        for index, line in enumerate(lines):
+            lines[index] = _NOTHING  # each line is let go once read: one copy at a time
+            end = len(line)
+            while end and line[end - 1] in _LINE_ENDS:
+                end -= 1
+            if line.startswith(b"data:"):
+                start = 6 if line[5:6] == b" " else 5
+                with memoryview(line) as view:
+                    self._data.append(bytes(view[start:end]))
+            elif not end and self._data:
                 data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
                 self._data = []
                 refusal = await message_refusal(data)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import re
 import secrets
 import subprocess
 from collections import deque
@@ -96,27 +95,6 @@ class LineSplitter:
                 lines.append(line)
 
 
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_BYTES_PER_NODE = 16
-_FREE_NODES = 65536
-
-
-def _too_many_nodes(line: bytes) -> int | None:
-    """The objects and arrays in ``line`` when more than its bytes allow, else ``None``.
-
-    Counted before ``json.loads`` builds them: ``{}`` is two bytes of JSON but a
-    64-byte Python dict. A line may hold one object or array per 16 bytes plus
-    65,536 (about 5 MB of them); brackets inside strings are not counted (a
-    regex pass, only when the plain count is over).
-    """
-    allowed = len(line) // _BYTES_PER_NODE + _FREE_NODES
-    if line.count(b"{") + line.count(b"[") <= allowed:
-        return None
-    bare = _STRINGS.sub(b"", line)
-    nodes = bare.count(b"{") + bare.count(b"[")
-    return nodes if nodes > allowed else None
-
-
 def _parse(line: bytes) -> SessionMessage | None:
     # The json module, then pydantic on the Python values: about 3x faster than
     # pydantic's own JSON parsing on a listing of many small schemas (40 ms
@@ -196,15 +174,6 @@ class ServerStdout:
             )
             return
         for line in complete:
-            nodes = _too_many_nodes(line)
-            if nodes is not None:
-                self._fault(
-                    f"the server sent a message of {nodes} objects and arrays in "
-                    f"{len(line)} bytes (at most one per {_BYTES_PER_NODE} bytes "
-                    f"plus {_FREE_NODES})",
-                    oversize=True,
-                )
-                return
             refusal = await message_refusal(line)
             if refusal is not None:
                 self._fault(refusal, oversize=True)
