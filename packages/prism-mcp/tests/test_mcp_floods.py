@@ -392,10 +392,24 @@ async def test_a_result_of_too_many_blocks_or_nodes_is_refused_before_parsing(
     assert result.details["mcp_server"] == "bl"
 
 
-async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsing() -> None:
+async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # 95,000 distinct keys in 950 kB: json.loads would hold about 16 times its size
     # (each key a str and a memo entry); priced on the raw line, it is never parsed.
+    from prism.mcp import _stdio
+
+    parsed: list[int] = []
+    parse = _stdio._parse
+
+    def counted(line: bytes) -> Any:
+        parsed.append(len(line))
+        return parse(line)
+
+    monkeypatch.setattr(_stdio, "_parse", counted)
     result = await _call_flood("keys", 95_000)
+    assert parsed
+    assert max(parsed) < 10_000
     assert result.is_error
     assert result.details["mcp_error"] == "result_too_large"
     assert result.details["mcp_server"] == "bl"
