@@ -35,6 +35,8 @@ SHAPES: dict[str, bytes] = {
     "records": json.dumps(
         [{"id": n, "name": f"foo {n}", "tags": ["a", "b"], "ok": True} for n in range(5000)]
     ).encode(),
+    "escaped one-character strings": _fill(b'"\\n"'),
+    "short and long keys": _fill(b'{"a":1,"bb":2}'),
     "latin-1 strings": _fill('"éé"'.encode()),
     "escaped strings": _fill(b'"\\u00e9\\n"'),
     "one emoji, then text": b'["\xf0\x9f\x98\x80' + b"a" * SIZE + b'"]',
