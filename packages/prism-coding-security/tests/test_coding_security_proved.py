@@ -285,6 +285,187 @@ async def test_a_planted_repository_config_runs_nothing_through_a_proved_git_com
     assert not mark.exists(), result
 
 
+# -- drivers a hostile repository configuration names --------------------------------------
+
+_EVIL = """#!/bin/sh
+touch "$MARK"
+cat
+"""
+_DRIVERS = (
+    "[diff]\n\texternal = {evil}\n"
+    '[diff "x"]\n\ttextconv = {evil}\n\tcommand = {evil}\n'
+    '[filter "x"]\n\tclean = {evil}\n\tsmudge = {evil}\n\trequired = true\n'
+    '[filter "y"]\n\tprocess = {evil}\n'
+)
+
+
+def _twin(directory: Path, env: Mapping[str, str]) -> None:
+    """The same repository each time: a modified file, and files git will hash again."""
+    directory.mkdir()
+    (directory / "a.txt").write_text("one\n")
+    (directory / "b.txt").write_text("bee\n")
+    (directory / "c.y").write_text("sea\n")
+    (directory / ".gitattributes").write_text("*.txt diff=x filter=x\n*.y filter=y\n")
+    subprocess.run(["git", "init", "-q", "-b", "main", str(directory)], check=True, env=env)
+    subprocess.run(["git", "-C", str(directory), "add", "."], check=True, env=env)
+    subprocess.run(["git", "-C", str(directory), "commit", "-qm", "x"], check=True, env=env)
+    (directory / "a.txt").write_text("two\n")
+
+
+@pytest.fixture(scope="module")
+def hostile_twins(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, Path, dict[str, str]]:
+    """A clean repository and its twin whose .git/config names a program for every driver."""
+    base = tmp_path_factory.mktemp("drivers")
+    env = {**_git_env(base), "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z", "MARK": str(base / "MARK")}  # fmt: skip
+    clean, hostile = base / "clean", base / "hostile"
+    _twin(clean, env)
+    _twin(hostile, env)
+    evil = base / "evil.sh"
+    evil.write_text(_EVIL)
+    evil.chmod(0o755)
+    with (hostile / ".git" / "config").open("a") as handle:
+        handle.write(_DRIVERS.format(evil=evil))
+    return clean, hostile, base / "MARK", env
+
+
+def _restat(*roots: Path) -> None:
+    # the same new time in both: git must read (and filter) them again to compare
+    for root in roots:
+        for name in ("b.txt", "c.y"):
+            os.utime(root / name, (1_700_000_000, 1_700_000_000))
+
+
+@needs_git
+@pytest.mark.parametrize(
+    "command",
+    ["git status --short", "git diff", "git diff HEAD", "git diff --stat", "git log -p -1",
+     "git log -1 -S one --oneline", "git show HEAD", "git whatchanged -p -1", "git blame -s a.txt",
+     "git blame -s HEAD a.txt", "git ls-files -m", "git reflog -p -1",
+     "git diff --no-index a.txt b.txt", "timeout 20 git diff", "git -C . log --stat -p"],
+)  # fmt: skip
+def test_a_proved_git_command_runs_no_driver_the_repository_names(
+    hostile_twins: tuple[Path, Path, Path, dict[str, str]], command: str
+) -> None:
+    """Every driver .git/config names (diff.external, textconv, a diff command, clean,
+    smudge and process filters): the proved text runs none, and prints what git prints
+    in the same repository without them (also what the unsandboxed shell runs).
+    """
+    clean, hostile, mark, env = hostile_twins
+    _restat(clean, hostile)
+    bash(command, hostile, env)
+    assert mark.exists(), "the planted drivers run when the text runs as written"
+    mark.unlink()
+    explanation = explain_command(command, roots=[str(hostile)], cwd=str(hostile))
+    assert explanation.execute is not None, explanation.reason
+    _restat(clean, hostile)
+    expected = bash(command, clean, env)
+    got = bash(explanation.execute, hostile, env)
+    assert not mark.exists(), got
+    assert (got.returncode, got.stdout) == (expected.returncode, expected.stdout), got.stderr
+    # a repository that defines no driver runs the proved text with the same output
+    clean_explanation = explain_command(command, roots=[str(clean)], cwd=str(clean))
+    assert clean_explanation.execute is not None
+    _restat(clean)
+    assert bash(clean_explanation.execute, clean, env).stdout == expected.stdout
+
+
+@needs_git
+def test_a_diff_the_driver_flags_cannot_reach_fails_rather_than_run_it(
+    hostile_twins: tuple[Path, Path, Path, dict[str, str]],
+) -> None:
+    # `git status -vv` takes no --no-textconv: the emptied textconv is a command git cannot start
+    _, hostile, mark, env = hostile_twins
+    explanation = explain_command("git status -vv", roots=[str(hostile)], cwd=str(hostile))
+    assert explanation.execute is not None
+    bash(explanation.execute, hostile, env)
+    assert not mark.exists()
+
+
+@needs_git
+@pytest.mark.parametrize("key", ["include.path", 'includeIf "gitdir:/".path'])
+def test_a_repository_config_that_includes_a_file_is_not_proved(tmp_path: Path, key: str) -> None:
+    # the line could write the included file (a root file) before git reads it
+    root = tmp_path / "project"
+    root.mkdir()
+    _repository(root, _git_env(tmp_path))
+    section, _, name = key.rpartition(".")
+    with (root / ".git" / "config").open("a") as handle:
+        handle.write(f"[{section}]\n\t{name} = ../notes.txt\n")
+    explanation = explain_command("git status", roots=[str(root)], cwd=str(root))
+    assert explanation.outcome == "ask"
+    assert "includes another file" in explanation.reason
+    assert explain_command("ls", roots=[str(root)], cwd=str(root)).outcome == "allow"
+
+
+@needs_git
+def test_git_in_a_submodule_runs_under_no_configuration_of_its_own(tmp_path: Path) -> None:
+    """A submodule's repository names its own drivers and fsmonitor: the superproject's
+    proved ``git status`` and ``git diff`` never start git in it."""
+    env = {**_git_env(tmp_path), "MARK": str(tmp_path / "MARK")}
+    root = tmp_path / "project"
+    _twin(root, env)
+    sub = root / "sub"
+    _twin(sub, env)
+    subprocess.run(["git", "-C", str(root), "add", "sub"], check=True, env=env,
+                   capture_output=True)  # fmt: skip
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", "sub"], check=True, env=env)
+    evil = tmp_path / "evil.sh"
+    evil.write_text(_EVIL)
+    evil.chmod(0o755)
+    with (sub / ".git" / "config").open("a") as handle:
+        handle.write(_DRIVERS.format(evil=evil) + f"[core]\n\tfsmonitor = {evil}\n")
+    for command in ("git status --short", "git diff --stat", "git diff"):
+        _restat(sub)
+        bash(command, root, env)
+        assert (tmp_path / "MARK").exists(), command
+        (tmp_path / "MARK").unlink()
+        explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+        assert explanation.execute is not None, explanation.reason
+        _restat(sub)
+        result = bash(explanation.execute, root, env)
+        assert result.returncode == 0, result
+        assert not (tmp_path / "MARK").exists(), (command, result)
+    for command in ("git status --ignore-submodules=none", "git diff --submodule=diff"):
+        assert explain_command(command, roots=[str(root)], cwd=str(root)).outcome == "ask"
+
+
+@needs_git
+def test_drivers_are_found_from_a_linked_worktree_and_listed_again_after_a_change(
+    tmp_path: Path,
+) -> None:
+    """A linked worktree (a ``.git`` file, a common directory) reads the main config;
+    a driver added later is seen by the next check, and a config git cannot read asks."""
+    env = _git_env(tmp_path)
+    root = tmp_path / "project"
+    root.mkdir()
+    _repository(root, env)
+    subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", "wt"], check=True, env=env,
+                   capture_output=True)  # fmt: skip
+    assert "filter" not in str(
+        explain_command("git status", roots=[str(root)], cwd=str(root / "wt")).execute
+    )
+    with (root / ".git" / "config").open("a") as handle:
+        handle.write('[filter "lfsx"]\n\tclean = cat\n')
+    execute = explain_command("git status", roots=[str(root)], cwd=str(root / "wt")).execute
+    assert "'filter.lfsx.clean' GIT_CONFIG_VALUE_" in str(execute)
+    with (root / ".git" / "config").open("a") as handle:
+        handle.write("[broken\n")
+    explanation = explain_command("git status", roots=[str(root)], cwd=str(root / "wt"))
+    assert explanation.outcome == "ask"
+    assert "could not list the repository's configuration" in explanation.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git diff --textconv", "git log -p --textc", "git grep --textconv x", "git log --ext-diff -p"],
+)
+def test_asking_git_for_its_drivers_is_not_proved(root: Path, command: str) -> None:
+    assert explain_command(command, roots=[str(root)]).outcome == "ask"
+
+
 _NESTED_BARE = {
     "sub/.git/README": "not a repository\n",
     "sub/HEAD": "ref: refs/heads/main\n",

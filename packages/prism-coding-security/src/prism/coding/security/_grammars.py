@@ -312,7 +312,7 @@ _DIFF_OPTS = (
     " --pickaxe-all --pickaxe-regex -R --relative=? --no-relative -a|--text"
     " --ignore-cr-at-eol --ignore-space-at-eol -b|--ignore-space-change -w|--ignore-all-space"
     " --ignore-blank-lines -I|--ignore-matching-lines= --inter-hunk-context= -W|--function-context"
-    " --exit-code --quiet --no-ext-diff --textconv --no-textconv --ignore-submodules=?"
+    " --exit-code --quiet --no-ext-diff x:--textconv --no-textconv --ignore-submodules=?"
     " --src-prefix= --dst-prefix= --no-prefix --default-prefix --line-prefix="
     " --ita-invisible-in-index --ita-visible-in-index --cached --staged --merge-base"
     " -1|--base -2|--ours -3|--theirs -0 --no-index"
@@ -342,7 +342,7 @@ _LOG_OPTS = (
 )
 _GIT_GREP = grammar(
     "--cached --untracked --no-index --no-exclude-standard --exclude-standard --recurse-submodules"
-    " -a|--text --textconv --no-textconv -i|--ignore-case -I --max-depth= -r|--recursive"
+    " -a|--text x:--textconv --no-textconv -i|--ignore-case -I --max-depth= -r|--recursive"
     " --no-recursive -w|--word-regexp -v|--invert-match -h -H --full-name -E|--extended-regexp"
     " -G|--basic-regexp -P|--perl-regexp -F|--fixed-strings -n|--line-number --column"
     " -l|--files-with-matches --name-only -L|--files-without-match -z|--null -o|--only-matching"

@@ -22,8 +22,16 @@ from ._commands import (
     rough_segments,
 )
 from ._evaluates import evaluates_code
+from ._gitdrivers import repository_drivers
 from ._paths import Roots
-from ._programs import CANNOT_RUN_PROGRAMS, Inner, Use, describe, harmless_assignment
+from ._programs import (
+    CANNOT_RUN_PROGRAMS,
+    Inner,
+    Use,
+    describe,
+    git_without_drivers,
+    harmless_assignment,
+)
 from ._protected import ProtectedPaths
 from ._proved import ProvedCommand, ProvedRedirect, emit
 from ._rules import (
@@ -180,6 +188,9 @@ class _Judge:
     # every directory the line may be in at some point (for commands that never run)
     seen_cwds: list[str] = attrs.field(factory=list)
     blocked: bool = False  # some check is not "allow"
+    # configuration every proved git of the line gets on top of the fixed one: the
+    # drivers its repositories define, emptied
+    git_config: dict[str, str] = attrs.field(factory=dict)
     # some part may write a file (a redirect, a modelled writer, a rule-allowed program)
     wrote: bool = False
     # why the line (or a script it runs) may run a program not written in it
@@ -348,7 +359,13 @@ class _Judge:
                          "environment, so its forced configuration might not reach it",
                          "grammar", 0)  # fmt: skip
                 return None
-            form = ProvedCommand(form.argv, form.assignments, form.redirects, forced_git=True)
+            git = gits[0].argv
+            at = len(form.argv) - len(git)
+            argv = form.argv
+            if len(gits) == 1 and at >= 0 and form.argv[at:] == git:
+                # wrappers only come before it: its diffs run no driver the repository names
+                argv = form.argv[:at] + git_without_drivers(git)
+            form = ProvedCommand(argv, form.assignments, form.redirects, forced_git=True)
         self.proved[index] = form
         return None
 
@@ -738,6 +755,10 @@ class _Judge:
                     return self.add(shown, "ask", f"git would use the repository at {bare!r}, "
                                     "whose config (which can run programs) is not a protected "
                                     "path", "git:bare_repository", depth)  # fmt: skip
+                drivers = repository_drivers(start)
+                if isinstance(drivers, str):
+                    return self.add(shown, "ask", drivers, "git:drivers", depth)
+                self.git_config.update(drivers)
         if use.cwd is not None:
             for real in self.resolve_all(use.cwd):
                 if real not in self.cwds:
@@ -858,6 +879,11 @@ def judge_command(
     argvs: tuple[tuple[str, ...], ...] = ()
     if script.tree is not None and not judge.blocked:
         forms = [judge.proved.get(i) for i in range(len(script.commands))]
+        extra = tuple(sorted(judge.git_config.items()))
+        forms = [
+            attrs.evolve(form, git_config=extra) if form is not None and form.forced_git else form
+            for form in forms
+        ]
         try:
             execute = emit(script.tree, forms)
         except ValueError:

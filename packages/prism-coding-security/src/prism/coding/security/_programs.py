@@ -54,12 +54,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANNOT_RUN_PROGRAMS",
+    "GIT_NO_DRIVERS",
     "SAFE_PROGRAMS",
     "SHELLS",
     "WRAPPERS",
     "Inner",
     "Use",
     "describe",
+    "git_without_drivers",
     "model_args",
 ]
 
@@ -326,6 +328,39 @@ def _find(args: Argv) -> Use:
     return _allow("find", reads=tuple(reads))
 
 
+# subcommands (and their own subcommands) that take diff options: a proved one never
+# runs an external diff or a textconv filter, whatever the repository's files name
+_GIT_DIFFING = {"diff": (), "log": (), "show": (), "whatchanged": (), "blame": (),
+                "stash": ("show", "list"), "reflog": ("show", None)}  # fmt: skip
+GIT_NO_DRIVERS = ("--no-ext-diff", "--no-textconv")
+
+
+def git_without_drivers(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``argv`` (a proved ``git`` command) with :data:`GIT_NO_DRIVERS` after its subcommand.
+
+    Only subcommands that take them get them (``diff``, ``log``, ``show``,
+    ``whatchanged``, ``blame``, ``stash show``/``list``, ``reflog [show]``); any
+    other argv comes back unchanged. The model refuses ``--ext-diff`` and
+    ``--textconv``, so nothing later on the line turns them back on.
+    """
+    start = 1
+    while start <= len(argv):
+        if parse_args(GIT_GLOBAL, argv[1:start]).operands:
+            break
+        start += 1
+    index = start - 1  # the subcommand
+    if index >= len(argv) or argv[index] not in _GIT_DIFFING:
+        return argv
+    inner = _GIT_DIFFING[argv[index]]
+    if inner:
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following in inner:
+            index += 1
+        elif not (None in inner and (following is None or following.startswith("-"))):
+            return argv
+    return argv[: index + 1] + GIT_NO_DRIVERS + argv[index + 1 :]
+
+
 def _git(args: Argv) -> Use:
     parsed = parse_args(GIT_GLOBAL, args)
     if parsed.error:
@@ -425,6 +460,13 @@ def _git(args: Argv) -> Use:
     for opt, value, _ in sub_parsed.options:
         if opt.canonical in ("--format", "--pretty") and value is not None and "%G" in value:
             return Use(verdict="ask", reason="a %G format checks signatures with gpg", rule=rule)
+        if (opt.canonical == "--ignore-submodules" and value not in (None, "all", "dirty")) or (
+            opt.canonical == "--submodule" and value == "diff"
+        ):
+            # git would run git in each submodule, under that repository's own configuration
+            why = f"git {sub} {opt.canonical}={value} runs git in each submodule"
+            return Use(verdict="ask", reason=f"{why}, whose configuration can name programs",
+                       rule=rule)  # fmt: skip
     if sub_parsed.has("--no-index"):
         sub_reads += sub_operands
     if cwd is not None and (sub_reads or len(reads) > 1):

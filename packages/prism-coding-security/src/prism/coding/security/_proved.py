@@ -9,7 +9,10 @@ single quotes, so bash reads back exactly those words and nothing else
 ``cd -P -- DIR`` (physical resolution, no ``CDPATH``), which is how the policy
 resolved it. A proved ``git`` command gets its configuration forced through
 ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n``, which outrank
-every configuration file, so no repository file can make it run a program.
+every configuration file (and reach the git processes it starts): the fixed
+:data:`GIT_FORCED_CONFIG`, plus every filter and diff driver the repository's
+own configuration defines, emptied (:mod:`._gitdrivers`); a diffing subcommand
+also gets ``--no-ext-diff --no-textconv`` (:func:`._programs.git_without_drivers`).
 """
 
 from __future__ import annotations
@@ -52,20 +55,32 @@ GIT_FORCED_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.editor", "false"),
     ("sequence.editor", "false"),
     ("grep.fallbackToNoIndex", "false"),
+    # a submodule's git runs under that repository's configuration, whose drivers are
+    # not listed: never run git in a submodule (its commit is still compared)
+    ("diff.ignoreSubmodules", "dirty"),
+    ("status.submoduleSummary", "false"),
+    ("diff.submodule", "short"),
 )
 """Configuration every proved ``git`` command runs with (it outranks every file).
 
 ``diff.external`` and the diff and filter drivers a ``.gitattributes`` names
-cannot be switched off this way (git 2.39 runs an empty ``diff.external`` as a
-command, and driver names are open-ended); they come only from configuration
-files, which the policy protects (``.git/config``) or git no longer reads
-(a nested bare repository: ``safe.bareRepository=explicit``).
+cannot be switched off by a fixed key (git 2.39 runs an empty ``diff.external``
+as a command, and driver names are open-ended). Every file of a root is
+hostile, ``.git/config`` included, so they are switched off otherwise: the
+diffing subcommands get ``--no-ext-diff --no-textconv`` in their argv, and the
+drivers the repository's configuration defines are listed by git and forced
+empty beside these keys (:func:`._gitdrivers.repository_drivers`). A
+submodule's repository is never entered (``diff.ignoreSubmodules=dirty``), so
+its own drivers need no listing.
 """
 
 
-def _git_environment() -> tuple[tuple[str, str], ...]:
-    pairs: list[tuple[str, str]] = [("GIT_CONFIG_COUNT", str(len(GIT_FORCED_CONFIG)))]
-    for index, (key, value) in enumerate(GIT_FORCED_CONFIG):
+def _git_environment(
+    extra: tuple[tuple[str, str], ...] = (),
+) -> tuple[tuple[str, str], ...]:
+    forced = GIT_FORCED_CONFIG + extra
+    pairs: list[tuple[str, str]] = [("GIT_CONFIG_COUNT", str(len(forced)))]
+    for index, (key, value) in enumerate(forced):
         pairs.append((f"GIT_CONFIG_KEY_{index}", key))
         pairs.append((f"GIT_CONFIG_VALUE_{index}", value))
     return tuple(pairs)
@@ -107,17 +122,20 @@ class ProvedCommand:
     assignments: tuple[tuple[str, str], ...] = ()
     redirects: tuple[ProvedRedirect, ...] = ()
     forced_git: bool = False  # prefix :data:`GIT_ENVIRONMENT`
+    # more configuration forced with it: the repository's own drivers, emptied
+    git_config: tuple[tuple[str, str], ...] = ()
 
     def text(self) -> str:
         """The command in canonical form."""
-        parts = [_GIT_PREFIX] if self.forced_git else []
+        parts = [_git_prefix(self.git_config)] if self.forced_git else []
         parts += [f"{name}={quote(value)}" for name, value in self.assignments]
         parts += [quote(word) for word in self.argv]
         parts += [redirect.text() for redirect in self.redirects]
         return " ".join(parts)
 
 
-_GIT_PREFIX = " ".join(f"{name}={quote(value)}" for name, value in GIT_ENVIRONMENT)
+def _git_prefix(extra: tuple[tuple[str, str], ...]) -> str:
+    return " ".join(f"{name}={quote(value)}" for name, value in _git_environment(extra))
 
 
 def emit(node: Node, commands: Sequence[ProvedCommand | None]) -> str:
