@@ -110,13 +110,15 @@ def test_what_the_sandbox_never_grants_is_refused_without_asking(
     ("command", "writes_nothing"),
     [("pytest -q", False), ("make", False), ("git commit -qam msg", False),
      ("timeout 60 make", False), ("git log -1 && make", False), ("git log -1", True),
-     ("ls && git status", True)],
+     ("ls && git status", True), ("test -w a.txt", False), ("[ -w . ] && ls", False),
+     ("find . -writable", False), ("stat -f -c %T .", True), ("test -r a.txt", True)],
 )  # fmt: skip
 @pytest.mark.parametrize("rules", [True, False])
 def test_only_a_line_every_program_of_which_was_modelled_writes_nothing(
     root: Path, command: str, writes_nothing: bool, rules: bool
 ) -> None:
-    """An allow rule lets its program run unmodelled: it never makes a line read-only."""
+    """An allow rule lets its program run unmodelled: it never makes a line read-only.
+    Nor does asking whether a file is writable, which read-only roots would answer no."""
     from prism.coding.security import CommandRules
 
     allow = CommandRules(allow=["pytest *", "make", "git commit *"]) if rules else None

@@ -266,7 +266,8 @@ async def test_a_line_an_allow_rule_lets_run_keeps_the_private_layer(root: Path)
         return request
 
     rules = CommandRules(allow=["./gen.sh", "git commit *"])
-    lines = ["./gen.sh", "git commit -qam work", "git log --format=%s -1"]
+    lines = ["./gen.sh", "git commit -qam work", "git log --format=%s -1",
+             "test -w README && find . -writable -name README"]  # fmt: skip
     async with open_secure_coding_tools(
         [str(root)],
         sandbox="bubblewrap",
@@ -280,8 +281,10 @@ async def test_a_line_an_allow_rule_lets_run_keeps_the_private_layer(root: Path)
             )
             for n, line in enumerate(lines)
         ]
-    assert [r.is_error for r in results] == [False, False, False], [r.joined_text for r in results]
-    assert read_only == [False, False, True]
+    assert [r.is_error for r in results] == [False] * 4, [r.joined_text for r in results]
+    # asking whether a file is writable gets the host's answer, over the private layer
+    assert read_only == [False, False, True, False]
+    assert results[3].joined_text.strip() == "./README"
     assert (root / "generated.txt").read_text() == "generated\n"
     assert await _sh(root, "git log --format=%s -1") == b"work\n"
     assert results[2].joined_text.strip() == "work"

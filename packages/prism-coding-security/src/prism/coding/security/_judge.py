@@ -736,7 +736,7 @@ class _Judge:
             return self.add(shown, "ask", why, use.rule, depth)
         if dynamic_reason is not None:
             return self.add(shown, "ask", dynamic_reason, "dynamic", depth)
-        self.wrote = self.wrote or use.writer
+        self.wrote = self.wrote or use.writer or _asks_writable(norm.program, shown)
         if use.writer and self.read_only:
             return self.add(
                 shown,
@@ -804,6 +804,17 @@ class _Judge:
             shown = tuple(a if a is not None else "<computed>" for a in inner.argv)
             dynamic = "an argument is computed at run time" if None in inner.argv else None
             self.argv(inner.argv, shown, depth, dynamic)
+
+
+def _asks_writable(program: str, words: tuple[str, ...]) -> bool:
+    """Whether the command asks whether a file is writable (``test -w``, ``find -writable``).
+
+    With the roots read-only every answer would be no, so such a line runs over the
+    private layer, where the answer is the host's.
+    """
+    if program in ("test", "["):
+        return "-w" in words[1:]
+    return program == "find" and "-writable" in words[1:]
 
 
 def _union(first: list[str], second: list[str]) -> list[str]:
