@@ -6,6 +6,7 @@ outside the root) that record the argv they were given or leave a marker.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -331,11 +332,16 @@ def hostile_twins(
     return clean, hostile, base / "MARK", env
 
 
+_RESTATS = itertools.count(1_700_000_000)
+
+
 def _restat(*roots: Path) -> None:
-    # the same new time in both: git must read (and filter) them again to compare
+    # a time no index has recorded yet, the same in both: git must read (and filter)
+    # the files again to compare them
+    when = next(_RESTATS)
     for root in roots:
         for name in ("b.txt", "c.y"):
-            os.utime(root / name, (1_700_000_000, 1_700_000_000))
+            os.utime(root / name, (when, when))
 
 
 @needs_git
