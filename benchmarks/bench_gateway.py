@@ -4,7 +4,8 @@ Every row is the official MCP SDK client calling a tool over stdio (the last
 one over HTTP), measured in one run with the samples interleaved. The tools:
 ``echo`` on the gateway tests' server (packages/prism-gateway/tests/
 gateway_fixture_server.py), and the gateway of packages/prism-gateway/tests/
-gateway_stdio_main.py, which bridges that server and offers its own tools.
+gateway_stdio_main.py, which bridges that server and offers its own tools
+(arguments checked by the JSON Schema validator, as ``prism serve`` does).
 
 1. direct: the client calls the server's ``echo`` (the baseline: one MCP hop).
 2. gateway, local tool: the gateway's in-process ``local_echo`` (the same work

@@ -148,6 +148,8 @@ async def test_a_progress_read_with_the_result_is_handled_before_the_caller_wake
     progress["params"] = {"progressToken": 1, "progress": 3}
     result = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
     wire = (json.dumps(progress) + "\n" + json.dumps(result) + "\n").encode()
+    stderr_read = trio.Event()  # (the stream's end then waits for no stderr)
+    stderr_read.set()
     with trio.fail_after(30):
         for _ in range(20):
             read_end, write_end = os.pipe()
@@ -155,7 +157,12 @@ async def test_a_progress_read_with_the_result_is_handled_before_the_caller_wake
             os.close(write_end)
             pipe = _PipeReader(read_end)
             async with pipe.stream:
-                stdout = ServerStdout(pipe, limit=1 << 20, state=WireState())  # type: ignore[arg-type]
+                stdout = ServerStdout(
+                    pipe,  # type: ignore[arg-type]
+                    limit=1 << 20,
+                    state=WireState(),
+                    stderr_done=stderr_read,
+                )
                 assert await _progress_then_result(stdout)
                 with pytest.raises(anyio.EndOfStream):
                     await stdout.receive()

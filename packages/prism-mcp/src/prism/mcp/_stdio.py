@@ -56,6 +56,7 @@ _STDIN_GRACE_S = 1.0
 _TERM_GRACE_S = 1.0
 _KILL_WAIT_S = 2.0
 _EXIT_DRAIN_S = 0.5
+_STDERR_DRAIN_S = 0.25
 
 
 class _LineTooLong(Exception):
@@ -115,12 +116,22 @@ class ServerStdout:
     the limit, over either bound or that is not JSON-RPC is a fault (recorded
     in ``state``) and ends the
     stream, as does the end of stdout or :meth:`end`. The messages of a chunk
-    read before the end are still delivered. :attr:`done` is set once stdout
-    was read to its end or a fault.
+    read before the end are still delivered. At an end of stdout the session
+    did not ask for, ``stderr_done`` (set once the server's stderr is read to
+    its end) is awaited for a moment, so the crash's reason is known first.
+    :attr:`done` is set once stdout was read to its end or a fault.
     """
 
-    def __init__(self, stream: ByteReceiveStream, *, limit: int, state: WireState) -> None:
+    def __init__(
+        self,
+        stream: ByteReceiveStream,
+        *,
+        limit: int,
+        state: WireState,
+        stderr_done: trio.Event | None = None,
+    ) -> None:
         self._stream = stream
+        self._stderr_done = stderr_done if stderr_done is not None else trio.Event()
         self._limit = limit
         self._lines = LineSplitter(limit)
         self._state = state
@@ -155,13 +166,18 @@ class ServerStdout:
                 try:
                     chunk = await self._stream.receive(_READ_CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-                    if not self.closing:
-                        self._fault("the server closed its stdout (it exited or crashed)")
                     self._ended = True
-                    self.done.set()
+                    if not self.closing:
+                        # What the server wrote to stderr as it went (a crash's reason)
+                        # is read before the session ends, for a moment at most.
+                        with trio.move_on_after(_STDERR_DRAIN_S):
+                            await self._stderr_done.wait()
+                        self._fault("the server closed its stdout (it exited or crashed)")
             self._reading = None
             if chunk:
                 await self._take(chunk)
+            if self._ended:
+                self.done.set()
         return self._ready.popleft()
 
     async def _take(self, chunk: bytes) -> None:
@@ -380,7 +396,10 @@ async def open_stdio_streams(
     state.pid = process.pid
     closing = False
     assert process.stdout is not None
-    stdout = ServerStdout(process.stdout, limit=max_message_bytes, state=state)
+    stderr_done = trio.Event()
+    stdout = ServerStdout(
+        process.stdout, limit=max_message_bytes, state=state, stderr_done=stderr_done
+    )
 
     def stdin_failed(reason: str) -> None:
         if not closing:
@@ -407,9 +426,12 @@ async def open_stdio_streams(
 
     async def read_stderr() -> None:
         assert process.stderr is not None
-        with suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-            while True:
-                state.add_stderr(await process.stderr.receive(_READ_CHUNK))
+        try:
+            with suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                while True:
+                    state.add_stderr(await process.stderr.receive(_READ_CHUNK))
+        finally:
+            stderr_done.set()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(stdin.drain)
