@@ -17,7 +17,7 @@ import trio
 from mcp import Client
 
 from prism.coding.security import SandboxUnavailableError, open_secure_coding_tools
-from prism.core import create_rule_permission_policy
+from prism.core import ExecutionAction, ToolDefinition, ToolResult, create_rule_permission_policy
 from prism.core.ledger import RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
@@ -108,12 +108,14 @@ async def test_the_client_approves_exactly_the_access_it_was_told(workspace: Pat
     assert decision.approver == "approved by the client"
 
 
-async def test_a_retried_answer_applies_only_to_the_access_it_was_asked_about(
+async def test_a_yes_grants_only_the_access_the_question_named(
     workspace: Path,
 ) -> None:
-    # The 2026-07-28 flow: the question goes out as input_required and the client
-    # retries with its answer. Between the two, the link the command writes through
-    # is re-pointed: the retry's access is another protected file than the one named.
+    # The 2026-07-28 flow: the question goes out as input_required, the call waits in
+    # the gateway and the client's retry brings the answer to it. Between the two, the
+    # link the command writes through is re-pointed to another protected directory: the
+    # yes grants only the path the question named, so the write that lands elsewhere is
+    # left out by the sandbox.
     (workspace / ".idea").mkdir()
     (workspace / ".vscode").mkdir()
     (workspace / "lnk").symlink_to(".idea")
@@ -132,12 +134,8 @@ async def test_a_retried_answer_applies_only_to_the_access_it_was_asked_about(
         result = await client.call_tool("shell", {"command": "echo '{}' > lnk/tasks.json"})
     assert len(asked) == 1
     assert "write or remove the protected path .idea/tasks.json " in asked[0]
-    assert result.is_error
-    text = _text(result)
-    assert "the access changed since the question was asked" in text
-    assert (
-        "'write or remove the protected path .vscode/tasks.json (as a file or a directory)'" in text
-    )
+    assert "not applied to" in _text(result)
+    assert "(protected paths): .vscode/" in _text(result)
     assert not (workspace / ".vscode" / "tasks.json").exists()
     assert not (workspace / ".idea" / "tasks.json").exists()
 
@@ -204,7 +202,7 @@ async def test_a_retried_answer_cannot_be_replayed_for_a_later_identical_call(
     assert "answered already" in _text(replayed)
     assert isinstance(moved, types.CallToolResult)
     assert moved.is_error
-    assert "it was given for another call or action" in _text(moved)
+    assert "asked of another client or for another call" in _text(moved)
     assert isinstance(forged, types.CallToolResult)
     assert forged.is_error
     assert "its question is unknown" in _text(forged)
@@ -230,3 +228,44 @@ async def test_the_access_words_survive_a_long_command(workspace: Path) -> None:
     assert "the command: echo 'aaa" in asked[0]
     assert len(asked[0]) <= 2000
     assert not (workspace / ".envrc").exists()
+
+
+async def test_a_call_asking_twice_runs_once_and_gets_both_answers() -> None:
+    """The attack: on a 2026-07-28 client, a call needing two approvals never completed
+    (the retry approved A, B was refused as "answered already", every further retry asked
+    A again), and each retry ran the tool again, its side effects before the question too.
+
+    The call waits in the gateway across rounds: the SDK client answers A, then B, the
+    tool runs once, and the ledger has one record saying what happened.
+    """
+    approve = create_gateway_approver()
+    effects: list[str] = []
+
+    async def two(arguments: dict[str, Any], context: Any) -> ToolResult:
+        effects.append("before A")
+        a = await approve(ExecutionAction(kind="shell", operation="run", command="step A"))
+        effects.append(f"A {a.approved}")
+        b = await approve(ExecutionAction(kind="shell", operation="run", command="step B"))
+        return ToolResult.text("both ran" if a.approved and b.approved else "refused")
+
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message.rsplit("the command: ", 1)[-1])
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    ledger = RunLedger()
+    tool = ToolDefinition(name="two", execute=two, parameters={"type": "object"})
+    async with (
+        open_gateway(tools=[tool], ledger=ledger) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        url = await nursery.start(serve_http, gateway, HttpOptions())
+        async with Client(url, elicitation_callback=elicit, mode="auto") as client:
+            result = await client.call_tool("two", {})
+        nursery.cancel_scope.cancel()
+    assert _text(result) == "both ran", result.content
+    assert asked == ["step A", "step B"]
+    assert effects == ["before A", "A True"]
+    records = [r for r in ledger.records if r.tool_name == "two"]
+    assert [(r.status, r.result_preview) for r in records] == [("ok", "both ran")]

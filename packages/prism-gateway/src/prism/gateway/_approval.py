@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import hmac
 import inspect
 import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from prism.coding.security import ApprovalDecision
-from prism.core import ExecutionAction
 from prism.core.options import boolean, callable_value, optional, sequence_of, string
 from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, clip
+
+from ._rounds import UnansweredError, ask_apart
+
+if TYPE_CHECKING:
+    from prism.core import ExecutionAction
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -131,10 +134,9 @@ class CallScope:
     """The MCP request a gated call is serving (what the approver may ask through).
 
     On a 2026-07-28 connection a server cannot send the client a request in
-    the middle of a call; it answers ``input_required`` instead and the client
-    retries with its answers. ``responses`` and ``state`` are that retry's;
-    ``pending`` collects the question to ask (an action and its signed state);
-    ``questions`` are the gateway's open questions (one use each).
+    the middle of a call; the call then runs apart (``round``) and its
+    questions go out as ``input_required``, the call waiting for the retry
+    that answers them.
     """
 
     session: Any
@@ -143,43 +145,14 @@ class CallScope:
     tool_name: str
     modern: bool = False
     arguments: Any = None
-    secret: bytes = b""
-    responses: Any = None
-    state: str | None = None
-    pending: list[tuple[ExecutionAction, str]] = attrs.field(factory=list)
-    questions: OpenQuestions = attrs.field(factory=OpenQuestions)
     # The gated call's id (ToolCall.id), and the log levels its client may be sent.
     call_id: str | None = None
     log_levels: frozenset[str] = frozenset()
     # A 2026-07-28 client's call run apart: its server's questions go through it.
     round: Any = None
-
-    def state_for(self, action: ExecutionAction, nonce: str) -> str:
-        """The request state binding an answer to this client, call, action and question.
-
-        Signed: the client, the tool and its arguments, the action, the
-        access an escalation grants (its words and its exact grant), and the
-        question's one-use ``nonce``; the state is ``nonce.signature``.
-        """
-        payload = json.dumps(
-            [
-                self.client,
-                self.tool_name,
-                self.arguments,
-                action.kind,
-                action.operation,
-                action.command,
-                list(action.paths),
-                _access(action),
-                action.metadata.get("escalation_grant"),
-                nonce,
-            ],
-            separators=(",", ":"),
-            sort_keys=True,
-            default=str,
-        )
-        mac = hmac.new(self.secret, payload.encode("utf-8"), hashlib.sha256).hexdigest()
-        return f"{nonce}.{mac}"
+    # The concurrency slots the call holds while it runs (a CallSlots), let go while
+    # it waits for its client's answer.
+    slots: Any = None
 
 
 current_call: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(
@@ -245,35 +218,16 @@ def _refused(reason: str) -> ApprovalDecision:
     return ApprovalDecision(approved=False, remember=False, reason=reason)
 
 
-def _from_retry(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
-    responses = scope.responses if isinstance(scope.responses, dict) else {}
-    if isinstance(scope.state, str) and APPROVAL_INPUT_KEY in responses:
-        nonce, dot, _ = scope.state.partition(".")
-        try:
-            if not dot:
-                raise StaleStateError("its question is unknown or was answered already")
-            named = scope.questions.take(nonce, scope.client)
-        except StaleStateError as exc:
-            return _refused(
-                f"the answer is not applied: {exc} (an answer applies to one retry of the "
-                "call it was asked for); call again to be asked"
-            )
-        if not hmac.compare_digest(scope.state, scope.state_for(action, nonce)):
-            now = _access(action)
-            if named != now:
-                return _refused(
-                    "the answer is not applied: the access changed since the question "
-                    f"was asked (it named {named or 'no extra access'!r}, this call now "
-                    f"needs {now or 'no extra access'!r}); call again to be asked"
-                )
-            return _refused(
-                "the answer is not applied: it was given for another call or action "
-                "(or the exact access changed); call again to be asked"
-            )
-        return _answer(responses[APPROVAL_INPUT_KEY])
-    nonce = scope.questions.open(scope.client, _access(action), principal_of(scope.client))
-    scope.pending.append((action, scope.state_for(action, nonce)))
-    return _refused("approval was requested from the client")
+async def _from_round(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
+    # The call waits in the gateway while the client answers (see _rounds): a yes or a
+    # no reaches this very call, so nothing it did before asking runs again.
+    try:
+        answer = await ask_apart(
+            scope, APPROVAL_INPUT_KEY, approval_request(action, scope), exact=True
+        )
+    except UnansweredError as exc:
+        return _refused(f"approval was requested from the client: {exc}")
+    return _answer(answer)
 
 
 _SCHEMA: dict[str, Any] = {
@@ -330,8 +284,13 @@ def create_gateway_approver(
         scope = current_call.get()
         if elicit and scope is not None and _can_elicit(scope):
             return await _elicit(action, scope)
-        if elicit and scope is not None and scope.modern and _declared_elicitation(scope):
-            return _from_retry(action, scope)
+        if (
+            elicit
+            and scope is not None
+            and scope.round is not None
+            and _declared_elicitation(scope)
+        ):
+            return await _from_round(action, scope)
         if fallback is None:
             return ApprovalDecision(
                 approved=False,

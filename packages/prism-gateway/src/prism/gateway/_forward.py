@@ -26,7 +26,7 @@ from prism.mcp import (
 
 from ._approval import CallScope
 from ._errors import GatewayError
-from ._rounds import UnansweredError
+from ._rounds import UnansweredError, ask_apart
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -155,7 +155,7 @@ class Forwarder:
     async def _ask_round(self, scope: CallScope, server_id: str, request: dict[str, Any]) -> Any:
         """Put ``request`` to a 2026-07-28 client in an ``input_required`` result; its answer."""
         try:
-            return await scope.round.ask(f"mcp:{server_id}", request)
+            return await ask_apart(scope, f"mcp:{server_id}", request)
         except UnansweredError as exc:
             raise UpstreamCannotAnswerError(str(exc)) from None
 

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -58,12 +57,10 @@ from prism.core.text import NAME_LIMIT, clip
 from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 
 from ._approval import (
-    APPROVAL_INPUT_KEY,
     QUESTION_TTL_S,
     CallScope,
     OpenQuestions,
     StaleStateError,
-    approval_request,
     current_call,
     principal_of,
 )
@@ -71,7 +68,7 @@ from ._content import call_tool_result_json
 from ._errors import GatewayConfigurationError, GatewayError
 from ._forward import Forwarder
 from ._hints import ToolHints
-from ._rounds import ROUND_STATE_PREFIX, Round
+from ._rounds import ROUND_STATE_PREFIX, CallSlots, Round
 from ._servers import DownstreamServer, ServerState
 from ._tracing import incoming_trace
 
@@ -172,7 +169,7 @@ def _wire_tool(alias: str, tool: ToolDefinition, hints: ToolHints | None) -> typ
 
 
 class _ClientSlot:
-    """One client's share of the calls (``max_calls_per_client``), held while a call runs.
+    """One client's share of the calls (``max_calls_per_client``), known while a call runs.
 
     Kept while the client has calls running or waiting, and while idle as long as
     the gateway knows few clients (a limiter per call would be made otherwise).
@@ -188,16 +185,12 @@ class _ClientSlot:
         self._table = table
         self._users = 0  # calls holding or waiting for the limiter
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> trio.CapacityLimiter:
+        """The client's limiter, not acquired (the call's CallSlots acquire it)."""
         self._users += 1
-        try:
-            await self._limiter.acquire()
-        except BaseException:
-            self._leave()
-            raise
+        return self._limiter
 
     async def __aexit__(self, *_exc: object) -> None:
-        self._limiter.release()
         self._leave()
 
     def _leave(self) -> None:
@@ -237,9 +230,6 @@ class Gateway:
     _listen: ListenHandler = attrs.field(init=False)
     # client label -> (its limiter, calls holding or waiting for it)
     _per_client: dict[str, _ClientSlot] = attrs.field(factory=dict)
-    _secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32))
-    # The approval questions asked by input_required and not answered yet (one use each)
-    _questions: OpenQuestions = attrs.field(factory=OpenQuestions)
     # The HTTP guard's key of each call's request -> the call's cancel scope, while it runs
     _running: dict[object, trio.CancelScope] = attrs.field(factory=dict)
     # server id -> the state of each downstream server the gateway starts itself
@@ -415,7 +405,7 @@ class Gateway:
             return call_tool_result_json(ToolResult.error(unavailable), any_structured=False)
         client = client_label(ctx)
         state = params.request_state
-        if state is not None and state.startswith(ROUND_STATE_PREFIX):
+        if state is not None:  # a retry answering a waiting call's questions
             return await self._resume_round(ctx, params, client, state)
         call = ToolCall(
             id=f"{client}#{next(self._seq)}",
@@ -430,20 +420,18 @@ class Gateway:
             tool_name=name,
             modern=modern,
             arguments=call.arguments,
-            secret=self._secret,
-            questions=self._questions,
-            responses=params.input_responses,
-            state=params.request_state,
             call_id=call.id,
             log_levels=allowed_log_levels(ctx.protocol_version, _meta(ctx)),
         )
         owner = self._owners.get(name)
-        if (
-            modern
-            and owner is not None
-            and self._forward.forwards(owner.server_id)
-            and _may_be_asked(scope)
-        ):  # its server's questions go to the client as input_required
+        if modern and (
+            _may_be_approved(scope)
+            or (
+                owner is not None
+                and self._forward.forwards(owner.server_id)
+                and _may_be_asked(scope)
+            )
+        ):  # its approvals and its server's questions go to the client as input_required
             return await self._start_round(ctx, params, scope, call, owner)
         return await self._execute(ctx, scope, call, owner, _call_key(ctx))
 
@@ -468,11 +456,16 @@ class Gateway:
             with incoming_trace(ctx), forwarding, trio.CancelScope() as running:
                 if key is not None:  # over HTTP: its guard may call client_gone
                     self._running[key] = running
-                async with self._limiter, self._client_slot(client):
-                    if _wants_progress(ctx):
-                        result = await self._dispatch_with_progress(ctx, call, client)
-                    else:
-                        result = await dispatch_tool_call(call, self._options_for(client))
+                async with self._client_slot(client) as slot:
+                    slots = scope.slots = CallSlots((self._limiter, slot))
+                    try:
+                        await slots.take()
+                        if _wants_progress(ctx):
+                            result = await self._dispatch_with_progress(ctx, call, client)
+                        else:
+                            result = await dispatch_tool_call(call, self._options_for(client))
+                    finally:
+                        slots.give_back()
                 if owner is not None and self._forward.forwards(owner.server_id):
                     # A log message the server sent just before its result is handled by
                     # a task of its own: let it run while the call still counts as running.
@@ -493,17 +486,6 @@ class Gateway:
                 said,
             )
             result = ToolResult.error(f"MCP server {owner.server_id!r} went away: {said}")
-        if scope.pending:
-            # Nothing ran (the policy refused before any side effect): ask, and
-            # let the client retry the same call with its answer.
-            action, state = scope.pending[0]
-            return types.InputRequiredResult.model_validate(
-                {
-                    "resultType": "input_required",
-                    "inputRequests": {APPROVAL_INPUT_KEY: approval_request(action, scope)},
-                    "requestState": state,
-                }
-            )
         return call_tool_result_json(result, any_structured=scope.modern)
 
     async def _start_round(
@@ -512,12 +494,13 @@ class Gateway:
         params: types.CallToolRequestParams,
         scope: CallScope,
         call: ToolCall,
-        owner: McpToolBridge,
+        owner: McpToolBridge | None,
     ) -> dict[str, Any] | types.InputRequiredResult:
         """Run a 2026-07-28 client's call apart; the first answer of the call.
 
-        The call runs in the gateway's nursery, so its server's questions can
-        go to the client as ``input_required`` while it waits for the retry.
+        The call runs in the gateway's nursery, so its approvals and its
+        server's questions can go to the client as ``input_required`` while it
+        waits for the retry (it is never run again).
         """
         round_ = Round(
             owner=_round_owner(scope.client, params), timeout_s=self._parked.ttl_s, call=scope
@@ -552,6 +535,8 @@ class Gateway:
     ) -> dict[str, Any] | types.InputRequiredResult:
         """A retry answering the questions of a call that waits (see :meth:`_start_round`)."""
         try:
+            if not state.startswith(ROUND_STATE_PREFIX):
+                raise StaleStateError("its question is unknown or was answered already")
             nonce = state[len(ROUND_STATE_PREFIX) :]
             round_: Round = self._parked.take(nonce, _round_owner(client, params))
         except StaleStateError as exc:
@@ -717,6 +702,12 @@ def _may_be_asked(scope: CallScope) -> bool:
     return caps is not None and any(
         getattr(caps, name, None) is not None for name in ("elicitation", "sampling", "roots")
     )
+
+
+def _may_be_approved(scope: CallScope) -> bool:
+    """Whether the calling client declared elicitation (the gateway's approvals ask through it)."""
+    caps = scope.session.client_capabilities
+    return caps is not None and caps.elicitation is not None
 
 
 def _round_owner(client: str, params: types.CallToolRequestParams) -> str:
@@ -917,7 +908,6 @@ async def open_gateway(
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
         forward=Forwarder(roots=cast("tuple[str, ...]", given["roots"])),
-        questions=OpenQuestions(ttl_s=question_ttl_s),
         parked=OpenQuestions(ttl_s=question_ttl_s, closed=_close_round),
     )
     gateway._servers.update((server.server_id, ServerState(server)) for server in downstream)

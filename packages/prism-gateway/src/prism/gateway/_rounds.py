@@ -1,8 +1,9 @@
-"""A 2026-07-28 client's call kept running while the client answers its server's questions.
+"""A 2026-07-28 client's call kept running while the client answers its questions.
 
 Such a client cannot be sent a request in the middle of a call. When a
 downstream server asks something during its call (elicitation, sampling,
-roots), the call goes on waiting in the gateway, and the client gets an
+roots), or the gateway asks for an approval, the call goes on waiting in the
+gateway (nothing it did is undone or done again), and the client gets an
 ``input_required`` result with the questions and a request state: the nonce
 of an :class:`~prism.gateway._approval.OpenQuestions` entry that holds the
 call, bound to the caller and the call. The client's retry with its answers
@@ -12,8 +13,9 @@ waits for what the call says next: its result, or more questions.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -24,7 +26,7 @@ from ._errors import GatewayError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ROUND_STATE_PREFIX", "Round", "UnansweredError"]
+__all__ = ["ROUND_STATE_PREFIX", "CallSlots", "Round", "UnansweredError", "ask_apart"]
 
 ROUND_STATE_PREFIX = "call:"
 """How the request state of a call waiting for answers starts (an approval's does not)."""
@@ -35,6 +37,45 @@ class UnansweredError(GatewayError):
 
 
 _MISSING: Any = object()
+
+
+@attrs.define(eq=False)
+class CallSlots:
+    """The concurrency slots a running call holds (the gateway's, then its client's).
+
+    Held on behalf of this object, not of a task, so a call that waits for its
+    client's answer lets them go (:meth:`let_go`) from whichever task asks: a
+    call parked for minutes keeps no other call from running.
+    """
+
+    limiters: tuple[trio.CapacityLimiter, ...]
+    _held: list[trio.CapacityLimiter] = attrs.field(factory=list)
+
+    async def take(self) -> None:
+        """Acquire each slot in order (what was acquired before a cancellation stays held)."""
+        for limiter in self.limiters:
+            await limiter.acquire_on_behalf_of(self)
+            self._held.append(limiter)
+
+    def give_back(self) -> None:
+        """Release every slot held."""
+        while self._held:
+            self._held.pop().release_on_behalf_of(self)
+
+    @contextlib.asynccontextmanager
+    async def let_go(self) -> AsyncIterator[None]:
+        """Hold no slot inside; take them again after."""
+        self.give_back()
+        try:
+            yield
+        finally:
+            await self.take()
+
+
+async def ask_apart(call: Any, prefix: str, request: dict[str, Any], *, exact: bool = False) -> Any:
+    """``call.round.ask(...)``, the call's slots let go while it waits (``call``: a CallScope)."""
+    async with call.slots.let_go():
+        return await call.round.ask(prefix, request, exact=exact)
 
 
 @attrs.define(eq=False)
@@ -65,14 +106,19 @@ class Round:
     _sent: dict[str, _Question] = attrs.field(factory=dict)
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
-    async def ask(self, prefix: str, request: dict[str, Any]) -> Any:
+    async def ask(self, prefix: str, request: dict[str, Any], *, exact: bool = False) -> Any:
         """Put ``request`` (an input request, wire form) to the client; its answer.
+
+        Its key is ``<prefix>:<n>``; with ``exact``, ``prefix`` itself while no
+        other open question has it.
 
         Raises:
             UnansweredError: the client's retry did not answer it, or none
                 came within ``timeout_s``.
         """
         key = f"{prefix}:{next(self._keys)}"
+        if exact and prefix not in self._new and prefix not in self._sent:
+            key = prefix
         question = _Question(request)
         self._new[key] = question
         self._changed.set()
