@@ -27,10 +27,13 @@ from prism.gateway import (
     open_gateway,
     serve_http,
 )
+from prism.gateway._approval import OpenQuestions, StaleStateError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
+
+    from trio.testing import MockClock
 
 TOKEN_A = "token-of-alice-0123456789"
 TOKEN_B = "token-of-bob-0123456789ab"
@@ -612,3 +615,32 @@ async def test_a_principal_flooding_approval_questions_forgets_only_its_own(
     assert first.is_error
     assert not (workspace / "m0.txt").exists()
     assert not last.is_error, last.content
+
+
+async def test_past_the_gateway_wide_cap_the_largest_holder_loses_its_oldest() -> None:
+    """Many principals together fill the gateway's table: the question pushed out is the
+    oldest of the principal holding the most, never Alice's single, older one."""
+    forgotten: list[Any] = []
+    questions = OpenQuestions(limit=4, per_principal=3, closed=forgotten.append)
+    alices = questions.open("alice", "a", "token:alice")
+    bobs = [questions.open("bob", f"b{n}", "token:bob") for n in range(3)]
+    questions.open("carol", "c", "token:carol")
+    assert forgotten == ["b0"]
+    assert questions.take(alices, "alice") == "a"
+    with pytest.raises(StaleStateError, match="unknown or was answered"):
+        questions.take(bobs[0], "bob")
+    assert questions.take(bobs[1], "bob") == "b1"
+
+
+async def test_past_the_gateway_wide_cap_an_expired_question_goes_first(
+    mock_clock: MockClock,
+) -> None:
+    """An expired question is pushed out before a live one of the largest holder."""
+    forgotten: list[Any] = []
+    questions = OpenQuestions(ttl_s=10, limit=3, per_principal=3, closed=forgotten.append)
+    questions.open("carol", "c", "token:carol")
+    mock_clock.jump(11)
+    bobs = [questions.open("bob", f"b{n}", "token:bob") for n in range(2)]
+    questions.open("alice", "a", "token:alice")
+    assert forgotten == ["c"]
+    assert [questions.take(state, "bob") for state in bobs] == ["b0", "b1"]

@@ -72,8 +72,10 @@ class OpenQuestions:
     applies once; a retry of anyone else is refused and leaves it open;
     after ``ttl_s`` it is refused as expired. One principal has at most
     ``per_principal`` open: past that its own oldest is forgotten, never
-    another's; past ``limit`` in all, the oldest is (``closed`` is called
-    with each value forgotten unanswered).
+    another's. Past ``limit`` in all, an expired question goes first, else
+    the oldest of the principal holding the most, so many principals
+    together can push out only the largest holder's questions (``closed``
+    is called with each value forgotten unanswered).
     """
 
     ttl_s: float = QUESTION_TTL_S
@@ -94,8 +96,19 @@ class OpenQuestions:
         self._asked[nonce] = (owner, trio.current_time() + self.ttl_s, value, principal)
         self._held[principal] = self._held.get(principal, 0) + 1
         while len(self._asked) > self.limit:
-            self._close(self._pop(next(iter(self._asked))))
+            self._close(self._pop(self._evictable()))
         return nonce
+
+    def _evictable(self) -> str:
+        # Oldest first, so deadlines ascend too (one ttl_s): an expired question
+        # is found before any live one of the largest holder.
+        now = trio.current_time()
+        most = max(self._held.values())
+        return next(
+            nonce
+            for nonce, (_owner, deadline, _value, principal) in self._asked.items()
+            if deadline < now or self._held[principal] == most
+        )
 
     def take(self, nonce: str, owner: str) -> Any:
         """The question's value, once, for its owner.
