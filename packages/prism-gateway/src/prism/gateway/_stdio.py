@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 import mcp_types as types
 import trio
+from anyio.abc import ObjectReceiveStream
 from mcp.shared.message import SessionMessage
 
 from ._errors import GatewayError
@@ -165,7 +166,7 @@ class LineWriter:
         await self.aclose()
 
 
-class LineReader:
+class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     """The SDK's read stream over the protocol pipe, read in the SDK's own task.
 
     Each newline-delimited message becomes a ``SessionMessage``; a line that is
@@ -245,21 +246,6 @@ class LineReader:
     async def aclose(self) -> None:
         self._eof = True
         self._items.clear()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
 
 
 @contextlib.asynccontextmanager

@@ -15,6 +15,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import mcp_types
+from anyio.abc import ObjectReceiveStream
 from mcp_types import methods as _methods
 
 from mcp.shared.message import SessionMessage
@@ -137,7 +138,7 @@ def _request_refusal(message: mcp_types.JSONRPCRequest) -> str | None:
 _MAX_TRACKED_CALLS = 4096
 
 
-class _GatedRead:
+class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
     """The SDK's read stream, admitting at most ``limit`` server requests at a time.
 
     The SDK starts a task for every request a server sends and keeps it until its
@@ -202,26 +203,6 @@ class _GatedRead:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class _GatedWrite:

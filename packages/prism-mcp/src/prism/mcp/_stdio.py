@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import anyio
 import mcp_types
 import trio
+from anyio.abc import ObjectReceiveStream
 
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
@@ -107,7 +108,7 @@ def _parse(line: bytes) -> SessionMessage | None:
     return SessionMessage(message)
 
 
-class ServerStdout:
+class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
     """The SDK's read stream over a server's stdout, read in the SDK's own task.
 
     Lines are split with :class:`LineSplitter` (at most ``limit`` bytes each),
@@ -202,21 +203,6 @@ class ServerStdout:
 
     async def aclose(self) -> None:
         """The SDK is done with the stream: :meth:`end`."""
-        self.end()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
         self.end()
 
 
