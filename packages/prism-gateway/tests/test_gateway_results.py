@@ -63,10 +63,21 @@ async def _deploy(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text(f"approved={decision.approved}: {decision.reason}")
 
 
+async def _deploy_in_steps(_args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    ctx.report_progress("checking")
+    first = await approve(ExecutionAction(kind="custom", operation="build", risk="low"))
+    ctx.report_progress("built", progress=10, total=30)
+    second = await approve(ExecutionAction(kind="custom", operation="deploy", risk="high"))
+    ctx.report_progress("deployed", progress=20, total=30)
+    ctx.report_progress("checked", progress=30, total=30)
+    return ToolResult.text(f"{first.approved} {second.approved}")
+
+
 TOOLS = [
     ToolDefinition(name="blocks", execute=_blocks),
     ToolDefinition(name="steps", execute=_steps),
     ToolDefinition(name="deploy", execute=_deploy),
+    ToolDefinition(name="deploy_in_steps", execute=_deploy_in_steps),
 ]
 
 
@@ -116,6 +127,33 @@ async def test_progress_reaches_the_client_and_the_event_sink() -> None:
     assert _text(result) == "done"
     assert seen == [(1.0, None, "warming up"), (5.0, 10.0, "half"), (6.0, 10.0, "again")]
     assert len([e for e in events if isinstance(e, ToolExecutionProgress)]) == 3
+
+
+async def test_a_waiting_calls_progress_reaches_each_retry() -> None:
+    """A 2026-07-28 client's call waits in the gateway while the client answers; what
+    it reports after an answer goes with the retry that answered (its own progress
+    token), up to the result."""
+    seen: list[tuple[float, float | None, str | None]] = []
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with _client([], elicitation_callback=elicit) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("deploy_in_steps", {}, progress_callback=progress)
+    assert _text(result) == "True True"
+    assert len(asked) == 2
+    # What the call reported while no request of the client waited for it may be lost
+    # ("checking", before the first question, races the question); after the last
+    # answer, everything arrives before the result.
+    after = [entry for entry in seen if entry[2] != "checking"]
+    assert after[-2:] == [(20.0, 30.0, "deployed"), (30.0, 30.0, "checked")]
+    assert [entry[0] for entry in seen] == sorted({entry[0] for entry in seen})
 
 
 async def test_the_approval_question_names_the_tool_and_the_operation() -> None:

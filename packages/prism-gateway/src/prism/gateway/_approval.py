@@ -166,6 +166,10 @@ class CallScope:
     # The concurrency slots the call holds while it runs (a CallSlots), let go while
     # it waits for its client's answer.
     slots: Any = None
+    # Where the call's progress goes: the session of the request now waiting for the
+    # call when that request asked for progress (the first request, then each retry);
+    # ``None`` while no such request waits (progress then reaches no client).
+    progress: Any = None
 
 
 current_call: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(

@@ -422,6 +422,7 @@ class Gateway:
             arguments=call.arguments,
             call_id=call.id,
             log_levels=allowed_log_levels(ctx.protocol_version, _meta(ctx)),
+            progress=ctx.session if _wants_progress(ctx) else None,
         )
         owner = self._owners.get(name)
         if modern and (
@@ -460,8 +461,9 @@ class Gateway:
                     slots = scope.slots = CallSlots((self._limiter, slot))
                     try:
                         await slots.take()
-                        if _wants_progress(ctx):
-                            result = await self._dispatch_with_progress(ctx, call, client)
+                        if scope.progress is not None or scope.round is not None:
+                            # (a waiting call's later requests may ask for progress)
+                            result = await self._dispatch_with_progress(scope, call, client)
                         else:
                             result = await dispatch_tool_call(call, self._options_for(client))
                     finally:
@@ -549,9 +551,10 @@ class Gateway:
             self._record_refused(ctx, params, reason, "permission_denied")
             return call_tool_result_json(ToolResult.error(reason), any_structured=False)
         waiting = round_.call
-        if waiting is not None:  # its log messages go with the request now waiting for it
+        if waiting is not None:  # its log messages and progress go with this request now
             waiting.session = ctx.session
             waiting.request_id = ctx.request_id
+            waiting.progress = ctx.session if _wants_progress(ctx) else None
         round_.answer(params.input_responses)
         return await self._wait_round(ctx, round_)
 
@@ -570,6 +573,9 @@ class Gateway:
         finally:
             if key is not None and self._running.get(key) is round_.scope:
                 del self._running[key]
+            waiting = round_.call
+            if waiting is not None and waiting.session is ctx.session:
+                waiting.progress = None  # this request is answered: no progress after it
         if asked is None:
             result = round_.result
             if isinstance(result, Exception):
@@ -626,7 +632,7 @@ class Gateway:
         return options
 
     async def _dispatch_with_progress(
-        self, ctx: ServerRequestContext[Any, Any], call: ToolCall, client: str
+        self, scope: CallScope, call: ToolCall, client: str
     ) -> ToolResult:
         send, receive = trio.open_memory_channel[ToolExecutionProgress](_PROGRESS_BACKLOG)
         user_events = self._on_event
@@ -640,7 +646,7 @@ class Gateway:
 
         options = attrs.evolve(self._options, on_event=sink, metadata={"client": client})
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_forward_progress, ctx, receive)
+            nursery.start_soon(_forward_progress, scope, receive)
             with send:
                 return await dispatch_tool_call(call, options)
 
@@ -752,18 +758,26 @@ def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 async def _forward_progress(
-    ctx: ServerRequestContext[Any, Any],
-    receive: trio.MemoryReceiveChannel[ToolExecutionProgress],
+    scope: CallScope, receive: trio.MemoryReceiveChannel[ToolExecutionProgress]
 ) -> None:
+    """Send the call's progress to the request waiting for it (``scope.progress``), if any.
+
+    A waiting call's retry brings a progress token of its own: what the call
+    reports after the retry goes with it. The numbers rise over the whole call,
+    so they rise for each token too.
+    """
     last = 0.0
     async with receive:
         async for event in receive:
+            session = scope.progress
+            if session is None:  # no request waiting for the call asked for progress
+                continue
             progress = event.progress
             if progress is None or progress <= last:
                 progress = last + 1.0
             last = progress
             with contextlib.suppress(Exception):
-                await ctx.session.report_progress(progress, event.total, event.message)
+                await session.report_progress(progress, event.total, event.message)
 
 
 def _items(value: object) -> object:
