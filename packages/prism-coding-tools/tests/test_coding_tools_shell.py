@@ -432,3 +432,37 @@ async def test_a_command_proved_to_write_nothing_is_spawned_read_only(
     assert seen == [True, False, False, False]
     with pytest.raises(TypeError):
         ShellSpawnRequest(command="x", shell_path="/bin/sh", cwd="/", env={}, read_only=1)  # type: ignore[arg-type]
+
+
+async def test_a_proved_write_set_reaches_the_spawn_request(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    """metadata["write_dirs"] sets ShellSpawnRequest.write_dirs (absolute paths only),
+    unless a prefix runs too."""
+    seen: list[tuple[str, ...] | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.write_dirs)
+        return request
+
+    def deciding(value: object) -> RecordingPolicy:
+        return RecordingPolicy(
+            ExecutionDecision(allowed=True, modified={"metadata": {"write_dirs": value}})
+        )
+
+    for policy, prefix in (
+        (deciding([str(tmp_path)]), None),
+        (deciding([str(tmp_path)]), "export A=1"),
+        (RecordingPolicy(), None),
+        (deciding(str(tmp_path)), None),
+        (deciding(["relative"]), None),
+    ):
+        tool = create_shell_tool(
+            str(tmp_path), execution_policy=policy, spawn_hook=hook, command_prefix=prefix
+        )
+        result = await run_tool(tool, {"command": "true"})
+        assert not result.is_error
+    assert seen == [(str(tmp_path),), None, None, None, None]
+    for bad in ("/a", ["a"], [1]):
+        with pytest.raises(TypeError):
+            ShellSpawnRequest(command="x", shell_path="/bin/sh", cwd="/", env={}, write_dirs=bad)  # type: ignore[arg-type]

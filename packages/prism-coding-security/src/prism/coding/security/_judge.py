@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -43,7 +43,10 @@ from ._rules import (
 )
 from ._words import _WordError, expand_word
 
-__all__ = ["CommandCheck", "CommandExplanation", "judge_command"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["CommandCheck", "CommandExplanation", "judge_command", "layer_directories"]
 
 Verdict = Literal["allow", "ask", "deny"]
 _RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
@@ -142,6 +145,11 @@ class CommandExplanation:
             program modelled as writing, a program an allow rule lets run, which
             is not modelled); False only for an allowed line whose every program
             was modelled and proved to write nothing.
+        write_dirs: for a line whose every part was modelled (each program
+            proved safe, or asking only because it writes a file inside the
+            roots), the smallest existing real directories holding every path
+            it may write or remove (see :func:`layer_directories`); None when
+            something may write where no model says.
     """
 
     command: str
@@ -153,6 +161,7 @@ class CommandExplanation:
     argvs: tuple[tuple[str, ...], ...] = ()
     confined: bool = False
     writes: bool = True
+    write_dirs: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -193,6 +202,12 @@ class _Judge:
     git_config: dict[str, str] = attrs.field(factory=dict)
     # some part may write a file (a redirect, a modelled writer, a rule-allowed program)
     wrote: bool = False
+    # what each write inside the roots names: (the path as written, made absolute against
+    # a directory the line may be in; its real path)
+    write_targets: list[tuple[str, str]] = attrs.field(factory=list)
+    # some part may write where no model says (a rule-allowed program, a writer whose
+    # model names no path, a line asking whether a file is writable)
+    unknown_writes: bool = False
     # why the line (or a script it runs) may run a program not written in it
     evaluates: list[str] = attrs.field(factory=list)
 
@@ -522,9 +537,11 @@ class _Judge:
         if path in _HARMLESS_WRITES:
             return True
         self.wrote = True
+        targets: list[tuple[str, str]] = []
         for base in self.cwds:
             verdict = self.roots.resolve(path, base=base)
             real = verdict.real or ""
+            targets.append((os.path.join(base, path), real))
             if self.rules.defaults and block_device(real):
                 self.add(
                     display,
@@ -570,6 +587,7 @@ class _Judge:
         # Inside the roots and not protected, but still a write: the shell runs
         # unasked only what is proved read-only (the write and edit tools write
         # files without asking, through contained, race-free file operations).
+        self.write_targets += targets
         self.add(
             display,
             "ask",
@@ -723,6 +741,7 @@ class _Judge:
         if allow is not None:
             # the program behind a rule is not modelled: nothing proves it writes nothing
             self.wrote = True
+            self.unknown_writes = True
             self.paths(use, shown, depth, reads=False)
             return self.add(
                 shown,
@@ -736,7 +755,10 @@ class _Judge:
             return self.add(shown, "ask", why, use.rule, depth)
         if dynamic_reason is not None:
             return self.add(shown, "ask", dynamic_reason, "dynamic", depth)
-        self.wrote = self.wrote or use.writer or _asks_writable(norm.program, shown)
+        asks_writable = _asks_writable(norm.program, shown)
+        self.wrote = self.wrote or use.writer or asks_writable
+        if asks_writable or (use.writer and not use.writes):
+            self.unknown_writes = True
         if use.writer and self.read_only:
             return self.add(
                 shown,
@@ -925,12 +947,60 @@ def judge_command(
             execute=execute,
             argvs=argvs,
             writes=judge.wrote,
+            write_dirs=() if not judge.wrote else None,
         )
     what = " ".join(worst.argv)
+    write_dirs: tuple[str, ...] | None = None
+    if not judge.unknown_writes and all(_modelled(c) for c in checks):
+        write_dirs = layer_directories(judge.write_targets, roots)
     return CommandExplanation(
         command=command,
         outcome=worst.verdict,
         reason=f"{what!r}: {worst.reason}" if what != command else worst.reason,
         rule=worst.rule,
         commands=checks,
+        write_dirs=write_dirs,
     )
+
+
+def _modelled(check: CommandCheck) -> bool:
+    """Whether a check leaves what its part writes known.
+
+    A model proved the part, or it asks only for a write inside the roots (whose
+    path was recorded).
+    """
+    if check.verdict == "allow":
+        return check.rule.startswith("model:")
+    return check.verdict == "ask" and check.rule == "write"
+
+
+def layer_directories(targets: Sequence[tuple[str, str]], roots: Roots) -> tuple[str, ...] | None:
+    """The smallest existing real directories a private layer must cover for ``targets``.
+
+    Each target is (the path as written, absolute; its real path). A write may
+    create, replace or remove the name where it is written (``sed -i`` replaces a
+    link by a file) or the file it leads to, so both directories count: the
+    real directory of the written name and the directory of the real path (the
+    nearest existing one above, for a path still to be made). A target that is a
+    root itself counts as that root. None when one lies outside every root.
+    """
+    found: list[str] = []
+    for written, real in targets:
+        if not real:
+            return None
+        holders = [os.path.realpath(os.path.dirname(written)), os.path.dirname(real)]
+        if real in roots.paths:
+            holders = [real]
+        for holder in holders:
+            while not os.path.isdir(holder) and holder != "/":
+                holder = os.path.dirname(holder)
+            holder = os.path.realpath(holder)
+            if not roots.contains_real(holder):
+                return None
+            if holder not in found:
+                found.append(holder)
+    outermost = [
+        d for d in found if not any(o != d and o != "/" and posixpath.commonpath((o, d)) == o
+                                    for o in found)
+    ]  # fmt: skip
+    return tuple(sorted(outermost))

@@ -295,24 +295,31 @@ class _Notes:
 class RootOverlay:
     """The private upper layer of one root while one command runs (see the module docstring)."""
 
-    def __init__(self, root: str, base: str, entries: Sequence[str] = ()) -> None:
+    def __init__(
+        self, root: str, base: str, entries: Sequence[str] = (), *, below: Sequence[str] = ()
+    ) -> None:
         """Make the upper and work directories under ``base``; note git's work state.
 
         ``entries``: the protected entries; those at the top of the root that are
         symbolic links protect what they point at (a ``.envrc`` linked to a file
         of the root).
+        ``below``: the layer covers only this directory of the root (its names,
+        relative to the root); what it holds comes back under the same rules, each
+        path judged from the root's top (a ``.git`` two levels down is still one).
 
         Raises:
             OSError: the directories could not be made.
         """
         self.root = root
+        self.below = tuple(below)
+        self.lower = os.path.join(root, *self.below)
         self.directory = tempfile.mkdtemp(prefix="prism-overlay-", dir=base)
         self.upper = os.path.join(self.directory, "upper")
         self.work = os.path.join(self.directory, "work")
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)
-        os.chmod(self.upper, stat.S_IMODE(os.stat(root).st_mode))
-        self._same_device = os.stat(self.upper).st_dev == os.stat(root).st_dev
+        os.chmod(self.upper, stat.S_IMODE(os.stat(self.lower).st_mode))
+        self._same_device = os.stat(self.upper).st_dev == os.stat(self.lower).st_dev
         # the file systems' own clock when the command starts: an entry of the root whose
         # ctime (which no program can set) is later was changed by the host while it ran
         marker = os.path.join(self.directory, "started")
@@ -329,8 +336,8 @@ class RootOverlay:
         self._entries = tuple(entries)
 
     def mount_option(self) -> str:
-        """The overlay's mount options."""
-        return mount_option(self.root, self.upper, self.work)
+        """The overlay's mount options (mounted on :attr:`lower`)."""
+        return mount_option(self.lower, self.upper, self.work)
 
     def changed(self) -> bool:
         """Whether the command left any change."""
@@ -338,6 +345,8 @@ class RootOverlay:
 
     def touches_work_tree(self) -> bool:
         """Whether the command changed anything outside the root's top ``.git``."""
+        if self.below:
+            return self.below[0] != ".git"
         return any(name != ".git" for name in os.listdir(self.upper))
 
     def apply(
@@ -371,11 +380,11 @@ class RootOverlay:
                 return [f"the changes to {self.root} were not applied: {exc}"]
         applier = _Applier(self, protected, extra, notes, tuple(granted), only_granted)
         try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = _open_below(self.root, self.below)
         except OSError as exc:
-            return [f"the changes to {self.root} were not applied ({exc})"]
+            return [f"the changes to {self.lower} were not applied ({exc})"]
         try:
-            applier.directory(self.upper, fd, (), opaque=False)
+            applier.directory(self.upper, fd, self.below, opaque=False)
         except (OSError, RecursionError) as exc:
             notes.add(f"applying stopped: {exc}", "the rest of the changes")
         finally:
@@ -406,6 +415,23 @@ class RootOverlay:
             for argv in (["chmod", "-R", "u+rwx", "--", self.directory],
                          ["rm", "-rf", "--one-file-system", "--", self.directory]):  # fmt: skip
                 subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
+
+
+def _open_below(root: str, below: Sequence[str]) -> int:
+    """A descriptor of ``root``/``below``, each step opened without following a link.
+
+    Raises:
+        OSError: a step is missing, a link or not a directory (the host changed it).
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    for name in below:
+        try:
+            step = os.open(name, flags, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = step
+    return fd
 
 
 class _Applier:

@@ -104,6 +104,9 @@ class CommandVerdict:
     access: str | None = None
     # a proved line that writes nothing: a sandbox may bind the roots read-only for it
     writes_nothing: bool = False
+    # a confined line whose every write was proved to lie in these directories: a
+    # sandbox may keep its private layer over them only
+    write_dirs: tuple[str, ...] | None = None
 
 
 def _decision(
@@ -159,10 +162,9 @@ class _CodingApprovalPolicy:
                 verdict.details,
                 exclusive=exclusive,
                 execute=verdict.execute,
-                # the shell tool asks its operations to bind the roots read-only
-                metadata={**action.metadata, "writes_nothing": True}
-                if verdict.writes_nothing
-                else None,
+                # the shell tool asks its operations to bind the roots read-only, or
+                # to keep the private layer over the proved write set only
+                metadata=_spawn_metadata(action, verdict),
             )
         if verdict.outcome == "deny":
             return _decision(False, verdict.reason, verdict.details, exclusive=exclusive)
@@ -380,11 +382,15 @@ class _CodingApprovalPolicy:
             )
         if explanation.confined:
             details["confined"] = True
+            if explanation.write_dirs is not None:
+                # what the sandbox's private layer covers; the rest of the roots is read-only
+                details["write_dirs"] = list(explanation.write_dirs)
             return CommandVerdict(
                 outcome="allow",
                 reason=f"command {command!r} runs confined in the {self.sandbox_name} "
                 f"sandbox ({explanation.reason})" + (f"; {unnamed}" if unnamed else ""),
                 details=details,
+                write_dirs=explanation.write_dirs,
             )
         if self.sandbox is not None and explanation.outcome == "ask":
             confines = self._confines()
@@ -487,6 +493,14 @@ _CONFINABLE_RULES = frozenset(
     {"unknown-program", "path-qualified", "dynamic", "assignment", "function", "background",
      "path:read", "write", "path_shadow", "grammar", UNNAMED}
 )  # fmt: skip
+
+
+def _spawn_metadata(action: ExecutionAction, verdict: CommandVerdict) -> dict[str, object] | None:
+    if verdict.writes_nothing:
+        return {**action.metadata, "writes_nothing": True}
+    if verdict.write_dirs:
+        return {**action.metadata, "write_dirs": list(verdict.write_dirs)}
+    return None
 
 
 def _confinable(rule: str) -> bool:

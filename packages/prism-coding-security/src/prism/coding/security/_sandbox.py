@@ -306,6 +306,7 @@ class BubblewrapSandbox:
         overlays: dict[str, RootOverlay] | None = None,
         *,
         read_only: bool = False,
+        narrowed: bool = False,
         layers: Sequence[str] = (),
     ) -> list[str]:
         limits = prlimit_args(
@@ -354,13 +355,16 @@ class BubblewrapSandbox:
             # systemd-resolved keeps it under /run; name lookups need it back.
             args += ["--ro-bind", resolv, resolv]
         # without overlays (wrap() alone) nothing would check the changes, and a
-        # command proved to write nothing needs no private layer: read-only
-        bind = "--ro-bind" if overlays is None or read_only else "--bind"
+        # command proved to write nothing needs no private layer: read-only. A command
+        # whose writes were proved to stay in some directories: read-only but for the
+        # private layers over those directories (bound after, on top).
+        bind = "--ro-bind" if overlays is None or read_only or narrowed else "--bind"
         for root in self.writable_roots:
             args += [bind, root, root]
-        for directory in overlays or ():
-            if directory not in self.writable_roots:
-                # the directory of an approved write outside the roots (its private layer)
+        for directory in sorted(overlays or ()):
+            if narrowed or directory not in self.writable_roots:
+                # a narrowed layer, or the directory of an approved write outside the
+                # roots (its private layer); the overlay is mounted there already
                 args += ["--bind", directory, directory]
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
@@ -404,10 +408,17 @@ class BubblewrapSandbox:
                     f"cannot grant the write to {path}: {refusal}; refusing to run"
                 )
         outside = session.outside_directories()
+        narrowed = self._narrowed(session.write_dirs) if session.grant is None else None
         try:
             base = overlay_base((*self.writable_roots, *outside))
-            for root in self._overlaid_roots():
-                session.overlays[root] = RootOverlay(root, base, self.protected_paths)
+            if narrowed is not None:
+                for directory, (root, below) in narrowed.items():
+                    session.overlays[directory] = RootOverlay(
+                        root, base, self.protected_paths, below=below
+                    )
+            else:
+                for root in self._overlaid_roots():
+                    session.overlays[root] = RootOverlay(root, base, self.protected_paths)
             for directory in outside:
                 session.overlays[directory] = RootOverlay(directory, base)
         except OSError as exc:
@@ -416,10 +427,41 @@ class BubblewrapSandbox:
                 "refusing to run unsandboxed"
             ) from exc
         return _Launch(
-            argv=self._wrap(argv, cwd, proxy_dir, session.overlays),
+            argv=self._wrap(argv, cwd, proxy_dir, session.overlays, narrowed=narrowed is not None),
             overlays=[[o.mount_option(), root] for root, o in session.overlays.items()],
             seccomp=None if proxy_dir else filter_file(),
         )
+
+    def _narrowed(
+        self, write_dirs: Sequence[str] | None
+    ) -> dict[str, tuple[str, tuple[str, ...]]] | None:
+        """Each directory of a proved write set with its root and its names below it.
+
+        None (the whole roots get their layers) when there is no write set, or when
+        a directory is no longer a real directory inside a writable root reached
+        without a link (the host changed it since the policy looked), or when one
+        lies inside another or in a root nested in another root.
+        """
+        if write_dirs is None:
+            return None
+        out: dict[str, tuple[str, tuple[str, ...]]] = {}
+        outermost = self._overlaid_roots()
+        for directory in write_dirs:
+            root = next((r for r in outermost if _within(directory, r)), None)
+            nested = [r for r in self.writable_roots if r != root and _within(directory, r)]
+            if (
+                root is None
+                or nested
+                or any(_within(directory, d) or _within(d, directory) for d in out)
+                or os.path.realpath(directory) != directory
+                or not os.path.isdir(directory)
+            ):
+                return None
+            below = tuple(p for p in directory[len(root) :].split("/") if p)
+            if any(p in (".", "..") for p in below):  # pragma: no cover - realpath'd above
+                return None
+            out[directory] = (root, below)
+        return out
 
     def _prepare_read_only(self, argv: Sequence[str], cwd: str, proxy_dir: str | None) -> _Launch:
         """A command proved to write nothing: the roots bound read-only, no private layer.
@@ -468,13 +510,17 @@ class BubblewrapSandbox:
     def _finish(self, session: _Session) -> None:
         """Apply each root's changes (one command at a time per root), then discard."""
         overlays, session.overlays = session.overlays, {}
-        for root, overlay in overlays.items():
+        for directory, overlay in overlays.items():
             try:
                 if overlay.changed():
-                    granted, only = session.granted(root)
-                    with _apply_lock(root):
+                    granted, only = session.granted(directory)
+                    # one command at a time per root, whichever part of it its layer covers
+                    with _apply_lock(overlay.root):
                         session.notes += overlay.apply(
-                            self._matcher, _anchored(root), granted=granted, only_granted=only
+                            self._matcher,
+                            _anchored(overlay.root),
+                            granted=granted,
+                            only_granted=only,
                         )
             finally:
                 overlay.discard_later()
@@ -516,9 +562,10 @@ class BubblewrapSandbox:
         run: Callable[[_Launch], Awaitable[ShellExit]],
         notes: list[str] | None = None,
         grant: AccessGrant | None = None,
+        write_dirs: tuple[str, ...] | None = None,
     ) -> ShellExit:
         async def body(proxy_dir: str | None) -> ShellExit:
-            session = _Session(grant=grant)
+            session = _Session(grant=grant, write_dirs=write_dirs)
             try:
                 launch = await trio.to_thread.run_sync(self._prepare, session, argv, cwd, proxy_dir)
                 return await run(launch)
@@ -603,6 +650,8 @@ class _Session:
     overlays: dict[str, RootOverlay] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
     grant: AccessGrant | None = None
+    # the directories the policy proved every write of the command lies in (None: any)
+    write_dirs: tuple[str, ...] | None = None
 
     def outside_directories(self) -> list[str]:
         """The directories of the approved writes outside the roots (each once)."""
@@ -673,7 +722,7 @@ class _SandboxShellOperations:
             return await self.backend._run_read_only(request.argv, request.cwd, run)
         notes: list[str] = []
         result = await self.backend._run_overlaid(
-            request.argv, request.cwd, run, notes, request.grant
+            request.argv, request.cwd, run, notes, request.grant, request.write_dirs
         )
         if notes:
             text = "".join(f"\n[prism sandbox] {note}" for note in notes)

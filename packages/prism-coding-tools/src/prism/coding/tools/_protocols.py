@@ -196,6 +196,17 @@ def _paths_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return items
 
 
+def _write_dirs(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"write_dirs is a sequence of absolute paths, got {value!r}")
+    items = tuple(value)
+    if not all(isinstance(item, str) and item.startswith("/") for item in items):
+        raise TypeError(f"write_dirs is a sequence of absolute paths, got {items!r}")
+    return items
+
+
 @attrs.frozen(kw_only=True)
 class AccessGrant:
     """Extra access an approver granted one command, beyond what its sandbox allows.
@@ -247,6 +258,12 @@ class ShellSpawnRequest:
             ``ShellOperations`` may then give it the roots read-only, which
             costs less than taking its changes back; a write there fails. The
             plain local one ignores it.
+        write_dirs: the execution policy proved that every file the command may
+            write lies in these real directories (``metadata["write_dirs"]`` in
+            its decision), or None: a sandboxed ``ShellOperations`` may then keep
+            its private layer over these directories only and give it the rest
+            of the roots read-only, where a write fails. The plain local one
+            ignores it.
     """
 
     command: str
@@ -257,6 +274,7 @@ class ShellSpawnRequest:
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(AccessGrant))
     )
     read_only: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    write_dirs: tuple[str, ...] | None = attrs.field(default=None, converter=_write_dirs)
 
     @property
     def argv(self) -> tuple[str, ...]:

@@ -140,6 +140,10 @@ class _ShellTool:
             grant=grant if isinstance(grant, AccessGrant) and grant else None,
             # proved to write nothing (a prefix of the host's own is not part of the proof)
             read_only=checked.metadata.get("writes_nothing") is True and not self.command_prefix,
+            # every write proved to lie in these directories (the same proviso)
+            write_dirs=_write_dirs(checked.metadata.get("write_dirs"))
+            if not self.command_prefix
+            else None,
         )
         if self.spawn_hook is not None:
             spawn_hook = self.spawn_hook
@@ -266,7 +270,9 @@ def create_shell_tool(
     ``metadata["grant"]`` goes to the operations with that one command
     (:attr:`ShellSpawnRequest.grant`), and ``metadata["writes_nothing"]``
     (a command proved to write no file) sets :attr:`ShellSpawnRequest.read_only`
-    when there is no ``command_prefix``. Then
+    and ``metadata["write_dirs"]`` (every file it may write proved to lie in
+    these directories) sets :attr:`ShellSpawnRequest.write_dirs`, when there is
+    no ``command_prefix``. Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest`.
 
@@ -354,3 +360,12 @@ def create_shell_tool(
         parameters=_PARAMETERS,
         exclusive=True,
     )
+
+
+def _write_dirs(value: object) -> tuple[str, ...] | None:
+    """A policy's ``metadata["write_dirs"]``: a list of absolute paths, else None."""
+    if not isinstance(value, (list, tuple)):
+        return None
+    if not all(isinstance(item, str) and item.startswith("/") for item in value):
+        return None
+    return tuple(value)

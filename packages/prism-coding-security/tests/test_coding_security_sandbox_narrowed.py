@@ -1,0 +1,323 @@
+"""A line whose writes the policy proved: the private layer only over where they go.
+
+The policy records the smallest directories holding every path a modelled line may
+write (``write_dirs``); bubblewrap binds the roots read-only and keeps its private
+layer (the same overlay and checked copy-back) over those directories only. A write
+anywhere else fails with EROFS: the mount enforces the proved set. Real bubblewrap,
+real git, compared byte for byte with the same commands run unsandboxed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    CommandRules,
+    create_coding_approval_policy,
+    create_sandbox_shell_operations,
+    explain_command,
+)
+from prism.coding.tools import LocalShellOperations, ShellOperations, ShellSpawnRequest
+from prism.core import ExecutionAction, ExecutionDecision
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "HOME": "/nonexistent",
+    "LC_ALL": "C",
+}
+
+
+def _tree(root: Path) -> None:
+    for name in ("d1/deep", "d2", ".hidden"):
+        (root / name).mkdir(parents=True)
+    (root / "d1" / "a.py").write_text("a = 1\n")
+    (root / "d1" / "deep" / "b.py").write_text("b = 2\n")
+    (root / "d2" / "c.txt").write_text("c\n")
+    (root / "README").write_text("hello\n")
+    os.symlink("d2/c.txt", root / "link")
+
+
+def _writes(root: Path, command: str, **options: object) -> tuple[str, ...] | None:
+    sandbox = BubblewrapSandbox([str(root)])
+    found = explain_command(command, roots=[str(root)], sandbox=sandbox, **options)  # type: ignore[arg-type]
+    return found.write_dirs
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("echo x > d1/new", ["d1"]),
+        ("sed -i s/1/2/ d1/a.py", ["d1"]),
+        ("cd d1 && echo x >> deep/b.py", ["d1/deep"]),
+        ("mkdir -p d1/deep/x/y/z", ["d1/deep"]),
+        ("touch d1/a.py d2/new && cat README | tee d1/deep/out", ["d1", "d2"]),
+        ("mv d1/a.py d2/a.py", ["d1", "d2"]),
+        # a link: the name's directory and the real file's both
+        ("echo x > link", [""]),
+        ("sed -i s/c/d/ link", [""]),
+        ("cp README d2/", [""]),
+        ("touch .", [""]),
+        ("echo x > .gitignore", [""]),
+    ],
+)
+def test_the_write_set_is_the_smallest_directories_holding_every_write(
+    root: Path, command: str, expected: list[str]
+) -> None:
+    _tree(root)
+    assert _writes(root, command) == tuple(
+        sorted(os.path.join(str(root), e).rstrip("/") for e in expected)
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 gen.py > d1/out",  # a program no model knows
+        "echo $X > d1/new",  # a computed target
+        "test -w d1/a.py && echo x > d1/new",  # asks whether a file is writable
+        "find d1 -writable",
+        "echo x > d1/new; ./run.sh",
+        "git add -A",  # writes where its model does not say
+        "sed -i -e 'w d2/out' d1/a.py",  # a sed script that writes elsewhere
+    ],
+)
+def test_a_line_with_a_write_no_model_places_has_no_write_set(root: Path, command: str) -> None:
+    _tree(root)
+    assert _writes(root, command) is None
+
+
+def test_a_rule_allowed_program_has_no_write_set(root: Path) -> None:
+    _tree(root)
+    rules = CommandRules(allow=["make *"])
+    assert _writes(root, "make all > d1/log", command_rules=rules) is None
+
+
+def test_the_decision_carries_the_write_set_to_the_shell_tool(root: Path) -> None:
+    """Only a confined line gets it; a protected write or one outside the roots asks."""
+    _tree(root)
+    policy = create_coding_approval_policy(
+        roots=[str(root)], sandbox=BubblewrapSandbox([str(root)])
+    )
+
+    def decide(command: str) -> ExecutionDecision:
+        action = ExecutionAction(
+            kind="shell", operation="shell", command=command, paths=(str(root),)
+        )
+        decision = policy.check(action)
+        assert isinstance(decision, ExecutionDecision)
+        return decision
+
+    decision = decide("echo x > d1/new")
+    assert decision.allowed
+    assert decision.details["write_dirs"] == [f"{root}/d1"]
+    assert decision.modified is not None
+    assert decision.modified["metadata"] == {"write_dirs": [f"{root}/d1"]}
+    for asking in ("echo x > d1/.envrc", "echo x > /var/tmp/prism-narrowed-x"):
+        decision = decide(asking)
+        assert not decision.allowed  # no approver
+        assert "write_dirs" not in decision.details
+    unknown = decide("./build.sh > d1/log")
+    assert unknown.allowed
+    assert unknown.modified is None
+
+
+def _ops(*roots: Path) -> ShellOperations:
+    return create_sandbox_shell_operations(BubblewrapSandbox([str(r) for r in roots]))
+
+
+async def _run(
+    ops: ShellOperations, command: str, cwd: Path, write_dirs: list[Path] | None
+) -> tuple[int, bytes]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command=command,
+        shell_path="/bin/sh",
+        cwd=str(cwd),
+        env=_ENV,
+        write_dirs=None if write_dirs is None else [str(d) for d in write_dirs],
+    )
+    with trio.fail_after(60):
+        result = await ops.run(request, sink)
+    return result.exit_code or 0, b"".join(chunks)
+
+
+def _snapshot(root: Path) -> list[tuple[str, int, int, int, bytes]]:
+    """Every entry below ``root``, ``.git`` included: path, mode, inode, mtime, content."""
+    out: list[tuple[str, int, int, int, bytes]] = []
+    for path, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            full = os.path.join(path, name)
+            info = os.lstat(full)
+            content = b""
+            if stat.S_ISLNK(info.st_mode):
+                content = os.readlink(full).encode()
+            elif stat.S_ISREG(info.st_mode):
+                with open(full, "rb") as handle:
+                    content = handle.read()
+            out.append((os.path.relpath(full, root), info.st_mode, info.st_ino,
+                        info.st_mtime_ns, content))  # fmt: skip
+    return out
+
+
+async def _git(root: Path, command: str) -> bytes:
+    result = await trio.run_process(
+        ["/bin/sh", "-c", command], cwd=root, env=_ENV, capture_stdout=True, capture_stderr=True
+    )
+    return result.stdout
+
+
+_ESCAPES = [
+    "echo x > d2/new",  # another directory of the root
+    "echo x > d1/../escaped",  # '..' out of the proved directory
+    "ln -s ../d2 d1/out && echo x > d1/out/through-link; rm d1/out",  # a link planted in it
+    "mv d1/a.py d2/a.py",  # a rename out of it
+    "ln d2/c.txt d1/hard",  # a hard link of a file outside it
+    "echo x > {other}/new",  # a second root
+    "touch README .git/config && rm README",
+    "git init -q sub",
+]
+
+
+async def test_a_narrowed_line_cannot_write_outside_its_proved_directories(
+    root: Path, tmp_path: Path
+) -> None:
+    """The attack: a line proved to write in ``d1`` writes elsewhere. Every write outside
+    fails (EROFS, or EXDEV for links across), the host's trees (``.git`` and a second
+    root included) stay byte-, inode- and mtime-identical, and the host's git sees
+    the same. Writing through a link planted in ``d1`` fails too.
+    """
+    _tree(root)
+    await _git(root, "git init -q -b main && git add -A && git commit -qm init")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "o.txt").write_text("o\n")
+    status = await _git(root, "git status --porcelain")
+    before, before_other = _snapshot(root), _snapshot(other)
+    command = "; ".join(e.format(other=other) for e in _ESCAPES) + "; echo end"
+    code, output = await _run(_ops(root, other), command, root, [root / "d1"])
+    assert code == 0
+    assert output.endswith(b"end\n"), output
+    assert output.count(b"Read-only file system") == 8, output
+    assert b"Invalid cross-device link" in output
+    assert b"prism sandbox" not in output
+    assert _snapshot(root) == before
+    assert _snapshot(other) == before_other
+    assert await _git(root, "git status --porcelain") == status
+
+
+async def test_writes_inside_the_proved_directory_come_back_checked(root: Path) -> None:
+    """Edits, new files and removals in ``d1`` come back; protected names made there are
+    left out and reported, as over the whole root."""
+    _tree(root)
+    (root / "d1" / "keep").write_text("k\n")
+    os.link(root / "d2" / "c.txt", root / "d1" / "hard")  # the host's own hard link
+    command = (
+        "echo more >> d1/hard && "
+        "sed -i s/1/2/ d1/a.py && echo new > d1/deep/new.txt && rm d1/keep && "
+        "echo 'curl x | sh' > d1/.envrc && mkdir d1/.vscode && echo '{}' > d1/.vscode/tasks.json "
+        "&& mkdir -p d1/sub/.git && echo '[core]' > d1/sub/.git/config && echo done"
+    )
+    code, output = await _run(_ops(root), command, root, [root / "d1"])
+    assert code == 0, output
+    assert output.startswith(b"done\n")
+    assert b"[prism sandbox] not applied to" in output
+    assert b"d1/.envrc" in output
+    assert (root / "d1" / "a.py").read_text() == "a = 2\n"
+    # written through a hard link: the file in d1 changes, its twin outside d1 does not
+    assert (root / "d1" / "hard").read_text() == "c\nmore\n"
+    assert (root / "d2" / "c.txt").read_text() == "c\n"
+    assert (root / "d1" / "deep" / "new.txt").read_text() == "new\n"
+    assert not (root / "d1" / "keep").exists()
+    assert not (root / "d1" / ".envrc").exists()
+    assert not (root / "d1" / ".vscode" / "tasks.json").exists()
+    assert not (root / "d1" / "sub" / ".git" / "config").exists()
+
+
+_CHANGES = (
+    "sed -i s/1/2/ d1/a.py && echo x > d1/new && mkdir -p d1/deep/x/y && rm d1/deep/b.py && "
+    "ls -aR && find . | sort && git status --porcelain --untracked-files=all && git diff --stat"
+)
+
+
+async def test_a_narrowed_line_sees_and_leaves_what_it_would_unsandboxed(tmp_path: Path) -> None:
+    plain, boxed = tmp_path / "plain", tmp_path / "boxed"
+    for directory in (plain, boxed):
+        directory.mkdir()
+        _tree(directory)
+        await _git(directory, "git init -q -b main && git add -A && git commit -qm init")
+    expected = await _run(LocalShellOperations(), _CHANGES, plain, None)
+    assert expected[0] == 0
+    assert await _run(_ops(boxed), _CHANGES, boxed, [boxed / "d1"]) == expected
+    files = [(e[0], e[1], e[4]) for e in _snapshot(plain) if not e[0].startswith(".git")]
+    assert [(e[0], e[1], e[4]) for e in _snapshot(boxed) if not e[0].startswith(".git")] == files
+
+
+async def test_a_stale_write_set_falls_back_to_the_whole_root(root: Path) -> None:
+    """The host replaced the proved directory by a link since the policy looked: the
+    line runs over the whole root's layer (never a layer mounted through a link)."""
+    _tree(root)
+    os.rename(root / "d1", root / "moved")
+    os.symlink("moved", root / "d1")
+    code, output = await _run(_ops(root), "echo x > d1/new", root, [root / "d1"])
+    assert (code, output) == (0, b"")
+    assert (root / "moved" / "new").read_text() == "x\n"
+
+
+async def test_the_secure_tools_narrow_a_confined_line(root: Path) -> None:
+    """Through the whole pipeline: the policy proves the write set, the shell tool passes
+    it on, the sandbox keeps the layer over ``d1`` only; the gates still run (the ledger
+    records the decision with the write set; a protected write is still refused)."""
+    from prism.coding.security import open_secure_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+    from prism.core.ledger import RunLedger
+
+    _tree(root)
+    seen: list[tuple[str, ...] | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.write_dirs)
+        return request
+
+    ledger = RunLedger()
+    lines = ["sed -i s/1/2/ d1/a.py && echo x > d1/new", "echo x > .envrc"]
+    async with open_secure_coding_tools(
+        [str(root)], sandbox="bubblewrap", shell_options={"spawn_hook": hook, "env": _ENV}
+    ) as secure:
+        options = DispatchOptions(registry=create_tool_registry(secure.tools), ledger=ledger)
+        results = [
+            await dispatch_tool_call(
+                ToolCall(id=str(n), name="shell", arguments={"command": line}), options
+            )
+            for n, line in enumerate(lines)
+        ]
+    assert not results[0].is_error, results[0].joined_text
+    assert results[1].is_error  # asks, and there is no approver
+    assert seen == [(f"{root}/d1",)]
+    assert (root / "d1" / "a.py").read_text() == "a = 2\n"
+    assert (root / "d1" / "new").read_text() == "x\n"
+    assert not (root / ".envrc").exists()
+    decisions = [record.decision for record in ledger.records]
+    assert [(d.allowed, d.confined) for d in decisions if d is not None] == [
+        (True, True),
+        (False, False),
+    ]
