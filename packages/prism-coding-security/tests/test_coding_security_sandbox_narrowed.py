@@ -321,3 +321,55 @@ async def test_the_secure_tools_narrow_a_confined_line(root: Path) -> None:
         (True, True),
         (False, False),
     ]
+
+
+def test_a_write_set_the_sandbox_cannot_narrow_to_keeps_the_whole_roots(root: Path) -> None:
+    """No write set, one outside the roots, in a root nested in another, or one
+    directory inside another: every root gets its layer (None)."""
+    _tree(root)
+    sandbox = BubblewrapSandbox([str(root), str(root / "d2")])
+    narrowed = sandbox._narrowed  # the sandbox's own choice, before any mount
+    assert narrowed(None) is None
+    assert narrowed(("/var",)) is None
+    assert narrowed((f"{root}/d2",)) is None
+    assert narrowed((f"{root}/d1", f"{root}/d1/deep")) is None
+    assert narrowed((f"{root}/d1/missing",)) is None
+    assert narrowed((f"{root}/d1", str(root))) is None
+    assert narrowed((f"{root}/d1/deep", f"{root}/.hidden")) == {
+        f"{root}/d1/deep": (str(root), ("d1", "deep")),
+        f"{root}/.hidden": (str(root), (".hidden",)),
+    }
+
+
+def test_a_directory_the_host_replaced_meanwhile_gets_nothing(root: Path, tmp_path: Path) -> None:
+    """The copy-back reaches the narrowed directory without following a link: the host
+    replaced it by a link to elsewhere while the command ran, and nothing is written
+    there; the note says so."""
+    from prism.coding.security import PROTECTED_PATHS
+    from prism.coding.security._overlay import RootOverlay
+    from prism.coding.security._protected import ProtectedPaths
+
+    _tree(root)
+    base = tmp_path / "layers"
+    base.mkdir()
+    overlay = RootOverlay(str(root), str(base), PROTECTED_PATHS, below=("d1",))
+    assert overlay.mount_option().startswith(f"lowerdir={root}/d1,")
+    assert overlay.touches_work_tree()
+    (tmp_path / "elsewhere").mkdir()
+    os.rename(root / "d1", tmp_path / "old-d1")
+    os.symlink(tmp_path / "elsewhere", root / "d1")
+    (base / os.path.basename(overlay.directory) / "upper" / "new").write_text("x\n")
+    try:
+        notes = overlay.apply(ProtectedPaths(PROTECTED_PATHS), list)
+    finally:
+        overlay.discard()
+    assert notes == [
+        f"the changes to {root}/d1 were not applied ([Errno 20] Not a directory: 'd1')"
+    ]
+    assert os.listdir(tmp_path / "elsewhere") == []
+    (root / ".git").mkdir()
+    git_layer = RootOverlay(str(root), str(base), below=(".git",))
+    try:
+        assert not git_layer.touches_work_tree()
+    finally:
+        git_layer.discard()
