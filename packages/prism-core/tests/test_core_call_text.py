@@ -23,6 +23,7 @@ from prism.core import (
     DispatchOptions,
     ErrorInfo,
     MiddlewareRegistry,
+    ParsedJson,
     ToolArgumentValidationError,
     ToolArgumentValidationResult,
     ToolCall,
@@ -56,6 +57,7 @@ def _bound(call: ToolCall) -> tuple[int, int] | None:
         ('{"k": "caf\u00e9 \u2603"}', None, (15, 1)),  # non-ASCII, no surrogate
         ('{"k": "\\u00e9"}', {"k": "\u00e9"}, (15, 1)),  # an escape of no ASCII letter
         ('{"k": "\\u00e9\\ud83d\\ude00"}', None, None),  # surrogate escapes: walked
+        ('{"protocolVersion": "x"}', None, (24, 1)),  # not a pollution key
         ("", {}, (2, 1)),
         ("  \n", {}, (2, 1)),
     ],
@@ -140,6 +142,84 @@ def test_no_other_way_of_building_a_call_carries_a_bound() -> None:
     for twin in (copy.copy(call), copy.deepcopy(call), pickle.loads(pickle.dumps(call))):
         assert _bound(twin) == (8, 1)
         assert twin.arguments == call.arguments
+
+
+def test_a_parsed_message_gives_its_members_the_whole_texts_bound() -> None:
+    body = b'{"jsonrpc": "2.0", "id": 7, "params": {"name": "t", "arguments": {"a": [1]}}}'
+    message = ParsedJson.parse(body)
+    assert message.value == json.loads(body)
+    params = message.member("params")
+    assert params is not None
+    arguments = params.member("arguments")
+    assert arguments is not None
+    value = params.value["arguments"]  # type: ignore[index]
+    assert arguments.value is value  # the very object parsed, not a copy
+    call = ToolCall.from_parsed(id="1", name="t", arguments=arguments)
+    assert call.arguments is value
+    assert _bound(call) == (len(body), 4)
+    assert call == ToolCall(id="1", name="t", arguments={"a": [1]})
+    # No member, or not an object: nothing to build from.
+    assert message.member("result") is None
+    assert ParsedJson.parse("[1]").member("0") is None
+    assert "ParsedJson dict" in repr(message)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"params": {"arguments": {"n": 12345678901234567890}}}',
+        '{"params": {"arguments": {"f": 1e400}}}',
+        '{"params": {"arguments": {"f": NaN}}}',
+        '{"params": {"arguments": {"s": "\\ud800"}}}',
+        '{"params": {"arguments": {"__proto__": 1}}, "x": 1}',
+        '{"params": {"arguments": {}}, "note": "prototype"}',  # anywhere in the text
+        '{"params": {"arguments": {"s": "' + "x" * TEXT_BOUND_LIMIT + '"}}}',
+    ],
+)
+def test_a_parsed_text_that_may_hold_what_its_length_does_not_bound_gets_no_bound(
+    text: str,
+) -> None:
+    for data in (text, text.encode()):
+        arguments = ParsedJson.parse(data).member("params")
+        assert arguments is not None
+        inner = arguments.member("arguments")
+        assert inner is not None
+        call = ToolCall.from_parsed(id="1", name="t", arguments=inner)
+        assert _bound(call) is None
+        assert call.arguments == json.loads(text)["params"]["arguments"] or "NaN" in text
+
+
+def test_parsed_json_reads_bytes_and_refuses_what_json_loads_refuses() -> None:
+    for data in (b"\xef\xbb\xbf{}", '{"a": 1}'.encode("utf-16"), b'{"a": 1}'):
+        assert ParsedJson.parse(data).value == json.loads(data)
+    assert _bound(ToolCall.from_parsed(id="1", name="t", arguments=ParsedJson.parse(b"{}"))) == (
+        2,
+        1,
+    )
+    for bad in ("{not json", b"\xff\xfe\xfd", "", '{"a": 1} x'):
+        with pytest.raises(ValueError, match=r"Expecting|decode|Extra data"):
+            ParsedJson.parse(bad)
+    with pytest.raises(RecursionError):
+        ParsedJson.parse("[" * 100_000 + "]" * 100_000)
+
+
+def test_no_way_but_parsing_pairs_a_proof_with_a_value() -> None:
+    parsed = ParsedJson.parse('{"a": 1}')
+    with pytest.raises(TypeError):
+        ParsedJson()
+    with pytest.raises(AttributeError):
+        parsed._value = {"a": "x" * 100}
+    with pytest.raises(AttributeError):
+        parsed._bound = (1, 1)
+    for clone in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError):
+            clone(parsed)
+    with pytest.raises(TypeError):
+        ToolCall.from_parsed(id="1", name="t", arguments={"a": 1})  # type: ignore[arg-type]
+    # A call built from it is an ordinary call: rebuilt, it has no bound.
+    call = ToolCall.from_parsed(id="1", name="t", arguments=parsed)
+    assert _bound(call) == (8, 1)
+    assert _bound(attrs.evolve(call)) is None
 
 
 class _Compiled:

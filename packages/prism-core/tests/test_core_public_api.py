@@ -41,6 +41,7 @@ DOCUMENTED = {
     "ModelProvider",
     "ModelProviderError",
     "ModelRequest",
+    "ParsedJson",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",

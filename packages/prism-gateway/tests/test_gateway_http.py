@@ -15,6 +15,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from prism.core import (
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+    create_rule_permission_policy,
+)
+from prism.core._content import NO_TEXT_BOUND
 from prism.core.ledger import RunLedger
 from prism.gateway import (
     BearerAuth,
@@ -466,3 +473,45 @@ async def test_requests_of_other_asgi_kinds_never_reach_the_sdk() -> None:
         await app({"type": "webtransport", "path": "/mcp", "headers": []}, receive, send)
     assert closed == [{"type": "websocket.close", "code": 1008}]
     assert sent == []
+
+
+async def test_a_call_over_http_is_built_from_the_text_of_its_request() -> None:
+    """The guard parses each POST body already: a tools/call keeps what its text proves.
+
+    The validator sees the call's arguments as the very object the guard parsed,
+    with the body's bound; a body that could hold a 64-bit-plus integer gets none
+    (its arguments are walked). Either way the validator's verdict is the answer.
+    """
+    seen: list[tuple[bool, bool]] = []
+
+    def observe(_tool: object, arguments: Any, ctx: ToolExecutionContext) -> str | None:
+        call = ctx.call
+        seen.append((call._text_bound != NO_TEXT_BOUND, arguments is call.arguments))
+        return "refused: b must be small" if arguments.get("b", 0) > 10 else None
+
+    async def add(arguments: Any, _ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.text(str(arguments["a"] + arguments["b"]))
+
+    tool = ToolDefinition(name="add", execute=add, parameters={"type": "object"})
+    async with (
+        open_gateway(
+            tools=[tool],
+            permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+            validator=observe,
+        ) as gateway,
+        trio.open_nursery() as nursery,
+    ):
+        url = await nursery.start(serve_http, gateway, HttpOptions(host="127.0.0.1", port=0))
+        async with Client(url) as client:
+            ok = await client.call_tool("add", {"a": 2, "b": 3})
+            refused = await client.call_tool("add", {"a": 2, "b": 30})
+            huge = await client.call_tool("add", {"a": 1, "b": 12345678901234567890})
+        nursery.cancel_scope.cancel()
+    assert not ok.is_error
+    assert isinstance(ok.content[0], types.TextContent)
+    assert ok.content[0].text == "5"
+    for result in (refused, huge):
+        assert result.is_error
+        assert isinstance(result.content[0], types.TextContent)
+        assert "b must be small" in result.content[0].text
+    assert seen == [(True, True), (True, True), (False, True)]

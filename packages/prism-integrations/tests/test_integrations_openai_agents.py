@@ -19,11 +19,14 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 from integrations_kit import Approvals, gates
 
 from prism.core import (
+    JsonObject,
     MiddlewareRegistry,
+    ToolExecutionContext,
     ToolResult,
     create_rule_permission_policy,
     open_asyncio_host,
 )
+from prism.core._content import NO_TEXT_BOUND
 from prism.core.ledger import RunLedger, ToolCallRecord
 from prism.integrations import PrismGate
 from prism.integrations.openai_agents import gate_function_tool, prism_function_tools
@@ -247,3 +250,55 @@ def test_a_gated_function_tool_with_arguments_that_are_not_json_or_rewritten() -
     told = json.loads(asyncio.run(main()))
     assert "arguments must be a JSON object" in told["g-bad"]
     assert told["g-ok"] == "HI"
+
+
+def test_both_wrappers_build_the_call_from_the_models_json_text() -> None:
+    """The SDK hands its tools the model's text: Prism parses it, and the call keeps its proof."""
+
+    @function_tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    seen: dict[str, tuple[bool, object]] = {}
+
+    def observe(_tool: object, arguments: JsonObject, ctx: ToolExecutionContext) -> str | None:
+        call = ctx.call
+        # The proof is kept only beside the very object parsed from the text.
+        seen[call.id] = (call._text_bound != NO_TEXT_BOUND, arguments is call.arguments)
+        return "too long" if len(json.dumps(arguments)) > 40 else None
+
+    model = ScriptedModel(
+        [
+            [
+                function_call("add", {"a": 2, "b": 3}, call_id="p-ok"),
+                function_call("add", {"a": 2, "b": 3, "pad": "x" * 40}, call_id="p-long"),
+                function_call("add", '{"a": 1, "b": 12345678901234567890}', call_id="p-big"),
+                function_call("echo", {"text": "hi"}, call_id="g-ok"),
+                function_call("echo", "", call_id="g-blank"),
+            ],
+            final_step(),
+        ]
+    )
+
+    async def main() -> str:
+        async with open_asyncio_host() as host:
+            options = attrs.evolve(gates(Approvals(answers={}), RunLedger()), validator=observe)
+            gate = PrismGate(host, options)
+            tools: list[Any] = [*prism_function_tools(gate), gate_function_tool(echo, gate)]
+            agent = Agent(name="ops", model=model, tools=list(tools))
+            result = await Runner.run(agent, "go", run_config=RunConfig(trace_id="trace_t"))
+            return str(result.final_output)
+
+    told = json.loads(asyncio.run(main()))
+    assert told["p-ok"] == "5"
+    assert told["g-ok"] == "hi"
+    assert "too long" in told["p-long"]
+    # From text, with the proof; a 20-digit integer proves nothing (walked); blank is {}.
+    assert seen == {
+        "p-ok": (True, True),
+        "p-long": (True, True),
+        "p-big": (False, True),
+        "g-ok": (True, True),
+        "g-blank": (False, True),
+    }

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from prism.core import (
     DispatchOptions,
     ErrorInfo,
+    ParsedJson,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -61,6 +62,17 @@ def _verdicts(
     by_hand = copy.deepcopy(call.arguments)
     built = ToolCall(id="1", name="t", arguments=by_hand)
     from_dict = check(tool, by_hand, ToolExecutionContext(built))  # type: ignore[arg-type]
+    # As a host holding a whole message builds it (ToolCall.from_parsed): the same words.
+    try:
+        message = ParsedJson.parse('{"params": {"arguments": ' + text + "}}")
+    except ValueError:  # not JSON (a 4,000-digit integer is past the parser's limit)
+        return from_text, from_dict
+    params = message.member("params")
+    inner = None if params is None else params.member("arguments")
+    assert inner is not None
+    parsed = ToolCall.from_parsed(id="1", name="t", arguments=inner)
+    from_parsed = check(tool, parsed.arguments, ToolExecutionContext(parsed))  # type: ignore[arg-type]
+    assert _message(from_parsed) == _message(from_text)
     return from_text, from_dict
 
 

@@ -45,6 +45,7 @@ from ._content import AssistantMessage as AssistantMessage
 from ._content import Content as Content
 from ._content import ImageContent as ImageContent
 from ._content import Message as Message
+from ._content import ParsedJson as ParsedJson
 from ._content import ReasoningContent as ReasoningContent
 from ._content import ResourceContent as ResourceContent
 from ._content import ResourceLink as ResourceLink
@@ -165,6 +166,7 @@ __all__ = [
     "ModelProvider",
     "ModelProviderError",
     "ModelRequest",
+    "ParsedJson",
     "PermissionDecision",
     "PermissionDeniedError",
     "PermissionPolicy",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["TEXT_BOUND_LIMIT", "parse_call_arguments"]
+__all__ = ["TEXT_BOUND_LIMIT", "parse_call_arguments", "parse_json_text"]
 
 # Texts longer than this get no bound (their arguments are walked, as any
 # others): the passes over the text cost about a nanosecond a character each,
@@ -39,8 +39,9 @@ TEXT_BOUND_LIMIT = 65_536
 # At most 18 digits: any integer so written is within -10**18..10**18, far
 # inside the 64 bits validators accept.
 _INTEGER_CHARS = 18
-# "proto" covers both __proto__ and prototype: one pass instead of two.
-_POLLUTION = ("proto", "constructor")
+# Searched for as written (an escape in a key is caught apart); not "proto"
+# alone, which every 2026-07-28 MCP request holds ("protocolVersion").
+_POLLUTION = ("__proto__", "prototype", "constructor")
 # A \u escape of a lone-surrogate code unit, or of an ASCII character (a key
 # could spell a pollution key through one).
 _ESCAPE = re.compile(r"\\u(?:00[0-7]|[dD][89a-fA-F])")
@@ -85,6 +86,33 @@ def _bound(text: str) -> tuple[int, int] | None:
         if key in text:
             return None
     return len(text), folded.count(b"[")
+
+
+def parse_json_text(data: str | bytes | bytearray) -> tuple[object, tuple[int, int] | None]:
+    """The value of the JSON text ``data``, as ``json.loads`` reads it, and the text's bound.
+
+    Bytes are decoded as ``json.loads`` decodes them (UTF-8, -16 or -32, found
+    from the first bytes). The bound is ``(characters, nesting)`` when the text
+    proves the value holds nothing else (see the module's docstring), else
+    ``None``; it holds for every part of the value too.
+
+    Raises:
+        ValueError: ``data`` is not JSON (``json.JSONDecodeError``, or bytes
+            that cannot be decoded).
+        RecursionError: ``data`` nests deeper than the parser can follow.
+    """
+    if isinstance(data, (bytes, bytearray)):
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
+    else:
+        text = data
+    if len(text) <= TEXT_BOUND_LIMIT:
+        try:
+            value = _BOUNDED.decode(text)
+        except _Unbounded:
+            pass
+        else:
+            return value, _bound(text)
+    return json.loads(text), None
 
 
 def parse_call_arguments(text: str) -> tuple[object, tuple[int, int] | None]:

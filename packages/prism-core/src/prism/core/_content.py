@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from typing import TypeAlias
+from typing import TypeAlias, final
 
 import attrs
 
-from ._call_text import parse_call_arguments
+from ._call_text import parse_call_arguments, parse_json_text
 from ._fast import frozen_builder
 from ._json import JsonValue
 
@@ -18,6 +18,7 @@ __all__ = [
     "Content",
     "ImageContent",
     "Message",
+    "ParsedJson",
     "ReasoningContent",
     "ResourceContent",
     "ResourceLink",
@@ -120,6 +121,72 @@ Content: TypeAlias = TextContent | ImageContent | ResourceContent | ResourceLink
 NO_TEXT_BOUND = (sys.maxsize, sys.maxsize)
 
 
+@final
+class ParsedJson:
+    """A JSON text Prism parsed itself, and what that text proves about its value.
+
+    Made only by :meth:`parse` (or :meth:`member` of one so made): the value is
+    what ``json.loads`` makes of the text, and beside it Prism keeps the proof
+    :meth:`ToolCall.from_json` keeps (at most as many values and characters as
+    the text has, nested at most as deep as its brackets, only plain JSON
+    types, numbers within 64 bits and finite, no lone surrogate or pollution
+    key). A part of the value is within its whole's proof, so :meth:`member`
+    keeps it. :meth:`ToolCall.from_parsed` builds a call from one; nothing else
+    can pair a proof with a value.
+
+    For a host that parses a whole message (an MCP ``tools/call`` request, say)
+    and takes a call's arguments out of it: build the call from the message's
+    ``ParsedJson``, never from the value, and do not change the value in place.
+    """
+
+    __slots__ = ("_bound", "_value")
+
+    _value: object
+    _bound: tuple[int, int]
+
+    def __init__(self) -> None:
+        raise TypeError("a ParsedJson is made by ParsedJson.parse(text)")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ParsedJson is read-only (cannot set {name!r})")
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        raise TypeError("a ParsedJson cannot be copied or pickled: parse the text again")
+
+    def __repr__(self) -> str:
+        return f"<ParsedJson {type(self._value).__name__}>"
+
+    @classmethod
+    def _made(cls, value: object, bound: tuple[int, int]) -> ParsedJson:
+        made = object.__new__(cls)
+        object.__setattr__(made, "_value", value)
+        object.__setattr__(made, "_bound", bound)
+        return made
+
+    @classmethod
+    def parse(cls, text: str | bytes | bytearray) -> ParsedJson:
+        """The JSON text ``text`` parsed as ``json.loads`` parses it (bytes decoded alike).
+
+        Raises:
+            ValueError: ``text`` is not JSON.
+            RecursionError: ``text`` nests deeper than the parser can follow.
+        """
+        value, bound = parse_json_text(text)
+        return cls._made(value, NO_TEXT_BOUND if bound is None else bound)
+
+    @property
+    def value(self) -> object:
+        """The parsed value (plain JSON types only: dict, list, str, int, float, bool, None)."""
+        return self._value
+
+    def member(self, key: str) -> ParsedJson | None:
+        """The member ``key`` of an object value, with the same proof; ``None`` if there is none."""
+        value = self._value
+        if type(value) is not dict or key not in value:
+            return None
+        return ParsedJson._made(value[key], self._bound)
+
+
 @attrs.frozen(kw_only=True)
 class ToolCall:
     """A call the model asked for.
@@ -160,6 +227,26 @@ class ToolCall:
         call = cls(id=id, name=name, arguments=value)
         if bound is not None:
             object.__setattr__(call, "_text_bound", bound)
+        return call
+
+    @classmethod
+    def from_parsed(cls, *, id: str, name: str, arguments: ParsedJson) -> ToolCall:
+        """The call whose arguments are ``arguments.value``, keeping what its text proves.
+
+        For a host that parsed the model's text (or a whole message holding it)
+        with :meth:`ParsedJson.parse`: the call carries the same proof as one
+        :meth:`from_json` builds, so a validator may check it without a walk.
+
+        Raises:
+            TypeError: ``arguments`` is not a :class:`ParsedJson`.
+        """
+        if type(arguments) is not ParsedJson:
+            raise TypeError(
+                f"ToolCall.from_parsed takes a ParsedJson, got {type(arguments).__name__}"
+            )
+        call = cls(id=id, name=name, arguments=arguments._value)
+        if arguments._bound != NO_TEXT_BOUND:
+            object.__setattr__(call, "_text_bound", arguments._bound)
         return call
 
 

@@ -28,6 +28,7 @@ from prism.core import (
     DispatchOptions,
     EventSink,
     MiddlewareRegistry,
+    ParsedJson,
     PermissionPolicy,
     ToolCall,
     ToolDefinition,
@@ -124,6 +125,13 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
     if params is not None:
         name = params.client_info.name
     return f"{_whole(principal)}/{_label(name)}/{_whole(session_id)}"
+
+
+def _parsed_arguments(ctx: ServerRequestContext[Any, Any]) -> ParsedJson | None:
+    """The arguments of this HTTP ``tools/call`` as the guard parsed them from its body."""
+    scope = getattr(ctx.request, "scope", None)
+    parsed = scope.get("prism.arguments") if isinstance(scope, Mapping) else None
+    return parsed if type(parsed) is ParsedJson else None
 
 
 def _call_key(ctx: ServerRequestContext[Any, Any]) -> object:
@@ -407,11 +415,18 @@ class Gateway:
         state = params.request_state
         if state is not None:  # a retry answering a waiting call's questions
             return await self._resume_round(ctx, params, client, state)
-        call = ToolCall(
-            id=f"{client}#{next(self._seq)}",
-            name=name,
-            arguments=params.arguments if params.arguments is not None else {},
-        )
+        call_id = f"{client}#{next(self._seq)}"
+        parsed = _parsed_arguments(ctx)
+        if parsed is not None and params.arguments is not None and type(parsed.value) is dict:
+            # The same request's arguments, parsed by the guard from the body's
+            # text: the call keeps what the text proves (no walk to validate it).
+            call = ToolCall.from_parsed(id=call_id, name=name, arguments=parsed)
+        else:
+            call = ToolCall(
+                id=call_id,
+                name=name,
+                arguments=params.arguments if params.arguments is not None else {},
+            )
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         scope = CallScope(
             session=ctx.session,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from prism.core import ParsedJson
 from prism.core.options import (
     OptionCheck,
     boolean,
@@ -306,14 +307,18 @@ class _Peek:
 
     method: str | None = None
     call: bool = False  # a tools/call request: cancelled when its connection drops
+    # A tools/call request's arguments as the guard parsed them, with what the
+    # body's text proves of them: the gateway builds the call from these.
+    arguments: ParsedJson | None = None
 
 
 def _peek(body: bytes) -> _Peek | tuple[int, str]:
     """The JSON-RPC method of a POST body; or the error it is refused with."""
     try:
-        message = json.loads(body)
+        parsed = ParsedJson.parse(body)
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return -32700, "Parse error: the body is not JSON (or is nested too deep)"
+    message = parsed.value
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return _Peek()  # a response, or not a JSON-RPC message (the SDK says which)
     method = message["method"]
@@ -323,7 +328,11 @@ def _peek(body: bytes) -> _Peek | tuple[int, str]:
     if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
         # The SDK would take it for a notification: run nothing and answer nothing.
         return -32600, "Invalid Request: a request id must be a string or an integer"
-    return _Peek(method, call=method == "tools/call")
+    if method != "tools/call":
+        return _Peek(method)
+    params = parsed.member("params")
+    arguments = None if params is None else params.member("arguments")
+    return _Peek(method, call=True, arguments=arguments)
 
 
 def _without(scope: Scope, header: bytes) -> Scope:
@@ -547,6 +556,7 @@ class _Guard:
         inner["prism.session"] = session_id if sessions is not None else None
         call_key = object() if peek.call else None
         inner["prism.call"] = call_key
+        inner["prism.arguments"] = peek.arguments
         if any(key.lower() == b"last-event-id" for key, _ in scope.get("headers", ())):
             # The gateway keeps no event store, so there is nothing to resume; the SDK
             # (mcp 2.3) would then answer a resuming GET with nothing at all (a 500).

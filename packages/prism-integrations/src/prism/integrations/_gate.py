@@ -23,6 +23,7 @@ import attrs
 from prism.core import (
     AsyncioHost,
     DispatchOptions,
+    ParsedJson,
     ToolCall,
     ToolDefinition,
     ToolResult,
@@ -204,12 +205,15 @@ class PrismGate:
     ) -> ToolResult:
         """Dispatch one framework call to a Prism tool through every gate.
 
+        ``arguments`` is what the framework parsed, or a :class:`~prism.core.ParsedJson`
+        of the model's JSON text (the call then carries what the text proves,
+        and the validator need not walk it).
+
         Returns:
             The call's result; a refusal is an error result (``details["blocked_reason"]``).
         """
         opts = self._run_options(run_id, self.options if options is None else options)
-        call = ToolCall(id=call_id, name=name, arguments=arguments)
-        return await self.host.dispatch_tool_call(call, opts)
+        return await self.host.dispatch_tool_call(_call(call_id, name, arguments), opts)
 
     async def call_framework_tool(
         self,
@@ -223,6 +227,8 @@ class PrismGate:
         render: Callable[[Any], ToolResult],
     ) -> tuple[ToolResult, FrameworkOutcome]:
         """Dispatch a call to a framework's own tool through every gate.
+
+        ``arguments`` as for :meth:`call`.
 
         ``options.registry`` holds the :func:`wrapped_tool` for ``name``; once
         the gates allow the call, ``run(arguments)`` (the framework's tool, with
@@ -241,11 +247,16 @@ class PrismGate:
         try:
             # PrismGate.call, inline (a coroutine less on every step of the call).
             opts = self._run_options(run_id, options)
-            call = ToolCall(id=call_id, name=name, arguments=arguments)
-            result = await self.host.dispatch_tool_call(call, opts)
+            result = await self.host.dispatch_tool_call(_call(call_id, name, arguments), opts)
         finally:
             _invocation.reset(token)
         return result, outcome
+
+
+def _call(call_id: str, name: str, arguments: object) -> ToolCall:
+    if type(arguments) is ParsedJson:
+        return ToolCall.from_parsed(id=call_id, name=name, arguments=arguments)
+    return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
 def result_text(result: ToolResult) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agents import FunctionTool
 from agents.tracing import get_current_trace
 
-from prism.core import ToolResult, create_tool_name_map
+from prism.core import ParsedJson, ToolResult, create_tool_name_map
 
 from ._gate import PrismGate, result_text, wrapped_tool
 
@@ -43,11 +43,12 @@ def _call_id(ctx: ToolContext[Any]) -> str:
 
 
 def _parse(input_json: str) -> tuple[object, str | None]:
+    """The model's arguments, parsed by Prism (the call keeps what the text proves)."""
     if not input_json.strip():
         return {}, None
     try:
-        return json.loads(input_json), None
-    except ValueError as exc:
+        return ParsedJson.parse(input_json), None
+    except (ValueError, RecursionError) as exc:
         return None, f"the tool's arguments are not JSON ({exc})"
 
 
@@ -124,8 +125,10 @@ def gate_function_tool(tool: FunctionTool, gate: PrismGate) -> FunctionTool:
         if problem is not None:
             arguments = input_json  # the gates refuse it as not a JSON object
 
+        parsed = arguments.value if type(arguments) is ParsedJson else arguments
+
         async def run(allowed: JsonObject) -> Any:
-            text = input_json if allowed is arguments else json.dumps(allowed)
+            text = input_json if allowed is parsed else json.dumps(allowed)
             return await original(ctx, text)
 
         result, outcome = await gate.call_framework_tool(
