@@ -219,6 +219,7 @@ async def main() -> list[Row]:
         )
 
         rows += await _spawn_rows(root)
+        rows += await _write_rows(root)
 
         async def sink(chunk: bytes) -> None:
             pass
@@ -303,6 +304,111 @@ async def _spawn_rows(root: Path) -> list[Row]:
                 # machine's load than wall time does
                 measured.extra["cpu_ms"] = round(cpu_ms, 2)
                 load = os.getloadavg()[0]  # the machine's: wall time grows with it
+                measured.extra["load"] = round(load, 1)
+                measured.note = f"CPU {cpu_ms:.1f} ms, load {load:.1f}"
+                if baseline is not None:
+                    extra_ms = (measured.median_us - baseline.median_us) / 1000
+                    extra_cpu = cpu_ms - float(baseline.extra["cpu_ms"])
+                    measured.note += f"; {extra_ms:+.1f} ms wall, {extra_cpu:+.1f} ms CPU"
+                rows.append(measured)
+                baseline = baseline or measured
+    return rows
+
+
+# each: the line, and what the host does before each call so that the call has work
+_WRITING = {
+    "git add -A && git commit -qm x": "d0/b.txt",  # one changed file to commit
+    "sed -i s/1/2/ d1/a.py": "d1/a.py",  # a file with a line to change
+    "echo x > d1/new": "d1/new",  # a file to create
+}
+_GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid",
+    "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.invalid",
+}  # fmt: skip
+
+
+def _prepare_write(repo: Path, path: str, round_: int) -> None:
+    target = repo / path
+    if path.endswith("b.txt"):
+        with target.open("a") as handle:
+            handle.write(f"{round_}\n")
+    elif path.endswith("a.py"):
+        target.write_text("x = 1\n")
+    else:
+        target.unlink(missing_ok=True)
+
+
+async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
+    """Lines that write, as the shell tool runs them, in one run.
+
+    Unsandboxed (the baseline), under bubblewrap with the private layer over the
+    directories the policy proved the line writes in (``write_dirs``, what the shell
+    tool asks for such a line) and over the whole root (what any other line gets),
+    and under Landlock. Before each call the host gives the line its work (a changed
+    file to commit, a line to change, no file yet); wall time is the median call,
+    CPU the mean over the calls and their preparation.
+    """
+    from prism.coding.security import explain_command
+
+    rows: list[Row] = []
+    try:
+        await LandlockSandbox([str(root)]).ensure_available()
+        landlock = True
+    except SandboxUnavailableError:
+        landlock = False
+    env = {"PATH": "/usr/bin:/bin", **_GIT_IDENTITY}
+    for directories in (50, 1000):
+        repo = root / f"write{directories}"
+        await _repository(repo, directories)
+        shells: list[tuple[str, ShellOperations, bool]] = [
+            ("unsandboxed", LocalShellOperations(), False)
+        ]
+        bubblewrap = BubblewrapSandbox([str(repo)]) if shutil.which("bwrap") else None
+        if bubblewrap is not None:
+            operations = create_sandbox_shell_operations(bubblewrap)
+            shells.append(("bubblewrap, narrowed", operations, True))
+            shells.append(("bubblewrap, whole root", operations, False))
+        if landlock:
+            shells.append(("Landlock", create_sandbox_shell_operations(
+                LandlockSandbox([str(repo)])), False))  # fmt: skip
+        for command, path in _WRITING.items():
+            explained = explain_command(command, roots=[str(repo)], sandbox=bubblewrap)
+            baseline: Row | None = None
+            for name, shell, narrowed in shells:
+                write_dirs = explained.write_dirs if narrowed else None
+                assert not narrowed or write_dirs, explained
+                request = ShellSpawnRequest(
+                    command=command, shell_path="/bin/sh", cwd=str(repo), env=env,
+                    write_dirs=write_dirs,
+                )  # fmt: skip
+
+                async def sink(chunk: bytes) -> None:
+                    raise AssertionError(chunk)  # each line succeeds quietly
+
+                wall: list[float] = []
+                before = _cpu_s()
+                for round_ in range(samples + 1):
+                    _prepare_write(repo, path, round_)
+                    start = trio.current_time()
+                    await shell.run(request, sink)
+                    if round_:  # the first call warms probes and caches
+                        wall.append((trio.current_time() - start) * 1e6)
+                    else:
+                        before = _cpu_s()
+                cpu_ms = (_cpu_s() - before) / samples * 1000
+                shown = name
+                if write_dirs is not None:
+                    below = [d[len(str(repo)) :].lstrip("/") or "." for d in write_dirs]
+                    shown = f"{name} ({', '.join(below)})"
+                measured = row(
+                    BENCH,
+                    f"`{command}`, {directories} dirs: {shown}",
+                    wall,
+                    baseline=baseline,
+                    target=_TARGETS.get(name.split(",")[0]),
+                )
+                measured.extra["cpu_ms"] = round(cpu_ms, 2)
+                load = os.getloadavg()[0]
                 measured.extra["load"] = round(load, 1)
                 measured.note = f"CPU {cpu_ms:.1f} ms, load {load:.1f}"
                 if baseline is not None:

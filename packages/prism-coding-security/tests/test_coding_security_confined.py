@@ -224,6 +224,10 @@ async def test_an_approved_file_never_comes_back_hard_linked(root: Path) -> None
     )
     result = await ops.run(request, sink)
     assert result.exit_code == 0
+    # the layer's own names go with the layer, removed in the background after the call
+    from prism.coding.security._overlay import wait_discarded
+
+    assert await trio.to_thread.run_sync(wait_discarded, 30.0)
     envrc, notes = (
         await (trio.Path(root) / ".envrc").stat(),
         await (trio.Path(root) / "notes.txt").stat(),

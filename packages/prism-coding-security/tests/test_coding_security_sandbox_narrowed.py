@@ -373,3 +373,236 @@ def test_a_directory_the_host_replaced_meanwhile_gets_nothing(root: Path, tmp_pa
         assert not git_layer.touches_work_tree()
     finally:
         git_layer.discard()
+
+
+# -- git add and git commit: only .git ------------------------------------------------------
+
+
+async def _repository(root: Path) -> None:
+    _tree(root)
+    await _git(root, "git init -q -b main && git add -A && git commit -qm init")
+    (root / "README").write_text("changed\n")
+    (root / "d1" / "new.txt").write_text("new\n")
+
+
+@pytest.mark.parametrize(
+    ("command", "narrowed"),
+    [
+        ("git add -A", True),
+        ("git add -A && git commit -qm x", True),
+        ("git commit -am 'a message'", True),
+        ("git commit -q --amend --no-edit", True),
+        ("git add -- d1 README && git commit -F - <<< msg", True),
+        ("timeout 60 git commit -qam x", True),
+        ("git commit", False),  # an editor
+        ("git commit -m x --edit", False),
+        ("git commit -S -m x", False),  # gpg
+        ("git commit -m x --trailer 'a: b'", False),  # trailer.*.cmd
+        ("git commit -m", False),
+        ("git add -p", False),
+        ("git add --interactive", False),
+        ("git -C d1 add x", False),
+        ("git -c core.hooksPath=h commit -m x", False),
+        ("git stash", False),
+    ],
+)
+async def test_git_add_and_commit_write_only_in_dot_git(
+    root: Path, command: str, narrowed: bool
+) -> None:
+    await _repository(root)
+    expected = (f"{root}/.git",) if narrowed else None
+    assert _writes(root, command) == expected
+
+
+async def test_git_that_may_run_a_program_keeps_the_whole_root(root: Path, tmp_path: Path) -> None:
+    """A hook (a pre-commit formatter rewrites files), a hooks directory named by the
+    configuration, a clean filter, an fsmonitor, commit signing: git runs a program, so
+    nothing proves where it writes. A repository git does not find as a plain ``.git``
+    directory of a root is not narrowed either."""
+    await _repository(root)
+    command = "git add -A && git commit -qm x"
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "pre-commit.sample").write_text("#!/bin/sh\n")
+    assert _writes(root, command) == (f"{root}/.git",)
+    (hooks / "pre-commit").write_text("#!/bin/sh\nblack .\n")
+    assert _writes(root, command) is None
+    (hooks / "pre-commit").unlink()
+    assert _writes(root, command) == (f"{root}/.git",)
+    (root / "githooks").mkdir()
+    await _git(root, "git config core.hooksPath githooks")
+    assert _writes(root, command) == (f"{root}/.git",)
+    (root / "githooks" / "post-commit").write_text("#!/bin/sh\n")
+    assert _writes(root, command) is None
+    await _git(root, "git config --unset core.hooksPath")
+    for setting in ("filter.fmt.clean 'sed s/a/b/'", "core.fsmonitor 'touch M'",
+                    "commit.gpgSign true"):  # fmt: skip
+        await _git(root, f"git config {setting}")
+        assert _writes(root, command) is None, setting
+        await _git(root, f"git config --unset {setting.split()[0]}")
+        assert _writes(root, command) == (f"{root}/.git",)
+    # a linked worktree (.git is a file), a repository above the roots
+    await _git(root, f"git worktree add -q {tmp_path}/wt")
+    assert _writes(tmp_path / "wt", command) is None
+    inner = root / "d2"
+    assert _writes(inner, command) is None
+
+
+async def test_a_narrowed_commit_gives_the_same_commit_as_unsandboxed(tmp_path: Path) -> None:
+    plain, boxed = tmp_path / "plain", tmp_path / "boxed"
+    for directory in (plain, boxed):
+        directory.mkdir()
+        await _repository(directory)
+    command = (
+        "git add -A && git commit -qm work && git rev-parse HEAD && "
+        "git show --stat --format=%T HEAD && git status --porcelain && ls -a .git"
+    )
+    assert _writes(boxed, "git add -A && git commit -qm work") == (f"{boxed}/.git",)
+    expected = await _run(LocalShellOperations(), command, plain, None)
+    assert expected[0] == 0
+    assert await _run(_ops(boxed), command, boxed, [boxed / ".git"]) == expected
+    for directory in (plain, boxed):
+        assert await _git(directory, "git status --porcelain --untracked-files=all") == b""
+    assert await _git(boxed, "git log --format=%H") == await _git(plain, "git log --format=%H")
+    assert await _git(boxed, "git fsck --strict 2>&1") == b""
+
+
+_GIT_ESCAPES = (
+    "echo x > README; echo x > d1/planted; echo '[core] hooksPath = /tmp' >> .git/config; "
+    "echo hook > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; "
+    "ln -sf /var/tmp/victim .git/logs/HEAD; echo x > .git/info/exclude; "
+    "echo 'gitdir: /elsewhere' > .git/commondir; echo end"
+)
+
+
+async def test_a_line_narrowed_to_dot_git_cannot_touch_the_work_tree(root: Path) -> None:
+    """The attack: a line proved to write only in ``.git`` writes the work tree (fails
+    read-only) and plants configuration, a hook, a link, a commondir in ``.git``: the
+    same copy-back leaves them out and reports them; the host's git runs nothing."""
+    await _repository(root)
+    status = await _git(root, "git status --porcelain")
+    before = [e for e in _snapshot(root) if not e[0].startswith(".git")]
+    git_before = {p: c for p, _, _, _, c in _snapshot(root / ".git")}
+    code, output = await _run(_ops(root), _GIT_ESCAPES, root, [root / ".git"])
+    assert code == 0
+    assert output.count(b"Read-only file system") == 2, output
+    assert b"[prism sandbox] not applied to" in output
+    assert [e for e in _snapshot(root) if not e[0].startswith(".git")] == before
+    git_after = {p: c for p, _, _, _, c in _snapshot(root / ".git")}
+    assert git_after == git_before
+    assert not (root / ".git" / "logs" / "HEAD").is_symlink()
+    assert await _git(root, "git status --porcelain") == status
+
+
+async def test_the_secure_tools_narrow_a_commit_unless_a_hook_runs(root: Path) -> None:
+    """Through the whole pipeline: a commit without hooks gets the layer over ``.git``
+    only; with a pre-commit hook that rewrites a file, the whole root's layer, and the
+    hook's change comes back as unsandboxed."""
+    from prism.coding.security import open_secure_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+
+    await _repository(root)
+    seen: list[tuple[str, ...] | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.write_dirs)
+        return request
+
+    async with open_secure_coding_tools(
+        [str(root)], sandbox="bubblewrap", shell_options={"spawn_hook": hook, "env": _ENV}
+    ) as secure:
+        options = DispatchOptions(registry=create_tool_registry(secure.tools))
+
+        async def shell(command: str) -> str:
+            call = ToolCall(id="1", name="shell", arguments={"command": command})
+            result = await dispatch_tool_call(call, options)
+            assert not result.is_error, result.joined_text
+            return result.joined_text
+
+        await shell("git add -A && git commit -qm first")
+        pre_commit = root / ".git" / "hooks" / "pre-commit"
+        pre_commit.parent.mkdir(exist_ok=True)
+        pre_commit.write_text("#!/bin/sh\necho formatted > d2/c.txt\ngit add d2/c.txt\n")
+        pre_commit.chmod(0o755)
+        await shell("git commit -q --allow-empty -m second")
+    assert seen == [(f"{root}/.git",), None]
+    assert await _git(root, "git log --format=%s") == b"second\nfirst\ninit\n"
+    assert (root / "d2" / "c.txt").read_text() == "formatted\n"
+    assert await _git(root, "git show --format= --name-only HEAD") == b"d2/c.txt\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "runs_nothing"),
+    [
+        (["git", "commit", "-m"], False),  # its value is missing
+        (["git", "commit", "-qm"], False),
+        (["git", "commit", "-F"], False),
+        (["git", "add", "--chmod"], False),
+        (["git", "commit", "--quiet=1", "-m", "x"], False),  # a value it takes none of
+        (["git", "commit", "--message=x"], True),
+        (["git", "commit", "-mx"], True),
+        (["git", "commit", "-uno", "-m", "x"], True),
+        (["git", "commit", "--untracked-files=no", "-m", "x"], True),
+        (["git", "commit", "--author", "a <a@b>", "-C", "HEAD"], True),
+        (["git", "commit", "-a"], False),  # no message: an editor
+        (["git", "add", "--", "-p"], True),  # a pathspec
+        (["git", "add", None], False),
+        (["git", "status"], False),
+        (["git"], False),
+    ],
+)
+def test_only_known_options_that_run_nothing_pass(
+    argv: list[str | None], runs_nothing: bool
+) -> None:
+    from prism.coding.security._gitwrites import _arguments_run_nothing
+
+    assert _arguments_run_nothing(argv) is runs_nothing
+
+
+async def test_the_repository_must_be_a_plain_dot_git_directory_of_a_root(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prism.coding.security._gitwrites import git_directory_writes
+    from prism.coding.security._paths import Roots
+
+    await _repository(root)
+    roots = Roots((str(root),))
+    argv = ("git", "commit", "-qm", "x")
+    git_dir = f"{root}/.git"
+    assert git_directory_writes(argv, [str(root), f"{root}/d1"], roots) == [git_dir]
+    # no hooks directory at all; an empty hooksPath is the default one
+    await _git(root, "rm -r .git/hooks && git config core.hooksPath ''")
+    assert git_directory_writes(argv, [str(root)], roots) == [git_dir]
+    # hooksPath naming a file: unreadable as a directory, so a hook may run
+    await _git(root, "git config core.hooksPath README")
+    assert git_directory_writes(argv, [str(root)], roots) is None
+    await _git(root, "git config --unset core.hooksPath")
+    # settings that run nothing
+    await _git(root, "git config core.fsmonitor false && git config commit.gpgSign false")
+    assert git_directory_writes(argv, [str(root)], roots) == [git_dir]
+    # an included file is not in the cache's key: asked again every time
+    (root / "extra.cfg").write_text("")
+    await _git(root, "git config include.path ../extra.cfg")
+    assert git_directory_writes(argv, [str(root)], roots) == [git_dir]
+    (root / "extra.cfg").write_text('[filter "x"]\n\tclean = cat\n')
+    assert git_directory_writes(argv, [str(root)], roots) is None
+    await _git(root, "git config --unset include.path")
+    # configuration pointed elsewhere by the environment: not cached either
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    assert git_directory_writes(argv, [str(root)], roots) == [git_dir]
+    monkeypatch.setattr("shutil.which", lambda name: None)  # no git to ask
+    assert git_directory_writes(argv, [str(root)], roots) is None
+    monkeypatch.undo()
+    # .git without HEAD, as a link, with a commondir; a bare repository in the root
+    (root / ".git" / "commondir").write_text("../elsewhere\n")
+    assert git_directory_writes(argv, [str(root)], roots) is None
+    (root / ".git" / "commondir").unlink()
+    os.rename(root / ".git", root / "real.git")
+    os.symlink("real.git", root / ".git")
+    assert git_directory_writes(argv, [str(root)], roots) is None
+    (root / ".git").unlink()
+    (root / ".git").mkdir()
+    assert git_directory_writes(argv, [str(root)], roots) is None
+    (root / ".git").rmdir()
+    assert git_directory_writes(argv, [str(root / "real.git")], roots) is None
+    assert git_directory_writes(argv, [str(root / "d1")], roots) is None  # none found

@@ -23,6 +23,7 @@ from ._commands import (
 )
 from ._evaluates import evaluates_code
 from ._gitdrivers import repository_drivers
+from ._gitwrites import git_directory_writes
 from ._paths import Roots
 from ._programs import (
     CANNOT_RUN_PROGRAMS,
@@ -208,6 +209,9 @@ class _Judge:
     # some part may write where no model says (a rule-allowed program, a writer whose
     # model names no path, a line asking whether a file is writable)
     unknown_writes: bool = False
+    # checks that ask although what they write is known (a git add or commit that
+    # writes only inside .git): their targets are in write_targets
+    placed: list[CommandCheck] = attrs.field(factory=list)
     # why the line (or a script it runs) may run a program not written in it
     evaluates: list[str] = attrs.field(factory=list)
 
@@ -702,12 +706,27 @@ class _Judge:
                      "dynamic-deny", depth)  # fmt: skip
         use = describe(argv)
         try:
-            return self.layer(use, norm, shown, depth, dynamic_reason)
+            verdict = self.layer(use, norm, shown, depth, dynamic_reason)
+            if verdict == "ask" and norm.program == "git" and use.verdict == "ask":
+                self.place_git(argv)
+            return verdict
         finally:
             # commands this one runs are judged whatever its own verdict, so deny rules
             # reach them; each adds its own check, and the line's outcome is the worst
             for inner in use.inner:
                 self.inner(inner, depth + 1)
+
+    def place_git(self, argv: tuple[str | None, ...]) -> None:
+        """A git add or commit that writes only in ``.git``: its writes are known."""
+        check = self.checks[-1]
+        if check.program != "git" or not check.rule.startswith(
+            ("model:git add", "model:git commit")
+        ):
+            return  # fmt: skip
+        git_dirs = git_directory_writes(argv, self.cwds, self.roots)
+        if git_dirs is not None:
+            self.placed.append(check)
+            self.write_targets += [(os.path.join(d, "index"),) * 2 for d in git_dirs]
 
     def may_run_denied(self, norm: NormalizedArgv) -> bool:
         """Whether a computed word could make this command one a deny rule matches.
@@ -951,7 +970,8 @@ def judge_command(
         )
     what = " ".join(worst.argv)
     write_dirs: tuple[str, ...] | None = None
-    if not judge.unknown_writes and all(_modelled(c) for c in checks):
+    placed = {id(c) for c in judge.placed}
+    if not judge.unknown_writes and all(_modelled(c) or id(c) in placed for c in checks):
         write_dirs = layer_directories(judge.write_targets, roots)
     return CommandExplanation(
         command=command,
