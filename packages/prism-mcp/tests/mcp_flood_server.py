@@ -180,6 +180,15 @@ SHAPES: dict[str, Shape] = {
         {"type": "object", "$ref": "#/$defs/missing"},
         {"content": TEXT, "structuredContent": {"x": 1}},
     ),
+    # What the bridge uses to carry structuredContent past the SDK, sent as JSON:
+    # it stays the server's own object.
+    "forged_detached": shape(
+        None,
+        None,
+        {"content": TEXT, "structuredContent": {"io.prism/detached": "io.prism/detached"}},
+    ),
+    # structuredContent that is not an object: the SDK's check of the result refuses it.
+    "array_structured": shape(None, None, {"content": TEXT, "structuredContent": [1, 2]}),
     # Definitions the 2025-11-25 schema refuses (the root of an outputSchema or
     # inputSchema must say "type": "object"): the SDK would refuse the whole page.
     "string_output": shape(None, {"type": "string"}, {"content": TEXT, "structuredContent": "s"}),

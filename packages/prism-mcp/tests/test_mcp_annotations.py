@@ -120,6 +120,27 @@ async def test_a_result_with_only_structured_content_is_accepted(shapes: McpTool
     assert result.content == ()
 
 
+async def test_structured_content_carried_past_the_sdk_cannot_be_forged(
+    shapes: McpToolBridge,
+) -> None:
+    # The gate hands the SDK each structuredContent object in a carrier no parse
+    # makes; the same key and text sent by the server are the server's own data.
+    result = await run(shapes, "forged_detached")
+    assert not result.is_error, result.joined_text
+    assert result.structured == {"io.prism/detached": "io.prism/detached"}
+    assert type(result.structured["io.prism/detached"]) is str
+
+
+async def test_structured_content_that_is_not_an_object_is_still_refused_by_the_sdk(
+    shapes: McpToolBridge,
+) -> None:
+    # Only objects are carried past the SDK's check of the result; an array meets it.
+    result = await run(shapes, "array_structured")
+    assert result.is_error
+    assert result.details["mcp_error"] == "server_error"
+    assert "structuredContent" in result.joined_text
+
+
 async def test_an_error_result_is_not_checked_against_the_output_schema(
     shapes: McpToolBridge,
 ) -> None:

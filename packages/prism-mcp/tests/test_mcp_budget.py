@@ -7,6 +7,9 @@ import json
 import tracemalloc
 
 import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prism.mcp import _budget
 from prism.mcp._budget import MESSAGE_MEMORY_FREE, memory_refusal, price
@@ -117,10 +120,19 @@ _FLOOD = b"[" + b",".join([b"{}"] * 1_000_000) + b"]"
 
 
 async def _fed(*chunks: bytes) -> list[str | None]:
-    from prism.mcp._http import _Events
+    from prism.mcp._http import _Events, _Refused
+    from prism.mcp._wire import WireState
 
-    events = _Events()
-    return [await events.refusal(chunk) for chunk in chunks]
+    events = _Events(WireState())
+    said: list[str | None] = []
+    for chunk in chunks:
+        try:
+            await events.feed(chunk)
+        except _Refused as refused:
+            said.append(str(refused))
+        else:
+            said.append(None)
+    return said
 
 
 async def test_an_event_is_priced_once_its_blank_line_arrives_whatever_the_chunks() -> None:
@@ -157,3 +169,58 @@ async def test_an_event_within_budget_passes_and_fields_are_not_data() -> None:
     text = json.dumps("{}," * 1_000_000).encode()
     said = await _fed(b"id: " + _FLOOD + b"\n", b"data: " + text + b"\n\n", b": comment\n\n")
     assert said == [None, None, None]
+
+
+_LINES = [
+    b"event: message",
+    b"id: 7",
+    b"retry: 100",
+    b": a comment",
+    b'data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}',
+    b"data:{}",
+    b"data: two",
+    b"data",
+    b"",
+    b"",
+]
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(st.sampled_from(_LINES), max_size=14),
+    st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=14, max_size=14),
+    st.lists(st.integers(min_value=1, max_value=40), max_size=8),
+)
+def test_events_handed_on_are_the_events_the_server_sent(
+    lines: list[bytes], ends: list[bytes], cuts: list[int]
+) -> None:
+    # Data lines are held until their event's blank line, every other line handed on
+    # as it completes: the SDK's reader sees the same events, however the stream is cut.
+    from httpx2._sse import _SSEParser
+
+    from prism.mcp._http import _Events
+    from prism.mcp._wire import WireState
+
+    stream = b"".join(line + end for line, end in zip(lines, ends, strict=False))
+    chunks: list[bytes] = []
+    rest = stream
+    for cut in cuts:
+        chunks.append(rest[:cut])
+        rest = rest[cut:]
+    chunks.append(rest)
+
+    async def handed_on() -> bytes:
+        events = _Events(WireState())
+        out: list[bytes] = []
+        for chunk in chunks:
+            out += await events.feed(chunk)
+        out += await events.finish()
+        return b"".join(out)
+
+    def parsed(data: bytes) -> list[tuple[str, str, str, int | None]]:
+        parser = _SSEParser()
+        events = list(parser.decode(data.decode()))
+        events += parser.flush()
+        return [(e.event, e.data, e.id, e.retry) for e in events]
+
+    assert parsed(trio.run(handed_on)) == parsed(stream)

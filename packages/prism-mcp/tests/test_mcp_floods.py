@@ -183,7 +183,7 @@ async def test_a_result_of_too_many_blocks_is_refused_over_http_too(fixture_http
             refused = await tool.execute({"count": 2000}, ctx)
             kept = await tool.execute({"count": 1024}, ctx)
     assert refused.is_error
-    assert "result refused: 2000 content blocks, more than 1024" in refused.joined_text
+    assert "result refused: more than 1024 content blocks" in refused.joined_text
     assert refused.details["mcp_server"] == "fx"
     assert not kept.is_error
     assert len(kept.content) == 1024
@@ -376,7 +376,7 @@ async def _call_flood(mode: str, count: int, **options: Any) -> Any:
     [
         # 36,000 empty text blocks (1 MB) were 36,000 SDK models: 36 MB and a 1.9 s
         # frozen loop; 330,000 {} in structuredContent 49 MB and 330 ms.
-        ("blocks", 36_000, "result refused: 36000 content blocks, more than 1024"),
+        ("blocks", 36_000, "result refused: more than 1024 content blocks"),
         # Refused before json.loads builds the 330,000 dicts; the session is closed.
         ("nodes", 330_000, "result refused: the server sent a message of 330005 objects"),
         # Within the per-byte count (210 kB), past the gate's cap on one result.
@@ -503,3 +503,57 @@ async def test_a_sampling_request_of_too_many_messages_is_answered_with_an_error
     answered = await _call_flood("sampling", 1024, sample=sample)
     assert json.loads(answered.joined_text)["content"]["text"] == "no"
     assert seen == [1024]
+
+
+async def test_a_result_of_too_many_blocks_is_never_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counted on the raw line; the call gets the gate's error and the session is kept.
+    from prism.mcp import _stdio
+
+    parsed: list[int] = []
+    parse = _stdio._parse
+
+    def counted(line: bytes) -> Any:
+        parsed.append(len(line))
+        return parse(line)
+
+    monkeypatch.setattr(_stdio, "_parse", counted)
+    result = await _call_flood("blocks", 36_000)
+    assert parsed
+    assert max(parsed) < 10_000
+    assert result.is_error
+    assert result.details["mcp_error"] == "server_error"
+    assert "result refused: more than 1024 content blocks" in result.joined_text
+
+
+class _CountedAdapter:
+    """The SDK's JSON-RPC message adapter, recording the size of each JSON text it parses."""
+
+    def __init__(self, inner: Any, sizes: list[int]) -> None:
+        self._inner = inner
+        self._sizes = sizes
+
+    def validate_json(self, data: Any, **kwargs: Any) -> Any:
+        self._sizes.append(len(data))
+        return self._inner.validate_json(data, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_result_of_too_many_blocks_is_never_parsed_over_http(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The body (or the event's data) is counted before the SDK's reader parses it,
+    # which then parses the gate's error in its place.
+    from mcp.client import streamable_http
+
+    sizes: list[int] = []
+    adapter = _CountedAdapter(streamable_http.jsonrpc_message_adapter, sizes)  # type: ignore[attr-defined]
+    monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", adapter)
+    result = await _call_flood_http("blocks", 36_000, kind)
+    assert sizes
+    assert max(sizes) < 10_000
+    assert result.is_error
+    assert result.details["mcp_error"] == "server_error"
+    assert "result refused: more than 1024 content blocks" in result.joined_text

@@ -15,6 +15,10 @@ silently; find the new place before raising the pin:
 * The SDK's tool models type only ``type``, ``$schema``, ``required`` and the kind
   of each ``properties`` entry of a tool's schemas: the flood gate checks a
   ``tools/list`` page through skeletons of them (a differential test below).
+* The SDK's check of a ``tools/call`` result (``validate_server_result``) and its
+  result model keep the value of a ``structuredContent`` member as it is: the gate
+  carries the object past them in a ``Detached`` (a ``str``), and the bridge takes
+  it back from the ``CallToolResult`` the session returns.
 """
 
 from __future__ import annotations
@@ -146,3 +150,23 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
     kept, dropped = await answer({"tools": [good, bad], "nextCursor": 5})
     assert kept == [good, bad]
     assert dropped == []
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])
+def test_the_sdk_keeps_a_carried_structured_content_as_it_is(version: str) -> None:
+    from mcp.client.session import _build_call_tool_adapter
+
+    from prism.mcp._gate import DETACHED_KEY, Detached, attach
+
+    value: dict[str, object] = {"items": [{"id": 1}]}
+    raw: dict[str, object] = {
+        "content": [],
+        "structuredContent": {DETACHED_KEY: Detached(value)},
+    }
+    if version == "2026-07-28":
+        raw["resultType"] = "complete"
+    methods.validate_server_result("tools/call", version, raw)
+    result = _build_call_tool_adapter({}).validate_python(raw, by_name=False)
+    assert isinstance(result, mcp_types.CallToolResult)
+    attach(result)
+    assert result.structured_content is value

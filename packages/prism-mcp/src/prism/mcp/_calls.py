@@ -17,6 +17,7 @@ from prism.core.text import clip, describe_exception
 from ._callbacks import calling
 from ._content import map_call_result
 from ._errors import TELLING_ERRORS, McpBridgeError
+from ._gate import attach
 from ._options import BridgeOptions
 from ._output import OutputChecker
 from ._session import Sessions
@@ -154,6 +155,7 @@ class Caller:
             )
         if failure is not None or result is None:
             return self._call_failed(conn, remote, failure, details)
+        attach(result)
         mapped = map_call_result(result, details)
         if output_schema is not None and not mapped.is_error:
             return self._check_output(

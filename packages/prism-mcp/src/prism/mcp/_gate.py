@@ -8,11 +8,13 @@ refuse is dropped from its listing page (see ``_Gate.answered``).
 
 from __future__ import annotations
 
+import json
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
 import mcp_types
 from anyio.abc import ObjectReceiveStream
@@ -21,6 +23,7 @@ from mcp_types import methods as _methods
 from mcp.shared.message import SessionMessage
 
 from ._content import TASK_META_KEY
+from ._scan import scan
 from ._wire import WireState
 
 if TYPE_CHECKING:
@@ -30,13 +33,19 @@ if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
 
 __all__ = [
+    "BLOCKS_REFUSAL",
     "CHECKPOINT_TOOLS",
+    "DETACHED_KEY",
     "MAX_MESSAGE_NODES",
     "MAX_PAGE_TOOLS",
     "MAX_RESULT_BLOCKS",
     "MAX_SAMPLING_MESSAGES",
     "MAX_TOOL_DEPTH",
+    "Detached",
+    "attach",
     "gate_server_requests",
+    "refused_before_parsing",
+    "result_refused",
     "skeleton",
 ]
 
@@ -78,6 +87,7 @@ def _deeper_than(value: object, limit: int) -> bool:
 
 MAX_RESULT_BLOCKS = 1024
 """Most content blocks one tools/call result may hold; a longer result is refused."""
+BLOCKS_REFUSAL = f"more than {MAX_RESULT_BLOCKS} content blocks"
 MAX_SAMPLING_MESSAGES = 1024
 """Most messages one ``sampling/createMessage`` request may hold; a longer one is refused."""
 MAX_MESSAGE_NODES = 65536
@@ -115,7 +125,7 @@ def _result_refusal(result: dict[str, Any]) -> str | None:
     """Why a tools/call result is refused before the SDK parses it, or ``None``."""
     content = result.get("content")
     if type(content) is list and len(content) > MAX_RESULT_BLOCKS:
-        return f"{len(content)} content blocks, more than {MAX_RESULT_BLOCKS}"
+        return BLOCKS_REFUSAL
     if _more_nodes_than(result, MAX_MESSAGE_NODES) is None:
         return f"more than {MAX_MESSAGE_NODES} objects and arrays"
     return None
@@ -136,6 +146,70 @@ def _request_refusal(message: mcp_types.JSONRPCRequest) -> str | None:
 
 
 _MAX_TRACKED_CALLS = 4096
+
+
+def _call_result(item: SessionMessage, message: mcp_types.JSONRPCResponse) -> SessionMessage:
+    """A tools/call answer as the SDK gets it: refused over the caps, else made acceptable.
+
+    A ``structuredContent`` object goes on past the SDK in a :class:`Detached`
+    (the SDK would validate and dump a copy of the whole value; the bridge
+    checks it against the tool's output schema itself).
+    """
+    result = message.result
+    refusal = _result_refusal(result)
+    if refusal is not None:
+        # An error in place of the result: the SDK never builds its models.
+        return SessionMessage(result_refused(message.id, refusal), metadata=item.metadata)
+    structured = result.get("structuredContent")
+    if type(structured) is dict and structured:
+        result["structuredContent"] = {DETACHED_KEY: Detached(structured)}
+    # A result with only structuredContent is valid; the 2025-11-25
+    # schema still requires content, so give it an empty one.
+    if "content" not in result and "structuredContent" in result:
+        result["content"] = []
+    elif "content" not in result and isinstance(result.get("task"), dict):
+        # A task-augmented call answers with a CreateTaskResult; the SDK
+        # only knows CallToolResult here, so carry the task in _meta.
+        meta = result.get("_meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta[TASK_META_KEY] = result.pop("task")
+        result["_meta"] = meta
+        result["content"] = []
+    return item
+
+
+def result_refused(request_id: int | str, refusal: str) -> mcp_types.JSONRPCError:
+    """The error that answers a tools/call in place of its refused result."""
+    error = mcp_types.ErrorData(code=_RESULT_REFUSED, message=f"result refused: {refusal}")
+    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
+DETACHED_KEY = "io.prism/detached"
+
+
+class Detached(str):
+    """A ``structuredContent`` object carried past the SDK's models (see :func:`attach`).
+
+    A ``str`` to the SDK (its models keep any value of a ``structuredContent``
+    member as it is, and its result check dumps it as this short text); no
+    parse of a message ever makes one, so a server cannot forge it.
+    """
+
+    value: dict[str, Any]
+
+    def __new__(cls, value: dict[str, Any]) -> Self:
+        carried = super().__new__(cls, DETACHED_KEY)
+        carried.value = value
+        return carried
+
+
+def attach(result: mcp_types.CallToolResult) -> None:
+    """Put back the ``structuredContent`` the gate carried past the SDK in ``result``."""
+    structured = result.structured_content
+    if type(structured) is dict and len(structured) == 1:
+        carried = structured.get(DETACHED_KEY)
+        if type(carried) is Detached:
+            result.structured_content = carried.value
 
 
 class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
@@ -170,35 +244,15 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                         continue
                 if isinstance(message, mcp_types.JSONRPCResponse) and self._gate.pending:
                     await self._gate.answered(message)
+                calls = self._gate.state.calls
                 if (
-                    self._gate.calls
-                    and isinstance(message, mcp_types.JSONRPCResponse)
-                    and message.id in self._gate.calls
+                    calls
+                    and isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
+                    and message.id in calls
                 ):
-                    self._gate.calls.discard(message.id)
-                    result = message.result
-                    refusal = _result_refusal(result)
-                    if refusal is not None:
-                        # An error in place of the result: the SDK never builds its models.
-                        error = mcp_types.ErrorData(
-                            code=_RESULT_REFUSED, message=f"result refused: {refusal}"
-                        )
-                        error_message = mcp_types.JSONRPCError(
-                            jsonrpc="2.0", id=message.id, error=error
-                        )
-                        return SessionMessage(error_message, metadata=item.metadata)
-                    # A result with only structuredContent is valid; the 2025-11-25
-                    # schema still requires content, so give it an empty one.
-                    if "content" not in result and "structuredContent" in result:
-                        result["content"] = []
-                    elif "content" not in result and isinstance(result.get("task"), dict):
-                        # A task-augmented call answers with a CreateTaskResult; the SDK
-                        # only knows CallToolResult here, so carry the task in _meta.
-                        meta = result.get("_meta")
-                        meta = dict(meta) if isinstance(meta, dict) else {}
-                        meta[TASK_META_KEY] = result.pop("task")
-                        result["_meta"] = meta
-                        result["content"] = []
+                    calls.discard(message.id)
+                    if isinstance(message, mcp_types.JSONRPCResponse):
+                        return _call_result(item, message)
             return item
 
     async def aclose(self) -> None:
@@ -326,7 +380,6 @@ class _Gate:
     state: WireState
     write: Any
     inflight: set[int | str] = attrs.field(factory=set)
-    calls: set[int | str] = attrs.field(factory=set)
     pending: dict[int | str, str] = attrs.field(factory=dict)
     version: str | None = None
 
@@ -393,9 +446,10 @@ class _Gate:
 
     def track_call(self, request_id: int | str) -> None:
         # Bounded: ids of calls abandoned without an answer are forgotten in bulk.
-        if len(self.calls) >= _MAX_TRACKED_CALLS:
-            self.calls.clear()
-        self.calls.add(request_id)
+        calls = self.state.calls
+        if len(calls) >= _MAX_TRACKED_CALLS:
+            calls.clear()
+        calls.add(request_id)
 
     def admit(self, request_id: int | str) -> bool:
         if request_id not in self.inflight and len(self.inflight) < self.limit:
@@ -428,3 +482,50 @@ def gate_server_requests(
     read, write = streams
     gate = _Gate(limit=limit, state=state, write=write)
     return _GatedRead(read, gate), _GatedWrite(write, gate)
+
+
+_SCAN_ON_THREAD = 65536
+"""Messages longer than this are scanned on a worker thread."""
+
+
+def _early_refusal(raw: bytes) -> tuple[object, str] | None:
+    layout = scan(raw, limit=MAX_RESULT_BLOCKS)
+    if (
+        layout is None
+        or layout.request_id is None
+        or layout.blocks is None
+        or layout.blocks <= MAX_RESULT_BLOCKS
+    ):
+        return None
+    try:
+        request_id: object = json.loads(layout.request_id)
+    except ValueError:
+        return None
+    return request_id, BLOCKS_REFUSAL
+
+
+async def refused_before_parsing(raw: bytes, state: WireState) -> mcp_types.JSONRPCError | None:
+    """The error answering a tools/call whose result ``raw`` is refused unparsed, or ``None``.
+
+    A result of more than ``MAX_RESULT_BLOCKS`` content blocks is refused as
+    the gate refuses it after parsing (the same error, the session kept),
+    without ``json.loads`` building a dict per block first: the blocks are
+    counted on the raw bytes (:func:`scan`, on a worker thread for a long
+    message), only when the message holds enough commas to have that many.
+    """
+    if not state.calls or raw.count(b",") < MAX_RESULT_BLOCKS:
+        return None
+    if len(raw) > _SCAN_ON_THREAD:
+        found = await anyio.to_thread.run_sync(_early_refusal, raw)
+    else:
+        found = _early_refusal(raw)
+    if found is None:
+        return None
+    request_id, refusal = found
+    # Only the answer to a call in flight, as the gate after parsing.
+    if type(request_id) is not int and type(request_id) is not str:
+        return None
+    assert isinstance(request_id, (int, str))
+    if request_id not in state.calls:
+        return None
+    return result_refused(request_id, refusal)

@@ -21,7 +21,7 @@ import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
 from ._budget import message_refusal
-from ._gate import gate_server_requests
+from ._gate import gate_server_requests, refused_before_parsing
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -72,37 +72,49 @@ class _MessageTooLarge(httpx2.StreamError):
 
 _NOTHING = bytearray()
 _LINE_ENDS = (10, 13)
+_DATA = b"data: "
+_EOL = b"\n"
+
+
+class _Refused(Exception):
+    """An event priced over the budget (its reason)."""
 
 
 class _Events:
     """Server-sent events as they stream, each event's data priced before the SDK parses it.
 
-    The SDK parses an event once its blank line arrives; the bytes before it pass
-    through as they come. Lines end with CRLF, LF or CR; a CR that ends a chunk
-    ends its line at once (a reader may dispatch on it), and an LF that begins
-    the next chunk is then the rest of that CRLF. The data lines of one event are
-    joined with LF, as the SDK's reader joins them.
+    Lines end with CRLF, LF or CR; a CR that ends a chunk ends its line at
+    once, and an LF that begins the next chunk is then the rest of that CRLF.
+    Every line but a data line is handed on as it completes (ended with LF);
+    the data lines of an event are held (joined with LF, as the SDK's reader
+    joins them) until its blank line, priced, and handed on then as the same
+    data, or, for a call's result of too many content blocks, as the error
+    the gate answers it with (``refused_before_parsing``). The SDK parses an
+    event only at its blank line, so it sees each event as the server sent it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, state: WireState) -> None:
+        self._state = state
         self._partial = bytearray()
         self._data: list[bytes] = []
         self._after_cr = False
 
-    async def refusal(self, chunk: bytes) -> str | None:
-        """Why an event ``chunk`` completes is refused, or ``None``."""
+    async def feed(self, chunk: bytes) -> list[bytes]:
+        """What to hand on to the SDK for ``chunk``; raises :class:`_Refused`."""
         if self._after_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
+            self._after_cr = False  # the next LF is a line of its own
         if not chunk:
-            return None
+            return []
         self._after_cr = chunk.endswith(b"\r")
         self._partial += chunk
         if b"\n" not in chunk and b"\r" not in chunk:
-            return None
+            return []
         lines = self._partial.splitlines(keepends=True)
         self._partial = bytearray()
         if not lines[-1].endswith((b"\n", b"\r")):
             self._partial = lines.pop()
+        out: list[bytes] = []
         for index, line in enumerate(lines):
             lines[index] = _NOTHING  # each line is let go once read: one copy at a time
             end = len(line)
@@ -112,13 +124,46 @@ class _Events:
                 start = 6 if line[5:6] == b" " else 5
                 with memoryview(line) as view:
                     self._data.append(bytes(view[start:end]))
-            elif not end and self._data:
+            elif end == 4 and line.startswith(b"data"):
+                self._data.append(b"")  # a data field with no colon: empty data
+            elif end:
+                out += (bytes(line[:end]), _EOL)
+            elif self._data:
                 data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
                 self._data = []
-                refusal = await message_refusal(data)
-                if refusal is not None:
-                    return refusal
-        return None
+                out += await self._event(data)
+                out.append(_EOL)
+            else:
+                out.append(_EOL)
+        return out
+
+    async def _event(self, data: bytes) -> tuple[bytes, ...]:
+        refusal = await message_refusal(data)
+        if refusal is not None:
+            raise _Refused(refusal)
+        early = await refused_before_parsing(data, self._state)
+        if early is not None:
+            data = early.model_dump_json(by_alias=True, exclude_none=True).encode()
+        if b"\n" in data:
+            data = data.replace(b"\n", b"\n" + _DATA)
+        return _DATA, data, _EOL
+
+    async def finish(self) -> list[bytes]:
+        """What to hand on once the stream ended.
+
+        The SDK's reader takes a CR that ends the stream as a line end followed
+        by a blank line (the event so far is dispatched): so does this, with
+        the data held, priced as any event's.
+        """
+        if not self._after_cr:
+            return []
+        out: list[bytes] = []
+        if self._data:
+            data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            self._data = []
+            out += await self._event(data)
+        out.append(b"\r")
+        return out
 
 
 class _LimitedStream(httpx2.AsyncByteStream):
@@ -139,7 +184,7 @@ class _LimitedStream(httpx2.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
         tail = b""
-        events = _Events() if self._events else None
+        events = _Events(self._state) if self._events else None
         body = bytearray()
         async for chunk in self._inner:
             if events is not None:
@@ -148,24 +193,38 @@ class _LimitedStream(httpx2.AsyncByteStream):
                 cut = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, 0)
                 size = len(data) - cut if cut > 0 else size + len(chunk)
                 tail = data[-3:]
+                del data
                 if size > self._limit:
                     raise self._refuse()
-                refusal = await events.refusal(chunk)
-                if refusal is not None:
-                    raise self._refuse(refusal)
-                yield chunk
+                try:
+                    pieces = await events.feed(chunk)
+                except _Refused as refused:
+                    raise self._refuse(str(refused)) from None
+                del chunk
+                while pieces:
+                    yield pieces.pop(0)
             else:
                 size += len(chunk)
                 if size > self._limit:
                     raise self._refuse()
                 # The SDK reads a JSON body whole before parsing it: hold it, price it.
                 body += chunk
-        if events is None and body:
+        if events is not None:
+            try:
+                pieces = await events.finish()
+            except _Refused as refused:
+                raise self._refuse(str(refused)) from None
+            for piece in pieces:
+                yield piece
+        elif body:
             whole = bytes(body)
             del body
             refusal = await message_refusal(whole)
             if refusal is not None:
                 raise self._refuse(refusal)
+            early = await refused_before_parsing(whole, self._state)
+            if early is not None:
+                whole = early.model_dump_json(by_alias=True, exclude_none=True).encode()
             yield whole
 
     async def aclose(self) -> None:

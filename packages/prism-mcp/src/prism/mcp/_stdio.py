@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 from ._budget import message_refusal
-from ._gate import gate_server_requests
+from ._gate import gate_server_requests, refused_before_parsing
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -115,8 +115,9 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
     counted for objects and arrays and priced (``message_refusal``) before
     ``json.loads`` builds them, and parsed as JSON-RPC messages; a line over
     the limit, over either bound or that is not JSON-RPC is a fault (recorded
-    in ``state``) and ends the
-    stream, as does the end of stdout or :meth:`end`. The messages of a chunk
+    in ``state``) and ends the stream, as does the end of stdout or
+    :meth:`end`. A call's result of too many content blocks is answered with
+    the gate's error before it is parsed (``refused_before_parsing``). The messages of a chunk
     read before the end are still delivered. At an end of stdout the session
     did not ask for, ``stderr_done`` (set once the server's stderr is read to
     its end) is awaited for a moment, so the crash's reason is known first.
@@ -195,6 +196,10 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
             if refusal is not None:
                 self._fault(refusal, oversize=True)
                 return
+            early = await refused_before_parsing(line, self._state)
+            if early is not None:
+                self._ready.append(SessionMessage(early))
+                continue
             message = _parse(line)
             if message is None:
                 self._fault("the server wrote a stdout line that is not JSON-RPC")

@@ -28,6 +28,8 @@ class WireState:
         refused_requests: server requests refused by the flood gate.
         dropped_tools: (name, reason) of listed tools the SDK would have refused,
             dropped from their ``tools/list`` page; the listing takes them.
+        calls: ids of the ``tools/call`` requests sent and not answered yet
+            (bounded: forgotten in bulk past a few thousand).
     """
 
     fault: str | None = None
@@ -36,6 +38,7 @@ class WireState:
     returncode: int | None = None
     refused_requests: int = 0
     dropped_tools: list[tuple[str, str]] = attrs.field(factory=list)
+    calls: set[int | str] = attrs.field(factory=set)
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:
