@@ -14,6 +14,7 @@ import subprocess
 import threading
 
 from ._errors import SandboxUnavailableError
+from ._proved import HOST_GIT_ENVIRONMENT
 
 __all__ = ["cached_git_entries", "git_entries"]
 
@@ -31,6 +32,9 @@ def _git(root: str, *args: str) -> bytes | None:
             [git, "-C", root, *args],
             capture_output=True,
             stdin=subprocess.DEVNULL,
+            # the repository's own configuration runs nothing here (its fsmonitor would
+            # run on the host when ls-files reads the index)
+            env={**os.environ, **dict(HOST_GIT_ENVIRONMENT)},
             check=False,
             timeout=10,
         )

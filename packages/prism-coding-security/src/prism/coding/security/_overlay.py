@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from ._errors import SandboxUnavailableError
 from ._protected import valid_git_head
+from ._proved import HOST_GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -168,7 +169,8 @@ def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | Non
     git = shutil.which("git")
     if git is None or not os.path.isfile(index):
         return frozenset()
-    env = {**os.environ, "GIT_INDEX_FILE": index, "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}
+    env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_INDEX_FILE": index,
+           "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}  # fmt: skip
     try:
         result = subprocess.run(
             [git, "ls-files", "--stage", "-z"],

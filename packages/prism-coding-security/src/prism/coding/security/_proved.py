@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GIT_ENVIRONMENT",
     "GIT_FORCED_CONFIG",
+    "HOST_GIT_ENVIRONMENT",
     "ProvedCommand",
     "ProvedRedirect",
     "emit",
@@ -77,8 +78,9 @@ its own drivers need no listing.
 
 def _git_environment(
     extra: tuple[tuple[str, str], ...] = (),
+    base: tuple[tuple[str, str], ...] = GIT_FORCED_CONFIG,
 ) -> tuple[tuple[str, str], ...]:
-    forced = GIT_FORCED_CONFIG + extra
+    forced = base + extra
     pairs: list[tuple[str, str]] = [("GIT_CONFIG_COUNT", str(len(forced)))]
     for index, (key, value) in enumerate(forced):
         pairs.append((f"GIT_CONFIG_KEY_{index}", key))
@@ -88,6 +90,21 @@ def _git_environment(
 
 GIT_ENVIRONMENT: tuple[tuple[str, str], ...] = _git_environment()
 """``GIT_CONFIG_COUNT`` and the key/value pairs that force :data:`GIT_FORCED_CONFIG`."""
+
+HOST_GIT_ENVIRONMENT: tuple[tuple[str, str], ...] = (
+    *_git_environment((), base=tuple(kv for kv in GIT_FORCED_CONFIG if kv[0] != "core.hooksPath")),
+    ("GIT_OPTIONAL_LOCKS", "0"),  # reading an index never writes it back
+    ("GIT_TERMINAL_PROMPT", "0"),
+)
+"""The environment of every git Prism itself runs on a root's repository, on the host.
+
+A query as plain as ``git ls-files`` reads the index, and reading the index
+runs the repository's ``core.fsmonitor``: without the forced configuration
+the root's ``.git/config`` would run its program on the host, outside any
+sandbox. Only ``core.hooksPath`` is left as configured: these queries
+(``rev-parse``, ``config``, ``ls-files``) run no hook, and one of them asks
+where the hooks directory is.
+"""
 
 
 def quote(word: str) -> str:
