@@ -17,7 +17,7 @@ from prism.coding.security import (
     _landlock_exec,
     create_sandbox_shell_operations,
 )
-from prism.coding.tools import ShellExit
+from prism.coding.tools import ShellExit, ShellSpawnRequest
 from prism.core import ConfigurationError
 
 if TYPE_CHECKING:
@@ -53,6 +53,41 @@ async def test_writes_outside_the_roots_are_denied(
     assert "done" in output
     assert "Permission denied" in output
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.landlock
+async def test_a_line_proved_to_write_nothing_can_write_nothing(root: Path) -> None:
+    """The attack: a line the policy misjudged as writing nothing (a repository's
+    driver git ran after all) writes anyway. Under Landlock such a line gets a
+    ruleset in which no root is writable, so every write fails and the root is
+    unchanged; the same line as an ordinary request writes (the control)."""
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "README").write_text("text\n")
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    line = (
+        "echo x > .envrc; echo hook > .git/hooks/pre-commit; echo y >> README; rm README; "
+        "mkdir d; echo x > /dev/null && cat README"
+    )
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    request = ShellSpawnRequest(
+        command=line, shell_path="/bin/sh", cwd=str(root), env=env, read_only=True
+    )
+    result = await ops.run(request, sink)
+    output = b"".join(chunks).decode()
+    assert result.exit_code == 0  # /dev/null is still writable and README still reads
+    assert output.count("Permission denied") >= 4, output
+    assert output.endswith("text\n")
+    assert sorted(p.name for p in root.iterdir()) == [".git", "README"]
+    assert list((root / ".git" / "hooks").iterdir()) == []
+    assert (root / "README").read_text() == "text\n"
+    control = ShellSpawnRequest(command=line, shell_path="/bin/sh", cwd=str(root), env=env)
+    await ops.run(control, sink)
+    assert (root / ".envrc").exists() and (root / "d").is_dir()
 
 
 @pytest.mark.landlock

@@ -127,9 +127,17 @@ class LandlockSandbox:
         env: Mapping[str, str],
         on_output: OutputSink,
         kill_grace_s: float,
+        read_only: bool = False,
     ) -> ShellExit:
+        # read_only: a line the policy proved writes nothing gets a ruleset in
+        # which no root is writable, so a misjudged program's write fails (EACCES)
         return await self._fork_server().run(
-            argv, cwd=cwd, env=env, on_output=on_output, kill_grace_s=kill_grace_s
+            argv,
+            cwd=cwd,
+            env=env,
+            on_output=on_output,
+            kill_grace_s=kill_grace_s,
+            extra={"read_only": True} if read_only else None,
         )
 
     async def ensure_available(self) -> None:

@@ -422,6 +422,7 @@ class _Prepared:
     """
 
     ruleset: _Ruleset
+    read_only: _Ruleset
     limits: list[tuple[int, int]]
     filter: _SockFprog
     last_cap: int
@@ -433,6 +434,8 @@ class _Prepared:
         write = config["write"]
         assert isinstance(write, list)
         self.ruleset = _Ruleset([str(p) for p in write], network=config["network"] is True)
+        # for a line proved to write nothing: no root writable (``/dev/null`` only)
+        self.read_only = _Ruleset([], network=config["network"] is True)
         limits = config["limits"]
         assert isinstance(limits, dict)
         names = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS}
@@ -593,7 +596,8 @@ def _supervisor(
     ruleset, failure = -1, ""
     if not prepared.namespaces:
         try:
-            ruleset = prepared.ruleset.current()
+            chosen = prepared.read_only if request.get("read_only") is True else prepared.ruleset
+            ruleset = chosen.current()
         except OSError as exc:
             failure = f"run 0 {exc}"
     if failure:

@@ -705,6 +705,7 @@ class _SandboxShellOperations:
                 env=request.env,
                 on_output=on_output,
                 kill_grace_s=self.kill_grace_s,
+                read_only=request.read_only and request.grant is None,
             )
         if not isinstance(self.backend, BubblewrapSandbox):
             argv = self.backend.wrap(request.argv, cwd=request.cwd)
