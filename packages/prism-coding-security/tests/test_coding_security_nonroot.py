@@ -49,13 +49,21 @@ async def sink(chunk):
 
 async def main():
     env = {"PATH": "/usr/bin:/bin"}
-    first = ShellSpawnRequest(command="id -u; echo hi > made.txt; echo x > .bashrc",
+    first = ShellSpawnRequest(command="id -u; echo hi > made.txt; echo x > .bashrc; mkdir sub",
                               shell_path="/bin/sh", cwd=root, env=env)
     await ops.run(first, sink)
     grant = AccessGrant(protected_writes=(os.path.join(root, ".envrc"),))
     second = ShellSpawnRequest(command="echo export X=1 > .envrc; echo y > .profile",
                                shell_path="/bin/sh", cwd=root, env=env, grant=grant)
     await ops.run(second, sink)
+    # proved to write nothing (no namespace of Prism's own), and narrowed to sub/
+    third = ShellSpawnRequest(command="id -u; echo z > ro.txt", shell_path="/bin/sh",
+                              cwd=root, env=env, read_only=True)
+    await ops.run(third, sink)
+    fourth = ShellSpawnRequest(command="id -u; echo w > sub/w; echo v > v.txt",
+                               shell_path="/bin/sh", cwd=root, env=env,
+                               write_dirs=[os.path.join(root, "sub")])
+    await ops.run(fourth, sink)
 
 trio.run(main)
 print(json.dumps({"uid": os.getuid(), "files": sorted(os.listdir(root)), "output": "".join(out)}))
@@ -115,8 +123,13 @@ async def test_the_sandbox_works_for_an_unprivileged_user(user_root: str) -> Non
     assert report["output"].splitlines()[0] == str(_UID)
     assert ".bashrc" in report["output"]
     assert ".profile" in report["output"]
-    assert report["files"] == [".envrc", "made.txt"]
+    # read-only and narrowed: the same ids; ro.txt and v.txt fail, sub/w lands
+    assert report["output"].splitlines().count(str(_UID)) == 3
+    assert report["output"].count("Read-only file system") == 2
+    assert report["files"] == [".envrc", "made.txt", "sub"]
+    assert os.listdir(os.path.join(user_root, "sub")) == ["w"]
     assert os.stat(os.path.join(user_root, "made.txt")).st_uid == _UID
+    assert os.stat(os.path.join(user_root, "sub", "w")).st_uid == _UID
 
 
 _LANDLOCK_SMOKE = """

@@ -22,7 +22,8 @@ The same file is the sandboxes' fork server (``--serve``, described with
 :func:`serve`): started once per sandbox, it forks per command instead of
 starting an interpreter. For ``LandlockSandbox`` the forked child restricts
 itself as above; for ``BubblewrapSandbox`` (``{"mode": "namespaces"}``) it
-mounts the roots' overlays in a new user and mount namespace and execs bwrap.
+mounts the roots' overlays in a new user and mount namespace and execs bwrap
+(with no overlay to mount it execs bwrap at once).
 """
 
 from __future__ import annotations
@@ -503,7 +504,10 @@ def _command(
         if prepared.namespaces:
             report = fcntl.fcntl(report, fcntl.F_DUPFD_CLOEXEC, 64)
             stage = "mount"
-            _overlays(request["overlays"])  # type: ignore[arg-type]
+            if request["overlays"]:
+                # no layer to mount (the roots read-only): no namespace of our own,
+                # bwrap makes its user namespace from this one (one less to set up)
+                _overlays(request["overlays"])  # type: ignore[arg-type]
             stage = "run"
             _seccomp_on_fd_3(request.get("seccomp"))
             os.execvpe(argv[0], argv, env)

@@ -521,8 +521,10 @@ class _Applier:
         if name == "index" and kind == _FILE:
             work_tree = os.path.join(overlay.root, *rel[:at])
             new = os.path.join(overlay.upper, *rel)
-            before = gitlinks(git_dir, work_tree, os.path.join(git_dir, "index"))
             after = gitlinks(git_dir, work_tree, new)
+            if after == frozenset():
+                return None  # git reads it and it registers no submodule, new or old
+            before = gitlinks(git_dir, work_tree, os.path.join(git_dir, "index"))
             if before is None or after is None or not after <= before:
                 added = sorted(
                     p.decode("utf-8", "replace") for p in (after or set()) - (before or set())
