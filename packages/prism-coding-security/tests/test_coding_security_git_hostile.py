@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from prism.coding.security import explain_command
 from prism.coding.security._gitnames import git_entries
 from prism.coding.security._overlay import gitlinks
 
@@ -84,3 +85,93 @@ def test_prisms_own_git_on_a_root_runs_no_fsmonitor_the_repository_names(tmp_pat
     git_dir = str(root / ".git")
     assert gitlinks(git_dir, str(root), os.path.join(git_dir, "index")) == frozenset()
     assert not mark.exists()
+
+
+# -- a partial clone's lazy fetch ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "extra"),
+    [
+        ("ext::sh {mark_sh}", "[protocol \"ext\"]\n\tallow = always\n"),
+        ("{other}", "[protocol \"file\"]\n\tallow = always\n[remote \"origin\"]\n"
+         "\tuploadpack = \"touch {mark}; false\"\n"),
+        ("pwn::x", "[protocol \"pwn\"]\n\tallow = always\n"),
+    ],
+    ids=["ext", "file-uploadpack", "helper"],
+)  # fmt: skip
+def test_a_promisor_remote_is_never_fetched_by_a_proved_git_command(
+    tmp_path: Path, url: str, extra: str
+) -> None:
+    """A blob missing from a partial clone makes ``git show`` fetch it from the promisor
+    remote; the repository allows the transport by name, which outranks
+    ``protocol.allow``: the proved text forces that name off too."""
+    env = _env(tmp_path)
+    mark = tmp_path / "MARK"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    helper = bin_dir / "git-remote-pwn"
+    helper.write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    helper.chmod(0o755)
+    (tmp_path / "mark.sh").write_text(f"touch {mark}\n")
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    root = tmp_path / "project"
+    _repository(root, env)
+    blob = _git(root, env, "rev-parse", "HEAD:a.txt").stdout.strip()
+    (root / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    formatted = {"mark": mark, "mark_sh": tmp_path / "mark.sh", "other": tmp_path / "other"}
+    _config(
+        root,
+        "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = origin\n"
+        f'[remote "origin"]\n\turl = {url.format(**formatted)}\n\tpromisor = true\n'
+        "\tpartialclonefilter = blob:none\n" + extra.format(**formatted),
+    )
+    for command in ("git show HEAD:a.txt", "git log -p -1"):
+        _bash(command, root, env)
+        assert mark.exists(), f"{command} fetches through the repository's transport"
+        mark.unlink()
+        explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+        assert explanation.execute is not None, explanation.reason
+        result = _bash(explanation.execute, root, env)
+        assert result.returncode != 0
+        assert not mark.exists(), result
+
+
+# -- a submodule's own `ignore` ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [(".gitmodules", '[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n\tignore = none\n'),
+     (".git/config", '[submodule "sub"]\n\tignore = none\n')],
+)  # fmt: skip
+def test_a_submodules_own_ignore_setting_does_not_start_git_in_it(
+    tmp_path: Path, where: str, text: str
+) -> None:
+    """``ignore = none`` for a submodule outranks ``diff.ignoreSubmodules``: git would run
+    ``git status`` inside it, under its own configuration (a filter that runs a program);
+    the proved text carries ``--ignore-submodules=dirty``, which outranks it."""
+    env = _env(tmp_path)
+    mark = tmp_path / "MARK"
+    root = tmp_path / "project"
+    _repository(root, env)
+    sub = root / "sub"
+    _repository(sub, env)
+    _git(root, env, "add", "sub")
+    (root / where).write_text(text) if where == ".gitmodules" else _config(root, text)
+    _git(root, env, "add", "-A")
+    _git(root, env, "commit", "-qm", "sub")
+    (sub / ".gitattributes").write_text("* filter=pwn\n")
+    _config(sub, f'[filter "pwn"]\n\tclean = "touch {mark}; cat"\n')
+    for number, command in enumerate(("git status --short", "git diff --stat", "git diff")):
+        os.utime(sub / "a.txt", (1_700_000_000 + number, 1_700_000_000 + number))
+        _bash(command, root, env)
+        assert mark.exists(), f"{command} runs the submodule's filter"
+        mark.unlink()
+        explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+        assert explanation.execute is not None, explanation.reason
+        os.utime(sub / "a.txt", (1_600_000_000 + number, 1_600_000_000 + number))
+        result = _bash(explanation.execute, root, env)
+        assert result.returncode == 0, result
+        assert not mark.exists(), (command, result)
+        assert "'--ignore-submodules=dirty'" in explanation.execute

@@ -549,7 +549,9 @@ def test_the_forced_configuration_outranks_the_repository(tmp_path: Path) -> Non
     explanation = explain_command("git status", roots=[str(root)])
     assert explanation.execute is not None
     for key, value in GIT_FORCED_CONFIG:
-        probe = explanation.execute.replace("'git' 'status'", f"'git' 'config' '--get' '{key}'")
+        probe = explanation.execute.replace(
+            "'git' 'status' '--ignore-submodules=dirty'", f"'git' 'config' '--get' '{key}'"
+        )
         result = bash(probe, root, env)
         assert result.stdout.rstrip("\n") == value, (key, result)
 

@@ -12,7 +12,10 @@ user's own), and a proved git command runs with each of them forced empty
 submodule runs too): an empty filter is no filter, an empty diff command is
 a command git cannot start. An ``include`` in that configuration makes the
 answer depend on another file the line could write first, so the command is
-not proved.
+not proved. Every ``protocol.<name>.allow`` any configuration file sets is
+forced to ``never`` with them: the named key outranks ``protocol.allow``, and
+a partial clone's lazy fetch would start that transport (an ``ext::``
+command, a remote helper) from a plain ``git show``.
 
 Listing costs one git process (which runs no program: the forced
 configuration, ``git config`` only reads); the answer is kept per directory
@@ -32,7 +35,7 @@ __all__ = ["repository_drivers"]
 
 _PATTERN = (
     r"^(filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external"
-    r"|include\.path|includeif\..*\.path)$"
+    r"|include\.path|includeif\..*\.path|protocol\..*\.allow)$"
 )
 _REPOSITORY_SCOPES = ("local", "worktree")
 _FILTER_PARTS = ("clean", "smudge", "process")
@@ -63,7 +66,10 @@ def _list(start: str) -> tuple[list[str], str | None]:
         )
     fields = result.stdout.decode("utf-8", "surrogateescape").split("\0")
     return [
-        k for s, k in zip(fields[::2], fields[1::2], strict=False) if s in _REPOSITORY_SCOPES
+        k
+        for s, k in zip(fields[::2], fields[1::2], strict=False)
+        # a transport allowed by name in any file (a helper's name is open-ended)
+        if s in _REPOSITORY_SCOPES or (k.startswith("protocol.") and s != "command")
     ], None
 
 
@@ -79,6 +85,11 @@ def _drivers(start: str) -> Drivers | str:
                 f"the repository's configuration includes another file ({key}), which could "
                 "name programs git runs"
             )
+        if section == "protocol":
+            # a promisor remote's lazy fetch would start this transport (ext::, a
+            # helper, an upload-pack command) from a plain `git show`
+            forced[key] = "never"
+            continue
         if key == "diff.external":
             forced[key] = ""
             continue

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANNOT_RUN_PROGRAMS",
     "GIT_NO_DRIVERS",
+    "GIT_NO_SUBMODULES",
     "SAFE_PROGRAMS",
     "SHELLS",
     "WRAPPERS",
@@ -330,18 +331,26 @@ def _find(args: Argv) -> Use:
 
 # subcommands (and their own subcommands) that take diff options: a proved one never
 # runs an external diff or a textconv filter, whatever the repository's files name
-_GIT_DIFFING = {"diff": (), "log": (), "show": (), "whatchanged": (), "blame": (),
+_GIT_DIFFING = {"diff": (), "log": (), "show": (), "whatchanged": (), "blame": (), "status": (),
                 "stash": ("show", "list"), "reflog": ("show", None)}  # fmt: skip
 GIT_NO_DRIVERS = ("--no-ext-diff", "--no-textconv")
+# on the command line, not as configuration: a submodule's own `ignore` (.gitmodules, or
+# submodule.<name>.ignore) outranks diff.ignoreSubmodules, and `none` would start git in
+# the submodule, under that repository's configuration; only the option overrides it
+GIT_NO_SUBMODULES = ("--ignore-submodules=dirty",)
+_GIT_FORCED_ARGV = {"blame": GIT_NO_DRIVERS, "status": GIT_NO_SUBMODULES}
 
 
 def git_without_drivers(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """``argv`` (a proved ``git`` command) with :data:`GIT_NO_DRIVERS` after its subcommand.
+    """``argv`` (a proved ``git`` command) with its forced options after its subcommand.
 
-    Only subcommands that take them get them (``diff``, ``log``, ``show``,
-    ``whatchanged``, ``blame``, ``stash show``/``list``, ``reflog [show]``); any
-    other argv comes back unchanged. The model refuses ``--ext-diff`` and
-    ``--textconv``, so nothing later on the line turns them back on.
+    Only subcommands that take them get them: :data:`GIT_NO_DRIVERS` and
+    :data:`GIT_NO_SUBMODULES` for ``diff``, ``log``, ``show``, ``whatchanged``,
+    ``stash show``/``list``, ``reflog [show]``; :data:`GIT_NO_DRIVERS` for
+    ``blame``; :data:`GIT_NO_SUBMODULES` for ``status``; any other argv comes
+    back unchanged. The model refuses ``--ext-diff``, ``--textconv`` and every
+    ``--ignore-submodules`` that would enter a submodule, so nothing later on
+    the line turns them back on.
     """
     start = 1
     while start <= len(argv):
@@ -351,6 +360,7 @@ def git_without_drivers(argv: tuple[str, ...]) -> tuple[str, ...]:
     index = start - 1  # the subcommand
     if index >= len(argv) or argv[index] not in _GIT_DIFFING:
         return argv
+    forced = _GIT_FORCED_ARGV.get(argv[index], GIT_NO_DRIVERS + GIT_NO_SUBMODULES)
     inner = _GIT_DIFFING[argv[index]]
     if inner:
         following = argv[index + 1] if index + 1 < len(argv) else None
@@ -358,7 +368,7 @@ def git_without_drivers(argv: tuple[str, ...]) -> tuple[str, ...]:
             index += 1
         elif not (None in inner and (following is None or following.startswith("-"))):
             return argv
-    return argv[: index + 1] + GIT_NO_DRIVERS + argv[index + 1 :]
+    return argv[: index + 1] + forced + argv[index + 1 :]
 
 
 def _git(args: Argv) -> Use:

@@ -52,6 +52,17 @@ GIT_FORCED_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.askPass", "false"),
     ("credential.helper", ""),
     ("protocol.allow", "never"),  # no transport: a partial clone cannot fetch
+    # protocol.<name>.allow outranks protocol.allow, whatever file holds it: the
+    # transports git knows, each forced (any other name the configuration allows is
+    # listed and forced with the drivers)
+    ("protocol.ext.allow", "never"),
+    ("protocol.file.allow", "never"),
+    ("protocol.git.allow", "never"),
+    ("protocol.ssh.allow", "never"),
+    ("protocol.http.allow", "never"),
+    ("protocol.https.allow", "never"),
+    ("protocol.ftp.allow", "never"),
+    ("protocol.ftps.allow", "never"),
     ("core.alternateRefsCommand", "false"),
     ("core.editor", "false"),
     ("sequence.editor", "false"),
