@@ -155,6 +155,13 @@ def test_jq_itself_reads_env_behind_a_comment() -> None:
         ("{ f = ENVIRON[1] }", False),
         ('@include "x"', False),
         ('"id" | getline', False),
+        # gawk's symbol table reaches ENVIRON and ARGV by a computed name
+        ('BEGIN { for (k in SYMTAB["ENV" "IRON"]) print k }', False),
+        ('BEGIN { SYMTAB["ARG" "V"][1] = "/etc/shadow"; SYMTAB["ARG" "C"] = 2 } { print }', False),
+        ('BEGIN { f = "sys" "tem"; for (k in FUNCTAB) print k }', False),
+        # gawk's message catalogs: a directory of the program's choosing is read
+        ('BEGIN { bindtextdomain("/outside"); print dcgettext("x") }', False),
+        ('BEGIN { TEXTDOMAIN = "x"; print _"hello" }', False),
     ],
 )
 def test_awk_subset(program: str, safe: bool) -> None:

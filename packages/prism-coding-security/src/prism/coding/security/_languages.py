@@ -223,7 +223,8 @@ def jq_filter_unsafe(text: str) -> str | None:
 # -- awk ------------------------------------------------------------------------------------
 
 _AWK_DANGER = re.compile(
-    r"system|getline|[|>]|@|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC|\bsubsep|\\\r?\n"
+    r"system|getline|[|>]|@|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC|SYMTAB|FUNCTAB"
+    r"|bindtextdomain|dcn?gettext|TEXTDOMAIN|\bsubsep|\\\r?\n"
 )
 
 
@@ -233,7 +234,10 @@ def awk_program_unsafe(program: str) -> str | None:
     Refused anywhere in the text (comments and strings included): ``system``,
     ``getline``, ``|``, ``>`` (so also comparisons), ``@`` (indirect calls,
     ``@include``), ``close``, ``fflush``, ``ENVIRON``, ``PROCINFO``, ``ARGV``,
-    ``ARGC`` and a backslash-newline (a continuation could join a name).
+    ``ARGC``, gawk's ``SYMTAB`` and ``FUNCTAB`` (they reach those arrays and
+    functions by a computed name: ``SYMTAB["ENV" "IRON"]``), its message-catalog
+    functions and ``TEXTDOMAIN`` (they read a directory the program names), and a
+    backslash-newline (a continuation could join a name).
     """
     found = _AWK_DANGER.search(program)
     if found is None:
