@@ -1179,6 +1179,18 @@ INDIRECTION: tuple[str, ...] = (
     "BASH_ENV=evil.sh bash -c ls",
     "ENV=evil.sh sh -i -c ls",
     "GIT_PAGER='sudo id' git log",
+    "env GIT_PAGER='sudo id' git log",
+    "env PAGER=sudo git log",
+    # a locale or zone "name" that is a path: a proved program takes its messages
+    # (printf formats, %n included) or its zone file from a file of the root
+    "LANG=C.UTF-8 LANGUAGE=../../../tmp/i18n ls nonexist",
+    "LANGUAGE=en:../x ls nonexist",
+    "LC_MESSAGES=/tmp/x ls nonexist",
+    "LC_ALL=../x grep -e a f",
+    "env LANGUAGE=../x ls nonexist",
+    "TZ=/tmp/zone date",
+    "TZ=:/tmp/zone date",
+    "TZ=../../../tmp/zone ls -l",
     "PAGER='sudo id' git log",
     "GIT_EXTERNAL_DIFF='sudo id' git diff",
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='sudo id' git log",

@@ -551,8 +551,7 @@ def _env(args: Argv) -> Use:
         return _ask("env", "env without a command prints the environment, which may hold secrets")
     inner = Inner(argv=rest, transparent=True)
     if assignments:
-        names = [a.split("=", 1)[0] for a in assignments]
-        unsafe = [n for n in names if not _harmless_variable(n)]
+        unsafe = [a.split("=", 1)[0] for a in assignments if not harmless_assignment(a)]
         if unsafe:
             return _ask(
                 "env",
@@ -591,12 +590,35 @@ def _harmless_variable(name: str) -> bool:
     return HARMLESS_VARIABLES.match(name) is not None
 
 
+# A locale name as glibc and gettext look one up below their own directories: no
+# '/' and no '..', so ``LANGUAGE=../../root/i18n`` cannot make a proved program take
+# its messages (printf formats: %n writes memory) from a file of the root.
+_LOCALE = r"(?:C|POSIX|[A-Za-z]{2,8}(?:_[A-Za-z0-9]{2,8})?)(?:\.[A-Za-z0-9_-]{1,32})?(?:@[A-Za-z0-9_-]{1,32})?"
+_LOCALE_VALUE = re.compile(rf"(?:{_LOCALE})?")
+_LANGUAGE_VALUE = re.compile(rf"(?:{_LOCALE}(?::{_LOCALE})*)?")
+# A zone name or a POSIX TZ rule; a path (a leading '/' or ':/', or a '..') would
+# make the C library read a file of the command's choosing as a zone file.
+_TZ_VALUE = re.compile(r"(?!:?/)(?!.*\.\.)[A-Za-z0-9_+<>,.:/-]*")
+
+
 def harmless_assignment(text: str) -> bool:
-    """Whether ``NAME=value`` cannot change which program runs or what it loads."""
+    """Whether ``NAME=value`` cannot change which program runs or what it loads.
+
+    Locale variables need a locale name, ``TZ`` a zone name or rule, and
+    ``GIT_PAGER``/``PAGER`` ``cat`` or nothing.
+    """
     name, _, value = text.partition("=")
     if name in ("GIT_PAGER", "PAGER"):
         return value in ("cat", "")
-    return _harmless_variable(name)
+    if not _harmless_variable(name):
+        return False
+    if name == "LANGUAGE":
+        return _LANGUAGE_VALUE.fullmatch(value) is not None
+    if name == "LANG" or name.startswith("LC_"):
+        return _LOCALE_VALUE.fullmatch(value) is not None
+    if name == "TZ":
+        return _TZ_VALUE.fullmatch(value) is not None
+    return True
 
 
 # bash's long options, which it also takes after a single dash (`bash -rcfile FILE`)
