@@ -593,7 +593,10 @@ def _harmless_variable(name: str) -> bool:
 # A locale name as glibc and gettext look one up below their own directories: no
 # '/' and no '..', so ``LANGUAGE=../../root/i18n`` cannot make a proved program take
 # its messages (printf formats: %n writes memory) from a file of the root.
-_LOCALE = r"(?:C|POSIX|[A-Za-z]{2,8}(?:_[A-Za-z0-9]{2,8})?)(?:\.[A-Za-z0-9_-]{1,32})?(?:@[A-Za-z0-9_-]{1,32})?"
+_LOCALE = (
+    r"(?:C|POSIX|[A-Za-z]{2,8}(?:_[A-Za-z0-9]{2,8})?)"
+    r"(?:\.[A-Za-z0-9_-]{1,32})?(?:@[A-Za-z0-9_-]{1,32})?"
+)
 _LOCALE_VALUE = re.compile(rf"(?:{_LOCALE})?")
 _LANGUAGE_VALUE = re.compile(rf"(?:{_LOCALE}(?::{_LOCALE})*)?")
 # A zone name or a POSIX TZ rule; a path (a leading '/' or ':/', or a '..') would
