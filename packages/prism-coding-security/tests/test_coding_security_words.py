@@ -78,10 +78,16 @@ def test_expansion_matches_bash(tree: Path, word: str) -> None:
 
 @pytest.mark.parametrize(
     "word", ["$HOME", "${x}", "$(id)", "`id`", "\"$x\"", "$'\\x41'", "~+", "'unterminated",
-             "{1..100000}", "/*/*/*/*"],
+             "{1..100000}", "/*/*/*/*",
+             # nested or chained past 64 levels (1,000 deep raised RecursionError)
+             "{a," * 1000 + "b" + "}" * 1000, "{a," * 65 + "b" + "}" * 65, "{x}" * 500],
 )  # fmt: skip
 def test_words_bash_would_compute_at_run_time_are_refused(tree: Path, word: str) -> None:
     assert _our_words(word, tree) is None
+
+
+def test_braces_nested_at_the_limit_still_expand(tree: Path) -> None:
+    assert _our_words("{a," * 64 + "b" + "}" * 64, tree) == ["a"] * 64 + ["b"]
 
 
 _PIECES = st.sampled_from(

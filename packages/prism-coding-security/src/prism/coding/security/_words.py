@@ -89,8 +89,31 @@ def _chars(raw: str) -> list[tuple[str, bool]]:
     return out
 
 
-def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
+def _deepest_brace(chars: list[tuple[str, bool]]) -> int:
+    """How deep unquoted braces nest in ``chars`` (one pass)."""
+    depth = deepest = 0
+    for ch, quoted in chars:
+        if quoted:
+            continue
+        if ch == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == "}" and depth > 0:
+            depth -= 1
+    return deepest
+
+
+# Braces nested (or following one another) past this are not expanded here: the word
+# counts as computed, like any word the policy cannot spell out.
+_MAX_BRACE_LEVELS = 64
+
+
+def _brace(chars: list[tuple[str, bool]], level: int = 0) -> list[list[tuple[str, bool]]]:
     """Brace expansion of unquoted ``{a,b}`` and ``{1..3}`` (left to right, nested)."""
+    if level == 0 and _deepest_brace(chars) > _MAX_BRACE_LEVELS:
+        level = _MAX_BRACE_LEVELS + 1  # refused at once, before any level's scan
+    if level > _MAX_BRACE_LEVELS:
+        raise _WordError(f"braces nested or chained more than {_MAX_BRACE_LEVELS} deep")
     depth = 0
     start = -1
     commas: list[int] = []
@@ -117,7 +140,7 @@ def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
                         r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([a-zA-Z])\.\.([a-zA-Z])", text
                     )
                     if seq is None:
-                        rest = _brace(suffix)
+                        rest = _brace(suffix, level + 1)
                         return [prefix + chars[start : index + 1] + r for r in rest]
                     if seq.group(4):
                         lo, hi = ord(seq.group(4)), ord(seq.group(5))
@@ -142,9 +165,9 @@ def _brace(chars: list[tuple[str, bool]]) -> list[list[tuple[str, bool]]]:
                         ]
                     alternatives = [[(c, True) for c in item] for item in items]
                 out: list[list[tuple[str, bool]]] = []
-                tails = _brace(suffix)
+                tails = _brace(suffix, level + 1)
                 for alt in alternatives:
-                    for expanded in _brace(alt):
+                    for expanded in _brace(alt, level + 1):
                         for tail in tails:
                             out.append(prefix + expanded + tail)
                             if len(out) > MAX_EXPANSIONS:
