@@ -960,6 +960,13 @@ PERSISTENCE: tuple[str, ...] = (
 # Reads outside the roots.
 READS_OUTSIDE: tuple[str, ...] = (
     "cat /etc/passwd",
+    # a file test tells one bit about a host path per call
+    "test -e /root/.ssh/id_rsa",
+    "[ -s /etc/shadow ]",
+    "[ f -nt /etc/shadow ]",
+    "test f -ef /etc/passwd",
+    "[ -e f -a -e /etc/passwd ]",
+    "[ ! -r ~/.aws/credentials ]",
     "cat ~/.ssh/id_rsa",
     "cat ~root/.ssh/authorized_keys",
     "cat $HOME/.bash_history",

@@ -875,11 +875,30 @@ def _builtin_text(name: str, args: Argv) -> Use:
     if any(a is None for a in args):
         return _ask(name, f"{name}: an argument is computed at run time")
     if name in ("test", "["):
-        why = builtin_test_unsafe(tuple(a for a in args if a is not None))
+        words = tuple(a for a in args if a is not None)
+        why = builtin_test_unsafe(words)
         if why is not None:
             # what bash evaluates there is never seen by a deny rule: never confined either
             return _ask(name, f"{name}: {why}", rule="subscript")
+        # a file test reads (stats) its file: it must be inside the roots, as stat's
+        return _allow(name, reads=_test_files(words[:-1] if name == "[" else words))
     return _allow(name)
+
+
+# test's unary operators that look at a file (-t takes a descriptor), and its binary ones
+_TEST_FILE_UNARY = frozenset(f"-{letter}" for letter in "abcdefghkprsuwxGLNOS")
+_TEST_FILE_BINARY = frozenset({"-nt", "-ot", "-ef"})
+
+
+def _test_files(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The operands ``test`` may look up as files (a superset: ``-a`` may be "and")."""
+    files: list[str] = []
+    for index, word in enumerate(words):
+        if word in _TEST_FILE_UNARY and index + 1 < len(words):
+            files.append(words[index + 1])
+        elif word in _TEST_FILE_BINARY and 0 < index < len(words) - 1:
+            files += [words[index - 1], words[index + 1]]
+    return tuple(files)
 
 
 _DISPATCH: dict[str, Callable[[str, Argv], Use]] = {
