@@ -63,6 +63,13 @@ Rows (medians over repetitions, measured in one run):
   ``called as an object`` calls the validator object itself. The hot rows are
   timed in this thread's CPU time, so other processes on a shared machine do
   not count.
+- Rows per path a call arrives by (README tool, valid, beside the same raw
+  jsonschema-rs row): ``from text`` (the providers' ``ToolCall.from_json``),
+  ``from a whole message`` (the gateway over HTTP and Anthropic's whole answers:
+  ``ParsedJson.parse`` of the request or answer body, then
+  ``ToolCall.from_parsed`` of its arguments), ``Agents SDK tool`` (the text the
+  SDK hands a tool, through ``ParsedJson``) and ``dict-built call`` (pydantic-ai,
+  LangChain, user code: the compiled schema's ``quick_valid`` check).
 - ``floor: ...``: the least any Python ``ToolValidator`` in front of the engine
   costs: a function that finds the tool's compiled engine by identity (a dict
   lookup and a weak reference call) and calls ``is_valid``, bounding nothing.
@@ -70,9 +77,14 @@ Rows (medians over repetitions, measured in one run):
 - ``parse: ...``: what ``ToolCall.from_json`` costs beside
   ``ToolCall(arguments=json.loads(text))`` (its checks of the text, which let
   the validator skip the walk), on the README and peers texts, 5 kB of prose
-  and 1,000 integers.
+  and 1,000 integers; ``ParsedJson.parse`` of a ``tools/call`` request body; an
+  Anthropic whole answer read through the SDK's models (``construct_type`` of
+  its ``Message``, after ``json.loads``) and through ``ParsedJson.parse``.
 
-Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick]``.
+The load average is printed (to stderr) before and after the hot rows.
+
+Run: ``uv run python benchmarks/bench_validation.py [--json] [--quick] [--hot]``
+(``--hot``: the hot-path and parse rows only).
 """
 
 from __future__ import annotations
@@ -80,6 +92,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import sys
 import time
 import weakref
@@ -92,6 +105,7 @@ from _harness import Row, row, run, time_sync
 
 from prism.core import (
     DispatchOptions,
+    ParsedJson,
     ToolCall,
     ToolDefinition,
     ToolExecutionContext,
@@ -109,6 +123,7 @@ if TYPE_CHECKING:
 
 BENCH = "validation"
 QUICK = "--quick" in sys.argv[1:]
+HOT_ONLY = "--hot" in sys.argv[1:]
 INNER = 2_000 if QUICK else 10_000
 REPEAT = 7 if QUICK else 15
 
@@ -214,6 +229,84 @@ PARSE_TEXTS: list[tuple[str, str]] = [
 ]
 
 
+def _tools_call_body(arguments: dict[str, Any]) -> bytes:
+    """A ``tools/call`` request body as an MCP client of 2026-07-28 sends it."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    message = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "add", "arguments": arguments, "_meta": meta},
+    }
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+ANTHROPIC_ANSWER = json.dumps(
+    {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [
+            {"type": "text", "text": "I'll add them."},
+            {"type": "tool_use", "id": "toolu_01", "name": "add", "input": README_VALID},
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 412,
+            "output_tokens": 57,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+).encode()
+
+
+def _from_message(body: bytes, *path: str | int) -> tuple[Any, ToolExecutionContext]:
+    """The arguments and context of a call built from a member of a whole parsed message."""
+    parsed: ParsedJson | None = ParsedJson.parse(body)
+    for key in path:
+        assert parsed is not None
+        parsed = parsed.member(key)
+    assert parsed is not None
+    call = ToolCall.from_parsed(id="1", name="add", arguments=parsed)
+    return call.arguments, ToolExecutionContext(call)
+
+
+def _anthropic_rows() -> list[Row]:
+    """An Anthropic whole answer: the SDK's models of it beside Prism's own parse."""
+    from anthropic._models import construct_type
+    from anthropic.types import Message
+
+    def sdk() -> object:
+        return construct_type(type_=Message, value=json.loads(ANTHROPIC_ANSWER))
+
+    def prism() -> object:
+        return ParsedJson.parse(ANTHROPIC_ANSWER)
+
+    inner = max(20, INNER // 10)
+    samples: dict[str, list[float]] = {"sdk": [], "prism": []}
+    for _ in range(REPEAT):
+        samples["sdk"].append(_cpu_us(sdk, inner))
+        samples["prism"].append(_cpu_us(prism, inner))
+    base = row(BENCH, "parse: Anthropic whole answer, SDK models", samples["sdk"])
+    return [
+        base,
+        row(
+            BENCH,
+            "parse: Anthropic whole answer, ParsedJson.parse",
+            samples["prism"],
+            baseline=base,
+            note=f"{len(ANTHROPIC_ANSWER)} bytes; what the provider does now",
+        ),
+    ]
+
+
 def _parse_rows() -> list[Row]:
     """What parsing a call from JSON text costs with its bound, beside a plain parse.
 
@@ -245,6 +338,23 @@ def _parse_rows() -> list[Row]:
                 note=f"{len(text)} characters; with the bound",
             )
         )
+    body = _tools_call_body(README_VALID)
+    samples = {"plain": [], "bounded": []}
+    for _ in range(REPEAT):
+        samples["plain"].append(_cpu_us(lambda: json.loads(body), INNER))
+        samples["bounded"].append(_cpu_us(lambda: ParsedJson.parse(body), INNER))
+    base = row(BENCH, "parse: json.loads, tools/call body", samples["plain"])
+    rows.append(base)
+    rows.append(
+        row(
+            BENCH,
+            "parse: ParsedJson.parse, tools/call body",
+            samples["bounded"],
+            baseline=base,
+            note=f"{len(body)} bytes; the gateway's HTTP guard parses each body once",
+        )
+    )
+    rows.extend(_anthropic_rows())
     return rows
 
 
@@ -609,6 +719,10 @@ async def stall_rows() -> list[Row]:
     return rows
 
 
+def _load() -> str:
+    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 def _from_text(name: str, value: dict[str, Any]) -> tuple[Any, ToolExecutionContext]:
     """The arguments and context of a call Prism parsed from the model's JSON text."""
     call = ToolCall.from_json(id="1", name=name, arguments=json.dumps(value))
@@ -652,8 +766,18 @@ async def main() -> list[Row]:
     weather_valid, weather_ctx = _from_text("weather", WEATHER_VALID)
     weather_invalid, weather_ctx_invalid = _from_text("weather", WEATHER_INVALID)
     readme_dict = ToolExecutionContext(ToolCall(id="1", name="add", arguments=README_VALID))
+    gateway_args, gateway_ctx = _from_message(_tools_call_body(README_VALID), "params", "arguments")
+    answer_args, answer_ctx = _from_message(ANTHROPIC_ANSWER, "content", 1, "input")
+    agents_args, agents_ctx = _from_message(json.dumps(README_VALID).encode())
     weather_dict = ToolExecutionContext(ToolCall(id="1", name="weather", arguments=WEATHER_VALID))
     assert check(readme_tool, readme_valid, readme_ctx) is None
+    for arguments, context in (
+        (gateway_args, gateway_ctx),
+        (answer_args, answer_ctx),
+        (agents_args, agents_ctx),
+    ):
+        assert arguments == README_VALID
+        assert check(readme_tool, arguments, context) is None
     assert check(readme_tool, readme_invalid, readme_ctx_invalid) is not None
     assert check(weather_tool, weather_valid, weather_ctx) is None
     assert check(weather_tool, weather_invalid, weather_ctx_invalid) is not None
@@ -744,6 +868,27 @@ async def main() -> list[Row]:
             f"{rs}, valid, README",
             None,
             "closed: one pass over the members",
+        ),
+        (
+            "adapter, valid, README, gateway call (HTTP body)",
+            lambda: direct(readme_tool, gateway_args, gateway_ctx),
+            f"{rs}, valid, README",
+            "<= 2x",
+            "ToolCall.from_parsed of the request body's arguments",
+        ),
+        (
+            "adapter, valid, README, Anthropic whole answer",
+            lambda: direct(readme_tool, answer_args, answer_ctx),
+            f"{rs}, valid, README",
+            "<= 2x",
+            "ToolCall.from_parsed of the answer body's tool_use input",
+        ),
+        (
+            "adapter, valid, README, Agents SDK tool",
+            lambda: direct(readme_tool, agents_args, agents_ctx),
+            f"{rs}, valid, README",
+            "<= 2x",
+            "ParsedJson of the text the SDK hands the tool",
         ),
         (
             "adapter, valid, README, called as an object",
@@ -846,7 +991,9 @@ async def main() -> list[Row]:
             "includes the error text",
         ),
     ]
+    print(f"load average before the hot rows: {_load()}", file=sys.stderr)
     samples = _interleaved({name: call for name, call, *_ in hot})
+    print(f"load average after the hot rows: {_load()}", file=sys.stderr)
     by_name: dict[str, Row] = {}
     for name, _call, baseline, target, note in hot:
         made = row(
@@ -860,6 +1007,8 @@ async def main() -> list[Row]:
         by_name[name] = made
         rows.append(made)
     rows.extend(_parse_rows())
+    if HOT_ONLY:
+        return rows
     raw_valid = by_name["raw fastjsonschema, valid"]
     rows.append(
         row(

@@ -160,7 +160,15 @@ def test_a_parsed_message_gives_its_members_the_whole_texts_bound() -> None:
     assert call == ToolCall(id="1", name="t", arguments={"a": [1]})
     # No member, or not an object: nothing to build from.
     assert message.member("result") is None
-    assert ParsedJson.parse("[1]").member("0") is None
+    assert message.member(0) is None
+    items = ParsedJson.parse('[{"a": 1}, 2]')
+    first = items.member(0)
+    assert first is not None
+    assert first.value is items.value[0]  # type: ignore[index]
+    assert _bound(ToolCall.from_parsed(id="1", name="t", arguments=first)) == (13, 2)
+    for missing in ("0", 2, -1, True):
+        assert items.member(missing) is None
+    assert ParsedJson.parse('"text"').member(0) is None
     assert "ParsedJson dict" in repr(message)
 
 
@@ -190,8 +198,17 @@ def test_a_parsed_text_that_may_hold_what_its_length_does_not_bound_gets_no_boun
 
 
 def test_parsed_json_reads_bytes_and_refuses_what_json_loads_refuses() -> None:
-    for data in (b"\xef\xbb\xbf{}", '{"a": 1}'.encode("utf-16"), b'{"a": 1}'):
+    for data in (
+        b"\xef\xbb\xbf{}",
+        '{"a": 1}'.encode("utf-16"),
+        '{"a": 1}'.encode("utf-16-le"),
+        b'{"a": 1}',
+        bytearray(b'{"a": 1}'),
+        b'{"s": "\xed\xa0\x80"}',  # a lone surrogate's bytes, as json.loads lets them pass
+    ):
         assert ParsedJson.parse(data).value == json.loads(data)
+    surrogate = ParsedJson.parse(b'{"s": "\xed\xa0\x80"}')
+    assert _bound(ToolCall.from_parsed(id="1", name="t", arguments=surrogate)) is None
     assert _bound(ToolCall.from_parsed(id="1", name="t", arguments=ParsedJson.parse(b"{}"))) == (
         2,
         1,
@@ -413,3 +430,45 @@ def test_the_agent_keeps_the_bound_when_it_maps_an_alias_back_to_the_registry_na
     by_hand = _registry_call(ToolCall(id="1", name="mcp__docs__search", arguments={}), names)
     assert by_hand.name == "mcp:docs:search"
     assert _bound(by_hand) is None
+
+
+class _Quick(_Validator):
+    """A validator whose compiled schemas also answer quick_valid."""
+
+    def compile(self, schema: object) -> _Compiled:
+        compiled = super().compile(schema)
+        seen = self.seen
+
+        def quick(value: object) -> object:
+            seen.append("quick")
+            if isinstance(value, dict) and value.get("boom"):
+                raise RuntimeError("the engine could not read it")
+            if isinstance(value, dict) and "truthy" in value:
+                return 1  # only True passes
+            return isinstance(value, dict) and "bad" not in value
+
+        compiled.quick_valid = quick  # type: ignore[attr-defined]
+        return compiled
+
+
+def test_any_other_call_asks_quick_valid_first_and_validate_for_anything_but_true() -> None:
+    built = ToolCall(id="1", name="t", arguments={"a": 1})
+    assert _check(_Quick(), built) == (None, ["quick"])
+    for arguments in ({"bad": 1}, {"boom": 1}, {"truthy": 1}):
+        outcome, seen = _check(_Quick(), ToolCall(id="1", name="t", arguments=arguments))
+        assert seen == ["quick", "validate"]
+        assert (outcome is None) is ("bad" not in arguments)
+    # A call from text within its bound gets the bound's verdict, not quick_valid's.
+    text = ToolCall.from_json(id="1", name="t", arguments='{"a": 1}')
+    assert _check(_Quick(), text) == (None, ["is_valid"])
+    # Past the bound: quick_valid.
+    assert _check(_Quick(chars=3), text) == (None, ["quick"])
+    # Not callable: ignored.
+
+    class Odd(_Validator):
+        def compile(self, schema: object) -> _Compiled:
+            compiled = super().compile(schema)
+            compiled.quick_valid = "yes"  # type: ignore[attr-defined]
+            return compiled
+
+    assert _check(Odd(), built) == (None, ["validate"])

@@ -34,7 +34,7 @@ class Request:
 
 @attrs.frozen
 class Json:
-    """A JSON answer."""
+    """A JSON answer (``bytes``: the body as it is)."""
 
     body: object
     status: int = 200
@@ -101,7 +101,8 @@ class WireServer:
         self.requests.append(Request(method, path, headers, body))
         response = self.responses.pop(0) if self.responses else Json({"error": "no response"}, 500)
         if isinstance(response, Json):
-            payload = json.dumps(response.body).encode()
+            answer = response.body
+            payload = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             extra = "".join(f"{k}: {v}\r\n" for k, v in response.headers)
             await stream.send_all(
                 f"HTTP/1.1 {response.status} X\r\nContent-Type: application/json\r\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import anthropic
 import pytest
 import trio
 from anthropic.types import (
@@ -40,6 +41,7 @@ from prism.core import (
     create_agent,
     create_rule_permission_policy,
 )
+from prism.core._content import NO_TEXT_BOUND
 from prism.core.ledger import RunLedger
 from prism.providers import (
     AnthropicProvider,
@@ -390,6 +392,84 @@ async def test_non_streaming_message(wire_server: WireServer) -> None:
     assert provider.responses[0].usage == ModelUsage(
         input_tokens=12, output_tokens=4, cache_read_tokens=3
     )
+
+
+async def test_a_whole_answer_is_read_from_its_text_and_its_calls_keep_the_proof(
+    wire_server: WireServer,
+) -> None:
+    wire_server.queue_json(
+        {
+            "id": "msg_3",
+            "model": "test-model",
+            "content": [
+                {"type": "text", "text": "Two calls."},
+                {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "t3", "name": "read"},
+                {"type": "server_tool_use", "id": "s1", "name": "web", "input": {}},
+                {"type": "text"},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 7, "output_tokens": -1, "cache_creation_input_tokens": "2"},
+        }
+    )
+    big = {"type": "tool_use", "id": "t2", "name": "read", "input": {"n": 10**20}}
+    wire_server.queue_json(whole_message([big], "tool_use"))
+    async with open_anthropic_provider(
+        api_key=KEY, base_url=wire_server.url, stream=False
+    ) as provider:
+        answer = await provider.complete(user("read a"))
+        again = await provider.complete(user("read b"))
+    assert answer.content == (TextContent(text="Two calls."),)
+    calls = [*answer.tool_calls, *again.tool_calls]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("t1", "read", {"path": "a"}),
+        ("t3", "read", {}),
+        ("t2", "read", {"n": 10**20}),
+    ]
+    # Parsed by Prism from the body's text: a call carries the text's bound; no
+    # input, none; a body with a 21-digit integer proves nothing (walked).
+    assert [c._text_bound != NO_TEXT_BOUND for c in calls] == [True, False, False]
+    info = provider.responses[0]
+    assert (info.model, info.response_id, info.stop_reason) == ("test-model", "msg_3", "tool_use")
+    assert info.usage == ModelUsage(input_tokens=7)
+
+
+async def test_a_strict_client_still_has_the_sdk_check_a_whole_answer(
+    wire_server: WireServer,
+) -> None:
+    wire_server.queue_json(whole_message([TOOL_USE], "tool_use"))
+    client = anthropic.AsyncAnthropic(
+        api_key=KEY, base_url=wire_server.url, _strict_response_validation=True
+    )
+    provider = AnthropicProvider(client=client, stream=False)
+    try:
+        answer = await provider.complete(user("search"))
+    finally:
+        await client.close()
+    assert [(c.id, c.arguments) for c in answer.tool_calls] == [("toolu_1", {"q": "trio"})]
+    assert answer.tool_calls[0]._text_bound != NO_TEXT_BOUND
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"<html>busy</html>", "not JSON"),
+        ([1, 2], "no list of content blocks"),
+        ({"content": {"type": "text"}}, "no list of content blocks"),
+        ({"content": ["text"]}, "not an object"),
+        ({"content": [{"type": "tool_use", "name": "read", "input": {}}]}, "without id or name"),
+    ],
+)
+async def test_a_whole_answer_that_cannot_be_read_is_a_response_error(
+    wire_server: WireServer, body: object, words: str
+) -> None:
+    wire_server.queue_json(body)
+    async with open_anthropic_provider(
+        api_key=KEY, base_url=wire_server.url, stream=False, max_retries=0
+    ) as provider:
+        with pytest.raises(ProviderResponseError, match=words):
+            await provider.complete(user("read a"))
+    assert provider.responses == []
 
 
 async def test_no_key_and_no_base_url_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -109,7 +109,13 @@ def test_a_tool_whose_schema_was_evicted_recompiles() -> None:
     two = ToolDefinition(name="two", execute=_noop, parameters={"type": "array"})
     assert check(one, {}, _context()) is None
     assert check(two, [], _context()) is None  # type: ignore[arg-type]
+    # A valid call: the adapter's own check of the tool (kept with the tool) says so.
     assert check(one, {}, _context()) is None
+    assert check.cache_info().misses == 2
+    # Asked why a call is refused, the evicted schema is compiled again.
+    refused = check(one, [], _context())  # type: ignore[arg-type]
+    assert refused is not None
+    assert "must be object" in refused.message
     assert check.cache_info().misses == 3
 
 

@@ -118,23 +118,30 @@ LIMITS = SchemaLimits(
 )
 
 
-def _hot(schema: dict[str, Any], value: object, limits: SchemaLimits) -> tuple[bool, str | None]:
+def _hot(
+    schema: dict[str, Any], value: object, limits: SchemaLimits
+) -> tuple[bool, str | None, str | None]:
     check = create_json_schema_tool_validator(limits=limits)
     tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
     first = check(tool, value, _CTX)  # type: ignore[arg-type]
     second = check(tool, value, _CTX)  # type: ignore[arg-type]
     assert first == second
     if second is None:
-        return True, None
+        return True, None, None
     errors = second.details["errors"]
     assert isinstance(errors, list)
     path = errors[0]["path"]  # type: ignore[index,call-overload]
-    return False, path  # type: ignore[return-value]
+    message = errors[0]["message"]  # type: ignore[index,call-overload]
+    return False, path, message  # type: ignore[return-value]
 
 
-def _full(schema: dict[str, Any], value: object, limits: SchemaLimits) -> tuple[bool, str | None]:
+def _full(
+    schema: dict[str, Any], value: object, limits: SchemaLimits
+) -> tuple[bool, str | None, str | None]:
     result = JsonSchemaArgumentValidator(limits=limits).validate(schema, value)
-    return result.ok, None if result.ok else result.errors[0].path
+    if result.ok:
+        return True, None, None
+    return False, result.errors[0].path, result.errors[0].message
 
 
 @pytest.mark.parametrize("schema", [OPEN, PLAIN, CLOSED], ids=["budgets", "plain", "closed"])
@@ -176,8 +183,34 @@ def test_an_entry_in_use_outlives_an_idle_one_when_the_cache_is_full() -> None:
     misses = check.cache_info().misses
     assert check(tools[0], {}, _CTX) is None
     assert check.cache_info().misses == misses
+    # The adapter keeps each tool's own check; the cache compiles the evicted one again.
     assert check(tools[1], {"a": 1}, _CTX) is None
+    assert check.cache_info().misses == misses
+    check.validator.compile(tools[1].parameters)
     assert check.cache_info().misses == misses + 1
     info = check.cache_info()
     assert info.currsize == 2
     assert info.hits >= 3
+
+
+def test_quick_valid_answers_true_only_for_what_validate_accepts() -> None:
+    validator = JsonSchemaArgumentValidator(limits=LIMITS, cache_size=1)
+    compiled = validator.compile(CLOSED)
+    quick = compiled.quick_valid
+    assert quick is not None
+    assert quick({"n": 1, "tags": ["a"]}) is True
+    assert quick({"n": "1"}) is False  # within the limits, refused by the engine
+    assert quick({"n": 2**70}) is None  # past a limit: validate says where
+    assert quick({"tags": ["x"] * 7}) is None
+    # Asked why right after quick_valid refused that very value: the same words.
+    refused = {"s": "x" * 9}
+    assert quick(refused) is False
+    after = compiled.validate(refused)
+    assert after == JsonSchemaArgumentValidator(limits=LIMITS).validate(CLOSED, refused)
+    assert not after.ok
+    # Another value after a refusal is checked, not taken for the refused one.
+    assert quick({"n": "1"}) is False
+    assert compiled.validate({"n": 2**70}).errors[0].path == "data.n"
+    validator.compile(OPEN)  # evicts CLOSED's entry
+    assert compiled.quick_valid is None
+    assert compiled.validate({"n": 1}).ok

@@ -69,14 +69,19 @@ _BOUNDED = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
 # of both kinds of bracket).
 _FOLD = bytes.maketrans(b"0123456789{", b"0000000000[")
 _LONG_NUMBER = b"0" * (_INTEGER_CHARS + 1)
+_BOM = b"\xef\xbb\xbf"
 
 
-def _bound(text: str) -> tuple[int, int] | None:
-    """(characters, most nesting) the parsed value is within, or ``None``."""
-    try:
-        raw = text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
+def _bound(text: str, raw: bytes | bytearray | None = None) -> tuple[int, int] | None:
+    """(characters, most nesting) the parsed value is within, or ``None``.
+
+    ``raw`` is ``text`` as UTF-8, when the caller has it.
+    """
+    if raw is None:
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
     folded = raw.translate(_FOLD)
     if _LONG_NUMBER in folded:
         return None
@@ -101,8 +106,17 @@ def parse_json_text(data: str | bytes | bytearray) -> tuple[object, tuple[int, i
             that cannot be decoded).
         RecursionError: ``data`` nests deeper than the parser can follow.
     """
+    raw: bytes | bytearray | None = None
     if isinstance(data, (bytes, bytearray)):
-        text = data.decode(json.detect_encoding(data), "surrogatepass")
+        # Plain UTF-8 (no BOM, no NUL among the first bytes, as json.loads would
+        # find UTF-16 or -32) decodes strictly; anything else as json.loads does.
+        if data[:4].find(0) >= 0 or data.startswith(_BOM):
+            return json.loads(data), None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:  # a surrogate's bytes: json.loads lets them pass
+            return json.loads(data), None
+        raw = data
     else:
         text = data
     if len(text) <= TEXT_BOUND_LIMIT:
@@ -111,7 +125,7 @@ def parse_json_text(data: str | bytes | bytearray) -> tuple[object, tuple[int, i
         except _Unbounded:
             pass
         else:
-            return value, _bound(text)
+            return value, _bound(text, raw)
     return json.loads(text), None
 
 

@@ -179,12 +179,19 @@ class ParsedJson:
         """The parsed value (plain JSON types only: dict, list, str, int, float, bool, None)."""
         return self._value
 
-    def member(self, key: str) -> ParsedJson | None:
-        """The member ``key`` of an object value, with the same proof; ``None`` if there is none."""
+    def member(self, key: str | int) -> ParsedJson | None:
+        """A member of the value, with the same proof; ``None`` if there is none.
+
+        ``key`` is a name for an object value, an index (from 0) for an array.
+        """
         value = self._value
-        if type(value) is not dict or key not in value:
-            return None
-        return ParsedJson._made(value[key], self._bound)
+        if type(value) is dict:
+            if type(key) is not str or key not in value:
+                return None
+            return ParsedJson._made(value[key], self._bound)
+        if type(value) is list and type(key) is int and 0 <= key < len(value):
+            return ParsedJson._made(value[key], self._bound)
+        return None
 
 
 @attrs.frozen(kw_only=True)

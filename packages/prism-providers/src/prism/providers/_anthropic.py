@@ -10,6 +10,7 @@ import attrs
 from prism.core import (
     AssistantMessage,
     ImageContent,
+    ParsedJson,
     ReasoningContent,
     TextContent,
     ToolCall,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     import anthropic
+    from anthropic._response import AsyncAPIResponse
     from anthropic.types import Message as AnthropicMessage
     from anthropic.types import RawMessageStreamEvent, Usage
 
@@ -153,6 +155,40 @@ def _usage(usage: Usage) -> ModelUsage:
     )
 
 
+def _count(usage: Mapping[str, object], name: str) -> int:
+    value = usage.get(name)
+    return value if type(value) is int and value >= 0 else 0
+
+
+def _whole_usage(usage: object) -> ModelUsage:
+    """The usage object of a whole answer, as JSON (missing or odd counts are 0)."""
+    if type(usage) is not dict:
+        return ModelUsage()
+    return ModelUsage(
+        input_tokens=_count(usage, "input_tokens"),
+        output_tokens=_count(usage, "output_tokens"),
+        cache_read_tokens=_count(usage, "cache_read_input_tokens"),
+        cache_write_tokens=_count(usage, "cache_creation_input_tokens"),
+    )
+
+
+def _text_field(value: Mapping[str, object], name: str) -> str | None:
+    field = value.get(name)
+    return field if type(field) is str else None
+
+
+def _whole_call(block: ParsedJson, fields: Mapping[str, object]) -> ToolCall:
+    """A tool_use block's call; its input as parsed from the answer's text, with its proof."""
+    call_id = _text_field(fields, "id")
+    name = _text_field(fields, "name")
+    if call_id is None or name is None:
+        raise ProviderResponseError("the anthropic answer has a tool_use block without id or name")
+    arguments = block.member("input")
+    if arguments is None:
+        return ToolCall(id=call_id, name=name, arguments={})
+    return ToolCall.from_parsed(id=call_id, name=name, arguments=arguments)
+
+
 @attrs.define
 class _Block:
     kind: str
@@ -247,35 +283,63 @@ class AnthropicProvider(SharedOptions):
             ProviderConnectionError: the API could not be reached or timed out.
             ProviderResponseError: the answer could not be understood or was cut short.
         """
+        messages = self.client.messages
         return await ask(
             provider=_PROVIDER,
-            create=self.client.messages.create,
+            # A whole answer is read from its own text: the SDK's models of it
+            # cost far more than a parse, and the calls keep what the text proves.
+            create=messages.create if self.stream else messages.with_raw_response.create,
             params=self._params(request),
             stream=self.stream,
             consume=self._consume,
             finish=self._finish,
         )
 
-    async def _finish(self, response: AnthropicMessage) -> AssistantMessage:
+    async def _finish(self, response: AsyncAPIResponse[AnthropicMessage]) -> AssistantMessage:
+        """The assistant turn of a whole (not streamed) answer, read from the body's JSON text.
+
+        Parsed once, by Prism: each tool call's input is the object parsed from
+        that text and keeps what the text proves (see ``ParsedJson``); blocks of
+        other types are skipped, as the stream skips them. A client made with
+        strict response validation still has the SDK check the answer first.
+        """
+        if getattr(self.client, "_strict_response_validation", False) is True:
+            await response.parse()  # raises APIResponseValidationError for an odd answer
+        try:
+            message = ParsedJson.parse(response.http_response.content)
+        except (ValueError, RecursionError) as exc:
+            raise ProviderResponseError("the anthropic answer is not JSON") from exc
+        value = message.value
+        blocks = message.member("content")
+        if type(value) is not dict or blocks is None or type(blocks.value) is not list:
+            raise ProviderResponseError("the anthropic answer has no list of content blocks")
         content: list[Content] = []
         texts: list[str] = []
         calls: list[ToolCall] = []
-        for block in response.content:
-            if block.type == "text":
-                texts.append(block.text)
-            elif block.type == "tool_use":
-                calls.append(ToolCall(id=block.id, name=block.name, arguments=block.input))
-            elif block.type in ("thinking", "redacted_thinking"):
-                content.append(_reasoning(block.model_dump(mode="json", exclude_none=True)))
+        for index, fields in enumerate(blocks.value):
+            if type(fields) is not dict:
+                raise ProviderResponseError(
+                    "the anthropic answer has a content block not an object"
+                )
+            kind = fields.get("type")
+            if kind == "text":
+                texts.append(_text_field(fields, "text") or "")
+            elif kind == "tool_use":
+                block = blocks.member(index)
+                assert block is not None  # an index of the list just read
+                calls.append(_whole_call(block, fields))
+            elif kind in ("thinking", "redacted_thinking"):
+                # Sent back exactly as it came (the API checks the signature).
+                content.append(_reasoning({k: v for k, v in fields.items() if v is not None}))
         text = "".join(texts)
         if text:
             content.append(TextContent(text=text))
         info = ModelResponseInfo(
             provider=_PROVIDER,
-            model=response.model,
-            response_id=response.id,
-            stop_reason=response.stop_reason,
-            usage=_usage(response.usage),
+            model=_text_field(value, "model") or "",
+            response_id=_text_field(value, "id"),
+            stop_reason=_text_field(value, "stop_reason"),
+            usage=_whole_usage(value.get("usage")),
         )
         return await self.answer(self.on_event, info, content, tuple(calls))
 

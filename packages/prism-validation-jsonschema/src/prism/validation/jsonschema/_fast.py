@@ -24,7 +24,7 @@ so it never decides anything the full path would decide otherwise:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._instance import TOTAL_STRING_FACTOR, lone_surrogate
 from ._screen import POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
@@ -34,7 +34,29 @@ if TYPE_CHECKING:
 
     from ._limits import SchemaLimits
 
-__all__ = ["closed_checker", "flat_checker"]
+__all__ = ["Counted", "closed_checker", "flat_checker"]
+
+
+class Counted(Protocol):
+    """Where a checker counts its calls (a cache entry's ``hits``), and notes a refusal.
+
+    ``refused`` is the last value the checker saw within the limits and the
+    engine refused: the caller that asks ``validate`` why next need not check
+    that very value again.
+    """
+
+    hits: int
+    refused: object
+
+
+class _Nowhere:
+    """The counter of a checker whose calls are counted by its caller."""
+
+    __slots__ = ("hits", "refused")
+
+    def __init__(self) -> None:
+        self.hits: int = 0
+        self.refused: object = None
 
 
 def _array_chars(items: list[Any], max_string: int) -> int:
@@ -57,13 +79,17 @@ def _array_chars(items: list[Any], max_string: int) -> int:
 
 
 def closed_checker(
-    valid: Callable[[Any], bool], caps: Mapping[str, int], max_string: int
+    valid: Callable[[Any], bool],
+    caps: Mapping[str, int],
+    max_string: int,
+    counter: Counted | None = None,
 ) -> Callable[[object], bool | None]:
     """The checker of a closed schema; ``caps`` maps each declared property to its maxItems.
 
     A property that is not an array maps to 0. A key must be a declared name
     (the schema refuses any other): checked, after its type, by one lookup that
-    also bounds its length and its characters.
+    also bounds its length and its characters. Each call counts one on
+    ``counter``'s ``hits``.
     """
     low = -SAFE_INTEGER
     high = SAFE_INTEGER
@@ -71,22 +97,21 @@ def closed_checker(
     too_long = integer_too_long
     cap_of = caps.get
     closed = len(caps)
+    uses: Counted = _Nowhere() if counter is None else counter
 
     def check(value: Any) -> bool | None:
+        uses.hits += 1
         if type(value) is not dict or len(value) > closed:
             return None
         for key, item in value.items():
-            if type(key) is not str:
-                return None
-            cap = cap_of(key)
-            if cap is None:
+            if type(key) is not str or (cap := cap_of(key)) is None:
                 return None
             t = type(item)
-            if t is str:
-                if len(item) > max_string or (not item.isascii() and lone(item)):
-                    return None
-            elif t is int:
+            if t is int:
                 if not low < item < high and too_long(item):
+                    return None
+            elif t is str:
+                if len(item) > max_string or (not item.isascii() and lone(item)):
                     return None
             elif t is list:
                 if len(item) > cap:
@@ -104,7 +129,10 @@ def closed_checker(
                         return None
             elif t is not bool and item is not None and (t is not float or item - item):
                 return None
-        return valid(value)
+        if valid(value):
+            return True
+        uses.refused = value
+        return False
 
     return check
 
@@ -115,12 +143,14 @@ def flat_checker(
     *,
     max_work: int = 0,
     max_regex: int = 0,
+    counter: Counted | None = None,
 ) -> Callable[[object], bool | None]:
     """The checker of any other schema: objects two levels deep at most, with the budgets.
 
     ``max_work``/``max_regex`` are the schema's costliest per-node and
     per-character costs, when its calls must be checked against the budgets
-    (0 when no instance within the limits can exceed them).
+    (0 when no instance within the limits can exceed them). Each call counts
+    one on ``counter``'s ``hits``.
     """
     low = -SAFE_INTEGER
     high = SAFE_INTEGER
@@ -137,8 +167,10 @@ def flat_checker(
     work_budget = limits.max_validation_work
     regex_budget = limits.max_regex_work
     budgets = bool(max_work or max_regex)
+    uses: Counted = _Nowhere() if counter is None else counter
 
     def check(value: Any) -> bool | None:
+        uses.hits += 1
         if type(value) is not dict or len(value) > max_members:
             return None
         chars = 0
@@ -175,6 +207,9 @@ def flat_checker(
             or (chars + keys) * max_regex > regex_budget
         ):
             return None
-        return valid(value)
+        if valid(value):
+            return True
+        uses.refused = value
+        return False
 
     return check

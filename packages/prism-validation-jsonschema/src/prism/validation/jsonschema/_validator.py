@@ -123,7 +123,9 @@ class _Entry:
         "marked",
         "max_regex",
         "max_work",
+        "quick",
         "refusal",
+        "refused",
         "regex",
         "rejected",
         "text_bound",
@@ -164,6 +166,10 @@ class _Entry:
         self.alive = True
         # The hot path's checker (see _fast), set by the cache; None once evicted.
         self.fast: Callable[[object], bool | None] | None = None
+        # The same checker counting its calls as hits, for CompiledSchema.quick_valid;
+        # the last value it saw the engine refuse (validate asks why next).
+        self.quick: Callable[[object], bool | None] | None = None
+        self.refused: object = None
         # Hot-path hits since the entry was cached, and the count its last
         # eviction scan saw (a hit since then earns it a second chance).
         self.hits = 0
@@ -443,11 +449,15 @@ class JsonSchemaArgumentValidator:
         entry.text_bound = (_text_chars(limits, entry), limits.max_instance_depth, engine.is_valid)
         if closed is not None:
             entry.fast = closed_checker(engine.is_valid, entry.caps, limits.max_string_length)
-        elif entry.work is None:
-            entry.fast = flat_checker(engine.is_valid, limits)
+            entry.quick = closed_checker(
+                engine.is_valid, entry.caps, limits.max_string_length, entry
+            )
         else:
-            entry.fast = flat_checker(
-                engine.is_valid, limits, max_work=entry.max_work, max_regex=entry.max_regex
+            work = 0 if entry.work is None else entry.max_work
+            regex = 0 if entry.work is None else entry.max_regex
+            entry.fast = flat_checker(engine.is_valid, limits, max_work=work, max_regex=regex)
+            entry.quick = flat_checker(
+                engine.is_valid, limits, max_work=work, max_regex=regex, counter=entry
             )
         return entry
 
@@ -574,6 +584,7 @@ def _release(entry: _Entry) -> None:
     entry.function = None
     entry.valid = None
     entry.fast = None
+    entry.quick = None
     entry.text_bound = None
 
 
@@ -790,6 +801,18 @@ class CompiledSchema:
         return f"<CompiledSchema {self._screened.draft}, {len(self._screened.key)} chars>"
 
     @property
+    def quick_valid(self) -> Callable[[object], bool | None] | None:
+        """A function answering ``True`` only for a value :meth:`validate` accepts, or ``None``.
+
+        The hot path's check alone (each member within the instance limits,
+        the budgets, then the engine's ``is_valid``), without :meth:`validate`
+        around it: anything but ``True`` means :meth:`validate` decides. The
+        dispatch adapter asks it first for every call the text bound does not
+        cover. ``None`` once the cache has evicted the schema.
+        """
+        return self._entry.quick
+
+    @property
     def text_bound(self) -> tuple[int, int, Callable[[Any], bool]] | None:
         """``(chars, nesting, is_valid)`` for calls parsed from JSON text, or ``None``.
 
@@ -814,13 +837,20 @@ class CompiledSchema:
         if fast is not None:
             # The hot path (a tool's every call, through ToolParameterValidator):
             # the entry's checker bounds the value, then runs the engine (see _fast).
-            try:
-                verdict = fast(value)
-            except Exception:  # the engine could not read it: the full path says why
-                verdict = None
-            entry.hits += 1
-            if verdict:
-                return _OK
+            if entry.refused is value:
+                # quick_valid saw this very value within the limits and refused
+                # a moment ago (the dispatch adapter asks it first): say why.
+                entry.refused = None
+                verdict: bool | None = False
+            else:
+                entry.refused = None
+                try:
+                    verdict = fast(value)
+                except Exception:  # the engine could not read it: the full path says why
+                    verdict = None
+                entry.hits += 1
+                if verdict:
+                    return _OK
             function = entry.function
             if verdict is False and function is not None and not entry.contextual:
                 try:
