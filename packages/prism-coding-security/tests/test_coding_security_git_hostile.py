@@ -175,3 +175,38 @@ def test_a_submodules_own_ignore_setting_does_not_start_git_in_it(
         assert result.returncode == 0, result
         assert not mark.exists(), (command, result)
         assert "'--ignore-submodules=dirty'" in explanation.execute
+
+
+# -- git-lfs, the user's own filter, runs what the repository names ------------------------------
+
+
+def test_a_repository_naming_a_git_lfs_extension_gets_no_lfs_filter(tmp_path: Path) -> None:
+    """The user's global config starts ``git-lfs`` as the ``lfs`` filter (what
+    ``git lfs install`` writes); git-lfs reads ``lfs.extension.*`` from the repository's
+    config and runs it. A stand-in ``git-lfs`` that leaves a marker shows git starts it;
+    the proved text of a repository that names an extension starts no lfs filter."""
+    env = _env(tmp_path)
+    mark = tmp_path / "MARK"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    lfs = bin_dir / "git-lfs"
+    lfs.write_text(f"#!/bin/sh\ntouch {mark}\ncat\n")
+    lfs.chmod(0o755)
+    config = tmp_path / "global"
+    config.write_text('[filter "lfs"]\n\tclean = git-lfs clean -- %f\n\trequired = true\n')
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", GIT_CONFIG_GLOBAL=str(config))
+    root = tmp_path / "project"
+    _repository(root, env)
+    (root / ".gitattributes").write_text("*.txt filter=lfs\n")
+    _config(root, '[lfs "extension.pwn"]\n\tclean = sh pwn.sh\n\tpriority = 0\n')
+    for number, command in enumerate(("git status --short", "git diff")):
+        os.utime(root / "a.txt", (1_700_000_000 + number, 1_700_000_000 + number))
+        _bash(command, root, env)
+        assert mark.exists(), f"{command} starts the user's lfs filter"
+        mark.unlink()
+        explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+        assert explanation.execute is not None, explanation.reason
+        os.utime(root / "a.txt", (1_600_000_000 + number, 1_600_000_000 + number))
+        result = _bash(explanation.execute, root, env)
+        assert result.returncode == 0, result
+        assert not mark.exists(), (command, result)

@@ -16,6 +16,10 @@ not proved. Every ``protocol.<name>.allow`` any configuration file sets is
 forced to ``never`` with them: the named key outranks ``protocol.allow``, and
 a partial clone's lazy fetch would start that transport (an ``ext::``
 command, a remote helper) from a plain ``git show``.
+A repository configuration naming a git-lfs extension or custom transfer
+(``lfs.extension.*``, ``lfs.customtransfer.*``: programs git-lfs runs when
+the user's own ``lfs`` filter starts it) gets the ``lfs`` filter forced
+empty.
 
 Listing costs one git process (which runs no program: the forced
 configuration, ``git config`` only reads); the answer is kept per directory
@@ -35,7 +39,8 @@ __all__ = ["repository_drivers"]
 
 _PATTERN = (
     r"^(filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external"
-    r"|include\.path|includeif\..*\.path|protocol\..*\.allow)$"
+    r"|include\.path|includeif\..*\.path|protocol\..*\.allow"
+    r"|lfs\.(extension|customtransfer)\..*)$"
 )
 _REPOSITORY_SCOPES = ("local", "worktree")
 _FILTER_PARTS = ("clean", "smudge", "process")
@@ -89,6 +94,13 @@ def _drivers(start: str) -> Drivers | str:
             # a promisor remote's lazy fetch would start this transport (ext::, a
             # helper, an upload-pack command) from a plain `git show`
             forced[key] = "never"
+            continue
+        if section == "lfs":
+            # git-lfs, started by the user's own `lfs` filter, runs the programs these
+            # name from the repository's configuration: no lfs filter runs at all
+            for part in _FILTER_PARTS:
+                forced[f"filter.lfs.{part}"] = ""
+            forced["filter.lfs.required"] = "false"
             continue
         if key == "diff.external":
             forced[key] = ""
