@@ -25,7 +25,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
-from prism.core import create_rule_permission_policy
+from prism.core import (
+    AgentEvent,
+    EventSink,
+    ToolExecutionError,
+    ToolExecutionFinished,
+    create_rule_permission_policy,
+)
 from prism.core.ledger import RunLedger
 from prism.gateway import (
     CODING_TOOL_HINTS,
@@ -92,6 +98,7 @@ async def serving(
     roots: tuple[str, ...] = (),
     http: HttpOptions | None = None,
     question_ttl_s: float = 600.0,
+    on_event: EventSink | None = None,
 ) -> AsyncIterator[tuple[str, Gateway]]:
     policy = create_coding_approval_policy(
         roots=[str(workspace)], approve=create_gateway_approver(), cache_approvals=False
@@ -110,6 +117,7 @@ async def serving(
             ledger=RunLedger(),
             roots=roots,
             question_ttl_s=question_ttl_s,
+            on_event=on_event,
         ) as gateway,
         trio.open_nursery() as nursery,
     ):
@@ -487,8 +495,20 @@ async def test_a_waiting_calls_state_is_its_callers_once_and_for_that_call_only(
     red: dict[str, Any] = {"colour": "red"}
     options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
     question = {"question": "colour?"}
+    cancelled = trio.Event()
+    ended: list[AgentEvent] = []
+
+    def on_event(event: AgentEvent) -> None:
+        if isinstance(event, (ToolExecutionError, ToolExecutionFinished)):
+            ended.append(event)
+            if len(ended) == 4:  # answered, unanswered, nonsense, and the call that expired
+                cancelled.set()
+
     async with (
-        serving(workspace, stdio_server(), http=options, question_ttl_s=60) as (url, gateway),
+        serving(workspace, stdio_server(), http=options, question_ttl_s=10, on_event=on_event) as (
+            url,
+            gateway,
+        ),
         as_principal(url, "alice") as alice,
         as_principal(url, "bob") as bob,
     ):
@@ -522,11 +542,15 @@ async def test_a_waiting_calls_state_is_its_callers_once_and_for_that_call_only(
         nonsense = await retry_unanswered(alice, question, {"roots": []})
         second = await alice.session.call_tool("mcp__fx__ask", question, allow_input_required=True)
         assert isinstance(second, types.InputRequiredResult)
-        mock_clock.jump(61)  # past question_ttl_s
+        mock_clock.jump(11)  # past question_ttl_s (not past the bridge's call_timeout_s)
         expired = await retry(alice, question, second.request_state)
+        with trio.fail_after(30):  # the call's end (its server is told to stop first)
+            await cancelled.wait()
         ledger = gateway.ledger
         assert ledger is not None
         refused = [r for r in ledger.records if r.status == "blocked"]
+        evicted = [r for r in ledger.records if r.tool_name == "prism:question"]
+        ended_records = [r for r in ledger.records if r.status == "cancelled"]
     assert key.startswith("mcp:fx:")
     assert text(answered) == "the user said red"
     # A retry that answers nothing, or with no elicitation answer: the server is told so
@@ -540,7 +564,28 @@ async def test_a_waiting_calls_state_is_its_callers_once_and_for_that_call_only(
     assert "asked of another client or for another call" in text(other_call)
     assert "unknown or was answered already" in text(forged)
     assert "unknown or was answered already" in text(replayed)
-    assert "expired" in text(expired)
+    assert "its question expired (10 s without a retry answering it)" in text(expired)
+    # The expired call ended (its own record says why) and the expiry is recorded.
+    assert [(r.arguments, r.result_preview) for r in evicted] == [
+        (
+            {
+                "event": "evicted",
+                "why": "expired",
+                "principal": "token " + hashlib.sha256(TOKENS["alice"].encode()).hexdigest()[:8],
+                "session": "-",
+                "call": evicted[0].arguments["call"],  # type: ignore[call-overload,index]
+                "tool": "mcp:fx:ask",
+            },
+            "its question expired (10 s without a retry answering it)",
+        )
+    ]
+    assert [(r.tool_name, r.result_preview) for r in ended_records] == [
+        (
+            "mcp:fx:ask",
+            "tool call mcp:fx:ask was cancelled: its question expired (10 s "
+            "without a retry answering it)",
+        )
+    ]
     assert all(r.is_error for r in (by_bob, other_call, forged, replayed, expired))
     assert [r.blocked_reason for r in refused] == ["permission_denied"] * 5
     assert [r.call_id.split("/")[0] for r in refused] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from contextlib import asynccontextmanager
@@ -613,22 +614,113 @@ async def test_a_principal_flooding_approval_questions_forgets_only_its_own(
     assert not answered.is_error, answered.content
     assert (workspace / "alice.txt").exists()
     assert first.is_error
+    assert "its principal had 32 questions waiting" in first.content[0].text  # type: ignore[union-attr]
     assert not (workspace / "m0.txt").exists()
     assert not last.is_error, last.content
+
+
+async def test_each_pushed_out_waiting_call_is_recorded_and_ends_with_its_reason(
+    workspace: Path,
+) -> None:
+    """A waiting call whose question a cap pushes out ends (cancelled, the reason in its
+    result and its ledger record), the eviction has a record of its own (principal,
+    session, call, why), and the call's retry is told why; the rest still run."""
+    yes = {"prism-approval": types.ElicitResult(action="accept", content={"approve": True})}
+
+    async def ask(client: Client, name: str) -> str:
+        command = {"command": f"touch {name}"}
+        asked = await client.session.call_tool("shell", command, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult), asked
+        assert asked.request_state is not None
+        return asked.request_state
+
+    async def answer(client: Client, name: str, state: str) -> str:
+        result = await client.session.call_tool(
+            "shell",
+            {"command": f"touch {name}"},
+            input_responses=yes,  # type: ignore[arg-type]
+            request_state=state,
+            allow_input_required=True,
+        )
+        assert isinstance(result, types.CallToolResult)
+        return ("error: " if result.is_error else "") + " ".join(
+            block.text for block in result.content if isinstance(block, types.TextContent)
+        )
+
+    async with (
+        serving(workspace) as (url, gateway),
+        modern_client(url, TOKEN_A) as alice,
+        modern_client(url, TOKEN_B) as mallory,
+    ):
+        gateway._parked.limit, gateway._parked.per_principal = 3, 2
+        mallorys = [await ask(mallory, f"m{n}") for n in range(3)]  # m0 pushed out (its cap)
+        alices = [await ask(alice, f"a{n}") for n in range(2)]  # m1 pushed out (the gateway's)
+        said = [await answer(mallory, f"m{n}", mallorys[n]) for n in range(3)]
+        said.append(await answer(alice, "a0", alices[0]))
+        ledger = gateway.ledger
+        assert ledger is not None
+        records = list(ledger.records)
+    assert [(workspace / name).exists() for name in ("m0", "m1", "m2", "a0")] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert said[0].startswith("error: the request state is not applied: its question was "
+                              "pushed out: its principal had 2 questions waiting")  # fmt: skip
+    assert said[1].startswith("error: the request state is not applied: its question was "
+                              "pushed out: the gateway had 3 questions waiting")  # fmt: skip
+    assert not said[2].startswith("error"), said
+    assert not said[3].startswith("error"), said
+    evicted = [r for r in records if r.tool_name == "prism:question"]
+    mallory_is = "token " + hashlib.sha256(TOKEN_B.encode()).hexdigest()[:8]
+    said_of: list[Any] = [r.arguments for r in evicted]
+    assert [(a["why"], a["principal"]) for a in said_of] == [
+        ("principal_cap", mallory_is),
+        ("global_cap", mallory_is),
+    ]
+    assert [r.result_preview for r in evicted] == [
+        "its question was pushed out: its principal had 2 questions waiting, the most "
+        "allowed, and it was their oldest",
+        "its question was pushed out: the gateway had 3 questions waiting, the most "
+        "allowed, and it was the oldest of the principal holding the most",
+    ]
+    for record in evicted:
+        arguments: Any = record.arguments
+        assert arguments["event"] == "evicted"
+        assert arguments["tool"] == "shell"
+        assert arguments["call"].startswith(mallory_is + "/")
+        # (a 2026-07-28 client has no HTTP session: "-")
+        assert arguments["call"].rpartition("#")[0].endswith("/" + arguments["session"])
+    ended = [r for r in records if r.tool_name == "shell" and r.status == "cancelled"]
+    assert len(ended) == 2
+    assert [r.result_preview for r in ended] == [
+        "tool call shell was cancelled: its question was pushed out: its principal had 2 "
+        "questions waiting, the most allowed, and it was their oldest",
+        "tool call shell was cancelled: its question was pushed out: the gateway had 3 "
+        "questions waiting, the most allowed, and it was the oldest of the principal holding "
+        "the most",
+    ]
 
 
 async def test_past_the_gateway_wide_cap_the_largest_holder_loses_its_oldest() -> None:
     """Many principals together fill the gateway's table: the question pushed out is the
     oldest of the principal holding the most, never Alice's single, older one."""
     forgotten: list[Any] = []
-    questions = OpenQuestions(limit=4, per_principal=3, closed=forgotten.append)
+    questions = OpenQuestions(
+        limit=4, per_principal=3, closed=lambda value, why, _: forgotten.append((value, why))
+    )
     alices = questions.open("alice", "a", "token:alice")
     bobs = [questions.open("bob", f"b{n}", "token:bob") for n in range(3)]
     questions.open("carol", "c", "token:carol")
-    assert forgotten == ["b0"]
+    assert forgotten == [("b0", "global_cap")]
     assert questions.take(alices, "alice") == "a"
     with pytest.raises(StaleStateError, match="unknown or was answered"):
+        questions.take(bobs[0], "carol")  # the reason is its owner's alone
+    with pytest.raises(StaleStateError, match="the gateway had 4 questions waiting"):
         questions.take(bobs[0], "bob")
+    with pytest.raises(StaleStateError, match="unknown or was answered"):
+        questions.take(bobs[0], "bob")  # told once
     assert questions.take(bobs[1], "bob") == "b1"
 
 
@@ -637,10 +729,31 @@ async def test_past_the_gateway_wide_cap_an_expired_question_goes_first(
 ) -> None:
     """An expired question is pushed out before a live one of the largest holder."""
     forgotten: list[Any] = []
-    questions = OpenQuestions(ttl_s=10, limit=3, per_principal=3, closed=forgotten.append)
-    questions.open("carol", "c", "token:carol")
+    questions = OpenQuestions(
+        ttl_s=10,
+        limit=3,
+        per_principal=3,
+        closed=lambda value, why, _: forgotten.append((value, why)),
+    )
+    carols = questions.open("carol", "c", "token:carol")
     mock_clock.jump(11)
     bobs = [questions.open("bob", f"b{n}", "token:bob") for n in range(2)]
     questions.open("alice", "a", "token:alice")
-    assert forgotten == ["c"]
+    assert forgotten == [("c", "expired")]
     assert [questions.take(state, "bob") for state in bobs] == ["b0", "b1"]
+    with pytest.raises(StaleStateError, match=r"expired \(10 s without a retry"):
+        questions.take(carols, "carol")
+
+
+async def test_only_the_latest_closed_questions_keep_their_reason() -> None:
+    """What a closed question's retry is told is kept for the latest ``limit`` of them."""
+    questions = OpenQuestions(limit=2, per_principal=1)
+    states = [questions.open("bob", n, "token:bob") for n in range(4)]
+    with pytest.raises(StaleStateError, match="unknown or was answered"):
+        questions.take(states[0], "bob")
+    with pytest.raises(StaleStateError, match="its principal had 1 questions waiting"):
+        questions.take(states[1], "bob")
+    assert not questions.expire(states[1])
+    assert questions.expire(states[3])
+    with pytest.raises(StaleStateError, match="expired"):
+        questions.take(states[3], "bob")

@@ -9,7 +9,7 @@ import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_QUESTIONS_PER_PRINCIPAL",
     "QUESTION_TTL_S",
     "CallScope",
+    "Eviction",
     "GatewayApprover",
     "OpenQuestions",
     "StaleStateError",
@@ -62,6 +63,10 @@ def principal_of(client: str) -> str:
     return client.partition("/")[0]
 
 
+Eviction = Literal["expired", "principal_cap", "global_cap"]
+"""Why a waiting question was closed unanswered: its time ran out, or which cap pushed it out."""
+
+
 @attrs.define(eq=False)
 class OpenQuestions:
     """The questions asked by ``input_required`` and not answered yet (one gateway's).
@@ -70,63 +75,80 @@ class OpenQuestions:
     kept here with its owner (whom it was asked of, and for which call), a
     deadline and a value. One retry of its owner takes it, so an answer
     applies once; a retry of anyone else is refused and leaves it open;
-    after ``ttl_s`` it is refused as expired. One principal has at most
-    ``per_principal`` open: past that its own oldest is forgotten, never
+    after ``ttl_s`` it is closed as expired. One principal has at most
+    ``per_principal`` open: past that its own oldest is pushed out, never
     another's. Past ``limit`` in all, an expired question goes first, else
     the oldest of the principal holding the most, so many principals
-    together can push out only the largest holder's questions (``closed``
-    is called with each value forgotten unanswered).
+    together can push out only the largest holder's questions.
+
+    ``closed(value, why, reason)`` is called with each question closed
+    unanswered (``why``: an :data:`Eviction`; ``reason``: the same in words),
+    and its owner's retry is told that reason (once; the latest ``limit``
+    closed questions are remembered).
     """
 
     ttl_s: float = QUESTION_TTL_S
     limit: int = _MAX_OPEN_QUESTIONS
     per_principal: int = MAX_QUESTIONS_PER_PRINCIPAL
-    closed: Callable[[Any], None] | None = None
+    closed: Callable[[Any, Eviction, str], None] | None = None
     # nonce -> (owner, deadline, value, principal), oldest first
     _asked: OrderedDict[str, tuple[str, float, Any, str]] = attrs.field(factory=OrderedDict)
     # principal -> how many of its questions are open
     _held: dict[str, int] = attrs.field(factory=dict)
+    # nonce -> (owner, why in words) of the latest questions closed unanswered
+    _gone: OrderedDict[str, tuple[str, str]] = attrs.field(factory=OrderedDict)
 
     def open(self, owner: str, value: Any, principal: str) -> str:
         """A fresh nonce for a question asked of ``owner`` (``value``: what to keep with it)."""
         if self._held.get(principal, 0) >= self.per_principal:
             oldest = next(n for n, entry in self._asked.items() if entry[3] == principal)
-            self._close(self._pop(oldest))
+            self._close(oldest, "principal_cap")
         nonce = secrets.token_hex(16)
         self._asked[nonce] = (owner, trio.current_time() + self.ttl_s, value, principal)
         self._held[principal] = self._held.get(principal, 0) + 1
         while len(self._asked) > self.limit:
-            self._close(self._pop(self._evictable()))
+            self._close(*self._evictable())
         return nonce
 
-    def _evictable(self) -> str:
+    def _evictable(self) -> tuple[str, Eviction]:
         # Oldest first, so deadlines ascend too (one ttl_s): an expired question
         # is found before any live one of the largest holder.
         now = trio.current_time()
         most = max(self._held.values())
-        return next(
-            nonce
-            for nonce, (_owner, deadline, _value, principal) in self._asked.items()
-            if deadline < now or self._held[principal] == most
-        )
+        for nonce, (_owner, deadline, _value, principal) in self._asked.items():
+            if deadline < now:
+                return nonce, "expired"
+            if self._held[principal] == most:
+                return nonce, "global_cap"
+        raise AssertionError("a principal holds the most")  # pragma: no cover
 
     def take(self, nonce: str, owner: str) -> Any:
         """The question's value, once, for its owner.
 
         Raises:
             StaleStateError: no such question (never asked, or answered
-                already), another owner's (left open), or expired.
+                already), another owner's (left open), or closed unanswered
+                (expired, or pushed out: the reason, told once).
         """
         entry = self._asked.get(nonce)
         if entry is None:
+            gone = self._gone.get(nonce)
+            if gone is not None and _same(gone[0], owner):
+                del self._gone[nonce]
+                raise StaleStateError(gone[1])
             raise StaleStateError("its question is unknown or was answered already")
-        if not hmac.compare_digest(entry[0].encode("utf-8"), owner.encode("utf-8")):
+        if not _same(entry[0], owner):
             raise StaleStateError("its question was asked of another client or for another call")
-        value = self._pop(nonce)
         if trio.current_time() > entry[1]:
-            self._close(value)
-            raise StaleStateError(f"its question expired ({self.ttl_s:g} s without a retry)")
-        return value
+            raise StaleStateError(self._close(nonce, "expired"))
+        return self._pop(nonce)
+
+    def expire(self, nonce: str) -> bool:
+        """Close the question as expired (its call stopped waiting); whether it was open."""
+        if nonce not in self._asked:
+            return False
+        self._close(nonce, "expired")
+        return True
 
     def _pop(self, nonce: str) -> Any:
         _owner, _deadline, value, principal = self._asked.pop(nonce)
@@ -137,9 +159,35 @@ class OpenQuestions:
             del self._held[principal]
         return value
 
-    def _close(self, value: Any) -> None:
+    def _close(self, nonce: str, why: Eviction) -> str:
+        """Close the question unanswered; the reason its owner's retry is told."""
+        owner = self._asked[nonce][0]
+        value = self._pop(nonce)
+        reason = self.reason(why)
+        self._gone[nonce] = (owner, reason)
+        while len(self._gone) > self.limit:
+            self._gone.popitem(last=False)
         if self.closed is not None:
-            self.closed(value)
+            self.closed(value, why, reason)
+        return reason
+
+    def reason(self, why: Eviction) -> str:
+        """Why a question was closed unanswered, in words."""
+        if why == "expired":
+            return f"its question expired ({self.ttl_s:g} s without a retry answering it)"
+        if why == "principal_cap":
+            return (
+                f"its question was pushed out: its principal had {self.per_principal} "
+                "questions waiting, the most allowed, and it was their oldest"
+            )
+        return (
+            f"its question was pushed out: the gateway had {self.limit} questions waiting, "
+            "the most allowed, and it was the oldest of the principal holding the most"
+        )
+
+
+def _same(kept: str, given: str) -> bool:
+    return hmac.compare_digest(kept.encode("utf-8"), given.encode("utf-8"))
 
 
 @attrs.define(kw_only=True, eq=False)

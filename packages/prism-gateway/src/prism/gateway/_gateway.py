@@ -60,6 +60,7 @@ from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 from ._approval import (
     QUESTION_TTL_S,
     CallScope,
+    Eviction,
     OpenQuestions,
     StaleStateError,
     current_call,
@@ -71,6 +72,7 @@ from ._forward import Forwarder
 from ._hints import ToolHints
 from ._rounds import ROUND_STATE_PREFIX, CallSlots, Round
 from ._servers import DownstreamServer, ServerState
+from ._sessions import shown
 from ._tracing import incoming_trace
 
 if TYPE_CHECKING:
@@ -85,6 +87,8 @@ _log = logging.getLogger("prism.gateway")
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
+QUESTION_TOOL = "prism:question"
+"""The tool name the ledger records a waiting call's eviction under."""
 
 
 def _label(text: str, limit: int = 48) -> str:
@@ -248,11 +252,12 @@ class Gateway:
     # when the tools change)
     _client_options: dict[str, DispatchOptions] = attrs.field(factory=dict)
     # 2026-07-28 clients' calls waiting for answers to their servers' questions (one use each)
-    _parked: OpenQuestions = attrs.field(factory=lambda: OpenQuestions(closed=_close_round))
+    _parked: OpenQuestions = attrs.field(factory=OpenQuestions)
     # Where such calls run (open_gateway's nursery)
     _nursery: trio.Nursery | None = None
 
     def __attrs_post_init__(self) -> None:
+        self._parked.closed = self._evicted
         self._listen = ListenHandler(self._bus)
         self.server = Server(
             "prism-gateway",
@@ -520,7 +525,10 @@ class Gateway:
         waits for the retry (it is never run again).
         """
         round_ = Round(
-            owner=_round_owner(scope.client, params), timeout_s=self._parked.ttl_s, call=scope
+            owner=_round_owner(scope.client, params),
+            timeout_s=self._parked.ttl_s,
+            call=scope,
+            expired=self._round_expired,
         )
         scope.round = round_
         assert self._nursery is not None  # set by open_gateway
@@ -598,7 +606,7 @@ class Gateway:
             return cast("dict[str, Any] | types.InputRequiredResult", result)
         waiting = round_.call
         assert isinstance(waiting, CallScope)
-        nonce = self._parked.open(round_.owner, round_, principal_of(waiting.client))
+        nonce = round_.nonce = self._parked.open(round_.owner, round_, principal_of(waiting.client))
         return types.InputRequiredResult.model_validate(
             {
                 "resultType": "input_required",
@@ -606,6 +614,54 @@ class Gateway:
                 "requestState": ROUND_STATE_PREFIX + nonce,
             }
         )
+
+    def _round_expired(self, round_: Round) -> None:
+        """A waiting call's question was not answered within ``question_ttl_s``: end it."""
+        if round_.nonce is None or not self._parked.expire(round_.nonce):
+            # not parked now (asked while its questions were out): ended all the same
+            self._evicted(round_, "expired", self._parked.reason("expired"))
+
+    def _evicted(self, value: object, why: Eviction, reason: str) -> None:
+        """End a waiting call whose question was closed unanswered, and record it.
+
+        The record (tool ``prism:question``, event ``evicted``) names the call's
+        principal, session and call, and ``why``; the call itself ends as
+        cancelled with ``reason`` (its own ledger record), and its client's
+        retry is told the reason.
+        """
+        if not isinstance(value, Round) or value.abort.signal.aborted:
+            return
+        waiting = value.call
+        assert isinstance(waiting, CallScope)
+        call_id = waiting.call_id or "-"
+        _log.warning("ended the waiting call %s: %s", call_id, reason)
+        principal, _, rest = waiting.client.partition("/")
+        ledger = self._options.ledger
+        if ledger is not None:
+            now = time.time()
+            with contextlib.suppress(Exception):  # the ledger reports its own failures
+                ledger.record_call(
+                    FinishedCall(
+                        call_id=f"{principal}/question/{next(self._seq)}",
+                        tool_name=QUESTION_TOOL,
+                        arguments={
+                            "event": "evicted",
+                            "why": why,
+                            "principal": shown(principal),
+                            "session": rest.rpartition("/")[2][:16],
+                            "call": shown(call_id),
+                            "tool": waiting.tool_name,
+                        },
+                        status="ok",
+                        blocked_reason=None,
+                        started_at=now,
+                        finished_at=now,
+                        duration_s=0.0,
+                        result=ToolResult.text(reason),
+                        arguments_owned=True,
+                    )
+                )
+        value.abort.abort(reason)
 
     def _record_refused(
         self,
@@ -659,7 +715,14 @@ class Gateway:
             if user_events is not None:
                 user_events(event)
 
-        options = attrs.evolve(self._options, on_event=sink, metadata={"client": client})
+        round_ = scope.round
+        options = attrs.evolve(
+            self._options,
+            on_event=sink,
+            metadata={"client": client},
+            # a waiting call whose question is closed unanswered is ended by its round
+            signal=round_.abort.signal if round_ is not None else None,
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_forward_progress, scope, receive)
             with send:
@@ -737,12 +800,6 @@ def _round_owner(client: str, params: types.CallToolRequestParams) -> str:
         [client, params.name, params.arguments], sort_keys=True, separators=(",", ":"), default=str
     )
     return hashlib.sha256(bound.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _close_round(round_: object) -> None:
-    """End a waiting call whose question was forgotten (too many open) or expired."""
-    if isinstance(round_, Round):
-        round_.scope.cancel()
 
 
 def _alias_prefix(server_id: str) -> str:
@@ -937,7 +994,7 @@ async def open_gateway(
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
         forward=Forwarder(roots=cast("tuple[str, ...]", given["roots"])),
-        parked=OpenQuestions(ttl_s=question_ttl_s, closed=_close_round),
+        parked=OpenQuestions(ttl_s=question_ttl_s),
     )
     gateway._servers.update((server.server_id, ServerState(server)) for server in downstream)
     async with trio.open_nursery() as nursery:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+
+from prism.core import AbortController
 
 from ._errors import GatewayError
 
@@ -98,6 +100,14 @@ class Round:
     timeout_s: float
     call: Any = None  # the call's CallScope
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    # Ends the call's dispatch with a reason (its ledger record and result say it):
+    # the call's waiting question was closed unanswered.
+    abort: AbortController = attrs.field(factory=AbortController)
+    # The request state's nonce of the call's latest parking (its questions put to the
+    # client, no request waiting), and what is called when a question is not answered
+    # within ``timeout_s`` (it ends the call).
+    nonce: str | None = None
+    expired: Callable[[Round], None] | None = None
     done: bool = False
     result: Any = None
     _keys: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -129,6 +139,9 @@ class Round:
             self._sent.pop(key, None)
             if question.answered.is_set():
                 raise UnansweredError("the client's retry did not answer the question")
+            if self.expired is not None:
+                self.expired(self)  # ends the call (its abort): the next checkpoint raises
+                await trio.lowlevel.checkpoint()
             raise UnansweredError(
                 f"the client did not answer within {self.timeout_s:g} s (no retry came)"
             )
