@@ -115,3 +115,17 @@ def test_random_words_expand_as_bash_does(tmp_path_factory: pytest.TempPathFacto
     if "{" in word:
         ours = [w for w in ours if w]
     assert ours == _bash_words(word, tree), word
+
+
+def test_a_line_of_repeated_globs_stops_expanding_past_its_word_budget(tmp_path: Path) -> None:
+    """An attacker's 802-character `ls * * ...` over 1,000 files made the judge build and
+    check 400,000 words on the event loop (14 s). A line's expansions now stop at 8,192
+    words in all: the rest count as computed, so the line is not proved."""
+    for index in range(100):
+        (tmp_path / f"f{index:03d}.py").write_text("")
+    one = explain_command("ls *", roots=[str(tmp_path)])
+    assert one.outcome == "allow"
+    assert len(one.argvs[0]) == 101
+    many = explain_command("ls" + " *" * 100, roots=[str(tmp_path)])
+    assert many.outcome == "ask"
+    assert "more than 8192 words" in many.reason

@@ -51,6 +51,10 @@ __all__ = ["CommandCheck", "CommandExplanation", "judge_command", "layer_directo
 
 Verdict = Literal["allow", "ask", "deny"]
 _RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+# The words a line's globs and braces may expand to in all: past it a word counts as
+# computed (bash would expand it at run time), so a short line of repeated globs over a
+# large directory cannot make the judge build and check hundreds of thousands of words.
+MAX_LINE_WORDS = 8192
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _HARMLESS_WRITES = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2", "/dev/tty"}
@@ -214,6 +218,8 @@ class _Judge:
     placed: list[CommandCheck] = attrs.field(factory=list)
     # why the line (or a script it runs) may run a program not written in it
     evaluates: list[str] = attrs.field(factory=list)
+    # words the line's expansions have made so far (bounded by MAX_LINE_WORDS)
+    expanded_words: int = 0
 
     def add(
         self,
@@ -406,6 +412,9 @@ class _Judge:
     def expand(self, word: Word) -> tuple[list[str | None], str | None]:
         if word.dynamic:
             return [None], f"{word.raw!r} is computed at run time"
+        if self.expanded_words > MAX_LINE_WORDS:
+            # past the budget no word is expanded (or globbed) any more
+            return [None], f"the line's words expand to more than {MAX_LINE_WORDS} words"
         first: tuple[str, ...] = ()
         try:
             # after a `cd` the line may run in any of several directories (a `cd` in a
@@ -421,6 +430,9 @@ class _Judge:
                     break
         except _WordError as exc:
             return [None], str(exc)
+        self.expanded_words += len(first)
+        if self.expanded_words > MAX_LINE_WORDS:
+            return [None], f"the line's words expand to more than {MAX_LINE_WORDS} words"
         return list(first), None
 
     def simple(self, command: SimpleCommand, depth: int) -> ProvedCommand | None:
