@@ -23,17 +23,22 @@ before ``json.loads``, the last with a JSON-RPC error back to the server); each
 has a baseline row in the same run with the probe's ``caps=off``, which lifts
 the caps (the behaviour before them).
 
-``shape: ...`` rows are one result of about 950 kB (within the default
-``max_result_bytes``) of each shape that costs most to parse, over stdio, over
-Streamable HTTP with JSON bodies (``http``) and with server-sent events
-(``sse``). The time is the traced call; the baseline is the same call in the
-same run with the probe's ``budget=off`` (no price check before parsing: the
-behaviour before it). The note gives the message's size, tracemalloc's peak
-during the call over that size before and after, the growth of peak RSS
-before and after (the SDK's HTTP parser allocates outside tracemalloc's view),
-and whether the result was kept or refused (``result_too_large``: priced over
-ten times its size plus 8 MiB, never parsed; ``server_error``: a cap of the
-gate, after parsing).
+``shape: ...`` rows are one result of each shape that costs most to parse,
+at three sizes (about 120, 475 and 950 kB, within the default
+``max_result_bytes``), over stdio, over Streamable HTTP with JSON bodies
+(``http``) and with server-sent events (``sse``). The note fits tracemalloc's
+peak during the call to ``a x size + b`` (least squares over the three sizes;
+the target is a <= 10 with b a modest constant), beside the same fit for the
+baseline, measured in the same run with the probe's ``budget=off
+memory=off`` (no price before parsing, no scan of the raw message, the
+structuredContent through the SDK's result check: the behaviour before
+them); then the peak over the size at the largest, the growth of peak RSS
+before and after at the largest (the SDK's HTTP parser allocates outside
+tracemalloc's view), and whether the result was kept or refused
+(``result_too_large``: priced over ten times its size plus 8 MiB, never
+parsed; ``server_error``: the gate's cap on blocks, counted on the raw bytes,
+or on objects and arrays, after parsing). The time is the traced call at the
+largest size.
 
 Run: ``uv run python benchmarks/bench_mcp_floods.py [--json] [--quick] [--shapes]``
 (``--shapes``: only the shape rows).
@@ -93,6 +98,8 @@ SHAPES: list[tuple[str, str, int]] = [
     ("objects of one 90-character member", "big_objects", 960_000),
 ]
 TRANSPORTS = ("stdio", "http", "sse")
+SCALES = (0.125, 0.5, 1.0)
+"""Each shape at these fractions of its count (about 120, 475 and 950 kB)."""
 
 
 async def probe(mode: str, count: int, options: tuple[str, ...]) -> dict[str, object]:
@@ -147,29 +154,60 @@ def _num(report: dict[str, object], key: str) -> float:
 
 
 async def _shape_row(label: str, mode: str, count: int, transport: str) -> Row:
-    measured: dict[str, list[dict[str, object]]] = {"off": [], "on": []}
-    for _ in range(REPEAT):
-        for budget in ("off", "on"):
-            options = (f"transport={transport}", f"budget={budget}")
-            measured[budget].append(await probe(mode, count, options))
+    """Peak memory of one result of ``mode`` at three sizes, fitted to a line.
 
-    def median(budget: str, key: str) -> float:
-        values = sorted(_num(report, key) for report in measured[budget])
+    Each size is measured with the bridge as it is and, as the baseline, with
+    ``budget=off memory=off`` (no price before parsing, no scan of the raw
+    message, structuredContent through the SDK's result check): the bounds
+    left are the gate's caps after parsing, the behaviour before the price.
+    """
+    measured: dict[str, dict[float, list[dict[str, object]]]] = {"off": {}, "on": {}}
+    for scale in SCALES:
+        for _ in range(REPEAT):
+            for memory in ("off", "on"):
+                options = (f"transport={transport}", f"budget={memory}", f"memory={memory}")
+                report = await probe(mode, max(1, round(count * scale)), options)
+                measured[memory].setdefault(scale, []).append(report)
+
+    def median(memory: str, scale: float, key: str) -> float:
+        values = sorted(_num(report, key) for report in measured[memory][scale])
         return values[len(values) // 2]
 
-    size = median("on", "message_bytes")
-    before = median("off", "traced_peak_bytes")
-    after = median("on", "traced_peak_bytes")
-    outcome = measured["on"][-1]["mcp_error"] or "kept"
-    baseline = row(BENCH, "", [_num(r, "seconds") * 1e6 for r in measured["off"]])
+    def fit(memory: str) -> tuple[float, float]:
+        """(a, b) of peak = a * size + b, least squares over the sizes."""
+        points = [
+            (median(memory, scale, "message_bytes"), median(memory, scale, "traced_peak_bytes"))
+            for scale in SCALES
+        ]
+        mean_x = sum(x for x, _ in points) / len(points)
+        mean_y = sum(y for _, y in points) / len(points)
+        a = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum(
+            (x - mean_x) ** 2 for x, _ in points
+        )
+        return a, mean_y - a * mean_x
+
+    largest = SCALES[-1]
+    a, b = fit("on")
+    a0, b0 = fit("off")
+    sizes = "/".join(f"{median('on', scale, 'message_bytes') / 1e3:.0f}" for scale in SCALES)
+    outcome = measured["on"][largest][-1]["mcp_error"] or "kept"
+    top = median("on", largest, "traced_peak_bytes") / median("on", largest, "message_bytes")
+    baseline = row(BENCH, "", [_num(r, "seconds") * 1e6 for r in measured["off"][largest]])
     note = (
-        f"{size / 1e3:.0f} kB; traced peak {before / 1e6:.1f} MB ({before / size:.1f}x) -> "
-        f"{after / 1e6:.1f} MB ({after / size:.1f}x); peak RSS "
-        f"+{median('off', 'peak_growth_bytes') / 1e6:.1f} -> "
-        f"+{median('on', 'peak_growth_bytes') / 1e6:.1f} MB; {outcome}"
+        f"peak = {a:.1f} x size {b / 1e6:+.1f} MB (before {a0:.1f} x {b0 / 1e6:+.1f} MB) over "
+        f"{sizes} kB; {top:.1f}x at the largest; peak RSS "
+        f"+{median('off', largest, 'peak_growth_bytes') / 1e6:.1f} -> "
+        f"+{median('on', largest, 'peak_growth_bytes') / 1e6:.1f} MB; {outcome}"
     )
-    samples = [_num(r, "seconds") * 1e6 for r in measured["on"]]
-    return row(BENCH, f"shape: {label} [{transport}]", samples, baseline=baseline, note=note)
+    samples = [_num(r, "seconds") * 1e6 for r in measured["on"][largest]]
+    return row(
+        BENCH,
+        f"shape: {label} [{transport}]",
+        samples,
+        baseline=baseline,
+        target="a <= 10",
+        note=note,
+    )
 
 
 if __name__ == "__main__":

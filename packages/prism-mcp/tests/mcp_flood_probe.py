@@ -4,7 +4,10 @@ Usage: ``python mcp_flood_probe.py <mode> <count> [option=value ...]``; prints o
 JSON line. ``mode`` is one of mcp_flood_server.py's modes; options are passed to
 ``open_mcp_tools`` as integers or floats (``none`` for ``None``), except
 ``caps=off``, which lifts the gate's block, node and message caps (the
-benchmark's baseline), and the ``sampling`` mode, which gets a host sampler
+benchmark's baseline), ``budget=off``, which admits every message without
+its price, ``memory=off``, which leaves out the scan before parsing (blocks
+counted, structuredContent parsed apart) and the carrying of
+structuredContent past the SDK's result check, and the ``sampling`` mode, which gets a host sampler
 that answers after 0.1 s.
 """
 
@@ -46,7 +49,7 @@ RESULT_MODES = frozenset(
         "members",
     }
 )
-_TEXT_OPTIONS = frozenset({"caps", "budget", "transport"})
+_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "transport"})
 
 
 def peak_rss_bytes() -> int:
@@ -139,6 +142,14 @@ async def _run(
     report: dict[str, object] = {}
     sizes: list[int] = []
     _priced(sizes, off=options.pop("budget", None) == "off")
+    if options.pop("memory", None) == "off":
+        from prism.mcp import _gate, _http, _stdio
+
+        async def unchanged(raw: bytes, *_args: object, **_options: object) -> bytes:
+            return raw
+
+        _stdio.before_parsing = _http.before_parsing = unchanged  # type: ignore[attr-defined]
+        _gate._carry = lambda result: None
     if options.pop("caps", None) == "off":
         from prism.mcp import _budget, _gate
 

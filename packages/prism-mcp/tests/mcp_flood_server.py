@@ -187,6 +187,12 @@ SHAPES: dict[str, Shape] = {
         None,
         {"content": TEXT, "structuredContent": {"io.prism/detached": "io.prism/detached"}},
     ),
+    # A marker of the bridge's own kind, for a value it never set aside: refused.
+    "forged_token": shape(
+        None,
+        None,
+        {"content": TEXT, "structuredContent": {"io.prism/detached": "io.prism/detached:00"}},
+    ),
     # structuredContent that is not an object: the SDK's check of the result refuses it.
     "array_structured": shape(None, None, {"content": TEXT, "structuredContent": [1, 2]}),
     # Definitions the 2025-11-25 schema refuses (the root of an outputSchema or

@@ -129,6 +129,11 @@ async def test_structured_content_carried_past_the_sdk_cannot_be_forged(
     assert not result.is_error, result.joined_text
     assert result.structured == {"io.prism/detached": "io.prism/detached"}
     assert type(result.structured["io.prism/detached"]) is str
+    # A marker of the kind the transports put in place of a value they parsed apart,
+    # standing for none of them: the result is refused, never taken as the server's.
+    result = await run(shapes, "forged_token")
+    assert result.is_error
+    assert "result refused: its structuredContent was not kept" in result.joined_text
 
 
 async def test_structured_content_that_is_not_an_object_is_still_refused_by_the_sdk(

@@ -557,3 +557,32 @@ async def test_a_result_of_too_many_blocks_is_never_parsed_over_http(
     assert result.is_error
     assert result.details["mcp_error"] == "server_error"
     assert "result refused: more than 1024 content blocks" in result.joined_text
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_large_structured_content_is_parsed_apart_over_http(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's reader parses the answer without it (the gate puts it back): the
+    # records come whole, as the server sent them.
+    from mcp.client import streamable_http
+
+    sizes: list[int] = []
+    adapter = _CountedAdapter(streamable_http.jsonrpc_message_adapter, sizes)  # type: ignore[attr-defined]
+    monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", adapter)
+    result = await _call_flood_http("records", 200_000, kind)
+    assert not result.is_error, result.joined_text
+    assert max(sizes) < 10_000
+    expected = [
+        {"id": n, "name": f"foo bar {n}", "tags": ["a", "b"], "ok": True}
+        for n in range(200_000 // 62)
+    ]
+    assert result.structured == {"items": expected}
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_structured_content_parsed_apart_still_meets_the_node_cap(kind: str) -> None:
+    # 70,000 {} (210 kB): parsed apart from the answer, put back before the gate counts.
+    result = await _call_flood_http("nodes", 70_000, kind)
+    assert result.is_error
+    assert "result refused: more than 65536 objects and arrays" in result.joined_text

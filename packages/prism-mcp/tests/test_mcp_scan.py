@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prism.mcp._gate import _parse_apart
 from prism.mcp._scan import scan
 
 if TYPE_CHECKING:
     import random
+
+    import pytest
 
 LIMIT = 3
 KEYS = ["content", "result", "structuredContent", "id", "a", '"content"', "{", "[", "\\"]
@@ -125,6 +128,8 @@ def test_the_scan_finds_what_the_parser_builds(message: dict[str, Any], rng: ran
         assert layout.structured is not None
         start, end = layout.structured
         assert json.loads(raw[start:end]) == result["structuredContent"]
+        # Parsed in place from the whole message, as the transports parse it apart.
+        assert _parse_apart(raw, start, end) == result["structuredContent"]
     else:
         assert layout.structured is None
     if "id" in parsed:
@@ -176,19 +181,57 @@ def _blocks(request_id: bytes, count: int) -> bytes:
 
 
 async def test_only_the_answer_to_a_call_in_flight_is_refused_unparsed() -> None:
-    from prism.mcp._gate import refused_before_parsing
+    import mcp_types
+
+    from prism.mcp._gate import before_parsing
     from prism.mcp._wire import WireState
 
     state = WireState(calls={1, "c"})
     for request_id, count in [(b"1", 1025), (b'"c"', 4000)]:
-        error = await refused_before_parsing(_blocks(request_id, count), state)
-        assert error is not None
+        error = await before_parsing(_blocks(request_id, count), state)
+        assert isinstance(error, mcp_types.JSONRPCError)
         assert error.id == json.loads(request_id)
         assert error.error.message == "result refused: more than 1024 content blocks"
     # Not a call in flight (another id, or one of another type), too few blocks,
     # an id the parser would refuse: left to the parser and the gate.
     for request_id, count in [(b"2", 1025), (b'"1"', 1025), (b"1.0", 1025), (b"true", 1025)]:
-        assert await refused_before_parsing(_blocks(request_id, count), state) is None
-    assert await refused_before_parsing(_blocks(b"1", 1024), state) is None
-    assert await refused_before_parsing(_blocks(b"1x", 1025), state) is None
-    assert await refused_before_parsing(_blocks(b"1", 1025), WireState()) is None
+        raw = _blocks(request_id, count)
+        assert await before_parsing(raw, state) is raw
+    for raw in [_blocks(b"1", 1024), _blocks(b"1x", 1025)]:
+        assert await before_parsing(raw, state) is raw
+    raw = _blocks(b"1", 1025)
+    assert await before_parsing(raw, WireState()) is raw
+
+
+async def test_a_large_structured_content_is_parsed_apart_and_stands_for_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prism.mcp import _gate
+    from prism.mcp._wire import WireState
+
+    monkeypatch.setattr(_gate, "DETACH_OVER", 8)
+    state = WireState(calls={1})
+    value = {"items": ["é", {"k": [1, 2.5, None]}], "content": [{}] * 3}
+    raw = json.dumps(
+        {
+            "id": 1,
+            "result": {"content": [{"type": "text", "text": "ü"}], "structuredContent": value},
+        },
+        ensure_ascii=False,
+    ).encode()
+    handed = await _gate.before_parsing(raw, state, detach=True)
+    assert isinstance(handed, bytes)
+    rest = json.loads(handed)
+    (token,) = rest["result"]["structuredContent"].values()
+    assert state.detached[token] == value
+    assert rest["result"]["content"] == [{"type": "text", "text": "ü"}]
+    # Unchanged: not a call in flight, not asked to, a span the json module refuses.
+    other = raw.replace(b'"id": 1', b'"id": 2')
+    assert await _gate.before_parsing(other, state, detach=True) is other
+    assert await _gate.before_parsing(raw, state) is raw
+    broken = raw.replace(b"2.5", b"2.5.5")
+    assert await _gate.before_parsing(broken, state, detach=True) is broken
+    # Values no answer took (a message the SDK then failed to parse) are bounded.
+    for _ in range(100):
+        await _gate.before_parsing(raw, state, detach=True)
+    assert len(state.detached) == 64

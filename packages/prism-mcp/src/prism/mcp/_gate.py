@@ -9,6 +9,7 @@ refuse is dropped from its listing page (see ``_Gate.answered``).
 from __future__ import annotations
 
 import json
+import secrets
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +44,8 @@ __all__ = [
     "MAX_TOOL_DEPTH",
     "Detached",
     "attach",
+    "before_parsing",
     "gate_server_requests",
-    "refused_before_parsing",
     "result_refused",
     "skeleton",
 ]
@@ -148,7 +149,9 @@ def _request_refusal(message: mcp_types.JSONRPCRequest) -> str | None:
 _MAX_TRACKED_CALLS = 4096
 
 
-def _call_result(item: SessionMessage, message: mcp_types.JSONRPCResponse) -> SessionMessage:
+def _call_result(
+    item: SessionMessage, message: mcp_types.JSONRPCResponse, state: WireState
+) -> SessionMessage:
     """A tools/call answer as the SDK gets it: refused over the caps, else made acceptable.
 
     A ``structuredContent`` object goes on past the SDK in a :class:`Detached`
@@ -156,13 +159,22 @@ def _call_result(item: SessionMessage, message: mcp_types.JSONRPCResponse) -> Se
     checks it against the tool's output schema itself).
     """
     result = message.result
+    structured = result.get("structuredContent")
+    if type(structured) is dict and len(structured) == 1 and DETACHED_KEY in structured:
+        token = structured[DETACHED_KEY]
+        if type(token) is str and token.startswith(_DETACHED_TOKEN):
+            # Parsed apart by the transport (see before_parsing): back in place
+            # before the caps are counted.
+            structured = state.detached.pop(token, _MISSING)
+            if structured is _MISSING:
+                refused = result_refused(message.id, _LOST)
+                return SessionMessage(refused, metadata=item.metadata)
+            result["structuredContent"] = structured
     refusal = _result_refusal(result)
     if refusal is not None:
         # An error in place of the result: the SDK never builds its models.
         return SessionMessage(result_refused(message.id, refusal), metadata=item.metadata)
-    structured = result.get("structuredContent")
-    if type(structured) is dict and structured:
-        result["structuredContent"] = {DETACHED_KEY: Detached(structured)}
+    _carry(result)
     # A result with only structuredContent is valid; the 2025-11-25
     # schema still requires content, so give it an empty one.
     if "content" not in result and "structuredContent" in result:
@@ -176,6 +188,13 @@ def _call_result(item: SessionMessage, message: mcp_types.JSONRPCResponse) -> Se
         result["_meta"] = meta
         result["content"] = []
     return item
+
+
+def _carry(result: dict[str, Any]) -> None:
+    """Put ``result``'s ``structuredContent`` object in a :class:`Detached`."""
+    structured = result.get("structuredContent")
+    if type(structured) is dict and structured:
+        result["structuredContent"] = {DETACHED_KEY: Detached(structured)}
 
 
 def result_refused(request_id: int | str, refusal: str) -> mcp_types.JSONRPCError:
@@ -252,7 +271,7 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                 ):
                     calls.discard(message.id)
                     if isinstance(message, mcp_types.JSONRPCResponse):
-                        return _call_result(item, message)
+                        return _call_result(item, message, self._gate.state)
             return item
 
     async def aclose(self) -> None:
@@ -486,46 +505,106 @@ def gate_server_requests(
 
 _SCAN_ON_THREAD = 65536
 """Messages longer than this are scanned on a worker thread."""
+DETACH_OVER = 65536
+"""A ``structuredContent`` object longer than this is parsed apart (see :func:`before_parsing`)."""
+_DETACHED_TOKEN = DETACHED_KEY + ":"
+_MAX_DETACHED = 64
+_MISSING = object()
+_LOST = "its structuredContent was not kept (too many large results at once)"
+_OPEN_OBJECT = ord("{")
+_CONTINUATION = tuple(bytes([byte]) for byte in range(0x80, 0xC0))
 
 
-def _early_refusal(raw: bytes) -> tuple[object, str] | None:
+@attrs.frozen
+class _Found:
+    """What the scan of one tools/call answer found: refuse it, or a value parsed apart."""
+
+    request_id: int | str
+    refused: bool = False
+    token: str = ""
+    value: object = None
+    rest: bytes = b""
+
+
+def _parse_apart(raw: bytes, start: int, end: int) -> object:
+    """``json.loads(raw[start:end])``, without copying the span first; raises ``ValueError``."""
+    text = raw.decode("utf-8", "surrogatepass")  # as json.loads decodes bytes
+    if not raw.isascii():
+        # The span's place in characters: each UTF-8 continuation byte before it is none.
+        before = sum(raw.count(byte, 0, start) for byte in _CONTINUATION)
+        start, end = (
+            start - before,
+            end - before - sum(raw.count(byte, start, end) for byte in _CONTINUATION),
+        )
+    value, stop = json.JSONDecoder().raw_decode(text, start)
+    if stop != end:
+        raise ValueError("not the whole span")
+    return value
+
+
+def _examine(raw: bytes, calls: frozenset[int | str], detach: bool) -> _Found | None:
     layout = scan(raw, limit=MAX_RESULT_BLOCKS)
-    if (
-        layout is None
-        or layout.request_id is None
-        or layout.blocks is None
-        or layout.blocks <= MAX_RESULT_BLOCKS
-    ):
+    if layout is None or layout.request_id is None or not layout.is_result:
         return None
     try:
-        request_id: object = json.loads(layout.request_id)
+        request_id = json.loads(layout.request_id)
     except ValueError:
         return None
-    return request_id, BLOCKS_REFUSAL
-
-
-async def refused_before_parsing(raw: bytes, state: WireState) -> mcp_types.JSONRPCError | None:
-    """The error answering a tools/call whose result ``raw`` is refused unparsed, or ``None``.
-
-    A result of more than ``MAX_RESULT_BLOCKS`` content blocks is refused as
-    the gate refuses it after parsing (the same error, the session kept),
-    without ``json.loads`` building a dict per block first: the blocks are
-    counted on the raw bytes (:func:`scan`, on a worker thread for a long
-    message), only when the message holds enough commas to have that many.
-    """
-    if not state.calls or raw.count(b",") < MAX_RESULT_BLOCKS:
-        return None
-    if len(raw) > _SCAN_ON_THREAD:
-        found = await anyio.to_thread.run_sync(_early_refusal, raw)
-    else:
-        found = _early_refusal(raw)
-    if found is None:
-        return None
-    request_id, refusal = found
     # Only the answer to a call in flight, as the gate after parsing.
-    if type(request_id) is not int and type(request_id) is not str:
+    if (type(request_id) is not int and type(request_id) is not str) or request_id not in calls:
         return None
-    assert isinstance(request_id, (int, str))
-    if request_id not in state.calls:
+    if layout.blocks is not None and layout.blocks > MAX_RESULT_BLOCKS:
+        return _Found(request_id, refused=True)
+    if not detach or layout.structured is None:
         return None
-    return result_refused(request_id, refusal)
+    start, end = layout.structured
+    if end - start <= DETACH_OVER or raw[start] != _OPEN_OBJECT:
+        return None
+    try:
+        value = _parse_apart(raw, start, end)
+    except (ValueError, RecursionError):
+        return None  # left to the SDK's parser, which refuses it as before
+    token = _DETACHED_TOKEN + secrets.token_hex(16)
+    marker = json.dumps({DETACHED_KEY: token}, separators=(",", ":")).encode()
+    return _Found(request_id, token=token, value=value, rest=raw[:start] + marker + raw[end:])
+
+
+async def before_parsing(
+    raw: bytes, state: WireState, *, detach: bool = False
+) -> bytes | mcp_types.JSONRPCError:
+    """What the SDK's parser gets in place of the server message ``raw``.
+
+    Only an answer to a tools/call in flight is changed, found by a scan of
+    the raw bytes (:func:`scan`, on a worker thread for a long message):
+
+    - more than ``MAX_RESULT_BLOCKS`` content blocks: the gate's error (as
+      after parsing, the session kept), without ``json.loads`` building a dict
+      per block first; scanned only when the message holds enough commas.
+    - with ``detach``, a ``structuredContent`` object of more than
+      ``DETACH_OVER`` bytes: parsed here by the json module (the SDK's HTTP
+      parser holds about half as much again for the same records, and its
+      server-sent event reader three more copies of the text), kept in
+      ``state``, and handed on as a marker the gate replaces with it. A span
+      the json module refuses is left in place for the SDK to refuse.
+    """
+    if not state.calls:
+        return raw
+    if raw.count(b",") < MAX_RESULT_BLOCKS and not (
+        detach and len(raw) > DETACH_OVER and b'"structuredContent"' in raw
+    ):
+        return raw
+    calls = frozenset(state.calls)
+    if len(raw) > _SCAN_ON_THREAD:
+        found = await anyio.to_thread.run_sync(_examine, raw, calls, detach)
+    else:
+        found = _examine(raw, calls, detach)
+    if found is None:
+        return raw
+    if found.refused:
+        return result_refused(found.request_id, BLOCKS_REFUSAL)
+    detached = state.detached
+    if len(detached) >= _MAX_DETACHED:
+        # Answers the SDK failed to hand on (a broken message): the oldest goes.
+        del detached[next(iter(detached))]
+    detached[found.token] = found.value
+    return found.rest

@@ -21,10 +21,12 @@ import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
 from ._budget import message_refusal
-from ._gate import gate_server_requests, refused_before_parsing
+from ._gate import before_parsing, gate_server_requests
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    import mcp_types
 
     from mcp.client._transport import TransportStreams
 
@@ -76,6 +78,10 @@ _DATA = b"data: "
 _EOL = b"\n"
 
 
+def _json(message: mcp_types.JSONRPCError) -> bytes:
+    return message.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
 class _Refused(Exception):
     """An event priced over the budget (its reason)."""
 
@@ -89,7 +95,8 @@ class _Events:
     the data lines of an event are held (joined with LF, as the SDK's reader
     joins them) until its blank line, priced, and handed on then as the same
     data, or, for a call's result of too many content blocks, as the error
-    the gate answers it with (``refused_before_parsing``). The SDK parses an
+    the gate answers it with, and a large ``structuredContent`` object parsed
+    apart (``before_parsing``). The SDK parses an
     event only at its blank line, so it sees each event as the server sent it.
     """
 
@@ -141,9 +148,10 @@ class _Events:
         refusal = await message_refusal(data)
         if refusal is not None:
             raise _Refused(refusal)
-        early = await refused_before_parsing(data, self._state)
-        if early is not None:
-            data = early.model_dump_json(by_alias=True, exclude_none=True).encode()
+        handed = await before_parsing(data, self._state, detach=True)
+        del data
+        data = handed if isinstance(handed, bytes) else _json(handed)
+        del handed
         if b"\n" in data:
             data = data.replace(b"\n", b"\n" + _DATA)
         return _DATA, data, _EOL
@@ -222,10 +230,9 @@ class _LimitedStream(httpx2.AsyncByteStream):
             refusal = await message_refusal(whole)
             if refusal is not None:
                 raise self._refuse(refusal)
-            early = await refused_before_parsing(whole, self._state)
-            if early is not None:
-                whole = early.model_dump_json(by_alias=True, exclude_none=True).encode()
-            yield whole
+            handed = await before_parsing(whole, self._state, detach=True)
+            del whole
+            yield handed if isinstance(handed, bytes) else _json(handed)
 
     async def aclose(self) -> None:
         await self._inner.aclose()

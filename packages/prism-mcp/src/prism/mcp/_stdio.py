@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 from ._budget import message_refusal
-from ._gate import gate_server_requests, refused_before_parsing
+from ._gate import before_parsing, gate_server_requests
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -117,7 +117,7 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
     the limit, over either bound or that is not JSON-RPC is a fault (recorded
     in ``state``) and ends the stream, as does the end of stdout or
     :meth:`end`. A call's result of too many content blocks is answered with
-    the gate's error before it is parsed (``refused_before_parsing``). The messages of a chunk
+    the gate's error before it is parsed (``before_parsing``). The messages of a chunk
     read before the end are still delivered. At an end of stdout the session
     did not ask for, ``stderr_done`` (set once the server's stderr is read to
     its end) is awaited for a moment, so the crash's reason is known first.
@@ -196,8 +196,8 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
             if refusal is not None:
                 self._fault(refusal, oversize=True)
                 return
-            early = await refused_before_parsing(line, self._state)
-            if early is not None:
+            early = await before_parsing(line, self._state)
+            if not isinstance(early, bytes):
                 self._ready.append(SessionMessage(early))
                 continue
             message = _parse(line)

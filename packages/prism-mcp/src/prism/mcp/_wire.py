@@ -30,6 +30,8 @@ class WireState:
             dropped from their ``tools/list`` page; the listing takes them.
         calls: ids of the ``tools/call`` requests sent and not answered yet
             (bounded: forgotten in bulk past a few thousand).
+        detached: ``structuredContent`` values the transport parsed apart, by
+            the token of the marker it put in their place (bounded).
     """
 
     fault: str | None = None
@@ -39,6 +41,7 @@ class WireState:
     refused_requests: int = 0
     dropped_tools: list[tuple[str, str]] = attrs.field(factory=list)
     calls: set[int | str] = attrs.field(factory=set)
+    detached: dict[str, object] = attrs.field(factory=dict)
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:
