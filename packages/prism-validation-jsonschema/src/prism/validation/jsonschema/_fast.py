@@ -67,9 +67,9 @@ def _array_chars(items: list[Any], max_string: int) -> int:
     for part in items:
         k = type(part)
         if k is str:
-            if len(part) > max_string or (not part.isascii() and lone_surrogate(part)):
+            if (n := len(part)) > max_string or (not part.isascii() and lone_surrogate(part)):
                 return -1
-            chars += len(part)
+            chars += n
         elif k is int:
             if not low < part < high and integer_too_long(part):
                 return -1
@@ -177,16 +177,15 @@ def flat_checker(
         keys = 0
         items = 0
         for key, item in value.items():
-            if type(key) is not str or len(key) > max_string:
+            if type(key) is not str or len(key) > max_string or (not key.isascii() and lone(key)):
                 return None
-            if not key.isascii() and lone(key):
-                return None
-            keys += len(key)
+            if budgets:  # the keys' characters count only against the regex budget
+                keys += len(key)
             t = type(item)
             if t is str:
-                if len(item) > max_string or (not item.isascii() and lone(item)):
+                if (n := len(item)) > max_string or (not item.isascii() and lone(item)):
                     return None
-                chars += len(item)
+                chars += n
             elif t is int:
                 if not low < item < high and too_long(item):
                     return None
