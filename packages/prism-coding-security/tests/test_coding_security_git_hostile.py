@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,6 +23,8 @@ from prism.coding.security._overlay import gitlinks
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
+
+    from prism.coding.security import CommandExplanation
 
 GIT = shutil.which("git")
 pytestmark = pytest.mark.skipif(GIT is None, reason="git is not installed")
@@ -210,3 +213,78 @@ def test_a_repository_naming_a_git_lfs_extension_gets_no_lfs_filter(tmp_path: Pa
         result = _bash(explanation.execute, root, env)
         assert result.returncode == 0, result
         assert not mark.exists(), (command, result)
+
+
+# -- files of .git that are not regular files ---------------------------------------------------
+
+
+def _explain_releasing(fifo: Path, command: str, root: Path) -> CommandExplanation:
+    """``explain_command`` in a thread; a FIFO it still waits on after a while is released
+    (so a regression fails instead of hanging the suite)."""
+    found: list[CommandExplanation] = []
+    worker = threading.Thread(
+        target=lambda: found.append(explain_command(command, roots=[str(root)], cwd=str(root)))
+    )
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"x")
+        os.close(fd)
+        worker.join()
+        pytest.fail("the policy waited on a FIFO of the repository")
+    return found[0]
+
+
+@pytest.mark.parametrize("name", ["commondir", "config", "HEAD"])
+def test_a_fifo_where_git_reads_a_file_is_never_opened(tmp_path: Path, name: str) -> None:
+    env = _env(tmp_path)
+    root = tmp_path / "project"
+    _repository(root, env)
+    fifo = root / ".git" / name
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    explanation = _explain_releasing(fifo, "git log -1", root)
+    assert explanation.outcome == "ask"
+    assert "is not a regular file" in explanation.reason, explanation.reason
+
+
+def test_a_config_including_a_fifo_asks_without_git_reading_it(tmp_path: Path) -> None:
+    """Any git started in the repository reads its configuration, includes followed,
+    and would wait on the FIFO: the include is found with each config file read alone."""
+    env = _env(tmp_path)
+    root = tmp_path / "project"
+    _repository(root, env)
+    os.mkfifo(root / "cfg.fifo")
+    _config(root, "[include]\n\tpath = ../cfg.fifo\n")
+    explanation = _explain_releasing(root / "cfg.fifo", "git status --short", root)
+    assert explanation.outcome == "ask"
+    assert "includes another file (include.path)" in explanation.reason, explanation.reason
+
+
+def test_the_narrowed_write_set_of_git_commit_never_waits_on_an_included_fifo(
+    tmp_path: Path,
+) -> None:
+    from prism.coding.security._gitwrites import git_directory_writes
+    from prism.coding.security._paths import Roots
+
+    env = _env(tmp_path)
+    root = tmp_path / "project"
+    _repository(root, env)
+    argv = ("git", "commit", "-qm", "x")
+    roots = Roots((str(root),))
+    (root / "plain.cfg").write_text("[include]\n\tpath = deeper.cfg\n")
+    os.mkfifo(root / "deeper.cfg")
+    _config(root, "[include]\n\tpath = ../plain.cfg\n")
+    found: list[object] = []
+    worker = threading.Thread(
+        target=lambda: found.append(git_directory_writes(argv, [str(root)], roots))
+    )
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        fd = os.open(root / "deeper.cfg", os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"x")
+        os.close(fd)
+        worker.join()
+    assert found == [None]  # the whole root, as for any repository git cannot be asked about

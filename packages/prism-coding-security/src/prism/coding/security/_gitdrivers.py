@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import threading
 
 from ._proved import GIT_ENVIRONMENT
 
-__all__ = ["repository_drivers"]
+__all__ = ["repository_drivers", "unsafe_to_start"]
 
 _PATTERN = (
     r"^(filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external"
@@ -45,6 +46,8 @@ _PATTERN = (
 _REPOSITORY_SCOPES = ("local", "worktree")
 _FILTER_PARTS = ("clean", "smudge", "process")
 _DIFF_PARTS = ("textconv", "command")
+
+_TIMEOUT_S = 3.0  # the policy waits for it while deciding
 
 Drivers = tuple[tuple[str, str], ...]
 
@@ -56,9 +59,12 @@ def _list(start: str) -> tuple[list[str], str | None]:
     env = {**os.environ, **dict(GIT_ENVIRONMENT)}
     try:
         result = subprocess.run(
-            [git, "-C", start, "config", "--show-scope", "-z", "--name-only", "--get-regexp",
-             _PATTERN],
-            capture_output=True, stdin=subprocess.DEVNULL, env=env, check=False, timeout=10,
+            # an include asks whatever it holds: its target is never opened (a FIFO
+            # there would block git)
+            [git, "-C", start, "config", "--show-scope", "-z", "--name-only", "--no-includes",
+             "--get-regexp", _PATTERN],
+            capture_output=True, stdin=subprocess.DEVNULL, env=env, check=False,
+            timeout=_TIMEOUT_S,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [], f"git could not list the repository's configuration ({exc})"
@@ -76,6 +82,68 @@ def _list(start: str) -> tuple[list[str], str | None]:
         # a transport allowed by name in any file (a helper's name is open-ended)
         if s in _REPOSITORY_SCOPES or (k.startswith("protocol.") and s != "command")
     ], None
+
+
+def _includes(configs: list[str]) -> list[tuple[str, str, str]] | str:
+    """Every ``(file, key, path)`` include of ``configs``, or why git could not list them.
+
+    Asked of each file alone (``--file``, ``--no-includes``, outside the
+    repository), before any git starts in the repository: that git reads its
+    configuration, includes followed, as it starts, and an included FIFO
+    would block it.
+    """
+    git = shutil.which("git")
+    out: list[tuple[str, str, str]] = []
+    for config in configs if git is not None else []:
+        try:
+            result = subprocess.run(
+                [git, "config", "--file", config, "--no-includes", "-z",  # type: ignore[list-item]
+                 "--get-regexp", r"^include(if\..*)?\.path$"],
+                capture_output=True, stdin=subprocess.DEVNULL, cwd="/", check=False,
+                env={**os.environ, **dict(GIT_ENVIRONMENT)}, timeout=_TIMEOUT_S,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"git could not list the repository's configuration ({exc})"
+        for record in result.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            key, _, value = record.partition("\n")
+            if key:
+                out.append((config, key, value))
+    return out
+
+
+def _included(configs: list[str]) -> str | None:
+    """Why a repository whose config file includes another is not proved, or None."""
+    found = _includes(configs)
+    if isinstance(found, str):
+        return found
+    if found:
+        return (
+            f"the repository's configuration includes another file ({found[0][1]}), which "
+            "could name programs git runs"
+        )
+    return None
+
+
+def _blocking_include(configs: list[str], depth: int = 0) -> str | None:
+    """An include (at any depth) naming something other than a regular file, or None."""
+    found = _includes(configs)
+    if isinstance(found, str):
+        return found
+    targets: list[str] = []
+    for config, _, value in found:
+        target = os.path.join(os.path.dirname(config), os.path.expanduser(value))
+        try:
+            mode = os.stat(target).st_mode
+        except OSError:
+            continue  # git passes over a missing include
+        if not stat.S_ISREG(mode):
+            return (
+                f"{target!r}, which the repository's configuration includes, is not a regular file"
+            )
+        targets.append(target)
+    if targets and depth >= 10:
+        return "the repository's configuration includes files more than 10 deep"
+    return _blocking_include(targets, depth + 1) if targets else None
 
 
 def _drivers(start: str) -> Drivers | str:
@@ -121,48 +189,89 @@ def _stat(path: str) -> tuple[object, ...] | None:
         info = os.stat(path)
     except OSError:
         return None
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
 
 
-def _key(start: str) -> tuple[object, ...] | None:
-    """What git's answer for ``start`` depends on: every ``.git`` up the tree, the config files.
-
-    None when git is pointed elsewhere by the environment (then it is asked every time).
-    """
-    if any(name in os.environ for name in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG")):
+def _read(path: str) -> str | None:
+    """A small regular file's text; None for anything else (a FIFO is never waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 4097).decode("utf-8", "surrogateescape")
+    finally:
+        os.close(fd)
+
+
+# files git opens and reads whole while finding a repository and its configuration:
+# anything but a regular file there (a FIFO, a device) would block git, and Prism
+_READ_BY_GIT = ("HEAD", "commondir", "config", "config.worktree")
+
+
+def _key(start: str) -> tuple[tuple[object, ...] | None, str | None, list[str]]:
+    """What git's answer for ``start`` depends on, a file git would block on, the configs.
+
+    The key: every ``.git`` up the tree, the config files; None when git is
+    pointed elsewhere by the environment (then it is asked every time). The
+    second part names a file git would read that is not a regular file; the
+    third lists the repository's configuration files found on the way.
+    """
     out: list[object] = []
+    irregular: str | None = None
+    configs: list[str] = []
     current = os.path.realpath(start)
     while True:
         dot_git = os.path.join(current, ".git")
         out.append(_stat(dot_git))
+        directories = [current]  # git looks at each directory itself too (bare)
         if os.path.isdir(dot_git):
-            directories = [dot_git]
+            directories.append(dot_git)
         elif os.path.isfile(dot_git):
-            try:
-                with open(dot_git, encoding="utf-8", errors="surrogateescape") as handle:
-                    text = handle.read(4097).strip()
-            except OSError:
-                text = ""
-            directories = [os.path.join(current, text.removeprefix("gitdir: "))]
-        else:
-            directories = []
-        for directory in directories:
-            common = directory
-            try:
-                with open(os.path.join(directory, "commondir"), encoding="utf-8") as handle:
-                    common = os.path.join(directory, handle.read(4097).strip())
-            except (OSError, UnicodeDecodeError):
-                pass
-            for base in {directory, common}:
-                for name in ("config", "config.worktree", "commondir"):
-                    out.append((base, name, _stat(os.path.join(base, name))))
-        if directories:
-            return tuple(out)
+            text = (_read(dot_git) or "").strip()
+            directories.append(os.path.join(current, text.removeprefix("gitdir: ")))
+        for directory in directories[1:]:
+            common = _read(os.path.join(directory, "commondir"))
+            if common is not None:
+                directories.append(os.path.join(directory, common.strip()))
+        for base in dict.fromkeys(directories):
+            if base == current and not (
+                os.path.isdir(os.path.join(base, "objects"))
+                and os.path.isdir(os.path.join(base, "refs"))
+            ):
+                continue  # not a repository git would read
+            for name in _READ_BY_GIT:
+                info = _stat(os.path.join(base, name))
+                out.append((base, name, info))
+                mode = info[-1] if info is not None else None
+                if irregular is None and isinstance(mode, int) and not stat.S_ISREG(mode):
+                    irregular = os.path.join(base, name)
+                elif mode is not None and name.startswith("config"):
+                    configs.append(os.path.join(base, name))
+        if len(directories) > 1:
+            break
         parent = os.path.dirname(current)
         if parent == current:
-            return tuple(out)
+            break
         current = parent
+    if any(name in os.environ for name in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG")):
+        return None, irregular, configs
+    return tuple(out), irregular, configs
+
+
+def unsafe_to_start(start: str) -> str | None:
+    """Why no git may start in the repository of ``start`` on the host, or None.
+
+    A file git reads whole as it starts (``HEAD``, ``commondir``, a config)
+    that is not a regular file, or one the repository's configuration
+    includes (git follows includes as it starts: a FIFO would block it).
+    """
+    _, irregular, configs = _key(start)
+    if irregular is not None:
+        return f"{irregular!r}, which git reads, is not a regular file"
+    return _blocking_include(configs)
 
 
 _cache: dict[str, tuple[tuple[object, ...], Drivers | str]] = {}
@@ -178,13 +287,15 @@ def repository_drivers(start: str) -> Drivers | str:
     """
     while not os.path.isdir(start) and os.path.dirname(start) != start:
         start = os.path.dirname(start)  # made by the line: in the repository of its parent
-    key = _key(start)
+    key, irregular, configs = _key(start)
+    if irregular is not None:
+        return f"{irregular!r}, which git reads, is not a regular file"
     if key is not None:
         with _cache_lock:
             hit = _cache.get(start)
         if hit is not None and hit[0] == key:
             return hit[1]
-    found = _drivers(start)
+    found = _included(configs) or _drivers(start)
     if key is not None:
         with _cache_lock:
             _cache[start] = (key, found)

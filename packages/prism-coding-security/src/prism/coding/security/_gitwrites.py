@@ -33,6 +33,7 @@ import subprocess
 import threading
 from typing import TYPE_CHECKING
 
+from ._gitdrivers import unsafe_to_start
 from ._proved import GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
@@ -169,8 +170,8 @@ def _config_files(git_dir: str) -> list[str]:
 def _configuration(work_tree: str, git_dir: str) -> tuple[list[tuple[str, str]], bool] | None:
     """Every matching key and value, and whether an include was met; None: unreadable."""
     git = shutil.which("git")
-    if git is None:
-        return None
+    if git is None or unsafe_to_start(work_tree) is not None:
+        return None  # (a git started there could wait on a FIFO)
     env = {**os.environ, **dict(GIT_ENVIRONMENT)}
     try:
         result = subprocess.run(
