@@ -288,3 +288,91 @@ def test_the_narrowed_write_set_of_git_commit_never_waits_on_an_included_fifo(
         os.close(fd)
         worker.join()
     assert found == [None]  # the whole root, as for any repository git cannot be asked about
+
+
+# -- files outside the roots the repository names ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "content", "command"),
+    [
+        ("blame.ignoreRevsFile", "not-a-revision\n", "git blame -s a.txt"),
+        ("mailmap.file", "Outside <o@example.invalid> t <t@example.invalid>\n",
+         "git log -1 --use-mailmap --format=%aN"),
+        ("core.excludesFile", "*.txt\n", "git status --short"),
+        ("core.attributesFile", "*.txt -diff\n", "git diff"),
+    ],
+)  # fmt: skip
+def test_a_file_outside_the_roots_named_by_the_repository_is_not_read(
+    tmp_path: Path, key: str, content: str, command: str
+) -> None:
+    """Real git reads the file the repository's config names (the output changes); the
+    proved text prints what git prints without that setting."""
+    env = _env(tmp_path)
+    root = tmp_path / "project"
+    _repository(root, env)
+    (root / "a.txt").write_text("one\ntwo\n")
+    (root / "new.txt").write_text("new\n")
+    expected = _bash(command, root, env)
+    outside = tmp_path / "outside"
+    outside.write_text(content)
+    _git(root, env, "config", key, str(outside))
+    assert _bash(command, root, env).stdout + _bash(command, root, env).stderr != (
+        expected.stdout + expected.stderr
+    ), "git reads the file the setting names"
+    explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+    assert explanation.execute is not None, explanation.reason
+    got = _bash(explanation.execute, root, env)
+    assert (got.returncode, got.stdout) == (expected.returncode, expected.stdout), got.stderr
+
+
+def test_a_repository_that_reads_elsewhere_asks(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    root = tmp_path / "project"
+    _repository(root, env)
+    assert explain_command("git log -1", roots=[str(root)]).outcome == "allow"
+    # core.worktree
+    _git(root, env, "config", "core.worktree", str(tmp_path))
+    explanation = explain_command("git grep -e x", roots=[str(root)])
+    assert explanation.outcome == "ask"
+    assert "core.worktree" in explanation.reason
+    _git(root, env, "config", "--unset", "core.worktree")
+    # an alternate object directory outside the roots
+    other = tmp_path / "other"
+    _repository(other, env)
+    alternates = root / ".git" / "objects" / "info" / "alternates"
+    alternates.write_text(f"{other}/.git/objects\n")
+    explanation = explain_command("git log -1", roots=[str(root)])
+    assert explanation.outcome == "ask"
+    assert f"{other}/.git/objects" in explanation.reason
+    alternates.unlink()
+    # a .git file naming a git directory outside the roots
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {other}/.git\n")
+    explanation = explain_command("git log -1", roots=[str(linked)])
+    assert explanation.outcome == "ask"
+    assert f"{other}/.git" in explanation.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git grep -e token -- ':/'", "git show HEAD:../credentials", "git log -p -1", "git status"],
+)
+def test_a_root_inside_a_larger_repository_asks_for_git(tmp_path: Path, command: str) -> None:
+    """git reaches the whole repository (``:/``, ``rev:../path``): its top is read."""
+    env = _env(tmp_path)
+    top = tmp_path / "home"
+    top.mkdir()
+    (top / "credentials").write_text("token\n")
+    (top / "app").mkdir()
+    (top / "app" / "main.py").write_text("")
+    _repository(top, env)
+    root = top / "app"
+    leaked = _bash(command, root, env)
+    assert command == "git status" or "token" in leaked.stdout, leaked
+    explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+    assert explanation.outcome == "ask"
+    assert f"reads {str(top)!r} outside the roots" in explanation.reason
+    # the same repository as a root, or readable, is proved
+    assert explain_command(command, roots=[str(top)], cwd=str(root)).outcome == "allow"

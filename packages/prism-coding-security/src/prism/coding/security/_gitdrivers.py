@@ -36,12 +36,13 @@ import threading
 
 from ._proved import GIT_ENVIRONMENT
 
-__all__ = ["repository_drivers", "unsafe_to_start"]
+__all__ = ["repository_drivers", "repository_reads", "unsafe_to_start"]
 
 _PATTERN = (
     r"^(filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external"
     r"|include\.path|includeif\..*\.path|protocol\..*\.allow"
-    r"|lfs\.(extension|customtransfer)\..*)$"
+    r"|lfs\.(extension|customtransfer)\..*"
+    r"|core\.(worktree|excludesfile|attributesfile)|mailmap\.(file|blob))$"
 )
 _REPOSITORY_SCOPES = ("local", "worktree")
 _FILTER_PARTS = ("clean", "smudge", "process")
@@ -170,6 +171,16 @@ def _drivers(start: str) -> Drivers | str:
                 forced[f"filter.lfs.{part}"] = ""
             forced["filter.lfs.required"] = "false"
             continue
+        if key == "core.worktree":
+            return (
+                "the repository's configuration sets core.worktree, which points git at "
+                "files elsewhere"
+            )
+        if section in ("core", "mailmap"):
+            # files git reads, wherever they are: the repository's own setting is
+            # switched off (a user's own one is outranked by it anyway)
+            forced[key] = ""
+            continue
         if key == "diff.external":
             forced[key] = ""
             continue
@@ -192,7 +203,7 @@ def _stat(path: str) -> tuple[object, ...] | None:
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
 
 
-def _read(path: str) -> str | None:
+def _read(path: str, limit: int = 4097) -> str | None:
     """A small regular file's text; None for anything else (a FIFO is never waited on)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -201,7 +212,7 @@ def _read(path: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, 4097).decode("utf-8", "surrogateescape")
+        return os.read(fd, limit).decode("utf-8", "surrogateescape")
     finally:
         os.close(fd)
 
@@ -211,13 +222,18 @@ def _read(path: str) -> str | None:
 _READ_BY_GIT = ("HEAD", "commondir", "config", "config.worktree")
 
 
-def _key(start: str) -> tuple[tuple[object, ...] | None, str | None, list[str]]:
+def _key(
+    start: str, reads: list[str] | None = None
+) -> tuple[tuple[object, ...] | None, str | None, list[str]]:
     """What git's answer for ``start`` depends on, a file git would block on, the configs.
 
     The key: every ``.git`` up the tree, the config files; None when git is
     pointed elsewhere by the environment (then it is asked every time). The
     second part names a file git would read that is not a regular file; the
     third lists the repository's configuration files found on the way.
+    ``reads``, when given, receives the directories git reads the repository
+    from: its work tree's top, the git directory, the common directory and
+    every object directory the alternates name.
     """
     out: list[object] = []
     irregular: str | None = None
@@ -251,6 +267,9 @@ def _key(start: str) -> tuple[tuple[object, ...] | None, str | None, list[str]]:
                 elif mode is not None and name.startswith("config"):
                     configs.append(os.path.join(base, name))
         if len(directories) > 1:
+            if reads is not None:
+                reads += [os.path.realpath(d) for d in dict.fromkeys(directories)]
+                reads += _alternates(os.path.join(directories[-1], "objects"))
             break
         parent = os.path.dirname(current)
         if parent == current:
@@ -259,6 +278,36 @@ def _key(start: str) -> tuple[tuple[object, ...] | None, str | None, list[str]]:
     if any(name in os.environ for name in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_CONFIG")):
         return None, irregular, configs
     return tuple(out), irregular, configs
+
+
+def _alternates(objects: str, depth: int = 0) -> list[str]:
+    """The object directories ``objects/info/alternates`` names, at any depth."""
+    text = _read(os.path.join(objects, "info", "alternates"), 1 << 16)
+    out: list[str] = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        # a quoted line is taken as written: a path no root holds, so git asks
+        path = os.path.realpath(os.path.join(objects, line))
+        out.append(path)
+        if depth < 5:
+            out += _alternates(path, depth + 1)
+    return out
+
+
+def repository_reads(start: str) -> list[str]:
+    """The directories git reads the repository of ``start`` from (none: no repository).
+
+    Its work tree's top (a root inside a larger repository: git's pathspecs
+    and ``rev:path`` reach the whole of it), the git directory a ``.git`` file
+    names, the common directory, and the object directories of alternates.
+    """
+    while not os.path.isdir(start) and os.path.dirname(start) != start:
+        start = os.path.dirname(start)
+    reads: list[str] = []
+    _key(start, reads)
+    return reads
 
 
 def unsafe_to_start(start: str) -> str | None:

@@ -22,7 +22,7 @@ from ._commands import (
     rough_segments,
 )
 from ._evaluates import evaluates_code
-from ._gitdrivers import repository_drivers
+from ._gitdrivers import repository_drivers, repository_reads
 from ._gitwrites import git_directory_writes
 from ._paths import Roots
 from ._programs import (
@@ -812,6 +812,10 @@ class _Judge:
                 if isinstance(drivers, str):
                     return self.add(shown, "ask", drivers, "git:drivers", depth)
                 self.git_config.update(drivers)
+                # the repository git reads: above the roots, or objects elsewhere
+                for path in repository_reads(start):
+                    if not self.read(path, shown, depth, "git (its repository)"):
+                        return "ask"
         if use.cwd is not None:
             for real in self.resolve_all(use.cwd):
                 if real not in self.cwds:

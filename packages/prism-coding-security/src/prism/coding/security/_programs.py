@@ -338,7 +338,10 @@ GIT_NO_DRIVERS = ("--no-ext-diff", "--no-textconv")
 # submodule.<name>.ignore) outranks diff.ignoreSubmodules, and `none` would start git in
 # the submodule, under that repository's configuration; only the option overrides it
 GIT_NO_SUBMODULES = ("--ignore-submodules=dirty",)
-_GIT_FORCED_ARGV = {"blame": GIT_NO_DRIVERS, "status": GIT_NO_SUBMODULES}
+# blame.ignoreRevsFile accumulates (an empty value does not clear it in git 2.39): the
+# option clears what the configuration named, a file wherever it is
+_GIT_FORCED_ARGV = {"blame": (*GIT_NO_DRIVERS, "--no-ignore-revs-file"),
+                    "status": GIT_NO_SUBMODULES}  # fmt: skip
 
 
 def git_without_drivers(argv: tuple[str, ...]) -> tuple[str, ...]:
