@@ -185,7 +185,7 @@ _LINES = [
 ]
 
 
-@settings(max_examples=150)
+@settings(max_examples=80)
 @given(
     st.lists(st.sampled_from(_LINES), max_size=14),
     st.lists(st.sampled_from([b"\n", b"\r", b"\r\n"]), min_size=14, max_size=14),

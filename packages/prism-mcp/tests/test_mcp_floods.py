@@ -374,9 +374,8 @@ async def _call_flood(mode: str, count: int, **options: Any) -> Any:
 @pytest.mark.parametrize(
     ("mode", "count", "reason"),
     [
-        # 36,000 empty text blocks (1 MB) were 36,000 SDK models: 36 MB and a 1.9 s
-        # frozen loop; 330,000 {} in structuredContent 49 MB and 330 ms.
-        ("blocks", 36_000, "result refused: more than 1024 content blocks"),
+        # (36,000 empty text blocks: test_a_result_of_too_many_blocks_is_never_parsed.)
+        # 330,000 {} in structuredContent were 49 MB and 330 ms.
         # Refused before json.loads builds the 330,000 dicts; the session is closed.
         ("nodes", 330_000, "result refused: the server sent a message of 330005 objects"),
         # Within the per-byte count (210 kB), past the gate's cap on one result.
@@ -506,7 +505,8 @@ async def test_a_sampling_request_of_too_many_messages_is_answered_with_an_error
 
 
 async def test_a_result_of_too_many_blocks_is_never_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Counted on the raw line; the call gets the gate's error and the session is kept.
+    # 36,000 empty text blocks (1 MB) were 36,000 SDK models: 36 MB and a 1.9 s frozen
+    # loop. Counted on the raw line; the call gets the gate's error, the session kept.
     from prism.mcp import _stdio
 
     parsed: list[int] = []

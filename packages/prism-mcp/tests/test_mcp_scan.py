@@ -33,7 +33,7 @@ values = st.recursive(
         st.lists(inner, max_size=5),
         st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=4)), inner, max_size=4),
     ),
-    max_leaves=20,
+    max_leaves=12,
 )
 results = st.one_of(
     values,
@@ -112,7 +112,7 @@ def _expected_blocks(message: dict[str, Any]) -> int | None:
     return min(len(result["content"]), LIMIT + 1)
 
 
-@settings(max_examples=300)
+@settings(max_examples=120)
 @given(messages, st.randoms(use_true_random=False))
 def test_the_scan_finds_what_the_parser_builds(message: dict[str, Any], rng: random.Random) -> None:
     raw = (_Writer(rng).space() + _Writer(rng).value(message) + _Writer(rng).space()).encode(
