@@ -263,3 +263,46 @@ def test_a_file_that_is_not_utf8_is_reported_with_the_file(tmp_path: Path) -> No
     path.write_bytes(b"[agent]\nmodel = '\xff'\n")
     with pytest.raises(CliConfigurationError, match="not UTF-8 text"):
         load_config(path)
+
+
+def test_the_gateways_limits_are_read_from_serve() -> None:
+    serve = parse_config(
+        {
+            "serve": {
+                "question_ttl_s": 120,
+                "max_concurrent_calls": 64,
+                "max_calls_per_client": 4,
+                "path": "/prism/mcp",
+                "max_request_bytes": 4 * 1024 * 1024,
+                "body_timeout_s": 5.5,
+            }
+        }
+    ).serve
+    assert (serve.question_ttl_s, serve.max_concurrent_calls, serve.max_calls_per_client) == (
+        120,
+        64,
+        4,
+    )
+    assert (serve.path, serve.max_request_bytes, serve.body_timeout_s) == (
+        "/prism/mcp",
+        4 * 1024 * 1024,
+        5.5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("question_ttl_s", 0, "must be a finite number >= 1 and <= 604800, got 0"),
+        ("question_ttl_s", "10m", "must be a finite number >= 1 and <= 604800, got '10m'"),
+        ("question_ttl_s", 8 * 24 * 3600, "must be a finite number >= 1 and <= 604800"),
+        ("max_concurrent_calls", 0, "must be an integer >= 1, got 0"),
+        ("max_calls_per_client", 2.5, "must be an integer >= 1, got 2.5"),
+        ("path", "mcp", "must be a path starting with '/', got 'mcp'"),
+        ("max_request_bytes", 10, "must be an integer >= 1024 and <= 67108864, got 10"),
+        ("body_timeout_s", 0, "must be a finite number >= 0.1 and <= 3600, got 0"),
+    ],
+)
+def test_a_bad_gateway_limit_names_its_key(key: str, value: object, said: str) -> None:
+    error = _problem({"serve": {key: value}})
+    assert str(error).startswith(f"prism.toml: serve.{key}: {said}")

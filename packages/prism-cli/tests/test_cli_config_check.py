@@ -66,3 +66,14 @@ def test_config_check_json_shows_no_secret_a_server_is_given(
     }
     assert servers["local"]["env"] == {"DB_PASS": "[hidden]", "PLAIN": "[hidden]"}
     assert servers["local"]["args"][2] == "plain"
+
+
+def test_config_check_refuses_a_bad_gateway_limit(run_cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "prism.toml").write_text("[serve]\nquestion_ttl_s = -5\n", encoding="utf-8")
+    proc = run_cli("config", "check")
+    assert proc.returncode == 2
+    assert (
+        "prism.toml: serve.question_ttl_s: must be a finite number >= 1 and <= 604800, got -5"
+        in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr

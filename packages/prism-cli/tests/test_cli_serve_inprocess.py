@@ -6,18 +6,24 @@ here the same runner serves under this test's trio run and is cancelled when don
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import sys
 from typing import TYPE_CHECKING
 
+import attrs
 import mcp_types as types
 import pytest
 import trio
 from mcp import Client
 
+from prism.cli import ServeConfig as ServeTable
 from prism.cli._cmd_run import read_config
-from prism.cli._serve import ServeRequest, _serve, http_options
+from prism.cli._convert import parse_config
+from prism.cli._serve import ServeRequest, _serve, gateway_limits, http_options
+from prism.core import ConfigurationError
+from prism.gateway import HttpOptions, open_gateway
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,7 +61,12 @@ async def test_serve_runner_answers_over_http_until_cancelled(
     serve_config: ServeConfig,
 ) -> None:
     monkeypatch.delenv("PRISM_GATEWAY_TOKEN", raising=False)
-    loaded = read_config(serve_config(readme="served in process", coding_tools=coding_tools))
+    # [serve] path is where the endpoint is served (and said on stderr).
+    loaded = read_config(
+        serve_config(
+            readme="served in process", coding_tools=coding_tools, extra='[serve]\npath = "/gw"\n'
+        )
+    )
     options = http_options(loaded, ServeRequest(address=("127.0.0.1", 0)))
     assert options is not None
     stderr = _Stderr()
@@ -88,6 +99,7 @@ async def test_serve_runner_answers_over_http_until_cancelled(
                 )
             nursery.cancel_scope.cancel()
     assert url.startswith("http://127.0.0.1:")
+    assert url.endswith("/gw")
     assert "mcp__docs__search_docs" in names
     assert ({"read", "write", "edit", "shell"} <= names) is coding_tools
     assert not search.is_error
@@ -165,3 +177,75 @@ verifier = "factory_verifier:make_verifier"
     assert proc.returncode == 2, proc.stderr
     assert "workspace.roots[0]" in proc.stderr
     assert "serve.auth" not in proc.stderr
+
+
+_MIB = 1024 * 1024
+# Each gateway knob of [serve]: values at and past its bounds, and of the wrong type.
+_PROBES: dict[str, list[object]] = {
+    "question_ttl_s": [0.999, 1, 604800.0, 604800.5, float("nan"), "60", True],
+    "max_concurrent_calls": [0, 1, 10**6, 2.0, False],
+    "max_calls_per_client": [0, 1, 10**6, 2.0, True],
+    "path": ["/", "/a/b", "mcp", "", 7],
+    "max_request_bytes": [1023, 1024, 64 * _MIB, 64 * _MIB + 1, 2048.0],
+    "body_timeout_s": [0.09, 0.1, 3600, 3600.01, "30"],
+}
+_IN_OPEN_GATEWAY = ("question_ttl_s", "max_concurrent_calls", "max_calls_per_client")
+
+
+def _config_takes(key: str, value: object) -> bool:
+    try:
+        ServeTable(**{key: value})  # type: ignore[arg-type]
+    except ConfigurationError:
+        return False
+    return True
+
+
+async def _gateway_takes(key: str, value: object) -> bool:
+    try:
+        if key in _IN_OPEN_GATEWAY:
+            async with open_gateway(**{key: value}):  # type: ignore[arg-type]
+                pass
+        else:
+            HttpOptions(**{key: value})  # type: ignore[arg-type]
+    except ConfigurationError:
+        return False
+    return True
+
+
+async def test_serve_takes_each_gateway_limit_exactly_as_the_gateway_does() -> None:
+    """[serve]'s gateway knobs have the gateway's defaults and refuse what it refuses, so
+    prism config check passes no value prism serve would then refuse, and refuses none
+    it would take."""
+    table = ServeTable()
+    opened = inspect.signature(open_gateway).parameters
+    for key, values in _PROBES.items():
+        default = (
+            opened[key].default
+            if key in _IN_OPEN_GATEWAY
+            else attrs.fields_dict(HttpOptions)[key].default
+        )
+        assert getattr(table, key) == default, key
+        taken = [(value, _config_takes(key, value)) for value in values]
+        assert taken == [(value, await _gateway_takes(key, value)) for value in values], key
+        assert {ok for _value, ok in taken} == {True, False}, key  # the probes reach both sides
+
+
+async def test_the_gateway_limits_of_serve_reach_the_gateway() -> None:
+    loaded = parse_config(
+        {
+            "serve": {
+                "question_ttl_s": 90,
+                "max_concurrent_calls": 5,
+                "max_calls_per_client": 2,
+                "max_request_bytes": 2048,
+                "body_timeout_s": 3,
+            }
+        }
+    )
+    options = http_options(loaded, ServeRequest(address=("127.0.0.1", 0)))
+    assert options is not None
+    assert (options.max_request_bytes, options.body_timeout_s) == (2048, 3)
+    async with open_gateway(**gateway_limits(loaded)) as gateway:
+        assert gateway._parked.ttl_s == 90
+        assert gateway._limiter.total_tokens == 5
+        assert gateway._per_client_limit == 2

@@ -40,6 +40,16 @@ def test_attrs_field_names_the_class_the_option_and_the_value() -> None:
     assert isinstance(caught.value, (PrismError, ValueError))
 
 
+def test_bounds_are_written_as_people_write_them() -> None:
+    # A large integer bound whole (not 6.71089e+07); a float one as short as it goes.
+    assert integer(minimum=1024, maximum=64 * 1024 * 1024).description == (
+        "an integer >= 1024 and <= 67108864"
+    )
+    assert number(minimum=0.1, maximum=7 * 24 * 3600.0).description == (
+        "a finite number >= 0.1 and <= 604800"
+    )
+
+
 def test_plain_argument_check_returns_the_value() -> None:
     assert string().check("create_thing", "name", "x") == "x"
     with pytest.raises(

@@ -93,6 +93,10 @@ _http_url = OptionCheck(
     lambda value: isinstance(value, str) and http_url_problem(value) is None,
 )
 
+_endpoint_path = OptionCheck(
+    "a path starting with '/'", lambda value: isinstance(value, str) and value.startswith("/")
+)
+
 
 def _problem(owner: object, option: str, message: str, value: object) -> ConfigurationError:
     """A domain check's failure, shaped like an option check's (option and value named)."""
@@ -319,6 +323,16 @@ class ServeConfig:
             the longest is closed to make room).
         max_sessions_per_principal: at most this many of them belong to one
             principal (the one's own session idle the longest makes room).
+        question_ttl_s: how long a call waits in the gateway for the retry
+            that answers its question (a 2026-07-28 client's approval, or
+            its server's question); past it the call ends.
+        max_concurrent_calls: at most this many calls run at once.
+        max_calls_per_client: at most this many of them for one client (its
+            principal, client name and session); the rest wait their turn.
+        path: the HTTP endpoint's path.
+        max_request_bytes: a larger HTTP request body is refused with 413.
+        body_timeout_s: an HTTP request body not complete this long after its
+            headers is refused with 408.
     """
 
     auth: ServeAuthConfig | None = attrs.field(
@@ -337,6 +351,18 @@ class ServeConfig:
     max_sessions_per_principal: int = attrs.field(
         default=100, validator=integer(minimum=1, maximum=100_000)
     )
+    # The gateway's own defaults and bounds (a test holds them to open_gateway's and
+    # HttpOptions', so prism config check refuses exactly what prism serve would).
+    question_ttl_s: float = attrs.field(
+        default=600.0, validator=number(minimum=1.0, maximum=7 * 24 * 3600.0)
+    )
+    max_concurrent_calls: int = attrs.field(default=32, validator=integer(minimum=1))
+    max_calls_per_client: int = attrs.field(default=8, validator=integer(minimum=1))
+    path: str = attrs.field(default="/mcp", validator=_endpoint_path)
+    max_request_bytes: int = attrs.field(
+        default=1_000_000, validator=integer(minimum=1024, maximum=64 * 1024 * 1024)
+    )
+    body_timeout_s: float = attrs.field(default=30.0, validator=number(minimum=0.1, maximum=3600.0))
 
     def __attrs_post_init__(self) -> None:
         if (self.approver == "command") != bool(self.approve_command):

@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -127,9 +127,22 @@ def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | No
             session_idle_s=config.serve.session_idle_s,
             max_sessions=config.serve.max_sessions,
             max_sessions_per_principal=config.serve.max_sessions_per_principal,
+            path=config.serve.path,
+            max_request_bytes=config.serve.max_request_bytes,
+            body_timeout_s=config.serve.body_timeout_s,
         )
     except ConfigurationError as exc:
         raise CliError(f"--http {host}:{port}: {exc}") from exc
+
+
+def gateway_limits(config: PrismConfig) -> dict[str, Any]:
+    """``open_gateway``'s limits from ``[serve]`` (over stdio and HTTP alike)."""
+    serve = config.serve
+    return {
+        "max_concurrent_calls": serve.max_concurrent_calls,
+        "max_calls_per_client": serve.max_calls_per_client,
+        "question_ttl_s": serve.question_ttl_s,
+    }
 
 
 def downstream(server: McpServerConfig) -> DownstreamServer:
@@ -279,6 +292,7 @@ async def _serve(
                     ledger=run_ledger,
                     # The roots an MCP server gets when its calling client cannot say.
                     roots=[str(root) for root in loaded.workspace.roots],
+                    **gateway_limits(loaded),
                 )
             )
         except GatewayError as exc:  # a required server did not start

@@ -88,10 +88,15 @@ class OptionCheck:
 def _bounds(minimum: float | None, maximum: float | None, *, above: bool) -> str:
     parts = []
     if minimum is not None:
-        parts.append(f"{'>' if above else '>='} {minimum:g}")
+        parts.append(f"{'>' if above else '>='} {_bound(minimum)}")
     if maximum is not None:
-        parts.append(f"<= {maximum:g}")
+        parts.append(f"<= {_bound(maximum)}")
     return " and ".join(parts)
+
+
+def _bound(bound: float) -> str:
+    """A bound as people write it: an integer whole (67108864, not 6.71089e+07)."""
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
 
 
 def integer(*, minimum: int | None = None, maximum: int | None = None) -> OptionCheck:
