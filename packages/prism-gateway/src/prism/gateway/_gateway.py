@@ -936,7 +936,10 @@ async def open_gateway(
     2026-07-28 client, which cannot be sent a request mid-call, gets such a
     question (and the gateway's own approval question) as an
     ``input_required`` result; its call waits in the gateway for the retry
-    that answers it, at most ``question_ttl_s`` seconds (600 by default).
+    that answers it, at most ``question_ttl_s`` seconds (600 by default). A
+    call whose question expires, or is pushed out by the caps on waiting
+    questions, ends cancelled with the reason, and the ledger records why
+    (tool ``prism:question``).
 
     Cancellation: leaving the block stops watching the bridges; the bridges
     themselves belong to the caller.
