@@ -18,8 +18,15 @@ gateway_stdio_main.py, which bridges that server and offers its own tools
 4b. byte relay: a process that copies bytes between the client's pipes and
    the server's, parsing nothing (``--pipe-relay``): the cost of the second
    process hop alone, the floor for any proxy at all.
+4c. JSON relay: the byte relay, but every message is parsed (``json.loads``)
+   and written again (``json.dumps``), nothing else (``--json-relay``): the
+   floor for a Python proxy that reads what it forwards.
 5. gateway, bridged: ``mcp__fx__echo`` through every gate and prism-mcp's
    bridge: two MCP hops. The issue's target is <= 1.2x the direct call.
+5b. the same gateway with its fast paths turned off (this script run with
+   ``--gateway-sdk-path``): every request through the SDK's whole server path
+   and every bridged call through the SDK client's ``call_tool`` (rows 2 and
+   5 as they were before the fast paths), the baseline of what they save.
 6. the same bridged call over Streamable HTTP (gateway in this process).
 
 Then ``prism serve`` itself, as a host meets it:
@@ -33,10 +40,11 @@ Then ``prism serve`` itself, as a host meets it:
 8. memory per idle HTTP session: the RSS a ``prism serve --http`` process
    grows by while ``SESSIONS`` sessions are opened and left idle.
 
-The note gives the CPU time the middle process (the server of row 1, the
-gateway, the relay) spent per call, read from /proc: less noisy than wall time
-on a shared machine, and it separates the gateway's own work from the time it
-waits for the bridged server.
+The note gives the CPU time each process spent per call, read from /proc:
+the middle process (the server of row 1, the gateway, the relay), the server
+behind it, and the client (this process). CPU time is less noisy than wall
+time on a shared machine, and it separates the gateway's own work from the
+time it waits for the bridged server.
 
 Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--calls``,
 ``--startup`` or ``--sessions``: only rows 1-6, 7 or 8).
@@ -46,6 +54,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,6 +95,22 @@ def _children() -> dict[str, int]:
     return found
 
 
+def _child_of(pid: int | None) -> int | None:
+    """The first child process of ``pid`` (the server a relay or gateway started)."""
+    if pid is None:
+        return None
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        if children:
+            return int(children[0])
+    return None
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cpu_s(pid: int | None) -> float:
     """CPU seconds (user + system) that process ``pid`` has used, without its children."""
     if pid is None:
@@ -113,6 +138,51 @@ async def _relay() -> None:
         )
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
+
+
+async def _json_relay() -> None:
+    """Like the byte relay, but each message is parsed and written again (``json``)."""
+    server = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    into, out = server.stdin, server.stdout
+
+    async def copy(source: Any, sink: Any) -> None:
+        buffer = b""
+        while chunk := await source.receive_some(65536):
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                message = json.loads(line)
+                data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+                await sink.send_all(data.encode() + b"\n")
+
+    async with (
+        trio.lowlevel.FdStream(os.dup(0)) as stdin,
+        trio.lowlevel.FdStream(os.dup(1)) as stdout,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(copy, out, stdout)
+        await copy(stdin, into)
+        await into.aclose()
+        nursery.cancel_scope.cancel()
+    server.kill()
+    await server.wait()
+
+
+async def _gateway_sdk_path(root: str) -> None:
+    """The test gateway with its fast paths off: the SDK's whole path for every request."""
+    from prism.gateway import _fast
+    from prism.mcp import _session
+
+    sys.path.insert(0, str(TESTS))
+    from gateway_stdio_main import main as gateway_main  # type: ignore[import-not-found]
+
+    _fast.StdioFastPath.take = lambda self, line: False  # type: ignore[method-assign]
+    _session.install_fast_call_tool = lambda session: None  # type: ignore[attr-defined]
+    await gateway_main(root, 16 * 1024 * 1024)
 
 
 async def _pipe_relay() -> None:
@@ -149,8 +219,12 @@ async def main() -> list[Row]:
     async with (
         Client(StdioServerParameters(command=python, args=[str(SERVER), "direct"])) as direct,
         Client(StdioServerParameters(command=python, args=[str(GATEWAY), root])) as gateway,
+        Client(
+            StdioServerParameters(command=python, args=[__file__, "--gateway-sdk-path", root])
+        ) as sdk_path,
         Client(StdioServerParameters(command=python, args=[__file__, "--relay"])) as relay,
         Client(StdioServerParameters(command=python, args=[__file__, "--pipe-relay"])) as pipe,
+        Client(StdioServerParameters(command=python, args=[__file__, "--json-relay"])) as parsing,
         open_mcp_tools(server_id="fx", transport=transport) as bridge,
         open_gateway(
             bridges=[bridge],
@@ -163,51 +237,71 @@ async def main() -> list[Row]:
         pids = _children()
         direct_pid = pids.get(f"{SERVER} direct")
         gateway_pid = pids.get(f"{GATEWAY} {root}")
+        sdk_path_pid = pids.get(f"{__file__} --gateway-sdk-path")
         relay_pid = pids.get(f"{__file__} --relay")
         pipe_pid = pids.get(f"{__file__} --pipe-relay")
+        parsing_pid = pids.get(f"{__file__} --json-relay")
         async with Client(url) as http:
-            for client in (direct, gateway, relay, pipe, http):
+            for client in (direct, gateway, sdk_path, relay, pipe, parsing, http):
                 await client.list_tools()
-            cases: list[tuple[str, Client, str, dict[str, Any], int | None]] = [
-                ("direct", direct, "echo", ARGS, direct_pid),
-                ("local", gateway, "local_echo", ARGS, gateway_pid),
-                ("read", gateway, "read", {"path": "f.txt"}, gateway_pid),
-                ("relay", relay, "echo", ARGS, relay_pid),
-                ("pipe", pipe, "echo", ARGS, pipe_pid),
-                ("bridged", gateway, "mcp__fx__echo", ARGS, gateway_pid),
-                ("http", http, "mcp__fx__echo", ARGS, None),
-            ]
+            # (key, client, tool, arguments, middle process, the server behind it)
+            cases: list[tuple[str, Client, str, dict[str, Any], int | None, int | None]] = [
+                ("direct", direct, "echo", ARGS, direct_pid, None),
+                ("local", gateway, "local_echo", ARGS, gateway_pid, None),
+                ("local-sdk", sdk_path, "local_echo", ARGS, sdk_path_pid, None),
+                ("read", gateway, "read", {"path": "f.txt"}, gateway_pid, None),
+                ("relay", relay, "echo", ARGS, relay_pid, _child_of(relay_pid)),
+                ("pipe", pipe, "echo", ARGS, pipe_pid, _child_of(pipe_pid)),
+                ("parsing", parsing, "echo", ARGS, parsing_pid, _child_of(parsing_pid)),
+                ("bridged", gateway, "mcp__fx__echo", ARGS, gateway_pid, _child_of(gateway_pid)),
+                ("bridged-sdk", sdk_path, "mcp__fx__echo", ARGS, sdk_path_pid,
+                 _child_of(sdk_path_pid)),
+                ("http", http, "mcp__fx__echo", ARGS, None, None),
+            ]  # fmt: skip
             wall: dict[str, list[float]] = {case[0]: [] for case in cases}
-            cpu: dict[str, float] = dict.fromkeys(wall, 0.0)
+            # key -> CPU seconds of (the middle process, the server behind it, the client)
+            cpu: dict[str, list[float]] = {key: [0.0, 0.0, 0.0] for key in wall}
             for _ in range(REPEAT):
-                for key, client, name, arguments, pid in cases:
-                    cpu0 = _cpu_s(pid)
+                for key, client, name, arguments, pid, behind in cases:
+                    before = (_cpu_s(pid), _cpu_s(behind), _self_cpu_s())
                     t0 = trio.current_time()
                     for _ in range(INNER):
                         result = await client.call_tool(name, arguments)
                         assert not result.is_error, result
                     wall[key].append((trio.current_time() - t0) / INNER * 1e6)
-                    cpu[key] += _cpu_s(pid) - cpu0
+                    after = (_cpu_s(pid), _cpu_s(behind), _self_cpu_s())
+                    for n in range(3):
+                        cpu[key][n] += after[n] - before[n]
         nursery.cancel_scope.cancel()
 
-    def cpu_note(key: str, whose: str) -> str:
-        return f"{whose} CPU {cpu[key] / (REPEAT * INNER) * 1e6:.0f} µs/call"
+    def cpu_note(key: str, whose: str | None) -> str:
+        per_call = [seconds / (REPEAT * INNER) * 1e6 for seconds in cpu[key]]
+        parts = [f"{whose} {per_call[0]:.0f}"] if whose is not None else []
+        if per_call[1]:
+            parts.append(f"server {per_call[1]:.0f}")
+        parts.append(f"client {per_call[2]:.0f}")
+        return f"CPU µs/call: {', '.join(parts)}"
 
     base = row(BENCH, "stdio: client -> server echo (direct)", wall["direct"])
     base.note = cpu_note("direct", "server")
-    # (key, case, whose CPU the note gives or None, what else the note says)
+    # (key, case, whose CPU the note gives first, what else the note says)
     compared = [
         ("local", "stdio: client -> gateway local_echo (in-process)", "gateway", "one MCP hop"),
+        ("local-sdk", "stdio: client -> gateway local_echo, fast path off", "gateway",
+         "one MCP hop, the SDK's whole path"),
         ("read", "stdio: client -> gateway read (coding tool)", "gateway", "one MCP hop"),
         ("relay", "stdio: client -> bare SDK relay -> server", "relay", "two MCP hops"),
         ("pipe", "stdio: client -> byte relay -> server", "relay", "one MCP hop, two processes"),
+        ("parsing", "stdio: client -> JSON relay -> server", "relay",
+         "each message parsed and written again, nothing else"),
         ("bridged", "stdio: client -> gateway -> server (bridged)", "gateway", "two MCP hops"),
+        ("bridged-sdk", "stdio: client -> gateway -> server, fast paths off", "gateway",
+         "two MCP hops, the SDK's whole path"),
         ("http", "http: client -> gateway -> server (bridged)", None, "gateway in this process"),
-    ]
+    ]  # fmt: skip
     rows = [base]
     for key, case, whose, note in compared:
-        if whose is not None:
-            note = f"{cpu_note(key, whose)}; {note}"
+        note = f"{cpu_note(key, whose)}; {note}"
         target = "<= 1.2x" if key == "bridged" else None
         rows.append(row(BENCH, case, wall[key], baseline=base, target=target, note=note))
     return rows
@@ -393,6 +487,10 @@ if __name__ == "__main__":
         trio.run(_relay)
     elif "--pipe-relay" in sys.argv[1:]:
         trio.run(_pipe_relay)
+    elif "--json-relay" in sys.argv[1:]:
+        trio.run(_json_relay)
+    elif "--gateway-sdk-path" in sys.argv[1:]:
+        trio.run(_gateway_sdk_path, sys.argv[-1])
     elif "--calls" in sys.argv[1:]:
         run(main)
     elif "--slow-server" in sys.argv[1:]:

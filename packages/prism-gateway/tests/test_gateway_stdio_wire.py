@@ -14,9 +14,18 @@ import trio
 import trio.testing
 from mcp.shared.message import SessionMessage
 
-from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.core import (
+    JsonObject,
+    ToolDefinition,
+    ToolExecutionContext,
+    ToolResult,
+    create_rule_permission_policy,
+)
+from prism.core.ledger import RunLedger
 from prism.gateway import Gateway, GatewayError, open_gateway, serve_stdio
+from prism.gateway._fast import StdioFastPath
 from prism.gateway._stdio import LineWriter
+from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -64,12 +73,15 @@ class _Peer:
         await self.stdin.send_all(raw)
 
     async def receive(self) -> Any:
+        return json.loads(await self.receive_line())
+
+    async def receive_line(self) -> bytes:
         while b"\n" not in self.buffer:
             chunk = await self.stdout.receive_some()
             assert chunk, "the gateway closed its stdout"
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        return line
 
 
 @asynccontextmanager
@@ -239,3 +251,245 @@ async def test_the_line_writer_stops_writing_once_the_client_is_gone() -> None:
         with pytest.raises(anyio.BrokenResourceError):
             await writer.send(_ping(2))
         writer.finish()
+
+
+# A stdio client's tools/call: the fast path (the line handed to the SDK dispatcher's
+# request runner directly) against the SDK's whole path, byte for byte, at both eras.
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def _echo(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.text(f"echo {arguments.get('text')}")
+
+
+async def _fails(_arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    return ToolResult.error("it failed")
+
+
+async def _raises(_arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    raise RuntimeError("the tool broke")
+
+
+async def _progress(_arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    ctx.report_progress("half", progress=1, total=2)
+    ctx.report_progress("all", progress=2, total=2)
+    return ToolResult(content=(), structured={"done": True})
+
+
+def _fast_tools(hang_started: trio.Event, hang_ended: trio.Event) -> list[ToolDefinition]:
+    async def hang(_arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        hang_started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            hang_ended.set()
+
+    text: JsonObject = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    return [
+        ToolDefinition(name="echo", execute=_echo, parameters=text),
+        ToolDefinition(name="secret", execute=_echo),
+        ToolDefinition(name="fails", execute=_fails),
+        ToolDefinition(name="raises", execute=_raises),
+        ToolDefinition(name="progress", execute=_progress),
+        ToolDefinition(name="hang", execute=hang),
+    ]
+
+
+def _call(request_id: object, name: object, arguments: object = None, **meta: object) -> bytes:
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    if meta:
+        params["_meta"] = meta
+    request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    return json.dumps(request).encode() + b"\n"
+
+
+# (request id, tool, arguments): every gate, an error result, a raising tool, an unknown
+# tool (a JSON-RPC error), absent arguments, a string id, a malformed name.
+_SCRIPT: list[tuple[object, object, object]] = [
+    (10, "echo", {"text": "hi"}),
+    (11, "echo", {"text": 5}),  # argument validation refuses it
+    (12, "echo", None),
+    ("s-13", "secret", {}),  # the permission policy denies it
+    (14, "fails", {}),
+    (15, "raises", {}),
+    (16, "nope", {}),
+    (17, 5, {}),
+]
+
+
+def _left_to_the_sdk(meta: dict[str, Any]) -> list[tuple[bytes, object]]:
+    """Lines the fast path leaves to the SDK's whole path, and the id each is answered with."""
+    call = {"name": "echo", "arguments": {"text": "x"}, "_meta": meta}
+    request = {"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": call}
+
+    def line(**changes: object) -> bytes:
+        return json.dumps({**request, **changes}).encode() + b"\n"
+
+    traced = {**meta, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    return [
+        (b'{"jsonrpc": "2.0", "method": "tools/call", \n', None),  # not JSON
+        (line(id=31, params={**call, "_meta": traced}), 31),  # a trace context
+        (line(id=1.5), None),  # not an int or string id: not a request
+        (line(id=True), None),
+        (line(id=33, extra=1), 33),
+        (line(id=34, params={**call, "task": {}}), 34),  # task-augmented
+        (line(id=35, params={**call, "_meta": [1]}), 35),
+        (line(id=36, params="x"), None),
+        (line(id=37, jsonrpc="1.0"), None),
+        (line(id=38, params={**call, "_meta": {**meta, **ENVELOPE}}), 38),  # era check
+        # Nested deeper than json.loads goes (RecursionError): the SDK's parse error.
+        (line(id=39, params={**call, "arguments": {"a": "DEEP"}})
+         .replace(b'"DEEP"', b"[" * 100_000 + b"]" * 100_000), None),
+        # A cancellation, then a request of that id, in one chunk: the request is not
+        # taken ahead of the cancellation (which then cancels nothing), and is answered.
+        (json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 40}}).encode() + b"\n" + line(id=40), 40),
+    ]  # fmt: skip
+
+
+async def _exchange(
+    modern: bool, initialize: Initialize
+) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+    """Every line the gateway writes for the script, and what its ledger recorded."""
+    hang_started = trio.Event()
+    hang_ended = trio.Event()
+    ledger = RunLedger()
+    meta = dict(ENVELOPE) if modern else {}
+    lines: list[bytes] = []
+
+    async def answer(peer: _Peer, request_id: object) -> None:
+        while True:
+            line = await peer.receive_line()
+            lines.append(line)
+            if json.loads(line).get("id") == request_id:
+                return
+
+    async with (
+        open_gateway(
+            tools=_fast_tools(hang_started, hang_ended),
+            permission=create_rule_permission_policy(
+                allow=["tool:*:execute"], deny=["tool:secret:execute"]
+            ),
+            validator=create_json_schema_tool_validator(),
+            ledger=ledger,
+        ) as gateway,
+        _served(gateway) as peer,
+    ):
+        if not modern:
+            await peer.send(initialize())
+            await answer(peer, 1)
+            await peer.send(INITIALIZED)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        if modern:
+            listing["params"] = {"_meta": meta}
+        await peer.send(listing)  # the first request the SDK handles: the era is known
+        await answer(peer, 2)
+        for request_id, name, arguments in _SCRIPT:
+            await peer.send(_call(request_id, name, arguments, **meta))
+            await answer(peer, request_id)
+        # No envelope: a 2026-07-28 client's request is refused by the envelope's check.
+        await peer.send(_call(41, "echo", {"text": "bare"}))
+        await answer(peer, 41)
+        for n, (raw, answered) in enumerate(_left_to_the_sdk(meta)):
+            await peer.send(raw)
+            if answered is not None:
+                await answer(peer, answered)
+            # A ping after each: whatever the line got (a parse error, nothing) comes first.
+            await peer.send({"jsonrpc": "2.0", "id": 900 + n, "method": "ping"})
+            await answer(peer, 900 + n)
+        await peer.send(_call(18, "progress", {}, progressToken="p-18", **meta))
+        await answer(peer, 18)
+        # Cancelled by the client: never answered, recorded as cancelled.
+        await peer.send(_call(19, "hang", {}, **meta))
+        await hang_started.wait()
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 19}})  # fmt: skip
+        await hang_ended.wait()
+        await peer.send({"jsonrpc": "2.0", "id": 20, "method": "ping"})
+        await answer(peer, 20)
+    recorded = [
+        (r.call_id, r.tool_name, r.status, r.blocked_reason, r.arguments, r.result_preview)
+        for r in ledger.records
+    ]
+    return lines, recorded
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
+    modern: bool, initialize: Initialize, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[bytes] = []
+    take = StdioFastPath.take
+
+    def counted(self: StdioFastPath, line: bytes) -> bool:
+        took = take(self, line)
+        if took:
+            taken.append(line)
+        return took
+
+    monkeypatch.setattr(StdioFastPath, "take", lambda _self, _line: False)
+    slow_lines, slow_records = await _exchange(modern, initialize)
+    monkeypatch.setattr(StdioFastPath, "take", counted)
+    fast_lines, fast_records = await _exchange(modern, initialize)
+    assert fast_lines == slow_lines
+    assert fast_records == slow_records
+    # Every call of the script went the fast way (the malformed name is refused by the
+    # SDK's request check on it too), and every gate fired on it; the odd lines did not
+    # (but the envelope's, from a 2026-07-28 client).
+    left = [raw.rstrip(b"\n") for raw, _ in _left_to_the_sdk(dict(ENVELOPE) if modern else {})]
+    assert len(taken) == len(_SCRIPT) + 3 + modern
+    assert [raw for raw in left if raw in taken] == (left[-3:-2] if modern else [])
+    answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
+    assert answers[10]["result"]["content"] == [{"type": "text", "text": "echo hi"}]
+    assert answers[11]["result"]["isError"] is True  # validation
+    assert "denied" in answers["s-13"]["result"]["content"][0]["text"].lower()  # permission
+    assert answers[16]["error"]["code"] == types.INVALID_PARAMS  # unknown tool
+    assert 19 not in answers  # cancelled: no answer
+    progress = [json.loads(line) for line in fast_lines if b"notifications/progress" in line]
+    assert [p["params"]["progressToken"] for p in progress] == ["p-18", "p-18"]
+    assert ("error" in answers[41]) is modern
+    statuses = {record[1]: record[2] for record in fast_records}
+    assert statuses["secret"] == "blocked"
+    assert statuses["hang"] == "cancelled"
+    assert statuses["raises"] == "error"
+
+
+async def test_a_server_with_middleware_of_its_own_gets_every_call_through_it(
+    initialize: Initialize,
+) -> None:
+    seen: list[str] = []
+
+    async def middleware(ctx: Any, call_next: Any) -> Any:
+        seen.append(ctx.method)
+        return await call_next(ctx)
+
+    tool = ToolDefinition(name="echo", execute=_echo)
+    async with open_gateway(tools=[tool]) as gateway:
+        gateway.server.middleware.append(middleware)
+        async with _served(gateway) as peer:
+            await peer.send(initialize())
+            await peer.receive()
+            await peer.send(INITIALIZED)
+            await peer.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            await peer.receive()
+            for request_id in (3, 4):
+                await peer.send(_call(request_id, "echo", {"text": "hi"}))
+                assert (await peer.receive())["result"]["content"][0]["text"] == "echo hi"
+    assert seen == [
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        "tools/call",
+        "tools/call",
+    ]

@@ -68,6 +68,7 @@ from ._approval import (
 )
 from ._content import call_tool_result_json
 from ._errors import GatewayConfigurationError, GatewayError
+from ._fast import current_link
 from ._forward import Forwarder
 from ._hints import ToolHints
 from ._rounds import ROUND_STATE_PREFIX, CallSlots, Round
@@ -392,6 +393,9 @@ class Gateway:
         return None
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        link = current_link.get()
+        if link is not None and not link.ready:  # a stdio connection: its fast path learns it
+            link.learn(ctx)
         # ServerSession is made per request; the connection behind it lasts (mcp<3 keeps
         # it as ``_connection``; there is no public handle on the low-level context).
         connection = getattr(ctx.session, "_connection", None)

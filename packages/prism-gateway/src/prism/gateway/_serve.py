@@ -29,6 +29,7 @@ from prism.core.options import (
 from prism.core.text import describe_exception
 
 from ._errors import GatewayConfigurationError, GatewayError
+from ._fast import StdioFastPath, current_link
 from ._gateway import Gateway
 from ._sessions import Place, SessionTable, record_session_event
 from ._stdio import DEFAULT_MAX_MESSAGE_BYTES, stdio_streams
@@ -872,5 +873,10 @@ async def serve_stdio(
         async with stdio_server(stdin, stdout) as (read, write):
             await gateway.server.run(read, write, gateway.initialization_options())
         return
-    async with stdio_streams(max_message_bytes) as (read, write):
-        await gateway.server.run(read, write, gateway.initialization_options())
+    fast = StdioFastPath(gateway.server)
+    token = current_link.set(fast)  # the SDK's tasks for this connection see it
+    try:
+        async with stdio_streams(max_message_bytes, fast) as (read, write):
+            await gateway.server.run(read, write, gateway.initialization_options())
+    finally:
+        current_link.reset(token)

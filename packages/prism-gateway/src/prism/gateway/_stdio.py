@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from typing import Self
 
+    from ._fast import StdioFastPath
+
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "LineReader", "LineWriter", "stdio_streams"]
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -175,8 +177,15 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     Ends (``anyio.EndOfStream``) at EOF or once the pipe is closed.
     """
 
-    def __init__(self, stream: trio.lowlevel.FdStream, writer: LineWriter, limit: int) -> None:
+    def __init__(
+        self,
+        stream: trio.lowlevel.FdStream,
+        writer: LineWriter,
+        limit: int,
+        fast: StdioFastPath | None = None,
+    ) -> None:
         self._stream = stream
+        self._fast = fast
         self._writer = writer
         self._limit = limit
         self._buffer = bytearray()
@@ -213,6 +222,7 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     def _split(self, chunk: bytes) -> None:
         buffer = self._buffer
         limit = self._limit
+        fast = self._fast
         buffer += chunk
         lines: list[bytes | None] = []  # None: a line refused for its length
         while (end := buffer.find(b"\n", self._scanned)) >= 0:
@@ -235,6 +245,10 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
             if line is None:
                 self._items.append((True, self._too_long))
             elif line.strip():
+                # Only with nothing of this chunk queued before it, so it never overtakes
+                # an earlier line (a notifications/cancelled sent before it, say).
+                if fast is not None and not self._items and fast.take(line):
+                    continue  # handed to the SDK dispatcher directly
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                 except ValueError as exc:
@@ -251,6 +265,7 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
 @contextlib.asynccontextmanager
 async def stdio_streams(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    fast: StdioFastPath | None = None,
 ) -> AsyncIterator[tuple[LineReader, LineWriter]]:
     """The read and write streams of an MCP session over this process's stdin and stdout.
 
@@ -271,7 +286,7 @@ async def stdio_streams(
             trio.open_nursery() as nursery,
         ):
             writer = LineWriter(pipe_out)
-            reader = LineReader(pipe_in, writer, max_message_bytes)
+            reader = LineReader(pipe_in, writer, max_message_bytes, fast)
             nursery.start_soon(writer.drain)
             try:
                 yield reader, writer

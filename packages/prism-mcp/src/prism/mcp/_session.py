@@ -23,6 +23,7 @@ from ._callbacks import (
     make_sampling_callback,
 )
 from ._errors import TELLING_ERRORS, McpBridgeError
+from ._fastcall import install_fast_call_tool
 from ._http import open_http_streams
 from ._options import BridgeOptions
 from ._stdio import open_stdio_streams
@@ -240,6 +241,7 @@ class Sessions:
                     # would re-list tools unbounded for an unlisted name and raise the
                     # whole result away on a mismatch.
                     client.session.validate_tool_result = _skip_sdk_validation  # type: ignore[method-assign,assignment]
+                    install_fast_call_tool(client.session)
                     conn.protocol_version = client.protocol_version
                     conn.server_info = _server_info(client)
                     conn.client = client

@@ -1,0 +1,190 @@
+"""A session's ``tools/call`` sent as JSON and its usual answer checked once.
+
+The SDK's ``ClientSession.call_tool`` builds the request as pydantic models
+and dumps them again, then checks the answer twice (against the revision's
+schema, then into the result model). For the answer nearly every tool gives
+(text blocks, an optional ``isError`` and ``structuredContent`` object) one
+pass over the parsed JSON proves both checks would pass, and the result model
+is built from it directly. Any other answer (images, annotations, ``_meta``,
+an ``input_required`` round, a claimed shape, anything malformed) takes the
+SDK's own checks unchanged, and so does any call with input responses or a
+request state or ``_meta`` (a trace context). The request's bytes are the
+SDK's: the same params, stamped by the session's own stamp (the 2026-07-28
+envelope, headers), the same timeout and progress callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import TYPE_CHECKING, Any
+
+import mcp_types
+from mcp_types import methods as _methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp.client import session as _sdk_session
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from mcp.client.session import ClientSession
+    from mcp.shared.dispatcher import CallOptions, ProgressFnT
+
+__all__ = ["call_params", "install_fast_call_tool", "sdk_result", "simple_call_result"]
+
+_METHOD = "tools/call"
+_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "resultType", "_meta"})
+_TEXT_KEYS = frozenset({"type", "text"})
+_MAX_SIMPLE_DEPTH = 64
+_SCALARS = (str, int, bool, type(None))
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    """Whether ``value`` is exactly what a JSON parse makes (finite numbers, str keys)."""
+    kind = type(value)
+    if kind is dict:
+        if depth > _MAX_SIMPLE_DEPTH:
+            return False
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth > _MAX_SIMPLE_DEPTH:
+            return False
+        return all(_plain(item, depth + 1) for item in value)  # type: ignore[attr-defined]
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    return kind in _SCALARS
+
+
+def simple_call_result(raw: dict[str, Any], version: str) -> mcp_types.CallToolResult | None:
+    """The result model of a plain answer (text blocks only), or ``None`` for any other.
+
+    Plain: no key but ``content`` (a list of ``{"type": "text", "text": str}``),
+    ``isError`` (a bool), ``structuredContent`` and ``_meta`` (JSON objects)
+    and ``resultType`` (``"complete"``, which the 2026-07-28 revision
+    requires). Such an answer passes the SDK's checks at protocol revision
+    ``version``, and the model built here equals the one they build.
+    """
+    if type(raw) is not dict or not _RESULT_KEYS.issuperset(raw):
+        return None
+    content = raw.get("content")
+    if type(content) is not list:
+        return None
+    blocks: list[mcp_types.ContentBlock] = []
+    text_model = mcp_types.TextContent
+    for block in content:
+        if type(block) is not dict or block.keys() != _TEXT_KEYS or block["type"] != "text":
+            return None
+        text = block["text"]
+        if type(text) is not str:
+            return None
+        blocks.append(text_model.model_construct(type="text", text=text))
+    fields: dict[str, Any] = {"content": blocks}
+    if "isError" in raw:
+        flag = raw["isError"]
+        if type(flag) is not bool:
+            return None
+        fields["is_error"] = flag
+    if "structuredContent" in raw:
+        structured = raw["structuredContent"]
+        if type(structured) is not dict:  # parsed from JSON: plain already
+            return None
+        fields["structured_content"] = structured
+    if "_meta" in raw:
+        meta = raw["_meta"]
+        if type(meta) is not dict:
+            return None
+        fields["meta"] = meta
+    if version in MODERN_PROTOCOL_VERSIONS:
+        if raw.get("resultType") != "complete":  # required at this revision
+            return None
+        fields["result_type"] = "complete"
+    elif "resultType" in raw and raw["resultType"] != "complete":
+        return None  # a later revision's field the SDK drops; only the plain value here
+    return mcp_types.CallToolResult.model_construct(**fields)
+
+
+def sdk_result(raw: dict[str, Any], version: str, adapter: TypeAdapter[Any]) -> Any:
+    """The SDK's checks of a ``tools/call`` answer, as ``ClientSession.send_request`` makes them.
+
+    Raises:
+        pydantic.ValidationError: the answer fails them.
+    """
+    with contextlib.suppress(KeyError):
+        _methods.validate_server_result(_METHOD, version, raw)
+    foreign = _sdk_session._later_revision_fields(_METHOD, version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    return adapter.validate_python(raw, by_name=False)
+
+
+def call_params(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``tools/call``'s params as the SDK dumps them (plain JSON arguments dump as themselves)."""
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return params
+
+
+def install_fast_call_tool(session: ClientSession) -> None:
+    """Make ``session.call_tool`` send plain calls as JSON and check plain answers once."""
+    original = session.call_tool
+
+    async def call_tool(
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: mcp_types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: mcp_types.RequestParamsMeta | None = None,
+        allow_input_required: bool = False,
+        allow_claimed: bool = False,
+    ) -> Any:
+        if (
+            input_responses is not None
+            or request_state is not None
+            or not (allow_input_required and allow_claimed)
+            or type(name) is not str
+            or (arguments is not None and (type(arguments) is not dict or not _plain(arguments)))
+            or meta is not None
+        ):
+            return await original(
+                name,
+                arguments,
+                read_timeout_seconds,
+                progress_callback,
+                input_responses=input_responses,
+                request_state=request_state,
+                meta=meta,
+                allow_input_required=allow_input_required,
+                allow_claimed=allow_claimed,
+            )
+        data: dict[str, Any] = {"method": _METHOD, "params": call_params(name, arguments)}
+        opts: CallOptions = {}
+        session._stamp(data, opts)
+        opts.setdefault("headers", {})
+        timeout = (
+            read_timeout_seconds
+            if read_timeout_seconds is not None
+            else session._session_read_timeout_seconds
+        )
+        if timeout is not None:
+            opts["timeout"] = timeout
+        if progress_callback is not None:
+            opts["on_progress"] = progress_callback
+        raw = await session._dispatcher.send_raw_request(_METHOD, data.get("params"), opts)
+        _sdk_session._clamp_inbound_ttl(raw)
+        version = session._negotiated_version or "2025-11-25"
+        result: Any = simple_call_result(raw, version)
+        if result is None:
+            result = sdk_result(raw, version, session._call_tool_adapter)
+        if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
+            await session.validate_tool_result(name, result)
+        return result
+
+    session.call_tool = call_tool  # type: ignore[method-assign]
