@@ -164,16 +164,24 @@ def _stat_key(path: str) -> tuple[int, int, int, int] | None:
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | None:
-    """Paths of the gitlinks in ``index`` as the host's git reads them; None if unreadable."""
+IndexEntries = dict[bytes, tuple[bytes, bytes, bytes]]
+
+
+def index_entries(git_dir: str, work_tree: str, index: str) -> IndexEntries | None:
+    """Each path of ``index`` with its tag, mode and object, as the host's git reads it.
+
+    ``git ls-files --stage -v``, under the forced configuration; the tag is
+    ``S`` for skip-worktree and lower case for assume-unchanged. None if
+    unreadable.
+    """
     git = shutil.which("git")
     if git is None or not os.path.isfile(index):
-        return frozenset()
+        return {}
     env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_INDEX_FILE": index,
            "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}  # fmt: skip
     try:
         result = subprocess.run(
-            [git, "ls-files", "--stage", "-z"],
+            [git, "ls-files", "--stage", "-v", "-z"],
             capture_output=True,
             stdin=subprocess.DEVNULL,
             env=env,
@@ -185,11 +193,26 @@ def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | Non
         return None
     if result.returncode != 0:
         return None
-    return frozenset(
-        name
-        for meta, _, name in (record.partition(b"\t") for record in result.stdout.split(b"\0"))
-        if meta.startswith(b"160000 ")
-    )
+    out: IndexEntries = {}
+    for record in result.stdout.split(b"\0"):
+        meta, _, name = record.partition(b"\t")
+        fields = meta.split(b" ")
+        if len(fields) == 4:
+            out[name] = (fields[0], fields[1], fields[2])
+    return out
+
+
+def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | None:
+    """Paths of the gitlinks in ``index`` as the host's git reads them; None if unreadable."""
+    entries = index_entries(git_dir, work_tree, index)
+    if entries is None:
+        return None
+    return frozenset(name for name, (_, mode, _) in entries.items() if mode == b"160000")
+
+
+def _hidden(tag: bytes) -> bool:
+    """An index entry git status and git diff pass over (skip-worktree, assume-unchanged)."""
+    return tag == b"S" or tag.islower()
 
 
 def protected_links(root: str, entries: Sequence[str]) -> list[str]:
@@ -521,20 +544,70 @@ class _Applier:
         if name == "index" and kind == _FILE:
             work_tree = os.path.join(overlay.root, *rel[:at])
             new = os.path.join(overlay.upper, *rel)
-            after = gitlinks(git_dir, work_tree, new)
-            if after == frozenset():
-                return None  # git reads it and it registers no submodule, new or old
-            before = gitlinks(git_dir, work_tree, os.path.join(git_dir, "index"))
-            if before is None or after is None or not after <= before:
-                added = sorted(
-                    p.decode("utf-8", "replace") for p in (after or set()) - (before or set())
-                )
-                names = ", ".join(added) or "unreadable index"
-                return (
-                    f"the index registers a new submodule ({names}), which the host's git "
-                    "would enter; register submodules outside the sandbox"
-                )
+            return self.index_refusal(rel[:at], git_dir, work_tree, new)
         return None
+
+    def index_refusal(
+        self, top: tuple[str, ...], git_dir: str, work_tree: str, new: str
+    ) -> str | None:
+        """Why a new index may not come back: what the host's git would do with it.
+
+        A new submodule (the host's git would enter it), a protected path staged
+        or changed (the host's next ``git stash``, ``reset --hard`` or
+        ``checkout .`` would write it), an entry newly marked skip-worktree or
+        assume-unchanged (the host's ``git status`` and ``git diff`` would not
+        show what the command changed there).
+        """
+        unreadable = (
+            "the index registers a new submodule (unreadable index), which the host's git "
+            "would enter; register submodules outside the sandbox"
+        )
+        after = index_entries(git_dir, work_tree, new)
+        if after is None:
+            return unreadable
+        suspect = {
+            p: entry for p, entry in after.items()
+            if entry[1] == b"160000" or _hidden(entry[0]) or self._protected_entry(top, p)
+        }  # fmt: skip
+        if not suspect:
+            return None  # nothing in it the old index could make harmless
+        before = index_entries(git_dir, work_tree, os.path.join(git_dir, "index"))
+        if before is None:
+            return unreadable
+        links = sorted(
+            p for p, e in suspect.items()
+            if e[1] == b"160000" and before.get(p, (b"", b"", b""))[1] != b"160000"
+        )  # fmt: skip
+        if links:
+            names = ", ".join(p.decode("utf-8", "replace") for p in links)
+            return (
+                f"the index registers a new submodule ({names}), which the host's git "
+                "would enter; register submodules outside the sandbox"
+            )
+        staged = sorted(
+            p for p, e in suspect.items()
+            if self._protected_entry(top, p) and before.get(p, (b"",))[1:] != e[1:]
+        )  # fmt: skip
+        if staged:
+            shown = ", ".join(p.decode("utf-8", "replace") for p in staged[:5])
+            return f"the index stages a protected path ({shown})"
+        hidden = sorted(
+            p for p, e in suspect.items()
+            if _hidden(e[0]) and not _hidden(before.get(p, (b"H",))[0])
+        )  # fmt: skip
+        if hidden:
+            shown = ", ".join(p.decode("utf-8", "replace") for p in hidden[:5])
+            return (
+                f"the index newly hides {shown} from git status and git diff "
+                "(skip-worktree or assume-unchanged)"
+            )
+        return None
+
+    def _protected_entry(self, top: tuple[str, ...], path: bytes) -> bool:
+        parts = (*top, *path.decode("utf-8", "surrogateescape").split("/"))
+        if ".git" in parts or any(parts[: len(e)] == e for e in self.extra):
+            return not self.is_granted(parts, _FILE)
+        return bool(self.protected.covers(parts)) and not self.is_granted(parts, _FILE)
 
     def directory(self, upper: str, real_fd: int, rel: tuple[str, ...], *, opaque: bool) -> None:
         with os.scandir(upper) as listing:
