@@ -54,8 +54,13 @@ async def test_approval_by_elicitation_over_stdio(workspace: Path, mode: str) ->
 
     async with Client(_params(workspace), elicitation_callback=elicit, mode=mode) as client:
         result = await client.call_tool("shell", {"command": "touch approved.txt"})
+        # The first request of a session teaches the stdio fast path the connection: the
+        # second call takes it, and is asked again (approvals are not cached here).
+        again = await client.call_tool("shell", {"command": "touch approved-2.txt"})
     assert not result.is_error, _text(result)
+    assert not again.is_error, _text(again)
     assert (workspace / "approved.txt").exists()
+    assert (workspace / "approved-2.txt").exists()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
