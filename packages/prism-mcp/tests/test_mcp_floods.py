@@ -401,9 +401,9 @@ async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsin
     parsed: list[int] = []
     parse = _stdio._parse
 
-    def counted(line: bytes) -> Any:
-        parsed.append(len(line))
-        return parse(line)
+    def counted(text: str) -> Any:
+        parsed.append(len(text))
+        return parse(text)
 
     monkeypatch.setattr(_stdio, "_parse", counted)
     result = await _call_flood("keys", 95_000)
@@ -512,9 +512,9 @@ async def test_a_result_of_too_many_blocks_is_never_parsed(monkeypatch: pytest.M
     parsed: list[int] = []
     parse = _stdio._parse
 
-    def counted(line: bytes) -> Any:
-        parsed.append(len(line))
-        return parse(line)
+    def counted(text: str) -> Any:
+        parsed.append(len(text))
+        return parse(text)
 
     monkeypatch.setattr(_stdio, "_parse", counted)
     result = await _call_flood("blocks", 36_000)

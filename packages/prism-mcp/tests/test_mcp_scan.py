@@ -235,3 +235,25 @@ async def test_a_large_structured_content_is_parsed_apart_and_stands_for_itself(
     for _ in range(100):
         await _gate.before_parsing(raw, state, detach=True)
     assert len(state.detached) == 64
+
+
+def test_a_stdio_line_is_decoded_as_the_json_module_decodes_it() -> None:
+    # The line is decoded before the parse (so the parse holds the text, not both).
+    from prism.mcp._stdio import _decoded
+
+    samples = [
+        b'{"a":"\xc3\xa9"}',
+        '{"a":"\U0001f600"}'.encode("utf-16"),
+        '{"a":1}'.encode("utf-8-sig"),
+        b'{"a":"\xed\xa0\x80"}',  # a surrogate written in UTF-8: the json module takes it
+        b'{"a":"\xff"}',
+    ]
+    for raw in samples:
+        try:
+            expected = json.loads(raw)
+        except UnicodeDecodeError:
+            assert _decoded(raw) is None
+        else:
+            text = _decoded(raw)
+            assert text is not None
+            assert json.loads(text) == expected
