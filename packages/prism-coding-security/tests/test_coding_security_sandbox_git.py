@@ -388,3 +388,60 @@ async def test_an_index_that_hides_the_commands_edit_does_not_come_back(
     _, output = await run_shell(_ops(root), "git add Makefile && echo added", root)
     assert "hides" not in output
     assert await _git(root, "status", "--short") == b"M  Makefile\n"
+
+
+async def test_a_commit_that_adds_a_protected_path_does_not_come_back(
+    root: Path, run_shell: RunShell
+) -> None:
+    """The branch would bring the file to the host's next ``git stash``, ``reset --hard``
+    or checkout; a commit of the host's own protected file, unchanged, comes back."""
+    await _repo(root)
+    (root / ".envrc").write_text("export HOST=1\n")
+    head = await _git(root, "rev-parse", "HEAD")
+    command = (
+        "blob=$(printf 'echo PWNED\\n' | git hash-object -w --stdin) && "
+        "git update-index --add --cacheinfo 100644,$blob,.pre-commit-config.yaml && "
+        f"git {_IDENT} commit -qm smuggle && echo committed"
+    )
+    _, output = await run_shell(_ops(root), command, root)
+    assert "committed" in output
+    assert "a commit (refs/heads/" in output
+    assert "adds or changes a protected path (.pre-commit-config.yaml)" in output
+    assert await _git(root, "rev-parse", "HEAD") == head
+    await _git(root, "reset", "-q", "--hard")
+    assert not (root / ".pre-commit-config.yaml").exists()
+    command = f"git add -A && git {_IDENT} commit -qm host && echo committed"
+    _, output = await run_shell(_ops(root), command, root)
+    assert "protected" not in output
+    assert await _git(root, "ls-files") == b".envrc\n"
+
+
+async def test_a_narrowed_git_add_and_commit_of_a_nested_repository_registers_nothing(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    """``git add sub`` of a nested repository (its .git config naming an fsmonitor) gets
+    the layer over .git alone: neither its index nor its commit (a gitlink the host's
+    next ``reset --hard`` would register) comes back."""
+    await _repo(root)
+    marker = tmp_path / "pwned"
+    (root / "sub").mkdir()
+    await _repo(root / "sub")
+    await _git(root / "sub", "config", "core.fsmonitor", f"touch {marker}")
+    head = await _git(root, "rev-parse", "HEAD")
+    command = f"git add sub && git {_IDENT} commit -qm sub && echo committed"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    request = ShellSpawnRequest(command=command, shell_path="/bin/sh", cwd=str(root),
+                                env=dict(os.environ), write_dirs=[f"{root}/.git"])  # fmt: skip
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    with trio.fail_after(60):
+        await ops.run(request, sink)
+    output = b"".join(chunks).decode()
+    assert "committed" in output
+    assert "registers a new submodule (sub)" in output
+    assert await _git(root, "rev-parse", "HEAD") == head
+    await _git(root, "reset", "-q", "--hard")
+    await _host_git_status_runs_nothing(root, marker)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import queue
 import shutil
@@ -208,6 +209,53 @@ def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | Non
     if entries is None:
         return None
     return frozenset(name for name, (_, mode, _) in entries.items() if mode == b"160000")
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a regular file, opened without following a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, min(1 << 20, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _packed(content: bytes | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in (content or b"").splitlines():
+        if line.startswith((b"#", b"^")):
+            continue
+        oid, _, ref = line.decode("utf-8", "surrogateescape").partition(" ")
+        if ref:
+            out[ref] = oid
+    return out
+
+
+def _git_out(env: dict[str, str], *args: str) -> bytes | None:
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        result = subprocess.run(
+            [git, *args], capture_output=True, stdin=subprocess.DEVNULL, env=env, cwd="/",
+            check=False, timeout=_GIT_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:  # pragma: no cover - a git that hangs
+        return None
+    return result.stdout if result.returncode == 0 else None
 
 
 def _hidden(tag: bytes) -> bool:
@@ -476,6 +524,10 @@ class _Applier:
         self.granted = granted
         self.only_granted = only_granted
 
+    def upper_path(self, rel: tuple[str, ...]) -> str:
+        """Where the layer holds ``rel`` (a path from the root's top, below its ``below``)."""
+        return os.path.join(self.overlay.upper, *rel[len(self.overlay.below) :])
+
     def is_granted(self, rel: tuple[str, ...], kind: str) -> bool:
         """Whether an approval lets the change ``kind`` at ``rel`` back."""
         for path in self.granted:
@@ -508,6 +560,8 @@ class _Applier:
         name = inside[0]
         if len(inside) == 1 and name in _KEEP and kind != (_FILE if name == "HEAD" else _DIR):
             return f"a .git directory keeps its {name}"
+        if name == "refs" and kind == _FILE:
+            return self.ref_refusal(rel, at)
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if name in _STATE_DIRS:
@@ -522,7 +576,7 @@ class _Applier:
         """A rebase, am or sequencer state file that would run a program when continued."""
         if kind != _FILE:
             return None
-        path = os.path.join(self.overlay.upper, *rel)
+        path = self.upper_path(rel)
         if rel[-1] in _TODO_FILES:
             return todo_refusal(path)
         if rel[-1] == "strategy" or rel[-2:] == ("sequencer", "opts"):
@@ -539,11 +593,14 @@ class _Applier:
             # directory itself, or a parent, for the repository
             if kind != _FILE:
                 return "a .git directory keeps its HEAD"
-            if not _head_is_valid(os.path.join(overlay.upper, *rel)):
+            if not _head_is_valid(self.upper_path(rel)):
                 return "a HEAD that is not a valid ref would make git look elsewhere"
+            return self.ref_refusal(rel, at)  # a detached HEAD names a commit
+        if name == "packed-refs" and kind == _FILE:
+            return self.packed_refusal(rel, at)
         if name == "index" and kind == _FILE:
             work_tree = os.path.join(overlay.root, *rel[:at])
-            new = os.path.join(overlay.upper, *rel)
+            new = self.upper_path(rel)
             return self.index_refusal(rel[:at], git_dir, work_tree, new)
         return None
 
@@ -586,7 +643,9 @@ class _Applier:
             )
         staged = sorted(
             p for p, e in suspect.items()
-            if self._protected_entry(top, p) and before.get(p, (b"",))[1:] != e[1:]
+            if self._protected_entry(top, p)
+            and before.get(p, (b"",))[1:] != e[1:]
+            and not self._same_as_host(top, p, e[1], e[2])
         )  # fmt: skip
         if staged:
             shown = ", ".join(p.decode("utf-8", "replace") for p in staged[:5])
@@ -602,6 +661,80 @@ class _Applier:
                 "(skip-worktree or assume-unchanged)"
             )
         return None
+
+    def ref_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
+        """A loose ref (or a detached HEAD) naming a commit that adds a protected path."""
+        text = (_read_regular(self.upper_path(rel), 4096) or b"").strip()
+        if text.startswith(b"ref:"):
+            return None  # a symbolic ref: where it points is judged there
+        refname = "/".join(rel[at + 1 :])
+        return self.commits_refusal(rel, at, [(refname, text.decode("ascii", "replace"))])
+
+    def packed_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
+        """``packed-refs`` whose moved refs name commits that add a protected path."""
+        git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
+        new = _packed(_read_regular(self.upper_path(rel), 1 << 26))
+        old = _packed(_read_regular(os.path.join(git_dir, "packed-refs"), 1 << 26))
+        moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
+        return self.commits_refusal(rel, at, moved) if moved else None
+
+    def commits_refusal(
+        self, rel: tuple[str, ...], at: int, moved: list[tuple[str, str]]
+    ) -> str | None:
+        """Why refs moved to ``moved`` may not come back: a protected path, a submodule.
+
+        The host's next ``git stash``, ``reset --hard``, ``checkout`` of that
+        branch (or a push of it) would write what the command could not. Each
+        new tree is compared with the ref's old one (a new ref: with ``HEAD``),
+        the command's new objects read from its layer.
+        """
+        top = rel[:at]
+        git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
+        objects = self.upper_path((*rel[: at + 1], "objects"))
+        env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
+        if os.path.isdir(objects):
+            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects
+        for refname, oid in moved:
+            old = _git_out(env, "rev-parse", "-q", "--verify", f"{refname}^{{tree}}") or (
+                _git_out(env, "rev-parse", "-q", "--verify", "HEAD^{tree}")
+            )
+            if old is None:  # no HEAD yet: against the empty tree
+                old = _git_out(env, "hash-object", "-t", "tree", "/dev/null")
+            listing = _git_out(
+                env, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff",
+                (old or b"").decode().strip(), f"{oid}^{{tree}}",
+            )  # fmt: skip
+            if listing is None:
+                return f"a ref ({refname}) naming a commit git cannot read"
+            fields = listing.split(b"\0")
+            for meta, path in zip(fields[::2], fields[1::2], strict=False):
+                parts = meta.split(b" ")
+                if len(parts) < 5:
+                    continue
+                if parts[1] == b"160000" and parts[0] != b":160000":
+                    shown = path.decode("utf-8", "replace")
+                    return (
+                        f"a commit ({refname}) registers a new submodule ({shown}), which the "
+                        "host's git would enter once checked out"
+                    )
+                if not self._protected_entry(top, path):
+                    continue
+                if not self._same_as_host(top, path, parts[1], parts[3]):
+                    shown = path.decode("utf-8", "replace")
+                    return f"a commit ({refname}) adds or changes a protected path ({shown})"
+        return None
+
+    def _same_as_host(self, top: tuple[str, ...], path: bytes, mode: bytes, oid: bytes) -> bool:
+        """Whether the host's own file at ``path`` already holds exactly this blob."""
+        if mode not in (b"100644", b"100755"):
+            return False
+        real = os.path.join(self.overlay.root, *top, os.fsdecode(path))
+        content = _read_regular(real, 1 << 26)
+        if content is None or len(content) >= 1 << 26:
+            return False
+        algorithm = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
+        header = b"blob %d\0" % len(content)
+        return algorithm(header + content).hexdigest().encode() == oid
 
     def _protected_entry(self, top: tuple[str, ...], path: bytes) -> bool:
         parts = (*top, *path.decode("utf-8", "surrogateescape").split("/"))
