@@ -757,3 +757,19 @@ async def test_only_the_latest_closed_questions_keep_their_reason() -> None:
     assert questions.expire(states[3])
     with pytest.raises(StaleStateError, match="expired"):
         questions.take(states[3], "bob")
+
+
+async def test_a_question_retried_past_its_time_is_closed_as_expired(
+    mock_clock: MockClock,
+) -> None:
+    """A retry that comes after ``ttl_s`` (before anything else closed the question)
+    closes it as expired, and is told so; a second retry finds nothing."""
+    closed: list[Any] = []
+    questions = OpenQuestions(ttl_s=10, closed=lambda value, why, _: closed.append((value, why)))
+    state = questions.open("bob", "b", "token:bob")
+    mock_clock.jump(11)
+    with pytest.raises(StaleStateError, match=r"expired \(10 s without a retry"):
+        questions.take(state, "bob")
+    assert closed == [("b", "expired")]
+    with pytest.raises(StaleStateError, match="unknown or was answered"):
+        questions.take(state, "bob")

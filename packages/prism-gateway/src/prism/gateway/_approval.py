@@ -140,7 +140,9 @@ class OpenQuestions:
         if not _same(entry[0], owner):
             raise StaleStateError("its question was asked of another client or for another call")
         if trio.current_time() > entry[1]:
-            raise StaleStateError(self._close(nonce, "expired"))
+            reason = self._close(nonce, "expired")
+            self._gone.pop(nonce, None)  # told now, once
+            raise StaleStateError(reason)
         return self._pop(nonce)
 
     def expire(self, nonce: str) -> bool:
