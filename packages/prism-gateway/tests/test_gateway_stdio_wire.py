@@ -129,6 +129,32 @@ async def test_hostile_lines_get_parse_errors_and_the_session_goes_on(
     assert result["result"]["content"] == [{"type": "text", "text": "fd 0 reads b''"}]
 
 
+async def test_a_line_that_would_cost_too_much_to_parse_is_refused_unparsed(
+    initialize: Initialize,
+) -> None:
+    """An attacker's 15.7 MB line of '[]' cost the gateway +937 MB and 4 s to build
+    before the validator refused it. A client's line is priced on its bytes first."""
+    items = b",".join([b"[]"] * 100_000)
+    flood = (
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", '
+        b'"params": {"name": "stray", "arguments": {"a": [' + items + b"]}}}\n"
+    )
+    async with open_gateway() as gateway, _served(gateway) as peer:
+        await peer.send(initialize())
+        await peer.receive()
+        await peer.send(INITIALIZED)
+        await peer.send(flood)
+        refused = await peer.receive()
+        await peer.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        pong = await peer.receive()
+    assert refused["id"] is None
+    assert refused["error"]["code"] == -32700
+    assert refused["error"]["message"].startswith(
+        "the client sent a message of 100004 objects and arrays"
+    )
+    assert pong == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
 async def _big(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text(str(arguments["fill"]) * 300_000)
 

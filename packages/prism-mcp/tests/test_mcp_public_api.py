@@ -28,6 +28,7 @@ DOCUMENTED = {
     "StdioTransport",
     "StreamableHttpTransport",
     "create_mcp_permission_policy",
+    "mcp_message_refusal",
     "open_mcp_tools",
 }
 

@@ -27,6 +27,7 @@ from prism.core.options import (
     string,
 )
 from prism.core.text import describe_exception
+from prism.mcp import mcp_message_refusal
 
 from ._errors import GatewayConfigurationError, GatewayError
 from ._fast import StdioFastPath, current_link
@@ -522,6 +523,11 @@ class _Guard:
             )
         peek = _Peek()
         if scope.get("method") == "POST":
+            # Priced on its bytes before anything parses it: 1 MB of '[]' would take
+            # 37 MB and a second of the event loop to build, whatever is refused later.
+            refusal = await mcp_message_refusal(bytes(body), sender="the client")
+            if refusal is not None:
+                return await _refuse(send, 413, refusal)
             seen = _peek(bytes(body))
             if isinstance(seen, tuple):
                 return await _refuse(send, 400, seen[1], code=seen[0])

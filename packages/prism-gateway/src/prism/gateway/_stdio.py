@@ -31,6 +31,8 @@ import trio
 from anyio.abc import ObjectReceiveStream
 from mcp.shared.message import SessionMessage
 
+from prism.mcp import mcp_message_refusal
+
 from ._errors import GatewayError
 
 if TYPE_CHECKING:
@@ -192,6 +194,7 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
         self._scanned = 0
         self._skipping = False  # inside a line already refused for its length
         self._items: deque[tuple[bool, SessionMessage]] = deque()  # (a reply?, message)
+        self._lines: deque[bytes | None] = deque()  # split, not yet parsed (None: too long)
         self._eof = False
         self._too_long = _parse_error(f"message longer than {limit} bytes")
 
@@ -209,6 +212,9 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await self._writer.send(message)
                 self._items.popleft()
+            if self._lines:
+                await self._parse(self._lines.popleft())
+                continue
             if self._eof:
                 raise anyio.EndOfStream
             try:
@@ -222,7 +228,6 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     def _split(self, chunk: bytes) -> None:
         buffer = self._buffer
         limit = self._limit
-        fast = self._fast
         buffer += chunk
         lines: list[bytes | None] = []  # None: a line refused for its length
         while (end := buffer.find(b"\n", self._scanned)) >= 0:
@@ -241,25 +246,36 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
             self._skipping = True
             buffer.clear()
             self._scanned = 0
-        for line in lines:
-            if line is None:
-                self._items.append((True, self._too_long))
-            elif line.strip():
-                # Only with nothing of this chunk queued before it, so it never overtakes
-                # an earlier line (a notifications/cancelled sent before it, say).
-                if fast is not None and not self._items and fast.take(line):
-                    continue  # handed to the SDK dispatcher directly
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError as exc:
-                    why = f"not a JSON-RPC message: {exc}"[:500]
-                    self._items.append((True, _parse_error(why)))
-                else:
-                    self._items.append((False, SessionMessage(message)))
+        self._lines.extend(line for line in lines if line is None or line.strip())
+
+    async def _parse(self, line: bytes | None) -> None:
+        """Price ``line`` on its bytes, then parse it: queue the message or the error."""
+        if line is None:
+            self._items.append((True, self._too_long))
+            return
+        # 16 MB of '[]' would take about 940 MB and seconds of the event loop to build
+        refusal = await mcp_message_refusal(line, sender="the client")
+        if refusal is not None:
+            self._items.append((True, _parse_error(refusal)))
+            return
+        # Lines are parsed one at a time, each once the messages before it were
+        # delivered, so one handed over here never overtakes an earlier line (a
+        # notifications/cancelled sent before it, say).
+        fast = self._fast
+        if fast is not None and not self._items and fast.take(line):
+            return  # handed to the SDK dispatcher directly
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError as exc:
+            why = f"not a JSON-RPC message: {exc}"[:500]
+            self._items.append((True, _parse_error(why)))
+        else:
+            self._items.append((False, SessionMessage(message)))
 
     async def aclose(self) -> None:
         self._eof = True
         self._items.clear()
+        self._lines.clear()
 
 
 @contextlib.asynccontextmanager

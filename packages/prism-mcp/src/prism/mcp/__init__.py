@@ -31,6 +31,7 @@ from ._annotations import McpToolAnnotations as McpToolAnnotations
 from ._annotations import McpToolInfo as McpToolInfo
 from ._bridge import McpToolBridge as McpToolBridge
 from ._bridge import open_mcp_tools as open_mcp_tools
+from ._budget import mcp_message_refusal as mcp_message_refusal
 from ._callbacks import McpElicitation as McpElicitation
 from ._callbacks import McpElicitationAnswer as McpElicitationAnswer
 from ._callbacks import McpElicitCallback as McpElicitCallback
@@ -73,5 +74,6 @@ __all__ = [
     "StdioTransport",
     "StreamableHttpTransport",
     "create_mcp_permission_policy",
+    "mcp_message_refusal",
     "open_mcp_tools",
 ]

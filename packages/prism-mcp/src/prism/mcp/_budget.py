@@ -36,6 +36,7 @@ __all__ = [
     "FREE_NODES",
     "MESSAGE_MEMORY_FACTOR",
     "MESSAGE_MEMORY_FREE",
+    "mcp_message_refusal",
     "memory_refusal",
     "message_refusal",
     "price",
@@ -262,21 +263,21 @@ def _plainly_within(raw: bytes, budget: int) -> bool:
     return nodes <= _allowed_nodes(raw) and price(raw) <= budget
 
 
-def _exact_refusal(raw: bytes, budget: int) -> str | None:
+def _exact_refusal(raw: bytes, budget: int, sender: str = "the server") -> str | None:
     literals = _literals(raw)
     _, _, _, inside = literals
     nodes = raw.count(b"{") - inside[0] + raw.count(b"[") - inside[1]
     if nodes > _allowed_nodes(raw):
         # An empty {} is two bytes of JSON and a 64-byte dict.
         return (
-            f"the server sent a message of {nodes} objects and arrays in {len(raw)} bytes "
+            f"{sender} sent a message of {nodes} objects and arrays in {len(raw)} bytes "
             f"(at most one per {BYTES_PER_NODE} bytes plus {FREE_NODES})"
         )
     cost = _exact(raw, _factors(raw), budget, literals)
     if cost <= budget:
         return None
     return (
-        f"the server sent a message of {len(raw)} bytes that would take about "
+        f"{sender} sent a message of {len(raw)} bytes that would take about "
         f"{cost // 1_000_000} MB to parse (at most {MESSAGE_MEMORY_FACTOR} times its size "
         f"plus {MESSAGE_MEMORY_FREE // (1024 * 1024)} MiB)"
     )
@@ -293,7 +294,7 @@ def memory_refusal(raw: bytes) -> str | None:
     return None if _plainly_within(raw, budget) else _exact_refusal(raw, budget)
 
 
-async def message_refusal(raw: bytes) -> str | None:
+async def message_refusal(raw: bytes, sender: str = "the server") -> str | None:
     """:func:`memory_refusal`, with the exact count on a worker thread.
 
     The exact count loops over the string literals (up to a few hundred
@@ -303,4 +304,20 @@ async def message_refusal(raw: bytes) -> str | None:
     budget = _budget(raw)
     if _plainly_within(raw, budget):
         return None
-    return await anyio.to_thread.run_sync(_exact_refusal, raw, budget)
+    return await anyio.to_thread.run_sync(_exact_refusal, raw, budget, sender)
+
+
+async def mcp_message_refusal(raw: bytes, *, sender: str = "the server") -> str | None:
+    """Why an MCP message of these raw bytes should be refused before it is parsed, or None.
+
+    ``json.loads`` can hold 25 times a message's size (two bytes of ``{}`` are a
+    64-byte dict), and once a message is parsed the memory is spent whatever is
+    refused afterwards. This prices the parse from counts of the raw bytes: a
+    message holding more objects and arrays than one per 16 bytes plus 65,536,
+    or priced over 10 times its size plus 8 MiB, is refused, the reason naming
+    ``sender``. Prism's MCP transports run it on every message a server sends;
+    ``prism serve`` runs it on every message a client sends. Almost every
+    message is settled by a few C-speed passes; the exact count of a suspicious
+    one runs on a worker thread, so the event loop keeps running.
+    """
+    return await message_refusal(raw, sender)
