@@ -195,11 +195,12 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
         self._skipping = False  # inside a line already refused for its length
         self._items: deque[tuple[bool, SessionMessage]] = deque()  # (a reply?, message)
         self._lines: deque[bytes | None] = deque()  # split, not yet parsed (None: too long)
+        self._slow = False  # a line of the current chunk went the SDK's way
         self._eof = False
         self._too_long = _parse_error(f"message longer than {limit} bytes")
 
     async def receive(self) -> SessionMessage | Exception:
-        if self._items:
+        if self._items or self._lines:
             # As a channel did: the tasks the previous message started run before the
             # next one (of the same chunk) is handled.
             await trio.lowlevel.checkpoint()
@@ -229,6 +230,7 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
         buffer = self._buffer
         limit = self._limit
         buffer += chunk
+        self._slow = False  # no line of this chunk given to the SDK yet
         lines: list[bytes | None] = []  # None: a line refused for its length
         while (end := buffer.find(b"\n", self._scanned)) >= 0:
             if not self._skipping:
@@ -251,19 +253,21 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     async def _parse(self, line: bytes | None) -> None:
         """Price ``line`` on its bytes, then parse it: queue the message or the error."""
         if line is None:
+            self._slow = True
             self._items.append((True, self._too_long))
             return
         # 16 MB of '[]' would take about 940 MB and seconds of the event loop to build
         refusal = await mcp_message_refusal(line, sender="the client")
         if refusal is not None:
+            self._slow = True
             self._items.append((True, _parse_error(refusal)))
             return
-        # Lines are parsed one at a time, each once the messages before it were
-        # delivered, so one handed over here never overtakes an earlier line (a
-        # notifications/cancelled sent before it, say).
+        # Only with nothing of this chunk given to the SDK before it, so it never
+        # overtakes an earlier line (a notifications/cancelled sent before it, say).
         fast = self._fast
-        if fast is not None and not self._items and fast.take(line):
+        if fast is not None and not self._slow and fast.take(line):
             return  # handed to the SDK dispatcher directly
+        self._slow = True
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
