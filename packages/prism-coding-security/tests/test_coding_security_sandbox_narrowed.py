@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -27,6 +27,7 @@ from prism.coding.tools import LocalShellOperations, ShellOperations, ShellSpawn
 from prism.core import ExecutionAction, ExecutionDecision
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 _ENV = {
@@ -281,6 +282,59 @@ async def test_a_stale_write_set_falls_back_to_the_whole_root(root: Path) -> Non
     code, output = await _run(_ops(root), "echo x > d1/new", root, [root / "d1"])
     assert (code, output) == (0, b"")
     assert (root / "moved" / "new").read_text() == "x\n"
+
+
+class _Swapping(BubblewrapSandbox):
+    """Runs ``swap`` after the layers are made, before the launcher mounts them: the
+    host replacing the proved directory between the decision and the run."""
+
+    swap: Callable[[], None] = staticmethod(lambda: None)
+
+    async def _launch(self, launch: Any, **kwargs: Any) -> Any:
+        if launch.overlays:  # a layer to mount (not the probe)
+            swap, self.swap = self.swap, lambda: None
+            swap()
+        return await super()._launch(launch, **kwargs)
+
+
+async def test_a_directory_swapped_for_a_link_before_the_mount_is_refused(
+    root: Path, tmp_path: Path
+) -> None:
+    """The attack: ``d1`` becomes a link to a directory outside the roots after the check,
+    before the mount. The layer is never mounted through the link (the launcher opens
+    ``d1`` without following links): the line does not run, sees nothing of the link's
+    target and writes nothing anywhere; a real directory swapped in is refused too."""
+    _tree(root)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "HOST-SECRET").write_text("s\n")
+
+    def to_link() -> None:
+        os.rename(root / "d1", root / "moved")
+        os.symlink(outside, root / "d1")
+
+    sandbox = _Swapping([str(root)])
+    sandbox.swap = to_link
+    ops = create_sandbox_shell_operations(sandbox)
+    command = "ls d1; echo x > d1/new; echo x > d1/../escaped"
+    code, output = await _run(ops, command, root, [root / "d1"])
+    assert code != 0
+    assert b"HOST-SECRET" not in output
+    assert os.listdir(outside) == ["HOST-SECRET"]
+    assert sorted(os.listdir(root / "moved")) == ["a.py", "deep"]
+    assert not (root / "escaped").exists()
+
+    os.unlink(root / "d1")
+    os.rename(root / "moved", root / "d1")
+
+    def to_other() -> None:
+        os.rename(root / "d1", root / "moved")
+        (root / "d1").mkdir()
+
+    sandbox.swap = to_other
+    code, output = await _run(ops, "ls; echo x > d1/new", root, [root / "d1"])
+    assert code != 0
+    assert os.listdir(root / "d1") == []
 
 
 async def test_the_secure_tools_narrow_a_confined_line(root: Path) -> None:

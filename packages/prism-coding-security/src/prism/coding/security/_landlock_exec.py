@@ -31,6 +31,7 @@ from __future__ import annotations
 import array
 import contextlib
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -555,11 +556,34 @@ def _overlays(overlays: list[list[str]]) -> None:  # pragma: no cover - in the c
     _write("/proc/self/uid_map", f"0 {uid} 1")
     _write("/proc/self/gid_map", f"0 {gid} 1")
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private /)")
-    for options, target in overlays:
+    for request in overlays:
+        options, target = request[0], request[1]
+        if len(request) > 2:
+            # a narrowed layer: its lower directory opened without following a link
+            # and checked to be the one the policy placed, then named by descriptor
+            root, below, device, inode = request[2:6]
+            fd = _open_nofollow(root, [p for p in below.split("/") if p])
+            seen = os.fstat(fd)
+            if (seen.st_dev, seen.st_ino) != (int(device), int(inode)):
+                raise OSError(errno.ESTALE, f"{root}/{below} was replaced since it was checked")
+            options = f"lowerdir=/proc/self/fd/{fd},{options}"
         _check(
             _libc.mount(b"prism", os.fsencode(target), b"overlay", 0, os.fsencode(options)),
             f"mount overlay on {target}",
         )
+
+
+def _open_nofollow(root: str, below: list[str]) -> int:  # pragma: no cover - in the child
+    """A descriptor of ``root``/``below``, each step opened without following a link."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    for name in below:
+        try:
+            step = os.open(name, flags, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = step
+    return fd
 
 
 def _seccomp_on_fd_3(path: object) -> None:  # pragma: no cover - in the child

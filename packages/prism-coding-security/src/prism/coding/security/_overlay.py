@@ -391,8 +391,24 @@ class RootOverlay:
         self.work = os.path.join(self.directory, "work")
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)
-        os.chmod(self.upper, stat.S_IMODE(os.stat(self.lower).st_mode))
-        self._same_device = os.stat(self.upper).st_dev == os.stat(self.lower).st_dev
+        # a narrowed layer is mounted on a directory of its own, never on the root's
+        # directory by path: the launcher opens that directory without following a
+        # link, checks it is the one seen here, mounts the layer over that descriptor
+        # and bubblewrap binds the layer from here (a link swapped in meanwhile
+        # cannot redirect the mount nor the bind)
+        self.mount_point = os.path.join(self.directory, "mnt") if self.below else None
+        if self.mount_point is not None:
+            fd = _open_below(root, self.below)
+            try:
+                seen = os.fstat(fd)
+            finally:
+                os.close(fd)
+            os.mkdir(self.mount_point, 0o700)
+        else:
+            seen = os.stat(self.lower)
+        self.identity = (seen.st_dev, seen.st_ino)
+        os.chmod(self.upper, stat.S_IMODE(seen.st_mode))
+        self._same_device = os.stat(self.upper).st_dev == seen.st_dev
         # the file systems' own clock when the command starts: an entry of the root whose
         # ctime (which no program can set) is later was changed by the host while it ran
         marker = os.path.join(self.directory, "started")
@@ -411,6 +427,21 @@ class RootOverlay:
     def mount_option(self) -> str:
         """The overlay's mount options (mounted on :attr:`lower`)."""
         return mount_option(self.lower, self.upper, self.work)
+
+    def mount_request(self) -> list[str]:
+        """What the launcher mounts: ``[options, target]`` for a whole root.
+
+        A narrowed layer: ``[options without lowerdir, its own mount point, root,
+        below (joined by '/'), device, inode]``; the launcher opens root/below step
+        by step without following a link, refuses another directory than the one
+        seen when the layer was made, and mounts the layer with that descriptor as
+        its lower directory.
+        """
+        if self.mount_point is None:
+            return [self.mount_option(), self.root]
+        options = mount_option(self.lower, self.upper, self.work).split(",", 1)[1]
+        device, inode = self.identity
+        return [options, self.mount_point, self.root, "/".join(self.below), str(device), str(inode)]
 
     def changed(self) -> bool:
         """Whether the command left any change."""

@@ -361,10 +361,14 @@ class BubblewrapSandbox:
         bind = "--ro-bind" if overlays is None or read_only or narrowed else "--bind"
         for root in self.writable_roots:
             args += [bind, root, root]
-        for directory in sorted(overlays or ()):
-            if narrowed or directory not in self.writable_roots:
-                # a narrowed layer, or the directory of an approved write outside the
-                # roots (its private layer); the overlay is mounted there already
+        for directory, overlay in sorted((overlays or {}).items()):
+            if overlay.mount_point is not None:
+                # a narrowed layer: bound from its own mount point, never by the
+                # root's path (which a link swapped in could redirect)
+                args += ["--bind", overlay.mount_point, directory]
+            elif narrowed or directory not in self.writable_roots:
+                # the directory of an approved write outside the roots (its private
+                # layer); the overlay is mounted there already
                 args += ["--bind", directory, directory]
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
@@ -428,7 +432,7 @@ class BubblewrapSandbox:
             ) from exc
         return _Launch(
             argv=self._wrap(argv, cwd, proxy_dir, session.overlays, narrowed=narrowed is not None),
-            overlays=[[o.mount_option(), root] for root, o in session.overlays.items()],
+            overlays=[o.mount_request() for o in session.overlays.values()],
             seccomp=None if proxy_dir else filter_file(),
         )
 
