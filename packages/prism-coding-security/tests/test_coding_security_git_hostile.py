@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from prism.coding.security import explain_command
+from prism.coding.security import SandboxUnavailableError, explain_command
 from prism.coding.security._gitnames import git_entries
 from prism.coding.security._overlay import gitlinks
 
@@ -376,3 +376,34 @@ def test_a_root_inside_a_larger_repository_asks_for_git(tmp_path: Path, command:
     assert f"reads {str(top)!r} outside the roots" in explanation.reason
     # the same repository as a root, or readable, is proved
     assert explain_command(command, roots=[str(top)], cwd=str(root)).outcome == "allow"
+
+
+def test_the_paths_git_names_are_not_asked_of_a_git_that_would_wait_on_a_fifo(
+    tmp_path: Path,
+) -> None:
+    """Before a confined command the sandbox asks git which paths it names; with an
+    included FIFO that git would wait (10 s, then the changes are dropped): it is not
+    started, and the sandbox says why."""
+    env = _env(tmp_path)
+    root = tmp_path / "project"
+    _repository(root, env)
+    os.mkfifo(root / "cfg.fifo")
+    _config(root, "[include]\n\tpath = ../cfg.fifo\n")
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            git_entries(str(root))
+        except SandboxUnavailableError as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=ask)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():  # pragma: no cover - the regression this guards against
+        fd = os.open(root / "cfg.fifo", os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"x")
+        os.close(fd)
+        worker.join()
+    assert len(raised) == 1
+    assert "is not a regular file" in str(raised[0])

@@ -132,11 +132,15 @@ def _blocking_include(configs: list[str], depth: int = 0) -> str | None:
         return found
     targets: list[str] = []
     for config, _, value in found:
+        if not value:
+            continue  # git passes over an empty include
         target = os.path.join(os.path.dirname(config), os.path.expanduser(value))
         try:
             mode = os.stat(target).st_mode
         except OSError:
             continue  # git passes over a missing include
+        if stat.S_ISDIR(mode):
+            continue  # git fails on it at once
         if not stat.S_ISREG(mode):
             return (
                 f"{target!r}, which the repository's configuration includes, is not a regular file"

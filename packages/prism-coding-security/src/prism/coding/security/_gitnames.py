@@ -14,6 +14,7 @@ import subprocess
 import threading
 
 from ._errors import SandboxUnavailableError
+from ._gitdrivers import unsafe_to_start
 from ._proved import HOST_GIT_ENVIRONMENT
 
 __all__ = ["cached_git_entries", "git_entries"]
@@ -62,8 +63,13 @@ def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
     No git or no repository: no entries.
 
     Raises:
-        SandboxUnavailableError: git did not answer within 10 seconds.
+        SandboxUnavailableError: git did not answer within 10 seconds, or a file
+            git reads as it starts (one an include names too) is not a regular file.
     """
+    problem = unsafe_to_start(root)
+    if problem is not None:
+        # any git started there would wait on it (git reads it as it starts)
+        raise SandboxUnavailableError(f"git cannot be asked about {root}: {problem}")
     out: list[str] = []
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
     if hooks_out is not None:
