@@ -93,6 +93,20 @@ def build() -> MCPServer:
         return f"the user did not answer ({answer.action})"
 
     @server.tool()
+    async def ask_two(ctx: Context) -> str:
+        """Ask the user two questions at once (two tasks) and say both answers."""
+        said: dict[str, str] = {}
+
+        async def one(question: str) -> None:
+            answer = await ctx.elicit(question, Answer)
+            said[question] = answer.data.colour if answer.action == "accept" else answer.action
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, "first?")
+            group.start_soon(one, "second?")
+        return f"{said['first?']} {said['second?']}"
+
+    @server.tool()
     async def ask_resolved(
         question: str, answer: Annotated[ElicitationResult[Answer], Resolve(colour_question)]
     ) -> str:

@@ -450,6 +450,32 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
     assert records[0] == ("mcp:fx:ask", "ok")
 
 
+async def test_a_2026_client_answers_two_questions_its_server_asks_at_once(
+    workspace: Path,
+) -> None:
+    """Two questions of one call wait at once (the call's slots let go once, taken back
+    once): each answer reaches the server, and the slots are free again after."""
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        colour = "red" if "first?" in params.message else "blue"
+        return types.ElicitResult(action="accept", content={"colour": colour})
+
+    async with (
+        serving(workspace, stdio_server()) as (url, gateway),
+        Client(url, elicitation_callback=elicit) as client,
+    ):
+        both = await client.call_tool("mcp__fx__ask_two", {})
+        again = await client.call_tool("mcp__fx__ask_two", {})
+        assert gateway._limiter.borrowed_tokens == 0
+    assert text(both) == "red blue", both.content
+    assert text(again) == "red blue", again.content
+    assert sorted(asked) == sorted(
+        [f"MCP server 'fx' asks (forwarded by Prism): {q}" for q in ("first?", "second?")] * 2
+    )
+
+
 TOKENS = {"alice": "token-of-alice-0123456789", "bob": "token-of-bob-0123456789ab"}
 
 

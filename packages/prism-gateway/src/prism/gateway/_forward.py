@@ -139,7 +139,14 @@ class Forwarder:
                 "and its transport does not say which call the request is for: the gateway "
                 "asks none of them"
             )
-        return running[0]
+        # Never a call still waiting for its concurrency slots: the server was not
+        # sent it yet, so the request is not for it.
+        for scope in running:
+            if scope.slots is not None and scope.slots.started:
+                return scope
+        raise UpstreamCannotAnswerError(
+            f"no client call to MCP server {server_id!r} has started: nobody to ask"
+        )
 
     def _asker(self, server_id: str, capability: str, call_id: str | None) -> CallScope:
         scope = self._caller(server_id, call_id)

@@ -491,7 +491,7 @@ class Gateway:
                         else:
                             result = await dispatch_tool_call(call, self._options_for(client))
                     finally:
-                        slots.give_back()
+                        slots.close()
                 if owner is not None and self._forward.forwards(owner.server_id):
                     # A log message the server sent just before its result is handled by
                     # a task of its own: let it run while the call still counts as running.

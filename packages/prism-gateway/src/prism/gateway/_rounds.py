@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ class UnansweredError(GatewayError):
 
 
 _MISSING: Any = object()
+_log = logging.getLogger("prism.gateway")
 
 
 @attrs.define(eq=False)
@@ -48,30 +50,67 @@ class CallSlots:
     Held on behalf of this object, not of a task, so a call that waits for its
     client's answer lets them go (:meth:`let_go`) from whichever task asks: a
     call parked for minutes keeps no other call from running.
+
+    Safe for concurrent use by the call's tasks: the questions of one call
+    asked at once share one letting go (the slots are given back when the
+    first starts waiting, taken again when the last is answered); only one
+    task acquires at a time, and only what is not held; every slot held is
+    released exactly once. After :meth:`close` nothing is taken again.
     """
 
     limiters: tuple[trio.CapacityLimiter, ...]
     _held: list[trio.CapacityLimiter] = attrs.field(factory=list)
+    # Questions waiting with the slots let go; whether the call got its slots once
+    # (it started), and whether it is over.
+    _apart: int = 0
+    started: bool = False
+    _closed: bool = False
+    _taking: trio.Lock = attrs.field(factory=trio.Lock)
 
     async def take(self) -> None:
-        """Acquire each slot in order (what was acquired before a cancellation stays held)."""
-        for limiter in self.limiters:
-            await limiter.acquire_on_behalf_of(self)
-            self._held.append(limiter)
+        """Acquire each slot not held, in order (what a cancellation interrupts stays held).
+
+        Gives up (holding nothing) when a question lets the slots go meanwhile,
+        or the call is over: the last question answered takes them again.
+        """
+        async with self._taking:
+            for limiter in self.limiters:
+                if self._apart or self._closed:
+                    break
+                if limiter in self._held:
+                    continue
+                await limiter.acquire_on_behalf_of(self)
+                self._held.append(limiter)
+            if self._apart or self._closed:
+                self.give_back()
+            else:
+                self.started = True
 
     def give_back(self) -> None:
-        """Release every slot held."""
+        """Release every slot held, each once (a release that fails does not keep the others)."""
         while self._held:
-            self._held.pop().release_on_behalf_of(self)
+            limiter = self._held.pop()
+            try:
+                limiter.release_on_behalf_of(self)
+            except RuntimeError:  # not held after all: nothing to give back
+                _log.warning("a call's concurrency slot was not held when given back")
+
+    def close(self) -> None:
+        """The call is over: release every slot held, and take none again."""
+        self._closed = True
+        self.give_back()
 
     @contextlib.asynccontextmanager
     async def let_go(self) -> AsyncIterator[None]:
-        """Hold no slot inside; take them again after."""
+        """Hold no slot inside; take them again after (when no other question still waits)."""
+        self._apart += 1
         self.give_back()
         try:
             yield
         finally:
-            await self.take()
+            self._apart -= 1
+            if not self._apart and not self._closed:
+                await self.take()
 
 
 async def ask_apart(call: Any, prefix: str, request: dict[str, Any], *, exact: bool = False) -> Any:
