@@ -86,3 +86,38 @@ def test_word_expansion_limits_ask(root: Path, command: str, reason: str) -> Non
     explanation = explain_command(command, roots=[str(root)])
     assert explanation.outcome != "allow"
     assert reason in str(explanation), explanation
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        # GNU sed: a backup name with '*' is the file's name put anywhere
+        ("sed '-i.git/hooks/*' s/x/x/ pre-commit", "a backup name with '*' or '/'"),
+        ("sed --in-place='bk/*' s/x/x/ f", "a backup name with '*' or '/'"),
+        ("sed -irc s/x/x/ .bash", "writes '.bashrc', a protected path"),
+        ("sed -i.bak -irc s/x/x/ .bash", "writes '.bashrc', a protected path"),  # the last
+        ("cp -b -S rc f .bash", "-b is never proved safe"),
+        ("cp -S ks/pre-commit f .git/hoo", "--suffix is never proved safe"),
+        ("mv --backup=simple f g", "--backup is never proved safe"),
+    ],
+)
+def test_backup_names_are_judged_as_writes(root: Path, command: str, reason: str) -> None:
+    """The attack: a backup suffix writes a file the judge never saw (``.bashrc``,
+    ``.git/hooks/pre-commit``). Each asks, naming why, also under a sandbox."""
+    from prism.coding.security import LandlockSandbox
+
+    (root / "f").write_text("x\n")
+    explanation = explain_command(command, roots=[str(root)], sandbox=LandlockSandbox([str(root)]))
+    assert explanation.outcome == "ask", explanation
+    assert reason in explanation.reason
+    assert explanation.write_dirs is None
+
+
+def test_a_plain_sed_backup_suffix_is_in_the_write_set(root: Path) -> None:
+    from prism.coding.security import LandlockSandbox
+
+    (root / "f").write_text("x\n")
+    explanation = explain_command("sed -i.bak s/x/y/ f", roots=[str(root)],
+                                  sandbox=LandlockSandbox([str(root)]))  # fmt: skip
+    writes = {c.reason for c in explanation.commands}
+    assert any("writes 'f.bak'" in r for r in writes), writes

@@ -258,16 +258,16 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
     "tee": grammar("-a|--append -i|--ignore-interrupts -p --output-error=?"),
     "cp": grammar(
         "-i|--interactive -n|--no-clobber -f|--force -p --preserve=? --no-preserve= -v|--verbose"
-        " -u|--update=? --attributes-only --debug -T|--no-target-directory -b --backup=?"
-        " -S|--suffix= --strip-trailing-slashes --sparse= --reflink=?"
+        " -u|--update=? --attributes-only --debug -T|--no-target-directory x:-b x:--backup=?"
+        " x:-S|--suffix= --strip-trailing-slashes --sparse= --reflink=?"
         " x:-r|-R|--recursive x:-a|--archive x:-d x:-l|--link x:-s|--symbolic-link"
         " x:-L|--dereference x:-P|--no-dereference x:-H x:-x|--one-file-system x:--parents"
         " x:-t|--target-directory= x:--remove-destination x:--copy-contents"
         " x:--keep-directory-symlink"
     ),
     "mv": grammar(
-        "-i|--interactive -n|--no-clobber -f|--force -v|--verbose -u|--update=? -b --backup=?"
-        " -S|--suffix= -T|--no-target-directory --strip-trailing-slashes --debug"
+        "-i|--interactive -n|--no-clobber -f|--force -v|--verbose -u|--update=? x:-b x:--backup=?"
+        " x:-S|--suffix= -T|--no-target-directory --strip-trailing-slashes --debug"
         " --no-copy --exchange x:-t|--target-directory="
     ),
 }

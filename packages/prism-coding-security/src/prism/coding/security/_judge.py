@@ -966,7 +966,9 @@ def judge_command(
         return CommandExplanation(
             command=command, outcome="ask", reason="nothing to run", rule="parse"
         )
-    worst = max(checks, key=lambda c: _RANK[c.verdict])
+    # among equal verdicts, a write to a protected path or outside the roots names the
+    # line (an approver told only "sed writes 'f'" would not see its backup '.bashrc')
+    worst = max(checks, key=lambda c: (_RANK[c.verdict], c.rule in ("protected", "path:write")))
     if worst.verdict == "allow":
         reason = (
             f"{checks[0].reason}"

@@ -242,12 +242,17 @@ def _sed(args: Argv) -> Use:
     in_place = parsed.has("--in-place")
     files = [o for o in operands if o != "-"]
     if in_place:
+        # GNU sed keeps a backup under the last -i's suffix: FILE+SUFFIX, or the suffix
+        # with each '*' replaced by the file's name, a path anywhere ('.git/hooks/*')
+        suffix = ([v for v in parsed.values("--in-place") if v is not None] or [""])[-1]
+        if "*" in suffix or "/" in suffix:
+            return _ask("sed", f"sed -i{suffix}: a backup name with '*' or '/' is not modelled")
         return Use(
             verdict="allow",
             reason="sed -i edits files inside the roots",
             rule="model:sed",
             reads=tuple(files),
-            writes=tuple(files),
+            writes=(*files, *(f + suffix for f in files if suffix)),
             writer=True,
         )
     return _allow("sed", reads=tuple(files))
