@@ -337,6 +337,19 @@ async def test_a_directory_swapped_for_a_link_before_the_mount_is_refused(
     assert os.listdir(root / "d1") == []
 
 
+async def test_git_finds_its_repository_from_inside_a_narrowed_directory(root: Path) -> None:
+    """The narrowed directory is a mount of its own: git run from inside it found no
+    repository ("Stopping at filesystem boundary"); it works as on the host."""
+    await _repository(root)
+    ops = _ops(root)
+    code, output = await _run(ops, "cd d1 && echo x > f && git status --short", root, [root / "d1"])
+    assert (code, output) == (0, b" M ../README\n?? f\n?? new.txt\n")
+    command = "echo y > d1/g && cd d1 && git add g && git commit -qm m && echo ok"
+    code, output = await _run(ops, command, root, [root / ".git", root / "d1"])
+    assert (code, output) == (0, b"ok\n")
+    assert await _git(root, "git log -1 --format=%s") == b"m\n"
+
+
 async def test_the_secure_tools_narrow_a_confined_line(root: Path) -> None:
     """Through the whole pipeline: the policy proves the write set, the shell tool passes
     it on, the sandbox keeps the layer over ``d1`` only; the gates still run (the ledger

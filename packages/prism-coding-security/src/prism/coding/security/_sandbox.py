@@ -370,6 +370,10 @@ class BubblewrapSandbox:
                 # the directory of an approved write outside the roots (its private
                 # layer); the overlay is mounted there already
                 args += ["--bind", directory, directory]
+        if narrowed:
+            # each narrowed layer is a file system of its own: git run inside one would
+            # stop looking for its repository there (the host's tree is one file system)
+            args += ["--setenv", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "1"]
         real_cwd = os.path.realpath(cwd)
         covered = any(_within(real_cwd, root) for root in self.writable_roots)
         if not covered and any(_within(real_cwd, h) for h in hidden):
