@@ -410,6 +410,11 @@ async def test_a_commit_that_adds_a_protected_path_does_not_come_back(
     assert await _git(root, "rev-parse", "HEAD") == head
     await _git(root, "reset", "-q", "--hard")
     assert not (root / ".pre-commit-config.yaml").exists()
+    # a commit undone at once still names it in ORIG_HEAD (`git reset --hard ORIG_HEAD`)
+    _, output = await run_shell(_ops(root), f"{command} && git reset -q --soft HEAD~1", root)
+    assert "not applied" in output
+    assert "a commit (ORIG_HEAD) adds or changes a protected path" in output
+    assert await _git(root, "rev-parse", "ORIG_HEAD") == head  # the host's own reset
     command = f"git add -A && git {_IDENT} commit -qm host && echo committed"
     _, output = await run_shell(_ops(root), command, root)
     assert "protected" not in output

@@ -82,6 +82,9 @@ _RUNS = frozenset({b"exec", b"x"})
 _STRATEGIES = frozenset({b"ort", b"recursive", b"resolve", b"octopus", b"ours", b"subtree", b""})
 # what makes a .git directory one for git's discovery; never removed or replaced
 _KEEP = frozenset({"HEAD", "objects", "refs"})
+_NAMES_A_COMMIT = frozenset(
+    {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE"}
+)
 _HOST_CHANGED = "changed on the host while the command ran"
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
@@ -629,6 +632,9 @@ class _Applier:
             return self.ref_refusal(rel, at)  # a detached HEAD names a commit
         if name == "packed-refs" and kind == _FILE:
             return self.packed_refusal(rel, at)
+        if name in _NAMES_A_COMMIT and kind == _FILE:
+            # the host's `git reset --hard ORIG_HEAD`, `merge --continue`... checks it out
+            return self.ref_refusal(rel, at)
         if name == "index" and kind == _FILE:
             work_tree = os.path.join(overlay.root, *rel[:at])
             new = self.upper_path(rel)
