@@ -508,6 +508,17 @@ async def test_git_that_may_run_a_program_keeps_the_whole_root(root: Path, tmp_p
         assert _writes(root, command) is None, setting
         await _git(root, f"git config --unset {setting.split()[0]}")
         assert _writes(root, command) == (f"{root}/.git",)
+    # another work tree (its hooks and files), submodules (their own configuration)
+    await _git(root, f"git config core.worktree {root}/d1")
+    assert _writes(root, command) is None
+    await _git(root, "git config --unset core.worktree")
+    (root / ".gitmodules").write_text("")
+    assert _writes(root, command) is None
+    (root / ".gitmodules").unlink()
+    (root / ".git" / "modules").mkdir()
+    assert _writes(root, command) is None
+    (root / ".git" / "modules").rmdir()
+    assert _writes(root, command) == (f"{root}/.git",)
     # a linked worktree (.git is a file), a repository above the roots
     await _git(root, f"git worktree add -q {tmp_path}/wt")
     assert _writes(tmp_path / "wt", command) is None

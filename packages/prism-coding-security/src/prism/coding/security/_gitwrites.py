@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["git_directory_writes"]
 
 _PATTERN = (
-    r"^(core\.hookspath|core\.fsmonitor|filter\..*\.(clean|process)|commit\.gpgsign"
+    r"^(core\.hookspath|core\.fsmonitor|core\.worktree|filter\..*\.(clean|process)|commit\.gpgsign"
     r"|include\.path|includeif\..*\.path)$"
 )
 # options that run nothing and open no editor; value: whether it takes one
@@ -224,7 +224,8 @@ def _hooks_directory(git_dir: str) -> str | None:
                 if value.strip().lower() not in ("false", "no", "off", "0"):
                     answer = None
                     break
-            elif name.startswith("filter."):
+            elif name.startswith("filter.") or name == "core.worktree":
+                # a filter runs a program; another work tree has hooks and files of its own
                 answer = None
                 break
         if includes:
@@ -264,6 +265,12 @@ def git_directory_writes(
         hooks = _hooks_directory(git_dir)
         if hooks is None or _hooks_run(hooks):
             return None
+        if any(
+            os.path.lexists(p)
+            for p in (os.path.join(os.path.dirname(git_dir), ".gitmodules"),
+                      os.path.join(git_dir, "modules"))
+        ):  # fmt: skip
+            return None  # submodules: git runs under each one's own configuration
         if git_dir not in out:
             out.append(git_dir)
     return out
