@@ -77,6 +77,35 @@ def build() -> MCPServer:
             hang_cancelled.set()
         return "unreachable"
 
+    holding = anyio.Event()
+    late: list[str] = []
+    late_asked = anyio.Event()
+
+    @server.tool()
+    async def ask_late(ctx: Context) -> str:
+        """Says it started (progress), then, once cancelled, asks during a hold call."""
+        try:
+            await ctx.report_progress(0, None, "started")
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                await holding.wait()
+                try:
+                    answer = await ctx.elicit("the cancelled call's question", Answer)
+                    late.append(f"answered {answer.action}")
+                except Exception as exc:  # the host refused to ask anybody
+                    late.append(f"refused: {exc}")
+                late_asked.set()
+        return "unreachable"
+
+    @server.tool()
+    async def hold() -> str:
+        """Runs until ask_late's late question is over; says what became of it."""
+        holding.set()
+        with anyio.move_on_after(30):
+            await late_asked.wait()
+        return late[0] if late else "no late question"
+
     @server.tool()
     async def was_hang_cancelled() -> bool:
         """Whether a hang call was cancelled (waits up to 30 s for it)."""

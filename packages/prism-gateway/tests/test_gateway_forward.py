@@ -657,3 +657,42 @@ async def test_a_2026_server_over_stdio_asks_each_caller_for_its_own_call(
         "alice": ["MCP server 'fx' asks (forwarded by Prism): alice?"],
         "bob": ["MCP server 'fx' asks (forwarded by Prism): bob?"],
     }
+
+
+async def test_a_cancelled_calls_late_question_never_reaches_another_principal(
+    workspace: Path,
+) -> None:
+    """Alice cancels a call her stdio server still runs; it asks later, during Bob's call:
+    the gateway refuses (the server cannot say which call it is for), Bob is asked nothing."""
+    options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
+    bob_asked: list[str] = []
+
+    async def bob_answers(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        bob_asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"colour": "bob's secret"})
+
+    async with (
+        serving(workspace, stdio_server(), http=options) as (url, _gateway),
+        as_principal(url, "alice") as alice,
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKENS['bob']}"}) as http,
+        Client(
+            streamable_http_client(url, http_client=http), elicitation_callback=bob_answers
+        ) as bob,
+    ):
+        async with trio.open_nursery() as nursery:
+            started = trio.Event()
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                started.set()
+
+            nursery.start_soon(
+                lambda: alice.call_tool("mcp__fx__ask_late", {}, progress_callback=on_progress)
+            )
+            with trio.fail_after(60):
+                await started.wait()
+            nursery.cancel_scope.cancel()
+        held = await bob.call_tool("mcp__fx__hold", {})
+    assert bob_asked == []
+    assert text(held).startswith("refused"), held.content

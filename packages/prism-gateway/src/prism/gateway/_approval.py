@@ -216,6 +216,9 @@ class CallScope:
     # The concurrency slots the call holds while it runs (a CallSlots), let go while
     # it waits for its client's answer.
     slots: Any = None
+    # Whether its server answered its request (a result, not a cancellation or a
+    # timeout): a call that ends unanswered may still be running there.
+    server_answered: bool = False
     # Where the call's progress goes: the session of the request now waiting for the
     # call when that request asked for progress (the first request, then each retry);
     # ``None`` while no such request waits (progress then reaches no client).

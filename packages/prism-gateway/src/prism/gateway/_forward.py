@@ -35,6 +35,8 @@ __all__ = ["Forwarder", "UpstreamCannotAnswerError"]
 
 _EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 _LOG_BACKLOG = 64
+LEFTOVER_GRACE_S = 120.0
+"""How long a call that ended before its server answered it counts as still running there."""
 
 
 class UpstreamCannotAnswerError(GatewayError):
@@ -97,6 +99,10 @@ class Forwarder:
     _sending: dict[CallScope, trio.Lock] = attrs.field(factory=dict)
     # The servers whose bridges were given this forwarder's callbacks.
     _servers: set[str] = attrs.field(factory=set)
+    # Calls that ended before their server answered them (cancelled, timed out): the
+    # server may still run them and ask for them. By server: (until when, client).
+    _leftovers: dict[str, list[tuple[float, str]]] = attrs.field(factory=dict)
+    leftover_grace_s: float = LEFTOVER_GRACE_S
 
     def forwards(self, server_id: str) -> bool:
         """Whether ``server_id``'s requests and logs come through here (a server it started)."""
@@ -115,8 +121,25 @@ class Forwarder:
             running.remove(scope)
             if not running:
                 del self._calls[server_id]
+            if not scope.server_answered:
+                until = trio.current_time() + self.leftover_grace_s
+                self._leftovers.setdefault(server_id, []).append((until, scope.client))
             if scope.call_id is not None:
                 self._by_id.pop(scope.call_id, None)
+
+    def server_gone(self, server_id: str) -> None:
+        """``server_id``'s process ended: no call it was running still runs."""
+        self._leftovers.pop(server_id, None)
+
+    def _left_by(self, server_id: str) -> set[str]:
+        """The clients of calls that ended unanswered and may still run on ``server_id``."""
+        now = trio.current_time()
+        left = [entry for entry in self._leftovers.get(server_id, ()) if entry[0] > now]
+        if left:
+            self._leftovers[server_id] = left
+        else:
+            self._leftovers.pop(server_id, None)
+        return {client for _, client in left}
 
     def _caller(self, server_id: str, call_id: str | None) -> CallScope:
         """The call a request of ``server_id`` is for (``call_id`` when the bridge knows it)."""
@@ -132,7 +155,7 @@ class Forwarder:
             raise UpstreamCannotAnswerError(
                 f"no client call to MCP server {server_id!r} is running: nobody to ask"
             )
-        clients = {scope.client for scope in running}
+        clients = {scope.client for scope in running} | self._left_by(server_id)
         if len(clients) > 1:
             raise UpstreamCannotAnswerError(
                 f"calls of {len(clients)} clients are running on MCP server {server_id!r} "

@@ -490,6 +490,7 @@ class Gateway:
                             result = await self._dispatch_with_progress(scope, call, client)
                         else:
                             result = await dispatch_tool_call(call, self._options_for(client))
+                        scope.server_answered = result.details.get("mcp_error") != "timeout"
                     finally:
                         slots.close()
                 if owner is not None and self._forward.forwards(owner.server_id):
@@ -512,6 +513,7 @@ class Gateway:
                 said,
             )
             result = ToolResult.error(f"MCP server {owner.server_id!r} went away: {said}")
+            self._forward.server_gone(owner.server_id)
         return call_tool_result_json(result, any_structured=scope.modern)
 
     async def _start_round(
