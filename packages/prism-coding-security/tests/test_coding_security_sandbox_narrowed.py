@@ -85,6 +85,15 @@ def test_the_write_set_is_the_smallest_directories_holding_every_write(
     )
 
 
+def test_a_cd_whose_dot_dot_follows_a_link_has_no_write_set(root: Path) -> None:
+    """bash's cd is logical (``lnk/..`` is the directory holding ``lnk``), the policy's
+    placement physical: such a line is not narrowed (the proved write failed read-only)."""
+    _tree(root)
+    os.symlink("d1/deep", root / "lnk")
+    assert _writes(root, "cd lnk/.. && echo x > f") is None
+    assert _writes(root, "cd d1/deep/.. && echo x > f") == (f"{root}/d1",)
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -405,6 +405,13 @@ class _Judge:
             target = "./" + target
         # -P: the kernel resolves `..` after symlinks, as the policy did (realpath)
         self.proved[index] = attrs.evolve(form, argv=("cd", "-P", "--", target))
+        if ".." in target.split("/"):
+            for base in self.cwds:
+                joined = os.path.join(base, target)
+                if os.path.realpath(os.path.normpath(joined)) != os.path.realpath(joined):
+                    # a line run as written (confined) goes where bash's logical cd goes,
+                    # not where the writes were placed: no write set to narrow to
+                    self.unknown_writes = True
         return self.resolve_all(target)
 
     # -- simple commands -----------------------------------------------------------------
