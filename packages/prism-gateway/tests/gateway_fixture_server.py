@@ -136,6 +136,14 @@ def build() -> MCPServer:
         return f"{said['first?']} {said['second?']}"
 
     @server.tool()
+    async def ask_vanish(ctx: Context) -> str:
+        """Drop itself from the tool list (and say so), then ask the user."""
+        server.remove_tool("ask_vanish")
+        await ctx.session.send_tool_list_changed()
+        answer = await ctx.elicit("colour?", Answer)
+        return f"the user said {answer.data.colour}" if answer.action == "accept" else "no"
+
+    @server.tool()
     async def ask_resolved(
         question: str, answer: Annotated[ElicitationResult[Answer], Resolve(colour_question)]
     ) -> str:

@@ -696,3 +696,42 @@ async def test_a_cancelled_calls_late_question_never_reaches_another_principal(
         held = await bob.call_tool("mcp__fx__hold", {})
     assert bob_asked == []
     assert text(held).startswith("refused"), held.content
+
+
+async def test_a_waiting_calls_retry_is_resumed_after_its_tool_left_the_listing(
+    workspace: Path,
+) -> None:
+    """The tool of a 2026-07-28 call waiting for its client's answer leaves the server's
+    listing: the retry with its state still answers the call and gets its result."""
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the retry is driven by hand")  # pragma: no cover
+
+    async with (
+        serving(workspace, stdio_server()) as (url, _gateway),
+        Client(url, elicitation_callback=never) as client,
+    ):
+        await client.list_tools()
+        async with client.listen(tools_list_changed=True) as subscription:
+            first = await client.session.call_tool(
+                "mcp__fx__ask_vanish", {}, allow_input_required=True
+            )
+            with trio.fail_after(30):
+                async for _event in subscription:
+                    break
+        names = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        assert "mcp__fx__ask_vanish" not in names
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        answers = dict.fromkeys(
+            first.input_requests, types.ElicitResult(action="accept", content={"colour": "red"})
+        )
+        result = await client.session.call_tool(
+            "mcp__fx__ask_vanish",
+            {},
+            input_responses=answers,  # type: ignore[arg-type]
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(result, types.CallToolResult)
+    assert text(result) == "the user said red"

@@ -413,6 +413,13 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> dict[str, Any] | types.InputRequiredResult:
         self._remember(ctx)
+        client = client_label(ctx)
+        state = params.request_state
+        if state is not None:  # a retry answering a waiting call's questions
+            # Resumed by its state before any look-up: the waiting call holds its tool
+            # (and is bound to this name and these arguments), so a listing changed
+            # since it started does not strand it.
+            return await self._resume_round(ctx, params, client, state)
         name = self._names.registry_name(params.name)
         if name is None:
             unavailable = self._unavailable(params.name)
@@ -420,10 +427,6 @@ class Gateway:
             if unavailable is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
             return call_tool_result_json(ToolResult.error(unavailable), any_structured=False)
-        client = client_label(ctx)
-        state = params.request_state
-        if state is not None:  # a retry answering a waiting call's questions
-            return await self._resume_round(ctx, params, client, state)
         call_id = f"{client}#{next(self._seq)}"
         parsed = _parsed_arguments(ctx)
         if parsed is not None and params.arguments is not None and type(parsed.value) is dict:
