@@ -246,7 +246,11 @@ def _sed(args: Argv) -> Use:
         # with each '*' replaced by the file's name, a path anywhere ('.git/hooks/*')
         suffix = ([v for v in parsed.values("--in-place") if v is not None] or [""])[-1]
         if "*" in suffix or "/" in suffix:
-            return _ask("sed", f"sed -i{suffix}: a backup name with '*' or '/' is not modelled")
+            return _ask(
+                "sed",
+                f"sed -i{suffix}: a backup name with '*' or '/' is not modelled; the backup "
+                "may be written anywhere, a protected path such as .git/hooks included",
+            )
         return Use(
             verdict="allow",
             reason="sed -i edits files inside the roots",
