@@ -94,9 +94,9 @@ def _priced(sizes: list[int], *, off: bool) -> None:
 
     real = _budget.message_refusal
 
-    async def recording(raw: bytes) -> str | None:
+    async def recording(raw: bytes, sender: str = "the server") -> str | None:
         sizes.append(len(raw))
-        return None if off else await real(raw)
+        return None if off else await real(raw, sender)
 
     _stdio.message_refusal = _http.message_refusal = recording  # type: ignore[attr-defined]
 
