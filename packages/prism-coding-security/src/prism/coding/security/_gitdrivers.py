@@ -34,6 +34,7 @@ import stat
 import subprocess
 import threading
 
+from ._files import read_regular_file
 from ._proved import GIT_ENVIRONMENT
 
 __all__ = ["repository_drivers", "repository_reads", "unsafe_to_start"]
@@ -209,16 +210,8 @@ def _stat(path: str) -> tuple[object, ...] | None:
 
 def _read(path: str, limit: int = 4097) -> str | None:
     """A small regular file's text; None for anything else (a FIFO is never waited on)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, limit).decode("utf-8", "surrogateescape")
-    finally:
-        os.close(fd)
+    data = read_regular_file(path, limit)
+    return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
 # files git opens and reads whole while finding a repository and its configuration:

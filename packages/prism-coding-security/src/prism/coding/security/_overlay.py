@@ -50,6 +50,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ._errors import SandboxUnavailableError
+from ._files import read_regular_file
 from ._protected import valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
 
@@ -212,28 +213,6 @@ def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | Non
     if entries is None:
         return None
     return frozenset(name for name, (_, mode, _) in entries.items() if mode == b"160000")
-
-
-def _read_regular(path: str, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of a regular file, opened without following a link."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        while size < limit:
-            chunk = os.read(fd, min(1 << 20, limit - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _packed(content: bytes | None) -> dict[str, str]:
@@ -701,7 +680,7 @@ class _Applier:
 
     def ref_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """A loose ref (or a detached HEAD) naming a commit that adds a protected path."""
-        text = (_read_regular(self.upper_path(rel), 4096) or b"").strip()
+        text = (read_regular_file(self.upper_path(rel), 4096) or b"").strip()
         if text.startswith(b"ref:"):
             return None  # a symbolic ref: where it points is judged there
         refname = "/".join(rel[at + 1 :])
@@ -710,8 +689,8 @@ class _Applier:
     def packed_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """``packed-refs`` whose moved refs name commits that add a protected path."""
         git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
-        new = _packed(_read_regular(self.upper_path(rel), 1 << 26))
-        old = _packed(_read_regular(os.path.join(git_dir, "packed-refs"), 1 << 26))
+        new = _packed(read_regular_file(self.upper_path(rel), 1 << 26))
+        old = _packed(read_regular_file(os.path.join(git_dir, "packed-refs"), 1 << 26))
         moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
         return self.commits_refusal(rel, at, moved) if moved else None
 
@@ -766,7 +745,7 @@ class _Applier:
         if mode not in (b"100644", b"100755"):
             return False
         real = os.path.join(self.overlay.root, *top, os.fsdecode(path))
-        content = _read_regular(real, 1 << 26)
+        content = read_regular_file(real, 1 << 26)
         if content is None or len(content) >= 1 << 26:
             return False
         algorithm = hashlib.sha256 if len(oid) == 64 else hashlib.sha1
