@@ -203,3 +203,39 @@ async def test_host_edits_made_while_the_command_ran_are_kept_and_reported(
     assert not (root / "d" / "old").exists()
     assert "changed on the host while the command ran" in output, output
     assert "(changed on the host while the command ran): a, d/user_new_file, d/\n" in output, output
+
+
+def _hooks_repository(root: Path, *, executable: bool) -> None:
+    """A repository whose committed ``tools/hooks/pre-commit`` is its core.hooksPath hook."""
+    (root / "tools" / "hooks").mkdir(parents=True)
+    hook = root / "tools" / "hooks" / "pre-commit"
+    # executable: a harmless hook; not: one that would run a command once made executable
+    hook.write_text("#!/bin/sh\nexit 0\n" if executable else "#!/bin/sh\ntouch ../ran\n")
+    hook.chmod(0o755 if executable else 0o644)
+    _repository(root)
+    assert _git(root, "config", "core.hooksPath", "tools/hooks").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("executable", "attack"),
+    [
+        # only .git changes: a new blob committed over the hooksPath hook
+        (
+            True,
+            "b=$(printf '#!/bin/sh\\ntouch ../ran\\n' | git hash-object -w --stdin) && "
+            "git update-index --cacheinfo 100755,$b,tools/hooks/pre-commit && git commit -qm x",
+        ),
+        # the host's own blob, made executable: a mode change is a change
+        (False, "git update-index --chmod=+x tools/hooks/pre-commit && git commit -qm x"),
+    ],
+)
+async def test_a_commit_touching_only_git_data_cannot_bring_a_hooks_path_hook_back(
+    root: Path, executable: bool, attack: str
+) -> None:
+    _hooks_repository(root, executable=executable)
+    text = await _shell(root, attack)
+    assert "protected path (tools/hooks/pre-commit)" in text, text
+    assert _git(root, "log", "--oneline").stdout.count(b"\n") == 1
+    assert _git(root, "reset", "-q", "--hard").returncode == 0
+    _git(root, "commit", "-q", "--allow-empty", "-m", "y")
+    assert not (root.parent / "ran").exists()

@@ -446,7 +446,8 @@ class RootOverlay:
         """Move the command's changes into the root; return what was left out, as notes.
 
         Call once, after the command ended. ``anchored()`` gives more protected
-        paths relative to the root (asked only when the work tree changed).
+        paths relative to the root (asked when the work tree changed, or when
+        a new index or a moved ref must be judged).
         ``granted``: paths (relative, as parts) an approval lets back although
         protected: each path itself as a file, a directory or a removal (never
         a symbolic link, nor what is below it); the directories on the way to
@@ -455,16 +456,24 @@ class RootOverlay:
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
-        extra: tuple[tuple[str, ...], ...] = ()
+        extra: tuple[tuple[str, ...], ...] | None = None
+
+        def compute() -> tuple[tuple[str, ...], ...]:
+            links = protected_links(self.root, self._entries)
+            return tuple(tuple(p.split("/")) for p in [*anchored(), *links])
+
         if only_granted:
-            pass
+            extra = ()
         elif self.touches_work_tree():
             try:
-                links = protected_links(self.root, self._entries)
-                extra = tuple(tuple(p.split("/")) for p in [*anchored(), *links])
+                extra = compute()
             except SandboxUnavailableError as exc:
                 return [f"the changes to {self.root} were not applied: {exc}"]
         applier = _Applier(self, protected, extra, notes, tuple(granted), only_granted)
+        # only .git changed: the anchored paths are still needed to judge the
+        # entries of a new index or of the commits a moved ref names (a hook
+        # under core.hooksPath, an included config), computed when first asked
+        applier.compute_extra = compute
         try:
             fd = _open_below(self.root, self.below)
         except OSError as exc:
@@ -525,14 +534,16 @@ class _Applier:
         self,
         overlay: RootOverlay,
         protected: ProtectedPaths,
-        extra: tuple[tuple[str, ...], ...],
+        extra: tuple[tuple[str, ...], ...] | None,
         notes: _Notes,
         granted: tuple[tuple[str, ...], ...] = (),
         only_granted: bool = False,
     ) -> None:
         self.overlay = overlay
         self.protected = protected
+        # None: not computed yet (only .git changed); see entry_extra
         self.extra = extra
+        self.compute_extra: Callable[[], tuple[tuple[str, ...], ...]] | None = None
         self.notes = notes
         self.granted = granted
         self.only_granted = only_granted
@@ -554,7 +565,7 @@ class _Applier:
         """Why the change ``kind`` at ``rel`` is not applied, or None."""
         if self.only_granted:
             return None if self.is_granted(rel, kind) else "outside the roots, not approved"
-        if any(rel[: len(e)] == e for e in self.extra):
+        if any(rel[: len(e)] == e for e in self.extra or ()):
             return "protected paths"
         if ".git" not in rel:
             if not self.protected.covers(rel) or self.is_granted(rel, kind):
@@ -745,6 +756,15 @@ class _Applier:
         if mode not in (b"100644", b"100755"):
             return False
         real = os.path.join(self.overlay.root, *top, os.fsdecode(path))
+        try:
+            info = os.lstat(real)
+        except OSError:
+            return False
+        # a mode change is a change: a hook staged executable is not the host's file
+        if not stat.S_ISREG(info.st_mode) or bool(info.st_mode & stat.S_IXUSR) != (
+            mode == b"100755"
+        ):
+            return False
         content = read_regular_file(real, 1 << 26)
         if content is None or len(content) >= 1 << 26:
             return False
@@ -752,9 +772,21 @@ class _Applier:
         header = b"blob %d\0" % len(content)
         return algorithm(header + content).hexdigest().encode() == oid
 
+    def entry_extra(self) -> tuple[tuple[str, ...], ...] | None:
+        """The anchored protected paths (computed once when first needed); None if unknown."""
+        if self.extra is None and self.compute_extra is not None:
+            try:
+                self.extra = self.compute_extra()
+            except SandboxUnavailableError:
+                return None
+        return self.extra
+
     def _protected_entry(self, top: tuple[str, ...], path: bytes) -> bool:
         parts = (*top, *path.decode("utf-8", "surrogateescape").split("/"))
-        if ".git" in parts or any(parts[: len(e)] == e for e in self.extra):
+        extra = self.entry_extra()
+        if extra is None:
+            return True  # the anchored paths are unknown: every entry counts as protected
+        if ".git" in parts or any(parts[: len(e)] == e for e in extra):
             return not self.is_granted(parts, _FILE)
         return bool(self.protected.covers(parts)) and not self.is_granted(parts, _FILE)
 
