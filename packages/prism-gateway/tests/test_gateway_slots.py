@@ -65,3 +65,22 @@ async def test_a_request_is_never_put_to_a_call_waiting_for_its_slots() -> None:
             forwarder._caller("fx", None)
         await waiting.slots.take()
         assert forwarder._caller("fx", None) is waiting
+
+
+async def test_calls_that_ended_unanswered_are_kept_once_per_client_and_only_if_sent() -> None:
+    """A reviewer's findings: every call that ended unanswered was kept (50,000 cancelled
+    calls: 50,000 entries, never dropped), and so was a call that never got its slots
+    (never sent: one client could switch off the server's questions for everybody)."""
+    forwarder = Forwarder()
+    for _ in range(50):
+        ended = CallScope(session=None, request_id=1, client="alice", tool_name="mcp:fx:echo")
+        ended.slots = CallSlots((trio.CapacityLimiter(1),))
+        with forwarder.calling("fx", ended):
+            await ended.slots.take()
+        ended.slots.close()
+    never_sent = CallScope(session=None, request_id=2, client="bob", tool_name="mcp:fx:echo")
+    never_sent.slots = CallSlots((trio.CapacityLimiter(1),))
+    with forwarder.calling("fx", never_sent):
+        pass
+    assert list(forwarder._leftovers["fx"]) == ["alice"]
+    assert forwarder._left_by("fx") == {"alice"}

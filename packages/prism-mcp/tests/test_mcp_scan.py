@@ -165,6 +165,10 @@ def test_what_the_parser_refuses_has_no_layout() -> None:
         b'{"id":1',
         b'{"id":1}x',
         b'{"id":1,}',
+        # cut off right after a key (raised IndexError, which ended the session)
+        b'{"id":1,"result":',
+        b'{"id":',
+        b'{"result":{"content":',
         b'{"result":{"content":[1,2}}',
         b'{"result":{"content":"unterminated}}',
         b'{"result":{"content":[{"a":1]}}}',

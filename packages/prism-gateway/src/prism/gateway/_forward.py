@@ -100,8 +100,10 @@ class Forwarder:
     # The servers whose bridges were given this forwarder's callbacks.
     _servers: set[str] = attrs.field(factory=set)
     # Calls that ended before their server answered them (cancelled, timed out): the
-    # server may still run them and ask for them. By server: (until when, client).
-    _leftovers: dict[str, list[tuple[float, str]]] = attrs.field(factory=dict)
+    # server may still run them and ask for them. By server: client -> until when (the
+    # latest of its calls; expired entries are dropped as new ones come, so this holds
+    # at most one entry per client and server).
+    _leftovers: dict[str, dict[str, float]] = attrs.field(factory=dict)
     leftover_grace_s: float = LEFTOVER_GRACE_S
 
     def forwards(self, server_id: str) -> bool:
@@ -121,9 +123,13 @@ class Forwarder:
             running.remove(scope)
             if not running:
                 del self._calls[server_id]
-            if not scope.server_answered:
-                until = trio.current_time() + self.leftover_grace_s
-                self._leftovers.setdefault(server_id, []).append((until, scope.client))
+            # A call that never started was never sent: the server runs nothing of it.
+            started = scope.slots is not None and scope.slots.started
+            if started and not scope.server_answered:
+                now = trio.current_time()
+                left = {c: t for c, t in self._leftovers.get(server_id, {}).items() if t > now}
+                left[scope.client] = now + self.leftover_grace_s
+                self._leftovers[server_id] = left
             if scope.call_id is not None:
                 self._by_id.pop(scope.call_id, None)
 
@@ -134,12 +140,12 @@ class Forwarder:
     def _left_by(self, server_id: str) -> set[str]:
         """The clients of calls that ended unanswered and may still run on ``server_id``."""
         now = trio.current_time()
-        left = [entry for entry in self._leftovers.get(server_id, ()) if entry[0] > now]
+        left = {c: t for c, t in self._leftovers.get(server_id, {}).items() if t > now}
         if left:
             self._leftovers[server_id] = left
         else:
             self._leftovers.pop(server_id, None)
-        return {client for _, client in left}
+        return set(left)
 
     def _caller(self, server_id: str, call_id: str | None) -> CallScope:
         """The call a request of ``server_id`` is for (``call_id`` when the bridge knows it)."""

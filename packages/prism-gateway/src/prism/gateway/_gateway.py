@@ -493,7 +493,13 @@ class Gateway:
                             result = await self._dispatch_with_progress(scope, call, client)
                         else:
                             result = await dispatch_tool_call(call, self._options_for(client))
-                        scope.server_answered = result.details.get("mcp_error") != "timeout"
+                        # Only a result the server gave: a timed-out call, or one ended
+                        # by its round's abort (its question expired or was pushed out),
+                        # may still run on the server, which may still ask for it.
+                        scope.server_answered = (
+                            result.details.get("mcp_error") != "timeout"
+                            and result.details.get("cancelled") is not True
+                        )
                     finally:
                         slots.close()
                 if owner is not None and self._forward.forwards(owner.server_id):

@@ -227,6 +227,6 @@ def scan(raw: bytes, *, limit: int) -> Layout | None:
         end = _members(raw, start, top)
         if _ws(raw, end) != len(raw):
             return None
-    except (_Invalid, ValueError, RecursionError):
+    except (_Invalid, ValueError, RecursionError, IndexError):  # IndexError: cut off
         return None
     return layout
