@@ -239,3 +239,50 @@ async def test_a_commit_touching_only_git_data_cannot_bring_a_hooks_path_hook_ba
     assert _git(root, "reset", "-q", "--hard").returncode == 0
     _git(root, "commit", "-q", "--allow-empty", "-m", "y")
     assert not (root.parent / "ran").exists()
+
+
+# a commit adding a protected .envrc, left only in the object store (index and tree untouched)
+_HIDDEN_COMMIT = (
+    "b=$(printf 'echo x\\n' | git hash-object -w --stdin) && git read-tree HEAD && "
+    "git update-index --add --cacheinfo 100644,$b,.envrc && t=$(git write-tree) && "
+    "c=$(git commit-tree $t -p HEAD -m x) && git read-tree HEAD && "
+)
+
+
+@pytest.mark.parametrize(
+    ("attack", "host", "refused"),
+    [
+        (
+            _HIDDEN_COMMIT + "printf '%s\\t\\tbranch x of y\\n' $c > .git/FETCH_HEAD",
+            ("reset", "-q", "--hard", "FETCH_HEAD"),
+            "(FETCH_HEAD)",
+        ),
+        (
+            _HIDDEN_COMMIT + "echo $c > .git/BISECT_START && git rev-parse HEAD > "
+            ".git/BISECT_EXPECTED_REV && : > .git/BISECT_LOG",
+            ("bisect", "reset"),
+            "(BISECT_START)",
+        ),
+        # the untracked files of `stash -u` are the stash commit's third parent
+        ("echo 'echo x' > .envrc && git stash push -q -u -m wip", ("stash", "pop"), "(refs/stash)"),
+        # a packed-refs past the read limit (made small here) is not read whole: left out
+        (
+            _HIDDEN_COMMIT + "{ head -c 5000 /dev/zero | tr '\\0' '#'; "
+            "printf '\\n%s refs/heads/other\\n' $c; } > .git/packed-refs",
+            ("checkout", "-q", "other"),
+            "packed-refs too large to check",
+        ),
+    ],
+)
+async def test_git_files_naming_a_commit_cannot_bring_a_protected_path_back(
+    root: Path, monkeypatch: pytest.MonkeyPatch, attack: str, host: tuple[str, ...], refused: str
+) -> None:
+    from prism.coding.security import _overlay
+
+    monkeypatch.setattr(_overlay, "_LIST_LIMIT", 4096)
+    _repository(root)
+    text = await _shell(root, attack)
+    assert refused in text, text
+    _git(root, *host)
+    assert not (root / ".envrc").exists()
+    assert _git(root, "log", "--oneline", "main").stdout.count(b"\n") == 1

@@ -84,8 +84,11 @@ _STRATEGIES = frozenset({b"ort", b"recursive", b"resolve", b"octopus", b"ours", 
 # what makes a .git directory one for git's discovery; never removed or replaced
 _KEEP = frozenset({"HEAD", "objects", "refs"})
 _NAMES_A_COMMIT = frozenset(
-    {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE"}
-)
+    {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE",
+     "BISECT_START", "BISECT_EXPECTED_REV", "BISECT_HEAD"}
+)  # fmt: skip
+# packed-refs, FETCH_HEAD: read (and so checked) up to this size; a larger one stays out
+_LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
@@ -622,6 +625,8 @@ class _Applier:
             return self.ref_refusal(rel, at)  # a detached HEAD names a commit
         if name == "packed-refs" and kind == _FILE:
             return self.packed_refusal(rel, at)
+        if name == "FETCH_HEAD" and kind == _FILE:
+            return self.fetch_head_refusal(rel, at)
         if name in _NAMES_A_COMMIT and kind == _FILE:
             # the host's `git reset --hard ORIG_HEAD`, `merge --continue`... checks it out
             return self.ref_refusal(rel, at)
@@ -700,10 +705,29 @@ class _Applier:
     def packed_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """``packed-refs`` whose moved refs name commits that add a protected path."""
         git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
-        new = _packed(read_regular_file(self.upper_path(rel), 1 << 26))
-        old = _packed(read_regular_file(os.path.join(git_dir, "packed-refs"), 1 << 26))
+        content = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
+        if content is None or len(content) >= _LIST_LIMIT:
+            return "packed-refs too large to check"
+        new = _packed(content)
+        old = _packed(read_regular_file(os.path.join(git_dir, "packed-refs"), _LIST_LIMIT))
         moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
         return self.commits_refusal(rel, at, moved) if moved else None
+
+    def fetch_head_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
+        """``FETCH_HEAD`` whose commits (each line's first column) add a protected path.
+
+        The host's ``git reset --hard FETCH_HEAD`` or ``git merge FETCH_HEAD``
+        would write them.
+        """
+        content = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
+        if content is None or len(content) >= _LIST_LIMIT:
+            return "FETCH_HEAD too large to check"
+        oids = dict.fromkeys(
+            line.split(b"\t", 1)[0].strip().decode("ascii", "replace")
+            for line in content.splitlines()
+            if line.strip()
+        )
+        return self.commits_refusal(rel, at, [("FETCH_HEAD", oid) for oid in oids])
 
     def commits_refusal(
         self, rel: tuple[str, ...], at: int, moved: list[tuple[str, str]]
@@ -722,17 +746,29 @@ class _Applier:
         if os.path.isdir(objects):
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects
         for refname, oid in moved:
+            if not oid or oid.startswith("-") or any(c.isspace() for c in oid):
+                return f"a ref ({refname}) naming no commit"
             old = _git_out(env, "rev-parse", "-q", "--verify", f"{refname}^{{tree}}") or (
                 _git_out(env, "rev-parse", "-q", "--verify", "HEAD^{tree}")
             )
             if old is None:  # no HEAD yet: against the empty tree
                 old = _git_out(env, "hash-object", "-t", "tree", "/dev/null")
-            listing = _git_out(
-                env, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff",
-                (old or b"").decode().strip(), f"{oid}^{{tree}}",
-            )  # fmt: skip
-            if listing is None:
-                return f"a ref ({refname}) naming a commit git cannot read"
+            # the commit's tree, and the trees of its other parents: a stash keeps
+            # the staged state (second parent) and the untracked files of
+            # `stash -u` (third) there, which `stash pop` writes
+            parents = _git_out(env, "rev-parse", f"{oid}^@")
+            trees = [f"{oid}^{{tree}}"]
+            if parents is not None:
+                trees += [f"{p}^{{tree}}" for p in parents.decode().split()[1:]]
+            listing = b""
+            for tree in trees:
+                part = _git_out(
+                    env, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff",
+                    (old or b"").decode().strip(), tree,
+                )  # fmt: skip
+                if part is None:
+                    return f"a ref ({refname}) naming a commit git cannot read"
+                listing += part
             fields = listing.split(b"\0")
             for meta, path in zip(fields[::2], fields[1::2], strict=False):
                 parts = meta.split(b" ")
