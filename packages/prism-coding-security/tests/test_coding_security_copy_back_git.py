@@ -286,3 +286,20 @@ async def test_git_files_naming_a_commit_cannot_bring_a_protected_path_back(
     _git(root, *host)
     assert not (root / ".envrc").exists()
     assert _git(root, "log", "--oneline", "main").stdout.count(b"\n") == 1
+
+
+async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Path) -> None:
+    """Ordinary reflog growth comes back; a line naming an unchecked commit does not."""
+    _repository(root)
+    text = await _shell(root, "echo 1 > f.txt && git commit -qam c1")
+    assert "not applied" not in text, text
+    assert _git(root, "rev-parse", "HEAD@{1}").returncode == 0
+    log = root / ".git" / "logs" / "refs" / "heads" / "main"
+    before = log.read_bytes()
+    text = await _shell(
+        root,
+        _HIDDEN_COMMIT + "h=$(git rev-parse HEAD) && "
+        "printf '%s %s t <t@e> 1 +0000\\tx\\n' $h $c >> .git/logs/refs/heads/main",
+    )
+    assert "(HEAD) adds or changes a protected path (.envrc)" in text, text
+    assert log.read_bytes() == before

@@ -42,6 +42,7 @@ import contextlib
 import hashlib
 import os
 import queue
+import re
 import shutil
 import stat
 import subprocess
@@ -87,7 +88,10 @@ _NAMES_A_COMMIT = frozenset(
     {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE",
      "BISECT_START", "BISECT_EXPECTED_REV", "BISECT_HEAD"}
 )  # fmt: skip
-# packed-refs, FETCH_HEAD: read (and so checked) up to this size; a larger one stays out
+_OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
+# the new commits of one reflog checked at most (each costs a few git processes)
+_REFLOG_COMMITS = 256
+# packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
 _LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
 _GIT_TIMEOUT_S = 10
@@ -589,6 +593,8 @@ class _Applier:
             return f"a .git directory keeps its {name}"
         if name == "refs" and kind == _FILE:
             return self.ref_refusal(rel, at)
+        if name == "logs" and kind == _FILE:
+            return self.reflog_refusal(rel, at)
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if name in _STATE_DIRS:
@@ -712,6 +718,30 @@ class _Applier:
         old = _packed(read_regular_file(os.path.join(git_dir, "packed-refs"), _LIST_LIMIT))
         moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
         return self.commits_refusal(rel, at, moved) if moved else None
+
+    def reflog_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
+        """A reflog naming a commit the host's copy does not, which adds a protected path.
+
+        The host's ``git reset --hard HEAD@{1}``, ``checkout -`` or ``stash
+        apply stash@{1}`` would write it.
+        """
+        new = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
+        real = os.path.join(self.overlay.root, *rel)
+        host = read_regular_file(real, _LIST_LIMIT) if os.path.lexists(real) else b""
+        if new is None or host is None or max(len(new), len(host)) >= _LIST_LIMIT:
+            return "a reflog too large to check"
+        known = {word for line in host.splitlines() for word in line.split(b" ", 2)[:2]}
+        oids: dict[str, None] = {}
+        for line in new.splitlines():
+            words = line.split(b" ", 2)
+            if len(words) < 3 or not all(_OID.fullmatch(word) for word in words[:2]):
+                return "a reflog line git would not read"
+            for word in words[:2]:
+                if word not in known and word.strip(b"0"):
+                    oids[word.decode()] = None
+        if len(oids) > _REFLOG_COMMITS:
+            return f"a reflog naming more than {_REFLOG_COMMITS} new commits"
+        return self.commits_refusal(rel, at, [("HEAD", oid) for oid in oids])
 
     def fetch_head_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """``FETCH_HEAD`` whose commits (each line's first column) add a protected path.
