@@ -303,3 +303,13 @@ async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Pa
     )
     assert "(HEAD) adds or changes a protected path (.envrc)" in text, text
     assert log.read_bytes() == before
+
+
+async def test_a_ref_written_as_an_option_never_reaches_the_hosts_git(root: Path) -> None:
+    """A loose ref holding ``--output=...`` is refused before the host's git reads it."""
+    _repository(root)
+    target = root.parent / "written"
+    text = await _shell(root, f"printf -- '--output={target}\\n' > .git/refs/heads/x")
+    assert "(refs/heads/x) naming no commit" in text, text
+    assert not [p for p in root.parent.iterdir() if p.name.startswith("written")]
+    assert not (root / ".git" / "refs" / "heads" / "x").exists()
