@@ -272,6 +272,18 @@ _HIDDEN_COMMIT = (
             ("checkout", "-q", "other"),
             "packed-refs too large to check",
         ),
+        (
+            _HIDDEN_COMMIT + "{ head -c 5000 /dev/zero | tr '\\0' '#'; "
+            "printf '\\n%s\\t\\tbranch x of y\\n' $c; } > .git/FETCH_HEAD",
+            ("reset", "-q", "--hard", "FETCH_HEAD"),
+            "FETCH_HEAD too large to check",
+        ),
+        # a reflog line git would not read as one: not parsed around, left out
+        (
+            _HIDDEN_COMMIT + "printf 'x %s t <t@e> 1 +0000\\tx\\n' $c >> .git/logs/HEAD",
+            ("reset", "-q", "--hard", "HEAD@{1}"),
+            "a reflog line git would not read",
+        ),
     ],
 )
 async def test_git_files_naming_a_commit_cannot_bring_a_protected_path_back(
