@@ -300,6 +300,27 @@ async def test_git_files_naming_a_commit_cannot_bring_a_protected_path_back(
     assert _git(root, "log", "--oneline", "main").stdout.count(b"\n") == 1
 
 
+async def test_refs_packed_into_a_packed_refs_left_out_are_not_lost(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git pack-refs --all` removes the loose refs it packs: when the new packed-refs is
+    left out, the removals stay out too, or the host would lose its branches."""
+    from prism.coding.security import _overlay
+
+    monkeypatch.setattr(_overlay, "_LIST_LIMIT", 4096)
+    _repository(root)
+    _git(root, "branch", "other")
+    text = await _shell(
+        root,
+        "git pack-refs --all && { head -c 5000 /dev/zero | tr '\\0' '#'; echo; "
+        "cat .git/packed-refs; } > .git/p && mv .git/p .git/packed-refs",
+    )
+    assert "packed-refs too large to check" in text, text
+    assert "a ref removed while the new packed-refs was left out" in text, text
+    for branch in ("main", "other"):
+        assert _git(root, "rev-parse", "--verify", "-q", branch).returncode == 0, branch
+
+
 async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Path) -> None:
     """Ordinary reflog growth comes back; a line naming an unchecked commit does not."""
     _repository(root)

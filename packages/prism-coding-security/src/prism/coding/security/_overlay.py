@@ -554,6 +554,7 @@ class _Applier:
         self.notes = notes
         self.granted = granted
         self.only_granted = only_granted
+        self._packed_out: dict[tuple[str, ...], bool] = {}
 
     def upper_path(self, rel: tuple[str, ...]) -> str:
         """Where the layer holds ``rel`` (a path from the root's top, below its ``below``)."""
@@ -593,6 +594,10 @@ class _Applier:
             return f"a .git directory keeps its {name}"
         if name == "refs" and kind == _FILE:
             return self.ref_refusal(rel, at)
+        if name == "refs" and kind == _WHITEOUT and self.packed_left_out(rel, at):
+            # `git pack-refs` moves loose refs into packed-refs: with that file left
+            # out, the refs it removed stay too, or the host would lose them
+            return "a ref removed while the new packed-refs was left out"
         if name == "logs" and kind == _FILE:
             return self.reflog_refusal(rel, at)
         if name in _DATA and inside[:3] not in _ALTERNATES:
@@ -604,6 +609,26 @@ class _Applier:
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
+
+    def packed_left_out(self, rel: tuple[str, ...], at: int) -> bool:
+        """Whether this ``.git``'s changed packed-refs is left out (judged once)."""
+        packed = (*rel[: at + 1], "packed-refs")
+        cached = self._packed_out.get(packed)
+        if cached is None:
+            try:
+                info = os.lstat(self.upper_path(packed))
+            except OSError:
+                cached = False  # unchanged (or removed): loose refs are judged alone
+            else:
+                if stat.S_ISREG(info.st_mode):
+                    kind = _FILE
+                elif stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
+                    kind = _WHITEOUT  # removed
+                else:
+                    kind = _OTHER
+                cached = self.refusal(packed, kind) is not None
+            self._packed_out[packed] = cached
+        return cached
 
     def state_dir_refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
         """A rebase, am or sequencer state file that would run a program when continued."""
