@@ -521,14 +521,15 @@ class _Guard:
                 408,
                 f"the request body did not arrive within {self.options.body_timeout_s:g} s",
             )
+        raw = bytes(body)  # one copy, priced, peeked at and passed on
         peek = _Peek()
         if scope.get("method") == "POST":
             # Priced on its bytes before anything parses it: 1 MB of '[]' would take
             # 37 MB and a second of the event loop to build, whatever is refused later.
-            refusal = await mcp_message_refusal(bytes(body), sender="the client")
+            refusal = await mcp_message_refusal(raw, sender="the client")
             if refusal is not None:
                 return await _refuse(send, 413, refusal)
-            seen = _peek(bytes(body))
+            seen = _peek(raw)
             if isinstance(seen, tuple):
                 return await _refuse(send, 400, seen[1], code=seen[0])
             peek = seen
@@ -540,7 +541,7 @@ class _Guard:
             if isinstance(place, str):
                 return await _refuse(send, 503, place, code=-32603)
             await self._pass(
-                scope, receive, send, bytes(body), identity, principal, session_id, peek, place
+                scope, receive, send, raw, identity, principal, session_id, peek, place
             )
 
     async def _pass(
