@@ -735,3 +735,59 @@ async def test_a_waiting_calls_retry_is_resumed_after_its_tool_left_the_listing(
         )
     assert isinstance(result, types.CallToolResult)
     assert text(result) == "the user said red"
+
+
+async def _spoofing(url: str, protocol: str, replay: bool) -> tuple[list[str | None], str]:
+    """Alice watches for progress while Bob's call makes the server send progress under
+    other calls' tokens: what Alice's progress callback got, and Bob's result."""
+    seen: list[str | None] = []
+    started = trio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+        started.set()
+
+    async with (
+        Client(url, mode=protocol) as alice,
+        Client(url, mode=protocol) as bob,
+        trio.open_nursery() as nursery,
+    ):
+        watched: list[types.CallToolResult] = []
+
+        async def watch() -> None:
+            watched.append(
+                await alice.call_tool("mcp__fx__watch", {}, progress_callback=on_progress)
+            )
+
+        nursery.start_soon(watch)
+        with trio.fail_after(60):
+            await started.wait()
+        arguments = {"guesses": list(range(64)), "replay": replay}
+        spoofed = await bob.call_tool("mcp__fx__spoof", arguments)
+    assert [text(result) for result in watched] == ["watched"]
+    return seen, text(spoofed)
+
+
+async def test_a_server_cannot_put_progress_into_another_clients_call(
+    workspace: Path, downstream_url: str
+) -> None:
+    """Over Streamable HTTP, on Bob's call's own stream, the server sends progress under the
+    real token of Alice's call and under 64 guessed ones (the SDK's tokens were its
+    request ids 0, 1, 2...): Alice gets only her call's own progress."""
+    async with serving(workspace, http_server(downstream_url)) as (url, _gateway):
+        seen, said = await _spoofing(url, "legacy", replay=True)
+    assert said == "spoofed 1 + 64"
+    assert seen == ["mine"]
+
+
+async def test_guessed_progress_tokens_reach_no_call_over_stdio_at_2026_07_28(
+    workspace: Path,
+) -> None:
+    """A stdio pipe says nothing of which call a notification is for: a progress token
+    names its call alone, and the gateway's are unguessable (2026-07-28 on both sides)."""
+    async with serving(workspace, stdio_server("auto")) as (url, gateway):
+        (bridge,) = gateway._bridges
+        assert bridge.protocol_version == "2026-07-28"
+        seen, said = await _spoofing(url, "auto", replay=False)
+    assert said == "spoofed 0 + 64"
+    assert seen == ["mine"]

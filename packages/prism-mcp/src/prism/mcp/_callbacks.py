@@ -64,6 +64,18 @@ def calling(call_id: str | None) -> Iterator[None]:
         _calling.reset(token)
 
 
+def current_call() -> str | None:
+    """The call the current task sends for (see :func:`calling`), if any."""
+    return _calling.get()
+
+
+def call_in(context: object) -> str | None:
+    """The call a message was sent for, from its sender's context (``None`` if none says)."""
+    if isinstance(context, contextvars.Context):
+        return context.get(_calling)
+    return None
+
+
 def forget_calls() -> None:
     """Start the current task's context with no call (a session's own tasks)."""
     _calling.set(None)

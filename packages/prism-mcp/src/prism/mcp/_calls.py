@@ -108,11 +108,14 @@ class Caller:
         hard = now + options.max_call_s if options.max_call_s is not None else math.inf
         failure: Exception | None = None
         result: mcp_types.CallToolResult | None = None
+        ended = False
         with trio.CancelScope(deadline=min(now + options.call_timeout_s, hard)) as scope:
 
             async def on_progress(
                 progress: float, total: float | None, message: str | None
             ) -> None:
+                if ended:  # the SDK runs a callback in a task of its own: the call may be over
+                    return
                 scope.deadline = min(trio.current_time() + options.call_timeout_s, hard)
                 ctx.report_progress(
                     clip(message, 500) if isinstance(message, str) else None,
@@ -136,6 +139,7 @@ class Caller:
             except Exception as exc:
                 failure = exc
             finally:
+                ended = True
                 call_progress.reset(progress)
         if scope.cancelled_caught:
             if trio.current_time() >= hard:

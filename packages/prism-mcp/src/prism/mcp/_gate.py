@@ -23,6 +23,7 @@ from mcp_types import methods as _methods
 
 from mcp.shared.message import SessionMessage
 
+from ._callbacks import call_in
 from ._content import TASK_META_KEY
 from ._scan import scan
 from ._wire import WireState
@@ -249,11 +250,23 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
+        sent = self._gate.state.sent
         while True:
             item: SessionMessage | Exception = await self._inner.receive()
             if isinstance(item, SessionMessage):
                 message = item.message
-                if isinstance(message, mcp_types.JSONRPCRequest):
+                if isinstance(message, mcp_types.JSONRPCResponse):
+                    sent.answered(message.id, message.result)
+                elif isinstance(message, mcp_types.JSONRPCError):
+                    sent.answered(message.id, None)
+                elif isinstance(message, mcp_types.JSONRPCNotification):
+                    if message.method == _PROGRESS:
+                        # Only under a token the bridge gave, from the stream of its call.
+                        routed = sent.progress(message, call_in(self.last_context))
+                        if routed is None:
+                            continue
+                        item = SessionMessage(routed, metadata=item.metadata)
+                elif isinstance(message, mcp_types.JSONRPCRequest):
                     refusal = _request_refusal(message)
                     if refusal is not None:
                         text = f"request refused: {refusal}"
@@ -288,10 +301,15 @@ class _GatedWrite:
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
         if type(message) is mcp_types.JSONRPCRequest:
+            own = self._gate.state.sent.sending(message)
+            if own is not message:  # its progress token is the bridge's own
+                item = SessionMessage(own, metadata=item.metadata)
             if message.method == "tools/call":
                 self._gate.track_call(message.id)
             elif message.method in _WATCHED:
                 self._gate.track(message.id, message.method)
+        elif type(message) is mcp_types.JSONRPCNotification and message.method == _CANCELLED:
+            self._gate.state.sent.cancelled(message.params)
         if not self._gate.inflight or not isinstance(
             message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
         ):
@@ -322,6 +340,8 @@ class _GatedWrite:
 # Requests whose answers the gate reads: the handshake (for the protocol
 # version) and tool listings (to drop a tool the SDK would refuse).
 _WATCHED = frozenset({"initialize", "tools/list"})
+_PROGRESS = "notifications/progress"
+_CANCELLED = "notifications/cancelled"
 _MAX_DROPPED = 64
 _LATEST = "2026-07-28"
 _KNOWN_VERSIONS = frozenset(version for _method, version in _methods.SERVER_RESULTS)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import attrs
 
+from ._requests import SentRequests
+
 __all__ = ["WireState"]
 
 _STDERR_TAIL_BYTES = 4096
@@ -32,6 +34,8 @@ class WireState:
             (bounded: forgotten in bulk past a few thousand).
         detached: ``structuredContent`` values the transport parsed apart, by
             the token of the marker it put in their place (bounded).
+        sent: the requests sent for tool calls: their own progress tokens,
+            and which calls the server has not answered yet.
     """
 
     fault: str | None = None
@@ -42,6 +46,7 @@ class WireState:
     dropped_tools: list[tuple[str, str]] = attrs.field(factory=list)
     calls: set[int | str] = attrs.field(factory=set)
     detached: dict[str, object] = attrs.field(factory=dict)
+    sent: SentRequests = attrs.field(factory=SentRequests)
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:

@@ -1,0 +1,168 @@
+"""The requests a session sent for tool calls: their own progress tokens, and their answers.
+
+Two things the SDK's request ids cannot be trusted with:
+
+* **Progress.** The SDK uses a request's id (1, 2, 3, ...) as its progress
+  token and hands a ``notifications/progress`` to whichever request that
+  token names. Several callers share one session, so a token guessed (or
+  learnt) from another call would put progress into that call. Here every
+  request that asks for progress goes out with a token of its own, 128
+  random bits; a notification comes back to the SDK under the SDK's token
+  only when it names a token of a request still waiting, and, when the
+  transport says which request's stream it came on (a Streamable HTTP
+  response), only when that stream belongs to the same call. Anything else
+  (an unknown token, a finished request's, another call's) is dropped.
+* **Answers.** A call's ``tools/call`` (and, when the server ran it as a
+  task, the task) counts as unanswered until the server answers it, even
+  after the caller gave up on it: the SDK drops a late answer, which here
+  is the sign the server is done with that call (see :meth:`SentRequests.unanswered`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import attrs
+import mcp_types
+
+from mcp.shared.dispatcher import coerce_request_id
+
+from ._callbacks import current_call
+
+__all__ = ["SentRequests"]
+
+_MAX_SENT = 4096
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+_TASK_FOLLOW_UPS = frozenset({"tasks/get", "tasks/result", "tasks/cancel"})
+_PROGRESS = "notifications/progress"
+_CANCELLED = "notifications/cancelled"
+
+RequestId = int | str
+
+
+@attrs.define(eq=False, slots=True)
+class _Sent:
+    """One request sent: for which call, and the progress tokens on each side."""
+
+    call_id: str | None
+    method: str
+    sdk_token: Any = None  # the token the SDK put in (its request id)
+    token: str | None = None  # the token the server was given
+
+
+@attrs.define(eq=False)
+class SentRequests:
+    """What one session sent (bounded), written by the transport's gate.
+
+    ``forgot`` is set once entries were dropped to keep the bound (thousands
+    of requests never answered): from then on any call counts as unanswered
+    (see :meth:`unanswered`), never the other way round.
+    """
+
+    _by_id: dict[RequestId, _Sent] = attrs.field(factory=dict)
+    _by_token: dict[str, RequestId] = attrs.field(factory=dict)
+    # Calls with a tools/call the server has not answered ("call") or that run as a task
+    # the server has not said is over ("task").
+    _open: dict[str, str] = attrs.field(factory=dict)
+    forgot: bool = False
+
+    def unanswered(self, call_id: str) -> bool:
+        """Whether the server may still be running call ``call_id`` (it has not answered it)."""
+        return self.forgot or call_id in self._open
+
+    def sending(self, message: mcp_types.JSONRPCRequest) -> mcp_types.JSONRPCRequest:
+        """Note ``message`` as it is sent (in the sending task); what to send in its place.
+
+        A request asking for progress goes with a token of its own.
+        """
+        params = message.params
+        meta = params.get("_meta") if params is not None else None
+        asks = type(meta) is dict and "progressToken" in meta
+        call_id = current_call()
+        method = message.method
+        runs_call = method == "tools/call" or method in _TASK_FOLLOW_UPS
+        if not asks and (call_id is None or not runs_call):
+            return message
+        if len(self._by_id) >= _MAX_SENT or len(self._open) >= _MAX_SENT:
+            self._by_id.clear()
+            self._by_token.clear()
+            self._open.clear()
+            self.forgot = True
+        sent = _Sent(call_id=call_id, method=method)
+        self._by_id[coerce_request_id(message.id)] = sent
+        if call_id is not None and method == "tools/call":
+            self._open[call_id] = "call"
+        if asks:
+            assert params is not None
+            assert type(meta) is dict
+            sent.sdk_token = meta["progressToken"]
+            sent.token = token = secrets.token_urlsafe(16)
+            self._by_token[token] = coerce_request_id(message.id)
+            message = mcp_types.JSONRPCRequest(
+                jsonrpc="2.0",
+                id=message.id,
+                method=method,
+                params={**params, "_meta": {**meta, "progressToken": token}},
+            )
+        return message
+
+    def cancelled(self, params: dict[str, Any] | None) -> None:
+        """The client cancelled a request: its progress is over (its answer may still come)."""
+        request_id = params.get("requestId") if params is not None else None
+        if type(request_id) is int or type(request_id) is str:
+            sent = self._by_id.get(coerce_request_id(request_id))
+            if sent is not None and sent.token is not None:
+                self._by_token.pop(sent.token, None)
+                sent.token = None
+
+    def answered(self, request_id: object, result: object) -> None:
+        """The server answered ``request_id`` (``result``: its result, or ``None`` for an error)."""
+        if type(request_id) is not int and type(request_id) is not str:
+            return
+        sent = self._by_id.pop(coerce_request_id(request_id), None)
+        if sent is None:
+            return
+        if sent.token is not None:
+            self._by_token.pop(sent.token, None)
+        call_id = sent.call_id
+        if call_id is None or call_id not in self._open:
+            return
+        method = sent.method
+        if method == "tools/call":
+            if _is_task(result):
+                self._open[call_id] = "task"
+            else:
+                del self._open[call_id]
+        elif method == "tasks/result" or (
+            type(result) is dict and result.get("status") in _TERMINAL
+        ):
+            del self._open[call_id]
+
+    def progress(
+        self, message: mcp_types.JSONRPCNotification, stream_call: str | None
+    ) -> mcp_types.JSONRPCNotification | None:
+        """A server's progress notification as the SDK gets it, or ``None`` to drop it.
+
+        ``stream_call``: the call whose request's stream it came on, when the
+        transport says so.
+        """
+        params = message.params
+        token = params.get("progressToken") if params is not None else None
+        if type(token) is not str:
+            return None
+        request_id = self._by_token.get(token)
+        sent = self._by_id.get(request_id) if request_id is not None else None
+        if sent is None or (stream_call is not None and stream_call != sent.call_id):
+            return None
+        assert params is not None
+        return mcp_types.JSONRPCNotification(
+            jsonrpc="2.0", method=_PROGRESS, params={**params, "progressToken": sent.sdk_token}
+        )
+
+
+def _is_task(result: object) -> bool:
+    """Whether a tools/call answer is a task the server goes on running."""
+    if type(result) is not dict:
+        return False
+    return type(result.get("task")) is dict or result.get("resultType") == "task"
