@@ -183,13 +183,19 @@ _MIB = 1024 * 1024
 # Each gateway knob of [serve]: values at and past its bounds, and of the wrong type.
 _PROBES: dict[str, list[object]] = {
     "question_ttl_s": [0.999, 1, 604800.0, 604800.5, float("nan"), "60", True],
+    "unanswered_call_s": [0.5, 1.0, 604800, 604801, float("inf"), "120"],
     "max_concurrent_calls": [0, 1, 10**6, 2.0, False],
     "max_calls_per_client": [0, 1, 10**6, 2.0, True],
     "path": ["/", "/a/b", "mcp", "", 7],
     "max_request_bytes": [1023, 1024, 64 * _MIB, 64 * _MIB + 1, 2048.0],
     "body_timeout_s": [0.09, 0.1, 3600, 3600.01, "30"],
 }
-_IN_OPEN_GATEWAY = ("question_ttl_s", "max_concurrent_calls", "max_calls_per_client")
+_IN_OPEN_GATEWAY = (
+    "question_ttl_s",
+    "unanswered_call_s",
+    "max_concurrent_calls",
+    "max_calls_per_client",
+)
 
 
 def _config_takes(key: str, value: object) -> bool:
@@ -235,6 +241,7 @@ async def test_the_gateway_limits_of_serve_reach_the_gateway() -> None:
         {
             "serve": {
                 "question_ttl_s": 90,
+                "unanswered_call_s": 30,
                 "max_concurrent_calls": 5,
                 "max_calls_per_client": 2,
                 "max_request_bytes": 2048,
@@ -247,5 +254,6 @@ async def test_the_gateway_limits_of_serve_reach_the_gateway() -> None:
     assert (options.max_request_bytes, options.body_timeout_s) == (2048, 3)
     async with open_gateway(**gateway_limits(loaded)) as gateway:
         assert gateway._parked.ttl_s == 90
+        assert gateway._forward.unanswered_call_s == 30
         assert gateway._limiter.total_tokens == 5
         assert gateway._per_client_limit == 2

@@ -6,6 +6,7 @@ as ``PORT <n>`` on stdout).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -25,6 +26,9 @@ from mcp_types import (
     ToolAnnotations,
 )
 from pydantic import BaseModel
+
+# The protocol pipe over stdio, kept before the SDK moves fd 1 away (None over HTTP).
+RAW_STDOUT: int | None = None
 
 
 class Answer(BaseModel):
@@ -97,6 +101,30 @@ def build() -> MCPServer:
                     late.append(f"refused: {exc}")
                 late_asked.set()
         return "unreachable"
+
+    answered_late = anyio.Event()
+
+    @server.tool()
+    async def answer_late(ctx: Context) -> str:
+        """Says it started (progress); once cancelled, answers its own request all the
+        same, as a server that finishes what it was cancelled in the middle of (stdio)."""
+        try:
+            await ctx.report_progress(0, None, "started")
+            await anyio.sleep_forever()
+        finally:
+            if RAW_STDOUT is not None:
+                late = {"content": [{"type": "text", "text": "late"}], "resultType": "complete"}
+                line = {"jsonrpc": "2.0", "id": ctx.request_context.request_id, "result": late}
+                os.write(RAW_STDOUT, json.dumps(line).encode() + b"\n")
+            answered_late.set()
+        return "unreachable"
+
+    @server.tool()
+    async def was_answered_late() -> bool:
+        """Whether an answer_late call answered after it was cancelled (waits up to 30 s)."""
+        with anyio.move_on_after(30):
+            await answered_late.wait()
+        return answered_late.is_set()
 
     @server.tool()
     async def hold() -> str:
@@ -257,5 +285,6 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["http"]:
         serve_http()
     else:
+        RAW_STDOUT = os.dup(1)
         build().run()
     sys.exit(0)

@@ -791,3 +791,43 @@ async def test_guessed_progress_tokens_reach_no_call_over_stdio_at_2026_07_28(
         seen, said = await _spoofing(url, "auto", replay=False)
     assert said == "spoofed 0 + 64"
     assert seen == ["mine"]
+
+
+async def test_a_cancelled_call_its_server_answered_late_no_longer_counts(
+    workspace: Path,
+) -> None:
+    """Alice cancels a call; her stdio server finishes it all the same and answers it late:
+    that answer says the call is over there, so the server's question during Bob's call
+    goes to Bob (before, Alice's call counted for 120 s and Bob's question was refused)."""
+    options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
+
+    async def bob_answers(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"colour": "blue"})
+
+    async with (
+        serving(workspace, stdio_server(), http=options) as (url, _gateway),
+        as_principal(url, "alice") as alice,
+        httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKENS['bob']}"}) as http,
+        Client(
+            streamable_http_client(url, http_client=http), elicitation_callback=bob_answers
+        ) as bob,
+    ):
+        async with trio.open_nursery() as nursery:
+            started = trio.Event()
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                started.set()
+
+            nursery.start_soon(
+                lambda: alice.call_tool("mcp__fx__answer_late", {}, progress_callback=on_progress)
+            )
+            with trio.fail_after(60):
+                await started.wait()
+            nursery.cancel_scope.cancel()
+        # Its result comes after the late answer on the same pipe.
+        late = await bob.call_tool("mcp__fx__was_answered_late", {})
+        asked = await bob.call_tool("mcp__fx__ask", {"question": "colour?"})
+    assert late.structured_content == {"result": True}
+    assert text(asked) == "the user said blue", asked.content

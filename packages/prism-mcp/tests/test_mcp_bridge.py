@@ -275,9 +275,14 @@ async def test_timeout_gives_error_result_and_sends_the_server_a_cancellation(
             with trio.fail_after(10):
                 mark = await trio.to_thread.run_sync(wait_for_mark, abandon_on_cancel=True)
             assert mark == "cancelled"
+            # The server never answered the cancelled call: it may still run it.
+            assert bridge.unanswered("c1")
+            assert not bridge.unanswered("c2")
             after = await call(bridge, "mcp:fx:echo", {"text": "same session"})
             assert after.joined_text == "same session"
             assert bridge.server_pid == pid
+            await bridge.aclose()
+            assert not bridge.unanswered("c1")  # its session is gone
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])

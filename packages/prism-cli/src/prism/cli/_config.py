@@ -326,6 +326,9 @@ class ServeConfig:
         question_ttl_s: how long a call waits in the gateway for the retry
             that answers its question (a 2026-07-28 client's approval, or
             its server's question); past it the call ends.
+        unanswered_call_s: how long at most a call that ended before its
+            MCP server answered it (cancelled, timed out) still counts as its
+            client's there, when the server neither answers it late nor exits.
         max_concurrent_calls: at most this many calls run at once.
         max_calls_per_client: at most this many of them for one client (its
             principal, client name and session); the rest wait their turn.
@@ -355,6 +358,9 @@ class ServeConfig:
     # HttpOptions', so prism config check refuses exactly what prism serve would).
     question_ttl_s: float = attrs.field(
         default=600.0, validator=number(minimum=1.0, maximum=7 * 24 * 3600.0)
+    )
+    unanswered_call_s: float = attrs.field(
+        default=120.0, validator=number(minimum=1.0, maximum=7 * 24 * 3600.0)
     )
     max_concurrent_calls: int = attrs.field(default=32, validator=integer(minimum=1))
     max_calls_per_client: int = attrs.field(default=8, validator=integer(minimum=1))

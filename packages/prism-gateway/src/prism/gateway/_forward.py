@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -33,14 +35,34 @@ if TYPE_CHECKING:
 
 __all__ = ["Forwarder", "UpstreamCannotAnswerError"]
 
+_log = logging.getLogger("prism.gateway")
 _EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 _LOG_BACKLOG = 64
-LEFTOVER_GRACE_S = 120.0
-"""How long a call that ended before its server answered it counts as still running there."""
+UNANSWERED_CALL_S = 120.0
+"""How long at most a call that ended before its server answered it counts as running there."""
+_MAX_LEFT_CALLS = 64
 
 
 class UpstreamCannotAnswerError(GatewayError):
     """A downstream server asked something the calling client cannot be asked."""
+
+
+@attrs.define(eq=False, slots=True)
+class _Left:
+    """One client's calls that ended before a server answered them (see ``Forwarder``)."""
+
+    until: float
+    calls: set[str] = attrs.field(factory=set)
+    # More calls than are kept by id (or one without an id): the client counts
+    # until ``until`` whatever the server answers.
+    overflow: bool = False
+
+
+UnansweredLookup = Callable[[str], bool]
+"""Whether a server may still run a call (by its id): ``McpToolBridge.unanswered``."""
+CappedSink = Callable[[str, str, int, float], None]
+"""Told ``(server_id, client, calls, cap_s)`` when a client's unanswered calls stop counting
+at the cap (``calls`` is -1 when there were more than are kept by id)."""
 
 
 _Answer = TypeVar("_Answer", types.ElicitResult, types.CreateMessageResult, types.ListRootsResult)
@@ -100,15 +122,31 @@ class Forwarder:
     # The servers whose bridges were given this forwarder's callbacks.
     _servers: set[str] = attrs.field(factory=set)
     # Calls that ended before their server answered them (cancelled, timed out): the
-    # server may still run them and ask for them. By server: client -> until when (the
-    # latest of its calls; expired entries are dropped as new ones come, so this holds
-    # at most one entry per client and server).
-    _leftovers: dict[str, dict[str, float]] = attrs.field(factory=dict)
-    leftover_grace_s: float = LEFTOVER_GRACE_S
+    # server may still run them and ask for them. By server, by client: the calls (at
+    # most _MAX_LEFT_CALLS ids) and the cap (the client's latest such call plus
+    # unanswered_call_s). An entry goes once the server answered each of its calls, the
+    # session that carried them is gone, or at the cap; one entry per client and server.
+    _leftovers: dict[str, dict[str, _Left]] = attrs.field(factory=dict)
+    # Each forwarded server's bridge lookup: does the server still run that call?
+    _lookups: dict[str, UnansweredLookup] = attrs.field(factory=dict)
+    _left_wake: trio.Event = attrs.field(factory=trio.Event)
+    unanswered_call_s: float = UNANSWERED_CALL_S
+    on_capped: CappedSink | None = None
 
     def forwards(self, server_id: str) -> bool:
         """Whether ``server_id``'s requests and logs come through here (a server it started)."""
         return server_id in self._servers
+
+    def watch(self, server_id: str, lookup: UnansweredLookup | None) -> None:
+        """Follow ``server_id``'s answers with ``lookup`` (its bridge's), or stop (``None``).
+
+        Stopping forgets the calls it ended unanswered: the server is gone.
+        """
+        if lookup is None:
+            self._lookups.pop(server_id, None)
+            self._leftovers.pop(server_id, None)
+        else:
+            self._lookups[server_id] = lookup
 
     @contextlib.contextmanager
     def calling(self, server_id: str, scope: CallScope) -> Iterator[None]:
@@ -126,26 +164,86 @@ class Forwarder:
             # A call that never started was never sent: the server runs nothing of it.
             started = scope.slots is not None and scope.slots.started
             if started and not scope.server_answered:
-                now = trio.current_time()
-                left = {c: t for c, t in self._leftovers.get(server_id, {}).items() if t > now}
-                left[scope.client] = now + self.leftover_grace_s
-                self._leftovers[server_id] = left
+                self._leave(server_id, scope)
             if scope.call_id is not None:
                 self._by_id.pop(scope.call_id, None)
+
+    def _leave(self, server_id: str, scope: CallScope) -> None:
+        """``scope``'s call ended before the server answered: it counts as running there."""
+        lookup = self._lookups.get(server_id)
+        call_id = scope.call_id
+        if lookup is None or (call_id is not None and not lookup(call_id)):
+            # Its server's requests do not come here, or it answered that call already
+            # (or the session that carried it is gone).
+            return
+        now = trio.current_time()
+        table = self._prune(server_id, now)
+        left = table.get(scope.client)
+        if left is None:
+            left = table[scope.client] = _Left(until=now)
+        left.until = now + self.unanswered_call_s
+        if call_id is None or len(left.calls) >= _MAX_LEFT_CALLS:
+            left.overflow = True
+        else:
+            left.calls.add(call_id)
+        self._leftovers[server_id] = table
+        self._left_wake.set()
 
     def server_gone(self, server_id: str) -> None:
         """``server_id``'s process ended: no call it was running still runs."""
         self._leftovers.pop(server_id, None)
 
+    def _prune(self, server_id: str, now: float) -> dict[str, _Left]:
+        """``server_id``'s table without the calls it answered or that reached the cap."""
+        table = self._leftovers.get(server_id)
+        if not table:
+            return {}
+        lookup = self._lookups.get(server_id)
+        for client, left in list(table.items()):
+            if lookup is not None and left.calls:
+                left.calls = {call_id for call_id in left.calls if lookup(call_id)}
+            if lookup is None or not (left.calls or left.overflow):
+                del table[client]  # the server answered each one, or is gone
+            elif left.until <= now:
+                del table[client]
+                self._capped(server_id, client, left)
+        if not table:
+            self._leftovers.pop(server_id, None)
+        return table
+
+    def _capped(self, server_id: str, client: str, left: _Left) -> None:
+        """``client``'s calls on ``server_id`` stop counting, unanswered: say so."""
+        calls = -1 if left.overflow else len(left.calls)
+        _log.warning(
+            "MCP server %r did not answer %s call(s) of %s that ended before it answered, "
+            "within %g s: they no longer count as running there",
+            server_id,
+            "many" if calls < 0 else calls,
+            client,
+            self.unanswered_call_s,
+        )
+        if self.on_capped is not None:
+            with contextlib.suppress(Exception):  # the sink reports its own failures
+                self.on_capped(server_id, client, calls, self.unanswered_call_s)
+
     def _left_by(self, server_id: str) -> set[str]:
         """The clients of calls that ended unanswered and may still run on ``server_id``."""
-        now = trio.current_time()
-        left = {c: t for c, t in self._leftovers.get(server_id, {}).items() if t > now}
-        if left:
-            self._leftovers[server_id] = left
-        else:
-            self._leftovers.pop(server_id, None)
-        return set(left)
+        return set(self._prune(server_id, trio.current_time()))
+
+    async def expire_unanswered(self) -> None:
+        """End the unanswered calls' count at their cap (runs while the gateway is open)."""
+        while True:
+            if not self._leftovers:
+                await self._left_wake.wait()
+                self._left_wake = trio.Event()
+                continue
+            soonest = min(
+                left.until for table in self._leftovers.values() for left in table.values()
+            )
+            await trio.sleep_until(soonest)
+            now = trio.current_time()
+            for server_id in list(self._leftovers):
+                self._prune(server_id, now)
 
     def _caller(self, server_id: str, call_id: str | None) -> CallScope:
         """The call a request of ``server_id`` is for (``call_id`` when the bridge knows it)."""

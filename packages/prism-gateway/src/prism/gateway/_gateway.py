@@ -69,7 +69,7 @@ from ._approval import (
 from ._content import call_tool_result_json
 from ._errors import GatewayConfigurationError, GatewayError
 from ._fast import current_link
-from ._forward import Forwarder
+from ._forward import UNANSWERED_CALL_S, Forwarder
 from ._hints import ToolHints
 from ._rounds import ROUND_STATE_PREFIX, CallSlots, Round
 from ._servers import DownstreamServer, ServerState
@@ -89,7 +89,7 @@ _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
 QUESTION_TOOL = "prism:question"
-"""The tool name the ledger records a waiting call's eviction under."""
+"""The tool name the ledger records a waiting call's eviction under (and unanswered calls' cap)."""
 
 
 def _label(text: str, limit: int = 48) -> str:
@@ -355,6 +355,7 @@ class Gateway:
                     self._bridges.remove(bridge)
                     self._rebuild()
                     raise
+                self._forward.watch(server.server_id, bridge.unanswered)
                 state.status = "up"
                 _log.info("MCP server %r is up (%d tools)", server.server_id, len(bridge.tools))
                 state.ready.set()
@@ -363,6 +364,7 @@ class Gateway:
                     await self._watch(bridge)
                 finally:
                     self._bridges.remove(bridge)
+                    self._forward.watch(server.server_id, None)
         except Exception as exc:
             state.status = "failed"
             state.reason = _reason(exc)
@@ -678,6 +680,46 @@ class Gateway:
                 )
         value.abort.abort(reason)
 
+    def _unanswered_capped(self, server_id: str, client: str, calls: int, cap_s: float) -> None:
+        """Record that ``client``'s calls ended unanswered on ``server_id`` reached the cap.
+
+        The record (tool ``prism:question``, event ``unanswered``) names the
+        server, the client's principal and session, and how many calls.
+        """
+        ledger = self._options.ledger
+        if ledger is None:
+            return
+        principal, _, rest = client.partition("/")
+        counted = "more than 64" if calls < 0 else str(calls)
+        reason = (
+            f"MCP server {server_id!r} did not answer {counted} call(s) of this client that "
+            f"ended before it answered, within unanswered_call_s ({cap_s:g} s), nor did its "
+            "session end: its requests that do not say which call they are for may go to "
+            "other clients again"
+        )
+        now = time.time()
+        with contextlib.suppress(Exception):  # the ledger reports its own failures
+            ledger.record_call(
+                FinishedCall(
+                    call_id=f"{principal}/question/{next(self._seq)}",
+                    tool_name=QUESTION_TOOL,
+                    arguments={
+                        "event": "unanswered",
+                        "server": server_id,
+                        "principal": shown(principal),
+                        "session": rest.rpartition("/")[2][:16],
+                        "calls": calls,
+                    },
+                    status="ok",
+                    blocked_reason=None,
+                    started_at=now,
+                    finished_at=now,
+                    duration_s=0.0,
+                    result=ToolResult.text(reason),
+                    arguments_owned=True,
+                )
+            )
+
     def _record_refused(
         self,
         ctx: ServerRequestContext[Any, Any],
@@ -897,6 +939,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "max_concurrent_calls": _LIMIT,
     "max_calls_per_client": _LIMIT,
     "question_ttl_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
+    "unanswered_call_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
     "roots": sequence_of(
         OptionCheck(
             "an absolute path or file:// URI",
@@ -925,6 +968,7 @@ async def open_gateway(
     max_calls_per_client: int = 8,
     roots: Sequence[str] = (),
     question_ttl_s: float = QUESTION_TTL_S,
+    unanswered_call_s: float = UNANSWERED_CALL_S,
 ) -> AsyncIterator[Gateway]:
     """Build a gateway over ``tools``, the tools of ``bridges`` and of ``servers``, gated.
 
@@ -956,6 +1000,14 @@ async def open_gateway(
     questions, ends cancelled with the reason, and the ledger records why
     (tool ``prism:question``).
 
+    A server that cannot say which call a request is for (a stdio pipe)
+    has it put to a client only when no other client's call may still run
+    there. A call that ended before its server answered it (cancelled,
+    timed out) still counts until the server answers it (late), the
+    session that carried it ends, or ``unanswered_call_s`` seconds after
+    its client's latest such call (120 by default; reaching it is
+    recorded in the ledger, tool ``prism:question``, event ``unanswered``).
+
     Cancellation: leaving the block stops watching the bridges; the bridges
     themselves belong to the caller.
 
@@ -981,6 +1033,7 @@ async def open_gateway(
         "max_calls_per_client": max_calls_per_client,
         "roots": _items(roots),
         "question_ttl_s": question_ttl_s,
+        "unanswered_call_s": unanswered_call_s,
     }
     for option, value in given.items():
         _CHECKS[option].check(_OWNER, option, value)
@@ -1011,10 +1064,13 @@ async def open_gateway(
         on_event=on_event,
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
-        forward=Forwarder(roots=cast("tuple[str, ...]", given["roots"])),
+        forward=Forwarder(
+            roots=cast("tuple[str, ...]", given["roots"]), unanswered_call_s=unanswered_call_s
+        ),
         parked=OpenQuestions(ttl_s=question_ttl_s),
     )
     gateway._servers.update((server.server_id, ServerState(server)) for server in downstream)
+    gateway._forward.on_capped = gateway._unanswered_capped
     async with trio.open_nursery() as nursery:
         gateway._nursery = nursery
         for bridge in gateway._bridges:
@@ -1023,6 +1079,7 @@ async def open_gateway(
             nursery.start_soon(gateway._run_server, state)
         if gateway._servers:
             nursery.start_soon(gateway._forward.send_logs)
+            nursery.start_soon(gateway._forward.expire_unanswered)
         try:
             failed = await gateway._wait_required()
             if failed is None:

@@ -138,6 +138,27 @@ class McpToolBridge:
         conn = self._sessions.current
         return conn.state.refused_requests if conn is not None else 0
 
+    def unanswered(self, call_id: str) -> bool:
+        """Whether the server may still be running the tool call ``call_id`` it was sent.
+
+        ``call_id`` is the call's ``ToolCall.id``. True while the live
+        session holds a ``tools/call`` of that call the server has not
+        answered, also after the caller gave up on it (cancelled, timed out:
+        a server may run on, and ask for it, after a cancellation), or a task
+        it became that the server has not said is over. False once the server
+        answered it (an answer after the caller left counts), and once the
+        session that carried it ended (the server's process exited, the
+        session closed or was replaced). Past a few thousand requests never
+        answered on one session, every call counts as unanswered.
+        """
+        conn = self._sessions.current
+        return (
+            conn is not None
+            and conn.alive
+            and not self._sessions.closed
+            and conn.state.sent.unanswered(call_id)
+        )
+
     @property
     def connected(self) -> bool:
         """Whether a session is live now (a call reconnects when it is not)."""
