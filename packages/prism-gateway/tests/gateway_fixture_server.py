@@ -10,7 +10,7 @@ import json
 import os
 import socket
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import anyio.lowlevel
@@ -134,16 +134,17 @@ def build() -> MCPServer:
             await late_asked.wait()
         return late[0] if late else "no late question"
 
-    tokens: list[str | int] = []
-    spoofed = anyio.Event()
+    # The progress tokens of the watch calls since the last spoof call, and what ends them.
+    watching: dict[str, Any] = {"tokens": [], "spoofed": anyio.Event()}
 
     @server.tool()
     async def watch(ctx: Context) -> str:
         """Report progress once (keeping its token), then wait for a spoof call."""
+        spoofed = watching["spoofed"]
         meta = ctx.request_context.meta or {}
         token = meta.get("progress_token", meta.get("progressToken"))
         if isinstance(token, (str, int)):
-            tokens.append(token)
+            watching["tokens"].append(token)
         await ctx.report_progress(1, None, "mine")
         with anyio.move_on_after(30):
             await spoofed.wait()
@@ -153,12 +154,14 @@ def build() -> MCPServer:
     async def spoof(guesses: list[int], ctx: Context, replay: bool = True) -> str:
         """Send progress on this call's own stream under other calls' tokens: each of
         ``guesses`` and (``replay``) each token a watch call was given; then end watch calls."""
-        for token in [*(tokens if replay else []), *guesses]:
+        tokens = watching["tokens"] if replay else []
+        for token in [*tokens, *guesses]:
             await ctx.session.send_progress_notification(
                 token, 99, None, "spoofed", related_request_id=ctx.request_id
             )
-        spoofed.set()
-        return f"spoofed {len(tokens) if replay else 0} + {len(guesses)}"
+        watching["spoofed"].set()
+        watching.update(tokens=[], spoofed=anyio.Event())
+        return f"spoofed {len(tokens)} + {len(guesses)}"
 
     @server.tool()
     async def was_hang_cancelled() -> bool:

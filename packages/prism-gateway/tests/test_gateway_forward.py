@@ -768,13 +768,21 @@ async def _spoofing(url: str, protocol: str, replay: bool) -> tuple[list[str | N
     return seen, text(spoofed)
 
 
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
 async def test_a_server_cannot_put_progress_into_another_clients_call(
-    workspace: Path, downstream_url: str
+    workspace: Path, downstream_url: str, protocol: str
 ) -> None:
     """Over Streamable HTTP, on Bob's call's own stream, the server sends progress under the
     real token of Alice's call and under 64 guessed ones (the SDK's tokens were its
-    request ids 0, 1, 2...): Alice gets only her call's own progress."""
-    async with serving(workspace, http_server(downstream_url)) as (url, _gateway):
+    request ids 0, 1, 2...): Alice gets only her call's own progress (2025-11-25 and
+    2026-07-28 sessions)."""
+    server = http_server(downstream_url)
+    server = DownstreamServer(
+        server_id="fx", transport=server.transport, options={"protocol": protocol}
+    )
+    async with serving(workspace, server) as (url, gateway):
+        (bridge,) = gateway._bridges
+        assert bridge.protocol_version == {"legacy": "2025-11-25", "auto": "2026-07-28"}[protocol]
         seen, said = await _spoofing(url, "legacy", replay=True)
     assert said == "spoofed 1 + 64"
     assert seen == ["mine"]

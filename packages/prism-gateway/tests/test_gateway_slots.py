@@ -69,6 +69,28 @@ async def test_a_request_is_never_put_to_a_call_waiting_for_its_slots() -> None:
         assert forwarder._caller("fx", None) is waiting
 
 
+async def test_a_call_waiting_for_its_slots_does_not_make_its_client_count() -> None:
+    """Alice's call was sent; Bob's waits for a concurrency slot (the server has not been
+    sent it): the server's request is Alice's call's, not refused as if two clients'
+    calls ran there (before, it was refused: 'calls of 2 clients are running')."""
+    forwarder = Forwarder()
+    sent = CallScope(session=None, request_id=1, client="alice", tool_name="mcp:fx:echo")
+    sent.slots = CallSlots((trio.CapacityLimiter(1),))
+    waiting = CallScope(session=None, request_id=2, client="bob", tool_name="mcp:fx:echo")
+    waiting.slots = CallSlots((trio.CapacityLimiter(1),))
+    unassigned = CallScope(session=None, request_id=3, client="carol", tool_name="mcp:fx:echo")
+    with (
+        forwarder.calling("fx", waiting),
+        forwarder.calling("fx", sent),
+        forwarder.calling("fx", unassigned),
+    ):
+        await sent.slots.take()
+        assert forwarder._caller("fx", None) is sent
+        await waiting.slots.take()  # sent now: two clients' calls run there
+        with pytest.raises(UpstreamCannotAnswerError, match="calls of 2 clients"):
+            forwarder._caller("fx", None)
+
+
 async def _end_unanswered(
     forwarder: Forwarder, client: str, call_id: str | None, server_id: str = "fx"
 ) -> None:
@@ -157,5 +179,6 @@ async def test_the_cap_of_a_clients_unanswered_calls_is_recorded_in_the_ledger()
         "calls": 2,
     }
     assert record.status == "ok"
-    assert "MCP server 'fx' did not answer 2 call(s)" in record.result_preview
-    assert "unanswered_call_s (30 s)" in record.result_preview
+    said = record.result_preview or ""
+    assert "MCP server 'fx' did not answer 2 call(s)" in said
+    assert "unanswered_call_s (30 s)" in said

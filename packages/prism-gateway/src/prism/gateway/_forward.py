@@ -259,21 +259,21 @@ class Forwarder:
             raise UpstreamCannotAnswerError(
                 f"no client call to MCP server {server_id!r} is running: nobody to ask"
             )
-        clients = {scope.client for scope in running} | self._left_by(server_id)
+        # Never a call still waiting for its concurrency slots: the server was not
+        # sent it yet, so the request is not for it (nor does its client count).
+        sent = [scope for scope in running if scope.slots is not None and scope.slots.started]
+        clients = {scope.client for scope in sent} | self._left_by(server_id)
         if len(clients) > 1:
             raise UpstreamCannotAnswerError(
                 f"calls of {len(clients)} clients are running on MCP server {server_id!r} "
                 "and its transport does not say which call the request is for: the gateway "
                 "asks none of them"
             )
-        # Never a call still waiting for its concurrency slots: the server was not
-        # sent it yet, so the request is not for it.
-        for scope in running:
-            if scope.slots is not None and scope.slots.started:
-                return scope
-        raise UpstreamCannotAnswerError(
-            f"no client call to MCP server {server_id!r} has started: nobody to ask"
-        )
+        if not sent:
+            raise UpstreamCannotAnswerError(
+                f"no client call to MCP server {server_id!r} has started: nobody to ask"
+            )
+        return sent[0]
 
     def _asker(self, server_id: str, capability: str, call_id: str | None) -> CallScope:
         scope = self._caller(server_id, call_id)
