@@ -40,10 +40,13 @@ def _token(sent: mcp_types.JSONRPCRequest) -> str:
 
 def test_each_request_gets_an_unguessable_progress_token_of_its_own() -> None:
     sent = SentRequests()
+    first, second = _request(7, token=7), _request(8, token=8)
+    sdk_meta = first.params["_meta"]
     with calling("alice#1"):
-        first = sent.sending(_request(7, token=7))
+        sent.sending(first)
     with calling("bob#1"):
-        second = sent.sending(_request(8, token=8))
+        sent.sending(second)
+    assert sdk_meta == {"progressToken": 7, "traceparent": "00-x"}  # the SDK's own, as it was
     one, two = _token(first), _token(second)
     assert len(one) >= 22
     assert one != two
@@ -77,12 +80,11 @@ def test_each_request_gets_an_unguessable_progress_token_of_its_own() -> None:
 def test_a_request_with_nothing_to_track_goes_out_as_it_is() -> None:
     sent = SentRequests()
     plain = _request(1, method="tools/list")
-    assert sent.sending(plain) is plain  # no progress asked, no call
+    sent.sending(plain)  # no progress asked, no call
     with calling("alice#1"):
-        listed = _request(2, method="tools/list")
-        assert sent.sending(listed) is listed  # a call's request, but not one that runs it
-    untracked = _request(3)
-    assert sent.sending(untracked) is untracked  # a tools/call sent for no call
+        sent.sending(_request(2, method="tools/list"))  # a call's, but not one that runs it
+    sent.sending(_request(3))  # a tools/call sent for no call
+    assert plain.params == {"name": "t"}
     sent.answered(3, {"content": []})
     sent.answered([3], None)  # an id no JSON-RPC answer may carry
     assert not sent.unanswered("alice#1")

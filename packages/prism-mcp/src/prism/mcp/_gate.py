@@ -259,13 +259,13 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                     sent.answered(message.id, message.result)
                 elif isinstance(message, mcp_types.JSONRPCError):
                     sent.answered(message.id, None)
-                elif isinstance(message, mcp_types.JSONRPCNotification):
-                    if message.method == _PROGRESS:
-                        # Only under a token the bridge gave, from the stream of its call.
-                        routed = sent.progress(message, call_in(self.last_context))
-                        if routed is None:
-                            continue
-                        item = SessionMessage(routed, metadata=item.metadata)
+                elif (
+                    isinstance(message, mcp_types.JSONRPCNotification)
+                    and message.method == _PROGRESS
+                    # Only under a token the bridge gave, from the stream of its call.
+                    and sent.progress(message, call_in(self.last_context)) is None
+                ):
+                    continue
                 elif isinstance(message, mcp_types.JSONRPCRequest):
                     refusal = _request_refusal(message)
                     if refusal is not None:
@@ -301,9 +301,7 @@ class _GatedWrite:
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
         if type(message) is mcp_types.JSONRPCRequest:
-            own = self._gate.state.sent.sending(message)
-            if own is not message:  # its progress token is the bridge's own
-                item = SessionMessage(own, metadata=item.metadata)
+            self._gate.state.sent.sending(message)  # its progress token: the bridge's own
             if message.method == "tools/call":
                 self._gate.track_call(message.id)
             elif message.method in _WATCHED:

@@ -21,21 +21,22 @@ Two things the SDK's request ids cannot be trusted with:
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import mcp_types
 
 from mcp.shared.dispatcher import coerce_request_id
 
 from ._callbacks import current_call
+
+if TYPE_CHECKING:
+    import mcp_types
 
 __all__ = ["SentRequests"]
 
 _MAX_SENT = 4096
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _TASK_FOLLOW_UPS = frozenset({"tasks/get", "tasks/result", "tasks/cancel"})
-_PROGRESS = "notifications/progress"
 _CANCELLED = "notifications/cancelled"
 
 RequestId = int | str
@@ -71,10 +72,12 @@ class SentRequests:
         """Whether the server may still be running call ``call_id`` (it has not answered it)."""
         return self.forgot or call_id in self._open
 
-    def sending(self, message: mcp_types.JSONRPCRequest) -> mcp_types.JSONRPCRequest:
-        """Note ``message`` as it is sent (in the sending task); what to send in its place.
+    def sending(self, message: mcp_types.JSONRPCRequest) -> None:
+        """Note ``message`` as it is sent (in the sending task).
 
-        A request asking for progress goes with a token of its own.
+        A request asking for progress goes with a token of its own: its
+        ``_meta`` is replaced (in the message's own ``params``; the SDK's
+        ``_meta`` object is left as it was).
         """
         params = message.params
         meta = params.get("_meta") if params is not None else None
@@ -83,7 +86,7 @@ class SentRequests:
         method = message.method
         runs_call = method == "tools/call" or method in _TASK_FOLLOW_UPS
         if not asks and (call_id is None or not runs_call):
-            return message
+            return
         if len(self._by_id) >= _MAX_SENT or len(self._open) >= _MAX_SENT:
             self._by_id.clear()
             self._by_token.clear()
@@ -97,15 +100,9 @@ class SentRequests:
             assert params is not None
             assert type(meta) is dict
             sent.sdk_token = meta["progressToken"]
-            sent.token = token = secrets.token_urlsafe(16)
+            sent.token = token = secrets.token_hex(16)
             self._by_token[token] = coerce_request_id(message.id)
-            message = mcp_types.JSONRPCRequest(
-                jsonrpc="2.0",
-                id=message.id,
-                method=method,
-                params={**params, "_meta": {**meta, "progressToken": token}},
-            )
-        return message
+            params["_meta"] = {**meta, "progressToken": token}
 
     def cancelled(self, params: dict[str, Any] | None) -> None:
         """The client cancelled a request: its progress is over (its answer may still come)."""
@@ -156,9 +153,8 @@ class SentRequests:
         if sent is None or (stream_call is not None and stream_call != sent.call_id):
             return None
         assert params is not None
-        return mcp_types.JSONRPCNotification(
-            jsonrpc="2.0", method=_PROGRESS, params={**params, "progressToken": sent.sdk_token}
-        )
+        params["progressToken"] = sent.sdk_token  # the notification's own params (parsed)
+        return message
 
 
 def _is_task(result: object) -> bool:
