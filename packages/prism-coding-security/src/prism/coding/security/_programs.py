@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ._argv import ParsedArgs, parse_args
+from ._argv import Grammar, ParsedArgs, parse_args
 from ._grammars import (
     BASH_LIKE,
     BUILTIN_TEXT,
@@ -523,31 +523,31 @@ def _env(args: Argv) -> Use:
                 index += 1
                 continue
             break
-        parsed = parse_args(ENV_GRAMMAR, (word, *words[index + 1 : index + 2]))
+        parsed, consumed = _option_word(ENV_GRAMMAR, word, tuple(words[index + 1 : index + 2]))
         if parsed.error or not parsed.options:
             return _ask("env", f"env: {parsed.error or 'unparsed option'}")
-        opt, value, _ = parsed.options[0]
-        consumed = 2 if (opt.arg == "required" and not _attached(word)) else 1
-        if opt.canonical == "--split-string":
-            if value is None:
-                return _ask("env", "env -S without a string")
-            if "$" in value or "\\c" in value:
-                return _ask("env", "env -S with variables in its string")
-            try:
-                split = shlex.split(value)
-            except ValueError as exc:
-                return _ask("env", f"env -S string cannot be split ({exc})")
-            # env's own -S rules (\_, ${VAR}, \c, quotes) are not shlex's: the split is
-            # only a guess, good enough for deny rules, never proved
-            rest = tuple(split) + tuple(words[index + consumed :])
-            return _ask(
-                "env",
-                "env -S splits its string by its own rules, which are not proved",
-                inner=(Inner(argv=_after_env_options(rest), transparent=False),),
-            )
-        if opt.canonical == "--chdir":
-            # the command's relative paths would be judged against the wrong directory
-            return _ask("env", "env -C runs the command in another directory")
+        # every option of a cluster counts: `-vS'sh -c x'` is -v then -S with its string
+        for opt, value, _ in parsed.options:
+            if opt.canonical == "--split-string":
+                if value is None:
+                    return _ask("env", "env -S without a string")
+                if "$" in value or "\\c" in value:
+                    return _ask("env", "env -S with variables in its string")
+                try:
+                    split = shlex.split(value)
+                except ValueError as exc:
+                    return _ask("env", f"env -S string cannot be split ({exc})")
+                # env's own -S rules (\_, ${VAR}, \c, quotes) are not shlex's: the split is
+                # only a guess, good enough for deny rules, never proved
+                rest = tuple(split) + tuple(words[index + consumed :])
+                return _ask(
+                    "env",
+                    "env -S splits its string by its own rules, which are not proved",
+                    inner=(Inner(argv=_after_env_options(rest), transparent=False),),
+                )
+            if opt.canonical == "--chdir":
+                # the command's relative paths would be judged against the wrong directory
+                return _ask("env", "env -C runs the command in another directory")
         index += consumed
     assignments = []
     while (
@@ -591,11 +591,17 @@ def _after_env_options(words: Argv) -> Argv:
     return words[index:]
 
 
-def _attached(word: str) -> bool:
-    """Whether an option word carries its value (``--x=v``, ``-xv``)."""
-    if word.startswith("--"):
-        return "=" in word
-    return len(word) > 2
+def _option_word(gram: Grammar, word: str, after: Argv) -> tuple[ParsedArgs, int]:
+    """One option word of a wrapper, parsed as getopt does, and how many words it takes.
+
+    The word alone when its options need nothing more (``-vu``, ``-uNAME``,
+    ``--unset=NAME``); with the next word when its last option takes a value
+    and the word ends there (``-iu NAME``, ``-fs KILL``).
+    """
+    alone = parse_args(gram, (word,))
+    if alone.error is None or not after or "needs a value" not in alone.error:
+        return alone, 1
+    return parse_args(gram, (word, *after)), 2
 
 
 def _harmless_variable(name: str) -> bool:
@@ -720,18 +726,15 @@ def _simple_wrapper(name: str, args: Argv) -> Use:
         if name == "nice" and re.fullmatch(r"-[0-9]+", word):
             index += 1
             continue
-        parsed = parse_args(gram, (word, *args[index + 1 : index + 2]))
+        parsed, consumed = _option_word(gram, word, args[index + 1 : index + 2])
         if parsed.error or not parsed.options:
             return _ask(name, f"{name}: {parsed.error or 'unparsed option'}")
-        consumed = 1
         for opt, value, _ in parsed.options:
             if opt.role == "unsafe":
                 return _ask(name, f"{name} {word}: {opt.why}")
             parsed_options.append(opt.canonical)
             if opt.canonical in ("--command", "-c") and value is not None:
                 script_value = value
-            if opt.arg == "required" and not _attached(word):
-                consumed = 2
         index += consumed
     rest = args[index:]
     if name == "timeout":
