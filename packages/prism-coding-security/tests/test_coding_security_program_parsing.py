@@ -8,6 +8,7 @@ model is checked against the real program on this machine.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -52,3 +53,64 @@ def test_real_env_runs_the_split_string_and_the_directory_of_a_cluster(root: Pat
     assert split.stdout == b"split word\n"
     chdir = _run(["env", "-iC/", "pwd"], root)
     assert chdir.stdout == b"/\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome", "reason"),
+    [
+        # bash's printf skips the length modifiers hjlLtz: %hn is %n, it assigns PATH=0
+        ("printf %hn PATH; head f", "ask", "printf %n assigns a shell variable"),
+        ("printf '%zn' IFS", "ask", "printf %n assigns a shell variable"),
+        ("printf -- '%-3ln' CDPATH", "ask", "printf %n assigns a shell variable"),
+        ("printf 'a\\%n' X", "ask", "printf %n assigns a shell variable"),
+        ("printf '%y' x", "ask", "the conversion at '%y' is not a proved one"),
+        ("printf -x", "ask", "the option '-x' is not modelled"),
+        ("printf '%-5.2f|%#x|%(%Y)T|%%n|%*.*s|%q\\n' 1 2 -1 3 4 x y", "allow", ""),
+    ],
+)
+def test_printf_formats_are_read_as_bash_reads_them(
+    root: Path, command: str, outcome: str, reason: str
+) -> None:
+    (root / "f").write_text("x\n")
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == outcome, explanation
+    assert reason in explanation.reason
+
+
+def test_printf_assignments_ask_in_confined_mode_too(root: Path) -> None:
+    """The subscript of the name %hn assigns is evaluated by bash: `sudo id` would run."""
+    from prism.coding.security import BubblewrapSandbox
+
+    line = "printf %hn 'a[$(sudo id)]'"
+    explanation = explain_command(line, roots=[str(root)], sandbox=BubblewrapSandbox([str(root)]))
+    assert explanation.outcome == "ask", explanation
+    assert explanation.execute is None
+
+
+# every conversion the model proves, in the shapes it proves them (flags, width,
+# precision, length modifiers), and the shapes it must refuse
+_PROVED_FORMATS = [
+    f"%{flags}{width}{modifier}{conversion}"
+    for flags in ("", "-", "#0", "'+ ")
+    for width in ("", "5", "*", ".3", "5.*")
+    for modifier in ("", "h", "ll", "z")
+    for conversion in "csbqdiouxXeEfFgGaA"
+] + ["%(%Y)T", "%%n", "50%%"]
+_ASSIGNING_FORMATS = ["%n", "%hn", "%ln", "%zn", "%jn", "%tn", "%Ln", "%-5.3hhn", "%'0n"]
+
+
+def test_real_bash_printf_assigns_only_where_the_model_asks(root: Path) -> None:
+    """Differential against bash: a proved format leaves the variable after it alone,
+    and every format the model calls an assignment really assigns it."""
+    from prism.coding.security._languages import printf_assigns, printf_format_unsafe
+
+    script = []
+    for index, fmt in enumerate(_PROVED_FORMATS + _ASSIGNING_FORMATS):
+        assert (printf_format_unsafe(fmt) is None) == (fmt in _PROVED_FORMATS), fmt
+        assert printf_assigns(fmt) or fmt in _PROVED_FORMATS, fmt
+        script.append(f'X=keep; printf {shlex.quote(fmt)} X 1 X >/dev/null 2>&1; echo "{index} $X"')
+    result = _run(["bash", "-c", "\n".join(script)], root)
+    seen = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
+    for index, fmt in enumerate(_PROVED_FORMATS + _ASSIGNING_FORMATS):
+        assigned = seen[str(index)] != "keep"
+        assert assigned == (fmt in _ASSIGNING_FORMATS), (fmt, seen[str(index)])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ._languages import printf_assigns
 from ._words import _WordError, expand_word
 
 if TYPE_CHECKING:
@@ -127,8 +128,12 @@ def _builtin(name: str, words: tuple[Word, ...]) -> str | None:
         return None  # its text is parsed and judged as a script
     if name in ("test", "[") and args is not None and not {"-v", "-R"} & set(args):
         return None
-    if name == "printf" and args is not None and not any(a.startswith("-v") for a in args):
-        return None
+    if (
+        name == "printf"
+        and args is not None
+        and not any(a.startswith("-v") or printf_assigns(a) for a in args)
+    ):
+        return None  # %n (also %hn) assigns the variable its argument names, subscript too
     if name == "set" and args is not None:
         options = [a for a in args if a.startswith(("-", "+")) and a not in ("-", "--")]
         if not any("x" in a for a in options) and "xtrace" not in args:

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["awk_program_unsafe", "builtin_test_unsafe", "jq_filter_unsafe", "sed_script_unsafe"]
+__all__ = [
+    "awk_program_unsafe",
+    "builtin_test_unsafe",
+    "jq_filter_unsafe",
+    "printf_assigns",
+    "printf_format_unsafe",
+    "sed_script_unsafe",
+]
 
 # -- sed ------------------------------------------------------------------------------------
 
@@ -243,6 +250,36 @@ def awk_program_unsafe(program: str) -> str | None:
     if found is None:
         return None
     return f"it holds {found.group()!r}, which may run commands, read the environment or write"
+
+
+# -- printf ------------------------------------------------------------------------------
+
+# One conversion of bash's printf, as bash reads it: flags, width, precision, any of
+# the length modifiers bash skips (so `%hn` is `%n`), then a conversion of the closed
+# set below; `%n` (assigns a shell variable) and anything else is not in it.
+_PRINTF_SPEC = r"%[#'+ 0-]*(?:\*|[0-9]+)?(?:\.(?:\*|[0-9]*))?[hjlLtz]*"
+_PRINTF_CONVERSION = re.compile(rf"%%|{_PRINTF_SPEC}(?:[csbqQdiouxXeEfFgGaA]|\([^)]*\)T)")
+_PRINTF_ASSIGNS = re.compile(rf"{_PRINTF_SPEC}n")
+
+
+def printf_format_unsafe(text: str) -> str | None:
+    """Why bash's printf format ``text`` is not proved: every ``%`` must start a known conversion.
+
+    A backslash escape never takes a ``%`` (bash prints a backslash, then reads the
+    conversion), so every ``%`` of the text is where bash reads a conversion.
+    """
+    position = text.find("%")
+    while position >= 0:
+        match = _PRINTF_CONVERSION.match(text, position)
+        if match is None:
+            return f"the conversion at {text[position : position + 8]!r} is not a proved one"
+        position = text.find("%", match.end())
+    return None
+
+
+def printf_assigns(text: str) -> bool:
+    """Whether a ``%`` of ``text`` may be bash's ``%n`` (it assigns the variable named next)."""
+    return _PRINTF_ASSIGNS.search(text) is not None
 
 
 # -- test / [ -------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ from ._languages import (
     awk_program_unsafe,
     builtin_test_unsafe,
     jq_filter_unsafe,
+    printf_assigns,
+    printf_format_unsafe,
     sed_script_unsafe,
 )
 
@@ -867,11 +869,21 @@ def _printf(args: Argv) -> Use:
     if args and args[0] is not None and args[0].startswith("-v"):
         # the name may be `a[$(cmd)]`: bash runs cmd, which no deny rule sees
         return _ask("printf", "printf -v assigns a shell variable", rule="subscript")
-    if any(a is not None and re.search(r"%[^%a-zA-Z]*n", a) for a in args):
-        return _ask("printf", "printf %n assigns a shell variable", rule="subscript")
     if any(a is None for a in args):
         return _ask("printf", "printf: an argument is computed at run time")
-    return _allow("printf")
+    words = [str(a) for a in args]
+    if words and words[0] == "--":
+        words = words[1:]
+    elif words and words[0].startswith("-") and words[0] != "-":
+        return _ask("printf", f"printf: the option {words[0]!r} is not modelled")
+    why = printf_format_unsafe(words[0]) if words else None
+    if why is None:
+        return _allow("printf")
+    if printf_assigns(words[0]):
+        # %n (also %hn, %ln: bash skips length modifiers) assigns the variable its
+        # argument names: PATH, IFS, CDPATH... for the rest of the line
+        return _ask("printf", "printf %n assigns a shell variable", rule="subscript")
+    return _ask("printf", f"printf format: {why}")
 
 
 def _eval(name: str, args: Argv) -> Use:
