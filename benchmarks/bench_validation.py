@@ -157,7 +157,7 @@ INVALID: dict[str, Any] = {**VALID, "language": "EN-gb"}
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
 D2020 = "https://json-schema.org/draft/2020-12/schema"
 
-# The README's tool, and bench_peers' weather tool (its city is unbounded: not closed).
+# The README's tool, and bench_peers' weather tool (closed; its city has no maxLength).
 README_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["a", "b"],
@@ -815,7 +815,7 @@ async def main() -> list[Row]:
             lambda: direct(tool, VALID, dict_ctx),
             f"{rs}, valid",
             None,
-            "closed: one pass over the members",
+            "closed: one pass over the values",
         ),
         (
             "floor: identity lookup + is_valid, valid",
@@ -867,7 +867,7 @@ async def main() -> list[Row]:
             lambda: direct(readme_tool, README_VALID, readme_dict),
             f"{rs}, valid, README",
             None,
-            "closed: one pass over the members",
+            "closed: one pass over the values",
         ),
         (
             "adapter, valid, README, gateway call (HTTP body)",
@@ -923,7 +923,7 @@ async def main() -> list[Row]:
             lambda: direct(weather_tool, WEATHER_VALID, weather_dict),
             f"{rs}, valid, peers",
             None,
-            "not closed: one pass + budget",
+            "closed (a string without maxLength): one pass over the values",
         ),
         (
             "floor: identity lookup + is_valid, valid, peers",

@@ -13,7 +13,10 @@ import math
 from enum import IntEnum
 from typing import Any
 
+import jsonschema_rs
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
 from prism.validation.jsonschema import (
@@ -21,6 +24,7 @@ from prism.validation.jsonschema import (
     SchemaLimits,
     create_json_schema_tool_validator,
 )
+from prism.validation.jsonschema._instance import check_instance
 
 # Not closed (an unbounded string), with a pattern, so the call's budgets apply.
 OPEN: dict[str, Any] = {
@@ -214,3 +218,162 @@ def test_quick_valid_answers_true_only_for_what_validate_accepts() -> None:
     validator.compile(OPEN)  # evicts CLOSED's entry
     assert compiled.quick_valid is None
     assert compiled.validate({"n": 1}).ok
+
+
+# -- a closed schema's keys are the engine's to judge --------------------------
+#
+# The closed checker checks each value before the engine runs, and leaves the
+# keys of a dict no larger than the schema to the engine, which refuses any
+# undeclared key and raises for one that is not an exact str. These are the
+# engine's facts the checker relies on, checked on the engine itself, and the
+# words each such key gets (the instance walk's, as on a schema that is not closed).
+
+_CALLS: list[str] = []
+
+
+class _Recorded(str):
+    """A key equal to a declared name whose own methods record that they ran."""
+
+    def __hash__(self) -> int:
+        _CALLS.append("__hash__")
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        _CALLS.append("__eq__")
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _CALLS.append("__ne__")
+        return str.__ne__(self, other)
+
+    def __len__(self) -> int:
+        _CALLS.append("__len__")
+        return 0
+
+    def __repr__(self) -> str:
+        _CALLS.append("__repr__")
+        return "n"
+
+    def isascii(self) -> bool:
+        _CALLS.append("isascii")
+        return True
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        _CALLS.append("encode")
+        return b"n"
+
+
+_KEYS: list[Any] = [
+    lambda: _Recorded("n"),
+    lambda: 1,
+    lambda: ("n",),
+    lambda: None,
+    lambda: "\ud800",
+    lambda: "n\udfff",
+    lambda: "é" * 101,
+    lambda: "k" * 101,
+    lambda: "__proto__",
+    lambda: "constructor",
+]
+_OPENED = {key: item for key, item in CLOSED.items() if key != "additionalProperties"}
+
+
+@pytest.mark.parametrize("make", _KEYS)
+def test_a_key_past_the_limits_gets_the_walks_words_on_a_closed_schema(make: Any) -> None:
+    engine = jsonschema_rs.validator_for(CLOSED)
+    key = make()
+    value = {key: 1}
+    _CALLS.clear()
+    try:
+        accepted = engine.is_valid(value)
+    except (ValueError, UnicodeError):
+        accepted = False
+    assert not accepted
+    closed = _hot(CLOSED, value, LIMITS)
+    assert closed == _hot(_OPENED, value, LIMITS) == _full(_OPENED, value, LIMITS)
+    assert not closed[0]
+    assert _CALLS == []  # neither the engine nor the checks ran the key's own code
+
+
+# A closed schema with an unbounded string (the checker holds it to
+# max_string_length), and every kind of member a closed schema allows.
+_UNBOUNDED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "x": {"enum": [1.5, 2, None, True, "a"]},
+        "tags": {"type": "array", "maxItems": 3, "items": {"type": "string"}},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+_ODD: list[Any] = [
+    lambda: 2**63,
+    lambda: 2**64,
+    lambda: -(2**63) - 1,
+    lambda: 10**400,
+    lambda: 2**30,
+    lambda: -(2**30),
+    lambda: Small.ONE,
+    lambda: "\ud800",
+    lambda: "x" * 101,
+    lambda: "é" * 100,
+    lambda: math.nan,
+    lambda: math.inf,
+    lambda: (1,),
+    lambda: {1},
+    lambda: b"x",
+    lambda: [["x"]],
+    lambda: {"a": 1},
+    lambda: ["x"] * 4,
+    lambda: ["x"] * 7,
+]
+_odd = st.integers(0, len(_ODD) - 1).map(lambda i: _ODD[i]())
+_scalars = (
+    st.none() | st.booleans() | st.integers(-20, 20) | st.floats() | st.text(max_size=6) | _odd
+)
+_members = _scalars | st.lists(_scalars, max_size=4)
+_names = ["city", "days", "x", "tags", "n", "s", "nums"]
+_keys = st.sampled_from([*_names, "other"]) | st.text(max_size=3)
+_values = (
+    st.fixed_dictionaries({}, optional=dict.fromkeys(_names, _members))
+    | st.dictionaries(_keys, _members, max_size=5)
+    | _members
+)
+
+
+_CHECKED = JsonSchemaArgumentValidator(limits=LIMITS)
+_COMPILED = [
+    (_CHECKED.compile(schema), jsonschema_rs.validator_for(schema).is_valid)
+    for schema in (_UNBOUNDED, CLOSED)
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=_values)
+@example(value={"n": 2**64})
+@example(value={"city": "\ud800", "days": 1})
+@example(value={"city": "x" * 101})
+@example(value={"tags": ["x", "\udfff"]})
+@example(value={"nums": [2**64]})
+def test_the_closed_checker_agrees_with_the_instance_walk(value: Any) -> None:
+    # Its True and False are the walk's then the engine's verdicts; anything
+    # else (None, or the engine raising) is the full path's to decide.
+    for compiled, engine in _COMPILED:
+        quick = compiled.quick_valid
+        assert quick is not None
+        try:
+            answer = quick(value)
+        except (ValueError, UnicodeError):
+            answer = None
+        if answer is not None:
+            assert check_instance(value, LIMITS) is None
+            assert answer is engine(value)
+        walked = check_instance(value, LIMITS) is None
+        if walked:
+            try:
+                walked = engine(value)
+            except (ValueError, UnicodeError):
+                walked = False
+        assert compiled.validate(value).ok is walked

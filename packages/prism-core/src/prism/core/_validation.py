@@ -8,6 +8,7 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
+from ._content import NO_TEXT_BOUND
 from ._errors import ToolSchemaRejectedError
 from ._json import JsonObject, JsonValue
 from ._options import has_method, one_of
@@ -255,7 +256,14 @@ class ToolParameterValidator:
             # the engine's verdict, without walking them.
             call = context.call
             bound = call._text_bound
-            if call.arguments is arguments and bound[0] <= slot.chars and bound[1] <= slot.nesting:
+            # (A call with no text behind it fails the first test: it costs one
+            # identity check, not two comparisons with sys.maxsize.)
+            if (
+                bound is not NO_TEXT_BOUND
+                and call.arguments is arguments
+                and bound[0] <= slot.chars
+                and bound[1] <= slot.nesting
+            ):
                 if slot.valid(arguments):
                     return None
             elif slot.quick(arguments) is True:

@@ -1,19 +1,20 @@
 """Closed schemas: when a schema's own checks already imply the instance limits.
 
 A tool schema like ``{"type": "object", "additionalProperties": false,
-"properties": {...}}`` whose every property is a bounded scalar (an integer, a
-boolean, null, a string with ``maxLength``, an ``enum``/``const`` of scalars) or
-an array with ``maxItems`` of such scalars accepts only instances that are
-already within the limits: no key but the declared ones (none a pollution key,
-screening saw to that), depth at most 2, at most ``maxLength`` characters per
-string, at most ``maxItems`` items per array, no NaN or infinity (``integer``
-refuses them and the other types cannot hold them). Without ``$ref`` nothing
-recurses. For such a schema the checker made for it (``_fast.closed_checker``)
-replaces the instance walk: every key a declared name, every member a plain
-scalar within the limits or an array of them no longer than its ``maxItems``,
-checked before the engine reads it (the engine reads a whole value before it
-checks it, and misreads integer or string subclasses, integers past 64 bits and
-lone surrogates); anything else takes the full path, whose walk bounds it and
+"properties": {...}}`` whose every property is a scalar (an integer, a
+boolean, null, a string, an ``enum``/``const`` of scalars) or an array with
+``maxItems`` of such scalars accepts only instances of a known shape: no key
+but the declared ones (none a pollution key, screening saw to that), depth at
+most 2, at most ``maxItems`` items per array, no NaN or infinity (``integer``
+refuses them and the other types cannot hold them), and, with the string
+lengths the checker holds (``maxLength``, or ``max_string_length`` for a string
+without one), a known most of characters. Without ``$ref`` nothing recurses.
+For such a schema the checker made for it (``_fast.closed_checker``) replaces
+the instance walk: every member a plain scalar within the limits or an array of
+them no longer than the longest ``maxItems``, checked before the engine reads
+it (the engine accepts integers past 64 bits, lone surrogates and any string
+length ``maxLength`` does not bound, and compares a huge integer with
+``maximum`` slowly); anything else takes the full path, whose walk bounds it and
 says where it is wrong, so both paths give the same verdict.
 
 The analysis is conservative: anything it does not recognise is "not closed"
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._instance import TOTAL_STRING_FACTOR
+from ._instance import TOTAL_STRING_FACTOR, lone_surrogate
 
 if TYPE_CHECKING:
     from ._limits import SchemaLimits
@@ -116,6 +117,9 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
                 break
         else:
             return longest
+    if kind == "string" and "maxLength" not in schema:
+        # Unbounded: the checker holds it to max_string_length.
+        return limits.max_string_length
     return None
 
 
@@ -142,7 +146,8 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
     keys = 0
     caps: dict[str, int] = {}
     for name, sub in properties.items():
-        if len(name) > limits.max_string_length:
+        # A valid instance's keys are these names: each must be within the limits.
+        if len(name) > limits.max_string_length or (not name.isascii() and lone_surrogate(name)):
             return None
         keys += len(name)
         cost = _scalar_chars(sub, limits)
