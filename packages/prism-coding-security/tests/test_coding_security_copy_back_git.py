@@ -346,3 +346,19 @@ async def test_a_ref_written_as_an_option_never_reaches_the_hosts_git(root: Path
     assert "(refs/heads/x) naming no commit" in text, text
     assert not [p for p in root.parent.iterdir() if p.name.startswith("written")]
     assert not (root / ".git" / "refs" / "heads" / "x").exists()
+
+
+async def test_every_ref_moved_to_one_smuggling_commit_is_refused_by_its_name(root: Path) -> None:
+    """The copy-back asks git once for a commit several refs name (the index untouched):
+    each ref, and each reflog, is still judged and refused under its own name."""
+    _repository(root)
+    text = await _shell(
+        root, _HIDDEN_COMMIT + "git update-ref refs/heads/main $c && git branch other $c"
+    )
+    assert "a commit (refs/heads/main) adds or changes a protected path (.envrc)" in text, text
+    assert "a commit (refs/heads/other) adds or changes a protected path (.envrc)" in text, text
+    assert "a commit (HEAD) adds or changes a protected path (.envrc)" in text, text  # reflogs
+    assert _git(root, "log", "--oneline", "main").stdout.count(b"\n") == 1
+    assert _git(root, "rev-parse", "-q", "--verify", "other").returncode != 0
+    _git(root, "reset", "-q", "--hard", "HEAD@{1}")
+    assert not (root / ".envrc").exists()

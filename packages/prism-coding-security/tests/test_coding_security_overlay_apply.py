@@ -285,6 +285,35 @@ def test_the_answer_is_cached_until_a_config_file_changes(root: Path) -> None:
     assert cached_git_entries(str(root)) == [".githooks"]
 
 
+@pytest.mark.git
+def test_a_new_index_asks_git_for_submodules_alone(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The configured part is kept while only the index changed; a branch switch asks again."""
+    from prism.coding.security import _gitnames
+
+    _git(root, "init", "-q", "-b", "main")
+    (root / "team.gitconfig").write_text("[include]\n\tpath = nested.gitconfig\n")
+    _git(root, "config", "includeIf.onbranch:topic.path", "../team.gitconfig")
+    assert cached_git_entries(str(root)) == [".git/hooks", "team.gitconfig"]
+    asked: list[str] = []
+    real = _gitnames._git
+
+    def counted(where: str, *args: str) -> bytes | None:
+        asked.append(args[0])
+        return real(where, *args)
+
+    monkeypatch.setattr(_gitnames, "_git", counted)
+    _git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib")
+    assert cached_git_entries(str(root)) == [".git/hooks", "team.gitconfig", "lib/.git"]
+    assert asked == ["ls-files"]
+    # HEAD names another branch: its onbranch include (and what that includes) now counts
+    _git(root, "symbolic-ref", "HEAD", "refs/heads/topic")
+    assert cached_git_entries(str(root)) == [
+        ".git/hooks", "team.gitconfig", "nested.gitconfig", "lib/.git",
+    ]  # fmt: skip
+
+
 def test_without_git_nothing_is_named(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(root))
     assert git_entries(str(root)) == []
@@ -301,7 +330,8 @@ def _covers_by_every_window(matcher: ProtectedPaths, parts: tuple[str, ...]) -> 
     return None
 
 
-_NAMES = [*sorted({part for entry in PROTECTED_PATHS for part in entry.split("/")}), "src", "x"]
+_NAMES = [*sorted({part for entry in PROTECTED_PATHS for part in entry.split("/")}), "src", "x",
+          "mise.dev.toml", ".mise.a.b.toml", "mise.toml.x"]  # fmt: skip
 
 
 @hypothesis.given(st.lists(st.sampled_from([*_NAMES, "a.pem"]), max_size=8))

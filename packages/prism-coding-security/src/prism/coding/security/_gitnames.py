@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import threading
 
 from ._errors import SandboxUnavailableError
+from ._files import read_regular_file
 from ._gitdrivers import unsafe_to_start
 from ._proved import HOST_GIT_ENVIRONMENT
 
@@ -66,6 +68,11 @@ def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
         SandboxUnavailableError: git did not answer within 10 seconds, or a file
             git reads as it starts (one an include names too) is not a regular file.
     """
+    return _configured(root, includes) + _submodule_entries(root)
+
+
+def _configured(root: str, includes: list[str] | None = None) -> list[str]:
+    """The hooks directory and the included files of :func:`git_entries` (its configuration)."""
     problem = unsafe_to_start(root)
     if problem is not None:
         # any git started there would wait on it (git reads it as it starts)
@@ -83,6 +90,16 @@ def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
             includes.append(path)
         if path.startswith(root.rstrip("/") + "/"):
             out.append(os.path.relpath(path, root))
+    return out
+
+
+def _submodule_entries(root: str) -> list[str]:
+    """The submodules' git directories of :func:`git_entries` (its index).
+
+    Asked only after :func:`_configured` found every file git reads as it starts
+    regular (the caller keeps them unchanged since).
+    """
+    out: list[str] = []
     listing = _git(root, "ls-files", "--stage", "-z")
     for record in (listing or b"").split(b"\0"):
         meta, _, name = record.partition(b"\t")
@@ -138,42 +155,83 @@ def _gitfile_target(path: str) -> str | None:
     return real if os.path.isdir(real) else None
 
 
+# what git reads in the .git directory for the hooks directory and the includes
+_READ_FROM_GIT_DIR = ("config", "config.worktree", "HEAD", "commondir")
+
+
+def _stat(path: str) -> tuple[object, ...] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (path, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+
+
 def _key(root: str, includes: list[str]) -> tuple[object, ...]:
+    """What the configured part depends on: every file git reads for it, by identity.
+
+    The configuration files (the repository's, its common directory's, the
+    user's, the system's, every included one), ``HEAD`` (an ``onbranch:``
+    include), ``commondir`` and ``.git`` itself: a ``.git`` file whole, a ``.git``
+    directory by what it is (the files git reads in it are listed; its own
+    times change whenever git writes its index or ``COMMIT_EDITMSG``).
+    """
     home = os.path.expanduser("~")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    dot_git = os.path.join(root, ".git")
     files = [
-        os.path.join(root, ".git", "config"),
-        os.path.join(root, ".git", "index"),
-        os.path.join(root, ".git"),
+        *(os.path.join(dot_git, name) for name in _READ_FROM_GIT_DIR),
         os.path.join(home, ".gitconfig"),
         os.path.join(xdg, "git", "config"),
         "/etc/gitconfig",
         *includes,
     ]
+    common = read_regular_file(os.path.join(dot_git, "commondir"), 4097)
+    if common is not None:
+        text = common.decode("utf-8", "surrogateescape").strip()
+        files.append(os.path.join(dot_git, text, "config"))
     out: list[object] = [os.environ.get("GIT_CONFIG_GLOBAL"), os.environ.get("GIT_DIR")]
-    for path in files:
-        try:
-            info = os.stat(path)
-        except OSError:
-            out.append(None)
-            continue
-        out.append((path, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    try:
+        info = os.stat(dot_git)
+    except OSError:
+        out.append(None)
+    else:
+        if stat.S_ISDIR(info.st_mode):
+            out.append((info.st_ino, info.st_mode))
+        else:
+            out.append(_stat(dot_git))
+    out += [_stat(path) for path in files]
     return tuple(out)
 
 
+# per root: the configured part's key, entries and includes; that key with the index's
+# identity, and the whole answer it gave
 _cache: dict[str, tuple[tuple[object, ...], list[str], list[str]]] = {}
+_submodules: dict[str, tuple[tuple[object, ...], list[str]]] = {}
 _cache_lock = threading.Lock()
 
 
 def cached_git_entries(root: str) -> list[str]:
-    """:func:`git_entries`, asked again only when a file it depends on changed."""
+    """:func:`git_entries`, each part asked again only when a file it depends on changed.
+
+    The configured part (hooks, includes) when a file of its :func:`_key` changed;
+    the submodules when the index (or that key) changed too.
+    """
     with _cache_lock:
         hit = _cache.get(root)
+        below = _submodules.get(root)
     if hit is not None and _key(root, hit[2]) == hit[0]:
-        return hit[1]
-    includes: list[str] = []
-    entries = git_entries(root, includes)
-    key = _key(root, includes)
+        key, configured, includes = hit
+    else:
+        includes = []
+        configured = _configured(root, includes)
+        key = _key(root, includes)
+        with _cache_lock:
+            _cache[root] = (key, configured, includes)
+    index = (key, _stat(os.path.join(root, ".git", "index")))
+    if below is not None and below[0] == index:
+        return below[1]
+    entries = configured + _submodule_entries(root)
     with _cache_lock:
-        _cache[root] = (key, entries, includes)
+        _submodules[root] = (index, entries)
     return entries

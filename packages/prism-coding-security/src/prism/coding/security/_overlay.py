@@ -50,6 +50,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
+from ._commits import CommitTrees
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._protected import valid_git_head
@@ -231,20 +232,6 @@ def _packed(content: bytes | None) -> dict[str, str]:
         if ref:
             out[ref] = oid
     return out
-
-
-def _git_out(env: dict[str, str], *args: str) -> bytes | None:
-    git = shutil.which("git")
-    if git is None:
-        return None
-    try:
-        result = subprocess.run(
-            [git, *args], capture_output=True, stdin=subprocess.DEVNULL, env=env, cwd="/",
-            check=False, timeout=_GIT_TIMEOUT_S,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:  # pragma: no cover - a git that hangs
-        return None
-    return result.stdout if result.returncode == 0 else None
 
 
 def _hidden(tag: bytes) -> bool:
@@ -519,6 +506,21 @@ class RootOverlay:
                 subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
 
 
+def _loose_refs(directory: str, limit: int = 64) -> list[str]:
+    """Names of the loose refs the layer holds under ``directory`` (a ``.git``'s ``refs``).
+
+    At most ``limit``; links are not followed. Only a hint of what to ask git first.
+    """
+    out: list[str] = []
+    top = os.path.dirname(directory)
+    for path, _dirs, files in os.walk(directory):
+        for name in files:
+            out.append(os.path.relpath(os.path.join(path, name), top))
+            if len(out) >= limit:
+                return out
+    return out
+
+
 def _open_below(root: str, below: Sequence[str]) -> int:
     """A descriptor of ``root``/``below``, each step opened without following a link.
 
@@ -555,6 +557,8 @@ class _Applier:
         self.granted = granted
         self.only_granted = only_granted
         self._packed_out: dict[tuple[str, ...], bool] = {}
+        self._commit_trees: dict[str, CommitTrees] = {}
+        self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
 
     def upper_path(self, rel: tuple[str, ...]) -> str:
         """Where the layer holds ``rel`` (a path from the root's top, below its ``below``)."""
@@ -605,7 +609,13 @@ class _Applier:
         if name in _STATE_DIRS:
             return self.state_dir_refusal(rel, kind)
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
-            return self.state_refusal(rel, at, name, kind)
+            if name != "packed-refs":
+                return self.state_refusal(rel, at, name, kind)
+            # asked again for each loose ref the command removed (packed_left_out):
+            # judged once per call, its full reason kept
+            if (rel, kind) not in self._packed_reasons:
+                self._packed_reasons[rel, kind] = self.state_refusal(rel, at, name, kind)
+            return self._packed_reasons[rel, kind]
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
@@ -795,35 +805,14 @@ class _Applier:
         the command's new objects read from its layer.
         """
         top = rel[:at]
-        git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
-        objects = self.upper_path((*rel[: at + 1], "objects"))
-        env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
-        if os.path.isdir(objects):
-            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects
+        trees = self.commit_trees(rel, at)
+        trees.prepare(moved)
         for refname, oid in moved:
             if not oid or oid.startswith("-") or any(c.isspace() for c in oid):
                 return f"a ref ({refname}) naming no commit"
-            old = _git_out(env, "rev-parse", "-q", "--verify", f"{refname}^{{tree}}") or (
-                _git_out(env, "rev-parse", "-q", "--verify", "HEAD^{tree}")
-            )
-            if old is None:  # no HEAD yet: against the empty tree
-                old = _git_out(env, "hash-object", "-t", "tree", "/dev/null")
-            # the commit's tree, and the trees of its other parents: a stash keeps
-            # the staged state (second parent) and the untracked files of
-            # `stash -u` (third) there, which `stash pop` writes
-            parents = _git_out(env, "rev-parse", f"{oid}^@")
-            trees = [f"{oid}^{{tree}}"]
-            if parents is not None:
-                trees += [f"{p}^{{tree}}" for p in parents.decode().split()[1:]]
-            listing = b""
-            for tree in trees:
-                part = _git_out(
-                    env, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff",
-                    (old or b"").decode().strip(), tree,
-                )  # fmt: skip
-                if part is None:
-                    return f"a ref ({refname}) naming a commit git cannot read"
-                listing += part
+            listing = trees.listing(refname, oid)
+            if listing is None:
+                return f"a ref ({refname}) naming a commit git cannot read"
             fields = listing.split(b"\0")
             for meta, path in zip(fields[::2], fields[1::2], strict=False):
                 parts = meta.split(b" ")
@@ -841,6 +830,19 @@ class _Applier:
                     shown = path.decode("utf-8", "replace")
                     return f"a commit ({refname}) adds or changes a protected path ({shown})"
         return None
+
+    def commit_trees(self, rel: tuple[str, ...], at: int) -> CommitTrees:
+        """The git answers about the moved refs of the ``.git`` at ``rel[: at + 1]`` (this call)."""
+        git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
+        trees = self._commit_trees.get(git_dir)
+        if trees is None:
+            objects = self.upper_path((*rel[: at + 1], "objects"))
+            env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
+            if os.path.isdir(objects):
+                env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects
+            refs = _loose_refs(self.upper_path((*rel[: at + 1], "refs")))
+            trees = self._commit_trees[git_dir] = CommitTrees(env, refs)
+        return trees
 
     def _same_as_host(self, top: tuple[str, ...], path: bytes, mode: bytes, oid: bytes) -> bool:
         """Whether the host's own file at ``path`` already holds exactly this blob."""

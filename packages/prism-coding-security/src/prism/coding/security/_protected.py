@@ -217,7 +217,7 @@ _WILDCARD = re.compile(r"[*?\[]")
 class ProtectedPaths:
     """Matches real paths against protected-path entries."""
 
-    __slots__ = ("_by_first", "_split", "_wild_first", "entries")
+    __slots__ = ("_by_first", "_first_names", "_split", "_wild_first", "_wild_start", "entries")
 
     def __init__(self, entries: Sequence[str]) -> None:
         """Compile ``entries`` (already normalised)."""
@@ -235,6 +235,12 @@ class ProtectedPaths:
                 by_first.setdefault(pattern[0], []).append((index, entry, pattern))
         self._by_first = by_first
         self._wild_first = tuple(wild)
+        # what a window can start with at all: a path holding none of these names, and
+        # none matching a pattern's first name, is covered by no entry (checked first:
+        # most paths are not protected, and the copy-back asks for every index entry)
+        self._first_names = frozenset(by_first)
+        starts = "|".join(f"(?:{fnmatch.translate(p[0])})" for _, _, p in wild)
+        self._wild_start = re.compile(starts).match if starts else None
 
     def match(self, path: str) -> str | None:
         """The entry that protects ``path`` (an absolute, normalised path), else None."""
@@ -258,6 +264,11 @@ class ProtectedPaths:
         # Linear in the depth (a hostile command can make a tree thousands of
         # directories deep, and the copy-back asks this at every level): each
         # position tries only the entries that can start there.
+        wild = self._wild_start
+        if self._first_names.isdisjoint(parts) and (
+            wild is None or not any(wild(part) for part in parts)
+        ):
+            return None
         best: tuple[int, str] | None = None
         size = len(parts)
         for start, part in enumerate(parts):

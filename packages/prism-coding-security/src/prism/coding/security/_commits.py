@@ -1,0 +1,204 @@
+"""What the commits that moved refs name would change, asked of the host's git once per call.
+
+The copy-back judges every ref, reflog, head file and ``packed-refs`` line a
+command moved (see :mod:`._overlay`): the trees of the commit it names (and of
+its other parents) against the tree the ref held before, each difference read
+by the host's git under the forced configuration. A commit moves several of
+them at once (the branch, ``HEAD``'s reflog and the branch's), all naming the
+same commit against the same tree. :class:`CommitTrees` keeps, for one
+``.git`` and one copy-back, every answer git gave (a name's tree, a commit's
+parents, the difference of two trees), and :meth:`CommitTrees.prepare` asks
+for many at once: one ``git cat-file --batch-check`` resolves every tree, one
+``git diff-tree --stdin`` gives every difference. What a batch cannot answer
+exactly as one git process per question would (a name that is not plain text,
+a batch that failed) is asked as before, one process each.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["CommitTrees", "git_out"]
+
+_GIT_TIMEOUT_S = 10
+# what a ref file holds when git wrote it: a full object name
+_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# ref names asked in a batch (one per line): nothing git's revision syntax gives a
+# meaning to beyond a name ('..', '@{', ':', '^', '~', spaces); any other is asked alone
+_PLAIN_REF = re.compile(r"(?!.*\.\.)(?!-)[A-Za-z0-9_./-]+")
+
+
+def git_out(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
+    """The output of ``git args`` run from ``/`` in ``env``; None if it failed."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        result = subprocess.run(
+            [git, *args], capture_output=True, env=env, cwd="/", check=False,
+            timeout=_GIT_TIMEOUT_S, input=b"" if stdin is None else stdin,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:  # pragma: no cover - a git that hangs
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+class CommitTrees:
+    """The trees and differences of one ``.git``'s moved refs, each asked of git once."""
+
+    def __init__(self, env: dict[str, str], refs: Sequence[str] = ()) -> None:
+        """``env``: the forced environment naming the ``.git`` and the command's objects.
+
+        ``refs``: names of refs the command moved, whose old trees the first batch
+        asks too (a commit moves ``HEAD``'s reflog first, then the branch).
+        """
+        self.env = env
+        self._refs = [f"{r}^{{tree}}" for r in refs if _PLAIN_REF.fullmatch(r)]
+        self._trees: dict[str, str | None] = {}
+        self._parents: dict[str, list[str] | None] = {}
+        self._diffs: dict[tuple[str, str], bytes | None] = {}
+        self._empty: str | None = None
+
+    def listing(self, refname: str, oid: str) -> bytes | None:
+        """What ``oid`` changes against the tree ``refname`` holds (a new ref: ``HEAD``'s).
+
+        ``git diff-tree -r -z`` records: the commit's tree, then the trees of its
+        other parents (a stash keeps the staged state and the untracked files of
+        ``stash -u`` there, which ``stash pop`` writes), each against that old
+        tree (no ``HEAD`` yet: the empty tree). None: git cannot read one of them.
+        """
+        old = self._tree(f"{refname}^{{tree}}", verify=True) or self._tree(
+            "HEAD^{tree}", verify=True
+        )
+        if old is None:
+            old = self._empty_tree()
+        parents = self._parents_of(oid)
+        wanted = [f"{oid}^{{tree}}", *(f"{p}^{{tree}}" for p in (parents or [])[1:])]
+        listing = b""
+        for expression in wanted:
+            part = self._diff(old or "", expression)
+            if part is None:
+                return None
+            listing += part
+        return listing
+
+    def prepare(self, moved: Sequence[tuple[str, str]]) -> None:
+        """Ask git, in a few processes, what :meth:`listing` will need for ``moved``.
+
+        Only fills the caches: a question it leaves unanswered is asked alone later.
+        """
+        plain = [(r, o) for r, o in moved if _HEX.fullmatch(o) and _PLAIN_REF.fullmatch(r)]
+        if not plain:
+            return
+        names = [e for r, o in plain for e in (f"{r}^{{tree}}", "HEAD^{tree}", f"{o}^{{tree}}")]
+        self._resolve(names + self._refs)
+        self._refs = []
+        for _, oid in plain:
+            self._parents_of(oid)
+        self._resolve(
+            [f"{p}^{{tree}}" for _, oid in plain for p in (self._parents.get(oid) or [])[1:]]
+        )
+        pairs: dict[tuple[str, str], None] = {}
+        for refname, oid in plain:
+            old = self._trees.get(f"{refname}^{{tree}}") or self._trees.get("HEAD^{tree}")
+            if old is None:
+                continue  # the empty tree: asked alone
+            for p in [oid, *(self._parents.get(oid) or [])[1:]]:
+                tree = self._trees.get(f"{p}^{{tree}}")
+                if tree is not None and (old, tree) not in self._diffs:
+                    pairs[old, tree] = None
+        self._diff_all(list(pairs))
+
+    def _tree(self, expression: str, *, verify: bool) -> str | None:
+        if expression not in self._trees:
+            out = git_out(self.env, "rev-parse", "-q", "--verify", expression) if verify else None
+            self._trees[expression] = out.decode().strip() if out else None
+        return self._trees[expression]
+
+    def _empty_tree(self) -> str | None:
+        if self._empty is None:
+            out = git_out(self.env, "hash-object", "-t", "tree", "/dev/null")
+            self._empty = out.decode().strip() if out else ""
+        return self._empty or None
+
+    def _parents_of(self, oid: str) -> list[str] | None:
+        if oid not in self._parents:
+            out = git_out(self.env, "rev-parse", f"{oid}^@")
+            self._parents[oid] = None if out is None else out.decode().split()
+        return self._parents[oid]
+
+    def _diff(self, old: str, expression: str) -> bytes | None:
+        # a tree the batch resolved is diffed by its name, one it could not resolve cannot
+        # be read (diff-tree resolves the name the same way); any other as asked before
+        if expression in self._trees and self._trees[expression] is None:
+            return None
+        tree = self._trees.get(expression)
+        key = (old, tree if tree is not None else expression)
+        if key not in self._diffs:
+            self._diffs[key] = git_out(
+                self.env, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", *key
+            )
+        return self._diffs[key]
+
+    def _resolve(self, expressions: list[str]) -> None:
+        """Resolve names to object names with one ``git cat-file --batch-check``.
+
+        With ``%(objectname)`` alone, git prints the name's object name (the
+        object itself is not read) or ``<name> missing`` exactly when the name
+        does not resolve, when ``rev-parse --verify`` (and ``diff-tree``, given
+        the name) fail too: both answers are kept.
+        """
+        todo = [e for e in dict.fromkeys(expressions) if e not in self._trees]
+        if not todo:
+            return
+        out = git_out(
+            self.env, "cat-file", "--batch-check=%(objectname)",
+            stdin="".join(f"{e}\n" for e in todo).encode(),
+        )  # fmt: skip
+        lines = (out or b"").decode("ascii", "replace").split("\n")
+        if out is None or len(lines) != len(todo) + 1:
+            return
+        for expression, line in zip(todo, lines, strict=False):
+            if _HEX.fullmatch(line):
+                self._trees[expression] = line
+            elif line == f"{expression} missing":
+                self._trees[expression] = None
+
+    def _diff_all(self, pairs: list[tuple[str, str]]) -> None:
+        """The differences of tree pairs with one ``git diff-tree --stdin``.
+
+        Each pair's output starts with its own line ``old new``; the records that
+        follow are what ``git diff-tree -r -z old new`` prints. Nothing is kept
+        unless every pair's line came back in order and git succeeded.
+        """
+        if not pairs:
+            return
+        out = git_out(
+            self.env, "diff-tree", "--stdin", "-r", "-z", "--no-renames", "--no-ext-diff",
+            stdin="".join(f"{a} {b}\n" for a, b in pairs).encode(),
+        )  # fmt: skip
+        if out is None:
+            return
+        found: dict[tuple[str, str], bytes] = {}
+        at = 0
+        for pair in pairs:
+            header = f"{pair[0]} {pair[1]}".encode()
+            end = at + len(header)
+            if not out.startswith(header, at) or out[end : end + 1] not in (b"\n", b"\0"):
+                return
+            start = at = end + 1
+            while at < len(out) and out[at : at + 1] == b":":
+                meta_end = out.find(b"\0", at)
+                path_end = out.find(b"\0", meta_end + 1) if meta_end >= 0 else -1
+                if path_end < 0:
+                    return
+                at = path_end + 1
+            found[pair] = out[start:at]
+        if at == len(out):
+            self._diffs.update(found)

@@ -1,0 +1,115 @@
+"""The copy-back's questions about moved refs, asked in batches: the same answers as one by one.
+
+Real git on real repositories: what :meth:`CommitTrees.listing` gives after
+:meth:`CommitTrees.prepare` filled its caches with one ``cat-file --batch-check``
+and one ``diff-tree --stdin`` is compared with what it gives asking git one
+process per question (as the copy-back did before), for ordinary commits, a
+merge, an octopus, a commit whose second parent is missing, a tree, a blob, a
+new ref, names that are not plain and paths that look like ``diff-tree``'s own
+lines.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import _commits
+from prism.coding.security._commits import CommitTrees
+from prism.coding.security._proved import HOST_GIT_ENVIRONMENT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.git
+
+_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
+
+
+def _git(root: Path, *args: str, stdin: bytes | None = None) -> str:
+    result = subprocess.run(
+        ["git", *args], cwd=root, env=_ENV, input=stdin, capture_output=True, check=True
+    )
+    return result.stdout.decode().strip()
+
+
+def _commit(root: Path, files: dict[str, str], *parents: str) -> str:
+    """A commit of exactly ``files`` with ``parents``, made without touching the work tree."""
+    _git(root, "read-tree", "--empty")
+    for path, text in files.items():
+        blob = _git(root, "hash-object", "-w", "--stdin", stdin=text.encode())
+        _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+    tree = _git(root, "write-tree")
+    return _git(root, "commit-tree", tree, *(a for p in parents for a in ("-p", p)), "-m", "c")
+
+
+def _trees(root: Path) -> CommitTrees:
+    return CommitTrees({**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": str(root / ".git")})
+
+
+def test_batched_answers_equal_one_process_per_question(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    # a path holding what diff-tree --stdin prints between pairs: a pair's own line
+    tricky = f"x\n{'a' * 40} {'b' * 40}\n:100644 y"
+    child = _commit(root, {"f.txt": "2\n", ".envrc": "echo\n", tricky: "t\n"}, base)
+    side = _commit(root, {"f.txt": "1\n", "s.txt": "s\n"}, base)
+    merge = _commit(root, {"f.txt": "3\n"}, child, side)
+    octopus = _commit(root, {"f.txt": "4\n"}, base, child, side, merge)
+    _git(root, "update-ref", "refs/heads/main", base)
+    _git(root, "update-ref", "refs/heads/side", side)
+    # its second parent is listed in the commit but not in the object store
+    missing = "1" * 40
+    tree = _git(root, "rev-parse", f"{base}^{{tree}}")
+    broken = _git(
+        root, "hash-object", "-t", "commit", "-w", "--stdin", "--literally",
+        stdin=f"tree {tree}\nparent {base}\nparent {missing}\nauthor t <t@e> 1 +0000\n"
+        f"committer t <t@e> 1 +0000\n\nm\n".encode(),
+    )  # fmt: skip
+    blob = _git(root, "hash-object", "-w", "--stdin", stdin=b"blob\n")
+    moved = [
+        ("refs/heads/main", child), ("HEAD", child), ("refs/heads/side", merge),
+        ("refs/heads/new", octopus), ("refs/stash", octopus), ("refs/heads/main", broken),
+        ("refs/heads/main", tree), ("FETCH_HEAD", blob), ("refs/heads/main", missing),
+        ("refs/heads/a..b", child), ("refs/heads/main", f"{child}~1"), ("HEAD", "main"),
+    ]  # fmt: skip
+    alone = [_trees(root).listing(r, o) for r, o in moved]
+    assert alone[0] is not None and b".envrc" in alone[0]  # noqa: PT018
+    assert alone[5] is None and alone[8] is None  # noqa: PT018
+    batched = _trees(root)
+    batched.prepare(moved)
+    asked: list[str] = []
+    real = _commits.git_out
+
+    def counted(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
+        asked.append(args[0])
+        return real(env, *args, stdin=stdin)
+
+    monkeypatch.setattr(_commits, "git_out", counted)
+    assert [batched.listing(r, o) for r, o in moved] == alone
+    # the plain ones were answered by the batch; the rest asked one by one, as before
+    assert asked.count("cat-file") == 0
+    assert len(asked) <= 5, asked
+
+
+def test_without_a_head_the_empty_tree_is_the_old_one(root: Path) -> None:
+    _git(root, "init", "-q", "-b", "main")
+    first = _commit(root, {".envrc": "echo\n"})
+    alone = _trees(root).listing("refs/heads/main", first)
+    batched = _trees(root)
+    batched.prepare([("refs/heads/main", first)])
+    assert batched.listing("refs/heads/main", first) == alone
+    assert alone is not None and b"\t.envrc" not in alone and b".envrc" in alone  # noqa: PT018
