@@ -559,6 +559,9 @@ class _Applier:
         self._packed_out: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
+        self._extra_starts: (
+            tuple[tuple[tuple[str, ...], ...], dict[str, list[tuple[str, ...]]]] | None
+        ) = None
 
     def upper_path(self, rel: tuple[str, ...]) -> str:
         """Where the layer holds ``rel`` (a path from the root's top, below its ``below``)."""
@@ -879,7 +882,16 @@ class _Applier:
         extra = self.entry_extra()
         if extra is None:
             return True  # the anchored paths are unknown: every entry counts as protected
-        if ".git" in parts or any(parts[: len(e)] == e for e in extra):
+        if self._extra_starts is None or self._extra_starts[0] is not extra:
+            # asked for every entry of a new index: only the anchored paths that start
+            # with the entry's first name can hold it (an empty one holds every entry)
+            starts: dict[str, list[tuple[str, ...]]] = {}
+            for e in extra:
+                starts.setdefault(e[0] if e else "", []).append(e)
+            self._extra_starts = (extra, starts)
+        starts = self._extra_starts[1]
+        candidates = [*starts.get(parts[0], ()), *starts.get("", ())] if parts else extra
+        if ".git" in parts or any(parts[: len(e)] == e for e in candidates):
             return not self.is_granted(parts, _FILE)
         return bool(self.protected.covers(parts)) and not self.is_granted(parts, _FILE)
 
