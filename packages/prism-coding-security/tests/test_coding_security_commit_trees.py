@@ -80,15 +80,22 @@ def test_batched_answers_equal_one_process_per_question(
         f"committer t <t@e> 1 +0000\n\nm\n".encode(),
     )  # fmt: skip
     blob = _git(root, "hash-object", "-w", "--stdin", stdin=b"blob\n")
+    # its tree is named but absent: resolved without being read, then diff-tree fails
+    treeless = _git(
+        root, "hash-object", "-t", "commit", "-w", "--stdin", "--literally",
+        stdin=f"tree {missing}\nparent {base}\nauthor t <t@e> 1 +0000\n"
+        f"committer t <t@e> 1 +0000\n\nm\n".encode(),
+    )  # fmt: skip
     moved = [
         ("refs/heads/main", child), ("HEAD", child), ("refs/heads/side", merge),
         ("refs/heads/new", octopus), ("refs/stash", octopus), ("refs/heads/main", broken),
         ("refs/heads/main", tree), ("FETCH_HEAD", blob), ("refs/heads/main", missing),
         ("refs/heads/a..b", child), ("refs/heads/main", f"{child}~1"), ("HEAD", "main"),
+        ("refs/heads/main", treeless),
     ]  # fmt: skip
     alone = [_trees(root).listing(r, o) for r, o in moved]
     assert alone[0] is not None and b".envrc" in alone[0]  # noqa: PT018
-    assert alone[5] is None and alone[8] is None  # noqa: PT018
+    assert alone[5] is None and alone[8] is None and alone[-1] is None  # noqa: PT018
     batched = _trees(root)
     batched.prepare(moved)
     asked: list[str] = []
@@ -102,7 +109,7 @@ def test_batched_answers_equal_one_process_per_question(
     assert [batched.listing(r, o) for r, o in moved] == alone
     # the plain ones were answered by the batch; the rest asked one by one, as before
     assert asked.count("cat-file") == 0
-    assert len(asked) <= 5, asked
+    assert len(asked) <= 6, asked
 
 
 def test_without_a_head_the_empty_tree_is_the_old_one(root: Path) -> None:
@@ -113,3 +120,23 @@ def test_without_a_head_the_empty_tree_is_the_old_one(root: Path) -> None:
     batched.prepare([("refs/heads/main", first)])
     assert batched.listing("refs/heads/main", first) == alone
     assert alone is not None and b"\t.envrc" not in alone and b".envrc" in alone  # noqa: PT018
+
+
+def test_a_pair_git_prints_otherwise_is_asked_alone(root: Path) -> None:
+    """diff-tree --stdin prints each pair as git names it: one it prints otherwise keeps nothing."""
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    child = _commit(root, {"f.txt": "2\n", ".envrc": "x\n"}, base)
+    old, new = (_git(root, "rev-parse", f"{c}^{{tree}}") for c in (base, child))
+    trees = _trees(root)
+    trees._diff_all([(old.upper(), new)])  # git reads upper case, prints lower case
+    assert trees._diffs == {}
+    trees._diff_all([(old, new)])
+    assert b".envrc" in (trees._diffs[old, new] or b"")
+
+
+def test_without_git_nothing_can_be_read(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(root))
+    trees = _trees(root)
+    trees.prepare([("HEAD", "1" * 40)])
+    assert trees.listing("HEAD", "1" * 40) is None

@@ -314,6 +314,25 @@ def test_a_new_index_asks_git_for_submodules_alone(
     ]  # fmt: skip
 
 
+@pytest.mark.git
+def test_the_common_directorys_config_and_a_gitfile_are_in_the_key(
+    root: Path, tmp_path: Path
+) -> None:
+    """git reads the configuration of the directory ``.git/commondir`` names: its change counts."""
+    _git(root, "init", "-q")
+    common = tmp_path / "common"
+    _git(tmp_path, "init", "-q", "--bare", str(common))
+    (root / ".git" / "commondir").write_text(f"{common}\n")
+    assert cached_git_entries(str(root)) == []  # the hooks are the common directory's
+    _git(tmp_path, "config", "--file", str(common / "config"), "core.hooksPath", ".githooks")
+    assert cached_git_entries(str(root)) == [".githooks"]
+    # a .git file naming its git directory: the file itself is in the key
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / ".git").write_text(f"gitdir: {root / '.git'}\n")
+    linked = str(tmp_path / "linked")
+    assert cached_git_entries(linked) is cached_git_entries(linked)
+
+
 def test_without_git_nothing_is_named(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(root))
     assert git_entries(str(root)) == []
