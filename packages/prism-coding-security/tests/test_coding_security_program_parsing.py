@@ -9,6 +9,7 @@ model is checked against the real program on this machine.
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -114,3 +115,61 @@ def test_real_bash_printf_assigns_only_where_the_model_asks(root: Path) -> None:
     for index, fmt in enumerate(_PROVED_FORMATS + _ASSIGNING_FORMATS):
         assigned = seen[str(index)] != "keep"
         assert assigned == (fmt in _ASSIGNING_FORMATS), (fmt, seen[str(index)])
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome", "reason"),
+    [
+        # xxd reads -ps whole (postscript), not -p then -s taking the next word
+        ("xxd -ps /etc/passwd out", "ask", "outside the roots"),
+        ("xxd -ps /etc/passwd", "ask", "outside the roots"),
+        ("xxd -r -ps f .git/config", "ask", "a protected path"),
+        # no permutation: the word after the input is the output file
+        ("xxd f -p", "ask", "xxd writes '-p'"),
+        ("xxd f -s/../.git/config", "ask", "a protected path"),
+        ("xxd -gr 1 f", "ask", "the option '-gr' is not modelled"),
+        ("xxd -pzzz f", "ask", "the option '-pzzz' is not modelled"),
+        ("xxd -c 8 -g2 -seek 1 --ps f", "allow", ""),
+        # tree gives a value option of a cluster the next word: -o (writes) would hide
+        ("tree -Lo 2 out", "ask", "a value option in a cluster"),
+        ("tree -ad -L 2", "allow", ""),
+    ],
+)
+def test_options_of_programs_that_are_not_getopt(
+    root: Path, command: str, outcome: str, reason: str
+) -> None:
+    (root / "f").write_text("x\n")
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == outcome, explanation
+    assert reason in explanation.reason
+
+
+_XXD_ARGVS = [
+    ["-ps", "a", "o1"], ["-p", "a"], ["a", "-p"], ["-c", "4", "a"], ["-c4", "b"],
+    ["-cols", "4", "a"], ["-g2", "a"], ["--ps", "b"], ["--", "a"], ["-s", "-1", "a"],
+    ["-l", "2", "b"], ["-len", "2", "a", "o2"], ["-o", "5", "a"], ["-i", "-n", "nm", "b"],
+    ["-capitalize", "-i", "a"], ["-autoskip", "b"], ["-c", "4", "a", "-"], ["-seek", "1", "a"],
+]  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("xxd") is None, reason="xxd is not installed")
+def test_the_xxd_model_agrees_with_real_xxd(root: Path) -> None:
+    """Differential: the files real xxd wrote are the model's writes, and a file whose
+    bytes came out (on stdout or in a written file) is among the model's reads."""
+    from prism.coding.security._programs import describe
+
+    contents = {"a": b"\xa5" * 8, "b": b"\xc3" * 8}  # hex a5/c3: never in an offset
+    for name, data in contents.items():
+        (root / name).write_bytes(data)
+    for argv in _XXD_ARGVS:
+        use = describe(("xxd", *argv))
+        assert use.verdict == "allow", (argv, use)
+        result = _run(["xxd", *argv], root)
+        written = sorted(p.name for p in root.iterdir() if p.name not in contents)
+        output = result.stdout + b"".join((root / name).read_bytes() for name in written)
+        for name in written:
+            (root / name).unlink()
+        assert written == sorted(use.writes), (argv, written, use)
+        for name, data in contents.items():
+            shown = data[:1].hex().encode() in output.lower() or data[:2] in output
+            assert not shown or name in use.reads, (argv, name, use)

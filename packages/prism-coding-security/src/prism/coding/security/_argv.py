@@ -38,6 +38,7 @@ class Grammar:
     longs: tuple[str, ...]
     permute: bool = True
     numeric: bool = False
+    clusters: bool = True  # False: one short option a word (the program is not getopt)
 
 
 @attrs.frozen
@@ -66,6 +67,7 @@ def grammar(
     unsafe: dict[str, str] | None = None,
     permute: bool = True,
     numeric: bool = False,
+    clusters: bool = True,
 ) -> Grammar:
     """Build a grammar from a compact spec.
 
@@ -109,7 +111,13 @@ def grammar(
             options[name] = opt
             if name.startswith("--"):
                 longs.append(name)
-    return Grammar(options=options, longs=tuple(sorted(longs)), permute=permute, numeric=numeric)
+    return Grammar(
+        options=options,
+        longs=tuple(sorted(longs)),
+        permute=permute,
+        numeric=numeric,
+        clusters=clusters,
+    )
 
 
 def _long(grammar_: Grammar, name: str) -> Opt | str:
@@ -122,6 +130,11 @@ def _long(grammar_: Grammar, name: str) -> Opt | str:
     if not matches:
         return f"unknown option {name!r}"
     return f"ambiguous option {name!r}"
+
+
+def _all_flags(grammar_: Grammar, letters: str) -> bool:
+    found = [grammar_.options.get("-" + letter) for letter in letters]
+    return all(opt is not None and opt.arg == "none" for opt in found)
 
 
 def parse_args(grammar_: Grammar, args: tuple[str | None, ...]) -> ParsedArgs:
@@ -163,6 +176,9 @@ def parse_args(grammar_: Grammar, args: tuple[str | None, ...]) -> ParsedArgs:
                 value = value_word
             options.append((found, value if (eq or found.arg == "required") else None, arg))
             continue
+        if not grammar_.clusters and len(arg) > 2 and not _all_flags(grammar_, arg[1:]):
+            # the program gives a value option of a cluster the next word, not the rest
+            return ParsedArgs(error=f"{arg!r}: a value option in a cluster (this is not getopt)")
         position = 1
         while position < len(arg):
             char = arg[position]

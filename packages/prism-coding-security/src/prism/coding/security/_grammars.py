@@ -191,7 +191,9 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
         "-a -d -f -i -q -N -Q -p -u -g -s -h --si --du -D --timefmt= -F -C -n -A -S -v -t -c -U -r"
         " --dirsfirst --filesfirst -L= -P= -I= --gitignore --matchdirs --ignore-case --noreport"
         " --prune --charset= --filelimit= --sort= -J -X --inodes --device -x"
-        " x:-l x:-o= x:-R x:-H= x:--fromfile"
+        " x:-l x:-o= x:-R x:-H= x:--fromfile",
+        # tree gives a value option of a cluster the NEXT word (`-Lo 2 out` writes out)
+        clusters=False,
     ),
     "column": grammar(
         "-c|--output-width= -d|--table-noheadings -e|--table-header-repeat -H|--table-hide="

@@ -172,7 +172,7 @@ def _generic(name: str, args: Argv) -> Use:
         if not parsed.has("--regexp", "--file", "--files", "--type-list"):
             operands = operands[1:]
         reads += operands
-    elif name in ("uniq", "xxd"):
+    elif name == "uniq":
         if len(operands) > 2:
             return _ask(name, f"{name} takes at most an input and an output")
         reads += [o for o in operands[:1] if o != "-"]
@@ -219,6 +219,54 @@ def _generic(name: str, args: Argv) -> Use:
         writes=tuple(writes),
         writer=writer,
     )
+
+
+# xxd reads each option word whole, by its first two characters, after one dash or
+# two (`-ps` and `--ps` are -p, never -p then -s); a value option takes the rest of
+# its word unless that starts its long name (`-cols 8`, `-c8`); the first operand
+# ends the options (`xxd IN -p` writes the file `-p`). Only the exact spellings
+# below are proved; anything else asks.
+_XXD_FLAGS = frozenset(
+    {"-a", "-autoskip", "-b", "-bits", "-e", "-u", "-p", "-ps", "-postscript", "-plain", "-i",
+     "-include", "-C", "-capitalize", "-d", "-r", "-revert", "-E", "-EBCDIC"}
+)  # fmt: skip
+_XXD_VALUES = {"-c": "-cols", "-g": "-groupsize", "-o": "-offset", "-s": "-seek",
+               "-l": "-len", "-n": "-name"}  # fmt: skip
+
+
+def _xxd(args: Argv) -> Use:
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word is None:
+            return _ask("xxd", "xxd: an argument is computed at run time")
+        if word == "--":
+            index += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        spelling = word[1:] if word.startswith("--") else word
+        index += 1
+        if spelling in _XXD_FLAGS:
+            continue
+        short, long = spelling[:2], _XXD_VALUES.get(spelling[:2])
+        if long is not None and spelling in (short, long):
+            if index >= len(args) or args[index] is None:
+                return _ask("xxd", f"xxd: the value of {word!r} is missing or computed")
+            index += 1
+            continue
+        if long is not None and spelling[2:3] != long[2:3]:
+            continue  # the value is attached (`-c8`), and cannot be read as the long name
+        return _ask("xxd", f"xxd: the option {word!r} is not modelled")
+    operands = args[index:]
+    if any(o is None for o in operands):
+        return _ask("xxd", "xxd: an operand is computed at run time")
+    if len(operands) > 2:
+        return _ask("xxd", "xxd takes at most an input and an output")
+    reads = tuple(str(o) for o in operands[:1] if o != "-")
+    writes = tuple(str(o) for o in operands[1:] if o != "-")
+    return Use(verdict="allow", reason="xxd is in the safe set", rule="model:xxd",
+               reads=reads, writes=writes, writer=bool(writes))  # fmt: skip
 
 
 def _sed(args: Argv) -> Use:
@@ -935,6 +983,7 @@ _DISPATCH: dict[str, Callable[[str, Argv], Use]] = {
     "env": lambda _n, a: _env(a),
     "cd": lambda _n, a: _cd(a),
     "printf": lambda _n, a: _printf(a),
+    "xxd": lambda _n, a: _xxd(a),
     "echo": lambda _n, a: _echo(a),
     "eval": _eval,
     "source": _eval,
