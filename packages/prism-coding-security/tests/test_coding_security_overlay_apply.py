@@ -8,6 +8,7 @@ applied to a real root; the end-to-end tests run real bubblewrap.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import shutil
 import stat
@@ -233,8 +234,8 @@ def test_extra_paths_git_names_are_protected_inside_git_too(root: Path, tmp_path
     assert len(notes) == 1
 
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+def _git(cwd: Path, *args: str, input: str | None = None) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, input=input)
 
 
 @pytest.mark.git
@@ -331,6 +332,82 @@ def test_the_common_directorys_config_and_a_gitfile_are_in_the_key(
     (tmp_path / "linked" / ".git").write_text(f"gitdir: {root / '.git'}\n")
     linked = str(tmp_path / "linked")
     assert cached_git_entries(linked) is cached_git_entries(linked)
+
+
+@pytest.mark.git
+def test_an_index_the_copy_back_placed_is_known_without_asking_git(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the new index is moved into place, the anchored paths are what git would say."""
+    from prism.coding.security import _gitnames
+    from prism.coding.security._gitnames import remember_index
+
+    _git(root, "init", "-q")
+    (root / "lib").mkdir()
+    (root / "lib" / ".git").write_text("gitdir: ../libgit\n")
+    (root / "libgit").mkdir()
+    for stage in ("1", "2"):  # a conflicted gitlink: listed once per stage
+        _git(root, "update-index", "--index-info", input=f"160000 {'1' * 40} {stage}\tlib\n")
+    assert cached_git_entries(str(root)).count("lib/.git") == 2
+    base = tmp_path / "layers"
+    overlay = _layer(root, base)
+    os.mkdir(os.path.join(overlay.upper, ".git"))
+    new = os.path.join(overlay.upper, ".git", "index")
+    shutil.copyfile(root / ".git" / "index", new)
+    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=root, input=b"x\n",
+                          capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
+    subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},f.txt"],
+                   cwd=root, env={**os.environ, "GIT_INDEX_FILE": new}, check=True)  # fmt: skip
+    try:
+        notes = overlay.apply(
+            _PROTECTED,
+            lambda: cached_git_entries(str(root)),
+            index_placed=functools.partial(remember_index, str(root)),
+        )
+    finally:
+        overlay.discard()
+    assert notes == []
+    asked: list[str] = []
+    real = _gitnames._git
+
+    def counted(where: str, *args: str) -> bytes | None:
+        asked.append(args[0])
+        return real(where, *args)
+
+    monkeypatch.setattr(_gitnames, "_git", counted)
+    assert cached_git_entries(str(root)) == git_entries(str(root))
+    assert asked.count("ls-files") == 1  # git_entries' own: none for the cached answer
+    # the host's git writes the index again: asked again
+    _git(root, "update-index", "--force-remove", "f.txt")
+    asked.clear()
+    cached_git_entries(str(root))
+    assert asked == ["ls-files"]
+
+
+@pytest.mark.git
+def test_an_index_is_remembered_only_as_placed_and_configured(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prism.coding.security import _gitnames
+    from prism.coding.security._gitnames import remember_index
+
+    _git(root, "init", "-q")
+    index = root / ".git" / "index"
+    index.write_bytes(b"")  # not git's: what it would say about it is not what is kept
+    placed = os.stat(index)
+    remember_index(str(root), [b"x"], placed)  # nothing asked yet: nothing to keep it with
+    assert str(root) not in _gitnames._submodules
+    before = cached_git_entries(str(root))
+    kept = _gitnames._submodules[str(root)]
+    (tmp_path / "other").write_bytes(b"")
+    remember_index(str(root), [b"x"], os.stat(tmp_path / "other"))  # another file
+    monkeypatch.setenv("GIT_DIR", str(root / ".git"))
+    remember_index(str(root), [b"x"], placed)  # git pointed elsewhere by the environment
+    monkeypatch.delenv("GIT_DIR")
+    _git(root, "config", "core.hooksPath", ".githooks")
+    remember_index(str(root), [b"x"], placed)  # the configuration changed since
+    assert _gitnames._submodules[str(root)] is kept
+    assert before == [".git/hooks"]
 
 
 def test_without_git_nothing_is_named(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

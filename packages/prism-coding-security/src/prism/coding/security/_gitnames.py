@@ -99,12 +99,19 @@ def _submodule_entries(root: str) -> list[str]:
     Asked only after :func:`_configured` found every file git reads as it starts
     regular (the caller keeps them unchanged since).
     """
-    out: list[str] = []
     listing = _git(root, "ls-files", "--stage", "-z")
+    names = []
     for record in (listing or b"").split(b"\0"):
         meta, _, name = record.partition(b"\t")
-        if not meta.startswith(b"160000 "):
-            continue
+        if meta.startswith(b"160000 "):
+            names.append(name)
+    return _gitlink_entries(root, names)
+
+
+def _gitlink_entries(root: str, names: list[bytes]) -> list[str]:
+    """For the gitlinks ``names`` (in the index's order), what :func:`git_entries` names."""
+    out: list[str] = []
+    for name in names:
         text = name.decode("utf-8", "surrogateescape")
         path = text
         dot_git = os.path.join(root, text, ".git")
@@ -209,6 +216,41 @@ def _key(root: str, includes: list[str]) -> tuple[object, ...]:
 _cache: dict[str, tuple[tuple[object, ...], list[str], list[str]]] = {}
 _submodules: dict[str, tuple[tuple[object, ...], list[str]]] = {}
 _cache_lock = threading.Lock()
+
+
+def remember_index(root: str, gitlinks: list[bytes], placed: os.stat_result) -> None:
+    """Prism itself just placed ``root``'s index: keep what its gitlinks name.
+
+    ``gitlinks``: the index's gitlinks as the host's git listed them (in its
+    order) before it was placed; ``placed``: the index file as placed (found by
+    its inode, so a host's git that wrote another index since is not mistaken for
+    it). The next :func:`cached_git_entries` then asks no ``ls-files`` for it.
+    Nothing is kept unless the configured part is still valid, ``.git`` is a
+    directory and git is not pointed elsewhere by the environment.
+    """
+    if any(name in os.environ for name in _ELSEWHERE):
+        return
+    with _cache_lock:
+        hit = _cache.get(root)
+    if hit is None or not os.path.isdir(os.path.join(root, ".git")):
+        return
+    key, configured, includes = hit
+    if _key(root, includes) != key:
+        return
+    index = os.path.join(root, ".git", "index")
+    identity = (index, placed.st_ino, placed.st_size, placed.st_mtime_ns, placed.st_ctime_ns,
+                placed.st_mode)  # fmt: skip
+    if _stat(index) != identity:
+        return  # changed since it was placed
+    entries = configured + _gitlink_entries(root, gitlinks)
+    with _cache_lock:
+        _submodules[root] = ((key, identity), entries)
+
+
+# what makes `git -C root` read another repository or index than root/.git's
+_ELSEWHERE = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+)  # fmt: skip
 
 
 def cached_git_entries(root: str) -> list[str]:

@@ -180,12 +180,15 @@ def _stat_key(path: str) -> tuple[int, int, int, int] | None:
 IndexEntries = dict[bytes, tuple[bytes, bytes, bytes]]
 
 
-def index_entries(git_dir: str, work_tree: str, index: str) -> IndexEntries | None:
+def index_entries(
+    git_dir: str, work_tree: str, index: str, gitlinks: list[bytes] | None = None
+) -> IndexEntries | None:
     """Each path of ``index`` with its tag, mode and object, as the host's git reads it.
 
     ``git ls-files --stage -v``, under the forced configuration; the tag is
     ``S`` for skip-worktree and lower case for assume-unchanged. None if
-    unreadable.
+    unreadable. ``gitlinks``, when given, receives the path of every gitlink
+    entry git listed, in its order (once per stage of a conflicted one).
     """
     git = shutil.which("git")
     if git is None or not os.path.isfile(index):
@@ -212,6 +215,8 @@ def index_entries(git_dir: str, work_tree: str, index: str) -> IndexEntries | No
         fields = meta.split(b" ")
         if len(fields) == 4:
             out[name] = (fields[0], fields[1], fields[2])
+            if gitlinks is not None and fields[1] == b"160000":
+                gitlinks.append(name)
     return out
 
 
@@ -436,6 +441,7 @@ class RootOverlay:
         *,
         granted: Sequence[tuple[str, ...]] = (),
         only_granted: bool = False,
+        index_placed: Callable[[list[bytes], os.stat_result], None] | None = None,
     ) -> list[str]:
         """Move the command's changes into the root; return what was left out, as notes.
 
@@ -447,6 +453,8 @@ class RootOverlay:
         a symbolic link, nor what is below it); the directories on the way to
         one are entered.
         ``only_granted``: nothing else comes back (a directory outside the roots).
+        ``index_placed(gitlinks, stat)``: told when the root's own ``.git/index`` was
+        moved into place, with its gitlinks as the index check listed them.
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
@@ -464,6 +472,7 @@ class RootOverlay:
             except SandboxUnavailableError as exc:
                 return [f"the changes to {self.root} were not applied: {exc}"]
         applier = _Applier(self, protected, extra, notes, tuple(granted), only_granted)
+        applier.index_placed = index_placed
         # only .git changed: the anchored paths are still needed to judge the
         # entries of a new index or of the commits a moved ref names (a hook
         # under core.hooksPath, an included config), computed when first asked
@@ -559,6 +568,9 @@ class _Applier:
         self._packed_out: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
+        self.index_placed: Callable[[list[bytes], os.stat_result], None] | None = None
+        # the root's own new index's gitlinks, listed by its check (None: not listed)
+        self._new_gitlinks: list[bytes] | None = None
         self._extra_starts: (
             tuple[tuple[tuple[str, ...], ...], dict[str, list[tuple[str, ...]]]] | None
         ) = None
@@ -695,9 +707,12 @@ class _Applier:
             "the index registers a new submodule (unreadable index), which the host's git "
             "would enter; register submodules outside the sandbox"
         )
-        after = index_entries(git_dir, work_tree, new)
+        gitlinks: list[bytes] = []
+        after = index_entries(git_dir, work_tree, new, gitlinks)
         if after is None:
             return unreadable
+        if not top:
+            self._new_gitlinks = gitlinks
         suspect = {
             p: entry for p, entry in after.items()
             if entry[1] == b"160000" or _hidden(entry[0]) or self._protected_entry(top, p)
@@ -930,7 +945,13 @@ class _Applier:
                 assert info is not None
                 self.enter(upper, real_fd, rel, info)
             elif kind == _FILE:
+                moved = rel == (".git", "index") and self._new_gitlinks is not None
+                inode = os.lstat(upper).st_ino if moved else None
                 self.place_file(upper, real_fd, rel)
+                if moved and self.index_placed is not None:
+                    placed = os.stat("index", dir_fd=real_fd, follow_symlinks=False)
+                    if placed.st_ino == inode:  # moved, not copied: the file that was listed
+                        self.index_placed(self._new_gitlinks or [], placed)
             else:
                 target = os.readlink(upper)
                 with contextlib.suppress(FileNotFoundError):

@@ -35,7 +35,7 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
-from ._gitnames import cached_git_entries
+from ._gitnames import cached_git_entries, remember_index
 from ._landlock import LandlockSandbox
 from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
@@ -529,6 +529,7 @@ class BubblewrapSandbox:
                             _anchored(overlay.root),
                             granted=granted,
                             only_granted=only,
+                            index_placed=functools.partial(remember_index, overlay.root),
                         )
             finally:
                 overlay.discard_later()
