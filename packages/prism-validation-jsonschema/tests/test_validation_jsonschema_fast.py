@@ -159,16 +159,40 @@ def test_the_hot_path_gives_the_full_paths_verdict(
         assert _hot(schema, value, limits) == _full(schema, value, limits), value
 
 
-def test_a_call_over_the_budget_on_the_hot_path_is_refused_as_on_the_full_path() -> None:
-    limits = SchemaLimits(max_regex_work=50)
-    value: dict[str, Any] = {"city": "a" * 40, "tags": ["b" * 40]}
+# OPEN closed: its strings have no maxLength and a pattern, so its worst case
+# does not fit the regex budget and the closed checker counts each call's characters.
+_CLOSED_OPEN = {**OPEN, "additionalProperties": False}
+_CLOSED_OPEN["properties"] = {
+    **OPEN["properties"],
+    "tags": {**OPEN["properties"]["tags"], "maxItems": 3},
+}
+
+
+@pytest.mark.parametrize("schema", [OPEN, _CLOSED_OPEN], ids=["open", "closed"])
+def test_a_call_over_the_budget_on_the_hot_path_is_refused_as_on_the_full_path(
+    schema: dict[str, Any],
+) -> None:
+    limits = SchemaLimits(max_regex_work=200)
+    compiled = JsonSchemaArgumentValidator(limits=limits).compile(schema)
+    assert (compiled._entry.closed is not None) is (schema is _CLOSED_OPEN)
     hot = create_json_schema_tool_validator(limits=limits)
-    tool = ToolDefinition(name="t", execute=_noop, parameters=OPEN)
-    assert hot(tool, {"city": "ab"}, _CTX) is None
-    refused = hot(tool, value, _CTX)
-    assert refused is not None
-    assert "max_regex_work" in refused.message
-    assert not JsonSchemaArgumentValidator(limits=limits).validate(OPEN, value).ok
+    tool = ToolDefinition(name="t", execute=_noop, parameters=schema)
+    assert hot(tool, {"city": "ab", "tags": ["b" * 10]}, _CTX) is None
+    assert compiled.quick_valid is not None
+    assert compiled.quick_valid({"city": "ab", "tags": ["b" * 10]}) is True
+    # Past the checker's conservative count, the full path measures: within the budget...
+    assert compiled.validate({"tags": ["b" * 30] * 3}).ok
+    assert hot(tool, {"tags": ["b" * 30] * 3}, _CTX) is None
+    # ... or not.
+    values: list[dict[str, Any]] = [{"city": "a" * 60, "tags": ["b" * 40]}, {"city": "a" * 150}]
+    for value in values:
+        assert compiled.quick_valid(value) is None
+        refused = hot(tool, value, _CTX)
+        assert refused is not None
+        assert "max_regex_work" in refused.message
+        full = JsonSchemaArgumentValidator(limits=limits).validate(schema, value)
+        assert not full.ok
+        assert full.errors[0].message in refused.message
 
 
 def test_an_entry_in_use_outlives_an_idle_one_when_the_cache_is_full() -> None:

@@ -123,9 +123,10 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
     return None
 
 
-ClosedBounds = tuple[int, int, int, dict[str, int]]
+ClosedBounds = tuple[int, int, int, dict[str, int], int]
 """(declared properties, most instance nodes, most characters in strings and keys,
-each declared property's ``maxItems``, 0 if it is not an array)."""
+each declared property's ``maxItems``, 0 if it is not an array, the characters
+of the declared names)."""
 
 
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
@@ -169,4 +170,4 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
         return None
     if chars > limits.max_string_length * TOTAL_STRING_FACTOR:
         return None
-    return len(properties), 1 + len(properties) + items, chars + keys, caps
+    return len(properties), 1 + len(properties) + items, chars + keys, caps, keys

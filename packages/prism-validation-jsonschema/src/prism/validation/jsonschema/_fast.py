@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["Counted", "closed_checker", "flat_checker"]
 
 
-# Integers strictly inside (-_SMALL, _SMALL) fit one internal digit of CPython's ints.
-_SMALL = 2**30
+# A bound of one internal digit of CPython's ints (30 bits): comparing two such
+# ints takes the interpreter's specialised comparison.
+_SMALL = 2**30 - 1
 
 
 class Counted(Protocol):
@@ -96,10 +97,15 @@ def closed_checker(
     caps: Mapping[str, int],
     max_string: int,
     counter: Counted | None = None,
+    *,
+    most_chars: int | None = None,
 ) -> Callable[[object], bool | None]:
     """The checker of a closed schema; ``caps`` maps each declared property to its maxItems.
 
-    A property that is not an array maps to 0. Only the values are checked
+    A property that is not an array maps to 0. ``most_chars`` is the most
+    characters the strings of one call may hold within the regex budget, when
+    the schema's worst case does not fit it (``None``: it does); a call past it
+    goes to the full path, which measures its cost. Only the values are checked
     before the engine runs: the keys of a dict of at most ``len(caps)`` members
     are the engine's to judge (it refuses any undeclared key and raises for a
     key that is not an exact ``str``, in constant time per key and without
@@ -118,20 +124,23 @@ def closed_checker(
     closed = len(caps)
     # No array property may hold more items than the longest one declares.
     longest = max(caps.values(), default=0)
+    most = max_string * TOTAL_STRING_FACTOR if most_chars is None else most_chars
     uses: Counted = _Nowhere() if counter is None else counter
 
     def check(value: Any) -> bool | None:
         uses.hits += 1
         if type(value) is not dict or len(value) > closed:
             return None
+        chars = 0
         for item in value.values():
             t = type(item)
             if t is int:
                 if not small_low < item < small_high and not low < item < high:
                     return None
             elif t is str:
-                if len(item) > max_string or (not item.isascii() and lone(item)):
+                if (n := len(item)) > max_string or (not item.isascii() and lone(item)):
                     return None
+                chars += n
             elif t is list:
                 if len(item) > longest:
                     return None
@@ -139,8 +148,9 @@ def closed_checker(
                 for part in item:
                     k = type(part)
                     if k is str:
-                        if len(part) > max_string or (not part.isascii() and lone(part)):
+                        if (n := len(part)) > max_string or (not part.isascii() and lone(part)):
                             return None
+                        chars += n
                     elif k is int:
                         if not small_low < part < small_high and not low < part < high:
                             return None
@@ -148,6 +158,8 @@ def closed_checker(
                         return None
             elif t is not bool and item is not None and (t is not float or item - item):
                 return None
+        if chars > most:
+            return None
         if valid(value):
             return True
         if not _plain_keys(value, max_string):

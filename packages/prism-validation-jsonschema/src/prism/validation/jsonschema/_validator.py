@@ -418,12 +418,18 @@ class JsonSchemaArgumentValidator:
             return _Entry(screened.key, None, SchemaRejectedError(reason))
         closed: int | None = None
         caps = None
-        if bounds is not None and (
-            bounds[1] * analysis.max_work <= limits.max_validation_work
-            and bounds[2] * analysis.max_regex <= limits.max_regex_work
-        ):
-            closed = bounds[0]
-            caps = bounds[3]
+        most_chars: int | None = None
+        if bounds is not None and bounds[1] * analysis.max_work <= limits.max_validation_work:
+            if bounds[2] * analysis.max_regex <= limits.max_regex_work:
+                closed = bounds[0]
+                caps = bounds[3]
+            elif (most := limits.max_regex_work // analysis.max_regex - bounds[4]) >= 0:
+                # Strings without maxLength and a costly pattern: the checker
+                # counts each call's characters against the regex budget (the
+                # declared names' characters counted as if every key were there).
+                closed = bounds[0]
+                caps = bounds[3]
+                most_chars = most
         nodes = 1 + limits.max_instance_properties + limits.max_array_length
         if analysis.max_work * nodes <= limits.max_validation_work and not analysis.max_regex:
             entry = _Entry(
@@ -448,9 +454,11 @@ class JsonSchemaArgumentValidator:
             )
         entry.text_bound = (_text_chars(limits, entry), limits.max_instance_depth, engine.is_valid)
         if closed is not None:
-            entry.fast = closed_checker(engine.is_valid, entry.caps, limits.max_string_length)
+            entry.fast = closed_checker(
+                engine.is_valid, entry.caps, limits.max_string_length, most_chars=most_chars
+            )
             entry.quick = closed_checker(
-                engine.is_valid, entry.caps, limits.max_string_length, entry
+                engine.is_valid, entry.caps, limits.max_string_length, entry, most_chars=most_chars
             )
         else:
             work = 0 if entry.work is None else entry.max_work
