@@ -8,14 +8,17 @@ model is checked against the real program on this machine.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
-from prism.coding.security import explain_command
+from prism.coding.security import explain_command, open_secure_coding_tools
+from prism.core import ToolCall, ToolExecutionContext
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -173,3 +176,43 @@ def test_the_xxd_model_agrees_with_real_xxd(root: Path) -> None:
         for name, data in contents.items():
             shown = data[:1].hex().encode() in output.lower() or data[:2] in output
             assert not shown or name in use.reads, (argv, name, use)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # with POSIXLY_CORRECT, getopt stops at the first operand: -n and the path are files
+        "POSIXLY_CORRECT=1 head f -n /etc/passwd",
+        "POSIXLY_CORRECT=1; head f -n /etc/passwd",
+        "env POSIXLY_CORRECT=1 head f -n /etc/passwd",
+        "POSIXLY_CORRECT=1 uniq f -f/../.git/config",
+    ],
+)
+def test_assigning_posixly_correct_asks(root: Path, command: str) -> None:
+    (root / "f").write_text("x\n")
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == "ask", explanation
+    assert "POSIXLY_CORRECT" in explanation.reason
+
+
+async def test_a_shell_environment_with_posixly_correct_proves_nothing(root: Path) -> None:
+    """Real head reads the words after its first operand as files under POSIXLY_CORRECT;
+    the same line, proved without it, asks when the shell tool's environment sets it."""
+    (root / "f").write_text("first\n")
+    (root / "g").write_text("second\n")
+    env = {**os.environ, "POSIXLY_CORRECT": "1"}
+    argv = ["head", "f", "-n", "g"]
+    real = await trio.run_process(argv, cwd=root, env=env, capture_stdout=True, check=False)
+    assert b"second" in real.stdout
+    assert explain_command("head f -n 1", roots=[str(root)]).outcome == "allow"
+    async with open_secure_coding_tools(
+        [str(root)], sandbox="none", approve=None, shell_options={"env": env}
+    ) as secure:
+        shell = next(t for t in secure.tools if t.name == "shell")
+        call = ToolCall(id="1", name="shell", arguments={"command": "head f -n 1"})
+        with trio.fail_after(60):
+            result = await shell.execute(
+                {"command": "head f -n 1"}, ToolExecutionContext(call=call)
+            )
+    assert result.is_error
+    assert "POSIXLY_CORRECT" in str(result.content[0].text)  # type: ignore[union-attr]

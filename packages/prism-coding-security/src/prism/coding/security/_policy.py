@@ -368,6 +368,15 @@ class _CodingApprovalPolicy:
         if unnamed:
             details["network"] = unnamed
             reason += f"; {unnamed}"
+        if explanation.execute is not None and action.metadata.get("env_posixly_correct") is True:
+            # the models read options as GNU getopt does by default: with POSIXLY_CORRECT
+            # every word after the first operand is an operand (`head f -n /etc/x`)
+            return CommandVerdict(
+                outcome="ask",
+                reason=f"{reason}; but the command's environment sets POSIXLY_CORRECT, "
+                "so its programs would read their options otherwise than proved",
+                details=details,
+            )
         if explanation.execute is not None:
             details["proved"] = True
             details["execute"] = explanation.execute

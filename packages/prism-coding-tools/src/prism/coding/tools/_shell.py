@@ -121,7 +121,12 @@ class _ShellTool:
                 paths=(self.cwd,),
                 risk="high",
                 # the PATH the command will get: a policy resolves program names with it
-                metadata={"timeout_s": timeout, "env_path": env.get("PATH", "")},
+                metadata={
+                    "timeout_s": timeout,
+                    "env_path": env.get("PATH", ""),
+                    # GNU programs then stop reading options at the first operand
+                    "env_posixly_correct": "POSIXLY_CORRECT" in env,
+                },
             ),
         )
         if isinstance(checked, ToolResult):
@@ -263,9 +268,10 @@ def create_shell_tool(
     """The ``shell`` tool (``exclusive=True``): run ``{command, timeout?}`` in ``cwd``.
 
     The execution policy sees ``ExecutionAction(kind="shell", command=...,
-    paths=(cwd,), risk="high", metadata={"timeout_s": ..., "env_path": ...})``
-    (``env_path`` is the ``PATH`` the command will get) before anything is
-    spawned; its modified ``command`` and ``paths[0]`` (the working directory)
+    paths=(cwd,), risk="high", metadata={"timeout_s": ..., "env_path": ...,
+    "env_posixly_correct": ...})`` (``env_path`` is the ``PATH`` the command will
+    get, ``env_posixly_correct`` whether its environment sets ``POSIXLY_CORRECT``)
+    before anything is spawned; its modified ``command`` and ``paths[0]`` (the working directory)
     are what runs, and an :class:`AccessGrant` it puts in the modified
     ``metadata["grant"]`` goes to the operations with that one command
     (:attr:`ShellSpawnRequest.grant`), and ``metadata["writes_nothing"]``
