@@ -53,6 +53,26 @@ async def _hostile_call(stream: trio.SocketStream, mode: str, request_id: object
             "Content-Length": str(len(body)),
         }
         await _respond(stream, "200 OK", headers, body)
+    elif mode in ("utf-7", "utf-16", "UTF-8"):
+        # An event stream declared in a charset where "data:" is not those bytes: the
+        # field name is hidden from a reader of UTF-8 bytes, not from one that decodes.
+        payload = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"content": [{"type": "text", "text": "smuggled"}]},
+        }
+        data = json.dumps(payload)
+        if mode == "UTF-8":
+            body = f"event: message\ndata: {data}\n\n".encode()
+        elif mode == "utf-7":
+            body = b"event: message\n+AGQAYQB0AGE-: " + data.encode() + b"\n\n"
+        else:
+            body = f"event: message\ndata: {data}\n\n".encode("utf-16-le")
+        headers = {
+            "Content-Type": f"text/event-stream; charset={mode}",
+            "Content-Length": str(len(body)),
+        }
+        await _respond(stream, "200 OK", headers, body)
     elif mode == "declared":
         headers = {"Content-Type": "application/json", "Content-Length": "50000000"}
         await _respond(stream, "200 OK", headers, b'{"jsonrpc":"2.0"')
@@ -129,6 +149,8 @@ async def _serve(mode: str, stream: trio.SocketStream) -> None:
         ("chunked", "result_too_large"),
         ("gzip", "connection_lost"),
         ("malformed", "connection_lost"),
+        ("utf-7", "connection_lost"),
+        ("utf-16", "connection_lost"),
     ],
 )
 async def test_hostile_http_bodies_are_refused_while_they_arrive(mode: str, expected: str) -> None:
@@ -150,7 +172,27 @@ async def test_hostile_http_bodies_are_refused_while_they_arrive(mode: str, expe
                 assert result.details["mcp_error"] == expected, result.joined_text
                 if mode == "gzip":
                     assert "gzip" in result.joined_text
+                if mode.startswith("utf"):
+                    assert "smuggled" not in result.joined_text
+                    assert f"charset '{mode}'" in result.joined_text
                 assert not bridge.connected
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_event_stream_declared_utf8_is_read() -> None:
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            partial(trio.serve_tcp, partial(_serve, "UTF-8"), 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        transport = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
+        with trio.fail_after(20):
+            async with open_mcp_tools(server_id="hostile", transport=transport) as bridge:
+                (flood,) = bridge.tools
+                ctx = ToolExecutionContext(ToolCall(id="h", name=flood.name, arguments={}))
+                result = await flood.execute({}, ctx)
+                assert not result.is_error, result.joined_text
+                assert result.joined_text == "smuggled"
         nursery.cancel_scope.cancel()
 
 

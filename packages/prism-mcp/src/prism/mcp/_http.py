@@ -8,6 +8,8 @@ after the count).
 
 from __future__ import annotations
 
+import codecs
+import email.message
 import json
 import logging
 import re
@@ -286,6 +288,31 @@ def _trace_headers(request: httpx2.Request) -> None:
         request.headers["tracestate"] = state
 
 
+_CHARSETS_OF_UTF8 = ("utf-8", "ascii")
+
+
+def _events_charset_refusal(content_type: str) -> str | None:
+    """Why an event stream's declared charset is refused, or ``None``.
+
+    Events are priced as UTF-8 bytes (the encoding the SSE format mandates);
+    a stream declared in another charset (UTF-7, UTF-16...) would be decoded
+    by the SDK's reader into lines this transport never saw as data. The
+    charset is read the way the HTTP client reads it.
+    """
+    message = email.message.Message()
+    message["content-type"] = content_type
+    charset = message.get_content_charset(failobj=None)
+    if charset is None:
+        return None
+    try:
+        name = codecs.lookup(charset).name
+    except LookupError:
+        name = ""
+    if name in _CHARSETS_OF_UTF8:
+        return None
+    return f"the server sent an event stream in charset {charset[:40]!r}; only UTF-8 is accepted"
+
+
 class _LimitedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, *, limit: int, state: WireState) -> None:
         # Nagle's algorithm off, whatever the network backend: the SDK writes a request
@@ -306,8 +333,20 @@ class _LimitedTransport(httpx2.AsyncBaseTransport):
         inner = response.stream
         assert isinstance(inner, httpx2.AsyncByteStream)
         stream: httpx2.AsyncByteStream
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
+        headers = response.headers
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        charset_refusal = _events_charset_refusal(content_type) if events else None
+        if events:
+            # The SDK's reader decodes the stream by its declared charset: hand it the
+            # one the events were priced in, whatever the server declared.
+            headers = headers.copy()
+            media = content_type.partition(";")[0].strip()
+            headers["content-type"] = f"{media}; charset=utf-8"
+        if charset_refusal is not None:
+            await inner.aclose()
+            self._state.set_fault(charset_refusal)
+            stream = _EmptyRefusal(_MessageTooLarge(charset_refusal))
+        elif encoding not in ("", "identity"):
             # Decompression happens after this byte count, so a small compressed body
             # could still expand without bound: refuse it (we asked for identity).
             await inner.aclose()
@@ -323,7 +362,7 @@ class _LimitedTransport(httpx2.AsyncBaseTransport):
             stream = _LimitedStream(inner, limit=self._limit, events=events, state=self._state)
         return httpx2.Response(
             status_code=response.status_code,
-            headers=response.headers,
+            headers=headers,
             stream=stream,
             extensions=response.extensions,
         )
