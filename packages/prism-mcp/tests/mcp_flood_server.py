@@ -33,6 +33,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   objects (one 90-character member each, within the default instance limits).
 - ``blocks``: tools/call of ``flood`` answers with ``count`` empty text blocks;
   ``nodes`` with a ``structuredContent`` of ``count`` empty objects.
+  ``task_blocks``: ``flood`` requires a task (2025-11-25), which completes at
+  once, and ``tasks/result`` answers with ``count`` empty text blocks.
 - ``keys``: tools/call of ``flood`` answers with a ``structuredContent`` of
   ``count`` distinct five-digit keys (ten bytes a member); ``records`` with
   about ``count`` bytes of small records (``{"id", "name", "tags", "ok"}``);
@@ -310,6 +312,11 @@ def list_page(request_id: object, cursor: object) -> None:
         entry["inputSchema"] = schema
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood"), entry]}})
         return
+    if MODE == "task_blocks":
+        entry = tool("flood")
+        entry["execution"] = {"taskSupport": "required"}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [entry]}})
+        return
     if MODE != "pages":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood")]}})
         return
@@ -470,6 +477,14 @@ def handle(message: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": TEXT}})
     elif method == "tools/call" and MODE == "shapes":
         send({"jsonrpc": "2.0", "id": request_id, "result": SHAPES[params["name"]][2]})
+    elif method == "tools/call" and MODE == "task_blocks":
+        when = "2026-12-03T00:00:00Z"
+        task: dict[str, object] = {"taskId": "t1", "status": "completed", "ttl": 60000}
+        task |= {"createdAt": when, "lastUpdatedAt": when}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"task": task}})
+    elif method == "tasks/result":
+        blocks: list[object] = [{"type": "text", "text": ""}] * COUNT
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": blocks}})
     elif method == "tools/call":
         token = (params.get("_meta") or {}).get("progressToken")
         flood(request_id, token)

@@ -30,6 +30,7 @@ is answered in two pages, the second holding one tool named for the listing
 announces a tool list change (changing nothing), then answers; ``nan_log`` sends
 a log message whose data holds NaN, then answers. ``bad_id`` answers with an
 empty task id; ``tasks/cancel`` of a ``needs_input`` task is answered with an error.
+``many_blocks`` completes after two polls with a result of 3000 empty text blocks.
 
 And tools with hostile shapes, answered at once: ``deep`` (structuredContent
 nested 40 levels), ``deep_list`` (lists nested 40 levels), ``nan_structured``
@@ -71,6 +72,7 @@ TOOLS = [
     "announce",
     "nan_log",
     "bad_id",
+    "many_blocks",
     *INTERVALS,
     *(["second"] if SECOND else []),
 ]
@@ -150,6 +152,9 @@ def get(task_id: str) -> dict[str, object]:
         return task(task_id, "input_required", inputRequests=requests)
     if count <= 2:
         return task(task_id, "working", statusMessage=f"step {count} of 2")
+    if kind == "many_blocks":
+        blocks = [{"type": "text", "text": ""}] * 3000
+        return task(task_id, "completed", result={"content": blocks})
     text = {"type": "text", "text": f"{kind} done after {count} polls"}
     return task(task_id, "completed", result={"content": [text], "isError": False})
 

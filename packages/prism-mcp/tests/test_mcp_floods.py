@@ -504,9 +504,13 @@ async def test_a_sampling_request_of_too_many_messages_is_answered_with_an_error
     assert seen == [1024]
 
 
-async def test_a_result_of_too_many_blocks_is_never_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mode", ["blocks", "task_blocks"])
+async def test_a_result_of_too_many_blocks_is_never_parsed(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 36,000 empty text blocks (1 MB) were 36,000 SDK models: 36 MB and a 1.9 s frozen
     # loop. Counted on the raw line; the call gets the gate's error, the session kept.
+    # The same for the result of a task-augmented call (fetched with tasks/result).
     from prism.mcp import _stdio
 
     parsed: list[int] = []
@@ -517,7 +521,7 @@ async def test_a_result_of_too_many_blocks_is_never_parsed(monkeypatch: pytest.M
         return parse(text)
 
     monkeypatch.setattr(_stdio, "_parse", counted)
-    result = await _call_flood("blocks", 36_000)
+    result = await _call_flood(mode, 36_000)
     assert parsed
     assert max(parsed) < 10_000
     assert result.is_error

@@ -95,6 +95,8 @@ async def run_once(tmp_path: Path, name: str) -> tuple[ToolResult, Path]:
         ("strange_status", "unknown status 'paused'", ["task-1"]),
         ("needs_input", "asks for input", ["task-1"]),
         ("bad_id", "unusable task id", []),
+        # The completed task's result is held to a call result's caps.
+        ("many_blocks", "result refused: more than 1024 content blocks", ["task-1"]),
     ],
 )
 async def test_a_task_that_does_not_complete_is_an_error_result_naming_why(

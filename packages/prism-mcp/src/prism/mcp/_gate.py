@@ -191,6 +191,25 @@ def _call_result(
     return item
 
 
+def _poll_result(item: SessionMessage, message: mcp_types.JSONRPCResponse) -> SessionMessage:
+    """A ``tasks/get`` answer as the SDK gets it: refused over a call result's caps.
+
+    A 2026-07-28 task's state carries the call's result once it completed
+    (``result``); the bridge builds the result's models from it, so the same
+    caps apply to it (and the object count to the whole state).
+    """
+    result = message.result
+    nested = result.get("result")
+    content = nested.get("content") if type(nested) is dict else None
+    if type(content) is list and len(content) > MAX_RESULT_BLOCKS:
+        refusal: str | None = BLOCKS_REFUSAL
+    else:
+        refusal = _result_refusal(result)
+    if refusal is not None:
+        return SessionMessage(result_refused(message.id, refusal), metadata=item.metadata)
+    return item
+
+
 def _carry(result: dict[str, Any]) -> None:
     """Put ``result``'s ``structuredContent`` object in a :class:`Detached`."""
     structured = result.get("structuredContent")
@@ -276,7 +295,8 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                         continue
                 if isinstance(message, mcp_types.JSONRPCResponse) and self._gate.pending:
                     await self._gate.answered(message)
-                calls = self._gate.state.calls
+                state = self._gate.state
+                calls = state.calls
                 if (
                     calls
                     and isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
@@ -284,7 +304,16 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                 ):
                     calls.discard(message.id)
                     if isinstance(message, mcp_types.JSONRPCResponse):
-                        return _call_result(item, message, self._gate.state)
+                        return _call_result(item, message, state)
+                polls = state.polls
+                if (
+                    polls
+                    and isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
+                    and message.id in polls
+                ):
+                    polls.discard(message.id)
+                    if isinstance(message, mcp_types.JSONRPCResponse):
+                        return _poll_result(item, message)
             return item
 
     async def aclose(self) -> None:
@@ -302,8 +331,10 @@ class _GatedWrite:
         message = item.message
         if type(message) is mcp_types.JSONRPCRequest:
             self._gate.state.sent.sending(message)  # its progress token: the bridge's own
-            if message.method == "tools/call":
+            if message.method in _CALL_RESULTS:
                 self._gate.track_call(message.id)
+            elif message.method == "tasks/get":
+                self._gate.track_poll(message.id)
             elif message.method in _WATCHED:
                 self._gate.track(message.id, message.method)
         elif type(message) is mcp_types.JSONRPCNotification and message.method == _CANCELLED:
@@ -335,6 +366,9 @@ class _GatedWrite:
         await self.aclose()
 
 
+# Requests answered with a call's result: a tools/call, and the result of a
+# 2025-11-25 task-augmented call (tasks/result), held to the same caps.
+_CALL_RESULTS = frozenset({"tools/call", "tasks/result"})
 # Requests whose answers the gate reads: the handshake (for the protocol
 # version) and tool listings (to drop a tool the SDK would refuse).
 _WATCHED = frozenset({"initialize", "tools/list"})
@@ -482,11 +516,10 @@ class _Gate:
             self.state.dropped_tools.append((name, reason))
 
     def track_call(self, request_id: int | str) -> None:
-        # Bounded: ids of calls abandoned without an answer are forgotten in bulk.
-        calls = self.state.calls
-        if len(calls) >= _MAX_TRACKED_CALLS:
-            calls.clear()
-        calls.add(request_id)
+        _remember(self.state.calls, request_id)
+
+    def track_poll(self, request_id: int | str) -> None:
+        _remember(self.state.polls, request_id)
 
     def admit(self, request_id: int | str) -> bool:
         if request_id not in self.inflight and len(self.inflight) < self.limit:
@@ -510,6 +543,13 @@ class _Gate:
             # Never wait: a server that does not read its answers just loses this one.
             with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 send_nowait(refusal)
+
+
+def _remember(ids: set[int | str], request_id: int | str) -> None:
+    # Bounded: ids of requests abandoned without an answer are forgotten in bulk.
+    if len(ids) >= _MAX_TRACKED_CALLS:
+        ids.clear()
+    ids.add(request_id)
 
 
 def gate_server_requests(

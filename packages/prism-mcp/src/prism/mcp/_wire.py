@@ -30,8 +30,10 @@ class WireState:
         refused_requests: server requests refused by the flood gate.
         dropped_tools: (name, reason) of listed tools the SDK would have refused,
             dropped from their ``tools/list`` page; the listing takes them.
-        calls: ids of the ``tools/call`` requests sent and not answered yet
-            (bounded: forgotten in bulk past a few thousand).
+        calls: ids of the ``tools/call`` and ``tasks/result`` requests sent and
+            not answered yet (bounded: forgotten in bulk past a few thousand).
+        polls: ids of the ``tasks/get`` requests sent and not answered yet
+            (bounded the same way).
         detached: ``structuredContent`` values the transport parsed apart, by
             the token of the marker it put in their place (bounded).
         sent: the requests sent for tool calls: their own progress tokens,
@@ -45,6 +47,7 @@ class WireState:
     refused_requests: int = 0
     dropped_tools: list[tuple[str, str]] = attrs.field(factory=list)
     calls: set[int | str] = attrs.field(factory=set)
+    polls: set[int | str] = attrs.field(factory=set)
     detached: dict[str, object] = attrs.field(factory=dict)
     sent: SentRequests = attrs.field(factory=SentRequests)
     _stderr: bytearray = attrs.field(factory=bytearray)
