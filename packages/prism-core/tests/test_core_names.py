@@ -46,10 +46,19 @@ def test_long_names_get_a_stable_hash_suffix() -> None:
     alias = provider_safe_name(long_name)
     assert len(alias) == 64
     assert alias.startswith("mcp__aaaa")
-    assert re.fullmatch(r".*_[0-9a-f]{8}", alias)
+    assert re.fullmatch(r".*_[0-9a-f]{16}", alias)
     other = provider_safe_name("mcp:" + "a" * 99 + "b")
     assert other != alias
-    assert other[:55] == alias[:55]
+    assert other[:47] == alias[:47]
+
+
+def test_a_searched_birthday_pair_of_32_bit_suffixes_does_not_collide() -> None:
+    # Two names a hostile server found in about 100,000 tries whose aliases shared
+    # a 32-bit suffix: with 64 bits a search is out of reach.
+    stem = "mcp:evil:a." + "b" * 60
+    first, second = provider_safe_name(stem + "21690"), provider_safe_name(stem + "98851")
+    assert first != second
+    assert len(create_tool_name_map([stem + "21690", stem + "98851"])) == 2
 
 
 def test_lossy_replacements_are_disambiguated_by_hash() -> None:

@@ -33,6 +33,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   objects (one 90-character member each, within the default instance limits).
 - ``blocks``: tools/call of ``flood`` answers with ``count`` empty text blocks;
   ``nodes`` with a ``structuredContent`` of ``count`` empty objects.
+  ``aliases``: tools ``x.y``, ``x_y_<hash>`` (the first one's provider alias
+  as a tool of server ``jk``) and ``z``.
   ``task_blocks``: ``flood`` requires a task (2025-11-25), which completes at
   once, and ``tasks/result`` answers with ``count`` empty text blocks.
 - ``keys``: tools/call of ``flood`` answers with a ``structuredContent`` of
@@ -53,6 +55,7 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -311,6 +314,14 @@ def list_page(request_id: object, cursor: object) -> None:
         entry = tool("deep")
         entry["inputSchema"] = schema
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood"), entry]}})
+        return
+    if MODE == "aliases":
+        # Offered to the model under one alias as tools of server "jk": a lossy
+        # name, and a safe one spelling out the lossy one's alias.
+        digest = hashlib.sha256(b"mcp:jk:x.y").hexdigest()[:16]
+        names = ["x.y", f"x_y_{digest}", "z"]
+        listed = {"tools": [tool(name) for name in names]}
+        send({"jsonrpc": "2.0", "id": request_id, "result": listed})
         return
     if MODE == "task_blocks":
         entry = tool("flood")

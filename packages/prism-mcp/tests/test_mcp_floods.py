@@ -266,6 +266,20 @@ async def test_entries_that_are_not_objects_are_dropped_and_the_tool_kept(
     assert sum("not a JSON object" in m for m in messages) <= 64
 
 
+async def test_a_tool_offered_under_another_listed_tools_alias_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Two names of one server under one provider alias made every name map of the
+    # registry (the agent's, on every turn) refuse the whole registry.
+    from prism.core import create_tool_name_map
+
+    names = await _open_flood("aliases", 0)
+    assert names == ["mcp:jk:x.y", "mcp:jk:z"]
+    assert len(create_tool_name_map(names)) == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("skipping MCP tool mcp:jk:x_y_" in m and "like mcp:jk:x.y" in m for m in messages)
+
+
 async def test_a_tool_too_deep_to_serialise_is_skipped_and_its_sibling_kept(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -11,8 +11,10 @@ dispatch. Rules:
   loses information, a stable hash of the full name is appended;
 * a result longer than 64 characters is cut and given the same hash suffix.
 
-The hash is the first 8 hex digits of the SHA-256 of the registry name, so an
-alias never changes between runs or processes.
+The hash is the first 16 hex digits of the SHA-256 of the registry name, so an
+alias never changes between runs or processes, and a hostile MCP server cannot
+search out a name of its own whose alias is another tool's (64 bits: the 8
+digits this once used fell to a birthday search of about 100,000 names).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ __all__ = ["ToolNameMap", "create_tool_name_map", "provider_safe_name"]
 _SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_LEN = 64
-_HASH_LEN = 8
+_HASH_LEN = 16
 
 
 def _suffix(name: str) -> str:

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from prism.core import JsonObject, ToolDefinition, ToolResult, require_trio, trio_native
+from prism.core import (
+    JsonObject,
+    ToolDefinition,
+    ToolResult,
+    provider_safe_name,
+    require_trio,
+    trio_native,
+)
 
 from ._annotations import McpApprovalCallback, McpToolInfo
 from ._calls import Caller
@@ -312,6 +319,7 @@ class McpToolBridge:
         pinned_any = False
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
+        aliases: dict[str, str] = {}
         for index, tool in enumerate(listed):
             if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
                 await trio.lowlevel.checkpoint()
@@ -320,6 +328,18 @@ class McpToolBridge:
                 continue
             if prepared.info.tool_name in tools:
                 _log.warning("skipping a second MCP tool named %s", prepared.info.tool_name)
+                continue
+            # Two names of one listing offered to the model under one alias would
+            # make every name map of the registry refuse it: the later one goes.
+            alias = provider_safe_name(prepared.info.tool_name)
+            first = aliases.setdefault(alias, prepared.info.tool_name)
+            if first != prepared.info.tool_name:
+                _log.warning(
+                    "skipping MCP tool %s: it would be offered to the model as %s, like %s",
+                    prepared.info.tool_name,
+                    alias,
+                    first,
+                )
                 continue
             info, pinned = await self._pins.check(prepared.info)
             pinned_any = pinned_any or pinned
