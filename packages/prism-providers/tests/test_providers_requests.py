@@ -280,6 +280,38 @@ async def test_anthropic_request_carries_every_option_and_kind_of_content(
     assert messages[2]["content"][-1] == {"type": "text", "text": "go on"}
 
 
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+async def test_a_lone_surrogate_in_a_tool_result_is_sent_as_a_replacement_character(
+    wire_server: WireServer, api: str
+) -> None:
+    # An MCP server's "\\ud800" escape survives json.loads into a tool result; the
+    # SDK's request encoding raised UnicodeEncodeError on it, on every later turn too.
+    odd = ToolResult(content=(TextContent(text="\ud800x"),), structured={"\udfff": "k"})
+    messages = (
+        UserMessage(content=(TextContent(text="hi"),)),
+        AssistantMessage(tool_calls=(ToolCall(id="c1", name="read", arguments={"a": "\udc00"}),)),
+        ToolResultMessage(call_id="c1", tool_name="read", result=odd),
+    )
+    request = ModelRequest(model="test-model", messages=messages, tools=TOOLS)
+    if api == "chat":
+        wire_server.queue_json(chat_answer())
+        async with open_openai_provider(
+            api_key="k", base_url=wire_server.url, stream=False, max_retries=0
+        ) as chat:
+            answer = await chat.complete(request)
+    else:
+        wire_server.queue_json(anthropic_answer("fine"))
+        async with open_anthropic_provider(
+            api_key="k", base_url=wire_server.url, stream=False, max_retries=0
+        ) as anthropic_provider:
+            answer = await anthropic_provider.complete(request)
+    assert answer.content == (TextContent(text="fine"),)
+    (sent,) = wire_server.requests
+    text = sent.body.decode("utf-8")
+    assert "\ufffdx" in json.dumps(json.loads(text), ensure_ascii=False)
+    assert "\\ud800" not in text.lower()
+
+
 async def test_a_failing_event_sink_never_breaks_a_response(
     wire_server: WireServer, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -269,14 +269,45 @@ async def ask(
     base_error: type[Exception] = getattr(sdk, _BASE_ERROR[provider])
     try:
         if stream:
-            answer = await create(stream=True, **params)
+            answer = await _create(create, params, stream=True)
             try:
                 return await consume(answer)
             finally:
                 await close_quietly(answer.close)
-        return await finish(await create(**params))
+        return await finish(await _create(create, params))
     except base_error as exc:
         raise sdk_error(exc, sdk, provider) from exc
+
+
+async def _create(
+    create: Callable[..., Awaitable[Any]], params: dict[str, Any], **more: Any
+) -> Any:
+    """``create(**more, **params)``; a text no UTF-8 can hold is sent with U+FFFD in its place.
+
+    A lone surrogate (a tool result's ``ud800`` JSON escape, which ``json.loads``
+    accepts) makes the SDK's request encoding raise before anything is sent,
+    and it would again on every later turn of the transcript that holds it.
+    """
+    try:
+        return await create(**more, **params)
+    except UnicodeEncodeError:
+        return await create(**more, **without_lone_surrogates(params))
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` with each string's lone surrogates replaced by U+FFFD (JSON containers rebuilt)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {
+            without_lone_surrogates(key): without_lone_surrogates(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [without_lone_surrogates(item) for item in value]
+    return value
 
 
 @attrs.define(eq=False)
