@@ -949,3 +949,21 @@ async def test_a_validator_bounds_the_arguments_before_the_dispatcher_walks_them
     odd = await dispatch_tool_call(_call(arguments=["not", "an", "object"]), options)
     assert odd.details["blocked_reason"] == "invalid_arguments"
     assert seen == []
+
+
+@pytest.mark.parametrize("shape", ["cycle", "shared"])
+async def test_arguments_holding_a_container_twice_are_refused_at_once(shape: str) -> None:
+    # Arguments built in Python (an integration, a hook) can hold a list inside itself:
+    # the walk looped forever on the event loop. Sharing one list at every level of a
+    # deep chain made it exponential (2**20 visits here; 2**60 never ends).
+    tool = RecordingTool()
+    value: list[object] = []
+    if shape == "cycle":
+        value.append(value)
+    else:
+        for _ in range(20):
+            value = [value, value]
+    result = await dispatch_tool_call(_call(arguments={"x": value}), _options(tool.definition))
+    assert result.details["blocked_reason"] == "invalid_arguments"
+    assert "held twice (a cycle or a shared value)" in result.joined_text
+    assert tool.calls == []

@@ -165,6 +165,8 @@ def _arguments_error(arguments: object, *, shallow: bool = False) -> str | None:
 
     Walks the whole value without recursion (hostile nesting cannot blow the
     stack): keys must be strings, leaves must be JSON scalars, floats finite.
+    Each container is walked once: one met again (a list holding itself, or
+    one list shared a thousand times a thousand levels deep) is refused.
     ``shallow`` checks the object and its keys only.
     """
     if not isinstance(arguments, dict):
@@ -175,6 +177,7 @@ def _arguments_error(arguments: object, *, shallow: bool = False) -> str | None:
                 return f"arguments must have string keys, got key {key!r}"
         return None
     pending: list[dict[object, object] | list[object]] = [arguments]
+    walked = {id(arguments)}  # every container stays alive (held by arguments)
     while pending:
         container = pending.pop()
         values: Iterable[object] = container
@@ -193,6 +196,12 @@ def _arguments_error(arguments: object, *, shallow: bool = False) -> str | None:
                 if not math.isfinite(value):
                     return f"arguments must be finite JSON numbers, got {value!r}"
             elif isinstance(value, (dict, list)):
+                if id(value) in walked:
+                    return (
+                        f"arguments must be a tree of JSON values, got a {type(value).__name__} "
+                        "held twice (a cycle or a shared value)"
+                    )
+                walked.add(id(value))
                 pending.append(value)
             else:
                 return f"arguments must hold only JSON values, got {type(value).__name__}"
