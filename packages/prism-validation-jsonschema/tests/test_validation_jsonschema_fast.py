@@ -110,6 +110,9 @@ VALUES: list[Any] = [
     {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7},
     {"n": 1, "x": 2, "s": "", "tags": [], "nums": [], "other": 1},
     {"a": "x" * 60, "b": "y" * 60},
+    # Each array within the longest maxItems, all of them past max_array_length.
+    {"n": [1, 2, 3], "tags": ["a", "b", "c"], "nums": [1, 2.5, None]},
+    {"city": ["a", "b", "c"], "tags": ["a", "b", "c"], "days": [1]},
     [1, 2],
     "text",
 ]
@@ -148,15 +151,24 @@ def _full(
     return False, result.errors[0].path, result.errors[0].message
 
 
-@pytest.mark.parametrize("schema", [OPEN, PLAIN, CLOSED], ids=["budgets", "plain", "closed"])
+@pytest.mark.parametrize(
+    "schema",
+    [OPEN, PLAIN, CLOSED, "unbounded", "closed budgets"],
+    ids=["budgets", "plain", "closed", "unbounded", "closed-budgets"],
+)
 @pytest.mark.parametrize(
     "limits", [LIMITS, SchemaLimits(max_instance_depth=1)], ids=["small", "flat"]
 )
-def test_the_hot_path_gives_the_full_paths_verdict(
-    schema: dict[str, Any], limits: SchemaLimits
-) -> None:
+def test_the_hot_path_gives_the_full_paths_verdict(schema: Any, limits: SchemaLimits) -> None:
+    if type(schema) is str:
+        schema = {"unbounded": _UNBOUNDED, "closed budgets": _CLOSED_OPEN}[schema]
     for value in VALUES:
-        assert _hot(schema, value, limits) == _full(schema, value, limits), value
+        hot = _hot(schema, value, limits)
+        assert hot == _full(schema, value, limits), value
+        # A value past a limit is refused for that limit, in the walk's words.
+        problem = check_instance(value, limits)
+        if problem is not None:
+            assert hot == (False, *problem), value
 
 
 # OPEN closed: its strings have no maxLength and a pattern, so its worst case

@@ -11,17 +11,18 @@ so it never decides anything the full path would decide otherwise:
 
 * a closed schema (see ``_closed``): at most as many members as it declares,
   every member a plain scalar within the limits or an array of them no longer
-  than the longest ``maxItems``; a longer array, a nested object, a subclass or
-  any other type goes to the full path (which cuts an over-long array before
-  the engine reads it). The keys are the engine's to judge: it refuses any key
-  the schema does not declare and raises for one that is not an exact ``str``,
-  in constant time per key, without running the key's own methods (measured on
-  jsonschema-rs 0.61: a 10,000,000-character key, a lone surrogate, a ``str``
-  subclass whose methods record their calls; a test checks these facts on the
-  engine). A declared name is within the limits, so an accepted value's keys
-  are; when the engine refuses, the keys are checked before the answer is
-  ``False``, and one past a limit goes to the full path, which names it as the
-  walk does;
+  than the longest ``maxItems`` (and all arrays together no longer than all
+  ``maxItems`` together, within ``max_array_length``); a longer array, a
+  nested object, a subclass or any other type goes to the full path (which
+  cuts an over-long array before the engine reads it). The keys are the
+  engine's to judge: it refuses any key the schema does not declare and raises
+  for one that is not an exact ``str``, in constant time per key, without
+  running the key's own methods (measured on jsonschema-rs 0.61: a
+  10,000,000-character key, a lone surrogate, a ``str`` subclass whose methods
+  record their calls; a test checks these facts on the engine). A declared
+  name is within the limits, so an accepted value's keys are; when the engine
+  refuses, the keys are checked before the answer is ``False``, and one past a
+  limit goes to the full path, which names it as the walk does;
 * any other schema, for an object of scalars and arrays of scalars: the same
   rules as the instance walk (string keys within ``max_string_length``, no
   pollution key, no lone surrogate, integers within 64 bits, finite floats,
@@ -122,8 +123,10 @@ def closed_checker(
     small_high = _SMALL
     lone = lone_surrogate
     closed = len(caps)
-    # No array property may hold more items than the longest one declares.
+    # No array property may hold more items than the longest one declares, nor
+    # all of them more than all the declared maxItems (within max_array_length).
     longest = max(caps.values(), default=0)
+    most_items = sum(caps.values())
     most = max_string * TOTAL_STRING_FACTOR if most_chars is None else most_chars
     uses: Counted = _Nowhere() if counter is None else counter
 
@@ -132,6 +135,7 @@ def closed_checker(
         if type(value) is not dict or len(value) > closed:
             return None
         chars = 0
+        items = 0
         for item in value.values():
             t = type(item)
             if t is int:
@@ -142,7 +146,7 @@ def closed_checker(
                     return None
                 chars += n
             elif t is list:
-                if len(item) > longest:
+                if len(item) > longest or (items := items + len(item)) > most_items:
                     return None
                 # Inlined (a call per array costs more than checking a few items).
                 for part in item:
