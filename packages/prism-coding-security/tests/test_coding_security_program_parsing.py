@@ -216,3 +216,37 @@ async def test_a_shell_environment_with_posixly_correct_proves_nothing(root: Pat
             )
     assert result.is_error
     assert "POSIXLY_CORRECT" in str(result.content[0].text)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["head -99999c /etc/passwd", "tail -99999c /etc/passwd", "tail -5 -- /etc/passwd",
+     "tail +1 /etc/passwd", "head -3lq /etc/passwd", "head -5x f"],
+)  # fmt: skip
+def test_obsolete_counts_of_head_and_tail_take_no_value(root: Path, command: str) -> None:
+    """coreutils reads `-99999c` as one option (99999 bytes): the next word is the file."""
+    (root / "f").write_text("x\n")
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == "ask", explanation
+
+
+_COUNT_ARGVS = [
+    ["head", "-99c", "a"], ["tail", "-99c", "b"], ["head", "-2", "a"], ["tail", "-5", "--", "b"],
+    ["tail", "+1", "a"], ["tail", "-5c", "3", "a"], ["head", "-3lq", "b"], ["tail", "-3l", "a"],
+    ["head", "-c", "2", "a", "b"], ["tail", "-n1", "b"], ["head", "-1c", "-v", "a"],
+]  # fmt: skip
+
+
+def test_the_head_and_tail_models_agree_with_the_real_programs(root: Path) -> None:
+    """Differential: a file whose bytes real head or tail printed is among the model's reads."""
+    from prism.coding.security._programs import describe
+
+    contents = {"a": b"AAAA\n" * 3, "b": b"BBBB\n" * 3}
+    for name, data in contents.items():
+        (root / name).write_bytes(data)
+    for argv in _COUNT_ARGVS:
+        use = describe(tuple(argv))
+        assert use.verdict == "allow", (argv, use)
+        output = _run(argv, root).stdout
+        for name, data in contents.items():
+            assert data[:1] not in output or name in use.reads, (argv, name, use)

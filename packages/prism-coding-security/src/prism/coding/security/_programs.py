@@ -142,8 +142,42 @@ def _static(operands: tuple[str | None, ...]) -> list[str] | None:
     return [o for o in operands if o is not None]
 
 
+_HEAD_OBSOLETE = re.compile(r"-[0-9]+[bcklmqvz]*")
+_TAIL_OBSOLETE = re.compile(r"[-+][0-9]*[bcl]?f?")
+
+
+def _obsolete_count(name: str, args: Argv) -> Argv | None:
+    """``args`` past head's or tail's obsolete first word (``-99c``, ``+5``), read whole.
+
+    coreutils reads such a first word as one option that takes no value (so
+    ``head -99c FILE`` reads FILE): head when it is ``-`` and a digit, tail when
+    it has at most one file after it. None: head would refuse the word.
+    """
+    first = args[0] if args else None
+    if first is None:
+        return args
+    if name == "head":
+        if not re.match(r"-[0-9]", first):
+            return args
+        return args[1:] if _HEAD_OBSOLETE.fullmatch(first) else None
+    rest = args[1:]
+    one_file = len(rest) == 0 or (
+        len(rest) == 1 and not (rest[0] is not None and rest[0].startswith("-") and rest[0] != "-")
+    )
+    if not (one_file or (len(rest) in (1, 2) and rest[0] == "--")):
+        return args
+    if first in ("-", "+") or first.startswith("-c") or not _TAIL_OBSOLETE.fullmatch(first):
+        return args
+    return rest
+
+
 def _generic(name: str, args: Argv) -> Use:
     """A program of the safe set with a plain grammar and operand roles."""
+    if name in ("head", "tail"):
+        past = _obsolete_count(name, args)
+        if past is None:
+            return _ask(name, f"{name}: the obsolete count {args[0]!r} is not one head reads")
+        args = past
     parsed = parse_args(PROGRAM_GRAMMARS[name], args)
     if parsed.error:
         return _ask(name, f"{name}: {parsed.error}")
