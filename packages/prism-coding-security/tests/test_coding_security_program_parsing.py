@@ -250,3 +250,19 @@ def test_the_head_and_tail_models_agree_with_the_real_programs(root: Path) -> No
         output = _run(argv, root).stdout
         for name, data in contents.items():
             assert data[:1] not in output or name in use.reads, (argv, name, use)
+
+
+@pytest.mark.git
+def test_git_diff_with_a_path_outside_is_no_index_and_asks(root: Path, tmp_path: Path) -> None:
+    """git diff OUTSIDE OTHER is git's implicit --no-index: real git prints the file."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret line\n")
+    (root / "f").write_text("x\n")
+    _run(["git", "init", "-q"], root)
+    real = _run(["git", "diff", "--no-ext-diff", str(outside), "/dev/null"], root)
+    assert b"-secret line" in real.stdout
+    for command in (f"git diff {outside} /dev/null", f"git diff --stat {outside} f"):
+        explanation = explain_command(command, roots=[str(root)])
+        assert explanation.outcome == "ask", explanation
+        assert "outside the roots" in explanation.reason
+    assert explain_command("git diff HEAD~1 -- f", roots=[str(root)]).outcome == "allow"

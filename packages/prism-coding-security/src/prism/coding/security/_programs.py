@@ -573,7 +573,10 @@ def _git(args: Argv) -> Use:
             why = f"git {sub} {opt.canonical}={value} runs git in each submodule"
             return Use(verdict="ask", reason=f"{why}, whose configuration can name programs",
                        rule=rule)  # fmt: skip
-    if sub_parsed.has("--no-index"):
+    if sub_parsed.has("--no-index") or sub == "diff":
+        # git diff is --no-index without the option outside a work tree, or when one of
+        # its two paths is outside the repository (git diff /etc/x /dev/null): every
+        # operand may be a path it reads
         sub_reads += sub_operands
     if cwd is not None and (sub_reads or len(reads) > 1):
         # paths given to git -C DIR are relative to DIR, not to where the line runs
