@@ -266,3 +266,18 @@ def test_git_diff_with_a_path_outside_is_no_index_and_asks(root: Path, tmp_path:
         assert explanation.outcome == "ask", explanation
         assert "outside the roots" in explanation.reason
     assert explain_command("git diff HEAD~1 -- f", roots=[str(root)]).outcome == "allow"
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_jq_words_of_a_dash_and_no_letter_ask(root: Path, tmp_path: Path) -> None:
+    """jq 1.6 takes `-0` for its filter: the word after it, checked as the filter, is a file."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("one\ntwo\n")
+    version = _run(["jq", "--version"], root).stdout
+    real = _run(["jq", "-R", "-0", str(outside)], root)
+    if version.startswith(b"jq-1.6"):
+        assert real.stdout == b"-0\n-0\n"  # it read the file, line by line
+    for command in (f"jq -R -0 {outside}", "jq -n -1", "jq -0 f.json"):
+        explanation = explain_command(command, roots=[str(root)])
+        assert explanation.outcome == "ask", explanation
+    assert explain_command("jq -nr . -- -0", roots=[str(root)]).outcome == "allow"

@@ -236,7 +236,7 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
         "-n|--null-input -R|--raw-input -s|--slurp -c|--compact-output -r|--raw-output"
         " -j|--join-output -a|--ascii-output -S|--sort-keys -C|--color-output"
         " -M|--monochrome-output --tab --indent= --unbuffered --stream --stream-errors --seq"
-        " -e|--exit-status x:--arg= x:--argjson= --args --jsonargs -0|--nul-output --raw-output0"
+        " -e|--exit-status x:--arg= x:--argjson= --args --jsonargs --raw-output0"
         " x:-f|--from-file= x:-L= x:--slurpfile= x:--rawfile="
     ),
     "sed": grammar(

@@ -178,6 +178,14 @@ def _generic(name: str, args: Argv) -> Use:
         if past is None:
             return _ask(name, f"{name}: the obsolete count {args[0]!r} is not one head reads")
         args = past
+    if name == "jq":
+        for word in args:
+            if word == "--":
+                break
+            if word is not None and re.match(r"-[^A-Za-z-]", word):
+                # jq 1.6 takes `-0` for its filter (a word is an option only as `-`
+                # and a letter), 1.7.0 for --nul-output: which word is a file depends
+                return _ask(name, f"jq reads {word!r} as its filter or an option, by version")
     parsed = parse_args(PROGRAM_GRAMMARS[name], args)
     if parsed.error:
         return _ask(name, f"{name}: {parsed.error}")
