@@ -153,15 +153,19 @@ def _full(
 
 @pytest.mark.parametrize(
     "schema",
-    [OPEN, PLAIN, CLOSED, "unbounded", "closed budgets"],
-    ids=["budgets", "plain", "closed", "unbounded", "closed-budgets"],
+    [OPEN, PLAIN, CLOSED, "unbounded", "closed budgets", "declared"],
+    ids=["budgets", "plain", "closed", "unbounded", "closed-budgets", "declared"],
 )
 @pytest.mark.parametrize(
     "limits", [LIMITS, SchemaLimits(max_instance_depth=1)], ids=["small", "flat"]
 )
 def test_the_hot_path_gives_the_full_paths_verdict(schema: Any, limits: SchemaLimits) -> None:
     if type(schema) is str:
-        schema = {"unbounded": _UNBOUNDED, "closed budgets": _CLOSED_OPEN}[schema]
+        schema = {
+            "unbounded": _UNBOUNDED,
+            "closed budgets": _CLOSED_OPEN,
+            "declared": _DECLARED,
+        }[schema]
     for value in VALUES:
         hot = _hot(schema, value, limits)
         assert hot == _full(schema, value, limits), value
@@ -325,9 +329,11 @@ def test_a_key_past_the_limits_gets_the_walks_words_on_a_closed_schema(make: Any
     except (ValueError, UnicodeError):
         accepted = False
     assert not accepted
+    problem = check_instance(value, LIMITS)
+    assert problem is not None
     closed = _hot(CLOSED, value, LIMITS)
+    assert closed == (False, *problem)  # the walk's words
     assert closed == _hot(_OPENED, value, LIMITS) == _full(_OPENED, value, LIMITS)
-    assert not closed[0]
     assert _CALLS == []  # neither the engine nor the checks ran the key's own code
 
 
@@ -344,6 +350,9 @@ _UNBOUNDED: dict[str, Any] = {
     "required": ["city"],
     "additionalProperties": False,
 }
+# Closed but for undeclared keys, which it accepts with any value: only a call
+# of declared keys is decided by its checker.
+_DECLARED = {key: item for key, item in _UNBOUNDED.items() if key != "additionalProperties"}
 _ODD: list[Any] = [
     lambda: 2**63,
     lambda: 2**64,
@@ -382,7 +391,7 @@ _values = (
 _CHECKED = JsonSchemaArgumentValidator(limits=LIMITS)
 _COMPILED = [
     (_CHECKED.compile(schema), jsonschema_rs.validator_for(schema).is_valid)
-    for schema in (_UNBOUNDED, CLOSED)
+    for schema in (_UNBOUNDED, CLOSED, _DECLARED, _OPENED)
 ]
 
 

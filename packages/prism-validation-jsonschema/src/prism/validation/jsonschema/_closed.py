@@ -123,17 +123,23 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
     return None
 
 
-ClosedBounds = tuple[int, int, int, dict[str, int], int]
+ClosedBounds = tuple[int, int, int, dict[str, int], int, bool]
 """(declared properties, most instance nodes, most characters in strings and keys,
 each declared property's ``maxItems``, 0 if it is not an array, the characters
-of the declared names)."""
+of the declared names, whether the schema refuses undeclared keys)."""
 
 
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
-    """What any instance a closed schema accepts can hold, or ``None`` if it is not closed."""
+    """What an instance a closed schema accepts can hold, or ``None`` if it is not closed.
+
+    A schema that is closed but for ``additionalProperties`` (absent, ``true``
+    or ``{}``) gets the same bounds, for its instances whose keys are all
+    declared names; its checker sends any other instance to the full path.
+    """
     if type(schema) is not dict or not _ROOT_KEYWORDS.issuperset(schema):
         return None
-    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+    extra = schema.get("additionalProperties", True)
+    if schema.get("type") != "object" or extra not in (False, True, {}):
         return None
     properties = schema.get("properties")
     if type(properties) is not dict:
@@ -170,4 +176,5 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
         return None
     if chars > limits.max_string_length * TOTAL_STRING_FACTOR:
         return None
-    return len(properties), 1 + len(properties) + items, chars + keys, caps, keys
+    exact = extra is False
+    return len(properties), 1 + len(properties) + items, chars + keys, caps, keys, exact

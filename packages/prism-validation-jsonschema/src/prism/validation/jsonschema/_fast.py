@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ._limits import SchemaLimits
 
-__all__ = ["Counted", "closed_checker", "flat_checker"]
+__all__ = ["Counted", "closed_checker", "declared_checker", "flat_checker"]
 
 
 # A bound of one internal digit of CPython's ints (30 bits): comparing two such
@@ -168,6 +168,73 @@ def closed_checker(
             return True
         if not _plain_keys(value, max_string):
             return None
+        uses.refused = value
+        return False
+
+    return check
+
+
+def declared_checker(
+    valid: Callable[[Any], bool],
+    caps: Mapping[str, int],
+    max_string: int,
+    counter: Counted | None = None,
+    *,
+    most_chars: int | None = None,
+) -> Callable[[object], bool | None]:
+    """The checker of a schema closed but for its undeclared keys (see ``closed_checker``).
+
+    The schema accepts undeclared keys with any value, so only an object whose
+    every key is a declared name (an exact ``str``, looked up in ``caps``,
+    which runs no code of the key's) is decided here, each array within its own
+    property's ``maxItems``; any other goes to the full path, whose walk bounds it.
+    """
+    low = -SAFE_INTEGER
+    high = SAFE_INTEGER
+    small_low = -_SMALL
+    small_high = _SMALL
+    lone = lone_surrogate
+    cap_of = caps.get
+    closed = len(caps)
+    most = max_string * TOTAL_STRING_FACTOR if most_chars is None else most_chars
+    uses: Counted = _Nowhere() if counter is None else counter
+
+    def check(value: Any) -> bool | None:
+        uses.hits += 1
+        if type(value) is not dict or len(value) > closed:
+            return None
+        chars = 0
+        for key, item in value.items():
+            if type(key) is not str or (cap := cap_of(key)) is None:
+                return None
+            t = type(item)
+            if t is int:
+                if not small_low < item < small_high and not low < item < high:
+                    return None
+            elif t is str:
+                if (n := len(item)) > max_string or (not item.isascii() and lone(item)):
+                    return None
+                chars += n
+            elif t is list:
+                if len(item) > cap:
+                    return None
+                for part in item:
+                    k = type(part)
+                    if k is str:
+                        if (n := len(part)) > max_string or (not part.isascii() and lone(part)):
+                            return None
+                        chars += n
+                    elif k is int:
+                        if not small_low < part < small_high and not low < part < high:
+                            return None
+                    elif k is not bool and part is not None and (k is not float or part - part):
+                        return None
+            elif t is not bool and item is not None and (t is not float or item - item):
+                return None
+        if chars > most:
+            return None
+        if valid(value):
+            return True
         uses.refused = value
         return False
 
