@@ -737,7 +737,7 @@ async def test_a_waiting_calls_retry_is_resumed_after_its_tool_left_the_listing(
     assert text(result) == "the user said red"
 
 
-async def _spoofing(url: str, protocol: str, replay: bool) -> tuple[list[str | None], str]:
+async def _spoofing(alice: Client, bob: Client, replay: bool) -> tuple[list[str | None], str]:
     """Alice watches for progress while Bob's call makes the server send progress under
     other calls' tokens: what Alice's progress callback got, and Bob's result."""
     seen: list[str | None] = []
@@ -747,12 +747,8 @@ async def _spoofing(url: str, protocol: str, replay: bool) -> tuple[list[str | N
         seen.append(message)
         started.set()
 
-    async with (
-        Client(url, mode=protocol) as alice,
-        Client(url, mode=protocol) as bob,
-        trio.open_nursery() as nursery,
-    ):
-        watched: list[types.CallToolResult] = []
+    watched: list[types.CallToolResult] = []
+    async with trio.open_nursery() as nursery:
 
         async def watch() -> None:
             watched.append(
@@ -783,21 +779,9 @@ async def test_a_server_cannot_put_progress_into_another_clients_call(
     async with serving(workspace, server) as (url, gateway):
         (bridge,) = gateway._bridges
         assert bridge.protocol_version == {"legacy": "2025-11-25", "auto": "2026-07-28"}[protocol]
-        seen, said = await _spoofing(url, "legacy", replay=True)
+        async with Client(url, mode="legacy") as alice, Client(url, mode="legacy") as bob:
+            seen, said = await _spoofing(alice, bob, replay=True)
     assert said == "spoofed 1 + 64"
-    assert seen == ["mine"]
-
-
-async def test_guessed_progress_tokens_reach_no_call_over_stdio_at_2026_07_28(
-    workspace: Path,
-) -> None:
-    """A stdio pipe says nothing of which call a notification is for: a progress token
-    names its call alone, and the gateway's are unguessable (2026-07-28 on both sides)."""
-    async with serving(workspace, stdio_server("auto")) as (url, gateway):
-        (bridge,) = gateway._bridges
-        assert bridge.protocol_version == "2026-07-28"
-        seen, said = await _spoofing(url, "auto", replay=False)
-    assert said == "spoofed 0 + 64"
     assert seen == ["mine"]
 
 
@@ -806,7 +790,10 @@ async def test_a_cancelled_call_its_server_answered_late_no_longer_counts(
 ) -> None:
     """Alice cancels a call; her stdio server finishes it all the same and answers it late:
     that answer says the call is over there, so the server's question during Bob's call
-    goes to Bob (before, Alice's call counted for 120 s and Bob's question was refused)."""
+    goes to Bob (before, Alice's call counted for 120 s and Bob's question was refused).
+    Then, over the same pipe (which says nothing of which call a notification is for),
+    Bob's call makes the server send progress under 64 guessed tokens: none reaches
+    Alice's call (Alice's is a 2026-07-28 client, Bob's a 2025-11-25 one)."""
     options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
 
     async def bob_answers(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -837,5 +824,8 @@ async def test_a_cancelled_call_its_server_answered_late_no_longer_counts(
         # Its result comes after the late answer on the same pipe.
         late = await bob.call_tool("mcp__fx__was_answered_late", {})
         asked = await bob.call_tool("mcp__fx__ask", {"question": "colour?"})
+        seen, said = await _spoofing(alice, bob, replay=False)
     assert late.structured_content == {"result": True}
     assert text(asked) == "the user said blue", asked.content
+    assert said == "spoofed 0 + 64"
+    assert seen == ["mine"]
