@@ -659,45 +659,6 @@ async def test_a_2026_server_over_stdio_asks_each_caller_for_its_own_call(
     }
 
 
-async def test_a_cancelled_calls_late_question_never_reaches_another_principal(
-    workspace: Path,
-) -> None:
-    """Alice cancels a call her stdio server still runs; it asks later, during Bob's call:
-    the gateway refuses (the server cannot say which call it is for), Bob is asked nothing."""
-    options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
-    bob_asked: list[str] = []
-
-    async def bob_answers(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        bob_asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"colour": "bob's secret"})
-
-    async with (
-        serving(workspace, stdio_server(), http=options) as (url, _gateway),
-        as_principal(url, "alice") as alice,
-        httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKENS['bob']}"}) as http,
-        Client(
-            streamable_http_client(url, http_client=http), elicitation_callback=bob_answers
-        ) as bob,
-    ):
-        async with trio.open_nursery() as nursery:
-            started = trio.Event()
-
-            async def on_progress(
-                progress: float, total: float | None, message: str | None
-            ) -> None:
-                started.set()
-
-            nursery.start_soon(
-                lambda: alice.call_tool("mcp__fx__ask_late", {}, progress_callback=on_progress)
-            )
-            with trio.fail_after(60):
-                await started.wait()
-            nursery.cancel_scope.cancel()
-        held = await bob.call_tool("mcp__fx__hold", {})
-    assert bob_asked == []
-    assert text(held).startswith("refused"), held.content
-
-
 async def test_a_waiting_calls_retry_is_resumed_after_its_tool_left_the_listing(
     workspace: Path,
 ) -> None:
@@ -785,18 +746,36 @@ async def test_a_server_cannot_put_progress_into_another_clients_call(
     assert seen == ["mine"]
 
 
-async def test_a_cancelled_call_its_server_answered_late_no_longer_counts(
+async def _cancel_once_started(client: Client, tool: str) -> None:
+    """Call ``tool`` and cancel the call once the server says (progress) it started."""
+    async with trio.open_nursery() as nursery:
+        started = trio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            started.set()
+
+        nursery.start_soon(lambda: client.call_tool(tool, {}, progress_callback=on_progress))
+        with trio.fail_after(60):
+            await started.wait()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_cancelled_call_counts_as_its_clients_until_its_server_answers_it(
     workspace: Path,
 ) -> None:
-    """Alice cancels a call; her stdio server finishes it all the same and answers it late:
-    that answer says the call is over there, so the server's question during Bob's call
-    goes to Bob (before, Alice's call counted for 120 s and Bob's question was refused).
-    Then, over the same pipe (which says nothing of which call a notification is for),
-    Bob's call makes the server send progress under 64 guessed tokens: none reaches
-    Alice's call (Alice's is a 2026-07-28 client, Bob's a 2025-11-25 one)."""
+    """Alice cancels a call her stdio server still runs, and it asks later, during Bob's
+    call: the gateway refuses (the server cannot say which call it is for), Bob is asked
+    nothing. Alice cancels a call her server finishes all the same and answers late: that
+    answer says the call is over there, so the server's question during Bob's call goes
+    to Bob (before, Alice's call counted for 120 s and Bob's question was refused). And
+    over the same pipe (which says nothing of which call a notification is for), Bob's
+    call makes the server send progress under 64 guessed tokens: none reaches Alice's
+    call (Alice's is a 2026-07-28 client, Bob's a 2025-11-25 one)."""
     options = HttpOptions(port=0, auth=BearerAuth(tokens=tuple(TOKENS.values())))
+    bob_asked: list[str] = []
 
     async def bob_answers(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        bob_asked.append(params.message)
         return types.ElicitResult(action="accept", content={"colour": "blue"})
 
     async with (
@@ -807,25 +786,17 @@ async def test_a_cancelled_call_its_server_answered_late_no_longer_counts(
             streamable_http_client(url, http_client=http), elicitation_callback=bob_answers
         ) as bob,
     ):
-        async with trio.open_nursery() as nursery:
-            started = trio.Event()
-
-            async def on_progress(
-                progress: float, total: float | None, message: str | None
-            ) -> None:
-                started.set()
-
-            nursery.start_soon(
-                lambda: alice.call_tool("mcp__fx__answer_late", {}, progress_callback=on_progress)
-            )
-            with trio.fail_after(60):
-                await started.wait()
-            nursery.cancel_scope.cancel()
+        await _cancel_once_started(alice, "mcp__fx__answer_late")
         # Its result comes after the late answer on the same pipe.
         late = await bob.call_tool("mcp__fx__was_answered_late", {})
         asked = await bob.call_tool("mcp__fx__ask", {"question": "colour?"})
         seen, said = await _spoofing(alice, bob, replay=False)
+        # A call the server never answers counts on (until unanswered_call_s).
+        await _cancel_once_started(alice, "mcp__fx__ask_late")
+        held = await bob.call_tool("mcp__fx__hold", {})
     assert late.structured_content == {"result": True}
     assert text(asked) == "the user said blue", asked.content
     assert said == "spoofed 0 + 64"
     assert seen == ["mine"]
+    assert text(held).startswith("refused"), held.content
+    assert bob_asked == ["MCP server 'fx' asks (forwarded by Prism): colour?"]
