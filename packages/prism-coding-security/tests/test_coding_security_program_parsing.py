@@ -281,3 +281,35 @@ def test_jq_words_of_a_dash_and_no_letter_ask(root: Path, tmp_path: Path) -> Non
         explanation = explain_command(command, roots=[str(root)])
         assert explanation.outcome == "ask", explanation
     assert explain_command("jq -nr . -- -0", roots=[str(root)]).outcome == "allow"
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        # -F is a flag (only --classify takes a value): -L after it is seen
+        ("ls -FLl f", "--dereference is never proved safe"),
+        ("realpath -e --relative-to=/etc f", "outside the roots"),
+        ("git rev-parse --resolve-git-dir /etc", "outside the roots"),
+        ("find . -newermm /etc/passwd", "outside the roots"),
+        ("find . -newerBa /etc/passwd", "outside the roots"),
+        ("date -d 'TZ=\"/etc/passwd\" now'", "reads a zone file it names"),
+        ("diff -l f f", "--paginate is never proved safe"),
+    ],
+)
+def test_values_that_look_at_outside_paths_ask(root: Path, command: str, reason: str) -> None:
+    (root / "f").write_text("x\n")
+    explanation = explain_command(command, roots=[str(root)])
+    assert explanation.outcome == "ask", explanation
+    assert reason in explanation.reason
+
+
+def test_short_options_of_optional_value_groups_are_flags_as_getopt_reads_them(
+    root: Path,
+) -> None:
+    """Real ls and sort: -F and -c take no value, so the rest of the cluster is options."""
+    (root / "f").write_text("b\na\n")
+    assert _run(["ls", "-Fd", "."], root).stdout == b"./\n"
+    assert _run(["sort", "-cr", "f"], root).returncode == 0
+    for command in ("ls -Fd .", "sort -cr f", "diff -C 3 f f", "sed -n -ibak p f"):
+        explanation = explain_command(command, roots=[str(root)])
+        assert (explanation.outcome == "allow") == (not command.startswith("sed")), explanation

@@ -73,7 +73,11 @@ def grammar(
 
     ``spec`` is whitespace-separated groups; a group is spellings joined by
     ``|`` (``-r|-R|--recursive``), each ending in ``=`` when it takes a value
-    (``=?`` for an optional long value). A group may start with a role:
+    (``=?`` for an optional value). A spelling with no suffix takes what its
+    group's does, except that a short one is a flag when the group's value is
+    optional (getopt_long: ``-F|--classify=?`` is ``-F`` and ``--classify[=WHEN]``,
+    so ``-FL`` is -F then -L; ``-i=?|--in-place=?`` when the short takes one too).
+    A group may start with a role:
     ``r:`` (value is a path read), ``w:`` (a path written), ``c:`` (a
     directory to work in), ``x:`` (never proved safe). ``unsafe`` maps a group
     (as written in ``spec``) to the reason it is never proved safe.
@@ -87,28 +91,29 @@ def grammar(
         if len(group) > 2 and group[1] == ":":
             role = _ROLE_PREFIX[group[0]]
             body = group[2:]
-        names = body.split("|")
         arg: Literal["none", "required", "optional"] = "none"
-        clean: list[str] = []
-        for name in names:
+        spelled: list[tuple[str, Literal["none", "required", "optional"] | None]] = []
+        for name in body.split("|"):
             if name.endswith("=?"):
                 arg = "optional"
-                name = name[:-2]
+                spelled.append((name[:-2], "optional"))
             elif name.endswith("="):
-                arg = "required"
-                name = name[:-1]
-            clean.append(name)
+                arg = "required" if arg == "none" else arg
+                spelled.append((name[:-1], "required"))
+            else:
+                spelled.append((name, None))
         if role == "flag" and arg != "none":
             role = "value"
-        canonical = next((n for n in clean if n.startswith("--")), clean[0])
+        canonical = next((n for n, _ in spelled if n.startswith("--")), spelled[0][0])
         why = reasons.get(group, "")
         if why:
             role = "unsafe"
         elif role == "unsafe":
             why = f"{canonical} is never proved safe"
-        opt = Opt(canonical=canonical, arg=arg, role=role, why=why)
-        for name in clean:
-            options[name] = opt
+        for name, own in spelled:
+            if own is None:
+                own = "none" if (arg == "optional" and not name.startswith("--")) else arg
+            options[name] = Opt(canonical=canonical, arg=own, role=role, why=why)
             if name.startswith("--"):
                 longs.append(name)
     return Grammar(

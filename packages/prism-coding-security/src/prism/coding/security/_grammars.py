@@ -123,10 +123,10 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
         " -x|--exclude-type="
     ),
     "diff": grammar(
-        "--normal -q|--brief -s|--report-identical-files -c -C|--context=? -u -U|--unified=?"
+        "--normal -q|--brief -s|--report-identical-files -c -C=|--context=? -u -U=|--unified=?"
         " -e|--ed -n|--rcs -y|--side-by-side -W|--width= --left-column --suppress-common-lines"
         " -p|--show-c-function -F|--show-function-line= --label= -t|--expand-tabs -T|--initial-tab"
-        " --tabsize= --suppress-blank-empty -l|--paginate x:-r|--recursive --no-dereference"
+        " --tabsize= --suppress-blank-empty x:-l|--paginate x:-r|--recursive --no-dereference"
         " -N|--new-file --unidirectional-new-file --ignore-file-name-case"
         " --no-ignore-file-name-case -x|--exclude= r:-X|--exclude-from= -S|--starting-file="
         " r:--from-file= r:--to-file= -i|--ignore-case -E|--ignore-tab-expansion"
@@ -163,8 +163,8 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
         " -p|--no-renumber -s|--number-separator= -v|--starting-line-number= -w|--number-width="
     ),
     "od": grammar(
-        "-A|--address-radix= --endian= -j|--skip-bytes= -N|--read-bytes= -S|--strings=?"
-        " -t|--format= -v|--output-duplicates -w|--width=? --traditional -a -b -c -d -f -i -l -o"
+        "-A|--address-radix= --endian= -j|--skip-bytes= -N|--read-bytes= -S=|--strings=?"
+        " -t|--format= -v|--output-duplicates -w=?|--width=? --traditional -a -b -c -d -f -i -l -o"
         " -s -x"
     ),
     "hexdump": grammar("-b -c -C -d -o -x -e= r:-f= -n= -s= -v -L=?"),
@@ -181,7 +181,7 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
     "dirname": grammar("-z|--zero"),
     "realpath": grammar(
         "-e|--canonicalize-existing -m|--canonicalize-missing -L|--logical -P|--physical"
-        " -q|--quiet --relative-to= --relative-base= -s|--strip|--no-symlinks -z|--zero"
+        " -q|--quiet r:--relative-to= r:--relative-base= -s|--strip|--no-symlinks -z|--zero"
     ),
     "readlink": grammar(
         "-f|--canonicalize -e|--canonicalize-existing -m|--canonicalize-missing"
@@ -217,7 +217,7 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
     "sleep": grammar(""),
     "true": grammar("", permute=False),
     "date": grammar(
-        "-d|--date= --debug r:-f|--file= -I|--iso-8601=? --resolution -R|--rfc-email"
+        "-d|--date= --debug r:-f|--file= -I=?|--iso-8601=? --resolution -R|--rfc-email"
         " --rfc-3339= r:-r|--reference= -u|--utc|--universal x:-s|--set="
     ),
     "uname": grammar(
@@ -242,14 +242,15 @@ PROGRAM_GRAMMARS: dict[str, Grammar] = {
     "sed": grammar(
         "-n|--quiet|--silent --debug -e|--expression= -E|-r|--regexp-extended -s|--separate"
         " --posix -u|--unbuffered -z|--null-data -l|--line-length= --sandbox"
-        " -b|--binary --follow-symlinks x:-f|--file= w:-i|--in-place=?"
+        " -b|--binary --follow-symlinks x:-f|--file= w:-i=?|--in-place=?"
     ),
     "awk": grammar(
         "-F|--field-separator= -v|--assign= -e|--source= -b|--characters-as-bytes"
         " -c|--traditional -P|--posix -s|--no-optimize -O|--optimize -S|--sandbox"
         " -N|--use-lc-numeric -n|--non-decimal-data -t|--lint-old"
-        " x:-f|--file= x:-i|--include= x:-l|--load= x:-E|--exec= x:-d|--dump-variables=?"
-        " x:-D|--debug=? x:-p|--profile=? x:-o|--pretty-print=? x:-L|--lint=? x:-M|--bignum",
+        " x:-f|--file= x:-i|--include= x:-l|--load= x:-E|--exec= x:-d=?|--dump-variables=?"
+        " x:-D=?|--debug=? x:-p=?|--profile=? x:-o=?|--pretty-print=? x:-L=?|--lint=?"
+        " x:-M|--bignum",
         permute=False,
     ),
     "cd": grammar("-L -P -e -@", permute=False),
@@ -304,12 +305,12 @@ _DIFF_OPTS = (
     "-p|-u|--patch -s|--no-patch -U|--unified= --output-indicator-new= --output-indicator-old="
     " --output-indicator-context= --raw --patch-with-raw -t --indent-heuristic"
     " --no-indent-heuristic --minimal --patience --histogram --anchored= --diff-algorithm="
-    " --stat=? --compact-summary --numstat --shortstat -X|--dirstat=? --cumulative"
+    " --stat=? --compact-summary --numstat --shortstat -X=?|--dirstat=? --cumulative"
     " --dirstat-by-file=? --summary --patch-with-stat -z --name-only --name-status --submodule=?"
     " " + COLOR + " --no-color --color-moved=? --no-color-moved --color-moved-ws="
     " --no-color-moved-ws --word-diff=? --word-diff-regex= --color-words=? --no-renames"
     " --rename-empty --no-rename-empty --check --ws-error-highlight= --full-index --binary"
-    " --abbrev=? -B|--break-rewrites=? -M|--find-renames=? -C|--find-copies=?"
+    " --abbrev=? -B=?|--break-rewrites=? -M=?|--find-renames=? -C=?|--find-copies=?"
     " --find-copies-harder -D|--irreversible-delete -l= --diff-filter= -S= -G= --find-object="
     " --pickaxe-all --pickaxe-regex -R --relative=? --no-relative -a|--text"
     " --ignore-cr-at-eol --ignore-space-at-eol -b|--ignore-space-change -w|--ignore-all-space"
@@ -351,13 +352,13 @@ _GIT_GREP = grammar(
     " -c|--count " + COLOR + " --no-color --break --heading -p|--show-function"
     " -A|--after-context= -B|--before-context= -C|--context= -W|--function-context"
     " -m|--max-count= --threads= -e= --and --or --not --all-match -q|--quiet r:-f="
-    " x:-O|--open-files-in-pager=?",
+    " x:-O=?|--open-files-in-pager=?",
     numeric=True,
 )
 GIT_SUBCOMMANDS: dict[str, Grammar] = {
     "status": grammar(
         "-s|--short -b|--branch --show-stash --porcelain=? --long -v|--verbose"
-        " -u|--untracked-files=? --ignore-submodules=? --ignored=? -z --column=? --no-column"
+        " -u=?|--untracked-files=? --ignore-submodules=? --ignored=? -z --column=? --no-column"
         " --ahead-behind --no-ahead-behind --renames --no-renames --find-renames=?"
     ),
     "diff": grammar(_DIFF_OPTS),
@@ -385,7 +386,7 @@ GIT_SUBCOMMANDS: dict[str, Grammar] = {
         " --all --branches=? --tags=? --remotes=? --glob= --default= --revs-only --no-revs"
         " --flags --no-flags --path-format= --show-superproject-working-tree"
         " --show-object-format=? --show-ref-format --local-env-vars --since= --until= --not"
-        " --git-path= --resolve-git-dir= --shared-index-path"
+        " --git-path= r:--resolve-git-dir= --shared-index-path"
     ),
     "ls-files": grammar(
         "-c|--cached -d|--deleted -m|--modified -o|--others -i|--ignored -s|--stage"
@@ -411,7 +412,7 @@ GIT_SUBCOMMANDS: dict[str, Grammar] = {
     ),
     "cat-file": grammar("-t -s -e -p --allow-unknown-type --mailmap --no-mailmap"),
     "show-ref": grammar(
-        "--head --branches --tags -d|--dereference -s|--hash=? --abbrev=? --verify --exists"
+        "--head --branches --tags -d|--dereference -s=?|--hash=? --abbrev=? --verify --exists"
         " -q|--quiet"
     ),
     "for-each-ref": grammar(
@@ -641,7 +642,7 @@ FIND_FLAGS = frozenset(
     }
 )
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-FIND_READ_VALUES = frozenset({"-newer", "-anewer", "-cnewer", "-samefile"})
+FIND_READ_VALUES = frozenset({"-newer", "-anewer", "-cnewer", "-samefile", "-neweraa", "-newermm"})
 
 
 ENV_GRAMMAR = grammar(
@@ -667,7 +668,7 @@ SIMPLE_WRAPPERS: dict[str, Grammar] = {
         permute=False,
     ),
     "xargs": grammar(
-        "-0|--null r:-a|--arg-file= -d|--delimiter= -E= -e|--eof=? -I= -i|--replace=?"
+        "-0|--null r:-a|--arg-file= -d|--delimiter= -E= -e=?|--eof=? -I= -i=?|--replace=?"
         " -L|--max-lines= -l=? -n|--max-args= -P|--max-procs= -p|--interactive"
         " --process-slot-var= -r|--no-run-if-empty -s|--max-chars= -t|--verbose -x|--exit"
         " --show-limits -o|--open-tty",
@@ -681,13 +682,13 @@ SIMPLE_WRAPPERS: dict[str, Grammar] = {
     "script": grammar(
         "-a|--append -c|--command= -E|--echo= -e|--return -f|--flush --force -B|--log-io="
         " -I|--log-in= -O|--log-out= -T|--log-timing= -m|--logging-format= -o|--output-limit="
-        " -q|--quiet -t|--timing=?",
+        " -q|--quiet -t=?|--timing=?",
         permute=False,
     ),
     "chroot": grammar("--userspec= --groups= --skip-chdir", permute=False),
     "sg": grammar("", permute=False),
     "watch": grammar(
-        "-b|--beep -c|--color -C|--no-color -d|--differences=? -e|--errexit -g|--chgexit"
+        "-b|--beep -c|--color -C|--no-color -d=?|--differences=? -e|--errexit -g|--chgexit"
         " -n|--interval= -p|--precise -q|--equexit= -r|--no-rerun -t|--no-title -w|--no-wrap"
         " -x|--exec",
         permute=False,

@@ -206,6 +206,9 @@ def _generic(name: str, args: Argv) -> Use:
         return _ask(name, f"{name} with operands changes something")
     elif name == "date" and any(not o.startswith("+") for o in operands):
         return _ask(name, "date with an operand that is not +FORMAT sets the clock")
+    elif name == "date" and any("TZ=" in str(v) for v in parsed.values("--date")):
+        # `-d 'TZ="/path" now'` makes the C library read that file as a zone file
+        return _ask(name, "date -d with TZ= in its string reads a zone file it names")
     elif name in ("grep", "egrep", "fgrep"):
         if not parsed.has("--regexp", "--file"):
             operands = operands[1:]
@@ -416,8 +419,16 @@ def _find(args: Argv) -> Use:
                 reads.append(str(args[index + 1]))
             index += 2
             continue
-        if arg in FIND_FLAGS or arg.startswith("-newer"):
-            index += 1 if arg in FIND_FLAGS else 2
+        if arg.startswith("-newer") and arg not in FIND_FLAGS:
+            # -newerXY: a time string when Y is t, else the file whose time it reads
+            if index + 1 >= len(args) or args[index + 1] is None:
+                return _ask("find", f"find {arg} without a fixed value")
+            if not arg.endswith("t"):
+                reads.append(str(args[index + 1]))
+            index += 2
+            continue
+        if arg in FIND_FLAGS:
+            index += 1
             continue
         if arg in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls"):
             refused = refused or f"find {arg} deletes or writes files"
