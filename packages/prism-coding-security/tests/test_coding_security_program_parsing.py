@@ -313,3 +313,22 @@ def test_short_options_of_optional_value_groups_are_flags_as_getopt_reads_them(
     for command in ("ls -Fd .", "sort -cr f", "diff -C 3 f f", "sed -n -ibak p f"):
         explanation = explain_command(command, roots=[str(root)])
         assert (explanation.outcome == "allow") == (not command.startswith("sed")), explanation
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".venv/lib/python3.11/site-packages/_cov.pth", ".venv/bin/activate",
+     "env/lib/python3.12/site-packages/usercustomize.py", ".venv/pyvenv.cfg"],
+)  # fmt: skip
+async def test_the_write_tool_leaves_what_a_venv_python_runs_alone(root: Path, path: str) -> None:
+    """A .pth in site-packages runs at the host's next python start in that venv."""
+    (root / path).parent.mkdir(parents=True)
+    async with open_secure_coding_tools([str(root)], sandbox="none", approve=None) as secure:
+        write = next(t for t in secure.tools if t.name == "write")
+        call = ToolCall(id="1", name="write", arguments={"path": path, "content": "import os\n"})
+        with trio.fail_after(60):
+            result = await write.execute(
+                {"path": path, "content": "import os\n"}, ToolExecutionContext(call=call)
+            )
+    assert result.is_error, result
+    assert not (root / path).exists()

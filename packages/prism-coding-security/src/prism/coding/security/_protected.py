@@ -103,6 +103,15 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # variables that tools load into the environment of what they run
     # (LD_PRELOAD, BASH_ENV, NODE_OPTIONS)
     ".env",
+    # a virtual environment's python runs these at every start (uv run, pytest, the
+    # editor's interpreter discovery), and pyvenv.cfg names the python it runs;
+    # activate scripts run in the host's shell
+    "pyvenv.cfg",
+    "site-packages/*.pth",
+    "site-packages/sitecustomize.py",
+    "site-packages/usercustomize.py",
+    "dist-packages/*.pth",
+    "bin/activate*",
     # package managers and build tools that run code named in the project on any command
     ".yarnrc",
     ".yarnrc.yml",
