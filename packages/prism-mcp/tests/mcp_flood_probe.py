@@ -149,7 +149,7 @@ async def _run(
             return raw
 
         _stdio.before_parsing = _http.before_parsing = unchanged  # type: ignore[attr-defined]
-        _gate._carry = lambda result: None
+        _gate._carry = lambda result, nodes: None
     if options.pop("caps", None) == "off":
         from prism.mcp import _budget, _gate
 

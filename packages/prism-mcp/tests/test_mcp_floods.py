@@ -101,6 +101,30 @@ async def test_a_large_result_is_checked_in_bounded_time_and_memory(mode: str) -
     assert traced < 10 * size + 1 * MB, (traced, size)
 
 
+@pytest.mark.parametrize(("count", "on_thread"), [(900_000, True), (2_000, False)])
+async def test_a_large_structured_result_is_mapped_and_checked_off_the_event_loop(
+    count: int, on_thread: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A result the output schema refuses is walked again for its first problem
+    # (25,000 records over the instance limits held the loop 150-490 ms): a result
+    # of many objects and arrays is mapped and checked on a worker thread.
+    import threading
+
+    from prism.mcp import _output
+
+    threads: list[bool] = []
+    check = _output.OutputChecker.check
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread() is not threading.main_thread())
+        return check(self, *args, **kwargs)
+
+    monkeypatch.setattr(_output.OutputChecker, "check", recorded)
+    result = await _call_flood("big_objects", count)
+    assert not result.is_error, result.joined_text
+    assert threads == [on_thread]
+
+
 async def test_a_listing_stops_at_max_list_pages() -> None:
     with trio.fail_after(120):
         report = await probe("pages", 100, "max_list_pages=2", "max_list_bytes=100000000")

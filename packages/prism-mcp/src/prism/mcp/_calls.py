@@ -60,6 +60,8 @@ def trace_meta() -> mcp_types.RequestParamsMeta | None:
 
 
 _log = logging.getLogger("prism.mcp")
+_CHECK_ON_THREAD = 4096
+"""A result of more objects and arrays than this is mapped and checked on a worker thread."""
 
 
 @attrs.define(eq=False)
@@ -159,12 +161,25 @@ class Caller:
             )
         if failure is not None or result is None:
             return self._call_failed(conn, remote, failure, details)
-        attach(result)
+        if attach(result) > _CHECK_ON_THREAD:
+            # Mapping and checking a large structuredContent (a refusal by the
+            # schema's instance limits walks it again) would hold the event loop.
+            return await trio.to_thread.run_sync(
+                self._finish, remote, info.tool_name, output_schema, result, details
+            )
+        return self._finish(remote, info.tool_name, output_schema, result, details)
+
+    def _finish(
+        self,
+        remote: str,
+        name: str,
+        output_schema: JsonObject | None,
+        result: mcp_types.CallToolResult,
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
         mapped = map_call_result(result, details)
         if output_schema is not None and not mapped.is_error:
-            return self._check_output(
-                remote, info.tool_name, output_schema, result, mapped, details
-            )
+            return self._check_output(remote, name, output_schema, result, mapped, details)
         return mapped
 
     def _check_output(

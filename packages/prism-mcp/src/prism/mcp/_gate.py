@@ -123,14 +123,21 @@ def _more_nodes_than(value: object, limit: int) -> int | None:
     return count
 
 
-def _result_refusal(result: dict[str, Any]) -> str | None:
-    """Why a tools/call result is refused before the SDK parses it, or ``None``."""
+def _result_nodes(result: dict[str, Any]) -> int | str:
+    """How many objects and arrays a tools/call result holds, or why it is refused."""
     content = result.get("content")
     if type(content) is list and len(content) > MAX_RESULT_BLOCKS:
         return BLOCKS_REFUSAL
-    if _more_nodes_than(result, MAX_MESSAGE_NODES) is None:
+    nodes = _more_nodes_than(result, MAX_MESSAGE_NODES)
+    if nodes is None:
         return f"more than {MAX_MESSAGE_NODES} objects and arrays"
-    return None
+    return nodes
+
+
+def _result_refusal(result: dict[str, Any]) -> str | None:
+    """Why a tools/call result is refused before the SDK parses it, or ``None``."""
+    found = _result_nodes(result)
+    return found if type(found) is str else None
 
 
 def _request_refusal(message: mcp_types.JSONRPCRequest) -> str | None:
@@ -171,11 +178,11 @@ def _call_result(
                 refused = result_refused(message.id, _LOST)
                 return SessionMessage(refused, metadata=item.metadata)
             result["structuredContent"] = structured
-    refusal = _result_refusal(result)
-    if refusal is not None:
+    nodes = _result_nodes(result)
+    if type(nodes) is str:
         # An error in place of the result: the SDK never builds its models.
-        return SessionMessage(result_refused(message.id, refusal), metadata=item.metadata)
-    _carry(result)
+        return SessionMessage(result_refused(message.id, nodes), metadata=item.metadata)
+    _carry(result, int(nodes))
     # A result with only structuredContent is valid; the 2025-11-25
     # schema still requires content, so give it an empty one.
     if "content" not in result and "structuredContent" in result:
@@ -210,11 +217,11 @@ def _poll_result(item: SessionMessage, message: mcp_types.JSONRPCResponse) -> Se
     return item
 
 
-def _carry(result: dict[str, Any]) -> None:
+def _carry(result: dict[str, Any], nodes: int) -> None:
     """Put ``result``'s ``structuredContent`` object in a :class:`Detached`."""
     structured = result.get("structuredContent")
     if type(structured) is dict and structured:
-        result["structuredContent"] = {DETACHED_KEY: Detached(structured)}
+        result["structuredContent"] = {DETACHED_KEY: Detached(structured, nodes)}
 
 
 def result_refused(request_id: int | str, refusal: str) -> mcp_types.JSONRPCError:
@@ -235,20 +242,28 @@ class Detached(str):
     """
 
     value: dict[str, Any]
+    nodes: int
+    """How many objects and arrays the whole result held (the gate counted them)."""
 
-    def __new__(cls, value: dict[str, Any]) -> Self:
+    def __new__(cls, value: dict[str, Any], nodes: int = 0) -> Self:
         carried = super().__new__(cls, DETACHED_KEY)
         carried.value = value
+        carried.nodes = nodes
         return carried
 
 
-def attach(result: mcp_types.CallToolResult) -> None:
-    """Put back the ``structuredContent`` the gate carried past the SDK in ``result``."""
+def attach(result: mcp_types.CallToolResult) -> int:
+    """Put back the ``structuredContent`` the gate carried past the SDK in ``result``.
+
+    Returns how many objects and arrays the result held (0 when nothing was carried).
+    """
     structured = result.structured_content
     if type(structured) is dict and len(structured) == 1:
         carried = structured.get(DETACHED_KEY)
         if type(carried) is Detached:
             result.structured_content = carried.value
+            return carried.nodes
+    return 0
 
 
 class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
