@@ -49,6 +49,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   on 127.0.0.1 instead of stdio, printing ``PORT <n>``, and answers each request
   with a JSON body (or one server-sent event per message): only the modes that
   answer a request with its result work there.
+- A mode with the suffix ``_strid`` (``blocks_strid``, ``many_strid``) answers
+  each request with its id spelled as a string of Arabic-Indic digits.
 - ``sampling``: tools/call of ``flood`` sends one ``sampling/createMessage`` of
   ``count`` empty messages and answers with what the host said back.
 """
@@ -64,7 +66,11 @@ import sys
 from typing import Any
 
 SCHEMAS = sys.argv[1] == "schema_pages"
-MODE = "pages" if SCHEMAS else sys.argv[1]
+# A mode ending in _strid answers every request with its id spelled as a string
+# of Arabic-Indic digits (request 7 is answered as "\u0667"), which the SDK
+# correlates with request 7.
+STRID = sys.argv[1].endswith("_strid")
+MODE = "pages" if SCHEMAS else sys.argv[1].removesuffix("_strid")
 COUNT = int(sys.argv[2])
 OUT = sys.stdout.buffer
 
@@ -74,6 +80,9 @@ OUTBOX: list[bytes] | None = None
 
 
 def send(message: dict[str, object]) -> None:
+    answer_id = message.get("id")
+    if STRID and "method" not in message and type(answer_id) is int:
+        message = {**message, "id": "".join(chr(0x660 + int(c)) for c in str(answer_id))}
     data = json.dumps(message, separators=(",", ":")).encode()
     if OUTBOX is not None:
         OUTBOX.append(data)

@@ -290,6 +290,17 @@ async def test_entries_that_are_not_objects_are_dropped_and_the_tool_kept(
     assert sum("not a JSON object" in m for m in messages) <= 64
 
 
+async def test_a_listing_answered_under_a_string_id_is_still_checked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # tools/list answered as "\u0661" (request 1 to the SDK): the tool the SDK would
+    # refuse was not dropped and the whole listing failed.
+    names = await _open_flood("many_strid", 20)
+    assert len(names) == 19
+    assert "mcp:jk:bad" not in names
+    assert any("skipping tool 'bad'" in r.getMessage() for r in caplog.records)
+
+
 async def test_a_tool_offered_under_another_listed_tools_alias_is_skipped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -542,13 +553,14 @@ async def test_a_sampling_request_of_too_many_messages_is_answered_with_an_error
     assert seen == [1024]
 
 
-@pytest.mark.parametrize("mode", ["blocks", "task_blocks"])
+@pytest.mark.parametrize("mode", ["blocks", "task_blocks", "blocks_strid"])
 async def test_a_result_of_too_many_blocks_is_never_parsed(
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 36,000 empty text blocks (1 MB) were 36,000 SDK models: 36 MB and a 1.9 s frozen
     # loop. Counted on the raw line; the call gets the gate's error, the session kept.
-    # The same for the result of a task-augmented call (fetched with tasks/result).
+    # The same for the result of a task-augmented call (fetched with tasks/result),
+    # and for an answer whose id is spelled as a string the SDK reads as the call's.
     from prism.mcp import _stdio
 
     parsed: list[int] = []

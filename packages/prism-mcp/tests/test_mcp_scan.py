@@ -191,14 +191,20 @@ async def test_only_the_answer_to_a_call_in_flight_is_refused_unparsed() -> None
     from prism.mcp._wire import WireState
 
     state = WireState(calls={1, "c"})
-    for request_id, count in [(b"1", 1025), (b'"c"', 4000)]:
+    # "1" and " \u0661 " answer call 1 as the SDK correlates ids (int() of the text).
+    for request_id, count, answered in [
+        (b"1", 1025, 1),
+        (b'"c"', 4000, "c"),
+        (b'"1"', 1025, 1),
+        (b'" \\u0661 "', 1025, 1),
+    ]:
         error = await before_parsing(_blocks(request_id, count), state)
         assert isinstance(error, mcp_types.JSONRPCError)
-        assert error.id == json.loads(request_id)
+        assert error.id == answered
         assert error.error.message == "result refused: more than 1024 content blocks"
     # Not a call in flight (another id, or one of another type), too few blocks,
     # an id the parser would refuse: left to the parser and the gate.
-    for request_id, count in [(b"2", 1025), (b'"1"', 1025), (b"1.0", 1025), (b"true", 1025)]:
+    for request_id, count in [(b"2", 1025), (b'"2"', 1025), (b"1.0", 1025), (b"true", 1025)]:
         raw = _blocks(request_id, count)
         assert await before_parsing(raw, state) is raw
     for raw in [_blocks(b"1", 1024), _blocks(b"1x", 1025)]:

@@ -21,6 +21,7 @@ import mcp_types
 from anyio.abc import ObjectReceiveStream
 from mcp_types import methods as _methods
 
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ._callbacks import call_in
@@ -289,6 +290,15 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
             item: SessionMessage | Exception = await self._inner.receive()
             if isinstance(item, SessionMessage):
                 message = item.message
+                if (
+                    isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
+                    and type(message.id) is str
+                    and type(coerce_request_id(message.id)) is int
+                ):
+                    # The SDK takes "7", " 7 " or Arabic-Indic digits for request 7:
+                    # every check below sees the id it correlates by.
+                    message = message.model_copy(update={"id": coerce_request_id(message.id)})
+                    item = SessionMessage(message, metadata=item.metadata)
                 if isinstance(message, mcp_types.JSONRPCResponse):
                     sent.answered(message.id, message.result)
                 elif isinstance(message, mcp_types.JSONRPCError):
@@ -623,6 +633,8 @@ def _examine(raw: bytes, calls: frozenset[int | str], detach: bool) -> _Found | 
         request_id = json.loads(layout.request_id)
     except ValueError:
         return None
+    if type(request_id) is str:
+        request_id = coerce_request_id(request_id)  # as the SDK correlates it
     # Only the answer to a call in flight, as the gate after parsing.
     if (type(request_id) is not int and type(request_id) is not str) or request_id not in calls:
         return None
