@@ -10,6 +10,7 @@ import gzip
 import json
 import socket
 from functools import partial
+from typing import Any
 
 import pytest
 import trio
@@ -72,6 +73,18 @@ async def _hostile_call(stream: trio.SocketStream, mode: str, request_id: object
             "Content-Type": f"text/event-stream; charset={mode}",
             "Content-Length": str(len(body)),
         }
+        await _respond(stream, "200 OK", headers, body)
+    elif mode == "comments":
+        # 20,000 comment lines, then 10,000 more each followed by a blank line, then
+        # the answer: legal SSE the SDK's reader ignores.
+        payload = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"content": [{"type": "text", "text": "after comments"}]},
+        }
+        body = b":\n" * 20_000 + b": x\n\n" * 10_000
+        body += b"event: message\ndata: " + json.dumps(payload).encode() + b"\n\n"
+        headers = {"Content-Type": "text/event-stream", "Content-Length": str(len(body))}
         await _respond(stream, "200 OK", headers, body)
     elif mode == "declared":
         headers = {"Content-Type": "application/json", "Content-Length": "50000000"}
@@ -177,6 +190,38 @@ async def test_hostile_http_bodies_are_refused_while_they_arrive(mode: str, expe
                     assert f"charset '{mode}'" in result.joined_text
                 assert not bridge.connected
         nursery.cancel_scope.cancel()
+
+
+async def test_comment_lines_reach_the_sdk_reader_as_a_few_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each comment line was handed on as two pieces, taken with list.pop(0) and run
+    # through the SDK's decoders one by one: seconds of frozen loop for 900 kB.
+    from httpx2 import _sse
+
+    decoded: list[int] = []
+    decode = _sse._SSEParser.decode
+
+    def counted(self: Any, text: str) -> Any:
+        decoded.append(len(text))
+        return decode(self, text)
+
+    monkeypatch.setattr(_sse._SSEParser, "decode", counted)
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            partial(trio.serve_tcp, partial(_serve, "comments"), 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        transport = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
+        with trio.fail_after(60):
+            async with open_mcp_tools(server_id="hostile", transport=transport) as bridge:
+                (flood,) = bridge.tools
+                ctx = ToolExecutionContext(ToolCall(id="h", name=flood.name, arguments={}))
+                decoded.clear()
+                result = await flood.execute({}, ctx)
+        nursery.cancel_scope.cancel()
+    assert result.joined_text == "after comments"
+    assert len(decoded) < 50, len(decoded)
 
 
 async def test_an_event_stream_declared_utf8_is_read() -> None:

@@ -93,7 +93,9 @@ class _Events:
 
     Lines end with CRLF, LF or CR; a CR that ends a chunk ends its line at
     once, and an LF that begins the next chunk is then the rest of that CRLF.
-    Every line but a data line is handed on as it completes (ended with LF);
+    Comment lines are dropped (the SDK's reader ignores them), and so is a
+    blank line that ends nothing (no field since the last one); every other
+    line but a data line is handed on as it completes (ended with LF);
     the data lines of an event are held (joined with LF, as the SDK's reader
     joins them) until its blank line, priced, and handed on then as the same
     data, or, for a call's result of too many content blocks, as the error
@@ -107,6 +109,7 @@ class _Events:
         self._partial = bytearray()
         self._data: list[bytes] = []
         self._after_cr = False
+        self._fields = False  # a field line was handed on since the last blank line
 
     async def feed(self, chunk: bytes) -> list[bytes]:
         """What to hand on to the SDK for ``chunk``; raises :class:`_Refused`."""
@@ -135,15 +138,21 @@ class _Events:
                     self._data.append(bytes(view[start:end]))
             elif end == 4 and line.startswith(b"data"):
                 self._data.append(b"")  # a data field with no colon: empty data
+            elif line.startswith(b":"):
+                continue  # a comment: the SDK's reader ignores it
             elif end:
                 out += (bytes(line[:end]), _EOL)
+                self._fields = True
             elif self._data:
                 data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
                 self._data = []
                 out += await self._event(data)
                 out.append(_EOL)
-            else:
+                self._fields = False
+            elif self._fields:
                 out.append(_EOL)
+                self._fields = False
+            # else a blank line that ends nothing: the SDK's reader would do nothing
         return out
 
     async def _event(self, data: bytes) -> tuple[bytes, ...]:
@@ -174,6 +183,31 @@ class _Events:
             out += await self._event(data)
         out.append(b"\r")
         return out
+
+
+_ALONE = 65536
+"""A piece handed on longer than this goes alone (an event's data is not copied again)."""
+
+
+def _coalesced(pieces: list[bytes]) -> list[bytes]:
+    """``pieces`` with each run of short ones joined.
+
+    A chunk of thousands of short lines reaches the SDK's reader as a few
+    pieces, not one call of its decoders each.
+    """
+    out: list[bytes] = []
+    short: list[bytes] = []
+    for piece in pieces:
+        if len(piece) > _ALONE:
+            if short:
+                out.append(b"".join(short))
+                short = []
+            out.append(piece)
+        else:
+            short.append(piece)
+    if short:
+        out.append(b"".join(short))
+    return out
 
 
 class _LimitedStream(httpx2.AsyncByteStream):
@@ -211,8 +245,9 @@ class _LimitedStream(httpx2.AsyncByteStream):
                 except _Refused as refused:
                     raise self._refuse(str(refused)) from None
                 del chunk
-                while pieces:
-                    yield pieces.pop(0)
+                for piece in _coalesced(pieces):
+                    yield piece
+                del pieces
             else:
                 size += len(chunk)
                 if size > self._limit:
