@@ -389,17 +389,18 @@ class RootOverlay:
             seen = os.stat(self.lower)
         self.identity = (seen.st_dev, seen.st_ino)
         os.chmod(self.upper, stat.S_IMODE(seen.st_mode))
-        self._same_device = os.stat(self.upper).st_dev == seen.st_dev
-        # the file systems' own clock when the command starts: an entry of the root whose
-        # ctime (which no program can set) is later was changed by the host while it ran
-        marker = os.path.join(self.directory, "started")
-        with open(marker, "wb"):
-            pass
-        self.started = os.stat(marker).st_ctime_ns
+        upper = os.stat(self.upper)
+        self._same_device = upper.st_dev == seen.st_dev
+        # the file systems' own clock when the command starts (the chmod just set the
+        # upper directory's ctime): an entry of the root whose ctime (which no program
+        # can set) is later was changed by the host while it ran
+        self.started = upper.st_ctime_ns
         git_dir = os.path.join(root, ".git")
+        # git's work state at the root's top, compared when it comes back (only a layer
+        # over the whole root or over that .git can hold it)
         self._before = (
             {name: _stat_key(os.path.join(git_dir, name)) for name in COPY_BACK}
-            if os.path.isdir(git_dir)
+            if self.below[:1] in ((), (".git",)) and os.path.isdir(git_dir)
             else dict.fromkeys(COPY_BACK)
         )
         # the command cannot change the host's links: looked at only when needed
