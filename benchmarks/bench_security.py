@@ -367,10 +367,12 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
     directories the policy proved the line writes in (``write_dirs``, what the shell
     tool asks for such a line) and over the whole root (what any other line gets),
     and under Landlock. Before each call the host gives the line its work (a changed
-    file to commit, a line to change, no file yet); wall time is the median call,
-    CPU the mean over the calls and their preparation.
+    file to commit, a line to change, no file yet). The ways take turns, one call
+    each per round (a load that drifts during the run weighs on all alike); wall
+    time is the median call, CPU the mean over the calls and their preparation.
     """
     from prism.coding.security import explain_command
+    from prism.coding.security._overlay import wait_discarded
 
     rows: list[Row] = []
     try:
@@ -395,29 +397,39 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                 LandlockSandbox([str(repo)])), False))  # fmt: skip
         for command, path in _WRITING.items():
             explained = explain_command(command, roots=[str(repo)], sandbox=bubblewrap)
-            baseline: Row | None = None
-            for name, shell, narrowed in shells:
+            requests: list[ShellSpawnRequest] = []
+            for _name, _shell, narrowed in shells:
                 write_dirs = explained.write_dirs if narrowed else None
                 assert not narrowed or write_dirs, explained
-                request = ShellSpawnRequest(
+                requests.append(ShellSpawnRequest(
                     command=command, shell_path="/bin/sh", cwd=str(repo), env=env,
                     write_dirs=write_dirs,
-                )  # fmt: skip
+                ))  # fmt: skip
 
-                async def sink(chunk: bytes) -> None:
-                    raise AssertionError(chunk)  # each line succeeds quietly
+            async def sink(chunk: bytes) -> None:
+                raise AssertionError(chunk)  # each line succeeds quietly
 
-                wall: list[float] = []
-                before = _cpu_s()
-                for round_ in range(samples + 1):
-                    _prepare_write(repo, path, round_)
+            wall: list[list[float]] = [[] for _ in shells]
+            cpu = [0.0 for _ in shells]
+            calls = 0
+            for round_ in range(samples + 1):
+                for index, (_name, shell, _narrowed) in enumerate(shells):
+                    before = _cpu_s()
+                    _prepare_write(repo, path, calls)
+                    calls += 1
                     start = trio.current_time()
-                    await shell.run(request, sink)
-                    if round_:  # the first call warms probes and caches
-                        wall.append((trio.current_time() - start) * 1e6)
-                    else:
-                        before = _cpu_s()
-                cpu_ms = (_cpu_s() - before) / samples * 1000
+                    await shell.run(requests[index], sink)
+                    if round_:  # the first round warms probes and caches
+                        wall[index].append((trio.current_time() - start) * 1e6)
+                    # the private layer is removed in the background after the call
+                    # returned: its CPU is the call's, not the next way's
+                    wait_discarded(10)
+                    if round_:
+                        cpu[index] += _cpu_s() - before
+            baseline: Row | None = None
+            for index, (name, _shell, _narrowed) in enumerate(shells):
+                cpu_ms = cpu[index] / samples * 1000
+                write_dirs = requests[index].write_dirs
                 shown = name
                 if write_dirs is not None:
                     below = [d[len(str(repo)) :].lstrip("/") or "." for d in write_dirs]
@@ -425,7 +437,7 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                 measured = row(
                     BENCH,
                     f"`{command}`, {directories} dirs: {shown}",
-                    wall,
+                    wall[index],
                     baseline=baseline,
                     target=_TARGETS.get(name.split(",")[0]),
                 )
