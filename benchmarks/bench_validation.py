@@ -177,6 +177,10 @@ WEATHER_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 WEATHER_VALID: dict[str, Any] = {"city": "Oslo", "days": 3}
+# The same tool without "additionalProperties": false, as many generated schemas are.
+DECLARED_SCHEMA: dict[str, Any] = {
+    key: value for key, value in WEATHER_SCHEMA.items() if key != "additionalProperties"
+}
 WEATHER_INVALID: dict[str, Any] = {"city": "Oslo", "days": 30}
 
 # The same tool without "pattern"/"format": what the adapter adds besides RE2.
@@ -538,6 +542,10 @@ CLOSED_FLOOD_TEXTS: list[tuple[str, str]] = [
 CLOSED_FLOODS: list[tuple[str, dict[str, Any]]] = [
     ("3,000,000-digit integer", {"n": 10**3_000_000}),
     ("2,000,000 items into maxItems 3", {"tags": ["x"] * 2_000_000}),
+    # The closed checker leaves keys to the engine (it refuses undeclared ones).
+    ("10,000,000-character non-ASCII key", {"é" * 10_000_000: 1}),
+    ("lone surrogate after 10,000,000 characters of key", {"é" * 10_000_000 + "\ud800": 1}),
+    ("100,000 undeclared keys", {f"k{i}": 1 for i in range(100_000)}),
 ]
 ANY_OF_ITEMS: dict[str, Any] = {
     "anyOf": [{"items": {"type": "string"}}, {"items": {"type": "string"}}]
@@ -762,6 +770,8 @@ async def main() -> list[Row]:
     raw_rs_weather = jsonschema_rs.validator_for(WEATHER_SCHEMA)
     readme_tool = ToolDefinition(name="add", execute=_noop, parameters=README_SCHEMA)
     weather_tool = ToolDefinition(name="weather", execute=_noop, parameters=WEATHER_SCHEMA)
+    declared_tool = ToolDefinition(name="weather", execute=_noop, parameters=DECLARED_SCHEMA)
+    raw_rs_declared = jsonschema_rs.validator_for(DECLARED_SCHEMA)
     readme_valid, readme_ctx = _from_text("add", README_VALID)
     readme_invalid, readme_ctx_invalid = _from_text("add", README_INVALID)
     weather_valid, weather_ctx = _from_text("weather", WEATHER_VALID)
@@ -782,6 +792,7 @@ async def main() -> list[Row]:
     assert check(readme_tool, readme_invalid, readme_ctx_invalid) is not None
     assert check(weather_tool, weather_valid, weather_ctx) is None
     assert check(weather_tool, weather_invalid, weather_ctx_invalid) is not None
+    assert check(declared_tool, WEATHER_VALID, weather_dict) is None
 
     def floor_for(schema: dict[str, Any]) -> Callable[[ToolDefinition, Any, Any], object]:
         valid = jsonschema_rs.validator_for(schema).is_valid
@@ -925,6 +936,20 @@ async def main() -> list[Row]:
             f"{rs}, valid, peers",
             None,
             "closed (a string without maxLength): one pass over the values",
+        ),
+        (
+            f"{rs}, valid, peers, no additionalProperties",
+            lambda: raw_rs_declared.validate(WEATHER_VALID),
+            None,
+            None,
+            "",
+        ),
+        (
+            "adapter, valid, peers, no additionalProperties, dict-built call",
+            lambda: direct(declared_tool, WEATHER_VALID, weather_dict),
+            f"{rs}, valid, peers, no additionalProperties",
+            None,
+            "closed but for undeclared keys: each key looked up",
         ),
         (
             "floor: identity lookup + is_valid, valid, peers",

@@ -10,12 +10,16 @@ refuses them and the other types cannot hold them), and, with the string
 lengths the checker holds (``maxLength``, or ``max_string_length`` for a string
 without one), a known most of characters. Without ``$ref`` nothing recurses.
 For such a schema the checker made for it (``_fast.closed_checker``) replaces
-the instance walk: every member a plain scalar within the limits or an array of
-them no longer than the longest ``maxItems``, checked before the engine reads
-it (the engine accepts integers past 64 bits, lone surrogates and any string
-length ``maxLength`` does not bound, and compares a huge integer with
-``maximum`` slowly); anything else takes the full path, whose walk bounds it and
-says where it is wrong, so both paths give the same verdict.
+the instance walk: every key a declared name, every member a plain scalar
+within the limits or an array of them no longer than its ``maxItems``, checked
+before the engine reads it (the engine accepts integers past 64 bits, lone
+surrogates and any string length ``maxLength`` does not bound, compares a huge
+integer with ``maximum`` slowly, and encodes a non-ASCII key whole before it
+refuses it as undeclared); anything else takes the full path, whose walk bounds
+it and says where it is wrong, so both paths give the same verdict. A schema
+closed but for ``additionalProperties`` (absent, ``true`` or ``{}``) gets the
+same checker: it decides the calls whose keys are all declared names, and
+sends any other to the full path.
 
 The analysis is conservative: anything it does not recognise is "not closed"
 and takes the full path.
@@ -123,10 +127,10 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
     return None
 
 
-ClosedBounds = tuple[int, int, int, dict[str, int], int, bool]
+ClosedBounds = tuple[int, int, int, dict[str, int], int]
 """(declared properties, most instance nodes, most characters in strings and keys,
 each declared property's ``maxItems``, 0 if it is not an array, the characters
-of the declared names, whether the schema refuses undeclared keys)."""
+of the declared names), for instances whose keys are all declared names."""
 
 
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
@@ -176,5 +180,4 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
         return None
     if chars > limits.max_string_length * TOTAL_STRING_FACTOR:
         return None
-    exact = extra is False
-    return len(properties), 1 + len(properties) + items, chars + keys, caps, keys, exact
+    return len(properties), 1 + len(properties) + items, chars + keys, caps, keys

@@ -9,20 +9,12 @@ value, says where it breaks a limit, and runs the engine). Every value reaches
 the engine only after the checker saw each of its members within the limits,
 so it never decides anything the full path would decide otherwise:
 
-* a closed schema (see ``_closed``): at most as many members as it declares,
-  every member a plain scalar within the limits or an array of them no longer
-  than the longest ``maxItems`` (and all arrays together no longer than all
-  ``maxItems`` together, within ``max_array_length``); a longer array, a
-  nested object, a subclass or any other type goes to the full path (which
-  cuts an over-long array before the engine reads it). The keys are the
-  engine's to judge: it refuses any key the schema does not declare and raises
-  for one that is not an exact ``str``, in constant time per key, without
-  running the key's own methods (measured on jsonschema-rs 0.61: a
-  10,000,000-character key, a lone surrogate, a ``str`` subclass whose methods
-  record their calls; a test checks these facts on the engine). A declared
-  name is within the limits, so an accepted value's keys are; when the engine
-  refuses, the keys are checked before the answer is ``False``, and one past a
-  limit goes to the full path, which names it as the walk does;
+* a closed schema (see ``_closed``), or one closed but for
+  ``additionalProperties``: every key a declared name (an exact ``str``, then
+  looked up), every member a plain scalar within the limits or an array of
+  them no longer than its property's ``maxItems``; an undeclared key, a longer
+  array, a nested object, a subclass or any other type goes to the full path
+  (which cuts an over-long array before the engine reads it);
 * any other schema, for an object of scalars and arrays of scalars: the same
   rules as the instance walk (string keys within ``max_string_length``, no
   pollution key, no lone surrogate, integers within 64 bits, finite floats,
@@ -44,7 +36,7 @@ if TYPE_CHECKING:
 
     from ._limits import SchemaLimits
 
-__all__ = ["Counted", "closed_checker", "declared_checker", "flat_checker"]
+__all__ = ["Counted", "closed_checker", "flat_checker"]
 
 
 # A bound of one internal digit of CPython's ints (30 bits): comparing two such
@@ -103,94 +95,23 @@ def closed_checker(
 ) -> Callable[[object], bool | None]:
     """The checker of a closed schema; ``caps`` maps each declared property to its maxItems.
 
-    A property that is not an array maps to 0. ``most_chars`` is the most
-    characters the strings of one call may hold within the regex budget, when
-    the schema's worst case does not fit it (``None``: it does); a call past it
-    goes to the full path, which measures its cost. Only the values are checked
-    before the engine runs: the keys of a dict of at most ``len(caps)`` members
-    are the engine's to judge (it refuses any undeclared key and raises for a
-    key that is not an exact ``str``, in constant time per key and without
-    running the key's own methods; see the module's docstring). When the
-    engine refuses, the keys are checked against the limits before the
-    checker answers ``False``: a key past a limit is the full path's to name.
-    Each call counts one on ``counter``'s ``hits``.
+    A property that is not an array maps to 0. Only an object whose every key
+    is a declared name is decided here: each key is checked to be an exact
+    ``str``, then looked up in ``caps`` (a lookup that runs no code of the
+    key's, and costs the same for a key of any length: a key in a dict has its
+    hash already). Each value must be a plain scalar within the limits, or an
+    array of them within its own property's ``maxItems``. Anything else goes
+    to the full path, whose walk bounds it (a schema closed but for
+    ``additionalProperties`` accepts anything under an undeclared key).
+    ``most_chars`` is the most characters the strings of one call may hold
+    within the regex budget, when the schema's worst case does not fit it
+    (``None``: it does); a call past it goes to the full path, which measures
+    its cost. Each call counts one on ``counter``'s ``hits``.
     """
     low = -SAFE_INTEGER
     high = SAFE_INTEGER
     # Compared with bounds of one internal digit, a small int takes the
     # interpreter's fast comparison; a larger one is compared again with the limits.
-    small_low = -_SMALL
-    small_high = _SMALL
-    lone = lone_surrogate
-    closed = len(caps)
-    # No array property may hold more items than the longest one declares, nor
-    # all of them more than all the declared maxItems (within max_array_length).
-    longest = max(caps.values(), default=0)
-    most_items = sum(caps.values())
-    most = max_string * TOTAL_STRING_FACTOR if most_chars is None else most_chars
-    uses: Counted = _Nowhere() if counter is None else counter
-
-    def check(value: Any) -> bool | None:
-        uses.hits += 1
-        if type(value) is not dict or len(value) > closed:
-            return None
-        chars = 0
-        items = 0
-        for item in value.values():
-            t = type(item)
-            if t is int:
-                if not small_low < item < small_high and not low < item < high:
-                    return None
-            elif t is str:
-                if (n := len(item)) > max_string or (not item.isascii() and lone(item)):
-                    return None
-                chars += n
-            elif t is list:
-                if len(item) > longest or (items := items + len(item)) > most_items:
-                    return None
-                # Inlined (a call per array costs more than checking a few items).
-                for part in item:
-                    k = type(part)
-                    if k is str:
-                        if (n := len(part)) > max_string or (not part.isascii() and lone(part)):
-                            return None
-                        chars += n
-                    elif k is int:
-                        if not small_low < part < small_high and not low < part < high:
-                            return None
-                    elif k is not bool and part is not None and (k is not float or part - part):
-                        return None
-            elif t is not bool and item is not None and (t is not float or item - item):
-                return None
-        if chars > most:
-            return None
-        if valid(value):
-            return True
-        if not _plain_keys(value, max_string):
-            return None
-        uses.refused = value
-        return False
-
-    return check
-
-
-def declared_checker(
-    valid: Callable[[Any], bool],
-    caps: Mapping[str, int],
-    max_string: int,
-    counter: Counted | None = None,
-    *,
-    most_chars: int | None = None,
-) -> Callable[[object], bool | None]:
-    """The checker of a schema closed but for its undeclared keys (see ``closed_checker``).
-
-    The schema accepts undeclared keys with any value, so only an object whose
-    every key is a declared name (an exact ``str``, looked up in ``caps``,
-    which runs no code of the key's) is decided here, each array within its own
-    property's ``maxItems``; any other goes to the full path, whose walk bounds it.
-    """
-    low = -SAFE_INTEGER
-    high = SAFE_INTEGER
     small_low = -_SMALL
     small_high = _SMALL
     lone = lone_surrogate
@@ -218,6 +139,7 @@ def declared_checker(
             elif t is list:
                 if len(item) > cap:
                     return None
+                # Inlined (a call per array costs more than checking a few items).
                 for part in item:
                     k = type(part)
                     if k is str:
@@ -239,16 +161,6 @@ def declared_checker(
         return False
 
     return check
-
-
-def _plain_keys(value: dict[Any, Any], max_string: int) -> bool:
-    """True if every key of ``value`` is within the limits (exact ``str``, not a pollution key)."""
-    for key in value:
-        if type(key) is not str or len(key) > max_string:
-            return False
-        if not key.isascii() and lone_surrogate(key):
-            return False
-    return POLLUTION_KEYS.isdisjoint(value)
 
 
 def flat_checker(

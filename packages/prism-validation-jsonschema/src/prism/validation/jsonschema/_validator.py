@@ -24,7 +24,7 @@ from prism.core.text import REASON_LIMIT, clip
 
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
-from ._fast import closed_checker, declared_checker, flat_checker
+from ._fast import closed_checker, flat_checker
 from ._graph import Path, analyse
 from ._instance import (
     check_instance,
@@ -419,7 +419,6 @@ class JsonSchemaArgumentValidator:
         closed: int | None = None
         caps = None
         most_chars: int | None = None
-        exact = bounds is not None and bounds[5]
         if bounds is not None and bounds[1] * analysis.max_work <= limits.max_validation_work:
             if bounds[2] * analysis.max_regex <= limits.max_regex_work:
                 closed = bounds[0]
@@ -455,11 +454,10 @@ class JsonSchemaArgumentValidator:
             )
         entry.text_bound = (_text_chars(limits, entry), limits.max_instance_depth, engine.is_valid)
         if closed is not None:
-            made = closed_checker if exact else declared_checker
-            entry.fast = made(
+            entry.fast = closed_checker(
                 engine.is_valid, entry.caps, limits.max_string_length, most_chars=most_chars
             )
-            entry.quick = made(
+            entry.quick = closed_checker(
                 engine.is_valid, entry.caps, limits.max_string_length, entry, most_chars=most_chars
             )
         else:
