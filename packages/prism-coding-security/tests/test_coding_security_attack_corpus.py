@@ -26,6 +26,7 @@ come back.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import re
 import subprocess
@@ -42,6 +43,7 @@ from prism.coding.security import (
     create_coding_approval_policy,
     create_contained_file_operations,
 )
+from prism.coding.security._policy import INLINE_JUDGE_CHARS
 from prism.coding.tools import (
     LocalShellOperations,
     OutputSink,
@@ -1608,6 +1610,15 @@ def _decide(policy: ExecutionPolicy, cwd: Path, command: str) -> ExecutionDecisi
     decision = policy.check(
         ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(cwd),))
     )
+    if inspect.isawaitable(decision):
+        # a long line is judged in a worker thread (off the event loop)
+        assert len(command) > INLINE_JUDGE_CHARS
+        pending = decision
+
+        async def wait() -> ExecutionDecision:
+            return await pending
+
+        decision = trio.run(wait)
     assert isinstance(decision, ExecutionDecision), "approve=None answers synchronously"
     return decision
 

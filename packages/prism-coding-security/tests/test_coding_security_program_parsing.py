@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.lowlevel
 
 from prism.coding.security import explain_command, open_secure_coding_tools
 from prism.core import ToolCall, ToolExecutionContext
@@ -136,6 +137,16 @@ def test_real_bash_printf_assigns_only_where_the_model_asks(root: Path) -> None:
         # tree gives a value option of a cluster the next word: -o (writes) would hide
         ("tree -Lo 2 out", "ask", "a value option in a cluster"),
         ("tree -ad -L 2", "allow", ""),
+        ("xxd $X f", "ask", "computed at run time"),
+        ("xxd -- $X", "ask", "an operand is computed at run time"),
+        ("xxd -c", "ask", "missing or computed"),
+        ("xxd f g h", "ask", "at most an input and an output"),
+        ("xxd -r f -", "allow", ""),
+        ("head $X f", "ask", "computed at run time"),
+        ("tail -3 -- f", "allow", ""),
+        ("find . -newerBa", "ask", "without a fixed value"),
+        ("env -i -u", "ask", "needs a value"),
+        ("printf", "allow", ""),
     ],
 )
 def test_options_of_programs_that_are_not_getopt(
@@ -332,3 +343,65 @@ async def test_the_write_tool_leaves_what_a_venv_python_runs_alone(root: Path, p
             )
     assert result.is_error, result
     assert not (root / path).exists()
+
+
+async def test_a_long_line_is_judged_off_the_event_loop(root: Path) -> None:
+    """A 4,500-character line (1,500 commands) takes the judge a while: other tasks run
+    meanwhile, and the decision is the one the same judge gives (same gates)."""
+    import inspect
+
+    from prism.coding.security import create_coding_approval_policy
+    from prism.coding.security._policy import INLINE_JUDGE_CHARS
+    from prism.core import ExecutionAction, ExecutionDecision
+
+    policy = create_coding_approval_policy(roots=[str(root)])
+    line = "|".join(["ls"] * 1500)
+    assert len(line) > INLINE_JUDGE_CHARS
+    action = ExecutionAction(kind="shell", operation="shell", command=line, paths=(str(root),))
+    ticks = 0
+    done = trio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        pending = policy.check(action)
+        assert inspect.isawaitable(pending)
+        decision = await pending
+        done.set()
+    assert ticks > 1
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.details["kind"] == "shell"
+    assert decision.details["policy"] == "coding_approval"
+
+
+async def test_a_long_line_that_asks_reaches_the_approver(root: Path) -> None:
+    """The worker-thread path keeps every gate: the approver is asked, with the reason."""
+    from prism.coding.security import create_coding_approval_policy
+    from prism.core import ExecutionAction, ExecutionDecision
+
+    asked: list[ExecutionAction] = []
+
+    def approve(action: ExecutionAction) -> bool:
+        asked.append(action)
+        return False
+
+    policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
+    line = "|".join(["make"] * 1100)
+    action = ExecutionAction(kind="shell", operation="shell", command=line, paths=(str(root),))
+    pending = policy.check(action)
+    assert not isinstance(pending, ExecutionDecision)
+    decision = await pending
+    assert not decision.allowed
+    assert [a.command for a in asked] == [line]
+    assert "'make' is not in the safe set" in str(asked[0].metadata["approval_reason"])
+
+
+def test_a_line_of_thousands_of_commands_asks_unparsed(root: Path) -> None:
+    explanation = explain_command(":;" * 2100, roots=[str(root)])
+    assert explanation.outcome == "ask"
+    assert "more than 2048 of '|', ';' and '&'" in explanation.reason

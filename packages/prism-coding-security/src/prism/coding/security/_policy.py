@@ -130,6 +130,10 @@ def _decision(
     )
 
 
+INLINE_JUDGE_CHARS = 4096
+"""Shell lines longer than this are judged in a worker thread, not on the event loop."""
+
+
 @trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.define(eq=False)
 class _CodingApprovalPolicy:
@@ -151,9 +155,29 @@ class _CodingApprovalPolicy:
         Rule-based answers (allow or deny) are returned synchronously, so the
         caller never awaits more than its own checkpoint for them. Only an
         action that needs approval returns an awaitable, which waits for the
-        approver for at most ``approval_timeout_s``.
+        approver for at most ``approval_timeout_s``, and so does a shell line
+        longer than :data:`INLINE_JUDGE_CHARS`, judged in a worker thread.
         """
-        verdict = self._judge(action)
+        if (
+            action.kind == "shell"
+            and isinstance(action.command, str)
+            and len(action.command) > INLINE_JUDGE_CHARS
+        ):
+            return self._judge_in_thread(action)
+        return self._decide(action, self._judge(action))
+
+    async def _judge_in_thread(self, action: ExecutionAction) -> ExecutionDecision:
+        # judging a long line takes up to seconds (parse, expansion, the walk): off the
+        # event loop, so other calls, timeouts and cancellation go on meanwhile
+        verdict = await trio.to_thread.run_sync(self._judge, action, abandon_on_cancel=True)
+        decided = self._decide(action, verdict)
+        if inspect.isawaitable(decided):
+            return await decided
+        return decided
+
+    def _decide(
+        self, action: ExecutionAction, verdict: CommandVerdict
+    ) -> ExecutionDecision | Awaitable[ExecutionDecision]:
         exclusive = action.kind == "shell"
         if verdict.outcome == "allow":
             return _decision(
