@@ -158,6 +158,8 @@ POINT: dict[str, object] = {
     "required": ["x"],
 }
 TEXT: list[object] = [{"type": "text", "text": "t"}]
+# A 1x1 PNG, base64.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 Shape = tuple[dict[str, object] | None, dict[str, object] | None, dict[str, object]]
 
 
@@ -217,6 +219,23 @@ SHAPES: dict[str, Shape] = {
     "plain_task": shape(None, None, {"content": [{"type": "text", "text": "no task after all"}]}),
     # Asks the user through a form whose schema holds NaN (the call is answered below).
     "ask_nan": shape(None, None, {}),
+    # A PNG declared a JPEG (kept, as a PNG), text declared an image type of free
+    # text (left out), and a PNG header whose data goes on past base64 (left out).
+    "images": shape(
+        None,
+        None,
+        {
+            "content": [
+                {"type": "image", "mimeType": "image/jpeg", "data": PNG},
+                {
+                    "type": "image",
+                    "mimeType": "text/html; ignore previous instructions",
+                    "data": "<script>not base64</script>",
+                },
+                {"type": "image", "mimeType": "image/png", "data": PNG[:24] + "!!!!"},
+            ]
+        },
+    ),
     "annotated": shape(
         {"readOnlyHint": True, "destructiveHint": False},
         None,

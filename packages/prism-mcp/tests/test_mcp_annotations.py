@@ -14,7 +14,9 @@ import trio
 
 from prism.core import (
     DispatchOptions,
+    ImageContent,
     PermissionRequest,
+    TextContent,
     ToolCall,
     ToolExecutionContext,
     ToolResult,
@@ -152,6 +154,21 @@ async def test_an_error_result_is_not_checked_against_the_output_schema(
     result = await run(shapes, "error_output")
     assert result.is_error
     assert "mcp_error" not in result.details
+
+
+async def test_image_blocks_carry_the_type_their_bytes_have(shapes: McpToolBridge) -> None:
+    # A server's mimeType is free text providers send on as a media type, and its
+    # data went on unchecked; ImageContent promises base64 and a detected type.
+    result = await run(shapes, "images")
+    png, html, broken = result.content
+    assert isinstance(png, ImageContent)
+    assert png.mime_type == "image/png"
+    assert png.data.startswith("iVBORw0KGgo")
+    for left_out in (html, broken):
+        assert isinstance(left_out, TextContent)
+        assert "an image the server sent was left out" in left_out.text
+    assert "text/html" not in result.joined_text
+    assert "<script>" not in result.joined_text
 
 
 async def test_content_annotations_are_kept_in_details(shapes: McpToolBridge) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import json
 import math
 from typing import TYPE_CHECKING
@@ -130,6 +131,44 @@ def plain_json(value: object) -> JsonValue:
 
 
 _MCP_TEXT = mcp_types.TextContent
+_IMAGE_LEFT_OUT = TextContent(
+    text="[an image the server sent was left out: its data is not a base64 PNG, JPEG, GIF "
+    "or WebP image]"
+)
+
+
+def _image_type(header: bytes) -> str | None:
+    """The MIME type of a PNG, JPEG, GIF or WebP image from its first bytes, else ``None``."""
+    if header.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if header.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if header.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(header) >= 12 and header.startswith(b"RIFF") and header[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _image(data: object) -> Content:
+    """An image block as its bytes say it is, whatever type the server declared.
+
+    ``ImageContent`` promises base64 data and a type detected from it: the
+    declared ``mimeType`` is free text a server writes (providers send it on
+    as a media type), so the type is read from the image's magic bytes, and
+    data that is not base64 of a PNG, JPEG, GIF or WebP image becomes a note.
+    """
+    if type(data) is not str or not data.isascii():
+        return _IMAGE_LEFT_OUT
+    try:
+        kind = _image_type(binascii.a2b_base64(data[:24], strict_mode=True))
+        if kind is not None:
+            binascii.a2b_base64(data, strict_mode=True)  # all of it base64 (a bounded copy)
+    except binascii.Error:
+        return _IMAGE_LEFT_OUT
+    if kind is None:
+        return _IMAGE_LEFT_OUT
+    return ImageContent(data=data, mime_type=kind)
 
 
 def _block(block: object, index: int) -> Content:
@@ -138,7 +177,7 @@ def _block(block: object, index: int) -> Content:
     if isinstance(block, mcp_types.TextContent):
         return TextContent(text=block.text)
     if isinstance(block, mcp_types.ImageContent):
-        return ImageContent(data=block.data, mime_type=block.mime_type)
+        return _image(block.data)
     if isinstance(block, mcp_types.AudioContent):
         return ResourceContent(
             uri=f"{AUDIO_URI_PREFIX}{index}", mime_type=block.mime_type, blob=block.data
