@@ -474,6 +474,9 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     # SDK's request check on it too), and every gate fired on it; the odd lines did not
     # (but the envelope's, from a 2026-07-28 client).
     left = [raw.rstrip(b"\n") for raw, _ in _left_to_the_sdk(dict(ENVELOPE) if modern else {})]
+    # (the request behind the cancellation goes either way: the fast one once the SDK
+    # dispatched the cancellation, which it may or may not have done by then)
+    taken = [line for line in taken if line != left[-1].split(b"\n")[1]]
     assert len(taken) == len(_SCRIPT) + 3 + modern
     assert [raw for raw in left if raw in taken] == (left[-3:-2] if modern else [])
     answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
@@ -519,3 +522,55 @@ async def test_a_server_with_middleware_of_its_own_gets_every_call_through_it(
         "tools/call",
         "tools/call",
     ]
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+async def test_a_call_read_later_never_overtakes_a_cancellation_the_sdk_has_not_dispatched(
+    modern: bool, initialize: Initialize, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's runner relays each message the reader hands it through a channel, to its
+    read loop: a call in the next read must wait until that loop dispatched what came
+    before. Here the loop is slow to dispatch a cancellation of call 19, and the client
+    reuses id 19 for its next call meanwhile (a read of its own): taken ahead of the
+    cancellation, the new call took the id's place, the cancellation missed the running
+    call, and that call ran on.
+    """
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+    hang_started = trio.Event()
+    hang_ended = trio.Event()
+    meta = dict(ENVELOPE) if modern else {}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 19}}
+    dispatch = JSONRPCDispatcher._dispatch
+    peers: list[_Peer] = []
+
+    async def slow_to_dispatch(self: Any, item: Any, *args: Any) -> None:
+        message = getattr(item, "message", None)
+        if getattr(message, "method", None) == "notifications/cancelled":
+            # The next call arrives (a read of its own) before this loop dispatches the
+            # cancellation; every other task runs until it waits.
+            await peers[0].send(_call(19, "echo", {"text": "after"}, **meta))
+            await trio.testing.wait_all_tasks_blocked()
+        await dispatch(self, item, *args)
+
+    monkeypatch.setattr(JSONRPCDispatcher, "_dispatch", slow_to_dispatch)
+    async with (
+        open_gateway(tools=_fast_tools(hang_started, hang_ended)) as gateway,
+        _served(gateway) as peer,
+    ):
+        peers.append(peer)
+        if not modern:
+            await peer.send(initialize())
+            await peer.receive()
+            await peer.send(INITIALIZED)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}
+        await peer.send(listing)
+        await peer.receive()
+        await peer.send(_call(19, "hang", {}, **meta))  # taken by the fast path
+        await hang_started.wait()
+        await peer.send(cancel)
+        answer = await peer.receive()
+        await trio.testing.wait_all_tasks_blocked()
+        assert hang_ended.is_set()  # the cancellation reached the call it named
+    assert answer["id"] == 19
+    assert answer["result"]["content"] == [{"type": "text", "text": "echo after"}]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.runner import (
@@ -126,11 +127,24 @@ class StdioFastPath:
         self._runner: _Runner | None = None  # a 2025-11-25 connection's kernel
         self._lifespan: Any = None
         self._outbound: NotifyOnlyOutbound | None = None
+        self._channel: MemoryObjectReceiveStream[Any] | None = None
 
     @property
     def ready(self) -> bool:
         """Whether the connection's era and dispatcher are known (lines can be taken)."""
         return self._dispatcher is not None
+
+    def caught_up(self) -> bool:
+        """Whether the SDK's read loop has dispatched every message handed to it.
+
+        True only while the loop waits for its next message on the channel the
+        SDK's runner relays the reader's messages through: everything before
+        was dispatched (a ``notifications/cancelled`` applied to the requests
+        in flight, a request registered there).
+        """
+        assert self._channel is not None  # known with the dispatcher
+        seen = self._channel.statistics()
+        return seen.tasks_waiting_receive > 0 and seen.current_buffer_used == 0
 
     def learn(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Learn the connection's era and dispatcher from a request the SDK handed over.
@@ -143,9 +157,12 @@ class StdioFastPath:
         modern = isinstance(outbound, _NoServerRequestsDispatchContext)  # as the SDK wraps it
         dispatcher = getattr(outbound._inner if modern else outbound, "_dispatcher", None)
         connection = getattr(ctx.session, "_connection", None)
+        # The channel the runner relays the reader's messages through, to the read loop
+        channel = getattr(getattr(dispatcher, "_read_stream", None), "_inner", None)
         if (
             self._dispatcher is not None
             or not isinstance(dispatcher, JSONRPCDispatcher)
+            or not isinstance(channel, MemoryObjectReceiveStream)
             or not isinstance(connection, Connection)
             or not all(isinstance(m, OpenTelemetryMiddleware) for m in self._server.middleware)
         ):
@@ -154,6 +171,7 @@ class StdioFastPath:
         self._lifespan = ctx.lifespan_context
         self._outbound = NotifyOnlyOutbound(dispatcher) if modern else None
         self._runner = None if modern else _Runner(self._server, connection, ctx.lifespan_context)
+        self._channel = channel
         self._dispatcher = dispatcher
 
     def take(self, line: bytes) -> bool:

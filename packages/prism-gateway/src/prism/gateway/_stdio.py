@@ -195,7 +195,8 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
         self._skipping = False  # inside a line already refused for its length
         self._items: deque[tuple[bool, SessionMessage]] = deque()  # (a reply?, message)
         self._lines: deque[bytes | None] = deque()  # split, not yet parsed (None: too long)
-        self._slow = False  # a line of the current chunk went the SDK's way
+        # A message was handed to the SDK that its read loop may not have dispatched yet
+        self._unsettled = False
         self._eof = False
         self._too_long = _parse_error(f"message longer than {limit} bytes")
 
@@ -209,6 +210,7 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
                 reply, message = self._items[0]
                 if not reply:
                     self._items.popleft()
+                    self._unsettled = True
                     return message
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await self._writer.send(message)
@@ -230,7 +232,6 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
         buffer = self._buffer
         limit = self._limit
         buffer += chunk
-        self._slow = False  # no line of this chunk given to the SDK yet
         lines: list[bytes | None] = []  # None: a line refused for its length
         while (end := buffer.find(b"\n", self._scanned)) >= 0:
             if not self._skipping:
@@ -253,21 +254,23 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     async def _parse(self, line: bytes | None) -> None:
         """Price ``line`` on its bytes, then parse it: queue the message or the error."""
         if line is None:
-            self._slow = True
             self._items.append((True, self._too_long))
             return
         # 16 MB of '[]' would take about 940 MB and seconds of the event loop to build
         refusal = await mcp_message_refusal(line, sender="the client")
         if refusal is not None:
-            self._slow = True
             self._items.append((True, _parse_error(refusal)))
             return
-        # Only with nothing of this chunk given to the SDK before it, so it never
-        # overtakes an earlier line (a notifications/cancelled sent before it, say).
+        # Only once the SDK dispatched every message handed to it before this line, so
+        # a line never overtakes an earlier one (a notifications/cancelled, say), of
+        # this read or an earlier one: the SDK's runner relays them through a channel
+        # of its own, and its read loop may not have run since.
         fast = self._fast
-        if fast is not None and not self._slow and fast.take(line):
-            return  # handed to the SDK dispatcher directly
-        self._slow = True
+        if fast is not None and fast.ready:
+            if self._unsettled and fast.caught_up():
+                self._unsettled = False
+            if not self._unsettled and fast.take(line):
+                return  # handed to the SDK dispatcher directly
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
