@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types
 import pytest
@@ -19,13 +19,25 @@ from pydantic import ValidationError
 from prism.core import (
     DispatchOptions,
     ToolCall,
+    ToolExecutionProgress,
     ToolResult,
     create_tool_registry,
     dispatch_tool_call,
 )
-from prism.mcp import StdioTransport, _fastcall, _session, open_mcp_tools
+from prism.mcp import (
+    McpElicitation,
+    McpElicitationAnswer,
+    StdioTransport,
+    _fastcall,
+    _session,
+    open_mcp_tools,
+)
 from prism.mcp._content import map_call_result
+from prism.mcp._direct import DirectCalls
 from prism.mcp._fastcall import call_params, install_fast_call_tool, sdk_result, simple_call_result
+
+if TYPE_CHECKING:
+    from prism.mcp._options import ProtocolMode
 
 VERSIONS = ("2025-11-25", "2026-07-28")
 FIXTURE_SERVER = Path(__file__).resolve().parent / "mcp_fixture_server.py"
@@ -145,45 +157,106 @@ def test_the_params_are_the_sdks_dump() -> None:
         assert list(made.items()) == list(dumped.items())
 
 
-async def _results(transport: StdioTransport) -> list[ToolResult]:
-    calls = [
+async def _results(
+    transport: StdioTransport, protocol: ProtocolMode
+) -> tuple[list[ToolResult], list[object]]:
+    """The script's results, and what reached the host: progress, questions, log messages."""
+    seen: list[object] = []
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("echo", {"text": "hi"}),
-        ("add", {"a": 2, "b": 3}),
+        ("add", {"a": 2, "b": 3}),  # an output schema, checked
         ("fail", {"message": "no"}),
         ("rich", {}),
         ("progress", {"steps": 2, "interval": 0}),
         ("nope", {}),
+        ("ask_user", {"question": "sure?"}),  # the server asks while the call waits
+        ("log_line", {"text": "a line"}),
+        ("many_blocks", {"count": 2000}),  # refused before it is parsed
+        ("big", {"size": 70_000}),  # past max_result_bytes: the session closes
+        ("echo", {"text": "reconnected"}),
     ]
-    async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
-        options = DispatchOptions(registry=create_tool_registry(bridge.tools))
-        return [
+
+    async def elicit(request: McpElicitation) -> McpElicitationAnswer:
+        seen.append((request.message, request.call_id))
+        return McpElicitationAnswer(action="accept", content={"ok": True})
+
+    async with open_mcp_tools(
+        server_id="fx",
+        transport=transport,
+        protocol=protocol,
+        elicit=elicit,
+        on_log=lambda message: seen.append((message.data, message.call_id)),
+        max_result_bytes=65_536,
+    ) as bridge:
+        options = DispatchOptions(registry=create_tool_registry(bridge.tools), on_event=seen.append)
+        results = [
             await dispatch_tool_call(
                 ToolCall(id=str(n), name=f"mcp:fx:{name}", arguments=arguments), options
             )
             for n, (name, arguments) in enumerate(calls)
         ]
+    events = [
+        (event.message, event.progress) if isinstance(event, ToolExecutionProgress) else event
+        for event in seen
+        if not hasattr(event, "type") or isinstance(event, ToolExecutionProgress)
+    ]
+    return results, events
 
 
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_a_real_server_gives_the_same_results_both_ways(
-    fixture_stdio: StdioTransport, monkeypatch: pytest.MonkeyPatch
+    fixture_stdio: StdioTransport, monkeypatch: pytest.MonkeyPatch, protocol: ProtocolMode
 ) -> None:
+    """Past the SDK's dispatcher (a stdio session's plain calls) and through it, alike:
+    results, errors, the output check, progress, the server's questions and log lines
+    (with the call they came for), the caps on a result, the size bound and the session
+    that follows it."""
     plain: list[bool] = []
     simple = _fastcall.simple_call_result
+    direct: list[str] = []
+    call = DirectCalls.call
 
     def counted(raw: dict[str, Any], version: str) -> mcp_types.CallToolResult | None:
         made = simple(raw, version)
         plain.append(made is not None)
         return made
 
+    async def counted_call(self: DirectCalls, request_id: str, *args: Any) -> dict[str, Any]:
+        direct.append(request_id)
+        return await call(self, request_id, *args)
+
     monkeypatch.setattr(_fastcall, "simple_call_result", counted)
-    fast = await _results(fixture_stdio)
-    monkeypatch.setattr(_session, "install_fast_call_tool", lambda _session: None)
-    sdk = await _results(fixture_stdio)
+    monkeypatch.setattr(DirectCalls, "call", counted_call)
+    fast, fast_seen = await _results(fixture_stdio, protocol)
+    monkeypatch.setattr(_session, "install_fast_call_tool", lambda *_args: None)
+    sdk, sdk_seen = await _results(fixture_stdio, protocol)
     assert fast == sdk
-    # echo, add, fail's error result and progress were plain; rich (every kind of block)
-    # took the SDK's checks; the unknown tool never reached the server.
-    assert plain == [True, True, True, False, True]
-    assert [result.is_error for result in fast] == [False, False, True, False, False, True]
+    assert fast_seen == sdk_seen
+    # Every call that reached the server went past the SDK's dispatcher. echo, add,
+    # fail's error result, progress and log_line were plain; rich (every kind of block)
+    # took the SDK's checks; the unknown tool never reached the server; ask_user's
+    # answer came after the question was answered; the refused and the oversized results
+    # were never answers.
+    # (the session after the size bound's numbers its calls afresh)
+    assert direct == [f"prism:{n}" for n in range(1, len(direct))] + ["prism:1"]
+    assert len(direct) == 10
+    assert plain == [True, True, True, False, True, True, True, True]
+    assert [result.is_error for result in fast] == [False] * 2 + [True, False, False, True] + [
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
+    assert "result refused: more than 1024 content blocks" in fast[8].joined_text
+    assert fast[9].details["mcp_error"] == "result_too_large"
+    assert fast[10].joined_text == "reconnected"
+    assert fast[1].structured == {"result": 5}
+    assert ("step 2", 2.0) in fast_seen
+    assert ("a line", None) in fast_seen  # (a pipe says no call: see open_mcp_tools)
+    if protocol == "legacy":  # the server asks over the pipe while the call waits
+        assert ("sure?", None) in fast_seen
+        assert fast[6].joined_text == "user: accept {'ok': True}"
 
 
 async def test_the_sdks_call_options_on_the_json_path() -> None:
@@ -213,3 +286,136 @@ async def test_the_sdks_call_options_on_the_json_path() -> None:
     assert seen == [1.0, 2.0]
     assert tupled.is_error  # not a string: the server refuses it
     assert traced.content[0].text == "m"  # type: ignore[union-attr]
+
+
+async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> None:
+    """The table of calls past the SDK's dispatcher, over a real pipe: what it writes, the
+    progress it passes on (as the SDK reads it), errors, cancellation, the session's end."""
+    import json
+    import os
+
+    import trio
+    from mcp.shared.exceptions import MCPError
+
+    from prism.mcp._stdio import ServerStdin
+    from prism.mcp._wire import WireState
+
+    read_fd, write_fd = os.pipe()
+    faults: list[str] = []
+    stdin = ServerStdin(trio.lowlevel.FdStream(write_fd), write_stall_s=5, on_fault=faults.append)
+    state = WireState()
+    direct = DirectCalls(
+        send_line=stdin.send_line, send=stdin.send, track=state.calls.add, state=state
+    )
+
+    os.set_blocking(read_fd, False)
+
+    def written() -> list[Any]:
+        try:
+            data = os.read(read_fd, 65536)
+        except BlockingIOError:
+            return []
+        return [json.loads(line) for line in data.splitlines()]
+
+    # A lone surrogate has no UTF-8 form: the SDK's own path refuses it.
+    assert direct.request_line({"name": "t", "arguments": {"s": "\ud800"}}, True) is None
+    request_id, line = direct.request_line({"name": "t"}, False) or ("", b"")
+    assert json.loads(line) == {
+        "jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "t"}
+    }  # fmt: skip
+    seen: list[tuple[Any, ...]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+        if message == "raise":
+            raise RuntimeError("a broken progress callback")
+
+    async with trio.open_nursery() as nursery:
+        answers: list[object] = []
+
+        async def call(request: tuple[str, bytes], progress: Any = on_progress) -> None:
+            try:
+                answers.append(await direct.call(*request, progress))
+            except MCPError as exc:
+                answers.append((exc.error.code, exc.error.message))
+
+        first = direct.request_line({"name": "t", "_meta": {"k": 1}}, True)
+        assert first is not None
+        nursery.start_soon(call, first)
+        await trio.testing.wait_all_tasks_blocked()
+        assert written() == [json.loads(first[1])]
+        assert json.loads(first[1])["params"]["_meta"] == {"k": 1, "progressToken": first[0]}
+        assert state.calls == {first[0]}
+        assert direct.awaits(first[0])
+        # As the SDK reads progress: a number (not a bool), a float-sized total, a text.
+        for params in (
+            None,
+            {"progressToken": first[0], "progress": True},
+            {"progressToken": first[0], "progress": "1"},
+            {"progressToken": "prism:404", "progress": 1},
+            {"progressToken": 1, "progress": 1},
+            {"progressToken": first[0], "progress": 10**400},
+            {"progressToken": first[0], "progress": 1, "total": True, "message": "raise"},
+            {"progressToken": first[0], "progress": 2.5, "total": "x", "message": 3},
+        ):
+            direct.progress(params)
+        direct.answer(first[0], mcp_types.JSONRPCResponse(jsonrpc="2.0", id=first[0], result={}))
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers == [{}]
+        assert seen == [(1.0, 1.0, "raise"), (2.5, None, None)]
+        assert "progress callback raised" in caplog.text
+        assert state.calls == set()
+        assert not direct.awaits(first[0])
+
+        # An error answer; a call cancelled after its line went out tells the server.
+        second = direct.request_line({"name": "t"}, False)
+        assert second is not None
+        nursery.start_soon(call, second, None)
+        await trio.testing.wait_all_tasks_blocked()
+        direct.progress({"progressToken": second[0], "progress": 1})  # nobody to tell
+        error = mcp_types.ErrorData(code=-32001, message="result refused: x")
+        direct.answer(second[0], mcp_types.JSONRPCError(jsonrpc="2.0", id=second[0], error=error))
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers[-1] == (-32001, "result refused: x")
+        assert written() == [json.loads(second[1])]
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await direct.call(*second, None)  # cancelled before its line: nothing sent
+        assert written() == []
+        third = direct.request_line({"name": "t"}, False)
+        assert third is not None
+        async with trio.open_nursery() as inner:
+            inner.start_soon(call, third)
+            await trio.testing.wait_all_tasks_blocked()
+            inner.cancel_scope.cancel()
+        sent = written()
+        assert sent[-1] == {
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": third[0], "reason": "caller cancelled"},
+        }  # fmt: skip
+
+        # The session's end fails the waiting call and every later one.
+        fourth = direct.request_line({"name": "t"}, False)
+        assert fourth is not None
+        nursery.start_soon(call, fourth)
+        await trio.testing.wait_all_tasks_blocked()
+        direct.close()
+        await trio.testing.wait_all_tasks_blocked()
+        closed = (mcp_types.CONNECTION_CLOSED, "Connection closed")
+        assert answers[-1] == closed
+        await call(fourth)
+        assert answers[-1] == closed
+
+    # A pipe closed under a call (its write, and its cancellation's, fail quietly).
+    reopened = DirectCalls(
+        send_line=stdin.send_line, send=stdin.send, track=state.calls.add, state=state
+    )
+    stdin.close()
+    fifth = reopened.request_line({"name": "t"}, False)
+    assert fifth is not None
+    with pytest.raises(MCPError, match="Connection closed"):
+        await reopened.call(*fifth, None)
+    await reopened._cancel("prism:9")
+    os.close(read_fd)
+    await stdin.close_pipe()
+    assert faults == []

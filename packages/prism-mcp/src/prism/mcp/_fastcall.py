@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 import mcp_types
@@ -31,23 +32,34 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.shared.dispatcher import CallOptions, ProgressFnT
 
+    from ._direct import DirectCalls
+
 __all__ = ["call_params", "install_fast_call_tool", "sdk_result", "simple_call_result"]
 
 _METHOD = "tools/call"
 _RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "resultType", "_meta"})
 _TEXT_KEYS = frozenset({"type", "text"})
 _MAX_SIMPLE_DEPTH = 64
-_SCALARS = (str, int, bool, type(None))
+_SCALARS = (int, bool, type(None))
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: str) -> bool:
+    """Whether ``value`` has a UTF-8 form (no lone surrogate, which a JSON parse can make)."""
+    return value.isascii() or _SURROGATE.search(value) is None
 
 
 def _plain(value: object, depth: int = 0) -> bool:
-    """Whether ``value`` is exactly what a JSON parse makes (finite numbers, str keys)."""
+    """Whether ``value`` is exactly what a JSON parse makes (finite numbers, str keys).
+
+    And writable as UTF-8: no string holds a lone surrogate.
+    """
     kind = type(value)
     if kind is dict:
         if depth > _MAX_SIMPLE_DEPTH:
             return False
         for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str or not _plain(item, depth + 1):
+            if type(key) is not str or not _text(key) or not _plain(item, depth + 1):
                 return False
         return True
     if kind is list:
@@ -56,6 +68,8 @@ def _plain(value: object, depth: int = 0) -> bool:
         return all(_plain(item, depth + 1) for item in value)  # type: ignore[attr-defined]
     if kind is float:
         return math.isfinite(value)  # type: ignore[arg-type]
+    if kind is str:
+        return _text(value)  # type: ignore[arg-type]
     return kind in _SCALARS
 
 
@@ -129,8 +143,34 @@ def call_params(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     return params
 
 
-def install_fast_call_tool(session: ClientSession) -> None:
-    """Make ``session.call_tool`` send plain calls as JSON and check plain answers once."""
+def _tracing_records() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (the SDK's spans would record)."""
+    global _otel_trace
+    if _otel_trace is None:
+        try:
+            from opentelemetry import trace
+        except ImportError:  # pragma: no cover - OpenTelemetry comes with the MCP SDK
+            _otel_trace = False
+        else:
+            _otel_trace = trace
+    if _otel_trace is False:  # pragma: no cover
+        return False
+    provider = _otel_trace.get_tracer_provider()
+    return not isinstance(
+        provider, (_otel_trace.ProxyTracerProvider, _otel_trace.NoOpTracerProvider)
+    )
+
+
+_otel_trace: Any = None
+
+
+def install_fast_call_tool(session: ClientSession, direct: DirectCalls | None = None) -> None:
+    """Make ``session.call_tool`` send plain calls as JSON and check plain answers once.
+
+    With ``direct`` (a stdio session's), such a call is written and answered
+    past the SDK's dispatcher (see ``_direct``), unless it has a read timeout
+    or an OpenTelemetry tracer provider would record the SDK's span of it.
+    """
     original = session.call_tool
 
     async def call_tool(
@@ -150,6 +190,7 @@ def install_fast_call_tool(session: ClientSession) -> None:
             or request_state is not None
             or not (allow_input_required and allow_claimed)
             or type(name) is not str
+            or not _text(name)
             or (arguments is not None and (type(arguments) is not dict or not _plain(arguments)))
             or meta is not None
         ):
@@ -177,7 +218,11 @@ def install_fast_call_tool(session: ClientSession) -> None:
             opts["timeout"] = timeout
         if progress_callback is not None:
             opts["on_progress"] = progress_callback
-        raw = await session._dispatcher.send_raw_request(_METHOD, data.get("params"), opts)
+        if direct is not None and timeout is None and not _tracing_records():
+            request = direct.request(data["params"], progress_callback is not None)
+            raw = await direct.call(request, progress_callback)
+        else:
+            raw = await session._dispatcher.send_raw_request(_METHOD, data.get("params"), opts)
         _sdk_session._clamp_inbound_ttl(raw)
         version = session._negotiated_version or "2025-11-25"
         result: Any = simple_call_result(raw, version)

@@ -26,10 +26,12 @@ from mcp.shared.message import SessionMessage
 
 from ._callbacks import call_in
 from ._content import TASK_META_KEY
+from ._direct import DirectCalls
 from ._scan import scan
 from ._wire import WireState
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from types import TracebackType
     from typing import Self
 
@@ -322,26 +324,37 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                     await self._gate.answered(message)
                 state = self._gate.state
                 calls = state.calls
-                if (
-                    calls
-                    and isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
-                    and message.id in calls
+                direct = self._gate.direct
+                if isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)):
+                    ours = direct is not None and direct.awaits(message.id)
+                    if ours or (calls and message.id in calls):
+                        calls.discard(message.id)
+                        if isinstance(message, mcp_types.JSONRPCResponse):
+                            item = _call_result(item, message, state)
+                        if ours:
+                            # A direct call's answer, checked as the SDK's: to its caller.
+                            assert direct is not None
+                            direct.answer(str(message.id), item.message)
+                            continue
+                        if isinstance(message, mcp_types.JSONRPCResponse):
+                            return item
+                    polls = state.polls
+                    if polls and message.id in polls:
+                        polls.discard(message.id)
+                        if isinstance(message, mcp_types.JSONRPCResponse):
+                            return _poll_result(item, message)
+                elif (
+                    direct is not None
+                    and type(message) is mcp_types.JSONRPCNotification
+                    and message.method == "notifications/progress"
                 ):
-                    calls.discard(message.id)
-                    if isinstance(message, mcp_types.JSONRPCResponse):
-                        return _call_result(item, message, state)
-                polls = state.polls
-                if (
-                    polls
-                    and isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
-                    and message.id in polls
-                ):
-                    polls.discard(message.id)
-                    if isinstance(message, mcp_types.JSONRPCResponse):
-                        return _poll_result(item, message)
+                    direct.progress(message.params)  # and on to the SDK, as before
             return item
 
     async def aclose(self) -> None:
+        direct = self._gate.direct
+        if direct is not None:
+            direct.close()
         await self._inner.aclose()
 
 
@@ -478,6 +491,7 @@ class _Gate:
     inflight: set[int | str] = attrs.field(factory=set)
     pending: dict[int | str, str] = attrs.field(factory=dict)
     version: str | None = None
+    direct: DirectCalls | None = None
 
     def track(self, request_id: int | str, method: str) -> None:
         if len(self.pending) >= _MAX_TRACKED_CALLS:
@@ -578,12 +592,26 @@ def _remember(ids: set[int | str], request_id: int | str) -> None:
 
 
 def gate_server_requests(
-    streams: TransportStreams, *, limit: int, state: WireState
+    streams: TransportStreams,
+    *,
+    limit: int,
+    state: WireState,
+    send_line: Callable[[bytes], Awaitable[None]] | None = None,
 ) -> TransportStreams:
-    """Wrap ``streams`` so at most ``limit`` server-to-client requests are handled at once."""
+    """Wrap ``streams`` so at most ``limit`` server-to-client requests are handled at once.
+
+    With ``send_line`` (writing a line to a stdio server's stdin),
+    ``state.direct`` sends tools/call requests past the SDK's dispatcher,
+    their answers checked here as the SDK's (see ``_direct``).
+    """
     read, write = streams
     gate = _Gate(limit=limit, state=state, write=write)
-    return _GatedRead(read, gate), _GatedWrite(write, gate)
+    gated_write = _GatedWrite(write, gate)
+    if send_line is not None:
+        gate.direct = state.direct = DirectCalls(
+            send_line=send_line, send=gated_write.send, track=gate.track_call, state=state
+        )
+    return _GatedRead(read, gate), gated_write
 
 
 _SCAN_ON_THREAD = 65536

@@ -241,7 +241,7 @@ class Sessions:
                     # would re-list tools unbounded for an unlisted name and raise the
                     # whole result away on a mismatch.
                     client.session.validate_tool_result = _skip_sdk_validation  # type: ignore[method-assign,assignment]
-                    install_fast_call_tool(client.session)
+                    install_fast_call_tool(client.session, conn.state.direct)
                     conn.protocol_version = client.protocol_version
                     conn.server_info = _server_info(client)
                     conn.client = client

@@ -261,10 +261,12 @@ class ServerStdin:
 
     def _write_now(self, item: SessionMessage) -> bytes | None:
         """Write ``item`` if nothing is queued; the bytes still to write, or ``None``."""
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        return self._write_line(data + b"\n")
+
+    def _write_line(self, data: bytes) -> bytes | None:
         if self._gone or self._closed:
             raise anyio.BrokenResourceError
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
-        data += b"\n"
         if self._queued:
             return data
         try:
@@ -281,7 +283,13 @@ class ServerStdin:
         return None
 
     async def send(self, item: SessionMessage, /) -> None:
-        data = self._write_now(item)
+        await self._send(self._write_now(item))
+
+    async def send_line(self, line: bytes) -> None:
+        """Write one message's line (its JSON and the newline), as :meth:`send` writes."""
+        await self._send(self._write_line(line))
+
+    async def _send(self, data: bytes | None) -> None:
         if data is None:
             return
         self._queued += 1
@@ -442,7 +450,9 @@ async def open_stdio_streams(
         tasks.start_soon(read_stderr)
         tasks.start_soon(watch_exit)
         try:
-            yield gate_server_requests((stdout, stdin), limit=max_server_requests, state=state)
+            yield gate_server_requests(
+                (stdout, stdin), limit=max_server_requests, state=state, send_line=stdin.send_line
+            )
         finally:
             closing = stdout.closing = True
             with anyio.CancelScope(shield=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import attrs
 
+from ._direct import DirectCalls
 from ._requests import SentRequests
 
 __all__ = ["WireState"]
@@ -38,6 +39,7 @@ class WireState:
             the token of the marker it put in their place (bounded).
         sent: the requests sent for tool calls: their own progress tokens,
             and which calls the server has not answered yet.
+        direct: a stdio session's calls past the SDK's dispatcher (see ``_direct``).
     """
 
     fault: str | None = None
@@ -50,6 +52,7 @@ class WireState:
     polls: set[int | str] = attrs.field(factory=set)
     detached: dict[str, object] = attrs.field(factory=dict)
     sent: SentRequests = attrs.field(factory=SentRequests)
+    direct: DirectCalls | None = None
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:

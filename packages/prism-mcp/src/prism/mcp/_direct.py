@@ -1,0 +1,226 @@
+"""A stdio server's ``tools/call`` written and answered past the SDK's dispatcher.
+
+The bridge's plain ``tools/call`` (see ``_fastcall``) on a stdio session is
+written to the server's stdin by the calling task itself, under an id the SDK
+never mints (``prism:<n>``: a string, where the SDK's own ids are integers),
+and its answer, once the transport and the gate have checked it as they check
+any answer (the line's size and price, the JSON-RPC model, the caps on blocks
+and objects, a large ``structuredContent`` carried apart), is handed to that
+task instead of the SDK's dispatcher: no table of pending requests, memory
+channel, OpenTelemetry span or request clock per call. A progress
+notification naming the call goes to it too, in order with its answer (and
+on to the SDK as before, which finds no request of its own for it). The
+server's requests, its other notifications and every other answer go to the
+SDK unchanged, so its questions, logging and listings are the SDK's.
+
+Cancelled, a call that was written tells the server (``notifications/cancelled``
+as the SDK words it, shielded, for a few seconds at most); when the session's
+read side ends, every call still waiting fails with ``CONNECTION_CLOSED``, as
+the SDK fails its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types
+import trio
+
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from mcp.shared.dispatcher import ProgressFnT
+
+    from ._wire import WireState
+
+__all__ = ["DIRECT_ID_PREFIX", "DirectCalls"]
+
+_log = logging.getLogger("prism.mcp")
+
+DIRECT_ID_PREFIX = "prism:"
+"""The start of every direct call's request id (never a number: the SDK mints integers)."""
+_ABANDON_WRITE_S = 5.0  # as the SDK bounds its courtesy cancel
+_CLOSED = object()
+
+
+class _Waiter:
+    """What the server sent one waiting call, in order: progress, then its answer."""
+
+    __slots__ = ("_event", "_items")
+
+    def __init__(self) -> None:
+        self._items: deque[object] = deque()
+        self._event = trio.Event()
+
+    def put(self, item: object) -> None:
+        self._items.append(item)
+        self._event.set()
+
+    async def get(self) -> object:
+        while not self._items:
+            await self._event.wait()
+            self._event = trio.Event()
+        return self._items.popleft()
+
+
+class DirectCalls:
+    """The ``tools/call`` requests of one stdio session sent past the SDK's dispatcher.
+
+    ``send_line`` writes a request line (the server's stdin, as the SDK's
+    writes go), ``send`` a message through the session's (gated) write
+    stream, and ``track`` notes a call id as the gate notes the SDK's.
+    """
+
+    def __init__(
+        self,
+        *,
+        send_line: Callable[[bytes], Awaitable[None]],
+        send: Callable[[SessionMessage], Awaitable[None]],
+        track: Callable[[int | str], None],
+        state: WireState,
+    ) -> None:
+        self._send_line = send_line
+        self._send = send
+        self._track = track
+        self._state = state
+        self._waiting: dict[str, _Waiter] = {}
+        self._ids = itertools.count(1)
+        self.closed = False
+
+    def awaits(self, request_id: object) -> bool:
+        """Whether ``request_id`` is the id of a direct call waiting for its answer."""
+        return type(request_id) is str and request_id in self._waiting
+
+    def answer(self, request_id: str, message: object) -> None:
+        """Hand the waiting call ``request_id`` (see :meth:`awaits`) its checked answer."""
+        self._waiting.pop(request_id).put(message)
+
+    def progress(self, params: dict[str, Any] | None) -> None:
+        """Hand a waiting call the progress the server reported for it (as the SDK reads it)."""
+        if not self._waiting or not params:
+            return
+        token = params.get("progressToken")
+        progress: Any = params.get("progress")
+        waiter = self._waiting.get(token) if type(token) is str else None
+        if waiter is None or type(progress) not in (int, float):
+            return
+        total = params.get("total")
+        message = params.get("message")
+        try:
+            reported = (
+                float(progress),
+                float(total) if isinstance(total, int | float) else None,
+                message if isinstance(message, str) else None,
+            )
+        except OverflowError:  # an integer past any float: no progress to report
+            return
+        waiter.put(reported)
+
+    def close(self) -> None:
+        """The session's read side ended: every waiting call fails, and so does any later one."""
+        self.closed = True
+        waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            waiter.put(_CLOSED)
+
+    def request(self, params: dict[str, Any], progress: bool) -> mcp_types.JSONRPCRequest:
+        """A new call's request: the params as given (stamped by the session).
+
+        With ``progress`` its id is its progress token too, as the SDK makes
+        it (the gate gives the server a token of its own when it is sent).
+        The params must be plain JSON a UTF-8 line can carry (``_fastcall``
+        checks them).
+        """
+        request_id = f"{DIRECT_ID_PREFIX}{next(self._ids)}"
+        out = dict(params)
+        meta = dict(out.get("_meta") or {})
+        if progress:
+            meta["progressToken"] = request_id
+        if meta:
+            out["_meta"] = meta
+        else:
+            out.pop("_meta", None)
+        return mcp_types.JSONRPCRequest.model_construct(
+            jsonrpc="2.0", id=request_id, method="tools/call", params=out
+        )
+
+    async def call(
+        self, request: mcp_types.JSONRPCRequest, on_progress: ProgressFnT | None
+    ) -> dict[str, Any]:
+        """Write ``request`` (from :meth:`request`) and wait for its answer's result.
+
+        Raises:
+            MCPError: the server's error answer (or the gate's refusal of its
+                result), or ``CONNECTION_CLOSED``.
+        """
+        if self.closed:
+            raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
+        request_id = str(request.id)
+        waiter = _Waiter()
+        self._waiting[request_id] = waiter
+        self._track(request_id)
+        written = False
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            written = True  # a write begun may have reached the server
+            # As the gate notes what the SDK sends: the call it is for, its own token.
+            self._state.sent.sending(request)
+            line = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/call",
+                    "params": request.params,
+                },
+                separators=(",", ":"),
+                ensure_ascii=False,
+            )
+            try:
+                await self._send_line(line.encode("utf-8") + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise MCPError(
+                    code=mcp_types.CONNECTION_CLOSED, message="Connection closed"
+                ) from None
+            while True:
+                item = await waiter.get()
+                if type(item) is not tuple:
+                    break
+                if on_progress is not None:
+                    try:
+                        await on_progress(*item)
+                    except Exception:
+                        _log.exception("progress callback raised")
+        except trio.Cancelled:
+            if written:
+                with trio.move_on_after(_ABANDON_WRITE_S, shield=True):
+                    await self._cancel(request_id)
+            raise
+        finally:
+            self._waiting.pop(request_id, None)
+            self._state.calls.discard(request_id)
+        if item is _CLOSED:
+            raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
+        if isinstance(item, mcp_types.JSONRPCError):
+            error = item.error
+            raise MCPError(code=error.code, message=error.message, data=error.data)
+        assert isinstance(item, mcp_types.JSONRPCResponse)
+        return item.result
+
+    async def _cancel(self, request_id: str) -> None:
+        notification = mcp_types.JSONRPCNotification(
+            jsonrpc="2.0",
+            method="notifications/cancelled",
+            params={"requestId": request_id, "reason": "caller cancelled"},
+        )
+        try:
+            await self._send(SessionMessage(notification))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            _log.debug("dropped notifications/cancelled: write stream closed")
