@@ -235,7 +235,8 @@ class StdioFastPath:
                     _NoServerRequestsDispatchContext(dctx), method, params
                 )
             finally:
-                await aclose_shielded(connection)
+                if getattr(connection.exit_stack, "_exit_callbacks", True):  # else: none to run
+                    await aclose_shielded(connection)
         except (MCPError, ValidationError):
             raise
         except Exception as exc:
