@@ -80,6 +80,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,9 @@ INNER = 20 if QUICK else 50
 REPEAT = 7 if QUICK else 21
 # --fast-paths: only the direct call and the gateway's rows with and without its fast paths
 FAST_PATHS_ONLY = "--fast-paths" in sys.argv[1:]
-_FAST_PATH_ROWS = frozenset({"direct", "local", "local-sdk", "bridged", "bridged-sdk"})
+_FAST_PATH_ROWS = frozenset(
+    {"direct", "local", "local-sdk", "bridged", "bridged-sdk", "bridged-no-direct"}
+)
 TESTS = Path(__file__).resolve().parents[1] / "packages/prism-gateway/tests"
 SERVER = TESTS / "gateway_fixture_server.py"
 GATEWAY = TESTS / "gateway_stdio_main.py"
@@ -209,7 +212,18 @@ async def _gateway_sdk_path(root: str) -> None:
     from gateway_stdio_main import main as gateway_main  # type: ignore[import-not-found]
 
     _fast.StdioFastPath.take = lambda self, line: False  # type: ignore[method-assign]
-    _session.install_fast_call_tool = lambda session: None  # type: ignore[attr-defined]
+    _session.install_fast_call_tool = lambda *_args: None  # type: ignore[attr-defined]
+    await gateway_main(root, 16 * 1024 * 1024)
+
+
+async def _gateway_no_direct(root: str) -> None:
+    """The test gateway with only the bridge's direct stdio calls off (the SDK's dispatcher)."""
+    from prism.mcp import _direct
+
+    sys.path.insert(0, str(TESTS))
+    from gateway_stdio_main import main as gateway_main
+
+    _direct.DirectCalls.request_line = lambda *_args: None  # type: ignore[method-assign]
     await gateway_main(root, 16 * 1024 * 1024)
 
 
@@ -250,6 +264,9 @@ async def main() -> list[Row]:
         Client(
             StdioServerParameters(command=python, args=[__file__, "--gateway-sdk-path", root])
         ) as sdk_path,
+        Client(
+            StdioServerParameters(command=python, args=[__file__, "--gateway-no-direct", root])
+        ) as no_direct,
         Client(StdioServerParameters(command=python, args=[__file__, "--relay"])) as relay,
         Client(StdioServerParameters(command=python, args=[__file__, "--pipe-relay"])) as pipe,
         Client(StdioServerParameters(command=python, args=[__file__, "--json-relay"])) as parsing,
@@ -266,11 +283,12 @@ async def main() -> list[Row]:
         direct_pid = pids.get(f"{SERVER} direct")
         gateway_pid = pids.get(f"{GATEWAY} {root}")
         sdk_path_pid = pids.get(f"{__file__} --gateway-sdk-path")
+        no_direct_pid = pids.get(f"{__file__} --gateway-no-direct")
         relay_pid = pids.get(f"{__file__} --relay")
         pipe_pid = pids.get(f"{__file__} --pipe-relay")
         parsing_pid = pids.get(f"{__file__} --json-relay")
         async with Client(url) as http:
-            for client in (direct, gateway, sdk_path, relay, pipe, parsing, http):
+            for client in (direct, gateway, sdk_path, no_direct, relay, pipe, parsing, http):
                 await client.list_tools()
             # (key, client, tool, arguments, middle process, the server behind it)
             cases: list[tuple[str, Client, str, dict[str, Any], int | None, int | None]] = [
@@ -284,6 +302,8 @@ async def main() -> list[Row]:
                 ("bridged", gateway, "mcp__fx__echo", ARGS, gateway_pid, _child_of(gateway_pid)),
                 ("bridged-sdk", sdk_path, "mcp__fx__echo", ARGS, sdk_path_pid,
                  _child_of(sdk_path_pid)),
+                ("bridged-no-direct", no_direct, "mcp__fx__echo", ARGS, no_direct_pid,
+                 _child_of(no_direct_pid)),
                 ("http", http, "mcp__fx__echo", ARGS, None, None),
             ]  # fmt: skip
             if FAST_PATHS_ONLY:  # the fast paths against the SDK's whole path, twice the samples
@@ -329,13 +349,26 @@ async def main() -> list[Row]:
         ("bridged", "stdio: client -> gateway -> server (bridged)", "gateway", "two MCP hops"),
         ("bridged-sdk", "stdio: client -> gateway -> server, fast paths off", "gateway",
          "two MCP hops, the SDK's whole path"),
+        ("bridged-no-direct", "stdio: client -> gateway -> server, direct calls off", "gateway",
+         "two MCP hops, the bridge's calls through the SDK's dispatcher"),
         ("http", "http: client -> gateway -> server (bridged)", None, "gateway in this process"),
     ]  # fmt: skip
+
+    def paired(key: str) -> str:
+        # Each round timed this case right after the direct call: the ratio per round
+        # cancels the load that moved under both.
+        ratios = sorted(a / b for a, b in zip(wall[key], wall["direct"], strict=True))
+        quarter = len(ratios) // 4
+        return (
+            f"per round {statistics.median(ratios):.2f}x "
+            f"(middle half {ratios[quarter]:.2f}-{ratios[-1 - quarter]:.2f})"
+        )
+
     rows = [base]
     for key, case, whose, note in compared:
         if key not in wall:
             continue
-        note = f"{cpu_note(key, whose)}; {note}"
+        note = f"{cpu_note(key, whose)}; {paired(key)}; {note}"
         target = "<= 1.2x" if key == "bridged" else None
         rows.append(row(BENCH, case, wall[key], baseline=base, target=target, note=note))
     return rows
@@ -525,6 +558,8 @@ if __name__ == "__main__":
         trio.run(_json_relay)
     elif "--gateway-sdk-path" in sys.argv[1:]:
         trio.run(_gateway_sdk_path, sys.argv[-1])
+    elif "--gateway-no-direct" in sys.argv[1:]:
+        trio.run(_gateway_no_direct, sys.argv[-1])
     elif "--calls" in sys.argv[1:] or FAST_PATHS_ONLY:
         run(main)
     elif "--slow-server" in sys.argv[1:]:
