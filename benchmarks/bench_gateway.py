@@ -218,12 +218,13 @@ async def _gateway_sdk_path(root: str) -> None:
 
 async def _gateway_no_direct(root: str) -> None:
     """The test gateway with only the bridge's direct stdio calls off (the SDK's dispatcher)."""
-    from prism.mcp import _direct
+    from prism.mcp import _fastcall, _session
 
     sys.path.insert(0, str(TESTS))
     from gateway_stdio_main import main as gateway_main
 
-    _direct.DirectCalls.request_line = lambda *_args: None  # type: ignore[method-assign]
+    install = _fastcall.install_fast_call_tool
+    _session.install_fast_call_tool = lambda session, direct=None: install(session)  # type: ignore[attr-defined]
     await gateway_main(root, 16 * 1024 * 1024)
 
 

@@ -221,9 +221,11 @@ async def test_a_real_server_gives_the_same_results_both_ways(
         plain.append(made is not None)
         return made
 
-    async def counted_call(self: DirectCalls, request_id: str, *args: Any) -> dict[str, Any]:
-        direct.append(request_id)
-        return await call(self, request_id, *args)
+    async def counted_call(
+        self: DirectCalls, request: mcp_types.JSONRPCRequest, *args: Any
+    ) -> dict[str, Any]:
+        direct.append(str(request.id))
+        return await call(self, request, *args)
 
     monkeypatch.setattr(_fastcall, "simple_call_result", counted)
     monkeypatch.setattr(DirectCalls, "call", counted_call)
@@ -317,12 +319,13 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
             return []
         return [json.loads(line) for line in data.splitlines()]
 
-    # A lone surrogate has no UTF-8 form: the SDK's own path refuses it.
-    assert direct.request_line({"name": "t", "arguments": {"s": "\ud800"}}, True) is None
-    request_id, line = direct.request_line({"name": "t"}, False) or ("", b"")
-    assert json.loads(line) == {
-        "jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "t"}
-    }  # fmt: skip
+    # A lone surrogate (a JSON parse can make one) has no UTF-8 form: such arguments
+    # take the SDK's own path; other text is plain.
+    assert not _fastcall._plain({"s": "\ud800"})
+    assert not _fastcall._plain({"\udc00": 1})
+    assert _fastcall._plain({"é": ["ü", 1.5, None, True]})
+    bare = direct.request({"name": "t"}, False)
+    assert bare.params == {"name": "t"}
     seen: list[tuple[Any, ...]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -333,57 +336,73 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
     async with trio.open_nursery() as nursery:
         answers: list[object] = []
 
-        async def call(request: tuple[str, bytes], progress: Any = on_progress) -> None:
+        async def call(request: mcp_types.JSONRPCRequest, progress: Any = on_progress) -> None:
             try:
-                answers.append(await direct.call(*request, progress))
+                answers.append(await direct.call(request, progress))
             except MCPError as exc:
                 answers.append((exc.error.code, exc.error.message))
 
-        first = direct.request_line({"name": "t", "_meta": {"k": 1}}, True)
-        assert first is not None
+        first = direct.request({"name": "t", "_meta": {"k": 1}}, True)
+        first_id = str(first.id)
         nursery.start_soon(call, first)
         await trio.testing.wait_all_tasks_blocked()
-        assert written() == [json.loads(first[1])]
-        assert json.loads(first[1])["params"]["_meta"] == {"k": 1, "progressToken": first[0]}
-        assert state.calls == {first[0]}
-        assert direct.awaits(first[0])
+        (line,) = written()
+        # The server is given a progress token of the gate's own, mapped back to the id.
+        token = line["params"]["_meta"].pop("progressToken")
+        assert line == {
+            "jsonrpc": "2.0", "id": first_id, "method": "tools/call",
+            "params": {"name": "t", "_meta": {"k": 1}},
+        }  # fmt: skip
+        assert len(token) == 32
+        assert token != first_id
+        back = mcp_types.JSONRPCNotification(
+            jsonrpc="2.0",
+            method="notifications/progress",
+            params={"progressToken": token, "progress": 1},
+        )
+        assert state.sent.progress(back, None) is back
+        assert back.params == {"progressToken": first_id, "progress": 1}
+        assert state.calls == {first_id}
+        assert direct.awaits(first_id)
         # As the SDK reads progress: a number (not a bool), a float-sized total, a text.
         for params in (
             None,
-            {"progressToken": first[0], "progress": True},
-            {"progressToken": first[0], "progress": "1"},
+            {"progressToken": first_id, "progress": True},
+            {"progressToken": first_id, "progress": "1"},
             {"progressToken": "prism:404", "progress": 1},
             {"progressToken": 1, "progress": 1},
-            {"progressToken": first[0], "progress": 10**400},
-            {"progressToken": first[0], "progress": 1, "total": True, "message": "raise"},
-            {"progressToken": first[0], "progress": 2.5, "total": "x", "message": 3},
+            {"progressToken": first_id, "progress": 10**400},
+            {"progressToken": first_id, "progress": 1, "total": True, "message": "raise"},
+            {"progressToken": first_id, "progress": 2.5, "total": "x", "message": 3},
         ):
             direct.progress(params)
-        direct.answer(first[0], mcp_types.JSONRPCResponse(jsonrpc="2.0", id=first[0], result={}))
+        direct.answer(first_id, mcp_types.JSONRPCResponse(jsonrpc="2.0", id=first_id, result={}))
         await trio.testing.wait_all_tasks_blocked()
         assert answers == [{}]
         assert seen == [(1.0, 1.0, "raise"), (2.5, None, None)]
         assert "progress callback raised" in caplog.text
         assert state.calls == set()
-        assert not direct.awaits(first[0])
+        assert not direct.awaits(first_id)
 
         # An error answer; a call cancelled after its line went out tells the server.
-        second = direct.request_line({"name": "t"}, False)
-        assert second is not None
+        second = direct.request({"name": "t"}, False)
         nursery.start_soon(call, second, None)
         await trio.testing.wait_all_tasks_blocked()
-        direct.progress({"progressToken": second[0], "progress": 1})  # nobody to tell
+        direct.progress({"progressToken": second.id, "progress": 1})  # nobody to tell
         error = mcp_types.ErrorData(code=-32001, message="result refused: x")
-        direct.answer(second[0], mcp_types.JSONRPCError(jsonrpc="2.0", id=second[0], error=error))
+        direct.answer(
+            str(second.id), mcp_types.JSONRPCError(jsonrpc="2.0", id=second.id, error=error)
+        )
         await trio.testing.wait_all_tasks_blocked()
         assert answers[-1] == (-32001, "result refused: x")
-        assert written() == [json.loads(second[1])]
+        assert written() == [
+            {"jsonrpc": "2.0", "id": second.id, "method": "tools/call", "params": {"name": "t"}}
+        ]
         with trio.CancelScope() as scope:
             scope.cancel()
-            await direct.call(*second, None)  # cancelled before its line: nothing sent
+            await direct.call(second, None)  # cancelled before its line: nothing sent
         assert written() == []
-        third = direct.request_line({"name": "t"}, False)
-        assert third is not None
+        third = direct.request({"name": "t"}, False)
         async with trio.open_nursery() as inner:
             inner.start_soon(call, third)
             await trio.testing.wait_all_tasks_blocked()
@@ -391,12 +410,11 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
         sent = written()
         assert sent[-1] == {
             "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": third[0], "reason": "caller cancelled"},
+            "params": {"requestId": third.id, "reason": "caller cancelled"},
         }  # fmt: skip
 
         # The session's end fails the waiting call and every later one.
-        fourth = direct.request_line({"name": "t"}, False)
-        assert fourth is not None
+        fourth = direct.request({"name": "t"}, False)
         nursery.start_soon(call, fourth)
         await trio.testing.wait_all_tasks_blocked()
         direct.close()
@@ -411,10 +429,8 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
         send_line=stdin.send_line, send=stdin.send, track=state.calls.add, state=state
     )
     stdin.close()
-    fifth = reopened.request_line({"name": "t"}, False)
-    assert fifth is not None
     with pytest.raises(MCPError, match="Connection closed"):
-        await reopened.call(*fifth, None)
+        await reopened.call(reopened.request({"name": "t"}, False), None)
     await reopened._cancel("prism:9")
     os.close(read_fd)
     await stdin.close_pipe()
