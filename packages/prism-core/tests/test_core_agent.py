@@ -232,6 +232,23 @@ def test_alias_collision_is_refused_at_create_agent_naming_both_tools() -> None:
     assert "'mcp__docs__search'" in str(info.value)
 
 
+async def test_a_registry_changed_to_hold_a_colliding_alias_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A refreshed MCP listing can bring a name offered under another tool's alias
+    # (a server's tool x beside a local mcp__docs__x): the name map raised on
+    # every run after, so one server's listing took down every tool.
+    provider = ScriptedProvider([calling(("1", "mcp__docs__x", {"x": "q"})), answer("ok")])
+    registry = create_tool_registry([echo_tool("mcp__docs__x")])
+    agent = create_agent(model="m", provider=provider, tools=registry)
+    registry.register(echo_tool("mcp:docs:x"))
+    result = await agent.session().run("go")
+    assert [t.name for t in provider.requests[0].tools] == ["mcp__docs__x"]
+    assert [r.tool_name for r in result.records] == ["mcp__docs__x"]
+    assert "tool 'mcp:docs:x' is not offered" in caplog.text
+    assert "like 'mcp__docs__x'" in caplog.text
+
+
 async def test_filtered_tools_are_neither_offered_nor_run() -> None:
     provider = ScriptedProvider([calling(("1", "hidden", {})), answer("ok")])
     agent = create_agent(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from ._host_calls import await_callback
 from ._ledger import PendingRecord, RunLedger, finished_records, new_run_id
 from ._ledger_records import CallTracer, FinishedCall, RunOutcome, ToolCallRecord
 from ._middleware import MiddlewareRegistry
-from ._names import ToolNameMap, create_tool_name_map
+from ._names import ToolNameMap, create_tool_name_map, first_come_name_map
 from ._options import (
     callable_value,
     has_method,
@@ -64,6 +65,8 @@ __all__ = [
     "SingleShotLoop",
     "create_agent",
 ]
+
+_log = logging.getLogger("prism.core")
 
 _NO_TOOLS_LEFT = (
     "tool call refused: the tool-round limit ({limit}) was reached and no tools "
@@ -218,12 +221,22 @@ class Agent:
     def name_map(self) -> ToolNameMap:
         """The registry-name/provider-alias map for the registry as it is now.
 
-        Raises:
-            ConfigurationError: two tools would be offered under the same alias.
+        ``create_agent`` refuses tools that share an alias. A registry that
+        changed since (an MCP listing refreshed) never fails the agent: a tool
+        whose alias an earlier tool has is left out of the map, and so not
+        offered, with a warning.
         """
         key = tuple(tool.name for tool in self.registry.list())
         if key != self._names_key:
-            self._names = create_tool_name_map(key)
+            names, left_out = first_come_name_map(key)
+            for name, alias, other in left_out:
+                _log.warning(
+                    "tool %r is not offered: it would be offered to the model as %r, like %r",
+                    name,
+                    alias,
+                    other,
+                )
+            self._names = names
             self._names_key = key
         return self._names
 
@@ -232,11 +245,12 @@ class Agent:
         names = self.name_map()
         return tuple(
             ToolSpec(
-                name=names.alias(tool.name),
+                name=alias,
                 description=tool.description,
                 parameters=tool.parameters,
             )
             for tool in filter_tools(self.registry.list(), *self.filters)
+            if names.registry_name(alias := names.alias(tool.name)) == tool.name
         )
 
 

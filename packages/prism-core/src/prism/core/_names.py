@@ -85,6 +85,27 @@ class ToolNameMap:
         return len(self._to_alias)
 
 
+def first_come_name_map(names: Iterable[str]) -> tuple[ToolNameMap, list[tuple[str, str, str]]]:
+    """Like :func:`create_tool_name_map`, but a name whose alias an earlier name has is left out.
+
+    Returns the map and, for each name left out, ``(name, alias, earlier name)``.
+    """
+    to_alias: dict[str, str] = {}
+    to_name: dict[str, str] = {}
+    left_out: list[tuple[str, str, str]] = []
+    for name in names:
+        if name in to_alias:
+            continue
+        alias = provider_safe_name(name)
+        other = to_name.get(alias)
+        if other is not None:
+            left_out.append((name, alias, other))
+            continue
+        to_alias[name] = alias
+        to_name[alias] = name
+    return ToolNameMap(to_alias=to_alias, to_name=to_name), left_out
+
+
 def create_tool_name_map(names: Iterable[str]) -> ToolNameMap:
     """Map every registry name to its provider alias, refusing collisions.
 
