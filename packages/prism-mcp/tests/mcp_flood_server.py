@@ -159,7 +159,12 @@ POINT: dict[str, object] = {
 }
 TEXT: list[object] = [{"type": "text", "text": "t"}]
 # A 1x1 PNG, base64.
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+PNG = "".join(
+    [
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGA",
+        "WjR9awAAAABJRU5ErkJggg==",
+    ]
+)
 Shape = tuple[dict[str, object] | None, dict[str, object] | None, dict[str, object]]
 
 
