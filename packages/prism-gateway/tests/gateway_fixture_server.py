@@ -151,14 +151,19 @@ def build() -> MCPServer:
         return "watched"
 
     @server.tool()
-    async def spoof(guesses: list[int], ctx: Context, replay: bool = True) -> str:
-        """Send progress on this call's own stream under other calls' tokens: each of
-        ``guesses`` and (``replay``) each token a watch call was given; then end watch calls."""
+    async def spoof(
+        guesses: list[int], ctx: Context, replay: bool = True, standalone: bool = False
+    ) -> str:
+        """Send progress on this call's own stream (``standalone``: also on the session's
+        standalone stream) under other calls' tokens: each of ``guesses`` and (``replay``)
+        each token a watch call was given; then end watch calls."""
         tokens = watching["tokens"] if replay else []
         for token in [*tokens, *guesses]:
             await ctx.session.send_progress_notification(
                 token, 99, None, "spoofed", related_request_id=ctx.request_id
             )
+            if standalone:
+                await ctx.session.send_progress_notification(token, 99, None, "spoofed")
         watching["spoofed"].set()
         watching.update(tokens=[], spoofed=anyio.Event())
         return f"spoofed {len(tokens)} + {len(guesses)}"

@@ -698,7 +698,9 @@ async def test_a_waiting_calls_retry_is_resumed_after_its_tool_left_the_listing(
     assert text(result) == "the user said red"
 
 
-async def _spoofing(alice: Client, bob: Client, replay: bool) -> tuple[list[str | None], str]:
+async def _spoofing(
+    alice: Client, bob: Client, replay: bool, standalone: bool = False
+) -> tuple[list[str | None], str]:
     """Alice watches for progress while Bob's call makes the server send progress under
     other calls' tokens: what Alice's progress callback got, and Bob's result."""
     seen: list[str | None] = []
@@ -719,7 +721,7 @@ async def _spoofing(alice: Client, bob: Client, replay: bool) -> tuple[list[str 
         nursery.start_soon(watch)
         with trio.fail_after(60):
             await started.wait()
-        arguments = {"guesses": list(range(64)), "replay": replay}
+        arguments = {"guesses": list(range(64)), "replay": replay, "standalone": standalone}
         spoofed = await bob.call_tool("mcp__fx__spoof", arguments)
     assert [text(result) for result in watched] == ["watched"]
     return seen, text(spoofed)
@@ -729,10 +731,10 @@ async def _spoofing(alice: Client, bob: Client, replay: bool) -> tuple[list[str 
 async def test_a_server_cannot_put_progress_into_another_clients_call(
     workspace: Path, downstream_url: str, protocol: str
 ) -> None:
-    """Over Streamable HTTP, on Bob's call's own stream, the server sends progress under the
-    real token of Alice's call and under 64 guessed ones (the SDK's tokens were its
-    request ids 0, 1, 2...): Alice gets only her call's own progress (2025-11-25 and
-    2026-07-28 sessions)."""
+    """Over Streamable HTTP, on Bob's call's own stream (and on the session's standalone
+    stream, at 2025-11-25), the server sends progress under the real token of Alice's call
+    and under 64 guessed ones (the SDK's tokens were its request ids 0, 1, 2...): Alice
+    gets only her call's own progress (2025-11-25 and 2026-07-28 sessions)."""
     server = http_server(downstream_url)
     server = DownstreamServer(
         server_id="fx", transport=server.transport, options={"protocol": protocol}
@@ -741,7 +743,7 @@ async def test_a_server_cannot_put_progress_into_another_clients_call(
         (bridge,) = gateway._bridges
         assert bridge.protocol_version == {"legacy": "2025-11-25", "auto": "2026-07-28"}[protocol]
         async with Client(url, mode="legacy") as alice, Client(url, mode="legacy") as bob:
-            seen, said = await _spoofing(alice, bob, replay=True)
+            seen, said = await _spoofing(alice, bob, replay=True, standalone=True)
     assert said == "spoofed 1 + 64"
     assert seen == ["mine"]
 

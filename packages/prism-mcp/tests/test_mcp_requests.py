@@ -57,20 +57,21 @@ def test_each_request_gets_an_unguessable_progress_token_of_its_own() -> None:
     assert first.method == "tools/call"
     assert first.params["name"] == "t"
     # The server's progress goes back to the SDK under the SDK's own token (its id).
-    back = sent.progress(_progress(one), None)
+    back = sent.progress(_progress(one), None, streams_named=False)
     assert back is not None
     assert back.params == {"progressToken": 7, "progress": 1, "message": "m"}
-    # On a call's own stream, only that call's token.
-    assert sent.progress(_progress(one), "alice#1") is not None
-    assert sent.progress(_progress(one), "bob#1") is None
+    # Where streams are named (HTTP): only on the stream of that call's request.
+    assert sent.progress(_progress(one), "alice#1", streams_named=True) is not None
+    assert sent.progress(_progress(one), "bob#1", streams_named=True) is None
+    assert sent.progress(_progress(one), None, streams_named=True) is None  # standalone
     # The SDK's sequential tokens, anything unknown or not a string: dropped.
     for forged in (7, 8, "7", "tok", None, 1.5, True):
-        assert sent.progress(_progress(forged), None) is None
+        assert sent.progress(_progress(forged), None, streams_named=False) is None
     # Once answered (or cancelled by the client), its token names nothing.
     sent.answered(7, {"content": []})
-    assert sent.progress(_progress(one), None) is None
+    assert sent.progress(_progress(one), None, streams_named=False) is None
     sent.cancelled({"requestId": 8, "reason": "stop"})
-    assert sent.progress(_progress(two), None) is None
+    assert sent.progress(_progress(two), None, streams_named=False) is None
     sent.cancelled({"requestId": 8})  # twice, or an unknown or malformed id: nothing
     sent.cancelled({"requestId": 99})
     sent.cancelled({"requestId": [8]})

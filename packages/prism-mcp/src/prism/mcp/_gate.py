@@ -8,6 +8,7 @@ refuse is dropped from its listing page (see ``_Gate.answered``).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import secrets
 from contextlib import suppress
@@ -308,8 +309,13 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                 elif (
                     isinstance(message, mcp_types.JSONRPCNotification)
                     and message.method == _PROGRESS
-                    # Only under a token the bridge gave, from the stream of its call.
-                    and sent.progress(message, call_in(self.last_context)) is None
+                    # Only under a token the bridge gave, on the stream of its call.
+                    and sent.progress(
+                        message,
+                        call_in(context := self.last_context),
+                        streams_named=isinstance(context, contextvars.Context),
+                    )
+                    is None
                 ):
                     continue
                 elif isinstance(message, mcp_types.JSONRPCRequest):

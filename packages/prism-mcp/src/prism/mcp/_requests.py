@@ -137,12 +137,19 @@ class SentRequests:
             del self._open[call_id]
 
     def progress(
-        self, message: mcp_types.JSONRPCNotification, stream_call: str | None
+        self,
+        message: mcp_types.JSONRPCNotification,
+        stream_call: str | None,
+        *,
+        streams_named: bool,
     ) -> mcp_types.JSONRPCNotification | None:
         """A server's progress notification as the SDK gets it, or ``None`` to drop it.
 
-        ``stream_call``: the call whose request's stream it came on, when the
-        transport says so.
+        ``streams_named``: the transport says which request's stream each
+        message came on (Streamable HTTP), ``stream_call`` being the call of
+        that request (``None`` for a stream of no call: the standalone stream,
+        a subscription). Progress then counts only on the stream of its own
+        call's request; a stdio pipe says nothing, and the token alone decides.
         """
         params = message.params
         token = params.get("progressToken") if params is not None else None
@@ -150,7 +157,7 @@ class SentRequests:
             return None
         request_id = self._by_token.get(token)
         sent = self._by_id.get(request_id) if request_id is not None else None
-        if sent is None or (stream_call is not None and stream_call != sent.call_id):
+        if sent is None or (streams_named and stream_call != sent.call_id):
             return None
         assert params is not None
         params["progressToken"] = sent.sdk_token  # the notification's own params (parsed)
