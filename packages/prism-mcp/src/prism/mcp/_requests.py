@@ -141,7 +141,7 @@ class SentRequests:
         message: mcp_types.JSONRPCNotification,
         stream_call: str | None,
         *,
-        streams_named: bool,
+        streams_named: bool = False,
     ) -> mcp_types.JSONRPCNotification | None:
         """A server's progress notification as the SDK gets it, or ``None`` to drop it.
 
