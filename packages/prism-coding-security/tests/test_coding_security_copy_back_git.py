@@ -118,39 +118,42 @@ async def test_a_valid_head_and_ordinary_git_work_come_back(root: Path) -> None:
     assert _git(root, "status", "--porcelain").stdout == b""
 
 
-_BREAK = "GIT_SEQUENCE_EDITOR='printf \"break\\n\" >' git rebase -q -i HEAD~1"
-
-
-@pytest.mark.parametrize(
-    "todo",
-    ["exec\\ttouch MARKER", "x\\ttouch MARKER", "  exec   touch MARKER", "\\tx touch MARKER"],
+# a commit adding a protected .envrc, left only in the object store (index and tree untouched)
+_HIDDEN_COMMIT = (
+    "b=$(printf 'echo x\\n' | git hash-object -w --stdin) && git read-tree HEAD && "
+    "git update-index --add --cacheinfo 100644,$b,.envrc && t=$(git write-tree) && "
+    "c=$(git commit-tree $t -p HEAD -m x) && git read-tree HEAD && "
 )
-async def test_a_todo_that_runs_a_command_never_reaches_the_host(root: Path, todo: str) -> None:
+_IN_PROGRESS = "an operation left in progress"
+
+
+async def test_an_operation_left_in_progress_inside_never_reaches_the_host(root: Path) -> None:
+    """Bisect, rebase, cherry-pick and merge state left by the command stays out, whatever it
+    names: a bisection range around the hidden commit, a ``<tree>:<gitlink>`` start that the
+    check would have read as another revision, an ``orig-head`` to abort to, an ``exec`` or
+    ``pick`` todo line, a sequencer head; with the HEAD and index the rebase left."""
     _repository(root, commits=2)
-    text = await _shell(root, f'{_BREAK}; printf "{todo}\\n" > .git/rebase-merge/git-rebase-todo')
-    assert "'exec'" in text, text
-    _git(root, "rebase", "--continue")
-    assert not (root / "MARKER").exists()
-
-
-async def test_a_merge_strategy_git_does_not_carry_is_not_kept(root: Path) -> None:
-    _repository(root, commits=2)
-    text = await _shell(root, f"{_BREAK}; echo evil > .git/rebase-merge/strategy")
-    assert "merge strategy" in text, text
-    assert not (root / ".git" / "rebase-merge" / "strategy").exists()
-    # the rebase itself came back and continues
-    assert _git(root, "rebase", "--continue").returncode == 0
-
-
-async def test_sequencer_options_naming_a_foreign_strategy_are_not_kept(root: Path) -> None:
-    _repository(root)
-    command = (
-        "mkdir -p .git/sequencer && printf '[options]\\n\\tStrategy = \"evil\"\\n'"
-        " > .git/sequencer/opts && printf '[options]\\n\\tstrategy = ort\\n' > .git/sequencer/o2"
+    tree = (
+        "s=$(printf '160000 commit %s\\tsub\\n' $c | git mktree) && "
+        "echo $s:sub > .git/BISECT_START && git update-ref refs/bisect/bad $c && "
+        "mkdir -p .git/sequencer && echo $c > .git/sequencer/head && "
     )
-    text = await _shell(root, command)
-    assert "merge strategy" in text, text
-    assert not (root / ".git" / "sequencer" / "opts").exists()
+    rebase = (
+        "GIT_SEQUENCE_EDITOR='printf \"break\\nexec touch ../ran\\n\" >' git rebase -q -i HEAD~1"
+        " && echo $c > .git/rebase-merge/orig-head && echo $c > .git/MERGE_HEAD"
+    )
+    text = await _shell(root, _HIDDEN_COMMIT + tree + rebase)
+    assert _IN_PROGRESS in text, text
+    shown = ("BISECT_START", "MERGE_HEAD", "rebase-merge/", "sequencer/", "refs/bisect/", "HEAD")
+    for name in (*shown, "index"):
+        assert f".git/{name}" in text, text
+    assert (root / ".git" / "HEAD").read_bytes() == b"ref: refs/heads/main\n"
+    for host in (("bisect", "reset"), ("rebase", "--abort"), ("rebase", "--continue"),
+                 ("cherry-pick", "--abort"), ("merge", "--continue")):  # fmt: skip
+        _git(root, *host)
+        assert not (root / ".envrc").exists(), host
+    assert not (root.parent / "ran").exists()
+    assert _git(root, "log", "--oneline", "main").stdout.count(b"\n") == 2
 
 
 async def test_host_edits_made_while_the_command_ran_are_kept_and_reported(
@@ -241,14 +244,6 @@ async def test_a_commit_touching_only_git_data_cannot_bring_a_hooks_path_hook_ba
     assert not (root.parent / "ran").exists()
 
 
-# a commit adding a protected .envrc, left only in the object store (index and tree untouched)
-_HIDDEN_COMMIT = (
-    "b=$(printf 'echo x\\n' | git hash-object -w --stdin) && git read-tree HEAD && "
-    "git update-index --add --cacheinfo 100644,$b,.envrc && t=$(git write-tree) && "
-    "c=$(git commit-tree $t -p HEAD -m x) && git read-tree HEAD && "
-)
-
-
 @pytest.mark.parametrize(
     ("attack", "host", "refused"),
     [
@@ -258,10 +253,9 @@ _HIDDEN_COMMIT = (
             "(FETCH_HEAD)",
         ),
         (
-            _HIDDEN_COMMIT + "echo $c > .git/BISECT_START && git rev-parse HEAD > "
-            ".git/BISECT_EXPECTED_REV && : > .git/BISECT_LOG",
-            ("bisect", "reset"),
-            "(BISECT_START)",
+            _HIDDEN_COMMIT + "echo $c > .git/ORIG_HEAD",
+            ("reset", "-q", "--hard", "ORIG_HEAD"),
+            "(ORIG_HEAD)",
         ),
         # the untracked files of `stash -u` are the stash commit's third parent
         ("echo 'echo x' > .envrc && git stash push -q -u -m wip", ("stash", "pop"), "(refs/stash)"),

@@ -278,21 +278,30 @@ async def test_each_attack_works_without_the_sandbox(
     assert marker.exists()
 
 
-async def test_a_rebase_stopped_by_a_conflict_continues_in_the_next_command(
+async def test_the_hosts_rebase_stopped_by_a_conflict_is_finished_by_a_command(
     root: Path, run_shell: RunShell
 ) -> None:
+    """An operation the host left in progress ends inside: its state's removal comes back."""
     await _repo(root)
-    ops = _ops(root)
-    steps = [
-        f"echo base > f && git add f && git {_IDENT} commit -qm base && git branch side",
-        f"echo main > f && git {_IDENT} commit -qam main",
-        f"git checkout -q side && echo side > f && git {_IDENT} commit -qam side",
-        f"git {_IDENT} rebase -q master 2>/dev/null || git {_IDENT} rebase -q main; true",
-        f"echo both > f && git add f && GIT_EDITOR=true git {_IDENT} rebase --continue",
-    ]
-    for step in steps:
-        _, output = await run_shell(ops, step, root)
-        assert "[prism sandbox]" not in output, (step, output)
+    (root / "f").write_text("base\n")
+    await _git(root, "add", "f")
+    await _git(root, "commit", "-qm", "base")
+    await _git(root, "branch", "side")
+    first = (await _git(root, "branch", "--show-current")).strip().decode()
+    (root / "f").write_text("main\n")
+    await _git(root, "commit", "-qam", "main")
+    await _git(root, "checkout", "-q", "side")
+    (root / "f").write_text("side\n")
+    await _git(root, "commit", "-qam", "side")
+    stopped = await trio.run_process(
+        ["git", *_IDENT.split(), "rebase", "-q", first], cwd=root, check=False,
+        capture_stdout=True, capture_stderr=True,
+    )  # fmt: skip
+    assert stopped.returncode != 0
+    assert (root / ".git" / "rebase-merge").is_dir()
+    step = f"echo both > f && git add f && GIT_EDITOR=true git {_IDENT} rebase --continue"
+    _, output = await run_shell(_ops(root), step, root)
+    assert "[prism sandbox]" not in output, output
     assert not (root / ".git" / "rebase-merge").exists()
     assert (await _git(root, "log", "--format=%s")).split()[:2] == [b"side", b"main"]
 

@@ -694,31 +694,3 @@ async def test_set_user_id_bits_are_cleared_on_the_way_back(root: Path) -> None:
     assert output.startswith(b"-rwsr-sr-x")  # inside, as made
     assert b"set-user-ID" in output
     assert stat.S_IMODE(os.stat(root / "t").st_mode) == 0o755
-
-
-@pytest.mark.parametrize(
-    ("directory", "name"), [("rebase-merge", "git-rebase-todo"), ("sequencer", "todo")]
-)
-async def test_a_todo_list_that_runs_commands_is_not_kept(
-    root: Path, tmp_path: Path, directory: str, name: str
-) -> None:
-    await _repository(root)
-    marker = tmp_path / "pwned"
-    command = (
-        f"mkdir -p .git/{directory} && printf 'pick 0000000 x\\nexec touch {marker}\\n'"
-        f" > .git/{directory}/{name}"
-    )
-    code, output = await _run(_ops(root), command, root)
-    assert code == 0
-    assert b"'exec'" in output
-    assert not (root / ".git" / directory / name).exists()
-
-
-async def test_an_ordinary_todo_list_is_kept(root: Path) -> None:
-    await _repository(root)
-    command = (
-        "mkdir -p .git/rebase-merge && echo 'pick 0000000 x' > .git/rebase-merge/git-rebase-todo"
-    )
-    code, output = await _run(_ops(root), command, root)
-    assert (code, output) == (0, b"")
-    assert (root / ".git" / "rebase-merge" / "git-rebase-todo").exists()

@@ -18,16 +18,20 @@ moves the changes into the real root, leaving out and reporting:
 * in any ``.git`` directory, everything but git's data and work state: only
   regular files and directories under ``objects`` (not its ``info/alternates``),
   ``refs``, ``logs``, ``rr-cache``, ``lfs`` and ``reftable``, and the work state
-  files at its top (:data:`COPY_BACK`) come back. Symbolic links never do, so no
-  link planted in ``.git`` can lead the host's git outside the roots. The index
+  files at its top (:data:`COPY_BACK`, less an operation's state) come back.
+  Symbolic links never do, so no link planted in ``.git`` can lead the host's
+  git outside the roots. The index
   comes back only when it registers no submodule (gitlink) the real one lacked,
   ``HEAD`` only when it is a valid ref (:func:`._protected.valid_git_head`: an
   invalid one would make git take the directory, or a parent, for the
   repository), and a work state file only when the host did not change it meanwhile;
 * what would make a ``.git`` directory no longer one for git (removing or
   replacing its ``HEAD``, ``objects`` or ``refs``; a ``HEAD`` that is not a
-  valid ref); a todo list that runs a program (``exec``/``x``) or a merge
-  strategy git does not carry (run as ``git-merge-<name>``);
+  valid ref);
+* an operation left in progress (bisect, merge, rebase, am, cherry-pick,
+  revert): its new or changed state, which names what the host's git would
+  check out, run or apply when continued, with the ``HEAD`` and index it
+  left; its end (the state removed) comes back;
 * a ``.git`` file (it decides which repository git uses), a removed ``.git``
   directory, and special files (fifos, devices);
 * what the host changed while the command ran: an entry whose ctime (no
@@ -66,8 +70,6 @@ __all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base", "wait_dis
 # bound read-write before; now: data that git writes in ordinary work and never runs
 _DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs", "reftable"})
 _ALTERNATES = frozenset({("objects", "info", "alternates"), ("objects", "info", "http-alternates")})
-# state of a merge, rebase or cherry-pick in progress (directories)
-_STATE_DIRS = frozenset({"rebase-merge", "rebase-apply", "sequencer"})
 COPY_BACK = frozenset({
     "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
     "MERGE_RR", "AUTO_MERGE", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD",
@@ -77,18 +79,22 @@ COPY_BACK = frozenset({
 })  # fmt: skip
 """Files at the top of a ``.git`` directory that come back: git's work state."""
 _OPAQUE = "user.overlay.opaque"
-# the lists 'git rebase --continue' / 'git cherry-pick --continue' work through
-_TODO_FILES = frozenset({"git-rebase-todo", "todo"})
-# todo commands that run a program ('exec' and its short form)
-_RUNS = frozenset({b"exec", b"x"})
-# merge strategies git carries itself; any other name makes git run 'git-merge-<name>' from PATH
-_STRATEGIES = frozenset({b"ort", b"recursive", b"resolve", b"octopus", b"ours", b"subtree", b""})
+# the state of an operation in progress (bisect, merge, rebase, am, cherry-pick, revert):
+# git continues, aborts or steps it on the host from what these name (branch names, revision
+# text, todo lines, patches, commits to reset to); started or changed inside, it stays out
+_OPERATION = frozenset({
+    "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_NAMES", "BISECT_EXPECTED_REV",
+    "BISECT_ANCESTORS_OK", "BISECT_HEAD", "BISECT_RUN", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
+    "AUTO_MERGE", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD",
+    "rebase-merge", "rebase-apply", "sequencer",
+})  # fmt: skip
+_OPERATION_LEFT_OUT = (
+    "an operation left in progress (bisect, merge, rebase, am, cherry-pick, revert) is not "
+    "carried to the host; finish it within one command"
+)
 # what makes a .git directory one for git's discovery; never removed or replaced
 _KEEP = frozenset({"HEAD", "objects", "refs"})
-_NAMES_A_COMMIT = frozenset(
-    {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE",
-     "BISECT_START", "BISECT_EXPECTED_REV", "BISECT_HEAD"}
-)  # fmt: skip
+_NAMES_A_COMMIT = frozenset({"ORIG_HEAD"})
 _OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 # the new commits of one reflog checked at most (each costs a few git processes)
 _REFLOG_COMMITS = 256
@@ -271,6 +277,18 @@ def protected_links(root: str, entries: Sequence[str]) -> list[str]:
     return out
 
 
+def _holds_state(path: str) -> bool:
+    """Whether the layer's ``path`` holds anything but removals (whiteouts)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if _kind(info) != _DIR:
+        return _kind(info) != _WHITEOUT
+    with os.scandir(path) as listing:
+        return any(_holds_state(entry.path) for entry in listing)
+
+
 def _head_is_valid(path: str) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -281,53 +299,6 @@ def _head_is_valid(path: str) -> bool:
     finally:
         os.close(fd)
     return len(content) <= _HEAD_LIMIT and valid_git_head(content)
-
-
-def todo_refusal(path: str) -> str | None:
-    """Why the todo list at ``path`` may not come back: a line git would run; or None.
-
-    Read as git's sequencer reads it: each line stripped, the command word ends
-    at any white space, ``x`` is ``exec``. Stricter than git where they differ.
-    """
-    with open(path, "rb") as handle:
-        text = handle.read((1 << 22) + 1)
-    if len(text) > 1 << 22:
-        return "a todo list over 4 MiB is not read"
-    for line in text.splitlines():
-        words = line.split(maxsplit=1)
-        if words and words[0].lower() in _RUNS:
-            return "a todo list that would run a command ('exec') when continued"
-    return None
-
-
-def strategy_refusal(path: str, *, options: bool) -> str | None:
-    """Why a merge strategy named at ``path`` may not come back, or None.
-
-    A strategy git does not carry is run as the program ``git-merge-<name>``.
-    ``options``: the file is the sequencer's options (a config file, read by
-    the host's git without includes); otherwise it holds the name alone.
-    """
-    if options:
-        git = shutil.which("git")
-        if git is None:  # pragma: no cover - the sandbox needs git's absence elsewhere
-            return "git is not installed to read the sequencer options"
-        result = subprocess.run(
-            [git, "config", "--file", path, "--no-includes", "--get-all", "options.strategy"],
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            env={"PATH": os.environ.get("PATH", ""), "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/"},
-            check=False,
-            timeout=_GIT_TIMEOUT_S,
-        )
-        if result.returncode not in (0, 1):
-            return "sequencer options git cannot read"
-        names = result.stdout.splitlines()
-    else:
-        with open(path, "rb") as handle:
-            names = [handle.read(4097).strip()]
-    if any(name.strip().lower() not in _STRATEGIES for name in names):
-        return "a merge strategy git does not carry names a program to run"
-    return None
 
 
 class _Notes:
@@ -567,6 +538,7 @@ class _Applier:
         self.granted = granted
         self.only_granted = only_granted
         self._packed_out: dict[tuple[str, ...], bool] = {}
+        self._operations: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
         self.index_placed: Callable[[list[bytes], os.stat_result], None] | None = None
@@ -612,6 +584,11 @@ class _Applier:
         name = inside[0]
         if len(inside) == 1 and name in _KEEP and kind != (_FILE if name == "HEAD" else _DIR):
             return f"a .git directory keeps its {name}"
+        if name in _OPERATION or inside[:2] == ("refs", "bisect"):
+            # its end (the state removed) comes back; anything else stays out
+            if kind == _WHITEOUT or (kind == _DIR and not _holds_state(self.upper_path(rel))):
+                return None
+            return _OPERATION_LEFT_OUT
         if name == "refs" and kind == _FILE:
             return self.ref_refusal(rel, at)
         if name == "refs" and kind == _WHITEOUT and self.packed_left_out(rel, at):
@@ -622,8 +599,6 @@ class _Applier:
             return self.reflog_refusal(rel, at)
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
-        if name in _STATE_DIRS:
-            return self.state_dir_refusal(rel, kind)
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
             if name != "packed-refs":
                 return self.state_refusal(rel, at, name, kind)
@@ -656,16 +631,21 @@ class _Applier:
             self._packed_out[packed] = cached
         return cached
 
-    def state_dir_refusal(self, rel: tuple[str, ...], kind: str) -> str | None:
-        """A rebase, am or sequencer state file that would run a program when continued."""
-        if kind != _FILE:
-            return None
-        path = self.upper_path(rel)
-        if rel[-1] in _TODO_FILES:
-            return todo_refusal(path)
-        if rel[-1] == "strategy" or rel[-2:] == ("sequencer", "opts"):
-            return strategy_refusal(path, options=rel[-1] == "opts")
-        return None
+    def operation_left(self, rel: tuple[str, ...], at: int) -> bool:
+        """Whether the layer holds a new or changed state of an operation in progress.
+
+        Then the ``HEAD`` and index that operation left stay out with it.
+        """
+        git_dir = rel[: at + 1]
+        cached = self._operations.get(git_dir)
+        if cached is None:
+            cached = False
+            cached = any(
+                _holds_state(self.upper_path((*git_dir, *name.split("/"))))
+                for name in (*_OPERATION, "refs/bisect")
+            )
+            self._operations[git_dir] = cached
+        return cached
 
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
         overlay = self.overlay
@@ -679,6 +659,8 @@ class _Applier:
                 return "a .git directory keeps its HEAD"
             if not _head_is_valid(self.upper_path(rel)):
                 return "a HEAD that is not a valid ref would make git look elsewhere"
+            if self.operation_left(rel, at):
+                return _OPERATION_LEFT_OUT  # where the operation moved it, with its state
             return self.ref_refusal(rel, at)  # a detached HEAD names a commit
         if name == "packed-refs" and kind == _FILE:
             return self.packed_refusal(rel, at)
@@ -688,6 +670,8 @@ class _Applier:
             # the host's `git reset --hard ORIG_HEAD`, `merge --continue`... checks it out
             return self.ref_refusal(rel, at)
         if name == "index" and kind == _FILE:
+            if self.operation_left(rel, at):
+                return _OPERATION_LEFT_OUT  # its conflicts and steps, with its state
             work_tree = os.path.join(overlay.root, *rel[:at])
             new = self.upper_path(rel)
             return self.index_refusal(rel[:at], git_dir, work_tree, new)
@@ -771,6 +755,8 @@ class _Applier:
         new = _packed(content)
         old = _packed(read_regular_file(os.path.join(git_dir, "packed-refs"), _LIST_LIMIT))
         moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
+        if any(ref.startswith("refs/bisect/") for ref, _ in moved):
+            return _OPERATION_LEFT_OUT
         return self.commits_refusal(rel, at, moved) if moved else None
 
     def reflog_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
@@ -827,7 +813,9 @@ class _Applier:
         trees = self.commit_trees(rel, at)
         trees.prepare(moved)
         for refname, oid in moved:
-            if not oid or oid.startswith("-") or any(c.isspace() for c in oid):
+            if not _OID.fullmatch(oid.encode("utf-8", "surrogateescape")):
+                # git writes a full object name there; any other text would be read by
+                # the check's git as a revision expression, maybe not as the host reads it
                 return f"a ref ({refname}) naming no commit"
             listing = trees.listing(refname, oid)
             if listing is None:
