@@ -316,20 +316,39 @@ async def test_refs_packed_into_a_packed_refs_left_out_are_not_lost(
 
 
 async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Path) -> None:
-    """Ordinary reflog growth comes back; a line naming an unchecked commit does not."""
+    """Ordinary reflog growth comes back; a line naming an unchecked commit does not, in its
+    object names or in the checkout message ``git checkout -`` reads a revision from."""
     _repository(root)
-    text = await _shell(root, "echo 1 > f.txt && git commit -qam c1")
+    # a tag of the repository (as a hostile one ships it) whose commit adds .envrc
+    (root / ".envrc").write_text("echo x\n")
+    _git(root, "add", ".envrc")
+    _git(root, "commit", "-qm", "evil")
+    _git(root, "tag", "evil")
+    _git(root, "reset", "-q", "--hard", "HEAD~1")
+    text = await _shell(
+        root,
+        "echo 1 > f.txt && git commit -qam c1 && git checkout -q -b topic && git checkout -q -",
+    )
     assert "not applied" not in text, text
     assert _git(root, "rev-parse", "HEAD@{1}").returncode == 0
     log = root / ".git" / "logs" / "refs" / "heads" / "main"
     before = log.read_bytes()
+    line = "printf '%s %s t <t@e> 1 +0000\\t%s\\n' $h"
     text = await _shell(
         root,
         _HIDDEN_COMMIT + "h=$(git rev-parse HEAD) && "
-        "printf '%s %s t <t@e> 1 +0000\\tx\\n' $h $c >> .git/logs/refs/heads/main",
+        "s=$(printf '160000 commit %s\\tsub\\n' $c | git mktree) && "
+        f"{line} $c x >> .git/logs/refs/heads/main && "
+        f'{line} $h "checkout: moving from $c to main" >> .git/logs/HEAD && '
+        f'{line} $h "checkout: moving from $s:sub to main" >> .git/logs/refs/heads/topic && '
+        f"{line} $h 'checkout: moving from evil to main' >> .git/logs/refs/heads/x",
     )
-    assert "(HEAD) adds or changes a protected path (.envrc)" in text, text
+    assert "(HEAD) adds or changes a protected path (.envrc)): .git/logs/HEAD, " in text, text
+    assert ".git/logs/refs/heads/main, .git/logs/refs/heads/x" in text, text
+    assert "names a revision, not a branch): .git/logs/refs/heads/topic" in text, text
     assert log.read_bytes() == before
+    _git(root, "checkout", "-q", "-")
+    assert not (root / ".envrc").exists()
 
 
 async def test_a_ref_written_as_an_option_never_reaches_the_hosts_git(root: Path) -> None:

@@ -54,7 +54,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
-from ._commits import CommitTrees
+from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._protected import valid_git_head
@@ -275,6 +275,43 @@ def protected_links(root: str, entries: Sequence[str]) -> list[str]:
             if not stat.S_ISDIR(info.st_mode):
                 break
     return out
+
+
+# what git's `@{-N}` (`git checkout -`) reads from a reflog line: the name after this
+_MOVING = b"checkout: moving from "
+# a local branch's name as git writes it there (check_refname_format's rules, stricter)
+_BRANCH = re.compile(
+    rb"(?!.*\.lock(/|$))(?!.*[./]$)[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*"
+)
+
+# a name git may read as an abbreviated object name when no ref has it ('deadbeef',
+# a `git describe` name 'v1-2-gdeadbeef')
+_ABBREVIATED = re.compile(rb"^[0-9a-fA-F]+$|-g[0-9a-fA-F]+$")
+
+
+def _checkout_sources(line: bytes) -> list[bytes] | None:
+    """The names a reflog line's checkout message gives ``@{-N}``; None: not a name git writes.
+
+    Every ``checkout: moving from X to`` anywhere in the line counts (git reads
+    the message's start only: a superset). Git writes ``X`` as a full object
+    name (a detached ``HEAD``) or a local branch's name; anything else (a
+    revision such as ``<tree>:<path>``, ``main~2``, a name git could read as an
+    abbreviated object name) is refused, never resolved.
+    """
+    names: list[bytes] = []
+    at = line.find(_MOVING)
+    while at >= 0:
+        rest = line[at + len(_MOVING) :]
+        end = rest.find(b" to ")
+        if end >= 0:
+            name = rest[:end]
+            if not _OID.fullmatch(name) and (
+                not _BRANCH.fullmatch(name) or b".." in name or _ABBREVIATED.search(name)
+            ):
+                return None
+            names.append(name)
+        at = line.find(_MOVING, at + 1)
+    return names
 
 
 def _holds_state(path: str) -> bool:
@@ -771,17 +808,49 @@ class _Applier:
         if new is None or host is None or max(len(new), len(host)) >= _LIST_LIMIT:
             return "a reflog too large to check"
         known = {word for line in host.splitlines() for word in line.split(b" ", 2)[:2]}
+        host_lines = frozenset(host.splitlines())
         oids: dict[str, None] = {}
+        branches: dict[str, None] = {}
         for line in new.splitlines():
             words = line.split(b" ", 2)
             if len(words) < 3 or not all(_OID.fullmatch(word) for word in words[:2]):
                 return "a reflog line git would not read"
-            for word in words[:2]:
-                if word not in known and word.strip(b"0"):
+            named = [] if line in host_lines else _checkout_sources(line)
+            if named is None:
+                return "a reflog line whose checkout message names a revision, not a branch"
+            for word in [*words[:2], *named]:
+                if not _OID.fullmatch(word):
+                    branches[word.decode()] = None
+                elif word not in known and word.strip(b"0"):
                     oids[word.decode()] = None
+        if branches:
+            # `git checkout -` takes the name: a local branch of that name, else any ref git
+            # finds for it (a tag, a remote's branch): each of those the host has is judged
+            found = self.dwim_commits(rel, at, list(branches))
+            if found is None:
+                return "a reflog line whose checkout message names a ref git cannot list"
+            oids.update(dict.fromkeys(o for o in found if o.encode() not in known))
         if len(oids) > _REFLOG_COMMITS:
             return f"a reflog naming more than {_REFLOG_COMMITS} new commits"
         return self.commits_refusal(rel, at, [("HEAD", oid) for oid in oids])
+
+    def dwim_commits(self, rel: tuple[str, ...], at: int, names: list[str]) -> list[str] | None:
+        """What the host's refs other than its local branches that git may read ``names`` as name.
+
+        ``git checkout -`` reads a name from the reflog; without a local branch
+        of that name, git takes ``refs/<name>``, ``refs/tags/<name>``,
+        ``refs/remotes/<name>`` or ``refs/remotes/<name>/HEAD``. Those the host
+        has are listed (a superset: everything below them too), peeled to the
+        object a tag names; those the command moves are judged as its refs.
+        """
+        patterns = [f"refs/{k}{n}" for n in names for k in ("", "tags/", "remotes/")]
+        out = git_out(
+            self.commit_trees(rel, at).env, "for-each-ref",
+            "--format=%(objectname) %(*objectname)", "--", *patterns,
+        )  # fmt: skip
+        if out is None:
+            return None
+        return [line.split()[-1] for line in out.decode("ascii", "replace").splitlines() if line]
 
     def fetch_head_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """``FETCH_HEAD`` whose commits (each line's first column) add a protected path.
