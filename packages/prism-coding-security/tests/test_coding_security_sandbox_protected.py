@@ -207,12 +207,19 @@ async def test_protected_paths_option_adds_entries(root: Path, run_shell: RunShe
     (root / "Makefile").write_text("all:\n")
     sandbox = BubblewrapSandbox([str(root)], protected_paths=["Makefile", "deploy/keys"])
     ops = create_sandbox_shell_operations(sandbox)
+    # a new link on the way to a two-part entry makes what it points at that entry
+    # (`.cargo -> c` with `c/config.toml` is the host's `.cargo/config.toml`), at any depth
+    links = "mkdir -p c/keys d && echo x > c/config.toml && ln -s c .cargo && ln -s ../c d/deploy"
     _, output = await run_shell(
-        ops, "echo evil >> Makefile; mkdir -p deploy/keys; echo attempted", root
+        ops, f"echo evil >> Makefile; mkdir -p deploy/keys; {links}; echo attempted", root
     )
     assert "attempted" in output
     assert (root / "Makefile").read_text() == "all:\n"
     assert not (root / "deploy" / "keys").exists()
+    assert "(protected paths): .cargo, Makefile, d/deploy, deploy/" in output, output
+    assert not (root / ".cargo").is_symlink()
+    assert not (root / "d" / "deploy").is_symlink()
+    assert (root / "c" / "config.toml").exists()  # harmless where it is
 
 
 @pytest.mark.bwrap

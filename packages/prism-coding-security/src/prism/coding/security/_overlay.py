@@ -604,6 +604,12 @@ class _Applier:
             return None if self.is_granted(rel, kind) else "outside the roots, not approved"
         if any(rel[: len(e)] == e for e in self.extra or ()):
             return "protected paths"
+        if kind == _LINK and (
+            self.protected.leads_to(rel) or any(e[: len(rel)] == rel for e in self.extra or ())
+        ):
+            # a link on the way to a protected entry (`.cargo -> c` with `c/config.toml`)
+            # makes what it points at that entry
+            return "protected paths"
         if ".git" not in rel:
             if not self.protected.covers(rel) or self.is_granted(rel, kind):
                 return None

@@ -264,6 +264,20 @@ class ProtectedPaths:
                     return entry
         return None
 
+    def leads_to(self, parts: Sequence[str]) -> str | None:
+        """The entry ``parts`` is a proper ancestor of, at its end; else None.
+
+        A symbolic link at ``.cargo`` (of ``.cargo/config.toml``), at any depth,
+        makes whatever it points at that entry.
+        """
+        size = len(parts)
+        for entry, pattern in self._split:
+            for start in range(max(0, size - len(pattern) + 1), size):
+                window = parts[start:]
+                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
+                    return entry
+        return None
+
     def covers(self, parts: Sequence[str]) -> str | None:
         """The entry that ``parts`` (a path relative to a root) is, or lies below; else None.
 
