@@ -28,10 +28,10 @@ moves the changes into the real root, leaving out and reporting:
 * what would make a ``.git`` directory no longer one for git (removing or
   replacing its ``HEAD``, ``objects`` or ``refs``; a ``HEAD`` that is not a
   valid ref);
-* an operation left in progress (bisect, merge, rebase, am, cherry-pick,
-  revert): its new or changed state, which names what the host's git would
-  check out, run or apply when continued, with the ``HEAD`` and index it
-  left; its end (the state removed) comes back;
+* an operation left in progress (bisect, rebase, am, a cherry-pick or revert
+  of several commits): its new or changed state, which names what the host's
+  git would check out, run or apply when continued, with the ``HEAD``, index
+  and heads it left; its end (the state removed) comes back;
 * a ``.git`` file (it decides which repository git uses), a removed ``.git``
   directory, and special files (fifos, devices);
 * what the host changed while the command ran: an entry whose ctime (no
@@ -79,22 +79,30 @@ COPY_BACK = frozenset({
 })  # fmt: skip
 """Files at the top of a ``.git`` directory that come back: git's work state."""
 _OPAQUE = "user.overlay.opaque"
-# the state of an operation in progress (bisect, merge, rebase, am, cherry-pick, revert):
+# the state of an operation in progress (bisect, rebase, am, a sequence of cherry-picks):
 # git continues, aborts or steps it on the host from what these name (branch names, revision
 # text, todo lines, patches, commits to reset to); started or changed inside, it stays out
 _OPERATION = frozenset({
     "BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_NAMES", "BISECT_EXPECTED_REV",
-    "BISECT_ANCESTORS_OK", "BISECT_HEAD", "BISECT_RUN", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
-    "AUTO_MERGE", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD",
+    "BISECT_ANCESTORS_OK", "BISECT_HEAD", "BISECT_RUN", "REBASE_HEAD",
     "rebase-merge", "rebase-apply", "sequencer",
 })  # fmt: skip
+# what such an operation leaves beside its state, left out with it (a merge or a single
+# cherry-pick stopped by a conflict is no such operation: its head is judged, the host's
+# `git commit` ends it)
+_WITH_OPERATION = frozenset({
+    "HEAD", "index", "ORIG_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "AUTO_MERGE",
+    "CHERRY_PICK_HEAD", "REVERT_HEAD",
+})  # fmt: skip
 _OPERATION_LEFT_OUT = (
-    "an operation left in progress (bisect, merge, rebase, am, cherry-pick, revert) is not "
-    "carried to the host; finish it within one command"
+    "an operation left in progress (bisect, rebase, am, a cherry-pick or revert of several "
+    "commits) is not carried to the host; finish it within one command"
 )
 # what makes a .git directory one for git's discovery; never removed or replaced
 _KEEP = frozenset({"HEAD", "objects", "refs"})
-_NAMES_A_COMMIT = frozenset({"ORIG_HEAD"})
+_NAMES_A_COMMIT = frozenset(
+    {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE"}
+)
 _OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 # the new commits of one reflog checked at most (each costs a few git processes)
 _REFLOG_COMMITS = 256
@@ -695,6 +703,8 @@ class _Applier:
         git_dir = os.path.join(overlay.root, *rel[: at + 1])
         if at == 0 and _stat_key(os.path.join(git_dir, name)) != overlay._before[name]:
             return "changed on the host meanwhile; the host's version is kept"
+        if name in _WITH_OPERATION and kind == _FILE and self.operation_left(rel, at):
+            return _OPERATION_LEFT_OUT  # where the operation left them, with its state
         if name == "HEAD":
             # an invalid (or removed) HEAD makes git pass over this .git and take the
             # directory itself, or a parent, for the repository
@@ -702,8 +712,6 @@ class _Applier:
                 return "a .git directory keeps its HEAD"
             if not _head_is_valid(self.upper_path(rel)):
                 return "a HEAD that is not a valid ref would make git look elsewhere"
-            if self.operation_left(rel, at):
-                return _OPERATION_LEFT_OUT  # where the operation moved it, with its state
             return self.ref_refusal(rel, at)  # a detached HEAD names a commit
         if name == "packed-refs" and kind == _FILE:
             return self.packed_refusal(rel, at)
@@ -713,8 +721,6 @@ class _Applier:
             # the host's `git reset --hard ORIG_HEAD`, `merge --continue`... checks it out
             return self.ref_refusal(rel, at)
         if name == "index" and kind == _FILE:
-            if self.operation_left(rel, at):
-                return _OPERATION_LEFT_OUT  # its conflicts and steps, with its state
             work_tree = os.path.join(overlay.root, *rel[:at])
             new = self.upper_path(rel)
             return self.index_refusal(rel[:at], git_dir, work_tree, new)
