@@ -266,6 +266,50 @@ def test_git_names_hooks_includes_and_submodule_git_directories(root: Path, tmp_
 
 
 @pytest.mark.git
+def test_git_names_the_configured_names_and_each_link_on_the_way(root: Path) -> None:
+    """A configured name that is a link is protected as a name, not only where it leads:
+    replaced by a file, ``.githooks`` or ``project.gitconfig`` would be what git reads."""
+    _git(root, "init", "-q")
+    (root / "shared").mkdir()
+    (root / "shared" / "team.cfg").write_text("")
+    (root / "tools" / "hooks").mkdir(parents=True)
+    (root / "project.gitconfig").symlink_to("shared/team.cfg")
+    (root / "cfg").symlink_to("shared")
+    (root / ".githooks").symlink_to("tools/hooks")
+    _git(root, "config", "include.path", "../project.gitconfig")
+    _git(root, "config", "--add", "include.path", "../cfg/team.cfg")
+    _git(root, "config", "core.hooksPath", ".githooks")
+    entries = git_entries(str(root))
+    for name in ("tools/hooks", "shared/team.cfg", "project.gitconfig", "cfg/team.cfg", "cfg"):
+        assert name in entries, entries
+    assert ".githooks" in entries, entries
+
+
+@pytest.mark.git
+def test_a_linked_worktrees_real_git_directory_is_in_the_key(root: Path, tmp_path: Path) -> None:
+    """The root is a linked worktree (``.git`` is a file): the common directory's config,
+    which git reads for it, is keyed, so a hooks directory set meanwhile is protected."""
+    _git(root, "init", "-q")
+    _git(
+        root,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@e",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "0",
+    )
+    _git(root, "worktree", "add", "-q", str(tmp_path / "wt"))
+    linked = str(tmp_path / "wt")
+    assert cached_git_entries(linked) == []
+    _git(tmp_path / "wt", "config", "core.hooksPath", "scripts/hooks")
+    assert cached_git_entries(linked) == ["scripts/hooks"]
+
+
+@pytest.mark.git
 def test_hooks_outside_the_root_and_command_line_includes_add_nothing(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

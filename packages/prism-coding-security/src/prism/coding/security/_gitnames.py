@@ -78,17 +78,26 @@ def _configured(root: str, includes: list[str] | None = None) -> list[str]:
         # any git started there would wait on it (git reads it as it starts)
         raise SandboxUnavailableError(f"git cannot be asked about {root}: {problem}")
     out: list[str] = []
+    inside = root.rstrip("/") + "/"
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
     if hooks_out is not None:
         hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
-        if hooks.startswith(root.rstrip("/") + "/"):
+        if hooks.startswith(inside):
             out.append(os.path.relpath(hooks, root))
-    pattern = r"^include(if\..*)?\.path$"
+    pattern = r"^(include(if\..*)?\.path|core\.hookspath)$"
     found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern)
     for path in _include_targets(root, found or b""):
         if includes is not None:
             includes.append(path)
-        if path.startswith(root.rstrip("/") + "/"):
+        if path.startswith(inside):
+            out.append(os.path.relpath(path, root))
+    # the names git is given, as well as where they lead: a link among them (the
+    # configured `.githooks -> tools/hooks`, `project.gitconfig -> shared/team.cfg`)
+    # replaced by a file or another link would change what git reads
+    for path in _named_paths(root, found or b""):
+        if includes is not None:
+            includes.append(path)  # a link retargeted on the host changes its identity
+        if path.startswith(inside) and os.path.relpath(path, root) not in out:
             out.append(os.path.relpath(path, root))
     return out
 
@@ -134,16 +143,41 @@ def _include_targets(root: str, listing: bytes) -> list[str]:
     the file that holds them (an origin is relative to ``root``); ``~/`` is
     the home directory.
     """
+    return [os.path.realpath(path) for path in _given(root, listing, hooks=False)]
+
+
+def _given(root: str, listing: bytes, *, hooks: bool) -> list[str]:
+    """The paths the includes (``hooks``: the ``core.hooksPath`` values) name, as written.
+
+    Absolute and normalised, links not followed. An include is relative to the
+    file that holds it (an origin is relative to ``root``), a hooks directory
+    to the work tree's top; ``~/`` is the home directory.
+    """
     out: list[str] = []
     fields = listing.split(b"\0")
     for origin, pair in zip(fields[::2], fields[1::2], strict=False):
         source = origin.decode("utf-8", "surrogateescape")
-        _, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
-        if not source.startswith("file:") or not value:
+        key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
+        if (key.lower() == "core.hookspath") != hooks or not value:
+            continue
+        if not hooks and not source.startswith("file:"):
             continue
         value = os.path.expanduser(value)
-        path = os.path.join(os.path.dirname(os.path.join(root, source[5:])), value)
-        out.append(os.path.realpath(path))
+        base = root if hooks else os.path.dirname(os.path.join(root, source[5:]))
+        out.append(os.path.normpath(os.path.join(base, value)))
+    return out
+
+
+def _named_paths(root: str, listing: bytes) -> list[str]:
+    """Each configured name of :func:`_given`, and every symbolic link on the way to it."""
+    out: list[str] = []
+    for path in [*_given(root, listing, hooks=False), *_given(root, listing, hooks=True)]:
+        out.append(path)
+        current = path
+        while current.startswith(root.rstrip("/") + "/"):
+            if os.path.islink(current):
+                out.append(current)
+            current = os.path.dirname(current)
     return out
 
 
@@ -174,6 +208,14 @@ def _stat(path: str) -> tuple[object, ...] | None:
     return (path, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
 
 
+def _git_directory(root: str) -> str:
+    """``root``'s ``.git``, or the directory it names when it is a ``.git`` file."""
+    dot_git = os.path.join(root, ".git")
+    if os.path.isdir(dot_git):
+        return dot_git
+    return _gitfile_target(dot_git) or dot_git
+
+
 def _key(root: str, includes: list[str]) -> tuple[object, ...]:
     """What the configured part depends on: every file git reads for it, by identity.
 
@@ -186,17 +228,20 @@ def _key(root: str, includes: list[str]) -> tuple[object, ...]:
     home = os.path.expanduser("~")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     dot_git = os.path.join(root, ".git")
+    # the git directory git really uses: a `.git` file (a linked worktree, a submodule)
+    # names it, and its common directory holds the shared config
+    git_dir = _git_directory(root)
     files = [
-        *(os.path.join(dot_git, name) for name in _READ_FROM_GIT_DIR),
+        *(os.path.join(git_dir, name) for name in _READ_FROM_GIT_DIR),
         os.path.join(home, ".gitconfig"),
         os.path.join(xdg, "git", "config"),
         "/etc/gitconfig",
         *includes,
     ]
-    common = read_regular_file(os.path.join(dot_git, "commondir"), 4097)
+    common = read_regular_file(os.path.join(git_dir, "commondir"), 4097)
     if common is not None:
         text = common.decode("utf-8", "surrogateescape").strip()
-        files.append(os.path.join(dot_git, text, "config"))
+        files.append(os.path.join(git_dir, text, "config"))
     out: list[object] = [os.environ.get("GIT_CONFIG_GLOBAL"), os.environ.get("GIT_DIR")]
     try:
         info = os.stat(dot_git)
@@ -270,7 +315,7 @@ def cached_git_entries(root: str) -> list[str]:
         key = _key(root, includes)
         with _cache_lock:
             _cache[root] = (key, configured, includes)
-    index = (key, _stat(os.path.join(root, ".git", "index")))
+    index = (key, _stat(os.path.join(_git_directory(root), "index")))
     if below is not None and below[0] == index:
         return below[1]
     entries = configured + _submodule_entries(root)
