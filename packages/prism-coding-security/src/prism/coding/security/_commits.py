@@ -73,7 +73,10 @@ class CommitTrees:
         ``stash -u`` there, which ``stash pop`` writes), each against that old
         tree (no ``HEAD`` yet: the empty tree). None: git cannot read one of them.
         """
-        old = self._tree(f"{refname}^{{tree}}", verify=True) or self._tree(
+        # a suffix only after a plain ref name (one from a packed-refs line is the
+        # command's text: 'x:sub' + '^{tree}' would name a path in x's tree)
+        plain = _PLAIN_REF.fullmatch(refname) is not None
+        old = (plain and self._tree(f"{refname}^{{tree}}", verify=True)) or self._tree(
             "HEAD^{tree}", verify=True
         )
         if old is None:
