@@ -244,17 +244,19 @@ def test_quick_valid_answers_true_only_for_what_validate_accepts() -> None:
     quick = compiled.quick_valid
     assert quick is not None
     assert quick({"n": 1, "tags": ["a"]}) is True
-    assert quick({"n": "1"}) is False  # within the limits, refused by the engine
+    assert quick({"n": 1.5}) is False  # within the limits, refused by the engine
+    assert quick({"n": "1"}) is False
+    assert quick({"s": "x" * 9}) is None  # past maxLength 8: validate says why
     assert quick({"n": 2**70}) is None  # past a limit: validate says where
     assert quick({"tags": ["x"] * 7}) is None
     # Asked why right after quick_valid refused that very value: the same words.
-    refused = {"s": "x" * 9}
+    refused = {"x": 3}
     assert quick(refused) is False
     after = compiled.validate(refused)
     assert after == JsonSchemaArgumentValidator(limits=LIMITS).validate(CLOSED, refused)
     assert not after.ok
     # Another value after a refusal is checked, not taken for the refused one.
-    assert quick({"n": "1"}) is False
+    assert quick({"n": 1.5}) is False
     assert compiled.validate({"n": 2**70}).errors[0].path == "data.n"
     validator.compile(OPEN)  # evicts CLOSED's entry
     assert compiled.quick_valid is None
@@ -345,7 +347,8 @@ def test_the_closed_checker_hands_the_engine_only_declared_keys_and_bounded_valu
         seen.append(value)
         return True
 
-    check = closed_checker(engine, {"n": 0, "tags": 3}, 100)
+    # n: an integer; s: a string of at most 100 characters; tags: at most 3 of them.
+    check = closed_checker(engine, {"n": 0, "s": 100, "tags": -1}, {"tags": (3, 100)})
     assert check({"n": 1, "tags": ["a"]}) is True
     refused: list[Any] = [
         {"é" * 10_000: 1},
@@ -353,12 +356,16 @@ def test_the_closed_checker_hands_the_engine_only_declared_keys_and_bounded_valu
         {_Recorded("n"): 1},
         {1: 1},
         {"n": 2**64},
-        {"n": "\ud800"},
-        {"n": "x" * 101},
+        {"s": "\ud800"},
+        {"s": "x" * 101},
+        {"n": "x"},
         {"tags": ["a"] * 4},
+        {"tags": ["x" * 101]},
+        {"tags": ["\udfff"]},
+        {"s": ["a"]},
         {"n": {"a": 1}},
         {"n": (1,)},
-        {"n": 1, "tags": [], "other": 1},
+        {"n": 1, "s": "", "tags": [], "other": 1},
     ]
     _CALLS.clear()
     for value in refused:
@@ -452,3 +459,24 @@ def test_the_closed_checker_agrees_with_the_instance_walk(value: Any) -> None:
             except (ValueError, UnicodeError):
                 walked = False
         assert compiled.validate(value).ok is walked
+
+
+def test_strings_where_none_is_valid_still_count_against_the_total() -> None:
+    # The checker lets a string through where only an integer is valid (the
+    # engine refuses it at once), so nine such strings could add up past
+    # TOTAL_STRING_FACTOR x max_string_length: it counts them, and the walk
+    # refuses the call for that limit, as on every other path.
+    limits = SchemaLimits(max_string_length=100)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {f"n{i}": {"type": "integer"} for i in range(9)},
+        "additionalProperties": False,
+    }
+    assert JsonSchemaArgumentValidator(limits=limits).compile(schema)._entry.closed == 9
+    value = {f"n{i}": "x" * 100 for i in range(9)}
+    problem = check_instance(value, limits)
+    assert problem is not None
+    assert _hot(schema, value, limits) == (False, *problem)
+    one = {"n0": "x" * 100}
+    assert _hot(schema, one, limits) == _full(schema, one, limits)
+    assert not _hot(schema, one, limits)[0]

@@ -127,10 +127,28 @@ def _scalar_chars(schema: object, limits: SchemaLimits) -> int | None:
     return None
 
 
-ClosedBounds = tuple[int, int, int, dict[str, int], int]
+def _longest(schema: Any, chars: int, limits: SchemaLimits) -> int:
+    """The longest string the checker lets through where a valid value holds ``chars``.
+
+    Where no string is valid (``chars`` is 0) and no ``pattern`` or ``format``
+    reads one, a string of any length within the limits is refused by the
+    engine's type check at once, in the engine's words.
+    """
+    if chars or "pattern" in schema or "format" in schema:
+        return chars
+    return limits.max_string_length
+
+
+ClosedBounds = tuple[int, int, int, dict[str, int], int, dict[str, tuple[int, int]], int]
 """(declared properties, most instance nodes, most characters in strings and keys,
-each declared property's ``maxItems``, 0 if it is not an array, the characters
-of the declared names), for instances whose keys are all declared names."""
+each declared property's longest string for the checker (-1 for an array), the
+characters of the declared names, each array property's ``maxItems`` and longest
+item string for the checker, the most characters a call the checker passes can
+hold), for instances whose keys are all declared names.
+
+The checker's longest string is the property's own bound when a string can be
+valid there, and ``max_string_length`` where none can (an integer, say): the
+engine refuses a string there at once, with its own words."""
 
 
 def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
@@ -156,14 +174,19 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
     items = 0
     keys = 0
     caps: dict[str, int] = {}
+    arrays: dict[str, tuple[int, int]] = {}
+    reach = 0
     for name, sub in properties.items():
         # A valid instance's keys are these names: each must be within the limits.
         if len(name) > limits.max_string_length or (not name.isascii() and lone_surrogate(name)):
             return None
         keys += len(name)
         cost = _scalar_chars(sub, limits)
-        caps[name] = 0
-        if cost is None:
+        if cost is not None:
+            caps[name] = _longest(sub, cost, limits)
+            reach += caps[name]
+        else:
+            caps[name] = -1
             if type(sub) is not dict or sub.get("type") != "array":
                 return None
             if not _ARRAY_KEYWORDS.issuperset(sub):
@@ -173,11 +196,13 @@ def closed_bounds(schema: Any, limits: SchemaLimits) -> ClosedBounds | None:
             if type(most) is not int or most < 0 or cost is None:
                 return None
             items += most
-            caps[name] = most
+            arrays[name] = (most, _longest(sub.get("items"), cost, limits))
+            reach += most * arrays[name][1]
             cost *= most
         chars += cost
     if items > limits.max_array_length:
         return None
     if chars > limits.max_string_length * TOTAL_STRING_FACTOR:
         return None
-    return len(properties), 1 + len(properties) + items, chars + keys, caps, keys
+    nodes = 1 + len(properties) + items
+    return len(properties), nodes, chars + keys, caps, keys, arrays, reach

@@ -88,25 +88,29 @@ def _array_chars(items: list[Any], max_string: int) -> int:
 def closed_checker(
     valid: Callable[[Any], bool],
     caps: Mapping[str, int],
-    max_string: int,
+    arrays: Mapping[str, tuple[int, int]],
     counter: Counted | None = None,
     *,
     most_chars: int | None = None,
 ) -> Callable[[object], bool | None]:
-    """The checker of a closed schema; ``caps`` maps each declared property to its maxItems.
+    """The checker of a closed schema (see ``_closed.closed_bounds`` for ``caps`` and ``arrays``).
 
-    A property that is not an array maps to 0. Only an object whose every key
-    is a declared name is decided here: each key is checked to be an exact
-    ``str``, then looked up in ``caps`` (a lookup that runs no code of the
-    key's, and costs the same for a key of any length: a key in a dict has its
-    hash already). Each value must be a plain scalar within the limits, or an
-    array of them within its own property's ``maxItems``. Anything else goes
-    to the full path, whose walk bounds it (a schema closed but for
+    ``caps`` maps each declared property to its longest string (at most
+    ``max_string_length``; -1 for an array property), ``arrays`` each array
+    property to its ``maxItems`` and its items' longest string. Only an object
+    whose every key is a declared name is decided here: each key is checked to
+    be an exact ``str``, then looked up in ``caps`` (a lookup that runs no code
+    of the key's, and costs the same for a key of any length: a key in a dict
+    has its hash already). Each value must be a plain scalar within the limits
+    and within its property's longest string, or an array of them within its
+    property's ``maxItems``; so an accepted call holds no more characters than
+    the schema's bounds, which are within the limits. Anything else goes to
+    the full path, whose walk bounds it (a schema closed but for
     ``additionalProperties`` accepts anything under an undeclared key).
     ``most_chars`` is the most characters the strings of one call may hold
-    within the regex budget, when the schema's worst case does not fit it
-    (``None``: it does); a call past it goes to the full path, which measures
-    its cost. Each call counts one on ``counter``'s ``hits``.
+    within the regex budget, when the schema's bounds do not fit it (``None``:
+    they do); the checker then counts them, and a call past it goes to the full
+    path, which measures its cost. Each call counts one on ``counter``'s ``hits``.
     """
     low = -SAFE_INTEGER
     high = SAFE_INTEGER
@@ -116,8 +120,10 @@ def closed_checker(
     small_high = _SMALL
     lone = lone_surrogate
     cap_of = caps.get
+    array_of = arrays.get
     closed = len(caps)
-    most = max_string * TOTAL_STRING_FACTOR if most_chars is None else most_chars
+    counting = most_chars is not None
+    most = most_chars or 0
     uses: Counted = _Nowhere() if counter is None else counter
 
     def check(value: Any) -> bool | None:
@@ -133,19 +139,23 @@ def closed_checker(
                 if not small_low < item < small_high and not low < item < high:
                     return None
             elif t is str:
-                if (n := len(item)) > max_string or (not item.isascii() and lone(item)):
+                if len(item) > cap or (not item.isascii() and lone(item)):
                     return None
-                chars += n
+                if counting:
+                    chars += len(item)
             elif t is list:
-                if len(item) > cap:
+                shape = array_of(key)
+                if shape is None or len(item) > shape[0]:
                     return None
+                longest = shape[1]
                 # Inlined (a call per array costs more than checking a few items).
                 for part in item:
                     k = type(part)
                     if k is str:
-                        if (n := len(part)) > max_string or (not part.isascii() and lone(part)):
+                        if len(part) > longest or (not part.isascii() and lone(part)):
                             return None
-                        chars += n
+                        if counting:
+                            chars += len(part)
                     elif k is int:
                         if not small_low < part < small_high and not low < part < high:
                             return None
@@ -153,7 +163,7 @@ def closed_checker(
                         return None
             elif t is not bool and item is not None and (t is not float or item - item):
                 return None
-        if chars > most:
+        if counting and chars > most:
             return None
         if valid(value):
             return True

@@ -27,6 +27,7 @@ from ._errors import SchemaRejectedError
 from ._fast import closed_checker, flat_checker
 from ._graph import Path, analyse
 from ._instance import (
+    TOTAL_STRING_FACTOR,
     check_instance,
     first_problem,
     instance_cost,
@@ -147,7 +148,7 @@ class _Entry:
         caps: dict[str, int] | None = None,
     ) -> None:
         self.key = key
-        # maxItems of a closed schema's array properties.
+        # A closed schema's longest string per property (-1: an array).
         self.caps = caps or {}
         # The engine's validate (raises for an invalid value) and is_valid.
         self.function: Callable[[Any], Any] | None = None if engine is None else engine.validate
@@ -418,8 +419,10 @@ class JsonSchemaArgumentValidator:
             return _Entry(screened.key, None, SchemaRejectedError(reason))
         closed: int | None = None
         caps = None
+        arrays: dict[str, tuple[int, int]] = {}
         most_chars: int | None = None
         if bounds is not None and bounds[1] * analysis.max_work <= limits.max_validation_work:
+            arrays = bounds[5]
             if bounds[2] * analysis.max_regex <= limits.max_regex_work:
                 closed = bounds[0]
                 caps = bounds[3]
@@ -430,6 +433,10 @@ class JsonSchemaArgumentValidator:
                 closed = bounds[0]
                 caps = bounds[3]
                 most_chars = most
+            if closed is not None and bounds[6] > limits.max_string_length * TOTAL_STRING_FACTOR:
+                # The checker's string bounds could add up past the limit: count.
+                most = limits.max_string_length * TOTAL_STRING_FACTOR
+                most_chars = most if most_chars is None else min(most_chars, most)
         nodes = 1 + limits.max_instance_properties + limits.max_array_length
         if analysis.max_work * nodes <= limits.max_validation_work and not analysis.max_regex:
             entry = _Entry(
@@ -454,11 +461,9 @@ class JsonSchemaArgumentValidator:
             )
         entry.text_bound = (_text_chars(limits, entry), limits.max_instance_depth, engine.is_valid)
         if closed is not None:
-            entry.fast = closed_checker(
-                engine.is_valid, entry.caps, limits.max_string_length, most_chars=most_chars
-            )
+            entry.fast = closed_checker(engine.is_valid, entry.caps, arrays, most_chars=most_chars)
             entry.quick = closed_checker(
-                engine.is_valid, entry.caps, limits.max_string_length, entry, most_chars=most_chars
+                engine.is_valid, entry.caps, arrays, entry, most_chars=most_chars
             )
         else:
             work = 0 if entry.work is None else entry.max_work
