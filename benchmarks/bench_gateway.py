@@ -108,6 +108,12 @@ FAST_PATHS_ONLY = "--fast-paths" in sys.argv[1:]
 _FAST_PATH_ROWS = frozenset(
     {"direct", "local", "local-sdk", "bridged", "bridged-sdk", "bridged-no-direct"}
 )
+# --ratios: the direct call, both relays and the bridged rows, three times the rounds
+RATIOS_ONLY = "--ratios" in sys.argv[1:]
+_RATIO_ROWS = frozenset(
+    {"direct", "pipe", "parsing", "bridged", "bridged-sdk", "bridged-no-direct"}
+)
+ROUNDS = REPEAT * 3 if RATIOS_ONLY else REPEAT * 2 if FAST_PATHS_ONLY else REPEAT
 TESTS = Path(__file__).resolve().parents[1] / "packages/prism-gateway/tests"
 SERVER = TESTS / "gateway_fixture_server.py"
 GATEWAY = TESTS / "gateway_stdio_main.py"
@@ -309,10 +315,12 @@ async def main() -> list[Row]:
             ]  # fmt: skip
             if FAST_PATHS_ONLY:  # the fast paths against the SDK's whole path, twice the samples
                 cases = [case for case in cases if case[0] in _FAST_PATH_ROWS]
+            elif RATIOS_ONLY:
+                cases = [case for case in cases if case[0] in _RATIO_ROWS]
             wall: dict[str, list[float]] = {case[0]: [] for case in cases}
             # key -> CPU seconds of (the middle process, the server behind it, the client)
             cpu: dict[str, list[float]] = {key: [0.0, 0.0, 0.0] for key in wall}
-            for _ in range(REPEAT * 2 if FAST_PATHS_ONLY else REPEAT):
+            for _ in range(ROUNDS):
                 for key, client, name, arguments, pid, behind in cases:
                     before = (_cpu_s(pid), _cpu_s(behind), _self_cpu_s())
                     t0 = trio.current_time()
@@ -325,7 +333,7 @@ async def main() -> list[Row]:
                         cpu[key][n] += after[n] - before[n]
         nursery.cancel_scope.cancel()
 
-    calls = (REPEAT * 2 if FAST_PATHS_ONLY else REPEAT) * INNER
+    calls = ROUNDS * INNER
 
     def cpu_note(key: str, whose: str | None) -> str:
         per_call = [seconds / calls * 1e6 for seconds in cpu[key]]
@@ -561,7 +569,7 @@ if __name__ == "__main__":
         trio.run(_gateway_sdk_path, sys.argv[-1])
     elif "--gateway-no-direct" in sys.argv[1:]:
         trio.run(_gateway_no_direct, sys.argv[-1])
-    elif "--calls" in sys.argv[1:] or FAST_PATHS_ONLY:
+    elif "--calls" in sys.argv[1:] or FAST_PATHS_ONLY or RATIOS_ONLY:
         run(main)
     elif "--slow-server" in sys.argv[1:]:
         trio.run(_slow_server)
