@@ -27,6 +27,9 @@ gateway_stdio_main.py, which bridges that server and offers its own tools
    ``--gateway-sdk-path``): every request through the SDK's whole server path
    and every bridged call through the SDK client's ``call_tool`` (rows 2 and
    5 as they were before the fast paths), the baseline of what they save.
+5c. the same gateway with only the bridge's direct stdio calls off
+   (``--gateway-no-direct``): its calls to the server through the SDK
+   client's dispatcher, everything else as in row 5.
 6. the same bridged call over Streamable HTTP (gateway in this process).
 
 Then ``prism serve`` itself, as a host meets it:
@@ -46,30 +49,33 @@ behind it, and the client (this process). CPU time is less noisy than wall
 time on a shared machine, and it separates the gateway's own work from the
 time it waits for the bridged server.
 
+Each compared row's note also gives its ratio to the direct call per round
+(every round times each case once, one right after the other, so load that
+moved under both cancels out): the median and the middle half.
+
 Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--calls``,
 ``--startup`` or ``--sessions``: only rows 1-6, 7 or 8; ``--fast-paths``: only
-rows 1, 2 and 5 with and without the fast paths, twice the samples).
+rows 1, 2 and 5 with and without the fast paths, twice the samples;
+``--ratios``: only rows 1, 4b, 4c and the bridged rows 5, 5b and 5c, three
+times the rounds).
 
-Rows 1-6 in two runs a few minutes apart on the shared 2-core machine, load
-average 8-10 and then 7-12 from other work (wall medians vs the direct call;
-CPU µs per call of the middle process, the server behind it, the client):
+Rows 1-6 (``--calls``) on the shared 2-core machine at load average 9-10
+from other work (wall median vs the direct call, then per round with its
+middle half; CPU µs per call of the middle process, the server behind it,
+the client), and the ``--ratios`` rows at load 10-11:
 
-    case                          run 1                    run 2
-    direct                        8.85 ms  1667/-/953      3.95 ms  1210/-/679
-    local_echo                    0.71x  867/-/751         0.69x  590/-/503
-    local_echo, fast path off     0.63x  886/-/687         0.57x  571/-/463
-    read (coding tool)            1.55x  2219/-/899        1.63x  1848/-/669
-    bare SDK relay                1.99x  2467/1819/1069    2.53x  2048/1610/926
-    byte relay                    1.19x  267/1562/927      1.11x  248/1438/774
-    JSON relay                    1.11x  410/1619/953      0.86x  286/1333/622
-    bridged                       1.67x  1762/1943/1086    1.90x  1390/1562/834
-    bridged, fast paths off       1.71x  1857/1848/1061    2.18x  1562/1581/898
-    bridged over HTTP             4.32x                    3.90x
-
-``--fast-paths`` at load 8-10 (gateway CPU µs per call, with the fast paths
-against without): bridged 1862/2124 and 1710/2005, local_echo 948/995 and
-752/895; the bridged wall 1.86x against 2.05x and 1.79x against 1.92x the
-direct call (of three runs, one's wall and another's CPU were not kept).
+    case                       --calls                           --ratios
+    direct                     7.80 ms      1895/-/1059          5.60 ms      1356/-/715
+    local_echo                 0.80x 0.79x  1010/-/840
+    local_echo, fast path off  0.76x 0.70x  1038/-/818
+    read (coding tool)         1.54x 1.23x  2333/-/975
+    bare SDK relay             2.22x 2.02x  2867/2267/1198
+    byte relay                 1.03x 0.96x  314/1771/980         1.02x 1.01x  229/1321/704
+    JSON relay                 1.03x 0.94x  429/1648/987         1.10x 1.03x  324/1343/719
+    bridged                    2.00x 1.86x  1857/2200/1170       1.62x 1.67x  1283/1651/834
+    bridged, fast paths off    2.06x 1.93x  2229/2076/1148       2.18x 1.98x  1663/1676/877
+    bridged, direct calls off  1.93x 1.94x  1952/2133/1185       2.15x 2.10x  1549/1689/901
+    bridged over HTTP          4.10x 3.81x
 
 The bridged target (<= 1.2x) is not met; docs/gateway.md ("Performance")
 says where the rest of the gateway's time goes.
