@@ -272,7 +272,13 @@ def test_git_diff_with_a_path_outside_is_no_index_and_asks(root: Path, tmp_path:
     _run(["git", "init", "-q"], root)
     real = _run(["git", "diff", "--no-ext-diff", str(outside), "/dev/null"], root)
     assert b"-secret line" in real.stdout
-    for command in (f"git diff {outside} /dev/null", f"git diff --stat {outside} f"):
+    # -U takes no separate value (git's -U<n>): the path after it is the first of the two
+    for command in (
+        f"git diff {outside} /dev/null",
+        f"git diff --stat {outside} f",
+        f"git diff -U {outside} f",
+        f"git diff f -U {outside}",
+    ):
         explanation = explain_command(command, roots=[str(root)])
         assert explanation.outcome == "ask", explanation
         assert "outside the roots" in explanation.reason

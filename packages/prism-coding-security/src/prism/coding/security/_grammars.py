@@ -302,7 +302,7 @@ GIT_GLOBAL = grammar(
     permute=False,
 )
 _DIFF_OPTS = (
-    "-p|-u|--patch -s|--no-patch -U|--unified= --output-indicator-new= --output-indicator-old="
+    "-p|-u|--patch -s|--no-patch -U=?|--unified=? --output-indicator-new= --output-indicator-old="
     " --output-indicator-context= --raw --patch-with-raw -t --indent-heuristic"
     " --no-indent-heuristic --minimal --patience --histogram --anchored= --diff-algorithm="
     " --stat=? --compact-summary --numstat --shortstat -X=?|--dirstat=? --cumulative"
