@@ -101,7 +101,7 @@ async def test_a_large_result_is_checked_in_bounded_time_and_memory(mode: str) -
     assert traced < 10 * size + 1 * MB, (traced, size)
 
 
-@pytest.mark.parametrize(("count", "on_thread"), [(900_000, True), (2_000, False)])
+@pytest.mark.parametrize(("count", "on_thread"), [(450_000, True), (2_000, False)])
 async def test_a_large_structured_result_is_mapped_and_checked_off_the_event_loop(
     count: int, on_thread: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
