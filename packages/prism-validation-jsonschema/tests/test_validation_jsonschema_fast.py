@@ -58,6 +58,33 @@ class Small(IntEnum):
     ONE = 1
 
 
+_LOUD: list[str] = []
+
+
+class _Loud(str):
+    """A string value whose own methods record that they ran."""
+
+    def __len__(self) -> int:
+        _LOUD.append("__len__")
+        return 0
+
+    def isascii(self) -> bool:
+        _LOUD.append("isascii")
+        return True
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        _LOUD.append("encode")
+        return b""
+
+
+class _Mapping(dict[str, Any]):
+    """A dict subclass whose items() records that it ran."""
+
+    def items(self) -> Any:
+        _LOUD.append("items")
+        return super().items()
+
+
 async def _noop(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text("ok")
 
@@ -114,6 +141,10 @@ VALUES: list[Any] = [
     # Each array within the longest maxItems, all of them past max_array_length.
     {"n": [1, 2, 3], "tags": ["a", "b", "c"], "nums": [1, 2.5, None]},
     {"city": ["a", "b", "c"], "tags": ["a", "b", "c"], "days": [1]},
+    {"s": {1, 2}},
+    {"s": _Loud("x" * 200)},
+    {"tags": [_Loud("x")]},
+    _Mapping(n=1),
     [1, 2],
     "text",
 ]
@@ -174,6 +205,7 @@ def test_the_hot_path_gives_the_full_paths_verdict(schema: Any, limits: SchemaLi
         problem = check_instance(value, limits)
         if problem is not None:
             assert hot == (False, *problem), value
+    assert _LOUD == []  # no value's own methods ran
 
 
 # OPEN closed: its strings have no maxLength and a pattern, so its worst case
