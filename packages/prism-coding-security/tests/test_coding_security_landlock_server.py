@@ -324,3 +324,17 @@ async def test_commands_get_default_signals_not_the_servers(
     ignored = int(fields["SigIgn"], 16)
     for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         assert not ignored & (1 << (signum - 1)), signum
+    assert ignored == 0, hex(ignored)
+
+
+async def test_a_signal_ignored_where_prism_started_is_not_ignored_by_commands(
+    root: Path, run_shell: RunShell
+) -> None:
+    """An action inherited by the helper (``nohup``, ``trap '' USR1``) is reset too."""
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    try:
+        ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+        _, output = await run_shell(ops, "grep '^SigIgn' /proc/self/status", root)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert int(output.split()[1], 16) == 0, output

@@ -327,9 +327,14 @@ def _default_signals() -> None:  # pragma: no cover - in a child, just before ex
     An ignored signal stays ignored across exec, and Python ignores SIGPIPE and
     SIGXFSZ: without this, ``yes | head -1`` ends with "Broken pipe" (status 1,
     not 141) and a shell loop writing to a closed pipe runs until the timeout.
+    Only the signals whose action is not already the default are set (Python
+    knows each one's action: read at its start, set since only by this file);
+    setting all 62 cost about 0.06 ms of CPU more a command.
     """
     for signum in signal.valid_signals():
-        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+        if signum not in (signal.SIGKILL, signal.SIGSTOP) and (
+            signal.getsignal(signum) is not signal.SIG_DFL
+        ):
             with contextlib.suppress(OSError, ValueError):
                 signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
