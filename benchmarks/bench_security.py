@@ -368,8 +368,9 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
     tool asks for such a line) and over the whole root (what any other line gets),
     and under Landlock. Before each call the host gives the line its work (a changed
     file to commit, a line to change, no file yet). The ways take turns, one call
-    each per round (a load that drifts during the run weighs on all alike); wall
-    time is the median call, CPU the mean over the calls and their preparation.
+    each per round (a load that drifts during the run weighs on all alike), each
+    call's CPU read once its processes were reaped and its private layer removed;
+    wall time is the median call, CPU the mean over the calls and their preparation.
     """
     from prism.coding.security import explain_command
     from prism.coding.security._overlay import wait_discarded
@@ -414,7 +415,7 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
             calls = 0
             for round_ in range(samples + 1):
                 for index, (_name, shell, _narrowed) in enumerate(shells):
-                    before = _cpu_s()
+                    before = await _settled_cpu_s()
                     _prepare_write(repo, path, calls)
                     calls += 1
                     start = trio.current_time()
@@ -425,7 +426,7 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                     # returned: its CPU is the call's, not the next way's
                     wait_discarded(10)
                     if round_:
-                        cpu[index] += _cpu_s() - before
+                        cpu[index] += await _settled_cpu_s() - before
             baseline: Row | None = None
             for index, (name, _shell, _narrowed) in enumerate(shells):
                 cpu_ms = cpu[index] / samples * 1000
@@ -574,6 +575,30 @@ def _live_children() -> list[int]:
         except OSError:
             continue
     return pids
+
+
+async def _settled_cpu_s() -> float:
+    """:func:`_cpu_s` once every ended command's processes were reaped (at most 2 s).
+
+    A fork server's supervisor sends the exit status and then ends; the server reaps
+    it a moment later, and only then does its CPU count among the server's children.
+    """
+    with trio.move_on_after(2):
+        # nothing to wait on but /proc: the server reaps its supervisors itself
+        while any(_live_children_of(pid) for pid in _live_children()):  # noqa: ASYNC110
+            await trio.sleep(0.001)
+    return _cpu_s()
+
+
+def _live_children_of(pid: int) -> list[str]:
+    out: list[str] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+                out += handle.read().split()
+    except OSError:
+        pass
+    return out
 
 
 _TARGETS = {"bubblewrap": "<= +10 ms", "Landlock": "<= +3 ms"}
