@@ -140,3 +140,36 @@ def test_without_git_nothing_can_be_read(root: Path, monkeypatch: pytest.MonkeyP
     trees = _trees(root)
     trees.prepare([("HEAD", "1" * 40)])
     assert trees.listing("HEAD", "1" * 40) is None
+
+
+def test_a_changed_ref_drops_the_answers_a_reflog_only_those_that_read_it(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy-back forgets git's answers when it changes what a name resolves to."""
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    child = _commit(root, {"f.txt": "2\n"}, base)
+    _git(root, "update-ref", "refs/heads/main", base)
+    moved = [("refs/heads/main", child), ("HEAD", "main@{0}")]
+    trees = _trees(root)
+    trees.prepare(moved)
+    first = [trees.listing(r, o) for r, o in moved]
+    asked: list[str] = []
+    real = _commits.git_out
+
+    def counted(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
+        asked.append(args[0])
+        return real(env, *args, stdin=stdin)
+
+    monkeypatch.setattr(_commits, "git_out", counted)
+    assert [trees.listing(r, o) for r, o in moved] == first
+    assert asked == []
+    trees.forget(reflogs_only=True)  # main@{0} reads the reflog: asked again, the rest kept
+    assert [trees.listing(r, o) for r, o in moved] == first
+    assert asked == ["rev-parse", "diff-tree"], asked
+    asked.clear()
+    # the host's main moves (as the copy-back applying a ref would): its old tree changes
+    _git(root, "update-ref", "refs/heads/main", child)
+    trees.forget()
+    assert trees.listing("refs/heads/main", child) == b""
+    assert "rev-parse" in asked

@@ -32,6 +32,10 @@ _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # ref names asked in a batch (one per line): nothing git's revision syntax gives a
 # meaning to beyond a name ('..', '@{', ':', '^', '~', spaces); any other is asked alone
 _PLAIN_REF = re.compile(r"(?!.*\.\.)(?!-)[A-Za-z0-9_./-]+")
+# what git resolves without reading a reflog: an object name, a plain ref name, its tree
+_READS_NO_REFLOG = re.compile(
+    r"(?:[0-9a-f]{40}|[0-9a-f]{64}|(?!.*\.\.)(?!-)[A-Za-z0-9_./-]+)(?:\^\{tree\})?"
+)
 
 
 def git_out(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
@@ -64,6 +68,25 @@ class CommitTrees:
         self._parents: dict[str, list[str] | None] = {}
         self._diffs: dict[tuple[str, str], bytes | None] = {}
         self._empty: str | None = None
+
+    def forget(self, *, reflogs_only: bool = False) -> None:
+        """Drop the answers a change the copy-back made to the host's ``.git`` may alter.
+
+        Every answer when a ref, ``HEAD`` or another head file changed (a name is
+        then resolved against the host's refs as they are now, as when each ref
+        was asked alone; a replacement under ``refs/replace`` changes even what an
+        object name reads). ``reflogs_only``: a reflog changed, which only a name
+        that is not plain reads (``main@{1}``): only those answers.
+        """
+        if not reflogs_only:
+            self._trees.clear()
+            self._parents.clear()
+            self._diffs.clear()
+            self._empty = None
+            return
+        self._trees = {e: t for e, t in self._trees.items() if _READS_NO_REFLOG.fullmatch(e)}
+        self._parents = {o: p for o, p in self._parents.items() if _HEX.fullmatch(o)}
+        self._diffs = {k: d for k, d in self._diffs.items() if _READS_NO_REFLOG.fullmatch(k[1])}
 
     def listing(self, refname: str, oid: str) -> bytes | None:
         """What ``oid`` changes against the tree ``refname`` holds (a new ref: ``HEAD``'s).

@@ -104,6 +104,11 @@ _NAMES_A_COMMIT = frozenset(
     {"ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE"}
 )
 _OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
+# what in a .git no name git resolves reads: objects (named by their content), the index,
+# the messages of an operation in progress
+_NAMES_NOTHING = frozenset(
+    {"objects", "index", "COMMIT_EDITMSG", "MERGE_MSG", "SQUASH_MSG", "TAG_EDITMSG"}
+)
 # the new commits of one reflog checked at most (each costs a few git processes)
 _REFLOG_COMMITS = 256
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
@@ -919,6 +924,23 @@ class _Applier:
                     return f"a commit ({refname}) adds or changes a protected path ({shown})"
         return None
 
+    def host_refs_changed(self, rel: tuple[str, ...], kind: str) -> None:
+        """``rel`` is about to change in the root: forget what git answered, if stale.
+
+        When the change can alter what a name resolves to in its ``.git`` (a ref,
+        ``HEAD``, a head file, a reflog), a later ref is judged against the host as
+        it is then, as when each was asked alone.
+        """
+        if kind == _DIR or ".git" not in rel:
+            return  # a directory entered changes nothing itself (its entries are told)
+        at = rel.index(".git")
+        inside = rel[at + 1 :]
+        if not inside or inside[0] in _NAMES_NOTHING:
+            return
+        trees = self._commit_trees.get(os.path.join(self.overlay.root, *rel[: at + 1]))
+        if trees is not None:
+            trees.forget(reflogs_only=inside[0] == "logs")
+
     def commit_trees(self, rel: tuple[str, ...], at: int) -> CommitTrees:
         """The git answers about the moved refs of the ``.git`` at ``rel[: at + 1]`` (this call)."""
         git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
@@ -1009,6 +1031,7 @@ class _Applier:
         try:
             if self.host_changed(real_fd, rel):
                 return
+            self.host_refs_changed(rel, kind)
             if kind == _WHITEOUT:
                 self.remove(real_fd, rel)
             elif kind == _DIR:
