@@ -375,3 +375,30 @@ async def test_every_ref_moved_to_one_smuggling_commit_is_refused_by_its_name(ro
     assert _git(root, "rev-parse", "-q", "--verify", "other").returncode != 0
     _git(root, "reset", "-q", "--hard", "HEAD@{1}")
     assert not (root / ".envrc").exists()
+
+
+async def test_an_object_the_host_has_is_never_rewritten(root: Path) -> None:
+    """A command rewrites the loose object of HEAD's tree to hold a .envrc: the host's
+    git would read it as that tree (its next reset --hard wrote the .envrc). The
+    host's object stays; an object git only touched comes back silently as it was."""
+    _repository(root, commits=2)
+    tree = _git(root, "rev-parse", "HEAD^{tree}").stdout.decode().strip()
+    path = f".git/objects/{tree[:2]}/{tree[2:]}"
+    before = (root / path).read_bytes()
+    text = await _shell(
+        root,
+        "b=$(printf 'echo x\\n' | git hash-object -w --stdin) && f=$(git rev-parse HEAD:f.txt)"
+        " && t=$(printf '100644 blob %s\\t.envrc\\n100644 blob %s\\tf.txt\\n' $b $f | git mktree)"
+        f' && chmod u+w {path} && python3 -c "import sys, zlib, subprocess; raw = subprocess'
+        ".run(['git', 'cat-file', 'tree', sys.argv[1]], capture_output=True).stdout; open(sys"
+        ".argv[2], 'wb').write(zlib.compress(b'tree %d\\0' % len(raw) + raw))\" $t " + path,
+    )
+    assert f"(git's objects are never rewritten; the host's is kept): {path}" in text, text
+    assert (root / path).read_bytes() == before
+    _git(root, "reset", "-q", "--hard")
+    assert not (root / ".envrc").exists()
+    # back to the first commit's content: git finds its blob and tree and only touches them
+    text = await _shell(root, "printf '0\\n' > f.txt && git commit -qam back")
+    assert "not applied" not in text, text
+    assert _git(root, "log", "--format=%s", "-1").stdout == b"back\n"
+    assert _git(root, "fsck", "--no-dangling").returncode == 0

@@ -114,6 +114,13 @@ _REFLOG_COMMITS = 256
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
 _LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
+# an object file the host has already, unchanged (git touched it): left out unreported
+_HOST_HAS_IT = "the host has this object already"
+# files under objects/ named by their content: loose objects and pack files
+_NAMED_BY_CONTENT = re.compile(
+    r"[0-9a-f]{2}/[0-9a-f]{38}|[0-9a-f]{2}/[0-9a-f]{62}"
+    r"|pack/pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.(?:pack|idx|rev|bitmap|mtimes)"
+)
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
 _HEAD_LIMIT = 4096
@@ -537,6 +544,32 @@ class RootOverlay:
                 subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
 
 
+def _same_content(upper: str, real: str, size: int) -> bool:
+    """Whether the two regular files hold the same bytes (``size``: the host's size)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        first = os.open(upper, flags)
+    except OSError:
+        return False
+    try:
+        if os.fstat(first).st_size != size:
+            return False
+        second = os.open(real, flags)
+        try:
+            while True:
+                chunk = os.read(first, 1 << 20)
+                if chunk != os.read(second, 1 << 20):
+                    return False
+                if not chunk:
+                    return True
+        finally:
+            os.close(second)
+    except OSError:
+        return False
+    finally:
+        os.close(first)
+
+
 def _loose_refs(directory: str, limit: int = 64) -> list[str]:
     """Names of the loose refs the layer holds under ``directory`` (a ``.git``'s ``refs``).
 
@@ -653,6 +686,12 @@ class _Applier:
             return "a ref removed while the new packed-refs was left out"
         if name == "logs" and kind == _FILE:
             return self.reflog_refusal(rel, at)
+        if (
+            name == "objects"
+            and kind == _FILE
+            and _NAMED_BY_CONTENT.fullmatch("/".join(inside[1:]))
+        ):
+            return self.object_refusal(rel)
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
@@ -702,6 +741,23 @@ class _Applier:
             )
             self._operations[git_dir] = cached
         return cached
+
+    def object_refusal(self, rel: tuple[str, ...]) -> str | None:
+        """A loose object or pack file the host has already: never rewritten.
+
+        Git never rewrites one (it only touches it to keep it fresh, which copies
+        it into the layer unchanged: left out silently). Another content under the
+        same name would be read by the host's git as that object: a tree of HEAD
+        holding a protected file, written by its next ``reset --hard``.
+        """
+        real = os.path.join(self.overlay.root, *rel)
+        try:
+            host = os.lstat(real)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISREG(host.st_mode) and _same_content(self.upper_path(rel), real, host.st_size):
+            return _HOST_HAS_IT
+        return "git's objects are never rewritten; the host's is kept"
 
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
         overlay = self.overlay
@@ -1024,7 +1080,7 @@ class _Applier:
             reason = "special files are not kept"
         path = "/".join(rel)
         if reason is not None:
-            if reason != "a stale lock":
+            if reason not in ("a stale lock", _HOST_HAS_IT):
                 self.notes.add(reason, path + ("/" if kind == _DIR else ""))
             return
         name = rel[-1]
