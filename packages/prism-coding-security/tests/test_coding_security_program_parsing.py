@@ -352,8 +352,8 @@ async def test_the_write_tool_leaves_what_a_venv_python_runs_alone(root: Path, p
 
 
 async def test_a_long_line_is_judged_off_the_event_loop(root: Path) -> None:
-    """A 4,500-character line (1,500 commands) takes the judge a while: other tasks run
-    meanwhile, and the decision is the one the same judge gives (same gates)."""
+    """A line past 4,096 characters is judged in a worker thread: other tasks run
+    meanwhile, and the decision comes through the same gates."""
     import inspect
 
     from prism.coding.security import create_coding_approval_policy
@@ -361,7 +361,7 @@ async def test_a_long_line_is_judged_off_the_event_loop(root: Path) -> None:
     from prism.core import ExecutionAction, ExecutionDecision
 
     policy = create_coding_approval_policy(roots=[str(root)])
-    line = "|".join(["ls"] * 1500)
+    line = "echo" + " word" * 1000
     assert len(line) > INLINE_JUDGE_CHARS
     action = ExecutionAction(kind="shell", operation="shell", command=line, paths=(str(root),))
     ticks = 0
@@ -397,7 +397,7 @@ async def test_a_long_line_that_asks_reaches_the_approver(root: Path) -> None:
         return False
 
     policy = create_coding_approval_policy(roots=[str(root)], approve=approve)
-    line = "|".join(["make"] * 1100)
+    line = "make" + " target" * 700
     action = ExecutionAction(kind="shell", operation="shell", command=line, paths=(str(root),))
     pending = policy.check(action)
     assert not isinstance(pending, ExecutionDecision)
@@ -405,6 +405,7 @@ async def test_a_long_line_that_asks_reaches_the_approver(root: Path) -> None:
     assert not decision.allowed
     assert [a.command for a in asked] == [line]
     assert "'make' is not in the safe set" in str(asked[0].metadata["approval_reason"])
+    assert len(line) > 4096
 
 
 def test_a_line_of_thousands_of_commands_asks_unparsed(root: Path) -> None:
