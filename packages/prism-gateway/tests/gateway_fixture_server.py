@@ -264,6 +264,11 @@ def build() -> MCPServer:
         return "ran"
 
     @server.tool()
+    async def request_id(ctx: Context) -> str:
+        """The JSON-RPC id this call came under (the bridge's direct calls: prism:<n>)."""
+        return str(ctx.request_id)
+
+    @server.tool()
     def die() -> str:
         """End this server's process at once (a server that crashes mid-call)."""
         os._exit(3)

@@ -71,8 +71,11 @@ async def test_client_cancel_reaches_the_bridged_server(workspace: Path, mode: s
             await client.call_tool("mcp__fx__hang", {}, read_timeout_seconds=0.5)
         cancelled = await client.call_tool("mcp__fx__was_hang_cancelled", {})
         result = await client.call_tool("mcp__fx__echo", {"text": "still here"})
+        sent_as = await client.call_tool("mcp__fx__request_id", {})
     assert cancelled.structured_content == {"result": True}
     assert _text(result) == "still here"
+    # The bridge's calls went past the SDK's dispatcher (its ids are integers).
+    assert _text(sent_as).startswith("prism:")
 
 
 async def test_every_gate_holds_on_a_bridged_call_over_stdio(
@@ -90,11 +93,15 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
         ("mcp__fx__blocks", {"count": 2000}),  # over the content blocks a result may hold
         ("mcp__fx__fail", {}),  # the server's own error
         ("mcp__fx__echo", {"text": "after"}),
+        ("mcp__fx__request_id", {}),
     ]
     async with Client(params) as client:
         results = [await client.call_tool(name, arguments) for name, arguments in calls]
     said = [_text(result) for result in results]
-    assert [result.is_error for result in results] == [True] * 5 + [False]
+    assert [result.is_error for result in results] == [True] * 5 + [False] * 2
+    # Every call that reached the server went past the SDK's dispatcher: each gate fired
+    # on that path (its ids are the bridge's, prism:<n>; the SDK's are integers).
+    assert said[6].startswith("prism:")
     assert "matches a deny rule" in said[0]
     assert "invalid arguments for mcp:fx:echo: data.text: must be string" in said[1]
     assert "larger than max_result_bytes" in said[2]
@@ -109,4 +116,5 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
         ("mcp:fx:blocks", "error", None),
         ("mcp:fx:fail", "error", None),
         ("mcp:fx:echo", "ok", None),
+        ("mcp:fx:request_id", "ok", None),
     ]
