@@ -11,10 +11,11 @@ so it never decides anything the full path would decide otherwise:
 
 * a closed schema (see ``_closed``), or one closed but for
   ``additionalProperties``: every key a declared name (an exact ``str``, then
-  looked up), every member a plain scalar within the limits or an array of
-  them no longer than its property's ``maxItems``; an undeclared key, a longer
-  array, a nested object, a subclass or any other type goes to the full path
-  (which cuts an over-long array before the engine reads it);
+  looked up), every member a plain scalar within the limits (each string
+  within its property's longest) or an array of them no longer than its
+  property's ``maxItems``; an undeclared key, a longer array, a nested
+  object, a subclass or any other type goes to the full path (which cuts an
+  over-long array before the engine reads it);
 * any other schema, for an object of scalars and arrays of scalars: the same
   rules as the instance walk (string keys within ``max_string_length``, no
   pollution key, no lone surrogate, integers within 64 bits, finite floats,
