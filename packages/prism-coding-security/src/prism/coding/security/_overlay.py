@@ -304,7 +304,7 @@ _BRANCH = re.compile(
     rb"(?!.*\.lock(/|$))(?!.*[./]$)[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*"
 )
 
-# a name git may read as an abbreviated object name when no ref has it ('deadbeef',
+# a name git could read as an abbreviated object name when no ref has it ('deadbeef',
 # a `git describe` name 'v1-2-gdeadbeef')
 _ABBREVIATED = re.compile(rb"^[0-9a-fA-F]+$|-g[0-9a-fA-F]+$")
 
