@@ -136,6 +136,7 @@ async def test_an_operation_left_in_progress_inside_never_reaches_the_host(root:
     tree = (
         "s=$(printf '160000 commit %s\\tsub\\n' $c | git mktree) && "
         "echo $s:sub > .git/BISECT_START && git update-ref refs/bisect/bad $c && "
+        "printf '%s refs/bisect/skip-x\\n' $c > .git/packed-refs && "
         "mkdir -p .git/sequencer && echo $c > .git/sequencer/head && "
     )
     rebase = (
@@ -145,6 +146,7 @@ async def test_an_operation_left_in_progress_inside_never_reaches_the_host(root:
     text = await _shell(root, _HIDDEN_COMMIT + tree + rebase)
     assert _IN_PROGRESS in text, text
     shown = ("BISECT_START", "MERGE_HEAD", "rebase-merge/", "sequencer/", "refs/bisect/", "HEAD")
+    assert ".git/packed-refs" in text, text
     for name in (*shown, "index"):
         assert f".git/{name}" in text, text
     assert (root / ".git" / "HEAD").read_bytes() == b"ref: refs/heads/main\n"
