@@ -226,7 +226,9 @@ _WILDCARD = re.compile(r"[*?\[]")
 class ProtectedPaths:
     """Matches real paths against protected-path entries."""
 
-    __slots__ = ("_by_first", "_first_names", "_split", "_wild_first", "_wild_start", "entries")
+    __slots__ = (
+        "_by_first", "_first_names", "_longest", "_split", "_wild_first", "_wild_start", "entries",
+    )  # fmt: skip
 
     def __init__(self, entries: Sequence[str]) -> None:
         """Compile ``entries`` (already normalised)."""
@@ -248,6 +250,7 @@ class ProtectedPaths:
         # none matching a pattern's first name, is covered by no entry (checked first:
         # most paths are not protected, and the copy-back asks for every index entry)
         self._first_names = frozenset(by_first)
+        self._longest = max((len(pattern) for _, pattern in self._split), default=0)
         starts = "|".join(f"(?:{fnmatch.translate(p[0])})" for _, _, p in wild)
         self._wild_start = re.compile(starts).match if starts else None
 
@@ -271,6 +274,12 @@ class ProtectedPaths:
         makes whatever it points at that entry.
         """
         size = len(parts)
+        tail = parts[max(0, size - self._longest + 1) :]
+        wild = self._wild_start
+        if self._first_names.isdisjoint(tail) and (
+            wild is None or not any(wild(part) for part in tail)
+        ):
+            return None  # no entry can start in the last names (asked for every new link)
         for entry, pattern in self._split:
             for start in range(max(0, size - len(pattern) + 1), size):
                 window = parts[start:]
