@@ -25,7 +25,7 @@ import itertools
 import json
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import mcp_types
@@ -39,9 +39,20 @@ if TYPE_CHECKING:
 
     from mcp.shared.dispatcher import ProgressFnT
 
-    from ._wire import WireState
+    from ._requests import SentRequests
 
 __all__ = ["DIRECT_ID_PREFIX", "DirectCalls"]
+
+
+class _CallRecords(Protocol):
+    """What the connection's shared state keeps of the calls sent (``_wire.WireState``)."""
+
+    @property
+    def sent(self) -> SentRequests: ...
+
+    @property
+    def calls(self) -> set[int | str]: ...
+
 
 _log = logging.getLogger("prism.mcp")
 
@@ -85,7 +96,7 @@ class DirectCalls:
         send_line: Callable[[bytes], Awaitable[None]],
         send: Callable[[SessionMessage], Awaitable[None]],
         track: Callable[[int | str], None],
-        state: WireState,
+        state: _CallRecords,
     ) -> None:
         self._send_line = send_line
         self._send = send
