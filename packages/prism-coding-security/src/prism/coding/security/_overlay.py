@@ -16,7 +16,9 @@ moves the changes into the real root, leaving out and reporting:
   included config files and submodule git directories git names for the root:
   :func:`._gitnames.git_entries`), created, changed or deleted;
 * in any ``.git`` directory, everything but git's data and work state: only
-  regular files and directories under ``objects`` (not its ``info/alternates``),
+  proved objects under ``objects`` (:mod:`._objects`: never an object file the
+  host holds, a new one only when it hashes to its name, a new pack only with
+  the index the host's git computes), regular files and directories under
   ``refs``, ``logs``, ``rr-cache``, ``lfs`` and ``reftable``, and the work state
   files at its top (:data:`COPY_BACK`, less an operation's state) come back.
   Symbolic links never do, so no link planted in ``.git`` can lead the host's
@@ -57,6 +59,7 @@ from typing import TYPE_CHECKING
 from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
+from ._objects import NOT_OBJECTS, prove_objects
 from ._protected import valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
 
@@ -114,13 +117,6 @@ _REFLOG_COMMITS = 256
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
 _LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
-# an object file the host has already, unchanged (git touched it): left out unreported
-_HOST_HAS_IT = "the host has this object already"
-# files under objects/ named by their content: loose objects and pack files
-_NAMED_BY_CONTENT = re.compile(
-    r"[0-9a-f]{2}/[0-9a-f]{38}|[0-9a-f]{2}/[0-9a-f]{62}"
-    r"|pack/pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.(?:pack|idx|rev|bitmap|mtimes)"
-)
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
 _HEAD_LIMIT = 4096
@@ -544,30 +540,11 @@ class RootOverlay:
                 subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
 
 
-def _same_content(upper: str, real: str, size: int) -> bool:
-    """Whether the two regular files hold the same bytes (``size``: the host's size)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+def _real_directory(path: str) -> bool:
     try:
-        first = os.open(upper, flags)
+        return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
-    try:
-        if os.fstat(first).st_size != size:
-            return False
-        second = os.open(real, flags)
-        try:
-            while True:
-                chunk = os.read(first, 1 << 20)
-                if chunk != os.read(second, 1 << 20):
-                    return False
-                if not chunk:
-                    return True
-        finally:
-            os.close(second)
-    except OSError:
-        return False
-    finally:
-        os.close(first)
 
 
 def _loose_refs(directory: str, limit: int = 64) -> list[str]:
@@ -624,6 +601,8 @@ class _Applier:
         self._operations: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
+        # the .git directories whose new objects were proved (see objects_proved)
+        self._proved: dict[tuple[str, ...], bool] = {}
         self.index_placed: Callable[[list[bytes], os.stat_result], None] | None = None
         # the root's own new index's gitlinks, listed by its check (None: not listed)
         self._new_gitlinks: list[bytes] | None = None
@@ -686,12 +665,8 @@ class _Applier:
             return "a ref removed while the new packed-refs was left out"
         if name == "logs" and kind == _FILE:
             return self.reflog_refusal(rel, at)
-        if (
-            name == "objects"
-            and kind == _FILE
-            and _NAMED_BY_CONTENT.fullmatch("/".join(inside[1:]))
-        ):
-            return self.object_refusal(rel)
+        if name == "objects" and not self.objects_proved(rel, at):
+            return NOT_OBJECTS
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
@@ -705,6 +680,28 @@ class _Applier:
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
+
+    def objects_proved(self, rel: tuple[str, ...], at: int) -> bool:
+        """Drop from the layer what of this ``.git``'s objects may not come back (once).
+
+        See :mod:`._objects`: before any ref of it is judged or any object moved.
+        False: the layer lies inside ``objects`` (nothing of it can be proved).
+        """
+        git_rel = rel[: at + 1]
+        done = self._proved.get(git_rel)
+        if done is not None:
+            return done
+        objects = (*git_rel, "objects")
+        below = self.overlay.below
+        done = self._proved[git_rel] = below[: len(objects)] != objects or below == objects
+        upper = self.upper_path(objects)
+        if objects[: len(below)] != below or not _real_directory(upper):
+            return done  # the layer does not hold this objects directory
+        git_dir = os.path.join(self.overlay.root, *git_rel)
+        host = os.path.join(git_dir, "objects")
+        for reason, path in prove_objects(upper, host, git_dir, self.overlay.directory):
+            self.notes.add(reason, "/".join((*objects, path)))
+        return done
 
     def packed_left_out(self, rel: tuple[str, ...], at: int) -> bool:
         """Whether this ``.git``'s changed packed-refs is left out (judged once)."""
@@ -741,23 +738,6 @@ class _Applier:
             )
             self._operations[git_dir] = cached
         return cached
-
-    def object_refusal(self, rel: tuple[str, ...]) -> str | None:
-        """A loose object or pack file the host has already: never rewritten.
-
-        Git never rewrites one (it only touches it to keep it fresh, which copies
-        it into the layer unchanged: left out silently). Another content under the
-        same name would be read by the host's git as that object: a tree of HEAD
-        holding a protected file, written by its next ``reset --hard``.
-        """
-        real = os.path.join(self.overlay.root, *rel)
-        try:
-            host = os.lstat(real)
-        except FileNotFoundError:
-            return None
-        if stat.S_ISREG(host.st_mode) and _same_content(self.upper_path(rel), real, host.st_size):
-            return _HOST_HAS_IT
-        return "git's objects are never rewritten; the host's is kept"
 
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
         overlay = self.overlay
@@ -1004,7 +984,10 @@ class _Applier:
         if trees is None:
             objects = self.upper_path((*rel[: at + 1], "objects"))
             env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
-            if os.path.isdir(objects):
+            # only the objects that come back are read beside the host's: proved first,
+            # alternates and indexes of the command's own dropped
+            holds = (*rel[: at + 1], "objects")[: len(self.overlay.below)] == self.overlay.below
+            if holds and self.objects_proved(rel, at) and _real_directory(objects):
                 env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects
             refs = _loose_refs(self.upper_path((*rel[: at + 1], "refs")))
             trees = self._commit_trees[git_dir] = CommitTrees(env, refs)
@@ -1080,7 +1063,7 @@ class _Applier:
             reason = "special files are not kept"
         path = "/".join(rel)
         if reason is not None:
-            if reason not in ("a stale lock", _HOST_HAS_IT):
+            if reason != "a stale lock":
                 self.notes.add(reason, path + ("/" if kind == _DIR else ""))
             return
         name = rel[-1]

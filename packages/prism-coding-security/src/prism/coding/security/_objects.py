@@ -1,0 +1,263 @@
+"""Which of the objects a command wrote in a ``.git`` may come back: only proved ones.
+
+Git trusts an object file: it looks an object up by its name and does not
+hash what it reads for a checkout. A command that rewrites a loose object the
+host already holds (same name, other content), or adds a pack whose index
+lists an existing name at another object, would change what the host's own
+refs name, with no ref moved. So, in the command's private layer, before
+anything of that ``.git`` is judged or moved (:func:`prove_objects`):
+
+* an object file the host already holds (a loose object, a pack and its
+  files) is never replaced: the layer's copy is dropped;
+* a new loose object (``objects/xx/<rest of its name>``) stays only when its
+  content, inflated, is an object whose hash (SHA-1 for a 40-digit name,
+  SHA-256 for a 64-digit one: the name's length is how git finds it) is its
+  name;
+* a new pack stays only with the index (and reverse index) the host's git
+  computes from the pack itself (``git index-pack`` under the forced
+  configuration): the command's own index is never used;
+* everything else under ``objects`` is dropped: alternates (they would let
+  the checks read objects that never come back), commit-graphs and
+  multi-pack indexes (they tell git what objects and history are, without
+  hashes), pack bitmaps, temporary files.
+
+What stays is what the commit checks read (as an alternate object directory
+beside the host's own objects) and what comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import filecmp
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+import zlib
+
+from ._proved import HOST_GIT_ENVIRONMENT
+
+__all__ = ["loose_object_hashes", "prove_objects"]
+
+_LOOSE_DIR = re.compile(r"[0-9a-f]{2}")
+_LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
+# a pack's files; .keep, .promisor and .mtimes are kept as written: they change no object
+_PACK = re.compile(
+    r"(pack-[0-9a-f]{40}|pack-[0-9a-f]{64})\.(pack|idx|rev|bitmap|keep|promisor|mtimes)"
+)
+_TYPES = frozenset({b"blob", b"tree", b"commit", b"tag"})
+_CHUNK = 1 << 16
+_INDEX_TIMEOUT_S = 120
+
+REPLACED = "git's objects are never rewritten; the host's is kept"
+UNPROVED = "an object whose content does not hash to its name"
+NO_PACK = "a pack git cannot index, or a pack index without its new pack"
+NOT_OBJECTS = (
+    "only objects proved by their names come back from objects (no alternates, "
+    "commit-graph, multi-pack-index, bitmap or temporary file)"
+)
+LINKS = "symbolic links in .git are never kept"
+
+
+def loose_object_hashes(path: str, name: str) -> bool:
+    r"""Whether the loose object file at ``path`` holds the object named ``name`` (hex).
+
+    Inflated as git inflates it: a header ``<type> <size>\0`` of a type git
+    knows, exactly ``size`` bytes after it, nothing after the compressed stream;
+    the header and content hashed with SHA-1 (40 digits) or SHA-256 (64).
+    """
+    algorithm = hashlib.sha1 if len(name) == 40 else hashlib.sha256
+    digest = algorithm()
+    inflate = zlib.decompressobj()
+    header = b""
+    size = -1
+    seen = 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        while True:
+            data = os.read(fd, _CHUNK)
+            if not data:
+                break
+            while data:  # (bytes after the stream end in unused_data)
+                out = inflate.decompress(data, _CHUNK)
+                data = inflate.unconsumed_tail
+                digest.update(out)
+                if size < 0:
+                    header += out
+                    end = header.find(b"\0")
+                    if end < 0:
+                        if len(header) > 64:
+                            return False
+                        continue
+                    kind, _, length = header[:end].partition(b" ")
+                    canonical = length.isdigit() and length == str(int(length)).encode()
+                    if kind not in _TYPES or not canonical:
+                        return False
+                    size = int(length)
+                    seen = len(header) - end - 1
+                else:
+                    seen += len(out)
+                if seen > size >= 0:
+                    return False
+    except zlib.error:
+        return False
+    finally:
+        os.close(fd)
+    return inflate.eof and not inflate.unused_data and seen == size and digest.hexdigest() == name
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _whiteout(info: os.stat_result) -> bool:
+    return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0
+
+
+def _same(upper: str, host: str) -> bool:
+    try:
+        return os.path.isfile(host) and filecmp.cmp(upper, host, shallow=False)
+    except OSError:  # pragma: no cover - a host file it cannot read: said to differ
+        return False
+
+
+def _index_pack(
+    git_dir: str, pack: str, work: str, *, reverse: bool
+) -> tuple[str, str | None] | None:
+    """The index (and reverse index) the host's git computes from ``pack``; None: it failed."""
+    git = shutil.which("git")
+    if git is None:  # pragma: no cover - the copy-back's checks need git anyway
+        return None
+    out_dir = tempfile.mkdtemp(prefix="idx-", dir=work)
+    index = os.path.join(out_dir, "pack.idx")
+    env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
+    args = [git, "index-pack", "--threads=1", "--rev-index" if reverse else "--no-rev-index",
+            "-o", index, pack]  # fmt: skip
+    try:
+        result = subprocess.run(
+            args, capture_output=True, stdin=subprocess.DEVNULL, env=env, cwd="/",
+            check=False, timeout=_INDEX_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:  # pragma: no cover - a pack too large to index in time
+        return None
+    if result.returncode != 0:
+        return None
+    return index, os.path.join(out_dir, "pack.rev") if reverse else None
+
+
+class _Dropped:
+    def __init__(self, upper: str) -> None:
+        self.upper = upper
+        self.said: list[tuple[str, str]] = []
+
+    def __call__(self, reason: str, rel: str, *, say: bool = True) -> None:
+        _remove(os.path.join(self.upper, rel))
+        if say:
+            self.said.append((reason, rel))
+
+
+def prove_objects(upper: str, host: str, git_dir: str, work: str) -> list[tuple[str, str]]:
+    """Drop from the layer's ``objects`` directory ``upper`` what may not come back.
+
+    ``host``: the host's ``objects`` directory of the same ``.git`` (``git_dir``);
+    ``work``: a private directory for the indexes git computes. Returns what was
+    dropped and why, as (reason, path relative to ``upper``); an object file the
+    host already holds byte for byte (git refreshing its time) is dropped unsaid.
+    """
+    drop = _Dropped(upper)
+    for name in sorted(os.listdir(upper)):
+        path = os.path.join(upper, name)
+        info = os.lstat(path)
+        if _whiteout(info):
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            drop(LINKS, name)
+        elif not stat.S_ISDIR(info.st_mode):
+            drop(NOT_OBJECTS, name)
+        elif _LOOSE_DIR.fullmatch(name):
+            _prove_loose(upper, host, name, drop)
+        elif name == "pack":
+            _prove_packs(upper, host, git_dir, work, drop)
+        elif name == "info":
+            for child in sorted(os.listdir(path)):
+                rel = f"info/{child}"
+                child_info = os.lstat(os.path.join(upper, rel))
+                if _whiteout(child_info):
+                    continue
+                if stat.S_ISLNK(child_info.st_mode):
+                    drop(LINKS, rel)
+                elif child != "packs" or not stat.S_ISREG(child_info.st_mode):
+                    drop(NOT_OBJECTS, rel)
+        else:
+            drop(NOT_OBJECTS, name + "/")
+    return drop.said
+
+
+def _prove_loose(upper: str, host: str, directory: str, drop: _Dropped) -> None:
+    for name in sorted(os.listdir(os.path.join(upper, directory))):
+        rel = f"{directory}/{name}"
+        path = os.path.join(upper, rel)
+        info = os.lstat(path)
+        if _whiteout(info):
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            drop(LINKS, rel)
+        elif not stat.S_ISREG(info.st_mode) or not _LOOSE_NAME.fullmatch(name):
+            drop(NOT_OBJECTS, rel)
+        elif os.path.lexists(os.path.join(host, rel)):
+            drop(REPLACED, rel, say=not _same(path, os.path.join(host, rel)))
+        elif not loose_object_hashes(path, directory + name):
+            drop(UNPROVED, rel)
+
+
+def _prove_packs(upper: str, host: str, git_dir: str, work: str, drop: _Dropped) -> None:
+    directory = os.path.join(upper, "pack")
+    files: dict[str, dict[str, str]] = {}
+    for name in sorted(os.listdir(directory)):
+        rel = f"pack/{name}"
+        info = os.lstat(os.path.join(upper, rel))
+        if _whiteout(info):
+            continue
+        match = _PACK.fullmatch(name)
+        if stat.S_ISLNK(info.st_mode):
+            drop(LINKS, rel)
+        elif match is None or not stat.S_ISREG(info.st_mode):
+            drop(NOT_OBJECTS, rel + ("/" if stat.S_ISDIR(info.st_mode) else ""))
+        else:
+            files.setdefault(match[1], {})[match[2]] = rel
+    for base, kinds in files.items():
+        for rel in kinds.values():
+            existing = os.path.join(host, rel)
+            if os.path.lexists(existing):
+                # the host's pack files stay as they are (a refreshed time copied the file)
+                drop(REPLACED, rel, say=not _same(os.path.join(upper, rel), existing))
+        pack = kinds.get("pack")
+        if pack is None or os.path.lexists(os.path.join(host, pack)):
+            for kind in ("idx", "rev", "bitmap"):
+                if kind in kinds and not os.path.lexists(os.path.join(host, kinds[kind])):
+                    drop(NO_PACK, kinds[kind])
+            continue
+        if "bitmap" in kinds:
+            drop(NOT_OBJECTS, kinds["bitmap"])
+        computed = _index_pack(git_dir, os.path.join(upper, pack), work, reverse="rev" in kinds)
+        if computed is None:
+            for kind in ("pack", "idx", "rev"):
+                if kind in kinds:
+                    drop(NO_PACK, kinds[kind])
+            continue
+        index, rev = computed
+        os.replace(index, os.path.join(directory, f"{base}.idx"))
+        if rev is not None:
+            os.replace(rev, os.path.join(directory, f"{base}.rev"))

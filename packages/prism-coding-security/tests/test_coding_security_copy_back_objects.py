@@ -1,0 +1,351 @@
+"""What a command leaves in ``.git`` comes back only proved: objects, index stages, symbolic refs.
+
+The private layer is filled here as a hostile command inside the sandbox
+would fill it (with real git writing into the layer's object directory, and
+by hand where git would refuse), applied to a real repository, and then the
+host's own real git runs the ordinary command that would have written a
+protected path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import subprocess
+import zlib
+from typing import TYPE_CHECKING
+
+import pytest
+
+from prism.coding.security import PROTECTED_PATHS
+from prism.coding.security._objects import loose_object_hashes
+from prism.coding.security._overlay import RootOverlay
+from prism.coding.security._protected import ProtectedPaths
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.git
+
+_PROTECTED = ProtectedPaths(PROTECTED_PATHS)
+_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "LC_ALL": "C",
+}
+_EVIL = b"echo planted > /dev/null\n"
+
+
+def _git(cwd: Path | str, *args: str, stdin: bytes | str = b"", **env: str) -> str:
+    stdin = stdin.encode() if isinstance(stdin, str) else stdin
+    result = subprocess.run(
+        ["git", *args], cwd=cwd, env={**_ENV, **env}, input=stdin, capture_output=True,
+        check=True, timeout=30,
+    )  # fmt: skip
+    return result.stdout.decode().strip()
+
+
+def _host_git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """The host's git in ``root``, as a user would run it."""
+    return subprocess.run(
+        ["git", *args], cwd=root, env=_ENV, capture_output=True, check=False, timeout=30
+    )
+
+
+def _repository(root: Path) -> None:
+    _git(root, "init", "-q", "-b", "main")
+    (root / "a.txt").write_text("hi\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "s.txt").write_text("s\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "init")
+
+
+def _layer(root: Path, tmp_path: Path) -> RootOverlay:
+    base = tmp_path / "base"
+    base.mkdir(exist_ok=True)
+    return RootOverlay(str(root), str(base), PROTECTED_PATHS)
+
+
+def _apply(overlay: RootOverlay) -> list[str]:
+    try:
+        return overlay.apply(_PROTECTED, list)
+    finally:
+        overlay.discard()
+
+
+def _in_layer(overlay: RootOverlay, root: Path) -> dict[str, str]:
+    """The environment of a git that writes its objects into the layer, reading the host's."""
+    objects = os.path.join(overlay.upper, ".git", "objects")
+    os.makedirs(objects, exist_ok=True)
+    return {
+        "GIT_DIR": str(root / ".git"),
+        "GIT_OBJECT_DIRECTORY": objects,
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(root / ".git" / "objects"),
+    }
+
+
+def _forged_tree(root: Path, layer: dict[str, str], tree: str) -> bytes:
+    """``tree``'s entries plus a ``.envrc`` blob (written in the layer): a tree's raw content."""
+    blob = _git(root, "hash-object", "-w", "--stdin", stdin=_EVIL, **layer)
+    raw = subprocess.run(
+        ["git", "cat-file", "tree", tree], cwd=root, env={**_ENV, **layer},
+        capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    return b"100644 .envrc\0" + bytes.fromhex(blob) + raw
+
+
+def _pack_claiming(content: bytes, name: str, directory: str) -> str:
+    """A one-tree pack whose hand-made index lists ``content`` under ``name``; its base name."""
+    size = len(content)
+    header = bytearray()
+    byte = (2 << 4) | (size & 15)
+    size >>= 4
+    while size:
+        header.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    header.append(byte)
+    entry = bytes(header) + zlib.compress(content)
+    pack = b"PACK" + struct.pack(">II", 2, 1) + entry
+    pack += hashlib.sha1(pack).digest()
+    oid = bytes.fromhex(name)
+    fanout = b"".join(struct.pack(">I", 1 if i >= oid[0] else 0) for i in range(256))
+    index = b"\377tOc" + struct.pack(">I", 2) + fanout + oid
+    index += struct.pack(">II", zlib.crc32(entry), 12) + pack[-20:]
+    index += hashlib.sha1(index).digest()
+    base = os.path.join(directory, f"pack-{pack[-20:].hex()}")
+    os.makedirs(directory, exist_ok=True)
+    with open(base + ".pack", "wb") as out:
+        out.write(pack)
+    with open(base + ".idx", "wb") as out:
+        out.write(index)
+    return base
+
+
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_a_loose_object_is_proved_exactly_when_git_names_it_so(
+    tmp_path: Path, object_format: str
+) -> None:
+    """Differential: every object git writes hashes to its name; forged files do not."""
+    repo = tmp_path / object_format
+    repo.mkdir()
+    _git(repo, "init", "-q", f"--object-format={object_format}")
+    blobs = [_git(repo, "hash-object", "-w", "--stdin", stdin=d) for d in (b"", b"x\n" * 5000)]
+    tree = _git(repo, "mktree", stdin=f"100644 blob {blobs[1]}\tf\n".encode())
+    commit = _git(repo, "commit-tree", tree, "-m", "m")
+    tag = _git(repo, "mktag", stdin=(
+        f"object {commit}\ntype commit\ntag t\ntagger t <t@e> 0 +0000\n\nm\n"
+    ).encode())  # fmt: skip
+    objects = repo / ".git" / "objects"
+    for name in [*blobs, tree, commit, tag]:
+        assert loose_object_hashes(str(objects / name[:2] / name[2:]), name), name
+    path = objects / blobs[1][:2] / blobs[1][2:]
+    raw = zlib.decompress(path.read_bytes())
+    other = blobs[0]
+    forged = {
+        "another object's content": zlib.compress(raw),
+        "bytes after the stream": path.read_bytes() + b"x",
+        "a size that is not the content's": zlib.compress(raw.replace(b"10000", b"9999", 1)),
+        "a type git does not know": zlib.compress(raw.replace(b"blob", b"blub", 1)),
+        "not compressed": raw,
+        "a header with no end": zlib.compress(b"blob " + b"1" * 100),
+        "more than its size": zlib.compress(b"blob 1\0xx"),
+    }
+    for why, content in forged.items():
+        (tmp_path / "o").write_bytes(content)
+        name = blobs[1] if why != "another object's content" else other
+        assert not loose_object_hashes(str(tmp_path / "o"), name), why
+    assert not loose_object_hashes(str(tmp_path / "missing"), other)
+    assert not loose_object_hashes(str(tmp_path), other)  # a directory
+
+
+def test_an_object_the_host_holds_is_never_replaced(root: Path, tmp_path: Path) -> None:
+    """Same name, other content (HEAD's subtree plus .envrc): the host's object stays."""
+    _repository(root)
+    overlay = _layer(root, tmp_path)
+    layer = _in_layer(overlay, root)
+    tree = _git(root, "rev-parse", "HEAD:sub")
+    host_file = root / ".git" / "objects" / tree[:2] / tree[2:]
+    genuine = host_file.read_bytes()
+    forged = zlib.compress(b"tree %d\0" % len(content := _forged_tree(root, layer, tree)) + content)
+    upper = os.path.join(layer["GIT_OBJECT_DIRECTORY"], tree[:2])
+    os.makedirs(upper, exist_ok=True)
+    with open(os.path.join(upper, tree[2:]), "wb") as out:
+        out.write(forged)
+    # and a new object under a name that is not its content's, and a genuine new one
+    fake = "0" * 38
+    with open(os.path.join(upper, fake), "wb") as out:
+        out.write(forged)
+    kept = _git(root, "hash-object", "-w", "--stdin", stdin=b"new\n", **layer)
+    notes = "\n".join(_apply(overlay))
+    assert "git's objects are never rewritten; the host's is kept" in notes, notes
+    assert "an object whose content does not hash to its name" in notes, notes
+    assert host_file.read_bytes() == genuine
+    assert not (root / ".git" / "objects" / tree[:2] / fake).exists()
+    assert _git(root, "cat-file", "-p", kept) == "new"
+    (root / "sub" / "s.txt").write_text("edited\n")
+    _git(root, "add", "sub")
+    assert _host_git(root, "reset", "--hard").returncode == 0
+    assert not (root / "sub" / ".envrc").exists()
+
+
+def test_a_new_pack_comes_back_only_with_the_index_the_hosts_git_computes(
+    root: Path, tmp_path: Path
+) -> None:
+    """A pack whose own index lists the host's subtree at a forged tree shadows nothing."""
+    _repository(root)
+    overlay = _layer(root, tmp_path)
+    layer = _in_layer(overlay, root)
+    tree = _git(root, "rev-parse", "HEAD:sub")
+    forged = _forged_tree(root, layer, tree)
+    base = _pack_claiming(forged, tree, os.path.join(layer["GIT_OBJECT_DIRECTORY"], "pack"))
+    # git's own pack of a new commit, with a reverse index: it comes back whole
+    blob = _git(root, "hash-object", "-w", "--stdin", stdin=b"b\n", **layer)
+    tree_b = _git(root, "mktree", stdin=f"100644 blob {blob}\tb.txt\n".encode(), **layer)
+    commit = _git(root, "commit-tree", tree_b, "-p", "HEAD", "-m", "b", **layer)
+    packs = os.path.join(layer["GIT_OBJECT_DIRECTORY"], "pack")
+    _git(root, "-c", "pack.writeReverseIndex=true", "pack-objects", "-q", f"{packs}/pack",
+         stdin=f"{commit}\n{tree_b}\n{blob}\n".encode(), **layer)  # fmt: skip
+    assert any(name.endswith(".rev") for name in os.listdir(packs))
+    for loose in (blob, tree_b, commit):
+        os.unlink(os.path.join(layer["GIT_OBJECT_DIRECTORY"], loose[:2], loose[2:]))
+    notes = _apply(overlay)
+    assert notes == [], notes
+    host_pack = root / ".git" / "objects" / "pack" / os.path.basename(base)
+    assert host_pack.with_suffix(".pack").exists()
+    assert _git(root, "cat-file", "-p", tree) == _git(root, "ls-tree", "HEAD:sub")
+    assert _git(root, "cat-file", "-t", commit) == "commit"
+    assert _host_git(root, "fsck", "--no-dangling").returncode == 0
+    (root / "sub" / "s.txt").write_text("edited\n")
+    _git(root, "add", "sub")
+    assert _host_git(root, "reset", "--hard").returncode == 0
+    assert not (root / "sub" / ".envrc").exists()
+
+
+def test_the_commit_check_reads_no_object_through_the_commands_alternates(
+    root: Path, tmp_path: Path
+) -> None:
+    """HEAD moved to C: its genuine subtree only in a pack the layer's alternates name.
+
+    The checks read objects beside the host's only as they come back: the
+    alternates are dropped and the command's forged pack index with them.
+    """
+    _repository(root)
+    overlay = _layer(root, tmp_path)
+    layer = _in_layer(overlay, root)
+    git_upper = os.path.join(overlay.upper, ".git")
+    junk = os.path.join(git_upper, "junk")
+    sub = _git(root, "rev-parse", "HEAD:sub")
+    new = _git(root, "hash-object", "-w", "--stdin", stdin=b"n\n", **layer)
+    listing = _git(root, "ls-tree", sub) + f"\n100644 blob {new}\tnew.txt\n"
+    genuine = _git(root, "mktree", stdin=listing.encode(), **layer)
+    top = _git(root, "ls-tree", "HEAD").replace(sub, genuine)
+    commit = _git(root, "commit-tree", _git(root, "mktree", stdin=top.encode() + b"\n", **layer),
+                  "-p", "HEAD", "-m", "add new.txt", **layer)  # fmt: skip
+    # the genuine subtree only in a pack under junk/, named by the layer's alternates
+    os.makedirs(os.path.join(junk, "pack"))
+    _git(root, "pack-objects", "-q", f"{junk}/pack/pack", stdin=f"{genuine}\n".encode(), **layer)
+    forged = _forged_tree(root, layer, genuine)
+    os.unlink(os.path.join(layer["GIT_OBJECT_DIRECTORY"], genuine[:2], genuine[2:]))
+    base = _pack_claiming(forged, genuine, os.path.join(layer["GIT_OBJECT_DIRECTORY"], "pack"))
+    for suffix in (".pack", ".idx"):
+        os.utime(base + suffix, (1, 1))  # older: the junk pack is looked in first
+    os.makedirs(os.path.join(layer["GIT_OBJECT_DIRECTORY"], "info"))
+    with open(os.path.join(layer["GIT_OBJECT_DIRECTORY"], "info", "alternates"), "w") as out:
+        out.write("../junk\n")
+    with open(os.path.join(git_upper, "HEAD"), "w") as out:
+        out.write(f"{commit}\n")
+    notes = "\n".join(_apply(overlay))
+    assert "(a ref (HEAD) naming a commit git cannot read): .git/HEAD" in notes, notes
+    assert "objects/info/alternates" in notes
+    assert (root / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert _host_git(root, "reset", "--hard").returncode == 0
+    assert not (root / "sub" / ".envrc").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts need mknod (root)")
+def test_everything_under_objects_but_proved_objects_is_dropped(root: Path, tmp_path: Path) -> None:
+    _repository(root)
+    _git(root, "gc", "-q")
+    host_pack = next((root / ".git" / "objects" / "pack").glob("*.pack"))
+    (root / "c.txt").write_text("c\n")
+    loose = _git(root, "hash-object", "-w", "c.txt")
+    overlay = _layer(root, tmp_path)
+    layer = _in_layer(overlay, root)
+    objects = layer["GIT_OBJECT_DIRECTORY"]
+    # a pack with a bitmap: the pack comes back, its bitmap does not
+    packs = os.path.join(objects, "pack")
+    blob = _git(root, "hash-object", "-w", "--stdin", stdin=b"b\n", **layer)
+    made = _git(root, "pack-objects", "-q", f"{packs}/pack", stdin=f"{blob}\n", **layer)
+    with open(os.path.join(packs, f"pack-{made}.bitmap"), "wb") as out:
+        out.write(b"x")
+    os.unlink(os.path.join(objects, blob[:2], blob[2:]))
+    for directory in ("info", "pack", "incoming-1", "ab", loose[:2]):
+        os.makedirs(os.path.join(objects, directory), exist_ok=True)
+    files = {
+        "info/alternates": b"/elsewhere\n", "info/commit-graph": b"x", "info/packs": b"P x\n",
+        "junk": b"x", "ab/tmp_obj_1": b"x", "incoming-1/x": b"x",
+        f"pack/{host_pack.name}": host_pack.read_bytes() + b"x",  # the host's, altered
+        f"pack/{host_pack.stem}.idx": host_pack.with_suffix(".idx").read_bytes(),  # as is
+        f"pack/pack-{'1' * 40}.idx": b"an index without its pack",
+        f"pack/pack-{'2' * 40}.pack": b"not a pack", f"pack/pack-{'2' * 40}.idx": b"x",
+        f"pack/pack-{'2' * 40}.keep": b"", "pack/multi-pack-index": b"x",
+    }  # fmt: skip
+    for name, content in files.items():
+        with open(os.path.join(objects, name), "wb") as out:
+            out.write(content)
+    os.symlink("/etc", os.path.join(objects, "ab", "cd" * 19))
+    os.symlink("..", os.path.join(objects, "cd"))
+    os.symlink("..", os.path.join(objects, "info", "link"))
+    os.symlink("..", os.path.join(objects, "pack", "link"))
+    # removed (whiteouts), here and where nothing was
+    for name in (f"{loose[:2]}/{loose[2:]}", "zz", "info/gone", f"pack/pack-{'3' * 40}.keep"):
+        os.mknod(os.path.join(objects, name), 0o20600, 0)
+    notes = "\n".join(_apply(overlay))
+    said = {
+        "only objects proved by their names": [
+            "objects/info/alternates", "objects/info/commit-graph", "objects/junk",
+            "objects/ab/tmp_obj_1", "objects/incoming-1/", "objects/pack/multi-pack-index",
+            f"objects/pack/pack-{made}.bitmap",
+        ],
+        "symbolic links in .git": ["objects/cd", "objects/info/link", "objects/pack/link",
+                                   f"objects/ab/{'cd' * 19}"],
+        "a pack git cannot index": [f"pack/pack-{'1' * 40}.idx", f"pack/pack-{'2' * 40}.pack"],
+        "never rewritten": [f"objects/pack/{host_pack.name}"],
+    }  # fmt: skip
+    for reason, paths in said.items():
+        line = next((n for n in notes.splitlines() if reason in n), "")
+        assert all(path in line for path in paths), (reason, notes)
+    assert f"{host_pack.stem}.idx" not in notes  # the host's own file, byte for byte
+    host_objects = root / ".git" / "objects"
+    assert not (host_objects / "info" / "alternates").exists()
+    assert (host_objects / "info" / "commit-graph").read_bytes() != b"x"  # the host's own
+    assert (host_objects / "pack" / f"pack-{'2' * 40}.keep").exists()
+    assert list((host_objects / "ab").iterdir()) == []
+    assert not (host_objects / "incoming-1").exists()
+    assert not (host_objects / loose[:2] / loose[2:]).exists()
+    assert _host_git(root, "fsck", "--no-dangling").returncode == 0
+    assert _git(root, "cat-file", "-p", blob) == "b"
+
+
+def test_a_layer_inside_objects_brings_nothing_back(root: Path, tmp_path: Path) -> None:
+    """A layer over objects alone is proved whole; one deeper cannot be, and stays out."""
+    _repository(root)
+    base = tmp_path / "base"
+    base.mkdir()
+    for below, comes_back in (((".git", "objects", "info"), False), ((".git", "objects"), True)):
+        overlay = RootOverlay(str(root), str(base), PROTECTED_PATHS, below=below)
+        with open(os.path.join(overlay.upper, "packs"), "w") as out:
+            out.write("P x\n")
+        if comes_back:
+            os.makedirs(os.path.join(overlay.upper, "info"))
+            os.rename(f"{overlay.upper}/packs", f"{overlay.upper}/info/packs")
+        notes = _apply(overlay)
+        assert (root / ".git" / "objects" / "info" / "packs").exists() == comes_back, notes
