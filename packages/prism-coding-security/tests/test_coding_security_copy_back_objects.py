@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import struct
 import subprocess
 import zlib
@@ -349,3 +350,34 @@ def test_a_layer_inside_objects_brings_nothing_back(root: Path, tmp_path: Path) 
             os.rename(f"{overlay.upper}/packs", f"{overlay.upper}/info/packs")
         notes = _apply(overlay)
         assert (root / ".git" / "objects" / "info" / "packs").exists() == comes_back, notes
+
+
+def test_every_stage_of_an_unmerged_index_entry_is_judged(root: Path, tmp_path: Path) -> None:
+    """Stage 2 the command's .envrc, stage 3 the host's own: ``checkout --ours`` would write it.
+
+    And a gitlink hidden at stage 2 behind a regular stage 3 is a new submodule.
+    """
+    _repository(root)
+    (root / ".gitignore").write_text(".envrc\n")
+    (root / ".envrc").write_text("export FOO=1\n")
+    for stages, said in (
+        ("100644 {mine} 2\t.envrc\n100644 {host} 3\t.envrc\n", "stages a protected path (.envrc)"),
+        ("160000 {commit} 2\tlib\n100644 {host} 3\tlib\n", "registers a new submodule (lib)"),
+    ):
+        overlay = _layer(root, tmp_path)
+        layer = _in_layer(overlay, root)
+        index = os.path.join(overlay.upper, ".git", "index")
+        shutil.copyfile(root / ".git" / "index", index)
+        values = {
+            "mine": _git(root, "hash-object", "-w", "--stdin", stdin=_EVIL, **layer),
+            "host": _git(root, "hash-object", "-w", ".envrc", **layer),
+            "commit": _git(root, "rev-parse", "HEAD"),
+        }
+        _git(root, "update-index", "--index-info", stdin=stages.format(**values),
+             GIT_INDEX_FILE=index, **layer)  # fmt: skip
+        notes = "\n".join(_apply(overlay))
+        assert said in notes, notes
+        assert notes.endswith(": .git/index"), notes
+        assert _host_git(root, "ls-files", "--unmerged").stdout == b""
+        _host_git(root, "checkout", "--ours", ".envrc")
+        assert (root / ".envrc").read_text() == "export FOO=1\n"

@@ -209,7 +209,10 @@ def index_entries(
 
     ``git ls-files --stage -v``, under the forced configuration; the tag is
     ``S`` for skip-worktree and lower case for assume-unchanged. None if
-    unreadable. ``gitlinks``, when given, receives the path of every gitlink
+    unreadable. An unmerged path has one entry per stage, each keyed
+    ``path + NUL + stage`` (:func:`entry_path` gives the path back): every
+    stage is judged, since ``git checkout --ours``/``--theirs`` writes
+    any of them. ``gitlinks``, when given, receives the path of every gitlink
     entry git listed, in its order (once per stage of a conflicted one).
     """
     git = shutil.which("git")
@@ -236,7 +239,9 @@ def index_entries(
         meta, _, name = record.partition(b"\t")
         fields = meta.split(b" ")
         if len(fields) == 4:
-            out[name] = (fields[0], fields[1], fields[2])
+            out[name if fields[3] == b"0" else name + b"\0" + fields[3]] = (
+                fields[0], fields[1], fields[2],
+            )  # fmt: skip
             if gitlinks is not None and fields[1] == b"160000":
                 gitlinks.append(name)
     return out
@@ -247,7 +252,12 @@ def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | Non
     entries = index_entries(git_dir, work_tree, index)
     if entries is None:
         return None
-    return frozenset(name for name, (_, mode, _) in entries.items() if mode == b"160000")
+    return frozenset(entry_path(key) for key, (_, mode, _) in entries.items() if mode == b"160000")
+
+
+def entry_path(key: bytes) -> bytes:
+    """The path of an :func:`index_entries` key (a stage of an unmerged path too)."""
+    return key.partition(b"\0")[0]
 
 
 def _packed(content: bytes | None) -> dict[str, str]:
@@ -790,7 +800,8 @@ class _Applier:
             self._new_gitlinks = gitlinks
         suspect = {
             p: entry for p, entry in after.items()
-            if entry[1] == b"160000" or _hidden(entry[0]) or self._protected_entry(top, p)
+            if entry[1] == b"160000" or _hidden(entry[0])
+            or self._protected_entry(top, entry_path(p))
         }  # fmt: skip
         if not suspect:
             return None  # nothing in it the old index could make harmless
@@ -802,26 +813,30 @@ class _Applier:
             if e[1] == b"160000" and before.get(p, (b"", b"", b""))[1] != b"160000"
         )  # fmt: skip
         if links:
-            names = ", ".join(p.decode("utf-8", "replace") for p in links)
+            names = ", ".join(
+                dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in links)
+            )
             return (
                 f"the index registers a new submodule ({names}), which the host's git "
                 "would enter; register submodules outside the sandbox"
             )
         staged = sorted(
             p for p, e in suspect.items()
-            if self._protected_entry(top, p)
+            if self._protected_entry(top, entry_path(p))
             and before.get(p, (b"",))[1:] != e[1:]
-            and not self._same_as_host(top, p, e[1], e[2])
+            and not self._same_as_host(top, entry_path(p), e[1], e[2])
         )  # fmt: skip
         if staged:
-            shown = ", ".join(p.decode("utf-8", "replace") for p in staged[:5])
+            paths = dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in staged)
+            shown = ", ".join(list(paths)[:5])
             return f"the index stages a protected path ({shown})"
         hidden = sorted(
             p for p, e in suspect.items()
             if _hidden(e[0]) and not _hidden(before.get(p, (b"H",))[0])
         )  # fmt: skip
         if hidden:
-            shown = ", ".join(p.decode("utf-8", "replace") for p in hidden[:5])
+            paths = dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in hidden)
+            shown = ", ".join(list(paths)[:5])
             return (
                 f"the index newly hides {shown} from git status and git diff "
                 "(skip-worktree or assume-unchanged)"
