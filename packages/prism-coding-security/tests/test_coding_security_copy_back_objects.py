@@ -381,3 +381,41 @@ def test_every_stage_of_an_unmerged_index_entry_is_judged(root: Path, tmp_path: 
         assert _host_git(root, "ls-files", "--unmerged").stdout == b""
         _host_git(root, "checkout", "--ours", ".envrc")
         assert (root / ".envrc").read_text() == "export FOO=1\n"
+
+
+def test_a_symbolic_ref_is_judged_by_what_it_finally_names(root: Path, tmp_path: Path) -> None:
+    """HEAD (or a branch) made to point at the host's own ref whose tree adds .envrc."""
+    _repository(root)
+    blob = _git(root, "hash-object", "-w", "--stdin", stdin=_EVIL)
+    tree = _git(
+        root, "mktree", stdin=_git(root, "ls-tree", "HEAD") + f"\n100644 blob {blob}\t.envrc\n"
+    )
+    evil = _git(root, "commit-tree", tree, "-p", "HEAD", "-m", "evil")
+    _git(root, "update-ref", "refs/remotes/origin/evil", evil)
+    head = _git(root, "rev-parse", "HEAD")
+    hop = "ref: refs/heads/hop\n"
+    for files, said in (
+        ({"HEAD": "ref: refs/remotes/origin/evil\n"}, "a commit (HEAD) adds or changes"),
+        ({"refs/heads/main": "ref:  refs/remotes/origin/evil \n"}, "(refs/heads/main) adds"),
+        ({"ORIG_HEAD": "ref: refs/heads/main\n", "refs/heads/main": f"{evil}\n"}, "(ORIG_HEAD)"),
+        ({"HEAD": "ref: refs/heads/topic\n", "refs/heads/topic": f"{head}\n"}, None),
+        ({"HEAD": "ref: refs/heads/gone\n"}, None),  # an unborn branch names nothing
+        ({"HEAD": hop, "refs/heads/hop": hop}, "longer than git follows"),
+        ({"refs/heads/x": "ref: refs/../config\n"}, "a name git would not read"),
+    ):
+        overlay = _layer(root, tmp_path)
+        for name, content in files.items():
+            path = os.path.join(overlay.upper, ".git", name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as out:
+                out.write(content)
+        notes = "\n".join(_apply(overlay))
+        if said is None:
+            assert notes == "", notes
+            _git(root, "symbolic-ref", "HEAD", "refs/heads/main")
+            continue
+        assert said in notes, (files, notes)
+        assert _git(root, "symbolic-ref", "HEAD") == "refs/heads/main"
+        assert _git(root, "rev-parse", "main") == head
+        assert _host_git(root, "reset", "--hard").returncode == 0
+        assert not (root / ".envrc").exists()

@@ -112,6 +112,9 @@ _OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 _NAMES_NOTHING = frozenset(
     {"objects", "index", "COMMIT_EDITMSG", "MERGE_MSG", "SQUASH_MSG", "TAG_EDITMSG"}
 )
+# the names a symbolic ref may point at here (git's own: refs/..., or a one-level name)
+_SYMREF_TARGET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*(?<![./])")
+_SYMREF_DEPTH = 5
 # the new commits of one reflog checked at most (each costs a few git processes)
 _REFLOG_COMMITS = 256
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
@@ -846,10 +849,57 @@ class _Applier:
     def ref_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """A loose ref (or a detached HEAD) naming a commit that adds a protected path."""
         text = (read_regular_file(self.upper_path(rel), 4096) or b"").strip()
-        if text.startswith(b"ref:"):
-            return None  # a symbolic ref: where it points is judged there
         refname = "/".join(rel[at + 1 :])
+        if text.startswith(b"ref:"):
+            # a symbolic ref: judged by what it finally names, in the layer or on the host
+            named = self.symbolic_ref_commits(rel, at, text)
+            if isinstance(named, str):
+                return named
+            return self.commits_refusal(rel, at, [(refname, oid) for oid in named])
         return self.commits_refusal(rel, at, [(refname, text.decode("ascii", "replace"))])
+
+    def symbolic_ref_commits(self, rel: tuple[str, ...], at: int, text: bytes) -> list[str] | str:
+        """What the symbolic ref ``text`` (``ref: <name>``) may finally name; or why not read.
+
+        Followed as git follows it (at most five links), each name read where the
+        host's git will find it: the layer's loose ref or the host's (either may
+        stay after the copy-back), else a ``packed-refs`` line (the layer's or the
+        host's). Every object name met counts; a name nothing holds is an unborn
+        branch and names nothing.
+        """
+        git_rel = rel[: at + 1]
+        git_dir = os.path.join(self.overlay.root, *git_rel)
+        packed: list[dict[str, str]] | None = None
+        found: dict[str, None] = {}
+        pending = [(text, 0)]
+        while pending:
+            content, depth = pending.pop()
+            name = content[4:].strip().decode("ascii", "replace")
+            if depth >= _SYMREF_DEPTH:
+                return "a chain of symbolic refs longer than git follows"
+            if not _SYMREF_TARGET.fullmatch(name) or ".." in name or "//" in name:
+                return f"a symbolic ref to a name git would not read ({name[:80]})"
+            loose = [
+                read_regular_file(path, 4096)
+                for path in (self.upper_path((*git_rel, *name.split("/"))),
+                             os.path.join(git_dir, name))
+            ]  # fmt: skip
+            if None in loose:  # either copy may be the one the host's git finds
+                if packed is None:
+                    layer = self.upper_path((*git_rel, "packed-refs"))
+                    packed = [
+                        _packed(read_regular_file(path, _LIST_LIMIT))
+                        for path in (layer, os.path.join(git_dir, "packed-refs"))
+                    ]
+                loose += [table[name].encode() for table in packed if name in table]
+            for value in loose:
+                value = (value or b"").strip()
+                words = value.split()
+                if value.startswith(b"ref:"):
+                    pending.append((value, depth + 1))
+                elif words and _OID.fullmatch(words[0]):
+                    found[words[0].decode()] = None  # (git reads what follows as nothing)
+        return list(found)
 
     def packed_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """``packed-refs`` whose moved refs name commits that add a protected path."""
