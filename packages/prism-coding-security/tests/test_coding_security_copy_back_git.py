@@ -335,6 +335,11 @@ async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Pa
     assert _git(root, "rev-parse", "HEAD@{1}").returncode == 0
     log = root / ".git" / "logs" / "refs" / "heads" / "main"
     before = log.read_bytes()
+    # a line of the host's own reflog, from when a branch 'evil' existed: moved to the end
+    # by the command, it is what `git checkout -` reads
+    moved = root / ".git" / "logs" / "refs" / "heads" / "z"
+    head = _git(root, "rev-parse", "HEAD").stdout.decode().strip()
+    moved.write_text(f"{head} {head} t <t@e> 1 +0000\tcheckout: moving from evil to main\n")
     line = "printf '%s %s t <t@e> 1 +0000\\t%s\\n' $h"
     text = await _shell(
         root,
@@ -346,10 +351,12 @@ async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Pa
         f"{line} $h 'checkout: moving from evil to main' >> .git/logs/refs/heads/x && "
         # an abbreviated object name (git 2.39 does not read it there; another git may)
         f'{line} $h "checkout: moving from $(git rev-parse --short=12 $c) to main"'
-        " >> .git/logs/refs/heads/y",
+        " >> .git/logs/refs/heads/y && "
+        f"{{ {line} $h x; cat .git/logs/refs/heads/z; }} > .git/z && "
+        "mv .git/z .git/logs/refs/heads/z",
     )
     assert "(HEAD) adds or changes a protected path (.envrc)): .git/logs/HEAD, " in text, text
-    assert ".git/logs/refs/heads/main, .git/logs/refs/heads/x" in text, text
+    assert ".git/logs/refs/heads/main, .git/logs/refs/heads/x, .git/logs/refs/heads/z" in text, text
     refused = "names a revision, not a branch): .git/logs/refs/heads/topic, .git/logs/refs/heads/y"
     assert refused in text, text
     assert log.read_bytes() == before

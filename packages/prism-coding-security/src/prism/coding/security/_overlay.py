@@ -926,14 +926,17 @@ class _Applier:
         if new is None or host is None or max(len(new), len(host)) >= _LIST_LIMIT:
             return "a reflog too large to check"
         known = {word for line in host.splitlines() for word in line.split(b" ", 2)[:2]}
-        host_lines = frozenset(host.splitlines())
+        # the lines git appended after the host's reflog; any line when it is not a prefix
+        # (a host line moved to the end would be what `@{-1}` reads)
+        appended = new.startswith(host) and host.endswith(b"\n")
+        fresh = frozenset((new[len(host) :] if appended else new).splitlines())
         oids: dict[str, None] = {}
         branches: dict[str, None] = {}
         for line in new.splitlines():
             words = line.split(b" ", 2)
             if len(words) < 3 or not all(_OID.fullmatch(word) for word in words[:2]):
                 return "a reflog line git would not read"
-            named = [] if line in host_lines else _checkout_sources(line)
+            named = _checkout_sources(line) if line in fresh else []
             if named is None:
                 return "a reflog line whose checkout message names a revision, not a branch"
             for word in [*words[:2], *named]:
