@@ -419,3 +419,35 @@ def test_a_symbolic_ref_is_judged_by_what_it_finally_names(root: Path, tmp_path:
         assert _git(root, "rev-parse", "main") == head
         assert _host_git(root, "reset", "--hard").returncode == 0
         assert not (root / ".envrc").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts need mknod (root)")
+def test_a_removed_loose_ref_is_judged_by_the_packed_line_git_reads_then(
+    root: Path, tmp_path: Path
+) -> None:
+    """After ``git gc`` and a commit, the packed line of main is older: a removal moves main."""
+    _repository(root)
+    head = _git(root, "rev-parse", "HEAD")
+    blob = _git(root, "hash-object", "-w", "--stdin", stdin=_EVIL)
+    tree = _git(
+        root, "mktree", stdin=_git(root, "ls-tree", "HEAD") + f"\n100644 blob {blob}\t.envrc\n"
+    )
+    older = _git(root, "commit-tree", tree, "-m", "older")
+    _git(root, "update-ref", "refs/heads/main", older)
+    _git(root, "update-ref", "refs/heads/same", head)
+    _git(root, "pack-refs", "--all")
+    _git(root, "update-ref", "refs/heads/main", head)  # loose again; the packed line stays
+    _git(root, "update-ref", "refs/heads/gone", head)  # loose only
+    _git(root, "update-ref", "refs/heads/same", head)
+    overlay = _layer(root, tmp_path)
+    for name in ("main", "gone", "same"):
+        os.makedirs(os.path.join(overlay.upper, ".git", "refs", "heads"), exist_ok=True)
+        os.mknod(os.path.join(overlay.upper, ".git", "refs", "heads", name), 0o20600, 0)
+    notes = "\n".join(_apply(overlay))
+    assert "(a commit (refs/heads/main) adds or changes a protected path (.envrc))" in notes
+    assert notes.endswith(": .git/refs/heads/main"), notes
+    assert _git(root, "rev-parse", "main") == head
+    assert not (root / ".git" / "refs" / "heads" / "gone").exists()
+    assert not (root / ".git" / "refs" / "heads" / "same").exists()
+    assert _host_git(root, "reset", "--hard").returncode == 0
+    assert not (root / ".envrc").exists()

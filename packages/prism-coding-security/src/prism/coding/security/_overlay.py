@@ -676,6 +676,8 @@ class _Applier:
             # `git pack-refs` moves loose refs into packed-refs: with that file left
             # out, the refs it removed stay too, or the host would lose them
             return "a ref removed while the new packed-refs was left out"
+        if name == "refs" and kind == _WHITEOUT:
+            return self.removed_ref_refusal(rel, at)
         if name == "logs" and kind == _FILE:
             return self.reflog_refusal(rel, at)
         if name == "objects" and not self.objects_proved(rel, at):
@@ -900,6 +902,27 @@ class _Applier:
                 elif words and _OID.fullmatch(words[0]):
                     found[words[0].decode()] = None  # (git reads what follows as nothing)
         return list(found)
+
+    def removed_ref_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
+        """A loose ref removed while a ``packed-refs`` line still names the ref.
+
+        Git then reads the packed line (often an older commit): the ref moves
+        there, judged like any move. (A removed directory: each ref in it is
+        asked alone.)
+        """
+        real = os.path.join(self.overlay.root, *rel)
+        loose = read_regular_file(real, 4096)
+        if loose is None:
+            return None
+        refname = "/".join(rel[at + 1 :])
+        packed = read_regular_file(self.upper_path((*rel[: at + 1], "packed-refs")), _LIST_LIMIT)
+        if packed is None:
+            git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
+            packed = read_regular_file(os.path.join(git_dir, "packed-refs"), _LIST_LIMIT)
+        oid = _packed(packed).get(refname)
+        if oid is None or oid.encode() == loose.strip():
+            return None  # the ref is gone, or the packed line names what the loose one did
+        return self.commits_refusal(rel, at, [(refname, oid)])
 
     def packed_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """``packed-refs`` whose moved refs name commits that add a protected path."""
