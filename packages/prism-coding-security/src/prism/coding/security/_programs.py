@@ -275,8 +275,9 @@ _XXD_FLAGS = frozenset(
     {"-a", "-autoskip", "-b", "-bits", "-e", "-u", "-p", "-ps", "-postscript", "-plain", "-i",
      "-include", "-C", "-capitalize", "-d", "-r", "-revert", "-E", "-EBCDIC"}
 )  # fmt: skip
-_XXD_VALUES = {"-c": "-cols", "-g": "-groupsize", "-o": "-offset", "-s": "-seek",
-               "-l": "-len", "-n": "-name"}  # fmt: skip
+# each value option's long names (xxd's -s reads both -seek and -skip whole)
+_XXD_VALUES = {"-c": ("-cols",), "-g": ("-groupsize",), "-o": ("-offset",),
+               "-s": ("-seek", "-skip"), "-l": ("-len",), "-n": ("-name",)}  # fmt: skip
 
 
 def _xxd(args: Argv) -> Use:
@@ -294,14 +295,14 @@ def _xxd(args: Argv) -> Use:
         index += 1
         if spelling in _XXD_FLAGS:
             continue
-        short, long = spelling[:2], _XXD_VALUES.get(spelling[:2])
-        if long is not None and spelling in (short, long):
+        short, longs = spelling[:2], _XXD_VALUES.get(spelling[:2])
+        if longs is not None and (spelling == short or spelling in longs):
             if index >= len(args) or args[index] is None:
                 return _ask("xxd", f"xxd: the value of {word!r} is missing or computed")
             index += 1
             continue
-        if long is not None and spelling[2:3] != long[2:3]:
-            continue  # the value is attached (`-c8`), and cannot be read as the long name
+        if longs is not None and all(spelling[2:3] != long[2:3] for long in longs):
+            continue  # the value is attached (`-c8`), and cannot be read as a long name
         return _ask("xxd", f"xxd: the option {word!r} is not modelled")
     operands = args[index:]
     if any(o is None for o in operands):
