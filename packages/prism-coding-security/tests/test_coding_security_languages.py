@@ -14,7 +14,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from prism.coding.security._languages import (
@@ -57,8 +57,10 @@ def test_sed_subset_refuses(script: str) -> None:
 
 def _sed_sandbox_accepts(script: str, tmp: Path) -> bool:
     assert SED is not None
+    # sed refuses e/r/w while it compiles the script, so an empty input is enough, and a
+    # generated script that loops (":a;b a") never runs
     target = tmp / "input"
-    target.write_text("a/b\nx y\n")
+    target.write_text("")
     result = subprocess.run(
         [SED, "--sandbox", "-n", "-e", script, str(target)], capture_output=True, text=True,
         timeout=10, check=False, stdin=subprocess.DEVNULL, cwd=tmp,
@@ -78,6 +80,7 @@ _SED_PARTS = st.sampled_from(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(parts=st.lists(_SED_PARTS, min_size=1, max_size=6))
+@example(parts=[":a", ";", "b a"])  # loops forever on any input line
 def test_a_sed_script_the_subset_accepts_has_no_e_r_w_for_sed_itself(
     tmp_path: Path, parts: list[str]
 ) -> None:
