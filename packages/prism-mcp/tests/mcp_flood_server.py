@@ -51,6 +51,10 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   answer a request with its result work there.
 - A mode with the suffix ``_strid`` (``blocks_strid``, ``many_strid``) answers
   each request with its id spelled as a string of Arabic-Indic digits.
+- ``nest``: tools/call of ``flood`` answers with one text block and a result
+  nested ``count`` levels deep, the result object counted, in its
+  ``structuredContent``; ``nest_meta`` the same in its ``_meta``, ``nest_block``
+  in its text block's ``_meta``.
 - ``sampling``: tools/call of ``flood`` sends one ``sampling/createMessage`` of
   ``count`` empty messages and answers with what the host said back.
 """
@@ -405,6 +409,19 @@ def flood(request_id: object, token: object) -> None:
         return
     if MODE in ("big_result", "big_objects"):
         big_result(request_id)
+        return
+    if MODE.startswith("nest"):
+        in_block = MODE == "nest_block"  # result, content, block: two levels more
+        value: object = 1
+        for _ in range(COUNT - (3 if in_block else 1)):
+            value = {"a": value}
+        block: dict[str, object] = {"type": "text", "text": "hi"}
+        if in_block:
+            block["_meta"] = value
+        nested: dict[str, object] = {"content": [block]}
+        if not in_block:
+            nested["structuredContent" if MODE == "nest" else "_meta"] = value
+        send({"jsonrpc": "2.0", "id": request_id, "result": nested})
         return
     if MODE in ("blocks", "nodes"):
         empty: list[object] = [{"type": "text", "text": ""}] * COUNT

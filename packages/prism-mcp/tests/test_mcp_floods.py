@@ -640,3 +640,36 @@ async def test_a_structured_content_parsed_apart_still_meets_the_node_cap(kind: 
     result = await _call_flood_http("nodes", 70_000, kind)
     assert result.is_error
     assert "result refused: more than 65536 objects and arrays" in result.joined_text
+
+
+@pytest.mark.parametrize(
+    ("mode", "over_http"),
+    # The direct call path over stdio, the SDK's dispatcher over HTTP; a block with a
+    # _meta takes the SDK's model checks, a plain answer the fast check. A server
+    # answering 400 levels deep crashed a gateway's serialisation of the call, at 200
+    # levels its client could not parse the answer; a deep _meta passed the fast
+    # check only (the SDK's refused it).
+    [("nest", True), ("nest_meta", False), ("nest_block", False)],
+)
+async def test_a_result_nested_too_deep_is_refused_on_every_path(
+    mode: str, over_http: bool
+) -> None:
+    from prism.mcp._gate import MAX_MESSAGE_DEPTH
+
+    count = MAX_MESSAGE_DEPTH + 1
+    if over_http:
+        result = await _call_flood_http(mode, count, "http")
+    else:
+        result = await _call_flood(mode, count)
+    assert result.is_error
+    assert f"result refused: objects and arrays nested more than {count - 1} deep" in (
+        result.joined_text
+    )
+
+
+async def test_a_result_nested_as_deep_as_allowed_is_kept() -> None:
+    from prism.mcp._gate import MAX_MESSAGE_DEPTH
+
+    result = await _call_flood("nest_block", MAX_MESSAGE_DEPTH)
+    assert not result.is_error, result.joined_text
+    assert result.joined_text == "hi"

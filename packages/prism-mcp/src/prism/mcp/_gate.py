@@ -42,6 +42,7 @@ __all__ = [
     "BLOCKS_REFUSAL",
     "CHECKPOINT_TOOLS",
     "DETACHED_KEY",
+    "MAX_MESSAGE_DEPTH",
     "MAX_MESSAGE_NODES",
     "MAX_PAGE_TOOLS",
     "MAX_RESULT_BLOCKS",
@@ -98,32 +99,43 @@ MAX_SAMPLING_MESSAGES = 1024
 """Most messages one ``sampling/createMessage`` request may hold; a longer one is refused."""
 MAX_MESSAGE_NODES = 65536
 """Most objects and arrays in one tools/call result or one server request."""
+MAX_MESSAGE_DEPTH = 128
+"""Deepest nesting of objects and arrays in one tools/call result or one server
+request's parameters, the result object itself counted (anywhere in it:
+``structuredContent``, ``_meta``, a content block). Every MCP client parses and
+serialises this much inside a JSON-RPC envelope (pydantic's JSON parser gives
+up before 200 levels, its serialiser past 250)."""
 _INVALID_PARAMS = -32602
 _RESULT_REFUSED = -32001
 
 
-def _more_nodes_than(value: object, limit: int) -> int | None:
-    """How many objects and arrays ``value`` holds, or ``None`` past ``limit`` (no recursion).
+def _nodes(value: object) -> int | str:
+    """How many objects and arrays ``value`` holds, or why it is refused (no recursion).
 
     Counted before the SDK builds its models: an empty block or ``{}`` is two or
     three bytes of JSON but a Python object (a model, for a block) of 60 to 1,000
-    bytes. One pass over the containers, stopping at the limit.
+    bytes. One pass over the containers, level by level, stopping past
+    ``MAX_MESSAGE_NODES`` or ``MAX_MESSAGE_DEPTH`` levels.
     """
     if type(value) not in _CONTAINERS:
         return 0
     level: list[Any] = [value]
     count = 1
+    depth = 1
     while level:
         deeper: list[Any] = []
         for item in level:
             for child in item.values() if type(item) is dict else item:
                 if type(child) in _CONTAINERS:
                     count += 1
-                    if count > limit:
-                        return None
+                    if count > MAX_MESSAGE_NODES:
+                        return f"more than {MAX_MESSAGE_NODES} objects and arrays"
+                    if depth >= MAX_MESSAGE_DEPTH:
+                        return f"objects and arrays nested more than {MAX_MESSAGE_DEPTH} deep"
                     if child:
                         deeper.append(child)
         level = deeper
+        depth += 1
     return count
 
 
@@ -132,10 +144,7 @@ def _result_nodes(result: dict[str, Any]) -> int | str:
     content = result.get("content")
     if type(content) is list and len(content) > MAX_RESULT_BLOCKS:
         return BLOCKS_REFUSAL
-    nodes = _more_nodes_than(result, MAX_MESSAGE_NODES)
-    if nodes is None:
-        return f"more than {MAX_MESSAGE_NODES} objects and arrays"
-    return nodes
+    return _nodes(result)
 
 
 def _result_refusal(result: dict[str, Any]) -> str | None:
@@ -153,8 +162,9 @@ def _request_refusal(message: mcp_types.JSONRPCRequest) -> str | None:
         messages = params.get("messages")
         if type(messages) is list and len(messages) > MAX_SAMPLING_MESSAGES:
             return f"{len(messages)} messages, more than {MAX_SAMPLING_MESSAGES}"
-    if _more_nodes_than(params, MAX_MESSAGE_NODES) is None:
-        return f"more than {MAX_MESSAGE_NODES} objects and arrays in its parameters"
+    found = _nodes(params)
+    if type(found) is str:
+        return f"{found} in its parameters"
     return None
 
 
