@@ -409,7 +409,31 @@ async def test_a_long_line_that_asks_reaches_the_approver(root: Path) -> None:
     assert len(line) > 4096
 
 
-def test_a_line_of_thousands_of_commands_asks_unparsed(root: Path) -> None:
-    explanation = explain_command(":;" * 2100, roots=[str(root)])
+@pytest.mark.parametrize(
+    "line",
+    [
+        ":;" * 2100,
+        # line breaks end commands too (21,000 of them were judged one by one, seconds)
+        ":\n" * 2100,
+        # quoting the plain split cannot follow: every separator counts
+        'echo "\'";' + ":|" * 2100 + 'echo "\'"',
+        "echo $'\\'';" + ":|" * 2100 + "echo '",
+        "echo # '\n" + ":|" * 2100 + "'",
+    ],
+)
+def test_a_line_of_thousands_of_commands_asks_unparsed(root: Path, line: str) -> None:
+    explanation = explain_command(line, roots=[str(root)])
     assert explanation.outcome == "ask"
-    assert "more than 2048 of '|', ';' and '&'" in explanation.reason
+    assert "more than 2048 of '|', ';', '&' and line breaks" in explanation.reason
+
+
+def test_separators_inside_single_quotes_are_not_commands(root: Path) -> None:
+    """A markdown table in single quotes holds thousands of '|' but one command."""
+    table = "\n".join("| a | b | c | d |" for _ in range(450))
+    explanation = explain_command(f"echo '{table}'", roots=[str(root)])
+    assert explanation.outcome == "allow", explanation.reason
+    # nor are a here-document's lines
+    lines = "\n".join(f"row {n}" for n in range(2100))
+    explanation = explain_command(f"cat <<END\n{lines}\nEND", roots=[str(root)])
+    assert "more than 2048" not in explanation.reason
+    assert "cat" in explanation.reason  # judged, not refused unparsed

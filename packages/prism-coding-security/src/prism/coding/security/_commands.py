@@ -35,6 +35,11 @@ __all__ = [
 
 MAX_COMMAND_CHARS = 65_536
 MAX_SEPARATORS = 2048
+# Text outside single quotes holding none of these (nor a `$` before a quote) is read
+# by bash with every `'` opening or closing a quote: `|` in `echo 'a|b'` separates
+# nothing. Anything else (double quotes, escapes, substitutions, arithmetic, comments,
+# here-documents, `$'...'`) has every separator counted, quoted or not.
+_ROUGH_QUOTING = ('"', "\\", "`", "$(", "$[", "((", "<<", "#")
 MAX_NESTING = 16
 
 
@@ -355,6 +360,23 @@ class _Walker:
                 return
 
 
+def _separators(source: str) -> int:
+    """How many ``|``, ``;``, ``&`` and line breaks of ``source`` may end a command.
+
+    Those outside single quotes when the text outside them is plain (see
+    :data:`_ROUGH_QUOTING`), otherwise all of them.
+    """
+    # a here-document's lines are text, not commands (a line holding one counts no breaks)
+    marks = "|;&" if "<<" in source else "|;&\n"
+    pieces = source.split("'")
+    outside = pieces[::2]
+    if len(pieces) % 2 and not any(
+        part.endswith("$") or any(mark in part for mark in _ROUGH_QUOTING) for part in outside
+    ):
+        return sum(part.count(c) for part in outside for c in marks)
+    return sum(source.count(c) for c in marks)
+
+
 def _parse(source: str) -> Script:
     walker = _Walker(source=source)
     tree: Node | None = None
@@ -362,9 +384,11 @@ def _parse(source: str) -> Script:
         walker.flag(f"the command is longer than {MAX_COMMAND_CHARS} characters")
     elif "\x00" in source:
         walker.flag("the command contains a NUL byte")
-    elif sum(source.count(c) for c in "|;&") > MAX_SEPARATORS:
+    elif _separators(source) > MAX_SEPARATORS:
         # the parse and the walk cost ~0.3 ms a command: `ls|ls|...` in 64 KB is seconds
-        walker.flag(f"the command holds more than {MAX_SEPARATORS} of '|', ';' and '&'")
+        walker.flag(
+            f"the command holds more than {MAX_SEPARATORS} of '|', ';', '&' and line breaks"
+        )
     elif not source.strip():
         walker.flag("the command is empty")
     else:
