@@ -64,6 +64,17 @@ def test_each_request_gets_an_unguessable_progress_token_of_its_own() -> None:
     assert sent.progress(_progress(one), "alice#1", streams_named=True) is not None
     assert sent.progress(_progress(one), "bob#1", streams_named=True) is None
     assert sent.progress(_progress(one), None, streams_named=True) is None  # standalone
+    # A progress or total past any float is dropped: the SDK's read loop takes float()
+    # of both, and its OverflowError ended the session (every call on it failed).
+    for key in ("progress", "total"):
+        huge = _progress(one)
+        assert huge.params is not None
+        huge.params[key] = 10**400
+        assert sent.progress(huge, None, streams_named=False) is None
+        huge.params[key] = -(10**308) * 10**10
+        assert sent.progress(huge, None, streams_named=False) is None
+        huge.params[key] = 10**300  # a float holds it
+        assert sent.progress(huge, None, streams_named=False) is huge
     # The SDK's sequential tokens, anything unknown or not a string: dropped.
     for forged in (7, 8, "7", "tok", None, 1.5, True):
         assert sent.progress(_progress(forged), None, streams_named=False) is None

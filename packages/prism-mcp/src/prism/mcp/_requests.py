@@ -160,8 +160,23 @@ class SentRequests:
         if sent is None or (streams_named and stream_call != sent.call_id):
             return None
         assert params is not None
+        if _past_float(params.get("progress")) or _past_float(params.get("total")):
+            # The SDK's read loop takes float() of both: an integer past any float
+            # raised OverflowError there and ended the whole session.
+            return None
         params["progressToken"] = sent.sdk_token  # the notification's own params (parsed)
         return message
+
+
+def _past_float(value: object) -> bool:
+    """Whether ``value`` is an integer too large for a float (``float()`` of it raises)."""
+    if type(value) is not int:
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def _is_task(result: object) -> bool:
