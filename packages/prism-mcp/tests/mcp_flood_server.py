@@ -55,6 +55,8 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   nested ``count`` levels deep, the result object counted, in its
   ``structuredContent``; ``nest_meta`` the same in its ``_meta``, ``nest_block``
   in its text block's ``_meta``.
+- ``deaf``: stops reading its stdin once it answered tools/list, until it gets
+  ``SIGUSR1``; then reads everything and never answers a tools/call.
 - ``sampling``: tools/call of ``flood`` sends one ``sampling/createMessage`` of
   ``count`` empty messages and answers with what the host said back.
 """
@@ -516,6 +518,10 @@ def handle(message: dict[str, Any]) -> None:
         list_page(request_id, params.get("cursor"))
         if MODE == "storm":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        if MODE == "deaf":
+            signal.sigwait({signal.SIGUSR1})
+    elif method == "tools/call" and MODE == "deaf":
+        pass
     elif method == "tools/call" and MODE == "storm":
         count: list[object] = [{"type": "text", "text": str(len(LISTINGS))}]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": count}})
@@ -560,6 +566,8 @@ def handle(message: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    if MODE == "deaf":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     if sys.argv[3:] in (["http"], ["sse"]):
         serve_http(events=sys.argv[3] == "sse")
     for raw in sys.stdin.buffer:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from prism.mcp import open_mcp_tools
 
@@ -673,3 +674,50 @@ async def test_a_result_nested_as_deep_as_allowed_is_kept() -> None:
     result = await _call_flood("nest_block", MAX_MESSAGE_DEPTH)
     assert not result.is_error, result.joined_text
     assert result.joined_text == "hi"
+
+
+@pytest.mark.parametrize("sdk_path", [False, True])
+async def test_a_call_cancelled_before_its_line_was_written_does_not_count_as_unanswered(
+    sdk_path: bool,
+) -> None:
+    # The server stops reading its stdin: c2's 200 kB line fills the pipe (its rest
+    # waits in the writer), one of c3 and c4 is handed to the writer next, the other
+    # waits its turn. Cancelled there, that one was never written: the server can never
+    # answer it, so its call does not count as running there (it did for 120 s). On
+    # the SDK's path (a trace context keeps it), the same.
+    import os
+    import signal
+
+    from opentelemetry import trace
+
+    from prism.core import ToolCall, ToolExecutionContext
+    from prism.mcp import StdioTransport
+
+    span = trace.NonRecordingSpan(
+        trace.SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=trace.TraceFlags(1))
+    )
+
+    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), "deaf", "0"])
+    with trio.fail_after(30):
+        async with open_mcp_tools(server_id="df", transport=server, protocol="legacy") as bridge:
+            (tool,) = bridge.tools
+
+            async def run(call_id: str, arguments: dict[str, Any]) -> None:
+                ctx = ToolExecutionContext(ToolCall(id=call_id, name=tool.name, arguments={}))
+                if not sdk_path:
+                    await tool.execute(arguments, ctx)
+                    return
+                with trace.use_span(span):
+                    await tool.execute(arguments, ctx)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run, "c2", {"pad": "x" * 200_000})
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(run, "c3", {})
+                nursery.start_soon(run, "c4", {})
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+                assert bridge.server_pid is not None
+                os.kill(bridge.server_pid, signal.SIGUSR1)  # lets the written ones' cancels go
+            assert bridge.unanswered("c2")
+            assert sorted([bridge.unanswered("c3"), bridge.unanswered("c4")]) == [False, True]

@@ -181,7 +181,6 @@ class DirectCalls:
         written = False
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
-            written = True  # a write begun may have reached the server
             # As the gate notes what the SDK sends: the call it is for, its own token.
             self._state.sent.sending(request)
             line = json.dumps(
@@ -196,10 +195,16 @@ class DirectCalls:
             )
             try:
                 await self._send_line(line.encode("utf-8") + b"\n")
+            except trio.Cancelled:
+                # Cancelled while the line waited its turn: not a byte of it was
+                # written (a line begun is always finished), so the server never saw it.
+                self._state.sent.unsent(request_id)
+                raise
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise MCPError(
                     code=mcp_types.CONNECTION_CLOSED, message="Connection closed"
                 ) from None
+            written = True
             while True:
                 item = await waiter.get()
                 if type(item) is not tuple:

@@ -392,7 +392,23 @@ class _GatedWrite:
             elif message.method in _WATCHED:
                 self._gate.track(message.id, message.method)
         elif type(message) is mcp_types.JSONRPCNotification and message.method == _CANCELLED:
-            self._gate.state.sent.cancelled(message.params)
+            unsent = self._gate.unsent
+            params = message.params
+            if unsent and params is not None and params.get("requestId") in unsent:
+                # The SDK's courtesy cancel of a request the server never got.
+                unsent.discard(params["requestId"])
+                return
+            self._gate.state.sent.cancelled(params)
+        if self._gate.unsent is not None and type(message) is mcp_types.JSONRPCRequest:
+            try:
+                await self._inner.send(item)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled while its line waited its turn: not a byte of it was written.
+                self._gate.state.sent.unsent(message.id)
+                self._gate.state.calls.discard(message.id)
+                _remember(self._gate.unsent, message.id)
+                raise
+            return
         if not self._gate.inflight or not isinstance(
             message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
         ):
@@ -508,6 +524,9 @@ class _Gate:
     pending: dict[int | str, str] = attrs.field(factory=dict)
     version: str | None = None
     direct: DirectCalls | None = None
+    unsent: set[int | str] | None = None
+    """With a stdio server's stdin (a cancelled send wrote nothing): the requests
+    whose sender was cancelled before they were written, so never sent."""
 
     def track(self, request_id: int | str, method: str) -> None:
         if len(self.pending) >= _MAX_TRACKED_CALLS:
@@ -624,6 +643,7 @@ def gate_server_requests(
     gate = _Gate(limit=limit, state=state, write=write)
     gated_write = _GatedWrite(write, gate)
     if send_line is not None:
+        gate.unsent = set()
         gate.direct = state.direct = DirectCalls(
             send_line=send_line, send=gated_write.send, track=gate.track_call, state=state
         )

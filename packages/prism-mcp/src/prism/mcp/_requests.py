@@ -104,6 +104,24 @@ class SentRequests:
             self._by_token[token] = coerce_request_id(message.id)
             params["_meta"] = {**meta, "progressToken": token}
 
+    def unsent(self, request_id: RequestId) -> None:
+        """``request_id`` was never written (its sender was cancelled while it waited its turn).
+
+        The server cannot be running it: its call no longer counts as unanswered.
+        """
+        sent = self._by_id.pop(coerce_request_id(request_id), None)
+        if sent is None:
+            return
+        if sent.token is not None:
+            self._by_token.pop(sent.token, None)
+        call_id = sent.call_id
+        if (
+            sent.method == "tools/call"
+            and call_id is not None
+            and self._open.get(call_id) == "call"
+        ):
+            del self._open[call_id]
+
     def cancelled(self, params: dict[str, Any] | None) -> None:
         """The client cancelled a request: its progress is over (its answer may still come)."""
         request_id = params.get("requestId") if params is not None else None
