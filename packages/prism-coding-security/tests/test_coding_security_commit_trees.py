@@ -173,3 +173,44 @@ def test_a_changed_ref_drops_the_answers_a_reflog_only_those_that_read_it(
     trees.forget()
     assert trees.listing("refs/heads/main", child) == b""
     assert "rev-parse" in asked
+
+
+def test_history_lists_every_new_commit_against_each_parent(root: Path) -> None:
+    """Every commit a tip newly reaches (none the host's refs reach), each against each
+    parent: a .envrc added then removed is in the first one's records, not the tip's."""
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    _git(root, "update-ref", "refs/heads/main", base)
+    added = _commit(root, {"f.txt": "1\n", ".envrc": "echo\n"}, base)
+    removed = _commit(root, {"f.txt": "1\n"}, added)
+    side = _commit(root, {"g.txt": "2\n"})  # a root commit: against the empty tree
+    merge = _commit(root, {"f.txt": "1\n", "g.txt": "2\n"}, removed, side)
+    trees = _trees(root)
+    found = trees.history([merge], 10)
+    assert found is not None
+    count, listings = found
+    assert count == 4
+    by_commit: dict[str, list[bytes]] = {}
+    for commit, listing in listings:
+        by_commit.setdefault(commit, []).append(listing)
+    assert sorted(by_commit) == sorted([added, removed, side, merge])
+    assert [b".envrc" in x for x in by_commit[added]] == [True]
+    assert [b".envrc" in x for x in by_commit[removed]] == [True]  # its removal
+    assert [x.count(b"\0") for x in by_commit[side]] == [2]  # g.txt against nothing
+    assert len(by_commit[merge]) == 2  # one per parent
+    assert trees.history([base], 10) == (0, [])  # the host's own: nothing new
+    assert trees.history([merge], 2) == (3, [])  # a cap of 2 lists 3, asks nothing more
+    trees.judged.add(merge)
+    assert trees.history([merge], 10) == (0, [])  # judged: not asked again
+    orphan = _git(
+        root, "hash-object", "-t", "commit", "-w", "--stdin", "--literally",
+        stdin=f"tree {_git(root, 'write-tree')}\nparent {'1' * 40}\nauthor t <t@e> 1 +0000\n"
+        "committer t <t@e> 1 +0000\n\nx\n".encode(),
+    )  # fmt: skip
+    assert trees.history([orphan], 10) is None  # a parent git cannot read
+    treeless = _git(
+        root, "hash-object", "-t", "commit", "-w", "--stdin", "--literally",
+        stdin=f"tree {'2' * 40}\nauthor t <t@e> 1 +0000\ncommitter t <t@e> 1 +0000\n\nx\n".encode(),
+    )  # fmt: skip
+    above = _git(root, "commit-tree", _git(root, "write-tree"), "-p", treeless, "-m", "x")
+    assert trees.history([above], 10) is None  # below the tip, a tree git cannot read

@@ -415,3 +415,45 @@ async def test_an_object_the_host_has_is_never_rewritten(root: Path) -> None:
     assert "not applied" not in text, text
     assert _git(root, "log", "--format=%s", "-1").stdout == b"back\n"
     assert _git(root, "fsck", "--no-dangling").returncode == 0
+
+
+async def test_a_protected_path_hidden_under_a_later_commit_and_reftable_stay_out(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit adding .envrc under a second removing it: main's tip adds nothing, but
+    the host's checkout main~1 or reset --hard HEAD~1 would write the first's .envrc.
+    Every new commit a moved ref reaches is judged; reftable data never comes back."""
+    from prism.coding.security import _overlay
+
+    _repository(root, commits=2)
+    text = await _shell(
+        root,
+        "printf 'echo x\\n' > .envrc && git add .envrc && git commit -qm add"
+        " && git rm -q .envrc && git commit -qm remove"
+        " && mkdir .git/reftable && echo x > .git/reftable/tables.list",
+    )
+    assert "(refs/heads/main, in its history " in text, text
+    assert "adds or changes a protected path (.envrc)" in text, text
+    assert "reftable data is not kept" in text, text
+    assert not (root / ".git" / "reftable").exists()
+    assert _git(root, "log", "--format=%s", "main").stdout == b"c1\nc0\n"
+    for host in (("checkout", "-q", "main~1"), ("checkout", "-q", "main"),
+                 ("reset", "-q", "--hard", "HEAD~1")):  # fmt: skip
+        _git(root, *host)
+        assert not (root / ".envrc").exists()
+    # with the cap at 2: ordinary commits of two steps come back; a branch of three new
+    # commits, and one below whose tip is a commit git cannot read, stay out
+    monkeypatch.setattr(_overlay, "_HISTORY_COMMITS", 2)
+    text = await _shell(
+        root,
+        "git checkout -q -b topic && for n in 1 2 3; do git commit -q --allow-empty -m t$n; done"
+        " && git checkout -q main && echo 2 > f.txt && git commit -qam two"
+        " && git commit -qm e --allow-empty && t=$(printf 'tree %040d\\nauthor t <t@e> 1 +0000"
+        "\\ncommitter t <t@e> 1 +0000\\n\\nx\\n' 2 | git hash-object -t commit -w --stdin"
+        " --literally) && c=$(git commit-tree HEAD^{tree} -p $t -m y)"
+        " && git update-ref refs/heads/broken $c",
+    )
+    assert "a ref (refs/heads/topic) reaching more than 2 new commits" in text, text
+    assert "a ref (refs/heads/broken) whose new history git cannot read" in text, text
+    assert _git(root, "log", "--format=%s", "-2", "main").stdout == b"e\ntwo\n"
+    assert _git(root, "rev-parse", "-q", "--verify", "topic").returncode != 0

@@ -68,6 +68,9 @@ class CommitTrees:
         self._parents: dict[str, list[str] | None] = {}
         self._diffs: dict[tuple[str, str], bytes | None] = {}
         self._empty: str | None = None
+        # tips whose every new commit was judged: kept across forget (a commit's own
+        # history does not change; the host's refs only grow what it already had)
+        self.judged: set[str] = set()
 
     def forget(self, *, reflogs_only: bool = False) -> None:
         """Drop the answers a change the copy-back made to the host's ``.git`` may alter.
@@ -140,6 +143,58 @@ class CommitTrees:
                 if tree is not None and (old, tree) not in self._diffs:
                     pairs[old, tree] = None
         self._diff_all(list(pairs))
+
+    def history(
+        self, oids: Sequence[str], limit: int
+    ) -> tuple[int, list[tuple[str, bytes]]] | None:
+        """What each commit ``oids`` newly reach changes against each of its parents.
+
+        The commits are those of ``git rev-list <oids> --not --all``: reachable
+        from them and from no ref (nor ``HEAD``) the host has; at most ``limit``
+        plus one are listed. Returns their number and, per commit and parent,
+        (commit, the ``diff-tree -r -z`` records of its tree against the
+        parent's, or the empty tree's for a root), the differences asked in one
+        ``git diff-tree --stdin``. None: git could not list or read them. Tips
+        already in :attr:`judged` are not asked.
+        """
+        todo = [o for o in dict.fromkeys(oids) if o not in self.judged]
+        if not todo:
+            return 0, []
+        out = git_out(
+            self.env, "rev-list", "--boundary", f"--max-count={limit + 1}",
+            "--format=%T %P", *todo, "--not", "--all", "--",
+        )  # fmt: skip
+        if out is None:
+            return None
+        trees: dict[str, str] = {}
+        parents: dict[str, list[str]] = {}
+        lines = out.decode("ascii", "replace").split("\n")
+        for header, body in zip(lines[::2], lines[1::2], strict=False):
+            name = header.removeprefix("commit ")
+            words = body.split()
+            if not words or not _HEX.fullmatch(words[0]):  # pragma: no cover - git prints it
+                return None
+            trees[name.removeprefix("-")] = words[0]
+            if not name.startswith("-"):
+                parents[name] = words[1:]
+        if len(parents) > limit:
+            return len(parents), []
+        pairs: list[tuple[str, str, str]] = []
+        for commit, above in parents.items():
+            for parent in above or [""]:
+                # every parent is listed, new or (--boundary) the host's
+                old = trees.get(parent) if parent else self._empty_tree()
+                if old is None:  # pragma: no cover - git lists every parent
+                    return None
+                pairs.append((commit, old, trees[commit]))
+        self._diff_all([(a, b) for _, a, b in dict.fromkeys(pairs) if (a, b) not in self._diffs])
+        found: list[tuple[str, bytes]] = []
+        for commit, old, new in pairs:
+            listing = self._diff(old, new)
+            if listing is None:
+                return None
+            found.append((commit, listing))
+        return len(parents), found
 
     def _tree(self, expression: str, *, verify: bool) -> str | None:
         if expression not in self._trees:

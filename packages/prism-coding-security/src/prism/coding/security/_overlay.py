@@ -19,7 +19,8 @@ moves the changes into the real root, leaving out and reporting:
   proved objects under ``objects`` (:mod:`._objects`: never an object file the
   host holds, a new one only when it hashes to its name, a new pack only with
   the index the host's git computes), regular files and directories under
-  ``refs``, ``logs``, ``rr-cache``, ``lfs`` and ``reftable``, and the work state
+  ``refs``, ``logs``, ``rr-cache`` and ``lfs`` (never ``reftable``: refs a
+  git that reads it would take unjudged), and the work state
   files at its top (:data:`COPY_BACK`, less an operation's state) come back.
   Symbolic links never do, so no link planted in ``.git`` can lead the host's
   git outside the roots. The index
@@ -71,7 +72,8 @@ if TYPE_CHECKING:
 __all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base", "wait_discarded"]
 
 # bound read-write before; now: data that git writes in ordinary work and never runs
-_DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs", "reftable"})
+_DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs"})
+_REFTABLE = "reftable data is not kept (a git that reads refs from it would take them unjudged)"
 _ALTERNATES = frozenset({("objects", "info", "alternates"), ("objects", "info", "http-alternates")})
 COPY_BACK = frozenset({
     "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
@@ -117,6 +119,8 @@ _SYMREF_TARGET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*(?<![./])")
 _SYMREF_DEPTH = 5
 # the new commits of one reflog checked at most (each costs a few git processes)
 _REFLOG_COMMITS = 256
+# new commits a moved ref may reach, each judged against its parents (see history_refusal)
+_HISTORY_COMMITS = 1000
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
 _LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
@@ -680,6 +684,8 @@ class _Applier:
             return self.removed_ref_refusal(rel, at)
         if name == "logs" and kind == _FILE:
             return self.reflog_refusal(rel, at)
+        if name == "reftable":
+            return _REFTABLE
         if name == "objects" and not self.objects_proved(rel, at):
             return NOT_OBJECTS
         if name in _DATA and inside[:3] not in _ALTERNATES:
@@ -1033,22 +1039,56 @@ class _Applier:
             listing = trees.listing(refname, oid)
             if listing is None:
                 return f"a ref ({refname}) naming a commit git cannot read"
-            fields = listing.split(b"\0")
-            for meta, path in zip(fields[::2], fields[1::2], strict=False):
-                parts = meta.split(b" ")
-                if len(parts) < 5:
-                    continue
-                if parts[1] == b"160000" and parts[0] != b":160000":
-                    shown = path.decode("utf-8", "replace")
-                    return (
-                        f"a commit ({refname}) registers a new submodule ({shown}), which the "
-                        "host's git would enter once checked out"
-                    )
-                if not self._protected_entry(top, path):
-                    continue
-                if not self._same_as_host(top, path, parts[1], parts[3]):
-                    shown = path.decode("utf-8", "replace")
-                    return f"a commit ({refname}) adds or changes a protected path ({shown})"
+            reason = self._listing_refusal(top, refname, listing)
+            if reason is not None:
+                return reason
+        return self.history_refusal(rel, at, moved)
+
+    def history_refusal(
+        self, rel: tuple[str, ...], at: int, moved: list[tuple[str, str]]
+    ) -> str | None:
+        """Why the commits ``moved`` newly reach may not come back (each, not only the tip).
+
+        A command that commits ``.envrc`` then removes it in a second commit
+        leaves a tip that adds nothing; the host's ``git checkout main~1``,
+        ``rebase`` or ``reset --hard HEAD~1`` would write the first. Every commit
+        reachable from the moved refs and from no ref the host has is judged
+        against each of its parents; more than :data:`_HISTORY_COMMITS` are not.
+        """
+        trees = self.commit_trees(rel, at)
+        oids = [oid for _, oid in moved]
+        found = trees.history(oids, _HISTORY_COMMITS)
+        refname = moved[0][0] if len(moved) == 1 else "several refs"
+        if found is None:
+            return f"a ref ({refname}) whose new history git cannot read"
+        count, listings = found
+        if count > _HISTORY_COMMITS:
+            return f"a ref ({refname}) reaching more than {_HISTORY_COMMITS} new commits"
+        for commit, listing in listings:
+            reason = self._listing_refusal(rel[:at], f"{refname}, in its history {commit}", listing)
+            if reason is not None:
+                return reason
+        trees.judged.update(oids)
+        return None
+
+    def _listing_refusal(self, top: tuple[str, ...], refname: str, listing: bytes) -> str | None:
+        """Why ``diff-tree -r -z`` records of a commit may not come back, or None."""
+        fields = listing.split(b"\0")
+        for meta, path in zip(fields[::2], fields[1::2], strict=False):
+            parts = meta.split(b" ")
+            if len(parts) < 5:
+                continue
+            if parts[1] == b"160000" and parts[0] != b":160000":
+                shown = path.decode("utf-8", "replace")
+                return (
+                    f"a commit ({refname}) registers a new submodule ({shown}), which the "
+                    "host's git would enter once checked out"
+                )
+            if not self._protected_entry(top, path):
+                continue
+            if not self._same_as_host(top, path, parts[1], parts[3]):
+                shown = path.decode("utf-8", "replace")
+                return f"a commit ({refname}) adds or changes a protected path ({shown})"
         return None
 
     def host_refs_changed(self, rel: tuple[str, ...], kind: str) -> None:
