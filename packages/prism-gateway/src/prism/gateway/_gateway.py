@@ -652,32 +652,12 @@ class Gateway:
         assert isinstance(waiting, CallScope)
         call_id = waiting.call_id or "-"
         _log.warning("ended the waiting call %s: %s", call_id, reason)
-        principal, _, rest = waiting.client.partition("/")
-        ledger = self._options.ledger
-        if ledger is not None:
-            now = time.time()
-            with contextlib.suppress(Exception):  # the ledger reports its own failures
-                ledger.record_call(
-                    FinishedCall(
-                        call_id=f"{principal}/question/{next(self._seq)}",
-                        tool_name=QUESTION_TOOL,
-                        arguments={
-                            "event": "evicted",
-                            "why": why,
-                            "principal": shown(principal),
-                            "session": rest.rpartition("/")[2][:16],
-                            "call": shown(call_id),
-                            "tool": waiting.tool_name,
-                        },
-                        status="ok",
-                        blocked_reason=None,
-                        started_at=now,
-                        finished_at=now,
-                        duration_s=0.0,
-                        result=ToolResult.text(reason),
-                        arguments_owned=True,
-                    )
-                )
+        self._record_question(
+            waiting.client,
+            {"event": "evicted", "why": why},
+            {"call": shown(call_id), "tool": waiting.tool_name},
+            reason,
+        )
         value.abort.abort(reason)
 
     def _unanswered_capped(self, server_id: str, client: str, calls: int, cap_s: float) -> None:
@@ -686,10 +666,6 @@ class Gateway:
         The record (tool ``prism:question``, event ``unanswered``) names the
         server, the client's principal and session, and how many calls.
         """
-        ledger = self._options.ledger
-        if ledger is None:
-            return
-        principal, _, rest = client.partition("/")
         counted = "more than 64" if calls < 0 else str(calls)
         reason = (
             f"MCP server {server_id!r} did not answer {counted} call(s) of this client that "
@@ -697,19 +673,38 @@ class Gateway:
             "session end: its requests that do not say which call they are for may go to "
             "other clients again"
         )
+        self._record_question(
+            client, {"event": "unanswered", "server": server_id}, {"calls": calls}, reason
+        )
+
+    def _record_question(
+        self,
+        client: str,
+        head: dict[str, object],
+        tail: dict[str, object],
+        reason: str,
+    ) -> None:
+        """Write a ``prism:question`` record about ``client``'s calls, if there is a ledger.
+
+        Its arguments are ``head``, then the client's principal and session, then ``tail``.
+        """
+        ledger = self._options.ledger
+        if ledger is None:
+            return
+        principal, _, rest = client.partition("/")
+        arguments = {
+            **head,
+            "principal": shown(principal),
+            "session": rest.rpartition("/")[2][:16],
+            **tail,
+        }
         now = time.time()
         with contextlib.suppress(Exception):  # the ledger reports its own failures
             ledger.record_call(
                 FinishedCall(
                     call_id=f"{principal}/question/{next(self._seq)}",
                     tool_name=QUESTION_TOOL,
-                    arguments={
-                        "event": "unanswered",
-                        "server": server_id,
-                        "principal": shown(principal),
-                        "session": rest.rpartition("/")[2][:16],
-                        "calls": calls,
-                    },
+                    arguments=arguments,
                     status="ok",
                     blocked_reason=None,
                     started_at=now,
