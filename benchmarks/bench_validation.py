@@ -27,12 +27,12 @@ Rows (medians over repetitions, measured in one run):
   vs the adapter on ``"a" * 100_000 + "!"`` (Rust ``regex`` on both dialects).
 - ``$ref fan-out``: each of 14 levels references the next twice; raw fastjsonschema
   validates 2**15 sub-schemas per call, the adapter refuses the schema at
-  admission (22 levels, issue 13's 1.8 KB schema, would take raw fastjsonschema
+  admission (22 levels, a 1.8 KB schema, would take raw fastjsonschema
   about 1.6 s per call).
 - ``stall: ...``: how long one validation holds the event loop, as the most CPU
   time of the event loop's thread between two ticks of a 10 ms ticker
   (``time.thread_time``, which other processes cannot inflate; samples are the
-  worst gap of each run). The hostile classes of issue 13 run in both dialects
+  worst gap of each run). The hostile schema classes run in both dialects
   (draft-07 and 2020-12); a schema about as large as the default
   ``max_schema_bytes`` admits is compiled on a cache miss. These were assertions
   in the test suite; timing lives here.
