@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["read_regular_file"]
+__all__ = ["open_regular_file", "read_regular_file"]
 
 
-def read_regular_file(path: str, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of a regular file; None for anything else.
+def open_regular_file(path: str) -> int | None:
+    """A descriptor of the regular file at ``path`` (the caller closes it); None for anything else.
 
     Opened without following a link and without blocking, so a link cannot
     redirect the read and a FIFO planted in a root is never waited on.
@@ -19,8 +19,25 @@ def read_regular_file(path: str, limit: int) -> bytes | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
+
+
+def read_regular_file(path: str, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a regular file; None for anything else.
+
+    Opened as :func:`open_regular_file` opens it.
+    """
+    fd = open_regular_file(path)
+    if fd is None:
+        return None
+    try:
         chunks: list[bytes] = []
         size = 0
         while size < limit:

@@ -38,6 +38,7 @@ import subprocess
 import tempfile
 import zlib
 
+from ._files import open_regular_file
 from ._proved import HOST_GIT_ENVIRONMENT
 
 __all__ = ["loose_object_hashes", "prove_objects"]
@@ -75,13 +76,10 @@ def loose_object_hashes(path: str, name: str) -> bool:
     header = b""
     size = -1
     seen = 0
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    fd = open_regular_file(path)
+    if fd is None:
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
         while True:
             data = os.read(fd, _CHUNK)
             if not data:
