@@ -74,6 +74,8 @@ FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
     ("listing: 3 output schemas of ~90 kB", "costly_schemas", 0, ()),
     ("listing: one tool and 100 000 junk entries", "junk", 100_000, ()),
     ("listing: 4 000 tools, one the SDK refuses", "many", 4_000, ()),
+    ("listing: 2 800 tools of five properties (945 kB)", "wide", 2_800, ()),
+    ("listing: 4 000 tools of one property (983 kB)", "wide", 4_000, ()),
     ("result: 960 kB structuredContent of strings", "big_result", 960_000, ()),
     ("result: 960 kB structuredContent of objects", "big_objects", 960_000, ()),
     ("result: 36 000 empty text blocks (1 MB)", "blocks", 36_000, ()),
@@ -83,6 +85,10 @@ FLOODS: list[tuple[str, str, int, tuple[str, ...]]] = [
     ("sampling request of 17 000 messages (1 MB)", "sampling", 17_000, ()),
     ("  the same, caps lifted (baseline)", "sampling", 17_000, ("caps=off",)),
 ]
+
+
+_LISTINGS = frozenset({"costly_schemas", "junk", "many", "wide"})
+"""Listings within the limits: the open costs at most 200 ms of CPU, at most 100 ms at a time."""
 
 
 SHAPES: list[tuple[str, str, int]] = [
@@ -116,6 +122,7 @@ async def main() -> list[Row]:
     rows: list[Row] = []
     for label, mode, count, options in [] if ONLY_SHAPES else FLOODS:
         seconds: list[float] = []
+        cpu: list[float] = []
         growth: list[float] = []
         stalls: list[float] = []
         traced: list[float] = []
@@ -127,6 +134,9 @@ async def main() -> list[Row]:
             seconds.append(report["seconds"] * 1e6)
             growth.append(report["peak_growth_bytes"] / 1e6)
             stalls.append(report["stall_s"] * 1e6)
+            spent = report.get("cpu_s")
+            if isinstance(spent, float):
+                cpu.append(spent * 1e3)
             if mode in ("big_result", "big_objects"):
                 assert report["is_error"] is False, report
                 peak, size = report["traced_peak_bytes"], report["structured_bytes"]
@@ -138,8 +148,12 @@ async def main() -> list[Row]:
         if traced:
             traced.sort()
             note += f"; traced peak {traced[len(traced) // 2]:.1f}x the bytes (target <= 10x)"
+        if cpu and mode in _LISTINGS:
+            cpu.sort()
+            note += f"; CPU of the open {cpu[len(cpu) // 2]:.0f} ms"
+            note += f" ({cpu[0]:.0f}-{cpu[-1]:.0f}; target <= 200)" if len(cpu) > 1 else ""
         rows.append(row(BENCH, label, seconds, note=note))
-        target = "< 200 ms" if mode == "costly_schemas" else None
+        target = "< 100 ms" if mode in _LISTINGS else None
         rows.append(row(BENCH, f"stall: {label}", stalls, target=target))
     for label, mode, count in SHAPES:
         for transport in TRANSPORTS:

@@ -162,7 +162,7 @@ async def _run(
             return McpSamplingAnswer(text=str(len(request.messages)), model="m")
 
         options["sample"] = sample
-    if mode in ("pages", "schema_pages", "costly_schemas", "junk", "many"):
+    if mode in ("pages", "schema_pages", "costly_schemas", "junk", "many", "wide"):
         # The listing is the flood: measure around a second bridge's whole open.
         async with open_mcp_tools(
             server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])
@@ -170,6 +170,7 @@ async def _run(
             pass
         before = peak_rss_bytes()
         started = time.monotonic()
+        cpu = time.thread_time()
         async with open_mcp_tools(
             server_id="fl",
             transport=transport,
@@ -178,6 +179,8 @@ async def _run(
             **options,  # type: ignore[arg-type]
         ) as bridge:
             report["tools"] = len(bridge.tools)
+            # This thread's CPU for the whole open (the event loop's thread).
+            report["cpu_s"] = time.thread_time() - cpu
         after = peak_rss_bytes()
     else:
         async with open_mcp_tools(

@@ -19,6 +19,10 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   nests ``count`` levels of ``properties``.
 - ``many``: one tools/list page of ``count`` small tools, the last of which
   the SDK would refuse (an ``outputSchema`` of ``{"type": "string"}``).
+- ``wide``: one tools/list page of ``count`` tools filling about 950 kB, each
+  with a title, a description, annotations, an ``outputSchema`` and an
+  ``inputSchema`` of as many small properties as fit (five at 2,800 tools,
+  one at 4,000), one of them required.
 - ``storm``: every tools/list answer is followed by a tool list change
   announcement (that changes nothing); tools/call of ``flood`` answers with the
   number of tools/list requests seen so far. ``count`` is unused.
@@ -312,6 +316,24 @@ def costly_tools() -> list[dict[str, object]]:
     return tools
 
 
+def wide_tools(count: int) -> list[object]:
+    width = max(0, (940_000 // max(count, 1) - 200) // 27)
+    tools: list[object] = []
+    for n in range(count):
+        properties = {f"p{i}": {"type": "string"} for i in range(width)}
+        entry = tool(f"w{n}", "wide")
+        entry["title"] = "W"
+        entry["inputSchema"] = {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties)[:1],
+        }
+        entry["outputSchema"] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+        entry["annotations"] = {"readOnlyHint": True}
+        tools.append(entry)
+    return tools
+
+
 def big_result(request_id: object) -> None:
     if MODE == "big_objects":
         items: list[object] = [{"name": f"{n:090d}"} for n in range(COUNT // 101)]
@@ -345,6 +367,9 @@ def list_page(request_id: object, cursor: object) -> None:
         bad["outputSchema"] = {"type": "string"}
         many[-1] = bad
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": many}})
+        return
+    if MODE == "wide":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": wide_tools(COUNT)}})
         return
     if MODE == "deep":
         schema: dict[str, object] = {"type": "object"}

@@ -15,6 +15,11 @@ silently; find the new place before raising the pin:
 * The SDK's tool models type only ``type``, ``$schema``, ``required`` and the kind
   of each ``properties`` entry of a tool's schemas: the flood gate checks a
   ``tools/list`` page through skeletons of them (a differential test below).
+* The gate builds a page's tools with the SDK's tool model one at a time and
+  carries them past the SDK's page check in the page's ``_meta`` (a ``Listed``,
+  a ``str``); the bridge hands them to ``ClientSession._absorb_tool_listing``
+  a few at a time, as the SDK does with a page it checked itself (the
+  2026-07-28 ``x-mcp-header`` maps and drops).
 * The SDK's check of a ``tools/call`` result (``validate_server_result``) and its
   result model keep the value of a ``structuredContent`` member as it is: the gate
   carries the object past them in a ``Detached`` (a ``str``), and the bridge takes
@@ -24,6 +29,7 @@ silently; find the new place before raising the pin:
 from __future__ import annotations
 
 import inspect
+import json
 from typing import TYPE_CHECKING
 
 import mcp_types
@@ -33,7 +39,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import methods
 
 from prism.mcp._content import plain_json
-from prism.mcp._gate import _Gate, skeleton
+from prism.mcp._gate import LISTED_KEY, _Gate, listed_tools, skeleton, tool_model
 from prism.mcp._wire import WireState
 
 if TYPE_CHECKING:
@@ -62,6 +68,12 @@ async def test_the_sdk_session_still_has_what_the_bridge_relies_on(
                     "schemas now"
                 )
             assert session._tool_output_schemas, "the SDK no longer keeps listed output schemas"
+            absorb = getattr(type(session), "_absorb_tool_listing", None)
+            assert callable(absorb), (
+                "mcp's ClientSession._absorb_tool_listing is gone: prism.mcp hands it the "
+                "tools the gate built; find where the SDK takes in a listed page now"
+            )
+            assert list(inspect.signature(absorb).parameters) == ["self", "result", "complete"]
             assert isinstance(getattr(session, "_x_mcp_header_maps", None), dict), (
                 "mcp's ClientSession._x_mcp_header_maps is gone: prism.mcp prunes it after "
                 "each listing; find where the SDK keeps x-mcp-header maps now"
@@ -111,6 +123,13 @@ def test_a_skeleton_page_gets_the_sdks_own_verdict(version: str, field: str, sha
         return True
 
     assert verdict({"tools": [skeleton(tool)], **extra}) == verdict(page)
+    # The gate checks and builds each tool alone, past the SDK's page check:
+    # the same verdict, and the same tool the SDK's page model builds.
+    built = tool_model(extra, tool, version)
+    assert (type(built) is not str) == verdict(page)
+    if type(built) is not str:
+        sdk = mcp_types.ListToolsResult.model_validate(page, by_name=False).tools[0]
+        assert built == sdk
 
 
 def test_plain_json_walks_without_copying_and_copies_what_is_not_plain() -> None:
@@ -133,10 +152,18 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
         gate = _Gate(limit=4, state=WireState(), write=None)
         gate.version = "2025-11-25"
         gate.track(1, "tools/list")
+        sent = json.loads(json.dumps(page))
         message = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result=page)
         await gate.answered(message)
-        tools = message.result["tools"]
-        assert isinstance(tools, list)
+        if page.get("nextCursor") == 5:
+            assert message.result == sent  # left as it came
+            return [], gate.state.dropped_tools
+        # What the SDK gets, then what the bridge takes from the page the SDK built.
+        methods.validate_server_result("tools/list", "2025-11-25", message.result)
+        built = mcp_types.ListToolsResult.model_validate(message.result, by_name=False)
+        tools: list[object] = [
+            tool.model_dump(by_alias=True, exclude_none=True) for tool in listed_tools(built)
+        ]
         return tools, gate.state.dropped_tools
 
     good = {"name": "a", "inputSchema": {"type": "object"}}
@@ -145,11 +172,19 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
     assert kept == [good]
     assert [name for name, _ in dropped] == ["'b'"]
     assert "outputSchema" in dropped[0][1]
+    # A server's own _meta stays; one naming the gate's carrier cannot stand for it.
+    forged = {LISTED_KEY: "io.prism/listed"}
+    kept, dropped = await answer({"tools": [bad], "_meta": forged})
+    assert kept == []
+    kept, dropped = await answer({"tools": [good], "_meta": {"k": 1}})
+    assert kept == [good]
     # A page wrong in itself (a cursor that is not a string) is left to the SDK,
     # which refuses it: no tool is blamed for it.
-    kept, dropped = await answer({"tools": [good, bad], "nextCursor": 5})
-    assert kept == [good, bad]
+    wrong = {"tools": [good, bad], "nextCursor": 5}
+    kept, dropped = await answer(wrong)
     assert dropped == []
+    with pytest.raises(ValueError, match="nextCursor"):
+        mcp_types.ListToolsResult.model_validate(wrong, by_name=False)
 
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])

@@ -42,6 +42,7 @@ __all__ = [
     "BLOCKS_REFUSAL",
     "CHECKPOINT_TOOLS",
     "DETACHED_KEY",
+    "LISTED_KEY",
     "MAX_MESSAGE_DEPTH",
     "MAX_MESSAGE_NODES",
     "MAX_PAGE_TOOLS",
@@ -49,11 +50,14 @@ __all__ = [
     "MAX_SAMPLING_MESSAGES",
     "MAX_TOOL_DEPTH",
     "Detached",
+    "Listed",
     "attach",
     "before_parsing",
     "gate_server_requests",
+    "listed_tools",
     "result_refused",
     "skeleton",
+    "tool_model",
 ]
 
 
@@ -493,26 +497,77 @@ def _page_refusal(page: dict[str, Any], version: str) -> str | None:
     return None
 
 
-def _sdk_refusal(page: dict[str, Any], tool: object, version: str) -> str | None:
-    """Why the SDK would refuse ``tool`` in a ``tools/list`` page, or ``None``.
+def _reason(exc: ValueError, where: tuple[object, ...] = ()) -> str:
+    """The first error of a pydantic ``ValidationError`` (a ``ValueError``), as ``loc: msg``."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        with suppress(Exception):
+            first = errors()[0]
+            loc = ".".join(str(part) for part in (*where, *first.get("loc", ())))
+            return f"{loc}: {first.get('msg', '')}"[:300]
+    return str(exc)[:300]
 
-    The SDK validates a whole page against the negotiated revision's schema
-    (through 2025-11-25 an ``outputSchema`` must say ``"type": "object"``) and
-    then its own model: one bad tool would fail the listing of every tool.
-    """
+
+def _surface_refusal(rest: dict[str, Any], tool: object, version: str) -> str | None:
+    """Why the revision's page model refuses ``tool`` in a page of ``rest``, or ``None``."""
     try:
-        with suppress(KeyError):
-            _methods.validate_server_result("tools/list", version, {**page, "tools": [tool]})
-        mcp_types.Tool.model_validate(tool, by_name=False)
+        with suppress(KeyError):  # no model of that page in this revision
+            _methods.validate_server_result("tools/list", version, {**rest, "tools": [tool]})
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        errors = getattr(exc, "errors", None)
-        if callable(errors):
-            with suppress(Exception):
-                first = errors()[0]
-                where = ".".join(str(part) for part in first.get("loc", ()))
-                return f"{where}: {first.get('msg', '')}"[:300]
-        return str(exc)[:300]
+        return _reason(exc)
     return None
+
+
+def tool_model(rest: dict[str, Any], tool: dict[str, Any], version: str) -> mcp_types.Tool | str:
+    """``tool`` as the SDK would build it in a ``tools/list`` page, or why it would refuse it.
+
+    The SDK validates a whole page against the negotiated revision's model
+    (through 2025-11-25 an ``outputSchema`` must say ``"type": "object"``) and
+    then builds its own model of each tool: one bad tool would fail the listing
+    of every tool, and a large page held the event loop in one step. Here each
+    tool is checked alone, in a page of one beside the page's other fields
+    (``rest``): first in skeleton (see :func:`skeleton`; a tool refused in
+    skeleton is checked whole), then built with the SDK's own tool model.
+    """
+    reason = _surface_refusal(rest, skeleton(tool), version) and _surface_refusal(
+        rest, tool, version
+    )
+    if reason is not None:
+        return reason
+    try:
+        return mcp_types.Tool.model_validate(tool, by_name=False)
+    except ValueError as exc:
+        return _reason(exc, ("tools", 0))
+
+
+LISTED_KEY = "io.prism/listed"
+
+
+class Listed(str):
+    """A ``tools/list`` page's tools as the gate built them, carried past the SDK.
+
+    The SDK gets the page without its tools and this in its ``_meta``: a
+    ``str`` to the SDK (its page model keeps any ``_meta`` value as it is); no
+    parse of a message ever makes one, so a server cannot forge it. See
+    :func:`listed_tools`.
+    """
+
+    tools: list[mcp_types.Tool]
+
+    def __new__(cls, tools: list[mcp_types.Tool]) -> Self:
+        carried = super().__new__(cls, LISTED_KEY)
+        carried.tools = tools
+        return carried
+
+
+def listed_tools(page: mcp_types.ListToolsResult) -> list[mcp_types.Tool]:
+    """The tools of a page the SDK returned: the gate's when it carried them, else the SDK's."""
+    meta = page.meta
+    if meta is not None:
+        carried = meta.get(LISTED_KEY)
+        if type(carried) is Listed:
+            return carried.tools
+    return page.tools
 
 
 @attrs.define(eq=False)
@@ -549,41 +604,31 @@ class _Gate:
                 self._drop("(page)", f"{len(tools)} entries, more than {MAX_PAGE_TOOLS}")
                 result["tools"] = []
                 return
-            if any(type(tool) is not dict for tool in tools):
-                # An entry that is not an object is dropped without a model check.
-                for tool in tools:
-                    if type(tool) is not dict:
-                        self._drop(repr(tool)[:130], "the entry is not a JSON object")
-                tools = [tool for tool in tools if type(tool) is dict]
-                result["tools"] = tools
-            if any(_deeper_than(tool, MAX_TOOL_DEPTH) for tool in tools):
-                kept_shallow: list[object] = []
-                for tool in tools:
-                    if _deeper_than(tool, MAX_TOOL_DEPTH):
-                        deep = f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
-                        self._drop(repr(tool.get("name"))[:130], deep)
-                    else:
-                        kept_shallow.append(tool)
-                tools = kept_shallow
-                result["tools"] = tools
-            light = {**result, "tools": [skeleton(tool) for tool in tools]}
-            if _page_refusal(light, version) is None:
-                return
-            if _page_refusal({**result, "tools": []}, version) is not None:
+            rest = {key: value for key, value in result.items() if key != "tools"}
+            if _page_refusal({**rest, "tools": []}, version) is not None:
                 return  # the page itself is wrong, not a tool: the SDK says so
-            kept: list[object] = []
+            built: list[mcp_types.Tool] = []
             for index, tool in enumerate(tools):
-                if index % CHECKPOINT_TOOLS == 0:
-                    # Each tool alone costs two model checks: let other tasks run.
+                if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
+                    # Each tool is checked and built alone: let other tasks run.
                     await anyio.lowlevel.checkpoint()
-                reason = _sdk_refusal(result, skeleton(tool), version) and _sdk_refusal(
-                    result, tool, version
-                )
-                if reason is None:
-                    kept.append(tool)
+                if type(tool) is not dict:
+                    # Dropped without a model check.
+                    self._drop(repr(tool)[:130], "the entry is not a JSON object")
                     continue
-                self._drop(repr(tool.get("name"))[:130], reason)
-            result["tools"] = kept
+                if _deeper_than(tool, MAX_TOOL_DEPTH):
+                    deep = f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
+                    self._drop(repr(tool.get("name"))[:130], deep)
+                    continue
+                model = tool_model(rest, tool, version)
+                if type(model) is str:
+                    self._drop(repr(tool.get("name"))[:130], model)
+                    continue
+                built.append(model)  # type: ignore[arg-type]
+            # The SDK checks and builds only the page around them (see listed_tools).
+            meta = result.get("_meta")
+            result["_meta"] = {**(meta or {}), LISTED_KEY: Listed(built)}
+            result["tools"] = []
 
     def _drop(self, name: str, reason: str) -> None:
         if len(self.state.dropped_tools) < _MAX_DROPPED:

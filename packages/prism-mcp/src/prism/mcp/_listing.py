@@ -10,6 +10,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import mcp_types
 import trio
 
 from prism.core import JsonObject, JsonValue
@@ -25,7 +26,7 @@ from ._annotations import (
 )
 from ._content import plain_json
 from ._errors import McpBridgeError
-from ._gate import CHECKPOINT_TOOLS
+from ._gate import CHECKPOINT_TOOLS, listed_tools
 from ._options import BridgeOptions
 
 if TYPE_CHECKING:
@@ -90,6 +91,30 @@ def _bound_sdk_tool_state(client: Client, listed: set[str] | None) -> None:
             del maps[name]
 
 
+async def _absorbed(client: Client, tools: list[Any]) -> list[Any]:
+    """``tools`` after the SDK's session took them in, as it does a page it checked.
+
+    The gate built a page's tools itself (see ``listed_tools``), so the SDK saw
+    none of them: its session learns them here, a few at a time. On 2026-07-28 it
+    keeps each tool's ``x-mcp-header`` map (to mirror a call's arguments into
+    ``Mcp-Param-*`` headers) and drops, with its own warning, a tool whose
+    annotations are invalid.
+    """
+    try:
+        absorb = client.session._absorb_tool_listing
+    except RuntimeError:
+        return tools
+    kept: list[Any] = []
+    for start in range(0, len(tools), CHECKPOINT_TOOLS):
+        if start:
+            await trio.lowlevel.checkpoint()
+        chunk = mcp_types.ListToolsResult.model_construct(
+            tools=tools[start : start + CHECKPOINT_TOOLS]
+        )
+        kept.extend(absorb(chunk, complete=False).tools)
+    return kept
+
+
 def _log_dropped(options: BridgeOptions, conn: Connection) -> None:
     """Warn about the tools the transport dropped from a page the SDK would have refused."""
     dropped = conn.state.dropped_tools
@@ -132,8 +157,9 @@ async def list_tools(
                 pages += 1
                 page = await client.list_tools(cursor=cursor)
                 _log_dropped(options, conn)
-                seen.update(tool.name for tool in page.tools)
-                for index, tool in enumerate(page.tools):
+                listed_page = await _absorbed(client, listed_tools(page))
+                seen.update(tool.name for tool in listed_page)
+                for index, tool in enumerate(listed_page):
                     if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
                         await trio.lowlevel.checkpoint()
                     # Count what is kept, not what was sent: a listing of many pages
