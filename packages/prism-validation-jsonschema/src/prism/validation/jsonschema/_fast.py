@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from ._limits import SchemaLimits
 
-__all__ = ["Counted", "closed_checker", "flat_checker"]
+__all__ = ["Counted", "Nowhere", "closed_checker", "flat_checker"]
 
 
 # A bound of one internal digit of CPython's ints (30 bits): comparing two such
@@ -57,7 +57,7 @@ class Counted(Protocol):
     refused: object
 
 
-class _Nowhere:
+class Nowhere:
     """The counter of a checker whose calls are counted by its caller."""
 
     __slots__ = ("hits", "refused")
@@ -125,7 +125,7 @@ def closed_checker(
     closed = len(caps)
     counting = most_chars is not None
     most = most_chars or 0
-    uses: Counted = _Nowhere() if counter is None else counter
+    uses: Counted = Nowhere() if counter is None else counter
 
     def check(value: Any) -> bool | None:
         uses.hits += 1
@@ -204,7 +204,7 @@ def flat_checker(
     work_budget = limits.max_validation_work
     regex_budget = limits.max_regex_work
     budgets = bool(max_work or max_regex)
-    uses: Counted = _Nowhere() if counter is None else counter
+    uses: Counted = Nowhere() if counter is None else counter
 
     def check(value: Any) -> bool | None:
         uses.hits += 1

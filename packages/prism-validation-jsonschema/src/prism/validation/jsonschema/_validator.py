@@ -24,7 +24,7 @@ from prism.core.text import REASON_LIMIT, clip
 
 from ._closed import closed_bounds
 from ._errors import SchemaRejectedError
-from ._fast import closed_checker, flat_checker
+from ._fast import Nowhere, closed_checker, flat_checker
 from ._graph import Path, analyse
 from ._instance import (
     TOTAL_STRING_FACTOR,
@@ -38,6 +38,7 @@ from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
 from ._regex import ascii_word_boundaries
 from ._rs import FORMAT_DRAFTS, RsValidationError, compile_rs
 from ._screen import Screened, prepare, screen
+from ._unrolled import MAX_WRITTEN, kinds_of, unrolled_checker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -465,6 +466,28 @@ class JsonSchemaArgumentValidator:
             entry.quick = closed_checker(
                 engine.is_valid, entry.caps, arrays, entry, most_chars=most_chars
             )
+            if closed <= MAX_WRITTEN:
+                # The same checks written out per property (see _unrolled),
+                # handing anything unexpected to the general checker.
+                kinds = kinds_of(copy, entry.caps)
+                entry.fast = unrolled_checker(
+                    engine.is_valid,
+                    entry.fast,
+                    kinds,
+                    entry.caps,
+                    arrays,
+                    Nowhere(),
+                    most_chars=most_chars,
+                )
+                entry.quick = unrolled_checker(
+                    engine.is_valid,
+                    entry.quick,
+                    kinds,
+                    entry.caps,
+                    arrays,
+                    entry,
+                    most_chars=most_chars,
+                )
         else:
             work = 0 if entry.work is None else entry.max_work
             regex = 0 if entry.work is None else entry.max_regex

@@ -1,0 +1,235 @@
+"""A closed schema's checker written out for its properties, one test per property.
+
+The general closed checker (``_fast.closed_checker``) looks every key up and
+branches on every value's type: about 40 ns a key and 50 ns a value in
+CPython, more than the engine's whole check of a small schema. This module
+writes, once per compiled schema, a function with one straight test per
+declared property, each for the property's expected type only: an exact
+``int`` within 64 bits for an integer, an exact ``str`` within the property's
+longest string and without a lone surrogate for a string, ``True``/``False``
+for a boolean, an exact ``list`` within ``maxItems`` of such items for an
+array. Anything else (a key that is not an exact ``str``, an undeclared or
+missing key, a value of another type) is handed to the general closed checker,
+which decides as it always did; so the written checker answers ``True`` only
+where the general one would, and never runs more of the engine than it would.
+
+The function's text holds no value from the schema: it is made from fixed
+pieces chosen by each property's kind and numbered by position; the names, the
+string bounds and ``maxItems`` are handed to it as arguments when it is made.
+Its keys are checked to be exact ``str`` before any is looked up, so no key's
+own code runs (a ``str`` subclass's ``__eq__`` or ``__hash__``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from ._instance import lone_surrogate
+from ._screen import MAX_INTEGER, MIN_INTEGER
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from ._fast import Counted
+
+__all__ = ["MAX_WRITTEN", "kind_of", "kinds_of", "unrolled_checker"]
+
+# The most properties a written checker covers: its text grows with them, and
+# past a few dozen the general checker's loop costs about the same per key.
+MAX_WRITTEN = 32
+
+
+def kind_of(schema: Any) -> str:
+    """The one type a property's valid values have (``"any"`` when not a single type).
+
+    ``"int"``, ``"str"``, ``"bool"``, ``"null"``, or ``"any"`` (any plain
+    scalar: the general checker's tests). An ``enum`` or ``const`` of strings
+    only is ``"str"``.
+    """
+    if type(schema) is not dict:
+        return "any"
+    kind = schema.get("type")
+    found = {"integer": "int", "string": "str", "boolean": "bool", "null": "null"}.get(
+        kind if type(kind) is str else "", "any"
+    )
+    if found == "any" and "type" not in schema:
+        values = schema.get("enum") if "enum" in schema else [schema.get("const")]
+        if type(values) is list and values and all(type(value) is str for value in values):
+            found = "str"
+    return found
+
+
+# Each kind's test of the value ``x`` (at an indent of {i}), with ``c`` the
+# name of its longest string. A test that fails hands the call to the general
+# checker.
+_TESTS: dict[str, str] = {
+    "int": "{i}if type(x) is not int or not lo <= x <= hi:\n{i}    return general(d)\n",
+    "str": (
+        "{i}if type(x) is not str or len(x) > {c} or not x.isascii() and lone(x):\n"
+        "{i}    return general(d)\n"
+    ),
+    "bool": "{i}if x is not True and x is not False:\n{i}    return general(d)\n",
+    "null": "{i}if x is not None:\n{i}    return general(d)\n",
+    "any": (
+        "{i}t = type(x)\n"
+        "{i}if t is int:\n"
+        "{i}    if not lo <= x <= hi:\n"
+        "{i}        return general(d)\n"
+        "{i}elif t is str:\n"
+        "{i}    if len(x) > {c} or not x.isascii() and lone(x):\n"
+        "{i}        return general(d)\n"
+        "{i}elif t is not bool and x is not None and (t is not float or x - x):\n"
+        "{i}    return general(d)\n"
+    ),
+}
+# A string's characters, when the checker counts them (an "any" value may be no string).
+_COUNT = {
+    "str": "{i}chars += len(x)\n",
+    "any": "{i}if t is str:\n{i}    chars += len(x)\n",
+}
+
+
+def kinds_of(schema: dict[str, Any], caps: Mapping[str, int]) -> dict[str, tuple[str, bool, str]]:
+    """(kind, required, item kind) of each property of a closed schema (see ``_closed``).
+
+    An array property (-1 in ``caps``) has kind ``"array"``, its items' kind the item kind.
+    """
+    required = schema.get("required")
+    names = (
+        frozenset(required)
+        if type(required) is list and all(type(name) is str for name in required)
+        else frozenset()
+    )
+    kinds: dict[str, tuple[str, bool, str]] = {}
+    for name, sub in schema["properties"].items():
+        if caps[name] == -1:
+            kinds[name] = ("array", name in names, kind_of(sub.get("items")))
+        else:
+            kinds[name] = (kind_of(sub), name in names, "")
+    return kinds
+
+
+def _test(kind: str, cap: str, indent: str, counting: bool) -> str:
+    text = _TESTS[kind].format(i=indent, c=cap)
+    if counting and kind in _COUNT:
+        text += _COUNT[kind].format(i=indent)
+    return text
+
+
+@functools.lru_cache(maxsize=128)
+def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
+    """The function that makes a checker of ``shape``: (kind, required, item kind) per property.
+
+    Only kinds, flags and positions shape the text; every value comes in as an
+    argument of the returned factory (the builtins too, read as closure
+    variables, a little cheaper than globals).
+    """
+    count = len(shape)
+    optional = not all(required for _kind, required, _items in shape)
+    lines = [
+        "def make(valid, general, uses, lo, hi, lone, limit, size, required, type, len, dict, "
+        "str, int, float, list, KeyError, "
+        + "".join(f"n{index}, c{index}, m{index}, " for index in range(count))
+        + "):",
+        "    def check(d):",
+        "        if type(d) is not dict or len(d) > size:",
+        "            return general(d)",
+        "        for k in d:",
+        "            if type(k) is not str:",
+        "                return general(d)",
+    ]
+    if optional:
+        lines.append("        found = required")
+    if counting:
+        lines.append("        chars = 0")
+    lines.append("        try:")
+    for index, (kind, required, items) in enumerate(shape):
+        indent = " " * 12
+        if not required:
+            lines.append(f"{indent}if n{index} in d:")
+            indent += "    "
+            lines.append(f"{indent}found += 1")
+        lines.append(f"{indent}x = d[n{index}]")
+        if kind == "array":
+            lines += [
+                f"{indent}if type(x) is not list or len(x) > m{index}:",
+                f"{indent}    return general(d)",
+                f"{indent}for x in x:",
+            ]
+            lines.append(_test(items, f"c{index}", indent + "    ", counting).rstrip("\n"))
+        else:
+            lines.append(_test(kind, f"c{index}", indent, counting).rstrip("\n"))
+    if not shape:
+        lines.append("            pass")
+    lines += ["        except KeyError:", "            return general(d)"]
+    if optional:
+        # Every key is a declared name only if as many were found as there are keys
+        # (with every property required, len(d) <= size says it already).
+        lines += ["        if found != len(d):", "            return general(d)"]
+    if counting:
+        lines += ["        if chars > limit:", "            return general(d)"]
+    lines += [
+        "        uses.hits += 1",
+        "        if valid(d):",
+        "            return True",
+        "        uses.refused = d",
+        "        return False",
+        "    return check",
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", "<prism closed checker>", "exec"), namespace)
+    factory: Callable[..., Any] = namespace["make"]
+    return factory
+
+
+def unrolled_checker(
+    valid: Callable[[Any], bool],
+    general: Callable[[object], bool | None],
+    kinds: Mapping[str, tuple[str, bool, str]],
+    caps: Mapping[str, int],
+    arrays: Mapping[str, tuple[int, int]],
+    uses: Counted,
+    *,
+    most_chars: int | None = None,
+) -> Callable[[object], bool | None]:
+    """A checker written for one closed schema; ``general`` decides whatever it does not.
+
+    ``kinds`` maps each declared property to (kind, required, item kind) (see
+    :func:`kind_of`; kind ``"array"`` for an array property, whose items have
+    the item kind); ``caps`` and ``arrays`` are ``_closed.closed_bounds``'s.
+    ``general`` is the general closed checker over the same schema, counting
+    its own calls on ``uses``: the written checker counts one only for a call
+    it decides itself.
+    """
+    shape = tuple(kinds[name] for name in kinds)
+    factory = _factory(shape, most_chars is not None)
+    arguments: list[object] = []
+    for name in kinds:
+        if kinds[name][0] == "array":
+            most, longest = arrays[name]
+        else:
+            most, longest = 0, caps[name]
+        arguments += [name, longest, most]
+    required = sum(1 for kind in shape if kind[1])
+    check: Callable[[object], bool | None] = factory(
+        valid,
+        general,
+        uses,
+        MIN_INTEGER,
+        MAX_INTEGER,
+        lone_surrogate,
+        most_chars or 0,
+        len(shape),
+        required,
+        type,
+        len,
+        dict,
+        str,
+        int,
+        float,
+        list,
+        KeyError,
+        *arguments,
+    )
+    return check
