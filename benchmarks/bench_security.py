@@ -76,6 +76,7 @@ from prism.coding.security import (
 from prism.coding.tools import (
     LocalFileOperations,
     LocalShellOperations,
+    RedirectedWrites,
     ShellOperations,
     ShellSpawnRequest,
 )
@@ -401,12 +402,16 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
         for command, path in _WRITING.items():
             explained = explain_command(command, roots=[str(repo)], sandbox=bubblewrap)
             requests: list[ShellSpawnRequest] = []
+            redirected = None
+            if explained.redirected is not None:  # its only writes are redirections
+                text, targets = explained.redirected
+                redirected = RedirectedWrites(command=text, targets=targets)
             for _name, _shell, narrowed in shells:
                 write_dirs = explained.write_dirs if narrowed else None
                 assert not narrowed or write_dirs, explained
                 requests.append(ShellSpawnRequest(
                     command=command, shell_path="/bin/sh", cwd=str(repo), env=env,
-                    write_dirs=write_dirs,
+                    write_dirs=write_dirs, redirected=redirected if narrowed else None,
                 ))  # fmt: skip
 
             async def sink(chunk: bytes) -> None:

@@ -136,7 +136,11 @@ def test_the_decision_carries_the_write_set_to_the_shell_tool(root: Path) -> Non
     assert decision.allowed
     assert decision.details["write_dirs"] == [f"{root}/d1"]
     assert decision.modified is not None
-    assert decision.modified["metadata"] == {"write_dirs": [f"{root}/d1"]}
+    assert decision.modified["metadata"] == {
+        "write_dirs": [f"{root}/d1"],
+        # its only write is a redirection: the sandbox may open it (test_..._redirects)
+        "redirected": {"command": "'echo' 'x' >&4", "targets": [[4, f"{root}/d1/new", False]]},
+    }
     for asking in ("echo x > d1/.envrc", "echo x > /var/tmp/prism-narrowed-x"):
         decision = decide(asking)
         assert not decision.allowed  # no approver

@@ -19,6 +19,7 @@ DOCUMENTED = {
     "LocalShellOperations",
     "OutputSink",
     "ReadToolOptions",
+    "RedirectedWrites",
     "ShellExit",
     "ShellOperations",
     "ShellSpawnRequest",

@@ -15,7 +15,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prism.coding.tools import ShellSpawnRequest, create_shell_tool
+from prism.coding.tools import RedirectedWrites, ShellSpawnRequest, create_shell_tool
 from prism.core import (
     ExecutionAction,
     ExecutionDecision,
@@ -466,3 +466,47 @@ async def test_a_proved_write_set_reaches_the_spawn_request(
     for bad in ("/a", ["a"], [1]):
         with pytest.raises(TypeError):
             ShellSpawnRequest(command="x", shell_path="/bin/sh", cwd="/", env={}, write_dirs=bad)  # type: ignore[arg-type]
+
+
+async def test_proved_redirections_reach_the_spawn_request(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    """metadata["redirected"] sets ShellSpawnRequest.redirected when it is well formed,
+    unless a prefix runs too; a malformed one is dropped (the line runs as usual)."""
+    seen: list[RedirectedWrites | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.redirected)
+        return request
+
+    def deciding(value: object) -> RecordingPolicy:
+        return RecordingPolicy(
+            ExecutionDecision(allowed=True, modified={"metadata": {"redirected": value}})
+        )
+
+    target = str(tmp_path / "out")
+    good = {"command": ": >&4", "targets": [[4, target, False]]}
+    for policy, prefix in (
+        (deciding(good), None),
+        (deciding(good), "export A=1"),
+        (RecordingPolicy(), None),
+        (deciding({"command": ": >&4"}), None),
+        (deciding({"command": ": >&4", "targets": [[4, "out", False]]}), None),
+        (deciding([good]), None),
+    ):
+        tool = create_shell_tool(
+            str(tmp_path), execution_policy=policy, spawn_hook=hook, command_prefix=prefix
+        )
+        result = await run_tool(tool, {"command": "true"})
+        assert not result.is_error
+    assert seen == [RedirectedWrites(command=": >&4", targets=((4, target, False),)), *[None] * 5]
+    for bad in (
+        [(2, "/a", False)],
+        [(4, "/a", 0)],
+        [(4, "/a")],
+        [(4, "/a", True), (4, "/b", True)],
+    ):
+        with pytest.raises(TypeError):
+            RedirectedWrites(command="x", targets=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        ShellSpawnRequest(command="x", shell_path="/bin/sh", cwd="/", env={}, redirected=good)  # type: ignore[arg-type]

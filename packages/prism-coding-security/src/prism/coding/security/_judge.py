@@ -56,6 +56,10 @@ _RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 # large directory cannot make the judge build and check hundreds of thousands of words.
 MAX_LINE_WORDS = 8192
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
+# writes the sandbox's host side may open for the command (``>|`` is ``>``, ``>&f`` ``&>f``)
+_OPENED_OPS = frozenset({">", ">>", "&>", "&>>"})
+# the descriptors such a target is handed on (bash and sh read one digit; 3 is bwrap's)
+_OPENED_FDS = range(4, 10)
 _HARMLESS_WRITES = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/2", "/dev/tty"}
 )
@@ -155,6 +159,12 @@ class CommandExplanation:
             roots), the smallest existing real directories holding every path
             it may write or remove (see :func:`layer_directories`); None when
             something may write where no model says.
+        redirected: for a line whose only writes are redirections to files
+            inside the roots (one command or one pipeline, each target written
+            once and named nowhere else on the line): the line rebuilt from
+            the proved words with each target written as ``>&N``, and each
+            ``(N, the target's real path, whether it appends)``. A sandbox may
+            open the targets itself and run that line with the roots read-only.
     """
 
     command: str
@@ -167,6 +177,7 @@ class CommandExplanation:
     confined: bool = False
     writes: bool = True
     write_dirs: tuple[str, ...] | None = None
+    redirected: tuple[str, tuple[tuple[int, str, bool], ...]] | None = None
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -220,6 +231,8 @@ class _Judge:
     evaluates: list[str] = attrs.field(factory=list)
     # words the line's expansions have made so far (bounded by MAX_LINE_WORDS)
     expanded_words: int = 0
+    # the checks of redirected writes the sandbox's host side may open (by id)
+    openable: set[int] = attrs.field(factory=set)
 
     def add(
         self,
@@ -366,7 +379,7 @@ class _Judge:
             return None
         programs = set()
         for check in mine:
-            if check.verdict != "allow":
+            if check.verdict != "allow" and id(check) not in self.openable:
                 return None
             programs.add(check.program)
         if "cd" in programs:
@@ -521,7 +534,23 @@ class _Judge:
         if op in (">&", "<&") and (path.isdigit() or path == "-"):
             return ProvedRedirect(op=op, target=path, fd=fd, kind="dup")
         writes = op in _WRITE_OPS or op in (">&", "<>")
+        start = len(self.checks)
         if writes and not self.write(path, display, depth, f"redirect {op}"):
+            added = self.checks[start:]
+            opened = ">" if op == ">|" else "&>" if op == ">&" else op
+            if (
+                depth == 0
+                and opened in _OPENED_OPS
+                and fd in (None, 1, 2)
+                and len(added) == 1
+                and added[0].rule == "write"
+                and len(self.cwds) == 1
+                and self.write_targets[-1][1]
+            ):
+                # inside the roots, not protected: the host may open it for the command
+                self.openable.add(id(added[0]))
+                real = self.write_targets[-1][1]
+                return ProvedRedirect(op=opened, target=path, fd=fd, kind="open", real=real)
             return None
         if op in ("<", "<&", "<>") and not self.read(path, display, depth, f"redirect {op}"):
             return None
@@ -1005,7 +1034,69 @@ def judge_command(
         rule=worst.rule,
         commands=checks,
         write_dirs=write_dirs,
+        redirected=_redirected(judge, script, cwd) if write_dirs else None,
     )
+
+
+def _redirected(
+    judge: _Judge, script: Script, cwd: str
+) -> tuple[str, tuple[tuple[int, str, bool], ...]] | None:
+    """The line with its redirected writes as descriptors, when they are its only writes.
+
+    Only one command (bash opens its targets before it runs, as the host will) or
+    one pipeline whose words name no target (another command of it could read
+    the target before or after bash truncated it), each target once, only
+    descriptors 0 to 2 named by the line (a higher one would reach a target).
+    """
+    tree = script.tree
+    if tree is None or judge.unknown_writes or judge.evaluates or not judge.openable:
+        return None
+    if any(c.verdict != "allow" and id(c) not in judge.openable for c in judge.checks):
+        return None
+    leaves = tree.parts if isinstance(tree, Pipeline) else (tree,)
+    if not all(isinstance(leaf, Leaf) for leaf in leaves):
+        return None
+    forms = [judge.proved.get(i) for i in range(len(script.commands))]
+    if None in forms:
+        return None
+    opened: list[ProvedRedirect] = []
+    words: list[str] = []
+    for form in forms:
+        assert form is not None
+        words += form.argv
+        for redirect in form.redirects:
+            if redirect.kind == "open":
+                opened.append(redirect)
+                continue
+            named = {redirect.fd, *([redirect.target] if redirect.kind == "dup" else [])}
+            if not named <= {None, 0, 1, 2, "0", "1", "2", "-"}:
+                return None  # a descriptor above 2: it could be one the targets are on
+            if redirect.kind == "file":
+                words.append(redirect.target)
+    if len(opened) != len(judge.openable) or len(opened) > len(_OPENED_FDS):
+        return None
+    reals = [r.real for r in opened]
+    named = {os.path.normpath(os.path.join(cwd, r.target)) for r in opened}
+    if len(set(reals)) != len(reals) or len(named) != len(opened):
+        return None
+    for word in words if len(leaves) > 1 else ():
+        # in a pipeline bash opens each command's targets as that command starts; the
+        # others may already run (one command opens its targets before it runs)
+        joined = os.path.normpath(os.path.join(cwd, word))
+        if joined in named or joined in reals or os.path.realpath(joined) in reals:
+            return None
+    vias = dict(zip((id(r) for r in opened), _OPENED_FDS, strict=False))
+    extra = tuple(sorted(judge.git_config.items()))
+    numbered: list[ProvedCommand | None] = []
+    for form in forms:
+        assert form is not None
+        redirects = tuple(
+            attrs.evolve(r, via=vias[id(r)]) if r.kind == "open" else r for r in form.redirects
+        )
+        form = attrs.evolve(form, redirects=redirects)
+        numbered.append(attrs.evolve(form, git_config=extra) if form.forced_git else form)
+    targets = tuple((vias[id(r)], r.real, r.op in (">>", "&>>")) for r in opened)
+    return emit(tree, numbered), targets
 
 
 def _modelled(check: CommandCheck) -> bool:

@@ -367,7 +367,9 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 # seccomp program ready, and for each command forks (no interpreter start). Protocol:
 #
 # * caller -> server (FD): one message b"R" carrying two descriptors (SCM_RIGHTS): a
-#   stream socket for this command and the write end of its output pipe. The server
+#   stream socket for this command and the write end of its output pipe; in
+#   ``namespaces`` mode up to six more, files the command gets on the descriptors its
+#   request's "fds" lists (a line's redirected writes, opened by the caller). The server
 #   answers nothing on FD; when FD reaches end of file (the caller closed it, or
 #   died) every process it started is killed and it exits.
 # * the server forks a supervisor per command (a child subreaper), which reads on the
@@ -389,6 +391,7 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 # every command): a rule holds the inode it was made for, not the path.
 
 _REQUEST_LIMIT = 1 << 24
+_MAX_PASSED = 6  # files passed to a command (namespaces mode), on descriptors 3 to 9
 
 
 class _Ruleset:
@@ -485,7 +488,12 @@ def _drain(fd: int) -> None:
 
 
 def _command(
-    prepared: _Prepared, ruleset: int, request: dict[str, object], output: int, report: int
+    prepared: _Prepared,
+    ruleset: int,
+    request: dict[str, object],
+    output: int,
+    report: int,
+    passed: tuple[int, ...] = (),
 ) -> None:  # pragma: no cover - in the command's process, which execs or exits
     """Become the command and exec it; on failure write why to ``report`` and exit 126.
 
@@ -509,6 +517,8 @@ def _command(
         stage = "run"
         if prepared.namespaces:
             report = fcntl.fcntl(report, fcntl.F_DUPFD_CLOEXEC, 64)
+            # out of the way first: a passed file may sit on another one's descriptor
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in passed]
             stage = "mount"
             if request["overlays"]:
                 # no layer to mount (the roots read-only): no namespace of our own,
@@ -516,6 +526,12 @@ def _command(
                 _overlays(request["overlays"])  # type: ignore[arg-type]
             stage = "run"
             _seccomp_on_fd_3(request.get("seccomp"))
+            targets = request.get("fds") or []
+            assert isinstance(targets, list)
+            for fd, target in zip(high, targets, strict=True):
+                if type(target) is not int or not 3 < target < 10:
+                    raise ValueError(f"a passed file's descriptor is 4 to 9, got {target!r}")
+                os.dup2(fd, target)  # inheritable there
             os.execvpe(argv[0], argv, env)
         for which, value in prepared.limits:
             resource.setrlimit(which, (value, value))
@@ -607,7 +623,7 @@ def _seccomp_on_fd_3(path: object) -> None:  # pragma: no cover - in the child
 
 
 def _supervisor(
-    prepared: _Prepared, connection: socket.socket, output: int
+    prepared: _Prepared, connection: socket.socket, output: int, passed: tuple[int, ...] = ()
 ) -> int:  # pragma: no cover - in the forked supervisor
     """Run one command (see the protocol above); the supervisor's exit status."""
     prctl = _libc.prctl
@@ -624,6 +640,9 @@ def _supervisor(
             raise ValueError("request too large")
         request = json.loads(_read_exact(fd, size))
         assert isinstance(request, dict)
+        # files are passed only to bwrap's launcher, one for each descriptor named
+        assert not passed or prepared.namespaces
+        assert len(request.get("fds") or ()) == len(passed)
     except (OSError, EOFError, ValueError, AssertionError):
         return 1
     ruleset, failure = -1, ""
@@ -640,10 +659,12 @@ def _supervisor(
         child = os.fork()
         if child == 0:
             os.close(report_read)
-            _command(prepared, ruleset, request, output, report_write)
+            _command(prepared, ruleset, request, output, report_write, passed)
         os.close(report_write)
         failure = os.read(report_read, 4096).decode(errors="replace")
         os.close(report_read)
+    for passed_fd in passed:
+        os.close(passed_fd)  # the command has its own copies
     if failure.startswith("cwd "):
         _, number, text = failure.split(" ", 2)
         _end_all()
@@ -703,7 +724,7 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
             continue
         try:
             message, ancillary, _, _ = control.recvmsg(
-                16, socket.CMSG_SPACE(2 * fd_size), socket.MSG_CMSG_CLOEXEC
+                16, socket.CMSG_SPACE((2 + _MAX_PASSED) * fd_size), socket.MSG_CMSG_CLOEXEC
             )
         except InterruptedError:
             continue
@@ -716,7 +737,7 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
                 os.close(fd)
             _end_all()
             return 0
-        if message != b"R" or len(fds) != 2:
+        if message != b"R" or not 2 <= len(fds) <= 2 + _MAX_PASSED:
             for fd in fds:
                 os.close(fd)
             continue
@@ -727,13 +748,13 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
             try:
                 control.close()
                 os.close(wakeup)
-                code = _supervisor(prepared, connection, fds[1])
+                code = _supervisor(prepared, connection, fds[1], tuple(fds[2:]))
             finally:
                 os._exit(code)
         supervisors.add(pid)
         connection.detach()
-        os.close(fds[0])
-        os.close(fds[1])
+        for fd in fds:
+            os.close(fd)
 
 
 def _reap(supervisors: set[int]) -> None:  # pragma: no cover - in the fork server

@@ -180,10 +180,13 @@ class ForkServer:
         on_output: OutputSink,
         kill_grace_s: float,
         extra: Mapping[str, object] | None = None,
+        passed: Sequence[tuple[int, int]] = (),
     ) -> ShellExit:
         """Run ``argv`` restricted, stream its merged output; leave no process behind.
 
         ``extra``: more request fields (bubblewrap's launcher: ``overlays``, ``seccomp``).
+        ``passed``: (a descriptor of ours, the descriptor the command gets it on), for
+        bubblewrap's launcher only; ours stay open.
 
         A server that had died is started again, and the command given to the new
         one (the dead one ran nothing of it).
@@ -199,22 +202,32 @@ class ForkServer:
             "env": {**env, PROCESS_TREE_ENV_VAR: marker},
             **(extra or {}),
         }
+        if passed:
+            request["fds"] = [target for _, target in passed]
         payload = json.dumps(request).encode()
         payload = len(payload).to_bytes(4, "big") + payload
         for _ in range(2):
             with contextlib.suppress(_ServerGone):
-                return await self._attempt(payload, marker, cwd, on_output, kill_grace_s)
+                return await self._attempt(
+                    payload, marker, cwd, on_output, kill_grace_s, [fd for fd, _ in passed]
+                )
         raise SandboxUnavailableError(
             f"the {self._what} ended before the command started, twice; refusing to run unsandboxed"
         )
 
     async def _attempt(
-        self, payload: bytes, marker: str, cwd: str, on_output: OutputSink, kill_grace_s: float
+        self,
+        payload: bytes,
+        marker: str,
+        cwd: str,
+        on_output: OutputSink,
+        kill_grace_s: float,
+        passed: list[int],
     ) -> ShellExit:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         read_fd, write_fd = os.pipe()
         try:
-            control = await self._hand_over([theirs.fileno(), write_fd])
+            control = await self._hand_over([theirs.fileno(), write_fd, *passed])
         except BaseException:
             ours.close()
             os.close(read_fd)

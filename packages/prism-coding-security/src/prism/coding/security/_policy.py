@@ -107,6 +107,9 @@ class CommandVerdict:
     # a confined line whose every write was proved to lie in these directories: a
     # sandbox may keep its private layer over them only
     write_dirs: tuple[str, ...] | None = None
+    # a confined line whose only writes are redirections: its text with each target
+    # as a descriptor the sandbox opens, and the targets (see CommandExplanation)
+    redirected: tuple[str, tuple[tuple[int, str, bool], ...]] | None = None
 
 
 def _decision(
@@ -424,6 +427,7 @@ class _CodingApprovalPolicy:
                 f"sandbox ({explanation.reason})" + (f"; {unnamed}" if unnamed else ""),
                 details=details,
                 write_dirs=explanation.write_dirs,
+                redirected=explanation.redirected,
             )
         if self.sandbox is not None and explanation.outcome == "ask":
             confines = self._confines()
@@ -532,7 +536,14 @@ def _spawn_metadata(action: ExecutionAction, verdict: CommandVerdict) -> dict[st
     if verdict.writes_nothing:
         return {**action.metadata, "writes_nothing": True}
     if verdict.write_dirs:
-        return {**action.metadata, "write_dirs": list(verdict.write_dirs)}
+        metadata: dict[str, object] = {**action.metadata, "write_dirs": list(verdict.write_dirs)}
+        if verdict.redirected is not None:
+            command, targets = verdict.redirected
+            metadata["redirected"] = {
+                "command": command,
+                "targets": [[fd, path, append] for fd, path, append in targets],
+            }
+        return metadata
     return None
 
 

@@ -125,18 +125,35 @@ def quote(word: str) -> str:
 
 @attrs.frozen
 class ProvedRedirect:
-    """A redirection as proved: ``file`` (a path), ``dup`` (a descriptor or ``-``) or ``string``."""
+    """A redirection as proved: ``file`` (a path), ``dup`` (a descriptor or ``-``) or ``string``.
+
+    ``open``: a write to a file inside the roots that the sandbox's host side may
+    open itself (``real``: its real path), then written as a duplication of the
+    descriptor ``via`` it is handed on (see :class:`~prism.coding.tools.RedirectedWrites`).
+    """
 
     op: str
     target: str
     fd: int | None = None
     kind: str = "file"
+    real: str = ""
+    via: int | None = None
 
     def text(self) -> str:
-        """The redirection in canonical form."""
+        """The redirection in canonical form.
+
+        Raises:
+            ValueError: an ``open`` redirection with no descriptor assigned.
+        """
         fd = "" if self.fd is None else str(self.fd)
         if self.kind == "dup":
             return f"{fd}{self.op}{self.target}"
+        if self.kind == "open":
+            if self.via is None:
+                raise ValueError(f"the write to {self.target!r} has no descriptor")
+            if self.op in ("&>", "&>>"):
+                return f">&{self.via} 2>&1"  # bash's `&>f` is `>f 2>&1`
+            return f"{fd}>&{self.via}"
         if self.kind == "string":
             return f"{fd}<<< {quote(self.target)}"
         return f"{fd}{self.op}{quote(self.target)}"

@@ -49,6 +49,7 @@ from ._proxy import (
     normalize_allowed_hosts,
     serve_connect_proxy,
 )
+from ._redirects import OpenedTarget, close_targets, open_targets
 from ._seccomp import SECCOMP_FILTER, filter_file, filter_path
 
 if TYPE_CHECKING:
@@ -497,6 +498,65 @@ class BubblewrapSandbox:
 
         return await self._with_proxy(body)
 
+    async def _run_redirected(
+        self, request: ShellSpawnRequest, on_output: OutputSink, kill_grace_s: float
+    ) -> ShellExit | None:
+        """Run a line whose only writes are redirections with its targets opened here.
+
+        None (nothing ran, nothing changed) when a target cannot be opened as the
+        copy-back would let it come back (see :mod:`._redirects`) or the allowlist
+        proxy runs: then the line runs over its private layer.
+        """
+        redirected = request.redirected
+        opened = self._open_redirected(request)
+        if redirected is None or opened is None:
+            return None
+        argv = (request.shell_path, "-c", redirected.command)
+        passed = [(one.fd, one.target) for one in opened]
+        sink_failed = False
+
+        async def sink(chunk: bytes) -> None:
+            nonlocal sink_failed
+            try:
+                await on_output(chunk)
+            except BaseException:
+                sink_failed = True
+                raise
+
+        async def run(launch: _Launch) -> ShellExit:
+            return await self._fork_server().run(
+                launch.argv,
+                cwd="/",
+                env=request.env,
+                on_output=sink,
+                kill_grace_s=kill_grace_s,
+                extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
+                passed=passed,
+            )
+
+        try:
+            result = await self._run_read_only(argv, request.cwd, run)
+        except (OSError, SandboxUnavailableError):
+            # unless the output's sink failed, nothing ran (the working directory could
+            # not be entered, no sandbox): what was created for it goes again
+            close_targets(opened, failed=not sink_failed)
+            raise
+        except BaseException:
+            close_targets(opened)
+            raise
+        notes = close_targets(opened)
+        if notes:
+            text = "".join(f"\n[prism sandbox] {note}" for note in notes)
+            await on_output(f"{text}\n".encode())
+        return result
+
+    def _open_redirected(self, request: ShellSpawnRequest) -> list[OpenedTarget] | None:
+        """The request's targets open (see :func:`._redirects.open_targets`), or None."""
+        redirected = request.redirected
+        if redirected is None or self.network == "allowlist" or not os.path.isdir(request.cwd):
+            return None  # (bwrap would fail to enter a missing directory after the open)
+        return open_targets(redirected, self._overlaid_roots(), self._matcher, self.protected_paths)
+
     def _fork_server(self) -> ForkServer:
         if self._server is None:
             self._server = ForkServer(_SERVER_CONFIG, what="bubblewrap launcher")
@@ -730,6 +790,11 @@ class _SandboxShellOperations:
         if request.read_only and request.grant is None:
             # proved to write nothing: the roots read-only, no layer to take back
             return await self.backend._run_read_only(request.argv, request.cwd, run)
+        if request.redirected is not None and request.grant is None:
+            # its only writes are redirections: opened here, the roots read-only
+            result = await self.backend._run_redirected(request, on_output, self.kill_grace_s)
+            if result is not None:
+                return result
         notes: list[str] = []
         result = await self.backend._run_overlaid(
             request.argv, request.cwd, run, notes, request.grant, request.write_dirs

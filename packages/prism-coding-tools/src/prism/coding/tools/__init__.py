@@ -38,6 +38,7 @@ from ._protocols import FileKind as FileKind
 from ._protocols import FileOperations as FileOperations
 from ._protocols import FileStat as FileStat
 from ._protocols import OutputSink as OutputSink
+from ._protocols import RedirectedWrites as RedirectedWrites
 from ._protocols import ShellExit as ShellExit
 from ._protocols import ShellOperations as ShellOperations
 from ._protocols import ShellSpawnRequest as ShellSpawnRequest
@@ -71,6 +72,7 @@ __all__ = [
     "LocalShellOperations",
     "OutputSink",
     "ReadToolOptions",
+    "RedirectedWrites",
     "ShellExit",
     "ShellOperations",
     "ShellSpawnRequest",

@@ -240,6 +240,43 @@ class AccessGrant:
         return ", ".join(parts)
 
 
+def _targets(value: Iterable[tuple[int, str, bool]]) -> tuple[tuple[int, str, bool], ...]:
+    items = tuple(tuple(item) for item in value)
+    for item in items:
+        if (
+            len(item) != 3
+            or type(item[0]) is not int
+            or not 3 <= item[0] <= 9
+            or not isinstance(item[1], str)
+            or not item[1].startswith("/")
+            or not isinstance(item[2], bool)
+        ):
+            raise TypeError(f"a target is (descriptor 3-9, absolute path, append), got {item!r}")
+    if len({item[0] for item in items}) != len(items):
+        raise TypeError(f"each target has a descriptor of its own, got {items!r}")
+    return items  # type: ignore[return-value]
+
+
+@attrs.frozen(kw_only=True)
+class RedirectedWrites:
+    """A command whose only writes are redirections to files, proved by the execution policy.
+
+    An execution policy puts it in the action's ``metadata["redirected"]``
+    (``{"command": ..., "targets": [[fd, path, append], ...]}``) for a line that
+    writes nothing but the files it redirects to; the shell tool hands it to
+    :meth:`ShellOperations.run` in :attr:`ShellSpawnRequest.redirected`.
+
+    Attributes:
+        command: the line as proved, each target written as a duplication of
+            its descriptor (``'echo' 'x' >&4``).
+        targets: each target: its descriptor, its real absolute path, and
+            whether it is appended to (``>>``) rather than truncated (``>``).
+    """
+
+    command: str = attrs.field(validator=attrs.validators.instance_of(str))
+    targets: tuple[tuple[int, str, bool], ...] = attrs.field(converter=_targets)
+
+
 @attrs.frozen(kw_only=True)
 class ShellSpawnRequest:
     """One command for :meth:`ShellOperations.run`, after prefix and spawn hook.
@@ -264,6 +301,12 @@ class ShellSpawnRequest:
             its private layer over these directories only and give it the rest
             of the roots read-only, where a write fails. The plain local one
             ignores it.
+        redirected: the execution policy proved that the command's only writes
+            are these redirections (see :class:`RedirectedWrites`), or None: a
+            sandboxed ``ShellOperations`` may open each target itself and run
+            ``redirected.command`` with the target on its descriptor and the
+            roots read-only; when it opens them not, it runs ``command`` as it
+            would without this. The plain local one ignores it.
     """
 
     command: str
@@ -275,6 +318,10 @@ class ShellSpawnRequest:
     )
     read_only: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     write_dirs: tuple[str, ...] | None = attrs.field(default=None, converter=_write_dirs)
+    redirected: RedirectedWrites | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(RedirectedWrites)),
+    )
 
     @property
     def argv(self) -> tuple[str, ...]:

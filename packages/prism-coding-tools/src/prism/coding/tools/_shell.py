@@ -40,7 +40,7 @@ from ._common import (
 )
 from ._output import CollectedOutput, OutputCollector
 from ._process import LocalShellOperations, default_shell_path
-from ._protocols import AccessGrant, ShellOperations, ShellSpawnRequest
+from ._protocols import AccessGrant, RedirectedWrites, ShellOperations, ShellSpawnRequest
 
 if TYPE_CHECKING:
     from ._protocols import ShellExit
@@ -147,6 +147,10 @@ class _ShellTool:
             read_only=checked.metadata.get("writes_nothing") is True and not self.command_prefix,
             # every write proved to lie in these directories (the same proviso)
             write_dirs=_write_dirs(checked.metadata.get("write_dirs"))
+            if not self.command_prefix
+            else None,
+            # its only writes are these redirections (the same proviso)
+            redirected=_redirected(checked.metadata.get("redirected"))
             if not self.command_prefix
             else None,
         )
@@ -277,8 +281,9 @@ def create_shell_tool(
     (:attr:`ShellSpawnRequest.grant`), and ``metadata["writes_nothing"]``
     (a command proved to write no file) sets :attr:`ShellSpawnRequest.read_only`
     and ``metadata["write_dirs"]`` (every file it may write proved to lie in
-    these directories) sets :attr:`ShellSpawnRequest.write_dirs`, when there is
-    no ``command_prefix``. Then
+    these directories) sets :attr:`ShellSpawnRequest.write_dirs`, and
+    ``metadata["redirected"]`` (its only writes are redirections) sets
+    :attr:`ShellSpawnRequest.redirected`, when there is no ``command_prefix``. Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest`.
 
@@ -366,6 +371,16 @@ def create_shell_tool(
         parameters=_PARAMETERS,
         exclusive=True,
     )
+
+
+def _redirected(value: object) -> RedirectedWrites | None:
+    """A policy's ``metadata["redirected"]`` as :class:`RedirectedWrites`, else None."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return RedirectedWrites(command=value["command"], targets=value["targets"])
+    except (KeyError, TypeError):
+        return None
 
 
 def _write_dirs(value: object) -> tuple[str, ...] | None:

@@ -1,0 +1,378 @@
+"""A line whose only writes are redirections: its targets opened by the host, the roots read-only.
+
+The policy proves the line and its targets (``redirected``); bubblewrap opens each
+target itself, as the copy-back would let the file come back (no link followed,
+no protected name, nothing git names, a regular file with one name), hands it to
+the command on a descriptor (``>&4``) and binds the roots read-only. Anything it
+cannot open so runs over the private layer as before. Real bubblewrap, real bash,
+compared with bash running the line as written.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.coding.security import (
+    BubblewrapSandbox,
+    SandboxUnavailableError,
+    create_sandbox_shell_operations,
+    explain_command,
+)
+from prism.coding.security._protected import ProtectedPaths
+from prism.coding.security._redirects import close_targets, open_targets
+from prism.coding.tools import (
+    LocalShellOperations,
+    RedirectedWrites,
+    ShellOperations,
+    ShellSpawnRequest,
+    ShellToolOptions,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/nonexistent"}
+_BASH = "/bin/bash"
+
+
+def _redirected(root: Path, command: str, cwd: Path | None = None) -> RedirectedWrites | None:
+    sandbox = BubblewrapSandbox([str(root)])
+    found = explain_command(command, roots=[str(root)], cwd=str(cwd or root), sandbox=sandbox)
+    if found.redirected is None:
+        return None
+    text, targets = found.redirected
+    return RedirectedWrites(command=text, targets=targets)
+
+
+@pytest.mark.parametrize(
+    ("command", "text", "targets"),
+    [
+        ("echo x > f", "'echo' 'x' >&4", [("f", False)]),
+        ("echo x >> f", "'echo' 'x' >&4", [("f", True)]),
+        ("ls nope 2> f", "'ls' 'nope' 2>&4", [("f", False)]),
+        ("ls nope &> f", "'ls' 'nope' >&4 2>&1", [("f", False)]),
+        ("ls nope &>> f", "'ls' 'nope' >&4 2>&1", [("f", True)]),
+        ("ls nope >& f", "'ls' 'nope' >&4 2>&1", [("f", False)]),
+        ("echo x >| f", "'echo' 'x' >&4", [("f", False)]),
+        ("echo x 2>&1 > f", "'echo' 'x' 2>&1 >&4", [("f", False)]),
+        ("echo x > f 2> g", "'echo' 'x' >&4 2>&5", [("f", False), ("g", False)]),
+        ("echo x | tr x y > d/f", "'echo' 'x' | 'tr' 'x' 'y' >&4", [("d/f", False)]),
+        ("cat f > f", "'cat' 'f' >&4", [("f", False)]),  # one command: bash opens first
+    ],
+)
+def test_a_line_whose_only_writes_are_redirections_is_rebuilt_on_descriptors(
+    root: Path, command: str, text: str, targets: list[tuple[str, bool]]
+) -> None:
+    (root / "d").mkdir()
+    found = _redirected(root, command)
+    assert found is not None
+    assert found.command == text
+    assert found.targets == tuple(
+        (4 + n, f"{root}/{name}", append) for n, (name, append) in enumerate(targets)
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo x > f; ls",  # a list: a later command could read what an earlier one wrote
+        "echo x > f && cat f",
+        "cat f | sort > f",  # a pipeline naming its target: who reads first is a race
+        "cat ./f | sort > f",
+        "cat l | sort > f",  # l is a link to f
+        "echo a > f > f",  # one file twice
+        "echo a > f >> ./f",
+        "echo x 3> f",  # a descriptor the host's could be
+        "echo x > f >&5",
+        "{ echo x; } > f",  # a group
+        "sh -c 'echo x > f'",  # a redirection inside another shell's script
+        "sed -i s/a/b/ g > f",  # another write
+        "echo x > .envrc",  # protected: asks
+        "echo x > ../f",  # outside the roots: asks
+        "echo x > $F",  # computed
+        "cd d && echo x > f",
+        "cat > f << EOF\nx\nEOF",  # a here-document is not proved
+    ],
+)
+def test_a_line_whose_writes_could_differ_keeps_its_private_layer(root: Path, command: str) -> None:
+    (root / "d").mkdir()
+    (root / "f").write_text("f\n")
+    (root / "g").write_text("g\n")
+    os.symlink("f", root / "l")
+    assert _redirected(root, command) is None
+
+
+# each: the line, and the root's entries before it (a str is a file, None a directory,
+# ("link", target) a symbolic link)
+_CASES: list[tuple[str, dict[str, object]]] = [
+    ("echo a > f", {}),
+    ("echo a > f", {"f": "old content\n"}),
+    ("echo b >> f", {"f": "old\n"}),
+    ("echo b >> f", {}),
+    ("ls nope 2> f", {}),
+    ("ls nope . &> f", {"f": "old\n", "x": "x\n"}),
+    ("ls nope . &>> f", {"f": "old\n"}),
+    ("echo a 2>&1 > f", {}),
+    ("echo a > f 2> g", {"g": "old\n"}),
+    ("echo a | tr a b > f", {"f": "longer old content\n"}),
+    ("echo a > link", {"f": "old\n", "link": ("link", "f")}),
+    ("echo a > dangling", {"dangling": ("link", "made")}),
+    ("echo a > d", {"d": None}),  # a directory: bash's error
+    ("echo a > missing/f", {}),  # a missing directory: bash's error
+    ("echo a > ro", {"ro": "r\n"}),  # not writable: bash's error (unless root)
+]
+
+
+def _lay_out(directory: Path, entries: dict[str, object]) -> None:
+    directory.mkdir()
+    for name, what in entries.items():
+        if what is None:
+            (directory / name).mkdir()
+        elif isinstance(what, tuple):
+            os.symlink(what[1], directory / name)
+        else:
+            (directory / name).write_text(str(what))
+            os.chmod(directory / name, 0o444 if name == "ro" else 0o640)
+
+
+def _snapshot(directory: Path) -> list[tuple[str, int, bytes]]:
+    out: list[tuple[str, int, bytes]] = []
+    for path, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            full = os.path.join(path, name)
+            info = os.lstat(full)
+            content = b""
+            if stat.S_ISLNK(info.st_mode):
+                content = os.readlink(full).encode()
+            elif stat.S_ISREG(info.st_mode):
+                with open(full, "rb") as handle:
+                    content = handle.read()
+            out.append((os.path.relpath(full, directory), info.st_mode, content))
+    return out
+
+
+async def _run(
+    ops: ShellOperations, command: str, cwd: Path, redirected: RedirectedWrites | None = None
+) -> tuple[int | None, bytes]:
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    request = ShellSpawnRequest(
+        command=command, shell_path=_BASH, cwd=str(cwd), env=_ENV, redirected=redirected
+    )
+    with trio.fail_after(60):
+        result = await ops.run(request, sink)
+    return result.exit_code, b"".join(chunks)
+
+
+@pytest.mark.bwrap
+async def test_redirections_opened_by_the_host_do_what_bash_does(root: Path) -> None:
+    """Same content, mode, creation, output and status as bash running the line as
+    written: a target that exists or not, appended to, a link, a directory, in a
+    missing directory, not writable."""
+    plain_top = root.parent / "plain"
+    plain_top.mkdir()
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    local = LocalShellOperations()
+    for number, (command, entries) in enumerate(_CASES):
+        sandboxed, plain = root / f"c{number}", plain_top / f"c{number}"
+        _lay_out(sandboxed, entries)
+        _lay_out(plain, entries)
+        redirected = _redirected(root, command, sandboxed)
+        assert redirected is not None, command
+        got = await _run(ops, command, sandboxed, redirected)
+        expected = await _run(local, command, plain)
+        assert got == expected, command
+        assert _snapshot(sandboxed) == _snapshot(plain), command
+
+
+@pytest.mark.bwrap
+async def test_the_line_runs_on_the_descriptors_with_the_roots_read_only(root: Path) -> None:
+    """The host opened the target (the rebuilt line writes through >&4), and nothing
+    else of the roots can be written; a target it cannot open runs the line as
+    written, over the private layer."""
+    (root / "d").mkdir()
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    fast = RedirectedWrites(
+        command="echo opened >&4; echo other > d/other",
+        targets=((4, f"{root}/d/out", False),),
+    )
+    status, output = await _run(ops, "echo layer > d/out", root, fast)
+    assert (root / "d" / "out").read_text() == "opened\n"
+    assert b"Read-only file system" in output
+    assert status == 1
+    assert not (root / "d" / "other").exists()
+    # its directory is missing: the line as written, over the layer (bash's own error)
+    missing = RedirectedWrites(command="echo opened >&4", targets=((4, f"{root}/e/out", False),))
+    status, output = await _run(ops, "echo layer > d/out2", root, missing)
+    assert (status, output) == (0, b"")
+    assert (root / "d" / "out2").read_text() == "layer\n"
+
+
+@pytest.mark.bwrap
+async def test_a_link_planted_after_the_check_is_not_followed(root: Path, tmp_path: Path) -> None:
+    """Between the policy's check and the host's open, the target or a directory on
+    the way becomes a link out of the root: the host does not follow it, and the line
+    runs over the layer, where the link leads nowhere writable."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_text("precious\n")
+    (root / "d").mkdir()
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    redirected = _redirected(root, "echo owned > d/out")
+    assert redirected is not None
+    os.symlink(victim, root / "d" / "out")
+    status, output = await _run(ops, "echo owned > d/out", root, redirected)
+    assert victim.read_text() == "precious\n"
+    assert status == 1  # (the sandbox's /tmp is its own: the link leads nowhere there)
+    assert b"d/out: " in output
+    # a directory on the way swapped for a link to the outside
+    (root / "e").mkdir()
+    redirected = _redirected(root, "echo owned > e/victim")
+    assert redirected is not None
+    os.rmdir(root / "e")
+    os.symlink(outside, root / "e")
+    status, output = await _run(ops, "echo owned > e/victim", root, redirected)
+    assert victim.read_text() == "precious\n"
+    assert status == 1
+
+
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_what_the_copy_back_leaves_out_is_never_opened(root: Path) -> None:
+    """A protected name, a path in .git, the hooks directory git's configuration names,
+    what a protected link at the root's top leads to: the policy placed these writes
+    inside the roots (or a request names them), but the host opens none of them; over
+    the layer they are left out and reported, as before."""
+    await trio.run_process(["git", "init", "-q", str(root)])
+    await trio.run_process(["git", "-C", str(root), "config", "core.hooksPath", "myhooks"])
+    (root / "myhooks").mkdir()
+    (root / "c").mkdir()
+    os.symlink("c", root / ".cargo")
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    for path in ("myhooks/pre-commit", "c/config.toml", ".git/notes.txt"):
+        redirected = _redirected(root, f"echo x > {path}")
+        assert redirected is not None, path
+        _, output = await _run(ops, f"echo x > {path}", root, redirected)
+        assert not (root / path).exists(), path
+        assert b"[prism sandbox] not applied" in output, (path, output)
+    # a request naming a protected path itself (a spawn hook can write any)
+    hostile = RedirectedWrites(command="echo x >&4", targets=((4, f"{root}/.envrc", False),))
+    _, output = await _run(ops, "echo x > .envrc", root, hostile)
+    assert not (root / ".envrc").exists()
+    assert b"protected paths" in output
+
+
+@pytest.mark.bwrap
+async def test_a_set_user_id_bit_set_through_the_descriptor_is_cleared(root: Path) -> None:
+    """The command owns its descriptor: whatever mode it sets through it, a set-user-ID
+    or set-group-ID bit does not stay on the host's file (as the copy-back clears it)."""
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    hostile = RedirectedWrites(
+        command="echo x >&4; chmod 6755 /proc/self/fd/4 2>/dev/null; :",
+        targets=((4, f"{root}/tool", False),),
+    )
+    await _run(ops, "echo x > tool", root, hostile)
+    mode = stat.S_IMODE(os.stat(root / "tool").st_mode)
+    assert not mode & (stat.S_ISUID | stat.S_ISGID)
+
+
+def test_a_target_that_is_not_a_plain_file_of_one_name_is_not_opened(root: Path) -> None:
+    """A FIFO (never waited on), a hard-linked file, a link, a directory, a descriptor
+    outside 4-9, a path outside the roots: nothing opened, nothing truncated, and what
+    was created for the line before it is removed again."""
+    matcher = ProtectedPaths(())
+    (root / "kept").write_text("kept\n")
+    os.mkfifo(root / "fifo")
+    (root / "linked").write_text("l\n")
+    os.link(root / "linked", root / "other-name")
+    os.symlink("kept", root / "link")
+    (root / "dir").mkdir()
+
+    def attempt(*targets: tuple[int, str, bool]) -> object:
+        found = open_targets(RedirectedWrites(command=":", targets=targets), [str(root)],
+                             matcher, ())  # fmt: skip
+        if found is not None:
+            close_targets(found)
+        return found
+
+    for name in ("fifo", "linked", "link", "dir"):
+        made = (4, f"{root}/new", False)
+        assert attempt(made, (5, f"{root}/{name}", False)) is None, name
+        assert not (root / "new").exists()
+        assert attempt((4, f"{root}/kept", False), (5, f"{root}/{name}", False)) is None
+        assert (root / "kept").read_text() == "kept\n"
+    assert attempt((3, f"{root}/kept", False)) is None
+    assert attempt((4, "/etc/hostname", False)) is None
+    assert attempt((4, f"{root}/kept", True)) is not None
+    assert (root / "kept").read_text() == "kept\n"  # appended to: not truncated
+    assert attempt((4, f"{root}/kept", False)) is not None
+    assert (root / "kept").read_text() == ""
+
+
+@pytest.mark.bwrap
+async def test_the_shell_tool_hands_the_proved_redirections_to_the_sandbox(root: Path) -> None:
+    """Through open_secure_coding_tools: the decision's redirections reach the sandbox,
+    the file is written and the ledger records the confined decision as before; with a
+    command prefix of the host's (not part of the proof) they do not."""
+    from prism.coding.security import open_secure_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+    from prism.core.ledger import RunLedger
+
+    seen: list[RedirectedWrites | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.redirected)
+        return request
+
+    ledger = RunLedger()
+    for prefix in (None, "umask 022"):
+        options: ShellToolOptions = {"spawn_hook": hook, "env": _ENV, "command_prefix": prefix}
+        async with open_secure_coding_tools(
+            [str(root)], sandbox="bubblewrap", shell_options=options
+        ) as secure:
+            dispatch = DispatchOptions(registry=create_tool_registry(secure.tools), ledger=ledger)
+            call = ToolCall(id="1", name="shell", arguments={"command": "echo hi > out.txt"})
+            result = await dispatch_tool_call(call, dispatch)
+        assert not result.is_error, result.joined_text
+        assert (root / "out.txt").read_text() == "hi\n"
+    assert seen == [RedirectedWrites(command="'echo' 'hi' >&4",
+                                     targets=((4, f"{root}/out.txt", False),)), None]  # fmt: skip
+    decisions = [record.decision for record in ledger.records if record.decision is not None]
+    assert [(d.allowed, d.confined) for d in decisions] == [(True, True), (True, True)]
+
+
+@pytest.mark.bwrap
+async def test_a_line_that_could_not_start_leaves_no_target_behind(root: Path) -> None:
+    """Its working directory is gone, or the sandbox cannot start: nothing ran, and no
+    target was made for it; with the allowlist proxy the line keeps its layer."""
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    redirected = RedirectedWrites(command="echo x >&4", targets=((4, f"{root}/made", False),))
+    status, _ = await _run(ops, "echo x > made", root / "gone", redirected)
+    assert status != 0
+    assert not (root / "made").exists()
+    broken = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    await _run(broken, "true", root)  # probed: the next call goes straight to bwrap
+    broken.backend.bwrap_path = str(root / "no-bwrap")  # type: ignore[attr-defined]
+    with pytest.raises(SandboxUnavailableError):
+        await _run(broken, "echo x > made", root, redirected)
+    assert not (root / "made").exists()
+    listing = BubblewrapSandbox([str(root)], network="allowlist", allowed_hosts=["example.com"])
+
+    async def sink(chunk: bytes) -> None:
+        raise AssertionError(chunk)
+
+    request = ShellSpawnRequest(
+        command="echo x > made", shell_path=_BASH, cwd=str(root), env=_ENV, redirected=redirected
+    )
+    assert await listing._run_redirected(request, sink, 1.0) is None
+    assert not (root / "made").exists()
