@@ -215,9 +215,16 @@ def build() -> MCPServer:
         return f"the user did not answer ({answer.action})"
 
     @server.tool()
-    async def sign_in(ctx: Context) -> str:
-        """Ask the user to visit a page (URL elicitation) and say what they did."""
-        answer = await ctx.elicit_url("sign in please", "https://auth.example/login", "e-1")
+    async def sign_in(
+        ctx: Context, elicitation_id: str = "e-1", done: list[str] | None = None
+    ) -> str:
+        """Ask the user to visit a page (URL elicitation ``elicitation_id``) and say what
+        they did; then say each of ``done`` is complete (notifications/elicitation/complete)."""
+        answer = await ctx.elicit_url(
+            "sign in please", "https://auth.example/login", elicitation_id
+        )
+        for each in done or ():
+            await ctx.session.send_elicit_complete(each, related_request_id=ctx.request_id)
         return f"the user chose {answer.action}"
 
     @server.tool()

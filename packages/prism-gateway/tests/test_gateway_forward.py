@@ -20,7 +20,7 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
-from mcp import Client, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
@@ -43,6 +43,8 @@ from prism.gateway import (
     open_gateway,
     serve_http,
 )
+from prism.gateway._approval import CallScope
+from prism.gateway._urlids import MAX_KEPT, MAX_KEPT_PER_CLIENT, UrlElicitations
 from prism.mcp import StdioTransport, StreamableHttpTransport
 
 if TYPE_CHECKING:
@@ -83,9 +85,9 @@ def http_server(url: str) -> DownstreamServer:
     )
 
 
-def stdio_server(protocol: str = "legacy") -> DownstreamServer:
+def stdio_server(protocol: str = "legacy", server_id: str = "fx") -> DownstreamServer:
     return DownstreamServer(
-        server_id="fx",
+        server_id=server_id,
         transport=StdioTransport(sys.executable, [str(FIXTURE)]),
         options={"call_timeout_s": 30, "protocol": protocol},
     )
@@ -94,7 +96,7 @@ def stdio_server(protocol: str = "legacy") -> DownstreamServer:
 @asynccontextmanager
 async def serving(
     workspace: Path,
-    server: DownstreamServer,
+    server: DownstreamServer | list[DownstreamServer],
     roots: tuple[str, ...] = (),
     http: HttpOptions | None = None,
     question_ttl_s: float = 600.0,
@@ -111,7 +113,7 @@ async def serving(
     async with (
         open_gateway(
             tools=tools,
-            servers=[server],
+            servers=server if isinstance(server, list) else [server],
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
             hints=CODING_TOOL_HINTS,
             ledger=RunLedger(),
@@ -124,7 +126,8 @@ async def serving(
         url = await nursery.start(serve_http, gateway, http or HttpOptions(port=0))
         with trio.fail_after(60):
             await gateway.wait_servers()
-        assert gateway.server_status()["fx"][0] == "up", gateway.server_status()
+        status = gateway.server_status()
+        assert {state for state, *_ in status.values()} == {"up"}, status
         yield url, gateway
         nursery.cancel_scope.cancel()
 
@@ -261,6 +264,81 @@ async def test_roots_no_client_can_give_are_refused_without_gateway_roots(
     assert "UpstreamCannotAnswerError" in text(result)
 
 
+class FormOnly(ClientSession):
+    """A real SDK client session that declares elicitation in form mode only."""
+
+    def _build_capabilities(self, version: str) -> types.ClientCapabilities:
+        declared = super()._build_capabilities(version)
+        return declared.model_copy(update={"elicitation": types.ElicitationCapability()})
+
+
+async def test_url_elicitations_get_ids_of_the_gateways_and_only_their_servers_complete_them(
+    workspace: Path, downstream_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two servers name their URL elicitations alike ("e-1"): the client sees a fresh,
+    unguessable id for each, and a completion reaches it (under that id, once) only from
+    the server that sent that elicitation; a completion of an id the server never sent,
+    of another server's, or sent twice, is dropped. A client that declared form mode
+    only is not sent a URL elicitation."""
+    shown: list[str] = []
+    completed: list[str] = []
+    arrived = trio.Event()
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        assert params.url == "https://auth.example/login"
+        assert params.elicitation_id is not None
+        shown.append(params.elicitation_id)
+        return types.ElicitResult(action="accept")
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            completed.append(message.params.elicitation_id)
+            if len(completed) == 3:
+                arrived.set()
+
+    servers = [http_server(downstream_url), stdio_server(server_id="fy")]
+    async with (
+        serving(workspace, servers) as (url, _),
+        Client(url, elicitation_callback=elicit, message_handler=on_message, mode="legacy") as c,
+    ):
+
+        async def sign_in(server: str, elicitation_id: str, *done: str) -> str:
+            arguments = {"elicitation_id": elicitation_id, "done": list(done)}
+            return text(await c.call_tool(f"mcp__{server}__sign_in", arguments))
+
+        assert await sign_in("fx", "e-1", "e-1") == "the user chose accept"
+        await sign_in("fx", "x-7")  # left waiting for its completion
+        # fy completes its own e-1 (twice), and fx's x-7 and a z-9 nobody sent.
+        await sign_in("fy", "e-1", "e-1", "e-1", "x-7", "z-9")
+        await sign_in("fx", "x-8", "x-7")  # fx completes x-7, its call long over
+        with trio.fail_after(30):
+            await arrived.wait()
+
+        async with (
+            streamable_http_client(url) as (read, write),
+            FormOnly(read, write, elicitation_callback=elicit) as form_only,
+        ):
+            await form_only.initialize()
+            refused = await form_only.call_tool("mcp__fx__sign_in", {"elicitation_id": "f-1"})
+    assert len(set(shown)) == 4, shown
+    assert not {"e-1", "x-7", "x-8"} & set(shown)
+    assert all(len(each) >= 24 for each in shown)
+    fx_e1, fx_x7, fy_e1, _fx_x8 = shown
+    assert completed == [fx_e1, fy_e1, fx_x7]
+    dropped = [r.getMessage() for r in caplog.records if "dropped MCP server" in r.getMessage()]
+    assert len(dropped) == 3, dropped
+    assert all(message.startswith("dropped MCP server 'fy'") for message in dropped)
+    assert [m.split("complete for ")[1].split(":")[0] for m in dropped] == [
+        "'e-1'",
+        "'x-7'",
+        "'z-9'",
+    ]
+    assert refused.is_error
+    assert "UpstreamCannotAnswerError" in text(refused)
+    assert "did not declare elicitation in URL mode" in caplog.text
+
+
 @pytest.mark.parametrize("transport", ["http", "stdio"])
 async def test_logs_reach_a_2026_client_only_at_the_level_its_call_asked(
     workspace: Path, downstream_url: str, transport: str
@@ -374,7 +452,7 @@ async def test_a_stdio_client_cancelling_with_the_sdk_cancels_the_downstream_cal
 
 
 async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_retry(
-    workspace: Path,
+    workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A 2026-07-28 client cannot be sent a request mid-call: the server's elicitation and
     the gateway's own approval question come back as input_required, and the SDK client's
@@ -414,7 +492,8 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
         approved = await client.call_tool("shell", {"command": "touch made.txt && echo made"})
         sampled = await client.call_tool("mcp__fx__think", {"prompt": "say hi"})
         listed = await client.call_tool("mcp__fx__roots", {})
-        signed = await client.call_tool("mcp__fx__sign_in", {})
+        # Its completion has no id to go under (2026-07-28 has none): dropped.
+        signed = await client.call_tool("mcp__fx__sign_in", {"done": ["e-1"]})
         # A call run apart is still the client's to cancel: its server's call ends too.
         async with trio.open_nursery() as nursery:
             started = trio.Event()
@@ -438,6 +517,7 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
     assert text(sampled) == "the model wrote hi (m)"
     assert listed.structured_content == {"result": [workspace.as_uri()]}
     assert text(signed) == "the user chose decline"
+    assert "dropped MCP server 'fx''s notifications/elicitation/complete for 'e-1'" in caplog.text
     assert cancelled.structured_content == {"result": True}
     assert asked[2:] == [
         "MCP server 'fx' asks (forwarded by Prism): sign in please",
@@ -802,3 +882,43 @@ async def test_a_cancelled_call_counts_as_its_clients_until_its_server_answers_i
     assert seen == ["mine"]
     assert text(held).startswith("refused"), held.content
     assert bob_asked == ["MCP server 'fx' asks (forwarded by Prism): colour?"]
+
+
+async def test_url_elicitation_ids_are_kept_per_server_capped_and_expire(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """The map behind the forwarded ids: one client's many elicitations push out only its
+    own oldest, all clients' past the cap the oldest of all; an id expires at its TTL and
+    goes with its server; a server id named twice stands for the later one only."""
+    ids = UrlElicitations(ttl_s=60.0)
+
+    def scope(client: str) -> CallScope:
+        return CallScope(session=None, request_id=1, client=client, tool_name="mcp:fx:sign_in")
+
+    alice, bob = scope("alice"), scope("bob")
+    first = ids.issue("fx", "a-0", alice)
+    assert ids.issue("fx", None, alice) != first  # nothing to complete it by: not kept
+    assert len(ids) == 1
+    for n in range(1, MAX_KEPT_PER_CLIENT + 1):
+        ids.issue("fx", f"a-{n}", alice)
+    assert len(ids) == MAX_KEPT_PER_CLIENT
+    assert ids.complete("fx", "a-0") is None  # alice's oldest went to make room
+    for n in range(MAX_KEPT):
+        ids.issue("fy", f"b-{n}", scope(f"c{n}"))
+    assert len(ids) == MAX_KEPT
+    assert ids.complete("fx", f"a-{MAX_KEPT_PER_CLIENT}") is None  # the oldest of all went
+    assert ids.complete("fy", "b-0") is not None
+
+    again = ids.issue("fy", "b-1", bob)  # fy names b-1 a second time, for bob
+    issued = ids.complete("fy", "b-1")
+    assert issued is not None
+    assert (issued.upstream_id, issued.scope) == (again, bob)
+    assert ids.complete("fy", "b-1") is None  # once
+
+    ids.issue("fx", "a-9", alice)
+    ids.server_gone("fy")
+    assert ids.complete("fy", "b-3") is None
+    assert len(ids) == 1
+    mock_clock.jump(61)
+    assert ids.complete("fx", "a-9") is None  # past its TTL
+    assert len(ids) == 0

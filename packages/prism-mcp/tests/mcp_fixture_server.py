@@ -171,6 +171,16 @@ async def ask_user(question: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def sign_in(elicitation_id: str, done: list[str], ctx: Context) -> str:
+    """Ask the user to visit a page (URL elicitation ``elicitation_id``), then say each
+    of ``done`` is complete (``notifications/elicitation/complete``)."""
+    answer = await ctx.elicit_url("sign in", "https://auth.example/login", elicitation_id)
+    for each in done:
+        await ctx.session.send_elicit_complete(each)
+    return f"user: {answer.action}"
+
+
+@server.tool()
 async def call_roots(ctx: Context) -> str:
     """List the client's roots on this call's own stream; say them, or why not."""
     from mcp.shared.message import ServerMessageMetadata

@@ -12,6 +12,7 @@ from prism.core import ToolCall, ToolExecutionContext
 from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
+    McpElicitationComplete,
     McpLogMessage,
     McpRootsRequest,
     McpSamplingAnswer,
@@ -67,6 +68,52 @@ async def test_sampling_and_elicitation_reach_the_host_callbacks(
     assert sampling.max_tokens == 16
     assert isinstance(elicitation, McpElicitation)
     assert (elicitation.mode, elicitation.message) == ("form", "sure?")
+
+
+async def test_a_url_elicitation_and_its_completion_reach_the_host(
+    fixture_stdio: StdioTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server's id comes with the request and with each completion it sends (what
+    the id names is the server's word: the bridge passes on even one it never sent)."""
+    seen: list[object] = []
+    all_told = trio.Event()
+
+    async def elicit(request: McpElicitation) -> McpElicitationAnswer:
+        seen.append(request)
+        return McpElicitationAnswer(action="accept")
+
+    def on_complete(notice: McpElicitationComplete) -> None:
+        seen.append(notice)
+        if len(seen) == 4:
+            all_told.set()
+        if notice.elicitation_id == "raise":
+            raise RuntimeError("the host's sink broke")
+
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx",
+            transport=fixture_stdio,
+            protocol="legacy",
+            elicit=elicit,
+            on_elicitation_complete=on_complete,
+        ) as bridge:
+            done = ["e-1", "raise", "x" * 300]
+            said = await run(bridge, "sign_in", {"elicitation_id": "e-1", "done": done})
+            await all_told.wait()  # the notifications are handled by a task of their own
+    assert said == "user: accept"
+    request, *completed = seen
+    assert isinstance(request, McpElicitation)
+    assert (request.mode, request.url, request.elicitation_id) == (
+        "url",
+        "https://auth.example/login",
+        "e-1",
+    )
+    assert all(isinstance(notice, McpElicitationComplete) for notice in completed)
+    ids = [notice.elicitation_id for notice in completed]  # type: ignore[attr-defined]
+    assert ids[:2] == ["e-1", "raise"]
+    assert len(ids[2]) <= 256
+    assert {notice.server_id for notice in completed} == {"fx"}  # type: ignore[attr-defined]
+    assert any("on_elicitation_complete" in record.getMessage() for record in caplog.records)
 
 
 async def _raise(request: object) -> Any:

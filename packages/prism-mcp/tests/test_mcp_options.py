@@ -44,6 +44,7 @@ BAD_OPEN_OPTIONS: list[tuple[str, object]] = [
     ("elicit", "yes"),
     ("sample", 1),
     ("on_log", object()),
+    ("on_elicitation_complete", "no"),
     ("accept_change", True),
     ("pins_file", 3),
     ("roots", "/srv"),

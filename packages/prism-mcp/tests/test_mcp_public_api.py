@@ -13,6 +13,8 @@ DOCUMENTED = {
     "McpElicitCallback",
     "McpElicitation",
     "McpElicitationAnswer",
+    "McpElicitationComplete",
+    "McpElicitationCompleteCallback",
     "McpLogCallback",
     "McpLogMessage",
     "McpRootsCallback",

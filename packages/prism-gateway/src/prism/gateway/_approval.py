@@ -257,9 +257,24 @@ def _describe(action: ExecutionAction, scope: CallScope) -> str:
     return head + label + clip(action.command, room)
 
 
+def declares_elicitation(capabilities: Any, mode: str) -> bool:
+    """Whether a client that declared ``capabilities`` may be sent ``mode`` elicitations.
+
+    An ``elicitation`` capability that names no mode means form only (a
+    client from before URL mode); URL mode must be named.
+    """
+    declared = getattr(capabilities, "elicitation", None)
+    if declared is None:
+        return False
+    form = getattr(declared, "form", None)
+    url = getattr(declared, "url", None)
+    if mode == "url":
+        return url is not None
+    return form is not None or url is None
+
+
 def _declared_elicitation(scope: CallScope) -> bool:
-    caps = scope.session.client_capabilities
-    return caps is not None and caps.elicitation is not None
+    return declares_elicitation(scope.session.client_capabilities, "form")
 
 
 def _can_elicit(scope: CallScope) -> bool:

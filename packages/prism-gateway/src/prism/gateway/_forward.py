@@ -13,9 +13,12 @@ import trio
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ValidationError
 
+from prism.core.text import clip
 from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
+    McpElicitationComplete,
+    McpElicitationCompleteCallback,
     McpElicitCallback,
     McpLogCallback,
     McpLogMessage,
@@ -26,9 +29,10 @@ from prism.mcp import (
     McpSamplingRequest,
 )
 
-from ._approval import CallScope
+from ._approval import CallScope, declares_elicitation
 from ._errors import GatewayError
 from ._rounds import UnansweredError, ask_apart
+from ._urlids import UrlElicitations
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -41,6 +45,8 @@ _LOG_BACKLOG = 64
 UNANSWERED_CALL_S = 120.0
 """How long at most a call that ended before its server answered it counts as running there."""
 _MAX_LEFT_CALLS = 64
+_NOTIFY_S = 5.0
+"""How long sending one notification outside a call may take before it is given up."""
 
 
 class UpstreamCannotAnswerError(GatewayError):
@@ -86,7 +92,8 @@ def _elicit_request(request: McpElicitation, message: str) -> dict[str, Any]:
     """The ``elicitation/create`` input request (wire form) forwarding ``request``."""
     params: dict[str, Any] = {"message": message}
     if request.mode == "url" and request.url is not None:
-        # 2026-07-28 has no elicitationId: the server's own id stays between it and the gateway.
+        # 2026-07-28 has no elicitationId (nor a completion): the server's own id, if
+        # any, stays between it and the gateway.
         params.update(mode="url", url=request.url)
     else:
         params.update(mode="form", requestedSchema=request.requested_schema or _EMPTY_FORM)
@@ -105,17 +112,22 @@ class Forwarder:
     pipe, the standalone HTTP stream), it goes to the one client with calls
     running on that server; with calls of several clients running there, or
     none, it is refused rather than put to a client it may not belong to. So
-    is a request the client did not declare the capability for, or cannot
-    receive mid-call (a 2026-07-28 or stateless connection); a roots request
-    the client cannot answer gets the gateway's own roots instead, if any.
+    is a request the client did not declare the capability for (for an
+    elicitation: in its mode), or cannot receive mid-call (a 2026-07-28 or
+    stateless connection); a roots request the client cannot answer gets the
+    gateway's own roots instead, if any. A URL elicitation reaches a
+    2025-11-25 client under an id of the gateway's own (see ``UrlElicitations``).
     """
 
     # The gateway's configured roots (file:// URIs), for a roots request no client answers.
     _roots: tuple[str, ...] = ()
     _calls: dict[str, list[CallScope]] = attrs.field(factory=dict)
     _by_id: dict[str, CallScope] = attrs.field(factory=dict)
-    # Log messages waiting to be sent, by call (the bridge's log callback cannot wait).
-    _pending: dict[CallScope, list[types.LoggingMessageNotification]] = attrs.field(factory=dict)
+    # Log messages (and URL elicitations' completions) waiting to be sent, by call (the
+    # bridge's callbacks for them cannot wait).
+    _pending: dict[CallScope, list[types.ServerNotification]] = attrs.field(factory=dict)
+    # Completions for calls that are over: sent to their client's session, not a call's stream.
+    _loose: list[tuple[CallScope, types.ServerNotification]] = attrs.field(factory=list)
     _wake: trio.Event = attrs.field(factory=trio.Event)
     # Held while a call's log messages are being sent: its result waits for them.
     _sending: dict[CallScope, trio.Lock] = attrs.field(factory=dict)
@@ -132,6 +144,11 @@ class Forwarder:
     _left_wake: trio.Event = attrs.field(factory=trio.Event)
     unanswered_call_s: float = UNANSWERED_CALL_S
     on_capped: CappedSink | None = None
+    # How long a forwarded URL elicitation's completion may come (the gateway's question_ttl_s).
+    url_ttl_s: float = 600.0
+    _urls: UrlElicitations = attrs.field(
+        default=attrs.Factory(lambda self: UrlElicitations(ttl_s=self.url_ttl_s), takes_self=True)
+    )
 
     def forwards(self, server_id: str) -> bool:
         """Whether ``server_id``'s requests and logs come through here (a server it started)."""
@@ -145,6 +162,7 @@ class Forwarder:
         if lookup is None:
             self._lookups.pop(server_id, None)
             self._leftovers.pop(server_id, None)
+            self._urls.server_gone(server_id)
         else:
             self._lookups[server_id] = lookup
 
@@ -192,6 +210,7 @@ class Forwarder:
     def server_gone(self, server_id: str) -> None:
         """``server_id``'s process ended: no call it was running still runs."""
         self._leftovers.pop(server_id, None)
+        self._urls.server_gone(server_id)
 
     def _prune(self, server_id: str, now: float) -> dict[str, _Left]:
         """``server_id``'s table without the calls it answered or that reached the cap."""
@@ -275,11 +294,17 @@ class Forwarder:
             )
         return sent[0]
 
-    def _asker(self, server_id: str, capability: str, call_id: str | None) -> CallScope:
+    def _asker(
+        self, server_id: str, capability: str, call_id: str | None, mode: str = ""
+    ) -> CallScope:
         scope = self._caller(server_id, call_id)
         declared = scope.session.client_capabilities
         if declared is None or getattr(declared, capability, None) is None:
             raise UpstreamCannotAnswerError(f"the client did not declare {capability}")
+        if mode and not declares_elicitation(declared, mode):
+            raise UpstreamCannotAnswerError(
+                f"the client did not declare {capability} in {mode.upper()} mode"
+            )
         if scope.round is None and not scope.session.can_send_request:
             raise UpstreamCannotAnswerError(
                 "the client's connection cannot carry a request in the middle of a call"
@@ -297,7 +322,9 @@ class Forwarder:
         """The ``elicit`` callback of server ``server_id``'s bridge."""
 
         async def elicit(request: McpElicitation) -> McpElicitationAnswer:
-            scope = self._asker(server_id, "elicitation", request.call_id)
+            url = request.url if request.mode == "url" else None
+            mode = "form" if url is None else "url"
+            scope = self._asker(server_id, "elicitation", request.call_id, mode)
             # Said to come from the server, so it is never taken for the gateway's own
             # approval question ("Prism asks whether the tool ...").
             message = f"MCP server {server_id!r} asks (forwarded by Prism): {request.message}"
@@ -306,12 +333,12 @@ class Forwarder:
                     types.ElicitResult,
                     await self._ask_round(scope, server_id, _elicit_request(request, message)),
                 )
-            elif request.mode == "url" and request.url is not None:
+            elif url is not None:
+                # Never the server's own id: an id of the gateway's, which stands for
+                # this server's id and this client only (its completion comes back so).
+                shown = self._urls.issue(server_id, request.elicitation_id, scope)
                 result = await scope.session.elicit_url(
-                    message,
-                    request.url,
-                    request.elicitation_id or "",
-                    related_request_id=scope.request_id,
+                    message, url, shown, related_request_id=scope.request_id
                 )
             else:
                 result = await scope.session.elicit_form(
@@ -385,6 +412,40 @@ class Forwarder:
 
         return roots
 
+    def completed(self, server_id: str) -> McpElicitationCompleteCallback:
+        """The ``on_elicitation_complete`` callback of server ``server_id``'s bridge.
+
+        A completion is passed on, under the id the client was shown, only
+        for a URL elicitation this same server sent through the gateway, to
+        the client that got it, once: on the call's stream while that call
+        runs (before its result), else on the client's session. Any other
+        (an id the server never sent, another server's, one completed,
+        forgotten, or sent to a 2026-07-28 client, which has no ids) is
+        dropped with a warning.
+        """
+
+        def on_complete(notice: McpElicitationComplete) -> None:
+            issued = self._urls.complete(server_id, notice.elicitation_id)
+            if issued is None:
+                _log.warning(
+                    "dropped MCP server %r's notifications/elicitation/complete for %r: "
+                    "not a URL elicitation of that server still waiting for its completion",
+                    server_id,
+                    clip(notice.elicitation_id, 80),
+                )
+                return
+            scope = issued.scope
+            notification = types.ElicitCompleteNotification(
+                params=types.ElicitCompleteNotificationParams(elicitation_id=issued.upstream_id)
+            )
+            if scope in self._calls.get(server_id, ()):
+                self._pending.setdefault(scope, []).append(notification)
+            else:
+                self._loose.append((scope, notification))
+            self._wake.set()
+
+        return on_complete
+
     def log(self, server_id: str) -> McpLogCallback:
         """The ``on_log`` callback of server ``server_id``'s bridge.
 
@@ -428,6 +489,12 @@ class Forwarder:
             self._wake = trio.Event()
             for scope in list(self._pending):
                 await self.flush(scope)
+            loose, self._loose = self._loose, []
+            for scope, notification in loose:
+                # The call is over: to its client's session (over HTTP its standalone
+                # stream, if it keeps one), bounded so one client stalls nothing.
+                with contextlib.suppress(Exception), trio.move_on_after(_NOTIFY_S):
+                    await scope.session.send_notification(notification)
 
     def drop(self, scope: CallScope) -> None:
         """Forget the log messages still waiting for ``scope``'s call."""

@@ -64,6 +64,7 @@ from ._approval import (
     OpenQuestions,
     StaleStateError,
     current_call,
+    declares_elicitation,
     principal_of,
 )
 from ._content import call_tool_result_json
@@ -346,6 +347,7 @@ class Gateway:
                 sample=self._forward.sample(server.server_id),
                 roots=self._forward.roots(server.server_id),
                 on_log=self._forward.log(server.server_id),
+                on_elicitation_complete=self._forward.completed(server.server_id),
                 **server.options,
             ) as bridge:
                 self._bridges.append(bridge)
@@ -842,8 +844,7 @@ def _may_be_asked(scope: CallScope) -> bool:
 
 def _may_be_approved(scope: CallScope) -> bool:
     """Whether the calling client declared elicitation (the gateway's approvals ask through it)."""
-    caps = scope.session.client_capabilities
-    return caps is not None and caps.elicitation is not None
+    return declares_elicitation(scope.session.client_capabilities, "form")
 
 
 def _round_owner(client: str, params: types.CallToolRequestParams) -> str:
@@ -1060,7 +1061,9 @@ async def open_gateway(
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
         forward=Forwarder(
-            roots=cast("tuple[str, ...]", given["roots"]), unanswered_call_s=unanswered_call_s
+            roots=cast("tuple[str, ...]", given["roots"]),
+            unanswered_call_s=unanswered_call_s,
+            url_ttl_s=question_ttl_s,
         ),
         parked=OpenQuestions(ttl_s=question_ttl_s),
     )

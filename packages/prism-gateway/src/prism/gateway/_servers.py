@@ -16,7 +16,9 @@ __all__ = ["DownstreamServer", "ServerState"]
 
 # open_mcp_tools arguments the gateway sets itself (the server's identity and
 # the callbacks that forward its requests to the calling client).
-_RESERVED = frozenset({"server_id", "transport", "elicit", "sample", "roots", "on_log"})
+_RESERVED = frozenset(
+    {"server_id", "transport", "elicit", "sample", "roots", "on_log", "on_elicitation_complete"}
+)
 
 
 def _options(value: object) -> dict[str, Any]:

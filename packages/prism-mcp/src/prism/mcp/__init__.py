@@ -34,6 +34,8 @@ from ._bridge import open_mcp_tools as open_mcp_tools
 from ._budget import mcp_message_refusal as mcp_message_refusal
 from ._callbacks import McpElicitation as McpElicitation
 from ._callbacks import McpElicitationAnswer as McpElicitationAnswer
+from ._callbacks import McpElicitationComplete as McpElicitationComplete
+from ._callbacks import McpElicitationCompleteCallback as McpElicitationCompleteCallback
 from ._callbacks import McpElicitCallback as McpElicitCallback
 from ._callbacks import McpLogCallback as McpLogCallback
 from ._callbacks import McpLogMessage as McpLogMessage
@@ -59,6 +61,8 @@ __all__ = [
     "McpElicitCallback",
     "McpElicitation",
     "McpElicitationAnswer",
+    "McpElicitationComplete",
+    "McpElicitationCompleteCallback",
     "McpLogCallback",
     "McpLogMessage",
     "McpRootsCallback",

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from prism.core import ToolExecutionContext
 
     from ._callbacks import (
+        McpElicitationCompleteCallback,
         McpElicitCallback,
         McpLogCallback,
         McpRootsCallback,
@@ -398,6 +399,7 @@ async def open_mcp_tools(
     sample: McpSampleCallback | None = None,
     roots: Sequence[str] | McpRootsCallback | None = None,
     on_log: McpLogCallback | None = None,
+    on_elicitation_complete: McpElicitationCompleteCallback | None = None,
     pins_file: str | os.PathLike[str] | None = None,
     accept_change: McpApprovalCallback | None = None,
 ) -> AsyncIterator[McpToolBridge]:
@@ -438,6 +440,8 @@ async def open_mcp_tools(
             them (it returns such paths or URIs); declared only when given.
         on_log: receives the server's log messages as :class:`McpLogMessage`
             (at ``info`` and above on 2026-07-28 sessions).
+        on_elicitation_complete: told of each ``notifications/elicitation/complete``
+            the server sends (2025-11-25 sessions) as an :class:`McpElicitationComplete`.
 
     Which call a server's request is for: elicitation, sampling, roots and log
     messages carry ``call_id``, the id of the tool call whose request the
@@ -481,6 +485,7 @@ async def open_mcp_tools(
         sample=sample,
         roots=roots,
         on_log=on_log,
+        on_elicitation_complete=on_elicitation_complete,
         pins_file=pins_file,
         accept_change=accept_change,
     )

@@ -31,6 +31,8 @@ __all__ = [
     "McpElicitCallback",
     "McpElicitation",
     "McpElicitationAnswer",
+    "McpElicitationComplete",
+    "McpElicitationCompleteCallback",
     "McpLogCallback",
     "McpLogMessage",
     "McpRootsCallback",
@@ -126,6 +128,31 @@ class McpElicitationAnswer:
 
 McpElicitCallback = Callable[[McpElicitation], Awaitable[McpElicitationAnswer]]
 """``async elicit(request) -> McpElicitationAnswer``; raising declines with an error."""
+
+
+@attrs.frozen(kw_only=True)
+class McpElicitationComplete:
+    """A server says a URL elicitation is over (``notifications/elicitation/complete``).
+
+    Only 2025-11-25 sessions carry it (2026-07-28 has no elicitation ids).
+    The id is the server's word: it may name an elicitation the server never
+    sent, or another server's; match it against the ``elicitation_id`` of the
+    :class:`McpElicitation` values this same bridge handed over.
+
+    Attributes:
+        server_id: who says so.
+        elicitation_id: the id the server gave the elicitation (clipped to 256 characters).
+        call_id: the tool call it was sent for, when the transport says (as for
+            :class:`McpElicitation`); usually ``None``.
+    """
+
+    server_id: str
+    elicitation_id: str
+    call_id: str | None = None
+
+
+McpElicitationCompleteCallback = Callable[[McpElicitationComplete], None]
+"""``on_elicitation_complete(notice)``, called on the event loop; keep it quick, never raise."""
 
 
 @attrs.frozen(kw_only=True)
@@ -360,6 +387,22 @@ def make_roots_callback(server_id: str, roots: tuple[str, ...] | McpRootsCallbac
         return _roots(uris)
 
     return callback
+
+
+def elicitation_complete(
+    server_id: str, params: object, on_complete: McpElicitationCompleteCallback
+) -> None:
+    """Tell ``on_complete`` of a ``notifications/elicitation/complete`` (``params``)."""
+    elicitation_id = getattr(params, "elicitation_id", None)
+    if not isinstance(elicitation_id, str):
+        return
+    notice = McpElicitationComplete(
+        server_id=server_id, elicitation_id=clip(elicitation_id, 256), call_id=_calling.get()
+    )
+    try:
+        on_complete(notice)
+    except Exception:
+        _log.exception("the on_elicitation_complete callback raised")
 
 
 def make_logging_callback(server_id: str, on_log: McpLogCallback) -> LoggingFnT:

@@ -21,6 +21,7 @@ from prism.core.options import (
 
 from ._annotations import McpApprovalCallback
 from ._callbacks import (
+    McpElicitationCompleteCallback,
     McpElicitCallback,
     McpLogCallback,
     McpRootsCallback,
@@ -67,6 +68,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "elicit": _callback,
     "sample": _callback,
     "on_log": _callback,
+    "on_elicitation_complete": _callback,
     "accept_change": _callback,
     "pins_file": optional(instance_of(str, os.PathLike, description="a path")),
 }
@@ -92,6 +94,7 @@ class BridgeOptions:
     sample: McpSampleCallback | None = None
     roots: tuple[str, ...] | McpRootsCallback | None = None
     on_log: McpLogCallback | None = None
+    on_elicitation_complete: McpElicitationCompleteCallback | None = None
     pins_file: str | None = None
     accept_change: McpApprovalCallback | None = None
 

@@ -16,6 +16,7 @@ from mcp import Client
 from prism.core.text import clip, describe_exception
 
 from ._callbacks import (
+    elicitation_complete,
     forget_calls,
     make_elicitation_callback,
     make_logging_callback,
@@ -46,6 +47,7 @@ _MAX_INFO_CHARS = 256
 _CLOSE_TIMEOUT_S = 10.0
 _CLOSE_GRACE_S = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
+_ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
 
 @attrs.frozen(kw_only=True)
@@ -286,10 +288,16 @@ class Sessions:
             task_status.started()
 
     def _message_handler(self, conn: Connection) -> MessageHandlerFnT:
+        on_complete = self.options.on_elicitation_complete
+
         async def handle(message: object) -> None:
             root = getattr(message, "root", message)
-            if getattr(root, "method", None) == _LIST_CHANGED:
+            method = getattr(root, "method", None)
+            if method == _LIST_CHANGED:
                 self.on_announce(conn)
+            elif method == _ELICITATION_COMPLETE and on_complete is not None:
+                params = getattr(root, "params", None)
+                elicitation_complete(self.options.server_id, params, on_complete)
             await trio.lowlevel.checkpoint()
 
         return handle
