@@ -79,20 +79,28 @@ Rows (medians over repetitions, measured in one run):
   checker decides calls whose keys are all declared names.
 
   Dict-built calls, valid, ratio to raw jsonschema-rs, medians of three runs
-  with the previous version taking turns (load average 8-11, CPU time):
+  with the previous version taking turns (CPU time). ``earlier``: before the
+  closed checker's per-call savings (its own runs, load average 8-11);
+  ``previous`` and ``now``: before and after the checker written per closed
+  schema (other runs, load average 6.6-7.2):
 
-  ====================================  ======  =====
-  row                                   before  after
-  ====================================  ======  =====
-  README, dict-built call               3.39x   3.04x
-  peers, dict-built call                4.93x   3.94x
-  peers, no additionalProperties        4.99x   4.02x
-  open, dict-built call                 6.11x   5.20x
-  (search schema) dict-built call       4.56x   4.59x
-  ====================================  ======  =====
+  ====================================  =======  ========  =====
+  row                                   earlier  previous  now
+  ====================================  =======  ========  =====
+  README, dict-built call               3.39x    3.49x     2.88x
+  peers, dict-built call                4.93x    3.78x     3.24x
+  peers, no additionalProperties        4.99x    3.71x     3.45x
+  open, dict-built call                 6.11x    4.52x     4.37x
+  (search schema) dict-built call       4.56x    4.25x     4.12x
+  ====================================  =======  ========  =====
 
-  Target 2x not reached: the checker's Python costs about 40 ns a key and
-  40-50 ns a value on this machine (see docs, "Calls built from a dict").
+  Target 2x not reached: what is left is the checker's Python, one test per
+  member (see docs, "Calls built from a dict", and the ``parts:`` rows).
+- ``parts: <tool>, engine is_valid`` / ``parts: <tool>, quick_valid``: a
+  dict-built row taken apart, beside the same raw jsonschema-rs row: the
+  compiled engine's ``is_valid`` as the checker calls it, then the checker
+  with the engine in it (the compiled schema's ``quick_valid``); the
+  dict-built row adds the tool validator around the checker.
 - ``floor: ...``: the least any Python ``ToolValidator`` in front of the engine
   costs: a function that finds the tool's compiled engine by identity (a dict
   lookup and a weak reference call) and calls ``is_valid``, bounding nothing.
@@ -750,6 +758,61 @@ async def stall_rows() -> list[Row]:
     return rows
 
 
+# The dict-built rows taken apart: (label, schema, value, the raw row it compares with).
+_PARTS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("README", README_SCHEMA, README_VALID, "valid, README"),
+    ("peers", WEATHER_SCHEMA, WEATHER_VALID, "valid, peers"),
+    (
+        "peers, no additionalProperties",
+        DECLARED_SCHEMA,
+        WEATHER_VALID,
+        "valid, peers, no additionalProperties",
+    ),
+    ("search", SCHEMA, VALID, "valid"),
+    ("open", OPEN_SCHEMA, VALID, "valid, open"),
+]
+
+
+def _part_rows(
+    validator: JsonSchemaArgumentValidator, rs: str
+) -> list[tuple[str, Callable[[], object], str | None, str | None, str]]:
+    """Where a dict-built call's time goes: the engine alone, then the checker around it.
+
+    ``is_valid`` is the compiled engine as the checker calls it (the compiled
+    schema's ``text_bound``), ``quick_valid`` the checker with the engine in it;
+    the dict-built row itself adds the tool validator around the checker.
+    """
+    rows: list[tuple[str, Callable[[], object], str | None, str | None, str]] = []
+    for label, schema, value, raw in _PARTS:
+        compiled = validator.compile(schema)
+        bound = compiled.text_bound
+        quick = compiled.quick_valid
+        assert bound is not None
+        assert quick is not None
+        engine = bound[2]
+        assert engine(value) is True
+        assert quick(value) is True
+        rows.append(
+            (
+                f"parts: {label}, engine is_valid",
+                lambda engine=engine, value=value: engine(value),  # type: ignore[misc]
+                f"{rs}, {raw}",
+                None,
+                "the engine as the checker calls it",
+            )
+        )
+        rows.append(
+            (
+                f"parts: {label}, quick_valid",
+                lambda quick=quick, value=value: quick(value),  # type: ignore[misc]
+                f"{rs}, {raw}",
+                None,
+                "the checker with the engine in it",
+            )
+        )
+    return rows
+
+
 def _load() -> str:
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
@@ -1039,6 +1102,7 @@ async def main() -> list[Row]:
             "includes the error text",
         ),
     ]
+    hot += _part_rows(validator, rs)
     print(f"load average before the hot rows: {_load()}", file=sys.stderr)
     samples = _interleaved({name: call for name, call, *_ in hot})
     print(f"load average after the hot rows: {_load()}", file=sys.stderr)

@@ -343,3 +343,45 @@ def test_required_names_count_only_from_a_list_of_strings() -> None:
         kinds = kinds_of({"properties": properties, "required": required}, caps)
         assert kinds == {"a": ("int", False, ""), "b": ("str", False, "")}
     assert kind_of(True) == kind_of({"enum": ["a", 1]}) == kind_of({"type": "number"}) == "any"
+
+
+_PAYLOADS = [
+    '"',
+    "'",
+    "\\",
+    "\n",
+    "\u2028",
+    "\x00",
+    "{0}",
+    "\"); open('CANARY','w'); (\"",
+    "'):\n    open('CANARY','w')\n#",
+]
+
+
+def test_names_and_bounds_stay_data_in_the_written_checker(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checker's text is made of fixed pieces; every name and bound of the
+    # schema is an argument, so none can become code.
+    monkeypatch.chdir(tmp_path)
+    properties: dict[str, Any] = {
+        payload: {"type": "string", "enum": [payload], "maxLength": 40} for payload in _PAYLOADS
+    }
+    properties["n"] = {"type": "array", "maxItems": 2, "items": {"const": _PAYLOADS[-1]}}
+    schema = {
+        "type": "object",
+        "title": _PAYLOADS[-1],
+        "properties": properties,
+        "required": _PAYLOADS[:3],
+        "additionalProperties": False,
+    }
+    compiled = JsonSchemaArgumentValidator().compile(schema)
+    quick = compiled.quick_valid
+    assert quick is not None
+    assert quick.__code__.co_filename == "<prism closed checker>"
+    value: dict[str, Any] = {payload: payload for payload in _PAYLOADS}
+    value["n"] = [_PAYLOADS[-1]]
+    assert quick(value) is True
+    assert quick({**value, "n": ["x"]}) is False
+    assert not compiled.validate({_PAYLOADS[0]: "x"}).ok
+    assert not (tmp_path / "CANARY").exists()
