@@ -214,3 +214,44 @@ def test_history_lists_every_new_commit_against_each_parent(root: Path) -> None:
     )  # fmt: skip
     above = _git(root, "commit-tree", _git(root, "write-tree"), "-p", treeless, "-m", "x")
     assert trees.history([above], 10) is None  # below the tip, a tree git cannot read
+
+
+def test_the_history_listing_answers_the_new_tips_trees_and_parents(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prepare() lists the new commits first (rev-list, as history() will): their trees
+    and parents are what cat-file and rev-parse would answer, so a commit's copy-back
+    asks no rev-parse; history() reuses the listing until the host's refs change."""
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    child = _commit(root, {"f.txt": "2\n", ".envrc": "echo\n"}, base)
+    side = _commit(root, {"s.txt": "s\n"})  # a root commit
+    merge = _commit(root, {"f.txt": "3\n"}, child, side)
+    octopus = _commit(root, {"f.txt": "4\n"}, base, child, side, merge)
+    _git(root, "update-ref", "refs/heads/main", base)
+    moved = [
+        ("refs/heads/main", child), ("HEAD", child), ("refs/heads/side", merge),
+        ("refs/heads/new", octopus), ("refs/heads/root", side), ("refs/heads/old", base),
+    ]  # fmt: skip
+    alone = [_trees(root).listing(r, o) for r, o in moved]
+    history = _trees(root).history([o for _, o in moved], 10)
+    asked: list[str] = []
+    real = _commits.git_out
+
+    def counted(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
+        asked.append(args[0])
+        return real(env, *args, stdin=stdin)
+
+    monkeypatch.setattr(_commits, "git_out", counted)
+    batched = _trees(root)
+    batched.prepare(moved, 10)
+    assert [batched.listing(r, o) for r, o in moved] == alone
+    for oid in (child, merge, octopus, side):
+        assert batched._parents[oid] == _git(root, "rev-parse", f"{oid}^@").split()
+        assert batched._trees[f"{oid}^{{tree}}"] == _git(root, "rev-parse", f"{oid}^{{tree}}")
+    assert asked.count("rev-parse") == 1, asked  # the host's own base only
+    assert batched.history([o for _, o in moved], 10) == history
+    assert asked.count("rev-list") == 1, asked
+    batched.forget()  # the host's refs changed: listed again
+    assert batched.history([o for _, o in moved], 10) == history
+    assert asked.count("rev-list") == 2, asked

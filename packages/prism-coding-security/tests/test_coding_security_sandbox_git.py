@@ -375,6 +375,43 @@ async def test_a_protected_path_staged_in_the_index_does_not_come_back(
     assert not (root / ".envrc").exists()
 
 
+async def test_an_index_listed_before_saves_no_check_of_a_changed_entry(
+    root: Path, run_shell: RunShell
+) -> None:
+    """After a commit the sandbox placed, the next call's index is judged only where it
+    differs from the host's (whose listing was kept, by its bytes): a protected path it
+    stages is still refused, one the host itself staged comes back unchanged."""
+    from prism.coding.security._overlay import _LISTED, known_listing
+
+    await _repo(root)
+    ops = _ops(root)
+    (root / "a.txt").write_text("1\n")
+    _, output = await run_shell(ops, f"git add -A && git {_IDENT} commit -qm one; echo end", root)
+    assert output == "end\n"
+    git_dir = str(root / ".git")
+    assert known_listing(git_dir, str(root), f"{git_dir}/index") is not None  # kept
+    command = (
+        "blob=$(printf 'echo PWNED\\n' | git hash-object -w --stdin) && "
+        "git update-index --add --cacheinfo 100644,$blob,.envrc && echo staged"
+    )
+    _, output = await run_shell(ops, command, root)
+    assert "the index stages a protected path (.envrc)" in output
+    assert await _git(root, "ls-files", ".envrc") == b""
+    # the host stages .envrc itself: its index is no longer the one listed
+    (root / ".envrc").write_text("host\n")
+    await _git(root, "add", ".envrc")
+    assert known_listing(git_dir, str(root), f"{git_dir}/index") is None
+    _, output = await run_shell(ops, "echo 2 > a.txt && git add a.txt; echo end", root)
+    assert output == "end\n"
+    assert await _git(root, "ls-files", ".envrc", "a.txt") == b".envrc\na.txt\n"
+    assert (await _git(root, "diff", "--cached", "--name-only")) == b".envrc\na.txt\n"
+    # the configuration or the index's bytes changed since: not the listing kept
+    assert known_listing(git_dir, str(root), f"{git_dir}/index") is not None
+    await _git(root, "config", "core.x", "1")
+    assert known_listing(git_dir, str(root), f"{git_dir}/index") is None
+    _LISTED.clear()
+
+
 async def test_an_index_that_hides_the_commands_edit_does_not_come_back(
     root: Path, run_shell: RunShell
 ) -> None:

@@ -53,6 +53,27 @@ def git_out(env: dict[str, str], *args: str, stdin: bytes | None = None) -> byte
     return result.stdout if result.returncode == 0 else None
 
 
+# what a rev-list of new commits gave: each listed commit's tree (boundary ones too),
+# each new commit's parents
+_Listed = tuple[dict[str, str], dict[str, list[str]]]
+
+
+def _parse_listing(out: bytes) -> _Listed | None:
+    """``rev-list --boundary --format=%T %P`` output as (trees, parents); None if odd."""
+    trees: dict[str, str] = {}
+    parents: dict[str, list[str]] = {}
+    lines = out.decode("ascii", "replace").split("\n")
+    for header, body in zip(lines[::2], lines[1::2], strict=False):
+        name = header.removeprefix("commit ")
+        words = body.split()
+        if not words or not _HEX.fullmatch(words[0]):  # pragma: no cover - git prints it
+            return None
+        trees[name.removeprefix("-")] = words[0]
+        if not name.startswith("-"):
+            parents[name] = words[1:]
+    return trees, parents
+
+
 class CommitTrees:
     """The trees and differences of one ``.git``'s moved refs, each asked of git once."""
 
@@ -68,6 +89,8 @@ class CommitTrees:
         self._parents: dict[str, list[str] | None] = {}
         self._diffs: dict[tuple[str, str], bytes | None] = {}
         self._empty: str | None = None
+        # the last rev-list of new commits: (tips, limit) -> (trees, parents), or None
+        self._listed: tuple[tuple[tuple[str, ...], int], _Listed | None] | None = None
         # tips whose every new commit was judged: kept across forget (a commit's own
         # history does not change; the host's refs only grow what it already had)
         self.judged: set[str] = set()
@@ -86,6 +109,7 @@ class CommitTrees:
             self._parents.clear()
             self._diffs.clear()
             self._empty = None
+            self._listed = None  # `--not --all`: the host's refs
             return
         self._trees = {e: t for e, t in self._trees.items() if _READS_NO_REFLOG.fullmatch(e)}
         self._parents = {o: p for o, p in self._parents.items() if _HEX.fullmatch(o)}
@@ -117,14 +141,24 @@ class CommitTrees:
             listing += part
         return listing
 
-    def prepare(self, moved: Sequence[tuple[str, str]]) -> None:
+    def prepare(self, moved: Sequence[tuple[str, str]], limit: int | None = None) -> None:
         """Ask git, in a few processes, what :meth:`listing` will need for ``moved``.
 
         Only fills the caches: a question it leaves unanswered is asked alone later.
+        ``limit``: what :meth:`history` will be asked for the same tips; its listing
+        of the new commits (each one's tree and parents) is made first, and answers
+        the new tips' trees and parents too.
         """
         plain = [(r, o) for r, o in moved if _HEX.fullmatch(o) and _PLAIN_REF.fullmatch(r)]
         if not plain:
             return
+        if limit is not None:
+            listed = self._rev_list([o for _, o in moved], limit)
+            if listed is not None and len(listed[1]) <= limit:
+                for commit, its_tree in listed[0].items():
+                    self._trees.setdefault(f"{commit}^{{tree}}", its_tree)
+                for commit, above in listed[1].items():
+                    self._parents.setdefault(commit, above)
         names = [e for r, o in plain for e in (f"{r}^{{tree}}", "HEAD^{tree}", f"{o}^{{tree}}")]
         self._resolve(names + self._refs)
         self._refs = []
@@ -157,26 +191,12 @@ class CommitTrees:
         ``git diff-tree --stdin``. None: git could not list or read them. Tips
         already in :attr:`judged` are not asked.
         """
-        todo = [o for o in dict.fromkeys(oids) if o not in self.judged]
-        if not todo:
-            return 0, []
-        out = git_out(
-            self.env, "rev-list", "--boundary", f"--max-count={limit + 1}",
-            "--format=%T %P", *todo, "--not", "--all", "--",
-        )  # fmt: skip
-        if out is None:
+        listed = self._rev_list(oids, limit)
+        if listed is None:
             return None
-        trees: dict[str, str] = {}
-        parents: dict[str, list[str]] = {}
-        lines = out.decode("ascii", "replace").split("\n")
-        for header, body in zip(lines[::2], lines[1::2], strict=False):
-            name = header.removeprefix("commit ")
-            words = body.split()
-            if not words or not _HEX.fullmatch(words[0]):  # pragma: no cover - git prints it
-                return None
-            trees[name.removeprefix("-")] = words[0]
-            if not name.startswith("-"):
-                parents[name] = words[1:]
+        trees, parents = listed
+        if not parents and not trees:
+            return 0, []
         if len(parents) > limit:
             return len(parents), []
         pairs: list[tuple[str, str, str]] = []
@@ -195,6 +215,30 @@ class CommitTrees:
                 return None
             found.append((commit, listing))
         return len(parents), found
+
+    def _rev_list(self, oids: Sequence[str], limit: int) -> _Listed | None:
+        """``git rev-list <oids> --not --all``: each new commit's tree and parents.
+
+        The trees of the boundary commits (the host's parents of new ones) too; at
+        most ``limit`` plus one commits. Nothing for tips already :attr:`judged`.
+        Asked once while the host's refs stay as they were (see :meth:`forget`).
+        None: git could not list them.
+        """
+        todo = tuple(o for o in dict.fromkeys(oids) if o not in self.judged)
+        if not todo:
+            return {}, {}
+        key = (todo, limit)
+        if self._listed is not None and self._listed[0] == key:
+            return self._listed[1]
+        out = git_out(
+            self.env, "rev-list", "--boundary", f"--max-count={limit + 1}",
+            "--format=%T %P", *todo, "--not", "--all", "--",
+        )  # fmt: skip
+        listed: _Listed | None = None
+        if out is not None:
+            listed = _parse_listing(out)
+        self._listed = (key, listed)
+        return listed
 
     def _tree(self, expression: str, *, verify: bool) -> str | None:
         if expression not in self._trees:

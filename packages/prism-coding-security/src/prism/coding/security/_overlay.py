@@ -254,6 +254,43 @@ def index_entries(
     return out
 
 
+# the last index listed per (.git, work tree): what identifies its listing, and the listing
+_LISTED: dict[tuple[str, str], tuple[tuple[object, ...], IndexEntries]] = {}
+_LISTED_LOCK = threading.Lock()
+
+
+def _listing_key(git_dir: str, index: str) -> tuple[object, ...] | None:
+    """What ``git ls-files`` of ``index`` depends on; None when it cannot be read whole.
+
+    Its bytes, the repository's configuration file, the environment's git variables.
+    """
+    content = read_regular_file(index, _LIST_LIMIT)
+    if content is None or len(content) >= _LIST_LIMIT:
+        return None
+    return (
+        hashlib.sha256(content).digest(),
+        _stat_key(os.path.join(git_dir, "config")),
+        tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_"))),
+    )
+
+
+def remember_listing(git_dir: str, work_tree: str, index: str, entries: IndexEntries) -> None:
+    """Keep ``entries``, the listing of ``index``: the host's index may soon be those bytes."""
+    key = _listing_key(git_dir, index)
+    if key is not None:
+        with _LISTED_LOCK:
+            _LISTED[git_dir, work_tree] = (key, entries)
+
+
+def known_listing(git_dir: str, work_tree: str, index: str) -> IndexEntries | None:
+    """The listing of ``index`` when one of the same bytes (same configuration) was kept."""
+    with _LISTED_LOCK:
+        kept = _LISTED.get((git_dir, work_tree))
+    if kept is None or not os.path.isfile(index):
+        return None
+    return kept[1] if _listing_key(git_dir, index) == kept[0] else None
+
+
 def gitlinks(git_dir: str, work_tree: str, index: str) -> frozenset[bytes] | None:
     """Paths of the gitlinks in ``index`` as the host's git reads them; None if unreadable."""
     entries = index_entries(git_dir, work_tree, index)
@@ -809,14 +846,23 @@ class _Applier:
             return unreadable
         if not top:
             self._new_gitlinks = gitlinks
+        host_index = os.path.join(git_dir, "index")
+        # the host's index listed before (the one the last call placed, as a rule): an
+        # entry it holds exactly is no new submodule, staged path or hidden entry
+        before = known_listing(git_dir, work_tree, host_index)
+        remember_listing(git_dir, work_tree, new, after)
+        changed = after.items() if before is None else [
+            (p, e) for p, e in after.items() if before.get(p) != e
+        ]  # fmt: skip
         suspect = {
-            p: entry for p, entry in after.items()
+            p: entry for p, entry in changed
             if entry[1] == b"160000" or _hidden(entry[0])
             or self._protected_entry(top, entry_path(p))
         }  # fmt: skip
         if not suspect:
             return None  # nothing in it the old index could make harmless
-        before = index_entries(git_dir, work_tree, os.path.join(git_dir, "index"))
+        if before is None:
+            before = index_entries(git_dir, work_tree, host_index)
         if before is None:
             return unreadable
         links = sorted(
@@ -1030,7 +1076,7 @@ class _Applier:
         """
         top = rel[:at]
         trees = self.commit_trees(rel, at)
-        trees.prepare(moved)
+        trees.prepare(moved, _HISTORY_COMMITS)
         for refname, oid in moved:
             if not _OID.fullmatch(oid.encode("utf-8", "surrogateescape")):
                 # git writes a full object name there; any other text would be read by
