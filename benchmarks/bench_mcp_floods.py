@@ -123,6 +123,7 @@ async def main() -> list[Row]:
     for label, mode, count, options in [] if ONLY_SHAPES else FLOODS:
         seconds: list[float] = []
         cpu: list[float] = []
+        pauses: list[float] = []
         growth: list[float] = []
         stalls: list[float] = []
         traced: list[float] = []
@@ -137,6 +138,9 @@ async def main() -> list[Row]:
             spent = report.get("cpu_s")
             if isinstance(spent, float):
                 cpu.append(spent * 1e3)
+            pause = report.get("gc_pause_s")
+            if isinstance(pause, float):
+                pauses.append(pause * 1e3)
             if mode in ("big_result", "big_objects"):
                 assert report["is_error"] is False, report
                 peak, size = report["traced_peak_bytes"], report["structured_bytes"]
@@ -152,6 +156,7 @@ async def main() -> list[Row]:
             cpu.sort()
             note += f"; CPU of the open {cpu[len(cpu) // 2]:.0f} ms"
             note += f" ({cpu[0]:.0f}-{cpu[-1]:.0f}; target <= 200)" if len(cpu) > 1 else ""
+            note += f"; longest full GC pause {max(pauses):.0f} ms" if pauses else ""
         rows.append(row(BENCH, label, seconds, note=note))
         target = "< 100 ms" if mode in _LISTINGS else None
         rows.append(row(BENCH, f"stall: {label}", stalls, target=target))

@@ -322,3 +322,28 @@ async def test_a_tool_the_sdk_would_refuse_is_dropped_and_the_listing_survives(
             f"MCP server sh: skipping tool '{name}'" in text and "Schema" in text
             for text in warnings
         ), warnings
+
+
+def test_definition_hashes_stay_what_pins_files_hold() -> None:
+    # Pins files written by earlier versions hold these: the hashing may get
+    # faster, never different (escapes, sorted keys, a float past range, a lone
+    # surrogate, an absent schema, a part only some tools have).
+    from prism.mcp._annotations import _sha, definition_hash, definition_parts
+
+    hints = McpToolAnnotations(title="T", read_only_hint=True)
+    number = {"type": "number", "maximum": 1e400}
+    schema = {"type": "object", "properties": {"b": number, "a": [1.5, None, True]}}
+    parts = definition_parts("d\u00e9scription \ud83d", schema, None, hints, "Title", "optional")
+    assert parts == {
+        "description": "879f7bde0424f147c16274ef5ee1334b7c7f90aae29f7f7b79d1490809881b3f",
+        "inputSchema": "529e5452f374455227f6c61f432e7d7e210ce3e368bfb73f1daee16514677f22",
+        "outputSchema": "74234e98afe7498fb5daf1f36ac2d78acc339464f950703b8c019892f982b90b",
+        "annotations": "f9b1cdcbf184a2c048179f495cf1b04e36f7d6b60c2b71e2ed773b0652ee9414",
+        "title": "4be9d4f1daabdb03afb07253382b19d77501261a6106d734746734605436aa77",
+        "taskSupport": "47d1d0b33374b93a697dddf5b4b1947f2247dccef58b3eab195e7678da749d52",
+    }
+    expected = "957a2cba9d44bb7cecd7ead04628b8d9360675ddf61df0f50d9a99333b020858"
+    assert definition_hash(parts) == expected
+    # Parts not written by definition_parts take the general encoding.
+    odd = {"b": "x", 'a"': "0" * 64}
+    assert definition_hash(odd) == _sha(odd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -129,9 +130,20 @@ class McpToolInfo:
     changed: tuple[str, ...] = ()
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+"""What ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``
+uses, made once (a listing hashes each of its tools' parts)."""
+
+
 def _sha(value: object) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    text = _ENCODER.encode(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _annotations_sha(annotations: McpToolAnnotations) -> str:
+    # The tools of a listing share a few sets of hints: each is hashed once.
+    return _sha(annotations.to_json())
 
 
 def definition_parts(
@@ -151,7 +163,7 @@ def definition_parts(
         "description": _sha(description),
         "inputSchema": _sha(input_schema),
         "outputSchema": _sha(output_schema),
-        "annotations": _sha(annotations.to_json()),
+        "annotations": _annotations_sha(annotations),
         "title": _sha(title),
     }
     if task_support != "forbidden":
@@ -159,8 +171,18 @@ def definition_parts(
     return parts
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 def definition_hash(parts: Mapping[str, str]) -> str:
     """One hash over a tool's :func:`definition_parts`."""
+    if all(type(key) is str and key.isascii() and key.isalnum() for key in parts) and all(
+        type(value) is str and len(value) == 64 and _HEX.issuperset(value)
+        for value in parts.values()
+    ):
+        # What _sha writes for such a dict (letters and digits need no escape), by hand.
+        text = ",".join(f'"{key}":"{parts[key]}"' for key in sorted(parts))
+        return hashlib.sha256(f"{{{text}}}".encode()).hexdigest()
     return _sha(dict(parts))
 
 

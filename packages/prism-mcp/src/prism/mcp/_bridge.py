@@ -7,6 +7,7 @@ options in ``_options``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from contextlib import asynccontextmanager
@@ -28,7 +29,7 @@ from ._annotations import McpApprovalCallback, McpToolInfo
 from ._calls import Caller
 from ._errors import McpBridgeError
 from ._gate import CHECKPOINT_TOOLS
-from ._listing import Listing, Pins, PreparedTool, list_tools, listing_of, prepare_tool
+from ._listing import Listing, Pins, PreparedTool, list_tools, prepare_tool
 from ._options import BridgeOptions, ProtocolMode, bridge_options
 from ._output import OutputChecker, load_validator
 from ._session import Connection, McpServerInfo, Sessions
@@ -211,14 +212,14 @@ class McpToolBridge:
                     if conn.stop.is_set() or client is None or not conn.alive:
                         return
                     try:
-                        listed = await list_tools(
+                        _, listing = await list_tools(
                             self._options, conn, client, self._options.call_timeout_s
                         )
                     except McpBridgeError:
                         _log.debug("listing after an announcement failed", exc_info=True)
                         self._mark_changed(conn)
                         return
-                    if await listing_of(listed) != self._listing:
+                    if listing != self._listing:
                         self._mark_changed(conn)
                         return
                 if not self._recheck:
@@ -296,8 +297,8 @@ class McpToolBridge:
             raise McpBridgeError(self._options.server_id, "the session closed while listing")
         if not replace:
             # After a reconnect: the SDK learns the tools; ours stay, marked stale if different.
-            listed = await list_tools(self._options, conn, client, limit_s)
-            if await listing_of(listed) != self._listing:
+            _, listing = await list_tools(self._options, conn, client, limit_s)
+            if listing != self._listing:
                 self._mark_changed(conn)
             return
         async with self._listing_lock:
@@ -309,12 +310,11 @@ class McpToolBridge:
         # checked against this listing once it is in place (the lock orders them).
         self._clear_changed()
         try:
-            listed = await list_tools(self._options, conn, client, limit_s)
+            listed, listing = await list_tools(self._options, conn, client, limit_s)
         except BaseException:
             if changed_before:
                 self._mark_changed(conn)
             raise
-        listing = await listing_of(listed)
         self._rechecks = 0
         await self._pins.load()
         pinned_any = False
@@ -354,30 +354,35 @@ class McpToolBridge:
         self._listed_at = trio.current_time()
 
     def _definition(self, info: McpToolInfo, prepared: PreparedTool) -> ToolDefinition:
-        remote = info.name
-        checked = prepared.checked
-        call = self._caller.call
-
-        @trio_native  # the bridge's own trio code
-        async def execute(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
-            if info.changed:
-                return ToolResult.error(
-                    f"MCP tool {remote} is blocked: its definition changed since it was "
-                    f"pinned ({', '.join(info.changed)}); the host has not accepted it",
-                    mcp_error="definition_changed",
-                    mcp_server=self._options.server_id,
-                    mcp_tool=remote,
-                    changed=list(info.changed),
-                )
-            return await call(remote, arguments, ctx, checked, info)
-
+        # A partial of one method, not a closure: a listing of thousands of tools
+        # keeps two objects per tool for it instead of eight.
         return ToolDefinition(
             name=info.tool_name,
-            execute=execute,
+            execute=functools.partial(self._execute, info, prepared.checked),
             description=prepared.description,
             parameters=prepared.schema,
             definition_hash=info.definition_hash,
         )
+
+    @trio_native  # the bridge's own trio code
+    async def _execute(
+        self,
+        info: McpToolInfo,
+        checked: JsonObject | None,
+        arguments: JsonObject,
+        ctx: ToolExecutionContext,
+    ) -> ToolResult:
+        remote = info.name
+        if info.changed:
+            return ToolResult.error(
+                f"MCP tool {remote} is blocked: its definition changed since it was "
+                f"pinned ({', '.join(info.changed)}); the host has not accepted it",
+                mcp_error="definition_changed",
+                mcp_server=self._options.server_id,
+                mcp_tool=remote,
+                changed=list(info.changed),
+            )
+        return await self._caller.call(remote, arguments, ctx, checked, info)
 
 
 @asynccontextmanager

@@ -510,9 +510,16 @@ def _reason(exc: ValueError, where: tuple[object, ...] = ()) -> str:
 
 def _surface_refusal(rest: dict[str, Any], tool: object, version: str) -> str | None:
     """Why the revision's page model refuses ``tool`` in a page of ``rest``, or ``None``."""
+    surface = _methods.SERVER_RESULTS.get(("tools/list", version))
+    if surface is None:
+        return None  # no model of that page in this revision
+    page = {**rest, "tools": [tool]}
     try:
-        with suppress(KeyError):  # no model of that page in this revision
-            _methods.validate_server_result("tools/list", version, {**rest, "tools": [tool]})
+        if isinstance(surface, type):
+            # What validate_server_result checks, without the dump it then makes.
+            surface.model_validate(page, by_name=False)
+        else:
+            _methods.validate_server_result("tools/list", version, page)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         return _reason(exc)
     return None
@@ -566,7 +573,10 @@ def listed_tools(page: mcp_types.ListToolsResult) -> list[mcp_types.Tool]:
     if meta is not None:
         carried = meta.get(LISTED_KEY)
         if type(carried) is Listed:
-            return carried.tools
+            # Taken once: the SDK's reader keeps the last message it read until
+            # the next one comes, and the page's tools need not stay with it.
+            tools, carried.tools = carried.tools, []
+            return tools
     return page.tools
 
 

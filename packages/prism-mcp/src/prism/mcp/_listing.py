@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from ._session import Connection
 
-__all__ = ["Listing", "Pins", "PreparedTool", "list_tools", "listing_of", "prepare_tool"]
+__all__ = ["Listing", "Pins", "PreparedTool", "list_tools", "prepare_tool"]
 
 _log = logging.getLogger("prism.mcp")
 
@@ -43,28 +43,8 @@ _MAX_TOOLS = 4096
 _MAX_DESCRIPTION_CHARS = 8192
 _MAX_INFO_CHARS = 256
 
-Listing = tuple[tuple[object, ...], ...]
-"""What a listing said, in a form that compares equal when nothing changed."""
-
-
-async def listing_of(listed: list[Any]) -> Listing:
-    """The comparable form of the tools a listing returned (checkpoints between tools)."""
-    out: list[tuple[object, ...]] = []
-    for index, tool in enumerate(listed):
-        if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
-            await trio.lowlevel.checkpoint()
-        out.append(
-            (
-                tool.name,
-                tool.title,
-                tool.description,
-                repr(tool.input_schema),
-                repr(tool.output_schema),
-                repr(tool.annotations),
-                repr(getattr(tool, "execution", None)),
-            )
-        )
-    return tuple(out)
+Listing = tuple[str, ...]
+"""What a listing said: each kept tool's JSON (equal when nothing changed)."""
 
 
 def _bound_sdk_tool_state(client: Client, listed: set[str] | None) -> None:
@@ -131,13 +111,16 @@ def _log_dropped(options: BridgeOptions, conn: Connection) -> None:
 
 async def list_tools(
     options: BridgeOptions, conn: Connection, client: Client, limit_s: float
-) -> list[Any]:
+) -> tuple[list[Any], Listing]:
     """Every page of ``tools/list`` within ``limit_s``, bounded in pages, bytes and tools.
+
+    Returns the tools, and the :data:`Listing` they make.
 
     Raises:
         McpBridgeError: the listing failed or took longer than ``limit_s``.
     """
     tools: list[Any] = []
+    said: list[str] = []
     seen: set[str] = set()
     listed: set[str] | None = None
     cursor: str | None = None
@@ -164,10 +147,12 @@ async def list_tools(
                         await trio.lowlevel.checkpoint()
                     # Count what is kept, not what was sent: a listing of many pages
                     # (each within max_result_bytes) must not add up without bound.
-                    total += len(tool.model_dump_json(by_alias=True, exclude_none=True))
+                    text = tool.model_dump_json(by_alias=True, exclude_none=True)
+                    total += len(text)
                     if total > options.max_list_bytes:
                         break
                     tools.append(tool)
+                    said.append(text)
                 if total > options.max_list_bytes:
                     _log.warning(
                         "MCP server %s: tools/list is larger than max_list_bytes=%d; "
@@ -192,7 +177,7 @@ async def list_tools(
         ) from exc
     finally:
         _bound_sdk_tool_state(client, listed)
-    return tools[:_MAX_TOOLS]
+    return tools[:_MAX_TOOLS], tuple(said[:_MAX_TOOLS])
 
 
 @attrs.frozen
