@@ -67,6 +67,7 @@ class _Peer:
         self.stdin = trio.lowlevel.FdStream(stdin)
         self.stdout = trio.lowlevel.FdStream(stdout)
         self.buffer = b""
+        self.serving = trio.CancelScope()  # serve_stdio's
 
     async def send(self, data: bytes | dict[str, Any]) -> None:
         raw = data if isinstance(data, bytes) else json.dumps(data).encode() + b"\n"
@@ -90,7 +91,12 @@ async def _served(gateway: Gateway, **options: Any) -> AsyncIterator[_Peer]:
     with _std_fds_on_pipes() as (stdin, stdout):
         peer = _Peer(stdin, stdout)
         async with trio.open_nursery() as nursery, peer.stdout:
-            nursery.start_soon(lambda: serve_stdio(gateway, **options))
+
+            async def serve() -> None:
+                with peer.serving:
+                    await serve_stdio(gateway, **options)
+
+            nursery.start_soon(serve)
             with trio.fail_after(30):
                 async with peer.stdin:
                     yield peer
@@ -307,13 +313,21 @@ async def _progress(_arguments: JsonObject, ctx: ToolExecutionContext) -> ToolRe
     return ToolResult(content=(), structured={"done": True})
 
 
-def _fast_tools(hang_started: trio.Event, hang_ended: trio.Event) -> list[ToolDefinition]:
+def _fast_tools(
+    hang_started: trio.Event, hang_ended: trio.Event, held: trio.Event | None = None
+) -> list[ToolDefinition]:
     async def hang(_arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
         hang_started.set()
         try:
             await trio.sleep_forever()
         finally:
             hang_ended.set()
+
+    async def hold(_arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        if held is not None:
+            held.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
 
     text: JsonObject = {
         "type": "object",
@@ -327,6 +341,7 @@ def _fast_tools(hang_started: trio.Event, hang_ended: trio.Event) -> list[ToolDe
         ToolDefinition(name="raises", execute=_raises),
         ToolDefinition(name="progress", execute=_progress),
         ToolDefinition(name="hang", execute=hang),
+        ToolDefinition(name="hold", execute=hold),
     ]
 
 
@@ -390,6 +405,7 @@ async def _exchange(
     """Every line the gateway writes for the script, and what its ledger recorded."""
     hang_started = trio.Event()
     hang_ended = trio.Event()
+    held = trio.Event()
     ledger = RunLedger()
     meta = dict(ENVELOPE) if modern else {}
     lines: list[bytes] = []
@@ -403,7 +419,7 @@ async def _exchange(
 
     async with (
         open_gateway(
-            tools=_fast_tools(hang_started, hang_ended),
+            tools=_fast_tools(hang_started, hang_ended, held),
             permission=create_rule_permission_policy(
                 allow=["tool:*:execute"], deny=["tool:secret:execute"]
             ),
@@ -444,6 +460,11 @@ async def _exchange(
         await hang_ended.wait()
         await peer.send({"jsonrpc": "2.0", "id": 20, "method": "ping"})
         await answer(peer, 20)
+        # Still running when serving is cancelled (the gateway shuts down): answered.
+        await peer.send(_call(21, "hold", {}, **meta))
+        await held.wait()
+        peer.serving.cancel()
+        await answer(peer, 21)
     recorded = [
         (r.call_id, r.tool_name, r.status, r.blocked_reason, r.arguments, r.result_preview)
         for r in ledger.records
@@ -477,7 +498,7 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     # (the request behind the cancellation goes either way: the fast one once the SDK
     # dispatched the cancellation, which it may or may not have done by then)
     taken = [line for line in taken if line != left[-1].split(b"\n")[1]]
-    assert len(taken) == len(_SCRIPT) + 3 + modern
+    assert len(taken) == len(_SCRIPT) + 4 + modern
     assert [raw for raw in left if raw in taken] == (left[-3:-2] if modern else [])
     answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
     assert answers[10]["result"]["content"] == [{"type": "text", "text": "echo hi"}]
@@ -485,6 +506,7 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     assert "denied" in answers["s-13"]["result"]["content"][0]["text"].lower()  # permission
     assert answers[16]["error"]["code"] == types.INVALID_PARAMS  # unknown tool
     assert 19 not in answers  # cancelled: no answer
+    assert answers[21]["error"]["code"] == types.CONNECTION_CLOSED  # serving ended
     progress = [json.loads(line) for line in fast_lines if b"notifications/progress" in line]
     assert [p["params"]["progressToken"] for p in progress] == ["p-18", "p-18"]
     assert ("error" in answers[41]) is modern

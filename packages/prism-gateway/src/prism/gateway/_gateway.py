@@ -414,8 +414,16 @@ class Gateway:
         return types.ListToolsResult(tools=list(self._wire))
 
     async def _on_call_tool(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.CallToolRequestParams,
+        parsed: ParsedJson | None = None,
     ) -> dict[str, Any] | types.InputRequiredResult:
+        """Answer a ``tools/call``; ``parsed``: its arguments as parsed from the request's text.
+
+        ``parsed`` comes from the stdio line (``_upstream``); over HTTP the
+        guard leaves the body's in the request's scope.
+        """
         self._remember(ctx)
         client = client_label(ctx)
         state = params.request_state
@@ -432,7 +440,8 @@ class Gateway:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
             return call_tool_result_json(ToolResult.error(unavailable), any_structured=False)
         call_id = f"{client}#{next(self._seq)}"
-        parsed = _parsed_arguments(ctx)
+        if parsed is None:
+            parsed = _parsed_arguments(ctx)
         if parsed is not None and params.arguments is not None and type(parsed.value) is dict:
             # The same request's arguments, parsed by the guard from the body's
             # text: the call keeps what the text proves (no walk to validate it).

@@ -73,6 +73,19 @@ class CallSlots:
         Gives up (holding nothing) when a question lets the slots go meanwhile,
         or the call is over: the last question answered takes them again.
         """
+        if not (self._held or self._apart or self._closed or self._taking.locked()):
+            # The usual case, every slot free: taken in order without yielding (a
+            # limiter gives a token at once only while nobody waits for one).
+            await trio.lowlevel.checkpoint_if_cancelled()
+            for limiter in self.limiters:
+                try:
+                    limiter.acquire_on_behalf_of_nowait(self)
+                except trio.WouldBlock:
+                    break  # this one and the rest are waited for below
+                self._held.append(limiter)
+            else:
+                self.started = True
+                return
         async with self._taking:
             for limiter in self.limiters:
                 if self._apart or self._closed:

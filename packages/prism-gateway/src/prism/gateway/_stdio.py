@@ -119,7 +119,12 @@ class LineWriter:
         if self._gone or self._closed:
             raise anyio.BrokenResourceError
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
-        data += b"\n"
+        await self.send_line(data + b"\n")
+
+    async def send_line(self, data: bytes) -> None:
+        """Write one message already encoded (its JSON and the newline), as :meth:`send` does."""
+        if self._gone or self._closed:
+            raise anyio.BrokenResourceError
         if not self._queued:
             try:
                 sent = os.write(self._fd, data)
@@ -309,6 +314,8 @@ async def stdio_streams(
             trio.open_nursery() as nursery,
         ):
             writer = LineWriter(pipe_out)
+            if fast is not None:
+                fast.attach(writer)
             reader = LineReader(pipe_in, writer, max_message_bytes, fast)
             nursery.start_soon(writer.drain)
             try:

@@ -1,0 +1,252 @@
+"""A stdio client's plain ``tools/call``, answered without the SDK's server request machinery.
+
+The SDK answers a request in layers: its dispatcher spawns a task through
+anyio's task group, runs the request in ``_handle_request`` (the one place a
+handler's exception becomes a JSON-RPC error), hands it to the connection's
+``ServerRunner`` (a request context, the middleware chain, the per-revision
+request check, the initialization gate, the parameters' model, the handler,
+the result's check against the revision's schema, a copy of the result), and
+writes the answer as a ``JSONRPCResponse`` model through a ``SessionMessage``.
+For a 2026-07-28 client each request also gets a ``Connection`` of its own
+from its envelope, and a runner for it.
+
+:class:`CallKernel` does the same for one well-formed ``tools/call`` in one
+trio task of the dispatcher's own nursery (registered in its in-flight table,
+so ``notifications/cancelled`` reaches it): every check and gate of that list
+runs, in the same order and with the same errors (the SDK's own functions:
+``classify_inbound_request``, ``validate_client_request``, the parameters'
+model, the runner's ``_make_context`` and ``_serialize``), the gateway's
+handler gets the arguments as parsed from the line's text (a ``ParsedJson``:
+validation does not walk them again), and the answer line is encoded from the
+result dict by pydantic's own serializer and written straight to the pipe,
+byte for byte what the SDK writes. What it leaves out: the anyio task wrapper,
+the middleware chain (taken only while the server has no middleware but the
+SDK's OpenTelemetry one and that one would record nothing), the result's
+copies and the response model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import mcp_types as types
+import pydantic_core
+import trio
+from mcp.server.connection import Connection, NotifyOnlyOutbound
+from mcp.server.runner import (
+    ServerRunner,
+    _extract_meta,
+    _NoServerRequestsDispatchContext,
+    aclose_shielded,
+    modern_error_data,
+)
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import SERVER_INFO_META_KEY
+from mcp_types import methods as _methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel.server import Server
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
+
+    from prism.core import ParsedJson
+
+    CallTool = Callable[
+        [ServerRequestContext[Any, Any], types.CallToolRequestParams, ParsedJson | None],
+        Awaitable[Any],
+    ]
+
+__all__ = ["AnswerWriter", "CallKernel", "result_line"]
+
+
+class _Runner(ServerRunner[Any]):
+    """The SDK's request kernel, its ``serverInfo`` stamp not copied for each answer.
+
+    The SDK deep-copies the stamp into every 2026-07-28 result so a caller
+    keeping the result cannot change the next one's; here each result is
+    encoded to its answer line at once and dropped, so the stamp is shared.
+    """
+
+    def _stamp_server_info(self, version: str, result: dict[str, Any]) -> dict[str, Any]:
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            return result
+        stamp = self.server._server_info_stamp_source
+        meta = result.get("_meta")
+        if meta is None:
+            result["_meta"] = {SERVER_INFO_META_KEY: stamp}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp}
+        return result
+
+
+class AnswerWriter(Protocol):
+    """Where the connection's answers are written (the stdio ``LineWriter``)."""
+
+    async def send_line(self, data: bytes) -> None:
+        """Write one encoded message (its JSON and the newline)."""
+
+
+# The SDK dispatcher's logger: a handler's crash is logged where the SDK's path logs it.
+_sdk_log = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
+_METHOD = "tools/call"
+_SHUTDOWN_WRITE_S = 2.0
+_CLOSED = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
+
+
+def result_line(request_id: int | str, result: dict[str, Any]) -> bytes:
+    """The answer line the SDK writes for ``result`` (its ``JSONRPCResponse``'s JSON)."""
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return pydantic_core.to_json(message) + b"\n"
+
+
+class CallKernel:
+    """Answers one connection's plain ``tools/call`` requests, each in one task."""
+
+    def __init__(
+        self,
+        server: Server[Any],
+        call_tool: CallTool,
+        dispatcher: JSONRPCDispatcher[Any],
+        writer: AnswerWriter,
+        nursery: trio.Nursery,
+        *,
+        connection: Connection | None,
+        lifespan: Any,
+    ) -> None:
+        self._server = server
+        self._call_tool = call_tool
+        self._dispatcher = dispatcher
+        self._writer = writer
+        self._nursery = nursery
+        self._lifespan = lifespan
+        # A 2025-11-25 connection's kernel (one for the connection), else None: a
+        # 2026-07-28 client's request brings its connection in its envelope.
+        self._runner = _Runner(server, connection, lifespan) if connection is not None else None
+        self._outbound = NotifyOnlyOutbound(dispatcher) if connection is None else None
+
+    def start(
+        self,
+        request_id: int | str,
+        params: dict[str, Any],
+        parsed: ParsedJson | None,
+        dctx: _JSONRPCDispatchContext[Any],
+        scope: trio.CancelScope,
+    ) -> None:
+        """Run the request in a task of the dispatcher's nursery (registered by the caller)."""
+        self._nursery.start_soon(self._run, request_id, params, parsed, dctx, scope)
+
+    async def _run(
+        self,
+        request_id: int | str,
+        params: dict[str, Any],
+        parsed: ParsedJson | None,
+        dctx: _JSONRPCDispatchContext[Any],
+        scope: trio.CancelScope,
+    ) -> None:
+        # As JSONRPCDispatcher._handle_request settles a request, answer written here.
+        dispatcher = self._dispatcher
+        answered = False
+        failure: BaseException | None = None
+        try:
+            with scope:
+                try:
+                    result = await self._answer(dctx, params, parsed)
+                finally:
+                    dctx.close()
+                    key = coerce_request_id(request_id)
+                    entry = dispatcher._in_flight.get(key)
+                    if entry is not None and entry.dctx is dctx:
+                        del dispatcher._in_flight[key]
+                if not dctx.cancel_requested.is_set():
+                    answered = True
+                    line = result_line(request_id, result)
+                    # (a client gone reads nothing)
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        await self._writer.send_line(line)
+        except trio.Cancelled:
+            # Shutdown: answer the request so the client is not left waiting, unless
+            # an answer's write began or the client cancelled it.
+            if not answered and not dctx.cancel_requested.is_set():
+                with trio.move_on_after(_SHUTDOWN_WRITE_S) as shielded:
+                    shielded.shield = True
+                    await dispatcher._write_error(request_id, _CLOSED)
+            raise
+        except Exception as exc:
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                _sdk_log.exception("handler for %r raised", _METHOD)
+                error = types.ErrorData(code=0, message=str(exc))
+                if dispatcher._raise_handler_exceptions:
+                    failure = exc
+            if not dctx.cancel_requested.is_set():
+                answered = True
+                await dispatcher._write_error(request_id, error)
+        # Unanswered (cancelled by the client): a stdio line carries no transport
+        # metadata, so there is no hook to run.
+        if failure is not None:
+            raise failure
+
+    async def _answer(
+        self,
+        dctx: _JSONRPCDispatchContext[Any],
+        params: dict[str, Any],
+        parsed: ParsedJson | None,
+    ) -> dict[str, Any]:
+        runner = self._runner
+        if runner is not None:
+            return await self._kernel(runner, dctx, params, parsed)
+        # As the SDK's 2026-07-28 stream loop answers a request: the envelope's checks,
+        # then a connection made from it for this request alone.
+        route = classify_inbound_request({"method": _METHOD, "params": params})
+        if isinstance(route, InboundLadderRejection):
+            raise MCPError(code=route.code, message=route.message, data=route.data)
+        connection = Connection.from_envelope(
+            route.protocol_version,
+            route.client_info,
+            route.client_capabilities,
+            outbound=self._outbound,  # type: ignore[arg-type]
+        )
+        try:
+            try:
+                runner = _Runner(self._server, connection, self._lifespan)
+                return await self._kernel(
+                    runner, _NoServerRequestsDispatchContext(dctx), params, parsed
+                )
+            finally:
+                if getattr(connection.exit_stack, "_exit_callbacks", True):  # else: none to run
+                    await aclose_shielded(connection)
+        except (MCPError, ValidationError):
+            raise
+        except Exception as exc:
+            error = modern_error_data(exc)
+            raise MCPError(code=error.code, message=error.message, data=error.data) from exc
+
+    async def _kernel(
+        self,
+        runner: ServerRunner[Any],
+        dctx: Any,
+        params: dict[str, Any],
+        parsed: ParsedJson | None,
+    ) -> dict[str, Any]:
+        # ServerRunner._on_request for tools/call, in its order, without the middleware
+        # chain (none that would record anything: checked before the line was taken).
+        connection = runner.connection
+        version = connection.protocol_version
+        ctx = runner._make_context(dctx, _METHOD, params, _extract_meta(params), version)
+        # (tools/call is a method of every revision, and has a handler: StdioFastPath.learn)
+        _methods.validate_client_request(_METHOD, version, params)
+        if not connection.initialize_accepted:
+            raise MCPError(code=types.INVALID_PARAMS, message="Invalid request parameters", data="")
+        typed = types.CallToolRequestParams.model_validate(params, by_name=False)
+        result = await self._call_tool(ctx, typed, parsed)
+        return runner._serialize(_METHOD, version, result)
