@@ -50,6 +50,17 @@ LOCAL_ECHO = ToolDefinition(
 )
 
 
+async def _served_by(_arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    # The function the task answering this request started in: the gateway's own call
+    # kernel, or the SDK's request machinery.
+    code = trio.lowlevel.current_task().coro.cr_code
+    return ToolResult.text(code.co_qualname)
+
+
+# Which path answered the request (for the tests: each gate fired on the gateway's kernel).
+SERVED_BY = ToolDefinition(name="served_by", execute=_served_by, description="Who answers.")
+
+
 async def main(root: str, max_message_bytes: int, gated: str | None = None) -> None:
     policy = create_coding_approval_policy(
         roots=[root], approve=create_gateway_approver(), cache_approvals=False
@@ -64,7 +75,7 @@ async def main(root: str, max_message_bytes: int, gated: str | None = None) -> N
             server_id="fx", transport=transport, call_timeout_s=30, max_result_bytes=262_144
         ) as bridge,
         open_gateway(
-            tools=[*tools, LOCAL_ECHO],
+            tools=[*tools, LOCAL_ECHO, SERVED_BY],
             bridges=[bridge],
             # A server that starts only when its FIFO says so (gateway_gated_server.py): the
             # gateway must answer its host meanwhile.

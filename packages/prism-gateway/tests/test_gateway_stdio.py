@@ -57,6 +57,12 @@ async def test_approval_by_elicitation_over_stdio(workspace: Path, mode: str) ->
         # The first request of a session teaches the stdio fast path the connection: the
         # second call takes it, and is asked again (approvals are not cached here).
         again = await client.call_tool("shell", {"command": "touch approved-2.txt"})
+        served_by = await client.call_tool("served_by", {})
+    # The gateway's own call kernel answered the second call (a 2026-07-28 client's call
+    # that may be asked runs apart, in the gateway's nursery, while the kernel waits).
+    assert _text(served_by) == (
+        "CallKernel._run" if mode == "legacy" else "Gateway._start_round.<locals>.run"
+    )
     assert not result.is_error, _text(result)
     assert not again.is_error, _text(again)
     assert (workspace / "approved.txt").exists()
@@ -87,6 +93,7 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
     params = _params(workspace)
     params.env = {**os.environ, "GATEWAY_TEST_LEDGER": str(ledger)}
     calls: list[tuple[str, dict[str, Any]]] = [
+        ("served_by", {}),  # the first request teaches the gateway the connection
         ("mcp__fx__forbidden", {}),  # the permission policy's deny rule
         ("mcp__fx__echo", {"text": 5}),  # the validator, against the server's schema
         ("mcp__fx__echo", {"text": "x" * 300_000}),  # over the bridge's max_result_bytes
@@ -94,9 +101,14 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
         ("mcp__fx__fail", {}),  # the server's own error
         ("mcp__fx__echo", {"text": "after"}),
         ("mcp__fx__request_id", {}),
+        ("served_by", {}),
     ]
     async with Client(params) as client:
         results = [await client.call_tool(name, arguments) for name, arguments in calls]
+    # Every call after the first was answered by the gateway's own call kernel (each gate
+    # below fired there), not the SDK's request machinery, which answered the first.
+    assert _text(results.pop()) == "CallKernel._run"
+    assert _text(results.pop(0)) != "CallKernel._run"
     said = [_text(result) for result in results]
     assert [result.is_error for result in results] == [True] * 5 + [False] * 2
     # Every call that reached the server went past the SDK's dispatcher: each gate fired
@@ -108,7 +120,7 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
     assert "result refused: more than 1024 content blocks" in said[3]
     assert "Error executing tool fail" in said[4]
     assert said[5] == "after"
-    records = read_ledger(ledger).records
+    records = [r for r in read_ledger(ledger).records if r.tool_name != "served_by"]
     assert [(r.tool_name, r.status, r.blocked_reason) for r in records] == [
         ("mcp:fx:forbidden", "blocked", "permission_denied"),
         ("mcp:fx:echo", "blocked", "validation_failed"),

@@ -366,6 +366,8 @@ _SCRIPT: list[tuple[object, object, object]] = [
     (15, "raises", {}),
     (16, "nope", {}),
     (17, 5, {}),
+    # Nested past the validator's max_instance_depth (64): refused by its instance limits.
+    (22, "echo", {"text": json.loads("[" * 70 + "]" * 70)}),
 ]
 
 
@@ -407,6 +409,7 @@ async def _exchange(
     hang_ended = trio.Event()
     held = trio.Event()
     ledger = RunLedger()
+    events: list[str] = []
     meta = dict(ENVELOPE) if modern else {}
     lines: list[bytes] = []
 
@@ -425,6 +428,8 @@ async def _exchange(
             ),
             validator=create_json_schema_tool_validator(),
             ledger=ledger,
+            on_event=lambda event: events.append(type(event).__name__),
+            max_concurrent_calls=1,  # one call at a time: a second one waits for its slot
         ) as gateway,
         _served(gateway) as peer,
     ):
@@ -463,13 +468,17 @@ async def _exchange(
         # Still running when serving is cancelled (the gateway shuts down): answered.
         await peer.send(_call(21, "hold", {}, **meta))
         await held.wait()
+        # It holds the one slot: this call waits for it, unanswered, until serving ends.
+        await peer.send(_call(23, "echo", {"text": "waits"}, **meta))
+        await trio.testing.wait_all_tasks_blocked()
         peer.serving.cancel()
-        await answer(peer, 21)
-    recorded = [
+        # (both cancelled at once: in either order)
+        lines.extend(sorted([await peer.receive_line(), await peer.receive_line()]))
+    recorded: list[tuple[Any, ...]] = [
         (r.call_id, r.tool_name, r.status, r.blocked_reason, r.arguments, r.result_preview)
         for r in ledger.records
     ]
-    return lines, recorded
+    return lines, [*recorded, tuple(events)]
 
 
 @pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
@@ -498,7 +507,7 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     # (the request behind the cancellation goes either way: the fast one once the SDK
     # dispatched the cancellation, which it may or may not have done by then)
     taken = [line for line in taken if line != left[-1].split(b"\n")[1]]
-    assert len(taken) == len(_SCRIPT) + 4 + modern
+    assert len(taken) == len(_SCRIPT) + 5 + modern
     assert [raw for raw in left if raw in taken] == (left[-3:-2] if modern else [])
     answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
     assert answers[10]["result"]["content"] == [{"type": "text", "text": "echo hi"}]
@@ -507,6 +516,13 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     assert answers[16]["error"]["code"] == types.INVALID_PARAMS  # unknown tool
     assert 19 not in answers  # cancelled: no answer
     assert answers[21]["error"]["code"] == types.CONNECTION_CLOSED  # serving ended
+    assert answers[23]["error"]["code"] == types.CONNECTION_CLOSED  # still waiting for its slot
+    assert "max_instance_depth=64" in answers[22]["result"]["content"][0]["text"]
+    events = fast_records[-1]  # (the same on both paths: compared above)
+    assert events.count("ToolExecutionBlocked") == 3  # permission, validation, depth
+    assert events.count("ToolExecutionProgress") == 2
+    # hang and hold started and ended in errors; 23 never started (no slot)
+    assert events[-4:] == ("ToolExecutionStarted", "ToolExecutionError") * 2
     progress = [json.loads(line) for line in fast_lines if b"notifications/progress" in line]
     assert [p["params"]["progressToken"] for p in progress] == ["p-18", "p-18"]
     assert ("error" in answers[41]) is modern

@@ -493,9 +493,11 @@ class Gateway:
             if owner is not None
             else contextlib.nullcontext()
         )
+        # Over HTTP its guard may end the call (client_gone): a scope of its own for that
+        running = trio.CancelScope() if key is not None else None
         try:
-            with incoming_trace(ctx), forwarding, trio.CancelScope() as running:
-                if key is not None:  # over HTTP: its guard may call client_gone
+            with incoming_trace(ctx), forwarding, running or contextlib.nullcontext():
+                if running is not None:
                     self._running[key] = running
                 async with self._client_slot(client) as slot:
                     slots = scope.slots = CallSlots((self._limiter, slot))
