@@ -439,7 +439,10 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                 cpu_ms = cpu[index] / samples * 1000
                 write_dirs = requests[index].write_dirs
                 shown = name
-                if write_dirs is not None:
+                if requests[index].redirected is not None:
+                    # its only write is a redirection: the host opens the target
+                    shown = f"{name} (descriptor)"
+                elif write_dirs is not None:
                     below = [d[len(str(repo)) :].lstrip("/") or "." for d in write_dirs]
                     shown = f"{name} ({', '.join(below)})"
                 measured = row(

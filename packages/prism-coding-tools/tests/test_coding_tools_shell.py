@@ -10,12 +10,13 @@ import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prism.coding.tools import RedirectedWrites, ShellSpawnRequest, create_shell_tool
+from prism.coding.tools import RedirectedWrites, ShellExit, ShellSpawnRequest, create_shell_tool
 from prism.core import (
     ExecutionAction,
     ExecutionDecision,
@@ -376,7 +377,7 @@ def test_memory_stays_bounded_on_200_mb_of_output(tmp_path: Path) -> None:
 async def test_cancelled_call_removes_its_unfinished_spill_file(
     tmp_path: Path, run_tool: RunTool
 ) -> None:
-    from prism.coding.tools import LocalShellOperations, OutputSink, ShellExit
+    from prism.coding.tools import LocalShellOperations, OutputSink
 
     spill_dir = tmp_path / "spill"
     spill_dir.mkdir()
@@ -500,6 +501,28 @@ async def test_proved_redirections_reach_the_spawn_request(
         result = await run_tool(tool, {"command": "true"})
         assert not result.is_error
     assert seen == [RedirectedWrites(command=": >&4", targets=((4, target, False),)), *[None] * 5]
+    # a hook that changes the command: the proved line no longer runs, so it is dropped
+    ran: list[ShellSpawnRequest] = []
+
+    class Recording:
+        async def run(self, request: ShellSpawnRequest, on_output: object) -> ShellExit:
+            ran.append(request)
+            return ShellExit(exit_code=0)
+
+    for rewrite, kept in (
+        (lambda r: attrs.evolve(r, command=f"time {r.command}"), None),
+        (lambda r: r, good),
+        (lambda r: attrs.evolve(r, command="x", redirected=RedirectedWrites(
+            command="y >&5", targets=[(5, target, True)])), {"command": "y >&5"}),
+    ):  # fmt: skip
+        tool = create_shell_tool(
+            str(tmp_path), execution_policy=deciding(good), spawn_hook=rewrite,
+            operations=Recording(),
+        )  # fmt: skip
+        assert not (await run_tool(tool, {"command": "true"})).is_error
+        got = ran[-1].redirected
+        assert (got is None) == (kept is None)
+        assert got is None or kept is None or got.command == kept["command"]
     for bad in (
         [(2, "/a", False)],
         [(4, "/a", 0)],

@@ -161,6 +161,9 @@ class _ShellTool:
                 hooked = await await_callback(spawn_hook, hooked)
             if not isinstance(hooked, ShellSpawnRequest):
                 raise TypeError(f"spawn_hook must return a ShellSpawnRequest, got {hooked!r}")
+            if hooked.command != request.command and hooked.redirected is request.redirected:
+                # the proved line is no longer what runs: the hook's command runs as it is
+                hooked = attrs.evolve(hooked, redirected=None)
             request = hooked
 
         collector = OutputCollector(
@@ -285,7 +288,8 @@ def create_shell_tool(
     ``metadata["redirected"]`` (its only writes are redirections) sets
     :attr:`ShellSpawnRequest.redirected`, when there is no ``command_prefix``. Then
     ``command_prefix`` is put on its own line before the command and
-    ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest`.
+    ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest` (one whose
+    ``command`` it changed loses ``redirected``, unless it set that too).
 
     Output (stdout and stderr merged, in order) keeps its tail within
     ``max_lines`` and ``max_bytes``; lines longer than ``max_line_bytes`` are
