@@ -3,7 +3,9 @@
 Usage: ``python mcp_flood_probe.py <mode> <count> [option=value ...]``; prints one
 JSON line. ``mode`` is one of mcp_flood_server.py's modes; options are passed to
 ``open_mcp_tools`` as integers or floats (``none`` for ``None``), except
-``caps=off``, which lifts the gate's block, node and message caps (the
+``freeze=on``, which calls ``gc.freeze()`` first (the heap so far is left out
+of every full collection, as a host may choose), ``caps=off``, which lifts the
+gate's block, node and message caps (the
 benchmark's baseline), ``budget=off``, which admits every message without
 its price, ``memory=off``, which leaves out the scan before parsing (blocks
 counted, structuredContent parsed apart) and the carrying of
@@ -48,9 +50,10 @@ RESULT_MODES = frozenset(
         "shorts",
         "ints",
         "members",
+        "refused",
     }
 )
-_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "transport"})
+_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "transport", "freeze"})
 
 
 def peak_rss_bytes() -> int:
@@ -66,18 +69,27 @@ def _value(text: str) -> object:
     return float(text) if "." in text else int(text)
 
 
-async def _ticker(gaps: list[float], done: trio.Event) -> None:
-    """The most CPU time of this thread between two ticks of a 10 ms ticker."""
+async def _ticker(gaps: list[float], walls: list[float], done: trio.Event) -> None:
+    """This thread's CPU time, and the wall time past the 10 ms, between two ticks.
+
+    A worker thread holding the interpreter's lock delays the ticks without
+    this thread's CPU time: the wall gap counts it (and, on a loaded machine,
+    the time the process waited for a core).
+    """
     last = time.thread_time()
+    wall = time.monotonic()
     while not done.is_set():
         await trio.sleep(0.01)
         now = time.thread_time()
         gaps.append(now - last)
         last = now
+        then, wall = wall, time.monotonic()
+        walls.append(wall - then - 0.01)
 
 
 async def main(mode: str, count: int, options: dict[str, object]) -> None:
     gaps: list[float] = []
+    walls: list[float] = []
     started: list[float] = []
     pauses: list[float] = []
     done = trio.Event()
@@ -92,15 +104,19 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
         elif started:
             pauses.append(time.thread_time() - started.pop())
 
+    if options.pop("freeze", None) == "on":
+        # What a host may do once started: its heap so far is never collected again.
+        gc.freeze()
     gc.callbacks.append(collected)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_ticker, gaps, done)
+        nursery.start_soon(_ticker, gaps, walls, done)
         try:
             report = await _flood(mode, count, options, done)
         finally:
             done.set()
     gc.callbacks.remove(collected)
     report["stall_s"] = max(gaps, default=0.0)
+    report["wall_stall_s"] = max(walls, default=0.0)
     report["gc_pause_s"] = max(pauses, default=0.0)
     report["gc_full"] = len(pauses)
     sys.stdout.write(json.dumps(report) + "\n")

@@ -41,6 +41,9 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   as a tool of server ``jk``) and ``z``.
   ``task_blocks``: ``flood`` requires a task (2025-11-25), which completes at
   once, and ``tasks/result`` answers with ``count`` empty text blocks.
+- ``refused``: tools/call of ``flood`` answers with ``count`` records
+  ``{"a": n, "b": "xx"}`` (25,000 are 514 kB) under an ``outputSchema`` they
+  match; past the default 10,000 object members the output check refuses them.
 - ``keys``: tools/call of ``flood`` answers with a ``structuredContent`` of
   ``count`` distinct five-digit keys (ten bytes a member); ``records`` with
   about ``count`` bytes of small records (``{"id", "name", "tags", "ok"}``);
@@ -351,6 +354,13 @@ def list_page(request_id: object, cursor: object) -> None:
     if MODE == "costly_schemas":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": costly_tools()}})
         return
+    if MODE == "refused":
+        entry = tool("flood")
+        record = {"type": "object", "properties": {"a": {"type": "integer"}}}
+        items = {"type": "array", "items": record}
+        entry["outputSchema"] = {"type": "object", "properties": {"items": items}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [entry]}})
+        return
     if MODE in ("big_result", "big_objects"):
         entry = tool("flood")
         entry["outputSchema"] = {"type": "object"}
@@ -431,6 +441,11 @@ def shape_result(request_id: object) -> None:
 
 
 def flood(request_id: object, token: object) -> None:
+    if MODE == "refused":
+        records: list[object] = [{"a": n, "b": "xx"} for n in range(COUNT)]
+        result = {"content": [], "structuredContent": {"items": records}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        return
     if MODE in ("keys", "records", "braces", *UNITS):
         shape_result(request_id)
         return

@@ -278,3 +278,33 @@ def test_the_engine_never_writes_the_refused_value_into_its_message(schema: dict
     result = JsonSchemaArgumentValidator().validate(schema, value)
     assert not result.ok
     assert "secret-" not in result.errors[0].message
+
+
+def test_naming_the_first_problem_keeps_no_object_per_member() -> None:
+    # A 25,000-record output refused past max_instance_properties: the walk that
+    # names the path kept a tuple per member alive (tens of thousands at once),
+    # which made the interpreter run its collections, one of them over the whole
+    # heap (120-160 ms holding the interpreter's lock, from a worker thread).
+    import gc
+
+    from prism.validation.jsonschema._instance import first_problem
+    from prism.validation.jsonschema._limits import SchemaLimits
+
+    value = {"items": [{"a": n, "b": "xx"} for n in range(25_000)]}
+    started: list[int] = []
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(collected)
+    try:
+        problem = first_problem(value, SchemaLimits())
+    finally:
+        gc.callbacks.remove(collected)
+    assert problem == (
+        "data.items[20000]",
+        "has more object members than max_instance_properties=10000",
+    )
+    assert len(started) <= 2, started

@@ -10,7 +10,7 @@ from prism.core.text import NAME_LIMIT, clip
 from ._screen import INTEGER_RANGE, POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Iterable, Sequence
 
     from ._limits import SchemaLimits
 
@@ -195,101 +195,124 @@ def _within_limits(
 
 
 def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
-    """The slow path, for a value the fast walk refused: the first problem and its path."""
+    """The slow path, for a value the fast walk refused: the first problem and its path.
+
+    Allocates nothing per member: each container met is a few ints in flat
+    lists (where its path leads back to), and a path is spelled only for the
+    problem found. A tuple per member kept tens of thousands of objects alive
+    at once, which made the interpreter collect its whole heap (a 25,000-record
+    result refused by an output schema held the event loop 120-160 ms, from a
+    worker thread).
+    """
     max_depth = limits.max_instance_depth
     max_string = limits.max_string_length
     members_left = limits.max_instance_properties
     items_left = limits.max_array_length
     chars_left = max_string * TOTAL_STRING_FACTOR
-    stack: list[tuple[object, int, tuple[str | int, ...]]] = [(value, 1, ())]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        node, depth, path = pop()
+    # The containers still to look at, their depths and their places; a place
+    # is where a container was met: its key and the place of its container.
+    nodes: list[object] = [value]
+    depths: list[int] = [1]
+    places: list[int] = [0]
+    keys: list[str | int] = [""]
+    parents: list[int] = [-1]
+    while nodes:
+        node = nodes.pop()
+        depth = depths.pop()
+        place = places.pop()
         kind = type(node)
         if kind is dict:
             if depth > max_depth:
-                return path_text(path), f"nests deeper than max_instance_depth={max_depth}"
+                return _path(keys, parents, place), (
+                    f"nests deeper than max_instance_depth={max_depth}"
+                )
             members_left -= len(node)  # type: ignore[arg-type]
             if members_left < 0:
-                return path_text(path), (
+                return _path(keys, parents, place), (
                     "has more object members than "
                     f"max_instance_properties={limits.max_instance_properties}"
                 )
             for key in node:  # type: ignore[attr-defined]
                 # Before any lookup: hashing a str subclass runs its own code.
                 if type(key) is not str:
-                    return path_text(path), (f"has a non-string key (of type {type(key).__name__})")
+                    return _path(keys, parents, place), (
+                        f"has a non-string key (of type {type(key).__name__})"
+                    )
             if not POLLUTION_KEYS.isdisjoint(node):  # type: ignore[arg-type]
                 bad = sorted(POLLUTION_KEYS.intersection(node))  # type: ignore[arg-type]
-                return path_text(path), f"has the forbidden key {bad[0]!r}"
-            for key, item in node.items():  # type: ignore[attr-defined]
-                if len(key) > max_string:
-                    return path_text(path), f"has a key longer than max_string_length={max_string}"
-                if not key.isascii() and lone_surrogate(key):
-                    return path_text(path), f"has a key that {_SURROGATE_MESSAGE}"
-                problem = _member_problem(item, (*path, key), depth, max_string, push)
-                if problem is not None:
-                    return problem
-                if type(item) is str:
-                    chars_left -= len(item)
-                    if chars_left < 0:
-                        return path_text((*path, key)), (
-                            f"is longer than max_string_length={max_string}"
-                        )
+                return _path(keys, parents, place), f"has the forbidden key {bad[0]!r}"
+            members: Iterable[tuple[str | int, object]] = node.items()  # type: ignore[attr-defined]
         elif kind is list:
             if depth > max_depth:
-                return path_text(path), f"nests deeper than max_instance_depth={max_depth}"
+                return _path(keys, parents, place), (
+                    f"nests deeper than max_instance_depth={max_depth}"
+                )
             items_left -= len(node)  # type: ignore[arg-type]
             if items_left < 0:
-                return path_text(path), (
+                return _path(keys, parents, place), (
                     f"has more array items than max_array_length={limits.max_array_length}"
                 )
-            for index, item in enumerate(node):  # type: ignore[arg-type]
-                problem = _member_problem(item, (*path, index), depth, max_string, push)
-                if problem is not None:
-                    return problem
-                if type(item) is str:
-                    chars_left -= len(item)
-                    if chars_left < 0:
-                        return path_text((*path, index)), (
-                            f"is longer than max_string_length={max_string}"
-                        )
+            members = enumerate(node)  # type: ignore[arg-type]
         else:
-            problem = _member_problem(node, path, depth - 1, max_string, None)
-            if problem is not None:
-                return problem
+            message = _scalar_problem(node, max_string)
+            if message is not None:
+                return _path(keys, parents, place), message
+            continue
+        for key, item in members:
+            if kind is dict:
+                if len(key) > max_string:  # type: ignore[arg-type]
+                    return _path(keys, parents, place), (
+                        f"has a key longer than max_string_length={max_string}"
+                    )
+                if not key.isascii() and lone_surrogate(key):  # type: ignore[union-attr,arg-type]
+                    return _path(keys, parents, place), f"has a key that {_SURROGATE_MESSAGE}"
+            t = type(item)
+            if t is dict or t is list:
+                nodes.append(item)
+                depths.append(depth + 1)
+                places.append(len(keys))
+                keys.append(key)
+                parents.append(place)
+                continue
+            message = _scalar_problem(item, max_string)
+            if message is not None:
+                return _path(keys, parents, place, key), message
+            if t is str:
+                chars_left -= len(item)  # type: ignore[arg-type]
+                if chars_left < 0:
+                    return _path(keys, parents, place, key), (
+                        f"is longer than max_string_length={max_string}"
+                    )
     return "data", "breaks an instance limit"  # pragma: no cover - the walks agree
 
 
-def _member_problem(
-    item: object,
-    path: tuple[str | int, ...],
-    depth: int,
-    max_string: int,
-    push: Callable[[tuple[object, int, tuple[str | int, ...]]], None] | None,
-) -> InstanceProblem | None:
-    """What is wrong with one value (a container is queued on ``push`` instead)."""
+def _path(keys: list[str | int], parents: list[int], place: int, *last: str | int) -> str:
+    """The path of ``place`` (see :func:`first_problem`), then ``last``, as text."""
+    parts = list(last)
+    while place > 0:
+        parts.append(keys[place])
+        place = parents[place]
+    parts.reverse()
+    return path_text(parts)
+
+
+def _scalar_problem(item: object, max_string: int) -> str | None:
+    """What is wrong with one value that is not an object or an array."""
     t = type(item)
     if t is str:
         if len(item) > max_string:  # type: ignore[arg-type]
-            return path_text(path), f"is longer than max_string_length={max_string}"
+            return f"is longer than max_string_length={max_string}"
         if not item.isascii() and lone_surrogate(item):  # type: ignore[attr-defined,arg-type]
-            return path_text(path), _SURROGATE_MESSAGE
-        return None
-    if t is dict or t is list:
-        if push is not None:
-            push((item, depth + 1, path))
+            return _SURROGATE_MESSAGE
         return None
     if t is float:
         if not math.isfinite(item):  # type: ignore[arg-type]
-            return path_text(path), "is not a finite number"
+            return "is not a finite number"
         return None
     if t is int:
-        message = _integer_problem(item)  # type: ignore[arg-type]
-        return None if message is None else (path_text(path), message)
+        return _integer_problem(item)  # type: ignore[arg-type]
     if t is not bool and item is not None:
-        return path_text(path), f"is a {t.__name__}, not a JSON value"
+        return f"is a {t.__name__}, not a JSON value"
     return None
 
 
