@@ -145,3 +145,35 @@ async def test_the_protocol_validator_also_plugs_into_the_core_seam() -> None:
     assert result.is_error
     assert "data: must not contain {'extra'} properties" in result.joined_text
     assert tool.calls == []
+
+
+async def test_a_dict_built_call_past_the_limits_is_blocked_on_the_written_checker() -> None:
+    # SCHEMA is closed and small: its calls are checked by the checker written
+    # for it. Each gate still fires: the limits first, then the schema, with the
+    # ledger and the event of any other refusal; a valid call runs.
+    tool = RecordingTool(name="forecast", parameters=SCHEMA)
+    sink = RecordingSink()
+    options = _options(tool, sink)
+    compiled = JsonSchemaArgumentValidator().compile(SCHEMA)
+    assert compiled.quick_valid is not None
+    assert compiled.quick_valid.__code__.co_filename == "<prism closed checker>"
+    refused = [
+        ({"city": "Oslo", "days": 2**64}, "data.days: is an integer outside"),
+        ({"city": "Oslo\ud800"}, "data.city: contains a lone surrogate"),
+        ({"city": "Oslo", "days": "3"}, "data.days: must be integer (rule: type)"),
+    ]
+    for arguments, words in refused:
+        call = ToolCall(id="c1", name="forecast", arguments=arguments)
+        result = await dispatch_tool_call(call, options)
+        assert result.is_error
+        assert result.joined_text.startswith(f"invalid arguments for forecast: {words}")
+    ok = await dispatch_tool_call(
+        ToolCall(id="c2", name="forecast", arguments={"city": "Oslo", "days": 3}), options
+    )
+    assert not ok.is_error
+    assert [arguments for arguments, _context in tool.calls] == [{"city": "Oslo", "days": 3}]
+    assert [event.reason for event in sink.of_type(ToolExecutionBlocked)] == [
+        "validation_failed"
+    ] * 3
+    assert isinstance(options.ledger, RunLedger)
+    assert [record.status for record in options.ledger.records] == ["blocked"] * 3 + ["ok"]
