@@ -50,7 +50,10 @@ async def test_cancel_over_stdio_ends_the_process_tree(workspace: Path, tree: Pr
 async def test_cancel_over_http_ends_the_process_tree(
     serve: ServeFactory, tree: ProcessTree
 ) -> None:
-    async with serve() as served, Client(served.url, elicitation_callback=_approve) as client:
+    async with (
+        serve(bridged=False) as served,
+        Client(served.url, elicitation_callback=_approve) as client,
+    ):
         pids = await _cancel_mid_call(client, tree)
         await tree.assert_ends(pids)
         after = await client.call_tool("read", {"path": "notes.txt"})
@@ -102,7 +105,7 @@ async def test_http_client_gone_mid_call_ends_the_tree(
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     # No elicitation: the configured approver says yes.
     async with (
-        serve(fallback=lambda _action: True) as served,
+        serve(fallback=lambda _action: True, bridged=False) as served,
         httpx2.AsyncClient(timeout=None) as http,
     ):
         with trio.fail_after(60):

@@ -81,7 +81,7 @@ async def test_bridged_tool_annotations_pass_through(serve: ServeFactory) -> Non
 
 
 async def test_reads_a_file_in_the_workspace(serve: ServeFactory) -> None:
-    async with serve() as served, Client(served.url) as client:
+    async with serve(bridged=False) as served, Client(served.url) as client:
         result = await client.call_tool("read", {"path": "notes.txt"})
     assert not result.is_error
     assert isinstance(result.content[0], types.TextContent)
@@ -109,7 +109,7 @@ async def test_every_call_is_recorded_with_the_client(serve: ServeFactory) -> No
 
 
 async def test_denied_command_is_an_error_the_model_can_read(serve: ServeFactory) -> None:
-    async with serve() as served:
+    async with serve(bridged=False) as served:
         async with Client(served.url, elicitation_callback=approve_all()) as client:
             result = await client.call_tool("shell", {"command": "sudo id"})
         ledger = served.gateway.ledger
@@ -131,7 +131,7 @@ async def test_approval_by_elicitation_lets_the_command_run(serve: ServeFactory,
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async with (
-        serve() as served,
+        serve(bridged=False) as served,
         Client(served.url, elicitation_callback=elicit, mode=mode) as client,
     ):
         result = await client.call_tool("shell", {"command": "touch made.txt && echo made"})
@@ -144,7 +144,7 @@ async def test_approval_by_elicitation_lets_the_command_run(serve: ServeFactory,
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_declined_elicitation_denies_and_nothing_runs(serve: ServeFactory, mode: str) -> None:
     async with (
-        serve() as served,
+        serve(bridged=False) as served,
         Client(served.url, elicitation_callback=approve_all(False), mode=mode) as client,
     ):
         result = await client.call_tool("shell", {"command": "touch no.txt"})
@@ -155,7 +155,7 @@ async def test_declined_elicitation_denies_and_nothing_runs(serve: ServeFactory,
 
 
 async def test_client_without_elicitation_gets_the_default_denial(serve: ServeFactory) -> None:
-    async with serve() as served, Client(served.url) as client:
+    async with serve(bridged=False) as served, Client(served.url) as client:
         result = await client.call_tool("shell", {"command": "touch no.txt"})
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)
@@ -201,7 +201,7 @@ async def test_unknown_tool_is_a_protocol_error(serve: ServeFactory) -> None:
 
 
 async def test_bad_arguments_are_an_error_naming_the_problem(serve: ServeFactory) -> None:
-    async with serve() as served, Client(served.url) as client:
+    async with serve(bridged=False) as served, Client(served.url) as client:
         result = await client.call_tool("read", {"path": 5})
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)

@@ -174,7 +174,7 @@ async def test_a_client_that_fails_to_answer_is_a_denial(serve: ServeFactory) ->
         return types.ErrorData(code=types.INTERNAL_ERROR, message="no UI here")
 
     async with (
-        serve() as served,
+        serve(bridged=False) as served,
         Client(served.url, elicitation_callback=broken, mode="legacy") as client,
     ):
         result = await client.call_tool("shell", {"command": "touch no.txt"})
