@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
+import threading
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 import trio
 
@@ -63,6 +66,7 @@ def _redirected(root: Path, command: str, cwd: Path | None = None) -> Redirected
         ("echo x > f 2> g", "'echo' 'x' >&4 2>&5", [("f", False), ("g", False)]),
         ("echo x | tr x y > d/f", "'echo' 'x' | 'tr' 'x' 'y' >&4", [("d/f", False)]),
         ("cat f > f", "'cat' 'f' >&4", [("f", False)]),  # one command: bash opens first
+        ("ls nope 1>& f", "'ls' 'nope' >&4 2>&1", [("f", False)]),  # bash: `1>&FILE` is `&>FILE`
     ],
 )
 def test_a_line_whose_only_writes_are_redirections_is_rebuilt_on_descriptors(
@@ -97,6 +101,9 @@ def test_a_line_whose_only_writes_are_redirections_is_rebuilt_on_descriptors(
         "echo x > $F",  # computed
         "cd d && echo x > f",
         "cat > f << EOF\nx\nEOF",  # a here-document is not proved
+        "echo x 2>&f",  # bash: "ambiguous redirect", nothing runs, no file
+        "echo x {v}>f",  # f on a new descriptor whose number bash stores in $v
+        "ls {v}>>f",
     ],
 )
 def test_a_line_whose_writes_could_differ_keeps_its_private_layer(root: Path, command: str) -> None:
@@ -286,6 +293,19 @@ async def test_a_set_user_id_bit_set_through_the_descriptor_is_cleared(root: Pat
     assert not mode & (stat.S_ISUID | stat.S_ISGID)
 
 
+opened_for_writing: list[object] = []
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and args[0] == "device" and isinstance(args[2], int):
+        exclusive = os.O_CREAT | os.O_EXCL  # fails on an existing name: opens nothing
+        if args[2] & (os.O_WRONLY | os.O_RDWR) and args[2] & exclusive != exclusive:
+            opened_for_writing.append(args)
+
+
+sys.addaudithook(_audit)
+
+
 def test_a_target_that_is_not_a_plain_file_of_one_name_is_not_opened(root: Path) -> None:
     """A FIFO (never waited on), a hard-linked file, a link, a directory, a descriptor
     outside 4-9, a path outside the roots: nothing opened, nothing truncated, and what
@@ -312,6 +332,14 @@ def test_a_target_that_is_not_a_plain_file_of_one_name_is_not_opened(root: Path)
         assert attempt((4, f"{root}/kept", False), (5, f"{root}/{name}", False)) is None
         assert (root / "kept").read_text() == "kept\n"
     assert attempt((3, f"{root}/kept", False)) is None
+    try:  # a character device (the numbers of /dev/null): its driver is never asked to open
+        os.mknod(root / "device", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pass  # making a device node needs CAP_MKNOD
+    else:
+        opened_for_writing.clear()
+        assert attempt((4, f"{root}/device", False)) is None
+        assert opened_for_writing == []
     assert attempt((4, "/etc/hostname", False)) is None
     assert attempt((4, f"{root}/kept", True)) is not None
     assert (root / "kept").read_text() == "kept\n"  # appended to: not truncated
@@ -376,3 +404,39 @@ async def test_a_line_that_could_not_start_leaves_no_target_behind(root: Path) -
     )
     assert await listing._run_redirected(request, sink, 1.0) is None
     assert not (root / "made").exists()
+
+
+@pytest.mark.bwrap
+async def test_a_spawn_hook_that_rewrites_the_line_drops_the_proved_redirections(
+    root: Path,
+) -> None:
+    """The host's hook replaces the command: its line runs (never the model's proved
+    one on descriptors), and the targets are opened off the event loop."""
+    from prism.coding.security import open_secure_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+
+    threads: list[int] = []
+
+    class Watched(BubblewrapSandbox):
+        def _open_redirected(self, request: ShellSpawnRequest) -> object:  # type: ignore[override]
+            threads.append(threading.get_ident())
+            return super()._open_redirected(request)
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        if "blocked" in request.command:
+            return attrs.evolve(request, command="echo refused by the host >&2; exit 7")
+        return request
+
+    options: ShellToolOptions = {"spawn_hook": hook, "env": _ENV}
+    async with open_secure_coding_tools(
+        [str(root)], sandbox=Watched([str(root)]), shell_options=options
+    ) as secure:
+        dispatch = DispatchOptions(registry=create_tool_registry(secure.tools))
+        for line in ("echo blocked > out.txt", "echo kept > kept.txt"):
+            call = ToolCall(id="1", name="shell", arguments={"command": line})
+            result = await dispatch_tool_call(call, dispatch)
+    assert not (root / "out.txt").exists()
+    assert (root / "kept.txt").read_text() == "kept\n"
+    assert not result.is_error, result.joined_text
+    assert threads
+    assert threading.get_ident() not in threads

@@ -329,8 +329,14 @@ class _Walker:
         words: list[Word] = []
         assignments: list[Word] = []
         redirects: list[Redirect] = []
-        for part in node.parts:
+        parts = list(node.parts)
+        for index, part in enumerate(parts):
             part_kind = getattr(part, "kind", None)
+            if part_kind == "word" and _descriptor_variable(part, parts[index + 1 : index + 2]):
+                # `{fd}>FILE`: bash opens FILE on a new descriptor it stores in $fd,
+                # where the parser sees the word `{fd}` and a plain redirection
+                self.flag(f"{self.raw(part)} names a descriptor variable")
+                self.leave("a redirection to a descriptor variable")
             if part_kind == "word":
                 words.append(self.word(part))
             elif part_kind == "assignment":
@@ -358,6 +364,19 @@ class _Walker:
             elif seen_download and (name in _SHELL_NAMES or _INTERPRETERS.match(name)):
                 self.hazards.append(f"a download is piped into {name!r}")
                 return
+
+
+_DESCRIPTOR_VARIABLE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _descriptor_variable(word: Any, following: list[Any]) -> bool:
+    """Whether ``word`` is bash's ``{name}`` written right before a redirection."""
+    if not following or getattr(following[0], "kind", None) != "redirect":
+        return False
+    return (
+        _DESCRIPTOR_VARIABLE.fullmatch(str(getattr(word, "word", ""))) is not None
+        and word.pos[1] == following[0].pos[0]
+    )
 
 
 def _separators(source: str) -> int:

@@ -542,6 +542,8 @@ class _Judge:
                 depth == 0
                 and opened in _OPENED_OPS
                 and fd in (None, 1, 2)
+                # bash reads `N>&FILE` as `&>FILE` only for N 1; `2>&FILE` is ambiguous
+                and not (op == ">&" and fd not in (None, 1))
                 and len(added) == 1
                 and added[0].rule == "write"
                 and len(self.cwds) == 1

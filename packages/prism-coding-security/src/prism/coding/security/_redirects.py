@@ -14,7 +14,9 @@ roots stay read-only. What the copy-back refuses is never opened here:
   (hooks directory, included configuration, submodules) or one a protected
   link at the root's top leads to;
 * anything but a regular file with one name (a FIFO is never waited on, a
-  directory, a device or a hard-linked file is not written through).
+  directory, a device or a hard-linked file is not written through; an
+  existing file is looked at before it is opened for writing, so no device's
+  driver is ever asked to open).
 
 Nothing is truncated until every target of the line is open and checked; when
 one cannot be, the files this step created are removed again and the line
@@ -111,7 +113,11 @@ def _open_one(
             fd = os.open(parts[-1], flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=directory)
             created = True
         except FileExistsError:
-            fd = os.open(parts[-1], flags, dir_fd=directory)
+            existing = _reopened_regular(parts[-1], directory, flags)
+            if existing is None:
+                os.close(directory)
+                return None
+            fd = existing
     except OSError:
         # a step is missing, a link or not a directory; the target is a link, a FIFO
         # with no reader, a directory, not writable: bash says which over the layer
@@ -128,6 +134,24 @@ def _open_one(
         close_targets([opened], failed=True)
         raise
     return opened
+
+
+def _reopened_regular(name: str, directory: int, flags: int) -> int | None:
+    """``name`` (in ``directory``) opened with ``flags`` only if it is a regular file of one name.
+
+    The file is first opened as a mere location (``O_PATH``: no driver's ``open``
+    runs, a FIFO is not waited on, a link is not followed) and looked at; only a
+    regular file is then opened for writing, through that same location, so a
+    device, FIFO or link swapped in meanwhile is never opened.
+    """
+    located = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        info = os.fstat(located)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            return None
+        return os.open(f"/proc/self/fd/{located}", flags & ~os.O_NOFOLLOW)
+    finally:
+        os.close(located)
 
 
 def open_targets(

@@ -508,7 +508,8 @@ class BubblewrapSandbox:
         proxy runs: then the line runs over its private layer.
         """
         redirected = request.redirected
-        opened = self._open_redirected(request)
+        # the checks may ask git about the root (an index of any size): off the event loop
+        opened = await trio.to_thread.run_sync(self._open_redirected, request)
         if redirected is None or opened is None:
             return None
         argv = (request.shell_path, "-c", redirected.command)

@@ -306,7 +306,9 @@ class ShellSpawnRequest:
             sandboxed ``ShellOperations`` may open each target itself and run
             ``redirected.command`` with the target on its descriptor and the
             roots read-only; when it opens them not, it runs ``command`` as it
-            would without this. The plain local one ignores it.
+            would without this. The plain local one ignores it. A spawn hook
+            that changes ``command``, ``cwd`` or ``shell_path`` drops it: the
+            redirections were proved for the line it replaced.
     """
 
     command: str

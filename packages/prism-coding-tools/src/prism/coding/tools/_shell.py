@@ -161,8 +161,14 @@ class _ShellTool:
                 hooked = await await_callback(spawn_hook, hooked)
             if not isinstance(hooked, ShellSpawnRequest):
                 raise TypeError(f"spawn_hook must return a ShellSpawnRequest, got {hooked!r}")
-            if hooked.command != request.command and hooked.redirected is request.redirected:
-                # the proved line is no longer what runs: the hook's command runs as it is
+            if (
+                hooked.redirected is not None
+                and hooked.redirected is request.redirected
+                and (hooked.command, hooked.cwd, hooked.shell_path)
+                != (request.command, request.cwd, request.shell_path)
+            ):
+                # the redirections were proved for the line the hook replaced (or for
+                # another directory or shell): the hook's line runs as any other would
                 hooked = attrs.evolve(hooked, redirected=None)
             request = hooked
 
