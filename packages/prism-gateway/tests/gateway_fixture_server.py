@@ -14,11 +14,13 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.lowlevel
+from mcp import UrlElicitationRequiredError
 from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CallToolResult,
+    ElicitRequestURLParams,
     ListRootsRequest,
     ListRootsResult,
     SamplingMessage,
@@ -216,10 +218,21 @@ def build() -> MCPServer:
 
     @server.tool()
     async def sign_in(
-        ctx: Context, elicitation_id: str = "e-1", done: list[str] | None = None
+        ctx: Context,
+        elicitation_id: str = "e-1",
+        done: list[str] | None = None,
+        required: bool = False,
     ) -> str:
         """Ask the user to visit a page (URL elicitation ``elicitation_id``) and say what
-        they did; then say each of ``done`` is complete (notifications/elicitation/complete)."""
+        they did; then say each of ``done`` is complete (notifications/elicitation/complete).
+        ``required``: answer with a URLElicitationRequiredError naming it instead."""
+        if required:
+            page = ElicitRequestURLParams(
+                message="sign in first",
+                url="https://auth.example/login",
+                elicitation_id=elicitation_id,
+            )
+            raise UrlElicitationRequiredError([page])
         answer = await ctx.elicit_url(
             "sign in please", "https://auth.example/login", elicitation_id
         )

@@ -20,7 +20,7 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
-from mcp import Client, ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
@@ -294,7 +294,7 @@ async def test_url_elicitations_get_ids_of_the_gateways_and_only_their_servers_c
     async def on_message(message: object) -> None:
         if isinstance(message, types.ElicitCompleteNotification):
             completed.append(message.params.elicitation_id)
-            if len(completed) == 3:
+            if len(completed) in (3, 4):
                 arrived.set()
 
     servers = [http_server(downstream_url), stdio_server(server_id="fy")]
@@ -315,17 +315,41 @@ async def test_url_elicitations_get_ids_of_the_gateways_and_only_their_servers_c
         with trio.fail_after(30):
             await arrived.wait()
 
+        # fy's URLElicitationRequiredError (-32042): the error itself, the id the gateway's.
+        with pytest.raises(MCPError) as required:
+            await c.call_tool("mcp__fy__sign_in", {"elicitation_id": "r-1", "required": True})
+        arrived = trio.Event()
+        await sign_in("fy", "r-2", "r-1")  # fy completes r-1
+        with trio.fail_after(30):
+            await arrived.wait()
+
         async with (
             streamable_http_client(url) as (read, write),
             FormOnly(read, write, elicitation_callback=elicit) as form_only,
         ):
             await form_only.initialize()
             refused = await form_only.call_tool("mcp__fx__sign_in", {"elicitation_id": "f-1"})
-    assert len(set(shown)) == 4, shown
-    assert not {"e-1", "x-7", "x-8"} & set(shown)
+            not_shown = await form_only.call_tool(
+                "mcp__fx__sign_in", {"elicitation_id": "f-2", "required": True}
+            )
+    assert len(set(shown)) == 5, shown
+    assert not {"e-1", "x-7", "x-8", "r-2"} & set(shown)
     assert all(len(each) >= 24 for each in shown)
-    fx_e1, fx_x7, fy_e1, _fx_x8 = shown
-    assert completed == [fx_e1, fy_e1, fx_x7]
+    fx_e1, fx_x7, fy_e1, _fx_x8, _fy_r2 = shown
+    error = required.value.error
+    assert error.code == types.URL_ELICITATION_REQUIRED
+    assert isinstance(error.data, dict)
+    (page,) = error.data["elicitations"]
+    assert page["message"] == "MCP server 'fy' asks (forwarded by Prism): sign in first"
+    assert (page["mode"], page["url"]) == ("url", "https://auth.example/login")
+    fy_r1 = page["elicitationId"]
+    assert fy_r1 not in {"r-1", *shown}
+    assert len(fy_r1) >= 24
+    assert completed == [fx_e1, fy_e1, fx_x7, fy_r1]
+    assert not_shown.is_error
+    assert text(not_shown).endswith(
+        "the client cannot be shown them: it did not declare elicitation in URL mode"
+    )
     dropped = [r.getMessage() for r in caplog.records if "dropped MCP server" in r.getMessage()]
     assert len(dropped) == 3, dropped
     assert all(message.startswith("dropped MCP server 'fy'") for message in dropped)
@@ -494,6 +518,7 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
         listed = await client.call_tool("mcp__fx__roots", {})
         # Its completion has no id to go under (2026-07-28 has none): dropped.
         signed = await client.call_tool("mcp__fx__sign_in", {"done": ["e-1"]})
+        required = await client.call_tool("mcp__fx__sign_in", {"required": True})
         # A call run apart is still the client's to cancel: its server's call ends too.
         async with trio.open_nursery() as nursery:
             started = trio.Event()
@@ -517,6 +542,8 @@ async def test_a_2026_client_answers_its_servers_question_and_the_approval_by_re
     assert text(sampled) == "the model wrote hi (m)"
     assert listed.structured_content == {"result": [workspace.as_uri()]}
     assert text(signed) == "the user chose decline"
+    assert required.is_error
+    assert text(required).endswith("cannot be shown them: 2026-07-28 has no such error")
     assert "dropped MCP server 'fx''s notifications/elicitation/complete for 'e-1'" in caplog.text
     assert cancelled.structured_content == {"result": True}
     assert asked[2:] == [

@@ -171,6 +171,16 @@ async def ask_user(question: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def needs_sign_in(elicitations: list[object]) -> str:
+    """Answer with a URLElicitationRequiredError (-32042) whose data names ``elicitations``."""
+    from mcp.shared.exceptions import MCPError
+
+    raise MCPError(
+        mcp_types.URL_ELICITATION_REQUIRED, "sign in first", {"elicitations": elicitations}
+    )
+
+
+@server.tool()
 async def sign_in(elicitation_id: str, done: list[str], ctx: Context) -> str:
     """Ask the user to visit a page (URL elicitation ``elicitation_id``), then say each
     of ``done`` is complete (``notifications/elicitation/complete``)."""

@@ -116,6 +116,47 @@ async def test_a_url_elicitation_and_its_completion_reach_the_host(
     assert any("on_elicitation_complete" in record.getMessage() for record in caplog.records)
 
 
+async def test_a_url_elicitation_required_error_names_its_elicitations(
+    fixture_stdio: StdioTransport,
+) -> None:
+    """-32042: the call's error result carries the URL elicitations the server wants done
+    first (clipped, at most 16; an entry that is not one is left out)."""
+    good = {"mode": "url", "url": "https://auth.example/a", "elicitationId": "a-1"}
+    hostile: list[object] = [
+        "not an object",
+        {"mode": "form", "url": "https://auth.example/b", "elicitationId": "b"},
+        {"mode": "url", "url": 7, "elicitationId": "c"},
+        {"mode": "url", "url": "https://auth.example/d"},
+        {**good, "message": "sign in to A", "elicitationId": "i" * 300},
+    ]
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, protocol="legacy"
+        ) as bridge:
+            tool = next(t for t in bridge.tools if t.name == "mcp:fx:needs_sign_in")
+
+            async def call(elicitations: list[object]) -> Any:
+                arguments: dict[str, Any] = {"elicitations": elicitations}
+                ctx = ToolExecutionContext(ToolCall(id="c", name=tool.name, arguments=arguments))
+                return await tool.execute(arguments, ctx)
+
+            named = await call([good, *hostile, *[good] * 20])
+            none = await call(hostile[:4])
+    assert named.is_error
+    assert named.details["mcp_error"] == "url_elicitation_required"
+    wanted = named.details["elicitations"]
+    assert isinstance(wanted, list)
+    assert len(wanted) == 16
+    first = {"url": "https://auth.example/a", "message": "", "elicitation_id": "a-1"}
+    assert wanted[0] == first
+    assert isinstance(wanted[1], dict)
+    assert wanted[1]["message"] == "sign in to A"
+    assert len(str(wanted[1]["elicitation_id"])) <= 256
+    assert "needs the user to complete 16 URL elicitation(s)" in named.joined_text
+    assert none.is_error
+    assert none.details["mcp_error"] == "server_error"  # nothing to show: a plain error
+
+
 async def _raise(request: object) -> Any:
     raise RuntimeError("the host is busy")
 

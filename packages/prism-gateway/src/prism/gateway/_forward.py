@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 import mcp_types as types
 import trio
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ValidationError
 
+from prism.core import ToolResult
 from prism.core.text import clip
 from prism.mcp import (
     McpElicitation,
@@ -350,6 +352,39 @@ class Forwarder:
             return McpElicitationAnswer(action=result.action, content=content)
 
         return elicit
+
+    def url_required(self, server_id: str, scope: CallScope, result: ToolResult) -> ToolResult:
+        """``scope``'s call got ``server_id``'s URLElicitationRequiredError (``result``).
+
+        A 2025-11-25 client that declared URL mode gets the error itself
+        (-32042), each elicitation under an id of the gateway's own (as for a
+        URL elicitation request, its completion reaches that client): raises
+        ``MCPError``. Any other client gets ``result``, saying why it was
+        not shown them.
+        """
+        # As prism.mcp gives them: {"url", "message", "elicitation_id"}, strings each.
+        wanted = cast("list[dict[str, Any]]", result.details.get("elicitations", []))
+        if scope.modern or scope.round is not None:
+            why = "2026-07-28 has no such error"
+        elif not declares_elicitation(scope.session.client_capabilities, "url"):
+            why = "it did not declare elicitation in URL mode"
+        else:
+            elicitations: list[dict[str, Any]] = []
+            for each in wanted:
+                shown = self._urls.issue(server_id, each["elicitation_id"], scope)
+                message = f"MCP server {server_id!r} asks (forwarded by Prism): {each['message']}"
+                elicitations.append(
+                    {"mode": "url", "elicitationId": shown, "url": each["url"], "message": message}
+                )
+            raise MCPError(
+                types.URL_ELICITATION_REQUIRED,
+                f"MCP server {server_id!r} needs the user to complete {len(elicitations)} "
+                "URL elicitation(s) first (forwarded by Prism)",
+                {"elicitations": elicitations},
+            )
+        return ToolResult.error(
+            f"{result.joined_text}; the client cannot be shown them: {why}", **result.details
+        )
 
     def sample(self, server_id: str) -> McpSampleCallback:
         """The ``sample`` callback of server ``server_id``'s bridge."""

@@ -538,6 +538,12 @@ class Gateway:
             )
             result = ToolResult.error(f"MCP server {owner.server_id!r} went away: {said}")
             self._forward.server_gone(owner.server_id)
+        if (
+            owner is not None
+            and result.details.get("mcp_error") == "url_elicitation_required"
+            and self._forward.forwards(owner.server_id)
+        ):  # to a client that can be shown them, the server's -32042 itself (raised)
+            result = self._forward.url_required(owner.server_id, scope, result)
         return call_tool_result_json(result, any_structured=scope.modern)
 
     async def _start_round(

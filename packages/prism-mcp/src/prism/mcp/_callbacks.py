@@ -389,6 +389,41 @@ def make_roots_callback(server_id: str, roots: tuple[str, ...] | McpRootsCallbac
     return callback
 
 
+MAX_URL_ELICITATIONS = 16
+"""The most URL elicitations kept from one URLElicitationRequiredError (-32042)."""
+
+
+def url_elicitations(data: object) -> list[JsonValue]:
+    """The URL elicitations a ``-32042`` error's ``data`` names (clipped, at most 16).
+
+    Each as ``{"url", "message", "elicitation_id"}``; an entry that is not a
+    URL elicitation with a string ``url`` and ``elicitationId`` is left out.
+    """
+    listed = data.get("elicitations") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
+        return []
+    out: list[JsonValue] = []
+    for entry in listed:
+        if not isinstance(entry, dict) or entry.get("mode") != "url":
+            continue
+        url, elicitation_id, message = (
+            entry.get("url"),
+            entry.get("elicitationId"),
+            entry.get("message"),
+        )
+        if isinstance(url, str) and isinstance(elicitation_id, str):
+            out.append(
+                {
+                    "url": clip(url, 4096),
+                    "message": clip(message, _MAX_TEXT) if isinstance(message, str) else "",
+                    "elicitation_id": clip(elicitation_id, 256),
+                }
+            )
+            if len(out) == MAX_URL_ELICITATIONS:
+                break
+    return out
+
+
 def elicitation_complete(
     server_id: str, params: object, on_complete: McpElicitationCompleteCallback
 ) -> None:

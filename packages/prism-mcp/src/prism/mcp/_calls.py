@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from prism.core import JsonObject, JsonValue, ToolResult
 from prism.core.text import clip, describe_exception
 
-from ._callbacks import calling
+from ._callbacks import calling, url_elicitations
 from ._content import map_call_result
 from ._errors import TELLING_ERRORS, McpBridgeError
 from ._gate import attach
@@ -254,6 +254,16 @@ class Caller:
                 mcp_error="connection_lost",
                 **details,
             )
+        if isinstance(failure, MCPError) and failure.code == mcp_types.URL_ELICITATION_REQUIRED:
+            wanted = url_elicitations(failure.data)
+            if wanted:
+                return ToolResult.error(
+                    f"MCP tool {remote} needs the user to complete {len(wanted)} URL "
+                    "elicitation(s) first (a sign-in, say); the call may be retried after",
+                    mcp_error="url_elicitation_required",
+                    elicitations=wanted,
+                    **details,
+                )
         text = (
             describe_exception(failure, prefer=TELLING_ERRORS)
             if failure is not None
