@@ -388,40 +388,46 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
     for directories in (50, 1000):
         repo = root / f"write{directories}"
         await _repository(repo, directories)
-        shells: list[tuple[str, ShellOperations, bool]] = [
-            ("unsandboxed", LocalShellOperations(), False)
+        # each: its name, its operations, whether the layer is narrowed to the proved
+        # directories, whether a line whose only writes are redirections gets them opened
+        shells: list[tuple[str, ShellOperations, bool, bool]] = [
+            ("unsandboxed", LocalShellOperations(), False, False)
         ]
         bubblewrap = BubblewrapSandbox([str(repo)]) if shutil.which("bwrap") else None
         if bubblewrap is not None:
             operations = create_sandbox_shell_operations(bubblewrap)
-            shells.append(("bubblewrap, narrowed", operations, True))
-            shells.append(("bubblewrap, whole root", operations, False))
+            shells.append(("bubblewrap, narrowed", operations, True, True))
+            # the same line over its narrowed layer (what it got before the descriptors)
+            shells.append(("bubblewrap, narrowed", operations, True, False))
+            shells.append(("bubblewrap, whole root", operations, False, False))
         if landlock:
             shells.append(("Landlock", create_sandbox_shell_operations(
-                LandlockSandbox([str(repo)])), False))  # fmt: skip
+                LandlockSandbox([str(repo)])), False, False))  # fmt: skip
         for command, path in _WRITING.items():
             explained = explain_command(command, roots=[str(repo)], sandbox=bubblewrap)
-            requests: list[ShellSpawnRequest] = []
             redirected = None
             if explained.redirected is not None:  # its only writes are redirections
                 text, targets = explained.redirected
                 redirected = RedirectedWrites(command=text, targets=targets)
-            for _name, _shell, narrowed in shells:
+            # a line with no redirection to open: the narrowed way once
+            ways = [w for w in shells if w[3] or not w[2] or redirected is not None]
+            requests: list[ShellSpawnRequest] = []
+            for _name, _shell, narrowed, descriptor in ways:
                 write_dirs = explained.write_dirs if narrowed else None
                 assert not narrowed or write_dirs, explained
                 requests.append(ShellSpawnRequest(
                     command=command, shell_path="/bin/sh", cwd=str(repo), env=env,
-                    write_dirs=write_dirs, redirected=redirected if narrowed else None,
+                    write_dirs=write_dirs, redirected=redirected if descriptor else None,
                 ))  # fmt: skip
 
             async def sink(chunk: bytes) -> None:
                 raise AssertionError(chunk)  # each line succeeds quietly
 
-            wall: list[list[float]] = [[] for _ in shells]
-            cpu = [0.0 for _ in shells]
+            wall: list[list[float]] = [[] for _ in ways]
+            cpu = [0.0 for _ in ways]
             calls = 0
             for round_ in range(samples + 1):
-                for index, (_name, shell, _narrowed) in enumerate(shells):
+                for index, (_name, shell, _narrowed, _descriptor) in enumerate(ways):
                     before = await _settled_cpu_s()
                     _prepare_write(repo, path, calls)
                     calls += 1
@@ -435,7 +441,7 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                     if round_:
                         cpu[index] += await _settled_cpu_s() - before
             baseline: Row | None = None
-            for index, (name, _shell, _narrowed) in enumerate(shells):
+            for index, (name, _shell, _narrowed, _descriptor) in enumerate(ways):
                 cpu_ms = cpu[index] / samples * 1000
                 write_dirs = requests[index].write_dirs
                 shown = name
