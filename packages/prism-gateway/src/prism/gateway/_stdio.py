@@ -226,12 +226,36 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
             if self._eof:
                 raise anyio.EndOfStream
             try:
-                chunk = await self._stream.receive_some(_CHUNK)
+                chunk = await self._read()
             except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 chunk = b""
             self._split(chunk)
             if not chunk:
                 self._eof = True
+
+    async def _read(self) -> bytes:
+        """The next bytes from the pipe (``b""`` at EOF), waking this task once for them.
+
+        ``FdStream.receive_some`` yields to the scheduler before it reads, then
+        waits for the pipe: two turns of this task per client message. Here
+        the pipe is read first, and waited for only when it is empty (one
+        turn); bytes that were there already are returned after a checkpoint,
+        so a client that floods the pipe still lets every other task run.
+        """
+        fd = self._stream.fileno()
+        try:
+            data = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            pass
+        else:
+            await trio.lowlevel.checkpoint()
+            return data
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                return os.read(fd, _CHUNK)
+            except BlockingIOError:  # woken with nothing to read after all
+                continue
 
     def _split(self, chunk: bytes) -> None:
         buffer = self._buffer

@@ -141,6 +141,10 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
         stderr_done: trio.Event | None = None,
     ) -> None:
         self._stream = stream
+        # The pipe's descriptor under anyio's wrapper of trio's pipe stream, read directly
+        # (see _read); else the stream is read.
+        inner = getattr(stream, "_stream", None)
+        self._fd = inner.fileno() if isinstance(inner, trio.lowlevel.FdStream) else None
         self._stderr_done = stderr_done if stderr_done is not None else trio.Event()
         self._limit = limit
         self._lines = LineSplitter(limit)
@@ -174,7 +178,7 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
             chunk = b""
             with trio.CancelScope() as self._reading:
                 try:
-                    chunk = await self._stream.receive(_READ_CHUNK)
+                    chunk = await self._read()
                 except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
                     self._ended = True
                     if not self.closing:
@@ -189,6 +193,38 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
             if self._ended:
                 self.done.set()
         return self._ready.popleft()
+
+    async def _read(self) -> bytes:
+        """The next bytes of stdout, waking this task once for them (as the stream reads).
+
+        The stream yields to the scheduler before it reads, then waits for the
+        pipe: two turns of this task per message. Here the pipe is read first
+        and waited for only when empty (one turn); bytes there already come
+        after a checkpoint, so a server flooding its stdout lets every other
+        task run. The end of stdout raises ``anyio.EndOfStream``, a pipe closed
+        here ``anyio.ClosedResourceError``, as the stream does.
+        """
+        fd = self._fd
+        if fd is None:
+            return await self._stream.receive(_READ_CHUNK)
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            data = None
+        else:
+            await trio.lowlevel.checkpoint()
+        while data is None:
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
+                raise anyio.ClosedResourceError from exc
+            try:
+                data = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:  # woken with nothing to read after all
+                continue
+        if not data:
+            raise anyio.EndOfStream
+        return data
 
     async def _take(self, chunk: bytes) -> None:
         try:
