@@ -47,6 +47,7 @@ _LOG_BACKLOG = 64
 UNANSWERED_CALL_S = 120.0
 """How long at most a call that ended before its server answered it counts as running there."""
 _MAX_LEFT_CALLS = 64
+_WARNED_DROPS = 8
 _NOTIFY_S = 5.0
 """How long sending one notification outside a call may take before it is given up."""
 
@@ -148,6 +149,8 @@ class Forwarder:
     on_capped: CappedSink | None = None
     # How long a forwarded URL elicitation's completion may come (the gateway's question_ttl_s).
     url_ttl_s: float = 600.0
+    # Completions dropped, by server (the first _WARNED_DROPS of each are warned of).
+    _dropped: dict[str, int] = attrs.field(factory=dict)
     _urls: UrlElicitations = attrs.field(
         default=attrs.Factory(lambda self: UrlElicitations(ttl_s=self.url_ttl_s), takes_self=True)
     )
@@ -456,17 +459,24 @@ class Forwarder:
         runs (before its result), else on the client's session. Any other
         (an id the server never sent, another server's, one completed,
         forgotten, or sent to a 2026-07-28 client, which has no ids) is
-        dropped with a warning.
+        dropped with a warning (past eight from one server, at debug level).
         """
 
         def on_complete(notice: McpElicitationComplete) -> None:
             issued = self._urls.complete(server_id, notice.elicitation_id)
             if issued is None:
-                _log.warning(
+                # A server that keeps sending them gets its first few warned of, the
+                # rest logged at debug level: it cannot flood the gateway's log.
+                dropped = self._dropped[server_id] = self._dropped.get(server_id, 0) + 1
+                _log.log(
+                    logging.WARNING if dropped <= _WARNED_DROPS else logging.DEBUG,
                     "dropped MCP server %r's notifications/elicitation/complete for %r: "
-                    "not a URL elicitation of that server still waiting for its completion",
+                    "not a URL elicitation of that server still waiting for its completion%s",
                     server_id,
                     clip(notice.elicitation_id, 80),
+                    " (more from this server are logged at debug level)"
+                    if dropped == _WARNED_DROPS
+                    else "",
                 )
                 return
             scope = issued.scope
