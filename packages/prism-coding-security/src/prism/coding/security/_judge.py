@@ -24,7 +24,7 @@ from ._commands import (
 from ._evaluates import evaluates_code
 from ._gitdrivers import repository_drivers, repository_reads
 from ._gitwrites import git_directory_writes
-from ._paths import Roots
+from ._paths import Roots, protected_link_on_the_way
 from ._programs import (
     CANNOT_RUN_PROGRAMS,
     Inner,
@@ -618,6 +618,11 @@ class _Judge:
                 return False
             relative = real[len(verdict.root or "") :].lstrip("/")
             entry = self.protected.match("/" + relative) if relative else None
+            if entry is None:
+                # the path as named: a link whose own name is protected leads there
+                entry = protected_link_on_the_way(
+                    os.path.join(base, path), self.roots, self.protected
+                )
             if entry is not None:
                 self.add(
                     display,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import TYPE_CHECKING
 
 import attrs
@@ -13,7 +14,17 @@ from prism.core.options import instance_of, sequence_of, string
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["MAX_COMPONENT_BYTES", "MAX_PATH_BYTES", "PathVerdict", "Roots", "normalize_roots"]
+    from ._protected import ProtectedPaths
+
+__all__ = [
+    "MAX_COMPONENT_BYTES",
+    "MAX_PATH_BYTES",
+    "PathVerdict",
+    "Roots",
+    "links_on_the_way",
+    "normalize_roots",
+    "protected_link_on_the_way",
+]
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255
@@ -129,3 +140,64 @@ class Roots:
     def contains_real(self, real: str) -> bool:
         """Whether an already-resolved path lies within a root."""
         return any(_is_within(real, root) for root in self.paths)
+
+
+# as the kernel's own bound on the links one lookup follows
+_MAX_LINKS = 40
+
+
+def links_on_the_way(path: str) -> list[str]:
+    """Where each symbolic link met while resolving the absolute ``path`` lies.
+
+    Resolved as :func:`os.path.realpath` resolves it (``..`` physically, a
+    missing component and what follows it lexically); each link's own place
+    (its directory resolved), in the order met. At most 40 links are followed.
+    """
+    out: list[str] = []
+    pending = [p for p in reversed(path.split("/")) if p]
+    current = "/"
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            info = os.lstat(candidate)
+        except (OSError, ValueError):
+            current = candidate
+            continue
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        out.append(candidate)
+        if len(out) > _MAX_LINKS:
+            break
+        try:
+            target = os.readlink(candidate)
+        except OSError:  # pragma: no cover - replaced since the lstat
+            current = candidate
+            continue
+        if target.startswith("/"):
+            current = "/"
+        pending += [p for p in reversed(target.split("/")) if p]
+    return out
+
+
+def protected_link_on_the_way(path: str, roots: Roots, protected: ProtectedPaths) -> str | None:
+    """The protected entry a symbolic link met while resolving ``path`` is named by; else None.
+
+    A link whose own name is protected (``svc/.envrc -> ../envrc.shared``,
+    ``x/.git/config -> ../../.repo/projects/x.git/config``) makes what it leads
+    to that entry: writing through it writes the protected name's content.
+    Only links inside the roots count (``path`` absolute).
+    """
+    for link in links_on_the_way(path):
+        for root in roots.paths:
+            if _is_within(link, root) and link != root:
+                entry = protected.match("/" + link[len(root) :].lstrip("/"))
+                if entry is not None:
+                    return entry
+    return None

@@ -32,7 +32,7 @@ from prism.core.options import (
 
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
 from ._judge import CommandExplanation, judge_command
-from ._paths import Roots, normalize_roots
+from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import ProtectedPaths, in_git_directory, normalize_protected_paths
 from ._rules import CommandRules, CompiledRules
 from ._sandbox import SandboxBackend
@@ -328,6 +328,10 @@ class _CodingApprovalPolicy:
                         details={"kind": kind, "paths": paths, "check": "git_directory"},
                     )
                 entry = self.protected.match("/" + relative) if relative else None
+                if entry is None and isinstance(path, str):
+                    # the path as named: a link whose own name is protected leads there
+                    named = os.path.join(base or self.roots.paths[0], path)
+                    entry = protected_link_on_the_way(named, self.roots, self.protected)
                 if entry is not None:
                     return CommandVerdict(
                         outcome="ask",
