@@ -29,6 +29,7 @@ descriptor is cleared afterwards, as the copy-back clears it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import stat
 from typing import TYPE_CHECKING
@@ -39,7 +40,7 @@ from ._gitnames import cached_git_entries
 from ._overlay import protected_links
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from prism.coding.tools import RedirectedWrites
 
@@ -53,6 +54,52 @@ _FILE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_C
 # the descriptors a target may be handed on (3 holds bubblewrap's seccomp program)
 _DESCRIPTORS = range(4, 10)
 _SET_ID = stat.S_ISUID | stat.S_ISGID
+# what lets root open what the sandboxed command (no capabilities) cannot:
+# CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+_DAC_CAPABILITIES = (1 << 1) | (1 << 2) | (1 << 3)
+_CAPABILITY_VERSION_3 = 0x20080522
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
+
+
+@contextlib.contextmanager
+def _as_the_sandbox() -> Iterator[bool]:
+    """This thread without the capabilities that override file permissions, then back.
+
+    The sandboxed command runs with no capability: as root, bubblewrap drops them
+    all, so a file of another user or one without a write bit is not writable
+    there. Capabilities are per thread: only the calling one changes. Yields
+    False when they could not be read or dropped (then nothing is opened).
+    """
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(header), data) != 0:  # pragma: no cover - always readable
+        yield False
+        return
+    held = data[0].effective & _DAC_CAPABILITIES
+    if not held:
+        yield True  # an ordinary user: the kernel checks as it does for the command
+        return
+    data[0].effective &= ~_DAC_CAPABILITIES
+    if _libc.capset(ctypes.byref(header), data) != 0:  # pragma: no cover - lowering is allowed
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        data[0].effective |= held  # within the permitted set: always allowed
+        _libc.capset(ctypes.byref(header), data)
 
 
 @attrs.define
@@ -98,6 +145,14 @@ def _open_one(
         return None
     if _refused(parts, root, matcher, protected):
         return None
+    with _as_the_sandbox() as dropped:
+        # opened as the command would open it (the checks above ask git as Prism's user)
+        return _open_as_the_sandbox(root, parts, target, append) if dropped else None
+
+
+def _open_as_the_sandbox(
+    root: str, parts: tuple[str, ...], target: int, append: bool
+) -> OpenedTarget | None:
     flags = _FILE_FLAGS | (os.O_APPEND if append else 0)
     try:
         directory = os.open(root, _DIR_FLAGS)
