@@ -36,6 +36,7 @@ import mcp_types
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.client import session as client_session
 from mcp_types import methods
 
 from prism.mcp._content import plain_json
@@ -156,11 +157,17 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
         message = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result=page)
         await gate.answered(message)
         if page.get("nextCursor") == 5:
-            assert message.result == sent  # left as it came
+            # left as it came but for its tools: the SDK never builds one the gate did not
+            assert message.result == {**sent, "tools": []}
             return [], gate.state.dropped_tools
-        # What the SDK gets, then what the bridge takes from the page the SDK built.
-        methods.validate_server_result("tools/list", "2025-11-25", message.result)
-        built = mcp_types.ListToolsResult.model_validate(message.result, by_name=False)
+        # What the SDK gets (mended as its session mends it), then what the bridge
+        # takes from the page the SDK built.
+        raw = dict(message.result)
+        client_session._clamp_inbound_ttl(raw)
+        for name in client_session._later_revision_fields("tools/list", "2025-11-25"):
+            raw.pop(name, None)
+        methods.validate_server_result("tools/list", "2025-11-25", raw)
+        built = mcp_types.ListToolsResult.model_validate(raw, by_name=False)
         tools: list[object] = [
             tool.model_dump(by_alias=True, exclude_none=True) for tool in listed_tools(built)
         ]
@@ -178,11 +185,18 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
     assert kept == []
     kept, dropped = await answer({"tools": [good], "_meta": {"k": 1}})
     assert kept == [good]
-    # A page wrong in itself (a cursor that is not a string) is left to the SDK,
-    # which refuses it: no tool is blamed for it.
+    # Fields the SDK's session mends or leaves out before its models see the page (a
+    # negative ttlMs is floored, a later revision's fields are dropped on 2025-11-25)
+    # do not turn the gate off: each tool is still checked and built alone.
+    for mended in ({"ttlMs": -1}, {"cacheScope": "x"}):
+        kept, dropped = await answer({"tools": [good, bad, 7], **mended})
+        assert kept == [good]
+        assert [name for name, _ in dropped] == ["'b'", "7"]
+    # A page wrong in itself (a cursor that is not a string) is refused by the SDK:
+    # no tool is blamed for it, and none reaches the SDK unchecked.
     wrong = {"tools": [good, bad], "nextCursor": 5}
     kept, dropped = await answer(wrong)
-    assert dropped == []
+    assert dropped == [("(page)", "the page around the tools is refused")]
     with pytest.raises(ValueError, match="nextCursor"):
         mcp_types.ListToolsResult.model_validate(wrong, by_name=False)
 

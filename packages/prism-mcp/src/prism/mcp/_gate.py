@@ -497,6 +497,29 @@ def _page_refusal(page: dict[str, Any], version: str) -> str | None:
     return None
 
 
+def _as_the_sdk_reads(rest: dict[str, Any], version: str) -> dict[str, Any]:
+    """A page's fields around its tools as the SDK's client session checks them.
+
+    The session floors a negative ``ttlMs`` to 0 and leaves out the fields only
+    a later revision than the session's declares, before its models see the page.
+    """
+    around = dict(rest)
+    ttl = around.get("ttlMs")
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+        around["ttlMs"] = 0
+    surface = _methods.SERVER_RESULTS.get(("tools/list", version))
+    if isinstance(surface, type):
+        declared = _wire_fields(surface)
+        for name in _wire_fields(mcp_types.ListToolsResult) - declared:
+            around.pop(name, None)
+    return around
+
+
+def _wire_fields(model: type[Any]) -> frozenset[str]:
+    fields = getattr(model, "model_fields", {})
+    return frozenset(field.alias or name for name, field in fields.items())
+
+
 def _reason(exc: ValueError, where: tuple[object, ...] = ()) -> str:
     """The first error of a pydantic ``ValidationError`` (a ``ValueError``), as ``loc: msg``."""
     errors = getattr(exc, "errors", None)
@@ -615,8 +638,12 @@ class _Gate:
                 result["tools"] = []
                 return
             rest = {key: value for key, value in result.items() if key != "tools"}
-            if _page_refusal({**rest, "tools": []}, version) is not None:
-                return  # the page itself is wrong, not a tool: the SDK says so
+            if _page_refusal({**_as_the_sdk_reads(rest, version), "tools": []}, version):
+                # The page itself is wrong, not a tool: the SDK says so, and never
+                # gets a tool the gate did not check and build.
+                self._drop("(page)", "the page around the tools is refused")
+                result["tools"] = []
+                return
             built: list[mcp_types.Tool] = []
             for index, tool in enumerate(tools):
                 if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
