@@ -45,7 +45,7 @@ from prism.gateway import (
     serve_http,
 )
 from prism.gateway._approval import CallScope
-from prism.gateway._urlids import MAX_KEPT, MAX_KEPT_PER_CLIENT, UrlElicitations
+from prism.gateway._urlids import MAX_KEPT, MAX_KEPT_PER_PRINCIPAL, UrlElicitations
 from prism.mcp import StdioTransport, StreamableHttpTransport
 
 if TYPE_CHECKING:
@@ -921,27 +921,38 @@ async def test_a_cancelled_call_counts_as_its_clients_until_its_server_answers_i
 async def test_url_elicitation_ids_are_kept_per_server_capped_and_expire(
     mock_clock: trio.testing.MockClock,
 ) -> None:
-    """The map behind the forwarded ids: one client's many elicitations push out only its
-    own oldest, all clients' past the cap the oldest of all; an id expires at its TTL and
-    goes with its server; a server id named twice stands for the later one only."""
+    """The map behind the forwarded ids: one principal's many elicitations, over all its
+    sessions, push out only its own oldest; past the cap in all, the largest holder's
+    oldest goes, never another principal's; an id expires at its TTL and goes with its
+    server; a server id named twice stands for the later one only."""
     ids = UrlElicitations(ttl_s=60.0)
 
     def scope(client: str) -> CallScope:
         return CallScope(session=None, request_id=1, client=client, tool_name="mcp:fx:sign_in")
 
-    alice, bob = scope("alice"), scope("bob")
+    alice, bob = scope("token:aaaa/host/s1"), scope("token:bbbb/host/s1")
     first = ids.issue("fx", "a-0", alice)
     assert ids.issue("fx", None, alice) != first  # nothing to complete it by: not kept
     assert len(ids) == 1
-    for n in range(1, MAX_KEPT_PER_CLIENT + 1):
-        ids.issue("fx", f"a-{n}", alice)
-    assert len(ids) == MAX_KEPT_PER_CLIENT
-    assert ids.complete("fx", "a-0") is None  # alice's oldest went to make room
-    for n in range(MAX_KEPT):
-        ids.issue("fy", f"b-{n}", scope(f"c{n}"))
+    # Mallory, one principal, with eight sessions of 32 each: she keeps 32 in all.
+    for session in range(8):
+        mallory = scope(f"token:mmmm/host/s{session}")
+        for n in range(MAX_KEPT_PER_PRINCIPAL):
+            ids.issue("fm", f"m-{session}-{n}", mallory)
+    assert len(ids) == 1 + MAX_KEPT_PER_PRINCIPAL
+    assert ids.complete("fm", "m-6-31") is None  # her own oldest went to make room
+    # Many principals of one each fill the map: the largest holder's oldest goes.
+    others = MAX_KEPT - len(ids)
+    for n in range(others + 2):
+        ids.issue("fy", f"b-{n}", scope(f"token:c{n}/host/s"))
     assert len(ids) == MAX_KEPT
-    assert ids.complete("fx", f"a-{MAX_KEPT_PER_CLIENT}") is None  # the oldest of all went
+    assert ids.complete("fm", "m-7-0") is None  # mallory's two oldest went
+    assert ids.complete("fm", "m-7-1") is None
+    assert ids.complete("fm", "m-7-2") is not None
     assert ids.complete("fy", "b-0") is not None
+    issued = ids.complete("fx", "a-0")  # alice's single one stays, whatever others hold
+    assert issued is not None
+    assert (issued.upstream_id, issued.scope) == (first, alice)
 
     again = ids.issue("fy", "b-1", bob)  # fy names b-1 a second time, for bob
     issued = ids.complete("fy", "b-1")
@@ -951,6 +962,7 @@ async def test_url_elicitation_ids_are_kept_per_server_capped_and_expire(
 
     ids.issue("fx", "a-9", alice)
     ids.server_gone("fy")
+    ids.server_gone("fm")
     assert ids.complete("fy", "b-3") is None
     assert len(ids) == 1
     mock_clock.jump(61)

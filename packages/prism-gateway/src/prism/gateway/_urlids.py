@@ -12,18 +12,19 @@ server sent, and only to the client that got it, once.
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 
 import attrs
 import trio
 
-from ._approval import CallScope
+from ._approval import CallScope, principal_of
 
-__all__ = ["MAX_KEPT", "MAX_KEPT_PER_CLIENT", "Issued", "UrlElicitations"]
+__all__ = ["MAX_KEPT", "MAX_KEPT_PER_PRINCIPAL", "Issued", "UrlElicitations"]
 
 MAX_KEPT = 256
 """URL elicitations kept waiting for their completion, over every client."""
-MAX_KEPT_PER_CLIENT = 32
-"""Of those, the most one client's calls may hold (its oldest go first)."""
+MAX_KEPT_PER_PRINCIPAL = 32
+"""Of those, the most one principal may hold over all its sessions (its oldest go first)."""
 
 
 @attrs.define(eq=False, slots=True)
@@ -40,10 +41,12 @@ class UrlElicitations:
     """The forwarded URL elicitations whose completion may still come.
 
     Each is kept until its server says it is complete, its server's process
-    ends, ``ttl_s`` passes, or room is needed (the oldest goes first: the
-    client's own oldest once it holds ``MAX_KEPT_PER_CLIENT``, otherwise the
-    oldest of all past ``MAX_KEPT``). A completion that comes after that is
-    dropped, as one the server never sent.
+    ends, ``ttl_s`` passes, or room is needed: a principal (over all its
+    sessions) that holds ``MAX_KEPT_PER_PRINCIPAL`` loses its own oldest,
+    never another's; past ``MAX_KEPT`` in all, the oldest of the principal
+    holding the most goes, so many principals together push out only the
+    largest holder's. A completion that comes after that is dropped, as one
+    the server never sent.
     """
 
     ttl_s: float
@@ -67,14 +70,26 @@ class UrlElicitations:
         key = (server_id, server_said)
         # A server that names a second elicitation as an earlier one: the later stands.
         self._kept.pop(key, None)
-        client = scope.client
-        mine = [k for k, issued in self._kept.items() if issued.scope.client == client]
-        if len(mine) >= MAX_KEPT_PER_CLIENT:
-            del self._kept[mine[0]]
+        principal = principal_of(scope.client)
+        held = Counter(principal_of(issued.scope.client) for issued in self._kept.values())
+        if held[principal] >= MAX_KEPT_PER_PRINCIPAL:
+            self._drop_oldest_of(principal)
         elif len(self._kept) >= MAX_KEPT:
-            del self._kept[next(iter(self._kept))]
+            # Never the oldest of all: that may be the one a principal holding a
+            # single elicitation waits for.
+            most = max(held.values())
+            self._drop_oldest_of(next(p for p, n in held.items() if n == most))
         self._kept[key] = Issued(upstream_id=upstream_id, scope=scope, until=now + self.ttl_s)
         return upstream_id
+
+    def _drop_oldest_of(self, principal: str) -> None:
+        del self._kept[
+            next(
+                k
+                for k, issued in self._kept.items()
+                if principal_of(issued.scope.client) == principal
+            )
+        ]
 
     def complete(self, server_id: str, server_said: str) -> Issued | None:
         """The elicitation ``server_id`` sent as ``server_said``, now complete; ``None`` if none."""
