@@ -10,6 +10,8 @@ compared with bash running the line as written.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import stat
 import sys
@@ -26,6 +28,7 @@ from prism.coding.security import (
     create_sandbox_shell_operations,
     explain_command,
 )
+from prism.coding.security._gitnames import cached_git_entries
 from prism.coding.security._protected import ProtectedPaths
 from prism.coding.security._redirects import close_targets, open_targets
 from prism.coding.tools import (
@@ -37,6 +40,7 @@ from prism.coding.tools import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
 _ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/nonexistent"}
@@ -463,3 +467,76 @@ async def test_a_spawn_hook_that_rewrites_the_line_drops_the_proved_redirections
     assert not result.is_error, result.joined_text
     assert threads
     assert threading.get_ident() not in threads
+
+
+async def _bounded(function: Callable[[], object], fifos: Sequence[Path]) -> object:
+    """``function()`` in a thread; past 30 s it is abandoned and the FIFOs get a writer
+    (the open it waits on returns), so a blocking read fails the test, never hangs it."""
+    try:
+        with trio.fail_after(30):
+            return await trio.to_thread.run_sync(function, abandon_on_cancel=True)
+    except trio.TooSlowError:
+        for fifo in fifos:
+            with contextlib.suppress(OSError):  # (no reader: ENXIO)
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        raise
+
+
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_a_fifo_where_git_files_are_is_never_waited_on(root: Path, tmp_path: Path) -> None:
+    """A FIFO at a submodule's `.git`, a `.git` link to a FIFO, or a FIFO as the root's
+    own `.git`: the host reads none of them (no wait, no link followed) and never points
+    git at them. The gitlink's directory stays out of the host's open; the root whose
+    `.git` is a FIFO is not judged (git cannot be asked): its write runs over the layer
+    and its changes are not applied, with the reason."""
+    await trio.run_process(["git", "init", "-q", str(root)])
+    for name in ("sub", "linked"):
+        (root / name).mkdir()
+        await trio.run_process(
+            [
+                "git",
+                "-C",
+                str(root),
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                f"160000,{'1' * 40},{name}",
+            ]
+        )
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    os.mkfifo(root / "sub" / ".git")
+    os.symlink(fifo, root / "linked" / ".git")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    os.mkfifo(bare / ".git")
+    fifos = [fifo, root / "sub" / ".git", bare / ".git"]
+
+    def entries() -> object:
+        return cached_git_entries(str(root))
+
+    def refused() -> object:
+        with pytest.raises(SandboxUnavailableError, match="neither a directory nor a regular"):
+            cached_git_entries(str(bare))
+        return None
+
+    assert await _bounded(entries, fifos) == [".git/hooks", "linked/.git", "sub/.git"]
+    await _bounded(refused, fifos)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root), str(bare)]))
+    for directory in (root, bare):
+        redirected = _redirected(directory, "echo x > n.txt")
+        assert redirected is not None
+        opener = functools.partial(
+            open_targets, redirected, [str(directory)], ProtectedPaths(()), ()
+        )
+        opened = await _bounded(opener, fifos)
+        if directory == root:
+            assert isinstance(opened, list)
+            close_targets(opened, failed=True)
+            continue
+        assert opened is None
+        status, output = await _run(ops, "echo x > n.txt", directory, redirected)
+        assert status == 0
+        assert b"were not applied" in output
+        assert not (directory / "n.txt").exists()

@@ -73,7 +73,7 @@ def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
 
 def _configured(root: str, includes: list[str] | None = None) -> list[str]:
     """The hooks directory and the included files of :func:`git_entries` (its configuration)."""
-    problem = unsafe_to_start(root)
+    problem = _dot_git_problem(root) or unsafe_to_start(root)
     if problem is not None:
         # any git started there would wait on it (git reads it as it starts)
         raise SandboxUnavailableError(f"git cannot be asked about {root}: {problem}")
@@ -100,6 +100,25 @@ def _configured(root: str, includes: list[str] | None = None) -> list[str]:
         if path.startswith(inside) and os.path.relpath(path, root) not in out:
             out.append(os.path.relpath(path, root))
     return out
+
+
+def _dot_git_problem(root: str) -> str | None:
+    """Why git may not be pointed at ``root``: its ``.git`` is neither a directory nor a file.
+
+    Git opens a ``.git`` that is not a directory and reads it as a gitfile (a FIFO
+    there, or a link to one or to ``/dev/stdin``, would make it wait or read Prism's
+    own input); a missing ``.git`` (or a dangling link) is no problem.
+    """
+    dot_git = os.path.join(root, ".git")
+    try:
+        mode = os.stat(dot_git).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{dot_git!r} cannot be looked at ({exc.strerror})"
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    return f"{dot_git!r} is neither a directory nor a regular file"
 
 
 def _submodule_entries(root: str) -> list[str]:
@@ -182,11 +201,13 @@ def _named_paths(root: str, listing: bytes) -> list[str]:
 
 
 def _gitfile_target(path: str) -> str | None:
-    """The real git directory a ``.git`` file names, or None (not a readable gitfile)."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4097)
-    except OSError:
+    """The real git directory a ``.git`` file names, or None (not a readable gitfile).
+
+    Read as a regular file only: a link is not followed (``sub/.git ->
+    /dev/stdin``) and a FIFO is never waited on.
+    """
+    head = read_regular_file(path, 4097)
+    if head is None:
         return None
     text = head.decode("utf-8", "surrogateescape").strip()
     if not text.startswith("gitdir: ") or "\n" in text:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ._errors import SandboxUnavailableError
 from ._gitnames import cached_git_entries
 from ._overlay import protected_links
 
@@ -125,7 +126,13 @@ def _refused(
     """Whether the copy-back would leave a new file at ``parts`` (below ``root``) out."""
     if ".git" in parts or matcher.covers(parts):
         return True
-    anchored = [*cached_git_entries(root), *protected_links(root, protected)]
+    try:
+        named = cached_git_entries(root)
+    except SandboxUnavailableError:
+        # git's answer is not known (it cannot be asked, or did not answer): the
+        # copy-back refuses the root's changes for the same reason, over the layer
+        return True
+    anchored = [*named, *protected_links(root, protected)]
     return any(parts[: len(e)] == e for e in (tuple(a.split("/")) for a in anchored))
 
 
