@@ -43,7 +43,9 @@ turns, one call each per round. Latest run, 30 rounds at load average 12.0 to
     `echo x > d1/new`, 1,000           +7.0, +40    +10.5, +43      +11.2, +44    +1.2, +1
 
 A redirection opened by the host costs what a line proved to write nothing
-costs and meets +10 ms in CPU; `sed -i` is at the target. A commit is not:
+costs and meets +10 ms in CPU (a second run at load 8.7 to 10.3: +7.7 and
++8.4 ms against +12.2 and +11.4 over the layer); `sed -i` lands around the
+target (+9.4 to +14.9 ms over the two runs). A commit is not:
 ``bwrap`` with git on the overlay +10 to +14 ms, the copy-back's four git
 processes (ls-files, rev-list, cat-file, diff-tree) about 8.5 ms and its own
 checks about 7.4 ms (docs/sandbox.md has the parts). Landlock meets +3 ms on
