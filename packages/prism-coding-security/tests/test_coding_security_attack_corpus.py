@@ -2113,7 +2113,7 @@ def _compositions(draw: st.DrawFn) -> str:
 
 @settings(
     deadline=None,
-    max_examples=200,
+    max_examples=100,
 )
 @given(template=_compositions())
 def test_composition_with_an_unsafe_part_is_never_allowed(
@@ -2149,7 +2149,7 @@ def _corpus_compositions(draw: st.DrawFn) -> str:
     return command
 
 
-@settings(deadline=None, max_examples=300)
+@settings(deadline=None, max_examples=150)
 @given(template=_corpus_compositions())
 def test_corpus_entry_inside_a_composition_is_never_allowed(
     workspace: Workspace, template: str

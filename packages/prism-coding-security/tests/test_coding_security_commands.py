@@ -316,7 +316,7 @@ _SEPARATORS = st.sampled_from(
 _SUDO_SPELLINGS = st.sampled_from(["sudo", "s''udo", "\\sudo", "/usr/bin/sudo", '"sudo"', "doas"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     prefix=st.lists(_PREFIX_WORDS, max_size=6),
     separator=_SEPARATORS,
