@@ -140,28 +140,36 @@ def serve_config(tmp_path: Path) -> ServeConfig:
 
     A root ``ws`` holding ``readme.txt`` (``readme`` is its text), the demo docs server
     (``step_seconds`` apart between its progress steps), ``delete_*`` denied, no sandbox;
-    ``coding_tools=False`` leaves the coding tools out; ``extra`` is appended (more tables).
+    ``coding_tools=False`` leaves the coding tools out; ``docs_server=False`` leaves the
+    docs server out (a process of its own to start, for a test that never calls it);
+    ``extra`` is appended (more tables).
     """
 
     def write(
-        *, readme: str, step_seconds: str = "0", coding_tools: bool = True, extra: str = ""
+        *,
+        readme: str,
+        step_seconds: str = "0",
+        coding_tools: bool = True,
+        docs_server: bool = True,
+        extra: str = "",
     ) -> Path:
         ws = tmp_path / "ws"
         ws.mkdir()
         (ws / "readme.txt").write_text(f"{readme}\n", encoding="utf-8")
         config = tmp_path / "prism.toml"
+        docs = f"""
+[mcp.servers.docs]
+command = {json.dumps(sys.executable)}
+args = ["-m", "prism.cli.demo_server", "--step-seconds", {json.dumps(step_seconds)}]
+call_timeout_s = 10
+"""
         config.write_text(
             f"""
 [workspace]
 roots = ["ws"]
 sandbox = "none"
 coding_tools = {json.dumps(coding_tools)}
-
-[mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", {json.dumps(step_seconds)}]
-call_timeout_s = 10
-
+{docs if docs_server else ""}
 [permissions]
 deny = ["tool:mcp:docs:delete_*:execute"]
 {extra}

@@ -108,7 +108,7 @@ async def _serve_http(
 
 
 async def test_serve_over_http_on_loopback(tmp_path: Path, serve_config: ServeConfig) -> None:
-    serve_config(readme="served by prism", step_seconds="0.01")
+    serve_config(readme="served by prism", docs_server=False)
     async with trio.open_nursery() as nursery:
         proc, url = await _serve_http(nursery, tmp_path, "127.0.0.1:0")
         assert url.startswith("http://127.0.0.1:")
@@ -125,7 +125,7 @@ _ACCEPT = "application/json, text/event-stream"
 async def test_serve_takes_bearer_tokens_from_the_serve_table(
     tmp_path: Path, serve_config: ServeConfig
 ) -> None:
-    config = serve_config(readme="served by prism", step_seconds="0.01")
+    config = serve_config(readme="served by prism", docs_server=False)
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[serve.auth]\ntype = "bearer"\ntoken_env = "MY_GATEWAY_TOKEN"\n')
     token = "a-token-long-enough-for-the-gateway"
@@ -160,7 +160,7 @@ class Verifier:
 async def test_serve_is_an_oauth_resource_server_from_the_serve_table(
     tmp_path: Path, serve_config: ServeConfig
 ) -> None:
-    config = serve_config(readme="served by prism", step_seconds="0.01")
+    config = serve_config(readme="served by prism", docs_server=False)
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -250,7 +250,7 @@ async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
     tmp_path: Path, where: str, serve_config: ServeConfig
 ) -> None:
     """--approve-command, or [serve] approver = "command" in prism.toml."""
-    config = serve_config(readme="served by prism", step_seconds="0.01")
+    config = serve_config(readme="served by prism", docs_server=False)
     args = ["-m", "prism.cli", "serve"]
     if where == "flag":
         args += ["--config", str(config), "--approve-command"]
