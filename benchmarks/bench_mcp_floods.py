@@ -10,11 +10,23 @@ timing lives here). Each ``stall:`` row is the longest the flood held the
 probe's event loop (thread CPU time between two ticks of a 10 ms ticker).
 
 ``listing: ...`` opens a server whose listing carries three ~90 kB output
-schemas of the costliest shapes to admit (target: the open stalls the loop at
-most 200 ms; they are compiled only when a tool is first called). The junk
-page (100,000 two-byte entries beside one tool) is dropped whole before any
-per-entry check; 4,000 tools with one the SDK refuses are each checked alone,
-with a checkpoint every 64 tools.
+schemas of the costliest shapes to admit (they are compiled only when a tool
+is first called). The junk page (100,000 two-byte entries beside one tool) is
+dropped whole before any per-entry check; 4,000 tools with one the SDK
+refuses, and one page of 2,800 or 4,000 tools within ``max_result_bytes``
+(``wide``), are each checked and built alone, with a checkpoint every 64
+tools. Targets for a listing: the open costs at most 200 ms of the event
+loop thread's CPU (the note's "CPU of the open") and holds the loop at most
+100 ms at a time (the stall row). The note gives the longest full collection
+of the interpreter's heap in the run (it lands in whatever step allocates,
+and counts in the stall) and the longest wall gap between ticks (which counts
+a worker thread holding the interpreter's lock, and, on a loaded machine, the
+time the process waited for a core). Rows "after gc.freeze()" run the same
+flood after the probe froze its start-up heap (a host's choice, not the
+bridge's).
+``result: 25 000 records the output check refuses`` is a 514 kB result refused
+past the output check's default 10,000 object members (checked on a worker
+thread; its first problem named without a tuple per member).
 ``result: ...`` is one call answering with a 960 kB ``structuredContent``; the
 note gives tracemalloc's peak during the call over the content's JSON size
 (target: at most 10x plus a constant). The blocks, ``{}`` and sampling rows

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prism.mcp import _budget
-from prism.mcp._budget import MESSAGE_MEMORY_FREE, memory_refusal, price
+from prism.mcp._budget import MESSAGE_MEMORY_FREE, memory_refusal, parse_json, price
 
 SIZE = 300_000
 
@@ -50,20 +50,24 @@ SHAPES: dict[str, bytes] = {
 
 
 def _parse_peak(raw: bytes) -> int:
-    """Peak traced memory of ``json.loads(raw)``, plus the raw bytes it holds."""
-    tracemalloc.start()
-    try:
-        with contextlib.suppress(ValueError):
-            json.loads(raw)
-        return tracemalloc.get_traced_memory()[1] + len(raw)
-    finally:
-        tracemalloc.stop()
+    """Peak traced memory of ``json.loads(raw)`` or the bridge's parse, plus the raw bytes."""
+    peaks = []
+    for parse in (json.loads, parse_json):
+        tracemalloc.start()
+        try:
+            with contextlib.suppress(ValueError):
+                parse(raw)
+            peaks.append(tracemalloc.get_traced_memory()[1] + len(raw))
+        finally:
+            tracemalloc.stop()
+    return max(peaks)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_the_price_is_an_upper_bound_of_what_the_parser_takes(name: str) -> None:
-    # A differential check against the real parser (tracemalloc's peak, not a
-    # threshold of ours): both tiers must price at least what json.loads holds.
+    # A differential check against the real parsers (tracemalloc's peak, not a
+    # threshold of ours): both tiers must price at least what json.loads holds,
+    # and what the bridge's own parse (parse_json) holds.
     raw = SHAPES[name]
     peak = _parse_peak(raw)
     assert price(raw) >= peak, (name, price(raw), peak)
@@ -224,3 +228,76 @@ def test_events_handed_on_are_the_events_the_server_sent(
         return [(e.event, e.data, e.id, e.retry) for e in events]
 
     assert parsed(trio.run(handed_on)) == parsed(stream)
+
+
+_PARSED_APART = (
+    "two-character strings",
+    "wide strings",
+    "astral escapes",
+    "escaped strings",
+    "distinct keys",
+    "records",
+    "json in a text",
+    "nested arrays",
+    "broken after a flood",
+)
+"""Shapes of strings, escapes, keys and what pydantic-core's parser refuses."""
+
+
+@pytest.mark.parametrize("name", _PARSED_APART)
+def test_the_bridges_parse_gives_what_json_loads_gives(name: str) -> None:
+    # pydantic-core's parser with its string cache, json.loads for what it refuses
+    # (here the nesting past 200 levels): the same values, of the same types, and
+    # equal short strings are one object (an array of "ab" is 1.6x its size).
+    raw = SHAPES[name]
+    try:
+        expected = json.loads(raw)
+    except ValueError as exc:
+        with pytest.raises(type(exc), match=r"Expecting|Extra data"):
+            parse_json(raw)
+        return
+    got = parse_json(raw)
+    assert _typed(got) == _typed(expected)
+    if name == "two-character strings":
+        assert len({id(item) for item in got}) == 1
+
+
+def _typed(value: object) -> object:
+    """``value`` with every type and float bit pattern spelled out (1 == 1.0 == True otherwise)."""
+    stack: list[tuple[object, list[object]]] = []
+    out: list[object] = []
+    stack.append((value, out))
+    while stack:
+        item, into = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            members: list[object] = ["dict"]
+            into.append(members)
+            for key, child in item.items():  # type: ignore[attr-defined]
+                members.append(("key", type(key).__name__, key))
+                stack.append((child, members))
+        elif kind is list:
+            items: list[object] = ["list"]
+            into.append(items)
+            stack.extend((child, items) for child in item)  # type: ignore[attr-defined]
+        elif kind is float:
+            into.append(("float", item.hex()))  # type: ignore[attr-defined]
+        else:
+            into.append((kind.__name__, item))
+    return out
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'["\\ud800x", {"\\udfff": "ab"}, "ab", "ab", "ab", "ab", "ab", "ab"]',
+        b'\xef\xbb\xbf["ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab"]',
+        '["ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab"]'.encode("utf-16"),
+        b'["\xed\xa0\x80", "ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab"]',
+        b'{"a": "ab", "a": "cd", "b": 1e400, "c": NaN, "d": -0.0, "e": 12345678901234567890}',
+    ],
+)
+def test_what_pydantic_cores_parser_refuses_goes_to_json_loads(raw: bytes) -> None:
+    # A lone surrogate (escaped or as bytes), a byte-order mark, UTF-16; and what
+    # both take alike (a repeated key, NaN, a float past range, a big integer).
+    assert _typed(parse_json(raw)) == _typed(json.loads(raw))

@@ -457,9 +457,9 @@ async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsin
     parsed: list[int] = []
     parse = _stdio._parse
 
-    def counted(text: str) -> Any:
-        parsed.append(len(text))
-        return parse(text)
+    def counted(held: list[bytes]) -> Any:
+        parsed.append(len(held[0]))
+        return parse(held)
 
     monkeypatch.setattr(_stdio, "_parse", counted)
     result = await _call_flood("keys", 95_000)
@@ -573,9 +573,9 @@ async def test_a_result_of_too_many_blocks_is_never_parsed(
     parsed: list[int] = []
     parse = _stdio._parse
 
-    def counted(text: str) -> Any:
-        parsed.append(len(text))
-        return parse(text)
+    def counted(held: list[bytes]) -> Any:
+        parsed.append(len(held[0]))
+        return parse(held)
 
     monkeypatch.setattr(_stdio, "_parse", counted)
     result = await _call_flood(mode, 36_000)

@@ -26,19 +26,24 @@ of them (benchmarks/bench_mcp_floods.py measures both).
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 import anyio
 import anyio.to_thread
+import pydantic_core
 
 __all__ = [
     "BYTES_PER_NODE",
     "FREE_NODES",
     "MESSAGE_MEMORY_FACTOR",
     "MESSAGE_MEMORY_FREE",
+    "many_strings",
     "mcp_message_refusal",
     "memory_refusal",
     "message_refusal",
+    "parse_json",
     "price",
 ]
 
@@ -87,6 +92,42 @@ _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _UCS4 = re.compile(rb"[\xf0-\xff]")
 _WIDE = re.compile(rb"[\xc4-\xff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")
+
+
+_QUOTE_EVERY = 16
+"""A message with at least one ``"`` per this many bytes is mostly strings."""
+
+
+def parse_json(raw: bytes) -> Any:
+    """``json.loads(raw)``, with one ``str`` for equal short strings when strings abound.
+
+    A message with at least one quote per 16 bytes goes to pydantic-core's
+    parser, with its cache of strings of up to 64 bytes: what it returns equals
+    what ``json.loads`` returns (a differential test holds them to the same
+    values and types), and an array of 190,000 ``"ab"`` is 1.6 times its size
+    in memory instead of 12.9 (each string was an object of its own). What it
+    refuses (a lone surrogate escape, a byte-order mark, another encoding than
+    UTF-8, nesting past 200 levels) goes to ``json.loads``, which decides as
+    before. Other messages go to ``json.loads`` (its numbers take less: ten
+    times the bytes for an array of 257, against 10.8). Either builds no more
+    than the price (:func:`price`) on any shape it is held against.
+
+    Raises:
+        ValueError: ``raw`` is not JSON (as ``json.loads`` says).
+        RecursionError: as ``json.loads``.
+    """
+    if many_strings(raw):
+        try:
+            return pydantic_core.from_json(raw, cache_strings="all")
+        except ValueError:
+            pass
+    return json.loads(raw)
+
+
+def many_strings(raw: bytes, start: int = 0, end: int | None = None) -> bool:
+    """Whether :func:`parse_json` gives ``raw[start:end]`` to pydantic-core's parser."""
+    stop = len(raw) if end is None else end
+    return raw.count(b'"', start, stop) * _QUOTE_EVERY >= stop - start
 
 
 def _factors(raw: bytes) -> tuple[int, int]:

@@ -25,6 +25,7 @@ from mcp_types import methods as _methods
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
+from ._budget import many_strings, parse_json
 from ._callbacks import call_in
 from ._content import TASK_META_KEY
 from ._direct import DirectCalls
@@ -756,7 +757,14 @@ class _Found:
 
 
 def _parse_apart(raw: bytes, start: int, end: int) -> object:
-    """``json.loads(raw[start:end])``, without copying the span first; raises ``ValueError``."""
+    """``json.loads(raw[start:end])``; raises ``ValueError``.
+
+    A span of many strings is copied and goes to :func:`parse_json` (one
+    ``str`` for equal short strings); any other is parsed in place, without
+    copying the span first.
+    """
+    if many_strings(raw, start, end):
+        return parse_json(raw[start:end])
     text = raw.decode("utf-8", "surrogatepass")  # as json.loads decodes bytes
     if not raw.isascii():
         # The span's place in characters: each UTF-8 continuation byte before it is none.
