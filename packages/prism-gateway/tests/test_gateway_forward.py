@@ -299,40 +299,44 @@ async def test_url_elicitations_get_ids_of_the_gateways_and_only_their_servers_c
                 arrived.set()
 
     servers = [http_server(downstream_url), stdio_server(server_id="fy")]
-    async with (
-        serving(workspace, servers) as (url, _),
-        Client(url, elicitation_callback=elicit, message_handler=on_message, mode="legacy") as c,
-    ):
+    async with serving(workspace, servers) as (url, gateway):
+        async with Client(
+            url, elicitation_callback=elicit, message_handler=on_message, mode="legacy"
+        ) as c:
 
-        async def sign_in(server: str, elicitation_id: str, *done: str) -> str:
-            arguments = {"elicitation_id": elicitation_id, "done": list(done)}
-            return text(await c.call_tool(f"mcp__{server}__sign_in", arguments))
+            async def sign_in(server: str, elicitation_id: str, *done: str) -> str:
+                arguments = {"elicitation_id": elicitation_id, "done": list(done)}
+                return text(await c.call_tool(f"mcp__{server}__sign_in", arguments))
 
-        assert await sign_in("fx", "e-1", "e-1") == "the user chose accept"
-        await sign_in("fx", "x-7")  # left waiting for its completion
-        # fy completes its own e-1 (twice), and fx's x-7 and z-0..z-6 nobody sent.
-        await sign_in("fy", "e-1", "e-1", "e-1", "x-7", *(f"z-{n}" for n in range(7)))
-        await sign_in("fx", "x-8", "x-7")  # fx completes x-7, its call long over
-        with trio.fail_after(30):
-            await arrived.wait()
+            assert await sign_in("fx", "e-1", "e-1") == "the user chose accept"
+            await sign_in("fx", "x-7")  # left waiting for its completion
+            # fy completes its own e-1 (twice), and fx's x-7 and z-0..z-6 nobody sent.
+            await sign_in("fy", "e-1", "e-1", "e-1", "x-7", *(f"z-{n}" for n in range(7)))
+            await sign_in("fx", "x-8", "x-7")  # fx completes x-7, its call long over
+            with trio.fail_after(30):
+                await arrived.wait()
 
-        # fy's URLElicitationRequiredError (-32042): the error itself, the id the gateway's.
-        with pytest.raises(MCPError) as required:
-            await c.call_tool("mcp__fy__sign_in", {"elicitation_id": "r-1", "required": True})
-        arrived = trio.Event()
-        await sign_in("fy", "r-2", "r-1")  # fy completes r-1
-        with trio.fail_after(30):
-            await arrived.wait()
+            # fy's URLElicitationRequiredError (-32042): the error itself, the id the gateway's.
+            with pytest.raises(MCPError) as required:
+                await c.call_tool("mcp__fy__sign_in", {"elicitation_id": "r-1", "required": True})
+            arrived = trio.Event()
+            await sign_in("fy", "r-2", "r-1")  # fy completes r-1
+            with trio.fail_after(30):
+                await arrived.wait()
 
-        async with (
-            streamable_http_client(url) as (read, write),
-            FormOnly(read, write, elicitation_callback=elicit) as form_only,
-        ):
-            await form_only.initialize()
-            refused = await form_only.call_tool("mcp__fx__sign_in", {"elicitation_id": "f-1"})
-            not_shown = await form_only.call_tool(
-                "mcp__fx__sign_in", {"elicitation_id": "f-2", "required": True}
-            )
+            async with (
+                streamable_http_client(url) as (read, write),
+                FormOnly(read, write, elicitation_callback=elicit) as form_only,
+            ):
+                await form_only.initialize()
+                refused = await form_only.call_tool("mcp__fx__sign_in", {"elicitation_id": "f-1"})
+                not_shown = await form_only.call_tool(
+                    "mcp__fx__sign_in", {"elicitation_id": "f-2", "required": True}
+                )
+            kept = len(gateway._forward._urls)  # x-8 and r-2, never completed
+        # Alice's client closed its session (DELETE): what was kept for it goes.
+        await trio.testing.wait_all_tasks_blocked()
+        assert (kept, len(gateway._forward._urls)) == (2, 0)
     assert len(set(shown)) == 5, shown
     assert not {"e-1", "x-7", "x-8", "r-2"} & set(shown)
     assert all(len(each) >= 24 for each in shown)

@@ -212,6 +212,13 @@ class Forwarder:
         self._leftovers[server_id] = table
         self._left_wake.set()
 
+    def session_ended(self, label_end: str) -> None:
+        """The session of the clients whose labels end in ``label_end`` is over.
+
+        Its URL elicitations will never be told complete (the client is gone).
+        """
+        self._urls.clients_gone(label_end)
+
     def server_gone(self, server_id: str) -> None:
         """``server_id``'s process ended: no call it was running still runs."""
         self._leftovers.pop(server_id, None)

@@ -807,6 +807,10 @@ class Gateway:
             )
         return slot
 
+    def session_ended(self, session_id: str) -> None:
+        """The HTTP session ``session_id`` is over: forget what was kept for its calls."""
+        self._forward.session_ended(f"/{_whole(session_id)}")
+
     def client_gone(self, key: object) -> None:
         """Cancel the call whose HTTP request the guard marked with ``key`` (``prism.call``).
 

@@ -367,6 +367,7 @@ class _Guard:
                 per_principal=options.max_sessions_per_principal,
                 ledger=gateway.ledger,
                 closer=_session_closer(manager),
+                on_end=gateway.session_ended,
             )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

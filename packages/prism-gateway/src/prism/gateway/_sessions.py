@@ -77,6 +77,9 @@ class SessionTable:
     per_principal: int = 2**31
     # Called with a session id to end it at the transport (the SDK's session manager).
     closer: Any = None
+    # Called with a session id once it is over, however it ended (the gateway forgets
+    # what it kept for it).
+    on_end: Any = None
     # Least recently used first.
     _open: OrderedDict[str, _Session] = attrs.field(factory=OrderedDict)
     _opening: int = 0  # free places taken by sessions being opened
@@ -121,6 +124,7 @@ class SessionTable:
         entry = self._open.pop(session_id, None)
         if entry is not None:
             self._forget(entry.principal)
+            self._ended(session_id)
             self._record(session_id, entry.principal, "closed")
 
     def _forget(self, principal: str) -> None:
@@ -239,7 +243,13 @@ class SessionTable:
         if end and self.closer is not None:
             with contextlib.suppress(Exception):
                 self.closer(session_id)
+        self._ended(session_id)
         self._record(session_id, entry.principal, why)
+
+    def _ended(self, session_id: str) -> None:
+        if self.on_end is not None:
+            with contextlib.suppress(Exception):
+                self.on_end(session_id)
 
     def _record(self, session_id: str, principal: str, event: SessionEvent, **more: str) -> None:
         record_session_event(self.ledger, session_id, principal, event, **more)

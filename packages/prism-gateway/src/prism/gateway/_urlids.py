@@ -41,9 +41,9 @@ class UrlElicitations:
     """The forwarded URL elicitations whose completion may still come.
 
     Each is kept until its server says it is complete, its server's process
-    ends, ``ttl_s`` passes, or room is needed: a principal (over all its
-    sessions) that holds ``MAX_KEPT_PER_PRINCIPAL`` loses its own oldest,
-    never another's; past ``MAX_KEPT`` in all, the oldest of the principal
+    ends, its client's session ends, ``ttl_s`` passes, or room is needed: a
+    principal (over all its sessions) that holds ``MAX_KEPT_PER_PRINCIPAL``
+    loses its own oldest, never another's; past ``MAX_KEPT`` in all, the oldest of the principal
     holding the most goes, so many principals together push out only the
     largest holder's. A completion that comes after that is dropped, as one
     the server never sent.
@@ -99,6 +99,13 @@ class UrlElicitations:
     def server_gone(self, server_id: str) -> None:
         """``server_id``'s process ended: none of its elicitations will complete."""
         for key in [key for key in self._kept if key[0] == server_id]:
+            del self._kept[key]
+
+    def clients_gone(self, label_end: str) -> None:
+        """The session of the clients whose labels end in ``label_end`` is over."""
+        for key in [
+            k for k, issued in self._kept.items() if issued.scope.client.endswith(label_end)
+        ]:
             del self._kept[key]
 
     def _prune(self, now: float) -> None:
