@@ -344,9 +344,9 @@ def test_a_new_index_asks_git_for_submodules_alone(
     asked: list[str] = []
     real = _gitnames._git
 
-    def counted(where: str, *args: str) -> bytes | None:
+    def counted(where: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
         asked.append(args[0])
-        return real(where, *args)
+        return real(where, *args, clean=clean)
 
     monkeypatch.setattr(_gitnames, "_git", counted)
     _git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib")
@@ -414,9 +414,9 @@ def test_an_index_the_copy_back_placed_is_known_without_asking_git(
     asked: list[str] = []
     real = _gitnames._git
 
-    def counted(where: str, *args: str) -> bytes | None:
+    def counted(where: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
         asked.append(args[0])
-        return real(where, *args)
+        return real(where, *args, clean=clean)
 
     monkeypatch.setattr(_gitnames, "_git", counted)
     assert cached_git_entries(str(root)) == git_entries(str(root))
@@ -437,7 +437,7 @@ def test_an_index_is_remembered_only_as_placed_and_configured(
 
     _git(root, "init", "-q")
     index = root / ".git" / "index"
-    index.write_bytes(b"")  # not git's: what it would say about it is not what is kept
+    _git(root, "read-tree", "--empty")  # the host's: what git says of it is not what is kept
     placed = os.stat(index)
     remember_index(str(root), [b"x"], placed)  # nothing asked yet: nothing to keep it with
     assert str(root) not in _gitnames._submodules

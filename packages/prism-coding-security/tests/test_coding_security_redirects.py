@@ -28,7 +28,7 @@ from prism.coding.security import (
     create_sandbox_shell_operations,
     explain_command,
 )
-from prism.coding.security._gitnames import cached_git_entries
+from prism.coding.security._gitnames import cached_git_entries, git_entries
 from prism.coding.security._protected import ProtectedPaths
 from prism.coding.security._redirects import close_targets, open_targets
 from prism.coding.tools import (
@@ -540,3 +540,54 @@ async def test_a_fifo_where_git_files_are_is_never_waited_on(root: Path, tmp_pat
         assert status == 0
         assert b"were not applied" in output
         assert not (directory / "n.txt").exists()
+
+
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_what_git_names_is_asked_of_a_repository_git_refuses_or_the_write_stays_out(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hooks directory a repository's configuration names is known, or nothing of
+    the root is written. A checkout of another user (Prism as root over the user's
+    files: git refuses it as of "dubious ownership") is asked all the same, and its
+    hook stays out of the host's open and of the copy-back; a repository git cannot
+    read (an extension it does not know), or no git on PATH: the host opens nothing
+    there. A directory with no repository needs no git."""
+    hook = root / ".githooks" / "pre-commit"
+    await trio.run_process(["git", "init", "-q", str(root)])
+    await trio.run_process(["git", "-C", str(root), "config", "core.hooksPath", ".githooks"])
+    hook.parent.mkdir()
+    hook.write_text("#!/bin/sh\necho lint\n")
+    os.chmod(hook, 0o777)
+    if os.geteuid() == 0:  # the checkout (its top and its .git) is another user's
+        os.chown(root, 1000, 1000)
+        for path, dirs, files in os.walk(root / ".git"):
+            for name in [path, *(os.path.join(path, n) for n in dirs + files)]:
+                os.chown(name, 1000, 1000, follow_symlinks=False)
+        plain = await trio.run_process(
+            ["git", "-C", str(root), "rev-parse"], check=False, capture_stderr=True
+        )
+        assert b"dubious ownership" in plain.stderr
+    assert ".githooks" in cached_git_entries(str(root))
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    redirected = _redirected(root, "echo planted >> .githooks/pre-commit")
+    assert redirected is not None
+    assert open_targets(redirected, [str(root)], ProtectedPaths(()), ()) is None
+    _, output = await _run(ops, "echo planted >> .githooks/pre-commit", root, redirected)
+    assert hook.read_text() == "#!/bin/sh\necho lint\n"
+    assert b"not applied" in output
+    # a repository git cannot read
+    other = tmp_path / "other"
+    await trio.run_process(["git", "init", "-q", str(other)])
+    for key, value in (("core.repositoryformatversion", "1"), ("extensions.prismTest", "x")):
+        await trio.run_process(["git", "-C", str(other), "config", key, value])
+    with pytest.raises(SandboxUnavailableError, match="could not be asked"):
+        cached_git_entries(str(other))
+    written = RedirectedWrites(command="echo x >&4", targets=((4, f"{other}/n.txt", False),))
+    assert open_targets(written, [str(other)], ProtectedPaths(()), ()) is None
+    assert not (other / "n.txt").exists()
+    # no git on PATH
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    with pytest.raises(SandboxUnavailableError, match="not on PATH"):
+        git_entries(str(root))
+    assert git_entries(str(tmp_path / "nothing")) == []

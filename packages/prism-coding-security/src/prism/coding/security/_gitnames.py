@@ -26,13 +26,28 @@ _EMBEDDED_GIT = (
 )  # fmt: skip
 
 
-def _git(root: str, *args: str) -> bytes | None:
+def _git(root: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
+    """What ``git -C root ARGS`` prints, asked as the repository's owner would be answered.
+
+    ``safe.directory=*`` is forced for this one process (it only reads, and runs no
+    program the repository names: :data:`HOST_GIT_ENVIRONMENT`), so a checkout of
+    another user (Prism as root in a container over the user's files, or under
+    sudo) is answered rather than refused as of "dubious ownership".
+
+    Raises:
+        SandboxUnavailableError: no git, git failed (its exit status not in
+            ``clean``), or it did not answer within 10 seconds: what it would
+            have named is unknown.
+    """
     git = shutil.which("git")
     if git is None:
-        return None
+        raise SandboxUnavailableError(
+            f"git is not on PATH: what the configuration of the repository of {root} "
+            "names (its hooks directory, included files) cannot be asked"
+        )
     try:
         result = subprocess.run(
-            [git, "-C", root, *args],
+            [git, "-c", "safe.directory=*", "-C", root, *args],
             capture_output=True,
             stdin=subprocess.DEVNULL,
             # the repository's own configuration runs nothing here (its fsmonitor would
@@ -45,7 +60,42 @@ def _git(root: str, *args: str) -> bytes | None:
         raise SandboxUnavailableError(
             f"git did not answer about {root} within 10s ({' '.join(args[:2])}); refusing to run"
         ) from exc
-    return result.stdout if result.returncode == 0 else None
+    except OSError as exc:  # pragma: no cover - a git that cannot start
+        raise SandboxUnavailableError(f"git could not be started about {root}: {exc}") from exc
+    if result.returncode not in clean:
+        error = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise SandboxUnavailableError(
+            f"git could not be asked about {root} ({' '.join(args[:2])}"
+            + (f": {error[0]}" if error else f": exit status {result.returncode}")
+            + "): what its configuration names is unknown"
+        )
+    return result.stdout
+
+
+def _repository_around(root: str) -> bool:
+    """Whether git could find a repository for ``root``: a ``.git`` there or above.
+
+    Looked for as git looks (up the tree, not across a file system's boundary);
+    the environment naming a git directory counts too. Anything at a ``.git``
+    name counts, whatever git would make of it.
+    """
+    if any(name in os.environ for name in _ELSEWHERE):
+        return True
+    current = os.path.realpath(root)
+    try:
+        device = os.stat(current).st_dev
+    except OSError:
+        return False
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return True
+        parent = os.path.dirname(current)
+        try:
+            if parent == current or os.stat(parent).st_dev != device:
+                return False
+        except OSError:
+            return False
+        current = parent
 
 
 def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
@@ -62,11 +112,14 @@ def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
       the git directory it names, when that lies in the root and is not a
       ``.git`` directory (those are covered by name).
 
-    No git or no repository: no entries.
+    No repository (no ``.git`` at ``root`` or above): no entries, git or not.
 
     Raises:
-        SandboxUnavailableError: git did not answer within 10 seconds, or a file
-            git reads as it starts (one an include names too) is not a regular file.
+        SandboxUnavailableError: a repository is there but git gives no clean
+            answer (git is not on PATH, refuses the repository, fails, or does not
+            answer within 10 seconds): what it names is unknown, so every caller
+            treats the root's writes as protected. Or a file git reads as it starts
+            (one an include names too) is not a regular file.
     """
     return _configured(root, includes) + _submodule_entries(root)
 
@@ -77,16 +130,18 @@ def _configured(root: str, includes: list[str] | None = None) -> list[str]:
     if problem is not None:
         # any git started there would wait on it (git reads it as it starts)
         raise SandboxUnavailableError(f"git cannot be asked about {root}: {problem}")
+    if not _repository_around(root):
+        return []
     out: list[str] = []
     inside = root.rstrip("/") + "/"
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
-    if hooks_out is not None:
-        hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
-        if hooks.startswith(inside):
-            out.append(os.path.relpath(hooks, root))
+    hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
+    if hooks.startswith(inside):
+        out.append(os.path.relpath(hooks, root))
     pattern = r"^(include(if\..*)?\.path|core\.hookspath)$"
-    found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern)
-    for path in _include_targets(root, found or b""):
+    # exit status 1: nothing matched
+    found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, clean=(0, 1))
+    for path in _include_targets(root, found):
         if includes is not None:
             includes.append(path)
         if path.startswith(inside):
@@ -94,7 +149,7 @@ def _configured(root: str, includes: list[str] | None = None) -> list[str]:
     # the names git is given, as well as where they lead: a link among them (the
     # configured `.githooks -> tools/hooks`, `project.gitconfig -> shared/team.cfg`)
     # replaced by a file or another link would change what git reads
-    for path in _named_paths(root, found or b""):
+    for path in _named_paths(root, found):
         if includes is not None:
             includes.append(path)  # a link retargeted on the host changes its identity
         if path.startswith(inside) and os.path.relpath(path, root) not in out:
@@ -127,9 +182,11 @@ def _submodule_entries(root: str) -> list[str]:
     Asked only after :func:`_configured` found every file git reads as it starts
     regular (the caller keeps them unchanged since).
     """
+    if not _repository_around(root):
+        return []
     listing = _git(root, "ls-files", "--stage", "-z")
     names = []
-    for record in (listing or b"").split(b"\0"):
+    for record in listing.split(b"\0"):
         meta, _, name = record.partition(b"\t")
         if meta.startswith(b"160000 "):
             names.append(name)
