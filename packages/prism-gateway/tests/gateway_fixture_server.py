@@ -222,10 +222,14 @@ def build() -> MCPServer:
         elicitation_id: str = "e-1",
         done: list[str] | None = None,
         required: bool = False,
+        log: bool = False,
     ) -> str:
         """Ask the user to visit a page (URL elicitation ``elicitation_id``) and say what
         they did; then say each of ``done`` is complete (notifications/elicitation/complete).
-        ``required``: answer with a URLElicitationRequiredError naming it instead."""
+        ``required``: answer with a URLElicitationRequiredError naming it instead.
+        ``log``: send a log message first."""
+        if log:
+            await ctx.info("signing in", logger_name="auth")
         if required:
             page = ElicitRequestURLParams(
                 message="sign in first",
@@ -267,6 +271,14 @@ def build() -> MCPServer:
         """Send a log message, then answer."""
         await ctx.info("thinking hard", logger_name="brain")
         return "done"
+
+    @server.tool()
+    async def chatter(count: int, ctx: Context) -> str:
+        """Send ``count`` log messages, then never return (until cancelled)."""
+        for n in range(count):
+            await ctx.info(f"chatter {n}", logger_name="chatter")
+        await anyio.sleep_forever()
+        return "unreachable"
 
     @server.tool()
     def blocks(count: int) -> CallToolResult:

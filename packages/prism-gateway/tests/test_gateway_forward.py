@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import subprocess
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -23,6 +25,8 @@ import trio
 import trio.testing
 from mcp import Client, ClientSession, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.memory import create_client_server_memory_streams
+from mcp.shared.message import SessionMessage
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
 from prism.coding.tools import create_coding_tools
@@ -45,8 +49,14 @@ from prism.gateway import (
     serve_http,
 )
 from prism.gateway._approval import CallScope
+from prism.gateway._forward import Forwarder
 from prism.gateway._urlids import MAX_KEPT, MAX_KEPT_PER_PRINCIPAL, UrlElicitations
-from prism.mcp import StdioTransport, StreamableHttpTransport
+from prism.mcp import (
+    McpElicitationComplete,
+    McpLogMessage,
+    StdioTransport,
+    StreamableHttpTransport,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -54,6 +64,7 @@ if TYPE_CHECKING:
     from conftest import RawStdioFactory
 
 TESTS = Path(__file__).resolve().parent
+_MALLORY = {"name": "mallory", "version": "1"}
 FIXTURE = TESTS / "gateway_fixture_server.py"
 
 
@@ -372,6 +383,80 @@ async def test_url_elicitations_get_ids_of_the_gateways_and_only_their_servers_c
     assert refused.is_error
     assert "UpstreamCannotAnswerError" in text(refused)
     assert "did not declare elicitation in URL mode" in caplog.text
+
+
+async def test_a_client_that_stops_reading_holds_up_no_other_clients_messages(
+    workspace: Path, downstream_url: str
+) -> None:
+    """Mallory's call on fx logs, and mallory stops reading (its session's writes block,
+    as a client that stops reading its call's stream makes them): alice's call on fy
+    still gets its log message while it runs, and her URL elicitation's completion
+    after it ended. Messages are sent per session, never one client's after another's."""
+    logged = trio.Event()
+    completed: list[str] = []
+    arrived = trio.Event()
+
+    async def alice_log(params: types.LoggingMessageNotificationParams) -> None:
+        assert (params.logger, params.data) == ("mcp:fy/auth", "signing in")
+        logged.set()
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        with trio.fail_after(30):
+            await logged.wait()  # the call's log message came first, while it runs
+        return types.ElicitResult(action="accept")
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            completed.append(message.params.elicitation_id)
+            arrived.set()
+
+    servers = [http_server(downstream_url), stdio_server(server_id="fy")]
+    async with (
+        serving(workspace, servers) as (url, gateway),
+        create_client_server_memory_streams() as ((read, write), server_streams),
+        trio.open_nursery() as nursery,
+    ):
+        options = gateway.initialization_options()
+        nursery.start_soon(gateway.server.run, *server_streams, options)
+
+        # Mallory: a client of raw messages that reads until its call's first log message.
+        async def send(message: types.JSONRPCMessage) -> None:
+            await write.send(SessionMessage(message))
+
+        async def receive(method: str | None = None) -> Any:
+            while True:
+                got = await read.receive()
+                assert isinstance(got, SessionMessage), got
+                if method is None or getattr(got.message, "method", None) == method:
+                    return got.message
+
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": _MALLORY}
+        await send(types.JSONRPCRequest(jsonrpc="2.0", id=0, method="initialize", params=hello))
+        with trio.fail_after(30):
+            await receive()
+        await send(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
+        call = {"name": "mcp__fx__chatter", "arguments": {"count": 4}}
+        await send(types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call", params=call))
+        with trio.fail_after(30):
+            await receive("notifications/message")
+        # From here on mallory reads nothing: the gateway's writes to it block.
+
+        async with Client(
+            url,
+            elicitation_callback=elicit,
+            logging_callback=alice_log,
+            message_handler=on_message,
+            mode="legacy",
+        ) as alice:
+            signed = await alice.call_tool(
+                "mcp__fy__sign_in", {"elicitation_id": "h-1", "log": True}
+            )
+            assert text(signed) == "the user chose accept"
+            await alice.call_tool("mcp__fy__sign_in", {"elicitation_id": "h-2", "done": ["h-1"]})
+            with trio.fail_after(30):
+                await arrived.wait()  # h-1's call is over: on alice's session
+        nursery.cancel_scope.cancel()
+    assert len(completed) == 1
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
@@ -920,6 +1005,100 @@ async def test_a_cancelled_call_counts_as_its_clients_until_its_server_answers_i
     assert seen == ["mine"]
     assert text(held).startswith("refused"), held.content
     assert bob_asked == ["MCP server 'fx' asks (forwarded by Prism): colour?"]
+
+
+class _Session:
+    """A client session as the forwarder sees it: what it is sent goes into a channel
+    (of no buffer for a client that reads nothing: each send then waits)."""
+
+    def __init__(self, buffer: float) -> None:
+        self.sent, self.got = trio.open_memory_channel[tuple[Any, Any]](buffer)
+
+    async def send_notification(self, notification: Any, related_request_id: Any = None) -> None:
+        await self.sent.send((notification, related_request_id))
+
+
+async def test_a_client_that_reads_nothing_loses_only_its_own_messages(
+    mock_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Mallory's session takes nothing: alice's log message and completion are sent at
+    once all the same; mallory's (a call's, and a session's once the call is over) are
+    dropped, and said, when one is not taken within the bound; past 32 completions
+    waiting for one call, more are dropped, and said."""
+    forward = Forwarder()
+    forward.log("s1")
+    forward.log("s2")
+    mallory, alice = _Session(0), _Session(math.inf)
+    started = SimpleNamespace(started=True)
+    levels = frozenset({"info"})
+    m = CallScope(
+        session=mallory,
+        request_id=7,
+        client="token:mmmm/h/s",
+        tool_name="mcp:s1:t",
+        call_id="m",
+        log_levels=levels,
+    )
+    a = CallScope(
+        session=alice,
+        request_id=1,
+        client="token:aaaa/h/s",
+        tool_name="mcp:s2:t",
+        call_id="a",
+        log_levels=levels,
+    )
+    m.slots = a.slots = started
+
+    def log(server_id: str, call_id: str) -> None:
+        message = McpLogMessage(
+            server_id=server_id, level="info", logger=None, data="x", call_id=call_id
+        )
+        forward.log(server_id)(message)
+
+    def complete(server_id: str, said: str) -> None:
+        notice = McpElicitationComplete(server_id=server_id, elicitation_id=said)
+        forward.completed(server_id)(notice)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(forward.send_logs)
+        with forward.calling("s1", m), forward.calling("s2", a):
+            log("s1", "m")
+            log("s1", "m")
+            for n in range(MAX_KEPT_PER_PRINCIPAL):
+                forward._urls.issue("s1", f"m-{n}", m)
+            log("s2", "a")
+            shown = forward._urls.issue("s2", "a-1", a)
+            complete("s2", "a-1")
+            # (the clock stands still: mallory's send waits, its bound is not met)
+            await trio.testing.wait_all_tasks_blocked()
+            logged, to_call = alice.got.receive_nowait()
+            assert (logged.params.logger, to_call) == ("mcp:s2", 1)
+            completed, to_call = alice.got.receive_nowait()
+            assert (completed.params.elicitation_id, to_call) == (shown, 1)
+            for n in range(MAX_KEPT_PER_PRINCIPAL):
+                complete("s1", f"m-{n}")
+            forward._urls.issue("s1", "m-past", m)
+            complete("s1", "m-past")  # 32 wait already
+            mock_clock.jump(5)
+            await trio.testing.wait_all_tasks_blocked()
+        forward._urls.issue("s1", "m-late", m)
+        complete("s1", "m-late")  # the call is over: to the session
+        forward._urls.issue("s2", "a-late", a)
+        complete("s2", "a-late")
+        await trio.testing.wait_all_tasks_blocked()
+        completed, to_call = alice.got.receive_nowait()
+        assert to_call is None
+        mock_clock.jump(5)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [
+        "dropped MCP server 's1''s completion of a URL elicitation for token:mmmm/h/s: "
+        "32 wait to be sent to that client already",
+        "dropped 34 forwarded notification(s) for token:mmmm/h/s's call of 'mcp:s1:t': "
+        "its client took no message within 5 s",
+        "dropped 1 forwarded notification(s) for a client's session: it took no message within 5 s",
+    ]
 
 
 async def test_url_elicitation_ids_are_kept_per_server_capped_and_expire(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -44,12 +45,15 @@ __all__ = ["Forwarder", "UpstreamCannotAnswerError"]
 _log = logging.getLogger("prism.gateway")
 _EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 _LOG_BACKLOG = 64
+_COMPLETION_BACKLOG = 32
+"""Completions waiting to be sent, at most, for one call (on its stream) or one session."""
 UNANSWERED_CALL_S = 120.0
 """How long at most a call that ended before its server answered it counts as running there."""
 _MAX_LEFT_CALLS = 64
 _WARNED_DROPS = 8
 _NOTIFY_S = 5.0
-"""How long sending one notification outside a call may take before it is given up."""
+"""How long sending one forwarded notification may take before the rest waiting for
+that call (or session) is dropped: its client is not reading."""
 
 
 class UpstreamCannotAnswerError(GatewayError):
@@ -129,9 +133,12 @@ class Forwarder:
     # Log messages (and URL elicitations' completions) waiting to be sent, by call (the
     # bridge's callbacks for them cannot wait).
     _pending: dict[CallScope, list[types.ServerNotification]] = attrs.field(factory=dict)
-    # Completions for calls that are over: sent to their client's session, not a call's stream.
-    _loose: list[tuple[CallScope, types.ServerNotification]] = attrs.field(factory=list)
+    # Completions for calls that are over: sent to their client's session, not a call's
+    # stream. By the session's id: (the session, what waits for it).
+    _loose: dict[int, tuple[Any, list[types.ServerNotification]]] = attrs.field(factory=dict)
     _wake: trio.Event = attrs.field(factory=trio.Event)
+    # The calls (scopes) and sessions (ids) a task of their own is sending to now.
+    _senders: set[CallScope | int] = attrs.field(factory=set)
     # Held while a call's log messages are being sent: its result waits for them.
     _sending: dict[CallScope, trio.Lock] = attrs.field(factory=dict)
     # The servers whose bridges were given this forwarder's callbacks.
@@ -491,9 +498,20 @@ class Forwarder:
                 params=types.ElicitCompleteNotificationParams(elicitation_id=issued.upstream_id)
             )
             if scope in self._calls.get(server_id, ()):
-                self._pending.setdefault(scope, []).append(notification)
+                waiting = self._pending.setdefault(scope, [])
             else:
-                self._loose.append((scope, notification))
+                waiting = self._loose.setdefault(id(scope.session), (scope.session, []))[1]
+            kept = sum(isinstance(each, types.ElicitCompleteNotification) for each in waiting)
+            if kept >= _COMPLETION_BACKLOG:  # its client has not taken the ones before
+                _log.warning(
+                    "dropped MCP server %r's completion of a URL elicitation for %s: "
+                    "%d wait to be sent to that client already",
+                    server_id,
+                    scope.client,
+                    kept,
+                )
+                return
+            waiting.append(notification)
             self._wake.set()
 
         return on_complete
@@ -535,28 +553,68 @@ class Forwarder:
         return on_log
 
     async def send_logs(self) -> None:
-        """Send the forwarded log messages as they come (runs while the gateway is open)."""
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            for scope in list(self._pending):
-                await self.flush(scope)
-            loose, self._loose = self._loose, []
-            for scope, notification in loose:
-                # The call is over: to its client's session (over HTTP its standalone
-                # stream, if it keeps one), bounded so one client stalls nothing.
-                with contextlib.suppress(Exception), trio.move_on_after(_NOTIFY_S):
-                    await scope.session.send_notification(notification)
+        """Send the forwarded log messages and completions as they come (runs while open).
+
+        Each call's, and each session's, are sent by a task of their own: a client
+        that stops reading holds up only what waits for it, never another's.
+        """
+        async with trio.open_nursery() as nursery:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                for scope in list(self._pending):
+                    if scope not in self._senders:
+                        self._senders.add(scope)
+                        nursery.start_soon(self._send_pending, scope)
+                for key in list(self._loose):
+                    if key not in self._senders:
+                        self._senders.add(key)
+                        nursery.start_soon(self._send_loose, key)
+
+    async def _send_pending(self, scope: CallScope) -> None:
+        try:
+            await self.flush(scope, bound_s=_NOTIFY_S)
+        finally:
+            self._senders.discard(scope)
+            if self._pending.get(scope):  # came after its flush looked: another round
+                self._wake.set()
+
+    async def _send_loose(self, key: int) -> None:
+        """Send what waits for one session (completions of calls that are over)."""
+        try:
+            while key in self._loose:
+                session, waiting = self._loose[key]
+                if not waiting:
+                    del self._loose[key]
+                    break
+                notification = waiting.pop(0)
+                # Over HTTP to its standalone stream, if it keeps one.
+                with trio.move_on_after(_NOTIFY_S) as timer, contextlib.suppress(Exception):
+                    await session.send_notification(notification)
+                if timer.cancelled_caught:
+                    left = self._loose.pop(key, (None, []))[1]
+                    _log.warning(
+                        "dropped %d forwarded notification(s) for a client's session: it "
+                        "took no message within %g s",
+                        1 + len(left),
+                        _NOTIFY_S,
+                    )
+        finally:
+            self._senders.discard(key)
+            if self._loose.get(key, (None, []))[1]:
+                self._wake.set()
 
     def drop(self, scope: CallScope) -> None:
         """Forget the log messages still waiting for ``scope``'s call."""
         self._pending.pop(scope, None)
         self._sending.pop(scope, None)
 
-    async def flush(self, scope: CallScope) -> None:
+    async def flush(self, scope: CallScope, bound_s: float = math.inf) -> None:
         """Send the log messages still waiting for ``scope``'s call.
 
-        Waits for a sending already under way, so none is overtaken by the result.
+        Waits for a sending already under way, so none is overtaken by the
+        result. A message its client does not take within ``bound_s`` is
+        dropped with the rest waiting (and said in the log).
         """
         lock = self._sending.get(scope)
         if lock is None:
@@ -564,8 +622,21 @@ class Forwarder:
                 return  # nothing waits, nothing is being sent
             lock = self._sending[scope] = trio.Lock()
         async with lock:
-            for notification in self._pending.pop(scope, []):
-                with contextlib.suppress(Exception):  # the call (or the client) may be gone
-                    await scope.session.send_notification(
-                        notification, related_request_id=scope.request_id
-                    )
+            while waiting := self._pending.pop(scope, None):
+                for sent, notification in enumerate(waiting):
+                    # (the call, or the client, may be gone)
+                    with trio.move_on_after(bound_s) as timer, contextlib.suppress(Exception):
+                        await scope.session.send_notification(
+                            notification, related_request_id=scope.request_id
+                        )
+                    if timer.cancelled_caught:
+                        left = len(waiting) - sent + len(self._pending.pop(scope, ()))
+                        _log.warning(
+                            "dropped %d forwarded notification(s) for %s's call of %r: "
+                            "its client took no message within %g s",
+                            left,
+                            scope.client,
+                            scope.tool_name,
+                            bound_s,
+                        )
+                        return
