@@ -70,11 +70,13 @@ async def test_sampling_and_elicitation_reach_the_host_callbacks(
     assert (elicitation.mode, elicitation.message) == ("form", "sure?")
 
 
-async def test_a_url_elicitation_and_its_completion_reach_the_host(
+async def test_a_url_elicitation_its_completion_and_a_32042_reach_the_host(
     fixture_stdio: StdioTransport, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The server's id comes with the request and with each completion it sends (what
-    the id names is the server's word: the bridge passes on even one it never sent)."""
+    the id names is the server's word: the bridge passes on even one it never sent).
+    -32042: the call's error result carries the URL elicitations the server wants done
+    first (clipped, at most 16; an entry that is not one is left out)."""
     seen: list[object] = []
     all_told = trio.Event()
 
@@ -89,6 +91,14 @@ async def test_a_url_elicitation_and_its_completion_reach_the_host(
         if notice.elicitation_id == "raise":
             raise RuntimeError("the host's sink broke")
 
+    good = {"mode": "url", "url": "https://auth.example/a", "elicitationId": "a-1"}
+    hostile: list[object] = [
+        "not an object",
+        {"mode": "form", "url": "https://auth.example/b", "elicitationId": "b"},
+        {"mode": "url", "url": 7, "elicitationId": "c"},
+        {"mode": "url", "url": "https://auth.example/d"},
+        {**good, "message": "sign in to A", "elicitationId": "i" * 300},
+    ]
     with trio.fail_after(30):
         async with open_mcp_tools(
             server_id="fx",
@@ -100,6 +110,15 @@ async def test_a_url_elicitation_and_its_completion_reach_the_host(
             done = ["e-1", "raise", "x" * 300]
             said = await run(bridge, "sign_in", {"elicitation_id": "e-1", "done": done})
             await all_told.wait()  # the notifications are handled by a task of their own
+            tool = next(t for t in bridge.tools if t.name == "mcp:fx:needs_sign_in")
+
+            async def call(elicitations: list[object]) -> Any:
+                arguments: dict[str, Any] = {"elicitations": elicitations}
+                ctx = ToolExecutionContext(ToolCall(id="c", name=tool.name, arguments=arguments))
+                return await tool.execute(arguments, ctx)
+
+            named = await call([good, *hostile, *[good] * 20])
+            none = await call(hostile[:4])
     assert said == "user: accept"
     request, *completed = seen
     assert isinstance(request, McpElicitation)
@@ -115,33 +134,6 @@ async def test_a_url_elicitation_and_its_completion_reach_the_host(
     assert {notice.server_id for notice in completed} == {"fx"}  # type: ignore[attr-defined]
     assert any("on_elicitation_complete" in record.getMessage() for record in caplog.records)
 
-
-async def test_a_url_elicitation_required_error_names_its_elicitations(
-    fixture_stdio: StdioTransport,
-) -> None:
-    """-32042: the call's error result carries the URL elicitations the server wants done
-    first (clipped, at most 16; an entry that is not one is left out)."""
-    good = {"mode": "url", "url": "https://auth.example/a", "elicitationId": "a-1"}
-    hostile: list[object] = [
-        "not an object",
-        {"mode": "form", "url": "https://auth.example/b", "elicitationId": "b"},
-        {"mode": "url", "url": 7, "elicitationId": "c"},
-        {"mode": "url", "url": "https://auth.example/d"},
-        {**good, "message": "sign in to A", "elicitationId": "i" * 300},
-    ]
-    with trio.fail_after(30):
-        async with open_mcp_tools(
-            server_id="fx", transport=fixture_stdio, protocol="legacy"
-        ) as bridge:
-            tool = next(t for t in bridge.tools if t.name == "mcp:fx:needs_sign_in")
-
-            async def call(elicitations: list[object]) -> Any:
-                arguments: dict[str, Any] = {"elicitations": elicitations}
-                ctx = ToolExecutionContext(ToolCall(id="c", name=tool.name, arguments=arguments))
-                return await tool.execute(arguments, ctx)
-
-            named = await call([good, *hostile, *[good] * 20])
-            none = await call(hostile[:4])
     assert named.is_error
     assert named.details["mcp_error"] == "url_elicitation_required"
     wanted = named.details["elicitations"]
