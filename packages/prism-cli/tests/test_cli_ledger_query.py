@@ -212,6 +212,41 @@ def test_show_warns_about_a_torn_line_and_an_interrupted_run(
     assert "killed: 1 calls, interrupted (no end marker)" in proc.stdout
 
 
+def test_a_lone_surrogate_a_model_sent_is_printed_as_its_escape(
+    run_cli_process: CliRunner, tmp_path: Path
+) -> None:
+    """A hostile model's lone surrogate (a tool name, an argument) kept in the ledger:
+    show and query print it as JSON's escape for it, and every other record too."""
+    path = tmp_path / "ledger.jsonl"
+    ledger = RunLedger(sinks=[JsonlLedgerSink(path)])
+    for name in ("\ud800", "after"):
+        ledger.record_call(
+            FinishedCall(
+                call_id=name,
+                tool_name=name,
+                arguments={"x": "\udfff"},
+                status="ok",
+                blocked_reason=None,
+                started_at=1.0,
+                finished_at=2.0,
+                duration_s=1.0,
+                result=None,
+            )
+        ).record()
+    ledger.close()
+    shown = run_cli_process("ledger", "show", str(path))
+    assert shown.returncode == 0, shown.stderr
+    assert "\\ud800" in shown.stdout
+    assert "after" in shown.stdout
+    queried = run_cli_process("ledger", "query", str(path))
+    assert queried.returncode == 0, queried.stderr
+    lines = [json.loads(line) for line in queried.stdout.splitlines()]
+    assert [(r["tool_name"], r["arguments"]) for r in lines] == [
+        ("\ud800", {"x": "\udfff"}),
+        ("after", {"x": "\udfff"}),
+    ]
+
+
 def test_a_garbage_line_in_the_middle_is_skipped_with_a_warning(
     run_cli: CliRunner, tmp_path: Path
 ) -> None:

@@ -170,6 +170,8 @@ def test_a_parsed_message_gives_its_members_the_whole_texts_bound() -> None:
         assert items.member(missing) is None
     assert ParsedJson.parse('"text"').member(0) is None
     assert "ParsedJson dict" in repr(message)
+    assert message.proved
+    assert params.proved
 
 
 @pytest.mark.parametrize(
@@ -194,6 +196,7 @@ def test_a_parsed_text_that_may_hold_what_its_length_does_not_bound_gets_no_boun
         assert inner is not None
         call = ToolCall.from_parsed(id="1", name="t", arguments=inner)
         assert _bound(call) is None
+        assert not inner.proved
         assert call.arguments == json.loads(text)["params"]["arguments"] or "NaN" in text
 
 

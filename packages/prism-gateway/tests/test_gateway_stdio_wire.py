@@ -390,6 +390,11 @@ def _left_to_the_sdk(meta: dict[str, Any]) -> list[tuple[bytes, object]]:
         (line(id=35, params={**call, "_meta": [1]}), 35),
         (line(id=36, params="x"), None),
         (line(id=37, jsonrpc="1.0"), None),
+        # A lone surrogate anywhere (the SDK's parser refuses it; no answer could carry
+        # one, nor the ledger's reader print it): a parse error, nothing run.
+        (line(id="\ud800"), None),
+        (line(id=42, params={**call, "name": "\ud800"}), None),
+        (line(id=43, params={**call, "_meta": {**meta, "progressToken": "\ud800"}}), None),
         (line(id=38, params={**call, "_meta": {**meta, **ENVELOPE}}), 38),  # era check
         # Nested deeper than json.loads goes (RecursionError): the SDK's parse error.
         (line(id=39, params={**call, "arguments": {"a": "DEEP"}})

@@ -27,6 +27,12 @@ _RICH_TABLE_ROWS = 200
 @click.group(context_settings=CONTEXT)
 def ledger() -> None:
     """Read run ledgers (the JSONL or SQLite files `prism run` and `prism demo` write)."""
+    # A ledger holds what models and clients sent: a lone surrogate (which JSON's
+    # "\\ud800" escape can carry) is printed as that escape, never a crash.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 def _filters(fn: Callable[..., _T]) -> Callable[..., _T]:

@@ -179,6 +179,16 @@ class ParsedJson:
         """The parsed value (plain JSON types only: dict, list, str, int, float, bool, None)."""
         return self._value
 
+    @property
+    def proved(self) -> bool:
+        """Whether the text proved its bound (see the class docstring).
+
+        False for a text ``json.loads`` reads but the proof does not cover: a
+        lone surrogate, a number past 64 bits or not finite, more than 65,536
+        characters. Its value is still what ``json.loads`` made of it.
+        """
+        return self._bound is not NO_TEXT_BOUND
+
     def member(self, key: str | int) -> ParsedJson | None:
         """A member of the value, with the same proof; ``None`` if there is none.
 

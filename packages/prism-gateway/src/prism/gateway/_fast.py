@@ -91,6 +91,10 @@ def _plain_call(line: bytes, modern: bool) -> tuple[Any, dict[str, Any], ParsedJ
     except (ValueError, RecursionError):  # not JSON, or nested too deep for the parser
         return None
     message = parsed.value
+    if not parsed.proved:
+        # a lone surrogate (which the SDK's parser refuses and no answer could
+        # carry), a number past 64 bits, a long line: the SDK's path decides
+        return None
     if type(message) is not dict or message.keys() != _REQUEST_KEYS:
         return None
     request_id = message["id"]
