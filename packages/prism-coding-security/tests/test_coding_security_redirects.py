@@ -229,6 +229,52 @@ async def test_a_file_the_sandboxed_command_may_not_write_is_not_opened_for_it(r
 
 
 @pytest.mark.bwrap
+async def test_a_directory_the_sandboxed_command_may_not_create_in_stays_as_it_is(
+    root: Path,
+) -> None:
+    """A new target in a directory without a write bit, or (as root) in another
+    user's directory: the host does not create it, and over the layer narrowed to
+    that directory (its top not writable for the command either) bash says
+    "Permission denied" as in the directory itself; a directory open to all is
+    written both ways."""
+    cases = [("shut", 0o555, False), ("open", 0o777, True)]
+    if os.geteuid() == 0:
+        cases.append(("theirs", 0o755, False))
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    for name, mode, writable in cases:
+        (root / name).mkdir()
+        if name != "shut" and os.geteuid() == 0:
+            os.chown(root / name, 1000, 1000)
+        os.chmod(root / name, mode)
+        command = f"echo x > {name}/new"
+        found = explain_command(command, roots=[str(root)], cwd=str(root),
+                                sandbox=BubblewrapSandbox([str(root)]))  # fmt: skip
+        assert found.redirected is not None
+        assert found.write_dirs == (f"{root}/{name}",)
+        text, targets = found.redirected
+        for way in (RedirectedWrites(command=text, targets=targets), None):
+            request = ShellSpawnRequest(
+                command=command, shell_path=_BASH, cwd=str(root), env=_ENV,
+                redirected=way, write_dirs=tuple(found.write_dirs),
+            )  # fmt: skip
+            chunks: list[bytes] = []
+
+            async def sink(chunk: bytes, chunks: list[bytes] = chunks) -> None:
+                chunks.append(chunk)
+
+            with trio.fail_after(60):
+                result = await ops.run(request, sink)
+            if writable:
+                assert (result.exit_code, chunks) == (0, []), name
+                assert (root / name / "new").read_text() == "x\n"
+                os.unlink(root / name / "new")
+            else:
+                denied = f"{_BASH}: line 1: {name}/new: Permission denied\n".encode()
+                assert (result.exit_code, b"".join(chunks)) == (1, denied), name
+                assert not (root / name / "new").exists()
+
+
+@pytest.mark.bwrap
 async def test_the_line_runs_on_the_descriptors_with_the_roots_read_only(root: Path) -> None:
     """The host opened the target (the rebuilt line writes through >&4), and nothing
     else of the roots can be written; a target it cannot open runs the line as

@@ -424,6 +424,30 @@ class _Notes:
         return out
 
 
+def _layer_top_mode(seen: os.stat_result) -> int:
+    """The mode of a layer's top directory (Prism's own) for the directory ``seen``.
+
+    The directory's mode; as root, without the owner's write bit when the
+    sandboxed command (Prism's user and groups, no capability: bubblewrap drops
+    them) may not create in the directory itself (another user's, or without a
+    write bit for it): the command owns the layer's top and would otherwise
+    create there what the copy-back then puts in the directory. The layer's own
+    copy-ups (Prism's, with its capabilities) are not hindered by it.
+    """
+    mode = stat.S_IMODE(seen.st_mode)
+    if os.geteuid() != 0:
+        return mode  # the layer's top and the directory are both Prism's user's
+    if seen.st_uid == 0:
+        bits = mode >> 6
+    elif seen.st_gid == os.getegid() or seen.st_gid in os.getgroups():
+        bits = mode >> 3
+    else:
+        bits = mode
+    if bits & 0o3 != 0o3:  # write and search
+        mode &= ~stat.S_IWUSR
+    return mode
+
+
 class RootOverlay:
     """The private upper layer of one root while one command runs (see the module docstring)."""
 
@@ -466,7 +490,7 @@ class RootOverlay:
         else:
             seen = os.stat(self.lower)
         self.identity = (seen.st_dev, seen.st_ino)
-        os.chmod(self.upper, stat.S_IMODE(seen.st_mode))
+        os.chmod(self.upper, _layer_top_mode(seen))
         upper = os.stat(self.upper)
         self._same_device = upper.st_dev == seen.st_dev
         # the file systems' own clock when the command starts (the chmod just set the
