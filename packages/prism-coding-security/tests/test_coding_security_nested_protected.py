@@ -10,19 +10,33 @@ answer for everything below the top.
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
 
 from prism.coding.security import (
+    PROTECTED_PATHS,
     BubblewrapSandbox,
+    SandboxUnavailableError,
     create_coding_approval_policy,
+    create_sandbox_shell_operations,
     explain_command,
 )
+from prism.coding.security._implied import implied_protected
+from prism.coding.security._protected import ProtectedPaths
+from prism.coding.security._redirects import close_targets, open_targets
+from prism.coding.tools import RedirectedWrites
 from prism.core import ExecutionAction, ExecutionDecision
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
+
+    from prism.coding.tools import ShellExit
+
+    RunShell = Callable[..., Awaitable[tuple[ShellExit, str]]]
 
 
 def _links(root: Path) -> None:
@@ -90,3 +104,166 @@ def test_links_met_on_the_way(root: Path) -> None:
     assert len(links_on_the_way(f"{root}/loop/x")) == 41  # stops, as the kernel does
     assert links_on_the_way(f"{root}/x/.git/config") == [f"{root}/x/.git/config"]
     assert os.path.realpath(f"{root}/x/.git/config") == f"{root}/gd/config"
+
+
+_GIT_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "u",
+    "GIT_AUTHOR_EMAIL": "u@example.invalid",
+    "GIT_COMMITTER_NAME": "u",
+    "GIT_COMMITTER_EMAIL": "u@example.invalid",
+}
+
+
+def _git(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, env=_GIT_ENV, capture_output=True)
+
+
+def _workspace(root: Path) -> None:
+    """A root holding clones: each layout whose git directory or hooks lie below the top."""
+    # proj: a clone whose core.hooksPath names a directory of its work tree
+    _git("init", "-q", str(root / "proj"))
+    _git("-C", str(root / "proj"), "config", "core.hooksPath", ".githooks")
+    hook = root / "proj" / ".githooks" / "pre-commit"
+    hook.parent.mkdir()
+    hook.write_text("#!/bin/sh\necho lint\n")
+    hook.chmod(0o755)
+    # x: repo's layout, x/.git a link to .repo/projects/x.git
+    _git("init", "-q", str(root / "x"))
+    (root / ".repo" / "projects").mkdir(parents=True)
+    os.rename(root / "x" / ".git", root / ".repo" / "projects" / "x.git")
+    (root / "x" / ".git").symlink_to("../.repo/projects/x.git")
+    # y: a separate git directory (a gitfile naming gd/y)
+    (root / "gd").mkdir()
+    _git("init", "-q", f"--separate-git-dir={root / 'gd' / 'y'}", str(root / "y"))
+    # z: repo's classic layout, z/.git a directory whose config is a link
+    _git("init", "-q", str(root / "z"))
+    os.rename(root / "z" / ".git" / "config", root / ".repo" / "projects" / "z.config")
+    (root / "z" / ".git" / "config").symlink_to("../../.repo/projects/z.config")
+    # protected names that are links below the top
+    (root / "svc").mkdir()
+    (root / "app").mkdir()
+    (root / "editor").mkdir()
+    (root / "envrc.shared").write_text("export A=1\n")
+    (root / "svc" / ".envrc").symlink_to("../envrc.shared")
+    (root / "app" / ".vscode").symlink_to("../editor")
+
+
+# what the model appends or writes: each changes what the host runs next
+_PLANTED = {
+    "proj/.githooks/pre-commit": "touch {marker}\n",
+    ".repo/projects/x.git/config": '[core]\n\tfsmonitor = "touch {marker}; false"\n',
+    "gd/y/config": '[core]\n\tfsmonitor = "touch {marker}; false"\n',
+    ".repo/projects/z.config": '[core]\n\tfsmonitor = "touch {marker}; false"\n',
+    "envrc.shared": "touch {marker}\n",
+    "editor/tasks.json": "{{}}\n",
+}
+
+
+def test_the_host_opens_nothing_a_nested_repository_or_a_deep_link_protects(
+    root: Path,
+) -> None:
+    """Findings e1 #5, #6, #7 on the host-opened path: every target is refused (the
+    line then runs over the layer), an ordinary file of the same root is opened."""
+    _workspace(root)
+    matcher = ProtectedPaths(PROTECTED_PATHS)
+    for path in _PLANTED:
+        request = RedirectedWrites(command=":", targets=((4, f"{root}/{path}", True),))
+        assert open_targets(request, [str(root)], matcher, PROTECTED_PATHS) is None, path
+    request = RedirectedWrites(command=":", targets=((4, f"{root}/editor.txt", False),))
+    opened = open_targets(request, [str(root)], matcher, PROTECTED_PATHS)
+    assert opened is not None
+    close_targets(opened, failed=True)
+    found = set(implied_protected(str(root), matcher))
+    assert {"proj/.githooks", "envrc.shared", "editor", ".repo/projects/z.config"} <= found
+    assert {".repo/projects/x.git/config", ".repo/projects/x.git/hooks", "gd/y/config"} <= found
+    assert ".repo/projects/x.git/objects" not in found  # its commits still come back
+
+
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_nothing_planted_below_the_top_comes_back_and_the_hosts_git_runs_nothing(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    """The same writes over the private layer: each is left out and reported, an
+    ordinary file comes back; then the host's own git status in each clone and git
+    commit in proj run nothing the model wrote."""
+    _workspace(root)
+    marker = tmp_path / "ran"
+    before = {path: (root / path).read_bytes() for path in _PLANTED if (root / path).exists()}
+    writes = "; ".join(
+        f"printf '%s' {shlex.quote(text.format(marker=marker))} >> {path}"
+        for path, text in _PLANTED.items()
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, f"{writes}; echo ok > notes.txt", root)
+    for path in _PLANTED:
+        # a new file in a protected directory is reported by its directory
+        assert path in output or f" {os.path.dirname(path)}/" in output, (path, output)
+        if path in before:
+            assert (root / path).read_bytes() == before[path], path
+        else:
+            assert not (root / path).exists(), path
+    assert (root / "notes.txt").read_text() == "ok\n"
+    for clone in ("x", "y", "z"):
+        _git("-C", str(root / clone), "status", "--short")
+    _git("-C", str(root / "proj"), "commit", "-q", "--allow-empty", "-m", "next")
+    assert not marker.exists()
+
+
+def test_the_walk_is_kept_and_lists_again_only_what_changed(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later answer lists only the directories changed since; a protected link made
+    deep down in one of them is found; a directory changed in the instant it was
+    listed is listed again (its times cannot tell)."""
+    from prism.coding.security import _implied
+
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "d").mkdir()
+    (root / "npmrc.shared").write_text("")
+    matcher = ProtectedPaths(PROTECTED_PATHS)
+    listed: list[str] = []
+    real_list = _implied._list
+
+    def counting(path: str, *args: object) -> object:
+        listed.append(path)
+        return real_list(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_implied, "_list", counting)
+    assert implied_protected(str(root), matcher) == []
+    assert len(listed) == 5
+    implied_protected(str(root), matcher)
+    assert len(listed) == 10  # just made: every directory is listed again
+    monkeypatch.setattr(_implied, "_RACY_NS", -(10**12))  # as if listed long after
+    implied_protected(str(root), matcher)
+    listed.clear()
+    assert implied_protected(str(root), matcher) == []
+    assert listed == []
+    (root / "a" / "b" / "c" / ".npmrc").symlink_to("../../../npmrc.shared")
+    assert implied_protected(str(root), matcher) == ["npmrc.shared"]
+    assert listed == [f"{root}/a/b/c"]
+
+
+def test_the_walk_is_bounded(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its bounds the walk fails closed: nothing below the top is trusted (the
+    host opens nothing, the copy-back applies nothing) rather than a partial answer."""
+    from prism.coding.security import _implied
+
+    for name in ("p", "q"):  # two repositories as git makes them (no git run)
+        for part in ("objects", "refs"):
+            (root / name / ".git" / part).mkdir(parents=True)
+        (root / name / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / "w").mkdir()
+    os.mkfifo(root / "w" / ".git")  # names no repository: never waited on, git not asked
+    matcher = ProtectedPaths(PROTECTED_PATHS)
+    assert sorted(implied_protected(str(root), matcher)) == ["p/.git/hooks", "q/.git/hooks"]
+    os.unlink(root / "w" / ".git")
+    monkeypatch.setattr(_implied, "MAX_NESTED_REPOSITORIES", 1)
+    with pytest.raises(SandboxUnavailableError, match="more than 1 git repositories"):
+        implied_protected(str(root), matcher)
+    monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 3)
+    with pytest.raises(SandboxUnavailableError, match="more than 3 entries"):
+        implied_protected(str(root), matcher)

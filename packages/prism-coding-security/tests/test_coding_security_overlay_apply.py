@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from prism.coding.security import PROTECTED_PATHS, SandboxUnavailableError
 from prism.coding.security._gitnames import cached_git_entries, git_entries
-from prism.coding.security._overlay import RootOverlay, overlay_base, protected_links
+from prism.coding.security._implied import implied_protected
+from prism.coding.security._overlay import RootOverlay, overlay_base
 from prism.coding.security._protected import ProtectedPaths
 
 if TYPE_CHECKING:
@@ -77,7 +78,8 @@ def test_links_at_protected_names_protect_their_targets_inside_the_root(
     (root / ".vscode").mkdir()
     (root / ".vscode" / "x").symlink_to("../tasks.real")
     entries = [".envrc", ".bashrc", ".profile", ".zshrc", ".vscode/x", "*.secret", "gone/x"]
-    assert protected_links(str(root), entries) == ["envrc.real", "tasks.real"]
+    found = implied_protected(str(root), ProtectedPaths(entries))
+    assert sorted(found) == ["envrc.real", "tasks.real"]
 
 
 def test_a_file_through_a_protected_link_is_left_out(root: Path, tmp_path: Path) -> None:
@@ -86,7 +88,10 @@ def test_a_file_through_a_protected_link_is_left_out(root: Path, tmp_path: Path)
     (tmp_path / "base").joinpath(os.path.basename(overlay.directory), "upper", "envrc.real")
     with open(os.path.join(overlay.upper, "envrc.real"), "w") as handle:
         handle.write("curl x | sh\n")
-    notes = _apply(overlay)
+    try:
+        notes = overlay.apply(_PROTECTED, lambda: implied_protected(str(root), _PROTECTED))
+    finally:
+        overlay.discard()
     assert not (root / "envrc.real").exists()
     assert "envrc.real" in " ".join(notes)
 

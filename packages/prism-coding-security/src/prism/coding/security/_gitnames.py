@@ -19,11 +19,18 @@ from ._files import read_regular_file
 from ._gitdrivers import unsafe_to_start
 from ._proved import HOST_GIT_ENVIRONMENT
 
-__all__ = ["cached_git_entries", "git_entries"]
+__all__ = [
+    "EMBEDDED_GIT",
+    "cached_configured",
+    "cached_git_entries",
+    "git_entries",
+    "gitfile_target",
+]
 
-_EMBEDDED_GIT = (
+EMBEDDED_GIT = (
     "config", "config.worktree", "hooks", "commondir", "info", "modules", "worktrees",
 )  # fmt: skip
+"""What of a git directory decides what git runs (protected wherever that directory lies)."""
 
 
 def _git(root: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
@@ -124,8 +131,14 @@ def git_entries(root: str, includes: list[str] | None = None) -> list[str]:
     return _configured(root, includes) + _submodule_entries(root)
 
 
-def _configured(root: str, includes: list[str] | None = None) -> list[str]:
-    """The hooks directory and the included files of :func:`git_entries` (its configuration)."""
+def _configured(
+    root: str, includes: list[str] | None = None, *, within: str | None = None
+) -> list[str]:
+    """The hooks directory and the included files of :func:`git_entries` (its configuration).
+
+    ``within``: the paths are relative to this directory, and only those inside
+    it count (a repository nested in a root: the root); default ``root``.
+    """
     problem = _dot_git_problem(root) or unsafe_to_start(root)
     if problem is not None:
         # any git started there would wait on it (git reads it as it starts)
@@ -133,11 +146,12 @@ def _configured(root: str, includes: list[str] | None = None) -> list[str]:
     if not _repository_around(root):
         return []
     out: list[str] = []
-    inside = root.rstrip("/") + "/"
+    top = within or root
+    inside = top.rstrip("/") + "/"
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
     hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
     if hooks.startswith(inside):
-        out.append(os.path.relpath(hooks, root))
+        out.append(os.path.relpath(hooks, top))
     pattern = r"^(include(if\..*)?\.path|core\.hookspath)$"
     # exit status 1: nothing matched
     found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, clean=(0, 1))
@@ -145,15 +159,15 @@ def _configured(root: str, includes: list[str] | None = None) -> list[str]:
         if includes is not None:
             includes.append(path)
         if path.startswith(inside):
-            out.append(os.path.relpath(path, root))
+            out.append(os.path.relpath(path, top))
     # the names git is given, as well as where they lead: a link among them (the
     # configured `.githooks -> tools/hooks`, `project.gitconfig -> shared/team.cfg`)
     # replaced by a file or another link would change what git reads
-    for path in _named_paths(root, found):
+    for path in _named_paths(root, found, top):
         if includes is not None:
             includes.append(path)  # a link retargeted on the host changes its identity
-        if path.startswith(inside) and os.path.relpath(path, root) not in out:
-            out.append(os.path.relpath(path, root))
+        if path.startswith(inside) and os.path.relpath(path, top) not in out:
+            out.append(os.path.relpath(path, top))
     return out
 
 
@@ -203,11 +217,11 @@ def _gitlink_entries(root: str, names: list[bytes]) -> list[str]:
         if os.path.isdir(dot_git) and not os.path.islink(dot_git):
             continue
         out.append(f"{path}/.git")
-        target = _gitfile_target(dot_git)
+        target = gitfile_target(dot_git)
         if target is not None and target.startswith(root.rstrip("/") + "/"):
             # the git directory a .git file names, when it lies in the root
             relative = os.path.relpath(target, root)
-            out += [f"{relative}/{part}" for part in _EMBEDDED_GIT]
+            out += [f"{relative}/{part}" for part in EMBEDDED_GIT]
     return out
 
 
@@ -244,20 +258,23 @@ def _given(root: str, listing: bytes, *, hooks: bool) -> list[str]:
     return out
 
 
-def _named_paths(root: str, listing: bytes) -> list[str]:
-    """Each configured name of :func:`_given`, and every symbolic link on the way to it."""
+def _named_paths(root: str, listing: bytes, top: str | None = None) -> list[str]:
+    """Each configured name of :func:`_given`, and every symbolic link on the way to it.
+
+    Links are looked for up to ``top`` (default ``root``).
+    """
     out: list[str] = []
     for path in [*_given(root, listing, hooks=False), *_given(root, listing, hooks=True)]:
         out.append(path)
         current = path
-        while current.startswith(root.rstrip("/") + "/"):
+        while current.startswith((top or root).rstrip("/") + "/"):
             if os.path.islink(current):
                 out.append(current)
             current = os.path.dirname(current)
     return out
 
 
-def _gitfile_target(path: str) -> str | None:
+def gitfile_target(path: str) -> str | None:
     """The real git directory a ``.git`` file names, or None (not a readable gitfile).
 
     Read as a regular file only: a link is not followed (``sub/.git ->
@@ -291,7 +308,7 @@ def _git_directory(root: str) -> str:
     dot_git = os.path.join(root, ".git")
     if os.path.isdir(dot_git):
         return dot_git
-    return _gitfile_target(dot_git) or dot_git
+    return gitfile_target(dot_git) or dot_git
 
 
 def _key(root: str, includes: list[str]) -> tuple[object, ...]:
@@ -400,3 +417,31 @@ def cached_git_entries(root: str) -> list[str]:
     with _cache_lock:
         _submodules[root] = (index, entries)
     return entries
+
+
+# per (repository, root it lies in): the configured part's key, entries and includes
+_nested: dict[tuple[str, str], tuple[tuple[object, ...], list[str], list[str]]] = {}
+
+
+def cached_configured(repository: str, within: str) -> list[str]:
+    """The configured part of :func:`git_entries` for a repository nested in the root ``within``.
+
+    Relative to ``within`` (its hooks directory and includes may lie anywhere
+    in the root); asked again only when a file of its key changed, as
+    :func:`cached_git_entries` asks.
+
+    Raises:
+        SandboxUnavailableError: as :func:`git_entries`.
+    """
+    with _cache_lock:
+        hit = _nested.get((repository, within))
+    if hit is not None and _key(repository, hit[2]) == hit[0]:
+        return hit[1]
+    includes: list[str] = []
+    configured = _configured(repository, includes, within=within)
+    key = _key(repository, includes)
+    with _cache_lock:
+        if len(_nested) >= 4096:
+            _nested.clear()
+        _nested[repository, within] = (key, configured, includes)
+    return configured

@@ -12,9 +12,11 @@ The host sees none of the command's changes while it runs.
 When the command has ended (no process of it is left), :meth:`RootOverlay.apply`
 moves the changes into the real root, leaving out and reporting:
 
-* a protected name at any depth (:mod:`._protected`, plus the hooks directory,
-  included config files and submodule git directories git names for the root:
-  :func:`._gitnames.git_entries`), created, changed or deleted;
+* a protected name at any depth (:mod:`._protected`), or a path the root's own
+  files make protected (:func:`._implied.implied_protected`: the hooks
+  directory, included config files and git directories git names for the root
+  and every repository nested in it, what a link whose name is protected leads
+  to), created, changed or deleted;
 * in any ``.git`` directory, everything but git's data and work state: only
   proved objects under ``objects`` (:mod:`._objects`: never an object file the
   host holds, a new one only when it hashes to its name, a new pack only with
@@ -320,33 +322,6 @@ def _hidden(tag: bytes) -> bool:
     return tag == b"S" or tag.islower()
 
 
-def protected_links(root: str, entries: Sequence[str]) -> list[str]:
-    """What the protected entries at the top of ``root`` that are links point at, in the root.
-
-    Paths relative to ``root``; a missing target counts (writing through the
-    link would create it).
-    """
-    out: list[str] = []
-    for entry in entries:
-        if any(ch in entry for ch in "*?["):
-            continue
-        current = root
-        for part in entry.split("/"):
-            current = os.path.join(current, part)
-            try:
-                info = os.lstat(current)
-            except OSError:
-                break
-            if stat.S_ISLNK(info.st_mode):
-                target = os.path.realpath(current)
-                if target != root and _within(target, root):
-                    out.append(os.path.relpath(target, root))
-                break
-            if not stat.S_ISDIR(info.st_mode):
-                break
-    return out
-
-
 # what git's `@{-N}` (`git checkout -`) reads from a reflog line: the name after this
 _MOVING = b"checkout: moving from "
 # a local branch's name as git writes it there (check_refname_format's rules, stricter)
@@ -456,9 +431,8 @@ class RootOverlay:
     ) -> None:
         """Make the upper and work directories under ``base``; note git's work state.
 
-        ``entries``: the protected entries; those at the top of the root that are
-        symbolic links protect what they point at (a ``.envrc`` linked to a file
-        of the root).
+        ``entries``: the protected entries (what the root's own links and
+        repositories make protected besides comes from ``anchored`` in :meth:`apply`).
         ``below``: the layer covers only this directory of the root (its names,
         relative to the root); what it holds comes back under the same rules, each
         path judged from the root's top (a ``.git`` two levels down is still one).
@@ -505,7 +479,6 @@ class RootOverlay:
             if self.below[:1] in ((), (".git",)) and os.path.isdir(git_dir)
             else dict.fromkeys(COPY_BACK)
         )
-        # the command cannot change the host's links: looked at only when needed
         self._entries = tuple(entries)
 
     def mount_option(self) -> str:
@@ -564,8 +537,7 @@ class RootOverlay:
         extra: tuple[tuple[str, ...], ...] | None = None
 
         def compute() -> tuple[tuple[str, ...], ...]:
-            links = protected_links(self.root, self._entries)
-            return tuple(tuple(p.split("/")) for p in [*anchored(), *links])
+            return tuple(tuple(p.split("/")) for p in anchored())
 
         if only_granted:
             extra = ()

@@ -10,9 +10,11 @@ roots stay read-only. What the copy-back refuses is never opened here:
 * every step is opened without following a link, from the root down (a link
   planted at the target or on the way after the policy looked is not
   followed: the line then runs over the layer, as before);
-* a protected name, a path inside a ``.git`` directory, a path git names
-  (hooks directory, included configuration, submodules) or one a protected
-  link at the root's top leads to;
+* a protected name, a path inside a ``.git`` directory, or a path the root's
+  own files make protected (:func:`._implied.implied_protected`: what git names
+  for the root and for every repository nested in it, the git directories their
+  ``.git`` files and links name, what a link whose name is protected leads to,
+  at any depth);
 * anything but a regular file with one name (a FIFO is never waited on, a
   directory, a device or a hard-linked file is not written through; an
   existing file is looked at before it is opened for writing, so no device's
@@ -37,8 +39,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._errors import SandboxUnavailableError
-from ._gitnames import cached_git_entries
-from ._overlay import protected_links
+from ._implied import implied_protected
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -127,12 +128,12 @@ def _refused(
     if ".git" in parts or matcher.covers(parts):
         return True
     try:
-        named = cached_git_entries(root)
+        anchored = implied_protected(root, matcher)
     except SandboxUnavailableError:
-        # git's answer is not known (it cannot be asked, or did not answer): the
-        # copy-back refuses the root's changes for the same reason, over the layer
+        # git's answer is not known (it cannot be asked, or did not answer), or the
+        # root is past the walk's bounds: the copy-back refuses the root's changes for
+        # the same reason, over the layer
         return True
-    anchored = [*named, *protected_links(root, protected)]
     return any(parts[: len(e)] == e for e in (tuple(a.split("/")) for a in anchored))
 
 

@@ -35,7 +35,8 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
-from ._gitnames import cached_git_entries, remember_index
+from ._gitnames import remember_index
+from ._implied import implied_protected
 from ._landlock import LandlockSandbox
 from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
@@ -587,7 +588,7 @@ class BubblewrapSandbox:
                     with _apply_lock(overlay.root):
                         session.notes += overlay.apply(
                             self._matcher,
-                            _anchored(overlay.root),
+                            _anchored(overlay.root, self._matcher),
                             granted=granted,
                             only_granted=only,
                             index_placed=functools.partial(remember_index, overlay.root),
@@ -754,9 +755,9 @@ def _apply_lock(root: str) -> threading.Lock:
         return _APPLY_LOCKS.setdefault(root, threading.Lock())
 
 
-def _anchored(root: str) -> Callable[[], Sequence[str]]:
+def _anchored(root: str, matcher: ProtectedPaths) -> Callable[[], Sequence[str]]:
     def entries() -> Sequence[str]:
-        return cached_git_entries(root)
+        return implied_protected(root, matcher)
 
     return entries
 

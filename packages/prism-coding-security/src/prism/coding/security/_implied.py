@@ -1,0 +1,256 @@
+"""The protected set a root implies: what its git repositories and protected links name.
+
+The fixed entries (:mod:`._protected`) match by name; a root's own files make more
+paths protected, wherever they lie in it:
+
+* what git names for the root's repository (:func:`._gitnames.cached_git_entries`:
+  its hooks directory, included configuration, submodules' git directories);
+* every ``.git`` below the root's top (a directory, a gitfile or a link: a
+  workspace of clones, ``repo``'s ``x/.git -> .repo/projects/x.git``, a
+  ``--separate-git-dir``): the git directory it names, when that lies in the root
+  and is not itself named ``.git``, has its :data:`._gitnames.EMBEDDED_GIT`
+  protected, and so has the common directory its ``commondir`` names; the
+  repository's own configuration is asked (``core.hooksPath``, includes) with
+  the forced configuration, as the root's is;
+* every symbolic link whose own name is protected (``svc/.envrc ->
+  ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
+  lies in the root; a link on the way to an entry (``.cargo -> c`` for
+  ``.cargo/config.toml``) protects what it leads to joined with the rest of the
+  entry (``c/config.toml``).
+
+One answer serves the host-opened redirect and the copy-back. Finding it walks
+the whole root (never following a link, never entering a ``.git`` directory);
+each directory's listing is kept by the directory's identity and times, so a
+later call lists again only the directories changed since (one ``lstat`` per
+directory otherwise). A directory changed in the same instant it was listed is
+listed again next time (its times cannot tell a later change apart).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ._errors import SandboxUnavailableError
+from ._files import read_regular_file
+from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
+
+if TYPE_CHECKING:
+    from ._protected import ProtectedPaths
+
+__all__ = ["MAX_NESTED_REPOSITORIES", "MAX_WALKED_ENTRIES", "implied_protected"]
+
+MAX_WALKED_ENTRIES = 1_000_000
+"""A root holding more entries is not walked: nothing found below its top is trusted."""
+
+MAX_NESTED_REPOSITORIES = 256
+"""A root holding more git repositories below its top is not asked about each."""
+
+# a directory whose times are this recent when listed may change again unseen
+# (file systems stamp times from a coarse clock)
+_RACY_NS = 100_000_000
+
+_GIT = ".git"
+
+# one listing: the directory's identity and times (None: list it again), its
+# subdirectories, its `.git` entry's kind ("" for none), its links worth resolving
+_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...]]
+_trees: dict[tuple[str, tuple[str, ...]], dict[str, _Listing]] = {}
+_trees_lock = threading.Lock()
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _interesting(parts: tuple[str, ...], matcher: ProtectedPaths) -> bool:
+    return bool(matcher.covers(parts) or matcher.leads_to(parts))
+
+
+def _list(
+    path: str, rel: str, matcher: ProtectedPaths, info: os.stat_result, started: int
+) -> tuple[_Listing, int]:
+    subdirs: list[str] = []
+    links: list[str] = []
+    git = ""
+    count = 0
+    with os.scandir(path) as listing:
+        for entry in listing:
+            count += 1
+            name = entry.name
+            try:
+                is_link = entry.is_symlink()
+                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+            except OSError:  # pragma: no cover - removed while listed
+                continue
+            if name == _GIT:
+                # never entered: everything in a .git directory is judged by name
+                git = "link" if is_link else "dir" if is_dir else "file"
+                continue
+            if is_link:
+                parts = (*rel.split("/"), name) if rel else (name,)
+                if _interesting(parts, matcher):
+                    links.append(name)
+            elif is_dir:
+                subdirs.append(name)
+    identity = _identity(info)
+    # changed in the clock's last tick: a later change may leave the times equal
+    racy = max(info.st_mtime_ns, info.st_ctime_ns) >= started - _RACY_NS
+    return (None if racy else identity, tuple(subdirs), git, tuple(links)), count
+
+
+def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], list[str]]:
+    """The ``.git`` entries (directory relative to the root, kind) and interesting links."""
+    key = (root, matcher.entries)
+    with _trees_lock:
+        kept = _trees.get(key, {})
+    fresh: dict[str, _Listing] = {}
+    gits: list[tuple[str, str]] = []
+    links: list[str] = []
+    started = time.time_ns()
+    walked = 0
+    pending: list[tuple[str, bool]] = [("", True)]
+    while pending:
+        rel, descend = pending.pop()
+        path = f"{root}/{rel}" if rel else root
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            continue
+        hit = kept.get(rel)
+        if hit is not None and hit[0] == _identity(info):
+            listing = hit
+            walked += len(hit[1]) + len(hit[3]) + 1
+        else:
+            try:
+                listing, count = _list(path, rel, matcher, info, started)
+            except OSError:
+                continue
+            walked += count
+        if walked > MAX_WALKED_ENTRIES:
+            raise SandboxUnavailableError(
+                f"{root} holds more than {MAX_WALKED_ENTRIES:,} entries: the repositories "
+                "and protected links below its top cannot all be found"
+            )
+        fresh[rel] = listing
+        _, subdirs, git, named = listing
+        links += [f"{rel}/{name}" if rel else name for name in named]
+        if not descend:
+            continue  # a .git directory: only the links at its top (repo's layout)
+        if git:
+            gits.append((rel, git))
+            if git == "dir":
+                pending.append((f"{rel}/{_GIT}" if rel else _GIT, False))
+        pending += [(f"{rel}/{name}" if rel else name, True) for name in subdirs]
+    with _trees_lock:
+        if len(_trees) >= 64 and key not in _trees:
+            _trees.clear()
+        _trees[key] = fresh
+    return gits, links
+
+
+def _inside(path: str, root: str) -> str | None:
+    """``path`` relative to ``root`` when it lies below it, else None."""
+    if path.startswith(root.rstrip("/") + "/"):
+        return path[len(root.rstrip("/")) + 1 :]
+    return None
+
+
+def _git_directory_entries(git_dir: str, root: str) -> list[str]:
+    """What of the git directory ``git_dir`` (and its common directory) to protect."""
+    out: list[str] = []
+    common = read_regular_file(os.path.join(git_dir, "commondir"), 4097)
+    directories = [git_dir]
+    if common is not None:
+        text = common.decode("utf-8", "surrogateescape").strip()
+        directories.append(os.path.realpath(os.path.join(git_dir, text)))
+    for directory in directories:
+        relative = _inside(directory, root)
+        if relative is not None and _GIT not in relative.split("/"):
+            out += [f"{relative}/{part}" for part in EMBEDDED_GIT]
+    return out
+
+
+def _link_entries(rel: str, root: str, matcher: ProtectedPaths) -> list[str]:
+    """What the link at ``rel`` makes protected: its target, or its target and an entry's rest."""
+    path = f"{root}/{rel}"
+    target = os.path.realpath(path)
+    relative = _inside(target, root)
+    if relative is None:
+        return []  # outside the root (the roots' own checks), or the root itself
+    parts = tuple(rel.split("/"))
+    if matcher.covers(parts):
+        return [relative]
+    out: list[str] = []
+    size = len(parts)
+    for entry in matcher.entries:
+        pattern = entry.split("/")
+        for start in range(max(0, size - len(pattern) + 1), size):
+            window = parts[start:]
+            if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
+                rest = pattern[len(window) :]
+                literal: list[str] = []
+                for part in rest:
+                    if any(ch in part for ch in "*?["):
+                        break
+                    literal.append(part)
+                out.append("/".join([relative, *literal]))
+    return out
+
+
+def _names_a_repository(dot_git: str) -> bool:
+    """Whether git could take ``dot_git`` for a repository (a directory or a gitfile).
+
+    Anything else (a FIFO, a device, a link to one or to nothing) names none:
+    git is not asked about it (it would wait on a FIFO, as the host's own git
+    there would) and nothing is run from it.
+    """
+    try:
+        mode = os.stat(dot_git).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
+
+
+def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
+    """The paths (relative to ``root``) that ``root``'s own files make protected.
+
+    See the module's docstring. A path in the answer protects everything below it.
+
+    Raises:
+        SandboxUnavailableError: git cannot be asked about the root's repository or
+            one nested in it, the root holds more than :data:`MAX_WALKED_ENTRIES`
+            entries or more than :data:`MAX_NESTED_REPOSITORIES` repositories.
+    """
+    out = list(cached_git_entries(root))
+    gits, links = _walk(root, matcher)
+    if sum(1 for rel, _ in gits if rel) > MAX_NESTED_REPOSITORIES:
+        raise SandboxUnavailableError(
+            f"{root} holds more than {MAX_NESTED_REPOSITORIES} git repositories below its "
+            "top: their configurations are not all asked"
+        )
+    for rel, kind in gits:
+        repository = f"{root}/{rel}" if rel else root
+        dot_git = f"{repository}/{_GIT}"
+        if kind == "link":
+            target = os.path.realpath(dot_git)
+            if os.path.isdir(target):
+                out += _git_directory_entries(target, root)
+        elif kind == "file":
+            named = gitfile_target(dot_git)
+            if named is not None:
+                out += _git_directory_entries(named, root)
+        else:
+            out += _git_directory_entries(dot_git, root)
+        if rel and _names_a_repository(dot_git):
+            # its own configuration: a hooks directory, includes, anywhere in the root
+            out += cached_configured(repository, root)
+    for rel in links:
+        out += _link_entries(rel, root, matcher)
+    return list(dict.fromkeys(out))
