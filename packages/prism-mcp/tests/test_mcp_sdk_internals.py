@@ -40,7 +40,14 @@ from mcp.client import session as client_session
 from mcp_types import methods
 
 from prism.mcp._content import plain_json
-from prism.mcp._gate import LISTED_KEY, _Gate, listed_tools, skeleton, tool_model
+from prism.mcp._gate import (
+    LISTED_KEY,
+    MAX_TOOL_ICONS,
+    _Gate,
+    listed_tools,
+    skeleton,
+    tool_model,
+)
 from prism.mcp._wire import WireState
 
 if TYPE_CHECKING:
@@ -192,6 +199,20 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
         kept, dropped = await answer({"tools": [good, bad, 7], **mended})
         assert kept == [good]
         assert [name for name, _ in dropped] == ["'b'", "7"]
+    # Icons past MAX_TOOL_ICONS are never used: left out before the check (the SDK's
+    # models build an object per icon, in one step); the ones kept are checked as ever.
+    icon = {"src": "https://a.example/i.png", "sizes": ["16x16"]}
+    icons: list[object] = [icon] * 5000
+    icons[MAX_TOOL_ICONS] = {"src": 7}  # (the SDK would refuse the tool for it)
+    many = {"name": "m", "inputSchema": {"type": "object"}, "icons": icons}
+    kept, dropped = await answer({"tools": [many]})
+    assert kept == [{**many, "icons": [icon] * MAX_TOOL_ICONS}]
+    assert dropped == []
+    early = {**many, "name": "e", "icons": [icon, {"src": 7}, *[icon] * 100]}
+    kept, dropped = await answer({"tools": [early]})
+    assert kept == []
+    assert [name for name, _ in dropped] == ["'e'"]
+    assert dropped[0][1].startswith("tools.0.icons.1.src:")
     # A page wrong in itself (a cursor that is not a string) is refused by the SDK:
     # no tool is blamed for it, and none reaches the SDK unchecked.
     wrong = {"tools": [good, bad], "nextCursor": 5}
@@ -199,6 +220,41 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
     assert dropped == [("(page)", "the page around the tools is refused")]
     with pytest.raises(ValueError, match="nextCursor"):
         mcp_types.ListToolsResult.model_validate(wrong, by_name=False)
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the steps one task takes (each is one run between two checkpoints)."""
+
+    def __init__(self) -> None:
+        self.task: trio.lowlevel.Task | None = None
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def test_the_gate_lets_other_tasks_run_by_the_size_of_the_tools_checked() -> None:
+    """Three tools of 5,000 objects each are three steps, not one (checkpoints are
+    placed by the objects and arrays checked, not only every 64 tools)."""
+    gate = _Gate(limit=4, state=WireState(), write=None)
+    gate.version = "2025-11-25"
+    gate.track(1, "tools/list")
+    tools = [
+        {"name": f"t{n}", "inputSchema": {"type": "object"}, "_meta": {"x": [{}] * 5000}}
+        for n in range(3)
+    ]
+    message = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result={"tools": tools})
+    steps = _Steps()
+    trio.lowlevel.add_instrument(steps)
+    try:
+        steps.task = trio.lowlevel.current_task()
+        await gate.answered(message)
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    assert steps.steps == 2
+    carried = message.result["_meta"][LISTED_KEY]
+    assert [tool.name for tool in carried.tools] == ["t0", "t1", "t2"]
 
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])

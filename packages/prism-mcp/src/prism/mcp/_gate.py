@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCKS_REFUSAL",
+    "CHECKPOINT_NODES",
     "CHECKPOINT_TOOLS",
     "DETACHED_KEY",
     "LISTED_KEY",
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_RESULT_BLOCKS",
     "MAX_SAMPLING_MESSAGES",
     "MAX_TOOL_DEPTH",
+    "MAX_TOOL_ICONS",
     "Detached",
     "Listed",
     "attach",
@@ -67,21 +69,29 @@ MAX_PAGE_TOOLS = 4096
 """Most entries one ``tools/list`` page may hold; a longer page is dropped whole."""
 CHECKPOINT_TOOLS = 64
 """Tools handled between two checkpoints when a listing is checked or prepared."""
+CHECKPOINT_NODES = 4096
+"""Objects and arrays (of tools' definitions) checked between two checkpoints, at most
+(a tool larger than this is checked in one step: the SDK's models build it whole)."""
 MAX_TOOL_DEPTH = 128
 _CONTAINERS = (dict, list)
 """Deepest nesting of objects and arrays in one tool's definition (the SDK cannot
 serialise much deeper, and no schema validator accepts deeper); a deeper tool is dropped."""
+MAX_TOOL_ICONS = 64
+"""A tool's ``icons`` past this many are left out before it is checked: the bridge never
+uses them, and the SDK's models build one object per icon, in one step."""
 
 
-def _deeper_than(value: object, limit: int) -> bool:
-    """Whether ``value`` nests objects and arrays more than ``limit`` levels (no recursion).
+def _containers(value: object, limit: int) -> int:
+    """How many objects and arrays ``value`` holds; -1 when nested more than ``limit`` levels.
 
-    Level by level, descending only into non-empty containers: a page of many
-    small schemas costs one pass over its containers, no tuple per node.
+    Level by level, descending only into non-empty containers (no recursion):
+    a page of many small schemas costs one pass over its containers, no tuple
+    per node.
     """
     if type(value) not in _CONTAINERS:
-        return False
+        return 0
     level: list[Any] = [value]
+    count = 1
     depth = 1
     while level:
         deeper: list[Any] = []
@@ -89,12 +99,21 @@ def _deeper_than(value: object, limit: int) -> bool:
             for child in item.values() if type(item) is dict else item:
                 if type(child) in _CONTAINERS:
                     if depth >= limit:
-                        return True
+                        return -1
+                    count += 1
                     if child:
                         deeper.append(child)
         level = deeper
         depth += 1
-    return False
+    return count
+
+
+def _few_icons(tool: dict[str, Any]) -> dict[str, Any]:
+    """``tool`` with at most ``MAX_TOOL_ICONS`` icons (the rest are never used)."""
+    icons = tool.get("icons")
+    if type(icons) is list and len(icons) > MAX_TOOL_ICONS:
+        return {**tool, "icons": icons[:MAX_TOOL_ICONS]}
+    return tool
 
 
 MAX_RESULT_BLOCKS = 1024
@@ -646,18 +665,24 @@ class _Gate:
                 result["tools"] = []
                 return
             built: list[mcp_types.Tool] = []
+            # Objects and arrays checked since the last checkpoint, and tools.
+            nodes = 0
             for index, tool in enumerate(tools):
-                if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
+                if nodes >= CHECKPOINT_NODES or index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
                     # Each tool is checked and built alone: let other tasks run.
                     await anyio.lowlevel.checkpoint()
+                    nodes = 0
                 if type(tool) is not dict:
                     # Dropped without a model check.
                     self._drop(repr(tool)[:130], "the entry is not a JSON object")
                     continue
-                if _deeper_than(tool, MAX_TOOL_DEPTH):
+                tool = _few_icons(tool)
+                size = _containers(tool, MAX_TOOL_DEPTH)
+                if size < 0:
                     deep = f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
                     self._drop(repr(tool.get("name"))[:130], deep)
                     continue
+                nodes += size
                 model = tool_model(rest, tool, version)
                 if type(model) is str:
                     self._drop(repr(tool.get("name"))[:130], model)
