@@ -171,7 +171,7 @@ _SCHEMA = {
 }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(value=_json)
 def test_arbitrary_arguments_never_raise_or_mutate(value: Any) -> None:
     before = copy.deepcopy(value)
@@ -241,7 +241,7 @@ def _within(value: object, limits: SchemaLimits) -> bool:
     )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(value=_wild)
 # The corners random data rarely reaches: every kind of problem at the root and in a list.
 @example(value=math.nan)

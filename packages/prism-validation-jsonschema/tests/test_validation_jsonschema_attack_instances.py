@@ -385,7 +385,7 @@ _SCHEMAS: list[Any] = [
 _schemas = st.integers(0, len(_SCHEMAS) - 1).map(lambda i: _SCHEMAS[i]())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(schema=_schemas, value=_values)
 def test_no_entry_point_raises(schema: Any, value: Any) -> None:
     validator = JsonSchemaArgumentValidator()

@@ -160,7 +160,7 @@ _FULL = {**CLOSED, "allOf": [{}]}
 _ANYTHING = {"$schema": "http://json-schema.org/draft-07/schema#"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(value=_instances)
 def test_the_fast_path_agrees_with_the_full_path(value: Any) -> None:
     fast = _VALIDATOR.validate(CLOSED, value)
