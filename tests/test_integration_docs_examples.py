@@ -34,6 +34,7 @@ How a page's blocks run, as a reader would run them:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -45,8 +46,9 @@ import subprocess
 import sys
 import tomllib
 from collections import Counter
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -55,7 +57,7 @@ import trio
 from prism.cli import parse_config, parse_session
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"^<!-- docs-test: (?P<kind>[a-z-]+)(?P<colon>:?)\s*(?P<text>.*?)\s*-->$")
@@ -281,6 +283,48 @@ def page_environments(
     return Environments()
 
 
+def _share_bytecode_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "_share_bytecode", ROOT / "scripts" / "_share_bytecode.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def shared_bytecode(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[Path], AbstractContextManager[None]]:
+    """``with shared_bytecode(bin_dir):`` around an example run in a page's environment.
+
+    The pages' environments are hard links to the same files in uv's cache, and Python
+    compiled the modules every page imports (the MCP SDK, pydantic, Prism's own) again
+    in each: before a page's first example, the bytecode other pages' examples compiled
+    for those very files is linked in (scripts/_share_bytecode.py: only the same file
+    gets it, and Python checks it against the source as always); after each example,
+    what it compiled is kept for the next pages.
+    """
+    share = _share_bytecode_module()
+    store = tmp_path_factory.mktemp("docs-bytecode")
+    linked: set[Path] = set()
+
+    @contextmanager
+    def around(bin_dir: Path) -> Iterator[None]:
+        sites = sorted((bin_dir.parent / "lib").glob("python*/site-packages"))
+        if bin_dir not in linked:
+            linked.add(bin_dir)
+            share.link_from(store, sites)
+        try:
+            yield
+        finally:
+            share.keep_in(store, sites)
+
+    return around
+
+
 def _bash(
     command: str, folder: Path, bin_dir: Path, *, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
@@ -341,20 +385,24 @@ def test_install_lines_run(page: str, page_environments: dict[str, Path]) -> Non
 @pytest.mark.slow
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[b.where for b in PYTHON_BLOCKS])
 def test_python_example_runs(
-    block: Block, page_environments: dict[str, Path], tmp_path: Path
+    block: Block,
+    page_environments: dict[str, Path],
+    shared_bytecode: Callable[[Path], AbstractContextManager[None]],
+    tmp_path: Path,
 ) -> None:
     python = page_environments[block.page] / "python"
     code, _ = _on_free_port(block.code)
-    proc = subprocess.run(
-        [str(python), "-c", code],
-        cwd=tmp_path,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    with shared_bytecode(python.parent):
+        proc = subprocess.run(
+            [str(python), "-c", code],
+            cwd=tmp_path,
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     assert proc.returncode == 0, f"{block.where} failed:\n{proc.stdout}\n{proc.stderr}"
 
 
@@ -429,7 +477,11 @@ def _wait_for_port(port: str, server: subprocess.Popen[bytes]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("block", CONSOLE_BLOCKS, ids=[b.where for b in CONSOLE_BLOCKS])
 def test_console_example_runs(
-    block: Block, page_environments: dict[str, Path], cli_folder: Path, tmp_path: Path
+    block: Block,
+    page_environments: dict[str, Path],
+    shared_bytecode: Callable[[Path], AbstractContextManager[None]],
+    cli_folder: Path,
+    tmp_path: Path,
 ) -> None:
     """Each command runs; it exits 0, or prints every output line the block shows for it."""
     code, port = _on_free_port(block.code)
@@ -438,6 +490,18 @@ def test_console_example_runs(
         if any(f"| {tool} " in command for command, _ in steps) and shutil.which(tool) is None:
             pytest.skip(f"{block.where} pipes into {tool}, which is not installed here")
     bin_dir = page_environments[block.page]
+    with shared_bytecode(bin_dir):
+        _run_console_block(block, bin_dir, port, steps, cli_folder, tmp_path)
+
+
+def _run_console_block(
+    block: Block,
+    bin_dir: Path,
+    port: str,
+    steps: list[tuple[str, list[str]]],
+    cli_folder: Path,
+    tmp_path: Path,
+) -> None:
     folder = tmp_path / "work"
     shutil.copytree(cli_folder, folder)
     server = None
