@@ -39,8 +39,13 @@ class _Gauge:
 
 async def _run_calls(url: str, clients: int, calls_each: int) -> None:
     async def one_client(number: int) -> None:
+        # Two sessions are two clients (2026-07-28 requests have no session: one
+        # principal's are one client, whatever name each declares).
         info = types.Implementation(name=f"client{number}", version="1")
-        async with Client(url, client_info=info) as client, trio.open_nursery() as nursery:
+        async with (
+            Client(url, client_info=info, mode="legacy") as client,
+            trio.open_nursery() as nursery,
+        ):
             for _ in range(calls_each):
                 nursery.start_soon(client.call_tool, "gauge", {})
 
@@ -61,3 +66,36 @@ async def test_one_client_gets_at_most_its_share(clients: int, expected_peak: in
         await _run_calls(url, clients=clients, calls_each=2)
         nursery.cancel_scope.cancel()
     assert gauge.peak == expected_peak
+
+
+async def test_a_call_waiting_for_its_clients_turn_holds_none_of_the_gateways_slots() -> None:
+    """Alice queues more calls than the gateway has slots; Bob's call runs at once.
+
+    Before, a call waiting for its client's slot held one of the gateway's while it
+    waited, and Alice's later calls were ahead of Bob in the gateway's queue: her
+    queue held every slot, and Bob waited behind all of her calls (Alice over the
+    in-process stream transport, Bob over the in-process 2026-07-28 one).
+    """
+    started: list[str] = []
+    go = trio.Event()
+
+    async def turn(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        started.append(str(arguments["who"]))
+        await go.wait()
+        return ToolResult.text("done")
+
+    tool = ToolDefinition(name="turn", execute=turn)
+    async with (
+        open_gateway(tools=[tool], max_concurrent_calls=2, max_calls_per_client=1) as gateway,
+        Client(gateway.server, mode="legacy") as alice,
+        Client(gateway.server) as bob,
+        trio.open_nursery() as nursery,
+    ):
+        for _ in range(3):
+            nursery.start_soon(alice.call_tool, "turn", {"who": "alice"})
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(bob.call_tool, "turn", {"who": "bob"})
+        await trio.testing.wait_all_tasks_blocked()
+        assert started == ["alice", "bob"]  # (before: ["alice"], Bob waiting)
+        go.set()
+    assert started == ["alice", "bob", "alice", "alice"]

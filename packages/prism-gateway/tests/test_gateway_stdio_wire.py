@@ -617,3 +617,45 @@ async def test_a_call_read_later_never_overtakes_a_cancellation_the_sdk_has_not_
         assert hang_ended.is_set()  # the cancellation reached the call it named
     assert answer["id"] == 19
     assert answer["result"]["content"] == [{"type": "text", "text": "echo after"}]
+
+
+def _named(name: str) -> dict[str, Any]:
+    """A 2026-07-28 envelope declaring the client name ``name``."""
+    return {**ENVELOPE, "io.modelcontextprotocol/clientInfo": {"name": name, "version": "0"}}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "sdk-path"])
+async def test_a_client_that_names_itself_anew_in_each_call_is_still_one_client(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """max_calls_per_client counts the connection, not the name a request declares.
+
+    Before, a 2026-07-28 client that put another clientInfo name in each request's
+    envelope made each call a client of its own: all ran at once, past its share.
+    """
+    if not fast:
+        monkeypatch.setattr(StdioFastPath, "take", lambda _self, _line: False)
+    started: list[str] = []
+    go = trio.Event()
+
+    async def turn(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        started.append(str(arguments["who"]))
+        await go.wait()
+        return ToolResult.text("done")
+
+    tool = ToolDefinition(name="turn", execute=turn)
+    async with (
+        open_gateway(tools=[tool], max_calls_per_client=1) as gateway,
+        _served(gateway) as peer,
+    ):
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+        await peer.send(listing)  # the era is known: the calls can go the fast way
+        await peer.receive()
+        for n in range(3):
+            await peer.send(_call(n, "turn", {"who": f"c{n}"}, **_named(f"c{n}")))
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(started) == 1  # (before: all three)
+        go.set()
+        answers = sorted([(await peer.receive())["id"] for _ in range(3)])
+    assert answers == [0, 1, 2]
+    assert sorted(started) == ["c0", "c1", "c2"]

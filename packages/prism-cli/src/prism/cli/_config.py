@@ -331,7 +331,8 @@ class ServeConfig:
             client's there, when the server neither answers it late nor exits.
         max_concurrent_calls: at most this many calls run at once.
         max_calls_per_client: at most this many of them for one client (its
-            principal, client name and session); the rest wait their turn.
+            principal and session over HTTP, its connection over stdio; never
+            the name it declares); the rest wait their turn.
         path: the HTTP endpoint's path.
         max_request_bytes: a larger HTTP request body is refused with 413.
         body_timeout_s: an HTTP request body not complete this long after its

@@ -133,6 +133,34 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
     return f"{_whole(principal)}/{_label(name)}/{_whole(session_id)}"
 
 
+def _share_key(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Whose share of the calls (``max_calls_per_client``) a call counts in.
+
+    What the sender cannot vary from one request to the next: over HTTP the
+    principal and session the guard checked; otherwise the connection (the
+    stdio pipe, an in-process client). Never the client name: a 2026-07-28
+    request declares its own in its envelope, so counting by it would make
+    every call its own client.
+    """
+    scope = getattr(ctx.request, "scope", None)
+    if isinstance(scope, Mapping):
+        principal = str(scope.get("prism.principal") or scope.get("prism.identity") or "http")
+        checked = scope.get("prism.session")
+        session_id = checked if isinstance(checked, str) else "-"
+        return f"{_whole(principal)}/{_whole(session_id)}"
+    # The connection's dispatcher (a 2026-07-28 request's context wraps the
+    # dispatcher's), else an in-process pair's transport, else the connection.
+    outbound: Any = getattr(ctx.session, "_request_outbound", None)
+    inner = getattr(outbound, "_inner", outbound)
+    anchor = getattr(inner, "_dispatcher", None)
+    if anchor is None and ctx.session.client_params is None:
+        anchor = getattr(inner, "transport", None)
+    if anchor is None:
+        anchor = getattr(ctx.session, "_connection", ctx.session)
+    # (alive while any of its calls runs, so its id is no other connection's meanwhile)
+    return f"local/{id(anchor):x}"
+
+
 def _parsed_arguments(ctx: ServerRequestContext[Any, Any]) -> ParsedJson | None:
     """The arguments of this HTTP ``tools/call`` as the guard parsed them from its body."""
     scope = getattr(ctx.request, "scope", None)
@@ -242,7 +270,7 @@ class Gateway:
     server: Server[Any] = attrs.field(init=False)
     _bus: InMemorySubscriptionBus = attrs.field(factory=InMemorySubscriptionBus)
     _listen: ListenHandler = attrs.field(init=False)
-    # client label -> (its limiter, calls holding or waiting for it)
+    # share key (see _share_key) -> (its limiter, calls holding or waiting for it)
     _per_client: dict[str, _ClientSlot] = attrs.field(factory=dict)
     # The HTTP guard's key of each call's request -> the call's cancel scope, while it runs
     _running: dict[object, trio.CancelScope] = attrs.field(factory=dict)
@@ -499,8 +527,10 @@ class Gateway:
             with incoming_trace(ctx), forwarding, running or contextlib.nullcontext():
                 if running is not None:
                     self._running[key] = running
-                async with self._client_slot(client) as slot:
-                    slots = scope.slots = CallSlots((self._limiter, slot))
+                async with self._client_slot(_share_key(ctx)) as slot:
+                    # The client's slot first: a call waiting for its own client's turn
+                    # holds none of the gateway's (one client's queue would hold them all).
+                    slots = scope.slots = CallSlots((slot, self._limiter))
                     try:
                         await slots.take()
                         if scope.progress is not None or scope.round is not None:
@@ -1001,8 +1031,10 @@ async def open_gateway(
     coding tools, :data:`CODING_TOOL_HINTS`); bridged tools carry their
     server's hints and output schemas. At most ``max_concurrent_calls`` calls
     run at once, at most ``max_calls_per_client`` of them for one client (its
-    identity, name and session); the rest wait their turn. While the block is open, a bridge that
-    announces a tool-list change is re-listed and connected clients are told.
+    principal and session over HTTP, its connection otherwise; never the name
+    it declares); the rest wait their turn, holding none of the gateway's
+    slots. While the block is open, a bridge that announces a tool-list change
+    is re-listed and connected clients are told.
     Serve the gateway with :func:`serve_stdio` or :func:`serve_http`.
 
     A downstream server's requests are forwarded to the client whose call

@@ -45,7 +45,7 @@ _log = logging.getLogger("prism.gateway")
 
 @attrs.define(eq=False)
 class CallSlots:
-    """The concurrency slots a running call holds (the gateway's, then its client's).
+    """The concurrency slots a running call holds (its client's, then the gateway's).
 
     Held on behalf of this object, not of a task, so a call that waits for its
     client's answer lets them go (:meth:`let_go`) from whichever task asks: a
