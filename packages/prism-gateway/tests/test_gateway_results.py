@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ async def _steps(_args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
     ctx.report_progress("warming up")  # no number: the client still sees it advance
     ctx.report_progress("half", progress=5, total=10)
     ctx.report_progress("again", progress=5, total=10)  # not beyond the last: bumped
+    # No JSON form (went out as null, which the schema refuses): bumped, total dropped.
+    ctx.report_progress("endless", progress=math.inf, total=math.nan)
     return ToolResult.text("done")
 
 
@@ -125,8 +128,13 @@ async def test_progress_reaches_the_client_and_the_event_sink() -> None:
     async with _client(events) as client:
         result = await client.call_tool("steps", {}, progress_callback=progress)
     assert _text(result) == "done"
-    assert seen == [(1.0, None, "warming up"), (5.0, 10.0, "half"), (6.0, 10.0, "again")]
-    assert len([e for e in events if isinstance(e, ToolExecutionProgress)]) == 3
+    assert seen == [
+        (1.0, None, "warming up"),
+        (5.0, 10.0, "half"),
+        (6.0, 10.0, "again"),
+        (7.0, None, "endless"),
+    ]
+    assert len([e for e in events if isinstance(e, ToolExecutionProgress)]) == 4
 
 
 async def test_a_waiting_calls_progress_reaches_each_retry() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -364,6 +365,9 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
             {"progressToken": "prism:404", "progress": 1},
             {"progressToken": 1, "progress": 1},
             {"progressToken": first_id, "progress": 10**400},
+            {"progressToken": first_id, "progress": math.inf},
+            {"progressToken": first_id, "progress": 1, "total": -math.inf},
+            {"progressToken": first_id, "progress": math.nan},
             {"progressToken": first_id, "progress": 1, "total": True, "message": "raise"},
             {"progressToken": first_id, "progress": 2.5, "total": "x", "message": 3},
         ):

@@ -9,6 +9,7 @@ server answers its tools/call (or says its task is over).
 from __future__ import annotations
 
 import contextvars
+import math
 from typing import Any
 
 import mcp_types
@@ -73,6 +74,9 @@ def test_each_request_gets_an_unguessable_progress_token_of_its_own() -> None:
         assert sent.progress(huge, None, streams_named=False) is None
         huge.params[key] = -(10**308) * 10**10
         assert sent.progress(huge, None, streams_named=False) is None
+        for endless in (math.inf, -math.inf, math.nan):  # 1e400 parses as inf: no JSON form
+            huge.params[key] = endless
+            assert sent.progress(huge, None, streams_named=False) is None
         huge.params[key] = 10**300  # a float holds it
         assert sent.progress(huge, None, streams_named=False) is huge
     # The SDK's sequential tokens, anything unknown or not a string: dropped.

@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -949,11 +950,14 @@ async def _forward_progress(
             if session is None:  # no request waiting for the call asked for progress
                 continue
             progress = event.progress
-            if progress is None or progress <= last:
+            if progress is None or not math.isfinite(progress) or progress <= last:
                 progress = last + 1.0
             last = progress
+            total = event.total
+            if total is not None and not math.isfinite(total):
+                total = None  # no JSON form (it went out as null, which the schema refuses)
             with contextlib.suppress(Exception):
-                await session.report_progress(progress, event.total, event.message)
+                await session.report_progress(progress, total, event.message)
 
 
 def _items(value: object) -> object:

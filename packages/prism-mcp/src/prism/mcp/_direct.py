@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -133,6 +134,8 @@ class DirectCalls:
             )
         except OverflowError:  # an integer past any float: no progress to report
             return
+        if not math.isfinite(reported[0]) or not math.isfinite(reported[1] or 0.0):
+            return  # infinite or not a number: no JSON form to relay
         waiter.put(reported)
 
     def close(self) -> None:

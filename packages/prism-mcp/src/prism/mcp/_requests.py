@@ -20,6 +20,7 @@ Two things the SDK's request ids cannot be trusted with:
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -180,14 +181,22 @@ class SentRequests:
         assert params is not None
         if _past_float(params.get("progress")) or _past_float(params.get("total")):
             # The SDK's read loop takes float() of both: an integer past any float
-            # raised OverflowError there and ended the whole session.
+            # raised OverflowError there and ended the whole session. A float past
+            # any float (1e400 parses as infinity) has no JSON form: relayed, it
+            # went out as null, which the schema does not allow.
             return None
         params["progressToken"] = sent.sdk_token  # the notification's own params (parsed)
         return message
 
 
 def _past_float(value: object) -> bool:
-    """Whether ``value`` is an integer too large for a float (``float()`` of it raises)."""
+    """Whether ``value`` is a number no finite float holds.
+
+    An integer too large for a float (``float()`` of it raises), or a float
+    that is infinite or not a number.
+    """
+    if type(value) is float:
+        return not math.isfinite(value)
     if type(value) is not int:
         return False
     try:
