@@ -195,3 +195,42 @@ def test_runs_count_every_call_even_when_a_query_filters(tmp_path: Path, name: s
     contents = read_ledger(path, query=LedgerQuery(tool=["read"]))
     assert [r.call_id for r in contents.records] == ["a"]
     assert [run.calls for run in contents.runs] == [2]
+
+
+@pytest.mark.parametrize("name", ["ledger.db", "ledger.jsonl"])
+def test_a_lone_surrogate_never_loses_a_record(tmp_path: Path, name: str) -> None:
+    # A hostile tool's or server's text, or a model's argument, with a lone surrogate
+    # (no UTF-8 holds it): SQLite refused the row and the call was missing.
+    from prism.core import ToolResult
+    from prism.core.ledger import JsonlLedgerSink, LedgerWriteFailed
+
+    path = tmp_path / name
+    sink = SqliteLedgerSink(path) if name.endswith(".db") else JsonlLedgerSink(path)
+    failures: list[LedgerWriteFailed] = []
+    ledger = RunLedger(sinks=[sink], on_error=failures.append)
+    with ledger.run(label="l\ud800"):
+        ledger.record_call(
+            FinishedCall(
+                call_id="c\udfff",
+                tool_name="mcp:d:evil\ud800",
+                arguments={"q": "\udc00"},
+                status="ok",
+                blocked_reason=None,
+                started_at=1.0,
+                finished_at=2.0,
+                duration_s=1.0,
+                result=ToolResult.text("r\ud800"),
+            )
+        )
+    ledger.close()
+    assert failures == []
+    contents = read_ledger(path)
+    (record,) = contents.records
+    (run,) = contents.runs
+    fields = (record.call_id, record.tool_name, record.result_preview, run.label)
+    if name.endswith(".jsonl"):  # JSON carries it as its escape: read back as it was
+        assert fields == ("c\udfff", "mcp:d:evil\ud800", "r\ud800", "l\ud800")
+    else:  # SQLite text is UTF-8: the code point is stored as its escape
+        assert fields == ("c\\udfff", "mcp:d:evil\\ud800", "r\\ud800", "l\\ud800")
+    assert record.arguments == {"q": "\udc00"}
+    assert run.calls == 1

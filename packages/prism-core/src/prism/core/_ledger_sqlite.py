@@ -31,6 +31,8 @@ from ._ledger_records import (
 from ._options import number, one_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._ledger_query import LedgerQuery
     from ._ledger_records import LedgerEntry
 
@@ -191,6 +193,17 @@ class SqliteLedgerSink:
         db = self._db
         if db is None:
             raise sqlite3.ProgrammingError(f"the ledger sink for {self.path} is closed")
+        try:
+            self._insert(db, entry, lambda text: text)
+        except UnicodeEncodeError:
+            # A lone surrogate (a hostile tool's or server's text, a model's argument)
+            # is no UTF-8: stored as its escape, so the record is never lost.
+            self._insert(db, entry, _escaped)
+
+    @staticmethod
+    def _insert(
+        db: sqlite3.Connection, entry: LedgerEntry, text: Callable[[str | None], str | None]
+    ) -> None:
         kind = type(entry)
         if kind is ToolCallRecord:
             record: ToolCallRecord = entry  # type: ignore[assignment]
@@ -199,20 +212,20 @@ class SqliteLedgerSink:
                 _INSERT_CALL,
                 (
                     LEDGER_SCHEMA_VERSION,
-                    record.run_id,
-                    record.call_id,
-                    record.tool_name,
+                    text(record.run_id),
+                    text(record.call_id),
+                    text(record.tool_name),
                     record.status,
-                    record.blocked_reason,
+                    text(record.blocked_reason),
                     record.started_at,
                     record.finished_at,
                     record.duration_s,
                     json.dumps(record.arguments, allow_nan=False),
-                    record.result_preview,
+                    text(record.result_preview),
                     None if decision is None else json.dumps(attrs.asdict(decision)),
-                    None if decision is None else decision.gate,
+                    None if decision is None else text(decision.gate),
                     None if decision is None else int(decision.allowed),
-                    None if decision is None else decision.approval,
+                    None if decision is None else text(decision.approval),
                     record.definition_hash,
                 ),
             )
@@ -221,14 +234,20 @@ class SqliteLedgerSink:
             db.execute(
                 "INSERT INTO run_start (schema_version, run_id, started_at, label, pid)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (LEDGER_SCHEMA_VERSION, start.run_id, start.started_at, start.label, start.pid),
+                (
+                    LEDGER_SCHEMA_VERSION,
+                    text(start.run_id),
+                    start.started_at,
+                    text(start.label),
+                    start.pid,
+                ),
             )
         else:
             end: RunEndRecord = entry  # type: ignore[assignment]
             db.execute(
                 "INSERT INTO run_end (schema_version, run_id, finished_at, outcome, calls)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (LEDGER_SCHEMA_VERSION, end.run_id, end.finished_at, end.outcome, end.calls),
+                (LEDGER_SCHEMA_VERSION, text(end.run_id), end.finished_at, end.outcome, end.calls),
             )
 
     def close(self) -> None:
@@ -362,3 +381,10 @@ def read_sqlite_ledger(
         # SQL narrowed the rows; matches() is the definition (glob classes included).
         contents = attrs.evolve(contents, records=query.apply(contents.records))
     return contents
+
+
+def _escaped(text: str | None) -> str | None:
+    """``text`` with each lone surrogate written as its escape (``\\ud800``), as UTF-8 holds it."""
+    if text is None:
+        return None
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
