@@ -283,6 +283,15 @@ async def raw_garbage() -> str:
     return "unreachable"
 
 
+@server.tool()
+async def raw_answer(member: str, value: str, ctx: Context) -> str:
+    """Answer this call with ``{member: value}``, ``value`` raw JSON (escapes and all)."""
+    line = f'{{"jsonrpc":"2.0","id":"{ctx.request_id}","{member}":{value}}}\n'
+    os.write(RAW_STDOUT, line.encode())
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
 def _serve_http() -> None:
     import uvicorn
 

@@ -20,7 +20,13 @@ from prism.core import (
     ToolExecutionProgress,
     ToolResult,
 )
-from prism.mcp import McpBridgeError, StdioTransport, StreamableHttpTransport, open_mcp_tools
+from prism.mcp import (
+    McpBridgeError,
+    StdioTransport,
+    StreamableHttpTransport,
+    _session,
+    open_mcp_tools,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -163,6 +169,37 @@ async def test_garbage_mid_call_is_an_error_result_not_a_hang(
             assert result.details.get("limit") is None
             again = await run_tool(bridge, "echo", {"text": "fresh session"})
             assert again.joined_text == "fresh session"
+
+
+@pytest.mark.parametrize("direct", [True, False])
+async def test_a_lone_surrogate_in_an_answer_is_refused_and_the_session_goes_on(
+    fixture_stdio: StdioTransport, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    # A "\ud800" escape is valid JSON but no UTF-8 holds it: passed on, the host's
+    # answer (a gateway's) failed to serialise and the ledger lost the call.
+    if not direct:  # the SDK's own call path instead of the direct one
+        monkeypatch.setattr(_session, "install_fast_call_tool", lambda *_args: None)
+    answers = [
+        ("result", r'{"content":[{"type":"text","text":"a\ud800"}]}'),
+        ("result", r'{"content":[],"structuredContent":{"k":"\udfff"}}'),
+        ("result", r'{"content":[],"structuredContent":{"\udfff":1}}'),
+        ("result", r'{"content":[{"type":"text","text":"a"}],"_meta":{"k":"\ud800"}}'),
+        (
+            "result",
+            r'{"content":[{"type":"resource","resource":{"uri":"f:///x","text":"\ud800"}}]}',
+        ),
+        ("error", r'{"code":-1,"message":"no \ud800"}'),
+        ("error", r'{"code":-1,"message":"no","data":["\udbff"]}'),
+    ]
+    with trio.fail_after(30):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            for member, value in answers:
+                result = await run_tool(bridge, "raw_answer", {"member": member, "value": value})
+                assert result.is_error, value
+                assert "result refused: a string with a lone surrogate" in result.joined_text
+                result.joined_text.encode()  # what reaches the host is UTF-8 text
+            again = await run_tool(bridge, "echo", {"text": "same session"})
+            assert again.joined_text == "same session"
 
 
 async def test_server_that_sleeps_forever_gets_a_timeout_result(

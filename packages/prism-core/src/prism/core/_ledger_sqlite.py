@@ -384,7 +384,7 @@ def read_sqlite_ledger(
 
 
 def _escaped(text: str | None) -> str | None:
-    """``text`` with each lone surrogate written as its escape (``\\ud800``), as UTF-8 holds it."""
+    r"""``text`` with each lone surrogate written as its escape (``\ud800``), as UTF-8 holds it."""
     if text is None:
         return None
     return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import secrets
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -142,14 +143,21 @@ def _nodes(value: object) -> int | str:
     ``MAX_MESSAGE_NODES`` or ``MAX_MESSAGE_DEPTH`` levels.
     """
     if type(value) not in _CONTAINERS:
-        return 0
+        return LONE_SURROGATE if type(value) is str and _lone_surrogate(value) else 0
     level: list[Any] = [value]
     count = 1
     depth = 1
     while level:
         deeper: list[Any] = []
         for item in level:
-            for child in item.values() if type(item) is dict else item:
+            if type(item) is dict:
+                children = item.values()
+                for key in item:
+                    if not key.isascii() and _SURROGATE.search(key) is not None:
+                        return LONE_SURROGATE
+            else:
+                children = item
+            for child in children:
                 if type(child) in _CONTAINERS:
                     count += 1
                     if count > MAX_MESSAGE_NODES:
@@ -158,9 +166,20 @@ def _nodes(value: object) -> int | str:
                         return f"objects and arrays nested more than {MAX_MESSAGE_DEPTH} deep"
                     if child:
                         deeper.append(child)
+                elif type(child) is str and _lone_surrogate(child):
+                    return LONE_SURROGATE
         level = deeper
         depth += 1
     return count
+
+
+LONE_SURROGATE = "a string with a lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(text: str) -> bool:
+    r"""Whether ``text`` holds a lone surrogate (a JSON escape such as ``\ud800`` makes one)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def _result_nodes(result: dict[str, Any]) -> int | str:
@@ -371,6 +390,13 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                         calls.discard(message.id)
                         if isinstance(message, mcp_types.JSONRPCResponse):
                             item = _call_result(item, message, state)
+                        else:
+                            error = message.error
+                            found = _nodes([error.message, error.data])
+                            if type(found) is str:
+                                # No UTF-8 holds it (or past the caps): refused as a result is.
+                                refused = result_refused(message.id, found)
+                                item = SessionMessage(refused, metadata=item.metadata)
                         if ours:
                             # A direct call's answer, checked as the SDK's: to its caller.
                             assert direct is not None
