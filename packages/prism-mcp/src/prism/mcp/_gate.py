@@ -393,7 +393,7 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                         else:
                             error = message.error
                             found = _nodes([error.message, error.data])
-                            if type(found) is str:
+                            if type(found) is str and message.id is not None:
                                 # No UTF-8 holds it (or past the caps): refused as a result is.
                                 refused = result_refused(message.id, found)
                                 item = SessionMessage(refused, metadata=item.metadata)
