@@ -140,10 +140,11 @@ def _nodes(value: object) -> int | str:
     Counted before the SDK builds its models: an empty block or ``{}`` is two or
     three bytes of JSON but a Python object (a model, for a block) of 60 to 1,000
     bytes. One pass over the containers, level by level, stopping past
-    ``MAX_MESSAGE_NODES`` or ``MAX_MESSAGE_DEPTH`` levels.
+    ``MAX_MESSAGE_NODES`` or ``MAX_MESSAGE_DEPTH`` levels, or at a string or
+    key with a lone surrogate (:data:`LONE_SURROGATE`).
     """
     if type(value) not in _CONTAINERS:
-        return LONE_SURROGATE if type(value) is str and _lone_surrogate(value) else 0
+        return 0
     level: list[Any] = [value]
     count = 1
     depth = 1
