@@ -186,6 +186,7 @@ _PROBES: dict[str, list[object]] = {
     "unanswered_call_s": [0.5, 1.0, 604800, 604801, float("inf"), "120"],
     "max_concurrent_calls": [0, 1, 10**6, 2.0, False],
     "max_calls_per_client": [0, 1, 10**6, 2.0, True],
+    "max_waiting_calls_per_client": [0, 1, 10**6, 2.0, True],
     "path": ["/", "/a/b", "mcp", "", 7],
     "max_request_bytes": [1023, 1024, 64 * _MIB, 64 * _MIB + 1, 2048.0],
     "body_timeout_s": [0.09, 0.1, 3600, 3600.01, "30"],
@@ -195,6 +196,7 @@ _IN_OPEN_GATEWAY = (
     "unanswered_call_s",
     "max_concurrent_calls",
     "max_calls_per_client",
+    "max_waiting_calls_per_client",
 )
 
 

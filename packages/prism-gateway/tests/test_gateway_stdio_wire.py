@@ -659,3 +659,54 @@ async def test_a_client_that_names_itself_anew_in_each_call_is_still_one_client(
         answers = sorted([(await peer.receive())["id"] for _ in range(3)])
     assert answers == [0, 1, 2]
     assert sorted(started) == ["c0", "c1", "c2"]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "sdk-path"])
+async def test_a_call_past_the_waiting_calls_cap_is_refused_at_once_and_recorded(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most max_waiting_calls_per_client calls of one client wait for their turn.
+
+    Before, nothing bounded them: 2.1 MB of queued calls held 200-300 MB of the
+    gateway's memory. One more is answered with a JSON-RPC error while the others
+    still wait, and the ledger records it as blocked.
+    """
+    if not fast:
+        monkeypatch.setattr(StdioFastPath, "take", lambda _self, _line: False)
+    started: list[object] = []
+    go = trio.Event()
+    ledger = RunLedger()
+
+    async def turn(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        started.append(arguments["n"])
+        await go.wait()
+        return ToolResult.text("done")
+
+    tool = ToolDefinition(name="turn", execute=turn)
+    async with (
+        open_gateway(
+            tools=[tool], ledger=ledger, max_calls_per_client=1, max_waiting_calls_per_client=2
+        ) as gateway,
+        _served(gateway) as peer,
+    ):
+        await peer.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+        )
+        await peer.receive()
+        for n in range(3):  # one runs, two wait
+            await peer.send(_call(n, "turn", {"n": n}, **ENVELOPE))
+        await trio.testing.wait_all_tasks_blocked()
+        await peer.send(_call(3, "turn", {"n": 3}, **ENVELOPE))
+        refused = await peer.receive()  # while the three are still there
+        assert len(started) == 1
+        go.set()
+        answers = sorted([(await peer.receive())["id"] for _ in range(3)])
+    assert refused["id"] == 3
+    assert refused["error"]["code"] == -32029
+    assert "too many calls waiting" in refused["error"]["message"]
+    assert answers == [0, 1, 2]
+    assert sorted(started) == [0, 1, 2]  # type: ignore[type-var]
+    blocked = [r for r in ledger.records if r.status == "blocked"]
+    assert [(r.tool_name, r.blocked_reason, r.arguments) for r in blocked] == [
+        ("turn", "tool_denied", {"n": 3})
+    ]

@@ -141,6 +141,7 @@ def gateway_limits(config: PrismConfig) -> dict[str, Any]:
     return {
         "max_concurrent_calls": serve.max_concurrent_calls,
         "max_calls_per_client": serve.max_calls_per_client,
+        "max_waiting_calls_per_client": serve.max_waiting_calls_per_client,
         "question_ttl_s": serve.question_ttl_s,
         "unanswered_call_s": serve.unanswered_call_s,
     }

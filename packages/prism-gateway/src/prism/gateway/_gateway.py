@@ -13,7 +13,7 @@ import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import attrs
 import mcp_types as types
@@ -90,6 +90,8 @@ _log = logging.getLogger("prism.gateway")
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
+CALLS_WAITING_ERROR = -32029
+"""The JSON-RPC error code of a call refused because its client has too many calls waiting."""
 QUESTION_TOOL = "prism:question"
 """The tool name the ledger records a waiting call's eviction under (and unanswered calls' cap)."""
 
@@ -218,7 +220,7 @@ class _ClientSlot:
     the gateway knows few clients (a limiter per call would be made otherwise).
     """
 
-    __slots__ = ("_client", "_limiter", "_table", "_users")
+    __slots__ = ("_client", "_limiter", "_table", "_users", "waiting")
 
     def __init__(
         self, client: str, limiter: trio.CapacityLimiter, table: dict[str, _ClientSlot]
@@ -227,6 +229,7 @@ class _ClientSlot:
         self._limiter = limiter
         self._table = table
         self._users = 0  # calls holding or waiting for the limiter
+        self.waiting = 0  # calls waiting for their first turn (max_waiting_calls_per_client)
 
     async def __aenter__(self) -> trio.CapacityLimiter:
         """The client's limiter, not acquired (the call's CallSlots acquire it)."""
@@ -261,6 +264,7 @@ class Gateway:
     _on_event: EventSink | None
     _limiter: trio.CapacityLimiter
     _per_client_limit: int
+    _max_waiting: int = 64
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _names: ToolNameMap = attrs.field(init=False)
     # registry name -> the bridge whose tool it is
@@ -528,12 +532,21 @@ class Gateway:
             with incoming_trace(ctx), forwarding, running or contextlib.nullcontext():
                 if running is not None:
                     self._running[key] = running
-                async with self._client_slot(_share_key(ctx)) as slot:
+                share = self._client_slot(_share_key(ctx))
+                if share.waiting >= self._max_waiting:
+                    self._refuse_waiting(ctx, call)
+                async with share as slot:
                     # The client's slot first: a call waiting for its own client's turn
                     # holds none of the gateway's (one client's queue would hold them all).
                     slots = scope.slots = CallSlots((slot, self._limiter))
                     try:
-                        await slots.take()
+                        # (counted only while it waits: a call with its slots free takes
+                        # them without yielding)
+                        share.waiting += 1
+                        try:
+                            await slots.take()
+                        finally:
+                            share.waiting -= 1
                         if scope.progress is not None or scope.round is not None:
                             # (a waiting call's later requests may ask for progress)
                             result = await self._dispatch_with_progress(scope, call, client)
@@ -793,6 +806,35 @@ class Gateway:
                 )
             )
 
+    def _refuse_waiting(self, ctx: ServerRequestContext[Any, Any], call: ToolCall) -> NoReturn:
+        """Refuse ``call``: its client has ``max_waiting_calls_per_client`` calls waiting.
+
+        Recorded as blocked (``tool_denied``), and answered with a JSON-RPC error.
+        """
+        reason = (
+            f"too many calls waiting: this client has {self._max_waiting} calls waiting for "
+            "their turn (max_waiting_calls_per_client); call again when one has ended"
+        )
+        _log.warning("refused a call of %s: %s", client_label(ctx), reason)
+        ledger = self._options.ledger
+        if ledger is not None:
+            now = time.time()
+            with contextlib.suppress(Exception):  # the ledger reports its own failures
+                ledger.record_call(
+                    FinishedCall(
+                        call_id=call.id,
+                        tool_name=call.name,
+                        arguments=call.arguments,
+                        status="blocked",
+                        blocked_reason="tool_denied",
+                        started_at=now,
+                        finished_at=now,
+                        duration_s=0.0,
+                        result=ToolResult.error(reason),
+                    )
+                )
+        raise MCPError(CALLS_WAITING_ERROR, reason)
+
     def _options_for(self, client: str) -> DispatchOptions:
         """The dispatch options of ``client``'s calls (its label in their metadata)."""
         options = self._client_options.get(client)
@@ -989,6 +1031,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "hints": optional(_HINTS),
     "max_concurrent_calls": _LIMIT,
     "max_calls_per_client": _LIMIT,
+    "max_waiting_calls_per_client": _LIMIT,
     "question_ttl_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
     "unanswered_call_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
     "roots": sequence_of(
@@ -1017,6 +1060,7 @@ async def open_gateway(
     hints: Mapping[str, ToolHints] | None = None,
     max_concurrent_calls: int = 32,
     max_calls_per_client: int = 8,
+    max_waiting_calls_per_client: int = 64,
     roots: Sequence[str] = (),
     question_ttl_s: float = QUESTION_TTL_S,
     unanswered_call_s: float = UNANSWERED_CALL_S,
@@ -1037,8 +1081,11 @@ async def open_gateway(
     run at once, at most ``max_calls_per_client`` of them for one client (its
     principal and session over HTTP, its connection otherwise; never the name
     it declares); the rest wait their turn, holding none of the gateway's
-    slots. While the block is open, a bridge that announces a tool-list change
-    is re-listed and connected clients are told.
+    slots, at most ``max_waiting_calls_per_client`` of one client: one more is
+    refused at once with a JSON-RPC error (code -32029) and recorded in the
+    ledger as blocked (``tool_denied``). While the block is open, a bridge
+    that announces a tool-list change is re-listed and connected clients are
+    told.
     Serve the gateway with :func:`serve_stdio` or :func:`serve_http`.
 
     A downstream server's requests are forwarded to the client whose call
@@ -1084,6 +1131,7 @@ async def open_gateway(
         "hints": hints,
         "max_concurrent_calls": max_concurrent_calls,
         "max_calls_per_client": max_calls_per_client,
+        "max_waiting_calls_per_client": max_waiting_calls_per_client,
         "roots": _items(roots),
         "question_ttl_s": question_ttl_s,
         "unanswered_call_s": unanswered_call_s,
@@ -1117,6 +1165,7 @@ async def open_gateway(
         on_event=on_event,
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
+        max_waiting=max_waiting_calls_per_client,
         forward=Forwarder(
             roots=cast("tuple[str, ...]", given["roots"]),
             unanswered_call_s=unanswered_call_s,
