@@ -40,6 +40,7 @@ import attrs
 
 from ._errors import SandboxUnavailableError
 from ._implied import implied_protected
+from ._landlock_exec import _LINUX_CAPABILITY_VERSION_3, _CapData, _CapHeader
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -59,20 +60,7 @@ _SET_ID = stat.S_ISUID | stat.S_ISGID
 # what lets root open what the sandboxed command (no capabilities) cannot:
 # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 _DAC_CAPABILITIES = (1 << 1) | (1 << 2) | (1 << 3)
-_CAPABILITY_VERSION_3 = 0x20080522
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = (
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    )
 
 
 @contextlib.contextmanager
@@ -84,7 +72,7 @@ def _as_the_sandbox() -> Iterator[bool]:
     there. Capabilities are per thread: only the calling one changes. Yields
     False when they could not be read or dropped (then nothing is opened).
     """
-    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     if _libc.capget(ctypes.byref(header), data) != 0:  # pragma: no cover - always readable
         yield False
