@@ -59,25 +59,23 @@ rows 1, 2 and 5 with and without the fast paths, twice the samples;
 ``--ratios``: only rows 1, 4b, 4c and the bridged rows 5, 5b and 5c, three
 times the rounds).
 
-Rows 1-6 (``--calls --quick``) on the shared 2-core machine at load average
-12-15 from other work (wall median vs the direct call, then per round with
-its middle half; CPU µs per call of the middle process, the server behind
-it, the client), and the ``--ratios --quick`` rows at load 10-13 (at such
-load the wall ratios move by more than the rows differ; the CPU columns
-are the steadier ones):
+Rows 1-6 (``--calls --quick``) on the shared 2-core machine, quiet (load
+average 0.2-0.8; wall median vs the direct call, then per round with its
+middle half; CPU µs per call of the middle process, the server behind it,
+the client), and the ``--ratios --quick`` rows right after it:
 
     case                       --calls                           --ratios
-    direct                     12.56 ms     1857/-/1620          15.19 ms     2095/-/1419
-    local_echo                 0.75x 0.79x  1071/-/1042
-    local_echo, fast path off  0.90x 0.80x  1357/-/1098
-    read (coding tool)         1.58x 1.30x  2643/-/1033
-    bare SDK relay             2.12x 1.78x  3500/2286/1184
-    byte relay                 1.07x 1.02x  500/1714/1062        0.68x 0.64x  357/1905/1163
-    JSON relay                 1.07x 1.16x  500/2000/1112        0.70x 0.66x  500/1857/1162
-    bridged                    2.19x 1.90x  1786/2357/1240       1.49x 1.55x  1905/2405/1275
-    bridged, fast paths off    1.82x 1.86x  2429/2286/1185       1.61x 1.67x  2452/2405/1293
-    bridged, direct calls off  1.19x 1.27x  1929/2214/1157       1.68x 1.74x  2143/2333/1372
-    bridged over HTTP          3.46x 3.46x
+    direct                     1.53 ms      1000/-/625           1.32 ms      929/-/493
+    local_echo                 0.43x 0.45x  143/-/348
+    local_echo, fast path off  0.53x 0.62x  714/-/334
+    read (coding tool)         0.83x 1.06x  1071/-/377
+    bare SDK relay             1.80x 2.32x  1643/1071/664
+    byte relay                 0.85x 0.95x  143/786/492          1.09x 1.09x  190/929/456
+    JSON relay                 0.93x 1.01x  214/786/487          1.15x 1.14x  238/929/458
+    bridged                    1.39x 1.65x  857/929/574          1.55x 1.56x  714/952/490
+    bridged, fast paths off    1.59x 2.03x  1000/1071/606        1.78x 1.78x  976/1000/500
+    bridged, direct calls off  1.43x 1.75x  786/1071/552         1.67x 1.67x  833/1024/513
+    bridged over HTTP          3.66x 3.75x
 
 Before the gateway answered stdio calls on its own request path (a
 ``--ratios --quick`` run at load 0.3-5): bridged 1.75x per round, the
