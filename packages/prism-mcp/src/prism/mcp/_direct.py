@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import math
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +33,8 @@ import trio
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+
+from ._requests import past_float
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -125,18 +126,16 @@ class DirectCalls:
         if waiter is None or type(progress) not in (int, float):
             return
         total = params.get("total")
+        if past_float(progress) or past_float(total):
+            return  # no finite float holds it: no progress to report
         message = params.get("message")
-        try:
-            reported = (
+        waiter.put(
+            (
                 float(progress),
                 float(total) if isinstance(total, int | float) else None,
                 message if isinstance(message, str) else None,
             )
-        except OverflowError:  # an integer past any float: no progress to report
-            return
-        if not math.isfinite(reported[0]) or not math.isfinite(reported[1] or 0.0):
-            return  # infinite or not a number: no JSON form to relay
-        waiter.put(reported)
+        )
 
     def close(self) -> None:
         """The session's read side ended: every waiting call fails, and so does any later one."""

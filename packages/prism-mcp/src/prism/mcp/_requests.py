@@ -33,7 +33,7 @@ from ._callbacks import current_call
 if TYPE_CHECKING:
     import mcp_types
 
-__all__ = ["SentRequests"]
+__all__ = ["SentRequests", "past_float"]
 
 _MAX_SENT = 4096
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -179,7 +179,7 @@ class SentRequests:
         if sent is None or (streams_named and stream_call != sent.call_id):
             return None
         assert params is not None
-        if _past_float(params.get("progress")) or _past_float(params.get("total")):
+        if past_float(params.get("progress")) or past_float(params.get("total")):
             # The SDK's read loop takes float() of both: an integer past any float
             # raised OverflowError there and ended the whole session. A float past
             # any float (1e400 parses as infinity) has no JSON form: relayed, it
@@ -189,7 +189,7 @@ class SentRequests:
         return message
 
 
-def _past_float(value: object) -> bool:
+def past_float(value: object) -> bool:
     """Whether ``value`` is a number no finite float holds.
 
     An integer too large for a float (``float()`` of it raises), or a float
