@@ -154,7 +154,7 @@ def _nodes(value: object) -> int | str:
             if type(item) is dict:
                 children = item.values()
                 for key in item:
-                    if not key.isascii() and _SURROGATE.search(key) is not None:
+                    if _lone_surrogate(key):
                         return LONE_SURROGATE
             else:
                 children = item
