@@ -295,7 +295,8 @@ def create_shell_tool(
     :attr:`ShellSpawnRequest.redirected`, when there is no ``command_prefix``. Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest` (one whose
-    ``command`` it changed loses ``redirected``, unless it set that too).
+    ``command``, ``cwd`` or ``shell_path`` it changed loses ``redirected``,
+    unless it set that too).
 
     Output (stdout and stderr merged, in order) keeps its tail within
     ``max_lines`` and ``max_bytes``; lines longer than ``max_line_bytes`` are
