@@ -434,6 +434,65 @@ def test_an_index_the_copy_back_placed_is_known_without_asking_git(
 
 
 @pytest.mark.git
+def test_the_hosts_index_listed_by_the_check_serves_the_anchored_paths(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index the host's own git wrote is listed once by the index check: only the
+    entries that differ from it are judged, and its gitlinks are what git names."""
+    from prism.coding.security import _gitnames, _overlay
+    from prism.coding.security._gitnames import remember_index
+
+    _git(root, "init", "-q")
+    (root / "lib").mkdir()
+    (root / "lib" / ".git").write_text("gitdir: ../libgit\n")
+    (root / "libgit").mkdir()
+    _git(root, "update-index", "--index-info", input=f"160000 {'1' * 40} 0\tlib\n")
+    cached_git_entries(str(root))  # the configured part, asked once
+    _git(root, "update-index", "--index-info", input=f"100644 {'2' * 40} 0\t.envrc\n")
+    overlay = _layer(root, tmp_path / "layers")
+    os.mkdir(os.path.join(overlay.upper, ".git"))
+    new = os.path.join(overlay.upper, ".git", "index")
+    shutil.copyfile(root / ".git" / "index", new)
+    subprocess.run(["git", "update-index", "--index-info"], cwd=root, check=True,
+                   input=f"100644 {'3' * 40} 0\tsrc.py\n".encode(),
+                   env={**os.environ, "GIT_INDEX_FILE": new})  # fmt: skip
+    judged: list[bytes] = []
+    real_entry = _overlay._Applier._protected_entry
+
+    def entry(self: object, top: tuple[str, ...], path: bytes) -> bool:
+        judged.append(path)
+        return real_entry(self, top, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_overlay._Applier, "_protected_entry", entry)
+    asked: list[str] = []
+    real_git = _gitnames._git
+
+    def counted(where: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
+        asked.append(args[0])
+        return real_git(where, *args, clean=clean)
+
+    monkeypatch.setattr(_gitnames, "_git", counted)
+    _overlay._LISTED.clear()  # the host's index is none the check listed
+    placed: list[list[bytes]] = []
+
+    def told(links: list[bytes], seen: os.stat_result) -> None:
+        placed.append(links)
+        remember_index(str(root), links, seen)
+
+    try:
+        notes = overlay.apply(_PROTECTED, lambda: cached_git_entries(str(root)), index_placed=told)
+    finally:
+        overlay.discard()
+    assert notes == []
+    assert judged == [b"src.py"]  # the host's own .envrc entry is no change of the command
+    assert placed == [[b"lib"], [b"lib"]]  # the host's index, then the new one placed
+    assert asked == []  # the anchored paths needed no listing of their own
+    monkeypatch.setattr(_gitnames, "_git", real_git)
+    assert cached_git_entries(str(root)) == git_entries(str(root))
+    assert "lib/.git" in git_entries(str(root))
+
+
+@pytest.mark.git
 def test_an_index_is_remembered_only_as_placed_and_configured(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -359,12 +359,13 @@ _cache_lock = threading.Lock()
 
 
 def remember_index(root: str, gitlinks: list[bytes], placed: os.stat_result) -> None:
-    """Prism itself just placed ``root``'s index: keep what its gitlinks name.
+    """Prism just placed ``root``'s index, or listed the host's: keep what its gitlinks name.
 
     ``gitlinks``: the index's gitlinks as the host's git listed them (in its
-    order) before it was placed; ``placed``: the index file as placed (found by
-    its inode, so a host's git that wrote another index since is not mistaken for
-    it). The next :func:`cached_git_entries` then asks no ``ls-files`` for it.
+    order); ``placed``: the index file as placed, or as it was before the host's
+    was listed (found by its inode, size and times, so a host's git that wrote
+    another index since is not mistaken for it). The next
+    :func:`cached_git_entries` then asks no ``ls-files`` for it.
     Nothing is kept unless the configured part is still valid, ``.git`` is a
     directory and git is not pointed elsewhere by the environment.
     """

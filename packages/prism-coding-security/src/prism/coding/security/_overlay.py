@@ -530,7 +530,8 @@ class RootOverlay:
         one are entered.
         ``only_granted``: nothing else comes back (a directory outside the roots).
         ``index_placed(gitlinks, stat)``: told when the root's own ``.git/index`` was
-        moved into place, with its gitlinks as the index check listed them.
+        moved into place, with its gitlinks as the index check listed them, and
+        when the check listed the host's index (as it was before the listing).
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
@@ -843,9 +844,12 @@ class _Applier:
         if not top:
             self._new_gitlinks = gitlinks
         host_index = os.path.join(git_dir, "index")
-        # the host's index listed before (the one the last call placed, as a rule): an
-        # entry it holds exactly is no new submodule, staged path or hidden entry
+        # the host's index listed before (the one the last call placed, as a rule), else
+        # listed now: an entry it holds exactly is no new submodule, staged path or
+        # hidden entry (each test below asks the entry to differ from the host's)
         before = known_listing(git_dir, work_tree, host_index)
+        if before is None:
+            before = self.host_index_entries(top, git_dir, work_tree, host_index)
         remember_listing(git_dir, work_tree, new, after)
         changed = after.items() if before is None else [
             (p, e) for p, e in after.items() if before.get(p) != e
@@ -857,8 +861,6 @@ class _Applier:
         }  # fmt: skip
         if not suspect:
             return None  # nothing in it the old index could make harmless
-        if before is None:
-            before = index_entries(git_dir, work_tree, host_index)
         if before is None:
             return unreadable
         links = sorted(
@@ -895,6 +897,25 @@ class _Applier:
                 "(skip-worktree or assume-unchanged)"
             )
         return None
+
+    def host_index_entries(
+        self, top: tuple[str, ...], git_dir: str, work_tree: str, index: str
+    ) -> IndexEntries | None:
+        """The host's ``index`` listed by git (None: unreadable); its gitlinks told.
+
+        The root's own index's gitlinks go to :attr:`index_placed` with the file as
+        seen before the listing (kept only while the file stays that one), so that
+        the anchored paths need no second listing of the same index.
+        """
+        try:
+            seen: os.stat_result | None = os.stat(index)
+        except OSError:
+            seen = None
+        links: list[bytes] = []
+        entries = index_entries(git_dir, work_tree, index, links)
+        if entries is not None and seen is not None and not top and self.index_placed:
+            self.index_placed(links, seen)
+        return entries
 
     def ref_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
         """A loose ref (or a detached HEAD) naming a commit that adds a protected path."""
