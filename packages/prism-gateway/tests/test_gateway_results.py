@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client
+from mcp.server.connection import Connection, NotifyOnlyOutbound
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import ServerRunner
+from mcp_types.methods import CACHEABLE_METHODS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 
 from prism.coding.security import ApprovalDecision
 from prism.core import (
@@ -24,7 +32,7 @@ from prism.core import (
     ToolExecutionProgress,
     ToolResult,
 )
-from prism.gateway import HttpOptions, create_gateway_approver, open_gateway, serve_http
+from prism.gateway import HttpOptions, _upstream, create_gateway_approver, open_gateway, serve_http
 from prism.gateway._content import call_tool_result_json
 
 if TYPE_CHECKING:
@@ -272,3 +280,105 @@ def test_the_result_json_is_what_the_sdk_models_dump() -> None:
             model = _as_models(result, any_structured=any_structured)
             dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
             assert call_tool_result_json(result, any_structured=any_structured) == dumped
+
+
+def json_nest(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+_PLAIN_RESULTS: list[dict[str, Any]] = [
+    {"content": [{"type": "text", "text": "a"}], "isError": False, "resultType": "complete"},
+    {"content": [], "isError": True, "resultType": "complete"},
+    {
+        "content": [{"type": "text", "text": "é\u2028\x00"}, {"type": "text", "text": ""}],
+        "structuredContent": {"b": [1, 2.5, None, {"c": True}], "z": -0.0, "n": 10**30},
+        "isError": True,
+        "resultType": "complete",
+    },
+]
+# Plain at 2026-07-28 only (structuredContent any JSON value there, an object before)
+_MODERN_PLAIN: list[dict[str, Any]] = [
+    {"content": [], "structuredContent": [1, "2"], "isError": False, "resultType": "complete"},
+    {"content": [], "structuredContent": "s", "isError": False, "resultType": "complete"},
+]
+# Never taken as plain: the SDK's models shape (or refuse) each
+_OK = {"isError": False, "resultType": "complete"}
+_NOT_PLAIN: list[Any] = [
+    {**_OK, "content": [], "structuredContent": None},
+    {**_OK, "content": [], "structuredContent": {"x": math.inf}},
+    {**_OK, "content": [], "structuredContent": {1: "k"}},
+    {**_OK, "content": [], "structuredContent": {"t": (1, 2)}},
+    {**_OK, "content": [], "structuredContent": {"b": b"x"}},
+    {**_OK, "content": [], "structuredContent": json_nest(65)},
+    {**_OK, "content": [], "_meta": {"a": 1}},
+    {**_OK, "content": ({"type": "text", "text": "a"},)},
+    {**_OK, "content": [{"type": "text", "text": 1}]},
+    {**_OK, "content": [{"type": "text", "text": "a", "x": 1}]},
+    {**_OK, "content": [{"type": "image", "data": PIXEL, "mimeType": "image/png"}]},
+    {"content": [], "isError": 1, "resultType": "complete"},
+    {"content": [], "isError": False, "resultType": "input_required"},
+    {"content": [], "isError": False},
+    types.CallToolResult(content=[]),
+]
+
+
+def _answers(version: str, result: Any) -> tuple[bytes | str, bytes | str]:
+    """The answer line the stdio call kernel writes for ``result``, and the SDK's runner's."""
+    server: Server[Any] = Server("s")
+    if version in MODERN_PROTOCOL_VERSIONS:
+        connection = Connection.from_envelope(version, None, {})
+    else:
+        connection = Connection(NotifyOnlyOutbound(None), protocol_version=version)  # type: ignore[arg-type]
+    runner = _upstream._Runner(server, connection, None)
+    answers: list[bytes | str] = []
+    for serialize in (runner._serialize, functools.partial(ServerRunner._serialize, runner)):
+        try:
+            answers.append(_upstream.result_line(7, serialize("tools/call", version, result)))
+        except Exception as exc:  # the same failure both ways
+            answers.append(type(exc).__name__)
+    return answers[0], answers[1]
+
+
+def _among(result: object, results: list[dict[str, Any]]) -> bool:
+    return any(result is listed for listed in results)  # (1 == True: equality would not do)
+
+
+def test_a_plain_result_is_answered_as_the_sdk_answers_it() -> None:
+    assert "tools/call" not in CACHEABLE_METHODS  # (no cache hint is ever added to its result)
+    for version in SUPPORTED_PROTOCOL_VERSIONS:
+        modern = version in MODERN_PROTOCOL_VERSIONS
+        for result in [*_PLAIN_RESULTS, *_MODERN_PLAIN, *_NOT_PLAIN]:
+            fast, sdk = _answers(version, result)
+            assert fast == sdk, (version, result)
+            plain = _among(result, _PLAIN_RESULTS) or (modern and _among(result, _MODERN_PLAIN))
+            # (taken as plain exactly where claimed: the comparison above is not vacuous)
+            assert (_upstream.plain_result(version, result) is not None) is plain, (version, result)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(structured=_JSON, texts=st.lists(st.text(max_size=4), max_size=2), error=st.booleans())
+def test_any_result_is_answered_as_the_sdk_answers_it(
+    structured: Any, texts: list[str], error: bool
+) -> None:
+    result = {
+        "content": [{"type": "text", "text": text} for text in texts],
+        "structuredContent": structured,
+        "isError": error,
+        "resultType": "complete",
+    }
+    for version in ("2025-11-25", "2026-07-28"):
+        fast, sdk = _answers(version, result)
+        assert fast == sdk, (version, result)

@@ -12,6 +12,8 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import Server
 from mcp.shared.message import SessionMessage
 
 from prism.core import (
@@ -22,7 +24,7 @@ from prism.core import (
     create_rule_permission_policy,
 )
 from prism.core.ledger import RunLedger
-from prism.gateway import Gateway, GatewayError, open_gateway, serve_stdio
+from prism.gateway import Gateway, GatewayError, _upstream, open_gateway, serve_stdio
 from prism.gateway._fast import StdioFastPath
 from prism.gateway._stdio import LineWriter
 from prism.validation.jsonschema import create_json_schema_tool_validator
@@ -644,21 +646,61 @@ async def test_a_client_that_names_itself_anew_in_each_call_is_still_one_client(
         return ToolResult.text("done")
 
     tool = ToolDefinition(name="turn", execute=turn)
+    ledger = RunLedger()
     async with (
-        open_gateway(tools=[tool], max_calls_per_client=1) as gateway,
+        open_gateway(tools=[tool], max_calls_per_client=1, ledger=ledger) as gateway,
         _served(gateway) as peer,
     ):
         listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
         await peer.send(listing)  # the era is known: the calls can go the fast way
         await peer.receive()
-        for n in range(3):
-            await peer.send(_call(n, "turn", {"who": f"c{n}"}, **_named(f"c{n}")))
+        for n, name in enumerate(["a", "b", "a"]):
+            await peer.send(_call(n, "turn", {"who": f"c{n}"}, **_named(name)))
         await trio.testing.wait_all_tasks_blocked()
         assert len(started) == 1  # (before: all three)
         go.set()
         answers = sorted([(await peer.receive())["id"] for _ in range(3)])
     assert answers == [0, 1, 2]
     assert sorted(started) == ["c0", "c1", "c2"]
+    # Each call is recorded under the name its own envelope declares.
+    labels = {json.dumps(r.arguments): r.call_id.split("#")[0] for r in ledger.records}
+    assert labels == {
+        '{"who": "c0"}': "stdio/a/-",
+        '{"who": "c1"}': "stdio/b/-",
+        '{"who": "c2"}': "stdio/a/-",
+    }
+
+
+def test_each_envelope_is_typed_as_the_sdk_types_it() -> None:
+    """A 2026-07-28 request's connection: the envelope's own, never a look-alike's."""
+    unused: Any = None  # (the kernel's request machinery: not reached here)
+    kernel = _upstream.CallKernel(
+        Server("s"), unused, unused, unused, unused, connection=None, lifespan=None
+    )
+    version = "2026-07-28"
+    info = {"name": "a", "version": "1"}
+    envelopes = [
+        (info, {"experimental": {"x": {"y": 1}}}),
+        (info, {"experimental": {"x": {"y": 1}}}),  # the same again: typed once
+        (info, {"experimental": {"x": {"y": True}}}),  # equal in Python (1 == True), not in JSON
+        ({"name": "b", "version": "1"}, {"experimental": {"x": {"y": True}}}),
+        (None, {}),
+        (info, "not capabilities"),
+    ]
+    made = []
+    for client_info, capabilities in envelopes:
+        connection = kernel._envelope_connection(version, client_info, capabilities)
+        sdk = Connection.from_envelope(version, client_info, capabilities)
+        assert connection.protocol_version == version
+        assert connection.initialized.is_set()
+        assert connection.client_params == sdk.client_params
+        assert connection.client_capabilities == sdk.client_capabilities
+        made.append(connection)
+    assert made[1] is not made[0]  # a connection per request
+    assert made[1].client_params is made[0].client_params  # typed once
+    assert made[2].client_capabilities is not None
+    assert made[2].client_capabilities.experimental == {"x": {"y": True}}
+    assert made[2].client_capabilities.experimental["x"]["y"] is True
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "sdk-path"])

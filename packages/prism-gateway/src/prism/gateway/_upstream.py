@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -49,7 +50,7 @@ from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types import methods as _methods
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
@@ -66,16 +67,100 @@ if TYPE_CHECKING:
         Awaitable[Any],
     ]
 
-__all__ = ["AnswerWriter", "CallKernel", "result_line"]
+__all__ = ["AnswerWriter", "CallKernel", "plain_result", "result_line"]
+
+
+_RESULT_KEYS = frozenset({"content", "isError", "resultType"})
+_STRUCTURED_RESULT_KEYS = _RESULT_KEYS | {"structuredContent"}
+_TEXT_KEYS = frozenset({"type", "text"})
+_MAX_PLAIN_DEPTH = 64
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _plain_json(value: object, depth: int = 0) -> bool:
+    """Whether ``value`` dumps as itself in the SDK's JSON mode.
+
+    Dicts with string keys, lists, strings, ints, bools, ``None`` and finite
+    floats, exactly those types (no subclass, no tuple), at most 64 deep.
+    """
+    kind = type(value)
+    if kind is dict:
+        if depth >= _MAX_PLAIN_DEPTH:
+            return False
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        if depth >= _MAX_PLAIN_DEPTH:
+            return False
+        return all(_plain_json(item, depth + 1) for item in value)  # type: ignore[attr-defined]
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    return kind in _SCALARS
+
+
+def plain_result(version: str, result: object) -> dict[str, Any] | None:
+    """What the SDK's result check makes of a plain ``tools/call`` result, or ``None``.
+
+    Plain: the gateway's own result JSON (``call_tool_result_json``) of text
+    blocks, ``isError``, ``resultType`` ``"complete"`` and a plain JSON
+    ``structuredContent`` other than null (an object before 2026-07-28). Such a result passes
+    the revision's schema, and the dict returned here is the one the SDK's
+    ``serialize_server_result`` returns for it, keys in its order (a test
+    holds the two equal, byte for byte, at every revision). Anything else:
+    ``None``, and the SDK checks it.
+    """
+    if type(result) is not dict or version not in SUPPORTED_PROTOCOL_VERSIONS:
+        return None
+    keys = result.keys()
+    if keys != _RESULT_KEYS and keys != _STRUCTURED_RESULT_KEYS:
+        return None
+    content = result["content"]
+    is_error = result["isError"]
+    if type(content) is not list or type(is_error) is not bool:
+        return None
+    if result["resultType"] != "complete":
+        return None
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if type(block) is not dict or block.keys() != _TEXT_KEYS or block["type"] != "text":
+            return None
+        text = block["text"]
+        if type(text) is not str:
+            return None
+        blocks.append({"text": text, "type": "text"})
+    modern = version in MODERN_PROTOCOL_VERSIONS
+    out: dict[str, Any] = {"content": blocks, "isError": is_error}
+    if modern:
+        out["resultType"] = "complete"
+    if "structuredContent" in result:
+        structured = result["structuredContent"]
+        if structured is None or not (modern or type(structured) is dict):
+            return None  # (the SDK leaves out a null; an array before 2026-07-28 is refused)
+        if not _plain_json(structured):
+            return None
+        out["structuredContent"] = structured
+    return out
 
 
 class _Runner(ServerRunner[Any]):
-    """The SDK's request kernel, its ``serverInfo`` stamp not copied for each answer.
+    """The SDK's request kernel, for ``tools/call`` answers written at once.
 
-    The SDK deep-copies the stamp into every 2026-07-28 result so a caller
-    keeping the result cannot change the next one's; here each result is
-    encoded to its answer line at once and dropped, so the stamp is shared.
+    The SDK deep-copies the ``serverInfo`` stamp into every 2026-07-28 result
+    so a caller keeping the result cannot change the next one's; here each
+    result is encoded to its answer line at once and dropped, so the stamp is
+    shared. A plain result (see :func:`plain_result`) is shaped without the
+    SDK's schema models: what they would return is built directly.
     """
+
+    def _serialize(self, method: str, version: str, result: Any) -> dict[str, Any]:
+        # (tools/call takes no cache hints: not one of the SDK's CACHEABLE_METHODS)
+        if method == _METHOD:
+            plain = plain_result(version, result)
+            if plain is not None:
+                return self._stamp_server_info(version, plain)
+        return super()._serialize(method, version, result)
 
     def _stamp_server_info(self, version: str, result: dict[str, Any]) -> dict[str, Any]:
         if version not in MODERN_PROTOCOL_VERSIONS:
@@ -133,6 +218,8 @@ class CallKernel:
         # 2026-07-28 client's request brings its connection in its envelope.
         self._runner = _Runner(server, connection, lifespan) if connection is not None else None
         self._outbound = NotifyOnlyOutbound(dispatcher) if connection is None else None
+        # A 2026-07-28 envelope's JSON, and its client params and capabilities as typed
+        self._envelope: tuple[bytes, Any, Any] | None = None
 
     def start(
         self,
@@ -210,11 +297,8 @@ class CallKernel:
         route = classify_inbound_request({"method": _METHOD, "params": params})
         if isinstance(route, InboundLadderRejection):
             raise MCPError(code=route.code, message=route.message, data=route.data)
-        connection = Connection.from_envelope(
-            route.protocol_version,
-            route.client_info,
-            route.client_capabilities,
-            outbound=self._outbound,  # type: ignore[arg-type]
+        connection = self._envelope_connection(
+            route.protocol_version, route.client_info, route.client_capabilities
         )
         try:
             try:
@@ -230,6 +314,35 @@ class CallKernel:
         except Exception as exc:
             error = modern_error_data(exc)
             raise MCPError(code=error.code, message=error.message, data=error.data) from exc
+
+    def _envelope_connection(self, version: str, info: Any, capabilities: Any) -> Connection:
+        """The request's own connection, as ``Connection.from_envelope`` makes it.
+
+        The envelope's client info and capabilities are typed by the SDK once
+        for each distinct envelope (the last one kept, keyed by its exact JSON,
+        so ``1`` and ``true`` never share an entry): a client's requests all
+        carry the same one. Each request still gets a connection of its own.
+        """
+        key = pydantic_core.to_json((version, info, capabilities))
+        typed = self._envelope
+        if typed is None or typed[0] != key:
+            made = Connection.from_envelope(
+                version,
+                info,
+                capabilities,
+                outbound=self._outbound,  # type: ignore[arg-type]
+            )
+            self._envelope = (key, made.client_params, made.client_capabilities)
+            return made
+        _, params, declared = typed
+        connection = Connection(
+            self._outbound,  # type: ignore[arg-type]
+            protocol_version=version,
+            client_params=params,
+        )
+        connection.client_capabilities = declared
+        connection.initialized.set()
+        return connection
 
     async def _kernel(
         self,
