@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
+from ._unanswered import unanswered_entries
 
 if TYPE_CHECKING:
     from ._protected import ProtectedPaths
@@ -218,6 +219,54 @@ def _names_a_repository(dot_git: str) -> bool:
     return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
 
 
+# per (repository, root) git could not answer about: the identities of the files
+# read for it, those files, and what it protects
+_unanswered: dict[tuple[str, str], tuple[tuple[object, ...], list[str], list[str]]] = {}
+
+
+def _identities(paths: list[str]) -> tuple[object, ...]:
+    out: list[object] = []
+    for path in paths:
+        for look in (os.lstat, os.stat):
+            try:
+                info = look(path)
+            except OSError:
+                out.append(None)
+            else:
+                out.append((info.st_dev, info.st_ino, info.st_size, info.st_mode, info.st_mtime_ns,
+                            info.st_ctime_ns))  # fmt: skip
+    return tuple(out)
+
+
+def _nested_configured(repository: str, root: str) -> list[str]:
+    """What a nested repository's own configuration protects.
+
+    When git gives no clean answer about it, what it would read once repaired
+    (:func:`._unanswered.unanswered_entries`), kept until a file read for that
+    answer changes (git is not asked again meanwhile).
+    """
+    with _trees_lock:
+        hit = _unanswered.get((repository, root))
+    if hit is not None and _identities(hit[1]) == hit[0]:
+        return hit[2]
+    try:
+        answer = cached_configured(repository, root)
+    except SandboxUnavailableError as exc:
+        why = str(exc)
+    else:
+        if hit is not None:
+            with _trees_lock:
+                _unanswered.pop((repository, root), None)
+        return answer
+    entries, reads = unanswered_entries(repository, root, why)
+    reads = [f"{repository}/{_GIT}", *reads]
+    with _trees_lock:
+        if len(_unanswered) >= 4096:
+            _unanswered.clear()
+        _unanswered[repository, root] = (_identities(reads), reads, entries)
+    return entries
+
+
 def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     """The paths (relative to ``root``) that ``root``'s own files make protected.
 
@@ -248,9 +297,9 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
                 out += _git_directory_entries(named, root)
         else:
             out += _git_directory_entries(dot_git, root)
-        if rel and _names_a_repository(dot_git):
+        if rel and (kind == "link" or _names_a_repository(dot_git)):
             # its own configuration: a hooks directory, includes, anywhere in the root
-            out += cached_configured(repository, root)
+            out += _nested_configured(repository, root)
     for rel in links:
         out += _link_entries(rel, root, matcher)
     return list(dict.fromkeys(out))
