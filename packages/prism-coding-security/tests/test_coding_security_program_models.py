@@ -39,6 +39,14 @@ if TYPE_CHECKING:
         ("find . -name $X", "ask", "computed at run time"),
         ("git", "ask", "git without a subcommand"),
         ("git --version", "allow", ""),
+        # a version manager's proxy runs what the checkout's files name
+        # (rust-toolchain.toml's `path`, .yarnrc.yml's `yarnPath`, mise's `path:`)
+        ("cargo --version", "ask", "version manager's proxy"),
+        ("rustc --version", "ask", "the project's own files"),
+        ("yarn --version", "ask", "version manager's proxy"),
+        ("python3 -V", "ask", "version manager's proxy"),
+        ("pytest --version", "ask", "version manager's proxy"),
+        ("cargo --version --verbose", "ask", "not in the safe set"),
         ("git $SUB", "ask", "computed at run time"),
         ("env -S", "ask", "env"),
         ("env -S 'a $B'", "ask", "variables in its string"),

@@ -12,6 +12,7 @@ from ._argv import Grammar, grammar
 __all__ = [
     "BASH_LIKE",
     "BUILTIN_TEXT",
+    "DISPATCHED_VERSION_QUERY",
     "ENV_GRAMMAR",
     "FIND_EXEC",
     "FIND_FLAGS",
@@ -439,42 +440,23 @@ SHELLS = frozenset(
     {"sh", "bash", "dash", "ash", "rbash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh"}
 )
 BASH_LIKE = frozenset({"sh", "bash", "dash", "ash", "rbash"})
+# `X --version` is proved only for programs that answer it themselves. A language
+# toolchain's command is often a version manager's proxy that picks the program
+# to run from the project's own files (rustup: `rust-toolchain.toml` may name a
+# toolchain by path, even `/proc/self/cwd/...`; yarn: `yarnPath` in `.yarnrc.yml`;
+# corepack: `packageManager`; pyenv, rbenv, asdf and mise: `.python-version`,
+# `.tool-versions`, `mise.toml`; pytest loads `conftest.py` before it answers), so
+# in a hostile checkout `cargo --version` runs the checkout's program. Those ask
+# (or, confined, run in the sandbox like any other unproved line).
 VERSION_QUERY = frozenset(
     {
-        "python",
-        "python3",
-        "node",
-        "npm",
-        "npx",
-        "pnpm",
-        "yarn",
-        "deno",
-        "bun",
-        "go",
-        "rustc",
-        "cargo",
-        "java",
-        "javac",
         "gcc",
         "g++",
         "cc",
         "clang",
         "make",
         "cmake",
-        "uv",
-        "pip",
-        "pip3",
-        "ruby",
-        "perl",
-        "php",
         "git",
-        "docker",
-        "kubectl",
-        "terraform",
-        "pytest",
-        "ruff",
-        "mypy",
-        "tsc",
         "bash",
         "sh",
         "zsh",
@@ -486,6 +468,38 @@ VERSION_QUERY = frozenset(
         "ls",
         "cat",
         "find",
+    }
+)
+# The toolchains whose `--version` asks for that reason (named in the refusal).
+DISPATCHED_VERSION_QUERY = frozenset(
+    {
+        "python",
+        "python3",
+        "node",
+        "npm",
+        "npx",
+        "pnpm",
+        "yarn",
+        "corepack",
+        "deno",
+        "bun",
+        "go",
+        "rustc",
+        "cargo",
+        "rustup",
+        "java",
+        "javac",
+        "uv",
+        "pip",
+        "pip3",
+        "ruby",
+        "perl",
+        "php",
+        "pytest",
+        "ruff",
+        "mypy",
+        "tsc",
+        "terraform",
     }
 )
 

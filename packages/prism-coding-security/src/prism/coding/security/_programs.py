@@ -21,6 +21,7 @@ from ._argv import Grammar, ParsedArgs, parse_args
 from ._grammars import (
     BASH_LIKE,
     BUILTIN_TEXT,
+    DISPATCHED_VERSION_QUERY,
     ENV_GRAMMAR,
     FIND_EXEC,
     FIND_FLAGS,
@@ -943,9 +944,15 @@ def _opaque(name: str, args: Argv) -> Use:
 
 
 def _version(name: str, args: Argv) -> Use | None:
-    if name not in VERSION_QUERY and not re.fullmatch(r"python3(?:\.[0-9]+)?", name):
+    if name in DISPATCHED_VERSION_QUERY and args in (("--version",), ("-V",)):
+        return _ask(
+            name,
+            f"{name} {args[0]}: {name} is often a version manager's proxy that runs"
+            " the program the project's own files name",
+        )
+    if name not in VERSION_QUERY:
         return None
-    if args == ("--version",) or (args == ("-V",) and name.startswith("python")):
+    if args == ("--version",):
         return _allow(name, f"{name} {args[0]} only prints a version")
     return None
 
