@@ -457,3 +457,28 @@ async def test_a_protected_path_hidden_under_a_later_commit_and_reftable_stay_ou
     assert "a ref (refs/heads/broken) whose new history git cannot read" in text, text
     assert _git(root, "log", "--format=%s", "-2", "main").stdout == b"e\ntwo\n"
     assert _git(root, "rev-parse", "-q", "--verify", "topic").returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("own", "command"),
+    [
+        (False, "git update-index --split-index"),
+        (True, "echo y > g.txt && git add g.txt && git commit -qm g"),
+    ],
+)
+async def test_a_split_index_comes_back_with_its_shared_index(
+    root: Path, own: bool, command: str
+) -> None:
+    """A split index names its shared index: without it the host's git could not open the index.
+
+    Asked for on the command line, or the user's own ``core.splitIndex``.
+    """
+    _repository(root)
+    if own:
+        _git(root, "config", "core.splitIndex", "true")
+    text = await _shell(root, command)
+    status = _git(root, "status", "--porcelain")
+    assert status.returncode == 0, (text, status.stderr)
+    assert _git(root, "commit", "-q", "--allow-empty", "-m", "after").returncode == 0
+    assert "not applied" not in text, text
+    assert list(root.joinpath(".git").glob("sharedindex.*")), text

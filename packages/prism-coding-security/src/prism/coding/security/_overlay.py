@@ -75,6 +75,7 @@ __all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base", "wait_dis
 
 # bound read-write before; now: data that git writes in ordinary work and never runs
 _DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs"})
+_SHARED_INDEX = re.compile(r"sharedindex\.(?:[0-9a-f]{40}|[0-9a-f]{64})")
 _REFTABLE = "reftable data is not kept (a git that reads refs from it would take them unjudged)"
 _ALTERNATES = frozenset({("objects", "info", "alternates"), ("objects", "info", "http-alternates")})
 COPY_BACK = frozenset({
@@ -732,6 +733,11 @@ class _Applier:
             if (rel, kind) not in self._packed_reasons:
                 self._packed_reasons[rel, kind] = self.state_refusal(rel, at, name, kind)
             return self._packed_reasons[rel, kind]
+        if len(inside) == 1 and _SHARED_INDEX.fullmatch(name):
+            # a split index (`git update-index --split-index`, `core.splitIndex`) names
+            # its shared index by hash: index data like the index itself, which would
+            # not open on the host without it; git expires old ones itself
+            return None if kind == _FILE else "a shared index is not removed from inside"
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
@@ -1237,7 +1243,9 @@ class _Applier:
 
     def directory(self, upper: str, real_fd: int, rel: tuple[str, ...], *, opaque: bool) -> None:
         with os.scandir(upper) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
+            # a split index's shared index is in place before the index naming it (the
+            # checks of the refs that follow run git, which reads the index)
+            entries = sorted(listing, key=lambda e: (not e.name.startswith("sharedindex."), e.name))
         if opaque:
             names = {e.name for e in entries}
             for name in sorted(os.listdir(real_fd)):
