@@ -148,15 +148,16 @@ async def test_the_protocol_validator_also_plugs_into_the_core_seam() -> None:
 
 
 async def test_a_dict_built_call_past_the_limits_is_blocked_on_the_written_checker() -> None:
-    # SCHEMA is closed and small: its calls are checked by the checker written
-    # for it. Each gate still fires: the limits first, then the schema, with the
-    # ledger and the event of any other refusal; a valid call runs.
+    # SCHEMA is closed, small and in the subset whose written checker decides a
+    # valid call without the engine. Each gate still fires: the limits first,
+    # then the schema, with the ledger and the event of any other refusal; a
+    # valid call runs.
     tool = RecordingTool(name="forecast", parameters=SCHEMA)
     sink = RecordingSink()
     options = _options(tool, sink)
     compiled = JsonSchemaArgumentValidator().compile(SCHEMA)
     assert compiled.quick_valid is not None
-    assert compiled.quick_valid.__code__.co_filename == "<prism closed checker>"
+    assert compiled.quick_valid.__code__.co_filename == "<prism deciding checker>"
     refused = [
         ({"city": "Oslo", "days": 2**64}, "data.days: is an integer outside"),
         ({"city": "Oslo\ud800"}, "data.city: contains a lone surrogate"),
@@ -177,3 +178,56 @@ async def test_a_dict_built_call_past_the_limits_is_blocked_on_the_written_check
     ] * 3
     assert isinstance(options.ledger, RunLedger)
     assert [record.status for record in options.ledger.records] == ["blocked"] * 3 + ["ok"]
+
+
+async def test_a_call_decided_without_the_engine_passes_every_gate_an_engine_call_does() -> None:
+    # The same calls through a schema the written checker decides and one it
+    # leaves to the engine (multipleOf: 1 adds nothing for integers): the same
+    # permission gate first, the same events, ledger records and results.
+    engine_schema: JsonObject = {
+        **SCHEMA,
+        "properties": {
+            "city": {"type": "string", "minLength": 1},
+            "days": {"type": "integer", "minimum": 1, "maximum": 14, "multipleOf": 1},
+        },
+    }
+    quick = JsonSchemaArgumentValidator().compile(engine_schema).quick_valid
+    assert quick is not None
+    assert quick.__code__.co_filename == "<prism closed checker>"
+    calls = [
+        {"city": "Oslo", "days": 3},
+        {"city": "Oslo"},
+        {"city": "", "days": 3},
+        {"city": "Oslo", "days": 2**64},
+        {"city": "Oslo", "days": 3, "extra": 1},
+    ]
+    seen = []
+    for schema in (SCHEMA, engine_schema):
+        tool = RecordingTool(name="forecast", parameters=schema)
+        sink = RecordingSink()
+        options = _options(tool, sink)
+        texts = []
+        for number, arguments in enumerate(calls):
+            result = await dispatch_tool_call(
+                ToolCall(id=f"c{number}", name="forecast", arguments=arguments), options
+            )
+            texts.append((result.is_error, result.joined_text))
+        denied = DispatchOptions(
+            registry=options.registry,
+            permission=create_rule_permission_policy(deny=["tool:*:execute"]),
+            validator=options.validator,
+            on_event=sink,
+            ledger=options.ledger,
+        )
+        refused = await dispatch_tool_call(
+            ToolCall(id="d", name="forecast", arguments=calls[0]), denied
+        )
+        texts.append((refused.is_error, refused.joined_text))
+        assert isinstance(options.ledger, RunLedger)
+        records = [(r.call_id, r.status) for r in options.ledger.records]
+        events = [(type(event).__name__, getattr(event, "reason", None)) for event in sink.events]
+        seen.append((texts, records, events, [args for args, _ctx in tool.calls]))
+    decided, engine = seen
+    assert decided == engine
+    assert decided[3] == [{"city": "Oslo", "days": 3}, {"city": "Oslo"}]
+    assert [status for _id, status in decided[1]] == ["ok", "ok"] + ["blocked"] * 4

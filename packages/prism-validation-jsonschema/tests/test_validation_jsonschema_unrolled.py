@@ -11,6 +11,7 @@ values handed to the engine, and no value's or key's own code run.
 
 from __future__ import annotations
 
+import copy
 import math
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -317,6 +318,13 @@ def test_a_tool_validator_uses_the_written_checker_for_a_small_closed_schema() -
     validator = JsonSchemaArgumentValidator(limits=LIMITS)
     quick = validator.compile(README).quick_valid
     assert quick is not None
+    # The README's schema is in the subset decided without the engine (see
+    # test_validation_jsonschema_decided); multipleOf takes it out.
+    assert quick.__code__.co_filename == "<prism deciding checker>"
+    properties = {"a": {"type": "integer", "multipleOf": 1}, "b": {"type": "integer"}}
+    engine_schema = {**README, "properties": properties}
+    quick = validator.compile(engine_schema).quick_valid
+    assert quick is not None
     assert quick.__code__.co_filename == "<prism closed checker>"
     assert quick({"a": 1, "b": 2}) is True
     assert quick({"a": 1, "b": 2**64}) is None
@@ -375,13 +383,21 @@ def test_names_and_bounds_stay_data_in_the_written_checker(
         "required": _PAYLOADS[:3],
         "additionalProperties": False,
     }
-    compiled = JsonSchemaArgumentValidator().compile(schema)
-    quick = compiled.quick_valid
-    assert quick is not None
-    assert quick.__code__.co_filename == "<prism closed checker>"
-    value: dict[str, Any] = {payload: payload for payload in _PAYLOADS}
-    value["n"] = [_PAYLOADS[-1]]
-    assert quick(value) is True
-    assert quick({**value, "n": ["x"]}) is False
-    assert not compiled.validate({_PAYLOADS[0]: "x"}).ok
+    # Written to decide without the engine, and (multipleOf takes it out of
+    # that subset) to hand each call to it.
+    engine_schema: dict[str, Any] = copy.deepcopy(schema)
+    engine_schema["properties"][_PAYLOADS[0]]["multipleOf"] = 1
+    for checked, written in (
+        (schema, "<prism deciding checker>"),
+        (engine_schema, "<prism closed checker>"),
+    ):
+        compiled = JsonSchemaArgumentValidator().compile(checked)
+        quick = compiled.quick_valid
+        assert quick is not None
+        assert quick.__code__.co_filename == written
+        value: dict[str, Any] = {payload: payload for payload in _PAYLOADS}
+        value["n"] = [_PAYLOADS[-1]]
+        assert quick(value) is True
+        assert quick({**value, "n": ["x"]}) is False
+        assert not compiled.validate({_PAYLOADS[0]: "x"}).ok
     assert not (tmp_path / "CANARY").exists()

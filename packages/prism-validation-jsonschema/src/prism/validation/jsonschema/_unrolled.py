@@ -31,9 +31,10 @@ from ._screen import MAX_INTEGER, MIN_INTEGER
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ._decided import Decided
     from ._fast import Counted
 
-__all__ = ["MAX_WRITTEN", "kind_of", "kinds_of", "unrolled_checker"]
+__all__ = ["MAX_WRITTEN", "deciding_checker", "kind_of", "kinds_of", "unrolled_checker"]
 
 # The most properties a written checker covers: its text grows with them, and
 # past a few dozen the general checker's loop costs about the same per key.
@@ -228,6 +229,131 @@ def unrolled_checker(
         str,
         int,
         float,
+        list,
+        KeyError,
+        *arguments,
+    )
+    return check
+
+
+# Each decided test of the value ``x`` (see ``_decided``), with ``p`` and ``q``
+# the names of its two bounds: a value it does not find valid goes to the
+# general checker (and the engine), which decides it as before.
+_DECIDED: dict[str, str] = {
+    "int": "{i}if type(x) is not int or not {p} <= x <= {q}:\n{i}    return general(d)\n",
+    "str": (
+        "{i}if type(x) is not str or not {p} <= len(x) <= {q} or not x.isascii() and lone(x):\n"
+        "{i}    return general(d)\n"
+    ),
+    "enum": "{i}if type(x) is not str or x not in {p}:\n{i}    return general(d)\n",
+    "bool": "{i}if x is not True and x is not False:\n{i}    return general(d)\n",
+    "null": "{i}if x is not None:\n{i}    return general(d)\n",
+}
+_DECIDED_COUNT = frozenset({"str", "enum"})
+
+
+def _decided_test(kind: str, p: str, q: str, indent: str, counting: bool) -> list[str]:
+    text = _DECIDED[kind].format(i=indent, p=p, q=q)
+    if counting and kind in _DECIDED_COUNT:
+        text += f"{indent}chars += len(x)\n"
+    return text.rstrip("\n").split("\n")
+
+
+@functools.lru_cache(maxsize=128)
+def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
+    """The function that makes a deciding checker of ``shape``: (kind, required, item kind).
+
+    As ``_factory``, only kinds, flags and positions shape the text; names and
+    bounds come in as arguments. A call every test passes is valid: it is
+    answered ``True`` without the engine.
+    """
+    count = len(shape)
+    optional = not all(required for _kind, required, _items in shape)
+    lines = [
+        "def make(general, uses, lone, limit, size, required, type, len, dict, str, int, list, "
+        "KeyError, "
+        + "".join(f"n{index}, p{index}, q{index}, f{index}, m{index}, " for index in range(count))
+        + "):",
+        "    def check(d):",
+        "        if type(d) is not dict or len(d) > size:",
+        "            return general(d)",
+        "        for k in d:",
+        "            if type(k) is not str:",
+        "                return general(d)",
+    ]
+    if optional:
+        lines.append("        found = required")
+    if counting:
+        lines.append("        chars = 0")
+    lines.append("        try:")
+    for index, (kind, required, items) in enumerate(shape):
+        indent = " " * 12
+        if not required:
+            lines.append(f"{indent}if n{index} in d:")
+            indent += "    "
+            lines.append(f"{indent}found += 1")
+        lines.append(f"{indent}x = d[n{index}]")
+        if kind == "array":
+            lines += [
+                f"{indent}if type(x) is not list or not f{index} <= len(x) <= m{index}:",
+                f"{indent}    return general(d)",
+                f"{indent}for x in x:",
+            ]
+            lines += _decided_test(items, f"p{index}", f"q{index}", indent + "    ", counting)
+        else:
+            lines += _decided_test(kind, f"p{index}", f"q{index}", indent, counting)
+    if not shape:
+        lines.append("            pass")
+    lines += ["        except KeyError:", "            return general(d)"]
+    if optional:
+        lines += ["        if found != len(d):", "            return general(d)"]
+    if counting:
+        lines += ["        if chars > limit:", "            return general(d)"]
+    lines += ["        uses.hits += 1", "        return True", "    return check"]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", "<prism deciding checker>", "exec"), namespace)
+    factory: Callable[..., Any] = namespace["make"]
+    return factory
+
+
+def deciding_checker(
+    general: Callable[[object], bool | None],
+    decided: Mapping[str, tuple[bool, Decided]],
+    uses: Counted,
+    *,
+    most_chars: int | None = None,
+) -> Callable[[object], bool | None]:
+    """A checker that answers ``True`` itself for a call its tests find valid.
+
+    ``decided`` maps each declared property to (required, test) (see
+    ``_decided.decided_kinds``); ``general`` (the general closed checker, with
+    the engine behind it) decides every call a test does not pass. Counts one
+    on ``uses`` for a call it decides itself.
+    """
+    shape: list[tuple[str, bool, str]] = []
+    arguments: list[object] = []
+    for name, (required, (kind, first, second)) in decided.items():
+        if kind == "array":
+            fewest, most = first
+            item: Decided = second
+            shape.append(("array", required, item[0]))
+            arguments += [name, item[1], item[2], fewest, most]
+        else:
+            shape.append((kind, required, ""))
+            arguments += [name, first, second, 0, 0]
+    factory = _decider(tuple(shape), most_chars is not None)
+    check: Callable[[object], bool | None] = factory(
+        general,
+        uses,
+        lone_surrogate,
+        most_chars or 0,
+        len(shape),
+        sum(1 for kind in shape if kind[1]),
+        type,
+        len,
+        dict,
+        str,
+        int,
         list,
         KeyError,
         *arguments,

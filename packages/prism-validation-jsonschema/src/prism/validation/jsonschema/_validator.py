@@ -23,6 +23,7 @@ from prism.core.options import boolean, instance_of, integer, one_of, optional
 from prism.core.text import REASON_LIMIT, clip
 
 from ._closed import closed_bounds
+from ._decided import decided_kinds
 from ._errors import SchemaRejectedError
 from ._fast import Nowhere, closed_checker, flat_checker
 from ._graph import Path, analyse
@@ -38,7 +39,7 @@ from ._limits import HARD_CACHE_SIZE, CacheInfo, SchemaLimits
 from ._regex import ascii_word_boundaries
 from ._rs import FORMAT_DRAFTS, RsValidationError, compile_rs
 from ._screen import Screened, prepare, screen
-from ._unrolled import MAX_WRITTEN, kinds_of, unrolled_checker
+from ._unrolled import MAX_WRITTEN, deciding_checker, kinds_of, unrolled_checker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -488,6 +489,19 @@ class JsonSchemaArgumentValidator:
                     entry,
                     most_chars=most_chars,
                 )
+                decided = decided_kinds(
+                    copy, draft, entry.caps, arrays, assert_formats=self._assert_formats
+                )
+                if decided is not None and not analysis.contextual:
+                    # In the subset whose tests decide validity (see _decided):
+                    # a call they find valid never enters the engine; any
+                    # other goes to the checkers above, and the engine, as before.
+                    entry.fast = deciding_checker(
+                        entry.fast, decided, Nowhere(), most_chars=most_chars
+                    )
+                    entry.quick = deciding_checker(
+                        entry.quick, decided, entry, most_chars=most_chars
+                    )
         else:
             work = 0 if entry.work is None else entry.max_work
             regex = 0 if entry.work is None else entry.max_regex
