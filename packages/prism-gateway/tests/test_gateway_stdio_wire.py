@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from contextlib import asynccontextmanager, contextmanager
@@ -12,9 +13,12 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.shared.message import SessionMessage
+from mcp_types import methods as types_methods
 
 from prism.core import (
     JsonObject,
@@ -752,3 +756,80 @@ async def test_a_call_past_the_waiting_calls_cap_is_refused_at_once_and_recorded
     assert [(r.tool_name, r.blocked_reason, r.arguments) for r in blocked] == [
         ("turn", "tool_denied", {"n": 3})
     ]
+
+
+_MODERN = "2026-07-28"
+_METAS: list[Any] = [
+    None,
+    {},
+    {"progressToken": 1},
+    {"progressToken": "t"},
+    {"progressToken": 1.5},
+    {"progressToken": [1]},
+    ENVELOPE,
+    {**ENVELOPE, "progressToken": 7},
+    {**ENVELOPE, "io.modelcontextprotocol/clientInfo": {"name": 1, "version": "0"}},
+    {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": []},
+    {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": 1}}},
+    {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}}},
+]
+_ABSENT = object()
+
+
+def _params(name: Any, arguments: Any, meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name}
+    if arguments is not _ABSENT:
+        params["arguments"] = arguments
+    if meta is not _ABSENT:
+        params["_meta"] = meta
+    return params
+
+
+def _verdict(check: Callable[[str, dict[str, Any]], None], version: str, params: Any) -> str:
+    try:
+        check(version, params)
+    except Exception as exc:  # the same failure, in the same words
+        return f"{type(exc).__name__}: {exc}"
+    return "passed"
+
+
+@given(
+    version=st.sampled_from(["2025-11-25", _MODERN]),
+    name=st.sampled_from(["echo", "", 1, None, ["echo"]]),
+    arguments=st.sampled_from([_ABSENT, None, {}, {"a": [1]}, [], "a", 0]),
+    meta=st.sampled_from([_ABSENT, *_METAS]),
+    extra=st.booleans(),
+)
+@settings(max_examples=150, deadline=None)
+def test_the_kernel_checks_a_request_as_the_sdk_checks_it(
+    version: str, name: Any, arguments: Any, meta: Any, extra: bool
+) -> None:
+    """A request with a _meta that passed before is checked by hand: the same verdict."""
+    params = _params(name, arguments, meta)
+    if extra:
+        params["task"] = {"ttl": 1}
+    check = _upstream.RequestCheck()
+    # The same _meta in a request that passes the SDK's check first (when one can)
+    _verdict(check.check, version, _params("echo", {}, meta))
+    sdk = functools.partial(types_methods.validate_client_request, "tools/call")
+    assert _verdict(check.check, version, params) == _verdict(sdk, version, params)
+
+
+def test_a_request_check_is_taken_from_the_last_one_passed() -> None:
+    check = _upstream.RequestCheck()
+    calls: list[object] = []
+    validate = types_methods.validate_client_request
+
+    def counted(method: str, version: str, params: Any) -> None:
+        calls.append(params)
+        validate(method, version, params)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(types_methods, "validate_client_request", counted)
+        check.check(_MODERN, _params("a", {}, ENVELOPE))
+        check.check(_MODERN, _params("b", None, ENVELOPE))  # (the envelope passed: by hand)
+        check.check(_MODERN, _params("c", _ABSENT, ENVELOPE))
+        assert len(calls) == 1
+        check.check(_MODERN, _params("d", {}, {**ENVELOPE, "progressToken": 1}))
+        check.check("2025-11-25", _params("d", {}, {**ENVELOPE, "progressToken": 1}))
+        assert len(calls) == 3

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
         Awaitable[Any],
     ]
 
-__all__ = ["AnswerWriter", "CallKernel", "plain_result", "result_line"]
+__all__ = ["AnswerWriter", "CallKernel", "RequestCheck", "plain_result", "result_line"]
 
 
 _RESULT_KEYS = frozenset({"content", "isError", "resultType"})
@@ -144,6 +144,53 @@ def plain_result(version: str, result: object) -> dict[str, Any] | None:
     return out
 
 
+_PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
+
+
+class RequestCheck:
+    """The SDK's per-revision check of a ``tools/call`` request, its ``_meta`` checked once.
+
+    The revision's request model checks each of the params' members on its
+    own (no check ties two together): ``name`` a string, ``arguments`` an
+    object or null, ``_meta`` (the 2026-07-28 envelope, a progress token) as
+    the revision says. So once the SDK has passed a request, a later one of
+    the same revision with the same ``_meta`` (its exact JSON), a string
+    name and object or null arguments, and no other member, passes too: only
+    those are checked here. Anything else is checked by the SDK (and its
+    error raised).
+    """
+
+    __slots__ = ("_passed",)
+
+    def __init__(self) -> None:
+        # The last passed request's revision, whether it had _meta, and that _meta's JSON
+        self._passed: tuple[str, bool, bytes] | None = None
+
+    def check(self, version: str, params: dict[str, Any]) -> None:
+        """Check ``params`` of a ``tools/call`` at ``version`` as ``validate_client_request``.
+
+        Raises:
+            ValueError: ``version`` is not a known protocol version.
+            pydantic.ValidationError: the request fails the revision's schema.
+        """
+        arguments = params.get("arguments")
+        plain = (
+            type(params.get("name")) is str
+            and (arguments is None or type(arguments) is dict)
+            and _PARAM_KEYS.issuperset(params)
+        )
+        key = (
+            (version, "_meta" in params, pydantic_core.to_json(params.get("_meta")))
+            if plain
+            else None
+        )
+        if key is not None and key == self._passed:
+            return
+        _methods.validate_client_request(_METHOD, version, params)
+        if key is not None:
+            self._passed = key
+
+
 class _Runner(ServerRunner[Any]):
     """The SDK's request kernel, for ``tools/call`` answers written at once.
 
@@ -218,6 +265,7 @@ class CallKernel:
         # 2026-07-28 client's request brings its connection in its envelope.
         self._runner = _Runner(server, connection, lifespan) if connection is not None else None
         self._outbound = NotifyOnlyOutbound(dispatcher) if connection is None else None
+        self._requests = RequestCheck()
         # A 2026-07-28 envelope's JSON, and its client params and capabilities as typed
         self._envelope: tuple[bytes, Any, Any] | None = None
 
@@ -357,7 +405,7 @@ class CallKernel:
         version = connection.protocol_version
         ctx = runner._make_context(dctx, _METHOD, params, _extract_meta(params), version)
         # (tools/call is a method of every revision, and has a handler: StdioFastPath.learn)
-        _methods.validate_client_request(_METHOD, version, params)
+        self._requests.check(version, params)
         if not connection.initialize_accepted:
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid request parameters", data="")
         typed = types.CallToolRequestParams.model_validate(params, by_name=False)
