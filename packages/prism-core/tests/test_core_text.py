@@ -4,7 +4,14 @@ from prism.core import DispatchOptions, ToolCall, ToolDefinition, ToolResult, cr
 from prism.core import dispatch_tool_call as dispatch
 from prism.core._text import clip_counted
 from prism.core.testing import AllowAllPermissionPolicy
-from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, REASON_LIMIT, clip, describe_exception
+from prism.core.text import (
+    MESSAGE_LIMIT,
+    NAME_LIMIT,
+    REASON_LIMIT,
+    clip,
+    describe_exception,
+    has_lone_surrogate,
+)
 
 
 def test_short_text_is_kept_whole() -> None:
@@ -77,3 +84,21 @@ async def test_a_tool_raising_an_exception_whose_str_fails_is_a_result() -> None
     result = await dispatch(ToolCall(id="1", name="hostile", arguments={}), options)
     assert result.is_error
     assert "_HostileStr" in result.joined_text
+
+
+@pytest.mark.parametrize(
+    ("text", "lone"),
+    [
+        ("", False),
+        ("plain", False),
+        ("caf\u00e9 \U0001f600", False),  # a pair is one code point: UTF-8 holds it
+        ("\ud800", True),
+        ("x" * 10_000 + "\udfff", True),
+        ("\u00e9\ud83d", True),  # a high surrogate with no low one after it
+        ("\ude00\ud83d", True),  # a pair in the wrong order is two lone ones
+    ],
+)
+def test_a_lone_surrogate_is_found_wherever_it_is(text: str, lone: bool) -> None:
+    assert has_lone_surrogate(text) is lone
+    # the same answer as writing the text as UTF-8
+    assert lone is (text.encode("utf-8", "surrogatepass") != text.encode("utf-8", "replace"))

@@ -9,6 +9,7 @@ __all__ = [
     "clip",
     "clip_counted",
     "describe_exception",
+    "has_lone_surrogate",
 ]
 
 MESSAGE_LIMIT = 2_000
@@ -21,6 +22,26 @@ NAME_LIMIT = 200
 """Characters of a name, a path or a value quoted inside a message."""
 
 _MARK = "..."
+
+
+def has_lone_surrogate(text: str) -> bool:
+    r"""Whether ``text`` holds a lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds.
+
+    ``json.loads`` makes one from an escape such as ``"\ud800"``; such a text
+    cannot be written as UTF-8 (a JSON-RPC answer, a Rust string, an SQLite
+    text column), so every package that sends or checks text refuses it
+    through here. An ASCII text is answered at once::
+
+        >>> has_lone_surrogate("caf\u00e9"), has_lone_surrogate("x\ud800")
+        (False, True)
+    """
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")  # faster than a regex search, at any length
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:

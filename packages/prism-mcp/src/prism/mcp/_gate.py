@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import re
 import secrets
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from mcp_types import methods as _methods
 
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
+from prism.core.text import has_lone_surrogate
 
 from ._budget import many_strings, parse_json
 from ._callbacks import call_in
@@ -154,7 +154,7 @@ def _nodes(value: object) -> int | str:
             if type(item) is dict:
                 children = item.values()
                 for key in item:
-                    if _lone_surrogate(key):
+                    if has_lone_surrogate(key):
                         return LONE_SURROGATE
             else:
                 children = item
@@ -167,7 +167,7 @@ def _nodes(value: object) -> int | str:
                         return f"objects and arrays nested more than {MAX_MESSAGE_DEPTH} deep"
                     if child:
                         deeper.append(child)
-                elif type(child) is str and _lone_surrogate(child):
+                elif type(child) is str and has_lone_surrogate(child):
                     return LONE_SURROGATE
         level = deeper
         depth += 1
@@ -175,12 +175,6 @@ def _nodes(value: object) -> int | str:
 
 
 LONE_SURROGATE = "a string with a lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _lone_surrogate(text: str) -> bool:
-    r"""Whether ``text`` holds a lone surrogate (a JSON escape such as ``\ud800`` makes one)."""
-    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def _result_nodes(result: dict[str, Any]) -> int | str:

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from prism.core.text import NAME_LIMIT, clip
+from prism.core.text import has_lone_surrogate as lone_surrogate  # (one check, shared)
 
 from ._screen import INTEGER_RANGE, POLLUTION_KEYS, SAFE_INTEGER, integer_too_long
 
@@ -46,15 +47,6 @@ def _integer_problem(value: int) -> str | None:
     if not integer_too_long(value):
         return None
     return f"is an integer outside {INTEGER_RANGE}, which Prism validates; send it as a string"
-
-
-def lone_surrogate(text: str) -> bool:
-    """True if ``text`` holds a lone surrogate (only a non-ASCII ``text`` can)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def path_text(parts: Sequence[str | int]) -> str:
