@@ -32,6 +32,7 @@ from prism.gateway import (
     open_gateway,
     serve_http,
 )
+from prism.gateway._gateway import LONE_SURROGATE
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -539,3 +540,23 @@ async def test_a_call_over_http_is_built_from_the_text_of_its_request() -> None:
         assert isinstance(result.content[0], types.TextContent)
         assert "b must be small" in result.content[0].text
     assert seen == [(True, True), (True, True), (False, True)]
+
+
+async def test_a_local_tools_lone_surrogate_is_an_error_result_over_http() -> None:
+    """No UTF-8 holds "\\ud800": the SDK's encoder answered a JSON-RPC error of code 0.
+
+    Over HTTP as over stdio, the call gets an error result naming the problem.
+    """
+
+    async def lone(_arguments: Any, _ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.text("bad \ud800 text")
+
+    tool = ToolDefinition(name="lone", execute=lone)
+    async with open_gateway(tools=[tool]) as gateway, trio.open_nursery() as nursery:
+        url = await nursery.start(serve_http, gateway, HttpOptions(host="127.0.0.1", port=0))
+        async with Client(url) as client:
+            refused = await client.call_tool("lone", {})
+        nursery.cancel_scope.cancel()
+    assert refused.is_error
+    assert isinstance(refused.content[0], types.TextContent)
+    assert refused.content[0].text == f"result refused: {LONE_SURROGATE}"

@@ -30,6 +30,7 @@ from prism.core import (
 from prism.core.ledger import RunLedger
 from prism.gateway import Gateway, GatewayError, _upstream, open_gateway, serve_stdio
 from prism.gateway._fast import StdioFastPath
+from prism.gateway._gateway import LONE_SURROGATE
 from prism.gateway._stdio import LineWriter
 from prism.validation.jsonschema import create_json_schema_tool_validator
 
@@ -319,6 +320,20 @@ async def _progress(_arguments: JsonObject, ctx: ToolExecutionContext) -> ToolRe
     return ToolResult(content=(), structured={"done": True})
 
 
+async def _lone(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
+    # A lone surrogate ("\ud800" is valid JSON; no UTF-8 holds it) where a local tool
+    # may put one: no answer can carry it.
+    where = arguments.get("where")
+    if where == "raise":
+        raise RuntimeError("broke on \ud800")
+    if where == "progress":
+        ctx.report_progress("half \udfff", progress=1, total=2)
+        return ToolResult.text("done")
+    if where == "key":
+        return ToolResult(content=(), structured={"k\udc00": 1})
+    return ToolResult.text("bad \ud800 text")
+
+
 def _fast_tools(
     hang_started: trio.Event, hang_ended: trio.Event, held: trio.Event | None = None
 ) -> list[ToolDefinition]:
@@ -348,6 +363,7 @@ def _fast_tools(
         ToolDefinition(name="progress", execute=_progress),
         ToolDefinition(name="hang", execute=hang),
         ToolDefinition(name="hold", execute=hold),
+        ToolDefinition(name="lone", execute=_lone),
     ]
 
 
@@ -374,6 +390,10 @@ _SCRIPT: list[tuple[object, object, object]] = [
     (17, 5, {}),
     # Nested past the validator's max_instance_depth (64): refused by its instance limits.
     (22, "echo", {"text": json.loads("[" * 70 + "]" * 70)}),
+    # A local tool's lone surrogate: an error result naming it, on every path.
+    (24, "lone", {"where": "text"}),
+    (25, "lone", {"where": "key"}),
+    (26, "lone", {"where": "raise"}),
 ]
 
 
@@ -468,6 +488,9 @@ async def _exchange(
             await answer(peer, 900 + n)
         await peer.send(_call(18, "progress", {}, progressToken="p-18", **meta))
         await answer(peer, 18)
+        # Progress whose message holds a lone surrogate goes without the message.
+        await peer.send(_call(27, "lone", {"where": "progress"}, progressToken="p-27", **meta))
+        await answer(peer, 27)
         # Cancelled by the client: never answered, recorded as cancelled.
         await peer.send(_call(19, "hang", {}, **meta))
         await hang_started.wait()
@@ -518,7 +541,7 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     # (the request behind the cancellation goes either way: the fast one once the SDK
     # dispatched the cancellation, which it may or may not have done by then)
     taken = [line for line in taken if line != left[-1].split(b"\n")[1]]
-    assert len(taken) == len(_SCRIPT) + 5 + modern
+    assert len(taken) == len(_SCRIPT) + 6 + modern
     assert [raw for raw in left if raw in taken] == (left[-3:-2] if modern else [])
     answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
     assert answers[10]["result"]["content"] == [{"type": "text", "text": "echo hi"}]
@@ -531,11 +554,19 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     assert "max_instance_depth=64" in answers[22]["result"]["content"][0]["text"]
     events = fast_records[-1]  # (the same on both paths: compared above)
     assert events.count("ToolExecutionBlocked") == 3  # permission, validation, depth
-    assert events.count("ToolExecutionProgress") == 2
+    assert events.count("ToolExecutionProgress") == 3
     # hang and hold started and ended in errors; 23 never started (no slot)
     assert events[-4:] == ("ToolExecutionStarted", "ToolExecutionError") * 2
     progress = [json.loads(line) for line in fast_lines if b"notifications/progress" in line]
-    assert [p["params"]["progressToken"] for p in progress] == ["p-18", "p-18"]
+    assert [p["params"]["progressToken"] for p in progress] == ["p-18", "p-18", "p-27"]
+    assert progress[2]["params"] == {"progressToken": "p-27", "progress": 1, "total": 2}
+    # A local tool's lone surrogate (in a text, a key, an exception's message): before,
+    # a JSON-RPC error of code 0 (the encoder's words), or U+FFFD written for a key.
+    for request_id in (24, 25, 26):
+        refused = answers[request_id]["result"]
+        assert refused["content"] == [{"type": "text", "text": f"result refused: {LONE_SURROGATE}"}]
+        assert refused["isError"] is True
+    assert answers[27]["result"]["content"] == [{"type": "text", "text": "done"}]
     assert ("error" in answers[41]) is modern
     statuses = {record[1]: record[2] for record in fast_records}
     assert statuses["secret"] == "blocked"

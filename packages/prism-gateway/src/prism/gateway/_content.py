@@ -18,8 +18,9 @@ from prism.core import (
     TextContent,
     ToolResult,
 )
+from prism.core.text import has_lone_surrogate
 
-__all__ = ["call_tool_result_json"]
+__all__ = ["call_tool_result_json", "lone_surrogate_in"]
 
 
 def _set(block: dict[str, Any], key: str, value: object) -> dict[str, Any]:
@@ -60,3 +61,32 @@ def call_tool_result_json(result: ToolResult, *, any_structured: bool) -> dict[s
     wire["isError"] = result.is_error
     wire["resultType"] = "complete"
     return wire
+
+
+def lone_surrogate_in(wire: dict[str, Any]) -> bool:
+    """Whether a string or key of the result JSON ``wire`` holds a lone surrogate.
+
+    No answer can carry one (JSON-RPC is UTF-8): the SDK's encoder failed on it
+    (a JSON-RPC error of code 0) or, in a key, wrote U+FFFD in its place. One
+    pass, no recursion; an ASCII string costs one test.
+    """
+    stack: list[Any] = [wire]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            for key, value in node.items():
+                if has_lone_surrogate(key):
+                    return True
+                if type(value) is str:
+                    if has_lone_surrogate(value):
+                        return True
+                elif type(value) in (dict, list):
+                    stack.append(value)
+        else:
+            for value in node:
+                if type(value) is str:
+                    if has_lone_surrogate(value):
+                        return True
+                elif type(value) in (dict, list):
+                    stack.append(value)
+    return False

@@ -55,7 +55,7 @@ from prism.core.options import (
     optional,
     sequence_of,
 )
-from prism.core.text import NAME_LIMIT, clip
+from prism.core.text import NAME_LIMIT, clip, has_lone_surrogate
 from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
 
 from ._approval import (
@@ -68,7 +68,7 @@ from ._approval import (
     declares_elicitation,
     principal_of,
 )
-from ._content import call_tool_result_json
+from ._content import call_tool_result_json, lone_surrogate_in
 from ._errors import GatewayConfigurationError, GatewayError
 from ._fast import current_link
 from ._forward import UNANSWERED_CALL_S, Forwarder
@@ -92,6 +92,9 @@ _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
 CALLS_WAITING_ERROR = -32029
 """The JSON-RPC error code of a call refused because its client has too many calls waiting."""
+LONE_SURROGATE = (
+    "the tool returned a string with a lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds"
+)
 QUESTION_TOOL = "prism:question"
 """The tool name the ledger records a waiting call's eviction under (and unanswered calls' cap)."""
 
@@ -588,7 +591,13 @@ class Gateway:
             and self._forward.forwards(owner.server_id)
         ):  # to a client that can be shown them, the server's -32042 itself (raised)
             result = self._forward.url_required(owner.server_id, scope, result)
-        return call_tool_result_json(result, any_structured=scope.modern)
+        wire = call_tool_result_json(result, any_structured=scope.modern)
+        # (a server's result was checked so by the bridge's answer gate already)
+        if owner is None and lone_surrogate_in(wire):
+            _log.warning("refused the result of %s (%s): %s", call.id, call.name, LONE_SURROGATE)
+            reason = f"result refused: {LONE_SURROGATE}"
+            wire = call_tool_result_json(ToolResult.error(reason), any_structured=False)
+        return wire
 
     async def _start_round(
         self,
@@ -998,8 +1007,11 @@ async def _forward_progress(
             total = event.total
             if total is not None and not math.isfinite(total):
                 total = None  # no JSON form (it went out as null, which the schema refuses)
+            message = event.message
+            if message is not None and has_lone_surrogate(message):
+                message = None  # no answer can carry it: the progress goes without it
             with contextlib.suppress(Exception):
-                await session.report_progress(progress, total, event.message)
+                await session.report_progress(progress, total, message)
 
 
 def _items(value: object) -> object:
