@@ -187,6 +187,7 @@ _PROBES: dict[str, list[object]] = {
     "max_concurrent_calls": [0, 1, 10**6, 2.0, False],
     "max_calls_per_client": [0, 1, 10**6, 2.0, True],
     "max_waiting_calls_per_client": [0, 1, 10**6, 2.0, True],
+    "max_waiting_calls": [0, 1, 10**6, 2.0, True],
     "path": ["/", "/a/b", "mcp", "", 7],
     "max_request_bytes": [1023, 1024, 64 * _MIB, 64 * _MIB + 1, 2048.0],
     "body_timeout_s": [0.09, 0.1, 3600, 3600.01, "30"],
@@ -197,6 +198,7 @@ _IN_OPEN_GATEWAY = (
     "max_concurrent_calls",
     "max_calls_per_client",
     "max_waiting_calls_per_client",
+    "max_waiting_calls",
 )
 
 
@@ -246,6 +248,7 @@ async def test_the_gateway_limits_of_serve_reach_the_gateway() -> None:
                 "unanswered_call_s": 30,
                 "max_concurrent_calls": 5,
                 "max_calls_per_client": 2,
+                "max_waiting_calls": 7,
                 "max_request_bytes": 2048,
                 "body_timeout_s": 3,
             }
@@ -258,4 +261,5 @@ async def test_the_gateway_limits_of_serve_reach_the_gateway() -> None:
         assert gateway._parked.ttl_s == 90
         assert gateway._forward.unanswered_call_s == 30
         assert gateway._limiter.total_tokens == 5
+        assert gateway._max_waiting_all == 7
         assert gateway._per_client_limit == 2

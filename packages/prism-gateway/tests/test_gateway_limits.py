@@ -7,8 +7,10 @@ import pytest
 import trio
 import trio.testing
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from prism.core import JsonObject, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.core.ledger import RunLedger
 from prism.gateway import HttpOptions, open_gateway, serve_http
 
 
@@ -99,3 +101,64 @@ async def test_a_call_waiting_for_its_clients_turn_holds_none_of_the_gateways_sl
         assert started == ["alice", "bob"]  # (before: ["alice"], Bob waiting)
         go.set()
     assert started == ["alice", "bob", "alice", "alice"]
+
+
+async def test_calls_past_the_gateways_waiting_cap_are_refused_whoever_makes_them() -> None:
+    """max_waiting_calls bounds the calls waiting of all clients together.
+
+    Each client's own cap (max_waiting_calls_per_client) left the whole unbounded:
+    many clients, each under its cap, piled up calls without end. Bob has no call
+    waiting, but the gateway has its cap of Alice's: his call that would wait is
+    refused, with the per-client cap's error code, and recorded the same way; his
+    call whose slots are free runs (it waits for nothing).
+    """
+    started: list[str] = []
+    go = trio.Event()
+    ledger = RunLedger()
+
+    async def turn(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+        started.append(str(arguments["who"]))
+        await go.wait()
+        return ToolResult.text("done")
+
+    tool = ToolDefinition(name="turn", execute=turn)
+    async with (
+        open_gateway(
+            tools=[tool],
+            ledger=ledger,
+            max_concurrent_calls=2,
+            max_calls_per_client=1,
+            max_waiting_calls=2,
+        ) as gateway,
+        Client(gateway.server, mode="legacy") as alice,
+        Client(gateway.server) as bob,
+        trio.open_nursery() as nursery,
+    ):
+        for _ in range(3):  # one runs, two wait for her turn: the gateway's cap
+            nursery.start_soon(alice.call_tool, "turn", {"who": "alice"})
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(bob.call_tool, "turn", {"who": "bob"})  # its slots are free
+        await trio.testing.wait_all_tasks_blocked()
+        assert started == ["alice", "bob"]
+        refused: list[MCPError] = []
+
+        async def again() -> None:  # it would wait
+            try:
+                await bob.call_tool("turn", {"who": "bob again"})
+            except MCPError as exc:
+                refused.append(exc)
+
+        nursery.start_soon(again)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(refused) == 1  # answered at once (before: it waited for its turn)
+        go.set()
+    assert refused[0].error.code == -32029
+    assert refused[0].error.message == (
+        "too many calls waiting: the gateway has 2 calls of its clients waiting for their "
+        "turn (max_waiting_calls); call again when one has ended"
+    )
+    assert sorted(started) == ["alice", "alice", "alice", "bob"]
+    blocked = [r for r in ledger.records if r.status == "blocked"]
+    assert [(r.tool_name, r.blocked_reason, r.arguments) for r in blocked] == [
+        ("turn", "tool_denied", {"who": "bob again"})
+    ]

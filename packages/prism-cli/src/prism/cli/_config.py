@@ -335,6 +335,8 @@ class ServeConfig:
             the name it declares); the rest wait their turn.
         max_waiting_calls_per_client: at most this many of one client's calls
             wait their turn; one more is refused at once (a JSON-RPC error).
+        max_waiting_calls: at most this many calls of all clients wait their
+            turn; one more is refused at once (the same error).
         path: the HTTP endpoint's path.
         max_request_bytes: a larger HTTP request body is refused with 413.
         body_timeout_s: an HTTP request body not complete this long after its
@@ -368,6 +370,7 @@ class ServeConfig:
     max_concurrent_calls: int = attrs.field(default=32, validator=integer(minimum=1))
     max_calls_per_client: int = attrs.field(default=8, validator=integer(minimum=1))
     max_waiting_calls_per_client: int = attrs.field(default=64, validator=integer(minimum=1))
+    max_waiting_calls: int = attrs.field(default=1024, validator=integer(minimum=1))
     path: str = attrs.field(default="/mcp", validator=_endpoint_path)
     max_request_bytes: int = attrs.field(
         default=1_000_000, validator=integer(minimum=1024, maximum=64 * 1024 * 1024)

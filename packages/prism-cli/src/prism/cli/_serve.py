@@ -142,6 +142,7 @@ def gateway_limits(config: PrismConfig) -> dict[str, Any]:
         "max_concurrent_calls": serve.max_concurrent_calls,
         "max_calls_per_client": serve.max_calls_per_client,
         "max_waiting_calls_per_client": serve.max_waiting_calls_per_client,
+        "max_waiting_calls": serve.max_waiting_calls,
         "question_ttl_s": serve.question_ttl_s,
         "unanswered_call_s": serve.unanswered_call_s,
     }

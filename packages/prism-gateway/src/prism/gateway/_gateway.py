@@ -91,7 +91,7 @@ _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
 CALLS_WAITING_ERROR = -32029
-"""The JSON-RPC error code of a call refused because its client has too many calls waiting."""
+"""The JSON-RPC error code of a call refused because too many calls wait (its client's, or all)."""
 LONE_SURROGATE = (
     "the tool returned a string with a lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds"
 )
@@ -268,6 +268,8 @@ class Gateway:
     _limiter: trio.CapacityLimiter
     _per_client_limit: int
     _max_waiting: int = 64
+    _max_waiting_all: int = 1024
+    _waiting_all: int = 0  # calls waiting for their first turn, of every client
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _names: ToolNameMap = attrs.field(init=False)
     # registry name -> the bridge whose tool it is
@@ -537,19 +539,23 @@ class Gateway:
                     self._running[key] = running
                 share = self._client_slot(_share_key(ctx))
                 if share.waiting >= self._max_waiting:
-                    self._refuse_waiting(ctx, call)
+                    self._refuse_waiting(ctx, call, everyone=False)
                 async with share as slot:
                     # The client's slot first: a call waiting for its own client's turn
                     # holds none of the gateway's (one client's queue would hold them all).
                     slots = scope.slots = CallSlots((slot, self._limiter))
+                    if self._waiting_all >= self._max_waiting_all and not slots.free():
+                        self._refuse_waiting(ctx, call, everyone=True)
                     try:
                         # (counted only while it waits: a call with its slots free takes
                         # them without yielding)
                         share.waiting += 1
+                        self._waiting_all += 1
                         try:
                             await slots.take()
                         finally:
                             share.waiting -= 1
+                            self._waiting_all -= 1
                         if scope.progress is not None or scope.round is not None:
                             # (a waiting call's later requests may ask for progress)
                             result = await self._dispatch_with_progress(scope, call, client)
@@ -815,15 +821,26 @@ class Gateway:
                 )
             )
 
-    def _refuse_waiting(self, ctx: ServerRequestContext[Any, Any], call: ToolCall) -> NoReturn:
-        """Refuse ``call``: its client has ``max_waiting_calls_per_client`` calls waiting.
+    def _refuse_waiting(
+        self, ctx: ServerRequestContext[Any, Any], call: ToolCall, *, everyone: bool
+    ) -> NoReturn:
+        """Refuse ``call``: too many calls wait (its client's, or with ``everyone`` all).
 
-        Recorded as blocked (``tool_denied``), and answered with a JSON-RPC error.
+        Its client has ``max_waiting_calls_per_client`` calls waiting, or the
+        gateway's clients have ``max_waiting_calls`` in all. Recorded as blocked
+        (``tool_denied``), and answered with a JSON-RPC error.
         """
-        reason = (
-            f"too many calls waiting: this client has {self._max_waiting} calls waiting for "
-            "their turn (max_waiting_calls_per_client); call again when one has ended"
-        )
+        if everyone:
+            reason = (
+                f"too many calls waiting: the gateway has {self._max_waiting_all} calls of "
+                "its clients waiting for their turn (max_waiting_calls); call again when "
+                "one has ended"
+            )
+        else:
+            reason = (
+                f"too many calls waiting: this client has {self._max_waiting} calls waiting "
+                "for their turn (max_waiting_calls_per_client); call again when one has ended"
+            )
         _log.warning("refused a call of %s: %s", client_label(ctx), reason)
         ledger = self._options.ledger
         if ledger is not None:
@@ -1044,6 +1061,7 @@ _CHECKS: dict[str, OptionCheck] = {
     "max_concurrent_calls": _LIMIT,
     "max_calls_per_client": _LIMIT,
     "max_waiting_calls_per_client": _LIMIT,
+    "max_waiting_calls": _LIMIT,
     "question_ttl_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
     "unanswered_call_s": number(minimum=1.0, maximum=7 * 24 * 3600.0),
     "roots": sequence_of(
@@ -1073,6 +1091,7 @@ async def open_gateway(
     max_concurrent_calls: int = 32,
     max_calls_per_client: int = 8,
     max_waiting_calls_per_client: int = 64,
+    max_waiting_calls: int = 1024,
     roots: Sequence[str] = (),
     question_ttl_s: float = QUESTION_TTL_S,
     unanswered_call_s: float = UNANSWERED_CALL_S,
@@ -1093,9 +1112,10 @@ async def open_gateway(
     run at once, at most ``max_calls_per_client`` of them for one client (its
     principal and session over HTTP, its connection otherwise; never the name
     it declares); the rest wait their turn, holding none of the gateway's
-    slots, at most ``max_waiting_calls_per_client`` of one client: one more is
-    refused at once with a JSON-RPC error (code -32029) and recorded in the
-    ledger as blocked (``tool_denied``). While the block is open, a bridge
+    slots, at most ``max_waiting_calls_per_client`` of one client and
+    ``max_waiting_calls`` of all clients: one more is refused at once with a
+    JSON-RPC error (code -32029) and recorded in the ledger as blocked
+    (``tool_denied``). While the block is open, a bridge
     that announces a tool-list change is re-listed and connected clients are
     told.
     Serve the gateway with :func:`serve_stdio` or :func:`serve_http`.
@@ -1144,6 +1164,7 @@ async def open_gateway(
         "max_concurrent_calls": max_concurrent_calls,
         "max_calls_per_client": max_calls_per_client,
         "max_waiting_calls_per_client": max_waiting_calls_per_client,
+        "max_waiting_calls": max_waiting_calls,
         "roots": _items(roots),
         "question_ttl_s": question_ttl_s,
         "unanswered_call_s": unanswered_call_s,
@@ -1178,6 +1199,7 @@ async def open_gateway(
         limiter=trio.CapacityLimiter(max_concurrent_calls),
         per_client_limit=max_calls_per_client,
         max_waiting=max_waiting_calls_per_client,
+        max_waiting_all=max_waiting_calls,
         forward=Forwarder(
             roots=cast("tuple[str, ...]", given["roots"]),
             unanswered_call_s=unanswered_call_s,

@@ -99,6 +99,13 @@ class CallSlots:
             else:
                 self.started = True
 
+    def free(self) -> bool:
+        """Whether :meth:`take` would take every slot now, without waiting."""
+        return not (self._held or self._apart or self._closed or self._taking.locked()) and all(
+            limiter.available_tokens and not limiter.statistics().tasks_waiting
+            for limiter in self.limiters
+        )
+
     def give_back(self) -> None:
         """Release every slot held, each once (a release that fails does not keep the others)."""
         while self._held:
