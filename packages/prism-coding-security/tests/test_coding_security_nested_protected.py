@@ -267,3 +267,37 @@ def test_the_walk_is_bounded(root: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 3)
     with pytest.raises(SandboxUnavailableError, match="more than 3 entries"):
         implied_protected(str(root), matcher)
+
+
+@pytest.mark.bwrap
+async def test_a_bare_repository_in_the_root_keeps_its_hooks_and_config(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    """A bare repository in the root (a local remote: no .git names it) is found by
+    its HEAD: a pre-receive hook and a config planted there over bubblewrap are left
+    out, and the host's next git push into it runs nothing (it ran on the old code).
+    A directory holding a file named HEAD that git would not take is no repository."""
+    _git("init", "-q", "--bare", "-b", "main", str(root / "remote.git"))
+    _git("-C", str(root / "remote.git"), "config", "core.hooksPath", "../team-hooks")
+    _git("clone", "-q", str(root / "remote.git"), str(root / "work"))
+    _git("-C", str(root / "work"), "commit", "-q", "--allow-empty", "-m", "a")
+    (root / "notes").mkdir()
+    (root / "notes" / "HEAD").write_text("not a ref\n")
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    assert {"remote.git/hooks", "remote.git/config", "team-hooks"} <= found
+    assert not any(path.startswith("notes") for path in found)
+    marker = tmp_path / "ran"
+    hook = f"#!/bin/sh\ntouch {marker}\n"
+    line = "; ".join(
+        f"mkdir -p {os.path.dirname(path)}; printf '%s' {shlex.quote(hook)} > {path};"
+        f" chmod +x {path}"
+        for path in ("remote.git/hooks/pre-receive", "team-hooks/post-receive")
+    )
+    config = "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(
+        ops, f"{line}; printf '%s' {shlex.quote(config)} > remote.git/config", root
+    )
+    assert "not applied" in output
+    _git("-C", str(root / "work"), "push", "-q", "origin", "HEAD:main")
+    assert not marker.exists()

@@ -94,7 +94,7 @@ def _repository_around(root: str) -> bool:
     except OSError:
         return False
     while True:
-        if os.path.lexists(os.path.join(current, ".git")):
+        if os.path.lexists(os.path.join(current, ".git")) or _looks_bare(current):
             return True
         parent = os.path.dirname(current)
         try:
@@ -103,6 +103,15 @@ def _repository_around(root: str) -> bool:
         except OSError:
             return False
         current = parent
+
+
+def _looks_bare(directory: str) -> bool:
+    """Whether ``directory`` has what git looks for in a bare repository (any ``HEAD``)."""
+    return (
+        os.path.lexists(os.path.join(directory, "HEAD"))
+        and os.path.isdir(os.path.join(directory, "objects"))
+        and os.path.isdir(os.path.join(directory, "refs"))
+    )
 
 
 def git_entries(root: str, includes: list[str] | None = None) -> list[str]:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
+from ._protected import valid_git_head
 from ._unanswered import unanswered_entries
 
 if TYPE_CHECKING:
@@ -56,10 +57,12 @@ MAX_NESTED_REPOSITORIES = 256
 _RACY_NS = 100_000_000
 
 _GIT = ".git"
+_HEAD = "HEAD"
 
 # one listing: the directory's identity and times (None: list it again), its
-# subdirectories, its `.git` entry's kind ("" for none), its links worth resolving
-_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...]]
+# subdirectories, its `.git` entry's kind ("" for none), its links worth resolving,
+# whether it holds a HEAD (git may take it for a git directory: a bare repository)
+_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool]
 _trees: dict[tuple[str, tuple[str, ...]], dict[str, _Listing]] = {}
 _trees_lock = threading.Lock()
 
@@ -78,6 +81,7 @@ def _list(
     subdirs: list[str] = []
     links: list[str] = []
     git = ""
+    head = False
     count = 0
     with os.scandir(path) as listing:
         for entry in listing:
@@ -88,6 +92,8 @@ def _list(
                 is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError:  # pragma: no cover - removed while listed
                 continue
+            if name == _HEAD and not is_dir:
+                head = True
             if name == _GIT:
                 # never entered: everything in a .git directory is judged by name
                 git = "link" if is_link else "dir" if is_dir else "file"
@@ -101,11 +107,15 @@ def _list(
     identity = _identity(info)
     # changed in the clock's last tick: a later change may leave the times equal
     racy = max(info.st_mtime_ns, info.st_ctime_ns) >= started - _RACY_NS
-    return (None if racy else identity, tuple(subdirs), git, tuple(links)), count
+    return (None if racy else identity, tuple(subdirs), git, tuple(links), head), count
 
 
 def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], list[str]]:
-    """The ``.git`` entries (directory relative to the root, kind) and interesting links."""
+    """The ``.git`` entries and bare git directories, and the interesting links.
+
+    Each ``.git`` entry as (its directory relative to the root, its kind); each
+    directory holding a ``HEAD`` outside a ``.git`` as (it, ``"bare"``).
+    """
     key = (root, matcher.entries)
     with _trees_lock:
         kept = _trees.get(key, {})
@@ -140,10 +150,12 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
                 "and protected links below its top cannot all be found"
             )
         fresh[rel] = listing
-        _, subdirs, git, named = listing
+        _, subdirs, git, named, head = listing
         links += [f"{rel}/{name}" if rel else name for name in named]
         if not descend:
             continue  # a .git directory: only the links at its top (repo's layout)
+        if head:
+            gits.append((rel, "bare"))
         if git:
             gits.append((rel, git))
             if git == "dir":
@@ -238,7 +250,21 @@ def _identities(paths: list[str]) -> tuple[object, ...]:
     return tuple(out)
 
 
-def _nested_configured(repository: str, root: str) -> list[str]:
+def _bare(directory: str) -> bool:
+    """Whether git may take ``directory`` (it holds a ``HEAD``) for a git directory.
+
+    Its ``HEAD`` is one git accepts (a link too: git follows an old-style one); it
+    need not have ``objects`` and ``refs`` yet (a command can make those, never a
+    ``HEAD``).
+    """
+    head = f"{directory}/{_HEAD}"
+    if os.path.islink(head):
+        return True
+    content = read_regular_file(head, 4097)
+    return content is not None and valid_git_head(content)
+
+
+def _nested_configured(repository: str, root: str, *, bare: bool = False) -> list[str]:
     """What a nested repository's own configuration protects.
 
     When git gives no clean answer about it, what it would read once repaired
@@ -258,8 +284,8 @@ def _nested_configured(repository: str, root: str) -> list[str]:
             with _trees_lock:
                 _unanswered.pop((repository, root), None)
         return answer
-    entries, reads = unanswered_entries(repository, root, why)
-    reads = [f"{repository}/{_GIT}", *reads]
+    entries, reads = unanswered_entries(repository, root, why, bare=bare)
+    reads = [f"{repository}/{_GIT}", f"{repository}/{_HEAD}", *reads]
     with _trees_lock:
         if len(_unanswered) >= 4096:
             _unanswered.clear()
@@ -295,11 +321,15 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
             named = gitfile_target(dot_git)
             if named is not None:
                 out += _git_directory_entries(named, root)
+        elif kind == "bare":
+            if not _bare(repository):
+                continue
+            out += _git_directory_entries(repository, root) if rel else list(EMBEDDED_GIT)
         else:
             out += _git_directory_entries(dot_git, root)
-        if rel and (kind == "link" or _names_a_repository(dot_git)):
+        if rel and (kind in ("link", "bare") or _names_a_repository(dot_git)):
             # its own configuration: a hooks directory, includes, anywhere in the root
-            out += _nested_configured(repository, root)
+            out += _nested_configured(repository, root, bare=kind == "bare")
     for rel in links:
         out += _link_entries(rel, root, matcher)
     return list(dict.fromkeys(out))

@@ -266,10 +266,13 @@ def _names(
     return included, hooks, bases
 
 
-def unanswered_entries(repository: str, root: str, why: str) -> tuple[list[str], list[str]]:
+def unanswered_entries(
+    repository: str, root: str, why: str, *, bare: bool = False
+) -> tuple[list[str], list[str]]:
     """What to protect (relative to ``root``) for ``repository`` git could not answer about.
 
-    ``why``: git's refusal, said again when no part of the root can be trusted.
+    ``why``: git's refusal, said again when no part of the root can be trusted;
+    ``bare``: ``repository`` is itself the git directory.
     Returns the entries and every configuration file read for them (their
     identity decides when to ask again).
 
@@ -279,7 +282,7 @@ def unanswered_entries(repository: str, root: str, why: str) -> tuple[list[str],
             naming nothing, a configuration file that is not a regular file).
     """
     try:
-        git_dir = _git_directory(repository)
+        git_dir = repository if bare else _git_directory(repository)
         common = git_dir
         text = _read_text(os.path.join(git_dir, "commondir"))
         if text is not None:
