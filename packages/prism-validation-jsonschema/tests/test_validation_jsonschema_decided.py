@@ -26,6 +26,7 @@ from prism.validation.jsonschema._closed import closed_bounds
 from prism.validation.jsonschema._decided import DRAFTS, decided_kinds
 from prism.validation.jsonschema._fast import Nowhere
 from prism.validation.jsonschema._instance import check_instance
+from prism.validation.jsonschema._rs import compile_rs
 from prism.validation.jsonschema._screen import screen
 from prism.validation.jsonschema._unrolled import deciding_checker
 
@@ -61,7 +62,9 @@ def _decider(schema: dict[str, Any]) -> tuple[Any, list[object]] | None:
     if bounds is None:
         return None
     draft = screen(schema, LIMITS, "reject").draft
-    decided = decided_kinds(schema, draft, bounds[3], bounds[5], assert_formats=False)
+    decided = decided_kinds(
+        schema, draft, bounds[3], bounds[5], assert_formats=False, matcher=_matcher(draft)
+    )
     if decided is None:
         return None
     handed: list[object] = []
@@ -70,6 +73,11 @@ def _decider(schema: dict[str, Any]) -> tuple[Any, list[object]] | None:
         handed.append(value)
 
     return deciding_checker(general, decided, Nowhere()), handed
+
+
+def _matcher(draft: str) -> Any:
+    """The engine's own pattern test, as the validator makes it."""
+    return lambda pattern: compile_rs({"pattern": pattern}, draft, assert_formats=False).is_valid
 
 
 def _engine(schema: dict[str, Any], value: object) -> bool | None:
@@ -128,13 +136,15 @@ def _string(draw: st.DrawFn) -> dict[str, Any]:
         schema["minLength"] = shortest
     if draw(st.booleans()):
         schema["maxLength"] = longest
-    choice = draw(st.sampled_from(["plain", "enum", "const", "both"]))
+    choice = draw(st.sampled_from(["plain", "enum", "const", "both", "pattern"]))
     if choice in ("enum", "both"):
         schema["enum"] = draw(st.lists(_words, min_size=1, max_size=3))
     if choice in ("const", "both"):
         schema["const"] = draw(st.sampled_from(schema.get("enum", [""])) | _words)
-    if choice == "plain":
+    if choice in ("plain", "pattern"):
         schema["type"] = "string"
+    if choice == "pattern":
+        schema["pattern"] = draw(st.sampled_from(_PATTERNS))
     if draw(st.booleans()):
         schema["format"] = "date"
     if draw(st.booleans()):
@@ -153,13 +163,18 @@ _scalar = (
 @st.composite
 def _array(draw: st.DrawFn) -> dict[str, Any]:
     fewest, most = sorted([draw(_length), draw(_length)])
-    schema: dict[str, Any] = {"type": "array", "items": draw(_scalar), "maxItems": most}
+    items = draw(_scalar)
+    items.pop("pattern", None)  # a pattern on items stays the engine's
+    schema: dict[str, Any] = {"type": "array", "items": items, "maxItems": most}
     if draw(st.booleans()):
         schema["minItems"] = fewest
     return schema
 
 
 _NAMES = ["a", "b", "é", "c d"]
+_PATTERNS = ["^[a-z]{2}(-[A-Z]{2})?$", "^a", "b$", "^\\d+$", "é", "^.{2}$", "^[^a]*$", "\\w"]
+# Strings each pattern might or might not match.
+_MATCHED = ["en", "en-GB", "EN", "en\n", "ab", "b\n", "12", "١٢", "😀é", "__", "a😀"]
 
 
 @st.composite
@@ -237,6 +252,8 @@ def _near(schema: dict[str, Any]) -> list[Any]:
         if name in schema:
             for size in sorted({max(schema[name] + d, 0) for d in (-1, 0, 1)}):
                 found += ["a" * size, "é" * size, "😀" * size, "a" * max(size - 1, 0) + "\ud800"]
+    if "pattern" in schema:
+        found += _MATCHED
     for values in (schema.get("enum", []), [schema["const"]] if "const" in schema else []):
         for value in values:
             found += [value, value + "a", value[:-1], Key(value)]
@@ -379,33 +396,52 @@ def test_tricky_values(schema: dict[str, Any], value: Any, decided: bool) -> Non
     [
         # draft-04: exclusiveMaximum is a flag on maximum there.
         {"$schema": DIALECTS["draft4"], **_README},
-        {**_README, "properties": {"a": {"type": "integer", "multipleOf": 2}, "b": {}}},
+        {
+            **_README,
+            "properties": {"a": {"type": "integer", "multipleOf": 2}, "b": {"type": "integer"}},
+        },
         {**_README, "properties": {"a": {"type": "number"}, "b": {"type": "integer"}}},
-        {**_README, "properties": {"a": {"type": "integer", "maximum": 2.5}, "b": {}}},
-        {**_README, "properties": {"a": {"type": "string", "pattern": "^a"}, "b": {}}},
-        {**_README, "properties": {"a": {"type": ["string", "null"]}, "b": {}}},
-        {**_README, "properties": {"a": {"enum": ["x", 1]}, "b": {}}},
-        {**_README, "properties": {"a": {"type": "boolean", "enum": [True]}, "b": {}}},
+        {
+            **_README,
+            "properties": {"a": {"type": "integer", "maximum": 2.5}, "b": {"type": "integer"}},
+        },
+        {
+            **_README,
+            "properties": {"a": {"enum": ["a"], "pattern": "^a"}, "b": {"type": "integer"}},
+        },
+        {
+            **_README,
+            "properties": {
+                "a": {"type": "array", "maxItems": 2, "items": {"type": "string", "pattern": "a"}},
+                "b": {"type": "integer"},
+            },
+        },
+        {**_README, "properties": {"a": {"type": ["string", "null"]}, "b": {"type": "integer"}}},
+        {**_README, "properties": {"a": {"enum": ["x", 1]}, "b": {"type": "integer"}}},
+        {
+            **_README,
+            "properties": {"a": {"type": "boolean", "enum": [True]}, "b": {"type": "integer"}},
+        },
         {**_README, "required": ["a", "b", "c"]},  # a required name not declared
         {**_README, "minProperties": 1},
         # format asserts in draft-07, or with assert_formats
         {
             "$schema": DIALECTS["draft7"],
             **_README,
-            "properties": {"a": {"type": "string", "format": "date"}, "b": {}},
+            "properties": {"a": {"type": "string", "format": "date"}, "b": {"type": "integer"}},
         },
         {
             **_README,
             "properties": {
                 "a": {"type": "array", "maxItems": 2, "items": [{"type": "integer"}]},
-                "b": {},
+                "b": {"type": "integer"},
             },
         },
         {
             **_README,
             "properties": {
                 "a": {"type": "array", "maxItems": 2, "items": {}, "uniqueItems": True},
-                "b": {},
+                "b": {"type": "integer"},
             },
         },
     ],
@@ -415,7 +451,10 @@ def test_schemas_outside_the_subset_stay_the_engines(schema: dict[str, Any]) -> 
     draft = screen(schema, LIMITS, "reject").draft
     assert (
         bounds is None
-        or decided_kinds(schema, draft, bounds[3], bounds[5], assert_formats=False) is None
+        or decided_kinds(
+            schema, draft, bounds[3], bounds[5], assert_formats=False, matcher=_matcher(draft)
+        )
+        is None
     )
 
 
@@ -508,3 +547,27 @@ def test_a_counting_checker_hands_on_a_call_past_its_characters() -> None:
     assert check({"s": "ab", "e": "abc", "t": ["a"]}) is True
     assert check({"s": "ab", "e": "abc", "t": ["ab"]}) is None
     assert handed == [{"s": "ab", "e": "abc", "t": ["ab"]}]
+
+
+def test_a_pattern_is_the_engines_own_on_the_decided_path() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "language": {"type": "string", "maxLength": 5, "pattern": "^[a-z]{2}(-[A-Z]{2})?$"},
+            "word": {"type": "string", "pattern": "\\bok\\b"},
+        },
+        "additionalProperties": False,
+    }
+    compiled = JsonSchemaArgumentValidator(limits=LIMITS).compile(schema)
+    quick = compiled.quick_valid
+    assert quick is not None
+    assert quick.__code__.co_filename == "<prism deciding checker>"
+    assert quick({"language": "en-GB", "word": "it is ok"}) is True
+    # ECMA-262's \b is ASCII: "é" is no word character there.
+    assert quick({"word": "éok"}) is True
+    assert quick({"word": "_ok"}) is False
+    assert quick({"language": "en\n"}) is False  # $ is the end, not a newline before it
+    result = compiled.validate({"language": "EN"})
+    assert [(e.path, e.message) for e in result.errors] == [
+        ("data.language", "must match pattern ^[a-z]{2}(-[A-Z]{2})?$ (rule: pattern)")
+    ]

@@ -19,13 +19,16 @@ The subset (every keyword outside it leaves the schema to the engine):
   ``$id`` and annotations;
 * each property is one of: ``"type": "integer"`` with integer ``minimum``,
   ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum`` (within 64 bits);
-  ``"type": "string"`` with ``minLength``/``maxLength``, or an ``enum``/``const``
-  of strings (with or without ``"type": "string"``); ``"type": "boolean"``;
+  ``"type": "string"`` with ``minLength``/``maxLength`` and a ``pattern`` (not
+  predicted: the engine's own compiled pattern runs on the string alone), or
+  an ``enum``/``const`` of strings (with or without ``"type": "string"``);
+  ``"type": "boolean"``;
   ``"type": "null"``; or ``"type": "array"`` with ``maxItems``, ``minItems``
   and ``items`` one of those scalars; each with annotations only besides;
 * ``format`` only where it is an annotation (2019-09 and 2020-12 without
-  ``assert_formats``); never ``pattern``, ``$ref``, ``multipleOf``,
-  ``uniqueItems``, ``minProperties`` or ``maxProperties``.
+  ``assert_formats``); never ``$ref``, ``multipleOf``, ``uniqueItems``,
+  ``minProperties``, ``maxProperties``, or a ``pattern`` beside an ``enum`` or
+  on an array's items.
 
 Only exact ``int`` values are decided for an integer (``1.0``, ``True`` and
 an ``IntEnum`` member go to the engine), only exact ``str`` for a string (its
@@ -37,6 +40,7 @@ against the engine's on schemas and values drawn near every boundary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._instance import lone_surrogate
@@ -70,12 +74,17 @@ _STRING = _ANNOTATIONS | {"type", "minLength", "maxLength", "enum", "const"}
 _PLAIN = _ANNOTATIONS | {"type"}
 _ARRAY = _ANNOTATIONS | {"type", "items", "minItems", "maxItems"}
 
+Matcher = Callable[[str], Callable[[str], bool]]
+"""Makes the engine's test of one ``pattern`` (``is_valid`` of ``{"pattern": ...}``)."""
+
 Decided = tuple[str, Any, Any]
 """One property's test: (kind, first bound, second bound).
 
 ``("int", low, high)``: an exact int within ``low..high``. ``("str", shortest,
 longest)``: an exact str of that many code points, without a lone surrogate.
-``("enum", strings, None)``: an exact str in the frozenset. ``("bool", None,
+``("enum", strings, None)``: an exact str in the frozenset. ``("match",
+(shortest, longest), matches)``: a ``"str"`` that ``matches`` (the engine's
+own ``pattern`` test, run on the string alone). ``("bool", None,
 None)``, ``("null", None, None)``. An array property is ``("array", (fewest,
 most), item)`` with ``item`` its items' test."""
 
@@ -94,11 +103,15 @@ def _count(value: object) -> int | None:
     return None
 
 
-def _scalar(schema: object, longest: int, formats: bool) -> Decided | None:
+def _scalar(
+    schema: object, longest: int, formats: bool, matcher: Matcher | None = None
+) -> Decided | None:
     """The test of a scalar property, or None if it is outside the subset.
 
     ``longest`` is the longest string the closed checker lets through there.
     ``formats``: ``format`` is an annotation in this dialect and setting.
+    ``matcher`` makes the engine's own test of a ``pattern`` (None: a pattern
+    leaves the property to the engine).
     """
     if type(schema) is not dict:
         return None
@@ -107,6 +120,11 @@ def _scalar(schema: object, longest: int, formats: bool) -> Decided | None:
         if not formats or type(schema["format"]) is not str:
             return None
         keys.discard("format")
+    pattern = schema.get("pattern")
+    if "pattern" in keys:
+        if matcher is None or type(pattern) is not str or "enum" in keys or "const" in keys:
+            return None
+        keys.discard("pattern")
     kind = schema.get("type", None)
     if kind == "integer" and _INTEGER.issuperset(keys):
         low, high = MIN_INTEGER, MAX_INTEGER
@@ -159,6 +177,12 @@ def _scalar(schema: object, longest: int, formats: bool) -> Decided | None:
             return "enum", frozenset(allowed or ()), None
         if kind != "string":
             return None
+        if pattern is not None:
+            try:
+                matches = matcher(pattern)  # type: ignore[misc]
+            except Exception:  # pragma: no cover - the engine compiled it in the schema
+                return None
+            return "match", (shortest, longest), matches
         return "str", shortest, longest
     return None
 
@@ -170,6 +194,7 @@ def decided_kinds(
     arrays: Mapping[str, tuple[int, int]],
     *,
     assert_formats: bool,
+    matcher: Matcher | None = None,
 ) -> dict[str, tuple[bool, Decided]] | None:
     """(required, test) of each property of a closed schema in the subset, else None.
 
@@ -196,7 +221,10 @@ def decided_kinds(
         cap = caps.get(name)
         if cap is None:
             return None
-        test = _array(sub, arrays[name][1], formats) if cap == -1 else _scalar(sub, cap, formats)
+        if cap == -1:
+            test = _array(sub, arrays[name][1], formats)
+        else:
+            test = _scalar(sub, cap, formats, matcher)
         if test is None:
             return None
         kinds[name] = (name in required, test)

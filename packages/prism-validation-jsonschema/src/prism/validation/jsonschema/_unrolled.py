@@ -246,14 +246,23 @@ _DECIDED: dict[str, str] = {
         "{i}    return general(d)\n"
     ),
     "enum": "{i}if type(x) is not str or x not in {p}:\n{i}    return general(d)\n",
+    "match": (
+        "{i}if (\n"
+        "{i}    type(x) is not str\n"
+        "{i}    or not {p} <= len(x) <= {q}\n"
+        "{i}    or not x.isascii() and lone(x)\n"
+        "{i}    or not {f}(x)\n"
+        "{i}):\n"
+        "{i}    return general(d)\n"
+    ),
     "bool": "{i}if x is not True and x is not False:\n{i}    return general(d)\n",
     "null": "{i}if x is not None:\n{i}    return general(d)\n",
 }
-_DECIDED_COUNT = frozenset({"str", "enum"})
+_DECIDED_COUNT = frozenset({"str", "enum", "match"})
 
 
-def _decided_test(kind: str, p: str, q: str, indent: str, counting: bool) -> list[str]:
-    text = _DECIDED[kind].format(i=indent, p=p, q=q)
+def _decided_test(kind: str, p: str, q: str, indent: str, counting: bool, f: str = "") -> list[str]:
+    text = _DECIDED[kind].format(i=indent, p=p, q=q, f=f)
     if counting and kind in _DECIDED_COUNT:
         text += f"{indent}chars += len(x)\n"
     return text.rstrip("\n").split("\n")
@@ -301,7 +310,7 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
             ]
             lines += _decided_test(items, f"p{index}", f"q{index}", indent + "    ", counting)
         else:
-            lines += _decided_test(kind, f"p{index}", f"q{index}", indent, counting)
+            lines += _decided_test(kind, f"p{index}", f"q{index}", indent, counting, f"f{index}")
     if not shape:
         lines.append("            pass")
     lines += ["        except KeyError:", "            return general(d)"]
@@ -338,6 +347,9 @@ def deciding_checker(
             item: Decided = second
             shape.append(("array", required, item[0]))
             arguments += [name, item[1], item[2], fewest, most]
+        elif kind == "match":
+            shape.append((kind, required, ""))
+            arguments += [name, first[0], first[1], second, 0]
         else:
             shape.append((kind, required, ""))
             arguments += [name, first, second, 0, 0]

@@ -490,7 +490,14 @@ class JsonSchemaArgumentValidator:
                     most_chars=most_chars,
                 )
                 decided = decided_kinds(
-                    copy, draft, entry.caps, arrays, assert_formats=self._assert_formats
+                    copy,
+                    draft,
+                    entry.caps,
+                    arrays,
+                    assert_formats=self._assert_formats,
+                    matcher=lambda pattern: (
+                        compile_rs({"pattern": pattern}, draft, assert_formats=False).is_valid
+                    ),
                 )
                 if decided is not None and not analysis.contextual:
                     # In the subset whose tests decide validity (see _decided):
