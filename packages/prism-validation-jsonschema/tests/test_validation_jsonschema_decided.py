@@ -308,6 +308,7 @@ def _calls(schema: dict[str, Any]) -> list[Any]:
             "a": {"type": "integer", "exclusiveMaximum": 2**64 - 1},
             "b": {"type": "string", "minLength": 2, "maxLength": 3},
             "c": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"enum": ["é", "😀"]}},
+            "d": {"type": "string", "minLength": 1, "maxLength": 2, "pattern": "é"},
         },
         "required": ["a"],
         "additionalProperties": False,
