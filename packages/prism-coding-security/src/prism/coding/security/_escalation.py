@@ -5,7 +5,9 @@ can grant, for that one command:
 
 * a write to a protected path inside the roots (``.envrc``,
   ``.vscode/tasks.json``): the real path a redirect or a modelled program
-  writes (rule ``protected``);
+  writes (rule ``protected``), and each link with a protected name the path as
+  named goes through (``svc/.envrc -> ../envrc.shared``: the program may write
+  the target or replace the link; both are named and granted, nothing else);
 * a write outside the roots: the real path (rule ``path:write``);
 * a connection to a host the sandbox's network does not reach: each
   ``host:port`` the command's own argv names (``curl``/``wget`` URLs, a git
@@ -22,6 +24,7 @@ cannot grant is not asked. The grant travels as an
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Literal
 
 import attrs
@@ -63,6 +66,7 @@ class Need:
     kind: NeedKind
     target: str
     words: str
+    via: tuple[str, ...] = ()
 
 
 def _reaches(sandbox: object, host_port: str, *, direct: bool = False) -> bool | None:
@@ -159,7 +163,12 @@ def needs_of(commands: Sequence[CommandCheck], roots: Roots, *, confines: bool) 
             # its removal), so the words name all three, not the kind the command makes
             shown = _relative(check.target, roots)
             words = f"write or remove the protected path {shown} (as a file or a directory)"
-            need = Need("protected", check.target, words)
+            links = [_relative(link, roots) for link in check.via]
+            if links:
+                words += ", which " + " and ".join(links) + (" leads" if len(links) == 1 else
+                         " lead") + " to, or replace " + ("that link" if len(links) == 1 else
+                         "those links")  # fmt: skip
+            need = Need("protected", check.target, words, check.via)
         elif check.rule == "path:write":
             need = Need("outside", check.target, f"write {check.target} outside the roots")
         elif check.rule == "network":
@@ -186,19 +195,46 @@ def ungrantable(needs: Sequence[Need], sandbox: object, roots: Roots) -> tuple[N
                     "network": "a host its network does not reach"}[need.kind]  # fmt: skip
             return need, f"{name} cannot open {what} to one command"
         if need.kind == "protected":
-            relative = _relative(need.target, roots)
-            if in_git_directory(relative.split("/")):
-                return need, "changes inside .git never come back from the sandbox"
-        why = refusal(need.kind, need.target)
-        if why is not None:
-            return need, why
+            for path in (need.target, *need.via):
+                relative = _relative(path, roots)
+                if in_git_directory(relative.split("/")):
+                    return need, "changes inside .git never come back from the sandbox"
+                repository = _git_directory_around(path, roots)
+                if repository is not None:
+                    return need, (
+                        f"{relative} lies in the git directory {_relative(repository, roots)}, "
+                        "whose changes never come back from the sandbox"
+                    )
+        for path in (need.target, *need.via):
+            why = refusal(need.kind, path)
+            if why is not None:
+                return need, why
+    return None
+
+
+def _git_directory_around(path: str, roots: Roots) -> str | None:
+    """The directory between ``path`` and its root that holds a ``HEAD``, or None.
+
+    A git directory however it is named: a bare repository, ``repo``'s ``x.git``.
+    """
+    for root in roots.paths:
+        top = root.rstrip("/")
+        if not path.startswith(top + "/"):
+            continue
+        current = os.path.dirname(path)
+        while current.startswith(top + "/"):
+            if os.path.lexists(os.path.join(current, "HEAD")):
+                return current
+            current = os.path.dirname(current)
     return None
 
 
 def grant_of(needs: Sequence[Need]) -> AccessGrant:
     """The grant that gives exactly ``needs``."""
     return AccessGrant(
-        protected_writes=tuple(n.target for n in needs if n.kind == "protected"),
+        protected_writes=tuple(
+            dict.fromkeys(p for n in needs if n.kind == "protected" for p in (n.target, *n.via))
+        ),
         outside_writes=tuple(n.target for n in needs if n.kind == "outside"),
         hosts=tuple(n.target for n in needs if n.kind == "network"),
     )

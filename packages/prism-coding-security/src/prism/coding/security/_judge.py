@@ -24,7 +24,7 @@ from ._commands import (
 from ._evaluates import evaluates_code
 from ._gitdrivers import repository_drivers, repository_reads
 from ._gitwrites import git_directory_writes
-from ._paths import Roots, protected_link_on_the_way
+from ._paths import Roots, protected_link_on_the_way, protected_links_on_the_way
 from ._programs import (
     CANNOT_RUN_PROGRAMS,
     Inner,
@@ -108,6 +108,9 @@ class CommandCheck:
         target: what a check about access names: the real path of a write
             outside the roots (rule ``path:write``) or to a protected path
             (``protected``), the ``host:port`` of a connection (``network``).
+        via: for a protected write, each link whose own name is protected that
+            the path as named goes through (``svc/.envrc -> ../envrc.shared``):
+            a program may write the link's target or replace the link itself.
     """
 
     argv: tuple[str, ...]
@@ -117,6 +120,7 @@ class CommandCheck:
     rule: str
     depth: int = 0
     target: str | None = None
+    via: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -130,6 +134,8 @@ class CommandCheck:
         }
         if self.target is not None:
             out["target"] = self.target
+        if self.via:
+            out["via"] = list(self.via)
         return out
 
 
@@ -242,6 +248,7 @@ class _Judge:
         rule: str,
         depth: int,
         target: str | None = None,
+        via: tuple[str, ...] = (),
     ) -> Verdict:
         program = posixpath.basename(argv[0]) if argv else ""
         if verdict != "allow":
@@ -255,6 +262,7 @@ class _Judge:
                 rule=rule,
                 depth=depth,
                 target=target,
+                via=via,
             )
         )
         return verdict
@@ -624,6 +632,9 @@ class _Judge:
                     os.path.join(base, path), self.roots, self.protected
                 )
             if entry is not None:
+                via = protected_links_on_the_way(
+                    os.path.join(base, path), self.roots, self.protected
+                )
                 self.add(
                     display,
                     "ask",
@@ -632,6 +643,7 @@ class _Judge:
                     "protected",
                     depth,
                     real,
+                    tuple(via),
                 )
                 return False
             if self.read_only:

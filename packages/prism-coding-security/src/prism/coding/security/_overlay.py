@@ -679,7 +679,8 @@ class _Applier:
         """Why the change ``kind`` at ``rel`` is not applied, or None."""
         if self.only_granted:
             return None if self.is_granted(rel, kind) else "outside the roots, not approved"
-        if any(rel[: len(e)] == e for e in self.extra or ()):
+        if any(rel[: len(e)] == e for e in self.extra or ()) and not self.is_granted(rel, kind):
+            # what the root's own files protect; an approved path itself comes back
             return "protected paths"
         if kind == _LINK and (
             self.protected.leads_to(rel) or any(e[: len(rel)] == rel for e in self.extra or ())

@@ -24,6 +24,7 @@ __all__ = [
     "links_on_the_way",
     "normalize_roots",
     "protected_link_on_the_way",
+    "protected_links_on_the_way",
 ]
 
 MAX_PATH_BYTES = 4096
@@ -201,3 +202,18 @@ def protected_link_on_the_way(path: str, roots: Roots, protected: ProtectedPaths
                 if entry is not None:
                     return entry
     return None
+
+
+def protected_links_on_the_way(path: str, roots: Roots, protected: ProtectedPaths) -> list[str]:
+    """Every link inside the roots met while resolving ``path`` whose own name is protected.
+
+    ``path`` absolute; the links as met, absolute.
+    """
+    out: list[str] = []
+    for link in links_on_the_way(path):
+        for root in roots.paths:
+            relative = "/" + link[len(root) :].lstrip("/")
+            if _is_within(link, root) and link != root and protected.match(relative) is not None:
+                out.append(link)
+                break
+    return out
