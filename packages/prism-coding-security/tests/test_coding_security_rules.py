@@ -209,6 +209,23 @@ def test_a_program_name_shadowed_by_a_file_in_a_root_on_path_asks(
     assert explain_command("grep x f", roots=[str(root)]).rule == "path_shadow"
 
 
+@pytest.mark.parametrize("entry", ["./node_modules/.bin", "bin", "../pkg/bin"])
+def test_a_relative_path_entry_is_resolved_where_the_line_cds(
+    root: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    """A relative PATH entry names a directory below wherever the command runs."""
+    monkeypatch.setenv("PATH", f"{entry}:/usr/bin:/bin")
+    planted = root / "pkg" / entry.removeprefix("../pkg/")
+    planted.mkdir(parents=True)
+    (planted / "ls").write_text("#!/bin/sh\necho pwned\n")
+    (planted / "ls").chmod(0o755)
+    roots = [str(root)]
+    assert explain_command("ls", roots=roots, cwd=str(root)).outcome == "allow"
+    for line in ("cd pkg && ls", "cd pkg; git status; ls", "(cd pkg && ls -la)"):
+        explanation = explain_command(line, roots=roots, cwd=str(root))
+        assert explanation.rule == "path_shadow", (line, explanation)
+
+
 class TestApprovers:
     async def test_a_sync_approver_is_accepted(self, root: Path) -> None:
         seen: list[str | None] = []

@@ -210,8 +210,8 @@ class _Judge:
     read_only: bool
     readable: tuple[str, ...]
     cwds: list[str]
-    # PATH directories inside a root (a file written there could shadow a program name);
-    # "" stands for a relative PATH entry, which resolves against the working directory
+    # PATH directories inside a root (a file written there could shadow a program name),
+    # and relative PATH entries as written, which resolve against the working directory
     shadow_dirs: tuple[str, ...] = ()
     checks: list[CommandCheck] = attrs.field(factory=list)
     # each simple command of the top-level line, as proved (None: not provable)
@@ -882,7 +882,11 @@ class _Judge:
         if not self.shadow_dirs or "/" in norm.written:
             return None
         for directory in self.shadow_dirs:
-            for base in (directory,) if directory else tuple(self.cwds):
+            if directory.startswith("/"):
+                bases: tuple[str, ...] = (directory,)
+            else:
+                bases = tuple(os.path.join(cwd, directory) for cwd in self.cwds)
+            for base in bases:
                 candidate = os.path.join(base, norm.program)
                 if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                     return candidate

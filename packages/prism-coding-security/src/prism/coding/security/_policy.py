@@ -563,14 +563,16 @@ def _cache_key(action: ExecutionAction) -> _CacheKey:
 def _shadow_dirs(roots: Roots, path: str) -> tuple[str, ...]:
     """Entries of ``path`` through which a file inside the roots could run as a program name.
 
-    A relative entry (or an empty one) is kept as "" and resolved against each
-    working directory when a command is judged.
+    A relative entry is kept as written (an empty one as ``.``) and resolved
+    against each directory the line may be in when a command is judged
+    (``./node_modules/.bin`` after ``cd pkg`` is ``pkg/node_modules/.bin``).
     """
     found: list[str] = []
     for entry in path.split(os.pathsep):
-        if not entry or not entry.startswith("/"):
-            if "" not in found:
-                found.append("")
+        if not entry.startswith("/"):
+            relative = entry or "."
+            if relative not in found:
+                found.append(relative)
             continue
         real = os.path.realpath(entry)
         if roots.contains_real(real) and real not in found:
