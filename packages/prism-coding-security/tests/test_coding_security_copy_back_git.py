@@ -482,3 +482,82 @@ async def test_a_split_index_comes_back_with_its_shared_index(
     assert _git(root, "commit", "-q", "--allow-empty", "-m", "after").returncode == 0
     assert "not applied" not in text, text
     assert list(root.joinpath(".git").glob("sharedindex.*")), text
+
+
+# inside: an index whose entries are HEAD's but whose cache-tree names, for src/, a
+# tree that also holds .envrc (the trailing checksum written again)
+_FORGE_CACHE_TREE = """python3 - <<'PY'
+import hashlib, subprocess
+def git(*a, inp=None):
+    return subprocess.run(["git", *a], input=inp, capture_output=True, check=True).stdout
+blob = git("hash-object", "-w", "--stdin", inp=b"echo planted\\n").strip().decode()
+listing = git("ls-tree", "HEAD:src").decode() + f"100644 blob {blob}\\t.envrc\\n"
+evil = bytes.fromhex(git("mktree", inp=listing.encode()).strip().decode())
+git("read-tree", "HEAD"); git("write-tree")
+data = bytearray(open(".git/index", "rb").read()[:-20])
+at = data.index(b"TREE")
+record = data.index(b"src\\0", at)
+oid = data.index(b"\\n", record) + 1
+data[oid:oid + 20] = evil
+open(".git/index", "wb").write(bytes(data) + hashlib.sha1(bytes(data)).digest())
+PY"""
+
+
+async def test_a_forged_cache_tree_never_reaches_the_hosts_next_commit(root: Path) -> None:
+    """The index's cached trees are dropped: the host's next commit writes what its entries say."""
+    _repository(root)
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print(1)\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "src")
+    text = await _shell(root, _FORGE_CACHE_TREE)
+    assert "Traceback" not in text, text
+    (root / "README").write_text("readme\n")
+    _git(root, "add", "README")
+    assert _git(root, "commit", "-qm", "readme").returncode == 0
+    changed = _git(root, "show", "--name-only", "--format=", "HEAD").stdout
+    assert changed == b"README\n", text
+    assert b".envrc" not in _git(root, "ls-tree", "-r", "--name-only", "HEAD").stdout
+
+
+async def test_a_replace_ref_that_hides_an_edit_never_comes_back(root: Path) -> None:
+    """A replacement of src/'s tree by the edited one would hide the edit from status and diff."""
+    _repository(root)
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print(1)\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "src")
+    text = await _shell(
+        root,
+        "echo 'print(2)' > src/main.py && git add src/main.py && "
+        "git update-ref refs/replace/$(git rev-parse HEAD:src) $(git write-tree --prefix=src/) && "
+        "git pack-refs --all && git update-ref refs/replace/$(git rev-parse HEAD:f.txt) "
+        "$(git rev-parse HEAD:src/main.py)",
+    )
+    assert "replace refs are not kept" in text, text
+    assert _git(root, "for-each-ref", "refs/replace").stdout == b""
+    assert _git(root, "status", "--short").stdout == b"M  src/main.py\n"
+
+
+async def test_recorded_conflict_resolutions_never_come_back(root: Path) -> None:
+    """rerere's rr-cache: its existence turns rerere on, and a merge writes a postimage as it is."""
+    _repository(root)
+    text = await _shell(
+        root, "git config rerere.enabled true; git rerere status; mkdir -p .git/rr-cache/x"
+    )
+    assert "rr-cache" in text, text
+    assert not (root / ".git" / "rr-cache").exists()
+
+
+async def test_a_sparse_index_never_comes_back(root: Path) -> None:
+    """Its directory entries name trees that the host's git would expand and stage unjudged."""
+    _repository(root)
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print(1)\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "src")
+    before = (root / ".git" / "index").read_bytes()
+    text = await _shell(root, "git sparse-checkout set --cone --sparse-index other")
+    assert "a sparse index is not kept" in text, text
+    assert (root / ".git" / "index").read_bytes() == before
+    assert _git(root, "status", "--porcelain").returncode == 0

@@ -21,8 +21,10 @@ moves the changes into the real root, leaving out and reporting:
   proved objects under ``objects`` (:mod:`._objects`: never an object file the
   host holds, a new one only when it hashes to its name, a new pack only with
   the index the host's git computes), regular files and directories under
-  ``refs``, ``logs``, ``rr-cache`` and ``lfs`` (never ``reftable``: refs a
-  git that reads it would take unjudged), and the work state
+  ``refs``, ``logs`` and ``lfs`` (never ``reftable``: refs a git that reads
+  it would take unjudged; never ``refs/replace``: a replacement changes what
+  every object reads as; never ``rr-cache``: the host's next merge would
+  write a recorded resolution as it is), and the work state
   files at its top (:data:`COPY_BACK`, less an operation's state) come back.
   Symbolic links never do, so no link planted in ``.git`` can lead the host's
   git outside the roots. The index
@@ -62,6 +64,7 @@ from typing import TYPE_CHECKING
 from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
+from ._index import extension_signatures, extensionless, strip_optional_extensions
 from ._objects import NOT_OBJECTS, prove_objects
 from ._protected import valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
@@ -74,7 +77,15 @@ if TYPE_CHECKING:
 __all__ = ["COPY_BACK", "RootOverlay", "mount_option", "overlay_base", "wait_discarded"]
 
 # bound read-write before; now: data that git writes in ordinary work and never runs
-_DATA = frozenset({"objects", "refs", "logs", "rr-cache", "lfs"})
+_DATA = frozenset({"objects", "refs", "logs", "lfs"})
+# rerere's recorded resolutions: the host's next conflicting merge writes a postimage as
+# it is (code in neither side), and the directory's existence alone turns rerere on
+_RERERE = (
+    "recorded conflict resolutions (rr-cache) are not kept: the host's next merge would write them"
+)
+# a replace ref changes what every object reads as, for every git command but the
+# copy-back's checks: an edit hidden from git status and diff, carried by the next commit
+_REPLACE = "replace refs are not kept: they change what git shows for every object"
 _SHARED_INDEX = re.compile(r"sharedindex\.(?:[0-9a-f]{40}|[0-9a-f]{64})")
 _REFTABLE = "reftable data is not kept (a git that reads refs from it would take them unjudged)"
 _ALTERNATES = frozenset({("objects", "info", "alternates"), ("objects", "info", "http-alternates")})
@@ -592,6 +603,48 @@ class RootOverlay:
                 subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
 
 
+_SHARED_CACHES = "a shared index is kept only without extensions (as git writes one)"
+
+
+_INDEX_LIMIT = 1 << 28  # an index past 256 MiB is not read back in
+
+
+def _read_small(path: str) -> bytes | None:
+    data = read_regular_file(path, _INDEX_LIMIT)
+    return None if data is None or len(data) >= _INDEX_LIMIT else data
+
+
+def _extensionless(path: str) -> bool:
+    data = _read_small(path)
+    return data is not None and extensionless(data)
+
+
+_SPARSE = (
+    "a sparse index is not kept: its directory entries name trees that the host's git "
+    "expands unjudged"
+)
+
+
+def _without_caches(path: str) -> str | None:
+    """Drop the optional extensions of the layer's index at ``path`` (see :mod:`._index`).
+
+    Returns why it may not come back, if so: not in git's index format, or a
+    sparse index (``sdir``).
+    """
+    data = _read_small(path)
+    stripped = None if data is None else strip_optional_extensions(data)
+    if stripped is None:
+        return "an unreadable index (not in git's index format)"
+    if b"sdir" in (extension_signatures(stripped) or ()):
+        return _SPARSE
+    if stripped is not data:
+        temporary = f"{path}.prism-{os.getpid()}"
+        with open(temporary, "xb") as file:
+            file.write(stripped)
+        os.replace(temporary, path)
+    return None
+
+
 def _real_directory(path: str) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -710,6 +763,10 @@ class _Applier:
             if kind == _WHITEOUT or (kind == _DIR and not _holds_state(self.upper_path(rel))):
                 return None
             return _OPERATION_LEFT_OUT
+        if name == "refs" and inside[1:2] == ("replace",) and kind == _FILE:
+            return _REPLACE
+        if name == "rr-cache":
+            return _RERERE
         if name == "refs" and kind == _FILE:
             return self.ref_refusal(rel, at)
         if name == "refs" and kind == _WHITEOUT and self.packed_left_out(rel, at):
@@ -738,7 +795,9 @@ class _Applier:
             # a split index (`git update-index --split-index`, `core.splitIndex`) names
             # its shared index by hash: index data like the index itself, which would
             # not open on the host without it; git expires old ones itself
-            return None if kind == _FILE else "a shared index is not removed from inside"
+            if kind != _FILE:
+                return "a shared index is not removed from inside"
+            return None if _extensionless(self.upper_path(rel)) else _SHARED_CACHES
         if name.endswith(".lock"):
             return "a stale lock"
         return "only git's data and work state are kept from .git"
@@ -844,6 +903,9 @@ class _Applier:
             "the index registers a new submodule (unreadable index), which the host's git "
             "would enter; register submodules outside the sandbox"
         )
+        format_refusal = _without_caches(new)
+        if format_refusal is not None:
+            return format_refusal
         gitlinks: list[bytes] = []
         after = index_entries(git_dir, work_tree, new, gitlinks)
         if after is None:
@@ -1011,6 +1073,8 @@ class _Applier:
         moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
         if any(ref.startswith("refs/bisect/") for ref, _ in moved):
             return _OPERATION_LEFT_OUT
+        if any(ref.startswith("refs/replace/") for ref, _ in moved):
+            return _REPLACE
         return self.commits_refusal(rel, at, moved) if moved else None
 
     def reflog_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
