@@ -347,3 +347,93 @@ def test_definition_hashes_stay_what_pins_files_hold() -> None:
     # Parts not written by definition_parts take the general encoding.
     odd = {"b": "x", 'a"': "0" * 64}
     assert definition_hash(odd) == _sha(odd)
+    five = {key: value for key, value in parts.items() if key != "taskSupport"}
+    for written in (
+        five,
+        {**five, "taskSupport": ""},
+        {**five, "title": "A" * 64},
+        {**five, "x": ""},
+    ):
+        assert definition_hash(written) == _sha(written)
+
+
+def test_a_listings_tools_share_only_equal_parts() -> None:
+    # Within one listing, a part equal to an earlier tool's (by its JSON text) is
+    # that tool's object and hash; anything that tells two parts apart keeps
+    # them apart. Each tool is held against its preparation alone (no sharing):
+    # the same parts, hashes and schemas, to the type of every number.
+    import mcp_types
+
+    from prism.mcp._annotations import SharedParts
+    from prism.mcp._listing import PreparedTool, prepare_tool
+    from prism.mcp._options import bridge_options
+
+    options = bridge_options(
+        server_id="sh",
+        transport=StdioTransport("x"),
+        name_prefix=None,
+        list_cache_ttl_s=60,
+        call_timeout_s=60,
+        connect_timeout_s=30,
+        max_call_s=600,
+        max_result_bytes=1_000_000,
+        protocol="auto",
+        max_list_bytes=4_000_000,
+        max_list_pages=32,
+        max_server_requests=16,
+    )
+
+    def schema(maximum: object, *, reverse: bool = False) -> dict[str, object]:
+        inner = {"type": "integer", "maximum": maximum}
+        if reverse:
+            inner = dict(reversed(inner.items()))
+        return {"type": "object", "properties": {"a": inner}}
+
+    out = {"type": "object"}
+    wire: list[dict[str, object]] = [
+        {"name": "t0", "inputSchema": schema(1), "outputSchema": out, "description": "d"},
+        # Equal schemas, another description, title, hints and output schema.
+        {"name": "t1", "inputSchema": schema(1), "description": "e", "title": "T"},
+        {"name": "t2", "inputSchema": schema(1), "annotations": {"readOnlyHint": True}},
+        {"name": "t3", "inputSchema": schema(1), "outputSchema": {"type": "object", "a": 1}},
+        # One number told apart from another only by its type.
+        {"name": "t4", "inputSchema": schema(1.0)},
+        {"name": "t5", "inputSchema": schema(True)},
+        {"name": "t6", "inputSchema": schema(10**30)},
+        # The same members in another order: its own object, the same hash.
+        {"name": "t7", "inputSchema": schema(1, reverse=True)},
+        # A lone surrogate (no UTF-8 holds it), and a float past range (skipped).
+        {"name": "t8", "inputSchema": schema("\ud800"), "description": "\udfff"},
+        {"name": "t9", "inputSchema": schema(1e400)},
+        {"name": "t10", "inputSchema": schema(1), "outputSchema": out, "description": "d"},
+    ]
+    hashes = SharedParts()
+    shared: list[PreparedTool | None] = []
+    for entry in wire:
+        tool = mcp_types.Tool.model_validate(json.loads(json.dumps(entry)), by_name=False)
+        alone = prepare_tool(options, mcp_types.Tool.model_validate(entry, by_name=False))
+        prepared = prepare_tool(options, tool, hashes)
+        if alone is None:
+            assert prepared is None
+            shared.append(None)
+            continue
+        assert prepared is not None
+        assert prepared.info.definition_parts == alone.info.definition_parts
+        assert prepared.info.definition_hash == alone.info.definition_hash
+        assert prepared.info == alone.info
+        assert json.dumps(prepared.schema) == json.dumps(alone.schema)
+        assert json.dumps(prepared.checked) == json.dumps(alone.checked)
+        shared.append(prepared)
+    first, *_ = shared
+    assert first is not None
+    same = [p for p in shared if p is not None and p.schema is first.schema]
+    # t0, t1, t2, t3 and t10: only the equal schemas are one object.
+    assert [p.info.name for p in same] == ["t0", "t1", "t2", "t3", "t10"]
+    parts = {p.info.name: p.info.definition_parts for p in shared if p is not None}
+    assert (
+        len({part["inputSchema"] for part in parts.values()}) == 5
+    )  # 1, 1.0, true, 10**30, "\ud800"
+    assert parts["t7"]["inputSchema"] == parts["t0"]["inputSchema"]
+    assert len({p.info.definition_hash for p in shared if p is not None}) == 9
+    assert shared[10] is not None
+    assert shared[10].checked is first.checked

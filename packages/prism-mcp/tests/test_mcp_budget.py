@@ -29,6 +29,12 @@ SHAPES: dict[str, bytes] = {
     "two-character strings": _fill(b'"ab"'),
     "one-character strings": _fill(b'"a"'),
     "ints past the cache": _fill(b"257"),
+    # More distinct literals than the memo of ints keeps, some past its digits.
+    "distinct ints": b"["
+    + b",".join(b"%d" % (257 + n % 9_000) for n in range(SIZE // 6))
+    + b","
+    + b",".join([b"1" * 25] * 100)
+    + b"]",
     "negative ints": _fill(b"-9"),
     "floats": _fill(b"1.5"),
     "literals": _fill(b"true"),
@@ -231,6 +237,8 @@ def test_events_handed_on_are_the_events_the_server_sent(
 
 
 _PARSED_APART = (
+    "ints past the cache",
+    "distinct ints",
     "two-character strings",
     "wide strings",
     "astral escapes",
@@ -258,8 +266,15 @@ def test_the_bridges_parse_gives_what_json_loads_gives(name: str) -> None:
         return
     got = parse_json(raw)
     assert _typed(got) == _typed(expected)
-    if name == "two-character strings":
+    if name in ("two-character strings", "ints past the cache"):
+        # Equal short strings, and equal ints, are one object each.
         assert len({id(item) for item in got}) == 1
+    if name == "distinct ints":
+        # The memo keeps the first 1,024 distinct literals (one int each); past it,
+        # and past 20 digits, each literal is an int of its own, as before.
+        assert len({id(item) for item in got if item < 257 + 1_024}) == 1_024
+        assert len({id(item) for item in got if 257 + 1_024 <= item < 10**20}) > 8_000
+        assert len({id(item) for item in got if item >= 10**20}) == 100
 
 
 def _typed(value: object) -> object:

@@ -6,12 +6,14 @@ import functools
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
+import pydantic_core
 
 from prism.core import (
     JsonObject,
+    JsonValue,
 )
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
 ]
 
 _MAX_TITLE_CHARS = 256
+_Hashable = TypeVar("_Hashable")
 
 
 def _hint(value: object) -> bool | None:
@@ -146,6 +149,66 @@ def _annotations_sha(annotations: McpToolAnnotations) -> str:
     return _sha(annotations.to_json())
 
 
+@attrs.define(eq=False)
+class SharedParts:
+    """The parts of one listing's tools, each distinct value made plain, hashed and kept once.
+
+    The tools of a listing repeat their parts (one output schema for all, a
+    few descriptions, many schemas of one shape). A value is keyed by the JSON
+    text pydantic-core writes of it, which differs between any two plain JSON
+    values whose canonical texts differ (``1``, ``1.0`` and ``true``; every
+    string escaped; non-finite numbers as bare tokens, never ``null``); key
+    order only makes more keys. Lives for one listing: its keys are at most
+    the listing's own text.
+    """
+
+    _seen: dict[bytes, tuple[object, str]] = attrs.field(factory=dict)
+    _ones: dict[object, object] = attrs.field(factory=dict)
+    # The values plain() gave out, by identity (each held in _seen): their hash
+    # without writing them again.
+    _given: dict[int, tuple[object, str]] = attrs.field(factory=dict)
+
+    def _key(self, value: object) -> bytes | None:
+        try:
+            return pydantic_core.to_json(value, inf_nan_mode="constants")
+        except ValueError:
+            # A lone surrogate (no UTF-8 holds it): made plain and hashed alone.
+            return None
+
+    def sha(self, value: object) -> str:
+        """``_sha(value)`` of a plain JSON ``value``."""
+        given = self._given.get(id(value))
+        if given is not None and given[0] is value:
+            return given[1]
+        key = self._key(value)
+        if key is None:
+            return _sha(value)
+        known = self._seen.get(key)
+        if known is None:
+            known = self._seen[key] = (value, _sha(value))
+        return known[1]
+
+    def one(self, value: _Hashable) -> _Hashable:
+        """The first value equal to ``value`` seen in this listing (a hashable, immutable one)."""
+        return self._ones.setdefault(value, value)  # type: ignore[return-value]
+
+    def plain(self, value: object, make_plain: Callable[[object], JsonValue]) -> JsonValue:
+        """``make_plain(value)``, or the plain value made before from an equal one.
+
+        For values parsed from JSON (a ``tools/list`` page): two that write the
+        same JSON text are equal, so the tools share one object and its hash.
+        ``make_plain``'s ``ValueError`` (a non-finite number) is raised as it is.
+        """
+        key = self._key(value)
+        if key is None:
+            return make_plain(value)
+        known = self._seen.get(key)
+        if known is None:
+            plain = make_plain(value)
+            known = self._seen[key] = self._given[id(plain)] = (plain, _sha(plain))
+        return known[0]  # type: ignore[return-value]
+
+
 def definition_parts(
     description: str | None,
     input_schema: object,
@@ -153,32 +216,52 @@ def definition_parts(
     annotations: McpToolAnnotations,
     title: str | None,
     task_support: str = "forbidden",
+    hashes: SharedParts | None = None,
 ) -> dict[str, str]:
     """The SHA-256 of each part of what a tool says it is.
 
     ``taskSupport`` is a part only when it is not ``"forbidden"`` (the default),
     so pins written before it was one still hold for tools that never ran as tasks.
+    With ``hashes`` (the schemas plain JSON), a value seen before in it is not
+    hashed again.
     """
+    sha = _sha if hashes is None else hashes.sha
     parts = {
-        "description": _sha(description),
-        "inputSchema": _sha(input_schema),
-        "outputSchema": _sha(output_schema),
+        "description": sha(description),
+        "inputSchema": sha(input_schema),
+        "outputSchema": sha(output_schema),
         "annotations": _annotations_sha(annotations),
-        "title": _sha(title),
+        "title": sha(title),
     }
     if task_support != "forbidden":
         parts["taskSupport"] = _sha(task_support)
     return parts
 
 
-def _plain(text: object) -> bool:
-    """Whether ``text`` is a ``str`` of ASCII letters and digits (JSON writes it as it is)."""
-    return type(text) is str and text.isascii() and text.isalnum()
+_PART_NAMES = frozenset({"description", "inputSchema", "outputSchema", "annotations", "title"})
+_PARTS_TEXT = (
+    '{"annotations":"%s","description":"%s","inputSchema":"%s","outputSchema":"%s",%s"title":"%s"}'
+)
+_HEX = frozenset("0123456789abcdef")
 
 
 def definition_hash(parts: Mapping[str, str]) -> str:
     """One hash over a tool's :func:`definition_parts`."""
-    if all(_plain(key) and _plain(value) for key, value in parts.items()):
+    if type(parts) is dict and parts.keys() - {"taskSupport"} == _PART_NAMES:
+        # What definition_parts writes: each part a SHA-256 in hex, written by hand
+        # as _sha writes it (sorted keys, no escapes) in one step.
+        values = [parts[name] for name in ("annotations", "description", "inputSchema")]
+        values += [parts["outputSchema"], parts.get("taskSupport", ""), parts["title"]]
+        if all(type(value) is str for value in values) and _HEX.issuperset("".join(values)):
+            task = values[4]
+            values[4] = f'"taskSupport":"{task}",' if task else ""
+            if task or "taskSupport" not in parts:
+                return hashlib.sha256((_PARTS_TEXT % tuple(values)).encode()).hexdigest()
+    # Every key and value a non-empty str of ASCII letters and digits (JSON
+    # writes it as it is), checked on them all joined.
+    plain = {*map(type, parts), *map(type, parts.values())} == {str}
+    joined = "".join(parts) + "".join(parts.values()) if plain else ""
+    if joined.isascii() and joined.isalnum() and all(parts) and all(parts.values()):
         # What _sha writes for such a dict (letters and digits need no escape), by hand.
         text = ",".join(f'"{key}":"{parts[key]}"' for key in sorted(parts))
         return hashlib.sha256(f"{{{text}}}".encode()).hexdigest()

@@ -11,7 +11,7 @@ import functools
 import logging
 import math
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -25,7 +25,7 @@ from prism.core import (
     trio_native,
 )
 
-from ._annotations import McpApprovalCallback, McpToolInfo
+from ._annotations import McpApprovalCallback, McpToolInfo, SharedParts
 from ._calls import Caller
 from ._errors import McpBridgeError
 from ._gate import CHECKPOINT_TOOLS
@@ -36,7 +36,7 @@ from ._session import Connection, McpServerInfo, Sessions
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from mcp import Client
     from prism.core import ToolExecutionContext
@@ -321,10 +321,15 @@ class McpToolBridge:
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
         aliases: dict[str, str] = {}
+        hashes = SharedParts()
+        run = self._execute  # one bound method for every tool's partial
         for index, tool in enumerate(listed):
             if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
                 await trio.lowlevel.checkpoint()
-            prepared = prepare_tool(self._options, tool)
+            # Let go of the SDK's model once read (its schemas, when shared
+            # with an earlier tool's, go with it).
+            listed[index] = None
+            prepared = prepare_tool(self._options, tool, hashes)
             if prepared is None:
                 continue
             if prepared.info.tool_name in tools:
@@ -344,7 +349,7 @@ class McpToolBridge:
                 continue
             info, pinned = await self._pins.check(prepared.info)
             pinned_any = pinned_any or pinned
-            tools[info.tool_name] = self._definition(info, prepared)
+            tools[info.tool_name] = self._definition(info, prepared, run)
             infos[info.tool_name] = info
         if pinned_any:
             await self._pins.save()
@@ -353,12 +358,15 @@ class McpToolBridge:
         self._listing = listing
         self._listed_at = trio.current_time()
 
-    def _definition(self, info: McpToolInfo, prepared: PreparedTool) -> ToolDefinition:
-        # A partial of one method, not a closure: a listing of thousands of tools
-        # keeps two objects per tool for it instead of eight.
+    def _definition(
+        self, info: McpToolInfo, prepared: PreparedTool, run: Callable[..., Any]
+    ) -> ToolDefinition:
+        # A partial of one bound method (``run``, this bridge's _execute), not a
+        # closure: a listing of thousands of tools keeps two objects per tool for
+        # it instead of eight.
         return ToolDefinition(
             name=info.tool_name,
-            execute=functools.partial(self._execute, info, prepared.checked),
+            execute=functools.partial(run, info, prepared.checked),
             description=prepared.description,
             parameters=prepared.schema,
             definition_hash=info.definition_hash,

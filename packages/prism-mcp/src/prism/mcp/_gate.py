@@ -26,7 +26,7 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from prism.core.text import has_lone_surrogate
 
-from ._budget import many_strings, parse_json
+from ._budget import decoder, many_strings, parse_json
 from ._callbacks import call_in
 from ._content import TASK_META_KEY
 from ._direct import DirectCalls
@@ -693,6 +693,9 @@ class _Gate:
                     # Each tool is checked and built alone: let other tasks run.
                     await anyio.lowlevel.checkpoint()
                     nodes = 0
+                # Let go of each entry as it is checked: the page's parse is freed
+                # as the tools' models are built, not held beside all of them.
+                tools[index] = None
                 if type(tool) is not dict:
                     # Dropped without a model check.
                     self._drop(repr(tool)[:130], "the entry is not a JSON object")
@@ -819,7 +822,7 @@ def _parse_apart(raw: bytes, start: int, end: int) -> object:
             start - before,
             end - before - sum(raw.count(byte, start, end) for byte in _CONTINUATION),
         )
-    value, stop = json.JSONDecoder().raw_decode(text, start)
+    value, stop = decoder().raw_decode(text, start)
     if stop != end:
         raise ValueError("not the whole span")
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from prism.core.text import NAME_LIMIT, clip
 from ._annotations import (
     McpToolAnnotations,
     McpToolInfo,
+    SharedParts,
     changed_parts,
     definition_hash,
     definition_parts,
@@ -198,8 +200,14 @@ class PreparedTool:
     checked: JsonObject | None
 
 
-def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
+def prepare_tool(
+    options: BridgeOptions, tool: Any, hashes: SharedParts | None = None
+) -> PreparedTool | None:
     """``tool`` as the bridge offers it, or ``None`` (logged) when it is unusable.
+
+    ``hashes``, shared by the tools of one listing, makes each distinct part
+    plain and hashes it once: tools whose schemas (or hints) are equal share
+    one object.
 
     Its ``outputSchema`` is not compiled here: that happens on the tool's first
     call (see ``OutputChecker.check``), so opening a listing never pays for
@@ -213,8 +221,9 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
             clip(repr(name), NAME_LIMIT),
         )
         return None
+    plain = plain_json if hashes is None else functools.partial(hashes.plain, make_plain=plain_json)
     try:
-        schema = plain_json(tool.input_schema)
+        schema = plain(tool.input_schema)
     except ValueError:
         schema = None
     if not isinstance(schema, dict):
@@ -225,12 +234,14 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
         description = clip(description, _MAX_DESCRIPTION_CHARS)
     full_name = f"{options.name_prefix}{name}"
     annotations = McpToolAnnotations.from_mcp(tool.annotations)
+    if hashes is not None:
+        annotations = hashes.one(annotations)
     title = tool.title if isinstance(tool.title, str) else annotations.title
     title = clip(title, _MAX_INFO_CHARS) if title is not None else None
     output_schema: JsonValue = None
     if tool.output_schema is not None:
         try:
-            output_schema = plain_json(tool.output_schema)
+            output_schema = plain(tool.output_schema)
         except ValueError:
             output_schema = None
     checked = output_schema if isinstance(output_schema, dict) else None
@@ -238,7 +249,9 @@ def prepare_tool(options: BridgeOptions, tool: Any) -> PreparedTool | None:
     task_support = getattr(execution, "task_support", None)
     task_support = task_support if isinstance(task_support, str) else "forbidden"
     # A switch to task-augmented runs after approval is drift like any other.
-    parts = definition_parts(description, schema, output_schema, annotations, title, task_support)
+    parts = definition_parts(
+        description, schema, output_schema, annotations, title, task_support, hashes
+    )
     info = McpToolInfo(
         server_id=options.server_id,
         name=name,

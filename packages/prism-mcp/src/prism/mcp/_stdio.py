@@ -26,7 +26,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
-from ._budget import many_strings, message_refusal, parse_json
+from ._budget import loads, many_strings, message_refusal, parse_json
 from ._gate import before_parsing, gate_server_requests
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def _parse(held: list[bytes]) -> SessionMessage | None:
             del line
             if text is None:
                 return None
-            value = json.loads(text)
+            value = loads(text)
             del text
         message = mcp_types.jsonrpc_message_adapter.validate_python(value, by_name=False)
     except (ValueError, RecursionError):
