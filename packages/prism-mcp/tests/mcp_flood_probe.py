@@ -4,7 +4,9 @@ Usage: ``python mcp_flood_probe.py <mode> <count> [option=value ...]``; prints o
 JSON line. ``mode`` is one of mcp_flood_server.py's modes; options are passed to
 ``open_mcp_tools`` as integers or floats (``none`` for ``None``), except
 ``freeze=on``, which calls ``gc.freeze()`` first (the heap so far is left out
-of every full collection, as a host may choose), ``caps=off``, which lifts the
+of every full collection, as a host may choose), ``collect=on``, which runs
+one full collection first (so the flood pays only the full collections it
+causes itself, not one start-up left due), ``caps=off``, which lifts the
 gate's block, node and message caps (the
 benchmark's baseline), ``budget=off``, which admits every message without
 its price, ``memory=off``, which leaves out the scan before parsing (blocks
@@ -53,7 +55,7 @@ RESULT_MODES = frozenset(
         "refused",
     }
 )
-_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "transport", "freeze"})
+_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "transport", "freeze", "collect"})
 
 
 def peak_rss_bytes() -> int:
@@ -104,6 +106,9 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
         elif started:
             pauses.append(time.thread_time() - started.pop())
 
+    if options.pop("collect", None) == "on":
+        # Start-up's garbage collected now, before the ticker and the flood.
+        gc.collect()
     if options.pop("freeze", None) == "on":
         # What a host may do once started: its heap so far is never collected again.
         gc.freeze()

@@ -352,6 +352,8 @@ def test_definition_hashes_stay_what_pins_files_hold() -> None:
         five,
         {**five, "taskSupport": ""},
         {**five, "title": "A" * 64},
+        {**five, "description": ""},
+        {**five, "title": "a-b"},
         {**five, "x": ""},
     ):
         assert definition_hash(written) == _sha(written)

@@ -238,25 +238,28 @@ def definition_parts(
     return parts
 
 
-_PART_NAMES = frozenset({"description", "inputSchema", "outputSchema", "annotations", "title"})
 _PARTS_TEXT = (
     '{"annotations":"%s","description":"%s","inputSchema":"%s","outputSchema":"%s",%s"title":"%s"}'
 )
-_HEX = frozenset("0123456789abcdef")
+_STR = {str}
 
 
 def definition_hash(parts: Mapping[str, str]) -> str:
     """One hash over a tool's :func:`definition_parts`."""
-    if type(parts) is dict and parts.keys() - {"taskSupport"} == _PART_NAMES:
-        # What definition_parts writes: each part a SHA-256 in hex, written by hand
-        # as _sha writes it (sorted keys, no escapes) in one step.
-        values = [parts[name] for name in ("annotations", "description", "inputSchema")]
-        values += [parts["outputSchema"], parts.get("taskSupport", ""), parts["title"]]
-        if all(type(value) is str for value in values) and _HEX.issuperset("".join(values)):
-            task = values[4]
-            values[4] = f'"taskSupport":"{task}",' if task else ""
-            if task or "taskSupport" not in parts:
-                return hashlib.sha256((_PARTS_TEXT % tuple(values)).encode()).hexdigest()
+    task = parts.get("taskSupport") if type(parts) is dict else None
+    if type(parts) is dict and len(parts) == (5 if task is None else 6):
+        # What definition_parts writes (its five or six parts, each ASCII letters
+        # and digits, which JSON writes as they are), written as _sha writes it
+        # (sorted keys) in one step.
+        try:
+            values = [parts[name] for name in ("annotations", "description", "inputSchema")]
+            values += [parts["outputSchema"], "" if task is None else task, parts["title"]]
+        except KeyError:
+            values = []
+        joined = "".join(values) if set(map(type, values)) == _STR else ""
+        if joined.isascii() and joined.isalnum() and (task is None or task):
+            values[4] = "" if task is None else f'"taskSupport":"{task}",'
+            return hashlib.sha256((_PARTS_TEXT % tuple(values)).encode()).hexdigest()
     # Every key and value a non-empty str of ASCII letters and digits (JSON
     # writes it as it is), checked on them all joined.
     plain = {*map(type, parts), *map(type, parts.values())} == {str}
