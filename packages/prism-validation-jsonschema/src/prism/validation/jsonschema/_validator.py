@@ -502,10 +502,11 @@ class JsonSchemaArgumentValidator:
                 if decided is not None and not analysis.contextual:
                     # In the subset whose tests decide validity (see _decided):
                     # a call they find valid never enters the engine; any
-                    # other goes to the checkers above, and the engine, as before.
-                    entry.fast = deciding_checker(
-                        entry.fast, decided, Nowhere(), most_chars=most_chars
-                    )
+                    # other goes to the checker above, and the engine, as
+                    # before. Only quick_valid, which the dispatch adapter asks
+                    # first: validate() mostly meets calls already refused
+                    # (by quick_valid or a text bound's is_valid), where the
+                    # tests would only add their cost.
                     entry.quick = deciding_checker(
                         entry.quick, decided, entry, most_chars=most_chars
                     )
