@@ -552,6 +552,242 @@ async def session_rows() -> list[Row]:
     return [made]
 
 
+# --stages: the gateway's CPU per bridged call, stage by stage, measured in its process.
+STAGE_WARMUP = 300
+STAGE_CALLS = 2000 if QUICK else 6000
+
+
+def _probed_gateway(root: str, out: str, measured: int) -> None:
+    """The tests' gateway (``GATEWAY``), its CPU per call taken apart (``--probed-gateway``).
+
+    Each probe reads the thread's CPU clock (``time.thread_time_ns``, so time
+    spent waiting or preempted is not counted) around one stage: a function,
+    or a coroutine's every resumption (so its awaits are not counted either);
+    a trio instrument does the same for every task step, and the process's
+    CPU clock for all of it. The window is the calls after the first
+    ``STAGE_WARMUP`` answers, ``measured`` of them; the totals are written to
+    ``out`` as JSON.
+    """
+    import collections
+    import functools
+    import time
+
+    sys.path.insert(0, str(TESTS))
+    import gateway_stdio_main
+    import mcp.client.client as sdk_client
+    import mcp_types as types
+    from mcp.server.runner import ServerRunner
+
+    import prism.core._outcome as outcome
+    import prism.gateway._fast as fast
+    import prism.gateway._gateway as gateway
+    import prism.gateway._rounds as rounds
+    import prism.gateway._upstream as upstream
+    import prism.mcp._calls as calls
+    import prism.mcp._direct as direct
+    import prism.mcp._fastcall as fastcall
+    import prism.mcp._gate as gate
+    import prism.mcp._stdio as mcp_stdio
+
+    clock = time.thread_time_ns
+    spent: collections.Counter[str] = collections.Counter()
+    counts: collections.Counter[str] = collections.Counter()
+    window = {"on": False, "answers": 0, "cpu": 0.0}
+
+    class Resumed:
+        """A coroutine whose resumptions are timed (its awaits are not)."""
+
+        def __init__(self, coro: Any, label: str) -> None:
+            self.coro = coro
+            self.label = label
+
+        def __await__(self) -> Any:
+            return self
+
+        def __next__(self) -> Any:
+            return self.send(None)
+
+        def send(self, value: Any) -> Any:
+            t0 = clock()
+            try:
+                return self.coro.send(value)
+            finally:
+                if window["on"]:
+                    spent[self.label] += clock() - t0
+
+        def throw(self, *exc: Any) -> Any:
+            t0 = clock()
+            try:
+                return self.coro.throw(*exc)
+            finally:
+                if window["on"]:
+                    spent[self.label] += clock() - t0
+
+        def close(self) -> Any:
+            return self.coro.close()
+
+    def probe(owner: Any, name: str, label: str, *, coroutine: bool = False) -> None:
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def probed(*args: Any, **kwargs: Any) -> Any:
+            if coroutine:  # (one may outlive the window's start: the gate's loops)
+                return Resumed(original(*args, **kwargs), label)
+            if not window["on"]:
+                return original(*args, **kwargs)
+            counts[label] += 1
+            t0 = clock()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[label] += clock() - t0
+
+        setattr(owner, name, probed)
+
+    def answered() -> None:
+        window["answers"] += 1
+        if window["answers"] == STAGE_WARMUP:
+            window["on"] = True
+            window["cpu"] = time.process_time()
+        elif window["answers"] == STAGE_WARMUP + measured:
+            window["on"] = False
+            window["cpu"] = time.process_time() - window["cpu"]
+
+    line_of = upstream.result_line
+
+    def counted_line(request_id: Any, result: Any) -> bytes:
+        line = line_of(request_id, result)
+        answered()
+        return line
+
+    upstream.result_line = counted_line
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            self.t0 = clock()
+
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            if window["on"]:
+                code = getattr(task.coro, "cr_code", None)
+                label = f"task step: {code.co_qualname if code else task.name}"
+                spent[label] += clock() - self.t0
+                counts[label] += 1
+
+    probe(fast, "_plain_call", "client line: parsed once, taken")
+    probe(fast.StdioFastPath, "_start", "client line: registered, the call's task started")
+    probe(upstream.CallKernel, "_answer", "kernel: _answer", coroutine=True)
+    probe(upstream.CallKernel, "_kernel", "kernel: _kernel", coroutine=True)
+    probe(upstream, "classify_inbound_request", "kernel: envelope check")
+    probe(upstream.CallKernel, "_envelope_connection", "kernel: envelope's connection")
+    probe(upstream.RequestCheck, "check", "kernel: revision's request check")
+    probe(ServerRunner, "_make_context", "kernel: request context")
+    probe(types.CallToolRequestParams, "model_validate", "kernel: params model")
+    probe(upstream._Runner, "_serialize", "kernel: result check (revision's schema)")
+    probe(upstream, "result_line", "kernel: answer line encoded")
+    probe(gateway.Gateway, "_on_call_tool", "handler: _on_call_tool", coroutine=True)
+    probe(gateway, "client_label", "handler: client label")
+    probe(gateway.Gateway, "_execute", "handler: _execute", coroutine=True)
+    probe(rounds.CallSlots, "take", "handler: concurrency slots taken", coroutine=True)
+    probe(rounds.CallSlots, "close", "handler: concurrency slots freed")
+    probe(gateway, "call_tool_result_json", "handler: result JSON")
+    probe(gateway, "dispatch_tool_call", "core: dispatch_tool_call", coroutine=True)
+    probe(outcome, "settle", "core: settle (ledger record, events)")
+    probe(calls.Caller, "call", "bridge: Caller.call", coroutine=True)
+    probe(calls.Caller, "_finish", "bridge: result mapped, output schema")
+    probe(sdk_client.Client, "call_tool", "SDK client: call_tool", coroutine=True)
+    probe(fastcall, "simple_call_result", "SDK client: answer's one-pass check, result model")
+    probe(direct.DirectCalls, "request", "SDK client: request built")
+    probe(direct.DirectCalls, "call", "direct call: DirectCalls.call", coroutine=True)
+    probe(mcp_stdio.ServerStdin, "_write_line", "direct call: request line written")
+    probe(
+        mcp_stdio.ServerStdout, "receive", "server's answer: read, priced, parsed", coroutine=True
+    )
+    probe(gate._GatedRead, "receive", "server's answer: gate", coroutine=True)
+    probe(direct.DirectCalls, "answer", "server's answer: handed to its call")
+
+    try:
+        trio.run(gateway_stdio_main.main, root, 16 * 1024 * 1024, None, instruments=[Steps()])
+    finally:
+        totals = {
+            "calls": measured,
+            "cpu_ns": window["cpu"] * 1e9,
+            "spent_ns": dict(spent),
+            "counts": dict(counts),
+        }
+        Path(out).write_text(json.dumps(totals), encoding="utf-8")
+
+
+async def stage_rows() -> list[Row]:
+    """The gateway's CPU per bridged call, stage by stage (``--stages``)."""
+    root = tempfile.mkdtemp(prefix="prism-bench-gateway-")
+    out = Path(root, "stages.json")
+    python = sys.executable
+    args = [__file__, "--probed-gateway", root, str(out), str(STAGE_CALLS)]
+    async with Client(StdioServerParameters(command=python, args=args)) as gateway:
+        await gateway.list_tools()
+        for _ in range(STAGE_WARMUP + STAGE_CALLS + 10):
+            result = await gateway.call_tool("mcp__fx__echo", ARGS)
+            assert not result.is_error, result
+    totals = json.loads(await trio.Path(out).read_text(encoding="utf-8"))
+    calls = totals["calls"]
+    spent = {key: ns / calls / 1000 for key, ns in totals["spent_ns"].items()}
+    counts = {key: n / calls for key, n in totals["counts"].items()}
+    cpu_us = totals["cpu_ns"] / calls / 1000
+
+    def own(key: str, *inner: str) -> float:
+        return float(spent.get(key, 0.0) - sum(spent.get(k, 0.0) for k in inner))
+
+    steps = {key: us for key, us in spent.items() if key.startswith("task step: ")}
+    kernel_step = "task step: CallKernel._run"
+    reader = "client line: parsed once, taken", "client line: registered, the call's task started"
+    # (stage, CPU µs per call) in the order a call goes; each its own part, nested parts apart
+    table: list[tuple[str, float]] = [
+        ("event loop: scheduling, epoll (outside every task step)", cpu_us - sum(steps.values())),
+        ("reader tasks: the lines read, the rest of their steps",
+         sum(us for key, us in steps.items() if key != kernel_step)
+         - sum(spent.get(k, 0.0) for k in (*reader, "server's answer: gate"))),
+        *((key, spent.get(key, 0.0)) for key in reader),
+        ("call task: its own (cancel scope, in-flight table, answer written)",
+         own(kernel_step, "kernel: _answer", "kernel: answer line encoded")),
+        ("kernel: envelope check and connection, the rest of _answer",
+         own("kernel: _answer", "kernel: _kernel")),
+        ("kernel: request check, context, params model, result check, the rest of _kernel",
+         own("kernel: _kernel", "handler: _on_call_tool")),
+        ("kernel: answer line encoded", spent.get("kernel: answer line encoded", 0.0)),
+        ("handler: client label, call scope, the rest of _on_call_tool",
+         own("handler: _on_call_tool", "handler: _execute")),
+        ("handler: slots, forwarding, trace, result JSON, the rest of _execute",
+         own("handler: _execute", "core: dispatch_tool_call")),
+        ("core: gates (permission, validation), ledger record, events",
+         own("core: dispatch_tool_call", "bridge: Caller.call")),
+        ("bridge: deadlines, result mapped, output schema (Caller.call)",
+         own("bridge: Caller.call", "SDK client: call_tool")),
+        ("SDK client: stamp, request, answer's one-pass check, result model",
+         own("SDK client: call_tool", "direct call: DirectCalls.call")),
+        ("direct call: request line (its write: "
+         f"{spent.get('direct call: request line written', 0.0):.0f} µs), waiting for the answer",
+         spent.get("direct call: DirectCalls.call", 0.0)),
+        ("server's answer: read, split, priced, parsed, JSON-RPC model",
+         spent.get("server's answer: read, priced, parsed", 0.0)),
+        ("server's answer: the answer gate, handed to its call",
+         own("server's answer: gate", "server's answer: read, priced, parsed")),
+    ]  # fmt: skip
+    step_note = ", ".join(
+        f"{key.removeprefix('task step: ')} {counts.get(key, 0.0):.2f}" for key in sorted(steps)
+    )
+    rows = [
+        row(
+            BENCH,
+            "bridged call: the gateway's CPU in all (process clock)",
+            [cpu_us],
+            note=f"task steps per call: {step_note}",
+        )
+    ]
+    for stage, us in table:
+        rows.append(row(BENCH, f"  {stage}", [us]))
+    return rows
+
+
 async def everything() -> list[Row]:
     rows = await main()
     rows += await startup_rows()
@@ -579,6 +815,10 @@ if __name__ == "__main__":
         trio.run(_gateway_sdk_path, sys.argv[-1])
     elif "--gateway-no-direct" in sys.argv[1:]:
         trio.run(_gateway_no_direct, sys.argv[-1])
+    elif "--probed-gateway" in sys.argv[1:]:
+        _probed_gateway(sys.argv[-3], sys.argv[-2], int(sys.argv[-1]))
+    elif "--stages" in sys.argv[1:]:
+        run(stage_rows)
     elif "--calls" in sys.argv[1:] or FAST_PATHS_ONLY or RATIOS_ONLY:
         run(main)
     elif "--slow-server" in sys.argv[1:]:
