@@ -221,6 +221,7 @@ def test_the_walk_is_kept_and_lists_again_only_what_changed(
     listed is listed again (its times cannot tell)."""
     from prism.coding.security import _implied
 
+    monkeypatch.setattr(_implied, "local_device", lambda device: False)  # no watch
     (root / "a" / "b" / "c").mkdir(parents=True)
     (root / "d").mkdir()
     (root / "npmrc.shared").write_text("")
@@ -252,6 +253,7 @@ def test_the_walk_is_bounded(root: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     host opens nothing, the copy-back applies nothing) rather than a partial answer."""
     from prism.coding.security import _implied
 
+    monkeypatch.setattr(_implied, "local_device", lambda device: False)  # walked each time
     for name in ("p", "q"):  # two repositories as git makes them (no git run)
         for part in ("objects", "refs"):
             (root / name / ".git" / part).mkdir(parents=True)

@@ -23,11 +23,16 @@ the whole root (never following a link, never entering a ``.git`` directory);
 each directory's listing is kept by the directory's identity and times, so a
 later call lists again only the directories changed since (one ``lstat`` per
 directory otherwise). A directory changed in the same instant it was listed is
-listed again next time (its times cannot tell a later change apart).
+listed again next time (its times cannot tell a later change apart). On a local
+file system every directory walked is watched (:mod:`._watch`): while the
+kernel tells no change that can alter the answer and no mount, the last answer
+is given again without a walk (a root of 1,000 directories: about 3 ms of
+``lstat`` calls spared per call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import stat
@@ -40,6 +45,7 @@ from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
 from ._protected import valid_git_head
 from ._unanswered import unanswered_entries
+from ._watch import DirectoryWatch, local_device
 
 if TYPE_CHECKING:
     from ._protected import ProtectedPaths
@@ -65,6 +71,14 @@ _HEAD = "HEAD"
 _Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool]
 _trees: dict[tuple[str, tuple[str, ...]], dict[str, _Listing]] = {}
 _trees_lock = threading.Lock()
+# per walk: its watch and its answer when the watch covered every directory of it
+_watched: dict[
+    tuple[str, tuple[str, ...]],
+    tuple[DirectoryWatch, tuple[list[tuple[str, str]], list[str]] | None],
+] = {}
+_walk_lock = threading.Lock()
+# walks watched at once (each holds one of the user's inotify queues)
+_MAX_WATCHES = 8
 
 
 def _identity(info: os.stat_result) -> tuple[int, ...]:
@@ -115,10 +129,70 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
 
     Each ``.git`` entry as (its directory relative to the root, its kind); each
     directory holding a ``HEAD`` outside a ``.git`` as (it, ``"bare"``).
+    Answered again unwalked while the kernel told no change of a directory the
+    last walk watched (:class:`._watch.DirectoryWatch`), else walked.
     """
     key = (root, matcher.entries)
+    with _walk_lock:  # one walk at a time: each reads (and empties) its watch's queue
+        with _trees_lock:
+            kept = _trees.get(key, {})
+            watched = _watched.get(key)
+        if watched is not None:
+            changed = watched[0].changed(root, kept)  # (every event read)
+            if not changed and watched[1] is not None:
+                gits, links = watched[1]
+                return list(gits), list(links)
+            if watched[0].broken:
+                _unwatch(key)
+                watched = None
+        watch = watched[0] if watched is not None else _new_watch(key, root)
+        if watch is None:
+            return _walk_listing(root, matcher, key, kept, None)
+        with _trees_lock:
+            _watched[key] = (watch, None)  # no answer kept until this walk ends whole
+        watch.begin()
+        answer = _walk_listing(root, matcher, key, kept, watch)
+        watch.end()
+        with _trees_lock:
+            if _watched.get(key, (None,))[0] is watch:
+                _watched[key] = (watch, answer if watch.complete else None)
+        return list(answer[0]), list(answer[1])
+
+
+def _new_watch(key: tuple[str, tuple[str, ...]], root: str) -> DirectoryWatch | None:
+    """A watch for ``root``'s walk, when its file system tells every change; else None."""
+    try:
+        device = os.lstat(root).st_dev
+    except OSError:
+        return None
+    if not local_device(device):
+        return None
+    try:
+        watch = DirectoryWatch(device)
+    except OSError:  # pragma: no cover - the user's inotify queues are all taken
+        return None
     with _trees_lock:
-        kept = _trees.get(key, {})
+        if len(_watched) >= _MAX_WATCHES:
+            for other in list(_watched):
+                _unwatch(other, locked=True)
+        _watched[key] = (watch, None)
+    return watch
+
+
+def _unwatch(key: tuple[str, tuple[str, ...]], *, locked: bool = False) -> None:
+    with contextlib.nullcontext() if locked else _trees_lock:
+        gone = _watched.pop(key, None)
+    if gone is not None:
+        gone[0].close()
+
+
+def _walk_listing(
+    root: str,
+    matcher: ProtectedPaths,
+    key: tuple[str, tuple[str, ...]],
+    kept: dict[str, _Listing],
+    watch: DirectoryWatch | None,
+) -> tuple[list[tuple[str, str]], list[str]]:
     fresh: dict[str, _Listing] = {}
     gits: list[tuple[str, str]] = []
     links: list[str] = []
@@ -134,6 +208,15 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
             continue
         if not stat.S_ISDIR(info.st_mode):
             continue
+        if watch is not None:
+            if info.st_dev != watch.device:
+                watch.complete = False  # another file system mounted here
+            else:
+                # watched before it is looked at: a change from now on is told
+                seen = watch.watch(path, rel, info)
+                if seen is None:
+                    continue  # gone meanwhile (the answer is not kept)
+                info = seen
         hit = kept.get(rel)
         if hit is not None and hit[0] == _identity(info):
             listing = hit
