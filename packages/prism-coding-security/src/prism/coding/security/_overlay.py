@@ -65,6 +65,7 @@ from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._index import extension_signatures, extensionless, strip_optional_extensions
+from ._indexfile import read_index
 from ._objects import NOT_OBJECTS, prove_objects
 from ._protected import valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
@@ -221,6 +222,8 @@ def _stat_key(path: str) -> tuple[int, int, int, int] | None:
 
 
 IndexEntries = dict[bytes, tuple[bytes, bytes, bytes]]
+# what makes git read an index with other object names, or other files, than the ones here
+_INDEX_ELSEWHERE = ("GIT_COMMON_DIR", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
 
 
 def index_entries(
@@ -234,11 +237,17 @@ def index_entries(
     ``path + NUL + stage`` (:func:`entry_path` gives the path back): every
     stage is judged, since ``git checkout --ours``/``--theirs`` writes
     any of them. ``gitlinks``, when given, receives the path of every gitlink
-    entry git listed, in its order (once per stage of a conflicted one).
+    entry git listed, in its order (once per stage of a conflicted one). An
+    index whose reading in Python is proved to be git's is read so
+    (:func:`._indexfile.read_index`), without a process.
     """
     git = shutil.which("git")
     if git is None or not os.path.isfile(index):
         return {}
+    if not any(name in os.environ for name in _INDEX_ELSEWHERE):
+        read = read_index(index, git_dir, gitlinks)  # (None: one git is asked about)
+        if read is not None:
+            return read
     env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_INDEX_FILE": index,
            "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}  # fmt: skip
     try:
