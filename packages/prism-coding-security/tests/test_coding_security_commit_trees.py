@@ -255,3 +255,80 @@ def test_the_history_listing_answers_the_new_tips_trees_and_parents(
     batched.forget()  # the host's refs changed: listed again
     assert batched.history([o for _, o in moved], 10) == history
     assert asked.count("rev-list") == 2, asked
+
+
+def test_host_refs_read_in_python_are_what_git_resolves(root: Path) -> None:
+    """Whenever the loose file is read here, its answer is git's; every other shape of
+    ref is left to git (None)."""
+    from prism.coding.security._commits import host_ref
+
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    child = _commit(root, {"f.txt": "2\n"}, base)
+    git_dir = str(root / ".git")
+    _git(root, "update-ref", "refs/heads/main", child)
+    _git(root, "update-ref", "refs/heads/old", base)
+    _git(root, "tag", "-a", "-m", "t", "v1", base)
+    refs = root / ".git" / "refs" / "heads"
+
+    def same(name: str) -> str | None:
+        mine = host_ref(git_dir, name)
+        if mine is not None:
+            assert mine == _git(root, "rev-parse", "--verify", "-q", name), name
+        return mine
+
+    assert same("HEAD") == same("refs/heads/main") == child  # symbolic, then loose
+    assert same("refs/tags/v1") is not None  # a tag object (no commit git listed)
+    (root / ".git" / "HEAD").write_text(f"{base}\n")  # detached
+    assert same("HEAD") == base
+    # what git reads otherwise, or may: each left to it
+    leave = {
+        "refs/heads/spaced": f"{child} \n", "refs/heads/upper": f"{child.upper()}\n",
+        "refs/heads/bare": child, "refs/heads/chain": "ref: refs/heads/main2\n",
+        "refs/heads/main2": "ref: refs/heads/main\n", "refs/heads/crlf": f"{child}\r\n",
+    }  # fmt: skip
+    for name, text in leave.items():
+        (root / ".git" / name).write_text(text)
+    (refs / "linked").symlink_to("main")
+    _git(root, "pack-refs", "--all")  # every ref packed, the loose files removed
+    assert not (refs / "old").exists()
+    for name in [*leave, "refs/heads/chain", "refs/heads/linked", "refs/heads/old",
+                 "refs/heads/../main", "refs/heads/x.lock", "refs/.hidden", "HEADS"]:  # fmt: skip
+        assert same(name) is None or name == "refs/heads/main2", name
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert same("HEAD") is None  # packed only
+    (refs / "main").write_text(f"{base}\n")  # loose again, beside its packed line
+    assert same("HEAD") == base  # (the loose file outranks the packed line)
+    for blocker, text in (("config", "[include]\n\tpath = x\n"), ("commondir", "..\n")):
+        saved = (root / ".git" / blocker).read_text() if blocker == "config" else None
+        (root / ".git" / blocker).write_text(text)
+        assert host_ref(git_dir, "HEAD") is None, blocker
+        if saved is None:
+            (root / ".git" / blocker).unlink()
+        else:
+            (root / ".git" / blocker).write_text(saved)
+    assert same("HEAD") == base
+
+
+def test_a_commits_old_trees_need_no_cat_file(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ordinary commit on the host's branch: the old trees of HEAD and the branch are
+    its parent's, which the listing of new commits gave; git is asked no name."""
+    _git(root, "init", "-q", "-b", "main")
+    base = _commit(root, {"f.txt": "1\n"})
+    child = _commit(root, {"f.txt": "2\n", ".envrc": "echo\n"}, base)
+    _git(root, "update-ref", "refs/heads/main", base)
+    moved = [("HEAD", child), ("refs/heads/main", child)]
+    alone = [_trees(root).listing(r, o) for r, o in moved]
+    asked: list[str] = []
+    real = _commits.git_out
+
+    def counted(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
+        asked.append(args[0])
+        return real(env, *args, stdin=stdin)
+
+    monkeypatch.setattr(_commits, "git_out", counted)
+    batched = CommitTrees(_trees(root).env, ["refs/heads/main"])
+    batched.prepare(moved, 10)
+    assert [batched.listing(r, o) for r, o in moved] == alone
+    assert b".envrc" in (alone[0] or b"")
+    assert asked == ["rev-list", "diff-tree"], asked

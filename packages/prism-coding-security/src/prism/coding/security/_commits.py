@@ -16,15 +16,18 @@ a batch that failed) is asked as before, one process each.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
+from ._files import read_regular_file
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["CommitTrees", "git_out"]
+__all__ = ["CommitTrees", "git_out", "host_ref"]
 
 _GIT_TIMEOUT_S = 10
 # what a ref file holds when git wrote it: a full object name
@@ -36,6 +39,43 @@ _PLAIN_REF = re.compile(r"(?!.*\.\.)(?!-)[A-Za-z0-9_./-]+")
 _READS_NO_REFLOG = re.compile(
     r"(?:[0-9a-f]{40}|[0-9a-f]{64}|(?!.*\.\.)(?!-)[A-Za-z0-9_./-]+)(?:\^\{tree\})?"
 )
+
+
+# a ref name read here: components git accepts (no '..', no leading dot, no '.lock' end)
+_REF_PART = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*(?<!\.lock)"
+_HOST_REF = re.compile(rf"HEAD|refs/{_REF_PART}(?:/{_REF_PART})*")
+# what makes git read refs other than the loose files of GIT_DIR
+_REFS_ELSEWHERE = ("GIT_COMMON_DIR", "GIT_NAMESPACE")
+
+
+def host_ref(git_dir: str, name: str) -> str | None:
+    """The object name git resolves the ref ``name`` (``HEAD``, ``refs/...``) to, read in Python.
+
+    Only where git's reading is this one: the loose file ``git_dir/name`` holds
+    a full lower-case object name and a newline, or ``ref: <name>`` and a
+    newline naming such a loose file; a repository whose configuration names no
+    ref storage and includes no file, with no common directory. Anything else
+    (a packed ref, a link, other spacing, a chain, a missing ref): None, and git
+    is asked. (A differential test compares it with ``git rev-parse``.)
+    """
+    if not _HOST_REF.fullmatch(name) or os.path.lexists(os.path.join(git_dir, "commondir")):
+        return None
+    config = read_regular_file(os.path.join(git_dir, "config"), 1 << 20)
+    if config is None or b"refstorage" in config.lower() or b"include" in config.lower():
+        return None
+    content = read_regular_file(os.path.join(git_dir, name), 4096)
+    if content is not None and content.startswith(b"ref: "):
+        target = content[5:-1].decode("ascii", "replace")
+        if not content.endswith(b"\n") or not _HOST_REF.fullmatch(target) or target == "HEAD":
+            return None
+        content = read_regular_file(os.path.join(git_dir, target), 4096)
+    if (
+        content is None
+        or not content.endswith(b"\n")
+        or not _HEX.fullmatch(content[:-1].decode("ascii", "replace"))
+    ):
+        return None
+    return content[:-1].decode()
 
 
 def git_out(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
@@ -277,9 +317,20 @@ class CommitTrees:
         With ``%(objectname)`` alone, git prints the name's object name (the
         object itself is not read) or ``<name> missing`` exactly when the name
         does not resolve, when ``rev-parse --verify`` (and ``diff-tree``, given
-        the name) fail too: both answers are kept.
+        the name) fail too: both answers are kept. A host ref (or ``HEAD``)
+        whose loose file names a commit git already listed (a new commit's
+        parent, as a rule) is answered without git: see :func:`host_ref`.
         """
         todo = [e for e in dict.fromkeys(expressions) if e not in self._trees]
+        git_dir = self.env.get("GIT_DIR")
+        if git_dir is not None and not any(n in self.env for n in _REFS_ELSEWHERE):
+            for expression in list(todo):
+                name = expression.removesuffix("^{tree}")
+                commit = host_ref(git_dir, name) if name != expression else None
+                tree = self._trees.get(f"{commit}^{{tree}}") if commit else None
+                if tree is not None:  # (that commit's tree as git listed it)
+                    self._trees[expression] = tree
+                    todo.remove(expression)
         if not todo:
             return
         out = git_out(
