@@ -158,3 +158,53 @@ def test_a_hostile_index_is_read_as_git_reads_it_or_left_to_git(
     index = tmp_path / f"index-{len(os.listdir(tmp_path))}"
     index.write_bytes(bytes(body) + hashlib.sha1(body).digest())
     _same_as_git(str(repository / ".git"), str(index))
+
+
+def _entry(name: bytes, *, flags: int = -1, extended: int | None = None, mode: int = 0o100644,
+           pad: bytes | None = None) -> bytes:  # fmt: skip
+    """One index entry as git lays it out (``flags`` -1: the name's length, nothing else)."""
+    length = len(name) if flags < 0 else flags
+    head = bytes(24) + mode.to_bytes(4, "big") + bytes(12) + b"\x11" * 20
+    if extended is None:
+        head += length.to_bytes(2, "big")
+    else:
+        head += (length | 0x4000).to_bytes(2, "big") + extended.to_bytes(2, "big")
+    size = (len(head) + len(name) + 8) & ~7
+    return head + name + (pad if pad is not None else bytes(size - len(head) - len(name)))
+
+
+def _index(entries: list[bytes], count: int | None = None, tail: bytes = b"") -> bytes:
+    body = b"DIRC" + (2).to_bytes(4, "big") + (count or len(entries)).to_bytes(4, "big")
+    body += b"".join(entries) + tail
+    return body + hashlib.sha1(body).digest()
+
+
+def test_indexes_laid_out_otherwise_are_left_to_git(tmp_path: Path) -> None:
+    """Shapes the random changes may miss, each read here as git does or left to it."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    git_dir = str(root / ".git")
+    index = tmp_path / "index"
+    cases = {
+        "plain": (_index([_entry(b"a"), _entry(b"b/c", extended=0x4000)]), True),
+        "short": (b"DIRC", False),
+        "bad checksum": (_index([_entry(b"a")])[:-1] + b"\0", False),
+        "more entries counted": (_index([_entry(b"a")], count=2), False),
+        "no NUL after the name": (_index([_entry(b"ab", flags=1)]), False),
+        "a NUL in the name": (_index([_entry(b"a\0b")]), False),
+        "an unknown extended flag": (_index([_entry(b"a", extended=0x8000)]), False),
+        "a long name without its NUL": (_index([_entry(b"a" * 10, flags=0xFFF, pad=b"")]), False),
+        "an entry past the end": (_index([_entry(b"abc", pad=b"\0")]), False),
+        "a short extension": (_index([_entry(b"a")], tail=b"TREE"), False),
+        "a split index": (_index([_entry(b"a")], tail=b"link" + bytes(4)), False),
+        "an empty cache tree": (_index([_entry(b"a")], tail=b"TREE" + bytes(4)), True),
+    }
+    for name, (content, read) in cases.items():
+        index.write_bytes(content)
+        assert _same_as_git(git_dir, str(index)) is read, name
+    (root / ".git" / "config").unlink()  # no configuration: SHA-1 names
+    index.write_bytes(cases["plain"][0])
+    assert read_index(str(index), git_dir) is not None
+    (root / ".git" / "commondir").write_text("..\n")  # another repository's configuration
+    assert read_index(str(index), git_dir) is None

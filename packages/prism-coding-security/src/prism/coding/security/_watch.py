@@ -105,7 +105,7 @@ class DirectoryWatch:
         if _LIBC is None:  # pragma: no cover - a C library without inotify
             raise OSError("no inotify")
         fd = _LIBC.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
+        if fd < 0:  # pragma: no cover - the user's queues are all taken
             raise OSError(ctypes.get_errno(), "inotify_init1")
         self._fd = fd
         self.device = device
@@ -153,7 +153,7 @@ class DirectoryWatch:
             return None
         try:
             now = os.lstat(path)
-        except OSError:
+        except OSError:  # pragma: no cover - removed between the watch and the look
             self.complete = False
             return None
         self._names[wd] = rel
@@ -235,6 +235,6 @@ class DirectoryWatch:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
             return False  # gone, and it was no directory or link the walk kept
-        except OSError:
+        except OSError:  # pragma: no cover - a name too long, a directory made unsearchable
             return True
         return stat.S_ISDIR(mode) or stat.S_ISLNK(mode)
