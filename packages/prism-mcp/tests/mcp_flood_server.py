@@ -397,6 +397,15 @@ def list_page(request_id: object, cursor: object) -> None:
         listed = {"tools": [tool(name) for name in names]}
         send({"jsonrpc": "2.0", "id": request_id, "result": listed})
         return
+    if MODE == "surrogates":
+        # A lone surrogate in a description, a name, a schema key and a tool's
+        # _meta (sent escaped: valid JSON, no UTF-8), and in the page's cursor.
+        odd = [tool("d", "x\ud800"), tool("n\udc00"), tool("k"), tool("m")]
+        odd[2]["inputSchema"] = {"type": "object", "properties": {"a\udfff": {}}}
+        odd[3]["_meta"] = {"k": "\ud800"}
+        listed = {"tools": [tool("flood"), *odd], "nextCursor": "c\ud800"}
+        send({"jsonrpc": "2.0", "id": request_id, "result": listed})
+        return
     if MODE == "task_blocks":
         entry = tool("flood")
         entry["execution"] = {"taskSupport": "required"}

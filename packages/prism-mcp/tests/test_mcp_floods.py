@@ -324,6 +324,20 @@ async def test_a_tool_too_deep_to_serialise_is_skipped_and_its_sibling_kept(
     assert any("MCP server jk: skipping tool 'deep'" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_tool_or_cursor_with_a_lone_surrogate_is_skipped_and_the_rest_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # One such tool (or a nextCursor) failed the whole listing: no JSON holds it.
+    assert await _open_flood("surrogates", 0) == ["mcp:jk:flood"]
+    messages = [r.getMessage() for r in caplog.records]
+    for name in ("'d'", "'n\\udc00'", "'k'", "'m'"):
+        assert (
+            f"MCP server jk: skipping tool {name}: its definition holds a string with a "
+            "lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds; the other tools stay usable"
+        ) in messages
+    assert any("gave a nextCursor holding a string with a lone" in m for m in messages)
+
+
 _FIRST_OPEN = """
 import sys, threading, trio
 from prism.mcp import StdioTransport, open_mcp_tools

@@ -16,7 +16,7 @@ import trio
 
 from prism.core import JsonObject, JsonValue
 from prism.core.files import open_private_file
-from prism.core.text import NAME_LIMIT, clip
+from prism.core.text import NAME_LIMIT, clip, has_lone_surrogate
 
 from ._annotations import (
     McpToolAnnotations,
@@ -28,7 +28,7 @@ from ._annotations import (
 )
 from ._content import plain_json
 from ._errors import McpBridgeError
-from ._gate import CHECKPOINT_TOOLS, listed_tools
+from ._gate import CHECKPOINT_TOOLS, LONE_SURROGATE, listed_tools
 from ._options import BridgeOptions
 
 if TYPE_CHECKING:
@@ -111,6 +111,16 @@ def _log_dropped(options: BridgeOptions, conn: Connection) -> None:
     dropped.clear()
 
 
+def _skip_unwritable(options: BridgeOptions, tool: Any, exc: ValueError) -> None:
+    reason = LONE_SURROGATE if "surrogates not allowed" in str(exc) else str(exc)[:200]
+    _log.warning(
+        "MCP server %s: skipping tool %s: its definition holds %s; the other tools stay usable",
+        options.server_id,
+        clip(repr(tool.name), NAME_LIMIT),
+        reason,
+    )
+
+
 async def list_tools(
     options: BridgeOptions, conn: Connection, client: Client, limit_s: float
 ) -> tuple[list[Any], Listing]:
@@ -149,7 +159,13 @@ async def list_tools(
                         await trio.lowlevel.checkpoint()
                     # Count what is kept, not what was sent: a listing of many pages
                     # (each within max_result_bytes) must not add up without bound.
-                    text = tool.model_dump_json(by_alias=True, exclude_none=True)
+                    try:
+                        text = tool.model_dump_json(by_alias=True, exclude_none=True)
+                    except ValueError as exc:
+                        # No JSON holds it (a lone surrogate): no client could be sent
+                        # it, so it goes alone, not the whole listing.
+                        _skip_unwritable(options, tool, exc)
+                        continue
                     total += len(text)
                     if total > options.max_list_bytes:
                         break
@@ -165,6 +181,15 @@ async def list_tools(
                     break
                 cursor = page.next_cursor
                 if cursor is None or len(tools) >= _MAX_TOOLS:
+                    break
+                if has_lone_surrogate(cursor):
+                    # The next request could not be written: the listing ends here.
+                    _log.warning(
+                        "MCP server %s: tools/list gave a nextCursor holding %s; "
+                        "the listing ends with the tools listed so far",
+                        options.server_id,
+                        LONE_SURROGATE,
+                    )
                     break
         listed = seen
     except trio.TooSlowError as exc:
