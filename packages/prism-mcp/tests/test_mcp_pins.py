@@ -39,6 +39,12 @@ async def run(bridge: McpToolBridge, name: str) -> ToolResult:
     return await tool.execute({}, ctx)
 
 
+def offer(bridge: McpToolBridge, name: str) -> tuple[str | None, object]:
+    """What the model is offered of the tool ``name``: its description and parameters."""
+    tool = next(tool for tool in bridge.tools if tool.name == f"mcp:sh:{name}")
+    return tool.description, tool.parameters
+
+
 async def mutate_and_refresh(bridge: McpToolBridge) -> None:
     await run(bridge, "mutate")
     await bridge.wait_stale()
@@ -54,9 +60,14 @@ async def test_a_tool_changed_after_it_was_pinned_is_refused_naming_what_changed
             server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
         ) as bridge:
             first = json.loads(pins.read_text())["tools"]["good"]
+            offered = offer(bridge, "good")
             before = await run(bridge, "good")
             await mutate_and_refresh(bridge)
             info = bridge.tool_info["mcp:sh:good"]
+            # The model is still offered the pinned text, not the new one.
+            offered_after = offer(bridge, "good")
+            await bridge.refresh()
+            offered_again = offer(bridge, "good")
             after = await run(bridge, "good")
             policy = create_mcp_permission_policy([bridge], trusted_servers=["sh"])
             options = DispatchOptions(
@@ -67,6 +78,7 @@ async def test_a_tool_changed_after_it_was_pinned_is_refused_naming_what_changed
             )
     assert not before.is_error
     assert info.changed == ("description",)
+    assert offered_after == offered_again == offered
     assert after.is_error
     assert after.details["mcp_error"] == "definition_changed"
     assert after.details["changed"] == ["description"]
@@ -119,6 +131,8 @@ async def test_a_pins_file_that_disagrees_blocks_at_open_and_accepts_by_editing_
             server_id="sh", transport=SHAPES, protocol="legacy", pins_file=pins
         ) as bridge:
             info = bridge.tool_info["mcp:sh:good"]
+            # Never offered as this bridge saw it accepted: no text of the server's.
+            withheld = offer(bridge, "good")
             blocked = await run(bridge, "good")
             # The host reviews the new definition and writes its pin.
             data = json.loads(pins.read_text())
@@ -127,8 +141,10 @@ async def test_a_pins_file_that_disagrees_blocks_at_open_and_accepts_by_editing_
             await bridge.refresh()
             allowed = await run(bridge, "good")
     assert set(info.changed) == set(info.definition_parts)
+    assert withheld == (None, {"type": "object"})
     assert blocked.details["mcp_error"] == "definition_changed"
     assert not allowed.is_error, allowed.joined_text
+    assert offer(bridge, "good")[0]
 
 
 async def test_without_a_pins_file_tools_are_still_pinned_for_the_bridge_lifetime() -> None:

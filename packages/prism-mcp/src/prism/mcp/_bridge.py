@@ -70,6 +70,9 @@ class McpToolBridge:
     _nursery: trio.Nursery = attrs.field(alias="nursery")
     _tools: tuple[ToolDefinition, ...] = ()
     _info: dict[str, McpToolInfo] = attrs.field(factory=dict)
+    # Each tool's definition as last offered while it matched its pin (its parts,
+    # and what the model was offered): a changed tool is offered so until accepted.
+    _offers: dict[str, tuple[Mapping[str, str], ToolDefinition]] = attrs.field(factory=dict)
     _pins: Pins = attrs.field(init=False)
     _sessions: Sessions = attrs.field(init=False)
     _caller: Caller = attrs.field(init=False)
@@ -317,6 +320,7 @@ class McpToolBridge:
             raise
         self._rechecks = 0
         await self._pins.load()
+        offers: dict[str, tuple[Mapping[str, str], ToolDefinition]] = {}
         pinned_any = False
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
@@ -349,14 +353,38 @@ class McpToolBridge:
                 continue
             info, pinned = await self._pins.check(prepared.info)
             pinned_any = pinned_any or pinned
-            tools[info.tool_name] = self._definition(info, prepared, run)
+            definition = self._definition(info, prepared, run)
+            if info.changed:
+                definition = self._accepted(info, definition)
+                kept = self._offers.get(info.tool_name)
+                if kept is not None:
+                    offers[info.tool_name] = kept
+            else:
+                offers[info.tool_name] = (info.definition_parts, definition)
+            tools[info.tool_name] = definition
             infos[info.tool_name] = info
         if pinned_any:
             await self._pins.save()
         self._tools = tuple(tools.values())
         self._info = infos
+        self._offers = offers
         self._listing = listing
         self._listed_at = trio.current_time()
+
+    def _accepted(self, info: McpToolInfo, definition: ToolDefinition) -> ToolDefinition:
+        """``definition`` of a changed tool, offered as last accepted, never as changed.
+
+        The new text is what the pin exists to stop (a description that instructs
+        the model): the model is offered the description and ``inputSchema`` the
+        bridge offered while the definition matched its pin, or, when it never
+        saw that definition, none and an empty object schema. Its calls stay blocked.
+        """
+        offer = self._offers.get(info.tool_name)
+        if offer is not None and dict(offer[0]) == self._pins.pinned(info.name):
+            return attrs.evolve(
+                definition, description=offer[1].description, parameters=offer[1].parameters
+            )
+        return attrs.evolve(definition, description=None, parameters={"type": "object"})
 
     def _definition(
         self, info: McpToolInfo, prepared: PreparedTool, run: Callable[..., Any]

@@ -366,6 +366,10 @@ class Pins:
         except OSError:
             _log.warning("could not write pins_file %s", path, exc_info=True)
 
+    def pinned(self, name: str) -> dict[str, str] | None:
+        """The parts pinned for the server's tool ``name``, if any."""
+        return self._pins.get(name)
+
     async def check(self, info: McpToolInfo) -> tuple[McpToolInfo, bool]:
         """``info`` marked with what changed since its pin; whether a pin was (re)set."""
         parts = dict(info.definition_parts)
