@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from ._session import Connection, McpServerInfo, Sessions
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from mcp import Client
     from prism.core import ToolExecutionContext
