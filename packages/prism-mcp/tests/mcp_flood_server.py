@@ -403,8 +403,8 @@ def list_page(request_id: object, cursor: object) -> None:
         odd = [tool("d", "x\ud800"), tool("n\udc00"), tool("k"), tool("m")]
         odd[2]["inputSchema"] = {"type": "object", "properties": {"a\udfff": {}}}
         odd[3]["_meta"] = {"k": "\ud800"}
-        listed = {"tools": [tool("flood"), *odd], "nextCursor": "c\ud800"}
-        send({"jsonrpc": "2.0", "id": request_id, "result": listed})
+        odd_page: dict[str, object] = {"tools": [tool("flood"), *odd], "nextCursor": "c\ud800"}
+        send({"jsonrpc": "2.0", "id": request_id, "result": odd_page})
         return
     if MODE == "task_blocks":
         entry = tool("flood")
