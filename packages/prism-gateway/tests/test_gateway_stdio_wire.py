@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
+import re
+import tracemalloc
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -21,14 +24,24 @@ from mcp.shared.message import SessionMessage
 from mcp_types import methods as types_methods
 
 from prism.core import (
+    ExecutionAction,
     JsonObject,
+    JsonValue,
     ToolDefinition,
     ToolExecutionContext,
     ToolResult,
     create_rule_permission_policy,
 )
 from prism.core.ledger import RunLedger
-from prism.gateway import Gateway, GatewayError, _upstream, open_gateway, serve_stdio
+from prism.gateway import (
+    Gateway,
+    GatewayError,
+    ToolHints,
+    _upstream,
+    create_gateway_approver,
+    open_gateway,
+    serve_stdio,
+)
 from prism.gateway._fast import StdioFastPath
 from prism.gateway._gateway import LONE_SURROGATE
 from prism.gateway._stdio import LineWriter
@@ -334,6 +347,30 @@ async def _lone(arguments: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
     return ToolResult.text("bad \ud800 text")
 
 
+async def _shaped(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    # Its structuredContent matches its outputSchema (_SHAPED) or not.
+    count: JsonValue = 3 if arguments.get("valid") else "three"
+    return ToolResult(content=(), structured={"count": count})
+
+
+_SHAPED = ToolHints(
+    output_schema={
+        "type": "object",
+        "properties": {"count": {"type": "integer"}},
+        "required": ["count"],
+    }
+)
+_APPROVER = create_gateway_approver()
+
+
+async def _ask(arguments: JsonObject, _ctx: ToolExecutionContext) -> ToolResult:
+    # An action that needs approval: the gateway asks the calling client.
+    decision = await _APPROVER(
+        ExecutionAction(kind="shell", operation="ask", command=f"touch f{arguments.get('n')}")
+    )
+    return ToolResult.text(f"approved: {decision.approved} ({decision.reason})")
+
+
 def _fast_tools(
     hang_started: trio.Event, hang_ended: trio.Event, held: trio.Event | None = None
 ) -> list[ToolDefinition]:
@@ -364,6 +401,8 @@ def _fast_tools(
         ToolDefinition(name="hang", execute=hang),
         ToolDefinition(name="hold", execute=hold),
         ToolDefinition(name="lone", execute=_lone),
+        ToolDefinition(name="shaped", execute=_shaped),
+        ToolDefinition(name="ask", execute=_ask),
     ]
 
 
@@ -394,7 +433,19 @@ _SCRIPT: list[tuple[object, object, object]] = [
     (24, "lone", {"where": "text"}),
     (25, "lone", {"where": "key"}),
     (26, "lone", {"where": "raise"}),
+    # A tool with an outputSchema: its structuredContent matching it, then not.
+    (28, "shaped", {"valid": True}),
+    (29, "shaped", {"valid": False}),
 ]
+
+
+_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+_APPROVAL_REPLIES: list[dict[str, Any]] = [
+    {"action": "accept", "content": {"approve": True}},
+    {"action": "decline"},
+    {"action": "cancel"},
+]
+_REQUEST_STATE = re.compile(rb'"requestState":"[^"]*"')
 
 
 def _left_to_the_sdk(meta: dict[str, Any]) -> list[tuple[bytes, object]]:
@@ -461,11 +512,12 @@ async def _exchange(
             ledger=ledger,
             on_event=lambda event: events.append(type(event).__name__),
             max_concurrent_calls=1,  # one call at a time: a second one waits for its slot
+            hints={"shaped": _SHAPED},
         ) as gateway,
         _served(gateway) as peer,
     ):
-        if not modern:
-            await peer.send(initialize())
+        if not modern:  # (a 2026-07-28 client declares it in each request that may ask)
+            await peer.send(initialize(capabilities={"elicitation": {"form": {}}}))
             await answer(peer, 1)
             await peer.send(INITIALIZED)
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
@@ -491,6 +543,29 @@ async def _exchange(
         # Progress whose message holds a lone surrogate goes without the message.
         await peer.send(_call(27, "lone", {"where": "progress"}, progressToken="p-27", **meta))
         await answer(peer, 27)
+        # An approval question (the gateway's own elicitation), answered each way.
+        asking = {**meta, _CAPABILITIES: {"elicitation": {"form": {}}}} if modern else {}
+        for n, reply in enumerate(_APPROVAL_REPLIES):
+            await peer.send(_call(f"ask-{n}", "ask", {"n": n}, **asking))
+            line = await peer.receive_line()
+            lines.append(_REQUEST_STATE.sub(b'"requestState":"-"', line))  # (random)
+            asked = json.loads(line)
+            if modern:  # an input_required answer: the call is made again with the reply
+                (key,) = asked["result"]["inputRequests"]
+                params = {
+                    "name": "ask",
+                    "arguments": {"n": n},
+                    "inputResponses": {key: reply},
+                    "requestState": asked["result"]["requestState"],
+                    "_meta": asking,
+                }
+                retry = {"jsonrpc": "2.0", "id": f"ask-{n}-r", "method": "tools/call"}
+                await peer.send({**retry, "params": params})
+                await answer(peer, f"ask-{n}-r")
+            else:  # a request of the gateway's, in the middle of the call
+                assert asked["method"] == "elicitation/create"
+                await peer.send({"jsonrpc": "2.0", "id": asked["id"], "result": reply})
+                await answer(peer, f"ask-{n}")
         # Cancelled by the client: never answered, recorded as cancelled.
         await peer.send(_call(19, "hang", {}, **meta))
         await hang_started.wait()
@@ -541,7 +616,7 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     # (the request behind the cancellation goes either way: the fast one once the SDK
     # dispatched the cancellation, which it may or may not have done by then)
     taken = [line for line in taken if line != left[-1].split(b"\n")[1]]
-    assert len(taken) == len(_SCRIPT) + 6 + modern
+    assert len(taken) == len(_SCRIPT) + 9 + modern  # (an approval's retry goes the SDK's way)
     assert [raw for raw in left if raw in taken] == (left[-3:-2] if modern else [])
     answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
     assert answers[10]["result"]["content"] == [{"type": "text", "text": "echo hi"}]
@@ -567,6 +642,20 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
         assert refused["content"] == [{"type": "text", "text": f"result refused: {LONE_SURROGATE}"}]
         assert refused["isError"] is True
     assert answers[27]["result"]["content"] == [{"type": "text", "text": "done"}]
+    # structuredContent goes as the tool gave it, matching its outputSchema or not
+    assert answers[28]["result"]["structuredContent"] == {"count": 3}
+    assert answers[29]["result"]["structuredContent"] == {"count": "three"}
+    # The approval question, accepted, declined, cancelled: the tool ran with the answer.
+    said = [answers[f"ask-{n}-r" if modern else f"ask-{n}"] for n in range(3)]
+    assert [answer["result"]["content"][0]["text"] for answer in said] == [
+        "approved: True (approved by the client)",
+        "approved: False (declined by the client)",
+        "approved: False (cancelled by the client)",
+    ]
+    if modern:
+        assert all(
+            answers[f"ask-{n}"]["result"]["resultType"] == "input_required" for n in range(3)
+        )
     assert ("error" in answers[41]) is modern
     statuses = {record[1]: record[2] for record in fast_records}
     assert statuses["secret"] == "blocked"
@@ -864,3 +953,60 @@ def test_a_request_check_is_taken_from_the_last_one_passed() -> None:
         check.check(_MODERN, _params("d", {}, {**ENVELOPE, "progressToken": 1}))
         check.check("2025-11-25", _params("d", {}, {**ENVELOPE, "progressToken": 1}))
         assert len(calls) == 3
+
+
+_F_SETPIPE_SZ = 1031  # Linux's fcntl command to set a pipe's capacity
+
+
+async def test_a_client_that_never_reads_its_answers_is_not_read_either(
+    initialize: Initialize,
+) -> None:
+    """Backpressure: while answers wait for the client to read them, no more is read.
+
+    Before, the gateway read on: every request's answer was held by a task of its
+    own waiting for the pipe, so a client writing calls and reading nothing grew the
+    gateway's memory without bound. Once the client reads, every answer comes, in
+    order, nothing lost. (Pings take the SDK's path, calls the fast one.)
+    """
+    tool = ToolDefinition(name="echo", execute=_echo)
+    count = 400
+    flood = b"".join(
+        _call(n, "echo", {"text": n})
+        if n % 4 == 0
+        else json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n"
+        for n in range(count)
+    )
+    async with (
+        open_gateway(tools=[tool]) as gateway,
+        _served(gateway) as peer,
+        trio.open_nursery() as nursery,
+    ):
+        await peer.send(initialize())
+        await peer.receive()
+        await peer.send(INITIALIZED)
+        await peer.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+        await peer.receive()  # the era is known: calls can go the fast way
+        # Small pipes, so a few answers fill the client's (a pipe holds 64 KiB at first).
+        for pipe in (peer.stdin, peer.stdout):
+            fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, 4096)
+        sent = trio.Event()
+
+        async def write_all() -> None:
+            await peer.send(flood)
+            sent.set()
+
+        tracemalloc.start()
+        try:
+            nursery.start_soon(write_all)
+            await trio.testing.wait_all_tasks_blocked()
+            held, _peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert not sent.is_set()  # the gateway stopped reading (before: it read it all)
+        # (before: 3.1 MB held here, 7.8 kB more for each request; now about 40 kB)
+        assert held < 1_000_000, held
+        answers = [await peer.receive() for _ in range(count)]
+        await sent.wait()
+    assert [answer["id"] for answer in answers] == list(range(count))
+    assert answers[4]["result"]["content"] == [{"type": "text", "text": "echo 4"}]
+    assert answers[5]["result"] == {}

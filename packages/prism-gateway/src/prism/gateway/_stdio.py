@@ -114,6 +114,7 @@ class LineWriter:
         self._queued = 0  # messages handed to drain() and not written yet
         self._gone = False  # the client went away: nothing more is written
         self._closed = False
+        self._drained: trio.Event | None = None  # set once nothing is queued (see caught_up)
 
     async def send(self, item: SessionMessage, /) -> None:
         if self._gone or self._closed:
@@ -159,11 +160,30 @@ class LineWriter:
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self._gone = True
                 self._queued -= 1
+                if not self._queued and self._drained is not None:
+                    self._drained.set()
+                    self._drained = None
+
+    async def caught_up(self) -> None:
+        """Wait until every message sent so far is written (at once when none waits).
+
+        The reader waits here before it takes the client's next message, so a
+        client that does not read its answers is not read either: the
+        answers waiting for the pipe stay few, whatever the client sends.
+        """
+        if not self._queued or self._gone or self._closed:
+            return  # (the usual case: no yield, the reader's own reads checkpoint)
+        if self._drained is None:
+            self._drained = trio.Event()
+        await self._drained.wait()
 
     def finish(self) -> None:
         """No more messages: :meth:`drain` returns once the queued ones are written."""
         self._closed = True
         self._backlog_in.close()
+        if self._drained is not None:  # nothing more will be read
+            self._drained.set()
+            self._drained = None
 
     async def aclose(self) -> None:
         """The SDK is done with the stream (nothing to release: :meth:`finish` does)."""
@@ -181,6 +201,8 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
     Each newline-delimited message becomes a ``SessionMessage``; a line that is
     not JSON-RPC, or longer than ``limit`` bytes (dropped to its end without
     being held), is answered with a parse error through ``writer`` and skipped.
+    No message is taken while an answer waits for the client to read it
+    (``writer.caught_up``): a client that stops reading stops being read.
     Ends (``anyio.EndOfStream``) at EOF or once the pipe is closed.
     """
 
@@ -220,6 +242,9 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await self._writer.send(message)
                 self._items.popleft()
+            # Backpressure: no next message while answers wait for the client to read
+            # (they would pile up without bound: each held by a task of its own).
+            await self._writer.caught_up()
             if self._lines:
                 await self._parse(self._lines.popleft())
                 continue
