@@ -21,10 +21,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaLimits
+from prism.core import ToolCall, ToolDefinition, ToolExecutionContext, ToolResult
+from prism.validation.jsonschema import (
+    JsonSchemaArgumentValidator,
+    SchemaLimits,
+    create_json_schema_tool_validator,
+)
 from prism.validation.jsonschema._closed import closed_bounds
 from prism.validation.jsonschema._decided import DRAFTS, decided_kinds
-from prism.validation.jsonschema._fast import Nowhere
 from prism.validation.jsonschema._instance import check_instance
 from prism.validation.jsonschema._rs import compile_rs
 from prism.validation.jsonschema._screen import screen
@@ -72,7 +76,7 @@ def _decider(schema: dict[str, Any]) -> tuple[Any, list[object]] | None:
     def general(value: object) -> None:
         handed.append(value)
 
-    return deciding_checker(general, decided, Nowhere()), handed
+    return deciding_checker(general, decided)[0], handed
 
 
 def _matcher(draft: str) -> Any:
@@ -333,7 +337,7 @@ def test_the_checker_decides_valid_only_what_the_engine_accepts(schema: dict[str
 
 # -- a fixed table of tricky cases --------------------------------------------
 
-_README = {
+_README: dict[str, Any] = {
     "type": "object",
     "required": ["a", "b"],
     "additionalProperties": False,
@@ -544,10 +548,11 @@ def test_a_counting_checker_hands_on_a_call_past_its_characters() -> None:
         "e": (False, ("enum", frozenset({"abc"}), None)),
         "t": (False, ("array", (0, 3), ("str", 0, 40))),
     }
-    check = deciding_checker(handed.append, decided, Nowhere(), most_chars=6)
+    check, count = deciding_checker(handed.append, decided, most_chars=6)
     assert check({"s": "ab", "e": "abc", "t": ["a"]}) is True
     assert check({"s": "ab", "e": "abc", "t": ["ab"]}) is None
     assert handed == [{"s": "ab", "e": "abc", "t": ["ab"]}]
+    assert count() == 1  # the calls it decided itself
 
 
 def test_a_pattern_is_the_engines_own_on_the_decided_path() -> None:
@@ -572,3 +577,25 @@ def test_a_pattern_is_the_engines_own_on_the_decided_path() -> None:
     assert [(e.path, e.message) for e in result.errors] == [
         ("data.language", "must match pattern ^[a-z]{2}(-[A-Z]{2})?$ (rule: pattern)")
     ]
+
+
+def test_calls_decided_without_the_engine_count_as_cache_hits() -> None:
+    # The deciding checker counts its own calls; the cache's statistics and its
+    # eviction (an entry in use gets a second chance) see them.
+    check = create_json_schema_tool_validator(cache_size=1)
+    decided = ToolDefinition(name="add", execute=_never, parameters=_README)
+    context = ToolExecutionContext(ToolCall(id="1", name="add", arguments={"a": 1, "b": 2}))
+    for _ in range(3):
+        assert check(decided, {"a": 1, "b": 2}, context) is None
+    assert check(decided, {"a": 1, "b": "2"}, context) is not None  # the engine's, counted too
+    info = check.cache_info()
+    assert (info.misses, info.hits) == (1, 4)
+    other = ToolDefinition(name="other", execute=_never, parameters={"type": "object"})
+    assert check(other, {}, context) is None
+    info = check.cache_info()
+    assert (info.misses, info.currsize) == (2, 1)
+    assert info.hits >= 4  # the evicted entry's hits are kept
+
+
+async def _never(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
+    raise AssertionError("never executed")  # pragma: no cover

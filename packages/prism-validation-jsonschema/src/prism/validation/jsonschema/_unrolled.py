@@ -284,11 +284,13 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
     count = len(shape)
     optional = not all(required for _kind, required, _items in shape)
     lines = [
-        "def make(general, uses, lone, limit, size, required, type, len, dict, str, int, list, "
+        "def make(general, lone, limit, size, required, type, len, dict, str, int, list, "
         "KeyError, "
         + "".join(f"n{index}, p{index}, q{index}, f{index}, m{index}, " for index in range(count))
         + "):",
+        "    hits = 0",
         "    def check(d):",
+        "        nonlocal hits",
         "        if type(d) is not dict or len(d) > size:",
         "            return general(d)",
         "        for k in d:",
@@ -323,7 +325,15 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         lines += ["        if found != len(d):", "            return general(d)"]
     if counting:
         lines += ["        if chars > limit:", "            return general(d)"]
-    lines += ["        uses.hits += 1", "        return True", "    return check"]
+    # The count lives in the closure: an attribute of the cache entry costs
+    # about a tenth of a small call more.
+    lines += [
+        "        hits += 1",
+        "        return True",
+        "    def count():",
+        "        return hits",
+        "    return check, count",
+    ]
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(lines) + "\n", "<prism deciding checker>", "exec"), namespace)
     factory: Callable[..., Any] = namespace["make"]
@@ -333,16 +343,15 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
 def deciding_checker(
     general: Callable[[object], bool | None],
     decided: Mapping[str, tuple[bool, Decided]],
-    uses: Counted,
     *,
     most_chars: int | None = None,
-) -> Callable[[object], bool | None]:
-    """A checker that answers ``True`` itself for a call its tests find valid.
+) -> tuple[Callable[[object], bool | None], Callable[[], int]]:
+    """A checker that answers ``True`` itself for a call its tests find valid, and its count.
 
     ``decided`` maps each declared property to (required, test) (see
     ``_decided.decided_kinds``); ``general`` (the general closed checker, with
-    the engine behind it) decides every call a test does not pass. Counts one
-    on ``uses`` for a call it decides itself.
+    the engine behind it) decides every call a test does not pass. The second
+    function returns how many calls the checker decided itself.
     """
     shape: list[tuple[str, bool, str]] = []
     arguments: list[object] = []
@@ -359,9 +368,8 @@ def deciding_checker(
             shape.append((_least((kind, first, second)), required, ""))
             arguments += [name, first, second, 0, 0]
     factory = _decider(tuple(shape), most_chars is not None)
-    check: Callable[[object], bool | None] = factory(
+    made: tuple[Callable[[object], bool | None], Callable[[], int]] = factory(
         general,
-        uses,
         lone_surrogate,
         most_chars or 0,
         len(shape),
@@ -375,7 +383,7 @@ def deciding_checker(
         KeyError,
         *arguments,
     )
-    return check
+    return made
 
 
 def _least(test: Decided) -> str:

@@ -118,6 +118,7 @@ class _Entry:
         "caps",
         "closed",
         "contextual",
+        "counted",
         "fast",
         "function",
         "hits",
@@ -177,6 +178,8 @@ class _Entry:
         # eviction scan saw (a hit since then earns it a second chance).
         self.hits = 0
         self.marked = 0
+        # The hits a checker counts itself (a deciding checker), added to hits.
+        self.counted: Callable[[], int] | None = None
         # Refusals whose words depend only on where they are (see _refused).
         self.known: dict[tuple[tuple[Any, ...], tuple[Any, ...]], ToolArgumentValidationResult] = {}
         self.refusal: Problem | None = None
@@ -307,7 +310,7 @@ class JsonSchemaArgumentValidator:
     def cache_info(self) -> CacheInfo:
         """Hits, misses, capacity and current size of the compile cache."""
         with self._lock:
-            hits = self._hits + sum(entry.hits for entry in self._cache.values())
+            hits = self._hits + sum(_used(entry) for entry in self._cache.values())
             return CacheInfo(
                 hits=hits,
                 misses=self._misses,
@@ -369,12 +372,12 @@ class JsonSchemaArgumentValidator:
         chances = len(cache)
         while len(cache) > self._maxsize:
             key, oldest = cache.popitem(last=False)
-            if oldest is newest or (oldest.hits - oldest.marked > 1 and chances > 0):
+            if oldest is newest or (_used(oldest) - oldest.marked > 1 and chances > 0):
                 chances -= 1
-                oldest.marked = oldest.hits
+                oldest.marked = _used(oldest)
                 cache[key] = oldest
                 continue
-            self._hits += oldest.hits
+            self._hits += _used(oldest)
             _release(oldest)
 
     def _touch(self, entry: _Entry) -> bool:
@@ -507,8 +510,8 @@ class JsonSchemaArgumentValidator:
                     # first: validate() mostly meets calls already refused
                     # (by quick_valid or a text bound's is_valid), where the
                     # tests would only add their cost.
-                    entry.quick = deciding_checker(
-                        entry.quick, decided, entry, most_chars=most_chars
+                    entry.quick, entry.counted = deciding_checker(
+                        entry.quick, decided, most_chars=most_chars
                     )
         else:
             work = 0 if entry.work is None else entry.max_work
@@ -634,6 +637,12 @@ def _text_chars(limits: SchemaLimits, entry: _Entry) -> int:
         if entry.max_regex:
             chars = min(chars, limits.max_regex_work // entry.max_regex)
     return chars
+
+
+def _used(entry: _Entry) -> int:
+    """The hot-path hits of ``entry``: its own count and its checker's."""
+    counted = entry.counted
+    return entry.hits if counted is None else entry.hits + counted()
 
 
 def _release(entry: _Entry) -> None:
