@@ -7,8 +7,10 @@ import functools
 import json
 import os
 import re
+import sys
 import tracemalloc
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,6 +36,7 @@ from prism.core import (
 )
 from prism.core.ledger import RunLedger
 from prism.gateway import (
+    DownstreamServer,
     Gateway,
     GatewayError,
     ToolHints,
@@ -45,6 +48,7 @@ from prism.gateway import (
 from prism.gateway._fast import StdioFastPath
 from prism.gateway._gateway import LONE_SURROGATE
 from prism.gateway._stdio import LineWriter
+from prism.mcp import StdioTransport
 from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
@@ -1010,3 +1014,113 @@ async def test_a_client_that_never_reads_its_answers_is_not_read_either(
     assert [answer["id"] for answer in answers] == list(range(count))
     assert answers[4]["result"]["content"] == [{"type": "text", "text": "echo 4"}]
     assert answers[5]["result"] == {}
+
+
+# A downstream server's own question during a bridged call (elicitation, sampling,
+# roots/list), forwarded to the stdio client: the same bytes on both paths.
+_FIXTURE = Path(__file__).resolve().parent / "gateway_fixture_server.py"
+_ASKS_ALL: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+# (tool, arguments, the client's reply to the server's question)
+_FORWARDED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("mcp__fx__ask", {"question": "colour?"}, {"action": "accept", "content": {"colour": "red"}}),
+    ("mcp__fx__ask", {"question": "again?"}, {"action": "decline"}),
+    (
+        "mcp__fx__think",
+        {"prompt": "hi"},
+        {"role": "assistant", "content": {"type": "text", "text": "blue"}, "model": "m-1"},
+    ),
+    ("mcp__fx__roots", {}, {"roots": [{"uri": "file:///srv/a", "name": "a"}]}),
+]
+
+
+async def _forwarded_exchange(
+    gateway: Gateway, modern: bool, initialize: Initialize
+) -> list[bytes]:
+    """Every line the gateway writes for the forwarded questions' script."""
+    lines: list[bytes] = []
+    meta = {**ENVELOPE, _CAPABILITIES: _ASKS_ALL} if modern else {}
+
+    async def answer(peer: _Peer, request_id: object) -> dict[str, Any]:
+        while True:
+            line = await peer.receive_line()
+            lines.append(_REQUEST_STATE.sub(b'"requestState":"-"', line))  # (random)
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    async with _served(gateway) as peer:
+        if not modern:
+            await peer.send(initialize(capabilities=_ASKS_ALL))
+            await answer(peer, 1)
+            await peer.send(INITIALIZED)
+        await peer.send(
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}
+        )
+        await answer(peer, 2)
+        for n, (tool, arguments, reply) in enumerate(_FORWARDED):
+            await peer.send(_call(f"f-{n}", tool, arguments, **meta))
+            if modern:  # an input_required answer: the call is made again with the reply
+                asked = (await answer(peer, f"f-{n}"))["result"]
+                (key,) = asked["inputRequests"]
+                params = {
+                    "name": tool,
+                    "arguments": arguments,
+                    "inputResponses": {key: reply},
+                    "requestState": asked["requestState"],
+                    "_meta": meta,
+                }
+                retry = {"jsonrpc": "2.0", "id": f"f-{n}-r", "method": "tools/call"}
+                await peer.send({**retry, "params": params})
+                await answer(peer, f"f-{n}-r")
+            else:  # the server's request, forwarded in the middle of the call
+                line = await peer.receive_line()
+                lines.append(line)
+                asked = json.loads(line)
+                await peer.send({"jsonrpc": "2.0", "id": asked["id"], "result": reply})
+                await answer(peer, f"f-{n}")
+    return lines
+
+
+async def test_a_servers_forwarded_question_reaches_the_client_byte_for_byte_on_both_paths(
+    initialize: Initialize, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One gateway and its stdio server; four stdio connections, each era on each path."""
+    server = DownstreamServer(
+        server_id="fx",
+        transport=StdioTransport(sys.executable, [str(_FIXTURE)]),
+        options={"call_timeout_s": 30, "protocol": "legacy"},  # asks in the middle of a call
+    )
+    take = StdioFastPath.take
+    taken: list[bytes] = []
+
+    def counted(self: StdioFastPath, line: bytes) -> bool:
+        took = take(self, line)
+        if took:
+            taken.append(line)
+        return took
+
+    seen: dict[tuple[bool, bool], list[bytes]] = {}
+    async with open_gateway(servers=[server]) as gateway:
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+        for modern in (False, True):
+            for fast in (False, True):
+                monkeypatch.setattr(StdioFastPath, "take", counted if fast else (lambda *_: False))
+                seen[modern, fast] = await _forwarded_exchange(gateway, modern, initialize)
+    for modern in (False, True):
+        assert seen[modern, True] == seen[modern, False]
+    # Each first call went the fast way (a 2026-07-28 retry goes the SDK's way).
+    assert len(taken) == 2 * len(_FORWARDED)
+    legacy = [json.loads(line) for line in seen[False, True]]
+    asked = [m["method"] for m in legacy if "method" in m]
+    assert asked == ["elicitation/create"] * 2 + ["sampling/createMessage", "roots/list"]
+    said = {m["id"]: m["result"] for m in legacy if "result" in m}
+    modern_said = {m["id"]: m["result"] for m in map(json.loads, seen[True, True]) if "result" in m}
+    for answers, suffix in ((said, ""), (modern_said, "-r")):
+        texts = [answers[f"f-{n}{suffix}"]["content"][0]["text"] for n in range(4)]
+        assert texts == [
+            "the user said red",
+            "the user did not answer (decline)",
+            "the model wrote blue (m-1)",
+            "file:///srv/a",
+        ]
