@@ -339,13 +339,17 @@ def test_the_answer_is_cached_until_a_config_file_changes(root: Path) -> None:
 def test_a_new_index_asks_git_for_submodules_alone(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The configured part is kept while only the index changed; a branch switch asks again."""
+    """The configured part is kept while only the index changed; a branch switch asks again.
+
+    What an include names counts whatever its condition (read by git's rules before
+    git reads it): nested.gitconfig from the start.
+    """
     from prism.coding.security import _gitnames
 
     _git(root, "init", "-q", "-b", "main")
     (root / "team.gitconfig").write_text("[include]\n\tpath = nested.gitconfig\n")
     _git(root, "config", "includeIf.onbranch:topic.path", "../team.gitconfig")
-    assert cached_git_entries(str(root)) == [".git/hooks", "team.gitconfig"]
+    assert cached_git_entries(str(root)) == [".git/hooks", "team.gitconfig", "nested.gitconfig"]
     asked: list[str] = []
     real = _gitnames._git
 
@@ -355,7 +359,9 @@ def test_a_new_index_asks_git_for_submodules_alone(
 
     monkeypatch.setattr(_gitnames, "_git", counted)
     _git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib")
-    assert cached_git_entries(str(root)) == [".git/hooks", "team.gitconfig", "lib/.git"]
+    assert cached_git_entries(str(root)) == [
+        ".git/hooks", "team.gitconfig", "nested.gitconfig", "lib/.git",
+    ]  # fmt: skip
     assert asked == ["ls-files"]
     # HEAD names another branch: its onbranch include (and what that includes) now counts
     _git(root, "symbolic-ref", "HEAD", "refs/heads/topic")

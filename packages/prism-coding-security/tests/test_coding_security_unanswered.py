@@ -341,3 +341,46 @@ def test_an_unanswered_repository_is_kept_until_its_files_change(
     assert "x/one" not in found
     assert len(asked) == 2
     assert (str(root / "x"), str(root)) not in _implied._unanswered
+
+
+@pytest.mark.bwrap
+async def test_a_conditional_includes_hooks_directory_is_protected_before_it_applies(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    """The root's config includes team.cfg only on branch feature (git reads nothing of
+    it on main), and team.cfg names hooks-feature as the hooks directory: a command that
+    plants hooks-feature/pre-commit and switches to feature gets its hook left out, and
+    the host's next commit runs nothing (it ran on the old code)."""
+    _git("init", "-q", "-b", "main", str(root))
+    _git("-C", str(root), "commit", "-q", "--allow-empty", "-m", "a")
+    (root / "team.cfg").write_text("[core]\n\thooksPath = hooks-feature\n")
+    _git("-C", str(root), "config", "includeIf.onbranch:feature.path", "../team.cfg")
+    assert "hooks-feature" in implied_protected(str(root), _MATCHER)
+    marker = tmp_path / "ran"
+    hook = f"#!/bin/sh\ntouch {marker}\n"
+    line = (
+        f"mkdir hooks-feature && printf '%s' {shlex.quote(hook)} > hooks-feature/pre-commit"
+        " && chmod +x hooks-feature/pre-commit && git checkout -q -b feature"
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, line, root, env=_ENV)
+    assert "hooks-feature" in output
+    assert not (root / "hooks-feature" / "pre-commit").exists()
+    assert _git("-C", str(root), "branch", "--show-current").strip() == "feature"
+    _git("-C", str(root), "commit", "-q", "--allow-empty", "-m", "b")
+    assert not marker.exists()
+
+
+def test_a_hooks_directory_that_is_the_root_leaves_it_unwritten(root: Path) -> None:
+    """core.hooksPath naming the root itself (or, from a nested repository, its
+    parent the root): any file at the top could be a hook."""
+    _git("init", "-q", str(root / "x"))
+    _git("-C", str(root / "x"), "config", "core.hooksPath", "..")
+    with pytest.raises(SandboxUnavailableError, match="the root itself"):
+        implied_protected(str(root), _MATCHER)
+    _git("-C", str(root / "x"), "config", "core.hooksPath", ".")
+    assert "x" in implied_protected(str(root), _MATCHER)  # its whole work tree
+    _git("init", "-q", str(root))
+    _git("-C", str(root), "config", "core.hooksPath", ".")
+    with pytest.raises(SandboxUnavailableError, match="the root itself"):
+        implied_protected(str(root), _MATCHER)

@@ -18,6 +18,7 @@ from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitdrivers import unsafe_to_start
 from ._proved import HOST_GIT_ENVIRONMENT
+from ._unanswered import _Unknown, config_names, named_inside
 
 __all__ = [
     "EMBEDDED_GIT",
@@ -159,16 +160,37 @@ def _configured(
     inside = top.rstrip("/") + "/"
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
     hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
+    _not_the_top(hooks, top, root)
     if hooks.startswith(inside):
         out.append(os.path.relpath(hooks, top))
     pattern = r"^(include(if\..*)?\.path|core\.hookspath)$"
     # exit status 1: nothing matched
     found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, clean=(0, 1))
-    for path in _include_targets(root, found):
+    targets = _include_targets(root, found)
+    for path in targets:
         if includes is not None:
             includes.append(path)
         if path.startswith(inside):
             out.append(os.path.relpath(path, top))
+    # what the included files name themselves, read as git reads them: git reads
+    # no file of an include whose condition does not hold now (`onbranch:` a branch
+    # the command can switch to), and its hooksPath or includes count once it does
+    git_dir = _git_directory(root)
+    try:
+        more, hooked_values, bases = config_names(targets, [root, git_dir], git_dir, depth=1)
+    except _Unknown as exc:
+        raise SandboxUnavailableError(
+            f"what the configuration of {root} includes cannot be read ({exc})"
+        ) from None
+    if includes is not None:
+        includes += more
+    hooked = [os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+              for value in hooked_values for base in bases]  # fmt: skip
+    for path in hooked:
+        _not_the_top(os.path.realpath(path), top, root)
+    for path in named_inside([*more, *hooked], top):
+        if path not in out:
+            out.append(path)
     # the names git is given, as well as where they lead: a link among them (the
     # configured `.githooks -> tools/hooks`, `project.gitconfig -> shared/team.cfg`)
     # replaced by a file or another link would change what git reads
@@ -178,6 +200,19 @@ def _configured(
         if path.startswith(inside) and os.path.relpath(path, top) not in out:
             out.append(os.path.relpath(path, top))
     return out
+
+
+def _not_the_top(hooks: str, top: str, root: str) -> None:
+    """Refuse a hooks directory that is the root itself: any file at its top could be a hook.
+
+    Raises:
+        SandboxUnavailableError: ``hooks`` is ``top``.
+    """
+    if hooks == os.path.realpath(top):
+        raise SandboxUnavailableError(
+            f"the configuration of {root} makes {hooks}, the root itself, its hooks "
+            "directory: any file written at the root's top could be a hook"
+        )
 
 
 def _dot_git_problem(root: str) -> str | None:

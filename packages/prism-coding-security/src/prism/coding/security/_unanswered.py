@@ -34,7 +34,7 @@ import re
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 
-__all__ = ["MAX_CONFIG_BYTES", "read_config", "unanswered_entries"]
+__all__ = ["MAX_CONFIG_BYTES", "config_names", "named_inside", "read_config", "unanswered_entries"]
 
 MAX_CONFIG_BYTES = 1 << 20
 """A configuration file larger than this is not read: what it names is unknown."""
@@ -229,25 +229,34 @@ def _git_directory(repository: str) -> str:
     return os.path.realpath(os.path.join(repository, named))
 
 
-def _names(
-    repository: str, root: str, git_dir: str, common: str
+def config_names(
+    configs: list[str], bases: list[str], git_dir: str, depth: int = 0
 ) -> tuple[list[str], list[str], list[str]]:
-    """The included files (as read), the hooksPath values and their bases."""
-    configs = [(os.path.join(d, n), 0) for d in (git_dir, common)
-               for n in ("config", "config.worktree")]  # fmt: skip
+    """What the configuration files ``configs`` and the files they include name.
+
+    The included files (absolute, as named, relative to the file holding each),
+    the ``hooksPath`` values (as written) and the bases a relative one is taken
+    from (``bases`` and each ``worktree`` value, relative to ``git_dir``). Every
+    include is followed whatever its condition (the condition may hold later).
+
+    Raises:
+        _Unknown: a line that could name a path cannot be read, a file is not a
+            regular file or is too large, or includes go past 10 deep.
+    """
+    pending = [(path, depth) for path in configs]
     included: list[str] = []
     hooks: list[str] = []
-    bases = [repository, git_dir]
+    bases = list(bases)
     seen: set[str] = set()
-    while configs:
-        path, depth = configs.pop()
+    while pending:
+        path, level = pending.pop()
         if path in seen:
             continue
         seen.add(path)
         text = _read_text(path)
         if text is None:
             continue
-        if depth > _MAX_DEPTH:
+        if level > _MAX_DEPTH:
             raise _Unknown(f"{path!r} is included more than {_MAX_DEPTH} deep")
         for key, value in read_config(text):
             if not value:
@@ -258,12 +267,26 @@ def _names(
                 for holder in dict.fromkeys((path, os.path.realpath(path))):
                     target = os.path.normpath(os.path.join(os.path.dirname(holder), value))
                     included.append(target)
-                    configs.append((target, depth + 1))
+                    pending.append((target, level + 1))
             elif key == "hookspath":
                 hooks.append(value)
             elif key == "worktree":
                 bases.append(os.path.normpath(os.path.join(git_dir, value)))
     return included, hooks, bases
+
+
+def named_inside(paths: list[str], root: str) -> list[str]:
+    """Those of ``paths`` inside ``root`` (relative to it), with where each leads.
+
+    Each as named, where it leads and every link on the way (``paths`` absolute).
+    """
+    out: list[str] = []
+    for path in paths:
+        for found in _with_links(path, root):
+            relative = _inside(found, root)
+            if relative is not None:
+                out.append(relative)
+    return out
 
 
 def unanswered_entries(
@@ -287,7 +310,9 @@ def unanswered_entries(
         text = _read_text(os.path.join(git_dir, "commondir"))
         if text is not None:
             common = os.path.realpath(os.path.join(git_dir, text.strip()))
-        included, hooks, bases = _names(repository, root, git_dir, common)
+        configs = [os.path.join(d, n) for d in (git_dir, common)
+                   for n in ("config", "config.worktree")]  # fmt: skip
+        included, hooks, bases = config_names(configs, [repository, git_dir], git_dir)
     except _Unknown as exc:
         raise SandboxUnavailableError(
             f"{why}; and what it would name once repaired cannot be known ({exc})"
