@@ -152,15 +152,19 @@ def test_the_lenient_reading_is_gits_on_valid_files(root: Path) -> None:
         '\tpath = "tab\\there"x\n'
         "\tpath\n"
         "# path = commented\n"
+        '\tpath = a\tb\rc "d\re"\r\n'
     )
-    (root / "c.cfg").write_text(text)
-    listing = _git("config", "--file", str(root / "c.cfg"), "--null", "--list")
+    (root / "c.cfg").write_bytes(text.encode())
+    listing = subprocess.run(
+        ["git", "config", "--file", str(root / "c.cfg"), "--null", "--list"],
+        check=True, env=_ENV, capture_output=True,
+    ).stdout.decode()  # fmt: skip
     expected = [
         (key.rsplit(".", 1)[1], value if sep else None)
         for key, sep, value in (item.partition("\n") for item in listing.split("\0") if item)
     ]
     assert read_config(text) == expected
-    assert len(expected) == 6
+    assert len(expected) == 7
 
 
 def test_a_gitfile_or_link_to_nowhere_protects_what_it_names(root: Path) -> None:

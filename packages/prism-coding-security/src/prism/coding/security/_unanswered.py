@@ -60,7 +60,9 @@ def read_config(text: str) -> list[tuple[str, str | None]]:
         _Unknown: a line git would refuse holds one of those words.
     """
     out: list[tuple[str, str | None]] = []
-    text = text.removeprefix("\ufeff")
+    # git reads a CR before a LF as nothing, any other CR as itself (whitespace
+    # outside quotes)
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     size = len(text)
     i = 0
     while i < size:
@@ -154,7 +156,7 @@ def _value(text: str, i: int) -> tuple[str, int]:
             break
         if comment:
             continue
-        if not quoted and ch in " \t":
+        if not quoted and ch in " \t\r":
             if out:
                 space += 1
             continue
@@ -176,7 +178,7 @@ def _value(text: str, i: int) -> tuple[str, int]:
             out.append(_ESCAPES[nxt])
         elif ch == '"':
             quoted = not quoted
-        elif ch != "\r":
+        else:
             out.append(ch)
     if quoted:
         raise _Bad(i)
