@@ -20,10 +20,12 @@ from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, 
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CallToolResult,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
     ElicitRequestURLParams,
     ListRootsRequest,
     ListRootsResult,
-    SamplingMessage,
     TextContent,
     ToolAnnotations,
 )
@@ -247,11 +249,21 @@ def build() -> MCPServer:
     @server.tool()
     async def think(prompt: str, ctx: Context) -> str:
         """Ask the host's model (sampling) and say what it wrote."""
-        result = await ctx.session.create_message(
-            [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
-            max_tokens=50,
+        # Asking for every server's context, with a _meta of its own: the gateway
+        # passes on neither.
+        params = CreateMessageRequestParams.model_validate(
+            {
+                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                "maxTokens": 50,
+                "includeContext": "allServers",
+                "_meta": {"progressToken": "the-servers-own"},
+            }
+        )
+        result = await ctx.session.send_request(
+            CreateMessageRequest(params=params),
+            CreateMessageResult,
             # On its call's own stream (over HTTP), as a server that knows why it asks.
-            related_request_id=ctx.request_id,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
         )
         text = result.content.text if isinstance(result.content, TextContent) else "?"
         return f"the model wrote {text} ({result.model})"

@@ -282,9 +282,12 @@ async def test_a_servers_elicitation_and_sampling_reach_the_calling_client(
             return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept", content={"colour": "green"})
 
+    sampled: list[object] = []
+
     async def sample(
         context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult:
+        sampled.append((params.include_context, params.meta))
         prompt = params.messages[0].content
         assert isinstance(prompt, types.TextContent)
         return types.CreateMessageResult(
@@ -304,6 +307,9 @@ async def test_a_servers_elicitation_and_sampling_reach_the_calling_client(
         approval = await client.call_tool("shell", {"command": "touch asked.txt"})
     assert text(answered) == "the user said green"
     assert text(thought) == "the model wrote about tea (host-model)"
+    # The server asked for every server's context under a _meta of its own: to the
+    # client that would be the whole gateway's, so neither is passed on.
+    assert sampled == [("none", None)]
     assert approval.is_error
     assert asked[0] == "MCP server 'fx' asks (forwarded by Prism): Your colour?"
     assert asked[1].startswith("Prism asks whether the tool 'shell'")
@@ -375,3 +381,73 @@ async def test_a_servers_log_messages_reach_the_calling_client(workspace: Path) 
     assert [(p.level, p.logger, p.data) for p in logged] == [
         ("info", "mcp:fx/brain", "thinking hard")
     ]
+
+
+RAW = TESTS / "gateway_raw_server.py"
+
+
+def raw(mode: str, *args: str) -> DownstreamServer:
+    transport = StdioTransport(sys.executable, [str(RAW), mode, *args])
+    return DownstreamServer(server_id="raw", transport=transport, options={"call_timeout_s": 30})
+
+
+async def test_a_server_announcing_after_every_listing_is_relisted_a_bounded_number_of_times(
+    tmp_path: Path,
+) -> None:
+    # Each of its listings differs and announces the next: the gateway re-listed it
+    # and told every client, about 150 times a second, without end.
+    log = tmp_path / "listings"
+    warned = trio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "keeps changing its tool list" in record.getMessage():
+                warned.set()
+
+    watch = Watch()
+    logging.getLogger("prism.gateway").addHandler(watch)
+    try:
+        async with open_gateway(servers=[raw("churn", str(log))]) as gateway:
+            with trio.fail_after(60):
+                await gateway.wait_servers()
+                await warned.wait()
+            listings = len(log.read_text().splitlines())
+    finally:
+        logging.getLogger("prism.gateway").removeHandler(watch)
+    # The first listing and its check, then three re-listings (each checked).
+    assert listings <= 10, listings
+
+
+async def test_a_changed_tool_is_offered_to_clients_as_accepted_until_accepted() -> None:
+    # The new description (an instruction to the model), title and annotations
+    # reached every client's tools/list; only the tool's calls were blocked.
+    changed = [trio.Event()]
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed[0].set()
+
+    async with (
+        open_gateway(
+            servers=[raw("drift")], permission=create_rule_permission_policy(allow=["*"])
+        ) as gateway,
+        Client(gateway.server, mode="legacy", message_handler=on_message) as client,
+    ):
+        with trio.fail_after(60):
+            await gateway.wait_servers()
+            (before,) = (await client.list_tools()).tools
+            first = await client.call_tool("mcp__raw__good", {})
+            after = before
+            while after == before:  # the first notification may say the server is up
+                await changed[0].wait()
+                changed[0] = trio.Event()
+                (after,) = (await client.list_tools()).tools
+            blocked = await client.call_tool("mcp__raw__good", {})
+    assert (before.description, before.title) == ("fine", "Fine")
+    assert not first.is_error
+    assert after.description == "fine"
+    assert after.title is None
+    assert after.annotations is None
+    assert after.output_schema is None
+    assert blocked.is_error
+    assert "definition changed since it was pinned" in text(blocked)

@@ -409,8 +409,15 @@ class Forwarder:
         async def sample(request: McpSamplingRequest) -> McpSamplingAnswer:
             scope = self._asker(server_id, "sampling", request.call_id)
             # The server's request as it sent it (the SDK's create_message helper is
-            # deprecated with sampling itself, and would rebuild it field by field).
-            params = types.CreateMessageRequestParams.model_validate(request.params)
+            # deprecated with sampling itself, and would rebuild it field by field),
+            # but for two members. Its _meta is the server's own (a progress token,
+            # say): the gateway's request carries the gateway's. And it asks for no
+            # context: to the client "this server" is the whole gateway (every
+            # server's and the local tools' results), which no one server may read.
+            asked = {key: value for key, value in request.params.items() if key != "_meta"}
+            if "includeContext" in asked:
+                asked["includeContext"] = "none"
+            params = types.CreateMessageRequestParams.model_validate(asked)
             if scope.round is not None:
                 wire = {"method": "sampling/createMessage", "params": _wire(params)}
                 result = _answer_as(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import itertools
@@ -87,6 +88,10 @@ if TYPE_CHECKING:
 __all__ = ["Gateway", "open_gateway"]
 
 _log = logging.getLogger("prism.gateway")
+_RELISTS = 3
+_RELIST_WINDOW_S = 10.0
+"""A downstream server's tools are re-listed at most ``_RELISTS`` times in any
+``_RELIST_WINDOW_S`` seconds, however often it announces a change."""
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
@@ -183,6 +188,12 @@ def _call_key(ctx: ServerRequestContext[Any, Any]) -> object:
 def _bridge_hints(bridge: McpToolBridge) -> dict[str, ToolHints]:
     hints: dict[str, ToolHints] = {}
     for tool_name, info in bridge.tool_info.items():
+        if info.changed:
+            # Changed since pinned and not accepted: none of the server's new words
+            # (title, annotations, output schema) is offered; the bridge offers the
+            # accepted description and inputSchema. Its calls are blocked.
+            hints[tool_name] = ToolHints()
+            continue
         a = info.annotations
         hints[tool_name] = ToolHints(
             title=info.title,
@@ -924,20 +935,39 @@ class Gateway:
             running.cancel()
 
     async def _watch(self, bridge: McpToolBridge) -> None:
+        # When the last few re-listings were: a server that announces a change after
+        # every listing is re-listed at most _RELISTS times per _RELIST_WINDOW_S (the
+        # bridge's own budget of three, then stale, is undone by a refresh()).
+        recent: collections.deque[float] = collections.deque(maxlen=_RELISTS)
         while True:
             await bridge.wait_stale()
+            if len(recent) == _RELISTS:
+                wait = recent[0] + _RELIST_WINDOW_S - trio.current_time()
+                if wait > 0:
+                    _log.warning(
+                        "MCP server %s keeps changing its tool list: re-listed %d times in "
+                        "%gs; the next re-listing waits %.1fs",
+                        bridge.server_id,
+                        _RELISTS,
+                        _RELIST_WINDOW_S,
+                        wait,
+                    )
+                    await trio.sleep(wait)
+            recent.append(trio.current_time())
             try:
                 await bridge.refresh()
             except Exception as exc:  # a server that cannot be listed keeps its old tools
                 _log.warning("cannot refresh MCP server %s: %s", bridge.server_id, exc)
                 await trio.sleep(1.0)
                 continue
+            offered = self._wire
             try:
                 self._rebuild()
             except Exception as exc:  # e.g. a new tool's alias collides: keep the old list
                 _log.warning("cannot offer MCP server %s's new tools: %s", bridge.server_id, exc)
                 continue
-            await self.notify_tools_changed()
+            if self._wire != offered:
+                await self.notify_tools_changed()
 
     async def notify_tools_changed(self) -> None:
         """Tell every connected client that the tool list changed.
