@@ -41,6 +41,7 @@ from mcp_types import methods
 
 from prism.mcp._content import plain_json
 from prism.mcp._gate import (
+    FREE_TEXT,
     LISTED_KEY,
     MAX_TOOL_ICONS,
     _Gate,
@@ -140,6 +141,43 @@ def test_a_skeleton_page_gets_the_sdks_own_verdict(version: str, field: str, sha
         assert built == sdk
 
 
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_a_tools_free_text_is_only_typed(version: str) -> None:
+    # The gate checks one skeleton of each shape per page (the free-text fields
+    # of a tool, when strings, written as ""): that holds only while the page
+    # model and every model under it have no validator, and those fields are
+    # plain strings with no constraint.
+    import typing
+
+    from pydantic import BaseModel
+
+    surface = methods.SERVER_RESULTS[("tools/list", version)]
+    assert isinstance(surface, type)
+    seen: set[type] = set()
+    todo: list[object] = [surface]
+    while todo:
+        kind = todo.pop()
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            if kind in seen:
+                continue
+            seen.add(kind)
+            decorators = kind.__pydantic_decorators__
+            assert not decorators.validators, kind
+            assert not decorators.field_validators, kind
+            assert not decorators.root_validators, kind
+            assert not decorators.model_validators, kind
+            for field in kind.model_fields.values():
+                todo.append(field.annotation)
+        else:
+            todo.extend(typing.get_args(kind))
+    tool = typing.get_args(surface.model_fields["tools"].annotation)[0]
+    for name in FREE_TEXT:
+        field = tool.model_fields[name]
+        assert field.annotation in (str, str | None), name
+        assert field.metadata == [], name
+    assert len(seen) > 5
+
+
 def test_plain_json_walks_without_copying_and_copies_what_is_not_plain() -> None:
     value = {"items": ["a" * 30] * 1_000, "n": [1, 2.5, None, True, {"k": []}]}
     assert plain_json(value) is value
@@ -186,6 +224,15 @@ async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:
     assert kept == [good]
     assert [name for name, _ in dropped] == ["'b'"]
     assert "outputSchema" in dropped[0][1]
+    # One shape checked once per page: a tool of a shape that passed, but whose
+    # free text is not a string, is still refused (by the page model, and the
+    # SDK's tool model types those fields alike); its own text (another name,
+    # title or description) never changes a verdict; another shape is checked.
+    texts = {"title": "T", "description": "\ud800" * 3}
+    odd: list[object] = [{**good, "name": 5}, {**good, "title": 7}, {**good, "description": ["d"]}]
+    kept, dropped = await answer({"tools": [good, *odd, {**good, "name": "z", **texts}, bad]})
+    assert kept == [good, {**good, "name": "z", **texts}]
+    assert [name for name, _ in dropped] == ["5", "'a'", "'a'", "'b'"]
     # A server's own _meta stays; one naming the gate's carrier cannot stand for it.
     forged = {LISTED_KEY: "io.prism/listed"}
     kept, dropped = await answer({"tools": [bad], "_meta": forged})

@@ -19,6 +19,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 import mcp_types
+import pydantic_core
 from anyio.abc import ObjectReceiveStream
 from mcp_types import methods as _methods
 
@@ -589,7 +590,38 @@ def _surface_refusal(rest: dict[str, Any], tool: object, version: str) -> str | 
     return None
 
 
-def tool_model(rest: dict[str, Any], tool: dict[str, Any], version: str) -> mcp_types.Tool | str:
+FREE_TEXT = ("name", "title", "description")
+"""A tool's fields each revision's tool model types as a plain ``str``, with no
+constraint and no validator on it or its models (a test holds the models to
+this): a tool's verdict depends on their types, never on the text in them."""
+
+
+def shape_key(small: object, version: str) -> bytes | None:
+    """What the revision's page model's verdict on the skeleton ``small`` depends on.
+
+    The skeleton's JSON text (pydantic-core's, which keeps every type and
+    value apart) with each :data:`FREE_TEXT` field that is a ``str`` written
+    as ``""``: two tools of one page with the same key get the same verdict.
+    ``None`` when there is no such key (the revision's check is not one model,
+    or the skeleton holds a lone surrogate).
+    """
+    if type(small) is not dict or not isinstance(
+        _methods.SERVER_RESULTS.get(("tools/list", version)), type
+    ):
+        return None
+    shaped = dict(small)
+    for name in FREE_TEXT:
+        if type(shaped.get(name)) is str:
+            shaped[name] = ""
+    try:
+        return pydantic_core.to_json(shaped, inf_nan_mode="constants")
+    except ValueError:
+        return None
+
+
+def tool_model(
+    rest: dict[str, Any], tool: dict[str, Any], version: str, passed: set[bytes] | None = None
+) -> mcp_types.Tool | str:
     """``tool`` as the SDK would build it in a ``tools/list`` page, or why it would refuse it.
 
     The SDK validates a whole page against the negotiated revision's model
@@ -599,12 +631,19 @@ def tool_model(rest: dict[str, Any], tool: dict[str, Any], version: str) -> mcp_
     tool is checked alone, in a page of one beside the page's other fields
     (``rest``): first in skeleton (see :func:`skeleton`; a tool refused in
     skeleton is checked whole), then built with the SDK's own tool model.
+    With ``passed`` (one per page), a skeleton whose :func:`shape_key` passed
+    before in the page is not checked again (the tools of a listing repeat
+    their shapes); only a pass is remembered.
     """
-    reason = _surface_refusal(rest, skeleton(tool), version) and _surface_refusal(
-        rest, tool, version
-    )
-    if reason is not None:
-        return reason
+    small = skeleton(tool)
+    key = None if passed is None else shape_key(small, version)
+    if passed is None or key is None or key not in passed:
+        refused = _surface_refusal(rest, small, version)
+        if refused is None and passed is not None and key is not None:
+            passed.add(key)
+        reason = refused and _surface_refusal(rest, tool, version)
+        if reason is not None:
+            return reason
     try:
         return mcp_types.Tool.model_validate(tool, by_name=False)
     except ValueError as exc:
@@ -686,6 +725,8 @@ class _Gate:
                 result["tools"] = []
                 return
             built: list[mcp_types.Tool] = []
+            # The skeletons' shapes this page's model passed (see tool_model).
+            passed: set[bytes] = set()
             # Objects and arrays checked since the last checkpoint, and tools.
             nodes = 0
             for index, tool in enumerate(tools):
@@ -707,7 +748,7 @@ class _Gate:
                     self._drop(repr(tool.get("name"))[:130], deep)
                     continue
                 nodes += size
-                model = tool_model(rest, tool, version)
+                model = tool_model(rest, tool, version, passed)
                 if type(model) is str:
                     self._drop(repr(tool.get("name"))[:130], model)
                     continue
