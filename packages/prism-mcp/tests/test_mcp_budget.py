@@ -37,6 +37,7 @@ SHAPES: dict[str, bytes] = {
     + b"]",
     "negative ints": _fill(b"-9"),
     "floats": _fill(b"1.5"),
+    "distinct floats": b"[" + b",".join(b"%d.%03d" % (n % 7, n) for n in range(SIZE // 7)) + b"]",
     "literals": _fill(b"true"),
     "wide strings": _fill('"ĀĀ"'.encode()),
     "astral escapes": _fill(b'"\\ud83d\\ude00x"'),
@@ -239,6 +240,8 @@ def test_events_handed_on_are_the_events_the_server_sent(
 _PARSED_APART = (
     "ints past the cache",
     "distinct ints",
+    "floats",
+    "distinct floats",
     "two-character strings",
     "wide strings",
     "astral escapes",
@@ -266,8 +269,8 @@ def test_the_bridges_parse_gives_what_json_loads_gives(name: str) -> None:
         return
     got = parse_json(raw)
     assert _typed(got) == _typed(expected)
-    if name in ("two-character strings", "ints past the cache"):
-        # Equal short strings, and equal ints, are one object each.
+    if name in ("two-character strings", "ints past the cache", "floats"):
+        # Equal short strings, and equal numbers, are one object each.
         assert len({id(item) for item in got}) == 1
     if name == "distinct ints":
         # The memo keeps the first 1,024 distinct literals (one int each); past it,
@@ -275,6 +278,8 @@ def test_the_bridges_parse_gives_what_json_loads_gives(name: str) -> None:
         assert len({id(item) for item in got if item < 257 + 1_024}) == 1_024
         assert len({id(item) for item in got if 257 + 1_024 <= item < 10**20}) > 8_000
         assert len({id(item) for item in got if item >= 10**20}) == 100
+    if name == "distinct floats":
+        assert len({id(item) for item in got}) > 1_024
 
 
 def _typed(value: object) -> object:

@@ -77,9 +77,10 @@ _KEY_MEMO = 48
 """A key's entry in the parser's memo of keys (each distinct key)."""
 _NUMBER = 32
 """An int past the cached ones, or a float."""
-_PARSER_FIXED = 65536 + 131072
+_PARSER_FIXED = 65536 + 2 * 131072
 """What one parse holds whatever its input (the scanner, its memo of keys, the outermost
-value, and the memo of ints: at most ``_MEMO_INTS`` literals of ``_MEMO_DIGITS``)."""
+value, and the memos of numbers: at most ``_MEMO_NUMBERS`` literals of ``_MEMO_DIGITS``
+characters each)."""
 _MOST_PER_BYTE = 256
 """More than the cheap price of any one byte: a message this many times smaller than
 the free part is within budget without counting anything."""
@@ -101,7 +102,7 @@ _QUOTE_EVERY = 16
 """A message with at least one ``"`` per this many bytes is mostly strings."""
 
 
-_MEMO_INTS = 1024
+_MEMO_NUMBERS = 1024
 _MEMO_DIGITS = 20
 
 
@@ -111,7 +112,7 @@ class _Ints(dict[str, int]):
     ``json.loads`` makes an ``int`` of 28 bytes for each literal past the
     cached small ints: an array of ``257`` was about seven times its size in
     them alone. Equal literals now share one (a dict hit, in C); the memo keeps
-    at most ``_MEMO_INTS`` literals of at most ``_MEMO_DIGITS`` characters,
+    at most ``_MEMO_NUMBERS`` literals of at most ``_MEMO_DIGITS`` characters,
     so it stays small whatever the message holds (a literal past those is
     made as before).
     """
@@ -120,24 +121,36 @@ class _Ints(dict[str, int]):
 
     def __missing__(self, literal: str) -> int:
         value = int(literal)
-        if len(literal) <= _MEMO_DIGITS and len(self) < _MEMO_INTS:
+        if len(literal) <= _MEMO_DIGITS and len(self) < _MEMO_NUMBERS:
             self[literal] = value
         return value
 
 
+class _Floats(dict[str, float]):
+    """The same for float literals (its ``parse_float``): a 24-byte ``float`` for ``1.5,``."""
+
+    __slots__ = ()
+
+    def __missing__(self, literal: str) -> float:
+        value = float(literal)
+        if len(literal) <= _MEMO_DIGITS and len(self) < _MEMO_NUMBERS:
+            self[literal] = value
+        return value
+
+
+def decoder() -> json.JSONDecoder:
+    """A ``json.JSONDecoder`` that makes one number for equal number literals (one message)."""
+    return json.JSONDecoder(parse_int=_Ints().__getitem__, parse_float=_Floats().__getitem__)
+
+
 def loads(text: str | bytes) -> Any:
-    """``json.loads(text)``, with one ``int`` for equal integer literals (see ``_Ints``).
+    """``json.loads(text)``, with one number for equal number literals (see ``_Ints``).
 
     Raises:
         ValueError: ``text`` is not JSON (as ``json.loads`` says).
         RecursionError: as ``json.loads``.
     """
-    return json.loads(text, parse_int=_Ints().__getitem__)
-
-
-def decoder() -> json.JSONDecoder:
-    """A ``json.JSONDecoder`` that makes one ``int`` for equal integer literals."""
-    return json.JSONDecoder(parse_int=_Ints().__getitem__)
+    return json.loads(text, parse_int=_Ints().__getitem__, parse_float=_Floats().__getitem__)
 
 
 def parse_json(raw: bytes) -> Any:
@@ -150,8 +163,8 @@ def parse_json(raw: bytes) -> Any:
     in memory instead of 12.9 (each string was an object of its own). What it
     refuses (a lone surrogate escape, a byte-order mark, another encoding than
     UTF-8, nesting past 200 levels) goes to ``json.loads``, which decides as
-    before. Other messages go to ``json.loads`` with one ``int`` for equal
-    integer literals (:func:`loads`: an array of 257 is about three times its
+    before. Other messages go to ``json.loads`` with one number for equal
+    number literals (:func:`loads`: an array of 257 is about three times its
     size, against ten with an ``int`` each, 10.8 with pydantic-core's). Either
     builds no more than the price (:func:`price`) on any shape it is held
     against.
