@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -81,9 +82,16 @@ def test_the_write_tool_asks_for_a_path_named_through_a_protected_link(root: Pat
         assert isinstance(decision, ExecutionDecision)
         assert not decision.allowed, path
         assert "protected path" in (decision.reason or ""), path
-    # the same directory named plainly is an ordinary write
+    # what the link leads to, named plainly, is that protected directory too (the
+    # copy-back leaves it out as well); a directory beside it is an ordinary write
     decision = policy.check(
-        ExecutionAction(kind="write", operation="write", paths=("editor/notes.txt",))
+        ExecutionAction(kind="write", operation="write", paths=("editor/tasks.json",))
+    )
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert "a protected path (editor)" in (decision.reason or "")
+    decision = policy.check(
+        ExecutionAction(kind="write", operation="write", paths=("svc/notes.txt",))
     )
     assert isinstance(decision, ExecutionDecision)
     assert decision.allowed
@@ -303,3 +311,121 @@ async def test_a_bare_repository_in_the_root_keeps_its_hooks_and_config(
     assert "not applied" in output
     _git("-C", str(root / "work"), "push", "-q", "origin", "HEAD:main")
     assert not marker.exists()
+
+
+def _venv(root: Path) -> Path:
+    """A real virtual environment (no pip: the layout is what counts), git-ignored."""
+    venv = root / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv
+
+
+def _site_packages(venv: Path) -> Path:
+    (found,) = venv.glob("lib/python*/site-packages")
+    return found
+
+
+@pytest.mark.bwrap
+async def test_a_virtual_environment_keeps_its_interpreter_scripts_and_packages(
+    root: Path, run_shell: RunShell
+) -> None:
+    """A directory holding pyvenv.cfg, at any depth, is a virtual environment: a confined
+    unknown program that replaces its python, adds a console script or a package is left
+    out (the host's next uv run, pytest or activated python would start it; the old code
+    brought them back); the write tool asks for the same paths."""
+    venv = _venv(root)
+    site = _site_packages(venv).relative_to(root)
+    python = os.readlink(venv / "bin" / "python3")
+    script = "import os\nos.replace('swap', '.venv/bin/python3')\n"
+    line = (
+        "printf '#!/bin/sh\\ntouch PWNED\\n' > swap; chmod +x swap; "
+        f"python3 -c {shlex.quote(script)}"
+        f"; echo x > .venv/bin/pytest; echo 'import os' > {site}/evil.py; echo ok > ordinary.txt"
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, line, root)
+    assert "not applied" in output
+    assert os.readlink(venv / "bin" / "python3") == python
+    assert not (venv / "bin" / "pytest").exists()
+    assert not (root / site / "evil.py").exists()
+    assert (root / "ordinary.txt").read_text() == "ok\n"
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in (".venv/bin/pytest", f"{site}/evil.py", ".venv/Scripts/x.exe"):
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert not decision.allowed, path
+        assert "protected path (.venv/" in (decision.reason or ""), path
+    decision = policy.check(ExecutionAction(kind="write", operation="write", paths=("venv.md",)))
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.allowed
+
+
+# HEAD contents git reads as its own (the git directory is taken) and not
+_HEADS = (
+    b"ref: refs/heads/main\n",
+    b"ref:refs/heads/main",
+    b"ref: \t refs/heads/main \r\n",
+    b"ref:\nrefs/x",
+    b"0" * 40 + b" trailing",
+    b"A" * 40 + b"\n",
+    b"0" * 64 + b"\n",
+    b"ref: refs",
+    b"ref: heads/main\n",
+    b"0" * 39 + b"\n",
+    b" " + b"0" * 40,
+    b"ref:\0 refs/heads/main",
+    b"0" * 20 + b"\0" + b"0" * 20,
+    b"x" * 300 + b"ref: refs/heads/main",
+)
+
+
+@pytest.mark.git
+def test_git_takes_head_reads_a_head_as_git_does(tmp_path: Path) -> None:
+    """Differential: for each HEAD, the real git asked whether the directory (with objects/
+    and refs/) is a git directory, against git_takes_head (valid_git_head missed the first
+    spellings git accepts, so a bare repository there kept no hooks or config)."""
+    from prism.coding.security._protected import git_takes_head
+
+    dirs = []
+    for index, content in enumerate(_HEADS):
+        directory = tmp_path / f"d{index}"
+        (directory / "objects").mkdir(parents=True)
+        (directory / "refs").mkdir()
+        (directory / "HEAD").write_bytes(content)
+        dirs.append(directory)
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull}  # fmt: skip
+    loop = 'for d in "$@"; do (cd "$d" && git -c safe.bareRepository=all rev-parse --git-dir \
+        2>/dev/null || echo none); done'
+    answers = (
+        subprocess.run(
+            ["sh", "-c", loop, "sh", *map(str, dirs)], env=env, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split()
+    )
+    assert len(answers) == len(_HEADS)
+    taken = [answer == "." for answer in answers]
+    assert taken == [git_takes_head(content) for content in _HEADS]
+    assert taken[:7] == [True] * 7  # what a hostile HEAD spells, and git accepts
+
+
+def test_the_write_tool_asks_for_a_bare_repositorys_config(root: Path) -> None:
+    """Beside a HEAD git takes (each spelling, and a link), a directory's config and
+    hooks ask the write tool, under every backend (it wrote them unasked)."""
+    heads = {"fa": b"ref:refs/heads/main", "fb": b"ref: refs/heads/main \r\n",
+             "fd": b"0" * 40 + b" trailing", "fe": b"ref: refs/heads/main\n"}  # fmt: skip
+    for name, content in heads.items():
+        (root / name / "objects").mkdir(parents=True)
+        (root / name / "refs").mkdir()
+        (root / name / "HEAD").write_bytes(content)
+    (root / "fc" / "objects").mkdir(parents=True)
+    (root / "fc" / "refs").mkdir()
+    (root / "fc" / "HEAD").symlink_to("refs/heads/main")
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for name in (*heads, "fc"):
+        for path in (f"{name}/config", f"{name}/hooks/post-checkout"):
+            decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+            assert isinstance(decision, ExecutionDecision)
+            assert not decision.allowed, path
+            assert f"protected path ({name}/" in (decision.reason or ""), path

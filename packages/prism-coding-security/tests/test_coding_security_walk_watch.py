@@ -98,6 +98,9 @@ def test_an_unchanged_tree_is_answered_unwalked_and_every_change_is_seen(
         # a HEAD file outside a .git (git may take the directory for a repository)
         lambda: (root / "d" / "HEAD").write_text("ref: refs/heads/main\n"),
         lambda: (root / "d" / "HEAD").unlink(),
+        # a pyvenv.cfg (the directory becomes a virtual environment), and its removal
+        lambda: (root / "a" / "q" / "pyvenv.cfg").write_text("home = /usr/bin\n"),
+        lambda: (root / "a" / "q" / "pyvenv.cfg").unlink(),
         # a directory's own attributes: made unreadable, then readable
         lambda: os.chmod(root / "a" / "q", 0),
         lambda: os.chmod(root / "a" / "q", 0o755),
@@ -119,7 +122,7 @@ _OPS = st.lists(
     st.tuples(
         st.sampled_from(["mkdir", "link", "file", "rmtree", "rename", "git"]),
         st.sampled_from(["a", "a/b", "c", "a/b/d", "c/e"]),
-        st.sampled_from([".envrc", "x", ".vscode", "b", "e", "HEAD"]),
+        st.sampled_from([".envrc", "x", ".vscode", "b", "e", "HEAD", "pyvenv.cfg"]),
     ),
     max_size=8,
 )

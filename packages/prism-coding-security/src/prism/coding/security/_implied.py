@@ -12,6 +12,11 @@ paths protected, wherever they lie in it:
   protected, and so has the common directory its ``commondir`` names; the
   repository's own configuration is asked (``core.hooksPath``, includes) with
   the forced configuration, as the root's is;
+* every virtual environment below the root's top (a directory holding a
+  ``pyvenv.cfg``, at any depth): its interpreter and console scripts
+  (``bin``, ``Scripts``) and its packages (``lib``, ``lib64``, ``Lib``), which
+  ``uv run``, ``pytest``, an activated shell and the editor's interpreter
+  discovery start on the host; a package installed into it asks;
 * every symbolic link whose own name is protected (``svc/.envrc ->
   ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
   lies in the root; a link on the way to an entry (``.cargo -> c`` for
@@ -43,7 +48,7 @@ from typing import TYPE_CHECKING
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
-from ._protected import valid_git_head
+from ._protected import git_takes_head
 from ._unanswered import unanswered_entries
 from ._watch import DirectoryWatch, local_device
 
@@ -64,11 +69,16 @@ _RACY_NS = 100_000_000
 
 _GIT = ".git"
 _HEAD = "HEAD"
+_VENV = "pyvenv.cfg"
+# what a virtual environment runs at every start: its interpreter and console
+# scripts, and the packages they import (lib/pythonX.Y/site-packages; Lib on Windows)
+VENV_PARTS = ("bin", "Scripts", "lib", "lib64", "Lib")
 
 # one listing: the directory's identity and times (None: list it again), its
 # subdirectories, its `.git` entry's kind ("" for none), its links worth resolving,
-# whether it holds a HEAD (git may take it for a git directory: a bare repository)
-_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool]
+# whether it holds a HEAD (git may take it for a git directory: a bare repository),
+# whether it holds a pyvenv.cfg (a virtual environment)
+_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool, bool]
 _trees: dict[tuple[str, tuple[str, ...]], dict[str, _Listing]] = {}
 _trees_lock = threading.Lock()
 # per walk: its watch and its answer when the watch covered every directory of it
@@ -96,6 +106,7 @@ def _list(
     links: list[str] = []
     git = ""
     head = False
+    venv = False
     count = 0
     with os.scandir(path) as listing:
         for entry in listing:
@@ -108,6 +119,8 @@ def _list(
                 continue
             if name == _HEAD and not is_dir:
                 head = True
+            elif name == _VENV and not is_dir:
+                venv = True
             if name == _GIT:
                 # never entered: everything in a .git directory is judged by name
                 git = "link" if is_link else "dir" if is_dir else "file"
@@ -121,14 +134,15 @@ def _list(
     identity = _identity(info)
     # changed in the clock's last tick: a later change may leave the times equal
     racy = max(info.st_mtime_ns, info.st_ctime_ns) >= started - _RACY_NS
-    return (None if racy else identity, tuple(subdirs), git, tuple(links), head), count
+    return (None if racy else identity, tuple(subdirs), git, tuple(links), head, venv), count
 
 
 def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], list[str]]:
     """The ``.git`` entries and bare git directories, and the interesting links.
 
     Each ``.git`` entry as (its directory relative to the root, its kind); each
-    directory holding a ``HEAD`` outside a ``.git`` as (it, ``"bare"``).
+    directory holding a ``HEAD`` outside a ``.git`` as (it, ``"bare"``); each
+    directory holding a ``pyvenv.cfg`` outside a ``.git`` as (it, ``"venv"``).
     Answered again unwalked while the kernel told no change of a directory the
     last walk watched (:class:`._watch.DirectoryWatch`), else walked.
     """
@@ -233,12 +247,14 @@ def _walk_listing(
                 "and protected links below its top cannot all be found"
             )
         fresh[rel] = listing
-        _, subdirs, git, named, head = listing
+        _, subdirs, git, named, head, venv = listing
         links += [f"{rel}/{name}" if rel else name for name in named]
         if not descend:
             continue  # a .git directory: only the links at its top (repo's layout)
         if head:
             gits.append((rel, "bare"))
+        if venv:
+            gits.append((rel, "venv"))
         if git:
             gits.append((rel, git))
             if git == "dir":
@@ -336,15 +352,16 @@ def _identities(paths: list[str]) -> tuple[object, ...]:
 def _bare(directory: str) -> bool:
     """Whether git may take ``directory`` (it holds a ``HEAD``) for a git directory.
 
-    Its ``HEAD`` is one git accepts (a link too: git follows an old-style one); it
-    need not have ``objects`` and ``refs`` yet (a command can make those, never a
-    ``HEAD``).
+    Its ``HEAD`` is one git accepts, read as git reads it (:func:`._protected.git_takes_head`:
+    ``ref:refs/heads/main``, trailing blanks, 40 hex digits and text), or any link
+    (git follows an old-style one); it need not have ``objects`` and ``refs`` yet (a
+    command can make those, never a ``HEAD``).
     """
     head = f"{directory}/{_HEAD}"
     if os.path.islink(head):
         return True
     content = read_regular_file(head, 4097)
-    return content is not None and valid_git_head(content)
+    return content is not None and git_takes_head(content)
 
 
 def _nested_configured(repository: str, root: str, *, bare: bool = False) -> list[str]:
@@ -388,12 +405,15 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     """
     out = list(cached_git_entries(root))
     gits, links = _walk(root, matcher)
-    if sum(1 for rel, _ in gits if rel) > MAX_NESTED_REPOSITORIES:
+    if sum(1 for rel, kind in gits if rel and kind != "venv") > MAX_NESTED_REPOSITORIES:
         raise SandboxUnavailableError(
             f"{root} holds more than {MAX_NESTED_REPOSITORIES} git repositories below its "
             "top: their configurations are not all asked"
         )
     for rel, kind in gits:
+        if kind == "venv":
+            out += [f"{rel}/{part}" if rel else part for part in VENV_PARTS]
+            continue
         repository = f"{root}/{rel}" if rel else root
         dot_git = f"{repository}/{_GIT}"
         if kind == "link":

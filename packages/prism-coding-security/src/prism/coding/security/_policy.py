@@ -30,7 +30,9 @@ from prism.core.options import (
     string,
 )
 
+from ._errors import SandboxUnavailableError
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
+from ._implied import implied_protected
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import ProtectedPaths, in_git_directory, normalize_protected_paths
@@ -332,6 +334,8 @@ class _CodingApprovalPolicy:
                     # the path as named: a link whose own name is protected leads there
                     named = os.path.join(base or self.roots.paths[0], path)
                     entry = protected_link_on_the_way(named, self.roots, self.protected)
+                if entry is None and relative and target.root is not None:
+                    entry = self._implied(target.root, relative)
                 if entry is not None:
                     return CommandVerdict(
                         outcome="ask",
@@ -360,6 +364,23 @@ class _CodingApprovalPolicy:
             reason=f"{kind!r} actions are not known to the coding policy",
             details={"kind": kind, "paths": paths},
         )
+
+    def _implied(self, root: str, relative: str) -> str | None:
+        """What the root's own files make protected at ``relative``, as the copy-back sees it.
+
+        A bare repository's configuration, a virtual environment's interpreter and
+        packages, the hooks directory git names (see :func:`._implied.implied_protected`).
+        """
+        try:
+            anchored = implied_protected(root, self.protected)
+        except SandboxUnavailableError as exc:
+            return f"what the root's repositories name is unknown: {exc}"
+        parts = relative.split("/")
+        for entry in anchored:
+            named = entry.split("/")
+            if parts[: len(named)] == named:
+                return entry
+        return None
 
     def _judge_shell(self, action: ExecutionAction, real_cwd: str | None) -> CommandVerdict:
         if not action.paths:

@@ -21,6 +21,7 @@ __all__ = [
     "GIT_DIRECTORY",
     "PROTECTED_PATHS",
     "ProtectedPaths",
+    "git_takes_head",
     "in_git_directory",
     "normalize_protected_paths",
     "valid_git_head",
@@ -263,6 +264,27 @@ def valid_git_head(content: bytes) -> bool:
     """
     match = _HEAD.fullmatch(content)
     return match is not None and b".." not in content  # no ref name holds ".."
+
+
+# git reads at most this much of a HEAD, and stops at a NUL (a C string)
+_HEAD_READ = 255
+_GIT_BLANKS = b" \t\n\r"  # git's isspace()
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+
+def git_takes_head(content: bytes) -> bool:
+    """Whether git, looking for a repository, takes a ``HEAD`` file holding ``content``.
+
+    Exactly git's own reading (its ``validate_headref``): the first 255 bytes, up
+    to a NUL; ``ref:``, any blanks, then ``refs/`` and anything; or 40 hex digits
+    (either case) and anything after them. Wider than :func:`valid_git_head`,
+    which says what may come back: this one says where git finds a repository.
+    (A ``HEAD`` that is a symbolic link counts when its text starts with ``refs/``.)
+    """
+    buffer = content[:_HEAD_READ].split(b"\0", 1)[0]
+    if buffer.startswith(b"ref:") and buffer[4:].lstrip(_GIT_BLANKS).startswith(b"refs/"):
+        return True
+    return len(buffer) >= 40 and all(byte in _HEX_DIGITS for byte in buffer[:40])
 
 
 def in_git_directory(parts: Sequence[str]) -> bool:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Container, Mapping
 
     # a walk's listing of a directory: identity, subdirectories, `.git` kind, links kept,
-    # whether it holds a HEAD
-    Listing = tuple[object, Container[str], str, Container[str], bool]
+    # whether it holds a HEAD, whether it holds a pyvenv.cfg
+    Listing = tuple[object, Container[str], str, Container[str], bool, bool]
 
 __all__ = ["DirectoryWatch", "local_device"]
 
@@ -228,8 +228,10 @@ class DirectoryWatch:
         listing = listings.get(rel)
         if listing is None:
             return True
-        if name in (".git", "HEAD") or name in listing[1] or name in listing[3]:
-            return True  # (a HEAD outside a .git makes a directory a repository)
+        if name in (".git", "HEAD", "pyvenv.cfg") or name in listing[1] or name in listing[3]:
+            # (a HEAD outside a .git makes a directory a repository, a pyvenv.cfg a
+            # virtual environment)
+            return True
         path = f"{root}/{rel}/{name}" if rel else f"{root}/{name}"
         try:
             mode = os.lstat(path).st_mode
