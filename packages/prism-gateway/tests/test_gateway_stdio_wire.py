@@ -464,8 +464,11 @@ def _left_to_the_sdk(meta: dict[str, Any]) -> list[tuple[bytes, object]]:
     return [
         (b'{"jsonrpc": "2.0", "method": "tools/call", \n', None),  # not JSON
         (line(id=31, params={**call, "_meta": traced}), 31),  # a trace context
-        (line(id=1.5), None),  # not an int or string id: not a request
+        # An id neither an int nor a string: -32600, as over HTTP (the SDK took it for a
+        # notification, ran nothing and answered nothing: its client waited for ever).
+        (line(id=1.5), None),
         (line(id=True), None),
+        (line(id=None), None),
         (line(id=33, extra=1), 33),
         (line(id=34, params={**call, "task": {}}), 34),  # task-augmented
         (line(id=35, params={**call, "_meta": [1]}), 35),
@@ -661,6 +664,15 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
             answers[f"ask-{n}"]["result"]["resultType"] == "input_required" for n in range(3)
         )
     assert ("error" in answers[41]) is modern
+    invalid = [line for line in fast_lines if b'"id":null,"error":{"code":-32600' in line]
+    assert (
+        invalid
+        == [
+            b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: '
+            b'a request id must be a string or an integer"}}'
+        ]
+        * 3
+    )
     statuses = {record[1]: record[2] for record in fast_records}
     assert statuses["secret"] == "blocked"
     assert statuses["hang"] == "cancelled"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import sys
 import threading
@@ -89,9 +90,26 @@ def _restore(saved: list[int]) -> None:
         os.close(duplicate)
 
 
-def _parse_error(why: str) -> SessionMessage:
-    error = types.ErrorData(code=types.PARSE_ERROR, message=why)
+def _parse_error(why: str, code: int = types.PARSE_ERROR) -> SessionMessage:
+    error = types.ErrorData(code=code, message=why)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+
+
+_BAD_ID = "Invalid Request: a request id must be a string or an integer"
+
+
+def _has_id(line: bytes) -> bool:
+    """Whether the message ``line`` (parsed as a notification by the SDK) has an ``id``.
+
+    Such a line is a request whose id is neither a string nor an integer
+    (``1.5``, ``true``, ``null``, an object): the SDK takes it for a
+    notification and answers nothing, so its client would wait for ever.
+    """
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):  # (the SDK parsed it: not reached)
+        return False
+    return type(message) is dict and "id" in message
 
 
 class LineWriter:
@@ -331,6 +349,10 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
             why = f"not a JSON-RPC message: {exc}"[:500]
             self._items.append((True, _parse_error(why)))
         else:
+            if isinstance(message, types.JSONRPCNotification) and _has_id(line):
+                # Refused as over HTTP (by its guard), not dropped unanswered.
+                self._items.append((True, _parse_error(_BAD_ID, types.INVALID_REQUEST)))
+                return
             self._items.append((False, SessionMessage(message)))
 
     async def aclose(self) -> None:
