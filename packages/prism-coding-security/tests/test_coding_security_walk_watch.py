@@ -18,7 +18,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from prism.coding.security import PROTECTED_PATHS, _implied, _watch
+from prism.coding.security import PROTECTED_PATHS, SandboxUnavailableError, _implied, _watch
 from prism.coding.security._protected import ProtectedPaths
 
 if TYPE_CHECKING:
@@ -225,3 +225,19 @@ def test_only_file_systems_that_tell_every_change_are_watched(root: Path, walks:
     finally:
         subprocess.run(["umount", str(root / "a")], check=True)
     assert _watched(root) == _fresh(root) == ([], [])
+
+
+def test_entries_made_since_the_walk_count_toward_its_bound(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files alone change no answer, but a root grown past the walk's bound is refused
+    as a walk would refuse it, not answered from the watch."""
+    (root / "a").mkdir()
+    for name in "xyz":
+        (root / "a" / name).write_text("")
+    monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 8)
+    assert _implied.implied_protected(str(root), _MATCHER) == []
+    for name in "pqrst":
+        (root / "a" / name).write_text("")
+    with pytest.raises(SandboxUnavailableError, match="more than 8 entries"):
+        _implied.implied_protected(str(root), _MATCHER)

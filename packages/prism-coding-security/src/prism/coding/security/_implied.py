@@ -152,7 +152,7 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
             kept = _trees.get(key, {})
             watched = _watched.get(key)
         if watched is not None:
-            changed = watched[0].changed(root, kept)  # (every event read)
+            changed = watched[0].changed(root, kept, MAX_WALKED_ENTRIES)  # (every event read)
             if not changed and watched[1] is not None:
                 gits, links = watched[1]
                 return list(gits), list(links)
@@ -241,6 +241,8 @@ def _walk_listing(
             except OSError:
                 continue
             walked += count
+        if watch is not None:
+            watch.walked = walked
         if walked > MAX_WALKED_ENTRIES:
             raise SandboxUnavailableError(
                 f"{root} holds more than {MAX_WALKED_ENTRIES:,} entries: the repositories "

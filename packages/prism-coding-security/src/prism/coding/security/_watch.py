@@ -122,6 +122,8 @@ class DirectoryWatch:
         self._seen: set[int] = set()
         self.complete = True
         self.broken = False
+        # the entries the last walk counted, and those made since
+        self.walked = 0
 
     def close(self) -> None:
         """Release the queue and the mount table (idempotent)."""
@@ -183,11 +185,13 @@ class DirectoryWatch:
         for wd in [wd for wd in self._names if wd not in self._seen]:
             self._forget(wd, remove=True)
 
-    def changed(self, root: str, listings: Mapping[str, Listing]) -> bool:
+    def changed(self, root: str, listings: Mapping[str, Listing], limit: int) -> bool:
         """Whether anything the walk found in ``listings`` may have changed; reads every event.
 
         ``listings``: each directory's (identity, subdirectories, ``.git`` kind,
-        links kept), by its name relative to ``root``.
+        links kept, HEAD), by its name relative to ``root``. ``limit``: the
+        entries a walk may count; the entries made since the last walk count on
+        top of :attr:`walked` (past the limit: walked again, and refused there).
         """
         answer = False
         if self._poll.poll(0):
@@ -205,7 +209,7 @@ class DirectoryWatch:
                 # (every event is read, each watch's bookkeeping kept)
                 changes = self._event_changes(root, listings, wd, mask, os.fsdecode(name))
                 answer = answer or changes
-        return answer or self.broken
+        return answer or self.broken or self.walked > limit
 
     def _event_changes(
         self,
@@ -221,6 +225,8 @@ class DirectoryWatch:
         if mask & (_IN_IGNORED | _GONE):
             # the directory went or moved (a watch end() removed is no longer known)
             return self._forget(wd, remove=not mask & _IN_IGNORED)
+        if mask & (_IN_CREATE | _IN_MOVED_TO):
+            self.walked += 1  # (an entry made: the walk would count it)
         rel = self._names.get(wd)
         if rel is None or not name:
             return True  # a watch no longer known, or the directory's own attributes
