@@ -241,3 +241,18 @@ def test_entries_made_since_the_walk_count_toward_its_bound(
         (root / "a" / name).write_text("")
     with pytest.raises(SandboxUnavailableError, match="more than 8 entries"):
         _implied.implied_protected(str(root), _MATCHER)
+
+
+def test_a_root_of_too_many_directories_is_walked_each_time(
+    root: Path, monkeypatch: pytest.MonkeyPatch, walks: list[str]
+) -> None:
+    monkeypatch.setattr(_implied, "MAX_WATCHED_DIRECTORIES", 2)
+    monkeypatch.setattr(_implied, "_unwatched", set())
+    for name in "abc":
+        (root / name).mkdir()
+    _watched(root)
+    assert (str(root), _MATCHER.entries) not in _implied._watched  # its watches released
+    (root / "c" / ".envrc").symlink_to("../a")
+    assert _watched(root) == _fresh(root) == ([], ["c/.envrc"])
+    assert len(walks) == 2
+    assert (str(root), _MATCHER.entries) not in _implied._watched  # not watched again

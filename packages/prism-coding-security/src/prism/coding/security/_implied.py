@@ -32,7 +32,9 @@ listed again next time (its times cannot tell a later change apart). On a local
 file system every directory walked is watched (:mod:`._watch`): while the
 kernel tells no change that can alter the answer and no mount, the last answer
 is given again without a walk (a root of 1,000 directories: about 3 ms of
-``lstat`` calls spared per call).
+``lstat`` calls spared per call). A root of more than
+:data:`MAX_WATCHED_DIRECTORIES` directories is not watched: the user's
+inotify watches are shared with their editor's file watchers.
 """
 
 from __future__ import annotations
@@ -55,10 +57,18 @@ from ._watch import DirectoryWatch, local_device
 if TYPE_CHECKING:
     from ._protected import ProtectedPaths
 
-__all__ = ["MAX_NESTED_REPOSITORIES", "MAX_WALKED_ENTRIES", "implied_protected"]
+__all__ = [
+    "MAX_NESTED_REPOSITORIES",
+    "MAX_WALKED_ENTRIES",
+    "MAX_WATCHED_DIRECTORIES",
+    "implied_protected",
+]
 
 MAX_WALKED_ENTRIES = 1_000_000
 """A root holding more entries is not walked: nothing found below its top is trusted."""
+
+MAX_WATCHED_DIRECTORIES = 10_000
+"""A root holding more directories is walked on each call, not watched (see :mod:`._watch`)."""
 
 MAX_NESTED_REPOSITORIES = 256
 """A root holding more git repositories below its top is not asked about each."""
@@ -87,6 +97,8 @@ _watched: dict[
     tuple[DirectoryWatch, tuple[list[tuple[str, str]], list[str]] | None],
 ] = {}
 _walk_lock = threading.Lock()
+# walks of more than MAX_WATCHED_DIRECTORIES directories: not watched again
+_unwatched: set[tuple[str, tuple[str, ...]]] = set()
 # walks watched at once (each holds one of the user's inotify queues)
 _MAX_WATCHES = 8
 
@@ -167,6 +179,12 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
         watch.begin()
         answer = _walk_listing(root, matcher, key, kept, watch)
         watch.end()
+        if len(_trees.get(key, ())) > MAX_WATCHED_DIRECTORIES:
+            _unwatch(key)  # (the user's watches are shared with their editor's)
+            with _trees_lock:
+                if len(_unwatched) >= 64:
+                    _unwatched.clear()
+                _unwatched.add(key)  # walked from now on, never watched again
         with _trees_lock:
             if _watched.get(key, (None,))[0] is watch:
                 _watched[key] = (watch, answer if watch.complete else None)
@@ -175,6 +193,8 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
 
 def _new_watch(key: tuple[str, tuple[str, ...]], root: str) -> DirectoryWatch | None:
     """A watch for ``root``'s walk, when its file system tells every change; else None."""
+    if key in _unwatched:
+        return None
     try:
         device = os.lstat(root).st_dev
     except OSError:
@@ -223,8 +243,8 @@ def _walk_listing(
         if not stat.S_ISDIR(info.st_mode):
             continue
         if watch is not None:
-            if info.st_dev != watch.device:
-                watch.complete = False  # another file system mounted here
+            if info.st_dev != watch.device or len(fresh) >= MAX_WATCHED_DIRECTORIES:
+                watch.complete = False  # another file system mounted here, or too many
             else:
                 # watched before it is looked at: a change from now on is told
                 seen = watch.watch(path, rel, info)
