@@ -50,7 +50,9 @@ A run a few minutes earlier at load 9.3 to 11.5 gave: a commit +28.5 (50) and
 load the same row moves by 3 to 4 ms between runs. Met: the descriptors (+10);
 `sed -i` lands around +10 (+9.1 to +13.3), no longer above it by the protected
 walk's 3 ms at 1,000 directories. Not met: a commit, +27 to +29 ms in 50
-directories and +37 to +39 in 1,000 (before: +46), of which the sandbox itself
+directories and +37 to +39 in 1,000 (before: +46; the code before and after
+side by side in processes taking turns at load 9: +44 to +52 against +22 to
++32 in 1,000 directories, `sed -i` +13 against +10), of which the sandbox itself
 (the layer, ``bwrap``, git on the overlay) is 13 to 17 ms at this load and the
 copy-back's checks most of the rest (docs/sandbox.md has the parts). Landlock
 meets +3 ms on every row but the commit in 1,000 directories in these two runs
