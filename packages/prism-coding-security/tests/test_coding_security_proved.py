@@ -629,3 +629,21 @@ def test_an_explanation_carries_what_would_run(root: Path) -> None:
     plain = explain_command("make test", roots=[str(root)])
     assert plain.outcome == "ask"
     assert not plain.confined
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_a_proved_jq_runs_with_no_home_definitions(root: Path) -> None:
+    """jq loads $HOME/.jq into every program: with HOME in the root and a planted
+    definition of length, the proved line ran that definition (printing the
+    environment's secret); the rebuilt line runs jq with a HOME holding none."""
+    (root / ".jq").write_text("def length: $ENV.F1SECRET;\n")
+    (root / "a.json").write_text("[1,2]\n")
+    explanation = explain_command("jq length a.json", roots=[str(root)])
+    assert explanation.outcome == "allow", explanation
+    assert explanation.execute is not None
+    env = {**os.environ, "HOME": str(root), "F1SECRET": "sk-live-1234"}
+    planted = bash("jq length a.json", root, env)
+    assert planted.stdout == '"sk-live-1234"\n'  # the attack, as the model wrote it
+    ran = bash(explanation.execute, root, env)
+    assert ran.stdout == "2\n", ran
+    assert explain_command("env -i jq length a.json", roots=[str(root)]).outcome == "ask"

@@ -460,6 +460,8 @@ async def test_everyday_commands_run_rebuilt_with_the_output_bash_gives(tmp_path
         ctx = ToolExecutionContext(call=ToolCall(id="u", name="shell", arguments=args))
         result = await shell.execute(args, ctx)
         assert capture.ran[-1] != command, f"{command!r} ran as written"
-        assert capture.ran[-1].startswith(("'", "GIT_CONFIG_COUNT=", "LANG=")), capture.ran[-1]
+        assert capture.ran[-1].startswith(("'", "GIT_CONFIG_COUNT=", "LANG=", "HOME=")), (
+            capture.ran[-1]
+        )
         assert bytes(capture.output) == expected.stdout, (command, bytes(capture.output))
         assert result.details["exit_code"] == expected.returncode, command

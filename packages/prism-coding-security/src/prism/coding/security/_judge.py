@@ -68,6 +68,8 @@ _HARMLESS_READS = _HARMLESS_WRITES | {
 }  # fmt: skip
 _DESTRUCTIVE = frozenset({"rm", "chmod", "chown", "chgrp"})
 # wrappers that pass their environment on unchanged to the command they run
+# the HOME a proved jq runs with: no $HOME/.jq can exist below a device file
+JQ_HOME = ("HOME", "/dev/null")
 _ENVIRONMENT_KEEPING = frozenset(
     {"nice", "nohup", "timeout", "stdbuf", "ionice", "setsid", "command", "builtin"}
 )
@@ -395,6 +397,17 @@ class _Judge:
                 return self.cd(index, form)
             self.add(form.argv, "ask", "cd through a wrapper is not proved", "grammar", 0)
             return None
+        if "jq" in programs:
+            jqs = [c for c in mine if c.program == "jq"]
+            # jq loads $HOME/.jq into every program (its definitions replace the
+            # builtins the filter was judged by): run it with a HOME that holds none
+            above = {c.program for c in mine if c.depth < max(j.depth for j in jqs)}
+            if not above <= _ENVIRONMENT_KEEPING:
+                self.add(form.argv, "ask", "jq runs under a wrapper that may change its "
+                         "environment, so the HOME it is run with might not reach it",
+                         "grammar", 0)  # fmt: skip
+                return None
+            form = attrs.evolve(form, assignments=(*form.assignments, JQ_HOME))
         if "git" in programs:
             gits = [c for c in mine if c.program == "git"]
             # the forced configuration travels in the environment: every layer above git
