@@ -517,10 +517,13 @@ async def test_a_call_over_http_is_built_from_the_text_of_its_request() -> None:
     async def add(arguments: Any, _ctx: ToolExecutionContext) -> ToolResult:
         return ToolResult.text(str(arguments["a"] + arguments["b"]))
 
+    async def lone(_arguments: Any, _ctx: ToolExecutionContext) -> ToolResult:
+        return ToolResult.text("bad \ud800 text")
+
     tool = ToolDefinition(name="add", execute=add, parameters={"type": "object"})
     async with (
         open_gateway(
-            tools=[tool],
+            tools=[tool, ToolDefinition(name="lone", execute=lone)],
             permission=create_rule_permission_policy(allow=["tool:*:execute"]),
             validator=observe,
         ) as gateway,
@@ -531,6 +534,9 @@ async def test_a_call_over_http_is_built_from_the_text_of_its_request() -> None:
             ok = await client.call_tool("add", {"a": 2, "b": 3})
             refused = await client.call_tool("add", {"a": 2, "b": 30})
             huge = await client.call_tool("add", {"a": 1, "b": 12345678901234567890})
+            # No UTF-8 holds a lone surrogate: the SDK's encoder answered a JSON-RPC error
+            # of code 0. Over HTTP as over stdio, an error result naming the problem.
+            surrogate = await client.call_tool("lone", {})
         nursery.cancel_scope.cancel()
     assert not ok.is_error
     assert isinstance(ok.content[0], types.TextContent)
@@ -539,24 +545,7 @@ async def test_a_call_over_http_is_built_from_the_text_of_its_request() -> None:
         assert result.is_error
         assert isinstance(result.content[0], types.TextContent)
         assert "b must be small" in result.content[0].text
-    assert seen == [(True, True), (True, True), (False, True)]
-
-
-async def test_a_local_tools_lone_surrogate_is_an_error_result_over_http() -> None:
-    """No UTF-8 holds "\\ud800": the SDK's encoder answered a JSON-RPC error of code 0.
-
-    Over HTTP as over stdio, the call gets an error result naming the problem.
-    """
-
-    async def lone(_arguments: Any, _ctx: ToolExecutionContext) -> ToolResult:
-        return ToolResult.text("bad \ud800 text")
-
-    tool = ToolDefinition(name="lone", execute=lone)
-    async with open_gateway(tools=[tool]) as gateway, trio.open_nursery() as nursery:
-        url = await nursery.start(serve_http, gateway, HttpOptions(host="127.0.0.1", port=0))
-        async with Client(url) as client:
-            refused = await client.call_tool("lone", {})
-        nursery.cancel_scope.cancel()
-    assert refused.is_error
-    assert isinstance(refused.content[0], types.TextContent)
-    assert refused.content[0].text == f"result refused: {LONE_SURROGATE}"
+    assert seen == [(True, True), (True, True), (False, True), (True, True)]
+    assert surrogate.is_error
+    assert isinstance(surrogate.content[0], types.TextContent)
+    assert surrogate.content[0].text == f"result refused: {LONE_SURROGATE}"
