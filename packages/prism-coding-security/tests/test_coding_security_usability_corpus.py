@@ -377,9 +377,14 @@ def test_reads_of_a_readable_path_outside_the_roots_are_allowed(
     assert decision.allowed, decision.reason
 
 
+# a line that changes directory makes every later relative word depend on whether the cd
+# ran (`cd src && ls ; md5sum src/*.py` rightly asks), so no joined part changes it
+_JOINABLE = tuple(c for c in PURE_READS if not c.startswith("cd "))
+
+
 @settings(deadline=None, max_examples=100)
 @given(
-    parts=st.lists(st.sampled_from(PURE_READS), min_size=2, max_size=5),
+    parts=st.lists(st.sampled_from(_JOINABLE), min_size=2, max_size=5),
     joins=st.lists(st.sampled_from([" ; ", " && ", " || ", " | "]), min_size=4, max_size=4),
 )
 def test_everyday_commands_joined_by_pipes_and_lists_are_allowed(
