@@ -429,3 +429,35 @@ def test_the_write_tool_asks_for_a_bare_repositorys_config(root: Path) -> None:
             assert isinstance(decision, ExecutionDecision)
             assert not decision.allowed, path
             assert f"protected path ({name}/" in (decision.reason or ""), path
+
+
+@pytest.mark.bwrap
+async def test_the_users_git_template_directory_in_a_root_keeps_its_hooks(
+    root: Path, tmp_path: Path, run_shell: RunShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """init.templateDir (the user's configuration) naming a directory in the root (the
+    agent opened on the home directory): its hooks, info and config are protected, with
+    or without a repository there. A confined program's post-checkout is left out and the
+    write tool asks (on the old code it came back, and the host's next git clone ran it)."""
+    monkeypatch.setenv("HOME", str(root))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    monkeypatch.delenv("GIT_TEMPLATE_DIR", raising=False)
+    (root / ".git-templates" / "hooks").mkdir(parents=True)
+    (root / ".gitconfig").write_text("[init]\n\ttemplateDir = ~/.git-templates\n")
+    matcher = ProtectedPaths(PROTECTED_PATHS)
+    parts = {".git-templates/hooks", ".git-templates/info", ".git-templates/config"}
+    assert parts <= set(implied_protected(str(root), matcher))  # no repository yet
+    _git("init", "-q", str(root))
+    assert parts <= set(implied_protected(str(root), matcher))
+    hook = ".git-templates/hooks/post-checkout"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(
+        ops, f'python3 -c \'open("{hook}", "w").write("#!/bin/sh\\ntouch ran\\n")\'', root
+    )
+    assert "not applied" in output
+    assert not (root / hook).exists()
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(hook,)))
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert "protected path (.git-templates/hooks)" in (decision.reason or "")

@@ -153,19 +153,30 @@ def _configured(
     if problem is not None:
         # any git started there would wait on it (git reads it as it starts)
         raise SandboxUnavailableError(f"git cannot be asked about {root}: {problem}")
-    if not _repository_around(root):
-        return []
-    out: list[str] = []
     top = within or root
     inside = top.rstrip("/") + "/"
+    if not _repository_around(root):
+        # outside a repository git reads the user's and the system's configuration:
+        # their template directory is copied into every repository the user makes
+        # (no git, or one that cannot read them: no repository is made from it either)
+        found = b""
+        try:
+            if shutil.which("git") is not None:
+                found = _git(root, "config", "--show-origin", "-z", "--get-regexp", _TEMPLATE,
+                             clean=(0, 1))  # fmt: skip
+        except SandboxUnavailableError:
+            found = b""
+        return _template_entries(root, found, top)
+    out: list[str] = []
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
     hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
     _not_the_top(hooks, top, root)
     if hooks.startswith(inside):
         out.append(os.path.relpath(hooks, top))
-    pattern = r"^(include(if\..*)?\.path|core\.hookspath)$"
+    pattern = r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir)$"
     # exit status 1: nothing matched
     found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, clean=(0, 1))
+    out += [path for path in _template_entries(root, found, top) if path not in out]
     targets = _include_targets(root, found)
     for path in targets:
         if includes is not None:
@@ -200,6 +211,39 @@ def _configured(
         if path.startswith(inside) and os.path.relpath(path, top) not in out:
             out.append(os.path.relpath(path, top))
     return out
+
+
+_TEMPLATE = r"^init\.templatedir$"
+# what of a template directory git copies into every repository it makes (git init,
+# git clone): its hooks (clone runs post-checkout at once), its info and its config
+_TEMPLATE_PARTS = ("hooks", "info", "config")
+
+
+def _template_entries(root: str, listing: bytes, top: str) -> list[str]:
+    """What of each template directory lies inside ``top``, relative to it.
+
+    The template directories: ``init.templateDir`` and ``GIT_TEMPLATE_DIR``.
+    ``listing``: ``git config --show-origin -z --get-regexp`` output (other keys
+    are skipped). A relative directory is taken relative to ``root``.
+    """
+    named: list[str] = []
+    fields = listing.split(b"\0")
+    for pair in fields[1::2]:
+        key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
+        if key.lower() == "init.templatedir" and value:
+            named.append(value)
+    if os.environ.get("GIT_TEMPLATE_DIR"):
+        named.append(os.environ["GIT_TEMPLATE_DIR"])
+    inside = top.rstrip("/") + "/"
+    out: list[str] = []
+    for value in named:
+        directory = os.path.realpath(os.path.join(root, os.path.expanduser(value)))
+        if directory == os.path.realpath(top):
+            out += list(_TEMPLATE_PARTS)
+        elif directory.startswith(inside):
+            relative = os.path.relpath(directory, top)
+            out += [f"{relative}/{part}" for part in _TEMPLATE_PARTS]
+    return list(dict.fromkeys(out))
 
 
 def _not_the_top(hooks: str, top: str, root: str) -> None:
@@ -294,6 +338,8 @@ def _given(root: str, listing: bytes, *, hooks: bool) -> list[str]:
         key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
         if (key.lower() == "core.hookspath") != hooks or not value:
             continue
+        if key.lower() == "init.templatedir":
+            continue  # (a directory git copies from, no file it reads now)
         if not hooks and not source.startswith("file:"):
             continue
         value = os.path.expanduser(value)
@@ -381,7 +427,8 @@ def _key(root: str, includes: list[str]) -> tuple[object, ...]:
     if common is not None:
         text = common.decode("utf-8", "surrogateescape").strip()
         files.append(os.path.join(git_dir, text, "config"))
-    out: list[object] = [os.environ.get("GIT_CONFIG_GLOBAL"), os.environ.get("GIT_DIR")]
+    out: list[object] = [os.environ.get("GIT_CONFIG_GLOBAL"), os.environ.get("GIT_DIR"),
+                         os.environ.get("GIT_TEMPLATE_DIR")]  # fmt: skip
     try:
         info = os.stat(dot_git)
     except OSError:
