@@ -561,3 +561,14 @@ async def test_a_sparse_index_never_comes_back(root: Path) -> None:
     assert "a sparse index is not kept" in text, text
     assert (root / ".git" / "index").read_bytes() == before
     assert _git(root, "status", "--porcelain").returncode == 0
+
+
+async def test_a_shallow_list_made_inside_does_not_cut_the_host_history(root: Path) -> None:
+    """.git/shallow naming HEAD made the host's repository shallow: git log showed one
+    commit of three, blame and bisect were wrong (it came back on the old code)."""
+    _repository(root, commits=3)
+    text = await _shell(root, "git rev-parse HEAD > .git/shallow")
+    assert "a shallow list is not kept" in text, text
+    assert not (root / ".git" / "shallow").exists()
+    assert _git(root, "rev-parse", "--is-shallow-repository").stdout == b"false\n"
+    assert _git(root, "log", "--oneline").stdout.count(b"\n") == 3

@@ -451,3 +451,49 @@ def test_a_removed_loose_ref_is_judged_by_the_packed_line_git_reads_then(
     assert not (root / ".git" / "refs" / "heads" / "same").exists()
     assert _host_git(root, "reset", "--hard").returncode == 0
     assert not (root / ".envrc").exists()
+
+
+def _loose(directory: Path, content: bytes, *, chunks: int = 1) -> str:
+    """A blob of ``content`` repeated ``chunks`` times, written loose in ``directory``."""
+    header = b"blob %d\0" % (len(content) * chunks)
+    digest = hashlib.sha1(header)
+    squeeze = zlib.compressobj(1)
+    data = [squeeze.compress(header)]
+    for _ in range(chunks):
+        digest.update(content)
+        data.append(squeeze.compress(content))
+    data.append(squeeze.flush())
+    name = digest.hexdigest()
+    (directory / name[:2]).mkdir(exist_ok=True)
+    (directory / name[:2] / name[2:]).write_bytes(b"".join(data))
+    return name
+
+
+def test_a_loose_object_bomb_is_dropped_before_it_is_inflated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few KiB of zlib declaring (and holding) far more than 64 times its size is
+    dropped on its header: proving it would inflate and hash it all on the host (a 1 MB
+    file held 1 GiB: 15 s of the copy-back). Each object hashes to its name, so the old
+    code kept them all; objects within the bounds are still proved and kept."""
+    from prism.coding.security import _objects
+
+    monkeypatch.setattr(_objects, "MIN_INFLATED_BOUND", 1 << 20)
+    upper, host, work = tmp_path / "upper", tmp_path / "host", tmp_path / "work"
+    for directory in (upper, host, work):
+        directory.mkdir()
+    bomb = _loose(upper, bytes(1 << 20), chunks=4)  # 4 MiB of zeros in about 4 KiB
+    small = _loose(upper, os.urandom(1 << 16))
+    assert _objects.loose_object_size(str(upper / bomb[:2] / bomb[2:])) == 4 << 20
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work))
+    assert said == [(_objects.TOO_LARGE, f"{bomb[:2]}/{bomb[2:]}")]
+    assert (upper / small[:2] / small[2:]).exists()
+    # the total of one copy-back is bounded too
+    monkeypatch.setattr(_objects, "MAX_INFLATED_PER_COPY_BACK", 100_000)
+    more = [_loose(upper, os.urandom(60_000)) for _ in range(2)]
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work))
+    assert [why for why, _ in said] == [_objects.TOO_LARGE] * 2
+    assert sum((upper / n[:2] / n[2:]).exists() for n in [small, *more]) == 1
+    assert _objects.loose_object_size(str(tmp_path / "missing")) is None
+    (tmp_path / "junk").write_bytes(zlib.compress(b"blub 3\0abc"))
+    assert _objects.loose_object_size(str(tmp_path / "junk")) is None

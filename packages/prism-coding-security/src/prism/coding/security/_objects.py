@@ -63,6 +63,38 @@ NOT_OBJECTS = (
 LINKS = "symbolic links in .git are never kept"
 
 
+def loose_object_size(path: str) -> int | None:
+    """The size a loose object's header declares, read by inflating only the header.
+
+    None when the file is no loose object git would read (no header, an unknown
+    type, a size not written canonically).
+    """
+    fd = open_regular_file(path)
+    if fd is None:
+        return None
+    inflate = zlib.decompressobj()
+    header = b""
+    try:
+        while len(header) <= 64:
+            data = os.read(fd, 4096)
+            if not data:
+                return None
+            header += inflate.decompress(data, 65 - len(header))
+            end = header.find(b"\0")
+            if end >= 0:
+                kind, _, length = header[:end].partition(b" ")
+                if kind not in _TYPES or not length.isdigit():
+                    return None
+                return int(length) if length == str(int(length)).encode() else None
+            if inflate.eof:
+                return None
+    except zlib.error:
+        return None
+    finally:
+        os.close(fd)
+    return None
+
+
 def loose_object_hashes(path: str, name: str) -> bool:
     r"""Whether the loose object file at ``path`` holds the object named ``name`` (hex).
 
@@ -112,6 +144,18 @@ def loose_object_hashes(path: str, name: str) -> bool:
     return inflate.eof and not inflate.unused_data and seen == size and digest.hexdigest() == name
 
 
+MAX_INFLATION = 64
+"""A new loose object may inflate to at most this many times its file's size..."""
+MIN_INFLATED_BOUND = 64 << 20
+"""... or to this many bytes, whichever is more (a zlib stream inflates up to about 1,032x)."""
+MAX_INFLATED_PER_COPY_BACK = 4 << 30
+"""The loose objects of one copy-back inflate to at most this many bytes in all."""
+TOO_LARGE = (
+    "a loose object that would inflate to more than its bound (64 times its file, at least "
+    "64 MiB; 4 GiB for all of one command's)"
+)
+
+
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -159,6 +203,7 @@ class _Dropped:
     def __init__(self, upper: str) -> None:
         self.upper = upper
         self.said: list[tuple[str, str]] = []
+        self.inflation_left = MAX_INFLATED_PER_COPY_BACK
 
     def __call__(self, reason: str, rel: str, *, say: bool = True) -> None:
         _remove(os.path.join(self.upper, rel))
@@ -216,8 +261,19 @@ def _prove_loose(upper: str, host: str, directory: str, drop: _Dropped) -> None:
             drop(NOT_OBJECTS, rel)
         elif os.path.lexists(os.path.join(host, rel)):
             drop(REPLACED, rel, say=not _same(path, os.path.join(host, rel)))
-        elif not loose_object_hashes(path, directory + name):
-            drop(UNPROVED, rel)
+        else:
+            # what proving it costs is bounded before it is inflated: a few bytes of
+            # zlib can declare (and hold) a gigabyte for the host to inflate and hash
+            size = loose_object_size(path)
+            bound = max(MIN_INFLATED_BOUND, MAX_INFLATION * info.st_size)
+            if size is None:
+                drop(UNPROVED, rel)
+            elif size > bound or size > drop.inflation_left:
+                drop(TOO_LARGE, rel)
+            else:
+                drop.inflation_left -= size
+                if not loose_object_hashes(path, directory + name):
+                    drop(UNPROVED, rel)
 
 
 def _prove_packs(upper: str, host: str, git_dir: str, work: str, drop: _Dropped) -> None:

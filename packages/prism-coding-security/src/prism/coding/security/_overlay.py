@@ -89,6 +89,10 @@ _RERERE = (
 _REPLACE = "replace refs are not kept: they change what git shows for every object"
 _SHARED_INDEX = re.compile(r"sharedindex\.(?:[0-9a-f]{40}|[0-9a-f]{64})")
 _REFTABLE = "reftable data is not kept (a git that reads refs from it would take them unjudged)"
+# the commits git takes for roots (no parents): a line added cuts the host's history at
+# any commit (log, blame, bisect, merge-base), a line removed makes git look for
+# parents it may not hold; only a fetch changes it, and a fetch inside is rare
+_SHALLOW = "a shallow list is not kept: it would cut the host's history at the commits it names"
 _ALTERNATES = frozenset({("objects", "info", "alternates"), ("objects", "info", "http-alternates")})
 COPY_BACK = frozenset({
     "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE",
@@ -876,6 +880,8 @@ class _Applier:
             return "changed on the host meanwhile; the host's version is kept"
         if name in _WITH_OPERATION and kind == _FILE and self.operation_left(rel, at):
             return _OPERATION_LEFT_OUT  # where the operation left them, with its state
+        if name == "shallow":
+            return _SHALLOW
         if name == "HEAD":
             # an invalid (or removed) HEAD makes git pass over this .git and take the
             # directory itself, or a parent, for the repository
