@@ -39,6 +39,10 @@ class Answer(BaseModel):
     colour: str
 
 
+class Count(BaseModel):
+    count: int
+
+
 def colour_question(question: str) -> Elicit[Answer]:
     """Ask the user the tool's question for a colour (a resolver of ``ask_resolved``)."""
     return Elicit(question, Answer)
@@ -283,6 +287,21 @@ def build() -> MCPServer:
         """Send a log message, then answer."""
         await ctx.info("thinking hard", logger_name="brain")
         return "done"
+
+    @server.tool()
+    def shaped(valid: bool) -> CallToolResult:
+        """Answer a structuredContent matching the tool's outputSchema, or (valid false) not."""
+        count: Any = 3 if valid else "three"
+        return CallToolResult(
+            content=[TextContent(type="text", text=str(count))],
+            structured_content={"count": count},
+        )
+
+    # Its outputSchema stated after the fact: the server itself checks nothing (a server
+    # whose results do not match what it says).
+    stated = server._tool_manager.get_tool("shaped")
+    assert stated is not None
+    stated.output_schema = Count.model_json_schema()
 
     @server.tool()
     async def chatter(count: int, ctx: Context) -> str:

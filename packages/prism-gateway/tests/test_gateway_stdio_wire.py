@@ -1043,6 +1043,8 @@ _FORWARDED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     ("mcp__fx__roots", {}, {"roots": [{"uri": "file:///srv/a", "name": "a"}]}),
 ]
+# A bridged tool's structuredContent, matching its outputSchema and not (no question)
+_SHAPED_CALLS = [("mcp__fx__shaped", {"valid": True}), ("mcp__fx__shaped", {"valid": False})]
 
 
 async def _forwarded_exchange(
@@ -1090,13 +1092,20 @@ async def _forwarded_exchange(
                 asked = json.loads(line)
                 await peer.send({"jsonrpc": "2.0", "id": asked["id"], "result": reply})
                 await answer(peer, f"f-{n}")
+        for n, (tool, arguments) in enumerate(_SHAPED_CALLS):
+            await peer.send(_call(f"s-{n}", tool, arguments, **meta))
+            await answer(peer, f"s-{n}")
     return lines
 
 
 async def test_a_servers_forwarded_question_reaches_the_client_byte_for_byte_on_both_paths(
     initialize: Initialize, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One gateway and its stdio server; four stdio connections, each era on each path."""
+    """One gateway and its stdio server; four stdio connections, each era on each path.
+
+    Also a bridged tool's structuredContent that matches its outputSchema and one that
+    does not (refused by the bridge's output check), the same bytes on both paths.
+    """
     server = DownstreamServer(
         server_id="fx",
         transport=StdioTransport(sys.executable, [str(_FIXTURE)]),
@@ -1122,12 +1131,19 @@ async def test_a_servers_forwarded_question_reaches_the_client_byte_for_byte_on_
     for modern in (False, True):
         assert seen[modern, True] == seen[modern, False]
     # Each first call went the fast way (a 2026-07-28 retry goes the SDK's way).
-    assert len(taken) == 2 * len(_FORWARDED)
+    assert len(taken) == 2 * (len(_FORWARDED) + len(_SHAPED_CALLS))
     legacy = [json.loads(line) for line in seen[False, True]]
     asked = [m["method"] for m in legacy if "method" in m]
     assert asked == ["elicitation/create"] * 2 + ["sampling/createMessage", "roots/list"]
     said = {m["id"]: m["result"] for m in legacy if "result" in m}
     modern_said = {m["id"]: m["result"] for m in map(json.loads, seen[True, True]) if "result" in m}
+    for answers in (said, modern_said):  # the bridge checks a result against its outputSchema
+        assert answers["s-0"]["structuredContent"] == {"count": 3}
+        assert answers["s-1"]["isError"] is True
+        assert answers["s-1"]["content"][0]["text"] == (
+            "MCP tool shaped returned structuredContent that does not match its outputSchema "
+            "at data.count: must be integer (rule: type)"
+        )
     for answers, suffix in ((said, ""), (modern_said, "-r")):
         texts = [answers[f"f-{n}{suffix}"]["content"][0]["text"] for n in range(4)]
         assert texts == [
