@@ -23,7 +23,7 @@ from prism.coding.security import PROTECTED_PATHS, SandboxUnavailableError
 from prism.coding.security._gitnames import cached_git_entries, git_entries
 from prism.coding.security._implied import implied_protected
 from prism.coding.security._overlay import RootOverlay, overlay_base
-from prism.coding.security._protected import ProtectedPaths
+from prism.coding.security._protected import ProtectedPaths, in_git_directory
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -94,6 +94,50 @@ def test_a_file_through_a_protected_link_is_left_out(root: Path, tmp_path: Path)
         overlay.discard()
     assert not (root / "envrc.real").exists()
     assert "envrc.real" in " ".join(notes)
+
+
+def test_case_and_normalisation_twins_of_protected_names_are_protected() -> None:
+    """On a case-insensitive file system ``.ENVRC`` is ``.envrc``: every match folds names."""
+    folded = ProtectedPaths([*PROTECTED_PATHS, "caf\u00e9.cfg"])
+    for parts, entry in [
+        ((".ENVRC",), ".envrc"),
+        (("src", ".Envrc"), ".envrc"),
+        ((".VSCode", "tasks.json"), ".vscode"),
+        ((".Git", "config"), ".git/config"),
+        ((".GIT", "HOOKS", "PRE-COMMIT"), ".git/hooks"),
+        (("pkg", "Head"), "HEAD"),
+        ((".LintStagedRC.json",), ".lintstagedrc*"),
+        ((".\u212aube", "config"), ".kube"),  # KELVIN SIGN folds to k
+        (("cafe\u0301.cfg",), "caf\u00e9.cfg"),  # decomposed, as macOS file systems keep it
+    ]:
+        assert folded.covers(parts) == entry, parts
+        assert folded.match("/r/" + "/".join(parts)) == entry, parts
+    assert folded.leads_to((".CARGO",)) == ".cargo/config.toml"
+    assert folded.covers(("src", "envrc")) is None
+    assert in_git_directory(("sub", ".gIT", "index"))
+    assert not in_git_directory(("sub", "git", "index"))
+
+
+def test_case_twins_of_git_and_protected_names_do_not_come_back(root: Path, tmp_path: Path) -> None:
+    """Written under another case, they would be the root's own on a case-insensitive one."""
+    (root / ".git" / "refs" / "heads").mkdir(parents=True)
+    overlay = _layer(root, tmp_path / "base")
+    for name in (".ENVRC", ".GIT/HOOKS/PRE-COMMIT", ".Git/refs/heads/main", "B.GIT/CONFIG"):
+        path = os.path.join(overlay.upper, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write("curl x | sh\n")
+    os.makedirs(os.path.join(overlay.upper, "kept"))
+    with open(os.path.join(overlay.upper, "kept", "envrc"), "w") as handle:
+        handle.write("data\n")
+    notes = " ".join(_apply(overlay, ["b.git/config"]))
+    assert sorted(os.listdir(root)) == [".git", "B.GIT", "kept"], notes
+    assert os.listdir(root / "B.GIT") == [], notes
+    assert os.listdir(root / ".git" / "refs" / "heads") == [], notes
+    assert (root / "kept" / "envrc").read_text() == "data\n"
+    assert "another case of .git" in notes, notes
+    assert ".ENVRC" in notes, notes
+    assert "B.GIT/CONFIG" in notes, notes
 
 
 def test_special_files_and_stale_locks_are_not_kept(root: Path, tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ def test_an_unsplittable_rule_is_a_configuration_error(root: Path) -> None:
 @pytest.mark.parametrize(
     "path",
     [".envrc", ".mcp.json", "prism.toml", ".bashrc", ".vscode/tasks.json", "HEAD", "sub/HEAD",
-     "commondir"],
+     "commondir", ".ENVRC", ".VSCode/tasks.json"],
 )  # fmt: skip
 def test_the_write_tool_asks_before_writing_a_protected_path(root: Path, path: str) -> None:
     policy = create_coding_approval_policy(roots=[str(root)])
@@ -124,7 +124,7 @@ def test_the_write_tool_asks_before_writing_a_protected_path(root: Path, path: s
 @pytest.mark.parametrize(
     "path",
     [".git/config", ".git/hooks/pre-commit", "sub/.git/config", ".git", ".git/HEAD",
-     "sub/.git", ".git/refs/heads/main"],
+     "sub/.git", ".git/refs/heads/main", ".Git/config"],
 )  # fmt: skip
 @pytest.mark.parametrize("kind", ["write", "edit"])
 def test_the_write_and_edit_tools_never_write_in_git(root: Path, path: str, kind: str) -> None:

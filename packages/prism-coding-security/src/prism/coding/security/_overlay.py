@@ -67,7 +67,7 @@ from ._files import read_regular_file
 from ._index import extension_signatures, extensionless, strip_optional_extensions
 from ._indexfile import read_index
 from ._objects import NOT_OBJECTS, prove_objects
-from ._protected import valid_git_head
+from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ _RERERE = (
 # copy-back's checks: an edit hidden from git status and diff, carried by the next commit
 _REPLACE = "replace refs are not kept: they change what git shows for every object"
 _SHARED_INDEX = re.compile(r"sharedindex\.(?:[0-9a-f]{40}|[0-9a-f]{64})")
+_GIT_TWIN = "another case of .git (on a case-insensitive file system, the repository's own .git)"
 _REFTABLE = "reftable data is not kept (a git that reads refs from it would take them unjudged)"
 # the commits git takes for roots (no parents): a line added cuts the host's history at
 # any commit (log, blame, bisect, merge-base), a line removed makes git look for
@@ -563,7 +564,8 @@ class RootOverlay:
         extra: tuple[tuple[str, ...], ...] | None = None
 
         def compute() -> tuple[tuple[str, ...], ...]:
-            return tuple(tuple(p.split("/")) for p in anchored())
+            # compared folded, as a case-insensitive file system compares names
+            return tuple(fold_parts(p.split("/")) for p in anchored())
 
         if only_granted:
             extra = ()
@@ -745,16 +747,21 @@ class _Applier:
         """Why the change ``kind`` at ``rel`` is not applied, or None."""
         if self.only_granted:
             return None if self.is_granted(rel, kind) else "outside the roots, not approved"
-        if any(rel[: len(e)] == e for e in self.extra or ()) and not self.is_granted(rel, kind):
+        folded = fold_parts(rel)
+        if any(folded[: len(e)] == e for e in self.extra or ()) and not self.is_granted(rel, kind):
             # what the root's own files protect; an approved path itself comes back
             return "protected paths"
         if kind == _LINK and (
-            self.protected.leads_to(rel) or any(e[: len(rel)] == rel for e in self.extra or ())
+            self.protected.leads_to(rel) or any(e[: len(rel)] == folded for e in self.extra or ())
         ):
             # a link on the way to a protected entry (`.cargo -> c` with `c/config.toml`)
             # makes what it points at that entry
             return "protected paths"
         if ".git" not in rel:
+            if GIT_DIRECTORY in folded:
+                # on a case-insensitive file system the same .git (its refs, index,
+                # objects): never judged as one under another name
+                return _GIT_TWIN
             if not self.protected.covers(rel) or self.is_granted(rel, kind):
                 return None
             return "protected paths"
@@ -1316,8 +1323,9 @@ class _Applier:
                 starts.setdefault(e[0] if e else "", []).append(e)
             self._extra_starts = (extra, starts)
         starts = self._extra_starts[1]
-        candidates = [*starts.get(parts[0], ()), *starts.get("", ())] if parts else extra
-        if ".git" in parts or any(parts[: len(e)] == e for e in candidates):
+        folded = fold_parts(parts)
+        candidates = [*starts.get(folded[0], ()), *starts.get("", ())] if parts else extra
+        if in_git_directory(parts) or any(folded[: len(e)] == e for e in candidates):
             return not self.is_granted(parts, _FILE)
         return bool(self.protected.covers(parts)) and not self.is_granted(parts, _FILE)
 

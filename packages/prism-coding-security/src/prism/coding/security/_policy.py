@@ -35,7 +35,12 @@ from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_chec
 from ._implied import implied_protected
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
-from ._protected import ProtectedPaths, in_git_directory, normalize_protected_paths
+from ._protected import (
+    ProtectedPaths,
+    fold_parts,
+    in_git_directory,
+    normalize_protected_paths,
+)
 from ._rules import CommandRules, CompiledRules
 from ._sandbox import SandboxBackend
 
@@ -375,9 +380,9 @@ class _CodingApprovalPolicy:
             anchored = implied_protected(root, self.protected)
         except SandboxUnavailableError as exc:
             return f"what the root's repositories name is unknown: {exc}"
-        parts = relative.split("/")
+        parts = fold_parts(relative.split("/"))  # as a case-insensitive file system
         for entry in anchored:
-            named = entry.split("/")
+            named = fold_parts(entry.split("/"))
             if parts[: len(named)] == named:
                 return entry
         return None

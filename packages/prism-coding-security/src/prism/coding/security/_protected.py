@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 from prism.core import ConfigurationError
@@ -21,6 +22,8 @@ __all__ = [
     "GIT_DIRECTORY",
     "PROTECTED_PATHS",
     "ProtectedPaths",
+    "fold_name",
+    "fold_parts",
     "git_takes_head",
     "in_git_directory",
     "normalize_protected_paths",
@@ -287,14 +290,39 @@ def git_takes_head(content: bytes) -> bool:
     return len(buffer) >= 40 and all(byte in _HEX_DIGITS for byte in buffer[:40])
 
 
+def fold_name(name: str) -> str:
+    """``name`` as a case-insensitive file system compares it: composed (NFC), case-folded.
+
+    A root may lie on such a file system (a macOS or Windows checkout mounted into a
+    Linux container, exFAT media), or hold such a directory (ext4's per-directory
+    casefold), where ``.ENVRC`` is ``.envrc`` and ``.Git/config`` is
+    ``.git/config``; protected names are compared folded everywhere, so a case or
+    normalisation twin of one is protected too.
+    """
+    if name.isascii():
+        return name.lower()
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def fold_parts(parts: Iterable[str]) -> tuple[str, ...]:
+    """Each of ``parts`` folded (:func:`fold_name`)."""
+    parts = tuple(parts)
+    joined = "\0".join(parts)  # (no name holds a NUL) one pass for the usual ASCII path
+    if joined.isascii():
+        lowered = joined.lower()
+        return parts if lowered == joined else tuple(lowered.split("\0"))
+    return tuple(map(fold_name, parts))
+
+
 def in_git_directory(parts: Sequence[str]) -> bool:
     """Whether a path (its components, relative to a root) is a ``.git`` or lies in one.
 
     The write and edit tools never write there: a ``.git`` file names the
     repository git uses, and a ``.git`` directory's files decide what it runs
-    and whether it is a repository at all.
+    and whether it is a repository at all. Any case of the name counts
+    (:func:`fold_name`; git itself refuses ``.GIT`` in a tree).
     """
-    return GIT_DIRECTORY in parts
+    return GIT_DIRECTORY in parts or any(fold_name(part) == GIT_DIRECTORY for part in parts)
 
 
 def normalize_protected_paths(
@@ -332,7 +360,11 @@ _WILDCARD = re.compile(r"[*?\[]")
 
 
 class ProtectedPaths:
-    """Matches real paths against protected-path entries."""
+    """Matches real paths against protected-path entries.
+
+    Case-insensitively (both sides folded by :func:`fold_name`): on a
+    case-insensitive file system a case twin of an entry is that entry.
+    """
 
     __slots__ = (
         "_by_first", "_first_names", "_longest", "_split", "_wild_first", "_wild_start", "entries",
@@ -341,7 +373,7 @@ class ProtectedPaths:
     def __init__(self, entries: Sequence[str]) -> None:
         """Compile ``entries`` (already normalised)."""
         self.entries = tuple(entries)
-        self._split = tuple((entry, tuple(entry.split("/"))) for entry in self.entries)
+        self._split = tuple((entry, fold_parts(entry.split("/"))) for entry in self.entries)
         # For covers(): the entries a window can start with, found by its first
         # name (a literal) or tried at every position (a pattern), each with its
         # place in ``entries`` so the first entry in that order is the one named.
@@ -364,7 +396,7 @@ class ProtectedPaths:
 
     def match(self, path: str) -> str | None:
         """The entry that protects ``path`` (an absolute, normalised path), else None."""
-        parts = [p for p in path.split("/") if p]
+        parts = [fold_name(p) for p in path.split("/") if p]
         for entry, pattern in self._split:
             n = len(pattern)
             for start in range(len(parts)):
@@ -381,6 +413,7 @@ class ProtectedPaths:
         A symbolic link at ``.cargo`` (of ``.cargo/config.toml``), at any depth,
         makes whatever it points at that entry.
         """
+        parts = fold_parts(parts)
         size = len(parts)
         tail = parts[max(0, size - self._longest + 1) :]
         wild = self._wild_start
@@ -404,6 +437,7 @@ class ProtectedPaths:
         # Linear in the depth (a hostile command can make a tree thousands of
         # directories deep, and the copy-back asks this at every level): each
         # position tries only the entries that can start there.
+        parts = fold_parts(parts)
         wild = self._wild_start
         if self._first_names.isdisjoint(parts) and (
             wild is None or not any(wild(part) for part in parts)

@@ -41,6 +41,7 @@ import attrs
 from ._errors import SandboxUnavailableError
 from ._implied import implied_protected
 from ._landlock_exec import _LINUX_CAPABILITY_VERSION_3, _CapData, _CapHeader
+from ._protected import fold_parts, in_git_directory
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -113,7 +114,7 @@ def _refused(
     parts: tuple[str, ...], root: str, matcher: ProtectedPaths, protected: Sequence[str]
 ) -> bool:
     """Whether the copy-back would leave a new file at ``parts`` (below ``root``) out."""
-    if ".git" in parts or matcher.covers(parts):
+    if in_git_directory(parts) or matcher.covers(parts):
         return True
     try:
         anchored = implied_protected(root, matcher)
@@ -122,7 +123,8 @@ def _refused(
         # root is past the walk's bounds: the copy-back refuses the root's changes for
         # the same reason, over the layer
         return True
-    return any(parts[: len(e)] == e for e in (tuple(a.split("/")) for a in anchored))
+    folded = fold_parts(parts)  # as a case-insensitive file system compares names
+    return any(folded[: len(e)] == e for e in (fold_parts(a.split("/")) for a in anchored))
 
 
 def _open_one(
