@@ -572,3 +572,35 @@ async def test_a_shallow_list_made_inside_does_not_cut_the_host_history(root: Pa
     assert not (root / ".git" / "shallow").exists()
     assert _git(root, "rev-parse", "--is-shallow-repository").stdout == b"false\n"
     assert _git(root, "log", "--oneline").stdout.count(b"\n") == 3
+
+
+# inside: the index written whole, `sub` registered with a mode whose type bits are a
+# gitlink's (git reads 160644 as a submodule, as it reads 160000)
+_ODD_MODE = """python3 - "$(git -C sub rev-parse HEAD)" "$(git rev-parse HEAD:f.txt)" <<'PY'
+import hashlib, struct, sys
+def entry(name, mode, oid):
+    body = bytes(24) + struct.pack(">I", mode) + bytes(12) + oid
+    body += struct.pack(">H", len(name)) + name
+    return body + bytes(((62 + len(name) + 8) & ~7) - len(body))
+entries = entry(b"f.txt", 0o100644, bytes.fromhex(sys.argv[2]))
+entries += entry(b"sub", 0o160644, bytes.fromhex(sys.argv[1]))
+body = struct.pack(">4sII", b"DIRC", 2, 2) + entries
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+PY"""
+
+
+async def test_an_index_entry_in_a_mode_git_never_writes_never_comes_back(root: Path) -> None:
+    """A submodule registered as 160644 would have the host's git status enter it."""
+    _repository(root)
+    sub = root / "sub"
+    sub.mkdir()
+    _git(sub, "init", "-q")
+    _git(sub, "commit", "-q", "--allow-empty", "-m", "s")
+    ran = root.parent / "fsmonitor-ran"
+    _git(sub, "config", "core.fsmonitor", f"touch {ran}; false")
+    before = (root / ".git" / "index").read_bytes()
+    text = await _shell(root, _ODD_MODE)
+    assert "a mode git never writes (sub)" in text, text
+    assert (root / ".git" / "index").read_bytes() == before
+    _git(root, "status", "--porcelain")
+    assert not ran.exists()

@@ -123,3 +123,26 @@ def test_what_is_not_an_index_git_reads_is_refused(tmp_path: Path) -> None:
     )
     # index.skipHash: no checksum (all zeros) is what git accepts too
     assert strip_optional_extensions(body + bytes(20)) is not None
+
+
+def test_bytes_git_would_take_for_an_end_of_entries_extension_are_refused(tmp_path: Path) -> None:
+    """git finds an EOIE by position (the 32 bytes before the trailer), not by walking.
+
+    Here the last entry's group id and size spell one: with index threads on, git would
+    load the entries from an offset table that no walk of the file sees.
+    """
+    from prism.coding.security._indexfile import read_index
+
+    data = strip_optional_extensions(_index_of(tmp_path))
+    assert data is not None
+    body = bytearray(data[:-20])
+    assert len(body) == 12 + 64  # one entry, named "a", and no extension
+    body[12 + 32 : 12 + 40] = b"EOIE\0\0\0\x18"  # its gid and size
+    crafted = _sealed(bytes(body))
+    assert extension_signatures(crafted) == []  # a walk sees an index without extensions
+    assert strip_optional_extensions(crafted) is None
+    (tmp_path / ".git" / "index").write_bytes(crafted)
+    git_dir = str(tmp_path / ".git")
+    assert read_index(str(tmp_path / ".git" / "index"), git_dir) is None
+    (tmp_path / ".git" / "index").write_bytes(data)
+    assert read_index(str(tmp_path / ".git" / "index"), git_dir) is not None

@@ -461,3 +461,36 @@ async def test_the_users_git_template_directory_in_a_root_keeps_its_hooks(
     assert isinstance(decision, ExecutionDecision)
     assert not decision.allowed
     assert "protected path (.git-templates/hooks)" in (decision.reason or "")
+
+
+_GITFILES = (
+    b"gitdir: ../gd\n",
+    b"gitdir: ../gd\0junk\n",  # git reads the path as a C string
+    b"gitdir: ../gd\r\n\r\n",
+    b"gitdir: ../gd \n",  # a trailing space is part of the path
+    b"gitdir: ../gd\t\n",
+    b" gitdir: ../gd\n",  # no leading blank
+    b"gitdir:../gd\n",
+    b"gitdir: \n",
+)
+
+
+def test_gitfile_target_reads_a_gitfile_as_git_does(tmp_path: Path) -> None:
+    """Differential: the git directory the real git takes for each ``.git`` file, against
+    gitfile_target (a NUL made it raise, so every shell call of the root failed)."""
+    from prism.coding.security._gitnames import gitfile_target
+
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull}  # fmt: skip
+    for name in ("gd", "gd "):
+        subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / name)], check=True, env=env)
+    for index, content in enumerate(_GITFILES):
+        work = tmp_path / f"w{index}"
+        work.mkdir()
+        (work / ".git").write_bytes(content)
+        found = subprocess.run(
+            ["git", "rev-parse", "--absolute-git-dir"], cwd=work, env=env, capture_output=True
+        )
+        taken = found.stdout.decode().removesuffix("\n")
+        expected = os.path.realpath(taken) if found.returncode == 0 else None
+        assert gitfile_target(str(work / ".git")) == expected, content

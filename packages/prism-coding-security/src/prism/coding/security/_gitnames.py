@@ -369,14 +369,20 @@ def gitfile_target(path: str) -> str | None:
 
     Read as a regular file only: a link is not followed (``sub/.git ->
     /dev/stdin``) and a FIFO is never waited on.
+    Read as git reads it (``read_gitfile_gently``): the line feeds and
+    carriage returns at the end go, the text must start ``gitdir: ``, and the
+    path is what follows up to a NUL (git holds it as a C string), spaces kept.
     """
     head = read_regular_file(path, 4097)
     if head is None:
         return None
-    text = head.decode("utf-8", "surrogateescape").strip()
-    if not text.startswith("gitdir: ") or "\n" in text:
+    data = head.rstrip(b"\r\n")
+    if not data.startswith(b"gitdir: "):
         return None
-    target = os.path.join(os.path.dirname(path), text[len("gitdir: ") :])
+    named = data[len(b"gitdir: ") :].split(b"\0", 1)[0]
+    if not named:
+        return None
+    target = os.path.join(os.path.dirname(path), named.decode("utf-8", "surrogateescape"))
     real = os.path.realpath(target)
     return real if os.path.isdir(real) else None
 

@@ -20,14 +20,23 @@ that read the index refuse it too. The format is git's
 ``Documentation/gitformat-index.txt``: versions 2, 3 (an extended flags word)
 and 4 (path names prefix-compressed, no padding), SHA-1 or SHA-256 object
 names, and a trailer that is the checksum of what precedes it, or all zeros
-under ``index.skipHash``.
+under ``index.skipHash``. An index whose bytes just before the trailer read
+as an end-of-index-entries extension is refused whatever the walk found: git
+looks for that extension there by position, and with index threads on it
+loads the entries from the offset table it leads to, so a threaded git would
+list entries no single walk sees.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-__all__ = ["extension_signatures", "extensionless", "strip_optional_extensions"]
+__all__ = [
+    "extension_signatures",
+    "extensionless",
+    "positional_eoie",
+    "strip_optional_extensions",
+]
 
 _HEADER = 12
 _STAT = 40  # ctime, mtime (seconds and nanoseconds), dev, ino, mode, uid, gid, size
@@ -126,6 +135,18 @@ def _layout(data: bytes) -> tuple[int, int, list[tuple[bytes, int, int]]] | None
     return None
 
 
+# git finds its end-of-index-entries extension by position, not by walking: the 32
+# bytes (signature, size 24, offset, hash) just before the trailer; with index threads
+# on it then loads the entries from the offset table that extension leads to
+_EOIE = b"EOIE\0\0\0\x18"
+
+
+def positional_eoie(data: bytes, hash_size: int) -> bool:
+    """Whether git would take the bytes before ``data``'s trailer for an EOIE extension."""
+    at = len(data) - hash_size - 32
+    return at >= _HEADER and data[at : at + 8] == _EOIE
+
+
 def strip_optional_extensions(data: bytes) -> bytes | None:
     """``data`` (an index file) without its optional extensions, the checksum written again.
 
@@ -138,12 +159,16 @@ def strip_optional_extensions(data: bytes) -> bytes | None:
     size, entries, extensions = layout
     kept = [(s, a, b) for s, a, b in extensions if not (b"A"[0] <= s[0] <= b"Z"[0])]
     if len(kept) == len(extensions):
-        return data
+        # nothing to drop: but bytes of an entry or a kept extension git would take
+        # for an EOIE there would make a threaded git list other entries
+        return None if positional_eoie(data, size) else data
     body = data[:entries] + b"".join(data[a:b] for _, a, b in kept)
     end = len(data) - size
     if not any(data[end:]):
-        return body + bytes(size)  # index.skipHash: no checksum
-    return body + hashlib.new("sha1" if size == 20 else "sha256", body).digest()
+        stripped = body + bytes(size)  # index.skipHash: no checksum
+    else:
+        stripped = body + hashlib.new("sha1" if size == 20 else "sha256", body).digest()
+    return None if positional_eoie(stripped, size) else stripped
 
 
 def extensionless(data: bytes) -> bool:

@@ -23,6 +23,7 @@ import struct
 from binascii import hexlify
 
 from ._files import read_regular_file
+from ._index import positional_eoie
 
 __all__ = ["read_index"]
 
@@ -75,6 +76,8 @@ def read_index(path: str, git_dir: str, gitlinks: list[bytes] | None = None) -> 
     hash_size = 20
     if len(content) < 12 + hash_size or hashlib.sha1(content[:-20]).digest() != content[-20:]:
         return None
+    if positional_eoie(content, hash_size):
+        return None  # git finds an EOIE by position: a threaded git may list other entries
     signature, version, count = _HEADER.unpack_from(content, 0)
     if signature != b"DIRC" or version not in (2, 3):
         return None

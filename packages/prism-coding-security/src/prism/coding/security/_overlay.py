@@ -87,6 +87,8 @@ _RERERE = (
 # a replace ref changes what every object reads as, for every git command but the
 # copy-back's checks: an edit hidden from git status and diff, carried by the next commit
 _REPLACE = "replace refs are not kept: they change what git shows for every object"
+# the modes git writes in an index entry (a sparse index's 040000 never comes back)
+_INDEX_MODES = frozenset({b"100644", b"100755", b"120000", b"160000"})
 _SHARED_INDEX = re.compile(r"sharedindex\.(?:[0-9a-f]{40}|[0-9a-f]{64})")
 _GIT_TWIN = "another case of .git (on a case-insensitive file system, the repository's own .git)"
 _REFTABLE = "reftable data is not kept (a git that reads refs from it would take them unjudged)"
@@ -945,6 +947,13 @@ class _Applier:
         changed = after.items() if before is None else [
             (p, e) for p, e in after.items() if before.get(p) != e
         ]  # fmt: skip
+        odd = [p for p, entry in changed if entry[1] not in _INDEX_MODES]
+        if odd:
+            # git takes any mode by its type bits (160644 is a submodule, 120755 a link)
+            shown = ", ".join(
+                dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in odd[:5])
+            )
+            return f"the index holds a mode git never writes ({shown})"
         suspect = {
             p: entry for p, entry in changed
             if entry[1] == b"160000" or _hidden(entry[0])
