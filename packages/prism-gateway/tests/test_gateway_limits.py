@@ -103,14 +103,16 @@ async def test_a_call_waiting_for_its_clients_turn_holds_none_of_the_gateways_sl
     assert started == ["alice", "bob", "alice", "alice"]
 
 
-async def test_calls_past_the_gateways_waiting_cap_are_refused_whoever_makes_them() -> None:
-    """max_waiting_calls bounds the calls waiting of all clients together.
+async def test_calls_past_the_gateways_waiting_cap_are_refused_past_each_clients_share() -> None:
+    """max_waiting_calls bounds the calls waiting of all clients together, fairly.
 
     Each client's own cap (max_waiting_calls_per_client) left the whole unbounded:
-    many clients, each under its cap, piled up calls without end. Bob has no call
-    waiting, but the gateway has its cap of Alice's: his call that would wait is
-    refused, with the per-client cap's error code, and recorded the same way; his
-    call whose slots are free runs (it waits for nothing).
+    many clients, each under its cap, piled up calls without end. Alice's calls fill
+    the gateway's cap (2). Bob's call whose slots are free runs (it waits for
+    nothing); his next one may still wait, being under his share of the cap (one of
+    two clients: 1), so Alice's queue never locks him out; his third, and Alice's
+    next, are refused at once with the per-client cap's error code, and recorded the
+    same way.
     """
     started: list[str] = []
     go = trio.Event()
@@ -122,6 +124,7 @@ async def test_calls_past_the_gateways_waiting_cap_are_refused_whoever_makes_the
         return ToolResult.text("done")
 
     tool = ToolDefinition(name="turn", execute=turn)
+    refused: dict[str, MCPError] = {}
     async with (
         open_gateway(
             tools=[tool],
@@ -131,34 +134,35 @@ async def test_calls_past_the_gateways_waiting_cap_are_refused_whoever_makes_the
             max_waiting_calls=2,
         ) as gateway,
         Client(gateway.server, mode="legacy") as alice,
-        Client(gateway.server) as bob,
+        Client(gateway.server, mode="legacy") as bob,
         trio.open_nursery() as nursery,
     ):
-        for _ in range(3):  # one runs, two wait for her turn: the gateway's cap
-            nursery.start_soon(alice.call_tool, "turn", {"who": "alice"})
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(bob.call_tool, "turn", {"who": "bob"})  # its slots are free
-        await trio.testing.wait_all_tasks_blocked()
-        assert started == ["alice", "bob"]
-        refused: list[MCPError] = []
 
-        async def again() -> None:  # it would wait
+        async def call(client: Client, who: str) -> None:
             try:
-                await bob.call_tool("turn", {"who": "bob again"})
+                await client.call_tool("turn", {"who": who})
             except MCPError as exc:
-                refused.append(exc)
+                refused[who] = exc
 
-        nursery.start_soon(again)
+        for n in range(3):  # one runs, two wait for her turn: the gateway's cap
+            nursery.start_soon(call, alice, f"alice {n}")
         await trio.testing.wait_all_tasks_blocked()
-        assert len(refused) == 1  # answered at once (before: it waited for its turn)
+        for who in ("bob 0", "bob 1", "bob 2", "alice 3"):  # free slots; his share; past it
+            nursery.start_soon(call, bob if who.startswith("bob") else alice, who)
+            await trio.testing.wait_all_tasks_blocked()
+        assert sorted(refused) == ["alice 3", "bob 2"]  # answered at once (before: waiting)
+        assert [who.split()[0] for who in started] == ["alice", "bob"]
         go.set()
-    assert refused[0].error.code == -32029
-    assert refused[0].error.message == (
-        "too many calls waiting: the gateway has 2 calls of its clients waiting for their "
-        "turn (max_waiting_calls); call again when one has ended"
-    )
-    assert sorted(started) == ["alice", "alice", "alice", "bob"]
+    for exc in refused.values():
+        assert exc.error.code == -32029
+        assert exc.error.message == (
+            "too many calls waiting: the gateway has 2 calls of its clients waiting for their "
+            "turn (max_waiting_calls), and this client its share of them; call again when one "
+            "has ended"
+        )
+    assert sorted(started) == ["alice 0", "alice 1", "alice 2", "bob 0", "bob 1"]
     blocked = [r for r in ledger.records if r.status == "blocked"]
-    assert [(r.tool_name, r.blocked_reason, r.arguments) for r in blocked] == [
-        ("turn", "tool_denied", {"who": "bob again"})
+    assert sorted((r.tool_name, r.blocked_reason, str(r.arguments)) for r in blocked) == [
+        ("turn", "tool_denied", str({"who": "alice 3"})),
+        ("turn", "tool_denied", str({"who": "bob 2"})),
     ]

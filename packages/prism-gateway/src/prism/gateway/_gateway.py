@@ -281,6 +281,7 @@ class Gateway:
     _max_waiting: int = 64
     _max_waiting_all: int = 1024
     _waiting_all: int = 0  # calls waiting for their first turn, of every client
+    _clients_waiting: int = 0  # clients with at least one such call
     _seq: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _names: ToolNameMap = attrs.field(init=False)
     # registry name -> the bridge whose tool it is
@@ -555,18 +556,24 @@ class Gateway:
                     # The client's slot first: a call waiting for its own client's turn
                     # holds none of the gateway's (one client's queue would hold them all).
                     slots = scope.slots = CallSlots((slot, self._limiter))
-                    if self._waiting_all >= self._max_waiting_all and not slots.free():
+                    if (
+                        self._waiting_all >= self._max_waiting_all
+                        and share.waiting >= self._fair_share(share)
+                        and not slots.free()
+                    ):
                         self._refuse_waiting(ctx, call, everyone=True)
                     try:
                         # (counted only while it waits: a call with its slots free takes
                         # them without yielding)
                         share.waiting += 1
                         self._waiting_all += 1
+                        self._clients_waiting += share.waiting == 1
                         try:
                             await slots.take()
                         finally:
                             share.waiting -= 1
                             self._waiting_all -= 1
+                            self._clients_waiting -= share.waiting == 0
                         if scope.progress is not None or scope.round is not None:
                             # (a waiting call's later requests may ask for progress)
                             result = await self._dispatch_with_progress(scope, call, client)
@@ -832,6 +839,17 @@ class Gateway:
                 )
             )
 
+    def _fair_share(self, share: _ClientSlot) -> int:
+        """A client's share of ``max_waiting_calls`` among the clients with calls waiting.
+
+        Past the gateway-wide cap a client's call may still wait while the
+        client has fewer waiting than its share (so one principal's many
+        sessions filling the cap never lock every other client out); the
+        calls waiting stay under about twice the cap.
+        """
+        clients = self._clients_waiting + (share.waiting == 0)  # this one among them
+        return max(1, self._max_waiting_all // clients)
+
     def _refuse_waiting(
         self, ctx: ServerRequestContext[Any, Any], call: ToolCall, *, everyone: bool
     ) -> NoReturn:
@@ -844,8 +862,8 @@ class Gateway:
         if everyone:
             reason = (
                 f"too many calls waiting: the gateway has {self._max_waiting_all} calls of "
-                "its clients waiting for their turn (max_waiting_calls); call again when "
-                "one has ended"
+                "its clients waiting for their turn (max_waiting_calls), and this client its "
+                "share of them; call again when one has ended"
             )
         else:
             reason = (
@@ -1143,8 +1161,9 @@ async def open_gateway(
     principal and session over HTTP, its connection otherwise; never the name
     it declares); the rest wait their turn, holding none of the gateway's
     slots, at most ``max_waiting_calls_per_client`` of one client and
-    ``max_waiting_calls`` of all clients: one more is refused at once with a
-    JSON-RPC error (code -32029) and recorded in the ledger as blocked
+    ``max_waiting_calls`` of all clients (past it, a client still under its
+    share of it may add one): one more is refused at once with a JSON-RPC
+    error (code -32029) and recorded in the ledger as blocked
     (``tool_denied``). While the block is open, a bridge
     that announces a tool-list change is re-listed and connected clients are
     told.
