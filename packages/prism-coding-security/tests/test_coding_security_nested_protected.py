@@ -494,3 +494,45 @@ def test_gitfile_target_reads_a_gitfile_as_git_does(tmp_path: Path) -> None:
         taken = found.stdout.decode().removesuffix("\n")
         expected = os.path.realpath(taken) if found.returncode == 0 else None
         assert gitfile_target(str(work / ".git")) == expected, content
+
+@pytest.mark.bwrap
+async def test_programs_the_repository_configuration_runs_from_the_tree_are_protected(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    """A clean filter, a textconv, an alias, kept in the tree and named by the
+    repository's configuration: the host's next git add, diff or alias runs them. A
+    confined program replacing the filter is left out and the host's git add runs the
+    user's filter (the model's ran on the old code); the write tool asks. Words that
+    name programs on PATH or arguments name no file of the root."""
+    marker = tmp_path / "ran"
+    _git("init", "-q", str(root))
+    (root / "tools").mkdir()
+    (root / "tools" / "clean.sh").write_text("#!/bin/sh\ncat\n")
+    os.chmod(root / "tools" / "clean.sh", 0o755)
+    (root / "conv.py").write_text("")
+    (root / ".gitattributes").write_text("*.txt filter=strip\n")
+    for key, value in (
+        ("filter.strip.clean", "./tools/clean.sh"),
+        ("diff.nb.textconv", "python3 conv.py --flag=x"),
+        ("alias.lint", "!sh scripts/lint.sh && echo done"),
+        ("core.pager", "less -R"),
+    ):
+        _git("-C", str(root), "config", key, value)
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    assert {"tools/clean.sh", "conv.py", "scripts/lint.sh"} <= found
+    assert not found & {"less", "python3", "sh", "echo", "done", "x", "-R"}
+    swap = f"import os; open('new', 'w').write('#!/bin/sh\\ntouch {marker}\\ncat\\n'); "
+    swap += "os.chmod('new', 0o755); os.replace('new', 'tools/clean.sh')"
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, f"python3 -c {shlex.quote(swap)}", root)
+    assert "not applied" in output
+    (root / "a.txt").write_text("x\n")
+    _git("-C", str(root), "add", "a.txt")
+    assert not marker.exists()
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(
+        ExecutionAction(kind="write", operation="write", paths=("tools/clean.sh",))
+    )
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    assert "protected path (tools/clean.sh)" in (decision.reason or "")

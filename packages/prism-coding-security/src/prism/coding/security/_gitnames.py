@@ -9,6 +9,7 @@ one of the files it depends on changed.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -173,10 +174,11 @@ def _configured(
     _not_the_top(hooks, top, root)
     if hooks.startswith(inside):
         out.append(os.path.relpath(hooks, top))
-    pattern = r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir)$"
+    pattern = r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir|" + _COMMAND_KEYS + r")$"
     # exit status 1: nothing matched
     found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, clean=(0, 1))
     out += [path for path in _template_entries(root, found, top) if path not in out]
+    out += [path for path in _command_entries(root, found, top) if path not in out]
     targets = _include_targets(root, found)
     for path in targets:
         if includes is not None:
@@ -244,6 +246,51 @@ def _template_entries(root: str, listing: bytes, top: str) -> list[str]:
             relative = os.path.relpath(directory, top)
             out += [f"{relative}/{part}" for part in _TEMPLATE_PARTS]
     return list(dict.fromkeys(out))
+
+
+# configuration whose value is a command git runs (through the shell, at the work
+# tree's top): a filter or diff driver, a pager, an editor, a credential helper, ...
+_COMMAND_KEYS = (
+    r"filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|merge\..*\.driver|"
+    r"core\.(sshcommand|editor|pager|fsmonitor|alternaterefscommand|askpass)|"
+    r"sequence\.editor|credential(\..*)?\.helper|gpg(\..*)?\.program|pager\..*|alias\..*|"
+    r"interactive\.difffilter|uploadpack\.packobjectshook|remote\..*\.(receivepack|uploadpack)"
+)
+_COMMAND_KEY = re.compile(_COMMAND_KEYS)
+_SHELL_SPLIT = re.compile(r"[\s;&|()<>`'\"]+")
+
+
+def _command_entries(root: str, listing: bytes, top: str) -> list[str]:
+    """The files inside ``top`` that the configured commands name, relative to it.
+
+    Each word of each command value (``listing``: ``git config --show-origin -z
+    --get-regexp`` output) that names a path with a ``/`` in it, or an existing
+    file, relative to the work tree's top ``root`` where git runs it
+    (``filter.strip.clean = ./tools/clean.sh``, ``diff.nb.textconv = python3
+    scripts/nb.py``, ``alias.x = !sh tools/x.sh``): a command could change what
+    the host's next ``git add``, ``diff`` or ``status`` runs. A word that names
+    ``top`` itself, or a directory above it, is not taken.
+    """
+    out: list[str] = []
+    fields = listing.split(b"\0")
+    inside = top.rstrip("/") + "/"
+    for origin, pair in zip(fields[::2], fields[1::2], strict=False):
+        key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
+        # (the command line's are the values this process forces: nothing of the root)
+        if not value or not origin.startswith(b"file:") or not _COMMAND_KEY.fullmatch(key.lower()):
+            continue
+        for word in _SHELL_SPLIT.split(value.lstrip("!")):
+            word = word.partition("=")[2] if word.startswith("-") else word
+            if not word or word.startswith("-") or "$" in word:
+                continue
+            path = os.path.normpath(os.path.join(root, os.path.expanduser(word)))
+            if "/" not in word and not (os.path.lexists(path) and not os.path.isdir(path)):
+                continue  # a program found on PATH, an argument
+            if path.startswith(inside):
+                relative = os.path.relpath(path, top)
+                if relative not in out:
+                    out.append(relative)
+    return out
 
 
 def _not_the_top(hooks: str, top: str, root: str) -> None:
@@ -336,10 +383,9 @@ def _given(root: str, listing: bytes, *, hooks: bool) -> list[str]:
     for origin, pair in zip(fields[::2], fields[1::2], strict=False):
         source = origin.decode("utf-8", "surrogateescape")
         key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
-        if (key.lower() == "core.hookspath") != hooks or not value:
+        lower = key.lower()
+        if not value or (lower != "core.hookspath" if hooks else not lower.startswith("include")):
             continue
-        if key.lower() == "init.templatedir":
-            continue  # (a directory git copies from, no file it reads now)
         if not hooks and not source.startswith("file:"):
             continue
         value = os.path.expanduser(value)
