@@ -495,6 +495,7 @@ def test_gitfile_target_reads_a_gitfile_as_git_does(tmp_path: Path) -> None:
         expected = os.path.realpath(taken) if found.returncode == 0 else None
         assert gitfile_target(str(work / ".git")) == expected, content
 
+
 @pytest.mark.bwrap
 async def test_programs_the_repository_configuration_runs_from_the_tree_are_protected(
     root: Path, tmp_path: Path, run_shell: RunShell
