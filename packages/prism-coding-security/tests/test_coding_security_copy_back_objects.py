@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import struct
 import subprocess
 import zlib
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
@@ -23,9 +24,6 @@ from prism.coding.security import PROTECTED_PATHS
 from prism.coding.security._objects import loose_object_hashes
 from prism.coding.security._overlay import RootOverlay
 from prism.coding.security._protected import ProtectedPaths
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytestmark = pytest.mark.git
 
@@ -497,3 +495,44 @@ def test_a_loose_object_bomb_is_dropped_before_it_is_inflated(
     assert _objects.loose_object_size(str(tmp_path / "missing")) is None
     (tmp_path / "junk").write_bytes(zlib.compress(b"blub 3\0abc"))
     assert _objects.loose_object_size(str(tmp_path / "junk")) is None
+
+
+def test_bytes_after_a_bomb_do_not_raise_its_bound_and_the_total_spans_every_git(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Padding after the stream raises the file's size, not what there is to inflate.
+
+    A 16 MiB bomb (16 KiB of stream) followed by 2 MiB of bytes no object holds
+    passes the header's bound (64 times 2 MiB) but is stopped while inflating,
+    past 64 times the bytes read plus the floor (1 MiB here): "larger", not "does
+    not hash" (which inflating it all would have said). And the copy-back's total
+    is one for all its repositories: two nested ones with a 60,000-byte blob each
+    under a 100,000-byte total keep one of them.
+    """
+    from prism.coding.security import _objects
+
+    monkeypatch.setattr(_objects, "MIN_INFLATED_BOUND", 1 << 20)
+    _repository(root)
+    overlay = _layer(root, tmp_path)
+    objects = Path(_in_layer(overlay, root)["GIT_OBJECT_DIRECTORY"])
+    bomb = _loose(objects, bytes(1 << 20), chunks=16)
+    with open(objects / bomb[:2] / bomb[2:], "ab") as out:
+        out.write(random.Random(1).randbytes(2 << 20))
+    notes = " ".join(_apply(overlay))
+    assert "more than its bound" in notes, notes
+    assert "does not hash" not in notes, notes
+    assert not (root / ".git" / "objects" / bomb[:2] / bomb[2:]).exists()
+
+    monkeypatch.setattr(_objects, "MAX_INFLATED_PER_COPY_BACK", 100_000)
+    names = []
+    for sub in ("a", "b"):
+        _git(root, "init", "-q", sub)
+    overlay = _layer(root, tmp_path)
+    for index, sub in enumerate(("a", "b")):
+        layer = Path(overlay.upper, sub, ".git", "objects")
+        layer.mkdir(parents=True)
+        names.append((sub, _loose(layer, random.Random(index).randbytes(60_000))))
+    notes = " ".join(_apply(overlay))
+    assert notes.count("more than its bound") == 1, notes
+    kept = [(root / sub / ".git" / "objects" / n[:2] / n[2:]).exists() for sub, n in names]
+    assert sorted(kept) == [False, True], notes

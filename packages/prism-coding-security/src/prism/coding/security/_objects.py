@@ -41,7 +41,7 @@ import zlib
 from ._files import open_regular_file
 from ._proved import HOST_GIT_ENVIRONMENT
 
-__all__ = ["loose_object_hashes", "prove_objects"]
+__all__ = ["InflationLeft", "loose_object_hashes", "prove_objects"]
 
 _LOOSE_DIR = re.compile(r"[0-9a-f]{2}")
 _LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
@@ -95,19 +95,38 @@ def loose_object_size(path: str) -> int | None:
     return None
 
 
+class _Inflating(Exception):
+    """Inflating went past its bound for the bytes read (see :func:`loose_object_hashes`)."""
+
+
 def loose_object_hashes(path: str, name: str) -> bool:
     r"""Whether the loose object file at ``path`` holds the object named ``name`` (hex).
 
     Inflated as git inflates it: a header ``<type> <size>\0`` of a type git
     knows, exactly ``size`` bytes after it, nothing after the compressed stream;
     the header and content hashed with SHA-1 (40 digits) or SHA-256 (64).
+    False too when it inflates to more than :data:`MAX_INFLATION` times the
+    bytes read so far plus :data:`MIN_INFLATED_BOUND`: stopped there.
+    """
+    try:
+        return _hashes(path, name)
+    except _Inflating:
+        return False
+
+
+def _hashes(path: str, name: str) -> bool:
+    """:func:`loose_object_hashes`; raises _Inflating past the bound for the bytes read.
+
+    The header's size was bounded by the file's size; bytes after the stream
+    (never an object's) would raise that bound without raising what there is to
+    inflate, so what is inflated is bounded by what was read of it.
     """
     algorithm = hashlib.sha1 if len(name) == 40 else hashlib.sha256
     digest = algorithm()
     inflate = zlib.decompressobj()
     header = b""
     size = -1
-    seen = 0
+    seen = read = 0
     fd = open_regular_file(path)
     if fd is None:
         return False
@@ -116,7 +135,10 @@ def loose_object_hashes(path: str, name: str) -> bool:
             data = os.read(fd, _CHUNK)
             if not data:
                 break
+            read += len(data)
             while data:  # (bytes after the stream end in unused_data)
+                if seen > MAX_INFLATION * read + MIN_INFLATED_BOUND:
+                    raise _Inflating
                 out = inflate.decompress(data, _CHUNK)
                 data = inflate.unconsumed_tail
                 digest.update(out)
@@ -199,11 +221,18 @@ def _index_pack(
     return index, os.path.join(out_dir, "pack.rev") if reverse else None
 
 
+class InflationLeft:
+    """What the loose objects of one copy-back may still inflate to, shared by its ``.git``s."""
+
+    def __init__(self) -> None:
+        self.left = MAX_INFLATED_PER_COPY_BACK
+
+
 class _Dropped:
-    def __init__(self, upper: str) -> None:
+    def __init__(self, upper: str, inflation: InflationLeft) -> None:
         self.upper = upper
         self.said: list[tuple[str, str]] = []
-        self.inflation_left = MAX_INFLATED_PER_COPY_BACK
+        self.inflation = inflation
 
     def __call__(self, reason: str, rel: str, *, say: bool = True) -> None:
         _remove(os.path.join(self.upper, rel))
@@ -211,15 +240,19 @@ class _Dropped:
             self.said.append((reason, rel))
 
 
-def prove_objects(upper: str, host: str, git_dir: str, work: str) -> list[tuple[str, str]]:
+def prove_objects(
+    upper: str, host: str, git_dir: str, work: str, inflation: InflationLeft | None = None
+) -> list[tuple[str, str]]:
     """Drop from the layer's ``objects`` directory ``upper`` what may not come back.
 
     ``host``: the host's ``objects`` directory of the same ``.git`` (``git_dir``);
-    ``work``: a private directory for the indexes git computes. Returns what was
+    ``work``: a private directory for the indexes git computes; ``inflation``:
+    what the loose objects may still inflate to (one for every ``.git`` of a
+    copy-back; default: a fresh one). Returns what was
     dropped and why, as (reason, path relative to ``upper``); an object file the
     host already holds byte for byte (git refreshing its time) is dropped unsaid.
     """
-    drop = _Dropped(upper)
+    drop = _Dropped(upper, InflationLeft() if inflation is None else inflation)
     for name in sorted(os.listdir(upper)):
         path = os.path.join(upper, name)
         info = os.lstat(path)
@@ -268,12 +301,17 @@ def _prove_loose(upper: str, host: str, directory: str, drop: _Dropped) -> None:
             bound = max(MIN_INFLATED_BOUND, MAX_INFLATION * info.st_size)
             if size is None:
                 drop(UNPROVED, rel)
-            elif size > bound or size > drop.inflation_left:
+            elif size > bound or size > drop.inflation.left:
                 drop(TOO_LARGE, rel)
             else:
-                drop.inflation_left -= size
-                if not loose_object_hashes(path, directory + name):
-                    drop(UNPROVED, rel)
+                drop.inflation.left -= size
+                try:
+                    proved = _hashes(path, directory + name)
+                except _Inflating:
+                    drop(TOO_LARGE, rel)
+                else:
+                    if not proved:
+                        drop(UNPROVED, rel)
 
 
 def _prove_packs(upper: str, host: str, git_dir: str, work: str, drop: _Dropped) -> None:

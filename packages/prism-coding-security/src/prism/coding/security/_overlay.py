@@ -66,7 +66,7 @@ from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._index import extension_signatures, extensionless, strip_optional_extensions
 from ._indexfile import read_index
-from ._objects import NOT_OBJECTS, prove_objects
+from ._objects import NOT_OBJECTS, InflationLeft, prove_objects
 from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
 
@@ -725,6 +725,8 @@ class _Applier:
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
         # the .git directories whose new objects were proved (see objects_proved)
         self._proved: dict[tuple[str, ...], bool] = {}
+        # what their loose objects may still inflate to, all together
+        self.inflation = InflationLeft()
         self.index_placed: Callable[[list[bytes], os.stat_result], None] | None = None
         # the root's own new index's gitlinks, listed by its check (None: not listed)
         self._new_gitlinks: list[bytes] | None = None
@@ -842,7 +844,9 @@ class _Applier:
             return done  # the layer does not hold this objects directory
         git_dir = os.path.join(self.overlay.root, *git_rel)
         host = os.path.join(git_dir, "objects")
-        for reason, path in prove_objects(upper, host, git_dir, self.overlay.directory):
+        for reason, path in prove_objects(
+            upper, host, git_dir, self.overlay.directory, self.inflation
+        ):
             self.notes.add(reason, "/".join((*objects, path)))
         return done
 
