@@ -292,6 +292,13 @@ async def raw_answer(member: str, value: str, ctx: Context) -> str:
     return "unreachable"
 
 
+@server.tool()
+async def raw_first(line: str, text: str) -> str:
+    """Write ``line`` (raw JSON, escapes and all) to the client, then answer ``text``."""
+    os.write(RAW_STDOUT, line.encode() + b"\n")
+    return text
+
+
 def _serve_http() -> None:
     import uvicorn
 

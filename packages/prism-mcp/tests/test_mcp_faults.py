@@ -202,6 +202,40 @@ async def test_a_lone_surrogate_in_an_answer_is_refused_and_the_session_goes_on(
             assert again.joined_text == "same session"
 
 
+async def test_a_server_request_whose_id_has_a_lone_surrogate_is_refused_unanswerable(
+    fixture_stdio: StdioTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Answered by the SDK, the answer could not be written: a traceback, and the
+    # session to the server torn down (through a gateway, after asking the user).
+    ping = r'{"jsonrpc":"2.0","id":"\ud800","method":"ping"}'
+    with trio.fail_after(30):
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            result = await run_tool(bridge, "raw_first", {"line": ping, "text": "answered"})
+            again = await run_tool(bridge, "echo", {"text": "same session"})
+            refused = bridge.refused_server_requests
+    assert result.joined_text == "answered"
+    assert again.joined_text == "same session"
+    assert refused == 1
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+async def test_a_non_finite_number_in_structured_content_is_refused(
+    fixture_stdio: StdioTransport,
+) -> None:
+    # NaN, Infinity and 1e400 parse, but no JSON holds them: the structured part was
+    # dropped and the result passed on (and recorded) as a success.
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, protocol="legacy"
+        ) as bridge:
+            for number in ("NaN", "Infinity", "-Infinity", "1e400"):
+                value = f'{{"content":[],"structuredContent":{{"x":[{number}]}}}}'
+                result = await run_tool(bridge, "raw_answer", {"member": "result", "value": value})
+                assert result.is_error, number
+                assert result.details["mcp_error"] == "server_error"
+                assert "structuredContent holds a non-finite number" in result.joined_text
+
+
 async def test_server_that_sleeps_forever_gets_a_timeout_result(
     fixture_stdio: StdioTransport,
 ) -> None:

@@ -178,6 +178,17 @@ class Caller:
         details: dict[str, JsonValue],
     ) -> ToolResult:
         mapped = map_call_result(result, details)
+        if mapped.structured is None and result.structured_content is not None:
+            # NaN, Infinity or a number past a float's range (1e400): the parsers take
+            # them, no JSON holds them. Refused, never passed on without its
+            # structured part as if it were what the server said.
+            return ToolResult.error(
+                f"MCP tool {remote} failed: result refused: its structuredContent holds "
+                "a non-finite number (NaN, Infinity, or past a float's range), which no "
+                "JSON holds",
+                mcp_error="server_error",
+                **details,
+            )
         if output_schema is not None and not mapped.is_error:
             return self._check_output(remote, name, output_schema, result, mapped, details)
         return mapped

@@ -368,6 +368,12 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                 ):
                     continue
                 elif isinstance(message, mcp_types.JSONRPCRequest):
+                    if type(message.id) is str and has_lone_surrogate(message.id):
+                        # No answer under that id could be written: refused under none
+                        # (as a request that cannot be read), before anyone is asked.
+                        text = f"request refused: {LONE_SURROGATE} in its id"
+                        self._gate.refuse(None, _INVALID_PARAMS, text)
+                        continue
                     refusal = _request_refusal(message)
                     if refusal is not None:
                         text = f"request refused: {refusal}"
@@ -777,7 +783,7 @@ class _Gate:
         )
         return False
 
-    def refuse(self, request_id: int | str, code: int, text: str) -> None:
+    def refuse(self, request_id: int | str | None, code: int, text: str) -> None:
         """Answer a server request with an error, never waiting for the writer."""
         self.state.refused_requests += 1
         refusal = SessionMessage(
