@@ -214,10 +214,10 @@ async def test_hostile_shapes_are_skipped_or_contained(
         (value,) = value
     assert value == "bottom"
     assert deep.details["mcp_content_annotations"] == [{"index": 0, "priority": 0.5}]
-    assert "mcp_content_annotations" not in nan.details
-    # A structuredContent that is not JSON is dropped, the content kept.
-    assert nan.structured is None
-    assert nan.joined_text == "nan_structured"
+    # A structuredContent that is not JSON (NaN) is refused, never passed on without it.
+    assert nan.is_error
+    assert nan.details["mcp_error"] == "server_error"
+    assert "non-finite number" in nan.joined_text
 
 
 async def test_after_a_crash_a_changed_listing_marks_stale_and_a_failed_restart_is_an_error(
