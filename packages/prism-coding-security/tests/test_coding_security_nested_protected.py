@@ -537,3 +537,32 @@ async def test_programs_the_repository_configuration_runs_from_the_tree_are_prot
     assert isinstance(decision, ExecutionDecision)
     assert not decision.allowed
     assert "protected path (tools/clean.sh)" in (decision.reason or "")
+
+
+def test_scripts_a_hook_runs_from_the_tree_are_protected(root: Path) -> None:
+    """A hook of the hooks directory git names (core.hooksPath), or a husky script,
+    that runs a script of the tree by its path: the script is protected (the host's
+    next commit runs it; a command's edit of it came back unasked on the old code).
+    What a program such as npx runs in turn is not followed; sample hooks are not read."""
+    _git("init", "-q", str(root))
+    _git("-C", str(root), "config", "core.hooksPath", ".githooks")
+    (root / ".githooks").mkdir()
+    (root / ".githooks" / "pre-commit").write_text(
+        '#!/bin/sh\n# formats src/\nsh scripts/lint.sh "$@" && echo x > out/fmt.txt\n'
+    )
+    (root / ".githooks" / "x.sample").write_text("sh sample/never.sh\n")
+    (root / ".husky").mkdir()
+    (root / ".husky" / "pre-push").write_text("npx --no-install lint-staged\n./tools/check\n")
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    assert {"scripts/lint.sh", "tools/check"} <= found
+    unnamed = ("sample", "lint-staged", "bin", "#", "out", "src")
+    assert not any(path.startswith(unnamed) for path in found), found
+    policy = create_coding_approval_policy(roots=[str(root)])
+    decision = policy.check(
+        ExecutionAction(kind="write", operation="write", paths=("scripts/lint.sh",))
+    )
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+    # a hook added later on the host is read again (the directory is in the answer's key)
+    (root / ".githooks" / "commit-msg").write_text("python3 hooks/msg.py\n")
+    assert "hooks/msg.py" in implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))
