@@ -122,6 +122,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".config/environment.d",
     # first on PATH in a usual login profile
     ".local/bin",
+    # the user's own packages: every python of the user imports them at start
+    ".local/lib/python*/site-packages",
     # editors, the terminal multiplexer, debuggers and REPLs run what these name
     # when they start (pdb reads ./.pdbrc at every breakpoint())
     ".vim",
