@@ -397,6 +397,12 @@ def list_page(request_id: object, cursor: object) -> None:
         listed = {"tools": [tool(name) for name in names]}
         send({"jsonrpc": "2.0", "id": request_id, "result": listed})
         return
+    if MODE == "big_tool":
+        # One tool of COUNT properties (objects) beside a small one.
+        big = tool("big")
+        big["inputSchema"] = {"type": "object", "properties": {f"p{i}": {} for i in range(COUNT)}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool("flood"), big]}})
+        return
     if MODE == "surrogates":
         # A lone surrogate in a description, a name, a schema key and a tool's
         # _meta (sent escaped: valid JSON, no UTF-8), and in the page's cursor.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -322,6 +323,28 @@ async def test_a_tool_too_deep_to_serialise_is_skipped_and_its_sibling_kept(
     # A 2.5 kB schema nested 130 levels failed the whole listing.
     assert await _open_flood("deep", 130) == ["mcp:jk:flood"]
     assert any("MCP server jk: skipping tool 'deep'" in r.getMessage() for r in caplog.records)
+
+
+async def test_one_tool_larger_than_a_checkpoints_share_is_checked_on_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One tool of 40,000 properties was checked and built in one step of the event
+    # loop (0.1-0.4 s); the checkpoints between tools could not split it.
+    from prism.mcp import _gate
+
+    checked: list[tuple[str, bool]] = []
+    real = _gate.tool_model
+
+    def watched(rest: Any, tool: Any, version: str, passed: Any = None) -> Any:
+        checked.append((tool["name"], threading.current_thread() is threading.main_thread()))
+        return real(rest, tool, version, passed)
+
+    monkeypatch.setattr(_gate, "tool_model", watched)
+    assert await _open_flood("big_tool", _gate.CHECKPOINT_NODES + 1) == [
+        "mcp:jk:flood",
+        "mcp:jk:big",
+    ]
+    assert checked == [("flood", True), ("big", False)]
 
 
 async def test_a_tool_or_cursor_with_a_lone_surrogate_is_skipped_and_the_rest_kept(
