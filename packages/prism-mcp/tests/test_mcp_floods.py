@@ -330,7 +330,7 @@ async def test_one_tool_larger_than_a_checkpoints_share_is_checked_on_a_worker_t
 ) -> None:
     # One tool of 40,000 properties was checked and built in one step of the event
     # loop (0.1-0.4 s); the checkpoints between tools could not split it.
-    from prism.mcp import _gate
+    from prism.mcp import _bridge, _gate, _listing
 
     checked: list[tuple[str, bool]] = []
     real = _gate.tool_model
@@ -339,12 +339,16 @@ async def test_one_tool_larger_than_a_checkpoints_share_is_checked_on_a_worker_t
         checked.append((tool["name"], threading.current_thread() is threading.main_thread()))
         return real(rest, tool, version, passed)
 
+    def prepared(options: Any, tool: Any, hashes: Any = None) -> Any:
+        checked.append((tool.name, threading.current_thread() is threading.main_thread()))
+        return _listing.prepare_tool(options, tool, hashes)
+
     monkeypatch.setattr(_gate, "tool_model", watched)
-    assert await _open_flood("big_tool", _gate.CHECKPOINT_NODES + 1) == [
-        "mcp:jk:flood",
-        "mcp:jk:big",
-    ]
-    assert checked == [("flood", True), ("big", False)]
+    monkeypatch.setattr(_bridge, "prepare_tool", prepared)
+    # 10,000 properties: past both the gate's 4,096 objects and the bridge's 64 kB.
+    assert await _open_flood("big_tool", 10_000) == ["mcp:jk:flood", "mcp:jk:big"]
+    # Checked by the gate, then prepared by the bridge.
+    assert checked == [("flood", True), ("big", False), ("flood", True), ("big", False)]
 
 
 async def test_a_tool_or_cursor_with_a_lone_surrogate_is_skipped_and_the_rest_kept(

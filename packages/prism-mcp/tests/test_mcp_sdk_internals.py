@@ -281,14 +281,15 @@ class _Steps(trio.abc.Instrument):
 
 
 async def test_the_gate_lets_other_tasks_run_by_the_size_of_the_tools_checked() -> None:
-    """Three tools of 5,000 objects each are three steps, not one (checkpoints are
-    placed by the objects and arrays checked, not only every 64 tools)."""
+    """Five tools of 3,000 objects each are three steps, not one (checkpoints are
+    placed by the objects and arrays checked, not only every 64 tools; a tool of
+    more than 4,096 is checked on a worker thread)."""
     gate = _Gate(limit=4, state=WireState(), write=None)
     gate.version = "2025-11-25"
     gate.track(1, "tools/list")
     tools = [
-        {"name": f"t{n}", "inputSchema": {"type": "object"}, "_meta": {"x": [{}] * 5000}}
-        for n in range(3)
+        {"name": f"t{n}", "inputSchema": {"type": "object"}, "_meta": {"x": [{}] * 3000}}
+        for n in range(5)
     ]
     message = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result={"tools": tools})
     steps = _Steps()
@@ -300,7 +301,7 @@ async def test_the_gate_lets_other_tasks_run_by_the_size_of_the_tools_checked() 
         trio.lowlevel.remove_instrument(steps)
     assert steps.steps == 2
     carried = message.result["_meta"][LISTED_KEY]
-    assert [tool.name for tool in carried.tools] == ["t0", "t1", "t2"]
+    assert [tool.name for tool in carried.tools] == ["t0", "t1", "t2", "t3", "t4"]
 
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])

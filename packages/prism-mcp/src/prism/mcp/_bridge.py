@@ -58,6 +58,10 @@ _log = logging.getLogger("prism.mcp")
 _MAX_RECHECKS = 3
 
 
+_PREPARE_ON_THREAD = 65536
+"""A tool whose JSON is longer than this is prepared on a worker thread."""
+
+
 @attrs.define(eq=False)
 class McpToolBridge:
     """One MCP server's tools, ready to register and dispatch like local tools.
@@ -334,7 +338,12 @@ class McpToolBridge:
             # Let go of the SDK's model once read (its schemas, when shared
             # with an earlier tool's, go with it).
             listed[index] = None
-            prepared = prepare_tool(self._options, tool, hashes)
+            if len(listing[index]) > _PREPARE_ON_THREAD:
+                # One large tool (its plain copy and hashes) would hold the loop:
+                # prepared on a worker thread (nothing else uses this listing's hashes).
+                prepared = await trio.to_thread.run_sync(prepare_tool, self._options, tool, hashes)
+            else:
+                prepared = prepare_tool(self._options, tool, hashes)
             if prepared is None:
                 continue
             if prepared.info.tool_name in tools:
