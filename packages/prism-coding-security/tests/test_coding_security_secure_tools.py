@@ -224,3 +224,37 @@ async def test_the_ledger_sees_landlock_in_proved_safe_mode(root: Path) -> None:
     assert decision.details["mode"] == "proved-safe"
     # the ledger records details["sandbox"] as the decision's sandbox
     assert decision.details["sandbox"] == "LandlockSandbox (proved-safe)"
+
+
+async def test_the_roots_own_protected_paths_are_found_off_the_event_loop_at_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write tool's check asks what the roots' files protect synchronously; the walk
+    is started on a thread when the tools open, so its first write finds it cached."""
+    import threading
+
+    from prism.coding.security import _implied
+
+    root = tmp_path / "project"
+    (root / "env" / "bin").mkdir(parents=True)
+    (root / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    walked: list[str] = []
+    warmed = threading.Event()
+    real = _implied._walk_listing
+
+    def walk(*args: Any) -> Any:
+        walked.append(threading.current_thread().name)
+        try:
+            return real(*args)
+        finally:
+            warmed.set()
+
+    monkeypatch.setattr(_implied, "_walk_listing", walk)
+    async with open_secure_coding_tools([str(root)], sandbox="none") as secure:
+        await trio.to_thread.run_sync(warmed.wait, 30)
+        assert walked
+        assert walked[0] != threading.main_thread().name
+        result = await _call(secure, "write", path="env/bin/python", content="x")
+        assert result.is_error, result.joined_text
+        assert "protected path (env/bin)" in result.joined_text
+    assert len(walked) == 1  # the check answered from the warmed walk

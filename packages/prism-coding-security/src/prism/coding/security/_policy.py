@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -369,6 +370,20 @@ class _CodingApprovalPolicy:
             reason=f"{kind!r} actions are not known to the coding policy",
             details={"kind": kind, "paths": paths},
         )
+
+    def warm(self) -> None:
+        """Find what each root's own files make protected now (blocking: run it on a thread).
+
+        The write tool's check asks it synchronously; warmed, its first write in a
+        root answers from the walk's cache (see :func:`._implied.implied_protected`)
+        instead of walking the root on the event loop.
+        """
+        if self.read_only:
+            return
+        for root in self.roots.paths:
+            # the check says why, when asked
+            with contextlib.suppress(SandboxUnavailableError, OSError):
+                implied_protected(root, self.protected)
 
     def _implied(self, root: str, relative: str) -> str | None:
         """What the root's own files make protected at ``relative``, as the copy-back sees it.

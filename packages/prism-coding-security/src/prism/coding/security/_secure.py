@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import TYPE_CHECKING
 
 import attrs
+import trio
 
 from prism.coding.tools import (
     EditToolOptions,
@@ -23,7 +25,7 @@ from ._contained import create_contained_file_operations
 from ._errors import SandboxUnavailableError
 from ._landlock import LandlockSandbox
 from ._paths import normalize_roots
-from ._policy import ApprovalCallback, create_coding_approval_policy
+from ._policy import ApprovalCallback, _CodingApprovalPolicy, create_coding_approval_policy
 from ._sandbox import BubblewrapSandbox, SandboxBackend, create_sandbox_shell_operations
 
 if TYPE_CHECKING:
@@ -226,13 +228,21 @@ async def open_secure_coding_tools(
         read_options=read_options,
         edit_options=edit_options,
     )
-    yield SecureCodingTools(
-        tools=tools,
-        policy=policy,
-        sandbox=active,
-        backend="none" if active is None else _name(active),
-        skipped=tuple(skipped),
-        mode="proved-safe"
-        if active is None or getattr(active, "confines", True) is not True
-        else "confined",
-    )
+    async with trio.open_nursery() as nursery:
+        if isinstance(policy, _CodingApprovalPolicy):
+            # what the roots' own files protect, found off the event loop before the
+            # write tool's first (synchronous) check asks for it
+            nursery.start_soon(
+                functools.partial(trio.to_thread.run_sync, policy.warm, abandon_on_cancel=True)
+            )
+        yield SecureCodingTools(
+            tools=tools,
+            policy=policy,
+            sandbox=active,
+            backend="none" if active is None else _name(active),
+            skipped=tuple(skipped),
+            mode="proved-safe"
+            if active is None or getattr(active, "confines", True) is not True
+            else "confined",
+        )
+        nursery.cancel_scope.cancel()
