@@ -118,6 +118,41 @@ def _test(kind: str, cap: str, indent: str, counting: bool) -> str:
     return text
 
 
+def _prologue(*, optional: bool, counting: bool) -> list[str]:
+    """The written checker's opening lines, the same in both kinds: the dict, its keys, ``try:``.
+
+    Anything but an exact dict within ``size`` members of exact ``str`` keys goes
+    to the general checker before any member is looked up.
+    """
+    lines = [
+        "        if type(d) is not dict or len(d) > size:",
+        "            return general(d)",
+        "        for k in d:",
+        "            if type(k) is not str:",
+        "                return general(d)",
+    ]
+    if optional:
+        lines.append("        found = required")
+    if counting:
+        lines.append("        chars = 0")
+    lines.append("        try:")
+    return lines
+
+
+def _member(lines: list[str], index: int, *, required: bool) -> str:
+    """Append the lines that take member ``index`` into ``x``; the indentation of its tests.
+
+    An optional member is tested only when present, and counted in ``found``.
+    """
+    indent = " " * 12
+    if not required:
+        lines.append(f"{indent}if n{index} in d:")
+        indent += "    "
+        lines.append(f"{indent}found += 1")
+    lines.append(f"{indent}x = d[n{index}]")
+    return indent
+
+
 @functools.lru_cache(maxsize=128)
 def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
     """The function that makes a checker of ``shape``: (kind, required, item kind) per property.
@@ -134,24 +169,10 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         + "".join(f"n{index}, c{index}, m{index}, " for index in range(count))
         + "):",
         "    def check(d):",
-        "        if type(d) is not dict or len(d) > size:",
-        "            return general(d)",
-        "        for k in d:",
-        "            if type(k) is not str:",
-        "                return general(d)",
+        *_prologue(optional=optional, counting=counting),
     ]
-    if optional:
-        lines.append("        found = required")
-    if counting:
-        lines.append("        chars = 0")
-    lines.append("        try:")
     for index, (kind, required, items) in enumerate(shape):
-        indent = " " * 12
-        if not required:
-            lines.append(f"{indent}if n{index} in d:")
-            indent += "    "
-            lines.append(f"{indent}found += 1")
-        lines.append(f"{indent}x = d[n{index}]")
+        indent = _member(lines, index, required=required)
         if kind == "array":
             lines += [
                 f"{indent}if type(x) is not list or len(x) > m{index}:",
@@ -291,24 +312,10 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         "    hits = 0",
         "    def check(d):",
         "        nonlocal hits",
-        "        if type(d) is not dict or len(d) > size:",
-        "            return general(d)",
-        "        for k in d:",
-        "            if type(k) is not str:",
-        "                return general(d)",
+        *_prologue(optional=optional, counting=counting),
     ]
-    if optional:
-        lines.append("        found = required")
-    if counting:
-        lines.append("        chars = 0")
-    lines.append("        try:")
     for index, (kind, required, items) in enumerate(shape):
-        indent = " " * 12
-        if not required:
-            lines.append(f"{indent}if n{index} in d:")
-            indent += "    "
-            lines.append(f"{indent}found += 1")
-        lines.append(f"{indent}x = d[n{index}]")
+        indent = _member(lines, index, required=required)
         if kind == "array":
             lines += [
                 f"{indent}if type(x) is not list or not f{index} <= len(x) <= m{index}:",
