@@ -55,6 +55,15 @@ def _repository(root: Path, commits: int = 1) -> None:
         subprocess.run(["git", "commit", "-qm", f"c{index}"], cwd=root, env=_ENV, check=True)
 
 
+def _repository_with_src(root: Path) -> None:
+    """A repository of two commits, the second adding ``src/main.py``."""
+    _repository(root)
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print(1)\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "src")
+
+
 def _plant_bare(root: Path) -> None:
     """Hostile files of the root, there beforehand: a bare repository whose config runs code."""
     bare = root / "planted"
@@ -505,11 +514,7 @@ PY"""
 
 async def test_a_forged_cache_tree_never_reaches_the_hosts_next_commit(root: Path) -> None:
     """The index's cached trees are dropped: the host's next commit writes what its entries say."""
-    _repository(root)
-    (root / "src").mkdir()
-    (root / "src" / "main.py").write_text("print(1)\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "src")
+    _repository_with_src(root)
     text = await _shell(root, _FORGE_CACHE_TREE)
     assert "Traceback" not in text, text
     (root / "README").write_text("readme\n")
@@ -522,11 +527,7 @@ async def test_a_forged_cache_tree_never_reaches_the_hosts_next_commit(root: Pat
 
 async def test_a_replace_ref_that_hides_an_edit_never_comes_back(root: Path) -> None:
     """A replacement of src/'s tree by the edited one would hide the edit from status and diff."""
-    _repository(root)
-    (root / "src").mkdir()
-    (root / "src" / "main.py").write_text("print(1)\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "src")
+    _repository_with_src(root)
     text = await _shell(
         root,
         "echo 'print(2)' > src/main.py && git add src/main.py && "
@@ -551,11 +552,7 @@ async def test_recorded_conflict_resolutions_never_come_back(root: Path) -> None
 
 async def test_a_sparse_index_never_comes_back(root: Path) -> None:
     """Its directory entries name trees that the host's git would expand and stage unjudged."""
-    _repository(root)
-    (root / "src").mkdir()
-    (root / "src" / "main.py").write_text("print(1)\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "src")
+    _repository_with_src(root)
     before = (root / ".git" / "index").read_bytes()
     text = await _shell(root, "git sparse-checkout set --cone --sparse-index other")
     assert "a sparse index is not kept" in text, text

@@ -398,25 +398,16 @@ class _Judge:
             self.add(form.argv, "ask", "cd through a wrapper is not proved", "grammar", 0)
             return None
         if "jq" in programs:
-            jqs = [c for c in mine if c.program == "jq"]
             # jq loads $HOME/.jq into every program (its definitions replace the
             # builtins the filter was judged by): run it with a HOME that holds none
-            above = {c.program for c in mine if c.depth < max(j.depth for j in jqs)}
-            if not above <= _ENVIRONMENT_KEEPING:
-                self.add(form.argv, "ask", "jq runs under a wrapper that may change its "
-                         "environment, so the HOME it is run with might not reach it",
-                         "grammar", 0)  # fmt: skip
+            if not self.environment_reaches(form, mine, "jq", "the HOME it is run with"):
                 return None
             form = attrs.evolve(form, assignments=(*form.assignments, JQ_HOME))
         if "git" in programs:
             gits = [c for c in mine if c.program == "git"]
             # the forced configuration travels in the environment: every layer above git
             # must pass it on (`env -i`, `env -u`, `exec -c` would drop it)
-            above = {c.program for c in mine if c.depth < max(g.depth for g in gits)}
-            if not above <= _ENVIRONMENT_KEEPING:
-                self.add(form.argv, "ask", "git runs under a wrapper that may change its "
-                         "environment, so its forced configuration might not reach it",
-                         "grammar", 0)  # fmt: skip
+            if not self.environment_reaches(form, mine, "git", "its forced configuration"):
                 return None
             git = gits[0].argv
             at = len(form.argv) - len(git)
@@ -889,6 +880,22 @@ class _Judge:
                 if real not in self.cwds:
                     self.cwds.append(real)
         return self.add(shown, "allow", use.reason, use.rule, depth)
+
+    def environment_reaches(
+        self, form: ProvedCommand, mine: Sequence[CommandCheck], program: str, what: str
+    ) -> bool:
+        """Whether every layer above ``program`` in ``form`` passes its environment on.
+
+        Else the line asks, saying that ``what`` (carried in the environment) might
+        not reach the program.
+        """
+        depth = max(c.depth for c in mine if c.program == program)
+        above = {c.program for c in mine if c.depth < depth}
+        if above <= _ENVIRONMENT_KEEPING:
+            return True
+        self.add(form.argv, "ask", f"{program} runs under a wrapper that may change its "
+                 f"environment, so {what} might not reach it", "grammar", 0)  # fmt: skip
+        return False
 
     def shadowed(self, norm: NormalizedArgv) -> str | None:
         """The file a bare program name would resolve to inside the roots, if any."""
