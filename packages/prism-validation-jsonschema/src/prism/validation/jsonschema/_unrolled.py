@@ -153,6 +153,27 @@ def _member(lines: list[str], index: int, *, required: bool) -> str:
     return indent
 
 
+def _epilogue(*, empty: bool, optional: bool, counting: bool) -> list[str]:
+    """The lines after the members' tests, the same in both kinds."""
+    lines = ["            pass"] if empty else []
+    lines += ["        except KeyError:", "            return general(d)"]
+    if optional:
+        # Every key is a declared name only if as many were found as there are keys
+        # (with every property required, len(d) <= size says it already).
+        lines += ["        if found != len(d):", "            return general(d)"]
+    if counting:
+        lines += ["        if chars > limit:", "            return general(d)"]
+    return lines
+
+
+def _made(lines: list[str], filename: str) -> Callable[..., Any]:
+    """The ``make`` function the text ``lines`` defines (their values come in as its arguments)."""
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)
+    factory: Callable[..., Any] = namespace["make"]
+    return factory
+
+
 @functools.lru_cache(maxsize=128)
 def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
     """The function that makes a checker of ``shape``: (kind, required, item kind) per property.
@@ -182,15 +203,7 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
             lines.append(_test(items, f"c{index}", indent + "    ", counting).rstrip("\n"))
         else:
             lines.append(_test(kind, f"c{index}", indent, counting).rstrip("\n"))
-    if not shape:
-        lines.append("            pass")
-    lines += ["        except KeyError:", "            return general(d)"]
-    if optional:
-        # Every key is a declared name only if as many were found as there are keys
-        # (with every property required, len(d) <= size says it already).
-        lines += ["        if found != len(d):", "            return general(d)"]
-    if counting:
-        lines += ["        if chars > limit:", "            return general(d)"]
+    lines += _epilogue(empty=not shape, optional=optional, counting=counting)
     lines += [
         "        uses.hits += 1",
         "        if valid(d):",
@@ -199,10 +212,7 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         "        return False",
         "    return check",
     ]
-    namespace: dict[str, Any] = {}
-    exec(compile("\n".join(lines) + "\n", "<prism closed checker>", "exec"), namespace)
-    factory: Callable[..., Any] = namespace["make"]
-    return factory
+    return _made(lines, "<prism closed checker>")
 
 
 def unrolled_checker(
@@ -325,13 +335,7 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
             lines += _decided_test(items, f"p{index}", f"q{index}", indent + "    ", counting)
         else:
             lines += _decided_test(kind, f"p{index}", f"q{index}", indent, counting, f"f{index}")
-    if not shape:
-        lines.append("            pass")
-    lines += ["        except KeyError:", "            return general(d)"]
-    if optional:
-        lines += ["        if found != len(d):", "            return general(d)"]
-    if counting:
-        lines += ["        if chars > limit:", "            return general(d)"]
+    lines += _epilogue(empty=not shape, optional=optional, counting=counting)
     # The count lives in the closure: an attribute of the cache entry costs
     # about a tenth of a small call more.
     lines += [
@@ -341,10 +345,7 @@ def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         "        return hits",
         "    return check, count",
     ]
-    namespace: dict[str, Any] = {}
-    exec(compile("\n".join(lines) + "\n", "<prism deciding checker>", "exec"), namespace)
-    factory: Callable[..., Any] = namespace["make"]
-    return factory
+    return _made(lines, "<prism deciding checker>")
 
 
 def deciding_checker(
