@@ -59,6 +59,16 @@ meets +3 ms on every row but the commit in 1,000 directories in these two runs
 (+6.8 and +7.3; +2.3 for the code before); that command alone beside git
 unsandboxed, 20 rounds at load 7.4 to 8.2, measured +2.2 to +2.4 ms (its path
 runs none of what changed; at load 9 to 11 its CPU moves by that much).
+
+Quiet machine (load 0.9 to 2.2), after the copy-back began dropping an index's
+caches: commit +19.6 (50) and +34.5 to +40.2 (1,000) over the narrowed layer,
+`sed -i` +10.4 to +15.9, descriptors +5.9 to +12.7 (1,000). Landlock's commit in
+1,000 directories measured +7.4 to +11.2 against +2.8 and +3.0 for the code
+before, alternating in the same minutes: the way runs right after the
+bubblewrap ways, whose commits came back without the index's cache-tree, so its
+git rebuilds the tree of every directory (about 5 ms at 1,000 directories; the
+whole-root way pays it too). A user's first commit after a sandboxed one pays
+the same, once. Every other Landlock row is within +3.
 """
 
 from __future__ import annotations
