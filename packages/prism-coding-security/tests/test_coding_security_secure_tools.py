@@ -230,7 +230,8 @@ async def test_the_roots_own_protected_paths_are_found_off_the_event_loop_at_ope
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The write tool's check asks what the roots' files protect synchronously; the walk
-    is started on a thread when the tools open, so its first write finds it cached."""
+    is started on a thread when the tools open, so its first write finds it cached (the
+    check's own walk is then answered from the watch, or per directory from its cache)."""
     import threading
 
     from prism.coding.security import _implied
@@ -257,4 +258,10 @@ async def test_the_roots_own_protected_paths_are_found_off_the_event_loop_at_ope
         result = await _call(secure, "write", path="env/bin/python", content="x")
         assert result.is_error, result.joined_text
         assert "protected path (env/bin)" in result.joined_text
-    assert len(walked) == 1  # the check answered from the warmed walk
+
+
+async def test_an_exception_in_the_body_comes_out_as_itself(tmp_path: Path) -> None:
+    """Nothing the tools start around the caller's block wraps its exceptions in a group."""
+    with pytest.raises(KeyError, match="mine"):
+        async with open_secure_coding_tools([str(tmp_path)], sandbox="none"):
+            raise KeyError("mine")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import attrs
-import trio
 
 from prism.coding.tools import (
     EditToolOptions,
@@ -146,6 +145,12 @@ def _check(
     return real_roots, where
 
 
+def _warm(policy: _CodingApprovalPolicy) -> None:
+    """Warm ``policy``'s walk of the roots; best effort (the check itself says why it cannot)."""
+    with contextlib.suppress(Exception):
+        policy.warm()
+
+
 @contextlib.asynccontextmanager
 async def open_secure_coding_tools(
     roots: Sequence[str],
@@ -228,21 +233,18 @@ async def open_secure_coding_tools(
         read_options=read_options,
         edit_options=edit_options,
     )
-    async with trio.open_nursery() as nursery:
-        if isinstance(policy, _CodingApprovalPolicy):
-            # what the roots' own files protect, found off the event loop before the
-            # write tool's first (synchronous) check asks for it
-            nursery.start_soon(
-                functools.partial(trio.to_thread.run_sync, policy.warm, abandon_on_cancel=True)
-            )
-        yield SecureCodingTools(
-            tools=tools,
-            policy=policy,
-            sandbox=active,
-            backend="none" if active is None else _name(active),
-            skipped=tuple(skipped),
-            mode="proved-safe"
-            if active is None or getattr(active, "confines", True) is not True
-            else "confined",
-        )
-        nursery.cancel_scope.cancel()
+    if isinstance(policy, _CodingApprovalPolicy):
+        # what the roots' own files protect, found off the event loop before the write
+        # tool's first (synchronous) check asks for it; a thread of its own, not a task:
+        # a nursery around the yield would wrap the caller's exceptions in a group
+        threading.Thread(target=_warm, args=(policy,), name="prism-warm", daemon=True).start()
+    yield SecureCodingTools(
+        tools=tools,
+        policy=policy,
+        sandbox=active,
+        backend="none" if active is None else _name(active),
+        skipped=tuple(skipped),
+        mode="proved-safe"
+        if active is None or getattr(active, "confines", True) is not True
+        else "confined",
+    )
