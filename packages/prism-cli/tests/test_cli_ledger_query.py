@@ -106,6 +106,21 @@ def ledger_file(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return tmp_path / str(request.param)
 
 
+def _ok_call(call_id: str, tool_name: str, arguments: dict[str, object]) -> FinishedCall:
+    """A finished call that succeeded in one second, without a result."""
+    return FinishedCall(
+        call_id=call_id,
+        tool_name=tool_name,
+        arguments=arguments,
+        status="ok",
+        blocked_reason=None,
+        started_at=1.0,
+        finished_at=2.0,
+        duration_s=1.0,
+        result=None,
+    )
+
+
 def _query(run_cli: CliRunner, path: Path, *args: str) -> list[dict[str, object]]:
     proc = run_cli("ledger", "query", str(path), *args)
     assert proc.returncode in (0, 1), proc.stderr
@@ -190,19 +205,7 @@ def test_show_warns_about_a_torn_line_and_an_interrupted_run(
     path = tmp_path / "ledger.jsonl"
     ledger = RunLedger(sinks=[JsonlLedgerSink(path)])
     ledger.start_run(label="killed")
-    ledger.record_call(
-        FinishedCall(
-            call_id="x",
-            tool_name="t",
-            arguments={},
-            status="ok",
-            blocked_reason=None,
-            started_at=1.0,
-            finished_at=2.0,
-            duration_s=1.0,
-            result=None,
-        )
-    ).record()
+    ledger.record_call(_ok_call("x", "t", {})).record()
     ledger.close()
     with path.open("a", encoding="utf-8") as file:
         file.write('{"type": "tool_call", "sche')
@@ -220,19 +223,7 @@ def test_a_lone_surrogate_a_model_sent_is_printed_as_its_escape(
     path = tmp_path / "ledger.jsonl"
     ledger = RunLedger(sinks=[JsonlLedgerSink(path)])
     for name in ("\ud800", "after"):
-        ledger.record_call(
-            FinishedCall(
-                call_id=name,
-                tool_name=name,
-                arguments={"x": "\udfff"},
-                status="ok",
-                blocked_reason=None,
-                started_at=1.0,
-                finished_at=2.0,
-                duration_s=1.0,
-                result=None,
-            )
-        ).record()
+        ledger.record_call(_ok_call(name, name, {"x": "\udfff"})).record()
     ledger.close()
     shown = run_cli_process("ledger", "show", str(path))
     assert shown.returncode == 0, shown.stderr
