@@ -655,8 +655,10 @@ def _without_caches(path: str) -> str | None:
     if b"sdir" in (extension_signatures(stripped) or ()):
         return _SPARSE
     if stripped is not data:
-        temporary = f"{path}.prism-{os.getpid()}"
-        with open(temporary, "xb") as file:
+        # a fresh name beside it: one the command made in its layer is never opened
+        fd, temporary = tempfile.mkstemp(prefix="index.prism-", dir=os.path.dirname(path))
+        os.fchmod(fd, stat.S_IMODE(os.lstat(path).st_mode))  # the index's own mode
+        with os.fdopen(fd, "wb") as file:
             file.write(stripped)
         os.replace(temporary, path)
     return None
