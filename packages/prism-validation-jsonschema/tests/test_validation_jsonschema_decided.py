@@ -372,6 +372,11 @@ _BOUNDED = {
         (_BOUNDED, {"n": -2, "s": "😀é", "e": "😀", "t": [True], "z": None}, True),
         (_BOUNDED, {"n": 4, "s": "abc", "t": [False, True]}, True),
         (_BOUNDED, {}, True),
+        # Every declared name present: the checker's branch without presence tests.
+        (_BOUNDED, {"n": 0, "s": "ab", "e": "é", "t": [True], "z": None}, True),
+        (_BOUNDED, {"n": 5, "s": "ab", "e": "é", "t": [True], "z": None}, False),
+        (_BOUNDED, {"n": 0, "s": "ab", "e": "é", "t": [True], "y": None}, False),
+        (_BOUNDED, {"n": 0, "s": "ab", "e": "é", "t": [True], Key("z"): None}, False),
         (_BOUNDED, {"n": 5}, False),
         (_BOUNDED, {"n": -3}, False),
         (_BOUNDED, {"n": -0.0}, False),
