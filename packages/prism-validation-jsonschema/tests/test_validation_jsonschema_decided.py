@@ -32,7 +32,7 @@ from prism.validation.jsonschema._decided import DRAFTS, decided_kinds
 from prism.validation.jsonschema._instance import check_instance
 from prism.validation.jsonschema._rs import compile_rs
 from prism.validation.jsonschema._screen import screen
-from prism.validation.jsonschema._unrolled import deciding_checker
+from prism.validation.jsonschema._unrolled import MEMO_CHARS, MEMO_STRINGS, deciding_checker
 
 LIMITS = SchemaLimits(max_string_length=40, max_instance_properties=16, max_array_length=16)
 DIALECTS = {
@@ -582,6 +582,31 @@ def test_a_pattern_is_the_engines_own_on_the_decided_path() -> None:
     assert [(e.path, e.message) for e in result.errors] == [
         ("data.language", "must match pattern ^[a-z]{2}(-[A-Z]{2})?$ (rule: pattern)")
     ]
+
+
+def test_a_pattern_verdict_is_kept_only_for_short_strings_it_matched() -> None:
+    # The engine's pattern test runs once for a short string it matched; a string
+    # it refused, a long one, and any once the memo is full ask it every time.
+    asked: list[str] = []
+
+    def matches(text: str) -> bool:
+        asked.append(text)
+        return text.startswith("a")
+
+    handed: list[object] = []
+    decided = {"s": (False, ("match", (0, 100), matches))}
+    check, count = deciding_checker(handed.append, decided)
+    long = "a" * (MEMO_CHARS + 1)
+    for value in ["ab", "ab", "b", "b", long, long]:
+        check({"s": value})
+    assert asked == ["ab", "b", "b", long, long]
+    assert handed == [{"s": "b"}] * 2
+    assert count() == 4
+    words = [f"a{number}" for number in range(MEMO_STRINGS + 1)]
+    for word in words * 2:
+        assert check({"s": word}) is True
+    # "ab" and the first 31 words were kept; the last two words ask again.
+    assert asked[5:] == [*words, *words[MEMO_STRINGS - 1 :]]
 
 
 def test_calls_decided_without_the_engine_count_as_cache_hits() -> None:

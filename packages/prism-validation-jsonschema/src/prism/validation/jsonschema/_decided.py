@@ -20,7 +20,8 @@ The subset (every keyword outside it leaves the schema to the engine):
 * each property is one of: ``"type": "integer"`` with integer ``minimum``,
   ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum`` (within 64 bits);
   ``"type": "string"`` with ``minLength``/``maxLength`` and a ``pattern`` (not
-  predicted: the engine's own compiled pattern runs on the string alone), or
+  predicted: the engine's own compiled pattern runs on the string alone; the
+  short strings it matched are kept, see ``_unrolled.MEMO_STRINGS``), or
   an ``enum``/``const`` of strings (with or without ``"type": "string"``);
   ``"type": "boolean"``;
   ``"type": "null"``; or ``"type": "array"`` with ``maxItems``, ``minItems``

@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     from ._decided import Decided
     from ._fast import Counted
 
-__all__ = ["MAX_WRITTEN", "deciding_checker", "kind_of", "kinds_of", "unrolled_checker"]
+__all__ = [
+    "MAX_WRITTEN",
+    "MEMO_CHARS",
+    "MEMO_STRINGS",
+    "deciding_checker",
+    "kind_of",
+    "kinds_of",
+    "unrolled_checker",
+]
 
 # The most properties a written checker covers: its text grows with them, and
 # past a few dozen the general checker's loop costs about the same per key.
@@ -287,7 +295,7 @@ _DECIDED: dict[str, str] = {
         "{i}    type(x) is not str\n"
         "{i}    or not {p} <= len(x) <= {q}\n"
         "{i}    or not x.isascii() and lone(x)\n"
-        "{i}    or not {f}(x)\n"
+        "{i}    or x not in {m} and not {f}(x)\n"
         "{i}):\n"
         "{i}    return general(d)\n"
     ),
@@ -297,8 +305,10 @@ _DECIDED: dict[str, str] = {
 _DECIDED_COUNT = frozenset({"str", "str0", "enum", "match"})
 
 
-def _decided_test(kind: str, p: str, q: str, indent: str, counting: bool, f: str = "") -> list[str]:
-    text = _DECIDED[kind].format(i=indent, p=p, q=q, f=f)
+def _decided_test(
+    kind: str, p: str, q: str, indent: str, counting: bool, f: str = "", m: str = ""
+) -> list[str]:
+    text = _DECIDED[kind].format(i=indent, p=p, q=q, f=f, m=m)
     if counting and kind in _DECIDED_COUNT:
         text += f"{indent}chars += len(x)\n"
     return text.rstrip("\n").split("\n")
@@ -380,7 +390,9 @@ def _members(
             ]
             lines += _decided_test(items, f"p{index}", f"q{index}", indent + "    ", counting)
         else:
-            lines += _decided_test(kind, f"p{index}", f"q{index}", indent, counting, f"f{index}")
+            lines += _decided_test(
+                kind, f"p{index}", f"q{index}", indent, counting, f"f{index}", f"m{index}"
+            )
     return lines
 
 
@@ -407,7 +419,8 @@ def deciding_checker(
             arguments += [name, item[1], item[2], fewest, most]
         elif kind == "match":
             shape.append((kind, required, ""))
-            arguments += [name, first[0], first[1], second, 0]
+            memo: set[str] = set()
+            arguments += [name, first[0], first[1], _remembered(second, memo), memo]
         else:
             shape.append((_least((kind, first, second)), required, ""))
             arguments += [name, first, second, 0, 0]
@@ -435,3 +448,27 @@ def _least(test: Decided) -> str:
     if test[0] == "str" and test[1] == 0:
         return "str0"
     return test[0]
+
+
+# A pattern's verdicts kept per property: the strings the engine found matching,
+# at most MEMO_STRINGS of at most MEMO_CHARS code points each (a few kB at most).
+MEMO_STRINGS = 32
+MEMO_CHARS = 64
+
+
+def _remembered(matches: Callable[[str], bool], memo: set[str]) -> Callable[[str], bool]:
+    """``matches``, keeping in ``memo`` the short strings it matched (asked first by the checker).
+
+    The engine's verdict on an exact ``str`` depends on that string alone, so a
+    string it matched once is matched again; a string it did not match is never
+    kept, and asks the engine each time. Once ``memo`` is full it stays as it is.
+    """
+
+    def remembered(text: str) -> bool:
+        if not matches(text):
+            return False
+        if len(text) <= MEMO_CHARS and len(memo) < MEMO_STRINGS:
+            memo.add(text)
+        return True
+
+    return remembered
