@@ -407,3 +407,39 @@ def test_the_paths_git_names_are_not_asked_of_a_git_that_would_wait_on_a_fifo(
         worker.join()
     assert len(raised) == 1
     assert "is not a regular file" in str(raised[0])
+
+
+def test_a_submodule_naming_a_repository_outside_the_roots_is_never_read(tmp_path: Path) -> None:
+    """A submodule's ``.git`` file may name any repository: ``--recurse-submodules``
+    (or the repository's ``submodule.recurse``) has ``git grep`` read that repository's
+    index and objects, so the option asks and the key is forced off."""
+    env = _env(tmp_path)
+    private = tmp_path / "private"
+    _repository(private, env)
+    (private / "creds.txt").write_text("SECRET=outside\n")
+    _git(private, env, "add", ".")
+    _git(private, env, "commit", "-qm", "s")
+    root = tmp_path / "project"
+    _repository(root, env)
+    commit = _git(private, env, "rev-parse", "HEAD").stdout.strip()
+    _git(root, env, "update-index", "--add", "--cacheinfo", f"160000,{commit},sub")
+    (root / ".gitmodules").write_text('[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n')
+    _git(root, env, "add", ".gitmodules")
+    _git(root, env, "commit", "-qm", "sub")
+    _git(root, env, "config", "submodule.sub.url", "./sub")
+    (root / "sub").mkdir()
+    (root / "sub" / ".git").write_text(f"gitdir: {private}/.git\n")
+    for command in (
+        "git grep --cached --recurse-submodules -e SECRET",
+        "git ls-files --recurse-submodules",
+    ):
+        assert "creds.txt" in _bash(command, root, env).stdout, command  # git reads it
+        explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+        assert explanation.outcome == "ask", command
+        assert "--recurse-submodules" in explanation.reason, explanation.reason
+    _git(root, env, "config", "submodule.recurse", "true")
+    command = "git grep --cached -e SECRET"
+    assert "SECRET=outside" in _bash(command, root, env).stdout  # the key alone recurses
+    explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+    assert explanation.execute is not None, explanation.reason
+    assert "SECRET=outside" not in _bash(explanation.execute, root, env).stdout

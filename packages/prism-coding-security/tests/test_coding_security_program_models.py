@@ -16,6 +16,15 @@ if TYPE_CHECKING:
     ("command", "outcome", "reason"),
     [
         ("pwd extra", "ask", "with operands changes something"),
+        # a command that leaves the session and is not waited for outlives the call
+        # (`env -i` also drops what marks a process as the call's)
+        ("env -i setsid -f sleep 600", "ask", "may leave its command running after the call"),
+        ("setsid --fork sleep 600", "ask", "may leave its command running"),
+        ("setsid sleep 600", "ask", "may leave its command running"),
+        ("setsid -fw sleep 600", "ask", "may leave its command running"),
+        ("exec setsid sleep 600", "ask", "may leave its command running"),
+        ("env -i setsid -w sleep 1", "allow", ""),
+        ("setsid --wait sleep 1", "allow", ""),
         ("date 010100002030", "ask", "sets the clock"),
         ("date +%Y", "allow", ""),
         ("uniq a b c", "ask", "at most an input and an output"),

@@ -345,8 +345,9 @@ _LOG_OPTS = (
     " --min-age="
 )
 _GIT_GREP = grammar(
-    "--cached --untracked --no-index --no-exclude-standard --exclude-standard --recurse-submodules"
-    " -a|--text x:--textconv --no-textconv -i|--ignore-case -I --max-depth= -r|--recursive"
+    "--cached --untracked --no-index --no-exclude-standard --exclude-standard"
+    " x:--recurse-submodules -a|--text x:--textconv --no-textconv -i|--ignore-case -I"
+    " --max-depth= -r|--recursive"
     " --no-recursive -w|--word-regexp -v|--invert-match -h -H --full-name -E|--extended-regexp"
     " -G|--basic-regexp -P|--perl-regexp -F|--fixed-strings -n|--line-number --column"
     " -l|--files-with-matches --name-only -L|--files-without-match -z|--null -o|--only-matching"
@@ -392,7 +393,7 @@ GIT_SUBCOMMANDS: dict[str, Grammar] = {
     "ls-files": grammar(
         "-c|--cached -d|--deleted -m|--modified -o|--others -i|--ignored -s|--stage"
         " -u|--unmerged -k|--killed -z -t -v -f --directory --no-empty-directory --eol"
-        " --full-name --recurse-submodules --error-unmatch --exclude-standard --deduplicate"
+        " --full-name x:--recurse-submodules --error-unmatch --exclude-standard --deduplicate"
         " --sparse -x|--exclude= r:-X|--exclude-from= --exclude-per-directory= --abbrev=?"
         " --format= --debug --resolve-undo --with-tree="
     ),

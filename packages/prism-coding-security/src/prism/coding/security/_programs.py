@@ -897,6 +897,19 @@ def _simple_wrapper(name: str, args: Argv) -> Use:
     elif name == "time":
         if "--output" in parsed_options or "--append" in parsed_options:
             return _ask(name, "time -o writes a file", inner=(Inner(argv=rest, transparent=False),))
+    elif (
+        name == "setsid"
+        and (rest or "--fork" in parsed_options)
+        and ("--fork" in parsed_options or "--wait" not in parsed_options)
+    ):
+        # its command leaves the call's session; forked (with --fork, or when setsid
+        # leads its process group, as when bash runs it last) and not waited for, it
+        # outlives the call, and under `env -i` nothing marks it as the call's
+        return _ask(
+            name,
+            "setsid without --wait (or with --fork) may leave its command running after the call",
+            inner=(Inner(argv=rest, transparent=False),) if rest else (),
+        )
     elif name == "command" and ("-v" in parsed_options or "-V" in parsed_options):
         return _allow(name, "command -v only looks a name up")
     elif name == "xargs":

@@ -72,6 +72,9 @@ GIT_FORCED_CONFIG: tuple[tuple[str, str], ...] = (
     ("diff.ignoreSubmodules", "dirty"),
     ("status.submoduleSummary", "false"),
     ("diff.submodule", "short"),
+    # `git grep` (and the commands that check out) recurse by this key: a submodule's
+    # `.git` file may name a repository anywhere, which git would then read
+    ("submodule.recurse", "false"),
 )
 """Configuration every proved ``git`` command runs with (it outranks every file).
 
