@@ -601,3 +601,125 @@ async def test_an_index_entry_in_a_mode_git_never_writes_never_comes_back(root: 
     assert (root / ".git" / "index").read_bytes() == before
     _git(root, "status", "--porcelain")
     assert not ran.exists()
+
+
+# an index of `.envrc` twice at stage 0, the model's object first: git's lookups, its
+# tree writer and `git checkout` take the first, a reader keeping the last judges the second
+_TWICE = """python3 - "$(printf 'touch ran\\n' | git hash-object -w --stdin)" \
+"$(git rev-parse HEAD:.envrc)" "$(git rev-parse HEAD:f.txt)" <<'PY'
+import hashlib, struct, sys
+model, host, f = (bytes.fromhex(word) for word in sys.argv[1:])
+def entry(name, oid):
+    body = bytes(24) + struct.pack(">I", 0o100644) + bytes(12) + oid
+    body += struct.pack(">H", len(name)) + name
+    return body + bytes(((62 + len(name) + 8) & ~7) - len(body))
+body = struct.pack(">4sII", b"DIRC", 2, 3)
+body += entry(b".envrc", model) + entry(b".envrc", host) + entry(b"f.txt", f)
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+PY"""
+
+
+async def test_an_index_naming_a_path_twice_never_comes_back(root: Path) -> None:
+    _repository(root)
+    (root / ".envrc").write_text("echo host\n")
+    _git(root, "add", ".envrc")
+    _git(root, "commit", "-qm", "envrc")
+    before = (root / ".git" / "index").read_bytes()
+    text = await _shell(root, _TWICE)
+    assert "a path listed twice or out of git's order" in text, text
+    assert (root / ".git" / "index").read_bytes() == before
+    _git(root, "checkout", "--", ".")
+    assert (root / ".envrc").read_text() == "echo host\n"
+
+
+async def test_a_packed_refs_naming_a_ref_twice_never_comes_back(root: Path) -> None:
+    """Git searches a sorted packed-refs by halves: of `main` given twice it may take the
+    model's line, though the last one is the host's own."""
+    _repository(root)
+    _git(root, "pack-refs", "--all")
+    old = _git(root, "rev-parse", "main").stdout.decode().strip()
+    # the commit the model wants `main` to be: it adds `.envrc`
+    (root / ".envrc").write_text("touch ran\n")
+    _git(root, "add", ".envrc")
+    tree = _git(root, "write-tree").stdout.decode().strip()
+    _git(root, "rm", "-q", "--cached", ".envrc")
+    (root / ".envrc").unlink()
+    commit = _git(root, "commit-tree", "-p", old, "-m", "tidy", tree).stdout.decode().strip()
+    packed = (
+        "# pack-refs with: peeled fully-peeled sorted \n"
+        f"{old} refs/heads/aaa\n{commit} refs/heads/main\n{old} refs/heads/main\n"
+    )
+    before = (root / ".git" / "packed-refs").read_bytes()
+    text = await _shell(root, f"printf '%s' '{packed}' > .git/packed-refs")
+    assert "a packed-refs git would not write" in text, text
+    assert (root / ".git" / "packed-refs").read_bytes() == before
+    assert _git(root, "rev-parse", "main").stdout.decode().strip() == old
+
+
+# the index's entries plus one named as git never names one (the hook's script, through `..`)
+_DOTDOT = """python3 - "$(printf '#!/bin/sh\\ntouch ran\\n' | git hash-object -w --stdin)" <<'PY'
+import hashlib, struct, subprocess, sys
+listed = subprocess.run(["git", "ls-files", "-s"], capture_output=True, text=True).stdout
+entries = [line.split(None, 3) for line in listed.splitlines()]
+items = [(e[3].encode(), int(e[0], 8), e[1]) for e in entries]
+items = sorted(items + [(b"x/../scripts/check.sh", 0o100755, sys.argv[1])])
+def entry(name, mode, oid):
+    body = bytes(24) + struct.pack(">I", mode) + bytes(12) + bytes.fromhex(oid)
+    body += struct.pack(">H", len(name)) + name
+    return body + bytes(((62 + len(name) + 8) & ~7) - len(body))
+body = struct.pack(">4sII", b"DIRC", 2, len(items)) + b"".join(entry(*i) for i in items)
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+PY"""
+
+
+async def test_an_index_entry_spelled_through_dot_dot_never_comes_back(root: Path) -> None:
+    """`x/../scripts/check.sh` is no protected path as written; `git checkout -- .` writes
+    `scripts/check.sh` through it, and the hook runs that script."""
+    _repository(root)
+    (root / "scripts").mkdir()
+    (root / "scripts" / "check.sh").write_text("#!/bin/sh\necho ok\n")
+    (root / "scripts" / "check.sh").chmod(0o755)
+    _git(root, "add", "scripts")
+    _git(root, "commit", "-qm", "check")
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nscripts/check.sh || exit 1\n")
+    hook.chmod(0o755)
+    before = (root / ".git" / "index").read_bytes()
+    text = await _shell(root, f"mkdir -p x && echo keep > x/keep && {_DOTDOT}")
+    assert "the index holds a path git never writes (x/../scripts/check.sh)" in text, text
+    assert (root / ".git" / "index").read_bytes() == before
+    _git(root, "checkout", "--", ".")
+    assert (root / "scripts" / "check.sh").read_text() == "#!/bin/sh\necho ok\n"
+
+
+def _lfs_object(root: Path, content: bytes) -> Path:
+    import hashlib
+
+    name = hashlib.sha256(content).hexdigest()
+    return root / ".git" / "lfs" / "objects" / name[:2] / name[2:4] / name
+
+
+async def test_git_lfs_objects_come_back_only_new_and_proved_by_their_content(
+    root: Path,
+) -> None:
+    """git-lfs's smudge takes a local object by its name, checking its size only."""
+    _repository(root)
+    held = _lfs_object(root, b"#!/bin/sh\necho setup\n")
+    held.parent.mkdir(parents=True)
+    held.write_bytes(b"#!/bin/sh\necho setup\n")
+    new = _lfs_object(root, b"data\n")
+    forged = _lfs_object(root, b"other\n")
+    text = await _shell(
+        root,
+        f"printf '#!/bin/sh\\ntouch ran\\n' > {held.relative_to(root)}; "
+        f"mkdir -p {new.parent.relative_to(root)} {forged.parent.relative_to(root)}; "
+        f"printf 'data\\n' > {new.relative_to(root)}; "
+        f"printf 'forged\\n' > {forged.relative_to(root)}; "
+        "mkdir -p .git/lfs/tmp && echo x > .git/lfs/tmp/part",
+    )
+    assert "a git-lfs object the host holds is never replaced" in text, text
+    assert "only new git-lfs objects whose content hashes to their name" in text, text
+    assert held.read_bytes() == b"#!/bin/sh\necho setup\n"
+    assert new.read_bytes() == b"data\n"
+    assert not forged.exists()
+    assert not (root / ".git" / "lfs" / "tmp").exists()

@@ -199,6 +199,20 @@ def test_indexes_laid_out_otherwise_are_left_to_git(tmp_path: Path) -> None:
         "a short extension": (_index([_entry(b"a")], tail=b"TREE"), False),
         "a split index": (_index([_entry(b"a")], tail=b"link" + bytes(4)), False),
         "an empty cache tree": (_index([_entry(b"a")], tail=b"TREE" + bytes(4)), True),
+        # git takes the first of a name listed twice: never judged by the last
+        "a name twice": (_index([_entry(b"a"), _entry(b"a")]), False),
+        "names out of order": (_index([_entry(b"b"), _entry(b"a")]), False),
+        "a prefix after its longer name": (_index([_entry(b"a/b"), _entry(b"a")]), False),
+        "stage 0 beside stage 1": (_index([_entry(b"a"), _entry(b"a", flags=0x1001)]), False),
+        "stage 2 before stage 1": (
+            _index([_entry(b"a", flags=0x2001), _entry(b"a", flags=0x1001)]),
+            False,
+        ),
+        "stages in order": (_index([_entry(b"a", flags=0x1001), _entry(b"a", flags=0x3001)]), True),
+        "a name then its longer name": (
+            _index([_entry(b"a"), _entry(b"a/b"), _entry(b"a0")]),
+            True,
+        ),
     }
     for name, (content, read) in cases.items():
         index.write_bytes(content)
@@ -208,3 +222,26 @@ def test_indexes_laid_out_otherwise_are_left_to_git(tmp_path: Path) -> None:
     assert read_index(str(index), git_dir) is not None
     (root / ".git" / "commondir").write_text("..\n")  # another repository's configuration
     assert read_index(str(index), git_dir) is None
+
+
+def test_git_listing_a_path_twice_is_no_listing(tmp_path: Path) -> None:
+    """Where git is asked (here: a configuration that includes another file), its listing
+    of a name twice or out of order is refused as the Python reading refuses it."""
+    from prism.coding.security._overlay import index_entries
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    _git(root, "config", "include.path", "nowhere")
+    git_dir = str(root / ".git")
+    index = tmp_path / "index"
+    for entries, listed in [
+        ([_entry(b"a"), _entry(b"b")], True),
+        ([_entry(b"a"), _entry(b"a")], False),
+        ([_entry(b"b"), _entry(b"a")], False),
+        ([_entry(b"a"), _entry(b"a", flags=0x2001)], False),
+    ]:
+        index.write_bytes(_index(entries))
+        assert read_index(str(index), git_dir) is None  # left to git
+        assert _listed_by_git(git_dir, str(index)) is not None  # which lists it
+        assert (index_entries(git_dir, str(root), str(index)) is not None) is listed, entries

@@ -25,7 +25,7 @@ from binascii import hexlify
 from ._files import read_regular_file
 from ._index import positional_eoie
 
-__all__ = ["read_index"]
+__all__ = ["in_git_order", "read_index"]
 
 # what an entry of the listing holds: the tag (H, S, M; lower case when assume-unchanged),
 # the mode and the object name as git prints them
@@ -44,6 +44,21 @@ _SKIP_WORKTREE = 0x4000
 # (the entry offset table is not: with index.threads git loads the entries from its offsets)
 _HARMLESS = frozenset({b"TREE", b"REUC", b"UNTR"})
 _GITLINK = 0o160000
+
+
+def in_git_order(last: bytes, last_stage: int, name: bytes, stage: int) -> bool:
+    """Whether entry ``(name, stage)`` may follow ``(last, last_stage)`` as git writes them.
+
+    Git keeps its entries sorted by name (bytewise), then stage, each once, and
+    never a path at stage 0 beside the same path's conflict stages. It reads an
+    index breaking that without complaint, and its lookups, its tree writer and
+    ``git checkout`` then take the FIRST of two entries of one path: a reader
+    keeping the last would judge an entry git never uses and miss the one it
+    does. An index out of this order is refused, never judged.
+    """
+    if name != last:
+        return name > last
+    return last_stage > 0 and stage > last_stage
 
 
 def _sha1_repository(git_dir: str) -> bool:
@@ -89,6 +104,8 @@ def read_index(path: str, git_dir: str, gitlinks: list[bytes] | None = None) -> 
     links: list[bytes] = []
     at = 12
     find = content.find
+    last = b""  # the previous entry's name and stage: git writes them strictly in order
+    last_stage = -1
     for _ in range(count):
         name_at = at + fixed + 2
         if name_at > end:
@@ -102,6 +119,9 @@ def read_index(path: str, git_dir: str, gitlinks: list[bytes] | None = None) -> 
                 return None  # (git reads a name on to its NUL)
             key = content[name_at:tail]
             tag = b"H"
+            if key <= last:
+                return None  # out of git's order, or a name twice (see in_git_order)
+            last, last_stage = key, 0
         else:
             extended = 0
             if flags & _EXTENDED:
@@ -120,7 +140,11 @@ def read_index(path: str, git_dir: str, gitlinks: list[bytes] | None = None) -> 
             tag = b"M" if stage else b"S" if extended & _SKIP_WORKTREE else b"H"
             if flags & _VALID:
                 tag = tag.lower()
-            key = content[name_at:tail] + (b"\0%d" % stage if stage else b"")
+            name = content[name_at:tail]
+            if not in_git_order(last, last_stage, name, stage):
+                return None
+            last, last_stage = name, stage
+            key = name + (b"\0%d" % stage if stage else b"")
         shown = modes.get(mode)
         if shown is None:
             shown = modes[mode] = b"%06o" % mode

@@ -63,9 +63,9 @@ from typing import TYPE_CHECKING
 
 from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
-from ._files import read_regular_file
+from ._files import open_regular_file, read_regular_file
 from ._index import extension_signatures, extensionless, strip_optional_extensions
-from ._indexfile import read_index
+from ._indexfile import in_git_order, read_index
 from ._objects import NOT_OBJECTS, InflationLeft, prove_objects
 from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_head
 from ._proved import HOST_GIT_ENVIRONMENT
@@ -272,10 +272,15 @@ def index_entries(
     if result.returncode != 0:
         return None
     out: IndexEntries = {}
+    last, last_stage = b"", -1
     for record in result.stdout.split(b"\0"):
         meta, _, name = record.partition(b"\t")
         fields = meta.split(b" ")
         if len(fields) == 4:
+            stage = int(fields[3])
+            if not in_git_order(last, last_stage, name, stage):
+                return None  # git lists the entries in the file's order
+            last, last_stage = name, stage
             out[name if fields[3] == b"0" else name + b"\0" + fields[3]] = (
                 fields[0], fields[1], fields[2],
             )  # fmt: skip
@@ -343,6 +348,78 @@ def _packed(content: bytes | None) -> dict[str, str]:
         if ref:
             out[ref] = oid
     return out
+
+
+# a packed-refs line as git writes it: an object name and a ref name, or a peeled object
+_PACKED_REF = re.compile(rb"([0-9a-f]{40}|[0-9a-f]{64}) (refs/[^\0\s]+)")
+_PEELED = re.compile(rb"\^([0-9a-f]{40}|[0-9a-f]{64})")
+
+
+def _packed_as_written(content: bytes) -> dict[str, str] | None:
+    """The refs of a ``packed-refs`` as git writes it, None when git would not write it so.
+
+    Git writes one header line, then each ref once, sorted by name (bytewise),
+    each followed by at most one peeled line, every line ended. It reads a
+    file it would not write in ways a reader here could not follow: a sorted
+    file is searched by halves, so of a name given twice it takes whichever
+    line the search lands on.
+    """
+    out: dict[str, str] = {}
+    last: bytes | None = None
+    peeled = True  # no ref line before: a peeled line here is out of place
+    lines = content.split(b"\n")
+    if lines.pop() != b"":
+        return None  # the last line unended
+    for number, line in enumerate(lines):
+        if line.startswith(b"# pack-refs with:") and number == 0:
+            continue
+        if _PEELED.fullmatch(line):
+            if peeled:
+                return None
+            peeled = True
+            continue
+        match = _PACKED_REF.fullmatch(line)
+        if match is None:
+            return None
+        ref = match[2]
+        if last is not None and ref <= last:
+            return None
+        last, peeled = ref, False
+        out[ref.decode("utf-8", "surrogateescape")] = match[1].decode()
+    return out
+
+
+# where git-lfs keeps an object: objects/<2 hex>/<2 hex>/<its SHA-256>
+_LFS_OBJECT = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{2})/\1\2[0-9a-f]{60}")
+_LFS_LEFT_OUT = "only new git-lfs objects whose content hashes to their name come back"
+
+
+def _sha256_named(path: str, name: str) -> bool:
+    """Whether the regular file at ``path`` hashes (SHA-256) to ``name``."""
+    fd = open_regular_file(path)
+    if fd is None:
+        return False
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest() == name
+
+
+def _name_git_writes(path: bytes) -> bool:
+    """Whether git would write ``path`` into an index (its ``verify_path``, with NTFS's rules).
+
+    No empty, ``.`` or ``..`` component (so no leading, trailing or doubled
+    ``/``), and no component git would take for ``.git``: any case, trailing
+    dots and spaces, the short name ``git~1``.
+    """
+    for part in path.split(b"/"):
+        if part in (b"", b".", b".."):
+            return False
+        folded = part.rstrip(b" .").lower()
+        if folded in (b".git", b"git~1"):
+            return False
+    return True
 
 
 def _hidden(tag: bytes) -> bool:
@@ -807,6 +884,8 @@ class _Applier:
             return _REFTABLE
         if name == "objects" and not self.objects_proved(rel, at):
             return NOT_OBJECTS
+        if name == "lfs":
+            return self.lfs_refusal(rel, inside, kind)
         if name in _DATA and inside[:3] not in _ALTERNATES:
             return None
         if len(inside) == 1 and name in COPY_BACK and kind in (_FILE, _WHITEOUT):
@@ -888,6 +967,25 @@ class _Applier:
             self._operations[git_dir] = cached
         return cached
 
+    def lfs_refusal(self, rel: tuple[str, ...], inside: tuple[str, ...], kind: str) -> str | None:
+        """What of ``.git/lfs`` may come back: new git-lfs objects proved by their content.
+
+        git-lfs's smudge filter takes a local object by its name and checks only its
+        size, so a rewritten one would put other bytes into the host's next checkout
+        of the file, with its pointer (and so ``git diff``) unchanged. As with git's
+        own objects, an object the host holds is never replaced, and a new one comes
+        back only when its SHA-256 is its name; nothing else of ``lfs`` (its ``tmp``
+        and ``incomplete`` downloads) does. Removing an object loses nothing the
+        server does not hold.
+        """
+        if kind in (_WHITEOUT, _DIR) and inside[1:2] in ((), ("objects",)):
+            return None
+        if kind != _FILE or not _LFS_OBJECT.fullmatch("/".join(inside[1:])):
+            return _LFS_LEFT_OUT
+        if os.path.lexists(os.path.join(self.overlay.root, *rel)):
+            return "a git-lfs object the host holds is never replaced"
+        return None if _sha256_named(self.upper_path(rel), inside[-1]) else _LFS_LEFT_OUT
+
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
         overlay = self.overlay
         git_dir = os.path.join(overlay.root, *rel[: at + 1])
@@ -930,8 +1028,8 @@ class _Applier:
         show what the command changed there).
         """
         unreadable = (
-            "the index registers a new submodule (unreadable index), which the host's git "
-            "would enter; register submodules outside the sandbox"
+            "an index the host's git would read otherwise than it is checked here "
+            "(unreadable index, or a path listed twice or out of git's order)"
         )
         format_refusal = _without_caches(new)
         if format_refusal is not None:
@@ -960,6 +1058,14 @@ class _Applier:
                 dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in odd[:5])
             )
             return f"the index holds a mode git never writes ({shown})"
+        spelled = [p for p, _ in changed if not _name_git_writes(entry_path(p))]
+        if spelled:
+            # git reads any name back, and `git checkout` opens it as spelled: `x/../f`
+            # writes `f`, which no check of the name as written would find protected
+            shown = ", ".join(
+                dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in spelled[:5])
+            )
+            return f"the index holds a path git never writes ({shown})"
         suspect = {
             p: entry for p, entry in changed
             if entry[1] == b"160000" or _hidden(entry[0])
@@ -1100,12 +1206,21 @@ class _Applier:
         return self.commits_refusal(rel, at, [(refname, oid)])
 
     def packed_refusal(self, rel: tuple[str, ...], at: int) -> str | None:
-        """``packed-refs`` whose moved refs name commits that add a protected path."""
+        """``packed-refs`` whose moved refs name commits that add a protected path.
+
+        Or one git would not write (see :func:`_packed_as_written`): git reads
+        such a file its own way, and a name given twice may be read as either.
+        """
         git_dir = os.path.join(self.overlay.root, *rel[: at + 1])
         content = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
         if content is None or len(content) >= _LIST_LIMIT:
             return "packed-refs too large to check"
-        new = _packed(content)
+        new = _packed_as_written(content)
+        if new is None:
+            return (
+                "a packed-refs git would not write (a ref named twice or out of order, "
+                "or a line git does not write)"
+            )
         old = _packed(read_regular_file(os.path.join(git_dir, "packed-refs"), _LIST_LIMIT))
         moved = [(ref, oid) for ref, oid in new.items() if old.get(ref) != oid]
         if any(ref.startswith("refs/bisect/") for ref, _ in moved):
