@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from prism.core import (
     AssistantMessage,
     DispatchOptions,
@@ -180,30 +182,59 @@ async def test_a_dict_built_call_past_the_limits_is_blocked_on_the_written_check
     assert [record.status for record in options.ledger.records] == ["blocked"] * 3 + ["ok"]
 
 
-async def test_a_call_decided_without_the_engine_passes_every_gate_an_engine_call_does() -> None:
+# A schema the written checker decides, the same schema left to the engine
+# (multipleOf: 1 adds nothing for integers), the calls, and which of them run.
+_CITY: JsonObject = {"type": "string", "minLength": 1}
+_DAYS: JsonObject = {"type": "integer", "minimum": 1, "maximum": 14}
+_CODE: JsonObject = {"type": "string", "maxLength": 8, "pattern": "^[a-z]+$"}
+_GATE_CASES = [
+    (
+        SCHEMA,
+        {**SCHEMA, "properties": {"city": _CITY, "days": {**_DAYS, "multipleOf": 1}}},
+        [
+            {"city": "Oslo", "days": 3},
+            {"city": "Oslo"},
+            {"city": "", "days": 3},
+            {"city": "Oslo", "days": 2**64},
+            {"city": "Oslo", "days": 3, "extra": 1},
+        ],
+        [0, 1],
+    ),
+    (
+        # A pattern (its matched strings kept) and every name present or not.
+        {**SCHEMA, "properties": {"city": _CODE, "days": _DAYS}},
+        {**SCHEMA, "properties": {"city": _CODE, "days": {**_DAYS, "multipleOf": 1}}},
+        [
+            {"city": "oslo", "days": 3},
+            {"city": "oslo"},
+            {"city": "oslo", "days": 3},
+            {"city": "Oslo", "days": 3},
+            {"city": "Oslo", "days": 3},
+            {"city": "oslo\ud800", "days": 3},
+            {"city": "osloosloo", "days": 3},  # past maxLength
+            {"city": "oslo", "days": 15},
+        ],
+        [0, 1, 2],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "engine_schema", "calls", "run"), _GATE_CASES)
+async def test_a_call_decided_without_the_engine_passes_every_gate_an_engine_call_does(
+    schema: JsonObject, engine_schema: JsonObject, calls: list[JsonObject], run: list[int]
+) -> None:
     # The same calls through a schema the written checker decides and one it
-    # leaves to the engine (multipleOf: 1 adds nothing for integers): the same
-    # permission gate first, the same events, ledger records and results.
-    engine_schema: JsonObject = {
-        **SCHEMA,
-        "properties": {
-            "city": {"type": "string", "minLength": 1},
-            "days": {"type": "integer", "minimum": 1, "maximum": 14, "multipleOf": 1},
-        },
-    }
+    # leaves to the engine: the same permission gate first, the same events,
+    # ledger records and results.
+    written = JsonSchemaArgumentValidator().compile(schema).quick_valid
+    assert written is not None
+    assert written.__code__.co_filename == "<prism deciding checker>"
     quick = JsonSchemaArgumentValidator().compile(engine_schema).quick_valid
     assert quick is not None
     assert quick.__code__.co_filename == "<prism closed checker>"
-    calls = [
-        {"city": "Oslo", "days": 3},
-        {"city": "Oslo"},
-        {"city": "", "days": 3},
-        {"city": "Oslo", "days": 2**64},
-        {"city": "Oslo", "days": 3, "extra": 1},
-    ]
     seen = []
-    for schema in (SCHEMA, engine_schema):
-        tool = RecordingTool(name="forecast", parameters=schema)
+    for each in (schema, engine_schema):
+        tool = RecordingTool(name="forecast", parameters=each)
         sink = RecordingSink()
         options = _options(tool, sink)
         texts = []
@@ -229,5 +260,8 @@ async def test_a_call_decided_without_the_engine_passes_every_gate_an_engine_cal
         seen.append((texts, records, events, [args for args, _ctx in tool.calls]))
     decided, engine = seen
     assert decided == engine
-    assert decided[3] == [{"city": "Oslo", "days": 3}, {"city": "Oslo"}]
-    assert [status for _id, status in decided[1]] == ["ok", "ok"] + ["blocked"] * 4
+    assert decided[3] == [calls[index] for index in run]
+    statuses = [status for _id, status in decided[1]]
+    assert statuses == ["ok" if index in run else "blocked" for index in range(len(calls))] + [
+        "blocked"
+    ]
