@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -265,3 +266,58 @@ async def test_an_exception_in_the_body_comes_out_as_itself(tmp_path: Path) -> N
     with pytest.raises(KeyError, match="mine"):
         async with open_secure_coding_tools([str(tmp_path)], sandbox="none"):
             raise KeyError("mine")
+
+
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading.Event]:
+    """The threads that listed a directory for the protected walk, and the warm's end.
+
+    Listings are kept though the directories were just made (a listing newer than the
+    clock's last tick is otherwise listed again) and no directory is watched (each
+    call walks from the kept listings): a walk that finds every listing kept lists
+    nothing, one that was not warmed lists every directory.
+    """
+    from prism.coding.security import _implied
+
+    monkeypatch.setattr(_implied, "_RACY_NS", -(10**12))
+    monkeypatch.setattr(_implied, "local_device", lambda device: False)
+    listed: list[str] = []
+    warmed = threading.Event()
+    real_list, real_warm = _implied._list, _implied._warm
+
+    def counting(*args: Any) -> Any:
+        listed.append(threading.current_thread().name)
+        return real_list(*args)
+
+    def warm(*args: Any) -> None:
+        try:
+            real_warm(*args)
+        finally:
+            warmed.set()
+
+    monkeypatch.setattr(_implied, "_list", counting)
+    monkeypatch.setattr(_implied, "_warm", warm)
+    return listed, warmed
+
+
+@pytest.mark.bwrap
+async def test_the_first_sandboxed_command_does_not_walk_the_roots(
+    root: Path, listings: tuple[list[str], threading.Event], run_shell: Any
+) -> None:
+    """Sandbox shell operations, however made (these tools, the CLI, the gateway), find
+    what the roots protect on a thread of their own when made: the first command's
+    copy-back lists no directory (before: it walked every one)."""
+    from prism.coding.security import create_sandbox_shell_operations
+
+    listed, warmed = listings
+    for n in range(4):
+        (root / f"d{n}" / "x").mkdir(parents=True)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    await trio.to_thread.run_sync(warmed.wait, 30)
+    assert set(listed) == {"prism-warm"}
+    warm = len(listed)
+    assert warm >= 9  # the root and its eight directories
+    result, output = await run_shell(ops, "echo made > d0/made.txt", root)
+    assert result.exit_code == 0, output
+    assert (root / "d0" / "made.txt").read_text() == "made\n"
+    assert len(listed) == warm  # the command's copy-back listed nothing

@@ -130,7 +130,11 @@ async def choose_sandbox(config: PrismConfig) -> tuple[SandboxBackend | None, st
     roots = list(config.workspace.roots)
     candidates: list[tuple[str, SandboxBackend]] = []
     if mode in ("auto", "bubblewrap"):
-        candidates.append(("bubblewrap", BubblewrapSandbox(writable_roots=roots)))
+        # the same protected list as the policy's: the copy-back leaves them out too
+        protected = config.workspace.protected_paths
+        candidates.append(
+            ("bubblewrap", BubblewrapSandbox(writable_roots=roots, protected_paths=protected))
+        )
     if mode in ("auto", "landlock"):
         candidates.append(("landlock", LandlockSandbox(writable_roots=roots)))
     failed: list[str] = []

@@ -55,6 +55,8 @@ from ._unanswered import unanswered_entries
 from ._watch import DirectoryWatch, local_device
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._protected import ProtectedPaths
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "MAX_WALKED_ENTRIES",
     "MAX_WATCHED_DIRECTORIES",
     "implied_protected",
+    "warm_in_background",
 ]
 
 MAX_WALKED_ENTRIES = 1_000_000
@@ -458,3 +461,37 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     for rel in links:
         out += _link_entries(rel, root, matcher)
     return list(dict.fromkeys(out))
+
+
+# the walks a warming thread is doing now, or is about to do
+_warming: set[tuple[str, tuple[str, ...]]] = set()
+
+
+def warm_in_background(roots: Sequence[str], matcher: ProtectedPaths) -> None:
+    """Find what each of ``roots`` implies (:func:`implied_protected`) on a thread of its own.
+
+    Best effort, started now and not waited for: the first command or write that
+    needs the answer then finds it cached (or waits on the walk's lock for the
+    rest of it) instead of walking the whole root itself; a failure here is said
+    by that check when it asks. A root already being warmed for ``matcher`` is not
+    warmed twice. A daemon thread, not a task: nothing of the caller's (its
+    nursery, its exceptions) is held by it.
+    """
+    with _trees_lock:
+        keys = [
+            (root, matcher.entries) for root in roots if (root, matcher.entries) not in _warming
+        ]
+        _warming.update(keys)
+    if keys:
+        threading.Thread(target=_warm, args=(keys, matcher), name="prism-warm", daemon=True).start()
+
+
+def _warm(keys: list[tuple[str, tuple[str, ...]]], matcher: ProtectedPaths) -> None:
+    for key in keys:
+        try:
+            # (the check that needs it says why it cannot be found, when it asks)
+            with contextlib.suppress(Exception):
+                implied_protected(key[0], matcher)
+        finally:
+            with _trees_lock:
+                _warming.discard(key)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import os
@@ -33,7 +32,7 @@ from prism.core.options import (
 
 from ._errors import SandboxUnavailableError
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
-from ._implied import implied_protected
+from ._implied import implied_protected, warm_in_background
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import (
@@ -372,18 +371,15 @@ class _CodingApprovalPolicy:
         )
 
     def warm(self) -> None:
-        """Find what each root's own files make protected now (blocking: run it on a thread).
+        """Start finding what each root's own files make protected, on a thread of its own.
 
         The write tool's check asks it synchronously; warmed, its first write in a
         root answers from the walk's cache (see :func:`._implied.implied_protected`)
-        instead of walking the root on the event loop.
+        instead of walking the root on the event loop. Not waited for
+        (:func:`._implied.warm_in_background`).
         """
-        if self.read_only:
-            return
-        for root in self.roots.paths:
-            # the check says why, when asked
-            with contextlib.suppress(SandboxUnavailableError, OSError):
-                implied_protected(root, self.protected)
+        if not self.read_only:
+            warm_in_background(self.roots.paths, self.protected)
 
     def _implied(self, root: str, relative: str) -> str | None:
         """What the root's own files make protected at ``relative``, as the copy-back sees it.

@@ -36,7 +36,7 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._gitnames import remember_index
-from ._implied import implied_protected
+from ._implied import implied_protected, warm_in_background
 from ._landlock import LandlockSandbox
 from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
@@ -831,7 +831,10 @@ def create_sandbox_shell_operations(
     the plain shell operations: the whole process tree is terminated
     (shielded, time-bounded) before ``trio.Cancelled`` propagates. For a
     :class:`BubblewrapSandbox`, the command's changes to the roots are applied
-    when it has ended, protected paths left out and reported.
+    when it has ended, protected paths left out and reported; what the roots'
+    own files protect (their repositories' hooks, virtual environments, ...) is
+    looked for on a thread of its own as soon as the operations are made, so the
+    first command does not wait for a walk of every root.
 
     Raises:
         ConfigurationError: ``backend`` is not a :class:`SandboxBackend` or
@@ -840,4 +843,8 @@ def create_sandbox_shell_operations(
     owner = "create_sandbox_shell_operations"
     instance_of(SandboxBackend, description="a SandboxBackend").check(owner, "backend", backend)
     number(minimum=0, maximum=60).check(owner, "kill_grace_s", kill_grace_s)
+    if isinstance(backend, BubblewrapSandbox):
+        # each call's copy-back asks what the roots' own files protect: found now, off
+        # the event loop, the first call does not pay the walk of every root
+        warm_in_background(backend.writable_roots, backend._matcher)
     return _SandboxShellOperations(backend, float(kill_grace_s))

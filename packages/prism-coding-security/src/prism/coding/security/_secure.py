@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from typing import TYPE_CHECKING
 
 import attrs
@@ -145,12 +144,6 @@ def _check(
     return real_roots, where
 
 
-def _warm(policy: _CodingApprovalPolicy) -> None:
-    """Warm ``policy``'s walk of the roots; best effort (the check itself says why it cannot)."""
-    with contextlib.suppress(Exception):
-        policy.warm()
-
-
 @contextlib.asynccontextmanager
 async def open_secure_coding_tools(
     roots: Sequence[str],
@@ -235,9 +228,9 @@ async def open_secure_coding_tools(
     )
     if isinstance(policy, _CodingApprovalPolicy):
         # what the roots' own files protect, found off the event loop before the write
-        # tool's first (synchronous) check asks for it; a thread of its own, not a task:
-        # a nursery around the yield would wrap the caller's exceptions in a group
-        threading.Thread(target=_warm, args=(policy,), name="prism-warm", daemon=True).start()
+        # tool's first (synchronous) check asks for it (a thread of its own, not a task:
+        # a nursery around the yield would wrap the caller's exceptions in a group)
+        policy.warm()
     yield SecureCodingTools(
         tools=tools,
         policy=policy,
