@@ -338,3 +338,90 @@ def test_rule_examples_see_wrapped_scripts_and_computed_words(tmp_path: Path) ->
         not_match=["echo sudo"],
     )
     create_coding_approval_policy(roots=[str(tmp_path)], command_rules=CommandRules(deny=[rule]))
+
+
+def test_path_entries_with_a_tilde_are_searched_where_real_bash_searches(root: Path) -> None:
+    """Bash (not execvp) expands a tilde prefix in each PATH entry as it searches. A program
+    is planted where each spelling could lead, real bash says which one it runs, and the
+    policy names that one (or asks, for an entry it cannot know), never proves it."""
+    import getpass
+    import os
+    import subprocess
+
+    home, work, old = root / "home", root / "work", root / "old"
+    spellings: dict[str, Path | None] = {
+        "~/bin": home / "bin", "~": home, "~+/bin": work / "bin", "~0/bin": work / "bin",
+        "~-/bin": old / "bin", "~nosuchuser9/bin": work / "~nosuchuser9" / "bin",
+        "x~/bin": work / "x~" / "bin", "~1/bin": work / "~1" / "bin",
+        f"~{getpass.getuser()}/bin": None,  # the real home's: outside the root
+    }  # fmt: skip
+    places = {place for place in spellings.values() if place is not None}
+    for n, _ in enumerate(spellings):
+        for folder in places | {old / "bin"}:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"zzp{n}").write_text('#!/bin/sh\necho "$0"\n')
+            (folder / f"zzp{n}").chmod(0o755)
+    env = {"HOME": str(home), "OLDPWD": str(old), "PATH": "/usr/bin:/bin"}
+    env |= {f"P{n}": spelling for n, spelling in enumerate(spellings)}
+    script = "; ".join(
+        f'PATH="$P{n}:/usr/bin:/bin"; zzp{n} 2>/dev/null || echo none'
+        for n in range(len(spellings))
+    )
+    bash = subprocess.run(
+        ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, check=True
+    )
+    # (a relative entry's program runs by its relative path)
+    ran = [line if line == "none" else os.path.join(work, line) for line in bash.stdout.split()]
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for n, (spelling, place) in enumerate(spellings.items()):
+        expected = "none" if place is None else os.path.join(place, f"zzp{n}")
+        assert ran[n] == expected, (spelling, ran[n])
+        metadata = {"env_path": f"{spelling}:/usr/bin:/bin", "env_home": str(home)}
+        decision = policy.check(
+            ExecutionAction(kind="shell", operation="shell", command=f"zzp{n}", paths=(str(work),),
+                            metadata=metadata)
+        )  # fmt: skip
+        assert isinstance(decision, ExecutionDecision)
+        commands = decision.details["commands"]
+        assert isinstance(commands, list)
+        assert decision.reason is not None
+        if place is None:
+            assert commands[0]["rule"] == "unknown-program", (spelling, decision.reason)
+        elif spelling in ("~-/bin", "~1/bin"):  # the directory stack's: not known before
+            assert "directory stack or OLDPWD" in decision.reason, (spelling, decision.reason)
+        else:
+            assert f"would run {expected!r}" in decision.reason, (spelling, decision.reason)
+    # found in an absolute entry before it, a name never reaches the unknown entry
+    decision = policy.check(
+        ExecutionAction(kind="shell", operation="shell", command="ls", paths=(str(work),),
+                        metadata={"env_path": "/usr/bin:/bin:~-/bin", "env_home": str(home)})
+    )  # fmt: skip
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.allowed, decision.reason
+
+
+async def test_the_shell_tool_gives_the_policy_the_home_its_path_entries_expand_with(
+    root: Path,
+) -> None:
+    """The shell tool's environment, not this process's, sets the HOME bash expands
+    ``~/bin`` with: a program planted in that home's ``bin`` asks, never runs."""
+    from prism.coding.tools import create_coding_tools
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+
+    home = root / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "ls").write_text("#!/bin/sh\necho planted > planted.txt\n")
+    (home / "bin" / "ls").chmod(0o755)
+    policy = create_coding_approval_policy(roots=[str(root)])
+    tools = create_coding_tools(
+        str(root),
+        execution_policy=policy,
+        shell_options={"env": {"PATH": "~/bin:/usr/bin:/bin", "HOME": str(home)}},
+    )
+    result = await dispatch_tool_call(
+        ToolCall(id="1", name="shell", arguments={"command": "ls"}),
+        DispatchOptions(registry=create_tool_registry(tools)),
+    )
+    assert result.is_error
+    assert "would run" in result.joined_text, result.joined_text
+    assert not (root / "planted.txt").exists()

@@ -204,6 +204,14 @@ class CommandExplanation:
         return out
 
 
+# a shadow entry bash takes from its directory stack or OLDPWD (see _policy._shadow_dirs)
+_UNKNOWN = "\0"
+
+
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 @attrs.define
 class _Judge:
     roots: Roots
@@ -823,6 +831,13 @@ class _Judge:
             return self.add(
                 shown, "ask", f"matches the ask rule {ask.text!r}", f"ask:{ask.text}", depth
             )
+        unknown = self.unknown_entry(norm)
+        if unknown is not None:
+            why = (
+                f"{norm.program!r} is looked for in the PATH entry {unknown!r}, which bash "
+                "takes from its directory stack or OLDPWD: where it would run from is not known"
+            )
+            return self.add(shown, "ask", why, "path_shadow", depth)
         shadow = self.shadowed(norm)
         if shadow is not None:
             return self.add(shown, "ask", f"{norm.program!r} would run {shadow!r}, a file "
@@ -902,6 +917,8 @@ class _Judge:
         if not self.shadow_dirs or "/" in norm.written:
             return None
         for directory in self.shadow_dirs:
+            if directory.startswith(_UNKNOWN):
+                continue  # (unknown_entry)
             if directory.startswith("/"):
                 bases: tuple[str, ...] = (directory,)
             else:
@@ -910,6 +927,20 @@ class _Judge:
                 candidate = os.path.join(base, norm.program)
                 if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                     return candidate
+        return None
+
+    def unknown_entry(self, norm: NormalizedArgv) -> str | None:
+        """A PATH entry bash takes from its directory stack that a bare name reaches, if any.
+
+        Reached: the program is not an executable file of an absolute entry before it.
+        """
+        if "/" in norm.written:
+            return None
+        for directory in self.shadow_dirs:
+            if directory.startswith(_UNKNOWN):
+                entry, *before = directory[1:].split(_UNKNOWN)
+                if not any(_runnable(os.path.join(b, norm.program)) for b in before):
+                    return entry
         return None
 
     def paths(self, use: Use, shown: tuple[str, ...], depth: int, *, reads: bool) -> bool:

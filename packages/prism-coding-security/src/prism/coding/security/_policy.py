@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import pwd
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal
 
@@ -142,6 +143,10 @@ def _decision(
 
 INLINE_JUDGE_CHARS = 4096
 """Shell lines longer than this are judged in a worker thread, not on the event loop."""
+
+
+# explain()'s default: the command gets this process's HOME
+_THIS_HOME: object = object()
 
 
 @trio_native  # Prism's own trio code: stays on trio under an asyncio host
@@ -414,8 +419,13 @@ class _CodingApprovalPolicy:
                 details={"kind": "shell"},
             )
         child_path = action.metadata.get("env_path")
+        # the HOME the command gets: bash expands a `~` at the start of a PATH entry with it
+        child_home = action.metadata.get("env_home", _THIS_HOME)
         explanation = self.explain(
-            command, cwd, child_path if isinstance(child_path, str) else None
+            command,
+            cwd,
+            child_path if isinstance(child_path, str) else None,
+            child_home if isinstance(child_home, str) or child_home is None else _THIS_HOME,
         )
         details: dict[str, object] = {
             "kind": "shell",
@@ -526,13 +536,24 @@ class _CodingApprovalPolicy:
         """
         return self.sandbox is not None and getattr(self.sandbox, "confines", True) is True
 
-    def explain(self, command: str, cwd: str, child_path: str | None = None) -> CommandExplanation:
+    def explain(
+        self,
+        command: str,
+        cwd: str,
+        child_path: str | None = None,
+        child_home: str | object | None = _THIS_HOME,
+    ) -> CommandExplanation:
         """Judge ``command`` run in ``cwd`` (a real directory) with ``PATH=child_path``.
 
         ``child_path`` is the ``PATH`` the command will get (the shell tool's
-        environment); None means this process's own.
+        environment); None means this process's own. ``child_home`` is the
+        ``HOME`` it will get (None: unset, bash then takes the user's home from
+        the password database); by default this process's own.
         """
         path = os.environ.get("PATH", "") if child_path is None else child_path
+        if child_home is _THIS_HOME:
+            child_home = os.environ.get("HOME")
+        home = child_home if isinstance(child_home, str) else _user_home()
         explanation = judge_command(
             command,
             roots=self.roots,
@@ -541,7 +562,7 @@ class _CodingApprovalPolicy:
             cwd=cwd,
             read_only=self.read_only,
             readable=self.readable,
-            shadow_dirs=_shadow_dirs(self.roots, path),
+            shadow_dirs=_shadow_dirs(self.roots, path, home),
         )
         if self.sandbox is not None and explanation.outcome == "ask":
             reached = network_checks(explanation.commands, self.sandbox)
@@ -596,21 +617,69 @@ def _cache_key(action: ExecutionAction) -> _CacheKey:
     return (action.kind, action.operation, action.command, tuple(action.paths))
 
 
+# the first character of a shadow entry bash takes from its directory stack or OLDPWD
+UNKNOWN_ENTRY = "\0"
+
+
+def _user_home() -> str:
+    """The home bash gives ``~`` when ``HOME`` is unset: the password database's."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:  # pragma: no cover - a user without an entry
+        return "/"
+
+
+def path_entry(entry: str, home: str) -> str | None:
+    """``PATH``'s ``entry`` as bash searches it; None when it depends on the directory stack.
+
+    Bash (not ``execvp``) expands a tilde prefix of each entry as it searches
+    (``PATH='~/bin'`` as written, quoted): ``~`` is ``home`` (an empty one
+    makes ``~/bin`` ``/bin``), ``~user`` that user's home (an unknown user: the
+    entry as written, relative), ``~+`` and ``~0`` the working directory (``.``);
+    ``~-`` (``OLDPWD``) and the other directory-stack forms are not known here.
+    """
+    if not entry.startswith("~"):
+        return entry
+    prefix, slash, rest = entry[1:].partition("/")
+    if prefix == "":
+        base = home
+    elif prefix in ("+", "0", "+0"):
+        return rest or "."  # relative: below each directory the line may be in
+    elif prefix[0] in "+-" or prefix[0].isdigit():
+        return None
+    else:
+        try:
+            base = pwd.getpwnam(prefix).pw_dir
+        except KeyError:
+            return entry  # no such user: bash keeps the entry as written
+    return base + slash + rest
+
+
 @functools.lru_cache(maxsize=64)
-def _shadow_dirs(roots: Roots, path: str) -> tuple[str, ...]:
+def _shadow_dirs(roots: Roots, path: str, home: str) -> tuple[str, ...]:
     """Entries of ``path`` through which a file inside the roots could run as a program name.
 
     A relative entry is kept as written (an empty one as ``.``) and resolved
     against each directory the line may be in when a command is judged
     (``./node_modules/.bin`` after ``cd pkg`` is ``pkg/node_modules/.bin``).
+    A tilde prefix is expanded as bash expands it (:func:`path_entry`, ``~``
+    with ``home``); an entry whose directory is not known here is kept as
+    :data:`UNKNOWN_ENTRY`, the entry and the absolute entries before it, each
+    after a NUL (a program found in one of those never reaches it).
     """
     found: list[str] = []
-    for entry in path.split(os.pathsep):
+    before: list[str] = []
+    for written in path.split(os.pathsep):
+        entry = path_entry(written, home)
+        if entry is None:
+            found.append(UNKNOWN_ENTRY + UNKNOWN_ENTRY.join([written, *before]))
+            continue
         if not entry.startswith("/"):
             relative = entry or "."
             if relative not in found:
                 found.append(relative)
             continue
+        before.append(entry)
         real = os.path.realpath(entry)
         if roots.contains_real(real) and real not in found:
             found.append(real)

@@ -124,6 +124,8 @@ class _ShellTool:
                 metadata={
                     "timeout_s": timeout,
                     "env_path": env.get("PATH", ""),
+                    # (None: unset) bash expands a `~` in a PATH entry with it
+                    "env_home": env.get("HOME"),
                     # GNU programs then stop reading options at the first operand
                     "env_posixly_correct": "POSIXLY_CORRECT" in env,
                 },
@@ -282,8 +284,9 @@ def create_shell_tool(
 
     The execution policy sees ``ExecutionAction(kind="shell", command=...,
     paths=(cwd,), risk="high", metadata={"timeout_s": ..., "env_path": ...,
-    "env_posixly_correct": ...})`` (``env_path`` is the ``PATH`` the command will
-    get, ``env_posixly_correct`` whether its environment sets ``POSIXLY_CORRECT``)
+    "env_home": ..., "env_posixly_correct": ...})`` (``env_path`` is the ``PATH``
+    the command will get, ``env_home`` its ``HOME`` or None, ``env_posixly_correct``
+    whether its environment sets ``POSIXLY_CORRECT``)
     before anything is spawned; its modified ``command`` and ``paths[0]`` (the working directory)
     are what runs, and an :class:`AccessGrant` it puts in the modified
     ``metadata["grant"]`` goes to the operations with that one command
