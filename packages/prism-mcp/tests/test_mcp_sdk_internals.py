@@ -43,8 +43,12 @@ from prism.mcp._content import plain_json
 from prism.mcp._gate import (
     FREE_TEXT,
     LISTED_KEY,
+    LONE_SURROGATE,
+    MAX_MESSAGE_DEPTH,
+    MAX_MESSAGE_NODES,
     MAX_TOOL_ICONS,
     _Gate,
+    _nodes,
     listed_tools,
     skeleton,
     tool_model,
@@ -190,6 +194,63 @@ def test_plain_json_walks_without_copying_and_copies_what_is_not_plain() -> None
     looped.append([looped])
     with pytest.raises(ValueError, match="Circular reference"):
         plain_json(looped)
+
+
+def test_plain_json_sorts_many_members_by_type_and_still_finds_what_is_not_plain() -> None:
+    many = 40  # past the count whose members are sorted by type at C speed
+    flat: dict[str, object] = {"i": [7] * many, "s": ["ab"] * many, "f": [1.5] * many}
+    assert plain_json(flat) is flat
+    # Finite floats whose sum passes a float's range, and an int no float holds.
+    huge: list[object] = [*[1e308] * many, 10**400]
+    assert plain_json(huge) is huge
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        for around in ([1.5] * many, [1] * many, ["x", None, True] * many, [1e308] * many):
+            with pytest.raises(ValueError, match="non-finite"):
+                plain_json({"a": [*around, bad]})
+    with pytest.raises(ValueError, match="non-finite"):
+        plain_json([float("inf"), float("-inf"), *[0.5] * many])  # the sum is no number
+    with pytest.raises(ValueError, match="non-finite"):
+        plain_json({f"k{n}": 1.0 if n else float("nan") for n in range(many)})
+    # Not plain: copied (a tuple becomes a list, a str subclass a str, an int key text).
+    copied: object = plain_json([*[1] * many, (2, 3)])
+    assert copied == [*[1] * many, [2, 3]]
+    keyed: dict[object, int] = {n: n for n in range(many)}
+    assert plain_json(keyed) == {str(n): n for n in range(many)}
+
+    class Text(str):
+        pass
+
+    odd: list[object] = [*["a"] * many, Text("b")]
+    again = plain_json(odd)
+    assert again == odd
+    assert isinstance(again, list)
+    assert again is not odd
+    assert type(again[-1]) is str
+
+
+def test_the_gate_counts_many_members_by_type_and_still_refuses_each_problem() -> None:
+    many = 40  # past the count whose members are sorted by type at C speed
+    assert _nodes({"a": [7] * 5_000, "b": ["ab"] * 5_000, "c": [1.5, None, True] * many}) == 4
+    assert _nodes({"a": [[], {}, [1]] * many}) == 2 + 3 * many
+    assert _nodes({n: [] for n in range(many)}) == 1 + many  # keys no parse makes
+    # A lone surrogate anywhere among many strings, in any joined slice, keys too.
+    for strings in (
+        ["ab"] * 5_000 + ["\ud800"],
+        ["ab"] * 4_097 + ["x\udfff"] + ["ab"] * 10,
+        ["\ud800", "\udc00"] + ["x"] * many,  # a high and a low: two lone ones
+        [1, None, *["ab"] * many, "\ud800"],
+        [*[1] * many, ["\ud800"]],
+    ):
+        assert _nodes({"a": strings}) == LONE_SURROGATE
+    assert _nodes({**{f"k{n}": 1 for n in range(many)}, "\ud800": 1}) == LONE_SURROGATE
+    assert _nodes({**{f"k{n}": 1 for n in range(many)}, "v": "\udc00"}) == LONE_SURROGATE
+    # The caps on objects and on depth, counted in arrays of many members.
+    too_many = _nodes([*[7] * many, *[[]] * MAX_MESSAGE_NODES])
+    assert too_many == f"more than {MAX_MESSAGE_NODES} objects and arrays"
+    deep: list[object] = [7] * many
+    for _ in range(MAX_MESSAGE_DEPTH):
+        deep = [*[7] * many, deep]
+    assert _nodes(deep) == f"objects and arrays nested more than {MAX_MESSAGE_DEPTH} deep"
 
 
 async def test_the_gate_drops_only_the_tools_the_sdk_would_refuse() -> None:

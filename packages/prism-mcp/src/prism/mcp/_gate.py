@@ -142,7 +142,10 @@ def _nodes(value: object) -> int | str:
     three bytes of JSON but a Python object (a model, for a block) of 60 to 1,000
     bytes. One pass over the containers, level by level, stopping past
     ``MAX_MESSAGE_NODES`` or ``MAX_MESSAGE_DEPTH`` levels, or at a string or
-    key with a lone surrogate (:data:`LONE_SURROGATE`).
+    key with a lone surrogate (:data:`LONE_SURROGATE`). An object or array of
+    many members is sorted by type at C speed first (:func:`_bulk`): an array
+    of 475,000 numbers or 190,000 short strings (a result of 950 kB) costs no
+    Python step per member.
     """
     if type(value) not in _CONTAINERS:
         return 0
@@ -152,6 +155,12 @@ def _nodes(value: object) -> int | str:
     while level:
         deeper: list[Any] = []
         for item in level:
+            if len(item) >= _BULK:
+                found = _bulk(item, deeper, count, depth)
+                if isinstance(found, str):
+                    return found
+                count = found
+                continue
             if type(item) is dict:
                 children = item.values()
                 for key in item:
@@ -173,6 +182,64 @@ def _nodes(value: object) -> int | str:
         level = deeper
         depth += 1
     return count
+
+
+_BULK = 32
+"""Members of one object or array past which :func:`_nodes` sorts them by type first."""
+_JOINED = 4096
+"""Strings joined into one text for each check of :func:`_surrogate_in`."""
+
+
+def _bulk(item: Any, deeper: list[Any], count: int, depth: int) -> int | str:
+    """:func:`_nodes`' step over one object or array of many members.
+
+    Its members are sorted by type at C speed (no Python step per member):
+    strings are checked a joined slice at a time, and only when it holds
+    objects or arrays are its members walked one by one. Returns the count so
+    far, or why the value is refused.
+    """
+    if type(item) is dict:
+        children = item.values()
+        if _surrogate_in(list(item)):
+            return LONE_SURROGATE
+    else:
+        children = item
+    kinds = set(map(type, children))
+    if str in kinds and _surrogate_in(
+        children if len(kinds) == 1 else [child for child in children if type(child) is str]
+    ):
+        return LONE_SURROGATE
+    if dict in kinds or list in kinds:
+        for child in children:
+            if type(child) in _CONTAINERS:
+                count += 1
+                if count > MAX_MESSAGE_NODES:
+                    return f"more than {MAX_MESSAGE_NODES} objects and arrays"
+                if depth >= MAX_MESSAGE_DEPTH:
+                    return f"objects and arrays nested more than {MAX_MESSAGE_DEPTH} deep"
+                if child:
+                    deeper.append(child)
+    return count
+
+
+def _surrogate_in(strings: Any) -> bool:
+    """Whether a ``str`` among ``strings`` holds a lone surrogate (other members are skipped).
+
+    Joined :data:`_JOINED` at a time: a lone surrogate stays one in the joined
+    text (a Python ``str`` is code points, so a high and a low surrogate side
+    by side are two of them, and UTF-8 holds neither).
+    """
+    if not isinstance(strings, list):
+        strings = list(strings)
+    for start in range(0, len(strings), _JOINED):
+        part = strings[start : start + _JOINED]
+        try:
+            joined = "".join(part)
+        except TypeError:  # a key or member that is not a str (none of a parse's keys)
+            joined = "".join(text for text in part if type(text) is str)
+        if has_lone_surrogate(joined):
+            return True
+    return False
 
 
 LONE_SURROGATE = "a string with a lone surrogate (U+D800 to U+DFFF), which no UTF-8 holds"
