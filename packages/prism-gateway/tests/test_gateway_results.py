@@ -290,6 +290,9 @@ def json_nest(depth: int) -> dict[str, Any]:
     return value
 
 
+_OK = {"isError": False, "resultType": "complete"}
+_MANY = 40
+"""Past the count of members the plain check sorts by type first."""
 _PLAIN_RESULTS: list[dict[str, Any]] = [
     {"content": [{"type": "text", "text": "a"}], "isError": False, "resultType": "complete"},
     {"content": [], "isError": True, "resultType": "complete"},
@@ -299,6 +302,9 @@ _PLAIN_RESULTS: list[dict[str, Any]] = [
         "isError": True,
         "resultType": "complete",
     },
+    # Many members (sorted by type first): the floats' sum passes a float's range.
+    {**_OK, "content": [], "structuredContent": {"a": [*_MANY * [1e308], "s", None, True, {}]}},
+    {**_OK, "content": [], "structuredContent": {f"k{n}": [n, 0.5] for n in range(_MANY)}},
 ]
 # Plain at 2026-07-28 only (structuredContent any JSON value there, an object before)
 _MODERN_PLAIN: list[dict[str, Any]] = [
@@ -306,9 +312,16 @@ _MODERN_PLAIN: list[dict[str, Any]] = [
     {"content": [], "structuredContent": "s", "isError": False, "resultType": "complete"},
 ]
 # Never taken as plain: the SDK's models shape (or refuse) each
-_OK = {"isError": False, "resultType": "complete"}
 _NOT_PLAIN: list[Any] = [
     {**_OK, "content": [], "structuredContent": None},
+    # Many members (sorted by type first): each problem still found among them.
+    *(
+        {**_OK, "content": [], "structuredContent": {"a": [*_MANY * [around], odd]}}
+        for around in (1.5, 1, "s", 1e308)  # (1e308: the floats' sum overflows)
+        for odd in (math.nan, math.inf, -math.inf, (1, 2), b"x", json_nest(64))
+    ),
+    {**_OK, "content": [], "structuredContent": {"a": [math.inf, -math.inf, *_MANY * [0.5]]}},
+    {**_OK, "content": [], "structuredContent": {**{f"k{n}": 1 for n in range(_MANY)}, 1: 2}},
     {**_OK, "content": [], "structuredContent": {"x": math.inf}},
     {**_OK, "content": [], "structuredContent": {1: "k"}},
     {**_OK, "content": [], "structuredContent": {"t": (1, 2)}},

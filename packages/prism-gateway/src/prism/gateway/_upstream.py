@@ -54,7 +54,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Collection
 
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel.server import Server
@@ -81,12 +81,20 @@ def _plain_json(value: object, depth: int = 0) -> bool:
     """Whether ``value`` dumps as itself in the SDK's JSON mode.
 
     Dicts with string keys, lists, strings, ints, bools, ``None`` and finite
-    floats, exactly those types (no subclass, no tuple), at most 64 deep.
+    floats, exactly those types (no subclass, no tuple), at most 64 deep. The
+    members of a large dict or list are sorted by type at C speed first
+    (:func:`_plain_members`): a flat array of 475,000 numbers costs no Python
+    step per member.
     """
     kind = type(value)
     if kind is dict:
         if depth >= _MAX_PLAIN_DEPTH:
             return False
+        if len(value) >= _BULK:  # type: ignore[arg-type]
+            return set(map(type, value)) <= _KEYS and _plain_members(  # type: ignore[call-overload]
+                value.values(),  # type: ignore[attr-defined]
+                depth,
+            )
         for key, item in value.items():  # type: ignore[attr-defined]
             if type(key) is not str or not _plain_json(item, depth + 1):
                 return False
@@ -94,10 +102,44 @@ def _plain_json(value: object, depth: int = 0) -> bool:
     if kind is list:
         if depth >= _MAX_PLAIN_DEPTH:
             return False
+        if len(value) >= _BULK:  # type: ignore[arg-type]
+            return _plain_members(value, depth)  # type: ignore[arg-type]
         return all(_plain_json(item, depth + 1) for item in value)  # type: ignore[attr-defined]
     if kind is float:
         return math.isfinite(value)  # type: ignore[arg-type]
     return kind in _SCALARS
+
+
+_BULK = 32
+"""Members of one dict or list past which :func:`_plain_json` sorts them by type first."""
+_KEYS = frozenset({str})
+_PLAIN = _SCALARS | {float, dict, list}
+_NUMBERS = frozenset({int, float, bool})
+
+
+def _plain_members(members: Collection[object], depth: int) -> bool:
+    """:func:`_plain_json` of each of ``members`` (of a dict or list ``depth`` deep)."""
+    kinds = set(map(type, members))
+    if not kinds <= _PLAIN:
+        return False
+    if float in kinds:
+        floats = members if kinds <= _NUMBERS else [m for m in members if type(m) is float]
+        try:
+            # A NaN or an infinity anywhere makes the exact sum one of them (or raises).
+            if not math.isfinite(math.fsum(floats)):  # type: ignore[arg-type]
+                return False
+        except ValueError:  # an infinity of each sign
+            return False
+        except OverflowError:  # finite numbers whose sum passes a float's range
+            if not all(math.isfinite(m) for m in floats if type(m) is float):
+                return False
+    if dict in kinds or list in kinds:
+        return all(
+            _plain_json(member, depth + 1)
+            for member in members
+            if type(member) is dict or type(member) is list
+        )
+    return True
 
 
 def plain_result(version: str, result: object) -> dict[str, Any] | None:
