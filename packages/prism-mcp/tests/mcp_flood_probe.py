@@ -71,13 +71,18 @@ def _value(text: str) -> object:
     return float(text) if "." in text else int(text)
 
 
-async def _ticker(gaps: list[float], walls: list[float], done: trio.Event) -> None:
+async def _ticker(
+    gaps: list[float], walls: list[float], timed: trio.Event, done: trio.Event
+) -> None:
     """This thread's CPU time, and the wall time past the 10 ms, between two ticks.
 
     A worker thread holding the interpreter's lock delays the ticks without
     this thread's CPU time: the wall gap counts it (and, on a loaded machine,
-    the time the process waited for a core).
+    the time the process waited for a core). Ticks only from ``timed`` on:
+    what comes before the flood (the bridge's own start, its first imports)
+    is not the flood's.
     """
+    await timed.wait()
     last = time.thread_time()
     wall = time.monotonic()
     while not done.is_set():
@@ -95,11 +100,12 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
     started: list[float] = []
     pauses: list[float] = []
     done = trio.Event()
+    timed = trio.Event()
 
     def collected(phase: str, info: dict[str, int]) -> None:
         # The interpreter's full collections (of the whole heap) land in whatever
         # step allocates: a stall includes them.
-        if info["generation"] != 2 or done.is_set():
+        if info["generation"] != 2 or done.is_set() or not timed.is_set():
             return
         if phase == "start":
             started.append(time.thread_time())
@@ -114,11 +120,12 @@ async def main(mode: str, count: int, options: dict[str, object]) -> None:
         gc.freeze()
     gc.callbacks.append(collected)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_ticker, gaps, walls, done)
+        nursery.start_soon(_ticker, gaps, walls, timed, done)
         try:
-            report = await _flood(mode, count, options, done)
+            report = await _flood(mode, count, options, timed, done)
         finally:
             done.set()
+            timed.set()  # a flood that failed first: the ticker ends
     gc.callbacks.remove(collected)
     report["stall_s"] = max(gaps, default=0.0)
     report["wall_stall_s"] = max(walls, default=0.0)
@@ -141,13 +148,13 @@ def _priced(sizes: list[int], *, off: bool) -> None:
 
 
 async def _flood(
-    mode: str, count: int, options: dict[str, object], untimed: trio.Event
+    mode: str, count: int, options: dict[str, object], timed: trio.Event, untimed: trio.Event
 ) -> dict[str, object]:
     report: dict[str, object] = {"mode": mode, "count": count}
     kind = options.pop("transport", "stdio")
     if kind == "stdio":
         transport: McpTransport = StdioTransport(sys.executable, [str(SERVER), mode, str(count)])
-        report.update(await _run(mode, count, options, untimed, transport))
+        report.update(await _run(mode, count, options, timed, untimed, transport))
         return report
     async with trio.open_nursery() as nursery:
         server = await nursery.start(
@@ -165,7 +172,7 @@ async def _flood(
         port = int(seen.split()[1])
         http = StreamableHttpTransport(f"http://127.0.0.1:{port}/mcp")
         try:
-            report.update(await _run(mode, count, options, untimed, http))
+            report.update(await _run(mode, count, options, timed, untimed, http))
         finally:
             server.kill()
     return report
@@ -175,6 +182,7 @@ async def _run(
     mode: str,
     count: int,
     options: dict[str, object],
+    timed: trio.Event,
     untimed: trio.Event,
     transport: McpTransport,
 ) -> dict[str, object]:
@@ -207,6 +215,7 @@ async def _run(
             server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])
         ):
             pass
+        timed.set()
         before = peak_rss_bytes()
         started = time.monotonic()
         cpu = time.thread_time()
@@ -230,6 +239,7 @@ async def _run(
         ) as bridge:
             tool = bridge.tools[0]
             ctx = ToolExecutionContext(ToolCall(id="f", name=tool.name, arguments={}))
+            timed.set()
             if mode in RESULT_MODES:
                 # One call for the stall, then the ticker stops (tracemalloc slows
                 # every allocation) and a second call is traced for its memory.
