@@ -703,6 +703,7 @@ def _probed_gateway(root: str, out: str, measured: int) -> None:
     probe(outcome, "settle", "core: settle (ledger record, events)")
     probe(calls.Caller, "call", "bridge: Caller.call", coroutine=True)
     probe(calls.Caller, "_finish", "bridge: result mapped, output schema")
+    probe(fastcall.RawCalls, "send", "bridge's send: RawCalls.send", coroutine=True)
     probe(sdk_client.Client, "call_tool", "SDK client: call_tool", coroutine=True)
     probe(fastcall, "simple_call_result", "SDK client: answer's one-pass check, result model")
     probe(direct.DirectCalls, "request", "SDK client: request built")
@@ -769,10 +770,11 @@ async def stage_rows() -> list[Row]:
          own("handler: _execute", "core: dispatch_tool_call")),
         ("core: gates (permission, validation), ledger record, events",
          own("core: dispatch_tool_call", "bridge: Caller.call")),
-        ("bridge: deadlines, result mapped, output schema (Caller.call)",
-         own("bridge: Caller.call", "SDK client: call_tool")),
-        ("SDK client: stamp, request, answer's one-pass check, result model",
-         own("SDK client: call_tool", "direct call: DirectCalls.call")),
+        ("bridge: deadlines, plain answer mapped, output schema (Caller.call)",
+         own("bridge: Caller.call", "SDK client: call_tool", "bridge's send: RawCalls.send")),
+        ("bridge's send: stamp, request (RawCalls.send; the SDK client's call_tool if any)",
+         spent.get("SDK client: call_tool", 0.0)
+         + own("bridge's send: RawCalls.send", "direct call: DirectCalls.call")),
         ("direct call: request line (its write: "
          f"{spent.get('direct call: request line written', 0.0):.0f} µs), waiting for the answer",
          spent.get("direct call: DirectCalls.call", 0.0)),

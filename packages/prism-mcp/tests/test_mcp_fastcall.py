@@ -29,13 +29,20 @@ from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
     StdioTransport,
+    _calls,
     _fastcall,
     _session,
     open_mcp_tools,
 )
-from prism.mcp._content import map_call_result
+from prism.mcp._content import map_call_result, map_plain_result
 from prism.mcp._direct import DirectCalls
-from prism.mcp._fastcall import call_params, install_fast_call_tool, sdk_result, simple_call_result
+from prism.mcp._fastcall import (
+    call_params,
+    install_fast_call_tool,
+    plain_answer,
+    sdk_result,
+    simple_call_result,
+)
 
 if TYPE_CHECKING:
     from prism.mcp._options import ProtocolMode
@@ -65,6 +72,10 @@ def _same_as_sdk(raw: dict[str, Any], version: str) -> bool:
     assert made.model_fields_set == checked.model_fields_set
     details = {"mcp_server": "s"}
     assert map_call_result(made, details) == map_call_result(checked, details)
+    # The bridge's own mapping of the plain answer (no model built) is the same result.
+    plain = plain_answer(raw, version)
+    assert plain is not None
+    assert map_plain_result(plain, details) == map_call_result(checked, details)
     return True
 
 
@@ -75,6 +86,8 @@ PLAIN: list[dict[str, Any]] = [
     {"content": [TEXT, TEXT], "structuredContent": {"a": [1, 2.5, None]}, "resultType": "complete"},
     {"content": [TEXT], "isError": False, "resultType": "complete",
      "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "x", "version": "1"}}},
+    {"content": [TEXT], "structuredContent": {"x": math.nan}, "resultType": "complete"},
+    {"content": [TEXT], "structuredContent": {}, "isError": True, "resultType": "complete"},
 ]  # fmt: skip
 NOT_PLAIN: list[dict[str, Any]] = [
     {"content": [TEXT], "resultType": "input_required"},
@@ -158,6 +171,15 @@ def test_the_params_are_the_sdks_dump() -> None:
         assert list(made.items()) == list(dumped.items())
 
 
+_TEXTS = '"content":[{"type":"text","text":"t"}],"resultType":"complete"'
+RAW_ANSWERS = (
+    f'{{{_TEXTS},"structuredContent":{{"result":NaN}}}}',
+    f"{{{_TEXTS}}}",
+    f'{{{_TEXTS},"structuredContent":{{"result":5}},"isError":false}}',
+    f'{{{_TEXTS},"structuredContent":{{"result":5}},"isError":true}}',
+)
+
+
 async def _results(
     transport: StdioTransport, protocol: ProtocolMode
 ) -> tuple[list[ToolResult], list[object]]:
@@ -172,6 +194,10 @@ async def _results(
         ("nope", {}),
         ("ask_user", {"question": "sure?"}),  # the server asks while the call waits
         ("log_line", {"text": "a line"}),
+        # Answers the server writes itself (its tool declares an outputSchema): a NaN
+        # structuredContent, none at all, one the schema refuses, and an error result
+        # (not checked), each plain.
+        *(("raw_answer", {"member": "result", "value": value}) for value in RAW_ANSWERS),
         ("many_blocks", {"count": 2000}),  # refused before it is parsed
         ("big", {"size": 70_000}),  # past max_result_bytes: the session closes
     ]
@@ -212,12 +238,19 @@ async def test_a_real_server_gives_the_same_results_both_ways(
     (with the call they came for), the caps on a result, the size bound and the session
     that follows it."""
     plain: list[bool] = []
+    modelled: list[bool] = []
     simple = _fastcall.simple_call_result
+    plain_answer = _fastcall.plain_answer
     direct: list[str] = []
     call = DirectCalls.call
 
     def counted(raw: dict[str, Any], version: str) -> mcp_types.CallToolResult | None:
         made = simple(raw, version)
+        modelled.append(made is not None)
+        return made
+
+    def counted_plain(raw: dict[str, Any], version: str) -> dict[str, Any] | None:
+        made = plain_answer(raw, version)
         plain.append(made is not None)
         return made
 
@@ -228,6 +261,7 @@ async def test_a_real_server_gives_the_same_results_both_ways(
         return await call(self, request, *args)
 
     monkeypatch.setattr(_fastcall, "simple_call_result", counted)
+    monkeypatch.setattr(_calls, "plain_answer", counted_plain)
     monkeypatch.setattr(DirectCalls, "call", counted_call)
     fast, fast_seen = await _results(fixture_stdio, protocol)
     monkeypatch.setattr(_session, "install_fast_call_tool", lambda *_args: None)
@@ -240,12 +274,20 @@ async def test_a_real_server_gives_the_same_results_both_ways(
     # answer came after the question was answered; the refused and the oversized results
     # were never answers (the latter closed the session: the bridge's next call would
     # start another, as test_mcp_bridge.py shows).
-    assert direct == [f"prism:{n}" for n in range(1, 10)]
-    assert plain == [True, True, True, False, True, True, True]
-    errors = [False, False, True, False, False, True, False, False, True, True]
+    # The bridge sent each of them itself (RawCalls) and mapped the plain answers; the
+    # other answer (rich's) and the errors went to the SDK's client as its first send's
+    # (replayed: nothing was sent twice), and rich's took the SDK's checks.
+    assert direct == [f"prism:{n}" for n in range(1, 14)]
+    assert plain == [True, True, True, False, True, True, True, True, True, True, True]
+    assert modelled == [False]
+    errors = [False, False, True, False, False, True, False, False, *[True] * 6]
     assert [result.is_error for result in fast] == errors
-    assert "result refused: more than 1024 content blocks" in fast[8].joined_text
-    assert fast[9].details["mcp_error"] == "result_too_large"
+    assert "non-finite number" in fast[8].joined_text
+    assert "returned no structuredContent" in fast[9].joined_text
+    assert "does not match its outputSchema" in fast[10].joined_text
+    assert fast[11].structured == {"result": 5}
+    assert "result refused: more than 1024 content blocks" in fast[12].joined_text
+    assert fast[13].details["mcp_error"] == "result_too_large"
     assert fast[1].structured == {"result": 5}
     assert ("step 2", 2.0) in fast_seen
     assert ("a line", None) in fast_seen  # (a pipe says no call: see open_mcp_tools)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import mcp_types
@@ -15,15 +15,18 @@ from prism.core import JsonObject, JsonValue, ToolResult
 from prism.core.text import clip, describe_exception
 
 from ._callbacks import calling, url_elicitations
-from ._content import map_call_result
+from ._content import map_call_result, map_plain_result
 from ._errors import TELLING_ERRORS, McpBridgeError
-from ._gate import attach
+from ._fastcall import plain_answer
+from ._gate import attach, attach_raw
 from ._options import BridgeOptions
 from ._output import OutputChecker
 from ._session import Sessions
 from ._tasks import call_progress, run_legacy_task
 
 if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.shared.dispatcher import ProgressFnT
     from prism.core import ToolExecutionContext
 
     from ._annotations import McpToolInfo
@@ -106,10 +109,12 @@ class Caller:
             return ToolResult.error(
                 f"MCP tool {remote} could not run: the session closed", **details
             )
+        raw_calls = conn.raw if info.task_support != "required" else None
         now = trio.current_time()
         hard = now + options.max_call_s if options.max_call_s is not None else math.inf
         failure: Exception | None = None
         result: mcp_types.CallToolResult | None = None
+        plain: dict[str, Any] | None = None
         ended = False
         with trio.CancelScope(deadline=min(now + options.call_timeout_s, hard)) as scope:
 
@@ -130,14 +135,31 @@ class Caller:
             progress = call_progress.set(on_progress)
             try:
                 with calling(ctx.call.id):
-                    if info.task_support == "required":
-                        result = await run_legacy_task(
-                            client.session, remote, arguments, options.max_call_s, on_progress
+                    if raw_calls is None:
+                        result = await self._sdk_call(
+                            client, remote, arguments, info, on_progress, trace_meta()
                         )
                     else:
-                        result = await client.call_tool(
-                            remote, arguments, progress_callback=on_progress, meta=trace_meta()
-                        )
+                        meta = trace_meta()
+                        if meta is not None or not raw_calls.usable(remote, arguments):
+                            result = await self._sdk_call(
+                                client, remote, arguments, info, on_progress, meta
+                            )
+                        else:
+                            # Sent past the SDK's client; a plain answer is mapped here.
+                            outcome: dict[str, Any] | Exception
+                            try:
+                                outcome = await raw_calls.send(remote, arguments, on_progress)
+                            except Exception as exc:
+                                outcome = exc
+                            if type(outcome) is dict:
+                                plain = plain_answer(outcome, raw_calls.version)
+                            if plain is None:
+                                # Any other answer, or an error: the SDK's, as if it sent it.
+                                with raw_calls.replay(outcome):
+                                    result = await self._sdk_call(
+                                        client, remote, arguments, info, on_progress, None
+                                    )
             except Exception as exc:
                 failure = exc
             finally:
@@ -159,6 +181,13 @@ class Caller:
                 limit=limit,
                 **details,
             )
+        if plain is not None and failure is None:
+            nodes = attach_raw(plain)
+            if nodes > _CHECK_ON_THREAD:
+                return await trio.to_thread.run_sync(
+                    self._finish_plain, remote, info.tool_name, output_schema, plain, details
+                )
+            return self._finish_plain(remote, info.tool_name, output_schema, plain, details)
         if failure is not None or result is None:
             return self._call_failed(conn, remote, failure, details)
         if attach(result) > _CHECK_ON_THREAD:
@@ -169,6 +198,22 @@ class Caller:
             )
         return self._finish(remote, info.tool_name, output_schema, result, details)
 
+    async def _sdk_call(
+        self,
+        client: Client,
+        remote: str,
+        arguments: JsonObject,
+        info: McpToolInfo,
+        on_progress: ProgressFnT,
+        meta: mcp_types.RequestParamsMeta | None,
+    ) -> mcp_types.CallToolResult:
+        """The call through the SDK's client (a task-required tool as a task)."""
+        if info.task_support == "required":
+            return await run_legacy_task(
+                client.session, remote, arguments, self.options.max_call_s, on_progress
+            )
+        return await client.call_tool(remote, arguments, progress_callback=on_progress, meta=meta)
+
     def _finish(
         self,
         remote: str,
@@ -177,8 +222,54 @@ class Caller:
         result: mcp_types.CallToolResult,
         details: dict[str, JsonValue],
     ) -> ToolResult:
-        mapped = map_call_result(result, details)
-        if mapped.structured is None and result.structured_content is not None:
+        given = result.structured_content is not None or (
+            "structured_content" in result.model_fields_set
+        )
+        return self._checked(
+            remote,
+            name,
+            output_schema,
+            map_call_result(result, details),
+            result.structured_content is not None,
+            given,
+            details,
+        )
+
+    def _finish_plain(
+        self,
+        remote: str,
+        name: str,
+        output_schema: JsonObject | None,
+        plain: dict[str, Any],
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
+        """:meth:`_finish` of a plain answer (``_fastcall.plain_answer``), from its dict."""
+        return self._checked(
+            remote,
+            name,
+            output_schema,
+            map_plain_result(plain, details),
+            plain.get("structuredContent") is not None,
+            "structuredContent" in plain,
+            details,
+        )
+
+    def _checked(
+        self,
+        remote: str,
+        name: str,
+        output_schema: JsonObject | None,
+        mapped: ToolResult,
+        structured: bool,
+        given: bool,
+        details: dict[str, JsonValue],
+    ) -> ToolResult:
+        """The mapped result, refused as a non-finite ``structuredContent`` or by the output check.
+
+        ``structured``: the answer's ``structuredContent`` is not null;
+        ``given``: the answer has the member at all.
+        """
+        if mapped.structured is None and structured:
             # NaN, Infinity or a number past a float's range (1e400): the parsers take
             # them, no JSON holds them. Refused, never passed on without its
             # structured part as if it were what the server said.
@@ -190,7 +281,7 @@ class Caller:
                 **details,
             )
         if output_schema is not None and not mapped.is_error:
-            return self._check_output(remote, name, output_schema, result, mapped, details)
+            return self._check_output(remote, name, output_schema, mapped, given, details)
         return mapped
 
     def _check_output(
@@ -198,13 +289,11 @@ class Caller:
         remote: str,
         name: str,
         schema: JsonObject,
-        result: mcp_types.CallToolResult,
         mapped: ToolResult,
+        given: bool,
         details: dict[str, JsonValue],
     ) -> ToolResult:
-        if result.structured_content is None and "structured_content" not in (
-            result.model_fields_set
-        ):
+        if not given:
             return ToolResult.error(
                 f"MCP tool {remote} declares an outputSchema but returned no structuredContent",
                 mcp_error="output_invalid",

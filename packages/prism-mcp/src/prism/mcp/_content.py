@@ -5,7 +5,7 @@ from __future__ import annotations
 import binascii
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mcp_types
 
@@ -22,7 +22,14 @@ from prism.core import (
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
-__all__ = ["AUDIO_URI_PREFIX", "TASK_META_KEY", "map_call_result", "task_of", "to_json_value"]
+__all__ = [
+    "AUDIO_URI_PREFIX",
+    "TASK_META_KEY",
+    "map_call_result",
+    "map_plain_result",
+    "task_of",
+    "to_json_value",
+]
 
 TASK_META_KEY = "io.prism/created-task"
 """Where the transport puts a ``CreateTaskResult``'s task in the ``_meta`` of a call result."""
@@ -276,6 +283,29 @@ def map_call_result(
         is_error=bool(result.is_error),
         structured=structured,
         details=out,
+    )
+
+
+def map_plain_result(plain: dict[str, Any], details: Mapping[str, JsonValue]) -> ToolResult:
+    """:func:`map_call_result` of a plain answer's model, from the answer itself.
+
+    ``plain``: what ``_fastcall.plain_answer`` passed (text blocks only, no
+    annotations), its ``structuredContent`` back in place (``_gate.attach_raw``).
+    The result equals the one :func:`map_call_result` makes of the model the
+    SDK builds from it (a test holds them equal), without building it.
+    """
+    structured: JsonValue = None
+    value = plain.get("structuredContent")
+    if value is not None:
+        try:
+            structured = plain_json(value)
+        except ValueError:
+            structured = None
+    return ToolResult(
+        content=tuple(TextContent(text=block["text"]) for block in plain["content"]),
+        is_error=plain.get("isError") is True,
+        structured=structured,
+        details=dict(details),
     )
 
 

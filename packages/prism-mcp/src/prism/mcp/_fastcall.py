@@ -16,6 +16,7 @@ envelope, headers), the same timeout and progress callback.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.client import session as _sdk_session
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pydantic import TypeAdapter
 
     from mcp.client.session import ClientSession
@@ -34,7 +37,14 @@ if TYPE_CHECKING:
 
     from ._direct import DirectCalls
 
-__all__ = ["call_params", "install_fast_call_tool", "sdk_result", "simple_call_result"]
+__all__ = [
+    "RawCalls",
+    "call_params",
+    "install_fast_call_tool",
+    "plain_answer",
+    "sdk_result",
+    "simple_call_result",
+]
 
 _METHOD = "tools/call"
 _RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "resultType", "_meta"})
@@ -73,17 +83,15 @@ def _plain(value: object, depth: int = 0) -> bool:
     return kind in _SCALARS
 
 
-def simple_call_result(raw: dict[str, Any], version: str) -> mcp_types.CallToolResult | None:
-    """The result model of a plain answer (text blocks only), or ``None`` for any other.
+def plain_answer(raw: dict[str, Any], version: str) -> dict[str, Any] | None:
+    """A plain answer (text blocks only) as the result model takes it, else ``None``.
 
     Plain: no key but ``content`` (a list of ``{"type": "text", "text": str}``),
     ``isError`` (a bool), ``structuredContent`` and ``_meta`` (JSON objects)
     and ``resultType`` (``"complete"``, which the 2026-07-28 revision
     requires). Such an answer passes the SDK's checks at protocol revision
-    ``version``, and the model built here equals the one they build: the
-    result model validates it in one call (pydantic-core's, faster than
-    constructing each model in Python), a later revision's ``resultType``
-    left out as the SDK leaves it out.
+    ``version``. Returned: ``raw`` itself, or a copy without a later
+    revision's ``resultType``, which the SDK leaves out.
     """
     if type(raw) is not dict or not _RESULT_KEYS.issuperset(raw):
         return None
@@ -108,7 +116,20 @@ def simple_call_result(raw: dict[str, Any], version: str) -> mcp_types.CallToolR
         if raw["resultType"] != "complete":
             return None  # a later revision's field the SDK drops; only the plain value here
         raw = {key: value for key, value in raw.items() if key != "resultType"}
-    return mcp_types.CallToolResult.model_validate(raw, by_name=False)
+    return raw
+
+
+def simple_call_result(raw: dict[str, Any], version: str) -> mcp_types.CallToolResult | None:
+    """The result model of a plain answer (see :func:`plain_answer`), or ``None`` for any other.
+
+    The model built here equals the one the SDK's checks build: the result
+    model validates it in one call (pydantic-core's, faster than constructing
+    each model in Python).
+    """
+    plain = plain_answer(raw, version)
+    if plain is None:
+        return None
+    return mcp_types.CallToolResult.model_validate(plain, by_name=False)
 
 
 def sdk_result(raw: dict[str, Any], version: str, adapter: TypeAdapter[Any]) -> Any:
@@ -154,12 +175,94 @@ def _tracing_records() -> bool:
 _otel_trace: Any = None
 
 
-def install_fast_call_tool(session: ClientSession, direct: DirectCalls | None = None) -> None:
+class _Replay:
+    """The answer a session's next plain ``call_tool`` takes instead of sending (once)."""
+
+    __slots__ = ("outcome", "session")
+
+    def __init__(self, session: ClientSession, outcome: dict[str, Any] | Exception) -> None:
+        self.session = session
+        self.outcome: dict[str, Any] | Exception | None = outcome
+
+
+_replay: contextvars.ContextVar[_Replay | None] = contextvars.ContextVar(
+    "prism_mcp_replay", default=None
+)
+
+
+class RawCalls:
+    """A stdio session's plain ``tools/call`` sent past the SDK's client, its answer kept raw.
+
+    The bridge (``_calls``) sends a call here when the SDK's ``call_tool``
+    would send it past the dispatcher (see :func:`install_fast_call_tool`):
+    the same request, stamped by the session's own stamp, written by the
+    session's :class:`DirectCalls`, its answer checked by the gate. A plain
+    answer (:func:`plain_answer`) the bridge maps to its result itself; any
+    other answer, or an error, it hands to the SDK's ``Client.call_tool``
+    with :meth:`replay`, whose first send then takes it instead of writing
+    the call again, so input rounds, claimed shapes and a ``HEADER_MISMATCH``
+    retry are the SDK's own.
+    """
+
+    __slots__ = ("_direct", "_session")
+
+    def __init__(self, session: ClientSession, direct: DirectCalls) -> None:
+        self._session = session
+        self._direct = direct
+
+    @property
+    def version(self) -> str:
+        """The revision the session's answers are checked at (as the SDK's ``call_tool``)."""
+        return self._session._negotiated_version or "2025-11-25"
+
+    def usable(self, name: str, arguments: dict[str, Any] | None) -> bool:
+        """Whether the SDK's ``call_tool`` (no timeout, _meta or input) would send it directly."""
+        return (
+            type(name) is str
+            and _text(name)
+            and (arguments is None or (type(arguments) is dict and _plain(arguments)))
+            and self._session._session_read_timeout_seconds is None
+            and not _tracing_records()
+        )
+
+    async def send(
+        self, name: str, arguments: dict[str, Any] | None, on_progress: ProgressFnT | None
+    ) -> dict[str, Any]:
+        """Send the call (see :meth:`usable`); its answer's result as the gate passed it.
+
+        Raises:
+            MCPError: the server's error answer (or the gate's refusal), or
+                ``CONNECTION_CLOSED``.
+        """
+        data: dict[str, Any] = {"method": _METHOD, "params": call_params(name, arguments)}
+        self._session._stamp(data, {})
+        request = self._direct.request(data["params"], on_progress is not None)
+        raw = await self._direct.call(request, on_progress)
+        _sdk_session._clamp_inbound_ttl(raw)
+        return raw
+
+    @contextlib.contextmanager
+    def replay(self, outcome: dict[str, Any] | Exception) -> Iterator[None]:
+        """Within the block, the session's next plain ``call_tool`` answers with ``outcome``.
+
+        ``outcome``: what :meth:`send` returned or raised for the same call.
+        """
+        token = _replay.set(_Replay(self._session, outcome))
+        try:
+            yield
+        finally:
+            _replay.reset(token)
+
+
+def install_fast_call_tool(
+    session: ClientSession, direct: DirectCalls | None = None
+) -> RawCalls | None:
     """Make ``session.call_tool`` send plain calls as JSON and check plain answers once.
 
     With ``direct`` (a stdio session's), such a call is written and answered
     past the SDK's dispatcher (see ``_direct``), unless it has a read timeout
-    or an OpenTelemetry tracer provider would record the SDK's span of it.
+    or an OpenTelemetry tracer provider would record the SDK's span of it;
+    the :class:`RawCalls` returned then sends such calls for the bridge.
     """
     original = session.call_tool
 
@@ -208,7 +311,14 @@ def install_fast_call_tool(session: ClientSession, direct: DirectCalls | None = 
             opts["timeout"] = timeout
         if progress_callback is not None:
             opts["on_progress"] = progress_callback
-        if direct is not None and timeout is None and not _tracing_records():
+        replay = _replay.get()
+        if replay is not None and replay.session is session and replay.outcome is not None:
+            # The bridge sent this call already (RawCalls): its answer, not a second send.
+            outcome, replay.outcome = replay.outcome, None
+            if isinstance(outcome, Exception):
+                raise outcome
+            raw = outcome
+        elif direct is not None and timeout is None and not _tracing_records():
             request = direct.request(data["params"], progress_callback is not None)
             raw = await direct.call(request, progress_callback)
         else:
@@ -223,3 +333,4 @@ def install_fast_call_tool(session: ClientSession, direct: DirectCalls | None = 
         return result
 
     session.call_tool = call_tool  # type: ignore[method-assign]
+    return RawCalls(session, direct) if direct is not None else None

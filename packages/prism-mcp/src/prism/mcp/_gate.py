@@ -57,6 +57,7 @@ __all__ = [
     "Detached",
     "Listed",
     "attach",
+    "attach_raw",
     "before_parsing",
     "gate_server_requests",
     "listed_tools",
@@ -382,6 +383,17 @@ def attach(result: mcp_types.CallToolResult) -> int:
         carried = structured.get(DETACHED_KEY)
         if type(carried) is Detached:
             result.structured_content = carried.value
+            return carried.nodes
+    return 0
+
+
+def attach_raw(result: dict[str, Any]) -> int:
+    """:func:`attach` for a result not made a model (a plain answer's dict)."""
+    structured = result.get("structuredContent")
+    if type(structured) is dict and len(structured) == 1:
+        carried = structured.get(DETACHED_KEY)
+        if type(carried) is Detached:
+            result["structuredContent"] = carried.value
             return carried.nodes
     return 0
 

@@ -24,7 +24,7 @@ from ._callbacks import (
     make_sampling_callback,
 )
 from ._errors import TELLING_ERRORS, McpBridgeError
-from ._fastcall import install_fast_call_tool
+from ._fastcall import RawCalls, install_fast_call_tool
 from ._http import open_http_streams
 from ._options import BridgeOptions
 from ._stdio import open_stdio_streams
@@ -87,6 +87,8 @@ class Connection:
 
     state: WireState = attrs.field(factory=WireState)
     client: Client | None = None
+    # The session's plain calls past the SDK's client (a stdio session's), see _fastcall
+    raw: RawCalls | None = None
     server_info: McpServerInfo | None = None
     protocol_version: str | None = None
     error: McpBridgeError | None = None
@@ -243,7 +245,7 @@ class Sessions:
                     # would re-list tools unbounded for an unlisted name and raise the
                     # whole result away on a mismatch.
                     client.session.validate_tool_result = _skip_sdk_validation  # type: ignore[method-assign,assignment]
-                    install_fast_call_tool(client.session, conn.state.direct)
+                    conn.raw = install_fast_call_tool(client.session, conn.state.direct)
                     conn.protocol_version = client.protocol_version
                     conn.server_info = _server_info(client)
                     conn.client = client
