@@ -493,9 +493,11 @@ async def test_a_split_index_comes_back_with_its_shared_index(
     assert list(root.joinpath(".git").glob("sharedindex.*")), text
 
 
-# inside: an index whose entries are HEAD's but whose cache-tree names, for src/, a
-# tree that also holds .envrc (the trailing checksum written again)
-_FORGE_CACHE_TREE = """python3 - <<'PY'
+# inside: an edit committed, then an index whose entries are HEAD's but whose cache-tree
+# names, for src/, a tree that also holds .envrc and, for docs/, src/'s tree (the
+# trailing checksum written again)
+_FORGE_CACHE_TREE = """echo 'print(2)' > src/main.py && git add -A && git commit -qm edit &&
+python3 - <<'PY'
 import hashlib, subprocess
 def git(*a, inp=None):
     return subprocess.run(["git", *a], input=inp, capture_output=True, check=True).stdout
@@ -505,23 +507,49 @@ evil = bytes.fromhex(git("mktree", inp=listing.encode()).strip().decode())
 git("read-tree", "HEAD"); git("write-tree")
 data = bytearray(open(".git/index", "rb").read()[:-20])
 at = data.index(b"TREE")
-record = data.index(b"src\\0", at)
-oid = data.index(b"\\n", record) + 1
-data[oid:oid + 20] = evil
+other = bytes.fromhex(git("rev-parse", "HEAD:src").strip().decode())
+for name, forged in ((b"src", evil), (b"docs", other)):
+    oid = data.index(b"\\n", data.index(name + b"\\0", at)) + 1
+    data[oid:oid + 20] = forged
 open(".git/index", "wb").write(bytes(data) + hashlib.sha1(bytes(data)).digest())
 PY"""
 
 
 async def test_a_forged_cache_tree_never_reaches_the_hosts_next_commit(root: Path) -> None:
-    """The index's cached trees are dropped: the host's next commit writes what its entries say."""
+    """Only the host's own cached trees come back, where no entry below changed.
+
+    The command's cache-tree is not read: docs/ keeps the host's node (the
+    command's names another tree), src/ and the top, whose entries the
+    command's commit changed, are invalid, so the host's next commit
+    recomputes them and records exactly the staged entries.
+    """
+    from prism.coding.security._index import _layout
+
     _repository_with_src(root)
+    (root / "docs").mkdir()
+    (root / "docs" / "d.md").write_text("d\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "docs")
     text = await _shell(root, _FORGE_CACHE_TREE)
     assert "Traceback" not in text, text
+    assert "not applied" not in text, text
+    assert _git(root, "log", "-1", "--format=%s").stdout == b"edit\n"
+    index = (root / ".git" / "index").read_bytes()
+    layout = _layout(index)
+    assert layout is not None
+    (start, end) = next((a + 8, b) for s, a, b in layout[2] if s == b"TREE")
+    docs = _git(root, "rev-parse", "HEAD:docs").stdout.strip().decode()
+    assert index[start:end] == (
+        b"\0-1 2\n" + b"src\0-1 0\n" + b"docs\0" + b"1 0\n" + bytes.fromhex(docs)
+    )
     (root / "README").write_text("readme\n")
     _git(root, "add", "README")
     assert _git(root, "commit", "-qm", "readme").returncode == 0
     changed = _git(root, "show", "--name-only", "--format=", "HEAD").stdout
     assert changed == b"README\n", text
+    committed = _git(root, "ls-tree", "-r", "HEAD").stdout.split(b"\n")
+    staged = _git(root, "ls-files", "-s").stdout.split(b"\n")
+    assert [r.replace(b" blob ", b" ").replace(b"\t", b" 0\t") for r in committed] == staged
     assert b".envrc" not in _git(root, "ls-tree", "-r", "--name-only", "HEAD").stdout
 
 

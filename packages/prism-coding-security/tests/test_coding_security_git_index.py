@@ -13,6 +13,7 @@ from prism.coding.security._index import (
     extension_signatures,
     extensionless,
     strip_optional_extensions,
+    with_proved_cache_tree,
 )
 
 if TYPE_CHECKING:
@@ -146,3 +147,201 @@ def test_bytes_git_would_take_for_an_end_of_entries_extension_are_refused(tmp_pa
     assert read_index(str(tmp_path / ".git" / "index"), git_dir) is None
     (tmp_path / ".git" / "index").write_bytes(data)
     assert read_index(str(tmp_path / ".git" / "index"), git_dir) is not None
+
+
+def _cache_tree(data: bytes) -> dict[bytes, tuple[int, int, str | None]]:
+    """Each cache-tree node of ``data`` by path: entry count, subtrees, object (None: invalid)."""
+    from prism.coding.security._index import _layout
+
+    layout = _layout(data)
+    assert layout is not None
+    (start, end) = next((a + 8, b) for s, a, b in layout[2] if s == b"TREE")
+    payload = data[start:end]
+    out: dict[bytes, tuple[int, int, str | None]] = {}
+
+    def node(at: int, parent: bytes | None) -> int:
+        nul = payload.index(b"\0", at)
+        name = payload[at:nul]
+        line = payload.index(b"\n", nul)
+        count, subtrees = (int(n) for n in payload[nul + 1 : line].split(b" "))
+        at, oid = line + 1, None
+        if count >= 0:
+            at, oid = at + 20, payload[at : at + 20].hex()
+        path = name if not parent else parent + b"/" + name
+        out[path] = (count, subtrees, oid)
+        for _ in range(subtrees):
+            at = node(at, path)
+        return at
+
+    assert node(0, None) == len(payload)
+    return out
+
+
+def _listing(root: Path, index: Path) -> dict[bytes, tuple[bytes, bytes, bytes]]:
+    from prism.coding.security._overlay import index_entries
+
+    entries = index_entries(str(root / ".git"), str(root), str(index))
+    assert entries is not None
+    return entries
+
+
+# directories a command's index leaves unchanged, changed by its content, its mode, a
+# removal and a new directory; names with odd bytes
+_TREE_FILES = ("a/b/c/f", "a/b/g", "a/k/m", "d/x", "d/z", "e/y", "q\nr/s t", "\xe9/u", "top")
+
+
+@pytest.mark.parametrize("version", ["2", "4"])
+def test_kept_cache_tree_nodes_are_the_trees_git_writes(tmp_path: Path, version: str) -> None:
+    """The host's nodes stay where no entry below changed; git's own invalidation agrees.
+
+    The command's changes are made by git itself, which invalidates the nodes on
+    the changed paths in its own index: the kept cache-tree is that one, node for
+    node, each valid node names the tree of its directory in what the index
+    writes, and the host's next commit records exactly the staged entries.
+    """
+    root = tmp_path
+    _git(root, "init", "-q")
+    for name in _TREE_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(name)
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "x")
+    _git(root, "update-index", f"--index-version={version}")
+    index = root / ".git" / "index"
+    host = index.read_bytes()
+    before = _listing(root, index)
+    (root / "a/b/g").write_text("changed")
+    (root / "n").mkdir()
+    (root / "n/new").write_text("new")
+    _git(root, "add", "a/b/g", "n/new")
+    _git(root, "rm", "-q", "d/x")
+    _git(root, "update-index", "--chmod=+x", "e/y")
+    theirs = index.read_bytes()
+    stripped = strip_optional_extensions(theirs)
+    assert stripped is not None
+    index.write_bytes(stripped)
+    after = _listing(root, index)
+    truth = _git(root, "write-tree").strip().decode()  # without any cache-tree
+    index.write_bytes(stripped)
+    kept = with_proved_cache_tree(stripped, host, before, after)
+    assert kept is not None
+    nodes = _cache_tree(kept)
+    assert nodes == _cache_tree(theirs)
+    valid = {path for path, (count, _, _) in nodes.items() if count >= 0}
+    assert valid == {b"a/b/c", b"a/k", b"q\nr", "\xe9".encode()}
+    trees = {}
+    for record in _git(root, "ls-tree", "-r", "-t", "-z", truth).split(b"\0")[:-1]:
+        meta, _, path = record.partition(b"\t")
+        trees[path] = meta.split(b" ")[2].decode()
+    for path in valid:
+        count, _, oid = nodes[path]
+        assert oid == trees[path]
+        assert count == sum(key.startswith(path + b"/") for key in after)
+    index.write_bytes(kept)
+    assert _listing(root, index) == after
+    assert _git(root, "write-tree").strip().decode() == truth
+    _git(root, "commit", "-qm", "y")
+    committed = _git(root, "ls-tree", "-r", "-z", "HEAD").split(b"\0")[:-1]
+    staged = _git(root, "ls-files", "-s", "-z").split(b"\0")[:-1]
+    assert [r.replace(b" blob ", b" ").replace(b"\t", b" 0\t") for r in committed] == staged
+
+
+def _tree_index(tmp_path: Path) -> tuple[bytes, dict[bytes, tuple[bytes, bytes, bytes]]]:
+    """An index with a full cache-tree (a/, a/b/, c/) and its listing."""
+    _git(tmp_path, "init", "-q")
+    for name in ("a/b/f", "a/g", "c/h", "c/i"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "x")
+    index = tmp_path / ".git" / "index"
+    return index.read_bytes(), _listing(tmp_path, index)
+
+
+def _with_tree(data: bytes, tree: bytes) -> bytes:
+    """``data`` (an index) with its extensions replaced by the cache-tree ``tree``."""
+    body = strip_optional_extensions(data)
+    assert body is not None
+    return _sealed(body[:-20] + b"TREE" + len(tree).to_bytes(4, "big") + tree)
+
+
+def test_the_commands_cache_tree_is_never_read(tmp_path: Path) -> None:
+    """Whatever cache-tree the command left, the host's is what comes back (here all of it)."""
+    host, listing = _tree_index(tmp_path)
+    tree = host[host.index(b"TREE\0") + 8 : -20]
+    forged = [
+        tree.replace(tree[-20:], bytes(20)),  # c/'s object
+        tree.replace(b"c\x002 0\n", b"c\x003 0\n"),  # its entry count
+        tree.replace(b"\x004 2\n", b"\x004 3\n", 1) + b"z\x001 0\n" + bytes(20),  # a node more
+        tree[:-3],  # truncated
+        tree + b"\n",  # overlong
+        tree.replace(b"c\x00", b"c/../.git\x00"),  # an odd name
+        b"",
+    ]
+    for mine in forged:
+        stripped = strip_optional_extensions(_with_tree(host, mine))
+        assert stripped is not None
+        kept = with_proved_cache_tree(stripped, host, listing, listing)
+        assert kept is not None
+        assert kept == host  # nothing changed: every node of the host's, as it was
+
+
+def test_a_host_cache_tree_not_read_as_git_writes_it_keeps_none(tmp_path: Path) -> None:
+    """Each node must read exactly as git writes it and count the entries below it."""
+    host, listing = _tree_index(tmp_path)
+    tree = host[host.index(b"TREE\0") + 8 : -20]
+    stripped = strip_optional_extensions(host)
+    assert stripped is not None
+    assert with_proved_cache_tree(stripped, host, listing, listing) == host
+    c = tree.index(b"c\x00")
+    top, a, b = tree[:25], tree[25 : tree.index(b"b\x00")], tree[tree.index(b"b\x00") : c]
+    assert top + a + b + tree[c:] == tree
+    assert a.startswith(b"a\x002 1\n")
+    bad = [
+        top + tree[c:] + a + b,  # subtrees out of git's order
+        tree.replace(b"\x004 2\n", b"\x004 3\n", 1) + tree[c:],  # a name twice
+        top + tree[c:] + b"a/" + b,  # a name holding '/' (counts right)
+        tree.replace(b"c\x002 0\n", b"c\x003 0\n"),  # an entry count
+        tree.replace(b"c\x002 0\n", b"c\x00+2 0\n"),  # a count git's strtol would take too
+        tree.replace(b"c\x002 0\n", b"c\x0002 0\n"),
+        tree.replace(b"c\x002 0\n", b"c\x00-2 0\n"),
+        tree.replace(b"\x004 2\n", b"\x004 3\n", 1) + b"z\x000 0\n" + bytes(20),  # no entries
+        tree.replace(b"\x004 2\n", b"\x004 3\n", 1) + b"z\x001 0\n" + bytes(20),  # none below
+        tree[:-3],
+        tree + b"\0",
+        tree.replace(b"c\x00", b"c/d\x00"),
+        tree.replace(b"c\x00", b"\x00"),
+        tree[:c] + tree[c:].replace(b"c\x00", b"a\x00"),  # a name twice (out of git's order)
+        tree.replace(b"\x00", b"x\x00", 1),  # a named top
+        tree + tree,  # a second top
+    ]
+    for forged in bad:
+        assert forged != tree
+        assert with_proved_cache_tree(stripped, _with_tree(host, forged), listing, listing) is None
+    # nodes git left invalid stay so, the valid ones below them are kept
+    partly = b"\x00-1 2\n" + a + b + b"c\x00-1 0\n"
+    assert with_proved_cache_tree(stripped, _with_tree(host, partly), listing, listing) == (
+        _with_tree(host, partly)
+    )
+    # a host index holding an entry twice, or intent-to-add entries, keeps none either
+    doubled = bytearray(stripped[:-20])
+    doubled[11] += 1
+    first = doubled[12 : 12 + 72]  # "a/b/f": 62 bytes, its name and two NULs
+    assert first[62:67] == b"a/b/f"
+    twice = _sealed(bytes(doubled[:12] + first + doubled[12:]))
+    assert strip_optional_extensions(twice) == twice
+    assert with_proved_cache_tree(stripped, _with_tree(twice, tree), listing, listing) is None
+    assert with_proved_cache_tree(twice, host, listing, listing) is None
+    # two entries of c/ swapped: each directory still counts its own
+    swapped = _sealed(stripped[:156] + stripped[228:300] + stripped[156:228] + stripped[300:-20])
+    # (the copy-back refuses such an index before: the listing as a walk would give it)
+    out_of_order = {key: listing[key] for key in (b"a/b/f", b"a/g", b"c/i", b"c/h")}
+    assert with_proved_cache_tree(swapped, host, listing, out_of_order) is None
+    (tmp_path / ".git" / "index").write_bytes(host)
+    (tmp_path / "new").write_text("n")
+    _git(tmp_path, "add", "-N", "new")
+    intent = strip_optional_extensions((tmp_path / ".git" / "index").read_bytes())
+    assert intent is not None
+    after = _listing(tmp_path, tmp_path / ".git" / "index")
+    assert with_proved_cache_tree(intent, host, listing, after) is None
+    assert with_proved_cache_tree(stripped, _with_tree(intent, tree), after, listing) is None

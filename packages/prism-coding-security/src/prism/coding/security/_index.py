@@ -13,7 +13,13 @@ unlisted, and resolve-undo (``REUC``) what ``git checkout -m`` writes back.
 
 So every optional extension is dropped from an index before it is judged and
 placed (git rebuilds the caches it wants on its next write), and the index's
-trailing checksum is written again. The required extensions (lower case:
+trailing checksum is written again. The cache-tree it then gets
+(:func:`with_proved_cache_tree`) is the host's own, never the command's: a
+node stays valid only where every entry below its directory is the same in
+the host's index and the new one, which is what git itself does to its
+cache-tree when entries change (a differential test compares the two node
+for node); every other node is written invalid, so the host's next commit
+rebuilds the trees of what changed and not of every directory. The required extensions (lower case:
 ``link``, a split index's shared index; ``sdir``, a sparse index) stay; git
 refuses an index with a required extension it does not know, so the checks
 that read the index refuse it too. The format is git's
@@ -30,18 +36,26 @@ list entries no single walk sees.
 from __future__ import annotations
 
 import hashlib
+import re
+from bisect import bisect_left
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "extension_signatures",
     "extensionless",
     "positional_eoie",
     "strip_optional_extensions",
+    "with_proved_cache_tree",
 ]
 
 _HEADER = 12
 _STAT = 40  # ctime, mtime (seconds and nanoseconds), dev, ino, mode, uid, gid, size
 _EXTENDED = 0x4000
 _NAME_MASK = 0x0FFF
+_INTENT_TO_ADD = 0x2000  # in the extended flags: `git add -N`, left out of the trees git writes
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int] | None:
@@ -60,13 +74,17 @@ def _varint(data: bytes, at: int) -> tuple[int, int] | None:
     return value, at
 
 
-def _entries_end(data: bytes, version: int, count: int, oid: int, end: int) -> int | None:
+def _entries_end(
+    data: bytes, version: int, count: int, oid: int, end: int
+) -> tuple[int, bool] | None:
     """Where the entries end (the first extension starts), None if they do not parse.
 
     Each entry's length is read as git reads it (``read-cache.c``): the path's
-    length from the flags, or up to its NUL when the flags hold 0xFFF.
+    length from the flags, or up to its NUL when the flags hold 0xFFF. Also
+    whether an entry is marked intent-to-add.
     """
     at = _HEADER
+    intent = False
     previous = 0  # version 4: the length of the previous entry's path
     for _ in range(count):
         fixed = at + _STAT + oid
@@ -77,6 +95,7 @@ def _entries_end(data: bytes, version: int, count: int, oid: int, end: int) -> i
         if flags & _EXTENDED:
             if version < 3:
                 return None
+            intent = intent or bool(data[name] << 8 & _INTENT_TO_ADD)
             name += 2
         copied = 0
         if version == 4:
@@ -101,11 +120,38 @@ def _entries_end(data: bytes, version: int, count: int, oid: int, end: int) -> i
             at += (name - at + length + 8) & ~7
         if at > end:
             return None
-    return at
+    return at, intent
 
 
-def _layout(data: bytes) -> tuple[int, int, list[tuple[bytes, int, int]]] | None:
-    """The checksum's length, where the entries end, and each extension (signature, start, end)."""
+# an index's layout: the checksum's length, where the entries end, each extension
+# (signature, start, end), whether an entry is marked intent-to-add
+_Layout = tuple[int, int, list[tuple[bytes, int, int]], bool]
+# the last indexes laid out or written here with their layouts: the index a copy-back
+# writes is the host's index the next one reads, and its entries are walked only once
+_KNOWN: tuple[tuple[bytes, _Layout], ...] = ()
+_KNOWN_COUNT = 4
+_KNOWN_SIZE = 1 << 24
+
+
+def _known(data: bytes, layout: _Layout) -> None:
+    global _KNOWN  # (replaced whole: a reader sees the old tuple or the new one)
+    if len(data) <= _KNOWN_SIZE and any(data[len(data) - layout[0] :]):
+        # (with a checksum: without one, which hash it is is a guess the walk makes)
+        _KNOWN = ((data, layout), *_KNOWN[: _KNOWN_COUNT - 1])
+
+
+def _layout(data: bytes) -> _Layout | None:
+    """``data``'s layout (see ``_Layout``), None if it is no index read here."""
+    for known, layout in _KNOWN:
+        if known is data or known == data:
+            return layout
+    walked = _walk(data)
+    if walked is not None:
+        _known(data, walked)
+    return walked
+
+
+def _walk(data: bytes) -> _Layout | None:
     if len(data) < _HEADER + 20 or data[:4] != b"DIRC":
         return None
     version = int.from_bytes(data[4:8], "big")
@@ -119,9 +165,10 @@ def _layout(data: bytes) -> tuple[int, int, list[tuple[bytes, int, int]]] | None
         trailer = data[end:]
         if any(trailer) and hashlib.new(algorithm, data[:end]).digest() != trailer:
             continue
-        entries = _entries_end(data, version, count, size, end)
-        if entries is None:
+        walked = _entries_end(data, version, count, size, end)
+        if walked is None:
             continue
+        entries, intent = walked
         extensions: list[tuple[bytes, int, int]] = []
         at = entries
         while at + 8 <= end:
@@ -131,7 +178,7 @@ def _layout(data: bytes) -> tuple[int, int, list[tuple[bytes, int, int]]] | None
             extensions.append((data[at : at + 4], at, at + 8 + length))
             at += 8 + length
         if at == end:
-            return size, entries, extensions
+            return size, entries, extensions, intent
     return None
 
 
@@ -156,19 +203,26 @@ def strip_optional_extensions(data: bytes) -> bytes | None:
     layout = _layout(data)
     if layout is None:
         return None
-    size, entries, extensions = layout
+    size, entries, extensions, intent = layout
     kept = [(s, a, b) for s, a, b in extensions if not (b"A"[0] <= s[0] <= b"Z"[0])]
     if len(kept) == len(extensions):
         # nothing to drop: but bytes of an entry or a kept extension git would take
         # for an EOIE there would make a threaded git list other entries
         return None if positional_eoie(data, size) else data
-    body = data[:entries] + b"".join(data[a:b] for _, a, b in kept)
-    end = len(data) - size
-    if not any(data[end:]):
-        stripped = body + bytes(size)  # index.skipHash: no checksum
-    else:
-        stripped = body + hashlib.new("sha1" if size == 20 else "sha256", body).digest()
+    stripped = _sealed(data[:entries] + b"".join(data[a:b] for _, a, b in kept), data, size)
+    moved, at = [], entries  # the kept extensions where they now lie
+    for signature, start, end in kept:
+        moved.append((signature, at, at + end - start))
+        at += end - start
+    _known(stripped, (size, entries, moved, intent))
     return None if positional_eoie(stripped, size) else stripped
+
+
+def _sealed(body: bytes, data: bytes, size: int) -> bytes:
+    """``body`` with a trailer of ``size`` bytes as ``data`` has one: its checksum, or zeros."""
+    if not any(data[len(data) - size :]):
+        return body + bytes(size)  # index.skipHash: no checksum
+    return body + hashlib.new("sha1" if size == 20 else "sha256", body).digest()
 
 
 def extensionless(data: bytes) -> bool:
@@ -180,3 +234,142 @@ def extension_signatures(data: bytes) -> list[bytes] | None:
     """The signatures of ``data``'s extensions in their order, None if it is no index read here."""
     layout = _layout(data)
     return None if layout is None else [signature for signature, _, _ in layout[2]]
+
+
+# a cache-tree node's counts as git writes them: its entries (-1: invalid, no object
+# name follows) and its subtrees; anything git's strtol would also take is not read
+_COUNTS = re.compile(rb"(-1|0|[1-9][0-9]{0,9}) (0|[1-9][0-9]{0,9})\n")
+
+
+def _changed_directories(
+    before: Mapping[bytes, object], after: Mapping[bytes, object]
+) -> set[bytes]:
+    """Every directory (b"" the top) holding an entry that differs between the two listings."""
+    changed = [key for key, entry in after.items() if before.get(key) != entry]
+    changed += before.keys() - after.keys()
+    out: set[bytes] = {b""} if changed else set()
+    for key in changed:
+        path = key.partition(b"\0")[0]
+        at = path.find(b"/")
+        while at >= 0:
+            out.add(path[:at])
+            at = path.find(b"/", at + 1)
+    return out
+
+
+def _node_pattern(hash_size: int) -> re.Pattern[bytes]:
+    """One cache-tree node as git writes it: its name (no '/'), counts, object when valid."""
+    pattern = _NODES.get(hash_size)
+    if pattern is None:
+        pattern = _NODES[hash_size] = re.compile(
+            rb"([^\0/]*)\0(?:-1|(0|[1-9][0-9]{0,9})) (0|[1-9][0-9]{0,9})\n(?(2).{%d})" % hash_size,
+            re.DOTALL,
+        )
+    return pattern
+
+
+_NODES: dict[int, re.Pattern[bytes]] = {}
+
+
+def _kept_nodes(
+    tree: bytes, hash_size: int, changed: set[bytes], keys: list[bytes]
+) -> bytes | None:
+    """``tree`` (a cache-tree's bytes) with each node of a ``changed`` directory written invalid.
+
+    None unless every node reads exactly as git writes one (the top unnamed and
+    first, then depth first, each directory's subtrees in git's order: shorter
+    names first, then by their bytes; names without '/'; counts in plain
+    decimal, -1 for an invalid node), and each valid node that stays counts
+    exactly the entries of ``keys`` (the new index's, sorted) below its path.
+    """
+    pieces: list[bytes] = []
+    copied = at = 0
+    # the directory whose subtrees are being read (None: the top is next), how many
+    # of them are still to come, the last one's name; the directories above it
+    parent: bytes | None = None
+    left, last = 0, b""
+    stack: list[tuple[bytes | None, int, bytes]] = []
+    for node in _node_pattern(hash_size).finditer(tree, at):
+        start, end = node.span()
+        if start != at:
+            return None
+        at = end
+        name, entries, subtrees = node.groups()
+        if parent is None:
+            if start or name:
+                return None  # a second top, or a named one
+            path, count = b"", len(keys)
+        else:
+            if not name or (len(last), last) >= (len(name), name):
+                return None  # (the first name compares after b"": its length is above 0)
+            path = parent + b"/" + name if parent else name
+            last = name
+            left -= 1
+            if not left:
+                parent, left, last = stack.pop() if stack else (None, 0, b"")
+            below = bisect_left(keys, path + b"/")
+            count = bisect_left(keys, path + b"0", below) - below  # ('0' follows '/')
+        if entries is not None:
+            if path in changed:
+                pieces += (tree[copied:start], b"%s\0-1 %s\n" % (name, subtrees))
+                copied = end
+            elif int(entries) != count or (path and not count):
+                return None  # (git keeps no valid node for a directory without entries)
+        if subtrees != b"0":
+            if parent is not None:
+                stack.append((parent, left, last))
+            parent, left, last = path, int(subtrees), b""
+        elif parent is None:
+            break  # the last node of the top's tree
+    if at != len(tree) or parent is not None:
+        return None
+    pieces.append(tree[copied:])
+    return b"".join(pieces)
+
+
+def _sorted_listing(data: bytes, listing: Mapping[bytes, object]) -> list[bytes] | None:
+    """The listing's keys when they are the file's entries, each once, in git's order."""
+    keys = list(listing)
+    if int.from_bytes(data[8:12], "big") != len(keys) or keys != sorted(keys):
+        return None  # an entry twice (the listing keeps one), or out of order
+    return keys
+
+
+def with_proved_cache_tree(
+    new: bytes,
+    host: bytes,
+    before: Mapping[bytes, object],
+    after: Mapping[bytes, object],
+) -> bytes | None:
+    """``new`` with the nodes of the ``host`` index's cache-tree that are proved right for it.
+
+    ``new``: an index without extensions (what a command left, its caches
+    dropped), listed as ``after``; ``host``: the host's index it replaces,
+    listed as ``before`` (keys and entries as :func:`._overlay.index_entries`
+    gives them). The command's own cache-tree is never read. A node of the
+    host's is kept when every entry below its directory is the same in both
+    listings (path, stage, mode, object, flags): it names the tree those
+    entries make, so the host's next commit reuses it rightly. Every other
+    node, and so each ancestor of a changed entry, is written invalid (entry
+    count -1), which git recomputes. None (the index stays without one) when
+    either index is not read here, holds an entry marked intent-to-add, lists
+    an entry twice or out of order, or the host's cache-tree does not read
+    exactly as git writes one.
+    """
+    layout = _layout(new)
+    if layout is None or layout[2] or layout[3]:
+        return None
+    size, entries, _, _ = layout
+    old = _layout(host)
+    if old is None or old[0] != size or old[3] or any(s[0] > 90 for s, _, _ in old[2]):
+        return None  # (a split or sparse host index: its listing is another file's too)
+    tree = next((host[a + 8 : b] for s, a, b in old[2] if s == b"TREE"), None)
+    keys = _sorted_listing(new, after)
+    if tree is None or keys is None or _sorted_listing(host, before) is None:
+        return None
+    kept = _kept_nodes(tree, size, _changed_directories(before, after), keys)
+    if kept is None:
+        return None
+    out = _sealed(new[:entries] + b"TREE" + len(kept).to_bytes(4, "big") + kept, new, size)
+    _known(out, (size, entries, [(b"TREE", entries, entries + 8 + len(kept))], False))
+    return None if positional_eoie(out, size) else out

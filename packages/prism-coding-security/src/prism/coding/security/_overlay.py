@@ -64,7 +64,12 @@ from typing import TYPE_CHECKING
 from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._files import open_regular_file, read_regular_file
-from ._index import extension_signatures, extensionless, strip_optional_extensions
+from ._index import (
+    extension_signatures,
+    extensionless,
+    strip_optional_extensions,
+    with_proved_cache_tree,
+)
 from ._indexfile import in_git_order, read_index
 from ._objects import NOT_OBJECTS, InflationLeft, prove_objects
 from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_head
@@ -732,13 +737,33 @@ def _without_caches(path: str) -> str | None:
     if b"sdir" in (extension_signatures(stripped) or ()):
         return _SPARSE
     if stripped is not data:
-        # a fresh name beside it: one the command made in its layer is never opened
-        fd, temporary = tempfile.mkstemp(prefix="index.prism-", dir=os.path.dirname(path))
-        os.fchmod(fd, stat.S_IMODE(os.lstat(path).st_mode))  # the index's own mode
-        with os.fdopen(fd, "wb") as file:
-            file.write(stripped)
-        os.replace(temporary, path)
+        _write_index(path, stripped)
     return None
+
+
+def _write_index(path: str, data: bytes) -> None:
+    """Replace the layer's index at ``path`` by ``data``, with the index's own mode."""
+    # a fresh name beside it: one the command made in its layer is never opened
+    fd, temporary = tempfile.mkstemp(prefix="index.prism-", dir=os.path.dirname(path))
+    os.fchmod(fd, stat.S_IMODE(os.lstat(path).st_mode))
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    os.replace(temporary, path)
+
+
+def _keep_cache_tree(new: str, host: str, before: IndexEntries, after: IndexEntries) -> None:
+    """Give the layer's index at ``new`` the nodes of ``host``'s cache-tree proved right for it.
+
+    See :func:`._index.with_proved_cache_tree`; without them the host's next
+    commit rebuilds the tree of every directory. ``before`` lists the host's
+    index: should the host write it between that listing and this read, its
+    ctime is then later than the command's start and the layer's index is
+    not placed at all.
+    """
+    data, old = _read_small(new), _read_small(host)
+    kept = None if data is None or old is None else with_proved_cache_tree(data, old, before, after)
+    if kept is not None:
+        _write_index(new, kept)
 
 
 def _real_directory(path: str) -> bool:
@@ -1047,6 +1072,8 @@ class _Applier:
         before = known_listing(git_dir, work_tree, host_index)
         if before is None:
             before = self.host_index_entries(top, git_dir, work_tree, host_index)
+        if before is not None:
+            _keep_cache_tree(new, host_index, before, after)
         remember_listing(git_dir, work_tree, new, after)
         changed = after.items() if before is None else [
             (p, e) for p, e in after.items() if before.get(p) != e
