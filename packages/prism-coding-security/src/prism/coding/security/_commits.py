@@ -11,7 +11,9 @@ parents, the difference of two trees), and :meth:`CommitTrees.prepare` asks
 for many at once: one ``git cat-file --batch-check`` resolves every tree, one
 ``git diff-tree --stdin`` gives every difference. What a batch cannot answer
 exactly as one git process per question would (a name that is not plain text,
-a batch that failed) is asked as before, one process each.
+a batch that failed) is asked as before, one process each. One new commit on
+top of ``HEAD`` whose objects are loose is read without git at all (see
+:mod:`._looseread`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from ._files import read_regular_file
+from ._looseread import EMPTY_TREE, LooseReader, Unread
+from ._proved import HOST_GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,6 +50,7 @@ _REF_PART = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*(?<!\.lock)"
 _HOST_REF = re.compile(rf"HEAD|refs/{_REF_PART}(?:/{_REF_PART})*")
 # what makes git read refs other than the loose files of GIT_DIR
 _REFS_ELSEWHERE = ("GIT_COMMON_DIR", "GIT_NAMESPACE")
+_FORCED = dict(HOST_GIT_ENVIRONMENT)
 
 
 def host_ref(git_dir: str, name: str) -> str | None:
@@ -134,6 +139,27 @@ class CommitTrees:
         # tips whose every new commit was judged: kept across forget (a commit's own
         # history does not change; the host's refs only grow what it already had)
         self.judged: set[str] = set()
+        # the object files read as git reads them (None: git is asked); made on first use
+        self._reader: LooseReader | bool | None = False
+        self.read_here = 0
+        """How many answers were read from the object files instead of asked of git."""
+
+    def _loose(self) -> LooseReader | None:
+        if self._reader is False:
+            self._reader = LooseReader.for_env(self.env, _FORCED)
+        return self._reader if isinstance(self._reader, LooseReader) else None
+
+    def _diff_here(self, old: str, new: str) -> bytes | None:
+        """``old`` against ``new`` read from the object files, or None (ask git)."""
+        reader = self._loose()
+        if reader is None:
+            return None
+        try:
+            listing = reader.diff(old, new)
+        except (Unread, OSError):
+            return None
+        self.read_here += 1
+        return listing
 
     def forget(self, *, reflogs_only: bool = False) -> None:
         """Drop the answers a change the copy-back made to the host's ``.git`` may alter.
@@ -270,6 +296,16 @@ class CommitTrees:
         key = (todo, limit)
         if self._listed is not None and self._listed[0] == key:
             return self._listed[1]
+        reader = self._loose()
+        if reader is not None:
+            try:
+                here = reader.new_commit(todo, host_ref(reader.git_dir, "HEAD"))
+            except (Unread, OSError):
+                pass
+            else:
+                self.read_here += 1
+                self._listed = (key, here)
+                return here
         out = git_out(
             self.env, "rev-list", "--boundary", f"--max-count={limit + 1}",
             "--format=%T %P", *todo, "--not", "--all", "--",
@@ -287,6 +323,8 @@ class CommitTrees:
         return self._trees[expression]
 
     def _empty_tree(self) -> str | None:
+        if self._empty is None and self._loose() is not None:
+            self._empty = EMPTY_TREE  # (a SHA-1 repository: the reader reads no other)
         if self._empty is None:
             out = git_out(self.env, "hash-object", "-t", "tree", "/dev/null")
             self._empty = out.decode().strip() if out else ""
@@ -305,6 +343,10 @@ class CommitTrees:
             return None
         tree = self._trees.get(expression)
         key = (old, tree if tree is not None else expression)
+        if key not in self._diffs and tree is not None:
+            here = self._diff_here(old, tree)
+            if here is not None:
+                self._diffs[key] = here
         if key not in self._diffs:
             self._diffs[key] = git_out(
                 self.env, "diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", *key
@@ -353,6 +395,14 @@ class CommitTrees:
         follow are what ``git diff-tree -r -z old new`` prints. Nothing is kept
         unless every pair's line came back in order and git succeeded.
         """
+        asked = pairs
+        pairs = []
+        for pair in asked:
+            here = self._diff_here(*pair)
+            if here is None:
+                pairs.append(pair)
+            else:
+                self._diffs[pair] = here
         if not pairs:
             return
         out = git_out(

@@ -1,0 +1,259 @@
+"""One new commit's history and tree differences, read in Python from loose objects.
+
+The copy-back judges a moved ref by what its new commits change (see
+:mod:`._commits`): ``git rev-list <tip> --not --all`` lists them,
+``git diff-tree -r -z`` gives each difference. For the commit an agent makes
+most often (one new commit on top of ``HEAD``, its objects and its parent's
+loose) those two git processes cost more than the rest of the check. Here the
+same answers are read from the object files themselves, and only where the
+reading is git's own:
+
+* every object read is a loose object file (a regular file, no link followed)
+  that inflates to an object of the expected type whose SHA-1 is its name
+  (objects are named by their content: whichever copy git would open, packed
+  or loose, holds these bytes), at most :data:`OBJECT_LIMIT` bytes;
+* a commit in git's canonical form (``tree``, then ``parent`` lines), a tree
+  whose entries are in git's order, with names git writes and modes git
+  writes (no submodule in a difference: its ignore rules are git's to read);
+* the repository reads objects and parents as plainly: no replace refs, no
+  grafts, no shallow list, no other object format or included configuration,
+  no common directory, no variable that changes what git reads (another object
+  directory, a replace ref base, a namespace, configuration beyond Prism's forced
+  one).
+
+Anything else is None: git is asked as before. A new commit is one whose
+object is only in the command's layer; its parents must be what the host's
+``HEAD`` names (read as :func:`._commits.host_ref` reads it), the boundary
+``rev-list --boundary`` shows. Differential tests compare every answer with
+git's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import zlib
+from typing import TYPE_CHECKING
+
+from ._files import open_regular_file, read_regular_file
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["EMPTY_TREE", "OBJECT_LIMIT", "LooseReader", "Unread"]
+
+OBJECT_LIMIT = 16 << 20
+"""An object read here inflates to at most this many bytes (a larger one: git is asked)."""
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+"""The empty tree's SHA-1 name: git knows it without an object file."""
+_HEX40 = re.compile(rb"[0-9a-f]{40}")
+_COMMIT_HEAD = re.compile(rb"tree ([0-9a-f]{40})\n((?:parent [0-9a-f]{40}\n)*)")
+_MODES = frozenset({b"100644", b"100755", b"120000", b"40000"})
+_ZERO = b"0" * 40
+# variables that change which objects, refs or parents git reads (or its configuration:
+# any GIT_CONFIG* but what Prism forces); others (GIT_SSL_CAINFO, GIT_EDITOR) change nothing
+_READS = frozenset({
+    "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_REPLACE_REF_BASE",
+    "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE", "GIT_REF_PARANOIA", "GIT_DEFAULT_HASH",
+    "GIT_DEFAULT_REF_FORMAT",
+})  # fmt: skip
+_Entry = tuple[bytes, bytes, bytes]  # mode, name, hex object name
+
+
+class Unread(Exception):
+    """Not read as git reads it: git is asked instead."""
+
+
+class LooseReader:
+    """Loose objects of one ``.git`` (and the command's proved ones), read as git reads them."""
+
+    def __init__(self, git_dir: str, alternate: str | None) -> None:
+        self.git_dir = git_dir
+        self.stores = [os.path.join(git_dir, "objects"), *([alternate] if alternate else [])]
+        self._layer = alternate
+
+    @classmethod
+    def for_env(cls, env: Mapping[str, str], forced: Mapping[str, str]) -> LooseReader | None:
+        """The reader for the git ``env`` names, or None when git would read otherwise.
+
+        ``forced``: the variables Prism sets on every host git (their values as set).
+        """
+        git_dir = env.get("GIT_DIR")
+        alternate = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        if git_dir is None or (alternate is not None and (":" in alternate or not alternate)):
+            return None
+        for key, value in env.items():
+            if forced.get(key, value) != value:
+                return None  # (a forced value overridden)
+            if key in _READS or (key.startswith(("GIT_CONFIG", "GIT_TEST_")) and key not in forced):
+                return None
+        for name in ("commondir", "shallow", os.path.join("info", "grafts")):
+            if os.path.lexists(os.path.join(git_dir, name)):
+                return None
+        if os.path.lexists(os.path.join(git_dir, "refs", "replace")):
+            return None
+        packed = read_regular_file(os.path.join(git_dir, "packed-refs"), 1 << 24)
+        if packed is None and os.path.lexists(os.path.join(git_dir, "packed-refs")):
+            return None
+        if packed is not None and (len(packed) >= 1 << 24 or b"refs/replace/" in packed):
+            return None
+        config = read_regular_file(os.path.join(git_dir, "config"), 1 << 20)
+        if config is None or len(config) >= 1 << 20:
+            return None
+        lowered = config.lower()
+        if any(word in lowered for word in (b"include", b"objectformat", b"refstorage")):
+            return None
+        return cls(git_dir, alternate)
+
+    def _read(self, name: str, kind: bytes, stores: list[str]) -> bytes:
+        """The content of the object ``name`` of type ``kind``; raises :class:`Unread`."""
+        if not _HEX40.fullmatch(name.encode()):
+            raise Unread
+        for store in stores:
+            fd = open_regular_file(os.path.join(store, name[:2], name[2:]))
+            if fd is None:
+                continue
+            try:
+                data = _inflated(fd)
+            finally:
+                os.close(fd)
+            header, _, content = data.partition(b"\0")
+            if header != b"%s %d" % (kind, len(content)):
+                raise Unread
+            if hashlib.sha1(data, usedforsecurity=False).hexdigest() != name:
+                raise Unread
+            return content
+        raise Unread
+
+    def read(self, name: str, kind: bytes) -> bytes:
+        """The object ``name`` (a ``kind``) from the host's store or the layer's."""
+        return self._read(name, kind, self.stores)
+
+    def only_in_layer(self, name: str) -> bool:
+        """Whether ``name`` is a loose object of the layer and of no store of the host's."""
+        host = os.path.join(self.stores[0], name[:2], name[2:])
+        if self._layer is None or os.path.lexists(host):
+            return False
+        return os.path.lexists(os.path.join(self._layer, name[:2], name[2:]))
+
+    def commit(self, name: str) -> tuple[str, list[str]]:
+        """A commit's tree and parents; raises :class:`Unread`."""
+        content = self.read(name, b"commit")
+        match = _COMMIT_HEAD.match(content)
+        if match is None:
+            raise Unread
+        parents = [line[7:].decode() for line in match.group(2).splitlines()]
+        return match.group(1).decode(), parents
+
+    def tree(self, name: str) -> list[_Entry]:
+        """A tree's entries in order; raises :class:`Unread` for one git would read otherwise."""
+        if name == EMPTY_TREE:
+            return []
+        content = self.read(name, b"tree")
+        entries: list[_Entry] = []
+        at = 0
+        last = b""
+        while at < len(content):
+            space = content.find(b" ", at)
+            end = content.find(b"\0", space + 1)
+            if space < 0 or end < 0 or end + 21 > len(content):
+                raise Unread
+            mode, entry_name = content[at:space], content[space + 1 : end]
+            if mode not in _MODES or not entry_name or b"/" in entry_name:
+                raise Unread
+            key = entry_name + (b"/" if mode == b"40000" else b"\0")
+            if key <= last:
+                raise Unread  # out of git's order, or twice
+            last = key
+            entries.append((mode, entry_name, content[end + 1 : end + 21].hex().encode()))
+            at = end + 21
+        return entries
+
+    def new_commit(
+        self, tips: tuple[str, ...], head: str | None
+    ) -> tuple[dict[str, str], dict[str, list[str]]]:
+        """What ``rev-list --boundary --format='%T %P' tips --not --all`` lists, read here.
+
+        One tip, only in the layer, whose parents are each ``head`` (the commit the
+        host's ``HEAD`` names): (each listed commit's tree, the new commit's
+        parents). Raises :class:`Unread` otherwise.
+        """
+        if len(tips) != 1 or head is None or not self.only_in_layer(tips[0]):
+            raise Unread
+        tip = tips[0]
+        tree, parents = self.commit(tip)
+        trees = {tip: tree}
+        for parent in parents:
+            if parent != head:
+                raise Unread
+            trees[parent] = self.commit(parent)[0]
+        return trees, {tip: parents}
+
+    def diff(self, old: str, new: str) -> bytes:
+        """What ``git diff-tree -r -z --no-renames old new`` prints; raises :class:`Unread`."""
+        out: list[bytes] = []
+        self._diff(old, new, b"", out)
+        return b"".join(out)
+
+    def _diff(self, old: str | None, new: str | None, prefix: bytes, out: list[bytes]) -> None:
+        before = self.tree(old) if old else []
+        after = self.tree(new) if new else []
+        i = j = 0
+        while i < len(before) or j < len(after):
+            a = before[i] if i < len(before) else None
+            b = after[j] if j < len(after) else None
+            if b is None or (a is not None and _key(a) < _key(b)):
+                assert a is not None
+                self._gone(a, prefix, out)
+                i += 1
+            elif a is None or _key(a) > _key(b):
+                self._added(b, prefix, out)
+                j += 1
+            else:
+                i += 1
+                j += 1
+                if a[0] == b[0] and a[2] == b[2]:
+                    continue
+                path = prefix + a[1]
+                if a[0] == b"40000":
+                    self._diff(a[2].decode(), b[2].decode(), path + b"/", out)
+                else:
+                    status = b"M" if a[0] == b[0] or b"120000" not in (a[0], b[0]) else b"T"
+                    out.append(b":%s %s %s %s %s\0%s\0" % (
+                        _shown(a[0]), _shown(b[0]), a[2], b[2], status, path))  # fmt: skip
+
+    def _gone(self, entry: _Entry, prefix: bytes, out: list[bytes]) -> None:
+        mode, name, oid = entry
+        if mode == b"40000":
+            self._diff(oid.decode(), None, prefix + name + b"/", out)
+        else:
+            out.append(b":%s 000000 %s %s D\0%s%s\0" % (_shown(mode), oid, _ZERO, prefix, name))
+
+    def _added(self, entry: _Entry, prefix: bytes, out: list[bytes]) -> None:
+        mode, name, oid = entry
+        if mode == b"40000":
+            self._diff(None, oid.decode(), prefix + name + b"/", out)
+        else:
+            out.append(b":000000 %s %s %s A\0%s%s\0" % (_shown(mode), _ZERO, oid, prefix, name))
+
+
+def _key(entry: _Entry) -> bytes:
+    return entry[1] + (b"/" if entry[0] == b"40000" else b"\0")
+
+
+def _shown(mode: bytes) -> bytes:
+    return mode.rjust(6, b"0")
+
+
+def _inflated(fd: int) -> bytes:
+    """A loose object file inflated whole (nothing after its stream); raises :class:`Unread`."""
+    data = os.read(fd, OBJECT_LIMIT + 1)  # (a regular file: read whole, up to the count)
+    inflate = zlib.decompressobj()
+    try:
+        out = inflate.decompress(data, OBJECT_LIMIT + 64)
+    except zlib.error as exc:
+        raise Unread from exc
+    if len(data) > OBJECT_LIMIT or not inflate.eof or inflate.unused_data:
+        raise Unread
+    return out
