@@ -264,11 +264,16 @@ class ToolParameterValidator:
                 and bound[0] <= slot.chars
                 and bound[1] <= slot.nesting
             ):
-                if slot.valid(arguments):
+                # Read, then called: a call of slot.valid(...) looks the slot up
+                # as a method, which the interpreter cannot specialise.
+                valid = slot.valid
+                if valid(arguments):
                     return None
-            elif slot.quick(arguments) is True:
+            else:
                 # Any other call: the compiled schema's own check, without validate.
-                return None
+                quick = slot.quick
+                if quick(arguments) is True:
+                    return None
         except Exception:  # not a dispatch context, or the engine could not say
             pass
         check = slot.check
