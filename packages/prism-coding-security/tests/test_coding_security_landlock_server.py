@@ -338,3 +338,26 @@ async def test_a_signal_ignored_where_prism_started_is_not_ignored_by_commands(
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert int(output.split()[1], 16) == 0, output
+
+
+def test_the_bounding_set_is_shrunk_one_by_one_only_where_the_kernel_lets_it() -> None:
+    """Each command skips the 41 PR_CAPBSET_DROP calls only where every one would fail.
+
+    In a throwaway process: dropping CAP_SETPCAP from the bounding set succeeds
+    exactly when the server's check says it may (root: yes; a user: EPERM).
+    """
+    import subprocess
+    import sys
+
+    from prism.coding.security import _landlock_exec
+
+    code = (
+        "from prism.coding.security import _landlock_exec as m\n"
+        "may = m._may_shrink_bounding_set()\n"
+        "print(may, m._libc.prctl(m.PR_CAPBSET_DROP, m._CAP_SETPCAP, 0, 0, 0) == 0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.split()
+    assert out[0] == out[1], out
+    assert str(_landlock_exec._may_shrink_bounding_set()) == out[0]

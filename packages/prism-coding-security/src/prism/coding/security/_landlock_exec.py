@@ -35,6 +35,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import resource
 import select
 import signal
@@ -204,6 +205,24 @@ def drop_capabilities() -> None:
     _drop_capabilities_upto(_last_cap())
 
 
+# CAP_SETPCAP: without it (effective) every PR_CAPBSET_DROP fails with EPERM
+_CAP_SETPCAP = 8
+
+
+def _may_shrink_bounding_set() -> bool:
+    """Whether this process has CAP_SETPCAP in its effective set (True if unknown).
+
+    Read once by the server: each command's process has the server's capabilities.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            status = handle.read()
+    except OSError:  # pragma: no cover - no /proc
+        return True
+    effective = re.search(r"^CapEff:\s*([0-9a-f]{1,16})$", status, re.MULTILINE)
+    return effective is None or bool(int(effective[1], 16) >> _CAP_SETPCAP & 1)
+
+
 def _last_cap() -> int:
     try:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
@@ -212,9 +231,11 @@ def _last_cap() -> int:
         return 63
 
 
-def _drop_capabilities_upto(last: int) -> None:
-    for cap in range(last + 1):
-        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+def _drop_capabilities_upto(last: int, *, bounding: bool = True) -> None:
+    """Drop every capability; the bounding set's one by one only when ``bounding``."""
+    if bounding:
+        for cap in range(last + 1):
+            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
@@ -321,22 +342,32 @@ def main(args: list[str]) -> int:
         return 126
 
 
-def _default_signals() -> None:  # pragma: no cover - in a child, just before exec
-    """Every signal's default action and an empty mask, as a command expects.
+def _handled_signals(also: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The signals whose action here is not the default, and ``also``.
+
+    Python knows each one's action: read at its start, set since only by this file.
+    """
+    return tuple(
+        signum
+        for signum in signal.valid_signals()
+        if signum not in (signal.SIGKILL, signal.SIGSTOP)
+        and (signum in also or signal.getsignal(signum) is not signal.SIG_DFL)
+    )
+
+
+def _default_signals(which: tuple[int, ...] | None = None) -> None:  # pragma: no cover
+    """Every signal's default action and an empty mask, as a command expects (in a child).
 
     An ignored signal stays ignored across exec, and Python ignores SIGPIPE and
     SIGXFSZ: without this, ``yes | head -1`` ends with "Broken pipe" (status 1,
     not 141) and a shell loop writing to a closed pipe runs until the timeout.
-    Only the signals whose action is not already the default are set (Python
-    knows each one's action: read at its start, set since only by this file);
+    Only the signals whose action is not already the default are set
+    (:func:`_handled_signals`; ``which``: those, found before the fork);
     setting all 62 cost about 0.06 ms of CPU more a command.
     """
-    for signum in signal.valid_signals():
-        if signum not in (signal.SIGKILL, signal.SIGSTOP) and (
-            signal.getsignal(signum) is not signal.SIG_DFL
-        ):
-            with contextlib.suppress(OSError, ValueError):
-                signal.signal(signum, signal.SIG_DFL)
+    for signum in _handled_signals() if which is None else which:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
@@ -439,6 +470,9 @@ class _Prepared:
 
     def __init__(self, config: dict[str, object]) -> None:
         self.namespaces = config.get("mode") == "namespaces"
+        # what each command resets (see serve): the server's handled signals and the
+        # supervisor's own
+        self.signals: tuple[int, ...] | None = None
         if self.namespaces:
             return  # bubblewrap restricts the command; the child only mounts its overlays
         write = config["write"]
@@ -456,6 +490,7 @@ class _Prepared:
         pointer = ctypes.cast(self.filter_buffer, ctypes.c_void_p)
         self.filter = _SockFprog(len(program) // 8, pointer)
         self.last_cap = _last_cap()
+        self.bounding = _may_shrink_bounding_set()
 
 
 def _read_exact(fd: int, size: int) -> bytes:
@@ -503,7 +538,7 @@ def _command(
     stage = "run"
     try:
         signal.set_wakeup_fd(-1)
-        _default_signals()
+        _default_signals(prepared.signals)
         os.setsid()
         _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
         null = os.open("/dev/null", os.O_RDONLY)
@@ -535,7 +570,7 @@ def _command(
             os.execvpe(argv[0], argv, env)
         for which, value in prepared.limits:
             resource.setrlimit(which, (value, value))
-        _drop_capabilities_upto(prepared.last_cap)
+        _drop_capabilities_upto(prepared.last_cap, bounding=prepared.bounding)
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         _check(_libc.syscall(SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
         _check(
@@ -709,6 +744,8 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
     prepared = _Prepared(config)
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     wakeup = _wakeup()
+    # found once: each supervisor sets these three (and SIGCHLD, set here already)
+    prepared.signals = _handled_signals((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     supervisors: set[int] = set()
     control_fd = control.fileno()
     fd_size = array.array("i").itemsize
