@@ -140,6 +140,11 @@ Rows (medians over repetitions, measured in one run):
   invalid, peers, dict-built call       1.63x (1.60-1.78)  1.60x (1.55-1.60)
   ====================================  =================  =================
 
+  Three more runs each, with the tool validator reading ``slot.quick``
+  before calling it (load average 11-15): README 2.03x -> 1.98x, peers 2.46x
+  -> 2.22x, no additionalProperties 2.48x -> 2.13x, search 3.50x -> 2.72x,
+  open 3.67x -> 2.91x, no regex 3.45x -> 2.33x; refused 1.58x and 1.62x.
+
   2x: README at the edge, the others not. A member costs the checker 32
   interpreter steps (about 70 ns here; the engine 20-36 ns), the call 27 more
   and the tool validator 38: docs, "Calls built from a dict", has the table.
