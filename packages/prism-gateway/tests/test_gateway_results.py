@@ -304,6 +304,7 @@ _PLAIN_RESULTS: list[dict[str, Any]] = [
     },
     # Many members (sorted by type first): the floats' sum passes a float's range.
     {**_OK, "content": [], "structuredContent": {"a": [*_MANY * [1e308], "s", None, True, {}]}},
+    {**_OK, "content": [], "structuredContent": {"a": [*_MANY * [7], "s", None, False, 0.5]}},
     {**_OK, "content": [], "structuredContent": {f"k{n}": [n, 0.5] for n in range(_MANY)}},
 ]
 # Plain at 2026-07-28 only (structuredContent any JSON value there, an object before)

@@ -209,6 +209,11 @@ def test_plain_json_sorts_many_members_by_type_and_still_finds_what_is_not_plain
                 plain_json({"a": [*around, bad]})
     with pytest.raises(ValueError, match="non-finite"):
         plain_json([float("inf"), float("-inf"), *[0.5] * many])  # the sum is no number
+    # The objects and arrays among many members are walked in turn.
+    nested: list[object] = [*[{"b": [1.5] * many}] * many, [], {}]
+    assert plain_json(nested) is nested
+    with pytest.raises(ValueError, match="non-finite"):
+        plain_json([*[{"b": 1}] * many, {"b": [float("nan")]}])
     with pytest.raises(ValueError, match="non-finite"):
         plain_json({f"k{n}": 1.0 if n else float("nan") for n in range(many)})
     # Not plain: copied (a tuple becomes a list, a str subclass a str, an int key text).
@@ -244,6 +249,7 @@ def test_the_gate_counts_many_members_by_type_and_still_refuses_each_problem() -
         assert _nodes({"a": strings}) == LONE_SURROGATE
     assert _nodes({**{f"k{n}": 1 for n in range(many)}, "\ud800": 1}) == LONE_SURROGATE
     assert _nodes({**{f"k{n}": 1 for n in range(many)}, "v": "\udc00"}) == LONE_SURROGATE
+    assert _nodes({**{f"k{n}": "ab" for n in range(many)}, "v": "\udc00"}) == LONE_SURROGATE
     # The caps on objects and on depth, counted in arrays of many members.
     too_many = _nodes([*[7] * many, *[[]] * MAX_MESSAGE_NODES])
     assert too_many == f"more than {MAX_MESSAGE_NODES} objects and arrays"
