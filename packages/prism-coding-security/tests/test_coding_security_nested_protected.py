@@ -543,7 +543,7 @@ def test_scripts_a_hook_runs_from_the_tree_are_protected(root: Path) -> None:
     """A hook of the hooks directory git names (core.hooksPath), or a husky script,
     that runs a script of the tree by its path: the script is protected (the host's
     next commit runs it; a command's edit of it came back unasked on the old code).
-    What a program such as npx runs in turn is not followed; sample hooks are not read."""
+    Sample hooks are not read; a file a hook writes is not taken."""
     _git("init", "-q", str(root))
     _git("-C", str(root), "config", "core.hooksPath", ".githooks")
     (root / ".githooks").mkdir()
@@ -566,3 +566,112 @@ def test_scripts_a_hook_runs_from_the_tree_are_protected(root: Path) -> None:
     # a hook added later on the host is read again (the directory is in the answer's key)
     (root / ".githooks" / "commit-msg").write_text("python3 hooks/msg.py\n")
     assert "hooks/msg.py" in implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))
+
+
+def _tooling(root: Path, marker: Path) -> None:
+    """A repository whose hooks, hook managers and yarn run programs kept in the tree."""
+    _git("init", "-q", str(root))
+    files = {
+        ".husky/pre-commit": "npx lint-staged\nnpm run lint\n",
+        "package.json": '{"scripts": {"lint": "node tools/lint.js", "prelint": "sh '
+        'scripts/pre.sh", "build": "node tools/build.js"}}',
+        ".git/hooks/pre-commit": "#!/bin/sh\n./scripts/push.sh\n",
+        "scripts/push.sh": "#!/bin/sh\n# the hook's own callee runs another\n./scripts/deep.sh\n"
+        "bin/tool || true\n",
+        "scripts/deep.sh": "#!/bin/sh\nexit 0\n",
+        ".pre-commit-config.yaml": "repos:\n- repo: local\n  hooks:\n  - id: check\n"
+        "    entry: ./tools/check.py\n    language: script\n    files: ^src/.*$\n",
+        "lefthook.yml": "pre-commit:\n  commands:\n    fmt:\n      run: |\n"
+        "        python3 tools/fmt.py {staged_files}\n",
+        ".yarnrc.yml": "yarnPath: .yarn/releases/yarn-4.cjs\nplugins:\n"
+        "  - path: .yarn/plugins/x.cjs\n    spec: x\n",
+        ".lintstagedrc.json": '{"*.js": ["node tools/fix.js", "eslint --fix"]}',
+        "node_modules/.bin/lint-staged": "#!/bin/sh\nexit 0\n",
+        "bin/tool": "\0ELF ./scripts/never.sh\n",
+        "tools/build.js": "",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for name in (".git/hooks/pre-commit", "scripts/push.sh", "scripts/deep.sh"):
+        os.chmod(root / name, 0o755)
+    _git("-C", str(root), "config", "user.email", "u@example.com")
+    _git("-C", str(root), "config", "user.name", "u")
+    del marker
+
+
+@pytest.mark.bwrap
+@pytest.mark.git
+async def test_what_the_hosts_tooling_runs_from_the_tree_is_protected(
+    root: Path, tmp_path: Path, run_shell: RunShell
+) -> None:
+    """What the host's tooling executes after the call, and what that runs in turn, is
+    protected: a hook's script's own callee, what a package runner runs (package.json's
+    scripts, node_modules), a hook manager's command, yarn's program and plugins. A
+    confined program's rewrite of the deepest one is left out and the host's next real
+    git commit runs the user's; on the old code it came back and the commit ran it."""
+    marker = tmp_path / "ran"
+    _tooling(root, marker)
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    expected = {
+        "scripts/push.sh", "scripts/deep.sh", "node_modules", "package.json", "tools/lint.js",
+        "scripts/pre.sh", "tools/check.py", "tools/fmt.py", ".yarn/releases/yarn-4.cjs",
+        ".yarn/plugins/x.cjs", "tools/fix.js",
+    }  # fmt: skip
+    assert expected <= found, expected - found
+    # a script no hook runs, a pattern, what a binary holds
+    assert not found & {"tools/build.js", "src", "tools", "scripts/never.sh"}
+    evil = f"#!/bin/sh\ntouch {marker}\n"
+    swap = (
+        f"import os\nfor p in ('scripts/deep.sh', 'node_modules/.bin/lint-staged'):\n"
+        f"    open(p, 'w').write({evil!r})\n"
+    )
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    _, output = await run_shell(ops, f"python3 -c {shlex.quote(swap)}", root)
+    assert "scripts/deep.sh" in output
+    assert "not applied" in output
+    assert "exit 0" in (root / "node_modules" / ".bin" / "lint-staged").read_text()
+    (root / "a.txt").write_text("x\n")
+    _git("-C", str(root), "add", "a.txt")
+    _git("-C", str(root), "commit", "-q", "-m", "user's commit")
+    assert not marker.exists()
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in ("scripts/deep.sh", "node_modules/lint-staged/index.js", ".yarn/plugins/x.cjs",
+                 ".lefthook/pre-commit/fmt.sh"):  # fmt: skip
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert not decision.allowed, path
+
+
+def test_the_tooling_files_are_read_as_their_tools_read_them(root: Path) -> None:
+    """The rarer spellings: yarn 1's yarn-path, quoted values, YAML lint-staged, npm's
+    test alias with its pre script, a package.json that is no object, and the bound
+    on the files read (a chain of scripts longer than it is followed that far)."""
+    from prism.coding.security import _callees
+
+    files = {
+        ".yarnrc": 'yarn-path "./.yarn/yarn-1.js"\n',
+        ".yarnrc.yml": "yarnPath: '.yarn/r.cjs' # pinned\n",
+        ".lintstagedrc.yml": "'*.py':\n  - python3 tools/a.py\n'*.md': sh tools/b.sh\n",
+        ".pre-commit-config.yaml": "  - entry: >\n      sh tools/c.sh\n    name: c\n",
+        "package.json": '{"scripts": {"pretest": "./tools/d.sh", "test": 3}, "lint-staged": 1}',
+        ".husky/pre-push": "npm t\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for n in range(_callees.MAX_READ + 2):
+        (root / "chain" / f"{n}.sh").parent.mkdir(exist_ok=True)
+        (root / "chain" / f"{n}.sh").write_text(f"./chain/{n + 1}.sh\n")
+    (root / ".husky" / "pre-commit").write_text("./chain/0.sh\n")
+    top = str(root)
+    found = _callees.hook_callees(top, [str(root / ".husky")], top, [])
+    expected = {".yarn/yarn-1.js", ".yarn/r.cjs", "tools/a.py", "tools/b.sh", "tools/c.sh",
+                "tools/d.sh", "node_modules", "package.json"}  # fmt: skip
+    assert expected <= set(found), expected - set(found)
+    chained = [path for path in found if path.startswith("chain/")]
+    assert len(chained) < _callees.MAX_READ + 2  # followed only so far
+    (root / "package.json").write_text("[1]")
+    (root / ".lintstagedrc.yml").write_text("[")
+    found = _callees.hook_callees(top, [str(root / ".husky")], top, [])
+    assert "tools/d.sh" not in found

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import threading
 
+from ._callees import hook_callees
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitdrivers import unsafe_to_start
@@ -296,80 +297,19 @@ def _command_entries(root: str, listing: bytes, top: str) -> list[str]:
     return out
 
 
-_HOOK_FILES = 64  # hook scripts read per directory, at most
-_HOOK_BYTES = 65536  # of each, at most
-
-
 def _hook_callees(
     root: str, directories: list[str], top: str, includes: list[str] | None
 ) -> list[str]:
-    """The files inside ``top`` that the hook scripts of ``directories`` name by a path.
+    """The files inside ``top`` the host's tooling runs from the work tree ``root``.
 
-    A hook (the hooks directory git names, husky's ``.husky`` scripts) that runs a
-    script of the tree (``sh scripts/lint.sh``, ``./tools/check``) runs what a
-    command wrote there at the host's next commit. Each program a hook runs by a
-    path (:func:`_programs_run`: a command's first word, an interpreter's script;
-    no ``$``), relative to the work tree's top ``root`` where hooks run, that lies
-    inside ``top``; a file it only reads or writes is not. Only what the hook names itself: what
-    that script or a program such as ``npx lint-staged`` runs in turn is not
-    followed. The directories and the scripts read go to ``includes`` (what the
-    answer depends on).
+    See :func:`._callees.hook_callees` (the hook scripts of ``directories``, the
+    hook managers' commands, yarn's program, and what each of those runs in
+    turn). The files read go to ``includes`` (what the answer depends on).
     """
-    out: list[str] = []
-    inside = top.rstrip("/") + "/"
-    for directory in directories:
-        if includes is not None:
-            includes.append(directory)  # a hook added there changes the directory
-        try:
-            names = sorted(os.listdir(directory))[:_HOOK_FILES]
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith(".sample"):
-                continue
-            path = os.path.join(directory, name)
-            content = read_regular_file(path, _HOOK_BYTES)
-            if content is None:
-                continue
-            if includes is not None:
-                includes.append(path)
-            text = content.decode("utf-8", "surrogateescape")
-            for word in _programs_run(text):
-                if "/" not in word or word.startswith(("-", "#")) or "$" in word:
-                    continue  # (found on PATH, an option, a #! line or comment, a variable)
-                named = os.path.normpath(os.path.join(root, os.path.expanduser(word)))
-                if named.startswith(inside):
-                    relative = os.path.relpath(named, top)
-                    if relative not in out:
-                        out.append(relative)
-    return out
-
-
-# a word that runs the next one: an interpreter, a shell builtin, a wrapper
-_RUNNERS = frozenset({
-    "sh", "bash", "dash", "zsh", "ksh", "python", "python3", "node", "ruby", "perl", "exec",
-    "source", ".", "command", "env", "nice", "timeout", "xargs",
-})  # fmt: skip
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-
-
-def _programs_run(text: str) -> list[str]:
-    """The words of shell ``text`` that name a program it runs.
-
-    Each command's first word (after assignments) and, after an interpreter or a
-    wrapper (``sh``, ``python3``, ``exec``, ``.``), its first operand: not the
-    arguments, which name files the command reads or writes (``echo x > out``).
-    """
-    out: list[str] = []
-    for segment in re.split(r"[;&|()\n`{}]+", text):
-        words = [w for w in re.split(r"[\s'\"]+", segment) if w]
-        while words and _ASSIGNMENT.match(words[0]):
-            words.pop(0)
-        while words:
-            out.append(words[0])
-            if os.path.basename(words[0]) not in _RUNNERS:
-                break
-            words = [w for w in words[1:] if not w.startswith("-")]
+    reads: list[str] = []
+    out = hook_callees(root, directories, top, reads)
+    if includes is not None:
+        includes += reads
     return out
 
 

@@ -80,6 +80,9 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".lefthook-local.yml",
     ".lefthook-local.yaml",
     ".lefthookrc",
+    # lefthook's script directories (its `script:` commands run files kept there)
+    ".lefthook",
+    ".lefthook-local",
     # what the host's existing hook runs from the project on the next git commit
     # (husky's lint-staged and commitlint, simple-git-hooks, overcommit)
     ".lintstagedrc*",
