@@ -536,3 +536,78 @@ def test_bytes_after_a_bomb_do_not_raise_its_bound_and_the_total_spans_every_git
     assert notes.count("more than its bound") == 1, notes
     kept = [(root / sub / ".git" / "objects" / n[:2] / n[2:]).exists() for sub, n in names]
     assert sorted(kept) == [False, True], notes
+
+
+def _entry(kind: int, size: int) -> bytes:
+    """A pack entry's header: its type and (inflated) size."""
+    byte, size = (kind << 4) | (size & 15), size >> 4
+    out = []
+    while size:
+        out.append(byte | 0x80)
+        byte, size = size & 0x7F, size >> 7
+    return bytes([*out, byte])
+
+
+def _size(value: int) -> bytes:
+    out = []
+    while value > 0x7F:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    return bytes([*out, value])
+
+
+def _delta_bomb(directory: Path, depth: int) -> str:
+    """A pack of a 64 KiB blob and ``depth`` deltas, each a 256 MiB result copied from the
+    one before it (one byte per 64 KiB copied): about 30 KiB that git must expand."""
+    base = bytes(1 << 16)
+    entries = [_entry(3, len(base)) + zlib.compress(base)]
+    size = len(base)
+    for _ in range(depth):
+        result = 256 << 20
+        copies = [0x80] * (result >> 16)  # copy 64 KiB (size 0 means 0x10000) from offset 0
+        delta = _size(size) + _size(result) + bytes(copies)
+        offset = len(entries[-1])
+        encoded = [offset & 0x7F]
+        offset >>= 7
+        while offset:
+            offset -= 1
+            encoded.insert(0, 0x80 | (offset & 0x7F))
+            offset >>= 7
+        entries.append(_entry(6, len(delta)) + bytes(encoded) + zlib.compress(delta))
+        size = result
+    body = b"PACK" + (2).to_bytes(4, "big") + len(entries).to_bytes(4, "big") + b"".join(entries)
+    body += hashlib.sha1(body).digest()
+    name = f"pack-{hashlib.sha1(body).hexdigest()}.pack"
+    (directory / name).write_bytes(body)
+    return name
+
+
+def test_indexing_a_hostile_pack_is_bounded_and_refused_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's git index-pack expands every delta of a new pack: 30 KiB of deltas chained
+    three deep declare 768 MiB that git would build and hash on the host (on the old code,
+    bounded only by a two-minute timeout, the pack was indexed and kept). It runs under an
+    address-space bound (lowered here) and a CPU bound: stopped, the pack is left out with
+    a reason that says so; an ordinary pack is still indexed; a pack past the size cap is
+    not indexed at all."""
+    from prism.coding.security import _objects
+
+    upper, host, work = tmp_path / "upper", tmp_path / "host", tmp_path / "work"
+    for directory in (upper / "pack", host, work):
+        directory.mkdir(parents=True)
+    bomb = _delta_bomb(upper / "pack", depth=3)
+    monkeypatch.setattr(_objects, "INDEX_MEMORY", 64 << 20)
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work))
+    assert said == [(_objects.PACK_BOUND, f"pack/{bomb}")]
+    assert not (upper / "pack" / bomb).exists()
+    plain = _delta_bomb(upper / "pack", depth=0)  # the blob alone: indexed, kept
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work))
+    assert said == []
+    assert (upper / "pack" / plain.replace(".pack", ".idx")).exists()
+    monkeypatch.setattr(_objects, "MAX_PACK_BYTES", 100)
+    (upper / "pack" / plain).unlink()
+    (upper / "pack" / plain.replace(".pack", ".idx")).unlink()
+    plain = _delta_bomb(upper / "pack", depth=0)
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work))
+    assert said == [(_objects.PACK_BOUND, f"pack/{plain}")]

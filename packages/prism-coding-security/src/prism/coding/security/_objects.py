@@ -33,6 +33,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -197,27 +198,59 @@ def _same(upper: str, host: str) -> bool:
         return False
 
 
+INDEX_CPU_S = 60
+"""CPU seconds the host's ``git index-pack`` may spend on one new pack (``RLIMIT_CPU``)."""
+INDEX_MEMORY = 2 << 30
+"""Address space it may take beyond the pack's own size (``RLIMIT_AS``)."""
+MAX_PACK_BYTES = 4 << 30
+"""A new pack larger than this is not indexed: it is left out."""
+PACK_BOUND = (
+    "a pack that indexing on the host would cost more than its bound (a pack of at most "
+    "4 GiB, indexed in at most 60 s of CPU and 2 GiB of memory beyond its size)"
+)
+# what git says when an allocation fails (the address-space bound)
+_OUT_OF_MEMORY = re.compile(rb"out of memory|malloc failed|mmap failed|cannot allocate", re.I)
+# the bounds set in the shell git is started from (dash and bash both take these)
+_BOUNDED = 'ulimit -t "$1" && ulimit -v "$2" && shift 2 && exec "$@"'
+
+
 def _index_pack(
     git_dir: str, pack: str, work: str, *, reverse: bool
-) -> tuple[str, str | None] | None:
-    """The index (and reverse index) the host's git computes from ``pack``; None: it failed."""
+) -> tuple[str, str | None] | str:
+    """The index (and reverse index) the host's git computes from ``pack``, or why not.
+
+    ``git index-pack`` inflates and hashes every object of a pack the command
+    wrote: a few kilobytes can declare gigabytes (a zlib bomb, a delta whose result
+    is huge, a long chain of them). It runs under :data:`INDEX_CPU_S` of CPU and
+    :data:`INDEX_MEMORY` of address space beyond the pack (set by the shell it is
+    started from, before git runs), and a pack past :data:`MAX_PACK_BYTES` is not
+    indexed: each refused with :data:`PACK_BOUND`, anything else git refuses
+    with :data:`NO_PACK`.
+    """
     git = shutil.which("git")
     if git is None:  # pragma: no cover - the copy-back's checks need git anyway
-        return None
+        return NO_PACK
+    size = os.lstat(pack).st_size
+    if size > MAX_PACK_BYTES:
+        return PACK_BOUND
     out_dir = tempfile.mkdtemp(prefix="idx-", dir=work)
     index = os.path.join(out_dir, "pack.idx")
     env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
-    args = [git, "index-pack", "--threads=1", "--rev-index" if reverse else "--no-rev-index",
+    memory_kib = (size + INDEX_MEMORY) // 1024
+    args = ["/bin/sh", "-c", _BOUNDED, "sh", str(INDEX_CPU_S), str(memory_kib), git,
+            "index-pack", "--threads=1", "--rev-index" if reverse else "--no-rev-index",
             "-o", index, pack]  # fmt: skip
     try:
         result = subprocess.run(
             args, capture_output=True, stdin=subprocess.DEVNULL, env=env, cwd="/",
             check=False, timeout=_INDEX_TIMEOUT_S,
         )  # fmt: skip
-    except subprocess.TimeoutExpired:  # pragma: no cover - a pack too large to index in time
-        return None
+    except subprocess.TimeoutExpired:  # pragma: no cover - a machine too loaded to index it
+        return PACK_BOUND
+    if result.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # pragma: no cover - a minute
+        return PACK_BOUND  # (past its CPU seconds: the same bound as the memory's, by the shell)
     if result.returncode != 0:
-        return None
+        return PACK_BOUND if _OUT_OF_MEMORY.search(result.stderr) else NO_PACK
     return index, os.path.join(out_dir, "pack.rev") if reverse else None
 
 
@@ -344,10 +377,10 @@ def _prove_packs(upper: str, host: str, git_dir: str, work: str, drop: _Dropped)
         if "bitmap" in kinds:
             drop(NOT_OBJECTS, kinds["bitmap"])
         computed = _index_pack(git_dir, os.path.join(upper, pack), work, reverse="rev" in kinds)
-        if computed is None:
+        if isinstance(computed, str):
             for kind in ("pack", "idx", "rev"):
                 if kind in kinds:
-                    drop(NO_PACK, kinds[kind])
+                    drop(computed, kinds[kind])
             continue
         index, rev = computed
         os.replace(index, os.path.join(directory, f"{base}.idx"))
