@@ -188,7 +188,10 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
 
     Only kinds, flags and positions shape the text; every value comes in as an
     argument of the returned factory (the builtins too, read as closure
-    variables, a little cheaper than globals).
+    variables, a little cheaper than globals). With optional members the tests
+    are written twice, as in ``_decider``: a call with as many keys as declared
+    names takes each member as a required one, any other call tests presence
+    and counts; the engine runs after both.
     """
     count = len(shape)
     optional = not all(required for _kind, required, _items in shape)
@@ -198,20 +201,21 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         + "".join(f"n{index}, c{index}, m{index}, " for index in range(count))
         + "):",
         "    def check(d):",
-        *_prologue(optional=optional, counting=counting),
+        *_prologue(optional=False, counting=counting),
     ]
-    for index, (kind, required, items) in enumerate(shape):
-        indent = _member(lines, index, required=required)
-        if kind == "array":
-            lines += [
-                f"{indent}if type(x) is not list or len(x) > m{index}:",
-                f"{indent}    return general(d)",
-                f"{indent}for x in x:",
-            ]
-            lines.append(_test(items, f"c{index}", indent + "    ", counting).rstrip("\n"))
-        else:
-            lines.append(_test(kind, f"c{index}", indent, counting).rstrip("\n"))
-    lines += _epilogue(empty=not shape, optional=optional, counting=counting)
+    if optional:
+        # Every declared name present: as in _decider, each member taken as a
+        # required one; any other call gets the presence tests and the count.
+        # The engine runs after the try either way (a KeyError it raised is its own).
+        lines.append("            if len(d) == size:")
+        lines += [f"    {line}" for line in _tested(shape, everyone=True, counting=counting)]
+        lines += ["            else:", "                found = required"]
+        lines += [f"    {line}" for line in _tested(shape, everyone=False, counting=counting)]
+        lines += ["                if found != len(d):", "                    return general(d)"]
+        lines += _epilogue(empty=False, optional=False, counting=counting)
+    else:
+        lines += _tested(shape, everyone=False, counting=counting)
+        lines += _epilogue(empty=not shape, optional=False, counting=counting)
     lines += [
         "        uses.hits += 1",
         "        if valid(d):",
@@ -221,6 +225,25 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         "    return check",
     ]
     return _made(lines, "<prism closed checker>")
+
+
+def _tested(
+    shape: tuple[tuple[str, bool, str], ...], *, everyone: bool, counting: bool
+) -> list[str]:
+    """The closed checker's lines that take and test each member (see ``_members``)."""
+    lines: list[str] = []
+    for index, (kind, required, items) in enumerate(shape):
+        indent = _member(lines, index, required=required or everyone)
+        if kind == "array":
+            lines += [
+                f"{indent}if type(x) is not list or len(x) > m{index}:",
+                f"{indent}    return general(d)",
+                f"{indent}for x in x:",
+            ]
+            lines += _test(items, f"c{index}", indent + "    ", counting).rstrip("\n").split("\n")
+        else:
+            lines += _test(kind, f"c{index}", indent, counting).rstrip("\n").split("\n")
+    return lines
 
 
 def unrolled_checker(
