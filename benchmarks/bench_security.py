@@ -64,11 +64,37 @@ Quiet machine (load 0.9 to 2.2), after the copy-back began dropping an index's
 caches: commit +19.6 (50) and +34.5 to +40.2 (1,000) over the narrowed layer,
 `sed -i` +10.4 to +15.9, descriptors +5.9 to +12.7 (1,000). Landlock's commit in
 1,000 directories measured +7.4 to +11.2 against +2.8 and +3.0 for the code
-before, alternating in the same minutes: the way runs right after the
-bubblewrap ways, whose commits came back without the index's cache-tree, so its
-git rebuilds the tree of every directory (about 5 ms at 1,000 directories; the
-whole-root way pays it too). A user's first commit after a sandboxed one pays
-the same, once. The other Landlock rows measured +1.0 to +3.9 (one +5.4), around +3.
+before: the way runs right after the bubblewrap ways, whose commits came back
+without the index's cache-tree, so its git rebuilt the tree of every directory.
+
+Now the index comes back with the host's own cache-tree, each directory's node
+kept where no entry below it changed (docs/sandbox.md), so the next commit
+rebuilds only the changed directories' trees. The machine was not quiet again
+(load 13.6 to 14.7; 15 rounds of this function as it is; CPU, then wall)::
+
+    command, repository (ms)           descriptors  narrowed layer  whole root    Landlock
+    `git add -A && git commit`, 50     -            +38.0, +215     +41.4, +212   +0.1, -27
+    `sed -i s/1/2/ d1/a.py`, 50        -            +9.6, +54       +14.8, +48    +0.4, -41
+    `echo x > d1/new`, 50              +9.8, +15    +10.6, +30      +9.0, +24     -1.0, -45
+    `git add -A && git commit`, 1,000  -            +50.3, +359     +70.6, +464   +3.2, -53
+    `sed -i s/1/2/ d1/a.py`, 1,000     -            +14.3, +41      +11.2, +35    -1.1, -44
+    `echo x > d1/new`, 1,000           +9.6, +24    +8.2, +54       +11.9, +59    +0.2, -26
+
+Side by side in one run (unsandboxed, the whole root, Landlock with its fork
+server as before and after the signal change of the same session, taking turns;
+the copy-back keeping the host's cache-tree and dropping it alternating round by
+round; 20 rounds at load 16.0 to 17.4): Landlock's commit in 1,000 directories
+right after the whole-root way +0.6 and +2.3 ms with the cache-tree kept against
++9.6 with it dropped (an earlier run of 10 rounds at load 12.8: -1.4 and +1.5
+against +10.0); every other Landlock row -2.5 to +2.0. At this load a row moves
+by 2 to 3 ms between runs: Landlock meets +3 on every row in these runs but the
+commit in 1,000 directories of the first (+3.2). The whole-root way's own rows
+did not move beyond that noise (its commit in 1,000 directories +83.1 against
++82.9): its own git starts from the index the unsandboxed way before it wrote,
+and the copy-back's keeping of the nodes costs about 2 ms of Python at 1,000
+directories (the entries walk of the host's index is skipped when it is the one
+the last copy-back wrote). The fork server's signal change: `true` +0.52 ms
+over unsandboxed before, +0.10 after (200 calls each, alternating, load 13 to 15).
 """
 
 from __future__ import annotations
