@@ -70,6 +70,16 @@ COUNTED: dict[str, Any] = {
     "additionalProperties": False,
 }
 EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+# An optional member: a call with every name takes the checker's other branch.
+PEERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 8},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
 
 
 class Small(IntEnum):
@@ -172,7 +182,7 @@ _scalars = (
 )
 _members = _scalars | st.lists(_scalars, max_size=4)
 _NAMES = ["i", "s", "u", "e", "k", "b", "z", "f", "m", "t", "n", "x", "w", "o", "v"]
-_NAMES += ["a", "city", "tags", "any"]
+_NAMES += ["a", "city", "tags", "any", "days"]
 _odd_keys = st.sampled_from([0, ("i",), None, "\ud800"]) | st.builds(_Loud, st.sampled_from("isa"))
 _keys = st.sampled_from([*_NAMES, "other"]) | st.text(max_size=3) | _odd_keys
 _values = (
@@ -208,6 +218,7 @@ _PAIRS = [
     _pair(DECLARED),
     _pair(COUNTED, most_chars=12),
     _pair(EMPTY),
+    _pair(PEERS),
 ]
 
 
@@ -231,6 +242,11 @@ def _answer(check: Any, value: Any) -> object:
 @example(value={"city": "abcdefghijkl", "tags": ["bcd"]})
 @example(value={"city": "ab", "any": "bb"})
 @example(value={})
+@example(value={"city": "Oslo", "days": 3})
+@example(value={"city": "Oslo", "days": 2**64})
+@example(value={"city": "Oslo", "days": True})
+@example(value={"city": "Oslo\ud800", "days": 3})
+@example(value={"city": "Oslo", "other": 3})
 def test_the_written_checker_answers_as_the_general_one(value: Any) -> None:
     for general, written, seen in _PAIRS:
         seen.clear()
