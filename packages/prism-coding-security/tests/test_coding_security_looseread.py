@@ -243,6 +243,17 @@ def test_what_git_would_read_otherwise_is_asked_of_git(
         with pytest.raises(Unread):
             reader.read(_write_loose(layer, b"blob", content), b"blob")
     monkeypatch.undo()
+    # nested deeper than Python recurses, or more objects than one reader reads
+    deep = _write_loose(layer, b"tree", b"100644 a\0" + raw)
+    for _ in range(1100):
+        deep = _write_loose(layer, b"tree", b"40000 d\0" + bytes.fromhex(deep))
+    with pytest.raises(Unread):
+        reader.diff(tree, deep)
+    assert LooseReader(str(root / ".git"), None).diff(EMPTY_TREE, tree)  # (two trees)
+    monkeypatch.setattr(_looseread, "READ_LIMIT", 1)
+    with pytest.raises(Unread):
+        LooseReader(str(root / ".git"), None).diff(EMPTY_TREE, tree)
+    monkeypatch.undo()
     trailing = _write_loose(layer, b"blob", b"x")
     path = layer / trailing[:2] / trailing[2:]
     path.write_bytes(path.read_bytes() + b"junk")

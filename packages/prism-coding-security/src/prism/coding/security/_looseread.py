@@ -14,7 +14,9 @@ reading is git's own:
   or loose, holds these bytes), at most :data:`OBJECT_LIMIT` bytes;
 * a commit in git's canonical form (``tree``, then ``parent`` lines), a tree
   whose entries are in git's order, with names git writes and modes git
-  writes (no submodule in a difference: its ignore rules are git's to read);
+  writes (no submodule in a difference: its ignore rules are git's to read),
+  at most :data:`READ_LIMIT` objects and no deeper than Python recurses (a
+  hostile tree of many directories is git's to walk, at C speed);
 * the repository reads objects and parents as plainly: no replace refs, no
   grafts, no shallow list, no other object format or included configuration,
   no common directory, no variable that changes what git reads (another object
@@ -47,6 +49,8 @@ OBJECT_LIMIT = 16 << 20
 """An object read here inflates to at most this many bytes (a larger one: git is asked)."""
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """The empty tree's SHA-1 name: git knows it without an object file."""
+READ_LIMIT = 4096
+"""Objects one reader reads at most (one copy-back's ``.git``); past it git is asked."""
 _HEX40 = re.compile(rb"[0-9a-f]{40}")
 _COMMIT_HEAD = re.compile(rb"tree ([0-9a-f]{40})\n((?:parent [0-9a-f]{40}\n)*)")
 _MODES = frozenset({b"100644", b"100755", b"120000", b"40000"})
@@ -72,6 +76,7 @@ class LooseReader:
         self.git_dir = git_dir
         self.stores = [os.path.join(git_dir, "objects"), *([alternate] if alternate else [])]
         self._layer = alternate
+        self.reads = 0
 
     @classmethod
     def for_env(cls, env: Mapping[str, str], forced: Mapping[str, str]) -> LooseReader | None:
@@ -108,8 +113,9 @@ class LooseReader:
 
     def _read(self, name: str, kind: bytes, stores: list[str]) -> bytes:
         """The content of the object ``name`` of type ``kind``; raises :class:`Unread`."""
-        if not _HEX40.fullmatch(name.encode()):
-            raise Unread
+        self.reads += 1
+        if not _HEX40.fullmatch(name.encode()) or self.reads > READ_LIMIT:
+            raise Unread  # (a hostile tree of many directories: git is faster at it)
         for store in stores:
             fd = open_regular_file(os.path.join(store, name[:2], name[2:]))
             if fd is None:
@@ -193,7 +199,10 @@ class LooseReader:
     def diff(self, old: str, new: str) -> bytes:
         """What ``git diff-tree -r -z --no-renames old new`` prints; raises :class:`Unread`."""
         out: list[bytes] = []
-        self._diff(old, new, b"", out)
+        try:
+            self._diff(old, new, b"", out)
+        except RecursionError as exc:  # trees nested deeper than Python recurses
+            raise Unread from exc
         return b"".join(out)
 
     def _diff(self, old: str | None, new: str | None, prefix: bytes, out: list[bytes]) -> None:
