@@ -29,36 +29,34 @@ Lines that write (``_write_rows``), as the shell tool runs them: under bubblewra
 a line whose only writes are redirections with its targets opened by the host
 (``redirected``: descriptors, the roots read-only), the same line over the
 private layer narrowed to the directories the policy proved it writes in
-(``write_dirs``, what it got before), the layer over the whole root, and
-Landlock; before each call the host gives the line its work, and the ways take
-turns, one call each per round. Latest run, 20 rounds at load average 8.5 to
-9.2 (no quiet machine could be had; CPU, then wall, over unsandboxed; "before":
-the CPU of the first way of each line with the code as it was before the
-copy-back's changes below, run just before at load 9.4 to 9.9)::
+(``write_dirs``), the layer over the whole root, and Landlock; before each call
+the host gives the line its work, and the ways take turns, one call each per
+round. Latest run, 12 rounds at load average 11.3 to 12.5 (no quiet machine
+could be had; CPU, then wall, over unsandboxed)::
 
-    command, repository (ms)           descriptors  narrowed layer  whole root    Landlock   before
-    `git add -A && git commit`, 50     -            +27.2, +98      +29.0, +106   +1.6, +6   +27.9
-    `sed -i s/1/2/ d1/a.py`, 50        -            +12.9, +47      +10.6, +51    -0.6, -4   +9.8
-    `echo x > d1/new`, 50              +8.6, +36    +10.6, +58      +11.4, +50    +0.7, -1   +7.1
-    `git add -A && git commit`, 1,000  -            +38.8, +181     +72.0, +308   +6.8, +45  +46.3
-    `sed -i s/1/2/ d1/a.py`, 1,000     -            +13.3, +53      +12.1, +47    +0.7, -7   +14.4
-    `echo x > d1/new`, 1,000           +4.6, +34    +12.4, +54      +12.2, +54    -0.1, -6   +13.8
+    command, repository (ms)           descriptors  narrowed layer  whole root    Landlock
+    `git add -A && git commit`, 50     -            +25.6, +114     +27.3, +115   +1.2, +7
+    `sed -i s/1/2/ d1/a.py`, 50        -            +13.6, +47      +15.7, +60    -0.3, -7
+    `echo x > d1/new`, 50              +11.1, +36   +14.4, +64      +10.3, +61    +0.3, -12
+    `git add -A && git commit`, 1,000  -            +49.7, +109     +75.7, +224   +4.4, -41
+    `sed -i s/1/2/ d1/a.py`, 1,000     -            +16.9, +63      +10.2, +56    +0.5, -20
+    `echo x > d1/new`, 1,000           +8.9, +20    +16.7, +48      +18.1, +55    +0.9, -19
 
-A run a few minutes earlier at load 9.3 to 11.5 gave: a commit +28.5 (50) and
-+36.9 (1,000; whole root +70.4), `sed -i` +9.1 and +9.6 (whole root +8.6 and
-+7.2), the descriptors +7.3 and +5.6, Landlock's commit +1.7 and +7.3. At this
-load the same row moves by 3 to 4 ms between runs. Met: the descriptors (+10);
-`sed -i` lands around +10 (+9.1 to +13.3), no longer above it by the protected
-walk's 3 ms at 1,000 directories. Not met: a commit, +27 to +29 ms in 50
-directories and +37 to +39 in 1,000 (before: +46; the code before and after
-side by side in processes taking turns at load 9: +44 to +52 against +22 to
-+32 in 1,000 directories, `sed -i` +13 against +10), of which the sandbox itself
-(the layer, ``bwrap``, git on the overlay) is 13 to 17 ms at this load and the
-copy-back's checks most of the rest (docs/sandbox.md has the parts). Landlock
-meets +3 ms on every row but the commit in 1,000 directories in these two runs
-(+6.8 and +7.3; +2.3 for the code before); that command alone beside git
-unsandboxed, 20 rounds at load 7.4 to 8.2, measured +2.2 to +2.4 ms (its path
-runs none of what changed; at load 9 to 11 its CPU moves by that much).
+Two runs minutes before at load 14.5 to 15.2 (the package's tests running
+beside them): a commit +31.0 (50) and +43.4 to +47.7 (1,000), `sed -i` +8.3 to
++15.5, the descriptors +4.4 to +10.6, Landlock -1.1 to +2.1; at these loads a
+row moves by 5 ms and more between runs. Met (CPU, +10): the descriptors,
+around the line; Landlock (+3) on every row but the commit in 1,000
+directories in one run (+4.4; +1.7 and +2.1 in the others). Not reliably met:
+`sed -i`. Not met: a commit, of which `true` over the same layer is about
+15 ms at this load. The copy-back now reads one new commit on HEAD from its
+object files instead of running git's rev-list and diff-tree: the commit with
+and without that, taking turns in one process (10 rounds, load 11.2 to 11.4),
++30.1 -> +25.2 (50) and +41.1 -> +33.4 (1,000); at load 17.5 to 18.2, +25.8
+-> +15.0 and +37.5 -> +23.2. The host's index now comes back with its
+cache-tree where proved right: the sandboxed call pays for proving it, the
+host's next commit (the baseline) no longer rebuilds every tree. Earlier
+runs, from the oldest.
 
 Quiet machine (load 0.9 to 2.2), after the copy-back began dropping an index's
 caches: commit +19.6 (50) and +34.5 to +40.2 (1,000) over the narrowed layer,
