@@ -8,9 +8,11 @@ that reads parents or objects differently) is shown to fall back to git.
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import subprocess
+import sys
 import zlib
 from typing import TYPE_CHECKING
 
@@ -245,10 +247,16 @@ def test_what_git_would_read_otherwise_is_asked_of_git(
     monkeypatch.undo()
     # nested deeper than Python recurses, or more objects than one reader reads
     deep = _write_loose(layer, b"tree", b"100644 a\0" + raw)
-    for _ in range(1100):
+    for _ in range(40):
         deep = _write_loose(layer, b"tree", b"40000 d\0" + bytes.fromhex(deep))
-    with pytest.raises(Unread):
-        reader.diff(tree, deep)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 40)  # (40 levels take 80 frames)
+    try:
+        with pytest.raises(Unread):
+            reader.diff(tree, deep)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert b"\0" + b"d/" * 40 + b"a\0" in reader.diff(tree, deep)  # (within the limit)
     assert LooseReader(str(root / ".git"), None).diff(EMPTY_TREE, tree)  # (two trees)
     monkeypatch.setattr(_looseread, "READ_LIMIT", 1)
     with pytest.raises(Unread):
