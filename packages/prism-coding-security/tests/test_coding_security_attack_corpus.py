@@ -1611,8 +1611,8 @@ def _decide(policy: ExecutionPolicy, cwd: Path, command: str) -> ExecutionDecisi
         ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(cwd),))
     )
     if inspect.isawaitable(decision):
-        # a long line is judged in a worker thread (off the event loop)
-        assert len(command) > INLINE_JUDGE_CHARS
+        # a long line, or one with a glob, is judged in a worker thread (off the event loop)
+        assert len(command) > INLINE_JUDGE_CHARS or any(c in command for c in "*?[")
         pending = decision
 
         async def wait() -> ExecutionDecision:

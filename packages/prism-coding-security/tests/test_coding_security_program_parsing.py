@@ -437,3 +437,37 @@ def test_separators_inside_single_quotes_are_not_commands(root: Path) -> None:
     explanation = explain_command(f"cat <<END\n{lines}\nEND", roots=[str(root)])
     assert "more than 2048" not in explanation.reason
     assert "cat" in explanation.reason  # judged, not refused unparsed
+
+
+def test_lines_with_globs_and_writes_to_unwatched_roots_are_judged_in_a_thread(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A glob lists directories, and a write's check walks a root its watch does not keep:
+    both may take long, so both are judged off the event loop; the rest answers at once."""
+    import inspect
+
+    from prism.coding.security import _implied, create_coding_approval_policy
+    from prism.core import ExecutionAction
+
+    policy = create_coding_approval_policy(roots=[str(root)])
+
+    def check(kind: str, command: str | None = None) -> bool:
+        paths = (str(root / "a.txt"),) if kind != "shell" else (str(root),)
+        action = ExecutionAction(kind=kind, operation=kind, command=command, paths=paths)
+        decision = policy.check(action)
+        if inspect.isawaitable(decision):
+            decision.close()  # type: ignore[attr-defined]
+            return True
+        return False
+
+    assert not check("shell", "ls a.txt")
+    assert check("shell", "ls *.txt")
+    assert check("shell", "ls a?.txt")
+    monkeypatch.setattr(_implied, "MAX_WATCHED_DIRECTORIES", 0)  # too large to watch
+    assert check("write")  # never walked yet
+    _implied.implied_protected(str(root), policy.protected)  # type: ignore[attr-defined]
+    assert check("write")  # walked, not watched: walked again on each check
+    monkeypatch.undo()
+    _implied._unwatched.clear()
+    _implied.implied_protected(str(root), policy.protected)  # type: ignore[attr-defined]
+    assert not check("write")  # its watch keeps the answer

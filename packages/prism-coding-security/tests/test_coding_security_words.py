@@ -129,3 +129,54 @@ def test_a_line_of_repeated_globs_stops_expanding_past_its_word_budget(tmp_path:
     many = explain_command("ls" + " *" * 100, roots=[str(tmp_path)])
     assert many.outcome == "ask"
     assert "more than 8192 words" in many.reason
+
+
+def test_the_line_glob_matches_what_pythons_glob_matches(tmp_path: Path) -> None:
+    """The bounded glob (each directory listed once per line) against ``glob.glob``."""
+    import glob
+    import os
+
+    from prism.coding.security._words import Listings
+
+    for name in ("a.py", ".h.py", "d/x.py", "d/.y", "d/e/z.py", "d/e/.w/q", "f/g/h", "[ab]"):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    os.symlink("d", tmp_path / "ld")
+    os.symlink("a.py", tmp_path / "la")
+    os.symlink("missing", tmp_path / "broken")
+    os.symlink(".", tmp_path / "d" / "loop")
+    patterns = [
+        "*", ".*", "*.py", "*/*", "*/*.py", "*/*/*", "*/.*", "d/*", "d/*/*", "*/e/*", "l*/*",
+        "*/", "*/*/", "d/e/", "d/", "a.py", "nope", "*/nope", "?.py", "[ab]*", "[!a]*", "d/*/z*",
+        "*/loop/*", "ld/*/*", "broken", "b*", "d/.*/*", "*/e/.w/*", "[[]ab]", f"{tmp_path}/*/*.py",
+        f"{tmp_path}/d/*", "*//*", "d//x.py",
+    ]  # fmt: skip
+    for pattern in patterns:
+        expected = sorted(glob.glob(pattern, root_dir=None if pattern[0] == "/" else tmp_path))
+        found = sorted(Listings().glob(pattern, "" if pattern[0] == "/" else str(tmp_path)))
+        assert found == expected, pattern
+
+
+def test_a_line_of_globs_matching_nothing_stops_at_its_listing_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ls */*/*/q0 */*/*/q1 ...` matches nothing, so no word budget stops it: each glob
+    listed every directory three levels down (14 s on the event loop for 20 globs over
+    10,000 directories). A line lists each directory once, within a budget of entries."""
+    from prism.coding.security import _words
+
+    for index in range(30):
+        (tmp_path / f"a{index}" / "b" / "c").mkdir(parents=True)
+    line = "ls " + " ".join(f"*/*/*/q{index}" for index in range(20))
+    listings = _words.Listings()
+    for index in range(20):
+        word = _words.expand_word(f"*/*/*/q{index}", cwd=str(tmp_path), listings=listings)
+        assert word.values == (f"*/*/*/q{index}",)  # bash keeps it as written
+    # the top (30 entries), each a{i} (1), each a{i}/b (1): listed once for all twenty
+    assert listings.limit - listings.left == 30 + 30 + 30 + 20 * 30
+    assert explain_command(line, roots=[str(tmp_path)]).outcome == "allow"
+    monkeypatch.setattr(_words, "MAX_LISTED_ENTRIES", 100)
+    refused = explain_command(line, roots=[str(tmp_path)])
+    assert refused.outcome == "ask"
+    assert "the line's globs read more than 100 directory entries" in refused.reason

@@ -64,6 +64,7 @@ __all__ = [
     "MAX_WALKED_ENTRIES",
     "MAX_WATCHED_DIRECTORIES",
     "implied_protected",
+    "walk_is_kept",
     "warm_in_background",
 ]
 
@@ -416,6 +417,18 @@ def _nested_configured(repository: str, root: str, *, bare: bool = False) -> lis
             _unanswered.clear()
         _unanswered[repository, root] = (_identities(reads), reads, entries)
     return entries
+
+
+def walk_is_kept(root: str, matcher: ProtectedPaths) -> bool:
+    """Whether ``root``'s walk has an answer its watch keeps (no listing to redo).
+
+    False for a root never walked, one walked but not watched (more than
+    :data:`MAX_WATCHED_DIRECTORIES` directories, a file system that does not tell
+    changes): asking :func:`implied_protected` about it walks the whole root.
+    """
+    with _trees_lock:
+        watched = _watched.get((root, matcher.entries))
+    return watched is not None and watched[1] is not None
 
 
 def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:

@@ -42,7 +42,7 @@ from ._rules import (
     destructive_target,
     normalize_argv,
 )
-from ._words import _WordError, expand_word
+from ._words import Listings, _WordError, expand_word
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -247,6 +247,8 @@ class _Judge:
     evaluates: list[str] = attrs.field(factory=list)
     # words the line's expansions have made so far (bounded by MAX_LINE_WORDS)
     expanded_words: int = 0
+    # the directories the line's globs have listed, and what is left of their budget
+    listings: Listings = attrs.field(factory=Listings)
     # the checks of redirected writes the sandbox's host side may open (by id)
     openable: set[int] = attrs.field(factory=set)
 
@@ -460,7 +462,7 @@ class _Judge:
             # after a `cd` the line may run in any of several directories (a `cd` in a
             # subshell does not move the rest): a glob must match the same in each
             for position, cwd in enumerate(self.cwds):
-                expanded = expand_word(word.raw, cwd=cwd)
+                expanded = expand_word(word.raw, cwd=cwd, listings=self.listings)
                 if position == 0:
                     first = expanded.values
                 elif expanded.values != first:

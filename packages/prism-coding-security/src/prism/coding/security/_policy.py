@@ -33,7 +33,7 @@ from prism.core.options import (
 
 from ._errors import SandboxUnavailableError
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
-from ._implied import implied_protected, warm_in_background
+from ._implied import implied_protected, walk_is_kept, warm_in_background
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import (
@@ -170,16 +170,27 @@ class _CodingApprovalPolicy:
         Rule-based answers (allow or deny) are returned synchronously, so the
         caller never awaits more than its own checkpoint for them. Only an
         action that needs approval returns an awaitable, which waits for the
-        approver for at most ``approval_timeout_s``, and so does a shell line
-        longer than :data:`INLINE_JUDGE_CHARS`, judged in a worker thread.
+        approver for at most ``approval_timeout_s``, and so does an action judged
+        in a worker thread (see :meth:`_judged_in_thread`).
         """
-        if (
-            action.kind == "shell"
-            and isinstance(action.command, str)
-            and len(action.command) > INLINE_JUDGE_CHARS
-        ):
+        if self._judged_in_thread(action):
             return self._judge_in_thread(action)
         return self._decide(action, self._judge(action))
+
+    def _judged_in_thread(self, action: ExecutionAction) -> bool:
+        """Whether judging ``action`` may take long enough to hold the event loop.
+
+        A long shell line, one with a glob (each lists directories, up to
+        :data:`._words.MAX_LISTED_ENTRIES` entries a line), and a write or edit
+        in a root whose walk its watch does not keep (a root too large to watch
+        is walked whole on every such check).
+        """
+        if action.kind == "shell" and isinstance(action.command, str):
+            command = action.command
+            return len(command) > INLINE_JUDGE_CHARS or any(c in command for c in "*?[")
+        if action.kind in WRITE_KINDS and not self.read_only:
+            return not all(walk_is_kept(root, self.protected) for root in self.roots.paths)
+        return False
 
     async def _judge_in_thread(self, action: ExecutionAction) -> ExecutionDecision:
         # judging a long line takes up to seconds (parse, expansion, the walk): off the

@@ -8,6 +8,7 @@ the real file system for globs, so the policy judges the argv that will run.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import itertools
 import os
@@ -16,9 +17,12 @@ import re
 
 import attrs
 
-__all__ = ["MAX_EXPANSIONS", "ExpandedWord", "expand_word"]
+__all__ = ["MAX_EXPANSIONS", "MAX_LISTED_ENTRIES", "ExpandedWord", "Listings", "expand_word"]
 
 MAX_EXPANSIONS = 1024
+# directory entries the globs of one line may read, all together (a glob that matches
+# nothing still lists every directory its wildcard levels reach)
+MAX_LISTED_ENTRIES = 100_000
 MAX_GLOB_LEVELS = 3
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # nothing bash would change: no quotes, escapes, expansions, braces, tilde or globs
@@ -226,7 +230,77 @@ def _may_match_dots(part: str) -> bool:
     return False
 
 
-def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
+class Listings:
+    """The directories one line's globs list: each read once, all within a budget.
+
+    The budget is :data:`MAX_LISTED_ENTRIES` directory entries unless given.
+
+    Matching follows Python's ``glob.glob`` (not recursive, hidden names only for a
+    pattern that starts with a dot), which a differential test holds it to.
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_LISTED_ENTRIES if limit is None else limit
+        self.left = self.limit
+        self._listed: dict[str, list[tuple[str, bool]]] = {}
+
+    def names(self, directory: str, dironly: bool) -> list[str]:
+        listed = self._listed.get(directory)
+        if listed is None:
+            listed = self._listed[directory] = []
+            try:
+                with os.scandir(directory or os.curdir) as entries:
+                    for entry in entries:
+                        self.spend(1)
+                        try:
+                            is_dir = entry.is_dir()
+                        except OSError:
+                            is_dir = False
+                        listed.append((entry.name, is_dir))
+            except OSError:
+                pass  # (what was read stays, as glob keeps what it yielded)
+        return [name for name, is_dir in listed if is_dir or not dironly]
+
+    def spend(self, entries: int) -> None:
+        self.left -= entries
+        if self.left < 0:
+            raise _WordError(f"the line's globs read more than {self.limit} directory entries")
+
+    def glob(self, pattern: str, root: str) -> list[str]:
+        """What ``glob.glob(pattern, root_dir=root)`` finds, unsorted."""
+        return list(self._glob(pattern, root, dironly=False))
+
+    def _glob(self, pattern: str, root: str, dironly: bool) -> list[str]:
+        head, tail = os.path.split(pattern)
+        if not glob.has_magic(pattern):
+            self.spend(1)
+            where = os.path.join(root, pattern)
+            found = os.path.lexists(where) if tail else os.path.isdir(where)
+            return [pattern] if found else []
+        if not head:
+            return self._in(root, tail, dironly)
+        heads = self._glob(head, root, True) if head != pattern and glob.has_magic(head) else [head]
+        out: list[str] = []
+        for directory in heads:
+            for name in self._in(os.path.join(root, directory), tail, dironly):
+                out.append(os.path.join(directory, name))
+        return out
+
+    def _in(self, directory: str, part: str, dironly: bool) -> list[str]:
+        if not glob.has_magic(part):
+            self.spend(1)
+            where = os.path.join(directory, part)
+            found = os.path.lexists(where) if part else os.path.isdir(directory)
+            return [part] if found else []
+        names = self.names(directory, dironly)
+        if part[0] != ".":
+            names = [name for name in names if name[0] != "."]
+        return fnmatch.filter(names, part)
+
+
+def _glob(
+    chars: list[tuple[str, bool]], cwd: str, listings: Listings | None = None
+) -> tuple[list[str], bool]:
     if not any(c in "*?[" and not q for c, q in chars):
         return ["".join(c for c, _ in chars)], False
     pattern = "".join(glob.escape(c) if q else c for c, q in chars)
@@ -245,16 +319,10 @@ def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
     if wild > MAX_GLOB_LEVELS:
         # each wildcard level multiplies the directories listed: bound the work up front
         raise _WordError(f"the glob {pattern!r} has more than {MAX_GLOB_LEVELS} wildcard levels")
-    found: list[str] = []
-    matches = glob.iglob(pattern, root_dir=None if absolute else cwd)
-    while len(found) <= MAX_EXPANSIONS:
-        try:
-            match = next(matches, None)
-        except (OSError, ValueError, re.error) as exc:
-            raise _WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
-        if match is None:
-            break
-        found.append(match)
+    try:
+        found = (listings or Listings()).glob(pattern, "" if absolute else cwd)
+    except (OSError, ValueError, re.error) as exc:
+        raise _WordError(f"cannot expand the glob {pattern!r} ({exc})") from exc
     if len(found) > MAX_EXPANSIONS:
         raise _WordError(f"the glob {pattern!r} matches more than {MAX_EXPANSIONS} paths")
     found.sort()
@@ -263,8 +331,10 @@ def _glob(chars: list[tuple[str, bool]], cwd: str) -> tuple[list[str], bool]:
     return found, True
 
 
-def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
+def expand_word(raw: str, *, cwd: str, listings: Listings | None = None) -> ExpandedWord:
     """Expand ``raw`` (the word as written) relative to ``cwd``.
+
+    ``listings``: the directories the line's globs have read so far (and their budget).
 
     Raises:
         _WordError: the word holds an expansion, an unterminated quote, or grows too large.
@@ -285,7 +355,7 @@ def expand_word(raw: str, *, cwd: str) -> ExpandedWord:
         if drop_empty and not variant:
             continue
         expanded = _tilde(variant, assignment)
-        words, hit = _glob(expanded, cwd)
+        words, hit = _glob(expanded, cwd, listings)
         globbed = globbed or hit
         values.extend(words)
         if len(values) > MAX_EXPANSIONS:
