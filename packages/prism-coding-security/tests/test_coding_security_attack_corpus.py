@@ -43,7 +43,7 @@ from prism.coding.security import (
     create_coding_approval_policy,
     create_contained_file_operations,
 )
-from prism.coding.security._policy import INLINE_JUDGE_CHARS
+from prism.coding.security._policy import judged_in_thread
 from prism.coding.tools import (
     LocalShellOperations,
     OutputSink,
@@ -1611,8 +1611,8 @@ def _decide(policy: ExecutionPolicy, cwd: Path, command: str) -> ExecutionDecisi
         ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(cwd),))
     )
     if inspect.isawaitable(decision):
-        # a long line, or one with a glob, is judged in a worker thread (off the event loop)
-        assert len(command) > INLINE_JUDGE_CHARS or any(c in command for c in "*?[")
+        # a long or costly line is judged in a worker thread (off the event loop)
+        assert judged_in_thread(command), command
         pending = decision
 
         async def wait() -> ExecutionDecision:

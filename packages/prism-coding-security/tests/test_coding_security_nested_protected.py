@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 from prism.coding.security import (
     PROTECTED_PATHS,
@@ -675,3 +676,31 @@ def test_the_tooling_files_are_read_as_their_tools_read_them(root: Path) -> None
     (root / ".lintstagedrc.yml").write_text("[")
     found = _callees.hook_callees(top, [str(root / ".husky")], top, [])
     assert "tools/d.sh" not in found
+
+
+def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the root as (or holding) the home directory, what the user's shell, prompt,
+    terminal and tools run at their next start asks, and so do the home's PATH
+    directories (~/bin, ~/go/bin), which shadow programs in the next terminal."""
+    home = root / "me"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = [
+        "me/.oh-my-zsh/custom/x.zsh", "me/.p10k.zsh", "me/.config/direnv/direnvrc",
+        "me/.config/tmux/tmux.conf", "me/.config/starship.toml", "me/.gnupg/gpg-agent.conf",
+        "me/.cargo/bin/git", "me/.pyenv/shims/python", "me/.gdbinit", "me/.psqlrc",
+        "me/.config/kitty/kitty.conf", "me/.local/share/applications/x.desktop",
+        "me/bin/ls", "me/go/bin/git",
+    ]  # fmt: skip
+    for path in [*asked, "bin/ls", "me/src/bin/tool", "me/notes.txt"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        if not isinstance(decision, ExecutionDecision):
+            decision = trio.run(_awaited, decision)
+        assert decision.allowed is (path not in asked), path
+
+
+async def _awaited(decision: Awaitable[ExecutionDecision]) -> ExecutionDecision:
+    return await decision

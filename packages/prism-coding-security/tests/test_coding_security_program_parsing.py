@@ -439,15 +439,16 @@ def test_separators_inside_single_quotes_are_not_commands(root: Path) -> None:
     assert "cat" in explanation.reason  # judged, not refused unparsed
 
 
-def test_lines_with_globs_and_writes_to_unwatched_roots_are_judged_in_a_thread(
+async def test_lines_with_globs_and_writes_to_unwatched_roots_are_judged_in_a_thread(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A glob lists directories, and a write's check walks a root its watch does not keep:
-    both may take long, so both are judged off the event loop; the rest answers at once."""
+    both may take long, so both are judged off the event loop; the rest answers at once.
+    (Outside an event loop everything is judged at once.)"""
     import inspect
 
     from prism.coding.security import _implied, create_coding_approval_policy
-    from prism.core import ExecutionAction
+    from prism.core import ExecutionAction, ExecutionDecision
 
     policy = create_coding_approval_policy(roots=[str(root)])
 
@@ -461,13 +462,50 @@ def test_lines_with_globs_and_writes_to_unwatched_roots_are_judged_in_a_thread(
         return False
 
     assert not check("shell", "ls a.txt")
+    assert not check("shell", "[ -f a.txt ]")
     assert check("shell", "ls *.txt")
     assert check("shell", "ls a?.txt")
+    assert check("shell", "ls [ab].txt")
+    assert check("shell", "cd sub; ls")
+    decided = await trio.to_thread.run_sync(
+        policy.check,
+        ExecutionAction(kind="shell", operation="shell", command="ls *.txt", paths=(str(root),)),
+    )
+    assert isinstance(decided, ExecutionDecision)  # no event loop in that thread
+    assert not check("write")  # watched once walked
     monkeypatch.setattr(_implied, "MAX_WATCHED_DIRECTORIES", 0)  # too large to watch
-    assert check("write")  # never walked yet
+    for key in list(_implied._watched):
+        _implied._unwatch(key)
     _implied.implied_protected(str(root), policy.protected)  # type: ignore[attr-defined]
-    assert check("write")  # walked, not watched: walked again on each check
-    monkeypatch.undo()
-    _implied._unwatched.clear()
-    _implied.implied_protected(str(root), policy.protected)  # type: ignore[attr-defined]
-    assert not check("write")  # its watch keeps the answer
+    try:
+        assert check("write")  # walked, not watched: walked again on each check
+    finally:
+        _implied._unwatched.clear()
+    assert not check("write")
+
+
+def test_a_line_of_cds_that_may_fail_is_judged_within_bounds(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `cd a || cd b` may double the directories the line may be in, and each later
+    command was judged in every one of them (12 of them: 15 s on the event loop). Past
+    16 directories the line asks; past 2,048 command-directory judgements the rest of the
+    line is not judged (it asks); a deny rule met before still denies."""
+    from prism.coding.security import _judge
+    from prism.coding.security._policy import judged_in_thread
+
+    (root / "a").mkdir()
+    (root / "b").mkdir()
+    line = "cd a || cd b; " * 12 + "ls"
+    assert judged_in_thread(line)
+    explanation = explain_command(line, roots=[str(root)], cwd=str(root))
+    assert explanation.outcome == "ask"
+    assert "the line may be in any of more than 16 directories" in explanation.reason
+    assert explain_command("cd a || cd b; " * 12 + "rm -rf /", roots=[str(root)]).outcome == (
+        "deny"
+    )
+    assert explain_command("cd a || cd b; ls", roots=[str(root)]).outcome == "allow"
+    monkeypatch.setattr(_judge, "MAX_LINE_WORK", 5)
+    costly = explain_command("cd a; ls; ls; ls; ls; ls", roots=[str(root)], cwd=str(root))
+    assert costly.outcome == "ask"
+    assert "too many to judge" in costly.reason

@@ -13,6 +13,7 @@ show that they are what they claim: nothing in the tree changes.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prism.coding.security import BubblewrapSandbox, create_coding_approval_policy
+from prism.coding.security._policy import judged_in_thread
 from prism.coding.tools import (
     LocalShellOperations,
     OutputSink,
@@ -245,6 +247,7 @@ WRITES_INSIDE: tuple[str, ...] = ("echo x > out.txt", "printf 'x\\n' > out.txt")
 
 APP = '''"""A tiny app."""
 
+import inspect
 import os
 
 
@@ -306,6 +309,15 @@ def _decide(policy: ExecutionPolicy, cwd: Path, command: str) -> ExecutionDecisi
     decision = policy.check(
         ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(cwd),))
     )
+    if inspect.isawaitable(decision):
+        # a long or costly line is judged in a worker thread (off the event loop)
+        assert judged_in_thread(command), command
+        pending = decision
+
+        async def wait() -> ExecutionDecision:
+            return await pending
+
+        decision = trio.run(wait)
     assert isinstance(decision, ExecutionDecision), "approve=None answers synchronously"
     return decision
 

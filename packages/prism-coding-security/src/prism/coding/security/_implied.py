@@ -64,7 +64,7 @@ __all__ = [
     "MAX_WALKED_ENTRIES",
     "MAX_WATCHED_DIRECTORIES",
     "implied_protected",
-    "walk_is_kept",
+    "walked_unwatched",
     "warm_in_background",
 ]
 
@@ -419,16 +419,14 @@ def _nested_configured(repository: str, root: str, *, bare: bool = False) -> lis
     return entries
 
 
-def walk_is_kept(root: str, matcher: ProtectedPaths) -> bool:
-    """Whether ``root``'s walk has an answer its watch keeps (no listing to redo).
+def walked_unwatched(root: str, matcher: ProtectedPaths) -> bool:
+    """Whether ``root`` was walked and found too large to watch.
 
-    False for a root never walked, one walked but not watched (more than
-    :data:`MAX_WATCHED_DIRECTORIES` directories, a file system that does not tell
-    changes): asking :func:`implied_protected` about it walks the whole root.
+    Asking :func:`implied_protected` about such a root walks it whole every time
+    (more than :data:`MAX_WATCHED_DIRECTORIES` directories).
     """
     with _trees_lock:
-        watched = _watched.get((root, matcher.entries))
-    return watched is not None and watched[1] is not None
+        return (root, matcher.entries) in _unwatched
 
 
 def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
@@ -473,6 +471,7 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
             out += _nested_configured(repository, root, bare=kind == "bare")
     for rel in links:
         out += _link_entries(rel, root, matcher)
+    out += _home_entries(root)
     return list(dict.fromkeys(out))
 
 
@@ -508,3 +507,20 @@ def _warm(keys: list[tuple[str, tuple[str, ...]]], matcher: ProtectedPaths) -> N
         finally:
             with _trees_lock:
                 _warming.discard(key)
+
+
+# directories of the home directory a login shell puts first on PATH when they exist
+# (Debian's ~/.profile adds ~/bin; Go installs to ~/go/bin): a program written there
+# shadows git, ls or python in the user's next terminal
+_HOME_PATH = ("bin", "go/bin")
+
+
+def _home_entries(root: str) -> list[str]:
+    """The home directory's PATH directories, relative to ``root``, when it lies in it."""
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home):
+        return []
+    where = os.path.relpath(os.path.realpath(home), root)
+    if where == ".." or where.startswith("../"):
+        return []
+    return [part if where == "." else f"{where}/{part}" for part in _HOME_PATH]

@@ -55,6 +55,19 @@ _RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 # computed (bash would expand it at run time), so a short line of repeated globs over a
 # large directory cannot make the judge build and check hundreds of thousands of words.
 MAX_LINE_WORDS = 8192
+# directories the line may be in at one point (each `cd x || cd y` may double them, each
+# `cd ..` after a `cd` that may fail adds one): past this, the line asks
+MAX_LINE_DIRECTORIES = 16
+# commands judged in a directory the line may be in, all together (a command after
+# `cd`s that may fail is judged in each directory the line may be in by then); past
+# this, the rest of the line is not judged
+MAX_LINE_WORK = 2048
+
+
+class _TooCostly(Exception):
+    """Judging the line would cost more than :data:`MAX_LINE_WORK`."""
+
+
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>"})
 # writes the sandbox's host side may open for the command (``>|`` is ``>``, ``>&f`` ``&>f``)
 _OPENED_OPS = frozenset({">", ">>", "&>", "&>>"})
@@ -247,6 +260,8 @@ class _Judge:
     evaluates: list[str] = attrs.field(factory=list)
     # words the line's expansions have made so far (bounded by MAX_LINE_WORDS)
     expanded_words: int = 0
+    # what judging the line's commands has cost so far (bounded by MAX_LINE_WORK)
+    work: int = 0
     # the directories the line's globs have listed, and what is left of their budget
     listings: Listings = attrs.field(factory=Listings)
     # the checks of redirected writes the sandbox's host side may open (by id)
@@ -335,7 +350,11 @@ class _Judge:
             self.add(shown, "ask", "runs a command in the background", "background", depth)
         if depth == 0 and bash and script.tree is not None:
             self.seen_cwds = list(self.cwds)
-            self.walk(script.tree, script, list(self.cwds))
+            try:
+                self.walk(script.tree, script, list(self.cwds))
+            except _TooCostly:
+                self.add(shown, "ask", "the line's commands, in every directory it may be in "
+                         "by then, are too many to judge", "grammar", depth)  # fmt: skip
             return
         for command in script.commands:
             self.simple(command, depth)
@@ -352,7 +371,15 @@ class _Judge:
         changes the first; a failed one leaves the second).
         """
         if isinstance(node, Leaf):
+            if len(state) > MAX_LINE_DIRECTORIES:
+                # each command is judged in every directory the line may be in: bound it
+                self.add(("cd",), "ask", f"the line may be in any of more than "
+                         f"{MAX_LINE_DIRECTORIES} directories by then", "grammar", 0)  # fmt: skip
+                state = state[:1]
             self.cwds = list(state) or list(self.seen_cwds)
+            self.work += len(self.cwds)
+            if self.work > MAX_LINE_WORK:
+                raise _TooCostly
             moved = self.leaf(node.index, script.commands[node.index])
             for real in moved or ():
                 if real not in self.seen_cwds:

@@ -6,6 +6,7 @@ import functools
 import inspect
 import os
 import pwd
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal
 
@@ -33,7 +34,7 @@ from prism.core.options import (
 
 from ._errors import SandboxUnavailableError
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
-from ._implied import implied_protected, walk_is_kept, warm_in_background
+from ._implied import implied_protected, walked_unwatched, warm_in_background
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import (
@@ -149,6 +150,30 @@ INLINE_JUDGE_CHARS = 4096
 _THIS_HOME: object = object()
 
 
+# what makes judging a short line costly: a glob character (`*`, `?`, a bracket
+# expression, not the `[ ` command), or a `cd` (each command after `cd`s that may
+# fail is judged in every directory the line may be in by then)
+_COSTLY = re.compile(r"[*?]|\[[^\s]|\bcd\b")
+
+
+def _in_trio() -> bool:
+    """Whether an event loop runs here (without one there is nothing to keep free)."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
+
+
+def judged_in_thread(command: str) -> bool:
+    """Whether the shell line ``command`` is judged in a worker thread, not on the event loop.
+
+    A line longer than :data:`INLINE_JUDGE_CHARS`, or one whose globs read
+    directories or whose ``cd`` makes it be judged in several.
+    """
+    return len(command) > INLINE_JUDGE_CHARS or _COSTLY.search(command) is not None
+
+
 @trio_native  # Prism's own trio code: stays on trio under an asyncio host
 @attrs.define(eq=False)
 class _CodingApprovalPolicy:
@@ -173,23 +198,22 @@ class _CodingApprovalPolicy:
         approver for at most ``approval_timeout_s``, and so does an action judged
         in a worker thread (see :meth:`_judged_in_thread`).
         """
-        if self._judged_in_thread(action):
+        if self._judged_in_thread(action) and _in_trio():
             return self._judge_in_thread(action)
         return self._decide(action, self._judge(action))
 
     def _judged_in_thread(self, action: ExecutionAction) -> bool:
         """Whether judging ``action`` may take long enough to hold the event loop.
 
-        A long shell line, one with a glob (each lists directories, up to
-        :data:`._words.MAX_LISTED_ENTRIES` entries a line), and a write or edit
-        in a root whose walk its watch does not keep (a root too large to watch
-        is walked whole on every such check).
+        (Only inside trio: without an event loop the action is judged at once.)
+        A shell line :func:`judged_in_thread` names, and a write in a root
+        too large to watch (walked whole on every such check; the first walk of a
+        root is warmed on a thread by :func:`open_secure_coding_tools`).
         """
         if action.kind == "shell" and isinstance(action.command, str):
-            command = action.command
-            return len(command) > INLINE_JUDGE_CHARS or any(c in command for c in "*?[")
+            return judged_in_thread(action.command)
         if action.kind in WRITE_KINDS and not self.read_only:
-            return not all(walk_is_kept(root, self.protected) for root in self.roots.paths)
+            return any(walked_unwatched(root, self.protected) for root in self.roots.paths)
         return False
 
     async def _judge_in_thread(self, action: ExecutionAction) -> ExecutionDecision:

@@ -140,6 +140,44 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".Renviron",
     # jq loads ~/.jq into every program it runs (its definitions replace the builtins)
     ".jq",
+    # the same class at home: zsh frameworks and prompts sourced at every start, direnv's
+    # library sourced before every .envrc, terminals and multiplexers that run their
+    # configured shell or commands, debuggers' and database shells' start-up files, the
+    # desktop session, and tool homes whose bin directories are first on PATH
+    ".oh-my-zsh",
+    ".p10k.zsh",
+    ".direnvrc",
+    ".config/direnv",
+    ".config/tmux",
+    ".screenrc",
+    ".config/zellij",
+    ".config/starship.toml",
+    ".config/kitty",
+    ".config/alacritty",
+    ".wezterm.lua",
+    ".config/wezterm",
+    ".config/nushell",
+    ".config/powershell",
+    ".xonshrc",
+    ".config/Code/User",
+    ".gdbinit",
+    ".config/gdb",
+    ".lldbinit",
+    ".psqlrc",
+    ".sqliterc",
+    ".irbrc",
+    ".pryrc",
+    ".xinitrc",
+    ".xsession",
+    ".config/plasma-workspace",
+    ".config/hypr",
+    ".config/i3",
+    ".config/sway",
+    ".local/share/applications",
+    ".gnupg",
+    ".config/gh",
+    ".pyenv",
+    ".npm-global",
     # clients that run credential helpers or read options (proxies, uploads) from these
     ".kube",
     ".aws",
@@ -190,6 +228,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".bunfig.toml",
     ".cargo/config.toml",
     ".cargo/config",
+    # (cargo install's directory, first on PATH for a rustup user)
+    ".cargo/bin",
     # Maven loads .mvn/jvm.config (-agentpath) and .mvn/extensions.xml on every
     # command; the Gradle wrapper downloads and runs the distribution its
     # properties name, and Gradle runs .gradle/init.d scripts
