@@ -589,8 +589,8 @@ def test_indexing_a_hostile_pack_is_bounded_and_refused_clearly(
     three deep declare 768 MiB that git would build and hash on the host (on the old code,
     bounded only by a two-minute timeout, the pack was indexed and kept). It runs under an
     address-space bound (lowered here) and a CPU bound: stopped, the pack is left out with
-    a reason that says so; an ordinary pack is still indexed; a pack past the size cap is
-    not indexed at all."""
+    a reason that says so; an ordinary pack is still indexed; past the new packs one
+    copy-back may index, or past the size cap, a pack is not indexed at all."""
     from prism.coding.security import _objects
 
     upper, host, work = tmp_path / "upper", tmp_path / "host", tmp_path / "work"
@@ -605,6 +605,19 @@ def test_indexing_a_hostile_pack_is_bounded_and_refused_clearly(
     said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work))
     assert said == []
     assert (upper / "pack" / plain.replace(".pack", ".idx")).exists()
+    (upper / "pack" / plain).unlink()
+    (upper / "pack" / plain.replace(".pack", ".idx")).unlink()
+    # one copy-back indexes so many new packs, over all its .gits, each bounded on its own
+    monkeypatch.setattr(_objects, "MAX_NEW_PACKS", 1)
+    shared = _objects.InflationLeft()
+    plain = _delta_bomb(upper / "pack", depth=0)
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work), shared)
+    assert said == []
+    other = tmp_path / "other"
+    (other / "pack").mkdir(parents=True)
+    more = _delta_bomb(other / "pack", depth=1)
+    said = _objects.prove_objects(str(other), str(host), str(tmp_path), str(work), shared)
+    assert said == [(_objects.TOO_MANY_PACKS, f"pack/{more}")]
     monkeypatch.setattr(_objects, "MAX_PACK_BYTES", 100)
     (upper / "pack" / plain).unlink()
     (upper / "pack" / plain.replace(".pack", ".idx")).unlink()

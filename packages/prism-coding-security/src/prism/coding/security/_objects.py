@@ -208,6 +208,9 @@ PACK_BOUND = (
     "a pack that indexing on the host would cost more than its bound (a pack of at most "
     "4 GiB, indexed in at most 60 s of CPU and 2 GiB of memory beyond its size)"
 )
+TOO_MANY_PACKS = (
+    "a pack past the 8 new packs one command's changes may bring back (each is indexed on the host)"
+)
 # what git says when an allocation fails (the address-space bound)
 _OUT_OF_MEMORY = re.compile(rb"out of memory|malloc failed|mmap failed|cannot allocate", re.I)
 # the bounds set in the shell git is started from (dash and bash both take these)
@@ -254,11 +257,20 @@ def _index_pack(
     return index, os.path.join(out_dir, "pack.rev") if reverse else None
 
 
+MAX_NEW_PACKS = 8
+"""New packs one copy-back indexes, at most (each bounded on its own): more are left out."""
+
+
 class InflationLeft:
-    """What the loose objects of one copy-back may still inflate to, shared by its ``.git``s."""
+    """What the objects of one copy-back may still cost, shared by its ``.git``s.
+
+    ``left``: the bytes its loose objects may still inflate to; ``packs``: the
+    new packs it may still index (:data:`MAX_NEW_PACKS`).
+    """
 
     def __init__(self) -> None:
         self.left = MAX_INFLATED_PER_COPY_BACK
+        self.packs = MAX_NEW_PACKS
 
 
 class _Dropped:
@@ -376,7 +388,11 @@ def _prove_packs(upper: str, host: str, git_dir: str, work: str, drop: _Dropped)
             continue
         if "bitmap" in kinds:
             drop(NOT_OBJECTS, kinds["bitmap"])
-        computed = _index_pack(git_dir, os.path.join(upper, pack), work, reverse="rev" in kinds)
+        if drop.inflation.packs > 0:
+            drop.inflation.packs -= 1
+            computed = _index_pack(git_dir, os.path.join(upper, pack), work, reverse="rev" in kinds)
+        else:
+            computed = TOO_MANY_PACKS
         if isinstance(computed, str):
             for kind in ("pack", "idx", "rev"):
                 if kind in kinds:
