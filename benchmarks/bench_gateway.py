@@ -92,6 +92,17 @@ against 1100 µs, per-round ratio 0.90. ``--stages`` (load 8.6-9.8, 2,000
 calls): 1,320 µs per call with the probes, four task steps, no stage over
 11% (the event loop 149 µs, the server's answer read and parsed 150);
 docs/gateway.md ("Performance") gives the table and what 1.2x would take.
+
+Then the bridge sent a plain stdio call itself and mapped a plain answer
+from its checked JSON (no SDK client call_tool, no result model): the two
+versions' gateways side by side (12 rounds of 400 calls, load 13.8-14.7),
+the gateway's CPU per bridged call 0.97x per round (range 0.92-1.07); the
+function calls per bridged call in the gateway's process (a profile's
+count, which load does not move) 1,091 -> 1,076, and 1,059 with the
+answer gate's ASCII shortcut. ``--ratios --quick`` right after (load
+12-14.5): bridged 2.16x per round, gateway CPU 1,524 µs (fast paths off
+2,286, direct calls off 1,810). 1.2x stays out of reach: the cost is spread
+over the sixteen ``--stages`` rows.
 """
 
 from __future__ import annotations

@@ -165,7 +165,8 @@ def _nodes(value: object) -> int | str:
             if type(item) is dict:
                 children = item.values()
                 for key in item:
-                    if has_lone_surrogate(key):
+                    # (an ASCII text holds none: asked here, without a call per string)
+                    if not key.isascii() and has_lone_surrogate(key):
                         return LONE_SURROGATE
             else:
                 children = item
@@ -178,7 +179,7 @@ def _nodes(value: object) -> int | str:
                         return f"objects and arrays nested more than {MAX_MESSAGE_DEPTH} deep"
                     if child:
                         deeper.append(child)
-                elif type(child) is str and has_lone_surrogate(child):
+                elif type(child) is str and not child.isascii() and has_lone_surrogate(child):
                     return LONE_SURROGATE
         level = deeper
         depth += 1
