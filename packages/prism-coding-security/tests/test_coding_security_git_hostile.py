@@ -437,9 +437,18 @@ def test_a_submodule_naming_a_repository_outside_the_roots_is_never_read(tmp_pat
         explanation = explain_command(command, roots=[str(root)], cwd=str(root))
         assert explanation.outcome == "ask", command
         assert "--recurse-submodules" in explanation.reason, explanation.reason
+    # `--submodule=log` walks that repository's new commits and prints their subjects
+    (private / "creds.txt").write_text("SECRET=rotated\n")
+    _git(private, env, "commit", "-qam", "PRIVATE subject")
+    for command in ("git diff --submodule=log", "git diff --submodule", "git log -p --submodule"):
+        if command.startswith("git diff"):
+            assert "PRIVATE subject" in _bash(command, root, env).stdout, command
+        explanation = explain_command(command, roots=[str(root)], cwd=str(root))
+        assert explanation.outcome == "ask", command
+        assert "reads each submodule's repository" in explanation.reason, explanation.reason
     _git(root, env, "config", "submodule.recurse", "true")
     command = "git grep --cached -e SECRET"
-    assert "SECRET=outside" in _bash(command, root, env).stdout  # the key alone recurses
+    assert "SECRET=rotated" in _bash(command, root, env).stdout  # the key alone recurses
     explanation = explain_command(command, roots=[str(root)], cwd=str(root))
     assert explanation.execute is not None, explanation.reason
-    assert "SECRET=outside" not in _bash(explanation.execute, root, env).stdout
+    assert "SECRET=" not in _bash(explanation.execute, root, env).stdout

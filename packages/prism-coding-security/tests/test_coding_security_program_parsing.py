@@ -509,3 +509,23 @@ def test_a_line_of_cds_that_may_fail_is_judged_within_bounds(
     costly = explain_command("cd a; ls; ls; ls; ls; ls", roots=[str(root)], cwd=str(root))
     assert costly.outcome == "ask"
     assert "too many to judge" in costly.reason
+
+
+def test_a_path_entry_is_judged_where_it_leads_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`.venv` linked to a directory outside the roots, then replaced by a real directory
+    holding `ls`: the next `ls` asks (the PATH entries' targets were kept from the first
+    line, and the planted `ls` ran as the proved one)."""
+    root = tmp_path / "root"
+    outside = tmp_path / "venvs" / "x" / "bin"
+    outside.mkdir(parents=True)
+    root.mkdir()
+    (root / ".venv").symlink_to(outside.parent)
+    monkeypatch.setenv("PATH", f"{root}/.venv/bin:/usr/bin:/bin")
+    assert explain_command("ls", roots=[str(root)]).outcome == "allow"
+    (root / ".venv").unlink()
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "ls").write_text("#!/bin/sh\necho planted\n")
+    (root / ".venv" / "bin" / "ls").chmod(0o755)
+    assert explain_command("ls", roots=[str(root)]).outcome == "ask"

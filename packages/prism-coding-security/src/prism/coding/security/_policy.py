@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import pwd
@@ -690,9 +689,12 @@ def path_entry(entry: str, home: str) -> str | None:
     return base + slash + rest
 
 
-@functools.lru_cache(maxsize=64)
 def _shadow_dirs(roots: Roots, path: str, home: str) -> tuple[str, ...]:
     """Entries of ``path`` through which a file inside the roots could run as a program name.
+
+    Found again for each line (never cached): an entry leads where its links lead
+    now, and a link in a root (``.venv`` to a directory outside) may have been
+    replaced by a real directory since.
 
     A relative entry is kept as written (an empty one as ``.``) and resolved
     against each directory the line may be in when a command is judged

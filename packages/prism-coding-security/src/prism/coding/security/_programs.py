@@ -594,6 +594,12 @@ def _git(args: Argv) -> Use:
             why = f"git {sub} {opt.canonical}={value} runs git in each submodule"
             return Use(verdict="ask", reason=f"{why}, whose configuration can name programs",
                        rule=rule)  # fmt: skip
+        if opt.canonical == "--submodule" and value != "short":
+            # `log` (also the bare option) opens each submodule's repository, wherever its
+            # .git file points, and prints its commits' subjects
+            return Use(verdict="ask", rule=rule, reason=f"git {sub} --submodule="
+                       f"{value or 'log'} reads each submodule's repository, wherever its "
+                       ".git file points")  # fmt: skip
     if sub_parsed.has("--no-index") or sub == "diff":
         # git diff is --no-index without the option outside a work tree, or when one of
         # its two paths is outside the repository (git diff /etc/x /dev/null): every
