@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from prism.cli import load_config
-from prism.cli._toolset import open_toolset
+from prism.cli._toolset import _coding_tools
 from prism.coding.security import _implied
 from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
 
@@ -61,17 +61,17 @@ async def test_the_first_shell_call_walks_nothing_and_keeps_the_configured_prote
     monkeypatch.setattr(_implied, "_list", counting)
     monkeypatch.setattr(_implied, "_warm", warm)
 
-    async with open_toolset(config) as toolset:
-        if toolset.sandbox != "bubblewrap":  # pragma: no cover - depends on the machine
-            pytest.skip(f"bubblewrap cannot isolate here: {toolset.sandbox}")
-        await trio.to_thread.run_sync(warmed.wait, 30)
-        assert set(listed) == {"prism-warm"}
-        before = len(listed)
-        command = "python3 -c \"open('team.cfg','w').write('x'); open('d0/made','w').write('y')\""
-        result = await dispatch_tool_call(
-            ToolCall(id="1", name="shell", arguments={"command": command}),
-            DispatchOptions(registry=create_tool_registry(toolset.tools)),
-        )
+    tools, label = await _coding_tools(config)  # what open_toolset and prism serve build
+    if label != "bubblewrap":  # pragma: no cover - depends on the machine
+        pytest.skip(f"bubblewrap cannot isolate here: {label}")
+    await trio.to_thread.run_sync(warmed.wait, 30)
+    assert set(listed) == {"prism-warm"}
+    before = len(listed)
+    command = "python3 -c \"open('team.cfg','w').write('x'); open('d0/made','w').write('y')\""
+    result = await dispatch_tool_call(
+        ToolCall(id="1", name="shell", arguments={"command": command}),
+        DispatchOptions(registry=create_tool_registry(tools)),
+    )
     assert not result.is_error, result.joined_text
     assert (repo / "d0" / "made").read_text() == "y"
     assert not (repo / "team.cfg").exists()
