@@ -77,7 +77,10 @@ class McpToolBridge:
     _info: dict[str, McpToolInfo] = attrs.field(factory=dict)
     # Each tool's definition as last offered while it matched its pin (its parts,
     # and what the model was offered): a changed tool is offered so until accepted.
-    _offers: dict[str, tuple[Mapping[str, str], ToolDefinition]] = attrs.field(factory=dict)
+    # An unchanged tool's is its info's parts and its definition (see _offer); only
+    # a changed tool's is kept here, so a listing keeps no object per tool for it.
+    _kept: dict[str, tuple[Mapping[str, str], ToolDefinition]] = attrs.field(factory=dict)
+    _by_name: dict[str, ToolDefinition] = attrs.field(factory=dict)
     _pins: Pins = attrs.field(init=False)
     _sessions: Sessions = attrs.field(init=False)
     _caller: Caller = attrs.field(init=False)
@@ -325,7 +328,7 @@ class McpToolBridge:
             raise
         self._rechecks = 0
         await self._pins.load()
-        offers: dict[str, tuple[Mapping[str, str], ToolDefinition]] = {}
+        kept: dict[str, tuple[Mapping[str, str], ToolDefinition]] = {}
         pinned_any = False
         tools: dict[str, ToolDefinition] = {}
         infos: dict[str, McpToolInfo] = {}
@@ -366,20 +369,35 @@ class McpToolBridge:
             definition = self._definition(info, prepared, run)
             if info.changed:
                 definition = self._accepted(info, definition)
-                kept = self._offers.get(info.tool_name)
-                if kept is not None:
-                    offers[info.tool_name] = kept
-            else:
-                offers[info.tool_name] = (info.definition_parts, definition)
+                offer = self._offer(info.tool_name)
+                if offer is not None:
+                    kept[info.tool_name] = offer
             tools[info.tool_name] = definition
             infos[info.tool_name] = info
         if pinned_any:
             await self._pins.save()
         self._tools = tuple(tools.values())
+        self._by_name = tools
         self._info = infos
-        self._offers = offers
+        self._kept = kept
         self._listing = listing
         self._listed_at = trio.current_time()
+
+    def _offer(self, name: str) -> tuple[Mapping[str, str], ToolDefinition] | None:
+        """The parts and definition of tool ``name`` as last offered while it matched its pin.
+
+        From the listing in place: a changed tool's kept offer, else an
+        unchanged tool's own parts and definition; ``None`` when it was never
+        offered so.
+        """
+        kept = self._kept.get(name)
+        if kept is not None:
+            return kept
+        info = self._info.get(name)
+        definition = self._by_name.get(name)
+        if info is None or definition is None or info.changed:
+            return None
+        return info.definition_parts, definition
 
     def _accepted(self, info: McpToolInfo, definition: ToolDefinition) -> ToolDefinition:
         """``definition`` of a changed tool, offered as last accepted, never as changed.
@@ -389,7 +407,7 @@ class McpToolBridge:
         bridge offered while the definition matched its pin, or, when it never
         saw that definition, none and an empty object schema. Its calls stay blocked.
         """
-        offer = self._offers.get(info.tool_name)
+        offer = self._offer(info.tool_name)
         if offer is not None and dict(offer[0]) == self._pins.pinned(info.name):
             return attrs.evolve(
                 definition, description=offer[1].description, parameters=offer[1].parameters
