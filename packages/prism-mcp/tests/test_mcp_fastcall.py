@@ -264,6 +264,17 @@ async def test_a_real_server_gives_the_same_results_both_ways(
     monkeypatch.setattr(_calls, "plain_answer", counted_plain)
     monkeypatch.setattr(DirectCalls, "call", counted_call)
     fast, fast_seen = await _results(fixture_stdio, protocol)
+    if protocol == "auto":
+        # The SDK client's call_tool writing the calls past its dispatcher itself (the
+        # bridge's own send off): the same results too.
+        sent, checked = len(direct), len(modelled)
+        monkeypatch.setattr(_fastcall.RawCalls, "usable", lambda *_args: False)
+        client, client_seen = await _results(fixture_stdio, protocol)
+        assert client == fast
+        assert client_seen == fast_seen
+        assert len(direct) == 2 * sent  # each call written once, past the dispatcher
+        assert modelled[checked:] == plain  # the same answers proved plain
+        del direct[sent:], modelled[checked:]
     monkeypatch.setattr(_session, "install_fast_call_tool", lambda *_args: None)
     sdk, sdk_seen = await _results(fixture_stdio, protocol)
     assert fast == sdk
