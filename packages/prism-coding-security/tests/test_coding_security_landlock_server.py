@@ -361,3 +361,19 @@ def test_the_bounding_set_is_shrunk_one_by_one_only_where_the_kernel_lets_it() -
     ).stdout.split()
     assert out[0] == out[1], out
     assert str(_landlock_exec._may_shrink_bounding_set()) == out[0]
+
+
+def test_the_signals_each_command_resets_are_found_before_the_fork() -> None:
+    """The list the server hands each command: every action not the default, and the given ones."""
+    from prism.coding.security._landlock_exec import _handled_signals
+
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    try:
+        found = _handled_signals((signal.SIGTERM,))
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert signal.SIGPIPE in found  # Python ignores it
+    assert signal.SIGUSR1 in found
+    assert signal.SIGTERM in found
+    assert signal.SIGKILL not in found
+    assert signal.SIGUSR2 not in _handled_signals()
