@@ -678,6 +678,65 @@ def test_the_tooling_files_are_read_as_their_tools_read_them(root: Path) -> None
     assert "tools/d.sh" not in found
 
 
+_HOOK_SPELLINGS = {
+    "if ! scripts/a.sh; then exit 1; fi": "scripts/a.sh",
+    "if true; then :; else scripts/b.sh; fi": "scripts/b.sh",
+    "while scripts/c.sh; do :; done": "scripts/c.sh",
+    "for f in 1; do scripts/d.sh; done": "scripts/d.sh",
+    "! scripts/e.sh && exit 1": "scripts/e.sh",
+    "test -f x || time -p scripts/f.sh": "scripts/f.sh",
+    "case x in x) scripts/g.sh;; esac": "scripts/g.sh",
+    "2>/dev/null scripts/h.sh": "scripts/h.sh",
+    "cd tools && ./i.sh": "tools/i.sh",
+    "env -u HOME CI=1 scripts/j.sh": "scripts/j.sh",
+    "nice -n 10 scripts/k.sh": "scripts/k.sh",
+    "timeout -s KILL 60 scripts/l.sh": "scripts/l.sh",
+    "exec -a name scripts/m.sh": "scripts/m.sh",
+    "stdbuf -oL nohup scripts/n.sh": "scripts/n.sh",
+    "python3 -X importtime scripts/o.py": "scripts/o.py",
+    "python3 -m scripts.p": "scripts/p.py",
+    "bash -e -c 'scripts/q.sh --fix'": "scripts/q.sh",
+    "npx --no -- scripts/r.sh": "scripts/r.sh",
+    "make -C sub lint": "sub/Makefile",
+    "make lint": "Makefile",
+    "env -C elsewhere scripts/s.sh": "scripts/s.sh",
+    "gmake -f build/x.mk --file=build/y.mk": "build/y.mk",
+    "sh -- scripts/t.sh": "scripts/t.sh",
+    "nice " * 20 + "scripts/u.sh": "scripts/u.sh",
+}
+
+
+def test_every_command_of_a_hook_is_read_through_keywords_and_wrappers(root: Path) -> None:
+    """Each simple command a hook runs, whatever shell keywords surround it (`if !`,
+    `do`, `time -p`, `case`), after `cd DIR`, through a wrapper that takes a value
+    (`env CI=1`, `nice -n 10`, `timeout 60`, `exec -a NAME`) or an interpreter's
+    options, and the makefile `make` runs: the script is protected (each came back
+    unasked and ran at the host's next commit on the old code). pre-commit's `args`
+    (flow and block lists) and flow-style hooks are read with `entry`. The files a
+    command only reads or writes are not protected."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    for number, line in enumerate(_HOOK_SPELLINGS):
+        (hooks / f"pre-commit-{number}").write_text(f"#!/bin/sh\n{line}\n")
+    (hooks / "pre-push").write_text(
+        "prettier --write src/ > out/log 2>&1\necho $X done/\n> out/trunc\nnode -e 'x' lib/y.js\n"
+    )
+    (root / ".pre-commit-config.yaml").write_text(
+        "repos:\n- repo: local\n  hooks:\n  - id: a\n    entry: bash\n    args: [tools/a.sh]\n"
+        "  - {id: d, name: d, entry: tools/d.sh, language: script}\n"
+        "  - id: e\n    args:\n    - tools/e.sh\n    # a comment\n    entry: 'python3'\n"
+        "  - id: f\n    args: []\n    entry: |\n      sh tools/f.sh\n"
+    )
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {*_HOOK_SPELLINGS.values(), "tools/a.sh", "tools/d.sh", "tools/e.sh", "tools/f.sh",
+                "build/x.mk"}  # fmt: skip
+    assert expected <= found, expected - found
+    assert not found & {"src", "out", "out/log", "out/trunc", "done", "lib/y.js", "elsewhere"}
+
+
 def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

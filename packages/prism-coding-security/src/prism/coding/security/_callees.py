@@ -7,13 +7,15 @@ file runs in turn, as far as it can be read. The tooling, and what it executes:
 * each hook script of the hooks directories git and husky run (``.git/hooks``
   or ``core.hooksPath``, ``.husky``);
 * each command a hook manager's configuration at the work tree's top names
-  (``.pre-commit-config.yaml``'s ``entry``, lefthook's ``run``, lint-staged's and
+  (``.pre-commit-config.yaml``'s ``entry`` with its ``args``, lefthook's ``run``, lint-staged's and
   simple-git-hooks' commands in their JSON or YAML files and in ``package.json``);
 * the program and plugins yarn runs on every command (``.yarnrc.yml``'s
   ``yarnPath`` and plugin ``path``; ``.yarnrc``'s ``yarn-path``).
 
-From each command the programs it runs are taken (its first word, and after an
-interpreter or wrapper its script: :func:`programs_run`); each one named by a path
+From each command the programs it runs are taken (every simple command the
+shell policy's parser finds, its first word, and through a wrapper's grammar or
+an interpreter's options its program or script, ``make``'s makefiles:
+:func:`programs_run`); each one named by a path
 (a ``/`` in it, no ``$``) is protected, and when it is a file of the tree it is
 read in turn (``sh scripts/lint.sh`` running ``./scripts/check.sh``). A command
 whose program is a package runner (``npx``, ``npm``, ``yarn``, ``pnpm``, ``bun``,
@@ -35,8 +37,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 
+from ._commands import MAX_COMMAND_CHARS, parse_script
 from ._files import read_regular_file
+from ._grammars import SIMPLE_WRAPPERS
+from ._programs import describe
 
 __all__ = ["MAX_BYTES", "MAX_READ", "hook_callees", "programs_run"]
 
@@ -46,11 +52,6 @@ MAX_READ = 64
 MAX_BYTES = 65536
 """Bytes read of each, at most."""
 
-# a word that runs the next one: an interpreter, a shell builtin, a wrapper
-_RUNNERS = frozenset({
-    "sh", "bash", "dash", "zsh", "ksh", "python", "python3", "node", "ruby", "perl", "exec",
-    "source", ".", "command", "env", "nice", "timeout", "xargs",
-})  # fmt: skip
 # programs that run what package.json's scripts and node_modules hold
 _PACKAGE_RUNNERS = frozenset({"npx", "npm", "yarn", "pnpm", "pnpx", "bun", "bunx", "corepack"})
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -81,30 +82,151 @@ _YARN_V1 = re.compile(r"^\s*yarn-path\s+(.*)$", re.MULTILINE)
 def programs_run(text: str) -> list[str]:
     """The words of shell ``text`` that name a program it runs.
 
-    Each command's first word (after assignments) and, after an interpreter or a
-    wrapper (``sh``, ``python3``, ``exec``, ``.``), its first operand: not the
-    arguments, which name files the command reads or writes (``echo x > out``).
+    Each simple command, whatever keywords surround it (``if !``, ``then``,
+    ``do``, ``time``), as the shell policy's parser reads it (and, for what it
+    cannot parse, as a rough split): its first word and, through a wrapper's own
+    grammar (``env CI=1``, ``nice -n 10``, ``timeout 60``, ``exec -a NAME``) or
+    an interpreter's options (``sh -e``, ``python3 -X opt``), the program or
+    script it runs in turn; ``make`` runs its makefile. Not the arguments, which
+    name files the command reads or writes (``echo x > out``). After ``cd DIR``
+    a relative program is also taken below ``DIR``.
     """
     out: list[str] = []
+    dirs: list[str] = []
     for words in _commands(text):
-        while words:
-            out.append(words[0])
-            if os.path.basename(words[0]) not in _RUNNERS:
+        if words[0] == "cd" and len(words) == 2 and "$" not in words[1]:
+            if words[1] not in dirs and len(dirs) < _MAX_DIRS:
+                dirs.append(words[1])
+            continue
+        for invocation in _invocations(words):
+            program = invocation[0]
+            out.append(program)
+            if "/" in program and not program.startswith(("/", "~")):
+                out += [os.path.join(d, program) for d in dirs]
+    return out
+
+
+_MAX_DIRS = 8
+_MAX_DEPTH = 16  # wrappers and interpreters within one another
+# words before a command's program that are the shell's own (reserved words, `!`, `time -p`)
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "while", "until", "do", "done", "!",
+                       "time", "{", "}", "case", "esac", "in", "function"})  # fmt: skip
+_REDIRECTION = re.compile(r"[0-9]*(?:&>>?|[<>][<>&|]?)(.*)")
+# interpreters' options that take the next word (`python3 -X opt x.py`, `node -r m x.js`)
+_VALUE_OPTIONS = {
+    "python": ("-X", "-W", "-Q"), "node": ("-r", "--require", "--import", "--loader"),
+    "ruby": ("-I", "-r"), "perl": ("-I", "-M", "-m"),
+    "sh": ("-o", "-O", "+o", "+O"),
+}  # fmt: skip
+_SHELL_RUNNERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "source", "."})
+_CODE_OPTIONS = ("-c", "-e", "-E", "--eval", "-p", "--print")  # code in the argument itself
+_EXECUTORS = frozenset({"npx", "pnpx", "bunx"})  # run a package's program, or a path
+_MAKES = frozenset({"make", "gmake"})
+_MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+
+
+def _family(name: str) -> str:
+    if re.fullmatch(r"python[0-9.]*|pypy[0-9.]*", name):
+        return "python"
+    if name in _SHELL_RUNNERS:
+        return "sh"
+    return name if name in ("node", "nodejs", "ruby", "perl") else ""
+
+
+def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
+    """``words`` and what it runs in turn: through wrappers and interpreters, a makefile."""
+    out = [words]
+    name = os.path.basename(words[0])
+    family = _family(name)
+    inner: list[list[str]] = []
+    if name in _MAKES:
+        inner = [[f"./{m}"] for m in _MAKEFILES]
+        for index, word in enumerate(words[1:-1], 1):
+            if word in ("-f", "--file", "--makefile"):
+                inner.append([words[index + 1]])
+            elif word in ("-C", "--directory"):
+                inner += [[os.path.join(words[index + 1], m)] for m in _MAKEFILES]
+        inner += [[w.split("=", 1)[1]] for w in words if w.startswith(("--file=", "--makefile="))]
+    elif family:
+        values = _VALUE_OPTIONS.get("node" if family == "node" else family, ())
+        index = 1
+        while index < len(words) and words[index].startswith(("-", "+")):
+            word = words[index]
+            if word == "--":
+                index += 1
                 break
-            words = [w for w in words[1:] if not w.startswith("-")]
+            if family == "sh" and word[:1] == "-" and "c" in word:
+                # the shell's script is its next operand: its commands run in turn
+                code = [w for w in words[index + 1 :] if not w.startswith(("-", "+"))]
+                inner += _commands(code[0]) if code else []
+                index = len(words)
+            elif family != "sh" and word in _CODE_OPTIONS:
+                index = len(words)  # code in an argument: no script file
+            elif family == "python" and word == "-m" and index + 1 < len(words):
+                module = words[index + 1].replace(".", "/")
+                inner += [[f"./{module}.py"], [f"./{module}/__main__.py"]]
+                index = len(words)
+            index += 2 if word in values else 1
+        if index < len(words):
+            inner.append(words[index:])
+    elif name in _EXECUTORS:
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        inner = [rest] if rest else []
+    elif name in SIMPLE_WRAPPERS or name == "env":
+        try:
+            use = describe(tuple(words))
+        except (ValueError, IndexError):  # pragma: no cover - the models take any argv
+            use = None
+        found = [list(i.argv) for i in (use.inner if use else ()) if i.argv and i.argv[0]]
+        inner = [[w for w in argv if w is not None] for argv in found]
+        if not inner:
+            # a spelling the model asks about: its first word that is no option or value
+            rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+            inner = [rest[-1:]] if rest else []
+    if depth >= _MAX_DEPTH:
+        return out + [[word] for word in words[1:]]  # (too deep to read: every word counts)
+    for argv in inner:
+        if argv and argv[0]:
+            out += _invocations(argv, depth + 1)
     return out
 
 
 def _commands(text: str) -> list[list[str]]:
-    """Each command of shell ``text`` as its words, assignments before it dropped."""
+    """Each simple command of shell ``text`` as its words (quotes removed), in order.
+
+    What the shell policy's parser finds (every command inside ``if``, loops,
+    functions, substitutions), then a rough split of the text for what it cannot
+    parse (``case``, ``time -p``, a template's ``{files}``): reserved words,
+    leading redirections and assignments dropped.
+    """
     out: list[list[str]] = []
+    script = parse_script(text) if len(text) <= MAX_COMMAND_CHARS else None
+    for command in script.commands if script is not None else ():
+        words = [_unquoted(w.raw) for w in command.words]
+        if words and words[0]:
+            out.append(words)
     for segment in _SEGMENTS.split(text):
         words = [w for w in _WORDS.split(segment) if w]
-        while words and _ASSIGNMENT.match(words[0]):
-            words.pop(0)
-        if words:
+        while words:
+            redirect = _REDIRECTION.fullmatch(words[0])
+            if redirect is not None:
+                del words[: 1 if redirect.group(1) else 2]
+            elif words[0] in _KEYWORDS or _ASSIGNMENT.match(words[0]) or words[0] == "-p":
+                words.pop(0)
+            else:
+                break
+        if words and words not in out:
             out.append(words)
     return out
+
+
+def _unquoted(raw: str) -> str:
+    """A word with its quotes removed as the shell would (the word as written if it cannot)."""
+    try:
+        split = shlex.split(raw)
+    except ValueError:  # pragma: no cover - the parser's words have balanced quotes
+        return raw
+    return split[0] if len(split) == 1 else raw
 
 
 def _unquote(value: str) -> str:
@@ -133,6 +255,70 @@ def _yaml_commands(text: str) -> list[str]:
             out.append("\n".join(block))
         elif value:
             out.append(_unquote(value))
+    return out
+
+
+_ITEM_KEY = re.compile(r"(entry|args)\s*:\s*(.*)")
+_FLOW_KEY = re.compile(r"[{,]\s*(entry|args)\s*:\s*(\[[^\]]*\]|[^,}]*)")
+
+
+def _flow_list(value: str) -> list[str]:
+    """The items of a YAML flow list (``[a, 'b']``), or the value itself."""
+    return [_unquote(v) for v in value.strip().strip("[]").split(",") if v.strip()]
+
+
+def _precommit_commands(text: str) -> list[str]:
+    """pre-commit's commands: each hook's ``entry`` followed by its ``args``.
+
+    A hook is one item of a list (block style, or a flow mapping on one line);
+    its ``args`` are a flow list or a block list below the key.
+    """
+    out: list[str] = []
+    item: dict[str, list[str]] = {}
+    args_indent: int | None = None
+    lines = text.splitlines()
+
+    def flush() -> None:
+        if item.get("entry"):
+            out.append(" ".join(item["entry"] + item.get("args", [])))
+        item.clear()
+
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if args_indent is not None and indent >= args_indent and stripped.startswith("- "):
+            item.setdefault("args", []).append(_unquote(stripped[2:]))
+            continue
+        args_indent = None
+        content = stripped
+        if stripped.startswith("- "):
+            flush()
+            content = stripped[2:].strip()
+            indent += 2
+        if content.startswith("{"):
+            for key, value in _FLOW_KEY.findall(content):
+                item[key] = _flow_list(value) if key == "args" else [_unquote(value)]
+            continue
+        match = _ITEM_KEY.fullmatch(content)
+        if match is None:
+            continue
+        key, value = match.group(1), match.group(2).strip()
+        if key == "args" and not value:
+            args_indent = indent
+        elif key == "args":
+            item["args"] = _flow_list(value)
+        elif value[:1] in ("|", ">"):
+            block = []
+            for more in lines[number + 1 :]:
+                if more.strip() and len(more) - len(more.lstrip()) <= indent:
+                    break
+                block.append(more.strip())
+            item["entry"] = [" ".join(block)]
+        else:
+            item["entry"] = [_unquote(value)]
+    flush()
     return out
 
 
@@ -252,6 +438,8 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         text = read(os.path.join(top, name))
         if text is not None:
             pending += [(command, False) for command in _yaml_commands(text)]
+            if name == ".pre-commit-config.yaml":
+                pending += [(command, False) for command in _precommit_commands(text)]
     for name in _ALL_COMMANDS:
         text = read(os.path.join(top, name))
         if text is not None:
