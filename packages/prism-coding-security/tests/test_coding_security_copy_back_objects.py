@@ -582,6 +582,38 @@ def _delta_bomb(directory: Path, depth: int) -> str:
     return name
 
 
+def test_indexing_the_packs_of_one_copy_back_is_bounded_in_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pack's index-pack is bounded on its own (60 s of CPU), and all of them
+    together, over every repository of one copy-back: their measured CPU seconds and
+    their bytes are taken from one budget, each run gets only what is left, and past
+    it a further pack is left out and said (on the old code every pack got its own
+    60 s: eight hostile packs held the host's CPU eight minutes)."""
+    from prism.coding.security import _objects
+
+    monkeypatch.setattr(_objects, "INDEX_CPU_PER_COPY_BACK", 1e-9)  # one run spends it all
+    upper, other, host, work = (tmp_path / n for n in ("upper", "other", "host", "work"))
+    for directory in (upper / "pack", other / "pack", host, work):
+        directory.mkdir(parents=True)
+    shared = _objects.InflationLeft()
+    first = _delta_bomb(upper / "pack", depth=0)
+    said = _objects.prove_objects(str(upper), str(host), str(tmp_path), str(work), shared)
+    assert said == []
+    assert (upper / "pack" / first.replace(".pack", ".idx")).exists()
+    assert shared.cpu < 0  # what git spent was measured and taken
+    second = _delta_bomb(other / "pack", depth=1)
+    said = _objects.prove_objects(str(other), str(host), str(tmp_path), str(work), shared)
+    assert said == [(_objects.PACK_BUDGET, f"pack/{second}")]
+    assert not (other / "pack" / second).exists()
+    # the bytes of all the packs count together too
+    fresh = _objects.InflationLeft()
+    fresh.pack_bytes = 10
+    third = _delta_bomb(other / "pack", depth=0)
+    said = _objects.prove_objects(str(other), str(host), str(tmp_path), str(work), fresh)
+    assert said == [(_objects.PACK_BUDGET, f"pack/{third}")]
+
+
 def test_indexing_a_hostile_pack_is_bounded_and_refused_clearly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

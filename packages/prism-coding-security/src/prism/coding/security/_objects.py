@@ -30,8 +30,10 @@ from __future__ import annotations
 import contextlib
 import filecmp
 import hashlib
+import math
 import os
 import re
+import select
 import shutil
 import signal
 import stat
@@ -217,8 +219,16 @@ _OUT_OF_MEMORY = re.compile(rb"out of memory|malloc failed|mmap failed|cannot al
 _BOUNDED = 'ulimit -t "$1" && ulimit -v "$2" && shift 2 && exec "$@"'
 
 
+INDEX_CPU_PER_COPY_BACK = 60.0
+"""CPU seconds all the host's ``git index-pack`` runs of one copy-back may spend together."""
+PACK_BUDGET = (
+    "a pack past what one command's changes may cost to index on the host (60 s of CPU and "
+    "4 GiB of packs in all, each new pack counted)"
+)
+
+
 def _index_pack(
-    git_dir: str, pack: str, work: str, *, reverse: bool
+    git_dir: str, pack: str, work: str, *, reverse: bool, left: InflationLeft
 ) -> tuple[str, str | None] | str:
     """The index (and reverse index) the host's git computes from ``pack``, or why not.
 
@@ -228,7 +238,10 @@ def _index_pack(
     :data:`INDEX_MEMORY` of address space beyond the pack (set by the shell it is
     started from, before git runs), and a pack past :data:`MAX_PACK_BYTES` is not
     indexed: each refused with :data:`PACK_BOUND`, anything else git refuses
-    with :data:`NO_PACK`.
+    with :data:`NO_PACK`. What all the packs of one copy-back cost together is
+    bounded by ``left`` (:data:`INDEX_CPU_PER_COPY_BACK` seconds of CPU, each run
+    measured, and :data:`MAX_PACK_BYTES` of packs): past it a pack is refused with
+    :data:`PACK_BUDGET`, and each run gets at most the CPU seconds left.
     """
     git = shutil.which("git")
     if git is None:  # pragma: no cover - the copy-back's checks need git anyway
@@ -236,25 +249,50 @@ def _index_pack(
     size = os.lstat(pack).st_size
     if size > MAX_PACK_BYTES:
         return PACK_BOUND
+    if size > left.pack_bytes or left.cpu <= 0:
+        return PACK_BUDGET
+    left.pack_bytes -= size
     out_dir = tempfile.mkdtemp(prefix="idx-", dir=work)
     index = os.path.join(out_dir, "pack.idx")
     env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
     memory_kib = (size + INDEX_MEMORY) // 1024
-    args = ["/bin/sh", "-c", _BOUNDED, "sh", str(INDEX_CPU_S), str(memory_kib), git,
+    cpu = max(1, min(INDEX_CPU_S, math.ceil(left.cpu)))
+    args = ["/bin/sh", "-c", _BOUNDED, "sh", str(cpu), str(memory_kib), git,
             "index-pack", "--threads=1", "--rev-index" if reverse else "--no-rev-index",
             "-o", index, pack]  # fmt: skip
-    try:
-        result = subprocess.run(
-            args, capture_output=True, stdin=subprocess.DEVNULL, env=env, cwd="/",
-            check=False, timeout=_INDEX_TIMEOUT_S,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:  # pragma: no cover - a machine too loaded to index it
-        return PACK_BOUND
-    if result.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # pragma: no cover - a minute
+    returncode, stderr, spent = _run_measured(args, env, os.path.join(out_dir, "stderr"))
+    left.cpu -= spent
+    if returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # pragma: no cover - a minute
         return PACK_BOUND  # (past its CPU seconds: the same bound as the memory's, by the shell)
-    if result.returncode != 0:
-        return PACK_BOUND if _OUT_OF_MEMORY.search(result.stderr) else NO_PACK
+    if returncode != 0:
+        return PACK_BOUND if _OUT_OF_MEMORY.search(stderr) else NO_PACK
     return index, os.path.join(out_dir, "pack.rev") if reverse else None
+
+
+def _run_measured(args: list[str], env: dict[str, str], errors: str) -> tuple[int, bytes, float]:
+    """Run ``args``: its exit code, what it wrote to stderr, and the CPU seconds it spent.
+
+    The process is reaped with ``wait4`` (its own resource usage, not that of
+    every child of this process), killed past :data:`_INDEX_TIMEOUT_S` of wall
+    time (a machine too loaded to finish it).
+    """
+    with open(errors, "wb") as err:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+            cwd="/",
+        )  # fmt: skip
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], _INDEX_TIMEOUT_S)
+        if not ready:  # pragma: no cover - a machine too loaded to index it
+            os.kill(proc.pid, signal.SIGKILL)  # (not reaped yet: the pid is still the child's)
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        os.close(pidfd)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    with open(errors, "rb") as err:
+        stderr = err.read(65536)
+    return proc.returncode, stderr, usage.ru_utime + usage.ru_stime
 
 
 MAX_NEW_PACKS = 8
@@ -265,12 +303,15 @@ class InflationLeft:
     """What the objects of one copy-back may still cost, shared by its ``.git``s.
 
     ``left``: the bytes its loose objects may still inflate to; ``packs``: the
-    new packs it may still index (:data:`MAX_NEW_PACKS`).
+    new packs it may still index (:data:`MAX_NEW_PACKS`); ``cpu`` and ``pack_bytes``:
+    the CPU seconds and pack bytes their indexing may still take.
     """
 
     def __init__(self) -> None:
         self.left = MAX_INFLATED_PER_COPY_BACK
         self.packs = MAX_NEW_PACKS
+        self.cpu = INDEX_CPU_PER_COPY_BACK
+        self.pack_bytes = MAX_PACK_BYTES
 
 
 class _Dropped:
@@ -390,7 +431,10 @@ def _prove_packs(upper: str, host: str, git_dir: str, work: str, drop: _Dropped)
             drop(NOT_OBJECTS, kinds["bitmap"])
         if drop.inflation.packs > 0:
             drop.inflation.packs -= 1
-            computed = _index_pack(git_dir, os.path.join(upper, pack), work, reverse="rev" in kinds)
+            computed = _index_pack(
+                git_dir, os.path.join(upper, pack), work, reverse="rev" in kinds,
+                left=drop.inflation,
+            )  # fmt: skip
         else:
             computed = TOO_MANY_PACKS
         if isinstance(computed, str):
