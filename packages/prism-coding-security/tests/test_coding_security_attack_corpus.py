@@ -26,7 +26,6 @@ come back.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import re
 import subprocess
@@ -43,7 +42,6 @@ from prism.coding.security import (
     create_coding_approval_policy,
     create_contained_file_operations,
 )
-from prism.coding.security._policy import judged_in_thread
 from prism.coding.tools import (
     LocalShellOperations,
     OutputSink,
@@ -1610,15 +1608,7 @@ def _decide(policy: ExecutionPolicy, cwd: Path, command: str) -> ExecutionDecisi
     decision = policy.check(
         ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(cwd),))
     )
-    if inspect.isawaitable(decision):
-        # a long or costly line is judged in a worker thread (off the event loop)
-        assert judged_in_thread(command), command
-        pending = decision
-
-        async def wait() -> ExecutionDecision:
-            return await pending
-
-        decision = trio.run(wait)
+    # outside an event loop every line is judged at once, long and costly ones too
     assert isinstance(decision, ExecutionDecision), "approve=None answers synchronously"
     return decision
 

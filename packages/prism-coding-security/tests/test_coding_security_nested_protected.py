@@ -16,7 +16,6 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
-import trio
 
 from prism.coding.security import (
     PROTECTED_PATHS,
@@ -569,6 +568,12 @@ def test_scripts_a_hook_runs_from_the_tree_are_protected(root: Path) -> None:
     assert "hooks/msg.py" in implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))
 
 
+def _write_files(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def _tooling(root: Path, marker: Path) -> None:
     """A repository whose hooks, hook managers and yarn run programs kept in the tree."""
     _git("init", "-q", str(root))
@@ -591,9 +596,7 @@ def _tooling(root: Path, marker: Path) -> None:
         "bin/tool": "\0ELF ./scripts/never.sh\n",
         "tools/build.js": "",
     }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    _write_files(root, files)
     for name in (".git/hooks/pre-commit", "scripts/push.sh", "scripts/deep.sh"):
         os.chmod(root / name, 0o755)
     _git("-C", str(root), "config", "user.email", "u@example.com")
@@ -658,9 +661,7 @@ def test_the_tooling_files_are_read_as_their_tools_read_them(root: Path) -> None
         "package.json": '{"scripts": {"pretest": "./tools/d.sh", "test": 3}, "lint-staged": 1}',
         ".husky/pre-push": "npm t\n",
     }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    _write_files(root, files)
     for n in range(_callees.MAX_READ + 2):
         (root / "chain" / f"{n}.sh").parent.mkdir(exist_ok=True)
         (root / "chain" / f"{n}.sh").write_text(f"./chain/{n + 1}.sh\n")
@@ -756,10 +757,5 @@ def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
     ]  # fmt: skip
     for path in [*asked, "bin/ls", "me/src/bin/tool", "me/notes.txt"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
-        if not isinstance(decision, ExecutionDecision):
-            decision = trio.run(_awaited, decision)
+        assert isinstance(decision, ExecutionDecision)  # (no event loop: judged at once)
         assert decision.allowed is (path not in asked), path
-
-
-async def _awaited(decision: Awaitable[ExecutionDecision]) -> ExecutionDecision:
-    return await decision

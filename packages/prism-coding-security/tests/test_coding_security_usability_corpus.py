@@ -13,7 +13,6 @@ show that they are what they claim: nothing in the tree changes.
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 from pathlib import Path
@@ -24,7 +23,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prism.coding.security import BubblewrapSandbox, create_coding_approval_policy
-from prism.coding.security._policy import judged_in_thread
 from prism.coding.tools import (
     LocalShellOperations,
     OutputSink,
@@ -309,15 +307,7 @@ def _decide(policy: ExecutionPolicy, cwd: Path, command: str) -> ExecutionDecisi
     decision = policy.check(
         ExecutionAction(kind="shell", operation="shell", command=command, paths=(str(cwd),))
     )
-    if inspect.isawaitable(decision):
-        # a long or costly line is judged in a worker thread (off the event loop)
-        assert judged_in_thread(command), command
-        pending = decision
-
-        async def wait() -> ExecutionDecision:
-            return await pending
-
-        decision = trio.run(wait)
+    # outside an event loop every line is judged at once, long and costly ones too
     assert isinstance(decision, ExecutionDecision), "approve=None answers synchronously"
     return decision
 
