@@ -205,6 +205,7 @@ def _commands(text: str) -> list[list[str]]:
         words = [_unquoted(w.raw) for w in command.words]
         if words and words[0]:
             out.append(words)
+    seen = {tuple(words) for words in out}  # (a membership test per segment, not a scan)
     for segment in _SEGMENTS.split(text):
         words = [w for w in _WORDS.split(segment) if w]
         while words:
@@ -215,7 +216,8 @@ def _commands(text: str) -> list[list[str]]:
                 words.pop(0)
             else:
                 break
-        if words and words not in out:
+        if words and tuple(words) not in seen:
+            seen.add(tuple(words))
             out.append(words)
     return out
 
