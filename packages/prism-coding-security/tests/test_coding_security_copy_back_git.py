@@ -133,6 +133,18 @@ _HIDDEN_COMMIT = (
     "git update-index --add --cacheinfo 100644,$b,.envrc && t=$(git write-tree) && "
     "c=$(git commit-tree $t -p HEAD -m x) && git read-tree HEAD && "
 )
+# a stash commit whose index and untracked-files parents are named in upper-case hex
+_UPPER_STASH = (
+    "b=$(printf 'echo x\\n' | git hash-object -w --stdin) && "
+    "u=$(printf '100644 blob %s\\t.envrc\\n' $b | git mktree) && "
+    "u=$(git commit-tree $u -m u | tr a-f A-F) && "
+    "i=$(git commit-tree HEAD^{tree} -p HEAD -m i | tr a-f A-F) && "
+    "c=$(printf 'tree %s\\nparent %s\\nparent %s\\nparent %s\\n"
+    "author t <t@e> 1 +0000\\ncommitter t <t@e> 1 +0000\\n\\nWIP on main\\n' "
+    "$(git rev-parse HEAD^{tree}) $(git rev-parse HEAD) $i $u | "
+    "git hash-object -t commit -w --literally --stdin) && "
+    "git update-ref --create-reflog -m 'WIP on main' refs/stash $c"
+)
 _IN_PROGRESS = "an operation left in progress"
 
 
@@ -270,6 +282,8 @@ async def test_a_commit_touching_only_git_data_cannot_bring_a_hooks_path_hook_ba
         ),
         # the untracked files of `stash -u` are the stash commit's third parent
         ("echo 'echo x' > .envrc && git stash push -q -u -m wip", ("stash", "pop"), "(refs/stash)"),
+        # the same stash written by hand, its other parents in upper-case hex (git reads them)
+        (_UPPER_STASH, ("stash", "pop"), "(refs/stash)"),
         # a packed-refs past the read limit (made small here) is not read whole: left out
         (
             _HIDDEN_COMMIT + "{ head -c 5000 /dev/zero | tr '\\0' '#'; "

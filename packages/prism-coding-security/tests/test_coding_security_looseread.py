@@ -321,3 +321,44 @@ def test_a_repository_that_reads_parents_or_objects_otherwise_is_asked_of_git(ro
         assert LooseReader.for_env({**base, **changed}, _FORCED) is None, changed
     (git_dir / "refs" / "replace").rmdir()  # (an empty one still says replace refs may be)
     assert LooseReader.for_env(base, _FORCED) is not None
+
+
+def test_a_commit_header_is_read_as_git_reads_it_or_asked_of_git(root: Path) -> None:
+    """Parents and trees named in upper or mixed case (git reads them), a parent line after
+    another header, a last parent line with nothing after it: the tree and parents git
+    lists, or git is asked; never fewer parents than git reads."""
+    layer = _repository(root)
+    head = _git(root, "rev-parse", "HEAD")
+    tree = _git(root, "rev-parse", "HEAD^{tree}")
+    other = _git(root, "rev-parse", "HEAD~1")
+    who = b"author t <t@e> 1 +0000\ncommitter t <t@e> 1 +0000\n"
+    up, mixed = head.upper().encode(), (head[:20] + head[20:].upper()).encode()
+    heads = [
+        b"tree %s\nparent %s\nparent %s\n" % (tree.encode(), head.encode(), other.upper().encode()),
+        b"tree %s\nparent %s\nparent %s\nparent %s\n" % (tree.encode(), head.encode(), up, mixed),
+        b"tree %s\nparent %s\n" % (tree.upper().encode(), up),
+        b"tree %s\nparent %s\nx y\nparent %s\n" % (tree.encode(), head.encode(), other.encode()),
+        b"tree %s\nparent %s\n" % (tree.encode(), head.encode()),
+    ]
+    commits = [_write_loose(layer, b"commit", h + who + b"\nm\n") for h in heads]
+    commits.append(_write_loose(layer, b"commit", b"tree %s\nparent %s\n" % (tree.encode(), up)))
+    reader = LooseReader(str(root / ".git"), str(layer))
+    env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(layer)}
+    read = 0
+    for commit in commits:
+        listed = subprocess.run(
+            ["git", "rev-list", "--no-walk", "--format=%T %P", commit], cwd=root,
+            env={**_ENV, **env}, capture_output=True, check=False,
+        )  # fmt: skip
+        try:
+            here = reader.commit(commit)
+        except Unread:
+            continue
+        words = listed.stdout.decode().split("\n")[1].split()
+        assert listed.returncode == 0
+        assert here == (words[0], words[1:]), commit
+        read += 1
+    assert read == 4  # the case-insensitive ones are read here, not asked
+    trees, parents = reader.new_commit((commits[1],), head)
+    assert parents == {commits[1]: [head, head, head]}
+    assert trees == {commits[1]: tree, head: tree}

@@ -12,7 +12,8 @@ reading is git's own:
   that inflates to an object of the expected type whose SHA-1 is its name
   (objects are named by their content: whichever copy git would open, packed
   or loose, holds these bytes), at most :data:`OBJECT_LIMIT` bytes;
-* a commit in git's canonical form (``tree``, then ``parent`` lines), a tree
+* a commit's ``tree`` and ``parent`` lines as git's commit parser reads them
+  (names in either case; a parent line anywhere else in the header: git), a tree
   whose entries are in git's order, with names git writes and modes git
   writes (no submodule in a difference: its ignore rules are git's to read),
   at most :data:`READ_LIMIT` objects and no deeper than Python recurses (a
@@ -52,7 +53,8 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 READ_LIMIT = 4096
 """Objects one reader reads at most (one copy-back's ``.git``); past it git is asked."""
 _HEX40 = re.compile(rb"[0-9a-f]{40}")
-_COMMIT_HEAD = re.compile(rb"tree ([0-9a-f]{40})\n((?:parent [0-9a-f]{40}\n)*)")
+# an object name as git's get_oid_hex reads it: either case (a commit's parents, its tree)
+_ANY_HEX40 = re.compile(rb"[0-9a-fA-F]{40}")
 _MODES = frozenset({b"100644", b"100755", b"120000", b"40000"})
 _ZERO = b"0" * 40
 # variables that change which objects, refs or parents git reads (or its configuration:
@@ -144,13 +146,8 @@ class LooseReader:
         return os.path.lexists(os.path.join(self._layer, name[:2], name[2:]))
 
     def commit(self, name: str) -> tuple[str, list[str]]:
-        """A commit's tree and parents; raises :class:`Unread`."""
-        content = self.read(name, b"commit")
-        match = _COMMIT_HEAD.match(content)
-        if match is None:
-            raise Unread
-        parents = [line[7:].decode() for line in match.group(2).splitlines()]
-        return match.group(1).decode(), parents
+        """A commit's tree and parents (lower-case names); raises :class:`Unread`."""
+        return _commit_head(self.read(name, b"commit"))
 
     def tree(self, name: str) -> list[_Entry]:
         """A tree's entries in order; raises :class:`Unread` for one git would read otherwise."""
@@ -245,6 +242,38 @@ class LooseReader:
             self._diff(None, oid.decode(), prefix + name + b"/", out)
         else:
             out.append(b":000000 %s %s %s A\0%s%s\0" % (_shown(mode), _ZERO, oid, prefix, name))
+
+
+def _commit_head(content: bytes) -> tuple[str, list[str]]:
+    """The tree and parents git's ``parse_commit_buffer`` reads; raises :class:`Unread`.
+
+    Git reads ``tree <name>`` and a newline with at least one byte after it, then
+    each ``parent <name>`` line while one starts there, a name in either case; a
+    parent line with no byte after it is an error. Anything not read exactly so is
+    git's to answer: a line that is not git's form, or another line naming a
+    parent further in the header (git would not read it as one, but a reader that
+    did must not be told otherwise here).
+    """
+    if len(content) <= 46 or not content.startswith(b"tree ") or content[45:46] != b"\n":
+        raise Unread
+    tree = content[5:45]
+    if not _ANY_HEX40.fullmatch(tree):
+        raise Unread
+    parents: list[str] = []
+    at = 46
+    while content.startswith(b"parent ", at):
+        name = content[at + 7 : at + 47]
+        if len(content) <= at + 48 or content[at + 47 : at + 48] != b"\n":
+            raise Unread
+        if not _ANY_HEX40.fullmatch(name):
+            raise Unread
+        parents.append(name.decode().lower())
+        at += 48
+    header_end = content.find(b"\n\n", at - 1)
+    header = content[at - 1 : header_end if header_end >= 0 else len(content)]
+    if b"\nparent" in header:
+        raise Unread  # another parent line after a header git stops at
+    return tree.decode().lower(), parents
 
 
 def _key(entry: _Entry) -> bytes:
