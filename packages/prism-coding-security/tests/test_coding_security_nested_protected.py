@@ -754,8 +754,85 @@ def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
         "me/.cargo/bin/git", "me/.pyenv/shims/python", "me/.gdbinit", "me/.psqlrc",
         "me/.config/kitty/kitty.conf", "me/.local/share/applications/x.desktop",
         "me/bin/ls", "me/go/bin/git",
+        # less's key file (its #env sets LESSOPEN: git's pager runs it), lesspipe's filter,
+        # bash-completion's and zsh's compiled start-up files
+        "me/.lesskey", "me/.config/lesskey", "me/.less", "me/.lessfilter",
+        "me/.bash_completion", "me/.local/share/bash-completion/completions/git",
+        "me/.zshrc.zwc", "me/.zcompdump-host-5.9",
+        # what tool installers have the start-up files source, and rustup's toolchains
+        "me/.cargo/env", "me/.nvm/nvm.sh", "me/.sdkman/bin/sdkman-init.sh", "me/.fzf.bash",
+        "me/.ghcup/env", "me/.deno/env", "me/.rustup/toolchains/stable/bin/cargo",
     ]  # fmt: skip
     for path in [*asked, "bin/ls", "me/src/bin/tool", "me/notes.txt"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)  # (no event loop: judged at once)
         assert decision.allowed is (path not in asked), path
+
+
+def _home_with_startup_files(home: Path) -> None:
+    """A home whose start-up files source, run and put on PATH files of their own."""
+    (home / "tools").mkdir(parents=True)
+    (home / ".profile").write_text(
+        'if [ -f "$HOME/tools/env.sh" ]; then . "$HOME/tools/env.sh"; fi\n'
+        'export PATH="${HOME}/mybin:$HOME/.local/opt/bin:$PATH"\n'
+    )
+    (home / ".bashrc").write_text(
+        "source ~/tools/aliases.sh\n"
+        'eval "$(~/opt/starship/bin/starship init bash)"\n'
+        "[ -r ./rel/init.sh ] && . ./rel/init.sh\n"
+    )
+    # a sourced file sources another in turn
+    (home / "tools" / "env.sh").write_text('. "$HOME/deeper/more.sh"\n')
+
+
+def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the home in a root, the files its start-up files source (in turn too), the
+    programs they run by path and the directories they put on PATH ask, as the
+    start-up files themselves do; a change the user makes to one is read again."""
+    home = root / "me"
+    _home_with_startup_files(home)
+    monkeypatch.setenv("HOME", str(home))
+    asked = [
+        "me/tools/env.sh", "me/deeper/more.sh", "me/tools/aliases.sh", "me/rel/init.sh",
+        "me/opt/starship/bin/starship", "me/mybin/git", "me/.local/opt/bin/ls",
+    ]  # fmt: skip
+    later = "me/later/hook.sh"
+
+    def allowed(path: str) -> bool:
+        policy = create_coding_approval_policy(roots=[str(root)])
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)  # (no event loop: judged at once)
+        return decision.allowed
+
+    for path in [*asked, later, "me/tools/other.sh", "me/notes.txt", "tools/env.sh"]:
+        assert allowed(path) is (path not in asked), path
+    with (home / ".bashrc").open("a") as handle:
+        handle.write(". ~/later/hook.sh\n")
+    assert not allowed(later)
+
+
+@pytest.mark.bwrap
+async def test_a_confined_command_cannot_plant_what_the_homes_shell_or_pager_runs(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_shell: RunShell
+) -> None:
+    """Over the private layer, writes to less's key file and to a file the home's
+    .profile sources are left out and reported; an ordinary file comes back."""
+    home = root / "me"
+    _home_with_startup_files(home)
+    monkeypatch.setenv("HOME", str(home))
+    before = (home / "tools" / "env.sh").read_bytes()
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    line = (
+        "printf '#env\\nLESSOPEN=|-touch x %s\\n' > me/.lesskey; "
+        "echo 'touch x' >> me/tools/env.sh; echo 'touch x' > me/deeper/more.sh; "
+        "echo ok > me/notes.txt"
+    )
+    _, output = await run_shell(ops, line, root)
+    assert not (home / ".lesskey").exists()
+    assert (home / "tools" / "env.sh").read_bytes() == before
+    assert not (home / "deeper").exists()
+    assert "me/.lesskey" in output, output
+    assert "me/tools/env.sh" in output, output
+    assert (home / "notes.txt").read_text() == "ok\n"

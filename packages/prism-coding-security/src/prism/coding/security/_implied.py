@@ -42,11 +42,13 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import re
 import stat
 import threading
 import time
 from typing import TYPE_CHECKING
 
+from ._callees import programs_run
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
@@ -516,11 +518,104 @@ _HOME_PATH = ("bin", "go/bin")
 
 
 def _home_entries(root: str) -> list[str]:
-    """The home directory's PATH directories, relative to ``root``, when it lies in it."""
+    """The home directory's PATH directories, relative to ``root``, when it lies in it.
+
+    With them, what the home's start-up files source and run (:func:`_home_sourced`).
+    """
     home = os.environ.get("HOME", "")
     if not os.path.isabs(home):
         return []
-    where = os.path.relpath(os.path.realpath(home), root)
+    real = os.path.realpath(home)
+    where = os.path.relpath(real, root)
     if where == ".." or where.startswith("../"):
         return []
-    return [part if where == "." else f"{where}/{part}" for part in _HOME_PATH]
+    out = [part if where == "." else f"{where}/{part}" for part in _HOME_PATH]
+    return out + _home_sourced(real, root)
+
+
+# the start-up files a login or interactive shell (and a desktop session) reads from
+# the home directory: what they source, run by path or put on PATH runs in the
+# user's next terminal as surely as they do
+_HOME_START = (
+    ".profile", ".bash_profile", ".bash_login", ".bashrc", ".bash_aliases", ".bash_logout",
+    ".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout", ".kshrc", ".mkshrc",
+    ".xprofile", ".xsessionrc",
+)  # fmt: skip
+_HOME_READ = 32  # files read for one home, at most (start-up files and what they source)
+_HOME_BYTES = 65536  # bytes read of each, at most
+_HOME_VARIABLE = re.compile(r"\$\{HOME\}|\$HOME\b")
+_HOME_TILDE = re.compile(r"(^|[\s\"'=:(`])~(?=/)", re.MULTILINE)
+_PATH_VALUE = re.compile(r"\bPATH=[\"']?([^\"'\s;&|)]*)")
+# home, root -> (the identities of the files read, those files, the answer)
+_sourced: dict[tuple[str, str], tuple[tuple[object, ...], list[str], list[str]]] = {}
+
+
+def _home_sourced(home: str, root: str) -> list[str]:
+    """What the home's start-up files source, run by path or put on ``PATH``, in ``root``.
+
+    Each start-up file (:data:`_HOME_START`) is read as a shell script, with
+    ``$HOME``, ``${HOME}`` and a leading ``~/`` taken for ``home``: every program
+    it runs named by a path (``. "$HOME/.cargo/env"``, ``source ~/.nvm/nvm.sh``,
+    ``eval "$(~/.local/x/bin/y init)"``; a relative path from ``home``, where a
+    login shell starts) and every directory it puts on ``PATH`` is protected when
+    it lies in ``root``, and a sourced file is read in turn, at most
+    :data:`_HOME_READ` files. Kept until a file read (or looked for) changes.
+    """
+    key = (home, root)
+    with _trees_lock:
+        hit = _sourced.get(key)
+    if hit is not None and _identities(hit[1]) == hit[0]:
+        return hit[2]
+    queue = [os.path.join(home, name) for name in _HOME_START]
+    reads: list[str] = []
+    out: list[str] = []
+    inside = root.rstrip("/") + "/"
+    while queue and len(reads) < _HOME_READ:
+        path = queue.pop(0)
+        if path in reads:
+            continue
+        reads.append(path)
+        text = _read_followed(path)
+        if text is None:
+            continue
+        text = _HOME_VARIABLE.sub(lambda _: home, text)
+        text = _HOME_TILDE.sub(lambda match: match.group(1) + home, text)
+        named = [w for w in programs_run(text) if "/" in w and "$" not in w]
+        directories = [
+            entry
+            for value in _PATH_VALUE.findall(text)
+            for entry in value.split(":")
+            if entry.startswith("/") and "$" not in entry
+        ]
+        for word in named + directories:
+            full = os.path.normpath(os.path.join(home, word))
+            for candidate in dict.fromkeys((full, os.path.realpath(full))):
+                if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
+                    out.append(os.path.relpath(candidate, root))
+            if word in named:
+                queue.append(full)
+    answer = list(dict.fromkeys(out))
+    with _trees_lock:
+        if len(_sourced) >= 64:
+            _sourced.clear()
+        _sourced[key] = (_identities(reads), reads, answer)
+    return answer
+
+
+def _read_followed(path: str) -> str | None:
+    """At most :data:`_HOME_BYTES` of ``path``, links followed as a shell's ``.`` follows them.
+
+    None for anything but a regular file (a FIFO is never waited on).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _HOME_BYTES).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -116,6 +116,30 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".inputrc",
     ".bash_aliases",
     ".bash_functions",
+    # bash-completion sources these in every interactive shell; zsh loads a compiled
+    # X.zwc in place of a start-up file X, and compinit sources its dump
+    ".bash_completion",
+    ".bash_completion.d",
+    ".local/share/bash-completion",
+    ".z*.zwc",
+    ".zcompdump*",
+    # less reads its key file at every start (its #env section sets LESSOPEN, a
+    # command run on every file shown: git's pager runs it), and Debian's lesspipe
+    # runs ~/.lessfilter
+    ".lesskey",
+    ".less",
+    ".config/lesskey",
+    ".lessfilter",
+    # what tool installers add a `. FILE` line for in the user's start-up files, and
+    # the toolchains their PATH shims run (rustup, nvm, sdkman, fzf, ghcup, deno;
+    # rustup's .cargo/env is with cargo's entries below)
+    ".rustup",
+    ".nvm",
+    ".sdkman",
+    ".fzf.bash",
+    ".fzf.zsh",
+    ".ghcup",
+    ".deno",
     # a desktop session and the user's service manager start these at login
     ".pam_environment",
     ".xprofile",
@@ -230,6 +254,7 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".cargo/config",
     # (cargo install's directory, first on PATH for a rustup user)
     ".cargo/bin",
+    ".cargo/env",
     # Maven loads .mvn/jvm.config (-agentpath) and .mvn/extensions.xml on every
     # command; the Gradle wrapper downloads and runs the distribution its
     # properties name, and Gradle runs .gradle/init.d scripts
