@@ -14,6 +14,7 @@ DOCUMENTED = {
     "FileMutationQueue",
     "FileOperations",
     "FileStat",
+    "InPlaceEdits",
     "CodingToolsConfigurationError",
     "LocalFileOperations",
     "LocalShellOperations",

@@ -16,7 +16,13 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prism.coding.tools import RedirectedWrites, ShellExit, ShellSpawnRequest, create_shell_tool
+from prism.coding.tools import (
+    InPlaceEdits,
+    RedirectedWrites,
+    ShellExit,
+    ShellSpawnRequest,
+    create_shell_tool,
+)
 from prism.core import (
     ExecutionAction,
     ExecutionDecision,
@@ -533,3 +539,59 @@ async def test_proved_redirections_reach_the_spawn_request(
             RedirectedWrites(command="x", targets=bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         ShellSpawnRequest(command="x", shell_path="/bin/sh", cwd="/", env={}, redirected=good)  # type: ignore[arg-type]
+
+
+async def test_proved_in_place_edits_reach_the_spawn_request(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    """metadata["in_place"] sets ShellSpawnRequest.in_place when it is well formed,
+    unless a prefix runs too or a hook changes the line; a malformed one is dropped."""
+    seen: list[InPlaceEdits | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.in_place)
+        return request
+
+    def deciding(value: object) -> RecordingPolicy:
+        return RecordingPolicy(
+            ExecutionDecision(allowed=True, modified={"metadata": {"in_place": value}})
+        )
+
+    target = str(tmp_path / "f")
+    good = {"filter": ["sed", "-e", "s/a/b/"], "files": [target], "suffix": ".bak"}
+    for policy, prefix in (
+        (deciding(good), None),
+        (deciding(good), "export A=1"),
+        (deciding({**good, "files": ["f"]}), None),  # not absolute
+        (deciding({**good, "files": []}), None),
+        (deciding({**good, "suffix": "/x"}), None),  # a backup elsewhere
+        (deciding({**good, "suffix": "*"}), None),
+        (deciding({"filter": ["sed"], "files": [target]}), None),
+        (deciding({**good, "filter": "sed"}), None),
+    ):
+        tool = create_shell_tool(
+            str(tmp_path), execution_policy=policy, spawn_hook=hook, command_prefix=prefix
+        )
+        assert not (await run_tool(tool, {"command": "true"})).is_error
+    assert seen == [
+        InPlaceEdits(filter=("sed", "-e", "s/a/b/"), files=(target,), suffix=".bak"),
+        *[None] * 7,
+    ]
+    ran: list[ShellSpawnRequest] = []
+
+    class Recording:
+        async def run(self, request: ShellSpawnRequest, on_output: object) -> ShellExit:
+            ran.append(request)
+            return ShellExit(exit_code=0)
+
+    for rewrite, kept in (
+        (lambda r: attrs.evolve(r, command=f"time {r.command}"), False),
+        (lambda r: attrs.evolve(r, cwd="/"), False),
+        (lambda r: r, True),
+    ):
+        tool = create_shell_tool(
+            str(tmp_path), execution_policy=deciding(good), spawn_hook=rewrite,
+            operations=Recording(),
+        )  # fmt: skip
+        assert not (await run_tool(tool, {"command": "true"})).is_error
+        assert (ran[-1].in_place is not None) == kept

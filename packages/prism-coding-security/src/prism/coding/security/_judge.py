@@ -42,6 +42,7 @@ from ._rules import (
     destructive_target,
     normalize_argv,
 )
+from ._sedfilter import sed_filter
 from ._words import Listings, _WordError, expand_word
 
 if TYPE_CHECKING:
@@ -186,6 +187,11 @@ class CommandExplanation:
             the proved words with each target written as ``>&N``, and each
             ``(N, the target's real path, whether it appends)``. A sandbox may
             open the targets itself and run that line with the roots read-only.
+        in_place: for a line that is one ``sed -i`` whose script is a text
+            filter (see :mod:`._sedfilter`) on files inside the roots, each named
+            by its real path: the ``sed`` without ``-i`` and without files, each
+            file's real path, and the backup suffix. A sandbox may run the filter
+            on each file with the roots read-only and replace the file itself.
     """
 
     command: str
@@ -199,6 +205,7 @@ class CommandExplanation:
     writes: bool = True
     write_dirs: tuple[str, ...] | None = None
     redirected: tuple[str, tuple[tuple[int, str, bool], ...]] | None = None
+    in_place: tuple[tuple[str, ...], tuple[str, ...], str] | None = None
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -266,6 +273,8 @@ class _Judge:
     listings: Listings = attrs.field(factory=Listings)
     # the checks of redirected writes the sandbox's host side may open (by id)
     openable: set[int] = attrs.field(factory=set)
+    # each top-level `sed -i` whose only checks are its writes inside the roots, as written
+    edited: dict[int, ProvedCommand] = attrs.field(factory=dict)
 
     def add(
         self,
@@ -423,6 +432,13 @@ class _Judge:
         mine = self.checks[start:]
         self.proved[index] = None
         if form is None:
+            return None
+        if mine and all(
+            c.verdict == "ask" and c.rule == "write" and c.depth == 0 and c.program == "sed"
+            for c in mine
+        ):
+            # only its writes inside the roots ask: the host may edit the files for it
+            self.edited[index] = form
             return None
         programs = set()
         for check in mine:
@@ -1138,7 +1154,40 @@ def judge_command(
         commands=checks,
         write_dirs=write_dirs,
         redirected=_redirected(judge, script, cwd) if write_dirs else None,
+        in_place=_in_place(judge, script, cwd) if write_dirs else None,
     )
+
+
+def _in_place(
+    judge: _Judge, script: Script, cwd: str
+) -> tuple[tuple[str, ...], tuple[str, ...], str] | None:
+    """The line as a ``sed`` filter and its files, when it is one ``sed -i`` that is one.
+
+    One simple command with no assignment and no redirection, each file named by
+    its real path (no link on the way, each once, no backup name another file's).
+    """
+    tree = script.tree
+    if (
+        not isinstance(tree, Leaf)
+        or judge.unknown_writes
+        or judge.evaluates
+        or len(judge.cwds) != 1
+        or tree.index not in judge.edited
+    ):
+        return None
+    form = judge.edited[tree.index]
+    if form.assignments or form.redirects or form.forced_git:
+        return None
+    found = sed_filter(form.argv)
+    if found is None or posixpath.basename(form.argv[0]) != "sed":
+        return None
+    files = tuple(os.path.normpath(os.path.join(cwd, f)) for f in found.files)
+    backups = {f + found.suffix for f in files} if found.suffix else set()
+    if len(set(files)) != len(files) or backups & set(files):
+        return None
+    if any(os.path.realpath(f) != f or not judge.roots.contains_real(f) for f in files):
+        return None
+    return found.argv, files, found.suffix
 
 
 def _redirected(

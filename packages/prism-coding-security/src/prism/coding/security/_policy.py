@@ -118,6 +118,9 @@ class CommandVerdict:
     # a confined line whose only writes are redirections: its text with each target
     # as a descriptor the sandbox opens, and the targets (see CommandExplanation)
     redirected: tuple[str, tuple[tuple[int, str, bool], ...]] | None = None
+    # a confined line that is one `sed -i` whose script is a text filter: the filter,
+    # the files' real paths, the backup suffix (see CommandExplanation)
+    in_place: tuple[tuple[str, ...], tuple[str, ...], str] | None = None
 
 
 def _decision(
@@ -513,6 +516,10 @@ class _CodingApprovalPolicy:
                 details=details,
                 write_dirs=explanation.write_dirs,
                 redirected=explanation.redirected,
+                # with POSIXLY_CORRECT, sed would read a word after a file as a file
+                in_place=explanation.in_place
+                if action.metadata.get("env_posixly_correct") is not True
+                else None,
             )
         if self.sandbox is not None and explanation.outcome == "ask":
             confines = self._confines()
@@ -639,6 +646,9 @@ def _spawn_metadata(action: ExecutionAction, verdict: CommandVerdict) -> dict[st
                 "command": command,
                 "targets": [[fd, path, append] for fd, path, append in targets],
             }
+        if verdict.in_place is not None:
+            argv, files, suffix = verdict.in_place
+            metadata["in_place"] = {"filter": list(argv), "files": list(files), "suffix": suffix}
         return metadata
     return None
 

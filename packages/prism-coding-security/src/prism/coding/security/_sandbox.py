@@ -37,12 +37,14 @@ from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._gitnames import remember_index
 from ._implied import implied_protected, warm_in_background
+from ._inplace import SED_PANIC, EditedFile, discard_edits, open_edits, replace_edited
 from ._landlock import LandlockSandbox
 from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
 from ._overlay import RootOverlay, overlay_base
 from ._paths import normalize_roots
 from ._protected import ProtectedPaths, normalize_protected_paths
+from ._proved import quote
 from ._proxy import (
     PROXY_SOCKET_NAME,
     HostAllowlist,
@@ -552,6 +554,64 @@ class BubblewrapSandbox:
             await on_output(f"{text}\n".encode())
         return result
 
+    async def _run_in_place(
+        self, request: ShellSpawnRequest, on_output: OutputSink, kill_grace_s: float
+    ) -> ShellExit | None:
+        """Run a proved ``sed -i`` filter on each file with the files opened and replaced here.
+
+        None (nothing ran, nothing changed) when a file cannot be opened as the
+        copy-back would let it come back (see :mod:`._inplace`) or the allowlist
+        proxy runs: then the line runs over its private layer. Each file is one
+        sandboxed ``sed`` reading it on descriptor 4 and printing into the new file
+        on descriptor 5; the first that fails (or cannot be replaced) ends the line
+        with its status, that file and every later one left as they were.
+        """
+        edits = request.in_place
+        opened = await trio.to_thread.run_sync(self._open_in_place, request)
+        if edits is None or opened is None:
+            return None
+        command = "exec " + " ".join(quote(word) for word in edits.filter) + " <&4 >&5"
+        argv = (request.shell_path, "-c", command)
+        result = ShellExit(exit_code=0)
+        notes: list[str] = []
+        try:
+            for one in opened:
+
+                async def run(launch: _Launch, one: EditedFile = one) -> ShellExit:
+                    return await self._fork_server().run(
+                        launch.argv,
+                        cwd="/",
+                        env=request.env,
+                        on_output=on_output,
+                        kill_grace_s=kill_grace_s,
+                        extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
+                        passed=[(one.source, 4), (one.output, 5)],
+                    )
+
+                result = await self._run_read_only(argv, request.cwd, run)
+                if result.exit_code != 0:
+                    break
+                note, error = replace_edited(one, edits.suffix)
+                if note is not None:
+                    notes.append(note)
+                if error is not None:
+                    await on_output(f"{error}\n".encode())
+                    result = ShellExit(exit_code=SED_PANIC, pid=result.pid)
+                    break
+        finally:
+            discard_edits(opened)
+        if notes:
+            text = "".join(f"\n[prism sandbox] {note}" for note in notes)
+            await on_output(f"{text}\n".encode())
+        return result
+
+    def _open_in_place(self, request: ShellSpawnRequest) -> list[EditedFile] | None:
+        """The request's files open (see :func:`._inplace.open_edits`), or None."""
+        edits = request.in_place
+        if edits is None or self.network == "allowlist" or not os.path.isdir(request.cwd):
+            return None  # (bwrap would fail to enter a missing directory after the open)
+        return open_edits(edits, self._overlaid_roots(), self._matcher, self.protected_paths)
+
     def _open_redirected(self, request: ShellSpawnRequest) -> list[OpenedTarget] | None:
         """The request's targets open (see :func:`._redirects.open_targets`), or None."""
         redirected = request.redirected
@@ -792,6 +852,11 @@ class _SandboxShellOperations:
         if request.read_only and request.grant is None:
             # proved to write nothing: the roots read-only, no layer to take back
             return await self.backend._run_read_only(request.argv, request.cwd, run)
+        if request.in_place is not None and request.grant is None:
+            # one `sed -i` proved a text filter: the files edited here, the roots read-only
+            result = await self.backend._run_in_place(request, on_output, self.kill_grace_s)
+            if result is not None:
+                return result
         if request.redirected is not None and request.grant is None:
             # its only writes are redirections: opened here, the roots read-only
             result = await self.backend._run_redirected(request, on_output, self.kill_grace_s)

@@ -37,6 +37,7 @@ from ._protocols import AccessGrant as AccessGrant
 from ._protocols import FileKind as FileKind
 from ._protocols import FileOperations as FileOperations
 from ._protocols import FileStat as FileStat
+from ._protocols import InPlaceEdits as InPlaceEdits
 from ._protocols import OutputSink as OutputSink
 from ._protocols import RedirectedWrites as RedirectedWrites
 from ._protocols import ShellExit as ShellExit
@@ -68,6 +69,7 @@ __all__ = [
     "FileMutationQueue",
     "FileOperations",
     "FileStat",
+    "InPlaceEdits",
     "LocalFileOperations",
     "LocalShellOperations",
     "OutputSink",

@@ -277,6 +277,49 @@ class RedirectedWrites:
     targets: tuple[tuple[int, str, bool], ...] = attrs.field(converter=_targets)
 
 
+def _words(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"expected a sequence of strings, got {value!r}")
+    items = tuple(value)
+    if not all(isinstance(item, str) for item in items):
+        raise TypeError(f"expected a sequence of strings, got {items!r}")
+    return items
+
+
+def _edited_files(value: Iterable[str]) -> tuple[str, ...]:
+    items = _words(value)
+    if not items or not all(item.startswith("/") for item in items):
+        raise TypeError(f"files is a non-empty sequence of absolute paths, got {items!r}")
+    return items
+
+
+def _backup_suffix(_instance: object, _attribute: object, value: object) -> None:
+    if not isinstance(value, str) or "/" in value or "*" in value or "\0" in value:
+        raise TypeError(f"suffix is a string without '/', '*' or NUL, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class InPlaceEdits:
+    """A ``sed -i`` line proved to be a text filter over files, by the execution policy.
+
+    An execution policy puts it in the action's ``metadata["in_place"]``
+    (``{"filter": [...], "files": [...], "suffix": ...}``) for a line that is
+    one ``sed -i`` whose script only turns its input into its output; the shell
+    tool hands it to :meth:`ShellOperations.run` in
+    :attr:`ShellSpawnRequest.in_place`.
+
+    Attributes:
+        filter: the ``sed`` command without ``-i`` and without files: each file,
+            read on its standard input, becomes its standard output.
+        files: each file's real absolute path, in the order given.
+        suffix: the backup suffix (``-i.bak``: ``.bak``; empty: no backup).
+    """
+
+    filter: tuple[str, ...] = attrs.field(converter=_words)
+    files: tuple[str, ...] = attrs.field(converter=_edited_files)
+    suffix: str = attrs.field(default="", validator=_backup_suffix)
+
+
 @attrs.frozen(kw_only=True)
 class ShellSpawnRequest:
     """One command for :meth:`ShellOperations.run`, after prefix and spawn hook.
@@ -309,6 +352,13 @@ class ShellSpawnRequest:
             would without this. The plain local one ignores it. A spawn hook
             that changes ``command``, ``cwd`` or ``shell_path`` drops it: the
             redirections were proved for the line it replaced.
+        in_place: the execution policy proved that the command is one ``sed -i``
+            whose script is a text filter (see :class:`InPlaceEdits`), or None: a
+            sandboxed ``ShellOperations`` may run the filter on each file with the
+            roots read-only and replace the file itself, as ``sed -i`` does; when
+            it cannot, it runs ``command`` as it would without this. The plain
+            local one ignores it. A spawn hook that changes ``command``, ``cwd``
+            or ``shell_path`` drops it.
     """
 
     command: str
@@ -323,6 +373,10 @@ class ShellSpawnRequest:
     redirected: RedirectedWrites | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(RedirectedWrites)),
+    )
+    in_place: InPlaceEdits | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(InPlaceEdits)),
     )
 
     @property

@@ -40,7 +40,13 @@ from ._common import (
 )
 from ._output import CollectedOutput, OutputCollector
 from ._process import LocalShellOperations, default_shell_path
-from ._protocols import AccessGrant, RedirectedWrites, ShellOperations, ShellSpawnRequest
+from ._protocols import (
+    AccessGrant,
+    InPlaceEdits,
+    RedirectedWrites,
+    ShellOperations,
+    ShellSpawnRequest,
+)
 
 if TYPE_CHECKING:
     from ._protocols import ShellExit
@@ -155,6 +161,10 @@ class _ShellTool:
             redirected=_redirected(checked.metadata.get("redirected"))
             if not self.command_prefix
             else None,
+            # one `sed -i` whose script is a text filter (the same proviso)
+            in_place=_in_place(checked.metadata.get("in_place"))
+            if not self.command_prefix
+            else None,
         )
         if self.spawn_hook is not None:
             spawn_hook = self.spawn_hook
@@ -163,15 +173,17 @@ class _ShellTool:
                 hooked = await await_callback(spawn_hook, hooked)
             if not isinstance(hooked, ShellSpawnRequest):
                 raise TypeError(f"spawn_hook must return a ShellSpawnRequest, got {hooked!r}")
-            if (
-                hooked.redirected is not None
-                and hooked.redirected is request.redirected
-                and (hooked.command, hooked.cwd, hooked.shell_path)
-                != (request.command, request.cwd, request.shell_path)
+            if (hooked.command, hooked.cwd, hooked.shell_path) != (
+                request.command,
+                request.cwd,
+                request.shell_path,
             ):
-                # the redirections were proved for the line the hook replaced (or for
-                # another directory or shell): the hook's line runs as any other would
-                hooked = attrs.evolve(hooked, redirected=None)
+                # the redirections and edits were proved for the line the hook replaced
+                # (or for another directory or shell): the hook's line runs as any other
+                if hooked.redirected is not None and hooked.redirected is request.redirected:
+                    hooked = attrs.evolve(hooked, redirected=None)
+                if hooked.in_place is not None and hooked.in_place is request.in_place:
+                    hooked = attrs.evolve(hooked, in_place=None)
             request = hooked
 
         collector = OutputCollector(
@@ -295,11 +307,13 @@ def create_shell_tool(
     and ``metadata["write_dirs"]`` (every file it may write proved to lie in
     these directories) sets :attr:`ShellSpawnRequest.write_dirs`, and
     ``metadata["redirected"]`` (its only writes are redirections) sets
-    :attr:`ShellSpawnRequest.redirected`, when there is no ``command_prefix``. Then
+    :attr:`ShellSpawnRequest.redirected`, and ``metadata["in_place"]`` (one
+    ``sed -i`` whose script is a text filter) sets
+    :attr:`ShellSpawnRequest.in_place`, when there is no ``command_prefix``. Then
     ``command_prefix`` is put on its own line before the command and
     ``spawn_hook`` may rewrite the :class:`ShellSpawnRequest` (one whose
-    ``command``, ``cwd`` or ``shell_path`` it changed loses ``redirected``,
-    unless it set that too).
+    ``command``, ``cwd`` or ``shell_path`` it changed loses ``redirected`` and
+    ``in_place``, unless it set them too).
 
     Output (stdout and stderr merged, in order) keeps its tail within
     ``max_lines`` and ``max_bytes``; lines longer than ``max_line_bytes`` are
@@ -393,6 +407,16 @@ def _redirected(value: object) -> RedirectedWrites | None:
         return None
     try:
         return RedirectedWrites(command=value["command"], targets=value["targets"])
+    except (KeyError, TypeError):
+        return None
+
+
+def _in_place(value: object) -> InPlaceEdits | None:
+    """A policy's ``metadata["in_place"]`` as :class:`InPlaceEdits`, else None."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return InPlaceEdits(filter=value["filter"], files=value["files"], suffix=value["suffix"])
     except (KeyError, TypeError):
         return None
 
