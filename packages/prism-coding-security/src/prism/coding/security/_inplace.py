@@ -205,9 +205,18 @@ def replace_edited(one: EditedFile, suffix: str) -> tuple[str | None, str | None
 
 
 def discard_edits(opened: Sequence[EditedFile]) -> None:
-    """Close each file; remove each new file that did not take its file's name."""
+    """Close each file; remove each new file that did not take its file's name.
+
+    A set-user-ID or set-group-ID bit the command set on a file through its
+    descriptor (``/proc/self/fd/0``) is cleared again, as the copy-back clears it.
+    """
     for one in opened:
         try:
+            with contextlib.suppress(OSError):
+                now = os.fstat(one.source).st_mode
+                added = now & _SET_ID & ~one.info.st_mode
+                if added:
+                    os.fchmod(one.source, stat.S_IMODE(now) & ~added)
             if one.temporary:
                 with contextlib.suppress(OSError):
                     made = os.fstat(one.output).st_ino

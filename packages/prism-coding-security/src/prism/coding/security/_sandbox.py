@@ -570,7 +570,7 @@ class BubblewrapSandbox:
         opened = await trio.to_thread.run_sync(self._open_in_place, request)
         if edits is None or opened is None:
             return None
-        command = "exec " + " ".join(quote(word) for word in edits.filter) + " <&4 >&5"
+        command = "exec " + " ".join(quote(word) for word in edits.filter) + " <&4 >&5 4<&- 5>&-"
         argv = (request.shell_path, "-c", command)
         result = ShellExit(exit_code=0)
         notes: list[str] = []
