@@ -119,6 +119,7 @@ from prism.coding.security import (
     create_sandbox_shell_operations,
 )
 from prism.coding.tools import (
+    InPlaceEdits,
     LocalFileOperations,
     LocalShellOperations,
     RedirectedWrites,
@@ -454,8 +455,13 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
             if explained.redirected is not None:  # its only writes are redirections
                 text, targets = explained.redirected
                 redirected = RedirectedWrites(command=text, targets=targets)
-            # a line with no redirection to open: the narrowed way once
-            ways = [w for w in shells if w[3] or not w[2] or redirected is not None]
+            in_place = None
+            if explained.in_place is not None:  # one `sed -i` whose script is a filter
+                argv, files, suffix = explained.in_place
+                in_place = InPlaceEdits(filter=argv, files=files, suffix=suffix)
+            # a line the host cannot write for: the narrowed way once
+            opened = redirected is not None or in_place is not None
+            ways = [w for w in shells if w[3] or not w[2] or opened]
             requests: list[ShellSpawnRequest] = []
             for _name, _shell, narrowed, descriptor in ways:
                 write_dirs = explained.write_dirs if narrowed else None
@@ -463,6 +469,7 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                 requests.append(ShellSpawnRequest(
                     command=command, shell_path="/bin/sh", cwd=str(repo), env=env,
                     write_dirs=write_dirs, redirected=redirected if descriptor else None,
+                    in_place=in_place if descriptor else None,
                 ))  # fmt: skip
 
             async def sink(chunk: bytes) -> None:
@@ -493,6 +500,9 @@ async def _write_rows(root: Path, samples: int = 15) -> list[Row]:
                 if requests[index].redirected is not None:
                     # its only write is a redirection: the host opens the target
                     shown = f"{name} (descriptor)"
+                elif requests[index].in_place is not None:
+                    # a sed filter: the host opens the file and replaces it
+                    shown = f"{name} (in place)"
                 elif write_dirs is not None:
                     below = [d[len(str(repo)) :].lstrip("/") or "." for d in write_dirs]
                     shown = f"{name} ({', '.join(below)})"
