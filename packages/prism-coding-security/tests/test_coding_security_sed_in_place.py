@@ -97,6 +97,7 @@ def test_a_sed_i_whose_script_is_a_filter_is_proved_one(
         "sed -i 'R d/b' d/a",
         "sed -i F d/a",  # prints the file's name
         "sed -i 2q d/a d/b",  # ends every file after it
+        "sed -i x d/a d/b",  # the hold space, in several files
         "sed -i Q5 d/a",
         "sed -i 'a x' d/a",  # text commands are not read here
         "sed -i --debug p d/a",  # its listing would go into the file
@@ -153,11 +154,13 @@ _TEXT = st.sampled_from(["X", "&&", "", "\\n", "<&>", "y"])
 _ADDRESS = st.sampled_from(
     ["", "1", "2", "$", "/a/", "2,3", "/a/,/b/", "1~2", "0,/b/", "$!", "/b/!", "2,$", "\\%a%I"]
 )
-_PLAIN = st.sampled_from(["p", "d", "=", "l", "z", "n", "N", "P", "G", "h", "H", "g", "x"])
+_ALONE = ["p", "d", "=", "l", "z", "n", "N", "P"]
+_HOLD = ["G", "h", "H", "g", "x"]  # with one file only
 
 
 @st.composite
-def _commands(draw: st.DrawFn) -> str:
+def _commands(draw: st.DrawFn, hold: bool) -> str:
+    plain = st.sampled_from(_ALONE + _HOLD if hold else _ALONE)
     kind = draw(st.sampled_from(["s", "s", "y", "plain", "plain", "block"]))
     if kind == "s":
         flags = draw(st.sampled_from(["", "g", "2", "p", "gp", "I"]))
@@ -165,16 +168,16 @@ def _commands(draw: st.DrawFn) -> str:
     elif kind == "y":
         command = draw(st.sampled_from(["y/ab/ba/", "y/a\\n/\\nA/", "y/\r/R/"]))
     elif kind == "plain":
-        command = draw(_PLAIN)
+        command = draw(plain)
     else:
-        command = "{" + draw(_PLAIN) + ";" + draw(_PLAIN) + "}"
+        command = "{" + draw(plain) + ";" + draw(plain) + "}"
     return draw(_ADDRESS) + command
 
 
 @st.composite
-def _scripts(draw: st.DrawFn) -> list[str]:
+def _scripts(draw: st.DrawFn, hold: bool) -> list[str]:
     """The script as sed's words: one operand (after `--` or not), or `-e` parts."""
-    commands = draw(st.lists(_commands(), min_size=1, max_size=4))
+    commands = draw(st.lists(_commands(hold), min_size=1, max_size=4))
     form = draw(st.sampled_from(["operand", "--", "-e"]))
     if form == "-e":
         return [word for command in commands for word in ("-e", command)]
@@ -201,7 +204,7 @@ def _cases(draw: st.DrawFn) -> tuple[list[str], list[bytes]]:
                             unique=True))  # fmt: skip
     in_place = draw(st.sampled_from(["-i", "-i.bak", "--in-place=~"]))
     contents = draw(st.lists(_contents(), min_size=1, max_size=3))
-    return [*options, in_place, *draw(_scripts())], contents
+    return [*options, in_place, *draw(_scripts(len(contents) == 1))], contents
 
 
 class _World:

@@ -400,7 +400,8 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 # * caller -> server (FD): one message b"R" carrying two descriptors (SCM_RIGHTS): a
 #   stream socket for this command and the write end of its output pipe; in
 #   ``namespaces`` mode up to six more, files the command gets on the descriptors its
-#   request's "fds" lists (a line's redirected writes, opened by the caller). The server
+#   request's "fds" lists (4 to 9: a line's redirected writes; 0 and 1: a file and
+#   the new file a filter reads and prints into; opened by the caller). The server
 #   answers nothing on FD; when FD reaches end of file (the caller closed it, or
 #   died) every process it started is killed and it exits.
 # * the server forks a supervisor per command (a child subreaper), which reads on the
@@ -422,7 +423,7 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 # every command): a rule holds the inode it was made for, not the path.
 
 _REQUEST_LIMIT = 1 << 24
-_MAX_PASSED = 6  # files passed to a command (namespaces mode), on descriptors 3 to 9
+_MAX_PASSED = 6  # files passed to a command (namespaces mode), on descriptors 0, 1, 4 to 9
 
 
 class _Ruleset:
@@ -564,8 +565,10 @@ def _command(
             targets = request.get("fds") or []
             assert isinstance(targets, list)
             for fd, target in zip(high, targets, strict=True):
-                if type(target) is not int or not 3 < target < 10:
-                    raise ValueError(f"a passed file's descriptor is 4 to 9, got {target!r}")
+                if type(target) is not int or not (target in (0, 1) or 3 < target < 10):
+                    raise ValueError(
+                        f"a passed file's descriptor is 0, 1 or 4 to 9, got {target!r}"
+                    )
                 os.dup2(fd, target)  # inheritable there
             os.execvpe(argv[0], argv, env)
         for which, value in prepared.limits:

@@ -109,7 +109,7 @@ def _sed_address(script: str, i: int) -> int:
     return i if i > start else start
 
 
-def sed_script_unsafe(script: str, *, filter_only: bool = False) -> str | None:
+def sed_script_unsafe(script: str, *, refused: str = "") -> str | None:
     r"""None when ``script`` (all ``-e`` parts joined by newlines) stays in the subset.
 
     The subset: addresses (numbers, ``$``, ``first~step``, ``/re/`` and ``\cREc``
@@ -120,9 +120,8 @@ def sed_script_unsafe(script: str, *, filter_only: bool = False) -> str | None:
     at whitespace, so ``:a w FILE`` would write). No ``e``, ``w``, ``r``,
     ``R``, ``W``, ``a``, ``i``, ``c``, ``v``, comments or ``s///e``/``w``.
 
-    ``filter_only``: also none of ``q Q F``, so that each file given to
-    ``sed -i`` is edited as if it were alone, read on standard input (``q`` and
-    ``Q`` leave every later file unread, ``F`` prints the file's name).
+    ``refused``: commands also left out (``sed -i`` read as a filter of each
+    file alone: see :mod:`._sedfilter`).
     """
     i = 0
     n = len(script)
@@ -145,7 +144,7 @@ def sed_script_unsafe(script: str, *, filter_only: bool = False) -> str | None:
             return "an address without a command"
         ch = script[i]
         i += 1
-        if filter_only and ch in "qQF":
+        if ch in refused:
             return f"the sed command {ch!r} does not edit each file alone"
         if ch == "{" or ch in _SED_PLAIN:
             continue

@@ -44,7 +44,6 @@ from ._limits import CPU_TIME, MEMORY, PROCESSES, prlimit_args
 from ._overlay import RootOverlay, overlay_base
 from ._paths import normalize_roots
 from ._protected import ProtectedPaths, normalize_protected_paths
-from ._proved import quote
 from ._proxy import (
     PROXY_SOCKET_NAME,
     HostAllowlist,
@@ -562,16 +561,16 @@ class BubblewrapSandbox:
         None (nothing ran, nothing changed) when a file cannot be opened as the
         copy-back would let it come back (see :mod:`._inplace`) or the allowlist
         proxy runs: then the line runs over its private layer. Each file is one
-        sandboxed ``sed`` reading it on descriptor 4 and printing into the new file
-        on descriptor 5; the first that fails (or cannot be replaced) ends the line
+        sandboxed ``sed`` (no shell) reading it as its standard input and printing
+        into the new file as its standard output (its errors still reach
+        ``on_output``); the first that fails (or cannot be replaced) ends the line
         with its status, that file and every later one left as they were.
         """
         edits = request.in_place
         opened = await trio.to_thread.run_sync(self._open_in_place, request)
         if edits is None or opened is None:
             return None
-        command = "exec " + " ".join(quote(word) for word in edits.filter) + " <&4 >&5 4<&- 5>&-"
-        argv = (request.shell_path, "-c", command)
+        argv = edits.filter  # no shell: the file is its standard input, the new file its output
         result = ShellExit(exit_code=0)
         notes: list[str] = []
         try:
@@ -585,7 +584,7 @@ class BubblewrapSandbox:
                         on_output=on_output,
                         kill_grace_s=kill_grace_s,
                         extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
-                        passed=[(one.source, 4), (one.output, 5)],
+                        passed=[(one.source, 0), (one.output, 1)],
                     )
 
                 result = await self._run_read_only(argv, request.cwd, run)

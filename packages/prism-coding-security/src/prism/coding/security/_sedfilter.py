@@ -1,16 +1,19 @@
 """``sed -i`` read as a filter: the same ``sed`` without ``-i``, and the files it edits.
 
-GNU ``sed -i`` edits each file alone (``-i`` implies ``-s``: line numbers, ``$``,
-ranges and the hold space start again with each file) and writes what it prints
-to a new file that then takes the file's name. When its script stays in the
-subset of :func:`._languages.sed_script_unsafe` with ``filter_only`` (no ``w``,
-``r``, ``e`` or ``s///e``/``w``, and no ``q``, ``Q`` or ``F``, which would treat
-the files otherwise than one by one), running the same ``sed`` without ``-i`` on
-each file's content as standard input prints exactly what ``sed -i`` writes. The
-options kept are those that do not name a file: ``-n -E -r -z -u -l -b --posix
---sandbox`` and the ``-e`` scripts; ``-s`` and ``--follow-symlinks`` are
-dropped (each file is already alone, and no link is edited this way);
-``--debug`` (its listing would go into the file) and ``-f`` are not read.
+GNU ``sed -i`` edits each file alone (``-i`` implies ``-s``: line numbers, ``$``
+and ranges start again with each file) and writes what it prints to a new file
+that then takes the file's name. When its script stays in the subset of
+:func:`._languages.sed_script_unsafe` (no ``w``, ``r``, ``e`` or
+``s///e``/``w``) without ``q``, ``Q`` or ``F`` (which treat the files otherwise
+than one by one) and, for more than one file, without ``x g G h H`` (GNU sed
+carries something of the hold space from one file to the next: a line kept
+there without its newline prints without one in the next file), running the
+same ``sed`` without ``-i`` on each file's content as standard input prints
+exactly what ``sed -i`` writes. The options kept are those that do not name a
+file: ``-n -E -r -z -u -l -b --posix --sandbox`` and the ``-e`` scripts; ``-s``
+and ``--follow-symlinks`` are dropped (each file is already alone, and no link
+is edited this way); ``--debug`` (its listing would go into the file) and
+``-f`` are not read.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ _FLAGS = {
     "--sandbox": "--sandbox",
 }
 _DROPPED = frozenset({"--separate", "--follow-symlinks"})
+# `q` and `Q` leave every later file unread, `F` prints the file's name
+_NOT_ALONE = "qQF"
+# GNU sed -i carries something of the hold space from one file to the next (a line kept
+# there without its newline prints without one in the next file): with several files,
+# no command that touches it
+_HOLD = "xgGhH"
 
 
 @attrs.frozen
@@ -79,6 +88,7 @@ def sed_filter(argv: tuple[str, ...]) -> SedFilter | None:
     if not operands or len(operands) > MAX_EDITED_FILES or "-" in operands:
         return None
     # GNU sed joins the -e parts with newlines before it reads them
-    if sed_script_unsafe("\n".join(scripts), filter_only=True) is not None:
+    refused = _NOT_ALONE + (_HOLD if len(operands) > 1 else "")
+    if sed_script_unsafe("\n".join(scripts), refused=refused) is not None:
         return None
     return SedFilter(tuple(out), tuple(operands), suffix)
