@@ -345,3 +345,51 @@ def test_a_host_cache_tree_not_read_as_git_writes_it_keeps_none(tmp_path: Path) 
     after = _listing(tmp_path, tmp_path / ".git" / "index")
     assert with_proved_cache_tree(intent, host, listing, after) is None
     assert with_proved_cache_tree(stripped, _with_tree(intent, tree), after, listing) is None
+
+
+def test_an_index_walked_after_one_laid_out_alike_is_walked_as_a_whole_walk_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an index is walked, one of the same layout is walked only where its bytes
+    differ: an entry newly marked intent-to-add, a name's length changed, bytes changed
+    anywhere; each layout is the one a walk of the whole file finds."""
+    import random
+
+    from prism.coding.security import _index
+
+    _git(tmp_path, "init", "-q")
+    for name in ("a", "b", "c", "d/e"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(name)
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "update-index", "--skip-worktree", "b")  # version 3: b's extended flags
+    data = strip_optional_extensions((tmp_path / ".git" / "index").read_bytes())
+    assert data is not None
+    flags = data.index(b"b\0") - 2  # b's extended flags word
+    assert data[flags] == 0x40  # skip-worktree
+    body = data[:-20]
+    variants = [
+        _sealed(body[:flags] + b"\x60" + body[flags + 1 :]),  # intent-to-add too
+        _sealed(body[:flags] + b"\x20" + body[flags + 1 :]),  # intent-to-add only
+        _sealed(body[: flags - 1] + b"\x08" + body[flags:]),  # b's name length 8
+        _sealed(body[: flags - 1] + b"\x0f" + body[flags:]),
+    ]
+    rng = random.Random(7)
+    for _ in range(300):
+        mutated = bytearray(body)
+        for _ in range(rng.randint(1, 3)):
+            mutated[rng.randrange(12, len(body))] = rng.randrange(256)
+        variants.append(_sealed(bytes(mutated)))
+    walked = 0
+    for variant in variants:
+        monkeypatch.setattr(_index, "_KNOWN", ())
+        monkeypatch.setattr(_index, "_WALKED", ())
+        whole = _index._layout(variant)
+        monkeypatch.setattr(_index, "_KNOWN", ())
+        monkeypatch.setattr(_index, "_WALKED", ())
+        assert _index._layout(data) is not None  # walked: the variant's is walked after it
+        again = _index._walk(variant)
+        assert again == whole
+        walked += again is not None
+    assert _index._walk(variants[0]) == (20, len(body), [], True)
+    assert walked > 100  # (most variants are indexes a walk reads)

@@ -224,6 +224,39 @@ def test_indexes_laid_out_otherwise_are_left_to_git(tmp_path: Path) -> None:
     assert read_index(str(index), git_dir) is None
 
 
+def test_an_index_laid_out_as_the_last_one_read_is_read_as_git_reads_it(tmp_path: Path) -> None:
+    """Indexes read one after another, each laid out as the one before (entries of the same
+    lengths at the same offsets, as a command's new index mostly is the host's): only the
+    entries that differ are read again, and order, stages and flags are still git's."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    git_dir = str(root / ".git")
+    index = tmp_path / "index"
+    c3 = 0x3001  # "c" at stage 3
+    steps = [
+        ([_entry(b"a"), _entry(b"b"), _entry(b"c"), _entry(b"d")], True),
+        ([_entry(b"a"), _entry(b"b", mode=0o100755), _entry(b"c"), _entry(b"d")], True),
+        ([_entry(b"a"), _entry(b"a"), _entry(b"c"), _entry(b"d")], False),  # a name twice
+        ([_entry(b"a"), _entry(b"b"), _entry(b"c"), _entry(b"c")], False),
+        ([_entry(b"a"), _entry(b"e"), _entry(b"c"), _entry(b"d")], False),  # out of order
+        ([_entry(b"b"), _entry(b"b"), _entry(b"c"), _entry(b"d")], False),
+        ([_entry(b"a"), _entry(b"b"), _entry(b"c", flags=0x1001), _entry(b"c", flags=c3)], True),
+        ([_entry(b"a"), _entry(b"b"), _entry(b"c", flags=c3), _entry(b"c", flags=0x1001)], False),
+        ([_entry(b"a"), _entry(b"b"), _entry(b"c"), _entry(b"c", flags=0x1001)], False),
+        ([_entry(b"a"), _entry(b"b", flags=0x8001), _entry(b"c"), _entry(b"d")], True),
+        ([_entry(b"a"), _entry(b"b", extended=0x4000), _entry(b"c"), _entry(b"d")], True),
+        ([_entry(b"a"), _entry(b"b", extended=0x8000), _entry(b"c"), _entry(b"d")], False),
+        ([_entry(b"a"), _entry(b"b", flags=2), _entry(b"c"), _entry(b"d")], False),  # no NUL
+        ([_entry(b"a"), _entry(b"b", mode=0o160000), _entry(b"c"), _entry(b"d")], True),
+        ([_entry(b"a"), _entry(b"b"), _entry(b"c"), _entry(b"d")], True),
+    ]
+    for number, (entries, read) in enumerate(steps):
+        for _ in range(2):  # (read once after the step before, then after itself)
+            index.write_bytes(_index(entries))
+            assert _same_as_git(git_dir, str(index)) is read, number
+
+
 def test_git_listing_a_path_twice_is_no_listing(tmp_path: Path) -> None:
     """Where git is asked (here: a configuration that includes another file), its listing
     of a name twice or out of order is refused as the Python reading refuses it."""

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "differing_entries",
     "extension_signatures",
     "extensionless",
     "positional_eoie",
@@ -81,21 +82,29 @@ def _entries_end(
 
     Each entry's length is read as git reads it (``read-cache.c``): the path's
     length from the flags, or up to its NUL when the flags hold 0xFFF. Also
-    whether an entry is marked intent-to-add.
+    whether an entry is marked intent-to-add. Versions 2 and 3: a recent index
+    laid out alike gives the entries whose bytes it shares (see :func:`differing_entries`).
     """
+    if version != 4:
+        again = _walked_again(data, version, count, oid, end)
+        if again is not None:
+            return again
     at = _HEADER
     intent = False
     previous = 0  # version 4: the length of the previous entry's path
+    offsets, intents = [at], []
     for _ in range(count):
         fixed = at + _STAT + oid
         if fixed + 2 > end:
             return None
         flags = int.from_bytes(data[fixed : fixed + 2], "big")
         name = fixed + 2
+        marked = False
         if flags & _EXTENDED:
             if version < 3:
                 return None
-            intent = intent or bool(data[name] << 8 & _INTENT_TO_ADD)
+            marked = bool(data[name] << 8 & _INTENT_TO_ADD)
+            intent = intent or marked
             name += 2
         copied = 0
         if version == 4:
@@ -120,7 +129,87 @@ def _entries_end(
             at += (name - at + length + 8) & ~7
         if at > end:
             return None
+        offsets.append(at)
+        intents.append(marked)
+    if version != 4 and len(data) <= _KNOWN_SIZE:
+        global _WALKED  # (replaced whole: a reader sees the old tuple or the new one)
+        _WALKED = ((data, oid, offsets, intents), *_WALKED[: _KNOWN_COUNT - 1])
     return at, intent
+
+
+# the entries of the last indexes of versions 2 and 3 walked here: where each starts (and,
+# last, where they end) and whether each is marked intent-to-add
+_WALKED: tuple[tuple[bytes, int, list[int], list[bool]], ...] = ()
+_DIFFERING = 64  # differing entries walked alone at most; past them the index is walked whole
+
+
+def _walked_again(
+    data: bytes, version: int, count: int, oid: int, end: int
+) -> tuple[int, bool] | None:
+    """:func:`_entries_end` of versions 2 and 3 from a recent index laid out alike, or None.
+
+    An entry whose bytes are those of the recent index's entry at the same offset
+    (every entry before it laid out alike) walks alike; each other one is walked
+    and must end where that one ended.
+    """
+    for known, size, offsets, intents in _WALKED:
+        if size != oid or len(intents) != count or offsets[-1] > end or known[:12] != data[:12]:
+            continue
+        changed = differing_entries(data, known, offsets, _DIFFERING)
+        if changed is None:
+            continue
+        marked = list(intents)
+        for index in changed:
+            at = offsets[index]
+            fixed = at + _STAT + oid
+            flags = int.from_bytes(data[fixed : fixed + 2], "big")
+            name = fixed + 2
+            marked[index] = False
+            if flags & _EXTENDED:
+                if version < 3:
+                    break  # (walked whole: refused)
+                marked[index] = bool(data[name] << 8 & _INTENT_TO_ADD)
+                name += 2
+            length = flags & _NAME_MASK
+            if length == _NAME_MASK:
+                nul = data.find(b"\0", name, end)
+                length = nul - name if nul >= 0 else -(1 << 40)
+            # (every entry lies before the known index's entries end, no later than
+            # ``end``: the walk's checks against the end hold)
+            if at + ((name - at + length + 8) & ~7) != offsets[index + 1]:
+                break  # laid out otherwise from here (or refused): walked whole
+        else:
+            return offsets[-1], any(marked)
+    return None
+
+
+def differing_entries(
+    data: bytes, known: bytes, offsets: list[int], limit: int
+) -> list[int] | None:
+    """The entries of ``data`` whose bytes differ from ``known``'s at the same ``offsets``.
+
+    ``offsets``: where each of ``known``'s entries starts, and where they end. None
+    when more than ``limit`` differ. Halves are compared whole, so an index that
+    differs in a few entries costs a few comparisons of its bytes.
+    """
+    out: list[int] = []
+
+    def differing(low: int, high: int) -> None:
+        if (
+            len(out) > limit
+            or data[offsets[low] : offsets[high]] == known[offsets[low] : offsets[high]]
+        ):
+            return
+        if high - low == 1:
+            out.append(low)
+            return
+        middle = (low + high) // 2
+        differing(low, middle)
+        differing(middle, high)
+
+    if len(offsets) > 1:
+        differing(0, len(offsets) - 1)
+    return None if len(out) > limit else out
 
 
 # an index's layout: the checksum's length, where the entries end, each extension
@@ -245,7 +334,7 @@ def _changed_directories(
     before: Mapping[bytes, object], after: Mapping[bytes, object]
 ) -> set[bytes]:
     """Every directory (b"" the top) holding an entry that differs between the two listings."""
-    changed = [key for key, entry in after.items() if before.get(key) != entry]
+    changed = [key for key, _ in after.items() - before.items()]  # (a new entry, or another)
     changed += before.keys() - after.keys()
     out: set[bytes] = {b""} if changed else set()
     for key in changed:

@@ -34,8 +34,10 @@ git's.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
+import threading
 import zlib
 from typing import TYPE_CHECKING
 
@@ -55,7 +57,6 @@ READ_LIMIT = 4096
 _HEX40 = re.compile(rb"[0-9a-f]{40}")
 # an object name as git's get_oid_hex reads it: either case (a commit's parents, its tree)
 _ANY_HEX40 = re.compile(rb"[0-9a-fA-F]{40}")
-_MODES = frozenset({b"100644", b"100755", b"120000", b"40000"})
 _ZERO = b"0" * 40
 # variables that change which objects, refs or parents git reads (or its configuration:
 # any GIT_CONFIG* but what Prism forces); others (GIT_SSL_CAINFO, GIT_EDITOR) change nothing
@@ -64,7 +65,7 @@ _READS = frozenset({
     "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE", "GIT_REF_PARANOIA", "GIT_DEFAULT_HASH",
     "GIT_DEFAULT_REF_FORMAT",
 })  # fmt: skip
-_Entry = tuple[bytes, bytes, bytes]  # mode, name, hex object name
+_Entry = tuple[bytes, bytes, bytes]  # mode, name, object name (20 bytes)
 
 
 class Unread(Exception):
@@ -154,23 +155,13 @@ class LooseReader:
         if name == EMPTY_TREE:
             return []
         content = self.read(name, b"tree")
-        entries: list[_Entry] = []
-        at = 0
-        last = b""
-        while at < len(content):
-            space = content.find(b" ", at)
-            end = content.find(b"\0", space + 1)
-            if space < 0 or end < 0 or end + 21 > len(content):
-                raise Unread
-            mode, entry_name = content[at:space], content[space + 1 : end]
-            if mode not in _MODES or not entry_name or b"/" in entry_name:
-                raise Unread
-            key = entry_name + (b"/" if mode == b"40000" else b"\0")
-            if key <= last:
-                raise Unread  # out of git's order, or twice
-            last = key
-            entries.append((mode, entry_name, content[end + 1 : end + 21].hex().encode()))
-            at = end + 21
+        entries = _TREES.get(name)  # (its content hashed to its name: parsed alike)
+        if entries is None:
+            entries = _parsed_tree(content)
+            with _TREES_LOCK:
+                while len(_TREES) >= _TREES_KEPT:
+                    del _TREES[next(iter(_TREES))]
+                _TREES[name] = entries
         return entries
 
     def new_commit(
@@ -205,43 +196,66 @@ class LooseReader:
     def _diff(self, old: str | None, new: str | None, prefix: bytes, out: list[bytes]) -> None:
         before = self.tree(old) if old else []
         after = self.tree(new) if new else []
-        i = j = 0
-        while i < len(before) or j < len(after):
-            a = before[i] if i < len(before) else None
-            b = after[j] if j < len(after) else None
-            if b is None or (a is not None and _key(a) < _key(b)):
+        # what differs, in git's order: an entry in one tree and not (alike) in the other
+        gone = {_key(a): a for a in set(before).difference(after)}
+        added = {_key(b): b for b in set(after).difference(before)}
+        for key in sorted(gone.keys() | added.keys()):
+            a, b = gone.get(key), added.get(key)
+            if b is None:
                 assert a is not None
                 self._gone(a, prefix, out)
-                i += 1
-            elif a is None or _key(a) > _key(b):
+            elif a is None:
                 self._added(b, prefix, out)
-                j += 1
             else:
-                i += 1
-                j += 1
-                if a[0] == b[0] and a[2] == b[2]:
-                    continue
                 path = prefix + a[1]
                 if a[0] == b"40000":
-                    self._diff(a[2].decode(), b[2].decode(), path + b"/", out)
+                    self._diff(a[2].hex(), b[2].hex(), path + b"/", out)
                 else:
                     status = b"M" if a[0] == b[0] or b"120000" not in (a[0], b[0]) else b"T"
                     out.append(b":%s %s %s %s %s\0%s\0" % (
-                        _shown(a[0]), _shown(b[0]), a[2], b[2], status, path))  # fmt: skip
+                        _shown(a[0]), _shown(b[0]), a[2].hex().encode(), b[2].hex().encode(),
+                        status, path))  # fmt: skip
 
     def _gone(self, entry: _Entry, prefix: bytes, out: list[bytes]) -> None:
         mode, name, oid = entry
         if mode == b"40000":
-            self._diff(oid.decode(), None, prefix + name + b"/", out)
+            self._diff(oid.hex(), None, prefix + name + b"/", out)
         else:
-            out.append(b":%s 000000 %s %s D\0%s%s\0" % (_shown(mode), oid, _ZERO, prefix, name))
+            shown = (_shown(mode), oid.hex().encode(), _ZERO, prefix, name)
+            out.append(b":%s 000000 %s %s D\0%s%s\0" % shown)
 
     def _added(self, entry: _Entry, prefix: bytes, out: list[bytes]) -> None:
         mode, name, oid = entry
         if mode == b"40000":
-            self._diff(None, oid.decode(), prefix + name + b"/", out)
+            self._diff(None, oid.hex(), prefix + name + b"/", out)
         else:
-            out.append(b":000000 %s %s %s A\0%s%s\0" % (_shown(mode), _ZERO, oid, prefix, name))
+            shown = (_shown(mode), _ZERO, oid.hex().encode(), prefix, name)
+            out.append(b":000000 %s %s %s A\0%s%s\0" % shown)
+
+
+# one tree entry as git writes it: a mode it writes, a name (no '/'), the object's 20 bytes
+_TREE_ENTRY = rb"(100644|100755|120000|40000) ([^\0/]+)\0(.{20})"
+_TREE_ENTRIES = re.compile(_TREE_ENTRY, re.DOTALL)
+_WHOLE_TREE = re.compile(rb"(?:%s)*" % _TREE_ENTRY.replace(b"(", b"(?:"), re.DOTALL)
+# the last trees parsed, by name (a tree's name is its content's hash: the same entries)
+_TREES: dict[str, list[_Entry]] = {}
+_TREES_KEPT = 64
+_TREES_LOCK = threading.Lock()
+
+
+def _parsed_tree(content: bytes) -> list[_Entry]:
+    """A tree object's entries; raises :class:`Unread` unless git wrote it so.
+
+    Entry after entry to the end (a mode git writes, a name without '/', its
+    object), in git's order, each name once.
+    """
+    if _WHOLE_TREE.fullmatch(content) is None:
+        raise Unread
+    entries: list[_Entry] = _TREE_ENTRIES.findall(content)
+    keys = [name + b"/" if mode == b"40000" else name + b"\0" for mode, name, _ in entries]
+    if not all(map(operator.lt, keys, keys[1:])):
+        raise Unread  # out of git's order, or twice
+    return entries
 
 
 def _commit_head(content: bytes) -> tuple[str, list[str]]:

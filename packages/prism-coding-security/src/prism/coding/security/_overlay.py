@@ -239,7 +239,12 @@ _INDEX_ELSEWHERE = ("GIT_COMMON_DIR", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT
 
 
 def index_entries(
-    git_dir: str, work_tree: str, index: str, gitlinks: list[bytes] | None = None
+    git_dir: str,
+    work_tree: str,
+    index: str,
+    gitlinks: list[bytes] | None = None,
+    *,
+    content: bytes | None = None,
 ) -> IndexEntries | None:
     """Each path of ``index`` with its tag, mode and object, as the host's git reads it.
 
@@ -251,15 +256,18 @@ def index_entries(
     any of them. ``gitlinks``, when given, receives the path of every gitlink
     entry git listed, in its order (once per stage of a conflicted one). An
     index whose reading in Python is proved to be git's is read so
-    (:func:`._indexfile.read_index`), without a process.
+    (:func:`._indexfile.read_index`), without a process. ``content``: the bytes
+    ``index`` is to hold (written there before git is asked), else its own.
     """
     git = shutil.which("git")
     if git is None or not os.path.isfile(index):
         return {}
     if not any(name in os.environ for name in _INDEX_ELSEWHERE):
-        read = read_index(index, git_dir, gitlinks)  # (None: one git is asked about)
+        read = read_index(index, git_dir, gitlinks, content=content)
         if read is not None:
-            return read
+            return read  # (None: one git is asked about)
+    if content is not None:
+        _write_index(index, content)
     env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_INDEX_FILE": index,
            "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}  # fmt: skip
     try:
@@ -299,12 +307,16 @@ _LISTED: dict[tuple[str, str], tuple[tuple[object, ...], IndexEntries]] = {}
 _LISTED_LOCK = threading.Lock()
 
 
-def _listing_key(git_dir: str, index: str) -> tuple[object, ...] | None:
+def _listing_key(
+    git_dir: str, index: str, content: bytes | None = None
+) -> tuple[object, ...] | None:
     """What ``git ls-files`` of ``index`` depends on; None when it cannot be read whole.
 
-    Its bytes, the repository's configuration file, the environment's git variables.
+    Its bytes (``content``: those it holds), the repository's configuration file,
+    the environment's git variables.
     """
-    content = read_regular_file(index, _LIST_LIMIT)
+    if content is None:
+        content = read_regular_file(index, _LIST_LIMIT)
     if content is None or len(content) >= _LIST_LIMIT:
         return None
     return (
@@ -314,9 +326,14 @@ def _listing_key(git_dir: str, index: str) -> tuple[object, ...] | None:
     )
 
 
-def remember_listing(git_dir: str, work_tree: str, index: str, entries: IndexEntries) -> None:
-    """Keep ``entries``, the listing of ``index``: the host's index may soon be those bytes."""
-    key = _listing_key(git_dir, index)
+def remember_listing(
+    git_dir: str, work_tree: str, index: str, entries: IndexEntries, content: bytes | None = None
+) -> None:
+    """Keep ``entries``, the listing of ``index``: the host's index may soon be those bytes.
+
+    ``content``: the bytes ``index`` holds (else read).
+    """
+    key = _listing_key(git_dir, index, content)
     if key is not None:
         with _LISTED_LOCK:
             _LISTED[git_dir, work_tree] = (key, entries)
@@ -724,21 +741,20 @@ _SPARSE = (
 )
 
 
-def _without_caches(path: str) -> str | None:
-    """Drop the optional extensions of the layer's index at ``path`` (see :mod:`._index`).
+def _without_caches(path: str) -> tuple[str | None, bytes | None]:
+    """The layer's index at ``path`` without its optional extensions (see :mod:`._index`).
 
     Returns why it may not come back, if so: not in git's index format, or a
-    sparse index (``sdir``).
+    sparse index (``sdir``); else (None, the bytes the index is to hold, or None
+    when it holds them already). Nothing is written.
     """
     data = _read_small(path)
     stripped = None if data is None else strip_optional_extensions(data)
     if stripped is None:
-        return "an unreadable index (not in git's index format)"
+        return "an unreadable index (not in git's index format)", None
     if b"sdir" in (extension_signatures(stripped) or ()):
-        return _SPARSE
-    if stripped is not data:
-        _write_index(path, stripped)
-    return None
+        return _SPARSE, None
+    return None, None if stripped is data else stripped
 
 
 def _write_index(path: str, data: bytes) -> None:
@@ -751,19 +767,19 @@ def _write_index(path: str, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-def _keep_cache_tree(new: str, host: str, before: IndexEntries, after: IndexEntries) -> None:
-    """Give the layer's index at ``new`` the nodes of ``host``'s cache-tree proved right for it.
+def _keep_cache_tree(
+    data: bytes, host: str, before: IndexEntries, after: IndexEntries
+) -> bytes | None:
+    """``data`` (the layer's index) with the nodes of ``host``'s cache-tree proved right for it.
 
     See :func:`._index.with_proved_cache_tree`; without them the host's next
     commit rebuilds the tree of every directory. ``before`` lists the host's
     index: should the host write it between that listing and this read, its
     ctime is then later than the command's start and the layer's index is
-    not placed at all.
+    not placed at all. None: no node is kept.
     """
-    data, old = _read_small(new), _read_small(host)
-    kept = None if data is None or old is None else with_proved_cache_tree(data, old, before, after)
-    if kept is not None:
-        _write_index(new, kept)
+    old = _read_small(host)
+    return None if old is None else with_proved_cache_tree(data, old, before, after)
 
 
 def _real_directory(path: str) -> bool:
@@ -1056,11 +1072,11 @@ class _Applier:
             "an index the host's git would read otherwise than it is checked here "
             "(unreadable index, or a path listed twice or out of git's order)"
         )
-        format_refusal = _without_caches(new)
+        format_refusal, stripped = _without_caches(new)
         if format_refusal is not None:
             return format_refusal
         gitlinks: list[bytes] = []
-        after = index_entries(git_dir, work_tree, new, gitlinks)
+        after = index_entries(git_dir, work_tree, new, gitlinks, content=stripped)
         if after is None:
             return unreadable
         if not top:
@@ -1072,12 +1088,19 @@ class _Applier:
         before = known_listing(git_dir, work_tree, host_index)
         if before is None:
             before = self.host_index_entries(top, git_dir, work_tree, host_index)
-        if before is not None:
-            _keep_cache_tree(new, host_index, before, after)
-        remember_listing(git_dir, work_tree, new, after)
-        changed = after.items() if before is None else [
-            (p, e) for p, e in after.items() if before.get(p) != e
-        ]  # fmt: skip
+        data = stripped if stripped is not None else _read_small(new)
+        kept = None
+        if before is not None and data is not None:
+            kept = _keep_cache_tree(data, host_index, before, after)
+        if kept is not None or stripped is not None:
+            # the index is written once: without the command's caches, with the host's
+            # proved nodes (every check below reads the listing, not the file)
+            data = kept or stripped
+            assert data is not None
+            _write_index(new, data)
+        remember_listing(git_dir, work_tree, new, after, data)
+        # (a set of the items that differ: in C, then in the index's order)
+        changed = after.items() if before is None else sorted(after.items() - before.items())
         odd = [p for p, entry in changed if entry[1] not in _INDEX_MODES]
         if odd:
             # git takes any mode by its type bits (160644 is a submodule, 120755 a link)
