@@ -34,6 +34,7 @@ _SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_LEN = 64
 _HASH_LEN = 16
+_NAME = string()
 
 
 def _suffix(name: str) -> str:
@@ -49,7 +50,7 @@ def provider_safe_name(name: str) -> str:
     Raises:
         ConfigurationError: ``name`` is not a non-empty string.
     """
-    string().check("provider_safe_name", "name", name)
+    _NAME.check("provider_safe_name", "name", name)
     if _SAFE.fullmatch(name):
         return name
     alias = name.replace(":", "__")

@@ -6,7 +6,8 @@ import functools
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from types import MappingProxyType
+from typing import Any
 
 import attrs
 import pydantic_core
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 _MAX_TITLE_CHARS = 256
-_Hashable = TypeVar("_Hashable")
+_HINT_FIELDS = ("title", "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
 
 
 def _hint(value: object) -> bool | None:
@@ -158,15 +159,26 @@ class SharedParts:
     text pydantic-core writes of it, which differs between any two plain JSON
     values whose canonical texts differ (``1``, ``1.0`` and ``true``; every
     string escaped; non-finite numbers as bare tokens, never ``null``); key
-    order only makes more keys. Lives for one listing: its keys are at most
-    the listing's own text.
+    order only makes more keys. A text (a description, a title) is keyed by
+    itself, a tool's hints by their values, and its parts and definition hash
+    by the identities of the shared parts, so tools of one definition share
+    those too. Lives for one listing: its keys are at most the listing's own
+    text.
     """
 
     _seen: dict[bytes, tuple[object, str]] = attrs.field(factory=dict)
-    _ones: dict[object, object] = attrs.field(factory=dict)
     # The values plain() gave out, by identity (each held in _seen): their hash
     # without writing them again.
     _given: dict[int, tuple[object, str]] = attrs.field(factory=dict)
+    # Texts (a description, a title) and None by themselves: equal texts are equal JSON.
+    _texts: dict[str | None, str] = attrs.field(factory=dict)
+    # Hints by the SDK's values and their types (True and 1 are equal keys otherwise).
+    _hints: dict[tuple[object, ...], McpToolAnnotations] = attrs.field(factory=dict)
+    # Parts and definition hash by the identities of the parts (each object kept in
+    # the entry, so no identity is reused while it is here).
+    _definitions: dict[
+        tuple[object, ...], tuple[object, object, object, Mapping[str, str], str]
+    ] = attrs.field(factory=dict)
 
     def _key(self, value: object) -> bytes | None:
         try:
@@ -177,6 +189,11 @@ class SharedParts:
 
     def sha(self, value: object) -> str:
         """``_sha(value)`` of a plain JSON ``value``."""
+        if value is None or type(value) is str:
+            text = self._texts.get(value)
+            if text is None:
+                text = self._texts[value] = _sha(value)
+            return text
         given = self._given.get(id(value))
         if given is not None and given[0] is value:
             return given[1]
@@ -188,9 +205,58 @@ class SharedParts:
             known = self._seen[key] = (value, _sha(value))
         return known[1]
 
-    def one(self, value: _Hashable) -> _Hashable:
-        """The first value equal to ``value`` seen in this listing (a hashable, immutable one)."""
-        return self._ones.setdefault(value, value)  # type: ignore[return-value]
+    def hints(self, annotations: Any) -> McpToolAnnotations:
+        """``McpToolAnnotations.from_mcp(annotations)``, one object for equal hints."""
+        if annotations is None:
+            key: tuple[object, ...] = ()
+        else:
+            raw = tuple(getattr(annotations, name, None) for name in _HINT_FIELDS)
+            key = (*raw, *map(type, raw))
+        try:
+            known = self._hints.get(key)
+        except TypeError:  # a value no dict can key (not what the SDK's model holds)
+            return McpToolAnnotations.from_mcp(annotations)
+        if known is None:
+            known = self._hints[key] = McpToolAnnotations.from_mcp(annotations)
+        return known
+
+    def definition(
+        self,
+        description: str | None,
+        input_schema: object,
+        output_schema: object,
+        annotations: McpToolAnnotations,
+        title: str | None,
+        task_support: str = "forbidden",
+    ) -> tuple[Mapping[str, str], str]:
+        """:func:`definition_parts` (read-only) and their :func:`definition_hash`.
+
+        Tools whose parts are the same objects (the schemas and hints this
+        listing shares) and equal texts share one of each.
+        """
+        key = (
+            description,
+            id(input_schema),
+            id(output_schema),
+            id(annotations),
+            title,
+            task_support,
+        )
+        known = self._definitions.get(key)
+        if (
+            known is not None
+            and known[0] is input_schema
+            and known[1] is output_schema
+            and known[2] is annotations
+        ):
+            return known[3], known[4]
+        parts = definition_parts(
+            description, input_schema, output_schema, annotations, title, task_support, self
+        )
+        view = MappingProxyType(parts)
+        digest = definition_hash(parts)
+        self._definitions[key] = (input_schema, output_schema, annotations, view, digest)
+        return view, digest
 
     def plain(self, value: object, make_plain: Callable[[object], JsonValue]) -> JsonValue:
         """``make_plain(value)``, or the plain value made before from an equal one.

@@ -584,7 +584,11 @@ _KNOWN_VERSIONS = frozenset(version for _method, version in _methods.SERVER_RESU
 _SCHEMA_FIELDS = ("type", "$schema", "required")
 
 
-def skeleton(tool: object) -> object:
+_NO_KEYWORDS: dict[str, Any] = {}
+"""Each object entry of a skeleton's ``properties`` (one object: nothing writes to it)."""
+
+
+def skeleton(tool: object, *, blank: bool = False) -> object:
     """``tool`` with each schema cut to the fields the SDK's models type.
 
     The SDK's tool models read ``type``, ``$schema``, ``required`` and the kind
@@ -593,11 +597,16 @@ def skeleton(tool: object) -> object:
     skeletons passes the SDK's check exactly when the page does (a test holds
     this against the SDK on hostile shapes), at a fraction of the cost on a
     listing of large schemas. A tool refused in skeleton is checked whole
-    before it is dropped.
+    before it is dropped. With ``blank``, each :data:`FREE_TEXT` field that is
+    a ``str`` is ``""`` (see :func:`shape_key`).
     """
     if type(tool) is not dict:
         return tool
     out = dict(tool)
+    if blank:
+        for name in FREE_TEXT:
+            if type(out.get(name)) is str:
+                out[name] = ""
     for key in ("inputSchema", "outputSchema"):
         schema = out.get(key)
         if type(schema) is not dict:
@@ -606,7 +615,10 @@ def skeleton(tool: object) -> object:
         if "properties" in schema:
             props = schema["properties"]
             small["properties"] = (
-                {name: {} if type(value) is dict else value for name, value in props.items()}
+                {
+                    name: _NO_KEYWORDS if type(value) is dict else value
+                    for name, value in props.items()
+                }
                 if type(props) is dict
                 else props
             )
@@ -682,8 +694,8 @@ constraint and no validator on it or its models (a test holds the models to
 this): a tool's verdict depends on their types, never on the text in them."""
 
 
-def shape_key(small: object, version: str) -> bytes | None:
-    """What the revision's page model's verdict on the skeleton ``small`` depends on.
+def shape_key(tool: object, version: str) -> bytes | None:
+    """What the revision's page model's verdict on the skeleton of ``tool`` depends on.
 
     The skeleton's JSON text (pydantic-core's, which keeps every type and
     value apart) with each :data:`FREE_TEXT` field that is a ``str`` written
@@ -691,16 +703,12 @@ def shape_key(small: object, version: str) -> bytes | None:
     ``None`` when there is no such key (the revision's check is not one model,
     or the skeleton holds a lone surrogate).
     """
-    if type(small) is not dict or not isinstance(
+    if type(tool) is not dict or not isinstance(
         _methods.SERVER_RESULTS.get(("tools/list", version)), type
     ):
         return None
-    shaped = dict(small)
-    for name in FREE_TEXT:
-        if type(shaped.get(name)) is str:
-            shaped[name] = ""
     try:
-        return pydantic_core.to_json(shaped, inf_nan_mode="constants")
+        return pydantic_core.to_json(skeleton(tool, blank=True), inf_nan_mode="constants")
     except ValueError:
         return None
 
@@ -721,10 +729,9 @@ def tool_model(
     before in the page is not checked again (the tools of a listing repeat
     their shapes); only a pass is remembered.
     """
-    small = skeleton(tool)
-    key = None if passed is None else shape_key(small, version)
+    key = None if passed is None else shape_key(tool, version)
     if passed is None or key is None or key not in passed:
-        refused = _surface_refusal(rest, small, version)
+        refused = _surface_refusal(rest, skeleton(tool), version)
         if refused is None and passed is not None and key is not None:
             passed.add(key)
         reason = refused and _surface_refusal(rest, tool, version)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -32,6 +31,8 @@ from ._gate import CHECKPOINT_TOOLS, LONE_SURROGATE, listed_tools
 from ._options import BridgeOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mcp import Client
 
     from ._session import Connection
@@ -246,9 +247,12 @@ def prepare_tool(
             clip(repr(name), NAME_LIMIT),
         )
         return None
-    plain = plain_json if hashes is None else functools.partial(hashes.plain, make_plain=plain_json)
     try:
-        schema = plain(tool.input_schema)
+        schema = (
+            plain_json(tool.input_schema)
+            if hashes is None
+            else hashes.plain(tool.input_schema, plain_json)
+        )
     except ValueError:
         schema = None
     if not isinstance(schema, dict):
@@ -258,15 +262,20 @@ def prepare_tool(
     if description is not None:
         description = clip(description, _MAX_DESCRIPTION_CHARS)
     full_name = f"{options.name_prefix}{name}"
-    annotations = McpToolAnnotations.from_mcp(tool.annotations)
-    if hashes is not None:
-        annotations = hashes.one(annotations)
+    if hashes is None:
+        annotations = McpToolAnnotations.from_mcp(tool.annotations)
+    else:
+        annotations = hashes.hints(tool.annotations)
     title = tool.title if isinstance(tool.title, str) else annotations.title
     title = clip(title, _MAX_INFO_CHARS) if title is not None else None
     output_schema: JsonValue = None
     if tool.output_schema is not None:
         try:
-            output_schema = plain(tool.output_schema)
+            output_schema = (
+                plain_json(tool.output_schema)
+                if hashes is None
+                else hashes.plain(tool.output_schema, plain_json)
+            )
         except ValueError:
             output_schema = None
     checked = output_schema if isinstance(output_schema, dict) else None
@@ -274,18 +283,24 @@ def prepare_tool(
     task_support = getattr(execution, "task_support", None)
     task_support = task_support if isinstance(task_support, str) else "forbidden"
     # A switch to task-augmented runs after approval is drift like any other.
-    parts = definition_parts(
-        description, schema, output_schema, annotations, title, task_support, hashes
-    )
+    if hashes is None:
+        parts: Mapping[str, str] = definition_parts(
+            description, schema, output_schema, annotations, title, task_support
+        )
+        digest = definition_hash(parts)
+    else:
+        parts, digest = hashes.definition(
+            description, schema, output_schema, annotations, title, task_support
+        )
     info = McpToolInfo(
         server_id=options.server_id,
         name=name,
         tool_name=full_name,
         title=title,
         annotations=annotations,
-        output_schema=output_schema if isinstance(output_schema, dict) else None,
+        output_schema=checked,
         task_support=task_support,
-        definition_hash=definition_hash(parts),
+        definition_hash=digest,
         definition_parts=parts,
     )
     return PreparedTool(info, schema, description, checked)
