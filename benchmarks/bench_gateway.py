@@ -264,6 +264,19 @@ async def _gateway_no_direct(root: str) -> None:
     await gateway_main(root, 16 * 1024 * 1024)
 
 
+# The tests' gateway with Prism imported from another checkout (``--against``): a fresh
+# interpreter, so nothing of this checkout's Prism is imported first. argv: TREE ROOT
+_GATEWAY_FROM = """
+import sys, pathlib, trio
+tree, root = sys.argv[1:3]
+sys.path[:0] = [*sorted(str(p) for p in pathlib.Path(tree).glob('packages/*/src')),
+                tree + '/packages/prism-gateway/tests']
+import prism.gateway, gateway_stdio_main
+assert pathlib.Path(prism.gateway.__file__).is_relative_to(tree), prism.gateway.__file__
+trio.run(gateway_stdio_main.main, root, 16 * 1024 * 1024)
+"""
+
+
 async def _pipe_relay() -> None:
     """Copy bytes between this process's stdio and the server's, parsing nothing."""
     server = await trio.lowlevel.open_process(
@@ -410,6 +423,71 @@ async def main() -> list[Row]:
         note = f"{cpu_note(key, whose)}; {paired(key)}; {note}"
         target = "<= 1.2x" if key == "bridged" else None
         rows.append(row(BENCH, case, wall[key], baseline=base, target=target, note=note))
+    return rows
+
+
+AGAINST_CALLS = 400
+AGAINST_ROUNDS = 8 if QUICK else 16
+
+
+async def against_rows(tree: str) -> list[Row]:
+    """This checkout's gateway against the one of checkout ``tree``, side by side (``--against``).
+
+    Each round times the direct call, then ``AGAINST_CALLS`` bridged calls
+    through each gateway (which goes first alternates), and reads each
+    gateway's CPU time from /proc: the gateway's CPU per bridged call, this
+    tree's against the other's per round, and each bridged call against the
+    direct call per round.
+    """
+    root = tempfile.mkdtemp(prefix="prism-bench-gateway-")
+    python = sys.executable
+    async with (
+        Client(StdioServerParameters(command=python, args=[str(SERVER), "direct"])) as direct,
+        Client(StdioServerParameters(command=python, args=[str(GATEWAY), root])) as ours,
+        Client(
+            StdioServerParameters(command=python, args=["-c", _GATEWAY_FROM, tree, root])
+        ) as theirs,
+    ):
+        pids = _children()
+        pid = {
+            "ours": pids.get(f"{GATEWAY} {root}"),
+            "theirs": pids.get(f"-c {_GATEWAY_FROM}"),
+        }
+        cases = {"direct": (direct, "echo"), "ours": (ours, "mcp__fx__echo"),
+                 "theirs": (theirs, "mcp__fx__echo")}  # fmt: skip
+        for client, _ in cases.values():
+            await client.list_tools()
+        wall: dict[str, list[float]] = {key: [] for key in cases}
+        cpu: dict[str, list[float]] = {"ours": [], "theirs": []}
+        for n in range(AGAINST_ROUNDS):
+            for key in ("direct", "ours", "theirs") if n % 2 == 0 else ("direct", "theirs", "ours"):
+                client, name = cases[key]
+                before = _cpu_s(pid.get(key))
+                t0 = trio.current_time()
+                for _ in range(AGAINST_CALLS):
+                    result = await client.call_tool(name, ARGS)
+                    assert not result.is_error, result
+                wall[key].append((trio.current_time() - t0) / AGAINST_CALLS * 1e6)
+                if key in cpu:
+                    cpu[key].append((_cpu_s(pid.get(key)) - before) / AGAINST_CALLS * 1e6)
+
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f} (range {min(values):.2f}-{max(values):.2f})"
+
+    cpu_ratio = [a / b for a, b in zip(cpu["ours"], cpu["theirs"], strict=True)]
+    base = row(BENCH, "stdio: client -> server echo (direct)", wall["direct"])
+    rows = [base]
+    for key, whose in (("ours", "this tree"), ("theirs", tree)):
+        per_round = [a / b for a, b in zip(wall[key], wall["direct"], strict=True)]
+        note = (
+            f"gateway CPU µs/call median {statistics.median(cpu[key]):.0f} "
+            f"(range {min(cpu[key]):.0f}-{max(cpu[key]):.0f}); per round vs direct "
+            f"{spread(per_round)}"
+        )
+        if key == "ours":
+            note += f"; gateway CPU per round vs the other tree {spread(cpu_ratio)}"
+        rows.append(row(BENCH, f"stdio: bridged, gateway of {whose}", wall[key], baseline=base,
+                        target="<= 1.2x", note=note))  # fmt: skip
     return rows
 
 
@@ -837,6 +915,9 @@ if __name__ == "__main__":
         trio.run(_gateway_sdk_path, sys.argv[-1])
     elif "--gateway-no-direct" in sys.argv[1:]:
         trio.run(_gateway_no_direct, sys.argv[-1])
+    elif "--against" in sys.argv[1:]:
+        other = os.path.realpath(sys.argv[sys.argv.index("--against") + 1])
+        run(lambda: against_rows(other))
     elif "--probed-gateway" in sys.argv[1:]:
         _probed_gateway(sys.argv[-3], sys.argv[-2], int(sys.argv[-1]))
     elif "--stages" in sys.argv[1:]:
