@@ -35,7 +35,7 @@ from prism.mcp import (
     open_mcp_tools,
 )
 from prism.mcp._content import map_call_result, map_plain_result
-from prism.mcp._direct import DirectCalls
+from prism.mcp._direct import DirectCalls, DirectRequest
 from prism.mcp._fastcall import (
     call_params,
     install_fast_call_tool,
@@ -254,9 +254,7 @@ async def test_a_real_server_gives_the_same_results_both_ways(
         plain.append(made is not None)
         return made
 
-    async def counted_call(
-        self: DirectCalls, request: mcp_types.JSONRPCRequest, *args: Any
-    ) -> dict[str, Any]:
+    async def counted_call(self: DirectCalls, request: DirectRequest, *args: Any) -> dict[str, Any]:
         direct.append(str(request.id))
         return await call(self, request, *args)
 
@@ -382,7 +380,7 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
     async with trio.open_nursery() as nursery:
         answers: list[object] = []
 
-        async def call(request: mcp_types.JSONRPCRequest, progress: Any = on_progress) -> None:
+        async def call(request: DirectRequest, progress: Any = on_progress) -> None:
             try:
                 answers.append(await direct.call(request, progress))
             except MCPError as exc:

@@ -166,3 +166,43 @@ async def test_a_progress_read_with_the_result_is_handled_before_the_caller_wake
                 assert await _progress_then_result(stdout)
                 with pytest.raises(anyio.EndOfStream):
                     await stdout.receive()
+
+
+class _PipeOf:
+    """A server's stdout as the transport hands it over: anyio's wrapper of a trio pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self._stream = trio.lowlevel.FdStream(fd)
+
+
+async def test_end_wakes_a_read_waiting_on_the_pipe_and_is_no_fault() -> None:
+    # A read waits on the pipe itself (no cancel scope per message): end() wakes it.
+    read_end, write_end = os.pipe()
+    pipe = _PipeOf(read_end)
+    state = WireState()
+    stdout = ServerStdout(pipe, limit=1 << 20, state=state)  # type: ignore[arg-type]
+    os.write(write_end, b'{"jsonrpc": "2.0", "id": 1, "result": {}}\n')
+    ended: list[bool] = []
+
+    async def read_on() -> None:
+        with pytest.raises(anyio.EndOfStream):
+            await stdout.receive()
+        ended.append(True)
+
+    try:
+        with trio.fail_after(10):
+            first = await stdout.receive()
+            assert isinstance(first, SessionMessage)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read_on)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not ended
+                stdout.end()
+        assert ended == [True]
+        assert state.fault is None
+        assert stdout.done.is_set()
+        with pytest.raises(anyio.EndOfStream):
+            await stdout.receive()
+    finally:
+        os.close(write_end)
+        await pipe._stream.aclose()

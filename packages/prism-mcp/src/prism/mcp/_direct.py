@@ -34,7 +34,7 @@ import trio
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from ._requests import past_float
+from ._requests import DIRECT_ID_PREFIX, past_float
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ._requests import SentRequests
 
-__all__ = ["DIRECT_ID_PREFIX", "DirectCalls"]
+__all__ = ["DIRECT_ID_PREFIX", "DirectCalls", "DirectRequest"]
 
 
 class _CallRecords(Protocol):
@@ -58,8 +58,8 @@ class _CallRecords(Protocol):
 
 _log = logging.getLogger("prism.mcp")
 
-DIRECT_ID_PREFIX = "prism:"
-"""The start of every direct call's request id (never a number: the SDK mints integers)."""
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, its encoder made once."""
 _ABANDON_WRITE_S = 5.0  # as the SDK bounds its courtesy cancel
 _CLOSED = object()
 
@@ -82,6 +82,21 @@ class _Waiter:
             await self._event.wait()
             self._event = trio.Event()
         return self._items.popleft()
+
+
+class DirectRequest:
+    """A direct call's request: what the SDK's ``JSONRPCRequest`` of it would hold.
+
+    Only read (its id, method and params) by :meth:`DirectCalls.call` and the
+    gate's record of what was sent; a plain object, not a pydantic model.
+    """
+
+    __slots__ = ("id", "method", "params")
+
+    def __init__(self, request_id: str, params: dict[str, Any]) -> None:
+        self.id = request_id
+        self.method = "tools/call"
+        self.params = params
 
 
 class DirectCalls:
@@ -144,7 +159,7 @@ class DirectCalls:
         for waiter in waiting.values():
             waiter.put(_CLOSED)
 
-    def request(self, params: dict[str, Any], progress: bool) -> mcp_types.JSONRPCRequest:
+    def request(self, params: dict[str, Any], progress: bool) -> DirectRequest:
         """A new call's request: the params as given (stamped by the session).
 
         With ``progress`` its id is its progress token too, as the SDK makes
@@ -161,13 +176,9 @@ class DirectCalls:
             out["_meta"] = meta
         else:
             out.pop("_meta", None)
-        return mcp_types.JSONRPCRequest.model_construct(
-            jsonrpc="2.0", id=request_id, method="tools/call", params=out
-        )
+        return DirectRequest(request_id, out)
 
-    async def call(
-        self, request: mcp_types.JSONRPCRequest, on_progress: ProgressFnT | None
-    ) -> dict[str, Any]:
+    async def call(self, request: DirectRequest, on_progress: ProgressFnT | None) -> dict[str, Any]:
         """Write ``request`` (from :meth:`request`) and wait for its answer's result.
 
         Raises:
@@ -176,7 +187,7 @@ class DirectCalls:
         """
         if self.closed:
             raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
-        request_id = str(request.id)
+        request_id = request.id
         waiter = _Waiter()
         self._waiting[request_id] = waiter
         self._track(request_id)
@@ -185,16 +196,9 @@ class DirectCalls:
             await trio.lowlevel.checkpoint_if_cancelled()
             # As the gate notes what the SDK sends: the call it is for, its own token.
             self._state.sent.sending(request)
-            line = json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "method": "tools/call",
-                    "params": request.params,
-                },
-                separators=(",", ":"),
-                ensure_ascii=False,
-            )
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+            message["params"] = request.params
+            line = _ENCODE(message)
             try:
                 await self._send_line(line.encode("utf-8") + b"\n")
             except trio.Cancelled:

@@ -31,6 +31,7 @@ from ._budget import decoder, many_strings, parse_json
 from ._callbacks import call_in
 from ._content import TASK_META_KEY
 from ._direct import DirectCalls
+from ._requests import request_key
 from ._scan import scan
 from ._wire import WireState
 
@@ -425,7 +426,7 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
                 if (
                     isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError))
                     and type(message.id) is str
-                    and type(coerce_request_id(message.id)) is int
+                    and type(request_key(message.id)) is int
                 ):
                     # The SDK takes "7", " 7 " or Arabic-Indic digits for request 7:
                     # every check below sees the id it correlates by.

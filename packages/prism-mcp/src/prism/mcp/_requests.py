@@ -21,8 +21,8 @@ Two things the SDK's request ids cannot be trusted with:
 from __future__ import annotations
 
 import math
-import secrets
-from typing import TYPE_CHECKING, Any
+import os
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -33,7 +33,7 @@ from ._callbacks import current_call
 if TYPE_CHECKING:
     import mcp_types
 
-__all__ = ["SentRequests", "past_float"]
+__all__ = ["DIRECT_ID_PREFIX", "Outgoing", "SentRequests", "past_float", "request_key"]
 
 _MAX_SENT = 4096
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -41,6 +41,19 @@ _TASK_FOLLOW_UPS = frozenset({"tasks/get", "tasks/result", "tasks/cancel"})
 _CANCELLED = "notifications/cancelled"
 
 RequestId = int | str
+
+
+class Outgoing(Protocol):
+    """A request as it is sent: the SDK's ``JSONRPCRequest``, or a direct call's."""
+
+    @property
+    def id(self) -> RequestId: ...
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def params(self) -> dict[str, Any] | None: ...
 
 
 @attrs.define(eq=False, slots=True)
@@ -73,7 +86,7 @@ class SentRequests:
         """Whether the server may still be running call ``call_id`` (it has not answered it)."""
         return self.forgot or call_id in self._open
 
-    def sending(self, message: mcp_types.JSONRPCRequest) -> None:
+    def sending(self, message: Outgoing) -> None:
         """Note ``message`` as it is sent (in the sending task).
 
         A request asking for progress goes with a token of its own: its
@@ -94,15 +107,16 @@ class SentRequests:
             self._open.clear()
             self.forgot = True
         sent = _Sent(call_id=call_id, method=method)
-        self._by_id[coerce_request_id(message.id)] = sent
+        key = request_key(message.id)
+        self._by_id[key] = sent
         if call_id is not None and method == "tools/call":
             self._open[call_id] = "call"
         if asks:
             assert params is not None
             assert type(meta) is dict
             sent.sdk_token = meta["progressToken"]
-            sent.token = token = secrets.token_hex(16)
-            self._by_token[token] = coerce_request_id(message.id)
+            sent.token = token = os.urandom(16).hex()  # (what secrets.token_hex(16) is)
+            self._by_token[token] = key
             params["_meta"] = {**meta, "progressToken": token}
 
     def unsent(self, request_id: RequestId) -> None:
@@ -110,7 +124,7 @@ class SentRequests:
 
         The server cannot be running it: its call no longer counts as unanswered.
         """
-        sent = self._by_id.pop(coerce_request_id(request_id), None)
+        sent = self._by_id.pop(request_key(request_id), None)
         if sent is None:
             return
         if sent.token is not None:
@@ -127,7 +141,7 @@ class SentRequests:
         """The client cancelled a request: its progress is over (its answer may still come)."""
         request_id = params.get("requestId") if params is not None else None
         if type(request_id) is int or type(request_id) is str:
-            sent = self._by_id.get(coerce_request_id(request_id))
+            sent = self._by_id.get(request_key(request_id))
             if sent is not None and sent.token is not None:
                 self._by_token.pop(sent.token, None)
                 sent.token = None
@@ -136,7 +150,7 @@ class SentRequests:
         """The server answered ``request_id`` (``result``: its result, or ``None`` for an error)."""
         if type(request_id) is not int and type(request_id) is not str:
             return
-        sent = self._by_id.pop(coerce_request_id(request_id), None)
+        sent = self._by_id.pop(request_key(request_id), None)
         if sent is None:
             return
         if sent.token is not None:
@@ -187,6 +201,22 @@ class SentRequests:
             return None
         params["progressToken"] = sent.sdk_token  # the notification's own params (parsed)
         return message
+
+
+DIRECT_ID_PREFIX = "prism:"
+"""The start of every direct call's request id (``_direct``; the SDK mints integers)."""
+
+
+def request_key(request_id: RequestId) -> RequestId:
+    """``coerce_request_id(request_id)``: the id answers are correlated by.
+
+    A direct call's id (``prism:<n>``) is never a number (``int()`` of a
+    string starting with a letter always fails): it is its own key, without
+    the failed ``int()`` and its exception.
+    """
+    if type(request_id) is str and request_id.startswith(DIRECT_ID_PREFIX):
+        return request_id
+    return coerce_request_id(request_id)
 
 
 def past_float(value: object) -> bool:

@@ -166,15 +166,21 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
         self._state = state
         self._ready: deque[SessionMessage] = deque()
         self._ended = False
-        self._reading: trio.CancelScope | None = None
+        self._stopped = False  # end() was called
+        self._reading: trio.CancelScope | None = None  # a wait end() cancels
+        self._waiting: int | None = None  # the pipe a read waits on (end() wakes it)
         self.closing = False  # the session is closing: the end of stdout is no fault
         self.done = trio.Event()
 
     def end(self) -> None:
         """No more messages: a read waiting for one ends the stream now."""
-        self._ended = True
+        self._ended = self._stopped = True
         if self._reading is not None:
             self._reading.cancel()
+        elif self._waiting is not None:
+            # Wakes the read waiting on the pipe (with ClosedResourceError): a wait
+            # needs no cancel scope of its own, entered and left for every message.
+            trio.lowlevel.notify_closing(self._waiting)
 
     def _fault(self, reason: str, *, oversize: bool = False) -> None:
         self._state.set_fault(reason, oversize=oversize)
@@ -191,25 +197,34 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
             if self._ended:
                 raise anyio.EndOfStream
             chunk = b""
-            with trio.CancelScope() as self._reading:
-                try:
-                    chunk = await self._read()
-                except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-                    self._ended = True
-                    if not self.closing:
-                        # What the server wrote to stderr as it went (a crash's reason)
-                        # is read before the session ends, for a moment at most.
+            try:
+                if self._fd is None:
+                    with trio.CancelScope() as self._reading:
+                        chunk = await self._stream.receive(_READ_CHUNK)
+                    self._reading = None
+                else:
+                    chunk = await self._read(self._fd)
+                    if self._stopped:  # ended while this read yielded: nothing more is taken
+                        chunk = b""
+            except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                self._reading = None
+                self._ended = True
+                if not self.closing and not self._stopped:
+                    # What the server wrote to stderr as it went (a crash's reason)
+                    # is read before the session ends, for a moment at most.
+                    with trio.CancelScope() as self._reading:
                         with trio.move_on_after(_STDERR_DRAIN_S):
                             await self._stderr_done.wait()
+                    self._reading = None
+                    if not self._stopped:
                         self._fault("the server closed its stdout (it exited or crashed)")
-            self._reading = None
             if chunk:
                 await self._take(chunk)
             if self._ended:
                 self.done.set()
         return self._ready.popleft()
 
-    async def _read(self) -> bytes:
+    async def _read(self, fd: int) -> bytes:
         """The next bytes of stdout, waking this task once for them (as the stream reads).
 
         The stream yields to the scheduler before it reads, then waits for the
@@ -219,9 +234,6 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
         task run. The end of stdout raises ``anyio.EndOfStream``, a pipe closed
         here ``anyio.ClosedResourceError``, as the stream does.
         """
-        fd = self._fd
-        if fd is None:
-            return await self._stream.receive(_READ_CHUNK)
         try:
             data = os.read(fd, _READ_CHUNK)
         except BlockingIOError:
@@ -229,10 +241,15 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
         else:
             await trio.lowlevel.checkpoint()
         while data is None:
+            if self._stopped:
+                raise anyio.ClosedResourceError
+            self._waiting = fd
             try:
                 await trio.lowlevel.wait_readable(fd)
             except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
                 raise anyio.ClosedResourceError from exc
+            finally:
+                self._waiting = None
             try:
                 data = os.read(fd, _READ_CHUNK)
             except BlockingIOError:  # woken with nothing to read after all
