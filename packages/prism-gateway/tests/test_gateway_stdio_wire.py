@@ -812,24 +812,40 @@ async def test_a_client_that_names_itself_anew_in_each_call_is_still_one_client(
 
 
 def test_each_envelope_is_typed_as_the_sdk_types_it() -> None:
-    """A 2026-07-28 request's connection: the envelope's own, never a look-alike's."""
+    """A 2026-07-28 request's connection, meta and envelope check: its own _meta's, never a
+    look-alike's (each learned once per distinct _meta, as the SDK makes them)."""
+    from mcp.server.runner import _extract_meta
+    from mcp.shared.exceptions import MCPError
+    from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+
     unused: Any = None  # (the kernel's request machinery: not reached here)
     kernel = _upstream.CallKernel(
         Server("s"), unused, unused, unused, unused, connection=None, lifespan=None
     )
     version = "2026-07-28"
     info = {"name": "a", "version": "1"}
-    envelopes = [
+    envelopes: list[tuple[Any, Any]] = [
         (info, {"experimental": {"x": {"y": 1}}}),
         (info, {"experimental": {"x": {"y": 1}}}),  # the same again: typed once
         (info, {"experimental": {"x": {"y": True}}}),  # equal in Python (1 == True), not in JSON
         ({"name": "b", "version": "1"}, {"experimental": {"x": {"y": True}}}),
         (None, {}),
         (info, "not capabilities"),
+        (info, {"experimental": {"x": {"y": 1}}}),  # back to the first: typed again
     ]
     made = []
     for client_info, capabilities in envelopes:
-        connection = kernel._envelope_connection(version, client_info, capabilities)
+        meta: dict[str, Any] = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        }
+        if client_info is not None:
+            meta["io.modelcontextprotocol/clientInfo"] = client_info
+        params = {"name": "t", "_meta": meta}
+        meta_json, meta_model = kernel._facts(params)
+        assert meta_json == json.dumps(meta, separators=(",", ":")).encode()
+        assert meta_model == _extract_meta(params)
+        connection = kernel._envelope_connection(params)
         sdk = Connection.from_envelope(version, client_info, capabilities)
         assert connection.protocol_version == version
         assert connection.initialized.is_set()
@@ -838,9 +854,22 @@ def test_each_envelope_is_typed_as_the_sdk_types_it() -> None:
         made.append(connection)
     assert made[1] is not made[0]  # a connection per request
     assert made[1].client_params is made[0].client_params  # typed once
+    assert made[6].client_params is not made[0].client_params  # (only the last is kept)
     assert made[2].client_capabilities is not None
     assert made[2].client_capabilities.experimental == {"x": {"y": True}}
     assert made[2].client_capabilities.experimental["x"]["y"] is True
+    # An envelope the SDK refuses is refused each time, with the SDK's error.
+    for meta_value in [{"io.modelcontextprotocol/protocolVersion": version}, [1], None] * 2:
+        params = {"name": "t", "_meta": meta_value}
+        route = classify_inbound_request({"method": "tools/call", "params": params})
+        assert isinstance(route, InboundLadderRejection)
+        kernel._facts(params)
+        with pytest.raises(MCPError) as refused:
+            kernel._envelope_connection(params)
+        assert (refused.value.error.code, refused.value.error.message) == (
+            route.code,
+            route.message,
+        )
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "sdk-path"])

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 import trio
+from anyio._backends._trio import Event as _TrioEvent
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
@@ -33,6 +34,7 @@ from mcp.server.runner import _NoServerRequestsDispatchContext
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import (
     JSONRPCDispatcher,
+    _default_transport_builder,
     _InFlight,
     _JSONRPCDispatchContext,
     progress_token_from_params,
@@ -126,6 +128,9 @@ class StdioFastPath:
         self._kernel: CallKernel | None = None
         self._modern = False
         self._channel: MemoryObjectReceiveStream[Any] | None = None
+        # The transport context of a line (no metadata), when the dispatcher's builder
+        # is the SDK's default: a frozen value, the same for every line.
+        self._transport: Any = None
 
     def attach(self, writer: AnswerWriter) -> None:
         """The connection's answer writer (the SDK's write stream): answers go there."""
@@ -180,6 +185,8 @@ class StdioFastPath:
         self._modern = modern
         self._channel = channel
         self._dispatcher = dispatcher
+        if dispatcher._transport_builder is _default_transport_builder:
+            self._transport = _default_transport_builder(None)
         assert writer is not None  # (checked above)
         self._kernel = CallKernel(
             self._server,
@@ -213,13 +220,16 @@ class StdioFastPath:
         parsed: ParsedJson | None,
     ) -> None:
         # What JSONRPCDispatcher._dispatch_request does for a request (metadata None:
-        # a stdio line carries none), with the kernel answering it.
+        # a stdio line carries none), with the kernel answering it. (Its event is
+        # what anyio.Event() makes in trio, made directly.)
+        transport = self._transport
         dctx = _JSONRPCDispatchContext(
-            transport=dispatcher._transport_builder(None),
+            transport=dispatcher._transport_builder(None) if transport is None else transport,
             _dispatcher=dispatcher,
             _request_id=request_id,
             message_metadata=None,
             _progress_token=progress_token_from_params(params),
+            cancel_requested=_TrioEvent(),
         )
         # A trio scope (what the SDK's anyio one wraps): the dispatcher only cancels it.
         scope = trio.CancelScope()

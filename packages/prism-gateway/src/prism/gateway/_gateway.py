@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -130,18 +131,24 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> str:
     share a label. Over stdio: ``stdio/<client name>/-``.
     """
     scope = getattr(ctx.request, "scope", None)
-    principal = "stdio"
-    session_id = "-"
-    if isinstance(scope, Mapping):
-        principal = str(scope.get("prism.principal") or scope.get("prism.identity") or "http")
-        checked = scope.get("prism.session")
-        if isinstance(checked, str):
-            session_id = checked
-    name = "client"
     params = ctx.session.client_params  # None for a 2026-07-28 client (no initialize)
-    if params is not None:
-        name = params.client_info.name
+    name = "client" if params is None else params.client_info.name
+    if not isinstance(scope, Mapping):
+        # (the labels of short names kept: a long one is not held, whatever its length)
+        return _stdio_label(name) if len(name) <= _CACHED_NAME else f"stdio/{_label(name)}/-"
+    principal = str(scope.get("prism.principal") or scope.get("prism.identity") or "http")
+    checked = scope.get("prism.session")
+    session_id = checked if isinstance(checked, str) else "-"
     return f"{_whole(principal)}/{_label(name)}/{_whole(session_id)}"
+
+
+_CACHED_NAME = 64
+
+
+@functools.lru_cache(maxsize=_OPTIONS_CACHE)
+def _stdio_label(name: str) -> str:
+    """:func:`client_label` of a client of ``name`` with no HTTP scope (stdio, in-process)."""
+    return f"stdio/{_label(name)}/-"
 
 
 def _share_key(ctx: ServerRequestContext[Any, Any]) -> str:

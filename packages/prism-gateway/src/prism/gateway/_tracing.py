@@ -64,16 +64,29 @@ def _from_headers(ctx: ServerRequestContext[Any, Any]) -> dict[str, str]:
     return carrier
 
 
-@contextlib.contextmanager
-def incoming_trace(ctx: ServerRequestContext[Any, Any]) -> Iterator[None]:
+_UNTRACED: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def incoming_trace(ctx: ServerRequestContext[Any, Any]) -> contextlib.AbstractContextManager[None]:
     """While the block runs, the calling client's trace context is the current one.
 
     From ``params._meta`` when it holds a valid ``traceparent``, else from the
     HTTP request's headers. A current span already in that trace (the MCP
     SDK's own server span for the request, when a tracer provider records
     it) stays current, so the call nests under it. A missing or malformed
-    ``traceparent`` changes nothing.
+    ``traceparent`` changes nothing (nor, at once, does a request that has
+    neither a ``traceparent`` in its ``_meta`` nor HTTP headers).
     """
+    meta: object = ctx.meta
+    if (not isinstance(meta, Mapping) or "traceparent" not in meta) and not isinstance(
+        getattr(ctx.request, "scope", None), Mapping
+    ):
+        return _UNTRACED
+    return _incoming_trace(ctx)
+
+
+@contextlib.contextmanager
+def _incoming_trace(ctx: ServerRequestContext[Any, Any]) -> Iterator[None]:
     api = _api()
     if not api:  # pragma: no cover - see _api
         yield

@@ -206,10 +206,12 @@ class RequestCheck:
 
     def __init__(self) -> None:
         # The last passed request's revision, whether it had _meta, and that _meta's JSON
-        self._passed: tuple[str, bool, bytes] | None = None
+        self._passed: tuple[str, bool, bytes | None] | None = None
 
-    def check(self, version: str, params: dict[str, Any]) -> None:
+    def check(self, version: str, params: dict[str, Any], meta: bytes | None = None) -> None:
         """Check ``params`` of a ``tools/call`` at ``version`` as ``validate_client_request``.
+
+        ``meta``: the JSON of ``params``' ``_meta`` (``null`` when absent), if known.
 
         Raises:
             ValueError: ``version`` is not a known protocol version.
@@ -221,11 +223,9 @@ class RequestCheck:
             and (arguments is None or type(arguments) is dict)
             and _PARAM_KEYS.issuperset(params)
         )
-        key = (
-            (version, "_meta" in params, pydantic_core.to_json(params.get("_meta")))
-            if plain
-            else None
-        )
+        if plain and meta is None:
+            meta = pydantic_core.to_json(params.get("_meta"))
+        key = (version, "_meta" in params, meta) if plain else None
         if key is not None and key == self._passed:
             return
         _methods.validate_client_request(_METHOD, version, params)
@@ -308,8 +308,12 @@ class CallKernel:
         self._runner = _Runner(server, connection, lifespan) if connection is not None else None
         self._outbound = NotifyOnlyOutbound(dispatcher) if connection is None else None
         self._requests = RequestCheck()
-        # A 2026-07-28 envelope's JSON, and its client params and capabilities as typed
-        self._envelope: tuple[bytes, Any, Any] | None = None
+        # What the last request's _meta gave (see _facts): whether the request had one
+        # and its JSON; its model (the request context's meta); for a 2026-07-28
+        # client, the envelope's protocol version, client params and capabilities.
+        self._meta_key: tuple[bool, bytes] | None = None
+        self._meta: Any = None
+        self._envelope: tuple[str, Any, Any] | None = None
 
     def start(
         self,
@@ -373,28 +377,44 @@ class CallKernel:
         if failure is not None:
             raise failure
 
+    def _facts(self, params: dict[str, Any]) -> tuple[bytes, Any]:
+        """Learn what ``params``' ``_meta`` gives, once for each distinct one.
+
+        Returns its JSON and its model (the request context's ``meta``).
+
+        The request context's ``meta`` (``_extract_meta``), the envelope check
+        (``classify_inbound_request``) and the envelope's typed client params
+        and capabilities are each a function of the ``_meta`` alone (its exact
+        JSON: ``1`` and ``true`` never share an entry); a client sends the
+        same one with every request. The last one's are kept.
+        """
+        meta = pydantic_core.to_json(params.get("_meta"))
+        key = ("_meta" in params, meta)
+        if key != self._meta_key:
+            self._meta_key = None
+            self._meta = _extract_meta(params)
+            self._envelope = None  # (learned by the next 2026-07-28 request)
+            self._meta_key = key
+        return meta, self._meta
+
     async def _answer(
         self,
         dctx: _JSONRPCDispatchContext[Any],
         params: dict[str, Any],
         parsed: ParsedJson | None,
     ) -> dict[str, Any]:
+        meta = self._facts(params)
         runner = self._runner
         if runner is not None:
-            return await self._kernel(runner, dctx, params, parsed)
+            return await self._kernel(runner, dctx, params, parsed, meta)
         # As the SDK's 2026-07-28 stream loop answers a request: the envelope's checks,
         # then a connection made from it for this request alone.
-        route = classify_inbound_request({"method": _METHOD, "params": params})
-        if isinstance(route, InboundLadderRejection):
-            raise MCPError(code=route.code, message=route.message, data=route.data)
-        connection = self._envelope_connection(
-            route.protocol_version, route.client_info, route.client_capabilities
-        )
+        connection = self._envelope_connection(params)
         try:
             try:
                 runner = _Runner(self._server, connection, self._lifespan)
                 return await self._kernel(
-                    runner, _NoServerRequestsDispatchContext(dctx), params, parsed
+                    runner, _NoServerRequestsDispatchContext(dctx), params, parsed, meta
                 )
             finally:
                 if getattr(connection.exit_stack, "_exit_callbacks", True):  # else: none to run
@@ -405,30 +425,36 @@ class CallKernel:
             error = modern_error_data(exc)
             raise MCPError(code=error.code, message=error.message, data=error.data) from exc
 
-    def _envelope_connection(self, version: str, info: Any, capabilities: Any) -> Connection:
+    def _envelope_connection(self, params: dict[str, Any]) -> Connection:
         """The request's own connection, as ``Connection.from_envelope`` makes it.
 
-        The envelope's client info and capabilities are typed by the SDK once
-        for each distinct envelope (the last one kept, keyed by its exact JSON,
-        so ``1`` and ``true`` never share an entry): a client's requests all
-        carry the same one. Each request still gets a connection of its own.
+        The envelope is checked (``classify_inbound_request``) and its client
+        info and capabilities typed by the SDK once for each distinct ``_meta``
+        (see :meth:`_facts`). Each request still gets a connection of its own.
+
+        Raises:
+            MCPError: the envelope check's refusal.
         """
-        key = pydantic_core.to_json((version, info, capabilities))
         typed = self._envelope
-        if typed is None or typed[0] != key:
+        if typed is None:
+            route = classify_inbound_request({"method": _METHOD, "params": params})
+            if isinstance(route, InboundLadderRejection):
+                raise MCPError(code=route.code, message=route.message, data=route.data)
+            version = route.protocol_version
             made = Connection.from_envelope(
                 version,
-                info,
-                capabilities,
+                route.client_info,
+                route.client_capabilities,
                 outbound=self._outbound,  # type: ignore[arg-type]
             )
-            self._envelope = (key, made.client_params, made.client_capabilities)
+            if self._meta_key is not None:
+                self._envelope = (version, made.client_params, made.client_capabilities)
             return made
-        _, params, declared = typed
+        version, client_params, declared = typed
         connection = Connection(
             self._outbound,  # type: ignore[arg-type]
             protocol_version=version,
-            client_params=params,
+            client_params=client_params,
         )
         connection.client_capabilities = declared
         connection.initialized.set()
@@ -440,14 +466,18 @@ class CallKernel:
         dctx: Any,
         params: dict[str, Any],
         parsed: ParsedJson | None,
+        meta: tuple[bytes, Any],
     ) -> dict[str, Any]:
         # ServerRunner._on_request for tools/call, in its order, without the middleware
         # chain (none that would record anything: checked before the line was taken).
         connection = runner.connection
         version = connection.protocol_version
-        ctx = runner._make_context(dctx, _METHOD, params, _extract_meta(params), version)
+        meta_json, meta_model = meta  # (see _facts)
+        if meta_model is not None:  # (a dict: each request's own, as the SDK's are)
+            meta_model = dict(meta_model)
+        ctx = runner._make_context(dctx, _METHOD, params, meta_model, version)
         # (tools/call is a method of every revision, and has a handler: StdioFastPath.learn)
-        self._requests.check(version, params)
+        self._requests.check(version, params, meta_json)
         if not connection.initialize_accepted:
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid request parameters", data="")
         typed = types.CallToolRequestParams.model_validate(params, by_name=False)
