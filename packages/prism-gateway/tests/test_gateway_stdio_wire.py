@@ -859,13 +859,14 @@ def test_each_envelope_is_typed_as_the_sdk_types_it() -> None:
     assert made[2].client_capabilities.experimental == {"x": {"y": True}}
     assert made[2].client_capabilities.experimental["x"]["y"] is True
     # An envelope the SDK refuses is refused each time, with the SDK's error.
-    for meta_value in [{"io.modelcontextprotocol/protocolVersion": version}, [1], None] * 2:
-        params = {"name": "t", "_meta": meta_value}
-        route = classify_inbound_request({"method": "tools/call", "params": params})
+    refused_metas: list[Any] = [{"io.modelcontextprotocol/protocolVersion": version}, [1], None]
+    for meta_value in refused_metas * 2:
+        bad: dict[str, Any] = {"name": "t", "_meta": meta_value}
+        route = classify_inbound_request({"method": "tools/call", "params": bad})
         assert isinstance(route, InboundLadderRejection)
-        kernel._facts(params)
+        kernel._facts(bad)
         with pytest.raises(MCPError) as refused:
-            kernel._envelope_connection(params)
+            kernel._envelope_connection(bad)
         assert (refused.value.error.code, refused.value.error.message) == (
             route.code,
             route.message,
