@@ -713,8 +713,9 @@ def test_every_command_of_a_hook_is_read_through_keywords_and_wrappers(root: Pat
     (`env CI=1`, `nice -n 10`, `timeout 60`, `exec -a NAME`) or an interpreter's
     options, and the makefile `make` runs: the script is protected (each came back
     unasked and ran at the host's next commit on the old code). pre-commit's `args`
-    (flow and block lists) and flow-style hooks are read with `entry`. The files a
-    command only reads or writes are not protected."""
+    (flow and block lists) and flow-style hooks are read with `entry`. An argument
+    named like a script is protected (node may run it); a directory a command reads
+    and the files it writes are not."""
     from prism.coding.security import _callees
 
     hooks = root / ".git" / "hooks"
@@ -733,9 +734,9 @@ def test_every_command_of_a_hook_is_read_through_keywords_and_wrappers(root: Pat
     top = str(root)
     found = set(_callees.hook_callees(top, [str(hooks)], top, []))
     expected = {*_HOOK_SPELLINGS.values(), "tools/a.sh", "tools/d.sh", "tools/e.sh", "tools/f.sh",
-                "build/x.mk"}  # fmt: skip
+                "build/x.mk", "lib/y.js"}  # fmt: skip
     assert expected <= found, expected - found
-    assert not found & {"src", "out", "out/log", "out/trunc", "done", "lib/y.js", "elsewhere"}
+    assert not found & {"src", "out", "out/log", "out/trunc", "done", "elsewhere"}
 
 
 def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
@@ -836,3 +837,49 @@ async def test_a_confined_command_cannot_plant_what_the_homes_shell_or_pager_run
     assert "me/.lesskey" in output, output
     assert "me/tools/env.sh" in output, output
     assert (home / "notes.txt").read_text() == "ok\n"
+
+
+def test_what_a_hook_runs_through_runners_includes_and_js_configurations_is_protected(
+    root: Path,
+) -> None:
+    """A script given to a runner not known by name (`uv run`, `npx tsx`, `php`,
+    `find -exec`, `eval`, `java -jar`), a makefile a makefile includes, a script named
+    from the work tree's top as hooks spell it, and the commands of lint-staged's JS
+    configuration: each protected (each came back from a confined rewrite and ran at
+    the user's next commit before). The files a hook only adds to the index are not."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    runs = {
+        "uv run scripts/a.py": "scripts/a.py",
+        "npx tsx scripts/b.ts": "scripts/b.ts",
+        "deno run --allow-read scripts/c.ts": "scripts/c.ts",
+        "php scripts/d.php": "scripts/d.php",
+        "find . -name '*.py' -exec scripts/f.sh {} +": "scripts/f.sh",
+        "eval scripts/g.sh": "scripts/g.sh",
+        "poetry run python scripts/i.py": "scripts/i.py",
+        "java -jar tools/t.jar": "tools/t.jar",
+        "Rscript scripts/u.R": "scripts/u.R",
+        "bun check.ts": "check.ts",
+        'exec "$(git rev-parse --show-toplevel)/tools/check.sh"': "tools/check.sh",
+        "`git rev-parse --show-toplevel`/tools/other": "tools/other",
+        "make lint": "mk/rules.mk",
+        "npx lint-staged": "scripts/staged.sh",
+    }
+    lines = [*runs, "git add docs/notes.txt", "cp docs/a.md docs/b.md"]
+    (hooks / "pre-commit").write_text("#!/bin/sh\n" + "\n".join(lines) + "\n")
+    (root / "Makefile").write_text("include mk/rules.mk\n-include mk/local.mk\n")
+    (root / "mk").mkdir()
+    (root / "mk" / "rules.mk").write_text("sinclude mk/more.mk\nlint:\n\t@echo ok\n")
+    (root / "lint-staged.config.js").write_text(
+        "module.exports = {\n  '*.py': ['sh scripts/staged.sh', \"uv run scripts/lint.py\"],\n};\n"
+    )
+    (root / "docs").mkdir()
+    for name in ("notes.txt", "a.md", "b.md"):
+        (root / "docs" / name).write_text("x\n")
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {*runs.values(), "mk/local.mk", "mk/more.mk", "scripts/lint.py"}
+    assert expected <= found, expected - found
+    assert not found & {"docs/notes.txt", "docs/a.md", "docs/b.md", "docs"}

@@ -44,7 +44,7 @@ from ._files import read_regular_file
 from ._grammars import SIMPLE_WRAPPERS
 from ._programs import describe
 
-__all__ = ["MAX_BYTES", "MAX_READ", "hook_callees", "programs_run"]
+__all__ = ["MAX_BYTES", "MAX_READ", "hook_callees", "programs_run", "script_arguments"]
 
 MAX_READ = 64
 """Command files read for one work tree, at most (hook scripts, configurations, scripts)."""
@@ -73,6 +73,19 @@ _ALL_COMMANDS = (
     ".simple-git-hooks.json", "simple-git-hooks.json",
 )  # fmt: skip
 _PACKAGE_KEYS = ("lint-staged", "simple-git-hooks")
+# the same tools' JavaScript configurations: not evaluated; every string literal in
+# them is taken for a command (a computed one is missed)
+_JS_COMMANDS = (
+    "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+    "lint-staged.config.ts", ".lintstagedrc.js", ".lintstagedrc.mjs", ".lintstagedrc.cjs",
+    ".simple-git-hooks.js", ".simple-git-hooks.cjs", "simple-git-hooks.js",
+    "simple-git-hooks.cjs",
+)  # fmt: skip
+_JS_STRING = re.compile(r"""'((?:[^'\\\n]|\\.)*)'|"((?:[^"\\\n]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
+# a hook's usual spelling of the work tree's top
+_TOP = re.compile(
+    r"\$\(\s*git\s+rev-parse\s+--show-toplevel\s*\)|`\s*git\s+rev-parse\s+--show-toplevel\s*`"
+)
 _YAML_VALUE = re.compile(r"^\s*(?:-\s+|[^:#]+:\s+|-$)(.+)$")
 # yarn's own program and plugins, run on every yarn command
 _YARN_KEY = re.compile(r"^\s*(?:-\s+)?(yarnPath|path)\s*:\s*(.*)$")
@@ -172,6 +185,13 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
     elif name in _EXECUTORS:
         rest = [w for w in words[1:] if not w.startswith("-")]
         inner = [rest] if rest else []
+    elif name == "eval":
+        inner = _commands(" ".join(words[1:]))  # its operands are a command line
+    elif name in ("find", "gfind"):
+        inner = _find_commands(words)
+    elif words[0] in _MAKE_INCLUDES:
+        # (a makefile read in turn) what it includes is a makefile too
+        inner = [[w if "/" in w else f"./{w}"] for w in words[1:] if "$" not in w]
     elif name in SIMPLE_WRAPPERS or name == "env":
         try:
             use = describe(tuple(words))
@@ -189,6 +209,82 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
         if argv and argv[0]:
             out += _invocations(argv, depth + 1)
     return out
+
+
+_MAKE_INCLUDES = frozenset({"include", "-include", "sinclude"})
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _find_commands(words: list[str]) -> list[list[str]]:
+    """The commands ``find``'s ``-exec`` and ``-ok`` actions run (up to ``;`` or ``+``)."""
+    out: list[list[str]] = []
+    index = 1
+    while index < len(words):
+        if words[index] in _FIND_RUNS:
+            end = index + 1
+            while end < len(words) and words[end] not in (";", "\\;", "+"):
+                end += 1
+            if end > index + 1:
+                out.append(words[index + 1 : end])
+            index = end
+        index += 1
+    return out
+
+
+# what a script's name ends with: given to a runner as an argument (`uv run x.py`,
+# `npx tsx x.ts`, `php x.php`, `java -jar x.jar`), it is what runs
+_SCRIPT_ENDINGS = (
+    ".py", ".pyw", ".sh", ".bash", ".zsh", ".ksh", ".fish", ".js", ".mjs", ".cjs", ".ts",
+    ".mts", ".cts", ".tsx", ".jsx", ".rb", ".pl", ".pm", ".php", ".r", ".R", ".jar", ".lua",
+    ".tcl", ".ps1", ".mk", ".make", ".awk", ".sed", ".groovy", ".kts", ".exs", ".swift",
+)  # fmt: skip
+
+
+# programs whose arguments are files they read, write or name, never run
+_INERT = frozenset({
+    "git", "echo", "printf", "cat", "cp", "mv", "rm", "mkdir", "rmdir", "touch", "ls", "ln",
+    "chmod", "chown", "grep", "egrep", "fgrep", "rg", "head", "tail", "wc", "diff", "cmp",
+    "stat", "file", "tee", "test", "[", "[[", "basename", "dirname", "realpath", "readlink",
+    "sort", "uniq", "cut", "tr", "true", "false", "exit", "return", "cd", "pushd", "popd",
+    "export", "unset", "local", "readonly", "shift", "set", "sha256sum", "md5sum",
+})  # fmt: skip
+
+
+def script_arguments(text: str) -> list[str]:
+    """The arguments of shell ``text``'s commands that may name a script they run.
+
+    Past each command's program (and each command it runs in turn), every word
+    that is no option, variable, pattern or address and either holds a ``/`` or
+    ends like a script (:data:`_SCRIPT_ENDINGS`): a runner this module does not
+    know by name (``uv run``, ``poetry run python``, ``npx tsx``, ``deno run``,
+    ``php``, ``Rscript``, ``java -jar``) runs its script from an argument. Not the
+    target of a redirection (what the command writes), nor an argument of a program
+    that never runs one (:data:`_INERT`: ``git add``, ``cp``, ``grep``).
+    """
+    out: list[str] = []
+    for words in _commands(text):
+        for invocation in _invocations(words):
+            if os.path.basename(invocation[0]) in _INERT:
+                continue
+            after_redirect = False
+            for word in invocation[1:]:
+                if after_redirect:
+                    after_redirect = False
+                    continue
+                redirect = _REDIRECTION.fullmatch(word)
+                if redirect is not None:
+                    after_redirect = not redirect.group(1)
+                    continue
+                if (
+                    word.startswith(("-", "+", "#"))
+                    or any(c in word for c in "$*?[=")
+                    or "://" in word
+                    or word.endswith("/")
+                ):
+                    continue
+                if "/" in word or word.endswith(_SCRIPT_ENDINGS):
+                    out.append(word)
+    return list(dict.fromkeys(out))
 
 
 def _commands(text: str) -> list[list[str]]:
@@ -446,6 +542,10 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         text = read(os.path.join(top, name))
         if text is not None:
             pending += [(command, True) for command in _all_commands(text)]
+    for name in _JS_COMMANDS:
+        text = read(os.path.join(top, name))
+        if text is not None:
+            pending += [(next(g for g in m if g), True) for m in _JS_STRING.findall(text) if any(m)]
     reads.append(os.path.join(top, "package.json"))
     scripts, configured = _package(top)
     pending += [(command, True) for command in configured]
@@ -457,6 +557,7 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     taken: set[str] = set()
     while pending:
         text, node = pending.pop()
+        text = _TOP.sub(lambda _: top, text)
         for words in _commands(text):
             runner = os.path.basename(words[0]) in _PACKAGE_RUNNERS
             if runner or (node and not words[0].startswith("#")):
@@ -467,10 +568,19 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                     if name in scripts and name not in taken:
                         taken.add(name)
                         pending.append((scripts[name], True))
-        for word in programs_run(text):
-            if "/" not in word or word.startswith(("-", "#")) or "$" in word:
-                continue  # (found on PATH, an option, a #! line or comment, a variable)
+        named = [
+            os.path.normpath(os.path.join(top, os.path.expanduser(word)))
+            for word in programs_run(text)
+            # (not one found on PATH, an option, a #! line or comment, a variable)
+            if "/" in word and not word.startswith(("-", "#")) and "$" not in word
+        ]
+        for word in script_arguments(text):
             path = os.path.normpath(os.path.join(top, os.path.expanduser(word)))
+            if path not in named and path.startswith(inside):
+                reads.append(path)  # (one made later changes the answer)
+                if word.endswith(_SCRIPT_ENDINGS) or os.path.isfile(path):
+                    named.append(path)
+        for path in named:
             protect(path)
             if path.startswith(inside) and read_files < MAX_READ:
                 more = read(path)
