@@ -26,73 +26,40 @@ overlay's view of each of the 3,000 entries git visits (about 7 us each; no moun
 option changes it). docs/sandbox.md has the breakdown.
 
 Lines that write (``_write_rows``), as the shell tool runs them: under bubblewrap
-a line whose only writes are redirections with its targets opened by the host
-(``redirected``: descriptors, the roots read-only), the same line over the
-private layer narrowed to the directories the policy proved it writes in
-(``write_dirs``), the layer over the whole root, and Landlock; before each call
-the host gives the line its work, and the ways take turns, one call each per
-round. Latest run, 12 rounds at load average 11.3 to 12.5 (no quiet machine
-could be had; CPU, then wall, over unsandboxed)::
+the host writing for the line where the policy proved how (``host``: a line
+whose only writes are redirections gets its targets opened as descriptors; one
+``sed -i`` whose script is a text filter runs without ``-i`` with the roots
+read-only, the host opening the file and replacing it), the same line over the
+private layer narrowed to the directories it writes in (``write_dirs``), the
+layer over the whole root, and Landlock; before each call the host gives the
+line its work, and the ways take turns, one call each per round. Latest run,
+15 rounds at load average 14.4 to 14.9 (no quiet machine could be had; CPU,
+then wall, over unsandboxed)::
 
-    command, repository (ms)           descriptors  narrowed layer  whole root    Landlock
-    `git add -A && git commit`, 50     -            +25.6, +114     +27.3, +115   +1.2, +7
-    `sed -i s/1/2/ d1/a.py`, 50        -            +13.6, +47      +15.7, +60    -0.3, -7
-    `echo x > d1/new`, 50              +11.1, +36   +14.4, +64      +10.3, +61    +0.3, -12
-    `git add -A && git commit`, 1,000  -            +49.7, +109     +75.7, +224   +4.4, -41
-    `sed -i s/1/2/ d1/a.py`, 1,000     -            +16.9, +63      +10.2, +56    +0.5, -20
-    `echo x > d1/new`, 1,000           +8.9, +20    +16.7, +48      +18.1, +55    +0.9, -19
+    command, repository (ms)           host         narrowed layer  whole root    Landlock
+    `git add -A && git commit`, 50     -            +20.2, +61      +20.2, +95    +3.0, -6
+    `sed -i s/1/2/ d1/a.py`, 50        +9.3, +23    +13.8, +29      +5.0, +31     -0.1, -8
+    `echo x > d1/new`, 50              +10.1, +17   +12.1, +37      +10.2, +35    +1.9, -6
+    `git add -A && git commit`, 1,000  -            +41.1, +150     +69.4, +278   +2.0, -8
+    `sed -i s/1/2/ d1/a.py`, 1,000     +9.7, +25    +11.4, +50      +8.1, +43     +0.1, -2
+    `echo x > d1/new`, 1,000           +6.4, +31    +11.3, +51      +10.1, +45    +1.2, -8
 
-Two runs minutes before at load 14.5 to 15.2 (the package's tests running
-beside them): a commit +31.0 (50) and +43.4 to +47.7 (1,000), `sed -i` +8.3 to
-+15.5, the descriptors +4.4 to +10.6, Landlock -1.1 to +2.1; at these loads a
-row moves by 5 ms and more between runs. Met (CPU, +10): the descriptors,
-around the line; Landlock (+3) on every row but the commit in 1,000
-directories in one run (+4.4; +1.7 and +2.1 in the others). Not reliably met:
-`sed -i`. Not met: a commit, of which `true` over the same layer is about
-15 ms at this load. The copy-back now reads one new commit on HEAD from its
-object files instead of running git's rev-list and diff-tree: the commit with
-and without that, taking turns in one process (10 rounds, load 11.2 to 11.4),
-+30.1 -> +25.2 (50) and +41.1 -> +33.4 (1,000); at load 17.5 to 18.2, +25.8
--> +15.0 and +37.5 -> +23.2. The host's index now comes back with its
-cache-tree where proved right: the sandboxed call pays for proving it, the
-host's next commit (the baseline) no longer rebuilds every tree. Earlier
-runs, from the oldest.
-
-Quiet machine (load 0.9 to 2.2), after the copy-back began dropping an index's
-caches: commit +19.6 (50) and +34.5 to +40.2 (1,000) over the narrowed layer,
-`sed -i` +10.4 to +15.9, descriptors +5.9 to +12.7 (1,000). Landlock's commit in
-1,000 directories measured +7.4 to +11.2 against +2.8 and +3.0 for the code
-before: the way runs right after the bubblewrap ways, whose commits came back
-without the index's cache-tree, so its git rebuilt the tree of every directory.
-
-Now the index comes back with the host's own cache-tree, each directory's node
-kept where no entry below it changed (docs/sandbox.md), so the next commit
-rebuilds only the changed directories' trees. The machine was not quiet again
-(load 13.6 to 14.7; 15 rounds of this function as it is; CPU, then wall)::
-
-    command, repository (ms)           descriptors  narrowed layer  whole root    Landlock
-    `git add -A && git commit`, 50     -            +38.0, +215     +41.4, +212   +0.1, -27
-    `sed -i s/1/2/ d1/a.py`, 50        -            +9.6, +54       +14.8, +48    +0.4, -41
-    `echo x > d1/new`, 50              +9.8, +15    +10.6, +30      +9.0, +24     -1.0, -45
-    `git add -A && git commit`, 1,000  -            +50.3, +359     +70.6, +464   +3.2, -53
-    `sed -i s/1/2/ d1/a.py`, 1,000     -            +14.3, +41      +11.2, +35    -1.1, -44
-    `echo x > d1/new`, 1,000           +9.6, +24    +8.2, +54       +11.9, +59    +0.2, -26
-
-Side by side in one run (unsandboxed, the whole root, Landlock with its fork
-server as before and after the signal change of the same session, taking turns;
-the copy-back keeping the host's cache-tree and dropping it alternating round by
-round; 20 rounds at load 16.0 to 17.4): Landlock's commit in 1,000 directories
-right after the whole-root way +0.6 and +2.3 ms with the cache-tree kept against
-+9.6 with it dropped (an earlier run of 10 rounds at load 12.8: -1.4 and +1.5
-against +10.0); every other Landlock row -2.5 to +2.0. At this load a row moves
-by 2 to 3 ms between runs: Landlock meets +3 on every row in these runs but the
-commit in 1,000 directories of the first (+3.2). The whole-root way's own rows
-did not move beyond that noise (its commit in 1,000 directories +83.1 against
-+82.9): its own git starts from the index the unsandboxed way before it wrote,
-and the copy-back's keeping of the nodes costs about 2 ms of Python at 1,000
-directories (the entries walk of the host's index is skipped when it is the one
-the last copy-back wrote). The fork server's signal change: `true` +0.52 ms
-over unsandboxed before, +0.10 after (200 calls each, alternating, load 13 to 15).
+At this load a row moves by 5 ms and more between runs (that `sed -i` over
+the whole root in 50 directories: +5.0 here, +16.6 in the run before). `sed -i`
+in place against its narrowed layer, taking turns in one process (10 rounds of
+5 calls each, unsandboxed alongside; medians of the rounds, ranges in
+brackets), two runs at load 13.9 to 14.8: in place +8.5 [+3.2, +11.7] and +8.3
+[+3.8, +13.8] (50), +6.6 [+3.0, +13.0] and +6.4 [+4.4, +10.6] (1,000); the
+narrowed layer +15.2, +13.3 (50) and +12.9, +15.7 (1,000): 5 to 8 ms less a
+call. In place costs what a read-only ``sh -c 'sed s/1/2/ f'`` does (16.9 ms
+against 16.9; `true` read-only 15.2; 8 rounds of 10 at load 14.5): the host's
+opening, checks and renaming (1.3 ms of this process's CPU, 0.4 of it the
+file system's) are paid back by running sed with no shell. Met (CPU, +10): the host's ways,
+around the line at this load; Landlock (+3) on every row. Not met: a commit
+over its layer (the layer, bwrap and git on the overlay, the copy-back's
+checks). Landlock's commit in 1,000 directories depends on the host's index
+keeping its cache-tree after the bubblewrap ways' commits (+0.6 to +2.3 kept,
++9.6 dropped, in an earlier session).
 """
 
 from __future__ import annotations
