@@ -76,7 +76,12 @@ def test_what_the_sandbox_cannot_confine_still_asks(root: Path, command: str, ru
      ".cargo/config.toml", ".cargo/config", "rust-toolchain.toml", ".env", ".Rprofile",
      "bunfig.toml", ".tool-versions", ".venv/lib/python3.11/site-packages/x.pth",
      "venv/lib/python3.12/site-packages/sitecustomize.py", ".venv/bin/activate",
-     ".venv/bin/activate.fish", ".venv/pyvenv.cfg"],
+     ".venv/bin/activate.fish", ".venv/pyvenv.cfg",
+     # a prefix that is no venv (conda -p ./env) or a PYTHONPATH directory: python
+     # imports these modules in any form from every entry of its path
+     "env/lib/python3.11/site-packages/sitecustomize/__init__.py",
+     "env/lib/python3.11/site-packages/sitecustomize.pyc", "src/sitecustomize.py",
+     "src/__pycache__/usercustomize.cpython-311.pyc"],
 )  # fmt: skip
 def test_files_other_tools_run_are_protected_by_the_policy(root: Path, name: str) -> None:
     decision = _decide(root, f"make && echo x > {name}")

@@ -647,3 +647,27 @@ def test_a_proved_jq_runs_with_no_home_definitions(root: Path) -> None:
     ran = bash(explanation.execute, root, env)
     assert ran.stdout == "2\n", ran
     assert explain_command("env -i jq length a.json", roots=[str(root)]).outcome == "ask"
+
+
+@needs_git
+def test_a_configuration_git_parses_long_asks_without_starting_git(tmp_path: Path) -> None:
+    """A repository configuration past MAX_CONFIG_BYTES asks, no git started to list
+    it (git parses it whole as it starts: the policy would wait on it); the answer for
+    each repository is shared by every directory a line names in it."""
+    from prism.coding.security import _gitdrivers
+
+    root = tmp_path / "project"
+    root.mkdir()
+    _repository(root, _git_env(tmp_path))
+    for name in ("e1", "e2", "e3"):
+        (root / name).mkdir()
+    line = "git -C e1 log; git -C e2 log; git -C e3 log"
+    assert explain_command(line, roots=[str(root)], cwd=str(root)).outcome == "allow"
+    answers = {id(_gitdrivers._cache[str(root / name)][1]) for name in ("e1", "e2", "e3")}
+    assert len(answers) == 1  # listed once, by the first directory's git
+    keys = _gitdrivers.MAX_CONFIG_BYTES // 16  # (29 bytes a line)
+    with (root / ".git" / "config").open("a") as handle:
+        handle.write("[x]\n" + "".join(f"\tk{i:07d} = {'v' * 16}\n" for i in range(keys)))
+    explanation = explain_command(line, roots=[str(root)], cwd=str(root))
+    assert explanation.outcome == "ask"
+    assert "bytes (more than 262,144)" in explanation.reason

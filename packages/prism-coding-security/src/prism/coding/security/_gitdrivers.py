@@ -321,6 +321,7 @@ def unsafe_to_start(start: str) -> str | None:
 
 
 _cache: dict[str, tuple[tuple[object, ...], Drivers | str]] = {}
+_by_configs: dict[tuple[tuple[str, tuple[object, ...] | None], ...], Drivers | str] = {}
 _cache_lock = threading.Lock()
 
 
@@ -341,8 +342,38 @@ def repository_drivers(start: str) -> Drivers | str:
             hit = _cache.get(start)
         if hit is not None and hit[0] == key:
             return hit[1]
-    found = _included(configs) or _drivers(start)
+    # one repository's directories share its answer: what git lists depends on its
+    # configuration files alone (each directory a line names is not one more git)
+    files = tuple((config, _stat(config)) for config in configs)
+    with _cache_lock:
+        shared = _by_configs.get(files) if key is not None and configs else None
+    if shared is not None:
+        found = shared
+    else:
+        found = _too_large(files) or _included(configs) or _drivers(start)
     if key is not None:
         with _cache_lock:
+            if len(_cache) >= 4096:
+                _cache.clear()
             _cache[start] = (key, found)
+            if configs:
+                if len(_by_configs) >= 1024:
+                    _by_configs.clear()
+                _by_configs[files] = found
     return found
+
+
+MAX_CONFIG_BYTES = 262_144
+"""The repository's configuration files, in all, at most (git parses them whole as it
+starts; a repository's own configuration is a few kilobytes): past this a line's git
+asks, and no git is started to list them while the policy decides."""
+
+
+def _too_large(files: tuple[tuple[str, tuple[object, ...] | None], ...]) -> str | None:
+    size = sum(i[1] for _, i in files if i is not None and isinstance(i[1], int))
+    if size <= MAX_CONFIG_BYTES:
+        return None
+    return (
+        f"the repository's configuration is {size:,} bytes (more than {MAX_CONFIG_BYTES:,}): "
+        "what it names is not listed"
+    )

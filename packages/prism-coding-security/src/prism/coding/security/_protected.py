@@ -240,8 +240,11 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # activate scripts run in the host's shell
     "pyvenv.cfg",
     "site-packages/*.pth",
-    "site-packages/sitecustomize.py",
-    "site-packages/usercustomize.py",
+    # (python imports these modules from every entry of sys.path, PYTHONPATH's
+    # included, in any form: a package, a sourceless .pyc, an extension module,
+    # and a cached .pyc beside the source under __pycache__)
+    "sitecustomize*",
+    "usercustomize*",
     "dist-packages/*.pth",
     "bin/activate*",
     # package managers and build tools that run code named in the project on any command
