@@ -12,6 +12,7 @@ must accept the value and the value must be within the instance limits.
 
 from __future__ import annotations
 
+import json
 import math
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -32,7 +33,12 @@ from prism.validation.jsonschema._decided import DRAFTS, decided_kinds
 from prism.validation.jsonschema._instance import check_instance
 from prism.validation.jsonschema._rs import compile_rs
 from prism.validation.jsonschema._screen import screen
-from prism.validation.jsonschema._unrolled import MEMO_CHARS, MEMO_STRINGS, deciding_checker
+from prism.validation.jsonschema._unrolled import (
+    MEMO_CHARS,
+    MEMO_STRINGS,
+    STR_TABLES,
+    deciding_checker,
+)
 
 LIMITS = SchemaLimits(max_string_length=40, max_instance_properties=16, max_array_length=16)
 DIALECTS = {
@@ -58,6 +64,32 @@ class Sub(dict[str, Any]):
 
 class Key(str):
     pass
+
+
+_RAN: list[str] = []
+
+
+class Posing(str):
+    """A key that hashes and compares as the declared name it is built from, and says so."""
+
+    def __hash__(self) -> int:
+        _RAN.append("__hash__")
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        _RAN.append("__eq__")
+        return str.__eq__(self, other)
+
+
+def _general_table(value: dict[str, Any]) -> dict[str, Any]:
+    """``value``'s items in a dict whose table is of the general kind (an int key came and went).
+
+    Every key is an exact ``str`` again, but the table's size no longer says so:
+    the checker looks at each key.
+    """
+    table: dict[Any, Any] = {0: 0, **value}
+    del table[0]
+    return table
 
 
 def _decider(schema: dict[str, Any]) -> tuple[Any, list[object]] | None:
@@ -295,10 +327,14 @@ def _calls(schema: dict[str, Any]) -> list[Any]:
         good = [value for value in _candidates(sub) if _readable(engine, value)]
         if good:
             base[name] = good[0]
-    calls: list[Any] = [base, {**base, "other": 1}, Sub(base), {}]
+    calls: list[Any] = [base, _general_table(base), {**base, "other": 1}, Sub(base), {}]
     for name, sub in properties.items():
         calls.append({key: value for key, value in base.items() if key != name})
         calls.append({**{key: v for key, v in base.items() if key != name}, Key(name): 1})
+        others = {key: v for key, v in base.items() if key != name}
+        if name in base:
+            calls.append({**others, Key(name): base[name]})
+            calls.append({**others, Posing(name): base[name]})
         calls += [{**base, name: value} for value in _candidates(sub)]
     return calls
 
@@ -391,10 +427,20 @@ _BOUNDED = {
         (_BOUNDED, {"t": (True,)}, False),
         (_BOUNDED, {"t": [1]}, False),
         (_BOUNDED, {"z": False}, False),
+        # Every declared name, one key posing as one (its __eq__ and __hash__ say
+        # so): looked at, never looked up, its code never run.
+        (_README, {"a": 2, Posing("b"): 3}, False),
+        (_BOUNDED, {"n": 0, "s": "ab", "e": "é", "t": [True], Posing("z"): None}, False),
+        # Exact str keys in a table that once held another key: looked at one by one.
+        (_README, _general_table({"a": 2, "b": 3}), True),
+        (_BOUNDED, _general_table({"n": 0, "s": "ab", "e": "é", "t": [True], "z": None}), True),
+        (_BOUNDED, _general_table({"n": 4, "s": "abc"}), True),
     ],
 )
 def test_tricky_values(schema: dict[str, Any], value: Any, decided: bool) -> None:
+    _RAN.clear()
     assert _agrees(schema, value) is decided
+    assert _RAN == []
     # Whoever decides, the public verdict is the engine's within the limits.
     result = JsonSchemaArgumentValidator(limits=LIMITS).compile(schema).validate(value)
     within = check_instance(value, LIMITS) is None
@@ -629,3 +675,28 @@ def test_calls_decided_without_the_engine_count_as_cache_hits() -> None:
 
 async def _never(_args: Any, _ctx: ToolExecutionContext) -> ToolResult:
     raise AssertionError("never executed")  # pragma: no cover
+
+
+def test_a_table_of_exact_str_keys_is_told_by_its_size() -> None:
+    # The dicts callers build (literals, JSON, keywords, copies) of exact str
+    # keys have a size in STR_TABLES: their keys need no look one by one. A
+    # table that holds or held any other key never has: its keys are looked at.
+    literal = {"city": "Oslo", "days": 3}
+    built = [
+        literal,
+        json.loads('{"city": "Oslo", "days": 3}'),
+        dict(city="Oslo", days=3),  # noqa: C408 - keywords, as callers write them
+        dict(zip(literal, literal.values(), strict=True)),
+        dict(literal),
+        {**literal},
+        json.loads(json.dumps({f"k{number}": number for number in range(40)})),
+    ]
+    for value in built:
+        assert value.__sizeof__() in STR_TABLES, value
+    for count in range(1, 100):
+        keys = [f"k{number}" for number in range(count)]
+        assert dict.fromkeys(keys).__sizeof__() in STR_TABLES
+        assert dict.fromkeys([*keys, 0]).__sizeof__() not in STR_TABLES
+        assert _general_table(dict.fromkeys(keys)).__sizeof__() not in STR_TABLES
+        assert dict.fromkeys([*keys[1:], Key(keys[0])]).__sizeof__() not in STR_TABLES
+    assert {}.__sizeof__() not in STR_TABLES

@@ -139,6 +139,13 @@ class _List(list[Any]):
         return 0
 
 
+def _general_table(value: dict[str, Any]) -> dict[str, Any]:
+    """``value``'s items in a table of the general kind: exact str keys, looked at one by one."""
+    table: dict[Any, Any] = {0: 0, **value}
+    del table[0]
+    return table
+
+
 _ODD: list[Any] = [
     lambda: 2**63,
     lambda: 2**64 - 1,
@@ -237,6 +244,11 @@ def _answer(check: Any, value: Any) -> object:
 @example(value={"a": 1, "b": 2})
 @example(value={"a": 1, "b": _Int(2)})
 @example(value={"a": 1, Word.A: 2})
+@example(value={"a": 1, _Loud("b"): 2})
+@example(value={"city": "Oslo", _Loud("days"): 3})
+@example(value=_general_table({"a": 1, "b": 2}))
+@example(value=_general_table({"city": "Oslo", "days": 3}))
+@example(value=_general_table({"city": "Oslo", "days": 30}))
 @example(value={"i": 3, "s": "ok", "t": ["a", "b"], "n": [1, 2**64]})
 @example(value={"city": "abcdefghij", "tags": ["bcd"]})
 @example(value={"city": "abcdefghijkl", "tags": ["bcd"]})

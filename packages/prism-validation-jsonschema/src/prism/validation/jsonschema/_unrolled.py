@@ -17,12 +17,15 @@ The function's text holds no value from the schema: it is made from fixed
 pieces chosen by each property's kind and numbered by position; the names, the
 string bounds and ``maxItems`` are handed to it as arguments when it is made.
 Its keys are checked to be exact ``str`` before any is looked up, so no key's
-own code runs (a ``str`` subclass's ``__eq__`` or ``__hash__``).
+own code runs (a ``str`` subclass's ``__eq__`` or ``__hash__``): one by one,
+or all at once for a dict whose table holds exact ``str`` keys only (see
+:data:`STR_TABLES`).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ._instance import lone_surrogate
@@ -38,6 +41,7 @@ __all__ = [
     "MAX_WRITTEN",
     "MEMO_CHARS",
     "MEMO_STRINGS",
+    "STR_TABLES",
     "deciding_checker",
     "kind_of",
     "kinds_of",
@@ -47,6 +51,49 @@ __all__ = [
 # The most properties a written checker covers: its text grows with them, and
 # past a few dozen the general checker's loop costs about the same per key.
 MAX_WRITTEN = 32
+
+
+def _str_tables(most: int = 700) -> frozenset[int]:
+    """``dict.__sizeof__`` of each table that holds exact ``str`` keys only (see STR_TABLES).
+
+    Two dicts grow side by side from 1 to ``most`` keys (tables of 8 to 1,024
+    slots), one with exact ``str`` keys only, one with an ``int`` key besides:
+    every size of the first, if at every step the second is larger and no size
+    is ever both, and the largest table of the second outgrows every size of
+    the first. Anything else (another interpreter, another layout): none.
+    """
+    if sys.implementation.name != "cpython":  # pragma: no cover - CPython is what CI runs
+        return frozenset()
+    strs: dict[object, int] = {}
+    mixed: dict[object, int] = {0: 0}
+    sizes: set[int] = set()
+    others: set[int] = set()
+    for number in range(1, most + 1):
+        strs[str(number)] = number
+        mixed[str(number)] = number
+        size, other = strs.__sizeof__(), mixed.__sizeof__()
+        if other <= size:  # pragma: no cover - not CPython's layout
+            return frozenset()
+        sizes.add(size)
+        others.add(other)
+    if sizes & others or max(others) <= max(sizes):  # pragma: no cover - not CPython's layout
+        return frozenset()
+    return frozenset(sizes)
+
+
+STR_TABLES = _str_tables()
+"""The sizes (``dict.__sizeof__``) of a dict's table when every key in it is an exact ``str``.
+
+CPython keeps a dict whose keys are all exact ``str`` in a table of its own
+kind (16-byte entries, searched by comparing strings alone, never calling a
+key's ``__eq__``) and moves it to the general kind (24-byte entries) as soon as
+any other key goes in, for good; ``__sizeof__`` counts the table, so its size
+tells the kinds apart. A dict of ``len(d)`` declared names whose size is here
+holds exact ``str`` keys only: its lookups run no key's code, and every name
+found means the keys are exactly the declared names, without a look at each
+key. Measured at import on dicts of both kinds; empty if the kinds ever share
+a size (another interpreter or layout), and then every key is looked at.
+"""
 
 
 def kind_of(schema: Any) -> str:
@@ -126,27 +173,6 @@ def _test(kind: str, cap: str, indent: str, counting: bool) -> str:
     return text
 
 
-def _prologue(*, optional: bool, counting: bool) -> list[str]:
-    """The written checker's opening lines, the same in both kinds: the dict, its keys, ``try:``.
-
-    Anything but an exact dict within ``size`` members of exact ``str`` keys goes
-    to the general checker before any member is looked up.
-    """
-    lines = [
-        "        if type(d) is not dict or len(d) > size:",
-        "            return general(d)",
-        "        for k in d:",
-        "            if type(k) is not str:",
-        "                return general(d)",
-    ]
-    if optional:
-        lines.append("        found = required")
-    if counting:
-        lines.append("        chars = 0")
-    lines.append("        try:")
-    return lines
-
-
 def _member(lines: list[str], index: int, *, required: bool) -> str:
     """Append the lines that take member ``index`` into ``x``; the indentation of its tests.
 
@@ -174,6 +200,58 @@ def _epilogue(*, empty: bool, optional: bool, counting: bool) -> list[str]:
     return lines
 
 
+def _body(
+    shape: tuple[tuple[str, bool, str], ...],
+    members: Callable[..., list[str]],
+    *,
+    counting: bool,
+    done: list[str],
+) -> list[str]:
+    """A written checker's body: its two ways of testing the members, each ending in ``done``.
+
+    First a dict with as many keys as declared names, in a table of exact
+    ``str`` keys (see :data:`STR_TABLES`): no key is looked at, and each member
+    is looked up as a required one (every lookup finding its name proves the
+    keys are exactly the declared names, so no presence is tested and no found
+    name counted). Then any other dict: within ``size`` members, each key seen
+    to be an exact ``str`` before any is looked up, with the presence tests and
+    the count of found names (optional members). Anything else goes to the
+    general checker. ``members`` writes the members' lines (see ``_members``);
+    ``done`` (at the body's indent) follows a call whose members all passed.
+    """
+    optional = not all(required for _kind, required, _items in shape)
+    lines = [
+        "        if type(d) is not dict:",
+        "            return general(d)",
+        "        if len(d) == size and sizeof(d) in tables:",
+    ]
+    if counting:
+        lines.append("            chars = 0")
+    lines.append("            try:")
+    lines += [f"    {line}" for line in members(shape, everyone=True, counting=counting)]
+    if not shape:
+        lines.append("                pass")
+    lines += ["            except KeyError:", "                return general(d)"]
+    if counting:
+        lines += ["            if chars > limit:", "                return general(d)"]
+    lines += [f"    {line}" for line in done]
+    lines += [
+        "        if len(d) > size:",
+        "            return general(d)",
+        "        for k in d:",
+        "            if type(k) is not str:",
+        "                return general(d)",
+    ]
+    if optional:
+        lines.append("        found = required")
+    if counting:
+        lines.append("        chars = 0")
+    lines.append("        try:")
+    lines += members(shape, everyone=False, counting=counting)
+    lines += _epilogue(empty=not shape, optional=optional, counting=counting)
+    return lines + done
+
+
 def _made(lines: list[str], filename: str) -> Callable[..., Any]:
     """The ``make`` function the text ``lines`` defines (their values come in as its arguments)."""
     namespace: dict[str, Any] = {}
@@ -188,40 +266,29 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
 
     Only kinds, flags and positions shape the text; every value comes in as an
     argument of the returned factory (the builtins too, read as closure
-    variables, a little cheaper than globals). With optional members the tests
-    are written twice, as in ``_decider``: a call with as many keys as declared
-    names takes each member as a required one, any other call tests presence
-    and counts; the engine runs after both.
+    variables, a little cheaper than globals). The members are tested two ways
+    (see ``_body``); the engine runs after either, outside the ``try`` (a
+    ``KeyError`` it raised is its own).
     """
     count = len(shape)
-    optional = not all(required for _kind, required, _items in shape)
     lines = [
-        "def make(valid, general, uses, lo, hi, lone, limit, size, required, type, len, dict, "
-        "str, int, float, list, KeyError, "
+        "def make(valid, general, uses, lo, hi, lone, limit, size, required, tables, sizeof, "
+        "type, len, dict, str, int, float, list, KeyError, "
         + "".join(f"n{index}, c{index}, m{index}, " for index in range(count))
         + "):",
         "    def check(d):",
-        *_prologue(optional=False, counting=counting),
-    ]
-    if optional:
-        # Every declared name present: as in _decider, each member taken as a
-        # required one; any other call gets the presence tests and the count.
-        # The engine runs after the try either way (a KeyError it raised is its own).
-        lines.append("            if len(d) == size:")
-        lines += [f"    {line}" for line in _tested(shape, everyone=True, counting=counting)]
-        lines += ["            else:", "                found = required"]
-        lines += [f"    {line}" for line in _tested(shape, everyone=False, counting=counting)]
-        lines += ["                if found != len(d):", "                    return general(d)"]
-        lines += _epilogue(empty=False, optional=False, counting=counting)
-    else:
-        lines += _tested(shape, everyone=False, counting=counting)
-        lines += _epilogue(empty=not shape, optional=False, counting=counting)
-    lines += [
-        "        uses.hits += 1",
-        "        if valid(d):",
-        "            return True",
-        "        uses.refused = d",
-        "        return False",
+        *_body(
+            shape,
+            _tested,
+            counting=counting,
+            done=[
+                "        uses.hits += 1",
+                "        if valid(d):",
+                "            return True",
+                "        uses.refused = d",
+                "        return False",
+            ],
+        ),
         "    return check",
     ]
     return _made(lines, "<prism closed checker>")
@@ -273,7 +340,7 @@ def unrolled_checker(
             most, longest = arrays[name]
         else:
             most, longest = 0, caps[name]
-        arguments += [name, longest, most]
+        arguments += [_interned(name), longest, most]
     required = sum(1 for kind in shape if kind[1])
     check: Callable[[object], bool | None] = factory(
         valid,
@@ -285,6 +352,8 @@ def unrolled_checker(
         most_chars or 0,
         len(shape),
         required,
+        STR_TABLES,
+        dict.__sizeof__,
         type,
         len,
         dict,
@@ -337,57 +406,30 @@ def _decided_test(
     return text.rstrip("\n").split("\n")
 
 
+_HIT = "        hits += 1"
+
+
 @functools.lru_cache(maxsize=128)
 def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
     """The function that makes a deciding checker of ``shape``: (kind, required, item kind).
 
     As ``_factory``, only kinds, flags and positions shape the text; names and
-    bounds come in as arguments. A call every test passes is valid: it is
-    answered ``True`` without the engine.
-
-    With optional members, the tests are written twice: first for a call with
-    as many keys as declared names (all exact ``str``), where each member is
-    looked up as a required one and every lookup finding its name proves the
-    keys are exactly the declared names, so no member's presence is tested and
-    no found name counted (about 8 steps a member fewer); then, for any other
-    call, with those tests and that count.
+    bounds come in as arguments, and the members are tested two ways (see
+    ``_body``). A call every test passes is valid: it is answered ``True``
+    without the engine.
     """
     count = len(shape)
-    optional = not all(required for _kind, required, _items in shape)
     lines = [
-        "def make(general, lone, limit, size, required, type, len, dict, str, int, list, "
-        "KeyError, "
+        "def make(general, lone, limit, size, required, tables, sizeof, type, len, dict, str, "
+        "int, list, KeyError, "
         + "".join(f"n{index}, p{index}, q{index}, f{index}, m{index}, " for index in range(count))
         + "):",
         "    hits = 0",
         "    def check(d):",
         "        nonlocal hits",
-        *_prologue(optional=False, counting=counting),
-    ]
-    if optional:
-        # Every declared name present (as many exact str keys as names, each
-        # found): each member is taken as a required one, without a test of
-        # its presence or a count of the names found; one fewer key, and the
-        # lines after this block test presence and count as before.
-        lines.append("            if len(d) == size:")
-        lines += [f"    {line}" for line in _members(shape, everyone=True, counting=counting)]
-        if counting:
-            lines += ["                if chars > limit:", "                    return general(d)"]
-        lines += [
-            "                hits += 1",
-            "                return True",
-            "        except KeyError:",
-            "            return general(d)",
-            "        found = required",
-            "        try:",
-        ]
-    lines += _members(shape, everyone=False, counting=counting)
-    lines += _epilogue(empty=not shape, optional=optional, counting=counting)
-    # The count lives in the closure: an attribute of the cache entry costs
-    # about a tenth of a small call more.
-    lines += [
-        "        hits += 1",
-        "        return True",
+        # The count lives in the closure: an attribute of the cache entry costs
+        # about a tenth of a small call more.
+        *_body(shape, _members, counting=counting, done=[_HIT, "        return True"]),
         "    def count():",
         "        return hits",
         "    return check, count",
@@ -434,7 +476,8 @@ def deciding_checker(
     """
     shape: list[tuple[str, bool, str]] = []
     arguments: list[object] = []
-    for name, (required, (kind, first, second)) in decided.items():
+    for declared, (required, (kind, first, second)) in decided.items():
+        name = _interned(declared)
         if kind == "array":
             fewest, most = first
             item: Decided = second
@@ -454,6 +497,8 @@ def deciding_checker(
         most_chars or 0,
         len(shape),
         sum(1 for kind in shape if kind[1]),
+        STR_TABLES,
+        dict.__sizeof__,
         type,
         len,
         dict,
@@ -464,6 +509,15 @@ def deciding_checker(
         *arguments,
     )
     return made
+
+
+def _interned(name: object) -> object:
+    """``name``, interned if it is an exact ``str``.
+
+    A key written as a literal is then the very same object: a lookup finds it
+    at its first comparison.
+    """
+    return sys.intern(name) if type(name) is str else name
 
 
 def _least(test: Decided) -> str:
