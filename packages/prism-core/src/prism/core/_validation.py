@@ -233,12 +233,10 @@ class ToolParameterValidator:
             compile_schema if callable(compile_schema) else None
         )
         self._slots: dict[int, _Slot] = {}
-        # The last tool seen and its slot: one weak reference call instead of
-        # a dictionary lookup when a tool is called again and again.
-        self._last: tuple[Callable[[], ToolDefinition | None], _Slot] = (
-            _no_tool,
-            _Slot(_no_tool, None, None),
-        )
+        # The last tool's slot: one weak reference call (its ref, set before
+        # the slot is ever seen here) instead of a dictionary lookup when a
+        # tool is called again and again.
+        self._last = _Slot(_no_tool, None, None)
 
     @property
     def validator(self) -> ToolArgumentValidator:
@@ -248,19 +246,21 @@ class ToolParameterValidator:
     def __call__(
         self, tool: ToolDefinition, arguments: JsonObject, context: ToolExecutionContext
     ) -> ErrorInfo | None:
-        last = self._last
-        slot = last[1] if last[0]() is tool else self._find(tool)
+        slot = self._last
+        # Read, then called (as slot.valid and slot.quick below).
+        ref = slot.ref
+        if ref() is not tool:
+            slot = self._find(tool)
         try:
             # A call Prism parsed from the model's JSON text (ToolCall.from_json),
             # whose text alone proves these very arguments within every limit:
             # the engine's verdict, without walking them.
-            call = context.call
-            bound = call._text_bound
+            bound = context.call._text_bound
             # (A call with no text behind it fails the first test: it costs one
             # identity check, not two comparisons with sys.maxsize.)
             if (
                 bound is not NO_TEXT_BOUND
-                and call.arguments is arguments
+                and context.call.arguments is arguments
                 and bound[0] <= slot.chars
                 and bound[1] <= slot.nesting
             ):
@@ -301,7 +301,7 @@ class ToolParameterValidator:
         slot = self._slots.get(id(tool))
         if slot is None or slot.ref() is not tool:
             slot = self._slot(tool)
-        self._last = (slot.ref, slot)
+        self._last = slot
         return slot
 
     def _slot(self, tool: ToolDefinition) -> _Slot:
