@@ -78,76 +78,28 @@ Rows (medians over repetitions, measured in one run):
   ``"additionalProperties": false`` (as many generated schemas are): the closed
   checker decides calls whose keys are all declared names.
 
-  Dict-built calls, valid, ratio to raw jsonschema-rs, medians of three runs
-  with the previous version taking turns (CPU time). ``earlier``: before the
-  closed checker's per-call savings (its own runs, load average 8-11);
-  ``previous`` and ``now``: before and after the checker written per closed
-  schema (other runs, load average 6.6-7.2):
-
-  ====================================  =======  ========  =====
-  row                                   earlier  previous  now
-  ====================================  =======  ========  =====
-  README, dict-built call               3.39x    3.49x     2.88x
-  peers, dict-built call                4.93x    3.78x     3.24x
-  peers, no additionalProperties        4.99x    3.71x     3.45x
-  open, dict-built call                 6.11x    4.52x     4.37x
-  (search schema) dict-built call       4.56x    4.25x     4.12x
-  ====================================  =======  ========  =====
-
-  Target 2x not reached then: what was left was the checker's Python, one
-  test per member, and the engine behind it (see docs, "Calls built from a
-  dict", and the ``parts:`` rows). Since, a closed schema in a small subset
-  (docs, "Valid calls decided without the engine": every schema of these
-  rows) has a valid call decided by its written checker alone (a ``pattern``
-  by the engine's regex on that one string). The previous version and this
-  one taking turns three times (load average 7.0-9.6), medians of the
-  same-run ratios and their range:
+  Dict-built calls took several rounds of work to reach 2x (docs, "Calls
+  built from a dict", has the history). The last: the written checker no
+  longer looks at each key of a dict whose table holds exact ``str`` keys
+  only (its ``__sizeof__`` says so), and the tool validator keeps the last
+  tool's slot alone. A valid call now takes 35 interpreter steps in the tool
+  validator (41 before) and 74, 78 and 293 in the checker for README, peers
+  and the search schema (91, 102 and 383). The previous version and this one
+  taking turns six times (load average 13-18), medians of the same-run
+  ratios and their range:
 
   ====================================  =================  =================
   row                                   before             after
   ====================================  =================  =================
-  README, dict-built call               2.69x (2.59-3.03)  2.05x (1.97-2.09)
-  peers, dict-built call                3.77x (3.50-4.13)  2.58x (2.54-2.74)
-  peers, no additionalProperties        3.68x (3.38-3.71)  2.55x (2.51-2.69)
-  (search schema) dict-built call       4.21x (4.20-4.35)  3.34x (3.19-3.39)
-  open, dict-built call                 4.69x (4.64-4.76)  3.83x (3.81-4.01)
-  no regex, dict-built call             4.76x (4.71-4.86)  3.46x (3.44-3.60)
-  invalid, README, dict-built call      1.59x (1.49-1.59)  1.66x (1.64-1.66)
-  invalid, peers, dict-built call       1.46x (1.43-1.48)  1.60x (1.59-1.61)
+  README, dict-built call               1.68x (1.36-1.83)  1.37x (1.16-1.65)
+  peers, dict-built call                2.16x (1.93-2.84)  1.80x (1.67-1.98)
+  peers, no additionalProperties        1.91x (1.80-2.21)  1.55x (1.49-2.08)
+  (search schema) dict-built call       2.19x (1.84-2.90)  1.78x (1.63-2.07)
+  open, dict-built call                 2.41x (2.26-2.61)  1.96x (1.71-2.51)
+  no regex, dict-built call             2.57x (1.97-3.07)  1.94x (1.78-2.34)
+  invalid, README, dict-built call      1.57x (1.37-1.62)  1.58x (1.48-1.73)
+  invalid, peers, dict-built call       1.43x (1.34-1.51)  1.44x (1.37-1.55)
   ====================================  =================  =================
-
-  2x is met on README at best; no engine runs in these valid calls, what is
-  left is the checker's Python (``parts: ..., quick_valid``: 1.40x README,
-  1.87x peers, 2.9-3.5x the 8-property schemas) and the tool validator
-  around it (0.13-0.19 us, as much as the ``floor:`` rows' lookup).
-
-  Since, a call with every declared name of a schema with optional
-  properties skips the presence tests, and a pattern's verdicts on short
-  strings it matched are kept (docs, "Valid calls decided without the
-  engine"). The previous version and this one taking turns three times
-  (load average 16-18), medians of the same-run ratios and their range:
-
-  ====================================  =================  =================
-  row                                   before             after
-  ====================================  =================  =================
-  README, dict-built call               2.04x (1.97-2.05)  2.01x (2.01-2.04)
-  peers, dict-built call                2.55x (2.34-2.60)  2.26x (2.24-2.29)
-  peers, no additionalProperties        2.52x (2.31-2.61)  2.20x (2.04-2.26)
-  (search schema) dict-built call       3.29x (3.27-3.56)  2.66x (2.47-2.94)
-  open, dict-built call                 3.82x (3.57-3.98)  3.03x (2.96-3.16)
-  no regex, dict-built call             3.55x (3.33-3.86)  2.98x (2.87-3.03)
-  invalid, README, dict-built call      1.52x (1.48-1.64)  1.65x (1.57-1.66)
-  invalid, peers, dict-built call       1.63x (1.60-1.78)  1.60x (1.55-1.60)
-  ====================================  =================  =================
-
-  Three more runs each, with the tool validator reading ``slot.quick``
-  before calling it (load average 11-15): README 2.03x -> 1.98x, peers 2.46x
-  -> 2.22x, no additionalProperties 2.48x -> 2.13x, search 3.50x -> 2.72x,
-  open 3.67x -> 2.91x, no regex 3.45x -> 2.33x; refused 1.58x and 1.62x.
-
-  2x: README at the edge, the others not. A member costs the checker 32
-  interpreter steps (about 70 ns here; the engine 20-36 ns), the call 27 more
-  and the tool validator 38: docs, "Calls built from a dict", has the table.
 - ``parts: <tool>, engine is_valid`` / ``parts: <tool>, quick_valid``: a
   dict-built row taken apart, beside the same raw jsonschema-rs row: the
   compiled engine's ``is_valid`` as the checker calls it, then the checker
