@@ -364,7 +364,8 @@ class McpToolBridge:
                     first,
                 )
                 continue
-            info, pinned = await self._pins.check(prepared.info)
+            settled = self._pins.settled(prepared.info)
+            info, pinned = settled or await self._pins.check(prepared.info)
             pinned_any = pinned_any or pinned
             definition = self._definition(info, prepared, run)
             if info.changed:

@@ -739,9 +739,13 @@ def tool_model(
         if reason is not None:
             return reason
     try:
-        return mcp_types.Tool.model_validate(tool, by_name=False)
+        # What Tool.model_validate runs, without its wrapper's own steps.
+        return _BUILD_TOOL(tool, by_name=False)  # type: ignore[no-any-return]
     except ValueError as exc:
         return _reason(exc, ("tools", 0))
+
+
+_BUILD_TOOL = mcp_types.Tool.__pydantic_validator__.validate_python
 
 
 LISTED_KEY = "io.prism/listed"

@@ -46,6 +46,13 @@ _MAX_TOOLS = 4096
 _MAX_DESCRIPTION_CHARS = 8192
 _MAX_INFO_CHARS = 256
 
+
+def _write(tool: Any) -> str:
+    """``tool.model_dump_json(by_alias=True, exclude_none=True)`` of an SDK model."""
+    data = tool.__pydantic_serializer__.to_json(tool, by_alias=True, exclude_none=True)
+    return data.decode()  # type: ignore[no-any-return]
+
+
 Listing = tuple[str, ...]
 """What a listing said: each kept tool's JSON (equal when nothing changed)."""
 
@@ -161,7 +168,8 @@ async def list_tools(
                     # Count what is kept, not what was sent: a listing of many pages
                     # (each within max_result_bytes) must not add up without bound.
                     try:
-                        text = tool.model_dump_json(by_alias=True, exclude_none=True)
+                        # What model_dump_json writes, without its wrapper's own steps.
+                        text = _write(tool)
                     except ValueError as exc:
                         # No JSON holds it (a lone surrogate): no client could be sent
                         # it, so it goes alone, not the whole listing.
@@ -385,17 +393,24 @@ class Pins:
         """The parts pinned for the server's tool ``name``, if any."""
         return self._pins.get(name)
 
-    async def check(self, info: McpToolInfo) -> tuple[McpToolInfo, bool]:
-        """``info`` marked with what changed since its pin; whether a pin was (re)set."""
-        parts = dict(info.definition_parts)
+    def settled(self, info: McpToolInfo) -> tuple[McpToolInfo, bool] | None:
+        """What :meth:`check` returns when no host is asked (first use, or unchanged)."""
         pinned = self._pins.get(info.name)
         if pinned is None:
             # Trust on first use: the definition seen first is the one approved.
-            self._pins[info.name] = parts
+            self._pins[info.name] = dict(info.definition_parts)
             return info, True
-        changed = changed_parts(pinned, parts)
-        if not changed:
+        if not changed_parts(pinned, info.definition_parts):
             return info, False
+        return None
+
+    async def check(self, info: McpToolInfo) -> tuple[McpToolInfo, bool]:
+        """``info`` marked with what changed since its pin; whether a pin was (re)set."""
+        settled = self.settled(info)
+        if settled is not None:
+            return settled
+        parts = dict(info.definition_parts)
+        changed = changed_parts(self._pins[info.name], parts)
         info = attrs.evolve(info, changed=changed)
         accept = self.options.accept_change
         if accept is not None:
