@@ -122,7 +122,8 @@ async def test_runs_in_its_own_pid_namespace(root: Path, run_shell: RunShell) ->
 
 @pytest.mark.bwrap
 async def test_cancellation_kills_the_sandboxed_tree(root: Path) -> None:
-    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    sandbox = BubblewrapSandbox([str(root)])
+    ops = create_sandbox_shell_operations(sandbox)
     started = trio.Event()
 
     async def sink(chunk: bytes) -> None:
@@ -140,11 +141,31 @@ async def test_cancellation_kills_the_sandboxed_tree(root: Path) -> None:
 
             nursery.start_soon(go)
             await started.wait()
+            # one fork per command: bwrap is the launcher's own child (no supervisor
+            # between them; its PID namespace ends whatever the command started)
+            assert sandbox._server is not None
+            assert sandbox._server.pid is not None
+            launched = _children(sandbox._server.pid)
+            assert launched
+            assert [_command_name(pid) for pid in launched] == ["bwrap"] * len(launched)
             nursery.cancel_scope.cancel()
     leftover = await trio.run_process(
         ["pgrep", "-f", "sleep 600"], capture_stdout=True, check=False
     )
     assert leftover.stdout.split() == []
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+            out += [int(child) for child in handle.read().split()]
+    return out
+
+
+def _command_name(pid: int) -> str:
+    with open(f"/proc/{pid}/comm", encoding="utf-8") as handle:
+        return handle.read().strip()
 
 
 async def test_missing_bwrap_refuses_to_run(root: Path, run_shell: RunShell) -> None:

@@ -21,9 +21,10 @@ the child, and not in the caller.
 The same file is the sandboxes' fork server (``--serve``, described with
 :func:`serve`): started once per sandbox, it forks per command instead of
 starting an interpreter. For ``LandlockSandbox`` the forked child restricts
-itself as above; for ``BubblewrapSandbox`` (``{"mode": "namespaces"}``) it
-mounts the roots' overlays in a new user and mount namespace and execs bwrap
-(with no overlay to mount it execs bwrap at once).
+itself as above; for ``BubblewrapSandbox`` (``{"mode": "namespaces"}``) the
+server forks the command's process itself, which mounts the roots' overlays in
+a new user and mount namespace and execs bwrap (with no overlay to mount it
+execs bwrap at once).
 """
 
 from __future__ import annotations
@@ -417,6 +418,11 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 #   everything it started; the supervisor then answers b"X ...".
 # * A process left behind by a supervisor that died is adopted by the server (a child
 #   subreaper as well) and killed.
+# * In ``namespaces`` mode (bubblewrap's launcher) there is no supervisor: the server
+#   reads the request itself (as the socket's bytes arrive, between other commands),
+#   forks the command's process (which execs bwrap: its PID namespace ends every
+#   process the command starts) and answers the same lines, ``X`` once it reaped it;
+#   a byte or end of file from the caller kills it. One fork per command.
 #
 # The ruleset is built once and rebuilt when a path it names (a writable root, ``/`` or
 # ``/dev/null``) is no longer the same directory or file (device and inode compared on
@@ -755,11 +761,15 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
     poller = select.poll()
     poller.register(control_fd, select.POLLIN)
     poller.register(wakeup, select.POLLIN)
+    # namespaces mode: each command's state, by its socket's descriptor
+    direct: dict[int, _Direct] = {}
     while True:
         ready = {ready_fd for ready_fd, _ in poller.poll()}
         if wakeup in ready:
             _drain(wakeup)
-            _reap(supervisors)
+            _reap(supervisors, direct, poller)
+        for fd in ready & direct.keys():
+            _step(prepared, direct[fd], direct, supervisors, poller)
         if control_fd not in ready:
             continue
         try:
@@ -782,6 +792,12 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
                 os.close(fd)
             continue
         connection = socket.socket(fileno=fds[0])
+        if prepared.namespaces:
+            # no supervisor: the command's own process is bwrap, whose PID namespace
+            # ends every process the command starts; the server answers for it
+            direct[fds[0]] = _Direct(connection, fds[1], tuple(fds[2:]))
+            poller.register(fds[0], select.POLLIN)
+            continue
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -797,20 +813,121 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
             os.close(fd)
 
 
-def _reap(supervisors: set[int]) -> None:  # pragma: no cover - in the fork server
-    """Collect ended supervisors; kill what a dead supervisor left (adopted here)."""
+def _reap(
+    supervisors: set[int], direct: dict[int, _Direct], poller: select.poll
+) -> None:  # pragma: no cover - in the fork server
+    """Collect ended supervisors and commands (answering for these); kill what is left.
+
+    A dead supervisor's orphans are adopted here and killed.
+    """
+    commands = {command.pid: command for command in direct.values() if command.pid}
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, raw = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
             break
         supervisors.discard(pid)
+        command = commands.get(pid)
+        if command is not None:
+            code = os.waitstatus_to_exitcode(raw)
+            _send(command.connection, f"X {code if code >= 0 else 128 - code}\n")
+            command.close(direct, poller)
     for pid in _children():
         if pid not in supervisors:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+class _Direct:  # pragma: no cover - in the fork server
+    """A command the server runs itself (namespaces mode): its request, then its process."""
+
+    def __init__(self, connection: socket.socket, output: int, passed: tuple[int, ...]) -> None:
+        self.connection = connection
+        self.output = output
+        self.passed = passed
+        self.request = b""
+        self.pid = 0
+
+    def release(self) -> None:
+        """Close the command's output and passed files (its process has its own)."""
+        for fd in (self.output, *self.passed):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.output, self.passed = -1, ()
+
+    def close(self, direct: dict[int, _Direct], poller: select.poll) -> None:
+        """Forget the command: nothing more is read or said on its socket."""
+        self.release()
+        fd = self.connection.fileno()
+        direct.pop(fd, None)
+        with contextlib.suppress(KeyError):
+            poller.unregister(fd)
+        self.connection.close()
+
+
+def _step(
+    prepared: _Prepared,
+    command: _Direct,
+    direct: dict[int, _Direct],
+    supervisors: set[int],
+    poller: select.poll,
+) -> None:  # pragma: no cover - in the fork server
+    """The command's socket is readable: more of its request, or (running) a stop."""
+    fd = command.connection.fileno()
+    if command.pid:
+        # a byte or end of file: the command is killed (bwrap's namespace with it);
+        # its status is answered when it is reaped
+        with contextlib.suppress(KeyError):
+            poller.unregister(fd)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(command.pid, signal.SIGKILL)
+        return
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except OSError:
+        chunk = b""
+    command.request += chunk
+    size = int.from_bytes(command.request[:4], "big")
+    if not chunk or size > _REQUEST_LIMIT or len(command.request) > 4 + size:
+        command.close(direct, poller)  # ended, too large, or stopped: nothing ran
+        return
+    if len(command.request) < 4 or len(command.request) < 4 + size:
+        return  # (the rest is on its way)
+    try:
+        request = json.loads(command.request[4:])
+        assert isinstance(request, dict)
+        assert len(request.get("fds") or ()) == len(command.passed)
+    except (ValueError, AssertionError):
+        command.close(direct, poller)
+        return
+    report_read, report_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(report_read)
+        _command(prepared, -1, request, command.output, report_write, command.passed)
+    os.close(report_write)
+    failure = ""
+    with contextlib.suppress(OSError):
+        failure = os.read(report_read, 4096).decode(errors="replace")  # (until its exec)
+    os.close(report_read)
+    if failure.startswith("cwd "):
+        command.release()
+        _, number, text = failure.split(" ", 2)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
+        _send(command.connection, f"E {number} {text}\n".replace("\n", " ").rstrip() + "\n")
+        command.close(direct, poller)
+        return
+    if failure:
+        with contextlib.suppress(OSError, IndexError):
+            text = failure.split(" ", 2)[2]
+            os.write(command.output, f"prism sandbox: {text}; not running the command\n".encode())
+    command.release()
+    command.pid = child
+    supervisors.add(child)
+    _send(command.connection, f"S {child}\n")
 
 
 def _serve_main(args: list[str]) -> int:  # pragma: no cover - the server process

@@ -68,9 +68,10 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 # becomes bwrap (no extra process stays between the caller and bwrap).
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
 # Commands run by create_sandbox_shell_operations start from a fork server (one per
-# sandbox, started on first use; see _landlock_exec.py): its child enters a fresh user
-# and mount namespace, mounts each root's overlay there, opens the seccomp filter on
-# fd 3 (from a private file) and becomes bwrap. No launcher process starts per command.
+# sandbox, started on first use; see _landlock_exec.py): its child (one fork per
+# command, no supervisor) enters a fresh user and mount namespace, mounts each root's
+# overlay there, opens the seccomp filter on fd 3 (from a private file) and becomes
+# bwrap. No launcher process starts per command.
 _SERVER_CONFIG = json.dumps({"mode": "namespaces"})
 _APPLY_LOCKS: dict[str, threading.Lock] = {}
 _APPLY_LOCKS_LOCK = threading.Lock()
