@@ -784,6 +784,16 @@ def _home_with_startup_files(home: Path) -> None:
     )
     # a sourced file sources another in turn
     (home / "tools" / "env.sh").write_text('. "$HOME/deeper/more.sh"\n')
+    # installers' snippets name their directories through variables of their own
+    (home / ".zshrc").write_text(
+        'export PNPM_HOME="$HOME/.local/share/pnpm"\n'
+        'case ":$PATH:" in *":$PNPM_HOME:"*) ;; *) export PATH="$PNPM_HOME:$PATH" ;; esac\n'
+        'ZINIT_HOME="${XDG_DATA_HOME:-${HOME}/.local/share}/zinit/zinit.git"\n'
+        'source "${ZINIT_HOME}/zinit.zsh"\n'
+        "PATH+=\":$HOME/.tools/bin\"\n"
+        "path=(~/.zbin $path)\n"
+        'for rc in ~/rc.d/*.sh; do . "$rc"; done\n'
+    )
 
 
 def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
@@ -798,6 +808,8 @@ def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
     asked = [
         "me/tools/env.sh", "me/deeper/more.sh", "me/tools/aliases.sh", "me/rel/init.sh",
         "me/opt/starship/bin/starship", "me/mybin/git", "me/.local/opt/bin/ls",
+        "me/.local/share/pnpm/ls", "me/.local/share/zinit/zinit.git/zinit.zsh",
+        "me/.tools/bin/ls", "me/.zbin/ls", "me/rc.d/x.sh",
     ]  # fmt: skip
     later = "me/later/hook.sh"
 

@@ -119,6 +119,9 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # bash-completion sources these in every interactive shell; zsh loads a compiled
     # X.zwc in place of a start-up file X, and compinit sources its dump
     ".bash_completion",
+    # (Fedora's and others' .bashrc source every file of these)
+    ".bashrc.d",
+    ".zshrc.d",
     ".bash_completion.d",
     ".local/share/bash-completion",
     ".z*.zwc",
