@@ -790,7 +790,7 @@ def _home_with_startup_files(home: Path) -> None:
         'case ":$PATH:" in *":$PNPM_HOME:"*) ;; *) export PATH="$PNPM_HOME:$PATH" ;; esac\n'
         'ZINIT_HOME="${XDG_DATA_HOME:-${HOME}/.local/share}/zinit/zinit.git"\n'
         'source "${ZINIT_HOME}/zinit.zsh"\n'
-        "PATH+=\":$HOME/.tools/bin\"\n"
+        'PATH+=":$HOME/.tools/bin"\n'
         "path=(~/.zbin $path)\n"
         'for rc in ~/rc.d/*.sh; do . "$rc"; done\n'
     )
