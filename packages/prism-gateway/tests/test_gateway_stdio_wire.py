@@ -851,8 +851,15 @@ def test_each_envelope_is_typed_as_the_sdk_types_it() -> None:
         assert connection.initialized.is_set()
         assert connection.client_params == sdk.client_params
         assert connection.client_capabilities == sdk.client_capabilities
+        # Everything the SDK's holds, its own state and teardown each
+        assert vars(connection).keys() == vars(sdk).keys()
+        assert (connection.session_id, connection.outbound) == (None, kernel._outbound)
+        assert connection.state == {}
+        assert not getattr(connection.exit_stack, "_exit_callbacks", True)
         made.append(connection)
     assert made[1] is not made[0]  # a connection per request
+    assert made[1].state is not made[0].state
+    assert made[1].exit_stack is not made[0].exit_stack
     assert made[1].client_params is made[0].client_params  # typed once
     assert made[6].client_params is not made[0].client_params  # (only the last is kept)
     assert made[2].client_capabilities is not None

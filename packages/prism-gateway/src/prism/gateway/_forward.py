@@ -38,7 +38,7 @@ from ._rounds import UnansweredError, ask_apart
 from ._urlids import UrlElicitations
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
 
 __all__ = ["Forwarder", "UpstreamCannotAnswerError"]
 
@@ -178,25 +178,27 @@ class Forwarder:
         else:
             self._lookups[server_id] = lookup
 
-    @contextlib.contextmanager
-    def calling(self, server_id: str, scope: CallScope) -> Iterator[None]:
+    def calling(self, server_id: str, scope: CallScope) -> contextlib.AbstractContextManager[None]:
         """Mark ``scope`` as a call running on ``server_id`` while the block runs."""
+        return _Calling(self, server_id, scope)
+
+    def _enter(self, server_id: str, scope: CallScope) -> list[CallScope]:
         running = self._calls.setdefault(server_id, [])
         running.append(scope)
         if scope.call_id is not None:
             self._by_id[scope.call_id] = scope
-        try:
-            yield
-        finally:
-            running.remove(scope)
-            if not running:
-                del self._calls[server_id]
-            # A call that never started was never sent: the server runs nothing of it.
-            started = scope.slots is not None and scope.slots.started
-            if started and not scope.server_answered:
-                self._leave(server_id, scope)
-            if scope.call_id is not None:
-                self._by_id.pop(scope.call_id, None)
+        return running
+
+    def _exit(self, server_id: str, scope: CallScope, running: list[CallScope]) -> None:
+        running.remove(scope)
+        if not running:
+            del self._calls[server_id]
+        # A call that never started was never sent: the server runs nothing of it.
+        started = scope.slots is not None and scope.slots.started
+        if started and not scope.server_answered:
+            self._leave(server_id, scope)
+        if scope.call_id is not None:
+            self._by_id.pop(scope.call_id, None)
 
     def _leave(self, server_id: str, scope: CallScope) -> None:
         """``scope``'s call ended before the server answered: it counts as running there."""
@@ -647,3 +649,24 @@ class Forwarder:
                             bound_s,
                         )
                         return
+
+
+class _Calling:
+    """:meth:`Forwarder.calling`'s block (a class: no generator made and run per call)."""
+
+    __slots__ = ("_forwarder", "_running", "_scope", "_server_id")
+
+    def __init__(self, forwarder: Forwarder, server_id: str, scope: CallScope) -> None:
+        self._forwarder = forwarder
+        self._server_id = server_id
+        self._scope = scope
+        self._running: list[CallScope] | None = None
+
+    def __enter__(self) -> None:
+        self._running = self._forwarder._enter(self._server_id, self._scope)
+
+    def __exit__(self, *_exc: object) -> None:
+        running = self._running
+        if running is not None:
+            self._running = None
+            self._forwarder._exit(self._server_id, self._scope, running)

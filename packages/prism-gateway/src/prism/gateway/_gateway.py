@@ -93,6 +93,8 @@ _RELISTS = 3
 _RELIST_WINDOW_S = 10.0
 """A downstream server's tools are re-listed at most ``_RELISTS`` times in any
 ``_RELIST_WINDOW_S`` seconds, however often it announces a change."""
+_NO_SCOPE: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+"""A block that changes nothing (a nullcontext keeps no state: one serves every call)."""
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.@+:|-]")
 _PROGRESS_BACKLOG = 64
 _OPTIONS_CACHE = 256
@@ -510,6 +512,7 @@ class Gateway:
                 arguments=params.arguments if params.arguments is not None else {},
             )
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        meta = _meta(ctx)  # (as _wants_progress reads it)
         scope = CallScope(
             session=ctx.session,
             request_id=ctx.request_id,
@@ -518,8 +521,10 @@ class Gateway:
             modern=modern,
             arguments=call.arguments,
             call_id=call.id,
-            log_levels=allowed_log_levels(ctx.protocol_version, _meta(ctx)),
-            progress=ctx.session if _wants_progress(ctx) else None,
+            log_levels=allowed_log_levels(ctx.protocol_version, meta),
+            progress=ctx.session
+            if meta is not None and meta.get("progressToken") is not None
+            else None,
         )
         owner = self._owners.get(name)
         if modern and (
@@ -546,14 +551,12 @@ class Gateway:
         token = current_call.set(scope)
         result = None
         forwarding = (
-            self._forward.calling(owner.server_id, scope)
-            if owner is not None
-            else contextlib.nullcontext()
+            self._forward.calling(owner.server_id, scope) if owner is not None else _NO_SCOPE
         )
         # Over HTTP its guard may end the call (client_gone): a scope of its own for that
         running = trio.CancelScope() if key is not None else None
         try:
-            with incoming_trace(ctx), forwarding, running or contextlib.nullcontext():
+            with incoming_trace(ctx), forwarding, running or _NO_SCOPE:
                 if running is not None:
                     self._running[key] = running
                 share = self._client_slot(_share_key(ctx))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -274,6 +275,8 @@ class AnswerWriter(Protocol):
 _sdk_log = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
 _METHOD = "tools/call"
 _SHUTDOWN_WRITE_S = 2.0
+_PER_CONNECTION = frozenset({"state", "exit_stack"})
+"""A ``Connection``'s attributes each one has its own of (the rest an envelope decides)."""
 _CLOSED = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
 
 
@@ -310,10 +313,10 @@ class CallKernel:
         self._requests = RequestCheck()
         # What the last request's _meta gave (see _facts): whether the request had one
         # and its JSON; its model (the request context's meta); for a 2026-07-28
-        # client, the envelope's protocol version, client params and capabilities.
+        # client, what a connection made from its envelope holds.
         self._meta_key: tuple[bool, bytes] | None = None
         self._meta: Any = None
-        self._envelope: tuple[str, Any, Any] | None = None
+        self._envelope: dict[str, Any] | None = None
 
     def start(
         self,
@@ -448,16 +451,17 @@ class CallKernel:
                 outbound=self._outbound,  # type: ignore[arg-type]
             )
             if self._meta_key is not None:
-                self._envelope = (version, made.client_params, made.client_capabilities)
+                # What every connection from this envelope holds, but its own state and
+                # teardown (its `initialized` event, set and never cleared, is shared).
+                self._envelope = {
+                    name: value for name, value in vars(made).items() if name not in _PER_CONNECTION
+                }
             return made
-        version, client_params, declared = typed
-        connection = Connection(
-            self._outbound,  # type: ignore[arg-type]
-            protocol_version=version,
-            client_params=client_params,
-        )
-        connection.client_capabilities = declared
-        connection.initialized.set()
+        # As from_envelope makes it, without typing the envelope or making an event again
+        connection = object.__new__(Connection)
+        vars(connection).update(typed)
+        connection.state = {}
+        connection.exit_stack = AsyncExitStack()
         return connection
 
     async def _kernel(
