@@ -58,7 +58,9 @@ Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--calls
 rows 1, 2 and 5 with and without the fast paths, twice the samples;
 ``--ratios``: only rows 1, 4b, 4c and the bridged rows 5, 5b and 5c, three
 times the rounds; ``--stages``: the gateway's CPU per bridged call taken
-apart stage by stage in its own process, see ``_probed_gateway``).
+apart stage by stage in its own process, see ``_probed_gateway``;
+``--against TREE``: this checkout's gateway and the gateway of another
+checkout side by side, bridged calls only, see ``against_rows``).
 
 Rows 1-6 (``--calls --quick``) on the shared 2-core machine, quiet (load
 average 0.2-0.8; wall median vs the direct call, then per round with its
@@ -82,27 +84,20 @@ Before the gateway answered stdio calls on its own request path (a
 ``--ratios --quick`` run at load 0.3-5): bridged 1.75x per round, the
 gateway's CPU 1262 µs per call against 1643 with the fast paths off.
 
-The bridged target (<= 1.2x) is not met. After those runs the call's
-path checks four things once instead of on every call (the result's
-schema check of the gateway's own plain result, the 2026-07-28 envelope's
-typing, the revision's request check, the bridge's result model built by
-pydantic-core): the gateway's CPU per bridged call, the code before and
-after side by side in one run (12 rounds of 300, load 8.5-9.7), 1267
-against 1100 µs, per-round ratio 0.90. ``--stages`` (load 8.6-9.8, 2,000
-calls): 1,320 µs per call with the probes, four task steps, no stage over
-11% (the event loop 149 µs, the server's answer read and parsed 150);
-docs/gateway.md ("Performance") gives the table and what 1.2x would take.
-
-Then the bridge sent a plain stdio call itself and mapped a plain answer
-from its checked JSON (no SDK client call_tool, no result model): the two
-versions' gateways side by side (12 rounds of 400 calls, load 13.8-14.7),
-the gateway's CPU per bridged call 0.97x per round (range 0.92-1.07); the
-function calls per bridged call in the gateway's process (a profile's
-count, which load does not move) 1,091 -> 1,076, and 1,059 with the
-answer gate's ASCII shortcut. ``--ratios --quick`` right after (load
-12-14.5): bridged 2.16x per round, gateway CPU 1,524 µs (fast paths off
-2,286, direct calls off 1,810). 1.2x stays out of reach: the cost is spread
-over the sixteen ``--stages`` rows.
+The bridged target (<= 1.2x) is not met: it needs the gateway's CPU per
+bridged call near 300 µs. Since those runs the path checks once per
+distinct ``_meta`` what it checked per call (the request check, the
+envelope, the request context's meta), skips the schema check of the
+gateway's own plain result, and the bridge writes and maps a plain stdio
+call itself with fewer steps (no pydantic request, no failed ``int()`` of
+its id, no cancel scope per read of the server's stdout). Function calls
+per bridged call in the gateway's process (a profile's count, which load
+does not move): 1,091 -> 1,059 -> 926. ``--against`` the code before the
+last of those changes (16 rounds of 400, load 14.3-17.9, so about twice a
+quiet machine's numbers): the gateway's CPU per bridged call 1650 against
+1950 µs (medians; per round 0.85, range 0.74-1.06), bridged 1.41x against
+1.58x the direct call per round. docs/gateway.md ("Performance") gives the
+``--stages`` table and what 1.2x would take.
 """
 
 from __future__ import annotations
