@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -765,3 +766,27 @@ async def test_git_lfs_objects_come_back_only_new_and_proved_by_their_content(
     assert new.read_bytes() == b"data\n"
     assert not forged.exists()
     assert not (root / ".git" / "lfs" / "tmp").exists()
+
+
+async def test_prism_never_runs_its_programs_from_a_path_directory_in_a_root(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a root's ``bin`` first on PATH (direnv's ``PATH_add bin``) holding a ``bwrap`` and
+    a ``git``, and a relative entry ``tools``: the sandbox and the copy-back's git are the
+    host's own (those files never run), and a confined write to either directory stays out
+    (the host's next terminal would run it)."""
+    _repository(root)
+    real = {name: shutil.which(name) for name in ("bwrap", "git")}
+    (root / "bin").mkdir()
+    for name, path in real.items():
+        script = f'#!/bin/sh\ntouch {tmp_path}/ran-{name}\nexec {path} "$@"\n'
+        (root / "bin" / name).write_text(script)
+        (root / "bin" / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{root}/bin{os.pathsep}tools{os.pathsep}{os.environ['PATH']}")
+    text = await _shell(
+        root, "git checkout -q -b topic; echo x > bin/ls; mkdir -p tools && echo x > tools/ls"
+    )
+    assert _git(root, "rev-parse", "--abbrev-ref", "HEAD").stdout == b"topic\n", text
+    assert not (root / "bin" / "ls").exists(), text
+    assert not (root / "tools").exists(), text
+    assert [n for n in os.listdir(tmp_path) if n.startswith("ran-")] == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -768,6 +769,40 @@ def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)  # (no event loop: judged at once)
         assert decision.allowed is (path not in asked), path
+
+
+def test_path_directories_and_the_interpreter_in_a_root_ask_and_never_run(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PATH directories inside a root (absolute, relative to it, through a link) and the
+    running interpreter's prefix there ask the write tool: the user's next terminal, and
+    Prism, would run what is written. Prism's own programs are never found there: not
+    through such an entry, a relative one, nor a link from outside to a root's file."""
+    from prism.coding.security._executables import host_program
+    from prism.coding.security._limits import prlimit_args
+
+    (root / "bin").mkdir()
+    (root / "linked").symlink_to(root / "sub", target_is_directory=True)
+    (root / "sub").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("git", "prlimit"):
+        (root / "bin" / name).write_text("#!/bin/sh\n")
+        (root / "bin" / name).chmod(0o755)
+        (outside / name).symlink_to(root / "bin" / name)
+    real = {name: os.path.realpath(shutil.which(name) or "") for name in ("git", "prlimit")}
+    path = os.pathsep.join(["bin", str(root / "bin"), str(outside), str(root / "linked"),
+                            "tools/bin", "..", str(root), os.environ["PATH"]])  # fmt: skip
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setattr(sys, "prefix", str(root / "env"))
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["bin/git", "linked/x", "sub/x", "tools/bin/x", "env/lib/python3/x.py", "env/x"]
+    for name in [*asked, "src/bin/x", "tools/x", "notes.txt"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (name not in asked), name
+    assert host_program("git") == real["git"]
+    assert prlimit_args(cpu_time_s=1, memory_bytes=None, max_processes=None)[0] == real["prlimit"]
 
 
 def _home_with_startup_files(home: Path) -> None:

@@ -653,6 +653,7 @@ def test_only_known_options_that_run_nothing_pass(
 async def test_the_repository_must_be_a_plain_dot_git_directory_of_a_root(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from prism.coding.security import _gitwrites
     from prism.coding.security._gitwrites import git_directory_writes
     from prism.coding.security._paths import Roots
 
@@ -681,7 +682,7 @@ async def test_the_repository_must_be_a_plain_dot_git_directory_of_a_root(
     # configuration pointed elsewhere by the environment: not cached either
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     assert git_directory_writes(argv, [str(root)], roots) == [git_dir]
-    monkeypatch.setattr("shutil.which", lambda name: None)  # no git to ask
+    monkeypatch.setattr(_gitwrites, "host_program", lambda name: None)  # no git to ask
     assert git_directory_writes(argv, [str(root)], roots) is None
     monkeypatch.undo()
     # .git without HEAD, as a link, with a commondir; a bare repository in the root

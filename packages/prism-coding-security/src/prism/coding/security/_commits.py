@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
+from ._executables import host_program
 from ._files import read_regular_file
 from ._looseread import EMPTY_TREE, LooseReader, Unread
 from ._proved import HOST_GIT_ENVIRONMENT
@@ -85,7 +85,7 @@ def host_ref(git_dir: str, name: str) -> str | None:
 
 def git_out(env: dict[str, str], *args: str, stdin: bytes | None = None) -> bytes | None:
     """The output of ``git args`` run from ``/`` in ``env``; None if it failed."""
-    git = shutil.which("git")
+    git = host_program("git")
     if git is None:
         return None
     try:

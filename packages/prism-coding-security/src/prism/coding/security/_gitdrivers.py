@@ -29,11 +29,11 @@ and asked again only when a file git would read for it changed.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import threading
 
+from ._executables import host_program
 from ._files import read_regular_file
 from ._proved import GIT_ENVIRONMENT
 
@@ -55,7 +55,7 @@ Drivers = tuple[tuple[str, str], ...]
 
 
 def _list(start: str) -> tuple[list[str], str | None]:
-    git = shutil.which("git")
+    git = host_program("git")
     if git is None:
         return [], None
     env = {**os.environ, **dict(GIT_ENVIRONMENT)}
@@ -94,7 +94,7 @@ def _includes(configs: list[str]) -> list[tuple[str, str, str]] | str:
     configuration, includes followed, as it starts, and an included FIFO
     would block it.
     """
-    git = shutil.which("git")
+    git = host_program("git")
     out: list[tuple[str, str, str]] = []
     for config in configs if git is not None else []:
         try:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import subprocess
 import threading
 
 from ._callees import hook_callees
 from ._errors import SandboxUnavailableError
+from ._executables import host_program
 from ._files import read_regular_file
 from ._gitdrivers import unsafe_to_start
 from ._proved import HOST_GIT_ENVIRONMENT
@@ -49,7 +49,7 @@ def _git(root: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
             ``clean``), or it did not answer within 10 seconds: what it would
             have named is unknown.
     """
-    git = shutil.which("git")
+    git = host_program("git")
     if git is None:
         raise SandboxUnavailableError(
             f"git is not on PATH: what the configuration of the repository of {root} "
@@ -163,7 +163,7 @@ def _configured(
         # (no git, or one that cannot read them: no repository is made from it either)
         found = b""
         try:
-            if shutil.which("git") is not None:
+            if host_program("git") is not None:
                 found = _git(root, "config", "--show-origin", "-z", "--get-regexp", _TEMPLATE,
                              clean=(0, 1))  # fmt: skip
         except SandboxUnavailableError:

@@ -28,11 +28,11 @@ changed); the hooks directory is looked at every time.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 from typing import TYPE_CHECKING
 
+from ._executables import host_program
 from ._gitdrivers import unsafe_to_start
 from ._proved import GIT_ENVIRONMENT
 
@@ -169,7 +169,7 @@ def _config_files(git_dir: str) -> list[str]:
 
 def _configuration(work_tree: str, git_dir: str) -> tuple[list[tuple[str, str]], bool] | None:
     """Every matching key and value, and whether an include was met; None: unreadable."""
-    git = shutil.which("git")
+    git = host_program("git")
     if git is None or unsafe_to_start(work_tree) is not None:
         return None  # (a git started there could wait on a FIFO)
     env = {**os.environ, **dict(GIT_ENVIRONMENT)}

@@ -17,6 +17,10 @@ paths protected, wherever they lie in it:
   (``bin``, ``Scripts``) and its packages (``lib``, ``lib64``, ``Lib``), which
   ``uv run``, ``pytest``, an activated shell and the editor's interpreter
   discovery start on the host; a package installed into it asks;
+* every directory of this process's ``PATH`` that lies in the root, and the
+  running interpreter's prefix there (:func:`_path_entries`,
+  :func:`_interpreter_entries`): the user's next terminal and Prism run what
+  they hold;
 * every symbolic link whose own name is protected (``svc/.envrc ->
   ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
   lies in the root; a link on the way to an entry (``.cargo -> c`` for
@@ -44,6 +48,7 @@ import fnmatch
 import os
 import re
 import stat
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -474,6 +479,7 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     for rel in links:
         out += _link_entries(rel, root, matcher)
     out += _home_entries(root)
+    out += _environment_entries(root, matcher)
     return list(dict.fromkeys(out))
 
 
@@ -669,3 +675,79 @@ def _read_followed(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+# per (root, PATH, HOME, the interpreter's prefixes): the walk's answer they were found
+# with (while the walk is answered again unwalked, no link in the root changed) and them
+_environment: dict[tuple[str, ...], tuple[object, list[str]]] = {}
+
+
+def _environment_entries(root: str, matcher: ProtectedPaths) -> list[str]:
+    """:func:`_path_entries` and :func:`_interpreter_entries`, found again after a change."""
+    key = (root, os.environ.get("PATH", ""), os.environ.get("HOME", ""), sys.prefix,
+           sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)  # fmt: skip
+    with _trees_lock:
+        watched = _watched.get((root, matcher.entries))
+        hit = _environment.get(key)
+    token = watched[1] if watched is not None else None
+    if token is not None and hit is not None and hit[0] is token:
+        return hit[1]
+    found = _path_entries(root) + _interpreter_entries(root)
+    if token is not None:
+        with _trees_lock:
+            if len(_environment) >= 64:
+                _environment.clear()
+            _environment[key] = (token, found)
+    return found
+
+
+def _below(path: str, root: str) -> str | None:
+    """``path`` (absolute, normalised) relative to ``root``: ``.`` for the root; None outside."""
+    where = os.path.relpath(path, root)
+    return None if where == ".." or where.startswith("../") else where
+
+
+def _path_entries(root: str) -> list[str]:
+    """This process's ``PATH`` directories that lie in ``root``, relative to it.
+
+    A program written there shadows git, ls or python in the user's next terminal
+    (started with this ``PATH``: direnv's ``PATH_add bin``, a project's
+    ``node_modules/.bin``). Each entry as written (a link there leads elsewhere:
+    the link is kept) and where it leads; a relative one below the root's top; a
+    leading ``~`` as bash expands it. The root itself on ``PATH`` (or ``.``) is not
+    protected whole: its files stay the tools' to write.
+    """
+    home = os.environ.get("HOME", "")
+    out: list[str] = []
+    for entry in dict.fromkeys(os.environ.get("PATH", "").split(os.pathsep)):
+        if entry == "~" or entry.startswith("~/"):
+            entry = home + entry[1:]
+        elif entry.startswith("~"):
+            continue  # (another user's home, the directory stack: not a root's, as a rule)
+        written = os.path.normpath(os.path.join(root, entry))
+        for path in (written, os.path.realpath(written)):
+            where = _below(path, root)
+            if where is not None and where != "." and where not in out:
+                out.append(where)
+    return out
+
+
+def _interpreter_entries(root: str) -> list[str]:
+    """The running interpreter's prefixes that lie in ``root``, relative to it.
+
+    Prism imports its own modules from there (lazily too) and runs that
+    interpreter (the Landlock helper, ``uv run``): a virtual environment without
+    a ``pyvenv.cfg`` of its own (a conda environment), a Python installed in a
+    home directory, the base interpreter of a virtual environment. The root
+    itself as a prefix: its interpreter's and packages' directories.
+    """
+    out: list[str] = []
+    prefixes = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    for prefix in dict.fromkeys(prefixes):
+        for path in (os.path.abspath(prefix), os.path.realpath(prefix)):
+            where = _below(path, root)
+            if where == ".":
+                out += [part for part in VENV_PARTS if part not in out]
+            elif where is not None and where not in out:
+                out.append(where)
+    return out

@@ -8,11 +8,10 @@ Python, but is unsafe in a process with threads.)
 
 from __future__ import annotations
 
-import shutil
-
 from prism.core.options import integer, optional
 
 from ._errors import SandboxUnavailableError
+from ._executables import host_program
 
 __all__ = ["CPU_TIME", "MEMORY", "PROCESSES", "prlimit_args"]
 
@@ -42,7 +41,7 @@ def prlimit_args(
     ]
     if not options:
         return []
-    path = shutil.which("prlimit")
+    path = host_program("prlimit")
     if path is None:
         raise SandboxUnavailableError(
             "resource limits were asked for but prlimit (util-linux) is not installed; "

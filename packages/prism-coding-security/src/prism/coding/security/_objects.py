@@ -41,6 +41,7 @@ import subprocess
 import tempfile
 import zlib
 
+from ._executables import host_program
 from ._files import open_regular_file
 from ._proved import HOST_GIT_ENVIRONMENT
 
@@ -243,7 +244,7 @@ def _index_pack(
     measured, and :data:`MAX_PACK_BYTES` of packs): past it a pack is refused with
     :data:`PACK_BUDGET`, and each run gets at most the CPU seconds left.
     """
-    git = shutil.which("git")
+    git = host_program("git")
     if git is None:  # pragma: no cover - the copy-back's checks need git anyway
         return NO_PACK
     size = os.lstat(pack).st_size

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING
 
 from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
+from ._executables import host_program
 from ._files import open_regular_file, read_regular_file
 from ._index import (
     extension_signatures,
@@ -259,7 +260,7 @@ def index_entries(
     (:func:`._indexfile.read_index`), without a process. ``content``: the bytes
     ``index`` is to hold (written there before git is asked), else its own.
     """
-    git = shutil.which("git")
+    git = host_program("git")
     if git is None or not os.path.isfile(index):
         return {}
     if not any(name in os.environ for name in _INDEX_ELSEWHERE):
@@ -716,7 +717,10 @@ class RootOverlay:
             # without either limit
             for argv in (["chmod", "-R", "u+rwx", "--", self.directory],
                          ["rm", "-rf", "--one-file-system", "--", self.directory]):  # fmt: skip
-                subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, check=False)
+                program = host_program(argv[0])  # (never one a root's PATH entry holds)
+                if program is not None:
+                    subprocess.run(argv, executable=program, capture_output=True,
+                                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
 
 
 _SHARED_CACHES = "a shared index is kept only without extensions (as git writes one)"

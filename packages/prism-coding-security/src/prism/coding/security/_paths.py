@@ -11,6 +11,8 @@ import attrs
 from prism.core import ConfigurationError
 from prism.core.options import instance_of, sequence_of, string
 
+from ._executables import claim_roots
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -54,6 +56,9 @@ def normalize_roots(
 ) -> tuple[str, ...]:
     """Realpath every root; each must be an existing directory.
 
+    Each is remembered (:func:`._executables.claim_roots`): no program Prism
+    itself runs is found on ``PATH`` inside it.
+
     Raises:
         ConfigurationError: (naming ``<owner>.<option>`` and the value) ``roots``
             is not a sequence of paths, is empty (unless ``allow_empty``), or
@@ -84,6 +89,7 @@ def normalize_roots(
             )
         if real not in out:
             out.append(real)
+    claim_roots(out)
     return tuple(out)
 
 

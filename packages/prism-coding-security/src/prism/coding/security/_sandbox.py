@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import sys
 import threading
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
@@ -35,6 +34,7 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
+from ._executables import host_program
 from ._gitnames import remember_index
 from ._implied import implied_protected, warm_in_background
 from ._inplace import SED_PANIC, EditedFile, discard_edits, open_edits, replace_edited
@@ -266,7 +266,7 @@ class BubblewrapSandbox:
         return None
 
     def _executable(self) -> str:
-        path = self.bwrap_path or shutil.which("bwrap")
+        path = self.bwrap_path or host_program("bwrap")
         if path is None or not os.access(path, os.X_OK):
             raise SandboxUnavailableError(
                 f"bubblewrap is not installed ({self.bwrap_path or 'bwrap'} not found or not "

@@ -21,6 +21,7 @@ from prism.core.options import boolean, instance_of, one_of, optional, sequence_
 
 from ._contained import create_contained_file_operations
 from ._errors import SandboxUnavailableError
+from ._executables import host_program
 from ._landlock import LandlockSandbox
 from ._paths import normalize_roots
 from ._policy import ApprovalCallback, _CodingApprovalPolicy, create_coding_approval_policy
@@ -217,6 +218,9 @@ async def open_secure_coding_tools(
         protected_paths=protected_paths,
         sandbox=active,
     )
+    if not (shell_options or {}).get("shell_path"):
+        # bash found on PATH as Prism finds its own programs: never a root's file
+        shell_options = {**(shell_options or {}), "shell_path": host_program("bash") or "/bin/sh"}
     tools = create_coding_tools(
         where,
         execution_policy=policy,
