@@ -161,7 +161,10 @@ _HOLD = ["G", "h", "H", "g", "x"]  # with one file only
 @st.composite
 def _commands(draw: st.DrawFn, hold: bool) -> str:
     plain = st.sampled_from(_ALONE + _HOLD if hold else _ALONE)
-    kind = draw(st.sampled_from(["s", "s", "y", "plain", "plain", "block"]))
+    kind = draw(st.sampled_from(["s", "s", "y", "plain", "plain", "block", "loop"]))
+    if kind == "loop":  # labels, branches and D, in loops that end
+        return draw(st.sampled_from([":a;s/aa/a/;ta", "$!N;P;D", ":b;/a$/{N;bb;};s/\\n/+/g",
+                                     "s/a/A/;T;s/b/B/", "N;D"]))  # fmt: skip
     if kind == "s":
         flags = draw(st.sampled_from(["", "g", "2", "p", "gp", "I"]))
         command = f"s/{draw(_REGEX)}/{draw(_TEXT)}/{flags}"
@@ -179,6 +182,8 @@ def _scripts(draw: st.DrawFn, hold: bool) -> list[str]:
     """The script as sed's words: one operand (after `--` or not), or `-e` parts."""
     commands = draw(st.lists(_commands(hold), min_size=1, max_size=4))
     form = draw(st.sampled_from(["operand", "--", "-e"]))
+    if any(":" in command for command in commands):
+        form = "-e"  # a label ends at a newline or a `;`, not where the next command starts
     if form == "-e":
         return [word for command in commands for word in ("-e", command)]
     joined = draw(st.sampled_from([";", "\n"])).join(commands)
@@ -270,7 +275,7 @@ def test_the_files_and_status_are_those_of_sed_i(
         directory.mkdir()
         for n, (name, content) in enumerate(zip(names, contents, strict=True)):
             (directory / name).write_bytes(content)
-            os.chmod(directory / name, (0o640, 0o755, 0o600)[n % 3])
+            os.chmod(directory / name, (0o640, 0o755, 0o444)[n % 3])
     argv = ["sed", *args, *names]
     plain = subprocess.run(argv, cwd=directories[1], env=_ENV, capture_output=True, check=False)
     status, output = trio.run(_sandboxed, world, directories[0], shlex.join(argv))
@@ -392,3 +397,36 @@ async def test_a_symlink_out_of_the_root_is_not_followed(root: Path, tmp_path: P
         assert await sandbox._run_in_place(request, sink, 1.0) is None
         await ops.run(request, sink)
     assert outside.read_text() == "a\n"
+
+
+@pytest.mark.bwrap
+async def test_the_shell_tool_hands_the_proved_filter_to_the_sandbox(root: Path) -> None:
+    """Through open_secure_coding_tools: the decision's in_place reaches the sandbox,
+    the file is edited, and the ledger records the confined decision as before."""
+    from prism.coding.security import open_secure_coding_tools
+    from prism.coding.tools import ShellToolOptions
+    from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
+    from prism.core.ledger import RunLedger
+
+    (root / "f.txt").write_text("a\nb\n")
+    seen: list[InPlaceEdits | None] = []
+
+    def hook(request: ShellSpawnRequest) -> ShellSpawnRequest:
+        seen.append(request.in_place)
+        return request
+
+    ledger = RunLedger()
+    options: ShellToolOptions = {"spawn_hook": hook, "env": _ENV}
+    async with open_secure_coding_tools(
+        [str(root)], sandbox="bubblewrap", shell_options=options
+    ) as secure:
+        dispatch = DispatchOptions(registry=create_tool_registry(secure.tools), ledger=ledger)
+        call = ToolCall(id="1", name="shell", arguments={"command": "sed -i.orig s/a/X/ f.txt"})
+        result = await dispatch_tool_call(call, dispatch)
+    assert not result.is_error, result.joined_text
+    assert (root / "f.txt").read_text() == "X\nb\n"
+    assert (root / "f.txt.orig").read_text() == "a\nb\n"
+    assert seen == [InPlaceEdits(filter=("sed", "-e", "s/a/X/"), files=(f"{root}/f.txt",),
+                                 suffix=".orig")]  # fmt: skip
+    decisions = [record.decision for record in ledger.records if record.decision is not None]
+    assert [(d.allowed, d.confined) for d in decisions] == [(True, True)]
