@@ -63,8 +63,12 @@ Rows (medians over repetitions, measured in one run):
   call as the providers build it, from the model's JSON text
   (``ToolCall.from_json``), called as dispatch calls the validator (its bound
   ``__call__``); rows ending ``dict-built call`` validate the same value in a
-  ``ToolCall`` built from a dict (the walk or the closed-path checker), and
-  ``called as an object`` calls the validator object itself. The hot rows are
+  ``ToolCall`` built from a dict written as a literal (the walk or the
+  closed-path checker), rows ending ``keys from json.loads`` the same dict
+  parsed from its JSON text, as LangChain builds its calls' arguments (its
+  keys are new strings, not the declared names' own objects, so each lookup
+  compares two strings), and ``called as an object`` calls the validator
+  object itself. The hot rows are
   timed in this thread's CPU time, so other processes on a shared machine do
   not count.
 - Rows per path a call arrives by (README tool, valid, beside the same raw
@@ -871,6 +875,13 @@ async def main() -> list[Row]:
     answer_args, answer_ctx = _from_message(ANTHROPIC_ANSWER, "content", 1, "input")
     agents_args, agents_ctx = _from_message(json.dumps(README_VALID).encode())
     weather_dict = ToolExecutionContext(ToolCall(id="1", name="weather", arguments=WEATHER_VALID))
+    # The same dicts parsed from their JSON text (LangChain's tool calls): new key strings.
+    readme_loaded = json.loads(json.dumps(README_VALID))
+    readme_loaded_ctx = ToolExecutionContext(ToolCall(id="1", name="add", arguments=readme_loaded))
+    weather_loaded = json.loads(json.dumps(WEATHER_VALID))
+    weather_loaded_ctx = ToolExecutionContext(
+        ToolCall(id="1", name="weather", arguments=weather_loaded)
+    )
     assert check(readme_tool, readme_valid, readme_ctx) is None
     for arguments, context in (
         (gateway_args, gateway_ctx),
@@ -883,6 +894,8 @@ async def main() -> list[Row]:
     assert check(weather_tool, weather_valid, weather_ctx) is None
     assert check(weather_tool, weather_invalid, weather_ctx_invalid) is not None
     assert check(declared_tool, WEATHER_VALID, weather_dict) is None
+    assert check(readme_tool, readme_loaded, readme_loaded_ctx) is None
+    assert check(weather_tool, weather_loaded, weather_loaded_ctx) is None
 
     def floor_for(schema: dict[str, Any]) -> Callable[[ToolDefinition, Any, Any], object]:
         valid = jsonschema_rs.validator_for(schema).is_valid
@@ -979,6 +992,13 @@ async def main() -> list[Row]:
             "decided by the written checker, without the engine",
         ),
         (
+            "adapter, valid, README, keys from json.loads",
+            lambda: direct(readme_tool, readme_loaded, readme_loaded_ctx),
+            f"{rs}, valid, README",
+            "<= 2x",
+            "the same call, its dict parsed from JSON text",
+        ),
+        (
             "adapter, valid, README, gateway call (HTTP body)",
             lambda: direct(readme_tool, gateway_args, gateway_ctx),
             f"{rs}, valid, README",
@@ -1033,6 +1053,13 @@ async def main() -> list[Row]:
             f"{rs}, valid, peers",
             "<= 2x",
             "decided by the written checker, without the engine",
+        ),
+        (
+            "adapter, valid, peers, keys from json.loads",
+            lambda: direct(weather_tool, weather_loaded, weather_loaded_ctx),
+            f"{rs}, valid, peers",
+            "<= 2x",
+            "the same call, its dict parsed from JSON text",
         ),
         (
             f"{rs}, valid, peers, no additionalProperties",

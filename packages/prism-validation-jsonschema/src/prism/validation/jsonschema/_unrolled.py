@@ -53,11 +53,12 @@ __all__ = [
 MAX_WRITTEN = 32
 
 
-def _str_tables(most: int = 700) -> frozenset[int]:
+def _str_tables(most: int = 200) -> frozenset[int]:
     """``dict.__sizeof__`` of each table that holds exact ``str`` keys only (see STR_TABLES).
 
-    Two dicts grow side by side from 1 to ``most`` keys (tables of 8 to 1,024
-    slots), one with exact ``str`` keys only, one with an ``int`` key besides:
+    Two dicts grow side by side from 1 to ``most`` keys (tables of 8 to 512
+    slots; a checker covers 32 names at most), one with exact ``str`` keys
+    only, one with an ``int`` key besides:
     every size of the first, if at every step the second is larger and no size
     is ever both, and the largest table of the second outgrows every size of
     the first. Anything else (another interpreter, another layout): none.
