@@ -930,3 +930,33 @@ def test_what_a_hook_runs_through_runners_includes_and_js_configurations_is_prot
     expected = {*runs.values(), "mk/local.mk", "mk/more.mk", "scripts/lint.py"}
     assert expected <= found, expected - found
     assert not found & {"docs/notes.txt", "docs/a.md", "docs/b.md", "docs"}
+
+
+def test_what_a_hook_runs_through_make_recipes_task_runners_and_its_own_spellings(
+    root: Path,
+) -> None:
+    """A make recipe's program behind make's @ prefix, `$(MAKE) -C sub` and the
+    recipe's program relative to sub, the top kept in a variable or asked with a
+    redirection, the hook's own directory (`$(dirname "$0")`), task runners' files
+    (`uv run tox`, `just`) and `go run`'s package: each protected (each came back from
+    a confined rewrite and ran at the user's next commit before)."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(
+        "#!/bin/sh\n"
+        'ROOT="$(git rev-parse --show-toplevel)"\n"$ROOT/scripts/a.sh"\n'
+        '"$(dirname "$0")/../../scripts/b.sh"\n'
+        'sh "$(git rev-parse --show-toplevel 2>/dev/null)/scripts/c.sh"\n'
+        "make -s lint\nuv run tox -e lint\njust check\ngo run ./cmd/lint\n"
+    )
+    (root / "Makefile").write_text("lint:\n\t@./scripts/d.sh\n\t$(MAKE) -s -C sub check\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "Makefile").write_text("check:\n\t@../scripts/e.sh\n")
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {f"scripts/{n}.sh" for n in "abcde"} | {
+        "sub/Makefile", "tox.ini", "justfile", "cmd/lint",
+    }  # fmt: skip
+    assert expected <= found, expected - found

@@ -511,6 +511,24 @@ def test_a_line_of_cds_that_may_fail_is_judged_within_bounds(
     assert "too many to judge" in costly.reason
 
 
+def test_a_line_whose_git_may_be_in_several_repositories_is_judged_off_the_event_loop() -> None:
+    """Each repository a line's git is in has its configuration listed by a git process
+    the first time: 200 nested repositories named in one line held the event loop for
+    seconds. Such a line is judged in a worker thread; one plain git command is not."""
+    from prism.coding.security._policy import judged_in_thread
+
+    for line in (
+        "git -C e1 log; git -C e2 log",
+        "git add -A && git commit -m x",
+        "git --git-dir=x/.git log",
+        "git --work-tree sub status",
+        "git -C sub status",
+    ):
+        assert judged_in_thread(line), line
+    for line in ("git status --short", "git log -1 --oneline", "ls -C sub", "echo git"):
+        assert not judged_in_thread(line), line
+
+
 def test_a_path_entry_is_judged_where_it_leads_now(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

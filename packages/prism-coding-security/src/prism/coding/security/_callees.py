@@ -44,7 +44,14 @@ from ._files import read_regular_file
 from ._grammars import SIMPLE_WRAPPERS
 from ._programs import describe
 
-__all__ = ["MAX_BYTES", "MAX_READ", "hook_callees", "programs_run", "script_arguments"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_READ",
+    "expand_assignments",
+    "hook_callees",
+    "programs_run",
+    "script_arguments",
+]
 
 MAX_READ = 64
 """Command files read for one work tree, at most (hook scripts, configurations, scripts)."""
@@ -82,10 +89,52 @@ _JS_COMMANDS = (
     "simple-git-hooks.cjs",
 )  # fmt: skip
 _JS_STRING = re.compile(r"""'((?:[^'\\\n]|\\.)*)'|"((?:[^"\\\n]|\\.)*)"|`((?:[^`\\]|\\.)*)`""")
-# a hook's usual spelling of the work tree's top
+# a hook's usual spellings of the work tree's top, of its own directory, and of make
 _TOP = re.compile(
-    r"\$\(\s*git\s+rev-parse\s+--show-toplevel\s*\)|`\s*git\s+rev-parse\s+--show-toplevel\s*`"
+    r"\$\(\s*git\s+rev-parse\s+--show-toplevel\b[^)]*\)|`\s*git\s+rev-parse\s+--show-toplevel\b[^`]*`"
 )
+_OWN_DIRECTORY = re.compile(
+    r"""\$\(\s*dirname\s+(?:"?\$(?:0|\{0\}|\{BASH_SOURCE(?:\[0\])?\}|BASH_SOURCE)"?)\s*\)"""
+    r"""|`\s*dirname\s+"?\$0"?\s*`"""
+)
+_MAKE_VARIABLE = re.compile(r"\$[({]MAKE[)}]")
+# NAME=value (export, local, typeset, declare before it), its value quoted or bare
+_ASSIGNED = re.compile(
+    r"^[ \t]*(?:(?:export|local|typeset|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?"
+    r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|]*)",
+    re.MULTILINE,
+)
+# $NAME, ${NAME}, and ${NAME:-word} / ${NAME-word} / ${NAME:=word} / ${NAME=word}
+_VARIABLE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^{}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+def expand_assignments(text: str, known: dict[str, str]) -> str:
+    """``text`` with the variables in ``known`` and those it assigns plainly expanded.
+
+    Each ``NAME=value`` (its quotes removed; the last one wins, ``PATH`` left
+    as written); ``${NAME:-word}`` and its kin take ``NAME``'s value when known,
+    else ``word``. A variable with no value known is left as written.
+    """
+    known = dict(known)
+
+    def value_of(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(3)
+        if name in known:
+            return known[name]
+        default = match.group(2)
+        return default if default is not None else match.group(0)
+
+    for _ in range(3):  # (a value naming another variable, assigned before or after it)
+        for name, value in _ASSIGNED.findall(text):
+            if name not in ("PATH", "path"):
+                known[name] = _VARIABLE.sub(value_of, value.strip("\"'"))
+    for _ in range(3):
+        text = _VARIABLE.sub(value_of, text)
+    return text
+
+
 _YAML_VALUE = re.compile(r"^\s*(?:-\s+|[^:#]+:\s+|-$)(.+)$")
 # yarn's own program and plugins, run on every yarn command
 _YARN_KEY = re.compile(r"^\s*(?:-\s+)?(yarnPath|path)\s*:\s*(.*)$")
@@ -185,6 +234,11 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
     elif name in _EXECUTORS:
         rest = [w for w in words[1:] if not w.startswith("-")]
         inner = [rest] if rest else []
+    elif name in _TASK_FILES:
+        inner = [[f"./{f}"] for f in _TASK_FILES[name]]
+    elif name in _RUNS and len(words) > 2 and words[1] in _RUNS[name]:
+        rest = [w for w in words[2:] if not w.startswith("-")]
+        inner = [rest[:1] if name == "go" else rest] if rest else []
     elif name == "eval":
         inner = _commands(" ".join(words[1:]))  # its operands are a command line
     elif name in ("find", "gfind"):
@@ -212,6 +266,18 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
 
 
 _MAKE_INCLUDES = frozenset({"include", "-include", "sinclude"})
+# task runners and the files whose commands they run
+_TASK_FILES = {
+    "just": ("justfile", "Justfile", ".justfile"),
+    "task": ("Taskfile.yml", "Taskfile.yaml", "taskfile.yml", "taskfile.yaml"),
+    "tox": ("tox.ini",), "nox": ("noxfile.py",), "invoke": ("tasks.py",), "inv": ("tasks.py",),
+    "rake": ("Rakefile", "rakefile", "Rakefile.rb"),
+}  # fmt: skip
+# runners whose subcommand runs the rest of the line (`uv run tox`, `go run ./cmd/lint`)
+_RUNS = {
+    "uv": ("run",), "poetry": ("run",), "pipenv": ("run",), "pdm": ("run",), "hatch": ("run",),
+    "rye": ("run",), "bundle": ("exec",), "go": ("run",),
+}  # fmt: skip
 _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
@@ -315,6 +381,12 @@ def _commands(text: str) -> list[list[str]]:
         if words and tuple(words) not in seen:
             seen.add(tuple(words))
             out.append(words)
+    for words in out:
+        # a make recipe's line: make strips its @, - and + before the shell runs it
+        if words[0][:1] in ("@", "+", "-") and words[0] not in _MAKE_INCLUDES:
+            stripped = words[0].lstrip("@+-")
+            if stripped:
+                words[0] = stripped
     return out
 
 
@@ -498,7 +570,8 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     out: list[str] = []
     # command texts still to read; whether node's tooling runs them (husky's hooks,
     # package.json's scripts, lint-staged: node_modules/.bin is on their PATH)
-    pending: list[tuple[str, bool]] = []
+    # command texts still to read: whether node's tooling runs them, the file they are in
+    pending: list[tuple[str, bool, str]] = []
     seen: set[str] = set()
 
     def protect(path: str) -> None:
@@ -531,24 +604,31 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             text = read(os.path.join(directory, name))
             if text is not None:
                 read_files += 1
-                pending.append((text, husky))
+                pending.append((text, husky, os.path.join(directory, name)))
     for name in _MANAGERS:
         text = read(os.path.join(top, name))
         if text is not None:
-            pending += [(command, False) for command in _yaml_commands(text)]
+            pending += [
+                (command, False, os.path.join(top, name)) for command in _yaml_commands(text)
+            ]
             if name == ".pre-commit-config.yaml":
-                pending += [(command, False) for command in _precommit_commands(text)]
+                pending += [
+                    (command, False, os.path.join(top, name))
+                    for command in _precommit_commands(text)
+                ]
     for name in _ALL_COMMANDS:
         text = read(os.path.join(top, name))
         if text is not None:
-            pending += [(command, True) for command in _all_commands(text)]
+            pending += [(command, True, os.path.join(top, name)) for command in _all_commands(text)]
     for name in _JS_COMMANDS:
         text = read(os.path.join(top, name))
         if text is not None:
-            pending += [(next(g for g in m if g), True) for m in _JS_STRING.findall(text) if any(m)]
+            strings = [next(g for g in m if g) for m in _JS_STRING.findall(text) if any(m)]
+            pending += [(command, True, os.path.join(top, name)) for command in strings]
     reads.append(os.path.join(top, "package.json"))
     scripts, configured = _package(top)
-    pending += [(command, True) for command in configured]
+    package = os.path.join(top, "package.json")
+    pending += [(command, True, package) for command in configured]
     programs, looked = _yarn_programs(top)
     reads += looked
     for program in programs:
@@ -556,8 +636,10 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             protect(os.path.normpath(os.path.join(top, os.path.expanduser(program))))
     taken: set[str] = set()
     while pending:
-        text, node = pending.pop()
+        text, node, origin = pending.pop()
         text = _TOP.sub(lambda _: top, text)
+        text = _OWN_DIRECTORY.sub(os.path.dirname(origin).replace("\\", "\\\\"), text)
+        text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})
         for words in _commands(text):
             runner = os.path.basename(words[0]) in _PACKAGE_RUNNERS
             if runner or (node and not words[0].startswith("#")):
@@ -567,12 +649,18 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                 for name in _script_names(words):
                     if name in scripts and name not in taken:
                         taken.add(name)
-                        pending.append((scripts[name], True))
+                        pending.append((scripts[name], True, package))
+        # a relative program from the top (where hooks run) and from the directory
+        # of the file that names it (a makefile make runs with -C)
+        # (a makefile's recipes run where make was pointed, -C DIR: its own directory)
+        here = os.path.dirname(origin)
+        bases = (top, here) if os.path.basename(origin) in _MAKEFILES and here != top else (top,)
         named = [
-            os.path.normpath(os.path.join(top, os.path.expanduser(word)))
+            os.path.normpath(os.path.join(base, os.path.expanduser(word)))
             for word in programs_run(text)
             # (not one found on PATH, an option, a #! line or comment, a variable)
             if "/" in word and not word.startswith(("-", "#")) and "$" not in word
+            for base in bases
         ]
         for word in script_arguments(text):
             path = os.path.normpath(os.path.join(top, os.path.expanduser(word)))
@@ -586,5 +674,5 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                 more = read(path)
                 if more is not None:
                     read_files += 1
-                    pending.append((more, node))
+                    pending.append((more, node, path))
     return out

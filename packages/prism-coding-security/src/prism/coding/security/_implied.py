@@ -53,7 +53,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._callees import programs_run
+from ._callees import expand_assignments, programs_run
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
@@ -550,16 +550,6 @@ _HOME_START = (
 _HOME_READ = 32  # files read for one home, at most (start-up files and what they source)
 _HOME_BYTES = 65536  # bytes read of each, at most
 _HOME_TILDE = re.compile(r"(^|[\s\"'=:(`])~(?=/)", re.MULTILINE)
-# NAME=value (export, local, typeset, declare before it), its value quoted or bare
-_ASSIGNMENT = re.compile(
-    r"^[ \t]*(?:(?:export|local|typeset|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?"
-    r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|]*)",
-    re.MULTILINE,
-)
-# $NAME, ${NAME}, and ${NAME:-word} / ${NAME-word} / ${NAME:=word} / ${NAME=word}
-_VARIABLE = re.compile(
-    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^{}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
-)
 _PATH_VALUE = re.compile(r"\bPATH\+?=[\"']?([^\"'\s;&|)]*)")
 _ZSH_PATH = re.compile(r"\bpath\+?=\(([^)]*)\)")
 # `for rc in ~/.bashrc.d/*; do . "$rc"; done`: every file of the directory runs
@@ -596,7 +586,8 @@ def _home_sourced(home: str, root: str) -> list[str]:
         text = _read_followed(path)
         if text is None:
             continue
-        text = _expanded(_HOME_TILDE.sub(lambda match: match.group(1) + home, text), home)
+        text = _HOME_TILDE.sub(lambda match: match.group(1) + home, text)
+        text = expand_assignments(text, {"HOME": home})
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
         directories = [
             entry
@@ -630,32 +621,6 @@ def _home_sourced(home: str, root: str) -> list[str]:
             _sourced.clear()
         _sourced[key] = (_identities(reads), reads, answer)
     return answer
-
-
-def _expanded(text: str, home: str) -> str:
-    """``text`` with ``HOME`` and the variables it assigns plainly expanded.
-
-    Each ``NAME=value`` (its quotes removed; the last one wins) and ``HOME``;
-    ``${NAME:-word}`` and its kin take ``NAME``'s value when known, else ``word``.
-    A variable with no value known is left as written (and the word holding it is
-    then not taken for a path).
-    """
-    known = {"HOME": home}
-
-    def value_of(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(3)
-        if name in known:
-            return known[name]
-        default = match.group(2)
-        return default if default is not None else match.group(0)
-
-    for _ in range(3):  # (a value naming another variable, assigned before or after it)
-        for name, value in _ASSIGNMENT.findall(text):
-            if name not in ("PATH", "path"):
-                known[name] = _VARIABLE.sub(value_of, value.strip("\"'"))
-    for _ in range(3):
-        text = _VARIABLE.sub(value_of, text)
-    return text
 
 
 def _read_followed(path: str) -> str | None:

@@ -156,6 +156,11 @@ _THIS_HOME: object = object()
 # expression, not the `[ ` command), or a `cd` (each command after `cd`s that may
 # fail is judged in every directory the line may be in by then)
 _COSTLY = re.compile(r"[*?]|\[[^\s]|\bcd\b")
+# git in several repositories: each one's configuration is listed by a git the first
+# time (two git commands, or one pointed elsewhere)
+_GIT_ELSEWHERE = re.compile(
+    r"\bgit\b.*\bgit\b|\bgit\b[^;&|\n]*\s(?:-C|--git-dir|--work-tree)\b", re.S
+)
 
 
 def _in_trio() -> bool:
@@ -171,9 +176,15 @@ def judged_in_thread(command: str) -> bool:
     """Whether the shell line ``command`` is judged in a worker thread, not on the event loop.
 
     A line longer than :data:`INLINE_JUDGE_CHARS`, or one whose globs read
-    directories or whose ``cd`` makes it be judged in several.
+    directories or whose ``cd`` makes it be judged in several, or whose git
+    commands may be in several repositories (each one's configuration is listed
+    by a git process the first time).
     """
-    return len(command) > INLINE_JUDGE_CHARS or _COSTLY.search(command) is not None
+    return (
+        len(command) > INLINE_JUDGE_CHARS
+        or _COSTLY.search(command) is not None
+        or _GIT_ELSEWHERE.search(command) is not None
+    )
 
 
 @trio_native  # Prism's own trio code: stays on trio under an asyncio host
