@@ -32,34 +32,35 @@ whose only writes are redirections gets its targets opened as descriptors; one
 read-only, the host opening the file and replacing it), the same line over the
 private layer narrowed to the directories it writes in (``write_dirs``), the
 layer over the whole root, and Landlock; before each call the host gives the
-line its work, and the ways take turns, one call each per round. Latest run,
-15 rounds at load average 14.4 to 14.9 (no quiet machine could be had; CPU,
-then wall, over unsandboxed)::
+line its work, and the ways take turns, one call each per round. Latest run
+(since the launcher forks once per command), 15 rounds at load average 11.8 to
+12.9 (no quiet machine could be had; CPU, then wall, over unsandboxed)::
 
     command, repository (ms)           host         narrowed layer  whole root    Landlock
-    `git add -A && git commit`, 50     -            +20.2, +61      +20.2, +95    +3.0, -6
-    `sed -i s/1/2/ d1/a.py`, 50        +9.3, +23    +13.8, +29      +5.0, +31     -0.1, -8
-    `echo x > d1/new`, 50              +10.1, +17   +12.1, +37      +10.2, +35    +1.9, -6
-    `git add -A && git commit`, 1,000  -            +41.1, +150     +69.4, +278   +2.0, -8
-    `sed -i s/1/2/ d1/a.py`, 1,000     +9.7, +25    +11.4, +50      +8.1, +43     +0.1, -2
-    `echo x > d1/new`, 1,000           +6.4, +31    +11.3, +51      +10.1, +45    +1.2, -8
+    `git add -A && git commit`, 50     -            +26.6, +99      +33.6, +138   +2.0, -1
+    `sed -i s/1/2/ d1/a.py`, 50        +7.6, +28    +9.9, +36       +7.9, +33     +2.8, -15
+    `echo x > d1/new`, 50              +5.3, +27    +9.0, +35       +13.6, +38    +2.7, +1
+    `git add -A && git commit`, 1,000  -            +32.1, +135     +67.7, +319   +6.5, +11
+    `sed -i s/1/2/ d1/a.py`, 1,000     +1.1, +32    +14.0, +68      +11.0, +52    +2.7, +7
+    `echo x > d1/new`, 1,000           +2.6, +40    +10.2, +49      +12.1, +45    +0.9, -4
 
-At this load a row moves by 5 ms and more between runs (that `sed -i` over
-the whole root in 50 directories: +5.0 here, +16.6 in the run before). `sed -i`
-in place against its narrowed layer, taking turns in one process (10 rounds of
-5 calls each, unsandboxed alongside; medians of the rounds, ranges in
-brackets), two runs at load 13.9 to 14.8: in place +8.5 [+3.2, +11.7] and +8.3
-[+3.8, +13.8] (50), +6.6 [+3.0, +13.0] and +6.4 [+4.4, +10.6] (1,000); the
-narrowed layer +15.2, +13.3 (50) and +12.9, +15.7 (1,000): 5 to 8 ms less a
-call. In place costs what a read-only ``sh -c 'sed s/1/2/ f'`` does (16.9 ms
-against 16.9; `true` read-only 15.2; 8 rounds of 10 at load 14.5): the host's
-opening, checks and renaming (1.3 ms of this process's CPU, 0.4 of it the
-file system's) are paid back by running sed with no shell. Met (CPU, +10): the host's ways,
-around the line at this load; Landlock (+3) on every row. Not met: a commit
-over its layer (the layer, bwrap and git on the overlay, the copy-back's
-checks). Landlock's commit in 1,000 directories depends on the host's index
-keeping its cache-tree after the bubblewrap ways' commits (+0.6 to +2.3 kept,
-+9.6 dropped, in an earlier session).
+At this load a row moves by 5 ms and more between runs. `sed -i` in place
+against its narrowed layer, taking turns in one process (10 rounds of 5 calls
+each, unsandboxed alongside; medians of the rounds, ranges in brackets), two
+runs at load 11.5 to 13.1: in place +4.4 [-0.7, +7.9] and +3.9 [+0.9, +6.0]
+(50), +3.5 [+0.6, +6.9] and +4.2 [-2.7, +7.1] (1,000); the narrowed layer
++14.3, +10.5 (50) and +15.2, +9.9 (1,000). Before the launcher's change, at
+load 13.9 to 14.8: in place +8.5, +8.3 (50) and +6.6, +6.4 (1,000), the layer
++15.2, +13.3 and +12.9, +15.7. In place costs what a read-only
+``sh -c 'sed s/1/2/ f'`` does (16.9 ms against 16.9; `true` read-only 15.2;
+8 rounds of 10 at load 14.5): the host's opening, checks and renaming (1.3 ms
+of this process's CPU, 0.4 of it the file system's) are paid back by running
+sed with no shell. Met (CPU, +10): the host's ways; Landlock (+3) on every
+row but the commit in 1,000 directories in this run (+6.5). Not met: a
+commit over its layer (the layer, bwrap and git on the overlay, the
+copy-back's checks). Landlock's commit in 1,000 directories depends on the
+host's index keeping its cache-tree after the bubblewrap ways' commits (+0.6
+to +2.3 kept, +9.6 dropped, in an earlier session).
 
 The copy-back reading the indexes and a commit's trees with less Python (only
 the entries whose bytes differ from a recent index laid out alike are read
