@@ -92,12 +92,13 @@ gateway's own plain result, and the bridge writes and maps a plain stdio
 call itself with fewer steps (no pydantic request, no failed ``int()`` of
 its id, no cancel scope per read of the server's stdout). Function calls
 per bridged call in the gateway's process (a profile's count, which load
-does not move): 1,091 -> 1,059 -> 926. ``--against`` the code before the
-last of those changes (16 rounds of 400, load 14.3-17.9, so about twice a
-quiet machine's numbers): the gateway's CPU per bridged call 1650 against
-1950 µs (medians; per round 0.85, range 0.74-1.06), bridged 1.41x against
-1.58x the direct call per round. docs/gateway.md ("Performance") gives the
-``--stages`` table and what 1.2x would take.
+does not move): 1,091 -> 1,059 -> 914. ``--against`` the code before the
+last of those changes (16 rounds of 400, load 11.5-14.7, so about twice a
+quiet machine's numbers): the gateway's CPU per bridged call 1725 against
+1987 µs (medians; per round 0.87, range 0.79-1.01; 0.85 in an earlier run
+at load 14-18), bridged 1.47x against 1.49x the direct call per round.
+docs/gateway.md ("Performance") gives the ``--stages`` table and what 1.2x
+would take.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def _plain_call(line: bytes, modern: bool) -> tuple[Any, dict[str, Any], ParsedJ
         or type(params) is not dict
         or not _PARAM_KEYS.issuperset(params)
         or (meta is not None and type(meta) is not dict)
-        or (meta and any(key in meta for key in _TRACE_KEYS))
+        or (meta and ("traceparent" in meta or "tracestate" in meta))  # (_TRACE_KEYS)
         or (meta and not modern and PROTOCOL_VERSION_META_KEY in meta)
     ):
         return None
@@ -131,15 +131,12 @@ class StdioFastPath:
         # The transport context of a line (no metadata), when the dispatcher's builder
         # is the SDK's default: a frozen value, the same for every line.
         self._transport: Any = None
+        self.ready = False
+        """Whether the connection's era and dispatcher are known (lines can be taken)."""
 
     def attach(self, writer: AnswerWriter) -> None:
         """The connection's answer writer (the SDK's write stream): answers go there."""
         self._writer = writer
-
-    @property
-    def ready(self) -> bool:
-        """Whether the connection's era and dispatcher are known (lines can be taken)."""
-        return self._kernel is not None
 
     def caught_up(self) -> bool:
         """Whether the SDK's read loop has dispatched every message handed to it.
@@ -197,6 +194,7 @@ class StdioFastPath:
             connection=None if modern else connection,
             lifespan=ctx.lifespan_context,
         )
+        self.ready = True
 
     def take(self, line: bytes) -> bool:
         """Start ``line``'s request on the fast path if it can take it (else ``False``)."""

@@ -463,8 +463,10 @@ class Gateway:
         # it as ``_connection``; there is no public handle on the low-level context).
         connection = getattr(ctx.session, "_connection", None)
         if connection is not None:
-            with contextlib.suppress(TypeError):
+            try:
                 self._connections.add(connection)
+            except TypeError:  # (not weakly referenceable)
+                return
 
     async def _on_list_tools(
         self, ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None

@@ -182,6 +182,11 @@ class LineWriter:
                     self._drained.set()
                     self._drained = None
 
+    @property
+    def behind(self) -> bool:
+        """Whether :meth:`caught_up` would wait (messages sent are not all written)."""
+        return bool(self._queued) and not self._gone and not self._closed
+
     async def caught_up(self) -> None:
         """Wait until every message sent so far is written (at once when none waits).
 
@@ -262,7 +267,8 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
                 self._items.popleft()
             # Backpressure: no next message while answers wait for the client to read
             # (they would pile up without bound: each held by a task of its own).
-            await self._writer.caught_up()
+            if self._writer.behind:
+                await self._writer.caught_up()
             if self._lines:
                 await self._parse(self._lines.popleft())
                 continue
@@ -321,7 +327,7 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
             self._skipping = True
             buffer.clear()
             self._scanned = 0
-        self._lines.extend(line for line in lines if line is None or line.strip())
+        self._lines.extend([line for line in lines if line is None or line.strip()])
 
     async def _parse(self, line: bytes | None) -> None:
         """Price ``line`` on its bytes, then parse it: queue the message or the error."""

@@ -27,7 +27,6 @@ copies and the response model.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from contextlib import AsyncExitStack
@@ -354,9 +353,10 @@ class CallKernel:
                 if not dctx.cancel_requested.is_set():
                     answered = True
                     line = result_line(request_id, result)
-                    # (a client gone reads nothing)
-                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    try:
                         await self._writer.send_line(line)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        return  # a client gone reads nothing (and failure is None here)
         except trio.Cancelled:
             # Shutdown: answer the request so the client is not left waiting, unless
             # an answer's write began or the client cancelled it.
