@@ -439,3 +439,38 @@ def test_a_listings_tools_share_only_equal_parts() -> None:
     assert len({p.info.definition_hash for p in shared if p is not None}) == 9
     assert shared[10] is not None
     assert shared[10].checked is first.checked
+
+
+def test_a_listings_equal_hints_and_definitions_are_one_object_each() -> None:
+    # Tools of one listing with equal hints share one McpToolAnnotations, and
+    # tools whose parts are the same objects share one read-only parts mapping
+    # and hash; a hint told apart only by its type (1 is no bool) stays apart.
+    from types import SimpleNamespace
+
+    import mcp_types
+
+    from prism.mcp._annotations import SharedParts, definition_hash, definition_parts
+
+    hashes = SharedParts()
+    read_only = hashes.hints(mcp_types.ToolAnnotations(read_only_hint=True))
+    assert hashes.hints(mcp_types.ToolAnnotations(read_only_hint=True)) is read_only
+    assert read_only == McpToolAnnotations.from_mcp(mcp_types.ToolAnnotations(read_only_hint=True))
+    odd = SimpleNamespace(read_only_hint=1)  # only some of the fields, one not a bool
+    assert hashes.hints(odd) == McpToolAnnotations()
+    assert hashes.hints(SimpleNamespace(read_only_hint=True)).read_only_hint is True
+    assert hashes.hints(None) == McpToolAnnotations()
+
+    schema = {"type": "object"}
+    parts, digest = hashes.definition("d", schema, None, read_only, "T")
+    again, same = hashes.definition("d", schema, None, read_only, "T")
+    assert again is parts
+    assert same == digest
+    assert dict(parts) == definition_parts("d", schema, None, read_only, "T")
+    assert digest == definition_hash(definition_parts("d", schema, None, read_only, "T"))
+    with pytest.raises(TypeError):
+        parts["title"] = "x"  # type: ignore[index]
+    # An equal schema that is another object: its own entry, the same parts.
+    other, _ = hashes.definition("d", {"type": "object"}, None, read_only, "T")
+    assert other is not parts
+    assert other == parts
+    assert hashes.definition("e", schema, None, read_only, "T")[1] != digest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import operator
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
 
 _MAX_TITLE_CHARS = 256
 _HINT_FIELDS = ("title", "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
+_HINTS_OF = operator.attrgetter(*_HINT_FIELDS)
 
 
 def _hint(value: object) -> bool | None:
@@ -210,7 +212,10 @@ class SharedParts:
         if annotations is None:
             key: tuple[object, ...] = ()
         else:
-            raw = tuple(getattr(annotations, name, None) for name in _HINT_FIELDS)
+            try:
+                raw = _HINTS_OF(annotations)
+            except AttributeError:
+                raw = tuple(getattr(annotations, name, None) for name in _HINT_FIELDS)
             key = (*raw, *map(type, raw))
         try:
             known = self._hints.get(key)
