@@ -134,8 +134,8 @@ _REFUSED: _Parsed = ([], [], [])  # (an entry git would not read as read here)
 # the last indexes read, with their entries: a command's new index is mostly the host's
 # one, entry for entry at the same offsets, and only the entries that differ are read
 _RECENT: tuple[tuple[bytes, _Parsed], ...] = ()
-_RECENT_COUNT = 4
-_RECENT_SIZE = 1 << 24
+_RECENT_COUNT = 2  # (a command's new index and the host's)
+_RECENT_SIZE = 1 << 23  # (about 100,000 entries: their listing is kept beside the bytes)
 _MODES: dict[int, bytes] = {}
 _DIFFERING = 64  # differing entries read alone at most; past them the index is read whole
 

@@ -158,6 +158,8 @@ class LooseReader:
         entries = _TREES.get(name)  # (its content hashed to its name: parsed alike)
         if entries is None:
             entries = _parsed_tree(content)
+            if len(entries) > _TREE_KEPT_ENTRIES:
+                return entries
             with _TREES_LOCK:
                 while len(_TREES) >= _TREES_KEPT:
                     del _TREES[next(iter(_TREES))]
@@ -239,7 +241,8 @@ _TREE_ENTRIES = re.compile(_TREE_ENTRY, re.DOTALL)
 _WHOLE_TREE = re.compile(rb"(?:%s)*" % _TREE_ENTRY.replace(b"(", b"(?:"), re.DOTALL)
 # the last trees parsed, by name (a tree's name is its content's hash: the same entries)
 _TREES: dict[str, list[_Entry]] = {}
-_TREES_KEPT = 64
+_TREES_KEPT = 8
+_TREE_KEPT_ENTRIES = 1 << 14  # (a larger tree is parsed each time it is read)
 _TREES_LOCK = threading.Lock()
 
 
