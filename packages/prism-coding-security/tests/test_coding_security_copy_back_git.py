@@ -790,3 +790,41 @@ async def test_prism_never_runs_its_programs_from_a_path_directory_in_a_root(
     assert not (root / "bin" / "ls").exists(), text
     assert not (root / "tools").exists(), text
     assert [n for n in os.listdir(tmp_path) if n.startswith("ran-")] == []
+
+
+# a staged blob whose index entry holds the work tree file's own stat data
+_FORGED_STAT = r"""
+import hashlib, os, struct, subprocess
+blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=b"evil\n",
+                      capture_output=True, check=True).stdout.decode().strip()
+subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},f.txt"], check=True)
+st = os.stat("f.txt")
+data = bytearray(open(".git/index", "rb").read())
+at = 12
+for _ in range(struct.unpack(">I", data[8:12])[0]):
+    n = struct.unpack(">H", data[at + 60 : at + 62])[0] & 0xFFF
+    if data[at + 62 : at + 62 + n] == b"f.txt":
+        struct.pack_into(">IIIIIIIIII", data, at, int(st.st_ctime), st.st_ctime_ns % 10**9,
+                         int(st.st_mtime), st.st_mtime_ns % 10**9, st.st_dev & 0xFFFFFFFF,
+                         st.st_ino & 0xFFFFFFFF, 0o100644, st.st_uid, st.st_gid, st.st_size)
+    at += (62 + n + 8) & ~7
+body = bytes(data[:-20])
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+"""
+
+
+async def test_a_staged_blob_never_hides_behind_the_work_tree_files_stat_data(
+    root: Path,
+) -> None:
+    """An index entry whose stat data is the work tree file's own: git would take the file
+    for the staged blob (no `git diff`, no `git diff --cached`) and the next `git commit -a`
+    would record what no diff showed. The changed entry's stat data comes back zeroed."""
+    _repository(root)
+    os.utime(root / "f.txt", (1, 1))  # (older than any index: not racily clean)
+    (root / "forge.py").write_text(_FORGED_STAT)
+    text = await _shell(root, "python3 forge.py")
+    # staged and, against the work tree file, changed back: both diffs show it
+    assert _git(root, "status", "--short", "-uno").stdout == b"MM f.txt\n", text
+    assert b"+evil" in _git(root, "diff", "--cached").stdout, text
+    assert b"-evil" in _git(root, "diff").stdout, text
+    assert (root / "f.txt").read_text() == "0\n"

@@ -14,6 +14,7 @@ from prism.coding.security._index import (
     extensionless,
     strip_optional_extensions,
     with_proved_cache_tree,
+    with_stat_unknown,
 )
 
 if TYPE_CHECKING:
@@ -393,3 +394,61 @@ def test_an_index_walked_after_one_laid_out_alike_is_walked_as_a_whole_walk_find
         walked += again is not None
     assert _index._walk(variants[0]) == (20, len(body), [], True)
     assert walked > 100  # (most variants are indexes a walk reads)
+
+
+def _stat_blocks(root: Path) -> dict[str, list[str]]:
+    """``git ls-files --debug --stage``: per 'path stage', its line and its stat lines."""
+    lines = _git(root, "ls-files", "--debug", "--stage").decode().splitlines()
+    blocks: dict[str, list[str]] = {}
+    last = ""
+    for line in lines:
+        if line.startswith(" "):
+            blocks[last].append(line.split("flags")[0].strip())
+        else:
+            meta, path = line.split("\t")
+            last = f"{path} {meta.split()[2]}"
+            blocks[last] = [meta]
+    return blocks
+
+
+@pytest.mark.parametrize(
+    ("version", "object_format"), [("2", "sha1"), ("3", "sha1"), ("4", "sha256")]
+)
+def test_the_stat_data_of_chosen_entries_is_zeroed_as_git_reads_it(
+    tmp_path: Path, version: str, object_format: str
+) -> None:
+    """Only the entries named (a conflicted one by its stage, one past a name longer than
+    the flags hold) lose their stat data, their mode kept; git reads every other entry's
+    stat data as it was."""
+    root = tmp_path
+    _git(root, "init", "-q", f"--object-format={object_format}")
+    long = "/".join(["x" * 200] * 21)  # (a name past the flags' 12 bits)
+    (root / "dir").mkdir()
+    for name in ("a", "dir/b", "dir/c", "zz"):
+        (root / name).write_text(name)
+    (root / "dir" / "c").chmod(0o755)
+    _git(root, "add", "-A")
+    if version == "3":
+        _git(root, "update-index", "--skip-worktree", "a")
+    blob = _git(root, "rev-parse", ":a").decode().strip()
+    subprocess.run(
+        ["git", "update-index", "--add", "--index-info"], cwd=root, env=_ENV, check=True,
+        input=f"100644 {blob} 0\t{long}\n100644 {blob} 2\tz\n100644 {blob} 3\tz\n".encode(),
+    )  # fmt: skip
+    _git(root, "update-index", f"--index-version={version}")
+    data = (root / ".git" / "index").read_bytes()
+    before = _stat_blocks(root)
+    assert with_stat_unknown(data, set()) is data
+    assert with_stat_unknown(data, {b"missing"}) is None
+    # (the long name and the conflicted entry hold no stat data: found by their keys, the
+    # entry after them is found where the walk past them leads)
+    out = with_stat_unknown(data, {b"dir/c", b"z\x003", long.encode(), b"zz"})
+    assert out is not None
+    (root / ".git" / "index").write_bytes(out)
+    after = _stat_blocks(root)
+    zero = ["ctime: 0:0", "mtime: 0:0", "dev: 0\tino: 0", "uid: 0\tgid: 0", "size: 0"]
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {"dir/c 0", "zz 0"}
+    for key in changed:
+        assert after[key] == [before[key][0], *zero], key
+    assert before["dir/c 0"][0].startswith("100755")

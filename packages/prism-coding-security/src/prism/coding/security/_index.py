@@ -50,6 +50,7 @@ __all__ = [
     "positional_eoie",
     "strip_optional_extensions",
     "with_proved_cache_tree",
+    "with_stat_unknown",
 ]
 
 _HEADER = 12
@@ -462,3 +463,122 @@ def with_proved_cache_tree(
     out = _sealed(new[:entries] + b"TREE" + len(kept).to_bytes(4, "big") + kept, new, size)
     _known(out, (size, entries, [(b"TREE", entries, entries + 8 + len(kept))], False))
     return None if positional_eoie(out, size) else out
+
+
+# an entry's cached stat data but its mode: ctime and mtime (seconds, nanoseconds), dev
+# and ino; then, after the mode, uid, gid and size
+_STAT_BEFORE_MODE = 24
+_STAT_AFTER_MODE = (28, 40)
+
+
+def with_stat_unknown(data: bytes, keys: set[bytes]) -> bytes | None:
+    """``data`` (an index file) with the cached stat data of the entries ``keys`` zeroed.
+
+    ``keys``: listing keys (the path, or the path, a NUL and the stage of an
+    unmerged entry), as :func:`._overlay.index_entries` gives them. Git takes an
+    entry whose stat data is the work tree file's own for that file's content
+    (``git diff`` shows nothing, and ``git diff --cached`` reads the file in the
+    staged blob's place): with zeros there it hashes the file instead, as it does
+    for an entry it cannot trust. The mode stays. The same bytes when ``keys`` is
+    empty; None when ``data`` is no index read here or holds no entry of a key.
+    An index of version 2 or 3 walked before (its entries' offsets kept) is
+    searched by halves, not walked. A split index (its entries those changed
+    since its shared index, a replaced one without its name) has every entry
+    it holds zeroed.
+    """
+    if not keys:
+        return data
+    layout = _layout(data)
+    if layout is None:
+        return None
+    size, end = layout[0], layout[1]
+    version = int.from_bytes(data[4:8], "big")
+    split = any(signature == b"link" for signature, _, _ in layout[2])
+    offsets = _offsets(data, size, end) if version != 4 and not split else None
+    starts = (
+        _walked_starts(data, version, size, end, None if split else keys)
+        if offsets is None
+        else _searched_starts(data, size, offsets, keys)
+    )
+    if starts is None:
+        return None
+    out = bytearray(data)
+    for at in starts:
+        out[at : at + _STAT_BEFORE_MODE] = bytes(_STAT_BEFORE_MODE)
+        out[at + _STAT_AFTER_MODE[0] : at + _STAT_AFTER_MODE[1]] = bytes(12)
+    sealed = _sealed(bytes(out[: len(data) - size]), data, size)
+    _known(sealed, layout)
+    return sealed
+
+
+def _offsets(data: bytes, size: int, end: int) -> list[int] | None:
+    """Where each entry of ``data`` starts (and, last, where they end), from a recent walk."""
+    for known, oid, offsets, _ in _WALKED:
+        if oid == size and offsets[-1] == end and known[:end] == data[:end]:
+            return offsets
+    return None
+
+
+def _entry_key(data: bytes, at: int, size: int) -> tuple[bytes, int]:
+    """The path and stage of the entry (version 2 or 3) at ``at``."""
+    fixed = at + _STAT + size
+    flags = int.from_bytes(data[fixed : fixed + 2], "big")
+    name = fixed + 2 + (2 if flags & _EXTENDED else 0)
+    length = flags & _NAME_MASK
+    nul = name + length if length < _NAME_MASK else data.find(b"\0", name)
+    return data[name:nul], (flags >> 12) & 3
+
+
+def _split_key(key: bytes) -> tuple[bytes, int]:
+    path, _, stage = key.partition(b"\0")
+    return path, int(stage or b"0")
+
+
+def _searched_starts(
+    data: bytes, size: int, offsets: list[int], keys: set[bytes]
+) -> list[int] | None:
+    """Where each key's entry starts, each found by halves (entries in git's order)."""
+    starts: list[int] = []
+    for key in keys:
+        wanted = _split_key(key)
+        low, high = 0, len(offsets) - 1
+        while low < high:
+            middle = (low + high) // 2
+            if _entry_key(data, offsets[middle], size) < wanted:
+                low = middle + 1
+            else:
+                high = middle
+        if low == len(offsets) - 1 or _entry_key(data, offsets[low], size) != wanted:
+            return None
+        starts.append(offsets[low])
+    return starts
+
+
+def _walked_starts(
+    data: bytes, version: int, size: int, end: int, keys: set[bytes] | None
+) -> list[int] | None:
+    """Where each key's entry starts (None: every entry), the entries walked in order."""
+    wanted = {_split_key(key) for key in keys or ()}
+    starts: list[int] = []
+    at = _HEADER
+    previous = b""
+    for _ in range(int.from_bytes(data[8:12], "big")):
+        fixed = at + _STAT + size
+        flags = int.from_bytes(data[fixed : fixed + 2], "big")
+        name = fixed + 2 + (2 if flags & _EXTENDED else 0)
+        if version == 4:
+            strip = _varint(data, name)
+            nul = -1 if strip is None else data.find(b"\0", strip[1], end)
+            if strip is None or nul < 0:
+                return None
+            path = previous[: len(previous) - strip[0]] + data[strip[1] : nul]
+            previous, following = path, nul + 1
+        else:
+            path, _ = _entry_key(data, at, size)
+            following = at + ((name - at + len(path) + 8) & ~7)
+        if keys is None or (path, (flags >> 12) & 3) in wanted:
+            starts.append(at)
+            if keys is not None and len(starts) == len(wanted):
+                return starts
+        at = following
+    return starts if keys is None else None  # (a key the file does not hold)

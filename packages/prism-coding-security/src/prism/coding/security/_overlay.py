@@ -70,6 +70,7 @@ from ._index import (
     extensionless,
     strip_optional_extensions,
     with_proved_cache_tree,
+    with_stat_unknown,
 )
 from ._indexfile import in_git_order, read_index
 from ._objects import NOT_OBJECTS, InflationLeft, prove_objects
@@ -1096,15 +1097,22 @@ class _Applier:
         kept = None
         if before is not None and data is not None:
             kept = _keep_cache_tree(data, host_index, before, after)
-        if kept is not None or stripped is not None:
+        # (a set of the items that differ: in C, then in the index's order)
+        changed = after.items() if before is None else sorted(after.items() - before.items())
+        unknown = None
+        if data is not None:
+            # a changed entry's stat data is the command's to forge: the work tree file's
+            # own would have git take that file for the staged blob in every diff
+            unknown = with_stat_unknown(kept or data, {p for p, _ in changed})
+            if unknown is None:
+                return unreadable
+        if kept is not None or stripped is not None or unknown is not (kept or data):
             # the index is written once: without the command's caches, with the host's
             # proved nodes (every check below reads the listing, not the file)
-            data = kept or stripped
+            data = unknown
             assert data is not None
             _write_index(new, data)
         remember_listing(git_dir, work_tree, new, after, data)
-        # (a set of the items that differ: in C, then in the index's order)
-        changed = after.items() if before is None else sorted(after.items() - before.items())
         odd = [p for p, entry in changed if entry[1] not in _INDEX_MODES]
         if odd:
             # git takes any mode by its type bits (160644 is a submodule, 120755 a link)
