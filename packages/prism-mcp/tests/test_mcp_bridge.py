@@ -101,27 +101,43 @@ async def test_name_prefix_replaces_the_default_namespace(fixture_stdio: StdioTr
             assert result.joined_text == "hi"
 
 
-async def test_call_through_dispatch_maps_text_and_structured_content(
+async def test_one_session_maps_results_content_blocks_errors_progress_and_concurrent_calls(
     transport: StdioTransport | StreamableHttpTransport,
 ) -> None:
+    # One bridge (one server process over stdio) for calls that leave the session as they
+    # found it: each part's assertions are the ones its own test had.
     ledger = RunLedger()
-    with trio.fail_after(20):
+    events: list[AgentEvent] = []
+    results: dict[int, ToolResult] = {}
+    with trio.fail_after(40):
         async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
-            result = await call(bridge, "mcp:fx:add", {"a": 2, "b": 40}, ledger=ledger)
-    assert not result.is_error
-    assert result.content == (TextContent(text="42"),)
-    assert result.structured == {"result": 42}
-    assert result.details["mcp_server"] == "fx"
+            # Text and structured content through dispatch.
+            added = await call(bridge, "mcp:fx:add", {"a": 2, "b": 40}, ledger=ledger)
+            # Every content block kind.
+            rich = await call(bridge, "mcp:fx:rich", {})
+            # The server's own tool error, and the session after it.
+            failed = await call(bridge, "mcp:fx:fail", {"message": "kaput"})
+            after = await call(bridge, "mcp:fx:echo", {"text": "still here"})
+            # Progress notifications become progress events.
+            progressed = await call(
+                bridge, "mcp:fx:progress", {"steps": 3, "interval": 0.05}, events=events
+            )
+
+            # Concurrent calls share the one session.
+            async def one(index: int) -> None:
+                results[index] = await call(bridge, "mcp:fx:echo", {"text": f"n{index}"})
+
+            async with trio.open_nursery() as nursery:
+                for index in range(10):
+                    nursery.start_soon(one, index)
+
+    assert not added.is_error
+    assert added.content == (TextContent(text="42"),)
+    assert added.structured == {"result": 42}
+    assert added.details["mcp_server"] == "fx"
     assert [record.status for record in ledger.records] == ["ok"]
 
-
-async def test_every_content_block_kind_is_mapped(
-    transport: StdioTransport | StreamableHttpTransport,
-) -> None:
-    with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
-            result = await call(bridge, "mcp:fx:rich", {})
-    text, image, audio, embedded_text, embedded_blob, link = result.content
+    text, image, audio, embedded_text, embedded_blob, link = rich.content
     assert text == TextContent(text="hello")
     assert isinstance(image, ImageContent)
     assert image.mime_type == "image/png"
@@ -137,26 +153,37 @@ async def test_every_content_block_kind_is_mapped(
     assert link == ResourceLink(
         uri="file:///linked.txt", name="linked", mime_type="text/plain", description="a link"
     )
-    assert result.structured == {"answer": 42, "items": [1, 2]}
+    assert rich.structured == {"answer": 42, "items": [1, 2]}
 
-
-async def test_server_side_tool_error_is_an_error_result(
-    transport: StdioTransport | StreamableHttpTransport,
-) -> None:
-    with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
-            result = await call(bridge, "mcp:fx:fail", {"message": "kaput"})
-            after = await call(bridge, "mcp:fx:echo", {"text": "still here"})
-    assert result.is_error
+    assert failed.is_error
     assert after.joined_text == "still here"
 
+    assert progressed.joined_text == "done after 3 steps"
+    progress = [event for event in events if isinstance(event, ToolExecutionProgress)]
+    assert [(p.progress, p.total, p.message) for p in progress] == [
+        (1, 3, "step 1"),
+        (2, 3, "step 2"),
+        (3, 3, "step 3"),
+    ]
+    assert {p.tool_name for p in progress} == {"mcp:fx:progress"}
 
-async def test_validator_in_dispatch_options_blocks_bad_arguments_before_the_server(
+    assert {i: r.joined_text for i, r in results.items()} == {i: f"n{i}" for i in range(10)}
+
+
+async def test_one_stdio_session_gates_by_validator_and_permission_and_takes_large_requests(
     fixture_stdio: StdioTransport, schema_validator: Validator
 ) -> None:
+    # One bridge (one server process) for the gates in dispatch and for requests larger
+    # than the pipe: each part's assertions are the ones its own test had.
     events: list[AgentEvent] = []
-    with trio.fail_after(20):
+    # Each request is over 64 KiB (more than a pipe takes at once): the sender writes
+    # what fits, the rest is finished by the writer task while the next ones wait their
+    # turn; every line reaches the server whole and in one piece.
+    texts = {index: f"{index}" * 150_000 for index in range(4)}
+    results: dict[int, ToolResult] = {}
+    with trio.fail_after(60):
         async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            # A validator in the dispatch options blocks bad arguments before the server.
             bad = await call(
                 bridge,
                 "mcp:fx:add",
@@ -170,17 +197,7 @@ async def test_validator_in_dispatch_options_blocks_bad_arguments_before_the_ser
             good = await call(
                 bridge, "mcp:fx:add", {"a": 1, "b": 1}, events=events, validator=schema_validator
             )
-    assert bad.is_error
-    assert bad.details["blocked_reason"] == "validation_failed"
-    assert missing.details["blocked_reason"] == "validation_failed"
-    assert good.joined_text == "2"
-    # Only the valid call ever started executing (reached the bridge and the server).
-    assert sum(isinstance(event, ToolExecutionStarted) for event in events) == 1
-
-
-async def test_permission_policy_gates_mcp_tools_by_name(fixture_stdio: StdioTransport) -> None:
-    with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            # The permission policy gates MCP tools by name.
             options = DispatchOptions(
                 registry=create_tool_registry(bridge.tools),
                 permission=create_rule_permission_policy(
@@ -194,28 +211,29 @@ async def test_permission_policy_gates_mcp_tools_by_name(fixture_stdio: StdioTra
                 ToolCall(id="2", name="mcp:fx:echo", arguments={"text": "ok"}), options
             )
             pid_still = bridge.server_pid
+
+            # Requests larger than the pipe reach the server whole.
+            async def one(index: int) -> None:
+                results[index] = await call(bridge, "mcp:fx:echo", {"text": texts[index]})
+
+            async with trio.open_nursery() as nursery:
+                for index in texts:
+                    nursery.start_soon(one, index)
+            small = await call(bridge, "mcp:fx:echo", {"text": "small"})
+
+    assert bad.is_error
+    assert bad.details["blocked_reason"] == "validation_failed"
+    assert missing.details["blocked_reason"] == "validation_failed"
+    assert good.joined_text == "2"
+    # Only the valid call ever started executing (reached the bridge and the server).
+    assert sum(isinstance(event, ToolExecutionStarted) for event in events) == 1
+
     assert denied.details["blocked_reason"] == "permission_denied"
     assert allowed.joined_text == "ok"
     assert pid_still is not None
 
-
-async def test_progress_notifications_become_progress_events(
-    transport: StdioTransport | StreamableHttpTransport,
-) -> None:
-    events: list[AgentEvent] = []
-    with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
-            result = await call(
-                bridge, "mcp:fx:progress", {"steps": 3, "interval": 0.05}, events=events
-            )
-    assert result.joined_text == "done after 3 steps"
-    progress = [event for event in events if isinstance(event, ToolExecutionProgress)]
-    assert [(p.progress, p.total, p.message) for p in progress] == [
-        (1, 3, "step 1"),
-        (2, 3, "step 2"),
-        (3, 3, "step 3"),
-    ]
-    assert {p.tool_name for p in progress} == {"mcp:fx:progress"}
+    assert {i: r.joined_text for i, r in results.items()} == texts
+    assert small.joined_text == "small"
 
 
 async def test_call_timeout_restarts_on_every_progress_notification(
@@ -332,44 +350,6 @@ async def test_list_changed_never_swaps_the_tool_under_a_call_in_flight(
                 await bridge.refresh()
             assert "mcp:fx:during_call" in {tool.name for tool in bridge.tools}
     assert results[0].joined_text == "done after 3 steps"
-
-
-async def test_concurrent_calls_share_one_session(
-    transport: StdioTransport | StreamableHttpTransport,
-) -> None:
-    results: dict[int, ToolResult] = {}
-    with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=transport) as bridge:
-
-            async def one(index: int) -> None:
-                results[index] = await call(bridge, "mcp:fx:echo", {"text": f"n{index}"})
-
-            async with trio.open_nursery() as nursery:
-                for index in range(10):
-                    nursery.start_soon(one, index)
-    assert {i: r.joined_text for i, r in results.items()} == {i: f"n{i}" for i in range(10)}
-
-
-async def test_requests_larger_than_the_pipe_reach_the_server_whole(
-    fixture_stdio: StdioTransport,
-) -> None:
-    # Each request is over 64 KiB (more than a pipe takes at once): the sender writes
-    # what fits, the rest is finished by the writer task while the next ones wait their
-    # turn; every line reaches the server whole and in one piece.
-    texts = {index: f"{index}" * 150_000 for index in range(4)}
-    results: dict[int, ToolResult] = {}
-    with trio.fail_after(60):
-        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
-
-            async def one(index: int) -> None:
-                results[index] = await call(bridge, "mcp:fx:echo", {"text": texts[index]})
-
-            async with trio.open_nursery() as nursery:
-                for index in texts:
-                    nursery.start_soon(one, index)
-            after = await call(bridge, "mcp:fx:echo", {"text": "small"})
-    assert {i: r.joined_text for i, r in results.items()} == texts
-    assert after.joined_text == "small"
 
 
 async def test_oversized_result_is_refused_and_the_next_call_reconnects(
