@@ -792,6 +792,47 @@ async def test_prism_never_runs_its_programs_from_a_path_directory_in_a_root(
     assert [n for n in os.listdir(tmp_path) if n.startswith("ran-")] == []
 
 
+def _build_hook(library: Path, marker: Path) -> None:
+    """A shared library whose constructor creates ``marker``, built at ``library``."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no C compiler to build the library")
+    library.parent.mkdir(parents=True)
+    source = library.parent.parent / "hook.c"
+    source.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void hook(void) {\n"
+        f'  FILE *f = fopen("{marker}", "w"); if (f) fclose(f);\n}}\n'
+    )
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", library, source], check=True)
+    source.unlink()
+
+
+async def test_prisms_host_programs_never_load_a_roots_libraries(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``LD_PRELOAD`` and ``LD_LIBRARY_PATH`` naming the root's ``build/lib`` (a C
+    project's ``.envrc``) and ``node_modules/.bin`` on PATH: neither bwrap nor the copy-back's
+    git loads the root's library (it runs inside the sandbox only), and a library or program
+    written there, or in a ``node_modules/.bin`` below the root's top, stays out."""
+    _repository(root)
+    marker = tmp_path / "loaded"  # outside the sandbox's reach: only a host process writes it
+    library = root / "build" / "lib" / "libhook.so"
+    _build_hook(library, marker)
+    monkeypatch.setenv("LD_PRELOAD", str(library))
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{root}/build/lib")
+    monkeypatch.setenv("PATH", f"node_modules/.bin{os.pathsep}{os.environ['PATH']}")
+    text = await _shell(
+        root,
+        "git checkout -q -b topic; mkdir -p pkg/node_modules/.bin; "
+        "echo x > pkg/node_modules/.bin/git; echo x > build/lib/libz.so.1; echo ok > ok.txt",
+    )
+    assert not marker.exists(), text
+    assert (root / "ok.txt").read_text() == "ok\n", text
+    assert _git(root, "rev-parse", "--abbrev-ref", "HEAD").stdout == b"topic\n", text
+    assert not (root / "pkg" / "node_modules" / ".bin" / "git").exists(), text
+    assert not (root / "build" / "lib" / "libz.so.1").exists(), text
+
+
 # a staged blob whose index entry holds the work tree file's own stat data
 _FORGED_STAT = r"""
 import hashlib, os, struct, subprocess

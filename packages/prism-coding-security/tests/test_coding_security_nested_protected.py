@@ -796,13 +796,51 @@ def test_path_directories_and_the_interpreter_in_a_root_ask_and_never_run(
     monkeypatch.setenv("PATH", path)
     monkeypatch.setattr(sys, "prefix", str(root / "env"))
     policy = create_coding_approval_policy(roots=[str(root)])
-    asked = ["bin/git", "linked/x", "sub/x", "tools/bin/x", "env/lib/python3/x.py", "env/x"]
-    for name in [*asked, "src/bin/x", "tools/x", "notes.txt"]:
+    asked = ["bin/git", "linked/x", "sub/x", "tools/bin/x", "env/lib/python3/x.py", "env/x",
+             "src/bin/x", "src/tools/bin/x"]  # (relative entries: at any depth)  # fmt: skip
+    for name in [*asked, "tools/x", "notes.txt"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (name not in asked), name
     assert host_program("git") == real["git"]
     assert prlimit_args(cpu_time_s=1, memory_bytes=None, max_processes=None)[0] == real["prlimit"]
+
+
+def test_search_variables_relative_entries_and_prisms_own_code_in_a_root_ask(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the loaders' and interpreters' search variables name in a root asks the write
+    tool (``PYTHONPATH`` precedes the standard library and site-packages: ``src/re.py``,
+    ``src/pip``; ``LD_LIBRARY_PATH`` the system's libraries), so does a relative entry of
+    PATH or of such a variable at any depth (the user's shell searches it below whatever
+    directory it is in), a few common programs anywhere with ``.`` on PATH, and the
+    directory Prism's own modules are imported from (an editable install in the root).
+    Prism's host programs get the loader's variables without the root's entries."""
+    import prism
+    from prism.coding.security._executables import host_environment, loader_moved
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{root}/build/lib:/opt/lib::rel")
+    monkeypatch.setenv("LD_PRELOAD", f"{root}/hook.so /opt/lib/ok.so")
+    monkeypatch.setenv("PYTHONPATH", f"{root}/src")
+    monkeypatch.setenv("PERL5LIB", "perl/lib")
+    monkeypatch.setenv("CLASSPATH", f"{root}/jars/*")
+    monkeypatch.setenv("BASH_ENV", f"{root}/.bash_env")
+    monkeypatch.setenv("PATH", os.pathsep.join(["node_modules/.bin", ".", os.environ["PATH"]]))
+    monkeypatch.setattr(prism, "__path__", [*prism.__path__, str(root / "pkgs" / "src" / "prism")])
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["build/lib/libz.so.1", "hook.so", "src/re.py", "src/pip/__main__.py", "jars/x.jar",
+             "perl/lib/strict.pm", "a/perl/lib/strict.pm", ".bash_env", "node_modules/.bin/git",
+             "pkg/node_modules/.bin/git", "pkg/git", "pkgs/src/prism/coding/x.py"]  # fmt: skip
+    for name in [*asked, "build/x.o", "README.md", "pkgs/src/other.py", "pkg/index.js"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (name not in asked), name
+    env = host_environment()
+    assert (env["LD_LIBRARY_PATH"], env["LD_PRELOAD"]) == ("/opt/lib", "/opt/lib/ok.so")
+    monkeypatch.setenv("LD_PRELOAD", f"{root}/hook.so")
+    assert "LD_PRELOAD" not in host_environment()
+    argv, moved = loader_moved(["bwrap", "--x"], {"LD_AUDIT": "a", "PATH": "p"})
+    assert (argv, moved) == (["bwrap", "--setenv", "LD_AUDIT", "a", "--x"], {"PATH": "p"})
 
 
 def _home_with_startup_files(home: Path) -> None:

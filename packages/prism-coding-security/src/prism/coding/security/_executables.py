@@ -10,18 +10,34 @@ directory below wherever this process is) or that leads into a root, and over a
 program whose file leads into one (a link from outside to a root's file). What
 it answers is the program's real path: no link on the way is followed again
 when it runs.
+
+The dynamic loader's variables are the same hazard one step down
+(``LD_LIBRARY_PATH=$PWD/build/lib``): every program Prism runs on the host gets
+:func:`host_environment`, where they hold no entry that is relative or leads into
+a root (bubblewrap gets none of them: it hands them to the command, inside).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
-__all__ = ["claim_roots", "claimed_roots", "host_program"]
+__all__ = [
+    "LOADER_VARIABLES",
+    "claim_roots",
+    "claimed_roots",
+    "host_environment",
+    "host_program",
+    "loader_moved",
+]
+
+LOADER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "GCONV_PATH", "GIT_EXEC_PATH")
+"""What names code a host program loads or runs by its place (libraries, its helpers)."""
 
 _lock = threading.Lock()
 _roots: tuple[str, ...] = ()
@@ -73,3 +89,40 @@ def host_program(name: str) -> str | None:
             _found.clear()
         _found[key] = found
     return found
+
+
+def host_environment() -> dict[str, str]:
+    """This process's environment for a program Prism runs on the host (git).
+
+    Each of :data:`LOADER_VARIABLES` without its entries that are relative (they
+    name a directory below wherever the program runs) or lead into a claimed
+    root; a variable left without entries is dropped.
+    """
+    env = dict(os.environ)
+    roots = _roots
+    for name in LOADER_VARIABLES:
+        value = env.get(name)
+        if value is None:
+            continue
+        # (ld.so splits LD_PRELOAD at spaces too)
+        entries = re.split("[: ]", value) if name == "LD_PRELOAD" else value.split(":")
+        kept = [e for e in entries if e.startswith("/") and not _inside(os.path.realpath(e), roots)]
+        if kept:
+            env[name] = ":".join(kept)
+        else:
+            del env[name]
+    return env
+
+
+def loader_moved(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The ``argv`` and ``env`` of bwrap with the loader's variables handed to the command.
+
+    bwrap itself (``argv[0]``) runs on the host: it gets no ``LD_*`` variable (nor
+    ``GCONV_PATH``); each is set for the command with ``--setenv`` instead.
+    """
+    moved = [name for name in env if name.startswith("LD_") or name == "GCONV_PATH"]
+    if not moved:
+        return argv, dict(env)
+    options = [part for name in moved for part in ("--setenv", name, env[name])]
+    kept = {name: value for name, value in env.items() if name not in moved}
+    return [argv[0], *options, *argv[1:]], kept

@@ -33,7 +33,7 @@ import stat
 import subprocess
 import threading
 
-from ._executables import host_program
+from ._executables import host_environment, host_program
 from ._files import read_regular_file
 from ._proved import GIT_ENVIRONMENT
 
@@ -58,7 +58,7 @@ def _list(start: str) -> tuple[list[str], str | None]:
     git = host_program("git")
     if git is None:
         return [], None
-    env = {**os.environ, **dict(GIT_ENVIRONMENT)}
+    env = {**host_environment(), **dict(GIT_ENVIRONMENT)}
     try:
         result = subprocess.run(
             # an include asks whatever it holds: its target is never opened (a FIFO
@@ -102,7 +102,7 @@ def _includes(configs: list[str]) -> list[tuple[str, str, str]] | str:
                 [git, "config", "--file", config, "--no-includes", "-z",  # type: ignore[list-item]
                  "--get-regexp", r"^include(if\..*)?\.path$"],
                 capture_output=True, stdin=subprocess.DEVNULL, cwd="/", check=False,
-                env={**os.environ, **dict(GIT_ENVIRONMENT)}, timeout=_TIMEOUT_S,
+                env={**host_environment(), **dict(GIT_ENVIRONMENT)}, timeout=_TIMEOUT_S,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"git could not list the repository's configuration ({exc})"

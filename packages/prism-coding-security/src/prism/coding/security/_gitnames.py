@@ -16,7 +16,7 @@ import threading
 
 from ._callees import hook_callees
 from ._errors import SandboxUnavailableError
-from ._executables import host_program
+from ._executables import host_environment, host_program
 from ._files import read_regular_file
 from ._gitdrivers import unsafe_to_start
 from ._proved import HOST_GIT_ENVIRONMENT
@@ -62,7 +62,7 @@ def _git(root: str, *args: str, clean: tuple[int, ...] = (0,)) -> bytes:
             stdin=subprocess.DEVNULL,
             # the repository's own configuration runs nothing here (its fsmonitor would
             # run on the host when ls-files reads the index)
-            env={**os.environ, **dict(HOST_GIT_ENVIRONMENT)},
+            env={**host_environment(), **dict(HOST_GIT_ENVIRONMENT)},
             check=False,
             timeout=10,
         )

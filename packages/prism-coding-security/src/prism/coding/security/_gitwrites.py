@@ -32,7 +32,7 @@ import subprocess
 import threading
 from typing import TYPE_CHECKING
 
-from ._executables import host_program
+from ._executables import host_environment, host_program
 from ._gitdrivers import unsafe_to_start
 from ._proved import GIT_ENVIRONMENT
 
@@ -172,7 +172,7 @@ def _configuration(work_tree: str, git_dir: str) -> tuple[list[tuple[str, str]],
     git = host_program("git")
     if git is None or unsafe_to_start(work_tree) is not None:
         return None  # (a git started there could wait on a FIFO)
-    env = {**os.environ, **dict(GIT_ENVIRONMENT)}
+    env = {**host_environment(), **dict(GIT_ENVIRONMENT)}
     try:
         result = subprocess.run(
             [git, "-C", work_tree, "config", "-z", "--show-scope", "--get-regexp", _PATTERN],

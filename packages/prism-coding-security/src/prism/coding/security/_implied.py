@@ -20,7 +20,13 @@ paths protected, wherever they lie in it:
 * every directory of this process's ``PATH`` that lies in the root, and the
   running interpreter's prefix there (:func:`_path_entries`,
   :func:`_interpreter_entries`): the user's next terminal and Prism run what
-  they hold;
+  they hold; so are the directories and files the loaders' and interpreters'
+  search variables name there (:data:`SEARCH_DIRECTORIES`,
+  :data:`SEARCH_FILES`: ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``LD_PRELOAD``, ...)
+  and the directories Prism's own modules are imported from (an editable
+  install); a relative entry of ``PATH`` or of a search variable is protected
+  at any depth (:func:`environment_patterns`: the user's shell searches it
+  below whatever directory it is in);
 * every symbolic link whose own name is protected (``svc/.envrc ->
   ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
   lies in the root; a link on the way to an entry (``.cargo -> c`` for
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import os
 import re
 import stat
@@ -70,6 +77,9 @@ __all__ = [
     "MAX_NESTED_REPOSITORIES",
     "MAX_WALKED_ENTRIES",
     "MAX_WATCHED_DIRECTORIES",
+    "SEARCH_DIRECTORIES",
+    "SEARCH_FILES",
+    "environment_patterns",
     "implied_protected",
     "walked_unwatched",
     "warm_in_background",
@@ -642,15 +652,21 @@ def _read_followed(path: str) -> str | None:
         os.close(fd)
 
 
-# per (root, PATH, HOME, the interpreter's prefixes): the walk's answer they were found
-# with (while the walk is answered again unwalked, no link in the root changed) and them
+# per (root, PATH, HOME, the interpreter's prefixes, the search variables): the walk's
+# answer they were found with (while the walk is answered again unwalked, no link in the
+# root changed) and them
 _environment: dict[tuple[str, ...], tuple[object, list[str]]] = {}
 
 
 def _environment_entries(root: str, matcher: ProtectedPaths) -> list[str]:
-    """:func:`_path_entries` and :func:`_interpreter_entries`, found again after a change."""
+    """What this process's environment makes protected in ``root``, found again after a change.
+
+    :func:`_path_entries`, :func:`_interpreter_entries`, :func:`_search_entries`
+    and :func:`_prism_entries`.
+    """
     key = (root, os.environ.get("PATH", ""), os.environ.get("HOME", ""), sys.prefix,
-           sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)  # fmt: skip
+           sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *_prism_directories(),
+           *(os.environ.get(n, "") for n in (*SEARCH_DIRECTORIES, *SEARCH_FILES)))  # fmt: skip
     with _trees_lock:
         watched = _watched.get((root, matcher.entries))
         hit = _environment.get(key)
@@ -658,6 +674,7 @@ def _environment_entries(root: str, matcher: ProtectedPaths) -> list[str]:
     if token is not None and hit is not None and hit[0] is token:
         return hit[1]
     found = _path_entries(root) + _interpreter_entries(root)
+    found += [e for e in _search_entries(root) + _prism_entries(root) if e not in found]
     if token is not None:
         with _trees_lock:
             if len(_environment) >= 64:
@@ -716,3 +733,115 @@ def _interpreter_entries(root: str) -> list[str]:
             elif where is not None and where not in out:
                 out.append(where)
     return out
+
+
+SEARCH_DIRECTORIES = ("LD_LIBRARY_PATH", "PYTHONPATH", "NODE_PATH", "PERL5LIB", "PERLLIB",
+                      "RUBYLIB", "GEM_PATH", "GEM_HOME", "CLASSPATH")  # fmt: skip
+"""Variables naming directories the user's later programs load code from, before their own.
+
+``PYTHONPATH`` precedes the standard library (a ``re.py`` there runs in every
+python that imports ``re``), ``PERL5LIB`` and ``RUBYLIB`` theirs, the dynamic
+loader searches ``LD_LIBRARY_PATH`` before the system's libraries.
+"""
+
+SEARCH_FILES = ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "BASH_ENV", "ENV")
+"""Variables naming files that later programs load or run as they start."""
+
+# with ``.`` (or an empty entry) on PATH, every directory is a PATH directory: these
+# names (what the user and Prism commonly run) are protected at any depth
+_COMMON_PROGRAMS = ("git", "ls", "cat", "sh", "bash", "python", "python3", "pip", "pip3", "node",
+                    "npm", "npx", "make", "sudo", "ssh", "grep", "sed", "find", "uv")  # fmt: skip
+
+
+def _variable_entries(name: str) -> list[str]:
+    """The entries of the environment variable ``name`` (a search list, or files)."""
+    value = os.environ.get(name, "")
+    if name == "LD_PRELOAD":
+        return re.split("[: ]", value)  # (ld.so splits it at spaces too)
+    entries = value.split(os.pathsep)
+    if name == "CLASSPATH":
+        # ``lib/*``: every jar of lib
+        entries = [e[:-2] if e.endswith("/*") else e for e in entries]
+    return entries
+
+
+def _search_entries(root: str) -> list[str]:
+    """What the search variables name in ``root`` (absolute entries), relative to it.
+
+    Each entry as written and where it leads; the root itself is not protected
+    whole (its files stay the tools' to write). Relative entries:
+    :func:`environment_patterns`.
+    """
+    home = os.environ.get("HOME", "")
+    out: list[str] = []
+    for name in (*SEARCH_DIRECTORIES, *SEARCH_FILES):
+        for entry in _variable_entries(name):
+            if entry == "~" or entry.startswith("~/"):
+                entry = home + entry[1:]
+            if not entry.startswith("/"):
+                continue
+            written = os.path.normpath(entry)
+            for path in (written, os.path.realpath(written)):
+                where = _below(path, root)
+                if where is not None and where != "." and where not in out:
+                    out.append(where)
+    return out
+
+
+def _prism_directories() -> list[str]:
+    """The directories Prism's own modules are imported from (``prism``'s package path)."""
+    package = sys.modules.get("prism")
+    return [str(path) for path in getattr(package, "__path__", ())]
+
+
+@functools.lru_cache(maxsize=4)
+def _prism_paths(directories: tuple[str, ...]) -> tuple[str, ...]:
+    """Each of ``directories`` as written and where it leads (found once)."""
+    paths = [p for d in directories for p in (os.path.abspath(d), os.path.realpath(d))]
+    return tuple(dict.fromkeys(paths))
+
+
+def _prism_entries(root: str) -> list[str]:
+    """Prism's own package directories that lie in ``root`` (an editable install), relative.
+
+    Prism imports its modules from there (lazily too) and runs its sandbox's
+    launcher by its file: a rewrite of them would run on the host, as Prism.
+    """
+    out: list[str] = []
+    inside = root.rstrip("/") + "/"
+    for path in _prism_paths(tuple(_prism_directories())):
+        where = _below(path, root) if path.startswith(inside) else None
+        if where is not None and where != "." and where not in out:
+            out.append(where)
+    return out
+
+
+def environment_patterns() -> tuple[str, ...]:
+    """Protected entries (matched at any depth) for the relative entries of the search lists.
+
+    A relative entry of ``PATH`` (``node_modules/.bin``, ``./bin``) or of a search
+    variable (:data:`SEARCH_DIRECTORIES`) names a directory below wherever a
+    program runs: the user's shell in any directory of a root. Each is
+    protected wherever it lies (``../bin`` as ``bin``); ``.`` or an empty entry
+    on ``PATH`` makes every directory one: a few common programs' names are
+    protected at any depth.
+    """
+    out: list[str] = []
+    lists = [("PATH", os.environ.get("PATH", "").split(os.pathsep))]
+    lists += [(name, _variable_entries(name)) for name in SEARCH_DIRECTORIES if name in os.environ]
+    for name, entries in lists:
+        for entry in entries:
+            if entry.startswith(("/", "~", "$")) or _WILDCARD_CHARACTERS.search(entry):
+                continue
+            parts = [p for p in os.path.normpath(entry or ".").split("/") if p not in ("", "..")]
+            if parts == ["."] or not parts:
+                if name == "PATH":
+                    out += [p for p in _COMMON_PROGRAMS if p not in out]
+                continue
+            joined = "/".join(parts)
+            if joined not in out:
+                out.append(joined)
+    return tuple(out)
+
+
+_WILDCARD_CHARACTERS = re.compile(r"[*?\[\]\\]")

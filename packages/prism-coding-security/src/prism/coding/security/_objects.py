@@ -41,7 +41,7 @@ import subprocess
 import tempfile
 import zlib
 
-from ._executables import host_program
+from ._executables import host_environment, host_program
 from ._files import open_regular_file
 from ._proved import HOST_GIT_ENVIRONMENT
 
@@ -255,7 +255,7 @@ def _index_pack(
     left.pack_bytes -= size
     out_dir = tempfile.mkdtemp(prefix="idx-", dir=work)
     index = os.path.join(out_dir, "pack.idx")
-    env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
+    env = {**host_environment(), **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
     memory_kib = (size + INDEX_MEMORY) // 1024
     cpu = max(1, min(INDEX_CPU_S, math.ceil(left.cpu)))
     args = ["/bin/sh", "-c", _BOUNDED, "sh", str(cpu), str(memory_kib), git,

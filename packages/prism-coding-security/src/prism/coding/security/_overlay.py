@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 
 from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
-from ._executables import host_program
+from ._executables import host_environment, host_program
 from ._files import open_regular_file, read_regular_file
 from ._index import (
     extension_signatures,
@@ -270,7 +270,7 @@ def index_entries(
             return read  # (None: one git is asked about)
     if content is not None:
         _write_index(index, content)
-    env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_INDEX_FILE": index,
+    env = {**host_environment(), **dict(HOST_GIT_ENVIRONMENT), "GIT_INDEX_FILE": index,
            "GIT_DIR": git_dir, "GIT_WORK_TREE": work_tree}  # fmt: skip
     try:
         result = subprocess.run(
@@ -721,7 +721,8 @@ class RootOverlay:
                 program = host_program(argv[0])  # (never one a root's PATH entry holds)
                 if program is not None:
                     subprocess.run(argv, executable=program, capture_output=True,
-                                   stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+                                   stdin=subprocess.DEVNULL, env=host_environment(),
+                                   check=False)  # fmt: skip
 
 
 _SHARED_CACHES = "a shared index is kept only without extensions (as git writes one)"
@@ -1462,7 +1463,7 @@ class _Applier:
         trees = self._commit_trees.get(git_dir)
         if trees is None:
             objects = self.upper_path((*rel[: at + 1], "objects"))
-            env = {**os.environ, **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
+            env = {**host_environment(), **dict(HOST_GIT_ENVIRONMENT), "GIT_DIR": git_dir}
             # only the objects that come back are read beside the host's: proved first,
             # alternates and indexes of the command's own dropped
             holds = (*rel[: at + 1], "objects")[: len(self.overlay.below)] == self.overlay.below

@@ -33,7 +33,12 @@ from prism.core.options import (
 
 from ._errors import SandboxUnavailableError
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
-from ._implied import implied_protected, walked_unwatched, warm_in_background
+from ._implied import (
+    environment_patterns,
+    implied_protected,
+    walked_unwatched,
+    warm_in_background,
+)
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import (
@@ -797,7 +802,10 @@ def _build(
         cache_approvals=cache_approvals,
         readable=_readable(owner, readable),
         protected=ProtectedPaths(
-            normalize_protected_paths(protected_paths, option=f"{owner}.protected_paths")
+            (
+                *normalize_protected_paths(protected_paths, option=f"{owner}.protected_paths"),
+                *environment_patterns(),  # relative PATH (and search) entries, at any depth
+            )
         ),
         sandbox=sandbox,
         sandbox_name="" if sandbox is None else type(sandbox).__name__,

@@ -34,9 +34,9 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 
 from . import _bridge
 from ._errors import SandboxUnavailableError
-from ._executables import host_program
+from ._executables import host_program, loader_moved
 from ._gitnames import remember_index
-from ._implied import implied_protected, warm_in_background
+from ._implied import environment_patterns, implied_protected, warm_in_background
 from ._inplace import SED_PANIC, EditedFile, discard_edits, open_edits, replace_edited
 from ._landlock import LandlockSandbox
 from ._landlock_server import ForkServer
@@ -230,7 +230,8 @@ class BubblewrapSandbox:
                 option=f"{_OWNER}.allowed_hosts",
                 value=self.allowed_hosts,
             )
-        self._matcher = ProtectedPaths(self.protected_paths)
+        # relative PATH (and search) entries, at any depth
+        self._matcher = ProtectedPaths((*self.protected_paths, *environment_patterns()))
 
     def grant_refusal(self, kind: str, target: str) -> str | None:
         """Why it cannot give one command this access (None: it can).
@@ -528,10 +529,11 @@ class BubblewrapSandbox:
                 raise
 
         async def run(launch: _Launch) -> ShellExit:
+            argv, env = loader_moved(launch.argv, request.env)  # (bwrap runs on the host)
             return await self._fork_server().run(
-                launch.argv,
+                argv,
                 cwd="/",
-                env=request.env,
+                env=env,
                 on_output=sink,
                 kill_grace_s=kill_grace_s,
                 extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
@@ -578,10 +580,11 @@ class BubblewrapSandbox:
             for one in opened:
 
                 async def run(launch: _Launch, one: EditedFile = one) -> ShellExit:
+                    argv, env = loader_moved(launch.argv, request.env)
                     return await self._fork_server().run(
-                        launch.argv,
+                        argv,
                         cwd="/",
-                        env=request.env,
+                        env=env,
                         on_output=on_output,
                         kill_grace_s=kill_grace_s,
                         extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
@@ -627,11 +630,16 @@ class BubblewrapSandbox:
     async def _launch(
         self, launch: _Launch, *, env: Mapping[str, str], on_output: OutputSink, kill_grace_s: float
     ) -> ShellExit:
-        """Run ``launch`` through the fork server (see :class:`ForkServer`)."""
+        """Run ``launch`` through the fork server (see :class:`ForkServer`).
+
+        bwrap runs on the host: the dynamic loader's variables are handed to the
+        command with ``--setenv`` (:func:`._executables.loader_moved`), bwrap gets none.
+        """
+        argv, moved = loader_moved(launch.argv, env)
         return await self._fork_server().run(
-            launch.argv,
+            argv,
             cwd="/",
-            env=env,
+            env=moved,
             on_output=on_output,
             kill_grace_s=kill_grace_s,
             extra={"overlays": launch.overlays, "seccomp": launch.seccomp},
