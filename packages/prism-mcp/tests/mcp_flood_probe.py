@@ -11,7 +11,9 @@ gate's block, node and message caps (the
 benchmark's baseline), ``budget=off``, which admits every message without
 its price, ``memory=off``, which leaves out the scan before parsing (blocks
 counted, structuredContent parsed apart) and the carrying of
-structuredContent past the SDK's result check, and the ``sampling`` mode, which gets a host sampler
+structuredContent past the SDK's result check, ``weigh=off``, which parses
+every stdio line on the event loop without counting its objects and arrays
+first (the behaviour before that count), and the ``sampling`` mode, which gets a host sampler
 that answers after 0.1 s.
 """
 
@@ -55,7 +57,7 @@ RESULT_MODES = frozenset(
         "refused",
     }
 )
-_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "transport", "freeze", "collect"})
+_TEXT_OPTIONS = frozenset({"caps", "budget", "memory", "weigh", "transport", "freeze", "collect"})
 
 
 def peak_rss_bytes() -> int:
@@ -197,6 +199,10 @@ async def _run(
 
         _stdio.before_parsing = _http.before_parsing = unchanged  # type: ignore[attr-defined]
         _gate._carry = lambda result, nodes: None
+    if options.pop("weigh", None) == "off":
+        from prism.mcp import _stdio
+
+        _stdio._crowded = lambda line: False
     if options.pop("caps", None) == "off":
         from prism.mcp import _budget, _gate
 

@@ -11,6 +11,10 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
 - ``progress``: tools/call of ``flood`` sends ``count`` progress notifications
   and never answers.
 - ``log``: tools/call of ``flood`` sends ``count`` log notifications, then answers.
+- ``notes``: tools/call of ``flood`` sends three log notifications whose data
+  holds ``count`` one-element arrays each (``[[0], [1], ...]``), then answers;
+  when the arrays alone are denser than one per 16 bytes plus 65,000, the
+  data holds a string too, padding the message to that (120,000 are 880 kB).
 - ``announce``: tools/call of ``flood`` announces ``count`` tool list changes
   (that change nothing), then answers.
 - ``junk``: one tools/list page of the ``flood`` tool followed by ``count``
@@ -525,6 +529,14 @@ def flood(request_id: object, token: object) -> None:
         for _ in range(COUNT // 100):
             OUT.write(line * 100)
         OUT.flush()
+    if MODE == "notes":
+        crowded: list[object] = [[n % 10] for n in range(COUNT)]
+        data = {"level": "info", "logger": "notes", "data": {"a": crowded}}
+        padding = (COUNT - 65_000) * 16 - 4 * COUNT
+        if padding > 0:
+            data["data"] = {"a": crowded, "pad": "x" * padding}
+        for _ in range(3):
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": data})
     if MODE == "log":
         line = (
             json.dumps(

@@ -475,17 +475,69 @@ async def _call_flood(mode: str, count: int, **options: Any) -> Any:
         # 330,000 {} in structuredContent were 49 MB and 330 ms.
         # Refused before json.loads builds the 330,000 dicts; the session is closed.
         ("nodes", 330_000, "result refused: the server sent a message of 330005 objects"),
-        # Within the per-byte count (210 kB), past the gate's cap on one result.
+        # Within the per-byte count (210 kB), past the gate's cap on one result: counted
+        # on the raw line (it was parsed on the event loop first, 115-134 ms at 1 MB).
         ("nodes", 70_000, "result refused: more than 65536 objects and arrays"),
     ],
 )
 async def test_a_result_of_too_many_blocks_or_nodes_is_refused_before_parsing(
-    mode: str, count: int, reason: str
+    mode: str, count: int, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from prism.mcp import _stdio
+
+    parsed: list[int] = []
+    parse = _stdio._parse
+
+    def counted(held: list[bytes]) -> Any:
+        parsed.append(len(held[0]))
+        return parse(held)
+
+    monkeypatch.setattr(_stdio, "_parse", counted)
     result = await _call_flood(mode, count)
     assert result.is_error
     assert reason in result.joined_text
     assert result.details["mcp_server"] == "bl"
+    assert parsed
+    assert max(parsed) < 10_000
+
+
+@pytest.mark.parametrize(("count", "kept"), [(80_000, False), (20_000, True)])
+async def test_a_notification_of_too_many_objects_and_arrays_is_dropped_unparsed(
+    count: int, kept: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Three log notifications of 80,000 one-element arrays (320 kB each) pass the
+    # per-byte count but not the cap on one result or server request; json.loads built
+    # them on the event loop (about 250 ms of CPU each at 1 MB) for a message nothing
+    # keeps. Counted on the raw line on a worker thread, each is dropped unparsed with a
+    # warning naming the server. One of 20,000 is parsed on that thread and delivered.
+    from prism.mcp import McpLogMessage, _stdio
+
+    parsed: list[tuple[int, bool]] = []
+    parse = _stdio._parse
+
+    def counted(held: list[bytes]) -> Any:
+        parsed.append((len(held[0]), threading.current_thread() is threading.main_thread()))
+        return parse(held)
+
+    monkeypatch.setattr(_stdio, "_parse", counted)
+    logs: list[McpLogMessage] = []
+    result = await _call_flood("notes", count, on_log=logs.append)
+    assert result.joined_text == "done"
+    large = [on_loop for size, on_loop in parsed if size > 50_000]
+    dropped = [r.getMessage() for r in caplog.records if "dropped a notification" in r.getMessage()]
+    if kept:
+        assert large == [False] * 3
+        assert [len(log.data["a"]) for log in logs] == [count] * 3
+        assert not dropped
+    else:
+        assert not large
+        assert not logs
+        assert dropped == [
+            # The message, its params, the data object and its array: four more.
+            f"MCP server bl: dropped a notification of {count + 4} objects and arrays, more "
+            f"than 65536, unparsed ({n} dropped so far)"
+            for n in (1, 2)
+        ]
 
 
 async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsing(

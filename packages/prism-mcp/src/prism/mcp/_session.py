@@ -133,6 +133,7 @@ def _transport_cm(
             state=state,
             write_stall_s=options.connect_timeout_s,
             max_server_requests=options.max_server_requests,
+            server_id=options.server_id,
         )
     return open_http_streams(
         options.transport,

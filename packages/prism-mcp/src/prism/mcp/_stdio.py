@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import os
+import re
 import secrets
 import subprocess
 from collections import deque
@@ -18,16 +20,25 @@ from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 import mcp_types
 import trio
 from anyio.abc import ObjectReceiveStream
 
 from mcp.client.stdio import get_default_environment
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
 from ._budget import loads, many_strings, message_refusal, parse_json
-from ._gate import before_parsing, gate_server_requests
+from ._gate import (
+    MAX_MESSAGE_NODES,
+    MAX_RESULT_BLOCKS,
+    before_parsing,
+    gate_server_requests,
+    result_refused,
+)
+from ._scan import scan
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -58,6 +69,13 @@ _TERM_GRACE_S = 1.0
 _KILL_WAIT_S = 2.0
 _EXIT_DRAIN_S = 0.5
 _STDERR_DRAIN_S = 0.25
+PARSE_ON_THREAD_NODES = 8192
+"""A line holding more ``{`` and ``[`` than this (inside strings too) is weighed and
+parsed on a worker thread (:func:`_weigh`)."""
+_STRING_LITERAL = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_NODES_REFUSAL = f"more than {MAX_MESSAGE_NODES} objects and arrays"
+
+_log = logging.getLogger("prism.mcp")
 
 
 class _LineTooLong(Exception):
@@ -131,6 +149,52 @@ def _parse(held: list[bytes]) -> SessionMessage | None:
     return SessionMessage(message)
 
 
+def _crowded(line: bytes) -> bool:
+    """Whether ``line`` may hold more than :data:`PARSE_ON_THREAD_NODES` objects and arrays."""
+    return line.count(b"{") + line.count(b"[") > PARSE_ON_THREAD_NODES
+
+
+def _containers(line: bytes) -> int:
+    """How many objects and arrays ``line`` holds: its ``{`` and ``[`` outside strings."""
+    bare = _STRING_LITERAL.sub(b"", line)
+    return bare.count(b"{") + bare.count(b"[")
+
+
+def _weigh(
+    held: list[bytes], answers: frozenset[int | str]
+) -> SessionMessage | mcp_types.JSONRPCError | int | None:
+    """The crowded line (:func:`_crowded`) of ``held``, weighed and parsed (on a worker thread).
+
+    Past ``MAX_MESSAGE_NODES`` objects and arrays, counted on the raw bytes
+    (strings cut out), a message is not parsed when nothing after the parse
+    would keep it: without an id (a notification), the number of its objects
+    and arrays (it is dropped); the answer to a request in ``answers`` (a
+    ``tools/call``, ``tasks/result`` or ``tasks/get``) with a result, the
+    gate's error, as the gate refuses it after parsing. Any other is parsed
+    (:func:`_parse`: the message, or ``None`` when it is not JSON-RPC).
+    """
+    line = held[-1]
+    nodes = _containers(line)
+    if nodes > MAX_MESSAGE_NODES:
+        layout = scan(line, limit=MAX_RESULT_BLOCKS)
+        if layout is not None:
+            request_id: object = None
+            if layout.request_id is not None:
+                with suppress(ValueError):
+                    request_id = json.loads(layout.request_id)
+            if request_id is None:
+                held.clear()
+                return nodes
+            if type(request_id) is str:
+                request_id = coerce_request_id(request_id)  # as the SDK correlates it
+            answering = type(request_id) is int or type(request_id) is str
+            if answering and layout.is_result and request_id in answers:
+                held.clear()
+                return result_refused(request_id, _NODES_REFUSAL)
+    del line
+    return _parse(held)
+
+
 class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
     """The SDK's read stream over a server's stdout, read in the SDK's own task.
 
@@ -140,7 +204,11 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
     the limit, over either bound or that is not JSON-RPC is a fault (recorded
     in ``state``) and ends the stream, as does the end of stdout or
     :meth:`end`. A call's result of too many content blocks is answered with
-    the gate's error before it is parsed (``before_parsing``). The messages of a chunk
+    the gate's error before it is parsed (``before_parsing``). A line of more
+    than :data:`PARSE_ON_THREAD_NODES` ``{`` and ``[`` is weighed and parsed
+    on a worker thread (:func:`_weigh`): past ``MAX_MESSAGE_NODES`` objects
+    and arrays a notification is dropped unparsed, with a warning naming
+    ``server_id``, and a call's result is the gate's error. The messages of a chunk
     read before the end are still delivered. At an end of stdout the session
     did not ask for, ``stderr_done`` (set once the server's stderr is read to
     its end) is awaited for a moment, so the crash's reason is known first.
@@ -154,8 +222,11 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
         limit: int,
         state: WireState,
         stderr_done: trio.Event | None = None,
+        server_id: str = "",
     ) -> None:
         self._stream = stream
+        self._server_id = server_id
+        self._dropped = 0  # notifications dropped unparsed
         # The pipe's descriptor under anyio's wrapper of trio's pipe stream, read directly
         # (see _read); else the stream is read.
         inner = getattr(stream, "_stream", None)
@@ -280,11 +351,33 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
             # Handed over: the parse holds the line, nothing here does.
             held = [line]
             del line, early
-            message = _parse(held)
+            if _crowded(held[0]):
+                state = self._state
+                answers = frozenset(state.calls | state.polls)
+                message = await anyio.to_thread.run_sync(_weigh, held, answers)
+            else:
+                message = _parse(held)
             if message is None:
                 self._fault("the server wrote a stdout line that is not JSON-RPC")
                 return
+            if isinstance(message, int):
+                self._drop(message)
+                continue
+            if not isinstance(message, SessionMessage):
+                message = SessionMessage(message)
             self._ready.append(message)
+
+    def _drop(self, nodes: int) -> None:
+        self._dropped += 1
+        if self._dropped & (self._dropped - 1) == 0:  # the 1st, 2nd, 4th, 8th...
+            _log.warning(
+                "MCP server %s: dropped a notification of %d objects and arrays, more than "
+                "%d, unparsed (%d dropped so far)",
+                self._server_id or "(stdio)",
+                nodes,
+                MAX_MESSAGE_NODES,
+                self._dropped,
+            )
 
     async def aclose(self) -> None:
         """The SDK is done with the stream: :meth:`end`."""
@@ -440,6 +533,7 @@ async def open_stdio_streams(
     state: WireState,
     write_stall_s: float,
     max_server_requests: int,
+    server_id: str = "",
 ) -> AsyncIterator[TransportStreams]:
     """Spawn the server and yield the SDK's (read, write) streams over its stdio.
 
@@ -477,7 +571,11 @@ async def open_stdio_streams(
     assert process.stdout is not None
     stderr_done = trio.Event()
     stdout = ServerStdout(
-        process.stdout, limit=max_message_bytes, state=state, stderr_done=stderr_done
+        process.stdout,
+        limit=max_message_bytes,
+        state=state,
+        stderr_done=stderr_done,
+        server_id=server_id,
     )
 
     def stdin_failed(reason: str) -> None:
