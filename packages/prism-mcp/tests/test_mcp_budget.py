@@ -327,3 +327,19 @@ def test_what_pydantic_cores_parser_refuses_goes_to_json_loads(raw: bytes) -> No
     # A lone surrogate (escaped or as bytes), a byte-order mark, UTF-16; and what
     # both take alike (a repeated key, NaN, a float past range, a big integer).
     assert _typed(parse_json(raw)) == _typed(json.loads(raw))
+
+
+@pytest.mark.parametrize("tail", [b"", b"\\"])
+def test_a_literal_never_closed_is_one_match_to_the_end(tail: bytes) -> None:
+    # A quote, then escaped quotes and braces to the end: each quote was tried as a
+    # literal's start and scanned to the end again (40,000 of them in 120 kB took
+    # 15 s of the pricing's thread, holding the interpreter's lock). Now every quote
+    # starts a match and the search moves past it: one literal, to the end.
+    from prism.mcp import _stdio
+
+    head = b'{"a": 1, "b": "'
+    line = head + b'\\"{' * 2000 + tail
+    opened = len(head) - 1
+    for pattern in (_budget._LITERAL, _stdio._STRING_LITERAL):
+        assert [match.span() for match in pattern.finditer(line)][-1] == (opened, len(line))
+    assert _stdio._containers(line) == 1

@@ -72,7 +72,10 @@ _STDERR_DRAIN_S = 0.25
 PARSE_ON_THREAD_NODES = 8192
 """A line holding more ``{`` and ``[`` than this (inside strings too) is weighed and
 parsed on a worker thread (:func:`_weigh`)."""
-_STRING_LITERAL = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+# One string literal, or an unterminated one to the end of the line: every quote
+# starts a match, so the search never scans past a quote twice (with only
+# terminated literals, each quote of an unterminated run scanned to the end again).
+_STRING_LITERAL = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
 _NODES_REFUSAL = f"more than {MAX_MESSAGE_NODES} objects and arrays"
 
 _log = logging.getLogger("prism.mcp")
