@@ -51,12 +51,14 @@ count of objects and arrays but past the cap of 65,536 on one result. A stdio
 line of more than 8,192 ``{`` and ``[`` is counted exactly (strings cut out)
 and parsed on a worker thread; past 65,536 objects and arrays a notification is
 dropped and a call's result refused, unparsed. The baselines (``weigh=off``)
-parse every line on the event loop, as before. Measured taking turns in one
-run (load 7-9): the stall row 6 ms against 126 ms (120,000 arrays, dropped), 3-4
-against 89-100 (60,000, kept), 2 against 104 (70,000 ``{}``, refused). The
-wall gap of the kept rows stays at about 400 ms either way: the worker thread
+parse every line on the event loop, as before. Three rounds taking turns in
+one run (load 9.2-12.1), new against baseline: the stall row 4-5 ms against
+184-210 ms (120,000 arrays, dropped; peak RSS +1.7 against +27.0 MB; longest
+wall gap 52-104 against 1,531-1,957 ms), 3-4 against 91-96 (60,000, kept), 1-2
+against 91-107 (70,000 ``{}``, refused; +0.0 against +12.5 MB). The kept rows'
+wall gap is not better (1,008-1,107 against 618-1,002 ms): the worker thread
 holds the interpreter's lock while it parses, and the full collections the
-parse causes (about 90 ms each here) land on that thread.
+parse causes (81-106 ms each) land on that thread.
 
 ``shape: ...`` rows are one result of each shape that costs most to parse,
 at three sizes (about 120, 475 and 950 kB, within the default
