@@ -9,6 +9,7 @@ answer for everything below the top.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import shlex
 import shutil
@@ -841,6 +842,25 @@ def test_search_variables_relative_entries_and_prisms_own_code_in_a_root_ask(
     assert "LD_PRELOAD" not in host_environment()
     argv, moved = loader_moved(["bwrap", "--x"], {"LD_AUDIT": "a", "PATH": "p"})
     assert (argv, moved) == (["bwrap", "--setenv", "LD_AUDIT", "a", "--x"], {"PATH": "p"})
+
+
+def test_the_root_itself_on_path_or_pythonpath_keeps_what_shadows_the_hosts_own(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the root itself on PYTHONPATH (``export PYTHONPATH=$PWD``) a standard module's
+    name at its top asks the write tool (as a module, a package, compiled, an extension):
+    it precedes the standard library in every python the user starts; with the root on
+    PATH, a common program's name. The root's other files stay writable."""
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(root), os.environ["PATH"]]))
+    policy = create_coding_approval_policy(roots=[str(root)])
+    extension = f"subprocess{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    asked = ["re.py", "json/__init__.py", "typing.pyc", "sitecustomize.py", "_strptime.py",
+             extension, "git", "python3"]  # fmt: skip
+    for name in [*asked, "main.py", "src/re.py", "app/json/x.py", "tests/test_re.py"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (name not in asked), name
 
 
 def _home_with_startup_files(home: Path) -> None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import importlib.machinery
 import os
 import re
 import stat
@@ -674,7 +675,8 @@ def _environment_entries(root: str, matcher: ProtectedPaths) -> list[str]:
     if token is not None and hit is not None and hit[0] is token:
         return hit[1]
     found = _path_entries(root) + _interpreter_entries(root)
-    found += [e for e in _search_entries(root) + _prism_entries(root) if e not in found]
+    more = _search_entries(root) + _prism_entries(root) + _shadowing_entries(root)
+    found += [e for e in more if e not in found]
     if token is not None:
         with _trees_lock:
             if len(_environment) >= 64:
@@ -845,3 +847,39 @@ def environment_patterns() -> tuple[str, ...]:
 
 
 _WILDCARD_CHARACTERS = re.compile(r"[*?\[\]\\]")
+
+
+@functools.lru_cache(maxsize=1)
+def _python_shadows() -> tuple[str, ...]:
+    """The names that shadow a standard module from a directory before the standard library.
+
+    Each top-level module of ``sys.stdlib_module_names`` (and ``sitecustomize``,
+    ``usercustomize``) as a package directory and with each suffix this
+    interpreter imports (``.py``, ``.pyc``, its extension modules' suffixes).
+    """
+    suffixes = ("", *importlib.machinery.all_suffixes())
+    names = sorted({*sys.stdlib_module_names, "sitecustomize", "usercustomize"})
+    return tuple(f"{name}{suffix}" for name in names for suffix in suffixes)
+
+
+def _shadowing_entries(root: str) -> list[str]:
+    """What shadows a later program's own when ``PATH`` or ``PYTHONPATH`` names the root itself.
+
+    The root is not protected whole (its files stay the tools' to write), but at
+    its top the names of common programs (``PATH``) and of the standard library's
+    modules (``PYTHONPATH=$PWD``: a ``re.py`` there runs in every python the user
+    starts) are.
+    """
+    home = os.environ.get("HOME", "")
+    out: list[str] = []
+    for name, names in (("PATH", _COMMON_PROGRAMS), ("PYTHONPATH", None)):
+        for entry in os.environ.get(name, "").split(os.pathsep):
+            if entry == "~" or entry.startswith("~/"):
+                entry = home + entry[1:]
+            if not entry.startswith("/"):
+                continue
+            written = os.path.normpath(entry)
+            if _below(written, root) == "." or _below(os.path.realpath(written), root) == ".":
+                out += [n for n in (names or _python_shadows()) if n not in out]
+                break
+    return out
