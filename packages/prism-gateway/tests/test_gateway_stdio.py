@@ -25,18 +25,6 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
-async def test_lists_reads_and_denies_over_stdio(workspace: Path) -> None:
-    async with Client(_params(workspace)) as client:
-        names = {tool.name for tool in (await client.list_tools()).tools}
-        result = await client.call_tool("read", {"path": "notes.txt"})
-        denied = await client.call_tool("shell", {"command": "sudo id"})
-    assert {"read", "shell", "mcp__fx__echo"} <= names
-    assert not result.is_error
-    assert "hello from the workspace" in _text(result)
-    assert denied.is_error
-    assert "deny rule" in _text(denied)
-
-
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_approval_by_elicitation_over_stdio(workspace: Path, mode: str) -> None:
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -74,7 +62,7 @@ async def test_client_cancel_reaches_the_bridged_server(workspace: Path, mode: s
     assert _text(sent_as).startswith("prism:")
 
 
-async def test_every_gate_holds_on_a_bridged_call_over_stdio(
+async def test_every_gate_holds_over_stdio_on_bridged_and_coding_tools(
     workspace: Path, tmp_path: Path
 ) -> None:
     # The bridged call path end to end (client -> gateway process -> server process):
@@ -95,6 +83,15 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
     ]
     async with Client(params) as client:
         results = [await client.call_tool(name, arguments) for name, arguments in calls]
+        # The same gateway lists, reads and denies its coding tools too.
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        read = await client.call_tool("read", {"path": "notes.txt"})
+        denied = await client.call_tool("shell", {"command": "sudo id"})
+    assert {"read", "shell", "mcp__fx__echo"} <= names
+    assert not read.is_error
+    assert "hello from the workspace" in _text(read)
+    assert denied.is_error
+    assert "deny rule" in _text(denied)
     # Every call after the first was answered by the gateway's own call kernel (each gate
     # below fired there), not the SDK's request machinery, which answered the first.
     assert _text(results.pop()) == "CallKernel._run"
@@ -119,4 +116,6 @@ async def test_every_gate_holds_on_a_bridged_call_over_stdio(
         ("mcp:fx:fail", "error", None),
         ("mcp:fx:echo", "ok", None),
         ("mcp:fx:request_id", "ok", None),
+        ("read", "ok", None),
+        ("shell", "error", None),  # refused by the coding policy inside the tool
     ]
