@@ -765,6 +765,12 @@ def test_a_home_directory_in_a_root_keeps_what_its_shell_and_tools_run(
         # what tool installers have the start-up files source, and rustup's toolchains
         "me/.cargo/env", "me/.nvm/nvm.sh", "me/.sdkman/bin/sdkman-init.sh", "me/.fzf.bash",
         "me/.ghcup/env", "me/.deno/env", "me/.rustup/toolchains/stable/bin/cargo",
+        # editors', IDEs' and tools' start-up code and the programs their files name
+        "me/.config/emacs/init.el", "me/.vscode-server/extensions/x/extension.js",
+        "me/.local/share/JetBrains/Idea/p.jar", "me/.config/sublime-text/Packages/User/p.py",
+        "me/.gitk", "me/.terraformrc", "me/.config/containers/containers.conf",
+        "me/.config/mpv/scripts/x.lua", "me/.tigrc", "me/.config/gcloud/x", "me/.gemrc",
+        "me/.bundle/config", "me/.cargo/credentials.toml", "me/.config/ranger/rc.conf",
     ]  # fmt: skip
     for path in [*asked, "bin/ls", "me/src/bin/tool", "me/notes.txt"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
@@ -887,6 +893,15 @@ def _home_with_startup_files(home: Path) -> None:
         "path=(~/.zbin $path)\n"
         'for rc in ~/rc.d/*.sh; do . "$rc"; done\n'
     )
+    # what it hands to later programs: variables naming files or programs, aliases, a
+    # helper that sources its argument, a brace list of files sourced in turn
+    (home / ".bash_profile").write_text(
+        'export PAGER="$HOME/.tools/pager"\nexport EDITOR=~/.tools/editor\n'
+        'export PYTHONSTARTUP=~/.pythonrc.py\nexport LD_PRELOAD="$HOME/.tools/lib/hook.so"\n'
+        "alias ll='~/.tools/ll -la'\n"
+        'source_if() { [ -r "$1" ] && . "$1"; }\nsource_if ~/.aliases.sh\n'
+        'for file in ~/.{exports,functions}; do [ -r "$file" ] && . "$file"; done\n'
+    )
 
 
 def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
@@ -903,6 +918,8 @@ def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
         "me/opt/starship/bin/starship", "me/mybin/git", "me/.local/opt/bin/ls",
         "me/.local/share/pnpm/ls", "me/.local/share/zinit/zinit.git/zinit.zsh",
         "me/.tools/bin/ls", "me/.zbin/ls", "me/rc.d/x.sh",
+        "me/.tools/pager", "me/.tools/editor", "me/.pythonrc.py", "me/.tools/lib/hook.so",
+        "me/.tools/ll", "me/.aliases.sh", "me/.exports", "me/.functions", "me/.bazelrc",
     ]  # fmt: skip
     later = "me/later/hook.sh"
 
@@ -912,7 +929,7 @@ def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
         assert isinstance(decision, ExecutionDecision)  # (no event loop: judged at once)
         return decision.allowed
 
-    for path in [*asked, later, "me/tools/other.sh", "me/notes.txt", "tools/env.sh"]:
+    for path in [*asked, later, "me/tools/other.sh", "me/notes.txt", "tools/env.sh", ".bazelrc"]:
         assert allowed(path) is (path not in asked), path
     with (home / ".bashrc").open("a") as handle:
         handle.write(". ~/later/hook.sh\n")

@@ -269,8 +269,9 @@ async def test_an_exception_in_the_body_comes_out_as_itself(tmp_path: Path) -> N
 
 
 @pytest.fixture
-def listings(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading.Event]:
-    """The threads that listed a directory for the protected walk, and the warm's end.
+def listings(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading.Event]:
+    """The threads that listed a directory of ``root`` for the protected walk, and the end
+    of its warm (another test's walk, still running on its own thread, counts in neither).
 
     Listings are kept though the directories were just made (a listing newer than the
     clock's last tick is otherwise listed again) and no directory is watched (each
@@ -285,15 +286,19 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading.Even
     warmed = threading.Event()
     real_list, real_warm = _implied._list, _implied._warm
 
+    mine = str(root)
+
     def counting(*args: Any) -> Any:
-        listed.append(threading.current_thread().name)
+        if args[0] == mine or args[0].startswith(mine + "/"):
+            listed.append(threading.current_thread().name)
         return real_list(*args)
 
-    def warm(*args: Any) -> None:
+    def warm(keys: list[tuple[str, Any]], *args: Any) -> None:
         try:
-            real_warm(*args)
+            real_warm(keys, *args)
         finally:
-            warmed.set()
+            if any(key[0] == mine for key in keys):
+                warmed.set()
 
     monkeypatch.setattr(_implied, "_list", counting)
     monkeypatch.setattr(_implied, "_warm", warm)

@@ -61,7 +61,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._callees import expand_assignments, programs_run
+from ._callees import _ASSIGNED, expand_assignments, programs_run, script_arguments
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
@@ -532,6 +532,9 @@ def _warm(keys: list[tuple[str, tuple[str, ...]]], matcher: ProtectedPaths) -> N
 # (Debian's ~/.profile adds ~/bin; Go installs to ~/go/bin): a program written there
 # shadows git, ls or python in the user's next terminal
 _HOME_PATH = ("bin", "go/bin")
+# the home's own files of tools that read the same name in a project as a project
+# file (bazel's --workspace_status_command runs a program): protected at the home only
+_HOME_ONLY = (".bazelrc",)
 
 
 def _home_entries(root: str) -> list[str]:
@@ -546,7 +549,7 @@ def _home_entries(root: str) -> list[str]:
     where = os.path.relpath(real, root)
     if where == ".." or where.startswith("../"):
         return []
-    out = [part if where == "." else f"{where}/{part}" for part in _HOME_PATH]
+    out = [part if where == "." else f"{where}/{part}" for part in _HOME_PATH + _HOME_ONLY]
     return out + _home_sourced(real, root)
 
 
@@ -597,9 +600,22 @@ def _home_sourced(home: str, root: str) -> list[str]:
         text = _read_followed(path)
         if text is None:
             continue
-        text = _HOME_TILDE.sub(lambda match: match.group(1) + home, text)
+        text = _HOME_TILDE.sub(lambda match: match.group(1) + home, _braces(text))
         text = expand_assignments(text, {"HOME": home})
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
+        # what the file hands to later programs: a variable naming a file or program
+        # (PAGER, EDITOR, LD_PRELOAD, PYTHONSTARTUP, sh's ENV), an alias's command, an
+        # argument named like a script (a helper function that sources it)
+        named += [
+            entry
+            for _, value in _ASSIGNED.findall(text)
+            for entry in value.strip("\"'").split(":")
+            if entry.startswith("/") and "$" not in entry
+        ]
+        for groups in _ALIAS.findall(text):
+            value = next((g for g in groups if g), "")
+            named += [w for w in programs_run(value) if "/" in w and "$" not in w]
+        named += [w for w in script_arguments(text) if w.startswith("/") or w.endswith(".sh")]
         directories = [
             entry
             for value in _PATH_VALUE.findall(text)
@@ -619,6 +635,8 @@ def _home_sourced(home: str, root: str) -> list[str]:
                     parts = word.split("/")
                     glob = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
                     directories.append("/".join(parts[:glob]) or "/")
+                elif word.startswith("/") and "$" not in word:
+                    named.append(word)  # (each file of the list is sourced in turn)
         for word in named + directories:
             full = os.path.normpath(os.path.join(home, word))
             for candidate in dict.fromkeys((full, os.path.realpath(full))):
@@ -632,6 +650,17 @@ def _home_sourced(home: str, root: str) -> list[str]:
             _sourced.clear()
         _sourced[key] = (_identities(reads), reads, answer)
     return answer
+
+
+_ALIAS = re.compile(r"\balias[ \t]+[\w.:+-]+=(?:'([^'\n]*)'|\"([^\"\n]*)\"|(\S+))")
+_BRACES = re.compile(r"([^\s{}'\"]*)\{([^{}\s'\"]*,[^{}\s'\"]*)\}([^\s{}'\"]*)")
+
+
+def _braces(text: str) -> str:
+    """``text`` with each plain brace list expanded as bash does (``~/.{a,b}``)."""
+    return _BRACES.sub(
+        lambda m: " ".join(m.group(1) + part + m.group(3) for part in m.group(2).split(",")), text
+    )
 
 
 def _read_followed(path: str) -> str | None:

@@ -259,16 +259,17 @@ def _limits(limits: dict[str, int]) -> None:
         resource.setrlimit(names[key], (value, value))
 
 
-def _children() -> list[int]:
-    """This process's children (orphans a subreaper adopted included)."""
+def _children(of: int = 0) -> list[int]:
+    """The children of process ``of`` (this one by default; orphans a subreaper adopted)."""
+    of = of or os.getpid()
     out: list[int] = []
     try:
-        tasks = os.listdir(f"/proc/{os.getpid()}/task")
+        tasks = os.listdir(f"/proc/{of}/task")
     except OSError:
         tasks = []
     for task in tasks:
         try:
-            with open(f"/proc/{os.getpid()}/task/{task}/children", encoding="ascii") as handle:
+            with open(f"/proc/{of}/task/{task}/children", encoding="ascii") as handle:
                 out += [int(pid) for pid in handle.read().split()]
         except (OSError, ValueError):
             continue
@@ -829,10 +830,20 @@ def _reap(
         if pid == 0:
             break
         supervisors.discard(pid)
-        command = commands.get(pid)
-        if command is not None:
+        for running in direct.values():
+            running.inner.discard(pid)  # (a killed bwrap's namespace, adopted here, gone)
+        ended = commands.get(pid)
+        if ended is not None:
             code = os.waitstatus_to_exitcode(raw)
-            _send(command.connection, f"X {code if code >= 0 else 128 - code}\n")
+            ended.status = f"X {code if code >= 0 else 128 - code}\n"
+            if ended.inner:
+                # (adopted as bwrap ended, or already reaped by it: then not waited for)
+                ended.inner &= set(_children())
+    for command in list(direct.values()):
+        # answered once its namespace is gone too: the namespace's first process
+        # outlives a killed bwrap until the kernel has ended every process in it
+        if command.status and not command.inner:
+            _send(command.connection, command.status)
             command.close(direct, poller)
     for pid in _children():
         if pid not in supervisors:
@@ -849,6 +860,8 @@ class _Direct:  # pragma: no cover - in the fork server
         self.passed = passed
         self.request = b""
         self.pid = 0
+        self.status = ""  # its answer, once bwrap was reaped
+        self.inner: set[int] = set()  # a killed bwrap's namespace: its first process
 
     def release(self) -> None:
         """Close the command's output and passed files (its process has its own)."""
@@ -881,6 +894,10 @@ def _step(
         # its status is answered when it is reaped
         with contextlib.suppress(KeyError):
             poller.unregister(fd)
+        # (its namespace's first process is adopted here when bwrap dies; the answer
+        # waits until it is reaped, after the kernel ended everything in the namespace)
+        command.inner = set(_children(command.pid))
+        supervisors.update(command.inner)
         with contextlib.suppress(ProcessLookupError):
             os.kill(command.pid, signal.SIGKILL)
         return

@@ -140,6 +140,33 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".nvm",
     ".sdkman",
     ".fzf.bash",
+    # editors, IDEs and tools that load code or name programs from the home at start:
+    # Emacs's XDG init, VS Code Remote's (and its forks') server extensions,
+    # JetBrains' and Sublime's plugins, gitk's Tcl file, terraform's provider
+    # overrides, podman's runtime paths, mpv's scripts
+    ".config/emacs",
+    ".vscode-server",
+    ".vscode-oss",
+    ".cursor-server",
+    ".local/share/JetBrains",
+    ".config/JetBrains",
+    ".config/sublime-text",
+    ".gitk",
+    ".terraformrc",
+    ".config/containers",
+    ".config/mpv",
+    # file managers, git front ends and tools whose configuration runs commands or
+    # names programs, registries and credential helpers
+    ".config/htop",
+    ".config/ranger",
+    ".config/lf",
+    ".tigrc",
+    ".config/tig",
+    ".config/gcloud",
+    ".config/helm",
+    ".config/nix",
+    ".gemrc",
+    ".bundle",
     ".fzf.zsh",
     ".ghcup",
     ".deno",
@@ -261,6 +288,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # (cargo install's directory, first on PATH for a rustup user)
     ".cargo/bin",
     ".cargo/env",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
     # Maven loads .mvn/jvm.config (-agentpath) and .mvn/extensions.xml on every
     # command; the Gradle wrapper downloads and runs the distribution its
     # properties name, and Gradle runs .gradle/init.d scripts
