@@ -565,7 +565,7 @@ async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsin
     assert "at most 10 times its size plus 8 MiB" in result.joined_text
 
 
-async def _call_flood_http(mode: str, count: int, kind: str) -> Any:
+async def _call_flood_http(mode: str, count: int, kind: str, **options: Any) -> Any:
     """One call of the flood server's tool, served over Streamable HTTP (``http``: JSON
     bodies; ``sse``: server-sent events)."""
     from prism.core import ToolCall, ToolExecutionContext
@@ -585,7 +585,10 @@ async def _call_flood_http(mode: str, count: int, kind: str) -> Any:
                     seen += await server.stdout.receive_some(100)
                 url = f"http://127.0.0.1:{int(seen.split()[1])}/mcp"
                 async with open_mcp_tools(
-                    server_id="hb", transport=StreamableHttpTransport(url), protocol="legacy"
+                    server_id="hb",
+                    transport=StreamableHttpTransport(url),
+                    protocol="legacy",
+                    **options,
                 ) as bridge:
                     (tool,) = bridge.tools
                     return await tool.execute({}, ctx)
@@ -711,6 +714,37 @@ async def test_a_result_of_too_many_blocks_is_never_parsed_over_http(
     assert result.is_error
     assert result.details["mcp_error"] == "server_error"
     assert "result refused: more than 1024 content blocks" in result.joined_text
+
+
+@pytest.mark.parametrize(("count", "kept"), [(80_000, False), (20_000, True)])
+async def test_a_notification_of_too_many_objects_and_arrays_is_dropped_over_http_too(
+    count: int, kept: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The events' data counted before the SDK's reader parses it: past the cap the
+    # event goes on without its data, which the reader passes over.
+    from mcp.client import streamable_http
+
+    from prism.mcp import McpLogMessage
+
+    sizes: list[int] = []
+    adapter = _CountedAdapter(streamable_http.jsonrpc_message_adapter, sizes)  # type: ignore[attr-defined]
+    monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", adapter)
+    logs: list[McpLogMessage] = []
+    result = await _call_flood_http("notes", count, "sse", on_log=logs.append)
+    assert result.joined_text == "done"
+    dropped = [r.getMessage() for r in caplog.records if "dropped a notification" in r.getMessage()]
+    if kept:
+        assert len([size for size in sizes if size > 50_000]) == 3
+        assert len(logs) == 3
+        assert not dropped
+    else:
+        assert max(sizes) < 10_000
+        assert not logs
+        assert dropped == [
+            f"MCP server hb: dropped a notification of {count + 4} objects and arrays, more "
+            f"than 65536, unparsed ({n} dropped so far)"
+            for n in (1, 2)
+        ]
 
 
 @pytest.mark.parametrize("kind", ["http", "sse"])

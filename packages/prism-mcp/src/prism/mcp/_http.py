@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ._budget import message_refusal
 from ._gate import before_parsing, gate_server_requests
+from ._stdio import crowded_refusal, dropped_notification
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -159,6 +160,14 @@ class _Events:
         refusal = await message_refusal(data)
         if refusal is not None:
             raise _Refused(refusal)
+        instead = await crowded_refusal(data, self._state)
+        if isinstance(instead, int):
+            # A notification of too many objects and arrays: an event without data,
+            # which the SDK's reader passes over.
+            dropped_notification(self._state, instead)
+            return ()
+        if instead is not None:
+            return _DATA, _json(instead), _EOL
         handed = await before_parsing(data, self._state, detach=True)
         del data
         data = handed if isinstance(handed, bytes) else _json(handed)
@@ -267,6 +276,14 @@ class _LimitedStream(httpx2.AsyncByteStream):
             refusal = await message_refusal(whole)
             if refusal is not None:
                 raise self._refuse(refusal)
+            instead = await crowded_refusal(whole, self._state)
+            if isinstance(instead, int):
+                # A notification as a body (no client request is answered so): dropped.
+                dropped_notification(self._state, instead)
+                return
+            if instead is not None:
+                yield _json(instead)
+                return
             handed = await before_parsing(whole, self._state, detach=True)
             del whole
             yield handed if isinstance(handed, bytes) else _json(handed)

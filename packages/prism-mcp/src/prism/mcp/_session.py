@@ -126,6 +126,7 @@ class Connection:
 def _transport_cm(
     options: BridgeOptions, state: WireState
 ) -> AbstractAsyncContextManager[TransportStreams]:
+    state.server_id = options.server_id
     if isinstance(options.transport, StdioTransport):
         return open_stdio_streams(
             options.transport,

@@ -56,7 +56,10 @@ __all__ = [
     "LineSplitter",
     "ServerStdin",
     "ServerStdout",
+    "crowded_refusal",
+    "dropped_notification",
     "open_stdio_streams",
+    "over_node_cap",
     "server_environment",
 ]
 
@@ -163,38 +166,72 @@ def _containers(line: bytes) -> int:
     return bare.count(b"{") + bare.count(b"[")
 
 
-def _weigh(
-    held: list[bytes], answers: frozenset[int | str]
-) -> SessionMessage | mcp_types.JSONRPCError | int | None:
-    """The crowded line (:func:`_crowded`) of ``held``, weighed and parsed (on a worker thread).
+def over_node_cap(
+    line: bytes, answers: frozenset[int | str]
+) -> mcp_types.JSONRPCError | int | None:
+    """What takes the place of a crowded message (:func:`_crowded`), or ``None`` to parse it.
 
     Past ``MAX_MESSAGE_NODES`` objects and arrays, counted on the raw bytes
     (strings cut out), a message is not parsed when nothing after the parse
     would keep it: without an id (a notification), the number of its objects
     and arrays (it is dropped); the answer to a request in ``answers`` (a
     ``tools/call``, ``tasks/result`` or ``tasks/get``) with a result, the
-    gate's error, as the gate refuses it after parsing. Any other is parsed
-    (:func:`_parse`: the message, or ``None`` when it is not JSON-RPC).
+    gate's error, as the gate refuses it after parsing.
     """
-    line = held[-1]
     nodes = _containers(line)
-    if nodes > MAX_MESSAGE_NODES:
-        layout = scan(line, limit=MAX_RESULT_BLOCKS)
-        if layout is not None:
-            request_id: object = None
-            if layout.request_id is not None:
-                with suppress(ValueError):
-                    request_id = json.loads(layout.request_id)
-            if request_id is None:
-                held.clear()
-                return nodes
-            if type(request_id) is str:
-                request_id = coerce_request_id(request_id)  # as the SDK correlates it
-            answering = type(request_id) is int or type(request_id) is str
-            if answering and layout.is_result and request_id in answers:
-                held.clear()
-                return result_refused(request_id, _NODES_REFUSAL)
-    del line
+    if nodes <= MAX_MESSAGE_NODES:
+        return None
+    layout = scan(line, limit=MAX_RESULT_BLOCKS)
+    if layout is None:
+        return None  # not JSON the scan reads: the parser refuses it
+    request_id: object = None
+    if layout.request_id is not None:
+        with suppress(ValueError):
+            request_id = json.loads(layout.request_id)
+    if request_id is None:
+        return nodes
+    if type(request_id) is str:
+        request_id = coerce_request_id(request_id)  # as the SDK correlates it
+    answering = type(request_id) is int or type(request_id) is str
+    if answering and layout.is_result and request_id in answers:
+        return result_refused(request_id, _NODES_REFUSAL)
+    return None
+
+
+async def crowded_refusal(raw: bytes, state: WireState) -> mcp_types.JSONRPCError | int | None:
+    """:func:`over_node_cap` for a crowded ``raw``, on a worker thread; else ``None``."""
+    if not _crowded(raw):
+        return None
+    answers = frozenset(state.calls | state.polls)
+    return await anyio.to_thread.run_sync(over_node_cap, raw, answers)
+
+
+def dropped_notification(state: WireState, nodes: int) -> None:
+    """Count a notification dropped unparsed; warn at the 1st, 2nd, 4th, 8th... drop."""
+    state.dropped_notifications += 1
+    dropped = state.dropped_notifications
+    if dropped & (dropped - 1) == 0:
+        _log.warning(
+            "MCP server %s: dropped a notification of %d objects and arrays, more than "
+            "%d, unparsed (%d dropped so far)",
+            state.server_id or "(unnamed)",
+            nodes,
+            MAX_MESSAGE_NODES,
+            dropped,
+        )
+
+
+def _weigh(
+    held: list[bytes], answers: frozenset[int | str]
+) -> SessionMessage | mcp_types.JSONRPCError | int | None:
+    """The crowded line of ``held`` weighed (:func:`over_node_cap`), else parsed (a worker thread).
+
+    Returns what :func:`over_node_cap` puts in its place, or :func:`_parse`'s message.
+    """
+    instead = over_node_cap(held[-1], answers)
+    if instead is not None:
+        held.clear()
+        return instead
     return _parse(held)
 
 
@@ -228,8 +265,8 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
         server_id: str = "",
     ) -> None:
         self._stream = stream
-        self._server_id = server_id
-        self._dropped = 0  # notifications dropped unparsed
+        if server_id:
+            state.server_id = server_id
         # The pipe's descriptor under anyio's wrapper of trio's pipe stream, read directly
         # (see _read); else the stream is read.
         inner = getattr(stream, "_stream", None)
@@ -364,23 +401,11 @@ class ServerStdout(ObjectReceiveStream[SessionMessage | Exception]):
                 self._fault("the server wrote a stdout line that is not JSON-RPC")
                 return
             if isinstance(message, int):
-                self._drop(message)
+                dropped_notification(self._state, message)
                 continue
             if not isinstance(message, SessionMessage):
                 message = SessionMessage(message)
             self._ready.append(message)
-
-    def _drop(self, nodes: int) -> None:
-        self._dropped += 1
-        if self._dropped & (self._dropped - 1) == 0:  # the 1st, 2nd, 4th, 8th...
-            _log.warning(
-                "MCP server %s: dropped a notification of %d objects and arrays, more than "
-                "%d, unparsed (%d dropped so far)",
-                self._server_id or "(stdio)",
-                nodes,
-                MAX_MESSAGE_NODES,
-                self._dropped,
-            )
 
     async def aclose(self) -> None:
         """The SDK is done with the stream: :meth:`end`."""

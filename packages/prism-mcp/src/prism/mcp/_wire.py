@@ -40,6 +40,8 @@ class WireState:
         sent: the requests sent for tool calls: their own progress tokens,
             and which calls the server has not answered yet.
         direct: a stdio session's calls past the SDK's dispatcher (see ``_direct``).
+        server_id: the server's id, for warnings.
+        dropped_notifications: notifications dropped unparsed (too many objects and arrays).
     """
 
     fault: str | None = None
@@ -53,6 +55,8 @@ class WireState:
     detached: dict[str, object] = attrs.field(factory=dict)
     sent: SentRequests = attrs.field(factory=SentRequests)
     direct: DirectCalls | None = None
+    server_id: str = ""
+    dropped_notifications: int = 0
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:
