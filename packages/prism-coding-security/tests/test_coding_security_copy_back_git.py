@@ -869,3 +869,22 @@ async def test_a_staged_blob_never_hides_behind_the_work_tree_files_stat_data(
     assert b"+evil" in _git(root, "diff", "--cached").stdout, text
     assert b"-evil" in _git(root, "diff").stdout, text
     assert (root / "f.txt").read_text() == "0\n"
+
+
+async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
+    """Each moved ref costs the host git processes after the command's own time is up
+    (1,000 branches made by a one-second fast-import held a call 105 s): past
+    MAX_MOVED_REFS they are left out unjudged, and said; fewer come back."""
+    from prism.coding.security._overlay import MAX_MOVED_REFS
+
+    _repository(root)
+    many = MAX_MOVED_REFS + 20
+    text = await _shell(
+        root,
+        f"for i in $(seq {many}); do echo create refs/heads/b$i HEAD; done"
+        " | git update-ref --stdin",
+    )
+    assert f"more than {MAX_MOVED_REFS} refs moved by one command" in text, text
+    assert _git(root, "rev-parse", "-q", "--verify", "b1").returncode != 0
+    text = await _shell(root, "git branch one && git branch two")
+    assert _git(root, "rev-parse", "-q", "--verify", "two").returncode == 0, text

@@ -150,6 +150,10 @@ _SYMREF_DEPTH = 5
 _REFLOG_COMMITS = 256
 # new commits a moved ref may reach, each judged against its parents (see history_refusal)
 _HISTORY_COMMITS = 1000
+MAX_MOVED_REFS = 256
+"""Refs one command may move (loose, packed, reflogs, FETCH_HEAD), in all, for the
+copy-back to judge; past it the rest are left out. Each costs about 20 ms of the host's
+CPU in git processes, after the command's own timeout."""
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
 _LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
@@ -848,6 +852,7 @@ class _Applier:
         self._packed_out: dict[tuple[str, ...], bool] = {}
         self._operations: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
+        self._refs_judged = 0  # refs (and reflog entries) judged in this copy-back
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
         # the .git directories whose new objects were proved (see objects_proved)
         self._proved: dict[tuple[str, ...], bool] = {}
@@ -1377,6 +1382,13 @@ class _Applier:
         new tree is compared with the ref's old one (a new ref: with ``HEAD``),
         the command's new objects read from its layer.
         """
+        self._refs_judged += len(moved)
+        if self._refs_judged > MAX_MOVED_REFS:
+            # each costs the host git processes, after the call's own time is up
+            return (
+                f"more than {MAX_MOVED_REFS} refs moved by one command (each is judged "
+                "with git on the host)"
+            )
         top = rel[:at]
         trees = self.commit_trees(rel, at)
         trees.prepare(moved, _HISTORY_COMMITS)
