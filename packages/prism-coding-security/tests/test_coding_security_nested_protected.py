@@ -818,7 +818,8 @@ def test_search_variables_relative_entries_and_prisms_own_code_in_a_root_ask(
 ) -> None:
     """What the loaders' and interpreters' search variables name in a root asks the write
     tool (``PYTHONPATH`` precedes the standard library and site-packages: ``src/re.py``,
-    ``src/pip``; ``LD_LIBRARY_PATH`` the system's libraries), so does a relative entry of
+    ``src/pip``, though not the project's own modules there; ``LD_LIBRARY_PATH`` the
+    system's libraries), so does a relative entry of
     PATH or of such a variable at any depth (the user's shell searches it below whatever
     directory it is in), a few common programs anywhere with ``.`` on PATH, and the
     directory Prism's own modules are imported from (an editable install in the root).
@@ -838,7 +839,9 @@ def test_search_variables_relative_entries_and_prisms_own_code_in_a_root_ask(
     asked = ["build/lib/libz.so.1", "hook.so", "src/re.py", "src/pip/__main__.py", "jars/x.jar",
              "perl/lib/strict.pm", "a/perl/lib/strict.pm", ".bash_env", "node_modules/.bin/git",
              "pkg/node_modules/.bin/git", "pkg/git", "pkgs/src/prism/coding/x.py"]  # fmt: skip
-    for name in [*asked, "build/x.o", "README.md", "pkgs/src/other.py", "pkg/index.js"]:
+    # (the directory on PYTHONPATH is the project's own source: its modules stay writable)
+    for name in [*asked, "build/x.o", "README.md", "pkgs/src/other.py", "pkg/index.js",
+                 "src/app/main.py", "src/app.py"]:  # fmt: skip
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (name not in asked), name

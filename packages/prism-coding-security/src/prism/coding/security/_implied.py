@@ -814,7 +814,14 @@ def _search_entries(root: str) -> list[str]:
             written = os.path.normpath(entry)
             for path in (written, os.path.realpath(written)):
                 where = _below(path, root)
-                if where is not None and where != "." and where not in out:
+                if where is None or where == ".":
+                    continue
+                if name == "PYTHONPATH":
+                    # (a project's own source directory, PYTHONPATH=$PWD/src: its files
+                    # stay the tools' to write; what would shadow the standard library
+                    # in every python the user starts does not)
+                    out += [f"{where}/{n}" for n in _python_shadows() if f"{where}/{n}" not in out]
+                elif where not in out:
                     out.append(where)
     return out
 
@@ -878,6 +885,11 @@ def environment_patterns() -> tuple[str, ...]:
 _WILDCARD_CHARACTERS = re.compile(r"[*?\[\]\\]")
 
 
+# tools users start as a module of whatever python they run (`python -m pip`)
+_RUN_AS_MODULES = ("pip", "setuptools", "pkg_resources", "wheel", "pytest", "_pytest", "venv",
+                   "virtualenv", "pipx", "build", "twine", "mypy", "ruff", "black")  # fmt: skip
+
+
 @functools.lru_cache(maxsize=1)
 def _python_shadows() -> tuple[str, ...]:
     """The names that shadow a standard module from a directory before the standard library.
@@ -887,7 +899,7 @@ def _python_shadows() -> tuple[str, ...]:
     interpreter imports (``.py``, ``.pyc``, its extension modules' suffixes).
     """
     suffixes = ("", *importlib.machinery.all_suffixes())
-    names = sorted({*sys.stdlib_module_names, "sitecustomize", "usercustomize"})
+    names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, "sitecustomize", "usercustomize"})
     return tuple(f"{name}{suffix}" for name in names for suffix in suffixes)
 
 
