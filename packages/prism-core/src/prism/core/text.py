@@ -1,4 +1,4 @@
-"""prism.core.text: clipping untrusted text, describing exceptions, finding lone surrogates.
+r"""prism.core.text: clipping untrusted text, describing exceptions, finding lone surrogates.
 
 Every package builds its messages for models and hosts through these, so a
 message is bounded the same way wherever it is made::
