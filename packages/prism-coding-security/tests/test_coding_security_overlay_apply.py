@@ -592,3 +592,36 @@ _NAMES = [*sorted({part for entry in PROTECTED_PATHS for part in entry.split("/"
 def test_covers_names_the_entry_every_window_would(parts: list[str]) -> None:
     matcher = ProtectedPaths([*PROTECTED_PATHS, "*.pem", "src/*/x"])
     assert matcher.covers(tuple(parts)) == _covers_by_every_window(matcher, tuple(parts))
+
+
+def test_match_names_the_entry_a_scan_of_every_entry_names() -> None:
+    """``ProtectedPaths.match`` tries at each position only the entries that can start
+    there: it names the same entry as a scan of every entry at every position, the
+    first in the list's order, for paths that are, lie below, or are ancestors of
+    entries, case twins and patterns among them."""
+    import fnmatch
+    import random
+
+    from prism.coding.security._protected import fold_name
+
+    matcher = ProtectedPaths([*PROTECTED_PATHS, "caf\u00e9.cfg", "deep/*/x"])
+
+    def scan(path: str) -> str | None:
+        parts = [fold_name(p) for p in path.split("/") if p]
+        for entry in matcher.entries:
+            pattern = [fold_name(p) for p in entry.split("/")]
+            for start in range(len(parts)):
+                window = parts[start : start + len(pattern)]
+                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
+                    return entry
+        return None
+
+    words = ["src", "a", "x", "deep", "q", "Cafe\u0301.cfg", "node_modules", ".GIT", "HOOKS"]
+    words += [part for entry in PROTECTED_PATHS for part in entry.split("/")]
+    chooser = random.Random(7)
+    paths = ["/r/" + entry.replace("*", "zz") for entry in PROTECTED_PATHS]
+    paths += ["/r/src/app.py", "/r/.git", "/r/.cargo", "/r/a/.config", "/r/deep/q/x/y"]
+    for _ in range(3000):
+        paths.append("/r/" + "/".join(chooser.choice(words) for _ in range(chooser.randint(1, 5))))
+    for path in paths:
+        assert matcher.match(path) == scan(path), path

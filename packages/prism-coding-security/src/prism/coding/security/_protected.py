@@ -501,16 +501,25 @@ class ProtectedPaths:
 
     def match(self, path: str) -> str | None:
         """The entry that protects ``path`` (an absolute, normalised path), else None."""
-        parts = [fold_name(p) for p in path.split("/") if p]
-        for entry, pattern in self._split:
-            n = len(pattern)
-            for start in range(len(parts)):
-                window = parts[start : start + n]
+        parts = fold_parts(p for p in path.split("/") if p)
+        wild = self._wild_start
+        if self._first_names.isdisjoint(parts) and (
+            wild is None or not any(wild(part) for part in parts)
+        ):
+            return None  # no entry can start anywhere in it (most paths)
+        # each position tries only the entries that can start there; the first entry in
+        # ``entries`` order that matches at any position is the one named
+        best: tuple[int, str] | None = None
+        for start, part in enumerate(parts):
+            for index, entry, pattern in (*self._by_first.get(part, ()), *self._wild_first):
+                if best is not None and index >= best[0]:
+                    continue
+                window = parts[start : start + len(pattern)]
                 # the path is the entry, lies below it, or is an ancestor that ends
                 # inside the entry (``.git`` for ``.git/config``)
                 if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
-                    return entry
-        return None
+                    best = (index, entry)
+        return None if best is None else best[1]
 
     def leads_to(self, parts: Sequence[str]) -> str | None:
         """The entry ``parts`` is a proper ancestor of, at its end; else None.
