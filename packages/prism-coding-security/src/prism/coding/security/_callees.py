@@ -47,6 +47,7 @@ from ._programs import describe
 __all__ = [
     "MAX_BYTES",
     "MAX_READ",
+    "assigned_values",
     "expand_assignments",
     "hook_callees",
     "programs_run",
@@ -108,6 +109,11 @@ _ASSIGNED = re.compile(
 _VARIABLE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^{}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
 )
+
+
+def assigned_values(text: str) -> list[str]:
+    """The value of each plain ``NAME=value`` of shell ``text``, its quotes removed."""
+    return [value.strip("\"'") for _, value in _ASSIGNED.findall(text)]
 
 
 def expand_assignments(text: str, known: dict[str, str]) -> str:

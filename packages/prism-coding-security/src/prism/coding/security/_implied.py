@@ -61,7 +61,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._callees import _ASSIGNED, expand_assignments, programs_run, script_arguments
+from ._callees import assigned_values, expand_assignments, programs_run, script_arguments
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
@@ -597,9 +597,11 @@ def _home_sourced(home: str, root: str) -> list[str]:
         if path in reads:
             continue
         reads.append(path)
-        text = _read_followed(path)
-        if text is None:
+        # (links followed as a shell's `.` follows them; a FIFO is never waited on)
+        data = read_regular_file(os.path.realpath(path), _HOME_BYTES)
+        if data is None:
             continue
+        text = data.decode("utf-8", "surrogateescape")
         text = _HOME_TILDE.sub(lambda match: match.group(1) + home, _braces(text))
         text = expand_assignments(text, {"HOME": home})
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
@@ -608,8 +610,8 @@ def _home_sourced(home: str, root: str) -> list[str]:
         # argument named like a script (a helper function that sources it)
         named += [
             entry
-            for _, value in _ASSIGNED.findall(text)
-            for entry in value.strip("\"'").split(":")
+            for value in assigned_values(text)
+            for entry in value.split(":")
             if entry.startswith("/") and "$" not in entry
         ]
         for groups in _ALIAS.findall(text):
@@ -661,25 +663,6 @@ def _braces(text: str) -> str:
     return _BRACES.sub(
         lambda m: " ".join(m.group(1) + part + m.group(3) for part in m.group(2).split(",")), text
     )
-
-
-def _read_followed(path: str) -> str | None:
-    """At most :data:`_HOME_BYTES` of ``path``, links followed as a shell's ``.`` follows them.
-
-    None for anything but a regular file (a FIFO is never waited on).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, _HOME_BYTES).decode("utf-8", "surrogateescape")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # per (root, PATH, HOME, the interpreter's prefixes, the search variables): the walk's
