@@ -500,26 +500,12 @@ class ProtectedPaths:
         self._wild_start = re.compile(starts).match if starts else None
 
     def match(self, path: str) -> str | None:
-        """The entry that protects ``path`` (an absolute, normalised path), else None."""
-        parts = fold_parts(p for p in path.split("/") if p)
-        wild = self._wild_start
-        if self._first_names.isdisjoint(parts) and (
-            wild is None or not any(wild(part) for part in parts)
-        ):
-            return None  # no entry can start anywhere in it (most paths)
-        # each position tries only the entries that can start there; the first entry in
-        # ``entries`` order that matches at any position is the one named
-        best: tuple[int, str] | None = None
-        for start, part in enumerate(parts):
-            for index, entry, pattern in (*self._by_first.get(part, ()), *self._wild_first):
-                if best is not None and index >= best[0]:
-                    continue
-                window = parts[start : start + len(pattern)]
-                # the path is the entry, lies below it, or is an ancestor that ends
-                # inside the entry (``.git`` for ``.git/config``)
-                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
-                    best = (index, entry)
-        return None if best is None else best[1]
+        """The entry that protects ``path`` (an absolute, normalised path), else None.
+
+        The path is the entry, lies below it, or is an ancestor that ends inside the
+        entry (``.git`` for ``.git/config``).
+        """
+        return self._earliest(fold_parts(p for p in path.split("/") if p), ancestors=True)
 
     def leads_to(self, parts: Sequence[str]) -> str | None:
         """The entry ``parts`` is a proper ancestor of, at its end; else None.
@@ -548,10 +534,17 @@ class ProtectedPaths:
         Unlike :meth:`match`, an ancestor of an entry is not covered: ``.git``
         is not covered by ``.git/config``, the file is.
         """
-        # Linear in the depth (a hostile command can make a tree thousands of
-        # directories deep, and the copy-back asks this at every level): each
-        # position tries only the entries that can start there.
-        parts = fold_parts(parts)
+        return self._earliest(fold_parts(parts), ancestors=False)
+
+    def _earliest(self, parts: tuple[str, ...], *, ancestors: bool) -> str | None:
+        """The first entry (in ``entries`` order) matching ``parts`` at any position.
+
+        Linear in the depth (a hostile command can make a tree thousands of
+        directories deep, and the copy-back asks at every level): each position
+        tries only the entries that can start there, after a quick refusal of
+        parts no entry can start in (most paths). With ``ancestors``, a window
+        shorter than its entry matches (the parts end inside the entry).
+        """
         wild = self._wild_start
         if self._first_names.isdisjoint(parts) and (
             wild is None or not any(wild(part) for part in parts)
@@ -562,9 +555,9 @@ class ProtectedPaths:
         for start, part in enumerate(parts):
             for index, entry, pattern in (*self._by_first.get(part, ()), *self._wild_first):
                 n = len(pattern)
-                if start + n > size or (best is not None and index >= best[0]):
+                if (best is not None and index >= best[0]) or (not ancestors and start + n > size):
                     continue
                 window = parts[start : start + n]
-                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=True)):
+                if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
                     best = (index, entry)
         return None if best is None else best[1]
