@@ -1038,3 +1038,45 @@ def test_what_a_hook_runs_through_make_recipes_task_runners_and_its_own_spelling
         "sub/Makefile", "tox.ini", "justfile", "cmd/lint",
     }  # fmt: skip
     assert expected <= found, expected - found
+
+
+def test_files_a_hook_runs_as_code_made_of_data_are_protected(root: Path) -> None:
+    """A hook that pipes a file into a shell (`cat x | sh`), runs code a substitution
+    makes (`sh -c "$(cat x)"`, `eval "$(cat x)"`, `sh -c "$(< x)"`), gives an
+    interpreter its script on standard input or through a process substitution, or
+    names its script without a slash (`sh lint`, opened where the hook runs): each
+    file it reads that way is protected (each was writable unasked, and the user's
+    next commit ran what the agent wrote there). A hook that only reads files with
+    the same programs, and runs no code made of them, protects none of them."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    runs = {
+        "cat s/a | sh": "s/a",
+        'sh -c "$(cat s/b)"': "s/b",
+        'eval "$(cat s/c)"': "s/c",
+        'sh -c "$(< s/d)"': "s/d",
+        "tr -d x < s/e | bash -s -- arg": "s/e",
+        "python3 - < s/f": "s/f",
+        ". <(cat s/g)": "s/g",
+        "source /dev/stdin < s/h": "s/h",
+        "bash <s/i": "s/i",
+        "if true; then cat s/j; fi | dash": "s/j",
+        "sh lint": "lint",
+    }
+    (hooks / "pre-commit").write_text("#!/bin/sh\n" + "\n".join(runs) + "\n")
+    (hooks / "pre-push").write_text("#!/bin/sh\ncat docs/a.txt | wc -l\ngrep x < docs/b.txt\n")
+    for name in [*runs.values(), "docs/a.txt", "docs/b.txt"]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("touch owned\n")
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    assert set(runs.values()) <= found, set(runs.values()) - found
+    assert not found & {"docs/a.txt", "docs/b.txt", "arg"}, found
+    _git("init", "-q", str(root))
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in ("s/a", "lint", "docs/a.txt"):
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is path.startswith("docs/"), (path, decision)

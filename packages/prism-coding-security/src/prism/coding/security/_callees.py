@@ -26,6 +26,10 @@ both for any command node's tooling runs (a husky hook, a ``package.json``
 script, lint-staged's and simple-git-hooks' commands): it puts
 ``node_modules/.bin`` first on the command's ``PATH``.
 
+A text that runs code made of data (``cat x | sh``, ``sh -c "$(cat x)"``,
+``python3 - < x``) names its callees in any word: every existing file of the
+tree that any of its commands names or reads is kept (:func:`script_arguments`).
+
 Limits: at most :data:`MAX_READ` files are read, each up to :data:`MAX_BYTES`; a
 program hidden in a variable (``$DIR/x.sh``), a script that changes directory
 before it runs another, a package runner's workspace below the top, and what an
@@ -228,6 +232,8 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
                 code = [w for w in words[index + 1 :] if not w.startswith(("-", "+"))]
                 inner += _commands(code[0]) if code else []
                 index = len(words)
+            elif family == "sh" and word[:2] != "--" and "s" in word:
+                index = len(words)  # (its commands from standard input; operands are arguments)
             elif family != "sh" and word in _CODE_OPTIONS:
                 index = len(words)  # code in an argument: no script file
             elif family == "python" and word == "-m" and index + 1 < len(words):
@@ -235,8 +241,13 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
                 inner += [[f"./{module}.py"], [f"./{module}/__main__.py"]]
                 index = len(words)
             index += 2 if word in values else 1
+        index = _past_redirections(words, index)
         if index < len(words):
-            inner.append(words[index:])
+            script = words[index]
+            # a script named without a slash is opened where the command runs (`sh lint`)
+            if "/" not in script and script not in _STDIN_SCRIPTS and "$" not in script:
+                script = f"./{script}"
+            inner.append([script, *words[index + 1 :]])
     elif name in _EXECUTORS:
         rest = [w for w in words[1:] if not w.startswith("-")]
         inner = [rest] if rest else []
@@ -269,6 +280,67 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
         if argv and argv[0]:
             out += _invocations(argv, depth + 1)
     return out
+
+
+def _past_redirections(words: list[str], index: int) -> int:
+    """The index of the first word from ``index`` on that is no redirection or its target."""
+    while index < len(words):
+        redirect = _REDIRECTION.fullmatch(words[index])
+        if redirect is None:
+            break
+        index += 1 if redirect.group(1) else 2
+    return index
+
+
+# a script an interpreter reads from its standard input; what makes code of data
+_STDIN_SCRIPTS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+_MADE = ("$(", "`", "<(")
+_INPUT = re.compile(r"(?<![<0-9])[0-9]*<[ \t]*([^\s<>;&|()'\"`$]+)")
+
+
+def _runs_data(words: list[str]) -> bool:
+    """Whether ``words`` runs code that another command reads or prints.
+
+    An interpreter with no script operand, or ``-``, or a process substitution
+    (``cat x | sh``, ``sh -s < x``, ``python3 - < x``, ``bash <(cat x)``), and code
+    made by a substitution (``sh -c "$(cat x)"``, ``eval "$(cat x)"``): the files
+    such a line reads are code, whichever program reads them.
+    """
+    if words[0].startswith("#"):
+        return False  # (a comment or a #! line, as the rough split of a text finds it)
+    name = os.path.basename(words[0])
+    if name == "eval":
+        return any(made in word for word in words[1:] for made in _MADE)
+    family = _family(name)
+    if not family:
+        return False
+    values = _VALUE_OPTIONS.get(family, ())
+    index = 1
+    while index < len(words):
+        word = words[index]
+        if _REDIRECTION.fullmatch(word):
+            index = _past_redirections(words, index)
+            continue
+        if word == "--":
+            index += 1
+            break
+        if word in ("-", "+") or not word.startswith(("-", "+")):
+            break
+        short = word[:1] == "-" and word[1:2] != "-"
+        if family == "sh" and short and "c" in word:
+            code = [w for w in words[index + 1 :] if not w.startswith(("-", "+"))]
+            return bool(code) and any(made in code[0] for made in _MADE)
+        if family == "sh" and short and "s" in word:
+            return True  # (its commands from standard input)
+        if family != "sh" and word in _CODE_OPTIONS:
+            return index + 1 < len(words) and any(made in words[index + 1] for made in _MADE)
+        if family == "python" and word == "-m":
+            return False
+        index += 2 if word in values else 1
+    index = _past_redirections(words, index)
+    if index >= len(words):
+        return True
+    return words[index] in _STDIN_SCRIPTS or words[index].startswith("<(")
 
 
 _MAKE_INCLUDES = frozenset({"include", "-include", "sinclude"})
@@ -332,30 +404,47 @@ def script_arguments(text: str) -> list[str]:
     ``php``, ``Rscript``, ``java -jar``) runs its script from an argument. Not the
     target of a redirection (what the command writes), nor an argument of a program
     that never runs one (:data:`_INERT`: ``git add``, ``cp``, ``grep``).
+
+    When a command of ``text`` runs code made of data (:func:`_runs_data`:
+    ``cat x | sh``, ``sh -c "$(cat x)"``), every word of every command and every
+    file read by a redirection counts, whatever program reads it and whether or
+    not it holds a ``/``: the caller keeps the files that exist.
     """
     out: list[str] = []
-    for words in _commands(text):
-        for invocation in _invocations(words):
-            if os.path.basename(invocation[0]) in _INERT:
+    invocations = [i for words in _commands(text) for i in _invocations(words)]
+    # (code made of data: every file the text names may be what runs, whoever reads it)
+    data = any(_runs_data(invocation) for invocation in invocations)
+    if data:  # (and what a redirection alone reads: `"$(< x)"`)
+        out += _INPUT.findall(text)
+    for invocation in invocations:
+        if os.path.basename(invocation[0]) in _INERT and not data:
+            continue
+        skip_next = take_next = False
+        for word in invocation if data else invocation[1:]:
+            if skip_next:
+                skip_next = False
                 continue
-            after_redirect = False
-            for word in invocation[1:]:
-                if after_redirect:
-                    after_redirect = False
+            if take_next:
+                take_next = False
+            elif (redirect := _REDIRECTION.fullmatch(word)) is not None:
+                target = redirect.group(1)
+                # (what a line made of data reads may be code; what a command writes is not)
+                read = data and "<" in word[: len(word) - len(target)]
+                if not target:
+                    take_next, skip_next = read, not read
                     continue
-                redirect = _REDIRECTION.fullmatch(word)
-                if redirect is not None:
-                    after_redirect = not redirect.group(1)
+                if not read:
                     continue
-                if (
-                    word.startswith(("-", "+", "#"))
-                    or any(c in word for c in "$*?[=")
-                    or "://" in word
-                    or word.endswith("/")
-                ):
-                    continue
-                if "/" in word or word.endswith(_SCRIPT_ENDINGS):
-                    out.append(word)
+                word = target
+            if (
+                word.startswith(("-", "+", "#"))
+                or any(c in word for c in "$*?[=")
+                or "://" in word
+                or word.endswith("/")
+            ):
+                continue
+            if data or "/" in word or word.endswith(_SCRIPT_ENDINGS):
+                out.append(word)
     return list(dict.fromkeys(out))
 
 
