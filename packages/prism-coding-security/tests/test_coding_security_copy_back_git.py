@@ -854,21 +854,28 @@ open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
 """
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["index", "split index"])
 async def test_a_staged_blob_never_hides_behind_the_work_tree_files_stat_data(
-    root: Path,
+    root: Path, split: bool
 ) -> None:
     """An index entry whose stat data is the work tree file's own: git would take the file
     for the staged blob (no `git diff`, no `git diff --cached`) and the next `git commit -a`
-    would record what no diff showed. The changed entry's stat data comes back zeroed."""
+    would record what no diff showed. The changed entry's stat data comes back zeroed;
+    also when the index is split and the entry lives in the shared index the command
+    wrote (that index comes back as a copy with it zeroed, named by its checksum)."""
     _repository(root)
     os.utime(root / "f.txt", (1, 1))  # (older than any index: not racily clean)
     (root / "forge.py").write_text(_FORGED_STAT)
-    text = await _shell(root, "python3 forge.py")
+    text = await _shell(
+        root, "python3 forge.py" + (" && git update-index --split-index" if split else "")
+    )
     # staged and, against the work tree file, changed back: both diffs show it
     assert _git(root, "status", "--short", "-uno").stdout == b"MM f.txt\n", text
     assert b"+evil" in _git(root, "diff", "--cached").stdout, text
     assert b"-evil" in _git(root, "diff").stdout, text
     assert (root / "f.txt").read_text() == "0\n"
+    # one shared index, the one the index names (the command's own was replaced)
+    assert len(list(root.joinpath(".git").glob("sharedindex.*"))) == int(split), text
 
 
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:

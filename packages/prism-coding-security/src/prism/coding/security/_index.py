@@ -48,8 +48,10 @@ __all__ = [
     "extension_signatures",
     "extensionless",
     "positional_eoie",
+    "shared_index_name",
     "strip_optional_extensions",
     "with_proved_cache_tree",
+    "with_shared_stat_unknown",
     "with_stat_unknown",
 ]
 
@@ -511,6 +513,53 @@ def with_stat_unknown(data: bytes, keys: set[bytes]) -> bytes | None:
     return sealed
 
 
+def shared_index_name(data: bytes) -> str | None:
+    """The file name of the shared index that ``data``, a split index, names (None: not split)."""
+    layout = _layout(data)
+    link = None if layout is None else next((a for s, a, _ in layout[2] if s == b"link"), None)
+    if layout is None or link is None:
+        return None
+    return "sharedindex." + data[link + 8 : link + 8 + layout[0]].hex()
+
+
+def with_shared_stat_unknown(
+    data: bytes, shared: bytes, keys: set[bytes]
+) -> tuple[bytes, bytes] | None:
+    """A split index ``data`` and its shared index ``shared``, the entries ``keys`` unknown there.
+
+    See :func:`with_stat_unknown`: an entry of a split index may be held by its
+    shared index alone, with the cached stat data that index gives it. Returns
+    the shared index with the stat data of each entry of ``keys`` it holds
+    zeroed, and ``data`` naming that index (its checksum is its name); both as
+    they were when it holds none. None when either is no index read here, the
+    shared index has extensions or no checksum to be named by, or ``data`` is
+    not split.
+    """
+    layout, held = _layout(data), _layout(shared)
+    if layout is None or held is None or held[2] or held[0] != layout[0]:
+        return None
+    size = layout[0]
+    link = next((a for s, a, _ in layout[2] if s == b"link"), None)
+    if link is None or not any(shared[len(shared) - size :]):
+        return None
+    version = int.from_bytes(shared[4:8], "big")
+    starts = _walked_starts(shared, version, size, held[1], keys, every=False)
+    if starts is None:
+        return None
+    if not starts:
+        return data, shared
+    out = bytearray(shared)
+    for at in starts:
+        out[at : at + _STAT_BEFORE_MODE] = bytes(_STAT_BEFORE_MODE)
+        out[at + _STAT_AFTER_MODE[0] : at + _STAT_AFTER_MODE[1]] = bytes(12)
+    new_shared = _sealed(bytes(out[: len(shared) - size]), shared, size)
+    at = link + 8
+    body = data[:at] + new_shared[-size:] + data[at + size : len(data) - size]
+    new_data = _sealed(body, data, size)
+    _known(new_data, layout)
+    return new_data, new_shared
+
+
 def _offsets(data: bytes, size: int, end: int) -> list[int] | None:
     """Where each entry of ``data`` starts (and, last, where they end), from a recent walk."""
     for known, oid, offsets, _ in _WALKED:
@@ -555,9 +604,12 @@ def _searched_starts(
 
 
 def _walked_starts(
-    data: bytes, version: int, size: int, end: int, keys: set[bytes] | None
+    data: bytes, version: int, size: int, end: int, keys: set[bytes] | None, *, every: bool = True
 ) -> list[int] | None:
-    """Where each key's entry starts (None: every entry), the entries walked in order."""
+    """Where each key's entry starts (None: every entry), the entries walked in order.
+
+    None when a key is not held (unless not ``every``: then where those held start).
+    """
     wanted = {_split_key(key) for key in keys or ()}
     starts: list[int] = []
     at = _HEADER
@@ -581,4 +633,4 @@ def _walked_starts(
             if keys is not None and len(starts) == len(wanted):
                 return starts
         at = following
-    return starts if keys is None else None  # (a key the file does not hold)
+    return starts if keys is None or not every else None  # (a key the file does not hold)

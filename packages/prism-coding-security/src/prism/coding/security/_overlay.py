@@ -68,8 +68,10 @@ from ._files import open_regular_file, read_regular_file
 from ._index import (
     extension_signatures,
     extensionless,
+    shared_index_name,
     strip_optional_extensions,
     with_proved_cache_tree,
+    with_shared_stat_unknown,
     with_stat_unknown,
 )
 from ._indexfile import in_git_order, read_index
@@ -861,6 +863,8 @@ class _Applier:
         self.index_placed: Callable[[list[bytes], os.stat_result], None] | None = None
         # the root's own new index's gitlinks, listed by its check (None: not listed)
         self._new_gitlinks: list[bytes] | None = None
+        # the shared indexes this copy-back placed (a split index's), by host path
+        self._placed_shared: set[str] = set()
         self._extra_starts: (
             tuple[tuple[tuple[str, ...], ...], dict[str, list[tuple[str, ...]]]] | None
         ) = None
@@ -1038,6 +1042,43 @@ class _Applier:
             return "a git-lfs object the host holds is never replaced"
         return None if _sha256_named(self.upper_path(rel), inside[-1]) else _LFS_LEFT_OUT
 
+    def shared_stat_unknown(self, git_dir: str, data: bytes, keys: set[bytes]) -> bytes | None:
+        """``data`` (a new index) naming a shared index whose entries ``keys`` are unknown.
+
+        A split index's entry may be held by its shared index alone: when that
+        index is one this copy-back placed (the command wrote it), the stat data
+        it gives the entries ``keys`` is the command's to forge as well (see
+        :func:`.with_stat_unknown`). It is replaced by a copy with them zeroed,
+        named by its own checksum as git names one, and ``data`` names that
+        copy. A shared index the host had is the host's git's own: ``data`` as
+        it is. None: not read here.
+        """
+        name = shared_index_name(data)
+        placed = None if name is None else os.path.join(git_dir, name)
+        if placed is None or placed not in self._placed_shared:
+            return data
+        shared = _read_small(placed)
+        rewritten = None if shared is None else with_shared_stat_unknown(data, shared, keys)
+        if rewritten is None:
+            return None
+        data, new_shared = rewritten
+        if new_shared is not shared:
+            fd = os.open(git_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                temporary = f".prism-{os.getpid()}-sharedindex"
+                file = os.open(
+                    temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644,
+                    dir_fd=fd,
+                )  # fmt: skip
+                with os.fdopen(file, "wb") as out:
+                    out.write(new_shared)
+                os.rename(temporary, shared_index_name(data) or "", src_dir_fd=fd, dst_dir_fd=fd)
+                os.unlink(os.path.basename(placed), dir_fd=fd)  # (the command's, unnamed now)
+            finally:
+                os.close(fd)
+            self._placed_shared.discard(placed)
+        return data
+
     def state_refusal(self, rel: tuple[str, ...], at: int, name: str, kind: str) -> str | None:
         overlay = self.overlay
         git_dir = os.path.join(overlay.root, *rel[: at + 1])
@@ -1110,6 +1151,8 @@ class _Applier:
             # a changed entry's stat data is the command's to forge: the work tree file's
             # own would have git take that file for the staged blob in every diff
             unknown = with_stat_unknown(kept or data, {p for p, _ in changed})
+            if unknown is not None and changed:
+                unknown = self.shared_stat_unknown(git_dir, unknown, {p for p, _ in changed})
             if unknown is None:
                 return unreadable
         if kept is not None or stripped is not None or unknown is not (kept or data):
@@ -1575,6 +1618,8 @@ class _Applier:
                 moved = rel == (".git", "index") and self._new_gitlinks is not None
                 inode = os.lstat(upper).st_ino if moved else None
                 self.place_file(upper, real_fd, rel)
+                if _SHARED_INDEX.fullmatch(name):
+                    self._placed_shared.add(os.path.join(self.overlay.root, *rel))
                 if moved and self.index_placed is not None:
                     placed = os.stat("index", dir_fd=real_fd, follow_symlinks=False)
                     if placed.st_ino == inode:  # moved, not copied: the file that was listed
