@@ -606,6 +606,57 @@ def test_a_counting_checker_hands_on_a_call_past_its_characters() -> None:
     assert count() == 1  # the calls it decided itself
 
 
+_SHORT_AND_LONG = {
+    "s": (False, ("str", 0, 100)),
+    "e": (False, ("enum", frozenset({"abc", "de"}), None)),
+    "t": (False, ("array", (0, 2), ("str", 0, 3))),
+    "c": (False, ("str", 1, 2)),
+}
+
+
+def test_a_counting_checker_counts_only_its_long_members() -> None:
+    # With 100 characters in all: the short members (at most 3, 6 and 2
+    # characters, each within a quarter of 100 shared by the four) are not
+    # counted, and the long one may hold what they leave, 100 - 11 = 89.
+    handed: list[object] = []
+    check, count = deciding_checker(handed.append, _SHORT_AND_LONG, most_chars=100)
+    full = {"e": "abc", "t": ["abc", "abc"], "c": "ab"}
+    assert check({"s": "x" * 89, **full}) is True
+    assert check({"s": "x" * 89}) is True
+    # 90 characters and no other string: within 100, but past what is left for
+    # the long member; the full path decides it (and accepts it there).
+    assert check({"s": "x" * 90}) is None
+    assert check({"s": "x" * 90, **full}) is None
+    assert handed == [{"s": "x" * 90}, {"s": "x" * 90, **full}]
+    assert count() == 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    value=st.fixed_dictionaries(
+        {},
+        optional={
+            "s": st.text(max_size=3) | st.integers(0, 101).map(lambda n: "x" * n),
+            "e": st.sampled_from(["abc", "de", "x"]),
+            "t": st.lists(st.text(max_size=4), max_size=3),
+            "c": st.text(max_size=3),
+        },
+    ),
+    most=st.integers(0, 120),
+)
+@example(value={"s": "x" * 100, "e": "abc", "t": ["abc"], "c": "ab"}, most=100)
+def test_a_call_decided_valid_holds_no_more_characters_than_counted(
+    value: dict[str, Any], most: int
+) -> None:
+    # Whatever members are counted, a call the checker decides valid holds
+    # at most most_chars characters in all its strings.
+    check, _count = deciding_checker(lambda _value: None, _SHORT_AND_LONG, most_chars=most)
+    if check(value) is True:
+        strings = [item for item in value.values() if type(item) is str]
+        strings += value.get("t", [])
+        assert sum(len(text) for text in strings) <= most
+
+
 def test_a_pattern_is_the_engines_own_on_the_decided_path() -> None:
     schema = {
         "type": "object",

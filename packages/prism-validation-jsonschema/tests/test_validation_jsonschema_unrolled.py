@@ -69,6 +69,18 @@ COUNTED: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+# Counted with short members besides: only the unbounded string's characters are
+# counted (against what the short ones may not hold, see _unrolled._counted).
+FOLDED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "pattern": "^[a-z]*$"},
+        "code": {"type": "string", "maxLength": 2},
+        "tags": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 3}},
+        "any": {"enum": ["bb", 1]},
+    },
+    "additionalProperties": False,
+}
 EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 # An optional member: a call with every name takes the checker's other branch.
 PEERS: dict[str, Any] = {
@@ -224,6 +236,7 @@ _PAIRS = [
     _pair(README),
     _pair(DECLARED),
     _pair(COUNTED, most_chars=12),
+    _pair(FOLDED, most_chars=120),
     _pair(EMPTY),
     _pair(PEERS),
 ]
@@ -253,6 +266,9 @@ def _answer(check: Any, value: Any) -> object:
 @example(value={"city": "abcdefghij", "tags": ["bcd"]})
 @example(value={"city": "abcdefghijkl", "tags": ["bcd"]})
 @example(value={"city": "ab", "any": "bb"})
+@example(value={"city": "x" * 100, "code": "ab", "tags": ["abc", "abc"], "any": "bb"})
+@example(value={"city": "x" * 100, "code": "", "tags": [], "any": 1})
+@example(value={"city": "x" * 100, "code": "ab", "tags": ["abc", "abc", "abc"], "any": "bb"})
 @example(value={})
 @example(value={"city": "Oslo", "days": 3})
 @example(value={"city": "Oslo", "days": 2**64})

@@ -14,9 +14,12 @@ which decides as it always did; so the written checker answers ``True`` only
 where the general one would, and never runs more of the engine than it would.
 
 The function's text holds no value from the schema: it is made from fixed
-pieces chosen by each property's kind and numbered by position; the names, the
-string bounds and ``maxItems`` are handed to it as arguments when it is made.
-Its keys are checked to be exact ``str`` before any is looked up, so no key's
+pieces chosen by each property's kind and numbered by position, and each datum
+(a name, a string bound, ``maxItems``...) is a placeholder number, which the
+function's own copy of the compiled code holds as the datum itself (see
+:class:`_Slots`: a constant costs a call nothing, where each closure variable
+is copied into every call's frame). What it calls (the engine, the general
+checker, ``len``...) are its globals, and no builtin besides. Its keys are checked to be exact ``str`` before any is looked up, so no key's
 own code runs (a ``str`` subclass's ``__eq__`` or ``__hash__``): one by one,
 or all at once for a dict whose table holds exact ``str`` keys only (see
 :data:`STR_TABLES`).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from types import CellType, CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ._instance import lone_surrogate
@@ -117,11 +121,11 @@ def kind_of(schema: Any) -> str:
     return found
 
 
-# Each kind's test of the value ``x`` (at an indent of {i}), with ``c`` the
-# name of its longest string. A test that fails hands the call to the general
-# checker.
+# Each kind's test of the value ``x`` (at an indent of {i}), with ``c`` its
+# longest string, ``lo`` and ``hi`` the 64-bit bounds (each a placeholder, see
+# _Slots). A test that fails hands the call to the general checker.
 _TESTS: dict[str, str] = {
-    "int": "{i}if type(x) is not int or not lo <= x <= hi:\n{i}    return general(d)\n",
+    "int": "{i}if type(x) is not int or not {lo} <= x <= {hi}:\n{i}    return general(d)\n",
     "str": (
         "{i}if type(x) is not str or len(x) > {c} or not x.isascii() and lone(x):\n"
         "{i}    return general(d)\n"
@@ -131,7 +135,7 @@ _TESTS: dict[str, str] = {
     "any": (
         "{i}t = type(x)\n"
         "{i}if t is int:\n"
-        "{i}    if not lo <= x <= hi:\n"
+        "{i}    if not {lo} <= x <= {hi}:\n"
         "{i}        return general(d)\n"
         "{i}elif t is str:\n"
         "{i}    if len(x) > {c} or not x.isascii() and lone(x):\n"
@@ -167,28 +171,124 @@ def kinds_of(schema: dict[str, Any], caps: Mapping[str, int]) -> dict[str, tuple
     return kinds
 
 
-def _test(kind: str, cap: str, indent: str, counting: bool) -> str:
-    text = _TESTS[kind].format(i=indent, c=cap)
+# The first placeholder number: far from any constant the fixed pieces hold
+# (0, True, False, None), and below 2**63.
+_FIRST = 7_000_000_000_000_000_000
+
+
+class _Slots:
+    """The data a written checker's text refers to, each by a placeholder number.
+
+    The text holds no value of the schema's, nor a name for one: each datum
+    (a property's name, its bounds, an ``enum``'s strings, the call's size...)
+    is written as a number of its own (see :func:`_template`), a constant of
+    the compiled code, which each checker's copy of that code holds as the
+    datum itself. A constant costs the function nothing when it is called,
+    where each closure variable it reads is copied into every call's frame
+    (about 1.5 ns apiece, 40 of them in an 8-property schema's checker).
+    """
+
+    __slots__ = ("numbers",)
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+
+    def __call__(self, name: str) -> str:
+        """The placeholder written for the datum called ``name``."""
+        return str(self.numbers.setdefault(name, _FIRST + len(self.numbers)))
+
+
+class _Template:
+    """The compiled ``check`` of one shape, and the datum each of its placeholders stands for."""
+
+    __slots__ = ("code", "names")
+
+    def __init__(self, code: CodeType, names: tuple[str, ...]) -> None:
+        self.code = code
+        self.names = names
+
+
+def _template(lines: list[str], filename: str, slots: _Slots) -> _Template:
+    """The ``check`` that the text ``lines`` defines inside its ``make``, with its placeholders."""
+    text = "\n".join(lines) + "\n"
+    module = compile(text, filename, "exec")
+    (make,) = (part for part in module.co_consts if type(part) is CodeType)
+    (code,) = (part for part in make.co_consts if type(part) is CodeType)
+    names = tuple(slots.numbers)
+    # Each placeholder the text writes is a constant of the code, as it is.
+    written = {number for number in slots.numbers.values() if str(number) in text}
+    found = {part for part in code.co_consts if type(part) is int and part >= _FIRST}
+    if found != written:  # pragma: no cover - a compiler that would fold them
+        raise RuntimeError(f"{filename}: placeholders {sorted(found)} for {names}")
+    return _Template(code, names)
+
+
+# What every written checker calls or compares with, read as its globals.
+_GLOBALS: dict[str, object] = {
+    "__builtins__": {},
+    "type": type,
+    "len": len,
+    "sizeof": dict.__sizeof__,
+    "lone": lone_surrogate,
+    "dict": dict,
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "list": list,
+    "KeyError": KeyError,
+}
+
+
+def _written(
+    template: _Template,
+    data: Mapping[str, object],
+    functions: Mapping[str, object],
+    closure: tuple[CellType, ...] | None = None,
+) -> Callable[[object], bool | None]:
+    """A checker of ``template``'s shape: its code holding ``data``, ``functions`` its globals.
+
+    The copy of the code is the checker's own (so are the interpreter's caches
+    in it), and so are its globals: the builtins it uses, ``functions`` and no
+    others.
+    """
+    last = _FIRST + len(template.names)
+    names = template.names
+    code = template.code
+    consts = tuple(
+        data[names[part - _FIRST]] if type(part) is int and _FIRST <= part < last else part
+        for part in code.co_consts
+    )
+    namespace = {**_GLOBALS, **functions}
+    check: Callable[[object], bool | None] = FunctionType(
+        code.replace(co_consts=consts), namespace, "check", None, closure
+    )
+    return check
+
+
+def _test(kind: str, cap: str, indent: str, counting: bool, slots: _Slots) -> str:
+    text = _TESTS[kind].format(i=indent, c=cap, lo=slots("lo"), hi=slots("hi"))
     if counting and kind in _COUNT:
         text += _COUNT[kind].format(i=indent)
     return text
 
 
-def _member(lines: list[str], index: int, *, required: bool) -> str:
+def _member(lines: list[str], index: int, slots: _Slots, *, required: bool) -> str:
     """Append the lines that take member ``index`` into ``x``; the indentation of its tests.
 
     An optional member is tested only when present, and counted in ``found``.
     """
     indent = " " * 12
+    name = slots(f"n{index}")
     if not required:
-        lines.append(f"{indent}if n{index} in d:")
+        lines.append(f"{indent}if {name} in d:")
         indent += "    "
         lines.append(f"{indent}found += 1")
-    lines.append(f"{indent}x = d[n{index}]")
+    lines.append(f"{indent}x = d[{name}]")
     return indent
 
 
-def _epilogue(*, empty: bool, optional: bool, counting: bool) -> list[str]:
+def _epilogue(slots: _Slots, *, empty: bool, optional: bool, counting: bool) -> list[str]:
     """The lines after the members' tests, the same in both kinds."""
     lines = ["            pass"] if empty else []
     lines += ["        except KeyError:", "            return general(d)"]
@@ -197,15 +297,16 @@ def _epilogue(*, empty: bool, optional: bool, counting: bool) -> list[str]:
         # (with every property required, len(d) <= size says it already).
         lines += ["        if found != len(d):", "            return general(d)"]
     if counting:
-        lines += ["        if chars > limit:", "            return general(d)"]
+        lines += [f"        if chars > {slots('limit')}:", "            return general(d)"]
     return lines
 
 
 def _body(
     shape: tuple[tuple[str, bool, str], ...],
     members: Callable[..., list[str]],
+    slots: _Slots,
     *,
-    counting: bool,
+    counted: tuple[bool, ...],
     done: list[str],
 ) -> list[str]:
     """A written checker's body: its two ways of testing the members, each ending in ``done``.
@@ -219,69 +320,62 @@ def _body(
     the count of found names (optional members). Anything else goes to the
     general checker. ``members`` writes the members' lines (see ``_members``);
     ``done`` (at the body's indent) follows a call whose members all passed.
+    ``counted``: whether each member's characters are counted (see :func:`_counted`).
     """
+    counting = any(counted)
     optional = not all(required for _kind, required, _items in shape)
+    size = slots("size")
     lines = [
         "        if type(d) is not dict:",
         "            return general(d)",
-        "        if len(d) == size and sizeof(d) in tables:",
+        f"        if len(d) == {size} and sizeof(d) in {slots('tables')}:",
     ]
     if counting:
         lines.append("            chars = 0")
     lines.append("            try:")
-    lines += [f"    {line}" for line in members(shape, everyone=True, counting=counting)]
+    lines += [f"    {line}" for line in members(shape, slots, everyone=True, counted=counted)]
     if not shape:
         lines.append("                pass")
     lines += ["            except KeyError:", "                return general(d)"]
     if counting:
-        lines += ["            if chars > limit:", "                return general(d)"]
+        lines += [f"            if chars > {slots('limit')}:", "                return general(d)"]
     lines += [f"    {line}" for line in done]
     lines += [
-        "        if len(d) > size:",
+        f"        if len(d) > {size}:",
         "            return general(d)",
         "        for k in d:",
         "            if type(k) is not str:",
         "                return general(d)",
     ]
     if optional:
-        lines.append("        found = required")
+        lines.append(f"        found = {slots('required')}")
     if counting:
         lines.append("        chars = 0")
     lines.append("        try:")
-    lines += members(shape, everyone=False, counting=counting)
-    lines += _epilogue(empty=not shape, optional=optional, counting=counting)
+    lines += members(shape, slots, everyone=False, counted=counted)
+    lines += _epilogue(slots, empty=not shape, optional=optional, counting=counting)
     return lines + done
 
 
-def _made(lines: list[str], filename: str) -> Callable[..., Any]:
-    """The ``make`` function the text ``lines`` defines (their values come in as its arguments)."""
-    namespace: dict[str, Any] = {}
-    exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)
-    factory: Callable[..., Any] = namespace["make"]
-    return factory
-
-
 @functools.lru_cache(maxsize=128)
-def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
-    """The function that makes a checker of ``shape``: (kind, required, item kind) per property.
+def _factory(shape: tuple[tuple[str, bool, str], ...], counted: tuple[bool, ...]) -> _Template:
+    """The checker of ``shape`` written out: (kind, required, item kind) per property.
 
-    Only kinds, flags and positions shape the text; every value comes in as an
-    argument of the returned factory (the builtins too, read as closure
-    variables, a little cheaper than globals). The members are tested two ways
-    (see ``_body``); the engine runs after either, outside the ``try`` (a
-    ``KeyError`` it raised is its own).
+    Only kinds, flags and positions shape the text; every datum is a
+    placeholder (see :class:`_Slots`), and what it calls are globals:
+    ``valid`` (the engine), ``general`` and ``uses`` (where it counts). The
+    members are tested two ways (see ``_body``); the engine runs after either,
+    outside the ``try`` (a ``KeyError`` it raised is its own).
     """
-    count = len(shape)
+    slots = _Slots()
     lines = [
-        "def make(valid, general, uses, lo, hi, lone, limit, size, required, tables, sizeof, "
-        "type, len, dict, str, int, float, list, KeyError, "
-        + "".join(f"n{index}, c{index}, m{index}, " for index in range(count))
-        + "):",
+        "def make():",
         "    def check(d):",
         *_body(
             shape,
             _tested,
-            counting=counting,
+            slots,
+            counted=counted,
             done=[
                 "        uses.hits += 1",
                 "        if valid(d):",
@@ -292,25 +386,31 @@ def _factory(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callab
         ),
         "    return check",
     ]
-    return _made(lines, "<prism closed checker>")
+    return _template(lines, "<prism closed checker>", slots)
 
 
 def _tested(
-    shape: tuple[tuple[str, bool, str], ...], *, everyone: bool, counting: bool
+    shape: tuple[tuple[str, bool, str], ...],
+    slots: _Slots,
+    *,
+    everyone: bool,
+    counted: tuple[bool, ...],
 ) -> list[str]:
     """The closed checker's lines that take and test each member (see ``_members``)."""
     lines: list[str] = []
     for index, (kind, required, items) in enumerate(shape):
-        indent = _member(lines, index, required=required or everyone)
+        indent = _member(lines, index, slots, required=required or everyone)
+        cap = slots(f"c{index}")
         if kind == "array":
             lines += [
-                f"{indent}if type(x) is not list or len(x) > m{index}:",
+                f"{indent}if type(x) is not list or len(x) > {slots(f'm{index}')}:",
                 f"{indent}    return general(d)",
                 f"{indent}for x in x:",
             ]
-            lines += _test(items, f"c{index}", indent + "    ", counting).rstrip("\n").split("\n")
+            text = _test(items, cap, indent + "    ", counted[index], slots)
         else:
-            lines += _test(kind, f"c{index}", indent, counting).rstrip("\n").split("\n")
+            text = _test(kind, cap, indent, counted[index], slots)
+        lines += text.rstrip("\n").split("\n")
     return lines
 
 
@@ -334,42 +434,35 @@ def unrolled_checker(
     it decides itself.
     """
     shape = tuple(kinds[name] for name in kinds)
-    factory = _factory(shape, most_chars is not None)
-    arguments: list[object] = []
-    for name in kinds:
+    reach = [
+        arrays[name][0] * arrays[name][1] if kinds[name][0] == "array" else caps[name]
+        for name in kinds
+    ]
+    counted, limit = _counted(reach, most_chars)
+    data: dict[str, object] = {
+        "lo": MIN_INTEGER,
+        "hi": MAX_INTEGER,
+        "limit": limit,
+        "size": len(shape),
+        "required": sum(1 for kind in shape if kind[1]),
+        "tables": STR_TABLES,
+    }
+    for index, name in enumerate(kinds):
         if kinds[name][0] == "array":
             most, longest = arrays[name]
         else:
             most, longest = 0, caps[name]
-        arguments += [_interned(name), longest, most]
-    required = sum(1 for kind in shape if kind[1])
-    check: Callable[[object], bool | None] = factory(
-        valid,
-        general,
-        uses,
-        MIN_INTEGER,
-        MAX_INTEGER,
-        lone_surrogate,
-        most_chars or 0,
-        len(shape),
-        required,
-        STR_TABLES,
-        dict.__sizeof__,
-        type,
-        len,
-        dict,
-        str,
-        int,
-        float,
-        list,
-        KeyError,
-        *arguments,
-    )
-    return check
+        data[f"n{index}"] = _interned(name)
+        data[f"c{index}"] = longest
+        data[f"m{index}"] = most
+    template = _factory(shape, counted)
+    functions = {"valid": valid, "general": general, "uses": uses}
+    return _written(template, data, functions)
 
 
 # Each decided test of the value ``x`` (see ``_decided``), with ``p`` and ``q``
-# the names of its two bounds: a value it does not find valid goes to the
+# its two bounds (placeholders, see _Slots), ``m`` its kept strings and ``f``
+# the name of its pattern's test: a value it does not find valid goes to the
 # general checker (and the engine), which decides it as before.
 _DECIDED: dict[str, str] = {
     "int": "{i}if type(x) is not int or not {p} <= x <= {q}:\n{i}    return general(d)\n",
@@ -407,39 +500,37 @@ def _decided_test(
     return text.rstrip("\n").split("\n")
 
 
-_HIT = "        hits += 1"
-
-
 @functools.lru_cache(maxsize=128)
-def _decider(shape: tuple[tuple[str, bool, str], ...], counting: bool) -> Callable[..., Any]:
-    """The function that makes a deciding checker of ``shape``: (kind, required, item kind).
+def _decider(shape: tuple[tuple[str, bool, str], ...], counted: tuple[bool, ...]) -> _Template:
+    """The deciding checker of ``shape`` written out: (kind, required, item kind).
 
-    As ``_factory``, only kinds, flags and positions shape the text; names and
-    bounds come in as arguments, and the members are tested two ways (see
-    ``_body``). A call every test passes is valid: it is answered ``True``
-    without the engine.
+    As ``_factory``, only kinds, flags and positions shape the text; the data
+    are placeholders, a pattern's test of member ``i`` the global ``g<i>``,
+    and the members are tested two ways (see ``_body``). A call every test
+    passes is valid: it is answered ``True`` without the engine, and counted
+    in ``hits``, the one closure variable (a cell the caller reads).
     """
-    count = len(shape)
+    slots = _Slots()
     lines = [
-        "def make(general, lone, limit, size, required, tables, sizeof, type, len, dict, str, "
-        "int, list, KeyError, "
-        + "".join(f"n{index}, p{index}, q{index}, f{index}, m{index}, " for index in range(count))
-        + "):",
+        "def make():",
         "    hits = 0",
         "    def check(d):",
         "        nonlocal hits",
-        # The count lives in the closure: an attribute of the cache entry costs
-        # about a tenth of a small call more.
-        *_body(shape, _members, counting=counting, done=[_HIT, "        return True"]),
-        "    def count():",
-        "        return hits",
-        "    return check, count",
+        *_body(shape, _members, slots, counted=counted, done=[_HIT, "        return True"]),
+        "    return check",
     ]
-    return _made(lines, "<prism deciding checker>")
+    return _template(lines, "<prism deciding checker>", slots)
+
+
+_HIT = "        hits += 1"
 
 
 def _members(
-    shape: tuple[tuple[str, bool, str], ...], *, everyone: bool, counting: bool
+    shape: tuple[tuple[str, bool, str], ...],
+    slots: _Slots,
+    *,
+    everyone: bool,
+    counted: tuple[bool, ...],
 ) -> list[str]:
     """The lines that take and test each member of ``shape`` (inside the ``try:``).
 
@@ -447,18 +538,23 @@ def _members(
     """
     lines: list[str] = []
     for index, (kind, required, items) in enumerate(shape):
-        indent = _member(lines, index, required=required or everyone)
+        indent = _member(lines, index, slots, required=required or everyone)
+        p, q = slots(f"p{index}"), slots(f"q{index}")
         if kind == "array":
             lines += [
-                f"{indent}if type(x) is not list or not f{index} <= len(x) <= m{index}:",
+                "{i}if type(x) is not list or not {f} <= len(x) <= {m}:".format(
+                    i=indent, f=slots(f"f{index}"), m=slots(f"m{index}")
+                ),
                 f"{indent}    return general(d)",
                 f"{indent}for x in x:",
             ]
-            lines += _decided_test(items, f"p{index}", f"q{index}", indent + "    ", counting)
-        else:
+            lines += _decided_test(items, p, q, indent + "    ", counted[index])
+        elif kind == "match":
             lines += _decided_test(
-                kind, f"p{index}", f"q{index}", indent, counting, f"f{index}", f"m{index}"
+                kind, p, q, indent, counted[index], f"g{index}", slots(f"m{index}")
             )
+        else:
+            lines += _decided_test(kind, p, q, indent, counted[index])
     return lines
 
 
@@ -476,40 +572,76 @@ def deciding_checker(
     function returns how many calls the checker decided itself.
     """
     shape: list[tuple[str, bool, str]] = []
-    arguments: list[object] = []
-    for declared, (required, (kind, first, second)) in decided.items():
-        name = _interned(declared)
+    data: dict[str, object] = {}
+    functions: dict[str, object] = {"general": general}
+    longest: list[int] = []
+    for index, (declared, (required, (kind, first, second))) in enumerate(decided.items()):
+        data[f"n{index}"] = _interned(declared)
         if kind == "array":
             fewest, most = first
             item: Decided = second
             shape.append(("array", required, _least(item)))
-            arguments += [name, item[1], item[2], fewest, most]
+            data.update({f"p{index}": item[1], f"q{index}": item[2]})
+            data.update({f"f{index}": fewest, f"m{index}": most})
+            longest.append(most * _chars(item))
         elif kind == "match":
             shape.append((kind, required, ""))
             memo: set[str] = set()
-            arguments += [name, first[0], first[1], _remembered(second, memo), memo]
+            data.update({f"p{index}": first[0], f"q{index}": first[1], f"m{index}": memo})
+            functions[f"g{index}"] = _remembered(second, memo)
+            longest.append(first[1])
         else:
             shape.append((_least((kind, first, second)), required, ""))
-            arguments += [name, first, second, 0, 0]
-    factory = _decider(tuple(shape), most_chars is not None)
-    made: tuple[Callable[[object], bool | None], Callable[[], int]] = factory(
-        general,
-        lone_surrogate,
-        most_chars or 0,
-        len(shape),
-        sum(1 for kind in shape if kind[1]),
-        STR_TABLES,
-        dict.__sizeof__,
-        type,
-        len,
-        dict,
-        str,
-        int,
-        list,
-        KeyError,
-        *arguments,
+            data.update({f"p{index}": first, f"q{index}": second})
+            longest.append(_chars((kind, first, second)))
+    counted, limit = _counted(longest, most_chars)
+    data.update(
+        {
+            "limit": limit,
+            "size": len(shape),
+            "required": sum(1 for kind in shape if kind[1]),
+            "tables": STR_TABLES,
+        }
     )
-    return made
+    hits = CellType(0)
+
+    def count() -> int:
+        found: int = hits.cell_contents
+        return found
+
+    check = _written(_decider(tuple(shape), counted), data, functions, (hits,))
+    return check, count
+
+
+def _counted(longest: list[int], most_chars: int | None) -> tuple[tuple[bool, ...], int]:
+    """Which members' characters a checker counts, and the most it lets them hold.
+
+    ``longest`` is each member's most characters (its strings' longest, times
+    ``maxItems`` for an array; any number for a member that holds none), and
+    ``most_chars`` the most a call's strings may hold in all (``None``: no
+    count). A member whose most is small (a share of at most a quarter of
+    ``most_chars``) is not counted: its most is taken off what the others may
+    hold, as if each call held that many. Only the others (strings without
+    ``maxLength``) are counted, against what is left; a call they take past
+    it goes to the general checker, as one past ``most_chars`` did.
+    """
+    if most_chars is None:
+        return (False,) * len(longest), 0
+    share = most_chars // (4 * max(len(longest), 1))
+    counted = tuple(most > share for most in longest)
+    left = most_chars - sum(most for most, count in zip(longest, counted, strict=True) if not count)
+    return counted, left
+
+
+def _chars(test: Decided) -> int:
+    """The most characters a value ``test`` decides valid holds (0: not a string)."""
+    kind = test[0]
+    if kind == "str":
+        longest: int = test[2]
+        return longest
+    if kind == "enum":
+        return max((len(value) for value in test[1]), default=0)
+    return 0
 
 
 def _interned(name: object) -> object:
