@@ -19,10 +19,10 @@ pieces chosen by each property's kind and numbered by position, and each datum
 function's own copy of the compiled code holds as the datum itself (see
 :class:`_Slots`: a constant costs a call nothing, where each closure variable
 is copied into every call's frame). What it calls (the engine, the general
-checker, ``len``...) are its globals, and no builtin besides. Its keys are checked to be exact ``str`` before any is looked up, so no key's
-own code runs (a ``str`` subclass's ``__eq__`` or ``__hash__``): one by one,
-or all at once for a dict whose table holds exact ``str`` keys only (see
-:data:`STR_TABLES`).
+checker, ``len``...) are its globals, and no builtin besides. Its keys are
+checked to be exact ``str`` before any is looked up, so no key's own code runs
+(a ``str`` subclass's ``__eq__`` or ``__hash__``): one by one, or all at once
+for a dict whose table holds exact ``str`` keys only (see :data:`STR_TABLES`).
 """
 
 from __future__ import annotations
