@@ -390,12 +390,36 @@ _BOUNDED = {
     },
     "additionalProperties": False,
 }
+# Integer bounds past one internal digit (2**30 - 1): tested first within that digit.
+_WIDE = {
+    "type": "object",
+    "properties": {
+        "w": {"type": "integer", "minimum": 2**31},
+        "v": {"type": "integer", "minimum": -(2**40), "maximum": 7},
+        "u": {"type": "array", "maxItems": 2, "items": {"type": "integer", "minimum": 3}},
+    },
+    "additionalProperties": False,
+}
 
 
 @pytest.mark.parametrize(
     ("schema", "value", "decided"),
     [
         (_README, {"a": 2, "b": 3}, True),
+        (_README, {"a": 2**30, "b": -(2**30)}, True),
+        (_README, {"a": 2**30 - 1, "b": -(2**30) + 1}, True),
+        (_WIDE, {"w": 2**31, "v": -(2**30), "u": [3, 2**30]}, True),
+        (_WIDE, {"w": 2**63 - 1, "v": -(2**40), "u": [2**63 - 1]}, True),
+        (_WIDE, {"v": -(2**30) + 1}, True),
+        (_WIDE, {"v": 7}, True),
+        (_WIDE, {"w": 2**31 - 1}, False),
+        (_WIDE, {"w": 2**30 - 1}, False),
+        (_WIDE, {"w": 2**64}, False),
+        (_WIDE, {"v": -(2**40) - 1}, False),
+        (_WIDE, {"v": 8}, False),
+        (_WIDE, {"v": 2**30}, False),
+        (_WIDE, {"u": [2]}, False),
+        (_WIDE, {"u": [-(2**30)]}, False),
         (_README, {"a": -(2**63), "b": 2**64 - 1}, True),
         (_README, {"a": 2**64, "b": 3}, False),  # past 64 bits: the walk refuses it
         (_README, {"a": 1.0, "b": 3}, False),  # the engine's (it accepts 1.0)

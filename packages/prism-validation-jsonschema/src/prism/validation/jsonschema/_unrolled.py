@@ -122,10 +122,14 @@ def kind_of(schema: Any) -> str:
 
 
 # Each kind's test of the value ``x`` (at an indent of {i}), with ``c`` its
-# longest string, ``lo`` and ``hi`` the 64-bit bounds (each a placeholder, see
-# _Slots). A test that fails hands the call to the general checker.
+# longest string, ``lo`` and ``hi`` the 64-bit bounds, ``sl`` and ``sh`` those of
+# one internal digit (each a placeholder, see _Slots). A test that fails hands
+# the call to the general checker.
 _TESTS: dict[str, str] = {
-    "int": "{i}if type(x) is not int or not {lo} <= x <= {hi}:\n{i}    return general(d)\n",
+    "int": (
+        "{i}if type(x) is not int or not {sl} <= x <= {sh} and not {lo} <= x <= {hi}:\n"
+        "{i}    return general(d)\n"
+    ),
     "str": (
         "{i}if type(x) is not str or len(x) > {c} or not x.isascii() and lone(x):\n"
         "{i}    return general(d)\n"
@@ -135,7 +139,7 @@ _TESTS: dict[str, str] = {
     "any": (
         "{i}t = type(x)\n"
         "{i}if t is int:\n"
-        "{i}    if not {lo} <= x <= {hi}:\n"
+        "{i}    if not {sl} <= x <= {sh} and not {lo} <= x <= {hi}:\n"
         "{i}        return general(d)\n"
         "{i}elif t is str:\n"
         "{i}    if len(x) > {c} or not x.isascii() and lone(x):\n"
@@ -170,6 +174,11 @@ def kinds_of(schema: dict[str, Any], caps: Mapping[str, int]) -> dict[str, tuple
             kinds[name] = (kind_of(sub), name in names, "")
     return kinds
 
+
+# The bounds of one internal digit of CPython's ints (30 bits): the interpreter
+# compares two such ints faster (a value within them is compared with the
+# schema's wider bounds only when it is not).
+_SMALL = 2**30 - 1
 
 # The first placeholder number: far from any constant the fixed pieces hold
 # (0, True, False, None), and below 2**63.
@@ -267,7 +276,9 @@ def _written(
 
 
 def _test(kind: str, cap: str, indent: str, counting: bool, slots: _Slots) -> str:
-    text = _TESTS[kind].format(i=indent, c=cap, lo=slots("lo"), hi=slots("hi"))
+    text = _TESTS[kind].format(
+        i=indent, c=cap, lo=slots("lo"), hi=slots("hi"), sl=slots("sl"), sh=slots("sh")
+    )
     if counting and kind in _COUNT:
         text += _COUNT[kind].format(i=indent)
     return text
@@ -442,6 +453,8 @@ def unrolled_checker(
     data: dict[str, object] = {
         "lo": MIN_INTEGER,
         "hi": MAX_INTEGER,
+        "sl": -_SMALL,
+        "sh": _SMALL,
         "limit": limit,
         "size": len(shape),
         "required": sum(1 for kind in shape if kind[1]),
@@ -466,6 +479,12 @@ def unrolled_checker(
 # general checker (and the engine), which decides it as before.
 _DECIDED: dict[str, str] = {
     "int": "{i}if type(x) is not int or not {p} <= x <= {q}:\n{i}    return general(d)\n",
+    # The same with a bound past one internal digit: first the bounds of one
+    # digit within them (``s``, ``t``), which the interpreter compares faster.
+    "wide": (
+        "{i}if type(x) is not int or not {s} <= x <= {t} and not {p} <= x <= {q}:\n"
+        "{i}    return general(d)\n"
+    ),
     "str": (
         "{i}if type(x) is not str or not {p} <= len(x) <= {q} or not x.isascii() and lone(x):\n"
         "{i}    return general(d)\n"
@@ -492,9 +511,19 @@ _DECIDED_COUNT = frozenset({"str", "str0", "enum", "match"})
 
 
 def _decided_test(
-    kind: str, p: str, q: str, indent: str, counting: bool, f: str = "", m: str = ""
+    kind: str,
+    p: str,
+    q: str,
+    indent: str,
+    counting: bool,
+    f: str = "",
+    m: str = "",
+    *,
+    slots: _Slots,
+    index: int,
 ) -> list[str]:
-    text = _DECIDED[kind].format(i=indent, p=p, q=q, f=f, m=m)
+    s, t = slots(f"s{index}"), slots(f"t{index}")
+    text = _DECIDED[kind].format(i=indent, p=p, q=q, f=f, m=m, s=s, t=t)
     if counting and kind in _DECIDED_COUNT:
         text += f"{indent}chars += len(x)\n"
     return text.rstrip("\n").split("\n")
@@ -548,13 +577,16 @@ def _members(
                 f"{indent}    return general(d)",
                 f"{indent}for x in x:",
             ]
-            lines += _decided_test(items, p, q, indent + "    ", counted[index])
-        elif kind == "match":
             lines += _decided_test(
-                kind, p, q, indent, counted[index], f"g{index}", slots(f"m{index}")
+                items, p, q, indent + "    ", counted[index], slots=slots, index=index
+            )
+        elif kind == "match":
+            memo = slots(f"m{index}")
+            lines += _decided_test(
+                kind, p, q, indent, counted[index], f"g{index}", memo, slots=slots, index=index
             )
         else:
-            lines += _decided_test(kind, p, q, indent, counted[index])
+            lines += _decided_test(kind, p, q, indent, counted[index], slots=slots, index=index)
     return lines
 
 
@@ -583,6 +615,7 @@ def deciding_checker(
             shape.append(("array", required, _least(item)))
             data.update({f"p{index}": item[1], f"q{index}": item[2]})
             data.update({f"f{index}": fewest, f"m{index}": most})
+            data.update(_narrow(index, item))
             longest.append(most * _chars(item))
         elif kind == "match":
             shape.append((kind, required, ""))
@@ -593,6 +626,7 @@ def deciding_checker(
         else:
             shape.append((_least((kind, first, second)), required, ""))
             data.update({f"p{index}": first, f"q{index}": second})
+            data.update(_narrow(index, (kind, first, second)))
             longest.append(_chars((kind, first, second)))
     counted, limit = _counted(longest, most_chars)
     data.update(
@@ -654,10 +688,23 @@ def _interned(name: object) -> object:
 
 
 def _least(test: Decided) -> str:
-    """The kind whose text tests ``test``: ``"str0"`` for a string without a least length."""
+    """The kind whose text tests ``test``.
+
+    ``"str0"`` for a string without a least length, ``"wide"`` for an integer
+    with a bound past one internal digit.
+    """
     if test[0] == "str" and test[1] == 0:
         return "str0"
+    if test[0] == "int" and not -_SMALL <= test[1] <= test[2] <= _SMALL:
+        return "wide"
     return test[0]
+
+
+def _narrow(index: int, test: Decided) -> dict[str, object]:
+    """The bounds of one internal digit within an integer's (``s`` and ``t`` of ``"wide"``)."""
+    if test[0] != "int":
+        return {}
+    return {f"s{index}": max(test[1], -_SMALL), f"t{index}": min(test[2], _SMALL)}
 
 
 # A pattern's verdicts kept per property: the strings the engine found matching,
