@@ -597,6 +597,40 @@ async def _exchange(
     return lines, [*recorded, tuple(events)]
 
 
+def _context_seen(ctx: Any) -> tuple[Any, ...]:
+    """A request context's members (each object by its type and members, down to the
+    connection: the one who runs the request differs, what it holds may not)."""
+    session = ctx.session
+    connection = session._connection
+    outbound = session._request_outbound
+    inner = getattr(outbound, "_inner", outbound)
+    return (
+        type(ctx),
+        ctx.lifespan_context,
+        ctx.protocol_version,
+        ctx.method,
+        re.sub('"requestState": "[^"]*"', "-", json.dumps(ctx.params, sort_keys=True)),  # (random)
+        ctx.request_id,
+        ctx.meta,
+        ctx.request,
+        ctx.close_sse_stream,
+        ctx.close_standalone_sse_stream,
+        type(session),
+        sorted(vars(session)),
+        session._log_is_request_scoped,
+        session._allowed_log_levels,
+        type(outbound),
+        type(inner),
+        inner.request_id,
+        inner.message_metadata,
+        type(connection),
+        connection.protocol_version,
+        connection.client_params,
+        connection.client_capabilities,
+        connection.initialize_accepted,
+    )
+
+
 @pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
 async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
     modern: bool, initialize: Initialize, monkeypatch: pytest.MonkeyPatch
@@ -610,12 +644,25 @@ async def test_the_fast_path_answers_byte_for_byte_as_the_sdk_path(
             taken.append(line)
         return took
 
+    contexts: list[tuple[Any, ...]] = []
+    on_call_tool = Gateway._on_call_tool
+
+    async def seen(self: Gateway, ctx: Any, *args: Any) -> Any:
+        contexts.append(_context_seen(ctx))
+        return await on_call_tool(self, ctx, *args)
+
+    monkeypatch.setattr(Gateway, "_on_call_tool", seen)
     monkeypatch.setattr(StdioFastPath, "take", lambda _self, _line: False)
     slow_lines, slow_records = await _exchange(modern, initialize)
+    slow_contexts = contexts[:]
+    del contexts[:]
     monkeypatch.setattr(StdioFastPath, "take", counted)
     fast_lines, fast_records = await _exchange(modern, initialize)
     assert fast_lines == slow_lines
     assert fast_records == slow_records
+    # The handler's request context: what the SDK's runner makes, member by member
+    assert contexts == slow_contexts
+    assert len(contexts) == len(_SCRIPT) + 12 + modern * 3  # (+ the approvals' retries)
     # Every call of the script went the fast way (the malformed name is refused by the
     # SDK's request check on it too), and every gate fired on it; the odd lines did not
     # (but the envelope's, from a 2026-07-28 client).

@@ -482,3 +482,77 @@ async def test_direct_calls_at_their_edges(caplog: pytest.LogCaptureFixture) -> 
     os.close(read_fd)
     await stdin.close_pipe()
     assert faults == []
+
+
+async def test_the_bridges_send_stamps_each_call_as_the_session_does() -> None:
+    """The _meta the session's stamp gives a call, kept once per stamp: every request line
+    carries what running the stamp on that very call gives, as the stamp changes."""
+    import json
+    import os
+    import types
+
+    import trio
+
+    from prism.mcp._stdio import ServerStdin
+    from prism.mcp._wire import WireState
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    stdin = ServerStdin(trio.lowlevel.FdStream(write_fd), write_stall_s=5, on_fault=print)
+    state = WireState()
+    direct = DirectCalls(
+        send_line=stdin.send_line, send=stdin.send, track=state.calls.add, state=state
+    )
+    info = {"name": "host", "version": "1"}
+    capabilities: dict[str, Any] = {"elicitation": {}}
+
+    def named(name: str, arguments: Any) -> dict[str, str]:
+        return {"Mcp-Param-Name": name}  # (a header: never on a pipe)
+
+    def own_stamp(data: dict[str, Any], _opts: Any) -> None:  # not the SDK's: run every time
+        data["params"].setdefault("_meta", {})["seen"] = data["params"]["name"]
+
+    stamps = [
+        sdk_session._preconnect_stamp,
+        sdk_session._make_handshake_stamp("2025-11-25"),
+        sdk_session._make_modern_stamp("2026-07-28", info, capabilities, named),
+        sdk_session._make_modern_stamp(
+            "2026-07-28", info, capabilities, named, log_level="warning"
+        ),
+        own_stamp,
+    ]
+    session: Any = types.SimpleNamespace(_stamp=None)
+    raw_calls = _fastcall.RawCalls(session, direct)
+    calls = [("a", {"x": 1}), ("b", None), ("é", {"y": [1, {"z": None}]})]
+    async with trio.open_nursery() as nursery:
+        for stamp in [*stamps, stamps[2]]:
+            session._stamp = stamp
+            for name, arguments in calls:
+                answers: list[object] = []
+
+                async def send(name: str = name, arguments: Any = arguments) -> None:
+                    answers.append(await raw_calls.send(name, arguments, None))
+
+                nursery.start_soon(send)
+                await trio.testing.wait_all_tasks_blocked()
+                (line,) = [json.loads(line) for line in os.read(read_fd, 65536).splitlines()]
+                expected = {"method": "tools/call", "params": call_params(name, arguments)}
+                stamp(expected, {})
+                assert line["params"] == expected["params"], stamp
+                direct.answer(
+                    line["id"],
+                    mcp_types.JSONRPCResponse(jsonrpc="2.0", id=line["id"], result={"n": 1}),
+                )
+                await trio.testing.wait_all_tasks_blocked()
+                assert answers == [{"n": 1}]
+        # (the SDK's stamp kept, not run per call)
+        assert raw_calls._stamped_by is stamps[2]
+        assert raw_calls._stamp_meta is not None
+        assert raw_calls._stamp_meta.keys() == {
+            "io.modelcontextprotocol/protocolVersion",
+            "io.modelcontextprotocol/clientInfo",
+            "io.modelcontextprotocol/clientCapabilities",
+        }
+    os.close(read_fd)
+    stdin.close()
+    await stdin.close_pipe()

@@ -65,7 +65,8 @@ class CallSlots:
     _apart: int = 0
     started: bool = False
     _closed: bool = False
-    _taking: trio.Lock = attrs.field(factory=trio.Lock)
+    # Held while a task waits for slots; made by the first that has to (most calls never do)
+    _taking: trio.Lock | None = None
 
     async def take(self) -> None:
         """Acquire each slot not held, in order (what a cancellation interrupts stays held).
@@ -73,7 +74,9 @@ class CallSlots:
         Gives up (holding nothing) when a question lets the slots go meanwhile,
         or the call is over: the last question answered takes them again.
         """
-        if not (self._held or self._apart or self._closed or self._taking.locked()):
+        taking = self._taking
+        busy = taking is not None and taking.locked()
+        if not (self._held or self._apart or self._closed or busy):
             # The usual case, every slot free: taken in order without yielding (a
             # limiter gives a token at once only while nobody waits for one).
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -86,7 +89,9 @@ class CallSlots:
             else:
                 self.started = True
                 return
-        async with self._taking:
+        if taking is None:
+            taking = self._taking = trio.Lock()
+        async with taking:
             for limiter in self.limiters:
                 if self._apart or self._closed:
                     break
@@ -101,7 +106,9 @@ class CallSlots:
 
     def free(self) -> bool:
         """Whether :meth:`take` would take every slot now, without waiting."""
-        return not (self._held or self._apart or self._closed or self._taking.locked()) and all(
+        taking = self._taking
+        busy = taking is not None and taking.locked()
+        return not (self._held or self._apart or self._closed or busy) and all(
             limiter.available_tokens and not limiter.statistics().tasks_waiting
             for limiter in self.limiters
         )

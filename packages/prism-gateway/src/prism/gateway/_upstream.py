@@ -15,14 +15,16 @@ trio task of the dispatcher's own nursery (registered in its in-flight table,
 so ``notifications/cancelled`` reaches it): every check and gate of that list
 runs, in the same order and with the same errors (the SDK's own functions:
 ``classify_inbound_request``, ``validate_client_request``, the parameters'
-model, the runner's ``_make_context`` and ``_serialize``), the gateway's
-handler gets the arguments as parsed from the line's text (a ``ParsedJson``:
-validation does not walk them again), and the answer line is encoded from the
-result dict by pydantic's own serializer and written straight to the pipe,
-byte for byte what the SDK writes. What it leaves out: the anyio task wrapper,
-the middleware chain (taken only while the server has no middleware but the
-SDK's OpenTelemetry one and that one would record nothing), the result's
-copies and the response model.
+model, the runner's ``_serialize``; the request context as the runner's
+``_make_context`` makes it for a line of a pipe), the gateway's handler gets
+the arguments as parsed from the line's text (a ``ParsedJson``: validation
+does not walk them again), and the answer line is encoded from the result
+dict by pydantic's own serializer and written straight to the pipe, byte for
+byte what the SDK writes. What it leaves out: the anyio task wrapper, the
+middleware chain (taken only while the server has no middleware but the
+SDK's OpenTelemetry one and that one would record nothing), a runner per
+2026-07-28 request (one shapes every result: only its server is read), the
+result's copies and the response model.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import mcp_types as types
 import pydantic_core
 import trio
 from mcp.server.connection import Connection, NotifyOnlyOutbound
+from mcp.server.context import ServerRequestContext
 from mcp.server.runner import (
     ServerRunner,
     _extract_meta,
@@ -44,6 +47,7 @@ from mcp.server.runner import (
     aclose_shielded,
     modern_error_data,
 )
+from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
@@ -56,7 +60,6 @@ from pydantic import ValidationError
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
-    from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel.server import Server
     from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
 
@@ -305,8 +308,11 @@ class CallKernel:
         self._writer = writer
         self._nursery = nursery
         self._lifespan = lifespan
-        # A 2025-11-25 connection's kernel (one for the connection), else None: a
+        # A 2025-11-25 client's connection (one for all its requests), else None: a
         # 2026-07-28 client's request brings its connection in its envelope.
+        self._connection = connection
+        # What shapes each result (only the server matters: see _kernel); made with
+        # the first connection.
         self._runner = _Runner(server, connection, lifespan) if connection is not None else None
         self._outbound = NotifyOnlyOutbound(dispatcher) if connection is None else None
         self._requests = RequestCheck()
@@ -407,17 +413,19 @@ class CallKernel:
         parsed: ParsedJson | None,
     ) -> dict[str, Any]:
         meta = self._facts(params)
-        runner = self._runner
-        if runner is not None:
-            return await self._kernel(runner, dctx, params, parsed, meta)
+        connection = self._connection
+        if connection is not None:
+            return await self._kernel(connection, dctx, params, parsed, meta)
         # As the SDK's 2026-07-28 stream loop answers a request: the envelope's checks,
-        # then a connection made from it for this request alone.
+        # then a connection made from it for this request alone (and a runner for it,
+        # of which only the server matters here: see _kernel).
         connection = self._envelope_connection(params)
+        if self._runner is None:
+            self._runner = _Runner(self._server, connection, self._lifespan)
         try:
             try:
-                runner = _Runner(self._server, connection, self._lifespan)
                 return await self._kernel(
-                    runner, _NoServerRequestsDispatchContext(dctx), params, parsed, meta
+                    connection, _NoServerRequestsDispatchContext(dctx), params, parsed, meta
                 )
             finally:
                 if getattr(connection.exit_stack, "_exit_callbacks", True):  # else: none to run
@@ -466,7 +474,7 @@ class CallKernel:
 
     async def _kernel(
         self,
-        runner: ServerRunner[Any],
+        connection: Connection,
         dctx: Any,
         params: dict[str, Any],
         parsed: ParsedJson | None,
@@ -474,16 +482,28 @@ class CallKernel:
     ) -> dict[str, Any]:
         # ServerRunner._on_request for tools/call, in its order, without the middleware
         # chain (none that would record anything: checked before the line was taken).
-        connection = runner.connection
         version = connection.protocol_version
         meta_json, meta_model = meta  # (see _facts)
         if meta_model is not None:  # (a dict: each request's own, as the SDK's are)
             meta_model = dict(meta_model)
-        ctx = runner._make_context(dctx, _METHOD, params, meta_model, version)
+        # As ServerRunner._make_context makes it for a message with no metadata (a
+        # line of a pipe: no HTTP request, no SSE stream to close)
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=ServerSession(dctx, connection, request_meta=meta_model),
+            lifespan_context=self._lifespan,
+            method=_METHOD,
+            params=params,
+            request_id=dctx.request_id,
+            meta=meta_model,
+            protocol_version=version,
+        )
         # (tools/call is a method of every revision, and has a handler: StdioFastPath.learn)
         self._requests.check(version, params, meta_json)
         if not connection.initialize_accepted:
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid request parameters", data="")
         typed = types.CallToolRequestParams.model_validate(params, by_name=False)
         result = await self._call_tool(ctx, typed, parsed)
+        # (ServerRunner._serialize reads the runner's server alone, never its connection)
+        runner = self._runner
+        assert runner is not None  # (made before)
         return runner._serialize(_METHOD, version, result)

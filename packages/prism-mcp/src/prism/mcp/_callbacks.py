@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -56,14 +55,19 @@ _calling: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def calling(call_id: str | None) -> Iterator[None]:
+class calling:  # (lower case: used as the function it was, ``with calling(call_id):``)
     """Mark what the server sends for the request made in this block as ``call_id``'s."""
-    token = _calling.set(call_id)
-    try:
-        yield
-    finally:
-        _calling.reset(token)
+
+    __slots__ = ("_call_id", "_token")
+
+    def __init__(self, call_id: str | None) -> None:
+        self._call_id = call_id
+
+    def __enter__(self) -> None:
+        self._token = _calling.set(self._call_id)
+
+    def __exit__(self, *_exc: object) -> None:
+        _calling.reset(self._token)
 
 
 def current_call() -> str | None:

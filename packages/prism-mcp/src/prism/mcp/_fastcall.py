@@ -174,6 +174,15 @@ def _tracing_records() -> bool:
 
 _otel_trace: Any = None
 
+# The SDK's stamps whose ``_meta`` is the same for every ``tools/call`` (RawCalls.send)
+_SDK_STAMPS = frozenset(
+    {
+        "_preconnect_stamp",
+        "_make_handshake_stamp.<locals>.stamp",
+        "_make_modern_stamp.<locals>.stamp",
+    }
+)
+
 
 class _Replay:
     """The answer a session's next plain ``call_tool`` takes instead of sending (once)."""
@@ -204,11 +213,14 @@ class RawCalls:
     retry are the SDK's own.
     """
 
-    __slots__ = ("_direct", "_session")
+    __slots__ = ("_direct", "_session", "_stamp_meta", "_stamped_by")
 
     def __init__(self, session: ClientSession, direct: DirectCalls) -> None:
         self._session = session
         self._direct = direct
+        # The session's stamp last used, and the _meta it gives a call's params (None: none)
+        self._stamped_by: object = None
+        self._stamp_meta: dict[str, Any] | None = None
 
     @property
     def version(self) -> str:
@@ -234,12 +246,41 @@ class RawCalls:
             MCPError: the server's error answer (or the gate's refusal), or
                 ``CONNECTION_CLOSED``.
         """
-        data: dict[str, Any] = {"method": _METHOD, "params": call_params(name, arguments)}
-        self._session._stamp(data, {})
-        request = self._direct.request(data["params"], on_progress is not None)
+        params = call_params(name, arguments)
+        stamp = self._session._stamp
+        if stamp is self._stamped_by:
+            if self._stamp_meta is not None:
+                params["_meta"] = dict(self._stamp_meta)
+        else:
+            data: dict[str, Any] = {"method": _METHOD, "params": params}
+            stamp(data, {})
+            self._learn_stamp(stamp, params)
+        request = self._direct.request(params, on_progress is not None)
         raw = await self._direct.call(request, on_progress)
         _sdk_session._clamp_inbound_ttl(raw)
         return raw
+
+    def _learn_stamp(self, stamp: object, params: dict[str, Any]) -> None:
+        """Keep what ``stamp`` (the session's) put in a call's params, if it is the SDK's own.
+
+        The SDK's stamps of a ``tools/call`` add only headers (unused on a
+        pipe) and, after a 2026-07-28 handshake, the same ``_meta`` members to
+        every call (the revision, the client's info and capabilities, its log
+        level): the same values, whatever the call. Any other stamp is run on
+        every call.
+        """
+        if (
+            getattr(stamp, "__module__", None) != _sdk_session.__name__
+            or getattr(stamp, "__qualname__", None) not in _SDK_STAMPS
+        ):
+            return
+        meta = params.get("_meta")
+        if params.keys() - {"name", "arguments", "_meta"} or not (
+            meta is None or type(meta) is dict
+        ):
+            return
+        self._stamp_meta = dict(meta) if meta is not None else None
+        self._stamped_by = stamp
 
     @contextlib.contextmanager
     def replay(self, outcome: dict[str, Any] | Exception) -> Iterator[None]:
