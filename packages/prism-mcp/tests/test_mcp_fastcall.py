@@ -523,7 +523,7 @@ async def test_the_bridges_send_stamps_each_call_as_the_session_does() -> None:
     ]
     session: Any = types.SimpleNamespace(_stamp=None)
     raw_calls = _fastcall.RawCalls(session, direct)
-    calls = [("a", {"x": 1}), ("b", None), ("é", {"y": [1, {"z": None}]})]
+    calls = [("a", {"x": 1}), ("b", None), ("é", {"y": [1e-07, {"z": None}], "n": 10**30})]
     async with trio.open_nursery() as nursery:
         for stamp in [*stamps, stamps[2]]:
             session._stamp = stamp
@@ -535,10 +535,16 @@ async def test_the_bridges_send_stamps_each_call_as_the_session_does() -> None:
 
                 nursery.start_soon(send)
                 await trio.testing.wait_all_tasks_blocked()
-                (line,) = [json.loads(line) for line in os.read(read_fd, 65536).splitlines()]
+                (raw,) = os.read(read_fd, 65536).splitlines()
+                line = json.loads(raw)
                 expected = {"method": "tools/call", "params": call_params(name, arguments)}
                 stamp(expected, {})
                 assert line["params"] == expected["params"], stamp
+                # The bytes the SDK's write of the request gives (its model's JSON: 1e-7)
+                sdk = mcp_types.JSONRPCRequest(
+                    jsonrpc="2.0", id=line["id"], method="tools/call", params=line["params"]
+                )
+                assert raw == sdk.model_dump_json(by_alias=True, exclude_unset=True).encode()
                 direct.answer(
                     line["id"],
                     mcp_types.JSONRPCResponse(jsonrpc="2.0", id=line["id"], result={"n": 1}),

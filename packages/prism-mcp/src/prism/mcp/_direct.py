@@ -22,13 +22,13 @@ the SDK fails its own.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import mcp_types
+import pydantic_core
 import trio
 
 from mcp.shared.exceptions import MCPError
@@ -58,8 +58,6 @@ class _CallRecords(Protocol):
 
 _log = logging.getLogger("prism.mcp")
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-"""``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, its encoder made once."""
 _ABANDON_WRITE_S = 5.0  # as the SDK bounds its courtesy cancel
 _CLOSED = object()
 
@@ -198,9 +196,10 @@ class DirectCalls:
             self._state.sent.sending(request)
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
             message["params"] = request.params
-            line = _ENCODE(message)
+            # The bytes the SDK's write of the request's model gives (pydantic's JSON)
+            line = pydantic_core.to_json(message)
             try:
-                await self._send_line(line.encode("utf-8") + b"\n")
+                await self._send_line(line + b"\n")
             except trio.Cancelled:
                 # Cancelled while the line waited its turn: not a byte of it was
                 # written (a line begun is always finished), so the server never saw it.
