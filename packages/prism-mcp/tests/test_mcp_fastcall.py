@@ -530,7 +530,9 @@ async def test_the_bridges_send_stamps_each_call_as_the_session_does() -> None:
             for name, arguments in calls:
                 answers: list[object] = []
 
-                async def send(name: str = name, arguments: Any = arguments) -> None:
+                async def send(
+                    name: str = name, arguments: Any = arguments, answers: list[object] = answers
+                ) -> None:
                     answers.append(await raw_calls.send(name, arguments, None))
 
                 nursery.start_soon(send)
