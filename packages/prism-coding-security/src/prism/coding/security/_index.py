@@ -41,9 +41,10 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 __all__ = [
+    "checksum_right",
     "differing_entries",
     "extension_signatures",
     "extensionless",
@@ -250,12 +251,11 @@ def _walk(data: bytes) -> _Layout | None:
     count = int.from_bytes(data[8:12], "big")
     if version not in (2, 3, 4):
         return None
-    for size, algorithm in ((20, "sha1"), (32, "sha256")):
+    for size in (20, 32):
         end = len(data) - size
         if end < _HEADER:
             continue
-        trailer = data[end:]
-        if any(trailer) and hashlib.new(algorithm, data[:end]).digest() != trailer:
+        if any(data[end:]) and not checksum_right(data, size):
             continue
         walked = _entries_end(data, version, count, size, end)
         if walked is None:
@@ -314,7 +314,37 @@ def _sealed(body: bytes, data: bytes, size: int) -> bytes:
     """``body`` with a trailer of ``size`` bytes as ``data`` has one: its checksum, or zeros."""
     if not any(data[len(data) - size :]):
         return body + bytes(size)  # index.skipHash: no checksum
-    return body + hashlib.new("sha1" if size == 20 else "sha256", body).digest()
+    sealed = body + hashlib.new("sha1" if size == 20 else "sha256", body).digest()
+    _checked(sealed, size)
+    return sealed
+
+
+# the last indexes whose trailing checksum was found right (or written) here, with its
+# length: the readers of one copy-back (the layout here, the entries' reader) hash each once
+_CHECKED: tuple[tuple[bytes, int], ...] = ()
+_CHECKED_COUNT = 4
+
+
+def _checked(data: bytes, size: int) -> None:
+    global _CHECKED  # (replaced whole: a reader sees the old tuple or the new one)
+    if len(data) <= _KNOWN_SIZE:
+        _CHECKED = ((data, size), *_CHECKED[: _CHECKED_COUNT - 1])
+
+
+def checksum_right(data: bytes, size: int) -> bool:
+    """Whether ``data`` ends with the SHA-1 (``size`` 20) or SHA-256 (32) of what precedes it.
+
+    The same bytes checked (or sealed) here recently are not hashed again.
+    """
+    for known, known_size in _CHECKED:
+        if known_size == size and (known is data or known == data):
+            return True
+    end = len(data) - size
+    algorithm = "sha1" if size == 20 else "sha256"
+    if end < 0 or hashlib.new(algorithm, memoryview(data)[:end]).digest() != data[end:]:
+        return False
+    _checked(data, size)
+    return True
 
 
 def extensionless(data: bytes) -> bool:
@@ -334,10 +364,17 @@ _COUNTS = re.compile(rb"(-1|0|[1-9][0-9]{0,9}) (0|[1-9][0-9]{0,9})\n")
 
 
 def _changed_directories(
-    before: Mapping[bytes, object], after: Mapping[bytes, object]
+    before: Mapping[bytes, object],
+    after: Mapping[bytes, object],
+    differing: Iterable[tuple[bytes, object]] | None = None,
 ) -> set[bytes]:
-    """Every directory (b"" the top) holding an entry that differs between the two listings."""
-    changed = [key for key, _ in after.items() - before.items()]  # (a new entry, or another)
+    """Every directory (b"" the top) holding an entry that differs between the two listings.
+
+    ``differing``: the items of ``after`` not in ``before``, when the caller has them.
+    """
+    if differing is None:
+        differing = after.items() - before.items()
+    changed = [key for key, _ in differing]  # (a new entry, or another)
     changed += before.keys() - after.keys()
     out: set[bytes] = {b""} if changed else set()
     for key in changed:
@@ -432,6 +469,7 @@ def with_proved_cache_tree(
     host: bytes,
     before: Mapping[bytes, object],
     after: Mapping[bytes, object],
+    differing: Iterable[tuple[bytes, object]] | None = None,
 ) -> bytes | None:
     """``new`` with the nodes of the ``host`` index's cache-tree that are proved right for it.
 
@@ -446,7 +484,8 @@ def with_proved_cache_tree(
     count -1), which git recomputes. None (the index stays without one) when
     either index is not read here, holds an entry marked intent-to-add, lists
     an entry twice or out of order, or the host's cache-tree does not read
-    exactly as git writes one.
+    exactly as git writes one. ``differing``: the items of ``after`` not in
+    ``before``, when the caller has them (else found here).
     """
     layout = _layout(new)
     if layout is None or layout[2] or layout[3]:
@@ -459,7 +498,7 @@ def with_proved_cache_tree(
     keys = _sorted_listing(new, after)
     if tree is None or keys is None or _sorted_listing(host, before) is None:
         return None
-    kept = _kept_nodes(tree, size, _changed_directories(before, after), keys)
+    kept = _kept_nodes(tree, size, _changed_directories(before, after, differing), keys)
     if kept is None:
         return None
     out = _sealed(new[:entries] + b"TREE" + len(kept).to_bytes(4, "big") + kept, new, size)

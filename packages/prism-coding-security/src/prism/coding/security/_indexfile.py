@@ -17,13 +17,12 @@ answered None: the caller asks git.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from binascii import hexlify
 
 from ._files import read_regular_file
-from ._index import differing_entries, positional_eoie
+from ._index import checksum_right, differing_entries, positional_eoie
 
 __all__ = ["in_git_order", "read_index"]
 
@@ -94,7 +93,7 @@ def read_index(
     if content is None or len(content) >= _LIMIT:
         return None
     hash_size = 20
-    if len(content) < 12 + hash_size or hashlib.sha1(content[:-20]).digest() != content[-20:]:
+    if len(content) < 12 + hash_size or not checksum_right(content, hash_size):
         return None
     if positional_eoie(content, hash_size):
         return None  # git finds an EOIE by position: a threaded git may list other entries

@@ -80,7 +80,7 @@ from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_h
 from ._proved import HOST_GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from ._protected import ProtectedPaths
 
@@ -313,6 +313,7 @@ def index_entries(
 # the last index listed per (.git, work tree): what identifies its listing, and the listing
 _LISTED: dict[tuple[str, str], tuple[tuple[object, ...], IndexEntries]] = {}
 _LISTED_LOCK = threading.Lock()
+_LISTED_BYTES = 1 << 23  # an index up to this size is kept whole to compare (one per .git)
 
 
 def _listing_key(
@@ -328,7 +329,8 @@ def _listing_key(
     if content is None or len(content) >= _LIST_LIMIT:
         return None
     return (
-        hashlib.sha256(content).digest(),
+        # the bytes themselves, compared at memory speed (hashed only when large)
+        content if len(content) <= _LISTED_BYTES else hashlib.sha256(content).digest(),
         _stat_key(os.path.join(git_dir, "config")),
         tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_"))),
     )
@@ -780,7 +782,11 @@ def _write_index(path: str, data: bytes) -> None:
 
 
 def _keep_cache_tree(
-    data: bytes, host: str, before: IndexEntries, after: IndexEntries
+    data: bytes,
+    host: str,
+    before: IndexEntries,
+    after: IndexEntries,
+    differing: Iterable[tuple[bytes, tuple[bytes, bytes, bytes]]],
 ) -> bytes | None:
     """``data`` (the layer's index) with the nodes of ``host``'s cache-tree proved right for it.
 
@@ -788,10 +794,11 @@ def _keep_cache_tree(
     commit rebuilds the tree of every directory. ``before`` lists the host's
     index: should the host write it between that listing and this read, its
     ctime is then later than the command's start and the layer's index is
-    not placed at all. None: no node is kept.
+    not placed at all. ``differing``: the items of ``after`` not in ``before``.
+    None: no node is kept.
     """
     old = _read_small(host)
-    return None if old is None else with_proved_cache_tree(data, old, before, after)
+    return None if old is None else with_proved_cache_tree(data, old, before, after, differing)
 
 
 def _real_directory(path: str) -> bool:
@@ -1141,11 +1148,11 @@ class _Applier:
         if before is None:
             before = self.host_index_entries(top, git_dir, work_tree, host_index)
         data = stripped if stripped is not None else _read_small(new)
-        kept = None
-        if before is not None and data is not None:
-            kept = _keep_cache_tree(data, host_index, before, after)
         # (a set of the items that differ: in C, then in the index's order)
         changed = after.items() if before is None else sorted(after.items() - before.items())
+        kept = None
+        if before is not None and data is not None:
+            kept = _keep_cache_tree(data, host_index, before, after, changed)
         unknown = None
         if data is not None:
             # a changed entry's stat data is the command's to forge: the work tree file's
