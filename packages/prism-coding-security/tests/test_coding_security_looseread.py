@@ -362,3 +362,52 @@ def test_a_commit_header_is_read_as_git_reads_it_or_asked_of_git(root: Path) -> 
     trees, parents = reader.new_commit((commits[1],), head)
     assert parents == {commits[1]: [head, head, head]}
     assert trees == {commits[1]: tree, head: tree}
+
+
+def test_a_tree_laid_out_as_a_recent_one_parses_as_it_does_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read by its differing entries, a large tree gives what a whole parse gives, or Unread.
+
+    A tree of 300 entries (files and directories, names that sort differently with
+    the '/' git reads after a directory's name) is parsed whole; then hundreds of
+    copies with a few bytes changed anywhere (object names, names, modes, the NUL
+    between) are parsed as it was just parsed, each compared with a whole parse
+    (no recent tree) of the same bytes: the same entries, or Unread for both.
+    """
+    rng = random.Random(7)
+    names = {f"n{i}".encode() for i in range(150)} | {f"n{i}.x".encode() for i in range(150)}
+    entries = [(b"40000" if rng.random() < 0.3 else b"100644", name, rng.randbytes(20))
+               for name in names]  # fmt: skip
+    entries.sort(key=lambda e: e[1] + (b"/" if e[0] == b"40000" else b"\0"))
+    tree = b"".join(b"%s %s\0%s" % entry for entry in entries)
+    assert len(tree) >= _looseread._REPARSED_SIZE
+
+    def whole(content: bytes) -> list[tuple[bytes, bytes, bytes]] | None:
+        monkeypatch.setattr(_looseread, "_RECENT_TREES", ())
+        try:
+            return _looseread._parsed_tree(content)
+        except Unread:
+            return None
+
+    assert whole(tree) == entries
+    alphabet = b"0123456789abcdefnx./\0 " + bytes(range(256))
+    read_alone = 0
+    for _ in range(400):
+        changed = bytearray(tree)
+        for _ in range(rng.randint(1, 3)):
+            changed[rng.randrange(len(tree))] = rng.choice(alphabet)
+        content = bytes(changed)
+        expected = whole(content)
+        monkeypatch.setattr(_looseread, "_RECENT_TREES", ())
+        _looseread._parsed_tree(tree)  # the recent tree it is laid out as
+        try:
+            read_alone += _looseread._reparsed_tree(content) is not None
+        except Unread:
+            read_alone += 1  # (refused by its differing entries)
+        try:
+            got: list[tuple[bytes, bytes, bytes]] | None = _looseread._parsed_tree(content)
+        except Unread:
+            got = None
+        assert got == expected, content
+    assert read_alone > 200  # most were read by their differing entries

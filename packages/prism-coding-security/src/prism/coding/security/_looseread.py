@@ -34,6 +34,7 @@ git's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 import os
 import re
@@ -42,6 +43,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 from ._files import open_regular_file, read_regular_file
+from ._index import differing_entries
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -250,15 +252,63 @@ def _parsed_tree(content: bytes) -> list[_Entry]:
     """A tree object's entries; raises :class:`Unread` unless git wrote it so.
 
     Entry after entry to the end (a mode git writes, a name without '/', its
-    object), in git's order, each name once.
+    object), in git's order, each name once. A large tree laid out as one parsed
+    recently (a commit changes a few of its entries' objects) is read by its
+    differing entries only (:func:`_reparsed_tree`).
     """
+    if len(content) >= _REPARSED_SIZE:
+        entries = _reparsed_tree(content)
+        if entries is not None:
+            return entries
     if _WHOLE_TREE.fullmatch(content) is None:
         raise Unread
-    entries: list[_Entry] = _TREE_ENTRIES.findall(content)
-    keys = [name + b"/" if mode == b"40000" else name + b"\0" for mode, name, _ in entries]
+    entries = _TREE_ENTRIES.findall(content)
+    keys = [_key(entry) for entry in entries]
     if not all(map(operator.lt, keys, keys[1:])):
         raise Unread  # out of git's order, or twice
+    if len(content) >= _REPARSED_SIZE and len(entries) <= _TREE_KEPT_ENTRIES:
+        global _RECENT_TREES  # (replaced whole: a reader sees the old tuple or the new one)
+        offsets = [0, *itertools.accumulate(len(m) + len(n) + 22 for m, n, _ in entries)]
+        _RECENT_TREES = ((content, entries, offsets), *_RECENT_TREES[: _RECENT_TREE_COUNT - 1])
     return entries
+
+
+# the last large trees parsed whole: their bytes, entries and where each entry starts
+# (and, last, where they end); a tree laid out alike is read by its differing entries
+_RECENT_TREES: tuple[tuple[bytes, list[_Entry], list[int]], ...] = ()
+_RECENT_TREE_COUNT = 4
+_REPARSED_SIZE = 4096
+_DIFFERING = 64  # differing entries read alone at most; past them the tree is parsed whole
+
+
+def _reparsed_tree(content: bytes) -> list[_Entry] | None:
+    """``content``'s entries from a recent tree of the same length, or None (parse it whole).
+
+    An entry whose bytes are those of the recent tree's entry at the same offset
+    (every entry before it laid out alike) reads alike: an entry is read from its
+    own bytes alone. Each other one is read at its offset, must end where that one
+    ended, and is checked in git's order against its neighbours. Raises
+    :class:`Unread` for an entry git did not write so.
+    """
+    for known, entries, offsets in _RECENT_TREES:
+        if len(known) != len(content):
+            continue
+        changed = differing_entries(content, known, offsets, _DIFFERING)
+        if changed is None:
+            continue
+        out = list(entries)
+        for index in changed:
+            entry = _TREE_ENTRIES.match(content, offsets[index])
+            if entry is None or entry.end() != offsets[index + 1]:
+                break  # laid out otherwise from here: parsed whole
+            out[index] = entry.groups()  # type: ignore[assignment]
+        else:
+            for index in changed:
+                for first in (index - 1, index):
+                    if 0 <= first < len(out) - 1 and not _key(out[first]) < _key(out[first + 1]):
+                        raise Unread  # out of git's order, or twice
+            return out
+    return None
 
 
 def _commit_head(content: bytes) -> tuple[str, list[str]]:
