@@ -393,8 +393,8 @@ def test_links_planted_mid_run_beside_an_sqlite_ledger_are_never_written(tmp_pat
     os.rename(tmp_path / "moved.db", path)
     ids = [r.call_id for r in read_ledger(path).records]
     assert ids == ["before", "after"]
-    with pytest.raises(sqlite3.DatabaseError):
-        sqlite3.connect(victim).execute("SELECT 1 FROM tool_call").fetchall()
+    with contextlib.closing(sqlite3.connect(victim)) as db, pytest.raises(sqlite3.DatabaseError):
+        db.execute("SELECT 1 FROM tool_call").fetchall()
 
 
 @pytest.mark.parametrize("target_exists", [True, False], ids=["empty-file", "dangling"])

@@ -169,9 +169,12 @@ def test_sqlite_queries_agree_with_the_python_filter(
         path = Path(folder) / "ledger.db"
         ledgers: dict[str, RunLedger] = {}
         for index, (tool, status, started, decision, run_id) in enumerate(rows):
-            ledger = ledgers.setdefault(
-                run_id, RunLedger(redact=None, sinks=[SqliteLedgerSink(path)], run_id=run_id)
-            )
+            # Made once per run: a setdefault default is built (a sink, its database
+            # opened) on every row, and the ones not kept were never closed.
+            if run_id not in ledgers:
+                sink = SqliteLedgerSink(path)
+                ledgers[run_id] = RunLedger(redact=None, sinks=[sink], run_id=run_id)
+            ledger = ledgers[run_id]
             ledger.record_call(
                 FinishedCall(
                     call_id=str(index),

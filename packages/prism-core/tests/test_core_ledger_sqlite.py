@@ -119,6 +119,7 @@ def test_queries_run_in_sql_and_agree_with_the_jsonl_reader(
     _record(ledger, "a", tool="read", started_at=10.0)
     _record(ledger, "b", tool="shell", status="error", started_at=20.0, decision=denied)
     _record(ledger, "c", tool="shell", status="blocked", started_at=30.0)
+    ledger.close()
     assert [r.call_id for r in read_ledger(path, query=query).records] == expected
     assert [r.call_id for r in query.apply(tuple(ledger.records))] == expected
 
@@ -129,6 +130,8 @@ def test_a_run_prefix_query(tmp_path: Path) -> None:
     second = RunLedger(sinks=[SqliteLedgerSink(path)])
     _record(first, "a")
     _record(second, "b")
+    first.close()
+    second.close()
     found = read_ledger(path, query=LedgerQuery(run=second.run_id[:5]))
     assert [r.call_id for r in found.records] == ["b"]
 
