@@ -83,26 +83,31 @@ Rows (medians over repetitions, measured in one run):
   checker decides calls whose keys are all declared names.
 
   Dict-built calls took several rounds of work to reach 2x (docs, "Calls
-  built from a dict", has the history). The last: the written checker no
-  longer looks at each key of a dict whose table holds exact ``str`` keys
-  only (its ``__sizeof__`` says so), and the tool validator keeps the last
-  tool's slot alone. A valid call now takes 35 interpreter steps in the tool
-  validator (41 before) and 74, 78 and 293 in the checker for README, peers
-  and the search schema (91, 102 and 383). The previous version and this one
-  taking turns six times (load average 13-18), medians of the same-run
+  built from a dict", has the history). The last: a written checker's data
+  (names, bounds, sets) are constants of its own copy of the compiled code,
+  not closure variables (each copied into every call's frame: about 40 in
+  the search schema's checker), an integer bound past one internal digit
+  is tested after the one-digit bounds within it, and a counting checker
+  counts only its long strings. Interpreter steps of one valid call (tool
+  validator and checker): README 116 -> 111, peers 120 -> 114, search 335
+  -> 315, no regex 325 -> 305, open 397 -> 335. The previous checkers and
+  these in one process, each row timed interleaved with raw jsonschema-rs
+  (three runs, load average 13.5-14.4), medians of the three runs' median
   ratios and their range:
 
   ====================================  =================  =================
   row                                   before             after
   ====================================  =================  =================
-  README, dict-built call               1.68x (1.36-1.83)  1.37x (1.16-1.65)
-  peers, dict-built call                2.16x (1.93-2.84)  1.80x (1.67-1.98)
-  peers, no additionalProperties        1.91x (1.80-2.21)  1.55x (1.49-2.08)
-  (search schema) dict-built call       2.19x (1.84-2.90)  1.78x (1.63-2.07)
-  open, dict-built call                 2.41x (2.26-2.61)  1.96x (1.71-2.51)
-  no regex, dict-built call             2.57x (1.97-3.07)  1.94x (1.78-2.34)
-  invalid, README, dict-built call      1.57x (1.37-1.62)  1.58x (1.48-1.73)
-  invalid, peers, dict-built call       1.43x (1.34-1.51)  1.44x (1.37-1.55)
+  README, dict-built call               1.60x (1.52-1.66)  1.48x (1.37-1.51)
+  README, keys from json.loads          1.58x (1.54-1.67)  1.44x (1.42-1.47)
+  peers, dict-built call                1.67x (1.62-1.68)  1.57x (1.53-1.58)
+  peers, keys from json.loads           1.69x (1.62-1.75)  1.58x (1.54-1.71)
+  peers, no additionalProperties        1.55x (1.43-1.58)  1.52x (1.43-1.56)
+  (search schema) dict-built call       1.75x (1.68-1.79)  1.55x (1.46-1.55)
+  no regex, dict-built call             2.01x (1.73-2.36)  1.83x (1.56-2.29)
+  open, dict-built call                 2.07x (1.97-2.13)  1.72x (1.71-1.79)
+  invalid, README, dict-built call      1.81x (1.79-1.85)  1.87x (1.78-2.02)
+  invalid, peers, dict-built call       1.71x (1.70-1.75)  1.66x (1.47-1.68)
   ====================================  =================  =================
 - ``parts: <tool>, engine is_valid`` / ``parts: <tool>, quick_valid``: a
   dict-built row taken apart, beside the same raw jsonschema-rs row: the
