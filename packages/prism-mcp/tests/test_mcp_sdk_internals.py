@@ -50,6 +50,7 @@ from prism.mcp._gate import (
     _Gate,
     _nodes,
     listed_tools,
+    shape_key,
     skeleton,
     tool_model,
 )
@@ -143,6 +144,73 @@ def test_a_skeleton_page_gets_the_sdks_own_verdict(version: str, field: str, sha
     if type(built) is not str:
         sdk = mcp_types.ListToolsResult.model_validate(page, by_name=False).tools[0]
         assert built == sdk
+
+
+def test_one_shape_key_is_one_skeleton() -> None:
+    # The gate checks one skeleton per shape key: two tools with one key must have
+    # one skeleton (free text blanked), whichever way the key was written.
+    import itertools
+
+    texts: list[object] = ["x", "", "y\u00e9", None, 5, ["x"]]
+    properties: list[object] = [
+        {"a": {"type": "string"}},
+        {"a": {"type": "integer", "description": "d"}},
+        {"a": {}},
+        {"a": True},
+        {"a": False},
+        {"a": 1},
+        {"a": 1.0},
+        {"a": "x"},
+        {"a": None},
+        {"a": []},
+        {"a": [{}]},
+        {"a": [{"x": 1}]},
+        {"a": {"type": "string"}, "b": True},
+        {"b": True, "a": {"type": "string"}},
+        {"__all__": {"type": "string"}},
+        [],
+        [{"a": 1}],
+        [{"b": 2}],
+        "x",
+        None,
+    ]
+    schemas: list[object] = [
+        *({"type": "object", "properties": entry} for entry in properties),
+        {"type": "object"},
+        {"type": "object", "required": ["a"]},
+        {"type": "object", "required": "a"},
+        {"type": "string", "properties": {"a": {}}},
+        {"type": "object", "$schema": 7, "properties": {"a": {}}},
+        {"type": "object", "other": {"a": 1}},
+        [{"properties": {"a": 1}}],
+        [{"properties": {"b": 2}}],
+        "object",
+        None,
+    ]
+    absent = object()
+    tools: list[dict[str, object]] = []
+    for name, title in itertools.product(texts, [*texts, absent]):
+        for description in ("d", None, absent):
+            tool = {"name": name, "title": title, "description": description}
+            tools.append({k: v for k, v in tool.items() if v is not absent})
+    for field, schema in itertools.product(("inputSchema", "outputSchema"), schemas):
+        base: dict[str, object] = {"name": "t", "inputSchema": {"type": "object"}}
+        tools.append({**base, field: schema})
+        tools.append({**base, field: schema, "annotations": {"readOnlyHint": True}})
+    tools.append({"name": "t", "inputSchema": {"type": "object"}, "annotations": {"x": 1}})
+    tools.append({"name": "t", "inputSchema": {"type": "object"}, "annotations": {"x": 1.0}})
+    tools.append({"name": "t", "inputSchema": {"type": "object"}, "annotations": {"x": True}})
+    tools.append({"name": "t", "inputSchema": {"type": "object"}, "_meta": {"title": "a"}})
+    skeletons: dict[bytes, str] = {}
+    written = 0
+    for tool in tools:
+        key = shape_key(tool, "2025-11-25")
+        assert key is not None, tool
+        written += not key.startswith(b"{")
+        text = json.dumps(skeleton(tool, blank=True))
+        assert skeletons.setdefault(key, text) == text, (tool, key)
+    # Most tools get the key written without the skeleton.
+    assert written > len(tools) // 2
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
