@@ -440,6 +440,37 @@ def test_a_listings_tools_share_only_equal_parts() -> None:
     assert shared[10] is not None
     assert shared[10].checked is first.checked
 
+    # With the gate's text of each tool but its free text, tools written the
+    # same share the parts made from it (schemas, hints), nothing else: each
+    # held against its preparation alone as above.
+    from prism.mcp._gate import written_tool
+
+    wire.append({**wire[0], "name": "t11", "description": "x", "title": "Y"})
+    wire.append({**wire[0], "name": "t12", "annotations": {"readOnlyHint": False}})
+    hashes = SharedParts()
+    by_text: list[PreparedTool | None] = []
+    for entry in wire:
+        parsed = json.loads(json.dumps(entry))
+        written = written_tool(parsed)
+        tool = mcp_types.Tool.model_validate(parsed, by_name=False)
+        alone = prepare_tool(options, mcp_types.Tool.model_validate(entry, by_name=False))
+        prepared = prepare_tool(options, tool, hashes, written)
+        by_text.append(prepared)
+        if alone is None:
+            assert prepared is None
+            continue
+        assert prepared is not None
+        assert prepared.info == alone.info
+        assert prepared.info.definition_parts == alone.info.definition_parts
+        assert json.dumps(prepared.schema) == json.dumps(alone.schema)
+        assert json.dumps(prepared.checked) == json.dumps(alone.checked)
+    t0, t10, t11, t12 = by_text[0], by_text[10], by_text[11], by_text[12]
+    assert t0 is not None and t10 is not None and t11 is not None and t12 is not None
+    assert t10.schema is t0.schema and t11.schema is t0.schema and t11.checked is t0.checked
+    assert t11.info.annotations is t0.info.annotations
+    assert t11.info.definition_hash != t0.info.definition_hash
+    assert t12.info.annotations != t0.info.annotations
+
 
 def test_a_listings_equal_hints_and_definitions_are_one_object_each() -> None:
     # Tools of one listing with equal hints share one McpToolAnnotations, and

@@ -335,13 +335,13 @@ async def test_one_tool_larger_than_a_checkpoints_share_is_checked_on_a_worker_t
     checked: list[tuple[str, bool]] = []
     real = _gate.tool_model
 
-    def watched(rest: Any, tool: Any, version: str, passed: Any = None) -> Any:
+    def watched(rest: Any, tool: Any, *args: Any) -> Any:
         checked.append((tool["name"], threading.current_thread() is threading.main_thread()))
-        return real(rest, tool, version, passed)
+        return real(rest, tool, *args)
 
-    def prepared(options: Any, tool: Any, hashes: Any = None) -> Any:
+    def prepared(options: Any, tool: Any, *args: Any) -> Any:
         checked.append((tool.name, threading.current_thread() is threading.main_thread()))
-        return _listing.prepare_tool(options, tool, hashes)
+        return _listing.prepare_tool(options, tool, *args)
 
     monkeypatch.setattr(_gate, "tool_model", watched)
     monkeypatch.setattr(_bridge, "prepare_tool", prepared)

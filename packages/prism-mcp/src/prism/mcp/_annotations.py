@@ -152,6 +152,11 @@ def _annotations_sha(annotations: McpToolAnnotations) -> str:
     return _sha(annotations.to_json())
 
 
+ToolBody = tuple[JsonValue, JsonValue, McpToolAnnotations, str]
+"""A tool's definition but its free text: its ``inputSchema`` and ``outputSchema``
+made plain, its hints and its task support."""
+
+
 @attrs.define(eq=False)
 class SharedParts:
     """The parts of one listing's tools, each distinct value made plain, hashed and kept once.
@@ -181,6 +186,22 @@ class SharedParts:
     _definitions: dict[
         tuple[object, ...], tuple[object, object, object, Mapping[str, str], str]
     ] = attrs.field(factory=dict)
+    # Each body by the text of the tool it was made from (see body()).
+    _bodies: dict[bytes, ToolBody] = attrs.field(factory=dict)
+
+    def body(self, written: bytes) -> ToolBody | None:
+        """The parts made before for a tool written as ``written``, if any.
+
+        ``written`` is a tool's JSON text but its free text (its name, title and
+        description), after their kinds (the gate's ``written_tool``): tools
+        written the same have equal schemas, hints and task support, and share
+        one of each (and the hashes of the schemas) without a pass over them.
+        """
+        return self._bodies.get(written)
+
+    def keep_body(self, written: bytes, body: ToolBody) -> None:
+        """Keep ``body``, made from a tool written as ``written`` (see :meth:`body`)."""
+        self._bodies[written] = body
 
     def _key(self, value: object) -> bytes | None:
         try:

@@ -30,7 +30,7 @@ from ._annotations import McpApprovalCallback, McpToolInfo, SharedParts
 from ._calls import Caller
 from ._errors import McpBridgeError
 from ._gate import CHECKPOINT_TOOLS
-from ._listing import Listing, Pins, PreparedTool, list_tools, prepare_tool
+from ._listing import Listing, Pins, PreparedTool, list_tools, listed_size, prepare_tool
 from ._options import BridgeOptions, ProtocolMode, bridge_options
 from ._output import OutputChecker, load_validator
 from ._session import Connection, McpServerInfo, Sessions
@@ -341,12 +341,18 @@ class McpToolBridge:
             # Let go of the SDK's model once read (its schemas, when shared
             # with an earlier tool's, go with it).
             listed[index] = None
-            if len(listing[index]) > _PREPARE_ON_THREAD:
+            entry = listing[index]
+            # The gate's text of the tool but its free text: tools written the
+            # same share the parts made from it.
+            written = entry[0] if type(entry) is tuple else None
+            if listed_size(entry) > _PREPARE_ON_THREAD:
                 # One large tool (its plain copy and hashes) would hold the loop:
                 # prepared on a worker thread (nothing else uses this listing's hashes).
-                prepared = await trio.to_thread.run_sync(prepare_tool, self._options, tool, hashes)
+                prepared = await trio.to_thread.run_sync(
+                    prepare_tool, self._options, tool, hashes, written
+                )
             else:
-                prepared = prepare_tool(self._options, tool, hashes)
+                prepared = prepare_tool(self._options, tool, hashes, written)
             if prepared is None:
                 continue
             if prepared.info.tool_name in tools:

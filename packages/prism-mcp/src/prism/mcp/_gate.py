@@ -60,11 +60,13 @@ __all__ = [
     "attach",
     "attach_raw",
     "before_parsing",
+    "carried_tools",
     "gate_server_requests",
     "listed_tools",
     "result_refused",
     "skeleton",
     "tool_model",
+    "written_tool",
 ]
 
 
@@ -728,7 +730,7 @@ class _Absent:
 
 _ABSENT = _Absent()
 _KIND_LETTERS = {str: "s", type(None): "n", _Absent: "a"}
-_FREE_KINDS: dict[tuple[type, ...], bytes] = {
+_FREE_KINDS: dict[tuple[object, ...], bytes] = {
     (first, second, third): f"{_KIND_LETTERS[first]}{_KIND_LETTERS[second]}"
     f"{_KIND_LETTERS[third]}".encode()
     for first in _KIND_LETTERS
@@ -790,7 +792,11 @@ def _written_shape(tool: dict[str, Any]) -> bytes | None:
 
 
 def tool_model(
-    rest: dict[str, Any], tool: dict[str, Any], version: str, passed: set[bytes] | None = None
+    rest: dict[str, Any],
+    tool: dict[str, Any],
+    version: str,
+    passed: set[bytes] | None = None,
+    written: bytes | None = None,
 ) -> mcp_types.Tool | str:
     """``tool`` as the SDK would build it in a ``tools/list`` page, or why it would refuse it.
 
@@ -803,21 +809,57 @@ def tool_model(
     skeleton is checked whole), then built with the SDK's own tool model.
     With ``passed`` (one per page), a skeleton whose :func:`shape_key` passed
     before in the page is not checked again (the tools of a listing repeat
-    their shapes); only a pass is remembered.
+    their shapes); only a pass is remembered. ``written`` (the tool's
+    :func:`written_tool`) is remembered with it: a later tool written the same
+    is not even keyed (one text is one skeleton: it is the tool but its free
+    text, whose kinds it starts with).
     """
-    key = None if passed is None else shape_key(tool, version)
-    if passed is None or key is None or key not in passed:
-        refused = _surface_refusal(rest, skeleton(tool), version)
-        if refused is None and passed is not None and key is not None:
-            passed.add(key)
-        reason = refused and _surface_refusal(rest, tool, version)
-        if reason is not None:
-            return reason
+    if passed is None or written is None or written not in passed:
+        key = None if passed is None else shape_key(tool, version)
+        if passed is None or key is None or key not in passed:
+            refused = _surface_refusal(rest, skeleton(tool), version)
+            if refused is None and passed is not None and key is not None:
+                passed.add(key)
+            reason = refused and _surface_refusal(rest, tool, version)
+            if reason is not None:
+                return reason
+        if passed is not None and written is not None:
+            passed.add(written)
     try:
         # What Tool.model_validate runs, without its wrapper's own steps.
         return _BUILD_TOOL(tool, by_name=False)  # type: ignore[no-any-return]
     except ValueError as exc:
         return _reason(exc, ("tools", 0))
+
+
+_FREE_LEFT_OUT = dict.fromkeys(FREE_TEXT, True)
+
+
+def written_tool(tool: dict[str, Any]) -> bytes | None:
+    """The tool's JSON text without its :data:`FREE_TEXT` fields, after their kinds.
+
+    pydantic-core's text (every type and value kept apart), in one pass with
+    no copy of the tool: two tools written the same differ in their free text
+    alone (of the same kinds: ``str``, ``null`` or absent), so every part
+    prepared from the rest of a definition is theirs to share (see
+    ``SharedParts.body``), and so is the page model's verdict. ``None`` for a
+    free-text field of another kind, or a tool no JSON holds (a lone
+    surrogate).
+    """
+    get = tool.get
+    kinds = _FREE_KINDS.get(
+        (
+            type(get("name", _ABSENT)),
+            type(get("title", _ABSENT)),
+            type(get("description", _ABSENT)),
+        )
+    )
+    if kinds is None:
+        return None
+    try:
+        return kinds + pydantic_core.to_json(tool, exclude=_FREE_LEFT_OUT, inf_nan_mode="constants")
+    except ValueError:
+        return None
 
 
 _BUILD_TOOL = mcp_types.Tool.__pydantic_validator__.validate_python
@@ -832,19 +874,26 @@ class Listed(str):
     The SDK gets the page without its tools and this in its ``_meta``: a
     ``str`` to the SDK (its page model keeps any ``_meta`` value as it is); no
     parse of a message ever makes one, so a server cannot forge it. See
-    :func:`listed_tools`.
+    :func:`listed_tools`. ``written`` holds each tool's :func:`written_tool`
+    (by the identity of its model, which the tools hold alive), when it has one.
     """
 
     tools: list[mcp_types.Tool]
+    written: dict[int, bytes]
 
-    def __new__(cls, tools: list[mcp_types.Tool]) -> Self:
+    def __new__(cls, tools: list[mcp_types.Tool], written: dict[int, bytes] | None = None) -> Self:
         carried = super().__new__(cls, LISTED_KEY)
         carried.tools = tools
+        carried.written = {} if written is None else written
         return carried
 
 
-def listed_tools(page: mcp_types.ListToolsResult) -> list[mcp_types.Tool]:
-    """The tools of a page the SDK returned: the gate's when it carried them, else the SDK's."""
+def carried_tools(page: mcp_types.ListToolsResult) -> tuple[list[mcp_types.Tool], dict[int, bytes]]:
+    """The tools of a page the SDK returned, and the text of each the gate wrote.
+
+    The gate's tools when it carried them (with each one's :func:`written_tool`,
+    by the identity of its model), else the SDK's (and no text).
+    """
     meta = page.meta
     if meta is not None:
         carried = meta.get(LISTED_KEY)
@@ -852,8 +901,14 @@ def listed_tools(page: mcp_types.ListToolsResult) -> list[mcp_types.Tool]:
             # Taken once: the SDK's reader keeps the last message it read until
             # the next one comes, and the page's tools need not stay with it.
             tools, carried.tools = carried.tools, []
-            return tools
-    return page.tools
+            written, carried.written = carried.written, {}
+            return tools, written
+    return page.tools, {}
+
+
+def listed_tools(page: mcp_types.ListToolsResult) -> list[mcp_types.Tool]:
+    """The tools of a page the SDK returned: the gate's when it carried them, else the SDK's."""
+    return carried_tools(page)[0]
 
 
 @attrs.define(eq=False)
@@ -898,6 +953,8 @@ class _Gate:
                 result["tools"] = []
                 return
             built: list[mcp_types.Tool] = []
+            # Each built tool's written_tool, by the identity of its model.
+            texts: dict[int, bytes] = {}
             # The skeletons' shapes this page's model passed (see tool_model).
             passed: set[bytes] = set()
             # Objects and arrays checked since the last checkpoint, and tools.
@@ -915,7 +972,12 @@ class _Gate:
                     self._drop(repr(tool)[:130], "the entry is not a JSON object")
                     continue
                 tool = _few_icons(tool)
-                size = _containers(tool, MAX_TOOL_DEPTH)
+                written = written_tool(tool)
+                # Each object and array of the tool is a { or [ of its text (its free
+                # text, all str or null, left out): never more of them, nor deeper.
+                size = -1 if written is None else written.count(b"{") + written.count(b"[")
+                if not 0 <= size <= MAX_TOOL_DEPTH:
+                    size = _containers(tool, MAX_TOOL_DEPTH)
                 if size < 0:
                     deep = f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
                     self._drop(repr(tool.get("name"))[:130], deep)
@@ -923,18 +985,22 @@ class _Gate:
                 if size > CHECKPOINT_NODES:
                     # One tool larger than a checkpoint's share (40,000 properties
                     # held the loop 0.2 s): checked and built on a worker thread.
-                    model = await anyio.to_thread.run_sync(tool_model, rest, tool, version, passed)
+                    model = await anyio.to_thread.run_sync(
+                        tool_model, rest, tool, version, passed, written
+                    )
                     nodes = 0
                 else:
                     nodes += size
-                    model = tool_model(rest, tool, version, passed)
+                    model = tool_model(rest, tool, version, passed, written)
                 if type(model) is str:
                     self._drop(repr(tool.get("name"))[:130], model)
                     continue
                 built.append(model)  # type: ignore[arg-type]
+                if written is not None:
+                    texts[id(model)] = written
             # The SDK checks and builds only the page around them (see listed_tools).
             meta = result.get("_meta")
-            result["_meta"] = {**(meta or {}), LISTED_KEY: Listed(built)}
+            result["_meta"] = {**(meta or {}), LISTED_KEY: Listed(built, texts)}
             result["tools"] = []
 
     def _drop(self, name: str, reason: str) -> None:

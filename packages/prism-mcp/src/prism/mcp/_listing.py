@@ -7,6 +7,8 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,23 +23,30 @@ from ._annotations import (
     McpToolAnnotations,
     McpToolInfo,
     SharedParts,
+    ToolBody,
     changed_parts,
     definition_hash,
     definition_parts,
 )
 from ._content import plain_json
 from ._errors import McpBridgeError
-from ._gate import CHECKPOINT_TOOLS, LONE_SURROGATE, listed_tools
+from ._gate import CHECKPOINT_TOOLS, LONE_SURROGATE, carried_tools
 from ._options import BridgeOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from mcp import Client
 
     from ._session import Connection
 
-__all__ = ["Listing", "Pins", "PreparedTool", "list_tools", "prepare_tool"]
+__all__ = [
+    "ListedTool",
+    "Listing",
+    "Pins",
+    "PreparedTool",
+    "list_tools",
+    "listed_size",
+    "prepare_tool",
+]
 
 _log = logging.getLogger("prism.mcp")
 
@@ -53,8 +62,38 @@ def _write(tool: Any) -> str:
     return data.decode()  # type: ignore[no-any-return]
 
 
-Listing = tuple[str, ...]
-"""What a listing said: each kept tool's JSON (equal when nothing changed)."""
+ListedTool = tuple[bytes, str, str | None, str | None] | str
+"""What a listing said of one tool: the gate's :func:`written_tool` of it with its
+name, title and description, or (when the gate wrote none) its model's JSON."""
+Listing = tuple[ListedTool, ...]
+"""What a listing said: each kept tool's :data:`ListedTool` (equal when nothing changed)."""
+
+
+def listed_size(entry: ListedTool) -> int:
+    """About how many characters of JSON ``entry`` stands for."""
+    if isinstance(entry, str):
+        return len(entry)
+    written, name, title, description = entry
+    return len(written) + len(name) + len(title or "") + len(description or "")
+
+
+def _said(tool: Any, written: bytes | None) -> ListedTool:
+    """What the listing says of ``tool``: see :data:`ListedTool`.
+
+    Raises:
+        ValueError: no JSON holds the tool (a lone surrogate).
+    """
+    if written is not None:
+        name, title, description = tool.name, tool.title, tool.description
+        if not (
+            has_lone_surrogate(name)
+            or (title is not None and has_lone_surrogate(title))
+            or (description is not None and has_lone_surrogate(description))
+        ):
+            return written, name, title, description
+    # What model_dump_json writes, without its wrapper's own steps (raises for a
+    # lone surrogate).
+    return _write(tool)
 
 
 def _bound_sdk_tool_state(client: Client, listed: set[str] | None) -> None:
@@ -140,7 +179,7 @@ async def list_tools(
         McpBridgeError: the listing failed or took longer than ``limit_s``.
     """
     tools: list[Any] = []
-    said: list[str] = []
+    said: list[ListedTool] = []
     seen: set[str] = set()
     listed: set[str] | None = None
     cursor: str | None = None
@@ -160,7 +199,9 @@ async def list_tools(
                 pages += 1
                 page = await client.list_tools(cursor=cursor)
                 _log_dropped(options, conn)
-                listed_page = await _absorbed(client, listed_tools(page))
+                carried, written = carried_tools(page)
+                listed_page = await _absorbed(client, carried)
+                del carried
                 seen.update(tool.name for tool in listed_page)
                 for index, tool in enumerate(listed_page):
                     if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
@@ -168,18 +209,17 @@ async def list_tools(
                     # Count what is kept, not what was sent: a listing of many pages
                     # (each within max_result_bytes) must not add up without bound.
                     try:
-                        # What model_dump_json writes, without its wrapper's own steps.
-                        text = _write(tool)
+                        entry = _said(tool, written.get(id(tool)))
                     except ValueError as exc:
                         # No JSON holds it (a lone surrogate): no client could be sent
                         # it, so it goes alone, not the whole listing.
                         _skip_unwritable(options, tool, exc)
                         continue
-                    total += len(text)
+                    total += listed_size(entry)
                     if total > options.max_list_bytes:
                         break
                     tools.append(tool)
-                    said.append(text)
+                    said.append(entry)
                 if total > options.max_list_bytes:
                     _log.warning(
                         "MCP server %s: tools/list is larger than max_list_bytes=%d; "
@@ -235,13 +275,19 @@ class PreparedTool:
 
 
 def prepare_tool(
-    options: BridgeOptions, tool: Any, hashes: SharedParts | None = None
+    options: BridgeOptions,
+    tool: Any,
+    hashes: SharedParts | None = None,
+    written: bytes | None = None,
 ) -> PreparedTool | None:
     """``tool`` as the bridge offers it, or ``None`` (logged) when it is unusable.
 
     ``hashes``, shared by the tools of one listing, makes each distinct part
     plain and hashes it once: tools whose schemas (or hints) are equal share
-    one object.
+    one object. With ``written`` (the gate's ``written_tool`` of it: its JSON
+    but its free text), the parts read from the rest of the definition (its
+    schemas, hints and task support) are made once for every tool written
+    the same (``SharedParts.body``).
 
     Its ``outputSchema`` is not compiled here: that happens on the tool's first
     call (see ``OutputChecker.check``), so opening a listing never pays for
@@ -255,14 +301,12 @@ def prepare_tool(
             clip(repr(name), NAME_LIMIT),
         )
         return None
-    try:
-        schema = (
-            plain_json(tool.input_schema)
-            if hashes is None
-            else hashes.plain(tool.input_schema, plain_json)
-        )
-    except ValueError:
-        schema = None
+    body = None if hashes is None or written is None else hashes.body(written)
+    if body is None:
+        body = _body(tool, hashes)
+        if hashes is not None and written is not None:
+            hashes.keep_body(written, body)
+    schema, output_schema, annotations, task_support = body
     if not isinstance(schema, dict):
         _log.warning("skipping MCP tool %s: inputSchema is not a JSON object", name)
         return None
@@ -270,26 +314,9 @@ def prepare_tool(
     if description is not None:
         description = clip(description, _MAX_DESCRIPTION_CHARS)
     full_name = f"{options.name_prefix}{name}"
-    if hashes is None:
-        annotations = McpToolAnnotations.from_mcp(tool.annotations)
-    else:
-        annotations = hashes.hints(tool.annotations)
     title = tool.title if isinstance(tool.title, str) else annotations.title
     title = clip(title, _MAX_INFO_CHARS) if title is not None else None
-    output_schema: JsonValue = None
-    if tool.output_schema is not None:
-        try:
-            output_schema = (
-                plain_json(tool.output_schema)
-                if hashes is None
-                else hashes.plain(tool.output_schema, plain_json)
-            )
-        except ValueError:
-            output_schema = None
     checked = output_schema if isinstance(output_schema, dict) else None
-    execution = getattr(tool, "execution", None)
-    task_support = getattr(execution, "task_support", None)
-    task_support = task_support if isinstance(task_support, str) else "forbidden"
     # A switch to task-augmented runs after approval is drift like any other.
     if hashes is None:
         parts: Mapping[str, str] = definition_parts(
@@ -314,12 +341,45 @@ def prepare_tool(
     return PreparedTool(info, schema, description, checked)
 
 
+def _body(tool: Any, hashes: SharedParts | None) -> ToolBody:
+    """The parts of ``tool``'s definition but its free text (see ``SharedParts.body``)."""
+    schema: JsonValue
+    try:
+        schema = (
+            plain_json(tool.input_schema)
+            if hashes is None
+            else hashes.plain(tool.input_schema, plain_json)
+        )
+    except ValueError:
+        schema = None
+    if hashes is None:
+        annotations = McpToolAnnotations.from_mcp(tool.annotations)
+    else:
+        annotations = hashes.hints(tool.annotations)
+    output_schema: JsonValue = None
+    if tool.output_schema is not None:
+        try:
+            output_schema = (
+                plain_json(tool.output_schema)
+                if hashes is None
+                else hashes.plain(tool.output_schema, plain_json)
+            )
+        except ValueError:
+            output_schema = None
+    execution = getattr(tool, "execution", None)
+    task_support = getattr(execution, "task_support", None)
+    task_support = task_support if isinstance(task_support, str) else "forbidden"
+    return schema, output_schema, annotations, task_support
+
+
 @attrs.define(eq=False)
 class Pins:
     """Each tool's definition pinned by hash when first listed (optionally in a file)."""
 
     options: BridgeOptions
-    _pins: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    # Each pin's parts, never changed in place: a tool's first pin is its info's own
+    # read-only parts (shared by the tools of one definition), not a copy per tool.
+    _pins: dict[str, Mapping[str, str]] = attrs.field(factory=dict)
 
     async def load(self) -> None:
         """Read the pins file, if any; its pins win over the ones held.
@@ -356,7 +416,8 @@ class Pins:
         path = self.options.pins_file
         if path is None:
             return
-        data = {"version": 1, "server_id": self.options.server_id, "tools": self._pins}
+        pins = {name: dict(parts) for name, parts in self._pins.items()}
+        data = {"version": 1, "server_id": self.options.server_id, "tools": pins}
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
 
         def write() -> None:
@@ -389,7 +450,7 @@ class Pins:
         except OSError:
             _log.warning("could not write pins_file %s", path, exc_info=True)
 
-    def pinned(self, name: str) -> dict[str, str] | None:
+    def pinned(self, name: str) -> Mapping[str, str] | None:
         """The parts pinned for the server's tool ``name``, if any."""
         return self._pins.get(name)
 
@@ -398,7 +459,8 @@ class Pins:
         pinned = self._pins.get(info.name)
         if pinned is None:
             # Trust on first use: the definition seen first is the one approved.
-            self._pins[info.name] = dict(info.definition_parts)
+            parts = info.definition_parts
+            self._pins[info.name] = parts if type(parts) is MappingProxyType else dict(parts)
             return info, True
         if not changed_parts(pinned, info.definition_parts):
             return info, False
