@@ -465,8 +465,13 @@ def test_a_listings_tools_share_only_equal_parts() -> None:
         assert json.dumps(prepared.schema) == json.dumps(alone.schema)
         assert json.dumps(prepared.checked) == json.dumps(alone.checked)
     t0, t10, t11, t12 = by_text[0], by_text[10], by_text[11], by_text[12]
-    assert t0 is not None and t10 is not None and t11 is not None and t12 is not None
-    assert t10.schema is t0.schema and t11.schema is t0.schema and t11.checked is t0.checked
+    assert t0 is not None
+    assert t10 is not None
+    assert t11 is not None
+    assert t12 is not None
+    assert t10.schema is t0.schema
+    assert t11.schema is t0.schema
+    assert t11.checked is t0.checked
     assert t11.info.annotations is t0.info.annotations
     assert t11.info.definition_hash != t0.info.definition_hash
     assert t12.info.annotations != t0.info.annotations
