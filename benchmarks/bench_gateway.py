@@ -86,19 +86,22 @@ gateway's CPU 1262 µs per call against 1643 with the fast paths off.
 
 The bridged target (<= 1.2x) is not met: it needs the gateway's CPU per
 bridged call near 300 µs. Since those runs the path checks once per
-distinct ``_meta`` what it checked per call (the request check, the
-envelope, the request context's meta), skips the schema check of the
+distinct ``_meta`` what it checked per call, skips the schema check of the
 gateway's own plain result, and the bridge writes and maps a plain stdio
-call itself with fewer steps (no pydantic request, no failed ``int()`` of
-its id, no cancel scope per read of the server's stdout). Function calls
-per bridged call in the gateway's process (a profile's count, which load
-does not move): 1,091 -> 1,059 -> 914. ``--against`` the code before the
-last of those changes (16 rounds of 400, load 11.5-14.7, so about twice a
-quiet machine's numbers): the gateway's CPU per bridged call 1725 against
-1987 µs (medians; per round 0.87, range 0.79-1.01; 0.85 in an earlier run
-at load 14-18), bridged 1.47x against 1.49x the direct call per round.
-docs/gateway.md ("Performance") gives the ``--stages`` table and what 1.2x
-would take.
+call itself with fewer steps; then the bridge keeps the ``_meta`` the SDK's
+stamp gives a call instead of running the stamp per call, encodes its
+request line with pydantic's JSON (the SDK's bytes), and the kernel builds
+the request context itself with one runner for all results. Function calls
+per bridged call in the gateway's process (a profile's count over 1,000
+calls, which load does not move): 1,091 -> 1,059 -> 914 -> 881. Side by
+side (``--against``, 16 rounds of 400, load 11.5-14.7, about twice a quiet
+machine's numbers): 914 calls against the code before, the gateway's CPU
+per bridged call 1725 against 1987 µs (medians; per round 0.87, range
+0.79-1.01); 881 calls against 914 (load 12.7-14.3), 1275 against 1250 µs
+(per round 0.99, range 0.51-1.39: within the noise of that load; 0.96 in
+20 rounds of 300 at load 13-18), bridged 1.69x against 1.72x the direct
+call per round. docs/gateway.md ("Performance") gives the ``--stages``
+table and what 1.2x would take.
 """
 
 from __future__ import annotations
@@ -670,7 +673,6 @@ def _probed_gateway(root: str, out: str, measured: int) -> None:
     import gateway_stdio_main
     import mcp.client.client as sdk_client
     import mcp_types as types
-    from mcp.server.runner import ServerRunner
 
     import prism.core._outcome as outcome
     import prism.gateway._fast as fast
@@ -774,7 +776,6 @@ def _probed_gateway(root: str, out: str, measured: int) -> None:
     probe(upstream, "classify_inbound_request", "kernel: envelope check")
     probe(upstream.CallKernel, "_envelope_connection", "kernel: envelope's connection")
     probe(upstream.RequestCheck, "check", "kernel: revision's request check")
-    probe(ServerRunner, "_make_context", "kernel: request context")
     probe(types.CallToolRequestParams, "model_validate", "kernel: params model")
     probe(upstream._Runner, "_serialize", "kernel: result check (revision's schema)")
     probe(upstream, "result_line", "kernel: answer line encoded")
