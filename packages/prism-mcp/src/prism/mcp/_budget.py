@@ -47,6 +47,7 @@ __all__ = [
     "message_refusal",
     "parse_json",
     "price",
+    "utf8_text",
 ]
 
 MESSAGE_MEMORY_FACTOR = 10
@@ -146,13 +147,35 @@ def decoder() -> json.JSONDecoder:
     return json.JSONDecoder(parse_int=_Ints().__getitem__, parse_float=_Floats().__getitem__)
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def utf8_text(raw: bytes) -> str:
+    """A message's bytes as text: UTF-8 only (a leading byte-order mark dropped).
+
+    MCP's messages are UTF-8, and every count made on the raw bytes before
+    parsing (objects and arrays, literals, the price) reads them so:
+    ``json.loads`` on bytes would also take UTF-16 and UTF-32, whose bytes those
+    counts misread (a ``"`` inside a UTF-16 character). Lone surrogates pass,
+    as ``json.loads`` lets them.
+
+    Raises:
+        ValueError: ``raw`` is not UTF-8 (a ``UnicodeDecodeError``).
+    """
+    return (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8", "surrogatepass")
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``, with one number for equal number literals (see ``_Ints``).
 
+    Bytes are read as UTF-8 only (:func:`utf8_text`).
+
     Raises:
-        ValueError: ``text`` is not JSON (as ``json.loads`` says).
+        ValueError: ``text`` is not JSON (as ``json.loads`` says), or bytes not UTF-8.
         RecursionError: as ``json.loads``.
     """
+    if isinstance(text, bytes):
+        text = utf8_text(text)
     return json.loads(text, parse_int=_Ints().__getitem__, parse_float=_Floats().__getitem__)
 
 
@@ -164,11 +187,12 @@ def parse_json(raw: bytes) -> Any:
     what ``json.loads`` returns (a differential test holds them to the same
     values and types), and an array of 190,000 ``"ab"`` is 1.6 times its size
     in memory instead of 12.9 (each string was an object of its own). What it
-    refuses (a lone surrogate escape, a byte-order mark, another encoding than
-    UTF-8, nesting past 200 levels) goes to ``json.loads``, which decides as
-    before. Other messages go to ``json.loads`` with one number for equal
-    number literals (:func:`loads`: an array of 257 is about three times its
-    size, against ten with an ``int`` each, 10.8 with pydantic-core's). Either
+    refuses (a lone surrogate escape, a byte-order mark, nesting past 200
+    levels) goes to :func:`loads`, which decides as ``json.loads`` on the UTF-8
+    text (another encoding is no message here: :func:`utf8_text`). Other
+    messages go to ``json.loads`` with one number for equal number literals
+    (:func:`loads`: an array of 257 is about three times its size, against ten
+    with an ``int`` each, 10.8 with pydantic-core's). Either
     builds no more than the price (:func:`price`) on any shape it is held
     against.
 

@@ -30,7 +30,7 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from prism.core.process import PROCESS_TREE_ENV_VAR, terminate_process_tree
 
-from ._budget import loads, many_strings, message_refusal, parse_json
+from ._budget import loads, many_strings, message_refusal, parse_json, utf8_text
 from ._gate import (
     MAX_MESSAGE_NODES,
     MAX_RESULT_BLOCKS,
@@ -122,9 +122,9 @@ class LineSplitter:
 
 
 def _decoded(line: bytes) -> str | None:
-    """``line`` as the text ``json.loads`` would decode it to, or ``None``."""
+    """``line`` as UTF-8 text (:func:`._budget.utf8_text`), or ``None``."""
     try:
-        return line.decode(json.detect_encoding(line), "surrogatepass")
+        return utf8_text(line)
     except UnicodeDecodeError:
         return None
 
