@@ -1080,3 +1080,41 @@ def test_files_a_hook_runs_as_code_made_of_data_are_protected(root: Path) -> Non
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is path.startswith("docs/"), (path, decision)
+
+
+def test_what_an_envrc_runs_is_protected(root: Path) -> None:
+    """direnv evaluates an allowed `.envrc` with bash at every `cd` into its directory:
+    the scripts it sources (and theirs in turn), the directories it puts on PATH, the
+    files `use nix` / `use flake` / `layout python` / devbox evaluate or put on PATH,
+    its dotenv files and the scripts it runs by path are protected, at the root's top
+    (a repository or not) and a nested repository's top (each came back from a confined
+    rewrite and ran at the user's next `cd`). What it only names as data is not."""
+    _write_files(
+        root,
+        {
+            ".envrc": "source_env scripts/env.sh\nPATH_add tools bin2\nuse nix\nuse flake\n"
+            "layout python3\ndotenv_if_exists .env.dev\ndotenv\n./scripts/check\n"
+            'eval "$(devbox generate direnv --print-envrc)"\nexport DATA=docs/notes.txt\n',
+            "scripts/env.sh": "source_env ../more/deep.sh\n",
+            "more/deep.sh": "export X=1\n",
+            "svc/.envrc": "source_env_if_exists ./local.sh\n",
+            "svc/local.sh": "export Y=1\n",
+        },
+    )
+    _git("init", "-q", str(root / "svc"))
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    expected = {
+        "scripts/env.sh", "more/deep.sh", "tools", "bin2", "shell.nix", "default.nix",
+        "flake.nix", "flake.lock", ".direnv", ".env.dev", ".env", "scripts/check",
+        "devbox.json", "devbox.lock", "svc/local.sh",
+    }  # fmt: skip
+    assert expected <= found, expected - found
+    assert "docs/notes.txt" not in found
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path, allowed in (("tools/git", False), ("more/deep.sh", False), ("docs/x.md", True)):
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is allowed, (path, decision)
+    # a script sourced later is read again (the files read are the answer's key)
+    (root / "more" / "deep.sh").write_text("source ./later.sh\n")
+    assert "more/later.sh" in implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))

@@ -489,6 +489,8 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
             out += _nested_configured(repository, root, bare=kind == "bare")
     for rel in links:
         out += _link_entries(rel, root, matcher)
+    tops = dict.fromkeys(["", *(rel for rel, kind in gits if kind != "venv")])
+    out += _direnv_entries(root, tuple(tops))
     out += _home_entries(root)
     out += _environment_entries(root, matcher)
     return list(dict.fromkeys(out))
@@ -651,6 +653,93 @@ def _home_sourced(home: str, root: str) -> list[str]:
         if len(_sourced) >= 64:
             _sourced.clear()
         _sourced[key] = (_identities(reads), reads, answer)
+    return answer
+
+
+# direnv: what an .envrc (evaluated by bash at every `cd` into its directory, once
+# allowed) sources, puts on PATH or has a tool evaluate
+_DIRENV_READ = 32  # files read for one root, at most
+_DIRENV_SOURCE = re.compile(
+    r"^[ \t]*(?:source_env|source_env_if_exists|source|\.)[ \t]+[\"']?([^\"'\s;&|]+)", re.M
+)
+_DIRENV_DIRECTORIES = re.compile(
+    r"^[ \t]*(?:PATH_add|path_add[ \t]+\w+|load_prefix)[ \t]+([^;&|\n#]+)", re.M
+)
+_DIRENV_DOTENV = re.compile(r"^[ \t]*dotenv(?:_if_exists)?\b[ \t]*([^;&|\s#]*)", re.M)
+_DIRENV_USE = re.compile(r"^[ \t]*(use|layout)(?:_|[ \t]+)(\w+)", re.M)
+# what each `use X` / `layout X` evaluates or puts on PATH, from the .envrc's directory
+_DIRENV_FILES = {
+    "nix": ("shell.nix", "default.nix"), "flake": ("flake.nix", "flake.lock"),
+    "devbox": ("devbox.json", "devbox.lock"), "guix": ("manifest.scm", "guix.scm"),
+    "python": (".direnv",), "python3": (".direnv",), "node": ("node_modules",),
+    "pipenv": ("Pipfile", "Pipfile.lock"), "poetry": ("pyproject.toml", "poetry.lock"),
+    "pyenv": (".python-version",), "uv": (".venv", "pyproject.toml"),
+}  # fmt: skip
+# root, tops -> (the identities of the files read, those files, the answer)
+_direnvs: dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], list[str], list[str]]] = {}
+
+
+def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
+    """What the ``.envrc`` at the root's top and each repository's top run, in ``root``.
+
+    direnv evaluates an allowed ``.envrc`` with bash at every ``cd`` into its
+    directory: the ``.envrc`` is protected by name, and so is what it runs
+    there, as a hook's callees are. Each is read as a shell script from its own
+    directory: every file it sources (``source_env``, ``source_env_if_exists``,
+    ``source``, ``.``; a directory's ``.envrc``), read in turn; every directory
+    it puts on ``PATH`` (``PATH_add``, ``path_add``, ``load_prefix``); the
+    files its ``use`` and ``layout`` evaluate or put on ``PATH`` (``use nix``:
+    ``shell.nix``, ``default.nix``; ``use flake``: ``flake.nix``, ``flake.lock``;
+    ``layout python``: ``.direnv``, ...; :data:`_DIRENV_FILES`) and devbox's
+    files when it names devbox; a ``dotenv`` file (``.env`` by default: its
+    variables); and every program or script it runs by a path. At most
+    :data:`_DIRENV_READ` files. Kept until a file read (or looked for) changes.
+    """
+    key = (root, tops)
+    with _trees_lock:
+        hit = _direnvs.get(key)
+    if hit is not None and _identities(hit[1]) == hit[0]:
+        return hit[2]
+    queue = [
+        os.path.join(root, top, ".envrc") if top else os.path.join(root, ".envrc") for top in tops
+    ]
+    reads: list[str] = []
+    out: list[str] = []
+    inside = root.rstrip("/") + "/"
+    while queue and len(reads) < _DIRENV_READ:
+        path = queue.pop(0)
+        if path in reads:
+            continue
+        reads.append(path)
+        data = read_regular_file(os.path.realpath(path), _HOME_BYTES)
+        if data is None:
+            continue
+        here = os.path.dirname(path)
+        text = expand_assignments(data.decode("utf-8", "surrogateescape"), {"PWD": here})
+        sourced = _DIRENV_SOURCE.findall(text)
+        named = [w for w in programs_run(text) if "/" in w and "$" not in w]
+        named += [w for w in script_arguments(text) if "/" in w or w.endswith(".sh")]
+        named += [w.strip("\"'") for v in _DIRENV_DIRECTORIES.findall(text) for w in v.split()]
+        named += [value or ".env" for value in _DIRENV_DOTENV.findall(text)]
+        for _, tool in _DIRENV_USE.findall(text):
+            named += _DIRENV_FILES.get(tool, ())
+        if re.search(r"\bdevbox\b", text):
+            named += _DIRENV_FILES["devbox"]
+        for word in dict.fromkeys(sourced + named):
+            if "$" in word:
+                continue
+            full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
+            for candidate in dict.fromkeys((full, os.path.realpath(full))):
+                if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
+                    out.append(os.path.relpath(candidate, root))
+            if word in sourced:
+                # (source_env of a directory loads its .envrc)
+                queue.append(os.path.join(full, ".envrc") if os.path.isdir(full) else full)
+    answer = list(dict.fromkeys(out))
+    with _trees_lock:
+        if len(_direnvs) >= 64:
+            _direnvs.clear()
+        _direnvs[key] = (_identities(reads), reads, answer)
     return answer
 
 
