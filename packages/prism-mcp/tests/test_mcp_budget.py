@@ -337,7 +337,7 @@ def test_a_message_in_another_encoding_than_utf8_is_no_message(encoding: str) ->
     raw = json.dumps({"a": "\u2200", "b": [[0]] * 40, "c": ["ab"] * 40}).encode(encoding)
     assert json.loads(raw)  # (what the json module would have taken)
     for parse in (parse_json, _budget.loads):
-        with pytest.raises(ValueError, match="codec|Expecting|Unexpected"):
+        with pytest.raises(ValueError, match=r"codec|Expecting|Unexpected"):
             parse(raw)
 
 
