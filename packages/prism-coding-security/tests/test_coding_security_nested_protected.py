@@ -1118,3 +1118,38 @@ def test_what_an_envrc_runs_is_protected(root: Path) -> None:
     # a script sourced later is read again (the files read are the answer's key)
     (root / "more" / "deep.sh").write_text("source ./later.sh\n")
     assert "more/later.sh" in implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))
+
+
+def test_a_hooks_callee_reached_through_a_link_is_protected_where_it_leads(root: Path) -> None:
+    """A hook's `./scripts/check.sh` with `scripts -> tools`, `./bin/lint -> ../real/lint.py`
+    and `sh ci/run.sh -> ../shared.sh`: what each leads to is protected as well as the
+    name the hook spells (the targets' rewrites came back and ran at the user's next
+    commit), and a target is read in turn for what it runs."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(
+        "#!/bin/sh\n./scripts/check.sh && ./bin/lint && sh ci/run.sh\n"
+    )
+    _write_files(
+        root,
+        {
+            "tools/check.sh": "#!/bin/sh\ntrue\n",
+            "real/lint.py": "#!/bin/sh\n./more/deep.sh\n",
+            "shared.sh": "true\n",
+            "more/deep.sh": "true\n",
+        },
+    )
+    (root / "scripts").symlink_to("tools")
+    (root / "bin").mkdir()
+    (root / "bin" / "lint").symlink_to("../real/lint.py")
+    (root / "ci").mkdir()
+    (root / "ci" / "run.sh").symlink_to("../shared.sh")
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {
+        "scripts/check.sh", "tools/check.sh", "bin/lint", "real/lint.py", "ci/run.sh",
+        "shared.sh", "more/deep.sh",
+    }  # fmt: skip
+    assert expected <= found, expected - found

@@ -662,6 +662,7 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     the answer depends on). Paths relative to ``within``.
     """
     inside = within.rstrip("/") + "/"
+    real_within = os.path.realpath(within)
     out: list[str] = []
     # command texts still to read; whether node's tooling runs them (husky's hooks,
     # package.json's scripts, lint-staged: node_modules/.bin is on their PATH)
@@ -670,10 +671,13 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     seen: set[str] = set()
 
     def protect(path: str) -> None:
-        if path.startswith(inside):
-            relative = os.path.relpath(path, within)
-            if relative not in out:
-                out.append(relative)
+        # as spelled, and where its links lead (`scripts -> tools`, `bin/lint -> ../x.py`)
+        real = os.path.realpath(path)
+        for candidate, base in ((path, within), (real, real_within)):
+            if candidate.startswith(base.rstrip("/") + "/"):
+                relative = os.path.relpath(candidate, base)
+                if relative not in out:
+                    out.append(relative)
 
     def read(path: str) -> str | None:
         if path in seen:
@@ -765,8 +769,12 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                     named.append(path)
         for path in named:
             protect(path)
-            if path.startswith(inside) and read_files < MAX_READ:
-                more = read(path)
+            real = os.path.realpath(path)
+            inside_real = real.startswith(real_within.rstrip("/") + "/")
+            if path.startswith(inside) and inside_real and read_files < MAX_READ:
+                if real != path:
+                    reads.append(path)  # (the link: where it leads changes the answer)
+                more = read(real)
                 if more is not None:
                     read_files += 1
                     pending.append((more, node, path))
