@@ -402,9 +402,27 @@ _WIDE = {
 }
 
 
+# A least length of 1 and arrays without minItems: their tests take one comparison fewer.
+_ONE = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "minLength": 1, "maxLength": 3},
+        "t": {"type": "array", "maxItems": 2, "items": {"type": "string", "minLength": 1}},
+    },
+    "additionalProperties": False,
+}
+
+
 @pytest.mark.parametrize(
     ("schema", "value", "decided"),
     [
+        (_ONE, {"s": "a", "t": []}, True),
+        (_ONE, {"s": "abc", "t": ["é", "😀"]}, True),
+        (_ONE, {"s": "", "t": []}, False),
+        (_ONE, {"s": "abcd"}, False),
+        (_ONE, {"t": [""]}, False),
+        (_ONE, {"t": ["a", "b", "c"]}, False),
+        (_ONE, {"s": Key("a")}, False),
         (_README, {"a": 2, "b": 3}, True),
         (_README, {"a": 2**30, "b": -(2**30)}, True),
         (_README, {"a": 2**30 - 1, "b": -(2**30) + 1}, True),

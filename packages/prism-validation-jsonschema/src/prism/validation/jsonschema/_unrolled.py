@@ -494,6 +494,11 @@ _DECIDED: dict[str, str] = {
         "{i}if type(x) is not str or len(x) > {q} or not x.isascii() and lone(x):\n"
         "{i}    return general(d)\n"
     ),
+    # The same with a least length of 1: an exact str is false only when empty.
+    "str1": (
+        "{i}if type(x) is not str or not x or len(x) > {q} or not x.isascii() and lone(x):\n"
+        "{i}    return general(d)\n"
+    ),
     "enum": "{i}if type(x) is not str or x not in {p}:\n{i}    return general(d)\n",
     "match": (
         "{i}if (\n"
@@ -507,7 +512,7 @@ _DECIDED: dict[str, str] = {
     "bool": "{i}if x is not True and x is not False:\n{i}    return general(d)\n",
     "null": "{i}if x is not None:\n{i}    return general(d)\n",
 }
-_DECIDED_COUNT = frozenset({"str", "str0", "enum", "match"})
+_DECIDED_COUNT = frozenset({"str", "str0", "str1", "enum", "match"})
 
 
 def _decided_test(
@@ -569,11 +574,11 @@ def _members(
     for index, (kind, required, items) in enumerate(shape):
         indent = _member(lines, index, slots, required=required or everyone)
         p, q = slots(f"p{index}"), slots(f"q{index}")
-        if kind == "array":
+        if kind in ("array", "array0"):
+            # "array0": no least count (one comparison fewer).
+            fewest = "" if kind == "array0" else f"{slots(f'f{index}')} <= "
             lines += [
-                "{i}if type(x) is not list or not {f} <= len(x) <= {m}:".format(
-                    i=indent, f=slots(f"f{index}"), m=slots(f"m{index}")
-                ),
+                f"{indent}if type(x) is not list or not {fewest}len(x) <= {slots(f'm{index}')}:",
                 f"{indent}    return general(d)",
                 f"{indent}for x in x:",
             ]
@@ -612,7 +617,7 @@ def deciding_checker(
         if kind == "array":
             fewest, most = first
             item: Decided = second
-            shape.append(("array", required, _least(item)))
+            shape.append(("array0" if fewest == 0 else "array", required, _least(item)))
             data.update({f"p{index}": item[1], f"q{index}": item[2]})
             data.update({f"f{index}": fewest, f"m{index}": most})
             data.update(_narrow(index, item))
@@ -690,11 +695,13 @@ def _interned(name: object) -> object:
 def _least(test: Decided) -> str:
     """The kind whose text tests ``test``.
 
-    ``"str0"`` for a string without a least length, ``"wide"`` for an integer
-    with a bound past one internal digit.
+    ``"str0"`` for a string without a least length, ``"str1"`` for one whose
+    least is 1, ``"wide"`` for an integer with a bound past one internal digit.
     """
     if test[0] == "str" and test[1] == 0:
         return "str0"
+    if test[0] == "str" and test[1] == 1:
+        return "str1"
     if test[0] == "int" and not -_SMALL <= test[1] <= test[2] <= _SMALL:
         return "wide"
     return test[0]
