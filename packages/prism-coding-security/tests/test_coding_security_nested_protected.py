@@ -1153,3 +1153,30 @@ def test_a_hooks_callee_reached_through_a_link_is_protected_where_it_leads(root:
         "shared.sh", "more/deep.sh",
     }  # fmt: skip
     assert expected <= found, expected - found
+
+
+def test_a_hooks_callees_spelled_with_its_working_directory_or_make_variables(
+    root: Path,
+) -> None:
+    """A hook's `"$PWD/scripts/a.sh"`, `$(pwd)/...`, `${PWD}/...`, `` `pwd`/... `` (it runs at
+    the top), and in a makefile the hook runs, make's `$(CURDIR)`, `$(shell pwd)` kept
+    in a variable, `./$(SCRIPTS)/x.sh` with `SCRIPTS = scripts` and `$(PY) -m tools.d`
+    with `PY ?= python3`: each protected (each came back from a confined rewrite and ran
+    at the user's next commit)."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(
+        '#!/bin/sh\n"$PWD/scripts/a.sh"\n$(pwd)/scripts/b.sh\n"${PWD}/scripts/c.sh"\n'
+        "`pwd -P`/scripts/d.sh\nmake -s lint\n"
+    )
+    (root / "Makefile").write_text(
+        "SCRIPTS = scripts\nTOP := $(shell pwd)\nPY ?= python3\nPY ?= python2\n"
+        "lint:\n\t$(CURDIR)/scripts/e.sh\n\t$(TOP)/scripts/f.sh\n\t./$(SCRIPTS)/g.sh\n"
+        "\t$(PY) -m tools.h\n"
+    )
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {f"scripts/{n}.sh" for n in "abcdefg"} | {"tools/h.py"}
+    assert expected <= found, expected - found

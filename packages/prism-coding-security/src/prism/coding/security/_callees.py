@@ -103,6 +103,33 @@ _OWN_DIRECTORY = re.compile(
     r"""|`\s*dirname\s+"?\$0"?\s*`"""
 )
 _MAKE_VARIABLE = re.compile(r"\$[({]MAKE[)}]")
+# the directory the command runs in, as a hook or a recipe asks for it
+_WORKING_DIRECTORY = re.compile(
+    r"\$\{PWD\}|\$PWD\b|\$\(\s*pwd(?:\s+-[LP])?\s*\)|`\s*pwd(?:\s+-[LP])?\s*`"
+    r"|\$[({]CURDIR[)}]|\$[({]shell\s+pwd[)}]"
+)
+# a makefile's variables (`NAME = value`, `:=`, `::=`, `?=`, `+=`; not a recipe's line)
+# and a reference to one
+_MAKE_ASSIGNED = re.compile(
+    r"^(?:(?:export|override)[ \t]+)?([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*(::=|:=|\?=|\+=|=)[ \t]*(.*)$",
+    re.M,
+)
+_MAKE_REFERENCE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
+
+
+def _make_expanded(text: str) -> str:
+    """A makefile's ``text`` with its plainly assigned variables expanded where referenced."""
+    known: dict[str, str] = {}
+    for name, operator, value in _MAKE_ASSIGNED.findall(text):
+        value = value.split(" #", 1)[0].strip()
+        if operator == "?=" and name in known:
+            continue
+        known[name] = f"{known[name]} {value}" if operator == "+=" and name in known else value
+    for _ in range(3):  # (a value naming another variable)
+        text = _MAKE_REFERENCE.sub(lambda m: known.get(m.group(1), m.group(0)), text)
+    return text
+
+
 # NAME=value (export, local, typeset, declare before it), its value quoted or bare
 _ASSIGNED = re.compile(
     r"^[ \t]*(?:(?:export|local|typeset|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?"
@@ -738,6 +765,12 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         text, node, origin = pending.pop()
         text = _TOP.sub(lambda _: top, text)
         text = _OWN_DIRECTORY.sub(os.path.dirname(origin).replace("\\", "\\\\"), text)
+        # (hooks run at the top; a makefile's recipes where make was pointed, its own directory)
+        makefile = os.path.basename(origin) in _MAKEFILES or origin.endswith((".mk", ".make"))
+        cwd = os.path.dirname(origin) if makefile else top
+        text = _WORKING_DIRECTORY.sub(cwd.replace("\\", "\\\\"), text)
+        if makefile:
+            text = _make_expanded(text)
         text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})
         for words in _commands(text):
             runner = os.path.basename(words[0]) in _PACKAGE_RUNNERS
