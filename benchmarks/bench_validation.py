@@ -88,26 +88,26 @@ Rows (medians over repetitions, measured in one run):
   not closure variables (each copied into every call's frame: about 40 in
   the search schema's checker), an integer bound past one internal digit
   is tested after the one-digit bounds within it, and a counting checker
-  counts only its long strings. Interpreter steps of one valid call (tool
-  validator and checker): README 116 -> 111, peers 120 -> 114, search 335
-  -> 315, no regex 325 -> 305, open 397 -> 335. The previous checkers and
-  these in one process, each row timed interleaved with raw jsonschema-rs
-  (three runs, load average 13.5-14.4), medians of the three runs' median
-  ratios and their range:
+  counts only its long strings (and a few tests take a comparison fewer).
+  Interpreter steps of one valid call (tool validator and checker): README
+  116 -> 111, peers 120 -> 114, search 335 -> 306, no regex 325 -> 296,
+  open 397 -> 326. The previous checkers and these in one process, each row
+  timed interleaved with raw jsonschema-rs (six runs, load average 17.6 to
+  18.5), medians of the six runs' median ratios and their range:
 
   ====================================  =================  =================
   row                                   before             after
   ====================================  =================  =================
-  README, dict-built call               1.60x (1.52-1.66)  1.48x (1.37-1.51)
-  README, keys from json.loads          1.58x (1.54-1.67)  1.44x (1.42-1.47)
-  peers, dict-built call                1.67x (1.62-1.68)  1.57x (1.53-1.58)
-  peers, keys from json.loads           1.69x (1.62-1.75)  1.58x (1.54-1.71)
-  peers, no additionalProperties        1.55x (1.43-1.58)  1.52x (1.43-1.56)
-  (search schema) dict-built call       1.75x (1.68-1.79)  1.55x (1.46-1.55)
-  no regex, dict-built call             2.01x (1.73-2.36)  1.83x (1.56-2.29)
-  open, dict-built call                 2.07x (1.97-2.13)  1.72x (1.71-1.79)
-  invalid, README, dict-built call      1.81x (1.79-1.85)  1.87x (1.78-2.02)
-  invalid, peers, dict-built call       1.71x (1.70-1.75)  1.66x (1.47-1.68)
+  README, dict-built call               1.61x (1.55-1.65)  1.35x (1.32-1.46)
+  README, keys from json.loads          1.49x (1.46-1.62)  1.32x (1.26-1.38)
+  peers, dict-built call                1.59x (1.54-1.66)  1.45x (1.39-1.67)
+  peers, keys from json.loads           1.65x (1.54-1.80)  1.54x (1.42-1.58)
+  peers, no additionalProperties        1.48x (1.43-1.59)  1.37x (1.33-1.50)
+  (search schema) dict-built call       1.61x (1.52-1.75)  1.44x (1.43-1.46)
+  no regex, dict-built call             1.77x (1.65-2.06)  1.54x (1.43-1.82)
+  open, dict-built call                 1.90x (1.83-1.94)  1.53x (1.50-1.68)
+  invalid, README, dict-built call      1.87x (1.70-1.91)  1.85x (1.78-1.86)
+  invalid, peers, dict-built call       1.73x (1.70-1.79)  1.67x (1.62-1.71)
   ====================================  =================  =================
 - ``parts: <tool>, engine is_valid`` / ``parts: <tool>, quick_valid``: a
   dict-built row taken apart, beside the same raw jsonschema-rs row: the
