@@ -97,11 +97,11 @@ calls, which load does not move): 1,091 -> 1,059 -> 914 -> 881. Side by
 side (``--against``, 16 rounds of 400, load 11.5-14.7, about twice a quiet
 machine's numbers): 914 calls against the code before, the gateway's CPU
 per bridged call 1725 against 1987 µs (medians; per round 0.87, range
-0.79-1.01); 881 calls against 914 (load 12.7-14.3), 1275 against 1250 µs
-(per round 0.99, range 0.51-1.39: within the noise of that load; 0.96 in
-20 rounds of 300 at load 13-18), bridged 1.69x against 1.72x the direct
-call per round. docs/gateway.md ("Performance") gives the ``--stages``
-table and what 1.2x would take.
+0.79-1.01); 881 calls against 914, 1275 against 1250 µs at load
+12.7-14.3 (per round 0.99, range 0.51-1.39: within the noise of that load)
+and 1737 against 1775 at load 16-19 (per round 0.97, range 0.86-1.14),
+bridged 1.66x against 1.69x the direct call per round. docs/gateway.md
+("Performance") gives the ``--stages`` table and what 1.2x would take.
 """
 
 from __future__ import annotations
