@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,21 @@ from prism.mcp import StdioTransport, open_mcp_tools
 from prism.mcp.testing import UPSTREAM_WARNING_FILTERS
 
 TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))  # the test modules import gateway_prewarmed
+import gateway_prewarmed as prewarmed  # noqa: E402
+
 FIXTURE_SERVER = TESTS / "gateway_fixture_server.py"
 STDIO_MAIN = TESTS / "gateway_stdio_main.py"
+# The fixture servers start from one warm parent (gateway_prewarmed.py): each start skips
+# importing the MCP SDK again (about a CPU-second each).
+prewarmed.configure(FIXTURE_SERVER, TESTS / "gateway_trace_server.py", STDIO_MAIN)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_parent() -> Iterator[None]:
+    """Ends the warm parent of the fixture servers (if a test started it) with the session."""
+    yield
+    prewarmed.stop_all()
 
 
 @attrs.define
@@ -190,7 +203,8 @@ def raw_stdio(workspace: Path) -> RawStdioFactory:
 
     @asynccontextmanager
     async def run(*extra: str) -> AsyncIterator[RawStdio]:
-        argv = [sys.executable, str(STDIO_MAIN), str(workspace), *extra]
+        command, args = prewarmed.command(STDIO_MAIN, str(workspace), *extra)
+        argv = [command, *args]
         process = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
@@ -238,7 +252,7 @@ def serve(workspace: Path) -> ServeFactory:
             execution_policy=policy,
             file_operations=create_contained_file_operations([str(workspace)]),
         )
-        transport = StdioTransport(sys.executable, [str(FIXTURE_SERVER)])
+        transport = StdioTransport(*prewarmed.command(FIXTURE_SERVER))
         async with AsyncExitStack() as stack:
             bridges = []
             if bridged:

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import gateway_prewarmed
 import trio
 
 from prism.coding.security import create_coding_approval_policy, create_contained_file_operations
@@ -68,7 +69,8 @@ async def main(root: str, max_message_bytes: int, gated: str | None = None) -> N
     tools = create_coding_tools(
         root, execution_policy=policy, file_operations=create_contained_file_operations([root])
     )
-    transport = StdioTransport(sys.executable, [str(FIXTURE)])
+    # From the warm parent that started this gateway, if one did (gateway_prewarmed.py).
+    transport = StdioTransport(*gateway_prewarmed.inherited_command(FIXTURE))
     ledger_path = os.environ.get("GATEWAY_TEST_LEDGER")
     async with (
         open_mcp_tools(
@@ -82,7 +84,7 @@ async def main(root: str, max_message_bytes: int, gated: str | None = None) -> N
             servers=[
                 DownstreamServer(
                     server_id="slow",
-                    transport=StdioTransport(sys.executable, [str(GATED), gated]),
+                    transport=StdioTransport(*gateway_prewarmed.inherited_command(GATED, gated)),
                 )
             ]
             if gated

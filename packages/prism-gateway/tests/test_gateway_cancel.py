@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import gateway_prewarmed as prewarmed
 import httpx2
 import mcp_types as types
 import trio
@@ -39,7 +39,8 @@ async def _cancel_mid_call(client: Client, tree: ProcessTree) -> list[int]:
 
 
 async def test_cancel_over_stdio_ends_the_process_tree(workspace: Path, tree: ProcessTree) -> None:
-    params = StdioServerParameters(command=sys.executable, args=[str(STDIO_MAIN), str(workspace)])
+    command, args = prewarmed.command(STDIO_MAIN, str(workspace))
+    params = StdioServerParameters(command=command, args=args)
     async with Client(params, elicitation_callback=_approve) as client:
         pids = await _cancel_mid_call(client, tree)
         await tree.assert_ends(pids)

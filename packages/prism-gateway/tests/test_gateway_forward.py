@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import gateway_prewarmed as prewarmed
 import httpx2
 import mcp_types as types
 import pytest
@@ -100,7 +101,7 @@ def http_server(url: str) -> DownstreamServer:
 def stdio_server(protocol: str = "legacy", server_id: str = "fx") -> DownstreamServer:
     return DownstreamServer(
         server_id=server_id,
-        transport=StdioTransport(sys.executable, [str(FIXTURE)]),
+        transport=StdioTransport(*prewarmed.command(FIXTURE)),
         options={"call_timeout_s": 30, "protocol": protocol},
     )
 
@@ -549,9 +550,8 @@ async def test_progress_and_cancellation_pass_through_over_the_wire(
 
 
 async def test_a_stdio_client_cancelling_with_the_sdk_cancels_the_downstream_call() -> None:
-    params = StdioServerParameters(
-        command=sys.executable, args=[str(TESTS / "gateway_stdio_main.py"), str(TESTS)]
-    )
+    command, args = prewarmed.command(TESTS / "gateway_stdio_main.py", str(TESTS))
+    params = StdioServerParameters(command=command, args=args)
     async with Client(params, mode="legacy") as client:
         async with trio.open_nursery() as nursery:
             started = trio.Event()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+import gateway_prewarmed as prewarmed
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -18,7 +18,8 @@ STDIO_MAIN = Path(__file__).resolve().parent / "gateway_stdio_main.py"
 
 
 def _params(root: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=[str(STDIO_MAIN), str(root)])
+    command, args = prewarmed.command(STDIO_MAIN, str(root))
+    return StdioServerParameters(command=command, args=args)
 
 
 def _text(result: types.CallToolResult) -> str:

@@ -7,13 +7,13 @@ import functools
 import json
 import os
 import re
-import sys
 import tracemalloc
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import gateway_prewarmed as prewarmed
 import mcp_types as types
 import pytest
 import trio
@@ -1192,7 +1192,7 @@ async def test_a_servers_forwarded_question_reaches_the_client_byte_for_byte_on_
     """
     server = DownstreamServer(
         server_id="fx",
-        transport=StdioTransport(sys.executable, [str(_FIXTURE)]),
+        transport=StdioTransport(*prewarmed.command(_FIXTURE)),
         options={"call_timeout_s": 30, "protocol": "legacy"},  # asks in the middle of a call
     )
     take = StdioFastPath.take

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import gateway_prewarmed as prewarmed
 import httpx2
 import mcp_types as types
 import trio
@@ -65,7 +65,7 @@ async def test_a_call_joins_the_trace_its_client_sent_in_meta_or_in_the_http_hea
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     ledger = RunLedger(sinks=[OtelLedgerSink(tracer_provider=provider)])
-    transport = StdioTransport(sys.executable, [str(TRACE_SERVER)])
+    transport = StdioTransport(*prewarmed.command(TRACE_SERVER))
     answers: dict[str, str] = {}
     async with (
         open_mcp_tools(server_id="tr", transport=transport, call_timeout_s=30) as bridge,
@@ -125,7 +125,7 @@ async def test_over_stdio_a_call_joins_the_trace_its_client_sent_in_meta(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     ledger = RunLedger(sinks=[OtelLedgerSink(tracer_provider=provider)])
-    transport = StdioTransport(sys.executable, [str(TRACE_SERVER)])
+    transport = StdioTransport(*prewarmed.command(TRACE_SERVER))
     sent = "00-5bf92f3577b34da6a3ce929d0e0e4737-10f067aa0ba902b8-01"
     stdin, stdout, gateway_in, gateway_out = _pipes()
     writer = trio.lowlevel.FdStream(gateway_in)
