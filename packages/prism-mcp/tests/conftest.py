@@ -25,7 +25,13 @@ if TYPE_CHECKING:
     from prism.core import JsonObject, ToolDefinition, ToolExecutionContext
 
 TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))  # the test modules import mcp_prewarmed
+import mcp_prewarmed as prewarmed  # noqa: E402
+
 FIXTURE_SERVER = TESTS / "mcp_fixture_server.py"
+# The fixture server and the reference servers start from one warm parent
+# (mcp_prewarmed.py): each start skips importing the MCP SDK again (a CPU-second each).
+prewarmed.configure(FIXTURE_SERVER, "-m mcp_server_time", "-m mcp_server_git")
 REPO = TESTS.parents[2]
 EVERYTHING_VERSION = "2026.8.31"
 EVERYTHING_CACHE = REPO / ".cache" / "npm-server-everything"
@@ -108,9 +114,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.filterwarnings(spec))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _warm_parent() -> Iterator[None]:
+    """Ends the warm parent of the fixture servers (if a test started it) with the session."""
+    yield
+    prewarmed.stop_all()
+
+
 @pytest.fixture
 def fixture_stdio() -> StdioTransport:
-    """The fixture server over stdio (a fresh process per bridge)."""
+    """The fixture server over stdio (a fresh server per connection, from the warm parent)."""
+    return StdioTransport(*prewarmed.command(FIXTURE_SERVER, "stdio"))
+
+
+@pytest.fixture
+def fixture_stdio_process() -> StdioTransport:
+    """The fixture server over stdio as a process of its own (``python SCRIPT stdio``): for
+    the tests about the server's process (its pid, its children, what it inherits)."""
     return StdioTransport(sys.executable, [str(FIXTURE_SERVER), "stdio"])
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import mcp_prewarmed as prewarmed
 import mcp_types
 import pytest
 from hypothesis import given, settings
@@ -308,8 +308,8 @@ async def test_a_real_server_gives_the_same_results_both_ways(
 async def test_the_sdks_call_options_on_the_json_path() -> None:
     # A read timeout, arguments with lists and objects, a progress callback; arguments
     # only the SDK can dump (a tuple) and a request _meta take the SDK's own call_tool.
-    server = FIXTURE_SERVER
-    params = StdioServerParameters(command=sys.executable, args=[str(server), "stdio"])
+    command, args = prewarmed.command(FIXTURE_SERVER, "stdio")
+    params = StdioServerParameters(command=command, args=args)
     async with Client(params) as client:
         install_fast_call_tool(client.session)
         seen: list[float] = []

@@ -113,10 +113,10 @@ async def test_http_server_that_accepts_but_never_answers_times_out() -> None:
 
 
 async def test_crash_mid_call_is_an_error_result_and_the_next_call_reconnects(
-    fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
+    fixture_stdio_process: StdioTransport, process_alive: Callable[[int], bool]
 ) -> None:
     with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio_process) as bridge:
             first_pid = bridge.server_pid
             assert first_pid is not None
             crashed = await run_tool(bridge, "crash", {})
@@ -249,10 +249,10 @@ async def test_server_that_sleeps_forever_gets_a_timeout_result(
 
 
 async def test_no_server_process_or_child_outlives_the_block(
-    fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
+    fixture_stdio_process: StdioTransport, process_alive: Callable[[int], bool]
 ) -> None:
     with trio.fail_after(20):
-        async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+        async with open_mcp_tools(server_id="fx", transport=fixture_stdio_process) as bridge:
             server_pid = bridge.server_pid
             child = await run_tool(bridge, "spawn_child", {})
             child_pid = int(child.joined_text)
@@ -264,13 +264,13 @@ async def test_no_server_process_or_child_outlives_the_block(
 
 
 async def test_cancelling_the_host_mid_call_still_stops_the_server(
-    fixture_stdio: StdioTransport, process_alive: Callable[[int], bool]
+    fixture_stdio_process: StdioTransport, process_alive: Callable[[int], bool]
 ) -> None:
     pids: list[int] = []
     with trio.fail_after(30):
         with trio.CancelScope() as scope:
             async with open_mcp_tools(
-                server_id="fx", transport=fixture_stdio, call_timeout_s=60
+                server_id="fx", transport=fixture_stdio_process, call_timeout_s=60
             ) as bridge:
                 assert bridge.server_pid is not None
                 pids.append(bridge.server_pid)

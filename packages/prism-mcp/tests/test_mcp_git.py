@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
+import mcp_prewarmed as prewarmed
 import pytest
 import trio
 
@@ -35,7 +35,7 @@ async def make_repo(path: Path) -> None:
 async def test_git_server_tools_run_on_both_eras(tmp_path: Path, protocol: str, era: str) -> None:
     repo = tmp_path / "repo"
     await make_repo(repo)
-    transport = StdioTransport(sys.executable, ["-m", "mcp_server_git", "-r", str(repo)])
+    transport = StdioTransport(*prewarmed.command("-m", "mcp_server_git", "-r", str(repo)))
     with trio.fail_after(60):
         async with open_mcp_tools(
             server_id="git",
@@ -68,7 +68,7 @@ async def test_git_server_tools_run_on_both_eras(tmp_path: Path, protocol: str, 
 async def test_an_untrusted_git_server_commit_asks(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     await make_repo(repo)
-    transport = StdioTransport(sys.executable, ["-m", "mcp_server_git", "-r", str(repo)])
+    transport = StdioTransport(*prewarmed.command("-m", "mcp_server_git", "-r", str(repo)))
     with trio.fail_after(60):
         async with open_mcp_tools(server_id="git", transport=transport) as bridge:
             policy = create_mcp_permission_policy([bridge])

@@ -54,12 +54,12 @@ async def test_a_setsid_grandchild_does_not_outlive_the_block(
 
 
 async def test_the_server_env_carries_a_fresh_process_tree_marker_per_connection(
-    fixture_stdio: StdioTransport,
+    fixture_stdio_process: StdioTransport,
 ) -> None:
     markers: list[str] = []
     with trio.fail_after(20):
         for _ in range(2):
-            async with open_mcp_tools(server_id="fx", transport=fixture_stdio) as bridge:
+            async with open_mcp_tools(server_id="fx", transport=fixture_stdio_process) as bridge:
                 tool = next(t for t in bridge.tools if t.name == "mcp:fx:env")
                 arguments: JsonObject = {"name": PROCESS_TREE_ENV_VAR}
                 ctx = ToolExecutionContext(ToolCall(id="m", name=tool.name, arguments=arguments))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-
+import mcp_prewarmed as prewarmed
 import pytest
 import trio
 
 from prism.core import DispatchOptions, ToolCall, create_tool_registry, dispatch_tool_call
 from prism.mcp import StdioTransport, open_mcp_tools
 
-TIME_SERVER = StdioTransport(sys.executable, ["-m", "mcp_server_time", "--local-timezone", "UTC"])
+
+def time_server() -> StdioTransport:
+    """mcp-server-time, started from the warm parent (mcp_prewarmed.py)."""
+    return StdioTransport(*prewarmed.command("-m", "mcp_server_time", "--local-timezone", "UTC"))
 
 
 @pytest.mark.parametrize(("protocol", "era"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
@@ -22,7 +24,7 @@ async def test_time_server_works_on_both_eras_even_without_listen_support(
     with trio.fail_after(30):
         async with open_mcp_tools(
             server_id="time",
-            transport=TIME_SERVER,
+            transport=time_server(),
             protocol=protocol,  # type: ignore[arg-type]
         ) as bridge:
             assert bridge.protocol_version == era
@@ -55,7 +57,7 @@ async def test_time_server_works_on_both_eras_even_without_listen_support(
 
 async def test_time_server_rejects_bad_timezone_as_an_error_result() -> None:
     with trio.fail_after(30):
-        async with open_mcp_tools(server_id="time", transport=TIME_SERVER) as bridge:
+        async with open_mcp_tools(server_id="time", transport=time_server()) as bridge:
             options = DispatchOptions(registry=create_tool_registry(bridge.tools))
             result = await dispatch_tool_call(
                 ToolCall(
