@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
 
+from prism.coding.security import _index
 from prism.coding.security._index import (
     extension_signatures,
     extensionless,
@@ -452,3 +454,79 @@ def test_the_stat_data_of_chosen_entries_is_zeroed_as_git_reads_it(
     for key in changed:
         assert after[key] == [before[key][0], *zero], key
     assert before["dir/c 0"][0].startswith("100755")
+
+
+def _written_cache_tree(keys: list[bytes], invalid: set[bytes], rng: random.Random) -> bytes:
+    """A cache-tree as git writes one for ``keys`` (``invalid``: directories written -1)."""
+    children: dict[bytes, set[bytes]] = {b"": set()}
+    for key in keys:
+        parts = key.partition(b"\0")[0].split(b"/")[:-1]
+        for depth in range(len(parts)):
+            parent, path = b"/".join(parts[:depth]), b"/".join(parts[: depth + 1])
+            children.setdefault(parent, set()).add(parts[depth])
+            children.setdefault(path, set())
+
+    def node(path: bytes, name: bytes) -> bytes:
+        below = sorted(children[path], key=lambda n: (len(n), n))
+        count = sum(1 for k in keys if k.startswith(path + b"/")) if path else len(keys)
+        head = b"%s\0%s %d\n" % (name, b"-1" if path in invalid else b"%d" % count, len(below))
+        oid = b"" if path in invalid else rng.randbytes(20)
+        return head + oid + b"".join(node(f"{path.decode()}/{n.decode()}".lstrip("/").encode(), n)
+                                     for n in below)  # fmt: skip
+
+    return node(b"", b"")
+
+
+def test_a_cache_tree_laid_out_as_a_recent_one_is_judged_as_walked_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host's cache-tree read by its differing nodes keeps and refuses what a whole walk does.
+
+    A cache-tree of 40 directories (three levels, some nodes invalid) is walked whole
+    against its keys; then hundreds of trees with a few bytes changed (counts, names,
+    object names, the newlines) against key lists with entries added or removed and
+    random changed directories are judged as it was just walked, each compared with a
+    whole walk (no recent tree) of the same bytes and keys: the same tree back, or None.
+    """
+    rng = random.Random(11)
+    names = [b"a", b"b", b"cc", b"d1", b"zz", b"a.b"]
+    keys = sorted({b"/".join(rng.choices(names, k=rng.randint(1, 3))) + b"/f%d" % rng.randrange(9)
+                   for _ in range(300)})  # fmt: skip
+    directories = sorted({k.rpartition(b"/")[0] for k in keys} | {b""})
+    invalid = set(rng.sample(directories, 5))
+    tree = _written_cache_tree(keys, invalid, rng)
+
+    def walked(tree: bytes, changed: set[bytes], keys: list[bytes]) -> bytes | None:
+        monkeypatch.setattr(_index, "_WALKS", ())
+        return _index._kept_nodes(tree, 20, changed, keys)
+
+    assert walked(tree, set(), keys) == tree
+
+    def mutated_tree(tree: bytes, counts: tuple[int, ...]) -> bytes:
+        mutated = bytearray(tree)
+        for _ in range(rng.choice(counts)):
+            mutated[rng.randrange(len(tree))] = rng.choice(b"0123456789-\n\0/ab")
+        return bytes(mutated)
+
+    def moved_keys(keys: list[bytes]) -> list[bytes]:
+        moved = list(keys)
+        for _ in range(rng.choice((0, 0, 1, 3))):
+            if rng.random() < 0.5:
+                moved.remove(rng.choice(moved))
+            else:
+                moved.append(rng.choice(directories).lstrip(b"/") + b"/new%d" % rng.randrange(9))
+        return sorted({k.lstrip(b"/") for k in moved})
+
+    read_alone = 0
+    for _ in range(500):
+        base = mutated_tree(tree, (0, 1))  # (a count of it may be wrong)
+        mutated = mutated_tree(base, (0, 0, 1, 2))
+        primed, moved = moved_keys(keys), moved_keys(keys)
+        changed = set(rng.sample(directories, rng.randint(0, 4)))
+        expected = walked(mutated, changed, moved)
+        # the recent walk: of the tree against other keys (some of its nodes then wrong)
+        monkeypatch.setattr(_index, "_WALKS", ())
+        _index._kept_nodes(base, 20, set(rng.sample(directories, 2)), primed)
+        read_alone += _index._rewalked(mutated, 20, moved) is not None
+        assert _index._kept_nodes(mutated, 20, changed, moved) == expected
+    assert read_alone > 250

@@ -410,9 +410,63 @@ def _kept_nodes(
     names first, then by their bytes; names without '/'; counts in plain
     decimal, -1 for an invalid node), and each valid node that stays counts
     exactly the entries of ``keys`` (the new index's, sorted) below its path.
+    A tree laid out as one walked recently is read by its differing nodes
+    (:func:`_rewalked`).
     """
+    walked = _rewalked(tree, hash_size, keys) or _walked(tree, hash_size, keys)
+    if walked is None:
+        return None
+    _remember_walk(walked)
+    if any(walked.paths[i] not in changed for i in walked.wrong):
+        return None  # a valid node that stays counts other entries than the keys
     pieces: list[bytes] = []
-    copied = at = 0
+    copied = 0
+    for index in sorted(walked.index[p] for p in changed if p in walked.index):
+        if walked.entries[index] is None:
+            continue  # invalid already
+        start, end = walked.starts[index], walked.starts[index + 1]
+        name, subtrees = walked.names[index], walked.subtrees[index]
+        pieces += (tree[copied:start], b"%s\0-1 %s\n" % (name, subtrees))
+        copied = end
+    pieces.append(tree[copied:])
+    return b"".join(pieces)
+
+
+class _Walk:
+    """A cache-tree read node by node, and how its valid nodes count against some keys.
+
+    ``starts``: where each node starts (and, last, where the tree ends); per node
+    its name, subtree count (as written), path, entry count (None: invalid) and the
+    number of ``keys`` below its path; ``wrong``: the valid nodes whose entry count
+    is not that number (or that count nothing below a named path); ``index``: each
+    path's node.
+    """
+
+    __slots__ = (
+        "counts", "entries", "hash_size", "index", "keys", "names", "paths", "starts",
+        "subtrees", "tree", "wrong",
+    )  # fmt: skip
+
+    def __init__(self, tree: bytes, hash_size: int, keys: list[bytes]) -> None:
+        self.tree, self.hash_size, self.keys = tree, hash_size, keys
+        self.starts: list[int] = []
+        self.names: list[bytes] = []
+        self.subtrees: list[bytes] = []
+        self.paths: list[bytes] = []
+        self.entries: list[int | None] = []
+        self.counts: list[int] = []
+        self.wrong: set[int] = set()
+        self.index: dict[bytes, int] = {}
+
+
+def _wrong(entries: int | None, count: int, path: bytes) -> bool:
+    return entries is not None and (entries != count or (bool(path) and not count))
+
+
+def _walked(tree: bytes, hash_size: int, keys: list[bytes]) -> _Walk | None:
+    """``tree`` walked whole (see :func:`_kept_nodes`); None unless every node reads as git's."""
+    walk = _Walk(tree, hash_size, keys)
+    at = 0
     # the directory whose subtrees are being read (None: the top is next), how many
     # of them are still to come, the last one's name; the directories above it
     parent: bytes | None = None
@@ -438,12 +492,16 @@ def _kept_nodes(
                 parent, left, last = stack.pop() if stack else (None, 0, b"")
             below = bisect_left(keys, path + b"/")
             count = bisect_left(keys, path + b"0", below) - below  # ('0' follows '/')
-        if entries is not None:
-            if path in changed:
-                pieces += (tree[copied:start], b"%s\0-1 %s\n" % (name, subtrees))
-                copied = end
-            elif int(entries) != count or (path and not count):
-                return None  # (git keeps no valid node for a directory without entries)
+        valid = None if entries is None else int(entries)
+        if _wrong(valid, count, path):
+            walk.wrong.add(len(walk.starts))
+        walk.index[path] = len(walk.starts)
+        walk.starts.append(start)
+        walk.names.append(name)
+        walk.subtrees.append(subtrees)
+        walk.paths.append(path)
+        walk.entries.append(valid)
+        walk.counts.append(count)
         if subtrees != b"0":
             if parent is not None:
                 stack.append((parent, left, last))
@@ -452,8 +510,82 @@ def _kept_nodes(
             break  # the last node of the top's tree
     if at != len(tree) or parent is not None:
         return None
-    pieces.append(tree[copied:])
-    return b"".join(pieces)
+    walk.starts.append(at)
+    return walk
+
+
+# the last cache-trees walked here (see _Walk); a host's next one is mostly laid out alike
+_WALKS: tuple[_Walk, ...] = ()
+_WALKS_COUNT = 2
+_WALK_NODES = 1 << 16  # a tree of more nodes is walked whole each time
+_DIFFERING_NODES = 64  # differing nodes read alone at most; past them the tree is walked whole
+
+
+def _remember_walk(walk: _Walk) -> None:
+    global _WALKS  # (replaced whole: a reader sees the old tuple or the new one)
+    if len(walk.paths) <= _WALK_NODES and not any(w is walk for w in _WALKS):
+        _WALKS = (walk, *_WALKS[: _WALKS_COUNT - 1])
+
+
+def _rewalked(tree: bytes, hash_size: int, keys: list[bytes]) -> _Walk | None:
+    """:func:`_walked` of ``tree`` from a recent walk of a tree laid out alike, or None.
+
+    A node whose bytes are those of the recent tree's node at the same offset
+    (every node before it laid out alike) reads alike: it is read from its own
+    bytes, its path from its ancestors'. Each other node is read at its offset and
+    must end where that one ended with the same name and subtree count (the tree's
+    shape unchanged); only its entry count may differ. A node's count of ``keys``
+    below its path is found again when its directory (or one below it) holds a key
+    that only one of the two key lists holds.
+    """
+    for known in _WALKS:
+        if known.hash_size != hash_size or len(known.tree) != len(tree):
+            continue
+        changed = differing_entries(tree, known.tree, known.starts, _DIFFERING_NODES)
+        if changed is None:
+            continue
+        walk = _Walk(tree, hash_size, keys)
+        walk.starts, walk.names, walk.subtrees = known.starts, known.names, known.subtrees
+        walk.paths, walk.index = known.paths, known.index
+        walk.entries, walk.counts = list(known.entries), known.counts
+        pattern = _node_pattern(hash_size)
+        for index in changed:
+            node = pattern.match(tree, known.starts[index])
+            if (
+                node is None
+                or node.end() != known.starts[index + 1]
+                or node[1] != known.names[index]
+                or node[3] != known.subtrees[index]
+            ):
+                break  # shaped otherwise: walked whole
+            walk.entries[index] = None if node[2] is None else int(node[2])
+        else:
+            again = set(changed)
+            if keys != known.keys:
+                walk.counts = list(known.counts)
+                directories = {b""}
+                for key in set(keys).symmetric_difference(known.keys):
+                    path = key.partition(b"\0")[0]
+                    at = path.find(b"/")
+                    while at >= 0:
+                        directories.add(path[:at])
+                        at = path.find(b"/", at + 1)
+                for directory in directories:
+                    found = known.index.get(directory)
+                    if found is None:
+                        continue
+                    if directory:
+                        below = bisect_left(keys, directory + b"/")
+                        walk.counts[found] = bisect_left(keys, directory + b"0", below) - below
+                    else:
+                        walk.counts[found] = len(keys)
+                    again.add(found)
+            walk.wrong = known.wrong - again
+            for index in again:
+                if _wrong(walk.entries[index], walk.counts[index], walk.paths[index]):
+                    walk.wrong.add(index)
+            return walk
+    return None
 
 
 def _sorted_listing(data: bytes, listing: Mapping[bytes, object]) -> list[bytes] | None:
