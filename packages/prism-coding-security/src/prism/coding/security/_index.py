@@ -517,7 +517,7 @@ def _walked(tree: bytes, hash_size: int, keys: list[bytes]) -> _Walk | None:
 # the last cache-trees walked here (see _Walk); a host's next one is mostly laid out alike
 _WALKS: tuple[_Walk, ...] = ()
 _WALKS_COUNT = 2
-_WALK_NODES = 1 << 16  # a tree of more nodes is walked whole each time
+_WALK_NODES = 1 << 14  # a tree of more nodes is walked whole each time
 _DIFFERING_NODES = 64  # differing nodes read alone at most; past them the tree is walked whole
 
 
