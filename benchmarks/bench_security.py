@@ -62,30 +62,27 @@ copy-back's checks). Landlock's commit in 1,000 directories depends on the
 host's index keeping its cache-tree after the bubblewrap ways' commits (+0.6
 to +2.3 kept, +9.6 dropped, in an earlier session).
 
-The copy-back reading the indexes and a commit's trees with less Python (only
-the entries whose bytes differ from a recent index laid out alike are read
-again, one index write, one regex a tree) and bubblewrap's launcher forking once
-a command (no supervisor), before and after in one run: the code before and
-after taking turns, 3 runs of each, 8 rounds a run (this function as it was
-before ``sed -i`` in place), load average 11.8 to 15.1; CPU over unsandboxed,
-median of the runs, their range for the commit in 1,000 directories::
+The copy-back checking a commit with less Python (each index's checksum hashed
+once; a large tree, and the host's cache-tree, read by their differing entries
+when laid out as one read recently), before and after in one run: the code
+before and after taking turns, 3 runs of each, 8 rounds a run, load average
+14.5 to 16.7; CPU over unsandboxed, median of the runs and their range::
 
-    command, repository (ms)           descriptors    narrowed layer            whole root
-    `git add -A && git commit`, 50     -              +21.9 -> +26.0            +24.9 -> +22.7
-    `sed -i s/1/2/ d1/a.py`, 50        -              +12.3 -> +12.3            +11.4 -> +7.3
-    `echo x > d1/new`, 50              +14.5 -> +8.9  +9.4 -> +9.4              +13.0 -> +9.6
-    `git add -A && git commit`, 1,000  -              +41.1 -> +32.9            +72.9 -> +66.4
-                                                      [40.6, 41.3] [29.8, 34.3]
-    `sed -i s/1/2/ d1/a.py`, 1,000     -              +15.6 -> +10.7            +14.0 -> +12.9
-    `echo x > d1/new`, 1,000           +9.9 -> +4.8   +15.5 -> +9.5             +17.3 -> +12.4
+    command, repository (ms)           narrowed layer                whole root
+    `git add -A && git commit`, 50     +21.7 -> +17.9                +22.5 -> +21.1
+    `git add -A && git commit`, 1,000  +33.6 -> +22.2                +63.0 -> +55.1
+                                       [31.8, 44.8] [21.3, 25.4]     [61.1, 66.7] [53.2, 68.7]
 
-Landlock's rows did not move beyond the noise (+0.1 to +3.1 before and after).
-In 50 directories a row moves by 5 ms between runs at this load, more than the
-cut. A commit in 1,000 directories still misses +10: `true` over the layer
-(about 15 ms at this load), git on the overlay (about 10), the copy-back's
-Python (17 ms timed inside it at load 11 to 14: the index check 7.9, the refs
-and the commit's difference 4.0, placing the files 1.3) and removing the layer
-(2.4).
+The other rows did not move beyond the noise (3 to 5 ms between runs at this
+load). The copy-back of that commit in 1,000 directories, timed inside it
+(thread CPU, median of 12 calls, the two taking turns, load 16 to 19): 16.0 and
+17.6 -> 11.4 and 11.5 ms. What the commit in 1,000 directories over its narrowed
+layer still costs over unsandboxed, sampled with perf at 2 kHz over 20 commits
+(load 7 to 9): git itself about 10 ms more on the overlay (opening and copying
+up ``.git`` files through it, its forks and execs in the namespaces), bwrap
+about 5.5, the fork server and its child about 5 (the overlay's mount 1.9 of
+it), the copy-back about 11, making and removing the layer about 3 (the file
+system creating and removing its directories). Still over +10.
 """
 
 from __future__ import annotations
