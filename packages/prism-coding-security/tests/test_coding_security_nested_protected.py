@@ -932,7 +932,7 @@ def test_what_the_homes_start_up_files_source_run_or_put_on_path_asks(
         assert isinstance(decision, ExecutionDecision)  # (no event loop: judged at once)
         return decision.allowed
 
-    for path in [*asked, later, "me/tools/other.sh", "me/notes.txt", "tools/env.sh", ".bazelrc"]:
+    for path in [*asked, later, "me/tools/other.sh", "me/notes.txt", "tools/env.sh", ".exports"]:
         assert allowed(path) is (path not in asked), path
     with (home / ".bashrc").open("a") as handle:
         handle.write(". ~/later/hook.sh\n")
@@ -1180,3 +1180,23 @@ def test_a_hooks_callees_spelled_with_its_working_directory_or_make_variables(
     found = set(_callees.hook_callees(top, [str(hooks)], top, []))
     expected = {f"scripts/{n}.sh" for n in "abcdefg"} | {"tools/h.py"}
     assert expected <= found, expected - found
+
+
+def test_tool_configurations_editors_load_as_code_are_protected(root: Path) -> None:
+    """Linters', formatters' and test runners' configurations that are code (an editor's
+    extension loads them on opening or saving a file; lint-staged's linters at each
+    commit), an sbt build's JVM options and plugins and `.bazelrc`: each asks, at any
+    depth (each came back from a confined write and ran: the user's next pylint ran a
+    planted init-hook). Their data-only kin and ordinary sources stay writable."""
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asks = [
+        ".pylintrc", "pkg/pylintrc", "eslint.config.js", "web/eslint.config.mts",
+        ".eslintrc.cjs", "prettier.config.mjs", ".prettierrc.js", "stylelint.config.js",
+        "jest.config.ts", "vitest.config.ts", "lint-staged.config.js", ".jvmopts",
+        ".sbtopts", "project/plugins.sbt", "project/Deps.scala", ".bazelrc",
+    ]  # fmt: skip
+    writable = ["src/app.config.js", ".eslintignore", ".prettierignore", "src/project/x.py"]
+    for path in asks + writable:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path in writable), (path, decision)

@@ -349,6 +349,38 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".junie",
     ".trae",
     ".augment",
+    # linters', formatters' and test runners' configurations that are code: editors'
+    # extensions load them on opening or saving a file (ESLint, Prettier, pylint's
+    # init-hook, Jest, Vitest), and lint-staged's linters at every commit
+    ".pylintrc",
+    "pylintrc",
+    "eslint.config.*",
+    ".eslintrc.js",
+    ".eslintrc.cjs",
+    ".eslintrc.mjs",
+    "prettier.config.*",
+    ".prettierrc.js",
+    ".prettierrc.cjs",
+    ".prettierrc.mjs",
+    ".prettierrc.ts",
+    "stylelint.config.*",
+    ".stylelintrc.js",
+    ".stylelintrc.cjs",
+    ".stylelintrc.mjs",
+    "jest.config.*",
+    "vitest.config.*",
+    "vitest.workspace.*",
+    "lint-staged.config.*",
+    ".lintstagedrc.js",
+    ".lintstagedrc.cjs",
+    ".lintstagedrc.mjs",
+    # an sbt build, which Metals imports on opening the folder (its JVM options and
+    # plugins: the sbt kin of .mvn/jvm.config), and bazel's options
+    ".jvmopts",
+    ".sbtopts",
+    "project/*.sbt",
+    "project/*.scala",
+    ".bazelrc",
 )
 """Paths (relative, glob per component) that a write always asks about.
 
