@@ -1200,3 +1200,25 @@ def test_tool_configurations_editors_load_as_code_are_protected(root: Path) -> N
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path in writable), (path, decision)
+
+
+def test_variables_that_nest_expand_within_a_bound() -> None:
+    """A makefile (or a shell text) whose variables name others many times each: three
+    rounds of expansion multiplied a 4.8 kB makefile to 10 MB (an 18 kB one exhausted
+    memory) in the write tool's first check. Past EXPANDED_MAX characters the rest of the
+    references stay as written; what expands within it still does."""
+    from prism.coding.security import _callees
+
+    makefile = (
+        "lint:\n\t./$(D)/a.sh\n\t" + "$(A)" * 4000 + "\nA = " + "$(B)" * 300 + "\nB = "
+        + "$(C)" * 300 + "\nC = x\nD = scripts\n"
+    )  # fmt: skip
+    expanded = _callees._make_expanded(makefile)
+    assert len(expanded) <= _callees.EXPANDED_MAX
+    assert "./scripts/a.sh" in expanded
+    shell = (
+        "A=" + "$B" * 4000 + "\nB=" + "$C" * 4000 + "\nC=" + "x" * 100 + "\nD=tools\n$D/x.sh $A\n"
+    )
+    expanded = _callees.expand_assignments(shell, {})
+    assert len(expanded) <= _callees.EXPANDED_MAX
+    assert "tools/x.sh" in expanded

@@ -42,13 +42,18 @@ import json
 import os
 import re
 import shlex
+from typing import TYPE_CHECKING
 
 from ._commands import MAX_COMMAND_CHARS, parse_script
 from ._files import read_regular_file
 from ._grammars import SIMPLE_WRAPPERS
 from ._programs import describe
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = [
+    "EXPANDED_MAX",
     "MAX_BYTES",
     "MAX_READ",
     "assigned_values",
@@ -126,7 +131,7 @@ def _make_expanded(text: str) -> str:
             continue
         known[name] = f"{known[name]} {value}" if operator == "+=" and name in known else value
     for _ in range(3):  # (a value naming another variable)
-        text = _MAKE_REFERENCE.sub(lambda m: known.get(m.group(1), m.group(0)), text)
+        text = _bounded_sub(_MAKE_REFERENCE, lambda m: known.get(m.group(1), m.group(0)), text)
     return text
 
 
@@ -140,6 +145,33 @@ _ASSIGNED = re.compile(
 _VARIABLE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^{}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
 )
+
+
+EXPANDED_MAX = 1 << 18
+"""Characters a text (or one variable's value) may grow to by expansion, at most: past it
+the rest of its references stay as written (values that name other variables, each many
+times, would otherwise multiply it without bound)."""
+
+
+def _bounded_sub(
+    pattern: re.Pattern[str], value_of: Callable[[re.Match[str]], str], text: str
+) -> str:
+    """``pattern.sub(value_of, text)``, each reference kept once the text would grow too much.
+
+    Past :data:`EXPANDED_MAX` characters the rest stay as written.
+    """
+    room = EXPANDED_MAX - len(text)
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal room
+        value = value_of(match)
+        grows = len(value) - (match.end() - match.start())
+        if grows > room:
+            return match.group(0)
+        room -= grows
+        return value
+
+    return pattern.sub(replace, text)
 
 
 def assigned_values(text: str) -> list[str]:
@@ -166,9 +198,9 @@ def expand_assignments(text: str, known: dict[str, str]) -> str:
     for _ in range(3):  # (a value naming another variable, assigned before or after it)
         for name, value in _ASSIGNED.findall(text):
             if name not in ("PATH", "path"):
-                known[name] = _VARIABLE.sub(value_of, value.strip("\"'"))
+                known[name] = _bounded_sub(_VARIABLE, value_of, value.strip("\"'"))
     for _ in range(3):
-        text = _VARIABLE.sub(value_of, text)
+        text = _bounded_sub(_VARIABLE, value_of, text)
     return text
 
 
