@@ -6,12 +6,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 import hypothesis
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the test modules import it
+import cli_prewarmed as prewarmed
+
+# The MCP servers the tests start come from one warm parent (cli_prewarmed.py): each
+# start skips importing the MCP SDK again (about a CPU-second each).
+prewarmed.configure("-m prism.cli.demo_server", Path(__file__).with_name("eliciting_mcp_server.py"))
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 ReadUntil = Callable[[IO[str], str, float], list[str]]
@@ -24,6 +31,13 @@ ServeConfig = Callable[..., Path]
 # is reset to its default on exec, so handling it here gives the children the default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_parent() -> Iterator[None]:
+    """Ends the warm parent of the MCP servers (if a test started it) with the session."""
+    yield
+    prewarmed.stop_all()
 
 
 @pytest.fixture(autouse=True)
@@ -157,11 +171,10 @@ def serve_config(tmp_path: Path) -> ServeConfig:
         ws.mkdir()
         (ws / "readme.txt").write_text(f"{readme}\n", encoding="utf-8")
         config = tmp_path / "prism.toml"
+        demo = prewarmed.toml_command("-m", "prism.cli.demo_server", "--step-seconds", step_seconds)
         docs = f"""
 [mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", {json.dumps(step_seconds)}]
-call_timeout_s = 10
+{demo}call_timeout_s = 10
 """
         config.write_text(
             f"""

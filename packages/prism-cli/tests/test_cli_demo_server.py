@@ -2,6 +2,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import cli_prewarmed as prewarmed
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
@@ -13,9 +14,8 @@ _TOOLS = ("search_docs", "get_page", "build_index", "delete_index")
 
 
 def _params(step: str = "0.01") -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "prism.cli.demo_server", "--step-seconds", step]
-    )
+    command, args = prewarmed.command("-m", "prism.cli.demo_server", "--step-seconds", step)
+    return StdioServerParameters(command=command, args=args)
 
 
 async def test_demo_server_lists_its_tools_with_schemas_over_stdio() -> None:

@@ -7,12 +7,14 @@ import contextlib
 import os
 import pty
 import select
+import shlex
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import cli_prewarmed as prewarmed
 import pytest
 
 if TYPE_CHECKING:
@@ -20,7 +22,13 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.usefixtures("plain_output")
 
-SERVER = f"{sys.executable} {Path(__file__).with_name('eliciting_mcp_server.py')}"
+SERVER = Path(__file__).with_name("eliciting_mcp_server.py")
+
+
+def _server() -> str:
+    """The eliciting server's command line (from the warm parent, cli_prewarmed.py)."""
+    command, args = prewarmed.command(SERVER)
+    return shlex.join([command, *args])
 
 
 def on_a_terminal(args: list[str], answers: list[tuple[bytes, bytes]], cwd: Path) -> str:
@@ -74,7 +82,7 @@ def on_a_terminal(args: list[str], answers: list[tuple[bytes, bytes]], cwd: Path
 
 
 def _call(tool: str) -> list[str]:
-    return ["mcp", "call", "--stdio", SERVER, tool]
+    return ["mcp", "call", "--stdio", _server(), tool]
 
 
 def test_a_form_is_asked_field_by_field_on_a_terminal(tmp_path: Path) -> None:
@@ -114,7 +122,7 @@ def test_a_url_is_shown_and_never_opened(tmp_path: Path) -> None:
 
 
 def test_in_a_pipe_elicitation_is_declined(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "call", "--stdio", SERVER, "book")
+    proc = run_cli("mcp", "call", "--stdio", _server(), "book")
     assert proc.returncode == 0, proc.stderr
     assert "not booked: decline" in proc.stdout
     assert "asks" not in proc.stdout

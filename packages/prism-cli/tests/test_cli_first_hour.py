@@ -7,10 +7,12 @@ names the file and the dotted key; argument mistakes are usage errors (exit 2).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+import cli_prewarmed as prewarmed
 import pytest
 
 if TYPE_CHECKING:
@@ -18,7 +20,13 @@ if TYPE_CHECKING:
 
     from conftest import CliRunner
 
-DEMO_SERVER = f"{sys.executable} -m prism.cli.demo_server"
+
+def _demo_server() -> str:
+    """The demo server's command line (from the warm parent, cli_prewarmed.py)."""
+    command, args = prewarmed.command("-m", "prism.cli.demo_server")
+    return shlex.join([command, *args])
+
+
 HEAVY = ("mcp", "prism.mcp", "openai", "anthropic", "httpx", "prism.gateway", "prism.providers")
 
 
@@ -71,7 +79,7 @@ def test_a_root_that_is_not_a_folder_names_the_file_and_the_key(
 
 
 def test_a_bad_server_id_is_a_usage_error_not_a_start_failure(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "tools", "--stdio", DEMO_SERVER, "--server-id", "a b")
+    proc = run_cli("mcp", "tools", "--stdio", _demo_server(), "--server-id", "a b")
     assert proc.returncode == 2
     assert "--server-id" in proc.stderr
     assert "did not start" not in proc.stderr
@@ -79,7 +87,7 @@ def test_a_bad_server_id_is_a_usage_error_not_a_start_failure(run_cli: CliRunner
 
 def test_a_tool_name_with_another_servers_prefix_gets_a_hint(run_cli: CliRunner) -> None:
     proc = run_cli(
-        "mcp", "call", "--stdio", DEMO_SERVER, "mcp:docs:search_docs", "--args", '{"query": "x"}'
+        "mcp", "call", "--stdio", _demo_server(), "mcp:docs:search_docs", "--args", '{"query": "x"}'
     )
     assert proc.returncode == 1
     assert "unknown_tool" in proc.stdout
@@ -88,7 +96,7 @@ def test_a_tool_name_with_another_servers_prefix_gets_a_hint(run_cli: CliRunner)
 
 def test_the_right_prefix_needs_no_hint(run_cli: CliRunner) -> None:
     proc = run_cli(
-        "mcp", "call", "--stdio", DEMO_SERVER, "--server-id", "docs", "mcp:docs:search_docs",
+        "mcp", "call", "--stdio", _demo_server(), "--server-id", "docs", "mcp:docs:search_docs",
         "--args", '{"query": "ledger"}',
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+import cli_prewarmed as prewarmed
 import pytest
 
 from prism.core.ledger import RunLedger, read_ledger
@@ -23,9 +24,7 @@ def test_interrupting_a_run_stops_it_and_still_writes_the_ledger(
 [workspace]
 coding_tools = false
 [mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", "1"]
-[ledger]
+{prewarmed.toml_command("-m", "prism.cli.demo_server", "--step-seconds", "1")}[ledger]
 path = "ledger.jsonl"
 """
     (tmp_path / "prism.toml").write_text(config, encoding="utf-8")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING
 
+import cli_prewarmed as prewarmed
 import pytest
 
 from prism.cli import CliConfigurationError, parse_config
@@ -43,9 +43,7 @@ def test_run_rotates_the_ledger_at_max_bytes(run_cli: CliRunner, tmp_path: Path)
 [workspace]
 coding_tools = false
 [mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server"]
-[ledger]
+{prewarmed.toml_command("-m", "prism.cli.demo_server")}[ledger]
 path = "ledger.jsonl"
 max_bytes = 1500
 fsync = "run"

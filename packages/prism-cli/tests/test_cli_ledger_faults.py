@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+import cli_prewarmed as prewarmed
 import pytest
 
 from prism.core.ledger import read_ledger
@@ -26,9 +27,7 @@ def _session(tmp_path: Path, ledger: str) -> None:
 [workspace]
 coding_tools = false
 [mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.2"]
-[ledger]
+{prewarmed.toml_command("-m", "prism.cli.demo_server", "--step-seconds", "0.2")}[ledger]
 path = "{ledger}"
 """
     (tmp_path / "prism.toml").write_text(config, encoding="utf-8")
@@ -90,7 +89,8 @@ def test_mcp_call_ledger_keeps_the_call_after_sigint(
     os.mkfifo(fifo)
     # Opened before the server can write, without waiting for a writer.
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    server = shlex.join([sys.executable, str(SLOW_SERVER), str(fifo)])
+    command, args = prewarmed.command(SLOW_SERVER, str(fifo))
+    server = shlex.join([command, *args])
     argv = [sys.executable, "-m", "prism.cli", "mcp", "call", "--stdio", server, "hang"]
     with (
         open(reader, encoding="utf-8") as called,

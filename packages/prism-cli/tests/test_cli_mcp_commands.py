@@ -5,15 +5,20 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import cli_prewarmed as prewarmed
 import pytest
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
-SERVER = shlex.join([sys.executable, "-m", "prism.cli.demo_server", "--step-seconds", "0.01"])
+
+def _server() -> str:
+    """The demo server's command line (from the warm parent, cli_prewarmed.py)."""
+    command, args = prewarmed.command("-m", "prism.cli.demo_server", "--step-seconds", "0.01")
+    return shlex.join([command, *args])
 
 
 def test_mcp_tools_lists_namespaced_tools_with_a_schema_summary(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "tools", "--stdio", SERVER, "--server-id", "docs")
+    proc = run_cli("mcp", "tools", "--stdio", _server(), "--server-id", "docs")
     assert proc.returncode == 0, proc.stderr
     assert "mcp:docs:search_docs" in proc.stdout
     assert "query: string" in proc.stdout
@@ -21,7 +26,7 @@ def test_mcp_tools_lists_namespaced_tools_with_a_schema_summary(run_cli: CliRunn
 
 
 def test_mcp_tools_json_carries_the_full_schemas(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "tools", "--stdio", SERVER, "--json")
+    proc = run_cli("mcp", "tools", "--stdio", _server(), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     tools = {tool["name"]: tool for tool in data["tools"]}
@@ -35,7 +40,7 @@ def test_mcp_tools_json_carries_the_full_schemas(run_cli: CliRunner) -> None:
 
 
 def test_mcp_call_prints_the_result_and_exits_zero(run_cli: CliRunner) -> None:
-    proc = run_cli("mcp", "call", "--stdio", SERVER, "get_page", "--args", '{"slug": "ledger"}')
+    proc = run_cli("mcp", "call", "--stdio", _server(), "get_page", "--args", '{"slug": "ledger"}')
     assert proc.returncode == 0, proc.stderr
     assert "# The run ledger" in proc.stdout
 
@@ -48,7 +53,7 @@ def test_mcp_call_with_bad_arguments_is_blocked_before_the_server_sees_it(
         "mcp",
         "call",
         "--stdio",
-        SERVER,
+        _server(),
         "search_docs",
         "--args",
         '{"query": 5}',
@@ -68,7 +73,7 @@ def test_mcp_call_honours_deny_rules(run_cli: CliRunner) -> None:
         "mcp",
         "call",
         "--stdio",
-        SERVER,
+        _server(),
         "delete_index",
         "--deny",
         "tool:mcp:*:delete_*:execute",
@@ -79,7 +84,7 @@ def test_mcp_call_honours_deny_rules(run_cli: CliRunner) -> None:
 
 def test_mcp_call_only_allows_the_named_tool_by_default(run_cli: CliRunner) -> None:
     proc = run_cli(
-        "mcp", "call", "--stdio", SERVER, "get_page", "--args", '{"slug": "x"}', "--json"
+        "mcp", "call", "--stdio", _server(), "get_page", "--args", '{"slug": "x"}', "--json"
     )
     assert proc.returncode == 1  # the server's own error result
     data = json.loads(proc.stdout)

@@ -19,6 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import attrs
+import cli_prewarmed as prewarmed
 import pytest
 import trio
 from anthropic.types import (
@@ -439,9 +440,7 @@ async def test_on_a_terminal_approval_is_asked_and_answered(tmp_path: Path) -> N
         config.write(
             f"""
 [mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server"]
-"""
+{prewarmed.toml_command("-m", "prism.cli.demo_server")}"""
         )
     edit: dict[str, object] = {
         "path": "notes.txt",

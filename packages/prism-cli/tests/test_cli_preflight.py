@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import cli_prewarmed as prewarmed
 import pytest
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
@@ -129,8 +130,7 @@ def test_a_config_check_passes_is_one_run_and_serve_accept(
     _write(
         tmp_path,
         '[workspace]\nroots = ["repo"]\nsandbox = "none"\n'
-        f'[mcp.servers.docs]\ncommand = "{sys.executable}"\n'
-        'args = ["-m", "prism.cli.demo_server"]\n',
+        "[mcp.servers.docs]\n" + prewarmed.toml_command("-m", "prism.cli.demo_server"),
     )
     checked = run_cli("config", "check", "p.toml")
     assert checked.returncode == 0, checked.stderr

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import cli_prewarmed as prewarmed
 import pytest
 
 from prism.core.ledger import RunLedger
@@ -117,9 +118,7 @@ def test_run_with_an_mcp_server_from_the_config(run_cli: CliRunner, tmp_path: Pa
 coding_tools = false
 
 [mcp.servers.docs]
-command = {json.dumps(sys.executable)}
-args = ["-m", "prism.cli.demo_server", "--step-seconds", "0.01"]
-call_timeout_s = 10
+{prewarmed.toml_command("-m", "prism.cli.demo_server", "--step-seconds", "0.01")}call_timeout_s = 10
 
 [permissions]
 deny = ["tool:mcp:docs:delete_*:execute"]
