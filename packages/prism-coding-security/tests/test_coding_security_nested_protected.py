@@ -1222,3 +1222,31 @@ def test_variables_that_nest_expand_within_a_bound() -> None:
     expanded = _callees.expand_assignments(shell, {})
     assert len(expanded) <= _callees.EXPANDED_MAX
     assert "tools/x.sh" in expanded
+
+
+def test_more_home_start_up_code_is_protected(root: Path) -> None:
+    """The home's tool files that run code at a program's start (pylint's init-hook,
+    Jupyter's and Julia's start-up code, Mercurial's hooks, sbt's global plugins, Zed's
+    and Helix's language servers, husky 9's init.sh before every hook, pre-commit's
+    cached hooks, Neovim's plugins, terraform's and tmux's plugins, ...): each asks
+    (each came back from a confined write; the user's next pylint ran a planted hook,
+    the next commit in a husky repository the planted init.sh)."""
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asks = [
+        ".pylintrc", ".config/pylintrc", ".jupyter/jupyter_server_config.py",
+        ".julia/config/startup.jl", ".hgrc", ".config/hg/hgrc", ".sbt/1.0/plugins/p.sbt",
+        ".sbt/1.0/global.sbt", ".config/zed/settings.json", ".config/zed/tasks.json",
+        ".config/helix/languages.toml", ".ghci", ".selected_editor", ".octaverc", ".perldb",
+        ".guile", ".sbclrc", ".mkshrc", ".mailcap", ".muttrc", ".procmailrc", ".forward",
+        ".config/bat/config", ".config/matplotlib/matplotlibrc", ".m2/settings.xml",
+        ".config/uv/uv.toml", ".opam/config", ".config/pulse/default.pa", ".xbindkeysrc",
+        ".config/husky/init.sh", ".cache/pre-commit/repoabc/hooks/check.sh",
+        ".local/share/nvim/site/pack/x/start/y/plugin/z.lua",
+        ".local/share/nvim/lazy/x/plugin/x.lua", ".terraform.d/plugins/x",
+        ".tmux/plugins/tpm/tpm",
+    ]  # fmt: skip
+    writable = [".m2/repository/a.jar", ".julia/packages/x.jl", ".cache/pip/x", "sbt/x.sbt"]
+    for path in asks + writable:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path in writable), (path, decision)
