@@ -414,26 +414,34 @@ class _PerStep(trio.abc.Instrument):
         self.most = max(self.most, self.now)
 
 
+@pytest.mark.parametrize("count", [250, 4000])
 async def test_a_listing_of_many_tools_lets_other_tasks_run_between_tools(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, count: int
 ) -> None:
-    # 4,000 tools, one the SDK would refuse: the page check and the bridge's pass
-    # over the tools ran in one task step each, holding the loop for seconds on
-    # larger listings; now each tool is checked and built alone.
+    # Tools of one page, one the SDK would refuse: the page check and the bridge's
+    # pass over the tools ran in one task step each, holding the loop for seconds
+    # on larger listings; now each tool is checked and built alone, a page of more
+    # than 256 on a worker thread.
     from prism.mcp import StdioTransport, _bridge, _gate, _listing
 
     steps = _PerStep()
+    off_loop: list[str] = []
 
     def counted(function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            steps.now += 1
+            if threading.current_thread() is threading.main_thread():
+                steps.now += 1
+            else:
+                off_loop.append(function.__name__)
             return function(*args, **kwargs)
 
         return wrapper
 
     monkeypatch.setattr(_gate, "tool_model", counted(_gate.tool_model))
     monkeypatch.setattr(_bridge, "prepare_tool", counted(_listing.prepare_tool))
-    server = StdioTransport(sys.executable, [str(TESTS / "mcp_flood_server.py"), "many", "4000"])
+    server = StdioTransport(
+        sys.executable, [str(TESTS / "mcp_flood_server.py"), "many", str(count)]
+    )
     trio.lowlevel.add_instrument(steps)
     try:
         with trio.fail_after(60):
@@ -443,7 +451,9 @@ async def test_a_listing_of_many_tools_lets_other_tasks_run_between_tools(
                 kept = len(bridge.tools)
     finally:
         trio.lowlevel.remove_instrument(steps)
-    assert kept == 3_999
+    assert kept == count - 1
+    # The long page checked and built on a worker thread, the short one on the loop.
+    assert off_loop == (["tool_model"] * count if count > 256 else [])
     # A checkpoint at least every 64 tools (each checked by the gate, then prepared).
     assert 0 < steps.most <= 2 * 64, steps.most
     # The one bad tool of the page is still refused, with the same warning.

@@ -30,7 +30,7 @@ from ._annotations import McpApprovalCallback, McpToolInfo, SharedParts
 from ._calls import Caller
 from ._errors import McpBridgeError
 from ._gate import CHECKPOINT_TOOLS
-from ._listing import Listing, Pins, PreparedTool, list_tools, listed_size, prepare_tool
+from ._listing import Listing, Pins, PreparedTool, list_tools, prepare_tool
 from ._options import BridgeOptions, ProtocolMode, bridge_options
 from ._output import OutputChecker, load_validator
 from ._session import Connection, McpServerInfo, Sessions
@@ -345,7 +345,8 @@ class McpToolBridge:
             # The gate's text of the tool but its free text: tools written the
             # same share the parts made from it.
             written = entry[0] if type(entry) is tuple else None
-            if listed_size(entry) > _PREPARE_ON_THREAD:
+            # (the written text stands for what preparing the tool walks and hashes)
+            if len(entry if written is None else written) > _PREPARE_ON_THREAD:
                 # One large tool (its plain copy and hashes) would hold the loop:
                 # prepared on a worker thread (nothing else uses this listing's hashes).
                 prepared = await trio.to_thread.run_sync(

@@ -865,6 +865,69 @@ def written_tool(tool: dict[str, Any]) -> bytes | None:
 _BUILD_TOOL = mcp_types.Tool.__pydantic_validator__.validate_python
 
 
+PAGE_ON_THREAD = 256
+"""A ``tools/list`` page of more entries than this is checked and built on a worker thread."""
+
+
+def _measured(entry: object) -> tuple[dict[str, Any] | None, bytes | None, int]:
+    """A page entry as it is checked: (the tool, its :func:`written_tool`, its size).
+
+    The size bounds its objects and arrays (the checkpoint's share). The tool is
+    ``None`` when the entry is dropped before any model check: not an object
+    (size 0), or nested deeper than ``MAX_TOOL_DEPTH`` (size -1).
+    """
+    if type(entry) is not dict:
+        return None, None, 0
+    tool = _few_icons(entry)
+    written = written_tool(tool)
+    # Each object and array of the tool is a { or [ of its text (its free text,
+    # all str or null, left out): never more of them, nor deeper.
+    size = -1 if written is None else written.count(b"{") + written.count(b"[")
+    if not 0 <= size <= MAX_TOOL_DEPTH:
+        size = _containers(tool, MAX_TOOL_DEPTH)
+        if size < 0:
+            return None, None, -1
+    return tool, written, size
+
+
+def _dropped_entry(entry: object, size: int) -> tuple[str, str]:
+    """(name, reason) of an entry :func:`_measured` dropped."""
+    if size == 0:
+        return repr(entry)[:130], "the entry is not a JSON object"
+    name = entry.get("name") if type(entry) is dict else None
+    return repr(name)[:130], f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
+
+
+def _built_page(
+    rest: dict[str, Any], tools: list[Any], version: str
+) -> tuple[list[mcp_types.Tool], dict[int, bytes], list[tuple[str, str]]]:
+    """The page's tools checked and built in one step (on a worker thread).
+
+    Returns the models built, each one's :func:`written_tool` (by the identity
+    of its model), and the (name, reason) of each tool dropped.
+    """
+    built: list[mcp_types.Tool] = []
+    texts: dict[int, bytes] = {}
+    dropped: list[tuple[str, str]] = []
+    passed: set[bytes] = set()
+    for index, entry in enumerate(tools):
+        tools[index] = None
+        tool, written, size = _measured(entry)
+        if tool is None:
+            if len(dropped) < _MAX_DROPPED:
+                dropped.append(_dropped_entry(entry, size))
+            continue
+        model = tool_model(rest, tool, version, passed, written)
+        if type(model) is str:
+            if len(dropped) < _MAX_DROPPED:
+                dropped.append((repr(tool.get("name"))[:130], model))
+            continue
+        built.append(model)  # type: ignore[arg-type]
+        if written is not None:
+            texts[id(model)] = written
+    return built, texts, dropped
+
+
 LISTED_KEY = "io.prism/listed"
 
 
@@ -952,56 +1015,66 @@ class _Gate:
                 self._drop("(page)", "the page around the tools is refused")
                 result["tools"] = []
                 return
-            built: list[mcp_types.Tool] = []
-            # Each built tool's written_tool, by the identity of its model.
-            texts: dict[int, bytes] = {}
-            # The skeletons' shapes this page's model passed (see tool_model).
-            passed: set[bytes] = set()
-            # Objects and arrays checked since the last checkpoint, and tools.
-            nodes = 0
-            for index, tool in enumerate(tools):
-                if nodes >= CHECKPOINT_NODES or index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
-                    # Each tool is checked and built alone: let other tasks run.
-                    await anyio.lowlevel.checkpoint()
-                    nodes = 0
-                # Let go of each entry as it is checked: the page's parse is freed
-                # as the tools' models are built, not held beside all of them.
-                tools[index] = None
-                if type(tool) is not dict:
-                    # Dropped without a model check.
-                    self._drop(repr(tool)[:130], "the entry is not a JSON object")
-                    continue
-                tool = _few_icons(tool)
-                written = written_tool(tool)
-                # Each object and array of the tool is a { or [ of its text (its free
-                # text, all str or null, left out): never more of them, nor deeper.
-                size = -1 if written is None else written.count(b"{") + written.count(b"[")
-                if not 0 <= size <= MAX_TOOL_DEPTH:
-                    size = _containers(tool, MAX_TOOL_DEPTH)
-                if size < 0:
-                    deep = f"its definition nests deeper than {MAX_TOOL_DEPTH} levels"
-                    self._drop(repr(tool.get("name"))[:130], deep)
-                    continue
-                if size > CHECKPOINT_NODES:
-                    # One tool larger than a checkpoint's share (40,000 properties
-                    # held the loop 0.2 s): checked and built on a worker thread.
-                    model = await anyio.to_thread.run_sync(
-                        tool_model, rest, tool, version, passed, written
-                    )
-                    nodes = 0
-                else:
-                    nodes += size
-                    model = tool_model(rest, tool, version, passed, written)
-                if type(model) is str:
-                    self._drop(repr(tool.get("name"))[:130], model)
-                    continue
-                built.append(model)  # type: ignore[arg-type]
-                if written is not None:
-                    texts[id(model)] = written
+            if len(tools) > PAGE_ON_THREAD:
+                # A long page is checked and built on a worker thread, in one hop:
+                # its models (the most objects a listing makes) and whatever
+                # collection of the interpreter's heap they cause land there, and
+                # the event loop runs between the interpreter's switches.
+                built, texts, dropped = await anyio.to_thread.run_sync(
+                    _built_page, rest, tools, version
+                )
+                for name, reason in dropped:
+                    self._drop(name, reason)
+            else:
+                built, texts = await self._built_here(rest, tools, version)
             # The SDK checks and builds only the page around them (see listed_tools).
             meta = result.get("_meta")
             result["_meta"] = {**(meta or {}), LISTED_KEY: Listed(built, texts)}
             result["tools"] = []
+
+    async def _built_here(
+        self, rest: dict[str, Any], tools: list[Any], version: str
+    ) -> tuple[list[mcp_types.Tool], dict[int, bytes]]:
+        """The page's tools checked and built on the event loop, a few at a time.
+
+        Returns the models built and each one's :func:`written_tool`, by the
+        identity of its model; a dropped tool is recorded (``_drop``).
+        """
+        built: list[mcp_types.Tool] = []
+        texts: dict[int, bytes] = {}
+        # The skeletons' shapes this page's model passed (see tool_model).
+        passed: set[bytes] = set()
+        # Objects and arrays checked since the last checkpoint, and tools.
+        nodes = 0
+        for index, entry in enumerate(tools):
+            if nodes >= CHECKPOINT_NODES or index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
+                # Each tool is checked and built alone: let other tasks run.
+                await anyio.lowlevel.checkpoint()
+                nodes = 0
+            # Let go of each entry as it is checked: the page's parse is freed
+            # as the tools' models are built, not held beside all of them.
+            tools[index] = None
+            tool, written, size = _measured(entry)
+            if tool is None:
+                self._drop(*_dropped_entry(entry, size))
+                continue
+            if size > CHECKPOINT_NODES:
+                # One tool larger than a checkpoint's share (40,000 properties
+                # held the loop 0.2 s): checked and built on a worker thread.
+                model = await anyio.to_thread.run_sync(
+                    tool_model, rest, tool, version, passed, written
+                )
+                nodes = 0
+            else:
+                nodes += size
+                model = tool_model(rest, tool, version, passed, written)
+            if type(model) is str:
+                self._drop(repr(tool.get("name"))[:130], model)
+                continue
+            built.append(model)  # type: ignore[arg-type]
+            if written is not None:
+                texts[id(model)] = written
+        return built, texts
 
     def _drop(self, name: str, reason: str) -> None:
         if len(self.state.dropped_tools) < _MAX_DROPPED:

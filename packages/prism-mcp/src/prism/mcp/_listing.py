@@ -9,13 +9,12 @@ import re
 import secrets
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 import mcp_types
 import trio
 
-from prism.core import JsonObject, JsonValue
 from prism.core.files import open_private_file
 from prism.core.text import NAME_LIMIT, clip, has_lone_surrogate
 
@@ -35,6 +34,7 @@ from ._options import BridgeOptions
 
 if TYPE_CHECKING:
     from mcp import Client
+    from prism.core import JsonObject, JsonValue
 
     from ._session import Connection
 
@@ -85,10 +85,15 @@ def _said(tool: Any, written: bytes | None) -> ListedTool:
     """
     if written is not None:
         name, title, description = tool.name, tool.title, tool.description
+        # (an ASCII text holds no lone surrogate: asked here, without a call per text)
         if not (
-            has_lone_surrogate(name)
-            or (title is not None and has_lone_surrogate(title))
-            or (description is not None and has_lone_surrogate(description))
+            (not name.isascii() and has_lone_surrogate(name))
+            or (title is not None and not title.isascii() and has_lone_surrogate(title))
+            or (
+                description is not None
+                and not description.isascii()
+                and has_lone_surrogate(description)
+            )
         ):
             return written, name, title, description
     # What model_dump_json writes, without its wrapper's own steps (raises for a
@@ -256,9 +261,8 @@ async def list_tools(
     return tools[:_MAX_TOOLS], tuple(said[:_MAX_TOOLS])
 
 
-@attrs.frozen
-class PreparedTool:
-    """A listed tool the bridge can offer.
+class PreparedTool(NamedTuple):
+    """A listed tool the bridge can offer (a tuple: one made per listed tool).
 
     Attributes:
         info: what the server said about it.
@@ -311,11 +315,12 @@ def prepare_tool(
         _log.warning("skipping MCP tool %s: inputSchema is not a JSON object", name)
         return None
     description = tool.description if isinstance(tool.description, str) else None
-    if description is not None:
+    if description is not None and len(description) > _MAX_DESCRIPTION_CHARS:
         description = clip(description, _MAX_DESCRIPTION_CHARS)
     full_name = f"{options.name_prefix}{name}"
     title = tool.title if isinstance(tool.title, str) else annotations.title
-    title = clip(title, _MAX_INFO_CHARS) if title is not None else None
+    if title is not None and len(title) > _MAX_INFO_CHARS:
+        title = clip(title, _MAX_INFO_CHARS)
     checked = output_schema if isinstance(output_schema, dict) else None
     # A switch to task-augmented runs after approval is drift like any other.
     if hashes is None:
