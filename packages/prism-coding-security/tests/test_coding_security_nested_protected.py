@@ -1250,3 +1250,38 @@ def test_more_home_start_up_code_is_protected(root: Path) -> None:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path in writable), (path, decision)
+
+
+def test_what_pth_files_import_and_gits_own_programs_on_path_ask(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PYTHONPATH directory in a root: the modules site-packages' ``.pth`` files import at
+    every interpreter start (setuptools' ``_distutils_hack``, virtualenv's ``_virtualenv``,
+    and what this interpreter's own ``.pth`` files import) ask: each precedes site-packages
+    (a planted ``src/_distutils_hack.py`` ran in the user's next ``python3 -c pass``).
+    With ``.`` on PATH, the programs git itself runs through PATH (its editor, pager,
+    git-lfs, credential helpers, gpg) ask at any depth (a planted ``editor`` ran at the
+    user's next ``git commit``)."""
+    from prism.coding.security import _implied
+
+    monkeypatch.setenv("PYTHONPATH", f"{root}/src")
+    monkeypatch.setenv("PATH", os.pathsep.join([".", os.environ["PATH"]]))
+    policy = create_coding_approval_policy(roots=[str(root)])
+    imported = [name for name in _implied._pth_modules() if name not in sys.stdlib_module_names]
+    asked = ["src/_distutils_hack.py", "src/_distutils_hack/__init__.py", "src/_virtualenv.py",
+             *(f"src/{name}.py" for name in imported), "editor", "sub/vi", "less", "pager",
+             "git-lfs", "x/git-credential-store", "gpg", "ssh-keygen"]  # fmt: skip
+    for name in [*asked, "src/app.py", "docs/git-guide.md", "editors/x"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (name not in asked), name
+
+
+def test_the_modules_pth_files_import_are_read() -> None:
+    """Every module a ``.pth`` line imports (``import a, b.c``, ``__import__('d')``,
+    ``importlib.import_module("e")``) is found; other lines are path entries, not read."""
+    from prism.coding.security import _implied
+
+    line = "import a, b.c; __import__('d'); importlib.import_module(\"e\")"
+    assert _implied.pth_line_modules(line) == ["a", "b", "d", "e"]
+    assert _implied.pth_line_modules("./src  # import x") == []

@@ -851,9 +851,17 @@ SEARCH_FILES = ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "BASH_ENV", "ENV")
 """Variables naming files that later programs load or run as they start."""
 
 # with ``.`` (or an empty entry) on PATH, every directory is a PATH directory: these
-# names (what the user and Prism commonly run) are protected at any depth
+# names (what the user and Prism commonly run, and what git itself runs through PATH:
+# its default editor and pager, git-lfs, credential helpers, signing programs) are
+# protected at any depth
 _COMMON_PROGRAMS = ("git", "ls", "cat", "sh", "bash", "python", "python3", "pip", "pip3", "node",
-                    "npm", "npx", "make", "sudo", "ssh", "grep", "sed", "find", "uv")  # fmt: skip
+                    "npm", "npx", "make", "sudo", "ssh", "grep", "sed", "find", "uv",
+                    "editor", "sensible-editor", "vi", "vim", "nvim", "nano", "emacs", "pager",
+                    "less", "more", "git-lfs", "git-credential-*", "gpg", "gpg2", "gpgsm",
+                    "ssh-keygen", "delta", "gh", "code", "docker", "cargo", "go", "rm", "cp",
+                    "mv", "env", "which", "curl", "wget", "tar", "awk", "xargs", "perl", "ruby",
+                    "zsh", "tmux", "head", "tail", "diff", "pnpm", "yarn", "bun",
+                    "python2", "pip2", "pytest")  # fmt: skip
 
 
 def _variable_entries(name: str) -> list[str]:
@@ -962,16 +970,71 @@ _RUN_AS_MODULES = ("pip", "setuptools", "pkg_resources", "wheel", "pytest", "_py
                    "virtualenv", "pipx", "build", "twine", "mypy", "ruff", "black")  # fmt: skip
 
 
+# what site-packages' .pth files of common interpreters import at every start
+# (setuptools' distutils-precedence.pth, virtualenv's _virtualenv.pth)
+_PTH_MODULES = ("_distutils_hack", "_virtualenv")
+_PTH_IMPORT = re.compile(r"\bimport[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)")
+_PTH_DYNAMIC = re.compile(r"(?:__import__|import_module)\([ \t]*[\"']([\w.]+)")
+_PTH_READ = 256  # .pth files read, at most
+
+
+def _site_directories() -> list[str]:
+    """This interpreter's site directories and its base interpreter's."""
+    import site
+    import sysconfig
+
+    out = [*site.getsitepackages(), site.getusersitepackages()]
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    for name in ("purelib", "platlib"):
+        out.append(sysconfig.get_paths(vars=base)[name])
+    return list(dict.fromkeys(out))
+
+
+def _pth_modules() -> list[str]:
+    """The top-level modules the site directories' ``.pth`` files import at every start.
+
+    ``site`` runs each ``.pth`` line that starts with ``import``: PYTHONPATH's
+    entries precede site-packages then, so a module of that name there runs in
+    every python the user starts (an editable install's ``__editable___*_finder``).
+    """
+    names: list[str] = [*_PTH_MODULES]
+    read = 0
+    for directory in _site_directories():
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith(".pth") or read >= _PTH_READ:
+                continue
+            read += 1
+            data = read_regular_file(os.path.join(directory, entry), _HOME_BYTES)
+            for line in (data or b"").decode("utf-8", "replace").splitlines():
+                names += pth_line_modules(line)
+    return list(dict.fromkeys(names))
+
+
+def pth_line_modules(line: str) -> list[str]:
+    """The top-level modules one ``.pth`` line imports (none unless ``site`` runs it)."""
+    if not line.startswith(("import ", "import\t")):
+        return []  # (a path entry)
+    found = [m for g in _PTH_IMPORT.findall(line) for m in g.split(",")]
+    found += _PTH_DYNAMIC.findall(line)
+    return [m.strip().split(".")[0] for m in found if m.strip()]
+
+
 @functools.lru_cache(maxsize=1)
 def _python_shadows() -> tuple[str, ...]:
     """The names that shadow a standard module from a directory before the standard library.
 
     Each top-level module of ``sys.stdlib_module_names`` (and ``sitecustomize``,
-    ``usercustomize``) as a package directory and with each suffix this
+    ``usercustomize``, the modules site-packages' ``.pth`` files import:
+    :func:`_pth_modules`) as a package directory and with each suffix this
     interpreter imports (``.py``, ``.pyc``, its extension modules' suffixes).
     """
     suffixes = ("", *importlib.machinery.all_suffixes())
-    names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, "sitecustomize", "usercustomize"})
+    names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, *_pth_modules(), "sitecustomize",
+                    "usercustomize"})  # fmt: skip
     return tuple(f"{name}{suffix}" for name in names for suffix in suffixes)
 
 
