@@ -1120,6 +1120,37 @@ def test_what_an_envrc_runs_is_protected(root: Path) -> None:
     assert "more/later.sh" in implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))
 
 
+def test_every_envrc_of_the_root_is_read_from_its_own_directory(root: Path) -> None:
+    """direnv loads the nearest `.envrc` at any depth (a monorepo's `services/api/.envrc`
+    at `cd services/api`), with its directory as `$PWD`: what each sources is
+    protected, and so are `PATH="$PWD/bin2:$PATH"` and a file sourced beside it
+    through `$(dirname "${BASH_SOURCE[0]}")` (each came back from a confined rewrite
+    and ran at the user's next `cd`). One made after the walk is read too."""
+    _write_files(
+        root,
+        {
+            "services/api/.envrc": "source_env scripts/env.sh\n",
+            "services/api/scripts/env.sh": "export API_ENV=dev\n",
+            ".envrc": 'export PATH="$PWD/bin2:$PATH"\n'
+            'source "$(dirname "${BASH_SOURCE[0]}")/y.sh"\nPATH=rel/bin:$PATH\n',
+            "y.sh": "true\n",
+            "web/x.txt": "",
+        },
+    )
+    matcher = ProtectedPaths(PROTECTED_PATHS)
+    found = set(implied_protected(str(root), matcher))
+    expected = {"services/api/scripts/env.sh", "bin2", "y.sh", "rel/bin"}
+    assert expected <= found, expected - found
+    assert not {"web", "web/x.txt", "services/api"} & found
+    (root / "web" / ".envrc").write_text("source ./later.sh\n")
+    assert "web/later.sh" in implied_protected(str(root), matcher)
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in ("services/api/scripts/env.sh", "y.sh", "bin2/vim"):
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert not decision.allowed, (path, decision)
+
+
 def test_a_hooks_callee_reached_through_a_link_is_protected_where_it_leads(root: Path) -> None:
     """A hook's `./scripts/check.sh` with `scripts -> tools`, `./bin/lint -> ../real/lint.py`
     and `sh ci/run.sh -> ../shared.sh`: what each leads to is protected as well as the

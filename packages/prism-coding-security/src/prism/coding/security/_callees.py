@@ -59,6 +59,7 @@ __all__ = [
     "assigned_values",
     "expand_assignments",
     "hook_callees",
+    "own_directory",
     "programs_run",
     "script_arguments",
 ]
@@ -120,6 +121,11 @@ _MAKE_ASSIGNED = re.compile(
     re.M,
 )
 _MAKE_REFERENCE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
+
+
+def own_directory(text: str, directory: str) -> str:
+    """Shell ``text`` with ``$(dirname "$0")`` and its kin (its own directory) as ``directory``."""
+    return _OWN_DIRECTORY.sub(directory.replace("\\", "\\\\"), text)
 
 
 def _make_expanded(text: str) -> str:
@@ -796,7 +802,7 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     while pending:
         text, node, origin = pending.pop()
         text = _TOP.sub(lambda _: top, text)
-        text = _OWN_DIRECTORY.sub(os.path.dirname(origin).replace("\\", "\\\\"), text)
+        text = own_directory(text, os.path.dirname(origin))
         # (hooks run at the top; a makefile's recipes where make was pointed, its own directory)
         makefile = os.path.basename(origin) in _MAKEFILES or origin.endswith((".mk", ".make"))
         cwd = os.path.dirname(origin) if makefile else top

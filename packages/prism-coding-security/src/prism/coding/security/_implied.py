@@ -27,6 +27,8 @@ paths protected, wherever they lie in it:
   install); a relative entry of ``PATH`` or of a search variable is protected
   at any depth (:func:`environment_patterns`: the user's shell searches it
   below whatever directory it is in);
+* every ``.envrc`` below the root's top, and the top's and each repository's:
+  what direnv runs from it (:func:`_direnv_entries`);
 * every symbolic link whose own name is protected (``svc/.envrc ->
   ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
   lies in the root; a link on the way to an entry (``.cargo -> c`` for
@@ -61,7 +63,13 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._callees import assigned_values, expand_assignments, programs_run, script_arguments
+from ._callees import (
+    assigned_values,
+    expand_assignments,
+    own_directory,
+    programs_run,
+    script_arguments,
+)
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
@@ -102,15 +110,18 @@ _RACY_NS = 100_000_000
 _GIT = ".git"
 _HEAD = "HEAD"
 _VENV = "pyvenv.cfg"
+_ENVRC = ".envrc"
 # what a virtual environment runs at every start: its interpreter and console
 # scripts, and the packages they import (lib/pythonX.Y/site-packages; Lib on Windows)
 VENV_PARTS = ("bin", "Scripts", "lib", "lib64", "Lib")
+# the walk's kinds that are no git repository
+_NOT_GIT = ("venv", "envrc")
 
 # one listing: the directory's identity and times (None: list it again), its
 # subdirectories, its `.git` entry's kind ("" for none), its links worth resolving,
 # whether it holds a HEAD (git may take it for a git directory: a bare repository),
-# whether it holds a pyvenv.cfg (a virtual environment)
-_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool, bool]
+# whether it holds a pyvenv.cfg (a virtual environment), whether it holds an .envrc
+_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool, bool, bool]
 _trees: dict[tuple[str, tuple[str, ...]], dict[str, _Listing]] = {}
 _trees_lock = threading.Lock()
 # per walk: its watch and its answer when the watch covered every directory of it
@@ -141,6 +152,7 @@ def _list(
     git = ""
     head = False
     venv = False
+    envrc = False
     count = 0
     with os.scandir(path) as listing:
         for entry in listing:
@@ -155,6 +167,8 @@ def _list(
                 head = True
             elif name == _VENV and not is_dir:
                 venv = True
+            elif name == _ENVRC and not is_dir:
+                envrc = True
             if name == _GIT:
                 # never entered: everything in a .git directory is judged by name
                 git = "link" if is_link else "dir" if is_dir else "file"
@@ -168,7 +182,8 @@ def _list(
     identity = _identity(info)
     # changed in the clock's last tick: a later change may leave the times equal
     racy = max(info.st_mtime_ns, info.st_ctime_ns) >= started - _RACY_NS
-    return (None if racy else identity, tuple(subdirs), git, tuple(links), head, venv), count
+    found = (None if racy else identity, tuple(subdirs), git, tuple(links), head, venv, envrc)
+    return found, count
 
 
 def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], list[str]]:
@@ -176,7 +191,8 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
 
     Each ``.git`` entry as (its directory relative to the root, its kind); each
     directory holding a ``HEAD`` outside a ``.git`` as (it, ``"bare"``); each
-    directory holding a ``pyvenv.cfg`` outside a ``.git`` as (it, ``"venv"``).
+    directory holding a ``pyvenv.cfg`` outside a ``.git`` as (it, ``"venv"``); each
+    directory holding an ``.envrc`` outside a ``.git`` as (it, ``"envrc"``).
     Answered again unwalked while the kernel told no change of a directory the
     last walk watched (:class:`._watch.DirectoryWatch`), else walked.
     """
@@ -291,7 +307,7 @@ def _walk_listing(
                 "and protected links below its top cannot all be found"
             )
         fresh[rel] = listing
-        _, subdirs, git, named, head, venv = listing
+        _, subdirs, git, named, head, venv, envrc = listing
         links += [f"{rel}/{name}" if rel else name for name in named]
         if not descend:
             continue  # a .git directory: only the links at its top (repo's layout)
@@ -299,6 +315,8 @@ def _walk_listing(
             gits.append((rel, "bare"))
         if venv:
             gits.append((rel, "venv"))
+        if envrc:
+            gits.append((rel, "envrc"))
         if git:
             gits.append((rel, git))
             if git == "dir":
@@ -459,7 +477,7 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     """
     out = list(cached_git_entries(root))
     gits, links = _walk(root, matcher)
-    if sum(1 for rel, kind in gits if rel and kind != "venv") > MAX_NESTED_REPOSITORIES:
+    if sum(1 for rel, kind in gits if rel and kind not in _NOT_GIT) > MAX_NESTED_REPOSITORIES:
         raise SandboxUnavailableError(
             f"{root} holds more than {MAX_NESTED_REPOSITORIES} git repositories below its "
             "top: their configurations are not all asked"
@@ -467,6 +485,8 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     for rel, kind in gits:
         if kind == "venv":
             out += [f"{rel}/{part}" if rel else part for part in VENV_PARTS]
+            continue
+        if kind == "envrc":
             continue
         repository = f"{root}/{rel}" if rel else root
         dot_git = f"{repository}/{_GIT}"
@@ -489,6 +509,7 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
             out += _nested_configured(repository, root, bare=kind == "bare")
     for rel in links:
         out += _link_entries(rel, root, matcher)
+    # (the top's and each repository's, made or not, and every other the walk found)
     tops = dict.fromkeys(["", *(rel for rel, kind in gits if kind != "venv")])
     out += _direnv_entries(root, tuple(tops))
     out += _home_entries(root)
@@ -658,7 +679,7 @@ def _home_sourced(home: str, root: str) -> list[str]:
 
 # direnv: what an .envrc (evaluated by bash at every `cd` into its directory, once
 # allowed) sources, puts on PATH or has a tool evaluate
-_DIRENV_READ = 32  # files read for one root, at most
+_DIRENV_READ = 128  # files read for one root, at most
 _DIRENV_SOURCE = re.compile(
     r"^[ \t]*(?:source_env|source_env_if_exists|source|\.)[ \t]+[\"']?([^\"'\s;&|]+)", re.M
 )
@@ -680,14 +701,16 @@ _direnvs: dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], list[str],
 
 
 def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
-    """What the ``.envrc`` at the root's top and each repository's top run, in ``root``.
+    """What each ``.envrc`` of ``root`` runs: in ``tops``, and each repository's top.
 
     direnv evaluates an allowed ``.envrc`` with bash at every ``cd`` into its
-    directory: the ``.envrc`` is protected by name, and so is what it runs
-    there, as a hook's callees are. Each is read as a shell script from its own
-    directory: every file it sources (``source_env``, ``source_env_if_exists``,
+    directory or below: the ``.envrc`` is protected by name, and so is what it
+    runs there, as a hook's callees are. Each is read as a shell script from its
+    own directory (``$PWD`` and ``$(dirname "${BASH_SOURCE[0]}")`` taken for it):
+    every file it sources (``source_env``, ``source_env_if_exists``,
     ``source``, ``.``; a directory's ``.envrc``), read in turn; every directory
-    it puts on ``PATH`` (``PATH_add``, ``path_add``, ``load_prefix``); the
+    it puts on ``PATH`` (``PATH_add``, ``path_add``, ``load_prefix``,
+    ``PATH=DIR:$PATH``); the
     files its ``use`` and ``layout`` evaluate or put on ``PATH`` (``use nix``:
     ``shell.nix``, ``default.nix``; ``use flake``: ``flake.nix``, ``flake.lock``;
     ``layout python``: ``.direnv``, ...; :data:`_DIRENV_FILES`) and devbox's
@@ -715,12 +738,14 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         if data is None:
             continue
         here = os.path.dirname(path)
-        text = expand_assignments(data.decode("utf-8", "surrogateescape"), {"PWD": here})
+        text = own_directory(data.decode("utf-8", "surrogateescape"), here)
+        text = expand_assignments(text, {"PWD": here})
         sourced = _DIRENV_SOURCE.findall(text)
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
         named += [w for w in script_arguments(text) if "/" in w or w.endswith(".sh")]
         named += [w.strip("\"'") for v in _DIRENV_DIRECTORIES.findall(text) for w in v.split()]
         named += [value or ".env" for value in _DIRENV_DOTENV.findall(text)]
+        named += [e for value in _PATH_VALUE.findall(text) for e in value.split(":") if e]
         for _, tool in _DIRENV_USE.findall(text):
             named += _DIRENV_FILES.get(tool, ())
         if re.search(r"\bdevbox\b", text):

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Container, Mapping
 
     # a walk's listing of a directory: identity, subdirectories, `.git` kind, links kept,
-    # whether it holds a HEAD, whether it holds a pyvenv.cfg
-    Listing = tuple[object, Container[str], str, Container[str], bool, bool]
+    # whether it holds a HEAD, a pyvenv.cfg, an .envrc
+    Listing = tuple[object, Container[str], str, Container[str], bool, bool, bool]
 
 __all__ = ["DirectoryWatch", "local_device"]
 
@@ -58,6 +58,8 @@ _MASK = (
 # the directory itself went, or the kernel dropped events: nothing it said can be trusted
 _GONE = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_UNMOUNT
 _EVENT = struct.Struct("iIII")
+# the names whose coming or going changes the walk's answer, in any directory
+_NAMED = frozenset({".git", "HEAD", "pyvenv.cfg", ".envrc"})
 # file systems whose every change on this machine goes through its kernel (and so is told)
 _LOCAL = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs"})
 _MOUNTINFO = "/proc/self/mountinfo"
@@ -234,9 +236,9 @@ class DirectoryWatch:
         listing = listings.get(rel)
         if listing is None:
             return True
-        if name in (".git", "HEAD", "pyvenv.cfg") or name in listing[1] or name in listing[3]:
+        if name in _NAMED or name in listing[1] or name in listing[3]:
             # (a HEAD outside a .git makes a directory a repository, a pyvenv.cfg a
-            # virtual environment)
+            # virtual environment; an .envrc is read)
             return True
         path = f"{root}/{rel}/{name}" if rel else f"{root}/{name}"
         try:
