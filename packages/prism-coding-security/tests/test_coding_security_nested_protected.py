@@ -1233,12 +1233,13 @@ def test_tool_configurations_editors_load_as_code_are_protected(root: Path) -> N
         assert decision.allowed is (path in writable), (path, decision)
 
 
-def test_variables_that_nest_expand_within_a_bound() -> None:
+def test_variables_that_nest_expand_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """A makefile (or a shell text) whose variables name others many times each: three
     rounds of expansion multiplied a 4.8 kB makefile to 10 MB (an 18 kB one exhausted
     memory) in the write tool's first check. Past EXPANDED_MAX characters the rest of the
     references stay as written; what expands within it still does."""
     from prism.coding.security import _callees
+    from prism.coding.security._commands import parse_script as _parse_script
 
     makefile = (
         "lint:\n\t./$(D)/a.sh\n\t" + "$(A)" * 4000 + "\nA = " + "$(B)" * 300 + "\nB = "
@@ -1247,6 +1248,19 @@ def test_variables_that_nest_expand_within_a_bound() -> None:
     expanded = _callees._make_expanded(makefile)
     assert len(expanded) <= _callees.EXPANDED_MAX
     assert "./scripts/a.sh" in expanded
+    # thousands of substitutions left as written cost the shell parser seconds (each
+    # word's substitutions are parsed one within another): the rough split reads them
+    parsed: list[str] = []
+
+    def counted(text: str) -> object:
+        parsed.append(text)
+        return _parse_script(text)
+
+    monkeypatch.setattr(_callees, "parse_script", counted)
+    many = "lint:\n\t" + "$(A)" * 1000 + "\n./scripts/x.sh\n"
+    assert "./scripts/x.sh" in _callees.programs_run(many)
+    assert "./scripts/y.sh" in _callees.programs_run("$(A)\n./scripts/y.sh\n")
+    assert len(parsed) == 1
     shell = (
         "A=" + "$B" * 4000 + "\nB=" + "$C" * 4000 + "\nC=" + "x" * 100 + "\nD=tools\n$D/x.sh $A\n"
     )

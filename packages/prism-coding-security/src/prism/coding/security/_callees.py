@@ -153,7 +153,7 @@ _VARIABLE = re.compile(
 )
 
 
-EXPANDED_MAX = 1 << 18
+EXPANDED_MAX = 1 << 16
 """Characters a text (or one variable's value) may grow to by expansion, at most: past it
 the rest of its references stay as written (values that name other variables, each many
 times, would otherwise multiply it without bound)."""
@@ -522,7 +522,11 @@ def _commands(text: str) -> list[list[str]]:
     leading redirections and assignments dropped.
     """
     out: list[list[str]] = []
-    script = parse_script(text) if len(text) <= MAX_COMMAND_CHARS else None
+    # (the parser's cost grows with each substitution of a word: past a few hundred,
+    # a hostile makefile's thousands held the event loop for seconds; the rough split
+    # alone then)
+    parsed = len(text) <= MAX_COMMAND_CHARS and text.count("$(") + text.count("`") <= 256
+    script = parse_script(text) if parsed else None
     for command in script.commands if script is not None else ():
         words = [_unquoted(w.raw) for w in command.words]
         if words and words[0]:
