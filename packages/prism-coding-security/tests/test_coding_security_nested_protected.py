@@ -1330,3 +1330,46 @@ def test_the_modules_pth_files_import_are_read() -> None:
     line = "import a, b.c; __import__('d'); importlib.import_module(\"e\")"
     assert _implied.pth_line_modules(line) == ["a", "b", "d", "e"]
     assert _implied.pth_line_modules("./src  # import x") == []
+
+
+def test_what_the_homes_configurations_name_and_more_sourcing_spellings_ask(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the home in a root (no repository there): what ``~/.gitconfig`` includes and
+    its hooks directory (a planted include and hook ran at the user's next git status and
+    commit in any repository), what ``~/.tmux.conf`` runs and sources, kubectl's exec
+    plugin, the AWS tools' credential_process, docker's plugin directories and ssh's
+    ProxyCommand ask; so do files the start-up files source next to themselves
+    (``$(dirname "${BASH_SOURCE[0]}")``), through ``eval "$(cat F)"`` or
+    ``source <(cat F)``, and a glob's directory after ``.`` (each ran in the user's next
+    interactive bash)."""
+    home = root / "me"
+    _write_files(
+        home,
+        {
+            ".gitconfig": "[include]\n\tpath = ~/.gitconfig.local\n"
+            "[core]\n\thooksPath = ~/.githooks\n",
+            ".tmux.conf": "run '~/.tmux/plugins/tpm/tpm'\nrun-shell ~/.tmux/scripts/status.sh\n"
+            "source-file ~/.tmux/extra.conf\n",
+            ".tmux/extra.conf": "run-shell -b ~/.tmux/scripts/more.sh\n",
+            ".kube/config": "users:\n- name: u\n  user:\n    exec:\n"
+            f"      command: {home}/k/auth.sh\n",
+            ".aws/config": f"[default]\ncredential_process = {home}/a/cred.sh --x\n",
+            ".docker/config.json": f'{{"cliPluginsExtraDirs": ["{home}/dp"]}}',
+            ".ssh/config": "Host *\n  ProxyCommand ~/bin-x/proxy.sh %h\n",
+            ".bashrc": 'source "$(dirname "${BASH_SOURCE[0]}")/.aliases.sh"\n'
+            'eval "$(cat ~/.prompt.sh)"\nsource <(cat ~/.completion.sh)\n. ~/.bash.d/*.sh\n',
+        },
+    )
+    monkeypatch.setenv("HOME", str(home))
+    asked = [
+        "me/.gitconfig.local", "me/.githooks/pre-commit", "me/.tmux/plugins/tpm/tpm",
+        "me/.tmux/scripts/status.sh", "me/.tmux/extra.conf", "me/.tmux/scripts/more.sh",
+        "me/k/auth.sh", "me/a/cred.sh", "me/dp/docker-x", "me/bin-x/proxy.sh",
+        "me/.aliases.sh", "me/.prompt.sh", "me/.completion.sh", "me/.bash.d/00.sh",
+    ]  # fmt: skip
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in [*asked, "me/notes.txt", "me/.tmux/notes.txt", "me/a/other.sh"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path

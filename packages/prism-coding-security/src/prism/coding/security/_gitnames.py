@@ -159,16 +159,26 @@ def _configured(
     inside = top.rstrip("/") + "/"
     if not _repository_around(root):
         # outside a repository git reads the user's and the system's configuration:
-        # their template directory is copied into every repository the user makes
-        # (no git, or one that cannot read them: no repository is made from it either)
+        # their template directory is copied into every repository the user makes,
+        # and what they include, their hooks directory and the commands they name
+        # run in every repository of the user's (the home a root: ~/.gitconfig.local,
+        # ~/.githooks); no git, or one that cannot read them: none of them runs either
         found = b""
         try:
             if host_program("git") is not None:
-                found = _git(root, "config", "--show-origin", "-z", "--get-regexp", _TEMPLATE,
+                found = _git(root, "config", "--show-origin", "-z", "--get-regexp", _GLOBAL,
                              clean=(0, 1))  # fmt: skip
         except SandboxUnavailableError:
             found = b""
-        return _template_entries(root, found, top)
+        named = _template_entries(root, found, top)
+        named += [path for path in _command_entries(root, found, top) if path not in named]
+        for path in [*_include_targets(root, found), *_given(root, found, hooks=True)]:
+            if includes is not None:
+                includes.append(path)
+            relative = os.path.relpath(path, top)
+            if path.startswith(inside) and relative not in named:
+                named.append(relative)
+        return named
     out: list[str] = []
     hooks_out = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks")
     hooks = os.path.realpath(hooks_out.decode("utf-8", "surrogateescape").strip())
@@ -261,6 +271,8 @@ _COMMAND_KEYS = (
     r"interactive\.difffilter|uploadpack\.packobjectshook|remote\..*\.(receivepack|uploadpack)"
 )
 _COMMAND_KEY = re.compile(_COMMAND_KEYS)
+# what the user's and the system's configuration name, read outside a repository
+_GLOBAL = r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir|" + _COMMAND_KEYS + r")$"
 _SHELL_SPLIT = re.compile(r"[\s;&|()<>`'\"]+")
 
 

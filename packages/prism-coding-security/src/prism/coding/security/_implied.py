@@ -591,6 +591,56 @@ _PATH_VALUE = re.compile(r"\bPATH\+?=[\"']?([^\"'\s;&|)]*)")
 _ZSH_PATH = re.compile(r"\bpath\+?=\(([^)]*)\)")
 # `for rc in ~/.bashrc.d/*; do . "$rc"; done`: every file of the directory runs
 _FOR_LIST = re.compile(r"\bfor[ \t]+\w+[ \t]+in[ \t]+([^;\n]*)")
+# the home's configurations that name programs its tools run (kubectl's exec credential
+# plugin, the AWS tools' credential_process, docker's plugin directories, ssh's
+# ProxyCommand, tmux's run-shell and source-file and TPM's plugins): each line's program
+# or directory, read as configuration (not as a shell script)
+_HOME_CONFIGS = (".kube/config", ".aws/config", ".docker/config.json", ".ssh/config",
+                 ".tmux.conf", ".config/tmux/tmux.conf")  # fmt: skip
+_CONFIG_COMMAND = re.compile(
+    r"^[ \t-]*(?:command:|credential_process[ \t]*=|(?:ProxyCommand|LocalCommand|"
+    r"KnownHostsCommand)[ \t=]|run(?:-shell)?[ \t]+(?:-\w+[ \t]+)*)[ \t]*(.+)$",
+    re.MULTILINE | re.IGNORECASE,
+)
+_CONFIG_SOURCED = re.compile(r"^[ \t]*source(?:-file)?[ \t]+(?:-\w+[ \t]+)*([^\n#]+)", re.M)
+_DOCKER_DIRECTORIES = re.compile(r"\"cliPluginsExtraDirs\"[ \t\r\n]*:[ \t\r\n]*\[([^\]]*)\]")
+# a file's own directory, as bash spells it in a file it sources (dotfile managers'
+# idiom): $(dirname "${BASH_SOURCE[0]}"), ${BASH_SOURCE%/*}, through readlink -f too
+_OWN_DIRECTORY = re.compile(
+    r"\$\(\s*(?:cd\s+)?dirname\s+[\"']?(?:\$\(\s*(?:readlink|realpath)(?:\s+-\w+)*\s+"
+    r"[\"']?)?\$\{?(?:BASH_SOURCE(?:\[0\])?|0)\}?[\"']?\s*\)?[\"']?\s*(?:&&\s*pwd\s*)?\)"
+    r"|\$\{BASH_SOURCE(?:\[0\])?%/\*\}|\$\{0:a:h\}|\$\{\(%\):-%x\}:h"
+)
+# `eval "$(cat FILE)"`, `source <(cat FILE)`: the file read is run
+_CAT_RUN = re.compile(r"(?:\$\(|<\()\s*cat\s+([^)]+)\)")
+# `. DIR/*.sh`, `source DIR/*`: every file of the directory
+_SOURCE_GLOB = re.compile(
+    r"(?:^|[\s;&|(])(?:\.|source)[ \t]+[\"']?([^\s;&|\"'()]*[*?[][^\s;&|\"'()]*)"
+)
+
+
+def _own_directory(path: str, real: str, match: re.Match[str]) -> str:
+    """The directory ``match`` spells: where ``real`` lies through readlink, else ``path``'s."""
+    resolved = re.search(r"readlink|realpath", match.group(0)) is not None
+    return os.path.dirname(real if resolved else path)
+
+
+def _config_named(text: str) -> tuple[list[str], list[str]]:
+    """The programs and directories (first) and configurations sourced (second) of ``text``."""
+    named: list[str] = []
+    for value in _CONFIG_COMMAND.findall(text):
+        value = value.strip().strip("\"'")
+        named += [w for w in programs_run(value) if "/" in w]
+        named += [w for w in script_arguments(value) if w.startswith("/") or w.endswith(".sh")]
+        first = value.split()[0] if value.split() else ""
+        if first.startswith("/"):
+            named.append(first)
+    for value in _DOCKER_DIRECTORIES.findall(text):
+        named += re.findall(r"\"([^\"]+)\"", value)
+    sourced = [v.strip().strip("\"'") for v in _CONFIG_SOURCED.findall(text)]
+    return [w for w in named if "$" not in w], [w for w in sourced if w and "$" not in w]
+
+
 # home, root -> (the identities of the files read, those files, the answer)
 _sourced: dict[tuple[str, str], tuple[tuple[object, ...], list[str], list[str]]] = {}
 
@@ -612,6 +662,8 @@ def _home_sourced(home: str, root: str) -> list[str]:
     if hit is not None and _identities(hit[1]) == hit[0]:
         return hit[2]
     queue = [os.path.join(home, name) for name in _HOME_START]
+    configs = {os.path.join(home, name) for name in _HOME_CONFIGS}
+    queue += sorted(configs)
     reads: list[str] = []
     out: list[str] = []
     inside = root.rstrip("/") + "/"
@@ -621,13 +673,33 @@ def _home_sourced(home: str, root: str) -> list[str]:
             continue
         reads.append(path)
         # (links followed as a shell's `.` follows them; a FIFO is never waited on)
-        data = read_regular_file(os.path.realpath(path), _HOME_BYTES)
+        real = os.path.realpath(path)
+        data = read_regular_file(real, _HOME_BYTES)
         if data is None:
             continue
         text = data.decode("utf-8", "surrogateescape")
         text = _HOME_TILDE.sub(lambda match: match.group(1) + home, _braces(text))
+        if path in configs:
+            named, sourced = _config_named(text.replace("$HOME", home).replace("${HOME}", home))
+            for word in named + sourced:
+                full = os.path.normpath(os.path.join(home, word))
+                for candidate in dict.fromkeys((full, os.path.realpath(full))):
+                    if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
+                        out.append(os.path.relpath(candidate, root))
+                if word in sourced:
+                    configs.add(full)  # (read as configuration in turn)
+                queue.append(full)
+            continue
+        # the file's own directory: as sourced, or where it really lies (through readlink)
+        text = _OWN_DIRECTORY.sub(functools.partial(_own_directory, path, real), text)
         text = expand_assignments(text, {"HOME": home})
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
+        named += [
+            w.strip("\"'")
+            for value in _CAT_RUN.findall(text)
+            for w in value.split()
+            if not w.startswith("-") and "$" not in w
+        ]
         # what the file hands to later programs: a variable naming a file or program
         # (PAGER, EDITOR, LD_PRELOAD, PYTHONSTARTUP, sh's ENV), an alias's command, an
         # argument named like a script (a helper function that sources it)
@@ -653,6 +725,11 @@ def _home_sourced(home: str, root: str) -> list[str]:
             for entry in value.split()
             if entry.strip("\"'").startswith("/") and "$" not in entry
         ]
+        for word in _SOURCE_GLOB.findall(text):
+            if word.startswith("/") and "$" not in word:
+                parts = word.split("/")
+                glob = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
+                directories.append("/".join(parts[:glob]) or "/")
         for value in _FOR_LIST.findall(text):
             for word in value.split():
                 word = word.strip("\"'")
