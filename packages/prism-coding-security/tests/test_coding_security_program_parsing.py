@@ -472,6 +472,7 @@ async def test_lines_with_globs_and_writes_to_unwatched_roots_are_judged_in_a_th
         ExecutionAction(kind="shell", operation="shell", command="ls *.txt", paths=(str(root),)),
     )
     assert isinstance(decided, ExecutionDecision)  # no event loop in that thread
+    _implied.implied_protected(str(root), policy.protected)  # type: ignore[attr-defined]
     assert not check("write")  # watched once walked
     monkeypatch.setattr(_implied, "MAX_WATCHED_DIRECTORIES", 0)  # too large to watch
     for key in list(_implied._watched):
@@ -481,7 +482,48 @@ async def test_lines_with_globs_and_writes_to_unwatched_roots_are_judged_in_a_th
         assert check("write")  # walked, not watched: walked again on each check
     finally:
         _implied._unwatched.clear()
-    assert not check("write")
+    assert check("write")  # (no answer kept: the next check walks)
+
+
+async def test_a_writes_check_waits_for_the_roots_walk_off_the_event_loop(root: Path) -> None:
+    """The first write check in a root walks it, or waits for the walk the tools started on
+    opening (a root of 30,000 directories held the event loop 3-5 s): while no answer is
+    kept by the walk's watch, or a walk is under way, the check waits in a thread and the
+    loop runs on; once the answer is kept, it is given at once."""
+    import inspect
+    import threading
+
+    from prism.coding.security import _implied, create_coding_approval_policy
+    from prism.core import ExecutionAction, ExecutionDecision
+
+    (root / "d").mkdir()
+    policy = create_coding_approval_policy(roots=[str(root)])
+    action = ExecutionAction(kind="write", operation="write", paths=(str(root / "a.txt"),))
+    held, released = threading.Event(), threading.Event()
+    timed_out: list[bool] = []
+
+    def walking() -> None:  # another thread's walk under way (the warming one's)
+        with _implied._walk_lock:
+            held.set()
+            timed_out.append(not released.wait(20))  # (a fail-safe: the check waited)
+
+    thread = threading.Thread(target=walking)
+    thread.start()
+    try:
+        await trio.to_thread.run_sync(held.wait)
+        pending = policy.check(action)  # (on the loop: the walk's lock is never waited on)
+        released.set()
+        assert inspect.isawaitable(pending)
+        decision = await pending
+    finally:
+        released.set()
+        await trio.to_thread.run_sync(thread.join)
+    assert timed_out == [False]
+    assert isinstance(decision, ExecutionDecision)
+    assert decision.allowed
+    assert isinstance(policy.check(action), ExecutionDecision)  # the answer kept: at once
+    (root / "d" / "x.txt").write_text("")  # (a file: the kept answer stands)
+    assert isinstance(policy.check(action), ExecutionDecision)
 
 
 def test_a_line_of_cds_that_may_fail_is_judged_within_bounds(

@@ -88,9 +88,9 @@ __all__ = [
     "MAX_WATCHED_DIRECTORIES",
     "SEARCH_DIRECTORIES",
     "SEARCH_FILES",
+    "answered_unwalked",
     "environment_patterns",
     "implied_protected",
-    "walked_unwatched",
     "warm_in_background",
 ]
 
@@ -455,14 +455,21 @@ def _nested_configured(repository: str, root: str, *, bare: bool = False) -> lis
     return entries
 
 
-def walked_unwatched(root: str, matcher: ProtectedPaths) -> bool:
-    """Whether ``root`` was walked and found too large to watch.
+def answered_unwalked(root: str, matcher: ProtectedPaths) -> bool:
+    """Whether asking :func:`implied_protected` about ``root`` now needs no whole walk.
 
-    Asking :func:`implied_protected` about such a root walks it whole every time
-    (more than :data:`MAX_WATCHED_DIRECTORIES` directories).
+    True while the last walk's answer is kept by its watch and no walk is under
+    way. Else asking walks the root, or waits for the walk another thread does
+    (the first one, warmed on opening; every one of a root too large to watch,
+    more than :data:`MAX_WATCHED_DIRECTORIES` directories): seconds in a root of
+    many directories.
     """
+    key = (root, matcher.entries)
+    if _walk_lock.locked():
+        return False
     with _trees_lock:
-        return (root, matcher.entries) in _unwatched
+        watched = _watched.get(key)
+        return key not in _warming and watched is not None and watched[1] is not None
 
 
 def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:

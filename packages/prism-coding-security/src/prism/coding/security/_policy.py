@@ -34,9 +34,9 @@ from prism.core.options import (
 from ._errors import SandboxUnavailableError
 from ._escalation import UNNAMED, access_words, grant_of, needs_of, network_checks, ungrantable
 from ._implied import (
+    answered_unwalked,
     environment_patterns,
     implied_protected,
-    walked_unwatched,
     warm_in_background,
 )
 from ._judge import CommandExplanation, judge_command
@@ -224,14 +224,15 @@ class _CodingApprovalPolicy:
         """Whether judging ``action`` may take long enough to hold the event loop.
 
         (Only inside trio: without an event loop the action is judged at once.)
-        A shell line :func:`judged_in_thread` names, and a write in a root
-        too large to watch (walked whole on every such check; the first walk of a
-        root is warmed on a thread by :func:`open_secure_coding_tools`).
+        A shell line :func:`judged_in_thread` names, and a write while a root's
+        walk is not answered from its watch (:func:`._implied.answered_unwalked`:
+        the first check waits for the walk :func:`open_secure_coding_tools` warms,
+        a root too large to watch is walked whole on every check).
         """
         if action.kind == "shell" and isinstance(action.command, str):
             return judged_in_thread(action.command)
         if action.kind in WRITE_KINDS and not self.read_only:
-            return any(walked_unwatched(root, self.protected) for root in self.roots.paths)
+            return not all(answered_unwalked(root, self.protected) for root in self.roots.paths)
         return False
 
     async def _judge_in_thread(self, action: ExecutionAction) -> ExecutionDecision:
@@ -431,9 +432,9 @@ class _CodingApprovalPolicy:
     def warm(self) -> None:
         """Start finding what each root's own files make protected, on a thread of its own.
 
-        The write tool's check asks it synchronously; warmed, its first write in a
-        root answers from the walk's cache (see :func:`._implied.implied_protected`)
-        instead of walking the root on the event loop. Not waited for
+        The write tool's first check in a root then waits for that walk in a worker
+        thread, not walking the root itself (see :func:`._implied.implied_protected`);
+        later ones answer from the walk's cache at once. Not waited for
         (:func:`._implied.warm_in_background`).
         """
         if not self.read_only:
