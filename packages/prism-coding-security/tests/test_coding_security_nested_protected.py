@@ -1332,6 +1332,26 @@ def test_the_modules_pth_files_import_are_read() -> None:
     assert _implied.pth_line_modules("./src  # import x") == []
 
 
+def test_what_the_search_variables_an_envrc_exports_name_is_protected(root: Path) -> None:
+    """An `.envrc` exporting PYTHONPATH=$PWD/src (the src layout's line), LD_PRELOAD,
+    BASH_ENV, a search directory and NODE_OPTIONS=--require: what each names runs in the
+    user's programs after direnv loads it (a planted src/re.py ran in every python3).
+    The source directory itself stays writable but for what shadows the standard
+    library."""
+    _write_files(
+        root,
+        {
+            ".envrc": 'export PYTHONPATH=$PWD/src\nexport LD_PRELOAD="lib/a.so lib/b.so"\n'
+            "export BASH_ENV=./k1.sh\nexport NODE_PATH=$PWD/nm\n"
+            'export NODE_OPTIONS="--require ./l1.js --import=./l2.mjs"\n',
+        },
+    )
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    expected = {"src/re.py", "src/json", "lib/a.so", "lib/b.so", "k1.sh", "nm", "l1.js", "l2.mjs"}
+    assert expected <= found, expected - found
+    assert not {"src", "src/app.py"} & found
+
+
 def test_what_the_homes_configurations_name_and_more_sourcing_spellings_ask(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_READ",
     "assigned_values",
+    "assignments",
     "expand_assignments",
     "hook_callees",
     "own_directory",
@@ -178,6 +179,11 @@ def _bounded_sub(
         return value
 
     return pattern.sub(replace, text)
+
+
+def assignments(text: str) -> list[tuple[str, str]]:
+    """Each plain ``NAME=value`` of shell ``text`` (``export`` and its kin before it), unquoted."""
+    return [(name, value.strip("\"'")) for name, value in _ASSIGNED.findall(text)]
 
 
 def assigned_values(text: str) -> list[str]:

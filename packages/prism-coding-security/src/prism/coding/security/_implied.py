@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING
 
 from ._callees import (
     assigned_values,
+    assignments,
     expand_assignments,
     own_directory,
     programs_run,
@@ -830,6 +831,7 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         named += [w.strip("\"'") for v in _DIRENV_DIRECTORIES.findall(text) for w in v.split()]
         named += [value or ".env" for value in _DIRENV_DOTENV.findall(text)]
         named += [e for value in _PATH_VALUE.findall(text) for e in value.split(":") if e]
+        named += _exported_entries(text)
         for _, tool in _DIRENV_USE.findall(text):
             named += _DIRENV_FILES.get(tool, ())
         if re.search(r"\bdevbox\b", text):
@@ -850,6 +852,32 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             _direnvs.clear()
         _direnvs[key] = (_identities(reads), reads, answer)
     return answer
+
+
+# node's options that load a module before the program (NODE_OPTIONS)
+_NODE_PRELOADS = re.compile(
+    r"(?:--require|-r|--import|--loader|--experimental-loader)(?:=|[ \t]+)[\"']?([^\s\"']+)"
+)
+
+
+def _exported_entries(text: str) -> list[str]:
+    """What the search variables a shell text sets name, as written (relative: to its directory).
+
+    ``PYTHONPATH=$PWD/src`` (a project's source) keeps writable what does not
+    shadow the standard library or a tool run as a module (as for this process's
+    own, :func:`_search_entries`); the other search lists' directories and files
+    (:data:`SEARCH_DIRECTORIES`, :data:`SEARCH_FILES`) whole; and the modules
+    ``NODE_OPTIONS`` preloads (``--require``, ``--import``, ``--loader``).
+    """
+    out: list[str] = []
+    for name, value in assignments(text):
+        if name == "PYTHONPATH":
+            out += [f"{e}/{n}" for e in value.split(":") if e for n in _python_shadows()]
+        elif name in SEARCH_DIRECTORIES or name in SEARCH_FILES:
+            out += [e for e in re.split("[: ]" if name == "LD_PRELOAD" else ":", value) if e]
+        elif name == "NODE_OPTIONS":
+            out += _NODE_PRELOADS.findall(value)
+    return out
 
 
 _ALIAS = re.compile(r"\balias[ \t]+[\w.:+-]+=(?:'([^'\n]*)'|\"([^\"\n]*)\"|(\S+))")
