@@ -1224,7 +1224,10 @@ def test_tool_configurations_editors_load_as_code_are_protected(root: Path) -> N
         ".pylintrc", "pkg/pylintrc", "eslint.config.js", "web/eslint.config.mts",
         ".eslintrc.cjs", "prettier.config.mjs", ".prettierrc.js", "stylelint.config.js",
         "jest.config.ts", "vitest.config.ts", "lint-staged.config.js", ".jvmopts",
-        ".sbtopts", "project/plugins.sbt", "project/Deps.scala", ".bazelrc",
+        ".sbtopts", "project/plugins.sbt", "project/Deps.scala", ".bazelrc", "babel.config.js",
+        ".babelrc.js", "vite.config.ts", ".markdownlint-cli2.cjs", ".markdownlint.cjs",
+        "tailwind.config.js", "playwright.config.ts", ".mocharc.js", "mypy.ini", ".mypy.ini",
+        ".flake8",
     ]  # fmt: skip
     writable = ["src/app.config.js", ".eslintignore", ".prettierignore", "src/project/x.py"]
     for path in asks + writable:

@@ -415,6 +415,25 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".lintstagedrc.js",
     ".lintstagedrc.cjs",
     ".lintstagedrc.mjs",
+    # what those load in turn (babel-jest loads babel's configuration in every jest
+    # run; vitest reads vite's when it has none of its own) and what other editors'
+    # extensions load on opening the project (markdownlint, Tailwind CSS, Playwright,
+    # mocha; mypy's and flake8's plugins)
+    "babel.config.*",
+    ".babelrc.js",
+    ".babelrc.cjs",
+    ".babelrc.mjs",
+    "vite.config.*",
+    ".markdownlint-cli2.cjs",
+    ".markdownlint-cli2.mjs",
+    ".markdownlint.cjs",
+    "tailwind.config.*",
+    "playwright.config.*",
+    ".mocharc.js",
+    ".mocharc.cjs",
+    "mypy.ini",
+    ".mypy.ini",
+    ".flake8",
     # an sbt build, which Metals imports on opening the folder (its JVM options and
     # plugins: the sbt kin of .mvn/jvm.config), and bazel's options
     ".jvmopts",
