@@ -18,7 +18,15 @@ import cli_prewarmed as prewarmed
 
 # The MCP servers the tests start come from one warm parent (cli_prewarmed.py): each
 # start skips importing the MCP SDK again (about a CPU-second each).
-prewarmed.configure("-m prism.cli.demo_server", Path(__file__).with_name("eliciting_mcp_server.py"))
+prewarmed.configure(
+    "-m prism.cli.demo_server",
+    Path(__file__).with_name("eliciting_mcp_server.py"),
+    # what prism serve imports as it starts (test_cli_serve starts it from the parent)
+    "-m prism.cli._cmd_serve",
+    "-m prism.cli._serve",
+    "-m prism.cli._toolset",
+    "-m prism.gateway",
+)
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 ReadUntil = Callable[[IO[str], str, float], list[str]]

@@ -19,6 +19,7 @@ import pytest
 from prism.core.ledger import read_ledger
 
 ReadUntil = Callable[[IO[str], str, float], list[str]]
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 SLOW_SERVER = Path(__file__).with_name("slow_mcp_server.py")
 
 
@@ -124,22 +125,15 @@ def test_mcp_call_ledger_keeps_the_call_after_sigint(
         assert run.outcome == "aborted"
 
 
-def test_run_writes_an_sqlite_ledger_that_show_reads(
-    tmp_path: Path, cli_env: dict[str, str]
-) -> None:
+def test_run_writes_an_sqlite_ledger_that_show_reads(tmp_path: Path, run_cli: CliRunner) -> None:
+    # In this process (prism.cli.main): the ledger file is what is tested, not a start.
     _session(tmp_path, "ledger.db")
     session = [{"tool_calls": [{"id": "q", "name": "mcp:docs:get_page", "arguments": {}}]}]
     (tmp_path / "session.json").write_text(json.dumps(session), encoding="utf-8")
-    run = [sys.executable, "-m", "prism.cli", "run", "session.json", "--json"]
-    proc = subprocess.run(
-        run, cwd=tmp_path, capture_output=True, text=True, env=cli_env, timeout=60
-    )
+    proc = run_cli("run", "session.json", "--json")
     report = json.loads(proc.stdout)
     assert report["ledger_errors"] == 0
-    show = [sys.executable, "-m", "prism.cli", "ledger", "show", "ledger.db", "--json"]
-    shown = subprocess.run(
-        show, cwd=tmp_path, capture_output=True, text=True, env=cli_env, timeout=60
-    )
+    shown = run_cli("ledger", "show", "ledger.db", "--json")
     data = json.loads(shown.stdout)
     assert [r["call_id"] for r in data["records"]] == ["q"]
     assert data["runs"][0]["run_id"] == report["run_id"]

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+import cli_prewarmed as prewarmed
 import httpx2
 import mcp_types as types
 import pytest
@@ -30,6 +31,12 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUTF8"] = "1"
     return env
+
+
+def _serve(*args: str) -> tuple[str, list[str]]:
+    """``prism serve ARGS`` from the warm parent (cli_prewarmed.py): these tests are about
+    what it serves; test_cli_serve_signals starts it as a process of its own."""
+    return prewarmed.command("-m", "prism.cli", "serve", *args)
 
 
 class Changes:
@@ -57,12 +64,8 @@ async def test_serve_over_stdio_offers_coding_and_bridged_tools(
     tmp_path: Path, serve_config: ServeConfig
 ) -> None:
     config = serve_config(readme="served by prism", step_seconds="0.01")
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "prism.cli", "serve", "--config", str(config), "--ledger", "calls.jsonl"],
-        cwd=str(tmp_path),
-        env=_env(),
-    )
+    command, args = _serve("--config", str(config), "--ledger", "calls.jsonl")
+    params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path), env=_env())
     changed = Changes()
     async with Client(params, message_handler=changed.handle, mode="legacy") as client:
         names = await changed.wait_for(client, "mcp__docs__search_docs")
@@ -91,7 +94,8 @@ async def _serve_http(
     nursery: trio.Nursery, tmp_path: Path, address: str, env: dict[str, str] | None = None
 ) -> tuple[trio.Process, str]:
     """Start ``prism serve --http ADDRESS`` in ``tmp_path``; the process and its endpoint URL."""
-    argv = [sys.executable, "-m", "prism.cli", "serve", "--http", address]
+    command, args = _serve("--http", address)
+    argv = [command, *args]
     run = functools.partial(
         trio.run_process, argv, cwd=tmp_path, env=env or _env(), stdin=None, stderr=-1, check=False
     )
@@ -251,17 +255,18 @@ async def test_serve_asks_the_approve_command_when_the_host_cannot_answer(
 ) -> None:
     """--approve-command, or [serve] approver = "command" in prism.toml."""
     config = serve_config(readme="served by prism", docs_server=False)
-    args = ["-m", "prism.cli", "serve"]
+    flags: list[str] = []
     if where == "flag":
-        args += ["--config", str(config), "--approve-command"]
-        args.append(f"{sys.executable} -c {json.dumps(JUDGE)}")
+        flags += ["--config", str(config), "--approve-command"]
+        flags.append(f"{sys.executable} -c {json.dumps(JUDGE)}")
     else:
         with config.open("a", encoding="utf-8") as file:
             file.write(
                 f'\n[serve]\napprover = "command"\n'
                 f"approve_command = {json.dumps([sys.executable, '-c', JUDGE])}\n"
             )
-    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(tmp_path), env=_env())
+    command, args = _serve(*flags)
+    params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path), env=_env())
     async with Client(params) as client:
         approved = await client.call_tool("shell", {"command": "touch ok.txt"})
         refused = await client.call_tool("shell", {"command": "touch other.txt"})
@@ -356,14 +361,13 @@ async def test_serve_serves_while_a_server_fails_to_start_and_logs_it(
     """One MCP server that does not start never takes the gateway down (nor the config flag)."""
     config = serve_config(readme="served by prism", extra=_BAD_SERVER)
     env = _env()
-    args = ["-m", "prism.cli", "serve"]
+    flags: list[str] = []
     if how == "positional":
-        args.append(str(config))
+        flags.append(str(config))
     else:
         env["PRISM_CONFIG"] = str(config)
-    params = StdioServerParameters(
-        command=sys.executable, args=args, cwd=str(tmp_path / "ws"), env=env
-    )
+    command, args = _serve(*flags)
+    params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path / "ws"), env=env)
     changed = Changes()
     read_end, write_end = os.pipe()
     with os.fdopen(write_end, "w") as errlog:
