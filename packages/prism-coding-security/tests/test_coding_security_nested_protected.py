@@ -1124,22 +1124,29 @@ def test_every_envrc_of_the_root_is_read_from_its_own_directory(root: Path) -> N
     """direnv loads the nearest `.envrc` at any depth (a monorepo's `services/api/.envrc`
     at `cd services/api`), with its directory as `$PWD`: what each sources is
     protected, and so are `PATH="$PWD/bin2:$PATH"` and a file sourced beside it
-    through `$(dirname "${BASH_SOURCE[0]}")` (each came back from a confined rewrite
-    and ran at the user's next `cd`). One made after the walk is read too."""
+    through `$(dirname "${BASH_SOURCE[0]}")`, `PATH_add "$(pwd)/e1"`, a relative PATH
+    entry, `use flake ./nix#dev`'s flake and `use nix env/shell.nix` (each came back
+    from a confined rewrite and ran at the user's next `cd`). One made after the walk
+    is read too."""
     _write_files(
         root,
         {
             "services/api/.envrc": "source_env scripts/env.sh\n",
             "services/api/scripts/env.sh": "export API_ENV=dev\n",
             ".envrc": 'export PATH="$PWD/bin2:$PATH"\n'
-            'source "$(dirname "${BASH_SOURCE[0]}")/y.sh"\nPATH=rel/bin:$PATH\n',
+            'source "$(dirname "${BASH_SOURCE[0]}")/y.sh"\nPATH=rel/bin:$PATH\n'
+            'export PATH=$PATH:./d1\nPATH_add "$(pwd)/e1"\nuse flake ./nix#dev\n'
+            "use nix env/shell.nix\n",
             "y.sh": "true\n",
             "web/x.txt": "",
         },
     )
     matcher = ProtectedPaths(PROTECTED_PATHS)
     found = set(implied_protected(str(root), matcher))
-    expected = {"services/api/scripts/env.sh", "bin2", "y.sh", "rel/bin"}
+    expected = {
+        "services/api/scripts/env.sh", "bin2", "y.sh", "rel/bin", "d1", "e1",
+        "nix/flake.nix", "nix/flake.lock", "env/shell.nix",
+    }  # fmt: skip
     assert expected <= found, expected - found
     assert not {"web", "web/x.txt", "services/api"} & found
     (root / "web" / ".envrc").write_text("source ./later.sh\n")

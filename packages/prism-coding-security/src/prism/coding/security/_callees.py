@@ -63,6 +63,7 @@ __all__ = [
     "own_directory",
     "programs_run",
     "script_arguments",
+    "working_directory",
 ]
 
 MAX_READ = 64
@@ -127,6 +128,11 @@ _MAKE_REFERENCE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
 def own_directory(text: str, directory: str) -> str:
     """Shell ``text`` with ``$(dirname "$0")`` and its kin (its own directory) as ``directory``."""
     return _OWN_DIRECTORY.sub(directory.replace("\\", "\\\\"), text)
+
+
+def working_directory(text: str, directory: str) -> str:
+    """Shell ``text`` with ``$PWD``, ``$(pwd)`` and their kin as ``directory``."""
+    return _WORKING_DIRECTORY.sub(directory.replace("\\", "\\\\"), text)
 
 
 def _make_expanded(text: str) -> str:
@@ -816,7 +822,7 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         # (hooks run at the top; a makefile's recipes where make was pointed, its own directory)
         makefile = os.path.basename(origin) in _MAKEFILES or origin.endswith((".mk", ".make"))
         cwd = os.path.dirname(origin) if makefile else top
-        text = _WORKING_DIRECTORY.sub(cwd.replace("\\", "\\\\"), text)
+        text = working_directory(text, cwd)
         if makefile:
             text = _make_expanded(text)
         text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})

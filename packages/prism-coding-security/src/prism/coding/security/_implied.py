@@ -70,6 +70,7 @@ from ._callees import (
     own_directory,
     programs_run,
     script_arguments,
+    working_directory,
 )
 from ._errors import SandboxUnavailableError
 from ._files import read_regular_file
@@ -773,6 +774,12 @@ _DIRENV_DIRECTORIES = re.compile(
 )
 _DIRENV_DOTENV = re.compile(r"^[ \t]*dotenv(?:_if_exists)?\b[ \t]*([^;&|\s#]*)", re.M)
 _DIRENV_USE = re.compile(r"^[ \t]*(use|layout)(?:_|[ \t]+)(\w+)", re.M)
+# `use flake ./nix#dev`, `use flake path:./nix`: a flake in a directory of the project
+_DIRENV_FLAKE = re.compile(
+    r"^[ \t]*use(?:_|[ \t]+)flake[ \t]+[\"']?(?:path:)?"
+    r"(\.{1,2}(?:/[^\s\"'#?;&|]*)?|/[^\s\"'#?;&|]*)",
+    re.M,
+)
 # what each `use X` / `layout X` evaluates or puts on PATH, from the .envrc's directory
 _DIRENV_FILES = {
     "nix": ("shell.nix", "default.nix"), "flake": ("flake.nix", "flake.lock"),
@@ -791,13 +798,14 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
     direnv evaluates an allowed ``.envrc`` with bash at every ``cd`` into its
     directory or below: the ``.envrc`` is protected by name, and so is what it
     runs there, as a hook's callees are. Each is read as a shell script from its
-    own directory (``$PWD`` and ``$(dirname "${BASH_SOURCE[0]}")`` taken for it):
+    own directory (``$PWD``, ``$(pwd)``, ``$(dirname "${BASH_SOURCE[0]}")`` taken for it):
     every file it sources (``source_env``, ``source_env_if_exists``,
     ``source``, ``.``; a directory's ``.envrc``), read in turn; every directory
     it puts on ``PATH`` (``PATH_add``, ``path_add``, ``load_prefix``,
     ``PATH=DIR:$PATH``); the
     files its ``use`` and ``layout`` evaluate or put on ``PATH`` (``use nix``:
-    ``shell.nix``, ``default.nix``; ``use flake``: ``flake.nix``, ``flake.lock``;
+    ``shell.nix``, ``default.nix``; ``use flake``: ``flake.nix``, ``flake.lock``, in
+    the directory ``use flake ./nix#dev`` names;
     ``layout python``: ``.direnv``, ...; :data:`_DIRENV_FILES`) and devbox's
     files when it names devbox; a ``dotenv`` file (``.env`` by default: its
     variables); and every program or script it runs by a path. At most
@@ -824,6 +832,7 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             continue
         here = os.path.dirname(path)
         text = own_directory(data.decode("utf-8", "surrogateescape"), here)
+        text = working_directory(text, here)
         text = expand_assignments(text, {"PWD": here})
         sourced = _DIRENV_SOURCE.findall(text)
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
@@ -834,6 +843,8 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         named += _exported_entries(text)
         for _, tool in _DIRENV_USE.findall(text):
             named += _DIRENV_FILES.get(tool, ())
+        for flake in _DIRENV_FLAKE.findall(text):
+            named += [f"{flake}/{name}" for name in _DIRENV_FILES["flake"]]
         if re.search(r"\bdevbox\b", text):
             named += _DIRENV_FILES["devbox"]
         for word in dict.fromkeys(sourced + named):
