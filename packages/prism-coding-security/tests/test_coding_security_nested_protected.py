@@ -1279,6 +1279,152 @@ def test_variables_that_nest_expand_within_a_bound(monkeypatch: pytest.MonkeyPat
     assert "tools/x.sh" in expanded
 
 
+def test_other_spellings_of_the_top_in_a_hook_name_its_callee(root: Path) -> None:
+    """An expansion followed by a path that names a file at the top (`"$(realpath
+    .)/x"`, `"${PWD%/}/x"`, `"$(git rev-parse --git-common-dir)/../x"`, a `cd`-and-`pwd`
+    substitution): the file is kept (each came back from a confined rewrite and ran at
+    the next commit). A path that names no file of the tree is not."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(
+        '#!/bin/sh\n"$(realpath .)/scripts/c.sh"\n'
+        '"$(git rev-parse --git-common-dir)/../scripts/f.sh"\n"${PWD%/}/scripts/h.sh"\n'
+        '"$(cd "$(dirname "$0")"; cd ../..; pwd)/scripts/i.sh"\n"$(realpath .)/scripts/none.sh"\n'
+    )
+    (root / "scripts").mkdir()
+    for name in "cfhi":
+        (root / "scripts" / f"{name}.sh").write_text("true\n")
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {f"scripts/{n}.sh" for n in "cfhi"}
+    assert expected <= found, expected - found
+    assert "scripts/none.sh" not in found
+
+
+def test_pyproject_scripts_tox_top_and_lefthook_extends_are_followed(root: Path) -> None:
+    """`hatch run`, `pdm run`/`pdm NAME` and `rye run` run pyproject.toml's named scripts
+    (pdm's cmd, composite and call forms too): pyproject.toml and what they run are
+    kept; tox's `{toxinidir}` and `{tox_root}` are the top; lefthook's `extends` files
+    (globs too) are read as configurations and its `source_dir` kept. Each came back
+    from a confined rewrite and ran at the next commit."""
+    from prism.coding.security import _callees
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(
+        "#!/bin/sh\ntox -e lint\nhatch run lint:test\npdm run check\npdm both\nrye run fmt\n"
+        'lefthook run pre-commit "$@"\n'
+    )
+    (root / "tox.ini").write_text(
+        "[testenv:lint]\ncommands =\n    {toxinidir}/scripts/tox2.sh\n"
+        "    {tox_root}/scripts/tox3.sh\n"
+    )
+    (root / "pyproject.toml").write_text(
+        '[tool.hatch.envs.lint.scripts]\ntest = ["python scripts/h.py", "ruff check"]\n'
+        '[tool.pdm.scripts]\ncheck = {cmd = ["python", "scripts/pdm.py"]}\n'
+        'both = {composite = ["check", "called"]}\ncalled = {call = "tools.mod:main"}\n'
+        '[tool.rye.scripts]\nfmt = "python scripts/rye.py"\n'
+    )
+    (root / "lefthook.yml").write_text(
+        "extends:\n  - ci/lefthook-extra.yml\n  - 'more/*.yml'\nsource_dir: .hooks-src/\n"
+        "pre-commit:\n  scripts:\n    check.sh:\n      runner: bash\n"
+    )
+    for name in ("ci", "more"):
+        (root / name).mkdir()
+    extra = "pre-commit:\n  commands:\n    x:\n      run: ./ci/{}.sh\n"
+    (root / "ci" / "lefthook-extra.yml").write_text(extra.format("x"))
+    (root / "more" / "b.yml").write_text(extra.format("y"))
+    top = str(root)
+    found = set(_callees.hook_callees(top, [str(hooks)], top, []))
+    expected = {
+        "scripts/tox2.sh", "scripts/tox3.sh", "scripts/h.py", "scripts/pdm.py", "scripts/rye.py",
+        "tools/mod.py", "pyproject.toml", "ci/lefthook-extra.yml", "more/b.yml", "ci/x.sh",
+        "ci/y.sh", ".hooks-src",
+    }  # fmt: skip
+    assert expected <= found, expected - found
+
+
+def test_lint_staged_js_paths_from_its_own_directory_are_followed(root: Path) -> None:
+    """lint-staged's JavaScript configuration: `${__dirname}` and `${process.cwd()}` in a
+    template literal, path.join(__dirname, ...) of literals, and a literal naming a file
+    of the tree are the callees they spell (a rewrite of each ran at the next commit)."""
+    from prism.coding.security import _callees
+
+    (root / "scripts").mkdir()
+    for name in ("a.js", "b.js", "c.js", "d.sh"):
+        (root / "scripts" / name).write_text("1\n")
+    (root / "lint-staged.config.js").write_text(
+        "const path = require('path');\nmodule.exports = {\n"
+        '  "*.js": (f) => `node ${__dirname}/scripts/a.js ${f.join(" ")}`,\n'
+        '  "*.ts": () => `node ${path.join(__dirname, "scripts", "b.js")}`,\n'
+        '  "*.md": () => "node " + "./scripts/c.js",\n'
+        '  "*.py": () => `${process.cwd()}/scripts/d.sh`,\n};\n'
+    )
+    top = str(root)
+    found = set(_callees.hook_callees(top, [], top, []))
+    expected = {"scripts/a.js", "scripts/b.js", "scripts/c.js", "scripts/d.sh"}
+    assert expected <= found, expected - found
+
+
+def test_what_tool_configurations_load_on_every_command_is_protected(root: Path) -> None:
+    """`.npmrc`'s node-options (`--require`, `--import`) and script-shell, bunfig.toml's
+    preload, cargo's rustc-wrapper, linker and runner, a JVM agent of
+    gradle.properties: each kept (npm's next script run loaded a rewritten hook.js);
+    gradle.properties itself asks."""
+    from prism.coding.security import _callees
+
+    (root / ".npmrc").write_text(
+        "node-options=--require ./hook.js --import=./lib/imp.mjs\nscript-shell=./sh-x\n"
+    )
+    (root / "bunfig.toml").write_text(
+        'preload = ["./preload.ts"]\n[test]\npreload = "./t/setup.ts"\n'
+    )
+    (root / ".cargo").mkdir()
+    (root / ".cargo" / "config.toml").write_text(
+        '[build]\nrustc-wrapper = "./tools/wrap.sh"\n[target.x86_64-unknown-linux-gnu]\n'
+        'linker = "tools/ld.sh"\nrunner = ["./tools/run.sh", "--arg"]\n'
+    )
+    (root / "gradle.properties").write_text("org.gradle.jvmargs=-Xmx2g -javaagent:./agent.jar=x\n")
+    top = str(root)
+    found = set(_callees.hook_callees(top, [], top, []))
+    expected = {
+        "hook.js", "lib/imp.mjs", "sh-x", "preload.ts", "t/setup.ts", "tools/wrap.sh",
+        "tools/ld.sh", "tools/run.sh", "agent.jar",
+    }  # fmt: skip
+    assert expected <= found, expected - found
+    policy = create_coding_approval_policy(roots=[str(root)])
+    action = ExecutionAction(kind="write", operation="write", paths=("gradle.properties",))
+    decision = policy.check(action)
+    assert isinstance(decision, ExecutionDecision)
+    assert not decision.allowed
+
+
+def test_what_a_mise_configuration_runs_is_protected(root: Path) -> None:
+    """mise's configuration: its `[env]` `_.source` scripts, `_.path` directories and
+    `_.file` files, a tool's `virtualenv`, and the scripts its `[hooks]` run
+    (`{{config_root}}` is the top): each asks (each came back from a confined rewrite
+    and ran in the user's shell at the next `cd`). An ordinary file stays writable."""
+    (root / "mise.toml").write_text(
+        '[env]\n_.source = "./scripts/env.sh"\n_.path = ["./tools/path", "{{config_root}}/bin2"]\n'
+        '_.file = ".env.json"\n[tools]\npython = {version = "3.12", virtualenv = ".venv2"}\n'
+        '[hooks]\nenter = "./scripts/enter.sh"\ncd = {script = "bash scripts/cd.sh"}\n'
+    )
+    (root / "scripts").mkdir()
+    (root / "scripts" / "cd.sh").write_text("true\n")
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asks = [
+        "scripts/env.sh", "tools/path/vim", "bin2/git", ".env.json", ".venv2/bin/python",
+        "scripts/enter.sh", "scripts/cd.sh",
+    ]  # fmt: skip
+    for path in [*asks, "scripts/other.sh"]:
+        action = ExecutionAction(kind="write", operation="write", paths=(path,))
+        decision = policy.check(action)
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path == "scripts/other.sh"), path
+
+
 def test_more_home_start_up_code_is_protected(root: Path) -> None:
     """The home's tool files that run code at a program's start (pylint's init-hook,
     Jupyter's and Julia's start-up code, Mercurial's hooks, sbt's global plugins, Zed's

@@ -230,8 +230,8 @@ def test_start_up_and_tool_configuration_files_ask_the_write_tool(root: Path, pa
 
 @pytest.mark.parametrize(
     "path",
-    [".env.example", ".env.sample", "notes.vim.txt", "src/local/bin.py", "gradle.properties",
-     "docs/aws.md", "lint.config.js"],
+    [".env.example", ".env.sample", "notes.vim.txt", "src/local/bin.py",
+     "gradle/libs.versions.toml", "docs/aws.md", "lint.config.js"],
 )  # fmt: skip
 def test_ordinary_files_beside_them_stay_writable(root: Path, path: str) -> None:
     policy = create_coding_approval_policy(roots=[str(root)])

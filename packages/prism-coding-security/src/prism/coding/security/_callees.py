@@ -10,7 +10,14 @@ file runs in turn, as far as it can be read. The tooling, and what it executes:
   (``.pre-commit-config.yaml``'s ``entry`` with its ``args``, lefthook's ``run``, lint-staged's and
   simple-git-hooks' commands in their JSON or YAML files and in ``package.json``);
 * the program and plugins yarn runs on every command (``.yarnrc.yml``'s
-  ``yarnPath`` and plugin ``path``; ``.yarnrc``'s ``yarn-path``).
+  ``yarnPath`` and plugin ``path``; ``.yarnrc``'s ``yarn-path``), and what other
+  tools' configurations load on every command of theirs (``.npmrc``'s
+  ``node-options`` modules and ``script-shell``, ``bunfig.toml``'s ``preload``,
+  cargo's wrappers, linker and runner, a JVM agent of ``gradle.properties`` or
+  ``.mvn/jvm.config``: :func:`_tool_programs`);
+* what lefthook merges in (``extends``) and runs scripts from (``source_dir``),
+  and the named scripts ``hatch run``, ``pdm`` and ``rye run`` take from
+  ``pyproject.toml``.
 
 From each command the programs it runs are taken (every simple command the
 shell policy's parser finds, its first word, and through a wrapper's grammar or
@@ -38,10 +45,12 @@ interpreter imports (a Python script's modules) are not followed.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import shlex
+import tomllib
 from typing import TYPE_CHECKING
 
 from ._commands import MAX_COMMAND_CHARS, parse_script
@@ -111,6 +120,12 @@ _OWN_DIRECTORY = re.compile(
     r"""|`\s*dirname\s+"?\$0"?\s*`"""
 )
 _MAKE_VARIABLE = re.compile(r"\$[({]MAKE[)}]")
+# any other expansion followed by a path: the top spelled another way (`"$(realpath
+# .)/x.sh"`, `"${PWD%/}/x.sh"`, `"$(git rev-parse --git-common-dir)/../x.sh"`); what
+# follows is taken from the top when it names a file there (a wrong guess only asks)
+_AFTER_EXPANSION = re.compile(r"""[)}`]["']?(?:/\.\.)*/([\w.@+-][^\s'"`;&|()<>$]*)""")
+# tox's own spellings of the top
+_TOX_TOP = re.compile(r"\{(?:toxinidir|tox_root)\}")
 # the directory the command runs in, as a hook or a recipe asks for it
 _WORKING_DIRECTORY = re.compile(
     r"\$\{PWD\}|\$PWD\b|\$\(\s*pwd(?:\s+-[LP])?\s*\)|`\s*pwd(?:\s+-[LP])?\s*`"
@@ -735,6 +750,167 @@ def _package(top: str) -> tuple[dict[str, str], list[str]]:
     return {k: v for k, v in scripts.items() if isinstance(v, str)}, named
 
 
+# programs and modules tools' protected configurations name, run by every command of
+# theirs: .npmrc's node-options (--require X) and script-shell, bunfig.toml's preload,
+# cargo's wrappers, linker and runner, a JVM agent of Gradle's or Maven's options
+_NPM_KEY = re.compile(r"^\s*(node-options|script-shell)\s*=\s*(.*)$", re.M)
+_NODE_MODULE_OPTIONS = ("-r", "--require", "--import", "--loader", "--experimental-loader")
+_BUN_KEY = re.compile(r"^\s*preload\s*=\s*(.*)$", re.M)
+_CARGO_KEY = re.compile(
+    r"^\s*(?:rustc-wrapper|rustc-workspace-wrapper|rustc|rustdoc|linker|runner)\s*=\s*(.*)$",
+    re.M,
+)
+_TOML_STRING = re.compile(r"\"((?:[^\"\\\n]|\\.)*)\"|'([^'\n]*)'")
+_JVM_AGENT = re.compile(r"-(?:javaagent|agentpath):([^=\s\"']+)")
+_TOOL_CONFIGURATIONS = (
+    ".npmrc", "bunfig.toml", ".bunfig.toml", ".cargo/config.toml", ".cargo/config",
+    "gradle.properties", ".mvn/jvm.config",
+)  # fmt: skip
+
+
+def _tool_programs(top: str, reads: list[str]) -> list[str]:
+    """The files the tools' configurations at ``top`` run or load on every command."""
+    out: list[str] = []
+    for name in _TOOL_CONFIGURATIONS:
+        path = os.path.join(top, name)
+        reads.append(path)
+        content = read_regular_file(path, MAX_BYTES)
+        if content is None:
+            continue
+        text = content.decode("utf-8", "surrogateescape")
+        if name == ".npmrc":
+            for key, value in _NPM_KEY.findall(text):
+                words = value.strip().strip("\"'").split()
+                if key == "script-shell":
+                    out += words[:1]
+                    continue
+                for index, word in enumerate(words):
+                    if word in _NODE_MODULE_OPTIONS and index + 1 < len(words):
+                        out.append(words[index + 1])
+                    elif word.startswith(tuple(f"{o}=" for o in _NODE_MODULE_OPTIONS)):
+                        out.append(word.split("=", 1)[1])
+        elif "bunfig" in name or "cargo" in name:
+            for value in (_BUN_KEY if "bunfig" in name else _CARGO_KEY).findall(text):
+                strings = [a or b for a, b in _TOML_STRING.findall(value)]
+                out += [w.split()[0] for w in strings if w.split()]
+        else:
+            out += _JVM_AGENT.findall(text)
+    # (a module or program found by name, not by a path, is not the tree's)
+    return [w for w in out if "/" in w and "$" not in w]
+
+
+# the runners that run pyproject.toml's named scripts (`hatch run test`, `pdm run check`,
+# `pdm check`, `rye run fmt`)
+_PYPROJECT_RUNNERS = frozenset({"hatch", "pdm", "rye"})
+
+
+def _pyproject_scripts(top: str) -> dict[str, list[str]]:
+    """pyproject.toml's scripts for hatch (every environment's), pdm and rye: their commands.
+
+    A script that runs others (pdm's ``composite``, rye's ``chain``) gives each as
+    ``pdm run NAME``; one that calls a function (``call = "pkg.mod:fn"``) gives
+    ``python -m pkg.mod``.
+    """
+    content = read_regular_file(os.path.join(top, "pyproject.toml"), MAX_BYTES)
+    if content is None:
+        return {}
+    try:
+        data = tomllib.loads(content.decode("utf-8", "surrogateescape"))
+    except (tomllib.TOMLDecodeError, UnicodeError):
+        return {}
+    tool = data.get("tool")
+    if not isinstance(tool, dict):
+        return {}
+    tables: list[object] = []
+    hatch = tool.get("hatch")
+    envs = hatch.get("envs") if isinstance(hatch, dict) else None
+    if isinstance(envs, dict):
+        tables += [env.get("scripts") for env in envs.values() if isinstance(env, dict)]
+    for name in ("pdm", "rye"):
+        section = tool.get(name)
+        tables.append(section.get("scripts") if isinstance(section, dict) else None)
+    out: dict[str, list[str]] = {}
+    for table in tables:
+        if not isinstance(table, dict):
+            continue
+        for key, value in table.items():
+            out.setdefault(str(key), []).extend(_script_commands(value))
+    return out
+
+
+def _script_commands(value: object) -> list[str]:
+    """The commands one named script of hatch, pdm or rye runs."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        if all(isinstance(v, str) for v in value) and value and not any(" " in v for v in value):
+            return [shlex.join(value)]  # (an argv: pdm's and rye's cmd = [...])
+        return [c for v in value for c in _script_commands(v)]
+    if not isinstance(value, dict):
+        return []
+    out: list[str] = []
+    for key in ("cmd", "shell"):
+        out += _script_commands(value.get(key))
+    for key in ("composite", "chain"):
+        steps = value.get(key)
+        if isinstance(steps, list):
+            out += [f"pdm run {s}" for s in steps if isinstance(s, str)]
+    call = value.get("call")
+    if isinstance(call, str):
+        out.append(f"python -m {call.split(':', 1)[0].strip()}")
+    return out
+
+
+# lefthook's configurations merged into its own (`extends:`, globs too) and the
+# directory its `scripts:` run from (`source_dir:`, `source_dir_local:`)
+_LEFTHOOK_KEY = re.compile(r"^(extends|source_dir|source_dir_local)\s*:\s*(.*)$")
+_MAX_EXTENDS = 16
+
+
+def _lefthook_paths(text: str) -> tuple[list[str], list[str]]:
+    """A lefthook configuration's ``extends`` patterns and its source directories."""
+    extends: list[str] = []
+    sources: list[str] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        match = _LEFTHOOK_KEY.match(line)
+        if match is None:
+            continue
+        key, value = match.group(1), match.group(2).split(" #", 1)[0].strip()
+        if key != "extends":
+            if value:
+                sources.append(_unquote(value))
+        elif value:
+            extends += _flow_list(value)
+        else:
+            for more in lines[number + 1 :]:
+                item = more.strip()
+                if item and not item.startswith("- ") and not item.startswith("#"):
+                    break
+                if item.startswith("- "):
+                    extends.append(_unquote(item[2:]))
+    return extends, sources
+
+
+# a lint-staged JavaScript configuration's own directory: in a template literal
+# (`${__dirname}`, `${process.cwd()}`), and joined with literals (path.join(__dirname, ...))
+_JS_DIRECTORY = re.compile(r"\$\{\s*(?:__dirname|process\.cwd\(\s*\)|import\.meta\.dirname)\s*\}")
+_JS_JOINED = re.compile(
+    r"\b(?:join|resolve)\(\s*(?:__dirname|process\.cwd\(\s*\)|import\.meta\.dirname)"
+    r"""((?:\s*,\s*(?:'[^'\n]*'|"[^"\n]*"))*)\s*\)"""
+)
+
+
+def _js_paths(text: str, top: str) -> list[str]:
+    """The paths a JavaScript configuration at ``top`` builds from its own directory."""
+    out: list[str] = []
+    for match in _JS_JOINED.finditer(text):
+        parts = [a or b for a, b in re.findall(r"'([^'\n]*)'|\"([^\"\n]*)\"", match.group(1))]
+        if parts:
+            out.append(os.path.join(top, *parts))
+    return out
+
+
 def hook_callees(top: str, directories: list[str], within: str, reads: list[str]) -> list[str]:
     """The paths inside ``within`` that the host's tooling runs from the work tree ``top``.
 
@@ -785,17 +961,31 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             if text is not None:
                 read_files += 1
                 pending.append((text, husky, os.path.join(directory, name)))
-    for name in _MANAGERS:
-        text = read(os.path.join(top, name))
-        if text is not None:
-            pending += [
-                (command, False, os.path.join(top, name)) for command in _yaml_commands(text)
-            ]
-            if name == ".pre-commit-config.yaml":
-                pending += [
-                    (command, False, os.path.join(top, name))
-                    for command in _precommit_commands(text)
-                ]
+    managers = [os.path.join(top, name) for name in _MANAGERS]
+    extended = 0
+    while managers:
+        manager = managers.pop(0)
+        text = read(manager)
+        if text is None:
+            continue
+        pending += [(command, False, manager) for command in _yaml_commands(text)]
+        if manager.endswith(".pre-commit-config.yaml"):
+            pending += [(command, False, manager) for command in _precommit_commands(text)]
+            continue
+        # lefthook: the configurations it merges in (their commands run too), and the
+        # directory its scripts run from
+        extends, sources = _lefthook_paths(text)
+        for directory in sources:
+            if "$" not in directory:
+                protect(os.path.normpath(os.path.join(top, directory)))
+        for pattern in extends:
+            matched = glob.glob(os.path.join(top, pattern)) if "$" not in pattern else []
+            for path in [os.path.join(top, pattern), *sorted(matched)]:
+                path = os.path.normpath(path)
+                if extended < _MAX_EXTENDS and not glob.has_magic(path):
+                    extended += 1
+                    protect(path)
+                    managers.append(path)
     for name in _ALL_COMMANDS:
         text = read(os.path.join(top, name))
         if text is not None:
@@ -803,7 +993,13 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     for name in _JS_COMMANDS:
         text = read(os.path.join(top, name))
         if text is not None:
+            # (its own directory is the top: `${__dirname}/x.js`, path.join(__dirname, ...))
+            text = _JS_DIRECTORY.sub(top.replace("\\", "\\\\"), text)
             strings = [next(g for g in m if g) for m in _JS_STRING.findall(text) if any(m)]
+            strings += [shlex.quote(path) for path in _js_paths(text, top)]
+            # a literal naming a file of the tree (`"node " + "./scripts/c.js"`)
+            files = [os.path.normpath(os.path.join(top, string)) for string in strings]
+            strings += [shlex.quote(p) for p in files if p.startswith(inside) and os.path.isfile(p)]
             pending += [(command, True, os.path.join(top, name)) for command in strings]
     reads.append(os.path.join(top, "package.json"))
     scripts, configured = _package(top)
@@ -814,10 +1010,17 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
     for program in programs:
         if program and "$" not in program:
             protect(os.path.normpath(os.path.join(top, os.path.expanduser(program))))
+    pending += [
+        (shlex.quote(os.path.normpath(os.path.join(top, os.path.expanduser(program)))), False, top)
+        for program in _tool_programs(top, reads)
+    ]
+    pyproject = os.path.join(top, "pyproject.toml")
+    named_scripts: dict[str, list[str]] | None = None
     taken: set[str] = set()
     while pending:
         text, node, origin = pending.pop()
         text = _TOP.sub(lambda _: top, text)
+        text = _TOX_TOP.sub(lambda _: top, text)
         text = own_directory(text, os.path.dirname(origin))
         # (hooks run at the top; a makefile's recipes where make was pointed, its own directory)
         makefile = os.path.basename(origin) in _MAKEFILES or origin.endswith((".mk", ".make"))
@@ -836,6 +1039,16 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                     if name in scripts and name not in taken:
                         taken.add(name)
                         pending.append((scripts[name], True, package))
+            if os.path.basename(words[0]) in _PYPROJECT_RUNNERS:
+                protect(pyproject)
+                if named_scripts is None:
+                    reads.append(pyproject)
+                    named_scripts = _pyproject_scripts(top)
+                for word in words[1:]:
+                    name = word.rsplit(":", 1)[-1]  # (hatch's `env:script`)
+                    if name in named_scripts and f"pyproject:{name}" not in taken:
+                        taken.add(f"pyproject:{name}")
+                        pending += [(c, False, pyproject) for c in named_scripts[name]]
         # a relative program from the top (where hooks run) and from the directory
         # of the file that names it (a makefile make runs with -C)
         # (a makefile's recipes run where make was pointed, -C DIR: its own directory)
@@ -848,6 +1061,12 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             if "/" in word and not word.startswith(("-", "#")) and "$" not in word
             for base in bases
         ]
+        for tail in _AFTER_EXPANSION.findall(text):
+            path = os.path.normpath(os.path.join(top, tail))
+            if path not in named and path.startswith(inside):
+                reads.append(path)  # (one made later changes the answer)
+                if os.path.isfile(path):
+                    named.append(path)
         for word in script_arguments(text):
             path = os.path.normpath(os.path.join(top, os.path.expanduser(word)))
             if path not in named and path.startswith(inside):

@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import glob
 import importlib.machinery
 import os
 import re
@@ -61,6 +62,7 @@ import stat
 import sys
 import threading
 import time
+import tomllib
 from typing import TYPE_CHECKING
 
 from ._callees import (
@@ -521,6 +523,7 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     # (the top's and each repository's, made or not, and every other the walk found)
     tops = dict.fromkeys(["", *(rel for rel, kind in gits if kind != "venv")])
     out += _direnv_entries(root, tuple(tops))
+    out += _mise_entries(root, tuple(tops))
     out += _home_entries(root)
     out += _environment_entries(root, matcher)
     return list(dict.fromkeys(out))
@@ -863,6 +866,105 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             _direnvs.clear()
         _direnvs[key] = (_identities(reads), reads, answer)
     return answer
+
+
+# mise's configurations at a project's top (mise.*.toml, .mise.*.toml by glob)
+_MISE_FILES = (
+    "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", "mise/config.toml",
+    ".mise/config.toml", ".config/mise.toml", ".config/mise/config.toml",
+)  # fmt: skip
+_MISE_GLOBS = ("mise.*.toml", ".mise.*.toml", ".config/mise/conf.d/*.toml")
+_MISE_HOOKS = ("enter", "cd", "leave", "preinstall", "postinstall")
+_MISE_ROOT = re.compile(r"\{\{\s*config_root\s*\}\}")
+_mises: dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], list[str], list[str]]] = {}
+
+
+def _mise_values(value: object, keys: tuple[str, ...] = ("path", "script", "run")) -> list[str]:
+    """The strings of a mise setting: a string, a list, or a table's ``keys``."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _mise_values(item, keys)]
+    if isinstance(value, dict):
+        return [s for key in keys for s in _mise_values(value.get(key), keys)]
+    return []
+
+
+def _mise_named(data: dict[str, object]) -> tuple[list[str], list[str]]:
+    """What a mise configuration names: (files and directories, commands)."""
+    named: list[str] = []
+    env = data.get("env")
+    special = env.get("_") if isinstance(env, dict) else None
+    if isinstance(special, dict):
+        for key in ("source", "path", "file"):
+            named += _mise_values(special.get(key))
+        python = special.get("python")
+        if isinstance(python, dict):
+            named += _mise_values(python.get("venv"))
+    tools = data.get("tools")
+    for tool in tools.values() if isinstance(tools, dict) else ():
+        if isinstance(tool, dict):
+            named += _mise_values(tool.get("virtualenv"))
+    hooks = data.get("hooks")
+    commands = [
+        c for key in _MISE_HOOKS for c in _mise_values((hooks or {}).get(key))
+    ] if isinstance(hooks, dict) else []  # fmt: skip
+    return named, commands
+
+
+def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
+    """What mise's configurations at the root's top and each repository's top run, in ``root``.
+
+    mise, activated in the user's shell, runs a trusted configuration's ``[hooks]``
+    (``enter``, ``cd``, ...) on entering its directory, sources its ``[env]``
+    ``_.source`` scripts at every prompt, puts its ``_.path`` directories first on
+    ``PATH``, loads its ``_.file`` files and activates a tool's ``virtualenv`` (or
+    ``_.python.venv``). The configurations are protected by name; these are kept
+    too, from the project's top (``{{config_root}}`` is it), and each hook's command
+    is read as a hook's is (the programs and scripts it runs by a path). Kept until
+    a file read (or looked for) changes.
+    """
+    key = (root, tops)
+    with _trees_lock:
+        hit = _mises.get(key)
+    if hit is not None and _identities(hit[1]) == hit[0]:
+        return hit[2]
+    reads: list[str] = []
+    out: list[str] = []
+    inside = root.rstrip("/") + "/"
+    for top in tops:
+        here = os.path.join(root, top) if top else root
+        reads.append(here)  # (a mise.<env>.toml made there changes the answer)
+        paths = [os.path.join(here, name) for name in _MISE_FILES]
+        for pattern in _MISE_GLOBS:
+            paths += sorted(glob.glob(os.path.join(glob.escape(here), pattern)))[:8]
+            reads.append(os.path.dirname(os.path.join(here, pattern)))
+        for path in dict.fromkeys(paths):
+            reads.append(path)
+            data = read_regular_file(os.path.realpath(path), _HOME_BYTES)
+            if data is None:
+                continue
+            text = _MISE_ROOT.sub(here.replace("\\", "\\\\"), data.decode("utf-8", "replace"))
+            try:
+                parsed = tomllib.loads(text)
+            except tomllib.TOMLDecodeError:
+                continue
+            named, commands = _mise_named(parsed)
+            for command in commands:
+                named += [w for w in programs_run(command) if "/" in w]
+                named += script_arguments(command)
+            for word in dict.fromkeys(named):
+                if "$" in word or "{{" in word:
+                    continue
+                full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
+                for candidate in dict.fromkeys((full, os.path.realpath(full))):
+                    if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
+                        out.append(os.path.relpath(candidate, root))
+    with _trees_lock:
+        if len(_mises) >= 64:
+            _mises.clear()
+        _mises[key] = (_identities(reads), reads, out)
+    return out
 
 
 # node's options that load a module before the program (NODE_OPTIONS)

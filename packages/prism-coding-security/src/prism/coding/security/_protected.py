@@ -335,6 +335,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     # command; the Gradle wrapper downloads and runs the distribution its
     # properties name, and Gradle runs .gradle/init.d scripts
     ".mvn",
+    # (org.gradle.jvmargs=-javaagent:..., systemProp: every Gradle start, the IDE's import)
+    "gradle.properties",
     "gradle/wrapper",
     ".gradle",
     # a toolchain by path: rustup runs its cargo and rustc
