@@ -1549,3 +1549,30 @@ def test_what_the_homes_configurations_name_and_more_sourcing_spellings_ask(
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path not in asked), path
+
+
+def test_home_entries_the_xdg_variables_move_and_inputrc_includes_ask(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """husky's init.sh, pre-commit's hook checkouts and Neovim's plugins where the XDG
+    variables (and ``PRE_COMMIT_HOME``) put them in a root ask, as their home entries do;
+    so do a file ``~/.inputrc`` includes and zinit's plugins."""
+    home = root / "me"
+    _write_files(home, {".inputrc": "$include ~/.inputrc.local\nset bell-style none\n"})
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", f"{root}/cfg")
+    monkeypatch.setenv("XDG_DATA_HOME", f"{root}/data")
+    monkeypatch.setenv("PRE_COMMIT_HOME", f"{root}/pc")
+    asked = [
+        "cfg/husky/init.sh",
+        "data/nvim/site/pack/x/start/y.lua",
+        "data/nvim/lazy/x.lua",
+        "pc/repoabc/hook.sh",
+        "me/.inputrc.local",
+        "me/.local/share/zinit/plugins/x/y.zsh",
+    ]
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for path in [*asked, "cfg/other/x", "data/other.txt", "me/notes.txt"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path

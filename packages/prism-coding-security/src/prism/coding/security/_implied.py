@@ -572,20 +572,43 @@ _HOME_PATH = ("bin", "go/bin")
 _HOME_ONLY = (".bazelrc",)
 
 
+# the directories the XDG variables (and pre-commit's own) move the protected home
+# entries to: husky's init.sh, pre-commit's hook checkouts, Neovim's plugins
+_MOVED = (("XDG_CONFIG_HOME", "husky"), ("XDG_CACHE_HOME", "pre-commit"), ("PRE_COMMIT_HOME", ""),
+          ("XDG_DATA_HOME", "nvim/site"), ("XDG_DATA_HOME", "nvim/lazy"),
+          ("XDG_DATA_HOME", "zinit"))  # fmt: skip
+
+
+def _moved_entries(root: str) -> list[str]:
+    """What :data:`_MOVED` names in ``root`` (absolute values only), relative to it."""
+    out: list[str] = []
+    for name, part in _MOVED:
+        value = os.environ.get(name, "")
+        if not os.path.isabs(value):
+            continue
+        for path in dict.fromkeys((value, os.path.realpath(value))):
+            where = _below(os.path.normpath(os.path.join(path, part)), root)
+            if where is not None and where != "." and where not in out:
+                out.append(where)
+    return out
+
+
 def _home_entries(root: str) -> list[str]:
     """The home directory's PATH directories, relative to ``root``, when it lies in it.
 
-    With them, what the home's start-up files source and run (:func:`_home_sourced`).
+    With them, what the home's start-up files source and run (:func:`_home_sourced`),
+    and the home's protected entries the XDG variables move (:func:`_moved_entries`).
     """
+    moved = _moved_entries(root)
     home = os.environ.get("HOME", "")
     if not os.path.isabs(home):
-        return []
+        return moved
     real = os.path.realpath(home)
     where = os.path.relpath(real, root)
     if where == ".." or where.startswith("../"):
-        return []
+        return moved
     out = [part if where == "." else f"{where}/{part}" for part in _HOME_PATH + _HOME_ONLY]
-    return out + _home_sourced(real, root)
+    return moved + out + _home_sourced(real, root)
 
 
 # the start-up files a login or interactive shell (and a desktop session) reads from
@@ -608,13 +631,15 @@ _FOR_LIST = re.compile(r"\bfor[ \t]+\w+[ \t]+in[ \t]+([^;\n]*)")
 # ProxyCommand, tmux's run-shell and source-file and TPM's plugins): each line's program
 # or directory, read as configuration (not as a shell script)
 _HOME_CONFIGS = (".kube/config", ".aws/config", ".docker/config.json", ".ssh/config",
-                 ".tmux.conf", ".config/tmux/tmux.conf")  # fmt: skip
+                 ".tmux.conf", ".config/tmux/tmux.conf", ".inputrc")  # fmt: skip
 _CONFIG_COMMAND = re.compile(
     r"^[ \t-]*(?:command:|credential_process[ \t]*=|(?:ProxyCommand|LocalCommand|"
     r"KnownHostsCommand)[ \t=]|run(?:-shell)?[ \t]+(?:-\w+[ \t]+)*)[ \t]*(.+)$",
     re.MULTILINE | re.IGNORECASE,
 )
-_CONFIG_SOURCED = re.compile(r"^[ \t]*source(?:-file)?[ \t]+(?:-\w+[ \t]+)*([^\n#]+)", re.M)
+_CONFIG_SOURCED = re.compile(
+    r"^[ \t]*(?:source(?:-file)?|\$include)[ \t]+(?:-\w+[ \t]+)*([^\n#]+)", re.M
+)
 _DOCKER_DIRECTORIES = re.compile(r"\"cliPluginsExtraDirs\"[ \t\r\n]*:[ \t\r\n]*\[([^\]]*)\]")
 # a file's own directory, as bash spells it in a file it sources (dotfile managers'
 # idiom): $(dirname "${BASH_SOURCE[0]}"), ${BASH_SOURCE%/*}, through readlink -f too
@@ -679,7 +704,8 @@ def _home_sourced(home: str, root: str) -> list[str]:
     reads: list[str] = []
     out: list[str] = []
     inside = root.rstrip("/") + "/"
-    while queue and len(reads) < _HOME_READ:
+    opened = 0  # (a file looked for and missing costs a stat: it counts four times less)
+    while queue and opened < _HOME_READ and len(reads) < 4 * _HOME_READ:
         path = queue.pop(0)
         if path in reads:
             continue
@@ -689,6 +715,7 @@ def _home_sourced(home: str, root: str) -> list[str]:
         data = read_regular_file(real, _HOME_BYTES)
         if data is None:
             continue
+        opened += 1
         text = data.decode("utf-8", "surrogateescape")
         text = _HOME_TILDE.sub(lambda match: match.group(1) + home, _braces(text))
         if path in configs:

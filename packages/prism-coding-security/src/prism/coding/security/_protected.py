@@ -273,6 +273,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     ".local/share/nvim/lazy",
     ".terraform.d/plugins",
     ".tmux/plugins",
+    # zinit's plugins, sourced at every zsh start
+    ".local/share/zinit",
     # clients that run credential helpers or read options (proxies, uploads) from these
     ".kube",
     ".aws",
