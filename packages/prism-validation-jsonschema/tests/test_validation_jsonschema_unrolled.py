@@ -445,3 +445,24 @@ def test_names_and_bounds_stay_data_in_the_written_checker(
         assert quick({**value, "n": ["x"]}) is False
         assert not compiled.validate({_PAYLOADS[0]: "x"}).ok
     assert not (tmp_path / "CANARY").exists()
+
+
+def test_the_engines_first_call_made_in_a_checker_leaves_it_whole() -> None:
+    """A written checker's frame once had no builtins: when the process's first call of
+    the engine came from one (the demo's first tool call), jsonschema-rs took `list`
+    for an unknown type from then on, in every validator ("Unsupported type: 'list'":
+    the edit tool's valid calls were refused). In a process of its own, as the first
+    call is made once per process."""
+    import subprocess
+    import sys
+
+    code = (
+        "import jsonschema_rs\n"
+        "from prism.validation.jsonschema import JsonSchemaArgumentValidator\n"
+        "closed = JsonSchemaArgumentValidator().compile({'type': 'object', 'properties':"
+        " {'path': {'type': 'string'}}, 'required': ['path'], 'additionalProperties': False})\n"
+        "assert closed.validate({'path': 'README.md'}).ok\n"
+        "assert jsonschema_rs.validator_for({'type': 'array'}).is_valid([1, {'a': [2]}])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -27,6 +27,7 @@ for a dict whose table holds exact ``str`` keys only (see :data:`STR_TABLES`).
 
 from __future__ import annotations
 
+import builtins
 import functools
 import sys
 from types import CellType, CodeType, FunctionType
@@ -234,7 +235,10 @@ def _template(lines: list[str], filename: str, slots: _Slots) -> _Template:
 
 # What every written checker calls or compares with, read as its globals.
 _GLOBALS: dict[str, object] = {
-    "__builtins__": {},
+    # (the real builtins: an extension called from a frame without them, the engine's
+    # first call in the process made in a checker, took `list` for an unknown type
+    # from then on, in every validator: "Unsupported type: 'list'")
+    "__builtins__": builtins.__dict__,
     "type": type,
     "len": len,
     "sizeof": dict.__sizeof__,
