@@ -215,7 +215,7 @@ async def _run(
             return McpSamplingAnswer(text=str(len(request.messages)), model="m")
 
         options["sample"] = sample
-    if mode in ("pages", "schema_pages", "costly_schemas", "junk", "many", "wide"):
+    if mode in ("pages", "schema_pages", "costly_schemas", "junk", "many", "wide", "distinct"):
         # The listing is the flood: measure around a second bridge's whole open.
         async with open_mcp_tools(
             server_id="warm", transport=StdioTransport(sys.executable, [str(SERVER), "log", "0"])

@@ -27,6 +27,9 @@ Usage: ``python mcp_flood_server.py <mode> <count>``. Every flood is bounded by
   with a title, a description, annotations, an ``outputSchema`` and an
   ``inputSchema`` of as many small properties as fit (five at 2,800 tools,
   one at 4,000), one of them required.
+- ``distinct``: ``wide`` with each tool's one property named for the tool
+  (``q0``, ``q1``...): no two tools share a schema or a shape, so nothing the
+  bridge makes once per distinct part is shared (3,900 fill about 980 kB).
 - ``storm``: every tools/list answer is followed by a tool list change
   announcement (that changes nothing); tools/call of ``flood`` answers with the
   number of tools/list requests seen so far. ``count`` is unused.
@@ -384,6 +387,17 @@ def list_page(request_id: object, cursor: object) -> None:
         return
     if MODE == "wide":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": wide_tools(COUNT)}})
+        return
+    if MODE == "distinct":
+        named = wide_tools(COUNT)
+        for n, entry in enumerate(named):
+            # One property named for its tool: no two tools written alike.
+            entry["inputSchema"] = {
+                "type": "object",
+                "properties": {f"q{n}": {"type": "string"}},
+                "required": [f"q{n}"],
+            }
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": named}})
         return
     if MODE == "deep":
         schema: dict[str, object] = {"type": "object"}
