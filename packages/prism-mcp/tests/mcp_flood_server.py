@@ -390,9 +390,10 @@ def list_page(request_id: object, cursor: object) -> None:
         return
     if MODE == "distinct":
         named = wide_tools(COUNT)
-        for n, entry in enumerate(named):
+        for n, made in enumerate(named):
+            assert isinstance(made, dict)
             # One property named for its tool: no two tools written alike.
-            entry["inputSchema"] = {
+            made["inputSchema"] = {
                 "type": "object",
                 "properties": {f"q{n}": {"type": "string"}},
                 "required": [f"q{n}"],
