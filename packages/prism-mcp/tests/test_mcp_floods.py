@@ -452,10 +452,15 @@ async def test_a_listing_of_many_tools_lets_other_tasks_run_between_tools(
     finally:
         trio.lowlevel.remove_instrument(steps)
     assert kept == count - 1
-    # The long page checked and built on a worker thread, the short one on the loop.
-    assert off_loop == (["tool_model"] * count if count > 256 else [])
-    # A checkpoint at least every 64 tools (each checked by the gate, then prepared).
-    assert 0 < steps.most <= 2 * 64, steps.most
+    # The long listing checked, built and prepared on worker threads, the short
+    # one on the loop.
+    if count > 256:
+        assert off_loop == ["tool_model"] * count + ["prepare_tool"] * (count - 1)
+        assert steps.most == 0
+    else:
+        assert off_loop == []
+        # A checkpoint at least every 64 tools (each checked by the gate, then prepared).
+        assert 0 < steps.most <= 2 * 64, steps.most
     # The one bad tool of the page is still refused, with the same warning.
     warned = [record.getMessage() for record in caplog.records if "'bad'" in record.getMessage()]
     assert warned == [

@@ -59,6 +59,20 @@ _MAX_RECHECKS = 3
 
 
 _PREPARE_ON_THREAD = 65536
+_PREPARE_ALL_ON_THREAD = 256
+"""A listing of more tools than this is prepared on a worker thread, in one hop."""
+
+
+def _prepare_all(
+    options: BridgeOptions, tools: list[Any], listing: Listing, hashes: SharedParts
+) -> list[PreparedTool | None]:
+    """Each of ``tools`` prepared (see ``prepare_tool``), with its listing's text."""
+    return [
+        prepare_tool(options, tool, hashes, entry[0] if type(entry) is tuple else None)
+        for tool, entry in zip(tools, listing, strict=False)
+    ]
+
+
 """A tool whose JSON is longer than this is prepared on a worker thread."""
 
 
@@ -335,6 +349,14 @@ class McpToolBridge:
         aliases: dict[str, str] = {}
         hashes = SharedParts()
         run = self._execute  # one bound method for every tool's partial
+        ready: list[PreparedTool | None] | None = None
+        if len(listed) > _PREPARE_ALL_ON_THREAD:
+            # A long listing is prepared on a worker thread in one hop (as the
+            # gate checked its page): the plain schemas, hashes and infos of
+            # tools that share nothing cost the loop nothing.
+            ready = await trio.to_thread.run_sync(
+                _prepare_all, self._options, listed, listing, hashes
+            )
         for index, tool in enumerate(listed):
             if index % CHECKPOINT_TOOLS == CHECKPOINT_TOOLS - 1:
                 await trio.lowlevel.checkpoint()
@@ -345,8 +367,11 @@ class McpToolBridge:
             # The gate's text of the tool but its free text: tools written the
             # same share the parts made from it.
             written = entry[0] if type(entry) is tuple else None
+            if ready is not None:
+                prepared = ready[index]
+                ready[index] = None
             # (the written text stands for what preparing the tool walks and hashes)
-            if len(entry if written is None else written) > _PREPARE_ON_THREAD:
+            elif len(entry if written is None else written) > _PREPARE_ON_THREAD:
                 # One large tool (its plain copy and hashes) would hold the loop:
                 # prepared on a worker thread (nothing else uses this listing's hashes).
                 prepared = await trio.to_thread.run_sync(
