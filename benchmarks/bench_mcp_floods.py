@@ -21,11 +21,12 @@ refuses, and one page of 2,800 or 4,000 tools within ``max_result_bytes``
 (``wide``), are each checked and built alone, on a worker thread (a page of
 more than 256 tools; a shorter one on the loop with a checkpoint every 64
 tools, and so is the bridge's preparing of them); the listing and the
-bridge's pass let other tasks run every 64 tools. Each tool is written once (its JSON but its name, title and
-description), which keys its check and its prepared parts and is what the
-listing says of it. Targets for a listing: the open costs at most 200 ms of the event
-loop thread's CPU (the note's "CPU of the open") and holds the loop at most
-100 ms at a time (the stall row). The note gives the longest full collection
+bridge's pass let other tasks run every 64 tools. Each tool is written once
+(its JSON but its name, title and description), which keys its check and
+its prepared parts and is what the listing says of it. Targets for a
+listing: the open costs at most 200 ms of the event loop thread's CPU (the
+note's "CPU of the open") and holds the loop at most 100 ms at a time (the
+stall row). The note gives the longest full collection
 of the interpreter's heap in the run (it lands in whatever step allocates,
 and counts in the stall) and the longest wall gap between ticks (which counts
 a worker thread holding the interpreter's lock, and, on a loaded machine, the
