@@ -1322,7 +1322,8 @@ def test_pyproject_scripts_tox_top_and_lefthook_extends_are_followed(root: Path)
         "    {tox_root}/scripts/tox3.sh\n"
     )
     (root / "pyproject.toml").write_text(
-        '[tool.hatch.envs.lint.scripts]\ntest = ["python scripts/h.py", "ruff check"]\n'
+        '[tool.hatch.envs.lint.scripts]\ntest = ["python scripts/h.py", "ruff check", "more"]\n'
+        'more = "sh scripts/h2.sh"\n'
         '[tool.pdm.scripts]\ncheck = {cmd = ["python", "scripts/pdm.py"]}\n'
         'both = {composite = ["check", "called"]}\ncalled = {call = "tools.mod:main"}\n'
         '[tool.rye.scripts]\nfmt = "python scripts/rye.py"\n'
@@ -1339,7 +1340,8 @@ def test_pyproject_scripts_tox_top_and_lefthook_extends_are_followed(root: Path)
     top = str(root)
     found = set(_callees.hook_callees(top, [str(hooks)], top, []))
     expected = {
-        "scripts/tox2.sh", "scripts/tox3.sh", "scripts/h.py", "scripts/pdm.py", "scripts/rye.py",
+        "scripts/tox2.sh", "scripts/tox3.sh", "scripts/h.py", "scripts/h2.sh", "scripts/pdm.py",
+        "scripts/rye.py",
         "tools/mod.py", "pyproject.toml", "ci/lefthook-extra.yml", "more/b.yml", "ci/x.sh",
         "ci/y.sh", ".hooks-src",
     }  # fmt: skip

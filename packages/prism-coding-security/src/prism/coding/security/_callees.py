@@ -1039,12 +1039,14 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                     if name in scripts and name not in taken:
                         taken.add(name)
                         pending.append((scripts[name], True, package))
-            if os.path.basename(words[0]) in _PYPROJECT_RUNNERS:
+            # (a hatch script's command may name another script: `test = ["lint", "pytest"]`)
+            chained = origin == pyproject and named_scripts and words[0] in named_scripts
+            if os.path.basename(words[0]) in _PYPROJECT_RUNNERS or chained:
                 protect(pyproject)
                 if named_scripts is None:
                     reads.append(pyproject)
                     named_scripts = _pyproject_scripts(top)
-                for word in words[1:]:
+                for word in words[1:] if not chained else words[:1]:
                     name = word.rsplit(":", 1)[-1]  # (hatch's `env:script`)
                     if name in named_scripts and f"pyproject:{name}" not in taken:
                         taken.add(f"pyproject:{name}")
