@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import TYPE_CHECKING
 
@@ -129,6 +130,8 @@ async def test_swap_after_check_race_cannot_escape(root: Path, outside: Path) ->
     path = str(root / "work" / "out.txt")
     policy = create_coding_approval_policy(roots=[str(root)])
     decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+    if inspect.isawaitable(decision):
+        decision = await decision  # (a root's first write is judged off the event loop)
     assert isinstance(decision, ExecutionDecision)
     assert decision.allowed
     read_path = str(root / "work" / "secret.txt")
