@@ -428,15 +428,36 @@ def _run_prism(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@attrs.frozen
+class CliRun:
+    """What ``prism run session.json --json`` did in a folder holding docs/cli.md's files."""
+
+    report: dict[str, Any]
+    notes: str  # notes.md afterwards
+    ledger: bool  # whether it wrote prism-ledger.jsonl
+
+
 @pytest.fixture(scope="module")
-def cli_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """docs/cli.md's prism.toml and session.json, a notes.md, and a ledger (a run, a demo)."""
+def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CliRun]:
+    """docs/cli.md's prism.toml and session.json and a notes.md, replayed by ``prism run``."""
     folder = tmp_path_factory.mktemp("cli-doc")
     (folder / "prism.toml").write_text(_cli_example("toml"), encoding="utf-8")
     (folder / "session.json").write_text(_cli_example("json"), encoding="utf-8")
     (folder / "notes.md").write_text("todo\n", encoding="utf-8")
-    proc = _run_prism(folder, "run", "session.json")
+    proc = _run_prism(folder, "run", "session.json", "--json")
     assert proc.returncode == 0, proc.stderr
+    run = CliRun(
+        json.loads(proc.stdout),
+        (folder / "notes.md").read_text(encoding="utf-8"),
+        (folder / "prism-ledger.jsonl").is_file(),
+    )
+    return folder, run
+
+
+@pytest.fixture(scope="module")
+def cli_folder(cli_run: tuple[Path, CliRun]) -> Path:
+    """docs/cli.md's prism.toml and session.json, a notes.md, and a ledger (a run, a demo)."""
+    folder, _ = cli_run
     # A demo run in the same ledger, so its examples find blocked and refused calls.
     demo = ("demo", "--workspace", "demo", "--ledger", "prism-ledger.jsonl", "--step-seconds", "0")
     proc = _run_prism(folder, *demo)
@@ -545,17 +566,13 @@ def test_cli_doc_session_example_is_valid() -> None:
 
 
 @pytest.mark.slow
-def test_cli_doc_example_runs_end_to_end_with_prism_run(tmp_path: Path) -> None:
-    (tmp_path / "prism.toml").write_text(_cli_example("toml"), encoding="utf-8")
-    (tmp_path / "session.json").write_text(_cli_example("json"), encoding="utf-8")
-    (tmp_path / "notes.md").write_text("todo\n", encoding="utf-8")
-    proc = _run_prism(tmp_path, "run", "session.json", "--json")
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
-    assert [c["status"] for c in report["calls"]] == ["ok", "ok", "ok"]
-    assert report["final"] == "Noted."
-    assert (tmp_path / "prism-ledger.jsonl").is_file()
-    assert "ledger" in (tmp_path / "notes.md").read_text(encoding="utf-8")
+def test_cli_doc_example_runs_end_to_end_with_prism_run(cli_run: tuple[Path, CliRun]) -> None:
+    # The run the console examples' folder starts from (one `prism run` for both).
+    _, run = cli_run
+    assert [c["status"] for c in run.report["calls"]] == ["ok", "ok", "ok"]
+    assert run.report["final"] == "Noted."
+    assert run.ledger
+    assert "ledger" in run.notes
 
 
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
