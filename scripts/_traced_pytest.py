@@ -1,6 +1,6 @@
 """Run pytest under coverage.py, tracing what can still find a line or branch not yet seen.
 
-    python3 scripts/_traced_pytest.py SOURCE -- PYTEST_ARGS...
+    python3 scripts/_traced_pytest.py [--every-case] SOURCE -- PYTEST_ARGS...
 
 scripts/test measures each package's branch coverage on its own tests. On Python 3.11
 coverage.py can measure branches only with its C tracer (sys.settrace), and while a
@@ -18,6 +18,8 @@ its import on) is paused:
   of one Hypothesis test, are traced until ``QUIET`` of them in a row have added no
   arc (no line or branch transition coverage had not seen); then only every
   ``SAMPLE``-th is traced, and one that adds an arc makes them all traced again.
+
+With ``--every-case`` only the first is done: every case and example is traced.
 
 Every test still runs, whole, with every assertion: only whether the tracer watches a
 case changes. The setup of a test's first case in a module or class and the teardown of
@@ -63,8 +65,9 @@ class _Repetition:
 class Tracing:
     """The pytest plugin: puts the tracer on this thread around what it traces, off elsewhere."""
 
-    def __init__(self, tracer: Any) -> None:
+    def __init__(self, tracer: Any, *, every_case: bool = False) -> None:
         self.tracer = tracer
+        self.every_case = every_case
         self.on = True
         self.runs: dict[str, _Repetition] = {}
         self.untraced_cases = 0
@@ -95,7 +98,7 @@ class Tracing:
         traced = getattr(item, "_prism_traced", None)
         if traced is None:
             key = item.nodeid.split("[", 1)[0]
-            traced = self.runs.setdefault(key, _Repetition()).should_trace()
+            traced = self.every_case or self.runs.setdefault(key, _Repetition()).should_trace()
             item._prism_traced = traced  # type: ignore[attr-defined]
             item._prism_arcs = self._arcs()  # type: ignore[attr-defined]
             if traced:
@@ -125,7 +128,7 @@ class Tracing:
         finally:
             self._set(False)
             arcs_before = getattr(item, "_prism_arcs", -1)
-            if item._prism_traced:  # type: ignore[attr-defined]
+            if item._prism_traced and not self.every_case:  # type: ignore[attr-defined]
                 key = item.nodeid.split("[", 1)[0]
                 arcs = self._arcs()
                 self.runs[key].traced(arcs < 0 or arcs > arcs_before)
@@ -157,7 +160,7 @@ class Tracing:
         traced = self._item_traced(item)
         handle = getattr(getattr(item, "obj", None), "hypothesis", None)
         inner = getattr(handle, "inner_test", None)
-        if traced and handle is not None and inner is not None:
+        if traced and not self.every_case and handle is not None and inner is not None:
             handle.inner_test = self._examples(inner)
         self._set(traced)
         try:
@@ -193,6 +196,9 @@ class Tracing:
 
 
 def main(argv: list[str]) -> int:
+    every_case = argv[:1] == ["--every-case"]
+    if every_case:
+        argv = argv[1:]
     if len(argv) < 2 or argv[1] != "--":
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
@@ -202,7 +208,7 @@ def main(argv: list[str]) -> int:
     # stop() and start() take it off this thread and put it back, keeping its data.
     # Other threads keep their own tracers. Any other core is never paused.
     tracer = sys.gettrace()
-    tracing = Tracing(tracer if type(tracer).__name__ == "CTracer" else None)
+    tracing = Tracing(tracer if type(tracer).__name__ == "CTracer" else None, every_case=every_case)
     try:
         code = pytest.main(argv[2:], plugins=[tracing])
     finally:
