@@ -870,7 +870,8 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         named += [w.strip("\"'") for v in _DIRENV_DIRECTORIES.findall(text) for w in v.split()]
         named += [value or ".env" for value in _DIRENV_DOTENV.findall(text)]
         named += [e for value in _PATH_VALUE.findall(text) for e in value.split(":") if e]
-        named += _exported_entries(text)
+        exported, python_dirs = _exported_entries(text)
+        named += exported
         for _, tool in _DIRENV_USE.findall(text):
             named += _DIRENV_FILES.get(tool, ())
         for flake in _DIRENV_FLAKE.findall(text):
@@ -882,11 +883,20 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
                 continue
             full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
             for candidate in dict.fromkeys((full, os.path.realpath(full))):
-                if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
+                if candidate.startswith(inside):
                     out.append(os.path.relpath(candidate, root))
             if word in sourced:
                 # (source_env of a directory loads its .envrc)
                 queue.append(os.path.join(full, ".envrc") if os.path.isdir(full) else full)
+        for word in python_dirs:
+            # (a PYTHONPATH directory: what would shadow the standard library there,
+            # the directory found once, not each name)
+            full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
+            for candidate in dict.fromkeys((full, os.path.realpath(full))):
+                where = _below(candidate, root)
+                if where is not None:
+                    prefix = "" if where == "." else f"{where}/"
+                    out += [prefix + name for name in _python_shadows()]
     answer = list(dict.fromkeys(out))
     with _trees_lock:
         if len(_direnvs) >= 64:
@@ -1000,24 +1010,26 @@ _NODE_PRELOADS = re.compile(
 )
 
 
-def _exported_entries(text: str) -> list[str]:
+def _exported_entries(text: str) -> tuple[list[str], list[str]]:
     """What the search variables a shell text sets name, as written (relative: to its directory).
 
-    ``PYTHONPATH=$PWD/src`` (a project's source) keeps writable what does not
-    shadow the standard library or a tool run as a module (as for this process's
-    own, :func:`_search_entries`); the other search lists' directories and files
-    (:data:`SEARCH_DIRECTORIES`, :data:`SEARCH_FILES`) whole; and the modules
-    ``NODE_OPTIONS`` preloads (``--require``, ``--import``, ``--loader``).
+    The other search lists' directories and files (:data:`SEARCH_DIRECTORIES`,
+    :data:`SEARCH_FILES`), protected whole, and the modules ``NODE_OPTIONS``
+    preloads (``--require``, ``--import``, ``--loader``); then, apart,
+    ``PYTHONPATH``'s directories: a project's source there (``$PWD/src``) keeps
+    writable what does not shadow the standard library or a tool run as a
+    module (as for this process's own, :func:`_search_entries`).
     """
     out: list[str] = []
+    python: list[str] = []
     for name, value in assignments(text):
         if name == "PYTHONPATH":
-            out += [f"{e}/{n}" for e in value.split(":") if e for n in _python_shadows()]
+            python += [e for e in value.split(":") if e and "$" not in e]
         elif name in SEARCH_DIRECTORIES or name in SEARCH_FILES:
             out += [e for e in re.split("[: ]" if name == "LD_PRELOAD" else ":", value) if e]
         elif name == "NODE_OPTIONS":
             out += _NODE_PRELOADS.findall(value)
-    return out
+    return out, python
 
 
 _ALIAS = re.compile(r"\balias[ \t]+[\w.:+-]+=(?:'([^'\n]*)'|\"([^\"\n]*)\"|(\S+))")
