@@ -750,6 +750,16 @@ _PROPERTY_KINDS = frozenset({dict, bool, str, int, float, type(None)})
 does (an array's members would be filtered too)."""
 
 
+def _free_kinds(get: Callable[[str, object], object]) -> bytes | None:
+    """The kinds of a tool's name, title and description, as :data:`_FREE_KINDS` writes them.
+
+    ``get``: the tool's ``dict.get``. None for a kind it does not list.
+    """
+    return _FREE_KINDS.get(
+        (type(get("name", _ABSENT)), type(get("title", _ABSENT)), type(get("description", _ABSENT)))
+    )
+
+
 def _written_shape(tool: dict[str, Any]) -> bytes | None:
     """:func:`shape_key` of a tool without copying it, or ``None`` when it takes the skeleton.
 
@@ -766,13 +776,7 @@ def _written_shape(tool: dict[str, Any]) -> bytes | None:
     the skeleton's text does. Raises ``ValueError`` as ``pydantic_core.to_json``.
     """
     get = tool.get
-    kinds = _FREE_KINDS.get(
-        (
-            type(get("name", _ABSENT)),
-            type(get("title", _ABSENT)),
-            type(get("description", _ABSENT)),
-        )
-    )
+    kinds = _free_kinds(get)
     if kinds is None:
         return None
     for field in _SCHEMAS:
@@ -847,13 +851,7 @@ def written_tool(tool: dict[str, Any]) -> bytes | None:
     surrogate).
     """
     get = tool.get
-    kinds = _FREE_KINDS.get(
-        (
-            type(get("name", _ABSENT)),
-            type(get("title", _ABSENT)),
-            type(get("description", _ABSENT)),
-        )
-    )
+    kinds = _free_kinds(get)
     if kinds is None:
         return None
     try:
