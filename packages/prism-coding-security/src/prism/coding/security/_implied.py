@@ -63,7 +63,7 @@ import sys
 import threading
 import time
 import tomllib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._callees import (
     assigned_values,
@@ -82,7 +82,7 @@ from ._unanswered import unanswered_entries
 from ._watch import DirectoryWatch, local_device
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from ._protected import ProtectedPaths
 
@@ -396,9 +396,14 @@ def _names_a_repository(dot_git: str) -> bool:
     return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
 
 
+# an answer kept until a file read for it (or looked for) changes: the files' identities,
+# the files, the answer
+_Kept = tuple[tuple[object, ...], list[str], list[str]]
+
+
 # per (repository, root) git could not answer about: the identities of the files
 # read for it, those files, and what it protects
-_unanswered: dict[tuple[str, str], tuple[tuple[object, ...], list[str], list[str]]] = {}
+_unanswered: dict[tuple[str, str], _Kept] = {}
 
 
 def _identities(paths: list[str]) -> tuple[object, ...]:
@@ -413,6 +418,30 @@ def _identities(paths: list[str]) -> tuple[object, ...]:
                 out.append((info.st_dev, info.st_ino, info.st_size, info.st_mode, info.st_mtime_ns,
                             info.st_ctime_ns))  # fmt: skip
     return tuple(out)
+
+
+def _kept_answer(cache: Mapping[Any, _Kept], key: object) -> list[str] | None:
+    """The answer ``cache`` keeps for ``key`` while no file read for it changed, else None."""
+    with _trees_lock:
+        hit = cache.get(key)
+    return hit[2] if hit is not None and _identities(hit[1]) == hit[0] else None
+
+
+def _keep_answer(
+    cache: dict[Any, _Kept], key: object, reads: list[str], answer: list[str], most: int = 64
+) -> None:
+    """Keep ``answer`` in ``cache`` for ``key`` with the identities of the files ``reads``."""
+    kept = (_identities(reads), reads, answer)
+    with _trees_lock:
+        if len(cache) >= most:
+            cache.clear()
+        cache[key] = kept
+
+
+def _led_inside(path: str, root: str) -> list[str]:
+    """``path`` (normalised) as written and where it leads, relative to ``root``: those in it."""
+    candidates = dict.fromkeys((path, os.path.realpath(path)))
+    return [where for c in candidates if (where := _inside(c, root)) is not None]
 
 
 def _bare(directory: str) -> bool:
@@ -452,10 +481,7 @@ def _nested_configured(repository: str, root: str, *, bare: bool = False) -> lis
         return answer
     entries, reads = unanswered_entries(repository, root, why, bare=bare)
     reads = [f"{repository}/{_GIT}", f"{repository}/{_HEAD}", *reads]
-    with _trees_lock:
-        if len(_unanswered) >= 4096:
-            _unanswered.clear()
-        _unanswered[repository, root] = (_identities(reads), reads, entries)
+    _keep_answer(_unanswered, (repository, root), reads, entries, most=4096)
     return entries
 
 
@@ -679,7 +705,7 @@ def _config_named(text: str) -> tuple[list[str], list[str]]:
 
 
 # home, root -> (the identities of the files read, those files, the answer)
-_sourced: dict[tuple[str, str], tuple[tuple[object, ...], list[str], list[str]]] = {}
+_sourced: dict[tuple[str, str], _Kept] = {}
 
 
 def _home_sourced(home: str, root: str) -> list[str]:
@@ -694,10 +720,9 @@ def _home_sourced(home: str, root: str) -> list[str]:
     :data:`_HOME_READ` files. Kept until a file read (or looked for) changes.
     """
     key = (home, root)
-    with _trees_lock:
-        hit = _sourced.get(key)
-    if hit is not None and _identities(hit[1]) == hit[0]:
-        return hit[2]
+    kept = _kept_answer(_sourced, key)
+    if kept is not None:
+        return kept
     queue = [os.path.join(home, name) for name in _HOME_START]
     configs = {os.path.join(home, name) for name in _HOME_CONFIGS}
     queue += sorted(configs)
@@ -780,16 +805,11 @@ def _home_sourced(home: str, root: str) -> list[str]:
                     named.append(word)  # (each file of the list is sourced in turn)
         for word in named + directories:
             full = os.path.normpath(os.path.join(home, word))
-            for candidate in dict.fromkeys((full, os.path.realpath(full))):
-                if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
-                    out.append(os.path.relpath(candidate, root))
+            out += _led_inside(full, root)
             if word in named:
                 queue.append(full)
     answer = list(dict.fromkeys(out))
-    with _trees_lock:
-        if len(_sourced) >= 64:
-            _sourced.clear()
-        _sourced[key] = (_identities(reads), reads, answer)
+    _keep_answer(_sourced, key, reads, answer)
     return answer
 
 
@@ -819,7 +839,7 @@ _DIRENV_FILES = {
     "pyenv": (".python-version",), "uv": (".venv", "pyproject.toml"),
 }  # fmt: skip
 # root, tops -> (the identities of the files read, those files, the answer)
-_direnvs: dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], list[str], list[str]]] = {}
+_direnvs: dict[tuple[str, tuple[str, ...]], _Kept] = {}
 
 
 def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
@@ -842,16 +862,14 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
     :data:`_DIRENV_READ` files. Kept until a file read (or looked for) changes.
     """
     key = (root, tops)
-    with _trees_lock:
-        hit = _direnvs.get(key)
-    if hit is not None and _identities(hit[1]) == hit[0]:
-        return hit[2]
+    kept = _kept_answer(_direnvs, key)
+    if kept is not None:
+        return kept
     queue = [
         os.path.join(root, top, ".envrc") if top else os.path.join(root, ".envrc") for top in tops
     ]
     reads: list[str] = []
     out: list[str] = []
-    inside = root.rstrip("/") + "/"
     while queue and len(reads) < _DIRENV_READ:
         path = queue.pop(0)
         if path in reads:
@@ -882,9 +900,7 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             if "$" in word:
                 continue
             full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
-            for candidate in dict.fromkeys((full, os.path.realpath(full))):
-                if candidate.startswith(inside):
-                    out.append(os.path.relpath(candidate, root))
+            out += _led_inside(full, root)
             if word in sourced:
                 # (source_env of a directory loads its .envrc)
                 queue.append(os.path.join(full, ".envrc") if os.path.isdir(full) else full)
@@ -898,10 +914,7 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
                     prefix = "" if where == "." else f"{where}/"
                     out += [prefix + name for name in _python_shadows()]
     answer = list(dict.fromkeys(out))
-    with _trees_lock:
-        if len(_direnvs) >= 64:
-            _direnvs.clear()
-        _direnvs[key] = (_identities(reads), reads, answer)
+    _keep_answer(_direnvs, key, reads, answer)
     return answer
 
 
@@ -913,7 +926,7 @@ _MISE_FILES = (
 _MISE_GLOBS = ("mise.*.toml", ".mise.*.toml", ".config/mise/conf.d/*.toml")
 _MISE_HOOKS = ("enter", "cd", "leave", "preinstall", "postinstall")
 _MISE_ROOT = re.compile(r"\{\{\s*config_root\s*\}\}")
-_mises: dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], list[str], list[str]]] = {}
+_mises: dict[tuple[str, tuple[str, ...]], _Kept] = {}
 
 
 def _mise_values(value: object, keys: tuple[str, ...] = ("path", "script", "run")) -> list[str]:
@@ -962,13 +975,11 @@ def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
     a file read (or looked for) changes.
     """
     key = (root, tops)
-    with _trees_lock:
-        hit = _mises.get(key)
-    if hit is not None and _identities(hit[1]) == hit[0]:
-        return hit[2]
+    kept = _kept_answer(_mises, key)
+    if kept is not None:
+        return kept
     reads: list[str] = []
     out: list[str] = []
-    inside = root.rstrip("/") + "/"
     for top in tops:
         here = os.path.join(root, top) if top else root
         reads.append(here)  # (a mise.<env>.toml made there changes the answer)
@@ -994,14 +1005,10 @@ def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
                 if "$" in word or "{{" in word:
                     continue
                 full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
-                for candidate in dict.fromkeys((full, os.path.realpath(full))):
-                    if candidate.startswith(inside) and os.path.relpath(candidate, root) not in out:
-                        out.append(os.path.relpath(candidate, root))
-    with _trees_lock:
-        if len(_mises) >= 64:
-            _mises.clear()
-        _mises[key] = (_identities(reads), reads, out)
-    return out
+                out += _led_inside(full, root)
+    answer = list(dict.fromkeys(out))
+    _keep_answer(_mises, key, reads, answer)
+    return answer
 
 
 # node's options that load a module before the program (NODE_OPTIONS)
