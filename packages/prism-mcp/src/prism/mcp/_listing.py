@@ -346,31 +346,24 @@ def prepare_tool(
     return PreparedTool(info, schema, description, checked)
 
 
+def _plain_schema(schema: Any, hashes: SharedParts | None) -> JsonValue:
+    """``schema`` as plain JSON (one copy for equal schemas when ``hashes``); None if it is not."""
+    try:
+        return plain_json(schema) if hashes is None else hashes.plain(schema, plain_json)
+    except ValueError:
+        return None
+
+
 def _body(tool: Any, hashes: SharedParts | None) -> ToolBody:
     """The parts of ``tool``'s definition but its free text (see ``SharedParts.body``)."""
-    schema: JsonValue
-    try:
-        schema = (
-            plain_json(tool.input_schema)
-            if hashes is None
-            else hashes.plain(tool.input_schema, plain_json)
-        )
-    except ValueError:
-        schema = None
+    schema = _plain_schema(tool.input_schema, hashes)
     if hashes is None:
         annotations = McpToolAnnotations.from_mcp(tool.annotations)
     else:
         annotations = hashes.hints(tool.annotations)
     output_schema: JsonValue = None
     if tool.output_schema is not None:
-        try:
-            output_schema = (
-                plain_json(tool.output_schema)
-                if hashes is None
-                else hashes.plain(tool.output_schema, plain_json)
-            )
-        except ValueError:
-            output_schema = None
+        output_schema = _plain_schema(tool.output_schema, hashes)
     execution = getattr(tool, "execution", None)
     task_support = getattr(execution, "task_support", None)
     task_support = task_support if isinstance(task_support, str) else "forbidden"
