@@ -833,12 +833,9 @@ async def test_prisms_host_programs_never_load_a_roots_libraries(
     assert not (root / "build" / "lib" / "libz.so.1").exists(), text
 
 
-# a staged blob whose index entry holds the work tree file's own stat data
-_FORGED_STAT = r"""
-import hashlib, os, struct, subprocess
-blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=b"evil\n",
-                      capture_output=True, check=True).stdout.decode().strip()
-subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},f.txt"], check=True)
+# f.txt's index entry made to hold the work tree file's own stat data
+_STAMP = r"""
+import hashlib, os, struct
 st = os.stat("f.txt")
 data = bytearray(open(".git/index", "rb").read())
 at = 12
@@ -852,6 +849,16 @@ for _ in range(struct.unpack(">I", data[8:12])[0]):
 body = bytes(data[:-20])
 open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
 """
+# a staged blob whose index entry holds the work tree file's own stat data
+_FORGED_STAT = (
+    r"""
+import subprocess
+blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=b"evil\n",
+                      capture_output=True, check=True).stdout.decode().strip()
+subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},f.txt"], check=True)
+"""
+    + _STAMP
+)
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["index", "split index"])
@@ -876,6 +883,76 @@ async def test_a_staged_blob_never_hides_behind_the_work_tree_files_stat_data(
     assert (root / "f.txt").read_text() == "0\n"
     # one shared index, the one the index names (the command's own was replaced)
     assert len(list(root.joinpath(".git").glob("sharedindex.*"))) == int(split), text
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["index", "split index"])
+async def test_a_work_tree_change_never_hides_behind_restamped_stat_data(
+    root: Path, split: bool
+) -> None:
+    """A change in the work tree (made by an earlier call, or by the user) and a command
+    that stamps the file's unchanged index entry, its object kept, with the changed file's
+    stat data: git would take the file for the committed content, and `git status`,
+    `git diff` and `git commit -a` would pass over the change. Only an entry the host's
+    index holds with the same stat data keeps it; a split index comes back with every
+    entry's stat data unknown."""
+    _repository(root)
+    (root / "f.txt").write_text("changed by an earlier call\n")
+    os.utime(root / "f.txt", (1, 1))  # (older than any index: not racily clean)
+    assert _git(root, "status", "--short", "-uno").stdout == b" M f.txt\n"
+    (root / "stamp.py").write_text(_STAMP)
+    text = await _shell(
+        root, "python3 stamp.py" + (" && git update-index --split-index" if split else "")
+    )
+    assert _git(root, "status", "--short", "-uno").stdout == b" M f.txt\n", text
+    assert b"+changed by an earlier call" in _git(root, "diff").stdout, text
+
+
+# f.txt's entry marked intent-to-add (the index made version 3 for its extended flags)
+_INTENDED = r"""
+import hashlib, struct
+data = open(".git/index", "rb").read()
+count = struct.unpack(">I", data[8:12])[0]
+out, at = [struct.pack(">4sII", b"DIRC", 3, count)], 12
+for _ in range(count):
+    flags = struct.unpack(">H", data[at + 60 : at + 62])[0]
+    end = data.index(b"\0", at + 62)
+    name = data[at + 62 : end]
+    mark = name == b"f.txt"
+    entry = data[at : at + 60] + struct.pack(">H", flags | (0x4000 if mark else 0))
+    entry += (struct.pack(">H", 0x2000) if mark else b"") + name
+    out.append(entry + bytes(8 - len(entry) % 8))
+    at += (end - at + 8) & ~7
+body = b"".join(out)
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+"""
+
+
+async def test_a_tracked_entry_newly_marked_intent_to_add_never_comes_back(root: Path) -> None:
+    """Git leaves an entry marked intent-to-add out of every tree it writes (and `git add
+    -N` never marks a tracked path): the mark forged on a tracked file's entry, its
+    object kept, would have the host's next commit delete the file."""
+    _repository(root)
+    (root / "mark.py").write_text(_INTENDED)
+    text = await _shell(root, "python3 mark.py")
+    assert "newly marked intent-to-add (f.txt)" in text, text
+    assert _git(root, "status", "--short", "-uno").stdout == b"", text
+    _git(root, "commit", "-qm", "mine", "--allow-empty")
+    assert _git(root, "ls-tree", "--name-only", "HEAD").stdout == b"f.txt\n", text
+
+
+async def test_a_lock_left_under_refs_never_comes_back(root: Path) -> None:
+    """A `.lock` is git's while it replaces a file: one left in refs (or logs) would make
+    the host's git refuse to move that branch ("Unable to create ... File exists")."""
+    _repository(root)
+    text = await _shell(
+        root,
+        "cp .git/refs/heads/main .git/refs/heads/main.lock"
+        " && mkdir -p .git/logs/refs/heads && touch .git/logs/refs/heads/main.lock",
+    )
+    assert not (root / ".git" / "refs" / "heads" / "main.lock").exists(), text
+    assert not (root / ".git" / "logs" / "refs" / "heads" / "main.lock").exists(), text
+    (root / "f.txt").write_text("mine\n")
+    assert _git(root, "commit", "-qam", "mine").returncode == 0, text
 
 
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:

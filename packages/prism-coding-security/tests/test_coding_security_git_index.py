@@ -14,6 +14,7 @@ from prism.coding.security import _index
 from prism.coding.security._index import (
     extension_signatures,
     extensionless,
+    restamped_entries,
     strip_optional_extensions,
     with_proved_cache_tree,
     with_stat_unknown,
@@ -454,6 +455,38 @@ def test_the_stat_data_of_chosen_entries_is_zeroed_as_git_reads_it(
     for key in changed:
         assert after[key] == [before[key][0], *zero], key
     assert before["dir/c 0"][0].startswith("100755")
+
+
+@pytest.mark.parametrize(
+    ("version", "added"), [("2", False), ("3", False), ("4", False), ("2", True), ("4", True)]
+)
+def test_the_entries_stamped_otherwise_are_found_as_git_stamps_them(
+    tmp_path: Path, version: str, added: bool
+) -> None:
+    """An entry git itself stamped again (the file touched, its content the same: `git
+    update-index --really-refresh`) is found, whether the two indexes are laid out alike
+    (compared where they differ) or not (an entry added: read whole); an entry the host
+    did not hold, intent-to-add or not, is the listing's to judge."""
+    root = tmp_path
+    _git(root, "init", "-q")
+    (root / "dir").mkdir()
+    for name in ("a", "dir/b", "zz"):
+        (root / name).write_text(name)
+        os.utime(root / name, (1, 1))
+    _git(root, "add", "-A")
+    _git(root, "update-index", f"--index-version={version}")
+    host = (root / ".git" / "index").read_bytes()
+    assert restamped_entries(host, host) == (set(), set())
+    os.utime(root / "dir" / "b", (2, 2))
+    if added:
+        (root / "new").write_text("new")
+        _git(root, "add", "-N", "new")
+    # (exits 1 when an intent-to-add entry "needs update": the refresh is written all the same)
+    subprocess.run(["git", "update-index", "-q", "--really-refresh"], cwd=root, env=_ENV)
+    new = (root / ".git" / "index").read_bytes()
+    assert restamped_entries(new, host) == ({b"dir/b"}, set())
+    _git(root, "update-index", "--split-index")
+    assert restamped_entries((root / ".git" / "index").read_bytes(), host) is None
 
 
 def _written_cache_tree(keys: list[bytes], invalid: set[bytes], rng: random.Random) -> bytes:

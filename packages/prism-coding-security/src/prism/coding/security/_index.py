@@ -48,7 +48,9 @@ __all__ = [
     "differing_entries",
     "extension_signatures",
     "extensionless",
+    "marks_intent",
     "positional_eoie",
+    "restamped_entries",
     "shared_index_name",
     "strip_optional_extensions",
     "with_proved_cache_tree",
@@ -682,6 +684,131 @@ def with_stat_unknown(data: bytes, keys: set[bytes]) -> bytes | None:
     sealed = _sealed(bytes(out[: len(data) - size]), data, size)
     _known(sealed, layout)
     return sealed
+
+
+def marks_intent(data: bytes) -> bool:
+    """Whether an entry of ``data`` (an index) is marked intent-to-add (True: unreadable)."""
+    layout = _layout(data)
+    return layout is None or layout[3]
+
+
+def restamped_entries(data: bytes, host: bytes) -> tuple[set[bytes], set[bytes]] | None:
+    """The entries ``data`` holds as ``host`` does but stamped otherwise: their keys.
+
+    Returns the keys of those whose cached stat data differ, and of those newly
+    marked intent-to-add. Both are the command's to forge while the listing
+    (path, mode, object) stays the host's:
+
+    - git takes an entry whose stat data matches the work tree file for the
+      file's content and never reads the file. Through the overlay a command
+      sees the host's files' real stat data, so it can stamp the unchanged
+      entry of a changed file with that file's stat data: every diff of the
+      host's git would then pass over the change (their stat data is to be made
+      unknown, :func:`with_stat_unknown`);
+    - git leaves an entry marked intent-to-add (``git add -N``, which never marks
+      a tracked path) out of every tree it writes: the host's next commit would
+      delete the file.
+
+    Keys as :func:`._overlay.index_entries` gives them (the path, or the path,
+    a NUL and the stage). An entry ``host`` does not hold is left out (a new
+    entry: the listing's comparison finds it). None when either is no index
+    read here or a split index (whose entries live in two files): then every
+    entry is to be taken as stamped otherwise.
+    """
+    new, old = _layout(data), _layout(host)
+    if new is None or old is None or new[0] != old[0]:
+        return None
+    if any(s == b"link" for s, _, _ in new[2]) or any(s == b"link" for s, _, _ in old[2]):
+        return None
+    size = new[0]
+    version = int.from_bytes(data[4:8], "big")
+    offsets = _offsets(host, size, old[1]) if version != 4 and data[:12] == host[:12] else None
+    if offsets is not None and new[1] == old[1]:
+        differing = differing_entries(data, host, offsets, _DIFFERING)
+        if differing is not None:
+            restamped: set[bytes] = set()
+            intended: set[bytes] = set()
+            for index in differing:
+                at = offsets[index]
+                mine, theirs = _stamp(data, at, size), _stamp(host, at, size)
+                if mine[0] != theirs[0] or mine[1] != offsets[index + 1]:
+                    break  # another entry there, or laid out otherwise: read whole
+                key = _listing_key(*mine[0])
+                if mine[2] != theirs[2]:
+                    restamped.add(key)
+                if mine[3] and not theirs[3]:
+                    intended.add(key)
+            else:
+                return restamped, intended
+    mine_all = _stamps(data, version, size, new[1])
+    theirs_all = _stamps(host, int.from_bytes(host[4:8], "big"), size, old[1])
+    if mine_all is None or theirs_all is None:
+        return None
+    restamped, intended = set(), set()
+    for key, (stamp, intent) in mine_all.items():
+        held = theirs_all.get(key)
+        if held is None:
+            continue
+        if stamp != held[0]:
+            restamped.add(key)
+        if intent and not held[1]:
+            intended.add(key)
+    return restamped, intended
+
+
+def _listing_key(path: bytes, stage: int) -> bytes:
+    return path if not stage else path + b"\0" + str(stage).encode()
+
+
+def _stamp(data: bytes, at: int, size: int) -> tuple[tuple[bytes, int], int, bytes, bool]:
+    """The entry (version 2 or 3) at ``at``: its key, end, stat data, intent-to-add mark.
+
+    The key is the path and the stage; the stat data is without the mode.
+    """
+    fixed = at + _STAT + size
+    flags = int.from_bytes(data[fixed : fixed + 2], "big")
+    name = fixed + 2
+    intent = False
+    if flags & _EXTENDED:
+        intent = bool(data[name] << 8 & _INTENT_TO_ADD)
+        name += 2
+    key = _entry_key(data, at, size)
+    stamp = data[at : at + _STAT_BEFORE_MODE] + data[at + _STAT_AFTER_MODE[0] : at + _STAT]
+    return key, at + ((name - at + len(key[0]) + 8) & ~7), stamp, intent
+
+
+def _stamps(
+    data: bytes, version: int, size: int, end: int
+) -> dict[bytes, tuple[bytes, bool]] | None:
+    """Each entry's key, its stat data but the mode, whether it is marked intent-to-add."""
+    out: dict[bytes, tuple[bytes, bool]] = {}
+    at = _HEADER
+    previous = b""
+    for _ in range(int.from_bytes(data[8:12], "big")):
+        if version != 4:
+            key, following, stamp, intent = _stamp(data, at, size)
+            path = key[0]
+            stage = key[1]
+        else:
+            fixed = at + _STAT + size
+            flags = int.from_bytes(data[fixed : fixed + 2], "big")
+            name = fixed + 2
+            intent = False
+            if flags & _EXTENDED:
+                intent = bool(data[name] << 8 & _INTENT_TO_ADD)
+                name += 2
+            strip = _varint(data, name)
+            nul = -1 if strip is None else data.find(b"\0", strip[1], end)
+            if strip is None or nul < 0 or strip[0] > len(previous):
+                return None
+            path = previous[: len(previous) - strip[0]] + data[strip[1] : nul]
+            previous, following, stage = path, nul + 1, (flags >> 12) & 3
+            stamp = data[at : at + _STAT_BEFORE_MODE] + data[at + _STAT_AFTER_MODE[0] : at + _STAT]
+        if following > end:
+            return None
+        out[_listing_key(path, stage)] = (stamp, intent)
+        at = following
+    return out
 
 
 def shared_index_name(data: bytes) -> str | None:

@@ -68,6 +68,8 @@ from ._files import open_regular_file, read_regular_file
 from ._index import (
     extension_signatures,
     extensionless,
+    marks_intent,
+    restamped_entries,
     shared_index_name,
     strip_optional_extensions,
     with_proved_cache_tree,
@@ -80,7 +82,7 @@ from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_h
 from ._proved import HOST_GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Sequence
 
     from ._protected import ProtectedPaths
 
@@ -771,6 +773,20 @@ def _without_caches(path: str) -> tuple[str | None, bytes | None]:
     return None, None if stripped is data else stripped
 
 
+_INTENDED_UNREAD = (
+    "a split index marking an entry intent-to-add (git leaves such an entry out of the "
+    "trees it writes: the host's next commit could delete a tracked file)"
+)
+
+
+def _intended(keys: set[bytes]) -> str:
+    shown = ", ".join(sorted(entry_path(k).decode("utf-8", "replace") for k in keys)[:5])
+    return (
+        f"a tracked entry newly marked intent-to-add ({shown}): git leaves it out of the "
+        "trees it writes, so the host's next commit would delete the file"
+    )
+
+
 def _write_index(path: str, data: bytes) -> None:
     """Replace the layer's index at ``path`` by ``data``, with the index's own mode."""
     # a fresh name beside it: one the command made in its layer is never opened
@@ -779,26 +795,6 @@ def _write_index(path: str, data: bytes) -> None:
     with os.fdopen(fd, "wb") as file:
         file.write(data)
     os.replace(temporary, path)
-
-
-def _keep_cache_tree(
-    data: bytes,
-    host: str,
-    before: IndexEntries,
-    after: IndexEntries,
-    differing: Iterable[tuple[bytes, tuple[bytes, bytes, bytes]]],
-) -> bytes | None:
-    """``data`` (the layer's index) with the nodes of ``host``'s cache-tree proved right for it.
-
-    See :func:`._index.with_proved_cache_tree`; without them the host's next
-    commit rebuilds the tree of every directory. ``before`` lists the host's
-    index: should the host write it between that listing and this read, its
-    ctime is then later than the command's start and the layer's index is
-    not placed at all. ``differing``: the items of ``after`` not in ``before``.
-    None: no node is kept.
-    """
-    old = _read_small(host)
-    return None if old is None else with_proved_cache_tree(data, old, before, after, differing)
 
 
 def _real_directory(path: str) -> bool:
@@ -921,6 +917,10 @@ class _Applier:
             return "a .git file decides which repository git uses"
         if kind == _LINK:
             return "symbolic links in .git are never kept"
+        if kind != _WHITEOUT and rel[-1].endswith(".lock"):
+            # git's lock of a file it is replacing (refs/heads/main.lock, index.lock): one
+            # left behind makes the host's git refuse to write that file
+            return "a stale lock"
         name = inside[0]
         if len(inside) == 1 and name in _KEEP and kind != (_FILE if name == "HEAD" else _DIR):
             return f"a .git directory keeps its {name}"
@@ -966,8 +966,6 @@ class _Applier:
             if kind != _FILE:
                 return "a shared index is not removed from inside"
             return None if _extensionless(self.upper_path(rel)) else _SHARED_CACHES
-        if name.endswith(".lock"):
-            return "a stale lock"
         return "only git's data and work state are kept from .git"
 
     def objects_proved(self, rel: tuple[str, ...], at: int) -> bool:
@@ -1048,6 +1046,15 @@ class _Applier:
         if os.path.lexists(os.path.join(self.overlay.root, *rel)):
             return "a git-lfs object the host holds is never replaced"
         return None if _sha256_named(self.upper_path(rel), inside[-1]) else _LFS_LEFT_OUT
+
+    def marks_shared_intent(self, git_dir: str, data: bytes) -> bool:
+        """Whether the shared index the command placed for ``data`` marks an entry intent-to-add."""
+        name = shared_index_name(data)
+        placed = None if name is None else os.path.join(git_dir, name)
+        if placed is None or placed not in self._placed_shared:
+            return False
+        shared = _read_small(placed)
+        return shared is None or marks_intent(shared)
 
     def shared_stat_unknown(self, git_dir: str, data: bytes, keys: set[bytes]) -> bytes | None:
         """``data`` (a new index) naming a shared index whose entries ``keys`` are unknown.
@@ -1151,15 +1158,29 @@ class _Applier:
         # (a set of the items that differ: in C, then in the index's order)
         changed = after.items() if before is None else sorted(after.items() - before.items())
         kept = None
-        if before is not None and data is not None:
-            kept = _keep_cache_tree(data, host_index, before, after, changed)
+        host_data = _read_small(host_index) if before is not None else None
+        if before is not None and data is not None and host_data is not None:
+            kept = with_proved_cache_tree(data, host_data, before, after, changed)
         unknown = None
         if data is not None:
-            # a changed entry's stat data is the command's to forge: the work tree file's
-            # own would have git take that file for the staged blob in every diff
-            unknown = with_stat_unknown(kept or data, {p for p, _ in changed})
-            if unknown is not None and changed:
-                unknown = self.shared_stat_unknown(git_dir, unknown, {p for p, _ in changed})
+            # an entry's stat data is the command's to forge: the work tree file's own
+            # would have git take that file for the staged blob (or, the object kept, for
+            # the host's content) in every diff; so only an entry the host holds with the
+            # same stat data keeps it
+            stale = {p for p, _ in changed}
+            if before is not None:
+                stamped = None if host_data is None else restamped_entries(data, host_data)
+                if stamped is None:
+                    stale |= set(after)
+                    if marks_intent(data) or self.marks_shared_intent(git_dir, data):
+                        return _INTENDED_UNREAD
+                else:
+                    stale |= stamped[0]
+                    if stamped[1]:
+                        return _intended(stamped[1])
+            unknown = with_stat_unknown(kept or data, stale)
+            if unknown is not None and stale:
+                unknown = self.shared_stat_unknown(git_dir, unknown, stale)
             if unknown is None:
                 return unreadable
         if kept is not None or stripped is not None or unknown is not (kept or data):
