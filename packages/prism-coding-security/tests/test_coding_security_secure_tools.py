@@ -326,3 +326,40 @@ async def test_the_first_sandboxed_command_does_not_walk_the_roots(
     assert result.exit_code == 0, output
     assert (root / "d0" / "made.txt").read_text() == "made\n"
     assert len(listed) == warm  # the command's copy-back listed nothing
+
+
+@pytest.mark.bwrap
+async def test_commands_never_see_the_secrets_this_process_holds(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A confined command runs unasked and the model reads what it prints: the keys and
+    tokens in this process's environment stay out of it; the rest of the environment is
+    there, and `env` in the shell options is given exactly."""
+    monkeypatch.setenv("PRISM_TEST_API_KEY", "sk-one")
+    monkeypatch.setenv("GH_TOKEN", "gh-two")
+    monkeypatch.setenv("PRISM_TEST_PLAIN", "plain")
+    line = "printenv PRISM_TEST_API_KEY GH_TOKEN PRISM_TEST_PLAIN; echo done"
+    async with open_secure_coding_tools([str(root)]) as secure:
+        kept = await _call(secure, "shell", command=line)
+    async with open_secure_coding_tools(
+        [str(root)], shell_options={"env": {"PATH": "/usr/bin:/bin", "GH_TOKEN": "given"}}
+    ) as secure:
+        given = await _call(secure, "shell", command=line)
+    assert kept.joined_text.split() == ["plain", "done"], kept.joined_text
+    assert given.joined_text.split() == ["given", "done"], given.joined_text
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("OPENAI_API_KEY", True), ("AWS_SECRET_ACCESS_KEY", True), ("AWS_ACCESS_KEY_ID", True),
+        ("GITHUB_TOKEN", True), ("PGPASSWORD", True), ("npm_config__authToken", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True), ("SSH_AUTH_SOCK", True), ("GITLAB_PAT", True),
+        ("OPENAI_APIKEY", True), ("PATH", False), ("PWD", False), ("GIT_AUTHOR_NAME", False),
+        ("HOME", False), ("LANG", False), ("VIRTUAL_ENV", False), ("KEYBOARD_LAYOUT", False),
+    ],
+)  # fmt: skip
+def test_secret_names(name: str, secret: bool) -> None:
+    from prism.coding.security._environment import secret_name
+
+    assert secret_name(name) is secret

@@ -20,6 +20,7 @@ from prism.core import ConfigurationError, ExecutionPolicy, ToolDefinition
 from prism.core.options import boolean, instance_of, one_of, optional, sequence_of, string
 
 from ._contained import create_contained_file_operations
+from ._environment import without_secrets
 from ._errors import SandboxUnavailableError
 from ._executables import host_program
 from ._landlock import LandlockSandbox
@@ -188,6 +189,12 @@ async def open_secure_coding_tools(
     ``"allowlist"`` (with ``allowed_hosts``; bubblewrap only) or ``"host"``;
     it configures the backends ``"auto"`` builds, not one passed in.
 
+    Commands get this process's environment as it is here without the
+    variables whose names say they hold a secret (``*TOKEN*``, ``*SECRET*``,
+    ``*PASSWORD*``, ``*CREDENTIAL*``, ``*APIKEY*``, a ``KEY``, ``AUTH`` or ``PAT``
+    part: ``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``SSH_AUTH_SOCK``),
+    unless ``shell_options`` gives ``env`` (then exactly that).
+
     Each backend is probed (:meth:`SandboxBackend.ensure_available`) on
     entry; the result says which one is active (:attr:`SecureCodingTools.backend`).
     Leaving the context releases nothing today; use it so that later
@@ -218,6 +225,10 @@ async def open_secure_coding_tools(
         protected_paths=protected_paths,
         sandbox=active,
     )
+    if "env" not in (shell_options or {}):
+        # a confined command runs unasked: the keys and tokens this process holds in its
+        # environment are not the model's to print
+        shell_options = {**(shell_options or {}), "env": without_secrets()}
     if not (shell_options or {}).get("shell_path"):
         # bash found on PATH as Prism finds its own programs: never a root's file
         shell_options = {**(shell_options or {}), "shell_path": host_program("bash") or "/bin/sh"}
