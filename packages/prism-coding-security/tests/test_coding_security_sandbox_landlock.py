@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 from typing import TYPE_CHECKING
@@ -160,6 +161,68 @@ async def test_host_unix_socket_cannot_be_reached_even_with_network(
         assert "Operation not permitted" in output, output
         with pytest.raises(BlockingIOError):
             listener.accept()
+
+
+_HOST_SHARED_PROBE = """
+import ctypes, os, resource, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def told(result, name):
+    print(name, "ok" if result >= 0 else os.strerror(ctypes.get_errno()))
+shm = libc.shmget(0, 4096, 0o1600)  # (IPC_PRIVATE, IPC_CREAT | 0600)
+told(shm, "shmget")
+if shm >= 0:
+    libc.shmctl(shm, 0, None)  # (IPC_RMID)
+queue = libc.msgget(0, 0o1600)
+told(queue, "msgget")
+if queue >= 0:
+    libc.msgctl(queue, 0, None)
+semaphores = libc.semget(0, 1, 0o1600)
+told(semaphores, "semget")
+if semaphores >= 0:
+    libc.semctl(semaphores, 0, 0)
+other = int(sys.argv[1])
+for name, call in [
+    ("prlimit other", lambda: resource.prlimit(other, resource.RLIMIT_NOFILE, (64, 64))),
+    ("prlimit self", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE)),
+    ("nice other", lambda: os.setpriority(os.PRIO_PROCESS, other, 5)),
+    ("nice self", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5)),
+    ("affinity other", lambda: os.sched_setaffinity(other, {0})),
+]:
+    try:
+        call()
+        print(name, "ok")
+    except OSError as exc:
+        print(name, exc.strerror)
+"""
+
+
+@pytest.mark.landlock
+@pytest.mark.system_python
+async def test_host_processes_and_ipc_are_out_of_reach(root: Path, run_shell: RunShell) -> None:
+    """Without a PID or IPC namespace, a command could write a host process's System V
+    shared memory, leave segments behind, or set another process's limits and priority
+    (Prism's own open-file limit lowered to 5: its next call failed). Each fails; what a
+    command does to itself still works."""
+    (root / "probe.py").write_text(_HOST_SHARED_PROBE)
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    host = await trio.lowlevel.open_process(["sleep", "60"])
+    try:
+        _, output = await run_shell(ops, f"{_PYTHON} probe.py {host.pid}", root)
+        limits = resource.prlimit(host.pid, resource.RLIMIT_NOFILE)
+    finally:
+        host.kill()
+        await host.wait()
+    assert output.splitlines() == [
+        "shmget Operation not permitted",
+        "msgget Operation not permitted",
+        "semget Operation not permitted",
+        "prlimit other Operation not permitted",
+        "prlimit self ok",
+        "nice other Operation not permitted",
+        "nice self ok",
+        "affinity other Operation not permitted",
+    ], output
+    assert limits != (64, 64)
 
 
 @pytest.mark.landlock

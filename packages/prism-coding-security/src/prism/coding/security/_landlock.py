@@ -17,7 +17,7 @@ from ._errors import SandboxUnavailableError
 from ._landlock_server import ForkServer
 from ._limits import CPU_TIME, MEMORY, PROCESSES
 from ._paths import normalize_roots
-from ._seccomp import NO_SOCKETS_FILTER, SECCOMP_FILTER
+from ._seccomp import LANDLOCK_FILTER, LANDLOCK_NO_SOCKETS_FILTER
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -100,7 +100,7 @@ class LandlockSandbox:
             {
                 "write": list(self.writable_roots),
                 "network": self.network,
-                "filter": (SECCOMP_FILTER if self.network else NO_SOCKETS_FILTER).hex(),
+                "filter": (LANDLOCK_FILTER if self.network else LANDLOCK_NO_SOCKETS_FILTER).hex(),
                 "limits": limits,
             }
         )

@@ -1,4 +1,4 @@
-"""A small, hand-written seccomp filter (classic BPF) for the bubblewrap sandbox.
+"""A small, hand-written seccomp filter (classic BPF) for the sandboxes.
 
 The filter is a few dozen instructions, assembled here with ``struct`` so that it
 needs no library and can be read in full::
@@ -7,7 +7,7 @@ needs no library and can be read in full::
     arch == aarch64 -> aarch64 table
     any other arch  -> kill the process  (i386 or arm32 compat entry points)
 
-    socket(AF_INET / AF_INET6)            -> allow   (NO_SOCKETS_FILTER: EPERM)
+    socket(AF_INET / AF_INET6)            -> allow   (no network: EPERM)
     socket(AF_NETLINK, *, NETLINK_ROUTE)  -> allow   (what glibc's getaddrinfo
                                                       and if_nameindex use)
     socket(AF_UNIX, ...)                  -> EPERM   (no host unix sockets)
@@ -20,6 +20,10 @@ needs no library and can be read in full::
     add_key, request_key, keyctl          -> EPERM   (the kernel keyrings of the
                                                       user are shared with the
                                                       host: secrets live there)
+    Landlock's program (no PID or IPC namespace) also:
+    System V IPC, POSIX message queues    -> EPERM   (a host process's segments)
+    prlimit64, sched_set*(pid != 0)       -> EPERM   (a host process's limits)
+    setpriority, ioprio_set (not self)    -> EPERM
     everything else                       -> allow
 
 ``socketpair`` stays allowed: it makes an unnamed, already connected pair that
@@ -46,7 +50,14 @@ import sys
 import tempfile
 import threading
 
-__all__ = ["NO_SOCKETS_FILTER", "SECCOMP_FILTER", "assemble", "filter_file", "filter_path"]
+__all__ = [
+    "LANDLOCK_FILTER",
+    "LANDLOCK_NO_SOCKETS_FILTER",
+    "SECCOMP_FILTER",
+    "assemble",
+    "filter_file",
+    "filter_path",
+]
 
 # classic BPF opcodes (linux/filter.h)
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -74,6 +85,7 @@ NETLINK_ROUTE = 0
 _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LOW = 16 if sys.byteorder == "little" else 20
+_OFF_ARG1_LOW = _OFF_ARG0_LOW + 8
 _OFF_ARG2_LOW = _OFF_ARG0_LOW + 16
 
 # syscall numbers (asm/unistd_64.h; asm-generic/unistd.h for aarch64)
@@ -87,6 +99,13 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "add_key": 248,
         "request_key": 249,
         "keyctl": 250,
+        # (Landlock's program only: below)
+        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+        "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+        "msgctl": 71, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
+        "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245, "prlimit64": 302,
+        "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
+        "sched_setattr": 314, "setpriority": 141, "ioprio_set": 251,
     },
     "aarch64": {
         "socket": 198,
@@ -97,8 +116,14 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "add_key": 217,
         "request_key": 218,
         "keyctl": 219,
+        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190, "semop": 193,
+        "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
+        "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
+        "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185, "prlimit64": 261,
+        "sched_setparam": 118, "sched_setscheduler": 119, "sched_setaffinity": 122,
+        "sched_setattr": 274, "setpriority": 140, "ioprio_set": 30,
     },
-}
+}  # fmt: skip
 
 _DENIED = (
     "io_uring_setup",
@@ -109,12 +134,26 @@ _DENIED = (
     "keyctl",
 )
 
+# Without a PID or IPC namespace (Landlock), the host's processes and System V IPC
+# objects are the command's to reach: each IPC call fails; the calls that change
+# another process's limits, scheduling or priority succeed only on the caller itself
+_HOST_IPC = (
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
+    "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
+    "mq_timedreceive", "mq_notify", "mq_getsetattr",
+)  # fmt: skip
+_SELF_ONLY = (
+    "prlimit64", "sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr"
+)  # fmt: skip
+_PRIO_PROCESS = 0  # setpriority(PRIO_PROCESS, 0, ...): this process
+_IOPRIO_WHO_PROCESS = 1  # ioprio_set(IOPRIO_WHO_PROCESS, 0, ...): this process
+
 # One instruction: (opcode, k, jump-if-true label, jump-if-false label); a label
 # line is a bare string. Jumps are forward only and name a label.
 _Insn = tuple[int, int, str | None, str | None]
 
 
-def _arch_block(arch: str, *, no_sockets: bool) -> list[_Insn | str]:
+def _arch_block(arch: str, *, no_sockets: bool, host_shared: bool) -> list[_Insn | str]:
     numbers = _SYSCALLS[arch]
     block: list[_Insn | str] = [arch, (_LD_W_ABS, _OFF_NR, None, None)]
     if arch == "x86_64":
@@ -123,17 +162,42 @@ def _arch_block(arch: str, *, no_sockets: bool) -> list[_Insn | str]:
     block.append((_JEQ_K, numbers["socketpair"], "socketpair", None))
     for name in _DENIED:
         block.append((_JEQ_K, numbers[name], "deny", None))
+    if host_shared:
+        for name in _HOST_IPC:
+            block.append((_JEQ_K, numbers[name], "deny", None))
+        for name in _SELF_ONLY:
+            block.append((_JEQ_K, numbers[name], "self_only", None))
+        block.append((_JEQ_K, numbers["setpriority"], "own_priority", None))
+        block.append((_JEQ_K, numbers["ioprio_set"], "own_io_priority", None))
     block.append((_RET_K, _RET_ALLOW, None, None))
     return block
 
 
-def _program(*, no_sockets: bool = False) -> list[_Insn | str]:
+def _host_shared_checks() -> list[_Insn | str]:
+    return [
+        "self_only",  # (pid 0: the caller)
+        (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
+        (_JEQ_K, 0, "allow", "deny"),
+        "own_priority",
+        (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
+        (_JEQ_K, _PRIO_PROCESS, "who_is_self", "deny"),
+        "own_io_priority",
+        (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
+        (_JEQ_K, _IOPRIO_WHO_PROCESS, "who_is_self", "deny"),
+        "who_is_self",
+        (_LD_W_ABS, _OFF_ARG1_LOW, None, None),
+        (_JEQ_K, 0, "allow", "deny"),
+    ]
+
+
+def _program(*, no_sockets: bool = False, host_shared: bool = False) -> list[_Insn | str]:
     return [
         (_LD_W_ABS, _OFF_ARCH, None, None),
         (_JEQ_K, AUDIT_ARCH_X86_64, "x86_64", None),
         (_JEQ_K, AUDIT_ARCH_AARCH64, "aarch64", "kill"),
-        *_arch_block("x86_64", no_sockets=no_sockets),
-        *_arch_block("aarch64", no_sockets=no_sockets),
+        *_arch_block("x86_64", no_sockets=no_sockets, host_shared=host_shared),
+        *_arch_block("aarch64", no_sockets=no_sockets, host_shared=host_shared),
+        *(_host_shared_checks() if host_shared else ()),
         "socket",
         (_LD_W_ABS, _OFF_ARG0_LOW, None, None),
         (_JEQ_K, AF_INET, "allow", None),
@@ -189,8 +253,17 @@ def assemble(program: list[_Insn | str]) -> bytes:
 SECCOMP_FILTER: bytes = assemble(_program())
 """The compiled filter, as bwrap's ``--seccomp`` expects it."""
 
-NO_SOCKETS_FILTER: bytes = assemble(_program(no_sockets=True))
-"""The same filter, but ``socket()`` fails for every domain (Landlock without network)."""
+LANDLOCK_FILTER: bytes = assemble(_program(host_shared=True))
+"""The filter for a command that shares the host's PID and IPC namespaces (Landlock).
+
+Also: System V IPC and POSIX message queues fail (EPERM); ``prlimit64`` and
+``sched_set*`` succeed only for pid 0, ``setpriority`` and ``ioprio_set``
+only for this process (``who`` 0), so no host process's memory, limits or
+priorities are the command's to change.
+"""
+
+LANDLOCK_NO_SOCKETS_FILTER: bytes = assemble(_program(no_sockets=True, host_shared=True))
+""":data:`LANDLOCK_FILTER`, and ``socket()`` fails for every domain (no network)."""
 
 _lock = threading.Lock()
 _memfd: int | None = None
