@@ -106,6 +106,7 @@ bridged 1.66x against 1.69x the direct call per round. docs/gateway.md
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import resource
@@ -113,6 +114,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +122,7 @@ import trio
 from _harness import Row, row, run
 from mcp import Client, StdioServerParameters
 
-from prism.core import create_rule_permission_policy
+from prism.core import ToolRegistry, create_rule_permission_policy
 from prism.core.ledger import RunLedger
 from prism.gateway import HttpOptions, open_gateway, serve_http
 from prism.mcp import StdioTransport, open_mcp_tools
@@ -140,7 +142,16 @@ _FAST_PATH_ROWS = frozenset(
 # --ratios: the direct call, both relays and the bridged rows, three times the rounds
 RATIOS_ONLY = "--ratios" in sys.argv[1:]
 _RATIO_ROWS = frozenset(
-    {"direct", "pipe", "parsing", "bridged", "bridged-sdk", "bridged-no-direct"}
+    {
+        "direct",
+        "pipe",
+        "parsing",
+        "floor",
+        "floor-tasks",
+        "bridged",
+        "bridged-sdk",
+        "bridged-no-direct",
+    }
 )
 ROUNDS = REPEAT * 3 if RATIOS_ONLY else REPEAT * 2 if FAST_PATHS_ONLY else REPEAT
 TESTS = Path(__file__).resolve().parents[1] / "packages/prism-gateway/tests"
@@ -276,6 +287,210 @@ trio.run(gateway_stdio_main.main, root, 16 * 1024 * 1024)
 """
 
 
+async def _shape_floor(tasks: bool) -> None:
+    """The bridged call's floor in the one-reader-per-pipe shape (``--shape-floor``).
+
+    Not a gateway: a measurement of what a bridged call costs when the
+    gateway's process does nothing per call but Prism's own gates, in the
+    shape of two reader tasks and no task, cancel scope or SDK object per
+    call. The client's reader parses a ``tools/call`` line once and runs, inline,
+    the core's gates (the permission policy and the JSON Schema validator of
+    the tests' gateway, with its instance limits), the ledger's notes and the
+    started event, takes two concurrency slots without waiting, and writes
+    the downstream request itself; the server's reader matches the answer by
+    id, runs the answer gate (objects, nesting, lone surrogates) and the
+    plain answer's check, maps the result, checks it against the tool's
+    output schema, writes the ledger record and the finished event, and
+    writes the client's answer line. Everything else (the handshake, the
+    listing) is relayed as bytes. No progress, cancellation, timeout,
+    approval or fallback: what those would add comes on top.
+
+    With ``tasks`` (``--shape-floor-tasks``), the same work in today's shape
+    instead: each call gets a task of its own (started by the client's
+    reader), which enters two cancel scopes (the request's, the bridge's
+    deadline) and waits for its answer, handed to it by the server's reader,
+    then finishes the call and writes its answer line itself.
+    """
+    import pydantic_core
+    from mcp_types import SERVER_INFO_META_KEY
+
+    from prism.core import ParsedJson, ToolCall, ToolDefinition, ToolResult
+    from prism.core._dispatch import DispatchOptions, _CallNotes, _ended, _gate
+    from prism.core._events import build_started, emit_event
+    from prism.core._ledger_decision import current_note
+    from prism.core._outcome import settle
+    from prism.core._redaction import snapshot_json
+    from prism.core._tools import NO_SIGNAL, build_context
+    from prism.gateway._content import call_tool_result_json
+    from prism.gateway._upstream import plain_result, result_line
+    from prism.mcp._budget import loads
+    from prism.mcp._content import map_plain_result
+    from prism.mcp._fastcall import plain_answer
+    from prism.mcp._gate import _result_nodes
+    from prism.mcp._output import OutputChecker
+    from prism.validation.jsonschema import create_json_schema_tool_validator
+
+    server = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    into, out = server.stdin, server.stdout
+    events: list[Any] = []
+    ledger = RunLedger()
+    options = DispatchOptions(
+        registry=ToolRegistry(),
+        permission=create_rule_permission_policy(allow=["tool:*:execute"]),
+        validator=create_json_schema_tool_validator(),
+        on_event=events.append,
+        ledger=ledger,
+        metadata={"client": "bench"},
+    )
+    checker = OutputChecker()
+    stamp = {"name": "prism-gateway", "version": "0"}
+    share, everyone = trio.CapacityLimiter(8), trio.CapacityLimiter(64)
+    listing_ids: set[Any] = set()
+    output: dict[str, Any] = {}
+    waiting: dict[str, tuple[Any, ToolCall, Any, Any, float, float, object]] = {}
+    ids = itertools.count(1)
+    boxes: dict[str, list[Any]] = {}
+    pipes: dict[str, Any] = {}
+
+    async def _nothing(_arguments: Any, _ctx: Any) -> ToolResult:
+        raise AssertionError("never run: the floor calls the server itself")
+
+    def learn_listing(message: dict[str, Any]) -> bytes:
+        """The server's tools, named as the gateway names them (the client's listing)."""
+        for tool in message["result"].get("tools", []):
+            tool["name"] = name = f"mcp__fx__{tool['name']}"
+            options.registry.register(
+                ToolDefinition(
+                    name=name,
+                    execute=_nothing,
+                    parameters=tool.get("inputSchema") or {"type": "object"},
+                )
+            )
+            output[name] = tool.get("outputSchema")
+        return pydantic_core.to_json(message) + b"\n"
+
+    def call_line(line: bytes) -> bytes | None:
+        parsed = ParsedJson.parse(line)
+        message: Any = parsed.value
+        params = message.get("params") if type(message) is dict else None
+        if type(params) is not dict or message.get("method") != "tools/call":
+            if type(message) is dict and message.get("method") == "tools/list":
+                listing_ids.add(message.get("id"))
+            return None
+        name: str = params["name"]
+        given = parsed.member("params")
+        arguments = given.member("arguments") if given is not None else None
+        assert arguments is not None
+        call = ToolCall.from_parsed(id=f"bench#{next(ids)}", name=name, arguments=arguments)
+        started_at = time.time()
+        t0 = time.perf_counter()
+        ctx = build_context(call, NO_SIGNAL, options.metadata, options.on_event)
+        notes = _CallNotes()
+        token = current_note.set(notes)
+        try:
+            gates = _gate(call, options, ctx)
+            try:
+                gates.send(None)
+            except StopIteration as done:
+                call, tool, arguments = done.value
+            else:
+                raise AssertionError("the floor's gates are synchronous")
+        finally:
+            current_note.reset(token)
+        notes.arguments = snapshot_json(arguments)  # type: ignore[assignment]
+        notes.definition_hash = tool.definition_hash
+        emit_event(events.append, build_started(call.id, tool.name, arguments, time.time()))
+        slot = object()
+        share.acquire_on_behalf_of_nowait(slot)
+        everyone.acquire_on_behalf_of_nowait(slot)
+        request_id = f"prism:{next(ids)}"
+        waiting[request_id] = entry = (message["id"], call, notes, ctx, started_at, t0, slot)
+        if tasks:
+            boxes[request_id] = box = [trio.Event()]
+            pipes["nursery"].start_soon(run_call, request_id, entry, box)
+        sent = {"name": name.removeprefix("mcp__fx__"), "arguments": arguments}
+        if "_meta" in params:  # (the bridge sends its own session's, the same members)
+            sent["_meta"] = params["_meta"]
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": sent}
+        return pydantic_core.to_json(request) + b"\n"
+
+    def answer_line(line: bytes) -> bytes | None:
+        message: Any = loads(line.decode())
+        request_id: Any = message.get("id") if type(message) is dict else None
+        if request_id in listing_ids:
+            listing_ids.discard(request_id)
+            return learn_listing(message)
+        entry = waiting.pop(request_id, None) if type(request_id) is str else None
+        if entry is None:
+            return None
+        if tasks:
+            box = boxes.pop(request_id)
+            box.append(message)
+            box[0].set()
+            return b""
+        return finish(entry, message)
+
+    async def run_call(request_id: str, entry: Any, box: list[Any]) -> None:
+        with trio.CancelScope(), trio.CancelScope(deadline=trio.current_time() + 30):
+            await box[0].wait()
+        await pipes["stdout"].send_all(finish(entry, box[1]))
+
+    def finish(entry: Any, message: dict[str, Any]) -> bytes:
+        client_id, call, notes, _ctx, started_at, t0, slot = entry
+        result = message["result"]
+        if type(_result_nodes(result)) is str:
+            raise AssertionError("refused")
+        plain = plain_answer(result, "2026-07-28")
+        assert plain is not None
+        details = {"mcp_server": "fx", "mcp_tool": call.name.removeprefix("mcp__fx__")}
+        mapped = map_plain_result(plain, details)
+        schema = output.get(call.name)
+        if schema is not None and checker.check(schema, mapped.structured, tool=call.name):
+            raise AssertionError("output refused")
+        everyone.release_on_behalf_of(slot)
+        share.release_on_behalf_of(slot)
+        outcome = _ended(call, mapped, "ok", None, notes)
+        settle(options.on_event, options.ledger, outcome, started_at, time.perf_counter() - t0)
+        if len(events) > 1000:
+            events.clear()
+        wire = call_tool_result_json(mapped, any_structured=True)
+        shaped = plain_result("2026-07-28", wire)
+        assert shaped is not None
+        shaped["_meta"] = {SERVER_INFO_META_KEY: stamp}  # (as the gateway stamps its results)
+        return result_line(client_id, shaped)
+
+    async def pump(source: Any, sink: Any, handle: Any) -> None:
+        buffer = b""
+        while chunk := await source.receive_some(65536):
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line:
+                    instead = handle(line)
+                    if instead is None:
+                        await sink.send_all(line + b"\n")
+                    elif instead:
+                        await sink.send_all(instead)
+
+    async with (
+        trio.lowlevel.FdStream(os.dup(0)) as stdin,
+        trio.lowlevel.FdStream(os.dup(1)) as stdout,
+        trio.open_nursery() as nursery,
+    ):
+        pipes["stdout"] = stdout
+        pipes["nursery"] = nursery
+        nursery.start_soon(pump, out, stdout, answer_line)
+        await pump(stdin, into, call_line)
+        await into.aclose()
+        nursery.cancel_scope.cancel()
+    server.kill()
+    await server.wait()
+
+
 async def _pipe_relay() -> None:
     """Copy bytes between this process's stdio and the server's, parsing nothing."""
     server = await trio.lowlevel.open_process(
@@ -319,6 +534,10 @@ async def main() -> list[Row]:
         Client(StdioServerParameters(command=python, args=[__file__, "--relay"])) as relay,
         Client(StdioServerParameters(command=python, args=[__file__, "--pipe-relay"])) as pipe,
         Client(StdioServerParameters(command=python, args=[__file__, "--json-relay"])) as parsing,
+        Client(StdioServerParameters(command=python, args=[__file__, "--shape-floor"])) as floor,
+        Client(
+            StdioServerParameters(command=python, args=[__file__, "--shape-floor-tasks"])
+        ) as floor_tasks,
         open_mcp_tools(server_id="fx", transport=transport) as bridge,
         open_gateway(
             bridges=[bridge],
@@ -336,8 +555,21 @@ async def main() -> list[Row]:
         relay_pid = pids.get(f"{__file__} --relay")
         pipe_pid = pids.get(f"{__file__} --pipe-relay")
         parsing_pid = pids.get(f"{__file__} --json-relay")
+        floor_pid = pids.get(f"{__file__} --shape-floor")
+        floor_tasks_pid = pids.get(f"{__file__} --shape-floor-tasks")
         async with Client(url) as http:
-            for client in (direct, gateway, sdk_path, no_direct, relay, pipe, parsing, http):
+            for client in (
+                direct,
+                gateway,
+                sdk_path,
+                no_direct,
+                relay,
+                pipe,
+                parsing,
+                floor,
+                floor_tasks,
+                http,
+            ):
                 await client.list_tools()
             # (key, client, tool, arguments, middle process, the server behind it)
             cases: list[tuple[str, Client, str, dict[str, Any], int | None, int | None]] = [
@@ -348,6 +580,9 @@ async def main() -> list[Row]:
                 ("relay", relay, "echo", ARGS, relay_pid, _child_of(relay_pid)),
                 ("pipe", pipe, "echo", ARGS, pipe_pid, _child_of(pipe_pid)),
                 ("parsing", parsing, "echo", ARGS, parsing_pid, _child_of(parsing_pid)),
+                ("floor", floor, "mcp__fx__echo", ARGS, floor_pid, _child_of(floor_pid)),
+                ("floor-tasks", floor_tasks, "mcp__fx__echo", ARGS, floor_tasks_pid,
+                 _child_of(floor_tasks_pid)),
                 ("bridged", gateway, "mcp__fx__echo", ARGS, gateway_pid, _child_of(gateway_pid)),
                 ("bridged-sdk", sdk_path, "mcp__fx__echo", ARGS, sdk_path_pid,
                  _child_of(sdk_path_pid)),
@@ -397,6 +632,10 @@ async def main() -> list[Row]:
         ("pipe", "stdio: client -> byte relay -> server", "relay", "one MCP hop, two processes"),
         ("parsing", "stdio: client -> JSON relay -> server", "relay",
          "each message parsed and written again, nothing else"),
+        ("floor", "stdio: client -> shape floor -> server", "floor",
+         "Prism's gates inline, two reader tasks, nothing else per call"),
+        ("floor-tasks", "stdio: client -> shape floor, a task per call -> server", "floor",
+         "the same work, a task, two cancel scopes and a wait per call"),
         ("bridged", "stdio: client -> gateway -> server (bridged)", "gateway", "two MCP hops"),
         ("bridged-sdk", "stdio: client -> gateway -> server, fast paths off", "gateway",
          "two MCP hops, the SDK's whole path"),
@@ -908,6 +1147,10 @@ if __name__ == "__main__":
         trio.run(_pipe_relay)
     elif "--json-relay" in sys.argv[1:]:
         trio.run(_json_relay)
+    elif "--shape-floor" in sys.argv[1:]:
+        trio.run(_shape_floor, False)
+    elif "--shape-floor-tasks" in sys.argv[1:]:
+        trio.run(_shape_floor, True)
     elif "--gateway-sdk-path" in sys.argv[1:]:
         trio.run(_gateway_sdk_path, sys.argv[-1])
     elif "--gateway-no-direct" in sys.argv[1:]:
