@@ -729,6 +729,67 @@ async def against_rows(tree: str) -> list[Row]:
     return rows
 
 
+async def floor_rows() -> list[Row]:
+    """The gateway against the floors of its shape, side by side (``--floors``).
+
+    Each round times ``AGAINST_CALLS`` calls through the JSON relay, the
+    shape floor (``--shape-floor``), the same with a task per call
+    (``--shape-floor-tasks``) and the tests' gateway (bridged), in a
+    rotating order, and reads each middle process's CPU time from /proc:
+    its CPU per call (median and range over the rounds) and, per round,
+    against the floor's of the same round.
+    """
+    root = tempfile.mkdtemp(prefix="prism-bench-gateway-")
+    python = sys.executable
+    async with (
+        Client(StdioServerParameters(command=python, args=[__file__, "--json-relay"])) as parsing,
+        Client(StdioServerParameters(command=python, args=[__file__, "--shape-floor"])) as floor,
+        Client(
+            StdioServerParameters(command=python, args=[__file__, "--shape-floor-tasks"])
+        ) as floor_tasks,
+        Client(StdioServerParameters(command=python, args=[str(GATEWAY), root])) as gateway,
+    ):
+        pids = _children()
+        cases = {
+            "parsing": (parsing, "echo", pids.get(f"{__file__} --json-relay")),
+            "floor": (floor, "mcp__fx__echo", pids.get(f"{__file__} --shape-floor")),
+            "floor-tasks": (
+                floor_tasks,
+                "mcp__fx__echo",
+                pids.get(f"{__file__} --shape-floor-tasks"),
+            ),
+            "bridged": (gateway, "mcp__fx__echo", pids.get(f"{GATEWAY} {root}")),
+        }
+        for client, _, _ in cases.values():
+            await client.list_tools()
+        keys = list(cases)
+        cpu: dict[str, list[float]] = {key: [] for key in keys}
+        for n in range(AGAINST_ROUNDS):
+            for key in keys[n % len(keys) :] + keys[: n % len(keys)]:
+                client, name, pid = cases[key]
+                before = _cpu_s(pid)
+                for _ in range(AGAINST_CALLS):
+                    result = await client.call_tool(name, ARGS)
+                    assert not result.is_error, result
+                cpu[key].append((_cpu_s(pid) - before) / AGAINST_CALLS * 1e6)
+    rows = []
+    labels = {
+        "parsing": "JSON relay (each message parsed and written again)",
+        "floor": "shape floor (gates inline in two reader tasks)",
+        "floor-tasks": "shape floor with a task per call",
+        "bridged": "gateway, bridged (every gate, the SDK's and Prism's layers)",
+    }
+    for key in keys:
+        against = sorted(a / b for a, b in zip(cpu[key], cpu["floor"], strict=True))
+        note = (
+            f"CPU µs/call median {statistics.median(cpu[key]):.0f} "
+            f"(range {min(cpu[key]):.0f}-{max(cpu[key]):.0f}); per round vs the floor "
+            f"{statistics.median(against):.2f} (range {against[0]:.2f}-{against[-1]:.2f})"
+        )
+        rows.append(row(BENCH, f"stdio: {labels[key]}", cpu[key], note=note))
+    return rows
+
+
 SLOW_START_S = 2.0
 SESSIONS = 100 if QUICK else 300
 STARTS = 3 if QUICK else 5
@@ -1158,6 +1219,8 @@ if __name__ == "__main__":
     elif "--against" in sys.argv[1:]:
         other = os.path.realpath(sys.argv[sys.argv.index("--against") + 1])
         run(lambda: against_rows(other))
+    elif "--floors" in sys.argv[1:]:
+        run(floor_rows)
     elif "--probed-gateway" in sys.argv[1:]:
         _probed_gateway(sys.argv[-3], sys.argv[-2], int(sys.argv[-1]))
     elif "--stages" in sys.argv[1:]:
