@@ -21,6 +21,12 @@ gateway_stdio_main.py, which bridges that server and offers its own tools
 4c. JSON relay: the byte relay, but every message is parsed (``json.loads``)
    and written again (``json.dumps``), nothing else (``--json-relay``): the
    floor for a Python proxy that reads what it forwards.
+4d. shape floor: a stand-in for the gateway that does only what a bridged
+   call must, Prism's gates, ledger record and events called inline by the
+   two pipes' reader tasks, nothing else per call (``--shape-floor``, see
+   ``_shape_floor``): the floor of a gateway in that shape.
+4e. the same work in today's shape, a task and two cancel scopes per call
+   (``--shape-floor-tasks``).
 5. gateway, bridged: ``mcp__fx__echo`` through every gate and prism-mcp's
    bridge: two MCP hops. The issue's target is <= 1.2x the direct call.
 5b. the same gateway with its fast paths turned off (this script run with
@@ -56,8 +62,9 @@ moved under both cancels out): the median and the middle half.
 Run: ``uv run python benchmarks/bench_gateway.py [--json] [--quick]`` (``--calls``,
 ``--startup`` or ``--sessions``: only rows 1-6, 7 or 8; ``--fast-paths``: only
 rows 1, 2 and 5 with and without the fast paths, twice the samples;
-``--ratios``: only rows 1, 4b, 4c and the bridged rows 5, 5b and 5c, three
-times the rounds; ``--stages``: the gateway's CPU per bridged call taken
+``--ratios``: only rows 1, 4b-4e and the bridged rows 5, 5b and 5c, three
+times the rounds; ``--floors``: the CPU per call of rows 4c, 4d, 4e and 5
+side by side, see ``floor_rows``; ``--stages``: the gateway's CPU per bridged call taken
 apart stage by stage in its own process, see ``_probed_gateway``;
 ``--against TREE``: this checkout's gateway and the gateway of another
 checkout side by side, bridged calls only, see ``against_rows``).
@@ -85,22 +92,22 @@ Before the gateway answered stdio calls on its own request path (a
 gateway's CPU 1262 µs per call against 1643 with the fast paths off.
 
 The bridged target (<= 1.2x) is not met: it needs the gateway's CPU per
-bridged call near 300 µs. Since those runs the path checks once per
-distinct ``_meta`` what it checked per call, skips the schema check of the
-gateway's own plain result, and the bridge writes and maps a plain stdio
-call itself with fewer steps; then the bridge keeps the ``_meta`` the SDK's
-stamp gives a call instead of running the stamp per call, encodes its
-request line with pydantic's JSON (the SDK's bytes), and the kernel builds
-the request context itself with one runner for all results. Function calls
-per bridged call in the gateway's process (a profile's count over 1,000
-calls, which load does not move): 1,091 -> 1,059 -> 914 -> 881. Side by
-side (``--against``, 16 rounds of 400, load 11.5-14.7, about twice a quiet
-machine's numbers): 914 calls against the code before, the gateway's CPU
-per bridged call 1725 against 1987 µs (medians; per round 0.87, range
-0.79-1.01); 881 calls against 914, 1275 against 1250 µs at load
-12.7-14.3 (per round 0.99, range 0.51-1.39: within the noise of that load)
-and 1737 against 1775 at load 16-19 (per round 0.97, range 0.86-1.14),
-bridged 1.66x against 1.69x the direct call per round. docs/gateway.md
+bridged call near 300 µs. Function calls per bridged call in the gateway's
+process (a profile's count over 1,000 calls after 300, which load does not
+move): 1,091 before the cuts since, 880 now. ``--floors`` (two runs of 8
+rounds of 400 calls, load 11.4-13.2, so two to three times a quiet
+machine's CPU; function calls per call, CPU µs per call as medians, then
+per round against the floor):
+
+    process between client and server      calls  CPU          vs the floor
+    JSON relay                               335  512; 475     0.72; 0.66
+    shape floor (gates inline, 2 readers)    504  687; 650     1
+    the same, a task per call                678  1025; 800    1.33; 1.13
+    gateway, bridged                         880  1300; 1300   1.81; 1.91
+
+So the floor of the two-reader shape (about 320 µs on a quiet machine) is
+about what 1.2x needs, and today's shape (a task and two cancel scopes per
+call) is past it before any of the SDK's objects. docs/gateway.md
 ("Performance") gives the ``--stages`` table and what 1.2x would take.
 """
 
