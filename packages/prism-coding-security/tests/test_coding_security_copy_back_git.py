@@ -955,6 +955,25 @@ async def test_a_lock_left_under_refs_never_comes_back(root: Path) -> None:
     assert _git(root, "commit", "-qam", "mine").returncode == 0, text
 
 
+async def test_git_directory_modes_never_open_it_to_others(root: Path) -> None:
+    """A `.git` others may write lets them replace its config or hooks, which the owner's
+    next git runs: no entry there comes back with more bits than the host gave it, and a
+    new one without write for others (or the group, in a `.git` the group cannot write)."""
+    _repository(root)
+    text = await _shell(
+        root,
+        "chmod 777 .git .git/objects .git/refs .git/refs/heads; chmod 666 .git/HEAD"
+        " && mkdir -m 777 .git/refs/tags/new && git update-ref refs/tags/new/t HEAD"
+        " && chmod 666 .git/refs/tags/new/t",
+    )
+    git = root / ".git"
+    for path in (git, git / "objects", git / "refs", git / "refs" / "heads"):
+        assert path.stat().st_mode & 0o022 == 0, (path, text)
+    for path in (git / "HEAD", git / "refs" / "tags" / "new", git / "refs" / "tags" / "new" / "t"):
+        assert path.stat().st_mode & 0o022 == 0, (path, text)
+    assert (git / "refs" / "tags" / "new" / "t").is_file(), text
+
+
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     """Each moved ref costs the host git processes after the command's own time is up
     (1,000 branches made by a one-second fast-import held a call 105 s): past

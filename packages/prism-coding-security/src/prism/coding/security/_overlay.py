@@ -1742,6 +1742,8 @@ class _Applier:
             name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=real_fd
         )
         try:
+            if GIT_DIRECTORY in rel:
+                mode = _git_mode(mode, current, real_fd)
             if current is None or stat.S_IMODE(current.st_mode) != mode:
                 os.fchmod(fd, mode)
             self.directory(upper, fd, rel, opaque=opaque)
@@ -1761,6 +1763,9 @@ class _Applier:
             mode &= ~(stat.S_ISUID | stat.S_ISGID)
             os.chmod(upper, mode, follow_symlinks=False)
             self.notes.add("set-user-ID and set-group-ID bits are cleared", "/".join(rel))
+        if GIT_DIRECTORY in rel and mode != _git_mode(mode, None, real_fd):
+            mode = _git_mode(mode, None, real_fd)
+            os.chmod(upper, mode, follow_symlinks=False)
         # an approved path with other names in the layer is copied: moved, an approved
         # .envrc hard-linked to notes.txt would change with every edit of notes.txt
         if self.overlay._same_device and (info.st_nlink == 1 or rel not in self.granted):
@@ -1781,6 +1786,23 @@ class _Applier:
         finally:
             os.close(source)
         os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)
+
+
+def _git_mode(mode: int, current: os.stat_result | None, parent_fd: int) -> int:
+    """The mode an entry in a ``.git`` directory (or the directory) comes back with.
+
+    Git makes nothing there writable by others but under ``core.sharedRepository``,
+    which is the host's to set: a ``.git`` others may write lets them replace its
+    ``config`` or ``hooks``, which the owner's next git runs. An entry the host
+    has gains no bit it lacks; a new one no write for others, nor for the group
+    unless the directory it is made in gives the group write.
+    """
+    if current is not None:
+        return mode & stat.S_IMODE(current.st_mode)
+    mode &= ~stat.S_IWOTH
+    if not os.fstat(parent_fd).st_mode & stat.S_IWGRP:
+        mode &= ~stat.S_IWGRP
+    return mode
 
 
 class _Janitor:
