@@ -388,6 +388,25 @@ async def test_a_reflog_naming_a_commit_with_a_protected_path_stays_out(root: Pa
     assert not (root / ".envrc").exists()
 
 
+async def test_a_commit_the_hosts_reflog_no_longer_names_is_judged_again(root: Path) -> None:
+    """What a host reflog's lines name is kept from an earlier reading of the same bytes only:
+    a commit its lines named when the last call's reflog came back, forgotten by the host
+    since, is judged again when a line names it."""
+    _repository(root)
+    (root / ".envrc").write_text("echo x\n")
+    _git(root, "add", ".envrc")
+    _git(root, "commit", "-qm", "evil")
+    evil = _git(root, "rev-parse", "HEAD").stdout.decode().strip()
+    _git(root, "reset", "-q", "--hard", "HEAD~1")
+    text = await _shell(root, "echo 1 > f.txt && git commit -qam c1")
+    assert "not applied" not in text, text
+    _git(root, "reflog", "expire", "--expire=now", "--all")  # the host forgets it
+    line = f"printf '%s %s t <t@e> 1 +0000\\tx\\n' $(git rev-parse HEAD) {evil}"
+    text = await _shell(root, f"{line} >> .git/logs/HEAD")
+    assert "(HEAD) adds or changes a protected path (.envrc)): .git/logs/HEAD" in text, text
+    assert (root / ".git" / "logs" / "HEAD").read_bytes() == b""  # the line stayed out
+
+
 async def test_a_ref_written_as_an_option_never_reaches_the_hosts_git(root: Path) -> None:
     """A loose ref holding ``--output=...`` is refused before the host's git reads it."""
     _repository(root)

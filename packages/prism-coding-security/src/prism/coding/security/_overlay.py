@@ -522,6 +522,46 @@ def _head_is_valid(path: str) -> bool:
     return len(content) <= _HEAD_LIMIT and valid_git_head(content)
 
 
+# per host reflog: the bytes last read or placed, whether git reads each of their lines as
+# one, and the object names of their lines (their first two words); bounded
+_REFLOGS: dict[str, tuple[bytes, bool, frozenset[bytes]]] = {}
+_REFLOGS_LOCK = threading.Lock()
+_REFLOGS_KEPT = 64
+
+
+def _reflog_words(path: str, content: bytes) -> tuple[bool, frozenset[bytes]]:
+    """Whether git reads each line of the reflog ``content`` as one; the words naming objects.
+
+    The first two words of each line (read from the last reading of the same
+    bytes at ``path``, compared whole, when there is one).
+    """
+    with _REFLOGS_LOCK:
+        kept = _REFLOGS.get(path)
+    if kept is not None and kept[0] == content:
+        return kept[1], kept[2]
+    words: set[bytes] = set()
+    readable = True
+    for line in content.splitlines():
+        first = line.split(b" ", 2)
+        words.update(first[:2])
+        if len(first) < 3 or not all(_OID.fullmatch(word) for word in first[:2]):
+            readable = False
+    known = frozenset(words)
+    _keep_reflog_words(path, content, known, readable)
+    return readable, known
+
+
+def _keep_reflog_words(
+    path: str, content: bytes, known: frozenset[bytes], readable: bool = True
+) -> None:
+    if len(content) > _LISTED_BYTES:
+        return
+    with _REFLOGS_LOCK:
+        if path not in _REFLOGS and len(_REFLOGS) >= _REFLOGS_KEPT:
+            _REFLOGS.pop(next(iter(_REFLOGS)))
+        _REFLOGS[path] = (content, readable, known)
+
+
 class _Notes:
     def __init__(self) -> None:
         self.refused: dict[str, list[str]] = {}
@@ -1372,25 +1412,29 @@ class _Applier:
         """A reflog naming a commit the host's copy does not, which adds a protected path.
 
         The host's ``git reset --hard HEAD@{1}``, ``checkout -`` or ``stash
-        apply stash@{1}`` would write it.
+        apply stash@{1}`` would write it. Only the lines git appended to the
+        host's reflog are read line by line: what its own lines hold is kept
+        from the last reading of the same bytes (:func:`_reflog_words`).
         """
         new = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
         real = os.path.join(self.overlay.root, *rel)
         host = read_regular_file(real, _LIST_LIMIT) if os.path.lexists(real) else b""
         if new is None or host is None or max(len(new), len(host)) >= _LIST_LIMIT:
             return "a reflog too large to check"
-        known = {word for line in host.splitlines() for word in line.split(b" ", 2)[:2]}
+        readable, known = _reflog_words(real, host)
         # the lines git appended after the host's reflog; any line when it is not a prefix
         # (a host line moved to the end would be what `@{-1}` reads)
         appended = new.startswith(host) and host.endswith(b"\n")
-        fresh = frozenset((new[len(host) :] if appended else new).splitlines())
+        if appended and not readable:
+            return "a reflog line git would not read"  # one of the host's, kept at the top
+        fresh = (new[len(host) :] if appended else new).splitlines()
         oids: dict[str, None] = {}
         branches: dict[str, None] = {}
-        for line in new.splitlines():
+        for line in fresh:
             words = line.split(b" ", 2)
             if len(words) < 3 or not all(_OID.fullmatch(word) for word in words[:2]):
                 return "a reflog line git would not read"
-            named = _checkout_sources(line) if line in fresh else []
+            named = _checkout_sources(line)
             if named is None:
                 return "a reflog line whose checkout message names a revision, not a branch"
             for word in [*words[:2], *named]:
@@ -1407,7 +1451,12 @@ class _Applier:
             oids.update(dict.fromkeys(o for o in found if o.encode() not in known))
         if len(oids) > _REFLOG_COMMITS:
             return f"a reflog naming more than {_REFLOG_COMMITS} new commits"
-        return self.commits_refusal(rel, at, [("HEAD", oid) for oid in oids])
+        reason = self.commits_refusal(rel, at, [("HEAD", oid) for oid in oids])
+        if reason is None and appended:
+            # it comes back: the host's reflog is these bytes next time (every line read)
+            added = {word for line in fresh for word in line.split(b" ", 2)[:2]}
+            _keep_reflog_words(real, new, known | added)
+        return reason
 
     def dwim_commits(self, rel: tuple[str, ...], at: int, names: list[str]) -> list[str] | None:
         """What the host's refs other than its local branches that git may read ``names`` as name.
