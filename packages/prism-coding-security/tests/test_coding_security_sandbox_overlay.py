@@ -602,22 +602,59 @@ async def test_overlays_need_no_mount_tool_on_path(
     assert (root / "made.txt").read_text() == "x\n"
 
 
-async def test_the_private_layers_are_removed_after_the_call(
+async def test_the_private_layers_are_emptied_after_the_call(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # removed in the background (the result does not wait for the file system), all of them
-    from prism.coding.security._overlay import wait_discarded
+    # emptied in the background (the result does not wait for the file system), all of
+    # them; a few kept (empty) for the next calls, removed at exit
+    from prism.coding.security import _overlay
 
     base = tmp_path / "base"
     base.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(base))
+    monkeypatch.setattr(_overlay, "_READY_CLOSED", False)
     ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
     for command in ("true", "echo x > made.txt", "mkdir -p a/b && echo y > a/b/c"):
         code, _ = await _run(ops, command, root)
         assert code == 0
-    assert await trio.to_thread.run_sync(wait_discarded, 60)
-    assert list((base / f"prism-layers-{os.getuid()}").iterdir()) == []
+    assert await trio.to_thread.run_sync(_overlay.wait_discarded, 60)
+    layers = base / f"prism-layers-{os.getuid()}"
+    kept = list(layers.iterdir())
+    assert 0 < len(kept) <= _overlay._READY_KEPT
+    for layer in kept:
+        assert [p for p in layer.rglob("*") if p.name not in ("upper", "work", "mnt")] == []
     assert (root / "a" / "b" / "c").read_text() == "y\n"
+    _overlay._remove_ready()  # at exit
+    assert list(layers.iterdir()) == []
+
+
+async def test_a_kept_layer_holding_anything_is_not_used_again(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: a file put into a kept layer's upper directory between two calls would
+    come back as the next command's change."""
+    from prism.coding.security import _overlay
+
+    base = tmp_path / "base"
+    base.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    monkeypatch.setattr(_overlay, "_READY_CLOSED", False)
+    ops = create_sandbox_shell_operations(BubblewrapSandbox([str(root)]))
+    assert (await _run(ops, "true", root))[0] == 0
+    assert await trio.to_thread.run_sync(_overlay.wait_discarded, 60)
+    kept = list((base / f"prism-layers-{os.getuid()}").iterdir())
+    assert kept  # (the probe's and the call's, unless the call's reused the probe's)
+    for layer in kept:
+        (layer / "upper" / ".envrc").write_text("echo planted\n")
+        (layer / "upper" / "planted.txt").write_text("x\n")
+    for index in range(len(kept)):
+        assert (await _run(ops, f"echo {index} > made.txt", root))[0] == 0
+        assert (root / "made.txt").read_text() == f"{index}\n"
+    assert not (root / "planted.txt").exists()
+    assert not (root / ".envrc").exists()
+    assert not [layer for layer in kept if (layer / "upper" / "planted.txt").exists()]
+    assert await trio.to_thread.run_sync(_overlay.wait_discarded, 60)
+    _overlay._remove_ready()
 
 
 async def test_no_call_sees_the_private_layers(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

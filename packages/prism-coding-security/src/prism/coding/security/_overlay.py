@@ -622,11 +622,15 @@ class RootOverlay:
         self.root = root
         self.below = tuple(below)
         self.lower = os.path.join(root, *self.below)
-        self.directory = tempfile.mkdtemp(prefix="prism-overlay-", dir=base)
+        # an emptied layer of an earlier call when there is one (its directories made
+        # and removed again cost the file system more than the command's own writes)
+        reused = _ready_layer(base)
+        self.directory = reused or tempfile.mkdtemp(prefix="prism-overlay-", dir=base)
         self.upper = os.path.join(self.directory, "upper")
         self.work = os.path.join(self.directory, "work")
-        os.mkdir(self.upper, 0o755)
-        os.mkdir(self.work, 0o700)
+        if reused is None:
+            os.mkdir(self.upper, 0o755)
+            os.mkdir(self.work, 0o700)
         # a narrowed layer is mounted on a directory of its own, never on the root's
         # directory by path: the launcher opens that directory without following a
         # link, checks it is the one seen here, mounts the layer over that descriptor
@@ -639,7 +643,8 @@ class RootOverlay:
                 seen = os.fstat(fd)
             finally:
                 os.close(fd)
-            os.mkdir(self.mount_point, 0o700)
+            if not _real_directory(self.mount_point):
+                os.mkdir(self.mount_point, 0o700)
         else:
             seen = os.stat(self.lower)
         self.identity = (seen.st_dev, seen.st_ino)
@@ -746,33 +751,118 @@ class RootOverlay:
         return notes.lines(self.root)
 
     def discard_later(self) -> None:
-        """Have the private layer removed in the background (see :func:`wait_discarded`).
+        """Have the private layer emptied in the background (see :func:`wait_discarded`).
 
-        Removing it takes the file system a while (many milliseconds of waiting on a
-        journalled one, little CPU); the command's result does not wait for it.
+        Emptying it takes the file system a while (many milliseconds of waiting on a
+        journalled one, little CPU); the command's result does not wait for it. The
+        emptied layer is kept for another call or removed (:meth:`recycle`).
         """
         _JANITOR.put(self)
 
     def discard(self) -> None:
         """Remove the private layer (idempotent)."""
+        _remove_layer(self.directory)
+
+    def recycle(self) -> None:
+        """Empty the private layer for another call (see :func:`_ready_layer`), else remove it.
+
+        Its ``upper`` and ``work`` directories are emptied; the layer is kept while
+        fewer than :data:`_READY_KEPT` are kept under its layers directory.
+        """
         try:
-            # overlayfs leaves its work directory without permissions
-            for path, dirs, _files in os.walk(self.work):
-                for name in dirs:
-                    os.chmod(os.path.join(path, name), 0o700)
-            shutil.rmtree(self.directory)
-        except FileNotFoundError:
-            return
+            _unlock(self.work)
+            for top in (self.work, self.upper):
+                _empty(top)
         except (OSError, RecursionError):
-            # a tree deeper than Python's recursion (or PATH_MAX): the tools walk it
-            # without either limit
-            for argv in (["chmod", "-R", "u+rwx", "--", self.directory],
-                         ["rm", "-rf", "--one-file-system", "--", self.directory]):  # fmt: skip
-                program = host_program(argv[0])  # (never one a root's PATH entry holds)
-                if program is not None:
-                    subprocess.run(argv, executable=program, capture_output=True,
-                                   stdin=subprocess.DEVNULL, env=host_environment(),
-                                   check=False)  # fmt: skip
+            self.discard()
+            return
+        with _READY_LOCK:
+            kept = _READY.setdefault(os.path.dirname(self.directory), [])
+            if not _READY_CLOSED and len(kept) < _READY_KEPT:
+                kept.append(self.directory)
+                return
+        self.discard()
+
+
+def _remove_layer(directory: str) -> None:
+    """Remove a private layer's directory (idempotent)."""
+    try:
+        _unlock(os.path.join(directory, "work"))
+        shutil.rmtree(directory)
+    except FileNotFoundError:
+        return
+    except (OSError, RecursionError):
+        # a tree deeper than Python's recursion (or PATH_MAX): the tools walk it
+        # without either limit
+        for argv in (["chmod", "-R", "u+rwx", "--", directory],
+                     ["rm", "-rf", "--one-file-system", "--", directory]):  # fmt: skip
+            program = host_program(argv[0])  # (never one a root's PATH entry holds)
+            if program is not None:
+                subprocess.run(argv, executable=program, capture_output=True,
+                               stdin=subprocess.DEVNULL, env=host_environment(),
+                               check=False)  # fmt: skip
+
+
+def _unlock(work: str) -> None:
+    """Give the directories in a layer's ``work`` their permissions back (overlayfs drops them)."""
+    for path, dirs, _files in os.walk(work):
+        for name in dirs:
+            os.chmod(os.path.join(path, name), 0o700)
+
+
+def _empty(directory: str) -> None:
+    """Remove everything in ``directory`` (a layer's ``upper`` or ``work``), links unfollowed.
+
+    Raises:
+        OSError: something could not be removed (a directory without permissions
+            as another user than root, for one).
+    """
+    with os.scandir(directory) as listing:
+        entries = list(listing)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+# emptied layers kept for the next calls, per layers directory (see RootOverlay.recycle)
+_READY: dict[str, list[str]] = {}
+_READY_LOCK = threading.Lock()
+_READY_KEPT = 4
+_READY_CLOSED = False
+
+
+def _ready_layer(base: str) -> str | None:
+    """A kept layer under ``base`` whose ``upper`` and ``work`` are still empty, or None.
+
+    One that is not (something was put there since it was emptied) is removed.
+    """
+    with _READY_LOCK:
+        kept = _READY.get(base)
+        directory = kept.pop() if kept else None
+    if directory is None:
+        return None
+    try:
+        info = os.lstat(directory)
+        ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+        if ours and not any(os.listdir(os.path.join(directory, n)) for n in ("upper", "work")):
+            return directory
+    except OSError:
+        pass
+    _remove_layer(directory)
+    return None
+
+
+def _remove_ready() -> None:
+    """Remove every kept layer; none is kept from now on (at exit)."""
+    global _READY_CLOSED
+    with _READY_LOCK:
+        _READY_CLOSED = True
+        directories = [d for kept in _READY.values() for d in kept]
+        _READY.clear()
+    for directory in directories:
+        _remove_layer(directory)
 
 
 _SHARED_CACHES = "a shared index is kept only without extensions (as git writes one)"
@@ -1855,7 +1945,10 @@ def _git_mode(mode: int, current: os.stat_result | None, parent_fd: int) -> int:
 
 
 class _Janitor:
-    """One background thread that discards the private layers handed to it, in order."""
+    """One background thread that empties the private layers handed to it, in order.
+
+    Each is kept for another call or removed (see :meth:`RootOverlay.recycle`).
+    """
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[RootOverlay] = queue.SimpleQueue()
@@ -1877,7 +1970,7 @@ class _Janitor:
         while True:
             overlay = self._queue.get()
             try:
-                overlay.discard()
+                overlay.recycle()
             finally:
                 with self._idle:
                     self._pending -= 1
@@ -1892,12 +1985,15 @@ _JANITOR = _Janitor()
 
 
 def wait_discarded(timeout: float | None = None) -> bool:
-    """Block until every private layer handed to :meth:`RootOverlay.discard_later` is gone.
+    """Block until every private layer handed to :meth:`RootOverlay.discard_later` is empty.
 
-    Returns False when ``timeout`` (seconds) passed first. Runs at interpreter exit too
-    (up to 10 s), so no layer is left behind by a process that ends normally.
+    Each is then kept (empty) for another call, or removed. Returns False when
+    ``timeout`` (seconds) passed first. Runs at interpreter exit too (up to 10 s), then
+    the kept ones are removed, so no layer is left behind by a process that ends normally.
     """
     return _JANITOR.wait(timeout)
 
 
+# (run in reverse order: the layers handed over are discarded first, then the kept ones)
+atexit.register(_remove_ready)
 atexit.register(wait_discarded, 10.0)
