@@ -50,6 +50,29 @@ def _whiteout(path: str) -> None:
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts need mknod (root)")
 
 
+def test_a_layer_index_is_written_over_only_when_it_has_no_other_name(tmp_path: Path) -> None:
+    """The copy-back's rewrite of a layer's index (its caches dropped, stat data zeroed)
+    never reaches another name of the same file, nor what a link named index leads to."""
+    from prism.coding.security._overlay import _write_index
+
+    index, other, victim = tmp_path / "index", tmp_path / "other", tmp_path / "victim"
+    index.write_bytes(b"the command's index")
+    os.link(index, other)
+    _write_index(str(index), b"rewritten")
+    assert index.read_bytes() == b"rewritten"
+    assert other.read_bytes() == b"the command's index"
+    alone = index.stat().st_ino
+    _write_index(str(index), b"shorter")  # its only name: written over its own bytes
+    assert (index.read_bytes(), index.stat().st_ino) == (b"shorter", alone)
+    victim.write_bytes(b"victim")
+    index.unlink()
+    index.symlink_to(victim)
+    _write_index(str(index), b"rewritten")
+    assert victim.read_bytes() == b"victim"
+    assert not index.is_symlink()
+    assert index.read_bytes() == b"rewritten"
+
+
 def test_a_base_inside_every_root_is_refused() -> None:
     with pytest.raises(SandboxUnavailableError, match="TMPDIR"):
         overlay_base(["/"])

@@ -918,7 +918,27 @@ def _intended(keys: set[bytes]) -> str:
 
 
 def _write_index(path: str, data: bytes) -> None:
-    """Replace the layer's index at ``path`` by ``data``, with the index's own mode."""
+    """Replace the layer's index at ``path`` by ``data``, with the index's own mode.
+
+    Written over its own bytes when it is a regular file of no other name (the
+    command's processes are gone: nothing else holds it), which spares the file
+    system a new file and the old one's removal; else under a fresh name beside it.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+                view, at = memoryview(data), 0
+                while at < len(data):
+                    at += os.pwrite(fd, view[at:], at)
+                os.ftruncate(fd, len(data))
+                return
+        finally:
+            os.close(fd)
     # a fresh name beside it: one the command made in its layer is never opened
     fd, temporary = tempfile.mkstemp(prefix="index.prism-", dir=os.path.dirname(path))
     os.fchmod(fd, stat.S_IMODE(os.lstat(path).st_mode))
