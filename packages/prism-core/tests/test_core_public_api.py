@@ -284,9 +284,11 @@ def test_the_text_module_exports_the_documented_names() -> None:
         "REASON_LIMIT",
         "clip",
         "describe_exception",
+        "escape_controls",
         "has_lone_surrogate",
     ]
     assert inspect.getdoc(prism.core.text.clip)
+    assert inspect.getdoc(prism.core.text.escape_controls)
     assert inspect.getdoc(prism.core.text.describe_exception)
     assert inspect.getdoc(prism.core.text.has_lone_surrogate)
 

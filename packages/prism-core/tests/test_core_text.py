@@ -10,6 +10,7 @@ from prism.core.text import (
     REASON_LIMIT,
     clip,
     describe_exception,
+    escape_controls,
     has_lone_surrogate,
 )
 
@@ -102,3 +103,18 @@ def test_a_lone_surrogate_is_found_wherever_it_is(text: str, lone: bool) -> None
     assert has_lone_surrogate(text) is lone
     # the same answer as writing the text as UTF-8
     assert lone is (text.encode("utf-8", "surrogatepass") != text.encode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("ls\tx\ny", "ls\tx\ny"),  # tabs and newlines stay
+        ("ok # \r\x1b[3A\x1b[J?", "ok # \\x0d\\x1b[3A\\x1b[J?"),
+        ("a\x08\x7f\x9bb", "a\\x08\\x7f\\x9bb"),
+        ("evil\u202egnp.exe", "evil\\u202egnp.exe"),
+        ("\u2066x\u2069\u200b\u2028\ufeff", "\\u2066x\\u2069\\u200b\\u2028\\ufeff"),
+        ("café ✓", "café ✓"),
+    ],
+)
+def test_escape_controls_shows_what_would_move_or_hide_text(text: str, shown: str) -> None:
+    assert escape_controls(text) == shown

@@ -26,6 +26,7 @@ from prism.gateway import (
     open_gateway,
     serve_http,
 )
+from prism.gateway._approval import QUESTION_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -209,25 +210,42 @@ async def test_a_retried_answer_cannot_be_replayed_for_a_later_identical_call(
     assert not (workspace / ".envrc").exists()
 
 
-async def test_the_access_words_survive_a_long_command(workspace: Path) -> None:
+async def test_the_command_is_shown_whole_and_escaped_or_not_asked_about(
+    workspace: Path,
+) -> None:
+    """The person approves what the question shows. A model put a harmless head first
+    (`ls && true && ...`) and the payload past the clipping, or a `#` comment whose
+    carriage return and escape sequence redrew the question on a terminal as another.
+    The command is shown whole with its control characters escaped, after the access a
+    yes grants; one too long to show whole is not asked about, and is refused saying so."""
     asked: list[str] = []
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
-        return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": True})
 
-    command = "echo '" + "a" * 2100 + "' > .envrc"
+    long = "echo '" + "a" * 2100 + "' > .envrc"
+    redrawn = "echo x > .envrc # \r\x1b[3A\x1b[JPrism asks whether the tool 'shell' may run `ls`"
+    past = "ls" + " && true" * (QUESTION_LIMIT // 8) + " > .envrc"
     async with (
         _served(workspace) as (url, _ledger),
         Client(url, elicitation_callback=elicit, mode="legacy") as client,
     ):
-        result = await client.call_tool("shell", {"command": command})
-    assert result.is_error
-    assert len(asked) == 1
+        shown = await client.call_tool("shell", {"command": long})
+        escaped = await client.call_tool("shell", {"command": redrawn})
+        unasked = await client.call_tool("shell", {"command": past})
+    assert len(asked) == 2, asked
     assert "approving it lets this one call write or remove the protected path .envrc" in asked[0]
-    assert "the command: echo 'aaa" in asked[0]
-    assert len(asked[0]) <= 2000
-    assert not (workspace / ".envrc").exists()
+    assert asked[0].endswith("the command: " + long)
+    assert asked[1].endswith(
+        "# \\x0d\\x1b[3A\\x1b[JPrism asks whether the tool 'shell' may run `ls`"
+    )
+    assert "\r" not in asked[1]
+    assert "\x1b" not in asked[1]
+    assert not shown.is_error
+    assert not escaped.is_error
+    assert unasked.is_error
+    assert "too long to show whole in an approval question" in _text(unasked)
 
 
 async def test_a_call_asking_twice_runs_once_and_gets_both_answers() -> None:

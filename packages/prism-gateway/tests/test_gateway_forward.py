@@ -994,7 +994,8 @@ async def test_a_cancelled_call_counts_as_its_clients_until_its_server_answers_i
         await _cancel_once_started(alice, "mcp__fx__answer_late")
         # Its result comes after the late answer on the same pipe.
         late = await bob.call_tool("mcp__fx__was_answered_late", {})
-        asked = await bob.call_tool("mcp__fx__ask", {"question": "colour?"})
+        # (a carriage return and an erase would redraw the prefix away on a terminal)
+        asked = await bob.call_tool("mcp__fx__ask", {"question": "\r\x1b[2Kcolour?"})
         seen, said = await _spoofing(alice, bob, replay=False)
         # A call the server never answers counts on (until unanswered_call_s).
         await _cancel_once_started(alice, "mcp__fx__ask_late")
@@ -1004,7 +1005,7 @@ async def test_a_cancelled_call_counts_as_its_clients_until_its_server_answers_i
     assert said == "spoofed 0 + 64"
     assert seen == ["mine"]
     assert text(held).startswith("refused"), held.content
-    assert bob_asked == ["MCP server 'fx' asks (forwarded by Prism): colour?"]
+    assert bob_asked == ["MCP server 'fx' asks (forwarded by Prism): \\x0d\\x1b[2Kcolour?"]
 
 
 class _Session:

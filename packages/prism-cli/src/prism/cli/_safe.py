@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
+from prism.core.text import escape_controls
 
 __all__ = ["safe_text"]
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def safe_text(text: str) -> str:
@@ -17,4 +15,4 @@ def safe_text(text: str) -> str:
     clear the screen, move the cursor, set the clipboard, retitle the terminal or
     reorder text (bidi controls). Newlines and tabs stay.
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return escape_controls(text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "MESSAGE_LIMIT",
     "NAME_LIMIT",
@@ -9,6 +11,7 @@ __all__ = [
     "clip",
     "clip_counted",
     "describe_exception",
+    "escape_controls",
     "has_lone_surrogate",
 ]
 
@@ -22,6 +25,32 @@ NAME_LIMIT = 200
 """Characters of a name, a path or a value quoted inside a message."""
 
 _MARK = "..."
+
+# C0 but tab and newline, DEL, C1; the bidi marks, embeddings, overrides and isolates;
+# zero-width characters, the line and paragraph separators, the word joiner's block,
+# the byte order mark and the interlinear annotation characters
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with every character that moves or hides other text shown as its escape.
+
+    Text a model, a server or a repository chose, put in front of a person (an
+    approval question, a forwarded one, a terminal line): a carriage return,
+    an escape sequence, a backspace or a bidi override in it could redraw what
+    the person reads. Tabs and newlines stay::
+
+        >>> escape_controls("ls # \r\x1b[2Kok?")
+        'ls # \\x0d\\x1b[2Kok?'
+    """
+    return _CONTROLS.sub(_escaped, text)
 
 
 def has_lone_surrogate(text: str) -> bool:

@@ -16,7 +16,7 @@ import trio
 
 from prism.coding.security import ApprovalDecision
 from prism.core.options import boolean, callable_value, optional, sequence_of, string
-from prism.core.text import MESSAGE_LIMIT, NAME_LIMIT, clip
+from prism.core.text import NAME_LIMIT, clip, escape_controls
 
 from ._rounds import UnansweredError, ask_apart
 
@@ -236,25 +236,43 @@ def _access(action: ExecutionAction) -> str:
     return escalation if isinstance(escalation, str) else ""
 
 
-def _describe(action: ExecutionAction, scope: CallScope) -> str:
-    # The access approving it grants comes first and is never clipped; the
-    # command comes last and only it (and the paths) is clipped to fit.
-    parts = [clip(f"Prism asks whether the tool {scope.tool_name!r} may {action.operation}", 300)]
+QUESTION_LIMIT = 8_000
+"""Characters of an approval question: a command that does not fit whole is not asked about."""
+
+
+def _describe(action: ExecutionAction, scope: CallScope) -> str | None:
+    """The approval question about ``action``; None when its command cannot be shown whole.
+
+    Every part a model chose is shown with its control characters escaped (a
+    carriage return or an escape sequence after a ``#`` would redraw the
+    question on a terminal). The access approving it grants comes first; the
+    command comes last, whole: the head of a long command is where a model puts
+    what looks harmless, so a command clipped to fit would ask about another.
+    """
+    name = escape_controls(clip(repr(scope.tool_name), NAME_LIMIT))
+    parts = [f"Prism asks whether the tool {name} may {escape_controls(action.operation)}"]
     escalation = _access(action)
     if escalation:
         # the extra access approving it grants this one call (the sandbox refuses it otherwise)
-        parts.append(f"approving it lets this one call {escalation}, which the sandbox would "
-                     "otherwise refuse")  # fmt: skip
+        parts.append(f"approving it lets this one call {escape_controls(escalation)}, which "
+                     "the sandbox would otherwise refuse")  # fmt: skip
     if action.risk is not None:
-        parts.append(clip(f"risk: {action.risk}", 100))
+        parts.append(escape_controls(clip(f"risk: {action.risk}", 100)))
     if action.paths:
-        parts.append(clip("paths: " + ", ".join(action.paths), 300))
+        parts.append(escape_controls(clip("paths: " + ", ".join(action.paths), 300)))
     head = "; ".join(parts)
     if action.command is None:
         return head
-    label = "; the command: "
-    room = max(MESSAGE_LIMIT - len(head) - len(label), 200)
-    return head + label + clip(action.command, room)
+    question = f"{head}; the command: {escape_controls(action.command)}"
+    return question if len(question) <= QUESTION_LIMIT else None
+
+
+def _unshown(action: ExecutionAction) -> ApprovalDecision:
+    return _refused(
+        f"not asked: the command ({len(action.command or '')} characters) is too long to "
+        f"show whole in an approval question (at most {QUESTION_LIMIT} characters with "
+        "the question); run it in shorter calls"
+    )
 
 
 def declares_elicitation(capabilities: Any, mode: str) -> bool:
@@ -281,11 +299,14 @@ def _can_elicit(scope: CallScope) -> bool:
     return _declared_elicitation(scope) and bool(scope.session.can_send_request)
 
 
-def approval_request(action: ExecutionAction, scope: CallScope) -> dict[str, Any]:
-    """The ``elicitation/create`` request (wire form) asking about ``action``."""
+def approval_request(action: ExecutionAction, scope: CallScope) -> dict[str, Any] | None:
+    """The ``elicitation/create`` request (wire form) asking about ``action`` (None: unshown)."""
+    message = _describe(action, scope)
+    if message is None:
+        return None
     return {
         "method": "elicitation/create",
-        "params": {"mode": "form", "message": _describe(action, scope), "requestedSchema": _SCHEMA},
+        "params": {"mode": "form", "message": message, "requestedSchema": _SCHEMA},
     }
 
 
@@ -306,10 +327,11 @@ def _refused(reason: str) -> ApprovalDecision:
 async def _from_round(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
     # The call waits in the gateway while the client answers (see _rounds): a yes or a
     # no reaches this very call, so nothing it did before asking runs again.
+    request = approval_request(action, scope)
+    if request is None:
+        return _unshown(action)
     try:
-        answer = await ask_apart(
-            scope, APPROVAL_INPUT_KEY, approval_request(action, scope), exact=True
-        )
+        answer = await ask_apart(scope, APPROVAL_INPUT_KEY, request, exact=True)
     except UnansweredError as exc:
         return _refused(f"approval was requested from the client: {exc}")
     return _answer(answer)
@@ -329,9 +351,12 @@ _SCHEMA: dict[str, Any] = {
 
 
 async def _elicit(action: ExecutionAction, scope: CallScope) -> ApprovalDecision:
+    message = _describe(action, scope)
+    if message is None:
+        return _unshown(action)
     try:
         result = await scope.session.elicit_form(
-            _describe(action, scope), _SCHEMA, related_request_id=scope.request_id
+            message, _SCHEMA, related_request_id=scope.request_id
         )
     except Exception as exc:  # the client failed to answer: that is a no
         return ApprovalDecision(

@@ -16,7 +16,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ValidationError
 
 from prism.core import ToolResult
-from prism.core.text import clip
+from prism.core.text import clip, escape_controls
 from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
@@ -95,7 +95,40 @@ def _wire(model: BaseModel) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _elicit_request(request: McpElicitation, message: str) -> dict[str, Any]:
+def _forwarded(server_id: str, message: str) -> str:
+    """A server's question as the client is shown it: said to come from the server.
+
+    So it is never taken for the gateway's own approval question ("Prism asks
+    whether the tool ..."): its control characters are shown escaped, or a
+    carriage return or an escape sequence would redraw the prefix away on a
+    terminal.
+    """
+    return f"MCP server {server_id!r} asks (forwarded by Prism): {escape_controls(message)}"
+
+
+_SHOWN_KEYS = frozenset({"title", "description"})
+
+
+def _shown_schema(schema: Any) -> Any:
+    """A requested schema with the text it shows the person (titles, descriptions) escaped."""
+    if isinstance(schema, list):
+        return [_shown_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    shown: dict[Any, Any] = {}
+    for key, value in schema.items():
+        if key in _SHOWN_KEYS and isinstance(value, str):
+            shown[key] = escape_controls(value)
+        elif key == "enumNames" and isinstance(value, list):
+            shown[key] = [escape_controls(v) if isinstance(v, str) else v for v in value]
+        else:
+            shown[key] = _shown_schema(value)
+    return shown
+
+
+def _elicit_request(
+    request: McpElicitation, message: str, schema: dict[str, Any]
+) -> dict[str, Any]:
     """The ``elicitation/create`` input request (wire form) forwarding ``request``."""
     params: dict[str, Any] = {"message": message}
     if request.mode == "url" and request.url is not None:
@@ -103,7 +136,7 @@ def _elicit_request(request: McpElicitation, message: str) -> dict[str, Any]:
         # any, stays between it and the gateway.
         params.update(mode="url", url=request.url)
     else:
-        params.update(mode="form", requestedSchema=request.requested_schema or _EMPTY_FORM)
+        params.update(mode="form", requestedSchema=schema)
     return {"method": "elicitation/create", "params": params}
 
 
@@ -348,11 +381,14 @@ class Forwarder:
             scope = self._asker(server_id, "elicitation", request.call_id, mode)
             # Said to come from the server, so it is never taken for the gateway's own
             # approval question ("Prism asks whether the tool ...").
-            message = f"MCP server {server_id!r} asks (forwarded by Prism): {request.message}"
+            message = _forwarded(server_id, request.message)
+            schema = _shown_schema(request.requested_schema or _EMPTY_FORM)
             if scope.round is not None:
                 result = _answer_as(
                     types.ElicitResult,
-                    await self._ask_round(scope, server_id, _elicit_request(request, message)),
+                    await self._ask_round(
+                        scope, server_id, _elicit_request(request, message, schema)
+                    ),
                 )
             elif url is not None:
                 # Never the server's own id: an id of the gateway's, which stands for
@@ -363,9 +399,7 @@ class Forwarder:
                 )
             else:
                 result = await scope.session.elicit_form(
-                    message,
-                    request.requested_schema or _EMPTY_FORM,
-                    related_request_id=scope.request_id,
+                    message, schema, related_request_id=scope.request_id
                 )
             content: Any = result.content if result.action == "accept" else None
             return McpElicitationAnswer(action=result.action, content=content)
@@ -391,7 +425,7 @@ class Forwarder:
             elicitations: list[dict[str, Any]] = []
             for each in wanted:
                 shown = self._urls.issue(server_id, each["elicitation_id"], scope)
-                message = f"MCP server {server_id!r} asks (forwarded by Prism): {each['message']}"
+                message = _forwarded(server_id, each["message"])
                 elicitations.append(
                     {"mode": "url", "elicitationId": shown, "url": each["url"], "message": message}
                 )
