@@ -355,3 +355,41 @@ def test_a_literal_never_closed_is_one_match_to_the_end(tail: bytes) -> None:
     for pattern in (_budget._LITERAL, _stdio._STRING_LITERAL):
         assert [match.span() for match in pattern.finditer(line)][-1] == (opened, len(line))
     assert _stdio._containers(line) == 1
+
+
+def _bare_containers(line: bytes) -> int:
+    """The ``{`` and ``[`` left once every string literal is cut out (the definition)."""
+    from prism.mcp import _stdio
+
+    bare = _stdio._STRING_LITERAL.sub(b"", line)
+    return bare.count(b"{") + bare.count(b"[")
+
+
+_PIECES = [b'"', b"\\", b"{", b"[", b"}", b"]", b"a", b",", b":", b" ", b"\n", b'\\"', b'"{"']
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map(b"".join))
+def test_the_count_of_objects_and_arrays_leaves_out_what_strings_hold(line: bytes) -> None:
+    from prism.mcp import _stdio
+
+    assert _stdio._containers(line) == _bare_containers(line)
+
+
+@pytest.mark.parametrize("name", ["empty text blocks", "two-character strings", "records"])
+def test_the_count_of_objects_and_arrays_builds_nothing(name: str) -> None:
+    # Cutting the strings out with re.sub held one piece per literal: 24 to 36 times
+    # the message for records, empty text blocks or short strings, more than the parse
+    # it decides on. Only the literals holding a bracket are visited now, one at a time.
+    from prism.mcp import _stdio
+
+    raw = SHAPES[name]
+    tracemalloc.start()
+    try:
+        assert _stdio._containers(raw) == _bare_containers(raw)
+        tracemalloc.reset_peak()
+        _stdio._containers(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10_000, peak

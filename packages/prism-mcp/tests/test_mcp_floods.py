@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import threading
+import tracemalloc
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -469,7 +470,27 @@ async def test_a_listing_of_many_tools_lets_other_tasks_run_between_tools(
     ]
 
 
-async def _call_flood(mode: str, count: int, **options: Any) -> Any:
+async def _traced_call(tool: Any, ctx: Any, traced: list[int] | None) -> Any:
+    """``tool.execute({}, ctx)``; with ``traced``, a second call's tracemalloc peak appended.
+
+    The first call is not traced: what it imports or compiles once is not the result's.
+    """
+    if traced is None:
+        return await tool.execute({}, ctx)
+    await tool.execute({}, ctx)
+    tracemalloc.start()
+    try:
+        held = tracemalloc.get_traced_memory()[0]
+        result = await tool.execute({}, ctx)
+        traced.append(tracemalloc.get_traced_memory()[1] - held)
+    finally:
+        tracemalloc.stop()
+    return result
+
+
+async def _call_flood(
+    mode: str, count: int, *, traced: list[int] | None = None, **options: Any
+) -> Any:
     from prism.core import ToolCall, ToolExecutionContext
     from prism.mcp import StdioTransport
 
@@ -480,7 +501,7 @@ async def _call_flood(mode: str, count: int, **options: Any) -> Any:
             server_id="bl", transport=server, protocol="legacy", **options
         ) as bridge:
             (tool,) = bridge.tools
-            return await tool.execute({}, ctx)
+            return await _traced_call(tool, ctx, traced)
 
 
 @pytest.mark.parametrize(
@@ -580,9 +601,11 @@ async def test_a_result_that_would_take_too_much_memory_is_refused_before_parsin
     assert "at most 10 times its size plus 8 MiB" in result.joined_text
 
 
-async def _call_flood_http(mode: str, count: int, kind: str, **options: Any) -> Any:
+async def _call_flood_http(
+    mode: str, count: int, kind: str, *, traced: list[int] | None = None, **options: Any
+) -> Any:
     """One call of the flood server's tool, served over Streamable HTTP (``http``: JSON
-    bodies; ``sse``: server-sent events)."""
+    bodies; ``sse``: server-sent events); ``traced`` as :func:`_traced_call`."""
     from prism.core import ToolCall, ToolExecutionContext
     from prism.mcp import StreamableHttpTransport
 
@@ -606,7 +629,7 @@ async def _call_flood_http(mode: str, count: int, kind: str, **options: Any) -> 
                     **options,
                 ) as bridge:
                     (tool,) = bridge.tools
-                    return await tool.execute({}, ctx)
+                    return await _traced_call(tool, ctx, traced)
             finally:
                 server.kill()
 
@@ -633,10 +656,14 @@ async def test_text_full_of_punctuation_passes_over_http() -> None:
 async def test_results_priced_within_budget_are_kept(mode: str, count: int) -> None:
     # Records repeat their keys (counted once each); a text full of braces, commas
     # and quotes is priced as text once the strings are cut out.
-    result = await _call_flood(mode, count)
+    traced: list[int] = []
+    result = await _call_flood(mode, count, traced=traced)
     assert not result.is_error, result.joined_text
     if mode == "records":
         assert len(result.structured["items"]) == count // 62
+        # At most ten times the message (tracemalloc's peak): the count of objects
+        # and arrays before the parse held 24 times it (a piece per string literal).
+        assert traced[0] < 10 * count, traced
     else:
         assert result.joined_text.startswith('{"a":[1,2]},')
 
@@ -717,15 +744,18 @@ async def test_a_result_of_too_many_blocks_is_never_parsed_over_http(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The body (or the event's data) is counted before the SDK's reader parses it,
-    # which then parses the gate's error in its place.
+    # which then parses the gate's error in its place; in bounded memory (the count of
+    # objects and arrays that comes first held 28 times the 936 kB message).
     from mcp.client import streamable_http
 
     sizes: list[int] = []
     adapter = _CountedAdapter(streamable_http.jsonrpc_message_adapter, sizes)  # type: ignore[attr-defined]
     monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", adapter)
-    result = await _call_flood_http("blocks", 36_000, kind)
+    traced: list[int] = []
+    result = await _call_flood_http("blocks", 36_000, kind, traced=traced)
     assert sizes
     assert max(sizes) < 10_000
+    assert traced[0] < 4 * MB, traced
     assert result.is_error
     assert result.details["mcp_error"] == "server_error"
     assert "result refused: more than 1024 content blocks" in result.joined_text
