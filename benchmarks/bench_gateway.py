@@ -94,19 +94,19 @@ gateway's CPU 1262 µs per call against 1643 with the fast paths off.
 The bridged target (<= 1.2x) is not met: it needs the gateway's CPU per
 bridged call near 300 µs. Function calls per bridged call in the gateway's
 process (a profile's count over 1,000 calls after 300, which load does not
-move): 1,091 before the cuts since, 880 now. ``--floors`` (two runs of 8
-rounds of 400 calls, load 11.4-13.2, so two to three times a quiet
-machine's CPU; function calls per call, CPU µs per call as medians, then
-per round against the floor):
+move): 1,091 before the cuts since, 880 now. ``--floors`` (three runs,
+of 8, 8 and 16 rounds of 400 calls, load 11.4-14, so two to three times a
+quiet machine's CPU; function calls per call, CPU µs per call as medians,
+then per round against the floor):
 
-    process between client and server      calls  CPU          vs the floor
-    JSON relay                               335  512; 475     0.72; 0.66
-    shape floor (gates inline, 2 readers)    504  687; 650     1
-    the same, a task per call                678  1025; 800    1.33; 1.13
-    gateway, bridged                         880  1300; 1300   1.81; 1.91
+    process between client and server      calls  CPU              vs the floor
+    JSON relay                               335  512; 475; 450    0.72; 0.66; 0.58
+    shape floor (gates inline, 2 readers)    504  687; 650; 737    1
+    the same, a task per call                678  1025; 800; 863   1.33; 1.13; 1.18
+    gateway, bridged                         880  1300; 1300; 1425 1.81; 1.91; 1.75
 
-So the floor of the two-reader shape (about 320 µs on a quiet machine) is
-about what 1.2x needs, and today's shape (a task and two cancel scopes per
+So the floor of the two-reader shape (320-390 µs on a quiet machine) is
+at or a little past what 1.2x needs, and today's shape (a task and two cancel scopes per
 call) is past it before any of the SDK's objects. docs/gateway.md
 ("Performance") gives the ``--stages`` table and what 1.2x would take.
 """
