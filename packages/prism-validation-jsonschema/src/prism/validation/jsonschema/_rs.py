@@ -79,8 +79,9 @@ class _Unknown:
     """A keyword the dialect does not define, so it checks nothing.
 
     jsonschema-rs asserts ``contentMediaType`` and ``contentEncoding`` in
-    draft-06, which has neither (they came with draft-07); there they are
-    unknown keywords, as the draft says.
+    draft-06, which has neither (they came with draft-07), and ``dependencies``
+    in 2019-09 and 2020-12, which replaced it; there they are unknown keywords,
+    as the drafts say.
     """
 
     def __init__(self, _parent: object, _value: object, _path: object) -> None:
@@ -151,6 +152,7 @@ def compile_rs(
     assert_formats: bool,
     used: Collection[str] = (),
     unique_items: bool = False,
+    retired: Collection[str] = (),
 ) -> Any:
     """The engine's validator, with ``is_valid(instance)`` and ``validate(instance)``.
 
@@ -162,6 +164,8 @@ def compile_rs(
     Python format check handed to it makes every call slower (about 0.3 us),
     used or not. ``unique_items`` (the schema asserts ``uniqueItems``) hands
     that keyword to Prism's linear check, for the same reason only then.
+    ``retired`` names keywords this dialect does not have that the engine would
+    apply anyway (``dependencies`` in 2019-09 and 2020-12): they check nothing.
 
     Raises:
         Exception: whatever jsonschema-rs raises for a schema it refuses (the
@@ -174,6 +178,8 @@ def compile_rs(
     keywords = _KEYWORDS.get(draft)
     if unique_items:
         keywords = {**(keywords or {}), "uniqueItems": _UniqueItems}
+    if retired:
+        keywords = {**(keywords or {}), **dict.fromkeys(retired, _Unknown)}
     validator = _CLASSES[draft](
         schema,
         validate_formats=validate_formats,

@@ -416,6 +416,7 @@ class JsonSchemaArgumentValidator:
                 assert_formats=self._assert_formats,
                 used=analysis.formats,
                 unique_items=analysis.unique_items,
+                retired=analysis.retired,
             )
         except SchemaRejectedError as exc:
             return _Entry(screened.key, None, exc)

@@ -1,0 +1,125 @@
+"""Each construct is priced by what jsonschema-rs does with it, and applied as the dialect says.
+
+The price of a sub-schema is what one instance node meeting it can cost the
+engine: an ``enum`` entry or ``const`` that is an object or array is compared
+value by value, draft-07's ``contentMediaType: application/json`` parses every
+string it checks, and numbers go through the engine's arbitrary-precision
+comparison. A call whose price is over a budget is refused before the engine
+runs, so these tests are cheap: they ask for the refusal, not for the stall.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+
+from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaRejectedError
+
+D7 = "http://json-schema.org/draft-07/schema#"
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _over_budget(schema: dict[str, Any], value: object, budget: str) -> None:
+    result = JsonSchemaArgumentValidator().validate(schema, value)
+    assert not result.ok
+    assert f"{budget}=" in result.errors[0].message, result
+
+
+# -- enum entries and const values that are objects or arrays ---------------------
+
+
+def test_an_enum_of_objects_is_priced_per_value_compared() -> None:
+    # 4,990 one-member objects (70 kB) against 3,170 copies of the last: 15.8 M
+    # structural comparisons, 0.5-0.8 s of CPU on the event loop, admitted before.
+    schema = {
+        "type": "object",
+        "properties": {
+            "x": {"type": "array", "items": {"enum": [{"k": f"v{i}"} for i in range(4990)]}}
+        },
+    }
+    _over_budget(schema, {"x": [{"k": "v4989"}] * 3170}, "max_validation_work")
+    # A few items still pass.
+    assert JsonSchemaArgumentValidator().validate(schema, {"x": [{"k": "v4989"}] * 3}).ok
+
+
+def test_an_enum_of_arrays_of_strings_counts_the_strings() -> None:
+    # 2,000 entries of 16 strings: 4.15 s of CPU against 5,882 matching items.
+    entries = [["x"] * 15 + [f"v{i}"] for i in range(2000)]
+    schema = {"type": "object", "properties": {"x": {"type": "array", "items": {"enum": entries}}}}
+    with pytest.raises(SchemaRejectedError, match="max_schema_work"):
+        JsonSchemaArgumentValidator().check_schema(schema)
+    small = {"type": "array", "items": {"enum": entries[:200]}}
+    _over_budget(small, [entries[199]] * 5882, "max_validation_work")
+    assert JsonSchemaArgumentValidator().validate(small, [entries[199]] * 10).ok
+
+
+def test_a_const_object_is_priced_by_its_size() -> None:
+    # Each item may be compared with every value of the const (1,201 of them).
+    const = {f"k{i}": [f"v{i}"] * 5 for i in range(200)}
+    schema = {"type": "array", "items": {"const": const}}
+    _over_budget(schema, [{"k0": ["v0"]}] * 1_000, "max_validation_work")
+    assert JsonSchemaArgumentValidator().validate(schema, [const] * 2).ok
+
+
+# -- draft-07 content keywords parse every string --------------------------------
+
+
+def test_draft7_content_media_type_is_priced_per_character() -> None:
+    # 8 strings of 1 MB of JSON were parsed unpriced: 0.6-0.7 s of CPU per call.
+    schema = {
+        "$schema": D7,
+        "type": "object",
+        "properties": {
+            "docs": {
+                "type": "array",
+                "maxItems": 8,
+                "items": {"type": "string", "contentMediaType": "application/json"},
+            }
+        },
+    }
+    doc = "[" + ",".join(['{"a":0}'] * 124_000) + "]"
+    _over_budget(schema, {"docs": [doc] * 8}, "max_regex_work")
+    validator = JsonSchemaArgumentValidator()
+    # Still asserted, on strings the budget covers.
+    assert validator.validate(schema, {"docs": ['{"a": [0]}']}).ok
+    assert not validator.validate(schema, {"docs": ['{"a": [0]']}).ok
+
+
+# -- 2019-09 and 2020-12: "dependencies" is not a keyword -------------------------
+
+
+@pytest.mark.parametrize("dialect", [D2019, D2020])
+def test_dependencies_is_refused_where_it_is_no_keyword(dialect: str) -> None:
+    schema = {"$schema": dialect, "type": "object", "not": {"dependencies": {"a": ["b"]}}}
+    with pytest.raises(SchemaRejectedError, match="'dependencies' is ignored in this dialect"):
+        JsonSchemaArgumentValidator().check_schema(schema)
+
+
+@pytest.mark.parametrize("dialect", [D2019, D2020])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "not": {"dependencies": {"a": ["b"]}}},
+        {"type": "object", "oneOf": [{"dependencies": {"a": {"required": ["b"]}}}, {}]},
+        {"dependencies": {"a": ["b"]}},
+    ],
+)
+@pytest.mark.parametrize("value", [{"a": 1}, {"c": 1}, {"a": 1, "b": 2}])
+def test_ignored_dependencies_never_decide_a_verdict(
+    dialect: str, schema: dict[str, Any], value: dict[str, Any]
+) -> None:
+    # The engine applied it: {"a": 1} was accepted under "not", against the dialect.
+    schema = {"$schema": dialect, **schema}
+    validator = JsonSchemaArgumentValidator(unsupported_keywords="ignore")
+    reference = jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    assert validator.validate(schema, value).ok is reference
+
+
+def test_dependencies_still_applies_in_draft7() -> None:
+    schema = {"$schema": D7, "dependencies": {"a": ["b"]}}
+    validator = JsonSchemaArgumentValidator()
+    assert not validator.validate(schema, {"a": 1}).ok
+    assert validator.validate(schema, {"a": 1, "b": 1}).ok
