@@ -168,7 +168,9 @@ _IGNORED: dict[str, frozenset[str]] = {
     "draft6": frozenset(),
     "draft7": frozenset(),
     "draft2019": frozenset({"prefixItems", "$dynamicRef", "$dynamicAnchor", "dependencies"}),
-    "draft2020": frozenset({"additionalItems", "$recursiveRef", "$recursiveAnchor", "dependencies"}),
+    "draft2020": frozenset(
+        {"additionalItems", "$recursiveRef", "$recursiveAnchor", "dependencies"}
+    ),
 }
 # Keywords of an older draft that jsonschema-rs still applies in a later one,
 # although the later dialect has no such keyword ("dependencies" is no longer a
