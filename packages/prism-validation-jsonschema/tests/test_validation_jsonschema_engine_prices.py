@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # no stubs; only is_valid is used
 import pytest
 
 from prism.validation.jsonschema import JsonSchemaArgumentValidator, SchemaRejectedError
