@@ -993,6 +993,55 @@ async def test_git_directory_modes_never_open_it_to_others(root: Path) -> None:
     assert (git / "refs" / "tags" / "new" / "t").is_file(), text
 
 
+# an index of that many entries, each an empty blob under d/
+_MANY_ENTRIES = r"""
+import hashlib, struct, sys
+count = int(sys.argv[1])
+oid = bytes.fromhex("e69de29bb2d1d6434b8b29ae775a8c8ab35a93b2")
+out = [struct.pack(">4sII", b"DIRC", 2, count)]
+for i in range(count):
+    name = b"d/%09d" % i
+    entry = struct.pack(">10I", 0, 0, 0, 0, 0, 0, 0o100644, 0, 0, 0) + oid
+    entry += struct.pack(">H", len(name)) + name
+    out.append(entry + bytes(8 - len(entry) % 8))
+body = b"".join(out)
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+"""
+
+
+async def test_an_index_of_too_many_new_entries_is_left_out_unread(root: Path) -> None:
+    """Each entry of a new index is listed and judged after the command's time is up: an
+    index of 1.5 million forged entries held a call 139 s and 1.4 GB. Past
+    MAX_ADDED_ENTRIES more than the host's index holds, it is left out unread."""
+    from prism.coding.security._overlay import MAX_ADDED_ENTRIES
+
+    _repository(root)
+    (root / "many.py").write_text(_MANY_ENTRIES)
+    text = await _shell(root, f"python3 many.py {MAX_ADDED_ENTRIES + 2}")
+    assert f"an index adding more than {MAX_ADDED_ENTRIES} entries" in text, text
+    assert _git(root, "ls-files").stdout == b"f.txt\n", text
+
+
+_LONG_REFLOG = r"""
+import os
+os.makedirs(".git/logs/refs/heads", exist_ok=True)
+line = "%040x %040x A <a@b> 1700000000 +0000\tcheckout: moving from t%d to t%d\n"
+with open(".git/logs/refs/heads/x", "w") as out:
+    out.write("".join(line % (i, i + 1, i, i + 1) for i in range(9000)))
+"""
+
+
+async def test_a_reflog_is_read_within_a_bound(root: Path) -> None:
+    """Reflogs were read whole, each up to 64 MiB, after the command's time was up (ten of
+    59 MB held a call 160 s). Git appends one line of about 150 bytes per update: a
+    reflog with more than a MiB of new lines is left out unread."""
+    _repository(root)
+    (root / "reflog.py").write_text(_LONG_REFLOG)
+    text = await _shell(root, "python3 reflog.py")
+    assert "a reflog of more than 1048576 new bytes" in text, text
+    assert not (root / ".git" / "logs" / "refs" / "heads" / "x").exists(), text
+
+
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     """Each moved ref costs the host git processes after the command's own time is up
     (1,000 branches made by a one-second fast-import held a call 105 s): past

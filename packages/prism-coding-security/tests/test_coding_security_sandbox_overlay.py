@@ -365,6 +365,31 @@ async def test_a_root_on_another_file_system_is_copied_back(tmp_path: Path) -> N
         shutil.rmtree(boxed_dir)
 
 
+async def test_holes_come_back_as_holes_across_file_systems() -> None:
+    """A file of 4 GiB made by `truncate` holds no data: copied byte by byte into a root on
+    another file system it took the host 4 GiB of disk and 26 s after the call's time was
+    up. Only the data comes back; the rest stays a hole."""
+    shm = "/dev/shm"
+    if not _other_device(shm):
+        pytest.skip("no second file system for the root")
+    boxed_dir = tempfile.mkdtemp(dir=shm)
+    try:
+        from pathlib import Path as _Path
+
+        boxed = _Path(boxed_dir)
+        line = "truncate -s 1G big && printf x | dd of=big bs=1 seek=536870912 conv=notrunc"
+        code, _ = await _run(_ops(boxed), line + " 2>/dev/null", boxed)
+        info = (boxed / "big").stat()
+        fd = os.open(boxed / "big", os.O_RDONLY)
+        data = os.pread(fd, 2, 1 << 29)
+        os.close(fd)
+    finally:
+        shutil.rmtree(boxed_dir)
+    assert code == 0
+    assert (info.st_size, data) == (1 << 30, b"x\0")
+    assert info.st_blocks * 512 < 1 << 20
+
+
 async def test_a_root_whose_name_needs_escaping_works(tmp_path: Path) -> None:
     root = tmp_path / "a,b:c\\d e"
     root.mkdir()

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
 import os
 import queue
@@ -152,8 +153,14 @@ _SYMREF_TARGET = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*(?<![./])")
 _SYMREF_DEPTH = 5
 # the new commits of one reflog checked at most (each costs a few git processes)
 _REFLOG_COMMITS = 256
+# bytes of a reflog's new lines (all of them, for one git did not append to) read at most
+_REFLOG_FRESH_BYTES = 1 << 20
 # new commits a moved ref may reach, each judged against its parents (see history_refusal)
 _HISTORY_COMMITS = 1000
+MAX_ADDED_ENTRIES = 100_000
+"""Entries a new index may hold beyond the host's for the copy-back to judge it. Each costs
+about 20 us of the host's CPU and 1 kB of memory, after the command's own timeout (an
+index of 1.5 million forged entries held a call 139 s); past it the index is left out."""
 MAX_MOVED_REFS = 256
 """Refs one command may move (loose, packed, reflogs, FETCH_HEAD), in all, for the
 copy-back to judge; past it the rest are left out. Each costs about 20 ms of the host's
@@ -871,6 +878,44 @@ _SHARED_CACHES = "a shared index is kept only without extensions (as git writes 
 _INDEX_LIMIT = 1 << 28  # an index past 256 MiB is not read back in
 
 
+def _copy_data(source: int, target: int, size: int) -> None:
+    """Copy a file of ``size`` bytes, its holes kept holes (``truncate -s 4G f`` is no data).
+
+    Only the ranges the file system says hold data are read and written
+    (``SEEK_DATA``/``SEEK_HOLE``; a file system without them says the whole file
+    does); the target is then cut to ``size``, which leaves the rest a hole.
+    """
+    at = 0
+    while at < size:
+        try:
+            start = os.lseek(source, at, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                break  # only a hole is left
+            raise
+        end = os.lseek(source, start, os.SEEK_HOLE)
+        os.lseek(source, start, os.SEEK_SET)
+        os.lseek(target, start, os.SEEK_SET)
+        while start < end:
+            chunk = os.read(source, min(1 << 20, end - start))
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(target, view) :]
+            start += len(chunk)
+        at = end
+    os.ftruncate(target, size)
+
+
+def _entry_count(path: str) -> int:
+    """The count of entries an index file's header gives (0: no index, or unreadable)."""
+    head = read_regular_file(path, 12)
+    if head is None or len(head) < 12 or head[:4] != b"DIRC":
+        return 0
+    return int.from_bytes(head[8:12], "big")
+
+
 def _read_small(path: str) -> bytes | None:
     data = read_regular_file(path, _INDEX_LIMIT)
     return None if data is None or len(data) >= _INDEX_LIMIT else data
@@ -1288,6 +1333,10 @@ class _Applier:
             "an index the host's git would read otherwise than it is checked here "
             "(unreadable index, or a path listed twice or out of git's order)"
         )
+        added = _entry_count(new) - _entry_count(os.path.join(git_dir, "index"))
+        if added > MAX_ADDED_ENTRIES:
+            # each entry is listed and judged after the command's time is up
+            return f"an index adding more than {MAX_ADDED_ENTRIES} entries ({added})"
         format_refusal, stripped = _without_caches(new)
         if format_refusal is not None:
             return format_refusal
@@ -1537,10 +1586,15 @@ class _Applier:
         appended = new.startswith(host) and host.endswith(b"\n")
         if appended and not readable:
             return "a reflog line git would not read"  # one of the host's, kept at the top
+        if len(new) - (len(host) if appended else 0) > _REFLOG_FRESH_BYTES:
+            # (git appends one line of about 150 bytes per update)
+            return f"a reflog of more than {_REFLOG_FRESH_BYTES} new bytes"
         fresh = (new[len(host) :] if appended else new).splitlines()
         oids: dict[str, None] = {}
         branches: dict[str, None] = {}
         for line in fresh:
+            if len(oids) > _REFLOG_COMMITS or len(branches) > _REFLOG_COMMITS:
+                return f"a reflog naming more than {_REFLOG_COMMITS} new commits or branches"
             words = line.split(b" ", 2)
             if len(words) < 3 or not all(_OID.fullmatch(word) for word in words[:2]):
                 return "a reflog line git would not read"
@@ -1936,8 +1990,7 @@ class _Applier:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             target = os.open(temporary, flags, 0o600, dir_fd=real_fd)
             try:
-                while chunk := os.read(source, 1 << 20):
-                    os.write(target, chunk)
+                _copy_data(source, target, info.st_size)
                 os.fchmod(target, mode)
                 os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
             finally:
