@@ -338,7 +338,8 @@ async def test_commands_never_see_the_secrets_this_process_holds(
     monkeypatch.setenv("PRISM_TEST_API_KEY", "sk-one")
     monkeypatch.setenv("GH_TOKEN", "gh-two")
     monkeypatch.setenv("PRISM_TEST_PLAIN", "plain")
-    line = "printenv PRISM_TEST_API_KEY GH_TOKEN PRISM_TEST_PLAIN; echo done"
+    monkeypatch.setenv("PRISM_TEST_DB", "postgres://u:pw@db/x")
+    line = "printenv PRISM_TEST_API_KEY GH_TOKEN PRISM_TEST_DB PRISM_TEST_PLAIN; echo done"
     async with open_secure_coding_tools([str(root)]) as secure:
         kept = await _call(secure, "shell", command=line)
     async with open_secure_coding_tools(
@@ -357,9 +358,27 @@ async def test_commands_never_see_the_secrets_this_process_holds(
         ("GOOGLE_APPLICATION_CREDENTIALS", True), ("SSH_AUTH_SOCK", True), ("GITLAB_PAT", True),
         ("OPENAI_APIKEY", True), ("PATH", False), ("PWD", False), ("GIT_AUTHOR_NAME", False),
         ("HOME", False), ("LANG", False), ("VIRTUAL_ENV", False), ("KEYBOARD_LAYOUT", False),
+        ("CI_JOB_JWT", True), ("SENTRY_DSN", True), ("SLACK_WEBHOOK_URL", True),
     ],
 )  # fmt: skip
 def test_secret_names(name: str, secret: bool) -> None:
     from prism.coding.security._environment import secret_name
 
     assert secret_name(name) is secret
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [
+        ("postgres://u:pw1@db/x", True), ("https://u:tok2@pypi.corp/simple", True),
+        ("http://u:pw3@proxy:3128", True), ("https://key4@o1.ingest.sentry.io/1", True),
+        ("redis://:pw5@r:6379", True), ("mongodb+srv://u:pw6@m/x", True),
+        ("https://pypi.org/simple", False), ("http://proxy:3128", False),
+        ("someone@example.com", False), ("/usr/bin:/bin", False),
+        ("https://example.com/a@b", False),
+    ],
+)  # fmt: skip
+def test_secret_values(value: str, secret: bool) -> None:
+    from prism.coding.security._environment import secret_value
+
+    assert secret_value(value) is secret

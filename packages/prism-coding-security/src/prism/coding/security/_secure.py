@@ -192,8 +192,9 @@ async def open_secure_coding_tools(
     Commands get this process's environment as it is here without the
     variables whose names say they hold a secret (``*TOKEN*``, ``*SECRET*``,
     ``*PASSWORD*``, ``*CREDENTIAL*``, ``*APIKEY*``, a ``KEY``, ``AUTH`` or ``PAT``
-    part: ``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``SSH_AUTH_SOCK``),
-    unless ``shell_options`` gives ``env`` (then exactly that).
+    part: ``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``SSH_AUTH_SOCK``) and those
+    whose value is a URL carrying credentials (``postgres://u:pw@db``), unless
+    ``shell_options`` gives ``env`` (then exactly that). It is a heuristic.
 
     Each backend is probed (:meth:`SandboxBackend.ensure_available`) on
     entry; the result says which one is active (:attr:`SecureCodingTools.backend`).
