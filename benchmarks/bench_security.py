@@ -608,15 +608,15 @@ def _spawn_direct(argvs: list[list[str]], cwd: str, env: dict[str, str]) -> byte
 def _cpu_s() -> float:
     """CPU seconds of this process and every process it started, ended or still running.
 
-    Ended children count through ``RUSAGE_CHILDREN``; a child that still runs (the
-    Landlock backend's fork server) counts with what it used and what its ended
-    children (each command's processes) used, read from ``/proc``.
+    Ended children count through ``RUSAGE_CHILDREN``; a descendant that still runs (a
+    sandbox's fork server, the Landlock one below its guardian) counts with what it used
+    and what its ended children (each command's processes) used, read from ``/proc``.
     """
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
     ticks = os.sysconf("SC_CLK_TCK")
-    for pid in _live_children():
+    for pid in _live_descendants():
         try:
             with open(f"/proc/{pid}/stat", "rb") as handle:
                 fields = handle.read().rpartition(b")")[2].split()
@@ -627,39 +627,43 @@ def _cpu_s() -> float:
     return total
 
 
-def _live_children() -> list[int]:
+def _live_descendants(of: str = "self") -> list[int]:
     pids: list[int] = []
-    for task in os.listdir("/proc/self/task"):
+    try:
+        tasks = os.listdir(f"/proc/{of}/task")
+    except OSError:
+        return pids
+    for task in tasks:
         try:
-            with open(f"/proc/self/task/{task}/children", encoding="ascii") as handle:
-                pids += [int(pid) for pid in handle.read().split()]
+            with open(f"/proc/{of}/task/{task}/children", encoding="ascii") as handle:
+                children = [int(pid) for pid in handle.read().split()]
         except OSError:
             continue
+        for pid in children:
+            pids += [pid, *_live_descendants(str(pid))]
     return pids
+
+
+def _fork_server(pid: int) -> bool:
+    """Whether ``pid`` is a sandbox's fork server (or the Landlock server's guardian)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"\0--serve\0" in handle.read()
+    except OSError:
+        return True  # gone: nothing to wait for
 
 
 async def _settled_cpu_s() -> float:
     """:func:`_cpu_s` once every ended command's processes were reaped (at most 2 s).
 
-    A fork server's supervisor sends the exit status and then ends; the server reaps
-    it a moment later, and only then does its CPU count among the server's children.
+    Only the fork servers are left then: a process that ended is counted once its
+    parent reaped it, in that parent's children.
     """
     with trio.move_on_after(2):
-        # nothing to wait on but /proc: the server reaps its supervisors itself
-        while any(_live_children_of(pid) for pid in _live_children()):  # noqa: ASYNC110
+        # nothing to wait on but /proc: the servers reap their commands themselves
+        while not all(map(_fork_server, _live_descendants())):  # noqa: ASYNC110
             await trio.sleep(0.001)
     return _cpu_s()
-
-
-def _live_children_of(pid: int) -> list[str]:
-    out: list[str] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
-                out += handle.read().split()
-    except OSError:
-        pass
-    return out
 
 
 _TARGETS = {"bubblewrap": "<= +10 ms", "Landlock": "<= +3 ms"}

@@ -2,7 +2,8 @@
 
 Its cached Landlock ruleset follows the roots (a root replaced or renamed between
 two commands), it restarts when it died, and every process of a command still ends
-with the call when the server or the command's supervisor is killed from outside.
+with the call when the command's process, the server or its guardian is killed from
+outside.
 """
 
 from __future__ import annotations
@@ -61,10 +62,14 @@ async def test_one_server_runs_every_command(root: Path, run_shell: RunShell) ->
     server = _server_pid(sandbox)
     _, second = await run_shell(ops, "echo $PPID", root)
     assert _server_pid(sandbox) == server
-    # each command runs under its own supervisor, forked by the one server
-    supervisors = {int(first), int(second)}
-    assert len(supervisors) == 2
-    assert server not in supervisors
+    # each command's process is forked by the one server, itself below its guardian
+    assert int(first) == int(second) != server
+    assert _parent(int(first)) == server
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return int(handle.read().rpartition(b")")[2].split()[1])
 
 
 async def test_a_root_replaced_between_two_commands_is_the_new_directory(
@@ -177,10 +182,15 @@ async def test_a_sink_that_raises_ends_the_command(root: Path) -> None:
     assert not [pid for pid in _pids() if tag.encode() in _cmdline(pid)]
 
 
-async def test_a_killed_supervisor_still_ends_the_command_tree(root: Path) -> None:
-    # The supervisor is the subreaper; killed from outside (not by the command: Landlock
-    # scopes its signals), the server adopts what it left and kills it: here a daemon
-    # that left the session and cleared its environment, which nothing else would find.
+@pytest.mark.parametrize("killed", ["command", "server", "guardian"])
+async def test_a_process_killed_from_outside_still_ends_the_command_tree(
+    root: Path, killed: str
+) -> None:
+    # Killed from outside (not by the command: Landlock scopes its signals): the
+    # command's own process (the subreaper of what it leaves; the server adopts that
+    # and kills it), the server (the guardian does) or the guardian (the server kills
+    # what it started and exits). What is left here is a daemon that left the session
+    # and cleared its environment, which nothing else would find.
     sandbox = LandlockSandbox([str(root)])
     ops = create_sandbox_shell_operations(sandbox)
     seen = bytearray()
@@ -188,12 +198,12 @@ async def test_a_killed_supervisor_still_ends_the_command_tree(root: Path) -> No
 
     async def sink(chunk: bytes) -> None:
         seen.extend(chunk)
-        if seen.count(b"\n") == 2:
+        if seen.count(b"\n") == 3:
             ready.set()
 
     request = ShellSpawnRequest(
         command="setsid -f env -i /bin/bash -c 'echo daemon=$$; exec sleep 300'; "
-        "echo supervisor=$PPID; exec sleep 300",
+        "echo command=$$; echo server=$PPID; exec sleep 300",
         shell_path="/bin/bash",
         cwd=str(root),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
@@ -207,12 +217,53 @@ async def test_a_killed_supervisor_still_ends_the_command_tree(root: Path) -> No
 
             nursery.start_soon(go)
             await ready.wait()
-            pids = dict(line.split("=") for line in seen.decode().split())
-            daemon = int(pids["daemon"])
-            os.kill(int(pids["supervisor"]), signal.SIGKILL)
+            pids = {k: int(v) for k, v in (line.split("=") for line in seen.decode().split())}
+            pids["guardian"] = _server_pid(sandbox)
+            assert _parent(pids["server"]) == pids["guardian"]
+            os.kill(pids[killed], signal.SIGKILL)
     # the call returned: the daemon, which holds the output pipe, is gone
-    assert outcome[0].exit_code is None
-    assert not _alive(daemon)
+    assert outcome[0].exit_code == (137 if killed == "command" else None)
+    assert not _alive(pids["daemon"])
+
+
+async def test_what_an_ended_command_left_dies_not_what_a_running_one_left(root: Path) -> None:
+    # each command's process adopts what it leaves while it runs: the server kills a
+    # process it adopted (an ended command's) and leaves a running command's alone
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    seen = bytearray()
+    ready = trio.Event()
+
+    async def sink(chunk: bytes) -> None:
+        seen.extend(chunk)
+        if seen.count(b"\n") == 2:
+            ready.set()
+
+    def leaving(name: str, then: str) -> ShellSpawnRequest:
+        return ShellSpawnRequest(
+            command=f"mkfifo {name}; setsid -f env -i /bin/bash -c 'echo $$ > {name}; "
+            f"exec sleep 300'; read d < {name}; echo {name}=$d; {then}",
+            shell_path="/bin/bash",
+            cwd=str(root),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
+
+    said: list[bytes] = []
+
+    async def keep(chunk: bytes) -> None:
+        said.append(chunk)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.run, leaving("a", "echo command=$$; exec sleep 300"), sink)
+            await ready.wait()
+            running = {k: int(v) for k, v in (line.split("=") for line in seen.decode().split())}
+            ended = await ops.run(leaving("b", "exit 3"), keep)
+            assert ended.exit_code == 3
+            gone = int(b"".join(said).decode().split("=")[1])
+            assert not _alive(gone)
+            assert _alive(running["a"])
+            os.kill(running["command"], signal.SIGKILL)
+    assert not _alive(running["a"])
 
 
 async def test_closing_the_server_ends_what_it_runs(root: Path) -> None:

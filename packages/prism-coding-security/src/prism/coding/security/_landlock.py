@@ -57,10 +57,10 @@ class LandlockSandbox:
     access, so a writable root is writable all the way down). So it gives
     the approval policy no confined mode (``confines`` is False): with it,
     a command that is not proved safe asks, as without a sandbox, and
-    Landlock adds containment to what runs. The helper stays as a child
-    subreaper while the command runs and kills every process the command
-    left behind (``setsid`` daemons, double forks) when it ends. See
-    ``docs/sandbox.md``.
+    Landlock adds containment to what runs. The command's process is a child
+    subreaper, the parent of every process the command leaves behind
+    (``setsid`` daemons, double forks); when it ends the helper kills them
+    all. See ``docs/sandbox.md``.
 
     :meth:`ensure_available` checks the kernel's Landlock ABI and runs
     ``true`` through the helper once; where Landlock is missing it raises

@@ -19,12 +19,13 @@ Landlock and seccomp cannot be undone, which is why they are applied here, in
 the child, and not in the caller.
 
 The same file is the sandboxes' fork server (``--serve``, described with
-:func:`serve`): started once per sandbox, it forks per command instead of
+:func:`serve`): started once per sandbox, it forks once per command instead of
 starting an interpreter. For ``LandlockSandbox`` the forked child restricts
-itself as above; for ``BubblewrapSandbox`` (``{"mode": "namespaces"}``) the
-server forks the command's process itself, which mounts the roots' overlays in
-a new user and mount namespace and execs bwrap (with no overlay to mount it
-execs bwrap at once).
+itself as above and is the subreaper of what the command leaves, which the
+server kills when the command ends; for ``BubblewrapSandbox``
+(``{"mode": "namespaces"}``) the child mounts the roots' overlays in a new user
+and mount namespace and execs bwrap (with no overlay to mount it execs bwrap at
+once).
 """
 
 from __future__ import annotations
@@ -406,24 +407,32 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 #   the new file a filter reads and prints into; opened by the caller). The server
 #   answers nothing on FD; when FD reaches end of file (the caller closed it, or
 #   died) every process it started is killed and it exits.
-# * the server forks a supervisor per command (a child subreaper), which reads on the
-#   stream socket a 4-byte length and a JSON object {"argv", "cwd", "env"}, forks the
-#   command's process (new session; rlimits, capabilities dropped, Landlock, seccomp;
-#   exec) and writes lines back:
+# * the server reads on each command's stream socket (as its bytes arrive, between
+#   other commands) a 4-byte length and a JSON object {"argv", "cwd", "env"} (and
+#   "read_only": true for a line proved to write nothing), forks the command's
+#   process and writes lines back:
 #     b"E <errno> <text>\n"  the working directory could not be entered (nothing ran)
 #     b"S <pid>\n"           the command runs (or failed to start: exit status 126 and
 #                            one line of output, as in the one-shot mode)
 #     b"X <status>\n"        it ended and every process it left was killed (status:
 #                            the exit code, 128 + N for signal N)
 #   A byte (or end of file) from the caller on the stream socket kills the command and
-#   everything it started; the supervisor then answers b"X ...".
-# * A process left behind by a supervisor that died is adopted by the server (a child
-#   subreaper as well) and killed.
-# * In ``namespaces`` mode (bubblewrap's launcher) there is no supervisor: the server
-#   reads the request itself (as the socket's bytes arrive, between other commands),
-#   forks the command's process (which execs bwrap: its PID namespace ends every
-#   process the command starts) and answers the same lines, ``X`` once it reaped it;
-#   a byte or end of file from the caller kills it. One fork per command.
+#   everything it started; the server then answers b"X ...". One fork per command.
+# * Landlock: the command's process (new session; rlimits, capabilities dropped,
+#   Landlock, seccomp; exec) is a child subreaper, which ``exec`` keeps: a process the
+#   command leaves behind while it runs (``setsid -f``, a double fork) is adopted by
+#   it, still in its tree. When it ends, whatever is left of its tree is re-parented
+#   to the server (a child subreaper too), which kills each such process (any child
+#   of its that is no command's process: a running command's orphans never reach it)
+#   and answers b"X ..." once none is left. The server runs below a guardian, the
+#   process Prism started, also a child subreaper: killed from outside, the server's
+#   commands die with it (their parent-death signal) and what they leave is adopted
+#   and killed by the guardian; a killed guardian makes the server (its parent-death
+#   signal, SIGTERM) kill everything it started and exit.
+# * In ``namespaces`` mode (bubblewrap's launcher) the command's process mounts its
+#   overlays and execs bwrap, whose PID namespace ends every process the command
+#   starts; the server answers b"X ..." once it reaped bwrap and its namespace's first
+#   process.
 #
 # The ruleset is built once and rebuilt when a path it names (a writable root, ``/`` or
 # ``/dev/null``) is no longer the same directory or file (device and inode compared on
@@ -478,8 +487,8 @@ class _Prepared:
 
     def __init__(self, config: dict[str, object]) -> None:
         self.namespaces = config.get("mode") == "namespaces"
-        # what each command resets (see serve): the server's handled signals and the
-        # supervisor's own
+        # what each command resets (see serve): the server's handled signals, and
+        # SIGTERM, SIGINT and SIGHUP (the Landlock server's own, see _guard)
         self.signals: tuple[int, ...] | None = None
         if self.namespaces:
             return  # bubblewrap restricts the command; the child only mounts its overlays
@@ -578,6 +587,8 @@ def _command(
                     )
                 os.dup2(fd, target)  # inheritable there
             os.execvpe(argv[0], argv, env)
+        # what the command leaves behind while it runs is adopted by it, not the server
+        _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
         for which, value in prepared.limits:
             resource.setrlimit(which, (value, value))
         _drop_capabilities_upto(prepared.last_cap, bounding=prepared.bounding)
@@ -667,110 +678,30 @@ def _seccomp_on_fd_3(path: object) -> None:  # pragma: no cover - in the child
         os.close(fd)
 
 
-def _supervisor(
-    prepared: _Prepared, connection: socket.socket, output: int, passed: tuple[int, ...] = ()
-) -> int:  # pragma: no cover - in the forked supervisor
-    """Run one command (see the protocol above); the supervisor's exit status."""
-    prctl = _libc.prctl
-    _check(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, _stop)
-    # the server's death (it would leave this tree to nobody) ends the command
-    _check(prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "prctl(PDEATHSIG)")
-    wakeup = _wakeup()
-    fd = connection.fileno()
-    try:
-        size = int.from_bytes(_read_exact(fd, 4), "big")
-        if size > _REQUEST_LIMIT:
-            raise ValueError("request too large")
-        request = json.loads(_read_exact(fd, size))
-        assert isinstance(request, dict)
-        # files are passed only to bwrap's launcher, one for each descriptor named
-        assert not passed or prepared.namespaces
-        assert len(request.get("fds") or ()) == len(passed)
-    except (OSError, EOFError, ValueError, AssertionError):
-        return 1
-    ruleset, failure = -1, ""
-    if not prepared.namespaces:
-        try:
-            chosen = prepared.read_only if request.get("read_only") is True else prepared.ruleset
-            ruleset = chosen.current()
-        except OSError as exc:
-            failure = f"run 0 {exc}"
-    if failure:
-        child = 0
-    else:
-        report_read, report_write = os.pipe()
-        child = os.fork()
-        if child == 0:
-            os.close(report_read)
-            _command(prepared, ruleset, request, output, report_write, passed)
-        os.close(report_write)
-        failure = os.read(report_read, 4096).decode(errors="replace")
-        os.close(report_read)
-    for passed_fd in passed:
-        os.close(passed_fd)  # the command has its own copies
-    if failure.startswith("cwd "):
-        _, number, text = failure.split(" ", 2)
-        _end_all()
-        os.close(output)
-        _send(connection, f"E {number} {text}\n".replace("\n", " ").rstrip() + "\n")
-        return 0
-    if failure:
-        name = "sandbox" if prepared.namespaces else "landlock sandbox"
-        with contextlib.suppress(OSError):
-            text = failure.split(" ", 2)[2]
-            os.write(output, f"prism {name}: {text}; not running the command\n".encode())
-    os.close(output)
-    _send(connection, f"S {child or os.getpid()}\n")
-    status = 126
-    done = child == 0
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    poller.register(wakeup, select.POLLIN)
-    while not done:
-        ready = {ready_fd for ready_fd, _ in poller.poll()}
-        if fd in ready:
-            break  # the caller asks to stop (a byte or end of file)
-        _drain(wakeup)
-        while True:
-            try:
-                pid, raw = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                pid = 0
-            if pid == 0:
-                break
-            if pid == child:
-                code = os.waitstatus_to_exitcode(raw)
-                status = code if code >= 0 else 128 - code
-                done = True
-    _end_all()
-    _send(connection, f"X {status}\n")
-    return 0
-
-
 def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: no cover
     """The fork server's loop (see the protocol above); returns when ``control`` closes."""
     prepared = _Prepared(config)
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     wakeup = _wakeup()
-    # found once: each supervisor sets these three (and SIGCHLD, set here already)
+    # found once: what each command resets (SIGCHLD is set here already)
     prepared.signals = _handled_signals((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-    supervisors: set[int] = set()
+    # the commands' processes (and a killed bwrap's namespace): every other child is
+    # a process an ended command left behind, killed
+    started: set[int] = set()
     control_fd = control.fileno()
     fd_size = array.array("i").itemsize
     poller = select.poll()
     poller.register(control_fd, select.POLLIN)
     poller.register(wakeup, select.POLLIN)
-    # namespaces mode: each command's state, by its socket's descriptor
+    # each command's state, by its socket's descriptor
     direct: dict[int, _Direct] = {}
     while True:
         ready = {ready_fd for ready_fd, _ in poller.poll()}
         if wakeup in ready:
             _drain(wakeup)
-            _reap(supervisors, direct, poller)
+            _reap(prepared, started, direct, poller)
         for fd in ready & direct.keys():
-            _step(prepared, direct[fd], direct, supervisors, poller)
+            _step(prepared, direct[fd], direct, started, poller)
         if control_fd not in ready:
             continue
         try:
@@ -792,34 +723,18 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
             for fd in fds:
                 os.close(fd)
             continue
-        connection = socket.socket(fileno=fds[0])
-        if prepared.namespaces:
-            # no supervisor: the command's own process is bwrap, whose PID namespace
-            # ends every process the command starts; the server answers for it
-            direct[fds[0]] = _Direct(connection, fds[1], tuple(fds[2:]))
-            poller.register(fds[0], select.POLLIN)
-            continue
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                control.close()
-                os.close(wakeup)
-                code = _supervisor(prepared, connection, fds[1], tuple(fds[2:]))
-            finally:
-                os._exit(code)
-        supervisors.add(pid)
-        connection.detach()
-        for fd in fds:
-            os.close(fd)
+        # read as its bytes arrive; the command's process is forked once it is whole
+        direct[fds[0]] = _Direct(socket.socket(fileno=fds[0]), fds[1], tuple(fds[2:]))
+        poller.register(fds[0], select.POLLIN)
 
 
 def _reap(
-    supervisors: set[int], direct: dict[int, _Direct], poller: select.poll
+    prepared: _Prepared, started: set[int], direct: dict[int, _Direct], poller: select.poll
 ) -> None:  # pragma: no cover - in the fork server
-    """Collect ended supervisors and commands (answering for these); kill what is left.
+    """Collect ended commands; kill every other child; answer for the commands that ended.
 
-    A dead supervisor's orphans are adopted here and killed.
+    Landlock: an ended command's leftovers are re-parented here when its process ends
+    (before the server can reap it), and the command is answered once none is left.
     """
     commands = {command.pid: command for command in direct.values() if command.pid}
     while True:
@@ -829,7 +744,7 @@ def _reap(
             break
         if pid == 0:
             break
-        supervisors.discard(pid)
+        started.discard(pid)
         for running in direct.values():
             running.inner.discard(pid)  # (a killed bwrap's namespace, adopted here, gone)
         ended = commands.get(pid)
@@ -839,16 +754,17 @@ def _reap(
             if ended.inner:
                 # (adopted as bwrap ended, or already reaped by it: then not waited for)
                 ended.inner &= set(_children())
+    left = [pid for pid in _children() if pid not in started]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     for command in list(direct.values()):
-        # answered once its namespace is gone too: the namespace's first process
-        # outlives a killed bwrap until the kernel has ended every process in it
-        if command.status and not command.inner:
+        # bwrap: answered once its namespace is gone too (the namespace's first process
+        # outlives a killed bwrap until the kernel has ended every process in it);
+        # Landlock: once every process left behind was killed and reaped
+        if command.status and not command.inner and (prepared.namespaces or not left):
             _send(command.connection, command.status)
             command.close(direct, poller)
-    for pid in _children():
-        if pid not in supervisors:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 class _Direct:  # pragma: no cover - in the fork server
@@ -884,20 +800,22 @@ def _step(
     prepared: _Prepared,
     command: _Direct,
     direct: dict[int, _Direct],
-    supervisors: set[int],
+    started: set[int],
     poller: select.poll,
 ) -> None:  # pragma: no cover - in the fork server
     """The command's socket is readable: more of its request, or (running) a stop."""
     fd = command.connection.fileno()
     if command.pid:
-        # a byte or end of file: the command is killed (bwrap's namespace with it);
-        # its status is answered when it is reaped
+        # a byte or end of file: the command is killed (bwrap's namespace with it;
+        # under Landlock what it started is re-parented here and killed); its status
+        # is answered when it is reaped
         with contextlib.suppress(KeyError):
             poller.unregister(fd)
-        # (its namespace's first process is adopted here when bwrap dies; the answer
-        # waits until it is reaped, after the kernel ended everything in the namespace)
-        command.inner = set(_children(command.pid))
-        supervisors.update(command.inner)
+        if prepared.namespaces:
+            # (its namespace's first process is adopted here when bwrap dies; the answer
+            # waits until it is reaped, after the kernel ended everything in the namespace)
+            command.inner = set(_children(command.pid))
+            started.update(command.inner)
         with contextlib.suppress(ProcessLookupError):
             os.kill(command.pid, signal.SIGKILL)
         return
@@ -915,15 +833,30 @@ def _step(
     try:
         request = json.loads(command.request[4:])
         assert isinstance(request, dict)
+        # files are passed only to bwrap's launcher, one for each descriptor named
+        assert not command.passed or prepared.namespaces
         assert len(request.get("fds") or ()) == len(command.passed)
     except (ValueError, AssertionError):
         command.close(direct, poller)
         return
+    name = "sandbox" if prepared.namespaces else "landlock sandbox"
+    ruleset = -1
+    if not prepared.namespaces:
+        try:
+            chosen = prepared.read_only if request.get("read_only") is True else prepared.ruleset
+            ruleset = chosen.current()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.write(command.output, f"prism {name}: {exc}; not running the command\n".encode())
+            command.release()
+            _send(command.connection, f"S {os.getpid()}\nX 126\n")
+            command.close(direct, poller)
+            return
     report_read, report_write = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(report_read)
-        _command(prepared, -1, request, command.output, report_write, command.passed)
+        _command(prepared, ruleset, request, command.output, report_write, command.passed)
     os.close(report_write)
     failure = ""
     with contextlib.suppress(OSError):
@@ -940,11 +873,40 @@ def _step(
     if failure:
         with contextlib.suppress(OSError, IndexError):
             text = failure.split(" ", 2)[2]
-            os.write(command.output, f"prism sandbox: {text}; not running the command\n".encode())
+            os.write(command.output, f"prism {name}: {text}; not running the command\n".encode())
     command.release()
     command.pid = child
-    supervisors.add(child)
+    started.add(child)
     _send(command.connection, f"S {child}\n")
+
+
+def _guard(control: int) -> None:  # pragma: no cover - the guardian and the server
+    """Fork the Landlock server below this process, which guards it; returns in the server.
+
+    The guardian, a child subreaper holding nothing, waits for the server; once it
+    ended, it kills every process it adopted (what the server's commands left) and
+    exits. The server's parent-death signal (SIGTERM) makes it kill what it started
+    and exit when the guardian is killed.
+    """
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    guardian = os.getpid()
+    server = os.fork()
+    if server:
+        os.close(control)  # the caller sees the server's end of file, not ours
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == server:
+                break
+        _end_all()
+        os._exit(0)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _stop)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != guardian:
+        os._exit(1)  # the guardian is already gone
 
 
 def _serve_main(args: list[str]) -> int:  # pragma: no cover - the server process
@@ -956,6 +918,8 @@ def _serve_main(args: list[str]) -> int:  # pragma: no cover - the server proces
     except (IndexError, ValueError, AssertionError):
         return 2
     os.set_inheritable(fd, False)
+    if config.get("mode") != "namespaces":
+        _guard(fd)
     return serve(config, socket.socket(fileno=fd))
 
 

@@ -4,8 +4,9 @@ Starting ``python -I -S`` for every command cost about 30 ms of CPU. Instead one
 helper process per :class:`~prism.coding.security.LandlockSandbox` is started on
 first use (``_landlock_exec.py --serve``; its protocol is described there). It
 keeps the Landlock ruleset and the seccomp program ready; for each command it
-forks a supervisor (a child subreaper), which forks the command's process, which
-restricts itself and ``exec``s the command. No interpreter starts per command.
+forks the command's process, which makes itself a child subreaper (the parent of
+what the command leaves behind), restricts itself and ``exec``s the command; the
+server kills what is left when it ends. One fork, no interpreter per command.
 
 Prism hands the server, over a unix socket, a socket for the command and the
 write end of the command's output pipe; the command's request (argv, working
@@ -63,7 +64,7 @@ def _close(process: subprocess.Popen[bytes], control: socket.socket) -> None:
 
 
 class _Replies:
-    """Lines the command's supervisor writes on the command's socket."""
+    """Lines the server writes on the command's socket."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
@@ -102,7 +103,8 @@ class ForkServer:
         self._finalizer: weakref.finalize[..., ForkServer] | None = None
         self._lock = trio.Lock()
         self.pid: int | None = None
-        """The server's process id while it runs (for tests and diagnostics)."""
+        """The process id of the process started (Landlock: the server's guardian,
+        the server's parent) while it runs (for tests and diagnostics)."""
 
     def _spawn(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -251,7 +253,7 @@ class ForkServer:
                 status = int(line[2:])
                 ended = True
                 return
-            # the supervisor died (killed from outside): find the tree as run_process_tree does
+            # the server died (killed from outside): find the tree as run_process_tree does
             assert pid is not None
             await terminate_process_tree(pid, marker=marker, grace_s=kill_grace_s, root_reaped=True)
             ended = True
@@ -309,7 +311,7 @@ class ForkServer:
         marker: str,
         kill_grace_s: float,
     ) -> None:
-        """Ask the supervisor to end the command's tree and wait until it says it did."""
+        """Ask the server to end the command's tree and wait until it says it did."""
         with contextlib.suppress(trio.BrokenResourceError):
             await stream.send_all(b"k")
         with trio.move_on_after(kill_grace_s + 2 * _KILL_WAIT_S):
