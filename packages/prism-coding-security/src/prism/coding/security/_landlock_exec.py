@@ -510,16 +510,6 @@ class _Prepared:
         self.bounding = _may_shrink_bounding_set()
 
 
-def _read_exact(fd: int, size: int) -> bytes:
-    out = b""
-    while len(out) < size:
-        chunk = os.read(fd, size - len(out))
-        if not chunk:
-            raise EOFError("the request ended early")
-        out += chunk
-    return out
-
-
 def _send(sock: socket.socket, line: str) -> None:
     with contextlib.suppress(OSError):
         sock.sendall(line.encode())
