@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -264,6 +265,30 @@ async def test_what_an_ended_command_left_dies_not_what_a_running_one_left(root:
             assert _alive(running["a"])
             os.kill(running["command"], signal.SIGKILL)
     assert not _alive(running["a"])
+
+
+async def test_a_command_that_gives_up_being_a_subreaper_leaves_nothing_either(
+    root: Path, run_shell: RunShell
+) -> None:
+    # its orphan reaches the server while the command runs (no signal says so): it is
+    # still killed before the call returns
+    code = (
+        "import ctypes, os, signal\n"
+        "ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)\n"  # PR_SET_CHILD_SUBREAPER, 0
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        os.write(w, str(os.getpid()).encode())\n"
+        "        signal.pause()\n"  # an orphan once its parent is gone
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "print(os.read(r, 64).decode())\n"
+    )
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    with trio.fail_after(30):
+        result, output = await run_shell(ops, f'exec {sys.executable} -I -S -c "{code}"', root)
+    assert result.exit_code == 0, output
+    assert not _alive(int(output))
 
 
 async def test_closing_the_server_ends_what_it_runs(root: Path) -> None:

@@ -423,8 +423,9 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 #   command leaves behind while it runs (``setsid -f``, a double fork) is adopted by
 #   it, still in its tree. When it ends, whatever is left of its tree is re-parented
 #   to the server (a child subreaper too), which kills each such process (any child
-#   of its that is no command's process: a running command's orphans never reach it)
-#   and answers b"X ..." once none is left. The server runs below a guardian, the
+#   of its that is no command's process: a running command's orphans never reach it,
+#   unless its process gave up being a subreaper) and answers b"X ..." once none is
+#   left (it learns of them when a child ends: being adopted sends no signal). The server runs below a guardian, the
 #   process Prism started, also a child subreaper: killed from outside, the server's
 #   commands die with it (their parent-death signal) and what they leave is adopted
 #   and killed by the guardian; a killed guardian makes the server (its parent-death
