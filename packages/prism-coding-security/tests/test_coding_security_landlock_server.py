@@ -115,12 +115,24 @@ async def test_a_root_replaced_by_a_link_fails_closed(tmp_path: Path, run_shell:
     assert list(other.iterdir()) == []
 
 
-async def test_a_killed_server_is_started_again(root: Path, run_shell: RunShell) -> None:
+@pytest.mark.parametrize("killed", ["server", "guardian"])
+async def test_a_killed_server_is_started_again(
+    root: Path, run_shell: RunShell, killed: str
+) -> None:
     sandbox = LandlockSandbox([str(root)])
     ops = create_sandbox_shell_operations(sandbox)
-    await run_shell(ops, "true", root)
+    _, parent = await run_shell(ops, "echo $PPID", root)
     first = _server_pid(sandbox)
-    os.kill(first, signal.SIGKILL)
+    server = int(parent)
+    assert _parent(server) == first
+    # (a killed guardian's server ends once told so: the next command waits for that)
+    ended = os.pidfd_open(server)
+    try:
+        os.kill(server if killed == "server" else first, signal.SIGKILL)
+        with trio.fail_after(30):
+            await trio.lowlevel.wait_readable(ended)
+    finally:
+        os.close(ended)
     result, output = await run_shell(ops, "echo again > again.txt; echo ok", root)
     assert (result.exit_code, output) == (0, "ok\n")
     assert _server_pid(sandbox) != first
@@ -274,7 +286,7 @@ async def test_a_command_that_gives_up_being_a_subreaper_leaves_nothing_either(
     # still killed before the call returns
     code = (
         "import ctypes, os, signal\n"
-        "ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)\n"  # PR_SET_CHILD_SUBREAPER, 0
+        "assert ctypes.CDLL(None).prctl(36, 0, 0, 0, 0) == 0\n"  # PR_SET_CHILD_SUBREAPER, 0
         "r, w = os.pipe()\n"
         "if os.fork() == 0:\n"
         "    if os.fork() == 0:\n"
