@@ -425,11 +425,12 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 #   to the server (a child subreaper too), which kills each such process (any child
 #   of its that is no command's process: a running command's orphans never reach it,
 #   unless its process gave up being a subreaper) and answers b"X ..." once none is
-#   left (it learns of them when a child ends: being adopted sends no signal). The server runs below a guardian, the
-#   process Prism started, also a child subreaper: killed from outside, the server's
-#   commands die with it (their parent-death signal) and what they leave is adopted
-#   and killed by the guardian; a killed guardian makes the server (its parent-death
-#   signal, SIGTERM) kill everything it started and exit.
+#   left (it learns of them when a child ends: being adopted sends no signal). The
+#   server runs below a guardian, the process Prism started, also a child subreaper:
+#   killed from outside, the server's commands die with it (their parent-death
+#   signal) and what they leave is adopted and killed by the guardian; a killed
+#   guardian makes the server (its parent-death signal, SIGTERM) kill everything it
+#   started and exit.
 # * In ``namespaces`` mode (bubblewrap's launcher) the command's process mounts its
 #   overlays and execs bwrap, whose PID namespace ends every process the command
 #   starts; the server answers b"X ..." once it reaped bwrap and its namespace's first
