@@ -1042,6 +1042,18 @@ async def test_a_reflog_is_read_within_a_bound(root: Path) -> None:
     assert not (root / ".git" / "logs" / "refs" / "heads" / "x").exists(), text
 
 
+async def test_a_staged_removal_of_a_protected_path_never_comes_back(root: Path) -> None:
+    """`git rm --cached .envrc` left the file and staged its removal: the host's next
+    commit would delete it from the repository, as a commit inside is refused for."""
+    _repository(root)
+    (root / ".envrc").write_text("echo hi\n")
+    _git(root, "add", ".envrc")
+    _git(root, "commit", "-qm", "envrc")
+    text = await _shell(root, "git rm -q --cached .envrc")
+    assert "the index removes a protected path (.envrc)" in text, text
+    assert _git(root, "status", "--short").stdout == b"", text
+
+
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     """Each moved ref costs the host git processes after the command's own time is up
     (1,000 branches made by a one-second fast-import held a call 105 s): past

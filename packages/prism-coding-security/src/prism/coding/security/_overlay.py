@@ -1404,6 +1404,19 @@ class _Applier:
                 dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in spelled[:5])
             )
             return f"the index holds a path git never writes ({shown})"
+        if before is not None:
+            # (counted from the few changed items first: the key sets compared only when
+            # an entry is gone)
+            new_keys = sum(1 for p, _ in changed if p not in before)
+            if len(before) - (len(after) - new_keys) > 0:
+                gone = sorted(
+                    p for p in before.keys() - after.keys()
+                    if self._protected_entry(top, entry_path(p))
+                )  # fmt: skip
+                if gone:
+                    # the host's next commit would delete it from the repository
+                    paths = dict.fromkeys(entry_path(p).decode("utf-8", "replace") for p in gone)
+                    return f"the index removes a protected path ({', '.join(list(paths)[:5])})"
         suspect = {
             p: entry for p, entry in changed
             if entry[1] == b"160000" or _hidden(entry[0])
