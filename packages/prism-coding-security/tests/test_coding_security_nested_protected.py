@@ -228,13 +228,20 @@ def test_the_walk_is_kept_and_lists_again_only_what_changed(
 ) -> None:
     """A later answer lists only the directories changed since; a protected link made
     deep down in one of them is found; a directory changed in the instant it was
-    listed is listed again (its times cannot tell)."""
+    listed is listed again (its times cannot tell), up to the window's very end."""
     from prism.coding.security import _implied
 
     monkeypatch.setattr(_implied, "local_device", lambda device: False)  # no watch
     (root / "a" / "b" / "c").mkdir(parents=True)
     (root / "d").mkdir()
     (root / "npmrc.shared").write_text("")
+    directories = [root, root / "a", root / "a" / "b", root / "a" / "b" / "c", root / "d"]
+    for directory in directories:  # modified long ago: any change below moves the time
+        os.utime(directory, ns=(10**18, 10**18))
+    # each directory's last change (its inode's, by the utime: now, whatever the load)
+    changed = [max(os.stat(d).st_mtime_ns, os.stat(d).st_ctime_ns) for d in directories]
+    now = [min(changed)]  # the walk's clock, driven: listed as the first one changed
+    monkeypatch.setattr(_implied, "_clock", lambda: now[0])
     matcher = ProtectedPaths(PROTECTED_PATHS)
     listed: list[str] = []
     real_list = _implied._list
@@ -247,8 +254,17 @@ def test_the_walk_is_kept_and_lists_again_only_what_changed(
     assert implied_protected(str(root), matcher) == []
     assert len(listed) == 5
     implied_protected(str(root), matcher)
-    assert len(listed) == 10  # just made: every directory is listed again
-    monkeypatch.setattr(_implied, "_RACY_NS", -(10**12))  # as if listed long after
+    assert len(listed) == 10  # just changed: every directory is listed again
+    now[0] = max(changed) + _implied._RACY_NS  # the window's last instant for the newest
+    listed.clear()
+    implied_protected(str(root), matcher)
+    assert len(listed) == 5  # (none was kept)
+    listed.clear()
+    implied_protected(str(root), matcher)
+    newest = str(directories[changed.index(max(changed))])
+    assert newest in listed  # still in its window
+    assert len(listed) == sum(time == max(changed) for time in changed)
+    now[0] += 1  # past every window: each listing is kept
     implied_protected(str(root), matcher)
     listed.clear()
     assert implied_protected(str(root), matcher) == []

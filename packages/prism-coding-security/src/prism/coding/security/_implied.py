@@ -110,6 +110,8 @@ MAX_NESTED_REPOSITORIES = 256
 # a directory whose times are this recent when listed may change again unseen
 # (file systems stamp times from a coarse clock)
 _RACY_NS = 100_000_000
+# the clock a walk compares those times with (nanoseconds since the epoch)
+_clock = time.time_ns
 
 _GIT = ".git"
 _HEAD = "HEAD"
@@ -272,7 +274,7 @@ def _walk_listing(
     fresh: dict[str, _Listing] = {}
     gits: list[tuple[str, str]] = []
     links: list[str] = []
-    started = time.time_ns()
+    started = _clock()
     walked = 0
     pending: list[tuple[str, bool]] = [("", True)]
     while pending:
