@@ -427,13 +427,26 @@ class Gateway:
                     self._bridges.remove(bridge)
                     self._forward.watch(server.server_id, None)
         except Exception as exc:
-            state.status = "failed"
-            state.reason = _reason(exc)
-            _log.warning("MCP server %r did not start: %s", server.server_id, state.reason)
-            with contextlib.suppress(Exception):
-                self._rebuild()
+            self._server_failed(state, exc)
+        except BaseExceptionGroup as group:
+            # A start that fails while the gateway closes: the failure (the server
+            # exited, say) and the gateway's cancellation arrive together, as one group
+            # that is no Exception. The failure is the server's; only the cancellation
+            # goes on (its scope ends it), so the failure never raises out of the gateway.
+            cancelled, failure = group.split(trio.Cancelled)
+            if cancelled is None or not isinstance(failure, Exception):
+                raise  # no cancellation, or more than errors (KeyboardInterrupt)
+            self._server_failed(state, failure)
+            raise cancelled from None
         finally:
             state.ready.set()
+
+    def _server_failed(self, state: ServerState, exc: Exception) -> None:
+        state.status = "failed"
+        state.reason = _reason(exc)
+        _log.warning("MCP server %r did not start: %s", state.server.server_id, state.reason)
+        with contextlib.suppress(Exception):
+            self._rebuild()
 
     async def wait_servers(self) -> None:
         """Wait until every downstream server given to ``open_gateway`` is up or has failed.
