@@ -103,14 +103,14 @@ def test_the_right_prefix_needs_no_hint(run_cli: CliRunner) -> None:
     assert "hint" not in proc.stderr
 
 
-def _loaded_after(args: list[str], cwd: Path) -> tuple[int, list[str]]:
-    """Run ``prism ARGS`` in a fresh interpreter; the exit code and the heavy modules loaded."""
+def _loaded_after(commands: list[list[str]], cwd: Path) -> tuple[list[int], list[str]]:
+    """Run ``prism ARGS`` for each ARGS in turn in one fresh interpreter; the exit codes
+    and the heavy modules loaded."""
     probe = (
         "import json, sys\n"
         "from prism.cli import main\n"
-        f"code = main({args!r})\n"
-        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
-        "sys.exit(code)\n"
+        f"codes = [main(args) for args in {commands!r}]\n"
+        f"print(json.dumps([codes, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe],
@@ -121,7 +121,8 @@ def _loaded_after(args: list[str], cwd: Path) -> tuple[int, list[str]]:
         check=False,
         stdin=subprocess.DEVNULL,
     )
-    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+    codes, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    return codes, loaded
 
 
 @pytest.mark.parametrize(
@@ -138,8 +139,27 @@ def _loaded_after(args: list[str], cwd: Path) -> tuple[int, list[str]]:
     ids=lambda a: " ".join(a),
 )
 def test_help_and_file_errors_import_nothing_heavy(args: list[str], tmp_path: Path) -> None:
-    code, loaded = _loaded_after(args, tmp_path)
-    assert code in (0, 2)
+    codes, loaded = _loaded_after([args], tmp_path)
+    assert codes[0] in (0, 2)
+    assert loaded == []
+
+
+def test_the_policy_and_config_checks_import_nothing_heavy(tmp_path: Path) -> None:
+    """`prism policy check` and `prism config check` judge a configuration that names
+    MCP servers without importing the MCP SDK (a CPU-second at each start) or a model's."""
+    (tmp_path / "prism.toml").write_text(
+        '[workspace]\nsandbox = "none"\n\n'
+        '[mcp.servers.local]\ncommand = "python3"\n\n'
+        '[mcp.servers.web]\nurl = "http://127.0.0.1:1/mcp"\n',
+        encoding="utf-8",
+    )
+    checks = [
+        ["policy", "check", "--json", "ls -la | grep py"],
+        ["policy", "check", "--deny", "make *", "make test"],
+        ["config", "check", "prism.toml"],
+    ]
+    codes, loaded = _loaded_after(checks, tmp_path)
+    assert codes == [0, 1, 0]
     assert loaded == []
 
 

@@ -21,7 +21,6 @@ from prism.core import (
     ToolValidator,
     create_rule_permission_policy,
 )
-from prism.mcp import McpToolBridge, StdioTransport, StreamableHttpTransport
 
 from ._errors import CliError
 from ._preflight import check_roots, check_servers
@@ -32,7 +31,15 @@ if TYPE_CHECKING:
 
     from prism.coding.security import ApprovalCallback, CommandRules, SandboxBackend
     from prism.core import ExecutionPolicy
-    from prism.mcp import McpElicitCallback
+
+    # Toolset's annotations are never evaluated (nothing resolves or structures its
+    # types): the bridge's class is not imported, nor the MCP SDK behind it, at run time.
+    from prism.mcp import (
+        McpElicitCallback,
+        McpToolBridge,  # noqa: TC004
+        StdioTransport,
+        StreamableHttpTransport,
+    )
 
     from ._config import McpServerConfig, PrismConfig
 
@@ -64,6 +71,10 @@ class Toolset:
 
 def transport_for(server: McpServerConfig) -> StdioTransport | StreamableHttpTransport:
     """The ``prism.mcp`` transport for one configured server."""
+    # prism.mcp imports the MCP SDK (about a CPU-second): only commands that reach a
+    # server pay for it, not `prism policy check` or `prism config check`.
+    from prism.mcp import StdioTransport, StreamableHttpTransport
+
     if server.url is not None:
         return StreamableHttpTransport(url=server.url, headers=dict(server.headers))
     assert server.command is not None
