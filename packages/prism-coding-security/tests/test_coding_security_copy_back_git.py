@@ -1054,6 +1054,45 @@ async def test_a_staged_removal_of_a_protected_path_never_comes_back(root: Path)
     assert _git(root, "status", "--short").stdout == b"", text
 
 
+async def test_the_new_commits_judged_for_all_refs_are_bounded(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ref's new history is bounded, and so is their sum: 200 branches of 900
+    disjoint commits held a call 166 s after its time was up. Past the bound the refs
+    are left out, said (the bound made small here: the same path at any size)."""
+    from prism.coding.security import _overlay
+
+    monkeypatch.setattr(_overlay, "_HISTORY_PER_COPY_BACK", 3)
+    _repository(root)
+    text = await _shell(
+        root,
+        "for b in one two; do git checkout -q -b $b main"
+        " && for i in 1 2; do echo $b$i > f.txt && git commit -qam $b$i; done; done",
+    )
+    assert "more than 3 new commits judged for one command's refs" in text, text
+    branches = _git(root, "branch", "--format=%(refname:short)").stdout.split()
+    assert len({b"one", b"two"} & set(branches)) < 2, text
+
+
+async def test_what_a_sparse_file_claims_to_hold_is_never_read(root: Path) -> None:
+    """A file of gigabytes made by `truncate` costs a command nothing and its reader
+    everything: a git-lfs object of 8 GiB held a call 104 s hashing zeros, 40 shared
+    indexes of 255 MiB 125 s. Sparse ones are left out unread, and no more than four
+    new shared indexes are read per command."""
+    _repository(root)
+    lfs = ".git/lfs/objects/ab/cd/abcd" + "0" * 60
+    shared = " ".join(f".git/sharedindex.{n:040x}" for n in range(1, 6))
+    text = await _shell(
+        root,
+        f"mkdir -p .git/lfs/objects/ab/cd && truncate -s 8G {lfs}"
+        f" && truncate -s 255M .git/sharedindex.{0:040x} && touch {shared}",
+    )
+    assert "a sparse git-lfs object" in text, text
+    assert "a sparse shared index" in text, text
+    assert "more than 4 new shared indexes from one command" in text, text
+    assert not (root / lfs).exists()
+
+
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     """Each moved ref costs the host git processes after the command's own time is up
     (1,000 branches made by a one-second fast-import held a call 105 s): past

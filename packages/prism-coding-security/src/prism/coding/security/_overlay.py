@@ -157,6 +157,11 @@ _REFLOG_COMMITS = 256
 _REFLOG_FRESH_BYTES = 1 << 20
 # new commits a moved ref may reach, each judged against its parents (see history_refusal)
 _HISTORY_COMMITS = 1000
+# new commits judged for all the refs of one copy-back (each costs the host's git and CPU)
+_HISTORY_PER_COPY_BACK = 5000
+# bytes of new git-lfs objects one copy-back hashes, and the shared indexes it reads
+_LFS_BYTES_PER_COPY_BACK = 1 << 30
+_SHARED_PER_COPY_BACK = 4
 MAX_ADDED_ENTRIES = 100_000
 """Entries a new index may hold beyond the host's for the copy-back to judge it. Each costs
 about 20 us of the host's CPU and 1 kB of memory, after the command's own timeout (an
@@ -433,6 +438,23 @@ def _packed_as_written(content: bytes) -> dict[str, str] | None:
 # where git-lfs keeps an object: objects/<2 hex>/<2 hex>/<its SHA-256>
 _LFS_OBJECT = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{2})/\1\2[0-9a-f]{60}")
 _LFS_LEFT_OUT = "only new git-lfs objects whose content hashes to their name come back"
+
+
+def _unsparse_size(path: str) -> int | None:
+    """The size of the file at ``path``, None when most of it is a hole (or no file).
+
+    A sparse file costs the command nothing to make (``truncate -s 8G``) and its
+    reader everything: what is read of it after the command's time is up goes
+    by the data it holds. (A small file may hold fewer blocks than its size,
+    kept inline by its file system: only a file past 1 MiB is judged so.)
+    """
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if info.st_size > 1 << 20 and info.st_blocks * 512 < info.st_size // 2:
+        return None
+    return info.st_size
 
 
 def _sha256_named(path: str, name: str) -> bool:
@@ -1053,6 +1075,9 @@ class _Applier:
         self._operations: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
         self._refs_judged = 0  # refs (and reflog entries) judged in this copy-back
+        self._history_judged = 0  # new commits judged against their parents, all refs
+        self._lfs_hashed = 0  # bytes of new git-lfs objects hashed
+        self._shared_read = 0  # new shared indexes read
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
         # the .git directories whose new objects were proved (see objects_proved)
         self._proved: dict[tuple[str, ...], bool] = {}
@@ -1160,7 +1185,16 @@ class _Applier:
             # not open on the host without it; git expires old ones itself
             if kind != _FILE:
                 return "a shared index is not removed from inside"
-            return None if _extensionless(self.upper_path(rel)) else _SHARED_CACHES
+            upper = self.upper_path(rel)
+            self._shared_read += 1
+            if self._shared_read > _SHARED_PER_COPY_BACK:
+                return f"more than {_SHARED_PER_COPY_BACK} new shared indexes from one command"
+            if _unsparse_size(upper) is None:
+                return "a sparse shared index (its size is not data it holds)"
+            host = os.path.join(self.overlay.root, *rel[:at], ".git", "index")
+            if _entry_count(upper) - _entry_count(host) > MAX_ADDED_ENTRIES:
+                return f"a shared index adding more than {MAX_ADDED_ENTRIES} entries"
+            return None if _extensionless(upper) else _SHARED_CACHES
         return "only git's data and work state are kept from .git"
 
     def objects_proved(self, rel: tuple[str, ...], at: int) -> bool:
@@ -1240,7 +1274,14 @@ class _Applier:
             return _LFS_LEFT_OUT
         if os.path.lexists(os.path.join(self.overlay.root, *rel)):
             return "a git-lfs object the host holds is never replaced"
-        return None if _sha256_named(self.upper_path(rel), inside[-1]) else _LFS_LEFT_OUT
+        upper = self.upper_path(rel)
+        size = _unsparse_size(upper)
+        if size is None:
+            return "a sparse git-lfs object (its size is not data it holds)"
+        self._lfs_hashed += size
+        if self._lfs_hashed > _LFS_BYTES_PER_COPY_BACK:
+            return f"new git-lfs objects past {_LFS_BYTES_PER_COPY_BACK} bytes from one command"
+        return None if _sha256_named(upper, inside[-1]) else _LFS_LEFT_OUT
 
     def marks_shared_intent(self, git_dir: str, data: bytes) -> bool:
         """Whether the shared index the command placed for ``data`` marks an entry intent-to-add."""
@@ -1715,13 +1756,21 @@ class _Applier:
         """
         trees = self.commit_trees(rel, at)
         oids = [oid for _, oid in moved]
-        found = trees.history(oids, _HISTORY_COMMITS)
+        limit = min(_HISTORY_COMMITS, max(_HISTORY_PER_COPY_BACK - self._history_judged, 0))
+        found = trees.history(oids, limit)
         refname = moved[0][0] if len(moved) == 1 else "several refs"
         if found is None:
             return f"a ref ({refname}) whose new history git cannot read"
         count, listings = found
-        if count > _HISTORY_COMMITS:
+        if count > limit:
+            if limit < _HISTORY_COMMITS:
+                # disjoint histories share nothing: 256 refs of 1,000 commits each
+                return (
+                    f"more than {_HISTORY_PER_COPY_BACK} new commits judged for one command's "
+                    f"refs ({refname} is left out)"
+                )
             return f"a ref ({refname}) reaching more than {_HISTORY_COMMITS} new commits"
+        self._history_judged += count
         for commit, listing in listings:
             reason = self._listing_refusal(rel[:at], f"{refname}, in its history {commit}", listing)
             if reason is not None:
