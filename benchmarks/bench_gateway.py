@@ -105,9 +105,12 @@ then per round against the floor):
     the same, a task per call                678  1025; 800; 863   1.33; 1.13; 1.18
     gateway, bridged                         880  1300; 1300; 1425 1.81; 1.91; 1.75
 
-So the floor of the two-reader shape (320-390 µs on a quiet machine) is
-at or a little past what 1.2x needs, and today's shape (a task and two cancel scopes per
-call) is past it before any of the SDK's objects. docs/gateway.md
+A ``--ratios`` run (63 rounds of 50 calls, load 10.8-12.9), per round
+against the direct call: JSON relay 0.92x, shape floor 1.13x, with a task
+per call 1.31x, the gateway 1.58x. So the two-reader shape meets 1.2x
+with Prism's gates inline (320-390 µs of CPU on a quiet machine), and
+today's shape (a task and two cancel scopes per call) is past it before
+any of the SDK's objects. docs/gateway.md
 ("Performance") gives the ``--stages`` table and what 1.2x would take.
 """
 
