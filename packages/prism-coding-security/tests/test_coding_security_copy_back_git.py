@@ -1093,6 +1093,24 @@ async def test_what_a_sparse_file_claims_to_hold_is_never_read(root: Path) -> No
     assert not (root / lfs).exists()
 
 
+async def test_an_ignore_file_that_hides_itself_never_comes_back(root: Path) -> None:
+    """`*` in a new directory's own `.gitignore` hid it and a planted conftest.py from every
+    `git status`: the user's review showed nothing, their next pytest ran it. An ignore
+    file whose patterns ignore its own name is left out, said; so what it hid shows."""
+    _repository(root)
+    text = await _shell(
+        root,
+        "mkdir -p tests/fixtures && printf '*\\n' > tests/fixtures/.gitignore"
+        " && echo 'import os' > tests/fixtures/conftest.py"
+        " && printf '*.pyc\\n' > .gitignore",
+    )
+    assert "an ignore file that ignores itself" in text, text
+    assert not (root / "tests" / "fixtures" / ".gitignore").exists(), text
+    assert (root / ".gitignore").read_text() == "*.pyc\n", text
+    status = _git(root, "status", "--short", "--untracked-files=all").stdout
+    assert b"?? tests/fixtures/conftest.py" in status, text
+
+
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     """Each moved ref costs the host git processes after the command's own time is up
     (1,000 branches made by a one-second fast-import held a call 105 s): past

@@ -51,6 +51,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import fnmatch
 import hashlib
 import os
 import queue
@@ -438,6 +439,49 @@ def _packed_as_written(content: bytes) -> dict[str, str] | None:
 # where git-lfs keeps an object: objects/<2 hex>/<2 hex>/<its SHA-256>
 _LFS_OBJECT = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{2})/\1\2[0-9a-f]{60}")
 _LFS_LEFT_OUT = "only new git-lfs objects whose content hashes to their name come back"
+
+
+_HIDES_ITSELF = (
+    "an ignore file that ignores itself: git status would show neither it nor what it "
+    "hides (review with git status --ignored)"
+)
+
+
+def _self_ignoring(path: str) -> str | None:
+    """Why a ``.gitignore`` may not come back: one whose patterns ignore its own name.
+
+    ``*`` in a new ``tests/fixtures/.gitignore`` hides the file and everything
+    beside it from every ``git status`` (a planted ``conftest.py`` included):
+    the review of a command's changes would show nothing. A pattern of the
+    directory's own entries (no slash but a trailing one) that matches
+    ``.gitignore``, not undone by a later ``!`` pattern, is read as git does
+    (``fnmatch``'s rules are the wildcard's; a character class, an escape or
+    a ``**`` counts as matching, erring toward leaving the file out).
+    """
+    data = read_regular_file(path, 1 << 20)
+    if data is None:
+        return None
+    ignored = False
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.rstrip(" ")  # (git strips unescaped trailing spaces)
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = line[1:] if negated else line
+        if pattern.startswith("/"):
+            pattern = pattern[1:]
+        if "/" in pattern:
+            # a directory only, or a path below this directory: not the file itself
+            if not pattern.startswith("**/"):
+                continue
+            pattern = pattern[3:]
+        if "\\" in pattern or "[" in pattern or "**" in pattern:
+            matches = True
+        else:
+            matches = fnmatch.fnmatchcase(".gitignore", pattern)
+        if matches:
+            ignored = not negated
+    return _HIDES_ITSELF if ignored else None
 
 
 def _unsparse_size(path: str) -> int | None:
@@ -1124,9 +1168,11 @@ class _Applier:
                 # on a case-insensitive file system the same .git (its refs, index,
                 # objects): never judged as one under another name
                 return _GIT_TWIN
-            if not self.protected.covers(rel) or self.is_granted(rel, kind):
-                return None
-            return "protected paths"
+            if self.protected.covers(rel) and not self.is_granted(rel, kind):
+                return "protected paths"
+            if folded[-1] == ".gitignore" and kind == _FILE:
+                return _self_ignoring(self.upper_path(rel))
+            return None
         at = rel.index(".git")
         inside = rel[at + 1 :]
         if not inside:
