@@ -157,7 +157,7 @@ def _rules(_ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) 
 )
 @click.option(
     "--sandbox",
-    type=click.Choice(["auto", "bubblewrap", "none"]),
+    type=click.Choice(["auto", "bubblewrap", "landlock", "none"]),
     help="Where commands would run, as workspace.sandbox in prism.toml (default: the "
     "config's, else auto). With a sandbox the policy is in confined mode.",
 )
@@ -229,7 +229,11 @@ def policy_check(
     loaded = attrs.evolve(loaded, workspace=attrs.evolve(loaded.workspace, roots=tuple(root_list)))
     backend, label = run_trio(lambda: choose_sandbox(loaded))
     confines = backend is not None and getattr(backend, "confines", True) is True
-    mode = f"confined ({label})" if confines else "proved-safe"
+    if confines:
+        mode = f"confined ({label})"
+    else:
+        # Landlock contains what runs but the policy stays proved-safe: say both
+        mode = "proved-safe" if backend is None else "proved-safe (under landlock)"
     explanation = explain_command(
         command,
         roots=root_list,
