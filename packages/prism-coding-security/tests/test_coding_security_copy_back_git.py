@@ -1111,6 +1111,25 @@ async def test_an_ignore_file_that_hides_itself_never_comes_back(root: Path) -> 
     assert b"?? tests/fixtures/conftest.py" in status, text
 
 
+async def test_a_command_never_puts_the_root_past_its_repositories(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk refuses a root of more than MAX_NESTED_REPOSITORIES repositories below its
+    top, and every later change with it: 257 `git init`s came back and the root took no
+    change after. New repositories past the bound are left out (the bound made small here:
+    the same path at any size)."""
+    from prism.coding.security import _overlay
+
+    monkeypatch.setattr(_overlay, "MAX_NESTED_REPOSITORIES", 2)
+    _repository(root)
+    text = await _shell(root, "for r in a b c; do git init -q vendor/$r; done")
+    assert "a git repository past the 2 a root may hold below its top" in text, text
+    made = sorted(p.parent.name for p in (root / "vendor").glob("*/.git"))
+    assert len(made) == 2, (made, text)
+    text = await _shell(root, "echo later > later.txt")
+    assert (root / "later.txt").read_text() == "later\n", text
+
+
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     """Each moved ref costs the host git processes after the command's own time is up
     (1,000 branches made by a one-second fast-import held a call 105 s): past

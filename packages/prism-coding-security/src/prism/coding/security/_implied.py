@@ -95,6 +95,7 @@ __all__ = [
     "answered_unwalked",
     "environment_patterns",
     "implied_protected",
+    "nested_repositories",
     "warm_in_background",
 ]
 
@@ -502,6 +503,12 @@ def answered_unwalked(root: str, matcher: ProtectedPaths) -> bool:
     with _trees_lock:
         watched = _watched.get(key)
         return key not in _warming and watched is not None and watched[1] is not None
+
+
+def nested_repositories(root: str, matcher: ProtectedPaths) -> int:
+    """How many git repositories ``root`` holds below its top (its walk, kept while unchanged)."""
+    gits, _ = _walk(root, matcher)
+    return sum(1 for rel, kind in gits if rel and kind not in _NOT_GIT)
 
 
 def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:

@@ -67,6 +67,7 @@ from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._executables import host_environment, host_program
 from ._files import open_regular_file, read_regular_file
+from ._implied import MAX_NESTED_REPOSITORIES
 from ._index import (
     extension_signatures,
     extensionless,
@@ -775,6 +776,7 @@ class RootOverlay:
         granted: Sequence[tuple[str, ...]] = (),
         only_granted: bool = False,
         index_placed: Callable[[list[bytes], os.stat_result], None] | None = None,
+        repositories: Callable[[], int] | None = None,
     ) -> list[str]:
         """Move the command's changes into the root; return what was left out, as notes.
 
@@ -807,6 +809,7 @@ class RootOverlay:
                 return [f"the changes to {self.root} were not applied: {exc}"]
         applier = _Applier(self, protected, extra, notes, tuple(granted), only_granted)
         applier.index_placed = index_placed
+        applier.repositories = repositories
         # only .git changed: the anchored paths are still needed to judge the
         # entries of a new index or of the commits a moved ref names (a hook
         # under core.hooksPath, an included config), computed when first asked
@@ -1119,6 +1122,11 @@ class _Applier:
         self._operations: dict[tuple[str, ...], bool] = {}
         self._commit_trees: dict[str, CommitTrees] = {}
         self._refs_judged = 0  # refs (and reflog entries) judged in this copy-back
+        # how many git repositories the root holds below its top (asked once, when the
+        # layer makes one), and how many the layer adds
+        self.repositories: Callable[[], int] | None = None
+        self._held_repositories: int | None = None
+        self._new_repositories = 0
         self._history_judged = 0  # new commits judged against their parents, all refs
         self._lfs_hashed = 0  # bytes of new git-lfs objects hashed
         self._shared_read = 0  # new shared indexes read
@@ -1176,6 +1184,11 @@ class _Applier:
         at = rel.index(".git")
         inside = rel[at + 1 :]
         if not inside:
+            if at and kind in (_DIR, _FILE) and self.past_repositories(rel):
+                return (
+                    f"a git repository past the {MAX_NESTED_REPOSITORIES} a root may hold "
+                    "below its top"
+                )
             if kind == _DIR:
                 return None
             if kind == _WHITEOUT:
@@ -1242,6 +1255,23 @@ class _Applier:
                 return f"a shared index adding more than {MAX_ADDED_ENTRIES} entries"
             return None if _extensionless(upper) else _SHARED_CACHES
         return "only git's data and work state are kept from .git"
+
+    def past_repositories(self, rel: tuple[str, ...]) -> bool:
+        """Whether a ``.git`` at ``rel`` the host lacks would put the root past its bound.
+
+        The next call's walk refuses a root holding more than
+        :data:`.MAX_NESTED_REPOSITORIES` repositories below its top, and with it
+        every change to the root: a command may not bring it there.
+        """
+        if self.repositories is None or os.path.lexists(os.path.join(self.overlay.root, *rel)):
+            return False
+        if self._held_repositories is None:
+            try:
+                self._held_repositories = self.repositories()
+            except SandboxUnavailableError:  # (a root the walk refuses already)
+                self._held_repositories = MAX_NESTED_REPOSITORIES
+        self._new_repositories += 1
+        return self._held_repositories + self._new_repositories > MAX_NESTED_REPOSITORIES
 
     def objects_proved(self, rel: tuple[str, ...], at: int) -> bool:
         """Drop from the layer what of this ``.git``'s objects may not come back (once).

@@ -36,7 +36,12 @@ from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._executables import host_program, loader_moved
 from ._gitnames import remember_index
-from ._implied import environment_patterns, implied_protected, warm_in_background
+from ._implied import (
+    environment_patterns,
+    implied_protected,
+    nested_repositories,
+    warm_in_background,
+)
 from ._inplace import SED_PANIC, EditedFile, discard_edits, open_edits, replace_edited
 from ._landlock import LandlockSandbox
 from ._landlock_server import ForkServer
@@ -660,6 +665,9 @@ class BubblewrapSandbox:
                             granted=granted,
                             only_granted=only,
                             index_placed=functools.partial(remember_index, overlay.root),
+                            repositories=functools.partial(
+                                nested_repositories, overlay.root, self._matcher
+                            ),
                         )
             finally:
                 overlay.discard_later()
