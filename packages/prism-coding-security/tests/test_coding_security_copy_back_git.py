@@ -1102,8 +1102,12 @@ async def test_an_ignore_file_that_hides_itself_never_comes_back(root: Path) -> 
         root,
         "mkdir -p tests/fixtures && printf '*\\n' > tests/fixtures/.gitignore"
         " && echo 'import os' > tests/fixtures/conftest.py"
-        " && printf '*.pyc\\n' > .gitignore",
+        " && printf '*.pyc\\n' > .gitignore"
+        " && mkdir -p a b && printf '\\357\\273\\277*\\n' > a/.gitignore"
+        " && printf '*\\nx\\f!.gitignore\\n' > b/.gitignore",
     )
+    assert not (root / "a" / ".gitignore").exists(), text
+    assert not (root / "b" / ".gitignore").exists(), text
     assert "an ignore file that ignores itself" in text, text
     assert not (root / "tests" / "fixtures" / ".gitignore").exists(), text
     assert (root / ".gitignore").read_text() == "*.pyc\n", text
@@ -1128,6 +1132,25 @@ async def test_a_command_never_puts_the_root_past_its_repositories(
     assert len(made) == 2, (made, text)
     text = await _shell(root, "echo later > later.txt")
     assert (root / "later.txt").read_text() == "later\n", text
+
+
+async def test_no_entry_comes_back_writable_by_others(root: Path) -> None:
+    """Git records no such bit, so no review shows it: a Makefile, or the top of a nested
+    repository (its .git renamed away and replaced), made writable by every local user
+    is theirs to replace. No entry gains write for others (or the group) its host entry
+    lacks; a new one gets none; the executable bit still comes back."""
+    _repository(root)
+    (root / "Makefile").write_text("all:\n")
+    (root / "vendor" / "lib").mkdir(parents=True)
+    _git(root / "vendor" / "lib", "init", "-q")
+    text = await _shell(
+        root,
+        "chmod o+w,g+w Makefile vendor vendor/lib && chmod +x Makefile"
+        " && mkdir -m 777 open && echo x > open/f && chmod 666 open/f",
+    )
+    for path in ("Makefile", "vendor", "vendor/lib", "open", "open/f"):
+        assert (root / path).stat().st_mode & 0o022 == 0, (path, text)
+    assert (root / "Makefile").stat().st_mode & 0o100, text
 
 
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:

@@ -463,8 +463,11 @@ def _self_ignoring(path: str) -> str | None:
     if data is None:
         return None
     ignored = False
-    for raw in data.decode("utf-8", "replace").splitlines():
-        line = raw.rstrip(" ")  # (git strips unescaped trailing spaces)
+    # read as git reads it: a leading byte order mark skipped, lines split at \n only
+    # (a \r before it dropped), names compared in any case (core.ignoreCase)
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    for raw in data.split(b"\n"):
+        line = raw.removesuffix(b"\r").decode("utf-8", "replace").rstrip(" ")
         if not line or line.startswith("#"):
             continue
         negated = line.startswith("!")
@@ -479,7 +482,8 @@ def _self_ignoring(path: str) -> str | None:
         if "\\" in pattern or "[" in pattern or "**" in pattern:
             matches = True
         else:
-            matches = fnmatch.fnmatchcase(".gitignore", pattern)
+            # (a pattern that ignores: in any case; one that re-includes: as written)
+            matches = fnmatch.fnmatchcase(".gitignore", pattern if negated else pattern.lower())
         if matches:
             ignored = not negated
     return _HIDES_ITSELF if ignored else None
@@ -2093,8 +2097,7 @@ class _Applier:
             name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=real_fd
         )
         try:
-            if GIT_DIRECTORY in rel:
-                mode = _git_mode(mode, current, real_fd)
+            mode = _kept_mode(mode, current, real_fd, git=GIT_DIRECTORY in rel)
             if current is None or stat.S_IMODE(current.st_mode) != mode:
                 os.fchmod(fd, mode)
             self.directory(upper, fd, rel, opaque=opaque)
@@ -2103,10 +2106,13 @@ class _Applier:
 
     def place_file(self, upper: str, real_fd: int, rel: tuple[str, ...]) -> None:
         name = rel[-1]
+        current: os.stat_result | None = None
         with contextlib.suppress(FileNotFoundError):
             current = os.stat(name, dir_fd=real_fd, follow_symlinks=False)
             if stat.S_ISDIR(current.st_mode) and not self.remove(real_fd, rel):
                 return  # a protected entry inside the directory stays; reported
+            if not stat.S_ISREG(current.st_mode):
+                current = None  # (a link's mode says nothing of what may write the file)
         info = os.stat(upper, follow_symlinks=False)
         mode = stat.S_IMODE(info.st_mode)
         if mode & (stat.S_ISUID | stat.S_ISGID):
@@ -2114,8 +2120,9 @@ class _Applier:
             mode &= ~(stat.S_ISUID | stat.S_ISGID)
             os.chmod(upper, mode, follow_symlinks=False)
             self.notes.add("set-user-ID and set-group-ID bits are cleared", "/".join(rel))
-        if GIT_DIRECTORY in rel and mode != _git_mode(mode, None, real_fd):
-            mode = _git_mode(mode, None, real_fd)
+        kept = _kept_mode(mode, current, real_fd, git=GIT_DIRECTORY in rel)
+        if kept != mode:
+            mode = kept
             os.chmod(upper, mode, follow_symlinks=False)
         # an approved path with other names in the layer is copied: moved, an approved
         # .envrc hard-linked to notes.txt would change with every edit of notes.txt
@@ -2138,19 +2145,27 @@ class _Applier:
         os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)
 
 
-def _git_mode(mode: int, current: os.stat_result | None, parent_fd: int) -> int:
-    """The mode an entry in a ``.git`` directory (or the directory) comes back with.
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
-    Git makes nothing there writable by others but under ``core.sharedRepository``,
-    which is the host's to set: a ``.git`` others may write lets them replace its
-    ``config`` or ``hooks``, which the owner's next git runs. An entry the host
-    has gains no bit it lacks; a new one no write for others, nor for the group
-    unless the directory it is made in gives the group write.
+
+def _kept_mode(mode: int, current: os.stat_result | None, parent_fd: int, *, git: bool) -> int:
+    """The mode an entry of the layer comes back with (``current``: the host's entry).
+
+    Write for others lets them replace what the owner's programs then run: a
+    ``Makefile``, a nested repository's ``.git`` (renamed away in its
+    world-writable directory), a ``.git``'s ``config`` or ``hooks``; and git
+    records no such bit, so no review shows it. No entry gains group or other
+    write its host entry lacks; a new one gets no write for others, nor for
+    the group unless the directory it is made in gives the group write. In a
+    ``.git`` (``git``) an entry the host has gains no bit at all: git makes
+    nothing there writable by others but under ``core.sharedRepository``, the
+    host's to set.
     """
     if current is not None:
-        return mode & stat.S_IMODE(current.st_mode)
+        held = stat.S_IMODE(current.st_mode)
+        return mode & held if git else mode & ~(_OTHERS_WRITE & ~held)
     mode &= ~stat.S_IWOTH
-    if not os.fstat(parent_fd).st_mode & stat.S_IWGRP:
+    if mode & stat.S_IWGRP and not os.fstat(parent_fd).st_mode & stat.S_IWGRP:
         mode &= ~stat.S_IWGRP
     return mode
 
