@@ -525,6 +525,30 @@ HOSTILE: list[tuple[str, dict[str, Any], object, bool]] = [
     ),
     ("pattern ^[a-z]+$ on 1 MB", {"type": "string", "pattern": "^[a-z]+$"}, "a" * 10**6, True),
     ("aliased $id fan-out, 10k items", _aliased_fan_out(12), {"x": [1] * 10_000}, False),
+    (
+        "enum of 4,990 objects x 3,170 items",
+        {"type": "array", "items": {"enum": [{"k": f"v{i}"} for i in range(4990)]}},
+        [{"k": "v4989"}] * 3170,
+        False,
+    ),
+    (
+        "1e-300 x 2,400 vs enum of 100 integers",
+        {"type": "array", "items": {"anyOf": [{"enum": list(range(100))}, {"type": "number"}]}},
+        [1e-300] * 2400,
+        False,
+    ),
+    (
+        "5e-324 x 99,000 vs maximum 1.5",
+        {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1.5}},
+        [5e-324] * 99_000,
+        False,
+    ),
+    (
+        "0.3 x 1,200 vs maximum 1.5 (admitted)",
+        {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1.5}},
+        [0.3, 5e-324] * 600,
+        True,
+    ),
 ]
 
 _REGEXES = {"$schema": DRAFT7, "type": "array", "items": {"type": "string", "format": "regex"}}

@@ -168,6 +168,15 @@ _leaves = st.sampled_from(
         {},
         {"properties": {"a": {"minimum": 0}}, "required": ["a"]},
         {"items": {"type": "integer"}},
+        # Numbers the engine compares through arbitrary-precision fractions.
+        {"enum": list(range(100))},
+        {"enum": [1e-300 * (i + 1) for i in range(40)]},
+        {"enum": [0.5 * i for i in range(100)]},
+        {"const": 2.2250738585072014e-308},
+        {"maximum": 1.5},
+        {"exclusiveMinimum": -1.5, "multipleOf": 1},
+        {"items": {"minimum": 0, "maximum": 1.5}},
+        {"enum": [{"k": f"v{i}"} for i in range(500)] + [[1e-300, 0.5]]},
     ]
 )
 _unevaluated = st.sampled_from(
@@ -247,6 +256,11 @@ _INSTANCES: list[object] = [
     [[1, [1]]] * 5_000,
     {"a": [{"a": {"a": 1}}] * 5_000},
     json.loads('{"a":' * 60 + "1" + "}" * 60),
+    [5e-324] * 30_000,
+    [0.3, 1e-300] * 10_000,
+    [2**64 - 1] * 10_000,
+    {f"k{i}": 2.2250738585072014e-308 for i in range(2_000)},
+    [{"k": "v499"}] * 10_000,
 ]
 
 

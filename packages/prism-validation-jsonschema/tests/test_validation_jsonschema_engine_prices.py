@@ -123,3 +123,87 @@ def test_dependencies_still_applies_in_draft7() -> None:
     validator = JsonSchemaArgumentValidator()
     assert not validator.validate(schema, {"a": 1}).ok
     assert validator.validate(schema, {"a": 1, "b": 1}).ok
+
+
+# -- numbers: the engine's arbitrary-precision comparisons -----------------------
+
+_TINY = [1e-300 * (i + 1) for i in range(2000)]
+_HONEST_LEVELS = {
+    "type": "object",
+    "properties": {
+        "levels": {
+            "type": "array",
+            "items": {"anyOf": [{"enum": list(range(100))}, {"type": "number"}]},
+        }
+    },
+}
+_WEIGHTS = {
+    "type": "object",
+    "properties": {
+        "weights": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1.5}}
+    },
+    "required": ["weights"],
+}
+
+
+def test_floats_against_an_enum_of_integers_are_priced() -> None:
+    # 2,400 copies of 1e-300 against 100 integers: 3.1 s of CPU before.
+    _over_budget(_HONEST_LEVELS, {"levels": [1e-300] * 2400}, "max_validation_work")
+    validator = JsonSchemaArgumentValidator()
+    # Integers below 2**63 compare quickly: no price, and so no refusal.
+    assert validator.validate(_HONEST_LEVELS, {"levels": [7] * 2400}).ok
+    assert validator.validate(_HONEST_LEVELS, {"levels": [0.5, 1e-300, 99]}).ok
+
+
+def test_an_enum_of_tiny_floats_is_refused_at_admission() -> None:
+    # Each entry costs 12-33 us against any number: 120 items took 6.9 s.
+    schema = {"type": "array", "items": {"enum": _TINY}}
+    with pytest.raises(SchemaRejectedError, match="max_schema_work"):
+        JsonSchemaArgumentValidator().check_schema(schema)
+    JsonSchemaArgumentValidator().check_schema({"type": "array", "items": {"enum": _TINY[:20]}})
+
+
+def test_a_const_number_is_priced_by_the_instance_number() -> None:
+    # 3,954 items at the old budget's edge cost 2x its ~50 ms.
+    schema = {"type": "array", "items": {"const": 2.2250738585072014e-308}}
+    _over_budget(schema, [2.2250738585072014e-308] * 3954, "max_validation_work")
+    assert JsonSchemaArgumentValidator().validate(schema, [2.2250738585072014e-308] * 20).ok
+
+
+@pytest.mark.parametrize(
+    ("items", "number", "many", "few"),
+    [
+        # A float bound against tiny floats: 11-23 us an item.
+        ({"type": "number", "minimum": 0, "maximum": 1.5}, 5e-324, 99_000, 80),
+        ({"exclusiveMaximum": 0.5}, 2.2250738585072014e-308, 20_000, 80),
+        # An integer bound or multipleOf against huge floats or integers past 2**63.
+        ({"minimum": 0}, 1.7976931348623157e308, 99_000, 800),
+        ({"multipleOf": 1}, 1e300, 20_000, 500),
+        ({"minimum": 0.5}, 2**64 - 1, 20_000, 80),
+    ],
+)
+def test_number_bounds_are_priced_by_the_instance_number(
+    items: dict[str, Any], number: float, many: int, few: int
+) -> None:
+    schema = {"type": "array", "items": items}
+    _over_budget(schema, [number] * many, "max_validation_work")
+    assert JsonSchemaArgumentValidator().validate(schema, [number] * few).ok
+
+
+def test_integers_against_integer_bounds_stay_unpriced() -> None:
+    schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 100}}
+    assert JsonSchemaArgumentValidator().validate(schema, [7] * 99_000).ok
+
+
+def test_an_output_schema_of_tiny_floats_cannot_hold_the_event_loop() -> None:
+    # A hostile MCP server's outputSchema and result: 32-39 s on the bridge's
+    # event loop. Its enum is refused at admission (the bridge then leaves the
+    # result unchecked, as with no outputSchema); the honest-looking variant's
+    # 100,000 tiny floats are refused by the budget before the engine runs.
+    validator = JsonSchemaArgumentValidator()
+    hostile = {"type": "object", "properties": {"v": {"type": "array", "items": {"enum": _TINY}}}}
+    with pytest.raises(SchemaRejectedError, match="max_schema_work"):
+        validator.compile(hostile)
+    result = validator.validate_output(_WEIGHTS, {"weights": [5e-324] * 100_000})
+    assert not result.ok
+    assert "max_validation_work=" in result.errors[0].message

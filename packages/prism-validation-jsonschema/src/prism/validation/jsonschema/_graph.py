@@ -35,6 +35,7 @@ from urllib.parse import unquote
 import attrs
 
 from ._errors import SchemaRejectedError, pointer, quoted
+from ._instance import SEVERE_NUMBER, number_units
 from ._regex import MAX_SCHEMA_PATTERN_COST, PATTERN_OVERHEAD, _PatternError, pattern_cost
 from ._uri import DEFAULT_BASE, uri_key
 
@@ -71,15 +72,40 @@ ENUM_ENTRIES_PER_UNIT = 16
 # strings: 350 ns). Each value inside an ``enum`` entry or a ``const`` that is an
 # object or array (the container, its members and items, at any depth) costs this.
 CONTAINER_VALUE_COST = 2
-# ... but jsonschema-rs compares numbers through a slow path whenever either side
-# is not an integer below 2**63 (a float instance against an enum of small
-# integers too): up to about 110 ns per comparison, measured, against 0.1 ns.
-# A unit of validation work is 28 ns: each number in an enum (in an entry, at
-# any depth) costs this much.
-ENUM_NUMBER_COST = 4
-# ``const`` holding a number: 6.3 us per check measured for ``const: 0.5``,
-# 3 us for 2**63, 0.2 us for ``const: 1``; per number in the value.
-CONST_NUMBER_COST = 250
+# Numbers: jsonschema-rs compares them exactly, through arbitrary-precision
+# fractions, whenever either side is not an integer below 2**63, in time that
+# grows with the number's binary exponent. Measured per comparison (CPU, a unit
+# of validation work is 28 ns): an integer instance against an enum entry or a
+# bound that is a float, 0.1-0.7 us; a float instance with an exponent within
+# 1e-20..1e20 against a number in an enum or const, up to 1.8 us, against a
+# float bound up to 2.3 us; a tiny or huge float (1e-300, 5e-324, 1.8e308) or an
+# integer past 2**63, up to 17 us against an integer entry and 20 us against a
+# float bound; a tiny or huge float *in the schema* (an enum entry, a const), 12-
+# 33 us against any number at all. So an instance number costs by its class
+# (``_instance.number_units``): an integer below 2**63 nothing more, a
+# float within 1e-20..1e20 one *number unit*, anything else SEVERE_NUMBER units;
+# ``numbers[k]`` prices one number unit at depth k, and each sub-schema adds:
+#
+# - each number in an enum entry or a const (not inside an object or array):
+#   NUMBER_COMPARE_COST per number unit for an integer, FLOAT_COMPARE_COST for
+#   a float (up to 3.1 us measured: 1.23e-19 against 9.88e19), FLOAT_ENTRY_COST
+#   more work if it is a float, SEVERE_ENTRY_COST if it is a severe number itself;
+# - each number inside an enum entry or const that is an object or array (met by
+#   the instance's numbers one level or more below, at any depth):
+#   NESTED_NUMBER_COST work, or SEVERE_ENTRY_COST for a severe one;
+# - a float bound (minimum, maximum, exclusive*): FLOAT_BOUND_COST per number
+#   unit and FLOAT_BOUND_WEIGHT work; an integer bound INTEGER_BOUND_COST;
+# - an integer multipleOf: MULTIPLE_OF_UNIT per number unit.
+NUMBER_COMPARE_COST = 70
+FLOAT_COMPARE_COST = 120
+FLOAT_ENTRY_COST = 25
+SEVERE_ENTRY_COST = 1_200
+NESTED_NUMBER_COST = 600
+FLOAT_BOUND_COST = 85
+FLOAT_BOUND_WEIGHT = 20
+INTEGER_BOUND_COST = 10
+MULTIPLE_OF_UNIT = 15
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # ``multipleOf`` with a divisor that is not an integer below 2**63 runs decimal
 # arithmetic whose cost grows with the quotient's digits: up to about 80 us per
 # check measured (5e-324 over 1.797e308), 28 us for 0.5 over 1.8e308.
@@ -219,6 +245,10 @@ _COSTED = frozenset(
         "uniqueItems",
         "contentMediaType",
         "contentEncoding",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
     }
 )
 _MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependentSchemas"})
@@ -235,6 +265,8 @@ class Analysis:
             node at depth ``k`` can cost.
         regex: ``regex[k]`` bounds the regex cost per character of a string (or
             key) at depth ``k``.
+        numbers: ``numbers[k]`` bounds the work one number unit of a number at
+            depth ``k`` adds (see ``SEVERE_NUMBER``).
         formats: the ``format`` names the schema asserts (empty when formats
             are annotations).
         contextual: the schema has ``anyOf`` or ``oneOf``, whose refusal the
@@ -251,6 +283,7 @@ class Analysis:
 
     work: tuple[int, ...]
     regex: tuple[int, ...]
+    numbers: tuple[int, ...] = ()
     formats: frozenset[str] = frozenset()
     contextual: bool = False
     unique_items: bool = False
@@ -259,8 +292,12 @@ class Analysis:
 
     @property
     def max_work(self) -> int:
-        """The largest entry of ``work``."""
-        return max(self.work, default=0)
+        """The most work one instance node can cost: ``work[k]``, plus its numbers at worst."""
+        numbers = self.numbers
+        return max(
+            (w + SEVERE_NUMBER * numbers[k] if k < len(numbers) else w)
+            for k, w in enumerate(self.work or (0,))
+        )
 
     @property
     def max_regex(self) -> int:
@@ -281,6 +318,7 @@ class _Node:
         "choices",
         "in_place",
         "key_regex",
+        "number",
         "obj",
         "path",
         "reeval",
@@ -298,6 +336,7 @@ class _Node:
         self.reeval = 1
         self.regex = 0  # per character of the instance string this node checks
         self.key_regex = 0  # per character of the keys of the object it checks
+        self.number = 0  # per number unit of the instance number it checks
         # Empty tuples until something is added (most nodes are leaves, and a
         # schema may hold up to max_keywords of them).
         self.in_place: list[Path] | tuple[()] = ()
@@ -499,19 +538,31 @@ class _Collector:
             return
         if type(value.get("required")) is list:
             weight += len(value["required"])
+        number = 0
         if type(value.get("enum")) is list:
             # Scalars other than numbers compare at about 0.1 ns per entry.
             weight += len(value["enum"]) // ENUM_ENTRIES_PER_UNIT
-            numbers, inside = _sizes(value["enum"])
-            weight += ENUM_NUMBER_COST * numbers + CONTAINER_VALUE_COST * inside
+            more, number = _entries(value["enum"])
+            weight += more
         if "const" in value:
-            numbers, inside = _sizes([value["const"]])
-            weight += CONST_NUMBER_COST * numbers + CONTAINER_VALUE_COST * inside
+            more, compared = _entries([value["const"]])
+            weight += more
+            number += compared
+        for key in _BOUNDS:
+            bound = value.get(key)
+            if type(bound) is float:
+                weight += FLOAT_BOUND_WEIGHT
+                number += FLOAT_BOUND_COST
+            elif type(bound) is int:
+                number += INTEGER_BOUND_COST
         divisor = value.get("multipleOf")
         if (type(divisor) is int or type(divisor) is float) and not (
             divisor == int(divisor) and abs(divisor) < 2**63
         ):
             weight += MULTIPLE_OF_COST
+        elif type(divisor) is int or type(divisor) is float:
+            number += MULTIPLE_OF_UNIT
+        node.number = number
         dependent = value.get("dependentRequired")
         if type(dependent) is dict:
             weight += sum(len(v) for v in dependent.values() if type(v) is list)
@@ -875,9 +926,13 @@ def analyse(
     while work_vector and work_vector[-1] == 0 and regex_vector[-1] == 0:
         work_vector.pop()
         regex_vector.pop()
+    numbers: tuple[int, ...] = ()
+    if any(node.number for node in nodes.values()):
+        numbers = _number_costs(nodes, order, inner, len(work_vector))
     return Analysis(
         work=tuple(work_vector),
         regex=tuple(regex_vector),
+        numbers=numbers,
         formats=frozenset(collector.formats),
         contextual=collector.contextual,
         unique_items=collector.unique_items,
@@ -889,31 +944,113 @@ def analyse(
 _NOTHING = (0, 0, 0, 0)
 
 
-def _sizes(entries: list[Any]) -> tuple[int, int]:
-    """(numbers, values inside objects and arrays) of a list of JSON values.
+def _number_costs(
+    nodes: dict[Path, _Node], order: list[Path], inner: list[Path], levels: int
+) -> tuple[int, ...]:
+    """``numbers[k]`` for ``k < levels``: the cost per number unit of a number at depth k.
 
-    Numbers (not booleans) count at any depth; the second count is every value
-    of each entry that is an object or an array, the entry itself included.
+    Numbers are leaves, like strings: this is ``regex``'s walk with each node's
+    own ``number`` and no keys (a member or an item, one level down).
     """
-    numbers = 0
-    inside = 0
+    vector: list[int] = []
+    prev: dict[Path, int] = {}
+    for level in range(levels):
+        now: dict[Path, int] = {}
+        best: dict[int, int] = {}
+        if level == 0:
+            for path in order:
+                node = nodes[path]
+                total = 0
+                for child in node.in_place:
+                    total += now.get(child, 0)
+                for group in node.choices:
+                    top = best.get(id(group))
+                    if top is None:
+                        top = best[id(group)] = max(now.get(child, 0) for child in group)
+                    total += top
+                value = node.number + node.reeval * total
+                if value:
+                    now[path] = min(value, _SATURATE)
+        else:
+            sides: dict[Path, tuple[int, int]] = {}
+            pairs: dict[int, tuple[int, int]] = {}
+            for path in inner:
+                node = nodes[path]
+                io = ia = 0
+                for child in node.in_place:
+                    got = sides.get(child)
+                    if got is not None:
+                        io, ia = io + got[0], ia + got[1]
+                for group in node.choices:
+                    pair = pairs.get(id(group))
+                    if pair is None:
+                        options = [sides.get(child, (0, 0)) for child in group]
+                        pair = pairs[id(group)] = (
+                            max(o[0] for o in options),
+                            max(o[1] for o in options),
+                        )
+                    io, ia = io + pair[0], ia + pair[1]
+                member = item = 0
+                for groups, side in ((node.obj, 0), (node.array, 1)):
+                    total = 0
+                    for members, pick_one in groups:
+                        if pick_one:
+                            total += max((prev.get(m, 0) for m in members), default=0)
+                        else:
+                            total += sum(prev.get(m, 0) for m in members)
+                    if side == 0:
+                        member = total
+                    else:
+                        item = total
+                member = min(member + node.reeval * io, _SATURATE)
+                item = min(item + node.reeval * ia, _SATURATE)
+                if member or item:
+                    sides[path] = (member, item)
+                    now[path] = max(member, item)
+        vector.append(now.get((), 0))
+        if now == prev:
+            vector.extend([vector[-1]] * (levels - level - 1))
+            break
+        prev = now
+    return tuple(vector)
+
+
+def _severe(number: float) -> bool:
+    """A number the engine compares slowly whatever it meets (see ``SEVERE_NUMBER``)."""
+    return number_units(number) == SEVERE_NUMBER
+
+
+def _entries(entries: list[Any]) -> tuple[int, int]:
+    """(work, cost per number unit) of comparing an instance with each of ``entries``.
+
+    See ``SEVERE_NUMBER``: numbers at the top of the list are compared with the
+    instance's number; those inside objects and arrays with its numbers below,
+    priced in work. Every value of an entry that is an object or an array, the
+    entry itself included, costs CONTAINER_VALUE_COST more work.
+    """
+    work = 0
+    number = 0
     for entry in entries:
         kind = type(entry)
         if kind is int or kind is float:
-            numbers += 1
+            number += NUMBER_COMPARE_COST if kind is int else FLOAT_COMPARE_COST
+            if _severe(entry):
+                work += SEVERE_ENTRY_COST
+            elif kind is float:
+                work += FLOAT_ENTRY_COST
         elif kind is list or kind is dict:
             stack = [entry]
             while stack:
                 item = stack.pop()
-                inside += 1
+                work += CONTAINER_VALUE_COST
                 kind = type(item)
                 if kind is int or kind is float:
-                    numbers += 1
+                    work += SEVERE_ENTRY_COST if _severe(item) else NESTED_NUMBER_COST
                 elif kind is list:
                     stack.extend(item)
                 elif kind is dict:
                     stack.extend(item.values())
-    return numbers, inside
+    return work, number
 
 
 def _check_cap(work: int, cap: int, level: int, path: Path) -> None:

@@ -32,6 +32,9 @@ __all__ = [
 TOTAL_STRING_FACTOR = 8
 
 _SAFE_INTEGER = SAFE_INTEGER
+_INT63 = 2**63
+# The number units of a tiny or huge float, or an integer past 2**63.
+SEVERE_NUMBER = 12
 _NEG_SAFE_INTEGER = -_SAFE_INTEGER
 
 _SURROGATE_MESSAGE = (
@@ -308,14 +311,35 @@ def _scalar_problem(item: object, max_string: int) -> str | None:
     return None
 
 
-def instance_cost(value: object, work: tuple[int, ...], regex: tuple[int, ...]) -> tuple[int, int]:
+def number_units(number: float) -> int:
+    """The number units of an instance number (see ``_graph.SEVERE_NUMBER``).
+
+    jsonschema-rs compares numbers exactly, through arbitrary-precision
+    fractions, unless both sides are integers below 2**63: an integer below 2**63
+    adds nothing, a float with an exponent within 1e-20..1e20 one unit, a tiny or
+    huge float, or an integer past 2**63, ``SEVERE_NUMBER`` units.
+    """
+    if type(number) is int:
+        return 0 if number < _INT63 else SEVERE_NUMBER
+    if number == 0 or 1e-20 <= abs(number) < 1e20:
+        return 1
+    return SEVERE_NUMBER
+
+
+def instance_cost(
+    value: object,
+    work: tuple[int, ...],
+    regex: tuple[int, ...],
+    numbers: tuple[int, ...] = (),
+) -> tuple[int, int]:
     """The work and regex work bounds of validating ``value`` (already within the limits).
 
     ``work[k]`` / ``regex[k]`` are the schema's per-node and per-character costs
     at depth ``k`` (see ``_graph``). A value at depth ``k`` counts once in the
-    work; each string at depth ``k``, and each key of a member at depth ``k``,
-    counts its length times ``regex[k]``. Depths past the vectors cost nothing
-    (no sub-schema reaches them).
+    work, and a number there its ``number_units`` times ``numbers[k]`` more;
+    each string at depth ``k``, and each key of a member at depth ``k``, counts
+    its length times ``regex[k]``. Depths past the vectors cost nothing (no
+    sub-schema reaches them).
     """
     total_work = 0
     total_regex = 0
@@ -326,6 +350,7 @@ def instance_cost(value: object, work: tuple[int, ...], regex: tuple[int, ...]) 
     while level and depth < deepest:
         w = work[depth] if depth < len(work) else 0
         r = regex[depth] if depth < len(regex) else 0
+        n = numbers[depth] if depth < len(numbers) else 0
         below: list[object] = []
         chars = key_chars
         key_chars = 0
@@ -333,6 +358,8 @@ def instance_cost(value: object, work: tuple[int, ...], regex: tuple[int, ...]) 
             kind = type(node)
             if kind is str:
                 chars += len(node)  # type: ignore[arg-type]
+            elif n and (kind is float or kind is int):
+                total_work += n * number_units(node)  # type: ignore[arg-type]
             elif kind is dict:
                 for key, item in node.items():  # type: ignore[attr-defined]
                     key_chars += len(key)

@@ -127,6 +127,7 @@ class _Entry:
         "marked",
         "max_regex",
         "max_work",
+        "numbers",
         "quick",
         "refusal",
         "refused",
@@ -145,6 +146,7 @@ class _Entry:
         closed: int | None = None,
         work: tuple[int, ...] | None = None,
         regex: tuple[int, ...] | None = None,
+        numbers: tuple[int, ...] = (),
         *,
         max_work: int = 0,
         contextual: bool = False,
@@ -162,6 +164,8 @@ class _Entry:
         # against the per-call budgets; None when no admitted instance can exceed them.
         self.work = work
         self.regex = regex
+        # Per depth, the work one number unit adds (see _graph.SEVERE_NUMBER).
+        self.numbers = numbers
         self.max_work = max(max(work or (0,)), max_work)
         self.max_regex = max(regex or (0,))
         # anyOf/oneOf: a refusal's error carries every failing branch's errors.
@@ -462,6 +466,8 @@ class JsonSchemaArgumentValidator:
                 closed,
                 analysis.work,
                 analysis.regex,
+                analysis.numbers,
+                max_work=analysis.max_work,
                 contextual=analysis.contextual,
                 caps=caps,
             )
@@ -602,7 +608,7 @@ class JsonSchemaArgumentValidator:
     def _over_budget(self, entry: _Entry, value: object) -> Problem | None:
         """A problem if validating ``value`` could cost more than the per-call budgets."""
         limits = self._limits
-        work, regex = instance_cost(value, entry.work or (), entry.regex or ())
+        work, regex = instance_cost(value, entry.work or (), entry.regex or (), entry.numbers)
         if work > limits.max_validation_work:
             return (
                 "data",
