@@ -152,3 +152,32 @@ def test_a_form_left_unfinished_is_cancelled(
 ) -> None:
     out = on_a_terminal(_call("book"), answers, tmp_path)
     assert "not booked: cancel" in out, why
+
+
+async def test_every_server_chosen_word_of_a_form_is_shown_escaped() -> None:
+    """A field's default and its choices (in the prompt, and in "expected ..." after a wrong
+    answer) are the server's too: a carriage return and an erase in a default redrew the
+    prompt as "[prism] all checks passed", and Enter sent the server's default."""
+    from prism.cli._elicit import TerminalElicitor
+    from prism.mcp import McpElicitation
+
+    erase = "\r\x1b[2K\x1b[1A\x1b[2K\r"
+    shown: list[str] = []
+    answers = iter(["y\n", "\n", "maybe\n", "b\n"])
+    elicitor = TerminalElicitor(write=shown.append, read_line=lambda: next(answers))
+    schema = {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "string", "default": "no" + erase + "[prism] all checks passed"},
+            "pick": {"type": "string", "enum": ["a" + erase, "b"]},
+        },
+    }
+    request = McpElicitation(
+        server_id="s", message="Deploy?", mode="form", requested_schema=schema
+    )
+    answer = await elicitor(request)
+    assert answer.action == "accept"
+    text = "".join(shown)
+    assert "\r" not in text
+    assert "\x1b" not in text
+    assert "default no\\x0d\\x1b[2K" in text

@@ -133,7 +133,7 @@ class TerminalElicitor:
         choices = spec.get("enum")
         shown = f"one of {', '.join(map(str, choices))}" if isinstance(choices, list) else kind
         default = spec.get("default")
-        hint = f", default {default}" if default is not None else ""
+        hint = f", default {safe_text(str(default))}" if default is not None else ""
         label = f"  {safe_text(name)}{'' if required else '?'} ({safe_text(str(shown))}{hint})"
         if title:
             label += f" {safe_text(str(title))}"
@@ -151,7 +151,7 @@ class TerminalElicitor:
             try:
                 return form_value(spec, text)
             except ValueError as exc:
-                self.write(f"    expected {exc}\n")
+                self.write(f"    expected {safe_text(str(exc))}\n")
         return _CANCEL
 
 
