@@ -172,9 +172,7 @@ async def test_every_server_chosen_word_of_a_form_is_shown_escaped() -> None:
             "pick": {"type": "string", "enum": ["a" + erase, "b"]},
         },
     }
-    request = McpElicitation(
-        server_id="s", message="Deploy?", mode="form", requested_schema=schema
-    )
+    request = McpElicitation(server_id="s", message="Deploy?", mode="form", requested_schema=schema)
     answer = await elicitor(request)
     assert answer.action == "accept"
     text = "".join(shown)
