@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cli_prewarmed as prewarmed
 import pytest
@@ -165,7 +165,7 @@ async def test_every_server_chosen_word_of_a_form_is_shown_escaped() -> None:
     shown: list[str] = []
     answers = iter(["y\n", "\n", "maybe\n", "b\n"])
     elicitor = TerminalElicitor(write=shown.append, read_line=lambda: next(answers))
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "ok": {"type": "string", "default": "no" + erase + "[prism] all checks passed"},
