@@ -374,6 +374,35 @@ async def test_a_request_over_the_limit_is_refused_unrun(root: Path, run_shell: 
     assert not (root / "ran.txt").exists()
 
 
+async def test_a_malformed_request_is_refused_and_the_server_stays(
+    root: Path, run_shell: RunShell
+) -> None:
+    # a field of the wrong type ends that command's request, not the server
+    from prism.coding.security import SandboxUnavailableError
+
+    sandbox = LandlockSandbox([str(root)])
+    ops = create_sandbox_shell_operations(sandbox)
+    await run_shell(ops, "true", root)
+    server = sandbox._server
+    assert server is not None
+    first = _server_pid(sandbox)
+
+    async def sink(chunk: bytes) -> None:
+        pass
+
+    with pytest.raises(SandboxUnavailableError, match="refused the command"):
+        await server.run(
+            ["sh", "-c", "echo ran > ran.txt"],
+            cwd=str(root),
+            env={"PATH": "/usr/bin:/bin"},
+            on_output=sink,
+            kill_grace_s=0,
+            extra={"fds": 5},
+        )
+    assert not (root / "ran.txt").exists()
+    assert _server_pid(sandbox) == first
+
+
 async def test_no_descriptor_of_the_helper_reaches_the_command(
     root: Path, run_shell: RunShell
 ) -> None:

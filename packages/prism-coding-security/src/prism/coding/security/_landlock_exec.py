@@ -828,7 +828,7 @@ def _step(
         # files are passed only to bwrap's launcher, one for each descriptor named
         assert not command.passed or prepared.namespaces
         assert len(request.get("fds") or ()) == len(command.passed)
-    except (ValueError, AssertionError):
+    except (ValueError, AssertionError, TypeError):
         command.close(direct, poller)
         return
     name = "sandbox" if prepared.namespaces else "landlock sandbox"
