@@ -81,10 +81,14 @@ unsandboxed, median of the rounds [range]::
     `echo x > d1/new`, 1,000           +2.0 [+0.9, +3.6]     -2.6 [-5.2, -1.8]
 
 Another run (6 rounds at load 8.2 to 12.6): before +0.8 to +4.5, after -3.3 to
-+1.2. Met (+3) on every row after. After is below unsandboxed because that call
-forks this process (9 to 11 ms of its CPU here) where the sandboxed one hands the
-command to the server (about 2 ms). Per call for `true` in 50 directories, after:
-this process 1.8 ms, the server 1.9 ms, the command's processes 2.6 ms more than
++1.2; this benchmark's own rows after (8 write rounds, load 9.8 to 12.6): -4.4
+to +2.2. Met (+3) on every row after. After is below unsandboxed because that call
+costs this process 9 to 11 ms of CPU here, 5.6 of it the search of ``/proc`` for
+what the command left (``terminate_process_tree`` measured alone, 157 processes on
+the machine), where the sandboxed one hands the command to the server (about 2
+ms): against a call without that search, after would be about +1.6 to +6.1 (the
+rows above plus 5.6). Per call for `true` in 50 directories, after: this process
+1.8 ms, the server 1.9 ms, the command's processes 2.6 ms more than
 unsandboxed (the fork's copy, its Python before ``exec``); before: 2.6, 1.5 and
 6.6 (the supervisor's fork and Python, then its own fork). Landlock's commit in
 1,000 directories also depends on the host's index keeping its cache-tree after
