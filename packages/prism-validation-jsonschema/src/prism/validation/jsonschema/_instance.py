@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._limits import SchemaLimits
 
 __all__ = [
+    "SEVERE_NUMBER",
     "TOTAL_STRING_FACTOR",
     "InstanceProblem",
     "check_instance",
@@ -23,6 +24,7 @@ __all__ = [
     "instance_cost",
     "instance_size",
     "lone_surrogate",
+    "number_units",
     "path_text",
 ]
 
@@ -74,12 +76,14 @@ def check_instance(value: object, limits: SchemaLimits) -> InstanceProblem | Non
     return first_problem(value, limits)
 
 
-def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int] | None:
-    """(values, characters in strings and keys) of ``value``, or ``None`` past a limit.
+def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int, int] | None:
+    """(values, characters in strings and keys, numbers) of ``value``, or ``None`` past a limit.
 
     The same walk as :func:`check_instance`'s fast path; the totals let the
     caller skip the per-depth cost walk when even the worst depth cannot
-    exceed a budget. For ``None``, :func:`first_problem` says what is wrong.
+    exceed a budget. ``numbers`` counts the floats and the integers past 2**53
+    (each at most ``SEVERE_NUMBER`` number units). For ``None``,
+    :func:`first_problem` says what is wrong.
     """
     counts = _within_limits(value, limits, measure=True)
     return counts if type(counts) is tuple else None
@@ -87,7 +91,7 @@ def instance_size(value: object, limits: SchemaLimits) -> tuple[int, int] | None
 
 def _within_limits(
     value: object, limits: SchemaLimits, *, measure: bool = False
-) -> bool | tuple[int, int]:
+) -> bool | tuple[int, int, int]:
     """The hot path: the same rules as :func:`first_problem`, without building paths.
 
     Walks level by level, so no per-node tuple is allocated. A key's type is
@@ -105,6 +109,7 @@ def _within_limits(
     lone = lone_surrogate
     level: list[object] = [value]
     key_chars = 0
+    numbers = 0
     depth = 0
     while level:
         depth += 1
@@ -131,8 +136,10 @@ def _within_limits(
                             return False
                         chars_left -= len(item)
                     elif t is int:
-                        if not low < item < high and integer_too_long(item):
-                            return False
+                        if not low < item < high:
+                            if integer_too_long(item):
+                                return False
+                            numbers += 1
                     elif t is bool or item is None:
                         continue
                     elif t is dict or t is list:
@@ -140,6 +147,7 @@ def _within_limits(
                     elif t is float:
                         if item - item:  # nan or +-inf: x - x is nan, which is truthy
                             return False
+                        numbers += 1
                     else:
                         return False
                 if not pollution.isdisjoint(node):  # type: ignore[arg-type]
@@ -157,8 +165,10 @@ def _within_limits(
                             return False
                         chars_left -= len(item)
                     elif t is int:
-                        if not low < item < high and integer_too_long(item):
-                            return False
+                        if not low < item < high:
+                            if integer_too_long(item):
+                                return False
+                            numbers += 1
                     elif t is bool or item is None:
                         continue
                     elif t is dict or t is list:
@@ -166,6 +176,7 @@ def _within_limits(
                     elif t is float:
                         if item - item:
                             return False
+                        numbers += 1
                     else:
                         return False
             elif kind is str:
@@ -173,11 +184,14 @@ def _within_limits(
                     return False
                 chars_left -= len(node)  # type: ignore[arg-type]
             elif kind is int:
-                if not low < node < high and integer_too_long(node):  # type: ignore[operator,arg-type]
-                    return False
+                if not low < node < high:  # type: ignore[operator]
+                    if integer_too_long(node):  # type: ignore[arg-type]
+                        return False
+                    numbers += 1
             elif kind is float:
                 if node - node:  # type: ignore[operator]
                     return False
+                numbers += 1
             elif kind is not bool and node is not None:
                 return False
         level = below
@@ -186,7 +200,7 @@ def _within_limits(
     if not measure:
         return True
     nodes = 1 + limits.max_instance_properties - members_left + limits.max_array_length - items_left
-    return nodes, max_string * TOTAL_STRING_FACTOR - chars_left + key_chars
+    return nodes, max_string * TOTAL_STRING_FACTOR - chars_left + key_chars, numbers
 
 
 def first_problem(value: object, limits: SchemaLimits) -> InstanceProblem:
@@ -358,8 +372,14 @@ def instance_cost(
             kind = type(node)
             if kind is str:
                 chars += len(node)  # type: ignore[arg-type]
-            elif n and (kind is float or kind is int):
-                total_work += n * number_units(node)  # type: ignore[arg-type]
+            elif kind is int:
+                if n and node >= _INT63:  # type: ignore[operator]
+                    total_work += n * SEVERE_NUMBER
+            elif kind is float:
+                if n:
+                    size = node if node >= 0 else -node  # type: ignore[operator]
+                    mild = size == 0 or 1e-20 <= size < 1e20  # type: ignore[operator]
+                    total_work += n if mild else n * SEVERE_NUMBER
             elif kind is dict:
                 for key, item in node.items():  # type: ignore[attr-defined]
                     key_chars += len(key)

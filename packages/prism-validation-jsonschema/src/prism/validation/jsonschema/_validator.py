@@ -28,6 +28,7 @@ from ._errors import SchemaRejectedError
 from ._fast import Nowhere, closed_checker, flat_checker
 from ._graph import Path, analyse
 from ._instance import (
+    SEVERE_NUMBER,
     TOTAL_STRING_FACTOR,
     check_instance,
     first_problem,
@@ -125,6 +126,8 @@ class _Entry:
         "key",
         "known",
         "marked",
+        "max_number",
+        "max_plain",
         "max_regex",
         "max_work",
         "numbers",
@@ -167,6 +170,10 @@ class _Entry:
         # Per depth, the work one number unit adds (see _graph.SEVERE_NUMBER).
         self.numbers = numbers
         self.max_work = max(max(work or (0,)), max_work)
+        # The most work of a node without its numbers, and the most one number
+        # can add (at its worst, SEVERE_NUMBER units).
+        self.max_plain = max(work or (0,))
+        self.max_number = SEVERE_NUMBER * max(numbers or (0,))
         self.max_regex = max(regex or (0,))
         # anyOf/oneOf: a refusal's error carries every failing branch's errors.
         self.contextual = contextual
@@ -582,7 +589,7 @@ class JsonSchemaArgumentValidator:
                 return first_problem(value, limits)
             nodes = size[0]
             if entry.work is not None and (
-                size[0] * entry.max_work > limits.max_validation_work
+                size[0] * entry.max_plain + size[2] * entry.max_number > limits.max_validation_work
                 or size[1] * entry.max_regex > limits.max_regex_work
             ):
                 # Only then is the per-depth bound worth its walk.
