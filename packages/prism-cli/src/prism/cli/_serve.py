@@ -301,7 +301,12 @@ async def _serve(
         except GatewayError as exc:  # a required server did not start
             raise CliError(str(exc)) from exc
         if options is None:
-            await serve_stdio(gateway)
+            from ._front import take
+
+            # What a host sent while this process started, and the initialize answer
+            # written then, if any (see _front).
+            read_ahead, answered = take()
+            await serve_stdio(gateway, read_ahead=read_ahead, answered=answered)
             return
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_http, gateway, options)

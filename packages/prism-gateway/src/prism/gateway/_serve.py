@@ -853,6 +853,8 @@ async def serve_stdio(
     stdin: Any = None,
     stdout: Any = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    read_ahead: bytes = b"",
+    answered: bytes | None = None,
 ) -> None:
     """Serve ``gateway`` to one MCP client over this process's stdin and stdout.
 
@@ -865,6 +867,13 @@ async def serve_stdio(
     ``stdin``/``stdout`` (anyio text files) replace the process's streams and
     are served by the SDK's own stdio transport instead.
 
+    A process that answered the client's ``initialize`` before the gateway
+    was ready (as ``prism serve`` does, to answer at once) passes what it
+    read from stdin as ``read_ahead`` (served first, the ``initialize`` line
+    included) and the answer line it wrote as ``answered``: the gateway then
+    serves that request as usual (its session is the same) but writes no
+    second answer to it.
+
     Cancellation: stops serving; calls in flight are cancelled.
 
     Raises:
@@ -875,6 +884,15 @@ async def serve_stdio(
     """
     _check_serving("serve_stdio", gateway, None)
     _MESSAGE_BYTES.check("serve_stdio", "max_message_bytes", max_message_bytes)
+    instance_of(bytes).check("serve_stdio", "read_ahead", read_ahead)
+    optional(instance_of(bytes)).check("serve_stdio", "answered", answered)
+    if (read_ahead or answered is not None) and (stdin is not None or stdout is not None):
+        raise GatewayConfigurationError(
+            "serve_stdio: read_ahead and answered are for this process's stdin and stdout, "
+            "not for stdin= and stdout=",
+            option="serve_stdio.read_ahead",
+            value="given with stdin or stdout",
+        )
     if stdin is not None or stdout is not None:
         from mcp.server.stdio import stdio_server
 
@@ -884,7 +902,9 @@ async def serve_stdio(
     fast = StdioFastPath(gateway.server, gateway._on_call_tool)
     token = current_link.set(fast)  # the SDK's tasks for this connection see it
     try:
-        async with stdio_streams(max_message_bytes, fast) as (read, write):
+        async with stdio_streams(
+            max_message_bytes, fast, read_ahead=read_ahead, answered=answered
+        ) as (read, write):
             await gateway.server.run(read, write, gateway.initialization_options())
     finally:
         current_link.reset(token)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import sys
 import threading
@@ -50,6 +51,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _CHUNK = 256 * 1024
 _DRAIN_S = 5.0
 _claimed = threading.Lock()
+_logger = logging.getLogger("prism.gateway")
 
 
 @contextlib.contextmanager
@@ -133,12 +135,44 @@ class LineWriter:
         self._gone = False  # the client went away: nothing more is written
         self._closed = False
         self._drained: trio.Event | None = None  # set once nothing is queued (see caught_up)
+        # The answer already written for the first request before serving began (see
+        # answered()), and its request's id: the SDK's own answer to it is not written.
+        self._answered: tuple[object, bytes] | None = None
+
+    def answered(self, answer: bytes) -> None:
+        """``answer`` (one JSON-RPC response line) is on the wire already: skip the SDK's.
+
+        The SDK's answer to the same request id is dropped once instead of
+        written; one that differs from ``answer`` is logged, never written
+        (a client takes only one answer per id).
+        """
+        self._answered = (json.loads(answer)["id"], answer.rstrip(b"\n"))
 
     async def send(self, item: SessionMessage, /) -> None:
         if self._gone or self._closed:
             raise anyio.BrokenResourceError
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        if self._answered is not None and self._skip(item, data):
+            return
         await self.send_line(data + b"\n")
+
+    def _skip(self, item: SessionMessage, data: bytes) -> bool:
+        assert self._answered is not None
+        request_id, answer = self._answered
+        message = item.message
+        if not isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+            return False
+        if message.id != request_id or type(message.id) is not type(request_id):
+            return False
+        self._answered = None
+        if data != answer:
+            _logger.error(
+                "the initialize answer written before serving differs from the gateway's: "
+                "%s, not %s",
+                answer[:500].decode("utf-8", "replace"),
+                data[:500].decode("utf-8", "replace"),
+            )
+        return True
 
     async def send_line(self, data: bytes) -> None:
         """Write one message already encoded (its JSON and the newline), as :meth:`send` does."""
@@ -371,6 +405,9 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
 async def stdio_streams(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     fast: StdioFastPath | None = None,
+    *,
+    read_ahead: bytes = b"",
+    answered: bytes | None = None,
 ) -> AsyncIterator[tuple[LineReader, LineWriter]]:
     """The read and write streams of an MCP session over this process's stdin and stdout.
 
@@ -378,7 +415,9 @@ async def stdio_streams(
     ``max_message_bytes`` or that is not JSON-RPC is answered with a parse
     error (``-32700``) and skipped. Leaving the block stops reading, lets what
     is queued for the client be written (for a few seconds at most) and gives
-    fd 0 and fd 1 back.
+    fd 0 and fd 1 back. ``read_ahead`` (bytes already read from stdin) is
+    read first; ``answered`` is an answer already written to stdout for a
+    request among them (see :meth:`LineWriter.answered`).
 
     Raises:
         GatewayError: another ``serve_stdio`` runs in this process, or the
@@ -391,9 +430,13 @@ async def stdio_streams(
             trio.open_nursery() as nursery,
         ):
             writer = LineWriter(pipe_out)
+            if answered is not None:
+                writer.answered(answered)
             if fast is not None:
                 fast.attach(writer)
             reader = LineReader(pipe_in, writer, max_message_bytes, fast)
+            if read_ahead:
+                reader._split(read_ahead)
             nursery.start_soon(writer.drain)
             try:
                 yield reader, writer

@@ -1,0 +1,247 @@
+"""``prism serve`` over stdio answers the host's ``initialize`` before it has imported the gateway.
+
+Importing what serving takes (the MCP SDK and its models, Prism's packages)
+costs seconds of CPU, more on a busy machine, and hosts give the handshake
+about 5 s. So from the moment the process starts, a thread waits for the
+first line on stdin while the main thread imports and builds the gateway.
+When that line is an ``initialize`` request of the plain shape hosts send, the
+thread writes the answer the gateway would write: the same bytes, as the
+gateway's answer depends on nothing but the request's id and the protocol
+version it asks for (a test compares the two for every version).
+
+The gateway, once serving, is handed the bytes read (see
+``serve_stdio(read_ahead=..., answered=...)``): it serves that ``initialize``
+as usual, so its session is the same, and writes no second answer.
+Anything else first (a garbage line, a request of another shape, a
+2026-07-28 client's first request) is left for the gateway as it came.
+
+Nothing heavy is imported here: this module runs before the rest of the
+command line is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import threading
+from typing import Any
+
+__all__ = ["Front", "answer_for", "start", "take"]
+
+# What the gateway says of itself (prism.gateway's Gateway: its SDK Server's options). A
+# test serves the real gateway and compares its answer's bytes with answer_for's.
+_INSTRUCTIONS = (
+    "Prism: every tool call passes Prism's gates (permission, validation, "
+    "execution policy, sandbox) before it runs."
+)
+_HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+_LATEST = "2025-11-25"  # what the SDK answers a version it does not speak
+_LONGEST_LINE = 16 * 1024
+_LARGEST_ID = 2**53
+_CLIENT_INFO = frozenset({"name", "version", "title"})
+_EMPTY_ONLY = {
+    "sampling": frozenset({"context", "tools"}),
+    "elicitation": frozenset({"form", "url"}),
+}
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        raise _Duplicate
+    return made
+
+
+def _plain_capabilities(capabilities: object) -> bool:
+    """Client capabilities of the shapes hosts send, each one the SDK surely accepts."""
+    if not isinstance(capabilities, dict):
+        return False
+    for name, value in capabilities.items():
+        if not isinstance(value, dict):
+            return False
+        if name == "roots":
+            if not set(value) <= {"listChanged"} or not all(
+                type(flag) is bool for flag in value.values()
+            ):
+                return False
+        elif name in _EMPTY_ONLY:
+            if not set(value) <= _EMPTY_ONLY[name] or any(part != {} for part in value.values()):
+                return False
+        else:
+            return False
+    return True
+
+
+def answer_for(line: bytes) -> bytes | None:
+    """The gateway's answer line to ``line`` when it is a plain ``initialize`` request, else None.
+
+    Plain: printable ASCII without escapes, no key twice, an integer or
+    string id, and only the fields (and client capabilities) hosts send,
+    each of the type the protocol gives it, so the SDK surely accepts it.
+    Anything else returns None and is left to the gateway.
+    """
+    if len(line) > _LONGEST_LINE or b"\\" in line or not all(32 <= byte < 127 for byte in line):
+        return None
+    try:
+        message = json.loads(line, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or set(message) != {"jsonrpc", "id", "method", "params"}:
+        return None
+    request_id, params = message["id"], message["params"]
+    if message["jsonrpc"] != "2.0" or message["method"] != "initialize":
+        return None
+    if not (
+        (type(request_id) is int and abs(request_id) <= _LARGEST_ID) or type(request_id) is str
+    ):
+        return None
+    if not isinstance(params, dict) or set(params) != {
+        "protocolVersion",
+        "capabilities",
+        "clientInfo",
+    }:
+        return None
+    version, client = params["protocolVersion"], params["clientInfo"]
+    if not isinstance(version, str) or not _plain_capabilities(params["capabilities"]):
+        return None
+    if (
+        not isinstance(client, dict)
+        or not {"name", "version"} <= set(client) <= _CLIENT_INFO
+        or not all(isinstance(part, str) for part in client.values())
+    ):
+        return None
+    result = {
+        "capabilities": {"tools": {"listChanged": True}},
+        "instructions": _INSTRUCTIONS,
+        "protocolVersion": version if version in _HANDSHAKE_VERSIONS else _LATEST,
+        "serverInfo": {"name": "prism-gateway", "version": "0.1.0"},
+    }
+    answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def _config_allows(config: str | None) -> bool:
+    """Whether ``prism serve`` with this configuration file answers at once.
+
+    Not when the file is missing or not TOML (the command exits 2 without
+    serving), nor when an MCP server is ``required`` (the command waits for it,
+    and exits 2 when it does not start).
+    """
+    import tomllib
+
+    if config is None:
+        if not os.path.lexists("prism.toml"):
+            return True
+        config = "prism.toml"
+    try:
+        with open(config, "rb") as file:
+            table = tomllib.load(file)
+    except (OSError, ValueError):
+        return False
+    mcp = table.get("mcp", {})
+    servers = mcp.get("servers", {}) if isinstance(mcp, dict) else None
+    if not isinstance(servers, dict):
+        return False
+    return all(
+        isinstance(server, dict) and server.get("required", False) is False
+        for server in servers.values()
+    )
+
+
+class Front:
+    """The thread that reads stdin's first line and answers it when it is a plain ``initialize``."""
+
+    def __init__(self, config: str | None) -> None:
+        self._config = config
+        self._read = bytearray()
+        self._answer: bytes | None = None
+        self._wake_out, self._wake_in = os.pipe()
+        self._thread = threading.Thread(
+            target=self._run, name="prism serve: initialize", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(0, select.POLLIN)
+        poller.register(self._wake_out, select.POLLIN)
+        try:
+            while b"\n" not in self._read and len(self._read) <= _LONGEST_LINE:
+                if any(fd == self._wake_out for fd, _ in poller.poll()):
+                    return
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    return
+                self._read += chunk
+            line = bytes(self._read).split(b"\n", 1)[0]
+            answer = answer_for(line)
+            if answer is not None and _config_allows(self._config):
+                _write_all(1, answer)
+                self._answer = answer
+        except OSError:
+            return
+
+    def stop(self) -> tuple[bytes, bytes | None]:
+        """Stop reading; the bytes read from stdin and the answer written, if any."""
+        os.write(self._wake_in, b"x")
+        self._thread.join()
+        os.close(self._wake_in)
+        os.close(self._wake_out)
+        return bytes(self._read), self._answer
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+_running: list[Front] = []
+
+
+def _config_argument(args: list[str]) -> tuple[bool, str | None]:
+    """Whether ``args`` (after ``serve``) serve stdio, and the configuration file they name."""
+    positional: str | None = None
+    option: str | None = None
+    valued = {"--config", "--token-file", "--allow-origin", "--approve-command", "--ledger"}
+    words = iter(args)
+    for word in words:
+        name, equals, value = word.partition("=")
+        if word == "--stateless":
+            continue
+        if name in valued:
+            if not equals:
+                value = next(words, "")
+                if not value:
+                    return False, None
+            if name == "--config":
+                option = value
+            continue
+        if word.startswith("-") or positional is not None:
+            return False, None  # --http, --help, anything unknown: click's to judge
+        positional = word
+    if positional is not None and option is not None and positional != option:
+        return False, None
+    chosen = positional or option or os.environ.get("PRISM_CONFIG") or None
+    return True, chosen
+
+
+def start(argv: list[str]) -> None:
+    """Start answering ``initialize`` when ``argv`` is a ``prism serve`` over stdio."""
+    if _running or not argv or argv[0] != "serve":
+        return
+    stdio, config = _config_argument(argv[1:])
+    if stdio:
+        _running.append(Front(config))
+
+
+def take() -> tuple[bytes, bytes | None]:
+    """Stop the front (when one runs): the bytes it read from stdin and the answer it wrote."""
+    if not _running:
+        return b"", None
+    return _running.pop().stop()

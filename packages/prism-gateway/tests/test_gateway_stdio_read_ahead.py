@@ -1,0 +1,83 @@
+"""serve_stdio(read_ahead=..., answered=...): serving what was read and answered before it began."""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from prism.core import ConfigurationError
+from prism.gateway import GatewayConfigurationError, open_gateway, serve_stdio
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n'
+)
+PING = b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
+
+
+@contextmanager
+def _std_fds_on_pipes() -> Iterator[tuple[int, int]]:
+    to_stdin, stdin = os.pipe()
+    stdout, from_stdout = os.pipe()
+    saved = [os.dup(0), os.dup(1)]
+    os.dup2(to_stdin, 0)
+    os.dup2(from_stdout, 1)
+    os.close(to_stdin)
+    os.close(from_stdout)
+    try:
+        yield stdin, stdout
+    finally:
+        for fd, original in enumerate(saved):
+            os.dup2(original, fd)
+            os.close(original)
+
+
+async def _serve(read_ahead: bytes, answered: bytes | None, then: bytes) -> list[bytes]:
+    """What serve_stdio writes, given ``read_ahead`` and ``answered``, with ``then`` on stdin."""
+    async with open_gateway(tools=[]) as gateway:
+        with _std_fds_on_pipes() as (stdin, stdout):
+            os.write(stdin, then)
+            os.close(stdin)
+            with trio.fail_after(30):
+                await serve_stdio(gateway, read_ahead=read_ahead, answered=answered)
+    written = b""
+    while chunk := os.read(stdout, 65536):
+        written += chunk
+    os.close(stdout)
+    return written.splitlines()
+
+
+async def test_read_ahead_is_served_first_and_an_answered_request_is_not_answered_again() -> None:
+    plain = await _serve(b"", None, INITIALIZE + PING)
+    # The first line split across what was read ahead and what is still on stdin.
+    ahead = await _serve(INITIALIZE + PING[:10], plain[0] + b"\n", PING[10:])
+    assert len(plain) == 2
+    assert ahead == plain[1:]
+
+
+async def test_a_differing_early_answer_is_logged_and_not_doubled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    wrong = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    with caplog.at_level(logging.ERROR, logger="prism.gateway"):
+        written = await _serve(INITIALIZE, wrong, PING)
+    assert written == [b'{"jsonrpc":"2.0","id":2,"result":{}}']
+    assert any("differs" in record.getMessage() for record in caplog.records)
+
+
+async def test_read_ahead_is_checked() -> None:
+    async with open_gateway(tools=[]) as gateway:
+        with pytest.raises(ConfigurationError, match="read_ahead"):
+            await serve_stdio(gateway, read_ahead="text")  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="answered"):
+            await serve_stdio(gateway, answered="text")  # type: ignore[arg-type]
+        with pytest.raises(GatewayConfigurationError, match="read_ahead"):
+            await serve_stdio(gateway, stdin=object(), read_ahead=INITIALIZE)
