@@ -805,6 +805,13 @@ SESSIONS = 100 if QUICK else 300
 STARTS = 3 if QUICK else 5
 
 
+def _coding_config(folder: Path) -> Path:
+    (folder / "root").mkdir(exist_ok=True)
+    config = folder / "prism-coding.toml"
+    config.write_text('[workspace]\nroots = ["root"]\ncoding_tools = true\n', encoding="utf-8")
+    return config
+
+
 def _serve_config(folder: Path, servers: int, *, required: bool = False) -> Path:
     lines = ['[workspace]\nroots = ["."]\nsandbox = "none"\n']
     for n in range(servers):
@@ -862,18 +869,79 @@ async def _time_to_initialize(config: Path) -> tuple[float, float]:
     return done - started, done - serving
 
 
+_INITIALIZE_LINE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n'
+)
+
+
+async def _time_to_first_answer(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds from spawning ``argv`` to the first byte it writes to stdout.
+
+    ``initialize`` is written at once, as a host does; CPU is the process's own
+    (user + system, from /proc) when that byte arrives.
+    """
+    started = trio.current_time()
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        await process.stdin.send_all(_INITIALIZE_LINE)
+        first = await process.stdout.receive_some(65536)
+        wall = trio.current_time() - started
+        cpu = _cpu_s(process.pid)
+        assert first, "no answer"
+    finally:
+        process.kill()
+        await process.wait()
+        await process.stdin.aclose()
+        await process.stdout.aclose()
+    return wall, cpu
+
+
 async def startup_rows() -> list[Row]:
     folder = Path(tempfile.mkdtemp(prefix="prism-bench-serve-"))
     cases = [(n, False) for n in (0, 1, 5)] + [(5, True)]
     from_serving: dict[tuple[int, bool], list[float]] = {case: [] for case in cases}
     from_spawn: dict[tuple[int, bool], list[float]] = {case: [] for case in cases}
     configs = {case: _serve_config(folder, *case[:1], required=case[1]) for case in cases}
+    # Spawn -> initialize as a host meets it (initialize the first line: answered at once),
+    # against the floor of any Python MCP server, `python -c "import mcp"` (its exit), and
+    # a first line of garbage before it (the gateway answers then, once loaded).
+    first = {
+        "floor": [sys.executable, "-c", "import mcp, sys; sys.stdout.write('x')"],
+        "early": [sys.executable, "-m", "prism.cli", "serve", str(configs[(5, False)])],
+        "coding": [sys.executable, "-m", "prism.cli", "serve", str(_coding_config(folder))],
+    }
+    first_wall: dict[str, list[float]] = {key: [] for key in first}
+    first_cpu: dict[str, list[float]] = {key: [] for key in first}
     for _ in range(STARTS):
         for case in cases:
             spawn_s, serving_s = await _time_to_initialize(configs[case])
             from_spawn[case].append(spawn_s * 1e6)
             from_serving[case].append(serving_s * 1e6)
+        for key, argv in first.items():
+            wall, cpu = await _time_to_first_answer(argv, folder)
+            first_wall[key].append(wall * 1e6)
+            first_cpu[key].append(cpu * 1e6)
     rows: list[Row] = []
+    names = {
+        "floor": "python -c 'import mcp' (the floor of an SDK server)",
+        "early": "prism serve: spawn -> initialize first, 5 servers starting",
+        "coding": "prism serve: spawn -> initialize first, coding tools only",
+    }
+    for measure, samples in (("wall", first_wall), ("CPU", first_cpu)):
+        floor = None
+        for key, name in names.items():
+            made = row(
+                BENCH, f"{name}, {measure}", samples[key], baseline=floor,
+                target=None if floor is None else "<= 300 ms",
+                note=f"load {os.getloadavg()[0]:.1f}",
+            )  # fmt: skip
+            floor = floor or made
+            rows.append(made)
     base = None
     for servers, required in cases:
         if required:
