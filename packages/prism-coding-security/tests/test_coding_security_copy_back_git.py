@@ -1113,6 +1113,11 @@ async def test_an_ignore_file_that_hides_itself_never_comes_back(root: Path) -> 
     assert (root / ".gitignore").read_text() == "*.pyc\n", text
     status = _git(root, "status", "--short", "--untracked-files=all").stdout
     assert b"?? tests/fixtures/conftest.py" in status, text
+    text = await _shell(
+        root, "mkdir c && (yes '#' | head -c 1100000; echo '*') > c/.gitignore && touch c/x"
+    )
+    assert "an ignore file past 1048576 bytes" in text, text
+    assert not (root / "c" / ".gitignore").exists(), text
 
 
 async def test_a_command_never_puts_the_root_past_its_repositories(
@@ -1151,6 +1156,17 @@ async def test_no_entry_comes_back_writable_by_others(root: Path) -> None:
     for path in ("Makefile", "vendor", "vendor/lib", "open", "open/f"):
         assert (root / path).stat().st_mode & 0o022 == 0, (path, text)
     assert (root / "Makefile").stat().st_mode & 0o100, text
+
+
+async def test_a_shared_index_the_host_has_is_never_replaced(root: Path) -> None:
+    """Git names a shared index by its checksum and never rewrites one: replaced in place,
+    every index-reading git on the host died ("broken index, expect X ... got Y")."""
+    _repository(root)
+    text = await _shell(root, "git update-index --split-index")
+    assert list(root.joinpath(".git").glob("sharedindex.*")), text
+    text = await _shell(root, "for f in .git/sharedindex.*; do printf x >> $f; done")
+    assert "a shared index the host has is never replaced" in text, text
+    assert _git(root, "status", "--short").returncode == 0, text
 
 
 async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:

@@ -339,7 +339,13 @@ async def test_commands_never_see_the_secrets_this_process_holds(
     monkeypatch.setenv("GH_TOKEN", "gh-two")
     monkeypatch.setenv("PRISM_TEST_PLAIN", "plain")
     monkeypatch.setenv("PRISM_TEST_DB", "postgres://u:pw@db/x")
-    line = "printenv PRISM_TEST_API_KEY GH_TOKEN PRISM_TEST_DB PRISM_TEST_PLAIN; echo done"
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "http.https://example.com/.extraheader")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "AUTHORIZATION: basic dG9rZW4=")
+    line = (
+        "printenv PRISM_TEST_API_KEY GH_TOKEN PRISM_TEST_DB GIT_CONFIG_VALUE_0 PRISM_TEST_PLAIN;"
+        " echo done"
+    )
     async with open_secure_coding_tools([str(root)]) as secure:
         kept = await _call(secure, "shell", command=line)
     async with open_secure_coding_tools(
@@ -359,6 +365,8 @@ async def test_commands_never_see_the_secrets_this_process_holds(
         ("OPENAI_APIKEY", True), ("PATH", False), ("PWD", False), ("GIT_AUTHOR_NAME", False),
         ("HOME", False), ("LANG", False), ("VIRTUAL_ENV", False), ("KEYBOARD_LAYOUT", False),
         ("CI_JOB_JWT", True), ("SENTRY_DSN", True), ("SLACK_WEBHOOK_URL", True),
+        ("MYSQL_PWD", True), ("SSHPASS", True), ("BW_SESSION", True), ("OP_SESSION_me", True),
+        ("ANSIBLE_BECOME_PASS", True), ("OLDPWD", False), ("COMPASS_HOME", False),
     ],
 )  # fmt: skip
 def test_secret_names(name: str, secret: bool) -> None:
@@ -376,6 +384,9 @@ def test_secret_names(name: str, secret: bool) -> None:
         ("https://pypi.org/simple", False), ("http://proxy:3128", False),
         ("someone@example.com", False), ("/usr/bin:/bin", False),
         ("https://example.com/a@b", False),
+        ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=k==", True),
+        ("Server=db;Uid=u;Pwd=p", True), ("Authorization: Bearer t", True),
+        ("pwd is where you are", False),
     ],
 )  # fmt: skip
 def test_secret_values(value: str, secret: bool) -> None:

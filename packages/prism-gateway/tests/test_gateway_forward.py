@@ -1152,3 +1152,27 @@ async def test_url_elicitation_ids_are_kept_per_server_capped_and_expire(
     mock_clock.jump(61)
     assert ids.complete("fx", "a-9") is None  # past its TTL
     assert len(ids) == 0
+
+
+@pytest.mark.parametrize(
+    ("schema", "unshowable"),
+    [
+        ({"type": "object", "properties": {"ok": {"type": "string", "title": "t\r"}}}, False),
+        ({"type": "object", "properties": {"ok\r\x1b[2K": {"type": "string"}}}, True),
+        ({"type": "object", "properties": {"ok": {"enum": ["yes\x1b[1A", "no"]}}}, True),
+        ({"type": "object", "properties": {"ok": {"type": "string", "default": "y\u202e"}}}, True),
+        ({"type": "object", "properties": {"ok": {"const": "a\x08"}}}, True),
+        ({"type": "object", "properties": {"ok": {"enum": ["yes", "no"], "default": "no"}}}, False),
+    ],
+)
+def test_a_form_answered_with_unshowable_strings_is_not_forwarded(
+    schema: dict[str, Any], unshowable: bool
+) -> None:
+    """Titles and descriptions are shown escaped; field names and the values an answer is
+    made of (enum, const, default, examples) must be sent as they are, so a form holding
+    control characters there is declined, never put in front of the person."""
+    from prism.gateway._forward import _answers_unshowable, _shown_schema
+
+    assert _answers_unshowable(schema) is unshowable
+    shown = _shown_schema(schema)
+    assert "\r" not in shown["properties"].get("ok", {}).get("title", "")

@@ -126,6 +126,34 @@ def _shown_schema(schema: Any) -> Any:
     return shown
 
 
+_ANSWERED_KEYS = frozenset({"enum", "const", "default", "examples"})
+
+
+def _answers_unshowable(schema: Any) -> bool:
+    """Whether a form's field names or the values it answers with hold control characters."""
+    if isinstance(schema, list):
+        return any(_answers_unshowable(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            if any(isinstance(k, str) and escape_controls(k) != k for k in value):
+                return True
+        elif key in _ANSWERED_KEYS and _holds_controls(value):
+            return True
+        if _answers_unshowable(value):
+            return True
+    return False
+
+
+def _holds_controls(value: Any) -> bool:
+    if isinstance(value, str):
+        return escape_controls(value) != value
+    if isinstance(value, list):
+        return any(_holds_controls(item) for item in value)
+    return False
+
+
 def _elicit_request(
     request: McpElicitation, message: str, schema: dict[str, Any]
 ) -> dict[str, Any]:
@@ -383,6 +411,14 @@ class Forwarder:
             # approval question ("Prism asks whether the tool ...").
             message = _forwarded(server_id, request.message)
             schema = _shown_schema(request.requested_schema or _EMPTY_FORM)
+            if url is None and _answers_unshowable(schema):
+                # the answer must be these very strings: they cannot be shown escaped
+                _log.warning(
+                    "declined MCP server %r's elicitation: its form's field names or "
+                    "values hold control characters",
+                    server_id,
+                )
+                return McpElicitationAnswer(action="decline")
             if scope.round is not None:
                 result = _answer_as(
                     types.ElicitResult,

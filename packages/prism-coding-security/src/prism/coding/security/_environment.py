@@ -21,7 +21,9 @@ __all__ = ["secret_name", "without_secrets"]
 _WITHIN = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE",
            "APIKEY", "COOKIE", "WEBHOOK")  # fmt: skip
 # a whole part of the name between underscores (GIT_AUTHOR_NAME keeps, SSH_AUTH_SOCK goes)
-_PARTS = frozenset({"KEY", "KEYS", "AUTH", "PAT", "PW", "JWT", "DSN"})
+_PARTS = frozenset({"KEY", "KEYS", "AUTH", "PAT", "PW", "PWD", "PASS", "JWT", "DSN", "SESSION"})
+# whole names that hold no secret though a part says so (the working directories)
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 _SPLIT = re.compile(r"[^A-Z0-9]+")
 # a URL carrying credentials: scheme://user:password@host, scheme://token@host
 _USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s@]+@")
@@ -30,20 +32,40 @@ _USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s@]+@")
 def secret_name(name: str) -> bool:
     """Whether an environment variable's ``name`` says it holds a secret."""
     upper = name.upper()
-    if any(word in upper for word in _WITHIN):
+    if upper in _NOT_SECRET:
+        return False
+    if any(word in upper for word in _WITHIN) or upper.endswith("PASS"):
         return True
     return not _PARTS.isdisjoint(_SPLIT.split(upper))
 
 
+# a connection string's or a header's credential: password=..., AccountKey=..., Bearer ...
+_CREDENTIAL = re.compile(
+    r"(?i)(?:\b(?:password|passwd|pwd|accountkey|sharedaccesssignature|secret)\s*=|"
+    r"\bauthorization\s*:|\bbearer\s+\S)"
+)
+
+
 def secret_value(value: str) -> bool:
-    """Whether an environment variable's ``value`` carries credentials (a URL's user part)."""
-    return "@" in value and _USERINFO.search(value) is not None
+    """Whether an environment variable's ``value`` carries credentials.
+
+    A URL's user part (``postgres://u:pw@db``), a connection string's password
+    or account key, an authorization header or bearer token.
+    """
+    return ("@" in value and _USERINFO.search(value) is not None) or bool(_CREDENTIAL.search(value))
 
 
 def without_secrets() -> dict[str, str]:
-    """This process's environment without the variables that hold a secret, by name or value."""
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if not secret_name(name) and not secret_value(value)
-    }
+    """This process's environment without the variables that hold a secret, by name or value.
+
+    A ``GIT_CONFIG_VALUE_<n>`` goes with its ``GIT_CONFIG_KEY_<n>`` (and its
+    ``GIT_CONFIG_COUNT``) when that key is a credential helper's or an extra
+    header's (``http.extraheader``: an authorization).
+    """
+    environ = dict(os.environ)
+    out = {n: v for n, v in environ.items() if not secret_name(n) and not secret_value(v)}
+    for name, key in environ.items():
+        index = name.removeprefix("GIT_CONFIG_KEY_")
+        if index != name and (key.lower().startswith("credential") or "extraheader" in key.lower()):
+            out.pop(f"GIT_CONFIG_VALUE_{index}", None)
+    return out

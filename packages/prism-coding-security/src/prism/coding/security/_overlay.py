@@ -448,6 +448,9 @@ _HIDES_ITSELF = (
 )
 
 
+_IGNORE_READ = 1 << 20
+
+
 def _self_ignoring(path: str) -> str | None:
     """Why a ``.gitignore`` may not come back: one whose patterns ignore its own name.
 
@@ -459,9 +462,11 @@ def _self_ignoring(path: str) -> str | None:
     (``fnmatch``'s rules are the wildcard's; a character class, an escape or
     a ``**`` counts as matching, erring toward leaving the file out).
     """
-    data = read_regular_file(path, 1 << 20)
+    data = read_regular_file(path, _IGNORE_READ + 1)
     if data is None:
         return None
+    if len(data) > _IGNORE_READ:
+        return f"an ignore file past {_IGNORE_READ} bytes (not read whole)"
     ignored = False
     # read as git reads it: a leading byte order mark skipped, lines split at \n only
     # (a \r before it dropped), names compared in any case (core.ignoreCase)
@@ -994,11 +999,6 @@ def _read_small(path: str) -> bytes | None:
     return None if data is None or len(data) >= _INDEX_LIMIT else data
 
 
-def _extensionless(path: str) -> bool:
-    data = _read_small(path)
-    return data is not None and extensionless(data)
-
-
 _SPARSE = (
     "a sparse index is not kept: its directory entries name trees that the host's git "
     "expands unjudged"
@@ -1248,6 +1248,9 @@ class _Applier:
             # not open on the host without it; git expires old ones itself
             if kind != _FILE:
                 return "a shared index is not removed from inside"
+            if os.path.lexists(os.path.join(self.overlay.root, *rel)):
+                # git never rewrites one: the split indexes naming it would break
+                return "a shared index the host has is never replaced"
             upper = self.upper_path(rel)
             self._shared_read += 1
             if self._shared_read > _SHARED_PER_COPY_BACK:
@@ -1257,7 +1260,12 @@ class _Applier:
             host = os.path.join(self.overlay.root, *rel[:at], ".git", "index")
             if _entry_count(upper) - _entry_count(host) > MAX_ADDED_ENTRIES:
                 return f"a shared index adding more than {MAX_ADDED_ENTRIES} entries"
-            return None if _extensionless(upper) else _SHARED_CACHES
+            data = _read_small(upper)
+            digest = name.removeprefix("sharedindex.")
+            if data is None or data[-len(digest) // 2 :].hex() != digest:
+                # git names one by its trailing checksum; the index naming it checks that
+                return "a shared index not named by its checksum"
+            return None if extensionless(data) else _SHARED_CACHES
         return "only git's data and work state are kept from .git"
 
     def past_repositories(self, rel: tuple[str, ...]) -> bool:
