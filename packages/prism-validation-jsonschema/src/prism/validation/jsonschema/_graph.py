@@ -73,38 +73,42 @@ ENUM_ENTRIES_PER_UNIT = 16
 # object or array (the container, its members and items, at any depth) costs this.
 CONTAINER_VALUE_COST = 2
 # Numbers: jsonschema-rs compares them exactly, through arbitrary-precision
-# fractions, whenever either side is not an integer below 2**63, in time that
-# grows with the number's binary exponent. Measured per comparison (CPU, a unit
-# of validation work is 28 ns): an integer instance against an enum entry or a
-# bound that is a float, 0.1-0.7 us; a float instance with an exponent within
-# 1e-20..1e20 against a number in an enum or const, up to 1.8 us, against a
-# float bound up to 2.3 us; a tiny or huge float (1e-300, 5e-324, 1.8e308) or an
-# integer past 2**63, up to 17 us against an integer entry and 20 us against a
-# float bound; a tiny or huge float *in the schema* (an enum entry, a const), 12-
-# 33 us against any number at all. So an instance number costs by its class
-# (``_instance.number_units``): an integer below 2**63 nothing more, a
-# float within 1e-20..1e20 one *number unit*, anything else SEVERE_NUMBER units;
-# ``numbers[k]`` prices one number unit at depth k, and each sub-schema adds:
+# fractions read from their decimal text, whenever either side is not an
+# integer below 2**63, in time that grows with the text's digits and exponent.
+# Measured per comparison (CPU, a unit of validation work is 28 ns): an integer
+# instance against an enum entry or a bound that is a short float (``24.6``),
+# 0.5-1 us, against ``1.2345678901234567e-19`` 3.9 us; a short float instance
+# against a number in an enum or const up to 1.2 us, against a float bound up
+# to 0.9 us; a long, tiny or huge float (``1.2345678901234567e-19`` 4 us,
+# 1e-300, 5e-324, 1.8e308) or an integer past 2**63 up to 17 us against an
+# integer entry and 20 us against a float bound; a tiny or huge float *in the
+# schema* (an enum entry, a const), 12-33 us against any number at all. So an
+# instance number costs by its class (``_instance.number_units``): an integer
+# below 2**63 nothing more, a short float one *number unit*, anything else
+# SEVERE_NUMBER units; ``numbers[k]`` prices one number unit at depth k, and
+# each sub-schema adds:
 #
 # - each number in an enum entry or a const (not inside an object or array):
 #   NUMBER_COMPARE_COST per number unit for an integer, FLOAT_COMPARE_COST for
-#   a float (up to 3.1 us measured: 1.23e-19 against 9.88e19), FLOAT_ENTRY_COST
-#   more work if it is a float, SEVERE_ENTRY_COST if it is a severe number itself;
+#   a float, and more work against any instance: FLOAT_ENTRY_COST for a short
+#   float, LONG_ENTRY_COST for a long one within 1e-20..1e20, SEVERE_ENTRY_COST
+#   for any other float or an integer past 2**63;
 # - each number inside an enum entry or const that is an object or array (met by
 #   the instance's numbers one level or more below, at any depth):
-#   NESTED_NUMBER_COST work, or SEVERE_ENTRY_COST for a severe one;
+#   NESTED_NUMBER_COST work, or its own weight above if that is more;
 # - a float bound (minimum, maximum, exclusive*): FLOAT_BOUND_COST per number
 #   unit and FLOAT_BOUND_WEIGHT work; an integer bound INTEGER_BOUND_COST;
 # - an integer multipleOf: MULTIPLE_OF_UNIT per number unit.
-NUMBER_COMPARE_COST = 70
+NUMBER_COMPARE_COST = 80
 FLOAT_COMPARE_COST = 120
-FLOAT_ENTRY_COST = 25
+FLOAT_ENTRY_COST = 40
+LONG_ENTRY_COST = 150
 SEVERE_ENTRY_COST = 1_200
 NESTED_NUMBER_COST = 600
 FLOAT_BOUND_COST = 85
-FLOAT_BOUND_WEIGHT = 20
-INTEGER_BOUND_COST = 10
-MULTIPLE_OF_UNIT = 15
+FLOAT_BOUND_WEIGHT = 25
+INTEGER_BOUND_COST = 15
+MULTIPLE_OF_UNIT = 70
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # ``multipleOf`` with a divisor that is not an integer below 2**63 runs decimal
 # arithmetic whose cost grows with the quotient's digits: up to about 80 us per
@@ -1015,9 +1019,15 @@ def _number_costs(
     return tuple(vector)
 
 
-def _severe(number: float) -> bool:
-    """A number the engine compares slowly whatever it meets (see ``SEVERE_NUMBER``)."""
-    return number_units(number) == SEVERE_NUMBER
+def _entry_weight(number: float) -> int:
+    """The work a number in an enum or const adds against any instance (see ``SEVERE_NUMBER``)."""
+    if type(number) is int:
+        return 0 if number < 2**63 else SEVERE_ENTRY_COST
+    if number_units(number) == 1:
+        return FLOAT_ENTRY_COST
+    if number == 0 or 1e-20 <= abs(number) < 1e20:
+        return LONG_ENTRY_COST
+    return SEVERE_ENTRY_COST
 
 
 def _entries(entries: list[Any]) -> tuple[int, int]:
@@ -1034,10 +1044,7 @@ def _entries(entries: list[Any]) -> tuple[int, int]:
         kind = type(entry)
         if kind is int or kind is float:
             number += NUMBER_COMPARE_COST if kind is int else FLOAT_COMPARE_COST
-            if _severe(entry):
-                work += SEVERE_ENTRY_COST
-            elif kind is float:
-                work += FLOAT_ENTRY_COST
+            work += _entry_weight(entry)
         elif kind is list or kind is dict:
             stack = [entry]
             while stack:
@@ -1045,7 +1052,7 @@ def _entries(entries: list[Any]) -> tuple[int, int]:
                 work += CONTAINER_VALUE_COST
                 kind = type(item)
                 if kind is int or kind is float:
-                    work += SEVERE_ENTRY_COST if _severe(item) else NESTED_NUMBER_COST
+                    work += max(NESTED_NUMBER_COST, _entry_weight(item))
                 elif kind is list:
                     stack.extend(item)
                 elif kind is dict:

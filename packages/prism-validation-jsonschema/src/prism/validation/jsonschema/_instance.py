@@ -35,8 +35,10 @@ TOTAL_STRING_FACTOR = 8
 
 _SAFE_INTEGER = SAFE_INTEGER
 _INT63 = 2**63
-# The number units of a tiny or huge float, or an integer past 2**63.
+# The number units of a float that is not short, or an integer past 2**63
+# (see ``number_units``), and the longest ``repr`` of a short float.
 SEVERE_NUMBER = 12
+SHORT_FLOAT = 11
 _NEG_SAFE_INTEGER = -_SAFE_INTEGER
 
 _SURROGATE_MESSAGE = (
@@ -329,15 +331,17 @@ def number_units(number: float) -> int:
     """The number units of an instance number (see ``_graph.SEVERE_NUMBER``).
 
     jsonschema-rs compares numbers exactly, through arbitrary-precision
-    fractions, unless both sides are integers below 2**63: an integer below 2**63
-    adds nothing, a float with an exponent within 1e-20..1e20 one unit, a tiny or
-    huge float, or an integer past 2**63, ``SEVERE_NUMBER`` units.
+    fractions read from their decimal text, unless both sides are integers below
+    2**63: an integer below 2**63 adds nothing, a *short* float (``repr`` of at
+    most ``SHORT_FLOAT`` characters without an exponent: ``0.25``, ``37.7749``)
+    one unit, anything else (``0.30000000000000004``, ``1.2345678901234567e-19``
+    cost 4 us a comparison, ``1e-300`` 14 us) or an integer past 2**63
+    ``SEVERE_NUMBER`` units.
     """
     if type(number) is int:
         return 0 if number < _INT63 else SEVERE_NUMBER
-    if number == 0 or 1e-20 <= abs(number) < 1e20:
-        return 1
-    return SEVERE_NUMBER
+    text = repr(number)
+    return 1 if len(text) <= SHORT_FLOAT and "e" not in text else SEVERE_NUMBER
 
 
 def instance_cost(
@@ -377,9 +381,9 @@ def instance_cost(
                     total_work += n * SEVERE_NUMBER
             elif kind is float:
                 if n:
-                    size = node if node >= 0 else -node  # type: ignore[operator]
-                    mild = size == 0 or 1e-20 <= size < 1e20  # type: ignore[operator]
-                    total_work += n if mild else n * SEVERE_NUMBER
+                    text = repr(node)
+                    short = len(text) <= SHORT_FLOAT and "e" not in text
+                    total_work += n if short else n * SEVERE_NUMBER
             elif kind is dict:
                 for key, item in node.items():  # type: ignore[attr-defined]
                     key_chars += len(key)
