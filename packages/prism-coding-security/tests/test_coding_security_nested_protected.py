@@ -28,7 +28,7 @@ from prism.coding.security import (
     explain_command,
 )
 from prism.coding.security._implied import implied_protected
-from prism.coding.security._protected import ProtectedPaths
+from prism.coding.security._protected import ProtectedPaths, fold_parts
 from prism.coding.security._redirects import close_targets, open_targets
 from prism.coding.tools import RedirectedWrites
 from prism.core import ExecutionAction, ExecutionDecision
@@ -1591,6 +1591,46 @@ def test_home_entries_the_xdg_variables_move_and_inputrc_includes_ask(
     ]
     policy = create_coding_approval_policy(roots=[str(root)])
     for path in [*asked, "cfg/other/x", "data/other.txt", "me/notes.txt"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path
+
+
+def test_an_anchored_pattern_covers_what_it_matches_and_a_literal_name_itself() -> None:
+    """An anchored entry's component may be a pattern: it covers the names it matches and
+    what lies below them, and a link on the way to one leads in; a name that holds a
+    pattern's characters (a directory called ``[a]``) is still covered as written."""
+    from prism.coding.security._protected import AnchoredPaths
+
+    anchored = AnchoredPaths(["mk/*.mk", "[a]/x.sh", "*.Run", "tools/bin"])
+    for path in ["mk/extra.mk", "MK/Extra.MK", "[a]/x.sh", "a/x.sh", "z.run", "tools/bin/t"]:
+        assert anchored.covers(fold_parts(path.split("/"))) is not None, path
+    for path in ["mk/notes.txt", "mk", "sub/mk/x.mk", "b/x.sh", "tools", "tools/lib"]:
+        assert anchored.covers(fold_parts(path.split("/"))) is None, path
+    assert anchored.leads_to(("mk",))
+    assert anchored.leads_to(("mk", "a.mk"))
+    assert not anchored.leads_to(("src",))
+
+
+def test_a_hooks_makefile_including_by_pattern_protects_the_pattern(root: Path) -> None:
+    """`include mk/*.mk`, `-include conf.d/*.mk` and `include $(wildcard $(DIR)/*.make)`
+    in the makefile a hook's `make` reads: every path each pattern matches asks, the files
+    a command makes later included (a new mk/extra.mk came back and ran at the user's next
+    commit), and what an existing match includes in turn; other files there do not."""
+    _git("init", "-q", str(root))
+    (root / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nmake lint\n")
+    _write_files(
+        root,
+        {
+            "Makefile": "DIR = lib\ninclude mk/*.mk\n-include conf.d/*.mk\n"
+            "include $(wildcard $(DIR)/*.make)\nlint:\n\t@echo ok\n",
+            "mk/base.mk": "sinclude mk/nested/*.mk\n",
+        },
+    )
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["mk/extra.mk", "mk/base.mk", "MK/New.mk", "conf.d/x.mk", "lib/a.make",
+             "mk/nested/q.mk"]  # fmt: skip
+    for path in [*asked, "mk/notes.txt", "lib/x.c", "conf.d/readme", "src/a.mk"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path not in asked), path

@@ -46,6 +46,7 @@ interpreter imports (a Python script's modules) are not followed.
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import re
@@ -138,6 +139,7 @@ _MAKE_ASSIGNED = re.compile(
     re.M,
 )
 _MAKE_REFERENCE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
+_MAKE_WILDCARD = re.compile(r"\$[({]wildcard[ \t]+([^$(){}]*)[)}]")
 
 
 def own_directory(text: str, directory: str) -> str:
@@ -160,7 +162,8 @@ def _make_expanded(text: str) -> str:
         known[name] = f"{known[name]} {value}" if operator == "+=" and name in known else value
     for _ in range(3):  # (a value naming another variable)
         text = _bounded_sub(_MAKE_REFERENCE, lambda m: known.get(m.group(1), m.group(0)), text)
-    return text
+    # `include $(wildcard mk/*.mk)`: the patterns themselves (what they match, now or later)
+    return _MAKE_WILDCARD.sub(lambda m: m.group(1), text)
 
 
 # NAME=value (export, local, typeset, declare before it), its value quoted or bare
@@ -911,6 +914,29 @@ def _js_paths(text: str, top: str) -> list[str]:
     return out
 
 
+def _with_matches(named: list[str], inside: str, reads: list[str]) -> list[str]:
+    """``named`` and, after each pattern among them (``mk/*.mk``), the files it matches now.
+
+    A pattern stays in the answer as written: protected, it covers every path it
+    matches, the files a command makes later included. The files it matches now are
+    read in turn (at most :data:`MAX_READ` of each), and the directory they are found
+    in counts among ``reads`` (a file added there changes the answer).
+    """
+    out: list[str] = []
+    for path in named:
+        out.append(path)
+        if not glob.has_magic(path) or not path.startswith(inside):
+            continue
+        parts = path.split("/")
+        fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+        directory = "/".join(parts[:fixed]) or "/"
+        reads.append(directory)
+        pattern = os.path.join(glob.escape(directory), *parts[fixed:])
+        matches = itertools.islice(glob.iglob(pattern), MAX_READ)
+        out += sorted(matches)
+    return out
+
+
 def hook_callees(top: str, directories: list[str], within: str, reads: list[str]) -> list[str]:
     """The paths inside ``within`` that the host's tooling runs from the work tree ``top``.
 
@@ -1075,7 +1101,7 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
                 reads.append(path)  # (one made later changes the answer)
                 if word.endswith(_SCRIPT_ENDINGS) or os.path.isfile(path):
                     named.append(path)
-        for path in named:
+        for path in _with_matches(named, inside, reads):
             protect(path)
             real = os.path.realpath(path)
             inside_real = real.startswith(real_within.rstrip("/") + "/")

@@ -81,7 +81,13 @@ from ._index import (
 )
 from ._indexfile import in_git_order, read_index
 from ._objects import NOT_OBJECTS, InflationLeft, prove_objects
-from ._protected import GIT_DIRECTORY, fold_parts, in_git_directory, valid_git_head
+from ._protected import (
+    GIT_DIRECTORY,
+    AnchoredPaths,
+    fold_parts,
+    in_git_directory,
+    valid_git_head,
+)
 from ._proved import HOST_GIT_ENVIRONMENT
 
 if TYPE_CHECKING:
@@ -803,14 +809,14 @@ class RootOverlay:
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
-        extra: tuple[tuple[str, ...], ...] | None = None
+        extra: AnchoredPaths | None = None
 
-        def compute() -> tuple[tuple[str, ...], ...]:
+        def compute() -> AnchoredPaths:
             # compared folded, as a case-insensitive file system compares names
-            return tuple(fold_parts(p.split("/")) for p in anchored())
+            return AnchoredPaths(anchored())
 
         if only_granted:
-            extra = ()
+            extra = AnchoredPaths(())
         elif self.touches_work_tree():
             try:
                 extra = compute()
@@ -1109,7 +1115,7 @@ class _Applier:
         self,
         overlay: RootOverlay,
         protected: ProtectedPaths,
-        extra: tuple[tuple[str, ...], ...] | None,
+        extra: AnchoredPaths | None,
         notes: _Notes,
         granted: tuple[tuple[str, ...], ...] = (),
         only_granted: bool = False,
@@ -1118,7 +1124,7 @@ class _Applier:
         self.protected = protected
         # None: not computed yet (only .git changed); see entry_extra
         self.extra = extra
-        self.compute_extra: Callable[[], tuple[tuple[str, ...], ...]] | None = None
+        self.compute_extra: Callable[[], AnchoredPaths] | None = None
         self.notes = notes
         self.granted = granted
         self.only_granted = only_granted
@@ -1144,9 +1150,6 @@ class _Applier:
         self._new_gitlinks: list[bytes] | None = None
         # the shared indexes this copy-back placed (a split index's), by host path
         self._placed_shared: set[str] = set()
-        self._extra_starts: (
-            tuple[tuple[tuple[str, ...], ...], dict[str, list[tuple[str, ...]]]] | None
-        ) = None
 
     def upper_path(self, rel: tuple[str, ...]) -> str:
         """Where the layer holds ``rel`` (a path from the root's top, below its ``below``)."""
@@ -1166,11 +1169,12 @@ class _Applier:
         if self.only_granted:
             return None if self.is_granted(rel, kind) else "outside the roots, not approved"
         folded = fold_parts(rel)
-        if any(folded[: len(e)] == e for e in self.extra or ()) and not self.is_granted(rel, kind):
+        extra = self.extra
+        if extra is not None and extra.covers(folded) and not self.is_granted(rel, kind):
             # what the root's own files protect; an approved path itself comes back
             return "protected paths"
         if kind == _LINK and (
-            self.protected.leads_to(rel) or any(e[: len(rel)] == folded for e in self.extra or ())
+            self.protected.leads_to(rel) or (extra is not None and extra.leads_to(folded))
         ):
             # a link on the way to a protected entry (`.cargo -> c` with `c/config.toml`)
             # makes what it points at that entry
@@ -1940,7 +1944,7 @@ class _Applier:
         header = b"blob %d\0" % len(content)
         return algorithm(header + content).hexdigest().encode() == oid
 
-    def entry_extra(self) -> tuple[tuple[str, ...], ...] | None:
+    def entry_extra(self) -> AnchoredPaths | None:
         """The anchored protected paths (computed once when first needed); None if unknown."""
         if self.extra is None and self.compute_extra is not None:
             try:
@@ -1954,17 +1958,10 @@ class _Applier:
         extra = self.entry_extra()
         if extra is None:
             return True  # the anchored paths are unknown: every entry counts as protected
-        if self._extra_starts is None or self._extra_starts[0] is not extra:
-            # asked for every entry of a new index: only the anchored paths that start
-            # with the entry's first name can hold it (an empty one holds every entry)
-            starts: dict[str, list[tuple[str, ...]]] = {}
-            for e in extra:
-                starts.setdefault(e[0] if e else "", []).append(e)
-            self._extra_starts = (extra, starts)
-        starts = self._extra_starts[1]
         folded = fold_parts(parts)
-        candidates = [*starts.get(folded[0], ()), *starts.get("", ())] if parts else extra
-        if in_git_directory(parts) or any(folded[: len(e)] == e for e in candidates):
+        # (asked for every entry of a new index: only the anchored paths that start with
+        # the entry's first name, or with a pattern, are tried)
+        if in_git_directory(parts) or extra.covers(folded):
             return not self.is_granted(parts, _FILE)
         return bool(self.protected.covers(parts)) and not self.is_granted(parts, _FILE)
 

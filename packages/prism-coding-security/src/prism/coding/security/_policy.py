@@ -42,6 +42,7 @@ from ._implied import (
 from ._judge import CommandExplanation, judge_command
 from ._paths import Roots, normalize_roots, protected_link_on_the_way
 from ._protected import (
+    AnchoredPaths,
     ProtectedPaths,
     fold_parts,
     in_git_directory,
@@ -450,12 +451,8 @@ class _CodingApprovalPolicy:
             anchored = implied_protected(root, self.protected)
         except SandboxUnavailableError as exc:
             return f"what the root's repositories name is unknown: {exc}"
-        parts = fold_parts(relative.split("/"))  # as a case-insensitive file system
-        for entry in anchored:
-            named = fold_parts(entry.split("/"))
-            if parts[: len(named)] == named:
-                return entry
-        return None
+        # as a case-insensitive file system compares names; an entry may be a pattern
+        return AnchoredPaths(anchored).covers(fold_parts(relative.split("/")))
 
     def _judge_shell(self, action: ExecutionAction, real_cwd: str | None) -> CommandVerdict:
         if not action.paths:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GIT_DIRECTORY",
     "PROTECTED_PATHS",
+    "AnchoredPaths",
     "ProtectedPaths",
     "fold_name",
     "fold_parts",
@@ -657,3 +658,77 @@ class ProtectedPaths:
                 if all(fnmatch.fnmatchcase(p, q) for p, q in zip(window, pattern, strict=False)):
                     best = (index, entry)
         return None if best is None else best[1]
+
+
+class AnchoredPaths:
+    """Paths a root's own files make protected (relative to the root), as a matcher.
+
+    Each entry protects itself and everything below it. A component holding a
+    pattern (``mk/*.mk``, ``hooks.d/*``: what a hook's glob or ``run-parts DIR``
+    will run, new files included) matches the names it matches as well as itself
+    (a literal name holding a ``*`` or ``[`` is never less protected). Compared
+    folded (:func:`fold_name`), as :class:`ProtectedPaths` compares. Cheap for the
+    usual all-literal entries: a path is tried only against the entries starting
+    with its first name, and against those starting with a pattern.
+    """
+
+    __slots__ = ("_by_first", "_wild", "entries", "folded")
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        """Compile ``entries`` (relative paths, ``/``-separated; patterns per component)."""
+        self.entries: tuple[str, ...] = tuple(entries)
+        self.folded = tuple(fold_parts(entry.split("/")) for entry in self.entries)
+        by_first: dict[str, list[tuple[int, tuple[str, ...], bool]]] = {}
+        wild: list[tuple[int, tuple[str, ...], bool]] = []
+        for index, parts in enumerate(self.folded):
+            if not parts:
+                continue
+            magic = any(_WILDCARD.search(part) for part in parts)
+            if _WILDCARD.search(parts[0]):
+                wild.append((index, parts, magic))
+            else:
+                by_first.setdefault(parts[0], []).append((index, parts, magic))
+        self._by_first: dict[str, list[tuple[int, tuple[str, ...], bool]]] = by_first
+        self._wild: tuple[tuple[int, tuple[str, ...], bool], ...] = tuple(wild)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def covers(self, parts: Sequence[str]) -> str | None:
+        """The entry ``parts`` (folded, relative to the root) is or lies below; else None."""
+        if not parts:
+            return None
+        for index, entry, magic in (*self._by_first.get(parts[0], []), *self._wild):
+            size = len(entry)
+            if len(parts) >= size and (
+                tuple(parts[:size]) == entry or (magic and _parts_match(parts, entry))
+            ):
+                return self.entries[index]
+        return None
+
+    def leads_to(self, parts: Sequence[str]) -> bool:
+        """Whether ``parts`` (folded) is an entry or an ancestor of one (a link there leads in)."""
+        if not parts:
+            return bool(self.entries)
+        for _, entry, magic in (*self._by_first.get(parts[0], []), *self._wild):
+            size = len(parts)
+            if len(entry) >= size and (
+                entry[:size] == tuple(parts) or (magic and _parts_match(entry, parts, swap=True))
+            ):
+                return True
+        return False
+
+
+def _parts_match(parts: Sequence[str], entry: Sequence[str], *, swap: bool = False) -> bool:
+    """Whether each of ``parts`` is its component of ``entry`` or matches it as a pattern.
+
+    ``swap``: ``parts`` holds the entry's components, ``entry`` the path's.
+    """
+    for part, pattern in zip(parts, entry, strict=False):
+        if swap:
+            part, pattern = pattern, part
+        if part != pattern and not (
+            _WILDCARD.search(pattern) and fnmatch.fnmatchcase(part, pattern)
+        ):
+            return False
+    return True

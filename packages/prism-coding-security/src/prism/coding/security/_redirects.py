@@ -41,7 +41,7 @@ import attrs
 from ._errors import SandboxUnavailableError
 from ._implied import implied_protected
 from ._landlock_exec import _LINUX_CAPABILITY_VERSION_3, _CapData, _CapHeader
-from ._protected import fold_parts, in_git_directory
+from ._protected import AnchoredPaths, fold_parts, in_git_directory
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -123,8 +123,8 @@ def _refused(
         # root is past the walk's bounds: the copy-back refuses the root's changes for
         # the same reason, over the layer
         return True
-    folded = fold_parts(parts)  # as a case-insensitive file system compares names
-    return any(folded[: len(e)] == e for e in (fold_parts(a.split("/")) for a in anchored))
+    # as a case-insensitive file system compares names; an entry may be a pattern
+    return AnchoredPaths(anchored).covers(fold_parts(parts)) is not None
 
 
 def _open_one(
