@@ -1634,3 +1634,55 @@ def test_a_hooks_makefile_including_by_pattern_protects_the_pattern(root: Path) 
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path not in asked), path
+
+
+def test_a_hooks_loop_over_a_pattern_and_run_parts_protect_what_they_run(root: Path) -> None:
+    """A hook's `for f in hooks.d/*.sh; do sh "$f"; done`, a loop over a list of files
+    (its body on lines of its own), and `run-parts ci/checks`: what each runs asks, the
+    callees a command adds included (an existing callee rewritten, a new one added and a
+    new run-parts entry each came back and ran at the user's next commit); a loop over
+    a list made at run time binds nothing, and other files there stay writable."""
+    _git("init", "-q", str(root))
+    (root / ".git" / "hooks" / "pre-commit").write_text(
+        '#!/bin/sh\nfor f in hooks.d/*.sh; do sh "$f"; done\nrun-parts --report ci/checks\n'
+        'for x in tools/a.sh "tools/b.sh"\ndo\n  "${x}" --fast\ndone\n'
+        'for y in $(ls lib); do echo "$y"; done\n'
+    )
+    _write_files(root, {"hooks.d/base.sh": "sh ./more/x.sh\n", "ci/checks/a": "", "lib/l": ""})
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["hooks.d/zz.sh", "hooks.d/base.sh", "more/x.sh", "ci/checks/b", "ci/checks/a",
+             "tools/a.sh", "tools/b.sh"]  # fmt: skip
+    for path in [*asked, "tools/c.sh", "hooks.d/readme", "ci/notes", "lib/l", "lib/m"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path
+
+
+def test_an_envrc_sourcing_a_pattern_or_a_loop_over_one_protects_it(root: Path) -> None:
+    """An `.envrc`'s `for f in scripts/env/*.sh; do source "$f"; done` and
+    `source env.d/*.sh`: every file each pattern matches asks, existing and new (each
+    came back from a plain redirect and ran at the user's next `cd` with direnv), and
+    what a match sources in turn; other files there stay writable."""
+    _write_files(
+        root,
+        {
+            ".envrc": 'for f in scripts/env/*.sh; do source "$f"; done\nsource env.d/*.sh\n',
+            "scripts/env/base.sh": "",
+            "env.d/a.sh": "source ./more.sh\n",
+        },
+    )
+    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    assert {"scripts/env/*.sh", "env.d/*.sh", "env.d/more.sh"} <= found, found
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["scripts/env/zz.sh", "scripts/env/base.sh", "env.d/0.sh", "env.d/more.sh"]
+    matcher = ProtectedPaths(PROTECTED_PATHS)
+    for path in [*asked, "scripts/x.txt", "scripts/env/readme", "env.d/notes"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path
+        # the host-opened redirect (`echo x > env.d/0.sh`) refuses the same
+        request = RedirectedWrites(command=":", targets=((4, f"{root}/{path}", False),))
+        opened = open_targets(request, [str(root)], matcher, PROTECTED_PATHS)
+        assert (opened is None) is (path in asked), path
+        if opened is not None:
+            close_targets(opened, failed=True)

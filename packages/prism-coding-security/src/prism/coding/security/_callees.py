@@ -69,7 +69,9 @@ __all__ = [
     "assigned_values",
     "assignments",
     "expand_assignments",
+    "glob_matches",
     "hook_callees",
+    "loop_bound",
     "own_directory",
     "programs_run",
     "script_arguments",
@@ -246,6 +248,43 @@ _YARN_KEY = re.compile(r"^\s*(?:-\s+)?(yarnPath|path)\s*:\s*(.*)$")
 _YARN_V1 = re.compile(r"^\s*yarn-path\s+(.*)$", re.MULTILINE)
 
 
+# `for f in hooks.d/*.sh; do sh "$f"; done`: a loop's variable and the words of its list
+_FOR = re.compile(r"\bfor[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]+in[ \t]+([^;\n]*)")
+_MAX_BOUND = 256  # (line, word) pairs bound for one text, at most
+
+
+def loop_bound(text: str) -> str:
+    """The commands of shell ``text`` using a ``for`` loop's variable, once per word of its list.
+
+    Each as a line of its own, its words quoted (``for f in hooks.d/*.sh; do sh
+    "$f"; done`` gives ``sh 'hooks.d/*.sh'``), to be read after ``text``: a
+    pattern among the words stays one (whatever it matches, now or later, is what
+    runs). A word made at run time (``$(ls d)``, a variable) binds nothing.
+    """
+    out: dict[str, None] = {}
+    pairs = 0
+    size = 0
+    for name, listed in _FOR.findall(text):
+        words = [w.strip("\"'") for w in listed.split()]
+        words = [w for w in words if w and w != "do" and not any(c in w for c in "$`()")]
+        if not words:
+            continue
+        reference = re.compile(rf"\$(?:\{{{name}\}}|{name}(?![A-Za-z0-9_]))")
+        for line in text.splitlines():
+            if not reference.search(line):
+                continue
+            for word in words:
+                pairs += 1
+                if pairs > _MAX_BOUND:
+                    return "\n".join(out)
+                for command in _commands(reference.sub(word.replace("\\", "\\\\"), line)):
+                    joined = shlex.join(command)
+                    size += len(joined) + 1
+                    if command[0] != "for" and size <= EXPANDED_MAX:
+                        out[joined] = None
+    return "\n".join(out)
+
+
 def programs_run(text: str) -> list[str]:
     """The words of shell ``text`` that name a program it runs.
 
@@ -355,6 +394,11 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
         inner = _commands(" ".join(words[1:]))  # its operands are a command line
     elif name in ("find", "gfind"):
         inner = _find_commands(words)
+    elif name == "run-parts":
+        # every file of its directory (what is there now or later)
+        operands = [w for i, w in enumerate(words[1:], 1)
+                    if not w.startswith("-") and words[i - 1] not in ("-u", "-a")]  # fmt: skip
+        inner = [[f"{operands[-1].rstrip('/') or '/'}/*"]] if operands else []
     elif words[0] in _MAKE_INCLUDES:
         # (a makefile read in turn) what it includes is a makefile too
         inner = [[w if "/" in w else f"./{w}"] for w in words[1:] if "$" not in w]
@@ -914,6 +958,20 @@ def _js_paths(text: str, top: str) -> list[str]:
     return out
 
 
+def glob_matches(path: str, limit: int) -> tuple[str, list[str]]:
+    """Where a pattern (``path`` holding ``*``, ``?`` or ``[``) is looked up, and its matches.
+
+    The directory: the path's components before the first pattern (a file added
+    there changes what it matches). The matches: at most ``limit``, sorted, as a
+    non-recursive glob finds them (``**`` as ``*``).
+    """
+    parts = path.split("/")
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    directory = "/".join(parts[:fixed]) or "/"
+    pattern = os.path.join(glob.escape(directory), *parts[fixed:])
+    return directory, sorted(itertools.islice(glob.iglob(pattern), limit))
+
+
 def _with_matches(named: list[str], inside: str, reads: list[str]) -> list[str]:
     """``named`` and, after each pattern among them (``mk/*.mk``), the files it matches now.
 
@@ -925,15 +983,10 @@ def _with_matches(named: list[str], inside: str, reads: list[str]) -> list[str]:
     out: list[str] = []
     for path in named:
         out.append(path)
-        if not glob.has_magic(path) or not path.startswith(inside):
-            continue
-        parts = path.split("/")
-        fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
-        directory = "/".join(parts[:fixed]) or "/"
-        reads.append(directory)
-        pattern = os.path.join(glob.escape(directory), *parts[fixed:])
-        matches = itertools.islice(glob.iglob(pattern), MAX_READ)
-        out += sorted(matches)
+        if glob.has_magic(path) and path.startswith(inside):
+            directory, matches = glob_matches(path, MAX_READ)
+            reads.append(directory)
+            out += matches
     return out
 
 
@@ -1055,6 +1108,8 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         if makefile:
             text = _make_expanded(text)
         text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})
+        bound = loop_bound(text)
+        text = f"{text}\n{bound}" if bound else text
         for words in _commands(text):
             runner = os.path.basename(words[0]) in _PACKAGE_RUNNERS
             if runner or (node and not words[0].startswith("#")):

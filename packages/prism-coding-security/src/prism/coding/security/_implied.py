@@ -69,6 +69,8 @@ from ._callees import (
     assigned_values,
     assignments,
     expand_assignments,
+    glob_matches,
+    loop_bound,
     own_directory,
     programs_run,
     script_arguments,
@@ -891,6 +893,9 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         text = own_directory(data.decode("utf-8", "surrogateescape"), here)
         text = working_directory(text, here)
         text = expand_assignments(text, {"PWD": here})
+        # (`for f in env.d/*.sh; do source "$f"; done`: each word of the list sourced)
+        bound = loop_bound(text)
+        text = f"{text}\n{bound}" if bound else text
         sourced = _DIRENV_SOURCE.findall(text)
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
         named += [w for w in script_arguments(text) if "/" in w or w.endswith(".sh")]
@@ -910,7 +915,13 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
                 continue
             full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
             out += _led_inside(full, root)
-            if word in sourced:
+            if word in sourced and glob.has_magic(full):
+                # a pattern (`source env.d/*.sh`): protected as written, whatever it
+                # matches now or later; what it matches now read in turn
+                directory, matches = glob_matches(full, _DIRENV_READ)
+                reads.append(directory)
+                queue += matches
+            elif word in sourced:
                 # (source_env of a directory loads its .envrc)
                 queue.append(os.path.join(full, ".envrc") if os.path.isdir(full) else full)
         for word in python_dirs:
