@@ -1686,3 +1686,37 @@ def test_an_envrc_sourcing_a_pattern_or_a_loop_over_one_protects_it(root: Path) 
         assert (opened is None) is (path in asked), path
         if opened is not None:
             close_targets(opened, failed=True)
+
+
+def test_an_anchored_double_star_matches_any_depth() -> None:
+    """An entry's first ``**`` matches any number of components (what ``find DIR -name P
+    -exec`` runs): ``tools/**/*.sh`` covers ``tools/x.sh`` and ``tools/a/b/y.sh``, and
+    what lies below them, not ``tools/x.py``; ``ci/**`` covers all of ``ci``."""
+    from prism.coding.security._protected import AnchoredPaths
+
+    anchored = AnchoredPaths(["tools/**/*.sh", "ci/**", "**/run.py"])
+    for path in ["tools/x.sh", "tools/a/b/y.sh", "tools/a.sh/z", "ci", "ci/a/b", "run.py",
+                 "a/b/run.py"]:  # fmt: skip
+        assert anchored.covers(fold_parts(path.split("/"))) is not None, path
+    for path in ["tools/x.py", "tools", "src/x.sh", "cx/a", "run.pyc"]:
+        assert anchored.covers(fold_parts(path.split("/"))) is None, path
+    assert anchored.leads_to(("tools", "a", "b"))
+    assert not AnchoredPaths(["tools/**/*.sh"]).leads_to(("src",))
+
+
+def test_what_a_hooks_find_exec_and_xargs_run_is_protected(root: Path) -> None:
+    """A hook's `find tools -name '*.sh' -exec sh {} \\;` and `find -L checks -type f
+    -exec {} +` run every file they find, at any depth, now or later: each asks; so does
+    what `ls hooks.d/*.sh | xargs -n1 sh` runs. What `find . -name '*.py' -exec black
+    {} +` only reads stays writable."""
+    _git("init", "-q", str(root))
+    (root / ".git" / "hooks" / "pre-commit").write_text(
+        "#!/bin/sh\nfind tools -name '*.sh' -exec sh {} \\;\nfind -L checks -type f -exec {} +\n"
+        "ls hooks.d/*.sh | xargs -n1 sh\nfind . -name '*.py' -exec black {} +\n"
+    )
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["tools/a.sh", "tools/sub/deep/b.sh", "checks/a", "checks/d/e", "hooks.d/z.sh"]
+    for path in [*asked, "tools/x.py", "hooks.d/notes.txt", "src/a.py", "a.sh"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path

@@ -499,16 +499,38 @@ _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
 def _find_commands(words: list[str]) -> list[list[str]]:
-    """The commands ``find``'s ``-exec`` and ``-ok`` actions run (up to ``;`` or ``+``)."""
-    out: list[list[str]] = []
+    """The commands ``find``'s ``-exec`` and ``-ok`` actions run (up to ``;`` or ``+``).
+
+    Their ``{}`` is each file found, now or later: under each starting point, at any
+    depth, what its one ``-name`` (``-iname``) matches (``tools/**/*.sh``), else anything.
+    """
     index = 1
+    while index < len(words) and re.fullmatch(r"-[HLP]|-D|-O[0-9]*", words[index]):
+        index += 2 if words[index] == "-D" else 1
+    starts: list[str] = []
+    while index < len(words) and not words[index].startswith(("-", "(", "!", ")", ",")):
+        starts.append(words[index])
+        index += 1
+    # (one name test that must hold: not one of alternatives, `-name a -o -name b`)
+    names = [words[i + 1] for i in range(index, len(words) - 1) if words[i] in ("-name", "-iname")]
+    alternatives = any(word in ("-o", "-or", ",", "-not", "!") for word in words[index:])
+    named = names[0] if len(names) == 1 and not alternatives else ""
+    found = [
+        f"{start.rstrip('/') or '/'}/**" + (f"/{named}" if named and "/" not in named else "")
+        for start in (starts or ["."])[:_MAX_DIRS]
+    ]
+    out: list[list[str]] = []
     while index < len(words):
         if words[index] in _FIND_RUNS:
             end = index + 1
             while end < len(words) and words[end] not in (";", "\\;", "+"):
                 end += 1
             if end > index + 1:
-                out.append(words[index + 1 : end])
+                argv = words[index + 1 : end]
+                if any("{}" in word for word in argv):
+                    out += [[word.replace("{}", path) for word in argv] for path in found]
+                else:
+                    out.append(argv)
             index = end
         index += 1
     return out
@@ -575,9 +597,18 @@ def script_arguments(text: str) -> list[str]:
                 if not read:
                     continue
                 word = target
+            # (a pattern below a directory named counts where code is made of data:
+            # `ls hooks.d/*.sh | xargs -n1 sh`)
+            pattern = (
+                data
+                and glob.has_magic(word)
+                and "/" in word.strip("/")
+                and not glob.has_magic(os.path.normpath(word).split("/", 1)[0])
+            )
             if (
                 word.startswith(("-", "+", "#"))
-                or any(c in word for c in "$*?[=")
+                or any(c in word for c in "$=")
+                or (glob.has_magic(word) and not pattern)
                 or "://" in word
                 or word.endswith("/")
             ):
@@ -1154,7 +1185,7 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             path = os.path.normpath(os.path.join(top, os.path.expanduser(word)))
             if path not in named and path.startswith(inside):
                 reads.append(path)  # (one made later changes the answer)
-                if word.endswith(_SCRIPT_ENDINGS) or os.path.isfile(path):
+                if word.endswith(_SCRIPT_ENDINGS) or glob.has_magic(word) or os.path.isfile(path):
                     named.append(path)
         for path in _with_matches(named, inside, reads):
             protect(path)

@@ -666,7 +666,9 @@ class AnchoredPaths:
     Each entry protects itself and everything below it. A component holding a
     pattern (``mk/*.mk``, ``hooks.d/*``: what a hook's glob or ``run-parts DIR``
     will run, new files included) matches the names it matches as well as itself
-    (a literal name holding a ``*`` or ``[`` is never less protected). Compared
+    (a literal name holding a ``*`` or ``[`` is never less protected); the first
+    ``**`` of an entry matches any number of components (``tools/**/*.sh``: what
+    ``find tools -name '*.sh' -exec sh {} ;`` runs), a later one as ``*``. Compared
     folded (:func:`fold_name`), as :class:`ProtectedPaths` compares. Cheap for the
     usual all-literal entries: a path is tried only against the entries starting
     with its first name, and against those starting with a pattern.
@@ -678,18 +680,18 @@ class AnchoredPaths:
         """Compile ``entries`` (relative paths, ``/``-separated; patterns per component)."""
         self.entries: tuple[str, ...] = tuple(entries)
         self.folded = tuple(fold_parts(entry.split("/")) for entry in self.entries)
-        by_first: dict[str, list[tuple[int, tuple[str, ...], bool]]] = {}
-        wild: list[tuple[int, tuple[str, ...], bool]] = []
+        by_first: dict[str, list[_Compiled]] = {}
+        wild: list[_Compiled] = []
         for index, parts in enumerate(self.folded):
             if not parts:
                 continue
-            magic = any(_WILDCARD.search(part) for part in parts)
+            compiled = _Compiled(index, parts)
             if _WILDCARD.search(parts[0]):
-                wild.append((index, parts, magic))
+                wild.append(compiled)
             else:
-                by_first.setdefault(parts[0], []).append((index, parts, magic))
-        self._by_first: dict[str, list[tuple[int, tuple[str, ...], bool]]] = by_first
-        self._wild: tuple[tuple[int, tuple[str, ...], bool], ...] = tuple(wild)
+                by_first.setdefault(parts[0], []).append(compiled)
+        self._by_first: dict[str, list[_Compiled]] = by_first
+        self._wild: tuple[_Compiled, ...] = tuple(wild)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -698,25 +700,61 @@ class AnchoredPaths:
         """The entry ``parts`` (folded, relative to the root) is or lies below; else None."""
         if not parts:
             return None
-        for index, entry, magic in (*self._by_first.get(parts[0], []), *self._wild):
-            size = len(entry)
-            if len(parts) >= size and (
-                tuple(parts[:size]) == entry or (magic and _parts_match(parts, entry))
-            ):
-                return self.entries[index]
+        for compiled in (*self._by_first.get(parts[0], []), *self._wild):
+            if compiled.covers(parts):
+                return self.entries[compiled.index]
         return None
 
     def leads_to(self, parts: Sequence[str]) -> bool:
         """Whether ``parts`` (folded) is an entry or an ancestor of one (a link there leads in)."""
         if not parts:
             return bool(self.entries)
-        for _, entry, magic in (*self._by_first.get(parts[0], []), *self._wild):
-            size = len(parts)
-            if len(entry) >= size and (
-                entry[:size] == tuple(parts) or (magic and _parts_match(entry, parts, swap=True))
-            ):
-                return True
-        return False
+        return any(c.leads_to(parts) for c in (*self._by_first.get(parts[0], []), *self._wild))
+
+
+class _Compiled:
+    """One anchored entry: literal, with patterns, or split at its first ``**``."""
+
+    __slots__ = ("deep", "entry", "first", "index", "magic")
+
+    def __init__(self, index: int, entry: tuple[str, ...]) -> None:
+        self.index = index
+        self.entry = entry
+        self.magic = any(_WILDCARD.search(part) for part in entry)
+        # the position of the first `**` (-1: none), and a quick test of what follows it
+        self.deep = entry.index("**") if "**" in entry else -1
+        tail = entry[self.deep + 1 :] if self.deep >= 0 else ()
+        self.first = re.compile(fnmatch.translate(tail[0])).match if tail else None
+
+    def covers(self, parts: Sequence[str]) -> bool:
+        entry = self.entry
+        if self.deep < 0:
+            size = len(entry)
+            return len(parts) >= size and (
+                tuple(parts[:size]) == entry or (self.magic and _parts_match(parts, entry))
+            )
+        deep = self.deep
+        if len(parts) < deep or not _parts_match(parts, entry[:deep]):
+            return False
+        tail = entry[deep + 1 :]
+        first = self.first
+        if first is None:
+            return True  # (`DIR/**`: DIR and everything below it)
+        # (linear in the depth: a tail matches from at most each component once)
+        return any(
+            (parts[start] == tail[0] or first(parts[start]))
+            and _parts_match(parts[start : start + len(tail)], tail)
+            for start in range(deep, len(parts) - len(tail) + 1)
+        )
+
+    def leads_to(self, parts: Sequence[str]) -> bool:
+        entry = self.entry
+        if self.deep >= 0 and len(parts) > self.deep:
+            return _parts_match(parts, entry[: self.deep])  # (`**` goes on from any of them)
+        size = len(parts)
+        return len(entry) >= size and (
+            entry[:size] == tuple(parts) or (self.magic and _parts_match(entry, parts, swap=True))
+        )
 
 
 def _parts_match(parts: Sequence[str], entry: Sequence[str], *, swap: bool = False) -> bool:
