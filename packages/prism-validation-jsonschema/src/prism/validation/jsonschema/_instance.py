@@ -340,8 +340,11 @@ def number_units(number: float) -> int:
     """
     if type(number) is int:
         return 0 if number < _INT63 else SEVERE_NUMBER
-    text = repr(number)
-    return 1 if len(text) <= SHORT_FLOAT and "e" not in text else SEVERE_NUMBER
+    size = number if number >= 0 else -number
+    # Python writes an exponent exactly outside 1e-4..1e16 (no repr needed there).
+    if size and not 1e-4 <= size < 1e16:
+        return SEVERE_NUMBER
+    return 1 if len(repr(number)) <= SHORT_FLOAT else SEVERE_NUMBER
 
 
 def instance_cost(
@@ -381,8 +384,10 @@ def instance_cost(
                     total_work += n * SEVERE_NUMBER
             elif kind is float:
                 if n:
-                    text = repr(node)
-                    short = len(text) <= SHORT_FLOAT and "e" not in text
+                    size = node if node >= 0 else -node  # type: ignore[operator]
+                    short = (not size or 1e-4 <= size < 1e16) and len(  # type: ignore[operator]
+                        repr(node)
+                    ) <= SHORT_FLOAT
                     total_work += n if short else n * SEVERE_NUMBER
             elif kind is dict:
                 for key, item in node.items():  # type: ignore[attr-defined]
