@@ -365,10 +365,10 @@ def _bare_containers(line: bytes) -> int:
     return bare.count(b"{") + bare.count(b"[")
 
 
-_PIECES = [b'"', b"\\", b"{", b"[", b"}", b"]", b"a", b",", b":", b" ", b"\n", b'\\"', b'"{"']
+_PIECES = [b'"', b"\\", b"{", b"[", b"]", b"a", b",", b" ", b'\\"', b'"{"', b"\\[", b"\\{"]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=40).map(b"".join))
 def test_the_count_of_objects_and_arrays_leaves_out_what_strings_hold(line: bytes) -> None:
     from prism.mcp import _stdio
