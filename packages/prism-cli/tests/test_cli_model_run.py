@@ -743,7 +743,12 @@ async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(
     server = ModelServer(
         [
             [*one_call("r1", "read", {"path": "notes.txt"})[:-1], usage_chunk(100, 20)],
-            [chunk({"content": "It says alpha."}, "stop"), usage_chunk(150, 5), (None, "[DONE]")],
+            # (a model steered by what it read prints escapes: the clipboard, the title)
+            [
+                chunk({"content": "It says \x1b]52;c;eA==\x07alpha."}, "stop"),
+                usage_chunk(150, 5),
+                (None, "[DONE]"),
+            ],
             [(None, json.dumps(failing))],
             [chunk({"content": "Still here."}, "stop"), usage_chunk(160, 3), (None, "[DONE]")],
             [chunk({"content": "A long story that"}, "length"), usage_chunk(200, 64)],
@@ -762,7 +767,8 @@ async def test_chat_in_a_pipe_runs_each_line_as_a_turn_and_reports_model_errors(
     )
     out = process.stdout.decode()
     assert process.returncode == 0, process.stderr.decode()
-    assert "It says alpha." in out
+    assert "It says \\x1b]52;c;eA==\\x07alpha." in out
+    assert "\x1b" not in out
     assert "model error:" in out
     assert "Still here." in out
     # Each answer says what it cost and why the model stopped; the totals add up

@@ -1040,6 +1040,9 @@ async def test_a_reflog_is_read_within_a_bound(root: Path) -> None:
     text = await _shell(root, "python3 reflog.py")
     assert "a reflog of more than 1048576 new bytes" in text, text
     assert not (root / ".git" / "logs" / "refs" / "heads" / "x").exists(), text
+    # told by its size, never read: a sparse one costs the command nothing to make
+    text = await _shell(root, "truncate -s 60M .git/logs/refs/heads/y")
+    assert "a reflog of more than 1048576 new bytes" in text, text
 
 
 async def test_a_staged_removal_of_a_protected_path_never_comes_back(root: Path) -> None:
@@ -1186,3 +1189,24 @@ async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
     assert _git(root, "rev-parse", "-q", "--verify", "b1").returncode != 0
     text = await _shell(root, "git branch one && git branch two")
     assert _git(root, "rev-parse", "-q", "--verify", "two").returncode == 0, text
+
+
+@pytest.mark.parametrize(
+    ("text", "hides"),
+    [
+        (b"*\n", True), (b".*\n", True), (b"*.pyc\n", False), (b"*\n!.gitignore\n", False),
+        (b"\xef\xbb\xbf*\n", True), (b"*\nx\x0c!.gitignore\n", True), (b"*\r\n", True),
+        (b".GITIGNORE\n", True), (b"*\n!.GITIGNORE\n", True), (b"build/\n", False),
+        (b"**/.gitignore\n", True), (b"*\n!" + b"x" * 300 + b"\n", True),
+        (b"#" * 300 + b"\nnode_modules\n", False),
+    ],
+)  # fmt: skip
+def test_an_ignore_file_is_read_as_git_reads_it(tmp_path: Path, text: bytes, hides: bool) -> None:
+    """As git: a byte order mark skipped, lines split at newlines only, ignoring patterns in
+    any case; what is not read here (a class, an escape, a line past 255 characters) is
+    taken as ignoring and never as re-including, and makes no regular expression."""
+    from prism.coding.security._overlay import _self_ignoring
+
+    path = tmp_path / ".gitignore"
+    path.write_bytes(text)
+    assert (_self_ignoring(str(path)) is not None) is hides

@@ -379,6 +379,11 @@ async def test_holes_come_back_as_holes_across_file_systems() -> None:
         boxed = _Path(boxed_dir)
         line = "truncate -s 1G big && printf x | dd of=big bs=1 seek=536870912 conv=notrunc"
         code, _ = await _run(_ops(boxed), line + " 2>/dev/null", boxed)
+        # (each name of a file would come back a copy of its own: they are links to one)
+        linked = "head -c 65536 /dev/zero > one && for i in 1 2 3; do ln one link$i; done"
+        linked_code, said = await _run(_ops(boxed), linked, boxed)
+        names = [name for name in os.listdir(boxed_dir) if name.startswith(("one", "link"))]
+        links = [(os.stat(os.path.join(boxed_dir, n)).st_ino, n) for n in names]
         info = (boxed / "big").stat()
         fd = os.open(boxed / "big", os.O_RDONLY)
         data = os.pread(fd, 2, 1 << 29)
@@ -387,6 +392,9 @@ async def test_holes_come_back_as_holes_across_file_systems() -> None:
         shutil.rmtree(boxed_dir)
     assert code == 0
     assert (info.st_size, data) == (1 << 30, b"x\0")
+    assert linked_code == 0
+    assert len(names) == 4, (names, said)
+    assert len({inode for inode, _ in links}) == 1, (links, said)
     assert info.st_blocks * 512 < 1 << 20
 
 

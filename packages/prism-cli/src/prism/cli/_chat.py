@@ -29,6 +29,7 @@ from prism.core import (
 
 from ._model_run import open_model
 from ._report import LENGTH_STOPS, usage_of
+from ._safe import safe_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -93,8 +94,6 @@ class ChatReport:
 
 def usage_line(input_tokens: int | None, output_tokens: int | None, stop_reason: str | None) -> str:
     """``tokens: 120 in, 30 out; stop reason: stop`` (``?`` for what was not reported)."""
-    from ._render import safe_text
-
     tokens = (
         f"tokens: {'?' if input_tokens is None else input_tokens} in, "
         f"{'?' if output_tokens is None else output_tokens} out"
@@ -136,7 +135,8 @@ async def run_chat(
         nonlocal streamed
         if isinstance(event, ModelTextDelta):
             streamed = True
-            write(event.text)
+            # the model's text is a prompt injection's to steer: control characters shown
+            write(safe_text(event.text))
 
     turns = aborted = truncated = 0
     input_tokens: int | None = None
@@ -178,7 +178,7 @@ async def run_chat(
                         text, RunOptions(signal=controller.signal, on_event=view)
                     )
                 except ModelProviderError as exc:
-                    write(f"\nmodel error: {exc}\n")
+                    write(f"\nmodel error: {safe_text(str(exc))}\n")
                     continue
                 finally:
                     current.clear()
@@ -197,7 +197,7 @@ async def run_chat(
                     answer = "\n".join(
                         b.text for b in result.final.content if isinstance(b, TextContent)
                     )
-                    write(answer)
+                    write(safe_text(answer))
                 write("\n")
                 stop = result.final.finish_reason
                 if stop in LENGTH_STOPS:

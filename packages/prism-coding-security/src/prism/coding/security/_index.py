@@ -267,14 +267,18 @@ def _walk(data: bytes) -> _Layout | None:
         at = entries
         while at + 8 <= end:
             length = int.from_bytes(data[at + 4 : at + 8], "big")
-            if at + 8 + length > end:
-                break
+            if at + 8 + length > end or len(extensions) == _MAX_EXTENSIONS:
+                break  # (past the most extensions read: no index read here)
             extensions.append((data[at : at + 4], at, at + 8 + length))
             at += 8 + length
         if at == end:
             return size, entries, extensions, intent
     return None
 
+
+# git writes a handful of extensions (TREE, REUC, link, UNTR, FSMN, EOIE, IEOT, sdir): an
+# index of more (millions of empty ones fit in 64 MiB) is not walked one by one
+_MAX_EXTENSIONS = 64
 
 # git finds its end-of-index-entries extension by position, not by walking: the 32
 # bytes (signature, size 24, offset, hash) just before the trailer; with index threads

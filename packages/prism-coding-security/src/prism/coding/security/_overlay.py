@@ -163,10 +163,15 @@ _SYMREF_DEPTH = 5
 _REFLOG_COMMITS = 256
 # bytes of a reflog's new lines (all of them, for one git did not append to) read at most
 _REFLOG_FRESH_BYTES = 1 << 20
+# reflogs one copy-back reads (a command moving a few refs changes a few)
+_REFLOGS_PER_COPY_BACK = 1024
 # new commits a moved ref may reach, each judged against its parents (see history_refusal)
 _HISTORY_COMMITS = 1000
 # new commits judged for all the refs of one copy-back (each costs the host's git and CPU)
 _HISTORY_PER_COPY_BACK = 5000
+# files of several names one copy-back copies across file systems (a directory kept open
+# for each, for the later names' links)
+_LINKED_COPIES = 256
 # bytes of new git-lfs objects one copy-back hashes, and the shared indexes it reads
 _LFS_BYTES_PER_COPY_BACK = 1 << 30
 _SHARED_PER_COPY_BACK = 4
@@ -465,8 +470,9 @@ def _self_ignoring(path: str) -> str | None:
     the review of a command's changes would show nothing. A pattern of the
     directory's own entries (no slash but a trailing one) that matches
     ``.gitignore``, not undone by a later ``!`` pattern, is read as git does
-    (``fnmatch``'s rules are the wildcard's; a character class, an escape or
-    a ``**`` counts as matching, erring toward leaving the file out).
+    (``fnmatch``'s rules are the wildcard's; a character class, an escape, a
+    ``**`` or a line past 255 characters counts as matching when it ignores and
+    as not matching when it re-includes, erring toward leaving the file out).
     """
     data = read_regular_file(path, _IGNORE_READ + 1)
     if data is None:
@@ -490,8 +496,10 @@ def _self_ignoring(path: str) -> str | None:
             if not pattern.startswith("**/"):
                 continue
             pattern = pattern[3:]
-        if "\\" in pattern or "[" in pattern or "**" in pattern:
-            matches = True
+        if "\\" in pattern or "[" in pattern or "**" in pattern or len(pattern) > 255:
+            # not read here (and no regular expression made of a line of any length):
+            # taken as ignoring, never as re-including
+            matches = not negated
         else:
             # (a pattern that ignores: in any case; one that re-includes: as written)
             matches = fnmatch.fnmatchcase(".gitignore", pattern if negated else pattern.lower())
@@ -839,6 +847,8 @@ class RootOverlay:
             notes.add(f"applying stopped: {exc}", "the rest of the changes")
         finally:
             os.close(fd)
+            for directory, _ in applier._copied_inodes.values():
+                os.close(directory)
         return notes.lines(self.root)
 
     def discard_later(self) -> None:
@@ -1137,9 +1147,13 @@ class _Applier:
         self.repositories: Callable[[], int] | None = None
         self._held_repositories: int | None = None
         self._new_repositories = 0
+        # the files with more than one name copied into the root (across file systems):
+        # where the first name went (its directory, open, and the name)
+        self._copied_inodes: dict[tuple[int, int], tuple[int, str]] = {}
         self._history_judged = 0  # new commits judged against their parents, all refs
         self._lfs_hashed = 0  # bytes of new git-lfs objects hashed
         self._shared_read = 0  # new shared indexes read
+        self._reflogs_read = 0  # changed reflogs read
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
         # the .git directories whose new objects were proved (see objects_proved)
         self._proved: dict[tuple[str, ...], bool] = {}
@@ -1721,8 +1735,20 @@ class _Applier:
         host's reflog are read line by line: what its own lines hold is kept
         from the last reading of the same bytes (:func:`_reflog_words`).
         """
-        new = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
         real = os.path.join(self.overlay.root, *rel)
+        self._reflogs_read += 1
+        if self._reflogs_read > _REFLOGS_PER_COPY_BACK:
+            return f"more than {_REFLOGS_PER_COPY_BACK} reflogs changed by one command"
+        try:
+            grown = os.lstat(self.upper_path(rel)).st_size - (
+                os.lstat(real).st_size if os.path.lexists(real) else 0
+            )
+        except OSError:
+            return "a reflog too large to check"
+        if grown > _REFLOG_FRESH_BYTES:
+            # (its size said, before a byte of it is read: a sparse one costs nothing to make)
+            return f"a reflog of more than {_REFLOG_FRESH_BYTES} new bytes"
+        new = read_regular_file(self.upper_path(rel), _LIST_LIMIT)
         host = read_regular_file(real, _LIST_LIMIT) if os.path.lexists(real) else b""
         if new is None or host is None or max(len(new), len(host)) >= _LIST_LIMIT:
             return "a reflog too large to check"
@@ -2134,6 +2160,21 @@ class _Applier:
         if self.overlay._same_device and (info.st_nlink == 1 or rel not in self.granted):
             os.rename(upper, name, dst_dir_fd=real_fd)
             return
+        if info.st_nlink > 1:
+            # copied, each name would be a copy of its own (a file of 10 MB and 200 links
+            # took 1.9 GB of the root's disk): a later name is a link to the first copy
+            seen = (info.st_dev, info.st_ino)
+            first = self._copied_inodes.get(seen)
+            if first is not None:
+                temporary = f".prism-{os.getpid()}-{name}"[:255]
+                os.link(first[1], temporary, src_dir_fd=first[0], dst_dir_fd=real_fd,
+                        follow_symlinks=False)  # fmt: skip
+                os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)
+                return
+            if len(self._copied_inodes) >= _LINKED_COPIES:
+                self.notes.add("more files with other names than are copied", "/".join(rel))
+                return
+            self._copied_inodes[seen] = (os.dup(real_fd), name)
         temporary = f".prism-{os.getpid()}-{name}"[:255]
         source = os.open(upper, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
