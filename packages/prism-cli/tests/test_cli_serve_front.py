@@ -242,3 +242,18 @@ def test_the_entry_point_imports_nothing_heavy_before_the_command_runs() -> None
     assert not [
         m for m in loaded if m.startswith("prism.") and m not in {"prism.cli", "prism.cli._main"}
     ]
+
+
+def test_an_initialize_already_sent_is_answered_before_start_returns(plain_config: Path) -> None:
+    # Nothing else is loaded meanwhile (the two threads would take turns at the interpreter).
+    with _std_fds_on_pipes() as (stdin, stdout):
+        os.write(stdin, _initialize(5))
+        try:
+            _front.start(["serve", str(plain_config)])
+            os.set_blocking(stdout, False)
+            answered = os.read(stdout, 65536)  # no wait: written already, or BlockingIOError
+        finally:
+            _front.take()
+            os.close(stdin)
+            os.close(stdout)
+    assert json.loads(answered)["id"] == 5

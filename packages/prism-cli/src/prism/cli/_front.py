@@ -38,6 +38,7 @@ _INSTRUCTIONS = (
 _HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 _LATEST = "2025-11-25"  # what the SDK answers a version it does not speak
 _LONGEST_LINE = 16 * 1024
+_FIRST_LINE_S = 1.0  # the longest start() waits for a first line begun before it ran
 _LARGEST_ID = 2**53
 _CLIENT_INFO = frozenset({"name", "version", "title"})
 _EMPTY_ONLY = {
@@ -161,12 +162,19 @@ class Front:
         self._read = bytearray()
         self._answer: bytes | None = None
         self._wake_out, self._wake_in = os.pipe()
+        self.decided = threading.Event()  # the first line answered, or left to the gateway
         self._thread = threading.Thread(
             target=self._run, name="prism serve: initialize", daemon=True
         )
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._answer_first_line()
+        finally:
+            self.decided.set()
+
+    def _answer_first_line(self) -> None:
         poller = select.poll()
         poller.register(0, select.POLLIN)
         poller.register(self._wake_out, select.POLLIN)
@@ -236,8 +244,18 @@ def start(argv: list[str]) -> None:
     if _running or not argv or argv[0] != "serve":
         return
     stdio, config = _config_argument(argv[1:])
-    if stdio:
-        _running.append(Front(config))
+    if not stdio:
+        return
+    # Hosts write initialize as soon as they start the process: when it is there already,
+    # it is answered before anything else is loaded (the loading, on this thread, would
+    # slow the answer down: the two threads take turns at the interpreter).
+    waiting = select.poll()
+    waiting.register(0, select.POLLIN)
+    sent = bool(waiting.poll(0))
+    front = Front(config)
+    _running.append(front)
+    if sent:
+        front.decided.wait(_FIRST_LINE_S)
 
 
 def take() -> tuple[bytes, bytes | None]:
