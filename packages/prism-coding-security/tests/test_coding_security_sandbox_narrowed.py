@@ -10,6 +10,8 @@ real git, compared byte for byte with the same commands run unsandboxed.
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import stat
 from typing import TYPE_CHECKING, Any
 
@@ -556,6 +558,48 @@ async def test_a_narrowed_commit_gives_the_same_commit_as_unsandboxed(tmp_path: 
         assert await _git(directory, "git status --porcelain --untracked-files=all") == b""
     assert await _git(boxed, "git log --format=%H") == await _git(plain, "git log --format=%H")
     assert await _git(boxed, "git fsck --strict 2>&1") == b""
+
+
+async def test_the_dot_git_directories_kept_for_the_next_call_are_the_hosts_as_it_is_then(
+    root: Path,
+) -> None:
+    """A commit's layer keeps the directories of ``.git`` its git copied up (refs, logs...)
+    for the next call over ``.git``: that call sees the host's ``.git`` as it is then (a
+    time, a mode the host changed, a directory it removed), nothing put into the kept
+    layer comes back, and its copy-back puts back nothing of the last call's."""
+    from prism.coding.security import _overlay
+
+    await _repository(root)
+    ops = _ops(root)
+    dot_git = root / ".git"
+    check = "ls -a .git; stat -c '%n %a %Y' .git/refs .git/refs/heads"
+
+    async def kept() -> list[str]:
+        assert await trio.to_thread.run_sync(_overlay.wait_discarded, 60)
+        return [r[0] for ready in _overlay._READY.values() for r in ready
+                if r[2] and r[1][0] == str(root)]  # fmt: skip
+
+    assert (await _run(ops, "git add -A && git commit -qm one", root, [dot_git]))[0] == 0
+    assert await kept()
+    os.utime(dot_git / "refs" / "heads", ns=(10**18, 10**18))
+    code, output = await _run(ops, check, root, [dot_git])
+    assert code == 0
+    assert b".git/refs/heads 755 1000000000\n" in output, output
+    (layer,) = await kept()
+    head = (dot_git / "refs" / "heads" / "main").read_bytes()
+    (pathlib.Path(layer) / "upper" / "refs" / "heads" / "planted").write_bytes(head)
+    assert (await _run(ops, "git commit -q --allow-empty -m two", root, [dot_git]))[0] == 0
+    assert sorted(os.listdir(dot_git / "refs" / "heads")) == ["main"]
+    assert await kept()
+    os.chmod(dot_git / "refs", 0o700)
+    shutil.rmtree(dot_git / "logs")
+    code, output = await _run(ops, check, root, [dot_git])
+    assert code == 0
+    assert b"logs" not in output, output
+    assert b".git/refs 700 " in output, output
+    assert sorted(os.listdir(dot_git / "refs" / "heads")) == ["main"]
+    assert not (dot_git / "logs").exists()
+    assert stat.S_IMODE((dot_git / "refs").stat().st_mode) == 0o700
 
 
 _GIT_ESCAPES = (

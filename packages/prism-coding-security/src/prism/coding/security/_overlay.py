@@ -721,13 +721,18 @@ class RootOverlay:
         self.lower = os.path.join(root, *self.below)
         # an emptied layer of an earlier call when there is one (its directories made
         # and removed again cost the file system more than the command's own writes)
-        reused = _ready_layer(base)
-        self.directory = reused or tempfile.mkdtemp(prefix="prism-overlay-", dir=base)
+        ready = _ready_layer(base, (root, self.below))
+        self.directory = (
+            tempfile.mkdtemp(prefix="prism-overlay-", dir=base) if ready is None else (ready[0])
+        )
         self.upper = os.path.join(self.directory, "upper")
         self.work = os.path.join(self.directory, "work")
-        if reused is None:
+        if ready is None:
             os.mkdir(self.upper, 0o755)
             os.mkdir(self.work, 0o700)
+        # the directories of .git its upper directory kept from the last call over the same
+        # directory (see recycle), by their paths below it: each with its mode
+        self._kept: dict[tuple[str, ...], int] = {} if ready is None else ready[1]
         # a narrowed layer is mounted on a directory of its own, never on the root's
         # directory by path: the launcher opens that directory without following a
         # link, checks it is the one seen here, mounts the layer over that descriptor
@@ -738,12 +743,24 @@ class RootOverlay:
             fd = _open_below(root, self.below)
             try:
                 seen = os.fstat(fd)
+                self._kept = _kept_still(self.upper, fd, self._kept)
             finally:
                 os.close(fd)
             if not _real_directory(self.mount_point):
                 os.mkdir(self.mount_point, 0o700)
         else:
             seen = os.stat(self.lower)
+            if self._kept:
+                fd = _open_below(root, ())
+                try:
+                    same = os.fstat(fd)
+                    self._kept = (
+                        _kept_still(self.upper, fd, self._kept)
+                        if (same.st_dev, same.st_ino) == (seen.st_dev, seen.st_ino)
+                        else _kept_still(self.upper, -1, self._kept)
+                    )
+                finally:
+                    os.close(fd)
         self.identity = (seen.st_dev, seen.st_ino)
         os.chmod(self.upper, _layer_top_mode(seen))
         upper = os.stat(self.upper)
@@ -782,8 +799,10 @@ class RootOverlay:
         return [options, self.mount_point, self.root, "/".join(self.below), str(device), str(inode)]
 
     def changed(self) -> bool:
-        """Whether the command left any change."""
-        return bool(os.listdir(self.upper))
+        """Whether the command left any change (a kept directory as it was is none)."""
+        if not self._kept:
+            return bool(os.listdir(self.upper))
+        return _changed_beyond(self.upper, (), self._kept)
 
     def touches_work_tree(self) -> bool:
         """Whether the command changed anything outside the root's top ``.git``."""
@@ -867,20 +886,24 @@ class RootOverlay:
     def recycle(self) -> None:
         """Empty the private layer for another call (see :func:`_ready_layer`), else remove it.
 
-        Its ``upper`` and ``work`` directories are emptied; the layer is kept while
+        Its ``work`` directory is emptied, its ``upper`` directory but for the plain
+        directories of ``.git`` (:func:`_keep_directories`); the layer is kept while
         fewer than :data:`_READY_KEPT` are kept under its layers directory.
         """
         try:
             _unlock(self.work)
-            for top in (self.work, self.upper):
-                _empty(top)
+            _empty(self.work)
+            # the directories of .git its git copied up (objects, refs, logs, refs/heads...)
+            # stay for the next call over the same directory (its git copies them up again)
+            found = _keep_directories(self.upper, self.below, [0])
         except (OSError, RecursionError):
             self.discard()
             return
+        kept = {} if found is None else found
         with _READY_LOCK:
-            kept = _READY.setdefault(os.path.dirname(self.directory), [])
-            if not _READY_CLOSED and len(kept) < _READY_KEPT:
-                kept.append(self.directory)
+            ready = _READY.setdefault(os.path.dirname(self.directory), [])
+            if not _READY_CLOSED and len(ready) < _READY_KEPT:
+                ready.append((self.directory, (self.root, self.below), kept))
                 return
         self.discard()
 
@@ -927,28 +950,51 @@ def _empty(directory: str) -> None:
             os.unlink(entry.path)
 
 
-# emptied layers kept for the next calls, per layers directory (see RootOverlay.recycle)
-_READY: dict[str, list[str]] = {}
+# emptied layers kept for the next calls, per layers directory (see RootOverlay.recycle):
+# each its directory, the (root, below) it was over, and the directories its upper kept
+_Ready = tuple[str, tuple[str, tuple[str, ...]], dict[tuple[str, ...], int]]
+_READY: dict[str, list[_Ready]] = {}
 _READY_LOCK = threading.Lock()
 _READY_KEPT = 4
 _READY_CLOSED = False
+# directories one layer keeps at most (each costs the next call two system calls)
+_KEPT_DIRECTORIES = 32
+# what the overlay itself writes on a directory it copied up, which may stay
+_OVERLAY_MARKS = frozenset({"user.overlay.origin", "user.overlay.impure"})
 
 
-def _ready_layer(base: str) -> str | None:
-    """A kept layer under ``base`` whose ``upper`` and ``work`` are still empty, or None.
+def _ready_layer(
+    base: str, over: tuple[str, tuple[str, ...]]
+) -> tuple[str, dict[tuple[str, ...], int]] | None:
+    """A kept layer under ``base`` (the last one over ``over`` first); None if none fits.
 
-    One that is not (something was put there since it was emptied) is removed.
+    Its ``work`` directory is empty, and its ``upper`` directory holds only the
+    directories it kept (checked against the host's by :func:`_kept_still`), none
+    when it was over another directory. One holding anything else (put there since
+    it was emptied) is removed.
     """
     with _READY_LOCK:
-        kept = _READY.get(base)
-        directory = kept.pop() if kept else None
-    if directory is None:
+        ready = _READY.get(base) or []
+        # the last one over the same directory, else one that kept nothing, else any
+        at = next((i for i, r in enumerate(ready) if r[1] == over), None)
+        if at is None:
+            at = next((i for i, r in enumerate(ready) if not r[2]), len(ready) - 1)
+        taken = ready.pop(at) if ready else None
+    if taken is None:
         return None
+    directory, was_over, kept = taken
     try:
         info = os.lstat(directory)
-        ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
-        if ours and not any(os.listdir(os.path.join(directory, n)) for n in ("upper", "work")):
-            return directory
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            upper = os.path.join(directory, "upper")
+            if was_over != over and kept:
+                _empty(upper)
+                kept = {}
+            if not os.listdir(os.path.join(directory, "work")):
+                if not kept and not os.listdir(upper):
+                    return directory, {}
+                if kept and not _changed_beyond(upper, (), kept):
+                    return directory, kept
     except OSError:
         pass
     _remove_layer(directory)
@@ -960,10 +1006,129 @@ def _remove_ready() -> None:
     global _READY_CLOSED
     with _READY_LOCK:
         _READY_CLOSED = True
-        directories = [d for kept in _READY.values() for d in kept]
+        directories = [r[0] for ready in _READY.values() for r in ready]
         _READY.clear()
     for directory in directories:
         _remove_layer(directory)
+
+
+def _keep_directories(
+    upper: str, below: tuple[str, ...], count: list[int], rel: tuple[str, ...] = ()
+) -> dict[tuple[str, ...], int] | None:
+    """Empty ``upper`` (a layer's, after the copy-back) but for plain directories of ``.git``.
+
+    A directory stays when it lies in a ``.git`` (not below its ``objects``: a commit's
+    objects land in other ones each time), holds nothing but directories that stay,
+    and bears no mark of the overlay's but its origin and impure marks (no opaque
+    directory); at most :data:`_KEPT_DIRECTORIES`. Returns the directories kept
+    below ``rel`` (paths below ``upper``, with their modes), or None when ``rel``
+    itself does not stay (its parent removes it).
+    """
+    kept: dict[tuple[str, ...], int] = {}
+    whole = True
+    with os.scandir(os.path.join(upper, *rel)) as listing:
+        entries = list(listing)
+    for entry in entries:
+        child = (*rel, entry.name)
+        full = (*below, *child)
+        inside = full[full.index(".git") + 1 :] if ".git" in full else None
+        if (
+            inside is not None
+            and not (inside[:1] == ("objects",) and len(inside) > 1)
+            and entry.is_dir(follow_symlinks=False)
+            and count[0] < _KEPT_DIRECTORIES
+        ):
+            below_kept = _keep_directories(upper, below, count, child)
+            if below_kept is not None:
+                kept.update(below_kept)
+                continue
+        whole = False
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    if not rel:
+        return kept
+    path = os.path.join(upper, *rel)
+    marks = os.listxattr(path, follow_symlinks=False)
+    if not whole or any(m.startswith(("user.overlay.", "trusted.overlay.")) and m not in
+                        _OVERLAY_MARKS for m in marks):  # fmt: skip
+        return None
+    kept[rel] = stat.S_IMODE(os.lstat(path).st_mode)
+    count[0] += 1
+    return kept
+
+
+def _changed_beyond(upper: str, rel: tuple[str, ...], kept: dict[tuple[str, ...], int]) -> bool:
+    """Whether ``upper`` holds anything but the ``kept`` directories, each with its mode."""
+    with os.scandir(os.path.join(upper, *rel)) as listing:
+        for entry in listing:
+            child = (*rel, entry.name)
+            mode = kept.get(child)
+            if (
+                mode is None
+                or not entry.is_dir(follow_symlinks=False)
+                or stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) != mode
+                or _changed_beyond(upper, child, kept)
+            ):
+                return True
+    return False
+
+
+def _kept_still(
+    upper: str, lower: int, kept: dict[tuple[str, ...], int]
+) -> dict[tuple[str, ...], int]:
+    """``kept`` when each kept directory is still one of the host's (``lower``, a descriptor).
+
+    The host's directory of the same path (each step opened without following a
+    link) with the same mode, owner and extended attributes; each kept one then
+    gets its times, as a copy-up gives them. Else ``upper`` is emptied and nothing
+    is kept. ``lower`` -1: emptied.
+    """
+    if not kept:
+        return kept
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    opened: dict[tuple[str, ...], int] = {(): lower}
+    try:
+        if lower < 0:
+            raise OSError("another directory")
+        for rel in sorted(kept, key=len):
+            fd = opened[rel] = os.open(rel[-1], flags, dir_fd=opened[rel[:-1]])
+            host = os.fstat(fd)
+            path = os.path.join(upper, *rel)
+            mine = os.lstat(path)
+            if (
+                stat.S_IMODE(host.st_mode) != kept[rel]
+                or stat.S_IMODE(mine.st_mode) != kept[rel]
+                or (host.st_uid, host.st_gid) != (mine.st_uid, mine.st_gid)
+                or _attributes(fd) != _attributes(path)
+            ):
+                raise OSError("changed")
+            os.utime(path, ns=(host.st_atime_ns, host.st_mtime_ns), follow_symlinks=False)
+    except (OSError, KeyError):
+        _empty(upper)
+        return {}
+    finally:
+        for rel, fd in opened.items():
+            if rel:
+                os.close(fd)
+    return kept
+
+
+def _attributes(target: int | str) -> dict[str, bytes]:
+    """The extended attributes of a directory (descriptor or path), the overlay's marks aside."""
+    names = (
+        os.listxattr(target)
+        if isinstance(target, int)
+        else os.listxattr(target, follow_symlinks=False)
+    )
+    return {
+        name: os.getxattr(target, name)
+        if isinstance(target, int)
+        else os.getxattr(target, name, follow_symlinks=False)
+        for name in names
+        if name not in _OVERLAY_MARKS
+    }
 
 
 _SHARED_CACHES = "a shared index is kept only without extensions (as git writes one)"
