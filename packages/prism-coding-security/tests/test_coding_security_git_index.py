@@ -489,6 +489,51 @@ def test_the_entries_stamped_otherwise_are_found_as_git_stamps_them(
     assert restamped_entries((root / ".git" / "index").read_bytes(), host) is None
 
 
+@pytest.mark.parametrize("version", ["2", "3"])
+def test_a_host_index_its_own_git_wrote_is_compared_from_the_new_indexs_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """The host's index written by its own git since the last copy-back (never walked
+    here): the entries are compared where they differ, from where the walk of the new
+    index found them, with the answer a whole reading gives; an entry laid out otherwise
+    in the host's (its flags extended, eight bytes longer) is no shortcut."""
+    from prism.coding.security import _index
+
+    root = tmp_path
+    _git(root, "init", "-q")
+    (root / "dir").mkdir()
+    for name in ("a", "dir/bcd", "dir/c", *(f"z{i}" for i in range(20))):
+        (root / name).write_text(name)
+        os.utime(root / name, (1, 1))
+    _git(root, "add", "-A")
+    if version == "3":
+        _git(root, "update-index", "--skip-worktree", "z19")
+    _git(root, "update-index", f"--index-version={version}")
+    host = (root / ".git" / "index").read_bytes()
+    os.utime(root / "dir" / "c", (2, 2))
+    subprocess.run(["git", "update-index", "-q", "--really-refresh"], cwd=root, env=_ENV)
+    new = (root / ".git" / "index").read_bytes()
+    expected: tuple[set[bytes], set[bytes]] = ({b"dir/c"}, set())
+    cases = [(new, host, expected)]
+    if version == "3":
+        # dir/bcd marked in the new index only: its entry 8 bytes longer, the rest moved
+        _git(root, "update-index", "--skip-worktree", "dir/bcd")
+        cases.append(((root / ".git" / "index").read_bytes(), host, expected))
+    for data, old, answer in cases:
+        monkeypatch.setattr(_index, "_WALKED", ())
+        monkeypatch.setattr(_index, "_KNOWN", ())
+        assert _index._layout(data) is not None  # the new index walked, not the host's
+        whole = _index._stamps
+        if data is new:  # compared where they differ: never read whole
+
+            def unread(*args: object) -> None:
+                raise AssertionError("read whole")
+
+            monkeypatch.setattr(_index, "_stamps", unread)
+        assert restamped_entries(data, old) == answer
+        monkeypatch.setattr(_index, "_stamps", whole)
+
+
 def _written_cache_tree(keys: list[bytes], invalid: set[bytes], rng: random.Random) -> bytes:
     """A cache-tree as git writes one for ``keys`` (``invalid``: directories written -1)."""
     children: dict[bytes, set[bytes]] = {b"": set()}

@@ -137,10 +137,16 @@ def _entries_end(
             return None
         offsets.append(at)
         intents.append(marked)
-    if version != 4 and len(data) <= _KNOWN_SIZE:
+    if version != 4:
+        _remember_offsets(data, oid, offsets, intents)
+    return at, intent
+
+
+def _remember_offsets(data: bytes, oid: int, offsets: list[int], intents: list[bool]) -> None:
+    """Keep where each entry of ``data`` (versions 2 and 3) starts, and its marks."""
+    if len(data) <= _KNOWN_SIZE:
         global _WALKED  # (replaced whole: a reader sees the old tuple or the new one)
         _WALKED = ((data, oid, offsets, intents), *_WALKED[: _KNOWN_COUNT - 1])
-    return at, intent
 
 
 # the entries of the last indexes of versions 2 and 3 walked here: where each starts (and,
@@ -185,6 +191,7 @@ def _walked_again(
             if at + ((name - at + length + 8) & ~7) != offsets[index + 1]:
                 break  # laid out otherwise from here (or refused): walked whole
         else:
+            _remember_offsets(data, oid, offsets, marked)  # (they start where known's do)
             return offsets[-1], any(marked)
     return None
 
@@ -726,16 +733,21 @@ def restamped_entries(data: bytes, host: bytes) -> tuple[set[bytes], set[bytes]]
         return None
     size = new[0]
     version = int.from_bytes(data[4:8], "big")
-    offsets = _offsets(host, size, old[1]) if version != 4 and data[:12] == host[:12] else None
-    if offsets is not None and new[1] == old[1]:
+    offsets = None
+    if version != 4 and data[:12] == host[:12] and new[1] == old[1]:
+        # where each entry starts, from a recent walk of either index (the host's git
+        # may have written its own since the last copy-back): an entry whose bytes are
+        # the same in both starts and ends alike in both, each other one is read in both
+        offsets = _offsets(host, size, old[1]) or _offsets(data, size, new[1])
+    if offsets is not None:
         differing = differing_entries(data, host, offsets, _DIFFERING)
         if differing is not None:
             restamped: set[bytes] = set()
             intended: set[bytes] = set()
             for index in differing:
-                at = offsets[index]
+                at, following = offsets[index], offsets[index + 1]
                 mine, theirs = _stamp(data, at, size), _stamp(host, at, size)
-                if mine[0] != theirs[0] or mine[1] != offsets[index + 1]:
+                if mine[0] != theirs[0] or mine[1] != following or theirs[1] != following:
                     break  # another entry there, or laid out otherwise: read whole
                 key = _listing_key(*mine[0])
                 if mine[2] != theirs[2]:
