@@ -32,31 +32,60 @@ whose only writes are redirections gets its targets opened as descriptors; one
 read-only, the host opening the file and replacing it), the same line over the
 private layer narrowed to the directories it writes in (``write_dirs``), the
 layer over the whole root, and Landlock (below); before each call the host gives the
-line its work, and the ways take turns, one call each per round. Latest run
-(since the launcher forks once per command), 15 rounds at load average 11.8 to
-12.9 (no quiet machine could be had; CPU, then wall, over unsandboxed)::
+line its work, and the ways take turns, one call each per round.
 
-    command, repository (ms)           host         narrowed layer  whole root
-    `git add -A && git commit`, 50     -            +26.6, +99      +33.6, +138
-    `sed -i s/1/2/ d1/a.py`, 50        +7.6, +28    +9.9, +36       +7.9, +33
-    `echo x > d1/new`, 50              +5.3, +27    +9.0, +35       +13.6, +38
-    `git add -A && git commit`, 1,000  -            +32.1, +135     +67.7, +319
-    `sed -i s/1/2/ d1/a.py`, 1,000     +1.1, +32    +14.0, +68      +11.0, +52
-    `echo x > d1/new`, 1,000           +2.6, +40    +10.2, +49      +12.1, +45
+CPU is counted by ``_cpu_s``: ``getrusage`` of this process and of its reaped
+children, plus ``/proc`` for a live child (a fork server) and the children it
+reaped; each call is read once its processes were reaped and its layer emptied.
+Checked against ``perf`` sampling every process of 20 narrowed commits (1,000
+directories, 2 kHz with call graphs, which add their own cost): 102 ms a call
+sampled, 91 counted, bwrap's 9 ms a call in the samples; the count misses no
+process of the call that sampling sees. Kernel work done later by kernel
+threads (tearing down the network namespace) is in neither. The code before
+the copy-back and layer cuts below (old) and after (new), in processes taking
+turns, 4 runs of each, 8 rounds a run, load average 9.9 to 18.7; CPU over
+unsandboxed, median of the runs and their range (unsandboxed: its own CPU)::
 
-At this load a row moves by 5 ms and more between runs. `sed -i` in place
-against its narrowed layer, taking turns in one process (10 rounds of 5 calls
-each, unsandboxed alongside; medians of the rounds, ranges in brackets), two
-runs at load 11.5 to 13.1: in place +4.4 [-0.7, +7.9] and +3.9 [+0.9, +6.0]
-(50), +3.5 [+0.6, +6.9] and +4.2 [-2.7, +7.1] (1,000); the narrowed layer
-+14.3, +10.5 (50) and +15.2, +9.9 (1,000). Before the launcher's change, at
-load 13.9 to 14.8: in place +8.5, +8.3 (50) and +6.6, +6.4 (1,000), the layer
-+15.2, +13.3 and +12.9, +15.7. In place costs what a read-only
-``sh -c 'sed s/1/2/ f'`` does (16.9 ms against 16.9; `true` read-only 15.2;
-8 rounds of 10 at load 14.5): the host's opening, checks and renaming (1.3 ms
-of this process's CPU, 0.4 of it the file system's) are paid back by running
-sed with no shell. Met (CPU, +10): the host's ways. Not met: a commit over
-its layer (the layer, bwrap and git on the overlay, the copy-back's checks).
+    command, repository (ms)          way              old                 new
+    `git add -A && git commit`, 1,000 unsandboxed      45.0                47.8
+                                      narrowed (.git)  +35.5 [31.8, 37.2]  +23.4 [19.5, 36.8]
+                                      whole root       +69.4 [63.0, 73.3]  +61.2 [52.4, 69.1]
+    `git add -A && git commit`, 50    narrowed (.git)  +27.1 [16.0, 32.4]  +25.0 [16.2, 29.3]
+                                      whole root       +30.2 [18.9, 36.7]  +25.6 [13.7, 37.5]
+    `sed -i s/1/2/ d1/a.py`, 1,000    in place         +2.5 [-1.2, 7.5]    +2.1 [-0.4, 4.5]
+                                      narrowed (d1)    +11.9 [7.9, 14.8]   +10.1 [7.4, 16.5]
+    `echo x > d1/new`, 1,000          descriptor       +9.6 [4.5, 10.8]    +4.2 [3.2, 5.5]
+                                      narrowed (d1)    +8.1 [5.3, 11.2]    +11.4 [8.6, 12.3]
+
+The 50-directory rows of ``sed`` and ``echo`` (in place +2.5, descriptor +4.4,
+narrowed +9.9 new) moved as the 1,000 ones did: within the 3 to 5 ms a row
+moves between runs at this load, but for the commit. The "new" code also
+carries a check added meanwhile by another change (the index's entries stamped
+otherwise), which cost 6.9 ms a commit in 1,000 directories until its
+comparison was made to use the new index's walk (0.4 ms).
+
+What the cuts were, thread CPU of the copy-back of that commit over its layer
+(12 to 20 calls, load 9 to 14): the index check 10.5 -> 3.3 ms (above); the
+layer's index rewritten over its own bytes instead of a new file (0.54 -> 0.16
+ms); an emptied layer kept for the next call and, in it, the directories of
+``.git`` git copies up (34 -> 29.5 files made per call; its emptying 2.0 ->
+1.5 ms); the reflog check reading only the lines git appended (a host reflog
+is parsed once per content, not on every call: 0.1 ms here, the reflogs being
+short, growing with the reflog before). Met (CPU, +10): the host's ways. Not
+met: a commit over its layer, +23 ms at this load (its unsandboxed baseline
+pays about 5.6 ms searching ``/proc`` for leftovers, which a sandboxed call does
+not: below). What it still costs, sampled
+with perf over 20 commits in 1,000 directories: the copy-back about 9 ms of
+Python and file system (the index check 3.3, judging the new commit and reflogs
+2, moving 9 files 1, the rest spread), bwrap about 9 (2.4 of it reading
+``/proc/self/mountinfo`` once per bind mount), the launcher about 6 (forking a
+Python process, the child's exit and exec of bwrap, the overlay's mount), the
+layer's emptying 1.5. On this machine's file system
+(ext4 without a journal, where each new inode skips the recently freed ones of
+its group) a file or directory made in the layers' directory cost 0.1 to 0.4
+ms of CPU, against 0.02 to 0.03 ms in a less used directory of the same file
+system and under 0.01 ms on tmpfs; git's copy-ups and the overlay's own work
+directory make about 30 per commit there, the host's own commit about 8.
 
 Landlock forks once per command: its fork server forks the command's process, a
 child subreaper (before, it forked a supervisor, which forked that process). The
@@ -99,28 +128,6 @@ this, 6 rounds at load 12.8 to 15.1, moved the rows by -0.7 to +0.3 ms (median
 1,000 directories also depends on the host's index keeping its cache-tree after
 the bubblewrap ways' commits in a full run (+0.6 to +2.3 ms kept, +9.6 dropped, in
 an earlier session).
-
-The copy-back checking a commit with less Python (each index's checksum hashed
-once; a large tree, and the host's cache-tree, read by their differing entries
-when laid out as one read recently), before and after in one run: the code
-before and after taking turns, 3 runs of each, 8 rounds a run, load average
-14.5 to 16.7; CPU over unsandboxed, median of the runs and their range::
-
-    command, repository (ms)           narrowed layer                whole root
-    `git add -A && git commit`, 50     +21.7 -> +17.9                +22.5 -> +21.1
-    `git add -A && git commit`, 1,000  +33.6 -> +22.2                +63.0 -> +55.1
-                                       [31.8, 44.8] [21.3, 25.4]     [61.1, 66.7] [53.2, 68.7]
-
-The other rows did not move beyond the noise (3 to 5 ms between runs at this
-load). The copy-back of that commit in 1,000 directories, timed inside it
-(thread CPU, median of 12 calls, the two taking turns, load 16 to 19): 16.0 and
-17.6 -> 11.4 and 11.5 ms. What the commit in 1,000 directories over its narrowed
-layer still costs over unsandboxed, sampled with perf at 2 kHz over 20 commits
-(load 7 to 9): git itself about 10 ms more on the overlay (opening and copying
-up ``.git`` files through it, its forks and execs in the namespaces), bwrap
-about 5.5, the fork server and its child about 5 (the overlay's mount 1.9 of
-it), the copy-back about 11, making and removing the layer about 3 (the file
-system creating and removing its directories). Still over +10.
 """
 
 from __future__ import annotations
