@@ -306,6 +306,27 @@ def test_extra_paths_git_names_are_protected_inside_git_too(root: Path, tmp_path
     assert len(notes) == 1
 
 
+def test_anchored_patterns_keep_what_they_match_out_of_the_copy_back(
+    root: Path, tmp_path: Path
+) -> None:
+    """Paths a pattern the root's files imply matches (`include mk/*.mk`, `run-parts
+    ci/checks`, `find tools -name '*.sh' -exec sh {} ;`), new ones included, are left out,
+    and so is a link on the way to one; other files there come back."""
+    overlay = _layer(root, tmp_path / "base")
+    made = ["mk/extra.mk", "ci/checks/b", "tools/a/b/x.sh", "mk/notes.txt", "tools/a/y.py"]
+    for path in made:
+        os.makedirs(os.path.dirname(os.path.join(overlay.upper, path)), exist_ok=True)
+        with open(os.path.join(overlay.upper, path), "w") as handle:
+            handle.write("x\n")
+    os.symlink("elsewhere", os.path.join(overlay.upper, "ci", "checks2"))
+    os.symlink("elsewhere", os.path.join(overlay.upper, "conf.d"))
+    notes = _apply(overlay, ["mk/*.mk", "ci/checks/*", "tools/**/*.sh", "conf.d/*.mk"])
+    kept = [path for path in made if (root / path).exists()]
+    assert kept == ["mk/notes.txt", "tools/a/y.py"], notes
+    assert not (root / "conf.d").is_symlink()
+    assert (root / "ci" / "checks2").is_symlink()
+
+
 def _git(cwd: Path, *args: str, input: str | None = None) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, input=input)
 

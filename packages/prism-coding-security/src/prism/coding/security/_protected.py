@@ -680,18 +680,20 @@ class AnchoredPaths:
         """Compile ``entries`` (relative paths, ``/``-separated; patterns per component)."""
         self.entries: tuple[str, ...] = tuple(entries)
         self.folded = tuple(fold_parts(entry.split("/")) for entry in self.entries)
-        by_first: dict[str, list[_Compiled]] = {}
-        wild: list[_Compiled] = []
+        # each entry as (its place, its parts, None when literal else its compiled form)
+        by_first: dict[str, list[_Entry]] = {}
+        wild: list[_Entry] = []
         for index, parts in enumerate(self.folded):
             if not parts:
                 continue
-            compiled = _Compiled(index, parts)
+            magic = any(_WILDCARD.search(part) for part in parts)
+            item = (index, parts, _Compiled(parts) if magic else None)
             if _WILDCARD.search(parts[0]):
-                wild.append(compiled)
+                wild.append(item)
             else:
-                by_first.setdefault(parts[0], []).append(compiled)
-        self._by_first: dict[str, list[_Compiled]] = by_first
-        self._wild: tuple[_Compiled, ...] = tuple(wild)
+                by_first.setdefault(parts[0], []).append(item)
+        self._by_first: dict[str, list[_Entry]] = by_first
+        self._wild: tuple[_Entry, ...] = tuple(wild)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -700,73 +702,79 @@ class AnchoredPaths:
         """The entry ``parts`` (folded, relative to the root) is or lies below; else None."""
         if not parts:
             return None
-        for compiled in (*self._by_first.get(parts[0], []), *self._wild):
-            if compiled.covers(parts):
-                return self.entries[compiled.index]
+        parts = tuple(parts)
+        for candidates in (self._by_first.get(parts[0], ()), self._wild):
+            for index, entry, compiled in candidates:
+                if compiled is None:
+                    if parts[: len(entry)] == entry:
+                        return self.entries[index]
+                elif compiled.covers(parts):
+                    return self.entries[index]
         return None
 
     def leads_to(self, parts: Sequence[str]) -> bool:
         """Whether ``parts`` (folded) is an entry or an ancestor of one (a link there leads in)."""
         if not parts:
             return bool(self.entries)
-        return any(c.leads_to(parts) for c in (*self._by_first.get(parts[0], []), *self._wild))
+        parts = tuple(parts)
+        size = len(parts)
+        for candidates in (self._by_first.get(parts[0], ()), self._wild):
+            for _, entry, compiled in candidates:
+                if compiled is None:
+                    if entry[:size] == parts:
+                        return True
+                elif compiled.leads_to(parts):
+                    return True
+        return False
+
+
+_Entry = tuple[int, tuple[str, ...], "_Compiled | None"]
 
 
 class _Compiled:
-    """One anchored entry: literal, with patterns, or split at its first ``**``."""
+    """One anchored entry holding a pattern, split at its first ``**`` if any."""
 
-    __slots__ = ("deep", "entry", "first", "index", "magic")
+    __slots__ = ("deep", "entry", "matchers")
 
-    def __init__(self, index: int, entry: tuple[str, ...]) -> None:
-        self.index = index
+    def __init__(self, entry: tuple[str, ...]) -> None:
         self.entry = entry
-        self.magic = any(_WILDCARD.search(part) for part in entry)
-        # the position of the first `**` (-1: none), and a quick test of what follows it
+        # the position of the first `**` (-1: none)
         self.deep = entry.index("**") if "**" in entry else -1
-        tail = entry[self.deep + 1 :] if self.deep >= 0 else ()
-        self.first = re.compile(fnmatch.translate(tail[0])).match if tail else None
+        # each component's pattern, compiled (None: a literal name)
+        self.matchers = tuple(
+            re.compile(fnmatch.translate(part)).match if _WILDCARD.search(part) else None
+            for part in entry
+        )
+
+    def _match(self, parts: Sequence[str], start: int, end: int, at: int) -> bool:
+        """Whether ``parts[at:]`` starts with what the entry's ``[start:end]`` match."""
+        for offset in range(end - start):
+            part, name, matcher = parts[at + offset], self.entry[start + offset], \
+                self.matchers[start + offset]  # fmt: skip
+            if part != name and (matcher is None or matcher(part) is None):
+                return False
+        return True
 
     def covers(self, parts: Sequence[str]) -> bool:
-        entry = self.entry
-        if self.deep < 0:
-            size = len(entry)
-            return len(parts) >= size and (
-                tuple(parts[:size]) == entry or (self.magic and _parts_match(parts, entry))
-            )
+        size = len(self.entry)
         deep = self.deep
-        if len(parts) < deep or not _parts_match(parts, entry[:deep]):
+        if deep < 0:
+            return len(parts) >= size and self._match(parts, 0, size, 0)
+        if len(parts) < deep or not self._match(parts, 0, deep, 0):
             return False
-        tail = entry[deep + 1 :]
-        first = self.first
-        if first is None:
+        tail = size - deep - 1
+        if not tail:
             return True  # (`DIR/**`: DIR and everything below it)
-        # (linear in the depth: a tail matches from at most each component once)
+        # (linear in the depth: a tail is tried from each component its first one matches)
+        name, matcher = self.entry[deep + 1], self.matchers[deep + 1]
         return any(
-            (parts[start] == tail[0] or first(parts[start]))
-            and _parts_match(parts[start : start + len(tail)], tail)
-            for start in range(deep, len(parts) - len(tail) + 1)
+            (part == name or (matcher is not None and matcher(part) is not None))
+            and self._match(parts, deep + 1, size, at)
+            for at, part in enumerate(parts[deep : len(parts) - tail + 1], deep)
         )
 
     def leads_to(self, parts: Sequence[str]) -> bool:
-        entry = self.entry
-        if self.deep >= 0 and len(parts) > self.deep:
-            return _parts_match(parts, entry[: self.deep])  # (`**` goes on from any of them)
         size = len(parts)
-        return len(entry) >= size and (
-            entry[:size] == tuple(parts) or (self.magic and _parts_match(entry, parts, swap=True))
-        )
-
-
-def _parts_match(parts: Sequence[str], entry: Sequence[str], *, swap: bool = False) -> bool:
-    """Whether each of ``parts`` is its component of ``entry`` or matches it as a pattern.
-
-    ``swap``: ``parts`` holds the entry's components, ``entry`` the path's.
-    """
-    for part, pattern in zip(parts, entry, strict=False):
-        if swap:
-            part, pattern = pattern, part
-        if part != pattern and not (
-            _WILDCARD.search(pattern) and fnmatch.fnmatchcase(part, pattern)
-        ):
-            return False
-    return True
+        if self.deep >= 0 and size > self.deep:
+            return self._match(parts, 0, self.deep, 0)  # (`**` goes on from any of them)
+        return len(self.entry) >= size and self._match(parts, 0, size, 0)
