@@ -1640,18 +1640,19 @@ def test_a_hooks_loop_over_a_pattern_and_run_parts_protect_what_they_run(root: P
     """A hook's `for f in hooks.d/*.sh; do sh "$f"; done`, a loop over a list of files
     (its body on lines of its own), and `run-parts ci/checks`: what each runs asks, the
     callees a command adds included (an existing callee rewritten, a new one added and a
-    new run-parts entry each came back and ran at the user's next commit); a loop over
-    a list made at run time binds nothing, and other files there stay writable."""
+    new run-parts entry each came back and ran at the user's next commit). A loop over
+    a list made at run time binds nothing: a program it runs below a directory (`sh
+    "gen/$z"`) makes that directory's every file ask; other files stay writable."""
     _git("init", "-q", str(root))
     (root / ".git" / "hooks" / "pre-commit").write_text(
         '#!/bin/sh\nfor f in hooks.d/*.sh; do sh "$f"; done\nrun-parts --report ci/checks\n'
         'for x in tools/a.sh "tools/b.sh"\ndo\n  "${x}" --fast\ndone\n'
-        'for y in $(ls lib); do echo "$y"; done\n'
+        'for y in $(ls lib); do echo "$y"; done\nfor z in $(ls gen); do sh "gen/$z"; done\n'
     )
     _write_files(root, {"hooks.d/base.sh": "sh ./more/x.sh\n", "ci/checks/a": "", "lib/l": ""})
     policy = create_coding_approval_policy(roots=[str(root)])
     asked = ["hooks.d/zz.sh", "hooks.d/base.sh", "more/x.sh", "ci/checks/b", "ci/checks/a",
-             "tools/a.sh", "tools/b.sh"]  # fmt: skip
+             "tools/a.sh", "tools/b.sh", "gen/any", "gen/d/x"]  # fmt: skip
     for path in [*asked, "tools/c.sh", "hooks.d/readme", "ci/notes", "lib/l", "lib/m"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)

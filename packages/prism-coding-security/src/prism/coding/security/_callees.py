@@ -251,6 +251,7 @@ _YARN_V1 = re.compile(r"^\s*yarn-path\s+(.*)$", re.MULTILINE)
 # `for f in hooks.d/*.sh; do sh "$f"; done`: a loop's variable and the words of its list
 _FOR = re.compile(r"\bfor[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]+in[ \t]+([^;\n]*)")
 _MAX_BOUND = 256  # (line, word) pairs bound for one text, at most
+_MAX_LOOPS = 32  # loops read in one text, at most (each is a pass over its lines)
 
 
 def loop_bound(text: str) -> str:
@@ -264,7 +265,7 @@ def loop_bound(text: str) -> str:
     out: dict[str, None] = {}
     pairs = 0
     size = 0
-    for name, listed in _FOR.findall(text):
+    for name, listed in itertools.islice(_FOR.findall(text), _MAX_LOOPS):
         words = [w.strip("\"'") for w in listed.split()]
         words = [w for w in words if w and w != "do" and not any(c in w for c in "$`()")]
         if not words:
@@ -1168,13 +1169,24 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         # (a makefile's recipes run where make was pointed, -C DIR: its own directory)
         here = os.path.dirname(origin)
         bases = (top, here) if os.path.basename(origin) in _MAKEFILES and here != top else (top,)
+        run = programs_run(text)
         named = [
             os.path.normpath(os.path.join(base, os.path.expanduser(word)))
-            for word in programs_run(text)
+            for word in run
             # (not one found on PATH, an option, a #! line or comment, a variable)
             if "/" in word and not word.startswith(("-", "#")) and "$" not in word
             for base in bases
         ]
+        # a program below a directory, its name made at run time (`sh "hooks.d/$f"` in a
+        # loop over `$(ls hooks.d)`): anything in that directory (not the top's every file)
+        named += [
+            os.path.normpath(os.path.join(base, made, "*"))
+            for word in run
+            if "$" in word and not word.startswith(("$", "-", "#"))
+            and (made := os.path.dirname(word.split("$", 1)[0])) not in ("", ".")
+            and "`" not in made
+            for base in bases
+        ]  # fmt: skip
         for tail in _AFTER_EXPANSION.findall(text):
             path = os.path.normpath(os.path.join(top, tail))
             if path not in named and path.startswith(inside):
