@@ -1623,13 +1623,14 @@ def test_a_hooks_makefile_including_by_pattern_protects_the_pattern(root: Path) 
         root,
         {
             "Makefile": "DIR = lib\ninclude mk/*.mk\n-include conf.d/*.mk\n"
-            "include $(wildcard $(DIR)/*.make)\nlint:\n\t@echo ok\n",
+            "include $(wildcard $(DIR)/*.make)\ninclude $(sort $(wildcard rules/*.mk))\n"
+            "lint:\n\t@echo ok\n",
             "mk/base.mk": "sinclude mk/nested/*.mk\n",
         },
     )
     policy = create_coding_approval_policy(roots=[str(root)])
     asked = ["mk/extra.mk", "mk/base.mk", "MK/New.mk", "conf.d/x.mk", "lib/a.make",
-             "mk/nested/q.mk"]  # fmt: skip
+             "mk/nested/q.mk", "rules/r.mk"]  # fmt: skip
     for path in [*asked, "mk/notes.txt", "lib/x.c", "conf.d/readme", "src/a.mk"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)

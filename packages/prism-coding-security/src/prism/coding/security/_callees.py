@@ -141,7 +141,7 @@ _MAKE_ASSIGNED = re.compile(
     re.M,
 )
 _MAKE_REFERENCE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
-_MAKE_WILDCARD = re.compile(r"\$[({]wildcard[ \t]+([^$(){}]*)[)}]")
+_MAKE_WILDCARD = re.compile(r"\$[({](?:wildcard|sort|strip)[ \t]+([^$(){}]*)[)}]")
 
 
 def own_directory(text: str, directory: str) -> str:
@@ -164,8 +164,11 @@ def _make_expanded(text: str) -> str:
         known[name] = f"{known[name]} {value}" if operator == "+=" and name in known else value
     for _ in range(3):  # (a value naming another variable)
         text = _bounded_sub(_MAKE_REFERENCE, lambda m: known.get(m.group(1), m.group(0)), text)
-    # `include $(wildcard mk/*.mk)`: the patterns themselves (what they match, now or later)
-    return _MAKE_WILDCARD.sub(lambda m: m.group(1), text)
+    # `include $(wildcard mk/*.mk)`, `$(sort $(wildcard ...))`: the patterns themselves
+    # (what they match, now or later)
+    for _ in range(2):
+        text = _MAKE_WILDCARD.sub(lambda m: m.group(1), text)
+    return text
 
 
 # NAME=value (export, local, typeset, declare before it), its value quoted or bare
