@@ -776,10 +776,10 @@ def _listing_key(path: bytes, stage: int) -> bytes:
     return path if not stage else path + b"\0" + str(stage).encode()
 
 
-def _stamp(data: bytes, at: int, size: int) -> tuple[tuple[bytes, int], int, bytes, bool]:
-    """The entry (version 2 or 3) at ``at``: its key, end, stat data, intent-to-add mark.
+def _flags(data: bytes, at: int, size: int) -> tuple[int, int, bytes, bool]:
+    """The entry at ``at``: its flags, name's start, stat data, intent-to-add mark.
 
-    The key is the path and the stage; the stat data is without the mode.
+    The stat data is without the mode.
     """
     fixed = at + _STAT + size
     flags = int.from_bytes(data[fixed : fixed + 2], "big")
@@ -788,8 +788,17 @@ def _stamp(data: bytes, at: int, size: int) -> tuple[tuple[bytes, int], int, byt
     if flags & _EXTENDED:
         intent = bool(data[name] << 8 & _INTENT_TO_ADD)
         name += 2
-    key = _entry_key(data, at, size)
     stamp = data[at : at + _STAT_BEFORE_MODE] + data[at + _STAT_AFTER_MODE[0] : at + _STAT]
+    return flags, name, stamp, intent
+
+
+def _stamp(data: bytes, at: int, size: int) -> tuple[tuple[bytes, int], int, bytes, bool]:
+    """The entry (version 2 or 3) at ``at``: its key, end, stat data, intent-to-add mark.
+
+    The key is the path and the stage; the stat data is without the mode.
+    """
+    _, name, stamp, intent = _flags(data, at, size)
+    key = _entry_key(data, at, size)
     return key, at + ((name - at + len(key[0]) + 8) & ~7), stamp, intent
 
 
@@ -802,24 +811,15 @@ def _stamps(
     previous = b""
     for _ in range(int.from_bytes(data[8:12], "big")):
         if version != 4:
-            key, following, stamp, intent = _stamp(data, at, size)
-            path = key[0]
-            stage = key[1]
+            (path, stage), following, stamp, intent = _stamp(data, at, size)
         else:
-            fixed = at + _STAT + size
-            flags = int.from_bytes(data[fixed : fixed + 2], "big")
-            name = fixed + 2
-            intent = False
-            if flags & _EXTENDED:
-                intent = bool(data[name] << 8 & _INTENT_TO_ADD)
-                name += 2
+            flags, name, stamp, intent = _flags(data, at, size)
             strip = _varint(data, name)
             nul = -1 if strip is None else data.find(b"\0", strip[1], end)
             if strip is None or nul < 0 or strip[0] > len(previous):
                 return None
             path = previous[: len(previous) - strip[0]] + data[strip[1] : nul]
             previous, following, stage = path, nul + 1, (flags >> 12) & 3
-            stamp = data[at : at + _STAT_BEFORE_MODE] + data[at + _STAT_AFTER_MODE[0] : at + _STAT]
         if following > end:
             return None
         out[_listing_key(path, stage)] = (stamp, intent)
