@@ -1167,6 +1167,17 @@ def _copy_data(source: int, target: int, size: int) -> None:
     os.ftruncate(target, size)
 
 
+def _same_small_file(one: str, other: str) -> bool:
+    """Whether two regular files hold the same bytes (each read up to the index limit)."""
+    try:
+        if os.lstat(one).st_size != os.lstat(other).st_size:
+            return False
+    except OSError:
+        return False
+    data = _read_small(one)
+    return data is not None and data == _read_small(other)
+
+
 def _entry_count(path: str) -> int:
     """The count of entries an index file's header gives (0: no index, or unreadable)."""
     head = read_regular_file(path, 12)
@@ -1431,10 +1442,15 @@ class _Applier:
             # not open on the host without it; git expires old ones itself
             if kind != _FILE:
                 return "a shared index is not removed from inside"
-            if os.path.lexists(os.path.join(self.overlay.root, *rel)):
-                # git never rewrites one: the split indexes naming it would break
-                return "a shared index the host has is never replaced"
             upper = self.upper_path(rel)
+            held = os.path.join(self.overlay.root, *rel)
+            if os.path.lexists(held):
+                # git never rewrites one (it only touches it, to keep it from expiring:
+                # the same bytes come back); other bytes would break the split indexes
+                # naming it
+                if _same_small_file(upper, held):
+                    return None
+                return "a shared index the host has is never replaced"
             self._shared_read += 1
             if self._shared_read > _SHARED_PER_COPY_BACK:
                 return f"more than {_SHARED_PER_COPY_BACK} new shared indexes from one command"
