@@ -344,7 +344,7 @@ async def test_commands_never_see_the_secrets_this_process_holds(
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "AUTHORIZATION: basic dG9rZW4=")
     line = (
         "printenv PRISM_TEST_API_KEY GH_TOKEN PRISM_TEST_DB GIT_CONFIG_VALUE_0 PRISM_TEST_PLAIN;"
-        " echo done"
+        " git config --get http.https://example.com/.extraheader; echo done"
     )
     async with open_secure_coding_tools([str(root)]) as secure:
         kept = await _call(secure, "shell", command=line)

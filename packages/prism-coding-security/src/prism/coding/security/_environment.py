@@ -58,14 +58,21 @@ def secret_value(value: str) -> bool:
 def without_secrets() -> dict[str, str]:
     """This process's environment without the variables that hold a secret, by name or value.
 
-    A ``GIT_CONFIG_VALUE_<n>`` goes with its ``GIT_CONFIG_KEY_<n>`` (and its
-    ``GIT_CONFIG_COUNT``) when that key is a credential helper's or an extra
-    header's (``http.extraheader``: an authorization).
+    When a ``GIT_CONFIG_KEY_<n>`` is a credential helper's or an extra header's
+    (``http.extraheader``: an authorization), every ``GIT_CONFIG_*`` variable
+    goes: git refuses a count whose keys or values are missing, so none of
+    the configuration they carry is given rather than a part of it.
     """
     environ = dict(os.environ)
     out = {n: v for n, v in environ.items() if not secret_name(n) and not secret_value(v)}
-    for name, key in environ.items():
-        index = name.removeprefix("GIT_CONFIG_KEY_")
-        if index != name and (key.lower().startswith("credential") or "extraheader" in key.lower()):
-            out.pop(f"GIT_CONFIG_VALUE_{index}", None)
+    if any(
+        name.startswith("GIT_CONFIG_KEY_")
+        and (key.lower().startswith("credential") or "extraheader" in key.lower())
+        for name, key in environ.items()
+    ):
+        for name in list(out):
+            if name == "GIT_CONFIG_COUNT" or name.startswith(
+                ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+            ):
+                del out[name]
     return out
