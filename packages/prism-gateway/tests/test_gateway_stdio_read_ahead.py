@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import pytest
 import trio
+from gateway_std_fds import std_fds_on_pipes
 
 from prism.core import ConfigurationError
 from prism.gateway import GatewayConfigurationError, open_gateway, serve_stdio
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 INITIALIZE = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
@@ -23,27 +19,10 @@ INITIALIZE = (
 PING = b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n'
 
 
-@contextmanager
-def _std_fds_on_pipes() -> Iterator[tuple[int, int]]:
-    to_stdin, stdin = os.pipe()
-    stdout, from_stdout = os.pipe()
-    saved = [os.dup(0), os.dup(1)]
-    os.dup2(to_stdin, 0)
-    os.dup2(from_stdout, 1)
-    os.close(to_stdin)
-    os.close(from_stdout)
-    try:
-        yield stdin, stdout
-    finally:
-        for fd, original in enumerate(saved):
-            os.dup2(original, fd)
-            os.close(original)
-
-
 async def _serve(read_ahead: bytes, answered: bytes | None, then: bytes) -> list[bytes]:
     """What serve_stdio writes, given ``read_ahead`` and ``answered``, with ``then`` on stdin."""
     async with open_gateway(tools=[]) as gateway:
-        with _std_fds_on_pipes() as (stdin, stdout):
+        with std_fds_on_pipes() as (stdin, stdout):
             os.write(stdin, then)
             os.close(stdin)
             with trio.fail_after(30):

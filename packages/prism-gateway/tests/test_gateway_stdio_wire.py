@@ -8,7 +8,7 @@ import json
 import os
 import re
 import tracemalloc
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
+from gateway_std_fds import std_fds_on_pipes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp.server.connection import Connection
@@ -52,7 +53,7 @@ from prism.mcp import StdioTransport
 from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable
 
     Initialize = Callable[..., dict[str, Any]]
 
@@ -64,24 +65,6 @@ async def _stray_output(_args: JsonObject, _ctx: ToolExecutionContext) -> ToolRe
     # What a careless tool (or a child process) might do while serving.
     os.write(1, b"stray output\n")
     return ToolResult.text(f"fd 0 reads {os.read(0, 10)!r}")
-
-
-@contextmanager
-def _std_fds_on_pipes() -> Iterator[tuple[int, int]]:
-    """fd 0 and fd 1 replaced by pipes; the ends to write to fd 0 and read fd 1 from."""
-    to_stdin, stdin = os.pipe()
-    stdout, from_stdout = os.pipe()
-    saved = [os.dup(0), os.dup(1)]
-    os.dup2(to_stdin, 0)
-    os.dup2(from_stdout, 1)
-    os.close(to_stdin)
-    os.close(from_stdout)
-    try:
-        yield stdin, stdout
-    finally:
-        for fd, original in enumerate(saved):
-            os.dup2(original, fd)
-            os.close(original)
 
 
 class _Peer:
@@ -112,7 +95,7 @@ class _Peer:
 @asynccontextmanager
 async def _served(gateway: Gateway, **options: Any) -> AsyncIterator[_Peer]:
     """``serve_stdio(gateway)`` on this process's (swapped) fd 0 and 1; ends at EOF."""
-    with _std_fds_on_pipes() as (stdin, stdout):
+    with std_fds_on_pipes() as (stdin, stdout):
         peer = _Peer(stdin, stdout)
         async with trio.open_nursery() as nursery, peer.stdout:
 
