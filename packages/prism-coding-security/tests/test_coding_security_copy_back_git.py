@@ -1207,9 +1207,14 @@ async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
 def test_an_ignore_file_is_read_as_git_reads_it(tmp_path: Path, text: bytes, hides: bool) -> None:
     """As git: a byte order mark skipped, lines split at newlines only, ignoring patterns in
     any case; what is not read here (a class, an escape, a line past 255 characters) is
-    taken as ignoring and never as re-including, and makes no regular expression."""
+    taken as ignoring and never as re-including, and makes no regular expression. Held
+    against git's own check-ignore: no file git ignores passes the check."""
     from prism.coding.security._overlay import _self_ignoring
 
     path = tmp_path / ".gitignore"
     path.write_bytes(text)
     assert (_self_ignoring(str(path)) is not None) is hides
+    # against git itself: whatever git takes as ignoring the file, so does the check
+    _git(tmp_path, "init", "-q")
+    if _git(tmp_path, "check-ignore", "-q", "--no-index", ".gitignore").returncode == 0:
+        assert hides, text
