@@ -59,6 +59,68 @@ async def test_server_that_exits_at_start_fails_open_with_its_status_and_stderr(
     assert info.value.__cause__ is not None
 
 
+class _CancelAsTheConnectFails(trio.abc.Instrument):
+    """Once armed: cancels ``scope`` right after the step that hands the session's
+    connecting task its next result (the server's failure, once it exited), before that
+    task runs again: the host cancelling in the very instant the connect fails, every
+    time instead of by chance."""
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.armed = False
+        self.woken = False
+        self.fired = False
+
+    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
+        if self.armed and task.name.endswith("._session.Sessions._run"):
+            self.woken = True
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.woken and not self.fired:
+            self.fired = True
+            self.scope.cancel()
+
+
+async def test_cancelling_open_as_the_connect_fails_raises_only_the_cancellation(
+    tmp_path: Path,
+) -> None:
+    """The server's failure and the host's cancellation arrive together, as one group
+    that is no Exception: the block is cancelled quietly, no MCP error escapes it."""
+    # The server waits for a line on a FIFO, then exits: the test decides when it fails.
+    code = "import sys; open(sys.argv[1]).readline(); sys.exit(3)"
+    for attempt in range(5):
+        fifo = tmp_path / f"gate{attempt}"
+        os.mkfifo(fifo)
+
+        def release(path: Path = fifo) -> None:
+            with open(path, "w", encoding="utf-8") as writer:
+                writer.write("go\n")
+
+        with trio.fail_after(60), trio.CancelScope() as scope:
+            race = _CancelAsTheConnectFails(scope)
+            trio.lowlevel.add_instrument(race)
+            try:
+                async with trio.open_nursery() as nursery:
+
+                    async def arm_and_release(race: _CancelAsTheConnectFails = race) -> None:
+                        # (the write returns once the server opened the FIFO: it runs)
+                        await trio.to_thread.run_sync(release, abandon_on_cancel=True)
+                        race.armed = True
+
+                    nursery.start_soon(arm_and_release)
+                    async with open_mcp_tools(
+                        server_id="fx",
+                        transport=StdioTransport(sys.executable, ["-c", code, str(fifo)]),
+                        connect_timeout_s=60,
+                    ):
+                        raise AssertionError("a server that exited at start was opened")
+            finally:
+                trio.lowlevel.remove_instrument(race)
+        if race.fired and scope.cancelled_caught:
+            return
+    raise AssertionError("the host never cancelled as the connect failed")
+
+
 async def test_missing_command_fails_open() -> None:
     with trio.fail_after(10), pytest.raises(McpBridgeError, match="could not connect"):
         async with open_mcp_tools(

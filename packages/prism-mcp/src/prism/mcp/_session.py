@@ -275,13 +275,18 @@ class Sessions:
                 )
         except Exception as exc:
             failure = exc
-            if not started:
-                conn.error = McpBridgeError(
-                    options.server_id, f"could not connect: {conn.fault_reason(exc)}"
-                )
-                conn.error.__cause__ = exc
-            else:
-                _log.debug("MCP session for %s ended: %r", options.server_id, exc)
+            self._ended(conn, exc, started=started)
+        except BaseExceptionGroup as group:
+            # The session's failure (the server exited, say) and the host's cancellation
+            # arrive together, as one group that is no Exception. The failure is the
+            # session's and is recorded as any other; only the cancellation goes on (the
+            # host's scope ends it), so no MCP error escapes a cancelled block.
+            cancelled, rest = group.split(trio.Cancelled)
+            if cancelled is None or not isinstance(rest, Exception):
+                raise  # no cancellation, or more than errors (KeyboardInterrupt)
+            failure = rest
+            self._ended(conn, rest, started=started)
+            raise cancelled from None
         finally:
             conn.client = None if not started else conn.client
             conn.done.set()
@@ -290,6 +295,15 @@ class Sessions:
                 conn.error = McpBridgeError(options.server_id, "the session ended during connect")
                 conn.error.__cause__ = failure
             task_status.started()
+
+    def _ended(self, conn: Connection, exc: Exception, *, started: bool) -> None:
+        """Record why a session failed to connect, or log why a connected one ended."""
+        server_id = self.options.server_id
+        if not started:
+            conn.error = McpBridgeError(server_id, f"could not connect: {conn.fault_reason(exc)}")
+            conn.error.__cause__ = exc
+        else:
+            _log.debug("MCP session for %s ended: %r", server_id, exc)
 
     def _message_handler(self, conn: Connection) -> MessageHandlerFnT:
         on_complete = self.options.on_elicitation_complete
