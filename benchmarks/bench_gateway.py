@@ -51,6 +51,15 @@ Then ``prism serve`` itself, as a host meets it:
    gateway, wall and CPU of the process to the first byte of the answer,
    against ``python -c "import mcp"`` (the floor of any server built on the
    SDK) in the same run.
+7c. spawn -> each of a host's first requests (``--first-requests``): the
+   ``initialize`` answer, the ``tools/list`` answer (sent once ``initialize``
+   is answered, after ``notifications/initialized``) and a first
+   ``tools/call`` (the coding tool ``read``; a bridged ``echo`` once the
+   listing offers it), wall and the gateway process's CPU, for ``prism
+   serve`` with no tools, with the coding tools, and with the coding tools
+   and 4 MCP servers, against ``python -c "import mcp"`` in the same run;
+   with ``--against TREE``, the same from that checkout's ``prism serve``,
+   the two taking turns.
 8. memory per idle HTTP session: the RSS a ``prism serve --http`` process
    grows by while ``SESSIONS`` sessions are opened and left idle.
 
@@ -71,7 +80,8 @@ rows 1, 2 and 5 with and without the fast paths, twice the samples;
 times the rounds; ``--floors``: the CPU per call of rows 4c, 4d, 4e and 5
 side by side, see ``floor_rows``; ``--stages``: the gateway's CPU per bridged call taken
 apart stage by stage in its own process, see ``_probed_gateway``;
-``--against TREE``: this checkout's gateway and the gateway of another
+``--first-requests``: only row 7c (with ``--against TREE``: beside that
+checkout's); ``--against TREE``: this checkout's gateway and the gateway of another
 checkout side by side, bridged calls only, see ``against_rows``).
 
 Rows 1-6 (``--calls --quick``) on the shared 2-core machine, quiet (load
@@ -987,6 +997,149 @@ async def startup_rows() -> list[Row]:
     return rows
 
 
+# Spawn -> each of a host's first requests (``--first-requests``): the configurations, the
+# tool called first in each (None: no call), and how many MCP servers each starts.
+_FIRST_CASES = {
+    "no tools": ('[workspace]\nroots = ["root"]\ncoding_tools = false\nsandbox = "none"\n', None),
+    "coding tools": ('[workspace]\nroots = ["root"]\n', "read"),
+    "4 servers + coding": ('[workspace]\nroots = ["root"]\n', "mcp__s0__echo"),
+}
+_FIRST_SERVERS = 4
+# Runs ``prism serve`` from another checkout (``--against TREE``: $PRISM_BENCH_TREE).
+_SERVE_FROM = """
+import os, sys, pathlib
+tree = os.environ['PRISM_BENCH_TREE']
+sys.path[:0] = sorted(str(p) for p in pathlib.Path(tree).glob('packages/*/src'))
+from prism.cli import main
+import prism.cli
+assert pathlib.Path(prism.cli.__file__).is_relative_to(tree), prism.cli.__file__
+sys.exit(main())
+"""
+
+
+def _first_configs(folder: Path) -> dict[str, Path]:
+    (folder / "root").mkdir(exist_ok=True)
+    (folder / "root" / "notes.txt").write_text("hello\n", encoding="utf-8")
+    configs: dict[str, Path] = {}
+    for n, (case, (text, _tool)) in enumerate(_FIRST_CASES.items()):
+        if "servers" in case:
+            for server in range(_FIRST_SERVERS):
+                text += (
+                    f"[mcp.servers.s{server}]\ncommand = {json.dumps(sys.executable)}\n"
+                    f"args = [{json.dumps(str(SERVER))}]\n"
+                )
+        configs[case] = folder / f"prism-first-{n}.toml"
+        configs[case].write_text(text, encoding="utf-8")
+    return configs
+
+
+async def _first_requests(
+    argv: list[str], cwd: Path, tool: str | None, env: dict[str, str] | None = None
+) -> dict[str, tuple[float, float]]:
+    """Wall and CPU seconds (the gateway's own) from spawn to each first answer, as a host asks.
+
+    ``initialize`` is written at once; once answered, ``notifications/initialized``
+    and ``tools/list``; then a ``tools/call`` of ``tool``, once the listing
+    offers it (a bridged tool: after the ``notifications/tools/list_changed``
+    that announces it, listing again).
+    """
+    started = trio.current_time()
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+        env=env,
+    )  # fmt: skip
+    assert process.stdin is not None
+    assert process.stdout is not None
+    buffer = bytearray()
+    times: dict[str, tuple[float, float]] = {}
+
+    def mark(key: str) -> None:
+        times[key] = (trio.current_time() - started, _cpu_s(process.pid))
+
+    async def answer(request_id: int) -> dict[str, Any]:
+        while True:
+            message = await _lines(process.stdout, buffer)
+            if message.get("id") == request_id:
+                return message
+
+    try:
+        await process.stdin.send_all(_INITIALIZE_LINE)
+        await answer(1)
+        mark("initialize")
+        await process.stdin.send_all(
+            b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'
+        )
+        names = [tool["name"] for tool in (await answer(2))["result"]["tools"]]
+        mark("tools/list")
+        request_id = 3
+        while tool is not None and tool not in names:
+            message = await _lines(process.stdout, buffer)
+            if message.get("method") == "notifications/tools/list_changed":
+                line = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+                await process.stdin.send_all(json.dumps(line).encode() + b"\n")
+                names = [t["name"] for t in (await answer(request_id))["result"]["tools"]]
+                request_id += 1
+        if tool is not None:
+            arguments = {"path": "notes.txt"} if tool == "read" else ARGS
+            call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments}}  # fmt: skip
+            await process.stdin.send_all(json.dumps(call).encode() + b"\n")
+            result = (await answer(request_id))["result"]
+            assert not result.get("isError"), result
+            mark("tools/call")
+    finally:
+        process.kill()
+        await process.wait()
+        await process.stdin.aclose()
+        await process.stdout.aclose()
+    return times
+
+
+async def first_request_rows(tree: str | None = None) -> list[Row]:
+    """Spawn -> ``initialize``, ``tools/list`` and a first ``tools/call`` (``--first-requests``).
+
+    Each round spawns ``prism serve`` once per configuration (and, with
+    ``--against TREE``, once more from that checkout, the two taking turns at
+    going first), and ``python -c "import mcp"`` (the floor of any server built
+    on the SDK: its CPU at its first output).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="prism-bench-first-"))
+    configs = _first_configs(folder)
+    ours = [sys.executable, "-m", "prism.cli", "serve"]
+    trees: dict[str, tuple[list[str], dict[str, str] | None]] = {"": (ours, None)}
+    if tree is not None:
+        other = {**os.environ, "PRISM_BENCH_TREE": tree}
+        trees[f" ({Path(tree).name})"] = ([sys.executable, "-c", _SERVE_FROM, "serve"], other)
+    samples: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
+    floor: tuple[list[float], list[float]] = ([], [])
+    floor_argv = [sys.executable, "-c", "import mcp, sys; sys.stdout.write('x')"]
+    for n in range(STARTS):
+        wall, cpu = await _time_to_first_answer(floor_argv, folder)
+        floor[0].append(wall * 1e6)
+        floor[1].append(cpu * 1e6)
+        order = list(trees.items()) if n % 2 == 0 else list(reversed(trees.items()))
+        for case, config in configs.items():
+            for label, (argv, env) in order:
+                times = await _first_requests([*argv, str(config)], folder,
+                                              _FIRST_CASES[case][1], env)  # fmt: skip
+                for request, (wall, cpu) in times.items():
+                    walls, cpus = samples.setdefault((case, request, label), ([], []))
+                    walls.append(wall * 1e6)
+                    cpus.append(cpu * 1e6)
+    load = f"load {os.getloadavg()[0]:.1f}"
+    rows: list[Row] = []
+    for measure in (0, 1):
+        what = ("wall", "CPU")[measure]
+        base = row(BENCH, f"python -c 'import mcp' (the floor), {what}", floor[measure],
+                   note=load)  # fmt: skip
+        rows.append(base)
+        for (case, request, label), pair in samples.items():
+            name = f"prism serve{label}, {case}: spawn -> {request}, {what}"
+            rows.append(row(BENCH, name, pair[measure], baseline=base, note=load))
+    return rows
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -1315,6 +1468,9 @@ if __name__ == "__main__":
         trio.run(_gateway_sdk_path, sys.argv[-1])
     elif "--gateway-no-direct" in sys.argv[1:]:
         trio.run(_gateway_no_direct, sys.argv[-1])
+    elif "--first-requests" in sys.argv[1:]:
+        against = sys.argv.index("--against") + 1 if "--against" in sys.argv[1:] else None
+        run(lambda: first_request_rows(None if against is None else sys.argv[against]))
     elif "--against" in sys.argv[1:]:
         other = os.path.realpath(sys.argv[sys.argv.index("--against") + 1])
         run(lambda: against_rows(other))
