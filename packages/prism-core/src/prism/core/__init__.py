@@ -55,8 +55,11 @@ from ._content import ToolResult as ToolResult
 from ._content import ToolResultMessage as ToolResultMessage
 from ._content import UserMessage as UserMessage
 from ._dispatch import BlockedReason as BlockedReason
+from ._dispatch import CallTicket as CallTicket
 from ._dispatch import DispatchOptions as DispatchOptions
+from ._dispatch import begin_tool_call as begin_tool_call
 from ._dispatch import dispatch_tool_call as dispatch_tool_call
+from ._dispatch import finish_tool_call as finish_tool_call
 from ._errors import AsyncioHostClosedError as AsyncioHostClosedError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DuplicateToolError as DuplicateToolError
@@ -140,6 +143,7 @@ __all__ = [
     "AsyncioHost",
     "AsyncioHostClosedError",
     "BlockedReason",
+    "CallTicket",
     "CompiledArgumentSchema",
     "ConfigurationError",
     "Content",
@@ -213,6 +217,7 @@ __all__ = [
     "assert_execution_allowed",
     "assert_permission",
     "await_callback",
+    "begin_tool_call",
     "create_agent",
     "create_extension_kernel",
     "create_rule_permission_policy",
@@ -223,6 +228,7 @@ __all__ = [
     "dispatch_tool_call",
     "dispatch_tool_calls_in_order",
     "filter_tools",
+    "finish_tool_call",
     "is_tool_allowed",
     "is_trio_native",
     "open_asyncio_host",

@@ -21,7 +21,7 @@ import time
 import types
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 
@@ -52,9 +52,24 @@ from ._trio_guard import require_trio
 from ._validation import ErrorInfo, ToolValidator
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Generator
+    from typing import TypeAlias
+
     from ._json import JsonObject, JsonValue
 
-__all__ = ["BlockedReason", "DispatchOptions", "dispatch_tool_call"]
+T = TypeVar("T")
+if TYPE_CHECKING:
+    # The gates' generator: yields (callable, the awaitable it returned), gets its value
+    _Steps: TypeAlias = Generator[tuple[object, Awaitable[Any]], Any, T]
+
+__all__ = [
+    "BlockedReason",
+    "CallTicket",
+    "DispatchOptions",
+    "begin_tool_call",
+    "dispatch_tool_call",
+    "finish_tool_call",
+]
 
 _log = logging.getLogger("prism.core")
 
@@ -214,14 +229,14 @@ def _tool_request(name: str) -> PermissionRequest:
     return PermissionRequest(kind="tool", target=name, action="execute")
 
 
-async def _run_call_hooks(
+def _run_call_hooks(
     middleware: MiddlewareRegistry, call: ToolCall, ctx: ToolExecutionContext
-) -> ToolCall:
+) -> _Steps[ToolCall]:
     for hook in middleware.call_hooks:
         try:
             outcome = hook(call, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
-                outcome = await await_callback(hook, outcome)
+                outcome = yield hook, outcome
         except Exception as exc:
             raise _Blocked(
                 "tool_denied", f"call middleware failed: {describe_exception(exc)}"
@@ -247,17 +262,24 @@ async def _run_call_hooks(
     return call
 
 
-async def _gate(
+def _gate_steps(
     call: ToolCall, options: DispatchOptions, ctx: ToolExecutionContext
-) -> tuple[ToolCall, ToolDefinition, JsonObject]:
-    """Run every gate before execute; raise _Blocked with the first refusal."""
+) -> _Steps[tuple[ToolCall, ToolDefinition, JsonObject]]:
+    """Every gate before execute, in order; raises _Blocked with the first refusal.
+
+    A generator: each awaitable a hook, policy or validator returns is yielded
+    (with the callable that returned it) to whoever drives the gates, who
+    awaits it and sends back its value or throws in its exception, at the
+    point where an ``await`` would have been: :func:`_gate` awaits them,
+    :func:`begin_tool_call` runs the gates that yield none without a task.
+    """
     middleware = options.middleware
     if middleware is not None and middleware.call_hooks:
         # A hook holds the call's arguments and may change them in place: what
         # the model's text proved of them (ToolCall.from_json) no longer holds.
         if call._text_bound != NO_TEXT_BOUND:
             ctx.call = call = attrs.evolve(call)
-        call = await _run_call_hooks(middleware, call, ctx)
+        call = yield from _run_call_hooks(middleware, call, ctx)
     name = call.name
     tool = options.registry.get(name)
     if tool is None:
@@ -280,7 +302,7 @@ async def _gate(
             # cost one on every call of a synchronous policy.
             decision = permission.check(request)
             if not isinstance(decision, PermissionDecision) and inspect.isawaitable(decision):
-                decision = await await_callback(permission.check, decision)
+                decision = yield permission.check, decision
         except Exception as exc:
             raise _Blocked(
                 "permission_denied", f"permission check failed: {describe_exception(exc)}"
@@ -300,7 +322,7 @@ async def _gate(
         try:
             outcome = validate(tool, arguments, ctx)
             if outcome is not None and inspect.isawaitable(outcome):
-                outcome = await await_callback(options.validator, outcome)
+                outcome = yield options.validator, outcome
         except Exception as exc:
             raise _Blocked(
                 "validation_failed", f"validator failed: {describe_exception(exc)}"
@@ -316,6 +338,38 @@ async def _gate(
             )
         _check_arguments(name, arguments)
     return call, tool, arguments
+
+
+async def _gate(
+    call: ToolCall, options: DispatchOptions, ctx: ToolExecutionContext
+) -> tuple[ToolCall, ToolDefinition, JsonObject]:
+    """Run every gate before execute (:func:`_gate_steps`), awaiting what they return."""
+    return await _drive(_gate_steps(call, options, ctx))
+
+
+async def _drive(steps: _Steps[T]) -> T:
+    """Run ``steps`` to its end, awaiting each awaitable it yields on its callable's loop."""
+    try:
+        fn, awaitable = steps.send(None)
+    except StopIteration as done:
+        return cast("T", done.value)
+    return await _drive_from(steps, fn, awaitable)
+
+
+async def _drive_from(steps: _Steps[T], fn: object, awaitable: Awaitable[Any]) -> T:
+    """:func:`_drive` of ``steps`` from the awaitable ``fn`` returned, which it yielded."""
+    try:
+        while True:
+            try:
+                value = await await_callback(fn, awaitable)
+            except BaseException as exc:  # (Cancelled too: raised where the await was)
+                fn, awaitable = steps.throw(exc)
+            else:
+                fn, awaitable = steps.send(value)
+    except StopIteration as done:
+        return cast("T", done.value)
+    finally:
+        steps.close()
 
 
 def _check_arguments(name: str, arguments: object, *, shallow: bool = False) -> None:
@@ -391,6 +445,45 @@ class _CallNotes(DecisionNote):
         self.definition_hash: str | None = None
 
 
+def _refused(ctx: ToolExecutionContext, blocked: _Blocked) -> CallOutcome:
+    """The outcome of a call a gate refused (as ``ctx.call``: after any rewrite)."""
+    return CallOutcome(
+        ctx.call,
+        _blocked_result(blocked),
+        "blocked",
+        blocked.reason,
+        blocked.message,
+        None,
+        blocked_decision(blocked.reason, blocked.message, blocked.gate),
+    )
+
+
+def _passed(
+    call: ToolCall,
+    tool: ToolDefinition,
+    arguments: JsonObject,
+    options: DispatchOptions,
+    notes: _CallNotes | None,
+) -> None:
+    """A call through its gates: the ledger's notes of it, its started event."""
+    if notes is not None:
+        # The ledger's copy is taken before execute, so a tool that mutates its
+        # arguments cannot change what the record says it was asked to do.
+        notes.arguments = cast("JsonObject", snapshot_json(arguments))
+        notes.definition_hash = tool.definition_hash
+    events = options.on_event
+    if events is not None:
+        emit_event(events, build_started(call.id, tool.name, arguments, time.time()))
+
+
+def _execute_failed(tool: ToolDefinition, result: object) -> tuple[ToolResult, str | None]:
+    """What ``execute`` returned as a result: itself, or an error for anything else."""
+    if isinstance(result, ToolResult):
+        return result, None
+    error = f"tool {tool.name} returned {type(result).__name__}, not a ToolResult"
+    return ToolResult.error(error, error=error), error
+
+
 async def _run(
     call: ToolCall,
     options: DispatchOptions,
@@ -401,23 +494,8 @@ async def _run(
     try:
         call, tool, arguments = await _gate(call, options, ctx)
     except _Blocked as blocked:
-        return CallOutcome(
-            ctx.call,
-            _blocked_result(blocked),
-            "blocked",
-            blocked.reason,
-            blocked.message,
-            None,
-            blocked_decision(blocked.reason, blocked.message, blocked.gate),
-        )
-    if notes is not None:
-        # The ledger's copy is taken before execute, so a tool that mutates its
-        # arguments cannot change what the record says it was asked to do.
-        notes.arguments = cast("JsonObject", snapshot_json(arguments))
-        notes.definition_hash = tool.definition_hash
-    events = options.on_event
-    if events is not None:
-        emit_event(events, build_started(call.id, tool.name, arguments, time.time()))
+        return _refused(ctx, blocked)
+    _passed(call, tool, arguments, options, notes)
     error: str | None = None
     try:
         execute = tool.execute
@@ -431,9 +509,7 @@ async def _run(
     except Exception as exc:
         result, error = _exception_result(tool, exc)
     else:
-        if not isinstance(result, ToolResult):
-            error = f"tool {tool.name} returned {type(result).__name__}, not a ToolResult"
-            result = ToolResult.error(error, error=error)
+        result, error = _execute_failed(tool, result)
     middleware = options.middleware
     if middleware is not None and middleware.result_hooks:
         result = await _run_result_hooks(middleware, call, result, ctx)
@@ -614,3 +690,194 @@ async def _run_abortable(
     result = cancelled_result(ctx.call, signal.reason)
     text = result.joined_text if error is None else f"{result.joined_text} ({error})"
     return _ended(ctx.call, result, "cancelled", text, notes)
+
+
+class CallTicket:
+    """A call begun by :func:`begin_tool_call`, whose work its caller does itself.
+
+    For a caller that cannot wait in a task of its own for each call (a proxy
+    that answers a call from the task that reads the reply, say): the gates
+    ran in :func:`begin_tool_call`, the caller does what the tool's
+    ``execute`` would do, and :func:`finish_tool_call` records how it ended.
+    Every gate, event and ledger record is the one :func:`dispatch_tool_call`
+    makes.
+
+    Attributes:
+        call: the call as the gates passed it (after any middleware rewrite).
+        tool: the tool it runs; ``None`` while :attr:`waiting`.
+        arguments: its arguments, as the gates passed them; ``None`` while
+            :attr:`waiting`.
+        context: the call's execution context (its ``report_progress``
+            reports to the options' event sink).
+        waiting: a gate returned something to await: :meth:`pass_gates`
+            awaits it and runs the rest.
+    """
+
+    __slots__ = (
+        "_notes",
+        "_options",
+        "_started_at",
+        "_steps",
+        "_t0",
+        "arguments",
+        "call",
+        "context",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        call: ToolCall,
+        options: DispatchOptions,
+        context: ToolExecutionContext,
+        notes: _CallNotes | None,
+        started_at: float,
+        t0: float,
+    ) -> None:
+        self.call = call
+        self.tool: ToolDefinition | None = None
+        self.arguments: JsonObject | None = None
+        self.context = context
+        self._options = options
+        self._notes = notes
+        self._started_at = started_at
+        self._t0 = t0
+        # The gates' generator and what it yielded, while a gate's awaitable waits
+        self._steps: tuple[_Steps[tuple[ToolCall, ToolDefinition, JsonObject]], object, Any] | None
+        self._steps = None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a gate waits for something to be awaited (see :meth:`pass_gates`)."""
+        return self._steps is not None
+
+    def _passed(self, gated: tuple[ToolCall, ToolDefinition, JsonObject]) -> None:
+        call, tool, arguments = gated
+        self.call, self.tool, self.arguments = call, tool, arguments
+        _passed(call, tool, arguments, self._options, self._notes)
+
+    def _refused(self, blocked: _Blocked) -> ToolResult:
+        outcome = _refused(self.context, blocked)
+        self._settle(outcome)
+        result = outcome.result
+        assert result is not None  # (a refusal always has its result)
+        return result
+
+    def _settle(self, outcome: CallOutcome) -> None:
+        options = self._options
+        duration_s = time.perf_counter() - self._t0
+        settle(options.on_event, options.ledger, outcome, self._started_at, duration_s)
+
+    async def pass_gates(self) -> ToolResult | None:
+        """Await what a gate returned, then run the rest of the gates (a :attr:`waiting` ticket).
+
+        Returns:
+            ``None`` once the gates passed (:attr:`tool` and :attr:`arguments`
+            are set, the started event is out); the refusal's result when a
+            gate refused (its event and ``blocked`` record written: the call
+            is over).
+
+        Raises:
+            trio.Cancelled: the caller's scope was cancelled; the call is
+                recorded as ``cancelled`` and over.
+        """
+        waiting = self._steps
+        if waiting is None:
+            return None
+        self._steps = None
+        steps, fn, awaitable = waiting
+        notes = self._notes
+        token = current_note.set(notes) if notes is not None else None
+        try:
+            try:
+                gated = await _drive_from(steps, fn, awaitable)
+            except _Blocked as blocked:
+                return self._refused(blocked)
+            except BaseException:
+                self._settle(_ended(self.context.call, None, "cancelled", "cancelled", notes))
+                raise
+        finally:
+            if token is not None:
+                current_note.reset(token)
+        self._passed(gated)
+        return None
+
+
+def begin_tool_call(call: ToolCall, options: DispatchOptions) -> CallTicket | ToolResult | None:
+    """Run ``call``'s gates now, without a task: the first half of :func:`dispatch_tool_call`.
+
+    The same middleware, lookup, filters, permission and validator, in the
+    same order, with the same refusals, events and ledger records; the caller
+    then does the work of the tool's ``execute`` itself and ends the call
+    with :func:`finish_tool_call`. A gate that returns something to await
+    leaves the ticket :attr:`~CallTicket.waiting`: await its
+    :meth:`~CallTicket.pass_gates` before anything else.
+
+    Returns:
+        The ticket of a call that passed its gates (its started event out);
+        the refusal's result of a call a gate refused (its event and
+        ``blocked`` record written: nothing more to do); ``None``, with
+        nothing run, when the dispatch has more than the gates around the
+        tool (an abort signal, a tracer, result middleware): dispatch it
+        with :func:`dispatch_tool_call`.
+    """
+    middleware = options.middleware
+    if (
+        options.signal is not None
+        or options.tracer is not None
+        or (middleware is not None and middleware.result_hooks)
+        or not isinstance(call, ToolCall)
+    ):
+        return None
+    ticket = CallTicket(
+        call,
+        options,
+        build_context(call, NO_SIGNAL, options.metadata, options.on_event),
+        _CallNotes() if options.ledger is not None else None,
+        time.time(),
+        time.perf_counter(),
+    )
+    notes = ticket._notes
+    token = current_note.set(notes) if notes is not None else None
+    steps = _gate_steps(call, options, ticket.context)
+    try:
+        try:
+            fn, awaitable = steps.send(None)
+        except StopIteration as done:
+            gated: tuple[ToolCall, ToolDefinition, JsonObject] = done.value
+        else:
+            ticket._steps = (steps, fn, awaitable)
+            return ticket
+    except _Blocked as blocked:
+        return ticket._refused(blocked)
+    finally:
+        if token is not None:
+            current_note.reset(token)
+    ticket._passed(gated)
+    return ticket
+
+
+def finish_tool_call(
+    ticket: CallTicket, result: ToolResult | None, *, error: str | None = None
+) -> ToolResult | None:
+    """End a call begun with :func:`begin_tool_call`: its finished event and ledger record.
+
+    Args:
+        ticket: the call (its gates passed); finish each ticket once.
+        result: what the tool's work gave, as ``execute`` would have
+            returned it; ``None``: the call was cancelled before it gave
+            one (a ``cancelled`` record and error event, as when the
+            caller's scope of :func:`dispatch_tool_call` is cancelled).
+        error: the failure the result reports, as the dispatcher words a
+            tool that raised (``describe_exception``); ``None`` for a
+            result the work returned.
+
+    Returns:
+        ``result``.
+    """
+    if result is None:
+        ticket._settle(_ended(ticket.call, None, "cancelled", "cancelled", ticket._notes))
+        return None
+    status: ToolCallStatus = "error" if result.is_error else "ok"
+    ticket._settle(_ended(ticket.call, result, status, error, ticket._notes))
+    return result
