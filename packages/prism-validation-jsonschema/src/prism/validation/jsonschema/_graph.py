@@ -29,6 +29,7 @@ character counts per depth (see ``_instance.profile``).
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -211,6 +212,9 @@ _RETIRED: dict[str, frozenset[str]] = {
     "draft2019": frozenset({"dependencies"}),
     "draft2020": frozenset({"dependencies"}),
 }
+# Keywords that declare a name a reference could resolve to, looked for in data.
+_DECLARING = ("$anchor", "$dynamicAnchor", "$id", "id")
+_DECLARES = frozenset(_DECLARING)
 # Keywords ``identify`` reads; a schema with none of them keeps its base.
 _IDENTIFYING = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})
 # Keywords ``describe`` reads beyond counting members (applicators in every
@@ -324,16 +328,12 @@ class _Node:
         "key_regex",
         "number",
         "obj",
-        "path",
         "reeval",
         "regex",
-        "value",
         "weight",
     )
 
-    def __init__(self, path: Path, value: object, base: str) -> None:
-        self.path = path
-        self.value = value
+    def __init__(self, base: str) -> None:
         self.base = base
         self.weight = 1
         # How often the in-place children run (UNEVALUATED_FACTOR beside unevaluated*).
@@ -350,6 +350,15 @@ class _Node:
         # or item, "pick_one" groups contribute their largest entry only.
         self.obj: list[tuple[list[Path], bool]] | tuple[()] = ()
         self.array: list[tuple[list[Path], bool]] | tuple[()] = ()
+
+
+# Every boolean or empty schema (no keywords, nothing below, weight 1) shares
+# this node, and every schema of plain assertions of one weight shares one
+# (see ``_Collector.plain``): a schema may hold up to max_keywords of them, and
+# each object made while measuring is time the admission holds the event loop
+# (and the collector's, when they outlive a young generation). Never changed
+# after it is made: only nodes with references or applicators are.
+_LEAF = _Node("")
 
 
 class _Collector:
@@ -372,6 +381,7 @@ class _Collector:
         self.recursive: list[Path] = []
         self.refs: list[tuple[Path, str, str]] = []  # (node path, keyword, reference)
         self.pattern_work = 0  # RE2 compile work spent on this schema's patterns
+        self.plains: dict[int, _Node] = {}
 
     def fail(self, reason: str, path: Path) -> SchemaRejectedError:
         return SchemaRejectedError(reason, pointer(path))
@@ -381,12 +391,13 @@ class _Collector:
         stack: list[tuple[object, Path, str, int]] = [(root, (), _DEFAULT_KEY, 0)]
         self.resources[_DEFAULT_KEY] = ()
         counted = "unevaluatedItems" in self.vocab
+        nodes = self.nodes
+        vocab = self.vocab
         while stack:
             value, path, base, around = stack.pop()
-            node = _Node(path, value, base)
-            self.nodes[path] = node
             if type(value) is not dict or not value:
                 # A boolean or an empty schema: no keywords, no children, weight 1.
+                nodes[path] = _LEAF
                 continue
             if (
                 counted
@@ -404,20 +415,25 @@ class _Collector:
                         path,
                     )
             base = self.identify(value, path, base)
-            node.base = base
-            self.describe(node, value, path)
+            nodes[path] = self.describe(value, path, base)
             for key, sub in value.items():
-                if key not in self.vocab:
+                if key not in vocab:
                     continue
+                # Leaves (booleans, empty schemas) are recorded here, not stacked.
                 if key in _MAPS or (key == "dependencies" and type(sub) is dict):
                     if type(sub) is dict:
                         for name, item in sub.items():
-                            if type(item) in (dict, bool):
+                            if item is True or item is False or (type(item) is dict and not item):
+                                nodes[(*path, key, name)] = _LEAF
+                            elif type(item) is dict:
                                 stack.append((item, (*path, key, name), base, around))
                 elif key in _LISTS or (key == "items" and type(sub) is list):
                     if type(sub) is list:
                         for index, item in enumerate(sub):
-                            stack.append((item, (*path, key, index), base, around))
+                            if type(item) is not dict or not item:
+                                nodes[(*path, key, index)] = _LEAF
+                            else:
+                                stack.append((item, (*path, key, index), base, around))
                 elif type(sub) in (dict, bool):
                     stack.append((sub, (*path, key), base, around))
 
@@ -495,23 +511,38 @@ class _Collector:
         """
         found: set[str] = set()
         keys: set[str] = set()
+        nodes = self.nodes
+        # Only non-empty objects and arrays are stacked: nothing else can declare one.
         stack: list[tuple[object, Path]] = [(root, ())]
         while stack:
             value, path = stack.pop()
             if type(value) is dict:
-                if path not in self.nodes:
-                    for key in ("$anchor", "$dynamicAnchor", "$id", "id"):
+                if not _DECLARES.isdisjoint(value) and path not in nodes:
+                    for key in _DECLARING:
                         name = value.get(key)
                         if type(name) is str:
                             found.add(name.lstrip("#") if key in ("$id", "id") else name)
                             if key in ("$id", "id") and name.partition("#")[0]:
                                 keys.add(uri_key(name.partition("#")[0]))
-                stack.extend((item, (*path, key)) for key, item in value.items())
+                for key, item in value.items():
+                    if (type(item) is dict or type(item) is list) and item:
+                        stack.append((item, (*path, key)))
             elif type(value) is list:
-                stack.extend((item, (*path, index)) for index, item in enumerate(value))
+                for index, item in enumerate(value):
+                    if (type(item) is dict or type(item) is list) and item:
+                        stack.append((item, (*path, index)))
         return found, keys
 
-    def describe(self, node: _Node, value: dict[str, Any], path: Path) -> None:
+    def plain(self, weight: int) -> _Node:
+        """The node of a schema of plain assertions (no applicators, nothing priced)."""
+        node = self.plains.get(weight)
+        if node is None:
+            node = self.plains[weight] = _Node("")
+            node.weight = weight
+        return node
+
+    def describe(self, value: dict[str, Any], path: Path, base: str) -> _Node:
+        """The node of a non-empty schema: its weight, prices and children."""
         if path and "$schema" in value and self.reject:
             # An embedded resource in another dialect: the engine would read it
             # with the root's vocabulary or switch to keywords the screen did not
@@ -538,8 +569,8 @@ class _Collector:
         weight = 1 + len(value)
         if _COSTED.isdisjoint(value):
             # Only plain assertions (type, bounds...): nothing below, nothing in place.
-            node.weight = weight
-            return
+            return self.plain(weight)
+        node = _Node(base)
         if type(value.get("required")) is list:
             weight += len(value["required"])
         number = 0
@@ -679,6 +710,7 @@ class _Collector:
             array.append((rest, False))
         if array:
             node.array = array
+        return node
 
     def cost(self, pattern: str, path: Path) -> int:
         left = MAX_SCHEMA_PATTERN_COST - self.pattern_work
@@ -806,7 +838,7 @@ def analyse(
     collector.walk(schema)
     collector.resolve(schema)
     nodes = collector.nodes
-    unique = _Node(_UNIQUE, None, "")
+    unique = _Node("")
     unique.weight = UNIQUE_ITEMS_COST
     unique.obj = [([_UNIQUE], False)]
     unique.array = [([_UNIQUE], False)]
@@ -1076,12 +1108,13 @@ def _below(node: _Node, work: dict[Path, int], regex: dict[Path, int]) -> tuple[
         w = 0
         r = key_regex
         for members, pick_one in groups:
+            # Each lookup in C (map over dict.get): a group may hold thousands.
             if pick_one:
-                w += max((work.get(m, 0) for m in members), default=0)
-                r += max((regex.get(m, 0) for m in members), default=0)
+                w += max(map(work.get, members, repeat(0)), default=0)
+                r += max(map(regex.get, members, repeat(0)), default=0)
             else:
-                w += sum(work.get(m, 0) for m in members)
-                r += sum(regex.get(m, 0) for m in members)
+                w += sum(map(work.get, members, repeat(0)))
+                r += sum(map(regex.get, members, repeat(0)))
         sides.extend((w, r))
     return sides[0], sides[2], sides[1], sides[3]
 
@@ -1123,6 +1156,11 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
                         pointer(child),
                     )
                 if seen is None:
+                    if child not in edges:
+                        # A leaf of the in-place graph (most children): done at once.
+                        state[child] = 2
+                        order.append(child)
+                        continue
                     state[child] = 1
                     stack.append((child, 0))
             else:

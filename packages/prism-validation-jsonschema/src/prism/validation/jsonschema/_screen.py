@@ -75,113 +75,160 @@ class Screened:
 
 
 class _Walk:
+    """One recursive pass over the schema; the path is kept as a list, made a pointer on failure.
+
+    The size and member counts are checked where they grow, so a DAG (one object
+    reached many times) stops as soon as its expansion passes a limit. Scalars
+    are handled in their container's loop (no call per scalar), and a path is
+    built only for a refusal: screening is the first cost of every admission.
+    """
+
     def __init__(self, limits: SchemaLimits, *, draft4: bool) -> None:
         self.limits = limits
         self.draft4 = draft4
+        self.max_bytes = limits.max_schema_bytes
+        self.max_members = limits.max_keywords
+        self.max_depth = limits.max_depth
         self.members = 0
         self.refs = 0
         self.size = 0  # a lower bound of the serialised size, to stop DAG blow-ups early
         self.active: set[int] = set()
+        self.path: list[str | int] = []
 
-    def fail(self, reason: str, path: tuple[str | int, ...]) -> SchemaRejectedError:
-        return SchemaRejectedError(reason, pointer(path))
+    def fail(self, reason: str, *extra: str | int) -> SchemaRejectedError:
+        return SchemaRejectedError(reason, pointer((*self.path, *extra)))
 
-    def grow(self, amount: int, path: tuple[str | int, ...]) -> None:
-        self.size += amount
-        if self.size > self.limits.max_schema_bytes:
-            raise self.fail(
-                f"schema is larger than max_schema_bytes={self.limits.max_schema_bytes}", path
-            )
+    def too_large(self) -> SchemaRejectedError:
+        return self.fail(f"schema is larger than max_schema_bytes={self.max_bytes}")
 
-    def visit(self, node: object, depth: int, path: tuple[str | int, ...]) -> None:
+    def too_many(self) -> SchemaRejectedError:
+        return self.fail(
+            f"schema has more than max_keywords={self.max_members} members "
+            "(object members, objects and arrays)"
+        )
+
+    def visit(self, node: object, depth: int) -> None:
+        """Screen ``node`` (at ``self.path``, ``depth`` levels down) and everything in it."""
         kind = type(node)
         if kind is dict or kind is list:
-            if depth > self.limits.max_depth:
-                raise self.fail(f"schema nests deeper than max_depth={self.limits.max_depth}", path)
-            ident = id(node)
-            if ident in self.active:
-                raise self.fail("schema contains a cycle", path)
-            # Every object and array counts too: each is work for the analysis
-            # and the engine's compile (80,000 empty prefixItems, 240 kB, held
-            # admission for 1-2 s although they have no members).
-            self.count(1, path)
-            self.active.add(ident)
-            try:
-                if kind is dict:
-                    self.visit_object(node, depth, path)  # type: ignore[arg-type]
-                else:
-                    self.grow(2, path)
-                    for index, item in enumerate(node):  # type: ignore[var-annotated,arg-type]
-                        self.grow(1, path)
-                        self.visit(item, depth + 1, (*path, index))
-            finally:
-                self.active.discard(ident)
-        elif kind is str:
-            self.grow(len(node) + 2, path)  # type: ignore[arg-type]
+            self.container(node, kind is dict, depth)
+        else:
+            self.scalar(node, kind)
+
+    def scalar(self, node: object, kind: type) -> None:
+        if kind is str:
+            self.size += len(node) + 2  # type: ignore[arg-type]
         elif kind is float:
             if not math.isfinite(node):  # type: ignore[arg-type]
-                raise self.fail(f"schema contains a non-finite number ({node!r})", path)
-            self.grow(1, path)
+                raise self.fail(f"schema contains a non-finite number ({node!r})")
+            self.size += 1
         elif kind is int:
             if integer_too_long(node):  # type: ignore[arg-type]
-                raise self.fail(
-                    f"schema contains an integer outside {INTEGER_RANGE}",
-                    path,
-                )
-            self.grow(1, path)
+                raise self.fail(f"schema contains an integer outside {INTEGER_RANGE}")
+            self.size += 1
         elif kind in _SCALARS:
-            self.grow(1, path)
+            self.size += 1
         else:
-            raise self.fail(f"schema contains a {kind.__name__}, which is not a JSON value", path)
+            raise self.fail(f"schema contains a {kind.__name__}, which is not a JSON value")
+        if self.size > self.max_bytes:
+            raise self.too_large()
 
-    def count(self, amount: int, path: tuple[str | int, ...]) -> None:
-        self.members += amount
-        if self.members > self.limits.max_keywords:
-            raise self.fail(
-                f"schema has more than max_keywords={self.limits.max_keywords} members "
-                "(object members, objects and arrays)",
-                path,
-            )
+    def empty(self) -> None:
+        """An empty object or array (the cheapest members to send: the walk's commonest node)."""
+        self.members += 1
+        if self.members > self.max_members:
+            raise self.too_many()
+        self.size += 2
+        if self.size > self.max_bytes:
+            raise self.too_large()
 
-    def visit_object(self, node: dict[Any, Any], depth: int, path: tuple[str | int, ...]) -> None:
-        self.count(len(node), path)
-        self.grow(2, path)
-        for key, value in node.items():
-            if type(key) is not str:
-                raise self.fail(_non_string_key(key), path)
-            if key in POLLUTION_KEYS:
-                raise self.fail(f"schema has the forbidden key {key!r}", (*path, key))
-            self.grow(len(key) + 3, path)
-            if type(value) is str:
-                if key in _REF_KEYS:
-                    self.check_ref(value, (*path, key))
-                elif key == "$id" or (key == "id" and self.draft4):
-                    self.check_id(value, (*path, key))
-            self.visit(value, depth + 1, (*path, key))
+    def container(self, node: Any, is_dict: bool, depth: int) -> None:
+        if depth > self.max_depth:
+            raise self.fail(f"schema nests deeper than max_depth={self.max_depth}")
+        ident = id(node)
+        active = self.active
+        if ident in active:
+            raise self.fail("schema contains a cycle")
+        # Every object and array counts too: each is work for the analysis
+        # and the engine's compile (80,000 empty prefixItems, 240 kB, held
+        # admission for 1-2 s although they have no members).
+        self.members += 1 + len(node) if is_dict else 1
+        if self.members > self.max_members:
+            raise self.too_many()
+        self.size += 2
+        if self.size > self.max_bytes:
+            raise self.too_large()
+        active.add(ident)
+        path = self.path
+        below = depth + 1
+        max_bytes = self.max_bytes
+        if is_dict:
+            for key, value in node.items():
+                if type(key) is not str:
+                    raise self.fail(_non_string_key(key))
+                if key in POLLUTION_KEYS:
+                    raise self.fail(f"schema has the forbidden key {key!r}", key)
+                self.size += len(key) + 3
+                if self.size > max_bytes:
+                    raise self.too_large()
+                kind = type(value)
+                if kind is str:
+                    if key in _REF_KEYS:
+                        self.check_ref(value, key)
+                    elif key == "$id" or (key == "id" and self.draft4):
+                        self.check_id(value, key)
+                    self.size += len(value) + 2
+                    if self.size > max_bytes:
+                        path.append(key)
+                        raise self.too_large()
+                    continue
+                path.append(key)
+                if (kind is dict or kind is list) and not value and below <= self.max_depth:
+                    self.empty()
+                elif kind is dict or kind is list:
+                    self.container(value, kind is dict, below)
+                else:
+                    self.scalar(value, kind)
+                path.pop()
+        else:
+            for index, item in enumerate(node):
+                self.size += 1
+                if self.size > max_bytes:
+                    raise self.too_large()
+                kind = type(item)
+                path.append(index)
+                if (kind is dict or kind is list) and not item and below <= self.max_depth:
+                    self.empty()
+                elif kind is dict or kind is list:
+                    self.container(item, kind is dict, below)
+                else:
+                    self.scalar(item, kind)
+                path.pop()
+        active.discard(ident)
 
-    def check_ref(self, ref: str, path: tuple[str | int, ...]) -> None:
+    def check_ref(self, ref: str, key: str) -> None:
         self.refs += 1
         if self.refs > self.limits.max_refs:
-            raise self.fail(f"schema has more than max_refs={self.limits.max_refs} $refs", path)
+            raise self.fail(f"schema has more than max_refs={self.limits.max_refs} $refs", key)
         if not ref.startswith("#"):
             raise self.fail(
                 f"$ref {quoted(ref)} is not fragment-local; only '#...' references are "
                 "allowed and nothing is ever fetched",
-                path,
+                key,
             )
 
-    def check_id(self, value: str, path: tuple[str | int, ...]) -> None:
+    def check_id(self, value: str, key: str) -> None:
         if value == "" or value.startswith("#"):
             return
         try:
             parts = urlsplit(value)
         except ValueError as exc:
-            raise self.fail(f"$id {quoted(value)} is not a valid URI", path) from exc
+            raise self.fail(f"$id {quoted(value)} is not a valid URI", key) from exc
         if not parts.scheme:
             raise self.fail(
                 f"$id {quoted(value)} is relative; relative identifiers would resolve "
                 "references against a location Prism never reads",
-                path,
+                key,
             )
 
 
@@ -229,7 +276,7 @@ def screen(
             f"a schema must be a JSON object or a boolean, got {type(schema).__name__}"
         )
     draft = _draft_of(schema, unsupported)
-    _Walk(limits, draft4=draft == "draft4").visit(schema, 1, ())
+    _Walk(limits, draft4=draft == "draft4").visit(schema, 1)
     try:
         key = canonical_key(schema)
     except (ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - screened above
