@@ -926,6 +926,67 @@ async def test_a_work_tree_change_never_hides_behind_restamped_stat_data(
     assert b"+changed by an earlier call" in _git(root, "diff").stdout, text
 
 
+# each file of the list rewritten with other bytes of the same size, its times put back
+_SAME_SIZE = r"""
+import os, sys
+for name in sys.argv[1:]:
+    st = os.stat(name)
+    old = open(name, "rb").read()
+    open(name, "wb").write(b"x" * (len(old) - 1) + b"\n")
+    os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns))
+"""
+
+
+def _stat_data(root: Path, path: str) -> bytes:
+    """The cached stat data ``git ls-files --debug`` shows for ``path``."""
+    return _git(root, "ls-files", "--debug", "--", path).stdout.split(b"\n", 1)[1]
+
+
+async def test_a_same_size_rewrite_with_its_times_put_back_shows_under_any_stat_checks(
+    root: Path,
+) -> None:
+    """Under `core.checkStat=minimal` and `core.trustctime=false` git compares only a
+    file's mtime seconds and size with its index entry: a rewrite of the same size whose
+    mtime the command put back would show in no `git status` nor `git diff` (the index
+    untouched). The index entries of the files placed come back stat-unknown, in the
+    root's own repository and in a nested one (there a split index: the entry lives in
+    its shared index), so git reads those files; every other entry keeps its stat data,
+    and a file placed with its own content again is clean for git and restamped by the
+    next `git status`."""
+    nested = root / "sub"
+    nested.mkdir()
+    for top in (root, nested):
+        _git(top, "init", "-q", "-b", "main")
+        for name in ("a.txt", "b.txt", "same.txt"):
+            (top / name).write_text(f"{name} as committed\n")
+        _git(top, "config", "core.checkStat", "minimal")
+        _git(top, "config", "core.trustctime", "false")
+        if top is nested:
+            _git(top, "config", "core.splitIndex", "true")
+        _git(top, "add", "a.txt", "b.txt", "same.txt")
+        _git(top, "commit", "-qm", "init")
+        for name in ("a.txt", "b.txt", "same.txt"):
+            os.utime(top / name, (1, 1))  # (older than any index: not racily clean)
+        _git(top, "update-index", "--refresh")
+    assert list(nested.joinpath(".git").glob("sharedindex.*"))
+    kept = _stat_data(root, "b.txt")
+    (root / "rewrite.py").write_text(_SAME_SIZE)
+    text = await _shell(
+        root,
+        "python3 rewrite.py a.txt sub/a.txt"
+        " && cp -p same.txt same.tmp && mv same.tmp same.txt"
+        " && cp -p sub/same.txt sub/same.tmp && mv sub/same.tmp sub/same.txt",
+    )
+    assert (root / "a.txt").read_bytes() == b"x" * 18 + b"\n", text
+    for top in (root, nested):
+        assert b"+xxxxxxx" in _git(top, "diff-files", "-p").stdout, text  # (no refresh)
+        assert b"mtime: 0:0" in _stat_data(top, "same.txt"), text
+        assert _git(top, "status", "--short", "-uno").stdout == b" M a.txt\n", text
+        assert b"mtime: 1:0" in _stat_data(top, "same.txt"), text  # restamped by git
+    assert _stat_data(root, "b.txt") == kept, text
+    assert not (root / ".git" / "index.lock").exists()
+
+
 # f.txt's entry marked intent-to-add (the index made version 3 for its extended flags)
 _INTENDED = r"""
 import hashlib, struct

@@ -443,6 +443,12 @@ def test_the_stat_data_of_chosen_entries_is_zeroed_as_git_reads_it(
     before = _stat_blocks(root)
     assert with_stat_unknown(data, set()) is data
     assert with_stat_unknown(data, {b"missing"}) is None
+    # held: the keys the index holds (none: the same bytes)
+    assert with_stat_unknown(data, {b"missing"}, held=True) is data
+    only = with_stat_unknown(data, {b"missing", b"dir/c"}, held=True)
+    assert only is not None
+    (root / ".git" / "index").write_bytes(only)
+    assert {k for k, v in _stat_blocks(root).items() if before[k] != v} == {"dir/c 0"}
     # (the long name and the conflicted entry hold no stat data: found by their keys, the
     # entry after them is found where the walk past them leads)
     out = with_stat_unknown(data, {b"dir/c", b"z\x003", long.encode(), b"zz"})

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import strategies as st
 
 from prism.coding.security import PROTECTED_PATHS, SandboxUnavailableError
-from prism.coding.security._gitnames import cached_git_entries, git_entries
+from prism.coding.security._gitnames import cached_git_entries, git_entries, index_restamped
 from prism.coding.security._implied import implied_protected
 from prism.coding.security._overlay import RootOverlay, overlay_base
 from prism.coding.security._protected import ProtectedPaths, in_git_directory
@@ -421,6 +421,29 @@ def test_the_answer_is_cached_until_a_config_file_changes(root: Path) -> None:
     assert cached_git_entries(str(root)) is first
     _git(root, "config", "core.hooksPath", ".githooks")
     assert cached_git_entries(str(root)) == [".githooks"]
+
+
+@pytest.mark.git
+def test_an_index_restamped_by_the_copy_back_keeps_its_submodules(root: Path) -> None:
+    """The copy-back's rewrite of the index (stat data alone zeroed) keeps the answer kept
+    for that index; any other index written since is asked about again."""
+    _git(root, "init", "-q")
+    (root / "f").write_text("f")
+    _git(root, "add", "f")
+    index = root / ".git" / "index"
+    first = cached_git_entries(str(root))
+    before = os.stat(index)
+    data = index.read_bytes()
+    for turn in range(2):
+        replacement = root / ".git" / "index.new"
+        replacement.write_bytes(data)
+        os.replace(replacement, index)
+        if turn == 0:
+            index_restamped(str(root), before, os.stat(index))
+            assert cached_git_entries(str(root)) is first
+        else:
+            index_restamped(str(root), before, os.stat(index))  # (not the index kept)
+            assert cached_git_entries(str(root)) is not first
 
 
 @pytest.mark.git

@@ -563,6 +563,28 @@ def remember_index(root: str, gitlinks: list[bytes], placed: os.stat_result) -> 
         _submodules[root] = ((key, identity), entries)
 
 
+def index_restamped(root: str, before: os.stat_result, after: os.stat_result) -> None:
+    """``root``'s index was rewritten with only its entries' stat data changed.
+
+    ``before``, ``after``: the index file's stat before and after. The gitlinks
+    :func:`cached_git_entries` keeps for the index as it was before are kept for
+    the new file (the same paths, modes and objects), so no ``ls-files`` is asked.
+    """
+    index = os.path.join(root, ".git", "index")
+    with _cache_lock:
+        below = _submodules.get(root)
+        if below is None or len(below[0]) != 2:
+            return
+        key, identity = below[0]
+        if identity != (index, *_identity(before)):
+            return
+        _submodules[root] = ((key, (index, *_identity(after))), below[1])
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+
+
 # what makes `git -C root` read another repository or index than root/.git's
 _ELSEWHERE = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",

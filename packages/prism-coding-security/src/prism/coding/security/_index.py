@@ -657,7 +657,7 @@ _STAT_BEFORE_MODE = 24
 _STAT_AFTER_MODE = (28, 40)
 
 
-def with_stat_unknown(data: bytes, keys: set[bytes]) -> bytes | None:
+def with_stat_unknown(data: bytes, keys: set[bytes], *, held: bool = False) -> bytes | None:
     """``data`` (an index file) with the cached stat data of the entries ``keys`` zeroed.
 
     ``keys``: listing keys (the path, or the path, a NUL and the stage of an
@@ -666,8 +666,9 @@ def with_stat_unknown(data: bytes, keys: set[bytes]) -> bytes | None:
     (``git diff`` shows nothing, and ``git diff --cached`` reads the file in the
     staged blob's place): with zeros there it hashes the file instead, as it does
     for an entry it cannot trust. The mode stays. The same bytes when ``keys`` is
-    empty; None when ``data`` is no index read here or holds no entry of a key.
-    An index of version 2 or 3 walked before (its entries' offsets kept) is
+    empty; None when ``data`` is no index read here or (unless ``held``: then the
+    keys it holds are zeroed, the same bytes when it holds none) holds no entry
+    of a key. An index of version 2 or 3 walked before (its entries' offsets kept) is
     searched by halves, not walked. A split index (its entries those changed
     since its shared index, a replaced one without its name) has every entry
     it holds zeroed.
@@ -682,12 +683,14 @@ def with_stat_unknown(data: bytes, keys: set[bytes]) -> bytes | None:
     split = any(signature == b"link" for signature, _, _ in layout[2])
     offsets = _offsets(data, size, end) if version != 4 and not split else None
     starts = (
-        _walked_starts(data, version, size, end, None if split else keys)
+        _walked_starts(data, version, size, end, None if split else keys, every=not held)
         if offsets is None
-        else _searched_starts(data, size, offsets, keys)
+        else _searched_starts(data, size, offsets, keys, every=not held)
     )
     if starts is None:
         return None
+    if not starts:
+        return data
     out = bytearray(data)
     for at in starts:
         out[at : at + _STAT_BEFORE_MODE] = bytes(_STAT_BEFORE_MODE)
@@ -898,9 +901,12 @@ def _split_key(key: bytes) -> tuple[bytes, int]:
 
 
 def _searched_starts(
-    data: bytes, size: int, offsets: list[int], keys: set[bytes]
+    data: bytes, size: int, offsets: list[int], keys: set[bytes], *, every: bool = True
 ) -> list[int] | None:
-    """Where each key's entry starts, each found by halves (entries in git's order)."""
+    """Where each key's entry starts, each found by halves (entries in git's order).
+
+    None when a key is not held (unless not ``every``: then where those held start).
+    """
     starts: list[int] = []
     for key in keys:
         wanted = _split_key(key)
@@ -912,7 +918,9 @@ def _searched_starts(
             else:
                 high = middle
         if low == len(offsets) - 1 or _entry_key(data, offsets[low], size) != wanted:
-            return None
+            if every:
+                return None
+            continue
         starts.append(offsets[low])
     return starts
 

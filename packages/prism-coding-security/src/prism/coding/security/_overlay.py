@@ -818,6 +818,7 @@ class RootOverlay:
         granted: Sequence[tuple[str, ...]] = (),
         only_granted: bool = False,
         index_placed: Callable[[list[bytes], os.stat_result], None] | None = None,
+        index_restamped: Callable[[os.stat_result, os.stat_result], None] | None = None,
         repositories: Callable[[], int] | None = None,
     ) -> list[str]:
         """Move the command's changes into the root; return what was left out, as notes.
@@ -833,6 +834,9 @@ class RootOverlay:
         ``index_placed(gitlinks, stat)``: told when the root's own ``.git/index`` was
         moved into place, with its gitlinks as the index check listed them, and
         when the check listed the host's index (as it was before the listing).
+        ``index_restamped(before, after)``: told when the root's own index was
+        rewritten with the entries of the work tree files placed made stat-unknown
+        (see :meth:`_Applier.unknown_placed`), with its stat before and after.
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
@@ -851,6 +855,7 @@ class RootOverlay:
                 return [f"the changes to {self.root} were not applied: {exc}"]
         applier = _Applier(self, protected, extra, notes, tuple(granted), only_granted)
         applier.index_placed = index_placed
+        applier.index_restamped = index_restamped
         applier.repositories = repositories
         # only .git changed: the anchored paths are still needed to judge the
         # entries of a new index or of the commits a moved ref names (a hook
@@ -868,6 +873,7 @@ class RootOverlay:
             os.close(fd)
             for directory, _ in applier._copied_inodes.values():
                 os.close(directory)
+        applier.unknown_placed()
         return notes.lines(self.root)
 
     def discard_later(self) -> None:
@@ -1257,6 +1263,101 @@ def _write_index(path: str, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+_INDEX_UNREAD = (
+    "an index not read here: its entries of the files changed keep their cached stat data"
+)
+_INDEX_LOCKED = (
+    "git's index was locked: its entries of the files changed keep their cached stat "
+    "data (`git update-index --really-refresh` makes git read those files again)"
+)
+
+
+def _index_stat_unknown(
+    git_dir: str,
+    work_tree: str,
+    paths: set[bytes],
+    restamped: Callable[[os.stat_result, os.stat_result], None] | None,
+) -> str | None:
+    """Zero the cached stat data of the entries ``paths`` in ``git_dir``'s index.
+
+    See :meth:`_Applier.unknown_placed`. Returns why it was not done, or None
+    (done, or nothing to do: no index, or no entry of ``paths``). The listing
+    kept for the old bytes is kept for the new ones (the entries' paths, modes
+    and objects are the same); ``restamped(before, after)`` is told (the root's
+    own index) with the file's stat before and after.
+    """
+    fd = os.open(git_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            lock = os.open("index.lock", flags, 0o600, dir_fd=fd)
+        except FileExistsError:
+            return _INDEX_LOCKED
+        done = False
+        try:
+            try:
+                source = os.open(
+                    "index", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+                )
+            except FileNotFoundError:
+                return None
+            try:
+                before = os.fstat(source)
+                if not stat.S_ISREG(before.st_mode) or before.st_size >= _INDEX_LIMIT:
+                    return "an index that is no regular file, or past the size read here"
+                with os.fdopen(os.dup(source), "rb") as file:
+                    data = file.read()
+            finally:
+                os.close(source)
+            new = with_stat_unknown(data, paths, held=True)
+            shared_name = None if new is None else shared_index_name(new)
+            if new is not None and shared_name is not None:
+                shared = read_regular_file(os.path.join(git_dir, shared_name), _INDEX_LIMIT)
+                both = None if shared is None else with_shared_stat_unknown(new, shared, paths)
+                if both is None or both[1] is not shared:
+                    new = None if both is None else both[0]
+                if both is not None and both[1] is not shared:
+                    _write_new_file(fd, shared_index_name(both[0]) or "", both[1], before.st_mode)
+            if new is None:
+                return _INDEX_UNREAD
+            if new is data or new == data:
+                return None  # (no entry of them, or each unknown already)
+            kept = known_listing(git_dir, work_tree, os.path.join(git_dir, "index"))
+            view, at = memoryview(new), 0
+            while at < len(new):
+                at += os.write(lock, view[at:])
+            os.fchmod(lock, stat.S_IMODE(before.st_mode))
+            os.close(lock)
+            lock = -1
+            os.rename("index.lock", "index", src_dir_fd=fd, dst_dir_fd=fd)
+            done = True
+            after = os.stat("index", dir_fd=fd, follow_symlinks=False)
+            if kept is not None:
+                remember_listing(git_dir, work_tree, os.path.join(git_dir, "index"), kept, new)
+            if restamped is not None:
+                restamped(before, after)
+            return None
+        finally:
+            if lock >= 0:
+                os.close(lock)
+            if not done:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink("index.lock", dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _write_new_file(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Write ``data`` as ``name`` under ``dir_fd`` (a fresh file renamed there)."""
+    temporary = f".prism-{os.getpid()}-{name}"[:255]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    file = os.open(temporary, flags, 0o600, dir_fd=dir_fd)
+    with os.fdopen(file, "wb") as out:
+        out.write(data)
+        os.fchmod(out.fileno(), stat.S_IMODE(mode))
+    os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
 def _real_directory(path: str) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -1336,10 +1437,14 @@ class _Applier:
         # what their loose objects may still inflate to, all together
         self.inflation = InflationLeft()
         self.index_placed: Callable[[list[bytes], os.stat_result], None] | None = None
+        # told when unknown_placed rewrote the root's own index (its stat before, after)
+        self.index_restamped: Callable[[os.stat_result, os.stat_result], None] | None = None
         # the root's own new index's gitlinks, listed by its check (None: not listed)
         self._new_gitlinks: list[bytes] | None = None
         # the shared indexes this copy-back placed (a split index's), by host path
         self._placed_shared: set[str] = set()
+        # the work tree's files and links this copy-back placed (see unknown_placed)
+        self.placed: list[tuple[str, ...]] = []
 
     def upper_path(self, rel: tuple[str, ...]) -> str:
         """Where the layer holds ``rel`` (a path from the root's top, below its ``below``)."""
@@ -2213,6 +2318,8 @@ class _Applier:
                 moved = rel == (".git", "index") and self._new_gitlinks is not None
                 inode = os.lstat(upper).st_ino if moved else None
                 self.place_file(upper, real_fd, rel)
+                if ".git" not in rel:
+                    self.placed.append(rel)
                 if _SHARED_INDEX.fullmatch(name):
                     self._placed_shared.add(os.path.join(self.overlay.root, *rel))
                 if moved and self.index_placed is not None:
@@ -2228,8 +2335,47 @@ class _Applier:
                 temporary = f".prism-{os.getpid()}-{name}"[:255]
                 os.symlink(target, temporary, dir_fd=real_fd)
                 os.rename(temporary, name, src_dir_fd=real_fd, dst_dir_fd=real_fd)
+                if ".git" not in rel:
+                    self.placed.append(rel)
         except OSError as exc:
             self.notes.add(f"could not be applied: {exc.strerror}", path)
+
+    def unknown_placed(self) -> None:
+        """Make the host's index entries of the work tree files placed stat-unknown.
+
+        Git takes an entry whose cached stat data match the file for that file's
+        content. A file placed here is new (another inode, a new ctime), but under
+        ``core.checkStat=minimal`` and ``core.trustctime=false`` git compares only
+        its mtime's seconds and its size, both the command's to choose: a rewrite
+        of the same size, its mtime put back, would show in no ``git status`` nor
+        ``git diff``. So the index of each repository holding a placed file (the
+        root's own, a nested one) gets those entries' stat data zeroed, as git's
+        own ``read-tree`` leaves them: git then compares the file's content, and
+        its next refresh writes the file's stat data back. Written as git writes
+        it (under ``index.lock``, renamed into place); an index git holds locked
+        is left as it is and reported.
+        """
+        repositories: dict[tuple[str, ...], bool] = {}
+        keys: dict[tuple[str, ...], set[bytes]] = {}
+        for rel in self.placed:
+            for cut in range(len(rel) - 1, -1, -1):
+                top = rel[:cut]
+                held = repositories.get(top)
+                if held is None:
+                    git = os.path.join(self.overlay.root, *top, ".git")
+                    held = repositories[top] = _real_directory(git)
+                if held:
+                    keys.setdefault(top, set()).add(os.fsencode("/".join(rel[cut:])))
+        for top, paths in keys.items():
+            git_dir = os.path.join(self.overlay.root, *top, ".git")
+            work_tree = os.path.join(self.overlay.root, *top)
+            try:
+                told = None if top else self.index_restamped
+                reason = _index_stat_unknown(git_dir, work_tree, paths, told)
+            except OSError as exc:
+                reason = f"could not be applied: {exc.strerror}"
+            if reason is not None:
+                self.notes.add(reason, "/".join((*top, ".git", "index")))
 
     def host_changed(self, dir_fd: int, rel: tuple[str, ...], *, directory: bool = False) -> bool:
         """Whether the host changed ``rel`` while the command ran (then reported, left alone).

@@ -35,7 +35,7 @@ from prism.core.process import DEFAULT_KILL_GRACE_S
 from . import _bridge
 from ._errors import SandboxUnavailableError
 from ._executables import host_program, loader_moved
-from ._gitnames import remember_index
+from ._gitnames import index_restamped, remember_index
 from ._implied import (
     environment_patterns,
     implied_protected,
@@ -665,6 +665,7 @@ class BubblewrapSandbox:
                             granted=granted,
                             only_granted=only,
                             index_placed=functools.partial(remember_index, overlay.root),
+                            index_restamped=functools.partial(index_restamped, overlay.root),
                             repositories=functools.partial(
                                 nested_repositories, overlay.root, self._matcher
                             ),
