@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
 import os
 import re
@@ -13,8 +15,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from prism.core import ConfigurationError
+from prism.core import ConfigurationError, _process
 from prism.core.process import DEFAULT_KILL_GRACE_S, PROCESS_TREE_ENV_VAR, terminate_process_tree
+
+PR_SET_CHILD_SUBREAPER = 36
 
 # A child, a grandchild that started its own session, and a double-forked daemon
 # (setsid -f: its parent exits at once, so it is re-parented away from our tree).
@@ -90,7 +94,13 @@ async def _close(process: trio.Process) -> None:
         await process.stdout.aclose()
 
 
-async def test_child_setsid_grandchild_and_double_forked_daemon_are_all_terminated() -> None:
+@pytest.mark.parametrize("children_lists", [True, False], ids=["search", "every-process"])
+async def test_child_setsid_grandchild_and_double_forked_daemon_are_all_terminated(
+    children_lists: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # without per-task children lists in /proc (a kernel without CONFIG_PROC_CHILDREN)
+    # every process on the machine is read instead
+    monkeypatch.setattr(_process, "_LISTS_CHILDREN", children_lists)
     marker = secrets.token_hex(16)
     stranger = await _spawn(["sleep", "300"], marker=None)
     root = await _spawn(["sh", "-c", TREE], marker)
@@ -162,6 +172,71 @@ async def test_the_marker_finds_a_daemon_that_left_a_reaped_roots_session() -> N
         if _alive(daemon):
             os.kill(daemon, 9)
         await _close(root)
+
+
+# A marked daemon whose child left the session and cleared its environment while
+# the daemon lived: only its parentage ties it to the tree.
+DAEMON_AND_ESCAPEE = (
+    'setsid -f sh -c \'env -i setsid sh -c "echo escapee=\\$\\$; exec sleep 300 >/dev/null" & '
+    "echo daemon=$$; exec sleep 300 >/dev/null'"
+)
+
+
+def _environ(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _parent(pid: int) -> int:
+    raw = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(raw[raw.rfind(b")") + 2 :].split()[1])
+
+
+async def test_a_marked_daemons_child_that_cleared_its_environment_goes_with_it() -> None:
+    marker = secrets.token_hex(16)
+    root = await _spawn(["sh", "-c", DAEMON_AND_ESCAPEE], marker)
+    pids: dict[str, int] = {}
+    try:
+        with trio.fail_after(15):
+            pids = _pids(await _read_until(root, {"daemon", "escapee"}))
+            await root.wait()
+            escapee = pids["escapee"]
+            assert PROCESS_TREE_ENV_VAR.encode() not in _environ(escapee)
+            assert _parent(escapee) == pids["daemon"]
+            await terminate_process_tree(root.pid, marker=marker, grace_s=0.5, root_reaped=True)
+        assert [name for name, pid in pids.items() if _alive(pid)] == []
+    finally:
+        for pid in pids.values():
+            if _alive(pid):
+                os.kill(pid, 9)
+        await _close(root)
+
+
+async def test_a_daemon_adopted_by_the_caller_as_child_subreaper_is_found() -> None:
+    # Orphans go to the nearest child subreaper above them, here this process, not init.
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    marker = secrets.token_hex(16)
+    daemon = 0
+    try:
+        root = await _spawn(["sh", "-c", DAEMON_ONLY], marker)
+        with trio.fail_after(15):
+            daemon = _pids(await _read_until(root, {"daemon"}))["daemon"]
+            await root.wait()
+            assert _parent(daemon) == os.getpid()
+            await terminate_process_tree(root.pid, marker=marker, grace_s=0.5, root_reaped=True)
+            assert not _alive(daemon)
+        await _close(root)
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        if daemon:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(daemon, 9)
+            _reap(daemon)  # adopted here: ours to reap
 
 
 async def test_terminate_never_signals_the_caller() -> None:

@@ -5,9 +5,15 @@ something: the descendants of the root (by walking ``/proc`` parent links),
 every process still in the root's session or process group (descendants that
 were re-parented to init after their parent exited), and every process whose
 environment carries the run's random marker (descendants that called
-``setsid`` *and* lost their parent). Only a process that both escaped the
-session and cleared its environment can get away; a PID-namespace sandbox
-closes that gap.
+``setsid`` *and* lost their parent); with them, every descendant of a process
+so found. Only a process that escaped the session, cleared its environment and
+was orphaned can get away; a PID-namespace sandbox closes that gap.
+
+Only the places where a member can be are read (this process's descendants,
+the children of its ancestors and of init: where orphans are re-parented), not
+every process on the machine: after a command that left nothing that is about
+0.4 ms of CPU here, where reading all of ``/proc`` cost 5.7 ms with 124
+processes and 138 ms with 3,000.
 
 Used by ``prism.coding.tools`` (shell commands) and ``prism.mcp`` (stdio
 servers), so that both keep one contract: nothing they start outlives them.
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from typing import TYPE_CHECKING, NamedTuple
 
 import trio
@@ -45,6 +52,7 @@ class _Proc(NamedTuple):
     ppid: int
     pgrp: int
     session: int
+    threads: int
     start: int
     state: str
 
@@ -65,6 +73,7 @@ def _read_proc(pid: int) -> _Proc | None:
             ppid=int(fields[1]),
             pgrp=int(fields[2]),
             session=int(fields[3]),
+            threads=int(fields[17]),
             start=int(fields[19]),
         )
     except (IndexError, ValueError):
@@ -93,14 +102,149 @@ def _has_marker(pid: int, marker: bytes) -> bool:
         return False
 
 
+def _children(proc: _Proc, *, adopted: bool = False) -> list[int]:
+    """The children of ``proc`` (of each of its threads), from ``/proc/PID/task/TID/children``.
+
+    ``adopted``: only those an orphan is re-parented to, the first live thread's (the
+    leader's, while it has not exited): what a process adopts as a child subreaper or
+    as init is listed there, whichever thread forked the orphan's first parent.
+    """
+    pid = proc.pid
+    leader = proc.threads == 1 or (adopted and proc.state != "Z")
+    try:
+        tasks = [str(pid)] if leader else os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out: list[int] = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+                out += [int(child) for child in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _lists_children() -> bool:
+    """Whether this kernel lists each task's children (``CONFIG_PROC_CHILDREN``)."""
+    global _LISTS_CHILDREN
+    if _LISTS_CHILDREN is None:
+        tid = threading.get_native_id()
+        _LISTS_CHILDREN = os.path.exists(f"/proc/self/task/{tid}/children")
+    return _LISTS_CHILDREN
+
+
+_LISTS_CHILDREN: bool | None = None
+
+
 def _collect(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
     """Live members of ``root``'s tree, as ``{pid: start time}`` (zombies left out).
 
-    Once the root has been reaped its PID may belong to a stranger: then the
-    PID and its children are never taken, and the session and group IDs only
-    while no live process holds that PID (the kernel does not hand out a PID
-    still used as a session or group ID, so a holder means reuse).
+    A member is a descendant of ``root`` (while it is not reaped), a process in
+    its session or process group, a process carrying ``marker``, or a descendant
+    of any of these. Once the root has been reaped its PID may belong to a
+    stranger: then the PID and its children are never taken, and the session
+    and group IDs only while no process holds that PID (the kernel does not hand
+    out a PID still used as a session or group ID, so a holder means reuse).
+
+    Only the places a member can be are read, not every process on the machine
+    (see :func:`_search`); without per-task children lists in ``/proc``, every
+    process is read.
     """
+    if not _lists_children():
+        return _collect_everywhere(root, marker, root_reaped)
+    return _search(root, marker, root_reaped)
+
+
+def _search(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
+    """:func:`_collect` by reading only where a member of the tree can be.
+
+    The root is this process's descendant, so every member is: it was forked
+    below the root, and when its parent ended it was re-parented to the nearest
+    child subreaper among its ancestors, or to init. So a member is below this
+    process, a child of one of this process's ancestors, or a child of init
+    (where orphans go), or below such a member. This process's descendants are
+    all read (a subreaper below it, a sandbox's helper, may hold members); of
+    the children of its ancestors and of init only those started since this
+    process (a member cannot be older), and below them only members' children.
+    Orphans only move up, to the ancestors' lists, which are read after the
+    lists below them and read again until no new process appears there.
+    """
+    me = _read_proc(os.getpid())
+    if me is None:  # pragma: no cover - /proc is mounted for another PID namespace
+        return _collect_everywhere(root, marker, root_reaped)
+    chain = [me]
+    while chain[-1].ppid > 0 and len(chain) < 64:
+        parent = _read_proc(chain[-1].ppid)
+        if parent is None:
+            break
+        chain.append(parent)
+    if chain[-1].pid != 1 and (init := _read_proc(1)) is not None:
+        chain.append(init)
+    protected = {0, 1, me.pid, me.ppid, *(proc.pid for proc in chain)}
+    # a reaped root's PID held by any process or thread: reused, its session is a stranger's
+    reused = root_reaped and os.path.exists(f"/proc/{root}")
+    found: dict[int, _Proc] = {}
+    seen: set[int] = set(protected)
+
+    def is_member(proc: _Proc) -> bool:
+        if proc.pid in protected or (root_reaped and proc.pid == root):
+            return False
+        if not reused and root in (proc.pid, proc.session, proc.pgrp):
+            return True
+        return marker is not None and _has_marker(proc.pid, marker)
+
+    def take_below(proc: _Proc) -> None:
+        """Take ``proc`` and every descendant of it (each is the root's, too)."""
+        stack = [proc]
+        while stack:
+            current = stack.pop()
+            if current.pid not in protected:
+                found[current.pid] = current
+            for pid in _children(current):
+                if pid not in seen and (child := _read_proc(pid)) is not None:
+                    seen.add(pid)
+                    stack.append(child)
+
+    def look(pid: int, below_me: bool) -> _Proc | None:
+        """Read ``pid`` unless seen, take it if it is a member; a process below us to walk."""
+        if pid in seen or (child := _read_proc(pid)) is None:
+            return None
+        seen.add(pid)
+        if (below_me or child.start >= me.start) and is_member(child):
+            take_below(child)
+            return None
+        return child if below_me else None
+
+    def below(proc: _Proc) -> None:
+        """Look at every descendant of ``proc`` (this process or one of its descendants)."""
+        stack = [proc]
+        while stack:
+            for pid in _children(stack.pop()):
+                if (child := look(pid, below_me=True)) is not None:
+                    stack.append(child)
+
+    if not root_reaped and root not in seen and (top := _read_proc(root)) is not None:
+        seen.add(root)
+        take_below(top)
+    below(me)
+    # the children of this process, of each ancestor and of init, nearest first (an
+    # orphan only moves up), again until none is new
+    for _ in range(_FREEZE_ROUNDS):
+        before = len(seen)
+        for pid in _children(me):
+            if (child := look(pid, below_me=True)) is not None:
+                below(child)
+        for ancestor in chain[1:]:
+            for pid in _children(ancestor, adopted=True):
+                look(pid, below_me=False)
+        if len(seen) == before:
+            break
+    return {pid: proc.start for pid, proc in found.items() if proc.state != "Z"}
+
+
+def _collect_everywhere(root: int, marker: bytes | None, root_reaped: bool) -> dict[int, int]:
+    """:func:`_collect` by reading every process on the machine."""
     procs = _all_procs()
     protected = {0, 1, os.getpid(), os.getppid()}
     reused = root_reaped and any(proc.pid == root for proc in procs)
@@ -178,12 +322,15 @@ async def terminate_process_tree(
     root's session and process group, and, when ``marker`` is given, by the
     ``PRISM_PROCESS_TREE=<marker>`` entry in a process's environment (see
     :data:`PROCESS_TREE_ENV_VAR`), which catches descendants that called
-    ``setsid`` and were re-parented. Start the root in a new session with
-    that entry in its environment to get all three. Every member is stopped
-    (SIGSTOP) before it is signalled so it cannot fork new ones in between,
-    and its start time is re-checked before SIGKILL so a PID reused in the
-    meantime is left alone; the caller's own process and its parent are never
-    signalled. Pass ``root_reaped=True`` once the root's exit status has been
+    ``setsid`` and were re-parented; a member's descendants are members.
+    Start the root in a new session with that entry in its environment to get
+    all three. The root must be a process this one started, or one of its
+    descendants started: members are looked for only where its orphans can be
+    re-parented (below this process, among the children of its ancestors and
+    of init). Every member is stopped (SIGSTOP) before it is signalled so it
+    cannot fork new ones in between, and its start time is re-checked before
+    SIGKILL so a PID reused in the meantime is left alone; the caller's own
+    process and its ancestors are never signalled. Pass ``root_reaped=True`` once the root's exit status has been
     collected: its PID may then be reused, and only what is provably ours
     (session members while the PID is unused, marked processes) is taken.
 
