@@ -330,9 +330,10 @@ async def terminate_process_tree(
     of init). Every member is stopped (SIGSTOP) before it is signalled so it
     cannot fork new ones in between, and its start time is re-checked before
     SIGKILL so a PID reused in the meantime is left alone; the caller's own
-    process and its ancestors are never signalled. Pass ``root_reaped=True`` once the root's exit status has been
-    collected: its PID may then be reused, and only what is provably ours
-    (session members while the PID is unused, marked processes) is taken.
+    process and its ancestors are never signalled. Pass ``root_reaped=True``
+    once the root's exit status has been collected: its PID may then be
+    reused, and only what is provably ours (session members while the PID is
+    unused, marked processes, their descendants) is taken.
 
     A process that left the session *and* cleared its environment *and* was
     orphaned cannot be found from userspace; a PID-namespace sandbox closes
