@@ -367,6 +367,7 @@ async def test_commands_never_see_the_secrets_this_process_holds(
         ("CI_JOB_JWT", True), ("SENTRY_DSN", True), ("SLACK_WEBHOOK_URL", True),
         ("MYSQL_PWD", True), ("SSHPASS", True), ("BW_SESSION", True), ("OP_SESSION_me", True),
         ("ANSIBLE_BECOME_PASS", True), ("OLDPWD", False), ("COMPASS_HOME", False),
+        ("GCLOUD_KEYFILE_JSON", True), ("DOCKERHUB_CREDS", True), ("KEYFILES_DIR", False),
     ],
 )  # fmt: skip
 def test_secret_names(name: str, secret: bool) -> None:
@@ -387,6 +388,25 @@ def test_secret_names(name: str, secret: bool) -> None:
         ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=k==", True),
         ("Server=db;Uid=u;Pwd=p", True), ("Authorization: Bearer t", True),
         ("pwd is where you are", False),
+        # key material and issuers' fixed token forms, under any name
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----", True),
+        ("-----BEGIN RSA PRIVATE KEY-----", True), ("-----BEGIN PGP PRIVATE KEY BLOCK-----", True),
+        ("-----BEGIN CERTIFICATE-----", False),
+        ('{"type": "service_account", "private_key_id": "abc"}', True),
+        ("//registry.npmjs.org/:_authToken=npm_x", True), ("//r.example/:_auth=dTpw", True),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.sig", True),
+        ("ghp_" + "a1B2" * 9, True), ("github_pat_" + "a1B2_" * 8, True),
+        ("glpat-" + "a1B2" * 5, True), ("sk-proj-" + "a1B2" * 8, True),
+        ("sk-ant-api03-" + "a1B2" * 6, True), ("xoxb-123456789012-AbCdEf", True),
+        ("npm_" + "a1B2" * 9, True), ("pypi-AgEIcHlwaS5vcmc" + "a1B2" * 10, True),
+        ("hf_" + "a1B2" * 9, True), ("AKIAIOSFODNN7EXAMPLE", True),
+        ("AIza" + "a1B2-" * 7, True), ("squ_" + "0123456789abcdef" * 2 + "01234567", True),
+        ("user:dckr_pat_" + "a1B2" * 5, True), ("sk_live_" + "a1B2" * 6, True),
+        ("SG." + "a1B2" * 5 + "." + "a1B2" * 10, True),
+        # ordinary values that start alike
+        ("scikit-learn-1.5.0", False), ("desk-0123456789abcdefghijklmnop", False),
+        ("ghp_short", False), ("sk-learn", False), ("task-runner", False),
+        ("/home/u/.ssh/id_rsa", False), ("eyJ", False), ("AKIA", False),
     ],
 )  # fmt: skip
 def test_secret_values(value: str, secret: bool) -> None:

@@ -6,8 +6,9 @@ keys and tokens an agent's own process holds in its environment would be one
 unless told otherwise (``shell_options={"env": ...}``), this process's
 environment as it is when the tools are opened, without the variables whose
 names say they hold a secret and those whose values carry credentials (a URL
-with a user part: ``postgres://u:pw@db``). It is a heuristic: a secret under
-another name in another form passes; pass ``env`` for an exact set.
+with a user part: ``postgres://u:pw@db``; a private key; a token in a form its
+issuer made recognisable). It is a heuristic: a secret under another name in
+another form passes; pass ``env`` for an exact set.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ __all__ = ["secret_name", "without_secrets"]
 _WITHIN = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE",
            "APIKEY", "COOKIE", "WEBHOOK")  # fmt: skip
 # a whole part of the name between underscores (GIT_AUTHOR_NAME keeps, SSH_AUTH_SOCK goes)
-_PARTS = frozenset({"KEY", "KEYS", "AUTH", "PAT", "PW", "PWD", "PASS", "JWT", "DSN", "SESSION"})
+_PARTS = frozenset({"KEY", "KEYS", "KEYFILE", "AUTH", "PAT", "PW", "PWD", "PASS", "JWT", "DSN",
+                    "SESSION", "CREDS"})  # fmt: skip
 # whole names that hold no secret though a part says so (the working directories)
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 _SPLIT = re.compile(r"[^A-Z0-9]+")
@@ -46,13 +48,49 @@ _CREDENTIAL = re.compile(
 )
 
 
+# Key material and tokens whose issuers give them a fixed, recognisable form (so
+# that scanners find them), whatever the variable is called: a PEM private key,
+# a service account's JSON, an npmrc's credentials, a JSON Web Token, and the
+# prefixed tokens of well-known services, each with the length of its random part
+# so that ordinary words with the same start do not match.
+_KEY_MATERIAL = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----"
+    r'|"private_key(_id)?"\s*:'
+    r"|(?<![A-Za-z0-9])_(authToken|auth|password)\s*="
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."  # a JWT: header.payload.
+    r"|\b("
+    r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
+    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
+    r"|sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # Anthropic, OpenAI
+    r"|xox[abposre]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|npm_[A-Za-z0-9]{30,}"  # npm
+    r"|pypi-[A-Za-z0-9_-]{50,}"  # PyPI
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|(AKIA|ASIA)[A-Z0-9]{16}"  # AWS access key ids
+    r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys
+    r"|sq[upa]_[a-f0-9]{40}"  # SonarQube
+    r"|dckr_pat_[A-Za-z0-9_-]{20,}"  # Docker Hub
+    r"|[sr]k_(live|test)_[A-Za-z0-9]{20,}"  # Stripe
+    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
+    r")"
+)
+
+
 def secret_value(value: str) -> bool:
     """Whether an environment variable's ``value`` carries credentials.
 
     A URL's user part (``postgres://u:pw@db``), a connection string's password
-    or account key, an authorization header or bearer token.
+    or account key, an authorization header or bearer token, a private key (PEM,
+    or a service account's JSON), an npmrc's ``_authToken=``, a JSON Web Token,
+    or a token in the fixed form of a well-known issuer (GitHub, GitLab, OpenAI,
+    Anthropic, Slack, npm, PyPI, Hugging Face, AWS, Google, SonarQube, Docker
+    Hub, Stripe, SendGrid).
     """
-    return ("@" in value and _USERINFO.search(value) is not None) or bool(_CREDENTIAL.search(value))
+    return (
+        ("@" in value and _USERINFO.search(value) is not None)
+        or _CREDENTIAL.search(value) is not None
+        or _KEY_MATERIAL.search(value) is not None
+    )
 
 
 def without_secrets() -> dict[str, str]:
