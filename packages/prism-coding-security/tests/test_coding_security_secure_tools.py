@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,7 +24,6 @@ from prism.core import dispatch_tool_call as dispatch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from prism.core import ToolResult
 
@@ -354,6 +354,26 @@ async def test_commands_never_see_the_secrets_this_process_holds(
         given = await _call(secure, "shell", command=line)
     assert kept.joined_text.split() == ["plain", "done"], kept.joined_text
     assert given.joined_text.split() == ["given", "done"], given.joined_text
+
+
+async def test_spill_files_leave_with_the_tools(root: Path) -> None:
+    """What the session's commands printed past the bounds is kept in a directory of the
+    tools' own while they are open and removed with them; a spill_dir given is kept."""
+    line = "head -c 100000 /dev/zero | tr '\\0' x"
+    async with open_secure_coding_tools([str(root)], sandbox="none") as secure:
+        result = await _call(secure, "shell", command=line)
+        spill = trio.Path(str(result.details["full_output_path"]))
+        assert (await spill.stat()).st_size == 100_000
+    assert not await spill.exists()
+    assert not await spill.parent.exists()
+    given = root.parent / "given-spills"
+    given.mkdir()
+    async with open_secure_coding_tools(
+        [str(root)], sandbox="none", shell_options={"spill_dir": str(given)}
+    ) as secure:
+        result = await _call(secure, "shell", command=line)
+    assert Path(str(result.details["full_output_path"])).parent == given
+    assert len(list(given.iterdir())) == 1
 
 
 @pytest.mark.parametrize(

@@ -137,6 +137,43 @@ async def test_spill_file_is_bounded(tmp_path: Path, run_tool: RunTool) -> None:
     assert "The first part of the output saved to" in result.joined_text
 
 
+async def test_the_tools_spill_files_together_stay_within_their_bound(
+    tmp_path: Path, run_tool: RunTool
+) -> None:
+    """Each cut result leaves a file; past max_spill_total_bytes the oldest are removed,
+    never the newest, and never a file someone else put at a spill's path."""
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    tool = create_shell_tool(
+        str(tmp_path),
+        max_bytes=100,
+        max_spill_bytes=4_000,
+        max_spill_total_bytes=10_000,
+        spill_dir=str(spills),
+    )
+    paths = []
+    for _ in range(5):
+        result = await run_tool(tool, {"command": "head -c 3000 /dev/zero | tr '\\0' x"})
+        paths.append(result.details["full_output_path"])
+    assert all(isinstance(path, str) for path in paths)
+    # 3,000 bytes each: three fit in 10,000, the two oldest went
+    assert sorted(str(p) for p in spills.iterdir()) == sorted(str(p) for p in paths[2:])
+    # a file put at a counted spill's path is someone else's: it stays
+    replaced = trio.Path(str(paths[2]))
+    await replaced.unlink()
+    await replaced.write_text("not the tool's")
+    for _ in range(3):
+        await run_tool(tool, {"command": "head -c 3000 /dev/zero | tr '\\0' x"})
+    assert await replaced.read_text() == "not the tool's"
+    assert len(list(spills.iterdir())) == 4
+    # a single spill over the bound is kept: it is the newest
+    big = create_shell_tool(
+        str(tmp_path), max_bytes=100, max_spill_total_bytes=1_000, spill_dir=str(spills)
+    )
+    result = await run_tool(big, {"command": "head -c 5000 /dev/zero | tr '\\0' x"})
+    assert (await trio.Path(str(result.details["full_output_path"])).stat()).st_size == 5000
+
+
 async def test_spill_failure_is_reported_and_the_call_completes(
     tmp_path: Path, run_tool: RunTool
 ) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
+import tempfile
 from typing import TYPE_CHECKING
 
 import attrs
+import trio
 
 from prism.coding.tools import (
     EditToolOptions,
@@ -196,10 +200,13 @@ async def open_secure_coding_tools(
     whose value is a URL carrying credentials (``postgres://u:pw@db``), unless
     ``shell_options`` gives ``env`` (then exactly that). It is a heuristic.
 
+    The shell's spill files (the whole output of a result that was cut) go to
+    a private temporary directory of this context, removed with everything in
+    it when the context exits, unless ``shell_options`` gives ``spill_dir``;
+    either way the tool keeps at most ``max_spill_total_bytes`` of them.
+
     Each backend is probed (:meth:`SandboxBackend.ensure_available`) on
     entry; the result says which one is active (:attr:`SecureCodingTools.backend`).
-    Leaving the context releases nothing today; use it so that later
-    resources (a proxy, a watcher) have a place to be closed.
 
     Raises:
         ConfigurationError: an option has the wrong type or value.
@@ -233,27 +240,39 @@ async def open_secure_coding_tools(
     if not (shell_options or {}).get("shell_path"):
         # bash found on PATH as Prism finds its own programs: never a root's file
         shell_options = {**(shell_options or {}), "shell_path": host_program("bash") or "/bin/sh"}
-    tools = create_coding_tools(
-        where,
-        execution_policy=policy,
-        file_operations=create_contained_file_operations(real_roots),
-        shell_operations=shell,
-        shell_options=shell_options,
-        read_options=read_options,
-        edit_options=edit_options,
-    )
-    if isinstance(policy, _CodingApprovalPolicy):
-        # what the roots' own files protect, found off the event loop before the write
-        # tool's first (synchronous) check asks for it (a thread of its own, not a task:
-        # a nursery around the yield would wrap the caller's exceptions in a group)
-        policy.warm()
-    yield SecureCodingTools(
-        tools=tools,
-        policy=policy,
-        sandbox=active,
-        backend="none" if active is None else _name(active),
-        skipped=tuple(skipped),
-        mode="proved-safe"
-        if active is None or getattr(active, "confines", True) is not True
-        else "confined",
-    )
+    spills: str | None = None
+    if not (shell_options or {}).get("spill_dir"):
+        # this context's own, so that what a session's commands printed leaves with it
+        spills = tempfile.mkdtemp(prefix="prism-spill-")
+        shell_options = {**(shell_options or {}), "spill_dir": spills}
+    try:
+        tools = create_coding_tools(
+            where,
+            execution_policy=policy,
+            file_operations=create_contained_file_operations(real_roots),
+            shell_operations=shell,
+            shell_options=shell_options,
+            read_options=read_options,
+            edit_options=edit_options,
+        )
+        if isinstance(policy, _CodingApprovalPolicy):
+            # what the roots' own files protect, found off the event loop before the write
+            # tool's first (synchronous) check asks for it (a thread of its own, not a task:
+            # a nursery around the yield would wrap the caller's exceptions in a group)
+            policy.warm()
+        yield SecureCodingTools(
+            tools=tools,
+            policy=policy,
+            sandbox=active,
+            backend="none" if active is None else _name(active),
+            skipped=tuple(skipped),
+            mode="proved-safe"
+            if active is None or getattr(active, "confines", True) is not True
+            else "confined",
+        )
+    finally:
+        if spills is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(
+                    functools.partial(shutil.rmtree, spills, ignore_errors=True)
+                )

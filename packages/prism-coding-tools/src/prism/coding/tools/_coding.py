@@ -36,6 +36,7 @@ class ShellToolOptions(TypedDict, total=False):
     max_line_bytes: int
     max_spill_bytes: int
     spill_dir: str | None
+    max_spill_total_bytes: int | None
     env: Mapping[str, str] | None
 
 

@@ -8,11 +8,13 @@ file, written in batches from a worker thread.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
 import secrets
 import tempfile
+import threading
 
 import attrs
 import trio
@@ -21,6 +23,7 @@ __all__ = [
     "CLIP_MARKER",
     "CollectedOutput",
     "OutputCollector",
+    "SpillBook",
     "clip_lines",
     "has_long_line",
     "tail_window",
@@ -153,6 +156,45 @@ def _open_spill(directory: str | None, prefix: str) -> tuple[int, str]:
     opened = open_private_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     os.close(opened.directory_fd)
     return opened.fd, path
+
+
+@attrs.define(eq=False)
+class SpillBook:
+    """The spill files one tool handed out, bounded together: past ``max_total_bytes``
+    the oldest are removed (never the newest). Each is known by its device and inode,
+    so a file put at a spill's path by anyone else is never removed."""
+
+    max_total_bytes: int
+    _kept: collections.deque[tuple[str, int, int, int]] = attrs.field(
+        factory=collections.deque, init=False
+    )
+    _total: int = attrs.field(default=0, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+
+    def keep(self, path: str) -> None:
+        """Count the finished spill file at ``path``; remove the oldest past the bound."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        with self._lock:
+            self._kept.append((path, st.st_dev, st.st_ino, st.st_size))
+            self._total += st.st_size
+            while self._total > self.max_total_bytes and len(self._kept) > 1:
+                self._remove(*self._kept.popleft())
+
+    def clear(self) -> None:
+        """Remove every spill file still counted."""
+        with self._lock:
+            while self._kept:
+                self._remove(*self._kept.popleft())
+
+    def _remove(self, path: str, dev: int, ino: int, size: int) -> None:
+        self._total -= size
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                os.unlink(path)
 
 
 @attrs.define(eq=False)

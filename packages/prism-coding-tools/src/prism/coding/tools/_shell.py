@@ -38,7 +38,7 @@ from ._common import (
     policy_check,
     required_str,
 )
-from ._output import CollectedOutput, OutputCollector
+from ._output import CollectedOutput, OutputCollector, SpillBook
 from ._process import LocalShellOperations, default_shell_path
 from ._protocols import (
     AccessGrant,
@@ -102,6 +102,7 @@ class _ShellTool:
     max_line_bytes: int
     max_spill_bytes: int
     spill_dir: str | None
+    spills: SpillBook
     env: Mapping[str, str] | None
 
     async def execute(self, args: JsonObject, ctx: ToolExecutionContext) -> ToolResult:
@@ -208,6 +209,10 @@ class _ShellTool:
             )
         finally:
             await collector.aclose()
+        if output.spill_path is not None:
+            # counted with the tool's earlier spill files; the oldest go past the bound
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.spills.keep, output.spill_path)
         return _result(
             output,
             exit_,
@@ -290,6 +295,7 @@ def create_shell_tool(
     max_line_bytes: int = 2000,
     max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES,
     spill_dir: str | None = None,
+    max_spill_total_bytes: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ToolDefinition:
     """The ``shell`` tool (``exclusive=True``): run ``{command, timeout?}`` in ``cwd``.
@@ -319,7 +325,9 @@ def create_shell_tool(
     ``max_lines`` and ``max_bytes``; lines longer than ``max_line_bytes`` are
     clipped. Whenever anything is cut, the raw output (up to
     ``max_spill_bytes``) is saved to a 0600 temporary file named in the result
-    (``details["full_output_path"]``); if that fails the result says so. A
+    (``details["full_output_path"]``); if that fails the result says so. The
+    tool's spill files together stay within ``max_spill_total_bytes``: past it,
+    the oldest are removed (the newest is always kept). A
     non-zero exit, a signal or a timeout is an error result that still holds
     the output; ``details`` carries ``exit_code``, ``signal``, ``timed_out``.
 
@@ -345,6 +353,8 @@ def create_shell_tool(
         max_line_bytes: longest line kept before clipping.
         max_spill_bytes: bound of the spill file.
         spill_dir: where spill files go (default the system temp directory).
+        max_spill_total_bytes: bound of all the tool's spill files together
+            (default four times ``max_spill_bytes``).
         env: the environment of commands (default: this process's at call time).
 
     Raises:
@@ -367,6 +377,7 @@ def create_shell_tool(
     check_option(optional(string()), owner, "spill_dir", spill_dir)
     mapping = instance_of(Mapping, description="a mapping of strings")
     check_option(optional(mapping), owner, "env", env)
+    spill_bytes = check_positive_int(owner, "max_spill_bytes", max_spill_bytes)
     if operations is None:
         operations = LocalShellOperations()
     if shell_path is None:
@@ -383,8 +394,13 @@ def create_shell_tool(
         max_lines=check_positive_int(owner, "max_lines", max_lines),
         max_bytes=check_positive_int(owner, "max_bytes", max_bytes, maximum=64 * 1024 * 1024),
         max_line_bytes=check_positive_int(owner, "max_line_bytes", max_line_bytes),
-        max_spill_bytes=check_positive_int(owner, "max_spill_bytes", max_spill_bytes),
+        max_spill_bytes=spill_bytes,
         spill_dir=spill_dir,
+        spills=SpillBook(
+            max_total_bytes=4 * spill_bytes
+            if max_spill_total_bytes is None
+            else check_positive_int(owner, "max_spill_total_bytes", max_spill_total_bytes)
+        ),
         env=dict(env) if env is not None else None,
     )
     return ToolDefinition(
