@@ -160,9 +160,12 @@ def _open_spill(directory: str | None, prefix: str) -> tuple[int, str]:
 
 @attrs.define(eq=False)
 class SpillBook:
-    """The spill files one tool handed out, bounded together: past ``max_total_bytes``
-    the oldest are removed (never the newest). Each is known by its device and inode,
-    so a file put at a spill's path by anyone else is never removed."""
+    """The spill files one tool handed out, bounded together.
+
+    Past ``max_total_bytes`` the oldest are removed (never the newest). Each is
+    known by its device and inode, so a file put at a spill's path by anyone
+    else is never removed.
+    """
 
     max_total_bytes: int
     _kept: collections.deque[tuple[str, int, int, int]] = attrs.field(
