@@ -1722,3 +1722,66 @@ def test_what_a_hooks_find_exec_and_xargs_run_is_protected(root: Path) -> None:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path not in asked), path
+
+
+# Each file Python's import system finds before the module a hook names, or before an
+# installed module its program imports: planted beside it, the hook runs the plant.
+# (module the hook runs, the planted file, how it is made)
+_SHADOWS = [
+    ("tools.lint", "tools/lint/__init__.py", "source"),  # a package wins over a module
+    ("tools.lint", "tools/__pycache__/lint.{tag}.pyc", "unchecked"),  # never compared
+    ("tools.lint", "tools/lint.pyc", "sourceless"),  # (found when lint.py is gone)
+    ("tools.lint", "argparse.py", "source"),  # the working directory is searched first
+    ("tools.lint", "argparse/__init__.py", "source"),
+    ("tools.run", "tools/json.py", "source"),  # a script's own directory is searched first
+    ("tools.run", "tools/json.pyc", "sourceless"),
+]
+
+
+def _plant(root: Path, relative: str, marker: str) -> None:
+    import py_compile
+
+    path = root / relative.format(tag=sys.implementation.cache_tag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    code = f"print({marker!r})\n"
+    if relative.endswith(".py"):
+        path.write_text(code)
+        return
+    source = root.parent / "plant.py"
+    source.write_text(code)
+    py_compile.compile(
+        str(source),
+        cfile=str(path),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        doraise=True,
+    )
+
+
+@pytest.mark.parametrize(("module", "planted", "how"), _SHADOWS)
+def test_what_python_imports_before_a_hooks_module_is_protected(
+    root: Path, module: str, planted: str, how: str
+) -> None:
+    """Differential against the real interpreter: each planted file runs in the hook's
+    command (`python3 -m tools.lint`, `python3 tools/run.py`), and each is protected."""
+    from prism.coding.security import _callees
+    from prism.coding.security._protected import AnchoredPaths
+
+    (root / "tools").mkdir()
+    (root / "tools" / "run.py").write_text("import json\nprint('run ok')\n")
+    if module == "tools.lint":
+        (root / "tools" / "__init__.py").write_text("")
+        if how != "sourceless":
+            (root / "tools" / "lint.py").write_text("import argparse\nprint('lint ok')\n")
+    line = f"{sys.executable} -m tools.lint" if module == "tools.lint" else "python3 tools/run.py"
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(f"#!/bin/sh\n{line}\n")
+    _plant(root, planted, "PLANTED")
+    argv = [sys.executable, "-m", "tools.lint"] if module == "tools.lint" else [
+        sys.executable, "tools/run.py"]  # fmt: skip
+    ran = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
+    assert "PLANTED" in ran.stdout, (planted, ran.stdout, ran.stderr)  # the attack is real
+    top = str(root)
+    anchored = AnchoredPaths(_callees.hook_callees(top, [str(hooks)], top, []))
+    relative = planted.format(tag=sys.implementation.cache_tag)
+    assert anchored.covers(fold_parts(relative.split("/"))) is not None, relative

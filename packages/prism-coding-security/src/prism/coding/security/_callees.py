@@ -40,7 +40,11 @@ tree that any of its commands names or reads is kept (:func:`script_arguments`).
 Limits: at most :data:`MAX_READ` files are read, each up to :data:`MAX_BYTES`; a
 program hidden in a variable (``$DIR/x.sh``), a script that changes directory
 before it runs another, a package runner's workspace below the top, and what an
-interpreter imports (a Python script's modules) are not followed.
+interpreter imports beyond the first directory it searches (a Python script's
+modules elsewhere on ``PYTHONPATH``, a Node program's) are not followed. In that
+first directory (the script's own; the working directory for ``python -m``),
+what Python would import before an installed module is protected: its modules in
+any form, its packages' ``__init__``, its caches, and for ``-m`` the whole package.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ __all__ = [
     "loop_bound",
     "own_directory",
     "programs_run",
+    "python_imports",
     "script_arguments",
     "working_directory",
 ]
@@ -423,6 +428,57 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
         if argv and argv[0]:
             out += _invocations(argv, depth + 1)
     return out
+
+
+# What Python's import system finds in the first directory it searches (the script's
+# own, or the working directory for `-m`, `-c` and a script on standard input) before
+# the installed modules a program imports: a module, its compiled form, an extension
+# module (`json.cpython-311-x86_64-linux-gnu.so`), a package's `__init__` in any form,
+# and the top-level modules' caches.
+_FIRST_FOUND = ("*.py", "*.pyc", "*.so", "*/__init__.*", "__pycache__")
+
+
+def python_imports(text: str) -> list[str]:
+    """Paths of what the Python programs shell ``text`` runs import from the work tree.
+
+    For each Python interpreter it runs (through wrappers and other
+    interpreters, as :func:`programs_run` finds them): the names in the first
+    directory its imports search (:data:`_FIRST_FOUND`: a ``json.py`` there is
+    imported instead of the installed one), and for ``-m PACKAGE.MODULE`` the
+    whole top-level package with the names that take its place (``PACKAGE.py``,
+    an extension module, a compiled one in ``__pycache__``): what the
+    interpreter runs is found there first, whatever it is called. Patterns and
+    paths as :func:`programs_run` gives programs (relative to where the command
+    runs).
+    """
+    out: list[str] = []
+    for words in _commands(text):
+        for invocation in _invocations(words):
+            name = os.path.basename(invocation[0])
+            if _family(name) != "python":
+                continue
+            first = "."
+            index = 1
+            while index < len(invocation) and invocation[index].startswith("-"):
+                word = invocation[index]
+                if word == "-m" and index + 1 < len(invocation):
+                    package = invocation[index + 1].split(".", 1)[0]
+                    if package and "$" not in package and "/" not in package:
+                        out += [f"./{package}", f"./{package}.*", f"./__pycache__/{package}.*"]
+                    index = len(invocation)
+                    break
+                if word in _CODE_OPTIONS or word == "-":
+                    index = len(invocation)
+                    break
+                index += 2 if word in _VALUE_OPTIONS["python"] else 1
+            index = _past_redirections(invocation, index)
+            if index < len(invocation) and invocation[index] not in _STDIN_SCRIPTS:
+                script = invocation[index]
+                if "$" in script:
+                    continue  # (a directory made at run time: not followed)
+                first = os.path.dirname(script) or "."
+            out += [os.path.join(first, name) for name in _FIRST_FOUND]
+    return list(dict.fromkeys(out))
 
 
 def _past_redirections(words: list[str], index: int) -> int:
@@ -1190,6 +1246,10 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             and "`" not in made
             for base in bases
         ]  # fmt: skip
+        # what the Python programs it runs import from the tree (never read as commands)
+        for word in python_imports(text):
+            for base in bases:
+                protect(os.path.normpath(os.path.join(base, word)))
         for tail in _AFTER_EXPANSION.findall(text):
             path = os.path.normpath(os.path.join(top, tail))
             if path not in named and path.startswith(inside):
