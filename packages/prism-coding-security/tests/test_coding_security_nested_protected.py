@@ -1724,6 +1724,100 @@ def test_what_a_hooks_find_exec_and_xargs_run_is_protected(root: Path) -> None:
         assert decision.allowed is (path not in asked), path
 
 
+# what a hook, a hook's makefile or an .envrc runs from a listing, a list file or find:
+# (where the text goes, the text)
+_LISTED_RUNS = [
+    ("hook", 'for f in $(ls d/*.sh); do sh "$f"; done'),
+    ("hook", 'for f in `ls d`; do sh "d/$f"; done'),
+    ("hook", 'for f in $(ls d); do sh "$f"; done'),
+    ("hook", 'for f in $(find d -name "*.sh" | sort); do bash "$f"; done'),
+    ("hook", 'for f in $(cat list); do sh "$f"; done'),
+    ("hook", 'while read -r f; do . "./$f"; done < list'),
+    ("hook", 'cat list | while read -r f; do sh "$f"; done'),
+    ("hook", 'ls d/*.sh | while IFS= read -r f\ndo\n  sh "$f"\ndone'),
+    ("hook", 'while read -r f; do sh "$f"; done < <(find d -name "*.sh")'),
+    ("hook", "find d -name a.sh -o -name b.sh -exec sh {} \\;"),
+    ("hook", "find d \\( -name a.sh -o -name '*.run' \\) -exec sh {} \\;"),
+    ("hook", "find . -path ./t -prune -o -name '*.sh' -exec sh {} \\;"),
+    ("make", 'for f in $$(ls d/*.sh); do sh "$$f"; done'),
+    ("make", "while read f; do sh $$f; done < list"),
+    ("envrc", 'for f in $(ls d); do source "d/$f"; done'),
+    ("envrc", 'while read -r f; do . "./$f"; done < list'),
+    ("envrc", "find d -name a.sh -o -name b.sh -exec bash {} \\;"),
+]
+# the files each shape may run, and one it never runs
+_LISTED_TREE = ["d/a.sh", "d/b.sh", "d/c.txt", "d/x/a.sh", "t/a.sh", "a.sh", "src/x.py"]
+# what a command writes to have its own code run: new callees, callees rewritten, the list
+_LISTED_WRITES = ["d/new.sh", "d/b.sh", "d/x/new.sh", "d/new.run", "d/zz", "new.sh", "t/a.sh",
+                  "a.sh", "list", "evil.sh", "src/x.py"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "text"), _LISTED_RUNS)
+def test_what_a_loop_over_a_listing_or_a_list_runs_is_protected(
+    root: Path, kind: str, text: str
+) -> None:
+    """A hook, a hook's makefile or an `.envrc` running files named by a listing (`for f
+    in $(ls d)`, `$(find ...)`, `ls d/*.sh | while read f`), a list file (`while read f;
+    do . "$f"; done < list`, `$(cat list)`) or `find` with several `-name`s: real bash
+    (make) runs it after a command wrote every path the policy lets it write (new files
+    in the listed directory, a callee rewritten, a line added to the list), and every
+    file that ran was one the policy asks for."""
+    _git("init", "-q", str(root))
+    ran = root.parent / "ran"
+    files = {path: f'echo {path} >> "$RAN"\n' for path in _LISTED_TREE}
+    files["list"] = "t/a.sh\n"
+    if kind == "hook":
+        files[".git/hooks/pre-commit"] = f"#!/bin/bash\n{text}\n"
+    elif kind == "make":
+        files[".git/hooks/pre-commit"] = "#!/bin/sh\nmake -s lint\n"
+        files["Makefile"] = f"lint:\n\t@{text}\n"
+    else:
+        files[".envrc"] = f"{text}\n"
+    _write_files(root, files)
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked: set[str] = set()
+    for path in [*_LISTED_TREE, *_LISTED_WRITES]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        if not decision.allowed:
+            asked.add(path)
+    for path in _LISTED_WRITES:  # (the command's writes: only what the policy lets it)
+        if path not in asked:
+            _write_files(root, {path: f'echo {path} >> "$RAN"\n'})
+            if path == "list":
+                (root / "list").write_text("t/a.sh\nevil.sh\nd/zz\n")
+    argv = {"hook": ["bash", ".git/hooks/pre-commit"], "make": ["make", "-s", "lint"],
+            "envrc": ["bash", ".envrc"]}[kind]  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RAN": str(ran), "LC_ALL": "C"}
+    subprocess.run(argv, cwd=root, env=env, capture_output=True, check=False, timeout=30)
+    executed = set(ran.read_text().split()) if ran.exists() else set()
+    assert executed, text  # (the shape runs something)
+    assert executed <= asked, (text, executed - asked)
+    assert "src/x.py" not in asked, text  # (what none of them runs stays writable)
+
+
+def test_a_loop_over_what_is_not_known_here_protects_everything_it_may_run(root: Path) -> None:
+    """A loop whose words come from a command not read here (`$(git ls-files)`) or from
+    the hook's own input: a file it runs may be any file, so every write asks; the same
+    loops passing their words only as arguments (`git rev-parse "$sha"`) protect
+    nothing."""
+    _git("init", "-q", str(root))
+    hook = root / ".git" / "hooks" / "pre-push"
+    policy = create_coding_approval_policy(roots=[str(root)])
+    for body, everything in [
+        ('for f in $(git ls-files "*.sh"); do sh "$f"; done', True),
+        ('while read -r local sha rest; do "$rest"; done', True),
+        ('for f in $(git ls-files "*.sh"); do shellcheck "$f"; done', False),
+        ('while read -r local sha rest; do git rev-parse "$sha"; done', False),
+    ]:
+        hook.write_text(f"#!/bin/sh\n{body}\n")
+        for path in ["src/x.py", "notes/a.txt"]:
+            action = ExecutionAction(kind="write", operation="write", paths=(path,))
+            decision = policy.check(action)
+            assert isinstance(decision, ExecutionDecision)
+            assert decision.allowed is not everything, (body, path)
+
+
 # Each file Python's import system finds before the module a hook names, or before an
 # installed module its program imports: planted beside it, the hook runs the plant.
 # (module the hook runs, the planted file, how it is made)

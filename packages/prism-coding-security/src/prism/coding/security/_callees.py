@@ -37,6 +37,13 @@ A text that runs code made of data (``cat x | sh``, ``sh -c "$(cat x)"``,
 ``python3 - < x``) names its callees in any word: every existing file of the
 tree that any of its commands names or reads is kept (:func:`script_arguments`).
 
+A loop's variable takes every word its list or its input may hold
+(:func:`loop_bound`): a pattern as a pattern, the names a listed directory
+holds with the pattern of its entries (a name added there is listed too), a
+list file with its lines; ``find``'s finds as its actions get them
+(:func:`_find_found`); anything (the whole tree) when a command not read here
+makes the list.
+
 Limits: at most :data:`MAX_READ` files are read, each up to :data:`MAX_BYTES`; a
 program hidden in a variable (``$DIR/x.sh``), a script that changes directory
 before it runs another, a package runner's workspace below the top, and what an
@@ -56,7 +63,7 @@ import os
 import re
 import shlex
 import tomllib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._commands import MAX_COMMAND_CHARS, parse_script
 from ._files import read_regular_file
@@ -258,26 +265,57 @@ _YARN_V1 = re.compile(r"^\s*yarn-path\s+(.*)$", re.MULTILINE)
 
 # `for f in hooks.d/*.sh; do sh "$f"; done`: a loop's variable and the words of its list
 _FOR = re.compile(r"\bfor[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]+in[ \t]+([^;\n]*)")
+# `while read -r f; do . "$f"; done < list`: the words after `read` (its options and names)
+_WHILE_READ = re.compile(r"\b(?:while|until)[ \t]+(?:[A-Za-z_]\w*=\S*[ \t]+)*read\b([^;\n]*)")
+_LOOP_WORD = re.compile(r"\b(for|while|until|select|done)\b")
+# what feeds a loop's `done`: a file (`done < list`), a command (`done < <(ls d)`), a string
+_FED = re.compile(
+    r"""[ \t]*(?:[0-9]*<<<[ \t]*(?P<string>"[^"\n]*"|'[^'\n]*'|[^\s;&|]+)"""
+    r"""|[0-9]*<[ \t]*<\((?P<command>[^\n]*)\)"""
+    r"""|[0-9]*<[ \t]*(?P<file>"[^"\n]*"|'[^'\n]*'|[^\s;&|()]+))"""
+)
+# one word of a loop's list: a command substitution (quoted or not), a quoted word, a word
+_LIST_WORD = re.compile(r""""?(?:\$\((?:[^()]|\([^()]*\))*\)|`[^`]*`)"?|"[^"]*"|'[^']*'|[^\s"']+""")
+_READ_OPTIONS = frozenset({"-d", "-u", "-n", "-N", "-p", "-t", "-a", "-i"})  # (they take a value)
+# commands a list's lines pass through, some of them left out (`ls d | grep .sh | sort`)
+_FILTERS = frozenset({"grep", "egrep", "fgrep", "sort", "uniq", "head", "tail", "tac", "cat"})
+_UNKNOWN = "./**"  # (a word whatever the tree holds may be: everything below the directory)
 _MAX_BOUND = 256  # (line, word) pairs bound for one text, at most
 _MAX_LOOPS = 32  # loops read in one text, at most (each is a pass over its lines)
+_MAX_LISTED = 64  # names a listed directory or a list file gives, at most
 
 
-def loop_bound(text: str) -> str:
-    """The commands of shell ``text`` using a ``for`` loop's variable, once per word of its list.
+def loop_bound(text: str, cwd: str | None = None, reads: list[str] | None = None) -> str:
+    """The commands of shell ``text`` using a loop's variable, once per word it may take.
 
     Each as a line of its own, its words quoted (``for f in hooks.d/*.sh; do sh
     "$f"; done`` gives ``sh 'hooks.d/*.sh'``), to be read after ``text``: a
     pattern among the words stays one (whatever it matches, now or later, is what
-    runs). A word made at run time (``$(ls d)``, a variable) binds nothing.
+    runs). A ``for`` loop's list and what feeds a ``while read`` loop (a file after
+    its ``done``, a command piped into it or substituted) give the words; a
+    command's are what it prints (:func:`_printed`): ``$(ls d)`` gives ``d/*`` and
+    the names ``d`` holds, ``$(find d -name '*.sh')`` gives ``d/**/*.sh``, a list
+    file itself and its lines. What may be any name (a variable, a command not
+    known here, a ``read`` with nothing known to feed it) gives ``./**``: whatever
+    the directory holds. ``cwd``: where ``text`` runs (the directories listed and
+    the files read now are taken from there and appended to ``reads``; None:
+    nothing is read).
     """
+    listed = reads if reads is not None else []
+    bindings: list[tuple[str, list[str]]] = []
+    for name, words in itertools.islice(_FOR.findall(text), _MAX_LOOPS):
+        bound = _list_words(words, cwd, listed)
+        if bound:
+            bindings.append((name, bound))
+    for match in itertools.islice(_WHILE_READ.finditer(text), _MAX_LOOPS):
+        names = _read_names(match.group(1))
+        if names:
+            bound = _fed_words(text, match, cwd, listed, several=len(names) > 1)
+            bindings += [(name, bound) for name in names]
     out: dict[str, None] = {}
     pairs = 0
     size = 0
-    for name, listed in itertools.islice(_FOR.findall(text), _MAX_LOOPS):
-        words = [w.strip("\"'") for w in listed.split()]
-        words = [w for w in words if w and w != "do" and not any(c in w for c in "$`()")]
-        if not words:
-            continue
+    for name, words in bindings[:_MAX_LOOPS]:
         reference = re.compile(rf"\$(?:\{{{name}\}}|{name}(?![A-Za-z0-9_]))")
         for line in text.splitlines():
             if not reference.search(line):
@@ -289,9 +327,163 @@ def loop_bound(text: str) -> str:
                 for command in _commands(reference.sub(word.replace("\\", "\\\\"), line)):
                     joined = shlex.join(command)
                     size += len(joined) + 1
-                    if command[0] != "for" and size <= EXPANDED_MAX:
+                    if command[0] not in ("for", "while", "until") and size <= EXPANDED_MAX:
                         out[joined] = None
     return "\n".join(out)
+
+
+def _list_words(listed: str, cwd: str | None, reads: list[str]) -> list[str]:
+    """The words a ``for`` loop's list gives its variable (see :func:`loop_bound`)."""
+    out: list[str] = []
+    for token in _LIST_WORD.findall(listed):
+        word = token[1:-1] if token[:1] == token[-1:] and token[:1] in ("'", '"') else token
+        if word.startswith("$(") and word.endswith(")"):
+            out += _printed(word[2:-1], cwd, reads)
+        elif word.startswith("`") and word.endswith("`"):
+            out += _printed(word[1:-1], cwd, reads)
+        elif any(c in word for c in "$`()"):
+            out.append(_UNKNOWN)  # (a variable's words: anything)
+        elif word and word != "do":
+            out.append(word)
+    return list(dict.fromkeys(out))
+
+
+def _read_names(words: str) -> list[str]:
+    """The variables ``read`` assigns, from the words after it (its options skipped)."""
+    names: list[str] = []
+    split = words.split()
+    index = 0
+    while index < len(split):
+        word = split[index]
+        if word.startswith("-"):
+            index += 2 if word in _READ_OPTIONS else 1
+            continue
+        if word in ("do", "<", "<<<") or not re.fullmatch(r"[A-Za-z_]\w*", word):
+            break
+        names.append(word)
+        index += 1
+    return names
+
+
+def _fed_words(
+    text: str, match: re.Match[str], cwd: str | None, reads: list[str], *, several: bool
+) -> list[str]:
+    """The words a ``while read`` loop's variables may take: what its input may hold."""
+    start = text.rfind("\n", 0, match.start()) + 1
+    before = text[start : match.start()].rstrip()
+    if before.endswith("|") and not before.endswith("||"):
+        # `ls d | while read f`: what the pipeline before it prints
+        source = re.split(r"&&|\|\||;", before[:-1])[-1]
+        return _printed(source, cwd, reads)
+    depth = 1
+    for loop in _LOOP_WORD.finditer(text, match.end()):
+        depth += -1 if loop.group(1) == "done" else 1
+        if depth == 0:
+            fed = _FED.match(text, loop.end())
+            if fed is None:
+                break
+            if fed.group("command") is not None:
+                return _printed(fed.group("command"), cwd, reads)
+            value = (fed.group("string") or fed.group("file") or "").strip("\"'")
+            if fed.group("string") is not None:
+                return _list_words(value, cwd, reads)
+            return _file_lines(value, cwd, reads, several=several)
+    return [_UNKNOWN]  # (its standard input: anything)
+
+
+def _file_lines(path: str, cwd: str | None, reads: list[str], *, several: bool = True) -> list[str]:
+    """A list file's words: the file itself (what it lists is what runs) and its lines.
+
+    Each line from ``cwd``, and with ``several`` each word of it too (``read a b``).
+    """
+    if not path or any(c in path for c in "$`"):
+        return [_UNKNOWN]
+    out = [path if "/" in path else f"./{path}"]
+    if cwd is None:
+        return out
+    full = os.path.join(cwd, path)
+    reads.append(full)
+    data = read_regular_file(full, MAX_BYTES)
+    if data is None:
+        return out
+    lines = [line.strip() for line in data.decode("utf-8", "surrogateescape").splitlines()]
+    lines = [line for line in lines if line]
+    if len(lines) > _MAX_LISTED:
+        return [_UNKNOWN]
+    for line in lines:
+        for word in [line, *(line.split() if several else ())]:
+            if not any(c in word for c in "$`'\"\\;&|<>(){}"):
+                out.append(word if "/" in word else f"./{word}")
+    return list(dict.fromkeys(out))
+
+
+def _printed(command: str, cwd: str | None, reads: list[str]) -> list[str]:
+    """What shell ``command`` may print, line by line: the words a loop over it takes.
+
+    Its first command prints: ``ls`` (a directory's entries by name, each from
+    ``cwd``, and the pattern of them, ``d/*``; a file or pattern as given),
+    ``find`` (what it finds, as its ``-exec`` would get them), ``cat`` or ``<`` of
+    a list file (the file and its lines), ``echo`` (its words); then only the
+    filters that leave lines out (``grep``, ``sort``, ``head``...). Anything
+    else: ``./**``.
+    """
+    commands = _commands(command)
+    redirected = _INPUT.findall(command)
+    if not commands and len(redirected) == 1:  # (`$(< list)`)
+        return _file_lines(redirected[0], cwd, reads)
+    if not commands or any(os.path.basename(w[0]) not in _FILTERS for w in commands[1:]):
+        return [_UNKNOWN]
+    words = commands[0]
+    name = os.path.basename(words[0])
+    operands = [w for w in words[1:] if not w.startswith("-")]
+    if name == "ls":
+        return _ls_printed(words, cwd, reads)
+    if name == "find":
+        if any(w in _FIND_RUNS or w in _FIND_OTHER_OUTPUT for w in words):
+            return [_UNKNOWN]  # (what it runs, or prints its own way, may print anything)
+        return [path for _, path in _find_found(words)]
+    if name == "cat" and operands:
+        return [w for path in operands[:_MAX_DIRS] for w in _file_lines(path, cwd, reads)]
+    if name == "cat" and len(redirected) == 1:
+        return _file_lines(redirected[0], cwd, reads)
+    if name == "echo":
+        return _list_words(" ".join(shlex.quote(w) for w in operands), cwd, reads)
+    return [_UNKNOWN]
+
+
+def _ls_printed(words: list[str], cwd: str | None, reads: list[str]) -> list[str]:
+    """What ``ls`` prints: a directory's entries by name (and ``DIR/*``), else the path given."""
+    flags = "".join(w[1:] for w in words[1:] if w.startswith("-") and not w.startswith("--"))
+    operands = [w for w in words[1:] if not w.startswith("-")] or ["."]
+    out: list[str] = []
+    for operand in operands[:_MAX_DIRS]:
+        if "d" in flags:
+            out.append(operand)
+            continue
+        pattern = glob.has_magic(operand)
+        full = os.path.join(cwd, operand) if cwd is not None else None
+        if pattern or full is None or not os.path.isdir(full):
+            # (a file, or none yet: as given; a pattern's directories are listed too)
+            out.append(operand)
+        matched = [operand] if not pattern else []
+        if pattern and cwd is not None:
+            directory, found = glob_matches(os.path.join(cwd, operand), _MAX_LISTED)
+            reads.append(directory)
+            matched = [os.path.relpath(path, cwd) for path in found if os.path.isdir(path)]
+        for directory in matched[:_MAX_DIRS]:
+            out.append(f"{directory.rstrip('/')}/*")  # (a name added there is printed)
+            if cwd is None:
+                continue
+            listed = os.path.join(cwd, directory)
+            reads.append(listed)
+            try:
+                names = sorted(os.listdir(listed))
+            except OSError:
+                continue
+            if len(names) > _MAX_LISTED:
+                return [_UNKNOWN]
+            out += [f"./{entry}" for entry in names if "a" in flags or not entry.startswith(".")]
+    return list(dict.fromkeys(out))
 
 
 def programs_run(text: str) -> list[str]:
@@ -558,11 +750,121 @@ _RUNS = {
 _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 
-def _find_commands(words: list[str]) -> list[list[str]]:
-    """The commands ``find``'s ``-exec`` and ``-ok`` actions run (up to ``;`` or ``+``).
+# find's primaries that take no value (every other one takes one; -fprintf two)
+_FIND_BARE = frozenset({
+    "-print", "-print0", "-ls", "-prune", "-quit", "-delete", "-true", "-false", "-empty",
+    "-executable", "-readable", "-writable", "-nouser", "-nogroup", "-depth", "-follow",
+    "-mount", "-xdev", "-noleaf", "-daystart", "-ignore_readdir_race",
+    "-noignore_readdir_race", "-warn", "-nowarn", "-a", "-and", "-o", "-or", "-not", "!",
+    "(", ")", ",",
+})  # fmt: skip
+_FIND_PRINTS = frozenset({"-print", "-print0"})
+_FIND_OTHER_OUTPUT = frozenset({"-printf", "-fprintf", "-fprint", "-fprint0", "-ls", "-fls"})
+# a parsed find expression: ("and" | "or" | "list" | "not", children), ("name", pattern),
+# ("action", index of its first word), ("test",)
+_FindNode = tuple[Any, ...]
 
-    Their ``{}`` is each file found, now or later: under each starting point, at any
-    depth, what its one ``-name`` (``-iname``) matches (``tools/**/*.sh``), else anything.
+
+def _find_parsed(words: list[str], at: int) -> _FindNode | None:
+    """``find``'s expression from ``words[at:]`` as a tree (None: not read here).
+
+    Precedence as find's: ``!`` binds closest, then juxtaposition and ``-a``, then
+    ``-o``, then ``,``; parentheses group.
+    """
+    tokens: list[tuple[str, int]] = []  # (word, index); values and commands skipped
+    index = at
+    while index < len(words):
+        word = words[index]
+        tokens.append((word, index))
+        if word in _FIND_RUNS:
+            index += 1
+            while index < len(words) and words[index] not in (";", "\\;", "+"):
+                index += 1
+        elif word in ("-name", "-iname"):
+            tokens[-1] = (f"{word} {words[index + 1]}" if index + 1 < len(words) else word, index)
+            index += 1
+        elif word == "-fprintf":
+            index += 2
+        elif word.startswith("-") and word not in _FIND_BARE:
+            index += 1
+        index += 1
+    position = 0
+
+    def parse(level: int, depth: int) -> _FindNode | None:
+        nonlocal position
+        if depth > 32:
+            return None
+        if level == 3:  # a primary, `!` or parentheses
+            if position >= len(tokens):
+                return None
+            word, index = tokens[position]
+            position += 1
+            if word in ("!", "-not"):
+                inner = parse(3, depth + 1)
+                return None if inner is None else ("not", [inner])
+            if word == "(":
+                inner = parse(0, depth + 1)
+                if inner is None or position >= len(tokens) or tokens[position][0] != ")":
+                    return None
+                position += 1
+                return inner
+            if word in (")", ",", "-o", "-or", "-a", "-and"):
+                return None
+            if word.startswith(("-name ", "-iname ")):
+                return ("name", word.split(" ", 1)[1])
+            if word in _FIND_RUNS or word in _FIND_PRINTS or word in _FIND_OTHER_OUTPUT:
+                return ("action", index, word)
+            return ("test",)
+        operators = {0: (",",), 1: ("-o", "-or"), 2: ("-a", "-and")}[level]
+        kind = {0: "list", 1: "or", 2: "and"}[level]
+        first = parse(level + 1, depth + 1)
+        if first is None:
+            return None
+        children = [first]
+        while position < len(tokens):
+            word = tokens[position][0]
+            if word in operators:
+                position += 1
+            elif level != 2 or word in (")", ",", "-o", "-or"):
+                break  # (juxtaposition is -a)
+            child = parse(level + 1, depth + 1)
+            if child is None:
+                return None
+            children.append(child)
+        return first if len(children) == 1 else (kind, children)
+
+    tree = parse(0, 0)
+    return tree if tree is not None and position == len(tokens) else None
+
+
+def _names_when_true(node: _FindNode) -> list[str] | None:
+    """Names one of which a file has when ``node`` is true for it (None: any name)."""
+    kind = node[0]
+    if kind == "name":
+        return [node[1]]
+    if kind == "and":
+        held = [n for n in map(_names_when_true, node[1]) if n is not None]
+        return min(held, key=len) if held else None
+    if kind == "or":
+        alternatives = [_names_when_true(child) for child in node[1]]
+        if any(n is None for n in alternatives):
+            return None
+        return [name for n in alternatives if n is not None for name in n]
+    if kind == "list":
+        return _names_when_true(node[1][-1])
+    return None  # (a negation, another test, an action)
+
+
+def _find_found(words: list[str]) -> list[tuple[int, str]]:
+    """What ``find`` (``words``) finds, as patterns: where each action stands, and each.
+
+    For each action (``-exec``, ``-ok``, ``-print``... and, when it has none, the
+    expression's end: what it prints) the index of its first word and the paths
+    it may get, now or later: under each starting point, at any depth, one of the
+    names the tests it is reached through require (``tools/**/*.sh``: a ``-name``
+    or ``-iname`` that must have held, or alternatives each of which holds one),
+    else anything (``tools/**``). An expression not read here: anything, for each
+    action found.
     """
     index = 1
     while index < len(words) and re.fullmatch(r"-[HLP]|-D|-O[0-9]*", words[index]):
@@ -571,28 +873,61 @@ def _find_commands(words: list[str]) -> list[list[str]]:
     while index < len(words) and not words[index].startswith(("-", "(", "!", ")", ",")):
         starts.append(words[index])
         index += 1
-    # (one name test that must hold: not one of alternatives, `-name a -o -name b`)
-    names = [words[i + 1] for i in range(index, len(words) - 1) if words[i] in ("-name", "-iname")]
-    alternatives = any(word in ("-o", "-or", ",", "-not", "!") for word in words[index:])
-    named = names[0] if len(names) == 1 and not alternatives else ""
-    found = [
-        f"{start.rstrip('/') or '/'}/**" + (f"/{named}" if named and "/" not in named else "")
-        for start in (starts or ["."])[:_MAX_DIRS]
-    ]
+    bases = [f"{start.rstrip('/') or '/'}/**" for start in (starts or ["."])[:_MAX_DIRS]]
+    reached: list[tuple[int, list[str] | None]] = []
+
+    def visit(node: _FindNode, required: list[str] | None) -> None:
+        if node[0] == "action":
+            reached.append((node[1], required))
+        elif node[0] == "and":
+            for child in node[1]:
+                visit(child, required)
+                names = _names_when_true(child)  # (it held for the children after it)
+                if names is not None and (required is None or len(names) < len(required)):
+                    required = names
+        elif node[0] in ("or", "list", "not"):
+            for child in node[1]:
+                visit(child, required)
+
+    tree = _find_parsed(words, index) if index < len(words) else ("test",)
+    if tree is None:
+        actions = [i for i in range(index, len(words)) if words[i] in _FIND_RUNS]
+        reached = [(i, None) for i in actions or [len(words)]]
+    else:
+        visit(tree, None)
+        if not reached:
+            reached = [(len(words), _names_when_true(tree))]  # (it prints what is true)
+    out: list[tuple[int, str]] = []
+    for at, names in reached:
+        for base in bases:
+            if names is None:
+                out.append((at, base))
+            else:
+                out += [(at, f"{base}/{name}") for name in names if "/" not in name]
+    return out
+
+
+def _find_commands(words: list[str]) -> list[list[str]]:
+    """The commands ``find``'s ``-exec`` and ``-ok`` actions run (up to ``;`` or ``+``).
+
+    Their ``{}`` is each file found, now or later (:func:`_find_found`).
+    """
+    found: dict[int, list[str]] = {}
+    for at, path in _find_found(words):
+        found.setdefault(at, []).append(path)
     out: list[list[str]] = []
-    while index < len(words):
-        if words[index] in _FIND_RUNS:
-            end = index + 1
-            while end < len(words) and words[end] not in (";", "\\;", "+"):
-                end += 1
-            if end > index + 1:
-                argv = words[index + 1 : end]
-                if any("{}" in word for word in argv):
-                    out += [[word.replace("{}", path) for word in argv] for path in found]
-                else:
-                    out.append(argv)
-            index = end
-        index += 1
+    for at, paths in found.items():
+        if at >= len(words):
+            continue
+        end = at + 1
+        while end < len(words) and words[end] not in (";", "\\;", "+"):
+            end += 1
+        if end > at + 1:
+            argv = words[at + 1 : end]
+            if any("{}" in word for word in argv):
+                out += [[word.replace("{}", path) for word in argv] for path in paths]
+            else:
+                out.append(argv)
     return out
 
 
@@ -1197,9 +1532,10 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
         cwd = os.path.dirname(origin) if makefile else top
         text = working_directory(text, cwd)
         if makefile:
-            text = _make_expanded(text)
+            # (a recipe's `$$` is the shell's `$`: `for f in $$(ls d); do sh "$$f"; done`)
+            text = _make_expanded(text).replace("$$", "$")
         text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})
-        bound = loop_bound(text)
+        bound = loop_bound(text, cwd, reads)
         text = f"{text}\n{bound}" if bound else text
         for words in _commands(text):
             runner = os.path.basename(words[0]) in _PACKAGE_RUNNERS

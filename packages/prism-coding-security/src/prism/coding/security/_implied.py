@@ -894,7 +894,7 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         text = working_directory(text, here)
         text = expand_assignments(text, {"PWD": here})
         # (`for f in env.d/*.sh; do source "$f"; done`: each word of the list sourced)
-        bound = loop_bound(text)
+        bound = loop_bound(text, here, reads)
         text = f"{text}\n{bound}" if bound else text
         sourced = _DIRENV_SOURCE.findall(text)
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
@@ -910,6 +910,12 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             named += [f"{flake}/{name}" for name in _DIRENV_FILES["flake"]]
         if re.search(r"\bdevbox\b", text):
             named += _DIRENV_FILES["devbox"]
+        # a file below a directory, its name made at run time (`source "d/$f"` in a loop
+        # over `$(ls d)`): anything in that directory
+        for word in dict.fromkeys(sourced + programs_run(text)):
+            made = os.path.dirname(word.split("$", 1)[0]) if "$" in word else ""
+            if made not in ("", ".") and not word.startswith(("-", "#")) and "`" not in made:
+                out += _led_inside(os.path.normpath(os.path.join(here, made, "*")), root)
         for word in dict.fromkeys(sourced + named):
             if "$" in word:
                 continue
