@@ -41,6 +41,8 @@ from ._regex import MAX_SCHEMA_PATTERN_COST, PATTERN_OVERHEAD, _PatternError, pa
 from ._uri import DEFAULT_BASE, uri_key
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ._limits import SchemaLimits
 
 __all__ = ["Analysis", "analyse"]
@@ -1140,21 +1142,14 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
             state[start] = 2
             order.append(start)
             continue
-        stack: list[tuple[Path, int]] = [(start, 0)]
+        # Depth first, each frame an iterator over its children (the next one
+        # is where the frame was left).
+        stack: list[tuple[Path, Iterator[Path]]] = [(start, iter(edges[start]))]
         state[start] = 1
         while stack:
-            path, index = stack[-1]
-            children = edges.get(path, ())
-            if index < len(children):
-                stack[-1] = (path, index + 1)
-                child = children[index]
+            path, children = stack[-1]
+            for child in children:
                 seen = state.get(child)
-                if seen == 1:
-                    raise SchemaRejectedError(
-                        "a cycle of references and in-place applicators never descends into "
-                        "the instance, so validation could not terminate",
-                        pointer(child),
-                    )
                 if seen is None:
                     if child not in edges:
                         # A leaf of the in-place graph (most children): done at once.
@@ -1162,7 +1157,14 @@ def _in_place_order(nodes: dict[Path, _Node]) -> list[Path]:
                         order.append(child)
                         continue
                     state[child] = 1
-                    stack.append((child, 0))
+                    stack.append((child, iter(edges[child])))
+                    break
+                if seen == 1:
+                    raise SchemaRejectedError(
+                        "a cycle of references and in-place applicators never descends into "
+                        "the instance, so validation could not terminate",
+                        pointer(child),
+                    )
             else:
                 stack.pop()
                 state[path] = 2

@@ -196,6 +196,12 @@ class _Walk:
                 if self.size > max_bytes:
                     raise self.too_large()
                 kind = type(item)
+                if kind is str:  # enum, required...: no call per string
+                    self.size += len(item) + 2
+                    if self.size > max_bytes:
+                        path.append(index)
+                        raise self.too_large()
+                    continue
                 path.append(index)
                 if (kind is dict or kind is list) and not item and below <= self.max_depth:
                     self.empty()

@@ -419,7 +419,7 @@ class JsonSchemaArgumentValidator:
                 reject=self._unsupported == "reject",
                 assert_formats=draft in FORMAT_DRAFTS or self._assert_formats,
             )
-            bounds = closed_bounds(copy, limits)
+            bounds = closed_bounds(copy, limits, screened.key)
             _ascii_boundaries(copy, analysis.word_boundaries)
             engine = compile_rs(
                 copy,
