@@ -12,6 +12,8 @@ import trio
 
 from prism.core.text import REASON_LIMIT, clip
 
+from ._priced import FALLBACK_WORK, Price, Unpriced, price_schema, price_value
+
 if TYPE_CHECKING:
     from prism.core import JsonValue
 
@@ -21,13 +23,28 @@ _log = logging.getLogger("prism.mcp")
 _MAX_REASON_CHARS = 500
 _MAX_COMPILED = 4096
 _VALIDATOR = "prism.validation.jsonschema"
+_UNPRICED = (
+    "without prismgate-validation-jsonschema, only schemas whose checking cost "
+    "Prism can bound are checked"
+)
+_TOO_COSTLY = (
+    f"could not be checked: checking it could cost more than {FALLBACK_WORK:,} units, "
+    "the bound on output checks without prismgate-validation-jsonschema"
+)
 
 
 def _import_validator() -> Any:
     try:
         return importlib.import_module(_VALIDATOR)
     except ImportError:
-        return None
+        pass
+    try:
+        # The fallback's modules (80 ms or so), imported here too, off the event loop.
+        importlib.import_module("jsonschema.validators")
+        importlib.import_module("referencing")
+    except ImportError:  # pragma: no cover - the MCP SDK depends on them
+        pass
+    return None
 
 
 async def load_validator() -> Any:
@@ -39,6 +56,14 @@ async def load_validator() -> Any:
     if _VALIDATOR in sys.modules:
         return sys.modules[_VALIDATOR]
     return await trio.to_thread.run_sync(_import_validator)
+
+
+@attrs.frozen
+class _Fallback:
+    """The ``jsonschema`` package's validator for a schema, and the schema's price."""
+
+    check: Any
+    price: Price
 
 
 @attrs.frozen(kw_only=True)
@@ -55,16 +80,18 @@ class OutputChecker:
     Uses prism-validation-jsonschema's hardened validator when it is installed
     (bounded schemas and values, linear-time patterns, no remote ``$ref``); otherwise the
     ``jsonschema`` package the MCP SDK depends on, with an empty registry so no
-    ``$ref`` leaves the schema.
+    ``$ref`` leaves the schema, on schemas whose cost it can price and values
+    whose price fits ``FALLBACK_WORK`` only (see ``_priced``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, hardened: bool = True) -> None:
+        """``hardened=False`` uses the fallback even when the hardened validator is installed."""
         self._hardened: Any = None
         # Compiled checks by the identity of the schema object they were made
         # from, with that object, so a reused id never finds another's check.
         self._compiled: dict[int, tuple[JsonValue, Any]] = {}
         # Imported already by load_validator() when the bridge opened.
-        module = _import_validator()
+        module = _import_validator() if hardened else None
         if module is not None:
             self._hardened = module.JsonSchemaArgumentValidator()
 
@@ -76,9 +103,12 @@ class OutputChecker:
             from jsonschema.validators import validator_for  # type: ignore[import-untyped]
             from referencing import Registry
 
+            try:
+                price = price_schema(schema)
+            except Unpriced as exc:
+                return None, f"{_UNPRICED}: {exc}"
             cls = validator_for(schema)
-            cls.check_schema(schema)
-            return cls(schema, registry=Registry()), None
+            return _Fallback(cls(schema, registry=Registry()), price), None
         except Exception as exc:
             return None, str(exc)[:_MAX_REASON_CHARS]
 
@@ -116,10 +146,12 @@ class OutputChecker:
             if first is None:
                 return Mismatch(path="", message="does not match the output schema")
             return Mismatch(path=first.path or "", message=str(first.message)[:_MAX_REASON_CHARS])
+        if price_value(validator.price, value) > FALLBACK_WORK:
+            return Mismatch(path="", message=_TOO_COSTLY)
         try:
             from jsonschema import exceptions  # type: ignore[import-untyped]
 
-            error = exceptions.best_match(validator.iter_errors(value))
+            error = exceptions.best_match(validator.check.iter_errors(value))
         except Exception as exc:
             return Mismatch(path="", message=f"could not be checked: {exc}"[:_MAX_REASON_CHARS])
         if error is None:
