@@ -19,6 +19,7 @@ import trio
 
 from prism.cli import _front
 from prism.cli._cmd_run import read_config
+from prism.cli._listing import early_listing
 from prism.cli._serve import _serve
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 PING = b'{"jsonrpc":"2.0","id":"p","method":"ping"}\n'
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+LIST = b'{"jsonrpc":"2.0","id":"list","method":"tools/list"}\n'
 ALL_CAPABILITIES = {
     "roots": {"listChanged": True},
     "sampling": {"context": {}, "tools": {}},
@@ -86,10 +88,12 @@ def plain_config(tmp_path: Path) -> Path:
     return config
 
 
-async def _served(
-    config: Path, sent: bytes, *, front: bool, answered_early: bool = True
-) -> list[bytes]:
-    """The lines ``prism serve``'s runner writes for ``sent`` (then EOF); early answer first."""
+async def _served(config: Path, sent: bytes, *, front: bool, early_lines: int = 1) -> list[bytes]:
+    """The lines ``prism serve``'s runner writes for ``sent`` (then EOF); early answers first.
+
+    With ``front``, the listing is offered as ``_serve`` offers it, and
+    ``early_lines`` lines are read before the gateway is made.
+    """
     loaded = read_config(config)
     early = b""
     with _std_fds_on_pipes() as (stdin, stdout):
@@ -98,10 +102,11 @@ async def _served(
         try:
             if front:
                 _front.start(["serve", str(config)])
-            if front and answered_early:
+                _front.offer(lambda: early_listing(loaded))
+            for _ in range(early_lines if front else 0):
                 # Written before the gateway exists: nothing of it is running yet.
                 with trio.fail_after(30):
-                    early = await trio.to_thread.run_sync(
+                    early += await trio.to_thread.run_sync(
                         _read_line, stdout, abandon_on_cancel=True
                     )
             with trio.fail_after(30):
@@ -129,10 +134,12 @@ async def test_the_early_answer_is_the_gateways_and_is_written_once(
 ) -> None:
     initialize = _initialize(request_id, version, capabilities=capabilities)
     assert _front.answer_for(initialize.rstrip(b"\n")) is not None
-    early = await _served(plain_config, initialize + INITIALIZED + PING, front=True)
-    late = await _served(plain_config, b"garbage\n" + initialize + INITIALIZED + PING, front=False)
+    sent = initialize + INITIALIZED + LIST + PING
+    early = await _served(plain_config, sent, front=True, early_lines=2)
+    late = await _served(plain_config, b"garbage\n" + sent, front=False)
     assert json.loads(late[0])["error"]["code"] == -32700
     assert json.loads(late[1])["id"] == request_id
+    assert json.loads(early[1]) == {"jsonrpc": "2.0", "id": "list", "result": {"tools": []}}
     # Answered once (the gateway's own answer to the same request dropped), same bytes.
     assert early == late[1:]
     assert json.loads(early[-1]) == {"jsonrpc": "2.0", "id": "p", "result": {}}
@@ -143,7 +150,7 @@ async def test_a_first_line_that_is_not_initialize_is_left_to_the_gateway(
 ) -> None:
     # A ping before initialize: the gateway answers it, then initialize, in order.
     sent = PING + _initialize() + PING
-    lines = await _served(plain_config, sent, front=True, answered_early=False)
+    lines = await _served(plain_config, sent, front=True, early_lines=0)
     assert [json.loads(x).get("id") for x in lines] == ["p", 1, "p"]
     assert json.loads(lines[1])["result"]["protocolVersion"] == "2025-11-25"
 
@@ -257,3 +264,103 @@ def test_an_initialize_already_sent_is_answered_before_start_returns(plain_confi
             os.close(stdin)
             os.close(stdout)
     assert json.loads(answered)["id"] == 5
+
+
+def _coding_config(tmp_path: Path, root_name: str) -> Path:
+    root = tmp_path / root_name
+    root.mkdir()
+    config = tmp_path / "coding.toml"
+    quoted = json.dumps(str(root), ensure_ascii=False)
+    config.write_text(f'[workspace]\nroots = [{quoted}]\nsandbox = "none"\n', encoding="utf-8")
+    return config
+
+
+@pytest.mark.parametrize(
+    ("version", "root_name"),
+    [
+        ("2024-11-05", "work"),
+        ("2025-11-25", 'w\u00f6rk "\t\\ \u2028 \U0001f600'),  # what JSON escapes, and what not
+    ],
+)
+async def test_the_early_listing_of_the_coding_tools_is_the_gateways(
+    tmp_path: Path, version: str, root_name: str
+) -> None:
+    config = _coding_config(tmp_path, root_name)
+    listing = b'{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}\n'
+    sent = _initialize(1, version) + INITIALIZED + LIST + listing + PING
+    early = await _served(config, sent, front=True, early_lines=3)
+    late = await _served(config, b"garbage\n" + sent, front=False)
+    tools = json.loads(early[1])["result"]["tools"]
+    assert [tool["name"] for tool in tools] == ["read", "write", "edit", "shell"]
+    assert root_name in tools[0]["description"]
+    assert early == late[1:]
+
+
+async def test_a_listing_that_cannot_be_told_early_is_left_to_the_gateway(tmp_path: Path) -> None:
+    # A control character in the root: the wire form's escape is not guessed.
+    config = _coding_config(tmp_path, "work\x01")
+    assert early_listing(read_config(config)) is None
+    lines = await _served(config, _initialize() + INITIALIZED + LIST + PING, front=True)
+    assert [json.loads(x)["id"] for x in lines] == [1, "list", "p"]
+    assert "work\x01" in json.loads(lines[1])["result"]["tools"][0]["description"]
+
+
+async def test_the_front_stops_at_the_first_request_it_does_not_answer(
+    plain_config: Path,
+) -> None:
+    # tools/list before notifications/initialized, and anything after a ping: the gateway's.
+    for sent, early in (
+        (_initialize() + LIST + INITIALIZED + PING, 1),
+        (_initialize() + INITIALIZED + PING + LIST, 1),
+    ):
+        lines = await _served(plain_config, sent, front=True, early_lines=early)
+        assert [json.loads(x)["id"] for x in lines] == [
+            json.loads(x).get("id") for x in sent.splitlines() if b"notifications" not in x
+        ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"x"}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}',
+        b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":"\\u0031","method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/lis"}',
+        b'{"jsonrpc":"1.0","id":1,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","x":1}',
+        b'{"jsonrpc":"2.0","id":"' + b"x" * 2000 + b'","method":"tools/list"}',
+        b'[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]',
+        b"[" * 100_000,
+    ],
+)
+def test_only_plain_tools_list_requests_are_answered_early(line: bytes) -> None:
+    assert _front.list_request_id(line) is None
+
+
+def test_plain_tools_list_requests_are_recognised() -> None:
+    assert _front.list_request_id(b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}') == 3
+    spaced = b'{"method": "tools/list", "params": {}, "id": "a", "jsonrpc": "2.0"}'
+    assert _front.list_request_id(spaced) == "a"
+
+
+def test_the_early_listing_loads_no_policy_machinery_nor_the_sdk(tmp_path: Path) -> None:
+    config = _coding_config(tmp_path, "work")
+    code = (
+        "import sys; from pathlib import Path; from prism.cli._cmd_run import read_config; "
+        "from prism.cli._listing import early_listing; "
+        "assert early_listing(read_config(Path(sys.argv[1]))).startswith(b'[{'); "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code, str(config)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    heavy = ("mcp", "mcp_types", "pydantic", "prism.coding.security", "prism.gateway", "prism.mcp")
+    assert not [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)]

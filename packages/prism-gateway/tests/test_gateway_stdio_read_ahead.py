@@ -60,3 +60,41 @@ async def test_read_ahead_is_checked() -> None:
             await serve_stdio(gateway, answered="text")  # type: ignore[arg-type]
         with pytest.raises(GatewayConfigurationError, match="read_ahead"):
             await serve_stdio(gateway, stdin=object(), read_ahead=INITIALIZE)
+
+
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+LIST = b'{"jsonrpc":"2.0","id":"l","method":"tools/list"}\n'
+LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
+
+
+async def test_several_early_answers_are_each_written_once() -> None:
+    plain = await _serve(b"", None, INITIALIZE + INITIALIZED + LIST + PING)
+    assert [line[:26] for line in plain] == [
+        b'{"jsonrpc":"2.0","id":1,"r',
+        b'{"jsonrpc":"2.0","id":"l",',
+        b'{"jsonrpc":"2.0","id":2,"r',
+    ]
+    early = b"\n".join(plain[:2]) + b"\n"
+    ahead = await _serve(INITIALIZE + INITIALIZED + LIST, early, PING)
+    assert ahead == plain[2:]
+
+
+async def test_an_early_listing_the_gateway_would_not_give_becomes_list_changed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The tools changed between the early answer and the gateway's (a server came up):
+    # the client is told to list again, and gets one answer for the id, the early one.
+    plain = await _serve(b"", None, INITIALIZE)
+    stale = b'{"jsonrpc":"2.0","id":"l","result":{"tools":[{"name":"gone"}]}}\n'
+    with caplog.at_level(logging.ERROR, logger="prism.gateway"):
+        written = await _serve(INITIALIZE + INITIALIZED + LIST, plain[0] + b"\n" + stale, PING)
+    assert written == [LIST_CHANGED, b'{"jsonrpc":"2.0","id":2,"result":{}}']
+    assert not caplog.records
+
+
+async def test_an_early_answer_to_an_id_of_another_type_is_not_taken_for_it() -> None:
+    # "1" answered early is not the answer to id 1: the gateway answers 1 itself.
+    plain = await _serve(b"", None, INITIALIZE)
+    other = plain[0].replace(b'"id":1,', b'"id":"1",') + b"\n"
+    written = await _serve(INITIALIZE, other, b"")
+    assert written == plain

@@ -25,9 +25,12 @@ import json
 import os
 import select
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Front", "answer_for", "start", "take"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Front", "answer_for", "list_request_id", "offer", "start", "take"]
 
 # What the gateway says of itself (prism.gateway's Gateway: its SDK Server's options). A
 # test serves the real gateway and compares its answer's bytes with answer_for's.
@@ -155,52 +158,160 @@ def _config_allows(config: str | None) -> bool:
 
 
 class Front:
-    """The thread that reads stdin's first line and answers it when it is a plain ``initialize``."""
+    """The thread that answers a host's first requests when they are plain.
+
+    ``initialize`` first (when plain), then, once ``notifications/initialized``
+    came, each plain ``tools/list`` with the listing :meth:`offer` gives (the
+    thread waits for it). It stops at the first line it does not answer: that
+    line and everything after it are the gateway's.
+    """
 
     def __init__(self, config: str | None) -> None:
         self._config = config
         self._read = bytearray()
-        self._answer: bytes | None = None
+        self._taken = 0  # how much of _read the thread has looked at (whole lines)
+        self._answers: list[bytes] = []
         self._wake_out, self._wake_in = os.pipe()
+        self._offer_out, self._offer_in = os.pipe()
+        self._listing: bytes | None = None
+        self._offered = False
+        self._stopped = False
         self.decided = threading.Event()  # the first line answered, or left to the gateway
         self._thread = threading.Thread(
             target=self._run, name="prism serve: initialize", daemon=True
         )
         self._thread.start()
 
+    @property
+    def wants_listing(self) -> bool:
+        """Whether :meth:`offer` may still be used (nothing was offered, the thread runs)."""
+        return not self._offered and not self._stopped and self._thread.is_alive()
+
+    def offer(self, listing: bytes | None) -> None:
+        """The ``tools`` array (JSON) answering ``tools/list`` (None: the gateway answers it)."""
+        self._listing = listing
+        self._offered = True
+        os.write(self._offer_in, b"x")
+
     def _run(self) -> None:
         try:
-            self._answer_first_line()
+            self._answer_lines()
         finally:
             self.decided.set()
 
-    def _answer_first_line(self) -> None:
+    def _next_line(self, poller: select.poll) -> bytes | None:
+        """The next whole line from stdin (None: stopped, EOF, too long or unreadable)."""
+        while b"\n" not in self._read[self._taken :]:
+            if len(self._read) - self._taken > _LONGEST_LINE:
+                return None
+            if any(fd == self._wake_out for fd, _ in poller.poll()):
+                return None
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return None
+            self._read += chunk
+        end = self._read.index(b"\n", self._taken)
+        line = bytes(self._read[self._taken : end])
+        self._taken = end + 1
+        return line
+
+    def _wait_listing(self) -> bytes | None:
+        """The listing once offered (None: not offered before the thread was stopped)."""
+        poller = select.poll()
+        poller.register(self._wake_out, select.POLLIN)
+        poller.register(self._offer_out, select.POLLIN)
+        while not self._offered:
+            if any(fd == self._wake_out for fd, _ in poller.poll()):
+                return None
+        return self._listing
+
+    def _write(self, answer: bytes) -> None:
+        _write_all(1, answer)
+        self._answers.append(answer)
+
+    def _answer_lines(self) -> None:
         poller = select.poll()
         poller.register(0, select.POLLIN)
         poller.register(self._wake_out, select.POLLIN)
         try:
-            while b"\n" not in self._read and len(self._read) <= _LONGEST_LINE:
-                if any(fd == self._wake_out for fd, _ in poller.poll()):
+            line = self._next_line(poller)
+            answer = None if line is None else answer_for(line)
+            if answer is None or not _config_allows(self._config):
+                return
+            self._write(answer)
+            self.decided.set()
+            # The host's next lines: notifications/initialized, then tools/list.
+            line = self._next_line(poller)
+            if line is None or not _is_initialized(line):
+                return
+            while (line := self._next_line(poller)) is not None:
+                request_id = list_request_id(line)
+                if request_id is None:
                     return
-                chunk = os.read(0, 65536)
-                if not chunk:
+                listing = self._wait_listing()
+                if listing is None:
                     return
-                self._read += chunk
-            line = bytes(self._read).split(b"\n", 1)[0]
-            answer = answer_for(line)
-            if answer is not None and _config_allows(self._config):
-                _write_all(1, answer)
-                self._answer = answer
+                self._write(
+                    b'{"jsonrpc":"2.0","id":%s,"result":{"tools":%s}}\n'
+                    % (json.dumps(request_id).encode(), listing)
+                )
         except OSError:
             return
 
     def stop(self) -> tuple[bytes, bytes | None]:
-        """Stop reading; the bytes read from stdin and the answer written, if any."""
+        """Stop reading; the bytes read from stdin and the answers written, if any."""
+        self._stopped = True
         os.write(self._wake_in, b"x")
         self._thread.join()
-        os.close(self._wake_in)
-        os.close(self._wake_out)
-        return bytes(self._read), self._answer
+        for fd in (self._wake_in, self._wake_out, self._offer_in, self._offer_out):
+            os.close(fd)
+        return bytes(self._read), b"".join(self._answers) or None
+
+
+_INITIALIZED = (
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    b'{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}',
+)
+
+
+def _is_initialized(line: bytes) -> bool:
+    """Whether ``line`` is a plain ``notifications/initialized`` (any spacing)."""
+    if len(line) > 200 or b"\\" in line or not all(32 <= byte < 127 for byte in line):
+        return False
+    try:
+        message = json.loads(line, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError):
+        return False
+    return any(message == json.loads(plain) for plain in _INITIALIZED)
+
+
+def list_request_id(line: bytes) -> int | str | None:
+    """The id of ``line`` when it is a plain ``tools/list`` request (no cursor), else None.
+
+    Plain: printable ASCII without escapes, no key twice, an integer or string
+    id, no ``params`` or empty ones.
+    """
+    if len(line) > 1024 or b"\\" in line or not all(32 <= byte < 127 for byte in line):
+        return None
+    try:
+        message = json.loads(line, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or not {"jsonrpc", "id", "method"} <= set(message) <= {
+        "jsonrpc",
+        "id",
+        "method",
+        "params",
+    }:
+        return None
+    if message["jsonrpc"] != "2.0" or message["method"] != "tools/list":
+        return None
+    if message.get("params", {}) != {} or type(message.get("params", {})) is not dict:
+        return None
+    request_id = message["id"]
+    if (type(request_id) is int and abs(request_id) <= _LARGEST_ID) or type(request_id) is str:
+        return request_id
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -258,8 +369,19 @@ def start(argv: list[str]) -> None:
         front.decided.wait(_FIRST_LINE_S)
 
 
+def offer(listing: Callable[[], bytes | None]) -> None:
+    """Give the running front the ``tools`` array to answer ``tools/list`` with.
+
+    ``listing`` is called (here, on the caller's thread) only when a front runs
+    and still answers; what it returns (None: nothing) is answered to each plain
+    ``tools/list`` the host sends before the gateway serves.
+    """
+    if _running and _running[-1].wants_listing:
+        _running[-1].offer(listing())
+
+
 def take() -> tuple[bytes, bytes | None]:
-    """Stop the front (when one runs): the bytes it read from stdin and the answer it wrote."""
+    """Stop the front (when one runs): the bytes it read from stdin and the answers it wrote."""
     if not _running:
         return b"", None
     return _running.pop().stop()

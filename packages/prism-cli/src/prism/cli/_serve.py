@@ -111,10 +111,10 @@ def http_auth(
 
 def http_options(config: PrismConfig, request: ServeRequest) -> HttpOptions | None:
     """How to listen over HTTP (``None``: stdio)."""
+    if request.address is None:
+        return None  # (before the gateway is imported: see _serve)
     from prism.gateway import HttpOptions
 
-    if request.address is None:
-        return None
     host, port = request.address
     auth = http_auth(config, request)  # its errors name serve.auth or --token-file themselves
     try:
@@ -219,6 +219,12 @@ async def _serve(
     ledger: Path | str | None,
     approve_command: tuple[str, ...] = (),
 ) -> None:
+    if options is None:
+        from ._front import offer
+        from ._listing import early_listing
+
+        # The host's tools/list, answered while the gateway loads (see _listing).
+        offer(lambda: early_listing(loaded))
     import trio
 
     from prism.coding.security import create_coding_approval_policy

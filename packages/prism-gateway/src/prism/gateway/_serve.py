@@ -867,12 +867,15 @@ async def serve_stdio(
     ``stdin``/``stdout`` (anyio text files) replace the process's streams and
     are served by the SDK's own stdio transport instead.
 
-    A process that answered the client's ``initialize`` before the gateway
-    was ready (as ``prism serve`` does, to answer at once) passes what it
-    read from stdin as ``read_ahead`` (served first, the ``initialize`` line
-    included) and the answer line it wrote as ``answered``: the gateway then
-    serves that request as usual (its session is the same) but writes no
-    second answer to it.
+    A process that answered the client's first requests before the gateway
+    was ready (as ``prism serve`` does with ``initialize`` and ``tools/list``,
+    to answer at once) passes what it read from stdin as ``read_ahead``
+    (served first, those requests included) and the answer lines it wrote as
+    ``answered``: the gateway then serves those requests as usual (its
+    session is the same) but writes no second answer to them. When its own
+    answer to such a ``tools/list`` differs (the tools changed meanwhile), it
+    writes ``notifications/tools/list_changed`` instead, so the client lists
+    again.
 
     Cancellation: stops serving; calls in flight are cancelled.
 

@@ -51,6 +51,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _CHUNK = 256 * 1024
 _DRAIN_S = 5.0
 _claimed = threading.Lock()
+_TOOLS_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
 _logger = logging.getLogger("prism.gateway")
 
 
@@ -135,44 +136,54 @@ class LineWriter:
         self._gone = False  # the client went away: nothing more is written
         self._closed = False
         self._drained: trio.Event | None = None  # set once nothing is queued (see caught_up)
-        # The answer already written for the first request before serving began (see
-        # answered()), and its request's id: the SDK's own answer to it is not written.
-        self._answered: tuple[object, bytes] | None = None
+        # The answers already written before serving began (see answered()), by their
+        # request's id (and its type): the SDK's own answers to them are not written.
+        self._answered: dict[tuple[type, object], bytes] = {}
 
-    def answered(self, answer: bytes) -> None:
-        """``answer`` (one JSON-RPC response line) is on the wire already: skip the SDK's.
+    def answered(self, answers: bytes) -> None:
+        """``answers`` (JSON-RPC response lines) are on the wire already: skip the SDK's.
 
-        The SDK's answer to the same request id is dropped once instead of
-        written; one that differs from ``answer`` is logged, never written
-        (a client takes only one answer per id).
+        The SDK's answer to each one's request id is dropped once instead of
+        written (a client takes only one answer per id). One that differs is
+        never written either: a ``tools/list`` answer that differs (the tools
+        changed since the early one) is replaced by
+        ``notifications/tools/list_changed``, so the client lists again; any
+        other is logged.
         """
-        self._answered = (json.loads(answer)["id"], answer.rstrip(b"\n"))
+        for line in answers.splitlines():
+            if line.strip():
+                request_id = json.loads(line)["id"]
+                self._answered[(type(request_id), request_id)] = line
 
     async def send(self, item: SessionMessage, /) -> None:
         if self._gone or self._closed:
             raise anyio.BrokenResourceError
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
-        if self._answered is not None and self._skip(item, data):
-            return
+        if self._answered:
+            instead = self._instead(item, data)
+            if instead is not None:
+                if instead:
+                    await self.send_line(instead)
+                return
         await self.send_line(data + b"\n")
 
-    def _skip(self, item: SessionMessage, data: bytes) -> bool:
-        assert self._answered is not None
-        request_id, answer = self._answered
+    def _instead(self, item: SessionMessage, data: bytes) -> bytes | None:
+        """What to write for ``data``, an answer to a request answered already (else None)."""
         message = item.message
         if not isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
-            return False
-        if message.id != request_id or type(message.id) is not type(request_id):
-            return False
-        self._answered = None
-        if data != answer:
-            _logger.error(
-                "the initialize answer written before serving differs from the gateway's: "
-                "%s, not %s",
-                answer[:500].decode("utf-8", "replace"),
-                data[:500].decode("utf-8", "replace"),
-            )
-        return True
+            return None
+        answer = self._answered.pop((type(message.id), message.id), None)
+        if answer is None or answer == data:
+            return None if answer is None else b""
+        early = json.loads(answer).get("result")
+        if isinstance(early, dict) and "tools" in early:
+            return _TOOLS_CHANGED
+        _logger.error(
+            "an answer written before serving differs from the gateway's: %s, not %s",
+            answer[:500].decode("utf-8", "replace"),
+            data[:500].decode("utf-8", "replace"),
+        )
+        return b""
 
     async def send_line(self, data: bytes) -> None:
         """Write one message already encoded (its JSON and the newline), as :meth:`send` does."""
@@ -416,8 +427,8 @@ async def stdio_streams(
     error (``-32700``) and skipped. Leaving the block stops reading, lets what
     is queued for the client be written (for a few seconds at most) and gives
     fd 0 and fd 1 back. ``read_ahead`` (bytes already read from stdin) is
-    read first; ``answered`` is an answer already written to stdout for a
-    request among them (see :meth:`LineWriter.answered`).
+    read first; ``answered`` holds answers already written to stdout for
+    requests among them (see :meth:`LineWriter.answered`).
 
     Raises:
         GatewayError: another ``serve_stdio`` runs in this process, or the
@@ -430,7 +441,7 @@ async def stdio_streams(
             trio.open_nursery() as nursery,
         ):
             writer = LineWriter(pipe_out)
-            if answered is not None:
+            if answered:
                 writer.answered(answered)
             if fast is not None:
                 fast.attach(writer)
