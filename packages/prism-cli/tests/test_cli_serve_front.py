@@ -364,3 +364,34 @@ def test_the_early_listing_loads_no_policy_machinery_nor_the_sdk(tmp_path: Path)
     ).stdout.split()
     heavy = ("mcp", "mcp_types", "pydantic", "prism.coding.security", "prism.gateway", "prism.mcp")
     assert not [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)]
+
+
+async def test_a_listing_request_reusing_an_answered_id_is_left_to_the_gateway(
+    plain_config: Path,
+) -> None:
+    again = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n'
+    lines = await _served(plain_config, _initialize(1) + INITIALIZED + again + PING, front=True)
+    assert [json.loads(x)["id"] for x in lines] == [1, 1, "p"]
+    assert json.loads(lines[1])["result"] == {"tools": []}
+
+
+def _no_listing() -> bytes | None:
+    raise RuntimeError("the listing could not be made")
+
+
+def test_a_listing_that_fails_to_be_made_leaves_tools_list_to_the_gateway(
+    plain_config: Path,
+) -> None:
+    sent = _initialize(5) + INITIALIZED + LIST
+    with _std_fds_on_pipes() as (stdin, stdout):
+        os.write(stdin, sent)
+        try:
+            _front.start(["serve", str(plain_config)])
+            _front.offer(_no_listing)
+        finally:
+            read, answered = _front.take()
+            os.close(stdin)
+            os.close(stdout)
+    assert read == sent
+    assert answered is not None
+    assert [json.loads(line)["id"] for line in answered.splitlines()] == [5]

@@ -1,4 +1,4 @@
-"""``prism serve`` over stdio answers the host's ``initialize`` before it has imported the gateway.
+"""``prism serve`` over stdio answers the host's first requests before it imports the gateway.
 
 Importing what serving takes (the MCP SDK and its models, Prism's packages)
 costs seconds of CPU, more on a busy machine, and hosts give the handshake
@@ -9,11 +9,18 @@ thread writes the answer the gateway would write: the same bytes, as the
 gateway's answer depends on nothing but the request's id and the protocol
 version it asks for (a test compares the two for every version).
 
+The host's next requests, ``notifications/initialized`` and ``tools/list``,
+are taken too: each plain ``tools/list`` is answered with the listing the
+main thread offers once it has read the configuration (see ``_listing``:
+the coding tools, as the gateway lists them before any MCP server is up).
+
 The gateway, once serving, is handed the bytes read (see
-``serve_stdio(read_ahead=..., answered=...)``): it serves that ``initialize``
-as usual, so its session is the same, and writes no second answer.
+``serve_stdio(read_ahead=..., answered=...)``): it serves those requests
+as usual, so its session is the same, and writes no second answer (for a
+listing that changed meanwhile, ``notifications/tools/list_changed``).
 Anything else first (a garbage line, a request of another shape, a
-2026-07-28 client's first request) is left for the gateway as it came.
+2026-07-28 client's first request) is left for the gateway as it came, and
+so is any later line the thread does not answer, and all after it.
 
 Nothing heavy is imported here: this module runs before the rest of the
 command line is loaded.
@@ -43,6 +50,9 @@ _LATEST = "2025-11-25"  # what the SDK answers a version it does not speak
 _LONGEST_LINE = 16 * 1024
 _FIRST_LINE_S = 1.0  # the longest start() waits for a first line begun before it ran
 _LARGEST_ID = 2**53
+# The most tools/list requests answered before the gateway serves (each answer blocks this
+# thread until the host reads it, and the gateway waits for this thread).
+_MOST_LISTINGS = 4
 _CLIENT_INFO = frozenset({"name", "version", "title"})
 _EMPTY_ONLY = {
     "sampling": frozenset({"context", "tools"}),
@@ -174,6 +184,7 @@ class Front:
         self._wake_out, self._wake_in = os.pipe()
         self._offer_out, self._offer_in = os.pipe()
         self._listing: bytes | None = None
+        self._request_id: object = None  # the initialize request's
         self._offered = False
         self._stopped = False
         self.decided = threading.Event()  # the first line answered, or left to the gateway
@@ -238,16 +249,19 @@ class Front:
             answer = None if line is None else answer_for(line)
             if answer is None or not _config_allows(self._config):
                 return
+            self._request_id = json.loads(answer)["id"]
             self._write(answer)
             self.decided.set()
             # The host's next lines: notifications/initialized, then tools/list.
             line = self._next_line(poller)
             if line is None or not _is_initialized(line):
                 return
-            while (line := self._next_line(poller)) is not None:
+            answered: set[tuple[type, object]] = {(type(self._request_id), self._request_id)}
+            while len(answered) <= _MOST_LISTINGS and (line := self._next_line(poller)):
                 request_id = list_request_id(line)
-                if request_id is None:
-                    return
+                if request_id is None or (type(request_id), request_id) in answered:
+                    return  # (an id used again: the gateway's to judge)
+                answered.add((type(request_id), request_id))
                 listing = self._wait_listing()
                 if listing is None:
                     return
@@ -377,7 +391,11 @@ def offer(listing: Callable[[], bytes | None]) -> None:
     ``tools/list`` the host sends before the gateway serves.
     """
     if _running and _running[-1].wants_listing:
-        _running[-1].offer(listing())
+        try:
+            made = listing()
+        except Exception:  # whatever went wrong, the gateway lists the tools itself
+            made = None
+        _running[-1].offer(made)
 
 
 def take() -> tuple[bytes, bytes | None]:
