@@ -395,11 +395,18 @@ class _Collector:
         counted = "unevaluatedItems" in self.vocab
         nodes = self.nodes
         vocab = self.vocab
+        # A schema with none of these is plain assertions only (the commonest
+        # kind): nothing to identify, refuse, price or walk below; describe()
+        # would give it its shared node.
+        busy = _COSTED | _IDENTIFYING | vocab | self.ignored | {"$schema"}
         while stack:
             value, path, base, around = stack.pop()
             if type(value) is not dict or not value:
                 # A boolean or an empty schema: no keywords, no children, weight 1.
                 nodes[path] = _LEAF
+                continue
+            if busy.isdisjoint(value):
+                nodes[path] = self.plain(1 + len(value))
                 continue
             if (
                 counted
@@ -873,10 +880,9 @@ def analyse(
                     work_now[path] = w
                     regex_now[path] = node.regex
                     continue
-                w = r = 0
-                for child in node.in_place:
-                    w += work_now.get(child, 0)
-                    r += regex_now.get(child, 0)
+                in_place = node.in_place
+                w = sum(map(work_now.get, in_place, repeat(0)))
+                r = sum(map(regex_now.get, in_place, repeat(0)))
                 for group in node.choices:
                     top = best.get(id(group))
                     if top is None:
@@ -901,15 +907,14 @@ def analyse(
             for path in inner:
                 node = nodes[path]
                 iow = iaw = iorx = iarx = 0
-                for child in node.in_place:
-                    got = sides.get(child)
-                    if got is not None:
-                        iow, iaw, iorx, iarx = (
-                            iow + got[0],
-                            iaw + got[1],
-                            iorx + got[2],
-                            iarx + got[3],
-                        )
+                # Most children cost nothing one level down: only those that do are added.
+                for got in filter(None, map(sides.get, node.in_place)):
+                    iow, iaw, iorx, iarx = (
+                        iow + got[0],
+                        iaw + got[1],
+                        iorx + got[2],
+                        iarx + got[3],
+                    )
                 for group in node.choices:
                     top = best.get(id(group))
                     if top is None:
