@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_prewarmed as prewarmed
 import mcp_types
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
@@ -18,16 +20,20 @@ from mcp_types import methods
 from pydantic import ValidationError
 
 from prism.core import (
+    CallTicket,
     DispatchOptions,
     ToolCall,
     ToolExecutionProgress,
     ToolResult,
+    begin_tool_call,
     create_tool_registry,
     dispatch_tool_call,
+    finish_tool_call,
 )
 from prism.mcp import (
     McpElicitation,
     McpElicitationAnswer,
+    McpToolBridge,
     StdioTransport,
     _calls,
     _fastcall,
@@ -180,10 +186,44 @@ RAW_ANSWERS = (
 )
 
 
+async def _started(
+    bridge: McpToolBridge, options: DispatchOptions, call: ToolCall, marks: list[bool]
+) -> ToolResult:
+    """``call`` through the two halves of the dispatch, the bridge's call started in between."""
+    ticket = begin_tool_call(call, options)
+    if isinstance(ticket, ToolResult):  # refused by a gate (an unknown tool)
+        marks.append(False)
+        return ticket
+    assert isinstance(ticket, CallTicket)
+    assert ticket.tool is not None
+    assert ticket.arguments is not None
+    got: list[ToolResult] = []
+    answered = trio.Event()
+
+    def done(result: ToolResult) -> None:
+        got.append(result)
+        answered.set()
+
+    if bridge.start_call(ticket.tool, ticket.arguments, ticket.context, done) is None:
+        marks.append(False)
+        result = await ticket.tool.execute(ticket.arguments, ticket.context)
+    else:
+        marks.append(True)
+        await answered.wait()
+        [result] = got
+    finished = finish_tool_call(ticket, result)
+    assert finished is not None
+    return finished
+
+
 async def _results(
-    transport: StdioTransport, protocol: ProtocolMode
+    transport: StdioTransport, protocol: ProtocolMode, *, started: list[bool] | None = None
 ) -> tuple[list[ToolResult], list[object]]:
-    """The script's results, and what reached the host: progress, questions, log messages."""
+    """The script's results, and what reached the host: progress, questions, log messages.
+
+    ``started``: each call begun with ``begin_tool_call`` and started with
+    ``McpToolBridge.start_call`` (whether it was, appended there; if not, executed).
+    """
     seen: list[object] = []
     calls: list[tuple[str, dict[str, Any]]] = [
         ("echo", {"text": "hi"}),
@@ -216,10 +256,13 @@ async def _results(
     ) as bridge:
         options = DispatchOptions(registry=create_tool_registry(bridge.tools), on_event=seen.append)
         results = [
-            await dispatch_tool_call(
-                ToolCall(id=str(n), name=f"mcp:fx:{name}", arguments=arguments), options
+            await (
+                dispatch_tool_call(call, options)
+                if started is None
+                else _started(bridge, options, call, started)
             )
             for n, (name, arguments) in enumerate(calls)
+            for call in [ToolCall(id=str(n), name=f"mcp:fx:{name}", arguments=arguments)]
         ]
     events = [
         (event.message, event.progress) if isinstance(event, ToolExecutionProgress) else event
@@ -258,10 +301,19 @@ async def test_a_real_server_gives_the_same_results_both_ways(
         direct.append(str(request.id))
         return await call(self, request, *args)
 
+    # Started without a task (McpToolBridge.start_call): every call but the unknown
+    # tool's (refused before the bridge). The plain answers are finished by the
+    # session's reader; the rest (rich's, the errors, the session closing) as the
+    # calling task would, in a task of the bridge.
+    marks: list[bool] = []
+    started, started_seen = await _results(fixture_stdio, protocol, started=marks)
     monkeypatch.setattr(_fastcall, "simple_call_result", counted)
     monkeypatch.setattr(_calls, "plain_answer", counted_plain)
     monkeypatch.setattr(DirectCalls, "call", counted_call)
     fast, fast_seen = await _results(fixture_stdio, protocol)
+    assert marks == [n != 5 for n in range(len(fast))]
+    assert started == fast
+    assert started_seen == fast_seen
     if protocol == "auto":
         # The SDK client's call_tool writing the calls past its dispatcher itself (the
         # bridge's own send off): the same results too.
@@ -564,3 +616,71 @@ async def test_the_bridges_send_stamps_each_call_as_the_session_does() -> None:
     os.close(read_fd)
     stdin.close()
     await stdin.close_pipe()
+
+
+async def test_a_started_call_times_out_is_cancelled_and_moves_its_deadline_on_progress(
+    fixture_stdio: StdioTransport, tmp_path: Path
+) -> None:
+    """McpToolBridge.start_call's deadlines (one task watches them) and cancel()."""
+    markers = [tmp_path / "timed-out", tmp_path / "cancelled"]
+    for marker in markers:
+        os.mkfifo(marker)
+
+    def wait_for_mark(marker: Path) -> str:
+        with marker.open() as fifo:
+            return fifo.read()
+
+    async def mark(marker: Path) -> str:
+        with trio.fail_after(10):
+            return await trio.to_thread.run_sync(wait_for_mark, marker, abandon_on_cancel=True)
+
+    events: list[object] = []
+    with trio.fail_after(30):
+        async with open_mcp_tools(
+            server_id="fx", transport=fixture_stdio, call_timeout_s=1.0
+        ) as bridge:
+            options = DispatchOptions(
+                registry=create_tool_registry(bridge.tools), on_event=events.append
+            )
+            marks: list[bool] = []
+            # 4 x 0.4 s, longer than call_timeout_s but never 1 s without progress
+            steps = ToolCall(
+                id="p", name="mcp:fx:progress", arguments={"steps": 4, "interval": 0.4}
+            )
+            stepped = await _started(bridge, options, steps, marks)
+            assert not stepped.is_error, stepped.joined_text
+            assert len([e for e in events if isinstance(e, ToolExecutionProgress)]) == 4
+            slow = {"seconds": 60, "marker": str(markers[0])}
+            timed_out = await _started(
+                bridge, options, ToolCall(id="t", name="mcp:fx:sleep", arguments=slow), marks
+            )
+            assert timed_out.details["mcp_error"] == "timeout"
+            assert "call_timeout_s=1s; the server was sent a cancellation" in timed_out.joined_text
+            assert await mark(markers[0]) == "cancelled"
+            assert bridge.unanswered("t")
+            # Given up by its caller: done is never called, the server is told.
+            ticket = begin_tool_call(
+                ToolCall(
+                    id="c",
+                    name="mcp:fx:sleep",
+                    arguments={"seconds": 60, "marker": str(markers[1])},
+                ),
+                options,
+            )
+            assert isinstance(ticket, CallTicket)
+            assert ticket.tool is not None
+            assert ticket.arguments is not None
+            got: list[ToolResult] = []
+            started = bridge.start_call(ticket.tool, ticket.arguments, ticket.context, got.append)
+            assert started is not None
+            started.cancel()
+            assert await mark(markers[1]) == "cancelled"
+            after = await _started(
+                bridge,
+                options,
+                ToolCall(id="e", name="mcp:fx:echo", arguments={"text": "on"}),
+                marks,
+            )
+            assert after.joined_text == "on"
+            assert got == []
+            assert marks == [True, True, True]

@@ -23,6 +23,7 @@ DOCUMENTED = {
     "McpSamplingAnswer",
     "McpSamplingRequest",
     "McpServerInfo",
+    "McpStartedCall",
     "McpToolAnnotations",
     "McpToolBridge",
     "McpToolInfo",

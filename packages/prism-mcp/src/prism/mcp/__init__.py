@@ -44,6 +44,7 @@ from ._callbacks import McpRootsRequest as McpRootsRequest
 from ._callbacks import McpSampleCallback as McpSampleCallback
 from ._callbacks import McpSamplingAnswer as McpSamplingAnswer
 from ._callbacks import McpSamplingRequest as McpSamplingRequest
+from ._calls import McpStartedCall as McpStartedCall
 from ._content import AUDIO_URI_PREFIX as AUDIO_URI_PREFIX
 from ._errors import McpBridgeError as McpBridgeError
 from ._permission import create_mcp_permission_policy as create_mcp_permission_policy
@@ -71,6 +72,7 @@ __all__ = [
     "McpSamplingAnswer",
     "McpSamplingRequest",
     "McpServerInfo",
+    "McpStartedCall",
     "McpToolAnnotations",
     "McpToolBridge",
     "McpToolInfo",

@@ -27,7 +27,7 @@ from prism.core import (
 )
 
 from ._annotations import McpApprovalCallback, McpToolInfo, SharedParts
-from ._calls import Caller
+from ._calls import Caller, McpStartedCall
 from ._errors import McpBridgeError
 from ._gate import CHECKPOINT_TOOLS
 from ._listing import Listing, Pins, PreparedTool, list_tools, prepare_tool
@@ -460,6 +460,35 @@ class McpToolBridge:
             parameters=prepared.schema,
             definition_hash=info.definition_hash,
         )
+
+    def start_call(
+        self,
+        tool: ToolDefinition,
+        arguments: JsonObject,
+        context: ToolExecutionContext,
+        done: Callable[[ToolResult], None],
+    ) -> McpStartedCall | None:
+        """Start a call of ``tool`` (one of :attr:`tools`) without waiting for its answer.
+
+        What the tool's ``execute`` does, for a caller with no task to wait
+        in: the request is written at once and ``done`` gets the result,
+        the one ``execute`` would return, once, from the task that reads the
+        server's answer (or a task of the bridge: a timeout, an answer that
+        needs the SDK's checks). ``context`` is the call's (its progress is
+        reported there). Only a call that ``execute`` would write straight
+        to a stdio server's live session starts so: for any other (a server
+        not connected yet or over HTTP, a task-required tool, a changed
+        definition, arguments that are not plain JSON, a tracer recording,
+        a pipe with a line waiting) ``None``, nothing sent: run ``execute``.
+        Cancel a started call with :meth:`McpStartedCall.cancel`.
+        """
+        execute = tool.execute
+        if type(execute) is not functools.partial or execute.func != self._execute:
+            return None
+        info, checked = execute.args
+        if info.changed or not isinstance(info, McpToolInfo):
+            return None
+        return self._caller.start(info.name, arguments, context, checked, info, done)
 
     @trio_native  # the bridge's own trio code
     async def _execute(

@@ -25,14 +25,17 @@ from ._session import Sessions
 from ._tasks import call_progress, run_legacy_task
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp import Client
     from mcp.shared.dispatcher import ProgressFnT
     from prism.core import ToolExecutionContext
 
     from ._annotations import McpToolInfo
+    from ._fastcall import RawCalls
     from ._session import Connection
 
-__all__ = ["Caller"]
+__all__ = ["Caller", "McpStartedCall"]
 
 _otel: object = None  # the OpenTelemetry API modules once looked up; False: not installed
 
@@ -74,6 +77,10 @@ class Caller:
     options: BridgeOptions
     sessions: Sessions
     checker: OutputChecker
+    # The calls started (Caller.start) whose answer has not come, and the scope of the
+    # task that watches their deadlines (None: no task does)
+    _started: dict[McpStartedCall, None] = attrs.field(factory=dict, init=False)
+    _watching: trio.CancelScope | None = attrs.field(default=None, init=False)
 
     async def call(
         self,
@@ -109,94 +116,89 @@ class Caller:
             return ToolResult.error(
                 f"MCP tool {remote} could not run: the session closed", **details
             )
-        raw_calls = conn.raw if info.task_support != "required" else None
-        now = trio.current_time()
-        hard = now + options.max_call_s if options.max_call_s is not None else math.inf
-        failure: Exception | None = None
-        result: mcp_types.CallToolResult | None = None
-        plain: dict[str, Any] | None = None
-        ended = False
-        with trio.CancelScope(deadline=min(now + options.call_timeout_s, hard)) as scope:
-
-            async def on_progress(
-                progress: float, total: float | None, message: str | None
-            ) -> None:
-                if ended:  # the SDK runs a callback in a task of its own: the call may be over
-                    return
-                scope.deadline = min(trio.current_time() + options.call_timeout_s, hard)
-                ctx.report_progress(
-                    clip(message, 500) if isinstance(message, str) else None,
-                    progress=progress,
-                    total=total,
-                )
-
+        run = McpStartedCall(
+            self, conn, client, remote, arguments, ctx, output_schema, info, details
+        )
+        run.raw_calls = conn.raw if info.task_support != "required" else None
+        with trio.CancelScope(deadline=run.deadline) as scope:
+            run.scope = scope
             # A 2026-07-28 server may answer with a task: the SDK hands it to the
             # tasks extension's claim, which reports its polls here.
-            progress = call_progress.set(on_progress)
+            progress = call_progress.set(run.on_progress)
             try:
                 with calling(ctx.call.id):
-                    if raw_calls is None:
-                        result = await self._sdk_call(
-                            client, remote, arguments, info, on_progress, trace_meta()
-                        )
-                    else:
-                        meta = trace_meta()
-                        if meta is not None or not raw_calls.usable(remote, arguments):
-                            result = await self._sdk_call(
-                                client, remote, arguments, info, on_progress, meta
-                            )
-                        else:
-                            # Sent past the SDK's client; a plain answer is mapped here.
-                            outcome: dict[str, Any] | Exception
-                            try:
-                                outcome = await raw_calls.send(remote, arguments, on_progress)
-                            except Exception as exc:
-                                outcome = exc
-                            if type(outcome) is dict:
-                                plain = plain_answer(outcome, raw_calls.version)
-                            if plain is None:
-                                # Any other answer, or an error: the SDK's, as if it sent it.
-                                with raw_calls.replay(outcome):
-                                    result = await self._sdk_call(
-                                        client, remote, arguments, info, on_progress, None
-                                    )
+                    await run.send()
             except Exception as exc:
-                failure = exc
+                run.failure = exc
             finally:
-                ended = True
+                run.ended = True
                 call_progress.reset(progress)
-        if scope.cancelled_caught:
-            if trio.current_time() >= hard:
-                text = f"MCP tool {remote} ran longer than max_call_s={options.max_call_s:g}s"
-                limit = "max_call_s"
-            else:
-                text = (
-                    f"MCP tool {remote} timed out: no result or progress within "
-                    f"call_timeout_s={options.call_timeout_s:g}s"
-                )
-                limit = "call_timeout_s"
-            return ToolResult.error(
-                f"{text}; the server was sent a cancellation",
-                mcp_error="timeout",
-                limit=limit,
-                **details,
-            )
-        if plain is not None and failure is None:
-            nodes = attach_raw(plain)
-            if nodes > _CHECK_ON_THREAD:
-                return await trio.to_thread.run_sync(
-                    self._finish_plain, remote, info.tool_name, output_schema, plain, details
-                )
-            return self._finish_plain(remote, info.tool_name, output_schema, plain, details)
-        if failure is not None or result is None:
-            return self._call_failed(conn, remote, failure, details)
-        if attach(result) > _CHECK_ON_THREAD:
-            # Mapping and checking a large structuredContent (a refusal by the
-            # schema's instance limits walks it again) would hold the event loop.
-            return await trio.to_thread.run_sync(
-                self._finish, remote, info.tool_name, output_schema, result, details
-            )
-        return self._finish(remote, info.tool_name, output_schema, result, details)
+        return await run.finish(scope.cancelled_caught)
+
+    def start(
+        self,
+        remote: str,
+        arguments: JsonObject,
+        ctx: ToolExecutionContext,
+        output_schema: JsonObject | None,
+        info: McpToolInfo,
+        done: Callable[[ToolResult], None],
+    ) -> McpStartedCall | None:
+        """:meth:`call`, written now without waiting, its result to ``done`` (once).
+
+        Only a call :meth:`call` would send past the SDK's client on a live
+        stdio session, its line written at once; ``None`` for any other, with
+        nothing sent (:meth:`call` it). What the server sends for it is taken
+        by the session's reader: a plain answer's result goes to ``done``
+        from there; anything else (another answer, an error, the session
+        ending) is finished as :meth:`call` finishes it, in a task of the
+        bridge, and so is a call past its deadline (the server told first).
+        """
+        sessions = self.sessions
+        conn = sessions.current
+        if sessions.closed or conn is None or not conn.alive or info.task_support == "required":
+            return None
+        client = conn.client
+        if client is None or conn.raw is None:
+            return None
+        details: dict[str, JsonValue] = {
+            "mcp_server": self.options.server_id,
+            "mcp_tool": remote,
+            "mcp_definition_hash": info.definition_hash,
+        }
+        run = McpStartedCall(
+            self, conn, client, remote, arguments, ctx, output_schema, info, details
+        )
+        run.raw_calls = conn.raw
+        return run if run.start(done) else None
+
+    def _watch(self, run: McpStartedCall) -> None:
+        """Watch ``run``'s deadline (one task watches every started call's)."""
+        self._started[run] = None
+        scope = self._watching
+        if scope is None:
+            self._watching = trio.CancelScope(deadline=run.deadline)
+            self.sessions.nursery.start_soon(self._watch_deadlines)
+        elif run.deadline < scope.deadline:
+            scope.deadline = run.deadline
+
+    async def _watch_deadlines(self) -> None:
+        """Time out each started call whose deadline passed, until none is left."""
+        started = self._started
+        try:
+            while started:
+                scope = self._watching
+                assert scope is not None
+                with scope:
+                    await trio.sleep_forever()
+                now = trio.current_time()
+                for run in [run for run in started if run.deadline <= now]:
+                    del started[run]
+                    run.timed_out()
+                if started:
+                    self._watching = trio.CancelScope(deadline=min(run.deadline for run in started))
+        finally:
+            self._watching = None
 
     async def _sdk_call(
         self,
@@ -372,3 +374,291 @@ class Caller:
         return ToolResult.error(
             f"MCP tool {remote} failed: {text}", mcp_error="server_error", **details
         )
+
+
+class McpStartedCall:
+    """A bridged tool call started by :meth:`McpToolBridge.start_call`, its result to come.
+
+    Its result goes to the ``done`` callback given there, once: from the task
+    that read the server's answer, or from a task of the bridge (an answer
+    that needs more work, a timeout). :meth:`cancel` gives the call up.
+    """
+
+    __slots__ = (
+        "_caller",
+        "_client",
+        "_conn",
+        "_done",
+        "_nodes",
+        "_request_id",
+        "arguments",
+        "ctx",
+        "deadline",
+        "details",
+        "ended",
+        "failure",
+        "hard",
+        "info",
+        "output_schema",
+        "plain",
+        "raw_calls",
+        "remote",
+        "result",
+        "scope",
+    )
+
+    def __init__(
+        self,
+        caller: Caller,
+        conn: Connection,
+        client: Client,
+        remote: str,
+        arguments: JsonObject,
+        ctx: ToolExecutionContext,
+        output_schema: JsonObject | None,
+        info: McpToolInfo,
+        details: dict[str, JsonValue],
+    ) -> None:
+        options = caller.options
+        now = trio.current_time()
+        self._caller = caller
+        self._conn = conn
+        self._client = client
+        self.remote = remote
+        self.arguments = arguments
+        self.ctx = ctx
+        self.output_schema = output_schema
+        self.info = info
+        self.details = details
+        self.hard = now + options.max_call_s if options.max_call_s is not None else math.inf
+        self.deadline = min(now + options.call_timeout_s, self.hard)
+        self.scope: trio.CancelScope | None = None
+        self.raw_calls: RawCalls | None = None
+        self.failure: Exception | None = None
+        self.result: mcp_types.CallToolResult | None = None
+        self.plain: dict[str, Any] | None = None
+        self._nodes: int | None = None  # the plain answer's, once attached
+        self.ended = False
+        self._request_id: str | None = None
+        self._done: Callable[[ToolResult], None] | None = None
+
+    def cancel(self) -> None:
+        """Give the call up: its ``done`` is not called; the server is told, if it was asked."""
+        self._done = None
+        if self.scope is not None:  # (the rest of the call runs in a task of the bridge)
+            self.scope.cancel()
+        if self.ended:
+            return
+        self.ended = True
+        self._caller._started.pop(self, None)
+        raw_calls = self.raw_calls
+        request_id = self._request_id
+        if raw_calls is not None and request_id is not None and raw_calls.abandon(request_id):
+            self._caller.sessions.nursery.start_soon(raw_calls.send_cancel, request_id)
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """The SDK's progress callback of the call (see :meth:`progressed`)."""
+        self.progressed(progress, total, message)
+
+    def progressed(self, progress: float, total: float | None, message: str | None) -> None:
+        """The server reported progress: the call's deadline moves, the progress is reported."""
+        if self.ended:
+            return  # (the SDK runs a callback in a task of its own: the call may be over)
+        self.deadline = min(trio.current_time() + self._caller.options.call_timeout_s, self.hard)
+        if self.scope is not None:
+            self.scope.deadline = self.deadline
+        self.ctx.report_progress(
+            clip(message, 500) if isinstance(message, str) else None,
+            progress=progress,
+            total=total,
+        )
+
+    async def send(self) -> None:
+        """Send the call and take its answer, in the calling task (see :meth:`Caller.call`)."""
+        caller, raw_calls = self._caller, self.raw_calls
+        client, remote, arguments, info = self._client, self.remote, self.arguments, self.info
+        if raw_calls is None:
+            self.result = await caller._sdk_call(
+                client, remote, arguments, info, self.on_progress, trace_meta()
+            )
+            return
+        meta = trace_meta()
+        if meta is not None or not raw_calls.usable(remote, arguments):
+            self.result = await caller._sdk_call(
+                client, remote, arguments, info, self.on_progress, meta
+            )
+            return
+        # Sent past the SDK's client; a plain answer is mapped here.
+        outcome: dict[str, Any] | Exception
+        try:
+            outcome = await raw_calls.send(remote, arguments, self.on_progress)
+        except Exception as exc:
+            outcome = exc
+        await self._take(outcome)
+
+    async def _take(self, outcome: dict[str, Any] | Exception) -> None:
+        raw_calls = self.raw_calls
+        assert raw_calls is not None
+        if type(outcome) is dict:
+            self.plain = plain_answer(outcome, raw_calls.version)
+        if self.plain is None:
+            # Any other answer, or an error: the SDK's, as if it sent it.
+            with raw_calls.replay(outcome):
+                self.result = await self._caller._sdk_call(
+                    self._client, self.remote, self.arguments, self.info, self.on_progress, None
+                )
+
+    async def finish(self, timed_out: bool) -> ToolResult:
+        """The call's result, once its answer was taken (or ``timed_out``)."""
+        caller, remote, details = self._caller, self.remote, self.details
+        if timed_out:
+            return self._timeout_result()
+        plain = self.plain
+        name = self.info.tool_name
+        if plain is not None and self.failure is None:
+            nodes = self._nodes if self._nodes is not None else attach_raw(plain)
+            if nodes > _CHECK_ON_THREAD:
+                return await trio.to_thread.run_sync(
+                    caller._finish_plain, remote, name, self.output_schema, plain, details
+                )
+            return caller._finish_plain(remote, name, self.output_schema, plain, details)
+        result = self.result
+        if self.failure is not None or result is None:
+            return caller._call_failed(self._conn, remote, self.failure, details)
+        if attach(result) > _CHECK_ON_THREAD:
+            # Mapping and checking a large structuredContent (a refusal by the
+            # schema's instance limits walks it again) would hold the event loop.
+            return await trio.to_thread.run_sync(
+                caller._finish, remote, name, self.output_schema, result, details
+            )
+        return caller._finish(remote, name, self.output_schema, result, details)
+
+    def _timeout_result(self) -> ToolResult:
+        options = self._caller.options
+        if trio.current_time() >= self.hard:
+            text = f"MCP tool {self.remote} ran longer than max_call_s={options.max_call_s:g}s"
+            limit = "max_call_s"
+        else:
+            text = (
+                f"MCP tool {self.remote} timed out: no result or progress within "
+                f"call_timeout_s={options.call_timeout_s:g}s"
+            )
+            limit = "call_timeout_s"
+        return ToolResult.error(
+            f"{text}; the server was sent a cancellation",
+            mcp_error="timeout",
+            limit=limit,
+            **self.details,
+        )
+
+    def start(self, done: Callable[[ToolResult], None]) -> bool:
+        """Write the call now, its result to ``done`` (see :meth:`Caller.start`)."""
+        raw_calls = self.raw_calls
+        if (
+            raw_calls is None
+            or trace_meta() is not None
+            or not raw_calls.usable(self.remote, self.arguments)
+        ):
+            return False
+        with calling(self.ctx.call.id):  # (the gate notes the request as this call's)
+            request_id = raw_calls.start(self.remote, self.arguments, self._put)
+        if request_id is None:
+            return False
+        self._request_id = request_id
+        self._done = done
+        self._caller._watch(self)
+        return True
+
+    def _put(self, item: object) -> None:
+        """What the server sent for the call, in the session reader's task."""
+        if type(item) is tuple:
+            self.progressed(*item)
+            return
+        if self.ended:
+            return
+        self._caller._started.pop(self, None)
+        raw_calls = self.raw_calls
+        assert raw_calls is not None
+        outcome: dict[str, Any] | Exception
+        try:
+            outcome = raw_calls.result(item)
+        except Exception as exc:
+            outcome = exc
+        if type(outcome) is dict:
+            plain = self.plain = plain_answer(outcome, raw_calls.version)
+            if plain is not None:
+                nodes = self._nodes = attach_raw(plain)
+                if nodes <= _CHECK_ON_THREAD:
+                    self.ended = True
+                    self._deliver(
+                        self._caller._finish_plain(
+                            self.remote,
+                            self.info.tool_name,
+                            self.output_schema,
+                            plain,
+                            self.details,
+                        )
+                    )
+                    return
+        # Anything else: the rest of the call as the calling task would run it.
+        self._caller.sessions.nursery.start_soon(self._rest, outcome)
+
+    async def _rest(self, outcome: dict[str, Any] | Exception) -> None:
+        result: ToolResult | None = None
+        try:
+            with trio.CancelScope(deadline=self.deadline) as scope:
+                self.scope = scope
+                progress = call_progress.set(self.on_progress)
+                try:
+                    with calling(self.ctx.call.id):
+                        if self.plain is None:
+                            await self._take(outcome)
+                except Exception as exc:
+                    self.failure = exc
+                finally:
+                    self.ended = True
+                    call_progress.reset(progress)
+            if self._done is not None:
+                result = await self.finish(scope.cancelled_caught)
+        except trio.Cancelled:
+            result = ToolResult.error(
+                f"MCP tool {self.remote} was interrupted: the bridge to "
+                f"{self._caller.options.server_id} closed",
+                mcp_error="closed",
+                **self.details,
+            )
+            raise
+        except Exception as exc:  # (a bug: the call still gets its answer)
+            _log.exception("MCP tool %s: finishing its call failed", self.remote)
+            result = ToolResult.error(
+                f"MCP tool {self.remote} failed: {describe_exception(exc)}",
+                mcp_error="server_error",
+                **self.details,
+            )
+        finally:
+            if result is not None:
+                self._deliver(result)
+
+    def timed_out(self) -> None:
+        """Its deadline passed (the deadline watcher): the server is told, then ``done``."""
+        if self.ended:
+            return
+        self.ended = True
+        raw_calls = self.raw_calls
+        request_id = self._request_id
+        assert raw_calls is not None
+        assert request_id is not None
+        if raw_calls.abandon(request_id):
+            self._caller.sessions.nursery.start_soon(self._time_out, raw_calls, request_id)
+
+    async def _time_out(self, raw_calls: RawCalls, request_id: str) -> None:
+        await raw_calls.send_cancel(request_id)
+        self._deliver(self._timeout_result())
+
+    def _deliver(self, result: ToolResult) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            try:
+                done(result)
+            except Exception:
+                _log.exception("the done callback of MCP tool %s raised", self.remote)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ._requests import SentRequests
 
-__all__ = ["DIRECT_ID_PREFIX", "DirectCalls", "DirectRequest"]
+__all__ = ["CLOSED", "DIRECT_ID_PREFIX", "DirectCalls", "DirectRequest", "outcome"]
 
 
 class _CallRecords(Protocol):
@@ -59,7 +59,8 @@ class _CallRecords(Protocol):
 _log = logging.getLogger("prism.mcp")
 
 _ABANDON_WRITE_S = 5.0  # as the SDK bounds its courtesy cancel
-_CLOSED = object()
+CLOSED = object()
+"""What a waiting call gets when the session's read side ended."""
 
 
 class _Waiter:
@@ -80,6 +81,34 @@ class _Waiter:
             await self._event.wait()
             self._event = trio.Event()
         return self._items.popleft()
+
+
+class _Hook:
+    """A call started with :meth:`DirectCalls.start`: what the server sends it, to a callback.
+
+    Called in the task that read it (the session's reader), at once.
+    """
+
+    __slots__ = ("put",)
+
+    def __init__(self, put: Callable[[object], None]) -> None:
+        self.put = put
+
+
+def outcome(item: object) -> dict[str, Any]:
+    """A call's result from its answer (an item :meth:`DirectCalls.start`'s callback got).
+
+    Raises:
+        MCPError: the server's error answer (or the gate's refusal of its
+            result), or ``CONNECTION_CLOSED``.
+    """
+    if item is CLOSED:
+        raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
+    if isinstance(item, mcp_types.JSONRPCError):
+        error = item.error
+        raise MCPError(code=error.code, message=error.message, data=error.data)
+    assert isinstance(item, mcp_types.JSONRPCResponse)
+    return item.result
 
 
 class DirectRequest:
@@ -109,15 +138,17 @@ class DirectCalls:
         self,
         *,
         send_line: Callable[[bytes], Awaitable[None]],
+        write_now: Callable[[bytes], bool] | None = None,
         send: Callable[[SessionMessage], Awaitable[None]],
         track: Callable[[int | str], None],
         state: _CallRecords,
     ) -> None:
         self._send_line = send_line
+        self._write_now = write_now
         self._send = send
         self._track = track
         self._state = state
-        self._waiting: dict[str, _Waiter] = {}
+        self._waiting: dict[str, _Waiter | _Hook] = {}
         self._ids = itertools.count(1)
         self.closed = False
 
@@ -155,7 +186,7 @@ class DirectCalls:
         self.closed = True
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
-            waiter.put(_CLOSED)
+            waiter.put(CLOSED)
 
     def request(self, params: dict[str, Any], progress: bool) -> DirectRequest:
         """A new call's request: the params as given (stamped by the session).
@@ -221,19 +252,55 @@ class DirectCalls:
                         _log.exception("progress callback raised")
         except trio.Cancelled:
             if written:
-                with trio.move_on_after(_ABANDON_WRITE_S, shield=True):
-                    await self._cancel(request_id)
+                await self.send_cancel(request_id)
             raise
         finally:
             self._waiting.pop(request_id, None)
             self._state.calls.discard(request_id)
-        if item is _CLOSED:
-            raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
-        if isinstance(item, mcp_types.JSONRPCError):
-            error = item.error
-            raise MCPError(code=error.code, message=error.message, data=error.data)
-        assert isinstance(item, mcp_types.JSONRPCResponse)
-        return item.result
+        return outcome(item)
+
+    def start(self, request: DirectRequest, put: Callable[[object], None]) -> bool:
+        """Write ``request`` now, without waiting; what the server sends for it goes to ``put``.
+
+        ``put`` gets, in the session reader's task and in order, each
+        progress the server reports for the call (a tuple of progress, total,
+        message), then its answer (see :func:`outcome`); or :data:`CLOSED`.
+        ``False``: nothing was written (the pipe has a line waiting, or is
+        gone) and nothing is kept: :meth:`call` it instead. A call started
+        ends with its answer, or with :meth:`abandon`.
+        """
+        write_now = self._write_now
+        if self.closed or write_now is None:
+            return False
+        request_id = request.id
+        self._waiting[request_id] = _Hook(put)
+        self._track(request_id)
+        # As the gate notes what the SDK sends: the call it is for, its own token.
+        self._state.sent.sending(request)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+        message["params"] = request.params
+        try:
+            written = write_now(pydantic_core.to_json(message) + b"\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            written = False
+        if not written:
+            self._state.sent.unsent(request_id)
+            self._waiting.pop(request_id, None)
+            self._state.calls.discard(request_id)
+        return written
+
+    def abandon(self, request_id: str) -> bool:
+        """Stop waiting for a started call's answer (its caller gave up); whether it waited.
+
+        The server is not told: :meth:`send_cancel` tells it.
+        """
+        self._state.calls.discard(request_id)
+        return self._waiting.pop(request_id, None) is not None
+
+    async def send_cancel(self, request_id: str) -> None:
+        """Tell the server a call written was given up (shielded, a few seconds at most)."""
+        with trio.move_on_after(_ABANDON_WRITE_S, shield=True):
+            await self._cancel(request_id)
 
     async def _cancel(self, request_id: str) -> None:
         notification = mcp_types.JSONRPCNotification(

@@ -27,8 +27,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.client import session as _sdk_session
 
+from ._direct import outcome
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from pydantic import TypeAdapter
 
@@ -246,6 +248,46 @@ class RawCalls:
             MCPError: the server's error answer (or the gate's refusal), or
                 ``CONNECTION_CLOSED``.
         """
+        request = self._request(name, arguments, on_progress is not None)
+        raw = await self._direct.call(request, on_progress)
+        _sdk_session._clamp_inbound_ttl(raw)
+        return raw
+
+    def start(
+        self, name: str, arguments: dict[str, Any] | None, put: Callable[[object], None]
+    ) -> str | None:
+        """:meth:`send` the call without waiting: what the server sends for it goes to ``put``.
+
+        The request is :meth:`send`'s with a progress callback (its progress
+        token given). ``put`` gets what ``DirectCalls.start`` describes;
+        :meth:`result` makes the answer what :meth:`send` returns. Returns
+        the request's id, or ``None`` when nothing was written (see
+        ``DirectCalls.start``).
+        """
+        request = self._request(name, arguments, True)
+        return request.id if self._direct.start(request, put) else None
+
+    @staticmethod
+    def result(item: object) -> dict[str, Any]:
+        """What :meth:`send` returns for the answer a started call got (``put``'s last item).
+
+        Raises:
+            MCPError: as :meth:`send`.
+        """
+        raw = outcome(item)
+        _sdk_session._clamp_inbound_ttl(raw)
+        return raw
+
+    def abandon(self, request_id: str) -> bool:
+        """Stop waiting for a started call (see ``DirectCalls.abandon``)."""
+        return self._direct.abandon(request_id)
+
+    async def send_cancel(self, request_id: str) -> None:
+        """Tell the server a started call was given up (see ``DirectCalls.send_cancel``)."""
+        await self._direct.send_cancel(request_id)
+
+    def _request(self, name: str, arguments: dict[str, Any] | None, progress: bool) -> Any:
+        """The call's request, stamped by the session's stamp (its ``_meta`` kept once learned)."""
         params = call_params(name, arguments)
         stamp = self._session._stamp
         if stamp is self._stamped_by:
@@ -255,10 +297,7 @@ class RawCalls:
             data: dict[str, Any] = {"method": _METHOD, "params": params}
             stamp(data, {})
             self._learn_stamp(stamp, params)
-        request = self._direct.request(params, on_progress is not None)
-        raw = await self._direct.call(request, on_progress)
-        _sdk_session._clamp_inbound_ttl(raw)
-        return raw
+        return self._direct.request(params, progress)
 
     def _learn_stamp(self, stamp: object, params: dict[str, Any]) -> None:
         """Keep what ``stamp`` (the session's) put in a call's params, if it is the SDK's own.

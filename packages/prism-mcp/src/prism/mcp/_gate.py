@@ -1121,11 +1121,13 @@ def gate_server_requests(
     limit: int,
     state: WireState,
     send_line: Callable[[bytes], Awaitable[None]] | None = None,
+    write_now: Callable[[bytes], bool] | None = None,
 ) -> TransportStreams:
     """Wrap ``streams`` so at most ``limit`` server-to-client requests are handled at once.
 
-    With ``send_line`` (writing a line to a stdio server's stdin),
-    ``state.direct`` sends tools/call requests past the SDK's dispatcher,
+    With ``send_line`` (writing a line to a stdio server's stdin; ``write_now``
+    writes one without waiting, if it can), ``state.direct`` sends tools/call
+    requests past the SDK's dispatcher,
     their answers checked here as the SDK's (see ``_direct``).
     """
     read, write = streams
@@ -1134,7 +1136,11 @@ def gate_server_requests(
     if send_line is not None:
         gate.unsent = set()
         gate.direct = state.direct = DirectCalls(
-            send_line=send_line, send=gated_write.send, track=gate.track_call, state=state
+            send_line=send_line,
+            write_now=write_now,
+            send=gated_write.send,
+            track=gate.track_call,
+            state=state,
         )
     return _GatedRead(read, gate), gated_write
 

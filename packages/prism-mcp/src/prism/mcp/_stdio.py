@@ -496,6 +496,16 @@ class ServerStdin:
         """Write one message's line (its JSON and the newline), as :meth:`send` writes."""
         await self._send(self._write_line(line))
 
+    def write_now(self, line: bytes) -> bool:
+        """Write one message's line now if no other waits its turn; ``False``: nothing written.
+
+        A line the pipe takes in part is finished by :meth:`drain`, in order.
+
+        Raises:
+            anyio.BrokenResourceError: the pipe failed, or :meth:`close` was called.
+        """
+        return self._write_line(line) is None
+
     async def _send(self, data: bytes | None) -> None:
         if data is None:
             return
@@ -663,7 +673,11 @@ async def open_stdio_streams(
         tasks.start_soon(watch_exit)
         try:
             yield gate_server_requests(
-                (stdout, stdin), limit=max_server_requests, state=state, send_line=stdin.send_line
+                (stdout, stdin),
+                limit=max_server_requests,
+                state=state,
+                send_line=stdin.send_line,
+                write_now=stdin.write_now,
             )
         finally:
             closing = stdout.closing = True
