@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel.server import Server
 
-    from ._upstream import AnswerWriter, CallTool
+    from ._upstream import AnswerWriter, CallTool, InlineBegin
 
 __all__ = ["StdioFastPath", "current_link"]
 
@@ -120,9 +120,12 @@ def _plain_call(line: bytes, modern: bool) -> tuple[Any, dict[str, Any], ParsedJ
 class StdioFastPath:
     """Hands the stdio client's well-formed ``tools/call`` lines to :class:`CallKernel`."""
 
-    def __init__(self, server: Server[Any], call_tool: CallTool) -> None:
+    def __init__(
+        self, server: Server[Any], call_tool: CallTool, inline: InlineBegin | None = None
+    ) -> None:
         self._server = server
         self._call_tool = call_tool
+        self._inline = inline
         self._writer: AnswerWriter | None = None
         self._dispatcher: JSONRPCDispatcher[Any] | None = None
         self._kernel: CallKernel | None = None
@@ -193,6 +196,7 @@ class StdioFastPath:
             nursery,
             connection=None if modern else connection,
             lifespan=ctx.lifespan_context,
+            inline=self._inline,
         )
         self.ready = True
 
@@ -206,6 +210,8 @@ class StdioFastPath:
             return False
         if _tracing_records():  # the SDK's span would record: keep it
             return False
+        if self._kernel.take_inline(*request):
+            return True  # answered by the pipes' readers (a bridged call), no task
         self._start(dispatcher, self._kernel, *request)
         return True
 

@@ -6,6 +6,7 @@ import collections
 import contextlib
 import functools
 import hashlib
+import inspect
 import itertools
 import json
 import logging
@@ -27,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from prism.core import (
+    CallTicket,
     ConfigurationError,
     DispatchOptions,
     EventSink,
@@ -40,10 +42,12 @@ from prism.core import (
     ToolNameMap,
     ToolResult,
     ToolValidator,
+    begin_tool_call,
     create_tool_name_map,
     create_tool_registry,
     dispatch_tool_call,
     filter_tools,
+    finish_tool_call,
     provider_safe_name,
 )
 from prism.core.ledger import FinishedCall, RunLedger
@@ -57,8 +61,8 @@ from prism.core.options import (
     optional,
     sequence_of,
 )
-from prism.core.text import NAME_LIMIT, clip, has_lone_surrogate
-from prism.mcp import McpBridgeError, McpToolBridge, open_mcp_tools
+from prism.core.text import NAME_LIMIT, clip, describe_exception, has_lone_surrogate
+from prism.mcp import McpBridgeError, McpStartedCall, McpToolBridge, open_mcp_tools
 
 from ._approval import (
     QUESTION_TTL_S,
@@ -81,10 +85,13 @@ from ._sessions import shown
 from ._tracing import incoming_trace
 
 if TYPE_CHECKING:
+    from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
     from mcp.server.models import InitializationOptions
 
     from prism.core import AgentEvent, BlockedReason
+
+    from ._upstream import InlineCall
 
 __all__ = ["Gateway", "open_gateway"]
 
@@ -312,6 +319,9 @@ class Gateway:
     # client label -> the dispatch options of its calls (made once, not per call; reset
     # when the tools change)
     _client_options: dict[str, DispatchOptions] = attrs.field(factory=dict)
+    # Whether calls with these options (each client's, which differ in their event sink
+    # and metadata only) begin at once (see _at_once)
+    _at_once: tuple[DispatchOptions, bool] | None = attrs.field(default=None, init=False)
     # 2026-07-28 clients' calls waiting for answers to their servers' questions (one use each)
     _parked: OpenQuestions = attrs.field(factory=OpenQuestions)
     # Where such calls run (open_gateway's nursery)
@@ -513,19 +523,9 @@ class Gateway:
             if unavailable is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
             return call_tool_result_json(ToolResult.error(unavailable), any_structured=False)
-        call_id = f"{client}#{next(self._seq)}"
         if parsed is None:
             parsed = _parsed_arguments(ctx)
-        if parsed is not None and params.arguments is not None and type(parsed.value) is dict:
-            # The same request's arguments, parsed by the guard from the body's
-            # text: the call keeps what the text proves (no walk to validate it).
-            call = ToolCall.from_parsed(id=call_id, name=name, arguments=parsed)
-        else:
-            call = ToolCall(
-                id=call_id,
-                name=name,
-                arguments=params.arguments if params.arguments is not None else {},
-            )
+        call = _tool_call(f"{client}#{next(self._seq)}", name, params, parsed)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         meta = _meta(ctx)  # (as _wants_progress reads it)
         scope = CallScope(
@@ -542,16 +542,88 @@ class Gateway:
             else None,
         )
         owner = self._owners.get(name)
+        caps = ctx.session.client_capabilities
         if modern and (
-            _may_be_approved(scope)
+            _may_be_approved(caps)
             or (
                 owner is not None
                 and self._forward.forwards(owner.server_id)
-                and _may_be_asked(scope)
+                and _may_be_asked(caps)
             )
         ):  # its approvals and its server's questions go to the client as input_required
             return await self._start_round(ctx, params, scope, call, owner)
         return await self._execute(ctx, scope, call, owner, _call_key(ctx))
+
+    def _begin_inline(
+        self,
+        connection: Connection,
+        dispatcher: object,
+        params: types.CallToolRequestParams,
+        raw: dict[str, Any],
+        parsed: ParsedJson | None,
+        answer: InlineCall,
+    ) -> bool:
+        """Begin a stdio client's bridged call with no task of its own; ``False``: not taken.
+
+        What :meth:`_on_call_tool` and :meth:`_execute` do for a call of a
+        bridged tool, from the reader of the client's pipe: the call's
+        concurrency slots taken without waiting, its gates
+        (``begin_tool_call``), the bridge's request written
+        (``McpToolBridge.start_call``); the bridged server's answer ends it
+        from that pipe's reader (:meth:`_end_inline`). Taken only when
+        nothing of it would wait or ask: a known bridged tool whose server's
+        questions are not forwarded, no waiting call's retry, no progress
+        asked, no approval round, the slots free, gates that answer at once
+        and a live session. Otherwise nothing is done (no call id is used)
+        and the request takes the general path.
+        """
+        if params.request_state is not None:
+            return False
+        name = self._names.registry_name(params.name)
+        if name is None:
+            return False
+        owner = self._owners.get(name)
+        if owner is None or not owner.connected or self._forward.forwards(owner.server_id):
+            return False
+        meta = raw.get("_meta")
+        if type(meta) is dict and meta.get("progressToken") is not None:
+            return False
+        modern = answer.modern
+        if modern and _may_be_approved(connection.client_capabilities):
+            return False
+        client_params = connection.client_params
+        label = "client" if client_params is None else client_params.client_info.name
+        client = _stdio_label(label) if len(label) <= _CACHED_NAME else f"stdio/{_label(label)}/-"
+        options = self._options_for(client)
+        at_once = self._at_once
+        if at_once is None or at_once[0] is not self._options:
+            at_once = self._at_once = (self._options, _at_once(self._options))
+        if not at_once[1]:
+            return False
+        share = self._client_slot(f"local/{id(dispatcher):x}")  # (as _share_key says)
+        if share.waiting >= self._max_waiting:
+            return False
+        slots = CallSlots((share._limiter, self._limiter))
+        if not slots.take_now():
+            return False
+        # Taken: from here on the call is this path's.
+        with contextlib.suppress(TypeError):  # (not weakly referenceable)
+            self._connections.add(connection)
+        share._users += 1
+        call = _tool_call(f"{client}#{next(self._seq)}", name, params, parsed)
+        inline = _Inline(self, owner, answer, share, slots)
+        answer.on_abort = inline.abort
+        ticket = begin_tool_call(call, options)
+        if isinstance(ticket, CallTicket) and not ticket.waiting:
+            inline.ticket = ticket
+            assert ticket.tool is not None
+            assert ticket.arguments is not None
+            started = owner.start_call(ticket.tool, ticket.arguments, ticket.context, inline.done)
+            if started is not None:
+                inline.started = started
+                return True
+        inline.later(call, options, ticket)
+        return True
 
     async def _execute(
         self,
@@ -625,15 +697,8 @@ class Gateway:
             current_call.reset(token)
         if result is None:  # the client went away (see client_gone); nobody reads this
             result = ToolResult.error("cancelled: the client disconnected")
-        if result.is_error and owner is not None and not owner.connected:
-            said = result.joined_text[:500]
-            _log.warning(
-                "MCP server %r went away during a call (restarted on the next one): %s",
-                owner.server_id,
-                said,
-            )
-            result = ToolResult.error(f"MCP server {owner.server_id!r} went away: {said}")
-            self._forward.server_gone(owner.server_id)
+        if owner is not None:
+            result = self._server_went_away(owner, result)
         if (
             owner is not None
             and result.details.get("mcp_error") == "url_elicitation_required"
@@ -647,6 +712,19 @@ class Gateway:
             reason = f"result refused: {LONE_SURROGATE}"
             wire = call_tool_result_json(ToolResult.error(reason), any_structured=False)
         return wire
+
+    def _server_went_away(self, owner: McpToolBridge, result: ToolResult) -> ToolResult:
+        """``result``, said as the server going away when its session ended during the call."""
+        if not result.is_error or owner.connected:
+            return result
+        said = result.joined_text[:500]
+        _log.warning(
+            "MCP server %r went away during a call (restarted on the next one): %s",
+            owner.server_id,
+            said,
+        )
+        self._forward.server_gone(owner.server_id)
+        return ToolResult.error(f"MCP server {owner.server_id!r} went away: {said}")
 
     async def _start_round(
         self,
@@ -1027,17 +1105,53 @@ class Gateway:
                 await connection.send_tool_list_changed()
 
 
-def _may_be_asked(scope: CallScope) -> bool:
-    """Whether the calling client declared a capability its call's server may ask through."""
-    caps = scope.session.client_capabilities
+def _tool_call(
+    call_id: str, name: str, params: types.CallToolRequestParams, parsed: ParsedJson | None
+) -> ToolCall:
+    """The call a ``tools/call`` asks for (``parsed``: its arguments as parsed from its text)."""
+    if parsed is not None and params.arguments is not None and type(parsed.value) is dict:
+        # The same request's arguments, parsed from the request's text: the
+        # call keeps what the text proves (no walk to validate it).
+        return ToolCall.from_parsed(id=call_id, name=name, arguments=parsed)
+    return ToolCall(
+        id=call_id, name=name, arguments=params.arguments if params.arguments is not None else {}
+    )
+
+
+def _at_once(options: DispatchOptions) -> bool:
+    """Whether a dispatch with ``options`` begins at once (``begin_tool_call``, no task).
+
+    Nothing but the gates around the tool, and no gate that is a coroutine
+    function (its check would wait).
+    """
+    middleware = options.middleware
+    permission = options.permission
+    validator = options.validator
+    return (
+        options.signal is None
+        and options.tracer is None
+        and (middleware is None or not (middleware.call_hooks or middleware.result_hooks))
+        and (permission is None or not inspect.iscoroutinefunction(permission.check))
+        and (
+            validator is None
+            or not (
+                inspect.iscoroutinefunction(validator)
+                or inspect.iscoroutinefunction(getattr(validator, "__call__", None))  # noqa: B004
+            )
+        )
+    )
+
+
+def _may_be_asked(caps: Any) -> bool:
+    """Whether a client that declared ``caps`` declared one its call's server may ask through."""
     return caps is not None and any(
         getattr(caps, name, None) is not None for name in ("elicitation", "sampling", "roots")
     )
 
 
-def _may_be_approved(scope: CallScope) -> bool:
-    """Whether the calling client declared elicitation (the gateway's approvals ask through it)."""
-    return declares_elicitation(scope.session.client_capabilities, "form")
+def _may_be_approved(caps: Any) -> bool:
+    """Whether a client that declared ``caps`` declared elicitation (approvals ask through it)."""
+    return declares_elicitation(caps, "form")
 
 
 def _round_owner(client: str, params: types.CallToolRequestParams) -> str:
@@ -1301,3 +1415,125 @@ async def open_gateway(
             nursery.cancel_scope.cancel()
     if failed is not None:
         raise failed
+
+
+class _Inline:
+    """A bridged call begun by :meth:`Gateway._begin_inline`: its parts, and how it ends.
+
+    Ended once: by :meth:`done` (the bridge's result, from the server pipe's
+    reader or a task of the bridge), or by :meth:`abort` (the client
+    cancelled it, or serving ended: unanswered, recorded as cancelled).
+    What could not run at once (a gate that awaits, a bridge that cannot
+    write the request now) runs in a task of the connection (:meth:`later`).
+    """
+
+    __slots__ = (
+        "_answer",
+        "_gateway",
+        "_later",
+        "_over",
+        "_owner",
+        "_share",
+        "_slots",
+        "started",
+        "ticket",
+    )
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        owner: McpToolBridge,
+        answer: InlineCall,
+        share: _ClientSlot,
+        slots: CallSlots,
+    ) -> None:
+        self._gateway = gateway
+        self._owner = owner
+        self._answer = answer
+        self._share = share
+        self._slots = slots
+        self.ticket: CallTicket | None = None
+        self.started: McpStartedCall | None = None
+        self._later: trio.CancelScope | None = None
+        self._over = False
+
+    def done(self, result: ToolResult) -> None:
+        """The bridge's result: the call's record, then its answer."""
+        if self._over:
+            return
+        ticket = self.ticket
+        assert ticket is not None
+        finish_tool_call(ticket, result)
+        self._end(result)
+
+    def _end(self, result: ToolResult) -> None:
+        """The call is over (recorded): its slots given back, its answer written."""
+        self._over = True
+        self._slots.close()
+        self._share._leave()
+        result = self._gateway._server_went_away(self._owner, result)
+        self._answer.answer(call_tool_result_json(result, any_structured=self._answer.modern))
+
+    def abort(self) -> None:
+        """End the call unanswered (the client cancelled it, or serving ended)."""
+        if self._over:
+            return
+        self._over = True
+        if self._later is not None:  # (that task records the call)
+            self._later.cancel()
+        else:
+            if self.started is not None:
+                self.started.cancel()
+            if self.ticket is not None:
+                finish_tool_call(self.ticket, None)
+        self._slots.close()
+        self._share._leave()
+
+    def later(
+        self, call: ToolCall, options: DispatchOptions, ticket: CallTicket | ToolResult | None
+    ) -> None:
+        """Go on with what could not run at once: a refusal answered now, the rest in a task."""
+        if isinstance(ticket, ToolResult):  # refused by a gate (recorded)
+            self._end(ticket)
+            return
+        self._later = trio.CancelScope()
+        self._answer.start_soon(self._run_later, call, options, ticket)
+
+    async def _run_later(
+        self, call: ToolCall, options: DispatchOptions, ticket: CallTicket | None
+    ) -> None:
+        scope = self._later
+        assert scope is not None
+        result: ToolResult | None = None
+        with scope:
+            if ticket is None:  # (options that do not begin at once: dispatched whole)
+                result = await dispatch_tool_call(call, options)
+            else:
+                self.ticket = ticket
+                if ticket.waiting:
+                    result = await ticket.pass_gates()  # (a refusal: recorded)
+                if result is None:
+                    result = await self._execute(ticket)
+        if result is None or self._over:
+            return  # aborted (recorded as cancelled by whoever ran)
+        self._later = None
+        self._end(result)
+
+    async def _execute(self, ticket: CallTicket) -> ToolResult | None:
+        """The bridge's call of a ticket: started (its result to :meth:`done`), else executed."""
+        assert ticket.tool is not None
+        assert ticket.arguments is not None
+        started = self._owner.start_call(ticket.tool, ticket.arguments, ticket.context, self.done)
+        if started is not None:
+            self._later = None
+            self.started = started
+            return None
+        try:
+            result = await ticket.tool.execute(ticket.arguments, ticket.context)
+        except trio.Cancelled:
+            finish_tool_call(ticket, None)
+            raise
+        except Exception as exc:  # (the bridge's execute gives every failure as a result)
+            result = ToolResult.error(f"tool {ticket.tool.name} failed: {describe_exception(exc)}")
+        finish_tool_call(ticket, result)
+        return result

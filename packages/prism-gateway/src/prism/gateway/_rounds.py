@@ -113,6 +113,16 @@ class CallSlots:
             for limiter in self.limiters
         )
 
+    def take_now(self) -> bool:
+        """Take every slot now if :meth:`free`; ``False``: none taken (it would wait)."""
+        if not self.free():
+            return False
+        for limiter in self.limiters:
+            limiter.acquire_on_behalf_of_nowait(self)
+            self._held.append(limiter)
+        self.started = True
+        return True
+
     def give_back(self) -> None:
         """Release every slot held, each once (a release that fails does not keep the others)."""
         while self._held:

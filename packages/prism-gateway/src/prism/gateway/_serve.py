@@ -902,7 +902,7 @@ async def serve_stdio(
         async with stdio_server(stdin, stdout) as (read, write):
             await gateway.server.run(read, write, gateway.initialization_options())
         return
-    fast = StdioFastPath(gateway.server, gateway._on_call_tool)
+    fast = StdioFastPath(gateway.server, gateway._on_call_tool, gateway._begin_inline)
     token = current_link.set(fast)  # the SDK's tasks for this connection see it
     try:
         async with stdio_streams(

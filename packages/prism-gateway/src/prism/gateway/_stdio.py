@@ -187,23 +187,8 @@ class LineWriter:
 
     async def send_line(self, data: bytes) -> None:
         """Write one message already encoded (its JSON and the newline), as :meth:`send` does."""
-        if self._gone or self._closed:
-            raise anyio.BrokenResourceError
-        if not self._queued:
-            try:
-                sent = os.write(self._fd, data)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                self._gone = True
-                return
-            if sent == len(data):
-                return
-            if sent:
-                # A line begun: drain() is idle, its one slot free; the rest goes there now.
-                self._queued += 1
-                self._backlog_in.send_nowait(data[sent:])
-                return
+        if self.write_now(data):
+            return
         self._queued += 1
         try:
             await self._backlog_in.send(data)
@@ -212,6 +197,31 @@ class LineWriter:
             if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
                 raise anyio.BrokenResourceError from None
             raise
+
+    def write_now(self, data: bytes) -> bool:
+        """:meth:`send_line` without waiting: ``False`` (nothing written) if it would wait.
+
+        A line the pipe takes in part is finished by :meth:`drain`, in order.
+
+        Raises:
+            anyio.BrokenResourceError: the client is gone, or :meth:`finish` was called.
+        """
+        if self._gone or self._closed:
+            raise anyio.BrokenResourceError
+        if self._queued:
+            return False
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            return False
+        except OSError:
+            self._gone = True
+            return True
+        if sent < len(data):
+            # A line begun: drain() is idle, its one slot free; the rest goes there now.
+            self._queued += 1
+            self._backlog_in.send_nowait(data[sent:])
+        return True
 
     async def drain(self) -> None:
         """Write what senders could not write at once, in order, until :meth:`finish`."""

@@ -51,7 +51,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
-from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp.shared.jsonrpc_dispatcher import _InFlight, handler_exception_to_error_data
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
@@ -69,8 +69,21 @@ if TYPE_CHECKING:
         [ServerRequestContext[Any, Any], types.CallToolRequestParams, ParsedJson | None],
         Awaitable[Any],
     ]
+    # The gateway's inline start of a call (see CallKernel.take_inline): the client's
+    # connection and dispatcher, the checked params, the raw params, the parsed
+    # arguments, and the call; False: not taken, nothing done.
+    InlineBegin = Callable[
+        [Connection, Any, types.CallToolRequestParams, dict[str, Any], Any, "InlineCall"], bool
+    ]
 
-__all__ = ["AnswerWriter", "CallKernel", "RequestCheck", "plain_result", "result_line"]
+__all__ = [
+    "AnswerWriter",
+    "CallKernel",
+    "InlineCall",
+    "RequestCheck",
+    "plain_result",
+    "result_line",
+]
 
 
 _RESULT_KEYS = frozenset({"content", "isError", "resultType"})
@@ -272,6 +285,81 @@ class AnswerWriter(Protocol):
     async def send_line(self, data: bytes) -> None:
         """Write one encoded message (its JSON and the newline)."""
 
+    def write_now(self, data: bytes) -> bool:
+        """Write one encoded message now if no other waits its turn (``False``: not written)."""
+
+
+class _Flag:
+    """The SDK's ``cancel_requested`` of an inline call: set when the client cancels it."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+class InlineCall:
+    """A stdio client's ``tools/call`` answered by the pipes' readers, with no task of its own.
+
+    The gateway (``InlineBegin``) begins it from the client's line and ends
+    it from the bridged server's answer: :meth:`answer` writes its answer.
+    In the SDK dispatcher's table of requests in flight it stands for both
+    the request's scope and its context: the client's
+    ``notifications/cancelled`` sets :attr:`cancel_requested` (its answer is
+    then never written) and, when the dispatcher interrupts cancelled
+    requests, calls :meth:`cancel`, which ends the call (``on_abort``).
+    """
+
+    __slots__ = ("_kernel", "cancel_requested", "on_abort", "over", "request_id", "version")
+
+    def __init__(self, kernel: CallKernel, request_id: int | str, version: str) -> None:
+        self._kernel = kernel
+        self.request_id = request_id
+        self.version = version
+        self.cancel_requested = _Flag()
+        self.on_abort: Callable[[], None] | None = None
+        self.over = False
+
+    @property
+    def modern(self) -> bool:
+        """Whether the call's client speaks 2026-07-28 (any ``structuredContent``)."""
+        return self.version in MODERN_PROTOCOL_VERSIONS
+
+    def cancel(self) -> None:
+        """The client cancelled the call (the dispatcher's interrupt): it ends unanswered."""
+        self.cancel_requested.set()
+        self.abort()
+
+    def abort(self) -> None:
+        """End the call now, unanswered (the gateway's ``on_abort`` ends its parts)."""
+        if self.over:
+            return
+        self.over = True
+        self._kernel.settled(self)
+        on_abort, self.on_abort = self.on_abort, None
+        if on_abort is not None:
+            on_abort()
+
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run ``fn(*args)`` in a task of the connection's dispatcher (its requests' nursery)."""
+        self._kernel._nursery.start_soon(fn, *args)
+
+    def answer(self, wire: dict[str, Any]) -> None:
+        """The handler's result: written as the call's answer, unless the client cancelled it."""
+        if self.over:
+            return
+        self.over = True
+        self.on_abort = None
+        self._kernel.settled(self)
+        if not self.cancel_requested.is_set():
+            self._kernel.write_answer(self, wire)
+
 
 # The SDK dispatcher's logger: a handler's crash is logged where the SDK's path logs it.
 _sdk_log = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
@@ -301,8 +389,13 @@ class CallKernel:
         *,
         connection: Connection | None,
         lifespan: Any,
+        inline: InlineBegin | None = None,
     ) -> None:
         self._server = server
+        self._inline = inline
+        # The calls answered by the pipes' readers (InlineCall) not settled yet
+        self.inline_calls: dict[InlineCall, None] = {}
+        self._guarded = False
         self._call_tool = call_tool
         self._dispatcher = dispatcher
         self._writer = writer
@@ -385,6 +478,87 @@ class CallKernel:
         # metadata, so there is no hook to run.
         if failure is not None:
             raise failure
+
+    def take_inline(self, request_id: int | str, params: dict[str, Any], parsed: Any) -> bool:
+        """Answer the request with no task of its own, if the gateway can (see ``InlineCall``).
+
+        The SDK's checks of :meth:`_kernel` before the handler run here, at
+        once; a request any of them refuses is left to :meth:`start` (which
+        runs them again and answers the refusal), and so is every request
+        the gateway's ``inline`` does not take. Nothing of it ran then.
+        """
+        inline = self._inline
+        if inline is None:
+            return False
+        try:
+            meta_json, _meta_model = self._facts(params)
+            connection = self._connection
+            if connection is None:
+                connection = self._envelope_connection(params)
+                if self._runner is None:
+                    self._runner = _Runner(self._server, connection, self._lifespan)
+            version = connection.protocol_version
+            self._requests.check(version, params, meta_json)
+            if not connection.initialize_accepted:
+                return False
+            typed = types.CallToolRequestParams.model_validate(params, by_name=False)
+        except Exception:
+            return False
+        call = InlineCall(self, request_id, version)
+        if not inline(connection, self._dispatcher, typed, params, parsed, call):
+            return False
+        key = coerce_request_id(request_id)
+        self._dispatcher._in_flight[key] = _InFlight(scope=call, dctx=call)  # type: ignore[arg-type]
+        self.inline_calls[call] = None
+        if not self._guarded:
+            self._guarded = True
+            self._nursery.start_soon(self._guard)
+        return True
+
+    async def _guard(self) -> None:
+        """When serving ends (the dispatcher's tasks cancelled), end the calls still running.
+
+        As a request's task does when it is cancelled: the call ends as
+        cancelled and, unless the client cancelled it, is answered with
+        ``CONNECTION_CLOSED``.
+        """
+        try:
+            await trio.sleep_forever()
+        finally:
+            calls = list(self.inline_calls)
+            self.inline_calls.clear()
+            with trio.move_on_after(_SHUTDOWN_WRITE_S) as shielded:
+                shielded.shield = True
+                for call in calls:
+                    call.abort()
+                    if not call.cancel_requested.is_set():
+                        await self._dispatcher._write_error(call.request_id, _CLOSED)
+
+    def settled(self, call: InlineCall) -> None:
+        """``call`` is over: out of the dispatcher's requests in flight."""
+        self.inline_calls.pop(call, None)
+        key = coerce_request_id(call.request_id)
+        entry = self._dispatcher._in_flight.get(key)
+        if entry is not None and entry.scope is call:  # type: ignore[comparison-overlap]
+            del self._dispatcher._in_flight[key]
+
+    def write_answer(self, call: InlineCall, wire: dict[str, Any]) -> None:
+        """Write ``call``'s answer (the handler's result ``wire``), as :meth:`_run` writes it."""
+        runner = self._runner
+        assert runner is not None  # (made before)
+        line = result_line(call.request_id, runner._serialize(_METHOD, call.version, wire))
+        try:
+            if self._writer.write_now(line):
+                return
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return  # a client gone reads nothing
+        self._nursery.start_soon(self._write_later, line)
+
+    async def _write_later(self, line: bytes) -> None:
+        try:
+            await self._writer.send_line(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
 
     def _facts(self, params: dict[str, Any]) -> tuple[bytes, Any]:
         """Learn what ``params``' ``_meta`` gives, once for each distinct one.
