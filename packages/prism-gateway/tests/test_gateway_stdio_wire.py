@@ -49,7 +49,7 @@ from prism.gateway import (
 from prism.gateway._fast import StdioFastPath
 from prism.gateway._gateway import LONE_SURROGATE
 from prism.gateway._stdio import LineWriter
-from prism.mcp import StdioTransport
+from prism.mcp import StdioTransport, open_mcp_tools
 from prism.validation.jsonschema import create_json_schema_tool_validator
 
 if TYPE_CHECKING:
@@ -1219,3 +1219,158 @@ async def test_a_servers_forwarded_question_reaches_the_client_byte_for_byte_on_
             "the model wrote blue (m-1)",
             "file:///srv/a",
         ]
+
+
+# Calls of a bridged server whose questions are not forwarded (a bridge given as is):
+# answered by the pipes' readers. (request id, tool, arguments, the client's progress
+# token or None)
+_BRIDGED: list[tuple[object, str, Any, str | None]] = [
+    ("b-1", "mcp__fx__echo", {"text": "hi"}, None),
+    ("b-2", "mcp__fx__fail", {}, None),  # the server's error result
+    ("b-3", "mcp__fx__forbidden", {}, None),  # refused by the permission policy
+    ("b-4", "mcp__fx__echo", {"text": 5}, None),  # refused by the validator
+    ("b-5", "mcp__fx__count", {"steps": 2}, None),  # the server's progress (no token)
+    ("b-6", "mcp__fx__count", {"steps": 2}, "p-6"),  # progress asked: the general path
+    ("b-7", "mcp__fx__shaped", {"valid": True}, None),
+    ("b-8", "mcp__fx__shaped", {"valid": False}, None),  # refused by its outputSchema
+    ("b-9", "mcp__fx__blocks", {"count": 2000}, None),  # refused by the answer gate's caps
+    ("b-10", "mcp__fx__blocks", {"count": 3}, None),
+    ("b-11", "mcp__fx__request_id", {}, None),
+]
+
+
+async def _bridged_exchange(
+    modern: bool, initialize: Initialize
+) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+    """Every line the gateway writes for the bridged script, and its ledger and events."""
+    ledger = RunLedger()
+    events: list[str] = []
+    hanging = trio.Event()
+    meta = dict(ENVELOPE) if modern else {}
+    lines: list[bytes] = []
+
+    def on_event(event: Any) -> None:
+        events.append(type(event).__name__)
+        if getattr(event, "message", None) == "hanging":
+            hanging.set()
+
+    async def answer(peer: _Peer, request_id: object) -> None:
+        while True:
+            line = await peer.receive_line()
+            lines.append(line)
+            if json.loads(line).get("id") == request_id:
+                return
+
+    async def hang(peer: _Peer, request_id: str) -> None:
+        nonlocal hanging
+        hanging = trio.Event()
+        await peer.send(_call(request_id, "mcp__fx__hang", {}, **meta))
+        await hanging.wait()  # (the server said it started: the call waits for its answer)
+
+    transport = StdioTransport(*prewarmed.command(_FIXTURE))
+    async with (
+        open_mcp_tools(
+            server_id="fx", transport=transport, call_timeout_s=2, max_result_bytes=262_144
+        ) as bridge,
+        open_gateway(
+            bridges=[bridge],
+            permission=create_rule_permission_policy(
+                allow=["tool:*:execute"], deny=["tool:mcp:fx:forbidden:execute"]
+            ),
+            validator=create_json_schema_tool_validator(),
+            ledger=ledger,
+            on_event=on_event,
+        ) as gateway,
+        _served(gateway) as peer,
+    ):
+        if not modern:
+            await peer.send(initialize())
+            await answer(peer, 1)
+            await peer.send(INITIALIZED)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        if modern:
+            listing["params"] = {"_meta": meta}
+        await peer.send(listing)
+        await answer(peer, 2)
+        for request_id, name, arguments, token in _BRIDGED:
+            extra = {"progressToken": token} if token is not None else {}
+            await peer.send(_call(request_id, name, arguments, **meta, **extra))
+            await answer(peer, request_id)
+        # Out of order: a call answered while an earlier one still runs; then the earlier
+        # one cancelled by the client (never answered), a ping after it.
+        await hang(peer, "h-1")
+        await peer.send(_call("e-2", "mcp__fx__echo", {"text": "overtakes"}, **meta))
+        await answer(peer, "e-2")
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": "h-1"}})  # fmt: skip
+        await peer.send({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"})
+        await answer(peer, "ping-1")
+        # Past the bridge's call_timeout_s: an error result (the server told)
+        await hang(peer, "t-1")
+        await answer(peer, "t-1")
+        # The server dies mid-call; the next call starts another.
+        await peer.send(_call("d-1", "mcp__fx__die", {}, **meta))
+        await answer(peer, "d-1")
+        await peer.send(_call("d-2", "mcp__fx__echo", {"text": "again"}, **meta))
+        await answer(peer, "d-2")
+        await peer.send(_call("d-3", "mcp__fx__echo", {"text": "and again"}, **meta))
+        await answer(peer, "d-3")
+        # Still running when serving ends: answered with CONNECTION_CLOSED.
+        await hang(peer, "z-1")
+        peer.serving.cancel()
+        await answer(peer, "z-1")
+    recorded: list[tuple[Any, ...]] = [
+        (r.call_id, r.tool_name, r.status, r.blocked_reason, r.arguments, r.result_preview)
+        for r in ledger.records
+    ]
+    return lines, [*recorded, tuple(events)]
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
+async def test_a_bridged_call_answered_by_the_pipes_readers_is_the_sdk_paths_byte_for_byte(
+    modern: bool, initialize: Initialize, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bytes, ledger records and events as the SDK's whole path, for bridged calls
+    answered with no task of their own: results, refusals, progress, output and answer
+    checks, calls answered out of order, a cancelled call, a timeout, a server that dies
+    mid-call, and a call running when serving ends."""
+    inline: list[bool] = []
+    begin = Gateway._begin_inline
+
+    def counted(self: Gateway, *args: Any) -> bool:
+        took = begin(self, *args)
+        inline.append(took)
+        return took
+
+    monkeypatch.setattr(StdioFastPath, "take", lambda _self, _line: False)
+    slow_lines, slow_records = await _bridged_exchange(modern, initialize)
+    monkeypatch.undo()
+    monkeypatch.setattr(Gateway, "_begin_inline", counted)
+    fast_lines, fast_records = await _bridged_exchange(modern, initialize)
+    assert fast_lines == slow_lines
+    assert fast_records == slow_records
+    # Taken: every call of a live session but the one asking for progress (b-6) and the
+    # one right after the server died (d-2: no live session yet).
+    calls = [request_id for request_id, *_ in _BRIDGED] + ["h-1", "e-2", "t-1", "d-1", "d-2"]
+    calls += ["d-3", "z-1"]
+    assert inline == [request_id not in ("b-6", "d-2") for request_id in calls]
+    answers = {json.loads(line).get("id"): json.loads(line) for line in fast_lines}
+    assert answers["b-1"]["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert answers["b-2"]["result"]["isError"] is True
+    assert "permission denied" in answers["b-3"]["result"]["content"][0]["text"]
+    assert answers["b-4"]["result"]["isError"] is True
+    assert answers["b-7"]["result"]["structuredContent"] == {"count": 3}
+    assert "outputSchema" in answers["b-8"]["result"]["content"][0]["text"]
+    assert "more than 1024 content blocks" in answers["b-9"]["result"]["content"][0]["text"]
+    assert answers["b-11"]["result"]["content"][0]["text"].startswith("prism:")
+    order = [json.loads(line).get("id") for line in fast_lines]
+    assert order.index("e-2") < order.index("ping-1")
+    assert "h-1" not in answers  # cancelled: never answered
+    assert "call_timeout_s=2s" in answers["t-1"]["result"]["content"][0]["text"]
+    assert "went away" in answers["d-1"]["result"]["content"][0]["text"]
+    assert answers["d-3"]["result"]["content"] == [{"type": "text", "text": "and again"}]
+    assert answers["z-1"]["error"]["code"] == types.CONNECTION_CLOSED
+    statuses = {record[0]: record[2] for record in fast_records[:-1]}
+    assert list(statuses.values()).count("cancelled") == 2  # h-1, z-1
+    events = fast_records[-1]
+    assert events.count("ToolExecutionProgress") >= 4

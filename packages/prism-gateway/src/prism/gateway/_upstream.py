@@ -505,11 +505,19 @@ class CallKernel:
         except Exception:
             return False
         call = InlineCall(self, request_id, version)
-        if not inline(connection, self._dispatcher, typed, params, parsed, call):
-            return False
+        # In flight before the gateway begins it (a refusal is answered at once)
         key = coerce_request_id(request_id)
-        self._dispatcher._in_flight[key] = _InFlight(scope=call, dctx=call)  # type: ignore[arg-type]
+        in_flight = self._dispatcher._in_flight
+        held = in_flight.get(key)
+        in_flight[key] = _InFlight(scope=call, dctx=call)  # type: ignore[arg-type]
         self.inline_calls[call] = None
+        if not inline(connection, self._dispatcher, typed, params, parsed, call):
+            self.inline_calls.pop(call, None)
+            if held is None:
+                del in_flight[key]
+            else:
+                in_flight[key] = held
+            return False
         if not self._guarded:
             self._guarded = True
             self._nursery.start_soon(self._guard)
@@ -530,6 +538,8 @@ class CallKernel:
             with trio.move_on_after(_SHUTDOWN_WRITE_S) as shielded:
                 shielded.shield = True
                 for call in calls:
+                    if call.over:
+                        continue
                     call.abort()
                     if not call.cancel_requested.is_set():
                         await self._dispatcher._write_error(call.request_id, _CLOSED)
