@@ -1261,19 +1261,22 @@ async def _bridged_exchange(
             if json.loads(line).get("id") == request_id:
                 return
 
-    async def hang(peer: _Peer, request_id: str) -> None:
+    async def hang(peer: _Peer, request_id: str, server: str = "fx") -> None:
         nonlocal hanging
         hanging = trio.Event()
-        await peer.send(_call(request_id, "mcp__fx__hang", {}, **meta))
+        await peer.send(_call(request_id, f"mcp__{server}__hang", {}, **meta))
         await hanging.wait()  # (the server said it started: the call waits for its answer)
 
     transport = StdioTransport(*prewarmed.command(_FIXTURE))
     async with (
         open_mcp_tools(
-            server_id="fx", transport=transport, call_timeout_s=2, max_result_bytes=262_144
+            server_id="fx", transport=transport, call_timeout_s=30, max_result_bytes=262_144
         ) as bridge,
+        # (its own server, for the timeout: a short one would end the other calls on a
+        # busy machine)
+        open_mcp_tools(server_id="to", transport=transport, call_timeout_s=1) as timing,
         open_gateway(
-            bridges=[bridge],
+            bridges=[bridge, timing],
             permission=create_rule_permission_policy(
                 allow=["tool:*:execute"], deny=["tool:mcp:fx:forbidden:execute"]
             ),
@@ -1306,7 +1309,7 @@ async def _bridged_exchange(
         await peer.send({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"})
         await answer(peer, "ping-1")
         # Past the bridge's call_timeout_s: an error result (the server told)
-        await hang(peer, "t-1")
+        await hang(peer, "t-1", "to")
         await answer(peer, "t-1")
         # The server dies mid-call; the next call starts another.
         await peer.send(_call("d-1", "mcp__fx__die", {}, **meta))
@@ -1366,7 +1369,7 @@ async def test_a_bridged_call_answered_by_the_pipes_readers_is_the_sdk_paths_byt
     order = [json.loads(line).get("id") for line in fast_lines]
     assert order.index("e-2") < order.index("ping-1")
     assert "h-1" not in answers  # cancelled: never answered
-    assert "call_timeout_s=2s" in answers["t-1"]["result"]["content"][0]["text"]
+    assert "call_timeout_s=1s" in answers["t-1"]["result"]["content"][0]["text"]
     assert "went away" in answers["d-1"]["result"]["content"][0]["text"]
     assert answers["d-3"]["result"]["content"] == [{"type": "text", "text": "and again"}]
     assert answers["z-1"]["error"]["code"] == types.CONNECTION_CLOSED

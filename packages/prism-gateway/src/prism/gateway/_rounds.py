@@ -115,9 +115,13 @@ class CallSlots:
 
     def take_now(self) -> bool:
         """Take every slot now if :meth:`free`; ``False``: none taken (it would wait)."""
-        if not self.free():
+        if self._held or self._apart or self._closed or self._taking is not None:
             return False
-        for limiter in self.limiters:
+        limiters = self.limiters
+        for limiter in limiters:
+            if not limiter.available_tokens or limiter.statistics().tasks_waiting:
+                return False
+        for limiter in limiters:
             limiter.acquire_on_behalf_of_nowait(self)
             self._held.append(limiter)
         self.started = True

@@ -316,20 +316,25 @@ class InlineCall:
     requests, calls :meth:`cancel`, which ends the call (``on_abort``).
     """
 
-    __slots__ = ("_kernel", "cancel_requested", "on_abort", "over", "request_id", "version")
+    __slots__ = (
+        "_kernel",
+        "cancel_requested",
+        "modern",
+        "on_abort",
+        "over",
+        "request_id",
+        "version",
+    )
 
     def __init__(self, kernel: CallKernel, request_id: int | str, version: str) -> None:
         self._kernel = kernel
         self.request_id = request_id
         self.version = version
+        self.modern = version in MODERN_PROTOCOL_VERSIONS
+        """Whether the call's client speaks 2026-07-28 (any ``structuredContent``)."""
         self.cancel_requested = _Flag()
         self.on_abort: Callable[[], None] | None = None
         self.over = False
-
-    @property
-    def modern(self) -> bool:
-        """Whether the call's client speaks 2026-07-28 (any ``structuredContent``)."""
-        return self.version in MODERN_PROTOCOL_VERSIONS
 
     def cancel(self) -> None:
         """The client cancelled the call (the dispatcher's interrupt): it ends unanswered."""
