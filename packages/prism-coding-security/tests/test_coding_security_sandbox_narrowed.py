@@ -275,6 +275,17 @@ _CHANGES = (
 )
 
 
+async def test_a_narrowed_directory_whose_name_needs_escaping_works(root: Path) -> None:
+    """The layer's mount options name its own directories only (the proved directory is
+    named by descriptor): a comma, colon or backslash in that directory's name, which
+    overlayfs would split its options at, neither breaks the mount nor adds an option."""
+    odd = root / "a,upperdir=x:b\\c"
+    odd.mkdir()
+    code, output = await _run(_ops(root), f"echo hi > '{odd.name}/made.txt'", root, [odd])
+    assert (code, output) == (0, b"")
+    assert (odd / "made.txt").read_text() == "hi\n"
+
+
 async def test_a_narrowed_line_sees_and_leaves_what_it_would_unsandboxed(tmp_path: Path) -> None:
     plain, boxed = tmp_path / "plain", tmp_path / "boxed"
     for directory in (plain, boxed):

@@ -498,8 +498,12 @@ class _Prepared:
         # what each command resets (see serve): the server's handled signals, and
         # SIGTERM, SIGINT and SIGHUP (the Landlock server's own, see _guard)
         self.signals: tuple[int, ...] | None = None
+        # namespaces mode: whether the server is in a user and mount namespace of its
+        # own, where it mounts the commands' overlays (else why not)
+        self.own_namespace = False
+        self.namespace_error = ""
         if self.namespaces:
-            return  # bubblewrap restricts the command; the child only mounts its overlays
+            return  # bubblewrap restricts the command; the server only mounts its overlays
         write = config["write"]
         assert isinstance(write, list)
         self.ruleset = _Ruleset([str(p) for p in write], network=config["network"] is True)
@@ -680,6 +684,13 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
     """The fork server's loop (see the protocol above); returns when ``control`` closes."""
     prepared = _Prepared(config)
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    if prepared.namespaces:
+        try:
+            _own_namespace()
+        except OSError as exc:
+            prepared.namespace_error = str(exc)  # each command with an overlay is told
+        else:
+            prepared.own_namespace = True
     wakeup = _wakeup()
     # found once: what each command resets (SIGCHLD is set here already), as numbers
     handled = _handled_signals((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
@@ -769,6 +780,8 @@ def _reap(
         # outlives a killed bwrap until the kernel has ended every process in it);
         # Landlock: once every process left behind was killed and reaped
         if command.status and not command.inner and (prepared.namespaces or not left):
+            # its layers unmounted before the caller reads them
+            command.unmount()
             _send(command.connection, command.status)
             command.close(direct, poller)
 
@@ -784,6 +797,7 @@ class _Direct:  # pragma: no cover - in the fork server
         self.pid = 0
         self.status = ""  # its answer, once bwrap was reaped
         self.inner: set[int] = set()  # a killed bwrap's namespace: its first process
+        self.mounts: list[str] = []  # its overlays' mount points, in the server's namespace
 
     def release(self) -> None:
         """Close the command's output and passed files (its process has its own)."""
@@ -792,8 +806,14 @@ class _Direct:  # pragma: no cover - in the fork server
                 os.close(fd)
         self.output, self.passed = -1, ()
 
+    def unmount(self) -> None:
+        """Unmount the command's overlays (its bwrap and namespace are gone)."""
+        _unmount(self.mounts)
+        self.mounts = []
+
     def close(self, direct: dict[int, _Direct], poller: select.poll) -> None:
         """Forget the command: nothing more is read or said on its socket."""
+        self.unmount()
         self.release()
         fd = self.connection.fileno()
         direct.pop(fd, None)
@@ -859,14 +879,18 @@ def _step(
             command.close(direct, poller)
             return
     if _spawned_at_once(prepared, request):
-        # bwrap with no layer to mount: started without a fork of this interpreter
+        # bwrap started without a fork of this interpreter, its overlays mounted here
+        status = 125  # (a layer that cannot be mounted: as the forked child said it)
         try:
-            child = _spawn_bwrap(prepared, request, command.output, command.passed)
+            command.mounts = _mount_overlays(request.get("overlays") or [])
+            status = 126
+            child = _spawn_bwrap(request, command.output, command.passed)
         except (OSError, ValueError, TypeError) as exc:
             with contextlib.suppress(OSError):
                 os.write(command.output, f"prism {name}: {exc}; not running the command\n".encode())
             command.release()
-            _send(command.connection, f"S {os.getpid()}\nX 126\n")
+            command.unmount()
+            _send(command.connection, f"S {os.getpid()}\nX {status}\n")
             command.close(direct, poller)
             return
         command.release()
@@ -905,18 +929,20 @@ def _step(
 def _spawned_at_once(prepared: _Prepared, request: dict[str, object]) -> bool:
     """Whether the command's bwrap starts with ``posix_spawn``, no fork of the server.
 
-    In ``namespaces`` mode a command with no overlay to mount (its roots read-only)
-    needs nothing done in its process before bwrap's ``exec``: what the forked child
-    does (a new session, the descriptors, default signals) ``posix_spawn`` does
-    (``vfork``: the server's memory is not copied, nor torn down again at ``exec``;
-    a fork and ``exec`` cost the server and the child about 3 ms of CPU here, a spawn
-    under 1 ms). bwrap gives itself its parent-death signal (``--die-with-parent``),
-    and the server kills every child it has when it ends.
+    In ``namespaces`` mode the server mounts a command's overlays in its own user and
+    mount namespace (:func:`_own_namespace`), each on its layer's own mount point
+    (bwrap binds it on the directory), so nothing is left to do in the command's
+    process before bwrap's ``exec``: what the forked child did (a new session, the
+    descriptors, default signals) ``posix_spawn`` does (``vfork``: the server's
+    memory is not copied, nor torn down again at ``exec``; a fork and ``exec`` cost
+    the server and the child about 3 ms of CPU here, a spawn under 1 ms). bwrap gives
+    itself its parent-death signal (``--die-with-parent``), and the server kills
+    every child it has when it ends.
     """
     argv = request.get("argv")
     return (
         prepared.namespaces
-        and not request.get("overlays")
+        and (not request.get("overlays") or prepared.own_namespace)
         and request.get("cwd") == "/"
         and isinstance(argv, list)
         and bool(argv)
@@ -926,43 +952,159 @@ def _spawned_at_once(prepared: _Prepared, request: dict[str, object]) -> bool:
 
 
 def _spawn_bwrap(
-    prepared: _Prepared, request: dict[str, object], output: int, passed: tuple[int, ...]
+    request: dict[str, object], output: int, passed: tuple[int, ...]
 ) -> int:  # pragma: no cover - in the fork server
     """Start the command's bwrap with ``posix_spawn`` (see :func:`_spawned_at_once`).
 
     Its standard input ``/dev/null``, its output and errors ``output``, the seccomp
     program on descriptor 3 and each passed file on the descriptor its request names,
-    as :func:`_command` gives them. Raises OSError (nothing started), ValueError.
+    as :func:`_command` gives them; a new session, an empty signal mask, every
+    signal's default action. Called through ctypes, not ``os.posix_spawn``: the C
+    library's child sets the signals it keeps for itself (glibc's 32 and 33, musl's
+    32 to 34) to ignored unless the set of signals made default names them, which
+    only a set built without ``sigaddset`` (it refuses them) can, and an ignored
+    signal stays ignored in bwrap and the command. Raises OSError (nothing
+    started), ValueError.
     """
-    argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
-    env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
+    argv = [os.fsencode(str(a)) for a in request["argv"]]  # type: ignore[attr-defined]
+    env = [os.fsencode(f"{k}={v}") for k, v in request["env"].items()]  # type: ignore[attr-defined]
     targets = request.get("fds") or []
     assert isinstance(targets, list)
     for target in targets:
         if type(target) is not int or not (target in (0, 1) or 3 < target < 10):
             raise ValueError(f"a passed file's descriptor is 0, 1 or 4 to 9, got {target!r}")
+    if len(targets) != len(passed):
+        raise ValueError("one descriptor for each passed file")
     high: list[int] = []
+    actions = ctypes.create_string_buffer(_SPAWN_STRUCT_BYTES)
+    attributes = ctypes.create_string_buffer(_SPAWN_STRUCT_BYTES)
+    _spawn_check(_libc.posix_spawn_file_actions_init(actions))
     try:
-        # above every target first: a file received on descriptor 4 may be another's
-        for fd in (output, *passed):
-            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64))
-        actions: list[tuple[Any, ...]] = [
-            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, high[0], 1),
-            (os.POSIX_SPAWN_DUP2, high[0], 2),
-        ]
-        seccomp = request.get("seccomp")
-        if seccomp is not None:
-            actions.append((os.POSIX_SPAWN_OPEN, 3, str(seccomp), os.O_RDONLY, 0))
-        actions += [(os.POSIX_SPAWN_DUP2, fd, target)
-                    for fd, target in zip(high[1:], targets, strict=True)]  # fmt: skip
-        return os.posix_spawn(
-            argv[0], argv, env, file_actions=actions, setsid=True, setsigmask=(),
-            setsigdef=prepared.signals or (),
-        )  # fmt: skip
+        _spawn_check(_libc.posix_spawnattr_init(attributes))
+        try:
+            # above every target first: a file received on descriptor 4 may be another's
+            for fd in (output, *passed):
+                high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64))
+            _spawn_check(
+                _libc.posix_spawn_file_actions_addopen(actions, 0, b"/dev/null", os.O_RDONLY, 0)
+            )
+            _spawn_check(_libc.posix_spawn_file_actions_adddup2(actions, high[0], 1))
+            _spawn_check(_libc.posix_spawn_file_actions_adddup2(actions, high[0], 2))
+            seccomp = request.get("seccomp")
+            if seccomp is not None:
+                path = os.fsencode(str(seccomp))
+                _spawn_check(
+                    _libc.posix_spawn_file_actions_addopen(actions, 3, path, os.O_RDONLY, 0)
+                )
+            for fd, target in zip(high[1:], targets, strict=True):
+                _spawn_check(_libc.posix_spawn_file_actions_adddup2(actions, fd, target))
+            flags = _POSIX_SPAWN_SETSIGDEF | _POSIX_SPAWN_SETSIGMASK | _POSIX_SPAWN_SETSID
+            _spawn_check(_libc.posix_spawnattr_setflags(attributes, flags))
+            _spawn_check(_libc.posix_spawnattr_setsigdefault(attributes, _EVERY_SIGNAL))
+            _spawn_check(_libc.posix_spawnattr_setsigmask(attributes, _NO_SIGNAL))
+            pid = ctypes.c_int()
+            c_argv = (ctypes.c_char_p * (len(argv) + 1))(*argv, None)
+            c_env = (ctypes.c_char_p * (len(env) + 1))(*env, None)
+            _spawn_check(
+                _libc.posix_spawn(ctypes.byref(pid), argv[0], actions, attributes, c_argv, c_env)
+            )
+            return pid.value
+        finally:
+            _libc.posix_spawnattr_destroy(attributes)
     finally:
+        _libc.posix_spawn_file_actions_destroy(actions)
         for fd in high:
             os.close(fd)
+
+
+def _spawn_check(result: int) -> None:
+    """The posix_spawn functions return their error number (0: done)."""
+    if result:
+        raise OSError(result, os.strerror(result))
+
+
+# posix_spawnattr_t and posix_spawn_file_actions_t (a few hundred bytes at most in glibc
+# and musl): room to spare; the flags' values are glibc's and musl's
+_SPAWN_STRUCT_BYTES = 1024
+_POSIX_SPAWN_SETSIGDEF = 0x04
+_POSIX_SPAWN_SETSIGMASK = 0x08
+_POSIX_SPAWN_SETSID = 0x80
+
+
+def _signal_set(numbers: range | tuple[int, ...]) -> ctypes.Array[ctypes.c_ulong]:
+    """A sigset_t (128 bytes) holding ``numbers``, bit by bit (no ``sigaddset``)."""
+    bits = ctypes.sizeof(ctypes.c_ulong) * 8
+    words = (ctypes.c_ulong * (128 * 8 // bits))()
+    for number in numbers:
+        words[(number - 1) // bits] |= 1 << ((number - 1) % bits)
+    return words
+
+
+# every signal but SIGKILL and SIGSTOP (whose action cannot change), and none
+_EVERY_SIGNAL = _signal_set(
+    tuple(n for n in range(1, signal.NSIG) if n not in (signal.SIGKILL, signal.SIGSTOP))
+)
+_NO_SIGNAL = _signal_set(())
+
+
+MS_SLAVE = 1 << 19
+MNT_DETACH = 2
+
+
+def _own_namespace() -> None:  # pragma: no cover - in the fork server
+    """Enter a new user and mount namespace (this user its root), mounts following the host's.
+
+    Where the commands' overlays are mounted (:func:`_mount_overlays`): the host's
+    mounts and unmounts still reach it (slave), none of its own reaches the host.
+    Raises OSError.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"0 {uid} 1")
+    _write("/proc/self/gid_map", f"0 {gid} 1")
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None), "mount(slave /)")
+
+
+def _mount_overlays(overlays: list[list[str]]) -> list[str]:  # pragma: no cover - server
+    """Mount each overlay on its own mount point here; the mount points (see ``_overlays``).
+
+    Each item is ``[options, mount point, root, below, device, inode]``: its lower
+    directory ``root``/``below`` opened without following a link, checked to be the
+    one the caller saw, and named by descriptor. On failure what was mounted is
+    unmounted again; raises OSError (or ValueError for a malformed item).
+    """
+    mounted: list[str] = []
+    try:
+        for request in overlays:
+            if not isinstance(request, list) or len(request) != 6:
+                raise ValueError("an overlay request is [options, mount point, root, below, "
+                                 "device, inode]")  # fmt: skip
+            options, target, root, below, device, inode = (str(p) for p in request)
+            fd = _open_nofollow(root, [p for p in below.split("/") if p])
+            try:
+                seen = os.fstat(fd)
+                if (seen.st_dev, seen.st_ino) != (int(device), int(inode)):
+                    raise OSError(errno.ESTALE, f"{root}/{below} was replaced since it was checked")
+                options = f"lowerdir=/proc/self/fd/{fd},{options}"
+                _check(
+                    _libc.mount(b"prism", os.fsencode(target), b"overlay", 0,
+                                os.fsencode(options)),
+                    f"mount overlay on {target}",
+                )  # fmt: skip
+            finally:
+                os.close(fd)
+            mounted.append(target)
+    except BaseException:
+        _unmount(mounted)
+        raise
+    return mounted
+
+
+def _unmount(targets: list[str]) -> None:  # pragma: no cover - in the fork server
+    """Detach each mount point's overlay here (the sandbox's own copy went with it)."""
+    for target in reversed(targets):
+        _libc.umount2(os.fsencode(target), MNT_DETACH)
 
 
 def _guard(control: int) -> None:  # pragma: no cover - the guardian and the server

@@ -213,10 +213,12 @@ def _escape(path: str) -> str:
 
 def mount_option(lower: str, upper: str, work: str) -> str:
     """The overlay mount options for one root (user namespace: ``userxattr``)."""
-    return (
-        f"lowerdir={_escape(lower)},upperdir={_escape(upper)},workdir={_escape(work)},"
-        "userxattr,volatile"
-    )
+    return f"lowerdir={_escape(lower)},{_layer_options(upper, work)}"
+
+
+def _layer_options(upper: str, work: str) -> str:
+    """The mount options but ``lowerdir`` (the launcher names it by descriptor)."""
+    return f"upperdir={_escape(upper)},workdir={_escape(work)},userxattr,volatile"
 
 
 def _within(path: str, directory: str) -> bool:
@@ -733,21 +735,22 @@ class RootOverlay:
         # the directories of .git its upper directory kept from the last call over the same
         # directory (see recycle), by their paths below it: each with its mode
         self._kept: dict[tuple[str, ...], int] = {} if ready is None else ready[1]
-        # a narrowed layer is mounted on a directory of its own, never on the root's
+        # the layer is mounted on a directory of its own, never on the root's
         # directory by path: the launcher opens that directory without following a
         # link, checks it is the one seen here, mounts the layer over that descriptor
-        # and bubblewrap binds the layer from here (a link swapped in meanwhile
-        # cannot redirect the mount nor the bind)
-        self.mount_point = os.path.join(self.directory, "mnt") if self.below else None
-        if self.mount_point is not None:
+        # (in its own mount namespace, where other calls' layers are mounted too) and
+        # bubblewrap binds the layer from here (a link swapped in meanwhile cannot
+        # redirect the mount nor the bind)
+        self.mount_point = os.path.join(self.directory, "mnt")
+        if not _real_directory(self.mount_point):
+            os.mkdir(self.mount_point, 0o700)
+        if self.below:
             fd = _open_below(root, self.below)
             try:
                 seen = os.fstat(fd)
                 self._kept = _kept_still(self.upper, fd, self._kept)
             finally:
                 os.close(fd)
-            if not _real_directory(self.mount_point):
-                os.mkdir(self.mount_point, 0o700)
         else:
             seen = os.stat(self.lower)
             if self._kept:
@@ -784,17 +787,15 @@ class RootOverlay:
         return mount_option(self.lower, self.upper, self.work)
 
     def mount_request(self) -> list[str]:
-        """What the launcher mounts: ``[options, target]`` for a whole root.
+        """What the launcher mounts: options, mount point, root, below, device, inode.
 
-        A narrowed layer: ``[options without lowerdir, its own mount point, root,
-        below (joined by '/'), device, inode]``; the launcher opens root/below step
-        by step without following a link, refuses another directory than the one
-        seen when the layer was made, and mounts the layer with that descriptor as
-        its lower directory.
+        ``[options without lowerdir, its own mount point, root, below (joined by
+        '/'; empty for the whole root), device, inode]``: the launcher opens
+        root/below step by step without following a link, refuses another directory
+        than the one seen when the layer was made, and mounts the layer with that
+        descriptor as its lower directory.
         """
-        if self.mount_point is None:
-            return [self.mount_option(), self.root]
-        options = mount_option(self.lower, self.upper, self.work).split(",", 1)[1]
+        options = _layer_options(self.upper, self.work)
         device, inode = self.identity
         return [options, self.mount_point, self.root, "/".join(self.below), str(device), str(inode)]
 

@@ -73,10 +73,11 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 # becomes bwrap (no extra process stays between the caller and bwrap).
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
 # Commands run by create_sandbox_shell_operations start from a fork server (one per
-# sandbox, started on first use; see _landlock_exec.py): its child (one fork per
-# command, no supervisor) enters a fresh user and mount namespace, mounts each root's
-# overlay there, opens the seccomp filter on fd 3 (from a private file) and becomes
-# bwrap. No launcher process starts per command.
+# sandbox, started on first use; see _landlock_exec.py), which lives in a user and
+# mount namespace of its own: it mounts a command's overlays there, each on its
+# layer's own mount point, and starts bwrap with posix_spawn (no fork of its
+# interpreter), the seccomp filter on fd 3 (from a private file); once bwrap and its
+# namespace are gone it unmounts them. No launcher process starts per command.
 _SERVER_CONFIG = json.dumps({"mode": "namespaces"})
 _APPLY_LOCKS: dict[str, threading.Lock] = {}
 _APPLY_LOCKS_LOCK = threading.Lock()
@@ -324,7 +325,7 @@ class BubblewrapSandbox:
             memory_bytes=self.memory_bytes,
             max_processes=self.max_processes,
         )
-        # with overlays, the fork server's child is the launcher (see _SERVER_CONFIG)
+        # with overlays, the fork server is the launcher (see _SERVER_CONFIG)
         launcher = ["/bin/sh", "-c", _SECCOMP_LAUNCHER, filter_path()] if overlays is None else []
         args = [
             *launcher,
@@ -364,22 +365,19 @@ class BubblewrapSandbox:
         ):
             # systemd-resolved keeps it under /run; name lookups need it back.
             args += ["--ro-bind", resolv, resolv]
-        # without overlays (wrap() alone) nothing would check the changes, and a
-        # command proved to write nothing needs no private layer: read-only. A command
-        # whose writes were proved to stay in some directories: read-only but for the
-        # private layers over those directories (bound after, on top).
-        bind = "--ro-bind" if overlays is None or read_only or narrowed else "--bind"
+        # Every root read-only (without overlays, wrap() alone, nothing would check
+        # the changes; a command proved to write nothing needs no private layer), but
+        # for the private layers, each bound after, on top, from its own mount point
+        # (in the launcher's namespace), never by the directory's path (which a link
+        # swapped in could redirect): over each root, over the directories a command's
+        # writes were proved to stay in, over the directory of an approved write
+        # outside the roots. A root inside a layer's directory is seen through it.
+        layered = sorted((overlays or {}).items())
         for root in self.writable_roots:
-            args += [bind, root, root]
-        for directory, overlay in sorted((overlays or {}).items()):
-            if overlay.mount_point is not None:
-                # a narrowed layer: bound from its own mount point, never by the
-                # root's path (which a link swapped in could redirect)
-                args += ["--bind", overlay.mount_point, directory]
-            elif narrowed or directory not in self.writable_roots:
-                # the directory of an approved write outside the roots (its private
-                # layer); the overlay is mounted there already
-                args += ["--bind", directory, directory]
+            if not any(_within(root, directory) for directory, _ in layered):
+                args += ["--ro-bind", root, root]
+        for directory, overlay in layered:
+            args += ["--bind", overlay.mount_point, directory]
         if narrowed:
             # each narrowed layer is a file system of its own: git run inside one would
             # stop looking for its repository there (the host's tree is one file system)
