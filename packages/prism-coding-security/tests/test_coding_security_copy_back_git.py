@@ -1279,3 +1279,41 @@ def test_an_ignore_file_is_read_as_git_reads_it(tmp_path: Path, text: bytes, hid
     _git(tmp_path, "init", "-q")
     if _git(tmp_path, "check-ignore", "-q", "--no-index", ".gitignore").returncode == 0:
         assert hides, text
+
+
+async def test_a_self_ignoring_gitignore_never_lands_by_a_host_side_write(root: Path) -> None:
+    """The ways a file reaches the root without the copy-back's content check: a line
+    whose only write is a redirection (the host opens the target), one `sed -i` (the
+    host replaces the file with the filter's output), the write and edit tools. A
+    `.gitignore` of `*` written so would hide itself and a planted `conftest.py` from
+    every `git status`; each is judged as the copy-back judges it (the first two run
+    over the layer instead, the tools refuse it), and an ordinary one is written."""
+    _repository(root)
+    for directory in ("tests", "a", "b", "c", "ok"):
+        (root / directory).mkdir()
+    (root / "a" / ".gitignore").write_text("x\n")
+    (root / "c" / ".gitignore").write_text("x\n")
+    calls = [
+        ("shell", {"command": "echo 'import os' > tests/conftest.py"}),
+        ("shell", {"command": "printf '*\\n' > tests/.gitignore"}),
+        ("shell", {"command": "sed -i s/x/*/ a/.gitignore"}),
+        ("write", {"path": "b/.gitignore", "content": "*\n"}),
+        ("edit", {"path": "c/.gitignore", "edits": [{"old_text": "x", "new_text": "*"}]}),
+        ("shell", {"command": "printf 'build/\\n' > ok/.gitignore"}),
+    ]
+    texts = []
+    async with open_secure_coding_tools([str(root)]) as secure:
+        assert secure.backend == "bubblewrap"
+        options = DispatchOptions(registry=create_tool_registry(secure.tools))
+        for index, (tool, arguments) in enumerate(calls):
+            call = ToolCall(id=str(index), name=tool, arguments=arguments)
+            with trio.fail_after(60):
+                texts.append((await dispatch(call, options)).joined_text)
+    status = _git(root, "status", "--short", "--untracked-files=all").stdout.decode()
+    for path in ("tests/conftest.py", "a/.gitignore", "c/.gitignore", "ok/.gitignore"):
+        assert path in status, (status, texts)
+    for path in ("tests/.gitignore", "a/.gitignore", "b/.gitignore", "c/.gitignore"):
+        assert not (root / path).exists() or "*" not in (root / path).read_text(), texts
+    assert (root / "ok" / ".gitignore").read_text() == "build/\n", texts
+    assert "ignores itself" in texts[3], texts
+    assert "ignores itself" in texts[4], texts

@@ -21,6 +21,7 @@ from prism.coding.tools import (
 from prism.core.text import clip
 
 from ._errors import PathEscapeError
+from ._ignorefile import ignore_file, self_ignoring
 from ._paths import MAX_PATH_BYTES, Roots, normalize_roots
 
 if TYPE_CHECKING:
@@ -207,6 +208,11 @@ def _write(roots: Roots, path: str, data: bytes, create_parents: bool) -> None:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if existing is not None and not os.access(name, os.W_OK, dir_fd=walk.fd):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        if ignore_file(name):
+            # (the name written, where a contained link led: the copy-back's judgement)
+            refusal = self_ignoring(data)
+            if refusal is not None:
+                raise ValueError(f"not written: {refusal}")
         replace_file_in_directory(walk.fd, name, data, existing=existing)
     finally:
         walk.close()
@@ -256,6 +262,8 @@ def create_contained_file_operations(roots: Sequence[str]) -> FileOperations:
     symlink after the policy check cannot lead outside. Writes are atomic
     (temporary file in the same directory, ``fsync``, rename), keep an
     existing file's mode, and create missing parents inside the roots only.
+    A ``.gitignore`` that would ignore itself (and so hide itself and what it
+    hides from ``git status``) is not written (``ValueError``, saying why).
 
     Each call runs its blocking work in a worker thread and checkpoints; a
     call that has started finishes before a cancellation is delivered.

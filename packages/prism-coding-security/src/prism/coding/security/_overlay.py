@@ -51,7 +51,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import fnmatch
 import hashlib
 import os
 import queue
@@ -67,6 +66,7 @@ from ._commits import CommitTrees, git_out
 from ._errors import SandboxUnavailableError
 from ._executables import host_environment, host_program
 from ._files import open_regular_file, read_regular_file
+from ._ignorefile import IGNORE_READ, ignore_file, self_ignoring
 from ._implied import MAX_NESTED_REPOSITORIES
 from ._index import (
     extension_signatures,
@@ -455,59 +455,10 @@ _LFS_OBJECT = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{2})/\1\2[0-9a-f]{60}"
 _LFS_LEFT_OUT = "only new git-lfs objects whose content hashes to their name come back"
 
 
-_HIDES_ITSELF = (
-    "an ignore file that ignores itself: git status would show neither it nor what it "
-    "hides (review with git status --ignored)"
-)
-
-
-_IGNORE_READ = 1 << 20
-
-
 def _self_ignoring(path: str) -> str | None:
-    """Why a ``.gitignore`` may not come back: one whose patterns ignore its own name.
-
-    ``*`` in a new ``tests/fixtures/.gitignore`` hides the file and everything
-    beside it from every ``git status`` (a planted ``conftest.py`` included):
-    the review of a command's changes would show nothing. A pattern of the
-    directory's own entries (no slash but a trailing one) that matches
-    ``.gitignore``, not undone by a later ``!`` pattern, is read as git does
-    (``fnmatch``'s rules are the wildcard's; a character class, an escape, a
-    ``**`` or a line past 255 characters counts as matching when it ignores and
-    as not matching when it re-includes, erring toward leaving the file out).
-    """
-    data = read_regular_file(path, _IGNORE_READ + 1)
-    if data is None:
-        return None
-    if len(data) > _IGNORE_READ:
-        return f"an ignore file past {_IGNORE_READ} bytes (not read whole)"
-    ignored = False
-    # read as git reads it: a leading byte order mark skipped, lines split at \n only
-    # (a \r before it dropped), names compared in any case (core.ignoreCase)
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    for raw in data.split(b"\n"):
-        line = raw.removesuffix(b"\r").decode("utf-8", "replace").rstrip(" ")
-        if not line or line.startswith("#"):
-            continue
-        negated = line.startswith("!")
-        pattern = line[1:] if negated else line
-        if pattern.startswith("/"):
-            pattern = pattern[1:]
-        if "/" in pattern:
-            # a directory only, or a path below this directory: not the file itself
-            if not pattern.startswith("**/"):
-                continue
-            pattern = pattern[3:]
-        if "\\" in pattern or "[" in pattern or "**" in pattern or len(pattern) > 255:
-            # not read here (and no regular expression made of a line of any length):
-            # taken as ignoring, never as re-including
-            matches = not negated
-        else:
-            # (a pattern that ignores: in any case; one that re-includes: as written)
-            matches = fnmatch.fnmatchcase(".gitignore", pattern if negated else pattern.lower())
-        if matches:
-            ignored = not negated
-    return _HIDES_ITSELF if ignored else None
+    """Why a ``.gitignore`` may not come back (see :func:`._ignorefile.self_ignoring`)."""
+    data = read_regular_file(path, IGNORE_READ + 1)
+    return None if data is None else self_ignoring(data)
 
 
 def _unsparse_size(path: str) -> int | None:
@@ -1482,7 +1433,7 @@ class _Applier:
                 return _GIT_TWIN
             if self.protected.covers(rel) and not self.is_granted(rel, kind):
                 return "protected paths"
-            if folded[-1] == ".gitignore" and kind == _FILE:
+            if ignore_file(folded[-1]) and kind == _FILE:
                 return _self_ignoring(self.upper_path(rel))
             return None
         at = rel.index(".git")

@@ -10,6 +10,7 @@ roots stay read-only. What the copy-back refuses is never opened here:
 * every step is opened without following a link, from the root down (a link
   planted at the target or on the way after the policy looked is not
   followed: the line then runs over the layer, as before);
+* a ``.gitignore``, whose content the copy-back judges (:mod:`._ignorefile`);
 * a protected name, a path inside a ``.git`` directory, or a path the root's
   own files make protected (:func:`._implied.implied_protected`: what git names
   for the root and for every repository nested in it, the git directories their
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._errors import SandboxUnavailableError
+from ._ignorefile import ignore_file
 from ._implied import implied_protected
 from ._landlock_exec import _LINUX_CAPABILITY_VERSION_3, _CapData, _CapHeader
 from ._protected import AnchoredPaths, fold_parts, in_git_directory
@@ -113,8 +115,12 @@ def _root_of(path: str, roots: Sequence[str]) -> str | None:
 def _refused(
     parts: tuple[str, ...], root: str, matcher: ProtectedPaths, protected: Sequence[str]
 ) -> bool:
-    """Whether the copy-back would leave a new file at ``parts`` (below ``root``) out."""
-    if in_git_directory(parts) or matcher.covers(parts):
+    """Whether the copy-back would leave a new file at ``parts`` (below ``root``) out.
+
+    Also a ``.gitignore``: the copy-back judges what it holds, which is known only
+    once the command wrote it (over the layer, it is judged there).
+    """
+    if in_git_directory(parts) or matcher.covers(parts) or ignore_file(parts[-1]):
         return True
     try:
         anchored = implied_protected(root, matcher)
