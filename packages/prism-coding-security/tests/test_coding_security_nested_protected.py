@@ -1879,3 +1879,42 @@ def test_what_python_imports_before_a_hooks_module_is_protected(
     anchored = AnchoredPaths(_callees.hook_callees(top, [str(hooks)], top, []))
     relative = planted.format(tag=sys.implementation.cache_tag)
     assert anchored.covers(fold_parts(relative.split("/"))) is not None, relative
+
+
+def test_what_every_configured_command_runs_is_protected(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configuration git runs as a command names a script of the tree: `diff.external`
+    (every `git diff` of the user's review), `core.gitProxy`, `gpg.ssh.defaultKeyCommand`,
+    `difftool.<t>.cmd`, `mergetool.<t>.cmd`, `submodule.<n>.update = !cmd`, any key
+    named `...cmd` or `command`, git-lfs's custom transfer; each command read as a hook's
+    line (`python3 -m conv.clean`: conv/clean.py; `python3 nbconv`: the package);
+    the ignore and attributes files the configuration names, new or not (`*` there hides
+    every untracked file from `git status`); and any key's value naming an executable of
+    the tree. Each asks (each came back from a confined write and ran, or hid, at the
+    user's next git command); other files stay writable. The home's git ignore and
+    attributes files are its git configuration's, wherever `XDG_CONFIG_HOME` puts them."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "xdg"))
+    _git("init", "-q", str(root))
+    keys = {
+        "diff.external": "tools/diff.sh", "core.gitProxy": "tools/proxy.sh",
+        "gpg.ssh.defaultKeyCommand": "tools/key.sh", "difftool.sem.cmd": "tools/difftool.sh",
+        "mergetool.sem.cmd": "tools/mergetool.sh", "submodule.v.update": "!tools/update.sh",
+        "trailer.sign.command": "tools/trailer.sh", "sendemail.toCmd": "tools/to.sh",
+        "lfs.customtransfer.x.path": "tools/lfs.sh", "filter.strip.clean": "python3 -m conv.clean",
+        "diff.nb.textconv": "python3 nbconv", "core.excludesFile": ".myignore",
+        "core.attributesFile": "attrs/a", "acme.hook": "bin/acme",
+    }  # fmt: skip
+    for key, value in keys.items():
+        _git("-C", str(root), "config", key, value)
+    _write_files(root, {"bin/acme": "#!/bin/sh\n", "nbconv/__main__.py": "", "lib/notes": "x"})
+    (root / "bin" / "acme").chmod(0o755)
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["tools/diff.sh", "tools/proxy.sh", "tools/key.sh", "tools/difftool.sh",
+             "tools/mergetool.sh", "tools/update.sh", "tools/trailer.sh", "tools/to.sh",
+             "tools/lfs.sh", "conv/clean.py", "nbconv/__main__.py", "nbconv/new.py",
+             ".myignore", "attrs/a", "bin/acme", "xdg/git/ignore"]  # fmt: skip
+    for path in [*asked, "tools/other.py", "src/x.py", "lib/notes", "bin/other"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path

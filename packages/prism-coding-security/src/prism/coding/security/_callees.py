@@ -71,7 +71,7 @@ from ._grammars import SIMPLE_WRAPPERS
 from ._programs import describe
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "EXPANDED_MAX",
@@ -1416,12 +1416,20 @@ def _with_matches(named: list[str], inside: str, reads: list[str]) -> list[str]:
     return out
 
 
-def hook_callees(top: str, directories: list[str], within: str, reads: list[str]) -> list[str]:
+def hook_callees(
+    top: str,
+    directories: list[str],
+    within: str,
+    reads: list[str],
+    commands: Sequence[str] = (),
+) -> list[str]:
     """The paths inside ``within`` that the host's tooling runs from the work tree ``top``.
 
     ``directories``: the hooks directories whose scripts run (see the module's
-    docstring). Every file read, or looked for, is appended to ``reads`` (what
-    the answer depends on). Paths relative to ``within``.
+    docstring); ``commands``: more command lines run at the top (git's configured
+    filters, drivers, aliases...), read as a hook's lines are. Every file read, or
+    looked for, is appended to ``reads`` (what the answer depends on). Paths
+    relative to ``within``.
     """
     inside = within.rstrip("/") + "/"
     real_within = os.path.realpath(within)
@@ -1466,6 +1474,8 @@ def hook_callees(top: str, directories: list[str], within: str, reads: list[str]
             if text is not None:
                 read_files += 1
                 pending.append((text, husky, os.path.join(directory, name)))
+    git_config = os.path.join(top, ".git", "config")
+    pending += [(command, False, git_config) for command in commands]
     managers = [os.path.join(top, name) for name in _MANAGERS]
     extended = 0
     while managers:

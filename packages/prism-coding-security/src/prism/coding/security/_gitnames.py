@@ -185,12 +185,14 @@ def _configured(
     _not_the_top(hooks, top, root)
     if hooks.startswith(inside):
         out.append(os.path.relpath(hooks, top))
-    for path in _hook_callees(root, [hooks, os.path.join(root, ".husky")], top, includes):
+    # every key (exit status 1: none): the commands, the files and the includes it names
+    found = _git(root, "config", "--show-origin", "-z", "--get-regexp", ".", clean=(0, 1))
+    # (each configured command is read as a hook's line is: what it runs in turn)
+    commands = _command_values(found)
+    hooked = [hooks, os.path.join(root, ".husky")]
+    for path in _hook_callees(root, hooked, top, includes, commands):
         if path not in out:
             out.append(path)
-    pattern = r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir|" + _COMMAND_KEYS + r")$"
-    # exit status 1: nothing matched
-    found = _git(root, "config", "--show-origin", "-z", "--get-regexp", pattern, clean=(0, 1))
     out += [path for path in _template_entries(root, found, top) if path not in out]
     out += [path for path in _command_entries(root, found, top) if path not in out]
     targets = _include_targets(root, found)
@@ -265,26 +267,59 @@ def _template_entries(root: str, listing: bytes, top: str) -> list[str]:
 # configuration whose value is a command git runs (through the shell, at the work
 # tree's top): a filter or diff driver, a pager, an editor, a credential helper, ...
 _COMMAND_KEYS = (
-    r"filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|merge\..*\.driver|"
-    r"core\.(sshcommand|editor|pager|fsmonitor|alternaterefscommand|askpass)|"
+    r"filter\..*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external|"
+    r"merge\..*\.driver|(diff|merge)tool\..*\.(cmd|path)|"
+    r"core\.(sshcommand|editor|pager|fsmonitor|alternaterefscommand|askpass|gitproxy)|"
     r"sequence\.editor|credential(\..*)?\.helper|gpg(\..*)?\.program|pager\..*|alias\..*|"
-    r"interactive\.difffilter|uploadpack\.packobjectshook|remote\..*\.(receivepack|uploadpack)"
+    r"gpg\.ssh\.defaultkeycommand|interactive\.difffilter|uploadpack\.packobjectshook|"
+    r"remote\..*\.(receivepack|uploadpack)|submodule\..*\.update|(man|browser)\..*\.(cmd|path)|"
+    r"sendemail\.(.*\.)?smtpserver|lfs\.customtransfer\..*\.path|"
+    # (and any key named as one: sendemail.tocmd, trailer.<t>.cmd, trailer.<t>.command)
+    r"(.*\.)?[a-z0-9]*cmd|(.*\.)?command"
 )
 _COMMAND_KEY = re.compile(_COMMAND_KEYS)
+# configuration naming a file git reads to decide what it shows or runs: an ignore file
+# (a `*` there hides every untracked file from `git status`), an attributes file (which
+# files a configured filter or diff driver runs on), the signers a signature is checked
+# against
+_FILE_KEY = re.compile(r"core\.(excludesfile|attributesfile)|gpg\.ssh\.allowedsignersfile")
 # what the user's and the system's configuration name, read outside a repository
-_GLOBAL = r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir|" + _COMMAND_KEYS + r")$"
+_GLOBAL = (
+    r"^(include(if\..*)?\.path|core\.hookspath|init\.templatedir|core\.(excludesfile|"
+    r"attributesfile)|gpg\.ssh\.allowedsignersfile|" + _COMMAND_KEYS + r")$"
+)
 _SHELL_SPLIT = re.compile(r"[\s;&|()<>`'\"]+")
 
 
+def _command_values(listing: bytes) -> list[str]:
+    """The command each command key of ``listing`` names (an alias's without its ``!``).
+
+    Only the files' values (the command line's are the ones this process forces).
+    """
+    out: list[str] = []
+    fields = listing.split(b"\0")
+    for origin, pair in zip(fields[::2], fields[1::2], strict=False):
+        key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
+        if value and origin.startswith(b"file:") and _COMMAND_KEY.fullmatch(key.lower()):
+            out.append(value.removeprefix("!"))
+    return list(dict.fromkeys(out))[:_MAX_COMMANDS]
+
+
+_MAX_COMMANDS = 64  # configured commands read as a hook's lines, at most
+
+
 def _command_entries(root: str, listing: bytes, top: str) -> list[str]:
-    """The files inside ``top`` that the configured commands name, relative to it.
+    """The files inside ``top`` that the configuration names, relative to it.
 
     Each word of each command value (``listing``: ``git config --show-origin -z
     --get-regexp`` output) that names a path with a ``/`` in it, or an existing
     file, relative to the work tree's top ``root`` where git runs it
     (``filter.strip.clean = ./tools/clean.sh``, ``diff.nb.textconv = python3
     scripts/nb.py``, ``alias.x = !sh tools/x.sh``): a command could change what
-    the host's next ``git add``, ``diff`` or ``status`` runs. A word that names
+    the host's next ``git add``, ``diff`` or ``status`` runs. The file an ignore,
+    attributes or allowed-signers key names, whether or not it exists yet. And
+    in the value of any other key, a word naming an existing executable file
+    (a program some tool reads the configuration for). A word that names
     ``top`` itself, or a directory above it, is not taken.
     """
     out: list[str] = []
@@ -293,13 +328,22 @@ def _command_entries(root: str, listing: bytes, top: str) -> list[str]:
     for origin, pair in zip(fields[::2], fields[1::2], strict=False):
         key, _, value = pair.decode("utf-8", "surrogateescape").partition("\n")
         # (the command line's are the values this process forces: nothing of the root)
-        if not value or not origin.startswith(b"file:") or not _COMMAND_KEY.fullmatch(key.lower()):
+        if not value or not origin.startswith(b"file:"):
             continue
-        for word in _SHELL_SPLIT.split(value.lstrip("!")):
+        lower = key.lower()
+        command = _COMMAND_KEY.fullmatch(lower) is not None
+        if _FILE_KEY.fullmatch(lower):
+            path = os.path.normpath(os.path.join(root, os.path.expanduser(value)))
+            if path.startswith(inside) and os.path.relpath(path, top) not in out:
+                out.append(os.path.relpath(path, top))
+            continue
+        for word in _SHELL_SPLIT.split(value.lstrip("!") if command else value)[:_MAX_WORDS]:
             word = word.partition("=")[2] if word.startswith("-") else word
             if not word or word.startswith("-") or "$" in word:
                 continue
             path = os.path.normpath(os.path.join(root, os.path.expanduser(word)))
+            if not command and not _executable_file(path):
+                continue  # (another key's value: only a program it names)
             if "/" not in word and not (os.path.lexists(path) and not os.path.isdir(path)):
                 continue  # a program found on PATH, an argument
             if path.startswith(inside):
@@ -309,17 +353,33 @@ def _command_entries(root: str, listing: bytes, top: str) -> list[str]:
     return out
 
 
+_MAX_WORDS = 256  # words of one configured value looked at, at most
+
+
+def _executable_file(path: str) -> bool:
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(info.st_mode) and bool(info.st_mode & 0o111)
+
+
 def _hook_callees(
-    root: str, directories: list[str], top: str, includes: list[str] | None
+    root: str,
+    directories: list[str],
+    top: str,
+    includes: list[str] | None,
+    commands: list[str] | None = None,
 ) -> list[str]:
     """The files inside ``top`` the host's tooling runs from the work tree ``root``.
 
     See :func:`._callees.hook_callees` (the hook scripts of ``directories``, the
-    hook managers' commands, yarn's program, and what each of those runs in
-    turn). The files read go to ``includes`` (what the answer depends on).
+    hook managers' commands, yarn's program, the configured ``commands``, and what
+    each of those runs in turn). The files read go to ``includes`` (what the
+    answer depends on).
     """
     reads: list[str] = []
-    out = hook_callees(root, directories, top, reads)
+    out = hook_callees(root, directories, top, reads, commands or [])
     if includes is not None:
         includes += reads
     return out

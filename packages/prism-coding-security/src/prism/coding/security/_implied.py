@@ -610,8 +610,10 @@ _HOME_ONLY = (".bazelrc",)
 
 
 # the directories the XDG variables (and pre-commit's own) move the protected home
-# entries to: husky's init.sh, pre-commit's hook checkouts, Neovim's plugins
-_MOVED = (("XDG_CONFIG_HOME", "husky"), ("XDG_CACHE_HOME", "pre-commit"), ("PRE_COMMIT_HOME", ""),
+# entries to: husky's init.sh, git's configuration, ignore and attributes files,
+# pre-commit's hook checkouts, Neovim's plugins
+_MOVED = (("XDG_CONFIG_HOME", "husky"), ("XDG_CONFIG_HOME", "git"),
+          ("XDG_CACHE_HOME", "pre-commit"), ("PRE_COMMIT_HOME", ""),
           ("XDG_DATA_HOME", "nvim/site"), ("XDG_DATA_HOME", "nvim/lazy"),
           ("XDG_DATA_HOME", "zinit"))  # fmt: skip
 
