@@ -342,9 +342,12 @@ PROTECTED_PATHS: tuple[str, ...] = (
     "gradle.properties",
     "gradle/wrapper",
     ".gradle",
-    # a toolchain by path: rustup runs its cargo and rustc
+    # a toolchain by path: rustup runs its cargo and rustc; uv runs the interpreter
+    # a version file names by path (to ask it what it is) at every `uv run`, `uv sync`
     "rust-toolchain.toml",
     "rust-toolchain",
+    ".python-version",
+    ".python-versions",
     ".Rprofile",
     # tool managers that run hooks or load environments on entering the directory
     # (mise also reads mise.local.toml and mise.<env>.toml, and a path: version
