@@ -50,7 +50,44 @@ Rows (medians over repetitions, measured in one run):
   (event-loop stall, as above): the hostile shapes of the bounded-admission
   review (80,000 ``prefixItems`` or ``allOf`` entries, 4,800 unused ``$defs``
   beside a 64-level ``$ref`` chain, 17 nested ``unevaluatedProperties``), refused,
-  and the largest shapes of those kinds the default limits admit. Target: 50 ms.
+  and the largest shapes the default limits admit (9,990 ``prefixItems``,
+  ``allOf`` or ``anyOf`` entries, 3,300 typed properties, 3,200 ``$defs`` beside
+  the chain, 128 ``$ref`` among 9,000 ``allOf`` entries, a closed schema of
+  3,300 properties all required). Target: 50 ms. Each sample starts after a
+  full collection (it pays for the collections its own objects cause, not for
+  the garbage of the rows before it: this module's fixtures make one full
+  collection cost 30-50 ms). Each row is followed by ``..., engine compile
+  alone``: ``jsonschema_rs.validator_for`` on the same schema, the samples taken
+  in turn with the row's (for an admitted shape, the floor).
+
+  The admission's own work was cut (one screen walk keeping its path as a
+  list, scalars and empty containers in their container's loop; one shared
+  node per leaf or plain sub-schema in the graph measure, so fewer objects and
+  fewer collections; leaves recorded without being stacked; in-place order
+  by iterators; group sums in C loops). Before and after in one run, the
+  package's previous code and this one in alternate processes (4 rounds of 3
+  samples; medians of the rounds' medians and their range; load average
+  13-20), in ms:
+
+  ==========================================  ================  ================  ==============
+  row                                         before            after             engine alone
+  ==========================================  ================  ================  ==============
+  80,000 prefixItems (refused)                5.8 (5.5-7.7)     2.7 (2.1-3.3)     65 (62-80)
+  80,000 allOf (refused)                      5.8 (5.2-6.0)     2.6 (2.3-3.0)     66 (57-84)
+  4,800 $defs + 64-level chain (refused)      3.5 (2.8-4.5)     2.9 (2.4-4.0)     7.8 (5.0-11)
+  17 nested unevaluatedProperties (refused)   1.0 (1.0-1.0)     1.4 (0.8-1.4)     1.0 (0.8-1.1)
+  9,990 prefixItems                           29.1 (28.7-29.4)  24.1 (19.0-30.3)  7.1 (6.9-9.1)
+  9,990 allOf                                 30.3 (27.6-37.9)  20.8 (19.3-28.0)  7.4 (6.6-9.4)
+  3,300 typed properties                      30.8 (24.0-38.0)  17.7 (16.1-29.6)  8.6 (7.5-12)
+  3,200 $defs + 64-level chain                20.0 (17.8-33.5)  14.6 (14.3-21.8)  3.8 (3.2-5.8)
+  9,990 anyOf                                 31.6 (27.5-44.2)  19.9 (17.9-20.6)  8.0 (7.3-9.2)
+  128 $refs + 9,000 allOf                     41.8 (35.4-59.7)  20.2 (18.3-20.7)  6.7 (6.3-7.7)
+  closed: 3,300 properties, all required      40.7 (29.5-54.8)  34.6 (25.4-42.0)  22 (16-27)
+  ==========================================  ================  ================  ==============
+
+  Without the collection before each sample (as the rows ran before), the
+  same kind of run (3 rounds, load 12-15) gave medians of 24-75 ms before and
+  18-49 ms after on the admitted shapes, full collections landing on some.
 - ``stall: closed path, ...``: arguments far past the limits on a closed schema
   (checked before the engine reads them: a 3,000,000-digit integer, 2,000,000
   items, a 10,000,000-character non-ASCII key, one ending in a lone surrogate,
@@ -135,6 +172,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import json
 import os
 import sys
@@ -683,7 +721,13 @@ async def admission_rows(repeat: int) -> list[Row]:
         samples: list[float] = []
         engine: list[float] = []
         for _ in range(repeat):
+            # Each sample starts from a collected heap, so it pays for the
+            # collections its own objects cause, not for garbage the rows
+            # before it left (this module's fixtures make a full collection
+            # cost 30-50 ms, landing on whichever sample triggers it).
+            gc.collect()
             samples.append(await _stall_us(admit_once))
+            gc.collect()
             engine.append(await _stall_us(engine_once))
         rows.append(
             row(
