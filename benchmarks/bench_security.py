@@ -72,9 +72,10 @@ ms); an emptied layer kept for the next call and, in it, the directories of
 1.5 ms); the reflog check reading only the lines git appended (a host reflog
 is parsed once per content, not on every call: 0.1 ms here, the reflogs being
 short, growing with the reflog before). Met (CPU, +10): the host's ways. Not
-met: a commit over its layer, +23 ms at this load (its unsandboxed baseline
-pays about 5.6 ms searching ``/proc`` for leftovers, which a sandboxed call does
-not: below). What it still costs, sampled
+met: a commit over its layer, +23 ms at this load (against a baseline that still
+searched all of ``/proc`` for leftovers, about 5.6 ms, which it no longer does:
+below; against today's baseline the bubblewrap rows in this docstring are about
+that much higher). What it still costs, sampled
 with perf over 20 commits in 1,000 directories: the copy-back about 9 ms of
 Python and file system (the index check 3.3, judging the new commit and reflogs
 2, moving 9 files 1, the rest spread), bwrap about 9 (2.4 of it reading
@@ -87,47 +88,63 @@ ms of CPU, against 0.02 to 0.03 ms in a less used directory of the same file
 system and under 0.01 ms on tmpfs; git's copy-ups and the overlay's own work
 directory make about 30 per commit there, the host's own commit about 8.
 
-Landlock forks once per command: its fork server forks the command's process, a
-child subreaper (before, it forked a supervisor, which forked that process). The
-six spawn rows and the three write lines (prepared as above), the code before and
-after taking turns with unsandboxed, call by call, in one process: 8 rounds of 10
-calls at load average 11.2 to 14.8. CPU (this process, and each live descendant's
-own and its reaped children's from ``/proc``: the server and its guardian) over
-unsandboxed, median of the rounds [range]::
+Landlock: each command is spawned (vfork and exec) by a spawner, a process the
+fork server forked once per ruleset that restricted itself once (limits, no
+capabilities, no new privileges, Landlock, seccomp; the command inherits them) and
+is the child subreaper of what the command leaves. Before, the server forked itself
+(about 12 MB of Python) for each command, whose process restricted itself and
+exec'd: about 2 ms of CPU more a command (page tables copied and freed again, the
+server's writes faulting after each fork, the child's Python). The unsandboxed
+baseline no longer searches every process in ``/proc`` for what its command left
+(``terminate_process_tree`` reads only where an orphan of its tree can be: below
+this process, among the children of its ancestors and of init): that search cost
+this process 5.6 ms of a call (157 processes on the machine) and made Landlock look
+cheaper than it was. The six spawn rows and the three write lines (prepared as
+above), unsandboxed, the new code and the code before (its helper run beside)
+taking turns call by call in one process, 8 rounds of 5 calls at load average 12.5
+to 14.2. CPU (this process, and each live descendant's own and its reaped
+children's from ``/proc``: guardian, server, spawner) over unsandboxed (its own
+CPU in the first column), median of the rounds [range]::
 
-    command, repository (ms)           before (two forks)    after (one fork)
-    `true`, 50                         +1.8 [-0.2, +2.7]     -2.7 [-4.2, -1.7]
-    `git status --short`, 50           +0.8 [-0.1, +1.8]     -3.9 [-5.0, -3.1]
-    `ls`, 50                           +0.7 [-0.8, +2.4]     -3.8 [-5.7, -3.2]
-    `git add -A && git commit`, 50     +1.6 [-0.7, +3.5]     -4.0 [-5.3, -1.7]
-    `sed -i s/1/2/ d1/a.py`, 50        +2.0 [+0.7, +4.1]     -3.4 [-3.7, -2.0]
-    `echo x > d1/new`, 50              +2.2 [+1.9, +3.1]     -3.1 [-4.1, +0.6]
-    `true`, 1,000                      +2.4 [+0.3, +2.9]     -2.9 [-3.5, -1.1]
-    `git status --short`, 1,000        +5.2 [+4.0, +7.5]     -1.5 [-2.9, +3.1]
-    `ls`, 1,000                        +3.4 [+1.9, +4.0]     -1.6 [-3.1, -0.5]
-    `git add -A && git commit`, 1,000  +5.7 [+3.9, +8.8]     +0.5 [-2.3, +2.4]
-    `sed -i s/1/2/ d1/a.py`, 1,000     +2.3 [-0.4, +4.2]     -2.5 [-4.5, -1.9]
-    `echo x > d1/new`, 1,000           +2.0 [+0.9, +3.6]     -2.6 [-5.2, -1.8]
+    command, repository (ms)           unsandboxed  before (fork)         after (spawner)
+    `true`, 50                         4.1          +2.2 [-3.0, +6.1]     -0.6 [-3.0, +2.0]
+    `git status --short`, 50           7.7          +2.4 [-1.2, +5.4]     -0.2 [-2.5, +2.7]
+    `ls`, 50                           5.2          +2.2 [-0.5, +3.2]     -1.2 [-3.0, +3.0]
+    `git add -A && git commit`, 50     16.7         +3.1 [-1.5, +7.2]     -0.0 [-2.1, +0.9]
+    `sed -i s/1/2/ d1/a.py`, 50        7.0          +3.2 [-0.4, +3.8]     -0.8 [-3.1, +1.4]
+    `echo x > d1/new`, 50              4.7          +1.6 [-0.3, +6.3]     -0.7 [-3.2, +1.7]
+    `true`, 1,000                      4.9          +2.7 [-1.0, +6.8]     -1.1 [-3.0, +3.0]
+    `git status --short`, 1,000        25.1         +4.2 [+1.3, +11.1]    +1.1 [-2.4, +3.9]
+    `ls`, 1,000                        8.5          +3.6 [-1.2, +5.6]     -0.5 [-2.3, +2.6]
+    `git add -A && git commit`, 1,000  40.6         +6.0 [+2.3, +13.1]    -0.5 [-3.8, +14.7]
+    `sed -i s/1/2/ d1/a.py`, 1,000     7.2          +2.3 [-0.9, +4.0]     -0.3 [-4.2, +2.6]
+    `echo x > d1/new`, 1,000           4.8          +2.2 [+0.9, +4.5]     -1.3 [-2.7, +0.3]
 
-Another run (6 rounds at load 8.2 to 12.6): before +0.8 to +4.5, after -3.3 to
-+1.2; this benchmark's own rows after (8 write rounds, load 9.8 to 12.6): -4.4
-to +2.2. Met (+3) on every row after. After is below unsandboxed because that call
-costs this process 9 to 11 ms of CPU here, 5.6 of it the search of ``/proc`` for
-what the command left (``terminate_process_tree`` measured alone, 157 processes on
-the machine), where the sandboxed one hands the command to the server (about 2
-ms): against a call without that search, after would be about +1.6 to +6.1 (the
-rows above plus 5.6). Per call for `true` in 50 directories, after: this process
-1.8 ms, the server 1.9 ms, the command's processes 2.6 ms more than
-unsandboxed (the fork's copy, its Python before ``exec``); before: 2.6, 1.5 and
-6.6 (the supervisor's fork and Python, then its own fork). Then each command's
-process reset its signals through the C functions (not the signal module's enum
-wrappers, about 0.4 ms of its CPU) and the server emptied the bounding set once
-for all (0.26 ms a command as root): the same driver, the landed code against
-this, 6 rounds at load 12.8 to 15.1, moved the rows by -0.7 to +0.3 ms (median
--0.5; the noise is about 1). Landlock's commit in
-1,000 directories also depends on the host's index keeping its cache-tree after
-the bubblewrap ways' commits in a full run (+0.6 to +2.3 ms kept, +9.6 dropped, in
-an earlier session).
+Another run (4 rounds, load 17.7 to 18.7): before +0.5 to +4.7, after -2.8 to
++2.0. Met (+3) on every row after; before, against this baseline, missed on four.
+Per call for `true` in 50 directories (200 calls, load 8 to 17): this process
+0.7 to 0.9 ms with Landlock against 2.0 to 2.3 unsandboxed (which starts the
+process itself and searches for leftovers, 0.4 to 0.7 ms of it); the server 0.2
+to 0.35 ms (before: 1.45, its fork included); the command's processes as
+unsandboxed (before: 2 ms more). What still costs Landlock more is the kernel's:
+its rules on each file opened and the seccomp filter on each system call, about
++1 ms for `git status --short` in 1,000 directories, nothing measurable for `true`
+(each measured in one restricted process against one not, 5 rounds of 10).
+
+The leftover search itself, ``terminate_process_tree``'s collection after a
+command that left nothing, thread CPU, the old way (every process's ``stat`` and
+environment) and the new one taking turns in one process, 7 rounds of 10 (load
+17 to 22)::
+
+    machine                                      every process   search
+    as it is (176 processes)                     7.75 ms         0.73 ms
+    3,000 more, children of a process not ours   136.8 ms        0.80 ms
+    3,000 more, of our user, orphaned to init    131.7 ms        121.6 ms
+      after this process started
+
+The last is the search's worst case: a process of our user that init adopted
+after this process started may be an orphan of the tree, and only its
+environment can tell (a process below one of ours is read the same way).
 """
 
 from __future__ import annotations

@@ -63,9 +63,10 @@ async def test_one_server_runs_every_command(root: Path, run_shell: RunShell) ->
     server = _server_pid(sandbox)
     _, second = await run_shell(ops, "echo $PPID", root)
     assert _server_pid(sandbox) == server
-    # each command's process is forked by the one server, itself below its guardian
+    # each command is spawned by the same idle spawner, forked by the one server,
+    # itself below its guardian
     assert int(first) == int(second) != server
-    assert _parent(int(first)) == server
+    assert _parent(_parent(int(first))) == server
 
 
 def _parent(pid: int) -> int:
@@ -123,7 +124,7 @@ async def test_a_killed_server_is_started_again(
     ops = create_sandbox_shell_operations(sandbox)
     _, parent = await run_shell(ops, "echo $PPID", root)
     first = _server_pid(sandbox)
-    server = int(parent)
+    server = _parent(int(parent))  # (the command's parent is the server's spawner)
     assert _parent(server) == first
     # (a killed guardian's server ends once told so: the next command waits for that)
     ended = os.pidfd_open(server)
@@ -195,15 +196,16 @@ async def test_a_sink_that_raises_ends_the_command(root: Path) -> None:
     assert not [pid for pid in _pids() if tag.encode() in _cmdline(pid)]
 
 
-@pytest.mark.parametrize("killed", ["command", "server", "guardian"])
+@pytest.mark.parametrize("killed", ["command", "spawner", "server", "guardian"])
 async def test_a_process_killed_from_outside_still_ends_the_command_tree(
     root: Path, killed: str
 ) -> None:
     # Killed from outside (not by the command: Landlock scopes its signals): the
-    # command's own process (the subreaper of what it leaves; the server adopts that
-    # and kills it), the server (the guardian does) or the guardian (the server kills
-    # what it started and exits). What is left here is a daemon that left the session
-    # and cleared its environment, which nothing else would find.
+    # command's own process (its spawner, the subreaper of what it leaves, kills
+    # that), its spawner (the server adopts both and kills them), the server (the
+    # spawner dies with it, the guardian adopts and kills the rest) or the guardian
+    # (the server kills what it started and exits). What is left here is a daemon
+    # that left the session and cleared its environment, which nothing else would find.
     sandbox = LandlockSandbox([str(root)])
     ops = create_sandbox_shell_operations(sandbox)
     seen = bytearray()
@@ -216,7 +218,7 @@ async def test_a_process_killed_from_outside_still_ends_the_command_tree(
 
     request = ShellSpawnRequest(
         command="setsid -f env -i /bin/bash -c 'echo daemon=$$; exec sleep 300'; "
-        "echo command=$$; echo server=$PPID; exec sleep 300",
+        "echo command=$$; echo spawner=$PPID; exec sleep 300",
         shell_path="/bin/bash",
         cwd=str(root),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
@@ -232,11 +234,55 @@ async def test_a_process_killed_from_outside_still_ends_the_command_tree(
             await ready.wait()
             pids = {k: int(v) for k, v in (line.split("=") for line in seen.decode().split())}
             pids["guardian"] = _server_pid(sandbox)
+            pids["server"] = _parent(pids["spawner"])
             assert _parent(pids["server"]) == pids["guardian"]
             os.kill(pids[killed], signal.SIGKILL)
     # the call returned: the daemon, which holds the output pipe, is gone
     assert outcome[0].exit_code == (137 if killed == "command" else None)
     assert not _alive(pids["daemon"])
+
+
+async def test_a_command_that_stops_its_spawner_still_leaves_nothing(root: Path) -> None:
+    # The command shares its spawner's Landlock domain, so it may signal it: stopped,
+    # the spawner would never kill what the command left. The server kills a stopped
+    # spawner; what it held comes to the server, which kills it.
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    seen = bytearray()
+
+    async def sink(chunk: bytes) -> None:
+        seen.extend(chunk)
+
+    request = ShellSpawnRequest(
+        command="setsid -f env -i /bin/bash -c 'echo daemon=$$; exec sleep 300'; "
+        "sleep 0.2; kill -STOP $PPID; exec sleep 300",
+        shell_path="/bin/bash",
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with trio.fail_after(30):
+        result = await ops.run(request, sink)
+    assert result.exit_code is None
+    daemon = int(seen.decode().split("=")[1])
+    assert not _alive(daemon)
+
+
+async def test_a_command_cannot_trace_or_read_its_spawner(
+    root: Path, run_shell: RunShell
+) -> None:
+    # not dumpable: without CAP_SYS_PTRACE no command reads its memory or environment
+    # (nor attaches to it, which the same check refuses)
+    ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
+    _, output = await run_shell(
+        ops,
+        "cat /proc/$PPID/environ >/dev/null 2>&1; echo environ=$?; "
+        "head -c1 /proc/$PPID/mem >/dev/null 2>&1; echo mem=$?; "
+        "cat /proc/$$/environ >/dev/null 2>&1; echo own=$?",
+        root,
+    )
+    said = dict(line.split("=") for line in output.split())
+    assert said["own"] == "0", output  # (the check can pass: its own is readable)
+    assert said["environ"] != "0", output
+    assert said["mem"] != "0", output
 
 
 async def test_what_an_ended_command_left_dies_not_what_a_running_one_left(root: Path) -> None:

@@ -20,9 +20,10 @@ the child, and not in the caller.
 
 The same file is the sandboxes' fork server (``--serve``, described with
 :func:`serve`): started once per sandbox, it forks once per command instead of
-starting an interpreter. For ``LandlockSandbox`` the forked child restricts
-itself as above and is the subreaper of what the command leaves, which the
-server kills when the command ends; for ``BubblewrapSandbox``
+starting an interpreter. For ``LandlockSandbox`` the server forks a spawner,
+which restricts itself as above once and spawns (vfork and exec) each command,
+one at a time, as the subreaper of what the command leaves, which it kills when
+the command ends; for ``BubblewrapSandbox``
 (``{"mode": "namespaces"}``) the child mounts the roots' overlays in a new user
 and mount namespace and execs bwrap (with no overlay to mount it execs bwrap at
 once).
@@ -72,6 +73,7 @@ PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
@@ -424,19 +426,20 @@ def _run(config: dict[str, object], program: list[str], report: int) -> None:  #
 #                            the exit code, 128 + N for signal N)
 #   A byte (or end of file) from the caller on the stream socket kills the command and
 #   everything it started; the server then answers b"X ...". One fork per command.
-# * Landlock: the command's process (new session; rlimits, capabilities dropped,
-#   Landlock, seccomp; exec) is a child subreaper, which ``exec`` keeps: a process the
-#   command leaves behind while it runs (``setsid -f``, a double fork) is adopted by
-#   it, still in its tree. When it ends, whatever is left of its tree is re-parented
-#   to the server (a child subreaper too), which kills each such process (any child
-#   of its that is no command's process: a running command's orphans never reach it,
-#   unless its process gave up being a subreaper) and answers b"X ..." once none is
-#   left (it learns of them when a child ends: being adopted sends no signal). The
-#   server runs below a guardian, the process Prism started, also a child subreaper:
-#   killed from outside, the server's commands die with it (their parent-death
-#   signal) and what they leave is adopted and killed by the guardian; a killed
-#   guardian makes the server (its parent-death signal, SIGTERM) kill everything it
-#   started and exit.
+# * Landlock: the server hands the command (its request, socket and output) to an
+#   idle spawner (see _Spawner), forking one when none is. The spawner restricted
+#   itself once (rlimits, capabilities dropped, no new privileges, Landlock, seccomp)
+#   and spawns the command's process (new session, vfork and exec), which inherits it
+#   all; it is the child subreaper of what the command leaves behind while it runs
+#   (``setsid -f``, a double fork). When the command's process ends (or the caller
+#   asks), it kills every process it holds until none is left, answers b"X ...", and
+#   is idle again. The server runs below a guardian, the process Prism started, also
+#   a child subreaper: a spawner killed from outside leaves its command and what it
+#   held to the server, which kills them (any child of its that is no spawner), and a
+#   stopped one is killed; the server killed, its spawners die with it (their
+#   parent-death signal) and the guardian kills what they held; a killed guardian
+#   makes the server (its parent-death signal, SIGTERM) kill everything it started
+#   and exit.
 # * In ``namespaces`` mode (bubblewrap's launcher) the command's process mounts its
 #   overlays and execs bwrap, whose PID namespace ends every process the command
 #   starts; the server answers b"X ..." once it reaped bwrap and its namespace's first
@@ -460,6 +463,7 @@ class _Ruleset:
         self.abi = 0
         self.error = ""
         self.identity: list[tuple[int, int]] = []
+        self.generation = 0  # counts the builds: a spawner restricted by an older one retires
 
     def _identity(self) -> list[tuple[int, int]]:
         out = []
@@ -478,6 +482,7 @@ class _Ruleset:
             self.fd = -1
         self.fd, self.abi = build_ruleset(self.write, network=self.network)
         self.identity = identity
+        self.generation += 1
         return self.fd
 
 
@@ -589,18 +594,8 @@ def _command(
                     )
                 os.dup2(fd, target)  # inheritable there
             os.execvpe(argv[0], argv, env)
-        # what the command leaves behind while it runs is adopted by it, not the server
-        _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
-        for which, value in prepared.limits:
-            resource.setrlimit(which, (value, value))
-        _drop_capabilities_upto(prepared.last_cap, bounding=prepared.bounding)
-        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-        _check(_libc.syscall(SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
-        _check(
-            _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prepared.filter), 0, 0),
-            "prctl(SECCOMP)",
-        )
-        os.execvpe(argv[0], argv, env)
+        # (a Landlock command is spawned by a spawner, never forked here)
+        raise ValueError("a Landlock command's process is spawned, not forked")
     except BaseException as exc:  # report it; never run unrestricted
         number = exc.errno if isinstance(exc, OSError) and exc.errno else 0
         with contextlib.suppress(OSError):
@@ -712,13 +707,17 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
     poller.register(wakeup, select.POLLIN)
     # each command's state, by its socket's descriptor
     direct: dict[int, _Direct] = {}
+    # Landlock: the restricted processes that spawn the commands, by their channel's descriptor
+    spawners: dict[int, _Spawner] = {}
     while True:
         ready = {ready_fd for ready_fd, _ in poller.poll()}
         if wakeup in ready:
             _drain(wakeup)
-            _reap(prepared, started, direct, poller)
+            _reap(prepared, started, direct, poller, spawners)
+        for fd in ready & spawners.keys():
+            spawners[fd].said(spawners, poller)
         for fd in ready & direct.keys():
-            _step(prepared, direct[fd], direct, started, poller)
+            _step(prepared, direct[fd], direct, started, poller, spawners)
         if control_fd not in ready:
             continue
         try:
@@ -746,22 +745,36 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
 
 
 def _reap(
-    prepared: _Prepared, started: set[int], direct: dict[int, _Direct], poller: select.poll
+    prepared: _Prepared,
+    started: set[int],
+    direct: dict[int, _Direct],
+    poller: select.poll,
+    spawners: dict[int, _Spawner],
 ) -> None:  # pragma: no cover - in the fork server
-    """Collect ended commands; kill every other child; answer for the commands that ended.
+    """Collect ended commands and spawners; kill every other child; answer for the commands.
 
-    Landlock: an ended command's leftovers are re-parented here when its process ends
-    (before the server can reap it), and the command is answered once none is left.
+    Landlock: a spawner killed from outside leaves its command and what it left to
+    this process, which kills them (the command's caller sees its socket end).
     """
     commands = {command.pid: command for command in direct.values() if command.pid}
     while True:
         try:
-            pid, raw = os.waitpid(-1, os.WNOHANG)
+            pid, raw = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
         except ChildProcessError:
             break
         if pid == 0:
             break
+        if os.WIFSTOPPED(raw):
+            # a spawner stopped (by its command, which shares its domain): it would
+            # never end what its command leaves; killed, they come here and die
+            if any(spawner.pid == pid for spawner in spawners.values()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            continue
         started.discard(pid)
+        for spawner in list(spawners.values()):
+            if spawner.pid == pid:
+                spawner.close(spawners, poller)
         for running in direct.values():
             running.inner.discard(pid)  # (a killed bwrap's namespace, adopted here, gone)
         ended = commands.get(pid)
@@ -828,6 +841,7 @@ def _step(
     direct: dict[int, _Direct],
     started: set[int],
     poller: select.poll,
+    spawners: dict[int, _Spawner],
 ) -> None:  # pragma: no cover - in the fork server
     """The command's socket is readable: more of its request, or (running) a stop."""
     fd = command.connection.fileno()
@@ -871,13 +885,19 @@ def _step(
         try:
             chosen = prepared.read_only if request.get("read_only") is True else prepared.ruleset
             ruleset = chosen.current()
+            for _ in range(2):  # (a spawner that just ended: another one)
+                spawner = _spawner(prepared, chosen, ruleset, spawners, started, poller)
+                if spawner.run(command, spawners, poller):
+                    break
+            else:
+                raise OSError(errno.ECHILD, "no process to spawn the command")
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.write(command.output, f"prism {name}: {exc}; not running the command\n".encode())
             command.release()
             _send(command.connection, f"S {os.getpid()}\nX 126\n")
-            command.close(direct, poller)
-            return
+        command.close(direct, poller)  # the spawner answers on its own copy
+        return
     if _spawned_at_once(prepared, request):
         # bwrap started without a fork of this interpreter, its overlays mounted here
         status = 125  # (a layer that cannot be mounted: as the forked child said it)
@@ -924,6 +944,321 @@ def _step(
     command.pid = child
     started.add(child)
     _send(command.connection, f"S {child}\n")
+
+
+# Landlock's spawners. Forking this process for each command cost about 2 ms of CPU
+# more than a plain spawn (the copy of its page tables, this process's writes faulting
+# after, the command's Python before exec, and exec freeing the copy). So a command is
+# spawned (vfork and exec: posix_spawn) by a spawner: a process forked from this one
+# that restricted itself once (limits, no capabilities, no new privileges, Landlock,
+# seccomp: what each command's process did before), which every command it spawns
+# inherits. A spawner runs one command at a time and is the child subreaper of what
+# the command leaves: when the command's process ends it kills every process it holds,
+# until none is left, then answers b"X ..." and tells the server it is idle (b"d").
+# Spawners are kept per ruleset (read-write, read-only) while it is not rebuilt; a
+# spawner whose CPU time neared its own RLIMIT_CPU says b"q" instead, and ends.
+
+_IDLE_KEPT = 2  # idle spawners kept per ruleset; one more concurrent command forks one
+
+
+class _Spawner:  # pragma: no cover - in the fork server
+    """The server's side of one spawner: its process and its channel."""
+
+    def __init__(self, pid: int, channel: socket.socket, ruleset: _Ruleset) -> None:
+        self.pid = pid
+        self.channel = channel
+        self.ruleset = ruleset
+        self.generation = ruleset.generation
+        self.busy = False
+
+    def run(self, command: _Direct, spawners: dict[int, _Spawner], poller: select.poll) -> bool:
+        """Hand ``command`` (its request, socket and output) over; False if it had ended."""
+        payload = command.request
+        try:
+            sent = self.channel.sendmsg(
+                [payload],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                  array.array("i", [command.connection.fileno(), command.output]))],
+            )  # fmt: skip
+            self.channel.sendall(payload[sent:])
+        except OSError:
+            self.close(spawners, poller)
+            return False
+        self.busy = True
+        return True
+
+    def said(self, spawners: dict[int, _Spawner], poller: select.poll) -> None:
+        """Its channel is readable: idle again (b"d"), or ending (b"q", end of file)."""
+        try:
+            word = self.channel.recv(64)
+        except OSError:
+            word = b""
+        if not word or word.endswith(b"q"):
+            self.close(spawners, poller)
+            return
+        self.busy = False
+        idle = [
+            other for other in spawners.values() if other.ruleset is self.ruleset and not other.busy
+        ]
+        if self.generation != self.ruleset.generation or len(idle) > _IDLE_KEPT:
+            self.close(spawners, poller)  # its end of file ends it
+
+    def close(self, spawners: dict[int, _Spawner], poller: select.poll) -> None:
+        """Forget it; closing its channel ends it (reaped as any child)."""
+        fd = self.channel.fileno()
+        if fd >= 0:
+            spawners.pop(fd, None)
+            with contextlib.suppress(KeyError):
+                poller.unregister(fd)
+            self.channel.close()
+
+
+def _spawner(
+    prepared: _Prepared,
+    chosen: _Ruleset,
+    ruleset: int,
+    spawners: dict[int, _Spawner],
+    started: set[int],
+    poller: select.poll,
+) -> _Spawner:  # pragma: no cover - in the fork server
+    """An idle spawner restricted by ``chosen``'s current build, forked when none is."""
+    for spawner in list(spawners.values()):
+        if spawner.ruleset is chosen and not spawner.busy:
+            if spawner.generation == chosen.generation:
+                return spawner
+            spawner.close(spawners, poller)  # restricted by a build since replaced
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    server = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        code = 126
+        try:
+            code = _spawner_main(prepared, ruleset, theirs.fileno(), server)
+        finally:
+            os._exit(code)
+    theirs.close()
+    started.add(pid)
+    spawner = _Spawner(pid, ours, chosen)
+    spawners[ours.fileno()] = spawner
+    poller.register(ours.fileno(), select.POLLIN)
+    return spawner
+
+
+def _spawner_main(
+    prepared: _Prepared, ruleset: int, channel_fd: int, server: int
+) -> int:  # pragma: no cover - in a spawner
+    """Restrict this process (once, for every command it spawns), then serve the server."""
+    signal.set_wakeup_fd(-1)
+    # nothing of the server's: its control socket, other commands' sockets and outputs
+    low, high = sorted((channel_fd, ruleset))
+    os.closerange(3, low)
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, 1 << 20)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != server:
+        return 1  # the server is already gone
+    # what a command leaves behind while it runs is adopted here, not by the server
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    # its commands share its Landlock domain, which lets them signal it (the server
+    # kills it when it stops, see _reap) but not trace it: not dumpable, a process
+    # without CAP_SYS_PTRACE cannot (nor read its memory); each exec makes a command
+    # dumpable again
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
+    # an address-space limit is set in each command's process (forked, see
+    # _spawn_one): set here, it would bound this interpreter too
+    memory = dict(prepared.limits).get(resource.RLIMIT_AS)
+    for which, value in prepared.limits:
+        if which != resource.RLIMIT_AS:
+            resource.setrlimit(which, (value, value))
+    _drop_capabilities_upto(prepared.last_cap, bounding=prepared.bounding)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    _check(_libc.syscall(SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
+    os.close(ruleset)
+    _check(
+        _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prepared.filter), 0, 0),
+        "prctl(SECCOMP)",
+    )
+    wakeup = _wakeup()
+    # every action not the default back to it (an ignored one stays ignored across
+    # exec), but the handlers' (exec resets them: SIGCHLD's, SIGTERM's, SIGINT's,
+    # SIGHUP's) and SIGPIPE's (ignored: a write to a closed socket fails instead;
+    # each command gets it back through subprocess's restore_signals)
+    keep = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE)
+    for signum in _handled_signals():
+        if signum not in keep:
+            with contextlib.suppress(OSError, ValueError):
+                _c_signal.signal(signum, _c_signal.SIG_DFL)
+    importlib.import_module("subprocess")  # (here: in the server each fork would pay for it)
+    cpu_limit = dict(prepared.limits).get(resource.RLIMIT_CPU)
+    channel = socket.socket(fileno=channel_fd)
+    while True:
+        received = _receive(channel)
+        if received is None:
+            _end_all()
+            return 0
+        request, connection, output = received
+        _spawn_one(request, connection, output, wakeup, memory)
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        if cpu_limit is not None and (used.ru_utime + used.ru_stime) * 2 > cpu_limit:
+            channel.sendall(b"q")  # its own CPU time nears the limit it runs under
+            return 0
+        channel.sendall(b"d")
+
+
+def _receive(
+    channel: socket.socket,
+) -> tuple[bytes, socket.socket, int] | None:  # pragma: no cover - in a spawner
+    """The next command from the server: its request, socket and output; None at its end."""
+    fd_size = array.array("i").itemsize
+    try:
+        data, ancillary, _, _ = channel.recvmsg(
+            1 << 16, socket.CMSG_SPACE(2 * fd_size), socket.MSG_CMSG_CLOEXEC
+        )
+    except OSError:
+        return None
+    fds = array.array("i")
+    for level, kind, item in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(item[: len(item) - len(item) % fd_size])
+    if not data or len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        return None
+    size = int.from_bytes(data[:4], "big")
+    while len(data) < 4 + size:
+        chunk = channel.recv(1 << 16)
+        if not chunk:
+            return None
+        data += chunk
+    return data[4:], socket.socket(fileno=fds[0]), fds[1]
+
+
+def _spawn_one(
+    raw: bytes, connection: socket.socket, output: int, wakeup: int, memory: int | None
+) -> None:  # pragma: no cover - in a spawner
+    """Run one command: spawn it, answer ``S``, wait, kill what it left, answer ``X``."""
+    import subprocess  # (imported by the spawner once; not by the server, see above)
+
+    try:
+        request = json.loads(raw)
+        argv = [str(a) for a in request["argv"]]
+        env = {str(k): str(v) for k, v in request["env"].items()}
+        cwd = str(request["cwd"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        os.close(output)
+        connection.close()
+        return
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        os.close(output)
+        text = f"{exc}".replace("\n", " ")
+        _send(connection, f"E {exc.errno or 0} {text}\n")
+        connection.close()
+        return
+    if memory is not None:
+        pid = _fork_one(argv, env, output, memory)
+        os.chdir("/")
+        os.close(output)
+        _send(connection, f"S {pid}\n")
+        status = _wait_command(pid, connection, wakeup)
+        _end_all()
+        _send(connection, f"X {status if status >= 0 else 128 - status}\n")
+        connection.close()
+        return
+    try:
+        # vfork and exec (no preexec function): the program looked up in the command's
+        # PATH, a new session, every descriptor but 0 to 2 closed, every signal action
+        # not the default here back to it (restore_signals: SIGPIPE and SIGXFSZ; the
+        # rest was set so when this process started, but for SIGCHLD's, which exec resets)
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        with contextlib.suppress(OSError):
+            os.write(output, f"prism landlock sandbox: {exc}; not running the command\n".encode())
+        os.close(output)
+        _send(connection, f"S {os.getpid()}\nX 126\n")
+        connection.close()
+        return
+    finally:
+        os.chdir("/")
+    pid = process.pid
+    os.close(output)
+    _send(connection, f"S {pid}\n")
+    status = _wait_command(pid, connection, wakeup)
+    process.returncode = status  # (reaped here: subprocess must not wait for it)
+    _end_all()  # every process it left, adopted here, until none is left
+    _send(connection, f"X {status if status >= 0 else 128 - status}\n")
+    connection.close()
+
+
+def _fork_one(
+    argv: list[str], env: dict[str, str], output: int, memory: int
+) -> int:  # pragma: no cover - in a spawner
+    """Fork the command's process, which sets its address-space limit and execs; its pid.
+
+    On failure it writes one line to ``output`` and exits 126.
+    """
+    report_read, report_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(report_read)
+            os.setsid()
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+            _c_signal.signal(signal.SIGPIPE, _c_signal.SIG_DFL)  # (the rest are defaults)
+            _c_signal.pthread_sigmask(_c_signal.SIG_SETMASK, ())
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            os.execvpe(argv[0], argv, env)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.write(report_write, f"{exc}".encode(errors="replace")[:4000])
+        os._exit(126)
+    os.close(report_write)
+    failure = b""
+    with contextlib.suppress(OSError):
+        failure = os.read(report_read, 4096)  # (until its exec)
+    os.close(report_read)
+    if failure:
+        with contextlib.suppress(OSError):
+            os.write(output, b"prism landlock sandbox: " + failure + b"; not running the command\n")
+    return pid
+
+
+def _wait_command(
+    pid: int, connection: socket.socket, wakeup: int
+) -> int:  # pragma: no cover - in a spawner
+    """Wait for the command's process (killed on a byte or end of file); its exit code."""
+    poller = select.poll()
+    poller.register(connection.fileno(), select.POLLIN)
+    poller.register(wakeup, select.POLLIN)
+    while True:
+        while True:  # reap: the command's process, or an orphan it left that ended
+            try:
+                ended, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:  # pragma: no cover - the command was reaped already
+                return 128 + signal.SIGKILL
+            if ended == 0:
+                break
+            if ended == pid:
+                return os.waitstatus_to_exitcode(raw)
+        for fd, _ in poller.poll():
+            if fd == wakeup:
+                _drain(wakeup)
+            else:
+                with contextlib.suppress(KeyError):
+                    poller.unregister(fd)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _spawned_at_once(prepared: _Prepared, request: dict[str, object]) -> bool:

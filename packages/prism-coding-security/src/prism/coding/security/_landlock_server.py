@@ -3,10 +3,11 @@
 Starting ``python -I -S`` for every command cost about 30 ms of CPU. Instead one
 helper process per :class:`~prism.coding.security.LandlockSandbox` is started on
 first use (``_landlock_exec.py --serve``; its protocol is described there). It
-keeps the Landlock ruleset and the seccomp program ready; for each command it
-forks the command's process, which makes itself a child subreaper (the parent of
-what the command leaves behind), restricts itself and ``exec``s the command; the
-server kills what is left when it ends. One fork, no interpreter per command.
+keeps the Landlock ruleset and the seccomp program ready, and a spawner forked
+from it that restricted itself once; for each command the spawner spawns (vfork
+and exec) the command's process, which inherits every restriction, and, as the
+child subreaper of what the command leaves behind, kills what is left when it
+ends. No fork of an interpreter and no interpreter start per command.
 
 Prism hands the server, over a unix socket, a socket for the command and the
 write end of the command's output pipe; the command's request (argv, working
