@@ -266,9 +266,7 @@ async def test_a_command_that_stops_its_spawner_still_leaves_nothing(root: Path)
     assert not _alive(daemon)
 
 
-async def test_a_command_cannot_trace_or_read_its_spawner(
-    root: Path, run_shell: RunShell
-) -> None:
+async def test_a_command_cannot_trace_or_read_its_spawner(root: Path, run_shell: RunShell) -> None:
     # not dumpable: without CAP_SYS_PTRACE no command reads its memory or environment
     # (nor attaches to it, which the same check refuses)
     ops = create_sandbox_shell_operations(LandlockSandbox([str(root)]))
