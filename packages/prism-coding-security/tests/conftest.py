@@ -20,6 +20,8 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path as _Path
 from typing import TYPE_CHECKING
 
 import hypothesis
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 SYSTEM_PYTHON = "/usr/bin/python3"
+# the test modules import their helper modules (coding_security_shadows) from here
+sys.path.insert(0, str(_Path(__file__).resolve().parent))
 
 
 @functools.cache

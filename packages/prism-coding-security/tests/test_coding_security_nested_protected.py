@@ -18,6 +18,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from coding_security_shadows import without_module_shadows
 
 from prism.coding.security import (
     PROTECTED_PATHS,
@@ -251,7 +252,7 @@ def test_the_walk_is_kept_and_lists_again_only_what_changed(
         return real_list(path, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_implied, "_list", counting)
-    assert implied_protected(str(root), matcher) == []
+    assert without_module_shadows(implied_protected(str(root), matcher)) == []
     assert len(listed) == 5
     implied_protected(str(root), matcher)
     assert len(listed) == 10  # just changed: every directory is listed again
@@ -267,10 +268,10 @@ def test_the_walk_is_kept_and_lists_again_only_what_changed(
     now[0] += 1  # past every window: each listing is kept
     implied_protected(str(root), matcher)
     listed.clear()
-    assert implied_protected(str(root), matcher) == []
+    assert without_module_shadows(implied_protected(str(root), matcher)) == []
     assert listed == []
     (root / "a" / "b" / "c" / ".npmrc").symlink_to("../../../npmrc.shared")
-    assert implied_protected(str(root), matcher) == ["npmrc.shared"]
+    assert without_module_shadows(implied_protected(str(root), matcher)) == ["npmrc.shared"]
     assert listed == [f"{root}/a/b/c"]
 
 
@@ -287,7 +288,8 @@ def test_the_walk_is_bounded(root: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     (root / "w").mkdir()
     os.mkfifo(root / "w" / ".git")  # names no repository: never waited on, git not asked
     matcher = ProtectedPaths(PROTECTED_PATHS)
-    assert sorted(implied_protected(str(root), matcher)) == ["p/.git/hooks", "q/.git/hooks"]
+    found = without_module_shadows(implied_protected(str(root), matcher))
+    assert sorted(found) == ["p/.git/hooks", "q/.git/hooks"]
     os.unlink(root / "w" / ".git")
     monkeypatch.setattr(_implied, "MAX_NESTED_REPOSITORIES", 1)
     with pytest.raises(SandboxUnavailableError, match="more than 1 git repositories"):
@@ -311,7 +313,9 @@ async def test_a_bare_repository_in_the_root_keeps_its_hooks_and_config(
     _git("-C", str(root / "work"), "commit", "-q", "--allow-empty", "-m", "a")
     (root / "notes").mkdir()
     (root / "notes" / "HEAD").write_text("not a ref\n")
-    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    found = set(
+        without_module_shadows(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    )
     assert {"remote.git/hooks", "remote.git/config", "team-hooks"} <= found
     assert not any(path.startswith("notes") for path in found)
     marker = tmp_path / "ran"
@@ -571,7 +575,9 @@ def test_scripts_a_hook_runs_from_the_tree_are_protected(root: Path) -> None:
     (root / ".githooks" / "x.sample").write_text("sh sample/never.sh\n")
     (root / ".husky").mkdir()
     (root / ".husky" / "pre-push").write_text("npx --no-install lint-staged\n./tools/check\n")
-    found = set(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    found = set(
+        without_module_shadows(implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS)))
+    )
     assert {"scripts/lint.sh", "tools/check"} <= found
     unnamed = ("sample", "lint-staged", "bin", "#", "out", "src")
     assert not any(path.startswith(unnamed) for path in found), found
@@ -883,6 +889,34 @@ def test_the_root_itself_on_path_or_pythonpath_keeps_what_shadows_the_hosts_own(
     asked = ["re.py", "json/__init__.py", "typing.pyc", "sitecustomize.py", "_strptime.py",
              extension, "git", "python3"]  # fmt: skip
     for name in [*asked, "main.py", "src/re.py", "app/json/x.py", "tests/test_re.py"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (name not in asked), name
+
+
+def test_what_replaces_a_standard_module_where_python_m_starts_asks(root: Path) -> None:
+    """``python3 -m pip`` (``-c``, the interactive interpreter) searches the directory it
+    starts in first: at the top and each repository's top, a standard module's name (or
+    a tool's run as a module) as a module, compiled, an extension or a package's
+    ``__init__`` asks the write tool. A directory of such a name without an ``__init__``
+    (a namespace package, which replaces nothing) and the root's other files stay
+    writable."""
+    subprocess.run(["git", "init", "-q", str(root / "sub")], check=True)
+    # the attack is real: the interpreter runs a re.py it starts beside
+    (root / "re.py").write_text("print('PLANTED')\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "venv", "--help"], cwd=root, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert "PLANTED" in ran.stdout, (ran.stdout, ran.stderr)
+    (root / "re.py").unlink()
+    policy = create_coding_approval_policy(roots=[str(root)])
+    extension = f"subprocess{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    asked = ["re.py", "argparse/__init__.py", "json.pyc", "pip/__init__.py", extension,
+             "sub/re.py", "sub/typing/__init__.py", "sitecustomize.py"]  # fmt: skip
+    kept = ["main.py", "src/re.py", "build/x.o", "html/index.html", "types.ts", "json.txt",
+            "tests/test_re.py", "sub/app.py"]  # fmt: skip
+    for name in [*asked, *kept]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (name not in asked), name
@@ -1879,6 +1913,23 @@ def test_what_python_imports_before_a_hooks_module_is_protected(
     anchored = AnchoredPaths(_callees.hook_callees(top, [str(hooks)], top, []))
     relative = planted.format(tag=sys.implementation.cache_tag)
     assert anchored.covers(fold_parts(relative.split("/"))) is not None, relative
+
+
+def test_what_python_imports_for_an_envrc_or_a_mise_hook_is_protected(root: Path) -> None:
+    """The .envrc and mise readers protect what the import system finds first for the
+    Python programs they run, as the hook reader does (the package of `-m tools.env`,
+    what replaces it, its caches)."""
+    (root / "tools").mkdir()
+    (root / ".envrc").write_text('eval "$(python3 -m tools.env)"\n')
+    (root / "mise.toml").write_text('[hooks]\nenter = "python3 -m jobs.run"\n')
+    policy = create_coding_approval_policy(roots=[str(root)])
+    tag = sys.implementation.cache_tag
+    asked = ["tools/__init__.py", "tools/env/__init__.py", f"tools/__pycache__/env.{tag}.pyc",
+             "tools.py", "jobs/run.py", "jobs/__init__.py"]  # fmt: skip
+    for name in [*asked, "src/tools/x.py", "src/tools.py"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (name not in asked), name
 
 
 def test_what_every_configured_command_runs_is_protected(

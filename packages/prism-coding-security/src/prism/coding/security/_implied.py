@@ -29,6 +29,9 @@ paths protected, wherever they lie in it:
   below whatever directory it is in);
 * every ``.envrc`` below the root's top, and the top's and each repository's:
   what direnv runs from it (:func:`_direnv_entries`);
+* at the top and each repository's top, where the user starts ``python3 -m
+  pip``: what Python would import there instead of a standard module or a tool
+  run as a module (:func:`_module_shadows`: ``re.py``, ``argparse/__init__.py``);
 * every symbolic link whose own name is protected (``svc/.envrc ->
   ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
   lies in the root; a link on the way to an entry (``.cargo -> c`` for
@@ -73,6 +76,7 @@ from ._callees import (
     loop_bound,
     own_directory,
     programs_run,
+    python_imports,
     script_arguments,
     working_directory,
 )
@@ -561,6 +565,8 @@ def implied_protected(root: str, matcher: ProtectedPaths) -> list[str]:
     tops = dict.fromkeys(["", *(rel for rel, kind in gits if kind != "venv")])
     out += _direnv_entries(root, tuple(tops))
     out += _mise_entries(root, tuple(tops))
+    # (where the user runs `python3 -m pip`: the top's and each repository's)
+    out += _top_python_shadows(["", *(rel for rel, kind in gits if kind not in _NOT_GIT)])
     out += _home_entries(root)
     out += _environment_entries(root, matcher)
     return list(dict.fromkeys(out))
@@ -707,6 +713,7 @@ def _config_named(text: str) -> tuple[list[str], list[str]]:
     for value in _CONFIG_COMMAND.findall(text):
         value = value.strip().strip("\"'")
         named += [w for w in programs_run(value) if "/" in w]
+        named += python_imports(value)
         named += [w for w in script_arguments(value) if w.startswith("/") or w.endswith(".sh")]
         first = value.split()[0] if value.split() else ""
         if first.startswith("/"):
@@ -771,6 +778,7 @@ def _home_sourced(home: str, root: str) -> list[str]:
         text = _OWN_DIRECTORY.sub(functools.partial(_own_directory, path, real), text)
         text = expand_assignments(text, {"HOME": home})
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
+        named += python_imports(text)
         named += [
             w.strip("\"'")
             for value in _CAT_RUN.findall(text)
@@ -900,6 +908,7 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
         text = f"{text}\n{bound}" if bound else text
         sourced = _DIRENV_SOURCE.findall(text)
         named = [w for w in programs_run(text) if "/" in w and "$" not in w]
+        named += python_imports(text)
         named += [w for w in script_arguments(text) if "/" in w or w.endswith(".sh")]
         named += [w.strip("\"'") for v in _DIRENV_DIRECTORIES.findall(text) for w in v.split()]
         named += [value or ".env" for value in _DIRENV_DOTENV.findall(text)]
@@ -1028,6 +1037,7 @@ def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             named, commands = _mise_named(parsed)
             for command in commands:
                 named += [w for w in programs_run(command) if "/" in w]
+                named += python_imports(command)
                 named += script_arguments(command)
             for word in dict.fromkeys(named):
                 if "$" in word or "{{" in word:
@@ -1360,6 +1370,33 @@ def _python_shadows() -> tuple[str, ...]:
     names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, *_pth_modules(), "sitecustomize",
                     "usercustomize"})  # fmt: skip
     return tuple(f"{name}{suffix}" for name in names for suffix in suffixes)
+
+
+@functools.lru_cache(maxsize=1)
+def _module_shadows() -> tuple[str, ...]:
+    """What replaces a standard module (or a tool run as one) from the working directory.
+
+    ``python3 -m pip``, ``-c`` and the interactive interpreter search the
+    directory they are started in first: a module there of a standard name with
+    a suffix this interpreter imports (``re.py``, ``json.pyc``, an extension
+    module), or a package's ``__init__`` (``argparse/__init__.py``), is imported
+    in its place. A directory of such a name without an ``__init__`` is a
+    namespace package, which never replaces a module: it stays the tools' to
+    write (a project's ``build/`` or ``html/``).
+    """
+    names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, *_pth_modules(), "sitecustomize",
+                    "usercustomize"})  # fmt: skip
+    suffixes = importlib.machinery.all_suffixes()
+    return tuple(
+        entry
+        for name in names
+        for entry in (*(f"{name}{suffix}" for suffix in suffixes), f"{name}/__init__.*")
+    )
+
+
+def _top_python_shadows(tops: list[str]) -> list[str]:
+    """:func:`_module_shadows` at each of ``tops`` (relative to the root; ``""``: the top)."""
+    return [f"{top}/{name}" if top else name for top in tops for name in _module_shadows()]
 
 
 def _shadowing_entries(root: str) -> list[str]:

@@ -796,7 +796,7 @@ class RootOverlay:
 
         def compute() -> AnchoredPaths:
             # compared folded, as a case-insensitive file system compares names
-            return AnchoredPaths(anchored())
+            return AnchoredPaths.of(anchored())
 
         if only_granted:
             extra = AnchoredPaths(())

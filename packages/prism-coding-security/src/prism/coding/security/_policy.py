@@ -452,7 +452,7 @@ class _CodingApprovalPolicy:
         except SandboxUnavailableError as exc:
             return f"what the root's repositories name is unknown: {exc}"
         # as a case-insensitive file system compares names; an entry may be a pattern
-        return AnchoredPaths(anchored).covers(fold_parts(relative.split("/")))
+        return AnchoredPaths.of(anchored).covers(fold_parts(relative.split("/")))
 
     def _judge_shell(self, action: ExecutionAction, real_cwd: str | None) -> CommandVerdict:
         if not action.paths:

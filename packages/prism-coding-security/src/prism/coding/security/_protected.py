@@ -8,7 +8,9 @@ writable roots, and those that do not exist cannot be created).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
+import threading
 import unicodedata
 from typing import TYPE_CHECKING
 
@@ -16,7 +18,7 @@ from prism.core import ConfigurationError
 from prism.core.options import sequence_of, string
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "GIT_DIRECTORY",
@@ -698,6 +700,27 @@ class AnchoredPaths:
         self._by_first: dict[str, list[_Entry]] = by_first
         self._wild: tuple[_Entry, ...] = tuple(wild)
 
+    @classmethod
+    def of(cls, entries: Iterable[str]) -> AnchoredPaths:
+        """The matcher of ``entries``, made once for the same entries.
+
+        A root's answer is the same from call to call until its files change, and
+        it holds a few thousand entries (what would replace a standard module at
+        each repository's top): compiled again on every write it cost milliseconds.
+        """
+        key = tuple(entries)
+        with _ANCHORED_LOCK:
+            made = _ANCHORED.pop(key, None)
+            if made is not None:
+                _ANCHORED[key] = made  # (the most recently used goes last)
+                return made
+        made = cls(key)
+        with _ANCHORED_LOCK:
+            _ANCHORED[key] = made
+            while len(_ANCHORED) > _ANCHORED_KEPT:
+                _ANCHORED.pop(next(iter(_ANCHORED)))
+        return made
+
     def __bool__(self) -> bool:
         return bool(self.entries)
 
@@ -732,6 +755,16 @@ class AnchoredPaths:
 
 
 _Entry = tuple[int, tuple[str, ...], "_Compiled | None"]
+# AnchoredPaths.of: the matchers last made, by their entries (a few roots' answers)
+_ANCHORED: dict[tuple[str, ...], AnchoredPaths] = {}
+_ANCHORED_KEPT = 8
+_ANCHORED_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
+def _part_matcher(part: str) -> Callable[[str], re.Match[str] | None]:
+    """One component's pattern, compiled (the same patterns recur in every root's answer)."""
+    return re.compile(fnmatch.translate(part)).match
 
 
 class _Compiled:
@@ -745,8 +778,7 @@ class _Compiled:
         self.deep = entry.index("**") if "**" in entry else -1
         # each component's pattern, compiled (None: a literal name)
         self.matchers = tuple(
-            re.compile(fnmatch.translate(part)).match if _WILDCARD.search(part) else None
-            for part in entry
+            _part_matcher(part) if _WILDCARD.search(part) else None for part in entry
         )
 
     def _match(self, parts: Sequence[str], start: int, end: int, at: int) -> bool:

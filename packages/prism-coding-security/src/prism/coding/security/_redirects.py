@@ -130,7 +130,7 @@ def _refused(
         # the same reason, over the layer
         return True
     # as a case-insensitive file system compares names; an entry may be a pattern
-    return AnchoredPaths(anchored).covers(fold_parts(parts)) is not None
+    return AnchoredPaths.of(anchored).covers(fold_parts(parts)) is not None
 
 
 def _open_one(
