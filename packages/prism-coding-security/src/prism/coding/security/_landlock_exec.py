@@ -1124,10 +1124,11 @@ def _receive(
         for fd in fds:
             os.close(fd)
         return None
-    size = int.from_bytes(data[:4], "big")
-    while len(data) < 4 + size:
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
         chunk = channel.recv(1 << 16)
         if not chunk:
+            for fd in fds:
+                os.close(fd)
             return None
         data += chunk
     return data[4:], socket.socket(fileno=fds[0]), fds[1]
