@@ -233,12 +233,22 @@ def test_only_stdio_serving_is_answered_early(
     assert _front._config_argument(argv[1:]) == expected
 
 
-def test_the_entry_point_imports_nothing_heavy_before_the_command_runs() -> None:
-    # What `prism` loads before it can answer: none of click, trio, the SDK or Prism's packages.
-    code = "import sys, prism.cli; print(' '.join(sorted(sys.modules)))"
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
+def test_the_entry_point_and_the_early_listing_import_nothing_heavy(tmp_path: Path) -> None:
+    # What `prism` loads before it can answer initialize: none of click, trio, the SDK or
+    # Prism's packages; then what the listing (answering tools/list) adds: none of the SDK,
+    # the policy machinery or the gateway. One process for both (a start is costly).
+    config = _coding_config(tmp_path, "work")
+    code = (
+        "import sys, prism.cli; print(' '.join(sorted(sys.modules)))\n"
+        "from pathlib import Path; from prism.cli._cmd_run import read_config\n"
+        "from prism.cli._listing import early_listing\n"
+        "assert early_listing(read_config(Path(sys.argv[1]))).startswith(b'[{')\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    first, then = subprocess.run(
+        [sys.executable, "-c", code, str(config)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    loaded = first.split()
     heavy = [
         m
         for m in loaded
@@ -249,6 +259,10 @@ def test_the_entry_point_imports_nothing_heavy_before_the_command_runs() -> None
     assert not [
         m for m in loaded if m.startswith("prism.") and m not in {"prism.cli", "prism.cli._main"}
     ]
+    kinds = ("mcp", "mcp_types", "pydantic", "prism.coding.security", "prism.gateway", "prism.mcp")
+    listed = then.split()
+    assert "prism.coding.tools" in listed
+    assert not [m for m in listed if m.split(".")[0] in kinds or m.startswith(kinds)]
 
 
 def test_an_initialize_already_sent_is_answered_before_start_returns(plain_config: Path) -> None:
@@ -349,21 +363,6 @@ def test_plain_tools_list_requests_are_recognised() -> None:
     assert _front.list_request_id(b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}') == 3
     spaced = b'{"method": "tools/list", "params": {}, "id": "a", "jsonrpc": "2.0"}'
     assert _front.list_request_id(spaced) == "a"
-
-
-def test_the_early_listing_loads_no_policy_machinery_nor_the_sdk(tmp_path: Path) -> None:
-    config = _coding_config(tmp_path, "work")
-    code = (
-        "import sys; from pathlib import Path; from prism.cli._cmd_run import read_config; "
-        "from prism.cli._listing import early_listing; "
-        "assert early_listing(read_config(Path(sys.argv[1]))).startswith(b'[{'); "
-        "print(' '.join(sorted(sys.modules)))"
-    )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code, str(config)], capture_output=True, text=True, check=True
-    ).stdout.split()
-    heavy = ("mcp", "mcp_types", "pydantic", "prism.coding.security", "prism.gateway", "prism.mcp")
-    assert not [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)]
 
 
 async def test_a_listing_request_reusing_an_answered_id_is_left_to_the_gateway(
