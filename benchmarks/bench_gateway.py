@@ -140,33 +140,31 @@ initialize" (a garbage line first, so the gateway answers) still show:
     prism serve, 5 servers starting               337 ms (159-536)         40 ms (40-50)
     prism serve, coding tools only                313 ms (186-749)         40 ms (20-50)
 
-Row 7c (``--first-requests --quick --against`` main's tree, 3 rounds, load
-14-16 with other work; medians, range; CPU is the gateway process's own).
-``prism serve`` answers ``tools/list`` as soon as the configuration is read,
-before the MCP SDK, the gateway and the policy machinery are imported (main:
-once the gateway is loaded). The first ``tools/call`` still waits for the
-whole load (and a bridged one for its server: the 4 servers start once the
-gateway is loaded).
+Row 7c (``--first-requests --against TREE``, TREE the checkout before
+``tools/list`` was answered early; 5 rounds, load 13-22 with other work;
+medians, range; CPU is the gateway process's own). ``prism serve`` answers
+``tools/list`` as soon as the configuration is read, before the MCP SDK,
+the gateway and the policy machinery are imported (before: once the gateway
+was loaded). The first ``tools/call`` still waits for the whole load (a
+bridged one also for its server: the 4 servers start once the gateway is
+loaded).
 
-    spawn -> tools/list         CPU, this tree    CPU, main         wall, this tree   wall, main
-    python -c "import mcp"      1.02 s (0.99-1.24)                  9.26 s (6.67-9.56)
-    no tools                    540 ms (450-560)  1.94 s (1.64-2.02) 4.00 s (3.90-4.74) 13.3 s
-    coding tools                520 ms (430-610)  1.80 s (1.68-2.05) 3.69 s (3.60-4.63) 17.1 s
-    4 servers + coding tools    500 ms (400-620)  1.89 s (1.80-2.04) 3.59 s (3.27-5.92) 16.5 s
+    spawn -> tools/list         CPU, now          CPU, before        wall, now          wall, before
+    python -c "import mcp"      1.11 s (0.86-1.19)                   6.70 s (4.04-11.4)
+    no tools                    370 ms (270-390)  1.65 s (1.58-1.89) 2.11 s (1.31-4.10) 8.87 s
+    coding tools                350 ms (330-440)  1.75 s (1.55-1.98) 1.88 s (1.53-2.98) 10.4 s
+    4 servers + coding tools    400 ms (350-470)  1.66 s (1.31-2.14) 2.75 s (1.90-3.52) 10.4 s
 
-    spawn -> first tools/call   CPU, this tree     CPU, main
-    coding tools, read          2.07 s (2.01-2.49) 1.82 s (1.68-2.05)
-    4 servers, bridged echo     2.27 s (1.78-2.56) 1.91 s (1.84-2.09)
+    spawn -> first tools/call   CPU, now           CPU, before
+    coding tools, read          1.69 s (1.44-1.95) 1.75 s (1.56-1.99)
+    4 servers, bridged echo     1.90 s (1.57-1.98) 1.72 s (1.38-2.17)
 
-``initialize``: 30-50 ms of CPU in both. The first ``tools/call`` costs this
-tree about 0.25 s more CPU than main's, as it did in a run before this
-change, when both trees held the same code (2.72 s against 2.45 s, load
-15); this tree run as main's is (through ``-c``, ``_SERVE_FROM``) costs the
-same as through ``-m prism.cli`` (1.99 s both, 4 rounds, load 13-18), so
-the gap is between the two checkouts, not of this change (its cause is
-not known).
-What ``tools/list`` still waits for is reading the configuration:
-``prism.core`` (trio, attrs classes) and cattrs, about 0.4 s of CPU.
+``initialize``: 30-60 ms of CPU in both. What ``tools/list`` still waits
+for is reading the configuration: ``prism.core`` (trio, attrs classes) and
+cattrs. What the first ``tools/call`` waits for, past the SDK's own import,
+is mostly ``prism.coding.security``'s command-judging machinery (about a
+third of Prism's share in ``python -X importtime``), which a ``read`` does
+not use.
 """
 
 from __future__ import annotations
