@@ -121,6 +121,23 @@ def _warm_parent() -> Iterator[None]:
     prewarmed.stop_all()
 
 
+# The memory probes (a host process each, measuring its own peak RSS) import prism.mcp,
+# the SDK's client and trio: a CPU-second and more per probe. They start from a warm
+# parent of their own, which imports only what the probes import (the fixture servers'
+# parent holds the SDK's server side too: a larger heap for the probes' collections).
+MEMORY_PROBES = (TESTS / "mcp_flood_probe.py", TESTS / "mcp_memory_probe.py")
+
+
+@pytest.fixture(scope="session")
+def probe_parent() -> Iterator[prewarmed.WarmParent]:
+    """The warm parent of the memory probes (``probe_parent.argv(PROBE, ARGS...)``)."""
+    parent = prewarmed.WarmParent(*MEMORY_PROBES).start()
+    try:
+        yield parent
+    finally:
+        parent.stop()
+
+
 @pytest.fixture
 def fixture_stdio() -> StdioTransport:
     """The fixture server over stdio (a fresh server per connection, from the warm parent)."""

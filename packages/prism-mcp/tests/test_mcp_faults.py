@@ -31,6 +31,8 @@ from prism.mcp import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import mcp_prewarmed as prewarmed
+
     from prism.mcp import McpToolBridge
 
 TESTS = Path(__file__).resolve().parent
@@ -441,12 +443,14 @@ async def test_hostile_tool_names_duplicates_and_huge_descriptions_are_contained
 
 
 @pytest.mark.slow
-async def test_a_50_mb_flood_does_not_raise_host_peak_memory(tmp_path: Path) -> None:
+async def test_a_50_mb_flood_does_not_raise_host_peak_memory(
+    tmp_path: Path, probe_parent: prewarmed.WarmParent
+) -> None:
     limit = 1_000_000
     probe = TESTS / "mcp_memory_probe.py"
     with trio.fail_after(60):
         done = await trio.run_process(
-            [sys.executable, str(probe), str(limit), str(50_000_000)],
+            probe_parent.argv(probe, str(limit), str(50_000_000)),
             capture_stdout=True,
             capture_stderr=True,
             check=False,
