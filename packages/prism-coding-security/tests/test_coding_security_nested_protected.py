@@ -1969,3 +1969,66 @@ def test_what_every_configured_command_runs_is_protected(
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path not in asked), path
+
+
+@pytest.mark.parametrize(
+    ("line", "planted"),
+    [
+        ("cd tools && python3 -m lint", ["tools/argparse.py", "tools/lint/__init__.py"]),
+        ("PYTHONPATH=src python3 -m pkg.lint", ["src/argparse.py", "src/pkg/__init__.py"]),
+        ("uv run --no-project -m tools.lint", ["tools/__init__.py", "argparse.py"]),
+        ("uv run python -m tools.lint", ["tools/lint/__init__.py", "argparse.py"]),
+    ],
+)
+def test_what_python_imports_after_a_cd_through_pythonpath_or_a_runner_is_protected(
+    root: Path, line: str, planted: list[str]
+) -> None:
+    """The first-searched directory follows a `cd` of the line and an assigned
+    PYTHONPATH's entries, and a runner's own `-m` (`uv run -m`) is python's; the
+    interpreter really imports a planted file in the first two shapes."""
+    from prism.coding.security import _callees
+    from prism.coding.security._protected import AnchoredPaths
+
+    if line.startswith(("cd", "PYTHONPATH")):
+        here = root / ("tools" if line.startswith("cd") else "src/pkg")
+        here.mkdir(parents=True)
+        (here / "__init__.py").write_text("")
+        (here / "lint.py").write_text("import argparse\nprint('lint ok')\n")
+        (root / planted[0]).write_text("print('PLANTED')\n")
+        cwd, env = (root / "tools", {}) if line.startswith("cd") else (root, {"PYTHONPATH": "src"})
+        ran = subprocess.run(
+            [sys.executable, "-m", "lint" if line.startswith("cd") else "pkg.lint"], cwd=cwd,
+            env={**os.environ, **env}, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert "PLANTED" in ran.stdout, (ran.stdout, ran.stderr)  # the attack is real
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text(f"#!/bin/sh\n{line}\n")
+    top = str(root)
+    anchored = AnchoredPaths(_callees.hook_callees(top, [str(hooks)], top, []))
+    for path in planted:
+        assert anchored.covers(fold_parts(path.split("/"))) is not None, path
+
+
+def test_what_node_runs_for_a_hooks_program_without_its_extension_is_protected(
+    root: Path,
+) -> None:
+    """`node tools/lint` runs tools/lint.js (or .mjs, .cjs, .json, .node, a directory's
+    index) when tools/lint is missing: each is protected; real node runs the first."""
+    node = shutil.which("node")
+    (root / "tools").mkdir()
+    (root / "tools" / "lint.js").write_text("console.log('PLANTED')\n")
+    if node is not None:  # (the attack is real where node is installed)
+        ran = subprocess.run([node, "tools/lint"], cwd=root, capture_output=True, text=True)
+        assert "PLANTED" in ran.stdout, (ran.stdout, ran.stderr)
+    from prism.coding.security import _callees
+    from prism.coding.security._protected import AnchoredPaths
+
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text("#!/bin/sh\nnode tools/lint\n")
+    top = str(root)
+    anchored = AnchoredPaths(_callees.hook_callees(top, [str(hooks)], top, []))
+    for path in ["tools/lint.js", "tools/lint.mjs", "tools/lint.cjs", "tools/lint/index.js"]:
+        assert anchored.covers(fold_parts(path.split("/"))) is not None, path
+    assert anchored.covers(fold_parts(["tools", "other.js"])) is None

@@ -583,6 +583,10 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
             if "/" not in script and script not in _STDIN_SCRIPTS and "$" not in script:
                 script = f"./{script}"
             inner.append([script, *words[index + 1 :]])
+            if family in ("node", "nodejs") and script not in _STDIN_SCRIPTS and "$" not in script:
+                # node runs `X.js`, `X.mjs`, `X.cjs`, `X.json` or `X.node` for a missing
+                # `X`, and a directory `X` by its package.json or index (the entry above)
+                inner.append([f"{script}.*"])
     elif name in _EXECUTORS:
         rest = [w for w in words[1:] if not w.startswith("-")]
         inner = [rest] if rest else []
@@ -634,43 +638,74 @@ def python_imports(text: str) -> list[str]:
     """Paths of what the Python programs shell ``text`` runs import from the work tree.
 
     For each Python interpreter it runs (through wrappers and other
-    interpreters, as :func:`programs_run` finds them): the names in the first
-    directory its imports search (:data:`_FIRST_FOUND`: a ``json.py`` there is
-    imported instead of the installed one), and for ``-m PACKAGE.MODULE`` the
-    whole top-level package with the names that take its place (``PACKAGE.py``,
-    an extension module, a compiled one in ``__pycache__``): what the
-    interpreter runs is found there first, whatever it is called. Patterns and
-    paths as :func:`programs_run` gives programs (relative to where the command
-    runs).
+    interpreters, as :func:`programs_run` finds them, and ``-m`` given to a
+    runner: ``uv run -m``, ``uv run python -m``): the names in each directory
+    its imports search before the installed modules (:data:`_FIRST_FOUND`: a
+    ``json.py`` there is imported instead of the installed one): the script's
+    own directory, or the working directory for ``-m``, ``-c`` and a script on
+    standard input, and each relative ``PYTHONPATH`` entry the text assigns;
+    for ``-m PACKAGE.MODULE``, in each of them, the whole top-level package with
+    the names that take its place (``PACKAGE.py``, an extension module, a
+    compiled one in ``__pycache__``). After ``cd DIR`` the same is also taken
+    below ``DIR``. Patterns and paths as :func:`programs_run` gives programs
+    (relative to where the command runs).
     """
+    # (assigned anywhere in the text: before the command, exported, through env)
+    searched = [
+        entry.rstrip("/") or "/"
+        for name, value in assignments(text)
+        if name == "PYTHONPATH"
+        for entry in value.split(":")
+        if entry and "$" not in entry
+    ]
     out: list[str] = []
+    dirs: list[str] = []
     for words in _commands(text):
+        if words[0] == "cd" and len(words) == 2 and "$" not in words[1]:
+            if words[1] not in dirs and len(dirs) < _MAX_DIRS:
+                dirs.append(words[1])
+            continue
+        found: list[tuple[str, str | None]] = []  # (a directory searched first, a -m package)
+        name = os.path.basename(words[0])
+        if name in _RUNS and len(words) > 2 and words[1] in _RUNS[name]:
+            # a runner's own `-m` (`uv run -m x`), or its python's (`uv run python -m x`)
+            for index, word in enumerate(words[2:-1], 2):
+                if word in ("-m", "--module"):
+                    found.append((".", words[index + 1]))
         for invocation in _invocations(words):
-            name = os.path.basename(invocation[0])
-            if _family(name) != "python":
-                continue
-            first = "."
-            index = 1
-            while index < len(invocation) and invocation[index].startswith("-"):
-                word = invocation[index]
-                if word == "-m" and index + 1 < len(invocation):
-                    package = invocation[index + 1].split(".", 1)[0]
-                    if package and "$" not in package and "/" not in package:
-                        out += [f"./{package}", f"./{package}.*", f"./__pycache__/{package}.*"]
-                    index = len(invocation)
-                    break
-                if word in _CODE_OPTIONS or word == "-":
-                    index = len(invocation)
-                    break
-                index += 2 if word in _VALUE_OPTIONS["python"] else 1
-            index = _past_redirections(invocation, index)
-            if index < len(invocation) and invocation[index] not in _STDIN_SCRIPTS:
-                script = invocation[index]
-                if "$" in script:
-                    continue  # (a directory made at run time: not followed)
-                first = os.path.dirname(script) or "."
-            out += [os.path.join(first, name) for name in _FIRST_FOUND]
+            if _family(os.path.basename(invocation[0])) == "python":
+                found.append(_python_searched(invocation))
+        for first, module in found:
+            package = module.split(".", 1)[0] if module else ""
+            places = [first, *searched]
+            entries = [os.path.join(place, n) for place in places for n in _FIRST_FOUND]
+            if package and "$" not in package and "/" not in package:
+                entries += [
+                    os.path.join(place, n)
+                    for place in (".", *searched)
+                    for n in (package, f"{package}.*", f"__pycache__/{package}.*")
+                ]
+            out += entries
+            out += [os.path.join(d, e) for d in dirs for e in entries if not e.startswith("/")]
     return list(dict.fromkeys(out))
+
+
+def _python_searched(invocation: list[str]) -> tuple[str, str | None]:
+    """Where a Python interpreter's imports search first, and the module ``-m`` names."""
+    index = 1
+    while index < len(invocation) and invocation[index].startswith("-"):
+        word = invocation[index]
+        if word == "-m" and index + 1 < len(invocation):
+            return ".", invocation[index + 1]
+        if word in _CODE_OPTIONS or word == "-":
+            return ".", None
+        index += 2 if word in _VALUE_OPTIONS["python"] else 1
+    index = _past_redirections(invocation, index)
+    if index < len(invocation) and invocation[index] not in _STDIN_SCRIPTS:
+        script = invocation[index]
+        if "$" not in script:
+            return os.path.dirname(script) or ".", None
+    return ".", None
 
 
 def _past_redirections(words: list[str], index: int) -> int:
