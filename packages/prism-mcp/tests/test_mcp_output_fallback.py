@@ -144,6 +144,14 @@ def test_schemas_past_the_fallbacks_size_limits_are_left_unchecked(
 ) -> None:
     members = {"properties": {f"p{i}": {"type": "string"} for i in range(MAX_SCHEMA_MEMBERS)}}
     unchecked(members, {"p0": 5}, caplog, f"more than {MAX_SCHEMA_MEMBERS} members")
+    # Sub-schemas count even when empty (each is a step of pricing), and a
+    # reference each time it is met.
+    empty: dict[str, Any] = {"allOf": [{}] * MAX_SCHEMA_MEMBERS + [{"type": "string"}]}
+    unchecked(empty, 5, caplog, f"more than {MAX_SCHEMA_MEMBERS} members")
+    # 700 references: 1,400 members of their own, 2,100 with their target's each time.
+    refs = [{"$ref": "#/$defs/s"} for _ in range(700)]
+    shared = {"$defs": {"s": {"type": "string"}}, "anyOf": refs}
+    unchecked(shared, 5, caplog, f"more than {MAX_SCHEMA_MEMBERS} members")
     values = {"enum": [[i] for i in range(MAX_ENUM_VALUES // 2 + 1)]}
     unchecked(values, 5, caplog, f"more than {MAX_ENUM_VALUES} values")
     deep = json.loads('{"items":' * (MAX_DEPTH + 1) + '{"type": "string"}' + "}" * (MAX_DEPTH + 1))

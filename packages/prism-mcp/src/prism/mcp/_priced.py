@@ -22,9 +22,10 @@ checker already logs for a schema it cannot use):
   of letters, digits, ``_``, ``.`` and ``-``) naming an entry of the root's own
   ``$defs`` or ``definitions``, with no reference cycle and no ``$id`` below
   the root, so each reference means the sub-schema this module priced;
-- at most :data:`MAX_SCHEMA_MEMBERS` members in the sub-schemas validation can
-  reach, :data:`MAX_ENUM_VALUES` values in their ``enum`` and ``const``
-  entries, sub-schemas nested at most :data:`MAX_NESTING` deep, and at most
+- at most :data:`MAX_SCHEMA_MEMBERS` sub-schemas and members of sub-schemas
+  met in pricing it (a reference counts each time it is met),
+  :data:`MAX_ENUM_VALUES` values in their ``enum`` and ``const`` entries,
+  sub-schemas nested at most :data:`MAX_NESTING` deep, and at most
   :data:`MAX_DEPTH` instance levels below the root.
 
 Its price is two vectors over instance depths. ``work[k]`` bounds the keyword
@@ -296,22 +297,29 @@ class _Pricer:
         self.done: dict[int, tuple[list[int], list[int]]] = {}
         self.active: set[int] = set()
 
+    def count(self, members: int) -> None:
+        # Each sub-schema met counts, with its members: 100,000 empty allOf
+        # entries are as much work to price as 100,000 keywords.
+        self.members += members
+        if self.members > MAX_SCHEMA_MEMBERS:
+            raise Unpriced(f"it has more than {MAX_SCHEMA_MEMBERS} members to check")
+
     def price(self, schema: object, nesting: int) -> tuple[list[int], list[int]]:
         if schema is True or schema is False:
+            self.count(1)
             return [1], [1 if schema is False else 0]
         if type(schema) is not dict:
             raise Unpriced("a sub-schema is not an object or a boolean")
         ident = id(schema)
         known = self.done.get(ident)
         if known is not None:
+            self.count(1)
             return known
         if ident in self.active:
             raise Unpriced("its references form a cycle (a recursive schema)")
         if nesting > MAX_NESTING:
             raise Unpriced(f"its sub-schemas nest more than {MAX_NESTING} deep")
-        self.members += len(schema)
-        if self.members > MAX_SCHEMA_MEMBERS:
-            raise Unpriced(f"it has more than {MAX_SCHEMA_MEMBERS} members to check")
+        self.count(1 + len(schema))
         self.active.add(ident)
         found = self.keywords(schema, nesting + 1)
         self.active.discard(ident)
