@@ -13,6 +13,7 @@ another form passes; pass ``env`` for an exact set.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 
@@ -56,15 +57,23 @@ _CREDENTIAL = re.compile(
 _KEY_MATERIAL = re.compile(
     r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----"
     r'|"private_key(_id)?"\s*:'
+    r'|"kty"\s*:[^}]{0,2000}"d"\s*:|"d"\s*:[^}]{0,2000}"kty"\s*:'  # a private JWK
+    r"|AGE-SECRET-KEY-1|PuTTY-User-Key-File-"
     r"|(?<![A-Za-z0-9])_(authToken|auth|password)\s*="
     r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."  # a JWT: header.payload.
+    r"|\bBasic\s+[A-Za-z0-9+/]{8,}={0,2}"  # an HTTP basic credential
+    # a URL whose query or path is the credential: signed, tokened, a webhook
+    r"|[?&](?i:sig|signature|x-amz-signature|x-goog-signature|token|access_token|api_key"
+    r"|apikey)=[^&\s]"
+    r"|hooks\.slack\.com/services/|discord(app)?\.com/api/webhooks/"
+    r"|webhook\.office\.com/|outlook\.office\.com/webhook"
     r"|\b("
     r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
     r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
     r"|sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # Anthropic, OpenAI
     r"|xox[abposre]-[A-Za-z0-9-]{10,}"  # Slack
     r"|npm_[A-Za-z0-9]{30,}"  # npm
-    r"|pypi-[A-Za-z0-9_-]{50,}"  # PyPI
+    r"|pypi-[A-Za-z0-9_-]{16,}"  # PyPI
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
     r"|(AKIA|ASIA)[A-Z0-9]{16}"  # AWS access key ids
     r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys
@@ -72,8 +81,38 @@ _KEY_MATERIAL = re.compile(
     r"|dckr_pat_[A-Za-z0-9_-]{20,}"  # Docker Hub
     r"|[sr]k_(live|test)_[A-Za-z0-9]{20,}"  # Stripe
     r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
+    r"|ya29\.[A-Za-z0-9_-]{20,}"  # Google OAuth access tokens
+    r"|hv[sb]\.[A-Za-z0-9_-]{20,}"  # Vault
+    r"|dop_v1_[a-f0-9]{40,}"  # DigitalOcean
+    r"|shp(at|ca|pa|ss)_[a-fA-F0-9]{32}"  # Shopify
+    r"|tskey-[A-Za-z0-9_-]{20,}"  # Tailscale
+    r"|glsa_[A-Za-z0-9_]{20,}"  # Grafana
+    r"|ATATT[A-Za-z0-9_=-]{20,}"  # Atlassian
+    r"|lin_api_[A-Za-z0-9]{30,}"  # Linear
+    r"|[0-9]{8,10}:AA[A-Za-z0-9_-]{30,}"  # Telegram bots
     r")"
 )
+
+
+# a value that may be base64 (or base64url) of another: a PEM key or a service
+# account's JSON as Kubernetes secrets and CI variables hold them
+_BASE64 = re.compile(r"[A-Za-z0-9+/_=\s-]{24,}")
+
+
+def _decoded(value: str) -> str | None:
+    """``value`` decoded from base64 or base64url when it is that and decodes to text."""
+    if len(value) > 1 << 20 or _BASE64.fullmatch(value) is None:
+        return None
+    compact = "".join(value.split())
+    for alphabet in (None, b"-_"):
+        try:
+            raw = base64.b64decode(compact + "=" * (-len(compact) % 4), altchars=alphabet)
+            text = raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if text.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in text):
+            return text
+    return None
 
 
 def secret_value(value: str) -> bool:
@@ -81,16 +120,22 @@ def secret_value(value: str) -> bool:
 
     A URL's user part (``postgres://u:pw@db``), a connection string's password
     or account key, an authorization header or bearer token, a private key (PEM,
-    or a service account's JSON), an npmrc's ``_authToken=``, a JSON Web Token,
-    or a token in the fixed form of a well-known issuer (GitHub, GitLab, OpenAI,
-    Anthropic, Slack, npm, PyPI, Hugging Face, AWS, Google, SonarQube, Docker
-    Hub, Stripe, SendGrid).
+    or a service account's JSON, a private JWK, age and PuTTY keys), an npmrc's
+    ``_authToken=``, a JSON Web Token, an HTTP basic credential, a URL whose
+    query signs or carries a token or that is a webhook's, a token in the fixed
+    form of a well-known issuer (GitHub, GitLab, OpenAI, Anthropic, Slack, npm,
+    PyPI, Hugging Face, AWS, Google, SonarQube, Docker Hub, Stripe, SendGrid,
+    Vault, DigitalOcean, Shopify, Tailscale, Grafana, Atlassian, Linear,
+    Telegram); and any of these base64-encoded.
     """
-    return (
+    if (
         ("@" in value and _USERINFO.search(value) is not None)
         or _CREDENTIAL.search(value) is not None
         or _KEY_MATERIAL.search(value) is not None
-    )
+    ):
+        return True
+    decoded = _decoded(value)
+    return decoded is not None and decoded != value and secret_value(decoded)
 
 
 def without_secrets() -> dict[str, str]:
