@@ -122,6 +122,11 @@ CPU in the first column), median of the rounds [range]::
 
 Another run (4 rounds, load 17.7 to 18.7): before +0.5 to +4.7, after -2.8 to
 +2.0. Met (+3) on every row after; before, against this baseline, missed on four.
+This benchmark's own full run after (load 11.8 to 13.7; 35 spawn calls, 15 write
+calls a row): -2.4 to +0.1 ms but the commit in 1,000 directories, +3.3 ms (after
+the bubblewrap ways' commits, see the cache-tree below; a row moves by about 3 ms
+between runs at this load); bubblewrap read-only there +3.3 to +7.4 ms, against
++1.8 to +6.9 in the table above, which was measured against the old baseline.
 Per call for `true` in 50 directories (200 calls, load 8 to 17): this process
 0.7 to 0.9 ms with Landlock against 2.0 to 2.3 unsandboxed (which starts the
 process itself and searches for leftovers, 0.4 to 0.7 ms of it); the server 0.2
