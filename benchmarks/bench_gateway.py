@@ -106,27 +106,33 @@ Before the gateway answered stdio calls on its own request path (a
 ``--ratios --quick`` run at load 0.3-5): bridged 1.75x per round, the
 gateway's CPU 1262 µs per call against 1643 with the fast paths off.
 
-The bridged target (<= 1.2x) is not met: it needs the gateway's CPU per
-bridged call near 300 µs. Function calls per bridged call in the gateway's
-process (a profile's count over 1,000 calls after 300, which load does not
-move): 1,091 before the cuts since, 880 now. ``--floors`` (three runs,
-of 8, 8 and 16 rounds of 400 calls, load 11.4-14, so two to three times a
-quiet machine's CPU; function calls per call, CPU µs per call as medians,
-then per round against the floor):
+The bridged target (<= 1.2x) is not met yet. The gateway now answers a
+bridged stdio call from its two pipes' readers, with no task per call (the
+shape the floors below measure); its CPU per call is still about 1.4x the
+floor's. Function calls per bridged call in the gateway's process (a
+profile's count over 1,000 calls after 300, which load does not move):
+1,091 before the earlier cuts, 881 with a task per call, 614 now.
+``--against`` the tree before (8 rounds of 400 calls, load 12.6-18): the
+gateway's CPU per bridged call 988 µs (850-1250) against 1362 (1050-1825),
+0.70 per round (0.63-0.93); per round against the direct call 1.58x
+against 1.83x. ``--floors`` (8 rounds of 400 calls, load 10.3-13.8, so two
+to three times a quiet machine's CPU; function calls per call, CPU µs per
+call as medians, then per round against the floor):
 
-    process between client and server      calls  CPU              vs the floor
-    JSON relay                               335  512; 475; 450    0.72; 0.66; 0.58
-    shape floor (gates inline, 2 readers)    504  687; 650; 737    1
-    the same, a task per call                678  1025; 800; 863   1.33; 1.13; 1.18
-    gateway, bridged                         880  1300; 1300; 1425 1.81; 1.91; 1.75
+    process between client and server      calls  CPU    vs the floor
+    JSON relay                               335  638    0.68
+    shape floor (gates inline, 2 readers)    504  950    1
+    the same, a task per call                678  1150   1.20
+    gateway, bridged (readers answer)        614  1313   1.43
+    gateway, bridged, a task per call        881         1.75-1.91 (earlier runs)
 
-A ``--ratios`` run (63 rounds of 50 calls, load 10.8-12.9), per round
-against the direct call: JSON relay 0.92x, shape floor 1.13x, with a task
-per call 1.31x, the gateway 1.58x. So the two-reader shape meets 1.2x
-with Prism's gates inline (320-390 µs of CPU on a quiet machine), and
-today's shape (a task and two cancel scopes per call) is past it before
-any of the SDK's objects. docs/gateway.md
-("Performance") gives the ``--stages`` table and what 1.2x would take.
+A ``--ratios --quick`` run at load 10.8-17, per round against the direct
+call: JSON relay 0.96x, shape floor 1.19x, with a task per call 1.27x, the
+gateway 1.63x (middle half 1.12-2.28; an earlier run at load 10.8-12.9,
+before the readers answered: 0.92x, 1.13x, 1.31x, 1.58x). ``--stages``
+probes the path of calls that take a task (the readers' path has no
+stages of its own to probe). docs/gateway.md ("Performance") says what
+the gateway does beyond the floor.
 
 Row 7b (``--startup --quick``, 3 rounds, load 11.9 with a test suite running
 beside it; medians, range): ``prism serve`` answers ``initialize`` before it

@@ -642,6 +642,7 @@ async def test_a_started_call_times_out_is_cancelled_and_moves_its_deadline_on_p
             options = DispatchOptions(
                 registry=create_tool_registry(bridge.tools), on_event=events.append
             )
+            assert bridge.starts_calls  # (a live stdio session)
             marks: list[bool] = []
             # 4 x 0.4 s, longer than call_timeout_s but never 1 s without progress
             steps = ToolCall(

@@ -583,7 +583,7 @@ class Gateway:
         if name is None:
             return False
         owner = self._owners.get(name)
-        if owner is None or not owner.connected or self._forward.forwards(owner.server_id):
+        if owner is None or not owner.starts_calls or self._forward.forwards(owner.server_id):
             return False
         meta = raw.get("_meta")
         if type(meta) is dict and meta.get("progressToken") is not None:

@@ -461,6 +461,11 @@ class McpToolBridge:
             definition_hash=info.definition_hash,
         )
 
+    @property
+    def starts_calls(self) -> bool:
+        """Whether :meth:`start_call` can start calls now (a live stdio session)."""
+        return self._caller.can_start()
+
     def start_call(
         self,
         tool: ToolDefinition,

@@ -172,6 +172,12 @@ class Caller:
         run.raw_calls = conn.raw
         return run if run.start(done) else None
 
+    def can_start(self) -> bool:
+        """Whether :meth:`start` can start calls now (a live stdio session)."""
+        sessions = self.sessions
+        conn = sessions.current
+        return not sessions.closed and conn is not None and conn.alive and conn.raw is not None
+
     def _watch(self, run: McpStartedCall) -> None:
         """Watch ``run``'s deadline (one task watches every started call's)."""
         self._started[run] = None
