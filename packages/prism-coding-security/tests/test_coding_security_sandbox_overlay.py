@@ -453,11 +453,17 @@ async def test_files_other_tools_run_never_come_back(root: Path) -> None:
     plant = " && ".join(
         f"mkdir -p {os.path.dirname(n) or '.'} && echo '[hooks]' > {n}" for n in _RUN_BY_OTHER_TOOLS
     )
+    # one under a name that is not UTF-8: reported escaped, not a failed call (the
+    # command's output and the report lost)
+    plant += """ && d=$(printf 'd\\377') && mkdir "$d" && echo x > "$d/.envrc" """
+    plant += """ && echo x > "$d/ok" """
     code, output = await _run(_ops(root), f"{plant} && echo ok > ok.txt", root)
     assert code == 0, output
     assert (root / "ok.txt").read_text() == "ok\n"
     assert b"[prism sandbox] not applied to" in output  # reported
     assert b".hg/" in output
+    assert b"d\\xff/.envrc" in output
+    assert os.listdir(bytes(root / "d\udcff")) == [b"ok"]
     for name in _RUN_BY_OTHER_TOOLS:
         assert not (root / name).exists(), name
 

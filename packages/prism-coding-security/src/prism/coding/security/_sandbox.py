@@ -555,8 +555,7 @@ class BubblewrapSandbox:
             raise
         notes = close_targets(opened)
         if notes:
-            text = "".join(f"\n[prism sandbox] {note}" for note in notes)
-            await on_output(f"{text}\n".encode())
+            await on_output(_reported(notes))
         return result
 
     async def _run_in_place(
@@ -601,14 +600,13 @@ class BubblewrapSandbox:
                 if note is not None:
                     notes.append(note)
                 if error is not None:
-                    await on_output(f"{error}\n".encode())
+                    await on_output(_shown(f"{error}\n"))
                     result = ShellExit(exit_code=SED_PANIC, pid=result.pid)
                     break
         finally:
             discard_edits(opened)
         if notes:
-            text = "".join(f"\n[prism sandbox] {note}" for note in notes)
-            await on_output(f"{text}\n".encode())
+            await on_output(_reported(notes))
         return result
 
     def _open_in_place(self, request: ShellSpawnRequest) -> list[EditedFile] | None:
@@ -825,6 +823,25 @@ class _Session:
         return [tuple(p.split("/")) for p in inside], False
 
 
+def _shown(text: str) -> bytes:
+    r"""``text`` as UTF-8, each byte of a name that is not UTF-8 shown as its escape.
+
+    A name the copy-back left out is text decoded with ``surrogateescape``; its
+    raw bytes in the output would be read as a replacement character (and a
+    strict encoding raised, the finished call reported as a tool failure)::
+
+        >>> _shown("not applied to d\udcff/.envrc")
+        b'not applied to d\\xff/.envrc'
+    """
+    raw = text.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace").encode()
+
+
+def _reported(notes: Sequence[str]) -> bytes:
+    """The copy-back's notes as the lines put after the command's output."""
+    return _shown("".join(f"\n[prism sandbox] {note}" for note in notes) + "\n")
+
+
 def _apply_lock(root: str) -> threading.Lock:
     with _APPLY_LOCKS_LOCK:
         return _APPLY_LOCKS.setdefault(root, threading.Lock())
@@ -882,8 +899,7 @@ class _SandboxShellOperations:
             request.argv, request.cwd, run, notes, request.grant, request.write_dirs
         )
         if notes:
-            text = "".join(f"\n[prism sandbox] {note}" for note in notes)
-            await on_output(f"{text}\n".encode())
+            await on_output(_reported(notes))
         return result
 
     async def _run(
