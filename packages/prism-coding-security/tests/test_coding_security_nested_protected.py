@@ -617,7 +617,8 @@ def _tooling(root: Path, marker: Path) -> None:
         "  - path: .yarn/plugins/x.cjs\n    spec: x\n",
         ".lintstagedrc.json": '{"*.js": ["node tools/fix.js", "eslint --fix"]}',
         "node_modules/.bin/lint-staged": "#!/bin/sh\nexit 0\n",
-        "bin/tool": "\0ELF ./scripts/never.sh\n",
+        # (a native program; sh would read a text with a NUL, dropping the NUL)
+        "bin/tool": "\x7fELF\2\1\1\0 ./scripts/never.sh\n",
         "tools/build.js": "",
     }
     _write_files(root, files)

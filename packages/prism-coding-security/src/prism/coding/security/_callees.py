@@ -66,7 +66,7 @@ import tomllib
 from typing import TYPE_CHECKING, Any
 
 from ._commands import MAX_COMMAND_CHARS, parse_script
-from ._files import read_regular_file
+from ._files import read_regular_file, shell_text
 from ._grammars import SIMPLE_WRAPPERS
 from ._programs import describe
 
@@ -317,7 +317,7 @@ def loop_bound(text: str, cwd: str | None = None, reads: list[str] | None = None
     size = 0
     for name, words in bindings[:_MAX_LOOPS]:
         reference = re.compile(rf"\$(?:\{{{name}\}}|{name}(?![A-Za-z0-9_]))")
-        for line in text.splitlines():
+        for line in text.split("\n"):  # (sh ends a line there only)
             if not reference.search(line):
                 continue
             for word in words:
@@ -406,12 +406,13 @@ def _file_lines(path: str, cwd: str | None, reads: list[str], *, several: bool =
     data = read_regular_file(full, MAX_BYTES)
     if data is None:
         return out
-    lines = [line.strip() for line in data.decode("utf-8", "surrogateescape").splitlines()]
+    text = shell_text(data) or ""
+    lines = [line.strip(" \t") for line in text.split("\n")]  # (as `read` splits them)
     lines = [line for line in lines if line]
     if len(lines) > _MAX_LISTED:
         return [_UNKNOWN]
     for line in lines:
-        for word in [line, *(line.split() if several else ())]:
+        for word in [line, *(re.split(r"[ \t]+", line) if several else ())]:
             if not any(c in word for c in "$`'\"\\;&|<>(){}"):
                 out.append(word if "/" in word else f"./{word}")
     return list(dict.fromkeys(out))
@@ -1091,8 +1092,11 @@ def _commands(text: str) -> list[list[str]]:
 
 def _unquoted(raw: str) -> str:
     """A word with its quotes removed as the shell would (the word as written if it cannot)."""
+    lexer = shlex.shlex(raw, posix=True)
+    lexer.whitespace, lexer.whitespace_split = " \t\n", True  # (sh's blanks, not `\r`)
+    lexer.commenters = ""
     try:
-        split = shlex.split(raw)
+        split = list(lexer)
     except ValueError:  # pragma: no cover - the parser's words have balanced quotes
         return raw
     return split[0] if len(split) == 1 else raw
@@ -1490,9 +1494,8 @@ def hook_callees(
         seen.add(path)
         reads.append(path)
         content = read_regular_file(path, MAX_BYTES)
-        if content is None or b"\0" in content:
-            return None  # (a program that is not a script: nothing in it is read)
-        return content.decode("utf-8", "surrogateescape")
+        # (a native program: nothing in it is read)
+        return None if content is None else shell_text(content)
 
     read_files = 0
     for directory in directories:

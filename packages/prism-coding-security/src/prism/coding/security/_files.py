@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["open_regular_file", "read_regular_file"]
+__all__ = ["open_regular_file", "read_regular_file", "shell_text"]
 
 
 def open_regular_file(path: str) -> int | None:
@@ -49,3 +49,20 @@ def read_regular_file(path: str, limit: int) -> bytes | None:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def shell_text(data: bytes) -> str | None:
+    r"""A file's bytes as the text sh and bash read from it; None for a native program.
+
+    Both shells drop each NUL byte of a script (``ch\0eck.sh`` is ``check.sh``)
+    and end a line at a newline only: a carriage return, a form feed or a line
+    separator is a character of the word it is in, so the text is split with
+    ``split("\n")``, never ``splitlines``. A name that is not UTF-8 keeps its
+    bytes (``surrogateescape``)::
+
+        >>> shell_text(b"sh scripts/ch\0eck.sh\r\n")
+        'sh scripts/check.sh\r\n'
+    """
+    if data.startswith(b"\x7fELF"):
+        return None  # (the kernel runs it; no shell reads it)
+    return data.replace(b"\0", b"").decode("utf-8", "surrogateescape")

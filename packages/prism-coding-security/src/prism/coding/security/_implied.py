@@ -81,7 +81,7 @@ from ._callees import (
     working_directory,
 )
 from ._errors import SandboxUnavailableError
-from ._files import read_regular_file
+from ._files import read_regular_file, shell_text
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
 from ._protected import git_takes_head
 from ._unanswered import unanswered_entries
@@ -758,10 +758,10 @@ def _home_sourced(home: str, root: str) -> list[str]:
         # (links followed as a shell's `.` follows them; a FIFO is never waited on)
         real = os.path.realpath(path)
         data = read_regular_file(real, _HOME_BYTES)
-        if data is None:
+        text = None if data is None else shell_text(data)
+        if text is None:
             continue
         opened += 1
-        text = data.decode("utf-8", "surrogateescape")
         text = _HOME_TILDE.sub(lambda match: match.group(1) + home, _braces(text))
         if path in configs:
             named, sourced = _config_named(text.replace("$HOME", home).replace("${HOME}", home))
@@ -897,10 +897,11 @@ def _direnv_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             continue
         reads.append(path)
         data = read_regular_file(os.path.realpath(path), _HOME_BYTES)
-        if data is None:
+        text = None if data is None else shell_text(data)
+        if text is None:
             continue
         here = os.path.dirname(path)
-        text = own_directory(data.decode("utf-8", "surrogateescape"), here)
+        text = own_directory(text, here)
         text = working_directory(text, here)
         text = expand_assignments(text, {"PWD": here})
         # (`for f in env.d/*.sh; do source "$f"; done`: each word of the list sourced)
