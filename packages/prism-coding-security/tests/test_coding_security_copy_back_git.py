@@ -1262,11 +1262,13 @@ async def test_the_refs_one_command_may_move_are_bounded(root: Path) -> None:
         (b"\xef\xbb\xbf*\n", True), (b"*\nx\x0c!.gitignore\n", True), (b"*\r\n", True),
         (b".GITIGNORE\n", True), (b"*\n!.GITIGNORE\n", True), (b"build/\n", False),
         (b"**/.gitignore\n", True), (b"*\n!" + b"x" * 300 + b"\n", True),
-        (b"#" * 300 + b"\nnode_modules\n", False),
+        (b"#" * 300 + b"\nnode_modules\n", False), (b"*\0x\n", True), (b"x\0*\n", False),
+        (b"*\n!.gitignore\0x\n", False), (b"\0\n.gitignor?\r\n", True),
     ],
 )  # fmt: skip
 def test_an_ignore_file_is_read_as_git_reads_it(tmp_path: Path, text: bytes, hides: bool) -> None:
-    """As git: a byte order mark skipped, lines split at newlines only, ignoring patterns in
+    """As git: a byte order mark skipped, lines split at newlines only and cut at a NUL
+    (git holds a pattern as a C string), ignoring patterns in
     any case; what is not read here (a class, an escape, a line past 255 characters) is
     taken as ignoring and never as re-including, and makes no regular expression. Held
     against git's own check-ignore: no file git ignores passes the check."""
@@ -1317,3 +1319,43 @@ async def test_a_self_ignoring_gitignore_never_lands_by_a_host_side_write(root: 
     assert (root / "ok" / ".gitignore").read_text() == "build/\n", texts
     assert "ignores itself" in texts[3], texts
     assert "ignores itself" in texts[4], texts
+
+
+def test_the_wildcard_match_is_fnmatchs_without_a_regular_expression() -> None:
+    """The ignore-file check matches `*` and `?` against the one name without compiling
+    a pattern (a line is any of a million the command wrote): the same answers as
+    fnmatch's, on every short pattern of the name's letters and on random longer ones."""
+    import fnmatch
+    import itertools
+    import random
+
+    from prism.coding.security._ignorefile import wildcard_match
+
+    patterns = ["".join(t) for k in range(6) for t in itertools.product(".gi*?n", repeat=k)]
+    chosen = random.Random(7)
+    patterns += ["".join(chosen.choice(".gitnore*?xG") for _ in range(chosen.randint(0, 16)))
+                 for _ in range(20000)]  # fmt: skip
+    patterns += ["*a" * 60 + "*", "*" * 255, "?" * 10, "?" * 11, ".git*ore", "*i*i*i*"]
+    for pattern in patterns:
+        for name in (".gitignore", "abc", ""):
+            assert wildcard_match(pattern, name) is fnmatch.fnmatchcase(name, pattern), pattern
+
+
+async def test_ignore_files_are_read_within_a_bound(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ignore files one command brings are read up to a number of bytes (their
+    number is the command's to choose, each up to 1 MiB): past it they are left out
+    unread, saying so; those read before come back."""
+    from prism.coding.security import _overlay
+
+    monkeypatch.setattr(_overlay, "_IGNORE_BYTES_PER_COPY_BACK", 120)
+    _repository(root)
+    text = await _shell(
+        root,
+        "for d in a b c; do mkdir $d && printf 'build/\\ndist/\\n%040d\\n' 0 > $d/.gitignore; done",
+    )
+    assert (root / "a" / ".gitignore").exists(), text
+    assert (root / "b" / ".gitignore").exists(), text
+    assert not (root / "c" / ".gitignore").exists(), text
+    assert "ignore files past 120 bytes from one command" in text, text

@@ -10,11 +10,9 @@ a file to the layer (:mod:`._redirects`).
 
 from __future__ import annotations
 
-import fnmatch
-
 from ._protected import fold_name
 
-__all__ = ["IGNORE_READ", "ignore_file", "self_ignoring"]
+__all__ = ["IGNORE_READ", "ignore_file", "self_ignoring", "wildcard_match"]
 
 HIDES_ITSELF = (
     "an ignore file that ignores itself: git status would show neither it nor what it "
@@ -25,9 +23,12 @@ IGNORE_READ = 1 << 20
 """Bytes of an ignore file read, at most: a longer one is refused unread."""
 
 
+_NAME = ".gitignore"
+
+
 def ignore_file(name: str) -> bool:
     """Whether a file named ``name`` is git's per-directory ignore file (in any case)."""
-    return fold_name(name) == ".gitignore"
+    return fold_name(name) == _NAME
 
 
 def self_ignoring(data: bytes) -> str | None:
@@ -35,10 +36,11 @@ def self_ignoring(data: bytes) -> str | None:
 
     A pattern of the directory's own entries (no slash but a trailing one) that
     matches ``.gitignore``, not undone by a later ``!`` pattern, is read as git does
-    (``fnmatch``'s rules are the wildcard's; a character class, an escape, a
-    ``**`` or a line past 255 characters counts as matching when it ignores and
-    as not matching when it re-includes, erring toward leaving the file out).
-    Past :data:`IGNORE_READ` bytes it is refused unread.
+    (each line cut at a NUL, as git holds it as a C string; ``*`` and ``?`` are the
+    wildcard's, matched without a regular expression; a character class, an
+    escape, a ``**`` or a line past 255 characters counts as matching when it
+    ignores and as not matching when it re-includes, erring toward leaving the
+    file out). Past :data:`IGNORE_READ` bytes it is refused unread.
     """
     if len(data) > IGNORE_READ:
         return f"an ignore file past {IGNORE_READ} bytes (not read whole)"
@@ -47,7 +49,7 @@ def self_ignoring(data: bytes) -> str | None:
     # (a \r before it dropped), names compared in any case (core.ignoreCase)
     data = data.removeprefix(b"\xef\xbb\xbf")
     for raw in data.split(b"\n"):
-        line = raw.removesuffix(b"\r").decode("utf-8", "replace").rstrip(" ")
+        line = raw.removesuffix(b"\r").split(b"\0", 1)[0].decode("utf-8", "replace").rstrip(" ")
         if not line or line.startswith("#"):
             continue
         negated = line.startswith("!")
@@ -65,7 +67,48 @@ def self_ignoring(data: bytes) -> str | None:
             matches = not negated
         else:
             # (a pattern that ignores: in any case; one that re-includes: as written)
-            matches = fnmatch.fnmatchcase(".gitignore", pattern if negated else pattern.lower())
+            matches = wildcard_match(pattern if negated else pattern.lower())
         if matches:
             ignored = not negated
     return HIDES_ITSELF if ignored else None
+
+
+def _same(part: str, text: str) -> bool:
+    """Whether ``part`` (literals and ``?``) matches ``text`` of its length."""
+    return all(p in ("?", t) for p, t in zip(part, text, strict=True))
+
+
+def _find(part: str, text: str, start: int) -> int:
+    """Where ``part`` first matches in ``text`` from ``start`` (-1: nowhere)."""
+    for at in range(start, len(text) - len(part) + 1):
+        if _same(part, text[at : at + len(part)]):
+            return at
+    return -1
+
+
+def wildcard_match(pattern: str, name: str = _NAME) -> bool:
+    """Whether ``pattern`` (``*``, ``?`` and literals only) matches all of ``name``.
+
+    No regular expression is made: a pattern of more characters than the name
+    but its stars fails at once; otherwise its parts between stars are placed in
+    order, each as early as it fits (which finds a match whenever there is one).
+    """
+    if len(pattern) - pattern.count("*") > len(name):
+        return False
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return len(pattern) == len(name) and _same(pattern, name)
+    first, last = parts[0], parts[-1]
+    if len(first) + len(last) > len(name):
+        return False
+    if not _same(first, name[: len(first)]) or not _same(last, name[len(name) - len(last) :]):
+        return False
+    at, end = len(first), len(name) - len(last)
+    for part in parts[1:-1]:
+        if not part:
+            continue
+        found = _find(part, name[:end], at)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True

@@ -186,6 +186,8 @@ CPU in git processes, after the command's own timeout."""
 # packed-refs, FETCH_HEAD, reflogs: read (and so checked) up to this size; a larger one stays out
 _LIST_LIMIT = 1 << 26
 _HOST_CHANGED = "changed on the host while the command ran"
+# the bytes of ignore files one copy-back reads to judge them (each up to IGNORE_READ)
+_IGNORE_BYTES_PER_COPY_BACK = 1 << 24
 _GIT_TIMEOUT_S = 10
 _NOTE_LIMIT = 12
 _HEAD_LIMIT = 4096
@@ -1382,6 +1384,7 @@ class _Applier:
         self._history_judged = 0  # new commits judged against their parents, all refs
         self._lfs_hashed = 0  # bytes of new git-lfs objects hashed
         self._shared_read = 0  # new shared indexes read
+        self._ignore_read = 0  # bytes of new or changed ignore files read
         self._reflogs_read = 0  # changed reflogs read
         self._packed_reasons: dict[tuple[tuple[str, ...], str], str | None] = {}
         # the .git directories whose new objects were proved (see objects_proved)
@@ -1434,7 +1437,7 @@ class _Applier:
             if self.protected.covers(rel) and not self.is_granted(rel, kind):
                 return "protected paths"
             if ignore_file(folded[-1]) and kind == _FILE:
-                return _self_ignoring(self.upper_path(rel))
+                return self.ignore_refusal(rel)
             return None
         at = rel.index(".git")
         inside = rel[at + 1 :]
@@ -1523,6 +1526,22 @@ class _Applier:
                 return "a shared index not named by its checksum"
             return None if extensionless(data) else _SHARED_CACHES
         return "only git's data and work state are kept from .git"
+
+    def ignore_refusal(self, rel: tuple[str, ...]) -> str | None:
+        """Why a new or changed ``.gitignore`` may not come back (see :mod:`._ignorefile`).
+
+        Its bytes count toward :data:`_IGNORE_BYTES_PER_COPY_BACK`: past them the
+        ignore files are left out unread (their number is the command's to choose).
+        """
+        upper = self.upper_path(rel)
+        try:
+            size = os.lstat(upper).st_size
+        except OSError:
+            return None
+        self._ignore_read += min(size, IGNORE_READ + 1)
+        if self._ignore_read > _IGNORE_BYTES_PER_COPY_BACK:
+            return f"ignore files past {_IGNORE_BYTES_PER_COPY_BACK} bytes from one command"
+        return _self_ignoring(upper)
 
     def past_repositories(self, rel: tuple[str, ...]) -> bool:
         """Whether a ``.git`` at ``rel`` the host lacks would put the root past its bound.
