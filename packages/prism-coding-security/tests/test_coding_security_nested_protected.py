@@ -1774,6 +1774,9 @@ _LISTED_RUNS = [
     ("hook", "find d -name a.sh -o -name b.sh -exec sh {} \\;"),
     ("hook", "find d \\( -name a.sh -o -name '*.run' \\) -exec sh {} \\;"),
     ("hook", "find . -path ./t -prune -o -name '*.sh' -exec sh {} \\;"),
+    ("hook", 'set -- d/*.sh; for f; do sh "$f"; done'),
+    ("hook", 'set -- d/a.sh d/b.sh\nfor f in "$@"; do sh "$f"; done'),
+    ("hook", "git -c alias.z='!sh d/a.sh' z"),
     ("make", 'for f in $$(ls d/*.sh); do sh "$$f"; done'),
     ("make", "while read f; do sh $$f; done < list"),
     ("envrc", 'for f in $(ls d); do source "d/$f"; done'),
@@ -1956,6 +1959,7 @@ def test_what_every_configured_command_runs_is_protected(
         "lfs.customtransfer.x.path": "tools/lfs.sh", "filter.strip.clean": "python3 -m conv.clean",
         "diff.nb.textconv": "python3 nbconv", "core.excludesFile": ".myignore",
         "core.attributesFile": "attrs/a", "acme.hook": "bin/acme",
+        "diff.tc.textconv": "sh conv2", "filter.y.smudge": "bash -e lib/smudge",
     }  # fmt: skip
     for key, value in keys.items():
         _git("-C", str(root), "config", key, value)
@@ -1965,7 +1969,8 @@ def test_what_every_configured_command_runs_is_protected(
     asked = ["tools/diff.sh", "tools/proxy.sh", "tools/key.sh", "tools/difftool.sh",
              "tools/mergetool.sh", "tools/update.sh", "tools/trailer.sh", "tools/to.sh",
              "tools/lfs.sh", "conv/clean.py", "nbconv/__main__.py", "nbconv/new.py",
-             ".myignore", "attrs/a", "bin/acme", "xdg/git/ignore"]  # fmt: skip
+             ".myignore", "attrs/a", "bin/acme", "xdg/git/ignore", "conv2",
+             "lib/smudge"]  # fmt: skip
     for path in [*asked, "tools/other.py", "src/x.py", "lib/notes", "bin/other"]:
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)

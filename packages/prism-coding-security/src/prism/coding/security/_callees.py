@@ -265,6 +265,10 @@ _YARN_V1 = re.compile(r"^\s*yarn-path\s+(.*)$", re.MULTILINE)
 
 # `for f in hooks.d/*.sh; do sh "$f"; done`: a loop's variable and the words of its list
 _FOR = re.compile(r"\bfor[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]+in[ \t]+([^;\n]*)")
+# `for f; do`, `for f do`: a loop over the positional parameters, and `set -- ...`
+_FOR_BARE = re.compile(r"\bfor[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?:;|\n|(?<=[ \t])do\b)")
+_SET_POSITIONAL = re.compile(r"\bset[ \t]+(?:-[a-zA-Z]*[ \t]+)*--[ \t]+([^;\n&|]*)")
+_POSITIONAL = re.compile(r"\$(?:@|\*|\{[@*]\})")
 # `while read -r f; do . "$f"; done < list`: the words after `read` (its options and names)
 _WHILE_READ = re.compile(r"\b(?:while|until)[ \t]+(?:[A-Za-z_]\w*=\S*[ \t]+)*read\b([^;\n]*)")
 _LOOP_WORD = re.compile(r"\b(for|while|until|select|done)\b")
@@ -302,11 +306,16 @@ def loop_bound(text: str, cwd: str | None = None, reads: list[str] | None = None
     nothing is read).
     """
     listed = reads if reads is not None else []
+    # the positional parameters: what `set -- ...` gives them, else the caller's (anything)
+    given = [_list_words(words, cwd, listed) for words in _SET_POSITIONAL.findall(text)]
+    positional = [word for words in given for word in words] if given else [_UNKNOWN]
     bindings: list[tuple[str, list[str]]] = []
     for name, words in itertools.islice(_FOR.findall(text), _MAX_LOOPS):
-        bound = _list_words(words, cwd, listed)
+        bound = _list_words(words, cwd, listed, positional)
         if bound:
             bindings.append((name, bound))
+    for name in itertools.islice(_FOR_BARE.findall(text), _MAX_LOOPS):
+        bindings.append((name, positional))  # (`for f; do`: over "$@")
     for match in itertools.islice(_WHILE_READ.finditer(text), _MAX_LOOPS):
         names = _read_names(match.group(1))
         if names:
@@ -332,12 +341,19 @@ def loop_bound(text: str, cwd: str | None = None, reads: list[str] | None = None
     return "\n".join(out)
 
 
-def _list_words(listed: str, cwd: str | None, reads: list[str]) -> list[str]:
-    """The words a ``for`` loop's list gives its variable (see :func:`loop_bound`)."""
+def _list_words(
+    listed: str, cwd: str | None, reads: list[str], positional: list[str] | None = None
+) -> list[str]:
+    """The words a ``for`` loop's list gives its variable (see :func:`loop_bound`).
+
+    ``positional``: what ``"$@"`` stands for (None: anything).
+    """
     out: list[str] = []
     for token in _LIST_WORD.findall(listed):
         word = token[1:-1] if token[:1] == token[-1:] and token[:1] in ("'", '"') else token
-        if word.startswith("$(") and word.endswith(")"):
+        if _POSITIONAL.fullmatch(word):
+            out += positional if positional is not None else [_UNKNOWN]
+        elif word.startswith("$(") and word.endswith(")"):
             out += _printed(word[2:-1], cwd, reads)
         elif word.startswith("`") and word.endswith("`"):
             out += _printed(word[1:-1], cwd, reads)
@@ -608,6 +624,14 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
     elif words[0] in _MAKE_INCLUDES:
         # (a makefile read in turn) what it includes is a makefile too
         inner = [[w if "/" in w else f"./{w}"] for w in words[1:] if "$" not in w]
+    elif name == "git":
+        # `git -c alias.z='!sh d/x.sh' z`, `git -c diff.external=d/x.sh diff`: a command
+        # configured on the command line runs as the configuration's does
+        for index, word in enumerate(words[1:-1], 1):
+            setting = words[index + 1] if word == "-c" else ""
+            key, _, value = setting.partition("=")
+            if value.startswith("!") or _GIT_COMMAND_KEY.fullmatch(key.lower()):
+                inner += _commands(value.removeprefix("!"))
     elif name in SIMPLE_WRAPPERS or name == "env":
         try:
             use = describe(tuple(words))
@@ -784,6 +808,11 @@ _RUNS = {
     "rye": ("run",), "bundle": ("exec",), "go": ("run",),
 }  # fmt: skip
 _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+# configuration keys whose value git runs as a command (see ._gitnames: given with -c)
+_GIT_COMMAND_KEY = re.compile(
+    r"(.*\.)?[a-z0-9]*(cmd|command|textconv|clean|smudge|process|driver|editor|pager|program"
+    r"|helper|external|gitproxy|fsmonitor|askpass|path|update)|alias\..*|pager\..*"
+)
 
 
 # find's primaries that take no value (every other one takes one; -fprintf two)
