@@ -74,7 +74,7 @@ def test_what_the_sandbox_cannot_confine_still_asks(root: Path, command: str, ru
     [".hg/hgrc", "sub/.hg/requires", ".jj/repo/config.toml", ".sl/config", "mise.local.toml",
      ".mise.local.toml", "mise.ci.toml", "mise/config.toml", ".config/mise.toml",
      ".cargo/config.toml", ".cargo/config", "rust-toolchain.toml", ".env", ".Rprofile",
-     "bunfig.toml", ".tool-versions", ".python-version", "app/.python-versions",
+     "bunfig.toml", ".tool-versions", ".python-version", "app/.python-versions", ".pdm-python",
      ".venv/lib/python3.11/site-packages/x.pth",
      "venv/lib/python3.12/site-packages/sitecustomize.py", ".venv/bin/activate",
      ".venv/bin/activate.fish", ".venv/pyvenv.cfg",

@@ -350,6 +350,8 @@ PROTECTED_PATHS: tuple[str, ...] = (
     "rust-toolchain",
     ".python-version",
     ".python-versions",
+    # (PDM runs the interpreter the project records by path at every pdm command)
+    ".pdm-python",
     ".Rprofile",
     # tool managers that run hooks or load environments on entering the directory
     # (mise also reads mise.local.toml and mise.<env>.toml, and a path: version
