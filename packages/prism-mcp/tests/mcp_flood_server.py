@@ -215,7 +215,7 @@ SHAPES: dict[str, Shape] = {
         POINT,
         {"content": TEXT, "isError": True, "structuredContent": {"y": "wrong"}},
     ),
-    # A $ref that resolves nowhere: the schema compiles, checking a value cannot finish.
+    # A $ref that resolves nowhere: refused at its first use (by either checker).
     "dangling_ref": shape(
         None,
         {"type": "object", "$ref": "#/$defs/missing"},
