@@ -999,7 +999,7 @@ _NOTHING = (0, 0, 0, 0)
 
 
 # From this level on, a level visits only the nodes that can cost something there.
-_SPARSE_FROM = 3
+_SPARSE_FROM = 2
 
 
 class _Dependents:
