@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -1547,7 +1548,9 @@ def _write(path: Path, text: str, *, executable: bool = False) -> None:
         path.chmod(0o755)
 
 
-def _make_workspace(base: Path) -> Workspace:
+def _make_workspace(base: Path, dot_git: Path | None = None) -> Workspace:
+    """The root and the folder outside it; the root's repository made by git, or (with
+    ``dot_git``, another workspace's ``.git``) copied from one git made the same way."""
     root = base / "project"
     outside = base / "outside"
     root.mkdir()
@@ -1585,6 +1588,9 @@ def _make_workspace(base: Path) -> Workspace:
     (root / "pw").symlink_to("/etc/passwd")
     (root / "sub" / ".git" / "hooks").mkdir(parents=True)
     _write(root / "sub" / ".git" / "config", "[core]\n")
+    if dot_git is not None:
+        shutil.copytree(dot_git, root / ".git", symlinks=True)
+        return Workspace(root=root, outside=outside)
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
     subprocess.run(["git", "-C", str(root), "add", "f", "README.md"], check=True, env=env)
@@ -1864,8 +1870,10 @@ def _snapshot(directory: Path) -> dict[str, tuple[int, int, bytes]]:
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Harness:
-    workspace = _make_workspace(tmp_path)
+def harness(tmp_path: Path, workspace: Workspace) -> Harness:
+    # A fresh workspace; its repository copied from the module's (which nothing runs in)
+    # instead of made by four git processes again.
+    workspace = _make_workspace(tmp_path, dot_git=workspace.root / ".git")
     stand_ins = tmp_path / "stand-ins"
     markers = tmp_path / "markers"
     markers.mkdir()

@@ -14,7 +14,9 @@ show that they are what they claim: nothing in the tree changes.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -417,9 +419,18 @@ def _snapshot(directory: Path) -> dict[str, tuple[int, int, bytes]]:
 _GIT_BOOKKEEPING = frozenset({".git", ".git/index"})
 
 
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Made once (git init, add, commit and tag: four git processes), copied for each read.
+    return _make_repository(tmp_path_factory.mktemp("pristine") / "project")
+
+
 @pytest.mark.parametrize("command", PURE_READS)
-async def test_pure_read_really_changes_nothing(tmp_path: Path, command: str) -> None:
-    root = await trio.to_thread.run_sync(_make_repository, tmp_path / "project")
+async def test_pure_read_really_changes_nothing(
+    pristine: Path, tmp_path: Path, command: str
+) -> None:
+    root = tmp_path / "project"
+    await trio.to_thread.run_sync(partial(shutil.copytree, pristine, root, symlinks=True))
     env = {**_git_env(), "HOME": str(tmp_path), "PAGER": "cat", "GIT_PAGER": "cat"}
     before = await trio.to_thread.run_sync(_snapshot, root)
     await trio.run_process(
