@@ -921,6 +921,14 @@ def test_what_replaces_a_standard_module_where_python_m_starts_asks(root: Path) 
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(name,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (name not in asked), name
+    # one entry a top, not one a name (a root of 256 repositories made 500,000 before)
+    from prism.coding.security._pymodules import MODULE_SHADOWS
+
+    found = implied_protected(str(root), ProtectedPaths(PROTECTED_PATHS))
+    assert sorted(e for e in found if MODULE_SHADOWS in e) == [
+        MODULE_SHADOWS,
+        f"sub/{MODULE_SHADOWS}",
+    ]
 
 
 def _home_with_startup_files(home: Path) -> None:
@@ -1516,12 +1524,12 @@ def test_what_pth_files_import_and_gits_own_programs_on_path_ask(
     With ``.`` on PATH, the programs git itself runs through PATH (its editor, pager,
     git-lfs, credential helpers, gpg) ask at any depth (a planted ``editor`` ran at the
     user's next ``git commit``)."""
-    from prism.coding.security import _implied
+    from prism.coding.security import _pymodules
 
     monkeypatch.setenv("PYTHONPATH", f"{root}/src")
     monkeypatch.setenv("PATH", os.pathsep.join([".", os.environ["PATH"]]))
     policy = create_coding_approval_policy(roots=[str(root)])
-    imported = [name for name in _implied._pth_modules() if name not in sys.stdlib_module_names]
+    imported = [name for name in _pymodules.pth_modules() if name not in sys.stdlib_module_names]
     asked = ["src/_distutils_hack.py", "src/_distutils_hack/__init__.py", "src/_virtualenv.py",
              *(f"src/{name}.py" for name in imported), "editor", "sub/vi", "less", "pager",
              "git-lfs", "x/git-credential-store", "gpg", "ssh-keygen"]  # fmt: skip
@@ -1534,11 +1542,11 @@ def test_what_pth_files_import_and_gits_own_programs_on_path_ask(
 def test_the_modules_pth_files_import_are_read() -> None:
     """Every module a ``.pth`` line imports (``import a, b.c``, ``__import__('d')``,
     ``importlib.import_module("e")``) is found; other lines are path entries, not read."""
-    from prism.coding.security import _implied
+    from prism.coding.security import _pymodules
 
     line = "import a, b.c; __import__('d'); importlib.import_module(\"e\")"
-    assert _implied.pth_line_modules(line) == ["a", "b", "d", "e"]
-    assert _implied.pth_line_modules("./src  # import x") == []
+    assert _pymodules.pth_line_modules(line) == ["a", "b", "d", "e"]
+    assert _pymodules.pth_line_modules("./src  # import x") == []
 
 
 def test_what_the_search_variables_an_envrc_exports_name_is_protected(root: Path) -> None:

@@ -239,7 +239,7 @@ def test_entries_made_since_the_walk_count_toward_its_bound(
         (root / "a" / name).write_text("")
     monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 8)
     found = _implied.implied_protected(str(root), _MATCHER)
-    assert [e for e in found if e not in _implied._top_python_shadows([""])] == []
+    assert found == _implied._top_python_shadows([""])  # (what replaces a standard module)
     for name in "pqrst":
         (root / "a" / name).write_text("")
     with pytest.raises(SandboxUnavailableError, match="more than 8 entries"):

@@ -31,7 +31,7 @@ paths protected, wherever they lie in it:
   what direnv runs from it (:func:`_direnv_entries`);
 * at the top and each repository's top, where the user starts ``python3 -m
   pip``: what Python would import there instead of a standard module or a tool
-  run as a module (:func:`_module_shadows`: ``re.py``, ``argparse/__init__.py``);
+  run as a module (:data:`._pymodules.MODULE_SHADOWS`: ``re.py``, ``argparse/__init__.py``);
 * every symbolic link whose own name is protected (``svc/.envrc ->
   ../envrc.shared``, ``app/.vscode -> ../editor``): what it leads to, when that
   lies in the root; a link on the way to an entry (``.cargo -> c`` for
@@ -84,6 +84,7 @@ from ._errors import SandboxUnavailableError
 from ._files import read_regular_file, shell_text
 from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitfile_target
 from ._protected import git_takes_head
+from ._pymodules import MODULE_SHADOWS, shadowed_names
 from ._unanswered import unanswered_entries
 from ._watch import DirectoryWatch, local_device
 
@@ -1300,104 +1301,27 @@ def environment_patterns() -> tuple[str, ...]:
 _WILDCARD_CHARACTERS = re.compile(r"[*?\[\]\\]")
 
 
-# tools users start as a module of whatever python they run (`python -m pip`)
-_RUN_AS_MODULES = ("pip", "setuptools", "pkg_resources", "wheel", "pytest", "_pytest", "venv",
-                   "virtualenv", "pipx", "build", "twine", "mypy", "ruff", "black")  # fmt: skip
-
-
-# what site-packages' .pth files of common interpreters import at every start
-# (setuptools' distutils-precedence.pth, virtualenv's _virtualenv.pth)
-_PTH_MODULES = ("_distutils_hack", "_virtualenv")
-_PTH_IMPORT = re.compile(r"\bimport[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)")
-_PTH_DYNAMIC = re.compile(r"(?:__import__|import_module)\([ \t]*[\"']([\w.]+)")
-_PTH_READ = 256  # .pth files read, at most
-
-
-def _site_directories() -> list[str]:
-    """This interpreter's site directories and its base interpreter's."""
-    import site
-    import sysconfig
-
-    out = [*site.getsitepackages(), site.getusersitepackages()]
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    for name in ("purelib", "platlib"):
-        out.append(sysconfig.get_paths(vars=base)[name])
-    return list(dict.fromkeys(out))
-
-
-def _pth_modules() -> list[str]:
-    """The top-level modules the site directories' ``.pth`` files import at every start.
-
-    ``site`` runs each ``.pth`` line that starts with ``import``: PYTHONPATH's
-    entries precede site-packages then, so a module of that name there runs in
-    every python the user starts (an editable install's ``__editable___*_finder``).
-    """
-    names: list[str] = [*_PTH_MODULES]
-    read = 0
-    for directory in _site_directories():
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.endswith(".pth") or read >= _PTH_READ:
-                continue
-            read += 1
-            data = read_regular_file(os.path.join(directory, entry), _HOME_BYTES)
-            for line in (data or b"").decode("utf-8", "replace").splitlines():
-                names += pth_line_modules(line)
-    return list(dict.fromkeys(names))
-
-
-def pth_line_modules(line: str) -> list[str]:
-    """The top-level modules one ``.pth`` line imports (none unless ``site`` runs it)."""
-    if not line.startswith(("import ", "import\t")):
-        return []  # (a path entry)
-    found = [m for g in _PTH_IMPORT.findall(line) for m in g.split(",")]
-    found += _PTH_DYNAMIC.findall(line)
-    return [m.strip().split(".")[0] for m in found if m.strip()]
-
-
 @functools.lru_cache(maxsize=1)
 def _python_shadows() -> tuple[str, ...]:
     """The names that shadow a standard module from a directory before the standard library.
 
     Each top-level module of ``sys.stdlib_module_names`` (and ``sitecustomize``,
     ``usercustomize``, the modules site-packages' ``.pth`` files import:
-    :func:`_pth_modules`) as a package directory and with each suffix this
+    :func:`._pymodules.pth_modules`) as a package directory and with each suffix this
     interpreter imports (``.py``, ``.pyc``, its extension modules' suffixes).
     """
     suffixes = ("", *importlib.machinery.all_suffixes())
-    names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, *_pth_modules(), "sitecustomize",
-                    "usercustomize"})  # fmt: skip
-    return tuple(f"{name}{suffix}" for name in names for suffix in suffixes)
-
-
-@functools.lru_cache(maxsize=1)
-def _module_shadows() -> tuple[str, ...]:
-    """What replaces a standard module (or a tool run as one) from the working directory.
-
-    ``python3 -m pip``, ``-c`` and the interactive interpreter search the
-    directory they are started in first: a module there of a standard name with
-    a suffix this interpreter imports (``re.py``, ``json.pyc``, an extension
-    module), or a package's ``__init__`` (``argparse/__init__.py``), is imported
-    in its place. A directory of such a name without an ``__init__`` is a
-    namespace package, which never replaces a module: it stays the tools' to
-    write (a project's ``build/`` or ``html/``).
-    """
-    names = sorted({*sys.stdlib_module_names, *_RUN_AS_MODULES, *_pth_modules(), "sitecustomize",
-                    "usercustomize"})  # fmt: skip
-    suffixes = importlib.machinery.all_suffixes()
-    return tuple(
-        entry
-        for name in names
-        for entry in (*(f"{name}{suffix}" for suffix in suffixes), f"{name}/__init__.*")
-    )
+    return tuple(f"{name}{suffix}" for name in shadowed_names() for suffix in suffixes)
 
 
 def _top_python_shadows(tops: list[str]) -> list[str]:
-    """:func:`_module_shadows` at each of ``tops`` (relative to the root; ``""``: the top)."""
-    return [f"{top}/{name}" if top else name for top in tops for name in _module_shadows()]
+    """What replaces a standard module at each of ``tops`` (relative to the root; ``""``: the top).
+
+    ``python3 -m pip``, ``-c`` and the interactive interpreter search the
+    directory they start in first: one :data:`MODULE_SHADOWS` entry per top
+    (see :func:`._pymodules.module_shadow_names`).
+    """
+    return [f"{top}/{MODULE_SHADOWS}" if top else MODULE_SHADOWS for top in tops]
 
 
 def _shadowing_entries(root: str) -> list[str]:

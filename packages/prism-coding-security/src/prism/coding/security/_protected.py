@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from prism.core import ConfigurationError
 from prism.core.options import sequence_of, string
 
+from ._pymodules import MODULE_SHADOWS, module_shadow_names
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
@@ -681,17 +683,33 @@ class AnchoredPaths:
     with its first name, and against those starting with a pattern.
     """
 
-    __slots__ = ("_by_first", "_wild", "entries", "folded")
+    __slots__ = ("_by_first", "_shadows", "_wild", "entries", "folded")
 
     def __init__(self, entries: Iterable[str]) -> None:
-        """Compile ``entries`` (relative paths, ``/``-separated; patterns per component)."""
+        """Compile ``entries`` (relative paths, ``/``-separated; patterns per component).
+
+        An entry whose last component is :data:`._pymodules.MODULE_SHADOWS`
+        covers what replaces a standard module in its directory (``re.py``,
+        ``argparse/__init__.py``: :func:`._pymodules.module_shadow_names`).
+        """
         self.entries: tuple[str, ...] = tuple(entries)
-        self.folded = tuple(fold_parts(entry.split("/")) for entry in self.entries)
+        folded: list[tuple[str, ...]] = []
+        # the directories (folded) of MODULE_SHADOWS entries
+        self._shadows: dict[tuple[str, ...], int] = {}
+        for index, entry in enumerate(self.entries):
+            names = entry.split("/")
+            if names[-1] == MODULE_SHADOWS:
+                top = fold_parts(names[:-1]) if len(names) > 1 else ()
+                self._shadows.setdefault(top, index)
+                folded.append((*top, MODULE_SHADOWS))
+            else:
+                folded.append(fold_parts(names))
+        self.folded = tuple(folded)
         # each entry as (its place, its parts, None when literal else its compiled form)
         by_first: dict[str, list[_Entry]] = {}
         wild: list[_Entry] = []
         for index, parts in enumerate(self.folded):
-            if not parts:
+            if not parts or parts[-1] == MODULE_SHADOWS:
                 continue
             magic = any(_WILDCARD.search(part) for part in parts)
             item = (index, parts, _Compiled(parts) if magic else None)
@@ -706,9 +724,10 @@ class AnchoredPaths:
     def of(cls, entries: Iterable[str]) -> AnchoredPaths:
         """The matcher of ``entries``, made once for the same entries.
 
-        A root's answer is the same from call to call until its files change, and
-        it holds a few thousand entries (what would replace a standard module at
-        each repository's top): compiled again on every write it cost milliseconds.
+        A root's answer is the same from call to call until its files change: the
+        copy-back, the host-opened redirect and the write tool each asked for a new
+        matcher of it on every call (a root with many hooks' patterns compiled them
+        every time).
         """
         key = tuple(entries)
         with _ANCHORED_LOCK:
@@ -738,6 +757,18 @@ class AnchoredPaths:
                         return self.entries[index]
                 elif compiled.covers(parts):
                     return self.entries[index]
+        return self._shadowing(parts) if self._shadows else None
+
+    def _shadowing(self, parts: tuple[str, ...]) -> str | None:
+        """The path of what replaces a standard module that ``parts`` is or lies below."""
+        files, packages = module_shadow_names()
+        for at in range(len(parts)):
+            if parts[:at] in self._shadows:
+                name = parts[at]
+                if name in files:
+                    return "/".join(parts[: at + 1])
+                if name in packages and at + 1 < len(parts) and parts[at + 1][:9] == "__init__.":
+                    return "/".join(parts[: at + 2])
         return None
 
     def leads_to(self, parts: Sequence[str]) -> bool:
@@ -753,6 +784,11 @@ class AnchoredPaths:
                         return True
                 elif compiled.leads_to(parts):
                     return True
+        if self._shadows:
+            files, packages = module_shadow_names()
+            if parts[:-1] in self._shadows and (parts[-1] in files or parts[-1] in packages):
+                return True  # (a module, or a package directory holding its __init__)
+            return any(top[:size] == parts for top in self._shadows if len(top) >= size)
         return False
 
 
