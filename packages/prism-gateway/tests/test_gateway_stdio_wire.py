@@ -1349,7 +1349,21 @@ async def test_a_bridged_call_answered_by_the_pipes_readers_is_the_sdk_paths_byt
         open_mcp_tools(server_id="to", transport=transport, call_timeout_s=1) as timing,
     ):
         for modern in (False, True):
-            await _bridged_both_ways(modern, initialize, monkeypatch, [bridge, timing])
+            slow = await _bridged_both_ways(modern, initialize, monkeypatch, [bridge, timing])
+        # Begun by the reader, but the bridge could not write the request at once (a line
+        # waiting for the pipe, say): the call goes on in a task, the same bytes again.
+        begun: list[bool] = []
+        begin = Gateway._begin_inline
+
+        def counted(self: Gateway, *args: Any) -> bool:
+            begun.append(begin(self, *args))
+            return begun[-1]
+
+        monkeypatch.setattr(Gateway, "_begin_inline", counted)
+        monkeypatch.setattr(McpToolBridge, "start_call", lambda *_args: None)
+        later = await _bridged_exchange(True, initialize, [bridge, timing])
+        assert later == slow
+        assert begun.count(True) == len(_BRIDGED) + 5  # (as above: all but b-6 and d-2)
 
 
 async def _bridged_both_ways(
@@ -1357,7 +1371,8 @@ async def _bridged_both_ways(
     initialize: Initialize,
     monkeypatch: pytest.MonkeyPatch,
     bridges: list[McpToolBridge],
-) -> None:
+) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+    """The bridged script on the SDK's path and on the readers' (compared); the former's."""
     inline: list[bool] = []
     begin = Gateway._begin_inline
 
@@ -1398,3 +1413,4 @@ async def _bridged_both_ways(
     assert list(statuses.values()).count("cancelled") == 2  # h-1, z-1
     events = fast_records[-1]
     assert events.count("ToolExecutionProgress") >= 4
+    return slow_lines, slow_records
