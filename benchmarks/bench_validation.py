@@ -65,7 +65,7 @@ Rows (medians over repetitions, measured in one run):
   list, scalars and empty containers in their container's loop; one shared
   node per leaf or plain sub-schema in the graph measure, so fewer objects and
   fewer collections; leaves recorded without being stacked; in-place order
-  by iterators; group sums in C loops; past the second level below the root,
+  by iterators; group sums in C loops; from the second level below the root,
   only the nodes that can cost something there visited, and a large group read
   through the previous level's few non-zero nodes). Before and after in one
   run, the package's previous code and this one in alternate processes (3
