@@ -181,6 +181,14 @@ async def needs_sign_in(elicitations: list[object]) -> str:
 
 
 @server.tool()
+async def error_answer(code: int, message: str) -> str:
+    """Answer with a JSON-RPC error of ``code`` (-32000: the code of the SDK's closed session)."""
+    from mcp.shared.exceptions import MCPError
+
+    raise MCPError(code, message)
+
+
+@server.tool()
 async def sign_in(elicitation_id: str, done: list[str], ctx: Context) -> str:
     """Ask the user to visit a page (URL elicitation ``elicitation_id``), then say each
     of ``done`` is complete (``notifications/elicitation/complete``)."""

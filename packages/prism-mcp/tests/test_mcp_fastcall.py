@@ -238,6 +238,9 @@ async def _results(
         # structuredContent, none at all, one the schema refuses, and an error result
         # (not checked), each plain.
         *(("raw_answer", {"member": "result", "value": value}) for value in RAW_ANSWERS),
+        # The server's error answer under the code the SDK gives its own closed
+        # connection: the call's error, the session kept.
+        ("error_answer", {"code": mcp_types.CONNECTION_CLOSED, "message": "file not found"}),
         ("many_blocks", {"count": 2000}),  # refused before it is parsed
         ("big", {"size": 70_000}),  # past max_result_bytes: the session closes
     ]
@@ -338,17 +341,19 @@ async def test_a_real_server_gives_the_same_results_both_ways(
     # The bridge sent each of them itself (RawCalls) and mapped the plain answers; the
     # other answer (rich's) and the errors went to the SDK's client as its first send's
     # (replayed: nothing was sent twice), and rich's took the SDK's checks.
-    assert direct == [f"prism:{n}" for n in range(1, 14)]
+    assert direct == [f"prism:{n}" for n in range(1, 15)]
     assert plain == [True, True, True, False, True, True, True, True, True, True, True]
     assert modelled == [False]
-    errors = [False, False, True, False, False, True, False, False, *[True] * 6]
+    errors = [False, False, True, False, False, True, False, False, *[True] * 7]
     assert [result.is_error for result in fast] == errors
     assert "non-finite number" in fast[8].joined_text
     assert "returned no structuredContent" in fast[9].joined_text
     assert "does not match its outputSchema" in fast[10].joined_text
     assert fast[11].structured == {"result": 5}
-    assert "result refused: more than 1024 content blocks" in fast[12].joined_text
-    assert fast[13].details["mcp_error"] == "result_too_large"
+    assert fast[12].details["mcp_error"] == "server_error"
+    assert fast[12].joined_text == "MCP tool error_answer failed: MCPError: file not found"
+    assert "result refused: more than 1024 content blocks" in fast[13].joined_text
+    assert fast[14].details["mcp_error"] == "result_too_large"
     assert fast[1].structured == {"result": 5}
     assert ("step 2", 2.0) in fast_seen
     assert ("a line", None) in fast_seen  # (a pipe says no call: see open_mcp_tools)

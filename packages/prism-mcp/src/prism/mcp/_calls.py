@@ -354,7 +354,13 @@ class Caller:
                 mcp_error="connection_lost",
                 **details,
             )
-        if isinstance(failure, MCPError) and failure.code == mcp_types.CONNECTION_CLOSED:
+        if (
+            isinstance(failure, MCPError)
+            and failure.code == mcp_types.CONNECTION_CLOSED
+            and state.streams_closed
+        ):
+            # The SDK's own code for a session gone. Alone, the same code is the
+            # server's answer (its generic error, often): a failed call, not the session's end.
             conn.stop.set()
             return ToolResult.error(
                 f"MCP tool {remote} failed: the connection to the server closed; "

@@ -55,6 +55,8 @@ class _CallRecords(Protocol):
     @property
     def calls(self) -> set[int | str]: ...
 
+    streams_closed: bool
+
 
 _log = logging.getLogger("prism.mcp")
 
@@ -183,7 +185,7 @@ class DirectCalls:
 
     def close(self) -> None:
         """The session's read side ended: every waiting call fails, and so does any later one."""
-        self.closed = True
+        self.closed = self._state.streams_closed = True
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
             waiter.put(CLOSED)
@@ -237,6 +239,7 @@ class DirectCalls:
                 self._state.sent.unsent(request_id)
                 raise
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._state.streams_closed = True
                 raise MCPError(
                     code=mcp_types.CONNECTION_CLOSED, message="Connection closed"
                 ) from None

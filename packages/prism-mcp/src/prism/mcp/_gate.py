@@ -503,6 +503,10 @@ class _GatedRead(ObjectReceiveStream[SessionMessage | Exception]):
             return item
 
     async def aclose(self) -> None:
+        # Before the SDK fails its waiting calls with CONNECTION_CLOSED (it closes
+        # this stream first, however its reading ended), so the bridge can tell its
+        # code from the same code in a server's error answer.
+        self._gate.state.streams_closed = True
         direct = self._gate.direct
         if direct is not None:
             direct.close()
@@ -517,6 +521,14 @@ class _GatedWrite:
         self._gate = gate
 
     async def send(self, item: SessionMessage, /) -> None:
+        try:
+            await self._send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # The SDK fails the request with CONNECTION_CLOSED: the session's, not the server's.
+            self._gate.state.streams_closed = True
+            raise
+
+    async def _send(self, item: SessionMessage) -> None:
         message = item.message
         if type(message) is mcp_types.JSONRPCRequest:
             self._gate.state.sent.sending(message)  # its progress token: the bridge's own

@@ -42,6 +42,10 @@ class WireState:
         direct: a stdio session's calls past the SDK's dispatcher (see ``_direct``).
         server_id: the server's id, for warnings.
         dropped_notifications: notifications dropped unparsed (too many objects and arrays).
+        streams_closed: the session's streams are gone (its read side was closed, or
+            a write found it broken): a ``CONNECTION_CLOSED`` a call fails with is
+            then the connection's end, where otherwise it is the server's own error
+            code (-32000, JSON-RPC's first "server error", which servers use freely).
     """
 
     fault: str | None = None
@@ -57,6 +61,7 @@ class WireState:
     direct: DirectCalls | None = None
     server_id: str = ""
     dropped_notifications: int = 0
+    streams_closed: bool = False
     _stderr: bytearray = attrs.field(factory=bytearray)
 
     def set_fault(self, reason: str, *, oversize: bool = False) -> None:
