@@ -41,52 +41,48 @@ Checked against ``perf`` sampling every process of 20 narrowed commits (1,000
 directories, 2 kHz with call graphs, which add their own cost): 102 ms a call
 sampled, 91 counted, bwrap's 9 ms a call in the samples; the count misses no
 process of the call that sampling sees. Kernel work done later by kernel
-threads (tearing down the network namespace) is in neither. The code before
-the copy-back and layer cuts below (old) and after (new), in processes taking
-turns, 4 runs of each, 8 rounds a run, load average 9.9 to 18.7; CPU over
+threads (tearing down the network namespace) is in neither.
+
+The bubblewrap launcher before (old: a fork of the fork server's Python per
+command, whose child entered a user and mount namespace, mounted the layers and
+exec'd bwrap) and after (new: the server, in a user and mount namespace of its own
+entered once, mounts the layers and starts bwrap with ``posix_spawn``), in processes
+taking turns, 3 runs of each, 12 rounds a run, load average 11.7 to 14.0; CPU over
 unsandboxed, median of the runs and their range (unsandboxed: its own CPU)::
 
     command, repository (ms)          way              old                 new
-    `git add -A && git commit`, 1,000 unsandboxed      45.0                47.8
-                                      narrowed (.git)  +35.5 [31.8, 37.2]  +23.4 [19.5, 36.8]
-                                      whole root       +69.4 [63.0, 73.3]  +61.2 [52.4, 69.1]
-    `git add -A && git commit`, 50    narrowed (.git)  +27.1 [16.0, 32.4]  +25.0 [16.2, 29.3]
-                                      whole root       +30.2 [18.9, 36.7]  +25.6 [13.7, 37.5]
-    `sed -i s/1/2/ d1/a.py`, 1,000    in place         +2.5 [-1.2, 7.5]    +2.1 [-0.4, 4.5]
-                                      narrowed (d1)    +11.9 [7.9, 14.8]   +10.1 [7.4, 16.5]
-    `echo x > d1/new`, 1,000          descriptor       +9.6 [4.5, 10.8]    +4.2 [3.2, 5.5]
-                                      narrowed (d1)    +8.1 [5.3, 11.2]    +11.4 [8.6, 12.3]
+    `git add -A && git commit`, 1,000 unsandboxed      49.9                45.8
+                                      narrowed (.git)  +36.8 [34.2, 37.8]  +30.8 [29.7, 37.6]
+                                      whole root       +74.0 [72.1, 85.9]  +71.9 [67.4, 76.2]
+    `git add -A && git commit`, 50    narrowed (.git)  +32.0 [28.7, 39.3]  +28.8 [25.6, 34.4]
+                                      whole root       +34.7 [32.1, 44.4]  +30.0 [24.8, 37.4]
+    `sed -i s/1/2/ d1/a.py`, 1,000    in place         +9.0 [8.9, 10.9]    +7.5 [7.3, 8.3]
+                                      narrowed (d1)    +16.4 [15.0, 17.8]  +12.7 [12.5, 16.2]
+    `echo x > d1/new`, 1,000          descriptor       +12.4 [10.5, 14.5]  +10.2 [9.7, 10.3]
+                                      narrowed (d1)    +18.8 [14.3, 23.2]  +15.3 [14.5, 17.8]
 
-The 50-directory rows of ``sed`` and ``echo`` (in place +2.5, descriptor +4.4,
-narrowed +9.9 new) moved as the 1,000 ones did: within the 3 to 5 ms a row
-moves between runs at this load, but for the commit. The "new" code also
-carries a check added meanwhile by another change (the index's entries stamped
-otherwise), which cost 6.9 ms a commit in 1,000 directories until its
-comparison was made to use the new index's walk (0.4 ms).
-
-What the cuts were, thread CPU of the copy-back of that commit over its layer
-(12 to 20 calls, load 9 to 14): the index check 10.5 -> 3.3 ms (above); the
-layer's index rewritten over its own bytes instead of a new file (0.54 -> 0.16
-ms); an emptied layer kept for the next call and, in it, the directories of
-``.git`` git copies up (34 -> 29.5 files made per call; its emptying 2.0 ->
-1.5 ms); the reflog check reading only the lines git appended (a host reflog
-is parsed once per content, not on every call: 0.1 ms here, the reflogs being
-short, growing with the reflog before). Met (CPU, +10): the host's ways. Not
-met: a commit over its layer, +23 ms at this load (against a baseline that still
-searched all of ``/proc`` for leftovers, about 5.6 ms, which it no longer does:
-below; against today's baseline the bubblewrap rows in this docstring are about
-that much higher). What it still costs, sampled
-with perf over 20 commits in 1,000 directories: the copy-back about 9 ms of
-Python and file system (the index check 3.3, judging the new commit and reflogs
-2, moving 9 files 1, the rest spread), bwrap about 9 (2.4 of it reading
-``/proc/self/mountinfo`` once per bind mount), the launcher about 6 (forking a
-Python process, the child's exit and exec of bwrap, the overlay's mount), the
-layer's emptying 1.5. On this machine's file system
-(ext4 without a journal, where each new inode skips the recently freed ones of
-its group) a file or directory made in the layers' directory cost 0.1 to 0.4
-ms of CPU, against 0.02 to 0.03 ms in a less used directory of the same file
-system and under 0.01 ms on tmpfs; git's copy-ups and the overlay's own work
-directory make about 30 per commit there, the host's own commit about 8.
+The 50-directory rows of ``sed`` and ``echo`` moved alike (in place +10.4 ->
++7.7, descriptor +12.3 -> +9.5, narrowed +16.4 and +17.9 -> +14.1 and +11.5).
+Every row is higher than in earlier runs (+23.4 for the narrowed commit) because
+the unsandboxed baseline no longer pays about 5.6 ms searching ``/proc`` for what
+its command left (``terminate_process_tree`` now reads only where a tree's members
+can be), not because a sandboxed call costs more. Sampled with perf over 40 narrowed
+commits in 1,000 directories, old then new in one run: the launcher (the server and
+what it forks) 7.0 -> 3.3 ms a commit. What a commit still costs: bwrap about 6.3
+ms (about 2 of it reading ``/proc/self/mountinfo`` once per bind mount, its network
+namespace about 0.9), the copy-back about 9 to 11 (the index check 3.1, the new
+commit and the reflogs 2.2, moving 9 files 1), the server's mount and unmount of
+the overlay about 1.5 (ext4 making the overlay's work files, below), emptying the
+layer 1.3, git itself about 2 more over the overlay. Met (CPU, +10): the host's
+ways. Not met: a line over its layer, +13 to +15 ms for one file, +29 to +31 for a
+commit at this load. On this machine's file system (ext4 without a journal, where
+each new inode skips the recently freed ones of its group) a file or directory made
+in the layers' directory cost 0.1 to 0.5 ms of CPU, against 0.02 to 0.04 ms in a
+less used directory of the same file system and under 0.01 ms on tmpfs; git's
+copy-ups and the overlay's own work directory make about 30 per commit there, the
+host's own commit about 8. Layers on tmpfs (``TMPDIR=/dev/shm``) saved the launcher
+and the emptying about 1.5 ms of a commit and cost the copy-back about 3 more (each
+file copied into the root instead of renamed): not chosen.
 
 Landlock: each command is spawned (vfork and exec) by a spawner, a process the
 fork server forked once per ruleset that restricted itself once (limits, no
