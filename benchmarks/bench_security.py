@@ -23,7 +23,13 @@ cores at load average 12.5 to 13.6 (medians of 7 x 5 calls; CPU, then wall)::
 Read-only bubblewrap meets its target in CPU (Landlock: below). Over the overlay,
 `git status --short` at 1,000 directories misses it: the kernel builds a fresh
 overlay's view of each of the 3,000 entries git visits (about 7 us each; no mount
-option changes it). docs/sandbox.md has the breakdown.
+option changes it). docs/sandbox.md has the breakdown. The launcher's spawn of
+bwrap (below) against its fork before, same run, 2 runs of each at load average
+13.0 to 16.5, CPU over unsandboxed: read-only in 1,000 directories `true` +8.8 and
++9.8 -> +6.6 and +6.5 ms, `git status --short` +9.7 and +15.8 -> +5.6 and +3.7,
+`ls` +9.1 and +11.3 -> +6.7 and +7.8; in 50, +3.3 to +12.7 -> -0.1 to +7.2; over
+the overlay `true` in 50 +8.7 and +8.1 -> +1.8 and +5.4, in 1,000 +12.3 and +13.5
+-> +10.1 and +12.3 (`git status --short` there +42.7 and +52.5 -> +42.8 and +49.4).
 
 Lines that write (``_write_rows``), as the shell tool runs them: under bubblewrap
 the host writing for the line where the policy proved how (``host``: a line
@@ -45,10 +51,11 @@ threads (tearing down the network namespace) is in neither.
 
 The bubblewrap launcher before (old: a fork of the fork server's Python per
 command, whose child entered a user and mount namespace, mounted the layers and
-exec'd bwrap) and after (new: the server, in a user and mount namespace of its own
-entered once, mounts the layers and starts bwrap with ``posix_spawn``), in processes
-taking turns, 3 runs of each, 12 rounds a run, load average 11.7 to 14.0; CPU over
-unsandboxed, median of the runs and their range (unsandboxed: its own CPU)::
+exec'd bwrap) and after (new: the server, in a user namespace of its own entered
+once, mounts the layers in a mount namespace made for the command and starts bwrap
+there with ``posix_spawn``), in processes taking turns, 3 runs of each, 12 rounds a
+run, load average 11.7 to 14.0; CPU over unsandboxed, median of the runs and their
+range (unsandboxed: its own CPU)::
 
     command, repository (ms)          way              old                 new
     `git add -A && git commit`, 1,000 unsandboxed      49.9                45.8
@@ -71,8 +78,8 @@ commits in 1,000 directories, old then new in one run: the launcher (the server 
 what it forks) 7.0 -> 3.3 ms a commit. What a commit still costs: bwrap about 6.3
 ms (about 2 of it reading ``/proc/self/mountinfo`` once per bind mount, its network
 namespace about 0.9), the copy-back about 9 to 11 (the index check 3.1, the new
-commit and the reflogs 2.2, moving 9 files 1), the server's mount and unmount of
-the overlay about 1.5 (ext4 making the overlay's work files, below), emptying the
+commit and the reflogs 2.2, moving 9 files 1), the server's mount of the overlay
+and its teardown about 1.5 (ext4 making the overlay's work files, below), emptying the
 layer 1.3, git itself about 2 more over the overlay. Met (CPU, +10): the host's
 ways. Not met: a line over its layer, +13 to +15 ms for one file, +29 to +31 for a
 commit at this load. On this machine's file system (ext4 without a journal, where

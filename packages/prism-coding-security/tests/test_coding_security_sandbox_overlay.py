@@ -398,6 +398,36 @@ async def test_holes_come_back_as_holes_across_file_systems() -> None:
     assert info.st_blocks * 512 < 1 << 20
 
 
+async def test_a_command_holds_no_other_commands_layer(root: Path) -> None:
+    """Each command's layers are mounted in a mount namespace of its own: a command
+    running beside another one of the same sandbox has its own overlay in its mount
+    table and not the other's (a copy would keep that layer mounted, hidden, until
+    this command ended, while the other's copy-back and the next call's mount reuse
+    it)."""
+    ops = _ops(root)
+    await _run(ops, "true", root)  # the sandbox probed, its launcher started
+    started = trio.Event()
+
+    async def first_sink(chunk: bytes) -> None:
+        started.set()
+
+    first = ShellSpawnRequest(
+        command="echo up; exec sleep 30", shell_path="/bin/sh", cwd=str(root), env=_ENV
+    )
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.run, first, first_sink)
+            await started.wait()
+            # the upper directories of the overlays in its mount table: its own only
+            code, output = await _run(
+                ops, "grep -o ' - overlay .*upperdir=[^,]*' /proc/self/mountinfo", root
+            )
+            nursery.cancel_scope.cancel()
+    assert code == 0, output
+    uppers = {line.rpartition(b"upperdir=")[2] for line in output.splitlines()}
+    assert len(uppers) == 1, output
+
+
 async def test_a_root_whose_name_needs_escaping_works(tmp_path: Path) -> None:
     root = tmp_path / "a,b:c\\d e"
     root.mkdir()

@@ -45,7 +45,10 @@ import select
 import signal
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # linux/landlock.h
 CREATE_RULESET_VERSION = 1 << 0
@@ -503,9 +506,9 @@ class _Prepared:
         # what each command resets (see serve): the server's handled signals, and
         # SIGTERM, SIGINT and SIGHUP (the Landlock server's own, see _guard)
         self.signals: tuple[int, ...] | None = None
-        # namespaces mode: whether the server is in a user and mount namespace of its
-        # own, where it mounts the commands' overlays (else why not)
-        self.own_namespace = False
+        # namespaces mode: the server's own mount namespace (in a user namespace of its
+        # own), where each command's is made from (-1: none, the reason in the error)
+        self.own_namespace = -1
         self.namespace_error = ""
         if self.namespaces:
             return  # bubblewrap restricts the command; the server only mounts its overlays
@@ -681,11 +684,9 @@ def serve(config: dict[str, object], control: socket.socket) -> int:  # pragma: 
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     if prepared.namespaces:
         try:
-            _own_namespace()
+            prepared.own_namespace = _own_namespace()
         except OSError as exc:
-            prepared.namespace_error = str(exc)  # each command with an overlay is told
-        else:
-            prepared.own_namespace = True
+            prepared.namespace_error = str(exc)  # (each command with an overlay forks)
     wakeup = _wakeup()
     # found once: what each command resets (SIGCHLD is set here already), as numbers
     handled = _handled_signals((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
@@ -793,8 +794,6 @@ def _reap(
         # outlives a killed bwrap until the kernel has ended every process in it);
         # Landlock: once every process left behind was killed and reaped
         if command.status and not command.inner and (prepared.namespaces or not left):
-            # its layers unmounted before the caller reads them
-            command.unmount()
             _send(command.connection, command.status)
             command.close(direct, poller)
 
@@ -810,7 +809,6 @@ class _Direct:  # pragma: no cover - in the fork server
         self.pid = 0
         self.status = ""  # its answer, once bwrap was reaped
         self.inner: set[int] = set()  # a killed bwrap's namespace: its first process
-        self.mounts: list[str] = []  # its overlays' mount points, in the server's namespace
 
     def release(self) -> None:
         """Close the command's output and passed files (its process has its own)."""
@@ -819,14 +817,8 @@ class _Direct:  # pragma: no cover - in the fork server
                 os.close(fd)
         self.output, self.passed = -1, ()
 
-    def unmount(self) -> None:
-        """Unmount the command's overlays (its bwrap and namespace are gone)."""
-        _unmount(self.mounts)
-        self.mounts = []
-
     def close(self, direct: dict[int, _Direct], poller: select.poll) -> None:
         """Forget the command: nothing more is read or said on its socket."""
-        self.unmount()
         self.release()
         fd = self.connection.fileno()
         direct.pop(fd, None)
@@ -901,15 +893,16 @@ def _step(
     if _spawned_at_once(prepared, request):
         # bwrap started without a fork of this interpreter, its overlays mounted here
         status = 125  # (a layer that cannot be mounted: as the forked child said it)
+        overlays = request.get("overlays") or []
         try:
-            command.mounts = _mount_overlays(request.get("overlays") or [])
-            status = 126
-            child = _spawn_bwrap(request, command.output, command.passed)
+            with _command_namespace(prepared, bool(overlays)):
+                _mount_overlays(overlays)
+                status = 126
+                child = _spawn_bwrap(request, command.output, command.passed)
         except (OSError, ValueError, TypeError) as exc:
             with contextlib.suppress(OSError):
                 os.write(command.output, f"prism {name}: {exc}; not running the command\n".encode())
             command.release()
-            command.unmount()
             _send(command.connection, f"S {os.getpid()}\nX {status}\n")
             command.close(direct, poller)
             return
@@ -1265,20 +1258,20 @@ def _wait_command(
 def _spawned_at_once(prepared: _Prepared, request: dict[str, object]) -> bool:
     """Whether the command's bwrap starts with ``posix_spawn``, no fork of the server.
 
-    In ``namespaces`` mode the server mounts a command's overlays in its own user and
-    mount namespace (:func:`_own_namespace`), each on its layer's own mount point
-    (bwrap binds it on the directory), so nothing is left to do in the command's
-    process before bwrap's ``exec``: what the forked child did (a new session, the
-    descriptors, default signals) ``posix_spawn`` does (``vfork``: the server's
-    memory is not copied, nor torn down again at ``exec``; a fork and ``exec`` cost
-    the server and the child about 3 ms of CPU here, a spawn under 1 ms). bwrap gives
-    itself its parent-death signal (``--die-with-parent``), and the server kills
-    every child it has when it ends.
+    In ``namespaces`` mode the server mounts a command's overlays in a mount namespace
+    made for the command from its own (:func:`_command_namespace`), each on its
+    layer's own mount point (bwrap binds it on the directory), so nothing is left to
+    do in the command's process before bwrap's ``exec``: what the forked child did
+    (a new session, the descriptors, default signals) ``posix_spawn`` does
+    (``vfork``: the server's memory is not copied, nor torn down again at ``exec``;
+    a fork and ``exec`` cost the server and the child about 3 ms of CPU here, a spawn
+    under 1 ms). bwrap gives itself its parent-death signal (``--die-with-parent``),
+    and the server kills every child it has when it ends.
     """
     argv = request.get("argv")
     return (
         prepared.namespaces
-        and (not request.get("overlays") or prepared.own_namespace)
+        and (not request.get("overlays") or prepared.own_namespace >= 0)
         and request.get("cwd") == "/"
         and isinstance(argv, list)
         and bool(argv)
@@ -1384,15 +1377,14 @@ _NO_SIGNAL = _signal_set(())
 
 
 MS_SLAVE = 1 << 19
-MNT_DETACH = 2
 
 
-def _own_namespace() -> None:  # pragma: no cover - in the fork server
-    """Enter a new user and mount namespace (this user its root), mounts following the host's.
+def _own_namespace() -> int:  # pragma: no cover - in the fork server
+    """Enter a new user and mount namespace (this user its root); that mount namespace.
 
-    Where the commands' overlays are mounted (:func:`_mount_overlays`): the host's
-    mounts and unmounts still reach it (slave), none of its own reaches the host.
-    Raises OSError.
+    Each command's mount namespace is made from it (:func:`_command_namespace`): the
+    host's mounts and unmounts still reach it (slave), none of its own reaches the
+    host. Returns a descriptor of it; raises OSError.
     """
     uid, gid = os.getuid(), os.getgid()
     _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
@@ -1400,47 +1392,60 @@ def _own_namespace() -> None:  # pragma: no cover - in the fork server
     _write("/proc/self/uid_map", f"0 {uid} 1")
     _write("/proc/self/gid_map", f"0 {gid} 1")
     _check(_libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None), "mount(slave /)")
+    return os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
 
-def _mount_overlays(overlays: list[list[str]]) -> list[str]:  # pragma: no cover - server
-    """Mount each overlay on its own mount point here; the mount points (see ``_overlays``).
+@contextlib.contextmanager
+def _command_namespace(
+    prepared: _Prepared, needed: bool
+) -> Iterator[None]:  # pragma: no cover - in the fork server
+    """Inside: the server is in a new mount namespace, the command's, made from its own.
+
+    What is mounted there (the command's overlays) is seen by the command's bwrap
+    alone, which is spawned inside and holds the namespace: it goes, with its mounts,
+    when bwrap and its own namespace are gone (no other command's sandbox keeps a
+    copy of a layer). On leaving, the server is back in its own namespace; if it
+    cannot go back it ends (every process it started is killed), never mounting a
+    later command's layers beside this one's. Nothing when not ``needed``.
+    """
+    if not needed:
+        yield
+        return
+    _check(_libc.unshare(CLONE_NEWNS), "unshare(mount)")
+    try:
+        yield
+    finally:
+        if _libc.setns(prepared.own_namespace, CLONE_NEWNS) != 0:
+            _end_all()
+            os._exit(1)
+
+
+def _mount_overlays(overlays: list[list[str]]) -> None:  # pragma: no cover - server
+    """Mount each overlay on its own mount point here (see ``_overlays``).
 
     Each item is ``[options, mount point, root, below, device, inode]``: its lower
     directory ``root``/``below`` opened without following a link, checked to be the
-    one the caller saw, and named by descriptor. On failure what was mounted is
-    unmounted again; raises OSError (or ValueError for a malformed item).
+    one the caller saw, and named by descriptor. Raises OSError (or ValueError for a
+    malformed item); what was mounted goes with the command's namespace.
     """
-    mounted: list[str] = []
-    try:
-        for request in overlays:
-            if not isinstance(request, list) or len(request) != 6:
-                raise ValueError("an overlay request is [options, mount point, root, below, "
-                                 "device, inode]")  # fmt: skip
-            options, target, root, below, device, inode = (str(p) for p in request)
-            fd = _open_nofollow(root, [p for p in below.split("/") if p])
-            try:
-                seen = os.fstat(fd)
-                if (seen.st_dev, seen.st_ino) != (int(device), int(inode)):
-                    raise OSError(errno.ESTALE, f"{root}/{below} was replaced since it was checked")
-                options = f"lowerdir=/proc/self/fd/{fd},{options}"
-                _check(
-                    _libc.mount(b"prism", os.fsencode(target), b"overlay", 0,
-                                os.fsencode(options)),
-                    f"mount overlay on {target}",
-                )  # fmt: skip
-            finally:
-                os.close(fd)
-            mounted.append(target)
-    except BaseException:
-        _unmount(mounted)
-        raise
-    return mounted
-
-
-def _unmount(targets: list[str]) -> None:  # pragma: no cover - in the fork server
-    """Detach each mount point's overlay here (the sandbox's own copy went with it)."""
-    for target in reversed(targets):
-        _libc.umount2(os.fsencode(target), MNT_DETACH)
+    for request in overlays:
+        if not isinstance(request, list) or len(request) != 6:
+            raise ValueError(
+                "an overlay request is [options, mount point, root, below, device, inode]"
+            )
+        options, target, root, below, device, inode = (str(p) for p in request)
+        fd = _open_nofollow(root, [p for p in below.split("/") if p])
+        try:
+            seen = os.fstat(fd)
+            if (seen.st_dev, seen.st_ino) != (int(device), int(inode)):
+                raise OSError(errno.ESTALE, f"{root}/{below} was replaced since it was checked")
+            options = f"lowerdir=/proc/self/fd/{fd},{options}"
+            _check(
+                _libc.mount(b"prism", os.fsencode(target), b"overlay", 0, os.fsencode(options)),
+                f"mount overlay on {target}",
+            )
+        finally:
+            os.close(fd)
 
 
 def _guard(control: int) -> None:  # pragma: no cover - the guardian and the server

@@ -74,10 +74,10 @@ _HIDDEN_DIRS = ("/tmp", "/run", "/var/run")
 _SECCOMP_LAUNCHER = 'exec "$@" 3<"$0"'
 # Commands run by create_sandbox_shell_operations start from a fork server (one per
 # sandbox, started on first use; see _landlock_exec.py), which lives in a user and
-# mount namespace of its own: it mounts a command's overlays there, each on its
-# layer's own mount point, and starts bwrap with posix_spawn (no fork of its
-# interpreter), the seccomp filter on fd 3 (from a private file); once bwrap and its
-# namespace are gone it unmounts them. No launcher process starts per command.
+# mount namespace of its own: it mounts a command's overlays in a mount namespace made
+# for that command (each on its layer's own mount point) and starts bwrap there with
+# posix_spawn (no fork of its interpreter), the seccomp filter on fd 3 (from a private
+# file); the namespace and its mounts go with bwrap. No launcher process per command.
 _SERVER_CONFIG = json.dumps({"mode": "namespaces"})
 _APPLY_LOCKS: dict[str, threading.Lock] = {}
 _APPLY_LOCKS_LOCK = threading.Lock()
