@@ -20,7 +20,10 @@ cores at load average 12.5 to 13.6 (medians of 7 x 5 calls; CPU, then wall)::
     `git status --short`, 1,000 dirs  +36.6 ms, +138 ms    +4.7 ms, +35 ms
     `ls`, 1,000 dirs                  +6.8 ms, +30 ms      +4.9 ms, +29 ms
 
-Read-only bubblewrap meets its target in CPU (Landlock: below). Over the overlay,
+These rows were measured against a baseline that still searched all of ``/proc``
+for leftovers (about 5.6 ms, which it no longer does: below); against today's they
+are about that much higher. Read-only bubblewrap met its target in CPU then
+(Landlock: below). Over the overlay,
 `git status --short` at 1,000 directories misses it: the kernel builds a fresh
 overlay's view of each of the 3,000 entries git visits (about 7 us each; no mount
 option changes it). docs/sandbox.md has the breakdown. The launcher's spawn of
