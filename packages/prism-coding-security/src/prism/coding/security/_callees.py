@@ -513,16 +513,18 @@ def programs_run(text: str) -> list[str]:
     an interpreter's options (``sh -e``, ``python3 -X opt``), the program or
     script it runs in turn; ``make`` runs its makefile. Not the arguments, which
     name files the command reads or writes (``echo x > out``). After ``cd DIR``
-    a relative program is also taken below ``DIR``.
+    (``pushd DIR``, ``env -C DIR``, also inside ``sh -c '...'``) a relative
+    program is also taken below ``DIR``.
     """
     out: list[str] = []
     dirs: list[str] = []
     for words in _commands(text):
-        if words[0] == "cd" and len(words) == 2 and "$" not in words[1]:
-            if words[1] not in dirs and len(dirs) < _MAX_DIRS:
-                dirs.append(words[1])
-            continue
         for invocation in _invocations(words):
+            where = _changed_directory(invocation)
+            if where is not None and where not in dirs and len(dirs) < _MAX_DIRS:
+                dirs.append(where)
+            if invocation[0] in _DIRECTORY_CHANGERS:
+                continue
             program = invocation[0]
             out.append(program)
             if "/" in program and not program.startswith(("/", "~")):
@@ -531,6 +533,28 @@ def programs_run(text: str) -> list[str]:
 
 
 _MAX_DIRS = 8
+_DIRECTORY_CHANGERS = frozenset({"cd", "pushd"})
+
+
+def _changed_directory(words: list[str]) -> str | None:
+    """The directory ``words`` moves to (``cd DIR``, ``pushd DIR``, ``env -C DIR``), if any."""
+    if words[0] in _DIRECTORY_CHANGERS:
+        operands = [w for w in words[1:] if not w.startswith(("-", "+"))]
+        where = operands[-1] if len(operands) == 1 else None
+    elif os.path.basename(words[0]) == "env":
+        where = None
+        for index, word in enumerate(words[1:], 1):
+            if word in ("-C", "--chdir") and index + 1 < len(words):
+                where = words[index + 1]
+            elif word.startswith("--chdir="):
+                where = word.split("=", 1)[1]
+            elif word.startswith("-C") and len(word) > 2:
+                where = word[2:]
+    else:
+        return None
+    return where if where and "$" not in where else None
+
+
 _MAX_DEPTH = 16  # wrappers and interpreters within one another
 # words before a command's program that are the shell's own (reserved words, `!`, `time -p`)
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "while", "until", "do", "done", "!",
@@ -632,7 +656,33 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
             key, _, value = setting.partition("=")
             if value.startswith("!") or _GIT_COMMAND_KEY.fullmatch(key.lower()):
                 inner += _commands(value.removeprefix("!"))
-    elif name in SIMPLE_WRAPPERS or name == "env":
+
+    elif name == "env":
+        # GNU env's grammar: options (-C DIR, -u NAME take a value; -S a command line),
+        # assignments, then the command
+        index = 1
+        while index < len(words):
+            word = words[index]
+            if word == "--":
+                index += 1
+                break
+            if word in ("-S", "--split-string") or word.startswith(("-S", "--split-string=")):
+                if word in ("-S", "--split-string"):
+                    line = words[index + 1] if index + 1 < len(words) else ""
+                else:
+                    line = word.split("=", 1)[1] if word.startswith("--") else word[2:]
+                inner += _commands(line) if line else []
+                index = len(words)
+                break
+            if word in ("-u", "--unset", "-C", "--chdir", "-P"):
+                index += 2
+            elif word.startswith("-") or _ASSIGNMENT.match(word):
+                index += 1
+            else:
+                break
+        if index < len(words):
+            inner.append(words[index:])
+    elif name in SIMPLE_WRAPPERS:
         try:
             use = describe(tuple(words))
         except (ValueError, IndexError):  # pragma: no cover - the models take any argv
