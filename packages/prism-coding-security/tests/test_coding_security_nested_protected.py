@@ -2049,3 +2049,39 @@ def test_what_node_runs_for_a_hooks_program_without_its_extension_is_protected(
     for path in ["tools/lint.js", "tools/lint.mjs", "tools/lint.cjs", "tools/lint/index.js"]:
         assert anchored.covers(fold_parts(path.split("/"))) is not None, path
     assert anchored.covers(fold_parts(["tools", "other.js"])) is None
+
+
+def test_a_configuration_a_hooks_line_points_git_at_is_protected(root: Path) -> None:
+    """A hook's line that points its git at a file of the tree (`GIT_CONFIG_GLOBAL=...`,
+    `export GIT_DIR=...`, `git -c include.path=...`, `-c core.hooksPath=...`, `-c
+    core.fsmonitor=...`, `--git-dir=...`): what that file holds decides what the line's
+    git runs (a planted `core.fsmonitor` ran at the user's next commit). Real bash and
+    git run the first two with a configuration whose fsmonitor leaves a mark; each file
+    asks, other files stay writable."""
+    _git("init", "-q", str(root))
+    ran = root.parent / "ran"
+    (root / ".git" / "hooks" / "pre-commit").write_text(
+        "#!/bin/bash\nGIT_CONFIG_GLOBAL=d/gitconfig git status --short >/dev/null\n"
+        'git -c include.path="$PWD/e/gitconfig" status --short >/dev/null\n'
+        "git -c core.hooksPath=f/hooks -c core.fsmonitor=g/f.sh status >/dev/null\n"
+        "export GIT_DIR=h/repo\ngit --git-dir=i/repo log >/dev/null 2>&1 || true\n"
+    )
+    for directory in ("d", "e"):
+        monitor = f'[core]\n\tfsmonitor = "echo {directory} >> $RAN; false"\n'
+        _write_files(root, {f"{directory}/gitconfig": monitor})
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "RAN": str(ran),
+        "HOME": str(root.parent),
+    }
+    subprocess.run(
+        ["bash", ".git/hooks/pre-commit"], cwd=root, env=env, capture_output=True, check=False
+    )
+    assert set(ran.read_text().split()) == {"d", "e"}  # (the line's git ran what each names)
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["d/gitconfig", "e/gitconfig", "f/hooks/pre-commit", "g/f.sh", "h/repo/config",
+             "i/repo/config"]  # fmt: skip
+    for path in [*asked, "d/other", "src/x.py"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path

@@ -656,7 +656,10 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
             key, _, value = setting.partition("=")
             if value.startswith("!") or _GIT_COMMAND_KEY.fullmatch(key.lower()):
                 inner += _commands(value.removeprefix("!"))
-
+            elif _GIT_FILE_KEY.fullmatch(key.lower()) and value:
+                inner.append([value if "/" in value else f"./{value}"])  # (kept as a callee)
+        # a configuration file or git directory it is pointed at (--git-dir=d/repo)
+        inner += [[w.split("=", 1)[1]] for w in words[1:] if w.startswith("--git-dir=")]
     elif name == "env":
         # GNU env's grammar: options (-C DIR, -u NAME take a value; -S a command line),
         # assignments, then the command
@@ -858,6 +861,15 @@ _RUNS = {
     "rye": ("run",), "bundle": ("exec",), "go": ("run",),
 }  # fmt: skip
 _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+# configuration keys naming a file (or directory) git reads for what it runs or hides
+_GIT_FILE_KEY = re.compile(
+    r"include(if\..*)?\.path|core\.(hookspath|excludesfile|attributesfile|worktree)"
+)
+# the environment's ways to point git at another configuration or repository
+_GIT_ELSEWHERE = re.compile(
+    r"\b(?:GIT_CONFIG_GLOBAL|GIT_CONFIG_SYSTEM|GIT_CONFIG|GIT_DIR|GIT_COMMON_DIR|GIT_INDEX_FILE)"
+    r"""=["']?([^\s"';&|()]+)"""
+)
 # configuration keys whose value git runs as a command (see ._gitnames: given with -c)
 _GIT_COMMAND_KEY = re.compile(
     r"(.*\.)?[a-z0-9]*(cmd|command|textconv|clean|smudge|process|driver|editor|pager|program"
@@ -1713,6 +1725,12 @@ def hook_callees(
         for word in python_imports(text):
             for base in bases:
                 protect(os.path.normpath(os.path.join(base, word)))
+        # a configuration or git directory a line points git at (GIT_CONFIG_GLOBAL=d/cfg,
+        # export GIT_DIR=d/repo): what it holds decides what the line's git runs
+        named += [
+            os.path.normpath(os.path.join(top, os.path.expanduser(value)))
+            for value in _GIT_ELSEWHERE.findall(text) if "$" not in value
+        ]  # fmt: skip
         for tail in _AFTER_EXPANSION.findall(text):
             path = os.path.normpath(os.path.join(top, tail))
             if path not in named and path.startswith(inside):
