@@ -86,6 +86,7 @@ from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitf
 from ._protected import git_takes_head
 from ._pymodules import MODULE_SHADOWS, shadowed_names
 from ._unanswered import unanswered_entries
+from ._variables import variable_named
 from ._watch import DirectoryWatch, local_device
 
 if TYPE_CHECKING:
@@ -1061,8 +1062,11 @@ def _exported_entries(text: str) -> tuple[list[str], list[str]]:
     """What the search variables a shell text sets name, as written (relative: to its directory).
 
     The other search lists' directories and files (:data:`SEARCH_DIRECTORIES`,
-    :data:`SEARCH_FILES`), protected whole, and the modules ``NODE_OPTIONS``
-    preloads (``--require``, ``--import``, ``--loader``); then, apart,
+    :data:`SEARCH_FILES`), protected whole, the modules ``NODE_OPTIONS``
+    preloads (``--require``, ``--import``, ``--loader``), the files and
+    directories git, the shell and other tools load from what a variable names,
+    and what a command a variable holds runs (:func:`._variables.variable_named`:
+    ``GIT_CONFIG_GLOBAL``, ``XDG_CONFIG_HOME``, ``EDITOR``, ``PROMPT_COMMAND``); then, apart,
     ``PYTHONPATH``'s directories: a project's source there (``$PWD/src``) keeps
     writable what does not shadow the standard library or a tool run as a
     module (as for this process's own, :func:`_search_entries`).
@@ -1076,6 +1080,14 @@ def _exported_entries(text: str) -> tuple[list[str], list[str]]:
             out += [e for e in re.split("[: ]" if name == "LD_PRELOAD" else ":", value) if e]
         elif name == "NODE_OPTIONS":
             out += _NODE_PRELOADS.findall(value)
+        else:
+            # git's configuration, a configuration tree, a command the shell or git runs
+            loaded, command = variable_named(name, value)
+            out += loaded
+            if command is not None:
+                out += [w for w in programs_run(command) if "/" in w]
+                out += [w for w in script_arguments(command) if "/" in w or w.endswith(".sh")]
+                out += python_imports(command)
     return out, python
 
 
