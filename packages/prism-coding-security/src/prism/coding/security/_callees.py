@@ -69,6 +69,7 @@ from ._commands import MAX_COMMAND_CHARS, parse_script
 from ._files import read_regular_file, shell_text
 from ._grammars import SIMPLE_WRAPPERS
 from ._programs import describe
+from ._variables import variable_named
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -82,6 +83,7 @@ __all__ = [
     "expand_assignments",
     "glob_matches",
     "hook_callees",
+    "library_modules",
     "loop_bound",
     "own_directory",
     "programs_run",
@@ -279,6 +281,7 @@ _FED = re.compile(
     r"""|[0-9]*<[ \t]*(?P<file>"[^"\n]*"|'[^'\n]*'|[^\s;&|()]+))"""
 )
 # one word of a loop's list: a command substitution (quoted or not), a quoted word, a word
+_SUBSTITUTION = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)|`[^`\n]*`")
 _LIST_WORD = re.compile(r""""?(?:\$\((?:[^()]|\([^()]*\))*\)|`[^`]*`)"?|"[^"]*"|'[^']*'|[^\s"']+""")
 _READ_OPTIONS = frozenset({"-d", "-u", "-n", "-N", "-p", "-t", "-a", "-i"})  # (they take a value)
 # commands a list's lines pass through, some of them left out (`ls d | grep .sh | sort`)
@@ -301,7 +304,9 @@ def loop_bound(text: str, cwd: str | None = None, reads: list[str] | None = None
     the names ``d`` holds, ``$(find d -name '*.sh')`` gives ``d/**/*.sh``, a list
     file itself and its lines. What may be any name (a variable, a command not
     known here, a ``read`` with nothing known to feed it) gives ``./**``: whatever
-    the directory holds. ``cwd``: where ``text`` runs (the directories listed and
+    the directory holds. A command's word made by a substitution whose output is
+    known the same way (``sh $(cat d/list)``) takes each word it may print.
+    ``cwd``: where ``text`` runs (the directories listed and
     the files read now are taken from there and appended to ``reads``; None:
     nothing is read).
     """
@@ -321,11 +326,22 @@ def loop_bound(text: str, cwd: str | None = None, reads: list[str] | None = None
         if names:
             bound = _fed_words(text, match, cwd, listed, several=len(names) > 1)
             bindings += [(name, bound) for name in names]
+    references = [
+        (re.compile(rf"\$(?:\{{{name}\}}|{name}(?![A-Za-z0-9_]))"), words)
+        for name, words in bindings[:_MAX_LOOPS]
+    ]
+    # a command's word made by a substitution whose output is known (`sh $(cat d/list)`):
+    # each word it may print, as a loop's variable takes them
+    for match in itertools.islice(_SUBSTITUTION.finditer(text), _MAX_LOOPS):
+        made = match.group()
+        inner = made[2:-1] if made.startswith("$(") else made[1:-1]
+        printed = _printed(inner, cwd, listed)
+        if printed and printed != [_UNKNOWN] and len(references) < _MAX_LOOPS:
+            references.append((re.compile(re.escape(made)), printed))
     out: dict[str, None] = {}
     pairs = 0
     size = 0
-    for name, words in bindings[:_MAX_LOOPS]:
-        reference = re.compile(rf"\$(?:\{{{name}\}}|{name}(?![A-Za-z0-9_]))")
+    for reference, words in references:
         for line in text.split("\n"):  # (sh ends a line there only)
             if not reference.search(line):
                 continue
@@ -710,6 +726,59 @@ def _invocations(words: list[str], depth: int = 0) -> list[list[str]]:
 # module (`json.cpython-311-x86_64-linux-gnu.so`), a package's `__init__` in any form,
 # and the top-level modules' caches.
 _FIRST_FOUND = ("*.py", "*.pyc", "*.so", "*/__init__.*", "__pycache__")
+
+
+# perl's and ruby's options that load a library before the program, and their
+# directories searched first (-I), with the options that take a value
+_LOADS = {"perl": ("-M", "-m"), "ruby": ("-r",)}
+_LIBRARY_VALUES = {"perl": ("-e", "-E", "-x", "-i"), "ruby": ("-e", "-E", "-C", "-x", "-F")}
+
+
+def library_modules(text: str) -> list[str]:
+    """Paths of the libraries ``perl -Id -Mlint`` and ``ruby -I d -r lint`` in shell ``text`` load.
+
+    Each library an option loads (perl's ``-M``/``-m``, ``Lint::Mod`` as
+    ``Lint/Mod.pm``; ruby's ``-r``, ``lint`` as ``lint.rb``) in each directory
+    its ``-I`` searches first, and a ruby library given by a path (``-r ./d/x``)
+    as that path. Relative to where the command runs.
+    """
+    out: list[str] = []
+    for words in _commands(text):
+        for invocation in _invocations(words):
+            family = _family(os.path.basename(invocation[0]))
+            if family not in _LOADS:
+                continue
+            dirs: list[str] = []
+            loads: list[str] = []
+            index = 1
+            while index < len(invocation) and invocation[index].startswith("-"):
+                word = invocation[index]
+                if word == "--":
+                    break
+                option, value = word[:2], word[2:]
+                if option in ("-I", *_LOADS[family]) and not value and index + 1 < len(invocation):
+                    index += 1
+                    value = invocation[index]
+                elif word in _LIBRARY_VALUES[family]:
+                    index += 1
+                if option == "-I" and value:
+                    dirs.append(value)
+                elif option in _LOADS[family] and value:
+                    loads.append(value)
+                index += 1
+            for load in loads:
+                if "$" in load:
+                    continue
+                if family == "perl":
+                    name = re.split(r"[= ]", load.lstrip("-"), maxsplit=1)[0]
+                    file = name.replace("::", "/").replace("'", "/") + ".pm"
+                elif load.startswith(("./", "../", "/", "~")):
+                    out += [load, f"{load}.rb"]
+                    continue
+                else:
+                    file = load if load.endswith((".rb", ".so")) else f"{load}.rb"
+                out += [os.path.join(d, file) for d in dirs if "$" not in d]
+    return list(dict.fromkeys(out))
 
 
 def python_imports(text: str) -> list[str]:
@@ -1179,6 +1248,32 @@ def _commands(text: str) -> list[list[str]]:
             if stripped:
                 words[0] = stripped
     return out
+
+
+_DECLARES = frozenset({"export", "declare", "typeset", "readonly", "local"})
+
+
+def _assigned(text: str) -> list[tuple[str, str]]:
+    """Every ``NAME=value`` shell ``text`` gives, its quotes removed.
+
+    A command's own (``BASH_ENV=d/env.sh bash x.sh``), ``export``'s and its
+    kin's, a line's plain one.
+    """
+    out = list(assignments(text))
+    parsed = len(text) <= MAX_COMMAND_CHARS and text.count("$(") + text.count("`") <= 256
+    for command in parse_script(text).commands if parsed else ():
+        out += [
+            (name, _unquoted(value))
+            for name, _, value in (w.raw.partition("=") for w in command.assignments)
+        ]
+    for words in _commands(text):
+        if words[0] in _DECLARES:
+            out += [
+                (name, value)
+                for name, _, value in (w.partition("=") for w in words[1:])
+                if _ASSIGNMENT.match(f"{name}=")
+            ]
+    return list(dict.fromkeys(out))
 
 
 def _unquoted(raw: str) -> str:
@@ -1661,6 +1756,7 @@ def hook_callees(
     pyproject = os.path.join(top, "pyproject.toml")
     named_scripts: dict[str, list[str]] | None = None
     taken: set[str] = set()
+    assigned_commands: set[tuple[str, str]] = set()
     while pending:
         text, node, origin = pending.pop()
         text = _TOP.sub(lambda _: top, text)
@@ -1721,6 +1817,23 @@ def hook_callees(
             and "`" not in made
             for base in bases
         ]  # fmt: skip
+        # what its own assignments make a program load (BASH_ENV=d/env.sh bash x.sh,
+        # export GIT_CONFIG_GLOBAL=...), and what a command they hold runs (EDITOR=...)
+        for name, value in _assigned(text):
+            loaded, command = variable_named(name, value)
+            named += [
+                os.path.normpath(os.path.join(base, os.path.expanduser(entry)))
+                for entry in loaded
+                if "$" not in entry
+                for base in bases
+            ]
+            if command is not None and (command, origin) not in assigned_commands:
+                assigned_commands.add((command, origin))
+                pending.append((command, node, origin))
+        # what perl's -M and ruby's -r load from their -I directories
+        named += [
+            os.path.normpath(os.path.join(b, w)) for w in library_modules(text) for b in bases
+        ]
         # what the Python programs it runs import from the tree (never read as commands)
         for word in python_imports(text):
             for base in bases:

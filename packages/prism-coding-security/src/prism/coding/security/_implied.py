@@ -86,7 +86,7 @@ from ._gitnames import EMBEDDED_GIT, cached_configured, cached_git_entries, gitf
 from ._protected import git_takes_head
 from ._pymodules import MODULE_SHADOWS, shadowed_names
 from ._unanswered import unanswered_entries
-from ._variables import variable_named
+from ._variables import SEARCH_DIRECTORIES, SEARCH_FILES, variable_named
 from ._watch import DirectoryWatch, local_device
 
 if TYPE_CHECKING:
@@ -1052,12 +1052,6 @@ def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
     return answer
 
 
-# node's options that load a module before the program (NODE_OPTIONS)
-_NODE_PRELOADS = re.compile(
-    r"(?:--require|-r|--import|--loader|--experimental-loader)(?:=|[ \t]+)[\"']?([^\s\"']+)"
-)
-
-
 def _exported_entries(text: str) -> tuple[list[str], list[str]]:
     """What the search variables a shell text sets name, as written (relative: to its directory).
 
@@ -1076,18 +1070,14 @@ def _exported_entries(text: str) -> tuple[list[str], list[str]]:
     for name, value in assignments(text):
         if name == "PYTHONPATH":
             python += [e for e in value.split(":") if e and "$" not in e]
-        elif name in SEARCH_DIRECTORIES or name in SEARCH_FILES:
-            out += [e for e in re.split("[: ]" if name == "LD_PRELOAD" else ":", value) if e]
-        elif name == "NODE_OPTIONS":
-            out += _NODE_PRELOADS.findall(value)
-        else:
-            # git's configuration, a configuration tree, a command the shell or git runs
-            loaded, command = variable_named(name, value)
-            out += loaded
-            if command is not None:
-                out += [w for w in programs_run(command) if "/" in w]
-                out += [w for w in script_arguments(command) if "/" in w or w.endswith(".sh")]
-                out += python_imports(command)
+            continue
+        # a search list, git's configuration, a configuration tree, a command run
+        loaded, command = variable_named(name, value)
+        out += loaded
+        if command is not None:
+            out += [w for w in programs_run(command) if "/" in w]
+            out += [w for w in script_arguments(command) if "/" in w or w.endswith(".sh")]
+            out += python_imports(command)
     return out, python
 
 
@@ -1185,18 +1175,6 @@ def _interpreter_entries(root: str) -> list[str]:
                 out.append(where)
     return out
 
-
-SEARCH_DIRECTORIES = ("LD_LIBRARY_PATH", "PYTHONPATH", "NODE_PATH", "PERL5LIB", "PERLLIB",
-                      "RUBYLIB", "GEM_PATH", "GEM_HOME", "CLASSPATH")  # fmt: skip
-"""Variables naming directories the user's later programs load code from, before their own.
-
-``PYTHONPATH`` precedes the standard library (a ``re.py`` there runs in every
-python that imports ``re``), ``PERL5LIB`` and ``RUBYLIB`` theirs, the dynamic
-loader searches ``LD_LIBRARY_PATH`` before the system's libraries.
-"""
-
-SEARCH_FILES = ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "BASH_ENV", "ENV")
-"""Variables naming files that later programs load or run as they start."""
 
 # with ``.`` (or an empty entry) on PATH, every directory is a PATH directory: these
 # names (what the user and Prism commonly run, and what git itself runs through PATH:

@@ -10,7 +10,30 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COMMAND_VARIABLES", "LOADED_VARIABLES", "variable_named"]
+__all__ = [
+    "COMMAND_VARIABLES",
+    "LOADED_VARIABLES",
+    "SEARCH_DIRECTORIES",
+    "SEARCH_FILES",
+    "variable_named",
+]
+
+SEARCH_DIRECTORIES = ("LD_LIBRARY_PATH", "PYTHONPATH", "NODE_PATH", "PERL5LIB", "PERLLIB",
+                      "RUBYLIB", "GEM_PATH", "GEM_HOME", "CLASSPATH")  # fmt: skip
+"""Variables naming directories the user's later programs load code from, before their own.
+
+``PYTHONPATH`` precedes the standard library (a ``re.py`` there runs in every
+python that imports ``re``), ``PERL5LIB`` and ``RUBYLIB`` theirs, the dynamic
+loader searches ``LD_LIBRARY_PATH`` before the system's libraries.
+"""
+
+SEARCH_FILES = ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "BASH_ENV", "ENV")
+"""Variables naming files that later programs load or run as they start."""
+
+# node's options that load a module before the program (NODE_OPTIONS)
+_NODE_PRELOADS = re.compile(
+    r"(?:--require|-r|--import|--loader|--experimental-loader)(?:=|[ \t]+)[\"']?([^\s\"']+)"
+)
 
 LOADED_VARIABLES = (
     # git's configuration (its command keys, includes), programs, templates, repository
@@ -43,17 +66,24 @@ _LESS_PIPE = re.compile(r"^[|]+-?|%s")
 def variable_named(name: str, value: str) -> tuple[list[str], str | None]:
     """What assigning ``value`` to ``name`` makes a later program load or run.
 
-    The files and directories it names (:data:`LOADED_VARIABLES`), and the
-    command it holds (:data:`COMMAND_VARIABLES`), to be read as shell text;
-    ``([], None)`` for any other variable::
+    The files and directories it names (:data:`SEARCH_DIRECTORIES` but
+    ``PYTHONPATH``, :data:`SEARCH_FILES`, :data:`LOADED_VARIABLES`, the modules
+    ``NODE_OPTIONS`` preloads), and the command it holds
+    (:data:`COMMAND_VARIABLES`), to be read as shell text; ``([], None)`` for
+    any other variable::
 
         >>> variable_named("GIT_CONFIG_GLOBAL", "/p/d/gitconfig")
         (['/p/d/gitconfig'], None)
         >>> variable_named("LESSOPEN", "|/p/d/lo.sh %s")
         ([], '/p/d/lo.sh ')
     """
-    if name in LOADED_VARIABLES:
-        return [entry for entry in value.split(":") if entry], None
+    if name == "PYTHONPATH":
+        return [], None  # (its directories: what shadows a module there, see _implied)
+    if name in SEARCH_DIRECTORIES or name in SEARCH_FILES or name in LOADED_VARIABLES:
+        # (ld.so splits LD_PRELOAD at spaces too)
+        return [e for e in re.split("[: ]" if name == "LD_PRELOAD" else ":", value) if e], None
+    if name == "NODE_OPTIONS":
+        return _NODE_PRELOADS.findall(value), None
     if name in COMMAND_VARIABLES:
         return [], _LESS_PIPE.sub("", value) if name.startswith("LESS") else value
     return [], None
