@@ -4,7 +4,8 @@ A hook, a script it runs, a list file a loop reads: each is run here by dash
 and by bash, every script that ran says so, and each one must be among what
 the policy protects. The shells drop NUL bytes and end a line at a newline
 only (a carriage return, a form feed or a line separator is part of its word),
-where Python's ``splitlines`` and ``shlex`` would cut.
+where Python's ``splitlines`` and ``shlex`` would cut. A makefile's recipe is run by
+the real make.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from prism.coding.security import _callees, _implied
+from prism.coding.security._protected import ProtectedPaths
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -105,3 +107,55 @@ def test_each_script_an_envrc_runs_is_protected_as_bash_names_it(tmp_path: Path)
     assert log.read_text().split() == ["0", "1", "2"]
     found = set(_implied._direnv_entries(str(tmp_path), ("",)))
     assert [name for name in names if name not in found] == []
+
+
+# a hook's `make lint` whose recipe names its program through make's functions
+_RECIPES = [
+    "\t$(foreach f,$(wildcard d/*.sh),sh $(f);)",
+    "\tsh $(firstword $(wildcard d/*.sh))",
+    "\tsh $(addprefix d/,x.sh)",
+    "\tsh $(patsubst %,d/%.sh,x)",
+    "\tsh $(subst Y,x,d/Y.sh)",
+    "\tsh $^\nlint: $(wildcard d/*.sh)",
+    "\tsh $<\nlint: d/x",
+    "\t@sh $(lastword $(MAKEFILE_LIST:Makefile=d/x.sh))",
+    "\tsh $(call F,x)\nF = d/$(1).sh",
+    "\tsh $(V)\nV = d/x\nV := $(V).sh",
+    "\tsh $(V)\nV = $(subst Y,/,dYx.sh)",
+]
+# ordinary recipes: their programs are known, nothing more is kept
+_PLAIN_RECIPES = [
+    "\t$(CC) $(CFLAGS) -o out/a $^\nlint: src/a.c",
+    "\tpython3 -m pytest $(TESTS)\nTESTS = tests",
+    "\tfor f in $$(git ls-files '*.sh'); do echo $$f; done",
+]
+
+
+def test_a_recipe_whose_program_make_computes_keeps_the_makefiles_directory(
+    tmp_path: Path,
+) -> None:
+    """Real make runs each recipe (each ran ``d/x.sh``): a program or script word still
+    holding a make reference the reader does not evaluate makes what runs unknown, and
+    everything below the makefile's directory is kept."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    for index, recipe in enumerate(_RECIPES + _PLAIN_RECIPES):
+        top = tmp_path / str(index)
+        (top / ".git" / "hooks").mkdir(parents=True)
+        (top / "d").mkdir()
+        (top / "src").mkdir()
+        (top / "src" / "a.c").write_text("int main(void) { return 0; }\n")
+        (top / "d" / "x.sh").write_text(f'echo {index} >> "$LOG"\n')
+        (top / "d" / "x").write_text(f'echo {index} >> "$LOG"\n')
+        (top / "Makefile").write_text(f"lint:\n{recipe}\n")
+        (top / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nmake lint\n")
+        found = _callees.hook_callees(str(top), [str(top / ".git" / "hooks")], str(top), [])
+        covered = ProtectedPaths(found).covers(["d", "x.sh"])
+        if index >= len(_RECIPES):
+            assert "**" not in found, recipe
+            continue
+        log = top / "log"
+        env = {"PATH": os.environ["PATH"], "LOG": str(log)}
+        subprocess.run(["make", "-s", "lint"], cwd=top, env=env, check=True, capture_output=True)
+        assert log.read_text() == f"{index}\n", recipe
+        assert covered is not None, recipe

@@ -185,6 +185,32 @@ def _make_expanded(text: str) -> str:
     return text
 
 
+# a make reference left in a recipe's program once the makefile is expanded: a function
+# or variable not evaluated here (`$(addprefix d/,x.sh)`, `$(call F,x)`, `$(V)` appending
+# to itself), an automatic variable (`$^`); make's own defaults for its built-in
+# variables name programs found on PATH
+_MAKE_DYNAMIC = re.compile(r"\$(?:[({]|[@<^+?*|%]|$)")  # (`$` alone: a text not parsed)
+_MAKE_DEFAULTS = re.compile(r"\$[({](?:CC|CXX|CPP|FC|AR|AS|LD|RM|LEX|YACC|M2C|PC|MAKE)[)}]")
+_MAKE_RULE_RECIPE = re.compile(r"^[^\t#=:]+::?[^=;]*;(.*)$")
+
+
+def _make_unknown(expanded: str) -> bool:
+    """Whether a recipe of the expanded makefile runs a program or script not known here.
+
+    A program (or an interpreter's script) of a recipe line still holding a make
+    reference: make evaluates about forty functions and any user-defined one
+    (``$(call F,x)``); what such a word becomes is not guessed.
+    """
+    recipes: list[str] = []
+    for line in expanded.split("\n"):
+        rule = None if line.startswith("\t") else _MAKE_RULE_RECIPE.match(line)
+        if rule is not None or line.startswith("\t"):
+            recipes.append(line if rule is None else rule.group(1))
+    # (a recipe's `$$` is the shell's `$`, not make's)
+    text = _MAKE_DEFAULTS.sub("make", "\n".join(recipes).replace("$$", ""))
+    return any(_MAKE_DYNAMIC.search(word) for word in programs_run(text))
+
+
 # NAME=value (export, local, typeset, declare before it), its value quoted or bare
 _ASSIGNED = re.compile(
     r"^[ \t]*(?:(?:export|local|typeset|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?"
@@ -1767,8 +1793,12 @@ def hook_callees(
         cwd = os.path.dirname(origin) if makefile else top
         text = working_directory(text, cwd)
         if makefile:
+            expanded = _make_expanded(text)
+            if _make_unknown(expanded):
+                # what its recipe runs is not known: anything below the makefile's directory
+                protect(os.path.join(cwd, "**"))
             # (a recipe's `$$` is the shell's `$`: `for f in $$(ls d); do sh "$$f"; done`)
-            text = _make_expanded(text).replace("$$", "$")
+            text = expanded.replace("$$", "$")
         text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})
         bound = loop_bound(text, cwd, reads)
         text = f"{text}\n{bound}" if bound else text
