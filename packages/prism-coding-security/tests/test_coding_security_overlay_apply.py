@@ -176,6 +176,59 @@ def test_special_files_and_stale_locks_are_not_kept(root: Path, tmp_path: Path) 
     assert notes == [f"not applied to {root} (special files are not kept): pipe"]
 
 
+def test_a_command_never_puts_the_root_past_the_walks_bound(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk refuses a root of more than MAX_WALKED_ENTRIES entries, and with it every
+    later change (the write tool's too): one command's 20,000 files put a root of 990,000
+    there. New entries past the bound are left out, said; a changed file still comes
+    back. The walk counts a directory it listed before as it counted it then (its files
+    too), so the process that grew the root refuses it as the next one does (the bound
+    made small here: the same path at any size)."""
+    from prism.coding.security import _implied, _overlay
+    from prism.coding.security._implied import held_entries
+
+    monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 9)
+    monkeypatch.setattr(_overlay, "MAX_WALKED_ENTRIES", 9)
+    # (listings of this second are kept: as of directories listed a while ago)
+    monkeypatch.setattr(_implied, "_clock", lambda: 2**62)
+    (root / "data").mkdir()
+    for name in "01234":
+        (root / "data" / name).write_text("")
+    implied_protected(str(root), _PROTECTED)  # 6 entries: data and its files
+    overlay = _layer(root, tmp_path / "base")
+    os.mkdir(os.path.join(overlay.upper, "more"))
+    for name in "12345":
+        open(os.path.join(overlay.upper, "more", name), "w").close()
+    open(os.path.join(overlay.upper, "x"), "w").close()
+    os.mkdir(os.path.join(overlay.upper, "data"))
+    with open(os.path.join(overlay.upper, "data", "0"), "w") as changed:
+        changed.write("changed\n")
+    try:
+        notes = overlay.apply(
+            _PROTECTED, list, entries=functools.partial(held_entries, str(root), _PROTECTED)
+        )
+    finally:
+        overlay.discard()
+    assert (root / "data" / "0").read_text() == "changed\n", notes
+    assert sorted(os.listdir(root)) == ["data", "more"], notes
+    assert sorted(os.listdir(root / "more")) == ["1", "2"], notes
+    assert notes == [
+        f"not applied to {root} (past the 9 entries a root may hold): more/3, more/4, "
+        "more/5, x"
+    ]
+    implied_protected(str(root), _PROTECTED)  # 9: not refused
+    (root / "y").write_text("")  # the host's own: the tenth
+    with pytest.raises(SandboxUnavailableError, match="more than 9 entries"):
+        implied_protected(str(root), _PROTECTED)
+    (root / "y").unlink()
+    monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 1_000_000)
+    implied_protected(str(root), _PROTECTED)  # listed, and kept
+    monkeypatch.setattr(_implied, "MAX_WALKED_ENTRIES", 8)
+    with pytest.raises(SandboxUnavailableError, match="more than 8 entries"):
+        implied_protected(str(root), _PROTECTED)  # from the kept listings: 9 still
+
+
 def test_a_failure_to_ask_git_keeps_every_change_out(root: Path, tmp_path: Path) -> None:
     overlay = _layer(root, tmp_path / "base")
     open(os.path.join(overlay.upper, "made.txt"), "w").close()

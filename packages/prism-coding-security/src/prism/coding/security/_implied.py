@@ -102,6 +102,7 @@ __all__ = [
     "SEARCH_FILES",
     "answered_unwalked",
     "environment_patterns",
+    "held_entries",
     "implied_protected",
     "nested_repositories",
     "warm_in_background",
@@ -135,9 +136,14 @@ _NOT_GIT = ("venv", "envrc")
 # one listing: the directory's identity and times (None: list it again), its
 # subdirectories, its `.git` entry's kind ("" for none), its links worth resolving,
 # whether it holds a HEAD (git may take it for a git directory: a bare repository),
-# whether it holds a pyvenv.cfg (a virtual environment), whether it holds an .envrc
-_Listing = tuple[tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool, bool, bool]
+# whether it holds a pyvenv.cfg (a virtual environment), whether it holds an .envrc,
+# and how many entries it holds (what the walk counts of it, listed or not)
+_Listing = tuple[
+    tuple[int, ...] | None, tuple[str, ...], str, tuple[str, ...], bool, bool, bool, int
+]
 _trees: dict[tuple[str, tuple[str, ...]], dict[str, _Listing]] = {}
+# per walk: the entries its root held when last walked (or when its watch last answered)
+_held: dict[tuple[str, tuple[str, ...]], int] = {}
 _trees_lock = threading.Lock()
 # per walk: its watch and its answer when the watch covered every directory of it
 _watched: dict[
@@ -197,7 +203,16 @@ def _list(
     identity = _identity(info)
     # changed in the clock's last tick: a later change may leave the times equal
     racy = max(info.st_mtime_ns, info.st_ctime_ns) >= started - _RACY_NS
-    found = (None if racy else identity, tuple(subdirs), git, tuple(links), head, venv, envrc)
+    found = (
+        None if racy else identity,
+        tuple(subdirs),
+        git,
+        tuple(links),
+        head,
+        venv,
+        envrc,
+        count,
+    )
     return found, count
 
 
@@ -220,6 +235,8 @@ def _walk(root: str, matcher: ProtectedPaths) -> tuple[list[tuple[str, str]], li
             changed = watched[0].changed(root, kept, MAX_WALKED_ENTRIES)  # (every event read)
             if not changed and watched[1] is not None:
                 gits, links = watched[1]
+                with _trees_lock:
+                    _held[key] = watched[0].walked  # (with the entries made since counted)
                 return list(gits), list(links)
             if watched[0].broken:
                 _unwatch(key)
@@ -307,7 +324,7 @@ def _walk_listing(
         hit = kept.get(rel)
         if hit is not None and hit[0] == _identity(info):
             listing = hit
-            walked += len(hit[1]) + len(hit[3]) + 1
+            walked += hit[7]  # as when it was listed: the times say nothing was added
         else:
             try:
                 listing, count = _list(path, rel, matcher, info, started)
@@ -322,7 +339,7 @@ def _walk_listing(
                 "and protected links below its top cannot all be found"
             )
         fresh[rel] = listing
-        _, subdirs, git, named, head, venv, envrc = listing
+        _, subdirs, git, named, head, venv, envrc, _ = listing
         links += [f"{rel}/{name}" if rel else name for name in named]
         if not descend:
             continue  # a .git directory: only the links at its top (repo's layout)
@@ -340,7 +357,9 @@ def _walk_listing(
     with _trees_lock:
         if len(_trees) >= 64 and key not in _trees:
             _trees.clear()
+            _held.clear()
         _trees[key] = fresh
+        _held[key] = walked
     return gits, links
 
 
@@ -511,6 +530,25 @@ def answered_unwalked(root: str, matcher: ProtectedPaths) -> bool:
     with _trees_lock:
         watched = _watched.get(key)
         return key not in _warming and watched is not None and watched[1] is not None
+
+
+def held_entries(root: str, matcher: ProtectedPaths) -> int:
+    """How many entries ``root``'s walk counts (its last walk's count, else a walk).
+
+    The count a copy-back adds its new entries to: past :data:`MAX_WALKED_ENTRIES`
+    every later walk of the root is refused, and with it every change to it.
+
+    Raises:
+        SandboxUnavailableError: the root holds more than :data:`MAX_WALKED_ENTRIES`.
+    """
+    key = (root, matcher.entries)
+    with _trees_lock:
+        held = _held.get(key)
+    if held is None:
+        _walk(root, matcher)
+        with _trees_lock:
+            held = _held.get(key, 0)
+    return held
 
 
 def nested_repositories(root: str, matcher: ProtectedPaths) -> int:

@@ -67,7 +67,7 @@ from ._errors import SandboxUnavailableError
 from ._executables import host_environment, host_program
 from ._files import open_regular_file, read_regular_file
 from ._ignorefile import IGNORE_READ, ignore_file, self_ignoring
-from ._implied import MAX_NESTED_REPOSITORIES
+from ._implied import MAX_NESTED_REPOSITORIES, MAX_WALKED_ENTRIES
 from ._index import (
     extension_signatures,
     extensionless,
@@ -774,6 +774,7 @@ class RootOverlay:
         index_placed: Callable[[list[bytes], os.stat_result], None] | None = None,
         index_restamped: Callable[[os.stat_result, os.stat_result], None] | None = None,
         repositories: Callable[[], int] | None = None,
+        entries: Callable[[], int] | None = None,
     ) -> list[str]:
         """Move the command's changes into the root; return what was left out, as notes.
 
@@ -791,6 +792,10 @@ class RootOverlay:
         ``index_restamped(before, after)``: told when the root's own index was
         rewritten with the entries of the work tree files placed made stat-unknown
         (see :meth:`_Applier.unknown_placed`), with its stat before and after.
+        ``repositories()``, ``entries()``: how many git repositories the root holds
+        below its top, and how many entries its walk counts (asked when the layer
+        makes a new one): what would put the root past the walk's bounds
+        (:data:`.MAX_NESTED_REPOSITORIES`, :data:`.MAX_WALKED_ENTRIES`) is left out.
         Never raises for a refusal; an ``OSError`` while applying is reported.
         """
         notes = _Notes()
@@ -811,6 +816,7 @@ class RootOverlay:
         applier.index_placed = index_placed
         applier.index_restamped = index_restamped
         applier.repositories = repositories
+        applier.entries = entries
         # only .git changed: the anchored paths are still needed to judge the
         # entries of a new index or of the commits a moved ref names (a hook
         # under core.hooksPath, an included config), computed when first asked
@@ -1378,6 +1384,11 @@ class _Applier:
         self.repositories: Callable[[], int] | None = None
         self._held_repositories: int | None = None
         self._new_repositories = 0
+        # how many entries the root's walk counts (asked once, when the layer makes one)
+        # and how many new ones this copy-back placed where the walk counts them
+        self.entries: Callable[[], int] | None = None
+        self._held_entries: int | None = None
+        self._new_entries = 0
         # the files with more than one name copied into the root (across file systems):
         # where the first name went (its directory, open, and the name)
         self._copied_inodes: dict[tuple[int, int], tuple[int, str]] = {}
@@ -1559,6 +1570,34 @@ class _Applier:
                 self._held_repositories = MAX_NESTED_REPOSITORIES
         self._new_repositories += 1
         return self._held_repositories + self._new_repositories > MAX_NESTED_REPOSITORIES
+
+    def past_entries(self, real_fd: int, rel: tuple[str, ...]) -> bool:
+        """Whether a new entry at ``rel`` (the host lacks it) would put the root past its bound.
+
+        The next walk of the root refuses it past :data:`.MAX_WALKED_ENTRIES`
+        entries, and with it every change to the root (the write tool's too):
+        a command may not bring it there. Counted as the walk counts: every
+        entry but those below a ``.git`` directory's top.
+        """
+        if self.entries is None:
+            return False
+        if ".git" in rel[:-1] and rel.index(".git") != len(rel) - 2:
+            return False  # (below a .git directory's top: never walked)
+        try:
+            os.lstat(rel[-1], dir_fd=real_fd)
+        except FileNotFoundError:
+            pass
+        else:
+            return False  # replaced, not added
+        if self._held_entries is None:
+            try:
+                self._held_entries = self.entries()
+            except SandboxUnavailableError:  # (a root the walk refuses already)
+                self._held_entries = MAX_WALKED_ENTRIES
+        if self._held_entries + self._new_entries >= MAX_WALKED_ENTRIES:
+            return True
+        self._new_entries += 1
+        return False
 
     def objects_proved(self, rel: tuple[str, ...], at: int) -> bool:
         """Drop from the layer what of this ``.git``'s objects may not come back (once).
@@ -2275,6 +2314,8 @@ class _Applier:
         reason = self.refusal(rel, kind)
         if reason is None and kind == _OTHER:
             reason = "special files are not kept"
+        if reason is None and kind != _WHITEOUT and self.past_entries(real_fd, rel):
+            reason = f"past the {MAX_WALKED_ENTRIES:,} entries a root may hold"
         path = "/".join(rel)
         if reason is not None:
             if reason != "a stale lock":

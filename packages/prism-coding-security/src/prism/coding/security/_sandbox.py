@@ -38,6 +38,7 @@ from ._executables import host_program, loader_moved
 from ._gitnames import index_restamped, remember_index
 from ._implied import (
     environment_patterns,
+    held_entries,
     implied_protected,
     nested_repositories,
     warm_in_background,
@@ -665,6 +666,7 @@ class BubblewrapSandbox:
                             repositories=functools.partial(
                                 nested_repositories, overlay.root, self._matcher
                             ),
+                            entries=functools.partial(held_entries, overlay.root, self._matcher),
                         )
             finally:
                 overlay.discard_later()

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Container, Mapping
 
     # a walk's listing of a directory: identity, subdirectories, `.git` kind, links kept,
-    # whether it holds a HEAD, a pyvenv.cfg, an .envrc
-    Listing = tuple[object, Container[str], str, Container[str], bool, bool, bool]
+    # whether it holds a HEAD, a pyvenv.cfg, an .envrc, how many entries it holds
+    Listing = tuple[object, Container[str], str, Container[str], bool, bool, bool, int]
 
 __all__ = ["DirectoryWatch", "local_device"]
 
