@@ -214,8 +214,7 @@ def test_a_command_never_puts_the_root_past_the_walks_bound(
     assert sorted(os.listdir(root)) == ["data", "more"], notes
     assert sorted(os.listdir(root / "more")) == ["1", "2"], notes
     assert notes == [
-        f"not applied to {root} (past the 9 entries a root may hold): more/3, more/4, "
-        "more/5, x"
+        f"not applied to {root} (past the 9 entries a root may hold): more/3, more/4, more/5, x"
     ]
     implied_protected(str(root), _PROTECTED)  # 9: not refused
     (root / "y").write_text("")  # the host's own: the tenth
