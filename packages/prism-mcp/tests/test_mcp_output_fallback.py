@@ -265,6 +265,39 @@ def test_a_large_value_that_every_message_would_quote_is_refused() -> None:
     assert check(schema, {"a": 1}) is not None  # small: checked, and refused
 
 
+def test_no_message_quotes_a_sub_schema() -> None:
+    """The package's ``not`` and ``oneOf`` messages wrote the ``repr`` of their sub-schemas,
+    annotations and all, for each node failing them: a 1 MB ``description`` under
+    ``items.not`` held the event loop 10 s for one value the price let through. The
+    fallback's messages quote the node alone; what passes and fails, and the message
+    when no ``oneOf`` branch matches, are the package's."""
+    from jsonschema import exceptions, validators
+
+    note = "n" * 1_000
+    never = {"type": "integer", "description": note}
+    schema = {
+        "properties": {
+            "r": {"items": {"not": never}},
+            "o": {"oneOf": [never, {"minimum": 0, "title": note}]},
+        }
+    }
+    stock = validators.validator_for(schema)(schema)
+    for value, path, message in [
+        ({"r": ["a", 0]}, "$.r[1]", "0 is valid under the schema it must not match"),
+        ({"o": 1}, "$.o", "1 is valid under 2 of the given schemas, not one"),
+        ({"o": -1.5}, "$.o", None),  # no branch: the package's own message
+        ({"r": ["a"], "o": 0.5}, "", None),
+    ]:
+        mismatch = check(schema, value)
+        expected = exceptions.best_match(stock.iter_errors(value))
+        assert (mismatch is None) == (expected is None), value
+        if mismatch is None:
+            continue
+        assert note not in mismatch.message, value
+        assert mismatch.path == path, (value, mismatch)
+        assert mismatch.message == (message or expected.message), (value, mismatch)
+
+
 def test_a_value_is_priced_by_the_nodes_each_depth_meets() -> None:
     schema = {"type": "array", "items": {"type": "integer"}}
     price = price_schema(schema)

@@ -58,6 +58,63 @@ async def load_validator() -> Any:
     return await trio.to_thread.run_sync(_import_validator)
 
 
+# The fallback's validator classes, each with its keywords that quote a sub-schema
+# replaced (see _quoting_no_schema), by the package's class they extend.
+_QUIET: dict[type, type] = {}
+
+
+def _not(validator: Any, sub: Any, instance: Any, schema: Any) -> Any:
+    """``not``, its message quoting the node only (the package's quotes the sub-schema too)."""
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+
+    if validator.evolve(schema=sub).is_valid(instance):
+        yield ValidationError(f"{instance!r} is valid under the schema it must not match")
+
+
+def _one_of(validator: Any, subs: Any, instance: Any, schema: Any) -> Any:
+    """``oneOf``, its messages quoting the node only (the package's quote the sub-schemas).
+
+    The same checks as the package's: each sub-schema's errors until one is
+    valid (they are the context of the error when none is), then whether
+    another one is valid too.
+    """
+    from jsonschema.exceptions import ValidationError
+
+    failed: list[Any] = []
+    valid = 0
+    for index, sub in enumerate(subs):
+        if valid:
+            valid += validator.evolve(schema=sub).is_valid(instance)
+            continue
+        errors = list(validator.descend(instance, sub, schema_path=index))
+        if errors:
+            failed += errors
+        else:
+            valid = 1
+    if not valid:
+        yield ValidationError(
+            f"{instance!r} is not valid under any of the given schemas", context=failed
+        )
+    elif valid > 1:
+        yield ValidationError(f"{instance!r} is valid under {valid} of the given schemas, not one")
+
+
+def _quoting_no_schema(cls: Any) -> Any:
+    """``cls`` with ``not`` and ``oneOf`` writing no sub-schema into their messages.
+
+    The package's messages ``repr`` the sub-schema for each node that fails
+    them, annotations and all (a 1 MB ``description`` under ``items.not`` took
+    10 s over 5,800 items): a cost no price of the value bounds. Without the
+    quote, a message costs what the price counts, the node's own ``repr``.
+    """
+    quiet = _QUIET.get(cls)
+    if quiet is None:
+        from jsonschema import validators  # type: ignore[import-untyped]
+
+        quiet = _QUIET[cls] = validators.extend(cls, {"not": _not, "oneOf": _one_of})
+    return quiet
+
+
 @attrs.frozen
 class _Fallback:
     """The ``jsonschema`` package's validator for a schema, and the schema's price."""
@@ -107,7 +164,7 @@ class OutputChecker:
                 price = price_schema(schema)
             except Unpriced as exc:
                 return None, f"{_UNPRICED}: {exc}"
-            cls = validator_for(schema)
+            cls = _quoting_no_schema(validator_for(schema))
             return _Fallback(cls(schema, registry=Registry()), price), None
         except Exception as exc:
             return None, str(exc)[:_MAX_REASON_CHARS]
@@ -149,7 +206,7 @@ class OutputChecker:
         if price_value(validator.price, value) > FALLBACK_WORK:
             return Mismatch(path="", message=_TOO_COSTLY)
         try:
-            from jsonschema import exceptions  # type: ignore[import-untyped]
+            from jsonschema import exceptions
 
             error = exceptions.best_match(validator.check.iter_errors(value))
         except Exception as exc:
