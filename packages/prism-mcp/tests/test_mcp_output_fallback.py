@@ -271,7 +271,7 @@ def test_no_message_quotes_a_sub_schema() -> None:
     ``items.not`` held the event loop 10 s for one value the price let through. The
     fallback's messages quote the node alone; what passes and fails, and the message
     when no ``oneOf`` branch matches, are the package's."""
-    from jsonschema import exceptions, validators
+    from jsonschema import exceptions, validators  # type: ignore[import-untyped]
 
     note = "n" * 1_000
     never = {"type": "integer", "description": note}
