@@ -38,6 +38,10 @@ _SHAPES = [
     # a NUL inside a quoted word, and a carriage return inside a single-quoted one
     (b'sh "scripts/q\0q.sh"', "scripts/qq.sh"),
     (b"sh 'scripts/sq.sh\r'", "scripts/sq.sh\r"),
+    # a loop's list word, a script on standard input, an assignment's value
+    (b'for f in scripts/fl.sh\r; do sh "$f"; done', "scripts/fl.sh\r"),
+    (b"sh < scripts/in.sh\r", "scripts/in.sh\r"),
+    (b"BASH_ENV=scripts/be.sh\r bash -c :", "scripts/be.sh\r"),
 ]
 _LIST = b"scripts/l1.sh\r\nscripts/l\0" + b"2.sh\n"
 
@@ -89,22 +93,23 @@ def test_each_script_a_hook_runs_is_protected_as_the_shell_names_it(
 def test_each_script_an_envrc_runs_is_protected_as_bash_names_it(tmp_path: Path) -> None:
     """direnv evaluates ``.envrc`` with bash: the same reading as a hook's."""
     (tmp_path / "scripts").mkdir()
-    names = ["scripts/env.sh", "scripts/dot.sh\r", "scripts/src.sh\x0cx"]
+    names = ["scripts/env.sh", "scripts/dot.sh\r", "scripts/src.sh\x0cx", "scripts/be.sh\r"]
     for index, name in enumerate(names):
         decoy = tmp_path / name.split("\r")[0].split("\x0c")[0]
         decoy.write_text('echo decoy >> "$LOG"\n')
         (tmp_path / name).write_text(f'echo {index} >> "$LOG"\n')
     lines = b"sh scripts/e\0nv.sh\n. scripts/dot.sh\r\nsource scripts/src.sh\x0cx\n"
+    lines += b"export BASH_ENV=scripts/be.sh\r\n"
     (tmp_path / ".envrc").write_bytes(b": env\n" + lines)
     log = tmp_path / "log"
     subprocess.run(
-        ["bash", "-c", "source .envrc"],
+        ["bash", "-c", "source .envrc; bash -c :"],  # (a later bash sources BASH_ENV)
         cwd=tmp_path,
         env={"PATH": os.environ["PATH"], "LOG": str(log)},
         check=True,
         capture_output=True,
     )
-    assert log.read_text().split() == ["0", "1", "2"]
+    assert log.read_text().split() == ["0", "1", "2", "3"]
     found = set(_implied._direnv_entries(str(tmp_path), ("",)))
     assert [name for name in names if name not in found] == []
 

@@ -214,7 +214,7 @@ def _make_unknown(expanded: str) -> bool:
 # NAME=value (export, local, typeset, declare before it), its value quoted or bare
 _ASSIGNED = re.compile(
     r"^[ \t]*(?:(?:export|local|typeset|readonly|declare(?:[ \t]+-\w+)*)[ \t]+)?"
-    r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|]*)",
+    r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"\n]*\"|'[^'\n]*'|[^ \t\n;&|]*)",
     re.MULTILINE,
 )
 # $NAME, ${NAME}, and ${NAME:-word} / ${NAME-word} / ${NAME:=word} / ${NAME=word}
@@ -302,13 +302,17 @@ _WHILE_READ = re.compile(r"\b(?:while|until)[ \t]+(?:[A-Za-z_]\w*=\S*[ \t]+)*rea
 _LOOP_WORD = re.compile(r"\b(for|while|until|select|done)\b")
 # what feeds a loop's `done`: a file (`done < list`), a command (`done < <(ls d)`), a string
 _FED = re.compile(
-    r"""[ \t]*(?:[0-9]*<<<[ \t]*(?P<string>"[^"\n]*"|'[^'\n]*'|[^\s;&|]+)"""
+    r"""[ \t]*(?:[0-9]*<<<[ \t]*(?P<string>"[^"\n]*"|'[^'\n]*'|[^ \t\n;&|]+)"""
     r"""|[0-9]*<[ \t]*<\((?P<command>[^\n]*)\)"""
-    r"""|[0-9]*<[ \t]*(?P<file>"[^"\n]*"|'[^'\n]*'|[^\s;&|()]+))"""
+    r"""|[0-9]*<[ \t]*(?P<file>"[^"\n]*"|'[^'\n]*'|[^ \t\n;&|()]+))"""
 )
-# one word of a loop's list: a command substitution (quoted or not), a quoted word, a word
+# a command substitution
 _SUBSTITUTION = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)|`[^`\n]*`")
-_LIST_WORD = re.compile(r""""?(?:\$\((?:[^()]|\([^()]*\))*\)|`[^`]*`)"?|"[^"]*"|'[^']*'|[^\s"']+""")
+# one word of a loop's list: a command substitution (quoted or not), a quoted word, a word
+# (ended by sh's blanks only: a carriage return is part of it)
+_LIST_WORD = re.compile(
+    r""""?(?:\$\((?:[^()]|\([^()]*\))*\)|`[^`]*`)"?|"[^"]*"|'[^']*'|[^ \t\n"']+"""
+)
 _READ_OPTIONS = frozenset({"-d", "-u", "-n", "-N", "-p", "-t", "-a", "-i"})  # (they take a value)
 # commands a list's lines pass through, some of them left out (`ls d | grep .sh | sort`)
 _FILTERS = frozenset({"grep", "egrep", "fgrep", "sort", "uniq", "head", "tail", "tac", "cat"})
@@ -894,7 +898,7 @@ def _past_redirections(words: list[str], index: int) -> int:
 # a script an interpreter reads from its standard input; what makes code of data
 _STDIN_SCRIPTS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 _MADE = ("$(", "`", "<(")
-_INPUT = re.compile(r"(?<![<0-9])[0-9]*<[ \t]*([^\s<>;&|()'\"`$]+)")
+_INPUT = re.compile(r"(?<![<0-9])[0-9]*<[ \t]*([^ \t\n<>;&|()'\"`$]+)")
 
 
 def _runs_data(words: list[str]) -> bool:
@@ -963,7 +967,7 @@ _GIT_FILE_KEY = re.compile(
 # the environment's ways to point git at another configuration or repository
 _GIT_ELSEWHERE = re.compile(
     r"\b(?:GIT_CONFIG_GLOBAL|GIT_CONFIG_SYSTEM|GIT_CONFIG|GIT_DIR|GIT_COMMON_DIR|GIT_INDEX_FILE)"
-    r"""=["']?([^\s"';&|()]+)"""
+    r"""=["']?([^ \t\n"';&|()]+)"""
 )
 # configuration keys whose value git runs as a command (see ._gitnames: given with -c)
 _GIT_COMMAND_KEY = re.compile(
