@@ -127,12 +127,15 @@ _RECIPES = [
     "\tsh $(call F,x)\nF = d/$(1).sh",
     "\tsh $(V)\nV = d/x\nV := $(V).sh",
     "\tsh $(V)\nV = $(subst Y,/,dYx.sh)",
+    "\tsh $(shell echo d)/x.sh",
 ]
 # ordinary recipes: their programs are known, nothing more is kept
 _PLAIN_RECIPES = [
     "\t$(CC) $(CFLAGS) -o out/a $^\nlint: src/a.c",
     "\tpython3 -m pytest $(TESTS)\nTESTS = tests",
     "\tfor f in $$(git ls-files '*.sh'); do echo $$f; done",
+    # (a path after a computed directory: that path in any directory)
+    "\t$(shell go env GOPATH)/bin/golangci-lint run",
 ]
 
 

@@ -189,26 +189,46 @@ def _make_expanded(text: str) -> str:
 # or variable not evaluated here (`$(addprefix d/,x.sh)`, `$(call F,x)`, `$(V)` appending
 # to itself), an automatic variable (`$^`); make's own defaults for its built-in
 # variables name programs found on PATH
-_MAKE_DYNAMIC = re.compile(r"\$(?:[({]|[@<^+?*|%]|$)")  # (`$` alone: a text not parsed)
+_MAKE_DYNAMIC = re.compile(r"\$(?:[({]|[@<^+?*|%])")
+_MAX_RECIPES = 256  # recipe lines holding a reference read in one makefile, at most
 _MAKE_DEFAULTS = re.compile(r"\$[({](?:CC|CXX|CPP|FC|AR|AS|LD|RM|LEX|YACC|M2C|PC|MAKE)[)}]")
+# one leading reference, its parentheses balanced to two levels (`$(shell go env GOPATH)`)
+_MAKE_LEADING = re.compile(r"^\$(?:\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)|\{[^{}]*\})")
 _MAKE_RULE_RECIPE = re.compile(r"^[^\t#=:]+::?[^=;]*;(.*)$")
 
 
-def _make_unknown(expanded: str) -> bool:
-    """Whether a recipe of the expanded makefile runs a program or script not known here.
+def _make_unknown(expanded: str) -> list[str]:
+    """What the programs of the expanded makefile's recipes may be, where not known here.
 
     A program (or an interpreter's script) of a recipe line still holding a make
     reference: make evaluates about forty functions and any user-defined one
-    (``$(call F,x)``); what such a word becomes is not guessed.
+    (``$(call F,x)``); what such a word becomes is not guessed. A reference
+    followed by a path (``$(shell go env GOPATH)/bin/lint``) may be that path
+    in any directory (``**/bin/lint``); any other, anything (``**``).
     """
     recipes: list[str] = []
     for line in expanded.split("\n"):
         rule = None if line.startswith("\t") else _MAKE_RULE_RECIPE.match(line)
         if rule is not None or line.startswith("\t"):
             recipes.append(line if rule is None else rule.group(1))
+    out: list[str] = []
     # (a recipe's `$$` is the shell's `$`, not make's)
-    text = _MAKE_DEFAULTS.sub("make", "\n".join(recipes).replace("$$", ""))
-    return any(_MAKE_DYNAMIC.search(word) for word in programs_run(text))
+    lines = [_MAKE_DEFAULTS.sub("make", line.replace("$$", "")) for line in recipes]
+    lines = [line for line in lines if _MAKE_DYNAMIC.search(line)]
+    for line in lines if len(lines) <= _MAX_RECIPES else ():
+        script = parse_script(line) if len(line) <= MAX_COMMAND_CHARS else None
+        if script is None or script.uncertain or not script.commands:
+            return ["**"]  # (a line the shell policy's parser cannot read)
+        # (a bare `$` is a piece of the rough split of a parsed line)
+        for word in (w for w in programs_run(line) if w != "$"):
+            if not _MAKE_DYNAMIC.search(word):
+                continue
+            rest = _MAKE_LEADING.sub("", word, count=1)
+            known = rest.startswith("/") and "$" not in rest and ".." not in rest.split("/")
+            if not known or rest == word:
+                return ["**"]
+            out.append(f"**{rest}")
+    return list(dict.fromkeys(out)) if len(lines) <= _MAX_RECIPES else ["**"]
 
 
 # NAME=value (export, local, typeset, declare before it), its value quoted or bare
@@ -1798,9 +1818,10 @@ def hook_callees(
         text = working_directory(text, cwd)
         if makefile:
             expanded = _make_expanded(text)
-            if _make_unknown(expanded):
-                # what its recipe runs is not known: anything below the makefile's directory
-                protect(os.path.join(cwd, "**"))
+            for pattern in _make_unknown(expanded):
+                # what its recipe runs is not known: anything below the makefile's
+                # directory, or the path after a reference in any directory of the tree
+                protect(os.path.join(cwd if pattern == "**" else within, pattern))
             # (a recipe's `$$` is the shell's `$`: `for f in $$(ls d); do sh "$$f"; done`)
             text = expanded.replace("$$", "$")
         text = expand_assignments(_MAKE_VARIABLE.sub("make", text), {})
