@@ -98,3 +98,16 @@ async def test_an_early_answer_to_an_id_of_another_type_is_not_taken_for_it() ->
     other = plain[0].replace(b'"id":1,', b'"id":"1",') + b"\n"
     written = await _serve(INITIALIZE, other, b"")
     assert written == plain
+
+
+async def test_a_cancel_of_an_early_answered_request_leaves_a_later_one_of_its_id_answered() -> (
+    None
+):
+    # The client cancels the listing it was answered already, then (against the spec,
+    # but it happens) reuses the id: the later request gets its own answer.
+    plain = await _serve(b"", None, INITIALIZE + INITIALIZED + LIST)
+    early = b"\n".join(plain[:2]) + b"\n"
+    cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"l"}}\n'
+    again = b'{"jsonrpc":"2.0","id":"l","method":"ping"}\n'
+    written = await _serve(INITIALIZE + INITIALIZED + LIST + cancel, early, again)
+    assert written == [b'{"jsonrpc":"2.0","id":"l","result":{}}']

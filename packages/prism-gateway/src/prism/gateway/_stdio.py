@@ -155,6 +155,25 @@ class LineWriter:
                 request_id = json.loads(line)["id"]
                 self._answered[(type(request_id), request_id)] = line
 
+    def answered_early(self, line: bytes) -> bool:
+        """Whether ``line`` cancels a request answered already (see :meth:`answered`).
+
+        A cancellation of a request whose answer was written is moot (the
+        protocol says to ignore one for a request that completed): passed on, the
+        SDK would drop its answer unwritten, and its early one would then stand
+        in for the answer of a later request that reuses the id.
+        """
+        if not self._answered or b"notifications/cancelled" not in line:
+            return False
+        try:
+            message = json.loads(line)
+            request_id = message["params"]["requestId"]
+        except (ValueError, KeyError, TypeError):
+            return False
+        return message.get("method") == "notifications/cancelled" and (
+            (type(request_id), request_id) in self._answered
+        )
+
     async def send(self, item: SessionMessage, /) -> None:
         if self._gone or self._closed:
             raise anyio.BrokenResourceError
@@ -394,6 +413,8 @@ class LineReader(ObjectReceiveStream[SessionMessage | Exception]):
         if refusal is not None:
             self._items.append((True, _parse_error(refusal)))
             return
+        if self._writer.answered_early(line):
+            return  # (its request was answered before serving began: nothing to cancel)
         # Only once the SDK dispatched every message handed to it before this line, so
         # a line never overtakes an earlier one (a notifications/cancelled, say), of
         # this read or an earlier one: the SDK's runner relays them through a channel
