@@ -1300,6 +1300,7 @@ def _commands(text: str) -> list[list[str]]:
     return out
 
 
+_QUOTING = re.compile(r"[\"'\\]")
 _DECLARES = frozenset({"export", "declare", "typeset", "readonly", "local"})
 
 
@@ -1328,6 +1329,8 @@ def _assigned(text: str) -> list[tuple[str, str]]:
 
 def _unquoted(raw: str) -> str:
     """A word with its quotes removed as the shell would (the word as written if it cannot)."""
+    if not _QUOTING.search(raw):
+        return raw  # (nothing to remove: the parser's words hold no unquoted blank)
     lexer = shlex.shlex(raw, posix=True)
     lexer.whitespace, lexer.whitespace_split = " \t\n", True  # (sh's blanks, not `\r`)
     lexer.commenters = ""
