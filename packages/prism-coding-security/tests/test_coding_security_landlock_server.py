@@ -63,10 +63,11 @@ async def test_one_server_runs_every_command(root: Path, run_shell: RunShell) ->
     server = _server_pid(sandbox)
     _, second = await run_shell(ops, "echo $PPID", root)
     assert _server_pid(sandbox) == server
-    # each command is spawned by the same idle spawner, forked by the one server,
-    # itself below its guardian
-    assert int(first) == int(second) != server
-    assert _parent(_parent(int(first))) == server
+    # each command is spawned by an idle spawner forked by the one server, itself below
+    # its guardian (the same spawner, unless the server had not yet read that it was
+    # idle again when the second command came: then it forks another)
+    assert server not in (int(first), int(second))
+    assert _parent(_parent(int(second))) == server
 
 
 def _parent(pid: int) -> int:
