@@ -2085,3 +2085,25 @@ def test_a_configuration_a_hooks_line_points_git_at_is_protected(root: Path) -> 
         decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
         assert isinstance(decision, ExecutionDecision)
         assert decision.allowed is (path not in asked), path
+
+
+def test_what_a_mise_configurations_env_names_is_protected(root: Path) -> None:
+    """mise exports `[env]` into the user's shell on entering the project: a
+    `PYTHONPATH` directory's modules that shadow the standard library, the file
+    `BASH_ENV` names (bash sources it first) and git's own configuration file
+    (`GIT_CONFIG_GLOBAL`: a planted fsmonitor runs at the next `git status`) each ask,
+    as an `.envrc`'s would; other files there stay writable."""
+    _write_files(
+        root,
+        {
+            "mise.toml": '[env]\nPYTHONPATH = "{{config_root}}/d"\n'
+            'BASH_ENV = "{{config_root}}/e/env.sh"\n'
+            'GIT_CONFIG_GLOBAL = "{{config_root}}/g/gitconfig"\nPLAIN = "{{config_root}}/p/x"\n',
+        },
+    )
+    policy = create_coding_approval_policy(roots=[str(root)])
+    asked = ["d/re.py", "d/os.py", "e/env.sh", "g/gitconfig"]
+    for path in [*asked, "d/zz_project_module.py", "e/other.sh", "p/x", "src/x.py"]:
+        decision = policy.check(ExecutionAction(kind="write", operation="write", paths=(path,)))
+        assert isinstance(decision, ExecutionDecision)
+        assert decision.allowed is (path not in asked), path

@@ -61,6 +61,7 @@ import glob
 import importlib.machinery
 import os
 import re
+import shlex
 import stat
 import sys
 import threading
@@ -1040,6 +1041,24 @@ def _mise_named(data: dict[str, object]) -> tuple[list[str], list[str]]:
     return named, commands
 
 
+# git's variables naming a file or directory it reads its configuration (and so what it
+# runs) from
+_GIT_FILE_VARIABLES = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "GIT_DIR",
+                       "GIT_COMMON_DIR", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR")  # fmt: skip
+
+
+def _mise_variables(data: dict[str, object]) -> list[tuple[str, str]]:
+    """The variables a mise configuration's ``[env]`` sets to a string (not its ``_``)."""
+    env = data.get("env")
+    if not isinstance(env, dict):
+        return []
+    return [
+        (name, value)
+        for name, value in env.items()
+        if name != "_" and isinstance(value, str) and re.fullmatch(r"[A-Za-z_]\w*", name)
+    ]
+
+
 def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
     """What mise's configurations at the root's top and each repository's top run, in ``root``.
 
@@ -1049,8 +1068,11 @@ def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
     ``PATH``, loads its ``_.file`` files and activates a tool's ``virtualenv`` (or
     ``_.python.venv``). The configurations are protected by name; these are kept
     too, from the project's top (``{{config_root}}`` is it), and each hook's command
-    is read as a hook's is (the programs and scripts it runs by a path). Kept until
-    a file read (or looked for) changes.
+    is read as a hook's is (the programs and scripts it runs by a path). The
+    variables ``[env]`` exports into the user's shell are read as an ``.envrc``'s
+    exports are (the loaders' search variables, ``PYTHONPATH``), and git's
+    configuration variables (``GIT_CONFIG_GLOBAL``...) keep the file they name.
+    Kept until a file read (or looked for) changes.
     """
     key = (root, tops)
     kept = _kept_answer(_mises, key)
@@ -1076,6 +1098,20 @@ def _mise_entries(root: str, tops: tuple[str, ...]) -> list[str]:
             except tomllib.TOMLDecodeError:
                 continue
             named, commands = _mise_named(parsed)
+            # `[env]`, exported into the user's shell on entering the directory: what
+            # its search variables and git's configuration variables name
+            variables = _mise_variables(parsed)
+            exported, python_dirs = _exported_entries(
+                "\n".join(f"export {name}={shlex.quote(value)}" for name, value in variables)
+            )
+            named += exported
+            named += [value for name, value in variables if name in _GIT_FILE_VARIABLES]
+            for word in python_dirs:
+                full = os.path.normpath(os.path.join(here, os.path.expanduser(word)))
+                where = _below(full, root)
+                if where is not None:
+                    prefix = "" if where == "." else f"{where}/"
+                    out += [prefix + name for name in _python_shadows()]
             for command in commands:
                 named += [w for w in programs_run(command) if "/" in w]
                 named += python_imports(command)
