@@ -111,3 +111,25 @@ async def test_a_cancel_of_an_early_answered_request_leaves_a_later_one_of_its_i
     again = b'{"jsonrpc":"2.0","id":"l","method":"ping"}\n'
     written = await _serve(INITIALIZE + INITIALIZED + LIST + cancel, early, again)
     assert written == [b'{"jsonrpc":"2.0","id":"l","result":{}}']
+
+
+async def test_only_a_cancel_of_an_early_answered_id_is_taken_for_one() -> None:
+    from prism.gateway._stdio import LineWriter
+
+    read, write = os.pipe()
+    os.close(read)
+    async with trio.lowlevel.FdStream(write) as stream:
+        writer = LineWriter(stream)
+        cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%b}}'
+        assert not writer.answered_early(cancel % b'"l"')  # (nothing answered early yet)
+        # (blank lines between the answers are skipped)
+        writer.answered(b'\n{"jsonrpc":"2.0","id":"l","result":{"tools":[]}}\n\n')
+        assert writer.answered_early(cancel % b'"l"')
+        assert not writer.answered_early(cancel % b'"m"')  # another id
+        assert not writer.answered_early(cancel % b"1")  # another type
+        assert not writer.answered_early(b'{"jsonrpc":"2.0","id":"l","method":"ping"}')
+        assert not writer.answered_early(b"notifications/cancelled, not JSON")
+        assert not writer.answered_early(b'{"method":"notifications/cancelled"}')  # no params
+        assert not writer.answered_early(  # a request of that name, not the notification
+            b'{"method":"x","params":{"requestId":"l","note":"notifications/cancelled"}}'
+        )
