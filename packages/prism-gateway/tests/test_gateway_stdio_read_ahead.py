@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import os
 
+import mcp_types as types
 import pytest
 import trio
 from gateway_std_fds import std_fds_on_pipes
+from mcp.shared.message import SessionMessage
 
 from prism.core import ConfigurationError
 from prism.gateway import GatewayConfigurationError, open_gateway, serve_stdio
@@ -133,3 +135,7 @@ async def test_only_a_cancel_of_an_early_answered_id_is_taken_for_one() -> None:
         assert not writer.answered_early(  # a request of that name, not the notification
             b'{"method":"x","params":{"requestId":"l","note":"notifications/cancelled"}}'
         )
+        # only an answer stands in for an early one: a request of that id is written
+        request = SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id="l", method="ping"))
+        assert writer._instead(request, b"{}") is None
+        assert writer.answered_early(cancel % b'"l"')  # (still answered early)
